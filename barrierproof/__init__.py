@@ -1,0 +1,13 @@
+"""barrierproof: prove that a GPU kernel's barrier protocol cannot deadlock, or show the shortest
+interleaving in which it does."""
+
+from .model.dsl import Protocol, maximum, minimum, protocol
+from .model.ir import Kernel, ModelError
+from .checker.check import Options, check_kernel
+from .checker.explore import Limits
+from .checker.verdict import Diagnostic, Verdict
+
+__version__ = "0.1.0"
+
+__all__ = ["protocol", "minimum", "maximum", "Protocol", "Kernel", "ModelError", "Options", "check_kernel", "Limits",
+           "Diagnostic", "Verdict", "__version__"]

@@ -1,0 +1,288 @@
+"""The command line: `barrierproof check|prove|replay|tla|confirm ...`.
+
+Exit codes: 0 verified/proved, 1 violation, 2 bounded/unknown, 3 input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from typing import Callable, Sequence
+
+from .checker.check import Options, check_kernel, error_verdict
+from .checker.explore import Limits
+from .checker.report import json_report, text_report, timeline
+from .checker.verdict import EXIT_CODES, Verdict
+from .loader import Target, resolve
+from .model.ir import Kernel, ModelError
+
+# Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
+ENGINES = {
+    "explore": None,
+    "tlc": ("barrierproof.checker.tlc", "check_kernel_tlc"),
+    "symbolic": ("barrierproof.checker.symbolic", "prove_kernel"),
+}
+
+
+def _fail(message: str, hint: str | None = None) -> int:
+    print(f"error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
+    return 3
+
+
+def parse_params(items: Sequence[str]) -> dict[str, int]:
+    params = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ModelError(f"--param {item!r} is not NAME=VALUE", hint="e.g. --param stages=3")
+        try:
+            params[name.strip()] = int(value, 0)
+        except ValueError:
+            raise ModelError(f"--param {item!r}: {value!r} is not an integer",
+                             hint="parameters are integers, e.g. --param steps=8") from None
+    return params
+
+
+def parse_codes(text: str | None) -> frozenset[str]:
+    if not text:
+        return frozenset()
+    return frozenset(c.strip().upper() for c in text.split(",") if c.strip())
+
+
+def _engine(name: str) -> Callable | None:
+    spec = ENGINES[name]
+    if spec is None:
+        return None
+    module, fn = spec
+    try:
+        return getattr(importlib.import_module(module), fn)
+    except (ImportError, AttributeError) as err:
+        raise ModelError(f"engine {name!r} is not available: {err}",
+                         hint="install the extra it needs (barrierproof[tla] for tlc)") from None
+
+
+class _Progress:
+    """States, depth and rate on a terminal's stderr while a long search runs."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.status = None
+        self.label = ""
+
+    def callback(self, info: dict) -> None:
+        if not self.enabled:
+            return
+        text = (f"{self.label}: {info['states']:,} states, depth {info['depth']}, "
+                f"{info['rate']:,.0f} states/s")
+        if self.status is None:
+            from rich.console import Console
+            self.status = Console(stderr=True).status(text)
+            self.status.start()
+        else:
+            self.status.update(text)
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+
+def _params_for(kernel: Kernel, params: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in params.items() if k in kernel.params}
+
+
+def run_targets(targets: list[Target], params: dict[str, int], options: Options,
+                engine: str, args, progress: _Progress) -> list[Verdict]:
+    verdicts = []
+    engine_fn = _engine(engine)
+    used: set[str] = set()
+    for target in targets:
+        progress.label = target.name
+        try:
+            kernel = target.build()
+            if target.expect and not kernel.expect:
+                kernel = kernel.replace(expect=target.expect)
+            kp = _params_for(kernel, params)
+            used |= set(kp)
+            if engine_fn is None:
+                verdict = check_kernel(kernel, kp, options, target.ref)
+            else:
+                verdict = engine_fn(kernel, kp, options, target.ref, args)
+        except ModelError as err:
+            verdict = error_verdict(target.name, err, target.ref)
+            verdict.expected = target.expect
+        finally:
+            progress.stop()
+        verdicts.append(verdict)
+    unused = sorted(set(params) - used)
+    if unused and targets:
+        raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
+                         hint="check the spelling of --param")
+    return verdicts
+
+
+def _write_traces(verdicts: list[Verdict], directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    for v in verdicts:
+        if v.trace is not None:
+            path = os.path.join(directory, f"{v.name}.trace.json")
+            with open(path, "w") as f:
+                f.write(v.trace.dumps())
+
+
+def exit_code(verdicts: list[Verdict], expect: bool = False) -> int:
+    if expect:
+        return 0 if all(v.expected and v.matches(v.expected) for v in verdicts) else 1
+    codes = {EXIT_CODES[v.verdict] for v in verdicts}
+    for code in (3, 1, 2):
+        if code in codes:
+            return code
+    return 0
+
+
+def cmd_check(args, engine: str | None = None) -> int:
+    params = parse_params(args.param)
+    limits = Limits(max_states=args.max_states, max_depth=args.max_depth, timeout=args.timeout,
+                    max_memory_mb=args.max_memory)
+    progress = _Progress(sys.stderr.isatty() and not args.quiet)
+    options = Options(limits, not args.no_reduction, parse_codes(args.ignore),
+                      parse_codes(args.select) or None, progress.callback)
+    targets: list[Target] = []
+    for spec in args.paths:
+        targets += resolve(spec)
+    if not targets:
+        return _fail(f"no protocols found in {' '.join(args.paths)}",
+                     "define protocols with @protocol, or name Pallas kernels in EXPECT")
+    verdicts = run_targets(targets, params, options, engine or args.engine, args, progress)
+    if args.trace_dir:
+        _write_traces(verdicts, args.trace_dir)
+    text = json_report(verdicts) if args.format == "json" else text_report(verdicts)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return exit_code(verdicts, args.expect)
+
+
+def cmd_replay(args) -> int:
+    from .model.interpreter import ReplayError, Trace, replay
+    from .model.semantics import System
+    try:
+        with open(args.trace) as f:
+            trace = Trace.from_json(json.load(f))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return _fail(f"{args.trace}: not a barrierproof trace ({err})",
+                     "write one with `check --trace-dir DIR` or `--format json`")
+    if not trace.source:
+        return _fail(f"{args.trace} does not say which protocol it belongs to")
+    targets = resolve(trace.source)
+    kernel = targets[0].build()
+    system = System(kernel, trace.params, trace.grid_position)
+    try:
+        run = replay(system, trace.actions)
+    except ReplayError as err:
+        return _fail(f"{args.trace} does not replay on {trace.source}: {err}",
+                     "the protocol changed since the trace was written; check it again")
+    replayed = run.trace(trace.source)
+    print(f"{trace.source}: replayed {len(replayed.steps)} steps -> {run.outcome}"
+          + (f" {run.violation.code} {run.violation.message}" if run.violation else ""))
+    print(timeline(replayed))
+    for d in (run.violation.details if run.violation else []):
+        print(f"  {d}")
+    claimed = (trace.violation or {}).get("code")
+    got = run.violation.code if run.violation else None
+    if claimed != got:
+        return _fail(f"the trace claims {claimed or trace.outcome} but replays to "
+                     f"{got or run.outcome}")
+    return 1 if run.violation else 0
+
+
+def _delegate(module: str, fn: str) -> Callable:
+    def run(args) -> int:
+        try:
+            handler = getattr(importlib.import_module(module), fn)
+        except (ImportError, AttributeError) as err:
+            return _fail(f"`{args.command}` is not available: {err}")
+        return handler(args)
+    return run
+
+
+def _add_check_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH[::NAME]",
+                   help="Python files or directories with protocols or Pallas kernels")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a protocol parameter (repeatable)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("-o", "--output", help="write the report to a file")
+    p.add_argument("--max-states", type=int, default=5_000_000)
+    p.add_argument("--max-depth", type=int, default=None)
+    p.add_argument("--timeout", type=float, default=None, metavar="S")
+    p.add_argument("--max-memory", type=int, default=16_000, metavar="MB")
+    p.add_argument("--no-reduction", action="store_true", help="turn symmetry reduction off")
+    p.add_argument("--ignore", metavar="CODES", help="comma-separated codes to ignore")
+    p.add_argument("--select", metavar="CODES", help="only these codes count")
+    p.add_argument("--trace-dir", metavar="DIR", help="write each counterexample as JSON here")
+    p.add_argument("--expect", action="store_true",
+                   help="exit 0 only if every verdict matches its declared expectation")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are input errors: exit 3, one line."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(3, f"error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="barrierproof",
+        description="Prove GPU barrier protocols deadlock-free, or show the shortest "
+                    "interleaving that breaks them.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("check", help="check protocols and kernels exhaustively")
+    _add_check_flags(p)
+    p.add_argument("--engine", choices=sorted(ENGINES), default="explore")
+    p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser("prove", help="prove protocols for every value of their parameters (Z3)")
+    _add_check_flags(p)
+    p.add_argument("--symbolic", action="append", default=[], metavar="NAME",
+                   help="a parameter to quantify over (repeatable; default: declared ones)")
+    p.set_defaults(run=lambda a: cmd_check(a, "symbolic"))
+
+    p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
+    p.add_argument("trace", metavar="TRACE.json")
+    p.set_defaults(run=cmd_replay)
+
+    p = sub.add_parser("tla", help="emit TLA+ specs (and their TLC configs)")
+    p.add_argument("paths", nargs="+", metavar="PATH[::NAME]")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.set_defaults(run=_delegate("barrierproof.checker.tla", "cli_main"))
+
+    p = sub.add_parser("confirm", help="run a Pallas kernel in JAX's GPU interpret mode")
+    p.add_argument("paths", nargs="+", metavar="PATH::NAME")
+    p.add_argument("--timeout", type=float, default=20.0, metavar="S")
+    p.add_argument("--runs", type=int, default=1, help="interpreter runs (schedules differ)")
+    p.set_defaults(run=_delegate("barrierproof.confirm", "cli_main"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except ModelError as err:
+        return _fail(str(err))
+    except KeyboardInterrupt:
+        return _fail("interrupted")
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,146 @@
+"""Find what to check: `PATH`, `PATH::NAME` or a directory of Python files.
+
+A DSL file defines protocols with `@protocol`; a Pallas file names its kernel functions in a
+module-level `EXPECT = {"fn": "verified", ...}` (or is addressed as `file.py::fn`). Importing a
+user's file runs their code: any error there becomes a one-line ModelError at their line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .model.dsl import Protocol
+from .model.ir import Kernel, Loc, ModelError
+
+
+@dataclass
+class Target:
+    ref: str                       # path::name
+    name: str
+    kind: str                      # "dsl" or "pallas"
+    build: Callable[[], Kernel]
+    expect: str | None
+    path: str
+
+
+def _user_error(err: BaseException, path: str) -> ModelError:
+    """The innermost frame of a traceback that lies in the user's file."""
+    if isinstance(err, ModelError):
+        return err
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(path)]
+    frame = mine[-1] if mine else (frames[-1] if frames else None)
+    loc = Loc(frame.filename, frame.lineno or 0) if frame else Loc(path, 0)
+    if isinstance(err, SyntaxError):
+        loc = Loc(err.filename or path, err.lineno or 0)
+    hint = "fix the Python error in the protocol file"
+    if isinstance(err, ModuleNotFoundError) and err.name in ("jax", "jaxlib"):
+        hint = "install the Pallas extra: pip install 'barrierproof[pallas]'"
+    return ModelError(f"{type(err).__name__}: {err}", loc=loc, hint=hint)
+
+
+def import_file(path: str):
+    """Import a Python file as a fresh module; its directory is importable while it loads."""
+    path = os.path.abspath(path)
+    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+    name = f"_barrierproof_user_{Path(path).stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ModelError(f"cannot import {path}", loc=Loc(path, 0), hint="give a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as err:  # the user's code: any error is an input error
+        sys.modules.pop(name, None)
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise _user_error(err, path) from None
+    finally:
+        sys.path.remove(os.path.dirname(path))
+    return module
+
+
+def _dsl_target(path: str, name: str, proto: Protocol) -> Target:
+    def build() -> Kernel:
+        try:
+            return proto.build()
+        except ModelError:
+            raise
+        except Exception as err:  # an error in the protocol body
+            raise _user_error(err, path) from None
+    return Target(f"{path}::{name}", proto.name, "dsl", build, proto.expect, path)
+
+
+def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
+    def build() -> Kernel:
+        from .model import pallas  # jax is imported only for Pallas kernels
+        return pallas.trace_function(fn, name=name, path=path)
+    return Target(f"{path}::{name}", name, "pallas", build, expect, path)
+
+
+def _broken_target(path: str, err: ModelError) -> Target:
+    def build() -> Kernel:
+        raise err
+    return Target(path, Path(path).stem, "error", build, None, path)
+
+
+def targets_in_module(path: str, module, only: str | None = None) -> list[Target]:
+    found: list[Target] = []
+    expect = getattr(module, "EXPECT", {}) or {}
+    if only is not None:
+        if not hasattr(module, only):
+            names = [n for n, v in vars(module).items() if isinstance(v, Protocol)] + list(expect)
+            raise ModelError(f"{path} has no protocol or kernel function named {only!r}",
+                             loc=Loc(path, 0),
+                             hint=f"available: {', '.join(names) or 'none'}")
+        obj = getattr(module, only)
+        if isinstance(obj, Protocol):
+            return [_dsl_target(path, only, obj)]
+        if callable(obj):
+            return [_pallas_target(path, only, obj, expect.get(only))]
+        raise ModelError(f"{path}::{only} is a {type(obj).__name__}, not a protocol or function",
+                         loc=Loc(path, 0), hint="use @protocol or a zero-argument kernel function")
+    for attr, obj in vars(module).items():
+        if isinstance(obj, Protocol) and getattr(obj.fn, "__module__", None) == module.__name__:
+            found.append(_dsl_target(path, attr, obj))
+    for fn_name, verdict in expect.items():
+        fn = getattr(module, fn_name, None)
+        if not callable(fn):
+            raise ModelError(f"EXPECT names {fn_name!r}, which {path} does not define",
+                             loc=Loc(path, 0), hint="EXPECT maps kernel function names to verdicts")
+        found.append(_pallas_target(path, fn_name, fn, verdict))
+    return found
+
+
+def resolve(spec: str) -> list[Target]:
+    """All targets named by one command-line argument."""
+    path, _, only = spec.partition("::")
+    if not os.path.exists(path):
+        raise ModelError(f"{path} does not exist", loc=None,
+                         hint="give a .py file, a directory, or file.py::NAME")
+    if os.path.isdir(path):
+        if only:
+            raise ModelError(f"{spec}: ::NAME needs a file, not a directory")
+        out: list[Target] = []
+        for file in sorted(Path(path).rglob("*.py")):
+            if file.name.startswith(("_", ".")) or any(p.startswith((".", "_"))
+                                                       for p in file.relative_to(path).parts[:-1]):
+                continue
+            try:
+                out += targets_in_module(str(file), import_file(str(file)))
+            except ModelError as err:  # one broken file must not hide the others' verdicts
+                out.append(_broken_target(str(file), err))
+        return out
+    module = import_file(path)
+    return targets_in_module(path, module, only or None)

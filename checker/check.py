@@ -1,0 +1,144 @@
+"""From a kernel to a Verdict: static rules, compilation, exploration, replay of the trace."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ..model.interpreter import ReplayError, replay
+from ..model.ir import Kernel, ModelError
+from ..model.semantics import CODES, System, Violation, compile_systems, static_findings
+from .explore import Limits, explore
+from .verdict import Diagnostic, Verdict
+
+# One help line per code: what usually fixes it.
+HELP = {
+    "BP100": "every wait needs its arrivals: check num_arrivals against the arriving threads, "
+             "copies and commits, and that all roles run the same number of iterations",
+    "BP101": "a participant must observe every completion: wait on the barrier in every "
+             "iteration, or make the arriving side wait for the consumer (an `empty` barrier)",
+    "BP102": "a thread must start waiting on a barrier before it completes twice: wait from the "
+             "first iteration, or give the late thread its own barrier",
+    "BP103": "wait on the last completions before the kernel ends (drain the pipeline)",
+    "BP104": "every phase that receives arrivals must complete: match the arrivals to num_arrivals",
+    "BP105": "wait for every TMA copy and tcgen05 op before the kernel ends",
+    "BP110": "declare the barrier with orders_tensor_core=True",
+    "BP111": "TMA and tcgen05 arrivals need a plain plgpu.Barrier",
+    "BP112": "wait on your own block's barrier instance",
+    "BP120": "keep barrier indices within num_barriers and index array barriers",
+    "BP121": "keep arrival counts and tx-counts within the mbarrier's range",
+    "BP130": "expect_tx must equal the bytes that land on the barrier",
+    "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
+}
+# Static findings that mean the input cannot be modelled as written.
+INPUT_ERRORS = {"BP120", "BP121"}
+
+
+@dataclass
+class Options:
+    limits: Limits = field(default_factory=Limits)
+    reduction: bool = True
+    ignore: frozenset[str] = frozenset()
+    select: frozenset[str] | None = None
+    progress: Callable[[dict], None] | None = None
+
+    def ignored(self) -> frozenset[str]:
+        if self.select is None:
+            return frozenset(self.ignore)
+        return frozenset(c for c in CODES if c not in self.select) | frozenset(self.ignore)
+
+
+def error_verdict(name: str, err: ModelError, source: str | None = None,
+                  seconds: float = 0.0) -> Verdict:
+    loc = str(err.loc) if err.loc else None
+    diag = Diagnostic(err.code or "input", err.message, loc, err.hint)
+    return Verdict(name, "error", [diag], seconds=seconds, source=source)
+
+
+def diagnostic(system: System, violation: Violation) -> Diagnostic:
+    return Diagnostic(violation.code, violation.message, str(system.location(violation)),
+                      HELP.get(violation.code), list(violation.details))
+
+
+def check_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
+                 options: Options | None = None, source: str | None = None) -> Verdict:
+    """Check one kernel for concrete parameter values with the explicit explorer.
+
+    >>> from barrierproof.model.dsl import protocol
+    >>> @protocol
+    ... def handoff(k):
+    ...     k.threads(2)
+    ...     bar = k.Barrier()
+    ...     with k.when(k.thread == 0):
+    ...         k.barrier_arrive(bar)
+    ...     with k.otherwise():
+    ...         k.barrier_wait(bar)
+    >>> check_kernel(handoff.build()).verdict
+    'verified'
+    """
+    options = options or Options()
+    ignored = options.ignored()
+    start = time.perf_counter()
+    try:
+        values = kernel.param_values(params)
+        findings = static_findings(kernel)
+        systems = compile_systems(kernel, values)
+    except ModelError as err:
+        return error_verdict(kernel.name, err, source, time.perf_counter() - start)
+    for system in systems:
+        findings += system.findings
+    unique, seen = [], set()
+    for f in findings:
+        key = (f.code, str(f.loc))  # one finding per place, not per loop iteration
+        if key not in seen and f.code not in ignored:
+            seen.add(key)
+            unique.append(Diagnostic(f.code, f.message, str(f.loc), f.hint or HELP.get(f.code)))
+
+    def verdict(kind: str, diags, **kw) -> Verdict:
+        return Verdict(kernel.name, kind, diags, params=values, source=source,
+                       reduction=options.reduction, seconds=time.perf_counter() - start,
+                       expected=kernel.expect, notes=list(kernel.notes), **kw)
+
+    if any(d.code in INPUT_ERRORS for d in unique):
+        return verdict("error", [d for d in unique if d.code in INPUT_ERRORS])
+    static_violations = [d for d in unique if d.code != "BP190"]
+    if static_violations:
+        return verdict("violation", static_violations,
+                       coverage="found statically, before exploration")
+    unmodeled = [d for d in unique if d.code == "BP190"]
+
+    states = transitions = depth = 0
+    bounded_reasons = []
+    for system in systems:
+        result = explore(system, options.limits, options.reduction, ignored, options.progress)
+        states += result.states
+        transitions += result.transitions
+        depth = max(depth, result.depth)
+        if result.status == "violation":
+            run = replay(system, result.actions)
+            if run.violation is None or run.violation.code != result.violation.code:
+                raise ReplayError(f"{kernel.name}: the explorer's {result.violation.code} trace "
+                                  f"replays to {run.outcome}")
+            where = "" if len(systems) == 1 else f" (grid position {system.grid_position})"
+            found = verdict("violation", [diagnostic(system, run.violation)] + unmodeled,
+                            trace=run.trace(source), states=states, transitions=transitions,
+                            depth=len(result.actions),
+                            coverage=f"shortest counterexample: {len(result.actions)} steps{where}")
+            if unmodeled:
+                found.notes.append("the kernel uses synchronization the model does not cover "
+                                   "(BP190); this trace ignores it and may not be feasible")
+            return found
+        if result.status == "bounded":
+            bounded_reasons.append(result.reason)
+    coverage = f"{states} distinct states, {transitions} transitions, depth {depth}"
+    if len(systems) > 1:
+        coverage += f", {len(systems)} distinct cluster behaviours"
+    if bounded_reasons:
+        return verdict("bounded", unmodeled, states=states, transitions=transitions, depth=depth,
+                       coverage=f"{coverage}; stopped: {'; '.join(bounded_reasons)}")
+    if unmodeled:
+        return verdict("unknown", unmodeled, states=states, transitions=transitions, depth=depth,
+                       coverage=f"{coverage}; exhaustive for the modelled synchronization only")
+    return verdict("verified", [], states=states, transitions=transitions, depth=depth,
+                   coverage=f"{coverage}; exhaustive")

@@ -1,0 +1,98 @@
+"""What an engine concludes: a Verdict with its Diagnostics and, for violations, a Trace."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ..model.interpreter import Step, Trace  # noqa: F401  (re-exported)
+from ..model.semantics import CODES
+
+VERDICTS = ("proved", "verified", "bounded", "unknown", "violation", "error")
+EXIT_CODES = {"proved": 0, "verified": 0, "violation": 1, "bounded": 2, "unknown": 2, "error": 3}
+
+
+@dataclass
+class Diagnostic:
+    """One finding, ruff-style: stable code, one-line message, location, and a help line."""
+
+    code: str
+    message: str
+    location: str | None = None
+    help: str | None = None
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return CODES.get(self.code, "error")
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["name"] = self.name
+        return data
+
+    def one_line(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        return f"{where}{self.code} [{self.name}] {self.message}"
+
+
+@dataclass
+class Verdict:
+    name: str
+    verdict: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    trace: Trace | None = None
+    states: int = 0
+    transitions: int = 0
+    depth: int = 0
+    seconds: float = 0.0
+    engine: str = "explore"
+    params: dict[str, int] = field(default_factory=dict)
+    source: str | None = None          # path::name
+    reduction: bool = True
+    coverage: str | None = None        # what a bounded search covered
+    notes: list[str] = field(default_factory=list)
+    expected: str | None = None        # the example's declared verdict, if any
+
+    def __post_init__(self) -> None:
+        assert self.verdict in VERDICTS, self.verdict
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def codes(self) -> list[str]:
+        return [d.code for d in self.diagnostics]
+
+    @property
+    def label(self) -> str:
+        """`verified`, or `violation:BP100` (the first diagnostic's code)."""
+        if self.verdict in ("violation", "error") and self.diagnostics:
+            return f"{self.verdict}:{self.diagnostics[0].code}"
+        return self.verdict
+
+    def matches(self, expected: str) -> bool:
+        """Does this verdict satisfy an expectation like `verified` or `violation:BP101`?"""
+        verdict, _, code = expected.partition(":")
+        if verdict != self.verdict:
+            return False
+        return not code or code in self.codes
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "verdict": self.verdict,
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+            "trace": self.trace.to_json() if self.trace else None,
+            "states": self.states,
+            "transitions": self.transitions,
+            "depth": self.depth,
+            "seconds": round(self.seconds, 4),
+            "engine": self.engine,
+            "params": self.params,
+            "source": self.source,
+            "reduction": self.reduction,
+            "coverage": self.coverage,
+            "notes": self.notes,
+            "expected": self.expected,
+        }

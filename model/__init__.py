@@ -1,0 +1,1 @@
+"""barrierproof.model: what a kernel's synchronization is (IR, DSL, semantics, interpreter)."""

@@ -1,0 +1,421 @@
+"""A Python DSL for barrier protocols whose names mirror Pallas Mosaic GPU.
+
+>>> from barrierproof.model.dsl import protocol
+>>> @protocol(expect="verified")
+... def handoff(k):
+...     k.threads(2, name="wg")
+...     full = k.Barrier(num_arrivals=1)
+...     with k.when(k.thread == 0):
+...         k.barrier_arrive(full)
+...     with k.otherwise():
+...         k.barrier_wait(full)
+>>> kernel = handoff.build()
+>>> [op.kind for op in kernel.ops()]
+['barrier_arrive', 'barrier_wait']
+
+Keyword arguments of the protocol function are its integer parameters (`def ring(k, stages=2)`);
+inside the body they are symbolic expressions, so loops and indices stay symbolic for `prove`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterable, Sequence
+
+from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, Kernel, Loc,
+                 Loop, ModelError, Op, Param, Var, WarpRegion, When, as_expr)
+from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
+from .ir import emin as minimum  # noqa: F401
+
+_THIS_FILE = os.path.abspath(__file__)
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=")
+_WITH_AS = re.compile(r"as\s+([A-Za-z_]\w*)\s*:")
+
+
+def _caller() -> tuple[Loc, str]:
+    """The user's source location (the first frame outside this module) and its line text."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename) == _THIS_FILE:
+        frame = frame.f_back
+    if frame is None:
+        return Loc("<dsl>", 0), ""
+    info = inspect.getframeinfo(frame, context=1)
+    text = info.code_context[0] if info.code_context else ""
+    return Loc(info.filename, info.lineno, info.function), text
+
+
+class _At:
+    def __init__(self, handle: "BarrierHandle"):
+        self._handle = handle
+
+    def __getitem__(self, index) -> BarrierRef:
+        if not isinstance(index, tuple):
+            index = (index,)
+        loc, _ = _caller()
+        exprs = tuple(_int_expr(i, loc, "barrier index") for i in index)
+        self._handle._check_index(exprs, loc)
+        return BarrierRef(self._handle.alloc, exprs)
+
+
+class BarrierHandle:
+    """What `k.Barrier(...)` returns: index it with `.at[i]` like a Pallas barrier ref."""
+
+    def __init__(self, alloc: BarrierAlloc, kernel: "KernelBuilder"):
+        self.alloc = alloc
+        self.kernel = kernel
+        self.at = _At(self)
+
+    def _check_index(self, index: tuple[Expr, ...], loc: Loc) -> None:
+        shape = self.alloc.shape
+        if len(index) != len(shape):
+            raise ModelError(f"`{self.alloc.name}` has {len(shape)} dimension(s), indexed with "
+                             f"{len(index)}", loc=loc, code="BP120",
+                             hint=f"use {self.alloc.name}.at[{', '.join('i' * 1 for _ in shape)}]")
+        for i, n in zip(index, shape):
+            if isinstance(i, Const) and isinstance(n, Const) and not 0 <= i.value < n.value:
+                raise ModelError(f"index {i.value} is out of range for `{self.alloc.name}` with "
+                                 f"num_barriers={n.value}", loc=loc, code="BP120",
+                                 hint=f"indices of `{self.alloc.name}` run from 0 to {n.value - 1}")
+
+    def on(self, *block: ExprLike, index: Sequence[ExprLike] | ExprLike = ()) -> BarrierRef:
+        """This barrier's instance in another block of the cluster (remote arrive/expect_tx)."""
+        loc, _ = _caller()
+        if not isinstance(index, (tuple, list)):
+            index = (index,)
+        exprs = tuple(_int_expr(i, loc, "barrier index") for i in index)
+        if exprs:
+            self._check_index(exprs, loc)
+        return BarrierRef(self.alloc, exprs, tuple(_int_expr(c, loc, "block") for c in block))
+
+    def __repr__(self) -> str:
+        return f"<{self.alloc.kind} {self.alloc.name}>"
+
+
+def _int_expr(value, loc: Loc, what: str) -> Expr:
+    if isinstance(value, float) and not isinstance(value, bool):
+        raise ModelError(f"{what} {value!r} is a float, not an integer expression", loc=loc,
+                         hint="use integers and // for division")
+    try:
+        return as_expr(value)
+    except ModelError as err:
+        raise ModelError(f"{what}: {err.message}", loc=loc, hint=err.hint) from None
+
+
+class KernelBuilder:
+    """The `k` handed to a protocol function: allocations, control flow and operations."""
+
+    def __init__(self, name: str, loc: Loc, params: dict[str, Param]):
+        self.name = name
+        self.loc = loc
+        self.params = params
+        self._barriers: list[BarrierAlloc] = []
+        self._stack: list[list] = [[]]
+        self._num_threads: Expr = Const(1)
+        self._thread_axis = "thread"
+        self._num_warps = 4
+        self._warp_axis = "warp"
+        self._cluster: list[tuple[str, Expr]] = []
+        self._grid: list[tuple[str, Expr]] = []
+        self._assumptions: list[Expr] = []
+        self._loops = 0
+        self._names: set[str] = set()
+
+    # -- shape -------------------------------------------------------------------------------
+
+    def threads(self, n: ExprLike, name: str = "thread") -> None:
+        """Pallas threads per block (`num_threads=`, `thread_name=`)."""
+        loc, _ = _caller()
+        self._num_threads = _int_expr(n, loc, "num_threads")
+        if isinstance(self._num_threads, Const) and self._num_threads.value < 1:
+            raise ModelError(f"num_threads={self._num_threads.value}", loc=loc,
+                             hint="a kernel has at least one thread")
+        self._thread_axis = name
+
+    def warps(self, n: int = 4, name: str = "warp") -> None:
+        """Warps per warpgroup, for `k.warp_region()` (plgpu.WarpMesh)."""
+        self._num_warps = int(n)
+        self._warp_axis = name
+
+    def cluster(self, **axes: ExprLike) -> None:
+        """The cluster shape, e.g. `k.cluster(x=2)`; its blocks share ClusterBarriers."""
+        loc, _ = _caller()
+        self._cluster = [(a, _int_expr(n, loc, f"cluster size {a}")) for a, n in axes.items()]
+
+    def grid(self, **axes: ExprLike) -> None:
+        """Clusters along each grid axis; each cluster is checked for its own behaviour."""
+        loc, _ = _caller()
+        self._grid = [(a, _int_expr(n, loc, f"grid size {a}")) for a, n in axes.items()]
+
+    def assume(self, *conditions: Expr) -> None:
+        """Constraints on the parameters, for proofs over all their values."""
+        loc, _ = _caller()
+        for c in conditions:
+            if not isinstance(c, Expr):
+                raise ModelError(f"assume({c!r}) needs a condition over parameters", loc=loc)
+            self._assumptions.append(c)
+
+    @property
+    def thread(self) -> Var:
+        return Var(self._thread_axis)
+
+    @property
+    def warp(self) -> Var:
+        return Var(self._warp_axis)
+
+    def block(self, axis: str) -> Var:
+        """This block's coordinate along a cluster axis."""
+        if axis not in [a for a, _ in self._cluster]:
+            loc, _ = _caller()
+            raise ModelError(f"{axis!r} is not a cluster axis", loc=loc,
+                             hint="declare it first with k.cluster(...)")
+        return Var(axis)
+
+    def program_id(self, axis: str) -> Var:
+        """The cluster's position along a grid axis."""
+        if axis not in [a for a, _ in self._grid]:
+            loc, _ = _caller()
+            raise ModelError(f"{axis!r} is not a grid axis", loc=loc,
+                             hint="declare it first with k.grid(...)")
+        return Var(axis)
+
+    # -- allocations -------------------------------------------------------------------------
+
+    def _name(self, given: str | None, text: str, default: str) -> str:
+        name = given or (m.group(1) if (m := _ASSIGN.match(text)) else None) or default
+        base, n = name, 1
+        while name in self._names:
+            n += 1
+            name = f"{base}{n}"
+        self._names.add(name)
+        return name
+
+    def _alloc(self, cluster: bool, num_arrivals, num_barriers, orders_tensor_core,
+               collective_axes, name) -> BarrierHandle:
+        loc, text = _caller()
+        arrivals = _int_expr(num_arrivals, loc, "num_arrivals")
+        if isinstance(arrivals, Const) and not 1 <= arrivals.value <= MAX_ARRIVALS:
+            raise ModelError(f"num_arrivals={arrivals.value}: an mbarrier needs 1.."
+                             f"{MAX_ARRIVALS} arrivals per phase", loc=loc, code="BP121",
+                             hint="count one arrival per arriving thread, copy or commit")
+        scalar = num_barriers is None
+        dims = (1,) if scalar else (num_barriers if isinstance(num_barriers, (tuple, list))
+                                    else (num_barriers,))
+        shape = tuple(_int_expr(d, loc, "num_barriers") for d in dims)
+        for d in shape:
+            if isinstance(d, Const) and d.value < 1:
+                raise ModelError(f"num_barriers={d.value}", loc=loc, code="BP120",
+                                 hint="allocate at least one barrier")
+        axes = (collective_axes,) if isinstance(collective_axes, str) else tuple(collective_axes)
+        if cluster:
+            known = [a for a, _ in self._cluster]
+            for a in axes:
+                if a not in known:
+                    raise ModelError(f"collective axis {a!r} is not a cluster axis", loc=loc,
+                                     hint=f"declare the cluster first: k.cluster({a}=2)")
+        default = "cluster_bar" if cluster else "bar"
+        alloc = BarrierAlloc(self._name(name, text, f"{default}{len(self._barriers)}"), arrivals,
+                             shape, bool(orders_tensor_core), cluster, axes, loc, scalar)
+        self._barriers.append(alloc)
+        return BarrierHandle(alloc, self)
+
+    def Barrier(self, num_arrivals: ExprLike = 1, num_barriers=None,
+                orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
+        """`plgpu.Barrier`: one mbarrier per block, or an array of them (`num_barriers=`)."""
+        return self._alloc(False, num_arrivals, num_barriers, orders_tensor_core, (), name)
+
+    def ClusterBarrier(self, collective_axes, num_arrivals: ExprLike = 1, num_barriers=None,
+                       orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
+        """`plgpu.ClusterBarrier`: arrivals fan out to the blocks along `collective_axes`."""
+        return self._alloc(True, num_arrivals, num_barriers, orders_tensor_core, collective_axes,
+                           name)
+
+    # -- control flow ------------------------------------------------------------------------
+
+    @contextmanager
+    def loop(self, trip: ExprLike, name: str | None = None):
+        """`for i in range(trip)` with a symbolic trip count (fori_loop / scan)."""
+        loc, text = _caller()
+        trip_e = _int_expr(trip, loc, "trip count")
+        m = _WITH_AS.search(text)
+        var = name or (m.group(1) if m else f"i{self._loops}")
+        self._loops += 1
+        self._stack.append([])
+        yield Var(var)
+        body = self._stack.pop()
+        self._stack[-1].append(Loop(var, trip_e, tuple(body), loc))
+
+    @contextmanager
+    def when(self, cond: Expr):
+        """`pl.when(cond)` / `lax.cond`: the body runs where `cond` holds."""
+        loc, _ = _caller()
+        cond_e = _int_expr(cond, loc, "condition")
+        self._stack.append([])
+        yield
+        body = self._stack.pop()
+        self._stack[-1].append(When(cond_e, tuple(body), (), loc))
+
+    @contextmanager
+    def otherwise(self):
+        """The else branch of the `when` just before it."""
+        loc, _ = _caller()
+        block = self._stack[-1]
+        if not block or not isinstance(block[-1], When) or block[-1].orelse:
+            raise ModelError("otherwise() must follow a `with k.when(...)` block", loc=loc)
+        self._stack.append([])
+        yield
+        body = self._stack.pop()
+        previous = block.pop()
+        block.append(When(previous.cond, previous.then, tuple(body), previous.loc))
+
+    @contextmanager
+    def warp_region(self):
+        """`pl.core_map(plgpu.WarpMesh(axis_name=...))`: every warp runs the body."""
+        loc, _ = _caller()
+        self._stack.append([])
+        yield Var(self._warp_axis)
+        body = self._stack.pop()
+        self._stack[-1].append(WarpRegion(self._warp_axis, tuple(body), loc))
+
+    # -- operations --------------------------------------------------------------------------
+
+    def _ref(self, barrier, loc: Loc) -> BarrierRef:
+        if isinstance(barrier, BarrierHandle):
+            barrier = BarrierRef(barrier.alloc, ())
+        if not isinstance(barrier, BarrierRef):
+            raise ModelError(f"{barrier!r} is not a barrier", loc=loc,
+                             hint="pass a barrier made by k.Barrier(...) or its .at[i]")
+        if barrier.alloc not in self._barriers:
+            raise ModelError(f"barrier `{barrier.alloc.name}` is not allocated by this protocol",
+                             loc=loc, hint="allocate it with k.Barrier(...) in this protocol")
+        if not barrier.index and not barrier.alloc.scalar:
+            raise ModelError(f"array barrier `{barrier.alloc.name}` used without an index",
+                             loc=loc, code="BP120", hint=f"index it: {barrier.alloc.name}.at[i]")
+        return barrier
+
+    def _op(self, kind: str, barrier=None, **fields) -> None:
+        loc, _ = _caller()
+        ref = self._ref(barrier, loc) if barrier is not None else None
+        for key in ("count", "bytes", "parity"):
+            if key in fields and fields[key] is not None:
+                fields[key] = _int_expr(fields[key], loc, key)
+        if "collective_axes" in fields:
+            axes = fields["collective_axes"]
+            fields["collective_axes"] = (() if axes is None else
+                                         (axes,) if isinstance(axes, str) else tuple(axes))
+        self._stack[-1].append(Op(kind, ref, loc=loc, **fields))
+
+    def barrier_arrive(self, barrier) -> None:
+        self._op("barrier_arrive", barrier)
+
+    def barrier_wait(self, barrier) -> None:
+        self._op("barrier_wait", barrier)
+
+    def copy_gmem_to_smem(self, barrier, bytes: ExprLike = 1024,
+                          collective_axes: str | Iterable[str] | None = None) -> None:
+        """TMA load that arrives on `barrier` once its `bytes` land."""
+        self._op("copy_gmem_to_smem", barrier, bytes=bytes, collective_axes=collective_axes)
+
+    def tcgen05_mma(self, barrier=None) -> None:
+        """An MMA; with `barrier=` it arrives there when it completes."""
+        self._op("tcgen05_mma", barrier)
+
+    def tcgen05_commit_arrive(self, barrier, collective_axis: str | None = None) -> None:
+        """Arrive on `barrier` after every earlier tcgen05 op of this thread completes."""
+        self._op("tcgen05_commit_arrive", barrier, collective_axes=collective_axis)
+
+    def try_cluster_cancel(self, barrier) -> None:
+        self._op("try_cluster_cancel", barrier)
+
+    # PTX-level operations for CUTLASS-style protocols.
+    def arrive(self, barrier, count: ExprLike = 1) -> None:
+        self._op("arrive", barrier, count=count)
+
+    def arrive_drop(self, barrier) -> None:
+        self._op("arrive_drop", barrier)
+
+    def expect_tx(self, barrier, bytes: ExprLike) -> None:
+        self._op("expect_tx", barrier, bytes=bytes)
+
+    def arrive_expect_tx(self, barrier, bytes: ExprLike) -> None:
+        self._op("arrive_expect_tx", barrier, bytes=bytes)
+
+    def complete_tx(self, barrier, bytes: ExprLike) -> None:
+        self._op("complete_tx", barrier, bytes=bytes)
+
+    def tma_load(self, barrier, bytes: ExprLike,
+                 collective_axes: str | Iterable[str] | None = None) -> None:
+        """cp.async.bulk with mbarrier::complete_tx: no arrival, only bytes when it lands."""
+        self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes)
+
+    def wait_parity(self, barrier, parity: ExprLike) -> None:
+        """mbarrier.try_wait.parity in a loop until it succeeds."""
+        self._op("wait_parity", barrier, parity=parity)
+
+    def unmodeled(self, name: str) -> None:
+        """Synchronization outside the model (kept so the verdict says so)."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("unmodeled", None, name=name, loc=loc))
+
+    def build(self, expect: str | None, symbolic: Sequence[str]) -> Kernel:
+        if len(self._stack) != 1:
+            raise ModelError("a `with` block of the protocol was not closed", loc=self.loc)
+        params = dict(self.params)
+        for name in symbolic:
+            if name not in params:
+                raise ModelError(f"symbolic parameter {name!r} is not a parameter of {self.name}",
+                                 loc=self.loc)
+            params[name] = Param(name, params[name].default, True)
+        return Kernel(
+            name=self.name, body=tuple(self._stack[0]), barriers=tuple(self._barriers),
+            params=params, num_threads=self._num_threads, thread_axis=self._thread_axis,
+            num_warps=self._num_warps, warp_axis=self._warp_axis, cluster=tuple(self._cluster),
+            grid=tuple(self._grid), assumptions=tuple(self._assumptions), loc=self.loc,
+            source="dsl", expect=expect)
+
+
+class Protocol:
+    """A protocol function and how to build its IR."""
+
+    def __init__(self, fn: Callable, expect: str | None, symbolic: Sequence[str], name: str):
+        self.fn = fn
+        self.expect = expect
+        self.symbolic = tuple(symbolic)
+        self.name = name
+        code = fn.__code__
+        self.loc = Loc(code.co_filename, code.co_firstlineno, fn.__name__)
+        sig = inspect.signature(fn)
+        names = list(sig.parameters)
+        if not names:
+            raise ModelError(f"protocol {name} must take the kernel builder as first argument",
+                             loc=self.loc, hint=f"def {fn.__name__}(k, ...):")
+        self.params: dict[str, Param] = {}
+        for pname in names[1:]:
+            p = sig.parameters[pname]
+            default = None if p.default is inspect.Parameter.empty else p.default
+            if default is not None and (isinstance(default, bool) or not isinstance(default, int)):
+                raise ModelError(f"parameter {pname}={default!r} of {name} is not an integer",
+                                 loc=self.loc, hint="protocol parameters are integers")
+            self.params[pname] = Param(pname, default)
+
+    def build(self) -> Kernel:
+        builder = KernelBuilder(self.name, self.loc, self.params)
+        self.fn(builder, **{p: Var(p) for p in self.params})
+        return builder.build(self.expect, self.symbolic)
+
+    def __repr__(self) -> str:
+        return f"<protocol {self.name}>"
+
+
+def protocol(fn: Callable | None = None, *, expect: str | None = None,
+             symbolic: Sequence[str] = (), name: str | None = None):
+    """Declare a protocol. `expect` is the verdict an example must get ("verified",
+    "violation:BP100", ...); `symbolic` names the parameters `prove` quantifies over."""
+
+    def wrap(f: Callable) -> Protocol:
+        return Protocol(f, expect, symbolic, name or f.__name__)
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,183 @@
+"""The concrete interpreter: run a System under a schedule, step by step, on the semantics.
+
+Every counterexample an engine reports is replayed here before it is printed: the schedule must be
+enabled at every step, and the run must end in the violation the engine claimed.
+
+>>> from barrierproof.model.dsl import protocol
+>>> @protocol
+... def handoff(k):
+...     k.threads(2)
+...     bar = k.Barrier()
+...     with k.when(k.thread == 0):
+...         k.barrier_arrive(bar)
+...     with k.otherwise():
+...         k.barrier_wait(bar)
+>>> from barrierproof.model.semantics import System
+>>> run = replay(System(handoff.build()), [0, 1])
+>>> run.outcome, [s.text for s in run.trace().steps]
+('terminated', ['barrier_arrive(bar)', 'barrier_wait(bar)'])
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+from .semantics import System, Violation
+
+
+class ReplayError(Exception):
+    """A schedule that the semantics does not allow: an engine produced a wrong trace."""
+
+
+@dataclass
+class Step:
+    index: int
+    action: int
+    agent: str
+    agent_kind: str          # thread, warp, tma, async, tcgen05
+    text: str
+    location: str | None
+    completions: list[str] = field(default_factory=list)
+    # barriers whose state this step changed: name -> phase/pending/expected/tx
+    barriers: dict[str, dict] = field(default_factory=dict)
+
+
+@dataclass
+class Trace:
+    """A schedule with what it did; serializes to JSON for `barrierproof replay`."""
+
+    protocol: str
+    source: str | None               # "path::name" to rebuild the model, when known
+    params: dict[str, int]
+    grid_position: dict[str, int]
+    agents: list[str]
+    actions: list[int]
+    steps: list[Step]
+    outcome: str                     # terminated, violation, deadlock, running
+    violation: dict | None = None    # code, name, message, details
+    final_barriers: dict[str, dict] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Trace":
+        steps = [Step(**s) for s in data.get("steps", [])]
+        fields = {k: data[k] for k in ("protocol", "source", "params", "grid_position", "agents",
+                                       "actions", "outcome")}
+        return cls(steps=steps, violation=data.get("violation"),
+                   final_barriers=data.get("final_barriers", {}), **fields)
+
+
+@dataclass
+class Run:
+    system: System
+    states: list[tuple]
+    actions: list[int]
+    events: list[list[tuple[int, int]]]
+    outcome: str
+    violation: Violation | None
+
+    @property
+    def final(self) -> tuple:
+        return self.states[-1]
+
+    def trace(self, source: str | None = None) -> Trace:
+        sys_ = self.system
+        steps = []
+        for i, action in enumerate(self.actions):
+            before, after = self.states[i], self.states[i + 1]
+            agent, kind = sys_.action_name(action)
+            text, loc = sys_.action_text(before, action)
+            changed = {}
+            for inst, instance in enumerate(sys_.instances):
+                if sys_.barrier(before, inst) != sys_.barrier(after, inst):
+                    changed[instance.name] = barrier_view(sys_, after, inst)
+            completions = [f"{sys_.instances[inst].name} completes phase {n}"
+                           for inst, n in self.events[i]]
+            steps.append(Step(i + 1, action, agent, kind, text, str(loc) if loc else None,
+                              completions, changed))
+        violation = None
+        if self.violation is not None:
+            v = self.violation
+            violation = {"code": v.code, "name": v.name, "message": v.message,
+                         "details": list(v.details),
+                         "location": str(sys_.location(v))}
+        final = {inst.name: barrier_view(sys_, self.final, i)
+                 for i, inst in enumerate(sys_.instances)}
+        return Trace(sys_.kernel.name, source, dict(sys_.params), dict(sys_.grid_position),
+                     [a.name for a in sys_.agents], list(self.actions), steps, self.outcome,
+                     violation, final)
+
+
+def barrier_view(system: System, state: tuple, inst: int) -> dict:
+    phase, pending, tx, expected = system.barrier(state, inst)
+    view = {"phase": phase, "arrived": expected - pending, "expected": expected, "tx": tx}
+    in_flight = system.in_flight(state, inst)
+    if in_flight:
+        view["in_flight"] = in_flight
+    return view
+
+
+def _settle(system: System, state: tuple, violation: Violation | None) -> tuple[str, Violation | None]:
+    """Classify where a run stands after its last step."""
+    if violation is not None:
+        return "violation", violation
+    found = system.state_violations(state)
+    if found:
+        return "violation", found[0]
+    if system.is_done(state):
+        return "terminated", None
+    if not any(system.enabled(state, a) for a in range(system.n_actions)):
+        return "deadlock", system.deadlock(state)
+    return "running", None
+
+
+def replay(system: System, actions: Sequence[int]) -> Run:
+    """Execute `actions` in order; each must be enabled. Stops early at a violation."""
+    state = system.initial_state()
+    states, events, done = [state], [], []
+    violation = None
+    for i, action in enumerate(actions):
+        if not 0 <= action < system.n_actions or not system.enabled(state, action):
+            name = system.action_name(action)[0] if 0 <= action < system.n_actions else action
+            raise ReplayError(f"step {i + 1}: {name} cannot move in this state")
+        if violation is not None or system.state_violations(state):
+            raise ReplayError(f"step {i + 1}: the run already broke a rule")
+        step_events: list = []
+        state, violation = system.step(state, action, step_events)
+        states.append(state)
+        events.append(step_events)
+        done.append(action)
+    outcome, violation = _settle(system, state, violation)
+    return Run(system, states, done, events, outcome, violation)
+
+
+def random_run(system: System, seed: int = 0, max_steps: int = 100_000) -> Run:
+    """One random schedule, until the kernel ends, deadlocks or breaks a rule."""
+    rng = random.Random(seed)
+    state = system.initial_state()
+    states, actions, events = [state], [], []
+    violation = None
+    for _ in range(max_steps):
+        if system.state_violations(state):
+            break
+        enabled = [a for a in range(system.n_actions) if system.enabled(state, a)]
+        if not enabled:
+            break
+        action = rng.choice(enabled)
+        step_events: list = []
+        state, violation = system.step(state, action, step_events)
+        states.append(state)
+        actions.append(action)
+        events.append(step_events)
+        if violation is not None:
+            break
+    outcome, violation = _settle(system, state, violation)
+    return Run(system, states, actions, events, outcome, violation)

@@ -1,0 +1,437 @@
+"""The intermediate representation of a kernel's synchronization.
+
+Frontends (the DSL, the Pallas tracer) build it; engines (explorer, TLA+, Z3) read it and never
+import a frontend. A kernel is SPMD: every Pallas thread of every block of a cluster runs the same
+structured `body`, and roles are `When` branches on the thread or block index. Loops keep their
+trip counts as integer expressions over named parameters, so the symbolic engine can reason about
+every value while the explorer unrolls one concrete choice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence, Union
+
+# Hardware limits of an mbarrier (PTX ISA): arrival counts and tx-counts must stay below 2^20.
+MAX_ARRIVALS = (1 << 20) - 1
+MAX_TX = (1 << 20) - 1
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A source location: where the user wrote the operation."""
+
+    file: str
+    line: int
+    function: str | None = None
+
+    def __str__(self) -> str:
+        # Relative to the working directory when below it: what a user would click on.
+        path = self.file
+        if os.path.isabs(path):
+            rel = os.path.relpath(path)
+            if not rel.startswith(".."):
+                path = rel
+        return f"{path}:{self.line}"
+
+
+UNKNOWN_LOC = Loc("<unknown>", 0)
+
+
+class ModelError(Exception):
+    """The input cannot be modelled. Carries a location and a hint for the fix (exit code 3)."""
+
+    def __init__(self, message: str, loc: Loc | None = None, hint: str | None = None,
+                 code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.hint = hint
+        self.code = code
+
+    def __str__(self) -> str:
+        where = f"{self.loc}: " if self.loc and self.loc != UNKNOWN_LOC else ""
+        code = f"{self.code} " if self.code else ""
+        text = f"{where}{code}{self.message}"
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+
+# ----------------------------------------------------------------------------------------------
+# Integer expressions
+# ----------------------------------------------------------------------------------------------
+
+ExprLike = Union["Expr", int]
+
+# Binary operators: Python spelling -> evaluation. Comparisons and logic yield 0/1, as in C.
+BINARY_OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "min": min,
+    "max": max,
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b),
+    "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b),
+    ">=": lambda a, b: int(a >= b),
+    "and": lambda a, b: int(bool(a) and bool(b)),
+    "or": lambda a, b: int(bool(a) or bool(b)),
+    "xor": lambda a, b: a ^ b,
+}
+UNARY_OPS = {
+    "neg": lambda a: -a,
+    "not": lambda a: int(not a),
+}
+
+
+class Expr:
+    """An integer expression over parameters, loop variables and thread/block indices.
+
+    Python operators build expressions (`i % stages`, `k.thread == 2`); `&`, `|`, `~` are logical
+    and/or/not (Python's `and`/`if` cannot be overloaded, so truth-testing raises a clear error).
+    """
+
+    __slots__ = ()
+
+    def _bin(self, op: str, other: ExprLike, flip: bool = False) -> "Expr":
+        other = as_expr(other)
+        return BinOp(op, other, self) if flip else BinOp(op, self, other)
+
+    def __add__(self, o): return self._bin("+", o)
+    def __radd__(self, o): return self._bin("+", o, True)
+    def __sub__(self, o): return self._bin("-", o)
+    def __rsub__(self, o): return self._bin("-", o, True)
+    def __mul__(self, o): return self._bin("*", o)
+    def __rmul__(self, o): return self._bin("*", o, True)
+    def __floordiv__(self, o): return self._bin("//", o)
+    def __rfloordiv__(self, o): return self._bin("//", o, True)
+    def __mod__(self, o): return self._bin("%", o)
+    def __rmod__(self, o): return self._bin("%", o, True)
+    def __xor__(self, o): return self._bin("xor", o)
+    def __rxor__(self, o): return self._bin("xor", o, True)
+    def __and__(self, o): return self._bin("and", o)
+    def __rand__(self, o): return self._bin("and", o, True)
+    def __or__(self, o): return self._bin("or", o)
+    def __ror__(self, o): return self._bin("or", o, True)
+    def __lt__(self, o): return self._bin("<", o)
+    def __le__(self, o): return self._bin("<=", o)
+    def __gt__(self, o): return self._bin(">", o)
+    def __ge__(self, o): return self._bin(">=", o)
+    def __eq__(self, o): return self._bin("==", o)  # type: ignore[override]
+    def __ne__(self, o): return self._bin("!=", o)  # type: ignore[override]
+    def __neg__(self): return UnOp("neg", self)
+    def __invert__(self): return UnOp("not", self)
+    def __hash__(self): return hash(repr(self))
+
+    def __bool__(self):
+        raise ModelError(
+            f"the symbolic expression `{self}` has no truth value while the protocol is built",
+            hint="branch with `with k.when(cond):` / `k.otherwise()`, combine conditions with & | ~",
+        )
+
+    def __index__(self):
+        raise ModelError(
+            f"the symbolic expression `{self}` is not a Python integer",
+            hint="loop with `with k.loop(n) as i:` and index barriers with `bar.at[expr]`",
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: int
+
+    def __repr__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A named integer: a parameter, a loop variable, or an index (thread, warp, block axis)."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class BinOp(Expr):
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+    def __repr__(self) -> str:
+        if self.op in ("min", "max"):
+            return f"{self.op}({self.lhs!r}, {self.rhs!r})"
+        sym = {"and": "&", "or": "|", "xor": "^"}.get(self.op, self.op)
+        return f"({self.lhs!r} {sym} {self.rhs!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class UnOp(Expr):
+    op: str
+    arg: Expr
+
+    def __repr__(self) -> str:
+        return f"-{self.arg!r}" if self.op == "neg" else f"~{self.arg!r}"
+
+
+def as_expr(value: ExprLike) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool):
+        return Const(int(value))
+    if isinstance(value, int):
+        return Const(value)
+    try:  # numpy integers and other integral scalars
+        import operator
+        return Const(operator.index(value))
+    except TypeError:
+        raise ModelError(
+            f"{value!r} ({type(value).__name__}) is not an integer expression",
+            hint="barrier indices, counts, bytes and trip counts must be ints or parameters",
+        ) from None
+
+
+def emin(a: ExprLike, b: ExprLike) -> Expr:
+    return BinOp("min", as_expr(a), as_expr(b))
+
+
+def emax(a: ExprLike, b: ExprLike) -> Expr:
+    return BinOp("max", as_expr(a), as_expr(b))
+
+
+def evaluate(expr: ExprLike, env: Mapping[str, int]) -> int:
+    """Evaluate an expression with every free variable bound in `env`.
+
+    >>> evaluate(Var("i") % 3 + 1, {"i": 7})
+    2
+    """
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, Const):
+        return expr.value
+    if isinstance(expr, Var):
+        try:
+            return env[expr.name]
+        except KeyError:
+            raise ModelError(f"`{expr.name}` has no value",
+                             hint=f"give it one, e.g. --param {expr.name}=2") from None
+    if isinstance(expr, BinOp):
+        a, b = evaluate(expr.lhs, env), evaluate(expr.rhs, env)
+        if expr.op in ("//", "%") and b == 0:
+            raise ModelError(f"division by zero in `{expr}`", hint="check the parameter values")
+        return BINARY_OPS[expr.op](a, b)
+    if isinstance(expr, UnOp):
+        return UNARY_OPS[expr.op](evaluate(expr.arg, env))
+    raise TypeError(f"not an expression: {expr!r}")
+
+
+def free_vars(expr: ExprLike) -> set[str]:
+    if isinstance(expr, Var):
+        return {expr.name}
+    if isinstance(expr, BinOp):
+        return free_vars(expr.lhs) | free_vars(expr.rhs)
+    if isinstance(expr, UnOp):
+        return free_vars(expr.arg)
+    return set()
+
+
+# ----------------------------------------------------------------------------------------------
+# Allocations
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class BarrierAlloc:
+    """`plgpu.Barrier` (cluster=False) or `plgpu.ClusterBarrier` (cluster=True): an array of
+    mbarriers in every block's shared memory."""
+
+    name: str
+    num_arrivals: Expr
+    shape: tuple[Expr, ...] = (Const(1),)
+    orders_tensor_core: bool = False
+    cluster: bool = False
+    collective_axes: tuple[str, ...] = ()
+    loc: Loc = UNKNOWN_LOC
+    # An unindexed reference is allowed only when the array was declared without num_barriers.
+    scalar: bool = True
+
+    @property
+    def kind(self) -> str:
+        return "ClusterBarrier" if self.cluster else "Barrier"
+
+
+@dataclass(frozen=True, eq=False)
+class BarrierRef:
+    """`bar` or `bar.at[i, j]`, optionally on another block of the cluster (`block=`)."""
+
+    alloc: BarrierAlloc
+    index: tuple[Expr, ...] = ()
+    block: tuple[Expr, ...] | None = None   # cluster coordinates of a remote block
+
+    def __repr__(self) -> str:
+        text = self.alloc.name
+        if self.index:
+            text += "[" + ", ".join(map(repr, self.index)) + "]"
+        if self.block is not None:
+            text += "@block(" + ", ".join(map(repr, self.block)) + ")"
+        return text
+
+
+# ----------------------------------------------------------------------------------------------
+# Program
+# ----------------------------------------------------------------------------------------------
+
+# Operation kinds. Each has one row in semantics.OP_RULES, tla.ACTIONS and symbolic.ENCODINGS.
+OP_KINDS = {
+    # thread-level, Pallas names
+    "barrier_arrive",        # 1 logical arrival (ClusterBarrier: fan-out along collective axes)
+    "barrier_wait",          # wait for the next completion (private parity bit per thread)
+    "copy_gmem_to_smem",     # TMA load: arrive.expect_tx(bytes) at issue, complete_tx at landing
+    "tcgen05_mma",           # tensor-core op; arrives on `barrier` (if any) when it completes
+    "tcgen05_commit_arrive",  # arrives once all earlier tcgen05 ops of the thread completed
+    "try_cluster_cancel",    # asynchronous arrival
+    # PTX-level, for CUTLASS-style protocols
+    "arrive",                # arrive(count)
+    "arrive_drop",           # lower the expected count for later phases, then arrive
+    "expect_tx",             # tx += bytes
+    "arrive_expect_tx",      # tx += bytes, then arrive(1)
+    "complete_tx",           # tx -= bytes (by the thread itself)
+    "tma_load",              # TMA load that only does complete_tx(bytes) when it lands
+    "wait_parity",           # try_wait.parity(parity) until it succeeds
+    # synchronization the model does not cover: kept so the verdict can say so
+    "unmodeled",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    kind: str
+    barrier: BarrierRef | None = None
+    count: Expr = Const(1)          # arrivals (arrive)
+    bytes: Expr = Const(0)          # tx bytes (copies, expect/complete_tx)
+    parity: Expr | None = None      # wait_parity
+    collective_axes: tuple[str, ...] = ()   # multicast copies
+    name: str = ""                  # unmodeled: the primitive's name
+    loc: Loc = UNKNOWN_LOC
+
+    def describe(self) -> str:
+        bar = repr(self.barrier) if self.barrier is not None else ""
+        if self.kind == "unmodeled":
+            return f"{self.name} (not modelled)"
+        args = [bar] if bar else []
+        if self.kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx",
+                         "complete_tx"):
+            args.append(f"bytes={self.bytes!r}")
+        if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
+            args.append(f"count={self.count!r}")
+        if self.kind == "wait_parity":
+            args.append(f"parity={self.parity!r}")
+        if self.collective_axes:
+            args.append(f"collective_axes={self.collective_axes}")
+        return f"{self.kind}({', '.join(args)})"
+
+
+@dataclass(frozen=True, eq=False)
+class Loop:
+    var: str
+    trip: Expr
+    body: tuple["Stmt", ...]
+    loc: Loc = UNKNOWN_LOC
+
+
+@dataclass(frozen=True, eq=False)
+class When:
+    cond: Expr
+    then: tuple["Stmt", ...]
+    orelse: tuple["Stmt", ...] = ()
+    loc: Loc = UNKNOWN_LOC
+
+
+@dataclass(frozen=True, eq=False)
+class WarpRegion:
+    """`pl.core_map(plgpu.WarpMesh(axis_name=...))`: every warp of the thread runs `body`; the
+    warpgroup forks at entry and joins at exit. Arrivals inside count one per warp."""
+
+    axis: str
+    body: tuple["Stmt", ...]
+    loc: Loc = UNKNOWN_LOC
+
+
+Stmt = Union[Op, Loop, When, WarpRegion]
+
+
+@dataclass(frozen=True, eq=False)
+class Param:
+    name: str
+    default: int | None
+    symbolic: bool = False
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One kernel's synchronization: shape, allocations, program."""
+
+    name: str
+    body: tuple[Stmt, ...]
+    barriers: tuple[BarrierAlloc, ...] = ()
+    params: dict[str, Param] = field(default_factory=dict)
+    num_threads: Expr = Const(1)
+    thread_axis: str = "thread"
+    num_warps: int = 4                       # warps per warpgroup, used by WarpRegion
+    warp_axis: str = "warp"
+    cluster: tuple[tuple[str, Expr], ...] = ()  # (axis name, size) of one cluster of blocks
+    grid: tuple[tuple[str, Expr], ...] = ()     # (axis name, number of clusters along it)
+    assumptions: tuple[Expr, ...] = ()        # constraints on parameters (symbolic proofs)
+    loc: Loc = UNKNOWN_LOC
+    source: str = "dsl"                        # "dsl" or "pallas"
+    expect: str | None = None                  # expected verdict of an example: "verified",
+    #                                            "proved", "violation:BP100", ...
+    notes: tuple[str, ...] = ()                # frontend remarks shown in reports
+
+    def replace(self, **changes) -> "Kernel":
+        return dataclasses.replace(self, **changes)
+
+    def ops(self) -> Iterator[Op]:
+        """Every operation in the program, in source order."""
+        yield from iter_ops(self.body)
+
+    def param_values(self, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Concrete parameter values: defaults, then overrides. Missing values are an error."""
+        values: dict[str, int] = {}
+        overrides = dict(overrides or {})
+        unknown = sorted(set(overrides) - set(self.params))
+        if unknown:
+            known = ", ".join(sorted(self.params)) or "none"
+            raise ModelError(f"{self.name} has no parameter {', '.join(unknown)}",
+                             loc=self.loc, hint=f"its parameters: {known}")
+        for name, param in self.params.items():
+            value = overrides.get(name, param.default)
+            if value is None:
+                raise ModelError(f"parameter `{name}` of {self.name} has no value",
+                                 loc=self.loc, hint=f"pass --param {name}=N or give it a default")
+            values[name] = int(value)
+        return values
+
+
+def iter_ops(body: Sequence[Stmt]) -> Iterator[Op]:
+    for stmt in body:
+        if isinstance(stmt, Op):
+            yield stmt
+        elif isinstance(stmt, Loop):
+            yield from iter_ops(stmt.body)
+        elif isinstance(stmt, When):
+            yield from iter_ops(stmt.then)
+            yield from iter_ops(stmt.orelse)
+        elif isinstance(stmt, WarpRegion):
+            yield from iter_ops(stmt.body)
+
+
+# IR-READY

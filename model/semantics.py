@@ -1,0 +1,944 @@
+"""The reference small-step semantics of mbarrier synchronization (SEMANTICS.md).
+
+A `System` is one kernel compiled for concrete parameter values and one cluster of blocks:
+- agents: every Pallas thread of every block (and every warp inside a `WarpRegion`), each running
+  its own straight-line program (control flow never depends on barrier state, so it unrolls);
+- barrier instances: every mbarrier of every allocation in every block;
+- asynchronous agents: in-flight TMA landings (a counter per (barrier, effect)) and one in-order
+  tcgen05 queue per issuing thread.
+
+A state is a flat tuple of small integers (plus one tuple per tcgen05 queue):
+
+    pc[agent]...                          index of the agent's next instruction
+    (phase, pending, tx, expected)[inst]  completions so far, missing arrivals, tx bytes, count
+    seen[agent, inst]...                  completions observed at the last successful wait,
+                                          -1 before the first; only for pairs where agent waits
+    in_flight[slot]...                    TMA landings / async arrivals not yet delivered
+    queue[tcgen05 issuer]...              its tcgen05 ops in issue order, oldest first
+
+Every engine reads this module: the explorer searches `successors`, the interpreter replays
+`step`, the TLA+ emitter mirrors the layout variable for variable, the Z3 encoding is checked
+against it. Rule violations (BP1xx) are terminal: the state that exhibits one is not expanded.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple
+
+from . import ir
+from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
+                 Op, When, WarpRegion, evaluate)
+
+# Instruction opcodes of an unrolled program.
+ARRIVE = 0          # target=arrival set, amount=count
+ARRIVE_DROP = 1     # target=arrival set
+EXPECT_TX = 2       # target=arrival set, amount=bytes
+ARRIVE_TX = 3       # arrive.expect_tx: target=arrival set, amount=bytes
+COMPLETE_TX = 4     # target=arrival set, amount=bytes
+WAIT = 5            # Pallas barrier_wait: target=instance, aux=seen position
+WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position
+ISSUE_ASYNC = 7     # TMA / try_cluster_cancel issue: target=arrival set arrived with expect_tx
+#                     at issue (or ()), amount=bytes expected, aux=tuple of in-flight slots
+ISSUE_TCGEN05 = 8   # tcgen05_mma / commit: aux=index of the arrival set to arrive on when done
+FORK = 9            # warpgroup enters a WarpRegion
+AWAIT_FORK = 10     # a warp waits for its warpgroup to enter: aux=(parent agent, pc after FORK)
+JOIN = 11           # warpgroup leaves a WarpRegion: aux=((warp agent, pc after its body), ...)
+UNMODELED = 12      # synchronization outside the model: a no-op, reported statically
+
+OPCODE_NAMES = ["arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
+                "wait_parity", "issue_async", "issue_tcgen05", "fork", "await_fork", "join",
+                "unmodeled"]
+
+# Effects of an in-flight slot when it is delivered.
+EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
+EFFECT_ARRIVE = 1        # arrive(1) on the instance
+
+# Fields of one barrier instance in the state vector.
+PHASE, PENDING, TX, EXPECTED = 0, 1, 2, 3
+BARRIER_FIELDS = 4
+
+# Diagnostic codes and names (SEMANTICS.md section 3).
+CODES = {
+    "BP100": "deadlock",
+    "BP101": "phase-overrun",
+    "BP102": "late-join",
+    "BP103": "unobserved-completion",
+    "BP104": "pending-arrivals",
+    "BP105": "async-in-flight",
+    "BP110": "tensor-core-order",
+    "BP111": "unsupported-barrier",
+    "BP112": "remote-wait",
+    "BP120": "bad-index",
+    "BP121": "out-of-range",
+    "BP130": "tx-imbalance",
+    "BP190": "unmodeled-sync",
+    "BP200": "smem-race",
+}
+
+
+class Instr(NamedTuple):
+    op: int
+    target: object      # arrival set (tuple of instances) or one instance, per opcode
+    amount: int
+    aux: object
+    src: int            # index into System.sources
+
+
+@dataclass(frozen=True)
+class Source:
+    """What an instruction came from: the IR op, its text with concrete indices, its location."""
+
+    op: Op | None
+    text: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    block: tuple[int, ...]
+    thread: int
+    warp: int | None = None   # None: the warpgroup itself
+
+
+@dataclass(frozen=True)
+class Instance:
+    alloc: BarrierAlloc
+    index: tuple[int, ...]
+    block: tuple[int, ...]
+    expected: int
+    name: str
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An in-flight counter: deliveries of `effect` (`amount` bytes) to barrier `inst`."""
+
+    effect: int
+    inst: int
+    amount: int
+    kind: str        # "tma" or "async"
+
+
+@dataclass
+class Violation:
+    code: str
+    message: str
+    agent: int | None = None      # the agent whose step or state shows it
+    inst: int | None = None
+    src: int | None = None        # instruction source, for the location
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return CODES[self.code]
+
+
+@dataclass
+class StaticFinding:
+    code: str
+    message: str
+    loc: Loc
+    hint: str = ""
+
+
+def _arrival_targets_ok(alloc: BarrierAlloc, kind: str, loc: Loc) -> list[StaticFinding]:
+    """BP110 / BP111: which barriers an asynchronous arrival may target."""
+    findings = []
+    if kind in ("tcgen05_mma", "tcgen05_commit_arrive", "copy_gmem_to_smem", "tma_load",
+                "try_cluster_cancel") and alloc.cluster:
+        findings.append(StaticFinding(
+            "BP111", f"{kind} arrives on ClusterBarrier `{alloc.name}`: Unsupported barrier type",
+            loc, "asynchronous arrivals (TMA, tcgen05) need a plain plgpu.Barrier"))
+    elif kind in ("tcgen05_mma", "tcgen05_commit_arrive") and not alloc.orders_tensor_core:
+        findings.append(StaticFinding(
+            "BP110", f"{kind} arrives on `{alloc.name}`, a Barrier that does not order the "
+            "tensor core", loc, f"declare `{alloc.name}` with orders_tensor_core=True"))
+    return findings
+
+
+def static_findings(kernel: Kernel) -> list[StaticFinding]:
+    """Rules that need no parameters and no exploration: BP110, BP111, BP120 (unindexed array),
+    BP190 (unmodelled synchronization)."""
+    findings: list[StaticFinding] = []
+    for op in kernel.ops():
+        if op.kind == "unmodeled":
+            findings.append(StaticFinding(
+                "BP190", f"`{op.name}` is synchronization the model does not cover", op.loc,
+                "the verdict cannot be verified while it is ignored; pass --ignore BP190 to "
+                "accept the risk"))
+            continue
+        ref = op.barrier
+        if ref is None:
+            continue
+        findings += _arrival_targets_ok(ref.alloc, op.kind, op.loc)
+        if not ref.index and not ref.alloc.scalar:
+            findings.append(StaticFinding(
+                "BP120", f"array barrier `{ref.alloc.name}` used without an index", op.loc,
+                f"index it: {ref.alloc.name}.at[i]"))
+        if ref.block is not None and op.kind in ("barrier_wait", "wait_parity"):
+            findings.append(StaticFinding(
+                "BP112", f"wait on another block's instance of `{ref.alloc.name}`", op.loc,
+                "waits are local: wait on your own block's barrier"))
+    return findings
+
+
+class System:
+    """A kernel compiled for concrete parameters: agents, programs, barrier instances, layout."""
+
+    def __init__(self, kernel: Kernel, params: Mapping[str, int] | None = None,
+                 grid_position: Mapping[str, int] | None = None, max_instructions: int = 2_000_000):
+        self.kernel = kernel
+        self.params = kernel.param_values(params)
+        self.grid_position = dict(grid_position or {a: 0 for a, _ in kernel.grid})
+        self.max_instructions = max_instructions
+        self.findings: list[StaticFinding] = []
+        env = {**self.params, **self.grid_position}
+        self.cluster_axes = [a for a, _ in kernel.cluster]
+        self.cluster_shape = [self._positive(evaluate(n, env), f"cluster size along {a}", kernel.loc)
+                              for a, n in kernel.cluster]
+        self.blocks = list(itertools.product(*[range(n) for n in self.cluster_shape]))
+        self.num_threads = self._positive(evaluate(kernel.num_threads, env), "num_threads",
+                                          kernel.loc)
+        self.uses_warps = any(isinstance(s, WarpRegion) for s in _walk(kernel.body))
+        self._build_instances(env)
+        self._build_agents()
+        self.sources: list[Source] = []
+        self._source_index: dict[tuple, int] = {}
+        self.arrival_sets: list[tuple[int, ...]] = [()]
+        self._arrival_set_index: dict[tuple[int, ...], int] = {(): 0}
+        self.slots: list[Slot] = []
+        self._slot_index: dict[tuple, int] = {}
+        self.programs: list[list[Instr]] = [[] for _ in self.agents]
+        self._count = 0
+        for a, agent in enumerate(self.agents):
+            if agent.warp is None:
+                self._unroll(kernel.body, self._agent_env(env, agent), a)
+        self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
+        self._layout()
+
+    # -- compilation -------------------------------------------------------------------------
+
+    @staticmethod
+    def _positive(value: int, what: str, loc: Loc) -> int:
+        if value < 1:
+            raise ModelError(f"{what} is {value}; it must be at least 1", loc=loc)
+        return value
+
+    def _build_instances(self, env: Mapping[str, int]) -> None:
+        self.instances: list[Instance] = []
+        self._inst_index: dict[tuple, int] = {}
+        multi_block = len(self.blocks) > 1
+        for alloc in self.kernel.barriers:
+            arrivals = evaluate(alloc.num_arrivals, env)
+            if alloc.cluster:
+                unknown = [a for a in alloc.collective_axes if a not in self.cluster_axes]
+                if unknown:
+                    raise ModelError(f"ClusterBarrier `{alloc.name}` names collective axis "
+                                     f"{unknown[0]!r}, which is not a cluster axis", loc=alloc.loc,
+                                     hint=f"cluster axes: {self.cluster_axes or 'none'}")
+                fan_in = 1 + sum(self.cluster_shape[self.cluster_axes.index(a)] - 1
+                                 for a in alloc.collective_axes)
+                expected = arrivals * fan_in
+            else:
+                expected = arrivals
+            if not 1 <= arrivals or not expected <= MAX_ARRIVALS:
+                self.findings.append(StaticFinding(
+                    "BP121", f"`{alloc.name}` expects {expected} arrivals; an mbarrier's count "
+                    f"must be 1..{MAX_ARRIVALS}", alloc.loc, "num_arrivals must be at least 1"))
+                expected = max(1, min(expected, MAX_ARRIVALS))
+            shape = [evaluate(n, env) for n in alloc.shape]
+            if any(n < 1 for n in shape):
+                raise ModelError(f"`{alloc.name}` has num_barriers={tuple(shape)}; every dimension "
+                                 "must be at least 1", loc=alloc.loc)
+            for block in self.blocks:
+                for index in itertools.product(*[range(n) for n in shape]):
+                    name = alloc.name
+                    if not alloc.scalar:
+                        name += "[" + ",".join(map(str, index)) + "]"
+                    if multi_block:
+                        name += "@" + ",".join(map(str, block))
+                    self._inst_index[(alloc.name, index, block)] = len(self.instances)
+                    self.instances.append(Instance(alloc, index, block, expected, name))
+        self._shapes = {alloc.name: alloc for alloc in self.kernel.barriers}
+
+    def _build_agents(self) -> None:
+        self.agents: list[Agent] = []
+        multi_block = len(self.blocks) > 1
+        tname = self.kernel.thread_axis
+        for block in self.blocks:
+            prefix = ("b" + ",".join(map(str, block)) + ".") if multi_block else ""
+            for t in range(self.num_threads):
+                self.agents.append(Agent(f"{prefix}{tname}{t}", block, t))
+                if self.uses_warps:
+                    for w in range(1, self.kernel.num_warps):
+                        self.agents.append(Agent(f"{prefix}{tname}{t}.{self.kernel.warp_axis}{w}",
+                                                 block, t, w))
+        self._agent_index = {(a.block, a.thread, a.warp): i for i, a in enumerate(self.agents)}
+
+    def _agent_env(self, env: Mapping[str, int], agent: Agent) -> dict[str, int]:
+        local = dict(env)
+        for axis, coord in zip(self.cluster_axes, agent.block):
+            local[axis] = coord
+        local[self.kernel.thread_axis] = agent.thread
+        local[self.kernel.warp_axis] = agent.warp or 0
+        return local
+
+    def _emit(self, agent: int, instr: Instr) -> None:
+        self._count += 1
+        if self._count > self.max_instructions:
+            raise ModelError(f"the unrolled program exceeds {self.max_instructions} operations",
+                             loc=self.kernel.loc,
+                             hint="check smaller parameter values, or prove with `prove`")
+        self.programs[agent].append(instr)
+
+    def _source(self, op: Op | None, text: str, loc: Loc) -> int:
+        key = (id(op), text)
+        if key not in self._source_index:
+            self._source_index[key] = len(self.sources)
+            self.sources.append(Source(op, text, loc))
+        return self._source_index[key]
+
+    def _arrival_set(self, targets: tuple[int, ...]) -> int:
+        if targets not in self._arrival_set_index:
+            self._arrival_set_index[targets] = len(self.arrival_sets)
+            self.arrival_sets.append(targets)
+        return self._arrival_set_index[targets]
+
+    def _slot(self, effect: int, inst: int, amount: int, kind: str) -> int:
+        key = (effect, inst, amount, kind)
+        if key not in self._slot_index:
+            self._slot_index[key] = len(self.slots)
+            self.slots.append(Slot(effect, inst, amount, kind))
+        return self._slot_index[key]
+
+    def _resolve(self, ref: BarrierRef, env: Mapping[str, int], block: tuple[int, ...],
+                 loc: Loc) -> int:
+        alloc = ref.alloc
+        if alloc.name not in self._shapes or self._shapes[alloc.name] is not alloc:
+            raise ModelError(f"barrier `{alloc.name}` is not allocated by this kernel", loc=loc,
+                             hint="allocate it with k.Barrier(...) in the same protocol")
+        shape = [evaluate(n, env) for n in alloc.shape]
+        index = tuple(evaluate(i, env) for i in ref.index)
+        if not index:
+            index = (0,) * len(shape)
+        if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
+            raise _IndexOutOfRange(f"index {index if len(index) > 1 else index[0]} is out of range "
+                                   f"for `{alloc.name}` with num_barriers="
+                                   f"{tuple(shape) if len(shape) > 1 else shape[0]}", loc)
+        if ref.block is not None:
+            target = tuple(evaluate(c, env) for c in ref.block)
+            if target not in self.blocks:
+                raise _IndexOutOfRange(f"block {target} is not in the cluster "
+                                       f"{tuple(self.cluster_shape)}", loc)
+            block = target
+        return self._inst_index[(alloc.name, index, block)]
+
+    def _fan_out(self, inst: int) -> tuple[int, ...]:
+        """A ClusterBarrier arrival: the own block's instance and every block that differs from
+        it along exactly one collective axis."""
+        instance = self.instances[inst]
+        alloc = instance.alloc
+        if not alloc.cluster:
+            return (inst,)
+        targets = [inst]
+        for axis in alloc.collective_axes:
+            d = self.cluster_axes.index(axis)
+            for coord in range(self.cluster_shape[d]):
+                if coord != instance.block[d]:
+                    block = instance.block[:d] + (coord,) + instance.block[d + 1:]
+                    targets.append(self._inst_index[(alloc.name, instance.index, block)])
+        return tuple(targets)
+
+    def _peers(self, block: tuple[int, ...], axes: tuple[str, ...], loc: Loc) -> list[tuple]:
+        """Blocks that share every coordinate of `block` except along `axes` (a multicast)."""
+        dims = []
+        for axis in axes:
+            if axis not in self.cluster_axes:
+                raise ModelError(f"collective axis {axis!r} is not a cluster axis", loc=loc,
+                                 hint=f"cluster axes: {self.cluster_axes or 'none'}")
+            dims.append(self.cluster_axes.index(axis))
+        peers = []
+        for coords in itertools.product(*[range(self.cluster_shape[d]) for d in dims]):
+            b = list(block)
+            for d, c in zip(dims, coords):
+                b[d] = c
+            peers.append(tuple(b))
+        return peers
+
+    def _unroll(self, body, env: dict[str, int], agent: int) -> None:
+        block = self.agents[agent].block
+        for stmt in body:
+            if isinstance(stmt, Op):
+                try:
+                    self._unroll_op(stmt, env, agent, block)
+                except _IndexOutOfRange as err:
+                    self.findings.append(StaticFinding("BP120", err.message, stmt.loc,
+                                                       "keep barrier indices below num_barriers"))
+            elif isinstance(stmt, Loop):
+                trip = evaluate(stmt.trip, env)
+                saved = env.get(stmt.var)
+                for i in range(max(trip, 0)):
+                    env[stmt.var] = i
+                    self._unroll(stmt.body, env, agent)
+                if saved is None:
+                    env.pop(stmt.var, None)
+                else:
+                    env[stmt.var] = saved
+            elif isinstance(stmt, When):
+                self._unroll(stmt.then if evaluate(stmt.cond, env) else stmt.orelse, env, agent)
+            elif isinstance(stmt, WarpRegion):
+                self._unroll_region(stmt, env, agent)
+            else:
+                raise TypeError(f"not a statement: {stmt!r}")
+
+    def _unroll_region(self, region: WarpRegion, env: dict[str, int], agent: int) -> None:
+        me = self.agents[agent]
+        if me.warp is not None:
+            raise ModelError("a warp region inside a warp region", loc=region.loc,
+                             hint="core_map over a WarpMesh cannot nest")
+        src = self._source(None, f"core_map({region.axis})", region.loc)
+        self._emit(agent, Instr(FORK, None, 0, None, src))
+        fork_pc = len(self.programs[agent])
+        joins = []
+        for w in range(1, self.kernel.num_warps):
+            wa = self._agent_index[(me.block, me.thread, w)]
+            self._emit(wa, Instr(AWAIT_FORK, None, 0, (agent, fork_pc), src))
+            wenv = dict(env)
+            wenv[region.axis] = wenv[self.kernel.warp_axis] = w
+            self._unroll(region.body, wenv, wa)
+            joins.append((wa, len(self.programs[wa])))
+        wenv = dict(env)
+        wenv[region.axis] = wenv[self.kernel.warp_axis] = 0
+        self._unroll(region.body, wenv, agent)
+        self._emit(agent, Instr(JOIN, None, 0, tuple(joins), src))
+
+    def _unroll_op(self, op: Op, env: dict[str, int], agent: int, block: tuple[int, ...]) -> None:
+        kind = op.kind
+        if kind == "unmodeled":
+            self._emit(agent, Instr(UNMODELED, None, 0, None,
+                                    self._source(op, op.describe(), op.loc)))
+            return
+        if op.barrier is None:
+            if kind == "tcgen05_mma":
+                src = self._source(op, "tcgen05_mma()", op.loc)
+                self._emit(agent, Instr(ISSUE_TCGEN05, None, 0, 0, src))
+                return
+            raise ModelError(f"{kind} needs a barrier", loc=op.loc)
+        inst = self._resolve(op.barrier, env, block, op.loc)
+        name = self.instances[inst].name
+        nbytes = evaluate(op.bytes, env)
+        text = _op_text(op, name, nbytes, env)
+        src = self._source(op, text, op.loc)
+        if kind in ("barrier_arrive", "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
+                    "complete_tx"):
+            targets = self._fan_out(inst)
+            if kind in ("barrier_arrive", "arrive"):
+                count = evaluate(op.count, env)
+                if not 1 <= count <= MAX_ARRIVALS:
+                    self.findings.append(StaticFinding(
+                        "BP121", f"arrive count {count} is outside 1..{MAX_ARRIVALS}", op.loc))
+                    return
+                self._emit(agent, Instr(ARRIVE, targets, count, None, src))
+            elif kind == "arrive_drop":
+                self._emit(agent, Instr(ARRIVE_DROP, targets, 1, None, src))
+            else:
+                if not 0 <= nbytes <= MAX_TX:
+                    self.findings.append(StaticFinding(
+                        "BP121", f"tx-count {nbytes} is outside 0..{MAX_TX}", op.loc))
+                    return
+                code = {"expect_tx": EXPECT_TX, "arrive_expect_tx": ARRIVE_TX,
+                        "complete_tx": COMPLETE_TX}[kind]
+                self._emit(agent, Instr(code, targets, nbytes, None, src))
+        elif kind in ("barrier_wait", "wait_parity"):
+            if op.barrier.block is not None and self.instances[inst].block != block:
+                return  # reported statically as BP112
+            if kind == "barrier_wait":
+                self._emit(agent, Instr(WAIT, inst, 0, None, src))
+            else:
+                parity = evaluate(op.parity, env) % 2
+                self._emit(agent, Instr(WAIT_PARITY, inst, parity, None, src))
+        elif kind in ("copy_gmem_to_smem", "tma_load"):
+            if self.instances[inst].alloc.cluster:
+                return  # BP111, reported statically
+            if not 0 <= nbytes <= MAX_TX:
+                self.findings.append(StaticFinding(
+                    "BP121", f"copy of {nbytes} bytes exceeds the tx-count range 0..{MAX_TX}",
+                    op.loc))
+                return
+            peers = self._peers(self.instances[inst].block, op.collective_axes, op.loc)
+            if nbytes % len(peers):
+                raise ModelError(f"a multicast copy of {nbytes} bytes cannot be split evenly "
+                                 f"among {len(peers)} blocks", loc=op.loc)
+            share = nbytes // len(peers)
+            inst_index = self.instances[inst].index
+            slots = tuple(self._slot(EFFECT_COMPLETE_TX,
+                                     self._inst_index[(op.barrier.alloc.name, inst_index, p)],
+                                     share, "tma") for p in peers)
+            arrive = (inst,) if kind == "copy_gmem_to_smem" else ()
+            self._emit(agent, Instr(ISSUE_ASYNC, arrive, nbytes, slots, src))
+        elif kind == "try_cluster_cancel":
+            if self.instances[inst].alloc.cluster:
+                return
+            slot = self._slot(EFFECT_ARRIVE, inst, 1, "async")
+            self._emit(agent, Instr(ISSUE_ASYNC, (), 0, (slot,), src))
+        elif kind in ("tcgen05_mma", "tcgen05_commit_arrive"):
+            alloc = self.instances[inst].alloc
+            if alloc.cluster or not alloc.orders_tensor_core:
+                return  # BP110 / BP111, reported statically
+            targets = (inst,)
+            if op.collective_axes:
+                targets = tuple(self._inst_index[(alloc.name, self.instances[inst].index, p)]
+                                for p in self._peers(block, op.collective_axes, op.loc))
+            self._emit(agent, Instr(ISSUE_TCGEN05, None, 0, self._arrival_set(targets), src))
+        else:
+            raise ModelError(f"unknown operation kind {kind!r}", loc=op.loc)
+
+    def _layout(self) -> None:
+        A = len(self.agents)
+        self.n_agents = A
+        self.barrier_base = A
+        n_inst = len(self.instances)
+        # seen[agent, inst] exists for every pair where the agent waits on the instance.
+        self.seen_pos: dict[tuple[int, int], int] = {}
+        pos = A + BARRIER_FIELDS * n_inst
+        self.participants: list[list[tuple[int, int]]] = [[] for _ in self.instances]
+        for a, prog in enumerate(self.programs):
+            for instr in prog:
+                if instr.op in (WAIT, WAIT_PARITY) and (a, instr.target) not in self.seen_pos:
+                    self.seen_pos[(a, instr.target)] = pos
+                    self.participants[instr.target].append((a, pos))
+                    pos += 1
+        # Waits carry the position of their seen entry, so a step needs no dictionary lookup.
+        for a, prog in enumerate(self.programs):
+            self.programs[a] = tuple(
+                instr._replace(aux=self.seen_pos[(a, instr.target)])
+                if instr.op in (WAIT, WAIT_PARITY) else instr for instr in prog)
+        self.slot_base = pos
+        pos += len(self.slots)
+        self.queue_agents = [a for a, prog in enumerate(self.programs)
+                             if any(i.op == ISSUE_TCGEN05 for i in prog)]
+        self.queue_pos = {a: pos + j for j, a in enumerate(self.queue_agents)}
+        self.queue_base = pos
+        self.width = pos + len(self.queue_agents)
+        self.n_actions = A + len(self.slots) + len(self.queue_agents)
+        self.lengths = tuple(len(p) for p in self.programs)
+        # Agents that only ever wait with Pallas semantics can late-join (BP102).
+        self.wait_pcs = [frozenset(pc for pc, i in enumerate(p) if i.op == WAIT)
+                         for p in self.programs]
+
+    # -- states ------------------------------------------------------------------------------
+
+    def initial_state(self) -> tuple:
+        s: list = [0] * self.n_agents
+        for inst in self.instances:
+            s += [0, inst.expected, 0, inst.expected]
+        s += [-1] * len(self.seen_pos)
+        s += [0] * len(self.slots)
+        s += [()] * len(self.queue_agents)
+        return tuple(s)
+
+    def barrier(self, state: tuple, inst: int) -> tuple[int, int, int, int]:
+        """(phase, pending, tx, expected) of one instance."""
+        b = self.barrier_base + BARRIER_FIELDS * inst
+        return state[b], state[b + 1], state[b + 2], state[b + 3]
+
+    def is_done(self, state: tuple) -> bool:
+        return all(state[a] >= n for a, n in enumerate(self.lengths))
+
+    def current(self, state: tuple, agent: int) -> Instr | None:
+        pc = state[agent]
+        prog = self.programs[agent]
+        return prog[pc] if pc < len(prog) else None
+
+    def in_flight(self, state: tuple, inst: int) -> list[str]:
+        """Asynchronous agents that will still arrive on, or deliver bytes to, `inst`."""
+        out = []
+        for k, slot in enumerate(self.slots):
+            n = state[self.slot_base + k]
+            if n and slot.inst == inst:
+                what = f"{slot.amount} bytes" if slot.effect == EFFECT_COMPLETE_TX else "1 arrival"
+                out.append(f"{n} {slot.kind} ({what} each)")
+        for a in self.queue_agents:
+            queue = state[self.queue_pos[a]]
+            n = sum(1 for entry in queue if inst in self.arrival_sets[entry])
+            if n:
+                out.append(f"{n} tcgen05 arrival(s) queued by {self.agents[a].name}")
+        return out
+
+    # -- the step rules ----------------------------------------------------------------------
+
+    def enabled(self, state: tuple, action: int) -> bool:
+        A = self.n_agents
+        if action < A:
+            pc = state[action]
+            prog = self.programs[action]
+            if pc >= len(prog):
+                return False
+            instr = prog[pc]
+            op = instr.op
+            if op == WAIT or op == WAIT_PARITY:
+                phase = state[self.barrier_base + BARRIER_FIELDS * instr.target]
+                if op == WAIT:
+                    seen = state[instr.aux]
+                    parity = seen & 1 if seen > 0 else 0
+                else:
+                    parity = instr.amount
+                return (phase & 1) != parity
+            if op == AWAIT_FORK:
+                parent, fork_pc = instr.aux
+                return state[parent] >= fork_pc
+            if op == JOIN:
+                return all(state[w] >= end for w, end in instr.aux)
+            return True
+        k = action - A
+        if k < len(self.slots):
+            return state[self.slot_base + k] > 0
+        k -= len(self.slots)
+        return k < len(self.queue_agents) and len(state[self.queue_base + k]) > 0
+
+    def successors(self, state: tuple) -> list[tuple[int, tuple, Violation | None]]:
+        """Every enabled action with its successor state and the rule it breaks, if any."""
+        out = []
+        for action in range(self.n_actions):
+            if self.enabled(state, action):
+                nxt, violation = self.step(state, action)
+                out.append((action, nxt, violation))
+        return out
+
+    def step(self, state: tuple, action: int, events: list | None = None
+             ) -> tuple[tuple, Violation | None]:
+        """Apply one enabled action. `events` collects (inst, completion number) pairs."""
+        s = list(state)
+        A = self.n_agents
+        violation = None
+        if action < A:
+            agent = action
+            instr = self.programs[agent][s[agent]]
+            s[agent] += 1
+            op = instr.op
+            if op == ARRIVE:
+                for inst in instr.target:
+                    violation = violation or self._arrive(s, inst, instr.amount, agent, instr.src,
+                                                          events)
+            elif op == ARRIVE_DROP:
+                for inst in instr.target:
+                    b = self.barrier_base + BARRIER_FIELDS * inst
+                    s[b + EXPECTED] -= 1
+                    if s[b + EXPECTED] < 0 and violation is None:
+                        violation = Violation("BP121", f"arrive_drop lowers the expected count of "
+                                              f"{self.instances[inst].name} below zero",
+                                              agent, inst, instr.src)
+                    violation = violation or self._arrive(s, inst, 1, agent, instr.src, events)
+            elif op == EXPECT_TX or op == ARRIVE_TX:
+                for inst in instr.target:
+                    violation = violation or self._tx(s, inst, instr.amount, agent, instr.src,
+                                                      events)
+                    if op == ARRIVE_TX:
+                        violation = violation or self._arrive(s, inst, 1, agent, instr.src, events)
+            elif op == COMPLETE_TX:
+                for inst in instr.target:
+                    violation = violation or self._tx(s, inst, -instr.amount, agent, instr.src,
+                                                      events)
+            elif op == WAIT or op == WAIT_PARITY:
+                s[instr.aux] = s[self.barrier_base + BARRIER_FIELDS * instr.target]
+            elif op == ISSUE_ASYNC:
+                for inst in instr.target:  # the issuer's arrive.expect_tx
+                    violation = violation or self._tx(s, inst, instr.amount, agent, instr.src,
+                                                      events)
+                    violation = violation or self._arrive(s, inst, 1, agent, instr.src, events)
+                for slot in instr.aux:
+                    s[self.slot_base + slot] += 1
+            elif op == ISSUE_TCGEN05:
+                q = self.queue_pos[agent]
+                s[q] = s[q] + (instr.aux,)
+            # FORK, AWAIT_FORK, JOIN, UNMODELED: only the program counter moves.
+            return tuple(s), violation
+        k = action - A
+        if k < len(self.slots):
+            slot = self.slots[k]
+            s[self.slot_base + k] -= 1
+            if slot.effect == EFFECT_COMPLETE_TX:
+                violation = self._tx(s, slot.inst, -slot.amount, None, None, events)
+            else:
+                violation = self._arrive(s, slot.inst, 1, None, None, events)
+            return tuple(s), violation
+        k -= len(self.slots)
+        q = self.queue_base + k
+        entry, s[q] = s[q][0], s[q][1:]
+        for inst in self.arrival_sets[entry]:
+            violation = violation or self._arrive(s, inst, 1, None, None, events)
+        return tuple(s), violation
+
+    def _arrive(self, s: list, inst: int, count: int, agent, src, events) -> Violation | None:
+        b = self.barrier_base + BARRIER_FIELDS * inst
+        pending = s[b + PENDING] - count
+        s[b + PENDING] = pending
+        if pending < 0:
+            return Violation("BP121", f"{self.instances[inst].name} receives more arrivals than "
+                             f"its count {s[b + EXPECTED]} in phase {s[b + PHASE]} (its tx-count "
+                             f"{s[b + TX]} keeps the phase open): undefined behaviour",
+                             agent, inst, src)
+        return self._maybe_complete(s, inst, agent, src, events)
+
+    def _tx(self, s: list, inst: int, delta: int, agent, src, events) -> Violation | None:
+        b = self.barrier_base + BARRIER_FIELDS * inst
+        tx = s[b + TX] + delta
+        s[b + TX] = tx
+        if not -MAX_TX <= tx <= MAX_TX:
+            return Violation("BP121", f"the tx-count of {self.instances[inst].name} reaches {tx}, "
+                             f"outside +-{MAX_TX}", agent, inst, src)
+        return self._maybe_complete(s, inst, agent, src, events)
+
+    def _maybe_complete(self, s: list, inst: int, agent, src, events) -> Violation | None:
+        """A phase completes when its arrivals and its tx bytes are all in, atomically."""
+        b = self.barrier_base + BARRIER_FIELDS * inst
+        if s[b + PENDING] != 0 or s[b + TX] != 0:
+            return None
+        completed = s[b + PHASE]  # completions before this one
+        s[b + PHASE] = completed + 1
+        s[b + PENDING] = s[b + EXPECTED]
+        if events is not None:
+            events.append((inst, completed + 1))
+        for waiter, pos in self.participants[inst]:
+            seen = s[pos]
+            joined = seen >= 0 or self._waits_on(s, waiter, inst)
+            if joined and max(seen, 0) < completed:
+                return Violation(
+                    "BP101", f"{self.instances[inst].name} completes phase {completed + 1} while "
+                    f"{self.agents[waiter].name} has observed only {max(seen, 0)} of its "
+                    f"completions: it misses completion {max(seen, 0) + 1} (parity aliasing)",
+                    agent, inst, src,
+                    [f"{self.agents[waiter].name} is at {self._where(s, waiter)}"])
+        return None
+
+    def _waits_on(self, s, agent: int, inst: int) -> bool:
+        instr = self.current(s, agent)
+        return instr is not None and instr.op in (WAIT, WAIT_PARITY) and instr.target == inst
+
+    def _where(self, s, agent: int) -> str:
+        instr = self.current(s, agent)
+        if instr is None:
+            return "its end"
+        source = self.sources[instr.src]
+        return f"{source.text} ({source.loc})"
+
+    # -- state predicates --------------------------------------------------------------------
+
+    def state_violations(self, state: tuple) -> list[Violation]:
+        """Rules judged on a state: late joins (BP102), and at kernel exit BP103, BP104, BP105,
+        BP130."""
+        found = []
+        for a, pcs in enumerate(self.wait_pcs):
+            pc = state[a]
+            if pc in pcs:
+                instr = self.programs[a][pc]
+                phase = state[self.barrier_base + BARRIER_FIELDS * instr.target]
+                if state[instr.aux] < 0 and phase >= 2:
+                    found.append(Violation(
+                        "BP102", f"{self.agents[a].name} waits on "
+                        f"{self.instances[instr.target].name} for the first time after "
+                        f"{phase} completions: its parity bit points at the wrong phase",
+                        a, instr.target, instr.src))
+        if found or not self.is_done(state):
+            return found
+        return self.exit_violations(state)
+
+    def exit_violations(self, state: tuple) -> list[Violation]:
+        found = []
+        for k, slot in enumerate(self.slots):
+            if state[self.slot_base + k]:
+                found.append(Violation(
+                    "BP105", f"the kernel exits with {state[self.slot_base + k]} {slot.kind} "
+                    f"operation(s) on {self.instances[slot.inst].name} still in flight",
+                    None, slot.inst))
+        for a in self.queue_agents:
+            if state[self.queue_pos[a]]:
+                found.append(Violation(
+                    "BP105", f"the kernel exits with {len(state[self.queue_pos[a]])} tcgen05 "
+                    f"operation(s) of {self.agents[a].name} still in flight", a, None))
+        for inst, instance in enumerate(self.instances):
+            phase, pending, tx, expected = self.barrier(state, inst)
+            if tx != 0:
+                found.append(Violation(
+                    "BP130", f"{instance.name} ends with tx-count {tx}: "
+                    f"{'more bytes expected than delivered' if tx > 0 else 'bytes delivered without expect_tx'}",
+                    None, inst))
+            elif pending != expected:
+                found.append(Violation(
+                    "BP104", f"{instance.name} ends with {expected - pending} of {expected} "
+                    f"arrivals of phase {phase + 1} that never completed it", None, inst))
+            for waiter, pos in self.participants[inst]:
+                if state[pos] < phase:
+                    found.append(Violation(
+                        "BP103", f"{self.agents[waiter].name} exits having observed "
+                        f"{max(state[pos], 0)} of the {phase} completions of {instance.name}",
+                        waiter, inst))
+        return found
+
+    def deadlock(self, state: tuple) -> Violation:
+        """Describe a state where some agent has not finished and nothing can move."""
+        details = []
+        tx_blocked = None
+        for a, agent in enumerate(self.agents):
+            instr = self.current(state, a)
+            if instr is None:
+                continue
+            if instr.op in (WAIT, WAIT_PARITY):
+                inst = instr.target
+                phase, pending, tx, expected = self.barrier(state, inst)
+                if instr.op == WAIT:
+                    seen = max(state[instr.aux], 0)
+                    want = f"completion {seen + 1}"
+                else:
+                    want = f"a completion with parity {instr.amount ^ 1}"
+                line = (f"{agent.name} blocked at {self.sources[instr.src].text} "
+                        f"({self.sources[instr.src].loc}) waiting for {want} of "
+                        f"{self.instances[inst].name}; it has {phase} completion(s), "
+                        f"{expected - pending}/{expected} arrivals, tx={tx}")
+                if pending == 0 and tx != 0:
+                    tx_blocked = tx_blocked if tx_blocked is not None else inst
+                    line += (" — all arrivals are in but the tx-count never returns to zero")
+                else:
+                    later = self.missing_arrivals(state, inst)
+                    line += (f"; {pending} arrival(s) missing; " +
+                             ("later arrivals on it: " + ", ".join(later) if later else
+                              "no agent arrives on it again"))
+                details.append(line)
+            elif instr.op == AWAIT_FORK:
+                details.append(f"{agent.name} waits for its warpgroup to enter the warp region")
+            elif instr.op == JOIN:
+                details.append(f"{agent.name} waits for its warps to leave the warp region")
+        blocked = [a for a in range(self.n_agents) if self.current(state, a) is not None]
+        first = blocked[0] if blocked else None
+        src = self.current(state, first).src if first is not None else None
+        if tx_blocked is not None:
+            return Violation("BP130", f"{self.instances[tx_blocked].name} can never complete: its "
+                             "tx-count never returns to zero", first, tx_blocked, src, details)
+        return Violation("BP100", f"deadlock: {len(blocked)} agent(s) blocked forever", first,
+                         None, src, details)
+
+    def missing_arrivals(self, state: tuple, inst: int) -> list[str]:
+        """Agents whose remaining program would still arrive on `inst`, and where they are."""
+        out = []
+        for a, prog in enumerate(self.programs):
+            for pc in range(state[a], len(prog)):
+                instr = prog[pc]
+                hits = (instr.op in (ARRIVE, ARRIVE_DROP, ARRIVE_TX) and inst in instr.target) or \
+                    (instr.op == ISSUE_ASYNC and (inst in instr.target or any(
+                        self.slots[k].inst == inst for k in instr.aux))) or \
+                    (instr.op == ISSUE_TCGEN05 and inst in self.arrival_sets[instr.aux])
+                if hits:
+                    where = self._where(state, a) if pc == state[a] else \
+                        f"stuck at {self._where(state, a)}"
+                    out.append(f"{self.agents[a].name} at {self.sources[instr.src].text} "
+                               f"({self.sources[instr.src].loc})"
+                               + ("" if pc == state[a] else f", {where}"))
+                    break
+        return out
+
+    # -- naming ------------------------------------------------------------------------------
+
+    def action_name(self, action: int) -> tuple[str, str]:
+        """(agent name, agent kind) of an action."""
+        A = self.n_agents
+        if action < A:
+            return self.agents[action].name, "thread" if self.agents[action].warp is None \
+                else "warp"
+        k = action - A
+        if k < len(self.slots):
+            slot = self.slots[k]
+            return slot.kind, slot.kind  # one timeline column for all landings of a kind
+        agent = self.queue_agents[k - len(self.slots)]
+        return f"tcgen05({self.agents[agent].name})", "tcgen05"
+
+    def action_text(self, state: tuple, action: int) -> tuple[str, Loc | None]:
+        """What an action does from `state`, and where it was written."""
+        A = self.n_agents
+        if action < A:
+            instr = self.current(state, action)
+            source = self.sources[instr.src]
+            return source.text, source.loc
+        k = action - A
+        if k < len(self.slots):
+            slot = self.slots[k]
+            if slot.effect == EFFECT_COMPLETE_TX:
+                return f"lands on {self.instances[slot.inst].name} ({slot.amount}B)", None
+            return f"arrives on {self.instances[slot.inst].name}", None
+        agent = self.queue_agents[k - len(self.slots)]
+        entry = state[self.queue_pos[agent]][0]
+        targets = self.arrival_sets[entry]
+        if not targets:
+            return "mma completes", None
+        return "completes, arrives on " + ", ".join(
+            self.instances[i].name for i in targets), None
+
+    def location(self, violation: Violation) -> Loc:
+        if violation.src is not None:
+            return self.sources[violation.src].loc
+        if violation.inst is not None:
+            return self.instances[violation.inst].alloc.loc
+        return self.kernel.loc
+
+
+class _IndexOutOfRange(Exception):
+    def __init__(self, message: str, loc: Loc):
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+
+
+def _walk(body):
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, Loop):
+            yield from _walk(stmt.body)
+        elif isinstance(stmt, When):
+            yield from _walk(stmt.then)
+            yield from _walk(stmt.orelse)
+        elif isinstance(stmt, WarpRegion):
+            yield from _walk(stmt.body)
+
+
+def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> str:
+    kind = op.kind
+    if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx"):
+        return f"{kind}({barrier_name}, {nbytes}B)"
+    if kind == "wait_parity":
+        return f"wait_parity({barrier_name}, {evaluate(op.parity, env) % 2})"
+    if kind == "arrive":
+        count = evaluate(op.count, env)
+        return f"arrive({barrier_name}{'' if count == 1 else f', count={count}'})"
+    return f"{kind}({barrier_name})"
+
+
+def grid_positions(kernel: Kernel, params: Mapping[str, int], limit: int = 4096
+                   ) -> list[dict[str, int]]:
+    """Every cluster position of the grid (all of them while there are at most `limit`)."""
+    values = kernel.param_values(params)
+    sizes = [(axis, max(1, evaluate(n, values))) for axis, n in kernel.grid]
+    total = 1
+    for _, n in sizes:
+        total *= n
+    if total > limit:
+        return [{axis: 0 for axis, _ in sizes}]
+    return [dict(zip([a for a, _ in sizes], combo))
+            for combo in itertools.product(*[range(n) for _, n in sizes])]
+
+
+def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None) -> list[System]:
+    """One System per distinct behaviour across the grid: clusters whose unrolled programs are
+    identical need to be checked once."""
+    seen: dict[tuple, System] = {}
+    values = kernel.param_values(params)
+    for position in grid_positions(kernel, values):
+        system = System(kernel, values, position)
+        key = tuple(system.programs)
+        if key not in seen:
+            seen[key] = system
+    return list(seen.values())
+
+
+# SEMANTICS-READY
