@@ -196,8 +196,8 @@ def cmd_replay(args) -> int:
     claimed = (trace.violation or {}).get("code")
     got = run.violation.code if run.violation else None
     if claimed != got:
-        return _fail(f"the trace claims {claimed or trace.outcome} but replays to "
-                     f"{got or run.outcome}")
+        return _fail(f"{args.trace} does not replay to what it claims: "
+                     f"{claimed or trace.outcome}, but the run ends {got or run.outcome}")
     return 1 if run.violation else 0
 
 
