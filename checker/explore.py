@@ -14,6 +14,7 @@ the quotient is mapped back to a concrete schedule before it is replayed.
 
 from __future__ import annotations
 
+import gc
 import resource
 import time
 from dataclasses import dataclass, field
@@ -136,6 +137,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         return found(None, None, first[0])
     frontier = [init]
     next_report = start + 0.25
+    next_memory_check = start + 1.0
+    # The visited set holds millions of tuples that never form cycles: the cyclic collector
+    # would rescan them over and over.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         while frontier:
             if limits.max_depth is not None and depth >= limits.max_depth:
@@ -173,9 +179,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     if limits.max_states is not None and len(parent) > limits.max_states:
                         return result("bounded", reason=f"state limit {limits.max_states} "
                                       f"reached at depth {depth}")
-                    if limits.max_memory_mb is not None and _rss_mb() > limits.max_memory_mb:
-                        return result("bounded", reason=f"memory limit {limits.max_memory_mb} MB "
-                                      f"reached at depth {depth}")
+                    if limits.max_memory_mb is not None and now >= next_memory_check:
+                        next_memory_check = now + 1.0
+                        if _rss_mb() > limits.max_memory_mb:
+                            return result("bounded", reason=f"memory limit "
+                                          f"{limits.max_memory_mb} MB reached at depth {depth}")
                     if progress is not None and now >= next_report:
                         next_report = now + 0.25
                         progress({"states": len(parent), "depth": depth,
@@ -190,6 +198,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             frontier = next_frontier
     except KeyboardInterrupt:
         return result("bounded", reason=f"interrupted at depth {depth}")
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return result("verified")
 
 

@@ -335,6 +335,12 @@ def mk(op: str, a: Expr, b: Expr) -> Expr:
     elif op in ("!=", "<", ">"):
         if _same(a, b):
             return Const(0)
+        if op == "<" and isinstance(b, Const) and b.value <= 0 and nonneg(a):
+            return Const(0)
+    elif op == "xor":
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, Const) and y.value == 0:
+                return x
     elif op == "and":
         for x, y in ((a, b), (b, a)):
             if isinstance(x, Const):
@@ -884,14 +890,11 @@ class Translator:
             jaxpr, consts_vals, carry_init, extra_args, frame)
         new_carry = results[carry_slice[0]:carry_slice[1]]
         trip = trip_of(placeholders, carry_init, new_carry)
+        if trip is None or opaque_vars(trip):
+            trip = self._trip_param(loc, what)
         forms, finals = self._closed_forms(placeholders, carry_init, new_carry, loopvar, trip)
         unknown = {p.name for p in placeholders if isinstance(p, Var)} - set(forms)
-        if isinstance(trip, Expr) and opaque_vars(trip):
-            trip = None
-        needs_unroll = bool(unknown & stmt_vars(body)) and trip is not None
-        if trip is None:
-            trip = self._trip_param(loc, what)
-        if needs_unroll:
+        if unknown & stmt_vars(body):
             return self._unroll(loc, jaxpr, consts_vals, carry_init, extra_args, trip, frame,
                                 out, carry_slice, ys)
         for name in unknown:

@@ -525,9 +525,9 @@ class System:
         self.width = pos + len(self.queue_agents)
         self.n_actions = A + len(self.slots) + len(self.queue_agents)
         self.lengths = tuple(len(p) for p in self.programs)
-        # Agents that only ever wait with Pallas semantics can late-join (BP102).
-        self.wait_pcs = [frozenset(pc for pc, i in enumerate(p) if i.op == WAIT)
-                         for p in self.programs]
+        # Agents with Pallas-style waits can late-join (BP102).
+        self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
+                         for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
 
     # -- states ------------------------------------------------------------------------------
 
@@ -546,7 +546,7 @@ class System:
         return state[b], state[b + 1], state[b + 2], state[b + 3]
 
     def is_done(self, state: tuple) -> bool:
-        return all(state[a] >= n for a, n in enumerate(self.lengths))
+        return state[:self.n_agents] == self.lengths
 
     def current(self, state: tuple, agent: int) -> Instr | None:
         pc = state[agent]
@@ -600,12 +600,41 @@ class System:
         return k < len(self.queue_agents) and len(state[self.queue_base + k]) > 0
 
     def successors(self, state: tuple) -> list[tuple[int, tuple, Violation | None]]:
-        """Every enabled action with its successor state and the rule it breaks, if any."""
+        """Every enabled action with its successor state and the rule it breaks, if any.
+        The same as stepping every action for which `enabled` holds, unrolled for speed."""
         out = []
-        for action in range(self.n_actions):
-            if self.enabled(state, action):
-                nxt, violation = self.step(state, action)
+        step = self.step
+        barrier_base = self.barrier_base
+        for agent, prog in enumerate(self.programs):
+            pc = state[agent]
+            if pc >= len(prog):
+                continue
+            instr = prog[pc]
+            op = instr[0]
+            if op == WAIT:
+                seen = state[instr[3]]
+                parity = seen & 1 if seen > 0 else 0
+                if (state[barrier_base + BARRIER_FIELDS * instr[1]] & 1) == parity:
+                    continue
+            elif op == WAIT_PARITY:
+                if (state[barrier_base + BARRIER_FIELDS * instr[1]] & 1) == instr[2]:
+                    continue
+            elif op == AWAIT_FORK or op == JOIN:
+                if not self.enabled(state, agent):
+                    continue
+            nxt, violation = step(state, agent)
+            out.append((agent, nxt, violation))
+        action = self.n_agents
+        for pos in range(self.slot_base, self.queue_base):
+            if state[pos]:
+                nxt, violation = step(state, action)
                 out.append((action, nxt, violation))
+            action += 1
+        for pos in range(self.queue_base, self.width):
+            if state[pos]:
+                nxt, violation = step(state, action)
+                out.append((action, nxt, violation))
+            action += 1
         return out
 
     def step(self, state: tuple, action: int, events: list | None = None
@@ -731,7 +760,7 @@ class System:
         """Rules judged on a state: late joins (BP102), and at kernel exit BP103, BP104, BP105,
         BP130."""
         found = []
-        for a, pcs in enumerate(self.wait_pcs):
+        for a, pcs in self.wait_pcs:
             pc = state[a]
             if pc in pcs:
                 instr = self.programs[a][pc]
