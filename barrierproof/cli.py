@@ -201,6 +201,27 @@ def cmd_replay(args) -> int:
     return 1 if run.violation else 0
 
 
+def cmd_run(args) -> int:
+    """One random schedule on the interpreter, shown as a timeline."""
+    from .model.interpreter import random_run
+    from .model.semantics import compile_systems
+    params = parse_params(args.param)
+    codes = set()
+    for spec in args.paths:
+        for target in resolve(spec):
+            kernel = target.build()
+            system = compile_systems(kernel, _params_for(kernel, params))[0]
+            run = random_run(system, args.seed, args.max_steps)
+            print(f"{target.ref}: random schedule (seed {args.seed}), {len(run.actions)} steps "
+                  f"-> {run.outcome}" + (f" {run.violation.code} {run.violation.message}"
+                                         if run.violation else ""))
+            print(timeline(run.trace(target.ref)))
+            for d in (run.violation.details if run.violation else []):
+                print(f"  {d}")
+            codes.add({"terminated": 0, "violation": 1, "deadlock": 1}.get(run.outcome, 2))
+    return next((c for c in (1, 2) if c in codes), 0)
+
+
 def _delegate(module: str, fn: str) -> Callable:
     def run(args) -> int:
         try:
@@ -260,6 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
     p.add_argument("trace", metavar="TRACE.json")
     p.set_defaults(run=cmd_replay)
+
+    p = sub.add_parser("run", help="run one random schedule on the interpreter")
+    p.add_argument("paths", nargs="+", metavar="PATH[::NAME]")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=100_000)
+    p.set_defaults(run=cmd_run)
 
     p = sub.add_parser("tla", help="emit TLA+ specs (and their TLC configs)")
     p.add_argument("paths", nargs="+", metavar="PATH[::NAME]")

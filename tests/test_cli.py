@@ -165,3 +165,10 @@ def test_unknown_parameter_and_bad_param_syntax(capsys):
 def test_usage_errors_exit_3():
     assert run_cli("check")[0] == 3
     assert run_cli("frobnicate")[0] == 3
+
+
+def test_random_run_prints_a_timeline():
+    code, out, _ = run_cli("run", "examples/handoff.py::single_handoff", "--seed", "1")
+    assert code == 0 and "terminated" in out and "barrier_wait(ready)" in out
+    code, out, _ = run_cli("run", "examples/handoff.py::wrong_arrival_count")
+    assert code == 1 and "BP100" in out

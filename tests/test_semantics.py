@@ -235,3 +235,33 @@ def test_warp_region_forks_and_joins():
     s = system(p)
     assert len(s.agents) == 4
     assert explore(s).status == "verified"
+
+
+def test_fast_successors_equal_the_reference_rule_on_every_reachable_state():
+    """`successors` is unrolled for speed; it must equal stepping every enabled action."""
+    import glob
+    import os
+    from barrierproof.loader import import_file, targets_in_module
+    from conftest import EXAMPLES
+    checked = 0
+    for f in sorted(glob.glob(os.path.join(EXAMPLES, "*.py"))):
+        for target in targets_in_module(f, import_file(f)):
+            if target.kind != "dsl":
+                continue
+            s = System(target.build())
+            if s.findings:
+                continue
+            frontier, seen = [s.initial_state()], set()
+            while frontier and len(seen) < 3000:
+                state = frontier.pop()
+                if state in seen:
+                    continue
+                seen.add(state)
+                fast = s.successors(state)
+                reference = [(a, *s.step(state, a)) for a in range(s.n_actions)
+                             if s.enabled(state, a)]
+                assert [(a, n, v and v.code) for a, n, v in fast] == \
+                    [(a, n, v and v.code) for a, n, v in reference]
+                frontier += [n for _, n, v in fast if v is None]
+                checked += 1
+    assert checked > 1000
