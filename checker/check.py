@@ -8,7 +8,8 @@ from typing import Callable, Mapping
 
 from ..model.interpreter import ReplayError, replay
 from ..model.ir import Kernel, ModelError
-from ..model.semantics import CODES, System, Violation, compile_systems, static_findings
+from ..model.semantics import (CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size,
+                               static_findings)
 from .explore import Limits, explore
 from .verdict import Diagnostic, Verdict
 
@@ -134,6 +135,9 @@ def check_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     coverage = f"{states} distinct states, {transitions} transitions, depth {depth}"
     if len(systems) > 1:
         coverage += f", {len(systems)} distinct cluster behaviours"
+    if grid_size(kernel, values) > GRID_LIMIT:
+        bounded_reasons.append(f"the grid has {grid_size(kernel, values)} cluster positions; "
+                               "only the first, second and last along each axis were checked")
     if bounded_reasons:
         return verdict("bounded", unmodeled, states=states, transitions=transitions, depth=depth,
                        coverage=f"{coverage}; stopped: {'; '.join(bounded_reasons)}")

@@ -943,18 +943,27 @@ def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> 
     return f"{kind}({barrier_name})"
 
 
-def grid_positions(kernel: Kernel, params: Mapping[str, int], limit: int = 4096
+GRID_LIMIT = 4096
+
+
+def grid_size(kernel: Kernel, params: Mapping[str, int]) -> int:
+    total = 1
+    for _, n in kernel.grid:
+        total *= max(1, evaluate(n, kernel.param_values(params)))
+    return total
+
+
+def grid_positions(kernel: Kernel, params: Mapping[str, int], limit: int = GRID_LIMIT
                    ) -> list[dict[str, int]]:
-    """Every cluster position of the grid (all of them while there are at most `limit`)."""
+    """Every cluster position of the grid while there are at most `limit`; beyond that the
+    first, second and last position along each axis (the caller must say so)."""
     values = kernel.param_values(params)
     sizes = [(axis, max(1, evaluate(n, values))) for axis, n in kernel.grid]
-    total = 1
-    for _, n in sizes:
-        total *= n
-    if total > limit:
-        return [{axis: 0 for axis, _ in sizes}]
-    return [dict(zip([a for a, _ in sizes], combo))
-            for combo in itertools.product(*[range(n) for _, n in sizes])]
+    if grid_size(kernel, values) > limit:
+        ranges = [sorted({0, min(1, n - 1), n - 1}) for _, n in sizes]
+    else:
+        ranges = [range(n) for _, n in sizes]
+    return [dict(zip([a for a, _ in sizes], combo)) for combo in itertools.product(*ranges)]
 
 
 def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None) -> list[System]:
