@@ -62,6 +62,118 @@ def diagnostic(system: System, violation: Violation) -> Diagnostic:
                       HELP.get(violation.code), list(violation.details))
 
 
+@dataclass
+class SearchOutcome:
+    """What one engine concluded about one System. A violation carries the concrete schedule
+    and the code the engine claims; the driver replays it on the interpreter."""
+
+    status: str                         # verified, violation, bounded
+    states: int = 0
+    transitions: int = 0
+    depth: int = 0
+    actions: list[int] | None = None
+    code: str | None = None             # claimed violation code (None: whatever it replays to)
+    reason: str | None = None           # why a search stopped early
+
+
+# An engine: (system, ignored codes, seconds left or None) -> SearchOutcome.
+Search = Callable[[System, frozenset, "float | None"], SearchOutcome]
+
+
+def explorer_search(options: Options) -> Search:
+    def search(system: System, ignored: frozenset, remaining: float | None) -> SearchOutcome:
+        limits = options.limits
+        if remaining is not None:
+            limits = Limits(limits.max_states, limits.max_depth, remaining, limits.max_memory_mb)
+        r = explore(system, limits, options.reduction, ignored, options.progress)
+        return SearchOutcome(r.status, r.states, r.transitions, r.depth, r.actions,
+                             r.violation.code if r.violation else None, r.reason)
+    return search
+
+
+def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Options,
+               source: str | None, search: Search, engine: str = "explore",
+               label: str = "") -> Verdict:
+    """Static rules, compilation, one search per distinct cluster behaviour, and the replay of
+    any counterexample on the interpreter: the same verdict pipeline for every engine."""
+    ignored = options.ignored()
+    start = time.perf_counter()
+    try:
+        values = kernel.param_values(params)
+        findings = static_findings(kernel)
+        systems = compile_systems(kernel, values)
+    except ModelError as err:
+        verdict = error_verdict(kernel.name, err, source, time.perf_counter() - start)
+        verdict.engine = engine
+        return verdict
+    for system in systems:
+        findings += system.findings
+    unique, seen = [], set()
+    for f in findings:
+        key = (f.code, str(f.loc))  # one finding per place, not per loop iteration
+        if key not in seen and f.code not in ignored:
+            seen.add(key)
+            unique.append(Diagnostic(f.code, f.message, str(f.loc), f.hint or HELP.get(f.code)))
+
+    def verdict(kind: str, diags, **kw) -> Verdict:
+        return Verdict(kernel.name, kind, diags, params=values, source=source, engine=engine,
+                       reduction=options.reduction and engine == "explore",
+                       seconds=time.perf_counter() - start, expected=kernel.expect,
+                       notes=list(kernel.notes), **kw)
+
+    if any(d.code in INPUT_ERRORS for d in unique):
+        return verdict("error", [d for d in unique if d.code in INPUT_ERRORS])
+    static_violations = [d for d in unique if d.code != "BP190"]
+    if static_violations:
+        return verdict("violation", static_violations,
+                       coverage="found statically, before exploration")
+    unmodeled = [d for d in unique if d.code == "BP190"]
+
+    states = transitions = depth = 0
+    bounded_reasons = []
+    timeout = options.limits.timeout
+    for system in systems:
+        remaining = None if timeout is None else max(0.0, timeout - (time.perf_counter() - start))
+        result = search(system, ignored, remaining)
+        states += result.states
+        transitions += result.transitions
+        depth = max(depth, result.depth)
+        if result.status == "violation":
+            run = replay(system, result.actions)
+            if run.violation is None or (result.code and run.violation.code != result.code):
+                raise ReplayError(f"{kernel.name}: the {engine} counterexample "
+                                  f"({result.code or 'violation'}) replays to {run.outcome}")
+            if run.violation.code in ignored:
+                bounded_reasons.append(f"{engine} stopped at an ignored {run.violation.code}")
+                continue
+            where = "" if len(systems) == 1 else f" (grid position {system.grid_position})"
+            found = verdict("violation", [diagnostic(system, run.violation)] + unmodeled,
+                            trace=run.trace(source), states=states, transitions=transitions,
+                            depth=len(result.actions),
+                            coverage=f"{label}shortest counterexample: {len(result.actions)} "
+                                     f"steps{where}")
+            if unmodeled:
+                found.notes.append("the kernel uses synchronization the model does not cover "
+                                   "(BP190); this trace ignores it and may not be feasible")
+            return found
+        if result.status == "bounded":
+            bounded_reasons.append(result.reason)
+    coverage = f"{label}{states} distinct states, {transitions} transitions, depth {depth}"
+    if len(systems) > 1:
+        coverage += f", {len(systems)} distinct cluster behaviours"
+    if grid_size(kernel, values) > GRID_LIMIT:
+        bounded_reasons.append(f"the grid has {grid_size(kernel, values)} cluster positions; "
+                               "only the first, second and last along each axis were checked")
+    if bounded_reasons:
+        return verdict("bounded", unmodeled, states=states, transitions=transitions, depth=depth,
+                       coverage=f"{coverage}; stopped: {'; '.join(bounded_reasons)}")
+    if unmodeled:
+        return verdict("unknown", unmodeled, states=states, transitions=transitions, depth=depth,
+                       coverage=f"{coverage}; exhaustive for the modelled synchronization only")
+    return verdict("verified", [], states=states, transitions=transitions, depth=depth,
+                   coverage=f"{coverage}; exhaustive")
+
+
 def check_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                  options: Options | None = None, source: str | None = None) -> Verdict:
     """Check one kernel for concrete parameter values with the explicit explorer.
@@ -79,70 +191,4 @@ def check_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     'verified'
     """
     options = options or Options()
-    ignored = options.ignored()
-    start = time.perf_counter()
-    try:
-        values = kernel.param_values(params)
-        findings = static_findings(kernel)
-        systems = compile_systems(kernel, values)
-    except ModelError as err:
-        return error_verdict(kernel.name, err, source, time.perf_counter() - start)
-    for system in systems:
-        findings += system.findings
-    unique, seen = [], set()
-    for f in findings:
-        key = (f.code, str(f.loc))  # one finding per place, not per loop iteration
-        if key not in seen and f.code not in ignored:
-            seen.add(key)
-            unique.append(Diagnostic(f.code, f.message, str(f.loc), f.hint or HELP.get(f.code)))
-
-    def verdict(kind: str, diags, **kw) -> Verdict:
-        return Verdict(kernel.name, kind, diags, params=values, source=source,
-                       reduction=options.reduction, seconds=time.perf_counter() - start,
-                       expected=kernel.expect, notes=list(kernel.notes), **kw)
-
-    if any(d.code in INPUT_ERRORS for d in unique):
-        return verdict("error", [d for d in unique if d.code in INPUT_ERRORS])
-    static_violations = [d for d in unique if d.code != "BP190"]
-    if static_violations:
-        return verdict("violation", static_violations,
-                       coverage="found statically, before exploration")
-    unmodeled = [d for d in unique if d.code == "BP190"]
-
-    states = transitions = depth = 0
-    bounded_reasons = []
-    for system in systems:
-        result = explore(system, options.limits, options.reduction, ignored, options.progress)
-        states += result.states
-        transitions += result.transitions
-        depth = max(depth, result.depth)
-        if result.status == "violation":
-            run = replay(system, result.actions)
-            if run.violation is None or run.violation.code != result.violation.code:
-                raise ReplayError(f"{kernel.name}: the explorer's {result.violation.code} trace "
-                                  f"replays to {run.outcome}")
-            where = "" if len(systems) == 1 else f" (grid position {system.grid_position})"
-            found = verdict("violation", [diagnostic(system, run.violation)] + unmodeled,
-                            trace=run.trace(source), states=states, transitions=transitions,
-                            depth=len(result.actions),
-                            coverage=f"shortest counterexample: {len(result.actions)} steps{where}")
-            if unmodeled:
-                found.notes.append("the kernel uses synchronization the model does not cover "
-                                   "(BP190); this trace ignores it and may not be feasible")
-            return found
-        if result.status == "bounded":
-            bounded_reasons.append(result.reason)
-    coverage = f"{states} distinct states, {transitions} transitions, depth {depth}"
-    if len(systems) > 1:
-        coverage += f", {len(systems)} distinct cluster behaviours"
-    if grid_size(kernel, values) > GRID_LIMIT:
-        bounded_reasons.append(f"the grid has {grid_size(kernel, values)} cluster positions; "
-                               "only the first, second and last along each axis were checked")
-    if bounded_reasons:
-        return verdict("bounded", unmodeled, states=states, transitions=transitions, depth=depth,
-                       coverage=f"{coverage}; stopped: {'; '.join(bounded_reasons)}")
-    if unmodeled:
-        return verdict("unknown", unmodeled, states=states, transitions=transitions, depth=depth,
-                       coverage=f"{coverage}; exhaustive for the modelled synchronization only")
-    return verdict("verified", [], states=states, transitions=transitions, depth=depth,
-                   coverage=f"{coverage}; exhaustive")
+    return run_engine(kernel, params, options, source, explorer_search(options))

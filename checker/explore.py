@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..model.semantics import AWAIT_FORK, FORK, JOIN, WAIT, WAIT_PARITY, System, Violation
+from ..model.semantics import (AWAIT_FORK, FORK, JOIN, WAIT, WAIT_PARITY, System, Violation,
+                               primary)
 
 
 @dataclass
@@ -134,7 +135,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     depth = 0
     first = kept(system.state_violations(init))
     if first:
-        return found(None, None, first[0])
+        return found(None, None, primary(first))
     frontier = [init]
     next_report = start + 0.25
     next_memory_check = start + 1.0
@@ -148,17 +149,20 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 return result("bounded", reason=f"depth limit {limits.max_depth} reached with "
                               f"{len(frontier)} states unexpanded")
             next_frontier: list[tuple] = []
+            # The level is finished before a verdict, and ties between violations at the same
+            # depth go to the lowest code, so the answer does not depend on search order.
+            dead: tuple | None = None   # (state, None, violation) at this depth
             best: tuple | None = None   # (predecessor, action, violation) one level deeper
             for n, state in enumerate(frontier):
                 succ = system.successors(state)
-                if not succ and not system.is_done(state) and "BP100" not in ignore:
-                    dead = system.deadlock(state)
-                    if dead.code not in ignore:
-                        return found(state, None, dead)
+                if not succ and not system.is_done(state):
+                    stuck = system.deadlock(state)
+                    if stuck.code not in ignore and (dead is None or stuck.code < dead[2].code):
+                        dead = (state, None, stuck)
                 for action, nxt, violation in succ:
                     transitions += 1
                     if violation is not None and violation.code not in ignore:
-                        if best is None:
+                        if best is None or violation.code < best[2].code:
                             best = (state, action, violation)
                         continue
                     nxt = canon(nxt)
@@ -167,8 +171,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     parent[nxt] = (state, action)
                     bad = kept(system.state_violations(nxt))
                     if bad:
-                        if best is None:
-                            best = (state, action, bad[0])
+                        if best is None or primary(bad).code < best[2].code:
+                            best = (state, action, primary(bad))
                         continue
                     next_frontier.append(nxt)
                 if (n & 255) == 0:
@@ -190,6 +194,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                                   "frontier": len(frontier) - n + len(next_frontier),
                                   "rate": len(parent) / max(now - start, 1e-9),
                                   "seconds": now - start})
+            if dead is not None:
+                return found(*dead)
             if best is not None:
                 depth += 1
                 return found(*best)

@@ -48,11 +48,10 @@ def pingpong_missing_final_wait(k, steps=3):
             k.barrier_arrive(turn.at[0])
 
 
-@protocol(expect="violation:BP102")
+@protocol(expect="violation:BP101")
 def leader_overruns_warps(k, steps=2):
     """A leader warp arrives on a per-step barrier that all four warps wait on, without waiting
-    for them: its second arrival completes a phase before a slower warp reached its first wait,
-    whose parity then points at the wrong phase."""
+    for them: its next arrival completes a phase a warp still waiting has not observed."""
     k.threads(1, name="wg")
     k.warps(4)
     step = k.Barrier(num_arrivals=1)

@@ -25,7 +25,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from .semantics import System, Violation
+from .semantics import System, Violation, primary
 
 
 class ReplayError(Exception):
@@ -131,7 +131,7 @@ def _settle(system: System, state: tuple, violation: Violation | None) -> tuple[
         return "violation", violation
     found = system.state_violations(state)
     if found:
-        return "violation", found[0]
+        return "violation", primary(found)
     if system.is_done(state):
         return "terminated", None
     if not any(system.enabled(state, a) for a in range(system.n_actions)):

@@ -136,6 +136,12 @@ class Violation:
         return CODES[self.code]
 
 
+def primary(violations: list[Violation]) -> Violation:
+    """The violation to report when several hold at once: the lowest code, so every engine and
+    the interpreter name the same one whatever order they found them in."""
+    return min(violations, key=lambda v: v.code)
+
+
 @dataclass
 class StaticFinding:
     code: str

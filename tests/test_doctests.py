@@ -1,0 +1,16 @@
+"""The runnable examples in docstrings run."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["barrierproof.model.ir", "barrierproof.model.dsl", "barrierproof.model.interpreter",
+           "barrierproof.checker.explore", "barrierproof.checker.check",
+           "barrierproof.checker.report"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
