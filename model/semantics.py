@@ -584,21 +584,8 @@ class System:
             if pc >= len(prog):
                 return False
             instr = prog[pc]
-            op = instr.op
-            if op == WAIT or op == WAIT_PARITY:
-                phase = state[self.barrier_base + BARRIER_FIELDS * instr.target]
-                if op == WAIT:
-                    seen = state[instr.aux]
-                    parity = seen & 1 if seen > 0 else 0
-                else:
-                    parity = instr.amount
-                return (phase & 1) != parity
-            if op == AWAIT_FORK:
-                parent, fork_pc = instr.aux
-                return state[parent] >= fork_pc
-            if op == JOIN:
-                return all(state[w] >= end for w, end in instr.aux)
-            return True
+            guard = GUARDS[instr.op]
+            return guard is None or guard(self, state, instr)
         k = action - A
         if k < len(self.slots):
             return state[self.slot_base + k] > 0
@@ -610,24 +597,14 @@ class System:
         The same as stepping every action for which `enabled` holds, unrolled for speed."""
         out = []
         step = self.step
-        barrier_base = self.barrier_base
         for agent, prog in enumerate(self.programs):
             pc = state[agent]
             if pc >= len(prog):
                 continue
             instr = prog[pc]
-            op = instr[0]
-            if op == WAIT:
-                seen = state[instr[3]]
-                parity = seen & 1 if seen > 0 else 0
-                if (state[barrier_base + BARRIER_FIELDS * instr[1]] & 1) == parity:
-                    continue
-            elif op == WAIT_PARITY:
-                if (state[barrier_base + BARRIER_FIELDS * instr[1]] & 1) == instr[2]:
-                    continue
-            elif op == AWAIT_FORK or op == JOIN:
-                if not self.enabled(state, agent):
-                    continue
+            guard = GUARDS[instr[0]]
+            if guard is not None and not guard(self, state, instr):
+                continue
             nxt, violation = step(state, agent)
             out.append((agent, nxt, violation))
         action = self.n_agents
@@ -653,43 +630,9 @@ class System:
             agent = action
             instr = self.programs[agent][s[agent]]
             s[agent] += 1
-            op = instr.op
-            if op == ARRIVE:
-                for inst in instr.target:
-                    violation = violation or self._arrive(s, inst, instr.amount, agent, instr.src,
-                                                          events)
-            elif op == ARRIVE_DROP:
-                for inst in instr.target:
-                    b = self.barrier_base + BARRIER_FIELDS * inst
-                    s[b + EXPECTED] -= 1
-                    if s[b + EXPECTED] < 0 and violation is None:
-                        violation = Violation("BP121", f"arrive_drop lowers the expected count of "
-                                              f"{self.instances[inst].name} below zero",
-                                              agent, inst, instr.src)
-                    violation = violation or self._arrive(s, inst, 1, agent, instr.src, events)
-            elif op == EXPECT_TX or op == ARRIVE_TX:
-                for inst in instr.target:
-                    violation = violation or self._tx(s, inst, instr.amount, agent, instr.src,
-                                                      events)
-                    if op == ARRIVE_TX:
-                        violation = violation or self._arrive(s, inst, 1, agent, instr.src, events)
-            elif op == COMPLETE_TX:
-                for inst in instr.target:
-                    violation = violation or self._tx(s, inst, -instr.amount, agent, instr.src,
-                                                      events)
-            elif op == WAIT or op == WAIT_PARITY:
-                s[instr.aux] = s[self.barrier_base + BARRIER_FIELDS * instr.target]
-            elif op == ISSUE_ASYNC:
-                for inst in instr.target:  # the issuer's arrive.expect_tx
-                    violation = violation or self._tx(s, inst, instr.amount, agent, instr.src,
-                                                      events)
-                    violation = violation or self._arrive(s, inst, 1, agent, instr.src, events)
-                for slot in instr.aux:
-                    s[self.slot_base + slot] += 1
-            elif op == ISSUE_TCGEN05:
-                q = self.queue_pos[agent]
-                s[q] = s[q] + (instr.aux,)
-            # FORK, AWAIT_FORK, JOIN, UNMODELED: only the program counter moves.
+            effect = EFFECTS[instr.op]
+            if effect is not None:
+                violation = effect(self, s, instr, agent, events)
             return tuple(s), violation
         k = action - A
         if k < len(self.slots):
@@ -916,6 +859,112 @@ class System:
         if violation.inst is not None:
             return self.instances[violation.inst].alloc.loc
         return self.kernel.loc
+
+
+# ----------------------------------------------------------------------------------------------
+# The rule table: one row per instruction. A guard says when a thread may take the step (None:
+# always); an effect changes the barrier state and returns the rule it breaks, if any (None: only
+# the program counter moves). The TLA+ emitter and the Z3 encoding each have one row per opcode too.
+# ----------------------------------------------------------------------------------------------
+
+def _phase(system: System, state, inst: int) -> int:
+    return state[system.barrier_base + BARRIER_FIELDS * inst]
+
+
+def guard_wait(system: System, state, instr: Instr) -> bool:
+    """barrier_wait: the thread's private parity bit counts its own waits; it waits for the phase
+    after the last one it observed. Passes iff the current parity differs from that bit."""
+    seen = state[instr.aux]
+    parity = seen & 1 if seen > 0 else 0
+    return (_phase(system, state, instr.target) & 1) != parity
+
+
+def guard_wait_parity(system: System, state, instr: Instr) -> bool:
+    """try_wait.parity(P): true iff the phase with parity P has completed (current parity != P)."""
+    return (_phase(system, state, instr.target) & 1) != instr.amount
+
+
+def guard_await_fork(system: System, state, instr: Instr) -> bool:
+    parent, fork_pc = instr.aux
+    return state[parent] >= fork_pc
+
+
+def guard_join(system: System, state, instr: Instr) -> bool:
+    return all(state[w] >= end for w, end in instr.aux)
+
+
+def effect_arrive(system: System, s: list, instr: Instr, agent: int, events) -> Violation | None:
+    violation = None
+    for inst in instr.target:
+        violation = violation or system._arrive(s, inst, instr.amount, agent, instr.src, events)
+    return violation
+
+
+def effect_arrive_drop(system: System, s: list, instr: Instr, agent: int, events):
+    violation = None
+    for inst in instr.target:
+        b = system.barrier_base + BARRIER_FIELDS * inst
+        s[b + EXPECTED] -= 1
+        if s[b + EXPECTED] < 0 and violation is None:
+            violation = Violation("BP121", f"arrive_drop lowers the expected count of "
+                                  f"{system.instances[inst].name} below zero",
+                                  agent, inst, instr.src)
+        violation = violation or system._arrive(s, inst, 1, agent, instr.src, events)
+    return violation
+
+
+def effect_expect_tx(system: System, s: list, instr: Instr, agent: int, events):
+    violation = None
+    for inst in instr.target:
+        violation = violation or system._tx(s, inst, instr.amount, agent, instr.src, events)
+    return violation
+
+
+def effect_arrive_expect_tx(system: System, s: list, instr: Instr, agent: int, events):
+    violation = None
+    for inst in instr.target:
+        violation = violation or system._tx(s, inst, instr.amount, agent, instr.src, events)
+        violation = violation or system._arrive(s, inst, 1, agent, instr.src, events)
+    return violation
+
+
+def effect_complete_tx(system: System, s: list, instr: Instr, agent: int, events):
+    violation = None
+    for inst in instr.target:
+        violation = violation or system._tx(s, inst, -instr.amount, agent, instr.src, events)
+    return violation
+
+
+def effect_wait(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    # The wait observed every completion so far.
+    s[instr.aux] = _phase(system, s, instr.target)
+
+
+def effect_issue_async(system: System, s: list, instr: Instr, agent: int, events):
+    # The issuer's arrive.expect_tx (Pallas copies), then the copy is in flight.
+    violation = effect_arrive_expect_tx(system, s, instr, agent, events)
+    for slot in instr.aux:
+        s[system.slot_base + slot] += 1
+    return violation
+
+
+def effect_issue_tcgen05(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    q = system.queue_pos[agent]
+    s[q] = s[q] + (instr.aux,)
+
+
+GUARDS = {
+    ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
+    WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
+    FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
+}
+EFFECTS = {
+    ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
+    ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
+    WAIT_PARITY: effect_wait, ISSUE_ASYNC: effect_issue_async,
+    ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
+    UNMODELED: None,
+}
 
 
 class _IndexOutOfRange(Exception):
