@@ -288,6 +288,9 @@ class System:
         local = dict(env)
         for axis, coord in zip(self.cluster_axes, agent.block):
             local[axis] = coord
+        # The DSL's `k.thread` / `k.warp` may predate a renaming by k.threads(name=...).
+        local.setdefault("thread", agent.thread)
+        local.setdefault("warp", agent.warp or 0)
         local[self.kernel.thread_axis] = agent.thread
         local[self.kernel.warp_axis] = agent.warp or 0
         return local

@@ -265,3 +265,14 @@ def test_fast_successors_equal_the_reference_rule_on_every_reachable_state():
                 frontier += [n for _, n, v in fast if v is None]
                 checked += 1
     assert checked > 1000
+
+
+def test_thread_index_used_before_the_thread_axis_is_named():
+    def p(k):
+        bar = k.Barrier()
+        with k.when(k.thread == 0):
+            k.barrier_arrive(bar)
+        with k.otherwise():
+            k.barrier_wait(bar)
+        k.threads(2, name="wg")
+    assert explore(system(p)).status == "verified"
