@@ -9,13 +9,16 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
+import time
 from typing import Callable, Sequence
 
 from .checker.check import Options, check_kernel, error_verdict
 from .checker.explore import Limits
-from .checker.report import json_report, text_report, timeline
+from .checker.report import timeline
 from .checker.verdict import EXIT_CODES, Verdict
+from .config import apply_config
 from .loader import Target, resolve
 from .model.ir import Kernel, ModelError
 
@@ -65,18 +68,26 @@ def _engine(name: str) -> Callable | None:
 
 
 class _Progress:
-    """States, depth and rate on a terminal's stderr while a long search runs."""
+    """States, depth and rate on a terminal's stderr while a long search runs; with --progress
+    and no terminal (a CI log), one plain line every 10 seconds instead."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, live: bool = True):
         self.enabled = enabled
+        self.live = live
         self.status = None
         self.label = ""
+        self.next_line = 0.0
 
     def callback(self, info: dict) -> None:
         if not self.enabled:
             return
         text = (f"{self.label}: {info['states']:,} states, depth {info['depth']}, "
                 f"{info['rate']:,.0f} states/s")
+        if not self.live:
+            if time.monotonic() >= self.next_line:
+                self.next_line = time.monotonic() + 10
+                print(text, file=sys.stderr, flush=True)
+            return
         if self.status is None:
             from rich.console import Console
             self.status = Console(stderr=True).status(text)
@@ -90,16 +101,43 @@ class _Progress:
             self.status = None
 
 
+class _Interrupts:
+    """Ctrl-C ends the search under way with a `bounded` verdict (the explorer turns it into
+    one); remember it, so the protocols not yet checked are reported as such, not run."""
+
+    def __enter__(self) -> "_Interrupts":
+        self.seen = False
+        try:
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:      # not the main thread: leave Ctrl-C alone
+            self.previous = None
+        return self
+
+    def _handler(self, signum, frame):
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _not_checked(target: Target, why: str) -> Verdict:
+    return Verdict(target.name, "bounded", source=target.ref, coverage=why,
+                   expected=target.expect)
+
+
 def _params_for(kernel: Kernel, params: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in params.items() if k in kernel.params}
 
 
 def run_targets(targets: list[Target], params: dict[str, int], options: Options,
-                engine: str, args, progress: _Progress) -> list[Verdict]:
+                engine: str, args, progress: _Progress, cache=None,
+                interrupts: _Interrupts | None = None) -> list[Verdict]:
     verdicts = []
     engine_fn = _engine(engine)
     used: set[str] = set()
-    for target in targets:
+    for n, target in enumerate(targets):
         progress.label = target.name
         try:
             kernel = target.build()
@@ -107,17 +145,28 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 kernel = kernel.replace(expect=target.expect)
             kp = _params_for(kernel, params)
             used |= set(kp)
-            if engine_fn is None:
-                verdict = check_kernel(kernel, kp, options, target.ref)
-            else:
-                verdict = engine_fn(kernel, kp, options, target.ref, args)
+
+            def compute() -> Verdict:
+                if engine_fn is None:
+                    return check_kernel(kernel, kp, options, target.ref)
+                return engine_fn(kernel, kp, options, target.ref, args)
+            verdict = compute() if cache is None else \
+                cache.check(kernel, kp, options, engine, target.ref, args, compute)
         except ModelError as err:
             verdict = error_verdict(target.name, err, target.ref)
             verdict.expected = target.expect
+        except KeyboardInterrupt:
+            verdict = _not_checked(target, "interrupted (Ctrl-C) before a verdict")
+            if interrupts is not None:
+                interrupts.seen = True
         finally:
             progress.stop()
         verdicts.append(verdict)
-    unused = sorted(set(params) - used)
+        if interrupts is not None and interrupts.seen:
+            verdicts += [_not_checked(t, "not checked: interrupted (Ctrl-C)")
+                         for t in targets[n + 1:]]
+            return verdicts
+    unused = sorted(set(params) - used - set(getattr(args, "config_only_params", ())))
     if unused and targets:
         raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
                          hint="check the spelling of --param")
@@ -143,11 +192,32 @@ def exit_code(verdicts: list[Verdict], expect: bool = False) -> int:
     return 0
 
 
+# --format NAME -> (module, function(verdicts) -> str); junit also takes `expect`.
+REPORTERS = {
+    "text": ("barrierproof.checker.report", "text_report"),
+    "json": ("barrierproof.checker.report", "json_report"),
+    "sarif": ("barrierproof.checker.sarif", "sarif_report"),
+    "junit": ("barrierproof.checker.junit", "junit_report"),
+    "html": ("barrierproof.checker.html", "html_report"),
+}
+
+
+def render(fmt: str, verdicts: list[Verdict], expect: bool = False) -> str:
+    module, fn = REPORTERS[fmt]
+    report = getattr(importlib.import_module(module), fn)
+    return report(verdicts, expect=expect) if fmt == "junit" else report(verdicts)
+
+
 def cmd_check(args, engine: str | None = None) -> int:
+    apply_config(args)       # [tool.barrierproof] in pyproject.toml, under the flags
+    if not args.paths:
+        return _fail("nothing to check", "give PATH arguments, or `paths` under "
+                     "[tool.barrierproof] in pyproject.toml")
     params = parse_params(args.param)
     limits = Limits(max_states=args.max_states, max_depth=args.max_depth, timeout=args.timeout,
                     max_memory_mb=args.max_memory)
-    progress = _Progress(sys.stderr.isatty() and not args.quiet)
+    progress = _Progress((sys.stderr.isatty() or args.progress) and not args.quiet,
+                         live=sys.stderr.isatty())
     options = Options(limits, not args.no_reduction, parse_codes(args.ignore),
                       parse_codes(args.select) or None, progress.callback)
     targets: list[Target] = []
@@ -156,10 +226,23 @@ def cmd_check(args, engine: str | None = None) -> int:
     if not targets:
         return _fail(f"no protocols found in {' '.join(args.paths)}",
                      "define protocols with @protocol, or name Pallas kernels in EXPECT")
-    verdicts = run_targets(targets, params, options, engine or args.engine, args, progress)
+    from .cache import Cache
+    cache = None if args.no_cache else Cache(args.cache_dir)
+    with _Interrupts() as interrupts:
+        verdicts = run_targets(targets, params, options, engine or args.engine, args, progress,
+                               cache, interrupts)
+    if cache is not None and cache.hits and not args.quiet:
+        where = os.path.relpath(args.cache_dir)
+        print(f"{cache.hits} of {len(verdicts)} verdicts from the cache "
+              f"({args.cache_dir if where.startswith('..') else where}); "
+              "--no-cache checks again", file=sys.stderr)
     if args.trace_dir:
         _write_traces(verdicts, args.trace_dir)
-    text = json_report(verdicts) if args.format == "json" else text_report(verdicts)
+    if args.format == "text" and not args.output and sys.stdout.isatty():
+        from .checker.console import print_report
+        print_report(verdicts)
+        return exit_code(verdicts, args.expect)
+    text = render(args.format, verdicts, args.expect)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)
@@ -233,16 +316,20 @@ def _delegate(module: str, fn: str) -> Callable:
 
 
 def _add_check_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH[::NAME]",
-                   help="Python files or directories with protocols or Pallas kernels")
+    p.add_argument("paths", nargs="*", metavar="PATH[::NAME]",
+                   help="Python files or directories with protocols or Pallas kernels "
+                        "(default: `paths` of [tool.barrierproof] in pyproject.toml)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="set a protocol parameter (repeatable)")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=sorted(REPORTERS), default=None,
+                   help="text (default; colour and tables on a terminal), json, sarif "
+                        "(code scanning), junit (test reports), html (timelines)")
     p.add_argument("-o", "--output", help="write the report to a file")
-    p.add_argument("--max-states", type=int, default=5_000_000)
-    p.add_argument("--max-depth", type=int, default=None)
+    p.add_argument("--max-states", type=int, default=None, metavar="N",
+                   help="default 5000000")
+    p.add_argument("--max-depth", type=int, default=None, metavar="N")
     p.add_argument("--timeout", type=float, default=None, metavar="S")
-    p.add_argument("--max-memory", type=int, default=16_000, metavar="MB")
+    p.add_argument("--max-memory", type=int, default=None, metavar="MB", help="default 16000")
     p.add_argument("--no-reduction", action="store_true", help="turn symmetry reduction off")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated codes to ignore")
     p.add_argument("--select", metavar="CODES", help="only these codes count")
@@ -250,6 +337,15 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expect", action="store_true",
                    help="exit 0 only if every verdict matches its declared expectation")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.add_argument("--progress", action="store_true",
+                   help="show progress even when stderr is not a terminal (a line every 10 s)")
+    p.add_argument("--config", metavar="PYPROJECT", help="read [tool.barrierproof] from this file")
+    p.add_argument("--no-config", action="store_true", help="ignore pyproject.toml")
+    p.add_argument("--no-cache", action="store_true",
+                   help="check everything again; neither read nor write the proof cache")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="where the proof cache lives (default: .barrierproof_cache next to the "
+                        "pyproject.toml, or $BARRIERPROOF_CACHE_DIR)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -288,6 +384,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=100_000)
     p.set_defaults(run=cmd_run)
+
+    p = sub.add_parser("graph", help="write the state graph of a small protocol as DOT")
+    p.add_argument("path", metavar="PATH::NAME")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-o", "--output", metavar="FILE.dot", help="default: stdout")
+    p.add_argument("--max-states", type=int, default=2000, metavar="N",
+                   help="refuse larger graphs (default 2000)")
+    p.set_defaults(run=_delegate("barrierproof.checker.graph", "cli_main"))
 
     p = sub.add_parser("tla", help="emit TLA+ specs (and their TLC configs)")
     p.add_argument("paths", nargs="+", metavar="PATH[::NAME]")

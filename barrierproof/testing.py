@@ -1,0 +1,135 @@
+"""pytest helpers: a kernel's synchronization as a unit test.
+
+```python
+from barrierproof.testing import assert_deadlock_free
+
+from mykernels.protocols import tma_ring           # a @protocol
+from mykernels.matmul import check_matmul          # a function that calls a plgpu.kernel
+
+def test_ring_is_deadlock_free():
+    assert_deadlock_free(tma_ring, stages=3, steps=8)
+
+def test_matmul_is_deadlock_free():
+    assert_deadlock_free(check_matmul)
+```
+
+A failure is an AssertionError whose message is the full text report: the diagnostic, its help
+line and the counterexample timeline with the stuck waits, exactly what `barrierproof check`
+prints. Nothing short of `verified` (or `proved`) passes: a bounded search, a kernel with
+unmodelled synchronization (`unknown`) and an input error all fail, each saying why.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Callable
+
+from .checker.check import Options, check_kernel
+from .checker.explore import Limits
+from .checker.report import describe
+from .checker.verdict import Verdict
+from .model.dsl import Protocol
+from .model.ir import Kernel, ModelError
+
+__all__ = ["check", "assert_deadlock_free", "assert_violation"]
+
+
+def _kernels(target) -> list[tuple[Kernel, str | None]]:
+    """(kernel, path::name) for a Protocol, a Kernel, or a Pallas kernel function."""
+    if isinstance(target, Protocol):
+        return [(target.build(), f"{_path(target.fn)}::{target.name}")]
+    if isinstance(target, Kernel):
+        return [(target, None)]
+    if callable(target):
+        from .model import pallas  # jax is imported only for Pallas kernels
+        name = getattr(target, "__name__", "kernel")
+        return [(k, f"{_path(target)}::{k.name}") for k in pallas.load(target, name=name)]
+    raise TypeError(f"{target!r} is not a @protocol, a Kernel or a Pallas kernel function")
+
+
+def _path(fn: Callable) -> str:
+    try:
+        path = inspect.getsourcefile(fn) or "<unknown>"
+    except TypeError:
+        return "<unknown>"
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def check(target, *, options: Options | None = None, max_states: int | None = None,
+          ignore: tuple[str, ...] = (), **params: int) -> list[Verdict]:
+    """Check a protocol, kernel or Pallas kernel function; one Verdict per kernel it holds.
+
+    An input error (a Python error in the protocol, a missing parameter value) becomes an
+    `error` verdict, as on the command line.
+    """
+    if options is None:
+        limits = Limits() if max_states is None else Limits(max_states=max_states)
+        options = Options(limits, ignore=frozenset(ignore))
+    try:
+        kernels = _kernels(target)
+    except ModelError as err:
+        from .checker.check import error_verdict
+        return [error_verdict(getattr(target, "name", getattr(target, "__name__", "kernel")),
+                              err)]
+    verdicts = []
+    for kernel, source in kernels:
+        own = {k: v for k, v in params.items() if k in kernel.params}
+        unknown = sorted(set(params) - set(kernel.params))
+        if unknown and len(kernels) == 1:
+            raise TypeError(f"{kernel.name} has no parameter {', '.join(unknown)} (its "
+                            f"parameters: {', '.join(kernel.params) or 'none'})")
+        verdicts.append(check_kernel(kernel, own, options, source))
+    return verdicts
+
+
+def assert_deadlock_free(target, *, options: Options | None = None,
+                         max_states: int | None = None, ignore: tuple[str, ...] = (),
+                         **params: int) -> list[Verdict]:
+    """Fail unless every kernel of `target` is verified (or proved) for these parameters.
+
+    `target` is a `@protocol`, a Kernel, or a zero-argument function that calls Pallas Mosaic
+    GPU kernels (traced on the CPU). Keyword arguments set the protocol's parameters; `ignore`
+    takes diagnostic codes, `max_states` bounds the search. Returns the verdicts.
+
+    >>> from barrierproof import protocol
+    >>> @protocol
+    ... def lost_arrival(k):
+    ...     k.threads(2, name="wg")
+    ...     bar = k.Barrier(num_arrivals=2)
+    ...     with k.when(k.thread == 0):
+    ...         k.barrier_arrive(bar)
+    ...     with k.otherwise():
+    ...         k.barrier_wait(bar)
+    >>> try:
+    ...     assert_deadlock_free(lost_arrival)
+    ... except AssertionError as err:
+    ...     print(str(err).splitlines()[0])
+    lost_arrival is not deadlock-free: violation:BP100
+    """
+    verdicts = check(target, options=options, max_states=max_states, ignore=ignore, **params)
+    bad = [v for v in verdicts if v.verdict not in ("verified", "proved")]
+    if bad:
+        raise AssertionError("\n\n".join(_explain(v) for v in bad))
+    return verdicts
+
+
+def assert_violation(target, code: str, *, options: Options | None = None,
+                     max_states: int | None = None, **params: int) -> Verdict:
+    """Fail unless `target` has a violation with diagnostic `code` (a regression test for a
+    known bug pattern). Returns the verdict, whose `trace` is the counterexample."""
+    verdicts = check(target, options=options, max_states=max_states, **params)
+    for v in verdicts:
+        if v.verdict == "violation" and code in v.codes:
+            return v
+    raise AssertionError("\n\n".join(f"expected violation:{code}, got {v.label}\n{describe(v)}"
+                                     for v in verdicts))
+
+
+def _explain(v: Verdict) -> str:
+    why = {"violation": "is not deadlock-free",
+           "bounded": "was not proved: the search stopped at a limit",
+           "unknown": "was not proved: it uses synchronization the model does not cover",
+           "error": "could not be checked"}.get(v.verdict, "was not verified")
+    return f"{v.name} {why}: {v.label}\n{describe(v)}"

@@ -1,0 +1,87 @@
+"""JUnit XML: one test case per protocol or kernel, for CI test-result viewers.
+
+verified/proved pass; a violation is a <failure> (its message the diagnostic, its text the whole
+report with the counterexample timeline); an input error is an <error>; bounded and unknown are
+<skipped> with what was covered (nothing was proved, and the run's exit code says so). With
+`expect=True` a case passes exactly when the verdict matches the one the example declares.
+
+>>> from barrierproof.checker.verdict import Verdict
+>>> print(junit_report([Verdict("p", "verified", source="k.py::p")]).splitlines()[1])
+<testsuites name="barrierproof" tests="1" failures="0" errors="0" skipped="0" time="0.000">
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from typing import Sequence
+
+from .report import describe
+from .verdict import Verdict
+
+# Characters XML 1.0 cannot carry, even escaped.
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(text: str) -> str:
+    return _INVALID_XML.sub("?", text)
+
+
+def _classname(verdict: Verdict) -> str:
+    """`examples/handoff.py::p` -> `examples.handoff`, as test viewers group by class."""
+    ref = verdict.source or verdict.name
+    path = ref.partition("::")[0] if "::" in ref else ref
+    stem = os.path.splitext(path)[0].lstrip("./")
+    return stem.replace(os.sep, ".").replace("/", ".") or "barrierproof"
+
+
+def _outcome(verdict: Verdict, expect: bool) -> tuple[str | None, str, str]:
+    """(element or None for a pass, message, type)."""
+    if expect:
+        if verdict.expected and verdict.matches(verdict.expected):
+            return None, "", ""
+        want = verdict.expected or "a declared expectation"
+        return "failure", f"expected {want}, got {verdict.label}", "expectation"
+    if verdict.verdict in ("verified", "proved"):
+        return None, "", ""
+    first = verdict.diagnostics[0].one_line() if verdict.diagnostics else verdict.verdict
+    if verdict.verdict == "violation":
+        return "failure", first, verdict.diagnostics[0].code if verdict.diagnostics else "violation"
+    if verdict.verdict == "error":
+        return "error", first, verdict.diagnostics[0].code if verdict.diagnostics else "error"
+    return "skipped", f"{verdict.verdict}: {verdict.coverage or first}", verdict.verdict
+
+
+def junit_tree(verdicts: Sequence[Verdict], expect: bool = False) -> ET.Element:
+    counts = {"failure": 0, "error": 0, "skipped": 0}
+    total = sum(v.seconds for v in verdicts)
+    root = ET.Element("testsuites", name="barrierproof")
+    suite = ET.SubElement(root, "testsuite", name="barrierproof")
+    for v in verdicts:
+        case = ET.SubElement(suite, "testcase", name=v.name, classname=_classname(v),
+                             time=f"{v.seconds:.3f}")
+        ref = v.source or v.name
+        if "::" in ref:
+            case.set("file", ref.partition("::")[0])
+        kind, message, type_ = _outcome(v, expect)
+        if kind is not None:
+            counts[kind] += 1
+            element = ET.SubElement(case, kind, message=_clean(message), type=type_)
+            if kind != "skipped":
+                element.text = _clean(describe(v))
+        out = ET.SubElement(case, "system-out")
+        out.text = _clean(f"{v.label}: {v.coverage or ''} ({v.states} states, engine {v.engine})")
+    for element in (root, suite):
+        element.set("tests", str(len(verdicts)))
+        element.set("failures", str(counts["failure"]))
+        element.set("errors", str(counts["error"]))
+        element.set("skipped", str(counts["skipped"]))
+        element.set("time", f"{total:.3f}")
+    return root
+
+
+def junit_report(verdicts: Sequence[Verdict], expect: bool = False) -> str:
+    root = junit_tree(verdicts, expect)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
