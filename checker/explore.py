@@ -114,7 +114,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     limits = limits or Limits()
     start = time.perf_counter()
     classes = symmetry_classes(system) if reduction else []
-    canon = canonicalizer(system, classes) or (lambda s: s)
+    reduce = canonicalizer(system, classes)
+    canon = reduce or (lambda s: s)
 
     def kept(violations):
         return [v for v in violations if v.code not in ignore]
@@ -130,7 +131,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         return result("violation", actions=actions, violation=violation)
 
     init = canon(system.initial_state())
-    parent: dict[tuple, tuple | None] = {init: None}
+    parent: dict[tuple, tuple | None] = {init: None}   # state -> predecessor
     transitions = 0
     depth = 0
     first = kept(system.state_violations(init))
@@ -165,10 +166,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                         if best is None or violation.code < best[2].code:
                             best = (state, action, violation)
                         continue
-                    nxt = canon(nxt)
+                    if reduce is not None:
+                        nxt = reduce(nxt)
                     if nxt in parent:
                         continue
-                    parent[nxt] = (state, action)
+                    parent[nxt] = state
                     bad = kept(system.state_violations(nxt))
                     if bad:
                         if best is None or primary(bad).code < best[2].code:
@@ -210,13 +212,13 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     return result("verified")
 
 
-def _path(parent: dict, state: tuple | None) -> list[tuple[tuple, int]]:
-    """(state, action) pairs from the initial state up to `state` (exclusive of its action)."""
+def _path(parent: dict, state: tuple | None) -> list[tuple]:
+    """The states from the initial state's successor up to `state`. Only predecessors are
+    stored (no actions): the schedule is re-derived when it is made concrete."""
     chain = []
     while state is not None and parent.get(state) is not None:
-        pred, action = parent[state]
-        chain.append((pred, action, state))
-        state = pred
+        chain.append(state)
+        state = parent[state]
     chain.reverse()
     return chain
 
@@ -240,7 +242,7 @@ def _concretize(system: System, canon, parent: dict, pred: tuple | None, action:
                     return
         raise AssertionError("symmetry reduction lost a step of the counterexample")
 
-    for _, _, state in chain:
+    for state in chain:
         follow(state, None)
     if action is not None:
         nxt, v = system.step(pred, action)

@@ -31,7 +31,10 @@ from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, 
 from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
 from .ir import emin as minimum  # noqa: F401
 
-_THIS_FILE = os.path.abspath(__file__)
+import contextlib as _contextlib
+
+# Frames of this module and of contextlib (the `with` blocks) are not the user's code.
+_SKIPPED = {os.path.abspath(__file__), os.path.abspath(_contextlib.__file__)}
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=")
 _WITH_AS = re.compile(r"as\s+([A-Za-z_]\w*)\s*:")
 
@@ -39,7 +42,7 @@ _WITH_AS = re.compile(r"as\s+([A-Za-z_]\w*)\s*:")
 def _caller() -> tuple[Loc, str]:
     """The user's source location (the first frame outside this module) and its line text."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename) == _THIS_FILE:
+    while frame is not None and os.path.abspath(frame.f_code.co_filename) in _SKIPPED:
         frame = frame.f_back
     if frame is None:
         return Loc("<dsl>", 0), ""

@@ -657,6 +657,8 @@ class System:
         b = self.barrier_base + BARRIER_FIELDS * inst
         pending = s[b + PENDING] - count
         s[b + PENDING] = pending
+        if pending > 0:
+            return None
         if pending < 0:
             return Violation("BP121", f"{self.instances[inst].name} receives more arrivals than "
                              f"its count {s[b + EXPECTED]} in phase {s[b + PHASE]} (its tx-count "
@@ -671,6 +673,8 @@ class System:
         if not -MAX_TX <= tx <= MAX_TX:
             return Violation("BP121", f"the tx-count of {self.instances[inst].name} reaches {tx}, "
                              f"outside +-{MAX_TX}", agent, inst, src)
+        if tx or s[b + PENDING]:
+            return None
         return self._maybe_complete(s, inst, agent, src, events)
 
     def _maybe_complete(self, s: list, inst: int, agent, src, events) -> Violation | None:

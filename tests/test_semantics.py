@@ -276,3 +276,21 @@ def test_thread_index_used_before_the_thread_axis_is_named():
             k.barrier_wait(bar)
         k.threads(2, name="wg")
     assert explore(system(p)).status == "verified"
+
+
+def test_locations_point_at_the_users_lines():
+    import os
+    s = System(protocol(_located).build())
+    files = {os.path.basename(src.loc.file) for src in s.sources}
+    assert files == {"test_semantics.py"}, files
+
+
+def _located(k):
+    k.threads(1)
+    k.warps(2)
+    bar = k.Barrier(num_arrivals=2)
+    with k.warp_region():
+        with k.loop(1):
+            with k.when(k.warp >= 0):
+                k.barrier_arrive(bar)
+    k.barrier_wait(bar)
