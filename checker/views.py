@@ -84,9 +84,9 @@ class BarrierRow:
 def barrier_rows(trace: Trace) -> list[BarrierRow]:
     """The state of every barrier before the first step and after each step.
 
-    A Trace records only the barriers a step changed, and the final state of all; the states in
-    between are carried forward. Before the first step every barrier is in phase 0 with no
-    arrivals and no bytes; its expected count is the one it shows when first changed.
+    A Trace records the initial and final state of every barrier and what each step changed;
+    the states in between are carried forward. (Traces written before the initial state was
+    recorded start every barrier in phase 0 with the count it shows when first changed.)
     """
     names = list(trace.final_barriers)
     for step in trace.steps:
@@ -99,6 +99,9 @@ def barrier_rows(trace: Trace) -> list[BarrierRow]:
             first.setdefault(name, view)
     current = {}
     for name in names:
+        if name in trace.initial_barriers:
+            current[name] = dict(trace.initial_barriers[name])
+            continue
         seen = first.get(name) or trace.final_barriers.get(name) or {}
         current[name] = {"phase": 0, "arrived": 0, "expected": seen.get("expected", 0), "tx": 0}
     rows = [BarrierRow(0, dict(current), set(), set())]

@@ -59,6 +59,7 @@ class Trace:
     outcome: str                     # terminated, violation, deadlock, running
     violation: dict | None = None    # code, name, message, details
     final_barriers: dict[str, dict] = field(default_factory=dict)
+    initial_barriers: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -72,7 +73,8 @@ class Trace:
         fields = {k: data[k] for k in ("protocol", "source", "params", "grid_position", "agents",
                                        "actions", "outcome")}
         return cls(steps=steps, violation=data.get("violation"),
-                   final_barriers=data.get("final_barriers", {}), **fields)
+                   final_barriers=data.get("final_barriers", {}),
+                   initial_barriers=data.get("initial_barriers", {}), **fields)
 
 
 @dataclass
@@ -111,9 +113,11 @@ class Run:
                          "location": str(sys_.location(v))}
         final = {inst.name: barrier_view(sys_, self.final, i)
                  for i, inst in enumerate(sys_.instances)}
+        initial = {inst.name: barrier_view(sys_, self.states[0], i)
+                   for i, inst in enumerate(sys_.instances)}
         return Trace(sys_.kernel.name, source, dict(sys_.params), dict(sys_.grid_position),
                      [a.name for a in sys_.agents], list(self.actions), steps, self.outcome,
-                     violation, final)
+                     violation, final, initial)
 
 
 def barrier_view(system: System, state: tuple, inst: int) -> dict:
