@@ -61,7 +61,8 @@ LOCAL = {
     "broadcasted_iota", "query_cluster_cancel", "async_copy_smem_to_tmem",
     "async_copy_scales_to_tmem", "async_copy_sparse_metadata_to_tmem", "get_global",
     "program_id", "num_programs", "debug_print", "mgpu_atomic_store", "atomic_rmw",
-    "multimem_load_reduce", "multimem_store", "delay", "semaphore_read",
+    "multimem_load_reduce", "multimem_store", "delay", "semaphore_read", "masked_load",
+    "masked_swap", "reciprocal",
 }
 # Synchronization outside the model: kept as `unmodeled` ops (BP190).
 UNMODELED = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel",
@@ -210,9 +211,16 @@ def _loc_from_exception(exc: BaseException) -> Loc:
 OPAQUE_PREFIX = "?"
 
 
+_OPAQUE_IDS = itertools.count(1)
+
+
 def opaque(what: str) -> Var:
-    """A value only known at run time (data in memory)."""
-    return Var(OPAQUE_PREFIX + what)
+    """A fresh value only known at run time (data in memory, a float, a loop-varying carry)."""
+    return Var(f"{OPAQUE_PREFIX}{what}{next(_OPAQUE_IDS)}")
+
+
+def opaques(what: str, n: int) -> list[Var]:
+    return [opaque(what) for _ in range(n)]
 
 
 def opaque_vars(expr: Expr) -> list[str]:
@@ -221,14 +229,6 @@ def opaque_vars(expr: Expr) -> list[str]:
 
 def _is_opaque(expr: Expr) -> bool:
     return isinstance(expr, Var) and expr.name.startswith(OPAQUE_PREFIX)
-
-
-def _first_opaque(*exprs: Expr) -> Var | None:
-    for e in exprs:
-        names = opaque_vars(e)
-        if names:
-            return Var(names[0])
-    return None
 
 
 _BOOL_OPS = {"==", "!=", "<", "<=", ">", ">=", "and", "or"}
@@ -268,14 +268,14 @@ def _same(a: Expr, b: Expr) -> bool:
 
 
 def mk(op: str, a: Expr, b: Expr) -> Expr:
-    """`BinOp(op, a, b)`, folded: constants, identities, affine constant offsets."""
+    """`BinOp(op, a, b)`, folded: constants, identities, affine constant offsets.
+
+    >>> mk("+", mk("+", Var("i"), Const(1)), Const(2))
+    (i + 3)
+    >>> mk("max", mk("<", Var("block"), Const(8)), Const(0))   # a comparison is never negative
+    (block < 8)
+    """
     from .ir import BINARY_OPS
-    o = _first_opaque(a, b)
-    if o is not None:
-        if op == "*" and (isinstance(a, Const) and a.value == 0
-                          or isinstance(b, Const) and b.value == 0):
-            return Const(0)
-        return o
     if isinstance(a, Const) and isinstance(b, Const):
         if op in ("//", "%") and b.value == 0:
             return BinOp(op, a, b)   # let evaluation report it where it matters
@@ -332,6 +332,8 @@ def mk(op: str, a: Expr, b: Expr) -> Expr:
     elif op in ("==", "<=", ">="):
         if _same(a, b):
             return Const(1)
+        if op == ">=" and isinstance(b, Const) and b.value <= 0 and nonneg(a):
+            return Const(1)
     elif op in ("!=", "<", ">"):
         if _same(a, b):
             return Const(0)
@@ -359,8 +361,6 @@ def mk(op: str, a: Expr, b: Expr) -> Expr:
 
 
 def mk_not(a: Expr) -> Expr:
-    if _is_opaque(a):
-        return a
     if isinstance(a, Const):
         return Const(int(not a.value))
     if isinstance(a, UnOp) and a.op == "not" and is_bool(a.arg):
@@ -372,8 +372,6 @@ def mk_not(a: Expr) -> Expr:
 
 
 def mk_neg(a: Expr) -> Expr:
-    if _is_opaque(a):
-        return a
     if isinstance(a, Const):
         return Const(-a.value)
     if isinstance(a, UnOp) and a.op == "neg":
@@ -387,9 +385,6 @@ def mk_select(pred: Expr, cases: Sequence[Expr]) -> Expr:
         return cases[max(0, min(pred.value, len(cases) - 1))]
     if all(_same(c, cases[0]) for c in cases):
         return cases[0]
-    o = _first_opaque(pred, *cases)
-    if o is not None:
-        return o
     if len(cases) == 2:
         a, b = cases
         if is_bool(pred):
@@ -410,7 +405,13 @@ def _abs(a: Expr) -> Expr:
 
 
 def mk_div(a: Expr, b: Expr) -> Expr:
-    """`lax.div`: C division, rounding toward zero."""
+    """`lax.div`: C division, rounding toward zero; plain `//` when both sides are indices.
+
+    >>> mk_div(Const(-7), Const(2)), mk_div(Var("i"), Const(2))
+    (-3, (i // 2))
+    """
+    if isinstance(b, Const) and b.value in (1, -1):
+        return a if b.value == 1 else mk_neg(a)
     if nonneg(a) and nonneg(b):
         return mk("//", a, b)
     if isinstance(a, Const) and isinstance(b, Const) and b.value:
@@ -423,13 +424,19 @@ def mk_div(a: Expr, b: Expr) -> Expr:
 
 def mk_rem(a: Expr, b: Expr) -> Expr:
     """`lax.rem`: C remainder, with the sign of the dividend."""
+    if isinstance(b, Const) and b.value in (1, -1):
+        return Const(0)
     if nonneg(a) and nonneg(b):
         return mk("%", a, b)
     return mk("-", a, mk("*", b, mk_div(a, b)))
 
 
 def substitute(expr: Expr, env: Mapping[str, Expr]) -> Expr:
-    """Replace variables by expressions, folding again as the expression is rebuilt."""
+    """Replace variables by expressions, folding again as the expression is rebuilt.
+
+    >>> substitute(mk("%", mk("+", Var("i"), Var("c")), Const(2)), {"c": Const(1)})
+    ((i + 1) % 2)
+    """
     if isinstance(expr, Var):
         return env.get(expr.name, expr)
     if isinstance(expr, BinOp):
@@ -538,7 +545,8 @@ class _Untranslatable(Exception):
 class Translator:
     """Translates one `mpmd_map` body (one Pallas kernel) into an IR `Kernel`."""
 
-    def __init__(self, mesh, name: str, loc: Loc, expect: str | None = None):
+    def __init__(self, mesh, name: str, loc: Loc, expect: str | None = None,
+                 devices: Mapping | None = None):
         self.name = name
         self.loc = loc
         self.expect = expect
@@ -546,6 +554,10 @@ class Translator:
         self.axis_names: dict[Any, str] = {}
         self.axis_sizes: dict[str, int] = {}
         self.grid = []
+        # Devices of an enclosing shard_map run independent copies of the kernel: to the
+        # barriers of one block they are like more grid axes.
+        for n, s in (devices or {}).items():
+            self.grid.append((self._axis(n), Const(int(s))))
         for n, s in zip(mesh.grid_names, mesh.grid):
             self.grid.append((self._axis(n), Const(int(s))))
         self.cluster = []
@@ -563,6 +575,8 @@ class Translator:
         self.notes: list[str] = []
         self._names: set[str] = set(self.axis_sizes) | {self.warp_axis}
         self._counter = itertools.count()
+        self.origins: dict[str, tuple] = {}        # opaque var -> (primitive, frame)
+        self._lifted: dict[str, str] = {}          # repr of a data term -> its parameter
 
     # -- names -------------------------------------------------------------------------------
 
@@ -595,7 +609,7 @@ class Translator:
             env[v] = self._const_value(c)
         for v in jaxpr.invars:
             env[v] = self._ref_value(v, None)
-        body = self.jaxpr(jaxpr, env, _Frame(tracebacks))
+        body = self._lift_stmts(self.jaxpr(jaxpr, env, _Frame(tracebacks)))
         return Kernel(
             name=self.name, body=body, barriers=tuple(self.barriers), params=self.params,
             num_threads=Const(self.num_threads), thread_axis=self.thread_axis,
@@ -656,12 +670,18 @@ class Translator:
                 results = self._unmodeled(eqn, env, sub, out)
             elif self._sub_jaxprs(eqn):
                 results = self._higher_order(eqn, env, sub, out)
+            elif name not in LOCAL and name not in _ARITH and name in _pallas_primitives():
+                # a Pallas GPU primitive this frontend does not know: it may synchronize
+                results = self._unmodeled(eqn, env, sub, out)
             else:
                 results = self._compute(eqn, env)
             if not eqn.primitive.multiple_results:
                 results = [results]
             for v, r in zip(eqn.outvars, results or [None] * len(eqn.outvars)):
-                env[v] = r if r is not None else opaque("data")
+                value = r if r is not None else opaque("data")
+                env[v] = value
+                if isinstance(value, Var) and value.name.startswith(OPAQUE_PREFIX):
+                    self.origins.setdefault(value.name, (name, sub))
         return tuple(out)
 
     def where(self, frame: _Frame) -> Loc:
@@ -684,12 +704,11 @@ class Translator:
         fn = _ARITH.get(eqn.primitive.name)
         scalar_out = all(getattr(v.aval, "shape", None) == () for v in eqn.outvars)
         if fn is None or not scalar_out:
-            n = len(eqn.outvars)
-            what = opaque(f"{eqn.primitive.name}")
-            return [what] * n if eqn.primitive.multiple_results else what
+            outs = opaques(eqn.primitive.name, len(eqn.outvars))
+            return outs if eqn.primitive.multiple_results else outs[0]
         args = [self.read(env, a) for a in eqn.invars]
         if any(not isinstance(a, Expr) for a in args):
-            return opaque("data")
+            return opaque(eqn.primitive.name)
         out_dtype = getattr(eqn.outvars[0].aval, "dtype", None)
         if out_dtype is not None and not _integral(out_dtype):
             return opaque("float")
@@ -734,19 +753,18 @@ class Translator:
                 return self._inline(j, c, args, frame, out)
         if any(_has_sync(j) for j, _ in subs):
             return self._unmodeled(eqn, env, frame, out)
-        return [opaque(eqn.primitive.name)] * len(eqn.outvars)
+        return opaques(eqn.primitive.name, len(eqn.outvars))
 
     def _unmodeled(self, eqn, env, frame, out) -> Any:
         name = eqn.primitive.name
         if name == "inline_mgpu_p" and _is_fence(eqn):
-            return [opaque("inline")] * len(eqn.outvars)
+            return opaques("inline", len(eqn.outvars))
         if name == "pallas_call":
             raise ModelError("a pallas_call inside a Mosaic GPU kernel is not supported",
                              loc=self.where(frame),
                              hint="write the kernel with plgpu.kernel")
-        out.append(Op("unmodeled", name=name, loc=self.where(frame)))
-        self._note(f"{self.where(frame)}: `{name}` is synchronization the model does not cover")
-        return [opaque(name)] * len(eqn.outvars)
+        out.append(Op("unmodeled", name=name, loc=self.where(frame)))   # BP190, statically
+        return opaques(name, len(eqn.outvars))
 
     # -- structure ---------------------------------------------------------------------------
 
@@ -817,19 +835,10 @@ class Translator:
         if isinstance(idx, Const):
             k = max(0, min(idx.value, len(branches) - 1))
             return self._inline(branches[k].jaxpr, branches[k].consts, args, frame, out)
-        has_sync = [_has_sync(b.jaxpr) for b in branches]
-        if opaque_vars(idx):
-            if not any(has_sync):
-                for b in branches:    # still compute what the branches return
-                    self._inline(b.jaxpr, b.consts, args, frame, [])
-                return [opaque("cond")] * len(eqn.outvars)
-            pname = self._fresh(f"branch_{_stem(loc)}_{loc.line}")
-            default = len(branches) - 1
-            self.params[pname] = Param(pname, default)
-            self._note(f"{loc}: a branch with synchronization depends on data; parameter "
-                       f"`{pname}` picks the branch (default {default}, the same for every "
-                       "execution)")
-            idx = Var(pname)
+        if opaque_vars(idx) and not any(_has_sync(b.jaxpr) for b in branches):
+            for b in branches:    # still compute what the branches return
+                self._inline(b.jaxpr, b.consts, args, frame, [])
+            return opaques("cond", len(eqn.outvars))
         bodies, results = [], []
         inner = dataclasses.replace(frame, control=frame.control + 1)
         for b in branches:
@@ -843,7 +852,7 @@ class Translator:
             vals = [r[j] for r in results]
             if all(isinstance(v, Expr) for v in vals):
                 outs.append(mk_select(idx, vals))
-            elif all(v is vals[0] for v in vals) or all(v == vals[0] for v in vals):
+            elif all(v is vals[0] for v in vals):
                 outs.append(vals[0])
             else:
                 outs.append(opaque("cond"))
@@ -890,7 +899,7 @@ class Translator:
             jaxpr, consts_vals, carry_init, extra_args, frame)
         new_carry = results[carry_slice[0]:carry_slice[1]]
         trip = trip_of(placeholders, carry_init, new_carry)
-        if trip is None or opaque_vars(trip):
+        if trip is None:
             trip = self._trip_param(loc, what)
         forms, finals = self._closed_forms(placeholders, carry_init, new_carry, loopvar, trip)
         unknown = {p.name for p in placeholders if isinstance(p, Var)} - set(forms)
@@ -911,7 +920,7 @@ class Translator:
             outs.append(final if final is not None else
                         (carry_init[k] if isinstance(trip, Const) and trip.value == 0
                          else opaque("carry")))
-        return outs + [opaque("ys")] * ys
+        return outs + opaques("ys", ys)
 
     def _unroll(self, loc, jaxpr, consts_vals, carry_init, extra_args, trip, frame, out,
                 carry_slice, ys):
@@ -928,7 +937,59 @@ class Translator:
         for _ in range(trip.value):
             results = self._inline(jaxpr, (), [*consts_vals, *carry, *extra_args], sub, out)
             carry = results[carry_slice[0]:carry_slice[1]]
-        return list(carry) + [opaque("ys")] * ys
+        return list(carry) + opaques("ys", ys)
+
+    # Data-dependent control: the opaque part of a trip count or a branch condition becomes a
+    # parameter. Only the data term itself is replaced, so `min(2, n)`, `n` and `i + 1 < n` in
+    # one pipeline keep sharing the same `n`.
+
+    def _lift_stmts(self, body: Sequence) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, Op):
+                for e in (s.count, s.bytes):
+                    if opaque_vars(e):
+                        raise ModelError(f"{s.kind} depends on data loaded from memory",
+                                         loc=s.loc)
+                out.append(s)
+            elif isinstance(s, Loop):
+                trip = self._lift(s.trip, s.loc, "trips")
+                out.append(Loop(s.var, trip, self._lift_stmts(s.body), s.loc))
+            elif isinstance(s, When):
+                cond = self._lift(s.cond, s.loc, "data")
+                then, orelse = self._lift_stmts(s.then), self._lift_stmts(s.orelse)
+                if isinstance(cond, Const):
+                    out.extend(then if cond.value else orelse)
+                else:
+                    out.append(When(cond, then, orelse, s.loc))
+            elif isinstance(s, WarpRegion):
+                out.append(WarpRegion(s.axis, self._lift_stmts(s.body), s.loc))
+        return tuple(out)
+
+    def _lift(self, e: Expr, loc: Loc, role: str) -> Expr:
+        if not opaque_vars(e):
+            return e
+        structural = {"min", "max", "==", "!=", "<", "<=", ">", ">=", "and", "or"}
+        if isinstance(e, BinOp) and (e.op in structural or (
+                e.op in ("+", "-", "*") and not (opaque_vars(e.lhs) and opaque_vars(e.rhs)))):
+            return mk(e.op, self._lift(e.lhs, loc, role), self._lift(e.rhs, loc, role))
+        if isinstance(e, UnOp) and e.op == "not":
+            return mk_not(self._lift(e.arg, loc, role))
+        key = repr(e)
+        if key not in self._lifted:
+            pname = self._fresh(f"{role}_{_stem(loc)}_{loc.line}")
+            self._lifted[key] = pname
+            self.params[pname] = Param(pname, DEFAULT_TRIPS)
+            sources = []
+            for v in opaque_vars(e):
+                prim, frame = self.origins.get(v, ("?", None))
+                where = self.where(frame) if frame is not None else UNKNOWN_LOC
+                sources.append(f"{prim} at {where}" if where != UNKNOWN_LOC else prim)
+            what = "trip count" if role == "trips" else "branch condition"
+            self._note(f"{loc}: this {what} depends on data ({', '.join(sorted(set(sources)))}"
+                       f"); parameter `{pname}` stands for it (default {DEFAULT_TRIPS}, the "
+                       "same at every execution)")
+        return Var(self._lifted[key])
 
     def _trip_param(self, loc: Loc, what: str) -> Var:
         pname = self._fresh(f"trips_{_stem(loc)}_{loc.line}")
@@ -942,10 +1003,10 @@ class Translator:
         nc, ncarry = p["num_consts"], p["num_carry"]
         args = [self.read(env, a) for a in eqn.invars]
         consts, init, xs = args[:nc], args[nc:nc + ncarry], args[nc + ncarry:]
-        if p.get("reverse"):
-            self._note(f"{self.where(frame)}: reversed scan; modelled in forward order")
+        # A reversed scan walks its xs backwards; carries still evolve in execution order, and
+        # xs are data, so the loop translates the same way.
         length = Const(int(p["length"]))
-        xs_vals = [opaque("xs")] * len(xs)
+        xs_vals = opaques("xs", len(xs))
         jaxpr = p["jaxpr"]
         return self._loop(eqn, env, frame, out, jaxpr=_closed_as_open(jaxpr),
                           consts_vals=_closed_consts(self, jaxpr) + list(consts),
@@ -1227,7 +1288,14 @@ def _switch(idx: Expr, bodies: list[tuple], loc: Loc) -> tuple:
 
 
 def _induction(p: Var, init, new: Expr, i: Var, trip: Expr | None, pnames: set[str]):
-    """Closed form of a loop carry: (value at iteration i, value after `trip` iterations)."""
+    """Closed form of a loop carry: (value at iteration i, value after `trip` iterations).
+
+    >>> c, i = Var("%c"), Var("i")
+    >>> _induction(c, Const(0), mk("%", mk("+", c, Const(1)), Const(2)), i, Const(5), {"%c"})
+    ((i % 2), 1)
+    >>> _induction(c, Const(0), mk("-", Const(1), c), i, None, {"%c"})[0]
+    (i % 2)
+    """
     if not isinstance(init, Expr):
         return None, None
     if _same(new, p):                                         # loop-invariant
@@ -1329,13 +1397,14 @@ def _stem(loc: Loc) -> str:
 
 
 def _clean_name(text: str) -> str:
-    """`pipeline_allocs['consumed_barrier_refs'][0]` -> `consumed_barrier_refs0`."""
+    """`pipeline_allocs['flat_consumed_barrier_refs'][0]` -> `consumed_barrier_refs_0`,
+    `args[2][1]` -> `args_2_1`."""
     parts = re.findall(r"[A-Za-z_]\w*|\d+", text)
     words = [p for p in parts if not p.isdigit()]
     if not words:
         return "barrier"
-    name = words[-1] + "".join(p for p in parts[parts.index(words[-1]) + 1:] if p.isdigit())
-    return name.removeprefix("flat_")
+    digits = [p for p in parts[parts.index(words[-1]) + 1:] if p.isdigit()]
+    return "_".join([words[-1].removeprefix("flat_")] + digits)
 
 
 def _integral(dtype) -> bool:
@@ -1488,6 +1557,7 @@ _ARITH: dict[str, Callable] = {
     "squeeze": _identity, "reshape": _identity, "broadcast_in_dim": _identity,
     "copy": _identity, "copy_p": _identity, "optimization_barrier": _identity,
     "reduce_precision": _identity,
+    "multiple_of": _identity,
 }
 
 
@@ -1495,8 +1565,26 @@ def _optimization_barrier(tr: Translator, eqn, env, frame, out):
     return [tr.read(env, a) for a in eqn.invars]
 
 
-def _axis_size(tr: Translator, eqn, env, frame, out):
-    return opaque("axis_size")
+_PALLAS_PRIMITIVES: set[str] | None = None
+
+
+def _pallas_primitives() -> set[str]:
+    """Names of the primitives Pallas defines (core and Mosaic GPU), for the rule that an
+    unknown one is reported as unmodelled rather than ignored."""
+    global _PALLAS_PRIMITIVES
+    if _PALLAS_PRIMITIVES is None:
+        import importlib
+        from jax._src import core as jcore
+        names: set[str] = set()
+        for mod in ("jax._src.pallas.primitives", "jax._src.pallas.mosaic_gpu.primitives",
+                    "jax._src.pallas.mosaic_gpu.core"):
+            try:
+                module = importlib.import_module(mod)
+            except ImportError:
+                continue
+            names |= {v.name for v in vars(module).values() if isinstance(v, jcore.Primitive)}
+        _PALLAS_PRIMITIVES = names - {"run_scoped", "get", "swap", "axis_index"}
+    return _PALLAS_PRIMITIVES
 
 
 _RULES: dict[str, Callable] = {
@@ -1517,9 +1605,18 @@ _RULES: dict[str, Callable] = {
 # Entry points
 # ----------------------------------------------------------------------------------------------
 
-def _find_kernels(jaxpr, consts, tracebacks=()) -> Iterable[tuple]:
-    """(mesh, body jaxpr, consts, name, tracebacks) for every Mosaic GPU kernel call."""
+def _mesh_axes(mesh) -> dict:
+    try:
+        return {name: int(size) for name, size in dict(mesh.shape).items()}
+    except Exception:
+        return {}
+
+
+def _find_kernels(jaxpr, consts, tracebacks=(), devices=None) -> Iterable[tuple]:
+    """(mesh, body jaxpr, consts, name, tracebacks, device axes) for every Mosaic GPU kernel
+    call; device axes are those of enclosing `shard_map`s (each device runs its own copy)."""
     from jax._src import core as jcore
+    devices = dict(devices or {})
     for eqn in jaxpr.eqns:
         tbs = (eqn.source_info.traceback,) + tuple(tracebacks)
         name = eqn.primitive.name
@@ -1528,12 +1625,15 @@ def _find_kernels(jaxpr, consts, tracebacks=()) -> Iterable[tuple]:
             for mesh, body in zip(meshes, bodies):
                 j = body.jaxpr if isinstance(body, jcore.ClosedJaxpr) else body
                 c = body.consts if isinstance(body, jcore.ClosedJaxpr) else ()
-                yield mesh, j, c, str(eqn.params.get("name") or "kernel"), tbs
+                yield mesh, j, c, str(eqn.params.get("name") or "kernel"), tbs, devices
             continue
         if name == "core_map" and type(eqn.params["mesh"]).__name__ == "Mesh":
             yield eqn.params["mesh"], eqn.params["jaxpr"], (), str(eqn.params.get("name")
-                                                                  or "kernel"), tbs
+                                                                  or "kernel"), tbs, devices
             continue
+        inner = dict(devices)
+        if name == "shard_map" and "mesh" in eqn.params:
+            inner.update(_mesh_axes(eqn.params["mesh"]))
         if name == "pallas_call":
             raise ModelError("pallas_call with a grid is not supported by the Pallas frontend",
                              loc=_loc_from_tracebacks(tbs),
@@ -1541,9 +1641,9 @@ def _find_kernels(jaxpr, consts, tracebacks=()) -> Iterable[tuple]:
         for v in eqn.params.values():
             for s in (v if isinstance(v, (tuple, list)) else [v]):
                 if isinstance(s, jcore.ClosedJaxpr):
-                    yield from _find_kernels(s.jaxpr, s.consts, tbs)
+                    yield from _find_kernels(s.jaxpr, s.consts, tbs, inner)
                 elif isinstance(s, jcore.Jaxpr):
-                    yield from _find_kernels(s, (), tbs)
+                    yield from _find_kernels(s, (), tbs, inner)
 
 
 def kernels_from_jaxpr(closed, name: str, expect: str | None = None) -> list[Kernel]:
@@ -1553,10 +1653,10 @@ def kernels_from_jaxpr(closed, name: str, expect: str | None = None) -> list[Ker
     """
     found = list(_find_kernels(closed.jaxpr, closed.consts))
     kernels = []
-    for n, (mesh, body, consts, kname, tbs) in enumerate(found):
+    for n, (mesh, body, consts, kname, tbs, devices) in enumerate(found):
         label = name if n == 0 else f"{name}#{n + 1}.{kname}"
         loc = _loc_from_tracebacks(tbs)
-        tr = Translator(mesh, label, loc, expect)
+        tr = Translator(mesh, label, loc, expect, devices)
         kernels.append(tr.kernel(body, consts, tbs))
     return kernels
 
@@ -1584,11 +1684,26 @@ def trace(fn: Callable, *args, core_count: int = DEFAULT_CORE_COUNT,
                          hint="the function must trace with jax.make_jaxpr on a CPU") from exc
 
 
+def device_facts_of(fn: Callable) -> dict:
+    """Device facts a target module declares for its kernels, e.g.
+    `DEVICE_FACTS = {"core_count": 132, "device_count": 2}` (collective kernels check
+    `jax.device_count()` against their mesh)."""
+    facts = dict(getattr(fn, "__globals__", {}).get("DEVICE_FACTS", None) or {})
+    unknown = set(facts) - {"core_count", "device_count"}
+    if unknown:
+        raise ModelError(f"DEVICE_FACTS has unknown keys {sorted(unknown)}",
+                         hint="use core_count and device_count")
+    return facts
+
+
 def load(fn: Callable, name: str | None = None, expect: str | None = None,
-         core_count: int = DEFAULT_CORE_COUNT) -> list[Kernel]:
-    """Trace a zero-argument function that calls Pallas kernels; return their IR."""
+         core_count: int | None = None, device_count: int | None = None) -> list[Kernel]:
+    """Trace a zero-argument function that calls Pallas kernels; return their IR, one Kernel
+    per kernel launch, in call order."""
     name = name or getattr(fn, "__name__", "kernel")
-    closed = trace(fn, core_count=core_count)
+    facts = device_facts_of(fn)
+    closed = trace(fn, core_count=core_count or facts.get("core_count", DEFAULT_CORE_COUNT),
+                   device_count=device_count or facts.get("device_count"))
     kernels = kernels_from_jaxpr(closed, name, expect)
     if not kernels:
         code = getattr(fn, "__code__", None)
@@ -1596,6 +1711,18 @@ def load(fn: Callable, name: str | None = None, expect: str | None = None,
         raise ModelError(f"{name} calls no Pallas Mosaic GPU kernel", loc=loc,
                          hint="call a plgpu.kernel inside the function")
     return kernels
+
+
+def trace_function(fn: Callable, name: str | None = None, path: str | None = None) -> Kernel:
+    """The one kernel a target function launches (the CLI's `file.py::NAME`)."""
+    kernels = load(fn, name=name)
+    if len(kernels) > 1:
+        code = getattr(fn, "__code__", None)
+        loc = Loc(_display_path(code.co_filename), code.co_firstlineno, name) if code else None
+        raise ModelError(f"{name} launches {len(kernels)} kernels "
+                         f"({', '.join(k.name for k in kernels)}); check them one by one",
+                         loc=loc, hint="call one plgpu.kernel per target function")
+    return kernels[0]
 
 
 def import_file(path: str):
@@ -1638,7 +1765,7 @@ def targets(module) -> dict[str, str | None]:
     return found
 
 
-def load_target(spec: str, core_count: int = DEFAULT_CORE_COUNT) -> list[Kernel]:
+def load_target(spec: str) -> list[Kernel]:
     """`path.py::NAME` -> the IR of the kernels NAME calls (NAME takes no arguments)."""
     path, sep, name = spec.partition("::")
     if not sep or not name:
@@ -1649,4 +1776,4 @@ def load_target(spec: str, core_count: int = DEFAULT_CORE_COUNT) -> list[Kernel]
         known = ", ".join(sorted(targets(module))) or "none declared"
         raise ModelError(f"{path} has no function {name}", hint=f"targets: {known}")
     expect = targets(module).get(name)
-    return load(fn, name=name, expect=expect, core_count=core_count)
+    return load(fn, name=name, expect=expect)

@@ -1,0 +1,188 @@
+"""Warps, clusters, multicast TMA, tcgen05 and semaphores.
+
+JAX's GPU interpreter (0.10.2) cannot run WarpMesh, ClusterBarrier, TMEM or semaphores (it
+reports `unsupported`); barrierproof checks them alone. It does run multicast copies (as plain
+local copies, so a missing source shows as a hang), and a tcgen05 arrival on a barrier without
+orders_tensor_core is rejected by JAX while tracing, which barrierproof reports as BP110 at the
+kernel's line."""
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+TILE = 128
+
+EXPECT = {
+    "warp_handoff": "verified",
+    "leader_warp_overruns": "violation:BP101",
+    "cluster_rendezvous": "verified",
+    "cluster_barrier_one_block": "violation:BP100",
+    "multicast_copy": "verified",
+    "multicast_copy_one_source": "violation:BP130",
+    "tcgen05_commit": "verified",
+    "tcgen05_commit_plain_barrier": "error:BP110",
+    "semaphore_handoff": "unknown",
+}
+
+INTERPRETER = {
+    "warp_handoff": "unsupported",
+    "leader_warp_overruns": "unsupported",
+    "cluster_rendezvous": "unsupported",
+    "cluster_barrier_one_block": "unsupported",
+    "multicast_copy": "completed",
+    "multicast_copy_one_source": "hung",
+    "tcgen05_commit": "unsupported",
+    "tcgen05_commit_plain_barrier": "raised",
+    "semaphore_handoff": "unsupported",
+}
+
+ROUNDS = 2
+
+
+def _warps(leader_waits: bool):
+    """Warp 0 of the warpgroup publishes a value per round to warps 1..3."""
+    scratch = [plgpu.Barrier(num_arrivals=1), plgpu.Barrier(num_arrivals=3)]
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), scratch_types=scratch)
+    def kernel(x_ref, o_ref, ready, ack):
+        @pl.core_map(plgpu.WarpMesh(axis_name="warp"))
+        def _per_warp():
+            warp = jax.lax.axis_index("warp")
+
+            @pl.when(warp == 0)
+            def _leader():
+                @pl.loop(0, ROUNDS)
+                def _(r):
+                    plgpu.barrier_arrive(ready)
+                    if leader_waits:
+                        plgpu.barrier_wait(ack)
+
+            @pl.when(warp > 0)
+            def _followers():
+                @pl.loop(0, ROUNDS)
+                def _(r):
+                    plgpu.barrier_wait(ready)
+                    if leader_waits:
+                        plgpu.barrier_arrive(ack)
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def warp_handoff():
+    return _warps(leader_waits=True)
+
+
+def leader_warp_overruns():
+    """The leader warp arrives for round 1 without waiting for the followers' acks: the
+    barrier completes again under warps still waiting for round 0."""
+    return _warps(leader_waits=False)
+
+
+def _cluster(all_blocks_arrive: bool):
+    """Both blocks of a cluster of 2 arrive on a ClusterBarrier and wait for each other."""
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((2, TILE), jnp.float32),
+                  cluster=(2,), cluster_names=("x",),
+                  scratch_types=[plgpu.ClusterBarrier(collective_axes=("x",))])
+    def kernel(x_ref, o_ref, met):
+        block = jax.lax.axis_index("x")
+        if all_blocks_arrive:
+            plgpu.barrier_arrive(met)
+        else:
+            @pl.when(block == 0)
+            def _():
+                plgpu.barrier_arrive(met)
+        plgpu.barrier_wait(met)
+        o_ref[block] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def cluster_rendezvous():
+    return _cluster(all_blocks_arrive=True)
+
+
+def cluster_barrier_one_block():
+    """Only block 0 executes the cluster barrier's arrive: both blocks wait forever."""
+    return _cluster(all_blocks_arrive=False)
+
+
+def _multicast(all_sources: bool):
+    """Each block of the cluster issues its share of a multicast TMA copy; every block's
+    barrier receives the bytes of every share."""
+    scratch = [plgpu.SMEM((TILE, TILE), jnp.float16), plgpu.Barrier()]
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((2, TILE, TILE), jnp.float16),
+                  cluster=(2,), cluster_names=("x",), scratch_types=scratch)
+    def kernel(x_ref, o_ref, smem, loaded):
+        block = jax.lax.axis_index("x")
+        if all_sources:
+            plgpu.copy_gmem_to_smem(x_ref, smem, loaded, collective_axes="x")
+        else:
+            @pl.when(block == 0)
+            def _():
+                plgpu.copy_gmem_to_smem(x_ref, smem, loaded, collective_axes="x")
+        plgpu.barrier_wait(loaded)
+        o_ref[block] = smem[...]
+
+    return kernel(jnp.zeros((TILE, TILE), jnp.float16))
+
+
+def multicast_copy():
+    return _multicast(all_sources=True)
+
+
+def multicast_copy_one_source():
+    """Only block 0 issues the multicast: its barrier expects the whole tile but receives only
+    block 0's share, so its tx-count never returns to zero; block 1's barrier receives bytes it
+    never expected and no arrival at all."""
+    return _multicast(all_sources=False)
+
+
+def _tcgen05(orders_tensor_core: bool):
+    """One MMA into tensor memory, then a commit that arrives when it completes."""
+    transforms = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+    scratch = [
+        plgpu.SMEM((TILE, 64), jnp.float16, transforms=transforms),
+        plgpu.SMEM((64, TILE), jnp.float16, transforms=transforms),
+        plgpu.TMEM((TILE, TILE), jnp.float32),
+        plgpu.Barrier(orders_tensor_core=orders_tensor_core),
+    ]
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), scratch_types=scratch)
+    def kernel(x_ref, o_ref, a_smem, b_smem, acc_tmem, mma_done):
+        plgpu.tcgen05_mma(acc_tmem, a_smem, b_smem, accumulate=False)
+        plgpu.tcgen05_commit_arrive(mma_done)
+        plgpu.barrier_wait(mma_done)
+        o_ref[...] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def tcgen05_commit():
+    return _tcgen05(orders_tensor_core=True)
+
+
+def tcgen05_commit_plain_barrier():
+    """tcgen05_commit_arrive on a Barrier declared without orders_tensor_core=True."""
+    return _tcgen05(orders_tensor_core=False)
+
+
+def semaphore_handoff():
+    """A hand-off through a semaphore, which barrierproof does not model: the verdict says so
+    (BP190) instead of claiming the kernel is verified."""
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), num_threads=2,
+                  thread_name="wg", scratch_types=[plgpu.SemaphoreType.REGULAR(())])
+    def kernel(x_ref, o_ref, sem):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            pl.semaphore_signal(sem)
+
+        @pl.when(wg == 1)
+        def _():
+            pl.semaphore_wait(sem)
+            o_ref[...] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))

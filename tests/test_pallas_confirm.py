@@ -1,0 +1,91 @@
+"""JAX's GPU interpret mode as an oracle: every example kernel it can run is run in a child
+process under a watchdog, and what the interpreter did agrees with barrierproof's verdict.
+
+The corpus is written so that each bug shows on the interpreter's first schedule (e.g. a consumer
+that first waits for a `go` signal), so one run per kernel suffices; where the interpreter is blind
+(TMA copies land at issue, pending arrivals are not checked at exit) the example says so and the
+interpreter completes.
+"""
+
+import os
+
+import pytest
+
+from barrierproof import confirm as oracle
+from barrierproof.cli import main
+from barrierproof.model import pallas
+
+from conftest import EXAMPLES, ROOT
+
+PALLAS = os.path.join(EXAMPLES, "pallas")
+FILES = ["handoff.py", "ring.py", "roles.py", "hardware.py"]
+MODULES = {f: pallas.import_file(os.path.join(PALLAS, f)) for f in FILES}
+RUNNABLE = [(f, n) for f, m in MODULES.items() for n, o in m.INTERPRETER.items()
+            if o != "unsupported"]
+UNSUPPORTED_SAMPLE = [("hardware.py", "warp_handoff"), ("hardware.py", "tcgen05_commit")]
+TIMEOUT = 90.0     # a hang is reported after 5 s without barrier progress, long before this
+
+
+def _ref(file, name):
+    return f"{os.path.relpath(os.path.join(PALLAS, file), ROOT)}::{name}"
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        targets = [_ref(f, n) for f, n in RUNNABLE + UNSUPPORTED_SAMPLE]
+        results = oracle.confirm_all(targets, runs=1, timeout=TIMEOUT)
+    finally:
+        os.chdir(cwd)
+    return {r.target: r for r in results}
+
+
+def test_most_of_the_corpus_runs_on_the_interpreter():
+    assert len(RUNNABLE) >= 20
+
+
+@pytest.mark.parametrize("file,name", RUNNABLE, ids=[f"{f[:-3]}.{n}" for f, n in RUNNABLE])
+def test_interpreter_agrees_with_barrierproof(outcomes, file, name):
+    mod = MODULES[file]
+    result = outcomes[_ref(file, name)]
+    assert result.outcome == mod.INTERPRETER[name], result.one_line()
+    assert oracle.agrees(mod.EXPECT[name], result.outcome), \
+        f"barrierproof says {mod.EXPECT[name]}, the interpreter {result.one_line()}"
+
+
+@pytest.mark.parametrize("file,name", UNSUPPORTED_SAMPLE)
+def test_unsupported_kernels_are_reported_as_such(outcomes, file, name):
+    result = outcomes[_ref(file, name)]
+    assert result.outcome == "unsupported", result.one_line()
+    assert not oracle.agrees(MODULES[file].EXPECT[name], result.outcome)
+
+
+def test_raised_outcomes_carry_the_interpreters_message(outcomes):
+    lap = outcomes[_ref("ring.py", "producer_laps_consumer")]
+    assert "completed again before previous completion was observed" in lap.message
+    drain = outcomes[_ref("ring.py", "ring_without_drain")]
+    assert "did not observe all phases" in drain.message
+    bp110 = outcomes[_ref("hardware.py", "tcgen05_commit_plain_barrier")]
+    assert "orders_tensor_core" in bp110.message
+    hung = outcomes[_ref("handoff.py", "missing_arrival")]
+    assert "deadlock" in hung.message
+
+
+def test_agreement_table():
+    assert oracle.agrees("verified", "completed")
+    assert not oracle.agrees("verified", "hung")
+    assert oracle.agrees("violation:BP100", "hung")
+    assert not oracle.agrees("violation:BP100", "completed")
+    assert oracle.agrees("violation:BP104", "completed")      # the interpreter is blind to it
+    assert not oracle.agrees("violation:BP101", "unsupported")
+
+
+def test_confirm_command_line(capsys):
+    os.chdir(ROOT)
+    assert main(["confirm", _ref("handoff.py", "handoff"), "--timeout", "90"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().endswith("handoff.py::handoff: completed"), out
+    assert main(["confirm", _ref("handoff.py", "nope")]) == 3
+    assert "has no function nope" in capsys.readouterr().out

@@ -1,0 +1,252 @@
+"""The Pallas frontend: Mosaic GPU kernels traced on the CPU become IR that points at the kernel's
+source lines, and every example kernel gets the verdict it declares."""
+
+import os
+import re
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.cli import main
+from barrierproof.model import pallas
+from barrierproof.model.ir import Const, Loop, ModelError, Op, Var, WarpRegion, When
+from barrierproof.testing import check
+
+from conftest import EXAMPLES, ROOT
+
+PALLAS = os.path.join(EXAMPLES, "pallas")
+CORPUS = ["handoff.py", "ring.py", "roles.py", "hardware.py"]
+MODULES = {name: pallas.import_file(os.path.join(PALLAS, name)) for name in CORPUS}
+TARGETS = [(file, fn) for file, mod in MODULES.items() for fn in mod.EXPECT]
+
+
+def ops(body):
+    for s in body:
+        if isinstance(s, Op):
+            yield s
+        elif isinstance(s, Loop):
+            yield from ops(s.body)
+        elif isinstance(s, When):
+            yield from ops(s.then)
+            yield from ops(s.orelse)
+        elif isinstance(s, WarpRegion):
+            yield from ops(s.body)
+
+
+def test_corpus_is_big_and_covers_the_bug_patterns():
+    assert len(TARGETS) >= 20
+    labels = [MODULES[f].EXPECT[n] for f, n in TARGETS]
+    assert sum(label == "verified" for label in labels) >= 8
+    codes = {label.split(":")[1] for label in labels if ":" in label}
+    assert {"BP100", "BP101", "BP103", "BP104", "BP105", "BP110", "BP120", "BP121",
+            "BP130"} <= codes
+    for mod in MODULES.values():
+        assert set(mod.EXPECT) == set(mod.INTERPRETER)
+
+
+@pytest.mark.parametrize("file,name", TARGETS, ids=[f"{f[:-3]}.{n}" for f, n in TARGETS])
+def test_example_verdict(file, name):
+    mod = MODULES[file]
+    (verdict,) = check(getattr(mod, name))
+    assert verdict.label == mod.EXPECT[name], [d.one_line() for d in verdict.diagnostics]
+    for d in verdict.diagnostics:   # every diagnostic points into the example's source
+        assert d.location and d.location.split(":")[0].endswith(file), d.one_line()
+
+
+def test_handoff_ir_maps_every_op_to_its_source_line():
+    (kernel,) = pallas.load(MODULES["ring.py"].ring, name="ring")
+    assert kernel.source == "pallas" and kernel.num_threads.value == 2
+    assert kernel.thread_axis == "wg"
+    assert [(b.name, b.num_arrivals.value, len(b.shape)) for b in kernel.barriers] == \
+        [("full", 1, 1), ("empty", 1, 1)]
+    lines = open(os.path.join(PALLAS, "ring.py")).read().splitlines()
+    seen = set()
+    for op in ops(kernel.body):
+        text = lines[op.loc.line - 1]
+        assert f"plgpu.{op.kind}(" in text, (op.describe(), op.loc, text)
+        seen.add(op.kind)
+    assert seen == {"barrier_wait", "barrier_arrive", "copy_gmem_to_smem"}
+    copy = next(o for o in ops(kernel.body) if o.kind == "copy_gmem_to_smem")
+    assert copy.bytes.value == 128 * 4                         # one f32 tile of the ring
+    assert repr(copy.barrier) == "full[(i % 2)]"              # the slot is the loop index mod 2
+
+
+def test_roles_become_whens_on_the_thread_axis_and_loops_keep_trip_counts():
+    (kernel,) = pallas.load(MODULES["ring.py"].ring, name="ring")
+    whens = [s for s in kernel.body if isinstance(s, When)]
+    assert [repr(w.cond) for w in whens] == ["(wg == 1)", "(wg == 0)"]
+    loops = [s for s in whens[0].then if isinstance(s, Loop)]
+    assert [l.trip.value for l in loops] == [4, 2]
+
+
+def test_carried_slot_gets_a_closed_form():
+    (kernel,) = pallas.load(MODULES["roles.py"].carried_slot_ring, name="c")
+    indices = {repr(o.barrier) for o in ops(kernel.body)}
+    assert any("% 2" in i for i in indices), indices
+    assert not any("%c" in i or "?" in i for i in indices), indices
+
+
+def test_data_dependent_trip_count_is_one_shared_parameter():
+    (kernel,) = pallas.load(MODULES["roles.py"].data_dependent_trips, name="d")
+    assert len(kernel.params) == 1
+    (param,) = kernel.params.values()
+    assert param.default == pallas.DEFAULT_TRIPS
+    trips = {repr(s.trip) for s in _walk(kernel.body) if isinstance(s, Loop)}
+    assert trips == {param.name}                    # both roles loop over the same value
+    assert any("depends on data" in n and "roles.py" in n for n in kernel.notes)
+    for n in (1, 2, 5):
+        assert check_kernel(kernel, {param.name: n}).verdict == "verified"
+
+
+def _walk(body):
+    for s in body:
+        yield s
+        if isinstance(s, Loop):
+            yield from _walk(s.body)
+        elif isinstance(s, When):
+            yield from _walk(s.then)
+            yield from _walk(s.orelse)
+        elif isinstance(s, WarpRegion):
+            yield from _walk(s.body)
+
+
+def test_warp_mesh_becomes_a_warp_region():
+    (kernel,) = pallas.load(MODULES["hardware.py"].warp_handoff, name="w")
+    regions = [s for s in kernel.body if isinstance(s, WarpRegion)]
+    assert len(regions) == 1 and regions[0].axis == "warp"
+    conds = {repr(s.cond) for s in _walk(regions[0].body) if isinstance(s, When)}
+    assert conds == {"(warp == 0)", "(warp > 0)"}
+
+
+def test_cluster_barrier_and_multicast_copy():
+    (kernel,) = pallas.load(MODULES["hardware.py"].cluster_rendezvous, name="c")
+    assert [(a, n.value) for a, n in kernel.cluster] == [("x", 2)]
+    (bar,) = kernel.barriers
+    assert bar.cluster and bar.collective_axes == ("x",)
+    (kernel,) = pallas.load(MODULES["hardware.py"].multicast_copy, name="m")
+    copy = next(o for o in ops(kernel.body) if o.kind == "copy_gmem_to_smem")
+    assert copy.collective_axes == ("x",) and copy.bytes.value == 128 * 128 * 2
+
+
+def test_tcgen05_ops():
+    (kernel,) = pallas.load(MODULES["hardware.py"].tcgen05_commit, name="t")
+    kinds = [o.kind for o in ops(kernel.body)]
+    assert kinds == ["tcgen05_mma", "tcgen05_commit_arrive", "barrier_wait"]
+    assert kernel.barriers[0].orders_tensor_core
+
+
+def test_tracing_error_for_tensor_core_order_is_bp110_at_the_kernel_line():
+    with pytest.raises(ModelError) as info:
+        pallas.load(MODULES["hardware.py"].tcgen05_commit_plain_barrier)
+    err = info.value
+    assert err.code == "BP110"
+    line = open(os.path.join(PALLAS, "hardware.py")).read().splitlines()[err.loc.line - 1]
+    assert "tcgen05_commit_arrive" in line and err.loc.file.endswith("hardware.py")
+
+
+def test_unmodeled_synchronization_is_never_dropped():
+    (kernel,) = pallas.load(MODULES["hardware.py"].semaphore_handoff, name="s")
+    names = [o.name for o in ops(kernel.body) if o.kind == "unmodeled"]
+    assert names == ["semaphore_signal", "semaphore_wait"]
+    verdict = check_kernel(kernel)
+    assert verdict.verdict == "unknown" and set(verdict.codes) == {"BP190"}
+    assert check_kernel(kernel, options=Options(ignore=frozenset({"BP190"}))).verdict == \
+        "verified"
+
+
+def test_expression_folding():
+    i, n = Var("i"), Var("n")
+    assert repr(pallas.mk("+", pallas.mk("+", i, Const(1)), Const(2))) == "(i + 3)"
+    assert repr(pallas.mk_rem(i, Const(2))) == "(i % 2)"            # loop vars are >= 0
+    assert repr(pallas.mk_div(Const(-7), Const(2))) == "-3"         # C division truncates
+    assert repr(pallas.mk_rem(Const(-7), Const(2))) == "-1"
+    assert repr(pallas.mk("max", pallas.mk("<", n, Const(8)), Const(0))) == "(n < 8)"
+    assert repr(pallas.mk_select(pallas.mk("<", i, Const(2)), [Const(0), Const(1)])) == \
+        "(i < 2)"
+
+
+def test_device_facts_are_patched_only_while_tracing():
+    import jax.extend.backend as jeb
+    with pallas.device_facts(core_count=7, device_count=3):
+        assert jax.devices()[0].core_count == 7
+        assert jeb.get_default_device().core_count == 7
+        assert jax.device_count() == 3
+    assert not hasattr(jax.devices()[0], "core_count") or \
+        not isinstance(jax.devices()[0], pallas._GpuDevice)
+    assert jax.device_count() == len(jax.devices())
+
+
+BAD = {
+    "missing_name": ("""
+        def ok():
+            return 1
+        """, "::nope", "has no"),
+    "import_error": ("""
+        import not_a_module_anywhere
+        """, "::f", "ModuleNotFoundError"),
+    "raises_while_tracing": ("""
+        import jax, jax.numpy as jnp
+        from jax.experimental.pallas import mosaic_gpu as plgpu
+
+        def f():
+            @plgpu.kernel(out_type=jax.ShapeDtypeStruct((128,), jnp.float32),
+                          scratch_types=[plgpu.Barrier()])
+            def k(x_ref, o_ref, bar):
+                raise RuntimeError("boom in the kernel body")
+            return k(jnp.zeros(128, jnp.float32))
+        """, "::f", "boom in the kernel body"),
+    "index_from_data": ("""
+        import jax, jax.numpy as jnp
+        from jax.experimental.pallas import mosaic_gpu as plgpu
+
+        def f():
+            @plgpu.kernel(out_type=jax.ShapeDtypeStruct((128,), jnp.float32),
+                          scratch_types=[plgpu.Barrier(num_barriers=2)])
+            def k(i_ref, o_ref, bar):
+                plgpu.barrier_arrive(bar.at[i_ref[0]])
+                plgpu.barrier_wait(bar.at[i_ref[0]])
+            return k(jnp.zeros(1, jnp.int32))
+        """, "::f", "depends on data"),
+    "no_kernel": ("""
+        import jax.numpy as jnp
+
+        def f():
+            return jnp.zeros(3) + 1
+        """, "::f", "calls no Pallas"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_with_location_and_exit_3(tmp_path, case, capsys):
+    body, suffix, needle = BAD[case]
+    path = tmp_path / f"{case}.py"
+    path.write_text(textwrap.dedent(body))
+    code = main(["check", str(path) + suffix])
+    out, err = capsys.readouterr()
+    text = out + err
+    assert code == 3, text
+    assert "Traceback" not in text and needle in text, text
+    if case not in ("missing_name",):
+        assert re.search(rf"{case}\.py:\d+", text), text
+
+
+def test_cli_checks_pallas_targets_next_to_dsl_protocols(capsys):
+    code = main(["check", os.path.join(PALLAS, "handoff.py::handoff"),
+                 os.path.join(EXAMPLES, "handoff.py::single_handoff")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "handoff.py::handoff: verified" in out and "single_handoff: verified" in out
+    assert main(["check", os.path.join(PALLAS, "handoff.py::missing_arrival")]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"pallas/handoff\.py:\d+: BP100", out), out
+
+
+def test_docstring_examples():
+    import doctest
+    result = doctest.testmod(pallas)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,120 @@
+"""JAX's own Mosaic GPU kernels (jax.experimental.pallas.ops.gpu), traced on this CPU-only machine
+at representative configurations: each gets the verdict examples/pallas/jax_kernels.py declares,
+with diagnostics that point into the kernel's source."""
+
+import os
+
+import pytest
+
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.explore import Limits
+from barrierproof.model import pallas
+from barrierproof.model.ir import Loop, Op, WarpRegion, When
+
+from conftest import EXAMPLES
+
+MODULE = pallas.import_file(os.path.join(EXAMPLES, "pallas", "jax_kernels.py"))
+FAST = sorted(MODULE.EXPECT)
+
+
+def _ops(body):
+    for s in body:
+        if isinstance(s, Op):
+            yield s
+        elif isinstance(s, Loop):
+            yield from _ops(s.body)
+        elif isinstance(s, When):
+            yield from _ops(s.then)
+            yield from _ops(s.orelse)
+        elif isinstance(s, WarpRegion):
+            yield from _ops(s.body)
+
+
+def _load(name):
+    return pallas.load(getattr(MODULE, name), name=name)
+
+
+def _source_of(loc):
+    return loc.file.startswith("jax/experimental/pallas/ops/gpu/") \
+        or loc.file.endswith("jax_kernels.py")
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_shipped_kernel_verdict(name):
+    (kernel,) = _load(name)
+    verdict = check_kernel(kernel, source=f"jax_kernels.py::{name}")
+    assert verdict.label == MODULE.EXPECT[name], [d.one_line() for d in verdict.diagnostics]
+    for op in _ops(kernel.body):        # every op points at a line of the shipped kernel
+        assert _source_of(op.loc), (op.describe(), op.loc)
+    if verdict.verdict == "violation":
+        assert verdict.trace is not None and verdict.trace.steps
+
+
+def test_attention_backward_launches_two_verified_kernels():
+    kernels = _load("attention_backward")
+    assert [check_kernel(k).label for k in kernels] == MODULE.MULTI["attention_backward"]
+    for k in kernels:
+        assert all(o.loc.file.endswith("attention_mgpu.py") for o in _ops(k.body))
+
+
+def test_blackwell_ragged_dot_2cta():
+    (kernel,) = _load("blackwell_ragged_dot")
+    assert [(a, n.value) for a, n in kernel.cluster] == [("x", 2)]
+    kinds = {o.kind for o in _ops(kernel.body)}
+    # leader-tracked partitioned TMA becomes expect_tx on block 0 + loads that land there
+    assert {"arrive_expect_tx", "tma_load", "tcgen05_mma", "tcgen05_commit_arrive"} <= kinds
+    verdict = check_kernel(kernel)
+    assert verdict.label == MODULE.SLOW["blackwell_ragged_dot"]
+    (diag,) = verdict.diagnostics
+    assert "consumed_barrier" in diag.message or "store_done_barrier" in diag.message
+
+
+def test_blackwell_matmul_collective_traces_and_explores():
+    """The 2-CTA matmul takes minutes exhaustively (README table); here: its structure, and a
+    bounded search that finds no violation in its first 20000 states."""
+    (kernel,) = _load("blackwell_matmul_collective")
+    names = {b.name: b for b in kernel.barriers}
+    assert names["store_done_barrier"].cluster
+    assert names["consumed_barrier"].orders_tensor_core
+    commits = [o for o in _ops(kernel.body) if o.kind == "tcgen05_commit_arrive"]
+    assert commits and commits[0].collective_axes == ("x",)
+    verdict = check_kernel(kernel, options=Options(Limits(max_states=20_000)))
+    assert verdict.verdict == "bounded", verdict.label
+
+
+def test_attention_forward_finding_is_explained_by_its_trace():
+    """The memory warpgroup never waits for the last completions of the `consumed` barriers:
+    the counterexample ends with the compute warpgroups' final arrivals on them."""
+    (kernel,) = _load("attention_forward")
+    verdict = check_kernel(kernel)
+    (diag,) = verdict.diagnostics
+    assert diag.code == "BP103" and "wg2" in diag.message
+    assert "attention_mgpu.py" in diag.location
+    last = verdict.trace.steps[-1]
+    assert last.agent in ("wg0", "wg1") and "barrier_arrive(args_2_" in last.text
+    ignoring = check_kernel(kernel, options=Options(ignore=frozenset({"BP103"})))
+    assert ignoring.verdict in ("verified", "bounded")
+
+
+def test_dynamic_scheduling_loop_becomes_a_stated_parameter():
+    (kernel,) = _load("blackwell_matmul")
+    (param,) = kernel.params.values()
+    assert param.default == pallas.DEFAULT_TRIPS
+    assert any(param.name in n and "blackwell_matmul_mgpu.py" in n for n in kernel.notes)
+    kinds = [o.kind for o in _ops(kernel.body)]
+    assert "try_cluster_cancel" in kinds and "tcgen05_commit_arrive" in kinds
+    # the finding does not depend on how many tiles a block claims; nothing else is wrong
+    for tiles in (1, 2):
+        assert check_kernel(kernel, {param.name: tiles}).label == "violation:BP103"
+        assert check_kernel(kernel, {param.name: tiles},
+                            Options(ignore=frozenset({"BP103"}))).verdict == "verified"
+
+
+def test_collective_matmul_is_unknown_until_semaphores_are_ignored():
+    (kernel,) = _load("collective_matmul")
+    assert ("x", 2) in [(a, n.value) for a, n in kernel.grid]     # the shard_map's devices
+    unmodeled = [o.name for o in _ops(kernel.body) if o.kind == "unmodeled"]
+    assert unmodeled == ["semaphore_signal", "semaphore_wait"]
+    assert check_kernel(kernel).verdict == "unknown"
+    assert check_kernel(kernel, options=Options(ignore=frozenset({"BP190"}))).verdict == \
+        "verified"
