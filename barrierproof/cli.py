@@ -14,13 +14,14 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from .checker.check import Options, check_kernel, error_verdict
+from .checker.check import HELP, INPUT_ERRORS, Options, check_kernel, error_verdict
 from .checker.explore import Limits
 from .checker.report import timeline
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from .loader import Target, resolve
 from .model.ir import Kernel, ModelError
+from .model.semantics import CODES
 
 # Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
 ENGINES = {
@@ -131,6 +132,20 @@ def _params_for(kernel: Kernel, params: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in params.items() if k in kernel.params}
 
 
+def _error_or_violation(target: Target, err: ModelError, name: str | None = None,
+                        ref: str | None = None) -> Verdict:
+    """A ModelError is an input error, unless it carries the code of a rule the kernel breaks
+    (JAX rejects a tcgen05 arrival on a barrier without orders_tensor_core while tracing:
+    that is BP110, found while tracing)."""
+    verdict = error_verdict(name or target.name, err, ref or target.ref)
+    verdict.expected = target.expect
+    if err.code in CODES and err.code not in INPUT_ERRORS:
+        verdict.verdict = "violation"
+        verdict.coverage = "found while tracing, before exploration"
+        verdict.diagnostics[0].help = err.hint or HELP.get(err.code)
+    return verdict
+
+
 def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 engine: str, args, progress: _Progress, cache=None,
                 interrupts: _Interrupts | None = None) -> list[Verdict]:
@@ -140,28 +155,42 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     for n, target in enumerate(targets):
         progress.label = target.name
         try:
-            kernel = target.build()
-            if target.expect and not kernel.expect:
-                kernel = kernel.replace(expect=target.expect)
-            kp = _params_for(kernel, params)
-            used |= set(kp)
-
-            def compute() -> Verdict:
-                if engine_fn is None:
-                    return check_kernel(kernel, kp, options, target.ref)
-                return engine_fn(kernel, kp, options, target.ref, args)
-            verdict = compute() if cache is None else \
-                cache.check(kernel, kp, options, engine, target.ref, args, compute)
+            kernels = target.build_all()
         except ModelError as err:
-            verdict = error_verdict(target.name, err, target.ref)
-            verdict.expected = target.expect
+            kernels = []
+            verdicts.append(_error_or_violation(target, err))
         except KeyboardInterrupt:
-            verdict = _not_checked(target, "interrupted (Ctrl-C) before a verdict")
+            kernels = []
+            verdicts.append(_not_checked(target, "interrupted (Ctrl-C) before a verdict"))
             if interrupts is not None:
                 interrupts.seen = True
-        finally:
-            progress.stop()
-        verdicts.append(verdict)
+        for i, kernel in enumerate(kernels):
+            # Later kernels of one Pallas function: `file.py::fn#2`, ...
+            ref = target.ref if i == 0 else f"{target.ref}#{i + 1}"
+            progress.label = kernel.name
+            try:
+                if target.expect and not kernel.expect:
+                    kernel = kernel.replace(expect=target.expect)
+                kp = _params_for(kernel, params)
+                used |= set(kp)
+
+                def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
+                    if engine_fn is None:
+                        return check_kernel(kernel, kp, options, ref)
+                    return engine_fn(kernel, kp, options, ref, args)
+                verdict = compute() if cache is None else \
+                    cache.check(kernel, kp, options, engine, ref, args, compute)
+            except ModelError as err:
+                verdict = _error_or_violation(target, err, kernel.name, ref)
+            except KeyboardInterrupt:
+                verdict = _not_checked(target, "interrupted (Ctrl-C) before a verdict")
+                if interrupts is not None:
+                    interrupts.seen = True
+            finally:
+                progress.stop()
+            verdicts.append(verdict)
+            if interrupts is not None and interrupts.seen:
+                break
         if interrupts is not None and interrupts.seen:
             verdicts += [_not_checked(t, "not checked: interrupted (Ctrl-C)")
                          for t in targets[n + 1:]]
@@ -403,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH::NAME")
     p.add_argument("--timeout", type=float, default=20.0, metavar="S")
     p.add_argument("--runs", type=int, default=1, help="interpreter runs (schedules differ)")
+    p.add_argument("--json", action="store_true", help="print the outcomes as JSON")
     p.set_defaults(run=_delegate("barrierproof.confirm", "cli_main"))
     return parser
 

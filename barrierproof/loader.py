@@ -28,6 +28,11 @@ class Target:
     build: Callable[[], Kernel]
     expect: str | None
     path: str
+    # A Pallas function may launch several kernels: all of them, traced once.
+    build_many: Callable[[], list[Kernel]] | None = None
+
+    def build_all(self) -> list[Kernel]:
+        return self.build_many() if self.build_many is not None else [self.build()]
 
 
 def _user_error(err: BaseException, path: str) -> ModelError:
@@ -86,7 +91,11 @@ def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Ta
     def build() -> Kernel:
         from .model import pallas  # jax is imported only for Pallas kernels
         return pallas.trace_function(fn, name=name, path=path)
-    return Target(f"{path}::{name}", name, "pallas", build, expect, path)
+
+    def build_many() -> list[Kernel]:
+        from .model import pallas
+        return pallas.load(fn, name=name)
+    return Target(f"{path}::{name}", name, "pallas", build, expect, path, build_many)
 
 
 def _broken_target(path: str, err: ModelError) -> Target:
