@@ -37,12 +37,14 @@ class Target:
 
 def _user_error(err: BaseException, path: str) -> ModelError:
     """The innermost frame of a traceback that lies in the user's file."""
-    if isinstance(err, ModelError):
-        return err
     frames = traceback.extract_tb(err.__traceback__)
     mine = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(path)]
     frame = mine[-1] if mine else (frames[-1] if frames else None)
     loc = Loc(frame.filename, frame.lineno or 0) if frame else Loc(path, 0)
+    if isinstance(err, ModelError):
+        if err.loc is None and mine:  # raised by an expression: the user's line is the place
+            err.loc = loc
+        return err
     if isinstance(err, SyntaxError):
         loc = Loc(err.filename or path, err.lineno or 0)
     hint = "fix the Python error in the protocol file"
@@ -80,8 +82,6 @@ def _dsl_target(path: str, name: str, proto: Protocol) -> Target:
     def build() -> Kernel:
         try:
             return proto.build()
-        except ModelError:
-            raise
         except Exception as err:  # an error in the protocol body
             raise _user_error(err, path) from None
     return Target(f"{path}::{name}", proto.name, "dsl", build, proto.expect, path)

@@ -126,12 +126,14 @@ class KernelBuilder:
         self._assumptions: list[Expr] = []
         self._loops = 0
         self._names: set[str] = set()
+        self._threads_called = False
 
     # -- shape -------------------------------------------------------------------------------
 
     def threads(self, n: ExprLike, name: str = "thread") -> None:
         """Pallas threads per block (`num_threads=`, `thread_name=`)."""
         loc, _ = _caller()
+        self._threads_called = True
         self._num_threads = _int_expr(n, loc, "num_threads")
         if isinstance(self._num_threads, Const) and self._num_threads.value < 1:
             raise ModelError(f"num_threads={self._num_threads.value}", loc=loc,
@@ -160,6 +162,20 @@ class KernelBuilder:
             if not isinstance(c, Expr):
                 raise ModelError(f"assume({c!r}) needs a condition over parameters", loc=loc)
             self._assumptions.append(c)
+
+    def _uses_thread_index(self) -> bool:
+        from .ir import free_vars
+        names = {self._thread_axis, "thread"}
+
+        def walk(body) -> bool:
+            for stmt in body:
+                if isinstance(stmt, When) and (free_vars(stmt.cond) & names or walk(stmt.then)
+                                               or walk(stmt.orelse)):
+                    return True
+                if isinstance(stmt, (Loop, WarpRegion)) and walk(stmt.body):
+                    return True
+            return False
+        return walk(self._stack[0])
 
     @property
     def thread(self) -> Var:
@@ -366,6 +382,9 @@ class KernelBuilder:
     def build(self, expect: str | None, symbolic: Sequence[str]) -> Kernel:
         if len(self._stack) != 1:
             raise ModelError("a `with` block of the protocol was not closed", loc=self.loc)
+        if not self._threads_called and self._uses_thread_index():
+            raise ModelError(f"{self.name} branches on k.thread but never says how many threads "
+                             "it has", loc=self.loc, hint="call k.threads(n, name=...) first")
         params = dict(self.params)
         for name in symbolic:
             if name not in params:
@@ -378,6 +397,20 @@ class KernelBuilder:
             num_warps=self._num_warps, warp_axis=self._warp_axis, cluster=tuple(self._cluster),
             grid=tuple(self._grid), assumptions=tuple(self._assumptions), loc=self.loc,
             source="dsl", expect=expect)
+
+
+_VERDICTS = ("proved", "verified", "bounded", "unknown", "violation", "error")
+
+
+def _check_expect(expect: str, fn: Callable) -> None:
+    from .semantics import CODES
+    verdict, _, code = expect.partition(":")
+    code_ok = not code or code in CODES or code == "input"
+    if verdict not in _VERDICTS or not code_ok:
+        c = fn.__code__
+        raise ModelError(f"expect={expect!r} is not a verdict", loc=Loc(c.co_filename,
+                                                                         c.co_firstlineno),
+                         hint="use e.g. 'verified', 'proved', 'unknown' or 'violation:BP100'")
 
 
 class Protocol:
@@ -419,6 +452,8 @@ def protocol(fn: Callable | None = None, *, expect: str | None = None,
     "violation:BP100", ...); `symbolic` names the parameters `prove` quantifies over."""
 
     def wrap(f: Callable) -> Protocol:
+        if expect is not None:
+            _check_expect(expect, f)
         return Protocol(f, expect, symbolic, name or f.__name__)
 
     return wrap(fn) if fn is not None else wrap

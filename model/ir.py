@@ -132,13 +132,16 @@ class Expr:
 
     def __bool__(self):
         raise ModelError(
-            f"the symbolic expression `{self}` has no truth value while the protocol is built",
-            hint="branch with `with k.when(cond):` / `k.otherwise()`, combine conditions with & | ~",
+            f"the symbolic expression `{self}` has no truth value while the protocol is built "
+            "(a Python `if`, `and`/`or`/`not`, `min`/`max` or comparison chain on a parameter?)",
+            hint="branch with `with k.when(cond):` / `k.otherwise()`, combine conditions with "
+                 "& | ~, and use barrierproof.minimum / maximum",
         )
 
     def __index__(self):
         raise ModelError(
-            f"the symbolic expression `{self}` is not a Python integer",
+            f"the symbolic expression `{self}` is not a Python integer (a `range()` or list "
+            "index over a parameter?)",
             hint="loop with `with k.loop(n) as i:` and index barriers with `bar.at[expr]`",
         )
 

@@ -201,6 +201,7 @@ class System:
         self.grid_position = dict(grid_position or {a: 0 for a, _ in kernel.grid})
         self.max_instructions = max_instructions
         self.findings: list[StaticFinding] = []
+        _check_names(kernel)
         env = {**self.params, **self.grid_position}
         self.cluster_axes = [a for a, _ in kernel.cluster]
         self.cluster_shape = [self._positive(evaluate(n, env), f"cluster size along {a}", kernel.loc)
@@ -304,7 +305,7 @@ class System:
         self.programs[agent].append(instr)
 
     def _source(self, op: Op | None, text: str, loc: Loc) -> int:
-        key = (id(op), text)
+        key = (id(op), text, loc)
         if key not in self._source_index:
             self._source_index[key] = len(self.sources)
             self.sources.append(Source(op, text, loc))
@@ -408,13 +409,15 @@ class System:
         if me.warp is not None:
             raise ModelError("a warp region inside a warp region", loc=region.loc,
                              hint="core_map over a WarpMesh cannot nest")
-        src = self._source(None, f"core_map({region.axis})", region.loc)
+        src = self._source(None, f"core_map({region.axis}): fork warps", region.loc)
+        enter = self._source(None, f"core_map({region.axis}): enter", region.loc)
+        join = self._source(None, f"core_map({region.axis}): join warps", region.loc)
         self._emit(agent, Instr(FORK, None, 0, None, src))
         fork_pc = len(self.programs[agent])
         joins = []
         for w in range(1, self.kernel.num_warps):
             wa = self._agent_index[(me.block, me.thread, w)]
-            self._emit(wa, Instr(AWAIT_FORK, None, 0, (agent, fork_pc), src))
+            self._emit(wa, Instr(AWAIT_FORK, None, 0, (agent, fork_pc), enter))
             wenv = dict(env)
             wenv[region.axis] = wenv[self.kernel.warp_axis] = w
             self._unroll(region.body, wenv, wa)
@@ -422,7 +425,7 @@ class System:
         wenv = dict(env)
         wenv[region.axis] = wenv[self.kernel.warp_axis] = 0
         self._unroll(region.body, wenv, agent)
-        self._emit(agent, Instr(JOIN, None, 0, tuple(joins), src))
+        self._emit(agent, Instr(JOIN, None, 0, tuple(joins), join))
 
     def _unroll_op(self, op: Op, env: dict[str, int], agent: int, block: tuple[int, ...]) -> None:
         kind = op.kind
@@ -443,7 +446,9 @@ class System:
         src = self._source(op, text, op.loc)
         if kind in ("barrier_arrive", "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
                     "complete_tx"):
-            targets = self._fan_out(inst)
+            # A remote arrive (`bar.on(block)`) reaches exactly that block's instance, as
+            # mbarrier.arrive.shared::cluster does; only a local ClusterBarrier arrive fans out.
+            targets = (inst,) if op.barrier.block is not None else self._fan_out(inst)
             if kind in ("barrier_arrive", "arrive"):
                 count = evaluate(op.count, env)
                 if not 1 <= count <= MAX_ARRIVALS:
@@ -534,6 +539,15 @@ class System:
         self.width = pos + len(self.queue_agents)
         self.n_actions = A + len(self.slots) + len(self.queue_agents)
         self.lengths = tuple(len(p) for p in self.programs)
+        # wait_ahead[agent][pc]: bit i set iff the agent waits on instance i at or after pc.
+        self.wait_ahead = []
+        for prog in self.programs:
+            masks = [0] * (len(prog) + 1)
+            for pc in range(len(prog) - 1, -1, -1):
+                instr = prog[pc]
+                masks[pc] = masks[pc + 1] | ((1 << instr.target)
+                                             if instr.op in (WAIT, WAIT_PARITY) else 0)
+            self.wait_ahead.append(masks)
         # Agents with Pallas-style waits can late-join (BP102).
         self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
@@ -689,13 +703,21 @@ class System:
             events.append((inst, completed + 1))
         for waiter, pos in self.participants[inst]:
             seen = s[pos]
-            joined = seen >= 0 or self._waits_on(s, waiter, inst)
-            if joined and max(seen, 0) < completed:
+            if max(seen, 0) >= completed:
+                continue
+            # An overrun aliases parity only for a thread that will wait on the barrier again;
+            # one that never will is reported at exit (BP103), one that has not started
+            # waiting yet when it starts (BP102).
+            if not (self.wait_ahead[waiter][s[waiter]] >> inst) & 1:
+                continue
+            if seen >= 0 or self._waits_on(s, waiter, inst):
+                where = self.current(s, waiter)
                 return Violation(
                     "BP101", f"{self.instances[inst].name} completes phase {completed + 1} while "
                     f"{self.agents[waiter].name} has observed only {max(seen, 0)} of its "
-                    f"completions: it misses completion {max(seen, 0) + 1} (parity aliasing)",
-                    agent, inst, src,
+                    f"completions: its next wait misses completion {max(seen, 0) + 1} "
+                    f"(parity aliasing)", agent, inst,
+                    src if src is not None else (where.src if where is not None else None),
                     [f"{self.agents[waiter].name} is at {self._where(s, waiter)}"])
         return None
 
@@ -778,10 +800,11 @@ class System:
                     seen = max(state[instr.aux], 0)
                     want = f"completion {seen + 1}"
                 else:
-                    want = f"a completion with parity {instr.amount ^ 1}"
+                    want = f"the phase with parity {instr.amount} to complete"
                 line = (f"{agent.name} blocked at {self.sources[instr.src].text} "
                         f"({self.sources[instr.src].loc}) waiting for {want} of "
-                        f"{self.instances[inst].name}; it has {phase} completion(s), "
+                        f"{self.instances[inst].name}; it has {phase} completion(s) "
+                        f"(parity {phase & 1}), "
                         f"{expected - pending}/{expected} arrivals, tx={tx}")
                 if pending == 0 and tx != 0:
                     tx_blocked = tx_blocked if tx_blocked is not None else inst
@@ -979,6 +1002,21 @@ class _IndexOutOfRange(Exception):
         super().__init__(message)
         self.message = message
         self.loc = loc
+
+
+def _check_names(kernel: Kernel) -> None:
+    """A parameter named like an index (axis or loop variable) would be silently shadowed by it
+    inside the body: refuse it."""
+    axes = {a for a, _ in kernel.grid} | {a for a, _ in kernel.cluster} | \
+        {kernel.thread_axis, kernel.warp_axis}
+    loops = {s.var for s in _walk(kernel.body) if isinstance(s, Loop)}
+    for name in kernel.params:
+        if name in axes or name in loops:
+            what = "a loop variable" if name in loops else "an axis"
+            raise ModelError(f"parameter `{name}` of {kernel.name} has the same name as {what}; "
+                             "inside the body one would hide the other", loc=kernel.loc,
+                             hint=f"rename the {'loop variable' if name in loops else 'axis'}, "
+                                  f"e.g. `{name}_idx`")
 
 
 def _walk(body):

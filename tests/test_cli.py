@@ -130,6 +130,48 @@ BAD_INPUTS = {
             if steps > 1:
                 pass
         """, "k.when"),
+    "python_range_over_parameter": ("""
+        @protocol
+        def p(k, stages=2):
+            bar = k.Barrier(num_barriers=stages)
+            for s in range(stages):
+                k.barrier_arrive(bar.at[s])
+        """, "range()"),
+    "python_min_of_parameters": ("""
+        @protocol
+        def p(k, stages=2, steps=4):
+            bar = k.Barrier()
+            with k.loop(min(steps, stages)):
+                k.barrier_arrive(bar)
+        """, "minimum"),
+    "python_and_on_conditions": ("""
+        @protocol
+        def p(k, steps=2):
+            k.threads(2)
+            bar = k.Barrier()
+            with k.when(k.thread == 0 and steps > 1):
+                k.barrier_arrive(bar)
+        """, "&"),
+    "axis_named_like_a_parameter": ("""
+        @protocol
+        def p(k, m=3):
+            k.grid(m=m)
+            bar = k.Barrier()
+            with k.when(k.program_id("m") == m - 1):
+                k.barrier_arrive(bar)
+        """, "same name"),
+    "thread_branch_without_threads": ("""
+        @protocol
+        def p(k):
+            bar = k.Barrier()
+            with k.when(k.thread == 1):
+                k.barrier_arrive(bar)
+        """, "k.threads"),
+    "misspelt_expectation": ("""
+        @protocol(expect="verifed")
+        def p(k):
+            k.Barrier()
+        """, "not a verdict"),
     "syntax_error": ("""
         @protocol
         def p(k)

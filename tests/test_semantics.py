@@ -294,3 +294,38 @@ def _located(k):
             with k.when(k.warp >= 0):
                 k.barrier_arrive(bar)
     k.barrier_wait(bar)
+
+
+def test_an_exited_thread_is_not_overrun_but_misses_completions_at_exit():
+    """A consumer that arrive_drops itself out and exits cannot alias a parity: the completions
+    it misses are reported at exit (BP103), not as a phase overrun."""
+    def p(k, steps=3):
+        k.threads(3)
+        full = k.Barrier(num_arrivals=1)
+        empty = k.Barrier(num_arrivals=2)
+        with k.when(k.thread == 2):
+            with k.loop(steps):
+                k.barrier_arrive(full)
+                k.barrier_wait(empty)
+        with k.when(k.thread == 0):
+            with k.loop(steps):
+                k.barrier_wait(full)
+                k.barrier_arrive(empty)
+        with k.when(k.thread == 1):
+            k.barrier_wait(full)
+            k.arrive_drop(empty)
+    assert explore(system(p)).violation.code == "BP103"
+
+
+def test_remote_arrive_reaches_exactly_one_instance():
+    def p(k):
+        k.cluster(x=2, y=2)
+        k.threads(1)
+        bar = k.ClusterBarrier(collective_axes=("x", "y"), num_arrivals=1)
+        with k.when((k.block("x") == 0) & (k.block("y") == 0)):
+            k.arrive(bar.on(1, 1))
+    s = system(p)
+    run = replay(s, [0])
+    arrived = {s.instances[i].block: s.barrier(run.final, i)[3] - s.barrier(run.final, i)[1]
+               for i in range(4)}
+    assert arrived == {(0, 0): 0, (0, 1): 0, (1, 0): 0, (1, 1): 1}
