@@ -21,7 +21,7 @@ EXPECT = {
     "multicast_copy": "verified",
     "multicast_copy_one_source": "violation:BP130",
     "tcgen05_commit": "verified",
-    "tcgen05_commit_plain_barrier": "error:BP110",
+    "tcgen05_commit_plain_barrier": "violation:BP110",
     "semaphore_handoff": "unknown",
 }
 
