@@ -14,14 +14,13 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from .checker.check import HELP, INPUT_ERRORS, Options, check_kernel, error_verdict
+from .checker.check import Options, check_kernel, error_verdict
 from .checker.explore import Limits
 from .checker.report import timeline
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from .loader import Target, resolve
 from .model.ir import Kernel, ModelError
-from .model.semantics import CODES
 
 # Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
 ENGINES = {
@@ -134,15 +133,8 @@ def _params_for(kernel: Kernel, params: dict[str, int]) -> dict[str, int]:
 
 def _error_or_violation(target: Target, err: ModelError, name: str | None = None,
                         ref: str | None = None) -> Verdict:
-    """A ModelError is an input error, unless it carries the code of a rule the kernel breaks
-    (JAX rejects a tcgen05 arrival on a barrier without orders_tensor_core while tracing:
-    that is BP110, found while tracing)."""
     verdict = error_verdict(name or target.name, err, ref or target.ref)
     verdict.expected = target.expect
-    if err.code in CODES and err.code not in INPUT_ERRORS:
-        verdict.verdict = "violation"
-        verdict.coverage = "found while tracing, before exploration"
-        verdict.diagnostics[0].help = err.hint or HELP.get(err.code)
     return verdict
 
 

@@ -52,8 +52,15 @@ class Options:
 
 def error_verdict(name: str, err: ModelError, source: str | None = None,
                   seconds: float = 0.0) -> Verdict:
+    """An input error, unless the error carries the code of a rule the kernel breaks (JAX
+    rejects a tcgen05 arrival on a barrier without orders_tensor_core while tracing: that is
+    BP110, found while tracing, a violation)."""
     loc = str(err.loc) if err.loc else None
     diag = Diagnostic(err.code or "input", err.message, loc, err.hint)
+    if err.code in CODES and err.code not in INPUT_ERRORS:
+        diag.help = err.hint or HELP.get(err.code)
+        return Verdict(name, "violation", [diag], seconds=seconds, source=source,
+                       coverage="found while tracing, before exploration")
     return Verdict(name, "error", [diag], seconds=seconds, source=source)
 
 
