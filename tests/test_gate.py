@@ -486,10 +486,10 @@ def test_workflow_commands_run_in_a_user_repository(tmp_path):
 
 
 def test_the_readme_ci_snippets_are_what_the_tool_accepts(tmp_path):
-    """The TOML and YAML a new user copies from docs/README-ci.md work as written."""
+    """The TOML and YAML a new user copies from the README work as written."""
     import re
     from barrierproof.config import load_config
-    with open(os.path.join(ROOT, "docs", "README-ci.md")) as f:
+    with open(os.path.join(ROOT, "README.md")) as f:
         text = f.read()
     blocks = re.findall(r"```(\w+)\n(.*?)```", text, re.S)
     tomls = [textwrap.dedent(b) for lang, b in blocks if lang == "toml"]
