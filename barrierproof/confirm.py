@@ -8,8 +8,10 @@ process under a watchdog, and reports one of:
 - `raised`: JAX raised, with its message (a barrier-rule violation the interpreter checks, such
   as "Barrier arrival was completed again before previous completion was observed by a thread.",
   or a tracing error such as "MMA barrier must have orders_tensor_core set to True.");
-- `hung`: no barrier made progress while threads waited on one, or the watchdog expired: a
+- `hung`: threads waited on barriers and no barrier made progress for a few seconds: a
   deadlock, which the interpreter cannot report itself;
+- `timeout`: still running when the watchdog expired, without such a stall (a large kernel is
+  slow on the interpreter): no conclusion;
 - `unsupported`: the interpreter cannot run this kernel (tcgen05, ClusterBarrier, run_state, ...);
 - `error`: the target could not be loaded or crashed in a way that says nothing about barriers.
 
@@ -38,9 +40,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
-OUTCOMES = ("completed", "raised", "hung", "unsupported", "error")
+OUTCOMES = ("completed", "raised", "hung", "timeout", "unsupported", "error")
 MARKER = "BARRIERPROOF-CONFIRM "
-EXIT_CODES = {"completed": 0, "raised": 1, "hung": 1, "unsupported": 2, "error": 3}
+EXIT_CODES = {"completed": 0, "raised": 1, "hung": 1, "timeout": 2, "unsupported": 2,
+              "error": 3}
 DEFAULT_TIMEOUT = 20.0   # seconds for one run, jax import included
 QUIET_SECONDS = 5.0      # no barrier progress for this long while a thread waits: hung
 
@@ -100,7 +103,7 @@ def _child_command(targets: Sequence[str], quiet: float) -> tuple[list[str], dic
     env["PYTHONUNBUFFERED"] = "1"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "barrierproof.confirm", "--quiet", str(quiet), "--child",
+    cmd = [sys.executable, "-m", "barrierproof.confirm", "--quiet-seconds", str(quiet), "--child",
            *targets]
     return cmd, env
 
@@ -132,8 +135,9 @@ def run_batch(targets: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
                 try:
                     line = lines.get(timeout=max(0.05, left))
                 except queue.Empty:
-                    results.append((current, Run("hung", f"no result within {timeout:g}s",
-                                                 time.perf_counter() - last)))
+                    results.append((current, Run(
+                        "timeout", f"still running after {timeout:g}s without a barrier stall",
+                        time.perf_counter() - last)))
                     break
                 if line is None:                     # the process ended without a verdict
                     errors.seek(0)
@@ -228,7 +232,7 @@ INTERPRETER_BLIND = {"violation:BP104", "violation:BP105"}
 def agrees(verdict_label: str, outcome: str) -> bool:
     """Does a barrierproof verdict (`verified`, `violation:BP101`, ...) agree with what the
     interpreter did? Verdicts on rules the interpreter cannot see agree with `completed`."""
-    if outcome in ("unsupported", "error"):
+    if outcome in ("unsupported", "error", "timeout"):
         return False
     if verdict_label in INTERPRETER_BLIND:
         return outcome == "completed"
@@ -387,7 +391,8 @@ def cli_main(args) -> int:
         targets += [f"{spec}::{n}" for n in names]
     timeout = getattr(args, "timeout", DEFAULT_TIMEOUT)
     runs = getattr(args, "runs", 1)
-    results = confirm_all(targets, runs, timeout)
+    quiet = getattr(args, "quiet", None) or QUIET_SECONDS
+    results = confirm_all(targets, runs, timeout, quiet=quiet)
     if getattr(args, "json", False):
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -399,11 +404,12 @@ def cli_main(args) -> int:
 def _main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m barrierproof.confirm")
     parser.add_argument("--child", nargs="+", metavar="PATH::NAME", help=argparse.SUPPRESS)
-    parser.add_argument("--quiet", type=float, default=QUIET_SECONDS, help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", metavar="PATH::NAME")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quiet-seconds", dest="quiet", type=float, default=QUIET_SECONDS,
+                        help="report a hang after this long without barrier progress")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.child:
         _child(args.child, args.quiet)

@@ -23,6 +23,9 @@ MODULES = {f: pallas.import_file(os.path.join(PALLAS, f)) for f in FILES}
 RUNNABLE = [(f, n) for f, m in MODULES.items() for n, o in m.INTERPRETER.items()
             if o != "unsupported"]
 UNSUPPORTED_SAMPLE = [("hardware.py", "warp_handoff"), ("hardware.py", "tcgen05_commit")]
+# JAX's own kernels that the interpreter runs in seconds at the example configuration.
+SHIPPED = pallas.import_file(os.path.join(PALLAS, "jax_kernels.py"))
+SHIPPED_RUNNABLE = ["ragged_dot"]
 TIMEOUT = 90.0     # a hang is reported after 5 s without barrier progress, long before this
 
 
@@ -35,7 +38,8 @@ def outcomes():
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        targets = [_ref(f, n) for f, n in RUNNABLE + UNSUPPORTED_SAMPLE]
+        targets = [_ref(f, n) for f, n in RUNNABLE + UNSUPPORTED_SAMPLE] + \
+            [_ref("jax_kernels.py", n) for n in SHIPPED_RUNNABLE]
         results = oracle.confirm_all(targets, runs=1, timeout=TIMEOUT)
     finally:
         os.chdir(cwd)
@@ -62,6 +66,13 @@ def test_unsupported_kernels_are_reported_as_such(outcomes, file, name):
     assert not oracle.agrees(MODULES[file].EXPECT[name], result.outcome)
 
 
+@pytest.mark.parametrize("name", SHIPPED_RUNNABLE)
+def test_interpreter_agrees_on_jax_shipped_kernels(outcomes, name):
+    result = outcomes[_ref("jax_kernels.py", name)]
+    assert result.outcome == "completed", result.one_line()
+    assert oracle.agrees(SHIPPED.EXPECT[name], result.outcome)
+
+
 def test_raised_outcomes_carry_the_interpreters_message(outcomes):
     lap = outcomes[_ref("ring.py", "producer_laps_consumer")]
     assert "completed again before previous completion was observed" in lap.message
@@ -80,6 +91,7 @@ def test_agreement_table():
     assert not oracle.agrees("violation:BP100", "completed")
     assert oracle.agrees("violation:BP104", "completed")      # the interpreter is blind to it
     assert not oracle.agrees("violation:BP101", "unsupported")
+    assert not oracle.agrees("verified", "timeout")          # a slow run proves nothing
 
 
 def test_confirm_command_line(capsys):
