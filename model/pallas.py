@@ -504,11 +504,12 @@ def stmt_vars(body: Sequence) -> set[str]:
 
 @dataclass(frozen=True)
 class BarrierVal:
-    """A barrier ref, possibly indexed (`bar.at[i]`) or moved to another block (`cluster_ref`)."""
+    """A barrier allocation as the kernel sees it. A per-thread allocation (run_scoped without
+    the thread axis among its collective axes) is one IR array with a leading thread dimension,
+    which every reference indexes with the thread index (`prefix`)."""
 
     alloc: BarrierAlloc
-    index: tuple[Expr, ...] = ()          # fixed dimensions so far, in order
-    offsets: tuple[Expr, ...] | None = None   # slice offsets of the remaining dims
+    prefix: tuple[Expr, ...] = ()
     block: tuple[Expr, ...] | None = None
 
 
@@ -800,11 +801,13 @@ class Translator:
         loc = self.where(frame)
         shape = tuple(int(n) for n in inner.shape)
         name = self._fresh(_clean_name(pname) if pname else "barrier")
+        prefix: tuple[Expr, ...] = ()
         if self.num_threads > 1 and self.thread_axis not in [
                 self.axis_names.get(a, a) for a in collective]:
-            raise ModelError(f"barrier `{name}` is allocated per thread (run_scoped without "
-                             f"collective_axes={self.thread_axis!r})", loc=loc,
-                             hint="allocate barriers shared by the block's threads")
+            # each thread allocates its own barriers (e.g. emit_pipeline inside pl.when(wg==0))
+            prefix = (Var(self.thread_axis),)
+            self._note(f"{loc}: `{name}` is allocated by each thread separately; modelled as "
+                       f"`{name}[{self.thread_axis}, ...]`")
         if frame.loop_depth:
             self._note(f"{loc}: `{name}` is allocated inside a loop; it is modelled as one "
                        "allocation for the whole kernel (its state carries across iterations)")
@@ -818,13 +821,14 @@ class Translator:
             if getattr(dtype, "leader_tracked", False):
                 self._note(f"{loc}: `{name}` is leader_tracked; modelled as a plain "
                            "ClusterBarrier")
+        full = ((self.num_threads,) if prefix else ()) + shape
         alloc = BarrierAlloc(
             name=name, num_arrivals=Const(int(dtype.num_arrivals)),
-            shape=tuple(Const(n) for n in shape),
+            shape=tuple(Const(n) for n in full),
             orders_tensor_core=bool(dtype.orders_tensor_core), cluster=cluster,
-            collective_axes=axes, loc=loc, scalar=shape == (1,))
+            collective_axes=axes, loc=loc, scalar=full == (1,))
         self.barriers.append(alloc)
-        return BarrierVal(alloc)
+        return BarrierVal(alloc, prefix)
 
     def _cond(self, eqn, env, frame, out):
         branches = eqn.params["branches"]
@@ -1100,7 +1104,7 @@ class Translator:
             raise ModelError("this barrier operation's barrier is not a plgpu.Barrier or "
                              "ClusterBarrier allocation", loc=loc)
         alloc = value.alloc
-        shape = [n.value for n in alloc.shape]
+        shape = [n.value for n in alloc.shape][len(value.prefix):]
         dims = list(range(len(shape)))          # remaining dims
         offsets: list[Expr] = [Const(0)] * len(shape)
         fixed: dict[int, Expr] = {}
@@ -1127,6 +1131,8 @@ class Translator:
             raise ModelError(f"barrier `{alloc.name}` is partially indexed", loc=loc,
                              hint="index every dimension of the barrier array")
         index = tuple(fixed[d] for d in sorted(fixed))
+        if value.prefix:
+            index = value.prefix + (index or (Const(0),) * len(shape))
         for e in index + (block or ()):
             if opaque_vars(e):
                 raise ModelError(f"the index of barrier `{alloc.name}` depends on data loaded "
