@@ -424,17 +424,22 @@ class Kernel:
         return values
 
 
-def iter_ops(body: Sequence[Stmt]) -> Iterator[Op]:
+def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:
+    """Every statement, nested ones included, in source order."""
     for stmt in body:
-        if isinstance(stmt, Op):
-            yield stmt
-        elif isinstance(stmt, Loop):
-            yield from iter_ops(stmt.body)
+        yield stmt
+        if isinstance(stmt, Loop):
+            yield from walk(stmt.body)
         elif isinstance(stmt, When):
-            yield from iter_ops(stmt.then)
-            yield from iter_ops(stmt.orelse)
+            yield from walk(stmt.then)
+            yield from walk(stmt.orelse)
         elif isinstance(stmt, WarpRegion):
-            yield from iter_ops(stmt.body)
+            yield from walk(stmt.body)
+
+
+def iter_ops(body: Sequence[Stmt]) -> Iterator[Op]:
+    """Every operation, in source order."""
+    return (stmt for stmt in walk(body) if isinstance(stmt, Op))
 
 
 # IR-READY

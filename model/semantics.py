@@ -29,7 +29,7 @@ from typing import Mapping, NamedTuple
 
 from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
-                 Op, When, WarpRegion, evaluate)
+                 Op, When, WarpRegion, evaluate, walk)
 
 # Instruction opcodes of an unrolled program.
 ARRIVE = 0          # target=arrival set, amount=count
@@ -209,7 +209,7 @@ class System:
         self.blocks = list(itertools.product(*[range(n) for n in self.cluster_shape]))
         self.num_threads = self._positive(evaluate(kernel.num_threads, env), "num_threads",
                                           kernel.loc)
-        self.uses_warps = any(isinstance(s, WarpRegion) for s in _walk(kernel.body))
+        self.uses_warps = any(isinstance(s, WarpRegion) for s in walk(kernel.body))
         self._build_instances(env)
         self._build_agents()
         self.sources: list[Source] = []
@@ -1009,7 +1009,7 @@ def _check_names(kernel: Kernel) -> None:
     inside the body: refuse it."""
     axes = {a for a, _ in kernel.grid} | {a for a, _ in kernel.cluster} | \
         {kernel.thread_axis, kernel.warp_axis}
-    loops = {s.var for s in _walk(kernel.body) if isinstance(s, Loop)}
+    loops = {s.var for s in walk(kernel.body) if isinstance(s, Loop)}
     for name in kernel.params:
         if name in axes or name in loops:
             what = "a loop variable" if name in loops else "an axis"
@@ -1017,18 +1017,6 @@ def _check_names(kernel: Kernel) -> None:
                              "inside the body one would hide the other", loc=kernel.loc,
                              hint=f"rename the {'loop variable' if name in loops else 'axis'}, "
                                   f"e.g. `{name}_idx`")
-
-
-def _walk(body):
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, Loop):
-            yield from _walk(stmt.body)
-        elif isinstance(stmt, When):
-            yield from _walk(stmt.then)
-            yield from _walk(stmt.orelse)
-        elif isinstance(stmt, WarpRegion):
-            yield from _walk(stmt.body)
 
 
 def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> str:

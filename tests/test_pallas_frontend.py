@@ -14,7 +14,8 @@ from jax.experimental.pallas import mosaic_gpu as plgpu
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.cli import main
 from barrierproof.model import pallas
-from barrierproof.model.ir import Const, Loop, ModelError, Op, Var, WarpRegion, When
+from barrierproof.model.ir import (Const, Loop, ModelError, Op, Var, WarpRegion, When, iter_ops,
+                                    walk)
 from barrierproof.testing import check
 
 from conftest import EXAMPLES, ROOT
@@ -25,17 +26,6 @@ MODULES = {name: pallas.import_file(os.path.join(PALLAS, name)) for name in CORP
 TARGETS = [(file, fn) for file, mod in MODULES.items() for fn in mod.EXPECT]
 
 
-def ops(body):
-    for s in body:
-        if isinstance(s, Op):
-            yield s
-        elif isinstance(s, Loop):
-            yield from ops(s.body)
-        elif isinstance(s, When):
-            yield from ops(s.then)
-            yield from ops(s.orelse)
-        elif isinstance(s, WarpRegion):
-            yield from ops(s.body)
 
 
 def test_corpus_is_big_and_covers_the_bug_patterns():
@@ -66,12 +56,12 @@ def test_handoff_ir_maps_every_op_to_its_source_line():
         [("full", 1, 1), ("empty", 1, 1)]
     lines = open(os.path.join(PALLAS, "ring.py")).read().splitlines()
     seen = set()
-    for op in ops(kernel.body):
+    for op in iter_ops(kernel.body):
         text = lines[op.loc.line - 1]
         assert f"plgpu.{op.kind}(" in text, (op.describe(), op.loc, text)
         seen.add(op.kind)
     assert seen == {"barrier_wait", "barrier_arrive", "copy_gmem_to_smem"}
-    copy = next(o for o in ops(kernel.body) if o.kind == "copy_gmem_to_smem")
+    copy = next(o for o in iter_ops(kernel.body) if o.kind == "copy_gmem_to_smem")
     assert copy.bytes.value == 128 * 4                         # one f32 tile of the ring
     assert repr(copy.barrier) == "full[(i % 2)]"              # the slot is the loop index mod 2
 
@@ -86,7 +76,7 @@ def test_roles_become_whens_on_the_thread_axis_and_loops_keep_trip_counts():
 
 def test_carried_slot_gets_a_closed_form():
     (kernel,) = pallas.load(MODULES["roles.py"].carried_slot_ring, name="c")
-    indices = {repr(o.barrier) for o in ops(kernel.body)}
+    indices = {repr(o.barrier) for o in iter_ops(kernel.body)}
     assert any("% 2" in i for i in indices), indices
     assert not any("%c" in i or "?" in i for i in indices), indices
 
@@ -96,30 +86,20 @@ def test_data_dependent_trip_count_is_one_shared_parameter():
     assert len(kernel.params) == 1
     (param,) = kernel.params.values()
     assert param.default == pallas.DEFAULT_TRIPS
-    trips = {repr(s.trip) for s in _walk(kernel.body) if isinstance(s, Loop)}
+    trips = {repr(s.trip) for s in walk(kernel.body) if isinstance(s, Loop)}
     assert trips == {param.name}                    # both roles loop over the same value
     assert any("depends on data" in n and "roles.py" in n for n in kernel.notes)
     for n in (1, 2, 5):
         assert check_kernel(kernel, {param.name: n}).verdict == "verified"
 
 
-def _walk(body):
-    for s in body:
-        yield s
-        if isinstance(s, Loop):
-            yield from _walk(s.body)
-        elif isinstance(s, When):
-            yield from _walk(s.then)
-            yield from _walk(s.orelse)
-        elif isinstance(s, WarpRegion):
-            yield from _walk(s.body)
 
 
 def test_warp_mesh_becomes_a_warp_region():
     (kernel,) = pallas.load(MODULES["hardware.py"].warp_handoff, name="w")
     regions = [s for s in kernel.body if isinstance(s, WarpRegion)]
     assert len(regions) == 1 and regions[0].axis == "warp"
-    conds = {repr(s.cond) for s in _walk(regions[0].body) if isinstance(s, When)}
+    conds = {repr(s.cond) for s in walk(regions[0].body) if isinstance(s, When)}
     assert conds == {"(warp == 0)", "(warp > 0)"}
 
 
@@ -129,13 +109,13 @@ def test_cluster_barrier_and_multicast_copy():
     (bar,) = kernel.barriers
     assert bar.cluster and bar.collective_axes == ("x",)
     (kernel,) = pallas.load(MODULES["hardware.py"].multicast_copy, name="m")
-    copy = next(o for o in ops(kernel.body) if o.kind == "copy_gmem_to_smem")
+    copy = next(o for o in iter_ops(kernel.body) if o.kind == "copy_gmem_to_smem")
     assert copy.collective_axes == ("x",) and copy.bytes.value == 128 * 128 * 2
 
 
 def test_tcgen05_ops():
     (kernel,) = pallas.load(MODULES["hardware.py"].tcgen05_commit, name="t")
-    kinds = [o.kind for o in ops(kernel.body)]
+    kinds = [o.kind for o in iter_ops(kernel.body)]
     assert kinds == ["tcgen05_mma", "tcgen05_commit_arrive", "barrier_wait"]
     assert kernel.barriers[0].orders_tensor_core
 
@@ -151,7 +131,7 @@ def test_tracing_error_for_tensor_core_order_is_bp110_at_the_kernel_line():
 
 def test_unmodeled_synchronization_is_never_dropped():
     (kernel,) = pallas.load(MODULES["hardware.py"].semaphore_handoff, name="s")
-    names = [o.name for o in ops(kernel.body) if o.kind == "unmodeled"]
+    names = [o.name for o in iter_ops(kernel.body) if o.kind == "unmodeled"]
     assert names == ["semaphore_signal", "semaphore_wait"]
     verdict = check_kernel(kernel)
     assert verdict.verdict == "unknown" and set(verdict.codes) == {"BP190"}

@@ -9,7 +9,7 @@ import pytest
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.explore import Limits
 from barrierproof.model import pallas
-from barrierproof.model.ir import Loop, Op, WarpRegion, When
+from barrierproof.model.ir import iter_ops
 
 from conftest import EXAMPLES
 
@@ -17,17 +17,6 @@ MODULE = pallas.import_file(os.path.join(EXAMPLES, "pallas", "jax_kernels.py"))
 FAST = sorted(MODULE.EXPECT)
 
 
-def _ops(body):
-    for s in body:
-        if isinstance(s, Op):
-            yield s
-        elif isinstance(s, Loop):
-            yield from _ops(s.body)
-        elif isinstance(s, When):
-            yield from _ops(s.then)
-            yield from _ops(s.orelse)
-        elif isinstance(s, WarpRegion):
-            yield from _ops(s.body)
 
 
 def _load(name):
@@ -44,7 +33,7 @@ def test_shipped_kernel_verdict(name):
     for kernel in _load(name):          # a function may launch several kernels
         verdict = check_kernel(kernel, source=f"jax_kernels.py::{name}")
         assert verdict.label == MODULE.EXPECT[name], [d.one_line() for d in verdict.diagnostics]
-        for op in _ops(kernel.body):    # every op points at a line of the shipped kernel
+        for op in iter_ops(kernel.body):    # every op points at a line of the shipped kernel
             assert _source_of(op.loc), (op.describe(), op.loc)
         if verdict.verdict == "violation":
             assert verdict.trace is not None and verdict.trace.steps
@@ -54,13 +43,13 @@ def test_attention_backward_launches_two_kernels():
     kernels = _load("attention_backward")
     assert [k.name for k in kernels] == ["attention_backward", "attention_backward#2.anonymous"]
     for k in kernels:
-        assert all(o.loc.file.endswith("attention_mgpu.py") for o in _ops(k.body))
+        assert all(o.loc.file.endswith("attention_mgpu.py") for o in iter_ops(k.body))
 
 
 def test_blackwell_ragged_dot_2cta():
     (kernel,) = _load("blackwell_ragged_dot")
     assert [(a, n.value) for a, n in kernel.cluster] == [("x", 2)]
-    kinds = {o.kind for o in _ops(kernel.body)}
+    kinds = {o.kind for o in iter_ops(kernel.body)}
     # leader-tracked partitioned TMA becomes expect_tx on block 0 + loads that land there
     assert {"arrive_expect_tx", "tma_load", "tcgen05_mma", "tcgen05_commit_arrive"} <= kinds
     verdict = check_kernel(kernel)
@@ -76,7 +65,7 @@ def test_blackwell_matmul_collective_traces_and_explores():
     names = {b.name: b for b in kernel.barriers}
     assert names["store_done_barrier"].cluster
     assert names["consumed_barrier"].orders_tensor_core
-    commits = [o for o in _ops(kernel.body) if o.kind == "tcgen05_commit_arrive"]
+    commits = [o for o in iter_ops(kernel.body) if o.kind == "tcgen05_commit_arrive"]
     assert commits and commits[0].collective_axes == ("x",)
     verdict = check_kernel(kernel, options=Options(Limits(max_states=20_000)))
     assert verdict.verdict == "bounded", verdict.label
@@ -101,7 +90,7 @@ def test_dynamic_scheduling_loop_becomes_a_stated_parameter():
     (param,) = kernel.params.values()
     assert param.default == pallas.DEFAULT_TRIPS
     assert any(param.name in n and "blackwell_matmul_mgpu.py" in n for n in kernel.notes)
-    kinds = [o.kind for o in _ops(kernel.body)]
+    kinds = [o.kind for o in iter_ops(kernel.body)]
     assert "try_cluster_cancel" in kinds and "tcgen05_commit_arrive" in kinds
     # the finding does not depend on how many tiles a block claims; nothing else is wrong
     for tiles in (1, 2):
@@ -113,7 +102,7 @@ def test_dynamic_scheduling_loop_becomes_a_stated_parameter():
 def test_collective_matmul_is_unknown_until_semaphores_are_ignored():
     (kernel,) = _load("collective_matmul")
     assert ("x", 2) in [(a, n.value) for a, n in kernel.grid]     # the shard_map's devices
-    unmodeled = [o.name for o in _ops(kernel.body) if o.kind == "unmodeled"]
+    unmodeled = [o.name for o in iter_ops(kernel.body) if o.kind == "unmodeled"]
     assert unmodeled == ["semaphore_signal", "semaphore_wait"]
     assert check_kernel(kernel).verdict == "unknown"
     assert check_kernel(kernel, options=Options(ignore=frozenset({"BP190"}))).verdict == \
