@@ -1,0 +1,666 @@
+"""TLA+ emitter: one module per compiled System that EXTENDS specs/MBarrier.tla, plus its .cfg.
+
+specs/MBarrier.tla states the step rules of model/semantics.py in TLA+ over the same state
+(variable for variable: pc, phase, pending, tx, expected, seen, inflight, queue), so the module
+emitted here only supplies data: each agent's unrolled program (one instruction per line, with
+the operation's text and source line as a comment), the arrival counts, who waits on what, the
+in-flight slots and tcgen05 queues. TLC then searches exactly the state graph the explorer
+searches with reductions off: the same distinct-state count, by construction.
+
+The .cfg checks deadlock (TLC's default: never pass `-deadlock`, which turns it off); a finished
+kernel stutters (`Done` in MBarrier), so it is not a deadlock. One invariant or property per rule.
+
+>>> from barrierproof.model.dsl import protocol
+>>> @protocol
+... def handoff(k):
+...     k.threads(2)
+...     bar = k.Barrier()
+...     with k.when(k.thread == 0):
+...         k.barrier_arrive(bar)
+...     with k.otherwise():
+...         k.barrier_wait(bar)
+>>> module = emit_module(handoff.build())
+>>> module.name, "EXTENDS MBarrier" in module.tla, "INVARIANT BP102_NoLateJoin" in module.cfg
+('handoff', True, True)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ..model.ir import MAX_TX, Kernel, Loc, ModelError
+from ..model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
+                               EFFECT_COMPLETE_TX, EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05,
+                               JOIN, UNMODELED, WAIT, WAIT_PARITY, System, compile_systems)
+
+LIBRARY = "MBarrier"
+SPECS_DIR = Path(__file__).resolve().parent.parent / "specs"
+
+# One row per opcode of semantics.py: how its instruction is written in TLA+ (the constructors
+# of MBarrier.tla) and the MBarrier action that executes it.
+ACTIONS = {
+    ARRIVE: ("arrive(tgt, amount)", "Arrive"),
+    ARRIVE_DROP: ("arrive_drop(tgt)", "ArriveDrop"),
+    EXPECT_TX: ("expect_tx(tgt, amount)", "ExpectTx"),
+    ARRIVE_TX: ("arrive_expect_tx(tgt, amount)", "ArriveExpectTx"),
+    COMPLETE_TX: ("complete_tx(tgt, amount)", "CompleteTx"),
+    WAIT: ("wait(inst, pos)", "Wait"),
+    WAIT_PARITY: ("wait_parity(inst, amount, pos)", "WaitParity"),
+    ISSUE_ASYNC: ("issue_async(tgt, amount, slots)", "IssueAsync"),
+    ISSUE_TCGEN05: ("issue_tcgen05(set)", "IssueTcgen05"),
+    FORK: ("fork", "Fork"),
+    AWAIT_FORK: ("await_fork(parent, at)", "AwaitFork"),
+    JOIN: ("join(joins)", "Join"),
+    UNMODELED: ("unmodeled", "Unmodeled"),
+}
+
+# Rules checked by TLC, by diagnostic code: (cfg keyword, MBarrier definition). Deadlock (BP100,
+# and its tx flavour BP130) is TLC's own check; every other rule is one invariant or property.
+RULES = {
+    "BP101": ("PROPERTY", "BP101_NoPhaseOverrun"),
+    "BP102": ("INVARIANT", "BP102_NoLateJoin"),
+    "BP103": ("INVARIANT", "BP103_AllCompletionsObserved"),
+    "BP104": ("INVARIANT", "BP104_NoPendingArrivals"),
+    "BP105": ("INVARIANT", "BP105_NoAsyncInFlight"),
+    "BP121": ("INVARIANT", "BP121_InRange"),
+    "BP130": ("INVARIANT", "BP130_TxBalanced"),
+}
+# Deadlock flavours as invariants, for a search that must find one and not the other.
+DEADLOCKS = {"BP100": "BP100_NoDeadlock", "BP130": "BP130_NoTxDeadlock"}
+# Properties that fail exactly on the steps semantics.py reports with that code.
+EXACT = {code: f"Exact_{code}" for code in RULES}
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What one TLC run checks: cfg lines (INVARIANT/PROPERTY), whether TLC's own deadlock
+    check stays on (off means passing `-deadlock`), an optional depth bound (states at most
+    `depth` steps from the initial state), and the codes the user ignores."""
+
+    lines: tuple[str, ...]
+    deadlock: bool = True
+    depth: int | None = None
+    ignored: frozenset = frozenset()
+
+
+def default_checks(ignore: Iterable[str] = ()) -> Checks:
+    """Every rule not ignored, cheapest form: what the emitted .cfg checks."""
+    ignore = frozenset(ignore)
+    lines = tuple(f"{kind} {name}" for code, (kind, name) in RULES.items() if code not in ignore)
+    return deadlock_checks(ignore, lines)
+
+
+def deadlock_checks(ignore: Iterable[str] = (), lines: tuple[str, ...] = (),
+                    depth: int | None = None) -> Checks:
+    """Deadlocks of the flavours not ignored: TLC's own check when both count."""
+    ignore = frozenset(ignore)
+    wanted = [c for c in DEADLOCKS if c not in ignore]
+    if len(wanted) == len(DEADLOCKS):
+        return Checks(lines, True, depth, ignore)
+    return Checks(lines + tuple(f"INVARIANT {DEADLOCKS[c]}" for c in wanted), False, depth,
+                  ignore)
+
+
+def exact_checks(codes: Iterable[str], ignore: Iterable[str] = (),
+                 depth: int | None = None) -> Checks:
+    """Steps that semantics.py reports with one of `codes`; no deadlock check."""
+    return Checks(tuple(f"PROPERTY {EXACT[c]}" for c in codes), False, depth,
+                  frozenset(ignore))
+
+
+VARIABLES = ("pc", "phase", "pending", "tx", "expected", "seen", "inflight", "queue")
+
+
+@dataclass
+class TlaModule:
+    """An emitted module: its name, the .tla and .cfg texts, and the System it states."""
+
+    name: str
+    tla: str
+    cfg: str
+    system: System = field(repr=False)
+    checks: "Checks | None" = field(default=None, repr=False)   # what the .cfg checks
+
+    def write(self, directory: str | os.PathLike, library: bool = True) -> tuple[Path, Path]:
+        """Write NAME.tla and NAME.cfg (and MBarrier.tla, unless `library=False`)."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        tla_path, cfg_path = out / f"{self.name}.tla", out / f"{self.name}.cfg"
+        tla_path.write_text(self.tla)
+        cfg_path.write_text(self.cfg)
+        if library:
+            (out / f"{LIBRARY}.tla").write_text(library_text())
+        return tla_path, cfg_path
+
+
+def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
+    """A root module for a depth-bounded run: the kernel's module plus a state constraint that
+    stops the search `depth` steps from the initial state (TLCGet("level") of the state being
+    expanded). It adds no variable: the states it keeps are the kernel module's."""
+    name = f"{module.name}_Within{depth}"
+    text = (f"---- MODULE {name} ----\n"
+            f"EXTENDS {module.name}, TLC\n"
+            f"WithinDepth == TLCGet(\"level\") <= {depth}\n"
+            "====\n")
+    return name, text
+
+
+def library_text() -> str:
+    """The text of specs/MBarrier.tla."""
+    path = SPECS_DIR / f"{LIBRARY}.tla"
+    if not path.exists():
+        raise ModelError(f"{path} is missing: the TLA+ emitter needs the MBarrier library module",
+                         hint="run barrierproof from a source checkout (pip install -e .)")
+    return path.read_text()
+
+
+def module_name(text: str) -> str:
+    """A TLA+ module name (letters, digits, underscores; starts with a letter)."""
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "Kernel"
+    if not name[0].isalpha():
+        name = "K_" + name
+    return name
+
+
+def _ident(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")
+
+
+def _ascii(text: str) -> str:
+    return text.encode("ascii", "replace").decode("ascii").replace("\n", " ")
+
+
+def _seq(items: Iterable) -> str:
+    items = list(items)
+    return "<<" + ", ".join(str(i) for i in items) + ">>" if items else "<<>>"
+
+
+def _where(loc: Loc | None, root: str | None) -> str:
+    if loc is None or not loc.line:
+        return ""
+    file = loc.file
+    if root is not None and os.path.isabs(file):
+        try:
+            file = os.path.relpath(file, root)
+        except ValueError:
+            pass
+    return f"{file}:{loc.line}"
+
+
+def _instruction(system: System, agent: int, instr) -> str:
+    """One instruction of semantics.py in MBarrier's constructor syntax (TLA+ indices from 1)."""
+    op = instr.op
+    seen_base = system.n_agents + 4 * len(system.instances)
+    if op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
+        tgt = _seq(i + 1 for i in instr.target)
+        if op == ARRIVE:
+            return f"arrive({tgt}, {instr.amount})"
+        if op == ARRIVE_DROP:
+            return f"arrive_drop({tgt})"
+        name = {EXPECT_TX: "expect_tx", ARRIVE_TX: "arrive_expect_tx",
+                COMPLETE_TX: "complete_tx"}[op]
+        return f"{name}({tgt}, {instr.amount})"
+    if op == WAIT:
+        return f"wait({instr.target + 1}, {instr.aux - seen_base + 1})"
+    if op == WAIT_PARITY:
+        return f"wait_parity({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
+    if op == ISSUE_ASYNC:
+        return (f"issue_async({_seq(i + 1 for i in instr.target)}, {instr.amount}, "
+                f"{_seq(k + 1 for k in instr.aux)})")
+    if op == ISSUE_TCGEN05:
+        return f"issue_tcgen05({instr.aux})"
+    if op == FORK:
+        return "fork"
+    if op == AWAIT_FORK:
+        parent, at = instr.aux
+        return f"await_fork({parent + 1}, {at})"
+    if op == JOIN:
+        return "join(" + _seq(f"<<{w + 1}, {end}>>" for w, end in instr.aux) + ")"
+    if op == UNMODELED:
+        return "unmodeled"
+    raise ModelError(f"the TLA+ emitter has no row for opcode {op}",
+                     hint="add it to checker/tla.py ACTIONS and specs/MBarrier.tla")
+
+
+def _table(name: str, rows: list[tuple[str, str]], indent: str = "    ") -> list[str]:
+    """`name == << row, row >>` with one row per line and its comment aligned."""
+    if not rows:
+        return [f"{name} == <<>>"]
+    width = max(len(r) for r, _ in rows) + 1
+    lines = [f"{name} == <<"]
+    for n, (row, comment) in enumerate(rows):
+        sep = "," if n < len(rows) - 1 else " "
+        text = f"{indent}{(row + sep).ljust(width)}"
+        lines.append(f"{text}  \\* {comment}" if comment else text.rstrip())
+    lines.append(">>")
+    return lines
+
+
+def cfg_text(checks: Checks | None = None) -> str:
+    """The .cfg: the MBarrier constants bound to this module's tables, and the rules."""
+    checks = checks or default_checks()
+    ignored = ", ".join(f'"{c}"' for c in sorted(checks.ignored))
+    lines = [
+        "\\* Generated by barrierproof (checker/tla.py).",
+        ("\\* Deadlock checking is on (TLC's default; do not pass -deadlock). A finished kernel"
+         if checks.deadlock else
+         "\\* Run with -deadlock: deadlocks are checked by the invariants below. A finished kernel"),
+        "\\* stutters, so it is not a deadlock.",
+        "SPECIFICATION Spec",
+        "CONSTANTS",
+        "    Prog <- KernelProg",
+        "    ExpectedInit <- KernelExpected",
+        "    SeenOf <- KernelSeenOf",
+        "    Participants <- KernelParticipants",
+        "    Slots <- KernelSlots",
+        "    ArrivalSets <- KernelArrivalSets",
+        "    QueueAgents <- KernelQueueAgents",
+        f"    MaxTx = {MAX_TX}",
+        f"    Ignored = {{{ignored}}}",
+    ]
+    lines += list(checks.lines)
+    if checks.depth is not None:
+        lines.append("CONSTRAINT WithinDepth")
+    return "\n".join(lines) + "\n"
+
+
+def emit_system(system: System, name: str | None = None, source: str | None = None,
+                root: str | None = None, ignore: Iterable[str] = (),
+                command: str | None = None) -> TlaModule:
+    """The module and .cfg of one compiled System."""
+    kernel = system.kernel
+    name = module_name(name or kernel.name)
+    params = ", ".join(f"{k}={v}" for k, v in sorted(system.params.items())) or "none"
+    seen_base = system.n_agents + 4 * len(system.instances)
+    out = [f"{'-' * 20} MODULE {name} {'-' * 20}",
+           f"\\* Generated by barrierproof (checker/tla.py) from {_ascii(source or kernel.name)}.",
+           f"\\* Parameters: {params}."]
+    if system.grid_position:
+        pos = ", ".join(f"{k}={v}" for k, v in sorted(system.grid_position.items()))
+        out.append(f"\\* Cluster at grid position {pos}.")
+    if command:
+        out.append(f"\\* Regenerate with: {command}")
+    out += ["\\* Do not edit: the step rules are in MBarrier.tla; this module only lists the",
+            "\\* kernel's agents, programs and barriers. Variables and their values are those of",
+            "\\* model/semantics.py; agents, instances, seen entries, slots and queues are",
+            "\\* numbered from 1 here (from 0 in semantics.py).",
+            f"EXTENDS {LIBRARY}", ""]
+
+    # Barrier instances.
+    rows = []
+    for i, inst in enumerate(system.instances):
+        alloc = inst.alloc
+        where = _where(alloc.loc, root)
+        rows.append((str(inst.expected),
+                     f"{i + 1}: {_ascii(inst.name)} ({alloc.kind}"
+                     f"{', orders_tensor_core' if alloc.orders_tensor_core else ''})"
+                     f"{'  ' + where if where else ''}"))
+    out.append("\\* Barrier instances: the arrival count of each (index: name).")
+    out += _table("KernelExpected", rows)
+    out.append("")
+
+    # Programs.
+    prog_names = []
+    for a, agent in enumerate(system.agents):
+        ident = f"Prog_{a + 1}_{_ident(agent.name)}"
+        prog_names.append(ident)
+        rows = []
+        for pc, instr in enumerate(system.programs[a]):
+            src = system.sources[instr.src]
+            where = _where(src.loc, root)
+            rows.append((_instruction(system, a, instr),
+                         f"pc {pc}: {_ascii(src.text)}{'  ' + where if where else ''}"))
+        kind = "warp" if agent.warp is not None else "thread"
+        out.append(f"\\* Agent {a + 1}: {_ascii(agent.name)} ({kind}), "
+                   f"{len(rows)} instruction(s).")
+        out += _table(ident, rows)
+        out.append("")
+    out += _table("KernelProg", [(p, "") for p in prog_names])
+    out.append("")
+
+    # Who waits on what.
+    entries = sorted(system.seen_pos.items(), key=lambda kv: kv[1])
+    rows = []
+    for (a, i), pos in entries:
+        last = max(pc for pc, instr in enumerate(system.programs[a])
+                   if instr.op in (WAIT, WAIT_PARITY) and instr.target == i)
+        rows.append((f"<<{a + 1}, {i + 1}, {last}>>",
+                     f"{pos - seen_base + 1}: {_ascii(system.agents[a].name)} waits on "
+                     f"{_ascii(system.instances[i].name)}, last at pc {last}"))
+    out.append("\\* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent "
+               "that waits on an instance.")
+    out += _table("KernelSeenOf", rows)
+    out.append("")
+    rows = [(_seq(pos - seen_base + 1 for _, pos in system.participants[i]),
+             f"{_ascii(inst.name)}") for i, inst in enumerate(system.instances)]
+    out.append("\\* Participants: the seen entries of each instance.")
+    out += _table("KernelParticipants", rows)
+    out.append("")
+
+    # Asynchronous agents.
+    rows = []
+    for k, slot in enumerate(system.slots):
+        if slot.effect == EFFECT_COMPLETE_TX:
+            rows.append((f"complete_tx_slot({slot.inst + 1}, {slot.amount})",
+                         f"{k + 1}: {slot.kind} landing on {_ascii(system.instances[slot.inst].name)}"))
+        else:
+            rows.append((f"arrive_slot({slot.inst + 1})",
+                         f"{k + 1}: {slot.kind} arrival on {_ascii(system.instances[slot.inst].name)}"))
+    out.append("\\* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.")
+    out += _table("KernelSlots", rows)
+    out.append("")
+    rows = [(_seq(i + 1 for i in targets),
+             f"set {s}: " + (", ".join(_ascii(system.instances[i].name) for i in targets)
+                             or "no barrier"))
+            for s, targets in enumerate(system.arrival_sets)]
+    out.append("\\* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).")
+    out += _table("KernelArrivalSets", rows)
+    out.append("")
+    rows = [(str(a + 1), f"queue {q + 1}: tcgen05 ops of {_ascii(system.agents[a].name)}")
+            for q, a in enumerate(system.queue_agents)]
+    out.append("\\* tcgen05 queues: the agent that issues into each.")
+    out += _table("KernelQueueAgents", rows)
+    out.append("")
+    out.append("=" * (len(out[0])))
+    checks = default_checks(ignore)
+    return TlaModule(name, "\n".join(out) + "\n", cfg_text(checks), system, checks)
+
+
+def emit_modules(kernel: Kernel, params: Mapping[str, int] | None = None,
+                 name: str | None = None, **kw) -> list[TlaModule]:
+    """One module per distinct cluster behaviour of the kernel (usually one)."""
+    systems = compile_systems(kernel, params)
+    base = name or kernel.name
+    if len(systems) == 1:
+        return [emit_system(systems[0], base, **kw)]
+    out = []
+    for system in systems:
+        suffix = "_".join(f"{k}{v}" for k, v in sorted(system.grid_position.items()))
+        out.append(emit_system(system, f"{base}_{suffix}", **kw))
+    return out
+
+
+def emit_module(system_or_kernel: System | Kernel, params: Mapping[str, int] | None = None,
+                name: str | None = None, **kw) -> TlaModule:
+    """The module of a System, or of a kernel with one cluster behaviour (`emit_modules` for
+    kernels whose clusters behave differently across the grid)."""
+    if isinstance(system_or_kernel, System):
+        if params:
+            raise ValueError("params are fixed when the System is compiled")
+        return emit_system(system_or_kernel, name, **kw)
+    modules = emit_modules(system_or_kernel, params, name, **kw)
+    if len(modules) != 1:
+        raise ModelError(f"{system_or_kernel.name} has {len(modules)} distinct cluster behaviours",
+                         hint="use emit_modules() for one module per behaviour")
+    return modules[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading TLC's states back
+# ----------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\s*(<<|>>|,|-?\d+|TRUE|FALSE|\"[^\"]*\")")
+
+
+def parse_value(text: str):
+    """A TLC value made of integers, booleans, strings and tuples (what MBarrier's variables
+    hold).
+
+    >>> parse_value("<<1, <<>>, <<2, -1>>>>")
+    (1, (), (2, -1))
+    """
+    tokens = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            if text[pos:].strip():
+                raise ValueError(f"cannot read TLC value at {text[pos:pos + 30]!r}")
+            break
+        tokens.append(m.group(1))
+        pos = m.end()
+    at = 0
+
+    def value():
+        nonlocal at
+        tok = tokens[at]
+        at += 1
+        if tok == "<<":
+            items = []
+            if tokens[at] == ">>":
+                at += 1
+                return ()
+            while True:
+                items.append(value())
+                tok = tokens[at]
+                at += 1
+                if tok == ">>":
+                    return tuple(items)
+                if tok != ",":
+                    raise ValueError(f"unexpected {tok!r} in a TLC tuple")
+        if tok in ("TRUE", "FALSE"):
+            return tok == "TRUE"
+        if tok.startswith('"'):
+            return tok[1:-1]
+        if tok in (">>", ","):
+            raise ValueError(f"unexpected {tok!r} in a TLC value")
+        return int(tok)
+
+    try:
+        result = value()
+    except IndexError:
+        raise ValueError(f"truncated TLC value {text!r}") from None
+    if at != len(tokens):
+        raise ValueError(f"trailing text after a TLC value: {text!r}")
+    return result
+
+
+def decode_state(system: System, variables: Mapping[str, object]) -> tuple:
+    """A TLC state (variable name -> parsed value) as semantics.py's flat state tuple."""
+    missing = [v for v in VARIABLES if v not in variables]
+    if missing:
+        raise ValueError(f"TLC state lacks {', '.join(missing)}")
+    state: list = list(variables["pc"])
+    for i in range(len(system.instances)):
+        state += [variables["phase"][i], variables["pending"][i], variables["tx"][i],
+                  variables["expected"][i]]
+    state += list(variables["seen"])
+    state += list(variables["inflight"])
+    state += [tuple(q) for q in variables["queue"]]
+    if len(state) != system.width:
+        raise ValueError(f"TLC state has {len(state)} fields, the System {system.width}")
+    return tuple(state)
+
+
+def encode_state(system: System, state: tuple) -> dict[str, tuple]:
+    """semantics.py's flat state as MBarrier's variables (the inverse of `decode_state`)."""
+    A, n = system.n_agents, len(system.instances)
+    bars = [system.barrier(state, i) for i in range(n)]
+    return {
+        "pc": tuple(state[:A]),
+        "phase": tuple(b[0] for b in bars),
+        "pending": tuple(b[1] for b in bars),
+        "tx": tuple(b[2] for b in bars),
+        "expected": tuple(b[3] for b in bars),
+        "seen": tuple(state[A + 4 * n:system.slot_base]),
+        "inflight": tuple(state[system.slot_base:system.queue_base]),
+        "queue": tuple(tuple(q) for q in state[system.queue_base:system.width]),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Emitting many protocols: `barrierproof tla PATH[::NAME] -o DIR` and specs/generated/
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Emitted:
+    """The outcome of emitting one target: its modules, or why none was written."""
+
+    ref: str
+    expect: str | None
+    modules: list[TlaModule] = field(default_factory=list)
+    skipped: str | None = None
+
+
+def _relative(path: str, root: str | None) -> str:
+    if root is None:
+        return path
+    try:
+        rel = os.path.relpath(os.path.abspath(path), root)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _module_stem(path: str) -> str:
+    """examples/pallas/ring.py -> pallas_ring: the file's path without a leading examples/,
+    so files of the same name in different folders give different modules."""
+    parts = list(Path(path).with_suffix("").parts)
+    if os.path.isabs(path):
+        parts = parts[-1:]
+    if len(parts) > 1 and parts[0] == "examples":
+        parts = parts[1:]
+    return "_".join(parts)
+
+
+def emit_targets(targets, params: Mapping[str, int] | None = None, root: str | None = None,
+                 output: str = "DIR") -> list[Emitted]:
+    """Modules for loader targets. A module is named FILE_PROTOCOL; a kernel with static
+    findings (BP110, BP111, BP112, BP120, BP121) is skipped: its unrollable part alone would be
+    a misleading spec, and no engine explores it."""
+    from ..model.semantics import static_findings
+    root = os.path.abspath(root or os.getcwd())
+    params = dict(params or {})
+    out = []
+    for target in targets:
+        path = _relative(target.path, root)
+        attr = target.ref.partition("::")[2]
+        ref = f"{path}::{attr}" if attr else path
+        item = Emitted(ref, target.expect)
+        out.append(item)
+        try:
+            build_all = getattr(target, "build_all", None)
+            kernels = build_all() if build_all is not None else [target.build()]
+        except ModelError as err:
+            item.skipped = f"input error: {err}"
+            continue
+        base = module_name(_module_stem(path) + "_" + (attr or target.name))
+        reasons = []
+        for n, kernel in enumerate(kernels):
+            try:
+                kp = {k: v for k, v in params.items() if k in kernel.params}
+                findings = static_findings(kernel)
+                systems = compile_systems(kernel, kp)
+            except ModelError as err:
+                reasons.append(f"input error: {err}")
+                continue
+            for system in systems:
+                findings += system.findings
+            blocking = sorted({f.code for f in findings if f.code != "BP190"})
+            if blocking:
+                reasons.append(f"{', '.join(blocking)} found statically, nothing to model-check")
+                continue
+            kbase = base if len(kernels) == 1 else f"{base}_k{n}"
+            extra = "".join(f" --param {k}={v}" for k, v in sorted(kp.items()))
+            command = f"barrierproof tla {ref}{extra} -o {output}"
+            for system in systems:
+                name = kbase
+                if len(systems) > 1:
+                    name += "_" + "_".join(f"{k}{v}"
+                                           for k, v in sorted(system.grid_position.items()))
+                item.modules.append(emit_system(system, name, source=ref, root=root,
+                                                command=command))
+        if reasons:
+            item.skipped = "; ".join(dict.fromkeys(reasons))
+    return out
+
+
+def index_text(emitted: list[Emitted]) -> str:
+    """README.md of an output directory: which module states which protocol."""
+    lines = ["# Generated TLA+ specs", "",
+             "Written by `barrierproof tla` (checker/tla.py); each module EXTENDS MBarrier.tla",
+             "(a copy of specs/MBarrier.tla) and only lists a kernel's programs and barriers.",
+             "Check one with TLC (deadlock checking on; never pass `-deadlock`):", "",
+             "    java -cp tla2tools.jar tlc2.TLC -workers 1 MODULE", "",
+             "| module | protocol | parameters | expected verdict |",
+             "| --- | --- | --- | --- |"]
+    for item in emitted:
+        for m in item.modules:
+            params = ", ".join(f"{k}={v}" for k, v in sorted(m.system.params.items())) or "-"
+            lines.append(f"| {m.name} | {item.ref} | {params} | {item.expect or '-'} |")
+    skipped = [i for i in emitted if i.skipped]
+    if skipped:
+        lines += ["", "Not emitted:", ""]
+        lines += [f"- {i.ref} ({i.expect or 'no expectation'}): {i.skipped}" for i in skipped]
+    return "\n".join(lines) + "\n"
+
+
+def write_emitted(emitted: list[Emitted], directory: str | os.PathLike,
+                  index: bool = True) -> list[Path]:
+    """Write every module, MBarrier.tla and (optionally) README.md into `directory`."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for item in emitted:
+        for m in item.modules:
+            written += m.write(out, library=False)
+    (out / f"{LIBRARY}.tla").write_text(library_text())
+    written.append(out / f"{LIBRARY}.tla")
+    if index:
+        (out / "README.md").write_text(index_text(emitted))
+        written.append(out / "README.md")
+    return written
+
+
+def generated_specs(root: str | os.PathLike) -> dict[str, str]:
+    """What specs/generated/ must hold for the repository at `root`: file name -> text.
+    `barrierproof tla examples -o specs/generated` (run at the root) writes exactly this."""
+    from ..loader import resolve
+    root = os.path.abspath(root)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        emitted = emit_targets(resolve("examples"), root=root, output="specs/generated")
+    finally:
+        os.chdir(cwd)
+    files = {}
+    for item in emitted:
+        for m in item.modules:
+            files[f"{m.name}.tla"] = m.tla
+            files[f"{m.name}.cfg"] = m.cfg
+    files[f"{LIBRARY}.tla"] = library_text()
+    files["README.md"] = index_text(emitted)
+    return files
+
+
+def cli_main(args) -> int:
+    """`barrierproof tla PATH[::NAME] [--param N=V] -o DIR`."""
+    import sys
+    from ..cli import parse_params
+    from ..loader import resolve
+    try:
+        params = parse_params(args.param)
+        targets = []
+        for spec in args.paths:
+            targets += resolve(spec)
+    except ModelError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
+    if not targets:
+        print(f"error: no protocols found in {' '.join(args.paths)}", file=sys.stderr)
+        return 3
+    emitted = emit_targets(targets, params, output=args.output)
+    write_emitted(emitted, args.output)
+    status = 0
+    for item in emitted:
+        if item.skipped:
+            print(f"{item.ref}: not emitted: {item.skipped}")
+            if item.skipped.startswith("input error"):
+                status = 3
+        for m in item.modules:
+            print(f"{item.ref}: wrote {os.path.join(args.output, m.name)}.tla and .cfg")
+    return status

