@@ -52,9 +52,8 @@ def cluster(k, blocks=2, consumers=1, steps=2):
 
 # (protocol, parameters) in growing size. Parameters are plain ints: the explorer unrolls them.
 PIPELINE = [(pipeline, dict(stages=s, consumers=c, steps=n))
-            for s, c, n in [(2, 1, 4), (2, 2, 4), (2, 2, 8), (3, 2, 8), (2, 3, 8), (3, 3, 8),
-                            (2, 4, 6), (3, 3, 12)]]
+            for s, c, n in [(2, 1, 4), (2, 2, 4), (2, 2, 8), (3, 2, 8), (2, 3, 8), (2, 4, 6),
+                            (3, 3, 8), (3, 3, 12), (3, 4, 8), (2, 6, 4)]]
 CLUSTER = [(cluster, dict(blocks=b, consumers=c, steps=n))
-           for b, c, n in [(2, 1, 4), (2, 2, 4), (3, 1, 4), (3, 2, 4), (4, 1, 4), (4, 2, 3),
-                           (4, 2, 5)]]
+           for b, c, n in [(2, 1, 4), (2, 2, 2), (2, 1, 8), (3, 1, 2), (2, 2, 4)]]
 FAMILY = PIPELINE + CLUSTER

@@ -101,6 +101,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     workers = (1, 2)
     members = FAMILY if not args.quick else PIPELINE[:4] + CLUSTER[:2]
+    load_start = os.getloadavg()[0]
     rows = []
     for protocol, params in members:
         row = measure(protocol, params, workers)
@@ -122,7 +123,11 @@ def main(argv=None) -> int:
            "verdict (TLC: emit + JVM start + parse + check; `own` is TLC's \"Finished in\", "
            "whole seconds above 1 s); rates are distinct states per wall-clock second; "
            "`TLC / explorer time` compares TLC with the explorer as it runs by default "
-           "(reductions on).", ""]
+           "(reductions on).", "",
+           f"Machine load (1-minute load average) at the start: {load_start:.1f}, at the end: "
+           f"{os.getloadavg()[0]:.1f}; other jobs shared the CPUs, so absolute times are "
+           "inflated, most of all TLC's (several JVM threads). See bench/README.md for what the "
+           "figures say.", ""]
     out += table(rows, workers)
     out.append("")
     open(args.output, "w").write("\n".join(out) + "\n")
