@@ -387,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="check protocols and kernels exhaustively")
     _add_check_flags(p)
     p.add_argument("--engine", choices=sorted(ENGINES), default="explore")
+    p.add_argument("--workers", type=int, default=1, help="TLC worker threads (--engine tlc)")
     p.set_defaults(run=cmd_check)
 
     p = sub.add_parser("prove", help="prove protocols for every value of their parameters (Z3)")

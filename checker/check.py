@@ -146,7 +146,7 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
         transitions += result.transitions
         depth = max(depth, result.depth)
         if result.status == "violation":
-            run = replay(system, result.actions)
+            run = replay(system, result.actions, ignored)
             if run.violation is None or (result.code and run.violation.code != result.code):
                 raise ReplayError(f"{kernel.name}: the {engine} counterexample "
                                   f"({result.code or 'violation'}) replays to {run.outcome}")

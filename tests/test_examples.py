@@ -53,3 +53,17 @@ def test_counterexamples_are_equally_short_with_and_without_reduction(target):
         return
     assert len(reduced.trace.steps) == len(full.trace.steps)
     assert reduced.states <= full.states
+
+
+@pytest.mark.parametrize("target", [t for t in TARGETS if t.expect.startswith("violation")],
+                         ids=lambda t: t.name)
+def test_ignoring_the_first_violation_goes_on_to_the_next_finding(target):
+    """An ignored code is passed over by the search and by the replay of the next trace."""
+    kernel = target.build()
+    code = target.expect.split(":")[1]
+    verdict = check_kernel(kernel, options=Options(ignore=frozenset({code})))
+    assert code not in verdict.codes
+    if verdict.trace is not None:
+        run = replay(System(kernel, verdict.trace.params, verdict.trace.grid_position),
+                     verdict.trace.actions, frozenset({code}))
+        assert run.violation.code == verdict.codes[0]
