@@ -1,0 +1,863 @@
+"""The transition system of one barrier class, with Z3 terms over symbolic parameters.
+
+This module knows nothing about the IR: `symbolic_fragment` builds a `CounterSystem` (roles of
+identical threads, each running a small "class program" over the barrier instances of one class,
+with symbolic loop bounds) and this module turns it into an initial condition, a list of guarded
+transitions and a list of error conditions over integer state variables, all in linear integer
+arithmetic (`symbolic_invariants` proves them with Z3).
+
+State variables:
+
+    frozen...                      parameters, threshold counts U(x), the representative index:
+                                   never change, constrained by the initial condition
+    (phase, pending, tx, expected) of every barrier instance of the class (model/semantics.py)
+    in_flight[slot]                asynchronous deliveries issued and not yet landed
+    a role of ONE thread           pos (its position in the class program), k[j] (its loop
+                                   coordinate in loop segment j), obs[b] (what it observed of b)
+    a role of N threads            kref[j] (least loop coordinate of its threads in loop
+    (counter abstraction)          segment j), n[L] (how many threads are in local state L: a
+                                   position with loop offset d = k - kref[j] and an observation
+                                   for every instance the role waits on)
+
+An observation is `U` (never waited: seen = -1), `J0` (seen = phase) or `J1` (seen = phase - 1).
+A thread that falls two completions behind breaks BP101 at that completion, so three values are
+exact. Offsets of a counter role are kept at most B; a thread that would run more than B
+iterations ahead of the slowest thread of its role is an "offset overflow" error: the abstraction
+is too coarse and the proof fails (the verdict is then `unknown`, never `proved`).
+
+Error conditions (any reachable one fails the proof):
+    rule         a transition that breaks BP101 / BP121 (as `_arrive`, `_tx`, `_maybe_complete`)
+    late-join    BP102 on a state
+    exit         every role finished its class program: BP103, BP104, BP105, BP130
+    progress     a thread blocked at a wait while every event that precedes the wait in the
+                 static order tau has happened and nothing is in flight (symbolic.py explains
+                 why this rules out deadlocks)
+    overflow     the offset bound of a counter role is exceeded
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import z3
+
+from ..model.ir import MAX_TX
+
+# Placeholder for the loop coordinate in guards, amounts and parities of loop bodies.
+K = z3.Int("k!")
+
+# Operation kinds of a class program.
+ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, WAIT, WAIT_PARITY, ISSUE = (
+    "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
+    "wait_parity", "issue")
+WAITS = (WAIT, WAIT_PARITY)
+
+# What a thread has observed of an instance it waits on.
+UNJOINED, J0, J1 = 0, 1, 2
+TRUE, FALSE = z3.BoolVal(True), z3.BoolVal(False)
+
+
+@dataclass
+class AsyncSlot:
+    """Deliveries to one instance: `complete_tx(amount)` (effect "tx") or `arrive(1)`."""
+
+    effect: str
+    inst: int
+    amount: z3.ArithRef
+    kind: str
+
+
+@dataclass
+class COp:
+    kind: str
+    targets: tuple[int, ...]              # instances (one for waits)
+    amount: z3.ArithRef = None            # count or bytes, may mention K
+    parity: z3.ArithRef | None = None     # wait_parity, may mention K
+    slots: tuple[int, ...] = ()           # ISSUE: in-flight slots incremented
+    guard: z3.BoolRef = None              # may mention K
+    rank: int = 0                         # position in the tau order of its group
+    text: str = ""
+    primary: int | None = None            # the instance the IR operation addresses
+
+    def __post_init__(self):
+        if self.amount is None:
+            self.amount = z3.IntVal(0)
+        if self.guard is None:
+            self.guard = TRUE
+
+
+@dataclass
+class CSegment:
+    loop: bool
+    body: list[COp]
+    group: int
+    guard: z3.BoolRef = None              # over frozen only
+    lo: z3.ArithRef = None                # loops: k runs over [lo, hi)
+    hi: z3.ArithRef = None
+    text: str = ""
+    keyed: bool | None = None             # tau compares loop coordinates (default: loop)
+
+    def __post_init__(self):
+        if self.keyed is None:
+            self.keyed = self.loop
+        if self.guard is None:
+            self.guard = TRUE
+        if self.lo is None:
+            self.lo = z3.IntVal(0)
+        if self.hi is None:
+            self.hi = z3.IntVal(1)
+
+
+@dataclass
+class CRole:
+    name: str
+    size: z3.ArithRef
+    segments: list[CSegment]
+    single: bool = False                  # provably one thread: explicit encoding
+
+
+@dataclass
+class CInst:
+    name: str
+    expected: z3.ArithRef
+
+
+@dataclass
+class CounterSystem:
+    name: str
+    frozen: list[z3.ArithRef]
+    constraints: list[z3.BoolRef]
+    instances: list[CInst]
+    slots: list[AsyncSlot]
+    roles: list[CRole]
+    offset_bound: int = 2
+    progress: bool = True                 # add the tau-progress error conditions
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Pos:
+    """('head', j): before segment j (j == number of segments: done); ('at', j, pc) at the
+    operation pc of segment j; d is the loop offset (counter roles only)."""
+
+    where: str
+    seg: int
+    pc: int = 0
+    d: int = 0
+
+
+def _subst(term, frozen_src: Sequence, frozen_dst: Sequence, k=None):
+    pairs = [(a, b) for a, b in zip(frozen_src, frozen_dst) if not a.eq(b)]
+    if k is not None:
+        pairs.append((K, k))
+    return z3.substitute(term, *pairs) if pairs else term
+
+
+# ----------------------------------------------------------------------------------------------
+# Roles
+# ----------------------------------------------------------------------------------------------
+
+class RoleCode:
+    """Static facts about one role's class program."""
+
+    def __init__(self, role: CRole, index: int):
+        self.role = role
+        self.index = index
+        self.waited = sorted({op.targets[0] for seg in role.segments for op in seg.body
+                              if op.kind in WAITS})
+        self.nseg = len(role.segments)
+        self.loop_segments = [j for j, s in enumerate(role.segments) if s.loop]
+        self.done = Pos("head", self.nseg)
+
+    def op(self, pos: Pos) -> COp | None:
+        return self.role.segments[pos.seg].body[pos.pc] if pos.where == "at" else None
+
+    def before(self, pos: Pos, j: int) -> bool:
+        """Is a thread at `pos` still before segment j?"""
+        return pos.seg <= j if pos.where == "head" else pos.seg < j
+
+    def positions(self, offsets: int = 0) -> list[Pos]:
+        out = [Pos("head", j) for j in range(self.nseg + 1)]
+        for j, seg in enumerate(self.role.segments):
+            for d in range(offsets + 1 if seg.loop else 1):
+                out += [Pos("at", j, pc, d) for pc in range(len(seg.body))]
+        return out
+
+    def next_of(self, pos: Pos) -> list[tuple[str, Pos]]:
+        """Successor positions after executing or skipping the operation at pos:
+        ("same", p) within the iteration, ("iter", p) next iteration, ("leave", head)."""
+        seg = self.role.segments[pos.seg]
+        if pos.pc + 1 < len(seg.body):
+            return [("same", Pos("at", pos.seg, pos.pc + 1, pos.d))]
+        leave = Pos("head", pos.seg + 1)
+        if not seg.loop:
+            return [("leave", leave)]
+        return [("iter", Pos("at", pos.seg, 0, pos.d + 1)), ("leave", leave)]
+
+
+class Layout:
+    """Names and order of the state variables."""
+
+    def __init__(self, system: CounterSystem):
+        self.system = system
+        self.codes = [RoleCode(role, r) for r, role in enumerate(system.roles)]
+        names = [str(v) for v in system.frozen]
+        for inst in system.instances:
+            names += [f"ph[{inst.name}]", f"pend[{inst.name}]", f"tx[{inst.name}]",
+                      f"exp[{inst.name}]"]
+        for q, slot in enumerate(system.slots):
+            names.append(f"fly[{slot.kind}->{system.instances[slot.inst].name}#{q}]")
+        self.role_vars: list[dict] = []
+        self.counter_locals: list[list[tuple[Pos, tuple[int, ...]]]] = []
+        for code in self.codes:
+            rname = code.role.name
+            entry: dict = {"k": {}, "start": len(names)}
+            for j in code.loop_segments:
+                names.append(f"k[{rname},{j}]")
+            if code.role.single:
+                self.counter_locals.append([])
+                names.append(f"pos[{rname}]")
+                names += [f"obs[{rname},{system.instances[b].name}]" for b in code.waited]
+                self.positions = None
+            else:
+                locs = [(p, sigma) for sigma in
+                        itertools.product((UNJOINED, J0, J1), repeat=len(code.waited))
+                        for p in code.positions(system.offset_bound)]
+                self.counter_locals.append(locs)
+                names += [f"n[{rname},{_pos_name(p)}{_sig_name(s)}]" for p, s in locs]
+            self.role_vars.append(entry)
+        self.names = names
+        self.single_positions = [code.positions(0) if code.role.single else []
+                                 for code in self.codes]
+        self.single_index = [{p: i for i, p in enumerate(ps)} for ps in self.single_positions]
+        self.counter_index = [{loc: i for i, loc in enumerate(locs)}
+                              for locs in self.counter_locals]
+
+    def describe_pos(self, r: int, value: int) -> str:
+        return _pos_name(self.single_positions[r][value])
+
+
+def _pos_name(p: Pos) -> str:
+    return f"h{p.seg}" if p.where == "head" else f"s{p.seg}p{p.pc}" + (f"d{p.d}" if p.d else "")
+
+
+def _sig_name(sigma: tuple[int, ...]) -> str:
+    return ("/" + "".join("UAB"[s] for s in sigma)) if sigma else ""
+
+
+class SymState:
+    """The state as Z3 terms; transitions build new SymStates functionally."""
+
+    def __init__(self, layout: Layout, values: Sequence[z3.ArithRef]):
+        self.layout = layout
+        sysm = layout.system
+        it = iter(values)
+        self.frozen = [next(it) for _ in sysm.frozen]
+        self.ph, self.pend, self.tx, self.exp = [], [], [], []
+        for _ in sysm.instances:
+            self.ph.append(next(it))
+            self.pend.append(next(it))
+            self.tx.append(next(it))
+            self.exp.append(next(it))
+        self.fly = [next(it) for _ in sysm.slots]
+        self.k: list[dict[int, z3.ArithRef]] = []
+        self.pos: list[z3.ArithRef | None] = []
+        self.obs: list[dict[int, z3.ArithRef]] = []
+        self.n: list[list[z3.ArithRef]] = []
+        for r, code in enumerate(layout.codes):
+            self.k.append({j: next(it) for j in code.loop_segments})
+            if code.role.single:
+                self.pos.append(next(it))
+                self.obs.append({b: next(it) for b in code.waited})
+                self.n.append([])
+            else:
+                self.pos.append(None)
+                self.obs.append({})
+                self.n.append([next(it) for _ in layout.counter_locals[r]])
+
+    def vector(self) -> list[z3.ArithRef]:
+        out = list(self.frozen)
+        for i in range(len(self.ph)):
+            out += [self.ph[i], self.pend[i], self.tx[i], self.exp[i]]
+        out += self.fly
+        for r, code in enumerate(self.layout.codes):
+            out += [self.k[r][j] for j in code.loop_segments]
+            if code.role.single:
+                out.append(self.pos[r])
+                out += [self.obs[r][b] for b in code.waited]
+            else:
+                out += self.n[r]
+        return out
+
+    def copy(self) -> "SymState":
+        new = SymState.__new__(SymState)
+        new.layout = self.layout
+        new.frozen = list(self.frozen)
+        new.ph, new.pend, new.tx, new.exp = (list(self.ph), list(self.pend), list(self.tx),
+                                             list(self.exp))
+        new.fly = list(self.fly)
+        new.k = [dict(k) for k in self.k]
+        new.pos = list(self.pos)
+        new.obs = [dict(o) for o in self.obs]
+        new.n = [list(c) for c in self.n]
+        return new
+
+
+# ----------------------------------------------------------------------------------------------
+# The encoding
+# ----------------------------------------------------------------------------------------------
+
+Branch = tuple  # (conditions: list, state: SymState, violations: list)
+
+
+class Encoder:
+    def __init__(self, system: CounterSystem):
+        self.system = system
+        self.layout = Layout(system)
+        self.codes = self.layout.codes
+        self.vars = [z3.Int(f"x{i}!{name}") for i, name in enumerate(self.layout.names)]
+        self.built = False
+
+    # -- views of the threads of a state ---------------------------------------------------------
+
+    def term(self, st: SymState, t, k=None):
+        return _subst(t, self.system.frozen, st.frozen, k)
+
+    def threads(self, st: SymState, r: int) -> Iterator[tuple[Pos, dict, z3.ArithRef, z3.ArithRef]]:
+        """(position, observation per waited instance, loop coordinate, how many threads are
+        there as a term) for every place a thread of role r can be."""
+        code = self.codes[r]
+        if code.role.single:
+            for value, p in enumerate(self.layout.single_positions[r]):
+                k = st.k[r][p.seg] if p.where == "at" and p.seg in st.k[r] else z3.IntVal(0)
+                yield p, st.obs[r], k, z3.If(st.pos[r] == value, 1, 0)
+        else:
+            for i, (p, sigma) in enumerate(self.layout.counter_locals[r]):
+                k = st.k[r][p.seg] + p.d if p.where == "at" and p.seg in st.k[r] \
+                    else z3.IntVal(0)
+                obs = {b: z3.IntVal(s) for b, s in zip(code.waited, sigma)}
+                yield p, obs, k, st.n[r][i]
+
+    def guard(self, st: SymState, r: int, p: Pos, k):
+        op = self.codes[r].op(p)
+        return self.term(st, op.guard, k)
+
+    def count(self, st: SymState, select) -> z3.ArithRef:
+        """Number of threads for which select(r, pos, obs, k) holds (None: never)."""
+        total = []
+        for r in range(len(self.codes)):
+            for p, obs, k, c in self.threads(st, r):
+                cond = select(r, p, obs, k)
+                if cond is None or z3.is_false(cond):
+                    continue
+                total.append(c if z3.is_true(cond) else z3.If(cond, c, 0))
+        return z3.Sum(total) if total else z3.IntVal(0)
+
+    def observing(self, st: SymState, inst: int, value: int):
+        def select(r, p, obs, k):
+            return None if inst not in obs else (obs[inst] == value)
+        # Single roles: count once, not per position.
+        total = []
+        for r, code in enumerate(self.codes):
+            if inst not in code.waited:
+                continue
+            if code.role.single:
+                total.append(z3.If(st.obs[r][inst] == value, 1, 0))
+            else:
+                for p, obs, k, c in self.threads(st, r):
+                    if z3.is_true(z3.simplify(obs[inst] == value)):
+                        total.append(c)
+        del select
+        return z3.Sum(total) if total else z3.IntVal(0)
+
+    def waiting(self, st: SymState, inst: int, value: int | None, kinds=WAITS):
+        """Threads at a wait on `inst` whose guard holds (optionally with an observation)."""
+        def select(r, p, obs, k):
+            op = self.codes[r].op(p)
+            if op is None or op.kind not in kinds or op.targets[0] != inst:
+                return None
+            cond = self.guard(st, r, p, k)
+            if value is not None:
+                cond = z3.And(cond, obs[inst] == value)
+            return z3.simplify(cond)
+        return self.count(st, select)
+
+    # -- barrier micro-steps (model/semantics.py: _arrive, _tx, _maybe_complete) --------------
+    # A micro-step maps a branch (conditions, state, violations) to the branches it splits
+    # into: every transition then has a head without if-then-else over barrier fields.
+
+    def maybe_complete(self, br: Branch, inst: int, actor) -> list[Branch]:
+        conds, st, viols = br
+        cond = z3.And(st.pend[inst] == 0, st.tx[inst] == 0)
+        behind = [self.observing(st, inst, J1) > 0,
+                  z3.And(st.ph[inst] >= 1, self.waiting(st, inst, UNJOINED) > 0)]
+        if actor is not None:
+            # The actor's pc already moved; its next class event may be a wait on `inst` after
+            # operations skipped by their guards: count it as waiting when it never joined.
+            r, obs = actor
+            if inst in obs:
+                behind.append(z3.And(st.ph[inst] >= 1, obs[inst] == UNJOINED))
+        new = st.copy()
+        new.ph[inst] = st.ph[inst] + 1
+        new.pend[inst] = st.exp[inst]
+        for r, code in enumerate(self.codes):
+            if inst not in code.waited:
+                continue
+            if code.role.single:
+                o = st.obs[r][inst]
+                new.obs[r][inst] = z3.If(o == J0, J1, o)
+            else:
+                locs = self.layout.counter_locals[r]
+                index = self.layout.counter_index[r]
+                b = code.waited.index(inst)
+                for i, (p, sigma) in enumerate(locs):
+                    if sigma[b] == J0:
+                        new.n[r][i] = z3.IntVal(0)
+                    elif sigma[b] == J1:
+                        j0 = index[(p, sigma[:b] + (J0,) + sigma[b + 1:])]
+                        new.n[r][i] = st.n[r][i] + st.n[r][j0]
+        return [(conds + [cond], new, viols + [z3.Or(behind)]),
+                (conds + [z3.Not(cond)], st, viols)]
+
+    def arrive(self, br: Branch, inst: int, count, actor) -> list[Branch]:
+        conds, st, viols = br
+        new = st.copy()
+        new.pend[inst] = st.pend[inst] - count
+        return self.maybe_complete((conds, new, viols + [new.pend[inst] < 0]), inst, actor)
+
+    def add_tx(self, br: Branch, inst: int, delta, actor) -> list[Branch]:
+        conds, st, viols = br
+        new = st.copy()
+        new.tx[inst] = st.tx[inst] + delta
+        bad = z3.Or(new.tx[inst] > MAX_TX, new.tx[inst] < -MAX_TX)
+        return self.maybe_complete((conds, new, viols + [bad]), inst, actor)
+
+    def effects(self, st: SymState, actor, op: COp, k) -> list[Branch]:
+        """Barrier effects of an executed operation (the thread already moved)."""
+        amount = self.term(st, op.amount, k)
+        branches: list[Branch] = [([], st, [])]
+
+        def each(fn):
+            nonlocal branches
+            out = []
+            for br in branches:
+                out += fn(br)
+            branches = out
+
+        for inst in op.targets:
+            if op.kind == ARRIVE:
+                each(lambda br, i=inst: self.arrive(br, i, amount, actor))
+            elif op.kind == ARRIVE_DROP:
+                def drop(br, i=inst):
+                    conds, s, viols = br
+                    new = s.copy()
+                    new.exp[i] = s.exp[i] - 1
+                    return self.arrive((conds, new, viols + [new.exp[i] < 0]), i, 1, actor)
+                each(drop)
+            elif op.kind in (EXPECT_TX, ARRIVE_TX, ISSUE):
+                each(lambda br, i=inst: self.add_tx(br, i, amount, actor))
+                if op.kind in (ARRIVE_TX, ISSUE):
+                    each(lambda br, i=inst: self.arrive(br, i, 1, actor))
+            elif op.kind == COMPLETE_TX:
+                each(lambda br, i=inst: self.add_tx(br, i, -amount, actor))
+            elif op.kind not in WAITS:
+                raise ValueError(op.kind)
+        if op.kind == ISSUE and op.slots:
+            def fly(br):
+                conds, s, viols = br
+                new = s.copy()
+                for q in op.slots:
+                    new.fly[q] = s.fly[q] + 1
+                return [(conds, new, viols)]
+            each(fly)
+        return branches
+
+    def landing(self, st: SymState, q: int) -> list[Branch]:
+        slot = self.system.slots[q]
+        new = st.copy()
+        new.fly[q] = st.fly[q] - 1
+        br = ([st.fly[q] >= 1], new, [])
+        if slot.effect == "tx":
+            return self.add_tx(br, slot.inst, -self.term(st, slot.amount), None)
+        return self.arrive(br, slot.inst, 1, None)
+
+    def enabled(self, st: SymState, op: COp, obs: dict, k):
+        inst = op.targets[0] if op.targets else None
+        if op.kind == WAIT:
+            o = obs[inst]
+            return z3.Or(o == J1, z3.And(o == UNJOINED, st.ph[inst] % 2 == 1))
+        if op.kind == WAIT_PARITY:
+            return st.ph[inst] % 2 != self.term(st, op.parity, k) % 2
+        return TRUE
+
+    # -- moves of a single thread ---------------------------------------------------------------
+
+    def single_transitions(self, st: SymState, r: int):
+        code = self.codes[r]
+        index = self.layout.single_index[r]
+        for value, p in enumerate(self.layout.single_positions[r]):
+            here = st.pos[r] == value
+            if p.where == "head":
+                if p.seg == code.nseg:
+                    continue
+                seg = code.role.segments[p.seg]
+                guard = self.term(st, seg.guard)
+                lo, hi = self.term(st, seg.lo), self.term(st, seg.hi)
+                enter = z3.And(guard, lo < hi) if seg.loop else guard
+                new = st.copy()
+                new.pos[r] = z3.IntVal(index[Pos("at", p.seg, 0)])
+                if seg.loop:
+                    new.k[r][p.seg] = lo
+                yield (f"{code.role.name} enters {seg.text}", [here, enter], new, FALSE)
+                new = st.copy()
+                new.pos[r] = z3.IntVal(index[Pos("head", p.seg + 1)])
+                yield (f"{code.role.name} skips {seg.text}", [here, z3.Not(enter)], new, FALSE)
+                continue
+            op = code.op(p)
+            seg = code.role.segments[p.seg]
+            k = st.k[r][p.seg] if seg.loop else z3.IntVal(0)
+            guard = self.term(st, op.guard, k)
+            for how, q in code.next_of(p):
+                cond = TRUE
+                if how == "iter":
+                    cond = k + 1 < self.term(st, seg.hi)
+                    q = Pos("at", q.seg, q.pc)
+                elif how == "leave" and seg.loop:
+                    cond = k + 1 >= self.term(st, seg.hi)
+                moved = st.copy()
+                moved.pos[r] = z3.IntVal(index[q])
+                if how == "iter":
+                    moved.k[r][p.seg] = k + 1
+                yield (f"{code.role.name} skips {op.text}", [here, cond, z3.Not(guard)], moved,
+                       FALSE)
+                if op.kind in WAITS:
+                    moved = moved.copy()
+                    moved.obs[r][op.targets[0]] = z3.IntVal(J0)
+                enabled = self.enabled(st, op, st.obs[r], k)
+                for conds, after, viols in self.effects(moved, (r, moved.obs[r]), op, k):
+                    yield (f"{code.role.name}: {op.text}", [here, cond, guard, enabled] + conds,
+                           after, z3.Or(viols) if viols else FALSE)
+
+    # -- moves of a counter role ------------------------------------------------------------------
+
+    def counter_move(self, st: SymState, r: int, src, dst):
+        """One thread of role r moves from local src to dst (dst may have offset B+1); then the
+        role's loop offsets are normalized. Returns [(conditions, state, overflow)]."""
+        code = self.codes[r]
+        locs = self.layout.counter_locals[r]
+        index = self.layout.counter_index[r]
+        counts = {loc: st.n[r][i] for i, loc in enumerate(locs)}
+        counts[src] = counts[src] - 1
+        extra = None
+        if dst in index:
+            counts[dst] = counts[dst] + 1
+        else:
+            extra = dst
+        (sp, _), (dp, _) = src, dst
+        candidates = [j for j in code.loop_segments
+                      if (sp.where == "at" and sp.seg == j and sp.d == 0)
+                      or (code.before(sp, j) and not code.before(dp, j))]
+        branches = [([], counts, dict(st.k[r]), extra)]
+        for j in candidates:
+            out = []
+            for conds, cnt, kref, ext in branches:
+                before = [c for (p, _), c in cnt.items() if code.before(p, j)]
+                at0 = [c for (p, _), c in cnt.items() if p.where == "at" and p.seg == j
+                       and p.d == 0]
+                later = [c for (p, _), c in cnt.items() if p.where == "at" and p.seg == j
+                         and p.d > 0]
+                if ext is not None and ext[0].seg == j:
+                    later.append(z3.IntVal(1))
+                if not later:
+                    out.append((conds, cnt, kref, ext))
+                    continue
+                shift = z3.And(z3.Sum(before + [z3.IntVal(0)]) == 0,
+                               z3.Sum(at0 + [z3.IntVal(0)]) == 0, z3.Sum(later) > 0)
+                shifted = dict(cnt)
+                for (p, sigma) in locs:
+                    if p.where == "at" and p.seg == j:
+                        up = (Pos("at", j, p.pc, p.d + 1), sigma)
+                        if up in cnt:
+                            shifted[(p, sigma)] = cnt[up]
+                        elif ext == up:
+                            shifted[(p, sigma)] = z3.IntVal(1)
+                        else:
+                            shifted[(p, sigma)] = z3.IntVal(0)
+                kr2 = dict(kref)
+                kr2[j] = kref[j] + 1
+                ext2 = None if (ext is not None and ext[0].seg == j) else ext
+                out.append((conds + [shift], shifted, kr2, ext2))
+                out.append((conds + [z3.Not(shift)], cnt, kref, ext))
+            branches = out
+        result = []
+        for conds, cnt, kref, ext in branches:
+            new = st.copy()
+            new.n[r] = [cnt[loc] for loc in locs]
+            new.k[r] = kref
+            result.append((conds, new, ext is not None))
+        return result
+
+    def counter_transitions(self, st: SymState, r: int):
+        code = self.codes[r]
+        locs = self.layout.counter_locals[r]
+        for i, (p, sigma) in enumerate(locs):
+            here = st.n[r][i] >= 1
+            obs = {b: z3.IntVal(s) for b, s in zip(code.waited, sigma)}
+            if p.where == "head":
+                if p.seg == code.nseg:
+                    continue
+                seg = code.role.segments[p.seg]
+                guard = self.term(st, seg.guard)
+                lo, hi = self.term(st, seg.lo), self.term(st, seg.hi)
+                enter = z3.And(guard, lo < hi) if seg.loop else guard
+                # kref[j] stays at lo while a thread is before segment j: entering is offset 0.
+                stale = st.k[r][p.seg] != lo if seg.loop else FALSE
+                for conds, new, ovf in self.counter_move(st, r, (p, sigma),
+                                                         (Pos("at", p.seg, 0), sigma)):
+                    yield (f"{code.role.name} enters {seg.text}", [here, enter] + conds, new,
+                           FALSE, z3.Or(stale, z3.BoolVal(ovf)))
+                for conds, new, ovf in self.counter_move(st, r, (p, sigma),
+                                                         (Pos("head", p.seg + 1), sigma)):
+                    yield (f"{code.role.name} skips {seg.text}", [here, z3.Not(enter)] + conds,
+                           new, FALSE, z3.BoolVal(ovf))
+                continue
+            op = code.op(p)
+            seg = code.role.segments[p.seg]
+            k = st.k[r][p.seg] + p.d if seg.loop else z3.IntVal(0)
+            guard = self.term(st, op.guard, k)
+            for how, q in code.next_of(p):
+                cond = TRUE
+                if how == "iter":
+                    cond = k + 1 < self.term(st, seg.hi)
+                elif how == "leave" and seg.loop:
+                    cond = k + 1 >= self.term(st, seg.hi)
+                for conds, moved, ovf in self.counter_move(st, r, (p, sigma), (q, sigma)):
+                    yield (f"{code.role.name} skips {op.text}",
+                           [here, cond, z3.Not(guard)] + conds, moved, FALSE, z3.BoolVal(ovf))
+                new_sigma = sigma
+                if op.kind in WAITS:
+                    b = code.waited.index(op.targets[0])
+                    new_sigma = sigma[:b] + (J0,) + sigma[b + 1:]
+                enabled = self.enabled(st, op, obs, k)
+                actor_obs = {b: z3.IntVal(s) for b, s in zip(code.waited, new_sigma)}
+                for conds, moved, ovf in self.counter_move(st, r, (p, sigma), (q, new_sigma)):
+                    for conds2, after, viols in self.effects(moved, (r, actor_obs), op, k):
+                        yield (f"{code.role.name}: {op.text}",
+                               [here, cond, guard, enabled] + conds + conds2, after,
+                               z3.Or(viols) if viols else FALSE, z3.BoolVal(ovf))
+
+    # -- state predicates -------------------------------------------------------------------------
+
+    def late_join(self, st: SymState):
+        bad = []
+        for inst in range(len(self.system.instances)):
+            waiting = self.waiting(st, inst, UNJOINED, kinds=(WAIT,))
+            if not z3.is_false(z3.simplify(waiting > 0)):
+                bad.append(z3.And(waiting > 0, st.ph[inst] >= 2))
+        return z3.Or(bad) if bad else FALSE
+
+    def all_done(self, st: SymState):
+        conds = []
+        for r, code in enumerate(self.codes):
+            if code.role.single:
+                conds.append(st.pos[r] == self.layout.single_index[r][code.done])
+            else:
+                done = [c for p, obs, k, c in self.threads(st, r) if p == code.done]
+                conds.append(z3.Sum(done) == self.term(st, code.role.size))
+        return z3.And(conds)
+
+    def exit_bad(self, st: SymState):
+        bad = [f > 0 for f in st.fly]
+        for inst in range(len(self.system.instances)):
+            bad += [st.tx[inst] != 0, st.pend[inst] != st.exp[inst],
+                    self.observing(st, inst, J1) > 0]
+        return z3.And(self.all_done(st), z3.Or(bad))
+
+    def key_less(self, r2: int, p2: Pos, k2, r: int, p: Pos, k):
+        """Do the events of a thread at p2 (loop coordinate k2) all come before the event at p
+        in the tau order? (A head precedes everything of its group: conservative.)"""
+        code2, code = self.codes[r2], self.codes[r]
+        seg = code.role.segments[p.seg]
+        g = seg.group
+        if p2.where == "head":
+            if p2.seg == code2.nseg:
+                return FALSE
+            return z3.BoolVal(code2.role.segments[p2.seg].group <= g)
+        seg2 = code2.role.segments[p2.seg]
+        if seg2.group != g:
+            return z3.BoolVal(seg2.group < g)
+        rank2, rank = seg2.body[p2.pc].rank, seg.body[p.pc].rank
+        if seg.keyed and seg2.keyed:
+            return z3.Or(k2 < k, z3.And(k2 == k, rank2 < rank))
+        return z3.BoolVal(rank2 < rank)
+
+    def progress_bad(self, st: SymState):
+        bad = []
+        quiet = [f == 0 for f in st.fly]
+        for r, code in enumerate(self.codes):
+            for p, obs, k, c in self.threads(st, r):
+                op = code.op(p)
+                if op is None or op.kind not in WAITS:
+                    continue
+                blocked = z3.Not(self.enabled(st, op, obs, k))
+                prefix = []
+                for r2 in range(len(self.codes)):
+                    for p2, obs2, k2, c2 in self.threads(st, r2):
+                        less = z3.simplify(self.key_less(r2, p2, k2, r, p, k))
+                        if z3.is_false(less):
+                            continue
+                        prefix.append(z3.Implies(less, c2 == 0) if not z3.is_true(less)
+                                      else c2 == 0)
+                bad.append(z3.And([c >= 1, self.guard(st, r, p, k), blocked] + quiet + prefix))
+        return z3.Or(bad) if bad else FALSE
+
+    # -- the whole system -------------------------------------------------------------------------
+
+    def initial(self) -> list:
+        sysm = self.system
+        cur = SymState(self.layout, self.vars)
+        vals = list(cur.frozen)
+        for inst in sysm.instances:
+            e = self.term(cur, inst.expected)
+            vals += [z3.IntVal(0), e, z3.IntVal(0), e]
+        vals += [z3.IntVal(0)] * len(sysm.slots)
+        for r, code in enumerate(self.codes):
+            vals += [self.term(cur, code.role.segments[j].lo) for j in code.loop_segments]
+            if code.role.single:
+                vals.append(z3.IntVal(self.layout.single_index[r][Pos("head", 0)]))
+                vals += [z3.IntVal(UNJOINED)] * len(code.waited)
+            else:
+                start = self.layout.counter_index[r][(Pos("head", 0),
+                                                      (UNJOINED,) * len(code.waited))]
+                vals += [self.term(cur, code.role.size) if i == start else z3.IntVal(0)
+                         for i in range(len(self.layout.counter_locals[r]))]
+        return vals
+
+    def build(self) -> "Encoder":
+        if self.built:
+            return self
+        sysm = self.system
+        cur = SymState(self.layout, self.vars)
+        self.init_body = z3.And([self.term(cur, c) for c in sysm.constraints] or [TRUE])
+        self.init_head = self.initial()
+        self.steps: list[tuple[str, z3.BoolRef, list]] = []
+        self.bad: list[tuple[str, z3.BoolRef]] = []
+
+        def add(label, conds, new, viol, ovf):
+            pre = z3.simplify(z3.And(conds))
+            if z3.is_false(pre):
+                return
+            viol, ovf = z3.simplify(viol), z3.simplify(ovf)
+            if not z3.is_false(ovf):
+                self.bad.append((f"overflow: {label}", z3.And(pre, ovf)))
+            if z3.is_true(ovf) or z3.is_true(viol):
+                if z3.is_true(viol):
+                    self.bad.append((f"rule: {label}", pre))
+                return
+            if not z3.is_false(viol):
+                self.bad.append((f"rule: {label}", z3.And(pre, viol)))
+            # A transition that breaks a rule is terminal (model/semantics.py): its successor
+            # is not a state of the system.
+            step_pre = z3.simplify(z3.And(pre, z3.Not(viol), z3.Not(ovf)))
+            if not z3.is_false(step_pre):
+                self.steps.append((label, step_pre, new.vector()))
+
+        for r, code in enumerate(self.codes):
+            if code.role.single:
+                for label, conds, new, viol in self.single_transitions(cur, r):
+                    add(label, conds, new, viol, FALSE)
+            else:
+                for label, conds, new, viol, ovf in self.counter_transitions(cur, r):
+                    add(label, conds, new, viol, ovf)
+        for q, slot in enumerate(sysm.slots):
+            label = f"{slot.kind} lands on {sysm.instances[slot.inst].name}"
+            for conds, new, viols in self.landing(cur, q):
+                add(label, conds, new, z3.Or(viols) if viols else FALSE, FALSE)
+        self.bad.append(("late-join (BP102)", self.late_join(cur)))
+        self.bad.append(("exit (BP103/BP104/BP105/BP130)", self.exit_bad(cur)))
+        if sysm.progress:
+            self.bad.append(("progress (deadlock)", self.progress_bad(cur)))
+        self.sane = self.sane_of(cur)
+        self.built = True
+        return self
+
+    def sane_of(self, st: SymState) -> list:
+        """Facts true by construction (a move takes one thread from a place with a thread to
+        another; completions move counts between observations): assumed everywhere, checked
+        inductive by `check_sane`."""
+        out = [f >= 0 for f in st.fly]
+        for r, code in enumerate(self.codes):
+            if code.role.single:
+                out += [st.pos[r] >= 0, st.pos[r] < len(self.layout.single_positions[r])]
+                for value, p in enumerate(self.layout.single_positions[r]):
+                    if p.where == "at" and p.seg in st.k[r]:
+                        seg = code.role.segments[p.seg]
+                        k = st.k[r][p.seg]
+                        out.append(z3.Implies(st.pos[r] == value,
+                                              z3.And(k >= self.term(st, seg.lo),
+                                                     k < self.term(st, seg.hi))))
+                out += [z3.And(o >= UNJOINED, o <= J1) for o in st.obs[r].values()]
+            else:
+                out += [c >= 0 for c in st.n[r]]
+                out.append(z3.Sum(st.n[r]) == self.term(st, code.role.size))
+                locs = self.layout.counter_locals[r]
+                for j in code.loop_segments:
+                    before = z3.Sum([c for (p, _), c in zip(locs, st.n[r]) if code.before(p, j)]
+                                    + [z3.IntVal(0)])
+                    inside = z3.Sum([c for (p, _), c in zip(locs, st.n[r])
+                                     if p.where == "at" and p.seg == j] + [z3.IntVal(0)])
+                    at0 = z3.Sum([c for (p, _), c in zip(locs, st.n[r])
+                                  if p.where == "at" and p.seg == j and p.d == 0]
+                                 + [z3.IntVal(0)])
+                    seg = code.role.segments[j]
+                    lo, hi = self.term(st, seg.lo), self.term(st, seg.hi)
+                    for (p, _), c in zip(locs, st.n[r]):
+                        if p.where == "at" and p.seg == j:
+                            out.append(z3.Implies(c >= 1, z3.And(st.k[r][j] + p.d >= lo,
+                                                                 st.k[r][j] + p.d < hi)))
+                    # normalized offsets; kref stays at lo while a thread is before the loop
+                    out.append(z3.Implies(z3.And(before == 0, inside > 0), at0 >= 1))
+                    out.append(z3.Implies(before > 0,
+                                          st.k[r][j] == self.term(st, code.role.segments[j].lo)))
+        return out
+
+    def check_sane(self, timeout: float = 30.0) -> str | None:
+        """None when the construction facts are inductive, else the offending step."""
+        solver = z3.Solver()
+        solver.set("timeout", int(timeout * 1000))
+        init = SymState(self.layout, self.init_head)
+        solver.push()
+        solver.add(self.init_body, z3.Not(z3.And(self.sane_of(init))))
+        if solver.check() != z3.unsat:
+            return "initial state"
+        solver.pop()
+        for label, pre, nxt in self.steps:
+            solver.push()
+            solver.add(*self.sane, pre, z3.Not(z3.And(self.sane_of(SymState(self.layout, nxt)))))
+            if solver.check() != z3.unsat:
+                return label
+            solver.pop()
+        return None
+
+    def spacer(self, timeout: float = 60.0) -> str:
+        """Ask Spacer directly (kept for comparison: it rarely converges on these systems)."""
+        self.build()
+        fp = z3.Fixedpoint()
+        fp.set(engine="spacer")
+        fp.set("timeout", int(timeout * 1000))
+        inv = z3.Function("Inv", *([z3.IntSort()] * len(self.vars)), z3.BoolSort())
+        err = z3.Function("Err", z3.BoolSort())
+        fp.register_relation(inv, err)
+        fp.declare_var(*self.vars)
+        fp.rule(inv(*self.init_head), self.init_body)
+        for _, pre, nxt in self.steps:
+            fp.rule(inv(*nxt), [inv(*self.vars), pre] + self.sane)
+        for _, cond in self.bad:
+            fp.rule(err(), [inv(*self.vars), cond] + self.sane)
+        try:
+            answer = fp.query(err())
+        except z3.Z3Exception as exc:
+            return f"unknown ({exc})"
+        return {z3.unsat: "proved", z3.sat: "failed"}.get(answer, "unknown")

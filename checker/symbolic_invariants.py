@@ -1,0 +1,608 @@
+"""Inductive invariants for a counter system: guess from samples, prune and check with Z3.
+
+1. Sample: for small concrete parameter values, explore the counter system explicitly (its
+   clauses compiled to Python) and collect every reachable state.
+2. Guess: candidate facts that hold on every sample: linear equalities (the null space of the
+   sample matrix), the same restricted to the states where a thread is at a given local state
+   ("a thread of role r is at L implies e == 0"), constant bounds, and bounds on differences.
+3. Check (Houdini): keep the largest subset that Z3 proves inductive for ALL parameter values:
+   it holds in every initial state and is preserved by every transition. Z3 is the judge; the
+   samples only propose.
+4. The proof holds when Z3 shows that no error state satisfies the invariant.
+
+Every step that decides the verdict is a Z3 validity check over the symbolic parameters; an
+`unknown` answer from Z3 anywhere makes the whole proof `unknown`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable, Iterable, Sequence
+
+import z3
+from z3.z3 import _to_expr_ref
+
+from .symbolic_encode import Encoder
+
+# ----------------------------------------------------------------------------------------------
+# Z3 terms as Python functions of the state vector
+# ----------------------------------------------------------------------------------------------
+
+_ARITH = {
+    z3.Z3_OP_ADD: lambda xs: "(" + " + ".join(xs) + ")",
+    z3.Z3_OP_SUB: lambda xs: "(" + " - ".join(xs) + ")",
+    z3.Z3_OP_MUL: lambda xs: "(" + " * ".join(xs) + ")",
+    z3.Z3_OP_UMINUS: lambda xs: f"(-{xs[0]})",
+    z3.Z3_OP_LE: lambda xs: f"({xs[0]} <= {xs[1]})",
+    z3.Z3_OP_LT: lambda xs: f"({xs[0]} < {xs[1]})",
+    z3.Z3_OP_GE: lambda xs: f"({xs[0]} >= {xs[1]})",
+    z3.Z3_OP_GT: lambda xs: f"({xs[0]} > {xs[1]})",
+    z3.Z3_OP_EQ: lambda xs: f"({xs[0]} == {xs[1]})",
+    z3.Z3_OP_DISTINCT: lambda xs: f"({xs[0]} != {xs[1]})",
+    z3.Z3_OP_AND: lambda xs: "(" + " and ".join(xs) + ")" if xs else "True",
+    z3.Z3_OP_OR: lambda xs: "(" + " or ".join(xs) + ")" if xs else "False",
+    z3.Z3_OP_NOT: lambda xs: f"(not {xs[0]})",
+    z3.Z3_OP_IMPLIES: lambda xs: f"((not {xs[0]}) or {xs[1]})",
+    z3.Z3_OP_ITE: lambda xs: f"({xs[1]} if {xs[0]} else {xs[2]})",
+    z3.Z3_OP_MOD: lambda xs: f"_mod({xs[0]}, {xs[1]})",
+    z3.Z3_OP_IDIV: lambda xs: f"_div({xs[0]}, {xs[1]})",
+    z3.Z3_OP_TRUE: lambda xs: "True",
+    z3.Z3_OP_FALSE: lambda xs: "False",
+}
+
+
+def _mod(a, b):
+    # SMT-LIB: a mod b is in [0, |b|)
+    return a % abs(b) if b else 0
+
+
+def _div(a, b):
+    if b == 0:
+        return 0
+    q = (a - _mod(a, b)) // b
+    return q
+
+
+class Compiler:
+    """Turns Z3 terms over the state variables into Python source, sharing subterms."""
+
+    def __init__(self, variables: Sequence[z3.ArithRef]):
+        self.index = {v.get_id(): i for i, v in enumerate(variables)}
+        self.cache: dict[int, str] = {}
+
+    def expr(self, e) -> str:
+        key = e.get_id()
+        if key in self.cache:
+            return self.cache[key]
+        if z3.is_int_value(e):
+            out = str(e.as_long())
+        elif z3.is_const(e) and key in self.index:
+            out = f"s[{self.index[key]}]"
+        elif z3.is_true(e):
+            out = "True"
+        elif z3.is_false(e):
+            out = "False"
+        else:
+            kind = e.decl().kind()
+            if kind not in _ARITH:
+                raise ValueError(f"cannot compile {e.decl()} in {e}")
+            out = _ARITH[kind]([self.expr(c) for c in e.children()])
+        self.cache[key] = out
+        return out
+
+    def function(self, terms: Sequence, what: str = "tuple") -> Callable:
+        body = ", ".join(self.expr(t) for t in terms)
+        src = f"lambda s: ({body},)" if what == "tuple" else f"lambda s: {self.expr(terms[0])}"
+        return eval(src, {"_mod": _mod, "_div": _div})
+
+
+class Substitution:
+    """z3.substitute for many terms with the same pairs, without the Python API's per-call
+    checks (a large share of the time otherwise)."""
+
+    def __init__(self, src: Sequence, dst: Sequence):
+        from z3 import z3core
+        self.core = z3core
+        self.n = len(src)
+        self.ctx = src[0].ctx if src else z3.main_ctx()
+        self._from = (z3.Ast * self.n)()
+        self._to = (z3.Ast * self.n)()
+        self.keep = list(src) + list(dst)
+        for i, (a, b) in enumerate(zip(src, dst)):
+            self._from[i] = a.as_ast()
+            self._to[i] = b.as_ast()
+
+    def __call__(self, e):
+        ast = self.core.Z3_substitute(self.ctx.ref(), e.as_ast(), self.n, self._from, self._to)
+        return _to_expr_ref(ast, self.ctx)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sampling
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Samples:
+    states: list[tuple]
+    errors: dict[str, tuple]           # error label -> a frozen valuation that reaches it
+    truncated: bool = False
+
+
+def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4000,
+           budget: float = 20.0) -> Samples:
+    """Explore the counter system for each concrete valuation of the frozen variables."""
+    nf = len(encoder.system.frozen)
+    comp = Compiler(encoder.vars)
+    steps = [(comp.function([pre], "bool"), comp.function(nxt)) for _, pre, nxt in encoder.steps]
+    bads = [(label, comp.function([cond], "bool")) for label, cond in encoder.bad]
+    sane = comp.function([z3.And(encoder.sane)], "bool")
+    init_ok = comp.function([encoder.init_body], "bool")
+    init = comp.function(encoder.init_head)
+    states: list[tuple] = []
+    errors: dict[str, tuple] = {}
+    truncated = False
+    start = time.perf_counter()
+    for frozen in valuations:
+        seed = tuple(frozen) + (0,) * (len(encoder.vars) - nf)
+        if not init_ok(seed):
+            continue
+        s0 = init(seed)
+        seen = {s0}
+        frontier = [s0]
+        while frontier:
+            if len(seen) > limit or time.perf_counter() - start > budget:
+                truncated = True
+                break
+            nxt = []
+            for s in frontier:
+                if not sane(s):
+                    errors.setdefault("construction invariant broken", tuple(frozen))
+                    continue
+                for label, bad in bads:
+                    if bad(s):
+                        errors.setdefault(label, tuple(frozen))
+                for pre, post in steps:
+                    if pre(s):
+                        t = post(s)
+                        if t not in seen:
+                            seen.add(t)
+                            nxt.append(t)
+            frontier = nxt
+        states.extend(seen)
+    return Samples(states, errors, truncated)
+
+
+# ----------------------------------------------------------------------------------------------
+# Guessing
+# ----------------------------------------------------------------------------------------------
+
+_PRIME = 2_147_483_647
+
+
+def _independent_rows(rows: Sequence[Sequence[int]]) -> list[Sequence[int]]:
+    """A maximal linearly independent subset of rows, found by elimination modulo a prime
+    (rows independent there are independent over the rationals; the exact work is then done on
+    these few rows only)."""
+    import numpy as np
+    rows = list(dict.fromkeys(tuple(r) for r in rows))
+    if not rows:
+        return []
+    m = np.array(rows, dtype=np.int64) % _PRIME
+    n, ncols = m.shape
+    alive = np.ones(n, dtype=bool)
+    chosen = []
+    for c in range(ncols):
+        nz = np.nonzero(alive & (m[:, c] != 0))[0]
+        if len(nz) == 0:
+            continue
+        r = nz[0]
+        chosen.append(r)
+        alive[r] = False
+        inv = pow(int(m[r, c]), _PRIME - 2, _PRIME)
+        pivot = (m[r] * inv) % _PRIME
+        others = nz[1:]
+        if len(others):
+            f = m[others, c][:, None]
+            m[others] = (m[others] - (f * pivot[None, :]) % _PRIME) % _PRIME
+    return [rows[r] for r in chosen]
+
+
+def nullspace(rows: Sequence[Sequence[int]], ncols: int) -> list[list[Fraction]]:
+    """A basis of {c : row . c == 0 for every row} (exact rational arithmetic)."""
+    matrix = [[Fraction(x) for x in row] for row in _independent_rows(rows)]
+    pivots: list[int] = []
+    r = 0
+    for c in range(ncols):
+        pivot = next((i for i in range(r, len(matrix)) if matrix[i][c] != 0), None)
+        if pivot is None:
+            continue
+        matrix[r], matrix[pivot] = matrix[pivot], matrix[r]
+        pv = matrix[r][c]
+        matrix[r] = [x / pv for x in matrix[r]]
+        for i in range(len(matrix)):
+            if i != r and matrix[i][c] != 0:
+                f = matrix[i][c]
+                matrix[i] = [a - f * b for a, b in zip(matrix[i], matrix[r])]
+        pivots.append(c)
+        r += 1
+        if r == len(matrix):
+            break
+    free = [c for c in range(ncols) if c not in pivots]
+    basis = []
+    for f in free:
+        vec = [Fraction(0)] * ncols
+        vec[f] = Fraction(1)
+        for i, c in enumerate(pivots):
+            vec[c] = -matrix[i][f]
+        basis.append(vec)
+    return basis
+
+
+def _integral(vec: Sequence[Fraction]) -> list[int]:
+    from math import gcd
+    den = 1
+    for x in vec:
+        den = den * x.denominator // gcd(den, x.denominator)
+    ints = [int(x * den) for x in vec]
+    g = 0
+    for x in ints:
+        g = gcd(g, abs(x))
+    return [x // g for x in ints] if g else ints
+
+
+def _linear(coeffs: Sequence[int], variables: Sequence[z3.ArithRef], const: int):
+    terms = [c * v if c != 1 else v for c, v in zip(coeffs, variables) if c]
+    return (z3.Sum(terms) if terms else z3.IntVal(0)) + const
+
+
+@dataclass
+class Candidate:
+    formula: z3.BoolRef
+    text: str
+
+
+def guess(encoder: Encoder, states: Sequence[tuple],
+          check: Sequence[tuple] = (), conditional_pairs: bool = True) -> list[Candidate]:
+    """Facts that every sampled state satisfies: linear equalities over the state variables and
+    indicators of where one-thread roles are and what they observed, constant bounds, bounds on
+    differences; globally and conditioned on where a thread is."""
+    layout = encoder.layout
+    variables = encoder.vars
+    names = layout.names
+    n = len(variables)
+    nf = len(encoder.system.frozen)
+    out: list[Candidate] = []
+    if not states:
+        return out
+    states = list(dict.fromkeys(states))
+    values_of = [sorted({s[i] for s in states}) for i in range(n)]
+    varying = [i for i in range(n) if len(values_of[i]) > 1]
+    for i in range(n):
+        if len(values_of[i]) == 1:
+            out.append(Candidate(variables[i] == values_of[i][0],
+                                 f"{names[i]} == {values_of[i][0]}"))
+    # Features for linear equalities: numeric variables as they are, positions and
+    # observations of one-thread roles as indicators (their integer codes are arbitrary).
+    feat_terms, feat_names, feat_cols = [], [], []
+    for i in varying:
+        name = names[i]
+        if name.startswith(("pos[", "obs[")):
+            for v in values_of[i]:
+                feat_terms.append(z3.If(variables[i] == v, 1, 0))
+                feat_names.append(f"[{name}=={v}]")
+                feat_cols.append((i, v))
+        else:
+            feat_terms.append(variables[i])
+            feat_names.append(name)
+            feat_cols.append((i, None))
+    table = [tuple((s[i] if v is None else int(s[i] == v)) for i, v in feat_cols)
+             for s in states]
+    counts = [i for i in varying if names[i].startswith("n[")]
+    numeric = [i for i in varying if i not in counts and not names[i].startswith(("pos[", "obs["))]
+
+    def text_of(coeffs, const):
+        return " + ".join(f"{c}*{feat_names[j]}" for j, c in enumerate(coeffs) if c) + \
+            f" + {const} == 0"
+
+    def equalities(rows_idx, exclude_span=None):
+        rows = [(1,) + table[r] for r in rows_idx]
+        basis = nullspace(rows, len(feat_terms) + 1)
+        found = []
+        span = list(exclude_span or [])
+        base_rank = len(_independent_rows(span)) if span else 0
+        for vec in basis:
+            ints = _integral(vec)
+            if not any(ints[1:]):
+                continue
+            if span:
+                rank = len(_independent_rows(span + [ints]))
+                if rank == base_rank:
+                    continue
+                span.append(ints)
+                base_rank = rank
+            found.append(ints)
+        return found
+
+    def eq_formula(ints):
+        return _linear(ints[1:], feat_terms, ints[0]) == 0
+
+    everything = list(range(len(states)))
+    glob = equalities(everything)
+    for ints in glob:
+        out.append(Candidate(eq_formula(ints), text_of(ints[1:], ints[0])))
+    for i in numeric + counts:
+        lo, hi = values_of[i][0], values_of[i][-1]
+        out.append(Candidate(variables[i] >= lo, f"{names[i]} >= {lo}"))
+        out.append(Candidate(variables[i] <= hi, f"{names[i]} <= {hi}"))
+    for a in range(len(numeric)):
+        for b in range(a + 1, len(numeric)):
+            i, j = numeric[a], numeric[b]
+            if i < nf and j < nf:
+                continue
+            xi, xj = variables[i], variables[j]
+            diffs = [s[i] - s[j] for s in states]
+            out.append(Candidate(xi - xj <= max(diffs), f"{names[i]} - {names[j]} <= {max(diffs)}"))
+            out.append(Candidate(xi - xj >= min(diffs), f"{names[i]} - {names[j]} >= {min(diffs)}"))
+    # Where a thread is: pos == value for a one-thread role (alone and with what it observed),
+    # n[L] >= 1 and n[L] == size for a counter role.
+    atoms = []
+    frozen_vars = variables[:nf]
+    sizes = {code.role.name: z3.substitute(code.role.size,
+                                           *zip(encoder.system.frozen, frozen_vars))
+             for code in layout.codes if not code.role.single}
+    comp = Compiler(variables)
+    for i in varying:
+        name = names[i]
+        if name.startswith("pos["):
+            role = name[4:-1]
+            obs = [o for o in range(n) if names[o].startswith(f"obs[{role},")]
+            for value in values_of[i]:
+                atoms.append((variables[i] == value, f"{name} == {value}",
+                              lambda s, i=i, v=value: s[i] == v))
+                combos = sorted({tuple(s[o] for o in obs) for s in states if s[i] == value})
+                if len(combos) > 1:
+                    for combo in combos:
+                        cond = z3.And([variables[i] == value] +
+                                      [variables[o] == c for o, c in zip(obs, combo)])
+                        atoms.append((cond, f"{name} == {value} & obs == {combo}",
+                                      lambda s, i=i, v=value, combo=combo, obs=obs:
+                                      s[i] == v and all(s[o] == c for o, c in zip(obs, combo))))
+        elif name.startswith("n["):
+            atoms.append((variables[i] >= 1, f"{name} >= 1", lambda s, i=i: s[i] >= 1))
+            role = name[2:].split(",")[0]
+            size = sizes.get(role)
+            if size is not None:
+                fn = comp.function([size])
+                atoms.append((variables[i] == size, f"{name} == size",
+                              lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
+    for cond, ctext, holds in atoms:
+        subset = [r for r, s in enumerate(states) if holds(s)]
+        if not subset or len(subset) == len(states):
+            continue
+        for ints in equalities(subset, exclude_span=glob):
+            out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
+                                 f"{ctext} => " + text_of(ints[1:], ints[0])))
+        sub_states = [states[r] for r in subset]
+        for i in numeric:
+            lo, hi = min(s[i] for s in sub_states), max(s[i] for s in sub_states)
+            if lo > values_of[i][0]:
+                out.append(Candidate(z3.Implies(cond, variables[i] >= lo),
+                                     f"{ctext} => {names[i]} >= {lo}"))
+            if hi < values_of[i][-1]:
+                out.append(Candidate(z3.Implies(cond, variables[i] <= hi),
+                                     f"{ctext} => {names[i]} <= {hi}"))
+        for a in range(len(numeric) if conditional_pairs else 0):
+            for b in range(a + 1, len(numeric)):
+                i, j = numeric[a], numeric[b]
+                if i < nf and j < nf:
+                    continue
+                diffs = [s[i] - s[j] for s in sub_states]
+                gd = [s[i] - s[j] for s in states]
+                xi, xj = variables[i], variables[j]
+                if max(diffs) < max(gd):
+                    out.append(Candidate(z3.Implies(cond, xi - xj <= max(diffs)),
+                                         f"{ctext} => {names[i]} - {names[j]} <= {max(diffs)}"))
+                if min(diffs) > min(gd):
+                    out.append(Candidate(z3.Implies(cond, xi - xj >= min(diffs)),
+                                         f"{ctext} => {names[i]} - {names[j]} >= {min(diffs)}"))
+    if check:
+        # Drop what larger parameter values refute (bounds that only reflect small samples).
+        comp = Compiler(variables)
+        kept = []
+        for c in out:
+            fn = comp.function([c.formula], "bool")
+            if all(fn(s) for s in check):
+                kept.append(c)
+        out = kept
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Checking (Houdini)
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class InvariantResult:
+    status: str                    # proved, failed, unknown
+    seconds: float
+    reason: str = ""
+    invariant: list[Candidate] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    candidates: int = 0
+    checks: int = 0
+
+
+def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.0,
+            query_timeout: float = 60.0) -> InvariantResult:
+    """The largest inductive subset of the candidates, then the error conditions."""
+    start = time.perf_counter()
+    variables = encoder.vars
+    nf = len(encoder.system.frozen)
+    checks = 0
+
+    def remaining() -> float:
+        return timeout - (time.perf_counter() - start)
+
+    def solver():
+        s = z3.Solver()
+        s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
+        return s
+
+    def result(status, reason="", **kw):
+        return InvariantResult(status, time.perf_counter() - start, reason,
+                               candidates=len(candidates), checks=checks, **kw)
+
+    alive = list(candidates)
+    # Initiation: drop candidates that fail in some initial state.
+    init_sub = Substitution(variables, encoder.init_head)
+    init_forms = {id(c): init_sub(c.formula) for c in alive}
+    while alive:
+        s = solver()
+        s.add(encoder.init_body)
+        flags = [z3.Bool(f"h!{i}") for i in range(len(alive))]
+        for f, c in zip(flags, alive):
+            s.add(f == init_forms[id(c)])
+        s.add(z3.Not(z3.And(flags)))
+        checks += 1
+        r = s.check()
+        if r == z3.unsat:
+            break
+        if r == z3.unknown:
+            return result("unknown", f"Z3 could not decide initiation: {s.reason_unknown()}")
+        m = s.model()
+        alive = [c for c, f in zip(alive, flags) if z3.is_true(m.eval(f, model_completion=True))]
+    # Consecution: one incremental query over all transitions at once, until no transition
+    # breaks a candidate. Candidate i is assumed through the literal a_i; dropping it is just
+    # not assuming a_i any more, so Z3 keeps what it learned.
+    post = [z3.Int(f"{v}'") for v in variables]
+    relation = z3.Or([z3.And(pre, *[p == t for p, t in zip(post[nf:], nxt[nf:])])
+                      for _, pre, nxt in encoder.steps])
+    frame = [p == v for p, v in zip(post[:nf], variables[:nf])]
+    sub = Substitution(variables, post)
+    s = solver()
+    s.add(encoder.init_body, *encoder.sane, relation, *frame)
+    lits = [z3.Bool(f"a!{i}") for i in range(len(alive))]
+    flags = [z3.Bool(f"f!{i}") for i in range(len(alive))]
+    for lit, flag, c in zip(lits, flags, alive):
+        s.add(z3.Implies(lit, c.formula), flag == sub(c.formula))
+    live = list(range(len(alive)))
+    rnd = 0
+    while live:
+        if remaining() <= 0:
+            return result("unknown", "time limit while checking the invariant")
+        goal = z3.Bool(f"g!{rnd}")
+        rnd += 1
+        s.add(z3.Implies(goal, z3.Or([z3.Not(flags[i]) for i in live])))
+        s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
+        checks += 1
+        r = s.check(goal, *[lits[i] for i in live])
+        if r == z3.unsat:
+            break
+        if r == z3.unknown:
+            return result("unknown", f"Z3 could not decide consecution: {s.reason_unknown()}")
+        m = s.model()
+        live = [i for i in live if z3.is_true(m.eval(flags[i], model_completion=True))]
+    alive = [alive[i] for i in live]
+    # Safety: no error state satisfies the invariant.
+    failed = []
+    for label, cond in encoder.bad:
+        s = solver()
+        s.add(encoder.init_body, *encoder.sane, cond, *[c.formula for c in alive])
+        checks += 1
+        r = s.check()
+        if r == z3.sat:
+            failed.append(label)
+        elif r == z3.unknown:
+            return result("unknown", f"Z3 could not decide an error condition ({label}): "
+                          f"{s.reason_unknown()}", invariant=alive)
+    if failed:
+        return result("failed", "the invariant found does not exclude: " + "; ".join(failed[:3]),
+                      invariant=alive, failed=failed)
+    return result("proved", invariant=alive)
+
+
+def explain_drop(encoder: Encoder, candidates: list[Candidate], pattern: str, rounds: int = 400):
+    """Debugging aid: run Houdini until a candidate whose text contains `pattern` is dropped;
+    return (round, step labels, pre-state, post-state, dropped texts)."""
+    variables = encoder.vars
+    nf = len(encoder.system.frozen)
+    names = encoder.layout.names
+    alive = list(candidates)
+    init_sub = list(zip(variables, encoder.init_head))
+    s = z3.Solver()
+    s.add(encoder.init_body)
+    for c in alive:
+        s.push()
+        s.add(z3.Not(z3.substitute(c.formula, *init_sub)))
+        if s.check() == z3.sat and pattern in c.text:
+            return ("init", [], s.model(), None, [c.text])
+        s.pop()
+    post = [z3.Int(f"{v}'") for v in variables]
+    sub = list(zip(variables, post))
+    sels = [z3.Bool(f"sel{i}") for i in range(len(encoder.steps))]
+    rel = z3.Or([z3.And(sel, pre, *[p == t for p, t in zip(post[nf:], nxt[nf:])])
+                 for sel, (_, pre, nxt) in zip(sels, encoder.steps)])
+    frame = [p == x for p, x in zip(post[:nf], variables[:nf])]
+    for rnd in range(rounds):
+        s = z3.Solver()
+        s.add(encoder.init_body, *encoder.sane, rel, *frame, *[c.formula for c in alive])
+        flags = [z3.Bool(f"h!{i}") for i in range(len(alive))]
+        for f, c in zip(flags, alive):
+            s.add(f == z3.substitute(c.formula, *sub))
+        s.add(z3.Not(z3.And(flags)))
+        if s.check() != z3.sat:
+            return None
+        m = s.model()
+        dropped = [c.text for c, f in zip(alive, flags)
+                   if not z3.is_true(m.eval(f, model_completion=True))]
+        if any(pattern in d for d in dropped):
+            step = [encoder.steps[i][0] for i, sel in enumerate(sels)
+                    if z3.is_true(m.eval(sel, model_completion=True))]
+            pre = {n: m.eval(x, model_completion=True) for n, x in zip(names, variables)}
+            pst = {n: m.eval(x, model_completion=True) for n, x in zip(names, post)}
+            return (rnd, step, {k: v for k, v in pre.items() if str(v) != "0"},
+                    {k: v for k, v in pst.items() if str(v) != "0"},
+                    [d for d in dropped if pattern in d])
+        alive = [c for c, f in zip(alive, flags) if z3.is_true(m.eval(f, model_completion=True))]
+    return None
+
+
+def core_closure(encoder: Encoder, invariant: list[Candidate], timeout: float = 600.0):
+    """A subset of a proved invariant that is still inductive and still excludes every error
+    (closure of unsat cores): for reports and for tuning the candidate templates."""
+    variables = encoder.vars
+    nf = len(encoder.system.frozen)
+    post = [z3.Int(f"{v}'") for v in variables]
+    relation = z3.Or([z3.And(pre, *[p == t for p, t in zip(post[nf:], nxt[nf:])])
+                      for _, pre, nxt in encoder.steps])
+    frame = [p == v for p, v in zip(post[:nf], variables[:nf])]
+    sub = list(zip(variables, post))
+    marks = [z3.Bool(f"m!{i}") for i in range(len(invariant))]
+
+    def core(goal_neg):
+        s = z3.Solver()
+        s.set("timeout", int(timeout * 1000))
+        s.add(encoder.init_body, *encoder.sane, *goal_neg)
+        for m, c in zip(marks, invariant):
+            s.add(z3.Implies(m, c.formula))
+        r = s.check(*marks)
+        assert r == z3.unsat, r
+        return {int(str(x)[2:]) for x in s.unsat_core()}
+
+    needed: set[int] = set()
+    todo = []
+    for _, cond in encoder.bad:
+        for i in core([cond]):
+            if i not in needed:
+                needed.add(i)
+                todo.append(i)
+    while todo:
+        i = todo.pop()
+        goal = [relation, *frame, z3.Not(z3.substitute(invariant[i].formula, *sub))]
+        for j in core(goal):
+            if j not in needed:
+                needed.add(j)
+                todo.append(j)
+    return [invariant[i] for i in sorted(needed)]

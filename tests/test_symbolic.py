@@ -1,0 +1,319 @@
+"""The Z3 prover (checker/symbolic*.py) against explicit exploration and model/semantics.py.
+
+- every symbolic example is proved, and no point of a grid of small parameter values fails under
+  the explicit explorer;
+- every class abstraction reaches the projection of every concrete reachable state
+  (model/semantics.py) at small parameter values: the over-approximation the proofs rest on;
+- parameter-dependent bugs come back as violations with the smallest breaking values, which fail
+  explicitly while every smaller point passes;
+- a proof is never claimed outside the fragment or when Z3 runs out of time.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+from types import SimpleNamespace
+
+import pytest
+import z3
+
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.explore import Limits
+from barrierproof.checker.symbolic import points, prove, prove_kernel
+from barrierproof.checker.symbolic_crosscheck import simulation_gaps
+from barrierproof.checker.symbolic_fragment import (Fragment, TauRun, TauSearch, Unsupported,
+                                                    tau_static_ok)
+from barrierproof.checker.symbolic_invariants import Compiler, _independent_rows, nullspace
+from barrierproof.cli import main
+from barrierproof.loader import resolve
+from barrierproof.model.dsl import protocol
+from barrierproof.model.semantics import compile_systems
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(ref: str):
+    path, _, name = ref.partition("::")
+    return resolve(os.path.join(EXAMPLES, path) + "::" + name)[0].build()
+
+
+@functools.lru_cache(maxsize=None)
+def verdict(ref: str, symbolic: tuple[str, ...] = ()):
+    k = kernel(ref)
+    args = SimpleNamespace(symbolic=list(symbolic))
+    return prove_kernel(k, {}, Options(), ref, args)
+
+
+def grid(**ranges) -> list[dict]:
+    names = list(ranges)
+    return [dict(zip(names, combo)) for combo in itertools.product(*ranges.values())]
+
+
+# Symbolic examples that must be proved, with the grid the explicit explorer checks.
+PROVED = {
+    "hopper_ring.py::tma_ring": grid(stages=[1, 2, 3], consumers=[1, 2], steps=range(0, 6)),
+    "hopper_ring.py::tma_ring_single_step": grid(stages=[1, 2, 3], consumers=[1, 2],
+                                                 steps=range(0, 4)),
+    "attention.py::pingpong_schedule": grid(steps=range(0, 9)),
+    "attention.py::schedule_barrier": grid(steps=range(0, 9)),
+    "blackwell.py::tma_mma_epilogue": grid(stages=[1, 2, 3], steps=range(1, 6)),
+    "cutlass.py::pipeline_tma_async": grid(stages=[1, 2, 3], consumers=[1, 2],
+                                           steps=range(0, 6)),
+    "cluster.py::cluster_exchange": grid(steps=range(0, 7)),
+}
+
+
+@pytest.mark.parametrize("ref", sorted(PROVED))
+def test_symbolic_example_is_proved(ref):
+    v = verdict(ref)
+    assert v.verdict == "proved", (v.verdict, v.coverage, v.notes)
+    assert v.engine == "symbolic"
+    assert "proved for all" in v.coverage
+
+
+@pytest.mark.parametrize("ref", sorted(PROVED))
+def test_proof_agrees_with_explicit_grid(ref):
+    assert verdict(ref).verdict == "proved"
+    k = kernel(ref)
+    failing = []
+    for values in PROVED[ref]:
+        if not all(a for a in [_holds(k, values)]):
+            continue
+        got = check_kernel(k, values, Options(Limits(max_states=200_000)))
+        if got.verdict != "verified":
+            failing.append((values, got.label))
+    assert not failing, failing
+
+
+def _holds(k, values) -> bool:
+    from barrierproof.model.ir import evaluate
+    full = k.param_values(values)
+    return all(evaluate(a, full) for a in k.assumptions)
+
+
+def _fragment(ref):
+    """The fragment of a proved example with its static order chosen as `prove` does."""
+    from barrierproof.checker import symbolic as S
+    k = kernel(ref)
+    sym = [p.name for p in k.params.values() if p.symbolic]
+    fixed = {n: v for n, v in k.param_values().items() if n not in sym}
+    frag = Fragment(k, sym, fixed)
+    frag.build_roles()
+    frag.build_classes()
+    search = TauSearch(frag)
+    runs = [TauRun(frag, system, values) for values in S._tau_points(k, sym, fixed, frag)
+            for system in compile_systems(k, values)]
+    for tau in search.candidates():
+        if tau_static_ok(frag, search, tau):
+            search.apply(tau)
+            if all(run.check(search) is None for run in runs):
+                return frag, sym, fixed, frag.build_systems()
+    raise AssertionError("no static order")
+
+
+SIMULATED = {
+    "hopper_ring.py::tma_ring": 2,
+    "attention.py::pingpong_schedule": 4,
+    "attention.py::schedule_barrier": 3,
+    "blackwell.py::tma_mma_epilogue": 2,
+    "cutlass.py::pipeline_tma_async": 2,
+    "cluster.py::cluster_exchange": 3,
+}
+
+
+@pytest.mark.parametrize("ref", sorted(SIMULATED))
+def test_abstraction_covers_semantics(ref):
+    """Every reachable state of model/semantics.py, projected on a barrier class, is reached by
+    that class's counter system at the same parameter values."""
+    frag, sym, fixed, systems = _fragment(ref)
+    for values in points(kernel(ref), sym, fixed, SIMULATED[ref]):
+        gaps = simulation_gaps(frag, systems, values)
+        assert not gaps, (values, gaps[:1])
+
+
+# Parameter-dependent bugs: the verdict and the smallest breaking values.
+BUGS = {
+    "symbolic_bugs.py::drain_every_stage": ("BP100", dict(stages=1, consumers=1, steps=0)),
+    "symbolic_bugs.py::empty_counts_two_consumers": ("BP100", dict(stages=1, consumers=1,
+                                                                   steps=1)),
+    "symbolic_bugs.py::reuse_one_iteration_late": ("BP121", dict(stages=1, consumers=1,
+                                                                 steps=2)),
+    "symbolic_bugs.py::pingpong_even_handback": ("BP103", dict(steps=3)),
+    "symbolic_bugs.py::schedule_barrier_odd_tail": ("BP100", dict(steps=1)),
+}
+
+
+@pytest.mark.parametrize("ref", sorted(BUGS))
+def test_smallest_breaking_values(ref):
+    code, smallest = BUGS[ref]
+    v = verdict(ref)
+    assert v.verdict == "violation" and code in v.codes, (v.label, v.coverage)
+    assert {n: v.params[n] for n in smallest} == smallest
+    assert v.trace is not None and any("smallest breaking values" in n for n in v.notes)
+    # the values fail explicitly, and every smaller point passes
+    k = kernel(ref)
+    assert check_kernel(k, smallest).verdict == "violation"
+    sym = list(smallest)
+    fixed = {n: x for n, x in k.param_values().items() if n not in sym}
+    for values in points(k, sym, fixed, 4):
+        if sum(values[n] for n in sym) >= sum(smallest.values()):
+            break
+        assert check_kernel(k, values).verdict == "verified", values
+
+
+@pytest.mark.parametrize("ref", [
+    "hopper_ring.py::ring_without_drain", "hopper_ring.py::consumer_lapped_by_producer",
+    "hopper_ring.py::empty_count_too_small", "hopper_ring.py::empty_count_too_large",
+    "hopper_ring.py::roles_disagree_on_trip_count", "hopper_ring.py::early_exit_skips_wait",
+    "cutlass.py::expect_tx_larger_than_copy", "cutlass.py::parity_not_toggled",
+    "attention.py::pingpong_missing_final_wait", "attention.py::surplus_arrivals",
+    "handoff.py::arrivals_without_waiter", "blackwell.py::exit_with_mma_in_flight",
+])
+def test_buggy_examples_are_never_proved(ref):
+    k = kernel(ref)
+    v = verdict(ref, tuple(k.params))
+    assert v.verdict == "violation", (v.verdict, v.coverage)
+    # (at the smallest breaking values another rule may break first than at the defaults)
+    again = check_kernel(k, v.params)
+    assert again.verdict == "violation" and again.codes[0] == v.codes[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Honest verdicts
+# ----------------------------------------------------------------------------------------------
+
+@protocol(symbolic=("steps",))
+def nested_loops(k, steps=2):
+    k.threads(2)
+    k.assume(steps >= 0)
+    data = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    with k.loop(steps):
+        with k.loop(2):
+            with k.when(k.thread == 0):
+                k.barrier_arrive(data)
+                k.barrier_wait(ack)
+            with k.otherwise():
+                k.barrier_wait(data)
+                k.barrier_arrive(ack)
+
+
+def test_outside_the_fragment_is_unknown_not_proved():
+    v = prove_kernel(nested_loops.build())
+    assert v.verdict == "unknown"
+    assert "nested loops" in v.coverage and "no violation" in v.coverage
+
+
+def test_time_limit_is_unknown_not_proved():
+    k = kernel("hopper_ring.py::tma_ring")
+    proof = prove(k, ["stages", "consumers", "steps"], {}, timeout=0.5)
+    assert proof.status != "proved"
+
+
+@protocol(symbolic=("n",))
+def lopsided(k, n=2):
+    """Correct for every n: one thread waits n times on a barrier the other arrives on n times,
+    with an acknowledgement each time."""
+    k.threads(2)
+    k.assume(n >= 0)
+    data = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    with k.loop(n):
+        with k.when(k.thread == 0):
+            k.barrier_arrive(data)
+            k.barrier_wait(ack)
+        with k.otherwise():
+            k.barrier_wait(data)
+            k.barrier_arrive(ack)
+
+
+def test_check_engine_symbolic_without_symbolic_argument():
+    """`check --engine symbolic` passes args without `.symbolic`: the declared ones are used."""
+    v = prove_kernel(lopsided.build(), {}, Options(), None, SimpleNamespace())
+    assert v.verdict == "proved", v.coverage
+
+
+def test_cli_prove_exit_codes(tmp_path, capsys):
+    ring = os.path.join(EXAMPLES, "attention.py")
+    assert main(["prove", f"{ring}::schedule_barrier", "-q"]) == 0
+    bugs = os.path.join(EXAMPLES, "symbolic_bugs.py")
+    assert main(["prove", f"{bugs}::schedule_barrier_odd_tail", "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "smallest breaking values found: steps=1" in out
+    assert main(["check", "--engine", "symbolic", f"{ring}::schedule_barrier", "-q"]) == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Pieces
+# ----------------------------------------------------------------------------------------------
+
+def test_threshold_facts_hold_for_every_small_value():
+    """The facts stated about U(x) = #{k >= 0 : s + k*S < x} are true (brute force)."""
+    def U(x, s, S):
+        return sum(1 for k in range(0, 64) if s + k * S < x)
+    for S in range(1, 5):
+        for s in range(S):
+            for x in range(-3, 12):
+                u = U(x, s, S)
+                assert u == max(0, -((s - x) // S))
+                assert (u >= 1) == (x > s)
+                for y in range(-3, 12):
+                    w = U(y, s, S)
+                    if y >= x:
+                        assert w >= u
+                    for m in (1, 2):
+                        if x >= 0 and y - x <= m * S:
+                            assert w - u <= m
+                        if x >= 0 and y - x >= m * S:
+                            assert w - u >= m
+
+
+def test_nullspace_finds_linear_relations():
+    rows = [(1, a, b, 2 * a + 3 * b + 1) for a in range(4) for b in range(3)]
+    basis = nullspace(rows, 4)
+    assert len(basis) == 1
+    vec = basis[0]
+    assert all(sum(c * x for c, x in zip(vec, row)) == 0 for row in rows)
+    assert len(_independent_rows(rows)) == 3
+
+
+def test_compiled_terms_agree_with_z3():
+    x, y = z3.Ints("x y")
+    terms = [x % 2, (x + 3) / 2, z3.If(x < y, x - y, 7 * y), (-x) % 3]
+    comp = Compiler([x, y])
+    for t in terms:
+        fn = comp.function([t])
+        for a in range(-4, 5):
+            for b in range(-2, 3):
+                want = z3.simplify(z3.substitute(t, (x, z3.IntVal(a)), (y, z3.IntVal(b))))
+                assert fn((a, b))[0] == want.as_long(), (t, a, b)
+
+
+def test_symbolic_thread_counts_form_roles():
+    k = kernel("hopper_ring.py::tma_ring")
+    frag = Fragment(k, ["stages", "consumers", "steps"], {})
+    roles = frag.build_roles()
+    assert [(r.single, str(z3.simplify(r.size))) for r in roles] == \
+        [(False, "consumers"), (True, "1")]
+
+
+def test_unsupported_ring_index():
+    @protocol(symbolic=("stages", "steps"))
+    def prefetch(k, stages=2, steps=3):
+        k.threads(2)
+        k.assume(stages >= 1, steps >= 0)
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        with k.loop(steps) as i:
+            with k.when(k.thread == 0):
+                k.barrier_arrive(full.at[(2 * i) % stages])
+            with k.otherwise():
+                k.barrier_wait(full.at[(2 * i) % stages])
+    frag = Fragment(prefetch.build(), ["stages", "steps"], {})
+    frag.build_roles()
+    frag.build_classes()
+    with pytest.raises(Unsupported):
+        TauSearch(frag)
+        frag.build_systems()
