@@ -1,6 +1,73 @@
 """Proofs for every parameter value (Z3), or the smallest parameter values that break a protocol.
 
-(The technique is described in full below `prove_kernel`'s helpers; see TECHNIQUE.)
+`barrierproof prove PATH[::NAME] [--symbolic NAME ...]` and `check --engine symbolic` call
+`prove_kernel`. The verdict is
+
+- `proved`: for EVERY value of the symbolic parameters that satisfies the kernel's assumptions
+  (`k.assume(...)`) -- and the side conditions the verdict lists, the hardware ranges without
+  which model/semantics.py has no meaning (e.g. `num_arrivals <= 2**20 - 1`) -- no reachable
+  state deadlocks (BP100, BP130) or breaks a rule (BP101-BP105, BP121), with the meaning of
+  model/semantics.py. Every fact this rests on was proved by Z3; an `unknown` or a time-out from
+  Z3 anywhere means no proof.
+- `violation`: the smallest breaking parameter values found by a bounded search (points in order
+  of the sum of the symbolic values, then lexicographically), with the explicit explorer's
+  shortest counterexample at those values, replayed on the interpreter.
+- `unknown`: neither, with the reason (outside the fragment, proof failed, time limit) and how
+  far the bounded search went.
+
+How a proof works
+-----------------
+1. Barrier classes (symbolic_fragment.py). The barrier instances are split into classes that
+   can be analysed separately: all instances of concrete arrays and scalar barriers, and, per
+   group of arrays of one symbolic size S (a ring: arrays used with the same offset in a loop,
+   like its `full` and `empty`), ONE representative slot s (0 <= s < S, a symbolic constant).
+   Each thread's program is projected on a class: only its operations on the class's instances
+   remain, in program order, with their guards; everything else is a stutter. A class system
+   therefore has every interleaving of class events the real system has (and more): a wait on
+   another class may pass at any time there, tcgen05 completions need not wait for their queue,
+   a fork or join orders nothing. Rules BP101-BP105, BP121 are about one instance at a time, so
+   checking them on every class system checks them on the kernel. (That the projection of every
+   reachable state of model/semantics.py is reached by the class system is tested at small
+   parameter values: symbolic_crosscheck.py.)
+2. Rings. In a loop over i whose ring operations use `(i + c) % S`, slot s is used at the
+   iterations v = i + c that are lattice points v = s + k*S. The class program counts k instead of
+   i; a guard `v < x` becomes `k < U(x)`, where U(x) = #{k >= 0 : s + k*S < x} is a fresh
+   integer constrained only by facts true for every value (U(x) >= 0; U(x) >= 1 iff x > s;
+   monotone; U(y) - U(x) <= m (>= m) when 0 <= x and y - x <= m*S (>= m*S)); `(i + c) // S` is k
+   and `(i + c) % S` is s. Everything stays linear, so Z3 decides every check.
+3. Identical threads (symbolic_encode.py). A role whose size is symbolic (N consumers) is a
+   counter abstraction: how many of its threads are at each position, with their loop offset
+   d = k - kref (kref: the role's slowest thread in that loop) and what each observed of each
+   instance it waits on: U (never waited), J0 (seen = phase) or J1 (seen = phase - 1). Falling two
+   completions behind is BP101 at that completion, so the three values are exact; a role whose
+   threads drift more than B = 2 iterations apart on one class is reported as an error of the
+   abstraction (never as a proof). A role of one thread keeps an explicit position.
+4. Deadlocks. A deadlock is a state where every unfinished thread is blocked (at a wait, a join
+   or before a fork) and nothing is in flight. A static order tau on all events (by groups of
+   aligned loops, then iteration, then rank; every thread's events in program order) is chosen,
+   and each class system proves, as one more error condition, "a thread is blocked at a wait
+   although every event before it in tau has happened and nothing is in flight" unreachable;
+   forks precede their awaits and joins follow their warps' events in tau by construction. Then no
+   reachable state is a deadlock: in a deadlock take the tau-least pending event e; every event
+   before it has happened, so e is a wait (forks, joins and other operations would be enabled)
+   whose class system proved it enabled -- a contradiction. Candidate orders are first replayed
+   concretely (the tau-ordered run of model/semantics.py must pass every wait at a few small
+   parameter values); only the symbolic check counts.
+5. Invariants (symbolic_invariants.py). Each class system is explored explicitly at small
+   parameter values; linear equalities (null spaces of the sampled states), bounds and bounds on
+   differences, globally and conditioned on where a thread is, are the candidates. Houdini keeps
+   the largest subset Z3 proves inductive for ALL parameter values (initiation and consecution
+   over symbolic parameters), and Z3 then proves that no error state satisfies it. Spacer (Z3's
+   CHC engine) was tried first on the same transition systems and did not converge even on
+   concrete 19-state instances in 60 s, so invariants are guessed from samples and checked by Z3:
+   the samples only propose, Z3 decides.
+
+The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
+warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
+nested; trip counts, guards, counts and bytes linear in the parameters and the loop variable;
+barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S` in loops or
+`c % S` outside; parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
+tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread.
 """
 
 from __future__ import annotations
@@ -11,10 +78,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-import z3
-
 from ..model.ir import Kernel, ModelError, evaluate
-from ..model.semantics import System, compile_systems, static_findings
+from ..model.semantics import compile_systems, static_findings
 from .check import Options, check_kernel, error_verdict
 from .explore import Limits
 from .symbolic_encode import Encoder

@@ -823,23 +823,40 @@ class Encoder:
                                           st.k[r][j] == self.term(st, code.role.segments[j].lo)))
         return out
 
+    def transition_relation(self):
+        """(post-state variables, the disjunction of all transitions, frozen frame)."""
+        if not hasattr(self, "_relation"):
+            nf = len(self.system.frozen)
+            post = [z3.Int(f"{v}'") for v in self.vars]
+            relation = z3.Or([z3.And(pre, *[p == t for p, t in zip(post[nf:], nxt[nf:])])
+                              for _, pre, nxt in self.steps])
+            frame = [p == v for p, v in zip(post[:nf], self.vars[:nf])]
+            self._relation = (post, relation, frame)
+        return self._relation
+
     def check_sane(self, timeout: float = 30.0) -> str | None:
         """None when the construction facts are inductive, else the offending step."""
         solver = z3.Solver()
         solver.set("timeout", int(timeout * 1000))
         init = SymState(self.layout, self.init_head)
-        solver.push()
         solver.add(self.init_body, z3.Not(z3.And(self.sane_of(init))))
         if solver.check() != z3.unsat:
             return "initial state"
-        solver.pop()
-        for label, pre, nxt in self.steps:
-            solver.push()
-            solver.add(*self.sane, pre, z3.Not(z3.And(self.sane_of(SymState(self.layout, nxt)))))
-            if solver.check() != z3.unsat:
+        post, relation, frame = self.transition_relation()
+        solver = z3.Solver()
+        solver.set("timeout", int(timeout * 1000))
+        solver.add(*self.sane, relation, *frame,
+                   z3.Not(z3.And(self.sane_of(SymState(self.layout, post)))))
+        r = solver.check()
+        if r == z3.unsat:
+            return None
+        if r == z3.unknown:
+            return f"undecided ({solver.reason_unknown()})"
+        m = solver.model()
+        for label, pre, _ in self.steps:
+            if z3.is_true(m.eval(pre, model_completion=True)):
                 return label
-            solver.pop()
-        return None
+        return "a transition"
 
     def spacer(self, timeout: float = 60.0) -> str:
         """Ask Spacer directly (kept for comparison: it rarely converges on these systems)."""

@@ -9,9 +9,10 @@ Supported (anything else raises `Unsupported`, and the verdict says why):
   with `(i + c) % S` (i the loop variable, c free of it) or `c % S` outside loops;
 - a plain tcgen05_mma (no barrier) is followed in its thread by a tcgen05 op that arrives.
 
-Barrier classes. All instances of concrete arrays and scalar barriers form one class; all arrays of
-the same symbolic size S form another, analysed at one representative slot s (0 <= s < S,
-symbolic). Inside a loop over i, the slot-s operations happen at the iterations v = i + c that
+Barrier classes. All instances of concrete arrays and scalar barriers form one class; arrays of
+the same symbolic size S that loops use with the same offset form another (arrays used with
+different offsets in one loop are kept apart), analysed at one representative slot s
+(0 <= s < S, symbolic). Inside a loop over i, the slot-s operations happen at the iterations v = i + c that
 are lattice points v = s + k*S; a comparison of v with a threshold x becomes a comparison of k
 with U(x) = #{k >= 0 : s + k*S < x}, a fresh integer about which the module states only facts
 that hold for every value: U(x) >= 0, U(x) >= 1 iff x > s, monotonicity, and
@@ -35,7 +36,7 @@ from typing import Iterator, Mapping, Sequence
 import z3
 
 from ..model.ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BinOp, Const, Expr, Kernel, Loc, Loop,
-                        Op, UnOp, Var, WarpRegion, When, free_vars)
+                        Op, UnOp, Var, WarpRegion, When, free_vars, walk)
 from .symbolic_encode import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K,
                               WAIT, WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole,
                               CSegment)
@@ -267,7 +268,7 @@ class Fragment:
         self.blocks = list(itertools.product(*[range(n) for n in self.cluster_shape]))
         nthreads = z3.simplify(z_int(k.num_threads, self.base_env))
         self.require(nthreads >= 1, "at least one thread per block")
-        self.uses_warps = any(isinstance(s, WarpRegion) for s in _walk(k.body))
+        self.uses_warps = any(isinstance(s, WarpRegion) for s in walk(k.body))
         intervals = self.thread_intervals(nthreads)
         roles = []
         for block in self.blocks:
@@ -370,15 +371,10 @@ class Fragment:
                 if role.thread_free and k.thread_axis in free_vars(stmt.trip):
                     raise Unsupported("a trip count depends on the thread index", stmt.loc)
                 item = Item("loop", list(conds), loop=stmt)
-                before = len(role.items)
                 self.walk_role(role, stmt.body, [], item, in_region)
-                del before
                 if item.body:
                     role.items.append(item)
             elif isinstance(stmt, When):
-                if loop is None and k.thread_axis not in free_vars(stmt.cond) and \
-                        not _mentions_loop(stmt.cond, role):
-                    pass
                 then_conds = conds + [(stmt.cond, True)]
                 else_conds = conds + [(stmt.cond, False)]
                 decided = self.decide(role, stmt.cond, loop is not None)
@@ -478,20 +474,8 @@ class _Cmp:
         return Key(x)
 
 
-def _walk(body):
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, Loop):
-            yield from _walk(stmt.body)
-        elif isinstance(stmt, When):
-            yield from _walk(stmt.then)
-            yield from _walk(stmt.orelse)
-        elif isinstance(stmt, WarpRegion):
-            yield from _walk(stmt.body)
-
-
 def _conditions(body) -> Iterator[Expr]:
-    for stmt in _walk(body):
+    for stmt in walk(body):
         if isinstance(stmt, When):
             yield stmt.cond
 
@@ -505,9 +489,6 @@ def _atoms(e) -> Iterator[Expr]:
     else:
         yield e
 
-
-def _mentions_loop(e, role) -> bool:
-    return False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -611,14 +592,7 @@ class ClassBuilder:
         return found if found is not None else z3.IntVal(0)
 
     def ring_lhs(self, ref, env) -> Expr:
-        idx = ref.index
-        if len(idx) != 1 or not (isinstance(idx[0], BinOp) and idx[0].op == "%"):
-            raise Unsupported(f"ring barrier `{ref}` must be indexed as `expr % "
-                              f"{self.cls.ring}`")
-        e = idx[0]
-        if not self.frag.solver.equal(z_int(e.rhs, env), self.cls.ring):
-            raise Unsupported(f"`{ref}`: the modulus is not the number of barriers")
-        return e.lhs
+        return _ring_lhs(self.frag, ref, env, self.cls.ring)
 
     # -- operations ---------------------------------------------------------------------------------
 
@@ -681,9 +655,7 @@ class ClassBuilder:
         if ref is None or ref.alloc not in self.cls.allocs:
             return []
         guard = ctx.guard(bop.conds)
-        out = []
-        made = self._cops(role, item, bop, ctx, rank, guard, ref)
-        return made
+        return self._cops(role, item, bop, ctx, rank, guard, ref)
 
     def _cops(self, role, item, bop, ctx, rank, guard, ref) -> list[COp]:
         op = bop.op
@@ -1218,7 +1190,7 @@ class TauRun:
                 env[axis] = c
             env[k.thread_axis] = agent.thread
             env[k.warp_axis] = 0
-            self._walk(k.body, env, a, None, out, index, agent)
+            self.walk(k.body, env, a, None, out, index, agent)
         roles = [self._role_of(agent) for agent in sysm.agents]
         lookup = []
         for r, role in enumerate(self.frag.roles):
@@ -1246,7 +1218,7 @@ class TauRun:
             ann.append(rows)
         return ann
 
-    def _walk(self, body, env, agent, region_warps, out, index, ag, iteration=None):
+    def walk(self, body, env, agent, region_warps, out, index, ag, iteration=None):
         from ..model.ir import evaluate
         k = self.frag.kernel
         for stmt in body:
@@ -1257,14 +1229,14 @@ class TauRun:
                 saved = env.get(stmt.var)
                 for i in range(max(trip, 0)):
                     env[stmt.var] = i
-                    self._walk(stmt.body, env, agent, region_warps, out, index, ag, i)
+                    self.walk(stmt.body, env, agent, region_warps, out, index, ag, i)
                 if saved is None:
                     env.pop(stmt.var, None)
                 else:
                     env[stmt.var] = saved
             elif isinstance(stmt, When):
                 branch = stmt.then if evaluate(stmt.cond, env) else stmt.orelse
-                self._walk(branch, env, agent, region_warps, out, index, ag, iteration)
+                self.walk(branch, env, agent, region_warps, out, index, ag, iteration)
             elif isinstance(stmt, WarpRegion):
                 out[agent].append((("fork", id(stmt)), None))
                 for w in range(1, k.num_warps):
@@ -1272,10 +1244,10 @@ class TauRun:
                     out[wa].append((("await", id(stmt)), None))
                     wenv = dict(env)
                     wenv[stmt.axis] = wenv[k.warp_axis] = w
-                    self._walk(stmt.body, wenv, wa, None, out, index, ag, iteration)
+                    self.walk(stmt.body, wenv, wa, None, out, index, ag, iteration)
                 wenv = dict(env)
                 wenv[stmt.axis] = wenv[k.warp_axis] = 0
-                self._walk(stmt.body, wenv, agent, None, out, index, ag, iteration)
+                self.walk(stmt.body, wenv, agent, None, out, index, ag, iteration)
                 out[agent].append((("join", id(stmt)), None))
 
     def check(self, search: TauSearch) -> str | None:
@@ -1340,6 +1312,72 @@ def tau_static_ok(frag: "Fragment", search: TauSearch, tau: Tau) -> bool:
 # Classes and systems
 # ----------------------------------------------------------------------------------------------
 
+def _ring_lhs(frag: "Fragment", ref, env, S) -> Expr:
+    """v in a ring index `v % S`; a plain index e counts as `e % S` when 0 <= e < S always
+    (outside loops)."""
+    idx = ref.index
+    if len(idx) != 1:
+        raise Unsupported(f"ring barrier `{ref}` needs one index")
+    e = idx[0]
+    if isinstance(e, BinOp) and e.op == "%" and frag.solver.equal(z_int(e.rhs, env), S):
+        return e.lhs
+    try:
+        t = z_int(e, env)
+    except Unsupported:
+        t = None
+    if t is not None and frag.solver.valid(z3.And(t >= 0, t < S)):
+        return e
+    raise Unsupported(f"ring barrier `{ref}` must be indexed as `expr % {S}`")
+
+
+def _ring_groups(self: "Fragment", allocs: list[BarrierAlloc], S) -> list[list[BarrierAlloc]]:
+    """Split the arrays of one symbolic size into classes: arrays used with the same offset in
+    a loop share a class (a ring's full and empty barriers); arrays used with different offsets
+    in one loop (two pipelines one iteration apart) go to different classes. Any partition is
+    sound -- classes are projections -- this one keeps what a ring needs together."""
+    parent = {a.name: a.name for a in allocs}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    conflicts = []
+    for role in self.roles:
+        for item in role.items:
+            if item.kind != "loop":
+                continue
+            offsets: dict[str, list] = {}
+            for bop in item.body:
+                ref = bop.op.barrier
+                if ref is None or ref.alloc not in allocs:
+                    continue
+                lhs = _ring_lhs(self, ref, role.env, S)
+                lin = linear_in(lhs, item.loop.var, role.env, self.solver)
+                if lin is None or lin[0] != 1:
+                    raise Unsupported(f"ring index `{ref}` is not (i + c) % {S}", bop.op.loc)
+                offsets.setdefault(ref.alloc.name, []).append(lin[1])
+            names = list(offsets)
+            for name in names:
+                first = offsets[name][0]
+                if any(not self.solver.equal(first, o) for o in offsets[name][1:]):
+                    raise Unsupported(f"`{name}` is used with two offsets in one loop",
+                                      item.loop.loc)
+            for a, b in itertools.combinations(names, 2):
+                if self.solver.equal(offsets[a][0], offsets[b][0]):
+                    parent[find(a)] = find(b)
+                else:
+                    conflicts.append((a, b, item.loop.loc))
+    for a, b, loc in conflicts:
+        if find(a) == find(b):
+            raise Unsupported(f"`{a}` and `{b}` are used together with different offsets", loc)
+    groups: dict[str, list] = {}
+    for a in allocs:
+        groups.setdefault(find(a.name), []).append(a)
+    return list(groups.values())
+
+
 def _build_classes(self: "Fragment") -> list[BarrierClass]:
     k = self.kernel
     concrete = BarrierClass("barriers", None, [])
@@ -1363,7 +1401,14 @@ def _build_classes(self: "Fragment") -> list[BarrierClass]:
                 break
         else:
             rings.append(BarrierClass(f"ring of {S}", S, [alloc]))
-    classes = ([concrete] if concrete.allocs else []) + rings
+    split = []
+    for ring in rings:
+        groups = _ring_groups(self, ring.allocs, ring.ring)
+        for g in groups:
+            name = ring.name if len(groups) == 1 else \
+                f"{ring.name} ({', '.join(a.name for a in g)})"
+            split.append(BarrierClass(name, ring.ring, g))
+    classes = ([concrete] if concrete.allocs else []) + split
     multi = len(self.blocks) > 1
     for n, cls in enumerate(classes):
         if cls.ring is not None:

@@ -439,7 +439,6 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     """The largest inductive subset of the candidates, then the error conditions."""
     start = time.perf_counter()
     variables = encoder.vars
-    nf = len(encoder.system.frozen)
     checks = 0
 
     def remaining() -> float:
@@ -455,56 +454,68 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
                                candidates=len(candidates), checks=checks, **kw)
 
     alive = list(candidates)
+    # Candidates as Python functions: a model's state is evaluated here, not through the API.
+    comp = Compiler(variables)
+    holds = {id(c): comp.function([c.formula], "bool") for c in alive}
+
+    def survivors(model, vector, items, flag_of):
+        values = tuple(model.eval(x, model_completion=True).as_long() for x in vector)
+        kept = [c for c in items if holds[id(c)](values)]
+        if len(kept) == len(items):      # (never expected) fall back to Z3's evaluation
+            kept = [c for c in items if z3.is_true(model.eval(flag_of(c), model_completion=True))]
+        return kept
+
     # Initiation: drop candidates that fail in some initial state.
     init_sub = Substitution(variables, encoder.init_head)
-    init_forms = {id(c): init_sub(c.formula) for c in alive}
+    s = solver()
+    s.add(encoder.init_body)
+    init_flags, init_broken = {}, {}
+    for i, c in enumerate(alive):
+        init_flags[id(c)] = z3.Bool(f"h!{i}")
+        init_broken[id(c)] = z3.Not(init_flags[id(c)])
+        s.add(init_flags[id(c)] == init_sub(c.formula))
+    rnd = 0
     while alive:
-        s = solver()
-        s.add(encoder.init_body)
-        flags = [z3.Bool(f"h!{i}") for i in range(len(alive))]
-        for f, c in zip(flags, alive):
-            s.add(f == init_forms[id(c)])
-        s.add(z3.Not(z3.And(flags)))
+        goal = z3.Bool(f"hg!{rnd}")
+        rnd += 1
+        s.add(z3.Implies(goal, z3.Or([init_broken[id(c)] for c in alive])))
+        s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
         checks += 1
-        r = s.check()
+        r = s.check(goal)
         if r == z3.unsat:
             break
         if r == z3.unknown:
             return result("unknown", f"Z3 could not decide initiation: {s.reason_unknown()}")
         m = s.model()
-        alive = [c for c, f in zip(alive, flags) if z3.is_true(m.eval(f, model_completion=True))]
+        alive = survivors(m, encoder.init_head, alive, lambda c: init_flags[id(c)])
     # Consecution: one incremental query over all transitions at once, until no transition
     # breaks a candidate. Candidate i is assumed through the literal a_i; dropping it is just
     # not assuming a_i any more, so Z3 keeps what it learned.
-    post = [z3.Int(f"{v}'") for v in variables]
-    relation = z3.Or([z3.And(pre, *[p == t for p, t in zip(post[nf:], nxt[nf:])])
-                      for _, pre, nxt in encoder.steps])
-    frame = [p == v for p, v in zip(post[:nf], variables[:nf])]
+    post, relation, frame = encoder.transition_relation()
     sub = Substitution(variables, post)
     s = solver()
     s.add(encoder.init_body, *encoder.sane, relation, *frame)
-    lits = [z3.Bool(f"a!{i}") for i in range(len(alive))]
-    flags = [z3.Bool(f"f!{i}") for i in range(len(alive))]
-    for lit, flag, c in zip(lits, flags, alive):
-        s.add(z3.Implies(lit, c.formula), flag == sub(c.formula))
-    live = list(range(len(alive)))
+    lits, flags, broken = {}, {}, {}
+    for i, c in enumerate(alive):
+        lits[id(c)], flags[id(c)] = z3.Bool(f"a!{i}"), z3.Bool(f"f!{i}")
+        broken[id(c)] = z3.Not(flags[id(c)])
+        s.add(z3.Implies(lits[id(c)], c.formula), flags[id(c)] == sub(c.formula))
     rnd = 0
-    while live:
+    while alive:
         if remaining() <= 0:
             return result("unknown", "time limit while checking the invariant")
         goal = z3.Bool(f"g!{rnd}")
         rnd += 1
-        s.add(z3.Implies(goal, z3.Or([z3.Not(flags[i]) for i in live])))
+        s.add(z3.Implies(goal, z3.Or([broken[id(c)] for c in alive])))
         s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
         checks += 1
-        r = s.check(goal, *[lits[i] for i in live])
+        r = s.check(goal, *[lits[id(c)] for c in alive])
         if r == z3.unsat:
             break
         if r == z3.unknown:
             return result("unknown", f"Z3 could not decide consecution: {s.reason_unknown()}")
         m = s.model()
-        live = [i for i in live if z3.is_true(m.eval(flags[i], model_completion=True))]
-    alive = [alive[i] for i in live]
+        alive = survivors(m, post, alive, lambda c: flags[id(c)])
     # Safety: no error state satisfies the invariant.
     failed = []
     for label, cond in encoder.bad:

@@ -313,7 +313,8 @@ def test_unsupported_ring_index():
                 k.barrier_wait(full.at[(2 * i) % stages])
     frag = Fragment(prefetch.build(), ["stages", "steps"], {})
     frag.build_roles()
-    frag.build_classes()
-    with pytest.raises(Unsupported):
-        TauSearch(frag)
-        frag.build_systems()
+    with pytest.raises(Unsupported, match=r"is not \(i \+ c\) % stages"):
+        frag.build_classes()
+    v = prove_kernel(prefetch.build())
+    assert v.verdict != "proved"
+    assert any("outside the supported fragment" in n for n in [v.coverage or ""] + v.notes)

@@ -1,0 +1,142 @@
+"""Soundness on mutants: random variants of a TMA ring (guards off by one, wrong arrival counts,
+drains of the wrong length, roles that disagree on the trip count, parities flipped) -- many of
+them broken for some parameter values only. Whenever `prove` says proved, no point of a grid of
+small values may fail under the explicit explorer; whenever it reports a violation, the values
+it names must fail explicitly."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from barrierproof import maximum, minimum
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.explore import Limits
+from barrierproof.checker.symbolic import prove_kernel
+from barrierproof.model.dsl import protocol
+
+WAIT_FROM = ["stages", "stages+1", "stages-1", "1"]
+EMPTY = ["consumers", "1", "consumers+1"]
+DRAIN = ["min", "stages", "none", "min-1"]
+CONSUMER_TRIPS = ["steps", "steps-1", "steps+1"]
+CONSUMER_WAIT = ["wait", "parity", "parity_flipped"]
+COPY = ["copy", "expect_then_load", "expect_more"]
+
+
+CORRECT = dict(wait_from="stages", empty="consumers", drain="min", trips="steps", wait="wait",
+               copy="copy")
+MUTATIONS = [("wait_from", v) for v in WAIT_FROM[1:]] + [("empty", v) for v in EMPTY[1:]] + \
+    [("drain", v) for v in DRAIN[1:]] + [("trips", v) for v in CONSUMER_TRIPS[1:]] + \
+    [("wait", "parity_flipped"), ("copy", "expect_more")]
+
+
+@st.composite
+def mutants(draw):
+    """A correct ring (copy or expect+load, wait or parity wait), then zero, one or two
+    mutations: most are broken, some only for some parameter values."""
+    m = dict(CORRECT, copy=draw(st.sampled_from(["copy", "expect_then_load"])),
+             wait=draw(st.sampled_from(["wait", "parity"])))
+    for _ in range(draw(st.sampled_from([0, 1, 1, 2]))):
+        key, value = draw(st.sampled_from(MUTATIONS))
+        m[key] = value
+    return m
+
+
+def build(m):
+    @protocol(symbolic=("stages", "consumers", "steps"))
+    def ring(k, stages=2, consumers=1, steps=3):
+        k.threads(consumers + 1, name="wg")
+        k.assume(stages >= 1, consumers >= 1, steps >= 0)
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        count = {"consumers": consumers, "1": 1, "consumers+1": consumers + 1}[m["empty"]]
+        empty = k.Barrier(num_arrivals=count, num_barriers=stages)
+        first = {"stages": stages, "stages+1": stages + 1, "stages-1": stages - 1,
+                 "1": 1}[m["wait_from"]]
+        with k.when(k.thread == consumers):
+            with k.loop(steps) as i:
+                with k.when(i >= first):
+                    k.barrier_wait(empty.at[i % stages])
+                if m["copy"] == "copy":
+                    k.copy_gmem_to_smem(full.at[i % stages], bytes=4096)
+                else:
+                    k.arrive_expect_tx(full.at[i % stages],
+                                       4096 if m["copy"] == "expect_then_load" else 8192)
+                    k.tma_load(full.at[i % stages], 4096)
+            tail = {"min": minimum(steps, stages), "stages": stages, "none": 0,
+                    "min-1": maximum(minimum(steps, stages) - 1, 0)}[m["drain"]]
+            with k.loop(tail) as j:
+                k.barrier_wait(empty.at[(steps - tail + j) % stages])
+        with k.otherwise():
+            trips = {"steps": steps, "steps-1": maximum(steps - 1, 0),
+                     "steps+1": steps + 1}[m["trips"]]
+            with k.loop(trips) as i:
+                if m["wait"] == "wait":
+                    k.barrier_wait(full.at[i % stages])
+                else:
+                    flip = 1 if m["wait"] == "parity_flipped" else 0
+                    k.wait_parity(full.at[i % stages], ((i // stages) % 2) ^ flip)
+                k.barrier_arrive(empty.at[i % stages])
+    return ring.build()
+
+
+GRID = [dict(stages=s, consumers=c, steps=n) for s in (1, 2, 3) for c in (1, 2)
+        for n in range(0, 6)]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(mutants())
+def test_prove_never_contradicts_explicit_exploration(m):
+    kernel = build(m)
+    v = prove_kernel(kernel, {}, Options(Limits(timeout=60)), None,
+                     SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
+    if v.verdict == "proved":
+        for values in GRID:
+            got = check_kernel(kernel, values, Options(Limits(max_states=100_000)))
+            assert got.verdict == "verified", (m, values, got.label)
+    elif v.verdict == "violation":
+        again = check_kernel(kernel, v.params)
+        assert again.verdict == "violation" and again.codes[0] == v.codes[0], (m, v.params)
+
+
+def test_the_correct_ring_is_among_the_mutants():
+    v = prove_kernel(build(CORRECT), {}, Options(), None,
+                     SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
+    assert v.verdict == "proved", v.coverage
+
+
+def late_bug(kind):
+    """Broken only for values beyond everything sampled or replayed concretely (steps >= 9)."""
+    @protocol(symbolic=("stages", "consumers", "steps"))
+    def ring(k, stages=2, consumers=1, steps=3):
+        k.threads(consumers + 1, name="wg")
+        k.assume(stages >= 1, consumers >= 1, steps >= 0)
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
+        with k.when(k.thread == consumers):
+            with k.loop(steps) as i:
+                skip = (i == 10) if kind == "skipped_wait" else (i < 0)
+                with k.when((i >= stages) & ~skip):
+                    k.barrier_wait(empty.at[i % stages])
+                k.copy_gmem_to_smem(full.at[i % stages], bytes=4096)
+            tail = minimum(steps, stages)
+            with k.loop(tail) as j:
+                k.barrier_wait(empty.at[(steps - tail + j) % stages])
+        with k.otherwise():
+            trips = steps - (steps >= 9) if kind == "short_consumers" else steps
+            with k.loop(trips) as i:
+                k.barrier_wait(full.at[i % stages])
+                k.barrier_arrive(empty.at[i % stages])
+    return ring.build()
+
+
+def test_bugs_beyond_the_samples_are_not_proved():
+    for kind, values in (("short_consumers", dict(stages=1, consumers=1, steps=9)),
+                         ("skipped_wait", dict(stages=1, consumers=1, steps=11))):
+        kernel = late_bug(kind)
+        assert check_kernel(kernel, values).verdict == "violation"
+        v = prove_kernel(kernel, {}, Options(Limits(timeout=120)), None,
+                         SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
+        assert v.verdict != "proved", (kind, v.coverage)
