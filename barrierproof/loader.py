@@ -88,6 +88,9 @@ def _dsl_target(path: str, name: str, proto: Protocol) -> Target:
 
 
 def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
+    if expect is not None:
+        from .model.pallas import check_expect, expect_loc   # no jax import
+        check_expect(expect, name, expect_loc(path))
     def build() -> Kernel:
         from .model import pallas  # jax is imported only for Pallas kernels
         return pallas.trace_function(fn, name=name, path=path)

@@ -370,6 +370,16 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     return TlaModule(name, "\n".join(out) + "\n", cfg_text(checks), system, checks)
 
 
+def position_suffix(system) -> str:
+    """A module-name suffix for a grid position (`sm0`, `flag_m1`): an identifier, and
+    unambiguous when an axis name ends in a digit."""
+    parts = []
+    for axis, value in sorted(system.grid_position.items()):
+        text = str(value) if value >= 0 else f"m{-value}"
+        parts.append(f"{axis}_{text}" if axis[-1:].isdigit() or value < 0 else f"{axis}{text}")
+    return "_".join(parts)
+
+
 def emit_modules(kernel: Kernel, params: Mapping[str, int] | None = None,
                  name: str | None = None, **kw) -> list[TlaModule]:
     """One module per distinct cluster behaviour of the kernel (usually one)."""
@@ -379,8 +389,7 @@ def emit_modules(kernel: Kernel, params: Mapping[str, int] | None = None,
         return [emit_system(systems[0], base, **kw)]
     out = []
     for system in systems:
-        suffix = "_".join(f"{k}{v}" for k, v in sorted(system.grid_position.items()))
-        out.append(emit_system(system, f"{base}_{suffix}", **kw))
+        out.append(emit_system(system, f"{base}_{position_suffix(system)}", **kw))
     return out
 
 
@@ -570,8 +579,7 @@ def emit_targets(targets, params: Mapping[str, int] | None = None, root: str | N
             for system in systems:
                 name = kbase
                 if len(systems) > 1:
-                    name += "_" + "_".join(f"{k}{v}"
-                                           for k, v in sorted(system.grid_position.items()))
+                    name += "_" + position_suffix(system)
                 item.modules.append(emit_system(system, name, source=ref, root=root,
                                                 command=command))
         if reasons:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Kernel, Loc, Loop, ModelError, Op,
-                 Param, UNKNOWN_LOC, UnOp, Var, WarpRegion, When, free_vars)
+                 Param, UNKNOWN_LOC, UnOp, Var, WarpRegion, When, free_vars, walk)
 
 DEFAULT_CORE_COUNT = 132          # H100 SXM; what the shipped kernels size their grids by
 DEFAULT_TRIPS = 3                 # data-dependent loops: enough to reuse a double-buffered slot
@@ -68,6 +68,8 @@ LOCAL = {
 UNMODELED = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel",
              "semaphore_signal_multicast", "barrier_test", "griddepcontrol_wait",
              "griddepcontrol_launch_dependents", "inline_mgpu_p", "pallas_call"}
+# jnp's integer floor remainder and floor division (jitted helpers): the IR's `%` and `//`.
+_FLOOR_OPS = {"remainder": "%", "floor_divide": "//"}
 # Wrappers whose single sub-jaxpr is called with the equation's operands and gives its results.
 INLINE_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr", "call")
 
@@ -244,8 +246,68 @@ def is_bool(expr: Expr) -> bool:
     return False
 
 
+# Known ranges of variables (loop indices, axis indices) while a kernel is translated: they let
+# the folding below simplify C division and remainder of indices such as `(3 - i) % 2`.
+_RANGES: dict[str, tuple[int, int | None]] = {}
+
+
+def _bounds(expr: Expr) -> tuple[int | None, int | None]:
+    """An interval holding every value of `expr` (None: unbounded), from `_RANGES`."""
+    if isinstance(expr, Const):
+        return expr.value, expr.value
+    if isinstance(expr, Var):
+        if expr.name in _RANGES:
+            return _RANGES[expr.name]
+        return (None, None) if expr.name.startswith(OPAQUE_PREFIX) else (0, None)
+    if isinstance(expr, UnOp):
+        lo, hi = _bounds(expr.arg)
+        if expr.op == "neg":
+            return (None if hi is None else -hi), (None if lo is None else -lo)
+        return 0, 1
+    if not isinstance(expr, BinOp):
+        return None, None
+    if expr.op in _BOOL_OPS:
+        return 0, 1
+    (alo, ahi), (blo, bhi) = _bounds(expr.lhs), _bounds(expr.rhs)
+    add = lambda x, y: None if x is None or y is None else x + y
+    if expr.op == "+":
+        return add(alo, blo), add(ahi, bhi)
+    if expr.op == "-":
+        return (add(alo, None if bhi is None else -bhi), add(ahi, None if blo is None else -blo))
+    if expr.op in ("*", "//") and None not in (alo, ahi, blo, bhi):
+        if expr.op == "//" and blo <= 0 <= bhi:
+            return None, None
+        f = (lambda x, y: x * y) if expr.op == "*" else (lambda x, y: x // y)
+        vals = [f(x, y) for x in (alo, ahi) for y in (blo, bhi)]
+        return min(vals), max(vals)
+    if expr.op == "%" and blo is not None and blo > 0:    # floor remainder: [0, b - 1]
+        hi = None if bhi is None else bhi - 1
+        if alo is not None and alo >= 0 and ahi is not None:
+            hi = ahi if hi is None else min(hi, ahi)
+        return 0, hi
+    if expr.op in ("min", "max"):
+        pick = min if expr.op == "min" else max
+        lo = None if None in (alo, blo) else pick(alo, blo)
+        hi = None if None in (ahi, bhi) else pick(ahi, bhi)
+        if expr.op == "max" and lo is None:
+            lo = alo if alo is not None else blo
+        if expr.op == "min" and hi is None:
+            hi = ahi if ahi is not None else bhi
+        return lo, hi
+    return None, None
+
+
 def nonneg(expr: Expr) -> bool:
-    """A sufficient syntactic check that `expr` is never negative (indices, trip counts)."""
+    """A sufficient check that `expr` is never negative (indices, trip counts)."""
+    if _syntactic_nonneg(expr):
+        return True
+    if not _RANGES:
+        return False
+    lo, _ = _bounds(expr)
+    return lo is not None and lo >= 0
+
+
+def _syntactic_nonneg(expr: Expr) -> bool:
     if isinstance(expr, Const):
         return expr.value >= 0
     if isinstance(expr, Var):
@@ -299,6 +361,12 @@ def mk(op: str, a: Expr, b: Expr) -> Expr:
             return mk("+", a, Const(-b.value))
         if _same(a, b):
             return Const(0)
+        # a - (a // c) * c is a % c (floor division and remainder, as in the IR)
+        if isinstance(b, BinOp) and b.op == "*" and isinstance(b.rhs, Const) \
+                and b.rhs.value > 0 and isinstance(b.lhs, BinOp) and b.lhs.op == "//" \
+                and _same(b.lhs.lhs, a) and isinstance(b.lhs.rhs, Const) \
+                and b.lhs.rhs.value == b.rhs.value:
+            return mk("%", a, b.rhs)
     elif op == "*":
         if isinstance(a, Const):
             a, b = b, a
@@ -325,7 +393,10 @@ def mk(op: str, a: Expr, b: Expr) -> Expr:
     elif op in ("min", "max"):
         if _same(a, b):
             return a
-        if op == "max":
+        if op == "max":          # |x| of an x known to be >= 0
+            for x, y in ((a, b), (b, a)):
+                if isinstance(y, UnOp) and y.op == "neg" and _same(y.arg, x) and nonneg(x):
+                    return x
             for x, y in ((a, b), (b, a)):
                 if isinstance(y, Const) and y.value == 0 and nonneg(x):
                     return x
@@ -577,7 +648,12 @@ class Translator:
         self._names: set[str] = set(self.axis_sizes) | {self.warp_axis}
         self._counter = itertools.count()
         self.origins: dict[str, tuple] = {}        # opaque var -> (primitive, frame)
+        self._at: _Frame | None = None             # the equation being translated
         self._lifted: dict[str, str] = {}          # repr of a data term -> its parameter
+        self._data_terms: dict[str, tuple] = {}    # parameter -> (loc, what, its sources)
+
+    def _at_primitive(self) -> str:
+        return getattr(self, "_at_name", None) or "an equation"
 
     # -- names -------------------------------------------------------------------------------
 
@@ -610,7 +686,15 @@ class Translator:
             env[v] = self._const_value(c)
         for v in jaxpr.invars:
             env[v] = self._ref_value(v, None)
-        body = self._lift_stmts(self.jaxpr(jaxpr, env, _Frame(tracebacks)))
+        saved = dict(_RANGES)
+        _RANGES.clear()
+        _RANGES.update({a: (0, n - 1) for a, n in self.axis_sizes.items()})
+        try:
+            body = self._data_axes(self._lift_stmts(self.jaxpr(jaxpr, env,
+                                                               _Frame(tracebacks))))
+        finally:
+            _RANGES.clear()
+            _RANGES.update(saved)
         return Kernel(
             name=self.name, body=body, barriers=tuple(self.barriers), params=self.params,
             num_threads=Const(self.num_threads), thread_axis=self.thread_axis,
@@ -662,6 +746,7 @@ class Translator:
             sub = dataclasses.replace(frame, tracebacks=(eqn.source_info.traceback,)
                                       + frame.tracebacks)
             name = eqn.primitive.name
+            self._at, self._at_name = sub, name
             rule = _RULES.get(name)
             if rule is not None:
                 results = rule(self, eqn, env, sub, out)
@@ -736,6 +821,14 @@ class Translator:
         with synchronization inside is unmodeled."""
         subs = self._sub_jaxprs(eqn)
         args = [self.read(env, a) for a in eqn.invars]
+        floor_op = _FLOOR_OPS.get(str(eqn.params.get("name")))
+        if floor_op and len(args) == 2 and len(eqn.outvars) == 1 \
+                and all(isinstance(a, Expr) for a in args) \
+                and isinstance(args[1], Const) and args[1].value != 0 \
+                and _integral(getattr(eqn.outvars[0].aval, "dtype", None)):
+            # jnp's `%` and `//` on integers round toward -inf, like the IR's: keep them whole
+            # instead of inlining their C-division-with-sign-fix expansion
+            return [mk(floor_op, args[0], args[1])]
         for key in INLINE_PARAMS:
             if key in eqn.params:
                 from jax._src import core as jcore
@@ -912,6 +1005,7 @@ class Translator:
                                 out, carry_slice, ys)
         for name in unknown:
             forms[name] = opaque("carry")
+        _RANGES[loopvar] = (0, trip.value - 1 if isinstance(trip, Const) else None)
         stmts = substitute_stmts(body, forms)
         if not isinstance(trip, Const) or trip.value > 0:
             if isinstance(trip, Const) and trip.value == 1:
@@ -990,10 +1084,60 @@ class Translator:
                 where = self.where(frame) if frame is not None else UNKNOWN_LOC
                 sources.append(f"{prim} at {where}" if where != UNKNOWN_LOC else prim)
             what = "trip count" if role == "trips" else "branch condition"
-            self._note(f"{loc}: this {what} depends on data ({', '.join(sorted(set(sources)))}"
-                       f"); parameter `{pname}` stands for it (default {DEFAULT_TRIPS}, the "
-                       "same at every execution)")
+            self._data_terms[pname] = (loc, what, ", ".join(sorted(set(sources))))
         return Var(self._lifted[key])
+
+    def _data_constants(self, e: Expr, out: dict[str, set[int]]) -> None:
+        """Constants that a data term is compared with, e.g. `n > 4` -> {4} for `n`."""
+        if isinstance(e, BinOp):
+            if e.op in ("==", "!=", "<", "<=", ">", ">="):
+                for x, y in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+                    if isinstance(x, Var) and x.name in self._data_terms \
+                            and isinstance(y, Const):
+                        out.setdefault(x.name, set()).add(y.value)
+            self._data_constants(e.lhs, out)
+            self._data_constants(e.rhs, out)
+        elif isinstance(e, UnOp):
+            self._data_constants(e.arg, out)
+
+    def _data_axes(self, body: tuple) -> tuple:
+        """A data value that only decides branches (`pl.when(flag > 0)`) is checked for every
+        value that matters, not one default: it becomes an axis of the grid, whose positions
+        the checker explores one by one, over 0..3 and the constants it is compared with (each
+        +-1). Data that is also a trip count stays a parameter with a stated default."""
+        trip_vars: set[str] = set()
+        constants: dict[str, set[int]] = {}
+        for s in walk(body):
+            if isinstance(s, Loop):
+                trip_vars |= free_vars(s.trip)
+            elif isinstance(s, When):
+                self._data_constants(s.cond, constants)
+        env: dict[str, Expr] = {}
+        for pname, (loc, what, sources) in self._data_terms.items():
+            if pname in trip_vars or what != "branch condition":
+                self._note(f"{loc}: this {what} depends on data ({sources}); parameter "
+                           f"`{pname}` stands for it (default {DEFAULT_TRIPS}, the same at "
+                           "every execution)")
+                continue
+            values = set(range(DEFAULT_TRIPS + 1))
+            for c in constants.get(pname, ()):
+                values |= {v for v in (c - 1, c, c + 1) if v >= 0}
+            values = sorted(values)
+            del self.params[pname]
+            if values == list(range(len(values))):
+                env[pname] = Var(pname)
+                shown = f"0..{values[-1]}"
+            else:
+                axis = Var(pname)
+                env[pname] = mk_select(axis, [Const(v) for v in values])
+                shown = ", ".join(str(v) for v in values) + \
+                    f" (grid position k of `{pname}` stands for the k-th)"
+            self.grid.append((pname, Const(len(values))))
+            self.axis_sizes[pname] = len(values)
+            self._note(f"{loc}: this branch condition depends on data ({sources}); it is "
+                       f"checked for every value of `{pname}` in {shown}, as an axis of the "
+                       "grid (the same value for every thread of a block)")
+        return substitute_stmts(body, env) if env else body
 
     def _trip_param(self, loc: Loc, what: str) -> Var:
         pname = self._fresh(f"trips_{_stem(loc)}_{loc.line}")
@@ -1663,7 +1807,18 @@ def kernels_from_jaxpr(closed, name: str, expect: str | None = None) -> list[Ker
         label = name if n == 0 else f"{name}#{n + 1}.{kname}"
         loc = _loc_from_tracebacks(tbs)
         tr = Translator(mesh, label, loc, expect, devices)
-        kernels.append(tr.kernel(body, consts, tbs))
+        try:
+            kernels.append(tr.kernel(body, consts, tbs))
+        except ModelError:
+            raise
+        except Exception as exc:    # a construct this frontend mistranslates: never a traceback
+            at = tr.where(tr._at) if tr._at is not None else loc
+            text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            raise ModelError(
+                f"the Pallas frontend could not translate `{tr._at_primitive()}` here ({text})",
+                loc=at if at != UNKNOWN_LOC else loc,
+                hint="this is a barrierproof limitation, not a kernel bug: simplify the "
+                     "construct or report it with this line") from exc
     return kernels
 
 
@@ -1680,14 +1835,71 @@ def trace(fn: Callable, *args, core_count: int = DEFAULT_CORE_COUNT,
             return jax.make_jaxpr(fn)(*args, **kwargs)
     except ModelError:
         raise
-    except Exception as exc:
-        text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    except (Exception, SystemExit) as exc:     # sys.exit() in a kernel function, too
+        text = (f"{type(exc).__name__}: {exc}".splitlines() or [type(exc).__name__])[0]
         loc = _loc_from_exception(exc)
+        if loc == UNKNOWN_LOC:
+            loc = _loc_of_function(fn) or loc
         for pattern, code, message, hint in _EXPECT_TRACE_ERRORS:
             if pattern in str(exc):
                 raise ModelError(message, loc=loc, hint=hint, code=code) from exc
         raise ModelError(f"tracing failed: {text}", loc=loc,
                          hint="the function must trace with jax.make_jaxpr on a CPU") from exc
+
+
+def _loc_of_function(fn: Callable) -> Loc | None:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    return Loc(_display_path(code.co_filename), code.co_firstlineno,
+               getattr(fn, "__name__", "kernel"))
+
+
+def _check_arity(fn: Callable, name: str) -> None:
+    """A target is called with no arguments: say so before tracing, at its `def` line."""
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    required = [p.name for p in sig.parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                       p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if required:
+        raise ModelError(f"{name} takes arguments ({', '.join(required)}); a kernel target is "
+                         "called with none", loc=_loc_of_function(fn),
+                         hint="give every argument a default, or wrap the call in a "
+                              "zero-argument function that builds the inputs")
+
+
+VERDICT_NAMES = ("proved", "verified", "bounded", "unknown", "violation", "error")
+
+
+def check_expect(expect: Any, name: str, where: Loc | None = None) -> None:
+    """An `EXPECT` entry must be a verdict label such as "verified" or "violation:BP101"."""
+    from .semantics import CODES
+    ok = isinstance(expect, str)
+    if ok:
+        verdict, _, code = expect.partition(":")
+        ok = verdict in VERDICT_NAMES and (not code or code in CODES or code == "input")
+    if not ok:
+        raise ModelError(f"EXPECT[{name!r}] = {expect!r} is not a verdict", loc=where,
+                         hint="use e.g. 'verified', 'unknown', 'violation:BP100' or "
+                              "'error:BP120'")
+
+
+def expect_loc(path: str | None) -> Loc | None:
+    """The line of a module's `EXPECT = {...}`, for errors about it."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if re.match(r"EXPECT\s*(:[^=]*)?=", line):
+                    return Loc(_display_path(path), n, "EXPECT")
+    except OSError:
+        pass
+    return Loc(_display_path(path), 0, "EXPECT")
 
 
 def device_facts_of(fn: Callable) -> dict:
@@ -1707,6 +1919,7 @@ def load(fn: Callable, name: str | None = None, expect: str | None = None,
     """Trace a zero-argument function that calls Pallas kernels; return their IR, one Kernel
     per kernel launch, in call order."""
     name = name or getattr(fn, "__name__", "kernel")
+    _check_arity(fn, name)
     facts = device_facts_of(fn)
     closed = trace(fn, core_count=core_count or facts.get("core_count", DEFAULT_CORE_COUNT),
                    device_count=device_count or facts.get("device_count"))
@@ -1746,7 +1959,7 @@ def import_file(path: str):
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         sys.modules.pop(modname, None)
         loc = _loc_from_exception(exc)
         text = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -1761,6 +1974,8 @@ def targets(module) -> dict[str, str | None]:
     expected verdict), else every public zero-argument function named `check_*`."""
     expect = getattr(module, "EXPECT", None)
     if isinstance(expect, dict):
+        for name, label in expect.items():
+            check_expect(label, name, expect_loc(getattr(module, "__file__", None)))
         return dict(expect)
     import inspect
     found = {}

@@ -192,6 +192,22 @@ BAD = {
                 plgpu.barrier_wait(bar.at[i_ref[0]])
             return k(jnp.zeros(1, jnp.int32))
         """, "::f", "depends on data"),
+    "takes_arguments": ("""
+        def f(x):
+            return x
+        """, "::f", "takes arguments (x)"),
+    "sys_exit_while_tracing": ("""
+        import sys
+
+        def f():
+            sys.exit(3)
+        """, "::f", "SystemExit: 3"),
+    "bad_expect_label": ("""
+        EXPECT = {"f": 3}
+
+        def f():
+            pass
+        """, "::f", "is not a verdict"),
     "no_kernel": ("""
         import jax.numpy as jnp
 
@@ -230,3 +246,86 @@ def test_docstring_examples():
     import doctest
     result = doctest.testmod(pallas)
     assert result.attempted > 0 and result.failed == 0
+
+
+def _handoff_kernel(body, scratch, n=2):
+    return plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((128,), jnp.float32), num_threads=n,
+                        thread_name="wg", scratch_types=scratch)
+
+
+def _data_guarded(wait_cond, arrive_cond=lambda f: f > 0):
+    def body(flag_ref, x_ref, o_ref, bar):
+        wg = jax.lax.axis_index("wg")
+        flag = flag_ref[0]
+
+        @pl.when(jnp.logical_and(wg == 0, arrive_cond(flag)))
+        def _():
+            plgpu.barrier_arrive(bar)
+
+        @pl.when(jnp.logical_and(wg == 1, wait_cond(flag)))
+        def _():
+            plgpu.barrier_wait(bar)
+    return _handoff_kernel(body, [plgpu.Barrier()])(jnp.array([1], jnp.int32),
+                                                    jnp.zeros(128, jnp.float32))
+
+
+def test_data_that_only_decides_branches_is_checked_for_every_small_value():
+    """`pl.when(flag > 0)` arrives, `pl.when(flag >= 0)` waits: flag == 0 deadlocks. A single
+    default value (3) hid it; the data value is now an axis of the grid (0..3, and the
+    constants it is compared with, +-1), so every value is explored."""
+    (kernel,) = pallas.load(lambda: _data_guarded(lambda f: f >= 0), name="mismatch")
+    assert not kernel.params
+    (axis, size), = [(a, n) for a, n in kernel.grid if a.startswith("data_")]
+    assert size.value == 4
+    assert any("checked for every value" in n for n in kernel.notes)
+    verdict = check_kernel(kernel)
+    assert verdict.label == "violation:BP100"
+    assert verdict.trace.grid_position == {axis: 0}
+    (ok,) = pallas.load(lambda: _data_guarded(lambda f: f > 0), name="same")
+    assert check_kernel(ok).verdict == "verified"
+    (big,) = pallas.load(lambda: _data_guarded(lambda f: f >= 7, lambda f: f >= 8), name="far")
+    (axis, size), = [(a, n) for a, n in big.grid if a.startswith("data_")]
+    assert size.value == 8             # 0..3 and 6..9: both sides of `flag >= 7`, `flag >= 8`
+    verdict = check_kernel(big)        # only flag == 7 deadlocks (position 5 of 0..3, 6..9)
+    assert verdict.label == "violation:BP100" and verdict.trace.grid_position == {axis: 5}
+
+
+def test_reversed_and_jnp_remainder_indices_stay_readable():
+    """`(3 - i) % 2` with jnp's floor `%`: the index folds to the IR's `%`, not to a C-division
+    expansion hundreds of characters long; a negative-step pl.loop keeps JAX's trip count."""
+    def body(x_ref, o_ref, bar, ack):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            @pl.loop(0, 4)
+            def _(k):
+                plgpu.barrier_arrive(bar.at[(3 - k) % 2])
+                plgpu.barrier_wait(ack)
+
+        @pl.when(wg == 1)
+        def _():
+            def step(k, c):
+                plgpu.barrier_wait(bar.at[jax.lax.rem(3 - k, 2)])
+                plgpu.barrier_arrive(ack)
+                return c
+            jax.lax.fori_loop(0, 4, step, 0)
+
+    def f():
+        return _handoff_kernel(body, [plgpu.Barrier(num_barriers=2), plgpu.Barrier()])(
+            jnp.zeros(128, jnp.float32))
+    (kernel,) = pallas.load(f, name="rev")
+    indices = [repr(o.barrier) for o in iter_ops(kernel.body) if o.barrier.alloc.name == "bar"]
+    assert indices == ["bar[((3 - i) % 2)]", "bar[((3 - i2) % 2)]"], indices
+    assert check_kernel(kernel).verdict == "verified"
+
+
+def test_a_frontend_failure_is_a_one_line_input_error(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise KeyError("branches")
+    monkeypatch.setitem(pallas._RULES, "cond", broken)
+    code = main(["check", "--no-cache", os.path.join(PALLAS, "ring.py::ring")])
+    out, err = capsys.readouterr()
+    assert code == 3 and "Traceback" not in out + err
+    assert re.search(r"ring\.py:\d+: input \[error\] the Pallas frontend could not translate "
+                     r"`cond`", out), out
