@@ -10,7 +10,7 @@ def tma_mma_epilogue(k, stages=2, steps=3):
     `mma_done`; the whole warpgroup waits on it for the epilogue."""
     k.threads(1, name="wg")
     k.warps(4)
-    k.assume(stages >= 1, steps >= 1)
+    k.assume(stages >= 1, steps >= 0)
     loaded = k.Barrier(num_arrivals=1, num_barriers=stages)
     consumed = k.Barrier(num_arrivals=1, num_barriers=stages, orders_tensor_core=True)
     mma_done = k.Barrier(num_arrivals=1, orders_tensor_core=True)

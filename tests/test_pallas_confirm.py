@@ -18,7 +18,7 @@ from barrierproof.model import pallas
 from conftest import EXAMPLES, ROOT
 
 PALLAS = os.path.join(EXAMPLES, "pallas")
-FILES = ["handoff.py", "ring.py", "roles.py", "hardware.py"]
+FILES = ["handoff.py", "ring.py", "roles.py", "hardware.py", "audit_kernels.py"]
 MODULES = {f: pallas.import_file(os.path.join(PALLAS, f)) for f in FILES}
 RUNNABLE = [(f, n) for f, m in MODULES.items() for n, o in m.INTERPRETER.items()
             if o != "unsupported"]

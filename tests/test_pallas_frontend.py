@@ -21,7 +21,7 @@ from barrierproof.testing import check
 from conftest import EXAMPLES, ROOT
 
 PALLAS = os.path.join(EXAMPLES, "pallas")
-CORPUS = ["handoff.py", "ring.py", "roles.py", "hardware.py"]
+CORPUS = ["handoff.py", "ring.py", "roles.py", "hardware.py", "audit_kernels.py"]
 MODULES = {name: pallas.import_file(os.path.join(PALLAS, name)) for name in CORPUS}
 TARGETS = [(file, fn) for file, mod in MODULES.items() for fn in mod.EXPECT]
 
