@@ -216,8 +216,10 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                          f"{_params_only(values, symbolic)}", proofs, side, tau=tau_text)
         large = sample(enc, more, limit=60000, budget=max(5.0, (timeout - spent()) / 8))
         result = None
-        for pairs in (False, True):
-            cands = guess(enc, small.states + large.states, (), conditional_pairs=pairs)
+        # richer templates only when the plainer ones fail (each attempt costs Houdini rounds)
+        for pairs, hulls in ((False, False), (True, False), (True, True)):
+            cands = guess(enc, small.states + large.states, (), conditional_pairs=pairs,
+                          hulls=hulls)
             left = timeout - spent()
             if left <= 0:
                 break

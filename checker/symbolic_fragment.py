@@ -64,6 +64,7 @@ LOOPVAR = z3.Int("i!loop")       # the loop variable while translating loop bodi
 
 _CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}   # x OP y == y OP' x
 
 
 def z_int(e, env: Mapping[str, z3.ArithRef], parity: bool = False) -> z3.ArithRef:
@@ -310,7 +311,11 @@ class Fragment:
                     raise Unsupported(f"condition `{atom}` is not of the form thread OP expr")
                 a, b = lin
                 x = z3.simplify(-b if a == 1 else b)     # thread OP' x
-                points += [x, z3.simplify(x + 1)]
+                op = atom.op if a == 1 else _FLIP[atom.op]
+                # only where the condition can change value: `thread >= 1` next to
+                # `thread == 0` must not add a point 2 unordered with a symbolic bound
+                points += {"<": [x], ">=": [x], "<=": [z3.simplify(x + 1)],
+                           ">": [z3.simplify(x + 1)]}.get(op, [x, z3.simplify(x + 1)])
         uniq: list[z3.ArithRef] = []
         for p in points:
             if not any(self.solver.equal(p, q) for q in uniq):
@@ -321,6 +326,9 @@ class Fragment:
                     raise Unsupported(f"the thread ranges `{a}` and `{b}` are not ordered by "
                                       "the assumptions")
         ordered = sorted(uniq, key=_Cmp(self.solver))
+        for lo, hi in zip(ordered, ordered[1:]):
+            if not self.solver.valid(lo <= hi):       # never expected: the intervals would overlap
+                raise Unsupported(f"the thread ranges `{lo}` and `{hi}` are out of order")
         intervals = []
         for lo, hi in zip(ordered, ordered[1:]):
             if self.solver.valid(hi <= 0) or self.solver.valid(lo >= n):
@@ -457,7 +465,9 @@ def _check_plain_mma(role: Role) -> None:
 
 
 class _Cmp:
-    """A sort key from provable <= (all pairs are comparable by construction)."""
+    """A sort key from provable <= (all pairs are comparable by construction, and no two are
+    provably equal). Strict `a < b` is not the order: `1` and `consumers` with consumers >= 1
+    are neither provably < nor >, and sorting them as equal could put them in either order."""
 
     def __init__(self, solver: Solver):
         self.solver = solver
@@ -470,7 +480,7 @@ class _Cmp:
                 self.v = v
 
             def __lt__(self, other):
-                return solver.valid(self.v < other.v)
+                return solver.valid(self.v <= other.v) and not solver.valid(other.v <= self.v)
         return Key(x)
 
 

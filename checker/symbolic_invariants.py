@@ -16,6 +16,7 @@ Every step that decides the verdict is a Z3 validity check over the symbolic par
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -263,11 +264,51 @@ class Candidate:
     text: str
 
 
+def hull_facets(points) -> list[tuple[int, int, int]]:
+    """The facets a*x + b*y <= c (integers, gcd 1) of the convex hull of 2-D integer points that
+    are not bounds of one coordinate (those are candidates already); none when the points are
+    collinear (an equality, found by the null space).
+
+    >>> sorted(hull_facets([(0, 1), (1, 0), (2, 0), (0, 0)]))
+    [(1, 2, 2)]
+    """
+    pts = sorted(set(points))
+    if len(pts) < 3:
+        return []
+
+    def cross(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+    lower, upper = [], []
+    for q in pts:
+        while len(lower) >= 2 and cross(lower[-2], lower[-1], q) <= 0:
+            lower.pop()
+        lower.append(q)
+    for q in reversed(pts):
+        while len(upper) >= 2 and cross(upper[-2], upper[-1], q) <= 0:
+            upper.pop()
+        upper.append(q)
+    hull = lower[:-1] + upper[:-1]           # counter-clockwise
+    if len(hull) < 3:
+        return []
+    out = []
+    for p, q in zip(hull, hull[1:] + hull[:1]):
+        a, b = q[1] - p[1], p[0] - q[0]      # outward normal of a counter-clockwise edge
+        if a == 0 or b == 0:
+            continue
+        g = math.gcd(a, b)
+        a, b = a // g, b // g
+        out.append((a, b, a * p[0] + b * p[1]))
+    return out
+
+
 def guess(encoder: Encoder, states: Sequence[tuple],
-          check: Sequence[tuple] = (), conditional_pairs: bool = True) -> list[Candidate]:
+          check: Sequence[tuple] = (), conditional_pairs: bool = True,
+          hulls: bool = False) -> list[Candidate]:
     """Facts that every sampled state satisfies: linear equalities over the state variables and
     indicators of where one-thread roles are and what they observed, constant bounds, bounds on
-    differences; globally and conditioned on where a thread is."""
+    differences; globally and conditioned on where a thread is. With `hulls`, also the facets
+    of the convex hull of every pair of numeric variables where a thread is (`fly + 2*pend <= 2`
+    for two copies in flight on a barrier that counts one arrival: differences miss it)."""
     layout = encoder.layout
     variables = encoder.vars
     names = layout.names
@@ -407,6 +448,19 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 if min(diffs) > min(gd):
                     out.append(Candidate(z3.Implies(cond, xi - xj >= min(diffs)),
                                          f"{ctext} => {names[i]} - {names[j]} >= {min(diffs)}"))
+        for a in range(len(numeric) if hulls else 0):
+            for b in range(a + 1, len(numeric)):
+                i, j = numeric[a], numeric[b]
+                if i < nf and j < nf:
+                    continue
+                for ca, cb, cc in hull_facets([(s[i], s[j]) for s in sub_states]):
+                    if abs(ca) == abs(cb) == 1 and ca != cb:
+                        continue                  # a difference bound: above
+                    if all(ca * s[i] + cb * s[j] <= cc for s in states):
+                        continue                  # holds everywhere: not about this place
+                    out.append(Candidate(
+                        z3.Implies(cond, ca * variables[i] + cb * variables[j] <= cc),
+                        f"{ctext} => {ca}*{names[i]} + {cb}*{names[j]} <= {cc}"))
     if check:
         # Drop what larger parameter values refute (bounds that only reflect small samples).
         comp = Compiler(variables)

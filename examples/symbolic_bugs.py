@@ -2,7 +2,7 @@
 smallest breaking values (by bounded search, then a replayed trace), and `check` shows the bug at
 the default values."""
 
-from barrierproof import minimum, protocol
+from barrierproof import maximum, minimum, protocol
 
 
 def ring(k, stages, consumers, steps, *, tail=None, empty_arrivals=None, reuse_after=None):
@@ -84,3 +84,84 @@ def schedule_barrier_odd_tail(k, steps=3):
         with k.when((k.thread == 0) | (i < steps - 1) | (steps % 2 == 0)):
             k.barrier_arrive(sched)
             k.barrier_wait(sched)
+
+
+@protocol(expect="violation:BP100", symbolic=("stages", "consumers", "steps"))
+def release_skipped_when_steps_mod_stages_is_1(k, stages=2, consumers=1, steps=3):
+    """The consumers skip the release of the last slot when `steps % stages == 1` (a tail case
+    written for a partial last round): the producer's drain waits for that release forever.
+    Never with one stage; smallest breaking values: stages=2, consumers=1, steps=1."""
+    k.threads(consumers + 1, name="wg")
+    k.assume(stages >= 1, consumers >= 1, steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
+    with k.when(k.thread == consumers):            # the TMA producer
+        with k.loop(steps) as i:
+            with k.when(i >= stages):
+                k.wait_parity(empty.at[i % stages], ((i // stages) % 2) ^ 1)
+            k.arrive_expect_tx(full.at[i % stages], 8192)
+            k.tma_load(full.at[i % stages], 8192)
+        tail = minimum(steps, stages)
+        with k.loop(tail) as j:
+            v = steps - tail + j
+            k.wait_parity(empty.at[v % stages], (v // stages) % 2)
+    with k.otherwise():                            # compute warpgroups
+        with k.loop(steps) as i:
+            k.wait_parity(full.at[i % stages], (i // stages) % 2)
+            with k.when((i != steps - 1) | (steps % stages != 1)):
+                k.arrive(empty.at[i % stages])
+
+
+@protocol(expect="violation:BP121", symbolic=("stages", "consumers", "steps"))
+def reuse_assumes_double_buffering(k, stages=1, consumers=1, steps=2):
+    """CUTLASS-style parity ring whose producer waits for a slot's release only from iteration
+    max(stages, 2) on (written for double buffering): correct for every stages >= 2, but with a
+    single stage the second load refills the slot before its first phase was consumed.
+    Smallest breaking values: stages=1, consumers=1, steps=2."""
+    k.threads(consumers + 1, name="wg")
+    k.assume(stages >= 1, consumers >= 1, steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
+    with k.when(k.thread == consumers):
+        with k.loop(steps) as i:
+            with k.when(i >= maximum(stages, 2)):
+                k.wait_parity(empty.at[i % stages], ((i // stages) % 2) ^ 1)
+            k.arrive_expect_tx(full.at[i % stages], 8192)
+            k.tma_load(full.at[i % stages], 8192)
+        tail = minimum(steps, stages)
+        with k.loop(tail) as j:
+            v = steps - tail + j
+            k.wait_parity(empty.at[v % stages], (v // stages) % 2)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.wait_parity(full.at[i % stages], (i // stages) % 2)
+            k.arrive(empty.at[i % stages])
+
+
+@protocol(expect="violation:BP100", symbolic=("stages", "steps"))
+def tcgen05_commit_only_even_steps(k, stages=2, steps=3):
+    """Blackwell TMA -> tcgen05_mma(barrier=) -> tcgen05_commit_arrive -> epilogue, where the
+    MMA warp commits the accumulator only when `steps` is even: with an odd trip count the
+    epilogue waits forever for `mma_done`. Smallest breaking values: stages=1, steps=1."""
+    k.threads(1, name="wg")
+    k.warps(4)
+    k.assume(stages >= 1, steps >= 1)
+    loaded = k.Barrier(num_arrivals=1, num_barriers=stages)
+    consumed = k.Barrier(num_arrivals=1, num_barriers=stages, orders_tensor_core=True)
+    mma_done = k.Barrier(num_arrivals=1, orders_tensor_core=True)
+    with k.warp_region() as w:
+        with k.when(w == 0):                          # TMA warp
+            with k.loop(steps) as i:
+                with k.when(i >= stages):
+                    k.barrier_wait(consumed.at[i % stages])
+                k.copy_gmem_to_smem(loaded.at[i % stages], bytes=32768)
+            tail = minimum(steps, stages)
+            with k.loop(tail) as j:
+                k.barrier_wait(consumed.at[(steps - tail + j) % stages])
+        with k.when(w == 1):                          # MMA warp
+            with k.loop(steps) as i:
+                k.barrier_wait(loaded.at[i % stages])
+                k.tcgen05_mma(barrier=consumed.at[i % stages])
+            with k.when(steps % 2 == 0):
+                k.tcgen05_commit_arrive(mma_done)
+    k.barrier_wait(mma_done)                          # epilogue

@@ -143,6 +143,11 @@ BUGS = {
                                                                  steps=2)),
     "symbolic_bugs.py::pingpong_even_handback": ("BP103", dict(steps=3)),
     "symbolic_bugs.py::schedule_barrier_odd_tail": ("BP100", dict(steps=1)),
+    "symbolic_bugs.py::release_skipped_when_steps_mod_stages_is_1": (
+        "BP100", dict(stages=2, consumers=1, steps=1)),
+    "symbolic_bugs.py::reuse_assumes_double_buffering": ("BP121", dict(stages=1, consumers=1,
+                                                                      steps=2)),
+    "symbolic_bugs.py::tcgen05_commit_only_even_steps": ("BP100", dict(stages=1, steps=1)),
 }
 
 
@@ -244,6 +249,10 @@ def test_cli_prove_exit_codes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "smallest breaking values found: steps=1" in out
     assert main(["check", "--engine", "symbolic", f"{ring}::schedule_barrier", "-q"]) == 0
+    # A proof satisfies a declared `verified`: the CI gate `prove --expect` passes on it.
+    assert main(["prove", "--expect", f"{ring}::schedule_barrier",
+                 f"{bugs}::schedule_barrier_odd_tail", "-q"]) == 0
+    assert "2/2 as expected" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -318,3 +327,102 @@ def test_unsupported_ring_index():
     v = prove_kernel(prefetch.build())
     assert v.verdict != "proved"
     assert any("outside the supported fragment" in n for n in [v.coverage or ""] + v.notes)
+
+
+# ----------------------------------------------------------------------------------------------
+# Regressions from an audit on unseen protocols
+# ----------------------------------------------------------------------------------------------
+
+@protocol(symbolic=("consumers", "steps"))
+def leader_coded_apart(k, consumers=2, steps=2):
+    """Consumer 0 has its own code path (`thread == 0`), the others `1 <= thread < consumers`."""
+    k.threads(consumers + 1, name="wg")
+    k.assume(consumers >= 1, steps >= 0)
+    ready = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == consumers):
+        with k.loop(steps):
+            k.barrier_arrive(ready)
+    with k.when((k.thread < consumers) & (k.thread >= 1)):
+        with k.loop(steps):
+            k.barrier_wait(ready)
+    with k.when(k.thread == 0):
+        with k.loop(steps):
+            k.barrier_wait(ready)
+
+
+def test_thread_ranges_are_ordered_by_provable_le():
+    """`1` and `consumers` (consumers >= 1) are neither provably < nor >: sorting them with a
+    strict comparison could put `consumers` first, giving an interval of negative size and
+    overlapping roles (reported as a non-uniform condition); `thread >= 1` adds no point 2."""
+    frag = Fragment(leader_coded_apart.build(), ["consumers", "steps"], {})
+    c = z3.Int("consumers")
+    got = frag.thread_intervals(c + 1)
+    solver = frag.solver
+    assert [solver.equal(lo, want) for (lo, _, _), want in zip(got, [0, 1, c])] == [True] * 3
+    assert [single for _, _, single in got] == [True, False, True]
+    assert all(solver.valid(size >= 0) for _, size, _ in got)
+    assert [r.name for r in frag.build_roles()] == ["wg0", "wg[1..+-1 + consumers]", "wgconsumers"]
+
+
+def test_hull_facets():
+    from barrierproof.checker.symbolic_invariants import hull_facets
+    # two copies in flight on a phase that counts one arrival: fly + 2*pend <= 2
+    assert (1, 2, 2) in hull_facets([(0, 1), (1, 0), (2, 0)])
+    assert hull_facets([(0, 0), (1, 1), (3, 3)]) == []            # collinear: an equality
+    pts = [(0, 0), (3, 1), (1, 4), (2, 2)]
+    assert all(a * x + b * y <= c for a, b, c in hull_facets(pts) for x, y in pts)
+
+
+@protocol(symbolic=("steps",))
+def two_loads_per_phase(k, steps=3):
+    """expect_tx for two loads, a load before it (tx negative for a while), then the arrival."""
+    k.threads(2, name="wg")
+    k.assume(steps >= 0)
+    full = k.Barrier(num_arrivals=1)
+    empty = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            with k.when(i >= 1):
+                k.wait_parity(empty, (i - 1) % 2)
+            k.tma_load(full, 2048)
+            k.expect_tx(full, 4096)
+            k.tma_load(full, 2048)
+            k.barrier_arrive(full)
+        with k.when(steps >= 1):
+            k.wait_parity(empty, (steps - 1) % 2)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.wait_parity(full, i % 2)
+            k.barrier_arrive(empty)
+
+
+def test_hull_candidates_hold_the_invariant_of_two_loads_per_phase():
+    """Two loads in flight on one phase need `fly + 2*pend <= 2`-like facts where the producer
+    waits; differences and bounds alone are not inductive (the proof used to fail). The hull
+    templates propose them, and the candidates still hold on every sampled state."""
+    from barrierproof.checker import symbolic as S
+    from barrierproof.checker.symbolic_encode import Encoder
+    from barrierproof.checker.symbolic_invariants import Compiler, guess, sample
+    k = two_loads_per_phase.build()
+    frag = Fragment(k, ["steps"], {})
+    frag.build_roles()
+    frag.build_classes()
+    search = TauSearch(frag)
+    runs = [TauRun(frag, system, values) for values in S._tau_points(k, ["steps"], {}, frag)
+            for system in compile_systems(k, values)]
+    for tau in search.candidates():
+        if tau_static_ok(frag, search, tau):
+            search.apply(tau)
+            if all(run.check(search) is None for run in runs):
+                break
+    (cls, system, _), = frag.build_systems()
+    enc = Encoder(system).build()
+    vals = [v for p in points(k, ["steps"], {}, 4) for v in frag.valuations(cls, system, p)]
+    states = sample(enc, vals, limit=20000, budget=10).states
+    plain = guess(enc, states, (), conditional_pairs=True)
+    rich = guess(enc, states, (), conditional_pairs=True, hulls=True)
+    extra = [c for c in rich if "*fly[" in c.text and "*pend[" in c.text and " + " in c.text
+             and "<=" in c.text]
+    assert len(rich) > len(plain) and extra
+    comp = Compiler(enc.vars)
+    assert all(comp.function([c.formula], "bool")(s) for c in extra for s in states)
