@@ -86,18 +86,16 @@ def schedule_barrier_odd_tail(k, steps=3):
             k.barrier_wait(sched)
 
 
-@protocol(expect="violation:BP100", symbolic=("stages", "consumers", "steps"))
-def release_skipped_when_steps_mod_stages_is_1(k, stages=2, consumers=1, steps=3):
-    """The consumers skip the release of the last slot when `steps % stages == 1` (a tail case
-    written for a partial last round): the producer's drain waits for that release forever.
-    Never with one stage; smallest breaking values: stages=2, consumers=1, steps=1."""
+def parity_ring(k, stages, consumers, steps, *, first_reuse=None, release=None):
+    """A CUTLASS-style ring with explicit phase bits: expect_tx + TMA load into `full`,
+    consumers release `empty` with a plain arrive; the producer drains the last releases."""
     k.threads(consumers + 1, name="wg")
     k.assume(stages >= 1, consumers >= 1, steps >= 0)
     full = k.Barrier(num_arrivals=1, num_barriers=stages)
     empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
     with k.when(k.thread == consumers):            # the TMA producer
         with k.loop(steps) as i:
-            with k.when(i >= stages):
+            with k.when(i >= (stages if first_reuse is None else first_reuse)):
                 k.wait_parity(empty.at[i % stages], ((i // stages) % 2) ^ 1)
             k.arrive_expect_tx(full.at[i % stages], 8192)
             k.tma_load(full.at[i % stages], 8192)
@@ -108,8 +106,20 @@ def release_skipped_when_steps_mod_stages_is_1(k, stages=2, consumers=1, steps=3
     with k.otherwise():                            # compute warpgroups
         with k.loop(steps) as i:
             k.wait_parity(full.at[i % stages], (i // stages) % 2)
-            with k.when((i != steps - 1) | (steps % stages != 1)):
+            if release is None:
                 k.arrive(empty.at[i % stages])
+            else:
+                with k.when(release(i)):
+                    k.arrive(empty.at[i % stages])
+
+
+@protocol(expect="violation:BP100", symbolic=("stages", "consumers", "steps"))
+def release_skipped_when_steps_mod_stages_is_1(k, stages=2, consumers=1, steps=3):
+    """The consumers skip the release of the last slot when `steps % stages == 1` (a tail case
+    written for a partial last round): the producer's drain waits for that release forever.
+    Never with one stage; smallest breaking values: stages=2, consumers=1, steps=1."""
+    parity_ring(k, stages, consumers, steps,
+                release=lambda i: (i != steps - 1) | (steps % stages != 1))
 
 
 @protocol(expect="violation:BP121", symbolic=("stages", "consumers", "steps"))
@@ -118,24 +128,7 @@ def reuse_assumes_double_buffering(k, stages=1, consumers=1, steps=2):
     max(stages, 2) on (written for double buffering): correct for every stages >= 2, but with a
     single stage the second load refills the slot before its first phase was consumed.
     Smallest breaking values: stages=1, consumers=1, steps=2."""
-    k.threads(consumers + 1, name="wg")
-    k.assume(stages >= 1, consumers >= 1, steps >= 0)
-    full = k.Barrier(num_arrivals=1, num_barriers=stages)
-    empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
-    with k.when(k.thread == consumers):
-        with k.loop(steps) as i:
-            with k.when(i >= maximum(stages, 2)):
-                k.wait_parity(empty.at[i % stages], ((i // stages) % 2) ^ 1)
-            k.arrive_expect_tx(full.at[i % stages], 8192)
-            k.tma_load(full.at[i % stages], 8192)
-        tail = minimum(steps, stages)
-        with k.loop(tail) as j:
-            v = steps - tail + j
-            k.wait_parity(empty.at[v % stages], (v // stages) % 2)
-    with k.otherwise():
-        with k.loop(steps) as i:
-            k.wait_parity(full.at[i % stages], (i // stages) % 2)
-            k.arrive(empty.at[i % stages])
+    parity_ring(k, stages, consumers, steps, first_reuse=maximum(stages, 2))
 
 
 @protocol(expect="violation:BP100", symbolic=("stages", "steps"))
