@@ -167,15 +167,12 @@ def main(argv=None) -> int:
     return 0
 
 
-BUGS = ["drain_every_stage", "empty_counts_two_consumers", "reuse_one_iteration_late",
-        "pingpong_even_handback", "schedule_barrier_odd_tail"]
-
-
 def bugs_table() -> str:
     lines = ["| protocol | verdict | time | smallest breaking values |", "| --- | --- | ---: | --- |"]
     path = os.path.join(ROOT, "examples", "symbolic_bugs.py")
-    for name in BUGS:
-        kernel = resolve(f"{path}::{name}")[0].build()
+    for target in resolve(path):              # every protocol of the file
+        name = target.name
+        kernel = target.build()
         symbolic = [p.name for p in kernel.params.values() if p.symbolic]
         t0 = time.perf_counter()
         v = prove_kernel(kernel, {}, Options(), name, SimpleNamespace(symbolic=symbolic))
