@@ -76,6 +76,8 @@ import itertools
 import random
 import time
 from dataclasses import dataclass, field
+
+import z3
 from typing import Mapping, Sequence
 
 from ..model.ir import Kernel, ModelError, evaluate
@@ -261,13 +263,17 @@ def _tau_points(kernel, symbolic, fixed, frag) -> list[dict[str, int]]:
 
 def _describe_tau(frag, search, tau) -> str:
     parts = []
+    nodes = tau.nodes if tau.nodes is not None else search.nodes
     for g, v in enumerate(tau.order):
-        node = search.nodes[v]
+        node = nodes[v]
         items = []
         for r, i in node.members:
             item = frag.roles[r].items[i]
             if item.kind == "loop":
-                items.append(f"{frag.roles[r].name}:loop {item.loop.var}")
+                shift = tau.shifts.get((r, i))
+                shown = "" if shift is None or str(z3.simplify(shift)) == "0" else \
+                    f" (key {item.loop.var} + {z3.simplify(shift)})"
+                items.append(f"{frag.roles[r].name}:loop {item.loop.var}{shown}")
             elif item.kind == "op":
                 items.append(f"{frag.roles[r].name}:{item.op.kind}")
             else:

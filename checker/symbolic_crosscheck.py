@@ -100,7 +100,7 @@ class Projection:
             if not cseg.loop:
                 k = 0
             elif self.cls.ring is None:
-                k = iteration
+                k = iteration + _evaluate(self.builder.shifts[(role.name, i)], self.sub)
             else:
                 c = _evaluate(self.builder.offsets[(role.name, i)], self.sub)
                 v = (iteration if iteration is not None else 0) + c

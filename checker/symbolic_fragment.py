@@ -191,6 +191,7 @@ class Item:
     region: WarpRegion | None = None
     group: int = -1
     ranks: list[int] = field(default_factory=list)   # per body op (loops) or [rank] (op)
+    shift: object = 0                       # loops: tau key of iteration i is i + shift
 
     @property
     def ops(self) -> list[BodyOp]:
@@ -290,8 +291,96 @@ class Fragment:
                     self.walk_role(role, k.body, [], None, in_region=False)
                     _check_plain_mma(role)
                     roles.append(role)
-        self.roles = roles
-        return roles
+        self.roles = self.merge_roles(roles)
+        return self.roles
+
+    def merge_roles(self, roles: list[Role]) -> list[Role]:
+        """Adjacent thread ranges of one block and warp whose programs are the same (a leader
+        consumer coded apart from the others, with the same operations) become one role: the
+        same interchangeable threads, one counter. `twins` maps each op of a merged range to
+        the op of the role's program it equals (for the replay on model/semantics.py)."""
+        out: list[Role] = []
+        for role in roles:
+            prev = out[-1] if out else None
+            if prev is not None and prev.block == role.block and prev.warp == role.warp and \
+                    self.solver.equal(prev.lo + prev.size, role.lo) and \
+                    self._same_program(prev, role):
+                twins = dict(getattr(prev, "twins", {}))
+                for a, b in zip(self._flat_ops(prev), self._flat_ops(role)):
+                    twins[id(b)] = id(a)
+                size = z3.simplify(prev.size + role.size)
+                merged = Role(f"{prev.name}+{role.name}", prev.block, prev.warp, prev.lo, size,
+                              self.solver.valid(size == 1), prev.env, prev.items,
+                              thread_free=True)
+                merged.twins = twins
+                out[-1] = merged
+                continue
+            out.append(role)
+        return out
+
+    @staticmethod
+    def _flat_ops(role: Role) -> list[Op]:
+        return [bop.op for item in role.items for bop in item.ops]
+
+    def _same_program(self, a: Role, b: Role) -> bool:
+        """Do the threads of both roles run the same program (as terms, for every value)?"""
+        if a.warp is not None or len(a.items) != len(b.items):
+            return False
+        axis = self.kernel.thread_axis
+
+        def same_int(x, y, ea, eb) -> bool:
+            if x is None or y is None:
+                return x is None and y is None
+            try:
+                return self.solver.equal(z_int(x, ea, True), z_int(y, eb, True))
+            except Unsupported:
+                return False
+
+        def same_conds(ca, cb, ea, eb) -> bool:
+            return len(ca) == len(cb) and all(
+                pa == pb and same_int(xa, xb, ea, eb) for (xa, pa), (xb, pb) in zip(ca, cb))
+
+        for ia, ib in zip(a.items, b.items):
+            if ia.kind != ib.kind or ia.kind not in ("loop", "op"):
+                return False
+            ea, eb = dict(a.env), dict(b.env)
+            if not same_conds(ia.conds, ib.conds, ea, eb):
+                return False
+            if ia.kind == "loop":
+                if not same_int(ia.loop.trip, ib.loop.trip, ea, eb):
+                    return False
+                ea[ia.loop.var], eb[ib.loop.var] = LOOPVAR, LOOPVAR
+                if len(ia.body) != len(ib.body):
+                    return False
+            for ba, bb in zip(ia.ops, ib.ops):
+                oa, ob = ba.op, bb.op
+                if oa.kind != ob.kind or oa.collective_axes != ob.collective_axes or \
+                        oa.name != ob.name or not same_conds(ba.conds, bb.conds, ea, eb):
+                    return False
+                if (oa.barrier is None) != (ob.barrier is None):
+                    return False
+                if not all(same_int(x, y, ea, eb) for x, y in
+                           ((oa.count, ob.count), (oa.bytes, ob.bytes),
+                            (oa.parity, ob.parity))):
+                    return False
+                if oa.barrier is not None:
+                    ra, rb = oa.barrier, ob.barrier
+                    if ra.alloc is not rb.alloc or len(ra.index) != len(rb.index) or \
+                            (ra.block is None) != (rb.block is None):
+                        return False
+                    pairs = list(zip(ra.index, rb.index)) + list(zip(ra.block or (),
+                                                                     rb.block or ()))
+                    if not all(same_int(x, y, ea, eb) for x, y in pairs):
+                        return False
+                # the merged range is cut by no thread condition: no expression may mention
+                # the thread once it is a range (values at other threads are not compared)
+                if not a.single or not b.single:
+                    for e in [oa.count, oa.bytes, oa.parity] + \
+                            (list(oa.barrier.index) + list(oa.barrier.block or ())
+                             if oa.barrier is not None else []):
+                        if e is not None and axis in free_vars(e):
+                            return False
+        return True
 
     def thread_intervals(self, n: z3.ArithRef) -> list[tuple[z3.ArithRef, z3.ArithRef, bool]]:
         """Cut [0, n) into intervals on which every condition on the thread index is uniform."""
@@ -423,9 +512,12 @@ class Fragment:
             return True
         if z3.is_false(b):
             return False
-        if self.solver.valid(b):
+        # Only a role with threads runs its program: decide for size >= 1 (the conditions
+        # on the thread index are uniform on the role's range, so the value at lo is theirs).
+        nonempty = role.size >= 1
+        if self.solver.valid(b, nonempty):
             return True
-        if self.solver.valid(z3.Not(b)):
+        if self.solver.valid(z3.Not(b), nonempty):
             return False
         return None
 
@@ -577,7 +669,8 @@ class ClassBuilder:
             return _Plain(frag, env, None)
         var = item.loop.var
         if self.cls.ring is None:
-            return _Plain(frag, env, var)
+            # the class coordinate is the tau key i + shift of the iteration
+            return _Plain(frag, env, var, _shift_term(item))
         c = self.offset(role, item)
         return _Lattice(frag, self, env, var, c)
 
@@ -739,6 +832,8 @@ class ClassBuilder:
         if not hasattr(self, "where"):
             self.where = {}
             self.offsets = {}
+            self.shifts = {}
+            self.group_base = {}
         segs = []
         for i, item in enumerate(role.items):
             if item.kind not in ("loop", "op"):
@@ -758,6 +853,18 @@ class ClassBuilder:
             if self.cls.ring is not None:
                 self.offsets[(role.name, i)] = ctx.c if item.kind == "loop" else \
                     z_int(self.ring_lhs(item.op.barrier, role.env), role.env)
+            if item.kind == "loop":
+                self.shifts[(role.name, i)] = _shift_term(item)
+                if self.cls.ring is not None:
+                    # Loops of one tau group are compared by lap k here, i.e. by v = i + c;
+                    # tau compares i + shift. Both agree only if c - shift is the same for
+                    # every loop of the group that uses the class.
+                    base = z3.simplify(ctx.c - _shift_term(item))
+                    seen = self.group_base.setdefault(item.group, base)
+                    if seen is not base and not self.frag.solver.equal(seen, base):
+                        raise Unsupported(f"internal: the static order compares loops of "
+                                          f"{self.cls.name} at different ring offsets",
+                                          item.loop.loc)
             guard = _Plain(self.frag, role.env, None).guard(item.conds)
             if item.kind == "loop":
                 trip = z_int(item.loop.trip, role.env)
@@ -765,7 +872,8 @@ class ClassBuilder:
                     raise Unsupported(f"trip count `{item.loop.trip}` is not linear",
                                       item.loop.loc)
                 if self.cls.ring is None:
-                    lo, hi = z3.IntVal(0), trip
+                    sh = _shift_term(item)
+                    lo, hi = z3.simplify(sh), z3.simplify(trip + sh)
                 else:
                     c = ctx.c
                     lo, hi = self.U(c), self.U(c + trip)
@@ -786,12 +894,13 @@ class ClassBuilder:
 class _Plain:
     """Expressions with the loop variable as the class coordinate k (concrete class)."""
 
-    def __init__(self, frag, env, var):
+    def __init__(self, frag, env, var, shift=None):
         self.frag = frag
         self.env = dict(env)
         self.var = var
+        self.shift = z3.IntVal(0) if shift is None else shift
         if var is not None:
-            self.env[var] = K
+            self.env[var] = z3.simplify(K - self.shift)
 
     def int(self, e, parity=False):
         t = z3.simplify(z_int(e, self.env, parity))
@@ -813,7 +922,7 @@ class _Plain:
         self.frag.require_always(inside, f"the index of `{ref}` is within num_barriers", self)
 
     def domain(self):
-        return [] if self.var is None else [K >= 0]
+        return [] if self.var is None else [K >= self.shift]
 
 
 class _Lattice(_Plain):
@@ -945,52 +1054,121 @@ class Node:
 class Tau:
     order: list[int]                            # node indices in tau order
     ranks: dict[tuple[int, int], list[int]]     # (role, item) -> rank of each of its ops
+    nodes: list[Node] | None = None             # the alignment the order is over
+    edges: set | None = None
+    shifts: dict = field(default_factory=dict)  # (role, item) -> tau key shift of a loop
+
+
+def _shift_term(item: Item) -> z3.ArithRef:
+    sh = item.shift
+    return z3.IntVal(sh) if isinstance(sh, int) else sh
+
+
+@dataclass
+class Alignment:
+    """Loops of different roles merged into groups; a loop's iteration i has tau key i + shift."""
+    nodes: list[Node]
+    node_of: dict[tuple[int, int], int]
+    edges: set[tuple[int, int]]
+    shifts: dict[tuple[int, int], z3.ArithRef]
 
 
 class TauSearch:
-    """Candidate static orders, checked on the tau-ordered run of model/semantics.py."""
+    """Candidate static orders, checked on the tau-ordered run of model/semantics.py.
+
+    Two alignments of loops are tried, in order: the strict one (loops share a group when they
+    run the same trip count with the same ring offsets; keys are the iterations), then a relaxed
+    one (loops share a group when they use a ring class; each gets the key shift that makes the
+    key its virtual iteration v = i + c relative to the group, so the trip counts may differ:
+    a prefetch ring whose producer loop loads `(i + 1) % S` for `steps - 1` iterations is
+    aligned with its consumers' loop over `i % S`). Only the orders are heuristic: every class
+    system re-checks that its loops of one group are compared consistently (see
+    ClassBuilder.segments), and the symbolic progress check decides."""
 
     def __init__(self, frag: "Fragment"):
         self.frag = frag
-        self.nodes: list[Node] = []
-        self.node_of: dict[tuple[int, int], int] = {}
-        self.edges: set[tuple[int, int]] = set()
-        self._align()
+        self.alignments: list[Alignment] = []
+        for relaxed in (False, True):
+            al = self._align(relaxed)
+            if not any(self._same(al, other) for other in self.alignments):
+                self.alignments.append(al)
+        self._use(self.alignments[0])
 
-    def _alignable(self, a: tuple[int, int], b: tuple[int, int]) -> bool:
+    def _use(self, al: Alignment) -> None:
+        self.nodes, self.node_of, self.edges, self.shifts = \
+            al.nodes, al.node_of, al.edges, al.shifts
+
+    def _same(self, a: Alignment, b: Alignment) -> bool:
+        if [n.members for n in a.nodes] != [n.members for n in b.nodes]:
+            return False
+        return all(self.frag.solver.equal(a.shifts[m], b.shifts[m]) for m in a.shifts)
+
+    def _uses(self, item: Item, cls: BarrierClass) -> bool:
+        return any(bop.op.barrier is not None and bop.op.barrier.alloc in cls.allocs
+                   for bop in item.body)
+
+    def _alignable(self, node: Node, shifts: dict, b: tuple[int, int],
+                   relaxed: bool) -> z3.ArithRef | None:
+        """The key shift of loop b in the group of `node`, or None if it does not fit."""
         frag = self.frag
-        ra, ia = a
         rb, ib = b
-        la, lb = frag.roles[ra].items[ia].loop, frag.roles[rb].items[ib].loop
-        if la is lb:
-            return True
+        itb = frag.roles[rb].items[ib]
+        first = node.members[0]
+        ita0 = frag.roles[first[0]].items[first[1]]
+        if ita0.loop is itb.loop:
+            return shifts[first]
         try:
-            ta = z_int(la.trip, frag.roles[ra].env)
-            tb = z_int(lb.trip, frag.roles[rb].env)
+            ta = z_int(ita0.loop.trip, frag.roles[first[0]].env)
+            tb = z_int(itb.loop.trip, frag.roles[rb].env)
         except Unsupported:
-            return False
-        if not frag.solver.equal(ta, tb):
-            return False
-        # ring accesses of a class both loops use must sit at the same virtual iterations
-        for cls in frag.classes:
-            if cls.ring is None:
-                continue
-            items = (frag.roles[ra].items[ia], frag.roles[rb].items[ib])
-            if not all(any(bop.op.barrier is not None and bop.op.barrier.alloc in cls.allocs
-                           for bop in item.body) for item in items):
-                continue
-            b1 = ClassBuilder(frag, cls)
-            try:
-                ca = b1.offset(frag.roles[ra], items[0])
-                cb = b1.offset(frag.roles[rb], items[1])
-            except Unsupported:
-                return False
-            if not frag.solver.equal(ca, cb):
-                return False
-        return True
+            return None
+        same_trip = frag.solver.equal(ta, tb)
+        if not relaxed:
+            if not same_trip:
+                return None
+            # ring accesses of a class both loops use must sit at the same virtual iterations
+            for cls in frag.classes:
+                if cls.ring is None or not (self._uses(ita0, cls) and self._uses(itb, cls)):
+                    continue
+                b1 = ClassBuilder(frag, cls)
+                try:
+                    ca = b1.offset(frag.roles[first[0]], ita0)
+                    cb = b1.offset(frag.roles[rb], itb)
+                except Unsupported:
+                    return None
+                if not frag.solver.equal(ca, cb):
+                    return None
+            return z3.IntVal(0)
+        # relaxed: the shift that puts the ring accesses of every shared class at the same key
+        shift = None
+        for m in node.members:
+            ita = frag.roles[m[0]].items[m[1]]
+            for cls in frag.classes:
+                if cls.ring is None or not (self._uses(ita, cls) and self._uses(itb, cls)):
+                    continue
+                b1 = ClassBuilder(frag, cls)
+                try:
+                    ca = b1.offset(frag.roles[m[0]], ita)
+                    cb = b1.offset(frag.roles[rb], itb)
+                except Unsupported:
+                    return None
+                cand = z3.simplify(shifts[m] + cb - ca)
+                if nonlinear(cand):
+                    return None
+                if shift is None:
+                    shift = cand
+                elif not frag.solver.equal(shift, cand):
+                    return None
+        if shift is None:
+            return shifts[first] if same_trip else None
+        return shift
 
-    def _align(self) -> None:
+    def _align(self, relaxed: bool) -> Alignment:
         frag = self.frag
+        nodes: list[Node] = []
+        node_of: dict[tuple[int, int], int] = {}
+        edges: set[tuple[int, int]] = set()
+        shifts: dict[tuple[int, int], z3.ArithRef] = {}
         loops: list[int] = []
         regions: dict[tuple, int] = {}
         joins: dict[tuple, int] = {}
@@ -1000,45 +1178,50 @@ class TauSearch:
                 if item.kind == "loop":
                     target = None
                     for pos in range(last + 1, len(loops)):
-                        node = self.nodes[loops[pos]]
-                        if r not in [m[0] for m in node.members] and \
-                                self._alignable(node.members[0], (r, i)):
+                        node = nodes[loops[pos]]
+                        if r in [m[0] for m in node.members]:
+                            continue
+                        shift = self._alignable(node, shifts, (r, i), relaxed)
+                        if shift is not None:
                             target = pos
                             break
                     if target is None:
-                        self.nodes.append(Node("loop", [(r, i)]))
-                        loops.append(len(self.nodes) - 1)
+                        nodes.append(Node("loop", [(r, i)]))
+                        loops.append(len(nodes) - 1)
                         target = len(loops) - 1
+                        shift = z3.IntVal(0)
                     else:
-                        self.nodes[loops[target]].members.append((r, i))
+                        nodes[loops[target]].members.append((r, i))
+                    shifts[(r, i)] = shift
                     last = target
-                    self.node_of[(r, i)] = loops[target]
+                    node_of[(r, i)] = loops[target]
                 elif item.kind in ("fork", "await"):
                     key = (role.block, _thread_key(role), id(item.region))
                     if key not in regions:
-                        self.nodes.append(Node("fork", []))
-                        regions[key] = len(self.nodes) - 1
-                    self.nodes[regions[key]].members.append((r, i))
-                    self.node_of[(r, i)] = regions[key]
+                        nodes.append(Node("fork", []))
+                        regions[key] = len(nodes) - 1
+                    nodes[regions[key]].members.append((r, i))
+                    node_of[(r, i)] = regions[key]
                 elif item.kind == "join":
-                    self.nodes.append(Node("join", [(r, i)]))
-                    joins[(role.block, _thread_key(role), id(item.region))] = len(self.nodes) - 1
-                    self.node_of[(r, i)] = len(self.nodes) - 1
+                    nodes.append(Node("join", [(r, i)]))
+                    joins[(role.block, _thread_key(role), id(item.region))] = len(nodes) - 1
+                    node_of[(r, i)] = len(nodes) - 1
                 else:
-                    self.nodes.append(Node("op", [(r, i)]))
-                    self.node_of[(r, i)] = len(self.nodes) - 1
+                    nodes.append(Node("op", [(r, i)]))
+                    node_of[(r, i)] = len(nodes) - 1
         for r, role in enumerate(frag.roles):
-            chain = [self.node_of[(r, i)] for i in range(len(role.items))]
+            chain = [node_of[(r, i)] for i in range(len(role.items))]
             for a, b in zip(chain, chain[1:]):
                 if a != b:
-                    self.edges.add((a, b))
+                    edges.add((a, b))
             if role.warp is not None:
                 # everything a warp does in a region precedes the warpgroup's join
                 for i, item in enumerate(role.items):
                     key = (role.block, _thread_key(role), id(item.region)) if item.region else None
                     if item.kind == "await" and key in joins:
                         for j in range(i, len(role.items)):
-                            self.edges.add((self.node_of[(r, j)], joins[key]))
+                            edges.add((node_of[(r, j)], joins[key]))
+        return Alignment(nodes, node_of, edges, shifts)
 
     def orders(self, limit: int = 24) -> Iterator[list[int]]:
         """Topological orders of the nodes (a few, in a heuristic order)."""
@@ -1130,24 +1313,33 @@ class TauSearch:
         yield from results
 
     def candidates(self, limit: int = 3000) -> Iterator[Tau]:
-        count = 0
-        for order in self.orders():
-            per_node = [list(self.rank_merges(self.nodes[v])) for v in order]
-            for combo in itertools.product(*per_node):
-                ranks = {}
-                for d in combo:
-                    ranks.update(d)
-                yield Tau(order, ranks)
-                count += 1
+        """Candidate orders, per alignment (at most `limit` each)."""
+        for al in self.alignments:
+            self._use(al)
+            count = 0
+            for order in self.orders():
+                per_node = [list(self.rank_merges(self.nodes[v])) for v in order]
+                for combo in itertools.product(*per_node):
+                    ranks = {}
+                    for d in combo:
+                        ranks.update(d)
+                    yield Tau(order, ranks, al.nodes, al.edges, dict(al.shifts))
+                    count += 1
+                    if count >= limit:
+                        break
                 if count >= limit:
-                    return
+                    break
 
     def apply(self, tau: Tau) -> None:
+        if tau.nodes is not None:
+            self.nodes, self.edges = tau.nodes, tau.edges
+            self.shifts = tau.shifts
         for g, v in enumerate(tau.order):
             for r, i in self.nodes[v].members:
                 item = self.frag.roles[r].items[i]
                 item.group = g
                 item.ranks = tau.ranks.get((r, i)) or [0] * max(1, len(item.ops))
+                item.shift = tau.shifts.get((r, i), z3.IntVal(0)) if item.kind == "loop" else 0
 
 
 def _thread_key(role: Role) -> str:
@@ -1167,6 +1359,16 @@ class TauRun:
         self.system = system
         self.values = values
         self.annotations = self._annotate()
+
+    def _value(self, t, agent) -> int:
+        """A term over the parameters and the grid position at this run's values."""
+        frag = self.frag
+        sub = [(frag.params[n], z3.IntVal(v)) for n, v in self.values.items()
+               if n in frag.params and not z3.is_int_value(frag.params[n])]
+        for g, v in self.system.grid_position.items():
+            if g in frag.grid_vars:
+                sub.append((frag.grid_vars[g], z3.IntVal(v)))
+        return _evaluate(t, sub)
 
     def _role_of(self, agent) -> int:
         frag = self.frag
@@ -1213,6 +1415,8 @@ class TauRun:
                     table[("op", id(item.op))] = (i, 0)
                 else:
                     table[(item.kind, id(item.region))] = (i, 0)
+            for twin, op in getattr(role, "twins", {}).items():   # ranges merged into the role
+                table[("op", twin)] = table[("op", op)]
             lookup.append(table)
         ann = []
         for a, entries in enumerate(out):
@@ -1265,11 +1469,17 @@ class TauRun:
         sysm = self.system
         frag = self.frag
         events = []
+        shift_of = {}
         for a, rows in enumerate(self.annotations):
             for pc, (r, i, b, iteration) in enumerate(rows):
                 item = frag.roles[r].items[i]
                 keyed = item.kind == "loop"
-                events.append(((item.group, iteration if keyed else 0, item.ranks[b], a, pc), a))
+                key = 0
+                if keyed:
+                    if (r, i) not in shift_of:
+                        shift_of[(r, i)] = self._value(_shift_term(item), sysm.agents[a])
+                    key = iteration + shift_of[(r, i)]
+                events.append(((item.group, key, item.ranks[b], a, pc), a))
         events.sort()
         state = sysm.initial_state()
         A = sysm.n_agents
@@ -1312,7 +1522,7 @@ class TauRun:
 def tau_static_ok(frag: "Fragment", search: TauSearch, tau: Tau) -> bool:
     """Fork before every await of its region, join after everything the warps do in it."""
     group = {v: g for g, v in enumerate(tau.order)}
-    for a, b in search.edges:
+    for a, b in (tau.edges if tau.edges is not None else search.edges):
         if group[a] >= group[b]:
             return False
     return True

@@ -43,6 +43,31 @@ def tma_ring_single_step(k, stages=3, consumers=2, steps=1):
     ring(k, stages, consumers, steps)
 
 
+@protocol(expect="verified", symbolic=("stages", "consumers", "steps"))
+def prefetch_ring(k, stages=3, consumers=2, steps=4):
+    """Prefetch distance 1, the usual Hopper mainloop shape: the producer loads slot 0 before
+    its loop, then iteration i loads the tile of step i + 1 into slot (i + 1) % stages while the
+    consumers work on step i in slot i % stages. Its loop has one iteration fewer than theirs,
+    and a slot is reused only after the consumers released it: correct."""
+    k.threads(consumers + 1, name="wg")
+    k.assume(stages >= 2, consumers >= 1, steps >= 1)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
+    with k.when(k.thread == consumers):            # the TMA producer
+        k.copy_gmem_to_smem(full.at[0 % stages], bytes=16384)     # prologue: step 0
+        with k.loop(steps - 1) as i:
+            with k.when(i + 1 >= stages):          # slot reuse: wait for its release
+                k.barrier_wait(empty.at[(i + 1) % stages])
+            k.copy_gmem_to_smem(full.at[(i + 1) % stages], bytes=16384)
+        tail = minimum(steps, stages)              # observe the last releases before exit
+        with k.loop(tail) as j:
+            k.barrier_wait(empty.at[(steps - tail + j) % stages])
+    with k.otherwise():                            # compute warpgroups
+        with k.loop(steps) as i:
+            k.barrier_wait(full.at[i % stages])
+            k.barrier_arrive(empty.at[i % stages])
+
+
 @protocol(expect="violation:BP103")
 def ring_without_drain(k, stages=2, consumers=2, steps=4):
     """The producer exits without observing the last releases of its slots."""

@@ -57,6 +57,7 @@ PROVED = {
     "hopper_ring.py::tma_ring": grid(stages=[1, 2, 3], consumers=[1, 2], steps=range(0, 6)),
     "hopper_ring.py::tma_ring_single_step": grid(stages=[1, 2, 3], consumers=[1, 2],
                                                  steps=range(0, 4)),
+    "hopper_ring.py::prefetch_ring": grid(stages=[2, 3], consumers=[1, 2, 3], steps=range(1, 7)),
     "attention.py::pingpong_schedule": grid(steps=range(0, 9)),
     "attention.py::schedule_barrier": grid(steps=range(0, 9)),
     "blackwell.py::tma_mma_epilogue": grid(stages=[1, 2, 3], steps=range(1, 6)),
@@ -116,6 +117,7 @@ def _fragment(ref):
 
 SIMULATED = {
     "hopper_ring.py::tma_ring": 2,
+    "hopper_ring.py::prefetch_ring": 3,
     "attention.py::pingpong_schedule": 4,
     "attention.py::schedule_barrier": 3,
     "blackwell.py::tma_mma_epilogue": 2,
@@ -361,7 +363,9 @@ def test_thread_ranges_are_ordered_by_provable_le():
     assert [solver.equal(lo, want) for (lo, _, _), want in zip(got, [0, 1, c])] == [True] * 3
     assert [single for _, _, single in got] == [True, False, True]
     assert all(solver.valid(size >= 0) for _, size, _ in got)
-    assert [r.name for r in frag.build_roles()] == ["wg0", "wg[1..+-1 + consumers]", "wgconsumers"]
+    # consumer 0 runs the same program as the others: one role, one counter
+    assert [r.name for r in frag.build_roles()] == ["wg0+wg[1..+-1 + consumers]", "wgconsumers"]
+    assert solver.equal(frag.roles[0].size, c)
 
 
 def test_hull_facets():
