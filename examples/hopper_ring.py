@@ -48,9 +48,10 @@ def prefetch_ring(k, stages=3, consumers=2, steps=4):
     """Prefetch distance 1, the usual Hopper mainloop shape: the producer loads slot 0 before
     its loop, then iteration i loads the tile of step i + 1 into slot (i + 1) % stages while the
     consumers work on step i in slot i % stages. Its loop has one iteration fewer than theirs,
-    and a slot is reused only after the consumers released it: correct."""
+    and a slot is reused only after the consumers released it: correct for every stage count and
+    every trip count >= 1 (with 0 steps the prologue's copy would still be in flight at exit)."""
     k.threads(consumers + 1, name="wg")
-    k.assume(stages >= 2, consumers >= 1, steps >= 1)
+    k.assume(stages >= 1, consumers >= 1, steps >= 1)    # the prologue load always runs
     full = k.Barrier(num_arrivals=1, num_barriers=stages)
     empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
     with k.when(k.thread == consumers):            # the TMA producer

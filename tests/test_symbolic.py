@@ -57,7 +57,7 @@ PROVED = {
     "hopper_ring.py::tma_ring": grid(stages=[1, 2, 3], consumers=[1, 2], steps=range(0, 6)),
     "hopper_ring.py::tma_ring_single_step": grid(stages=[1, 2, 3], consumers=[1, 2],
                                                  steps=range(0, 4)),
-    "hopper_ring.py::prefetch_ring": grid(stages=[2, 3], consumers=[1, 2, 3], steps=range(1, 7)),
+    "hopper_ring.py::prefetch_ring": grid(stages=[1, 2, 3], consumers=[1, 2, 3], steps=range(1, 7)),
     "attention.py::pingpong_schedule": grid(steps=range(0, 9)),
     "attention.py::schedule_barrier": grid(steps=range(0, 9)),
     "blackwell.py::tma_mma_epilogue": grid(stages=[1, 2, 3], steps=range(1, 6)),
