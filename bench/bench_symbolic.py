@@ -47,6 +47,8 @@ EXAMPLES = [
      [("steps", "x2"), ("consumers", "+1"), ("stages", "+1")]),
     ("hopper_ring.py::tma_ring_single_step", dict(stages=3, consumers=2, steps=1),
      [("steps", "x2"), ("consumers", "+1"), ("stages", "+1")]),
+    ("hopper_ring.py::prefetch_ring", dict(stages=2, consumers=1, steps=4),
+     [("steps", "x2"), ("consumers", "+1"), ("stages", "+1")]),
     ("attention.py::pingpong_schedule", dict(steps=4), [("steps", "x2")]),
     ("attention.py::schedule_barrier", dict(steps=4), [("steps", "x2")]),
     ("blackwell.py::tma_mma_epilogue", dict(stages=2, steps=4),
