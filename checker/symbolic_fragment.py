@@ -37,6 +37,7 @@ import z3
 
 from ..model.ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BinOp, Const, Expr, Kernel, Loc, Loop,
                         Op, UnOp, Var, WarpRegion, When, free_vars, walk)
+from ..model.semantics import peer_blocks
 from .symbolic_encode import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K,
                               WAIT, WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole,
                               CSegment)
@@ -741,14 +742,8 @@ class ClassBuilder:
 
     def peers(self, block, axes) -> list[tuple]:
         frag = self.frag
-        dims = [frag.cluster_axes.index(a) for a in axes]
-        out = []
-        for coords in itertools.product(*[range(frag.cluster_shape[d]) for d in dims]):
-            b = list(block)
-            for d, c in zip(dims, coords):
-                b[d] = c
-            out.append(tuple(b))
-        return out
+        return peer_blocks(block, [frag.cluster_axes.index(a) for a in axes],
+                           frag.cluster_shape)
 
     def cops(self, role: Role, item: Item, bop: BodyOp, ctx, rank: int) -> list[COp]:
         op = bop.op

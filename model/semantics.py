@@ -191,6 +191,18 @@ def static_findings(kernel: Kernel) -> list[StaticFinding]:
     return findings
 
 
+
+def peer_blocks(block: tuple[int, ...], dims: list[int], shape: tuple[int, ...]) -> list[tuple]:
+    """Every block of the cluster that agrees with `block` outside the dimensions `dims` (the
+    blocks a multicast along those cluster axes reaches, `block` included)."""
+    peers = []
+    for coords in itertools.product(*[range(shape[d]) for d in dims]):
+        b = list(block)
+        for d, c in zip(dims, coords):
+            b[d] = c
+        peers.append(tuple(b))
+    return peers
+
 class System:
     """A kernel compiled for concrete parameters: agents, programs, barrier instances, layout."""
 
@@ -370,13 +382,7 @@ class System:
                 raise ModelError(f"collective axis {axis!r} is not a cluster axis", loc=loc,
                                  hint=f"cluster axes: {self.cluster_axes or 'none'}")
             dims.append(self.cluster_axes.index(axis))
-        peers = []
-        for coords in itertools.product(*[range(self.cluster_shape[d]) for d in dims]):
-            b = list(block)
-            for d, c in zip(dims, coords):
-                b[d] = c
-            peers.append(tuple(b))
-        return peers
+        return peer_blocks(block, dims, self.cluster_shape)
 
     def _unroll(self, body, env: dict[str, int], agent: int) -> None:
         block = self.agents[agent].block
