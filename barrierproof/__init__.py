@@ -4,7 +4,7 @@ interleaving in which it does."""
 from .model.dsl import Protocol, maximum, minimum, protocol
 from .model.ir import Kernel, ModelError
 from .checker.check import Options, check_kernel
-from .checker.explore import Limits
+from .checker.engines.explore import Limits
 from .checker.verdict import Diagnostic, Verdict
 
 __version__ = "0.1.0"

@@ -69,10 +69,14 @@ def sources_fingerprint(directories) -> str:
     """A hash of the Python files in `directories` (names and contents)."""
     h = hashlib.sha256()
     for directory in directories:
-        for name in sorted(os.listdir(directory)):
-            if name.endswith(".py"):
-                with open(os.path.join(directory, name), "rb") as f:
-                    h.update(name.encode() + b"\0" + f.read() + b"\0")
+        for root, dirs, names in os.walk(directory):
+            dirs.sort()     # subpackages too: a change to an engine must invalidate its verdicts
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    path = os.path.join(root, name)
+                    with open(path, "rb") as f:
+                        rel = os.path.relpath(path, directory)
+                        h.update(rel.encode() + b"\0" + f.read() + b"\0")
     return h.hexdigest()
 
 

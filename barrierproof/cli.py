@@ -15,8 +15,8 @@ import time
 from typing import Callable, Sequence
 
 from .checker.check import Options, check_kernel, error_verdict
-from .checker.explore import Limits
-from .checker.report import timeline
+from .checker.engines.explore import Limits
+from .checker.report.text import timeline
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from .loader import Target, resolve
@@ -25,8 +25,8 @@ from .model.ir import Kernel, ModelError
 # Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
 ENGINES = {
     "explore": None,
-    "tlc": ("barrierproof.checker.tlc", "check_kernel_tlc"),
-    "symbolic": ("barrierproof.checker.symbolic", "prove_kernel"),
+    "tlc": ("barrierproof.checker.engines.tlc", "check_kernel_tlc"),
+    "symbolic": ("barrierproof.checker.symbolic.prove", "prove_kernel"),
 }
 
 
@@ -215,11 +215,11 @@ def exit_code(verdicts: list[Verdict], expect: bool = False) -> int:
 
 # --format NAME -> (module, function(verdicts) -> str); junit also takes `expect`.
 REPORTERS = {
-    "text": ("barrierproof.checker.report", "text_report"),
-    "json": ("barrierproof.checker.report", "json_report"),
-    "sarif": ("barrierproof.checker.sarif", "sarif_report"),
-    "junit": ("barrierproof.checker.junit", "junit_report"),
-    "html": ("barrierproof.checker.html", "html_report"),
+    "text": ("barrierproof.checker.report.text", "text_report"),
+    "json": ("barrierproof.checker.report.text", "json_report"),
+    "sarif": ("barrierproof.checker.report.sarif", "sarif_report"),
+    "junit": ("barrierproof.checker.report.junit", "junit_report"),
+    "html": ("barrierproof.checker.report.html", "html_report"),
 }
 
 
@@ -260,7 +260,7 @@ def cmd_check(args, engine: str | None = None) -> int:
     if args.trace_dir:
         _write_traces(verdicts, args.trace_dir)
     if args.format == "text" and not args.output and sys.stdout.isatty():
-        from .checker.console import print_report
+        from .checker.report.console import print_report
         print_report(verdicts)
         return exit_code(verdicts, args.expect)
     text = render(args.format, verdicts, args.expect)
@@ -413,13 +413,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE.dot", help="default: stdout")
     p.add_argument("--max-states", type=int, default=2000, metavar="N",
                    help="refuse larger graphs (default 2000)")
-    p.set_defaults(run=_delegate("barrierproof.checker.graph", "cli_main"))
+    p.set_defaults(run=_delegate("barrierproof.checker.report.graph", "cli_main"))
 
     p = sub.add_parser("tla", help="emit TLA+ specs (and their TLC configs)")
     p.add_argument("paths", nargs="+", metavar="PATH[::NAME]")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
-    p.set_defaults(run=_delegate("barrierproof.checker.tla", "cli_main"))
+    p.set_defaults(run=_delegate("barrierproof.checker.engines.tla", "cli_main"))
 
     p = sub.add_parser("confirm", help="run a Pallas kernel in JAX's GPU interpret mode")
     p.add_argument("paths", nargs="+", metavar="PATH::NAME")

@@ -26,8 +26,8 @@ import os
 from typing import Callable
 
 from .checker.check import Options, check_kernel
-from .checker.explore import Limits
-from .checker.report import describe
+from .checker.engines.explore import Limits
+from .checker.report.text import describe
 from .checker.verdict import Verdict
 from .model.dsl import Protocol
 from .model.ir import Kernel, ModelError

@@ -3,7 +3,7 @@ checks in the same time, side by side.
 
     python bench/bench_symbolic.py --out bench/SYMBOLIC.md
 
-For each example: `prove` (checker/symbolic.py) for every value of its symbolic parameters, timed;
+For each example: `prove` (checker/symbolic/prove.py) for every value of its symbolic parameters, timed;
 then the explicit explorer (checker/check.py, symmetry reduction on) on a ladder of growing
 concrete configurations, each with the proof's time as its time limit, until one does not finish.
 The table reports the last configuration verified within that time and the first one that was
@@ -24,8 +24,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
-from barrierproof.checker.explore import Limits  # noqa: E402
-from barrierproof.checker.symbolic import prove_kernel  # noqa: E402
+from barrierproof.checker.engines.explore import Limits  # noqa: E402
+from barrierproof.checker.symbolic.prove import prove_kernel  # noqa: E402
 from barrierproof.loader import resolve  # noqa: E402
 
 
@@ -116,8 +116,8 @@ def table(rows: list[dict]) -> str:
 
 INTRO = """# Symbolic proofs against explicit exploration
 
-`barrierproof prove` (checker/symbolic.py) proves a protocol for every value of its symbolic
-parameters; the explicit explorer (checker/explore.py, symmetry reduction on) checks one
+`barrierproof prove` (checker/symbolic/prove.py) proves a protocol for every value of its symbolic
+parameters; the explicit explorer (checker/engines/explore.py, symmetry reduction on) checks one
 configuration at a time. For each symbolic example: the proof's time, then the explorer on a
 ladder of growing configurations (one parameter grows at a time, in turn: steps doubles,
 consumers and stages grow by one), each given the proof's time as its time limit; the table shows

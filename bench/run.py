@@ -4,7 +4,7 @@
     python bench/run.py --quick -o /tmp/r.md # the small members only
 
 For every member: the explorer with reductions (the default) and without, then TLC on the spec
-checker/tla.py emits for the same System, with 1 and 2 workers. Every engine must reach the same
+checker/engines/tla.py emits for the same System, with 1 and 2 workers. Every engine must reach the same
 verdict, and TLC's distinct-state count must equal the unreduced explorer's (same state graph by
 construction); the run stops with an error otherwise. Times are wall clock to the verdict: for
 the explorer, compiling and searching in this process; for TLC, emitting the spec, starting the
@@ -25,8 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
-from barrierproof.checker.tlc import run_module, tla2tools_jar  # noqa: E402
-from barrierproof.checker.tla import emit_system  # noqa: E402
+from barrierproof.checker.engines.tlc import run_module, tla2tools_jar  # noqa: E402
+from barrierproof.checker.engines.tla import emit_system  # noqa: E402
 from barrierproof.model.semantics import compile_systems  # noqa: E402
 
 from family import CLUSTER, FAMILY, PIPELINE  # noqa: E402

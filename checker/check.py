@@ -10,7 +10,7 @@ from ..model.interpreter import ReplayError, replay
 from ..model.ir import Kernel, ModelError
 from ..model.semantics import (CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size,
                                static_findings)
-from .explore import Limits, explore
+from .engines.explore import Limits, explore
 from .verdict import Diagnostic, Verdict
 
 # One help line per code: what usually fixes it.

@@ -1580,15 +1580,17 @@ def _is_fence(eqn) -> bool:
     return bool(texts) and all(t.strip().startswith("fence.") for t in texts)
 
 
-_SYNC_CACHE: dict[int, bool] = {}
+# Keyed by id() but holding the jaxpr itself: a freed jaxpr's id may be reused by another.
+_SYNC_CACHE: dict[int, tuple[object, bool]] = {}
 
 
 def _has_sync(jaxpr) -> bool:
     """Does a jaxpr contain any barrier or unmodelled synchronization (recursively)?"""
     from jax._src import core as jcore
     key = id(jaxpr)
-    if key in _SYNC_CACHE:
-        return _SYNC_CACHE[key]
+    cached = _SYNC_CACHE.get(key)
+    if cached is not None and cached[0] is jaxpr:
+        return cached[1]
     found = False
     for eqn in jaxpr.eqns:
         n = eqn.primitive.name
@@ -1606,7 +1608,7 @@ def _has_sync(jaxpr) -> bool:
                 break
         if found:
             break
-    _SYNC_CACHE[key] = found
+    _SYNC_CACHE[key] = (jaxpr, found)
     return found
 
 
@@ -1923,6 +1925,7 @@ def load(fn: Callable, name: str | None = None, expect: str | None = None,
     facts = device_facts_of(fn)
     closed = trace(fn, core_count=core_count or facts.get("core_count", DEFAULT_CORE_COUNT),
                    device_count=device_count or facts.get("device_count"))
+    _SYNC_CACHE.clear()          # the cache pins jaxprs: keep it to one trace
     kernels = kernels_from_jaxpr(closed, name, expect)
     if not kernels:
         code = getattr(fn, "__code__", None)

@@ -6,8 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["barrierproof.model.ir", "barrierproof.model.dsl", "barrierproof.model.interpreter",
-           "barrierproof.checker.explore", "barrierproof.checker.check",
-           "barrierproof.checker.report"]
+           "barrierproof.checker.engines.explore", "barrierproof.checker.check",
+           "barrierproof.checker.report.text"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -212,7 +212,7 @@ def test_cache_round_trips_every_verdict_kind(tmp_path):
 
 
 def test_bounded_and_corrupt_entries_are_never_served(tmp_path):
-    from barrierproof.checker.explore import Limits
+    from barrierproof.checker.engines.explore import Limits
     target = resolve(os.path.join(EXAMPLES, "hopper_ring.py") + "::tma_ring")[0]
     kernel = target.build()
     cache = Cache(str(tmp_path / "c"))

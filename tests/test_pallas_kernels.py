@@ -7,7 +7,7 @@ import os
 import pytest
 
 from barrierproof.checker.check import Options, check_kernel
-from barrierproof.checker.explore import Limits
+from barrierproof.checker.engines.explore import Limits
 from barrierproof.model import pallas
 from barrierproof.model.ir import iter_ops
 

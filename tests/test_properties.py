@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from barrierproof.checker.check import Options, check_kernel
-from barrierproof.checker.explore import explore
+from barrierproof.checker.engines.explore import explore
 from barrierproof.model.interpreter import random_run, replay
 from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Kernel, Op, Var, When
 from barrierproof.model.semantics import System

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from barrierproof.checker.check import check_kernel
-from barrierproof.checker.report import text_report
+from barrierproof.checker.report.text import text_report
 from barrierproof.loader import resolve
 
 from conftest import ROOT
@@ -49,7 +49,7 @@ def verdicts():
         if target.kind == "dsl":
             out.append(check_kernel(target.build(), None, None, target.ref))
     from barrierproof.checker.check import Options
-    from barrierproof.checker.explore import Limits
+    from barrierproof.checker.engines.explore import Limits
     ring = resolve("examples/hopper_ring.py::tma_ring")[0]
     out.append(check_kernel(ring.build(), {"steps": 40}, Options(Limits(max_states=50)),
                             ring.ref))
@@ -59,9 +59,9 @@ def verdicts():
 
 
 def test_doctests_of_the_gate_modules():
-    for name in ["barrierproof.checker.sarif", "barrierproof.checker.junit",
-                 "barrierproof.checker.html", "barrierproof.checker.views",
-                 "barrierproof.checker.graph", "barrierproof.cache", "barrierproof.testing"]:
+    for name in ["barrierproof.checker.report.sarif", "barrierproof.checker.report.junit",
+                 "barrierproof.checker.report.html", "barrierproof.checker.report.views",
+                 "barrierproof.checker.report.graph", "barrierproof.cache", "barrierproof.testing"]:
         result = doctest.testmod(importlib.import_module(name))
         assert result.attempted > 0 and result.failed == 0, name
 
@@ -90,7 +90,7 @@ def sarif_validator():
 
 
 def test_sarif_is_valid_sarif_2_1_0(verdicts):
-    from barrierproof.checker.sarif import sarif_log
+    from barrierproof.checker.report.sarif import sarif_log
     log = sarif_log(verdicts)
     sarif_validator().validate(log)
     run = log["runs"][0]
@@ -110,7 +110,7 @@ def test_sarif_is_valid_sarif_2_1_0(verdicts):
 
 
 def test_sarif_points_at_the_kernel_line_and_carries_the_interleaving(verdicts):
-    from barrierproof.checker.sarif import sarif_log
+    from barrierproof.checker.report.sarif import sarif_log
     v = next(v for v in verdicts if v.name == "wrong_arrival_count")
     result = sarif_log([v])["runs"][0]["results"][0]
     region = result["locations"][0]["physicalLocation"]["region"]
@@ -140,7 +140,7 @@ def test_sarif_from_the_command_line(tmp_path):
 
 def test_junit_parses_with_one_case_per_protocol(verdicts):
     junitparser = need("junitparser")
-    from barrierproof.checker.junit import junit_report
+    from barrierproof.checker.report.junit import junit_report
     text = junit_report(verdicts)
     xml = junitparser.JUnitXml.fromstring(text)
     cases = [case for suite in xml for case in suite]
@@ -249,7 +249,7 @@ def open_report(browser, path, tmp_path):
 
 
 def test_html_report_renders_in_chromium(browser, verdicts, tmp_path):
-    from barrierproof.checker.html import html_report
+    from barrierproof.checker.report.html import html_report
     path = tmp_path / "report.html"
     path.write_text(html_report(verdicts))
     page, problems, requests, shot = open_report(browser, path, tmp_path)
@@ -314,7 +314,7 @@ def test_graph_writes_dot_that_pydot_reads(tmp_path):
 
 
 def test_graph_agrees_with_the_explorer_and_refuses_big_models(tmp_path):
-    from barrierproof.checker.graph import state_graph
+    from barrierproof.checker.report.graph import state_graph
     from barrierproof.checker.check import Options
     from barrierproof.model.semantics import System
     target = resolve("examples/hopper_ring.py::tma_ring")[0]

@@ -5,7 +5,7 @@ import pytest
 from barrierproof.model.dsl import protocol
 from barrierproof.model.interpreter import ReplayError, replay
 from barrierproof.model.semantics import System
-from barrierproof.checker.explore import explore
+from barrierproof.checker.engines.explore import explore
 
 
 def system(fn, **params):

@@ -20,12 +20,12 @@ import pytest
 import z3
 
 from barrierproof.checker.check import Options, check_kernel
-from barrierproof.checker.explore import Limits
-from barrierproof.checker.symbolic import points, prove, prove_kernel
-from barrierproof.checker.symbolic_crosscheck import simulation_gaps
-from barrierproof.checker.symbolic_fragment import (Fragment, TauRun, TauSearch, Unsupported,
+from barrierproof.checker.engines.explore import Limits
+from barrierproof.checker.symbolic.prove import points, prove, prove_kernel
+from barrierproof.checker.symbolic.crosscheck import simulation_gaps
+from barrierproof.checker.symbolic.fragment import (Fragment, TauRun, TauSearch, Unsupported,
                                                     tau_static_ok)
-from barrierproof.checker.symbolic_invariants import Compiler, _independent_rows, nullspace
+from barrierproof.checker.symbolic.invariants import Compiler, _independent_rows, nullspace
 from barrierproof.cli import main
 from barrierproof.loader import resolve
 from barrierproof.model.dsl import protocol
@@ -97,7 +97,7 @@ def _holds(k, values) -> bool:
 
 def _fragment(ref):
     """The fragment of a proved example with its static order chosen as `prove` does."""
-    from barrierproof.checker import symbolic as S
+    from barrierproof.checker.symbolic import prove as S
     k = kernel(ref)
     sym = [p.name for p in k.params.values() if p.symbolic]
     fixed = {n: v for n, v in k.param_values().items() if n not in sym}
@@ -369,7 +369,7 @@ def test_thread_ranges_are_ordered_by_provable_le():
 
 
 def test_hull_facets():
-    from barrierproof.checker.symbolic_invariants import hull_facets
+    from barrierproof.checker.symbolic.invariants import hull_facets
     # two copies in flight on a phase that counts one arrival: fly + 2*pend <= 2
     assert (1, 2, 2) in hull_facets([(0, 1), (1, 0), (2, 0)])
     assert hull_facets([(0, 0), (1, 1), (3, 3)]) == []            # collinear: an equality
@@ -404,9 +404,9 @@ def test_hull_candidates_hold_the_invariant_of_two_loads_per_phase():
     """Two loads in flight on one phase need `fly + 2*pend <= 2`-like facts where the producer
     waits; differences and bounds alone are not inductive (the proof used to fail). The hull
     templates propose them, and the candidates still hold on every sampled state."""
-    from barrierproof.checker import symbolic as S
-    from barrierproof.checker.symbolic_encode import Encoder
-    from barrierproof.checker.symbolic_invariants import Compiler, guess, sample
+    from barrierproof.checker.symbolic import prove as S
+    from barrierproof.checker.symbolic.encode import Encoder
+    from barrierproof.checker.symbolic.invariants import Compiler, guess, sample
     k = two_loads_per_phase.build()
     frag = Fragment(k, ["steps"], {})
     frag.build_roles()

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from barrierproof import maximum, minimum
 from barrierproof.checker.check import Options, check_kernel
-from barrierproof.checker.explore import Limits
-from barrierproof.checker.symbolic import prove_kernel
+from barrierproof.checker.engines.explore import Limits
+from barrierproof.checker.symbolic.prove import prove_kernel
 from barrierproof.model.dsl import protocol
 
 WAIT_FROM = ["stages", "stages+1", "stages-1", "1"]

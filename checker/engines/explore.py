@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..model.semantics import (AWAIT_FORK, FORK, JOIN, WAIT, WAIT_PARITY, System, Violation,
+from ...model.semantics import (AWAIT_FORK, FORK, JOIN, WAIT, WAIT_PARITY, System, Violation,
                                primary)
 
 

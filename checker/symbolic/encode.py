@@ -43,7 +43,7 @@ from typing import Iterator, Sequence
 
 import z3
 
-from ..model.ir import MAX_TX
+from ...model.ir import MAX_TX
 
 # Placeholder for the loop coordinate in guards, amounts and parities of loop bodies.
 K = z3.Int("k!")

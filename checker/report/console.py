@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .report import CELL
-from .verdict import Verdict
+from .text import CELL
+from ..verdict import Verdict
 from .views import barrier_cell, blocked, event_kind, lanes, stuck
 
 STYLE = {"verified": "bold green", "proved": "bold green", "violation": "bold red",

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 import z3
 from z3.z3 import _to_expr_ref
 
-from .symbolic_encode import Encoder
+from .encode import Encoder
 
 # ----------------------------------------------------------------------------------------------
 # Z3 terms as Python functions of the state vector

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import quote
 
-from ..model.semantics import CODES
-from .check import HELP
-from .verdict import Verdict
+from ...model.semantics import CODES
+from ..check import HELP
+from ..verdict import Verdict
 from .views import event_kind, lanes, location_in_text, split_location, stuck
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -71,7 +71,7 @@ HELP_TEXT = {**HELP,
 
 
 def _tool_version() -> str:
-    from .. import __version__
+    from ... import __version__
     return __version__
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..model.interpreter import Trace
-from .report import barrier_state
+from ...model.interpreter import Trace
+from .text import barrier_state
 
 _LOC_IN_TEXT = re.compile(r"\(([^()\s]+):(\d+)\)")
 

@@ -35,10 +35,10 @@ from typing import Iterator, Mapping, Sequence
 
 import z3
 
-from ..model.ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BinOp, Const, Expr, Kernel, Loc, Loop,
+from ...model.ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BinOp, Const, Expr, Kernel, Loc, Loop,
                         Op, UnOp, Var, WarpRegion, When, free_vars, walk)
-from ..model.semantics import peer_blocks
-from .symbolic_encode import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K,
+from ...model.semantics import peer_blocks
+from .encode import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K,
                               WAIT, WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole,
                               CSegment)
 
@@ -1428,7 +1428,7 @@ class TauRun:
         return ann
 
     def walk(self, body, env, agent, region_warps, out, index, ag, iteration=None):
-        from ..model.ir import evaluate
+        from ...model.ir import evaluate
         k = self.frag.kernel
         for stmt in body:
             if isinstance(stmt, Op):

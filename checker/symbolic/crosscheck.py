@@ -13,11 +13,11 @@ from typing import Mapping
 
 import z3
 
-from ..model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EFFECT_ARRIVE, EXPECT_TX,
+from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EFFECT_ARRIVE, EXPECT_TX,
                                ISSUE_ASYNC, ISSUE_TCGEN05, WAIT, WAIT_PARITY, System)
-from .symbolic_encode import J0, J1, UNJOINED, Encoder, SymState
-from .symbolic_fragment import BarrierClass, ClassBuilder, Fragment, TauRun
-from .symbolic_invariants import sample
+from .encode import J0, J1, UNJOINED, Encoder, SymState
+from .fragment import BarrierClass, ClassBuilder, Fragment, TauRun
+from .invariants import sample
 
 
 def _evaluate(t, sub) -> int:
@@ -185,7 +185,7 @@ def simulation_gaps(frag: Fragment, systems, values: Mapping[str, int],
                     limit: int = 200_000) -> list[str]:
     """Projections of concrete reachable states that no class system reaches (empty: the
     over-approximation holds at these values)."""
-    from ..model.semantics import compile_systems
+    from ...model.semantics import compile_systems
     gaps = []
     for concrete in compile_systems(frag.kernel, values):
         states = concrete_states(concrete, limit)

@@ -20,8 +20,8 @@ import html
 from typing import Sequence
 
 from .sarif import MEANING
-from .verdict import Verdict
-from .report import barrier_state
+from ..verdict import Verdict
+from .text import barrier_state
 from .views import (barrier_rows, blocked, event_kind, lane_kind, lanes,
                     location_in_text, stuck)
 
@@ -278,7 +278,7 @@ def _section(v: Verdict, anchor: str) -> str:
 
 def html_report(verdicts: Sequence[Verdict]) -> str:
     """The whole report as one HTML document (inline CSS and script, nothing fetched)."""
-    from .. import __version__
+    from ... import __version__
     anchors = {i: f"v{i}" for i, v in enumerate(verdicts) if v.verdict not in ("verified",
                                                                                 "proved")}
     counts: dict[str, int] = {}

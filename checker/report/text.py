@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from ..model.interpreter import Trace
-from .verdict import Verdict
+from ...model.interpreter import Trace
+from ..verdict import Verdict
 
 CELL = 36  # widest timeline cell before it is cut
 

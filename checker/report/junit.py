@@ -17,8 +17,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Sequence
 
-from .report import describe
-from .verdict import Verdict
+from .text import describe
+from ..verdict import Verdict
 
 # Characters XML 1.0 cannot carry, even escaped.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

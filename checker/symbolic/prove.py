@@ -80,14 +80,14 @@ from dataclasses import dataclass, field
 import z3
 from typing import Mapping, Sequence
 
-from ..model.ir import Kernel, ModelError, evaluate
-from ..model.semantics import compile_systems, static_findings
-from .check import Options, check_kernel, error_verdict
-from .explore import Limits
-from .symbolic_encode import Encoder
-from .symbolic_fragment import Fragment, TauRun, TauSearch, Unsupported, tau_static_ok
-from .symbolic_invariants import guess, houdini, sample
-from .verdict import Verdict
+from ...model.ir import Kernel, ModelError, evaluate
+from ...model.semantics import compile_systems, static_findings
+from ..check import Options, check_kernel, error_verdict
+from ..engines.explore import Limits
+from .encode import Encoder
+from .fragment import Fragment, TauRun, TauSearch, Unsupported, tau_static_ok
+from .invariants import guess, houdini, sample
+from ..verdict import Verdict
 
 
 @dataclass

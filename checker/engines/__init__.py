@@ -1,0 +1,1 @@
+"""Engines that explore one System: the explicit explorer, the TLA+ emitter and the TLC runner."""

@@ -1,0 +1,1 @@
+"""Reporters: one Verdict list in, text / JSON / SARIF / JUnit / HTML / DOT out."""
