@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...model.semantics import (AWAIT_FORK, FORK, JOIN, WAIT, WAIT_PARITY, System, Violation,
-                               primary)
+from ...model.semantics import System, Violation, primary
+from .symmetry import Symmetry, thread_classes
 
 
 @dataclass
@@ -47,46 +47,8 @@ class ExploreResult:
 
 
 def symmetry_classes(system: System) -> list[list[int]]:
-    """Groups of interchangeable agents: same block, same unrolled program, no fork/join links."""
-    groups: dict[tuple, list[int]] = {}
-    for a, agent in enumerate(system.agents):
-        prog = system.programs[a]
-        if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
-            continue
-        # Waits carry the agent's own seen position; compare programs without it.
-        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
-        groups.setdefault((agent.block, prog), []).append(a)
-    return [g for g in groups.values() if len(g) > 1]
-
-
-def canonicalizer(system: System, classes: list[list[int]]) -> Callable[[tuple], tuple] | None:
-    """A function mapping a state to the representative of its symmetry orbit."""
-    if not classes:
-        return None
-    fields: dict[int, tuple[int, ...]] = {}
-    for cls in classes:
-        for a in cls:
-            own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
-            positions = [a] + [pos for _, pos in own]
-            if a in system.queue_pos:
-                positions.append(system.queue_pos[a])
-            fields[a] = tuple(positions)
-    plan = [[fields[a] for a in cls] for cls in classes]
-
-    def canon(state: tuple) -> tuple:
-        out = None
-        for group in plan:
-            local = [tuple(state[p] for p in f) for f in group]
-            ordered = sorted(local)
-            if ordered != local:
-                if out is None:
-                    out = list(state)
-                for f, values in zip(group, ordered):
-                    for p, v in zip(f, values):
-                        out[p] = v
-        return state if out is None else tuple(out)
-
-    return canon
+    """Groups of interchangeable threads (kept for callers of the thread-only reduction)."""
+    return thread_classes(system)
 
 
 def _rss_mb() -> float:
@@ -113,8 +75,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     """
     limits = limits or Limits()
     start = time.perf_counter()
-    classes = symmetry_classes(system) if reduction else []
-    reduce = canonicalizer(system, classes)
+    symmetry = Symmetry(system) if reduction else None
+    reduce = symmetry.canonicalizer() if symmetry is not None else None
+    # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
+    orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
 
     def kept(violations):
@@ -123,11 +87,15 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     def result(status, **kw) -> ExploreResult:
         return ExploreResult(status, len(parent), transitions, depth,
                              time.perf_counter() - start, reduction=reduction,
-                             symmetry_classes=[[system.agents[a].name for a in c] for c in classes],
+                             symmetry_classes=symmetry.describe() if symmetry else [],
                              **kw)
 
-    def found(pred: tuple | None, action: int | None, violation: Violation) -> ExploreResult:
-        actions = _concretize(system, canon, parent, pred, action, ignore)
+    def found(pred: tuple | None, action: int | None, violation: Violation,
+              by_step: bool = False) -> ExploreResult:
+        actions, last = _concretize(system, canon, parent, pred, action, ignore,
+                                    step_code=violation.code if by_step else None)
+        if last is not None:
+            violation = last
         return result("violation", actions=actions, violation=violation)
 
     init = canon(system.initial_state())
@@ -159,12 +127,16 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 if not succ and not system.is_done(state):
                     stuck = system.deadlock(state)
                     if stuck.code not in ignore and (dead is None or stuck.code < dead[2].code):
-                        dead = (state, None, stuck)
+                        dead = (state, None, stuck, False)
                 for action, nxt, violation in succ:
                     transitions += 1
+                    if violation is not None and orbit is not None:
+                        code = orbit(state, action, violation.code, ignore)
+                        if code is not None and code != violation.code:
+                            violation = Violation(code, violation.message)
                     if violation is not None and violation.code not in ignore:
                         if best is None or violation.code < best[2].code:
-                            best = (state, action, violation)
+                            best = (state, action, violation, True)
                         continue
                     if reduce is not None:
                         nxt = reduce(nxt)
@@ -174,7 +146,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     bad = kept(system.state_violations(nxt))
                     if bad:
                         if best is None or primary(bad).code < best[2].code:
-                            best = (state, action, primary(bad))
+                            best = (state, action, primary(bad), False)
                         continue
                     next_frontier.append(nxt)
                 if (n & 255) == 0:
@@ -224,8 +196,11 @@ def _path(parent: dict, state: tuple | None) -> list[tuple]:
 
 
 def _concretize(system: System, canon, parent: dict, pred: tuple | None, action: int | None,
-                ignore: frozenset[str]) -> list[int]:
-    """Map a path through orbit representatives to one concrete schedule."""
+                ignore: frozenset[str], step_code: str | None = None
+                ) -> tuple[list[int], Violation | None]:
+    """Map a path through orbit representatives to one concrete schedule. A last step that
+    breaks a rule itself is matched by its code `step_code` (the least of its orbit, see
+    symmetry.py); it is returned with the violation it reports."""
     chain = _path(parent, pred)
     current = system.initial_state()
     actions: list[int] = []
@@ -244,8 +219,17 @@ def _concretize(system: System, canon, parent: dict, pred: tuple | None, action:
 
     for state in chain:
         follow(state, None)
-    if action is not None:
-        nxt, v = system.step(pred, action)
-        want = v.code if v is not None and v.code not in ignore else None
-        follow(canon(nxt), want)
-    return actions
+    if action is None:
+        return actions, None
+    if step_code is None:            # the state reached breaks a rule, not the step
+        nxt, _ = system.step(pred, action)
+        follow(canon(nxt), None)
+        return actions, None
+    want = step_code
+    for b in range(system.n_actions):
+        if system.enabled(current, b):
+            _, v = system.step(current, b)
+            if v is not None and v.code == want:
+                actions.append(b)
+                return actions, v
+    raise AssertionError("symmetry reduction lost the last step of the counterexample")

@@ -1,0 +1,278 @@
+"""Symmetry of a System: identical threads of a block, and blocks of the cluster that map onto
+each other, reduced to one representative state per orbit.
+
+Two kinds of symmetry, combined:
+
+- thread symmetry: threads of one block whose unrolled programs are equal may be permuted; the
+  representative sorts their local parts (program counter, observed phases, tcgen05 queue).
+- block symmetry: a permutation of the coordinates along each cluster axis moves every block, and
+  with it its agents, barrier instances, in-flight slots and tcgen05 arrival sets. It is kept only
+  when it is an automorphism of the System: every agent's program, renamed, is the program of the
+  agent it maps to (arrival targets compared as sets, since an arrival reaches all of them), every
+  instance keeps its arrival count, every slot and arrival set has an image. The permutations kept
+  form a group (automorphisms compose); the representative of a state is the least, over that
+  group, of the thread-sorted image.
+
+A block symmetry acts on a state as a permutation of its positions, plus a renaming of the
+arrival-set numbers held in tcgen05 queues. Thread symmetries of one block are mapped by a block
+symmetry onto thread symmetries of its image, so the least image over the block group of the
+thread-sorted state is the same for every state of an orbit of the combined group.
+
+Violation codes: the state after a step does not depend on the order of an arrival's targets,
+but which rule a multi-target arrival reports first can (one target overruns, another
+over-arrives). `orbit_code` therefore takes the least code over the block images of a violating
+step, which is the code the unreduced search reports at that depth.
+"""
+
+from __future__ import annotations
+
+import itertools
+from operator import itemgetter
+from typing import Callable
+
+from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
+                                EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, WAIT,
+                                WAIT_PARITY, System)
+
+# Above this many candidate block permutations (the product over cluster axes of n!), block
+# symmetry is not tried: the canonical form takes the least of all images.
+MAX_BLOCK_PERMUTATIONS = 120
+
+
+def thread_classes(system: System) -> list[list[int]]:
+    """Groups of interchangeable agents: same block, same unrolled program, no fork/join links."""
+    groups: dict[tuple, list[int]] = {}
+    for a, agent in enumerate(system.agents):
+        prog = system.programs[a]
+        if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
+            continue
+        # Waits carry the agent's own seen position; compare programs without it.
+        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
+        groups.setdefault((agent.block, prog), []).append(a)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+class BlockSymmetry:
+    """One automorphism of a System induced by a permutation of the cluster's blocks."""
+
+    def __init__(self, agents: list[int], instances: list[int], slots: list[int],
+                 queues: dict[int, int], arrival_sets: dict[int, int], blocks: dict):
+        self.agents = agents            # agent -> image agent
+        self.instances = instances      # instance -> image instance
+        self.slots = slots              # slot -> image slot
+        self.queues = queues            # tcgen05 issuer -> image issuer
+        self.arrival_sets = arrival_sets  # arrival set number -> image number
+        self.blocks = blocks            # block -> image block
+
+    def state_map(self, system: System) -> Callable[[tuple], tuple]:
+        """The action on states: position j of the image holds position source[j]."""
+        W = system.width
+        source = [0] * W
+        for a, b in enumerate(self.agents):
+            source[b] = a
+        for i, j in enumerate(self.instances):
+            for f in range(4):
+                source[system.barrier_base + 4 * j + f] = system.barrier_base + 4 * i + f
+        for (a, inst), pos in system.seen_pos.items():
+            source[system.seen_pos[(self.agents[a], self.instances[inst])]] = pos
+        for k, m in enumerate(self.slots):
+            source[system.slot_base + m] = system.slot_base + k
+        for a, b in self.queues.items():
+            source[system.queue_pos[b]] = system.queue_pos[a]
+        gather = itemgetter(*source)
+        queue_positions = list(range(system.queue_base, W))
+        rename = self.arrival_sets
+        if not queue_positions:
+            return gather
+
+        def apply(state: tuple) -> tuple:
+            out = list(gather(state))
+            for q in queue_positions:
+                if out[q]:
+                    out[q] = tuple(rename[e] for e in out[q])
+            return tuple(out)
+        return apply
+
+    def action(self, system: System, action: int) -> int:
+        A = system.n_agents
+        if action < A:
+            return self.agents[action]
+        k = action - A
+        if k < len(system.slots):
+            return A + self.slots[k]
+        issuer = system.queue_agents[k - len(system.slots)]
+        return A + len(system.slots) + system.queue_agents.index(self.queues[issuer])
+
+
+def _block_permutations(system: System):
+    """Every permutation of the coordinates along each cluster axis, as a map of blocks."""
+    per_axis = [list(itertools.permutations(range(n))) for n in system.cluster_shape]
+    for combo in itertools.product(*per_axis):
+        yield {b: tuple(combo[d][c] for d, c in enumerate(b)) for b in system.blocks}
+
+
+def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
+    """The automorphism a block permutation induces, or None when the programs do not map."""
+    agent_of = {(a.block, a.thread, a.warp): i for i, a in enumerate(system.agents)}
+    agents = [agent_of[(blocks[a.block], a.thread, a.warp)] for a in system.agents]
+    inst_of = {(i.alloc.name, i.index, i.block): n for n, i in enumerate(system.instances)}
+    instances = []
+    for inst in system.instances:
+        image = inst_of[(inst.alloc.name, inst.index, blocks[inst.block])]
+        if system.instances[image].expected != inst.expected:
+            return None
+        instances.append(image)
+    slot_of = {(s.effect, s.inst, s.amount, s.kind): k for k, s in enumerate(system.slots)}
+    slots = []
+    for s in system.slots:
+        image = slot_of.get((s.effect, instances[s.inst], s.amount, s.kind))
+        if image is None:
+            return None
+        slots.append(image)
+    arrival_sets: dict[int, int] = {0: 0}
+    queues = {a: agents[a] for a in system.queue_agents}
+    if any(b not in system.queue_pos for b in queues.values()):
+        return None
+
+    def targets(t) -> tuple:
+        return tuple(sorted(instances[i] for i in t))
+
+    for a, prog in enumerate(system.programs):
+        other = system.programs[agents[a]]
+        if len(prog) != len(other):
+            return None
+        for mine, theirs in zip(prog, other):
+            if mine.op != theirs.op or mine.amount != theirs.amount:
+                return None
+            here, there = system.sources[mine.src], system.sources[theirs.src]
+            if here.op is not there.op or here.loc != there.loc:
+                return None
+            op = mine.op
+            if op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
+                same = targets(mine.target) == tuple(sorted(theirs.target))
+            elif op in (WAIT, WAIT_PARITY):
+                same = instances[mine.target] == theirs.target
+            elif op == ISSUE_ASYNC:
+                same = (targets(mine.target) == tuple(sorted(theirs.target)) and
+                        sorted(slots[k] for k in mine.aux) == sorted(theirs.aux))
+            elif op == ISSUE_TCGEN05:
+                same = targets(system.arrival_sets[mine.aux]) == \
+                    tuple(sorted(system.arrival_sets[theirs.aux]))
+                if arrival_sets.setdefault(mine.aux, theirs.aux) != theirs.aux:
+                    return None
+            elif op == AWAIT_FORK:
+                parent, pc = mine.aux
+                same = theirs.aux == (agents[parent], pc)
+            elif op == JOIN:
+                same = theirs.aux == tuple((agents[w], end) for w, end in mine.aux)
+            else:
+                same = mine.target == theirs.target and mine.aux == theirs.aux
+            if not same:
+                return None
+    return BlockSymmetry(agents, instances, slots, queues, arrival_sets, blocks)
+
+
+def block_symmetries(system: System) -> list[BlockSymmetry]:
+    """The automorphisms of `system` induced by permuting cluster coordinates, identity first;
+    just the identity when the cluster has one block or too many candidates."""
+    candidates = 1
+    for n in system.cluster_shape:
+        for k in range(2, n + 1):
+            candidates *= k
+    found = []
+    if 1 < candidates <= MAX_BLOCK_PERMUTATIONS:
+        for blocks in _block_permutations(system):
+            g = _automorphism(system, blocks)
+            if g is not None:
+                found.append(g)
+    return found if len(found) > 1 else []
+
+
+class Symmetry:
+    """The canonical form of states under thread and block symmetry, and what the explorer needs
+    to map its quotient search back to concrete steps."""
+
+    def __init__(self, system: System, threads: bool = True, blocks: bool = True):
+        self.system = system
+        self.classes = thread_classes(system) if threads else []
+        self.blocks = block_symmetries(system) if blocks else []
+        self._block_maps = [g.state_map(system) for g in self.blocks[1:]]
+        self._block_pairs = list(zip(self.blocks[1:], self._block_maps))
+        self._sort = _thread_sorter(system, self.classes)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.classes or self.blocks)
+
+    def canonicalizer(self) -> Callable[[tuple], tuple] | None:
+        sort = self._sort
+        maps = self._block_maps
+        if not maps:
+            return sort
+        sort = sort or (lambda s: s)
+
+        def canon(state: tuple) -> tuple:
+            best = sort(state)
+            for g in maps:
+                image = sort(g(state))
+                if image < best:
+                    best = image
+            return best
+        return canon
+
+    def orbit_code(self, state: tuple, action: int, code: str, ignore: frozenset) -> str | None:
+        """The least violation code, not ignored, that this step or a block image of it reports
+        (see the module doc); None when every one is ignored."""
+        code = None if code in ignore else code
+        for g, apply in self._block_pairs:
+            image = apply(state)
+            _, v = self.system.step(image, g.action(self.system, action))
+            if v is not None and v.code not in ignore and (code is None or v.code < code):
+                code = v.code
+        return code
+
+    def describe(self) -> list[list[str]]:
+        names = [[self.system.agents[a].name for a in c] for c in self.classes]
+        if self.blocks:
+            names.append(["blocks: " + ", ".join(
+                "(" + " ".join(f"{','.join(map(str, b))}->{','.join(map(str, g.blocks[b]))}"
+                               for b in self.system.blocks if g.blocks[b] != b) + ")"
+                for g in self.blocks[1:])])
+        return names
+
+
+def _thread_sorter(system: System, classes: list[list[int]]) -> Callable[[tuple], tuple] | None:
+    """Sort the local parts of each class of identical threads; None when there is no class."""
+    if not classes:
+        return None
+    plan = []
+    for cls in classes:
+        fields = []
+        for a in cls:
+            own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
+            positions = [a] + [pos for _, pos in own]
+            if a in system.queue_pos:
+                positions.append(system.queue_pos[a])
+            fields.append(positions)
+        width = len(fields[0])
+        # One getter for the whole class: its members' local parts, one after another.
+        flat = [p for f in fields for p in f]
+        plan.append((itemgetter(*flat) if len(flat) > 1 else None, flat, width, len(cls)))
+
+    def canon(state: tuple) -> tuple:
+        out = None
+        for getter, flat, width, n in plan:
+            values = getter(state)
+            local = [values[i * width:(i + 1) * width] for i in range(n)]
+            ordered = sorted(local)
+            if ordered != local:
+                if out is None:
+                    out = list(state)
+                k = 0
+                for part in ordered:
+                    for v in part:
+                        out[flat[k]] = v
+                        k += 1
+        return state if out is None else tuple(out)
+
+    return canon
