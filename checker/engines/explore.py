@@ -57,7 +57,8 @@ def _rss_mb() -> float:
 
 def explore(system: System, limits: Limits | None = None, reduction: bool = True,
             ignore: frozenset[str] = frozenset(),
-            progress: Callable[[dict], None] | None = None) -> ExploreResult:
+            progress: Callable[[dict], None] | None = None,
+            block_symmetry: bool = True) -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
 
     >>> from barrierproof.model.dsl import protocol
@@ -75,7 +76,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     """
     limits = limits or Limits()
     start = time.perf_counter()
-    symmetry = Symmetry(system) if reduction else None
+    symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
     reduce = symmetry.canonicalizer() if symmetry is not None else None
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
