@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...model.semantics import System, Violation, primary
+from .store import StateStore
 from .symmetry import Symmetry, thread_classes
 
 
@@ -44,6 +45,9 @@ class ExploreResult:
     reason: str | None = None            # why a search stopped early
     reduction: bool = True
     symmetry_classes: list[list[str]] = field(default_factory=list)
+    store: str = "tuple"
+    bytes_per_state: float = 0.0         # resident memory grown per distinct state
+    collision_probability: float | None = None   # fingerprint store only
 
 
 def symmetry_classes(system: System) -> list[list[int]]:
@@ -51,14 +55,19 @@ def symmetry_classes(system: System) -> list[list[int]]:
     return thread_classes(system)
 
 
-def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def _rss_bytes() -> int:
+    """The resident set size now (Linux), else the peak."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def explore(system: System, limits: Limits | None = None, reduction: bool = True,
             ignore: frozenset[str] = frozenset(),
             progress: Callable[[dict], None] | None = None,
-            block_symmetry: bool = True) -> ExploreResult:
+            block_symmetry: bool = True, store_mode: str = "tuple") -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
 
     >>> from barrierproof.model.dsl import protocol
@@ -85,31 +94,48 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     def kept(violations):
         return [v for v in violations if v.code not in ignore]
 
+    def per_state() -> float:
+        return max(_rss_bytes() - rss_start, 0) / max(len(seen), 1)
+
     def result(status, **kw) -> ExploreResult:
-        return ExploreResult(status, len(parent), transitions, depth,
+        return ExploreResult(status, len(seen), transitions, depth,
                              time.perf_counter() - start, reduction=reduction,
                              symmetry_classes=symmetry.describe() if symmetry else [],
+                             store=store.mode, bytes_per_state=round(per_state(), 1),
+                             collision_probability=store.collision_probability(transitions),
                              **kw)
 
-    def found(pred: tuple | None, action: int | None, violation: Violation,
+    def found(index: int | None, action: int | None, violation: Violation,
               by_step: bool = False) -> ExploreResult:
-        actions, last = _concretize(system, canon, parent, pred, action, ignore,
+        """A violation reached from entry `index` of the current level (None: the initial
+        state itself) by `action` (None: the state at `index` itself is the violation)."""
+        nonlocal depth
+        path = store.path(depth, index) if index is not None else []
+        pred = frontier[index] if index is not None else None
+        actions, last = _concretize(system, canon, key, path, pred, action, ignore,
                                     step_code=violation.code if by_step else None)
         if last is not None:
             violation = last
+        depth = len(actions)
         return result("violation", actions=actions, violation=violation)
 
+    store = StateStore(system, store_mode)
+    key = store.key
+    seen = store.seen
+    rss_start = _rss_bytes()
     init = canon(system.initial_state())
-    parent: dict[tuple, tuple | None] = {init: None}   # state -> predecessor
+    seen.add(key(init))
     transitions = 0
     depth = 0
     first = kept(system.state_violations(init))
     if first:
         return found(None, None, primary(first))
     frontier = [init]
+    store.levels[0][0].append(key(init))
+    store.levels[0][1].append(0)
     next_report = start + 0.25
     next_memory_check = start + 1.0
-    # The visited set holds millions of tuples that never form cycles: the cyclic collector
+    # The visited set holds millions of objects that never form cycles: the cyclic collector
     # would rescan them over and over.
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -119,16 +145,18 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 return result("bounded", reason=f"depth limit {limits.max_depth} reached with "
                               f"{len(frontier)} states unexpanded")
             next_frontier: list[tuple] = []
+            store.new_level()
+            next_keys, next_parents = store.levels[-1]
             # The level is finished before a verdict, and ties between violations at the same
             # depth go to the lowest code, so the answer does not depend on search order.
-            dead: tuple | None = None   # (state, None, violation) at this depth
-            best: tuple | None = None   # (predecessor, action, violation) one level deeper
+            dead: tuple | None = None   # (index, None, violation, False) at this depth
+            best: tuple | None = None   # (predecessor index, action, violation, by step)
             for n, state in enumerate(frontier):
                 succ = system.successors(state)
                 if not succ and not system.is_done(state):
                     stuck = system.deadlock(state)
                     if stuck.code not in ignore and (dead is None or stuck.code < dead[2].code):
-                        dead = (state, None, stuck, False)
+                        dead = (n, None, stuck, False)
                 for action, nxt, violation in succ:
                     transitions += 1
                     if violation is not None and orbit is not None:
@@ -137,42 +165,45 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                             violation = Violation(code, violation.message)
                     if violation is not None and violation.code not in ignore:
                         if best is None or violation.code < best[2].code:
-                            best = (state, action, violation, True)
+                            best = (n, action, violation, True)
                         continue
                     if reduce is not None:
                         nxt = reduce(nxt)
-                    if nxt in parent:
+                    k = key(nxt)
+                    if k in seen:
                         continue
-                    parent[nxt] = state
+                    seen.add(k)
                     bad = kept(system.state_violations(nxt))
                     if bad:
                         if best is None or primary(bad).code < best[2].code:
-                            best = (state, action, primary(bad), False)
+                            best = (n, action, primary(bad), False)
                         continue
                     next_frontier.append(nxt)
+                    next_keys.append(k)
+                    next_parents.append(n)
                 if (n & 255) == 0:
                     now = time.perf_counter()
                     if limits.timeout is not None and now - start > limits.timeout:
                         return result("bounded", reason=f"time limit {limits.timeout:g}s reached "
                                       f"at depth {depth}")
-                    if limits.max_states is not None and len(parent) > limits.max_states:
+                    if limits.max_states is not None and len(seen) > limits.max_states:
                         return result("bounded", reason=f"state limit {limits.max_states} "
                                       f"reached at depth {depth}")
                     if limits.max_memory_mb is not None and now >= next_memory_check:
                         next_memory_check = now + 1.0
-                        if _rss_mb() > limits.max_memory_mb:
+                        if _rss_bytes() > limits.max_memory_mb * 2**20:
                             return result("bounded", reason=f"memory limit "
                                           f"{limits.max_memory_mb} MB reached at depth {depth}")
                     if progress is not None and now >= next_report:
                         next_report = now + 0.25
-                        progress({"states": len(parent), "depth": depth,
+                        progress({"states": len(seen), "depth": depth,
                                   "frontier": len(frontier) - n + len(next_frontier),
-                                  "rate": len(parent) / max(now - start, 1e-9),
-                                  "seconds": now - start})
+                                  "rate": len(seen) / max(now - start, 1e-9),
+                                  "seconds": now - start,
+                                  "bytes_per_state": per_state()})
             if dead is not None:
                 return found(*dead)
             if best is not None:
-                depth += 1
                 return found(*best)
             if next_frontier:
                 depth += 1
@@ -185,52 +216,39 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     return result("verified")
 
 
-def _path(parent: dict, state: tuple | None) -> list[tuple]:
-    """The states from the initial state's successor up to `state`. Only predecessors are
-    stored (no actions): the schedule is re-derived when it is made concrete."""
-    chain = []
-    while state is not None and parent.get(state) is not None:
-        chain.append(state)
-        state = parent[state]
-    chain.reverse()
-    return chain
-
-
-def _concretize(system: System, canon, parent: dict, pred: tuple | None, action: int | None,
+def _concretize(system: System, canon, key, path: list, pred: tuple | None, action: int | None,
                 ignore: frozenset[str], step_code: str | None = None
                 ) -> tuple[list[int], Violation | None]:
-    """Map a path through orbit representatives to one concrete schedule. A last step that
-    breaks a rule itself is matched by its code `step_code` (the least of its orbit, see
+    """Map a path of stored keys (orbit representatives) to one concrete schedule. A last step
+    that breaks a rule itself is matched by its code `step_code` (the least of its orbit, see
     symmetry.py); it is returned with the violation it reports."""
-    chain = _path(parent, pred)
     current = system.initial_state()
     actions: list[int] = []
 
-    def follow(target_canon: tuple, want_code: str | None) -> None:
+    def follow(target: object, want_code: str | None) -> None:
         nonlocal current
         for b in range(system.n_actions):
             if system.enabled(current, b):
                 nxt, v = system.step(current, b)
                 code = v.code if v is not None and v.code not in ignore else None
-                if canon(nxt) == target_canon and code == want_code:
+                if code == want_code and key(canon(nxt)) == target:
                     actions.append(b)
                     current = nxt
                     return
-        raise AssertionError("symmetry reduction lost a step of the counterexample")
+        raise AssertionError("the reduced search lost a step of the counterexample")
 
-    for state in chain:
-        follow(state, None)
+    for target in path:
+        follow(target, None)
     if action is None:
         return actions, None
     if step_code is None:            # the state reached breaks a rule, not the step
         nxt, _ = system.step(pred, action)
-        follow(canon(nxt), None)
+        follow(key(canon(nxt)), None)
         return actions, None
-    want = step_code
     for b in range(system.n_actions):
         if system.enabled(current, b):
             _, v = system.step(current, b)
-            if v is not None and v.code == want:
+            if v is not None and v.code == step_code:
                 actions.append(b)
                 return actions, v
-    raise AssertionError("symmetry reduction lost the last step of the counterexample")
+    raise AssertionError("the reduced search lost the last step of the counterexample")
