@@ -111,7 +111,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         state itself) by `action` (None: the state at `index` itself is the violation)."""
         nonlocal depth
         path = store.path(depth, index) if index is not None else []
-        pred = frontier[index] if index is not None else None
+        pred = unpack(frontier[index]) if index is not None else None
         actions, last = _concretize(system, canon, key, path, pred, action, ignore,
                                     step_code=violation.code if by_step else None)
         if last is not None:
@@ -120,7 +120,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         return result("violation", actions=actions, violation=violation)
 
     store = StateStore(system, store_mode)
-    key = store.key
+    key, pack, unpack = store.key, store.pack, store.unpack
+    packed = store.mode != "tuple"
+    fingerprint = store.mode == "fingerprint"
     seen = store.seen
     rss_start = _rss_bytes()
     init = canon(system.initial_state())
@@ -130,7 +132,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     first = kept(system.state_violations(init))
     if first:
         return found(None, None, primary(first))
-    frontier = [init]
+    frontier = [pack(init)]
     store.levels[0][0].append(key(init))
     store.levels[0][1].append(0)
     next_report = start + 0.25
@@ -152,6 +154,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             dead: tuple | None = None   # (index, None, violation, False) at this depth
             best: tuple | None = None   # (predecessor index, action, violation, by step)
             for n, state in enumerate(frontier):
+                if packed:
+                    state = unpack(state)
                 succ = system.successors(state)
                 if not succ and not system.is_done(state):
                     stuck = system.deadlock(state)
@@ -169,7 +173,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                         continue
                     if reduce is not None:
                         nxt = reduce(nxt)
-                    k = key(nxt)
+                    if packed:
+                        p = pack(nxt)
+                        k = hash(p) if fingerprint else p
+                    else:
+                        p = k = nxt
                     if k in seen:
                         continue
                     seen.add(k)
@@ -178,7 +186,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                         if best is None or primary(bad).code < best[2].code:
                             best = (n, action, primary(bad), False)
                         continue
-                    next_frontier.append(nxt)
+                    next_frontier.append(p)
                     next_keys.append(k)
                     next_parents.append(n)
                 if (n & 255) == 0:

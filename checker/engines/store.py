@@ -16,6 +16,7 @@ chain of keys; the explorer replays it forward, matching each successor's key.
 
 from __future__ import annotations
 
+import ast
 import struct
 from array import array
 
@@ -53,7 +54,10 @@ class Packer:
         codes += [_code(0, total)] * len(system.slots)
         self.fixed = system.queue_base
         self.queues = system.width - system.queue_base
-        self._pack = struct.Struct("<B" + "".join(codes)).pack
+        layout = struct.Struct("<B" + "".join(codes))
+        self._pack = layout.pack
+        self._unpack = layout.unpack_from
+        self._head = layout.size
         self._small_sets = len(system.arrival_sets) < 256
 
     def pack(self, state: tuple) -> bytes:
@@ -72,6 +76,29 @@ class Packer:
                             for q in state[fixed:])
         return head + tail
 
+    def unpack(self, packed: bytes) -> tuple:
+        """The state `pack` packed."""
+        if packed[0] == 1:
+            return ast.literal_eval(packed[1:].decode())
+        head = self._unpack(packed)[1:]
+        if not self.queues:
+            return head
+        tail = packed[self._head:]
+        if self._small_sets:
+            queues = tuple(tuple(q) for q in tail.split(b"\xff")[:-1])
+        else:
+            ints = array("i")
+            ints.frombytes(tail)
+            queues, current = [], []
+            for v in ints:
+                if v == -1:
+                    queues.append(tuple(current))
+                    current = []
+                else:
+                    current.append(v)
+            queues = tuple(queues)
+        return head + queues
+
 
 class StateStore:
     """Seen keys plus, per breadth-first level, the keys and predecessor indices of the states
@@ -81,11 +108,14 @@ class StateStore:
         if mode not in STORES:
             raise ValueError(f"unknown state store {mode!r}; choose one of {', '.join(STORES)}")
         self.mode = mode
+        # The frontier is kept as `packed` states and read back with `unpack` (identity for
+        # the tuple store): a breadth-first level can hold a large part of the space.
         if mode == "tuple":
-            self.key = lambda s: s
+            self.key = self.pack = self.unpack = lambda s: s
         else:
-            pack = Packer(system).pack
-            self.key = pack if mode == "exact" else (lambda s: hash(pack(s)))
+            packer = Packer(system)
+            self.pack, self.unpack = packer.pack, packer.unpack
+            self.key = self.pack if mode == "exact" else (lambda s: hash(packer.pack(s)))
         self.seen: set = set()
         self.levels: list[tuple[list | array, array]] = []
         self.new_level()
