@@ -103,7 +103,8 @@ def options_image(options: Options) -> dict:
     return {"max_states": limits.max_states, "max_depth": limits.max_depth,
             "timeout": limits.timeout, "max_memory_mb": limits.max_memory_mb,
             "reduction": options.reduction, "ignore": sorted(options.ignore),
-            "select": None if options.select is None else sorted(options.select)}
+            "select": None if options.select is None else sorted(options.select),
+            "store": options.store}
 
 
 def engine_args(args) -> dict:

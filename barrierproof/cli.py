@@ -83,6 +83,8 @@ class _Progress:
             return
         text = (f"{self.label}: {info['states']:,} states, depth {info['depth']}, "
                 f"{info['rate']:,.0f} states/s")
+        if info.get("bytes_per_state"):
+            text += f", {info['bytes_per_state']:,.0f} bytes/state"
         if not self.live:
             if time.monotonic() >= self.next_line:
                 self.next_line = time.monotonic() + 10
@@ -240,7 +242,8 @@ def cmd_check(args, engine: str | None = None) -> int:
     progress = _Progress((sys.stderr.isatty() or args.progress) and not args.quiet,
                          live=sys.stderr.isatty())
     options = Options(limits, not args.no_reduction, parse_codes(args.ignore),
-                      parse_codes(args.select) or None, progress.callback)
+                      parse_codes(args.select) or None, progress.callback,
+                      store=getattr(args, "store", None) or "tuple")
     targets: list[Target] = []
     for spec in args.paths:
         targets += resolve(spec)
@@ -352,6 +355,9 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S")
     p.add_argument("--max-memory", type=int, default=None, metavar="MB", help="default 16000")
     p.add_argument("--no-reduction", action="store_true", help="turn symmetry reduction off")
+    p.add_argument("--store", choices=["tuple", "exact", "fingerprint"], default=None,
+                   help="explorer state store: tuple (default), exact (packed bytes), "
+                        "fingerprint (64-bit, least memory; reports the collision probability)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated codes to ignore")
     p.add_argument("--select", metavar="CODES", help="only these codes count")
     p.add_argument("--trace-dir", metavar="DIR", help="write each counterexample as JSON here")

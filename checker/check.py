@@ -43,6 +43,7 @@ class Options:
     ignore: frozenset[str] = frozenset()
     select: frozenset[str] | None = None
     progress: Callable[[dict], None] | None = None
+    store: str = "tuple"                # explorer state store (checker/engines/store.py)
 
     def ignored(self) -> frozenset[str]:
         if self.select is None:
@@ -81,6 +82,8 @@ class SearchOutcome:
     actions: list[int] | None = None
     code: str | None = None             # claimed violation code (None: whatever it replays to)
     reason: str | None = None           # why a search stopped early
+    bytes_per_state: float | None = None
+    collision_probability: float | None = None
 
 
 # An engine: (system, ignored codes, seconds left or None) -> SearchOutcome.
@@ -92,9 +95,11 @@ def explorer_search(options: Options) -> Search:
         limits = options.limits
         if remaining is not None:
             limits = Limits(limits.max_states, limits.max_depth, remaining, limits.max_memory_mb)
-        r = explore(system, limits, options.reduction, ignored, options.progress)
+        r = explore(system, limits, options.reduction, ignored, options.progress,
+                     store_mode=options.store)
         return SearchOutcome(r.status, r.states, r.transitions, r.depth, r.actions,
-                             r.violation.code if r.violation else None, r.reason)
+                             r.violation.code if r.violation else None, r.reason,
+                             r.bytes_per_state, r.collision_probability)
     return search
 
 
@@ -123,10 +128,18 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
             unique.append(Diagnostic(f.code, f.message, str(f.loc), f.hint or HELP.get(f.code)))
 
     def verdict(kind: str, diags, **kw) -> Verdict:
+        memory = {}
+        if memory_seen:
+            memory = {"store": options.store, "bytes_per_state": max(memory_seen),
+                      "collision_probability": collisions if options.store == "fingerprint"
+                      else None}
         return Verdict(kernel.name, kind, diags, params=values, source=source, engine=engine,
                        reduction=options.reduction and engine == "explore",
                        seconds=time.perf_counter() - start, expected=kernel.expect,
-                       notes=list(kernel.notes), **kw)
+                       notes=list(kernel.notes), **memory, **kw)
+
+    memory_seen: list[float] = []
+    collisions = 0.0
 
     if any(d.code in INPUT_ERRORS for d in unique):
         return verdict("error", [d for d in unique if d.code in INPUT_ERRORS])
@@ -142,6 +155,9 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
     for system in systems:
         remaining = None if timeout is None else max(0.0, timeout - (time.perf_counter() - start))
         result = search(system, ignored, remaining)
+        if result.bytes_per_state is not None:
+            memory_seen.append(result.bytes_per_state)
+            collisions += result.collision_probability or 0.0
         states += result.states
         transitions += result.transitions
         depth = max(depth, result.depth)
@@ -166,6 +182,9 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
         if result.status == "bounded":
             bounded_reasons.append(result.reason)
     coverage = f"{label}{states} distinct states, {transitions} transitions, depth {depth}"
+    if memory_seen and options.store == "fingerprint":
+        coverage += (f" (64-bit fingerprints: collision probability {collisions:.1e}, "
+                     "as TLC estimates it)")
     if len(systems) > 1:
         coverage += f", {len(systems)} distinct cluster behaviours"
     if grid_size(kernel, values) > GRID_LIMIT:

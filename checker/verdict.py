@@ -52,6 +52,9 @@ class Verdict:
     coverage: str | None = None        # what a bounded search covered
     notes: list[str] = field(default_factory=list)
     expected: str | None = None        # the example's declared verdict, if any
+    store: str | None = None           # explorer's state store: tuple, exact, fingerprint
+    bytes_per_state: float | None = None   # resident memory grown per distinct state
+    collision_probability: float | None = None  # fingerprint store: TLC's estimate
 
     def __post_init__(self) -> None:
         assert self.verdict in VERDICTS, self.verdict
@@ -97,4 +100,7 @@ class Verdict:
             "coverage": self.coverage,
             "notes": self.notes,
             "expected": self.expected,
+            "store": self.store,
+            "bytes_per_state": self.bytes_per_state,
+            "collision_probability": self.collision_probability,
         }

@@ -57,3 +57,19 @@ def test_unknown_store_is_refused():
     system = _systems(TARGETS[0])[0]
     with pytest.raises(ValueError, match="unknown state store"):
         StateStore(system, "zip")
+
+
+def test_store_flag_reports_memory_and_collision_probability():
+    from test_cli import run_cli
+    import json
+    runs = {}
+    for mode in ("tuple", "fingerprint"):
+        code, out, err = run_cli("check", "examples/hopper_ring.py::tma_ring", "--param",
+                                 "steps=12", "--store", mode, "--no-cache", "--format", "json")
+        assert code == 0, err
+        runs[mode] = json.loads(out)[0]
+    assert runs["tuple"]["states"] == runs["fingerprint"]["states"] > 0
+    assert runs["tuple"]["store"] == "tuple" and runs["tuple"]["collision_probability"] is None
+    assert runs["fingerprint"]["bytes_per_state"] >= 0
+    assert 0 < runs["fingerprint"]["collision_probability"] < 1e-9
+    assert "collision probability" in runs["fingerprint"]["coverage"]
