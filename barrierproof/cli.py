@@ -143,6 +143,70 @@ def _error_or_violation(target: Target, err: ModelError, name: str | None = None
 def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 engine: str, args, progress: _Progress, cache=None,
                 interrupts: _Interrupts | None = None) -> list[Verdict]:
+    jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
+    if jobs > 1 and len(targets) > 1:
+        verdicts, used = _run_in_parallel(targets, params, options, engine, args, jobs)
+    else:
+        verdicts, used = _run_here(targets, params, options, engine, args, progress, cache,
+                                   interrupts)
+    unused = sorted(set(params) - used - set(getattr(args, "config_only_params", ())))
+    if unused and targets:
+        raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
+                         hint="check the spelling of --param")
+    return verdicts
+
+
+def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Options,
+                     engine: str, args, jobs: int) -> tuple[list[Verdict], set[str]]:
+    """One target per task in `jobs` fresh processes (spawned: a traced JAX must not be
+    forked); verdicts come back in the order of `targets`, through the same cache."""
+    import concurrent.futures
+    import dataclasses
+    import multiprocessing
+    plain = argparse.Namespace(**{k: v for k, v in vars(args).items() if not callable(v)})
+    quiet = dataclasses.replace(options, progress=None)
+    context = multiprocessing.get_context("spawn")
+    results: list = [None] * len(targets)
+    used: set[str] = set()
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(targets)),
+                                                mp_context=context) as pool:
+        futures = {}
+        for n, t in enumerate(targets):
+            if t.kind == "error":     # a file that does not import: reported here
+                results[n] = _run_here([t], params, quiet, engine, args, _Progress(False))[0]
+            else:
+                futures[n] = pool.submit(_check_one, (t.ref, t.expect, params, quiet, engine,
+                                                      plain))
+        try:
+            for n, future in futures.items():
+                results[n], names = future.result()
+                used |= names
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            for n, t in enumerate(targets):
+                if results[n] is None:
+                    results[n] = [_not_checked(t, "not checked: interrupted (Ctrl-C)")]
+    return [v for found in results for v in found], used
+
+
+def _check_one(task) -> tuple[list[Verdict], set[str]]:
+    """A worker: find the target again by its reference and check it."""
+    ref, expect, params, options, engine, args = task
+    try:
+        matches = resolve(ref)
+    except ModelError as err:
+        return [Verdict(ref.rpartition("::")[2], "error", [], source=ref, expected=expect,
+                        coverage=f"could not load {ref} again: {err.message}")], set()
+    for t in matches:
+        t.expect = t.expect or expect
+    from .cache import Cache
+    cache = None if args.no_cache else Cache(args.cache_dir)
+    return _run_here(matches, params, options, engine, args, _Progress(False), cache, None)
+
+
+def _run_here(targets: list[Target], params: dict[str, int], options: Options,
+              engine: str, args, progress: _Progress, cache=None,
+              interrupts: _Interrupts | None = None) -> tuple[list[Verdict], set[str]]:
     verdicts = []
     engine_fn = _engine(engine)
     used: set[str] = set()
@@ -188,12 +252,8 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
         if interrupts is not None and interrupts.seen:
             verdicts += [_not_checked(t, "not checked: interrupted (Ctrl-C)")
                          for t in targets[n + 1:]]
-            return verdicts
-    unused = sorted(set(params) - used - set(getattr(args, "config_only_params", ())))
-    if unused and targets:
-        raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
-                         hint="check the spelling of --param")
-    return verdicts
+            return verdicts, used
+    return verdicts, used
 
 
 def _write_traces(verdicts: list[Verdict], directory: str) -> None:
@@ -355,6 +415,9 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S")
     p.add_argument("--max-memory", type=int, default=None, metavar="MB", help="default 16000")
     p.add_argument("--no-reduction", action="store_true", help="turn symmetry reduction off")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="check protocols in N processes (default: all cores); verdicts are "
+                        "reported in the same order")
     p.add_argument("--store", choices=["tuple", "exact", "fingerprint"], default=None,
                    help="explorer state store: tuple (default), exact (packed bytes), "
                         "fingerprint (64-bit, least memory; reports the collision probability)")
