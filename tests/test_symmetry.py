@@ -15,6 +15,7 @@ from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Kernel, Op, V
 from barrierproof.model.semantics import System
 
 from conftest import EXAMPLES
+from test_properties import protocols as thread_protocols
 
 OP_KINDS = ["barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_commit_arrive",
             "remote_arrive", "wait_parity"]
@@ -160,3 +161,18 @@ def test_a_swap_is_kept_only_when_it_maps_each_block_onto_its_image():
     assert Symmetry(one_sided).blocks == []        # both arrive on block 0: no block symmetry
     for system in (crossed, one_sided):
         assert explore(system).status == explore(system, reduction=False).status == "verified"
+
+
+@SETTINGS
+@given(thread_protocols())
+def test_incremental_canonical_form_equals_the_full_one(kernel):
+    system = _model(kernel)
+    if system is None:
+        return
+    symmetry = Symmetry(system)
+    after_step, canon = symmetry.after_step(), symmetry.canonicalizer()
+    if after_step is None:
+        return
+    for state in {canon(s) for s in reachable(system)}:
+        for action, nxt, violation in system.successors(state):
+            assert after_step(nxt, action) == canon(nxt)

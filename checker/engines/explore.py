@@ -87,6 +87,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     start = time.perf_counter()
     symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
     reduce = symmetry.canonicalizer() if symmetry is not None else None
+    # From a canonical state, only the mover's class can fall out of order.
+    after_step = symmetry.after_step() if symmetry is not None else None
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
@@ -171,7 +173,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                         if best is None or violation.code < best[2].code:
                             best = (n, action, violation, True)
                         continue
-                    if reduce is not None:
+                    if after_step is not None:
+                        nxt = after_step(nxt, action)
+                    elif reduce is not None:
                         nxt = reduce(nxt)
                     if packed:
                         p = pack(nxt)

@@ -220,6 +220,54 @@ class Symmetry:
             return best
         return canon
 
+    def after_step(self) -> Callable[[tuple, int], tuple] | None:
+        """Canonical form of a successor of a canonical state, from the action that made it.
+
+        A step changes the local part of at most one agent (the acting thread, or the issuer
+        whose tcgen05 queue is popped); every other class stays sorted, so only that agent's
+        place among its class is checked, and its class re-sorted if it moved out of order.
+        Only for thread symmetry alone: a block image needs the whole state."""
+        if self._block_maps:
+            return None
+        if not self.classes:
+            return None
+        system = self.system
+        where: dict[int, tuple] = {}
+        for cls in self.classes:
+            getters = [_local_getter(system, a) for a in cls]
+            fields = [_local_fields(system, a) for a in cls]
+            for i, a in enumerate(cls):
+                where[a] = (i, getters, fields)
+        # actions: threads, then in-flight slots (no local part), then tcgen05 queues
+        moved = ([where.get(a) for a in range(system.n_agents)] + [None] * len(system.slots) +
+                 [where.get(a) for a in system.queue_agents])
+
+        def canon(state: tuple, action: int) -> tuple:
+            entry = moved[action]
+            if entry is None:
+                return state
+            i, getters, fields = entry
+            me = getters[i](state)
+            # Insertion of the mover's local part into its sorted class: the members it passes
+            # shift by one place towards where it was.
+            j, last = i, len(getters) - 1
+            while j < last and getters[j + 1](state) < me:
+                j += 1
+            if j == i:
+                while j > 0 and me < getters[j - 1](state):
+                    j -= 1
+                if j == i:
+                    return state
+            out = list(state)
+            step = 1 if j > i else -1
+            for k in range(i, j, step):
+                for p, v in zip(fields[k], getters[k + step](state)):
+                    out[p] = v
+            for p, v in zip(fields[j], me):
+                out[p] = v
+            return tuple(out)
+        return canon
+
     def orbit_code(self, state: tuple, action: int, code: str, ignore: frozenset) -> str | None:
         """The least violation code, not ignored, that this step or a block image of it reports
         (see the module doc); None when every one is ignored."""
@@ -241,19 +289,31 @@ class Symmetry:
         return names
 
 
+def _local_fields(system: System, a: int) -> list[int]:
+    """The positions of an agent's local part: program counter, observed phases (by
+    instance), tcgen05 queue."""
+    own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
+    positions = [a] + [pos for _, pos in own]
+    if a in system.queue_pos:
+        positions.append(system.queue_pos[a])
+    return positions
+
+
+def _local_getter(system: System, a: int) -> Callable[[tuple], tuple]:
+    fields = _local_fields(system, a)
+    if len(fields) == 1:
+        p = fields[0]
+        return lambda s: (s[p],)
+    return itemgetter(*fields)
+
+
 def _thread_sorter(system: System, classes: list[list[int]]) -> Callable[[tuple], tuple] | None:
     """Sort the local parts of each class of identical threads; None when there is no class."""
     if not classes:
         return None
     plan = []
     for cls in classes:
-        fields = []
-        for a in cls:
-            own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
-            positions = [a] + [pos for _, pos in own]
-            if a in system.queue_pos:
-                positions.append(system.queue_pos[a])
-            fields.append(positions)
+        fields = [_local_fields(system, a) for a in cls]
         width = len(fields[0])
         # One getter for the whole class: its members' local parts, one after another.
         flat = [p for f in fields for p in f]
