@@ -615,14 +615,17 @@ class System:
         k -= len(self.slots)
         return k < len(self.queue_agents) and len(state[self.queue_base + k]) > 0
 
-    def successors(self, state: tuple) -> list[tuple[int, tuple, Violation | None]]:
+    def successors(self, state: tuple, skip: set | None = None
+                   ) -> list[tuple[int, tuple, Violation | None]]:
         """Every enabled action with its successor state and the rule it breaks, if any.
-        The same as stepping every action for which `enabled` holds, unrolled for speed."""
+        The same as stepping every action for which `enabled` holds, unrolled for speed.
+        Actions in `skip` are left out (a reduction that knows their successors are
+        redundant)."""
         out = []
         step = self.step
         for agent, prog in enumerate(self.programs):
             pc = state[agent]
-            if pc >= len(prog):
+            if pc >= len(prog) or (skip and agent in skip):
                 continue
             instr = prog[pc]
             guard = GUARDS[instr[0]]
@@ -637,7 +640,7 @@ class System:
                 out.append((action, nxt, violation))
             action += 1
         for pos in range(self.queue_base, self.width):
-            if state[pos]:
+            if state[pos] and not (skip and action in skip):
                 nxt, violation = step(state, action)
                 out.append((action, nxt, violation))
             action += 1

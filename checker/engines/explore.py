@@ -89,6 +89,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     reduce = symmetry.canonicalizer() if symmetry is not None else None
     # From a canonical state, only the mover's class can fall out of order.
     after_step = symmetry.after_step() if symmetry is not None else None
+    twins = symmetry.twins() if symmetry is not None else None
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
@@ -158,7 +159,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             for n, state in enumerate(frontier):
                 if packed:
                     state = unpack(state)
-                succ = system.successors(state)
+                succ = system.successors(state, twins(state) if twins is not None else None)
                 if not succ and not system.is_done(state):
                     stuck = system.deadlock(state)
                     if stuck.code not in ignore and (dead is None or stuck.code < dead[2].code):

@@ -268,6 +268,34 @@ class Symmetry:
             return tuple(out)
         return canon
 
+    def twins(self) -> Callable[[tuple], set] | None:
+        """Actions whose successor is redundant: two members of a class whose local parts are
+        equal are swapped by a symmetry that fixes the state, so their steps lead to one state
+        up to that swap (with the same rule broken, if any); of each run of equal neighbours
+        only the last steps. Enabledness is local too, so a state keeps a step iff it had one
+        (deadlocks stay deadlocks)."""
+        if not self.classes:
+            return None
+        system = self.system
+        queue_action = {a: system.n_agents + len(system.slots) + j
+                        for j, a in enumerate(system.queue_agents)}
+        plan = [([_local_getter(system, a) for a in cls], cls) for cls in self.classes]
+
+        def redundant(state: tuple) -> set:
+            skip = set()
+            for getters, cls in plan:
+                previous = getters[0](state)
+                for k in range(1, len(cls)):
+                    current = getters[k](state)
+                    if current == previous:
+                        a = cls[k - 1]
+                        skip.add(a)
+                        if a in queue_action:
+                            skip.add(queue_action[a])
+                    previous = current
+            return skip
+        return redundant
+
     def orbit_code(self, state: tuple, action: int, code: str, ignore: frozenset) -> str | None:
         """The least violation code, not ignored, that this step or a block image of it reports
         (see the module doc); None when every one is ignored."""
