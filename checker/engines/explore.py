@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...model.semantics import System, Violation, primary
+from .por import local_steps
 from .store import StateStore
 from .symmetry import Symmetry, thread_classes
 
@@ -67,7 +68,8 @@ def _rss_bytes() -> int:
 def explore(system: System, limits: Limits | None = None, reduction: bool = True,
             ignore: frozenset[str] = frozenset(),
             progress: Callable[[dict], None] | None = None,
-            block_symmetry: bool = True, store_mode: str = "tuple") -> ExploreResult:
+            block_symmetry: bool = True, store_mode: str = "tuple",
+            partial_order: bool = True) -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
 
     >>> from barrierproof.model.dsl import protocol
@@ -90,6 +92,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     # From a canonical state, only the mover's class can fall out of order.
     after_step = symmetry.after_step() if symmetry is not None else None
     twins = symmetry.twins() if symmetry is not None else None
+    local = local_steps(system) if reduction and partial_order else None
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
@@ -120,6 +123,16 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         if last is not None:
             violation = last
         depth = len(actions)
+        if local is not None:
+            # The reduced graph may reach a violation later than the full one: the shortest
+            # is found by the search without partial-order reduction, bounded by this depth.
+            bound = Limits(limits.max_states, depth, limits.timeout, limits.max_memory_mb)
+            again = explore(system, bound, reduction, ignore, progress, block_symmetry,
+                            store_mode, partial_order=False)
+            if again.status == "violation":   # its counts: the search that found it
+                again.seconds = time.perf_counter() - start
+                return again
+            # stopped by a limit first: the counterexample found stands, maybe not shortest
         return result("violation", actions=actions, violation=violation)
 
     store = StateStore(system, store_mode)
@@ -159,7 +172,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             for n, state in enumerate(frontier):
                 if packed:
                     state = unpack(state)
-                succ = system.successors(state, twins(state) if twins is not None else None)
+                alone = local(state) if local is not None else None
+                if alone is not None:       # a local, invisible step: the only one expanded
+                    succ = [(alone, *system.step(state, alone))]
+                else:
+                    succ = system.successors(state, twins(state) if twins is not None else None)
                 if not succ and not system.is_done(state):
                     stuck = system.deadlock(state)
                     if stuck.code not in ignore and (dead is None or stuck.code < dead[2].code):
