@@ -1,0 +1,170 @@
+"""States, time and memory per reduction and per state store, and JAX's 2-CTA Blackwell matmul at
+growing sizes, in one run; writes bench/PERF.md.
+
+    python bench/perf.py                 # about 3 minutes
+    python bench/perf.py --timeout 20    # per search (default 60 s)
+
+Reductions, added one at a time: none; thread symmetry (identical threads, with twin steps and
+incremental canonical forms); + block symmetry (cluster blocks mapped onto each other); + POR
+(local steps expanded alone). Every column must reach the same verdict (checked). Stores: the
+unreduced search of one member in a fresh process per store, bytes per state = resident memory
+grown / distinct states. Ratios within the run are what to compare: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from barrierproof.checker.engines.explore import Limits, explore  # noqa: E402
+from barrierproof.model.semantics import System  # noqa: E402
+
+from family import CLUSTER, pipeline  # noqa: E402
+
+MEMBERS = CLUSTER + [(pipeline, dict(stages=3, consumers=4, steps=8)),
+                     (pipeline, dict(stages=2, consumers=20, steps=2)),
+                     (pipeline, dict(stages=2, consumers=28, steps=2))]
+LEVELS = [("none", dict(reduction=False)),
+          ("thread", dict(block_symmetry=False, partial_order=False)),
+          ("+block", dict(partial_order=False)),
+          ("+POR", dict())]
+STORE_MEMBER = ("cluster", dict(blocks=2, consumers=2, steps=4))
+
+
+def _run(system, timeout, **kw):
+    start = time.perf_counter()
+    r = explore(system, Limits(timeout=timeout, max_states=None), **kw)
+    return r, time.perf_counter() - start
+
+
+def _cell(r, seconds) -> str:
+    mark = "" if r.status != "bounded" else " (bounded)"
+    return f"{r.states:,} / {seconds:.2f}s{mark}"
+
+
+def reductions(timeout: float) -> list[str]:
+    lines = ["| member | " + " | ".join(f"{n}: states / time" for n, _ in LEVELS) +
+             " | states none / +POR | time thread / +POR |",
+             "| --- |" + " --- |" * (len(LEVELS) + 2)]
+    for proto, params in MEMBERS:
+        system = System(proto.build(), params)
+        runs = [_run(system, timeout, **kw) for _, kw in LEVELS]
+        statuses = {r.status for r, _ in runs if r.status != "bounded"}
+        if len(statuses) > 1:
+            raise SystemExit(f"{proto.name} {params}: reductions disagree: {statuses}")
+        name = f"{proto.name}({', '.join(f'{k}={v}' for k, v in params.items())})"
+        none, thread, last = runs[0], runs[1], runs[-1]
+        ratio = f"{none[0].states / last[0].states:,.1f}x" + \
+            (" (none bounded)" if none[0].status == "bounded" else "")
+        lines.append(f"| {name} | " + " | ".join(_cell(r, s) for r, s in runs) +
+                     f" | {ratio} | {thread[1] / max(last[1], 1e-9):,.1f}x |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def _store_child(mode: str) -> None:
+    from family import cluster
+    system = System(cluster.build(), STORE_MEMBER[1])
+    r, seconds = _run(system, None, reduction=False, store_mode=mode)
+    print(json.dumps({"states": r.states, "seconds": seconds, "bytes": r.bytes_per_state,
+                      "p": r.collision_probability, "status": r.status}))
+
+
+def stores() -> list[str]:
+    lines = ["| store | states | time | bytes per state | fingerprint collision probability |",
+             "| --- | --- | --- | --- | --- |"]
+    for mode in ("tuple", "exact", "fingerprint"):
+        out = subprocess.run([sys.executable, __file__, "--store-child", mode],
+                             capture_output=True, text=True, check=True).stdout
+        d = json.loads(out.strip().splitlines()[-1])
+        p = "-" if d["p"] is None else f"{d['p']:.1e}"
+        lines.append(f"| {mode} | {d['states']:,} | {d['seconds']:.2f}s | {d['bytes']:,.0f} | {p} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def blackwell(timeout: float) -> list[str]:
+    """JAX's blackwell_matmul_mgpu with collective=True (2-CTA), traced on the CPU."""
+    sys.path.insert(0, os.path.join(ROOT, "examples", "pallas"))
+    from barrierproof.loader import import_file, targets_in_module
+    from barrierproof.model.semantics import compile_systems
+    path = os.path.join(ROOT, "examples", "pallas", "jax_kernels.py")
+    module = import_file(path)
+    lines = ["| size (M x K x N) | tiles per block | agents / state width | verdict | states | "
+             "time | bytes per state |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for (m, k, n), tiles in [((512, 128, 512), 1), ((1024, 1024, 1024), None)]:
+        def kernel(m=m, k=k, n=n):
+            cfg = module.blackwell.TuningConfig(tile_m=128, tile_n=128, tile_k=64,
+                                                max_concurrent_steps=2, collective=True)
+            return module.blackwell.matmul_kernel(module._zeros((m, k)), module._zeros((k, n)),
+                                                  cfg)
+        module.sized_blackwell = kernel
+        built = targets_in_module(path, module, only="sized_blackwell")[0].build()
+        params = {p: tiles for p in built.params} if tiles else {}
+        system = compile_systems(built, params)[0]
+        r, seconds = _run(system, timeout, store_mode="fingerprint")
+        what = r.status + (f":{r.violation.code}" if r.violation else "") + \
+            (f" ({r.reason})" if r.reason else "")
+        per_block = tiles or "default (" + ", ".join(f"{p}={v.default}"
+                                                       for p, v in built.params.items()) + ")"
+        lines.append(f"| {m} x {k} x {n} | {per_block} | {system.n_agents} / {system.width} | "
+                     f"{what} | {r.states:,} | {seconds:.1f}s | {r.bytes_per_state:,.0f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("-o", "--output", default=os.path.join(HERE, "PERF.md"))
+    ap.add_argument("--store-child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.store_child:
+        return _store_child(args.store_child)
+    start = time.time()
+    red = reductions(min(args.timeout, 10.0))
+    sto = stores()
+    bw = blackwell(args.timeout)
+    machine = (f"{platform.machine()} with {os.cpu_count()} CPUs, Python "
+               f"{platform.python_version()}")
+    text = "\n".join([
+        "# Reductions, state stores, JAX kernels",
+        "",
+        f"Produced by `python bench/perf.py` in one run of {time.time() - start:.0f} s on "
+        f"{machine}, shared with other work while it ran: compare ratios within a table; "
+        "absolute times must be measured again on an idle machine.",
+        "",
+        "## States and time per reduction",
+        "",
+        "Each reduction is added to the previous column (checker/engines/symmetry.py, por.py; "
+        "docs/POR.md). `none` stops after 10 s on the large members (bounded).",
+        "",
+        *red,
+        "",
+        f"## Bytes per state per store ({STORE_MEMBER[0]}"
+        f"({', '.join(f'{k}={v}' for k, v in STORE_MEMBER[1].items())}), no reduction)",
+        "",
+        *sto,
+        "",
+        "## JAX's 2-CTA Blackwell matmul (blackwell_matmul_mgpu, collective=True, tile "
+        "128x128x64, 2 stages), all reductions, fingerprint store",
+        "",
+        *bw,
+        "",
+    ])
+    with open(args.output, "w") as f:
+        f.write(text)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
