@@ -46,8 +46,8 @@ EXPECT = {
     "collective_matmul": "unknown",
 }
 SLOW = {"blackwell_ragged_dot": "violation:BP103",     # about 40 s
-        # with --param trips_blackwell_matmul_mgpu_107=1 (one tile per block): 780435 states,
-        # 2-5 minutes; with the default 3 tiles the search is bounded after 15 minutes
+        # with --param trips_blackwell_matmul_mgpu_107=1 (one tile per block) verified in
+        # seconds; with the default 3 tiles still bounded after minutes (bench/PERF.md)
         "blackwell_matmul_collective": "verified"}
 
 F16 = jnp.float16
