@@ -414,7 +414,7 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-depth", type=int, default=None, metavar="N")
     p.add_argument("--timeout", type=float, default=None, metavar="S")
     p.add_argument("--max-memory", type=int, default=None, metavar="MB", help="default 16000")
-    p.add_argument("--no-reduction", action="store_true", help="turn symmetry reduction off")
+    p.add_argument("--no-reduction", action="store_true", help="turn every reduction off (symmetry, partial-order)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="check protocols in N processes (default: all cores); verdicts are "
                         "reported in the same order")

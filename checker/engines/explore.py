@@ -1,14 +1,13 @@
 """Explicit-state search: every interleaving of threads and asynchronous agents, breadth first.
 
 Breadth-first order makes the first violation found a shortest one. States are the flat tuples
-of `semantics.System`; the visited set maps each state to its predecessor and the action taken, so
-a counterexample is rebuilt without storing paths.
+of `semantics.System`; the visited set (store.py: tuples, packed bytes or 64-bit fingerprints) is
+kept level by level with each state's predecessor index, so a counterexample is rebuilt without
+storing paths.
 
-Reduction: symmetry between identical threads. Threads of one block whose unrolled programs are
-equal are interchangeable, so a state and any permutation of those threads' local parts (program
-counter, observed phases, tcgen05 queue) have the same future up to renaming. The search keeps one
-sorted representative per orbit; deadlock and every rule are invariant under the permutation, so
-verdicts do not change (tests check this against the unreduced search). A counterexample found in
+Reductions (docs/POR.md argues each rule survives them; tests compare with the unreduced search):
+symmetry between identical threads and between cluster blocks that map onto each other
+(symmetry.py), and partial-order reduction by local steps (por.py). A counterexample found in
 the quotient is mapped back to a concrete schedule before it is replayed.
 """
 
