@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Callable, Sequence
 
+from . import __version__
 from .checker.check import Options, check_kernel, error_verdict
 from .checker.engines.explore import Limits
 from .checker.report.text import timeline
@@ -21,6 +22,7 @@ from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from .loader import Target, resolve
 from .model.ir import Kernel, ModelError
+from .validate import check_args, check_codes, writable_dir
 
 # Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
 ENGINES = {
@@ -49,10 +51,9 @@ def parse_params(items: Sequence[str]) -> dict[str, int]:
     return params
 
 
-def parse_codes(text: str | None) -> frozenset[str]:
-    if not text:
-        return frozenset()
-    return frozenset(c.strip().upper() for c in text.split(",") if c.strip())
+def parse_codes(text: str | None, flag: str = "--select/--ignore") -> frozenset[str]:
+    """Codes of --select/--ignore; an unknown one is an input error, never a silent pass."""
+    return check_codes(text, flag)
 
 
 def _engine(name: str) -> Callable | None:
@@ -144,12 +145,14 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     verdicts = []
     engine_fn = _engine(engine)
     used: set[str] = set()
+    build_failed = False
     for n, target in enumerate(targets):
         progress.label = target.name
         try:
             kernels = target.build_all()
         except ModelError as err:
             kernels = []
+            build_failed = True
             verdicts.append(_error_or_violation(target, err))
         except KeyboardInterrupt:
             kernels = []
@@ -188,7 +191,8 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                          for t in targets[n + 1:]]
             return verdicts
     unused = sorted(set(params) - used - set(getattr(args, "config_only_params", ())))
-    if unused and targets:
+    # A protocol that failed to build may be the one with the parameter: its error says more.
+    if unused and targets and not build_failed:
         raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
                          hint="check the spelling of --param")
     return verdicts
@@ -234,13 +238,16 @@ def cmd_check(args, engine: str | None = None) -> int:
     if not args.paths:
         return _fail("nothing to check", "give PATH arguments, or `paths` under "
                      "[tool.barrierproof] in pyproject.toml")
+    check_args(args)         # flags and config values alike, before any user code runs
     params = parse_params(args.param)
+    if not args.no_cache and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
+        writable_dir(args.cache_dir, "--cache-dir")
     limits = Limits(max_states=args.max_states, max_depth=args.max_depth, timeout=args.timeout,
                     max_memory_mb=args.max_memory)
     progress = _Progress((sys.stderr.isatty() or args.progress) and not args.quiet,
                          live=sys.stderr.isatty())
-    options = Options(limits, not args.no_reduction, parse_codes(args.ignore),
-                      parse_codes(args.select) or None, progress.callback)
+    options = Options(limits, not args.no_reduction, parse_codes(args.ignore, "--ignore"),
+                      parse_codes(args.select, "--select") or None, progress.callback)
     targets: list[Target] = []
     for spec in args.paths:
         targets += resolve(spec)
@@ -382,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="barrierproof",
         description="Prove GPU barrier protocols deadlock-free, or show the shortest "
                     "interleaving that breaks them.")
+    parser.add_argument("--version", action="version", version=f"barrierproof {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("check", help="check protocols and kernels exhaustively")
@@ -437,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_args(args)
         return args.run(args)
     except ModelError as err:
         return _fail(str(err))
