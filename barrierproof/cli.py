@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Sequence
 
 from . import __version__
@@ -20,6 +21,8 @@ from .checker.engines.explore import Limits
 from .checker.report.text import timeline
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
+from . import guard
+from .guard import GRACE_SECONDS, Interrupts, LimitReached, Watchdog
 from .loader import Target, resolve
 from .model.ir import Kernel, ModelError
 from .validate import check_args, check_codes, writable_dir
@@ -102,27 +105,6 @@ class _Progress:
             self.status = None
 
 
-class _Interrupts:
-    """Ctrl-C ends the search under way with a `bounded` verdict (the explorer turns it into
-    one); remember it, so the protocols not yet checked are reported as such, not run."""
-
-    def __enter__(self) -> "_Interrupts":
-        self.seen = False
-        try:
-            self.previous = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:      # not the main thread: leave Ctrl-C alone
-            self.previous = None
-        return self
-
-    def _handler(self, signum, frame):
-        self.seen = True
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-
-
 def _not_checked(target: Target, why: str) -> Verdict:
     return Verdict(target.name, "bounded", source=target.ref, coverage=why,
                    expected=target.expect)
@@ -139,13 +121,24 @@ def _error_or_violation(target: Target, err: ModelError, name: str | None = None
     return verdict
 
 
+def _stopped(target: Target, name: str, ref: str, what: str, engine: str) -> Verdict:
+    """The watchdog stopped a build or an engine: a limit, so `bounded` (`unknown` for the
+    prover, whose verdicts have no partial coverage)."""
+    kind = "unknown" if engine == "symbolic" else "bounded"
+    return Verdict(name, kind, source=ref, coverage=f"stopped: {what}; nothing was concluded",
+                   expected=target.expect, engine=engine)
+
+
 def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 engine: str, args, progress: _Progress, cache=None,
-                interrupts: _Interrupts | None = None) -> list[Verdict]:
+                interrupts: Interrupts | None = None) -> list[Verdict]:
     verdicts = []
     engine_fn = _engine(engine)
     used: set[str] = set()
     build_failed = False
+    limits = options.limits
+    # The engines keep their own limits; the watchdog is the net behind them.
+    net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
     for n, target in enumerate(targets):
         progress.label = target.name
         try:
@@ -154,9 +147,13 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
             kernels = []
             build_failed = True
             verdicts.append(_error_or_violation(target, err))
+        except LimitReached as stop:
+            kernels = []
+            build_failed = True
+            verdicts.append(_stopped(target, target.name, target.ref, stop.what, engine))
         except KeyboardInterrupt:
             kernels = []
-            verdicts.append(_not_checked(target, "interrupted (Ctrl-C) before a verdict"))
+            verdicts.append(_not_checked(target, f"{_why(interrupts)} before a verdict"))
             if interrupts is not None:
                 interrupts.seen = True
         for i, kernel in enumerate(kernels):
@@ -170,15 +167,19 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 used |= set(kp)
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
-                    if engine_fn is None:
-                        return check_kernel(kernel, kp, options, ref)
-                    return engine_fn(kernel, kp, options, ref, args)
+                    with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
+                                  f"checking {kernel.name}"):
+                        if engine_fn is None:
+                            return check_kernel(kernel, kp, options, ref)
+                        return engine_fn(kernel, kp, options, ref, args)
                 verdict = compute() if cache is None else \
                     cache.check(kernel, kp, options, engine, ref, args, compute)
             except ModelError as err:
                 verdict = _error_or_violation(target, err, kernel.name, ref)
+            except LimitReached as stop:
+                verdict = _stopped(target, kernel.name, ref, stop.what, engine)
             except KeyboardInterrupt:
-                verdict = _not_checked(target, "interrupted (Ctrl-C) before a verdict")
+                verdict = _not_checked(target, f"{_why(interrupts)} before a verdict")
                 if interrupts is not None:
                     interrupts.seen = True
             finally:
@@ -187,7 +188,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
             if interrupts is not None and interrupts.seen:
                 break
         if interrupts is not None and interrupts.seen:
-            verdicts += [_not_checked(t, "not checked: interrupted (Ctrl-C)")
+            verdicts += [_not_checked(t, f"not checked: {_why(interrupts)}")
                          for t in targets[n + 1:]]
             return verdicts
     unused = sorted(set(params) - used - set(getattr(args, "config_only_params", ())))
@@ -196,6 +197,10 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
         raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
                          hint="check the spelling of --param")
     return verdicts
+
+
+def _why(interrupts: Interrupts | None) -> str:
+    return interrupts.why() if interrupts is not None else "interrupted (Ctrl-C)"
 
 
 def _write_traces(verdicts: list[Verdict], directory: str) -> None:
@@ -248,35 +253,82 @@ def cmd_check(args, engine: str | None = None) -> int:
                          live=sys.stderr.isatty())
     options = Options(limits, not args.no_reduction, parse_codes(args.ignore, "--ignore"),
                       parse_codes(args.select, "--select") or None, progress.callback)
-    targets: list[Target] = []
-    for spec in args.paths:
-        targets += resolve(spec)
-    if not targets:
-        return _fail(f"no protocols found in {' '.join(args.paths)}",
-                     "define protocols with @protocol, or name Pallas kernels in EXPECT")
+    for spec in args.paths:     # every path exists before any file is imported
+        path = spec.partition("::")[0]
+        if not os.path.exists(path):
+            raise ModelError(f"{path} does not exist",
+                             hint="give a .py file, a directory, or file.py::NAME")
+    guard.budget = (limits.timeout, limits.max_memory_mb)
     from .cache import Cache
     cache = None if args.no_cache else Cache(args.cache_dir)
-    with _Interrupts() as interrupts:
-        verdicts = run_targets(targets, params, options, engine or args.engine, args, progress,
-                               cache, interrupts)
-    if cache is not None and cache.hits and not args.quiet:
-        where = os.path.relpath(args.cache_dir)
-        print(f"{cache.hits} of {len(verdicts)} verdicts from the cache "
-              f"({args.cache_dir if where.startswith('..') else where}); "
-              "--no-cache checks again", file=sys.stderr)
-    if args.trace_dir:
-        _write_traces(verdicts, args.trace_dir)
-    if args.format == "text" and not args.output and sys.stdout.isatty():
-        from .checker.report.console import print_report
-        print_report(verdicts)
-        return exit_code(verdicts, args.expect)
-    text = render(args.format, verdicts, args.expect)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    return exit_code(verdicts, args.expect)
+    with Interrupts() as interrupts:
+        guard.current = interrupts
+        try:
+            targets, verdicts = _collect(args.paths, interrupts)
+            if not targets and not verdicts:
+                return _fail(f"no protocols found in {' '.join(args.paths)}",
+                             "define protocols with @protocol, or name Pallas kernels in EXPECT")
+            if not interrupts.seen:
+                verdicts += run_targets(targets, params, options, engine or args.engine, args,
+                                        progress, cache, interrupts)
+        finally:
+            guard.current = None
+            interrupts.quiet()      # the report below is written whatever arrives now
+        if cache is not None and cache.hits and not args.quiet:
+            where = os.path.relpath(args.cache_dir)
+            print(f"{cache.hits} of {len(verdicts)} verdicts from the cache "
+                  f"({args.cache_dir if where.startswith('..') else where}); "
+                  "--no-cache checks again", file=sys.stderr)
+        return _report(verdicts, args)
+
+
+def _collect(specs: list[str], interrupts: Interrupts) -> tuple[list[Target], list[Verdict]]:
+    """The targets of every path. A file that cannot be imported is its own `error` verdict
+    when several paths are given (one file must not hide the others), a plain input error when
+    it is the only one; a signal while importing reports what was not reached as `bounded`."""
+    targets: list[Target] = []
+    for n, spec in enumerate(specs):
+        try:
+            targets += resolve(spec)
+        except (ModelError, LimitReached) as err:
+            if len(specs) == 1 and isinstance(err, ModelError):
+                raise
+            from .loader import _broken_target
+            targets.append(_broken_target(spec.partition("::")[0], err))
+        except KeyboardInterrupt:
+            interrupts.seen = True
+            left = [Verdict(Path(s.partition("::")[0]).stem or s, "bounded", source=s,
+                            coverage=f"not checked: {interrupts.why()} while importing")
+                    for s in specs[n:]]
+            return [], [_not_checked(t, f"not checked: {interrupts.why()}")
+                        for t in targets] + left
+    return targets, []
+
+
+def _report(verdicts: list[Verdict], args) -> int:
+    """Traces, then the report: a write that fails now (a full disk) is an input error with a
+    message, never a traceback that loses the verdicts."""
+    code = exit_code(verdicts, args.expect)
+    try:
+        if args.trace_dir:
+            _write_traces(verdicts, args.trace_dir)
+        if args.format == "text" and not args.output and sys.stdout.isatty():
+            from .checker.report.console import print_report
+            print_report(verdicts)
+            return code
+        text = render(args.format, verdicts, args.expect)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    except OSError as err:
+        where = err.filename or args.output or args.trace_dir
+        return _fail(f"cannot write {where}: {err.strerror or err}",
+                     "check the disk and the path; the verdicts were "
+                     + ", ".join(f"{v.name} {v.label}" for v in verdicts[:5])
+                     + (" ..." if len(verdicts) > 5 else ""))
+    return code
 
 
 def cmd_replay(args) -> int:
