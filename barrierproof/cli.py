@@ -9,7 +9,7 @@ import argparse
 import importlib
 import json
 import os
-import signal
+import re
 import sys
 import time
 from pathlib import Path
@@ -33,6 +33,10 @@ ENGINES = {
     "tlc": ("barrierproof.checker.engines.tlc", "check_kernel_tlc"),
     "symbolic": ("barrierproof.checker.symbolic.prove", "prove_kernel"),
 }
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
 
 
 def _fail(message: str, hint: str | None = None) -> int:
@@ -203,13 +207,34 @@ def _why(interrupts: Interrupts | None) -> str:
     return interrupts.why() if interrupts is not None else "interrupted (Ctrl-C)"
 
 
+def trace_file_names(verdicts: list[Verdict]) -> dict[int, str]:
+    """A file name per verdict with a trace: the protocol's name reduced to [A-Za-z0-9._-] (no
+    `/`, no `..`: the file stays inside --trace-dir), numbered when two would collide.
+
+    >>> v = lambda n: Verdict(n, "violation", trace=object())
+    >>> sorted(trace_file_names([v("ring"), v("ring"), v("../x/y"), v("")]).values())
+    ['protocol.trace.json', 'ring-2.trace.json', 'ring.trace.json', 'x_y.trace.json']
+    """
+    names: dict[int, str] = {}
+    taken: set[str] = set()
+    for i, v in enumerate(verdicts):
+        if v.trace is None:
+            continue
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", v.name).strip("._-")[:100] or "protocol"
+        name, n = stem, 1
+        while name.lower() in taken:        # case-insensitive file systems collide too
+            n += 1
+            name = f"{stem}-{n}"
+        taken.add(name.lower())
+        names[i] = f"{name}.trace.json"
+    return names
+
+
 def _write_traces(verdicts: list[Verdict], directory: str) -> None:
     os.makedirs(directory, exist_ok=True)
-    for v in verdicts:
-        if v.trace is not None:
-            path = os.path.join(directory, f"{v.name}.trace.json")
-            with open(path, "w") as f:
-                f.write(v.trace.dumps())
+    for i, name in trace_file_names(verdicts).items():
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            f.write(verdicts[i].trace.dumps())
 
 
 def exit_code(verdicts: list[Verdict], expect: bool = False) -> int:
@@ -331,36 +356,104 @@ def _report(verdicts: list[Verdict], args) -> int:
     return code
 
 
+def _load_traces(path: str) -> list[dict]:
+    """The traces in a file: one trace (`check --trace-dir`), or every counterexample of a JSON
+    report (`check --format json`). Shapes are checked (schema.py) before anything runs."""
+    from .schema import ShapeError, check_trace, check_verdict
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as err:
+        raise ModelError(f"cannot read {path}: {err.strerror or err}") from None
+    except (ValueError, RecursionError) as err:
+        raise ModelError(f"{path} is not JSON ({str(err)[:120]})",
+                         hint="give a trace written by `check --trace-dir DIR`") from None
+    try:
+        if isinstance(data, list):      # a JSON report: its verdicts' counterexamples
+            for i, item in enumerate(data):
+                try:
+                    check_verdict(item)
+                except ShapeError as err:
+                    raise ShapeError(f"$[{i}]{str(err)[1:]}") from None
+            traces = [v["trace"] for v in data if v.get("trace")]
+            if not traces:
+                raise ModelError(f"{path} is a report without counterexamples: nothing to replay")
+            return traces
+        check_trace(data)
+        return [data]
+    except ShapeError as err:
+        raise ModelError(f"{path} is not a barrierproof trace: {err}",
+                         hint="write one with `check --trace-dir DIR` or `--format json`") from None
+
+
+def _replay_source(trace_path: str, source: str | None, given: str | None) -> str:
+    """The protocol a trace is replayed on: `--protocol` when given; else the trace's own
+    `source`, but only a .py file below the working directory (the directory `check` ran in):
+    a trace is data, and replaying it must not import a file the user did not point at."""
+    if given:
+        return given
+    if not source:
+        raise ModelError(f"{trace_path} does not say which protocol it belongs to",
+                         hint="pass --protocol PATH::NAME")
+    path = source.partition("::")[0]
+    full = os.path.realpath(path)
+    inside = not os.path.relpath(full, os.path.realpath(os.getcwd())).startswith("..")
+    if not path.endswith(".py") or os.path.isabs(path) or not inside:
+        raise ModelError(f"{trace_path} names {source!r}, which is not a .py file below the "
+                         "working directory; it is not imported",
+                         hint="pass --protocol PATH::NAME to say which protocol to replay on")
+    if not os.path.isfile(path):
+        raise ModelError(f"{trace_path} was written for {source} (relative to the directory "
+                         f"`check` ran in), which is not in {os.getcwd()}",
+                         hint="run replay from that directory, or pass --protocol PATH::NAME")
+    return source
+
+
 def cmd_replay(args) -> int:
+    codes = []
+    for data in _load_traces(args.trace):
+        codes.append(_replay_one(args, data))
+    for code in (3, 1, 2):
+        if code in codes:
+            return code
+    return 0
+
+
+def _replay_one(args, data: dict) -> int:
+    from .checker.report.safe import printable, printable_copy
     from .model.interpreter import ReplayError, Trace, replay
     from .model.semantics import System
     try:
-        with open(args.trace) as f:
-            trace = Trace.from_json(json.load(f))
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        trace = Trace.from_json(data)
+    except TypeError as err:
         return _fail(f"{args.trace}: not a barrierproof trace ({err})",
                      "write one with `check --trace-dir DIR` or `--format json`")
-    if not trace.source:
-        return _fail(f"{args.trace} does not say which protocol it belongs to")
-    targets = resolve(trace.source)
-    kernel = targets[0].build()
-    system = System(kernel, trace.params, trace.grid_position)
+    source = _replay_source(args.trace, trace.source, args.protocol)
+    shown = printable(source)
+    targets = resolve(source)
+    if len(targets) != 1:
+        return _fail(f"{shown} names {len(targets)} protocols; a trace replays on one",
+                     "pass --protocol PATH::NAME")
+    with guard.user_code(targets[0].path, f"building {targets[0].name}"):
+        kernel = targets[0].build()
     try:
+        system = System(kernel, trace.params, trace.grid_position)
         run = replay(system, trace.actions)
-    except ReplayError as err:
-        return _fail(f"{args.trace} does not replay on {trace.source}: {err}",
+    except (ReplayError, ModelError) as err:
+        return _fail(f"{args.trace} does not replay on {shown}: {printable(str(err))}",
                      "the protocol changed since the trace was written; check it again")
-    replayed = run.trace(trace.source)
-    print(f"{trace.source}: replayed {len(replayed.steps)} steps -> {run.outcome}"
+    replayed = printable_copy(run.trace(source))
+    print(f"{shown}: replayed {_steps(len(replayed.steps))} -> {run.outcome}"
           + (f" {run.violation.code} {run.violation.message}" if run.violation else ""))
     print(timeline(replayed))
     for d in (run.violation.details if run.violation else []):
-        print(f"  {d}")
+        print(f"  {printable(d)}")
     claimed = (trace.violation or {}).get("code")
     got = run.violation.code if run.violation else None
     if claimed != got:
         return _fail(f"{args.trace} does not replay to what it claims: "
-                     f"{claimed or trace.outcome}, but the run ends {got or run.outcome}")
+                     f"{printable(str(claimed or trace.outcome))}, but the run ends "
+                     f"{got or run.outcome}")
     return 1 if run.violation else 0
 
 
@@ -375,7 +468,7 @@ def cmd_run(args) -> int:
             kernel = target.build()
             system = compile_systems(kernel, _params_for(kernel, params))[0]
             run = random_run(system, args.seed, args.max_steps)
-            print(f"{target.ref}: random schedule (seed {args.seed}), {len(run.actions)} steps "
+            print(f"{target.ref}: random schedule (seed {args.seed}), {_steps(len(run.actions))} "
                   f"-> {run.outcome}" + (f" {run.violation.code} {run.violation.message}"
                                          if run.violation else ""))
             print(timeline(run.trace(target.ref)))
@@ -457,7 +550,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=lambda a: cmd_check(a, "symbolic"))
 
     p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
-    p.add_argument("trace", metavar="TRACE.json")
+    p.add_argument("trace", metavar="TRACE.json",
+                   help="a trace from `check --trace-dir`, or a JSON report (`--format json`)")
+    p.add_argument("--protocol", metavar="PATH::NAME",
+                   help="replay on this protocol (default: the trace's source, if it is a .py "
+                        "file below the working directory)")
     p.set_defaults(run=cmd_replay)
 
     p = sub.add_parser("run", help="run one random schedule on the interpreter")

@@ -174,7 +174,7 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
                             trace=run.trace(source), states=states, transitions=transitions,
                             depth=len(result.actions),
                             coverage=f"{label}shortest counterexample: {len(result.actions)} "
-                                     f"steps{where}")
+                                     f"step{'' if len(result.actions) == 1 else 's'}{where}")
             if unmodeled:
                 found.notes.append("the kernel uses synchronization the model does not cover "
                                    "(BP190); this trace ignores it and may not be feasible")
