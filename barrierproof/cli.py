@@ -129,8 +129,13 @@ def _stopped(target: Target, name: str, ref: str, what: str, engine: str) -> Ver
     """The watchdog stopped a build or an engine: a limit, so `bounded` (`unknown` for the
     prover, whose verdicts have no partial coverage)."""
     kind = "unknown" if engine == "symbolic" else "bounded"
-    return Verdict(name, kind, source=ref, coverage=f"stopped: {what}; nothing was concluded",
-                   expected=target.expect, engine=engine)
+    verdict = Verdict(name, kind, source=ref, coverage=f"stopped: {what}; nothing was concluded",
+                      expected=target.expect, engine=engine)
+    if engine == "symbolic" and "wall-clock" in what:
+        verdict.notes.append("the prover's work budget for this --timeout was not spent: its "
+                             "verdict depends on input and budget only, but this machine was "
+                             "too slow to spend it in time; a larger --timeout gives it room")
+    return verdict
 
 
 def run_targets(targets: list[Target], params: dict[str, int], options: Options,
@@ -143,6 +148,8 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     limits = options.limits
     # The engines keep their own limits; the watchdog is the net behind them.
     net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
+    net_text = None if net is None else (
+        f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
         progress.label = target.name
         try:
@@ -172,7 +179,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
                     with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
-                                  f"checking {kernel.name}"):
+                                  f"checking {kernel.name}", net_text):
                         if engine_fn is None:
                             return check_kernel(kernel, kp, options, ref)
                         return engine_fn(kernel, kp, options, ref, args)

@@ -57,8 +57,10 @@ class Watchdog:
 
     POLL = 0.05
 
-    def __init__(self, seconds: float | None, max_memory_mb: float | None, doing: str):
+    def __init__(self, seconds: float | None, max_memory_mb: float | None, doing: str,
+                 time_text: str | None = None):
         self.seconds = seconds
+        self.time_text = time_text
         self.max_memory_mb = max_memory_mb
         self.doing = doing
         self.fired: str | None = None
@@ -88,7 +90,8 @@ class Watchdog:
             now = time.monotonic()
             if self.fired is None:
                 if self.seconds is not None and now - self._start > self.seconds:
-                    self.fired = f"time limit {self.seconds:g}s reached while {self.doing}"
+                    self.fired = (f"{self.time_text or f'time limit {self.seconds:g}s'} "
+                                  f"reached while {self.doing}")
                 elif self.max_memory_mb is not None and rss_mb() > self.max_memory_mb:
                     self.fired = (f"memory limit {self.max_memory_mb:g} MB reached while "
                                   f"{self.doing}")
