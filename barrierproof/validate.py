@@ -59,8 +59,12 @@ def check_codes(text: str | None, flag: str, where: Loc | None = None) -> frozen
         if not code:
             continue
         if code not in CODES:
-            close = difflib.get_close_matches(code, list(CODES), n=1)
-            hint = f"did you mean {close[0]}?" if close else f"codes: {', '.join(CODES)}"
+            # letters typed for digits first (BP10O, BPl00), then codes that look alike
+            digits = "BP" + code[2:].translate(str.maketrans("OQDILS", "001115"))
+            close = [digits] if digits in CODES else \
+                difflib.get_close_matches(code, list(CODES), n=3)
+            hint = f"did you mean {' or '.join(close)}?" if close else \
+                f"codes: {', '.join(CODES)}"
             raise ModelError(f"{flag}: unknown diagnostic code {raw.strip()!r}", loc=where,
                              hint=hint)
         codes.append(code)

@@ -74,8 +74,11 @@ def check_assumptions(kernel: Kernel, values: Mapping[str, int]) -> None:
             continue        # an assumption over a symbolic-only name: not ours to judge
         if not holds:
             shown = ", ".join(f"{n}={v}" for n, v in sorted(values.items()))
+            text = repr(cond)
+            if text.startswith("(") and text.endswith(")"):
+                text = text[1:-1]
             raise ModelError(f"{kernel.name}: parameter values {shown} break its assumption "
-                             f"k.assume({cond!r})", loc=kernel.loc,
+                             f"k.assume({text})", loc=kernel.loc,
                              hint="pass values inside the assumed range (--param NAME=VALUE)")
 
 
