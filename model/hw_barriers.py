@@ -311,7 +311,7 @@ def deadlock_details(system: "System", state) -> tuple[list[str], int | None]:
                 and (everyone or any(i.op == HW_ARRIVE and i.target == inst
                                      for i in system.programs[o]))]
         if gone and hw.kind == "named":
-            line += f"; exited although it arrives on {hw.name}: {', '.join(gone)}"
+            line += f"; exited while counted in this phase: {', '.join(gone)}"
             left = inst if left is None else left
         lines.append(line)
     return lines, left

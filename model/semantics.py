@@ -866,8 +866,8 @@ class System:
         if left is not None:
             waiter = next(a for a in blocked if self.current(state, a).op == HW_WAIT
                           and self.current(state, a).target == left)
-            return Violation("BP144", f"a thread exited while {self.hw_instances[left].name}, "
-                             "which it arrives on, still waits for arrivals: deadlock", waiter,
+            return Violation("BP144", f"a thread exited while {self.hw_instances[left].name} "
+                             "still waits for its arrival: deadlock", waiter,
                              None, self.current(state, waiter).src, details)
         return Violation("BP100", f"deadlock: {len(blocked)} agent(s) blocked forever", first,
                          None, src, details)
