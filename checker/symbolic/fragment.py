@@ -37,7 +37,7 @@ import z3
 
 from ...model.ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BinOp, Const, Expr, Kernel, Loc, Loop,
                         Op, UnOp, Var, WarpRegion, When, free_vars, walk)
-from ...model.semantics import peer_blocks
+from ...model.semantics import HARDWARE_BARRIER_KINDS, peer_blocks
 from .encode import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K,
                               WAIT, WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole,
                               CSegment)
@@ -220,6 +220,12 @@ class Fragment:
     """The kernel with symbolic parameters, cut into roles, barrier classes and tau."""
 
     def __init__(self, kernel: Kernel, symbolic: Sequence[str], concrete: Mapping[str, int]):
+        for op in kernel.ops():
+            if op.kind in HARDWARE_BARRIER_KINDS:
+                # Named and cluster barriers count threads, not mbarrier arrivals: the counter
+                # abstraction has no class for them, and dropping them would be unsound.
+                raise Unsupported(f"`{op.describe()}` (a named or cluster hardware barrier) is "
+                                  "outside the prover's fragment", op.loc)
         self.kernel = kernel
         self.symbolic = list(symbolic)
         self.params: dict[str, z3.ArithRef] = {}
