@@ -21,18 +21,27 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ...model.semantics import (AWAIT_FORK, FORK, ISSUE_TCGEN05, JOIN, UNMODELED, WAIT,
-                                WAIT_PARITY, System, guard_await_fork, guard_join)
+from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
+                                EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, UNMODELED,
+                                WAIT, WAIT_PARITY, System, guard_await_fork, guard_join)
 
 LOCAL = {UNMODELED, FORK, AWAIT_FORK, JOIN, ISSUE_TCGEN05}
 
 
 def local_steps(system: System) -> Callable[[tuple], int | None] | None:
     """A function from a state to one agent whose next step is local and invisible, or None
-    when there is none; None instead of a function when no program has a local step."""
-    # kind[a][pc]: 0 not a candidate, 1 candidate, 2 candidate if another agent still runs.
+    when there is none; None instead of a function when no program has a local step.
+
+    With several blocks, BP146 reads whether a block has exited and whether a thread is at an
+    access to another block's barrier: a last step counts only while another thread of its
+    block runs, and a step onto such an access is never taken alone. Kernels with hardware
+    (named) barriers are not reduced: their rules read more of a thread's position."""
+    if getattr(system, "hw_instances", None):
+        return None
+    # kind[a][pc]: 0 not a candidate, 1 candidate, 2 candidate if another agent (of the same
+    # block, when there are several) still runs.
     kinds = []
-    for prog in system.programs:
+    for a, prog in enumerate(system.programs):
         row = []
         for pc, instr in enumerate(prog):
             if instr.op not in LOCAL:
@@ -40,14 +49,18 @@ def local_steps(system: System) -> Callable[[tuple], int | None] | None:
             elif pc + 1 == len(prog):
                 row.append(2)
             else:
-                row.append(0 if prog[pc + 1].op in (WAIT, WAIT_PARITY) else 1)
+                row.append(0 if _visible_next(system, a, prog[pc + 1]) else 1)
         kinds.append(row)
     if not any(any(row) for row in kinds):
         return None
     agents = [a for a, row in enumerate(kinds) if any(row)]
     lengths = system.lengths
     programs = system.programs
-    n_agents = system.n_agents
+    blocks = len(system.blocks) > 1
+    # who must still run for a last step to stay invisible
+    others = {a: [b for b in range(system.n_agents) if b != a and
+                  (not blocks or system.agents[b].block == system.agents[a].block)]
+              for a in agents}
 
     def choose(state: tuple) -> int | None:
         for a in agents:
@@ -62,8 +75,23 @@ def local_steps(system: System) -> Callable[[tuple], int | None] | None:
                 continue
             if instr.op == JOIN and not guard_join(system, state, instr):
                 continue
-            if kind == 2 and not any(state[b] < lengths[b] for b in range(n_agents) if b != a):
+            if kind == 2 and not any(state[b] < lengths[b] for b in others[a]):
                 continue
             return a
         return None
     return choose
+
+
+def _visible_next(system: System, agent: int, instr) -> bool:
+    """Does arriving at `instr` change a rule's view of the agent: a wait (BP101, BP102), or,
+    with several blocks, an access to another block's barrier (BP146)?"""
+    if instr.op in (WAIT, WAIT_PARITY):
+        return True
+    if len(system.blocks) > 1 and instr.op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX,
+                                                COMPLETE_TX, ISSUE_ASYNC):
+        own = system.agents[agent].block
+        insts = list(instr.target)
+        if instr.op == ISSUE_ASYNC:
+            insts += [system.slots[k].inst for k in instr.aux]
+        return any(system.instances[i].block != own for i in insts)
+    return False

@@ -52,8 +52,11 @@ class Packer:
             codes += fields
         codes += [_code(-1, total)] * len(system.seen_pos)
         codes += [_code(0, total)] * len(system.slots)
+        # hardware barrier fields after the queues: small counts and phases
+        codes += ["i"] * (system.width - system.queue_end)
         self.fixed = system.queue_base
-        self.queues = system.width - system.queue_base
+        self.queue_end = system.queue_end
+        self.queues = system.queue_end - system.queue_base
         layout = struct.Struct("<B" + "".join(codes))
         self._pack = layout.pack
         self._unpack = layout.unpack_from
@@ -63,26 +66,27 @@ class Packer:
     def pack(self, state: tuple) -> bytes:
         fixed = self.fixed
         try:
-            head = self._pack(0, *state[:fixed])
+            head = self._pack(0, *state[:fixed], *state[self.queue_end:])
         except struct.error:
             return b"\x01" + repr(state).encode()
         if not self.queues:
             return head
         if self._small_sets:
             # one byte per queued arrival set, 0xff ends a queue
-            tail = b"".join(bytes(q) + b"\xff" for q in state[fixed:])
+            tail = b"".join(bytes(q) + b"\xff" for q in state[fixed:self.queue_end])
         else:
             tail = b"".join(array("i", q).tobytes() + b"\xff\xff\xff\xff"
-                            for q in state[fixed:])
+                            for q in state[fixed:self.queue_end])
         return head + tail
 
     def unpack(self, packed: bytes) -> tuple:
         """The state `pack` packed."""
         if packed[0] == 1:
             return ast.literal_eval(packed[1:].decode())
-        head = self._unpack(packed)[1:]
+        values = self._unpack(packed)[1:]
+        head, hw_fields = values[:self.fixed], values[self.fixed:]
         if not self.queues:
-            return head
+            return head + hw_fields
         tail = packed[self._head:]
         if self._small_sets:
             queues = tuple(tuple(q) for q in tail.split(b"\xff")[:-1])
@@ -97,7 +101,7 @@ class Packer:
                 else:
                     current.append(v)
             queues = tuple(queues)
-        return head + queues
+        return head + queues + hw_fields
 
 
 class StateStore:

@@ -31,8 +31,8 @@ from operator import itemgetter
 from typing import Callable
 
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
-                                EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, WAIT,
-                                WAIT_PARITY, System)
+                                EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05,
+                                JOIN, WAIT, WAIT_PARITY, System)
 
 # Above this many candidate block permutations (the product over cluster axes of n!), block
 # symmetry is not tried: the canonical form takes the least of all images.
@@ -47,7 +47,9 @@ def thread_classes(system: System) -> list[list[int]]:
         if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
             continue
         # Waits carry the agent's own seen position; compare programs without it.
-        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
+        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY, HW_WAIT) else
+                     i._replace(aux=i.aux._replace(pos=None)) if i.op == HW_ARRIVE else i
+                     for i in prog)
         groups.setdefault((agent.block, prog), []).append(a)
     return [g for g in groups.values() if len(g) > 1]
 
@@ -80,7 +82,7 @@ class BlockSymmetry:
         for a, b in self.queues.items():
             source[system.queue_pos[b]] = system.queue_pos[a]
         gather = itemgetter(*source)
-        queue_positions = list(range(system.queue_base, W))
+        queue_positions = list(range(system.queue_base, system.queue_end))
         rename = self.arrival_sets
         if not queue_positions:
             return gather
@@ -175,6 +177,8 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
 def block_symmetries(system: System) -> list[BlockSymmetry]:
     """The automorphisms of `system` induced by permuting cluster coordinates, identity first;
     just the identity when the cluster has one block or too many candidates."""
+    if getattr(system, "hw_instances", None):
+        return []       # hardware barriers are not renamed by a block permutation (yet)
     candidates = 1
     for n in system.cluster_shape:
         for k in range(2, n + 1):
@@ -322,6 +326,8 @@ def _local_fields(system: System, a: int) -> list[int]:
     instance), tcgen05 queue."""
     own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
     positions = [a] + [pos for _, pos in own]
+    # ... and the phase it last arrived in at each hardware barrier it waits on
+    positions += [pos for (ag, _), pos in sorted(system.hw_seen_pos.items()) if ag == a]
     if a in system.queue_pos:
         positions.append(system.queue_pos[a])
     return positions
