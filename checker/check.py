@@ -31,7 +31,13 @@ HELP = {
     "BP121": "keep arrival counts and tx-counts within the mbarrier's range",
     "BP130": "expect_tx must equal the bytes that land on the barrier",
     "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
+    "BP200": "order the two accesses: wait on the barrier the writer's completion arrives on "
+             "before reading, and release a slot (arrive on its `empty` barrier, or "
+             "tcgen05_commit_arrive after an MMA) only after its last use",
+    "BP201": "order the tensor-memory accesses: wait on the MMA's barrier before reading the "
+             "accumulator, double-buffer it, and wait for tcgen05.st before arriving",
 }
+RACE_CODES = frozenset({"BP200", "BP201"})
 # Static findings that mean the input cannot be modelled as written.
 INPUT_ERRORS = {"BP120", "BP121"}
 
@@ -43,6 +49,7 @@ class Options:
     ignore: frozenset[str] = frozenset()
     select: frozenset[str] | None = None
     progress: Callable[[dict], None] | None = None
+    races: bool = True      # check BP200/BP201 where the kernel declares its memory effects
 
     def ignored(self) -> frozenset[str]:
         if self.select is None:
@@ -66,7 +73,9 @@ def error_verdict(name: str, err: ModelError, source: str | None = None,
 
 def diagnostic(system: System, violation: Violation) -> Diagnostic:
     return Diagnostic(violation.code, violation.message, str(system.location(violation)),
-                      HELP.get(violation.code), list(violation.details))
+                      HELP.get(violation.code), list(violation.details),
+                      [{"location": str(loc), "message": text}
+                       for text, loc in violation.related])
 
 
 @dataclass
@@ -108,7 +117,8 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
     try:
         values = kernel.param_values(params)
         findings = static_findings(kernel)
-        systems = compile_systems(kernel, values)
+        races = options.races and not RACE_CODES <= ignored
+        systems = compile_systems(kernel, values, races)
     except ModelError as err:
         verdict = error_verdict(kernel.name, err, source, time.perf_counter() - start)
         verdict.engine = engine

@@ -20,6 +20,8 @@ class Diagnostic:
     location: str | None = None
     help: str | None = None
     details: list[str] = field(default_factory=list)
+    # Other source locations of the finding (the second access of a race): location, message.
+    related: list[dict] = field(default_factory=list)
 
     @property
     def name(self) -> str:

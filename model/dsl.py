@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
 
 from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, Kernel, Loc,
-                 Loop, ModelError, Op, Param, Var, WarpRegion, When, as_expr)
+                 Loop, MemAlloc, MemRef, ModelError, Op, Param, Var, WarpRegion, When, as_expr)
 from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
 from .ir import emin as minimum  # noqa: F401
 
@@ -98,6 +98,39 @@ class BarrierHandle:
         return f"<{self.alloc.kind} {self.alloc.name}>"
 
 
+class _MemAt:
+    def __init__(self, handle: "BufferHandle"):
+        self._handle = handle
+
+    def __getitem__(self, index) -> MemRef:
+        if not isinstance(index, tuple):
+            index = (index,)
+        loc, _ = _caller()
+        alloc = self._handle.alloc
+        if len(index) > len(alloc.shape):
+            raise ModelError(f"buffer `{alloc.name}` has {len(alloc.shape)} slot dimension(s), "
+                             f"indexed with {len(index)}", loc=loc,
+                             hint=f"declare it with slots=(...) of {len(index)} dimensions")
+        exprs = tuple(_int_expr(i, loc, "slot index") for i in index)
+        for i, n in zip(exprs, alloc.shape):
+            if isinstance(i, Const) and isinstance(n, Const) and not 0 <= i.value < n.value:
+                raise ModelError(f"slot {i.value} is out of range for buffer `{alloc.name}` with "
+                                 f"{n.value} slot(s)", loc=loc,
+                                 hint=f"slots of `{alloc.name}` run from 0 to {n.value - 1}")
+        return MemRef(alloc, exprs)
+
+
+class BufferHandle:
+    """What `k.SMEM(...)` / `k.TMEM(...)` returns: the whole buffer, or `.at[slot]`."""
+
+    def __init__(self, alloc: MemAlloc):
+        self.alloc = alloc
+        self.at = _MemAt(self)
+
+    def __repr__(self) -> str:
+        return f"<{self.alloc.space.upper()} {self.alloc.name}>"
+
+
 def _int_expr(value, loc: Loc, what: str) -> Expr:
     if isinstance(value, float) and not isinstance(value, bool):
         raise ModelError(f"{what} {value!r} is a float, not an integer expression", loc=loc,
@@ -116,6 +149,7 @@ class KernelBuilder:
         self.loc = loc
         self.params = params
         self._barriers: list[BarrierAlloc] = []
+        self._buffers: list[MemAlloc] = []
         self._stack: list[list] = [[]]
         self._num_threads: Expr = Const(1)
         self._thread_axis = "thread"
@@ -252,6 +286,28 @@ class KernelBuilder:
         return self._alloc(True, num_arrivals, num_barriers, orders_tensor_core, collective_axes,
                            name)
 
+    def _buffer(self, space: str, slots, name: str | None) -> BufferHandle:
+        loc, text = _caller()
+        scalar = slots is None
+        dims = (1,) if scalar else (slots if isinstance(slots, (tuple, list)) else (slots,))
+        shape = tuple(_int_expr(d, loc, "slots") for d in dims)
+        for d in shape:
+            if isinstance(d, Const) and d.value < 1:
+                raise ModelError(f"slots={d.value}", loc=loc, hint="a buffer has at least 1 slot")
+        alloc = MemAlloc(self._name(name, text, f"{space}{len(self._buffers)}"), space, shape,
+                         loc, scalar)
+        self._buffers.append(alloc)
+        return BufferHandle(alloc)
+
+    def SMEM(self, slots=None, name: str | None = None) -> BufferHandle:
+        """A shared-memory buffer in every block (`plgpu.SMEM`), optionally split into `slots`
+        (a ring's stages): accesses to it are checked for races (BP200)."""
+        return self._buffer("smem", slots, name)
+
+    def TMEM(self, slots=None, name: str | None = None) -> BufferHandle:
+        """A tensor-memory buffer (`plgpu.TMEM`, tcgen05 accumulators): races are BP201."""
+        return self._buffer("tmem", slots, name)
+
     # -- control flow ------------------------------------------------------------------------
 
     @contextmanager
@@ -315,8 +371,30 @@ class KernelBuilder:
                              loc=loc, code="BP120", hint=f"index it: {barrier.alloc.name}.at[i]")
         return barrier
 
+    def _mem(self, refs, loc: Loc, what: str) -> tuple[MemRef, ...]:
+        if refs is None:
+            return ()
+        if not isinstance(refs, (tuple, list)):
+            refs = (refs,)
+        out = []
+        for ref in refs:
+            if isinstance(ref, BufferHandle):
+                ref = MemRef(ref.alloc, ())
+            if not isinstance(ref, MemRef):
+                raise ModelError(f"{what}={ref!r} is not a buffer", loc=loc,
+                                 hint="pass a buffer made by k.SMEM(...) / k.TMEM(...) or its "
+                                      ".at[slot]")
+            if ref.alloc not in self._buffers:
+                raise ModelError(f"buffer `{ref.alloc.name}` is not allocated by this protocol",
+                                 loc=loc, hint="allocate it with k.SMEM(...) in this protocol")
+            out.append(ref)
+        return tuple(out)
+
     def _op(self, kind: str, barrier=None, **fields) -> None:
         loc, _ = _caller()
+        for key in ("reads", "writes"):
+            if key in fields:
+                fields[key] = self._mem(fields[key], loc, key)
         ref = self._ref(barrier, loc) if barrier is not None else None
         for key in ("count", "bytes", "parity"):
             if key in fields and fields[key] is not None:
@@ -334,13 +412,44 @@ class KernelBuilder:
         self._op("barrier_wait", barrier)
 
     def copy_gmem_to_smem(self, barrier, bytes: ExprLike = 1024,
-                          collective_axes: str | Iterable[str] | None = None) -> None:
-        """TMA load that arrives on `barrier` once its `bytes` land."""
-        self._op("copy_gmem_to_smem", barrier, bytes=bytes, collective_axes=collective_axes)
+                          collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
+        """TMA load that arrives on `barrier` once its `bytes` land; it writes `dst` (in every
+        block a multicast reaches) until then."""
+        self._op("copy_gmem_to_smem", barrier, bytes=bytes, collective_axes=collective_axes,
+                 writes=dst)
 
-    def tcgen05_mma(self, barrier=None) -> None:
-        """An MMA; with `barrier=` it arrives there when it completes."""
-        self._op("tcgen05_mma", barrier)
+    def tcgen05_mma(self, barrier=None, a=None, b=None, acc=None) -> None:
+        """An MMA; with `barrier=` it arrives there when it completes. Until then it reads the
+        operands `a`, `b` (SMEM or TMEM) and writes the accumulator `acc` (TMEM)."""
+        loc, _ = _caller()
+        reads = self._mem(a, loc, "a") + self._mem(b, loc, "b")
+        self._op("tcgen05_mma", barrier, reads=reads, writes=acc)
+
+    # -- memory effects ----------------------------------------------------------------------
+
+    def read(self, *refs) -> None:
+        """The thread loads from these buffers (ref loads, ld.shared, a waited tcgen05.ld)."""
+        self._op("read", reads=refs)
+
+    def write(self, *refs) -> None:
+        """The thread stores to these buffers (ref stores, st.shared)."""
+        self._op("write", writes=refs)
+
+    def copy_smem_to_gmem(self, src) -> None:
+        """TMA store: reads `src` until a `wait_smem_to_gmem` covers it."""
+        self._op("copy_smem_to_gmem", reads=src)
+
+    def wait_smem_to_gmem(self, n: ExprLike = 0) -> None:
+        """Wait until at most `n` of this thread's TMA stores are still reading their source."""
+        self._op("wait_smem_to_gmem", count=n)
+
+    def tcgen05_store(self, dst) -> None:
+        """tcgen05.st: writes `dst` (TMEM) asynchronously until `tcgen05_wait_store`."""
+        self._op("tcgen05_store", writes=dst)
+
+    def tcgen05_wait_store(self) -> None:
+        """tcgen05.wait::st: every earlier tcgen05.st of this thread has written TMEM."""
+        self._op("tcgen05_wait_store")
 
     def tcgen05_commit_arrive(self, barrier, collective_axis: str | None = None) -> None:
         """Arrive on `barrier` after every earlier tcgen05 op of this thread completes."""
@@ -366,9 +475,9 @@ class KernelBuilder:
         self._op("complete_tx", barrier, bytes=bytes)
 
     def tma_load(self, barrier, bytes: ExprLike,
-                 collective_axes: str | Iterable[str] | None = None) -> None:
+                 collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
         """cp.async.bulk with mbarrier::complete_tx: no arrival, only bytes when it lands."""
-        self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes)
+        self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes, writes=dst)
 
     def wait_parity(self, barrier, parity: ExprLike) -> None:
         """mbarrier.try_wait.parity in a loop until it succeeds."""
@@ -393,6 +502,7 @@ class KernelBuilder:
             params[name] = Param(name, params[name].default, True)
         return Kernel(
             name=self.name, body=tuple(self._stack[0]), barriers=tuple(self._barriers),
+            buffers=tuple(self._buffers),
             params=params, num_threads=self._num_threads, thread_axis=self._thread_axis,
             num_warps=self._num_warps, warp_axis=self._warp_axis, cluster=tuple(self._cluster),
             grid=tuple(self._grid), assumptions=tuple(self._assumptions), loc=self.loc,

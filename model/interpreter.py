@@ -110,6 +110,8 @@ class Run:
             v = self.violation
             violation = {"code": v.code, "name": v.name, "message": v.message,
                          "details": list(v.details),
+                         "related": [{"location": str(loc), "message": text}
+                                     for text, loc in v.related],
                          "location": str(sys_.location(v))}
         final = {inst.name: barrier_view(sys_, self.final, i)
                  for i, inst in enumerate(sys_.instances)}

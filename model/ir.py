@@ -288,6 +288,31 @@ class BarrierRef:
         return text
 
 
+@dataclass(frozen=True, eq=False)
+class MemAlloc:
+    """A buffer in shared memory (`space="smem"`) or tensor memory (`space="tmem"`) of every
+    block, split into `shape` slots (a k-stage ring's stages). Races are judged per slot."""
+
+    name: str
+    space: str = "smem"
+    shape: tuple[Expr, ...] = (Const(1),)
+    loc: Loc = UNKNOWN_LOC
+    scalar: bool = True          # declared without slots: one slot, referenced unindexed
+
+
+@dataclass(frozen=True, eq=False)
+class MemRef:
+    """`buf` (every slot) or `buf.at[i]` (leading indices select slots)."""
+
+    alloc: MemAlloc
+    index: tuple[Expr, ...] = ()
+
+    def __repr__(self) -> str:
+        if not self.index:
+            return self.alloc.name
+        return self.alloc.name + "[" + ", ".join(map(repr, self.index)) + "]"
+
+
 # ----------------------------------------------------------------------------------------------
 # Program
 # ----------------------------------------------------------------------------------------------
@@ -309,6 +334,13 @@ OP_KINDS = {
     "complete_tx",           # tx -= bytes (by the thread itself)
     "tma_load",              # TMA load that only does complete_tx(bytes) when it lands
     "wait_parity",           # try_wait.parity(parity) until it succeeds
+    # memory effects (races, BP200/BP201); `reads` / `writes` name the buffers
+    "read",                  # thread loads (ref loads, ld.shared, tcgen05.ld waited at once)
+    "write",                 # thread stores (ref stores, st.shared)
+    "copy_smem_to_gmem",     # TMA store: reads its source until a covering wait_smem_to_gmem
+    "wait_smem_to_gmem",     # wait until at most `count` TMA stores of the thread are in flight
+    "tcgen05_store",         # tcgen05.st: writes TMEM asynchronously until tcgen05_wait_store
+    "tcgen05_wait_store",    # tcgen05.wait::st: every earlier tcgen05.st of the thread is done
     # synchronization the model does not cover: kept so the verdict can say so
     "unmodeled",
 }
@@ -324,6 +356,8 @@ class Op:
     collective_axes: tuple[str, ...] = ()   # multicast copies
     name: str = ""                  # unmodeled: the primitive's name
     loc: Loc = UNKNOWN_LOC
+    reads: tuple[MemRef, ...] = ()  # memory the op reads (MMA operands, a store's source)
+    writes: tuple[MemRef, ...] = ()  # memory it writes (a copy's destination, an accumulator)
 
     def describe(self) -> str:
         bar = repr(self.barrier) if self.barrier is not None else ""
@@ -339,6 +373,9 @@ class Op:
             args.append(f"parity={self.parity!r}")
         if self.collective_axes:
             args.append(f"collective_axes={self.collective_axes}")
+        if self.kind in ("wait_smem_to_gmem",):
+            args.append(f"{self.count!r}")
+        args += [f"reads={r!r}" for r in self.reads] + [f"writes={w!r}" for w in self.writes]
         return f"{self.kind}({', '.join(args)})"
 
 
@@ -385,6 +422,7 @@ class Kernel:
     name: str
     body: tuple[Stmt, ...]
     barriers: tuple[BarrierAlloc, ...] = ()
+    buffers: tuple[MemAlloc, ...] = ()        # SMEM / TMEM whose accesses are checked for races
     params: dict[str, Param] = field(default_factory=dict)
     num_threads: Expr = Const(1)
     thread_axis: str = "thread"
@@ -422,6 +460,16 @@ class Kernel:
                                  loc=self.loc, hint=f"pass --param {name}=N or give it a default")
             values[name] = int(value)
         return values
+
+
+def has_memory_effects(kernel: Kernel) -> bool:
+    """Does the kernel say which memory its operations touch (so races can be checked)?"""
+    return any(op.reads or op.writes or op.kind in MEMORY_KINDS for op in kernel.ops())
+
+
+# Kinds that exist only for their memory effects.
+MEMORY_KINDS = frozenset({"read", "write", "copy_smem_to_gmem", "wait_smem_to_gmem",
+                          "tcgen05_store", "tcgen05_wait_store"})
 
 
 def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:

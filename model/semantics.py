@@ -30,6 +30,7 @@ from typing import Mapping, NamedTuple
 from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
                  Op, When, WarpRegion, evaluate, walk)
+from .memory import Access, MemoryLayout
 
 # Instruction opcodes of an unrolled program.
 ARRIVE = 0          # target=arrival set, amount=count
@@ -46,10 +47,17 @@ FORK = 9            # warpgroup enters a WarpRegion
 AWAIT_FORK = 10     # a warp waits for its warpgroup to enter: aux=(parent agent, pc after FORK)
 JOIN = 11           # warpgroup leaves a WarpRegion: aux=((warp agent, pc after its body), ...)
 UNMODELED = 12      # synchronization outside the model: a no-op, reported statically
+# Memory effects (model/memory.py). Neither touches a barrier: they only delimit how long an
+# asynchronous access stays live, so they exist only when races are checked.
+ASYNC_ACCESS = 30   # TMA store / tcgen05.st issue: aux=(group, accesses), live until a wait
+ASYNC_WAIT = 31     # wait_smem_to_gmem(n) / tcgen05.wait::st: aux=group, amount=n still allowed
 
-OPCODE_NAMES = ["arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
-                "wait_parity", "issue_async", "issue_tcgen05", "fork", "await_fork", "join",
-                "unmodeled"]
+OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
+                ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
+                WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
+                ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
+                JOIN: "join", UNMODELED: "unmodeled", ASYNC_ACCESS: "async_access",
+                ASYNC_WAIT: "async_wait"}
 
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
@@ -75,6 +83,7 @@ CODES = {
     "BP130": "tx-imbalance",
     "BP190": "unmodeled-sync",
     "BP200": "smem-race",
+    "BP201": "tmem-race",
 }
 
 
@@ -130,6 +139,7 @@ class Violation:
     inst: int | None = None
     src: int | None = None        # instruction source, for the location
     details: list[str] = field(default_factory=list)
+    related: list[tuple[str, Loc]] = field(default_factory=list)  # the other side of a race
 
     @property
     def name(self) -> str:
@@ -207,7 +217,8 @@ class System:
     """A kernel compiled for concrete parameters: agents, programs, barrier instances, layout."""
 
     def __init__(self, kernel: Kernel, params: Mapping[str, int] | None = None,
-                 grid_position: Mapping[str, int] | None = None, max_instructions: int = 2_000_000):
+                 grid_position: Mapping[str, int] | None = None, max_instructions: int = 2_000_000,
+                 races: bool = True):
         self.kernel = kernel
         self.params = kernel.param_values(params)
         self.grid_position = dict(grid_position or {a: 0 for a, _ in kernel.grid})
@@ -224,6 +235,13 @@ class System:
         self.uses_warps = any(isinstance(s, WarpRegion) for s in walk(kernel.body))
         self._build_instances(env)
         self._build_agents()
+        # Memory effects are compiled only when races are checked: without them copies to
+        # different buffers share one in-flight counter, as in the pure barrier protocol.
+        self.memory = MemoryLayout(kernel.buffers, self.blocks, env) \
+            if races and kernel.buffers else None
+        if self.memory is not None:
+            self.memory.gaps = [{} for _ in self.agents]
+            self.memory.intervals = [[] for _ in self.agents]
         self.sources: list[Source] = []
         self._source_index: dict[tuple, int] = {}
         self.arrival_sets: list[tuple[int, ...]] = [()]
@@ -236,6 +254,8 @@ class System:
             if agent.warp is None:
                 self._unroll(kernel.body, self._agent_env(env, agent), a)
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
+        if self.memory is not None:
+            self._async_intervals()
         self._layout()
 
     # -- compilation -------------------------------------------------------------------------
@@ -329,12 +349,59 @@ class System:
             self.arrival_sets.append(targets)
         return self._arrival_set_index[targets]
 
-    def _slot(self, effect: int, inst: int, amount: int, kind: str) -> int:
-        key = (effect, inst, amount, kind)
+    def _slot(self, effect: int, inst: int, amount: int, kind: str,
+              access: Access | None = None) -> int:
+        key = (effect, inst, amount, kind, access)
         if key not in self._slot_index:
             self._slot_index[key] = len(self.slots)
             self.slots.append(Slot(effect, inst, amount, kind))
+            if access is not None:
+                self.memory.slot_access[self._slot_index[key]] = access
         return self._slot_index[key]
+
+    def _tcgen05_entry(self, targets: tuple[int, ...], accesses: tuple[Access, ...]) -> int:
+        """A tcgen05 queue entry: the arrival set it arrives on and the memory it touches."""
+        if not accesses:
+            return self._arrival_set(targets)
+        key = (targets, accesses)
+        if key not in self._arrival_set_index:
+            self._arrival_set_index[key] = len(self.arrival_sets)  # type: ignore[index]
+            self.arrival_sets.append(targets)
+            self.memory.entry_accesses[self._arrival_set_index[key]] = accesses  # type: ignore
+        return self._arrival_set_index[key]  # type: ignore[index]
+
+    def _accesses(self, op: Op, who: str, env: Mapping[str, int], block: tuple[int, ...],
+                  src: int, reads: bool = True, writes: bool = True) -> tuple[Access, ...]:
+        out = []
+        refs = ([(r, False) for r in op.reads] if reads else []) + \
+            ([(w, True) for w in op.writes] if writes else [])
+        for ref, write in refs:
+            mask, text = self.memory.resolve(ref, env, block, op.loc)
+            out.append(Access(who, write, mask, src, text))
+        return tuple(out)
+
+    def _async_intervals(self) -> None:
+        """How long each TMA store / tcgen05.st stays live: from its issue to the first wait of
+        its group that leaves fewer in flight than the stores issued after it, else the end."""
+        for a, prog in enumerate(self.programs):
+            outstanding: dict[str, list[tuple[int, tuple]]] = {}
+            for pc, instr in enumerate(prog):
+                if instr.op == ASYNC_ACCESS:
+                    group, accesses = instr.aux
+                    outstanding.setdefault(group, []).append((pc, accesses))
+                elif instr.op == ASYNC_WAIT:
+                    pending = outstanding.get(instr.aux, [])
+                    keep = max(instr.amount, 0)
+                    done, outstanding[instr.aux] = (pending[:len(pending) - keep],
+                                                    pending[len(pending) - keep:]) \
+                        if keep else (pending, [])
+                    for start, accesses in done:
+                        for acc in accesses:
+                            self.memory.intervals[a].append((start + 1, pc, acc))
+            for pending in outstanding.values():
+                for start, accesses in pending:
+                    for acc in accesses:
+                        self.memory.intervals[a].append((start + 1, len(prog), acc))
 
     def _resolve(self, ref: BarrierRef, env: Mapping[str, int], block: tuple[int, ...],
                  loc: Loc) -> int:
@@ -373,6 +440,18 @@ class System:
                     block = instance.block[:d] + (coord,) + instance.block[d + 1:]
                     targets.append(self._inst_index[(alloc.name, instance.index, block)])
         return tuple(targets)
+
+    def _copy_write(self, op: Op, env: Mapping[str, int], block: tuple[int, ...],
+                    src: int) -> Access | None:
+        """A TMA copy's write of its destination in one block it reaches."""
+        if self.memory is None or not op.writes:
+            return None
+        mask, texts = 0, []
+        for ref in op.writes:
+            m, text = self.memory.resolve(ref, env, block, op.loc)
+            mask |= m
+            texts.append(text)
+        return Access("TMA copy", True, mask, src, ", ".join(texts))
 
     def _peers(self, block: tuple[int, ...], axes: tuple[str, ...], loc: Loc) -> list[tuple]:
         """Blocks that share every coordinate of `block` except along `axes` (a multicast)."""
@@ -435,6 +514,10 @@ class System:
 
     def _unroll_op(self, op: Op, env: dict[str, int], agent: int, block: tuple[int, ...]) -> None:
         kind = op.kind
+        if kind in ir.MEMORY_KINDS:
+            if self.memory is not None:
+                self._unroll_memory(op, env, agent, block)
+            return
         if kind == "unmodeled":
             self._emit(agent, Instr(UNMODELED, None, 0, None,
                                     self._source(op, op.describe(), op.loc)))
@@ -442,7 +525,10 @@ class System:
         if op.barrier is None:
             if kind == "tcgen05_mma":
                 src = self._source(op, "tcgen05_mma()", op.loc)
-                self._emit(agent, Instr(ISSUE_TCGEN05, None, 0, 0, src))
+                accesses = self._accesses(op, "tcgen05", env, block, src) \
+                    if self.memory is not None else ()
+                self._emit(agent, Instr(ISSUE_TCGEN05, None, 0,
+                                        self._tcgen05_entry((), accesses), src))
                 return
             raise ModelError(f"{kind} needs a barrier", loc=op.loc)
         inst = self._resolve(op.barrier, env, block, op.loc)
@@ -496,7 +582,8 @@ class System:
             inst_index = self.instances[inst].index
             slots = tuple(self._slot(EFFECT_COMPLETE_TX,
                                      self._inst_index[(op.barrier.alloc.name, inst_index, p)],
-                                     share, "tma") for p in peers)
+                                     share, "tma", self._copy_write(op, env, p, src))
+                          for p in peers)
             arrive = (inst,) if kind == "copy_gmem_to_smem" else ()
             self._emit(agent, Instr(ISSUE_ASYNC, arrive, nbytes, slots, src))
         elif kind == "try_cluster_cancel":
@@ -512,9 +599,36 @@ class System:
             if op.collective_axes:
                 targets = tuple(self._inst_index[(alloc.name, self.instances[inst].index, p)]
                                 for p in self._peers(block, op.collective_axes, op.loc))
-            self._emit(agent, Instr(ISSUE_TCGEN05, None, 0, self._arrival_set(targets), src))
+            accesses = self._accesses(op, "tcgen05", env, block, src) \
+                if self.memory is not None else ()
+            self._emit(agent, Instr(ISSUE_TCGEN05, None, 0,
+                                    self._tcgen05_entry(targets, accesses), src))
         else:
             raise ModelError(f"unknown operation kind {kind!r}", loc=op.loc)
+
+    def _unroll_memory(self, op: Op, env: dict[str, int], agent: int,
+                       block: tuple[int, ...]) -> None:
+        """Thread loads/stores join the gap before the agent's next instruction; TMA stores and
+        tcgen05.st become instructions that open an interval, their waits close it."""
+        kind = op.kind
+        pc = len(self.programs[agent])
+        if kind in ("read", "write"):
+            texts = [self.memory.resolve(r, env, block, op.loc)[1] for r in op.reads + op.writes]
+            src = self._source(op, f"{kind}({', '.join(texts)})", op.loc)
+            accesses = self._accesses(op, "thread", env, block, src)
+            self.memory.gaps[agent].setdefault(pc, []).extend(accesses)
+        elif kind in ("copy_smem_to_gmem", "tcgen05_store"):
+            texts = [self.memory.resolve(r, env, block, op.loc)[1] for r in op.reads + op.writes]
+            src = self._source(op, f"{kind}({', '.join(texts)})", op.loc)
+            who = "TMA store" if kind == "copy_smem_to_gmem" else "tcgen05.st"
+            accesses = self._accesses(op, who, env, block, src)
+            self._emit(agent, Instr(ASYNC_ACCESS, None, 0, (who, accesses), src))
+        else:
+            group = "TMA store" if kind == "wait_smem_to_gmem" else "tcgen05.st"
+            keep = evaluate(op.count, env) if kind == "wait_smem_to_gmem" else 0
+            src = self._source(op, f"{kind}({keep})" if kind == "wait_smem_to_gmem"
+                               else f"{kind}()", op.loc)
+            self._emit(agent, Instr(ASYNC_WAIT, None, keep, group, src))
 
     def _layout(self) -> None:
         A = len(self.agents)
@@ -557,6 +671,8 @@ class System:
         # Agents with Pallas-style waits can late-join (BP102).
         self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
+        if self.memory is not None:
+            self.memory.finish(list(self.lengths))
 
     # -- states ------------------------------------------------------------------------------
 
@@ -755,6 +871,10 @@ class System:
                         f"{self.instances[instr.target].name} for the first time after "
                         f"{phase} completions: its parity bit points at the wrong phase",
                         a, instr.target, instr.src))
+        if self.memory is not None:
+            race = self.memory.violation(self, state)
+            if race is not None:
+                found.append(race)
         if found or not self.is_done(state):
             return found
         return self.exit_violations(state)
@@ -993,13 +1113,14 @@ GUARDS = {
     ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
+    ASYNC_ACCESS: None, ASYNC_WAIT: None,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
     ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
     WAIT_PARITY: effect_wait, ISSUE_ASYNC: effect_issue_async,
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
-    UNMODELED: None,
+    UNMODELED: None, ASYNC_ACCESS: None, ASYNC_WAIT: None,
 }
 
 
@@ -1060,13 +1181,14 @@ def grid_positions(kernel: Kernel, params: Mapping[str, int], limit: int = GRID_
     return [dict(zip([a for a, _ in sizes], combo)) for combo in itertools.product(*ranges)]
 
 
-def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None) -> list[System]:
+def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None,
+                    races: bool = True) -> list[System]:
     """One System per distinct behaviour across the grid: clusters whose unrolled programs are
-    identical need to be checked once."""
+    identical need to be checked once. `races=False` leaves memory effects out."""
     seen: dict[tuple, System] = {}
     values = kernel.param_values(params)
     for position in grid_positions(kernel, values):
-        system = System(kernel, values, position)
+        system = System(kernel, values, position, races=races)
         key = tuple(system.programs)
         if key not in seen:
             seen[key] = system

@@ -55,7 +55,11 @@ def symmetry_classes(system: System) -> list[list[int]]:
             continue
         # Waits carry the agent's own seen position; compare programs without it.
         prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
-        groups.setdefault((agent.block, prog), []).append(a)
+        # Loads and stores between instructions are part of what a thread does.
+        memory = None if system.memory is None else \
+            (tuple(map(tuple, system.memory.thread_list[a])),
+             tuple(map(tuple, system.memory.async_list[a])))
+        groups.setdefault((agent.block, prog, memory), []).append(a)
     return [g for g in groups.values() if len(g) > 1]
 
 

@@ -151,6 +151,9 @@ def _diagnostics(v: Verdict) -> str:
         level = "warning" if d.code == "BP190" else "error"
         parts = [f'<p><code>{_e(d.location or "")}</code> <strong>{_e(d.code)} [{_e(d.name)}]'
                  f'</strong> {_e(d.message)}</p>']
+        for r in d.related:
+            parts.append(f'<p class="related">and <code>{_e(r["location"])}</code> '
+                         f'{_e(r["message"])}</p>')
         if d.code in MEANING:
             parts.append(f'<p class="meaning">{_e(MEANING[d.code])}</p>')
         if d.help:

@@ -57,7 +57,10 @@ MEANING = {
     "BP130": "A phase can never complete because its tx-count never returns to zero.",
     "BP190": "The kernel uses synchronization the model does not cover, so the verdict can be at "
              "best unknown.",
-    "BP200": "A shared-memory slot may be written by TMA while a consumer still reads it.",
+    "BP200": "Two accesses to the same shared-memory slot (thread loads/stores, TMA copies and "
+             "stores, MMA operand reads), at least one a write, that no barrier orders: on some "
+             "schedule they overlap.",
+    "BP201": "The same for tensor memory: tcgen05 accumulators and operands, tcgen05.ld/st.",
     "input-error": "The input could not be modelled: a Python error, a missing parameter value, "
                    "an unsupported construct.",
     "bounded": "The search stopped at a limit (states, depth, time, memory, Ctrl-C) before it "
@@ -164,13 +167,13 @@ def _results(verdict: Verdict, rules: dict[str, int]) -> list[dict]:
     kernel_path = ref.partition("::")[0] if "::" in ref or ref.endswith(".py") else None
     logical = [{"name": verdict.name, "fullyQualifiedName": ref, "kind": "function"}]
     out = []
-    items = [(_rule_id(d.code), d.message, d.location, d.help, d.details)
+    items = [(_rule_id(d.code), d.message, d.location, d.help, d.details, d.related)
              for d in verdict.diagnostics]
     if verdict.verdict == "bounded":
         items.append(("bounded", f"not proved: {verdict.coverage or 'the search stopped early'}",
-                      None, HELP_TEXT["bounded"], []))
+                      None, HELP_TEXT["bounded"], [], []))
     flow = _code_flow(verdict) if verdict.verdict == "violation" else None
-    for n, (rule, message, location, help_line, details) in enumerate(items):
+    for n, (rule, message, location, help_line, details, related) in enumerate(items):
         rules.setdefault(rule, len(rules))
         path, line = split_location(location)
         if path is None:              # a finding about the kernel as a whole: its file
@@ -186,6 +189,10 @@ def _results(verdict: Verdict, rules: dict[str, int]) -> list[dict]:
         physical = _location(path, line)
         result["locations"] = [dict(physical, logicalLocations=logical)] if physical else \
             [{"logicalLocations": logical}]
+        if related:   # the other access of a race
+            result["relatedLocations"] = [
+                dict(_location(*split_location(r["location"]), r["message"]), id=i + 1)
+                for i, r in enumerate(related)]
         if flow is not None and n == 0:
             result["codeFlows"] = [flow]
         out.append(result)

@@ -81,6 +81,8 @@ def describe(v: Verdict, show_trace: bool = True) -> str:
     lines = [head]
     for d in v.diagnostics:
         lines.append("  " + d.one_line())
+        for r in d.related:
+            lines.append(f"    and: {r['location']}: {r['message']}")
         if d.help:
             lines.append(f"    help: {d.help}")
     for note in v.notes:

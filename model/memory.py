@@ -1,0 +1,223 @@
+"""Memory effects of a compiled System and the race rule (BP200 smem-race, BP201 tmem-race).
+
+Every slot of every SMEM / TMEM buffer of every block is one *cell*, a bit of a Python int, so
+a set of cells is a mask and an overlap is one `&`.
+
+An access is *live* in a state while it may still be happening:
+- a thread's loads and stores between two of its synchronization instructions are live while
+  the thread sits between them (they are not steps of their own: they touch no barrier, so they
+  add no states);
+- a TMA copy writes its destination while it is in flight (issue to landing), in every block a
+  multicast reaches;
+- a tcgen05 MMA reads its operands and writes its accumulator while it is queued (issue to
+  completion, in issue order per thread);
+- a TMA store reads its source, and a tcgen05.st writes its TMEM, from issue until the issuing
+  thread's covering wait (`wait_smem_to_gmem(n)`, `tcgen05_wait_store`), or the kernel's end.
+
+The rule: a state in which two live accesses of different agents overlap and one of them writes
+is a race. Under interleaving semantics this is exactly a pair of conflicting accesses that
+happens-before (program order, barrier completion -> wait, issue -> async agent -> its arrival)
+does not order: if nothing orders them, some schedule brings both to the same state; if something
+does, the ordering one has ended before the other can start. The breadth-first search therefore
+finds the shortest schedule to a racing state with no extra state component at all.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
+
+from .ir import Loc, MemAlloc, MemRef, ModelError, evaluate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .semantics import System, Violation
+
+SPACE_CODE = {"smem": "BP200", "tmem": "BP201"}
+
+
+@dataclass(frozen=True)
+class Access:
+    """One access: who makes it, whether it writes, the cells it touches, what wrote it."""
+
+    who: str          # "thread", "tma", "tcgen05", "tma store", "tcgen05.st"
+    write: bool
+    mask: int
+    src: int          # index into System.sources
+    text: str         # the memory it names, with concrete slots ("a[1]@b1")
+
+
+class MemoryLayout:
+    """Cells of one System's buffers and the accesses of its agents, per program position."""
+
+    def __init__(self, buffers: tuple[MemAlloc, ...], blocks: list[tuple[int, ...]],
+                 env: Mapping[str, int]):
+        self.cells: list[tuple[MemAlloc, tuple[int, ...], tuple[int, ...]]] = []
+        self._cell: dict[tuple, int] = {}
+        self._shape: dict[str, tuple[int, ...]] = {}
+        self._allocs = {alloc.name: alloc for alloc in buffers}
+        self.multi_block = len(blocks) > 1
+        for alloc in buffers:
+            shape = tuple(evaluate(n, env) for n in alloc.shape)
+            if any(n < 1 for n in shape):
+                raise ModelError(f"buffer `{alloc.name}` has {tuple(shape)} slots; every "
+                                 "dimension must be at least 1", loc=alloc.loc)
+            self._shape[alloc.name] = shape
+            for block in blocks:
+                for index in itertools.product(*[range(n) for n in shape]):
+                    self._cell[(alloc.name, index, block)] = len(self.cells)
+                    self.cells.append((alloc, index, block))
+        # Filled while the System unrolls programs.
+        self.gaps: list[dict[int, list[Access]]] = []        # per agent: pc -> thread accesses
+        self.intervals: list[list[tuple[int, int, Access]]] = []  # per agent: (from, to, access)
+        self.slot_access: dict[int, Access] = {}          # TMA slot -> the write it makes
+        self.entry_accesses: dict[int, tuple[Access, ...]] = {}  # tcgen05 entry -> accesses
+
+    # -- compilation -------------------------------------------------------------------------
+
+    def resolve(self, ref: MemRef, env: Mapping[str, int], block: tuple[int, ...],
+                loc: Loc) -> tuple[int, str]:
+        """The cells a reference touches in `block`, and its text with concrete slots."""
+        alloc = ref.alloc
+        if self._allocs.get(alloc.name) is not alloc:
+            raise ModelError(f"buffer `{alloc.name}` is not allocated by this kernel", loc=loc,
+                             hint="allocate it with k.SMEM(...) / k.TMEM(...) in the protocol")
+        shape = self._shape[alloc.name]
+        index = tuple(evaluate(i, env) for i in ref.index)
+        if len(index) > len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
+            raise ModelError(f"slot {index if len(index) != 1 else index[0]} is out of range for "
+                             f"buffer `{alloc.name}` with {shape if len(shape) > 1 else shape[0]} "
+                             "slot(s)", loc=loc, hint="keep slot indices below the slot count")
+        mask = 0
+        for rest in itertools.product(*[range(n) for n in shape[len(index):]]):
+            mask |= 1 << self._cell[(alloc.name, index + rest, block)]
+        text = alloc.name
+        if index and not alloc.scalar:
+            text += "[" + ",".join(map(str, index)) + "]"
+        if self.multi_block:
+            text += "@" + ",".join(map(str, block))
+        return mask, text
+
+    def finish(self, lengths: list[int]) -> None:
+        """Per agent and program position: masks of the live thread accesses and of the live
+        asynchronous accesses the thread issued (a separate agent: its own stores race with
+        them), plus the per-slot and per-tcgen05-entry masks the race check reads."""
+        self.thread_at: list[tuple[tuple[int, int], ...]] = []
+        self.async_at: list[tuple[tuple[int, int], ...]] = []
+        self.thread_list: list[list[list[Access]]] = []
+        self.async_list: list[list[list[Access]]] = []
+        for a, length in enumerate(lengths):
+            threads = [self.gaps[a].get(pc, []) for pc in range(length + 1)]
+            asyncs: list[list[Access]] = [[] for _ in range(length + 1)]
+            for start, end, access in self.intervals[a]:
+                for pc in range(start, min(end, length) + 1):
+                    asyncs[pc].append(access)
+            self.thread_list.append(threads)
+            self.async_list.append(asyncs)
+            self.thread_at.append(tuple(_masks(x) for x in threads))
+            self.async_at.append(tuple(_masks(x) for x in asyncs))
+        self.active_agents = tuple(a for a in range(len(lengths))
+                                   if any(r | w for r, w in self.thread_at[a] + self.async_at[a]))
+        self.slot_masks = tuple(sorted((k, acc.mask) for k, acc in self.slot_access.items()))
+        self.entry_masks = {e: _masks(accs) for e, accs in self.entry_accesses.items()}
+
+    # -- the rule ----------------------------------------------------------------------------
+
+    def racing(self, system: "System", state: tuple) -> bool:
+        """Fast test: do two live accesses of different agents conflict in `state`?"""
+        acc_r = acc_w = 0
+        for a in self.active_agents:
+            pc = state[a]
+            for r, w in (self.thread_at[a][pc], self.async_at[a][pc]):
+                if r | w:
+                    if w & (acc_r | acc_w) or r & acc_w:
+                        return True
+                    acc_r |= r
+                    acc_w |= w
+        base = system.slot_base
+        for k, mask in self.slot_masks:
+            n = state[base + k]
+            if n:
+                if n > 1 or mask & (acc_r | acc_w):
+                    return True
+                acc_w |= mask
+        if self.entry_masks:
+            for a in system.queue_agents:
+                qr = qw = 0
+                for entry in state[system.queue_pos[a]]:
+                    m = self.entry_masks.get(entry)
+                    if m is not None:
+                        qr |= m[0]
+                        qw |= m[1]
+                if qr | qw:
+                    if qw & (acc_r | acc_w) or qr & acc_w:
+                        return True
+                    acc_r |= qr
+                    acc_w |= qw
+        return False
+
+    def owners(self, system: "System", state: tuple) -> list[tuple[str, str, int | None, list]]:
+        """Every agent with live accesses in `state`: (timeline lane, description, issuing
+        thread or None, accesses)."""
+        out: list[tuple[str, str, int | None, list[Access]]] = []
+        for a in self.active_agents:
+            pc = state[a]
+            name = system.agents[a].name
+            if self.thread_list[a][pc]:
+                out.append((name, name, a, self.thread_list[a][pc]))
+            if self.async_list[a][pc]:
+                out.append((name, f"an async store of {name}", a, self.async_list[a][pc]))
+        for k, acc in sorted(self.slot_access.items()):
+            n = state[system.slot_base + k]
+            for copy in range(n):
+                out.append(("tma", "a TMA copy", None, [acc]))
+        for a in system.queue_agents:
+            accs = [x for e in state[system.queue_pos[a]] for x in self.entry_accesses.get(e, ())]
+            if accs:
+                name = system.agents[a].name
+                out.append((f"tcgen05({name})", f"a tcgen05 op of {name}", a, accs))
+        return out
+
+    def violation(self, system: "System", state: tuple) -> "Violation | None":
+        """The race in `state`, with both accesses, or None."""
+        from .semantics import Violation
+        if not self.racing(system, state):
+            return None
+        owners = self.owners(system, state)
+        for (l1, n1, a1, x1), (l2, n2, a2, x2) in itertools.combinations(owners, 2):
+            for p in x1:
+                for q in x2:
+                    overlap = p.mask & q.mask
+                    if not overlap or not (p.write or q.write):
+                        continue
+                    # The primary access is the write (the one that clobbers).
+                    first, second = ((q, l2, n2, a2), (p, l1, n1, a1)) \
+                        if q.write and not p.write else ((p, l1, n1, a1), (q, l2, n2, a2))
+                    return self._violation(system, first, second, overlap, Violation)
+        return None
+
+    def _violation(self, system, first, second, overlap: int, Violation) -> "Violation":
+        (acc1, lane1, name1, agent1), (acc2, lane2, name2, agent2) = first, second
+        cell = (overlap & -overlap).bit_length() - 1
+        alloc, index, block = self.cells[cell]
+        code = SPACE_CODE[alloc.space]
+        src1, src2 = system.sources[acc1.src], system.sources[acc2.src]
+        verb1 = "writes" if acc1.write else "reads"
+        verb2 = "writes" if acc2.write else "reads"
+        space = "shared" if alloc.space == "smem" else "tensor"
+        message = (f"{name1} {verb1} {acc1.text} ({src1.loc}) while {name2} {verb2} "
+                   f"{acc2.text} ({src2.loc}); no barrier orders the two {space}-memory accesses")
+        details = [f"{lane1} {verb1} {acc1.text}: {src1.text} at {src1.loc}",
+                   f"{lane2} {verb2} {acc2.text}: {src2.text} at {src2.loc}"]
+        return Violation(code, message, agent1, None, acc1.src, details,
+                         related=[(f"{name2} {verb2} {acc2.text} here", src2.loc)])
+
+
+def _masks(accesses) -> tuple[int, int]:
+    r = w = 0
+    for acc in accesses:
+        if acc.write:
+            w |= acc.mask
+        else:
+            r |= acc.mask
+    return r, w
