@@ -451,6 +451,16 @@ class KernelBuilder:
         """tcgen05.wait::st: every earlier tcgen05.st of this thread has written TMEM."""
         self._op("tcgen05_wait_store")
 
+    def wgmma(self, a=None, b=None) -> None:
+        """Hopper WGMMA (`plgpu.wgmma`): reads its SMEM operands until a `wgmma_wait` covers
+        it (the accumulator lives in registers)."""
+        loc, _ = _caller()
+        self._op("wgmma", reads=self._mem(a, loc, "a") + self._mem(b, loc, "b"))
+
+    def wgmma_wait(self, n: ExprLike = 0) -> None:
+        """`plgpu.wgmma_wait(n)`: at most `n` of this thread's WGMMAs are still in flight."""
+        self._op("wgmma_wait", count=n)
+
     def tcgen05_commit_arrive(self, barrier, collective_axis: str | None = None) -> None:
         """Arrive on `barrier` after every earlier tcgen05 op of this thread completes."""
         self._op("tcgen05_commit_arrive", barrier, collective_axes=collective_axis)

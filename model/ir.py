@@ -341,6 +341,8 @@ OP_KINDS = {
     "wait_smem_to_gmem",     # wait until at most `count` TMA stores of the thread are in flight
     "tcgen05_store",         # tcgen05.st: writes TMEM asynchronously until tcgen05_wait_store
     "tcgen05_wait_store",    # tcgen05.wait::st: every earlier tcgen05.st of the thread is done
+    "wgmma",                 # Hopper WGMMA: reads its SMEM operands until a covering wgmma_wait
+    "wgmma_wait",            # wgmma.wait_group(count): at most `count` WGMMAs still in flight
     # synchronization the model does not cover: kept so the verdict can say so
     "unmodeled",
 }
@@ -373,7 +375,7 @@ class Op:
             args.append(f"parity={self.parity!r}")
         if self.collective_axes:
             args.append(f"collective_axes={self.collective_axes}")
-        if self.kind in ("wait_smem_to_gmem",):
+        if self.kind in ("wait_smem_to_gmem", "wgmma_wait"):
             args.append(f"{self.count!r}")
         args += [f"reads={r!r}" for r in self.reads] + [f"writes={w!r}" for w in self.writes]
         return f"{self.kind}({', '.join(args)})"
@@ -469,7 +471,7 @@ def has_memory_effects(kernel: Kernel) -> bool:
 
 # Kinds that exist only for their memory effects.
 MEMORY_KINDS = frozenset({"read", "write", "copy_smem_to_gmem", "wait_smem_to_gmem",
-                          "tcgen05_store", "tcgen05_wait_store"})
+                          "tcgen05_store", "tcgen05_wait_store", "wgmma", "wgmma_wait"})
 
 
 def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:

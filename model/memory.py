@@ -98,12 +98,12 @@ class MemoryLayout:
             text += "@" + ",".join(map(str, block))
         return mask, text
 
-    def finish(self, lengths: list[int]) -> None:
+    def finish(self, lengths: list[int], slot_insts: list[int]) -> None:
         """Per agent and program position: masks of the live thread accesses and of the live
         asynchronous accesses the thread issued (a separate agent: its own stores race with
         them), plus the per-slot and per-tcgen05-entry masks the race check reads."""
-        self.thread_at: list[tuple[tuple[int, int], ...]] = []
-        self.async_at: list[tuple[tuple[int, int], ...]] = []
+        self._slot_inst = slot_insts
+        self.items_at: list[tuple[tuple[tuple[int, int], ...], ...]] = []
         self.thread_list: list[list[list[Access]]] = []
         self.async_list: list[list[list[Access]]] = []
         for a, length in enumerate(lengths):
@@ -114,11 +114,25 @@ class MemoryLayout:
                     asyncs[pc].append(access)
             self.thread_list.append(threads)
             self.async_list.append(asyncs)
-            self.thread_at.append(tuple(_masks(x) for x in threads))
-            self.async_at.append(tuple(_masks(x) for x in asyncs))
+            # One (reads, writes) pair per agent of its own: the thread, then each kind of
+            # asynchronous operation it issued.
+            items = []
+            for pc in range(length + 1):
+                pairs = [_masks(threads[pc])]
+                kinds: dict[str, list[Access]] = {}
+                for acc in asyncs[pc]:
+                    kinds.setdefault(acc.who, []).append(acc)
+                pairs += [_masks(accs) for accs in kinds.values()]
+                items.append(tuple(p for p in pairs if p[0] | p[1]))
+            self.items_at.append(tuple(items))
         self.active_agents = tuple(a for a in range(len(lengths))
-                                   if any(r | w for r, w in self.thread_at[a] + self.async_at[a]))
-        self.slot_masks = tuple(sorted((k, acc.mask) for k, acc in self.slot_access.items()))
+                                   if any(self.items_at[a]))
+        # Copies that land on the same barrier instance are parts of one transaction (multicast
+        # slices from each block, tiles split among copies): one agent, never racing itself.
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for k, acc in sorted(self.slot_access.items()):
+            groups.setdefault(self._slot_inst[k], []).append((k, acc.mask))
+        self.slot_groups = tuple(tuple(g) for _, g in sorted(groups.items()))
         self.entry_masks = {e: _masks(accs) for e, accs in self.entry_accesses.items()}
 
     # -- the rule ----------------------------------------------------------------------------
@@ -126,21 +140,23 @@ class MemoryLayout:
     def racing(self, system: "System", state: tuple) -> bool:
         """Fast test: do two live accesses of different agents conflict in `state`?"""
         acc_r = acc_w = 0
+        items = self.items_at
         for a in self.active_agents:
-            pc = state[a]
-            for r, w in (self.thread_at[a][pc], self.async_at[a][pc]):
-                if r | w:
-                    if w & (acc_r | acc_w) or r & acc_w:
-                        return True
-                    acc_r |= r
-                    acc_w |= w
-        base = system.slot_base
-        for k, mask in self.slot_masks:
-            n = state[base + k]
-            if n:
-                if n > 1 or mask & (acc_r | acc_w):
+            for r, w in items[a][state[a]]:
+                if w & (acc_r | acc_w) or r & acc_w:
                     return True
-                acc_w |= mask
+                acc_r |= r
+                acc_w |= w
+        base = system.slot_base
+        for group in self.slot_groups:
+            w = 0
+            for k, mask in group:
+                if state[base + k]:
+                    w |= mask
+            if w:
+                if w & (acc_r | acc_w):
+                    return True
+                acc_w |= w
         if self.entry_masks:
             for a in system.queue_agents:
                 qr = qw = 0
@@ -165,12 +181,15 @@ class MemoryLayout:
             name = system.agents[a].name
             if self.thread_list[a][pc]:
                 out.append((name, name, a, self.thread_list[a][pc]))
-            if self.async_list[a][pc]:
-                out.append((name, f"an async store of {name}", a, self.async_list[a][pc]))
-        for k, acc in sorted(self.slot_access.items()):
-            n = state[system.slot_base + k]
-            for copy in range(n):
-                out.append(("tma", "a TMA copy", None, [acc]))
+            kinds: dict[str, list[Access]] = {}
+            for acc in self.async_list[a][pc]:
+                kinds.setdefault(acc.who, []).append(acc)
+            for who, accs in kinds.items():   # the thread's own asynchronous operations
+                out.append((name, f"a {who} of {name}", a, accs))
+        for group in self.slot_groups:
+            accs = [self.slot_access[k] for k, _ in group if state[system.slot_base + k]]
+            if accs:
+                out.append(("tma", "a TMA copy", None, accs))
         for a in system.queue_agents:
             accs = [x for e in state[system.queue_pos[a]] for x in self.entry_accesses.get(e, ())]
             if accs:

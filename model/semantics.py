@@ -52,6 +52,13 @@ UNMODELED = 12      # synchronization outside the model: a no-op, reported stati
 ASYNC_ACCESS = 30   # TMA store / tcgen05.st issue: aux=(group, accesses), live until a wait
 ASYNC_WAIT = 31     # wait_smem_to_gmem(n) / tcgen05.wait::st: aux=group, amount=n still allowed
 
+# Asynchronous accesses a thread waits for itself: issuing kind -> group; waiting kind ->
+# (group, whether it leaves `count` of the newest in flight).
+ASYNC_GROUPS = {"copy_smem_to_gmem": "TMA store", "tcgen05_store": "tcgen05.st",
+                "wgmma": "WGMMA"}
+ASYNC_WAITS = {"wait_smem_to_gmem": ("TMA store", True),
+               "tcgen05_wait_store": ("tcgen05.st", False), "wgmma_wait": ("WGMMA", True)}
+
 OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
                 WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
@@ -617,17 +624,16 @@ class System:
             src = self._source(op, f"{kind}({', '.join(texts)})", op.loc)
             accesses = self._accesses(op, "thread", env, block, src)
             self.memory.gaps[agent].setdefault(pc, []).extend(accesses)
-        elif kind in ("copy_smem_to_gmem", "tcgen05_store"):
+        elif kind in ASYNC_GROUPS:
             texts = [self.memory.resolve(r, env, block, op.loc)[1] for r in op.reads + op.writes]
             src = self._source(op, f"{kind}({', '.join(texts)})", op.loc)
-            who = "TMA store" if kind == "copy_smem_to_gmem" else "tcgen05.st"
+            who = ASYNC_GROUPS[kind]
             accesses = self._accesses(op, who, env, block, src)
             self._emit(agent, Instr(ASYNC_ACCESS, None, 0, (who, accesses), src))
         else:
-            group = "TMA store" if kind == "wait_smem_to_gmem" else "tcgen05.st"
-            keep = evaluate(op.count, env) if kind == "wait_smem_to_gmem" else 0
-            src = self._source(op, f"{kind}({keep})" if kind == "wait_smem_to_gmem"
-                               else f"{kind}()", op.loc)
+            group, counted = ASYNC_WAITS[kind]
+            keep = evaluate(op.count, env) if counted else 0
+            src = self._source(op, f"{kind}({keep})" if counted else f"{kind}()", op.loc)
             self._emit(agent, Instr(ASYNC_WAIT, None, keep, group, src))
 
     def _layout(self) -> None:
@@ -672,7 +678,7 @@ class System:
         self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
         if self.memory is not None:
-            self.memory.finish(list(self.lengths))
+            self.memory.finish(list(self.lengths), [slot.inst for slot in self.slots])
 
     # -- states ------------------------------------------------------------------------------
 
@@ -871,13 +877,13 @@ class System:
                         f"{self.instances[instr.target].name} for the first time after "
                         f"{phase} completions: its parity bit points at the wrong phase",
                         a, instr.target, instr.src))
+        if not found and self.is_done(state):
+            found = self.exit_violations(state)
         if self.memory is not None:
             race = self.memory.violation(self, state)
             if race is not None:
                 found.append(race)
-        if found or not self.is_done(state):
-            return found
-        return self.exit_violations(state)
+        return found
 
     def exit_violations(self, state: tuple) -> list[Violation]:
         found = []
