@@ -358,7 +358,10 @@ class System:
 
     def _slot(self, effect: int, inst: int, amount: int, kind: str,
               access: Access | None = None) -> int:
-        key = (effect, inst, amount, kind, access)
+        # Copies from different blocks' instructions that write the same cells from the same
+        # line share a counter, as they do without memory effects.
+        key = (effect, inst, amount, kind,
+               None if access is None else (access.mask, self.sources[access.src].loc))
         if key not in self._slot_index:
             self._slot_index[key] = len(self.slots)
             self.slots.append(Slot(effect, inst, amount, kind))
