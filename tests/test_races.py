@@ -217,3 +217,14 @@ def test_tlc_verdict_is_unknown_while_races_are_unchecked(monkeypatch):
     v = tlc.run_tlc(TARGETS["ring_slot_reuse"].build(),
                     options=Options(ignore=frozenset({"BP200", "BP201"})))
     assert v.verdict == "verified"
+
+
+def test_readme_shows_the_report_as_printed():
+    from barrierproof.checker.report.text import describe
+    v = _check("ring_release_before_read")
+    v.source = "examples/races.py::ring_release_before_read"
+    printed = describe(v, show_trace=False).splitlines()[:3]
+    with open(os.path.join(os.path.dirname(EXAMPLES), "README.md")) as f:
+        readme = f.read()
+    for line in printed:
+        assert line in readme, line
