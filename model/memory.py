@@ -67,10 +67,12 @@ class MemoryLayout:
                 for index in itertools.product(*[range(n) for n in shape]):
                     self._cell[(alloc.name, index, block)] = len(self.cells)
                     self.cells.append((alloc, index, block))
-        # Filled while the System unrolls programs.
-        self.gaps: list[dict[int, list[Access]]] = []        # per agent: pc -> thread accesses
-        self.intervals: list[list[tuple[int, int, Access]]] = []  # per agent: (from, to, access)
-        self.slot_access: dict[int, Access] = {}          # TMA slot -> the write it makes
+        # Filled while the System unrolls programs: per agent, in program order,
+        # ("access", pc, "thread", accesses), ("issue", pc, kind, accesses) of a TMA store /
+        # WGMMA / tcgen05.st, ("wait", pc, kind, n) retiring all but the newest n; pc is the
+        # gap (the index of the agent's next instruction).
+        self.events: list[list[tuple]] = []
+        self.slot_access: dict[int, list[Access]] = {}    # TMA slot -> writes of its copies
         self.entry_accesses: dict[int, tuple[Access, ...]] = {}  # tcgen05 entry -> accesses
 
     # -- compilation -------------------------------------------------------------------------
@@ -99,39 +101,54 @@ class MemoryLayout:
         return mask, text
 
     def finish(self, lengths: list[int], slot_insts: list[int]) -> None:
-        """Per agent and program position: masks of the live thread accesses and of the live
-        asynchronous accesses the thread issued (a separate agent: its own stores race with
-        them), plus the per-slot and per-tcgen05-entry masks the race check reads."""
+        """From the recorded events, per agent and gap (program position): the mask of what the
+        agent may be touching there (its loads and stores, and its own asynchronous accesses
+        still live), and whether its own program races there (a store to a buffer its TMA store
+        is still reading, say: decided by program order alone). Plus the per-slot and
+        per-tcgen05-entry masks of the asynchronous agents."""
         self._slot_inst = slot_insts
         self.items_at: list[tuple[tuple[tuple[int, int], ...], ...]] = []
-        self.thread_list: list[list[list[Access]]] = []
-        self.async_list: list[list[list[Access]]] = []
+        self.lists: list[list[list[Access]]] = []
+        self.self_races: list[dict[int, tuple[Access, Access]]] = []
         for a, length in enumerate(lengths):
-            threads = [self.gaps[a].get(pc, []) for pc in range(length + 1)]
-            asyncs: list[list[Access]] = [[] for _ in range(length + 1)]
-            for start, end, access in self.intervals[a]:
-                for pc in range(start, min(end, length) + 1):
-                    asyncs[pc].append(access)
-            self.thread_list.append(threads)
-            self.async_list.append(asyncs)
-            # One (reads, writes) pair per agent of its own: the thread, then each kind of
-            # asynchronous operation it issued.
-            items = []
-            for pc in range(length + 1):
-                pairs = [_masks(threads[pc])]
-                kinds: dict[str, list[Access]] = {}
-                for acc in asyncs[pc]:
-                    kinds.setdefault(acc.who, []).append(acc)
-                pairs += [_masks(accs) for accs in kinds.values()]
-                items.append(tuple(p for p in pairs if p[0] | p[1]))
-            self.items_at.append(tuple(items))
+            live: list[list[Access]] = [[] for _ in range(length + 1)]
+            own: dict[int, tuple[Access, Access]] = {}
+            outstanding: dict[str, list[tuple[int, tuple[Access, ...]]]] = {}
+            for event in self.events[a]:
+                kind, pc = event[0], event[1]
+                if kind == "access":
+                    live[pc].extend(event[3])
+                    for acc in event[3]:
+                        for _, issued in (x for g in outstanding.values() for x in g):
+                            for other in issued:
+                                if pc not in own and acc.mask & other.mask and \
+                                        (acc.write or other.write):
+                                    own[pc] = (acc, other)
+                elif kind == "issue":
+                    outstanding.setdefault(event[2], []).append((pc, event[3]))
+                else:                                   # a wait retires all but the newest n
+                    group, keep = event[2], event[3]
+                    pending = outstanding.get(group, [])
+                    cut = max(len(pending) - keep, 0)
+                    for start, issued in pending[:cut]:
+                        for p in range(start, pc + 1):  # live through the gap of the wait
+                            live[p].extend(issued)
+                    outstanding[group] = pending[cut:]
+            for pending in outstanding.values():
+                for start, issued in pending:
+                    for p in range(start, length + 1):
+                        live[p].extend(issued)
+            self.lists.append(live)
+            self.items_at.append(tuple(
+                (m,) if m[0] | m[1] else () for m in (_masks(x) for x in live)))
+            self.self_races.append(own)
         self.active_agents = tuple(a for a in range(len(lengths))
-                                   if any(self.items_at[a]))
+                                   if any(self.items_at[a]) or self.self_races[a])
         # Copies that land on the same barrier instance are parts of one transaction (multicast
         # slices from each block, tiles split among copies): one agent, never racing itself.
         groups: dict[int, list[tuple[int, int]]] = {}
-        for k, acc in sorted(self.slot_access.items()):
-            groups.setdefault(self._slot_inst[k], []).append((k, acc.mask))
+        for k, accs in sorted(self.slot_access.items()):
+            groups.setdefault(self._slot_inst[k], []).append((k, _masks(accs)[1]))
         self.slot_groups = tuple(tuple(g) for _, g in sorted(groups.items()))
         self.entry_masks = {e: _masks(accs) for e, accs in self.entry_accesses.items()}
 
@@ -142,7 +159,10 @@ class MemoryLayout:
         acc_r = acc_w = 0
         items = self.items_at
         for a in self.active_agents:
-            for r, w in items[a][state[a]]:
+            pc = state[a]
+            if pc in self.self_races[a]:
+                return True
+            for r, w in items[a][pc]:
                 if w & (acc_r | acc_w) or r & acc_w:
                     return True
                 acc_r |= r
@@ -172,55 +192,64 @@ class MemoryLayout:
                     acc_w |= qw
         return False
 
-    def owners(self, system: "System", state: tuple) -> list[tuple[str, str, int | None, list]]:
-        """Every agent with live accesses in `state`: (timeline lane, description, issuing
-        thread or None, accesses)."""
-        out: list[tuple[str, str, int | None, list[Access]]] = []
+    def owners(self, system: "System", state: tuple) -> list[tuple[str, int | None, list]]:
+        """Every agent with live accesses in `state`: (timeline lane, issuing thread or None,
+        accesses)."""
+        out: list[tuple[str, int | None, list[Access]]] = []
         for a in self.active_agents:
-            pc = state[a]
-            name = system.agents[a].name
-            if self.thread_list[a][pc]:
-                out.append((name, name, a, self.thread_list[a][pc]))
-            kinds: dict[str, list[Access]] = {}
-            for acc in self.async_list[a][pc]:
-                kinds.setdefault(acc.who, []).append(acc)
-            for who, accs in kinds.items():   # the thread's own asynchronous operations
-                out.append((name, f"a {who} of {name}", a, accs))
+            if self.lists[a][state[a]]:
+                out.append((system.agents[a].name, a, self.lists[a][state[a]]))
         for group in self.slot_groups:
-            accs = [self.slot_access[k] for k, _ in group if state[system.slot_base + k]]
+            accs = [x for k, _ in group if state[system.slot_base + k]
+                    for x in self.slot_access[k]]
             if accs:
-                out.append(("tma", "a TMA copy", None, accs))
+                out.append(("tma", None, accs))
         for a in system.queue_agents:
             accs = [x for e in state[system.queue_pos[a]] for x in self.entry_accesses.get(e, ())]
             if accs:
-                name = system.agents[a].name
-                out.append((f"tcgen05({name})", f"a tcgen05 op of {name}", a, accs))
+                out.append((f"tcgen05({system.agents[a].name})", a, accs))
         return out
+
+    @staticmethod
+    def _who(system, agent: int | None, acc: Access) -> str:
+        if acc.who == "thread":
+            return system.agents[agent].name
+        if agent is None:
+            return f"a {acc.who}"
+        what = "tcgen05 op" if acc.who == "tcgen05" else acc.who
+        return f"a {what} of {system.agents[agent].name}"
 
     def violation(self, system: "System", state: tuple) -> "Violation | None":
         """The race in `state`, with both accesses, or None."""
         from .semantics import Violation
         if not self.racing(system, state):
             return None
+        for a in self.active_agents:
+            pair = self.self_races[a].get(state[a])
+            if pair is not None:
+                name = system.agents[a].name
+                first, second = pair if pair[0].write else pair[::-1]
+                return self._violation(system, (first, name, a), (second, name, a), Violation)
         owners = self.owners(system, state)
-        for (l1, n1, a1, x1), (l2, n2, a2, x2) in itertools.combinations(owners, 2):
+        for (l1, a1, x1), (l2, a2, x2) in itertools.combinations(owners, 2):
             for p in x1:
                 for q in x2:
-                    overlap = p.mask & q.mask
-                    if not overlap or not (p.write or q.write):
+                    if not p.mask & q.mask or not (p.write or q.write):
                         continue
                     # The primary access is the write (the one that clobbers).
-                    first, second = ((q, l2, n2, a2), (p, l1, n1, a1)) \
-                        if q.write and not p.write else ((p, l1, n1, a1), (q, l2, n2, a2))
-                    return self._violation(system, first, second, overlap, Violation)
+                    first, second = ((q, l2, a2), (p, l1, a1)) \
+                        if q.write and not p.write else ((p, l1, a1), (q, l2, a2))
+                    return self._violation(system, first, second, Violation)
         return None
 
-    def _violation(self, system, first, second, overlap: int, Violation) -> "Violation":
-        (acc1, lane1, name1, agent1), (acc2, lane2, name2, agent2) = first, second
+    def _violation(self, system, first, second, Violation) -> "Violation":
+        (acc1, lane1, agent1), (acc2, lane2, agent2) = first, second
+        overlap = acc1.mask & acc2.mask
         cell = (overlap & -overlap).bit_length() - 1
         alloc, index, block = self.cells[cell]
         code = SPACE_CODE[alloc.space]
         src1, src2 = system.sources[acc1.src], system.sources[acc2.src]
+        name1, name2 = self._who(system, agent1, acc1), self._who(system, agent2, acc2)
         verb1 = "writes" if acc1.write else "reads"
         verb2 = "writes" if acc2.write else "reads"
         space = "shared" if alloc.space == "smem" else "tensor"

@@ -47,10 +47,8 @@ FORK = 9            # warpgroup enters a WarpRegion
 AWAIT_FORK = 10     # a warp waits for its warpgroup to enter: aux=(parent agent, pc after FORK)
 JOIN = 11           # warpgroup leaves a WarpRegion: aux=((warp agent, pc after its body), ...)
 UNMODELED = 12      # synchronization outside the model: a no-op, reported statically
-# Memory effects (model/memory.py). Neither touches a barrier: they only delimit how long an
-# asynchronous access stays live, so they exist only when races are checked.
-ASYNC_ACCESS = 30   # TMA store / tcgen05.st issue: aux=(group, accesses), live until a wait
-ASYNC_WAIT = 31     # wait_smem_to_gmem(n) / tcgen05.wait::st: aux=group, amount=n still allowed
+# Memory effects are not instructions: they touch no barrier, so they annotate the gaps between
+# a thread's instructions (model/memory.py) and add no step and no state.
 
 # Asynchronous accesses a thread waits for itself: issuing kind -> group; waiting kind ->
 # (group, whether it leaves `count` of the newest in flight).
@@ -63,8 +61,7 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
                 WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
-                JOIN: "join", UNMODELED: "unmodeled", ASYNC_ACCESS: "async_access",
-                ASYNC_WAIT: "async_wait"}
+                JOIN: "join", UNMODELED: "unmodeled"}
 
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
@@ -247,8 +244,7 @@ class System:
         self.memory = MemoryLayout(kernel.buffers, self.blocks, env) \
             if races and kernel.buffers else None
         if self.memory is not None:
-            self.memory.gaps = [{} for _ in self.agents]
-            self.memory.intervals = [[] for _ in self.agents]
+            self.memory.events = [[] for _ in self.agents]
         self.sources: list[Source] = []
         self._source_index: dict[tuple, int] = {}
         self.arrival_sets: list[tuple[int, ...]] = [()]
@@ -261,8 +257,6 @@ class System:
             if agent.warp is None:
                 self._unroll(kernel.body, self._agent_env(env, agent), a)
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
-        if self.memory is not None:
-            self._async_intervals()
         self._layout()
 
     # -- compilation -------------------------------------------------------------------------
@@ -358,16 +352,19 @@ class System:
 
     def _slot(self, effect: int, inst: int, amount: int, kind: str,
               access: Access | None = None) -> int:
-        # Copies from different blocks' instructions that write the same cells from the same
-        # line share a counter, as they do without memory effects.
-        key = (effect, inst, amount, kind,
-               None if access is None else (access.mask, self.sources[access.src].loc))
+        # The counter is the barrier protocol's, memory effects or not: copies that complete the
+        # same bytes on the same instance share it, and while it is non-zero the destinations
+        # of all of them count as written (an over-approximation: never a missed race).
+        key = (effect, inst, amount, kind)
         if key not in self._slot_index:
             self._slot_index[key] = len(self.slots)
             self.slots.append(Slot(effect, inst, amount, kind))
-            if access is not None:
-                self.memory.slot_access[self._slot_index[key]] = access
-        return self._slot_index[key]
+        k = self._slot_index[key]
+        if access is not None:
+            known = self.memory.slot_access.setdefault(k, [])
+            if all(x.mask != access.mask or x.text != access.text for x in known):
+                known.append(access)
+        return k
 
     def _tcgen05_entry(self, targets: tuple[int, ...], accesses: tuple[Access, ...]) -> int:
         """A tcgen05 queue entry: the arrival set it arrives on and the memory it touches."""
@@ -389,29 +386,6 @@ class System:
             mask, text = self.memory.resolve(ref, env, block, op.loc)
             out.append(Access(who, write, mask, src, text))
         return tuple(out)
-
-    def _async_intervals(self) -> None:
-        """How long each TMA store / tcgen05.st stays live: from its issue to the first wait of
-        its group that leaves fewer in flight than the stores issued after it, else the end."""
-        for a, prog in enumerate(self.programs):
-            outstanding: dict[str, list[tuple[int, tuple]]] = {}
-            for pc, instr in enumerate(prog):
-                if instr.op == ASYNC_ACCESS:
-                    group, accesses = instr.aux
-                    outstanding.setdefault(group, []).append((pc, accesses))
-                elif instr.op == ASYNC_WAIT:
-                    pending = outstanding.get(instr.aux, [])
-                    keep = max(instr.amount, 0)
-                    done, outstanding[instr.aux] = (pending[:len(pending) - keep],
-                                                    pending[len(pending) - keep:]) \
-                        if keep else (pending, [])
-                    for start, accesses in done:
-                        for acc in accesses:
-                            self.memory.intervals[a].append((start + 1, pc, acc))
-            for pending in outstanding.values():
-                for start, accesses in pending:
-                    for acc in accesses:
-                        self.memory.intervals[a].append((start + 1, len(prog), acc))
 
     def _resolve(self, ref: BarrierRef, env: Mapping[str, int], block: tuple[int, ...],
                  loc: Loc) -> int:
@@ -618,26 +592,22 @@ class System:
 
     def _unroll_memory(self, op: Op, env: dict[str, int], agent: int,
                        block: tuple[int, ...]) -> None:
-        """Thread loads/stores join the gap before the agent's next instruction; TMA stores and
-        tcgen05.st become instructions that open an interval, their waits close it."""
+        """Recorded in program order at the gap before the agent's next instruction: thread
+        loads/stores, the issue of a TMA store / WGMMA / tcgen05.st, the waits that retire them
+        (model/memory.py turns them into live accesses per gap)."""
         kind = op.kind
         pc = len(self.programs[agent])
-        if kind in ("read", "write"):
+        if kind in ("read", "write") or kind in ASYNC_GROUPS:
             texts = [self.memory.resolve(r, env, block, op.loc)[1] for r in op.reads + op.writes]
             src = self._source(op, f"{kind}({', '.join(texts)})", op.loc)
-            accesses = self._accesses(op, "thread", env, block, src)
-            self.memory.gaps[agent].setdefault(pc, []).extend(accesses)
-        elif kind in ASYNC_GROUPS:
-            texts = [self.memory.resolve(r, env, block, op.loc)[1] for r in op.reads + op.writes]
-            src = self._source(op, f"{kind}({', '.join(texts)})", op.loc)
-            who = ASYNC_GROUPS[kind]
+            who = "thread" if kind in ("read", "write") else ASYNC_GROUPS[kind]
             accesses = self._accesses(op, who, env, block, src)
-            self._emit(agent, Instr(ASYNC_ACCESS, None, 0, (who, accesses), src))
+            self.memory.events[agent].append(("access" if who == "thread" else "issue", pc,
+                                              who, accesses))
         else:
             group, counted = ASYNC_WAITS[kind]
             keep = evaluate(op.count, env) if counted else 0
-            src = self._source(op, f"{kind}({keep})" if counted else f"{kind}()", op.loc)
-            self._emit(agent, Instr(ASYNC_WAIT, None, keep, group, src))
+            self.memory.events[agent].append(("wait", pc, group, keep))
 
     def _layout(self) -> None:
         A = len(self.agents)
@@ -1122,14 +1092,13 @@ GUARDS = {
     ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
-    ASYNC_ACCESS: None, ASYNC_WAIT: None,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
     ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
     WAIT_PARITY: effect_wait, ISSUE_ASYNC: effect_issue_async,
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
-    UNMODELED: None, ASYNC_ACCESS: None, ASYNC_WAIT: None,
+    UNMODELED: None,
 }
 
 

@@ -228,3 +228,47 @@ def test_readme_shows_the_report_as_printed():
         readme = f.read()
     for line in printed:
         assert line in readme, line
+
+
+# -- Pallas: memory effects from the jaxpr ----------------------------------------------------
+
+def _pallas_kernel(file, name):
+    from barrierproof.model import pallas
+    mod = pallas.import_file(os.path.join(EXAMPLES, "pallas", file))
+    return mod, pallas.load(getattr(mod, name), name=name)
+
+
+def test_pallas_race_has_both_lines_of_the_kernel():
+    mod, (kernel,) = _pallas_kernel("races.py", "ring_release_then_read")
+    kinds = {(op.kind, bool(op.writes), bool(op.reads)) for op in kernel.ops()}
+    assert ("copy_gmem_to_smem", True, False) in kinds and ("read", False, True) in kinds
+    v = check_kernel(kernel, source="races.py::ring_release_then_read")
+    assert v.label == mod.EXPECT["ring_release_then_read"] == "violation:BP200"
+    lines = {_line(v.diagnostics[0].location), _line(v.diagnostics[0].related[0]["location"])}
+    src = open(os.path.join(EXAMPLES, "pallas", "races.py")).read().splitlines()
+    assert any("copy_gmem_to_smem" in src[n - 1] for n in lines)
+    assert any("smem[slot]" in src[n - 1] for n in lines)
+    (fixed,) = _pallas_kernel("races.py", "ring_read_then_release")[1]
+    assert check_kernel(fixed).verdict == "verified"
+
+
+def test_jax_hopper_matmul_accesses_are_extracted_and_race_free():
+    mod, (kernel,) = _pallas_kernel("jax_kernels.py", "hopper_matmul")
+    kinds = {op.kind for op in kernel.ops() if op.reads or op.writes}
+    assert {"copy_gmem_to_smem", "wgmma", "write", "copy_smem_to_gmem"} <= kinds
+    assert {b.name for b in kernel.buffers} >= {"out_smem"}
+    assert all(op.loc.file.startswith("jax/experimental/pallas/ops/gpu/")
+               for op in kernel.ops() if op.reads or op.writes)
+    assert check_kernel(kernel).verdict == "verified"
+
+
+@pytest.mark.parametrize("name", ["ragged_dot", "transposed_ragged_dot"])
+def test_jax_delayed_release_pipelines_race_with_the_wgmma(name):
+    """The finding the README explains: the refill of step i-1's slot is ordered after step
+    i-1's WGMMA by nothing the program states (no wgmma_wait before it)."""
+    mod, (kernel,) = _pallas_kernel("jax_kernels.py", name)
+    v = check_kernel(kernel)
+    assert v.label == mod.EXPECT[name] == "violation:BP200"
+    assert "WGMMA" in v.diagnostics[0].message and "TMA copy" in v.diagnostics[0].message
+    assert check_kernel(kernel, options=Options(ignore=frozenset({"BP200"}))).verdict == \
+        "verified"

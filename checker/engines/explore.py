@@ -57,8 +57,8 @@ def symmetry_classes(system: System) -> list[list[int]]:
         prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
         # Loads and stores between instructions are part of what a thread does.
         memory = None if system.memory is None else \
-            (tuple(map(tuple, system.memory.thread_list[a])),
-             tuple(map(tuple, system.memory.async_list[a])))
+            (tuple(map(tuple, system.memory.lists[a])),
+             tuple(sorted(system.memory.self_races[a].items())))
         groups.setdefault((agent.block, prog, memory), []).append(a)
     return [g for g in groups.values() if len(g) > 1]
 

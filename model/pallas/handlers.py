@@ -121,11 +121,13 @@ class SyncHandlers:
         loc = self.where(frame)
         ref = self._barrier(self.read(env, bar), bar_t, frame)
         nbytes = self._bytes(self.read(env, dst), dst_t, loc)
+        target = self._mem_ref(self.read(env, dst), dst_t)
+        writes = (target,) if target is not None else ()
         axes = tuple(self._axis(a) for a in (p.get("collective_axes") or ()))
         leader = p.get("leader_tracked")
         if leader is None or not axes:
             out.append(Op("copy_gmem_to_smem", ref, bytes=Const(nbytes), collective_axes=axes,
-                          loc=loc))
+                          loc=loc, writes=writes))
             return []
         # Leader-tracked (partitioned or replicated) copy: only the first block along the axis
         # expects the bytes of every block; each block's TMA completes them on the leader's
@@ -137,7 +139,7 @@ class SyncHandlers:
                         (Op("arrive_expect_tx", ref, bytes=Const(nbytes * n), loc=loc),), (),
                         loc))
         out.append(Op("tma_load", BarrierRef(ref.alloc, ref.index, leader_block),
-                      bytes=Const(nbytes), loc=loc))
+                      bytes=Const(nbytes), loc=loc, writes=writes))
         self._note(f"{loc}: leader-tracked copy: block 0 along `{axis}` expects "
                    f"{n}x{nbytes} bytes, every block's TMA completes on block 0's barrier")
         return []
@@ -147,11 +149,15 @@ class SyncHandlers:
         loc = self.where(frame)
         axis = p.get("collective_axis")
         axes = (self._axis(axis),) if axis is not None else ()
-        if not p.get("arrive"):
-            out.append(Op("tcgen05_mma", None, collective_axes=axes, loc=loc))
-            return []
         n_scales = 2 if p.get("scaled") else 0
         n_meta = 1 if p.get("sparse") else 0
+        n_bar = 1 if p.get("arrive") else 0
+        reads, writes = self._mma_operands(eqn, env,
+                                           list(eqn.invars[4 + n_bar + n_scales + n_meta:]))
+        if not p.get("arrive"):
+            out.append(Op("tcgen05_mma", None, collective_axes=axes, loc=loc, reads=reads,
+                          writes=writes))
+            return []
         leaves = list(eqn.invars[5 + n_scales + n_meta:])
         skip = 0
         for key in ("acc_transforms_tree", "a_transforms_tree", "b_transforms_tree"):
@@ -161,7 +167,8 @@ class SyncHandlers:
         nb = tree.num_leaves if tree is not None else 0
         t = self._transforms(env, tree, leaves[skip:skip + nb])
         ref = self._barrier(self.read(env, eqn.invars[4]), t, frame)
-        out.append(Op("tcgen05_mma", ref, collective_axes=axes, loc=loc))
+        out.append(Op("tcgen05_mma", ref, collective_axes=axes, loc=loc, reads=reads,
+                      writes=writes))
         return []
 
     def _op_tcgen05_commit_arrive(self, eqn, env, frame, out):

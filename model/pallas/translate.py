@@ -24,6 +24,7 @@ from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param,
                   Var, WarpRegion, When)
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
+from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
 from .locations import _loc_from_tracebacks
 from .loops import LoopRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
@@ -31,7 +32,7 @@ from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _
 from .values import BarrierVal, Cell, MemRef, _Frame
 
 
-class Translator(LoopRules, SyncHandlers):
+class Translator(LoopRules, SyncHandlers, MemoryHandlers):
     """Translates one `mpmd_map` body (one Pallas kernel) into an IR `Kernel`."""
 
     def __init__(self, mesh, name: str, loc: Loc, expect: str | None = None,
@@ -60,6 +61,7 @@ class Translator(LoopRules, SyncHandlers):
         self.axis_sizes[self.thread_axis] = self.num_threads
         self.warp_axis = "warp"
         self.barriers: list[BarrierAlloc] = []
+        self.buffers: list = []          # SMEM / TMEM, for races (memory.py)
         self.params: dict[str, Param] = {}
         self.notes: list[str] = []
         self._names: set[str] = set(self.axis_sizes) | {self.warp_axis}
@@ -102,18 +104,20 @@ class Translator(LoopRules, SyncHandlers):
         for v, c in zip(jaxpr.constvars, consts):
             env[v] = self._const_value(c)
         for v in jaxpr.invars:
-            env[v] = self._ref_value(v, None)
+            env[v] = self._mem_alloc(self._ref_value(v, None), None, _Frame(tracebacks))
         saved = dict(RANGES)
         RANGES.clear()
         RANGES.update({a: (0, n - 1) for a, n in self.axis_sizes.items()})
         try:
-            body = self._data_axes(self._lift_stmts(self.jaxpr(jaxpr, env,
-                                                               _Frame(tracebacks))))
+            body, self.buffers = slots_by_use(whole_where_data_dependent(
+                self.jaxpr(jaxpr, env, _Frame(tracebacks))), self.buffers)
+            body = self._data_axes(self._lift_stmts(body))
         finally:
             RANGES.clear()
             RANGES.update(saved)
         return Kernel(
-            name=self.name, body=body, barriers=tuple(self.barriers), params=self.params,
+            name=self.name, body=body, barriers=tuple(self.barriers),
+            buffers=tuple(self.buffers), params=self.params,
             num_threads=Const(self.num_threads), thread_axis=self.thread_axis,
             warp_axis=self.warp_axis, cluster=tuple(self.cluster), grid=tuple(self.grid),
             loc=self.loc, source="pallas", expect=self.expect, notes=tuple(self.notes))
@@ -305,7 +309,7 @@ class Translator(LoopRules, SyncHandlers):
         dtype = getattr(inner, "dtype", None)
         kind = type(dtype).__name__
         if kind not in ("BarrierType", "ClusterBarrierType"):
-            return self._ref_value(var, pname)
+            return self._mem_alloc(self._ref_value(var, pname), pname, frame)
         loc = self.where(frame)
         shape = tuple(int(n) for n in inner.shape)
         name = self._fresh(_clean_name(pname) if pname else "barrier")
@@ -378,12 +382,15 @@ class Translator(LoopRules, SyncHandlers):
             v = self.read(env, a)
             args.append(Cell(v, frame.control) if isinstance(v, Expr) else v)
         self._inline(jaxpr, (), args, frame, out)
+        # Its lowering waits for every WGMMA before it hands the accumulators back.
+        self._mem_op("wgmma_wait", frame, out, count=Const(0))
         return [a.value if isinstance(a, Cell) else a for a in args]
 
     def _get(self, eqn, env, frame, out):
         ref = self.read(env, eqn.invars[0])
         if isinstance(ref, Cell) and len(eqn.invars) == 1:
             return ref.value
+        self._mem_get(eqn, env, frame, out)
         return opaque("load")
 
     def _swap(self, eqn, env, frame, out):
@@ -394,6 +401,7 @@ class Translator(LoopRules, SyncHandlers):
             ref.value = new if isinstance(new, Expr) and frame.control == ref.control \
                 else opaque("store")
             return old
+        self._mem_swap(eqn, env, frame, out)
         return opaque("load")
 
     def _core_map(self, eqn, env, frame, out):
@@ -484,6 +492,15 @@ _RULES: dict[str, Callable] = {
     "tcgen05_mma": Translator._op_tcgen05_mma,
     "tcgen05_commit_arrive": Translator._op_tcgen05_commit_arrive,
     "try_cluster_cancel": Translator._op_try_cluster_cancel,
+    # memory effects (memory.py)
+    "copy_smem_to_gmem": Translator._op_copy_smem_to_gmem,
+    "wait_smem_to_gmem": Translator._op_wait_smem_to_gmem,
+    "wgmma_ref": Translator._op_wgmma_ref,
+    "wgmma_wait": Translator._op_wgmma_wait,
+    "wgmma_accumulator_deref_p": Translator._op_wgmma_accumulator_deref,
+    "async_load_tmem": Translator._op_async_load_tmem,
+    "async_store_tmem": Translator._op_async_store_tmem,
+    "commit_tmem": Translator._op_commit_tmem,
 }
 RULES = _RULES
 assert MODELED <= set(_RULES), "every modelled primitive has a handler"

@@ -22,11 +22,13 @@ class BarrierVal:
 
 @dataclass(frozen=True)
 class MemRef:
-    """A non-barrier ref: enough to count the bytes a copy moves."""
+    """A non-barrier ref: enough to count the bytes a copy moves, and for SMEM / TMEM
+    allocations the IR buffer its accesses are checked on (`alloc`, None for GMEM)."""
 
     shape: tuple[int, ...]
     dtype: Any
     space: str
+    alloc: Any = None          # ir.MemAlloc
 
 
 @dataclass(eq=False)
