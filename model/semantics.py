@@ -19,6 +19,12 @@ A state is a flat tuple of small integers (plus one tuple per tcgen05 queue):
 Every engine reads this module: the explorer searches `successors`, the interpreter replays
 `step`, the TLA+ emitter mirrors the layout variable for variable, the Z3 encoding is checked
 against it. Rule violations (BP1xx) are terminal: the state that exhibits one is not expanded.
+
+Memory effects (compiled only with `races=True` and buffers declared) add nothing to the state:
+loads, stores and the asynchronous accesses a thread waits for itself annotate the gaps between
+its instructions, TMA copies and tcgen05 ops carry their accesses on the in-flight counters and
+queue entries above. BP200 smem-race / BP201 tmem-race is a predicate of a state, stated in
+model/memory.py: two live accesses of different agents overlap and one writes.
 """
 
 from __future__ import annotations
