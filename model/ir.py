@@ -469,6 +469,32 @@ def has_memory_effects(kernel: Kernel) -> bool:
     return any(op.reads or op.writes or op.kind in MEMORY_KINDS for op in kernel.ops())
 
 
+def without_memory(kernel: Kernel) -> Kernel:
+    """The kernel's barrier protocol alone: memory-only ops dropped, no buffers, no accesses on
+    copies and MMAs (what the engines that do not model memory effects read)."""
+
+    def strip(body):
+        out = []
+        for s in body:
+            if isinstance(s, Op):
+                if s.kind in MEMORY_KINDS:
+                    continue
+                if s.reads or s.writes:
+                    s = dataclasses.replace(s, reads=(), writes=())
+            elif isinstance(s, Loop):
+                s = Loop(s.var, s.trip, strip(s.body), s.loc)
+            elif isinstance(s, When):
+                s = When(s.cond, strip(s.then), strip(s.orelse), s.loc)
+            elif isinstance(s, WarpRegion):
+                s = WarpRegion(s.axis, strip(s.body), s.loc)
+            out.append(s)
+        return tuple(out)
+
+    if not kernel.buffers and not has_memory_effects(kernel):
+        return kernel
+    return kernel.replace(body=strip(kernel.body), buffers=())
+
+
 # Kinds that exist only for their memory effects.
 MEMORY_KINDS = frozenset({"read", "write", "copy_smem_to_gmem", "wait_smem_to_gmem",
                           "tcgen05_store", "tcgen05_wait_store", "wgmma", "wgmma_wait"})

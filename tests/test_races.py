@@ -272,3 +272,57 @@ def test_jax_delayed_release_pipelines_race_with_the_wgmma(name):
     assert "WGMMA" in v.diagnostics[0].message and "TMA copy" in v.diagnostics[0].message
     assert check_kernel(kernel, options=Options(ignore=frozenset({"BP200"}))).verdict == \
         "verified"
+
+
+# -- prove: the barrier rules for every value, races for the values the explorer reaches ------
+
+def _symbolic_ring(k, steps, release_first):
+    k.threads(2, name="wg")
+    k.assume(steps >= 1)
+    full, empty = k.Barrier(name="full"), k.Barrier(name="empty")
+    buf = k.SMEM()
+    with k.when(k.thread == 1):
+        with k.loop(steps) as i:
+            with k.when(i >= 1):
+                k.barrier_wait(empty)
+            k.copy_gmem_to_smem(full, bytes=1024, dst=buf)
+        k.barrier_wait(empty)
+    with k.otherwise():
+        with k.loop(steps):
+            k.barrier_wait(full)
+            if release_first:
+                k.barrier_arrive(empty)
+            k.read(buf)
+            if not release_first:
+                k.barrier_arrive(empty)
+
+
+@protocol(symbolic=("steps",))
+def symbolic_ring(k, steps=3):
+    _symbolic_ring(k, steps, release_first=False)
+
+
+@protocol(symbolic=("steps",))
+def symbolic_ring_early_release(k, steps=3):
+    _symbolic_ring(k, steps, release_first=True)
+
+
+def _prove(p, **options):
+    from types import SimpleNamespace
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    return prove_kernel(p.build(), {}, Options(**options), None,
+                        SimpleNamespace(symbolic=["steps"]))
+
+
+def test_prove_does_not_claim_race_freedom_it_did_not_prove():
+    v = _prove(symbolic_ring)
+    assert v.verdict == "unknown"
+    assert "barrier rules (deadlock, BP1xx) proved for all steps" in v.coverage
+    assert "races (BP200/BP201) are not in the symbolic model" in v.coverage
+    assert _prove(symbolic_ring, ignore=frozenset({"BP200", "BP201"})).verdict == "proved"
+
+
+def test_prove_finds_the_smallest_racing_values():
+    v = _prove(symbolic_ring_early_release)
+    assert v.label == "violation:BP200" and v.params["steps"] == 2
+    assert v.trace is not None

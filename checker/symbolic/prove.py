@@ -80,7 +80,7 @@ from dataclasses import dataclass, field
 import z3
 from typing import Mapping, Sequence
 
-from ...model.ir import Kernel, ModelError, evaluate, has_memory_effects
+from ...model.ir import Kernel, ModelError, evaluate, has_memory_effects, without_memory
 from ...model.semantics import compile_systems, static_findings
 from ..check import RACE_CODES, Options, check_kernel, error_verdict
 from ..engines.explore import Limits
@@ -377,7 +377,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     # The Z3 encoding has no memory effects: with them, a proof covers the barrier rules only.
     races_open = has_memory_effects(kernel) and not RACE_CODES <= options.ignored()
     timeout = options.limits.timeout or 300.0
-    proof = prove(kernel, symbolic, fixed, timeout=timeout)
+    proof = prove(without_memory(kernel), symbolic, fixed, timeout=timeout)
     conditions = _conditions_text(kernel, symbolic)
     if proof.status == "proved" and races_open:
         budget = max(10.0, min(120.0, timeout - (time.perf_counter() - start)))
