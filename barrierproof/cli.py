@@ -426,6 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=20.0, metavar="S")
     p.add_argument("--runs", type=int, default=1, help="interpreter runs (schedules differ)")
     p.add_argument("--json", action="store_true", help="print the outcomes as JSON")
+    p.add_argument("--races", action="store_true",
+                   help="run JAX's race detector too (one schedule per run)")
     p.add_argument("--quiet-seconds", dest="quiet", type=float, default=5.0, metavar="S",
                    help="a run whose barriers make no progress for S seconds while a thread "
                         "waits is reported hung")

@@ -97,24 +97,25 @@ class Confirmation:
 # Parent side
 # ----------------------------------------------------------------------------------------------
 
-def _child_command(targets: Sequence[str], quiet: float) -> tuple[list[str], dict]:
+def _child_command(targets: Sequence[str], quiet: float,
+                   races: bool = False) -> tuple[list[str], dict]:
     env = dict(os.environ)
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONUNBUFFERED"] = "1"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "barrierproof.confirm", "--quiet-seconds", str(quiet), "--child",
-           *targets]
+    cmd = [sys.executable, "-m", "barrierproof.confirm", "--quiet-seconds", str(quiet),
+           *(["--races"] if races else []), "--child", *targets]
     return cmd, env
 
 
 def run_batch(targets: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
-              quiet: float = QUIET_SECONDS) -> list[tuple[str, Run]]:
+              quiet: float = QUIET_SECONDS, races: bool = False) -> list[tuple[str, Run]]:
     """Run targets one after another in one fresh process (JAX is imported once), until one of
     them does not complete: a raise or a hang leaves the interpreter unusable, so the child
     reports it and exits. Returns (target, Run) for the targets reached, in order; `timeout`
     bounds each target."""
-    cmd, env = _child_command(targets, quiet)
+    cmd, env = _child_command(targets, quiet, races)
     lines: queue.Queue = queue.Queue()
     with tempfile.TemporaryFile("w+") as errors:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True, env=env,
@@ -169,20 +170,22 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def confirm(target: str, runs: int = 1, timeout: float = DEFAULT_TIMEOUT,
-            quiet: float = QUIET_SECONDS) -> Confirmation:
+            quiet: float = QUIET_SECONDS, races: bool = False) -> Confirmation:
     """Run a target up to `runs` times; the first run that raises or hangs decides.
 
     >>> confirm("examples/pallas/handoff.py::handoff").outcome     # doctest: +SKIP
     'completed'
     """
-    return confirm_all([target], runs, timeout, jobs=1, quiet=quiet)[0]
+    return confirm_all([target], runs, timeout, jobs=1, quiet=quiet, races=races)[0]
 
 
 def confirm_all(targets: Sequence[str], runs: int | dict = 1, timeout: float = DEFAULT_TIMEOUT,
-                jobs: int | None = None, quiet: float = QUIET_SECONDS) -> list[Confirmation]:
+                jobs: int | None = None, quiet: float = QUIET_SECONDS,
+                races: bool = False) -> list[Confirmation]:
     """Confirm several targets (`runs` may be a per-target dict), spread over `jobs` worker
     processes; each worker runs its targets in batches (`run_batch`), restarting after every
-    target that raises or hangs."""
+    target that raises or hangs. With `races`, the interpreter's race detector runs too and a
+    completed run's message says whether it saw a race on its one schedule."""
     targets = list(dict.fromkeys(targets))
     jobs = jobs or max(1, min(len(targets), os.cpu_count() or 1))
     done: dict[str, list[Run]] = {t: [] for t in targets}
@@ -193,7 +196,7 @@ def confirm_all(targets: Sequence[str], runs: int | dict = 1, timeout: float = D
     def worker(mine: list[str]) -> None:
         pending = [t for t in mine for _ in range(wanted(t))]
         while pending:
-            reached = run_batch(pending, timeout, quiet)
+            reached = run_batch(pending, timeout, quiet, races)
             for target, run in reached:
                 done[target].append(run)
             pending = pending[len(reached):]
@@ -332,7 +335,7 @@ class _Progress:
                                 f"progress for {self.quiet:g}s (deadlock)")
 
 
-def _child(targets: Sequence[str], quiet: float) -> None:
+def _child(targets: Sequence[str], quiet: float, races: bool = False) -> None:
     try:
         import jax
         from jax._src.pallas.mosaic_gpu.interpret.params import (InterpretGPUParams,
@@ -357,15 +360,27 @@ def _child(targets: Sequence[str], quiet: float) -> None:
             _report("error", str(exc), final=False)
             continue
         try:
-            with pallas.device_facts(**facts), force_gpu_interpret_mode(InterpretGPUParams()):
+            params = InterpretGPUParams(detect_races=True) if races else InterpretGPUParams()
+            with pallas.device_facts(**facts), force_gpu_interpret_mode(params):
                 out = fn()
                 jax.block_until_ready(out)
         except Exception as exc:
             _report(_classify(exc), _first_line(exc))
             return
-        _report("completed", final=False)
+        _report("completed", _race_report() if races else "", final=False)
     sys.stdout.flush()
     os._exit(0)
+
+
+def _race_report() -> str:
+    """What JAX's race detector (vector clocks over the one schedule that ran) saw."""
+    try:
+        from jax._src.pallas.mosaic_gpu.interpret import interpret_pallas_call
+        found = interpret_pallas_call.get_races().races_found
+    except Exception as exc:  # pragma: no cover - depends on the JAX version
+        return f"race detector unavailable: {_first_line(exc)}"
+    return ("the interpreter's race detector found a race on this schedule" if found
+            else "the interpreter's race detector found no race on this schedule")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -394,7 +409,8 @@ def cli_main(args) -> int:
     timeout = getattr(args, "timeout", DEFAULT_TIMEOUT)
     runs = getattr(args, "runs", 1)
     quiet = getattr(args, "quiet", None) or QUIET_SECONDS
-    results = confirm_all(targets, runs, timeout, quiet=quiet)
+    results = confirm_all(targets, runs, timeout, quiet=quiet,
+                          races=getattr(args, "races", False))
     if getattr(args, "json", False):
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -410,11 +426,12 @@ def _main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--races", action="store_true")
     parser.add_argument("--quiet-seconds", dest="quiet", type=float, default=QUIET_SECONDS,
                         help="report a hang after this long without barrier progress")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.child:
-        _child(args.child, args.quiet)
+        _child(args.child, args.quiet, args.races)
         return 3   # not reached: _child always reports and exits
     if not args.paths:
         parser.error("give PATH::NAME")

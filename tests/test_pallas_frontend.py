@@ -58,9 +58,12 @@ def test_handoff_ir_maps_every_op_to_its_source_line():
     seen = set()
     for op in iter_ops(kernel.body):
         text = lines[op.loc.line - 1]
-        assert f"plgpu.{op.kind}(" in text, (op.describe(), op.loc, text)
+        if op.kind == "read":                                 # the consumer's ref load
+            assert "smem[slot]" in text, (op.describe(), op.loc, text)
+        else:
+            assert f"plgpu.{op.kind}(" in text, (op.describe(), op.loc, text)
         seen.add(op.kind)
-    assert seen == {"barrier_wait", "barrier_arrive", "copy_gmem_to_smem"}
+    assert seen == {"barrier_wait", "barrier_arrive", "copy_gmem_to_smem", "read"}
     copy = next(o for o in iter_ops(kernel.body) if o.kind == "copy_gmem_to_smem")
     assert copy.bytes.value == 128 * 4                         # one f32 tile of the ring
     assert repr(copy.barrier) == "full[(i % 2)]"              # the slot is the loop index mod 2

@@ -326,3 +326,21 @@ def test_prove_finds_the_smallest_racing_values():
     v = _prove(symbolic_ring_early_release)
     assert v.label == "violation:BP200" and v.params["steps"] == 2
     assert v.trace is not None
+
+
+# -- JAX's interpreter, with its race detector, as an oracle ---------------------------------
+
+def test_interpreter_race_detector_agrees_on_the_pallas_ring():
+    """JAX's interpret mode (vector clocks, one schedule) sees the same race in the released-
+    then-read ring and none in the fixed one."""
+    from barrierproof import confirm
+    path = os.path.join(EXAMPLES, "pallas", "races.py")
+    racy, fixed = confirm.confirm_all([f"{path}::ring_release_then_read",
+                                       f"{path}::ring_read_then_release"],
+                                      timeout=120, jobs=1, races=True)
+    if racy.outcome == "error" and "cannot import jax" in racy.message:
+        pytest.skip(racy.message)
+    assert racy.outcome == fixed.outcome == "completed", (racy.message, fixed.message)
+    assert "found a race" in racy.message
+    assert "found no race" in fixed.message
+    assert confirm.agrees("violation:BP200", racy.outcome)
