@@ -15,6 +15,8 @@ the quotient is mapped back to a concrete schedule before it is replayed.
 from __future__ import annotations
 
 import gc
+import itertools
+import math
 import resource
 import time
 from dataclasses import dataclass, field
@@ -55,12 +57,76 @@ def symmetry_classes(system: System) -> list[list[int]]:
             continue
         # Waits carry the agent's own seen position; compare programs without it.
         prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
-        # Loads and stores between instructions are part of what a thread does.
-        memory = None if system.memory is None else \
-            (tuple(map(tuple, system.memory.lists[a])),
-             tuple(sorted(system.memory.self_races[a].items())))
-        groups.setdefault((agent.block, prog, memory), []).append(a)
-    return [g for g in groups.values() if len(g) > 1]
+        groups.setdefault((agent.block, prog), []).append(a)
+    classes = [g for g in groups.values() if len(g) > 1]
+    if system.memory is None:
+        return classes
+    # Threads that touch different memory (warpgroup w writes out_smem[w]) are still
+    # interchangeable for the barriers; the race check then looks at every permutation of them
+    # (race_permutations). Past a few permutations, split them by what they touch instead.
+    out, mixed = [], []
+    for cls in classes:
+        images = {_memory_image(system, a) for a in cls}
+        (out if len(images) == 1 else mixed).append(cls)
+    if math.prod(math.factorial(len(c)) for c in mixed) <= MAX_RACE_PERMUTATIONS:
+        return out + mixed
+    for cls in mixed:
+        split: dict[tuple, list[int]] = {}
+        for a in cls:
+            split.setdefault(_memory_image(system, a), []).append(a)
+        out += [g for g in split.values() if len(g) > 1]
+    return out
+
+
+MAX_RACE_PERMUTATIONS = 24
+
+
+def _memory_image(system: System, a: int) -> tuple:
+    return (tuple(map(tuple, system.memory.lists[a])),
+            tuple(sorted(system.memory.self_races[a].items())))
+
+
+def _local_fields(system: System, a: int) -> tuple[int, ...]:
+    """Positions of an agent's own part of the state: pc, observed phases, tcgen05 queue."""
+    own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
+    positions = [a] + [pos for _, pos in own]
+    if a in system.queue_pos:
+        positions.append(system.queue_pos[a])
+    return tuple(positions)
+
+
+def race_permutations(system: System, classes: list[list[int]]) -> list[dict[int, int]]:
+    """The agent permutations (other than the identity) under which the race check must look
+    at a state: those of classes whose members touch different memory. The reduced search keeps
+    one state per orbit, and races are not invariant under such a permutation."""
+    if system.memory is None:
+        return []
+    mixed = [c for c in classes if len({_memory_image(system, a) for a in c}) > 1]
+    perms = [{}]
+    for cls in mixed:
+        perms = [{**p, **dict(zip(cls, image))} for p in perms
+                 for image in itertools.permutations(cls)]
+    return [p for p in perms if any(a != b for a, b in p.items())]
+
+
+def permute_state(system: System, state: tuple, perm: dict[int, int]) -> tuple:
+    """The state in which agent perm[a] is where agent a is in `state`."""
+    out = list(state)
+    for a, b in perm.items():
+        for pa, pb in zip(_local_fields(system, a), _local_fields(system, b)):
+            out[pb] = state[pa]
+    return tuple(out)
+
+
+def permute_action(system: System, action: int, perm: dict[int, int]) -> int:
+    A = system.n_agents
+    if action < A:
+        return perm.get(action, action)
+    k = action - A - len(system.slots)
+    if k >= 0:                                 # a tcgen05 queue moves with its agent
+        agent = perm.get(system.queue_agents[k], system.queue_agents[k])
+        return A + len(system.slots) + system.queue_agents.index(agent)
+    return action
 
 
 def canonicalizer(system: System, classes: list[list[int]]) -> Callable[[tuple], tuple] | None:
@@ -70,11 +136,7 @@ def canonicalizer(system: System, classes: list[list[int]]) -> Callable[[tuple],
     fields: dict[int, tuple[int, ...]] = {}
     for cls in classes:
         for a in cls:
-            own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
-            positions = [a] + [pos for _, pos in own]
-            if a in system.queue_pos:
-                positions.append(system.queue_pos[a])
-            fields[a] = tuple(positions)
+            fields[a] = _local_fields(system, a)
     plan = [[fields[a] for a in cls] for cls in classes]
 
     def canon(state: tuple) -> tuple:
@@ -130,17 +192,41 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                              symmetry_classes=[[system.agents[a].name for a in c] for c in classes],
                              **kw)
 
-    def found(pred: tuple | None, action: int | None, violation: Violation) -> ExploreResult:
+    perms = race_permutations(system, classes) if reduce is not None else []
+
+    def found(pred: tuple | None, action: int | None, violation: Violation,
+              perm: dict[int, int] | None = None) -> ExploreResult:
         actions = _concretize(system, canon, parent, pred, action, ignore)
+        if perm:
+            reached = init if action is None else canon(system.step(pred, action)[0])
+            actions = _toward(system, classes, actions, permute_state(system, reached, perm))
         return result("violation", actions=actions, violation=violation)
+
+    moves = [(perm, [(pa, pb) for a, b in perm.items()
+                     for pa, pb in zip(_local_fields(system, a), _local_fields(system, b))])
+             for perm in perms]
+
+    def violations(st: tuple) -> tuple[list[Violation], dict[int, int] | None]:
+        bad = kept(system.state_violations(st))
+        if not bad:
+            for perm, pairs in moves:       # a race of a symmetric image of this state
+                image = list(st)
+                for pa, pb in pairs:
+                    image[pb] = st[pa]
+                image = tuple(image)
+                if system.memory.racing(system, image):
+                    race = system.memory.violation(system, image)
+                    if race.code not in ignore:
+                        return [race], perm
+        return bad, None
 
     init = canon(system.initial_state())
     parent: dict[tuple, tuple | None] = {init: None}   # state -> predecessor
     transitions = 0
     depth = 0
-    first = kept(system.state_violations(init))
+    first, perm = violations(init)
     if first:
-        return found(None, None, primary(first))
+        return found(None, None, primary(first), perm)
     frontier = [init]
     next_report = start + 0.25
     next_memory_check = start + 1.0
@@ -158,6 +244,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # depth go to the lowest code, so the answer does not depend on search order.
             dead: tuple | None = None   # (state, None, violation) at this depth
             best: tuple | None = None   # (predecessor, action, violation) one level deeper
+            best_perm: dict[int, int] | None = None
             for n, state in enumerate(frontier):
                 succ = system.successors(state)
                 if not succ and not system.is_done(state):
@@ -175,10 +262,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     if nxt in parent:
                         continue
                     parent[nxt] = state
-                    bad = kept(system.state_violations(nxt))
+                    bad, perm = violations(nxt)
                     if bad:
                         if best is None or primary(bad).code < best[2].code:
-                            best = (state, action, primary(bad))
+                            best, best_perm = (state, action, primary(bad)), perm
                         continue
                     next_frontier.append(nxt)
                 if (n & 255) == 0:
@@ -204,7 +291,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 return found(*dead)
             if best is not None:
                 depth += 1
-                return found(*best)
+                return found(*best, best_perm)
             if next_frontier:
                 depth += 1
             frontier = next_frontier
@@ -214,6 +301,26 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         if gc_was_enabled:
             gc.enable()
     return result("verified")
+
+
+def _toward(system: System, classes: list[list[int]], actions: list[int],
+            racing: tuple) -> list[int]:
+    """The concrete schedule ends in some member of the racing state's orbit; rename its agents
+    (within their symmetry classes, whose barrier programs are equal, so the renamed schedule
+    is one too) so that it ends in the member that races."""
+    end = system.initial_state()
+    for a in actions:
+        end, _ = system.step(end, a)
+    rename: dict[int, int] = {}
+    for cls in classes:
+        free = list(cls)
+        for a in cls:
+            mine = tuple(end[p] for p in _local_fields(system, a))
+            b = next(b for b in free if tuple(racing[p] for p in _local_fields(system, b)) == mine)
+            free.remove(b)
+            rename[a] = b
+    assert permute_state(system, end, rename) == racing, "no renaming reaches the racing state"
+    return [permute_action(system, x, rename) for x in actions]
 
 
 def _path(parent: dict, state: tuple | None) -> list[tuple]:
