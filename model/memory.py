@@ -11,8 +11,17 @@ An access is *live* in a state while it may still be happening:
   multicast reaches;
 - a tcgen05 MMA reads its operands and writes its accumulator while it is queued (issue to
   completion, in issue order per thread);
-- a TMA store reads its source, and a tcgen05.st writes its TMEM, from issue until the issuing
-  thread's covering wait (`wait_smem_to_gmem(n)`, `tcgen05_wait_store`), or the kernel's end.
+- a TMA store reads its source, a WGMMA its operands, a tcgen05.st writes its TMEM, from issue
+  until the issuing thread's covering wait (`wait_smem_to_gmem(n)`, `wgmma_wait(n)`,
+  `tcgen05_wait_store`) or the kernel's end: for other agents, through the whole gaps of the
+  issue and of the wait (no synchronization inside a gap can order anything against them); for
+  the thread itself, by program order, decided when the System is compiled (a "self race" at
+  that gap).
+
+Copies that complete the same bytes on the same barrier instance share the barrier protocol's
+in-flight counter; while it is non-zero, the destinations of all of them count as written (an
+over-approximation: a race may be over-reported, never missed), and they never race each other
+(multicast slices, split tiles: disjoint parts of one transaction).
 
 The rule: a state in which two live accesses of different agents overlap and one of them writes
 is a race. Under interleaving semantics this is exactly a pair of conflicting accesses that
@@ -40,7 +49,7 @@ SPACE_CODE = {"smem": "BP200", "tmem": "BP201"}
 class Access:
     """One access: who makes it, whether it writes, the cells it touches, what wrote it."""
 
-    who: str          # "thread", "tma", "tcgen05", "tma store", "tcgen05.st"
+    who: str          # "thread", "TMA copy", "tcgen05", "TMA store", "WGMMA", "tcgen05.st"
     write: bool
     mask: int
     src: int          # index into System.sources
