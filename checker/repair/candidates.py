@@ -300,6 +300,42 @@ def drain(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
                         f"after this loop insert `{'; '.join(c.strip() for c in code)}`")
 
 
+def final_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
+    """A barrier waited on in every iteration but the first (its slot is the same each time):
+    after the loop, observe the last completion too."""
+    for path, stmt, scope in E.walk_paths(kernel.body):
+        if not (isinstance(stmt, Op) and stmt.kind == "barrier_wait" and stmt.barrier is not None):
+            continue
+        outer = next((n for n, s in enumerate(scope) if isinstance(s, Loop)), None)
+        if outer is None:
+            continue
+        loop = scope[outer]
+        if any(E.mentions(i, loop.var) for i in stmt.barrier.index):
+            continue
+        # The role conditions between the loop and the wait (not those on the iteration).
+        roles = []
+        for n in range(outer + 1, len(scope)):
+            when = scope[n]
+            if not isinstance(when, When):
+                break
+            branch = path[2 * n + 1]
+            cond = when.cond if branch == "then" else UnOp("not", when.cond)
+            if not E.mentions(when.cond, loop.var):
+                roles.append(cond)
+        loop_path = path[:2 * outer + 1]
+        guard = E.conjoin(roles + [BinOp(">", loop.trip, Const(0))])
+        wait = Op("barrier_wait", stmt.barrier, loc=loop.loc)
+        new = When(guard, (wait,), (), loop.loc)
+        code = [f"with k.when({_text(guard, kernel)}):", f"    {dsl_op(wait, kernel)}"]
+        edit = insert_lines(src, loop.loc, src.indent(loop.loc), code, after_block=True) \
+            if src.line(loop.loc) is not None else None
+        yield Candidate("drain", f"observe the last completion of "
+                        f"`{dsl_op(wait, kernel)[len('k.barrier_wait('):-1]}` after the loop "
+                        f"(`{code[0]} {code[1].strip()}`)", loop.loc, 3,
+                        kernel.replace(body=E.insert(kernel.body, loop_path, (new,), after=True)),
+                        _one(edit), f"after this loop insert `{code[0]} {code[1].strip()}`")
+
+
 # -- 6. loop trip counts: align the roles, bound a drain by the steps ------------------------------
 
 def trip_counts(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
@@ -471,7 +507,7 @@ def local_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
 
 
 GENERATORS = (num_arrivals, barrier_kind, index_and_parity, tx_bytes, local_wait, guards,
-              trip_counts, missing_wait, drain)
+              trip_counts, missing_wait, drain, final_wait)
 
 
 def candidates(kernel: Kernel, src: Sources | None = None) -> list[Candidate]:
