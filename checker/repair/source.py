@@ -55,9 +55,15 @@ def dsl_expr(expr: Expr, kernel: Kernel, prec: int = 0) -> str:
         # Parentheses where Python would group differently; comparisons never chain, and the
         # logical operators get explicit parentheses around anything compound (as users write).
         same = isinstance(expr.lhs, BinOp) and expr.lhs.op == expr.op
-        lhs_prec = mine + 1 if mine <= 4 and not same else mine
+        # `(i // stages) % 2`: parentheses where a mixed chain would read ambiguously.
+        lhs_prec = mine if same or (mine > 4 and not isinstance(expr.lhs, BinOp)) else mine + 1
+        if expr.op in _SYM:     # `a & b`, `x ^ 1`: compound operands in parentheses
+            lhs_prec = lhs_prec if same else 9
+            rhs_prec = 9
+        else:
+            rhs_prec = mine + 1
         lhs = dsl_expr(expr.lhs, kernel, lhs_prec)
-        rhs = dsl_expr(expr.rhs, kernel, mine + 1)
+        rhs = dsl_expr(expr.rhs, kernel, rhs_prec)
         text = f"{lhs} {_SYM.get(expr.op, expr.op)} {rhs}"
         return f"({text})" if mine < prec else text
     raise TypeError(f"not an expression: {expr!r}")
