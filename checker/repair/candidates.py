@@ -172,6 +172,17 @@ def guards(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
                                 kernel.replace(body=E.splice(kernel.body, path, (new,))),
                                 _one(replace_condition(src, stmt.loc, _text(rest, kernel))),
                                 f"guard with `{_text(rest, kernel)}` instead of `{cond}`")
+        # A role meant for one warp (TMA issue, MMA issue) written for several.
+        warp = Var(kernel.warp_axis)
+        if any(isinstance(s, WarpRegion) for s in scope) and E.mentions(stmt.cond, warp.name) \
+                and not (isinstance(stmt.cond, BinOp) and stmt.cond.op == "=="):
+            one = BinOp("==", warp, Const(0))
+            new = dataclasses.replace(stmt, cond=one)
+            yield Candidate("guard", f"only warp 0 runs this (`when({_text(one, kernel)})`, was "
+                            f"`when({cond})`)", stmt.loc, 2,
+                            kernel.replace(body=E.splice(kernel.body, path, (new,))),
+                            _one(replace_condition(src, stmt.loc, _text(one, kernel))),
+                            f"guard with `{_text(one, kernel)}` instead of `{cond}`", cost=0)
         # A reuse guard `i >= X` / `i > X` in a ring: the first reuse is at i >= slots.
         loops = [s for s in scope if isinstance(s, Loop)]
         sizes = {repr(E.shape_of(op.barrier)): E.shape_of(op.barrier) for op in

@@ -190,3 +190,53 @@ def canonical(kernel: Kernel) -> str:
 
 def const(value: int) -> Const:
     return Const(value)
+
+
+def unrolled(kernel: Kernel, values: dict[str, int]) -> str:
+    """What every thread (and warp) of every block does at concrete parameter values: the
+    operations in program order with indices, counts and bytes evaluated. Two kernels with the
+    same unrolled text are the same protocol at these values, however their loops and
+    expressions are written."""
+    import itertools
+    from ...model.ir import evaluate
+    env0 = dict(values)
+    for axis, size in kernel.grid:
+        env0[axis] = 0
+    lines = []
+    for b in kernel.barriers:
+        lines.append(f"{b.kind} {b.name} arrivals={evaluate(b.num_arrivals, env0)} "
+                     f"shape={[evaluate(d, env0) for d in b.shape]} tc={b.orders_tensor_core} "
+                     f"axes={b.collective_axes}")
+    cluster = [(a, evaluate(n, env0)) for a, n in kernel.cluster]
+
+    def run(body: tuple, env: dict, out: list) -> None:
+        for stmt in body:
+            if isinstance(stmt, Op):
+                ref = stmt.barrier
+                text = stmt.kind
+                if ref is not None:
+                    text += f" {ref.alloc.name}{[evaluate(i, env) for i in ref.index]}"
+                    if ref.block is not None:
+                        text += f"@{[evaluate(x, env) for x in ref.block]}"
+                text += f" count={evaluate(stmt.count, env)} bytes={evaluate(stmt.bytes, env)}"
+                if stmt.parity is not None:
+                    text += f" parity={evaluate(stmt.parity, env)}"
+                out.append(text + (f" axes={stmt.collective_axes}" if stmt.collective_axes else ""))
+            elif isinstance(stmt, Loop):
+                for n in range(max(0, evaluate(stmt.trip, env))):
+                    run(stmt.body, {**env, stmt.var: n}, out)
+            elif isinstance(stmt, When):
+                run(stmt.then if evaluate(stmt.cond, env) else stmt.orelse, env, out)
+            elif isinstance(stmt, WarpRegion):
+                for w in range(kernel.num_warps):
+                    out.append(f"warp {w}:")
+                    run(stmt.body, {**env, stmt.axis: w}, out)
+                    out.append("join")
+
+    for coords in itertools.product(*[range(n) for _, n in cluster]):
+        for t in range(evaluate(kernel.num_threads, env0)):
+            env = {**env0, kernel.thread_axis: t, **dict(zip([a for a, _ in cluster], coords))}
+            ops: list[str] = []
+            run(kernel.body, env, ops)
+            lines.append(f"block {coords} thread {t}: " + "; ".join(ops))
+    return "\n".join(lines)
