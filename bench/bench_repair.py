@@ -131,7 +131,7 @@ def buggy_targets(only: str | None):
     return out
 
 
-def run(only: str | None = None, budget: float = 20.0):
+def run(only: str | None = None, budget: float = 12.0):
     rows = []
     for short, target in buggy_targets(only):
         try:
@@ -216,7 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "REPAIR.md"))
     parser.add_argument("--only", default=None)
-    parser.add_argument("--budget", type=float, default=20.0)
+    parser.add_argument("--budget", type=float, default=12.0)
     args = parser.parse_args()
     rows = run(args.only, args.budget)
     text = markdown(rows)

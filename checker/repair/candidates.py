@@ -220,53 +220,67 @@ def _style(kernel: Kernel) -> str:
 
 
 def _released(kernel: Kernel) -> list:
-    """Barrier arrays on which some role arrives without copying: the `empty` side of a ring."""
+    """Barriers on which some role arrives without copying: the `empty` side of a ring."""
     out = []
     for op in kernel.ops():
         if op.barrier is not None and op.kind in ("barrier_arrive", "arrive", "tcgen05_mma",
                                                   "tcgen05_commit_arrive") \
-                and E.shape_of(op.barrier) is not None and op.barrier.alloc not in out:
+                and op.barrier.alloc not in out:
             out.append(op.barrier.alloc)
     return out
 
 
+REFILLING = FILLING + ("tcgen05_commit_arrive", "try_cluster_cancel")
+
+
 def missing_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
+    """A slot (or a single buffer) refilled without waiting for its release."""
     style = _style(kernel)
+    released = _released(kernel)
     for path, stmt, scope in E.walk_paths(kernel.body):
         if not isinstance(stmt, Loop):
             continue
-        fills = [op for op in stmt.body if isinstance(op, Op) and op.kind in FILLING
-                 and op.barrier is not None and E.ring_position(op.barrier) is not None]
-        if not fills:
-            continue
-        fill = fills[0]
-        size, position = E.shape_of(fill.barrier), E.ring_position(fill.barrier)
         waited = {op.barrier.alloc for op in _ops(stmt.body) if op.kind in WAITING}
-        for empty in _released(kernel):
-            if empty is fill.barrier.alloc or empty in waited \
-                    or repr(empty.shape[0]) != repr(size):
+        fills, seen = [], set()
+        for op in stmt.body:
+            if isinstance(op, Op) and op.kind in REFILLING and op.barrier is not None \
+                    and op.barrier.alloc not in seen and op.barrier.block is None:
+                seen.add(op.barrier.alloc)
+                fills.append(op)
+        for fill in fills:
+            size, position = E.shape_of(fill.barrier), E.ring_position(fill.barrier)
+            ring = size is not None and position is not None
+            if not ring and not fill.barrier.alloc.scalar:
                 continue
-            ref = BarrierRef(empty, fill.barrier.index)
-            if style == "parity":
-                wait = Op("wait_parity", ref, parity=BinOp("xor", (position // size) % 2, Const(1)),
-                          loc=fill.loc)
-                new: tuple = (wait,)
-                code = [dsl_op(wait, kernel)]
-            else:
-                wait = Op("barrier_wait", ref, loc=fill.loc)
-                guard = When(BinOp(">=", Var(stmt.var), size), (wait,), (), fill.loc)
-                new = (guard,)
-                code = [f"with k.when({_text(guard.cond, kernel)}):",
-                        f"    {dsl_op(wait, kernel)}"]
-            first = path + ("body", 0)
-            repaired = kernel.replace(body=E.insert(kernel.body, first, new))
-            at = stmt.body[0].loc
-            indent = src.indent(at) if src.line(at) is not None else ""
-            edit = insert_lines(src, at, indent, code) if src.line(at) is not None else None
-            where = "; ".join(c.strip() for c in code)
-            yield Candidate("missing_wait", f"wait on `{empty.name}` for the slot's release "
-                            f"before refilling it (`{where}`)", stmt.loc, 3, repaired,
-                            _one(edit), f"insert `{where}` at the top of the loop")
+            for empty in released:
+                if empty is fill.barrier.alloc or empty in waited:
+                    continue
+                if ring and (empty.scalar or repr(empty.shape[0]) != repr(size)):
+                    continue
+                if not ring and not empty.scalar:
+                    continue
+                ref = BarrierRef(empty, fill.barrier.index)
+                i = Var(stmt.var)
+                first_reuse = BinOp(">=", i, size) if ring else BinOp(">", i, Const(0))
+                if style == "parity" and ring:
+                    wait = Op("wait_parity", ref,
+                              parity=BinOp("xor", (position // size) % 2, Const(1)), loc=fill.loc)
+                    new: tuple = (wait,)
+                    code = [dsl_op(wait, kernel)]
+                else:
+                    wait = Op("barrier_wait", ref, loc=fill.loc)
+                    new = (When(first_reuse, (wait,), (), fill.loc),)
+                    code = [f"with k.when({_text(first_reuse, kernel)}):",
+                            f"    {dsl_op(wait, kernel)}"]
+                first = path + ("body", 0)
+                repaired = kernel.replace(body=E.insert(kernel.body, first, new))
+                at = stmt.body[0].loc
+                edit = insert_lines(src, at, src.indent(at), code) \
+                    if src.line(at) is not None else None
+                where = " ".join(c.strip() for c in code)
+                yield Candidate("missing_wait", f"wait on `{empty.name}` for the release before "
+                                f"refilling `{fill.barrier.alloc.name}` (`{where}`)", stmt.loc, 3,
+                                repaired, _one(edit), f"insert `{where}` at the top of the loop")
 
 
 # -- 5. the drain after the last step (producer tail) ---------------------------------------------
@@ -308,7 +322,7 @@ def drain(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
             if src.line(stmt.loc) is not None else None
         yield Candidate("drain", f"drain the last releases of `{alloc.name}` after the loop "
                         f"(wait on its last {_text(loop.trip, kernel)} slots)", stmt.loc, 4, repaired, _one(edit),
-                        f"after this loop insert `{'; '.join(c.strip() for c in code)}`")
+                        f"after this loop insert `{' '.join(c.strip() for c in code)}`")
 
 
 def final_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:

@@ -166,7 +166,7 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
     for general, cand in verified[:max_fixes]:
         strength = "verified"
         if prove and not repair.chosen and _symbolic(cand.kernel) and left() > 0:
-            strength = _prove(cand.kernel, params, min(30.0, max(5.0, left())))
+            strength = _prove(cand.kernel, params, min(30.0, max(10.0, left())))
         repair.chosen.append(cand)
         repair.fixes.append(_fix(cand, strength))
     if not repair.fixes:
