@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Iterator
 
-from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Kernel, Loop, Op, Stmt,
+from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Expr, Kernel, Loop, Op, Stmt,
                          UnOp, Var, WarpRegion, When)
 
 Path = tuple
@@ -186,10 +186,6 @@ def canonical(kernel: Kernel) -> str:
                 emit(stmt.body, depth + 1)
     emit(kernel.body, 0)
     return "\n".join(lines)
-
-
-def const(value: int) -> Const:
-    return Const(value)
 
 
 def unrolled(kernel: Kernel, values: dict[str, int]) -> str:

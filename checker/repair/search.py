@@ -165,8 +165,8 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
         verified = [gc for gc in verified if gc[0]]
     for general, cand in verified[:max_fixes]:
         strength = "verified"
-        if prove and not repair.chosen and _symbolic(cand.kernel) and left() > 0:
-            strength = _prove(cand.kernel, params, min(30.0, max(10.0, left())))
+        if prove and not repair.chosen and _symbolic(cand.kernel):   # its own time limit
+            strength = _prove(cand.kernel, params, 25.0)
         repair.chosen.append(cand)
         repair.fixes.append(_fix(cand, strength))
     if not repair.fixes:
