@@ -234,6 +234,7 @@ def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[s
     """Verified repairs for every violation (`--fix`); kernels are built again, so a cached
     verdict gets them too."""
     from .checker.repair import attach_fixes, repairable
+    from .fixcmd import rebuild_with
     wanted = {v.source: v for v in verdicts if v.source and repairable(v)}
     quiet = Options(options.limits, options.reduction, options.ignore, options.select)
     for target in targets:
@@ -246,7 +247,8 @@ def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[s
         for i, kernel in enumerate(kernels):
             ref = target.ref if i == 0 else f"{target.ref}#{i + 1}"
             if ref in wanted:
-                attach_fixes(wanted[ref], kernel, _params_for(kernel, params), quiet)
+                attach_fixes(wanted[ref], kernel, _params_for(kernel, params), quiet,
+                             rebuild=rebuild_with(kernel))
 
 
 def cmd_check(args, engine: str | None = None) -> int:

@@ -7,13 +7,45 @@ again from the edited source: the exit code is that check's (0 when the repair h
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 
 from .checker.check import Options, check_kernel
 from .checker.repair import repairable, suggest_fixes
 from .checker.repair.source import SourceEdit, apply_edits
 from .loader import forget_file, resolve
-from .model.ir import ModelError
+from .model.ir import Kernel, ModelError
+
+
+def rebuild_with(kernel: Kernel):
+    """For the repair search: build `kernel`'s protocol from a patched copy of its source (in a
+    temporary directory, the file itself untouched), so a patch is offered only if it makes
+    exactly the repair that was verified."""
+    def rebuild(edits: list[SourceEdit]) -> Kernel | None:
+        file = os.path.abspath(kernel.loc.file)
+        if kernel.source != "dsl" or any(os.path.abspath(e.file) != file for e in edits):
+            return None
+        with open(file) as f:
+            lines = f.read().splitlines(keepends=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, os.path.basename(file))
+            with open(path, "w") as f:
+                f.write("".join(apply_edits(lines, edits)))
+            sys.path.insert(0, os.path.dirname(file))    # its own imports still resolve
+            try:
+                for name in dict.fromkeys([kernel.name, kernel.loc.function]):
+                    try:
+                        found = resolve(f"{path}::{name}")
+                    except ModelError:
+                        continue
+                    if len(found) == 1:
+                        return found[0].build()
+                return None
+            finally:
+                sys.path.remove(os.path.dirname(file))
+                forget_file(path)
+    return rebuild
 
 
 def _say(text: str) -> None:
@@ -45,7 +77,7 @@ def cmd_fix(args) -> int:
     _say(f"{target.ref}: {verdict.label} at {verdict.diagnostics[0].location}: "
          f"{verdict.diagnostics[0].message}")
     repair = suggest_fixes(kernel, params, Options(), verdict, max_fixes=args.max_fixes,
-                           budget=args.budget)
+                           budget=args.budget, rebuild=rebuild_with(kernel))
     if not repair.fixes:
         _say(f"no fix suggested: {repair.reason} ({repair.seconds:.1f}s)")
         return 1

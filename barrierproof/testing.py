@@ -133,6 +133,7 @@ def assert_violation(target, code: str, *, options: Options | None = None,
 
 def _attach_fixes(target, verdicts: list[Verdict], options: Options | None, params) -> None:
     from .checker.repair import attach_fixes
+    from .fixcmd import rebuild_with
     try:
         kernels = _kernels(target)
     except ModelError:
@@ -141,7 +142,8 @@ def _attach_fixes(target, verdicts: list[Verdict], options: Options | None, para
         for v in verdicts:
             if v.name == kernel.name and v.fixes is None:
                 own = {k: p for k, p in params.items() if k in kernel.params}
-                attach_fixes(v, kernel, own, options, budget=15.0)
+                attach_fixes(v, kernel, own, options, budget=15.0,
+                             rebuild=rebuild_with(kernel))
 
 
 def _explain(v: Verdict) -> str:

@@ -26,6 +26,7 @@ sys.path.insert(0, ROOT)
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.checker.repair import suggest_fixes  # noqa: E402
 from barrierproof.checker.repair.ir_edit import unrolled  # noqa: E402
+from barrierproof.fixcmd import rebuild_with  # noqa: E402
 from barrierproof.loader import import_file, resolve  # noqa: E402
 from barrierproof.model.dsl import protocol  # noqa: E402
 
@@ -161,7 +162,8 @@ def run(only: str | None = None, budget: float = 10.0):
             continue
         verdict = check_kernel(kernel, {}, Options(), target.ref)
         start = time.perf_counter()
-        repair = suggest_fixes(kernel, {}, Options(), verdict, budget=budget)
+        repair = suggest_fixes(kernel, {}, Options(), verdict, budget=budget,
+                               rebuild=rebuild_with(kernel))
         seconds = time.perf_counter() - start
         match = None
         sibling = SIBLINGS.get(short)

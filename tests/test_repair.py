@@ -12,6 +12,7 @@ import pytest
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.repair import suggest_fixes
 from barrierproof.checker.repair.ir_edit import canonical
+from barrierproof.fixcmd import rebuild_with
 from barrierproof.loader import resolve
 
 from conftest import ROOT
@@ -88,8 +89,8 @@ def test_nothing_to_repair_in_a_correct_protocol():
 
 
 def test_exact_edits_are_source_patches_and_helpers_are_described_in_words():
-    exact = suggest_fixes(build("examples/symbolic_bugs.py::tcgen05_commit_only_even_steps"),
-                          prove=False).fixes[0]
+    kernel = build("examples/symbolic_bugs.py::tcgen05_commit_only_even_steps")
+    exact = suggest_fixes(kernel, prove=False, rebuild=rebuild_with(kernel)).fixes[0]
     assert exact.edit["kind"] == "source" and exact.patch.startswith("--- a/")
     assert "-            with k.when(steps % 2 == 0):" in exact.patch
     words = suggest_fixes(build("examples/hopper_ring.py::ring_without_drain"),
@@ -97,6 +98,19 @@ def test_exact_edits_are_source_patches_and_helpers_are_described_in_words():
     # ring() is shared by the correct siblings: editing it would change them too.
     assert words.edit["kind"] == "words" and words.patch is None
     assert words.edit["line"] == 15 and "k.loop(minimum(steps, stages)) as j" in words.edit["text"]
+
+
+def test_a_patch_is_offered_only_if_it_rebuilds_the_verified_repair():
+    kernel = build("examples/handoff.py::wrong_arrival_count")
+    patched = suggest_fixes(kernel, rebuild=rebuild_with(kernel)).fixes[0]
+    assert patched.edit["kind"] == "source" and patched.patch
+    # A rebuild that yields another protocol (here: the unrepaired one) withdraws the patch;
+    # so does having no way to rebuild at all.
+    wrong = suggest_fixes(kernel, rebuild=lambda edits: kernel).fixes[0]
+    bare = suggest_fixes(kernel).fixes[0]
+    for fix in (wrong, bare):
+        assert fix.edit["kind"] == "words" and fix.patch is None
+        assert fix.description == patched.description and fix.verdict == "verified"
 
 
 def test_fix_command_prints_a_diff_and_apply_repairs_the_file(tmp_path):

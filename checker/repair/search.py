@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ...model.ir import Kernel, ModelError
 from ..check import Options, check_kernel
 from ..engines.explore import Limits
 from ..verdict import Fix, Verdict
 from .candidates import Candidate, candidates
+from .ir_edit import canonical
 from .source import SourceEdit, Sources, unified_diff
 
 # Violations a repair may address: found by search or statically, and index/range errors.
@@ -95,9 +96,16 @@ def _prove(kernel: Kernel, params: Mapping[str, int], timeout: float) -> str:
         return "verified"
 
 
+# Builds the protocol again from its source with the given edits applied (None: it does not
+# build). Supplied by the front door (it needs the loader); used to confirm that a patch makes
+# exactly the repair that was verified.
+Rebuild = Callable[[list[SourceEdit]], "Kernel | None"]
+
+
 def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
                   options: Options | None = None, verdict: Verdict | None = None,
-                  max_fixes: int = 3, budget: float = 30.0, prove: bool = True) -> Repair:
+                  max_fixes: int = 3, budget: float = 30.0, prove: bool = True,
+                  rebuild: Rebuild | None = None) -> Repair:
     """Verified repairs of a kernel that violates a rule, smallest edit first.
 
     >>> from barrierproof.model.dsl import protocol
@@ -167,6 +175,8 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
         strength = "verified"
         if prove and not repair.chosen and _symbolic(cand.kernel):   # its own time limit
             strength = _prove(cand.kernel, params, 25.0)
+        if cand.source and not _patch_is_the_repair(cand, rebuild):
+            cand.source = None          # described in words rather than a patch that differs
         repair.chosen.append(cand)
         repair.fixes.append(_fix(cand, strength))
     if not repair.fixes:
@@ -174,6 +184,18 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
                          + (" (time budget spent)" if left() <= 0 else ""))
     repair.seconds = time.perf_counter() - start
     return repair
+
+
+def _patch_is_the_repair(cand: Candidate, rebuild: Rebuild | None) -> bool:
+    """Does the source patch build exactly the kernel that was verified? Without a way to
+    rebuild (the bare API), patches are not offered."""
+    if rebuild is None:
+        return False
+    try:
+        patched = rebuild(cand.source)
+    except ModelError:
+        return False
+    return patched is not None and canonical(patched) == canonical(cand.kernel)
 
 
 def _combine(first: Candidate, second: Candidate) -> Candidate:
