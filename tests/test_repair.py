@@ -219,3 +219,15 @@ def test_the_pytest_helper_message_shows_the_verified_fix():
         assert_deadlock_free(module.wrong_arrival_count)
     assert "fix 1 (verified after the edit): `ready`: num_arrivals=1 (was 2)" in str(err.value)
     assert proto.name == "wrong_arrival_count"
+
+
+def test_a_pallas_kernel_gets_its_fix_in_words_at_the_kernel_source():
+    pytest.importorskip("jax")
+    code, out, err = cli("check", "examples/pallas/handoff.py::missing_arrival", "--fix",
+                         "--format", "json", "--no-cache")
+    fixes = json.loads(out)[0]["fixes"]
+    assert fixes[0]["description"] == "`ready`: num_arrivals=1 (was 2)"
+    assert fixes[0]["edit"]["kind"] == "words"
+    assert fixes[0]["location"].startswith("examples/pallas/handoff.py:")
+    code, out, err = cli("fix", "examples/pallas/handoff.py::missing_arrival")
+    assert code == 3 and "edits DSL protocols only" in err and "Traceback" not in err

@@ -35,6 +35,8 @@ def dsl_expr(expr: Expr, kernel: Kernel, prec: int = 0) -> str:
     if isinstance(expr, Const):
         return str(expr.value) if expr.value >= 0 or prec == 0 else f"({expr.value})"
     if isinstance(expr, Var):
+        if kernel.source != "dsl":       # a traced kernel: its own axis and loop names
+            return expr.name
         if expr.name == kernel.thread_axis:
             return "k.thread"
         if expr.name == kernel.warp_axis:
@@ -49,7 +51,8 @@ def dsl_expr(expr: Expr, kernel: Kernel, prec: int = 0) -> str:
         return f"-{inner}" if expr.op == "neg" else f"~{inner}"
     if isinstance(expr, BinOp):
         if expr.op in ("min", "max"):
-            fn = "minimum" if expr.op == "min" else "maximum"
+            fn = expr.op if kernel.source != "dsl" else \
+                ("minimum" if expr.op == "min" else "maximum")
             return f"{fn}({dsl_expr(expr.lhs, kernel)}, {dsl_expr(expr.rhs, kernel)})"
         mine = _PREC[expr.op]
         # Parentheses where Python would group differently; comparisons never chain, and the
