@@ -231,3 +231,28 @@ def test_a_pallas_kernel_gets_its_fix_in_words_at_the_kernel_source():
     assert fixes[0]["location"].startswith("examples/pallas/handoff.py:")
     code, out, err = cli("fix", "examples/pallas/handoff.py::missing_arrival")
     assert code == 3 and "edits DSL protocols only" in err and "Traceback" not in err
+
+
+MOVED = """from barrierproof import protocol
+
+
+@protocol(expect="violation:BP130")
+def expect_tx_outside_the_copy_branch(k):
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1)
+    k.expect_tx(full, 4096)
+    with k.when(k.thread == 0):
+        k.tma_load(full, 4096)
+        k.arrive(full)
+    k.barrier_wait(full)
+"""
+
+
+def test_expect_tx_moves_into_the_branch_that_issues_the_copy(tmp_path):
+    (tmp_path / "moved.py").write_text(MOVED)
+    code, out, err = cli("fix", "moved.py::expect_tx_outside_the_copy_branch", "--apply",
+                         cwd=tmp_path)
+    assert code == 0, err
+    assert "-    k.expect_tx(full, 4096)\n     with k.when(k.thread == 0):\n" \
+           "+        k.expect_tx(full, 4096)\n" in out
+    assert "checked again: verified" in err

@@ -520,6 +520,51 @@ def tx_bytes(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
                                 f" (was {_text(load.bytes, kernel)})")
 
 
+def move_into_branch(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
+    """An expect_tx / arrive run by every thread while only one branch issues the copy: move it
+    into that branch, just before the copy."""
+    for path, stmt, scope in E.walk_paths(kernel.body):
+        if not (isinstance(stmt, Op) and stmt.barrier is not None
+                and stmt.kind in ("expect_tx", "arrive_expect_tx", "arrive", "barrier_arrive")):
+            continue
+        seq_path, index = path[:-1], path[-1]
+        seq = kernel.body if len(path) == 1 else getattr(E.get(kernel.body, path[:-2]), path[-2])
+        for n, other in enumerate(seq):
+            if n == index or not isinstance(other, When):
+                continue
+            for branch in ("then", "orelse"):
+                body = getattr(other, branch)
+                copies = [m for m, op in enumerate(body) if isinstance(op, Op) and op.kind in
+                          ("tma_load", "copy_gmem_to_smem") and op.barrier is not None
+                          and repr(op.barrier) == repr(stmt.barrier)]
+                if not copies:
+                    continue
+                moved = dataclasses.replace(other, **{branch: body[:copies[0]] + (stmt,)
+                                                      + body[copies[0]:]})
+                new_seq = list(seq)
+                new_seq[n] = moved
+                del new_seq[index]
+                if len(path) == 1:
+                    new_body = tuple(new_seq)
+                else:
+                    parent = E.get(kernel.body, path[:-2])
+                    new_body = E.splice(kernel.body, path[:-2], (dataclasses.replace(
+                        parent, **{path[-2]: tuple(new_seq)}),))
+                target = body[copies[0]]
+                edits = None
+                line, at = src.line(stmt.loc), src.line(target.loc)
+                if line is not None and at is not None and stmt.loc.line != target.loc.line:
+                    indent = src.indent(target.loc)
+                    edits = [SourceEdit(stmt.loc.file, stmt.loc.line, stmt.loc.line, ""),
+                             SourceEdit(target.loc.file, target.loc.line, target.loc.line - 1,
+                                        indent + line.lstrip())]
+                where = "the branch" if branch == "then" else "the else branch"
+                yield Candidate("move_into_branch", f"move `{dsl_op(stmt, kernel)}` into {where} "
+                                f"that issues the copy (`when({_text(other.cond, kernel)})`)",
+                                stmt.loc, 2, kernel.replace(body=new_body), edits,
+                                f"move this line to just before line {target.loc.line}")
+
+
 # -- 9. a wait on a peer's instance -----------------------------------------------------------------
 
 def local_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
@@ -532,6 +577,7 @@ def local_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
 
 
 GENERATORS = (num_arrivals, barrier_kind, index_and_parity, tx_bytes, local_wait, guards,
+              move_into_branch,
               trip_counts, missing_wait, drain, final_wait)
 
 
