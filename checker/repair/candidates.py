@@ -178,11 +178,13 @@ def guards(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
                 and not (isinstance(stmt.cond, BinOp) and stmt.cond.op == "=="):
             one = BinOp("==", warp, Const(0))
             new = dataclasses.replace(stmt, cond=one)
+            # One value in a condition, and it removes duplicate copies rather than counting
+            # them: ranked before a changed arrival count.
             yield Candidate("guard", f"only warp 0 runs this (`when({_text(one, kernel)})`, was "
-                            f"`when({cond})`)", stmt.loc, 2,
+                            f"`when({cond})`)", stmt.loc, 1,
                             kernel.replace(body=E.splice(kernel.body, path, (new,))),
                             _one(replace_condition(src, stmt.loc, _text(one, kernel))),
-                            f"guard with `{_text(one, kernel)}` instead of `{cond}`", cost=0)
+                            f"guard with `{_text(one, kernel)}` instead of `{cond}`", cost=-1)
         # A reuse guard `i >= X` / `i > X` in a ring: the first reuse is at i >= slots.
         loops = [s for s in scope if isinstance(s, Loop)]
         sizes = {repr(E.shape_of(op.barrier)): E.shape_of(op.barrier) for op in

@@ -106,7 +106,9 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
                   options: Options | None = None, verdict: Verdict | None = None,
                   max_fixes: int = 3, budget: float = 30.0, prove: bool = True,
                   rebuild: Rebuild | None = None) -> Repair:
-    """Verified repairs of a kernel that violates a rule, smallest edit first.
+    """Verified repairs of a kernel that violates a rule: those that also hold at nearby
+    parameter values first, then the smaller edits. `rebuild` (from the front door) lets exact
+    edits be offered as patches.
 
     >>> from barrierproof.model.dsl import protocol
     >>> @protocol
@@ -168,10 +170,7 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
                     continue
                 seen.add(cand.key)
                 consider(_combine(parent, cand))
-    # Most general first; then the repaired protocol that does the least work (a guard that
-    # lets one warp issue a copy beats counting every warp's duplicate); then the smallest edit.
-    work = {id(c): _work(c.kernel, params) for _, c in verified}
-    verified.sort(key=lambda gc: (not gc[0], work[id(gc[1])], gc[1].size, gc[1].cost))
+    verified.sort(key=lambda gc: (not gc[0], gc[1].size, gc[1].cost))
     if verified and verified[0][0]:     # repairs that hold nearby too make the others noise
         verified = [gc for gc in verified if gc[0]]
     for general, cand in verified[:max_fixes]:
@@ -187,16 +186,6 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
                          + (" (time budget spent)" if left() <= 0 else ""))
     repair.seconds = time.perf_counter() - start
     return repair
-
-
-def _work(kernel: Kernel, params: Mapping[str, int]) -> int:
-    """Operations the kernel executes at these parameter values, over every thread and warp."""
-    from .ir_edit import unrolled
-    try:
-        text = unrolled(kernel, kernel.param_values(params))
-    except ModelError:
-        return 1 << 30
-    return sum(line.count(";") + 1 for line in text.splitlines() if line.startswith("block"))
 
 
 def _patch_is_the_repair(cand: Candidate, rebuild: Rebuild | None) -> bool:
