@@ -72,7 +72,8 @@ def test_every_suggestion_was_verified():
 
 def test_a_fix_that_only_holds_at_the_defaults_is_not_suggested_for_a_symbolic_protocol():
     # num_arrivals=1 works at consumers=1 (the default) but not at consumers=2.
-    repair = suggest_fixes(build("examples/symbolic_bugs.py::empty_counts_two_consumers"))
+    repair = suggest_fixes(build("examples/symbolic_bugs.py::empty_counts_two_consumers"),
+                           prove_timeout=600.0)    # a loaded machine must not make it flaky
     assert [f.description for f in repair.fixes] == ["`empty`: num_arrivals=consumers (was 2)"]
     assert repair.fixes[0].verdict == "proved"
 

@@ -105,7 +105,7 @@ Rebuild = Callable[[list[SourceEdit]], "Kernel | None"]
 def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
                   options: Options | None = None, verdict: Verdict | None = None,
                   max_fixes: int = 3, budget: float = 30.0, prove: bool = True,
-                  rebuild: Rebuild | None = None) -> Repair:
+                  rebuild: Rebuild | None = None, prove_timeout: float = 25.0) -> Repair:
     """Verified repairs of a kernel that violates a rule: those that also hold at nearby
     parameter values first, then the smaller edits. `rebuild` (from the front door) lets exact
     edits be offered as patches.
@@ -176,7 +176,7 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
     for general, cand in verified[:max_fixes]:
         strength = "verified"
         if prove and not repair.chosen and _symbolic(cand.kernel):   # its own time limit
-            strength = _prove(cand.kernel, params, 25.0)
+            strength = _prove(cand.kernel, params, prove_timeout)
         if cand.source and not _patch_is_the_repair(cand, rebuild):
             cand.source = None          # described in words rather than a patch that differs
         repair.chosen.append(cand)
