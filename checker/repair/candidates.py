@@ -428,7 +428,13 @@ def index_and_parity(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
             position = Var(loops[-1].var)
         slots = size if size is not None else Const(1)
         base = position % 2 if repr(slots) == "1" else (position // slots) % 2
-        for parity in (base, BinOp("xor", base, Const(1))):
+        # The parity offset: the same phase formula with the opposite starting phase.
+        old = stmt.parity
+        if isinstance(old, BinOp) and old.op == "xor" and isinstance(old.rhs, Const):
+            flipped = old.lhs if old.rhs.value == 1 else BinOp("xor", old.lhs, Const(1))
+        else:
+            flipped = BinOp("xor", old, Const(1))
+        for parity in (base, BinOp("xor", base, Const(1)), flipped):
             if repr(parity) == repr(stmt.parity):
                 continue
             new = dataclasses.replace(stmt, parity=parity)
