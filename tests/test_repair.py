@@ -257,3 +257,36 @@ def test_expect_tx_moves_into_the_branch_that_issues_the_copy(tmp_path):
     assert "-    k.expect_tx(full, 4096)\n     with k.when(k.thread == 0):\n" \
            "+        k.expect_tx(full, 4096)\n" in out
     assert "checked again: verified" in err
+
+
+PROLOGUE = """from barrierproof import protocol
+
+
+@protocol(expect="violation:BP105")
+def prologue_fills_every_slot(k, steps=1):
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    with k.when(k.thread == 0):
+        k.copy_gmem_to_smem(full.at[0], bytes=512)
+        k.copy_gmem_to_smem(full.at[1], bytes=512)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.barrier_wait(full.at[i % 2])
+"""
+
+
+def test_a_prologue_copy_gets_the_trip_count_guard_it_misses(tmp_path):
+    (tmp_path / "prologue.py").write_text(PROLOGUE)
+    code, out, err = cli("fix", "prologue.py::prologue_fills_every_slot", "--apply",
+                         cwd=tmp_path)
+    assert code == 0, err
+    assert "-        k.copy_gmem_to_smem(full.at[1], bytes=512)\n" \
+           "+        with k.when(steps > 1):\n" \
+           "+            k.copy_gmem_to_smem(full.at[1], bytes=512)\n" in out
+    # Removing the copy also verifies at steps=1 but breaks at steps=2, while the guard holds
+    # there too: the removal is not shown at all.
+    assert "fix 1 (verified after the edit): run `k.copy_gmem_to_smem(full.at[1]" in err
+    assert "fix 2" not in err and "remove `" not in err
+    code, _, _ = cli("check", "prologue.py::prologue_fills_every_slot", "--param", "steps=2",
+                     "--no-cache", cwd=tmp_path)
+    assert code == 0

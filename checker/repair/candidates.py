@@ -203,6 +203,69 @@ def guards(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
                                 f"guard with `{text}` instead of `{cond}`", cost=0)
 
 
+def missing_trip_guard(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
+    """A prologue operation on slot c outside any loop, run even when the loop over that ring
+    has c steps or fewer (trip count 1): guard it with `trips > c`."""
+    trips: dict = {}
+    for _, stmt, _ in E.walk_paths(kernel.body):
+        if isinstance(stmt, Loop):
+            for op in _ops(stmt.body):
+                if op.barrier is not None and E.shape_of(op.barrier) is not None:
+                    trips.setdefault(op.barrier.alloc, {})[repr(stmt.trip)] = stmt.trip
+    for path, stmt, scope in E.walk_paths(kernel.body):
+        if not (isinstance(stmt, Op) and stmt.barrier is not None and stmt.kind in
+                FILLING + WAITING) or any(isinstance(s, Loop) for s in scope):
+            continue
+        index = stmt.barrier.index
+        if len(index) != 1 or not isinstance(index[0], Const):
+            continue
+        for trip in trips.get(stmt.barrier.alloc, {}).values():
+            guard = BinOp(">", trip, index[0])      # as Python builds `steps > 1`
+            if isinstance(trip, Const) and trip.value > index[0].value:
+                continue            # always true at these values: nothing to guard
+            code = [f"with k.when({_text(guard, kernel)}):", f"    {dsl_op(stmt, kernel)}"]
+            line = src.line(stmt.loc)
+            edit = None
+            if line is not None and line.strip() == dsl_op(stmt, kernel):
+                indent = src.indent(stmt.loc)
+                edit = SourceEdit(stmt.loc.file, stmt.loc.line, stmt.loc.line,
+                                  "".join(f"{indent}{c}\n" for c in code))
+            yield Candidate("trip_guard", f"run `{dsl_op(stmt, kernel)}` only when the loop has "
+                            f"that step (`when({_text(guard, kernel)})`)", stmt.loc, 2,
+                            kernel.replace(body=E.splice(kernel.body, path,
+                                                         (When(guard, (stmt,), (), stmt.loc),))),
+                            _one(edit), f"guard this line with `{code[0]}`")
+
+
+def unwaited_fill(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
+    """A copy or arrival on a slot that no thread ever waits on at these parameter values (a
+    prologue that fills more slots than there are steps): remove it."""
+    if src.values is None:
+        return
+    try:
+        program = E.unrolled(kernel, src.values)
+    except Exception:       # a kernel the unrolling cannot evaluate: no candidate
+        return
+    for path, stmt, scope in E.walk_paths(kernel.body):
+        if not (isinstance(stmt, Op) and stmt.barrier is not None and stmt.kind in FILLING) \
+                or any(isinstance(s, Loop) for s in scope):
+            continue
+        index = stmt.barrier.index
+        if not index or not all(isinstance(i, Const) for i in index):
+            continue
+        slot = f"{stmt.barrier.alloc.name}{[i.value for i in index]}"
+        if any(f"{kind} {slot}" in program for kind in WAITING):
+            continue
+        edit = None
+        line = src.line(stmt.loc)
+        if line is not None and line.strip() == dsl_op(stmt, kernel):
+            edit = SourceEdit(stmt.loc.file, stmt.loc.line, stmt.loc.line, "")
+        yield Candidate("unwaited_fill", f"remove `{dsl_op(stmt, kernel)}`: no step waits on "
+                        f"slot {slot}", stmt.loc, 2,
+                        kernel.replace(body=E.splice(kernel.body, path, ())), _one(edit),
+                        "remove this operation (no step consumes that slot)")
+
+
 def _one(edit: SourceEdit | None) -> list[SourceEdit] | None:
     return [edit] if edit else None
 
@@ -585,7 +648,7 @@ def local_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
 
 
 GENERATORS = (num_arrivals, barrier_kind, index_and_parity, tx_bytes, local_wait, guards,
-              move_into_branch,
+              move_into_branch, missing_trip_guard, unwaited_fill,
               trip_counts, missing_wait, drain, final_wait)
 
 

@@ -130,7 +130,7 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
     if not repairable(verdict):
         repair.reason = f"nothing to repair: the verdict is {verdict.verdict}"
         return repair
-    src = Sources(kernel)
+    src = Sources(kernel, kernel.param_values(params))
     left = lambda: budget - (time.perf_counter() - start)  # noqa: E731
     first = candidates(kernel, src)
     rejected: list[tuple[Candidate, Verdict]] = []

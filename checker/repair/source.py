@@ -101,7 +101,8 @@ def dsl_op(op: Op, kernel: Kernel) -> str:
         axes = op.collective_axes
         args.append(f"collective_axes={axes[0]!r}" if len(axes) == 1 else
                     f"collective_axes={axes!r}")
-    return f"k.{op.kind}({', '.join(args)})"
+    prefix = "k." if kernel.source == "dsl" else ""
+    return f"{prefix}{op.kind}({', '.join(args)})"
 
 
 @dataclass
@@ -122,8 +123,9 @@ class SourceEdit:
 class Sources:
     """Source files read once, and the checks that make an edit exact."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, values: dict[str, int] | None = None):
         self.kernel = kernel
+        self.values = values          # the parameter values the repair is checked at
         self._lines: dict[str, list[str]] = {}
 
     def lines(self, file: str) -> list[str] | None:
