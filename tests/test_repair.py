@@ -90,15 +90,19 @@ def test_nothing_to_repair_in_a_correct_protocol():
 
 
 def test_exact_edits_are_source_patches_and_helpers_are_described_in_words():
-    kernel = build("examples/symbolic_bugs.py::tcgen05_commit_only_even_steps")
+    kernel = build("examples/cluster.py::cluster_barrier_skipped_by_a_block")
     exact = suggest_fixes(kernel, prove=False, rebuild=rebuild_with(kernel)).fixes[0]
     assert exact.edit["kind"] == "source" and exact.patch.startswith("--- a/")
-    assert "-            with k.when(steps % 2 == 0):" in exact.patch
+    assert '-    with k.when(k.block("x") == 0):\n-        k.barrier_arrive(exchanged)\n' \
+           '+    k.barrier_arrive(exchanged)\n' in exact.patch
     words = suggest_fixes(build("examples/hopper_ring.py::ring_without_drain"),
                           prove=False).fixes[0]
     # ring() is shared by the correct siblings: editing it would change them too.
     assert words.edit["kind"] == "words" and words.patch is None
-    assert words.edit["line"] == 15 and "k.loop(minimum(steps, stages)) as j" in words.edit["text"]
+    with open(os.path.join(ROOT, words.edit["file"])) as f:
+        at = f.read().splitlines()[words.edit["line"] - 1]
+    assert at.strip() == "with k.loop(steps) as i:"      # the producer loop to drain after
+    assert "k.loop(minimum(steps, stages)) as j" in words.edit["text"]
 
 
 def test_a_patch_is_offered_only_if_it_rebuilds_the_verified_repair():
