@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...model.semantics import (AWAIT_FORK, FORK, JOIN, WAIT, WAIT_PARITY, System, Violation,
-                               primary)
+from ...model.semantics import (AWAIT_FORK, FORK, HW_ARRIVE, HW_WAIT, JOIN, WAIT, WAIT_PARITY,
+                               System, Violation, primary)
 
 
 @dataclass
@@ -56,7 +56,9 @@ def symmetry_classes(system: System) -> list[list[int]]:
         if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
             continue
         # Waits carry the agent's own seen position; compare programs without it.
-        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
+        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY, HW_WAIT) else
+                     i._replace(aux=i.aux._replace(pos=None)) if i.op == HW_ARRIVE else i
+                     for i in prog)
         groups.setdefault((agent.block, prog), []).append(a)
     classes = [g for g in groups.values() if len(g) > 1]
     if system.memory is None:
@@ -90,6 +92,8 @@ def _local_fields(system: System, a: int) -> tuple[int, ...]:
     """Positions of an agent's own part of the state: pc, observed phases, tcgen05 queue."""
     own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
     positions = [a] + [pos for _, pos in own]
+    # ... and the phase it last arrived in at each hardware barrier it waits on
+    positions += [pos for (ag, _), pos in sorted(system.hw_seen_pos.items()) if ag == a]
     if a in system.queue_pos:
         positions.append(system.queue_pos[a])
     return tuple(positions)

@@ -161,6 +161,13 @@ def _diagnostics(v: Verdict) -> str:
         out.append(f'<div class="diag {level}">' + "".join(parts) + "</div>")
     for note in v.notes:
         out.append(f'<p class="note">note: {_e(note)}</p>')
+    for n, fix in enumerate(v.fixes or [], 1):
+        body = (f"<pre>{_e(fix.patch)}</pre>" if fix.patch else
+                f"<p>edit at <code>{_e(fix.location or '')}</code>: {_e(fix.edit.get('text', ''))}"
+                "</p>")
+        out.append(f'<div class="fix"><p class="help">fix {n} ({_e(fix.verdict)} after the '
+                   f'edit): {_e(fix.description)} <code>{_e(fix.location or "")}</code></p>'
+                   f"{body}</div>")
     return "".join(out)
 
 
@@ -256,7 +263,7 @@ def timeline_html(v: Verdict) -> str:
     items = "".join(
         f'<li class="{"stuck" if blocked(trace) else ""}">{_e(d)}</li>' for d in details)
     params = f"; parameters {_e(trace.params)}" if trace.params else ""
-    return (f"<h3>Counterexample: {len(trace.steps)} steps, replayed on the interpreter{params}"
+    return (f"<h3>Counterexample: {len(trace.steps)} step{'' if len(trace.steps) == 1 else 's'}, replayed on the interpreter{params}"
             f"</h3>{legend}{table}" + (f'<ul class="details">{items}</ul>' if items else "")
             + f'<p class="note">Re-run it: <code>barrierproof check {_e(v.source or v.name)} '
               f'--trace-dir DIR</code>, then <code>barrierproof replay DIR/{_e(v.name)}'
