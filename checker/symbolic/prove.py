@@ -458,9 +458,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     proof = prove(without_memory(kernel), symbolic, fixed, timeout=timeout)
     conditions = _conditions_text(kernel, symbolic)
     if proof.status == "proved" and races_open:
-        budget = max(10.0, min(120.0, timeout - (time.perf_counter() - start)))
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
-                                             budget=budget)
+                                             states=max(1000, int(timeout * STATES_PER_SECOND)))
         if found is not None:
             found.engine = "symbolic"
             found.seconds = time.perf_counter() - start
