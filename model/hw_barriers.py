@@ -268,6 +268,8 @@ def effect_arrive(system: "System", s: list, instr, agent: int, events):
             f"counts {arrival.count}", agent, None, instr.src)
     if arrived == arrival.count:
         s[b + HW_PHASE] += 1
+        if events is not None:
+            events.append((name, s[b + HW_PHASE]))
         s[b + HW_ARRIVED] = 0
         s[b + HW_COUNT] = 0
         s[b + HW_SITE] = 0
