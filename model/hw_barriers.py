@@ -148,8 +148,13 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
         raise ModelError(f"`{text}` (unaligned) in a branch on the lane index is not modelled",
                          loc=op.loc, hint="reach it from warp-uniform code")
     inst = _instance(system, "named", block, bar_id)
-    src = system._source(op, text.replace(repr(op.bar_id), str(bar_id), 1)
-                         .replace(repr(op.count), str(count)), op.loc)
+    if op.kind == "bar_sync" and evaluate(op.count, env) == 0:
+        concrete = "syncthreads()" if op.aligned else "barrier.sync(0)"
+    else:
+        spelled = "bar.arrive" if op.kind == "bar_arrive" else \
+            "bar.sync" if op.aligned else "barrier.sync"
+        concrete = f"{spelled}({bar_id}, {count})"
+    src = system._source(op, concrete, op.loc)
     blocking = op.kind == "bar_sync"
     site = src + 1 if blocking and op.aligned else 0
     system._emit(agent, Instr(HW_ARRIVE, inst, threads, HwArrival(count, site, partial, -1), src))
