@@ -62,6 +62,7 @@ class Translator(LoopRules, SyncHandlers):
         self.barriers: list[BarrierAlloc] = []
         self.params: dict[str, Param] = {}
         self.notes: list[str] = []
+        self.collective_tmem = False    # Mosaic GPU then ends the kernel with a cluster sync
         self._names: set[str] = set(self.axis_sizes) | {self.warp_axis}
         self._counter = itertools.count()
         self.origins: dict[str, tuple] = {}        # opaque var -> (primitive, frame)
@@ -112,6 +113,8 @@ class Translator(LoopRules, SyncHandlers):
         finally:
             RANGES.clear()
             RANGES.update(saved)
+        if self.collective_tmem and self.cluster:
+            body = body + self._collective_tmem_teardown()
         return Kernel(
             name=self.name, body=body, barriers=tuple(self.barriers), params=self.params,
             num_threads=Const(self.num_threads), thread_axis=self.thread_axis,
@@ -316,8 +319,20 @@ class Translator(LoopRules, SyncHandlers):
         out.extend(body)
         return [self.read(sub_env, v) for v in jaxpr.outvars]
 
+    def _collective_tmem_teardown(self) -> tuple:
+        """Mosaic GPU ends a kernel that allocates collective TMEM with a block barrier and a
+        cluster barrier in every thread (no block releases TMEM while its peer still uses it):
+        they also keep every block alive until its peers are done (BP146)."""
+        loc = self.loc
+        self._note(f"{loc}: collective TMEM: the kernel ends with Mosaic GPU's block and "
+                   "cluster barriers")
+        return (Op("bar_sync", None, count=Const(0), bar_id=Const(0), loc=loc),
+                Op("cluster_arrive", None, loc=loc), Op("cluster_wait", None, loc=loc))
+
     def _allocate(self, var, pname, collective, frame) -> Any:
         aval = var.aval
+        if type(aval).__name__ == "AbstractTMEMRef" and getattr(aval, "collective", False):
+            self.collective_tmem = True
         inner = getattr(aval, "inner_aval", None)
         dtype = getattr(inner, "dtype", None)
         kind = type(dtype).__name__
