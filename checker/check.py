@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..model.interpreter import ReplayError, replay
-from ..model.ir import Kernel, ModelError
+from ..model.ir import Kernel, ModelError, evaluate
 from ..model.semantics import (CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size,
                                static_findings)
 from .engines.explore import Limits, explore
@@ -78,6 +78,24 @@ def error_verdict(name: str, err: ModelError, source: str | None = None,
     return Verdict(name, "error", [diag], seconds=seconds, source=source)
 
 
+def check_assumptions(kernel: Kernel, values: Mapping[str, int]) -> None:
+    """Parameter values must satisfy the kernel's own `k.assume(...)`: a protocol checked
+    outside the range it declares says nothing about the range it was written for."""
+    for cond in kernel.assumptions:
+        try:
+            holds = evaluate(cond, values)
+        except ModelError:
+            continue        # an assumption over a symbolic-only name: not ours to judge
+        if not holds:
+            shown = ", ".join(f"{n}={v}" for n, v in sorted(values.items()))
+            text = repr(cond)
+            if text.startswith("(") and text.endswith(")"):
+                text = text[1:-1]
+            raise ModelError(f"{kernel.name}: parameter values {shown} break its assumption "
+                             f"k.assume({text})", loc=kernel.loc,
+                             hint="pass values inside the assumed range (--param NAME=VALUE)")
+
+
 def diagnostic(system: System, violation: Violation) -> Diagnostic:
     return Diagnostic(violation.code, violation.message, str(system.location(violation)),
                       HELP.get(violation.code), list(violation.details))
@@ -121,6 +139,7 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
     start = time.perf_counter()
     try:
         values = kernel.param_values(params)
+        check_assumptions(kernel, values)
         findings = static_findings(kernel)
         systems = compile_systems(kernel, values)
     except ModelError as err:
@@ -172,7 +191,7 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
                             trace=run.trace(source), states=states, transitions=transitions,
                             depth=len(result.actions),
                             coverage=f"{label}shortest counterexample: {len(result.actions)} "
-                                     f"steps{where}")
+                                     f"step{'' if len(result.actions) == 1 else 's'}{where}")
             if unmodeled:
                 found.notes.append("the kernel uses synchronization the model does not cover "
                                    "(BP190); this trace ignores it and may not be feasible")
