@@ -54,6 +54,8 @@ HW_FIELDS = 4
 IN_WARP_REGION = "·warp-region"
 LANES_SPLIT = "·lanes-split"
 LANE = "lane"
+# Op.name of a bar_sync without a count operand (__syncthreads): every thread of the block.
+ALL_THREADS = "syncthreads"
 
 CODES = {
     "BP140": "named-barrier-count",
@@ -135,7 +137,7 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
         return
     count = evaluate(op.count, env)
     total = block_threads(system)
-    if op.kind == "bar_sync" and count == 0:
+    if op.name == ALL_THREADS:
         count = total   # no count operand: every thread of the block
     if count <= 0 or count % WARP_SIZE or count > total:
         why = ("not a multiple of the warp size (32)" if count > 0 and count % WARP_SIZE else
@@ -148,8 +150,8 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
         raise ModelError(f"`{text}` (unaligned) in a branch on the lane index is not modelled",
                          loc=op.loc, hint="reach it from warp-uniform code")
     inst = _instance(system, "named", block, bar_id)
-    if op.kind == "bar_sync" and evaluate(op.count, env) == 0:
-        concrete = "syncthreads()" if op.aligned else "barrier.sync(0)"
+    if op.name == ALL_THREADS:
+        concrete = "syncthreads()"
     else:
         spelled = "bar.arrive" if op.kind == "bar_arrive" else \
             "bar.sync" if op.aligned else "barrier.sync"

@@ -272,3 +272,10 @@ def test_tlc_agrees_past_an_overfull_phase():
     run = tlc.run_module(tla.emit_system(system, ignore=frozenset(CODES)))
     full = explore(system, reduction=False, ignore=frozenset(CODES))
     assert run.status == "ok" and run.distinct == full.states
+
+
+def test_a_named_barrier_with_count_zero_is_not_syncthreads():
+    def p(k):
+        k.threads(2)
+        k.named_barrier(1, 0).sync()
+    assert check_kernel(protocol(p).build()).codes == ["BP140"]

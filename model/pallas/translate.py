@@ -326,7 +326,8 @@ class Translator(LoopRules, SyncHandlers):
         loc = self.loc
         self._note(f"{loc}: collective TMEM: the kernel ends with Mosaic GPU's block and "
                    "cluster barriers")
-        return (Op("bar_sync", None, count=Const(0), bar_id=Const(0), loc=loc),
+        return (Op("bar_sync", None, count=Const(0), bar_id=Const(0), name="syncthreads",
+                   loc=loc),
                 Op("cluster_arrive", None, loc=loc), Op("cluster_wait", None, loc=loc))
 
     def _allocate(self, var, pname, collective, frame) -> Any:
