@@ -344,8 +344,8 @@ OP_KINDS = {
     "wgmma",                 # Hopper WGMMA: reads its SMEM operands until a covering wgmma_wait
     "wgmma_wait",            # wgmma.wait_group(count): at most `count` WGMMAs still in flight
     # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
-    "bar_sync",              # named barrier `bar.sync id, count` (count 0: every thread of the
-    #                          block, i.e. __syncthreads / bar.sync 0); arrive, then wait
+    "bar_sync",              # named barrier `bar.sync id, count` (name "syncthreads": every
+    #                          thread of the block, __syncthreads / bar.sync 0); arrive, then wait
     "bar_arrive",            # `bar.arrive id, count`: arrive without waiting
     "cluster_arrive",        # barrier.cluster.arrive: this thread reached the cluster barrier
     "cluster_wait",          # barrier.cluster.wait: until every thread of the cluster arrived
@@ -362,7 +362,8 @@ class Op:
     bytes: Expr = Const(0)          # tx bytes (copies, expect/complete_tx)
     parity: Expr | None = None      # wait_parity
     collective_axes: tuple[str, ...] = ()   # multicast copies
-    name: str = ""                  # unmodeled: the primitive's name
+    name: str = ""                  # unmodeled: the primitive's name; "syncthreads": a bar_sync
+    #                                 without a count operand (every thread of the block)
     loc: Loc = UNKNOWN_LOC
     reads: tuple[MemRef, ...] = ()  # memory the op reads (MMA operands, a store's source)
     writes: tuple[MemRef, ...] = ()  # memory it writes (a copy's destination, an accumulator)
@@ -375,8 +376,8 @@ class Op:
         if self.kind == "unmodeled":
             return f"{self.name} (not modelled)"
         if self.kind in ("bar_sync", "bar_arrive"):
-            if self.kind == "bar_sync" and isinstance(self.count, Const) and not self.count.value:
-                return "syncthreads()" if self.aligned else "barrier.sync(0)"
+            if self.name == "syncthreads":
+                return "syncthreads()"
             spelled = ("bar.sync" if self.aligned else "barrier.sync") \
                 if self.kind == "bar_sync" else "bar.arrive"
             return f"{spelled}({self.bar_id!r}, {self.count!r})"
