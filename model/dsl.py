@@ -318,7 +318,7 @@ class KernelBuilder:
     def _op(self, kind: str, barrier=None, **fields) -> None:
         loc, _ = _caller()
         ref = self._ref(barrier, loc) if barrier is not None else None
-        for key in ("count", "bytes", "parity"):
+        for key in ("count", "bytes", "parity", "phase"):
             if key in fields and fields[key] is not None:
                 fields[key] = _int_expr(fields[key], loc, key)
         if "collective_axes" in fields:
@@ -370,9 +370,23 @@ class KernelBuilder:
         """cp.async.bulk with mbarrier::complete_tx: no arrival, only bytes when it lands."""
         self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes)
 
-    def wait_parity(self, barrier, parity: ExprLike) -> None:
-        """mbarrier.try_wait.parity in a loop until it succeeds."""
-        self._op("wait_parity", barrier, parity=parity)
+    def wait_parity(self, barrier, parity: ExprLike | None = None, *,
+                    phase: ExprLike | None = None) -> None:
+        """mbarrier.try_wait.parity in a loop until it succeeds.
+
+        `parity` alone: the wait means the next phase of that parity this thread has not yet
+        observed. `phase=n`: the thread keeps its own phase count (CUTLASS's PipelineState) and
+        means phase n, counted from 0 (-1: the phase before the first); the parity is n % 2.
+        Either way the hardware's rule applies: the wait must return for that phase and no
+        other (docs/parity.md)."""
+        if (parity is None) == (phase is None):
+            loc, _ = _caller()
+            raise ModelError("wait_parity takes a parity or a phase=, not both and not neither",
+                             loc=loc, hint="k.wait_parity(bar, (i // stages) % 2) or "
+                                           "k.wait_parity(bar, phase=i // stages)")
+        if phase is not None:
+            parity = as_expr(phase) % 2
+        self._op("wait_parity", barrier, parity=parity, phase=phase)
 
     def unmodeled(self, name: str) -> None:
         """Synchronization outside the model (kept so the verdict says so)."""

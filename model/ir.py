@@ -308,7 +308,7 @@ OP_KINDS = {
     "arrive_expect_tx",      # tx += bytes, then arrive(1)
     "complete_tx",           # tx -= bytes (by the thread itself)
     "tma_load",              # TMA load that only does complete_tx(bytes) when it lands
-    "wait_parity",           # try_wait.parity(parity) until it succeeds
+    "wait_parity",           # try_wait.parity(parity) until it succeeds (phase: which one)
     # synchronization the model does not cover: kept so the verdict can say so
     "unmodeled",
 }
@@ -321,6 +321,10 @@ class Op:
     count: Expr = Const(1)          # arrivals (arrive)
     bytes: Expr = Const(0)          # tx bytes (copies, expect/complete_tx)
     parity: Expr | None = None      # wait_parity
+    # wait_parity with the thread's own phase bookkeeping: the phase it means, counted from 0
+    # (-1: the phase before the first, which a fresh barrier has already passed); parity is
+    # phase % 2. None: the next phase of that parity the thread has not observed (docs/parity.md)
+    phase: Expr | None = None
     collective_axes: tuple[str, ...] = ()   # multicast copies
     name: str = ""                  # unmodeled: the primitive's name
     loc: Loc = UNKNOWN_LOC
@@ -336,7 +340,8 @@ class Op:
         if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
             args.append(f"count={self.count!r}")
         if self.kind == "wait_parity":
-            args.append(f"parity={self.parity!r}")
+            args.append(f"phase={self.phase!r}" if self.phase is not None
+                        else f"parity={self.parity!r}")
         if self.collective_axes:
             args.append(f"collective_axes={self.collective_axes}")
         return f"{self.kind}({', '.join(args)})"

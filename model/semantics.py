@@ -38,7 +38,8 @@ EXPECT_TX = 2       # target=arrival set, amount=bytes
 ARRIVE_TX = 3       # arrive.expect_tx: target=arrival set, amount=bytes
 COMPLETE_TX = 4     # target=arrival set, amount=bytes
 WAIT = 5            # Pallas barrier_wait: target=instance, aux=seen position
-WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position
+WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position; it
+#                     means the next completion of that parity the agent has not observed
 ISSUE_ASYNC = 7     # TMA / try_cluster_cancel issue: target=arrival set arrived with expect_tx
 #                     at issue (or ()), amount=bytes expected, aux=tuple of in-flight slots
 ISSUE_TCGEN05 = 8   # tcgen05_mma / commit: aux=index of the arrival set to arrive on when done
@@ -46,10 +47,20 @@ FORK = 9            # warpgroup enters a WarpRegion
 AWAIT_FORK = 10     # a warp waits for its warpgroup to enter: aux=(parent agent, pc after FORK)
 JOIN = 11           # warpgroup leaves a WarpRegion: aux=((warp agent, pc after its body), ...)
 UNMODELED = 12      # synchronization outside the model: a no-op, reported statically
+WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=instance,
+#                     amount=the completion it means (phase + 1; parity (amount - 1) % 2),
+#                     aux=seen position
 
-OPCODE_NAMES = ["arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
-                "wait_parity", "issue_async", "issue_tcgen05", "fork", "await_fork", "join",
-                "unmodeled"]
+OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
+                ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
+                WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
+                ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
+                JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase"}
+# Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
+# completion); parity waits follow the hardware's (return for the phase meant, see
+# `intended_completion`).
+WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE)
+PARITY_WAITS = (WAIT_PARITY, WAIT_PHASE)
 
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
@@ -67,6 +78,7 @@ CODES = {
     "BP103": "unobserved-completion",
     "BP104": "pending-arrivals",
     "BP105": "async-in-flight",
+    "BP106": "arrive-after-exit",
     "BP110": "tensor-core-order",
     "BP111": "unsupported-barrier",
     "BP112": "remote-wait",
@@ -237,6 +249,7 @@ class System:
                 self._unroll(kernel.body, self._agent_env(env, agent), a)
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
         self._layout()
+        self._block_lifetimes()
 
     # -- compilation -------------------------------------------------------------------------
 
@@ -477,6 +490,12 @@ class System:
                 return  # reported statically as BP112
             if kind == "barrier_wait":
                 self._emit(agent, Instr(WAIT, inst, 0, None, src))
+            elif op.phase is not None:
+                phase = evaluate(op.phase, env)
+                if phase < -1:
+                    raise ModelError(f"wait_parity means phase {phase}; phases count from 0 "
+                                     "(-1: the one before the first)", loc=op.loc)
+                self._emit(agent, Instr(WAIT_PHASE, inst, phase + 1, None, src))
             else:
                 parity = evaluate(op.parity, env) % 2
                 self._emit(agent, Instr(WAIT_PARITY, inst, parity, None, src))
@@ -527,15 +546,22 @@ class System:
         self.participants: list[list[tuple[int, int]]] = [[] for _ in self.instances]
         for a, prog in enumerate(self.programs):
             for instr in prog:
-                if instr.op in (WAIT, WAIT_PARITY) and (a, instr.target) not in self.seen_pos:
+                if instr.op in WAITS and (a, instr.target) not in self.seen_pos:
                     self.seen_pos[(a, instr.target)] = pos
                     self.participants[instr.target].append((a, pos))
                     pos += 1
+        # Seen entries of agents that wait on the instance with a Pallas barrier_wait: the
+        # Pallas rules (BP101 at a completion, BP103 at exit) hold them to every completion.
+        self.pallas_seen = frozenset(
+            self.seen_pos[(a, instr.target)] for a, prog in enumerate(self.programs)
+            for instr in prog if instr.op == WAIT)
         # Waits carry the position of their seen entry, so a step needs no dictionary lookup.
         for a, prog in enumerate(self.programs):
             self.programs[a] = tuple(
                 instr._replace(aux=self.seen_pos[(a, instr.target)])
-                if instr.op in (WAIT, WAIT_PARITY) else instr for instr in prog)
+                if instr.op in WAITS else instr for instr in prog)
+        self.parity_agents = tuple(a for a, prog in enumerate(self.programs)
+                                   if any(i.op in PARITY_WAITS for i in prog))
         self.slot_base = pos
         pos += len(self.slots)
         self.queue_agents = [a for a, prog in enumerate(self.programs)
@@ -552,11 +578,93 @@ class System:
             for pc in range(len(prog) - 1, -1, -1):
                 instr = prog[pc]
                 masks[pc] = masks[pc + 1] | ((1 << instr.target)
-                                             if instr.op in (WAIT, WAIT_PARITY) else 0)
+                                             if instr.op in WAITS else 0)
             self.wait_ahead.append(masks)
         # Agents with Pallas-style waits can late-join (BP102).
         self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
+
+    def _arrival_insts(self, instr: Instr) -> tuple[int, ...]:
+        """Instances an instruction arrives on or delivers bytes to, now or when it completes."""
+        if instr.op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
+            return instr.target
+        if instr.op == ISSUE_ASYNC:
+            return tuple(instr.target) + tuple(self.slots[k].inst for k in instr.aux)
+        if instr.op == ISSUE_TCGEN05:
+            return self.arrival_sets[instr.aux]
+        return ()
+
+    def _block_lifetimes(self) -> None:
+        """What BP106 needs: which other blocks each agent will still arrive on from each pc
+        (a bit mask of block numbers), and which in-flight slots another block issues."""
+        self.block_number = {b: n for n, b in enumerate(self.blocks)}
+        self.inst_block = tuple(self.block_number[i.block] for i in self.instances)
+        self.agent_block = tuple(self.block_number[a.block] for a in self.agents)
+        self.block_agents = tuple(tuple(a for a in range(self.n_agents) if self.agent_block[a] == n)
+                                  for n in range(len(self.blocks)))
+        self.remote_ahead: list[list[int]] = []
+        remote_slots = set()
+        for a, prog in enumerate(self.programs):
+            own = self.agent_block[a]
+            masks = [0] * (len(prog) + 1)
+            for pc in range(len(prog) - 1, -1, -1):
+                mask = 0
+                for i in self._arrival_insts(prog[pc]):
+                    if self.inst_block[i] != own:
+                        mask |= 1 << self.inst_block[i]
+                masks[pc] = masks[pc + 1] | mask
+                if prog[pc].op == ISSUE_ASYNC:
+                    remote_slots |= {k for k in prog[pc].aux
+                                     if self.inst_block[self.slots[k].inst] != own}
+            self.remote_ahead.append(masks)
+        self.remote_slots = frozenset(remote_slots)
+
+    def arrive_after_exit(self, state: tuple) -> list[Violation]:
+        """BP106: a block has exited (all its threads finished) while an arrival from another
+        block can still land on its barriers: a thread that will arrive remotely, a multicast
+        copy in flight, a tcgen05 commit queued by a peer. On hardware its shared memory may
+        already belong to the next block (the kernel's end is judged by the exit rules)."""
+        if len(self.blocks) < 2 or self.is_done(state):
+            return []
+        exited = 0
+        for n, agents in enumerate(self.block_agents):
+            if all(state[a] >= self.lengths[a] for a in agents):
+                exited |= 1 << n
+        if not exited:
+            return []
+        found = []
+        for a in range(self.n_agents):
+            pc = state[a]
+            if pc < self.lengths[a] and self.remote_ahead[a][pc] & exited:
+                at = next(p for p in range(pc, self.lengths[a]) if any(
+                    (exited >> self.inst_block[i]) & 1 for i in self._arrival_insts(
+                        self.programs[a][p]) if self.inst_block[i] != self.agent_block[a]))
+                instr = self.programs[a][at]
+                inst = next(i for i in self._arrival_insts(instr)
+                            if self.inst_block[i] != self.agent_block[a]
+                            and (exited >> self.inst_block[i]) & 1)
+                found.append(Violation(
+                    "BP106", f"the block of {self.instances[inst].name} has exited while "
+                    f"{self.agents[a].name} will still arrive on it "
+                    f"({self.sources[instr.src].text}): a remote arrive after the peer block "
+                    "exited", a, inst, instr.src))
+        for k in self.remote_slots:
+            inst = self.slots[k].inst
+            if state[self.slot_base + k] and (exited >> self.inst_block[inst]) & 1:
+                found.append(Violation(
+                    "BP106", f"the block of {self.instances[inst].name} has exited while a "
+                    f"{self.slots[k].kind} copy from another block can still land on it",
+                    None, inst))
+        for a in self.queue_agents:
+            for entry in state[self.queue_pos[a]]:
+                for inst in self.arrival_sets[entry]:
+                    if self.inst_block[inst] != self.agent_block[a] \
+                            and (exited >> self.inst_block[inst]) & 1:
+                        found.append(Violation(
+                            "BP106", f"the block of {self.instances[inst].name} has exited "
+                            f"while a tcgen05 commit of {self.agents[a].name} will still arrive "
+                            "on it", a, inst))
+        return found
 
     # -- states ------------------------------------------------------------------------------
 
@@ -709,7 +817,7 @@ class System:
             events.append((inst, completed + 1))
         for waiter, pos in self.participants[inst]:
             seen = s[pos]
-            if max(seen, 0) >= completed:
+            if max(seen, 0) >= completed or pos not in self.pallas_seen:
                 continue
             # An overrun aliases parity only for a thread that will wait on the barrier again;
             # one that never will is reported at exit (BP103), one that has not started
@@ -729,7 +837,7 @@ class System:
 
     def _waits_on(self, s, agent: int, inst: int) -> bool:
         instr = self.current(s, agent)
-        return instr is not None and instr.op in (WAIT, WAIT_PARITY) and instr.target == inst
+        return instr is not None and instr.op in WAITS and instr.target == inst
 
     def _where(self, s, agent: int) -> str:
         instr = self.current(s, agent)
@@ -741,9 +849,24 @@ class System:
     # -- state predicates --------------------------------------------------------------------
 
     def state_violations(self, state: tuple) -> list[Violation]:
-        """Rules judged on a state: late joins (BP102), and at kernel exit BP103, BP104, BP105,
-        BP130."""
-        found = []
+        """Rules judged on a state: a parity wait the barrier has run past (BP101), late joins
+        (BP102), a block exited before its peers stopped arriving on it (BP106), and at kernel
+        exit BP103, BP104, BP105, BP130."""
+        found = self.arrive_after_exit(state)
+        for a in self.parity_agents:
+            instr = self.current(state, a)
+            if instr is None or instr.op not in PARITY_WAITS:
+                continue
+            phase = state[self.barrier_base + BARRIER_FIELDS * instr.target]
+            meant = intended_completion(instr, state[instr.aux])
+            if phase > meant:
+                found.append(Violation(
+                    "BP101", f"{self.agents[a].name} waits on "
+                    f"{self.instances[instr.target].name} for completion {meant}, but it has "
+                    f"already completed {phase}: the wait "
+                    + ("returns at once, for that later phase" if (phase - meant) % 2 == 0
+                       else f"returns after completion {phase + 1} or never")
+                    + " (parity aliasing)", a, instr.target, instr.src))
         for a, pcs in self.wait_pcs:
             pc = state[a]
             if pc in pcs:
@@ -784,7 +907,7 @@ class System:
                     "BP104", f"{instance.name} ends with {expected - pending} of {expected} "
                     f"arrivals of phase {phase + 1} that never completed it", None, inst))
             for waiter, pos in self.participants[inst]:
-                if state[pos] < phase:
+                if state[pos] < phase and pos in self.pallas_seen:
                     found.append(Violation(
                         "BP103", f"{self.agents[waiter].name} exits having observed "
                         f"{max(state[pos], 0)} of the {phase} completions of {instance.name}",
@@ -799,14 +922,14 @@ class System:
             instr = self.current(state, a)
             if instr is None:
                 continue
-            if instr.op in (WAIT, WAIT_PARITY):
+            if instr.op in WAITS:
                 inst = instr.target
                 phase, pending, tx, expected = self.barrier(state, inst)
                 if instr.op == WAIT:
                     seen = max(state[instr.aux], 0)
                     want = f"completion {seen + 1}"
                 else:
-                    want = f"the phase with parity {instr.amount} to complete"
+                    want = f"completion {intended_completion(instr, state[instr.aux])}"
                 line = (f"{agent.name} blocked at {self.sources[instr.src].text} "
                         f"({self.sources[instr.src].loc}) waiting for {want} of "
                         f"{self.instances[inst].name}; it has {phase} completion(s) "
@@ -920,6 +1043,31 @@ def guard_wait_parity(system: System, state, instr: Instr) -> bool:
     return (_phase(system, state, instr.target) & 1) != instr.amount
 
 
+def guard_wait_phase(system: System, state, instr: Instr) -> bool:
+    """try_wait.parity((c - 1) % 2) for the thread's completion c: passes iff the barrier's
+    parity is that of c."""
+    return (_phase(system, state, instr.target) & 1) == (instr.amount & 1)
+
+
+def intended_completion(instr: Instr, seen: int) -> int:
+    """The completion a parity wait means (the phase the thread means, plus one).
+
+    WAIT_PHASE states it: the thread's own phase count. A bare WAIT_PARITY(P) means the next
+    completion this agent has not observed whose number has parity P + 1 (it passes once the
+    barrier's parity differs from P): after observing `seen` completions (-1: none yet) that is
+    seen + 1 or seen + 2. A fresh barrier (seen -1) with P = 1 means completion 0: the initial
+    phase, which has already passed (CUTLASS's producer_acquire).
+
+    >>> [intended_completion(Instr(WAIT_PARITY, 0, p, 0, 0), -1) for p in (1, 0)]
+    [0, 1]
+    >>> intended_completion(Instr(WAIT_PARITY, 0, 0, 0, 0), 1)   # parity not toggled
+    3
+    """
+    if instr.op == WAIT_PHASE:
+        return instr.amount
+    return seen + 1 if (seen - instr.amount) % 2 == 0 else seen + 2
+
+
 def guard_await_fork(system: System, state, instr: Instr) -> bool:
     parent, fork_pc = instr.aux
     return state[parent] >= fork_pc
@@ -976,6 +1124,20 @@ def effect_wait(system: System, s: list, instr: Instr, agent: int, events) -> No
     s[instr.aux] = _phase(system, s, instr.target)
 
 
+def effect_wait_parity(system: System, s: list, instr: Instr, agent: int, events):
+    """The hardware's rule: a parity wait must return for the completion it means. (One the
+    barrier has already run past is caught before, as a state: `state_violations`.)"""
+    meant = intended_completion(instr, s[instr.aux])
+    phase = _phase(system, s, instr.target)
+    s[instr.aux] = phase
+    if phase != meant:
+        return Violation(
+            "BP101", f"{system.agents[agent].name}'s wait on {system.instances[instr.target].name} "
+            f"means completion {meant} but returns after completion {phase}, a phase it does "
+            "not mean (its parity bit is stale)", agent, instr.target, instr.src)
+    return None
+
+
 def effect_issue_async(system: System, s: list, instr: Instr, agent: int, events):
     # The issuer's arrive.expect_tx (Pallas copies), then the copy is in flight.
     violation = effect_arrive_expect_tx(system, s, instr, agent, events)
@@ -993,13 +1155,14 @@ GUARDS = {
     ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
+    WAIT_PHASE: guard_wait_phase,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
     ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
-    WAIT_PARITY: effect_wait, ISSUE_ASYNC: effect_issue_async,
+    WAIT_PARITY: effect_wait_parity, ISSUE_ASYNC: effect_issue_async,
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
-    UNMODELED: None,
+    UNMODELED: None, WAIT_PHASE: effect_wait_parity,
 }
 
 
@@ -1030,6 +1193,8 @@ def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> 
     if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx"):
         return f"{kind}({barrier_name}, {nbytes}B)"
     if kind == "wait_parity":
+        if op.phase is not None:
+            return f"wait_parity({barrier_name}, phase={evaluate(op.phase, env)})"
         return f"wait_parity({barrier_name}, {evaluate(op.parity, env) % 2})"
     if kind == "arrive":
         count = evaluate(op.count, env)

@@ -40,6 +40,9 @@ CONSTANTS
     Slots,         \* Slots[k] = [effect |-> "complete_tx" or "arrive", inst |-> i, amount |-> n]
     ArrivalSets,   \* ArrivalSets[s + 1]: instances a tcgen05 op arrives on (s: semantics index)
     QueueAgents,   \* QueueAgents[q]: the agent whose tcgen05 queue is queue[q]
+    BlockOf,       \* BlockOf[a]: the block (of the cluster, from 1) agent a runs in
+    InstBlock,     \* InstBlock[i]: the block whose shared memory holds instance i
+    RemoteSlots,   \* the slots some block issues into another block's barriers (multicast)
     MaxTx,         \* hardware range of the tx-count: |tx| <= MaxTx (2^20 - 1)
     Ignored        \* diagnostic codes the user ignores ({"BP104"}, ...): used only by the
                    \* Exact_* properties, which mirror which rule semantics.py reports
@@ -70,7 +73,8 @@ Abs(x) == IF x < 0 THEN -x ELSE x
 (*   tgt:   the instances an arrival goes to (ClusterBarrier fan-out and   *)
 (*          multicast already resolved), in semantics.py's order           *)
 (*   inst:  the instance a wait waits on;  pos: its seen entry             *)
-(*   amt:   arrival count, tx bytes, or the parity of wait_parity          *)
+(*   amt:   arrival count, tx bytes, the parity of wait_parity, or the     *)
+(*          completion a wait_phase means (its phase + 1)                  *)
 (*   slots: the in-flight slots an asynchronous issue adds one to          *)
 (*   set:   the arrival set (semantics index) a tcgen05 op arrives on      *)
 (*   parent, at: a warp waits until agent `parent` has passed pc `at`      *)
@@ -87,6 +91,7 @@ arrive_expect_tx(tgt, bytes) == Instr("arrive_expect_tx", tgt, 0, 0, bytes, <<>>
 complete_tx(tgt, bytes)   == Instr("complete_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 0, <<>>)
 wait(inst, pos)           == Instr("wait", <<>>, inst, pos, 0, <<>>, 0, 0, 0, <<>>)
 wait_parity(inst, parity, pos) == Instr("wait_parity", <<>>, inst, pos, parity, <<>>, 0, 0, 0, <<>>)
+wait_phase(inst, completion, pos) == Instr("wait_phase", <<>>, inst, pos, completion, <<>>, 0, 0, 0, <<>>)
 \* A TMA copy (or try_cluster_cancel): the issuer's arrive.expect_tx(bytes) on `tgt` (empty
 \* for a bare tma_load or an async arrival), then one more delivery in flight in each slot.
 issue_async(tgt, bytes, slots) == Instr("issue_async", tgt, 0, 0, bytes, slots, 0, 0, 0, <<>>)
@@ -106,6 +111,23 @@ Cur(a) == Prog[a][pc[a] + 1]
 At(a, op) == Running(a) /\ Cur(a).op = op
 Terminated == \A a \in Agents : ~Running(a)
 
+WaitOps == {"wait", "wait_parity", "wait_phase"}
+ParityWaitOps == {"wait_parity", "wait_phase"}
+
+\* Seen entry e belongs to a Pallas waiter: its agent waits on the instance with barrier_wait
+\* somewhere. The Pallas rules (BP101 at a completion, BP103 at exit) hold only such entries
+\* to every completion; parity waits follow the hardware (Meant, below).
+PallasEntry(e) ==
+    \E p \in DOMAIN Prog[SeenOf[e][1]] :
+        Prog[SeenOf[e][1]][p].op = "wait" /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]
+
+\* The completion a parity wait means (semantics.py: intended_completion): wait_phase states
+\* it; wait_parity(P) means the next one not yet observed (s: seen) whose number has parity
+\* P + 1.
+Meant(instr, s) ==
+    IF instr.op = "wait_phase" THEN instr.amt
+    ELSE IF (s - instr.amt) % 2 = 0 THEN s + 1 ELSE s + 2
+
 -----------------------------------------------------------------------------
 (***************************************************************************)
 (* One barrier instance.                                                   *)
@@ -123,7 +145,7 @@ Terminated == \A a \in Agents : ~Running(a)
 \* npc: the program counters after the step (the mover has already advanced).
 WaitsOn(npc, w, i) ==
     /\ npc[w] < Len(Prog[w])
-    /\ Prog[w][npc[w] + 1].op \in {"wait", "wait_parity"}
+    /\ Prog[w][npc[w] + 1].op \in WaitOps
     /\ Prog[w][npc[w] + 1].inst = i
 
 \* BP101 phase-overrun: completion number `completed` + 1 of instance i happens while a
@@ -135,7 +157,8 @@ Overrun(i, completed, npc) ==
     \E k \in DOMAIN Participants[i] :
         LET e == Participants[i][k]
             w == SeenOf[e][1]
-        IN  /\ Max(seen[e], 0) < completed
+        IN  /\ PallasEntry(e)
+            /\ Max(seen[e], 0) < completed
             /\ npc[w] <= SeenOf[e][3]
             /\ seen[e] >= 0 \/ WaitsOn(npc, w, i)
 
@@ -233,6 +256,15 @@ WaitParity(a) ==
     /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
     /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
 
+\* try_wait.parity for the completion c the thread's own phase count means: it passes iff the
+\* barrier's parity is that of c.
+WaitPhase(a) ==
+    /\ At(a, "wait_phase")
+    /\ phase[Cur(a).inst] % 2 = Cur(a).amt % 2
+    /\ pc' = Advance(a)
+    /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
+    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
+
 \* TMA copy issue: the issuer's arrive.expect_tx, then the landing(s) go in flight.
 IssueAsync(a) ==
     /\ At(a, "issue_async")
@@ -278,7 +310,7 @@ Join(a) ==
 
 ThreadStep(a) ==
     \/ Arrive(a) \/ ArriveDrop(a) \/ ExpectTx(a) \/ ArriveExpectTx(a) \/ CompleteTx(a)
-    \/ Wait(a) \/ WaitParity(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
+    \/ Wait(a) \/ WaitParity(a) \/ WaitPhase(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
     \/ Fork(a) \/ AwaitFork(a) \/ Join(a) \/ Unmodeled(a)
 
 -----------------------------------------------------------------------------
@@ -347,16 +379,56 @@ PhaseOverrunStep ==
         /\ \E k \in DOMAIN Participants[i] :
               LET e == Participants[i][k]
                   w == SeenOf[e][1]
-              IN  /\ Max(seen[e], 0) < phase'[i] - 1
+              IN  /\ PallasEntry(e)
+                  /\ Max(seen[e], 0) < phase'[i] - 1
                   /\ pc'[w] <= SeenOf[e][3]
                   /\ seen[e] >= 0 \/ WaitsOn(pc', w, i)
-BP101_NoPhaseOverrun == [][~PhaseOverrunStep]_vars
+\* BP101 for parity waits (the hardware's rule): a parity wait returns after a completion
+\* other than the one it means ...
+ParityReturnStep ==
+    \E a \in Agents :
+        /\ Running(a) /\ pc'[a] = pc[a] + 1 /\ Cur(a).op \in ParityWaitOps
+        /\ phase[Cur(a).inst] # Meant(Cur(a), seen[Cur(a).pos])
+\* ... or sits at its wait while the barrier has run past the completion it means.
+ParityAhead ==
+    \E a \in Agents :
+        /\ Running(a) /\ Cur(a).op \in ParityWaitOps
+        /\ phase[Cur(a).inst] > Meant(Cur(a), seen[Cur(a).pos])
+BP101_NoPhaseOverrun == [][~PhaseOverrunStep /\ ~ParityReturnStep /\ ~ParityAhead']_vars
 
 \* BP102 late-join: no Pallas thread makes its first wait on a barrier that has already
 \* completed two or more phases (its parity bit would point at the wrong phase).
 BP102_NoLateJoin ==
     \A a \in Agents :
         At(a, "wait") => ~(seen[Cur(a).pos] < 0 /\ phase[Cur(a).inst] >= 2)
+
+\* BP106 arrive-after-exit: no block has exited (all its agents finished) while an arrival
+\* from another block can still land on its barriers: a thread of another block that will
+\* arrive there, a multicast copy in flight, a peer's tcgen05 commit queued.  (At the
+\* kernel's end the exit rules judge what is left.)
+Targets(instr) ==
+    CASE instr.op \in {"arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx"}
+            -> {instr.tgt[j] : j \in DOMAIN instr.tgt}
+      [] instr.op = "issue_async"
+            -> {instr.tgt[j] : j \in DOMAIN instr.tgt}
+               \cup {Slots[instr.slots[j]].inst : j \in DOMAIN instr.slots}
+      [] instr.op = "issue_tcgen05"
+            -> {ArrivalSets[instr.set + 1][j] : j \in DOMAIN ArrivalSets[instr.set + 1]}
+      [] OTHER -> {}
+Exited(b) == \A a \in Agents : BlockOf[a] = b => ~Running(a)
+ArriveAfterExit ==
+    /\ ~Terminated
+    /\ \E b \in {BlockOf[a] : a \in Agents} :
+        /\ Exited(b)
+        /\ \/ \E a \in Agents :
+                /\ Running(a) /\ BlockOf[a] # b
+                /\ \E p \in (pc[a] + 1)..Len(Prog[a]) : \E i \in Targets(Prog[a][p]) : InstBlock[i] = b
+           \/ \E k \in RemoteSlots : inflight[k] > 0 /\ InstBlock[Slots[k].inst] = b
+           \/ \E q \in DOMAIN QueueAgents :
+                /\ BlockOf[QueueAgents[q]] # b
+                /\ \E e \in DOMAIN queue[q] :
+                      \E i \in Targets(issue_tcgen05(queue[q][e])) : InstBlock[i] = b
+BP106_NoArriveAfterExit == ~ArriveAfterExit
 
 \* BP121 out-of-range: arrivals beyond the count, tx-count beyond 2^20 - 1, a negative count.
 BP121_InRange ==
@@ -365,7 +437,7 @@ BP121_InRange ==
 \* At kernel exit (every agent finished):
 \* BP103 unobserved-completion: every waiter has observed every completion.
 BP103_AllCompletionsObserved ==
-    Terminated => \A e \in DOMAIN SeenOf : seen[e] >= phase[SeenOf[e][2]]
+    Terminated => \A e \in DOMAIN SeenOf : PallasEntry(e) => seen[e] >= phase[SeenOf[e][2]]
 \* BP104 pending-arrivals: no phase has arrivals that never completed it.
 BP104_NoPendingArrivals ==
     Terminated => \A i \in Insts : tx[i] # 0 \/ pending[i] = expected[i]
@@ -388,7 +460,7 @@ Stuck == ~Terminated /\ ~ENABLED Progress
 \* A blocked wait whose phase has all its arrivals but not all its bytes.
 TxStuck ==
     \E a \in Agents :
-        /\ At(a, "wait") \/ At(a, "wait_parity")
+        /\ Running(a) /\ Cur(a).op \in WaitOps
         /\ pending[Cur(a).inst] = 0 /\ tx[Cur(a).inst] # 0
 
 BP100_NoDeadlock   == ~(Stuck /\ ~TxStuck)    \* BP100 deadlock
@@ -407,31 +479,38 @@ LateJoin        == ~BP102_NoLateJoin
 Unobserved      == ~BP103_AllCompletionsObserved
 PendingAtExit   == ~BP104_NoPendingArrivals
 InFlightAtExit  == ~BP105_NoAsyncInFlight
+AfterExit       == ~BP106_NoArriveAfterExit
 TxAtExit        == ~BP130_TxBalanced
 
 Counts(code) == code \notin Ignored
 StepBreaks ==
-    \/ Counts("BP101") /\ PhaseOverrunStep
+    \/ Counts("BP101") /\ (PhaseOverrunStep \/ ParityReturnStep)
     \/ Counts("BP121") /\ ~BP121_InRange'
 StateBreaks(code) ==
     /\ Counts(code)
-    /\ CASE code = "BP102" -> LateJoin'
+    /\ CASE code = "BP101" -> ParityAhead'
+         [] code = "BP102" -> LateJoin'
          [] code = "BP103" -> Unobserved'
          [] code = "BP104" -> PendingAtExit'
          [] code = "BP105" -> InFlightAtExit'
+         [] code = "BP106" -> AfterExit'
          [] code = "BP130" -> TxAtExit'
-LowerCodes == [BP102 |-> {}, BP103 |-> {"BP102"}, BP104 |-> {"BP102", "BP103"},
-               BP105 |-> {"BP102", "BP103", "BP104"},
-               BP130 |-> {"BP102", "BP103", "BP104", "BP105"}]
+LowerCodes == [BP101 |-> {}, BP102 |-> {"BP101"}, BP103 |-> {"BP101", "BP102"},
+               BP104 |-> {"BP101", "BP102", "BP103"},
+               BP105 |-> {"BP101", "BP102", "BP103", "BP104"},
+               BP106 |-> {"BP101", "BP102", "BP103", "BP104", "BP105"},
+               BP130 |-> {"BP101", "BP102", "BP103", "BP104", "BP105", "BP106"}]
 \* The new state breaks a rule with this code and none with a lower one.
 StateCode(code) == StateBreaks(code) /\ \A c \in LowerCodes[code] : ~StateBreaks(c)
 
-Exact_BP101 == [][~(Counts("BP101") /\ PhaseOverrunStep)]_vars
+Exact_BP101 == [][~(Counts("BP101") /\ (PhaseOverrunStep \/ ParityReturnStep))
+                  /\ ~(~StepBreaks /\ StateCode("BP101"))]_vars
 Exact_BP121 == [][~(Counts("BP121") /\ ~BP121_InRange')]_vars
 Exact_BP102 == [][~(~StepBreaks /\ StateCode("BP102"))]_vars
 Exact_BP103 == [][~(~StepBreaks /\ StateCode("BP103"))]_vars
 Exact_BP104 == [][~(~StepBreaks /\ StateCode("BP104"))]_vars
 Exact_BP105 == [][~(~StepBreaks /\ StateCode("BP105"))]_vars
+Exact_BP106 == [][~(~StepBreaks /\ StateCode("BP106"))]_vars
 Exact_BP130 == [][~(~StepBreaks /\ StateCode("BP130"))]_vars
 
 \* Type invariant: the shape of the state (not checked by default; useful when editing).

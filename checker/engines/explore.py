@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...model.semantics import (AWAIT_FORK, FORK, JOIN, WAIT, WAIT_PARITY, System, Violation,
+from ...model.semantics import (AWAIT_FORK, FORK, JOIN, WAITS, System, Violation,
                                primary)
 
 
@@ -54,7 +54,7 @@ def symmetry_classes(system: System) -> list[list[int]]:
         if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
             continue
         # Waits carry the agent's own seen position; compare programs without it.
-        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
+        prog = tuple(i._replace(aux=None) if i.op in WAITS else i for i in prog)
         groups.setdefault((agent.block, prog), []).append(a)
     return [g for g in groups.values() if len(g) > 1]
 

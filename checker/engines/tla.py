@@ -35,7 +35,8 @@ from typing import Iterable, Mapping
 from ...model.ir import MAX_TX, Kernel, Loc, ModelError
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
                                EFFECT_COMPLETE_TX, EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05,
-                               JOIN, UNMODELED, WAIT, WAIT_PARITY, System, compile_systems)
+                               JOIN, UNMODELED, WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System,
+                               compile_systems)
 
 LIBRARY = "MBarrier"
 SPECS_DIR = Path(__file__).resolve().parents[2] / "specs"
@@ -50,6 +51,7 @@ ACTIONS = {
     COMPLETE_TX: ("complete_tx(tgt, amount)", "CompleteTx"),
     WAIT: ("wait(inst, pos)", "Wait"),
     WAIT_PARITY: ("wait_parity(inst, amount, pos)", "WaitParity"),
+    WAIT_PHASE: ("wait_phase(inst, amount, pos)", "WaitPhase"),
     ISSUE_ASYNC: ("issue_async(tgt, amount, slots)", "IssueAsync"),
     ISSUE_TCGEN05: ("issue_tcgen05(set)", "IssueTcgen05"),
     FORK: ("fork", "Fork"),
@@ -66,6 +68,7 @@ RULES = {
     "BP103": ("INVARIANT", "BP103_AllCompletionsObserved"),
     "BP104": ("INVARIANT", "BP104_NoPendingArrivals"),
     "BP105": ("INVARIANT", "BP105_NoAsyncInFlight"),
+    "BP106": ("INVARIANT", "BP106_NoArriveAfterExit"),
     "BP121": ("INVARIANT", "BP121_InRange"),
     "BP130": ("INVARIANT", "BP130_TxBalanced"),
 }
@@ -208,6 +211,8 @@ def _instruction(system: System, agent: int, instr) -> str:
         return f"wait({instr.target + 1}, {instr.aux - seen_base + 1})"
     if op == WAIT_PARITY:
         return f"wait_parity({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
+    if op == WAIT_PHASE:
+        return f"wait_phase({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
     if op == ISSUE_ASYNC:
         return (f"issue_async({_seq(i + 1 for i in instr.target)}, {instr.amount}, "
                 f"{_seq(k + 1 for k in instr.aux)})")
@@ -259,6 +264,9 @@ def cfg_text(checks: Checks | None = None) -> str:
         "    Slots <- KernelSlots",
         "    ArrivalSets <- KernelArrivalSets",
         "    QueueAgents <- KernelQueueAgents",
+        "    BlockOf <- KernelBlockOf",
+        "    InstBlock <- KernelInstBlock",
+        "    RemoteSlots <- KernelRemoteSlots",
         f"    MaxTx = {MAX_TX}",
         f"    Ignored = {{{ignored}}}",
     ]
@@ -327,7 +335,7 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     rows = []
     for (a, i), pos in entries:
         last = max(pc for pc, instr in enumerate(system.programs[a])
-                   if instr.op in (WAIT, WAIT_PARITY) and instr.target == i)
+                   if instr.op in WAITS and instr.target == i)
         rows.append((f"<<{a + 1}, {i + 1}, {last}>>",
                      f"{pos - seen_base + 1}: {_ascii(system.agents[a].name)} waits on "
                      f"{_ascii(system.instances[i].name)}, last at pc {last}"))
@@ -364,6 +372,13 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
             for q, a in enumerate(system.queue_agents)]
     out.append("\\* tcgen05 queues: the agent that issues into each.")
     out += _table("KernelQueueAgents", rows)
+    out.append("")
+    out.append("\\* Blocks of the cluster (numbered from 1) of each agent and each instance, and the "
+               "slots a block issues into another block's barriers (BP106).")
+    out.append("KernelBlockOf == " + _seq(b + 1 for b in system.agent_block))
+    out.append("KernelInstBlock == " + _seq(b + 1 for b in system.inst_block))
+    out.append("KernelRemoteSlots == {" + ", ".join(str(k + 1) for k in sorted(system.remote_slots))
+               + "}")
     out.append("")
     out.append("=" * (len(out[0])))
     checks = default_checks(ignore)

@@ -144,26 +144,29 @@ def tma_multicast_2x1(k, stages=2, consumers=1, steps=3):
     tma_multicast(k, stages, consumers, steps)
 
 
-@protocol(expect="violation:BP101")
+@protocol(expect="violation:BP121")
 def tma_multicast_empty_counts_local_consumers_only(k, stages=2, consumers=1, steps=3):
     """empty[] initialised with the local consumer count only (forgot the multicast peers):
-    each slot gets two releases per use, so the second completes a phase the producer has not
-    observed."""
+    each slot gets two releases per use and completes twice, so the producer's next
+    producer_acquire passes a lap early and its arrive.expect_tx lands on a `full` phase that
+    is still open: more arrivals than the count (undefined behaviour)."""
     tma_multicast(k, stages, consumers, steps, empty_per_block=False)
 
 
 
-@protocol(expect="violation:BP105")
+@protocol(expect="violation:BP106")
 def tma_multicast_expect_tx_counts_own_half(k, stages=2, consumers=1, steps=1):
     """expect_tx = A + B/2 (only the block's own half of B): the phase completes as soon as A and
-    one half land, the consumer reads a half-written tile and everybody can exit while the
-    peer's half is still in flight. The rules see the in-flight copy at exit (BP105); the
-    underlying bug is the early completion (a smem race, BP200 in the future)."""
+    one half land, the consumer reads a half-written tile and a block can exit while the peer's
+    multicast half is still to land in its shared memory (BP106; at the kernel's end the copy
+    still in flight is BP105). The underlying bug is the early completion (a smem race, BP200
+    in the future)."""
     tma_multicast(k, stages, consumers, steps, expect_bytes=A_BYTES + B_BYTES // 2)
 
 
-@protocol(expect="violation:BP103")
+@protocol(expect="violation:BP106")
 def tma_multicast_without_producer_tail(k, stages=2, consumers=1, steps=3):
-    """No producer_tail: a block's producer exits without observing the last releases of its
-    slots (in hardware its block may retire while the peer still arrives on its barriers)."""
+    """No producer_tail: a block's producer exits without waiting for the last releases of its
+    slots, so its block can retire while the peer's consumer still arrives on its `empty`
+    barriers: a remote arrive after the peer block exited."""
     tma_multicast(k, stages, consumers, steps, tail=False)
