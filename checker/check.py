@@ -25,6 +25,8 @@ HELP = {
     "BP103": "wait on the last completions before the kernel ends (drain the pipeline)",
     "BP104": "every phase that receives arrivals must complete: match the arrivals to num_arrivals",
     "BP105": "wait for every TMA copy and tcgen05 op before the kernel ends",
+    "BP106": "keep a block alive until its peers stop arriving on its barriers: a cluster-wide "
+             "barrier before exit, or a producer tail that waits for the last remote releases",
     "BP110": "declare the barrier with orders_tensor_core=True",
     "BP111": "TMA and tcgen05 arrivals need a plain plgpu.Barrier",
     "BP112": "wait on your own block's barrier instance",

@@ -39,7 +39,8 @@ MEANING = {
     "BP100": "Some thread has not finished and nothing (no thread, TMA copy or tensor-core op) can "
              "move: the kernel hangs.",
     "BP101": "A barrier completes a phase while a thread that waits on it has not yet observed the "
-             "previous completion; its parity bit now points at the wrong phase.",
+             "previous completion; its parity bit now points at the wrong phase. For a parity "
+             "wait: it can return for a phase other than the one the thread means.",
     "BP102": "A thread waits on a barrier for the first time after it has already completed two or "
              "more phases, so its parity bit points at the wrong phase.",
     "BP103": "At kernel exit (or deallocation) a thread that waits on a barrier has not observed "
@@ -47,6 +48,8 @@ MEANING = {
     "BP104": "At kernel exit a barrier holds arrivals of a phase that never completed.",
     "BP105": "At kernel exit a TMA copy or tcgen05 operation that arrives on a barrier is still in "
              "flight.",
+    "BP106": "A block of a cluster exits while another block can still arrive on its barriers (a "
+             "remote arrive, a multicast copy or commit): undefined behaviour on hardware.",
     "BP110": "tcgen05_mma or tcgen05_commit_arrive arrives on a Barrier declared without "
              "orders_tensor_core=True.",
     "BP111": "A TMA or tcgen05 arrival targets a ClusterBarrier or another object that is not a "

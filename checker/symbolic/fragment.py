@@ -263,6 +263,12 @@ class Fragment:
 
     def build_roles(self) -> list[Role]:
         k = self.kernel
+        for op in k.ops():
+            if op.kind == "wait_parity" and op.phase is not None:
+                # the thread's own phase count may skip phases (ping-pong): the counter
+                # abstraction follows every completion, so it cannot judge such a wait
+                raise Unsupported(f"`{op.describe()}` waits for a stated phase "
+                                  "(wait_parity(phase=)), which may skip phases", op.loc)
         self.cluster_axes = [a for a, _ in k.cluster]
         self.cluster_shape = [self.concrete(n, f"cluster size along {a}") for a, n in k.cluster]
         for a, n in zip(self.cluster_axes, self.cluster_shape):
@@ -784,11 +790,6 @@ class ClassBuilder:
             elif kind in ("barrier_wait", "wait_parity"):
                 if ref.block is not None and self.cls.instances[inst][2] != role.block:
                     raise Unsupported("a wait on another block's barrier (BP112)", op.loc)
-                if kind == "wait_parity" and op.phase is not None:
-                    # the thread's own phase count may skip phases (ping-pong): the counter
-                    # abstraction follows every completion, so it cannot judge such a wait
-                    raise Unsupported(f"`{text}` waits for a stated phase (wait_parity(phase=)),"
-                                      " which may skip phases", op.loc)
                 parity = ctx.int(op.parity, parity=True) if kind == "wait_parity" else None
                 out.append(COp(WAIT if kind == "barrier_wait" else WAIT_PARITY, (inst,),
                                parity=parity, guard=gg, rank=rank, text=text))

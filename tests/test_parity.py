@@ -1,0 +1,211 @@
+"""Parity waits follow the hardware's rule (docs/parity.md), barrier_wait the Pallas rules; a
+block must outlive the remote arrivals on its barriers (BP106)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.symbolic.prove import prove_kernel
+from barrierproof.model.dsl import protocol
+from barrierproof.model.interpreter import replay
+from barrierproof.model.ir import ModelError
+from barrierproof.model.semantics import (WAIT_PARITY, WAIT_PHASE, Instr, System,
+                                          intended_completion)
+
+
+def verdict(proto, **params):
+    return check_kernel(proto.build(), params or None, Options())
+
+
+# -- the phase a wait means -------------------------------------------------------------------
+
+@pytest.mark.parametrize("parity, seen, meant", [
+    (1, -1, 0),    # producer_acquire on a fresh slot: the phase before the first, passed
+    (0, -1, 1),    # consumer_wait on a fresh slot: completion 1
+    (1, 0, 2), (0, 0, 1), (0, 1, 3), (1, 1, 2), (1, 4, 6), (0, 4, 5),
+])
+def test_a_bare_parity_means_the_next_unobserved_completion_of_its_parity(parity, seen, meant):
+    assert intended_completion(Instr(WAIT_PARITY, 0, parity, 0, 0), seen) == meant
+    # the wait passes once the barrier's parity differs from P: on completion numbers of
+    # parity P + 1, which `meant` has
+    assert meant % 2 != parity
+
+
+def test_a_stated_phase_means_the_completion_that_ends_it():
+    assert intended_completion(Instr(WAIT_PHASE, 0, 5, 0, 0), -1) == 5
+    assert intended_completion(Instr(WAIT_PHASE, 0, 5, 0, 0), 40) == 5
+
+
+def test_wait_parity_needs_a_parity_or_a_phase():
+    @protocol
+    def neither(k):
+        k.threads(1)
+        bar = k.Barrier()
+        k.wait_parity(bar)
+
+    with pytest.raises(ModelError) as err:
+        neither.build()
+    assert "parity or a phase=" in str(err.value) and "test_parity.py" in str(err.value.loc)
+
+
+# -- skipping phases on purpose -----------------------------------------------------------------
+
+def _alternating(k, pairs, pallas):
+    """A producer hands round r to consumer r % 2 and waits for its ack; the consumers take
+    turns (like the ping-pong's order barrier), so each waits only on the phases of its own
+    rounds, and only once the other has consumed the round before."""
+    k.threads(3, name="wg")
+    data = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    turn = k.Barrier(num_arrivals=1, num_barriers=2)
+    with k.when(k.thread == 2):
+        with k.loop(2 * pairs) as r:
+            k.arrive(data)
+            k.wait_parity(ack, phase=r)
+    with k.otherwise():
+        w = k.thread
+        with k.loop(pairs) as m:
+            k.wait_parity(turn.at[w], phase=m - 1 + w)
+            if pallas:
+                k.barrier_wait(data)
+            else:
+                k.wait_parity(data, phase=2 * m + w)
+            k.arrive(ack)
+            k.arrive(turn.at[1 - w])
+
+
+@protocol
+def alternating_consumers(k, pairs=2):
+    _alternating(k, pairs, pallas=False)
+
+
+@protocol
+def alternating_consumers_with_barrier_wait(k, pairs=2):
+    _alternating(k, pairs, pallas=True)
+
+
+def test_parity_waits_may_skip_the_phases_they_do_not_mean():
+    v = verdict(alternating_consumers)
+    assert v.verdict == "verified", v.diagnostics
+
+
+def test_barrier_wait_keeps_the_pallas_rule():
+    v = verdict(alternating_consumers_with_barrier_wait)
+    # consumer 1's barrier_wait passes on round 0's completion (its private bit starts at 0)
+    assert v.label == "violation:BP101", v.label
+
+
+@protocol
+def wrong_phase(k, rounds=2):
+    """Consumer 1 names the phase of consumer 0's round: it has already completed."""
+    k.threads(3, name="wg")
+    data = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 2):
+        with k.loop(rounds) as r:
+            k.arrive(data)
+            k.wait_parity(ack, phase=r)
+    with k.otherwise():
+        k.wait_parity(data, phase=0)
+        k.arrive(ack)
+
+
+def test_a_wait_for_a_phase_long_gone_is_a_violation_replayed_on_the_interpreter():
+    v = verdict(wrong_phase)
+    assert v.label == "violation:BP101"
+    system = System(wrong_phase.build(), v.params)
+    run = replay(system, v.trace.actions)
+    assert run.violation is not None and run.violation.code == "BP101"
+
+
+@protocol
+def stale_bit(k, steps=2):
+    """The consumer waits with parity 0 every time: its second wait passes on the phase it
+    has already observed, before the producer's second arrival."""
+    k.threads(2, name="wg")
+    data = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            k.arrive(data)
+            k.wait_parity(ack, i % 2)
+    with k.otherwise():
+        with k.loop(steps):
+            k.wait_parity(data, 0)
+            k.arrive(ack)
+
+
+def test_a_stale_parity_bit_returns_for_a_phase_it_does_not_mean():
+    v = verdict(stale_bit)
+    assert v.label == "violation:BP101"
+    assert "returns after completion 1" in v.diagnostics[0].message
+
+
+def test_the_prover_leaves_phase_skipping_to_the_explorer():
+    k = alternating_consumers.build()
+    v = prove_kernel(k, {}, Options(), "alternating", SimpleNamespace(symbolic=["pairs"]))
+    assert v.verdict in ("unknown", "violation") and v.verdict != "proved"
+    assert "wait_parity(phase=)" in v.coverage and "test_parity.py" in v.coverage
+
+
+def test_the_prover_catches_a_stale_parity_bit():
+    k = stale_bit.build()
+    v = prove_kernel(k, {}, Options(), "stale", SimpleNamespace(symbolic=["steps"]))
+    assert v.verdict == "violation" and v.codes[0] == "BP101", (v.verdict, v.coverage)
+
+
+# -- block lifetime in a cluster (BP106) -------------------------------------------------------
+
+def _remote_release(k, sync):
+    k.cluster(x=2)
+    k.threads(1, name="wg")
+    done = k.Barrier(num_arrivals=1)
+    bye = k.ClusterBarrier(collective_axes="x")
+    with k.when(k.block("x") == 0):
+        k.arrive(done.on(1))          # tell block 1 it may go
+    with k.otherwise():
+        k.wait_parity(done, 0)
+    if sync:
+        k.barrier_arrive(bye)         # cluster-wide barrier before exit
+        k.barrier_wait(bye)
+
+
+@protocol
+def remote_arrive_then_exit(k):
+    _remote_release(k, sync=False)
+
+
+@protocol
+def remote_arrive_then_cluster_sync(k):
+    _remote_release(k, sync=True)
+
+
+def test_a_remote_arrive_the_peer_waits_for_is_fine():
+    # block 1 cannot exit before block 0's arrive here: it waits for it; but block 0 exits
+    # first and nothing arrives on it later, so this one is fine
+    assert verdict(remote_arrive_then_exit).verdict == "verified"
+
+
+@protocol
+def peer_exits_before_release(k):
+    """Block 1 never waits for block 0's arrive: it can exit before the arrive lands."""
+    k.cluster(x=2)
+    k.threads(1, name="wg")
+    done = k.Barrier(num_arrivals=1)
+    with k.when(k.block("x") == 0):
+        k.arrive(done.on(1))
+
+
+def test_bp106_names_the_late_arrive():
+    v = verdict(peer_exits_before_release)
+    assert v.label == "violation:BP106"
+    d = v.diagnostics[0]
+    assert "after the peer block exited" in d.message and "test_parity.py" in str(d.location)
+    assert d.help and "alive" in d.help
+    system = System(peer_exits_before_release.build(), v.params)
+    assert replay(system, v.trace.actions).violation.code == "BP106"
+
+
+def test_cluster_sync_before_exit_keeps_the_peer_alive():
+    assert verdict(remote_arrive_then_cluster_sync).verdict == "verified"
