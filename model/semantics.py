@@ -70,6 +70,10 @@ EFFECT_ARRIVE = 1        # arrive(1) on the instance
 PHASE, PENDING, TX, EXPECTED = 0, 1, 2, 3
 BARRIER_FIELDS = 4
 
+# Operations of Pallas's own API (the rest are PTX-level, for CUTLASS-style protocols).
+PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+                          "tcgen05_commit_arrive", "try_cluster_cancel"})
+
 # Diagnostic codes and names (SEMANTICS.md section 3).
 CODES = {
     "BP100": "deadlock",
@@ -250,6 +254,7 @@ class System:
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
         self._layout()
         self._block_lifetimes()
+        self.unwaited = self._unwaited_pallas_barriers()
 
     # -- compilation -------------------------------------------------------------------------
 
@@ -584,6 +589,19 @@ class System:
         self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
 
+    def _unwaited_pallas_barriers(self) -> tuple[int, ...]:
+        """Instances of barriers used only through Pallas operations that no thread waits on:
+        Pallas's rule 2 (completions == waits over a barrier's lifetime) holds them to no
+        completion at all (BP103 at exit). Barriers a protocol drives with PTX-level operations
+        follow the hardware, where an unobserved completion is harmless."""
+        pallas_only = {}
+        for op in self.kernel.ops():
+            if op.barrier is not None:
+                name = op.barrier.alloc.name
+                pallas_only[name] = pallas_only.get(name, True) and op.kind in PALLAS_KINDS
+        return tuple(i for i, inst in enumerate(self.instances)
+                     if pallas_only.get(inst.alloc.name) and not self.participants[i])
+
     def _arrival_insts(self, instr: Instr) -> tuple[int, ...]:
         """Instances an instruction arrives on or delivers bytes to, now or when it completes."""
         if instr.op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
@@ -906,6 +924,11 @@ class System:
                 found.append(Violation(
                     "BP104", f"{instance.name} ends with {expected - pending} of {expected} "
                     f"arrivals of phase {phase + 1} that never completed it", None, inst))
+            if phase and inst in self.unwaited:
+                found.append(Violation(
+                    "BP103", f"{instance.name} completes {phase} phase(s) that no thread ever "
+                    "waits for (Pallas: completions must equal waits over a barrier's lifetime)",
+                    None, inst))
             for waiter, pos in self.participants[inst]:
                 if state[pos] < phase and pos in self.pallas_seen:
                     found.append(Violation(

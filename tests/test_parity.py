@@ -209,3 +209,35 @@ def test_bp106_names_the_late_arrive():
 
 def test_cluster_sync_before_exit_keeps_the_peer_alive():
     assert verdict(remote_arrive_then_cluster_sync).verdict == "verified"
+
+
+# -- Pallas rule 2 on a barrier nobody waits on ------------------------------------------------
+
+def test_a_pallas_barrier_nobody_waits_on_must_not_complete():
+    from barrierproof.loader import resolve
+    from conftest import EXAMPLES
+    import os
+    (target,) = resolve(os.path.join(EXAMPLES, "handoff.py") + "::arrivals_nobody_waits_for")
+    k = target.build()
+    v = check_kernel(k, None, Options())
+    assert v.label == "violation:BP103"
+    assert "no thread ever waits for" in v.diagnostics[0].message
+    # the prover leaves it to the explorer, naming the barrier and the line
+    p = prove_kernel(k, {}, Options(), "nobody", SimpleNamespace(symbolic=["steps"]))
+    assert p.verdict == "violation" and p.codes[0] == "BP103"
+    assert any("no thread waits on it" in n for n in p.notes), p.notes
+
+
+def test_ptx_arrivals_nobody_waits_on_are_harmless():
+    @protocol
+    def ptx_done(k):
+        k.threads(2, name="wg")
+        data = k.Barrier(num_arrivals=1)
+        done = k.Barrier(num_arrivals=1)
+        with k.when(k.thread == 0):
+            k.arrive(data)
+            k.arrive(done)
+        with k.otherwise():
+            k.wait_parity(data, 0)
+
+    assert verdict(ptx_done).verdict == "verified"

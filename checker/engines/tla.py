@@ -267,6 +267,7 @@ def cfg_text(checks: Checks | None = None) -> str:
         "    BlockOf <- KernelBlockOf",
         "    InstBlock <- KernelInstBlock",
         "    RemoteSlots <- KernelRemoteSlots",
+        "    Unwaited <- KernelUnwaited",
         f"    MaxTx = {MAX_TX}",
         f"    Ignored = {{{ignored}}}",
     ]
@@ -379,6 +380,8 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     out.append("KernelInstBlock == " + _seq(b + 1 for b in system.inst_block))
     out.append("KernelRemoteSlots == {" + ", ".join(str(k + 1) for k in sorted(system.remote_slots))
                + "}")
+    out.append("\\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).")
+    out.append("KernelUnwaited == {" + ", ".join(str(i + 1) for i in system.unwaited) + "}")
     out.append("")
     out.append("=" * (len(out[0])))
     checks = default_checks(ignore)

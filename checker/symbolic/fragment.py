@@ -37,7 +37,7 @@ import z3
 
 from ...model.ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BinOp, Const, Expr, Kernel, Loc, Loop,
                         Op, UnOp, Var, WarpRegion, When, free_vars, walk)
-from ...model.semantics import peer_blocks
+from ...model.semantics import PALLAS_KINDS, peer_blocks
 from .encode import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K,
                               WAIT, WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole,
                               CSegment)
@@ -263,7 +263,14 @@ class Fragment:
 
     def build_roles(self) -> list[Role]:
         k = self.kernel
+        waited = {op.barrier.alloc.name for op in k.ops()
+                  if op.kind in ("barrier_wait", "wait_parity") and op.barrier is not None}
         for op in k.ops():
+            if op.barrier is not None and op.barrier.alloc.name not in waited \
+                    and op.kind in PALLAS_KINDS and op.kind != "barrier_wait":
+                # Pallas rule 2 on a barrier nobody waits on is left to the explorer
+                raise Unsupported(f"`{op.barrier.alloc.name}` receives Pallas arrivals but no "
+                                  "thread waits on it", op.loc)
             if op.kind == "wait_parity" and op.phase is not None:
                 # the thread's own phase count may skip phases (ping-pong): the counter
                 # abstraction follows every completion, so it cannot judge such a wait

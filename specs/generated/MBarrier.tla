@@ -43,6 +43,8 @@ CONSTANTS
     BlockOf,       \* BlockOf[a]: the block (of the cluster, from 1) agent a runs in
     InstBlock,     \* InstBlock[i]: the block whose shared memory holds instance i
     RemoteSlots,   \* the slots some block issues into another block's barriers (multicast)
+    Unwaited,      \* instances of barriers used only through Pallas operations that no thread
+                   \* waits on (Pallas rule 2 holds them to no completion at all)
     MaxTx,         \* hardware range of the tx-count: |tx| <= MaxTx (2^20 - 1)
     Ignored        \* diagnostic codes the user ignores ({"BP104"}, ...): used only by the
                    \* Exact_* properties, which mirror which rule semantics.py reports
@@ -437,7 +439,8 @@ BP121_InRange ==
 \* At kernel exit (every agent finished):
 \* BP103 unobserved-completion: every waiter has observed every completion.
 BP103_AllCompletionsObserved ==
-    Terminated => \A e \in DOMAIN SeenOf : PallasEntry(e) => seen[e] >= phase[SeenOf[e][2]]
+    Terminated => /\ \A e \in DOMAIN SeenOf : PallasEntry(e) => seen[e] >= phase[SeenOf[e][2]]
+                  /\ \A i \in Unwaited : phase[i] = 0
 \* BP104 pending-arrivals: no phase has arrivals that never completed it.
 BP104_NoPendingArrivals ==
     Terminated => \A i \in Insts : tx[i] # 0 \/ pending[i] = expected[i]

@@ -61,5 +61,7 @@ KernelQueueAgents == <<>>
 KernelBlockOf == <<1, 2>>
 KernelInstBlock == <<1, 2>>
 KernelRemoteSlots == {1, 2}
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ======================================================================

@@ -57,5 +57,7 @@ KernelQueueAgents == <<>>
 KernelBlockOf == <<1, 2>>
 KernelInstBlock == <<1, 2>>
 KernelRemoteSlots == {}
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ==========================================================================================

@@ -47,5 +47,7 @@ KernelQueueAgents == <<>>
 KernelBlockOf == <<1, 1>>
 KernelInstBlock == <<>>
 KernelRemoteSlots == {}
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ==================================================================================

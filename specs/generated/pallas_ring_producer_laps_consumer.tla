@@ -72,5 +72,7 @@ KernelQueueAgents == <<>>
 KernelBlockOf == <<1, 1>>
 KernelInstBlock == <<1, 1, 1, 1>>
 KernelRemoteSlots == {}
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {4}
 
 ===================================================================================

@@ -101,5 +101,7 @@ KernelQueueAgents == <<>>
 KernelBlockOf == <<1, 1, 2, 2>>
 KernelInstBlock == <<1, 1, 2, 2, 1, 1, 2, 2>>
 KernelRemoteSlots == {1, 2}
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ===================================================================================================================

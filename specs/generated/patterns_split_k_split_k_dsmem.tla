@@ -97,5 +97,7 @@ KernelQueueAgents == <<>>
 KernelBlockOf == <<1, 2, 3>>
 KernelInstBlock == <<1, 2, 3, 1, 2, 3, 1, 2, 3>>
 KernelRemoteSlots == {}
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ===============================================================================
