@@ -65,7 +65,8 @@ def pending_arrivals_at_exit(k):
 
 @protocol(expect="unknown")
 def semaphore_handoff(k):
-    """A cross-block semaphore is synchronization the model does not cover: never `verified`."""
+    """Synchronization the model does not cover (written here as `k.unmodeled`, as the Pallas
+    frontend keeps an unknown primitive) makes the verdict `unknown`, never `verified`."""
     k.threads(2, name="wg")
     ready = k.Barrier(num_arrivals=1)
     with k.when(k.thread == 0):

@@ -241,6 +241,26 @@ class KernelBuilder:
         self._barriers.append(alloc)
         return BarrierHandle(alloc, self)
 
+    def Semaphore(self, copies: ExprLike = 1, name: str | None = None) -> BarrierHandle:
+        """A global semaphore (`pl.get_global(plgpu.SemaphoreType.REGULAR)`): one counter the
+        blocks of the cluster signal and wait on. `copies` > 1 says that many clusters of the
+        grid run this same program and signal it in lockstep with this one (each signal counts
+        `copies` times); their waits must then not decrement (a monotone counter)."""
+        loc, text = _caller()
+        alloc = BarrierAlloc(self._name(name, text, f"sem{len(self._barriers)}"), Const(1),
+                             loc=loc, semaphore=True, copies=_int_expr(copies, loc, "copies"))
+        self._barriers.append(alloc)
+        return BarrierHandle(alloc, self)
+
+    def semaphore_signal(self, sem, inc: ExprLike = 1) -> None:
+        """`pl.semaphore_signal(sem, inc)`: add `inc` to the counter (never blocks)."""
+        self._op("semaphore_signal", sem, count=inc)
+
+    def semaphore_wait(self, sem, value: ExprLike = 1, decrement: bool = True) -> None:
+        """`pl.semaphore_wait(sem, value, decrement=)`: block until the counter reaches `value`,
+        then take `value` off it if `decrement`."""
+        self._op("semaphore_wait", sem, count=value, decrement=bool(decrement))
+
     def Barrier(self, num_arrivals: ExprLike = 1, num_barriers=None,
                 orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
         """`plgpu.Barrier`: one mbarrier per block, or an array of them (`num_barriers=`)."""

@@ -50,12 +50,15 @@ UNMODELED = 12      # synchronization outside the model: a no-op, reported stati
 WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=instance,
 #                     amount=the completion it means (phase + 1; parity (amount - 1) % 2),
 #                     aux=seen position
+SEM_SIGNAL = 41     # semaphore_signal: target=semaphore instance, amount=increment (x copies)
+SEM_WAIT = 42       # semaphore_wait: target=instance, amount=value, aux=1 if it decrements
 
 OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
                 WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
-                JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase"}
+                JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
+                SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait"}
 # Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
 # completion); parity waits follow the hardware's (return for the phase meant, see
 # `intended_completion`).
@@ -269,6 +272,13 @@ class System:
         self._inst_index: dict[tuple, int] = {}
         multi_block = len(self.blocks) > 1
         for alloc in self.kernel.barriers:
+            if alloc.semaphore:
+                # one counter for the cluster (its value in the phase field), whichever block
+                # names it
+                for block in self.blocks:
+                    self._inst_index[(alloc.name, (0,), block)] = len(self.instances)
+                self.instances.append(Instance(alloc, (0,), self.blocks[0], 0, alloc.name))
+                continue
             arrivals = evaluate(alloc.num_arrivals, env)
             if alloc.cluster:
                 unknown = [a for a in alloc.collective_axes if a not in self.cluster_axes]
@@ -464,6 +474,9 @@ class System:
                 return
             raise ModelError(f"{kind} needs a barrier", loc=op.loc)
         inst = self._resolve(op.barrier, env, block, op.loc)
+        if self.instances[inst].alloc.semaphore or kind in ("semaphore_signal", "semaphore_wait"):
+            self._unroll_semaphore_op(op, env, agent, inst)
+            return
         name = self.instances[inst].name
         nbytes = evaluate(op.bytes, env)
         text = _op_text(op, name, nbytes, env)
@@ -539,6 +552,33 @@ class System:
             self._emit(agent, Instr(ISSUE_TCGEN05, None, 0, self._arrival_set(targets), src))
         else:
             raise ModelError(f"unknown operation kind {kind!r}", loc=op.loc)
+
+    def _unroll_semaphore_op(self, op: Op, env: dict[str, int], agent: int, inst: int) -> None:
+        alloc = self.instances[inst].alloc
+        if not alloc.semaphore or op.kind not in ("semaphore_signal", "semaphore_wait"):
+            what = "a semaphore" if alloc.semaphore else f"a {alloc.kind}"
+            raise ModelError(f"{op.kind} on `{alloc.name}`, which is {what}", loc=op.loc,
+                             hint="signal and wait on semaphores; arrive and wait on barriers")
+        copies = evaluate(alloc.copies, env)
+        amount = evaluate(op.count, env)
+        text = (f"semaphore_signal({alloc.name}, +{amount}"
+                + (f" x{copies} clusters)" if copies > 1 else ")")
+                if op.kind == "semaphore_signal" else
+                f"semaphore_wait({alloc.name}, >={amount}"
+                + (", decrement)" if op.decrement else ")"))
+        src = self._source(op, text, op.loc)
+        if op.kind == "semaphore_signal":
+            self._emit(agent, Instr(SEM_SIGNAL, inst, amount * copies, None, src))
+        elif op.decrement and copies > 1:
+            # lockstep copies of a decrementing wait would race for one counter
+            self.findings.append(StaticFinding(
+                "BP190", f"a decrementing semaphore_wait on `{alloc.name}`, which {copies} "
+                "clusters signal in lockstep, is outside the model", op.loc,
+                "the lockstep model of a global semaphore needs monotone waits "
+                "(decrement=False)"))
+            self._emit(agent, Instr(UNMODELED, None, 0, None, src))
+        else:
+            self._emit(agent, Instr(SEM_WAIT, inst, amount, int(op.decrement), src))
 
     def _layout(self) -> None:
         A = len(self.agents)
@@ -967,6 +1007,12 @@ class System:
                              ("later arrivals on it: " + ", ".join(later) if later else
                               "no agent arrives on it again"))
                 details.append(line)
+            elif instr.op == SEM_WAIT:
+                value = state[self.barrier_base + BARRIER_FIELDS * instr.target]
+                details.append(f"{agent.name} blocked at {self.sources[instr.src].text} "
+                               f"({self.sources[instr.src].loc}): "
+                               f"{self.instances[instr.target].name} is {value}, it waits for "
+                               f"{instr.amount}")
             elif instr.op == AWAIT_FORK:
                 details.append(f"{agent.name} waits for its warpgroup to enter the warp region")
             elif instr.op == JOIN:
@@ -1091,6 +1137,20 @@ def intended_completion(instr: Instr, seen: int) -> int:
     return seen + 1 if (seen - instr.amount) % 2 == 0 else seen + 2
 
 
+def guard_sem_wait(system: System, state, instr: Instr) -> bool:
+    """semaphore_wait: the counter has reached the value."""
+    return _phase(system, state, instr.target) >= instr.amount
+
+
+def effect_sem_signal(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    s[system.barrier_base + BARRIER_FIELDS * instr.target] += instr.amount
+
+
+def effect_sem_wait(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    if instr.aux:
+        s[system.barrier_base + BARRIER_FIELDS * instr.target] -= instr.amount
+
+
 def guard_await_fork(system: System, state, instr: Instr) -> bool:
     parent, fork_pc = instr.aux
     return state[parent] >= fork_pc
@@ -1178,14 +1238,15 @@ GUARDS = {
     ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
-    WAIT_PHASE: guard_wait_phase,
+    WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
     ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
     WAIT_PARITY: effect_wait_parity, ISSUE_ASYNC: effect_issue_async,
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
-    UNMODELED: None, WAIT_PHASE: effect_wait_parity,
+    UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
+    SEM_WAIT: effect_sem_wait,
 }
 
 
@@ -1258,7 +1319,24 @@ def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None) -> 
         key = tuple(system.programs)
         if key not in seen:
             seen[key] = system
-    return list(seen.values())
+    systems = list(seen.values())
+    lockstep = [a for a in kernel.barriers if a.semaphore and evaluate(a.copies, values) > 1]
+    if lockstep and len({_semaphore_projection(s) for s in systems}) > 1:
+        # Clusters whose barrier protocols differ (more tiles here, fewer there) still signal
+        # in lockstep if their semaphore operations are the same; these are not.
+        for system in systems:
+            system.findings.append(StaticFinding(
+                "BP190", f"semaphore `{lockstep[0].name}` is signalled differently by different "
+                "clusters of the grid; its lockstep model needs every cluster to signal and "
+                "wait alike", lockstep[0].loc, "check a grid whose clusters all signal alike"))
+    return systems
+
+
+def _semaphore_projection(system: System) -> tuple:
+    """Each agent's semaphore operations, in order: what the lockstep model of a global
+    semaphore needs to be the same in every cluster of the grid."""
+    return tuple(tuple((i.op, i.target, i.amount, i.aux) for i in prog
+                       if i.op in (SEM_SIGNAL, SEM_WAIT)) for prog in system.programs)
 
 
 # SEMANTICS-READY

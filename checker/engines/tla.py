@@ -35,7 +35,8 @@ from typing import Iterable, Mapping
 from ...model.ir import MAX_TX, Kernel, Loc, ModelError
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
                                EFFECT_COMPLETE_TX, EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05,
-                               JOIN, UNMODELED, WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System,
+                               JOIN, SEM_SIGNAL, SEM_WAIT, UNMODELED, WAIT, WAIT_PARITY,
+                               WAIT_PHASE, WAITS, System,
                                compile_systems)
 
 LIBRARY = "MBarrier"
@@ -52,6 +53,8 @@ ACTIONS = {
     WAIT: ("wait(inst, pos)", "Wait"),
     WAIT_PARITY: ("wait_parity(inst, amount, pos)", "WaitParity"),
     WAIT_PHASE: ("wait_phase(inst, amount, pos)", "WaitPhase"),
+    SEM_SIGNAL: ("sem_signal(inst, amount)", "SemSignal"),
+    SEM_WAIT: ("sem_wait(inst, amount, decrement)", "SemWait"),
     ISSUE_ASYNC: ("issue_async(tgt, amount, slots)", "IssueAsync"),
     ISSUE_TCGEN05: ("issue_tcgen05(set)", "IssueTcgen05"),
     FORK: ("fork", "Fork"),
@@ -213,6 +216,10 @@ def _instruction(system: System, agent: int, instr) -> str:
         return f"wait_parity({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
     if op == WAIT_PHASE:
         return f"wait_phase({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
+    if op == SEM_SIGNAL:
+        return f"sem_signal({instr.target + 1}, {instr.amount})"
+    if op == SEM_WAIT:
+        return f"sem_wait({instr.target + 1}, {instr.amount}, {instr.aux})"
     if op == ISSUE_ASYNC:
         return (f"issue_async({_seq(i + 1 for i in instr.target)}, {instr.amount}, "
                 f"{_seq(k + 1 for k in instr.aux)})")

@@ -53,7 +53,7 @@ def check_jax_version(version: str) -> None:
 
 # Primitives that synchronize threads or async agents and are modelled.
 MODELED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-           "tcgen05_commit_arrive", "try_cluster_cancel"}
+           "tcgen05_commit_arrive", "try_cluster_cancel", "semaphore_signal", "semaphore_wait"}
 # Mosaic GPU / Pallas primitives that cannot block another thread or complete a barrier phase:
 # local waits for the thread's own async work, data movement, fences, register hints.
 LOCAL = {
@@ -68,7 +68,7 @@ LOCAL = {
     "masked_swap", "reciprocal",
 }
 # Synchronization outside the model: kept as `unmodeled` ops (BP190).
-UNMODELED = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel",
+UNMODELED = {"semaphore_signal_parallel",
              "semaphore_signal_multicast", "barrier_test", "griddepcontrol_wait",
              "griddepcontrol_launch_dependents", "inline_mgpu_p", "pallas_call"}
 # jnp's integer floor remainder and floor division (jitted helpers): the IR's `%` and `//`.

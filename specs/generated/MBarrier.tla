@@ -94,6 +94,10 @@ complete_tx(tgt, bytes)   == Instr("complete_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 
 wait(inst, pos)           == Instr("wait", <<>>, inst, pos, 0, <<>>, 0, 0, 0, <<>>)
 wait_parity(inst, parity, pos) == Instr("wait_parity", <<>>, inst, pos, parity, <<>>, 0, 0, 0, <<>>)
 wait_phase(inst, completion, pos) == Instr("wait_phase", <<>>, inst, pos, completion, <<>>, 0, 0, 0, <<>>)
+\* Global semaphores: a counter kept in the phase variable of its instance (it has no
+\* arrivals).  sem_wait's `pos` field holds 1 when the wait decrements, else 0.
+sem_signal(inst, inc)     == Instr("sem_signal", <<>>, inst, 0, inc, <<>>, 0, 0, 0, <<>>)
+sem_wait(inst, value, dec) == Instr("sem_wait", <<>>, inst, dec, value, <<>>, 0, 0, 0, <<>>)
 \* A TMA copy (or try_cluster_cancel): the issuer's arrive.expect_tx(bytes) on `tgt` (empty
 \* for a bare tma_load or an async arrival), then one more delivery in flight in each slot.
 issue_async(tgt, bytes, slots) == Instr("issue_async", tgt, 0, 0, bytes, slots, 0, 0, 0, <<>>)
@@ -267,6 +271,21 @@ WaitPhase(a) ==
     /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
     /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
 
+\* semaphore_signal: the counter grows by the increment (times the lockstep copies).
+SemSignal(a) ==
+    /\ At(a, "sem_signal")
+    /\ pc' = Advance(a)
+    /\ phase' = [phase EXCEPT ![Cur(a).inst] = @ + Cur(a).amt]
+    /\ UNCHANGED <<pending, tx, expected, seen, inflight, queue>>
+
+\* semaphore_wait: blocks until the counter reaches the value; takes it off if it decrements.
+SemWait(a) ==
+    /\ At(a, "sem_wait")
+    /\ phase[Cur(a).inst] >= Cur(a).amt
+    /\ pc' = Advance(a)
+    /\ phase' = [phase EXCEPT ![Cur(a).inst] = @ - Cur(a).amt * Cur(a).pos]
+    /\ UNCHANGED <<pending, tx, expected, seen, inflight, queue>>
+
 \* TMA copy issue: the issuer's arrive.expect_tx, then the landing(s) go in flight.
 IssueAsync(a) ==
     /\ At(a, "issue_async")
@@ -313,6 +332,7 @@ Join(a) ==
 ThreadStep(a) ==
     \/ Arrive(a) \/ ArriveDrop(a) \/ ExpectTx(a) \/ ArriveExpectTx(a) \/ CompleteTx(a)
     \/ Wait(a) \/ WaitParity(a) \/ WaitPhase(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
+    \/ SemSignal(a) \/ SemWait(a)
     \/ Fork(a) \/ AwaitFork(a) \/ Join(a) \/ Unmodeled(a)
 
 -----------------------------------------------------------------------------

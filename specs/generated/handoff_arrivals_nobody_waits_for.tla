@@ -10,27 +10,27 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready (Barrier)  examples/handoff.py:86
-    1,  \* 2: ack (Barrier)  examples/handoff.py:87
-    1   \* 3: done (Barrier)  examples/handoff.py:88
+    1,  \* 1: ready (Barrier)  examples/handoff.py:87
+    1,  \* 2: ack (Barrier)  examples/handoff.py:88
+    1   \* 3: done (Barrier)  examples/handoff.py:89
 >>
 
 \* Agent 1: wg0 (thread), 6 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready)  examples/handoff.py:91
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(done)  examples/handoff.py:92
-    wait(2, 1),        \* pc 2: barrier_wait(ack)  examples/handoff.py:93
-    arrive(<<1>>, 1),  \* pc 3: barrier_arrive(ready)  examples/handoff.py:91
-    arrive(<<3>>, 1),  \* pc 4: barrier_arrive(done)  examples/handoff.py:92
-    wait(2, 1)         \* pc 5: barrier_wait(ack)  examples/handoff.py:93
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready)  examples/handoff.py:92
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(done)  examples/handoff.py:93
+    wait(2, 1),        \* pc 2: barrier_wait(ack)  examples/handoff.py:94
+    arrive(<<1>>, 1),  \* pc 3: barrier_arrive(ready)  examples/handoff.py:92
+    arrive(<<3>>, 1),  \* pc 4: barrier_arrive(done)  examples/handoff.py:93
+    wait(2, 1)         \* pc 5: barrier_wait(ack)  examples/handoff.py:94
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 2),        \* pc 0: barrier_wait(ready)  examples/handoff.py:96
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(ack)  examples/handoff.py:97
-    wait(1, 2),        \* pc 2: barrier_wait(ready)  examples/handoff.py:96
-    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(ack)  examples/handoff.py:97
+    wait(1, 2),        \* pc 0: barrier_wait(ready)  examples/handoff.py:97
+    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(ack)  examples/handoff.py:98
+    wait(1, 2),        \* pc 2: barrier_wait(ready)  examples/handoff.py:97
+    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(ack)  examples/handoff.py:98
 >>
 
 KernelProg == <<
