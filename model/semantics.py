@@ -27,6 +27,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
 
+from . import hw_barriers as hw
 from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
                  Op, When, WarpRegion, evaluate, walk)
@@ -52,13 +53,18 @@ WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=i
 #                     aux=seen position
 SEM_SIGNAL = 41     # semaphore_signal: target=semaphore instance, amount=increment (x copies)
 SEM_WAIT = 42       # semaphore_wait: target=instance, amount=value, aux=1 if it decrements
+# Named and cluster hardware barriers (model/hw_barriers.py, opcodes 20-29).
+HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
+HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
+HARDWARE_BARRIER_KINDS = hw.HARDWARE_BARRIER_KINDS
 
 OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
                 WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
                 JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
-                SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait"}
+                SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
+                HW_WAIT: "hw_wait"}
 # Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
 # completion); parity waits follow the hardware's (return for the phase meant, see
 # `intended_completion`).
@@ -85,7 +91,6 @@ CODES = {
     "BP103": "unobserved-completion",
     "BP104": "pending-arrivals",
     "BP105": "async-in-flight",
-    "BP106": "arrive-after-exit",
     "BP110": "tensor-core-order",
     "BP111": "unsupported-barrier",
     "BP112": "remote-wait",
@@ -94,6 +99,7 @@ CODES = {
     "BP130": "tx-imbalance",
     "BP190": "unmodeled-sync",
     "BP200": "smem-race",
+    **hw.CODES,
 }
 
 
@@ -242,6 +248,8 @@ class System:
                                           kernel.loc)
         self.uses_warps = any(isinstance(s, WarpRegion) for s in walk(kernel.body))
         self._build_instances(env)
+        self.hw_instances: list[hw.HwInstance] = []
+        self.hw_index: dict[tuple, int] = {}
         self._build_agents()
         self.sources: list[Source] = []
         self._source_index: dict[tuple, int] = {}
@@ -255,8 +263,8 @@ class System:
             if agent.warp is None:
                 self._unroll(kernel.body, self._agent_env(env, agent), a)
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
+        hw.static_order_findings(self)
         self._layout()
-        self._block_lifetimes()
         self.unwaited = self._unwaited_pallas_barriers()
 
     # -- compilation -------------------------------------------------------------------------
@@ -432,6 +440,12 @@ class System:
                 else:
                     env[stmt.var] = saved
             elif isinstance(stmt, When):
+                if hw.lane_split(ir.free_vars(stmt.cond)):
+                    # A branch on the lane index splits a warp: each side runs with part of it.
+                    split = {**env, hw.LANES_SPLIT: 1}
+                    self._unroll(stmt.then, split, agent)
+                    self._unroll(stmt.orelse, split, agent)
+                    continue
                 self._unroll(stmt.then if evaluate(stmt.cond, env) else stmt.orelse, env, agent)
             elif isinstance(stmt, WarpRegion):
                 self._unroll_region(stmt, env, agent)
@@ -452,17 +466,24 @@ class System:
         for w in range(1, self.kernel.num_warps):
             wa = self._agent_index[(me.block, me.thread, w)]
             self._emit(wa, Instr(AWAIT_FORK, None, 0, (agent, fork_pc), enter))
-            wenv = dict(env)
+            wenv = {**env, hw.IN_WARP_REGION: 1}
             wenv[region.axis] = wenv[self.kernel.warp_axis] = w
             self._unroll(region.body, wenv, wa)
             joins.append((wa, len(self.programs[wa])))
-        wenv = dict(env)
+        wenv = {**env, hw.IN_WARP_REGION: 1}
         wenv[region.axis] = wenv[self.kernel.warp_axis] = 0
         self._unroll(region.body, wenv, agent)
         self._emit(agent, Instr(JOIN, None, 0, tuple(joins), join))
 
     def _unroll_op(self, op: Op, env: dict[str, int], agent: int, block: tuple[int, ...]) -> None:
         kind = op.kind
+        if kind in HARDWARE_BARRIER_KINDS:
+            hw.compile_op(self, op, env, agent, block)
+            return
+        if env.get(hw.LANES_SPLIT):
+            raise ModelError(f"`{op.describe()}` in a branch on the lane index is not modelled",
+                             loc=op.loc, hint="only named barriers may be reached from a branch "
+                                              "that splits a warp")
         if kind == "unmodeled":
             self._emit(agent, Instr(UNMODELED, None, 0, None,
                                     self._source(op, op.describe(), op.loc)))
@@ -613,7 +634,10 @@ class System:
                              if any(i.op == ISSUE_TCGEN05 for i in prog)]
         self.queue_pos = {a: pos + j for j, a in enumerate(self.queue_agents)}
         self.queue_base = pos
-        self.width = pos + len(self.queue_agents)
+        self.queue_end = pos + len(self.queue_agents)
+        self.width = hw.layout(self, self.queue_end)
+        self.block_agents = {b: [a for a, ag in enumerate(self.agents) if ag.block == b]
+                             for b in self.blocks} if len(self.blocks) > 1 else {}
         self.n_actions = A + len(self.slots) + len(self.queue_agents)
         self.lengths = tuple(len(p) for p in self.programs)
         # wait_ahead[agent][pc]: bit i set iff the agent waits on instance i at or after pc.
@@ -642,88 +666,6 @@ class System:
         return tuple(i for i, inst in enumerate(self.instances)
                      if pallas_only.get(inst.alloc.name) and not self.participants[i])
 
-    def _arrival_insts(self, instr: Instr) -> tuple[int, ...]:
-        """Instances an instruction arrives on or delivers bytes to, now or when it completes."""
-        if instr.op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
-            return instr.target
-        if instr.op == ISSUE_ASYNC:
-            return tuple(instr.target) + tuple(self.slots[k].inst for k in instr.aux)
-        if instr.op == ISSUE_TCGEN05:
-            return self.arrival_sets[instr.aux]
-        return ()
-
-    def _block_lifetimes(self) -> None:
-        """What BP106 needs: which other blocks each agent will still arrive on from each pc
-        (a bit mask of block numbers), and which in-flight slots another block issues."""
-        self.block_number = {b: n for n, b in enumerate(self.blocks)}
-        self.inst_block = tuple(self.block_number[i.block] for i in self.instances)
-        self.agent_block = tuple(self.block_number[a.block] for a in self.agents)
-        self.block_agents = tuple(tuple(a for a in range(self.n_agents) if self.agent_block[a] == n)
-                                  for n in range(len(self.blocks)))
-        self.remote_ahead: list[list[int]] = []
-        remote_slots = set()
-        for a, prog in enumerate(self.programs):
-            own = self.agent_block[a]
-            masks = [0] * (len(prog) + 1)
-            for pc in range(len(prog) - 1, -1, -1):
-                mask = 0
-                for i in self._arrival_insts(prog[pc]):
-                    if self.inst_block[i] != own:
-                        mask |= 1 << self.inst_block[i]
-                masks[pc] = masks[pc + 1] | mask
-                if prog[pc].op == ISSUE_ASYNC:
-                    remote_slots |= {k for k in prog[pc].aux
-                                     if self.inst_block[self.slots[k].inst] != own}
-            self.remote_ahead.append(masks)
-        self.remote_slots = frozenset(remote_slots)
-
-    def arrive_after_exit(self, state: tuple) -> list[Violation]:
-        """BP106: a block has exited (all its threads finished) while an arrival from another
-        block can still land on its barriers: a thread that will arrive remotely, a multicast
-        copy in flight, a tcgen05 commit queued by a peer. On hardware its shared memory may
-        already belong to the next block (the kernel's end is judged by the exit rules)."""
-        if len(self.blocks) < 2 or self.is_done(state):
-            return []
-        exited = 0
-        for n, agents in enumerate(self.block_agents):
-            if all(state[a] >= self.lengths[a] for a in agents):
-                exited |= 1 << n
-        if not exited:
-            return []
-        found = []
-        for a in range(self.n_agents):
-            pc = state[a]
-            if pc < self.lengths[a] and self.remote_ahead[a][pc] & exited:
-                at = next(p for p in range(pc, self.lengths[a]) if any(
-                    (exited >> self.inst_block[i]) & 1 for i in self._arrival_insts(
-                        self.programs[a][p]) if self.inst_block[i] != self.agent_block[a]))
-                instr = self.programs[a][at]
-                inst = next(i for i in self._arrival_insts(instr)
-                            if self.inst_block[i] != self.agent_block[a]
-                            and (exited >> self.inst_block[i]) & 1)
-                found.append(Violation(
-                    "BP106", f"the block of {self.instances[inst].name} has exited while "
-                    f"{self.agents[a].name} will still arrive on it "
-                    f"({self.sources[instr.src].text}): a remote arrive after the peer block "
-                    "exited", a, inst, instr.src))
-        for k in self.remote_slots:
-            inst = self.slots[k].inst
-            if state[self.slot_base + k] and (exited >> self.inst_block[inst]) & 1:
-                found.append(Violation(
-                    "BP106", f"the block of {self.instances[inst].name} has exited while a "
-                    f"{self.slots[k].kind} copy from another block can still land on it",
-                    None, inst))
-        for a in self.queue_agents:
-            for entry in state[self.queue_pos[a]]:
-                for inst in self.arrival_sets[entry]:
-                    if self.inst_block[inst] != self.agent_block[a] \
-                            and (exited >> self.inst_block[inst]) & 1:
-                        found.append(Violation(
-                            "BP106", f"the block of {self.instances[inst].name} has exited "
-                            f"while a tcgen05 commit of {self.agents[a].name} will still arrive "
-                            "on it", a, inst))
-        return found
-
     # -- states ------------------------------------------------------------------------------
 
     def initial_state(self) -> tuple:
@@ -733,6 +675,7 @@ class System:
         s += [-1] * len(self.seen_pos)
         s += [0] * len(self.slots)
         s += [()] * len(self.queue_agents)
+        s += hw.initial_fields(self)
         return tuple(s)
 
     def barrier(self, state: tuple, inst: int) -> tuple[int, int, int, int]:
@@ -802,7 +745,7 @@ class System:
                 nxt, violation = step(state, action)
                 out.append((action, nxt, violation))
             action += 1
-        for pos in range(self.queue_base, self.width):
+        for pos in range(self.queue_base, self.queue_end):
             if state[pos]:
                 nxt, violation = step(state, action)
                 out.append((action, nxt, violation))
@@ -908,9 +851,8 @@ class System:
 
     def state_violations(self, state: tuple) -> list[Violation]:
         """Rules judged on a state: a parity wait the barrier has run past (BP101), late joins
-        (BP102), a block exited before its peers stopped arriving on it (BP106), and at kernel
-        exit BP103, BP104, BP105, BP130."""
-        found = self.arrive_after_exit(state)
+        (BP102), and at kernel exit BP103, BP104, BP105, BP130."""
+        found = []
         for a in self.parity_agents:
             instr = self.current(state, a)
             if instr is None or instr.op not in PARITY_WAITS:
@@ -936,6 +878,8 @@ class System:
                         f"{self.instances[instr.target].name} for the first time after "
                         f"{phase} completions: its parity bit points at the wrong phase",
                         a, instr.target, instr.src))
+        if self.block_agents:
+            found += hw.peer_exit_violations(self, state)
         if found or not self.is_done(state):
             return found
         return self.exit_violations(state)
@@ -1017,12 +961,20 @@ class System:
                 details.append(f"{agent.name} waits for its warpgroup to enter the warp region")
             elif instr.op == JOIN:
                 details.append(f"{agent.name} waits for its warps to leave the warp region")
+        hw_lines, left = hw.deadlock_details(self, state) if self.hw_instances else ([], None)
+        details += hw_lines
         blocked = [a for a in range(self.n_agents) if self.current(state, a) is not None]
         first = blocked[0] if blocked else None
         src = self.current(state, first).src if first is not None else None
         if tx_blocked is not None:
             return Violation("BP130", f"{self.instances[tx_blocked].name} can never complete: its "
                              "tx-count never returns to zero", first, tx_blocked, src, details)
+        if left is not None:
+            waiter = next(a for a in blocked if self.current(state, a).op == HW_WAIT
+                          and self.current(state, a).target == left)
+            return Violation("BP144", f"a thread exited while {self.hw_instances[left].name} "
+                             "still waits for its arrival: deadlock", waiter,
+                             None, self.current(state, waiter).src, details)
         return Violation("BP100", f"deadlock: {len(blocked)} agent(s) blocked forever", first,
                          None, src, details)
 
@@ -1239,6 +1191,7 @@ GUARDS = {
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
     WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
+    HW_ARRIVE: None, HW_WAIT: hw.guard_wait,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
@@ -1247,6 +1200,7 @@ EFFECTS = {
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
     UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
     SEM_WAIT: effect_sem_wait,
+    UNMODELED: None, HW_ARRIVE: hw.effect_arrive, HW_WAIT: None,
 }
 
 

@@ -9,7 +9,8 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.model.interpreter", "barrierproof.model.pallas.loops",
            "barrierproof.model.pallas.primitives",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
-           "barrierproof.checker.report.text"]
+           "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
+           "barrierproof.cli"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,5 +1,5 @@
 """Parity waits follow the hardware's rule (docs/parity.md), barrier_wait the Pallas rules; a
-block must outlive the remote arrivals on its barriers (BP106)."""
+Pallas barrier nobody waits on must not complete (rule 2, BP103)."""
 
 from types import SimpleNamespace
 
@@ -153,62 +153,6 @@ def test_the_prover_catches_a_stale_parity_bit():
     k = stale_bit.build()
     v = prove_kernel(k, {}, Options(), "stale", SimpleNamespace(symbolic=["steps"]))
     assert v.verdict == "violation" and v.codes[0] == "BP101", (v.verdict, v.coverage)
-
-
-# -- block lifetime in a cluster (BP106) -------------------------------------------------------
-
-def _remote_release(k, sync):
-    k.cluster(x=2)
-    k.threads(1, name="wg")
-    done = k.Barrier(num_arrivals=1)
-    bye = k.ClusterBarrier(collective_axes="x")
-    with k.when(k.block("x") == 0):
-        k.arrive(done.on(1))          # tell block 1 it may go
-    with k.otherwise():
-        k.wait_parity(done, 0)
-    if sync:
-        k.barrier_arrive(bye)         # cluster-wide barrier before exit
-        k.barrier_wait(bye)
-
-
-@protocol
-def remote_arrive_then_exit(k):
-    _remote_release(k, sync=False)
-
-
-@protocol
-def remote_arrive_then_cluster_sync(k):
-    _remote_release(k, sync=True)
-
-
-def test_a_remote_arrive_the_peer_waits_for_is_fine():
-    # block 1 cannot exit before block 0's arrive here: it waits for it; but block 0 exits
-    # first and nothing arrives on it later, so this one is fine
-    assert verdict(remote_arrive_then_exit).verdict == "verified"
-
-
-@protocol
-def peer_exits_before_release(k):
-    """Block 1 never waits for block 0's arrive: it can exit before the arrive lands."""
-    k.cluster(x=2)
-    k.threads(1, name="wg")
-    done = k.Barrier(num_arrivals=1)
-    with k.when(k.block("x") == 0):
-        k.arrive(done.on(1))
-
-
-def test_bp106_names_the_late_arrive():
-    v = verdict(peer_exits_before_release)
-    assert v.label == "violation:BP106"
-    d = v.diagnostics[0]
-    assert "after the peer block exited" in d.message and "test_parity.py" in str(d.location)
-    assert d.help and "alive" in d.help
-    system = System(peer_exits_before_release.build(), v.params)
-    assert replay(system, v.trace.actions).violation.code == "BP106"
-
-
-def test_cluster_sync_before_exit_keeps_the_peer_alive():
-    assert verdict(remote_arrive_then_cluster_sync).verdict == "verified"
 
 
 # -- Pallas rule 2 on a barrier nobody waits on ------------------------------------------------

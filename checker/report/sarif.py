@@ -48,8 +48,6 @@ MEANING = {
     "BP104": "At kernel exit a barrier holds arrivals of a phase that never completed.",
     "BP105": "At kernel exit a TMA copy or tcgen05 operation that arrives on a barrier is still in "
              "flight.",
-    "BP106": "A block of a cluster exits while another block can still arrive on its barriers (a "
-             "remote arrive, a multicast copy or commit): undefined behaviour on hardware.",
     "BP110": "tcgen05_mma or tcgen05_commit_arrive arrives on a Barrier declared without "
              "orders_tensor_core=True.",
     "BP111": "A TMA or tcgen05 arrival targets a ClusterBarrier or another object that is not a "
@@ -153,7 +151,7 @@ def _code_flow(verdict: Verdict) -> dict | None:
         thread_flows.append({"id": lane, "message": {"text": lane}, "locations": locs})
     if not thread_flows:
         return None
-    return {"message": {"text": f"shortest counterexample: {len(trace.steps)} steps, replayed on "
+    return {"message": {"text": f"shortest counterexample: {len(trace.steps)} step{'' if len(trace.steps) == 1 else 's'}, replayed on "
                                 f"the interpreter"}, "threadFlows": thread_flows}
 
 

@@ -40,9 +40,6 @@ CONSTANTS
     Slots,         \* Slots[k] = [effect |-> "complete_tx" or "arrive", inst |-> i, amount |-> n]
     ArrivalSets,   \* ArrivalSets[s + 1]: instances a tcgen05 op arrives on (s: semantics index)
     QueueAgents,   \* QueueAgents[q]: the agent whose tcgen05 queue is queue[q]
-    BlockOf,       \* BlockOf[a]: the block (of the cluster, from 1) agent a runs in
-    InstBlock,     \* InstBlock[i]: the block whose shared memory holds instance i
-    RemoteSlots,   \* the slots some block issues into another block's barriers (multicast)
     Unwaited,      \* instances of barriers used only through Pallas operations that no thread
                    \* waits on (Pallas rule 2 holds them to no completion at all)
     MaxTx,         \* hardware range of the tx-count: |tx| <= MaxTx (2^20 - 1)
@@ -424,34 +421,6 @@ BP102_NoLateJoin ==
     \A a \in Agents :
         At(a, "wait") => ~(seen[Cur(a).pos] < 0 /\ phase[Cur(a).inst] >= 2)
 
-\* BP106 arrive-after-exit: no block has exited (all its agents finished) while an arrival
-\* from another block can still land on its barriers: a thread of another block that will
-\* arrive there, a multicast copy in flight, a peer's tcgen05 commit queued.  (At the
-\* kernel's end the exit rules judge what is left.)
-Targets(instr) ==
-    CASE instr.op \in {"arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx"}
-            -> {instr.tgt[j] : j \in DOMAIN instr.tgt}
-      [] instr.op = "issue_async"
-            -> {instr.tgt[j] : j \in DOMAIN instr.tgt}
-               \cup {Slots[instr.slots[j]].inst : j \in DOMAIN instr.slots}
-      [] instr.op = "issue_tcgen05"
-            -> {ArrivalSets[instr.set + 1][j] : j \in DOMAIN ArrivalSets[instr.set + 1]}
-      [] OTHER -> {}
-Exited(b) == \A a \in Agents : BlockOf[a] = b => ~Running(a)
-ArriveAfterExit ==
-    /\ ~Terminated
-    /\ \E b \in {BlockOf[a] : a \in Agents} :
-        /\ Exited(b)
-        /\ \/ \E a \in Agents :
-                /\ Running(a) /\ BlockOf[a] # b
-                /\ \E p \in (pc[a] + 1)..Len(Prog[a]) : \E i \in Targets(Prog[a][p]) : InstBlock[i] = b
-           \/ \E k \in RemoteSlots : inflight[k] > 0 /\ InstBlock[Slots[k].inst] = b
-           \/ \E q \in DOMAIN QueueAgents :
-                /\ BlockOf[QueueAgents[q]] # b
-                /\ \E e \in DOMAIN queue[q] :
-                      \E i \in Targets(issue_tcgen05(queue[q][e])) : InstBlock[i] = b
-BP106_NoArriveAfterExit == ~ArriveAfterExit
-
 \* BP121 out-of-range: arrivals beyond the count, tx-count beyond 2^20 - 1, a negative count.
 BP121_InRange ==
     \A i \in Insts : pending[i] >= 0 /\ expected[i] >= 0 /\ Abs(tx[i]) <= MaxTx
@@ -502,7 +471,6 @@ LateJoin        == ~BP102_NoLateJoin
 Unobserved      == ~BP103_AllCompletionsObserved
 PendingAtExit   == ~BP104_NoPendingArrivals
 InFlightAtExit  == ~BP105_NoAsyncInFlight
-AfterExit       == ~BP106_NoArriveAfterExit
 TxAtExit        == ~BP130_TxBalanced
 
 Counts(code) == code \notin Ignored
@@ -516,13 +484,11 @@ StateBreaks(code) ==
          [] code = "BP103" -> Unobserved'
          [] code = "BP104" -> PendingAtExit'
          [] code = "BP105" -> InFlightAtExit'
-         [] code = "BP106" -> AfterExit'
          [] code = "BP130" -> TxAtExit'
 LowerCodes == [BP101 |-> {}, BP102 |-> {"BP101"}, BP103 |-> {"BP101", "BP102"},
                BP104 |-> {"BP101", "BP102", "BP103"},
                BP105 |-> {"BP101", "BP102", "BP103", "BP104"},
-               BP106 |-> {"BP101", "BP102", "BP103", "BP104", "BP105"},
-               BP130 |-> {"BP101", "BP102", "BP103", "BP104", "BP105", "BP106"}]
+               BP130 |-> {"BP101", "BP102", "BP103", "BP104", "BP105"}]
 \* The new state breaks a rule with this code and none with a lower one.
 StateCode(code) == StateBreaks(code) /\ \A c \in LowerCodes[code] : ~StateBreaks(c)
 
@@ -533,7 +499,6 @@ Exact_BP102 == [][~(~StepBreaks /\ StateCode("BP102"))]_vars
 Exact_BP103 == [][~(~StepBreaks /\ StateCode("BP103"))]_vars
 Exact_BP104 == [][~(~StepBreaks /\ StateCode("BP104"))]_vars
 Exact_BP105 == [][~(~StepBreaks /\ StateCode("BP105"))]_vars
-Exact_BP106 == [][~(~StepBreaks /\ StateCode("BP106"))]_vars
 Exact_BP130 == [][~(~StepBreaks /\ StateCode("BP130"))]_vars
 
 \* Type invariant: the shape of the state (not checked by default; useful when editing).

@@ -68,10 +68,6 @@ KernelArrivalSets == <<
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
 
-\* Blocks of the cluster (numbered from 1) of each agent and each instance, and the slots a block issues into another block's barriers (BP106).
-KernelBlockOf == <<1, 1, 1>>
-KernelInstBlock == <<1, 1>>
-KernelRemoteSlots == {}
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
 

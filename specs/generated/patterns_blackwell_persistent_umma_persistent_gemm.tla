@@ -142,10 +142,6 @@ KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of wg0.warp1
 >>
 
-\* Blocks of the cluster (numbered from 1) of each agent and each instance, and the slots a block issues into another block's barriers (BP106).
-KernelBlockOf == <<1, 1, 1, 1>>
-KernelInstBlock == <<1, 1, 1, 1, 1, 1, 1, 1>>
-KernelRemoteSlots == {}
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
 
