@@ -158,6 +158,27 @@ def test_unmodeled_synchronization_is_never_dropped():
         "verified"
 
 
+def test_programmatic_dependent_launch_orders_kernels_not_threads():
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((128,), jnp.float32), num_threads=2,
+                  thread_name="wg", scratch_types=[plgpu.Barrier()])
+    def kernel(o_ref, bar):
+        plgpu.griddepcontrol_wait()          # for the previous kernel of the stream
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            plgpu.barrier_arrive(bar)
+
+        @pl.when(wg == 1)
+        def _():
+            plgpu.barrier_wait(bar)
+        plgpu.griddepcontrol_launch_dependents()
+
+    (k,) = pallas.load(lambda: kernel(), name="pdl")
+    assert [o.kind for o in iter_ops(k.body)] == ["barrier_arrive", "barrier_wait"]
+    assert check_kernel(k).verdict == "verified"
+
+
 def test_a_scratch_semaphore_is_modelled():
     (kernel,) = pallas.load(lambda: _semaphores(()), name="s")
     kinds = [o.kind for o in iter_ops(kernel.body)]

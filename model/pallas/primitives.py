@@ -66,11 +66,14 @@ LOCAL = {
     "program_id", "num_programs", "debug_print", "mgpu_atomic_store", "atomic_rmw",
     "multimem_load_reduce", "multimem_store", "delay", "semaphore_read", "masked_load",
     "masked_swap", "reciprocal",
+    # Programmatic dependent launch: griddepcontrol.wait waits for the *previous* kernel in the
+    # stream (which never waits for this one), launch_dependents lets the next one start; no
+    # thread of this kernel waits for another through them.
+    "griddepcontrol_wait", "griddepcontrol_launch_dependents",
 }
 # Synchronization outside the model: kept as `unmodeled` ops (BP190).
 UNMODELED = {"semaphore_signal_parallel",
-             "semaphore_signal_multicast", "barrier_test", "griddepcontrol_wait",
-             "griddepcontrol_launch_dependents", "inline_mgpu_p", "pallas_call"}
+             "semaphore_signal_multicast", "barrier_test", "inline_mgpu_p", "pallas_call"}
 # jnp's integer floor remainder and floor division (jitted helpers): the IR's `%` and `//`.
 _FLOOR_OPS = {"remainder": "%", "floor_divide": "//"}
 # Wrappers whose single sub-jaxpr is called with the equation's operands and gives its results.
