@@ -320,8 +320,8 @@ OP_KINDS = {
     "semaphore_signal",      # value += count (times the lockstep copies)
     "semaphore_wait",        # block until value >= count; then value -= count if decrement
     # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
-    "bar_sync",              # named barrier `bar.sync id, count` (count 0: every thread of the
-    #                          block, i.e. __syncthreads / bar.sync 0); arrive, then wait
+    "bar_sync",              # named barrier `bar.sync id, count` (name "syncthreads": every
+    #                          thread of the block, __syncthreads / bar.sync 0); arrive, then wait
     "bar_arrive",            # `bar.arrive id, count`: arrive without waiting
     "cluster_arrive",        # barrier.cluster.arrive: this thread reached the cluster barrier
     "cluster_wait",          # barrier.cluster.wait: until every thread of the cluster arrived
@@ -343,7 +343,8 @@ class Op:
     phase: Expr | None = None
     decrement: bool = True          # semaphore_wait
     collective_axes: tuple[str, ...] = ()   # multicast copies
-    name: str = ""                  # unmodeled: the primitive's name
+    name: str = ""                  # unmodeled: the primitive's name; "syncthreads": a bar_sync
+    #                                 without a count operand (every thread of the block)
     loc: Loc = UNKNOWN_LOC
     bar_id: Expr | None = None      # bar_sync / bar_arrive: the named barrier (0..15)
     aligned: bool = True            # bar_sync: the .aligned form (`bar.sync`), which every
@@ -354,8 +355,8 @@ class Op:
         if self.kind == "unmodeled":
             return f"{self.name} (not modelled)"
         if self.kind in ("bar_sync", "bar_arrive"):
-            if self.kind == "bar_sync" and isinstance(self.count, Const) and not self.count.value:
-                return "syncthreads()" if self.aligned else "barrier.sync(0)"
+            if self.name == "syncthreads":
+                return "syncthreads()"
             spelled = ("bar.sync" if self.aligned else "barrier.sync") \
                 if self.kind == "bar_sync" else "bar.arrive"
             return f"{spelled}({self.bar_id!r}, {self.count!r})"

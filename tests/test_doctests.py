@@ -10,7 +10,8 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.model.pallas.primitives",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
            "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
-           "barrierproof.cli"]
+           "barrierproof.cli", "barrierproof.checker.repair.source",
+           "barrierproof.checker.repair.search"]
 
 
 @pytest.mark.parametrize("name", MODULES)
