@@ -445,3 +445,69 @@ def test_a_signal_while_importing_writes_the_report(tmp_path, sig):
     assert code == 2, err
     [v] = json.loads(report.read_text())
     assert v["verdict"] == "bounded" and "interrupted" in v["coverage"]
+
+
+# -- docs that must not go stale -------------------------------------------------------------
+
+def test_readme_sample_output_is_what_check_prints(capsys):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code, out, _ = run(capsys, "check", "examples/handoff.py::wrong_arrival_count",
+                           "--no-cache")
+    finally:
+        os.chdir(cwd)
+    assert code == 1
+    assert "```\n" + out + "```" in readme, out
+
+
+def test_pre_commit_hooks_name_only_docs_that_exist():
+    import re
+    with open(os.path.join(ROOT, ".pre-commit-hooks.yaml")) as f:
+        text = f.read()
+    for doc in re.findall(r"[\w./-]+\.md\b", text):
+        assert os.path.exists(os.path.join(ROOT, doc)), doc
+
+
+# -- 3. prove --timeout: bounded in wall time, deterministic in verdict ------------------------
+
+def test_prove_verdict_depends_on_input_and_budget_only():
+    from barrierproof import protocol
+    from barrierproof.checker.symbolic.prove import prove
+
+    @protocol(symbolic=("rounds",))
+    def handoff(k, rounds=1):
+        k.threads(2, name="wg")
+        k.assume(rounds >= 0)
+        ready = k.Barrier(num_arrivals=1)
+        done = k.Barrier(num_arrivals=1)
+        with k.when(k.thread == 0):
+            with k.loop(rounds):
+                k.barrier_arrive(ready)
+                k.barrier_wait(done)
+        with k.otherwise():
+            with k.loop(rounds):
+                k.barrier_wait(ready)
+                k.barrier_arrive(done)
+    kernel = handoff.build()
+    # A budget too small for the proof: `unknown`, for the same counted reason, every time.
+    small = [prove(kernel, ["rounds"], {}, timeout=0.05) for _ in range(2)]
+    assert [p.status for p in small] == ["unknown", "unknown"]
+    assert small[0].reason == small[1].reason and "work budget of --timeout 0.05 spent" in \
+        small[0].reason
+    # Enough work: proved, every time.
+    assert [prove(kernel, ["rounds"], {}, timeout=20).status for _ in range(2)] == \
+        ["proved", "proved"]
+
+
+def test_prove_returns_within_its_timeout_plus_a_small_constant():
+    start = time.monotonic()
+    code, out, err = cli("prove", "examples/hopper_ring.py::tma_ring", "--timeout", "1",
+                         "--no-cache", "--format", "json")
+    wall = time.monotonic() - start
+    [v] = json.loads(out)
+    assert code == 2 and v["verdict"] == "unknown", v
+    assert "--timeout 1" in v["coverage"]
+    assert wall < 1 + 2 + 6, wall       # 6 s: starting Python and importing, on a busy machine

@@ -124,6 +124,7 @@ Z3_UNITS_PER_SECOND = 1_000_000
 STATES_PER_SECOND = 20_000
 ORDERS_PER_SECOND = 2
 MIN_ORDERS = 8
+NET_GRACE = 2.0     # as the CLI's watchdog
 
 
 @dataclass
@@ -142,11 +143,12 @@ class Budget:
     def z3_left(self) -> int:
         return self.z3_units - (z3_work() - self.z3_start)
 
-    def wall_left(self) -> float:
-        return self.seconds - (time.perf_counter() - self.start)
+    def net_left(self) -> float:
+        """Seconds until the wall-clock net (T + NET_GRACE), at least one."""
+        return max(1.0, self.seconds + NET_GRACE - (time.perf_counter() - self.start))
 
     def spent_text(self) -> str:
-        if self.wall_left() <= 0:
+        if self.z3_left() > 0:
             return (f"wall-clock limit {self.seconds:g}s reached before the work budget was "
                     "spent (a slower or busier machine than the budget assumes)")
         return (f"work budget of --timeout {self.seconds:g} spent "
@@ -292,13 +294,14 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         for pairs, hulls in ((False, False), (True, False), (True, True)):
             cands = guess(enc, small.states + large.states, (), conditional_pairs=pairs,
                           hulls=hulls)
-            if budget.z3_left() <= 0 or budget.wall_left() <= 0:
+            if budget.z3_left() <= 0:
                 break
+            # Z3's own wall-clock timeout is only the net (a query cannot outlive the run).
             with z3_limits(budget):
-                result = houdini(enc, cands, timeout=max(1.0, budget.wall_left()),
-                                 query_timeout=max(1.0, budget.wall_left()))
+                result = houdini(enc, cands, timeout=budget.net_left(),
+                                 query_timeout=budget.net_left())
             if result.status == "unknown" and (budget.z3_left() <= 0
-                                               or budget.wall_left() <= 0):
+                                               or budget.net_left() <= 1.0):
                 result.reason = budget.spent_text()
             if result.status == "proved" or result.status == "unknown":
                 break
