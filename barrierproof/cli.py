@@ -148,6 +148,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     limits = options.limits
     # The engines keep their own limits; the watchdog is the net behind them.
     net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
+    stop_solver = _interrupt_z3 if engine == "symbolic" else None
     net_text = None if net is None else (
         f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
@@ -179,7 +180,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
                     with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
-                                  f"checking {kernel.name}", net_text):
+                                  f"checking {kernel.name}", net_text, stop_solver):
                         if engine_fn is None:
                             return check_kernel(kernel, kp, options, ref)
                         return engine_fn(kernel, kp, options, ref, args)
@@ -208,6 +209,12 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
         raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
                          hint="check the spelling of --param")
     return verdicts
+
+
+def _interrupt_z3() -> None:
+    """Make a running Z3 query return (unknown) so the watchdog's stop can land."""
+    import z3
+    z3.main_ctx().interrupt()
 
 
 def _why(interrupts: Interrupts | None) -> str:

@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .model.ir import Loc, ModelError
 
@@ -58,9 +58,11 @@ class Watchdog:
     POLL = 0.05
 
     def __init__(self, seconds: float | None, max_memory_mb: float | None, doing: str,
-                 time_text: str | None = None):
+                 time_text: str | None = None, on_fire: Callable[[], None] | None = None):
         self.seconds = seconds
         self.time_text = time_text
+        # A solver deep in native code sees no Python signal: this stops it from here.
+        self.on_fire = on_fire
         self.max_memory_mb = max_memory_mb
         self.doing = doing
         self.fired: str | None = None
@@ -98,6 +100,11 @@ class Watchdog:
             # Again every half second: code that catches BaseException once is stopped anyway.
             if self.fired is not None and now >= next_kick:
                 next_kick = now + 0.5
+                if self.on_fire is not None:
+                    try:
+                        self.on_fire()
+                    except Exception:   # a stop that cannot stop: the signal still goes out
+                        pass
                 signal.pthread_kill(self._main, signal.SIGUSR1)
 
     def __exit__(self, *exc) -> None:

@@ -272,7 +272,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         if not system.roles:
             continue
         enc = Encoder(system).build()
-        bad = enc.check_sane()
+        bad = enc.check_sane(timeout=budget.net_left())
         if bad is not None:
             return Proof("unknown", spent(), f"internal: construction facts of {cls.name} fail at "
                          f"`{bad}`", side_conditions=side)
