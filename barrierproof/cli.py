@@ -9,7 +9,6 @@ import argparse
 import importlib
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from . import __version__
 from .checker.check import Options, check_kernel, error_verdict
 from .checker.engines.explore import Limits
 from .checker.report.text import timeline
+from .checker.report.views import trace_stem
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from . import guard
@@ -234,7 +234,7 @@ def trace_file_names(verdicts: list[Verdict]) -> dict[int, str]:
     for i, v in enumerate(verdicts):
         if v.trace is None:
             continue
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", v.name).strip("._-")[:100] or "protocol"
+        stem = trace_stem(v.name)
         name, n = stem, 1
         while name.lower() in taken:        # case-insensitive file systems collide too
             n += 1

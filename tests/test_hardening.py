@@ -375,7 +375,8 @@ def test_replay_from_another_directory_says_so(a_trace, capsys, tmp_path_factory
     other = tmp_path_factory.mktemp("other")
     os.chdir(other)
     code, out, err = run(capsys, "replay", str(root / "traces" / "stuck.trace.json"))
-    one_line_error(code, err, "was written for p.py::stuck (relative to the directory `check` ran in)")
+    one_line_error(code, err,
+                   "was written for p.py::stuck (relative to the directory `check` ran in)")
     assert "run replay from that directory" in err
 
 
