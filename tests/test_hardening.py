@@ -512,3 +512,17 @@ def test_prove_returns_within_its_timeout_plus_a_small_constant():
     assert code == 2 and v["verdict"] == "unknown", v
     assert "--timeout 1" in v["coverage"]
     assert wall < 1 + 2 + 6, wall       # 6 s: starting Python and importing, on a busy machine
+
+
+def test_a_cluster_deadlock_names_the_block_that_never_arrives(capsys):
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code, out, _ = run(capsys, "check",
+                           "examples/cluster.py::cluster_barrier_skipped_by_a_block",
+                           "--no-cache", "--format", "json")
+    finally:
+        os.chdir(cwd)
+    assert code == 1
+    details = json.loads(out)[0]["diagnostics"][0]["details"]
+    assert details and all("block(s) b1 of its cluster never arrive on it" in d for d in details)
