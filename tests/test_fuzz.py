@@ -148,8 +148,11 @@ def test_cli_arguments(workdir, case):
                         if command in ("check", "prove") else []) + rest
     with in_dir(workdir):
         code, out = call(argv)
-        fmt = next((argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "--format"), None)
+        formats = [argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "--format"]
+        fmt = formats[-1] if formats else None      # the last one wins, as in argparse
         to_file = any(a in ("-o", "--output") for a in argv)
+        if any(a in ("--help", "--version") for a in argv):
+            return              # usage text, not a report
         if command in ("check", "prove") and fmt in ("json", "sarif", "junit") and \
                 code != 3 and not to_file:
             parses(fmt, out)
