@@ -607,12 +607,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    interrupts = None
     try:
         check_args(args)
-        return args.run(args)
+        with Interrupts() as interrupts:     # SIGTERM as Ctrl-C, for every command
+            return args.run(args)
     except ModelError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
-        return _fail("interrupted")
+        print(f"barrierproof: {_why(interrupts)}: stopped before a verdict", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
+    except OSError as err:      # our own reads and writes: user code's errors are ModelErrors
+        path = err.filename or getattr(args, "output", None)   # a failed flush names no file
+        where = f"{path}: " if path else ""
+        return _fail(f"{where}{err.strerror or err}", "check the path, its permissions and "
+                     "the free disk space")

@@ -142,6 +142,14 @@ def test_a_full_disk_is_a_message_not_a_traceback(tmp_path, capsys):
     assert "stuck violation:BP100" in err       # the verdicts are not lost
 
 
+def test_every_writer_fails_with_a_message(tmp_path, capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    path = write(tmp_path, "p.py", GOOD)
+    code, _, err = run(capsys, "graph", path + "::handoff", "-o", "/dev/full")
+    one_line_error(code, err, "/dev/full: No space left on device")
+
+
 def test_version(capsys):
     from barrierproof import __version__
     code, out, _ = run(capsys, "--version")
