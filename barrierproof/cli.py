@@ -149,6 +149,8 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     # The engines keep their own limits; the watchdog is the net behind them.
     net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
     stop_solver = _interrupt_z3 if engine == "symbolic" else None
+    mem_text = None if limits.max_memory_mb is None else (
+        f"memory limit (--max-memory {limits.max_memory_mb} MB + 25% headroom)")
     net_text = None if net is None else (
         f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
@@ -180,7 +182,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
                     with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
-                                  f"checking {kernel.name}", net_text, stop_solver):
+                                  f"checking {kernel.name}", net_text, stop_solver, mem_text):
                         if engine_fn is None:
                             return check_kernel(kernel, kp, options, ref)
                         return engine_fn(kernel, kp, options, ref, args)

@@ -58,9 +58,11 @@ class Watchdog:
     POLL = 0.05
 
     def __init__(self, seconds: float | None, max_memory_mb: float | None, doing: str,
-                 time_text: str | None = None, on_fire: Callable[[], None] | None = None):
+                 time_text: str | None = None, on_fire: Callable[[], None] | None = None,
+                 memory_text: str | None = None):
         self.seconds = seconds
         self.time_text = time_text
+        self.memory_text = memory_text
         # A solver deep in native code sees no Python signal: this stops it from here.
         self.on_fire = on_fire
         self.max_memory_mb = max_memory_mb
@@ -95,8 +97,8 @@ class Watchdog:
                     self.fired = (f"{self.time_text or f'time limit {self.seconds:g}s'} "
                                   f"reached while {self.doing}")
                 elif self.max_memory_mb is not None and rss_mb() > self.max_memory_mb:
-                    self.fired = (f"memory limit {self.max_memory_mb:g} MB reached while "
-                                  f"{self.doing}")
+                    self.fired = (f"{self.memory_text or f'memory limit {self.max_memory_mb:g} MB'}"
+                                  f" reached while {self.doing}")
             # Again every half second: code that catches BaseException once is stopped anyway.
             if self.fired is not None and now >= next_kick:
                 next_kick = now + 0.5
