@@ -534,3 +534,34 @@ def test_a_cluster_deadlock_names_the_block_that_never_arrives(capsys):
     assert code == 1
     details = json.loads(out)[0]["diagnostics"][0]["details"]
     assert details and all("block(s) b1 of its cluster never arrive on it" in d for d in details)
+
+
+def test_prove_never_claims_a_proof_over_an_empty_range(tmp_path, capsys):
+    path = write(tmp_path, "p.py", '''
+        from barrierproof import protocol
+
+        @protocol(symbolic=("rounds",))
+        def handoff(k, rounds=1, width=1):
+            k.threads(2, name="wg")
+            k.assume(rounds >= 1, width >= 1)
+            ready = k.Barrier(num_arrivals=1)
+            with k.when(k.thread == 0):
+                with k.loop(rounds):
+                    k.barrier_arrive(ready)
+            with k.otherwise():
+                with k.loop(rounds):
+                    k.barrier_wait(ready)
+
+        @protocol(symbolic=("rounds",))
+        def never(k, rounds=1):
+            k.threads(1)
+            k.assume(rounds >= 1, rounds <= 0)
+    ''')
+    code, out, err = run(capsys, "prove", path + "::handoff", "--param", "width=0", "--no-cache",
+                         "--format", "json")
+    [v] = json.loads(out)
+    assert code == 3 and v["verdict"] == "error"
+    assert "width=0 break its assumption k.assume(width >= 1)" in v["diagnostics"][0]["message"]
+    code, out, err = run(capsys, "prove", path + "::never", "--no-cache", "--format", "json")
+    [v] = json.loads(out)
+    assert code == 2 and v["verdict"] == "unknown" and "vacuous" in v["coverage"]

@@ -82,7 +82,7 @@ from typing import Mapping, Sequence
 
 from ...model.ir import Kernel, ModelError, evaluate, free_vars
 from ...model.semantics import compile_systems, static_findings
-from ..check import Options, check_kernel, error_verdict
+from ..check import Options, check_assumptions, check_kernel, error_verdict
 from ..engines.explore import Limits
 from .encode import Encoder
 from .fragment import Fragment, TauRun, TauSearch, Unsupported, tau_static_ok
@@ -435,6 +435,10 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     except ModelError as err:
         return error_verdict(kernel.name, err, source)
     fixed = {n: v for n, v in defaults.items() if n not in symbolic}
+    try:    # fixed values outside k.assume would make any proof vacuous
+        check_assumptions(kernel, fixed)
+    except ModelError as err:
+        return error_verdict(kernel.name, err, source)
     if not symbolic:
         found = check_kernel(kernel, params, options, source)
         found.notes.append("no symbolic parameters: checked for the given values only")
@@ -452,6 +456,12 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if options.ignored():
         return verdict("unknown", coverage="--ignore/--select change which rules count; the "
                        "symbolic engine proves all of them or nothing", params=fixed)
+    if not points(kernel, symbolic, fixed, 8, limit=1):
+        return verdict("unknown", params=fixed, coverage=(
+            f"no values of {', '.join(symbolic)} in 0..8 satisfy the assumptions "
+            f"({_conditions_text(kernel, symbolic)}): a proof over a range that may be empty "
+            "would be vacuous, so none is claimed"),
+            notes=["check k.assume(...) and the --param values against each other"])
     timeout = options.limits.timeout or 300.0
     proof = prove(kernel, symbolic, fixed, timeout=timeout)
     conditions = _conditions_text(kernel, symbolic)
