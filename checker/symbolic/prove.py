@@ -121,8 +121,8 @@ class Proof:
 # only; the wall clock is a net behind it (cli's watchdog at T + a grace period, and each Z3
 # query's own timeout), reported as such when a slow machine hits it first.
 Z3_UNITS_PER_SECOND = 1_000_000
-STATES_PER_SECOND = 20_000
-ORDERS_PER_SECOND = 2
+STATES_PER_SECOND = 5_000
+ORDERS_PER_SECOND = 0.5
 MIN_ORDERS = 8
 NET_GRACE = 2.0     # as the CLI's watchdog
 
