@@ -33,6 +33,20 @@ HELP = {
              "slot (arrive/expect_tx) before waiting for its consumer to release it: add the "
              "missing wait on the slot's `empty` barrier",
     "BP130": "expect_tx must equal the bytes that land on the barrier",
+    "BP140": "give a named barrier a thread count of whole warps (a multiple of 32) no larger "
+             "than the block",
+    "BP141": "every blocking participant of an aligned bar.sync phase must run the same "
+             "instruction with its whole warp: sync after the branches rejoin, or use the "
+             "unaligned barrier.sync (aligned=False)",
+    "BP142": "use one thread count for every arrival on a named barrier id, equal to the threads "
+             "that arrive in each phase",
+    "BP143": "named barrier ids run from 0 to 15: reuse an id whose earlier phases are done",
+    "BP144": "a thread that arrives on a named barrier must not exit while its phase waits: "
+             "arrive in every iteration on every path, or sync (arrive_and_wait) where the "
+             "thread must not run ahead",
+    "BP145": "each thread alternates cluster_arrive and cluster_wait, starting with the arrive",
+    "BP146": "keep every block alive while a peer may reach into its shared memory: end the "
+             "kernel with cluster_arrive + cluster_wait in every thread",
     "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
 }
 # Static findings that mean the input cannot be modelled as written.

@@ -10,7 +10,8 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
            "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
            "barrierproof.checker.report.views", "barrierproof.schema",
-           "barrierproof.cli"]
+           "barrierproof.cli", "barrierproof.checker.repair.source",
+           "barrierproof.checker.repair.search"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -565,3 +565,15 @@ def test_prove_never_claims_a_proof_over_an_empty_range(tmp_path, capsys):
     code, out, err = run(capsys, "prove", path + "::never", "--no-cache", "--format", "json")
     [v] = json.loads(out)
     assert code == 2 and v["verdict"] == "unknown" and "vacuous" in v["coverage"]
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--pick", "0"], "--pick must be an integer >= 1"),
+    (["--max-fixes", "-1"], "--max-fixes must be an integer >= 1"),
+    (["--budget", "nan"], "--budget must be a positive number of seconds, not nan"),
+])
+def test_fix_flags_are_checked(tmp_path, capsys, flags, needle):
+    path = write(tmp_path, "p.py", BAD + MARKS)
+    code, _, err = run(capsys, "fix", path + "::stuck", *flags)
+    one_line_error(code, err, needle)
+    assert not (tmp_path / "imported.mark").exists()

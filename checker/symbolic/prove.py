@@ -17,7 +17,7 @@
 
 How a proof works
 -----------------
-1. Barrier classes (symbolic_fragment.py). The barrier instances are split into classes that
+1. Barrier classes (classes.py, program.py). The barrier instances are split into classes that
    can be analysed separately: all instances of concrete arrays and scalar barriers, and, per
    group of arrays of one symbolic size S (a ring: arrays used with the same offset in a loop,
    like its `full` and `empty`), ONE representative slot s (0 <= s < S, a symbolic constant).
@@ -28,14 +28,14 @@ How a proof works
    a fork or join orders nothing. Rules BP101-BP105, BP121 are about one instance at a time, so
    checking them on every class system checks them on the kernel. (That the projection of every
    reachable state of model/semantics.py is reached by the class system is tested at small
-   parameter values: symbolic_crosscheck.py.)
+   parameter values: crosscheck.py.)
 2. Rings. In a loop over i whose ring operations use `(i + c) % S`, slot s is used at the
    iterations v = i + c that are lattice points v = s + k*S. The class program counts k instead of
    i; a guard `v < x` becomes `k < U(x)`, where U(x) = #{k >= 0 : s + k*S < x} is a fresh
    integer constrained only by facts true for every value (U(x) >= 0; U(x) >= 1 iff x > s;
    monotone; U(y) - U(x) <= m (>= m) when 0 <= x and y - x <= m*S (>= m*S)); `(i + c) // S` is k
    and `(i + c) % S` is s. Everything stays linear, so Z3 decides every check.
-3. Identical threads (symbolic_encode.py). A role whose size is symbolic (N consumers) is a
+3. Identical threads (encode.py). A role whose size is symbolic (N consumers) is a
    counter abstraction: how many of its threads are at each position, with their loop offset
    d = k - kref (kref: the role's slowest thread in that loop) and what each observed of each
    instance it waits on: U (never waited), J0 (seen = phase) or J1 (seen = phase - 1). Falling two
@@ -53,7 +53,7 @@ How a proof works
    whose class system proved it enabled -- a contradiction. Candidate orders are first replayed
    concretely (the tau-ordered run of model/semantics.py must pass every wait at a few small
    parameter values); only the symbolic check counts.
-5. Invariants (symbolic_invariants.py). Each class system is explored explicitly at small
+5. Invariants (invariants.py). Each class system is explored explicitly at small
    parameter values; linear equalities (null spaces of the sampled states), bounds and bounds on
    differences, globally and conditioned on where a thread is, are the candidates. Houdini keeps
    the largest subset Z3 proves inductive for ALL parameter values (initiation and consecution
@@ -84,10 +84,12 @@ from ...model.ir import Kernel, ModelError, evaluate, free_vars
 from ...model.semantics import compile_systems, static_findings
 from ..check import Options, check_assumptions, check_kernel, error_verdict
 from ..engines.explore import Limits
-from .encode import Encoder
-from .fragment import Fragment, TauRun, TauSearch, Unsupported, tau_static_ok
-from .invariants import guess, houdini, sample
 from ..verdict import Verdict
+from .encode import Encoder
+from .fragment import Fragment
+from .invariants import guess, houdini, sample
+from .order import TauRun, TauSearch, tau_static_ok
+from .terms import Unsupported
 
 
 @dataclass
