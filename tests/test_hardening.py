@@ -577,3 +577,13 @@ def test_fix_flags_are_checked(tmp_path, capsys, flags, needle):
     code, _, err = run(capsys, "fix", path + "::stuck", *flags)
     one_line_error(code, err, needle)
     assert not (tmp_path / "imported.mark").exists()
+
+
+def test_no_message_points_at_line_zero(tmp_path, capsys):
+    path = write(tmp_path, "p.py", GOOD)
+    code, _, err = run(capsys, "check", path + "::nope", "--no-cache")
+    one_line_error(code, err, "has no protocol or kernel function named 'nope'")
+    assert ":0:" not in err and ":0 " not in err
+    pallas = write(tmp_path, "k.py", "import os\n\nEXPECT = {'kernel': 'verified'}\n")
+    code, _, err = run(capsys, "check", pallas, "--no-cache")
+    one_line_error(code, err, "k.py:3: EXPECT names 'kernel', which")
