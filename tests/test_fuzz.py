@@ -278,7 +278,9 @@ def test_cache_entries(workdir, verdict, signed):
         render_everything([found])
 
 
-names = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x2070), max_size=12)
+names = st.one_of(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x2070),
+                          max_size=12),
+                  st.sampled_from(["<script>alert(1)</script>", "[/]", "[bold]x", "\x1b[2J"]))
 
 
 @FUZZ
@@ -303,6 +305,8 @@ def render_everything(verdicts) -> None:
     json.loads(sarif_report(verdicts))
     ET.fromstring(junit_report(verdicts))
     ET.fromstring(junit_report(verdicts, expect=True))
+    from barrierproof.checker.report.html import html_report
+    assert "<script>alert" not in html_report(verdicts)     # names are escaped, not markup
     text = text_report(verdicts)
     assert not any(ord(c) < 32 and c != "\n" for c in text)
     print_report(verdicts, Console(file=io.StringIO(), force_terminal=True, width=120))
