@@ -17,8 +17,9 @@ from .verdict import Diagnostic, Verdict
 HELP = {
     "BP100": "every wait needs its arrivals: check num_arrivals against the arriving threads, "
              "copies and commits, and that all roles run the same number of iterations",
-    "BP101": "a participant must observe every completion: wait on the barrier in every "
-             "iteration, or make the arriving side wait for the consumer (an `empty` barrier)",
+    "BP101": "a barrier_wait thread must observe every completion: wait in every iteration, or "
+             "make the arriving side wait for the consumer (an `empty` barrier); a parity wait "
+             "must name the phase it means (toggle the bit per lap, or phase= of its own count)",
     "BP102": "a thread must start waiting on a barrier before it completes twice: wait from the "
              "first iteration, or give the late thread its own barrier",
     "BP103": "wait on the last completions before the kernel ends (drain the pipeline)",
@@ -28,7 +29,10 @@ HELP = {
     "BP111": "TMA and tcgen05 arrivals need a plain plgpu.Barrier",
     "BP112": "wait on your own block's barrier instance",
     "BP120": "keep barrier indices within num_barriers and index array barriers",
-    "BP121": "keep arrival counts and tx-counts within the mbarrier's range",
+    "BP121": "keep arrival counts and tx-counts within the mbarrier's range; more arrivals "
+             "than the count while a phase is still open usually means a producer re-arms a "
+             "slot (arrive/expect_tx) before waiting for its consumer to release it: add the "
+             "missing wait on the slot's `empty` barrier",
     "BP130": "expect_tx must equal the bytes that land on the barrier",
     "BP140": "give a named barrier a thread count of whole warps (a multiple of 32) no larger "
              "than the block",

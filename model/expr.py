@@ -340,6 +340,7 @@ def substitute_stmts(body: Sequence, env: Mapping[str, Expr]) -> tuple:
                 s, barrier=_subst_ref(s.barrier, env), count=substitute(s.count, env),
                 bytes=substitute(s.bytes, env),
                 parity=None if s.parity is None else substitute(s.parity, env),
+                phase=None if s.phase is None else substitute(s.phase, env),
                 reads=tuple(_subst_mem(r, env) for r in s.reads),
                 writes=tuple(_subst_mem(w, env) for w in s.writes)))
         elif isinstance(s, Loop):
@@ -367,7 +368,7 @@ def stmt_vars(body: Sequence) -> set[str]:
     names: set[str] = set()
     for s in body:
         if isinstance(s, Op):
-            for e in (s.count, s.bytes, s.parity):
+            for e in (s.count, s.bytes, s.parity, s.phase):
                 if e is not None:
                     names |= free_vars(e)
             if s.barrier is not None:

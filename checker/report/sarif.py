@@ -28,6 +28,7 @@ from urllib.parse import quote
 from ...model.semantics import CODES
 from ..check import HELP
 from ..verdict import Verdict
+from .text import steps_text
 from .views import event_kind, lanes, location_in_text, split_location, stuck
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -39,7 +40,8 @@ MEANING = {
     "BP100": "Some thread has not finished and nothing (no thread, TMA copy or tensor-core op) can "
              "move: the kernel hangs.",
     "BP101": "A barrier completes a phase while a thread that waits on it has not yet observed the "
-             "previous completion; its parity bit now points at the wrong phase.",
+             "previous completion; its parity bit now points at the wrong phase. For a parity "
+             "wait: it can return for a phase other than the one the thread means.",
     "BP102": "A thread waits on a barrier for the first time after it has already completed two or "
              "more phases, so its parity bit points at the wrong phase.",
     "BP103": "At kernel exit (or deallocation) a thread that waits on a barrier has not observed "
@@ -153,8 +155,8 @@ def _code_flow(verdict: Verdict) -> dict | None:
         thread_flows.append({"id": lane, "message": {"text": lane}, "locations": locs})
     if not thread_flows:
         return None
-    return {"message": {"text": f"shortest counterexample: {len(trace.steps)} step{'' if len(trace.steps) == 1 else 's'}, replayed on "
-                                f"the interpreter"}, "threadFlows": thread_flows}
+    return {"message": {"text": f"shortest counterexample: {steps_text(len(trace.steps))}, "
+                                "replayed on the interpreter"}, "threadFlows": thread_flows}
 
 
 def _fix(fix) -> dict:
