@@ -25,7 +25,7 @@ own; `explore` is a plain breadth-first search for small models, to cross-check 
 >>> from barrierproof.model.dsl import protocol
 >>> @protocol
 ... def handoff(k):
-...     k.threads(2)
+...     k.threads(2, name="wg")
 ...     bar = k.Barrier(num_arrivals=2)
 ...     with k.when(k.thread == 0):
 ...         k.barrier_arrive(bar)

@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["barrierproof.model.ir", "barrierproof.model.dsl", "barrierproof.model.interpreter",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
-           "barrierproof.checker.report.text"]
+           "barrierproof.checker.report.text", "barrierproof.model.reference"]
 
 
 @pytest.mark.parametrize("name", MODULES)
