@@ -302,6 +302,18 @@ def cmd_replay(args) -> int:
     if claimed != got:
         return _fail(f"{args.trace} does not replay to what it claims: "
                      f"{claimed or trace.outcome}, but the run ends {got or run.outcome}")
+    from .model import reference
+    try:
+        ref = reference.replay_trace(kernel, trace)
+    except reference.ReferenceError as err:
+        return _fail(f"{args.trace}: the independent reference refuses it: {err}",
+                     "the engine and the reference rules disagree: please report it")
+    print(f"independent reference (model/reference.py): {ref.outcome}"
+          + (f" {ref.code}" if ref.code else ""))
+    if ref.code != got or ref.barrier_mismatches:
+        return _fail(f"{args.trace}: the independent reference ends {ref.code or ref.outcome}"
+                     + (f"; {ref.barrier_mismatches[0]}" if ref.barrier_mismatches else ""),
+                     "the engine and the reference rules disagree: please report it")
     return 1 if run.violation else 0
 
 

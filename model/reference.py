@@ -671,7 +671,8 @@ def replay(kernel: Kernel, steps: Sequence[tuple[str, str]], params=None, grid_p
     mismatches = []
     for i, (agent, text) in enumerate(steps):
         outcome, finding = rules.judge(m, ignore)
-        if outcome not in ("running",):
+        # After the threads end, asynchronous agents may still move (an ignored BP105).
+        if outcome in ("violation", "deadlock"):
             raise ReferenceError(f"step {i + 1} ({agent}: {text}) after the run ended: "
                                  f"{outcome} {finding.code if finding else ''}")
         finding = rules.step(m, agent, text)
@@ -721,7 +722,7 @@ def explore(kernel: Kernel, params=None, grid_position=None, max_states: int = 2
         outcome, finding = rules.judge(m, ignore)
         if finding is not None:
             return Search("violation", len(seen), finding, depth)
-        if outcome != "running":
+        if outcome not in ("running", "terminated"):
             continue
         for agent, text in rules.moves(m):
             nxt = m.clone()
@@ -748,9 +749,10 @@ def random_run(kernel: Kernel, params=None, grid_position=None, seed: int = 0,
     m = cluster.machine()
     for _ in range(max_steps):
         outcome, finding = rules.judge(m, ignore)
-        if outcome != "running":
+        moves = rules.moves(m)
+        if outcome != "running" and not (outcome == "terminated" and moves):
             return Result(outcome, finding)
-        agent, text = rng.choice(rules.moves(m))
+        agent, text = rng.choice(moves)
         finding = rules.step(m, agent, text)
         if finding is not None and finding.code not in ignore:
             return Result("violation", finding)
