@@ -229,14 +229,48 @@ AGREEING = {
 INTERPRETER_BLIND = {"violation:BP104", "violation:BP105"}
 
 
-def agrees(verdict_label: str, outcome: str) -> bool:
+# The interpreter's own rule messages (jax/_src/pallas/mosaic_gpu/interpret/shared_memory.py and
+# the tracer), by class, with the barrierproof codes each class can stand for. A phase overrun
+# (BP101) shows in the interpreter as whichever of its rules trips first: a second completion
+# before a wait (rule 1), a wait on a phase already passed (rule 3), or an unobserved phase at
+# deallocation (rule 2). The interpreter does not bound-check barrier indices (BP120): a wrong
+# index shows as the phases it leaves unobserved.
+MESSAGE_CLASSES = (
+    ("completed-twice", "completed again before previous completion was observed",
+     {"BP101", "BP121"}),
+    ("phase-passed", r"is awaiting phase \d+, but barrier is already at phase",
+     {"BP101", "BP102"}),
+    ("unobserved-at-exit", "did not observe all phases", {"BP101", "BP103", "BP120"}),
+    ("tensor-core-order", r"orders[_ ]tensor[_ ]core", {"BP110"}),
+    ("unsupported-barrier", "Unsupported barrier type", {"BP111"}),
+)
+
+
+def message_class(message: str) -> tuple[str, set[str]]:
+    """(class, codes it can stand for) of an interpreter error message; ("unrecognized", set())
+    for any other exception, which agrees with no verdict."""
+    import re
+    for name, pattern, codes in MESSAGE_CLASSES:
+        if re.search(pattern, message):
+            return name, codes
+    return "unrecognized", set()
+
+
+def agrees(verdict_label: str, outcome: str, message: str | None = None) -> bool:
     """Does a barrierproof verdict (`verified`, `violation:BP101`, ...) agree with what the
-    interpreter did? Verdicts on rules the interpreter cannot see agree with `completed`."""
+    interpreter did? Verdicts on rules the interpreter cannot see agree with `completed`. With
+    the interpreter's `message`, a raise agrees only if its class can stand for the code."""
     if outcome in ("unsupported", "error", "timeout"):
         return False
     if verdict_label in INTERPRETER_BLIND:
         return outcome == "completed"
-    return outcome in AGREEING.get(verdict_label, set())
+    if outcome not in AGREEING.get(verdict_label, set()):
+        return False
+    if outcome == "raised" and message is not None:
+        return verdict_label.partition(":")[2] in message_class(message)[1]
+    if outcome == "hung" and message is not None:
+        return "blocked in JAX's Barrier.wait" in message   # its own threads sit in its waits
+    return True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -326,8 +360,26 @@ class _Progress:
             if self.events != last or self.waiting == 0:
                 last, since = self.events, time.monotonic()
             elif time.monotonic() - since >= self.quiet:
-                _report("hung", f"{self.waiting} thread(s) waiting on a barrier, no barrier "
-                                f"progress for {self.quiet:g}s (deadlock)")
+                _report("hung", f"{blocked_in_wait()}; no barrier progress for "
+                                f"{self.quiet:g}s (deadlock)")
+
+
+def blocked_in_wait() -> str:
+    """Where the interpreter's threads are, from their Python stacks: how many sit in JAX's
+    `Barrier.wait` and on which line of it (its condition-variable wait)."""
+    from jax._src.pallas.mosaic_gpu.interpret import shared_memory
+    wait_file = os.path.abspath(shared_memory.__file__)
+    places = []
+    for frame in sys._current_frames().values():
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "wait" and os.path.abspath(code.co_filename) == wait_file:
+                places.append(f"Barrier.wait (shared_memory.py:{frame.f_lineno})")
+                break
+            frame = frame.f_back
+    if not places:
+        return "no thread is in Barrier.wait"
+    return f"{len(places)} thread(s) blocked in JAX's " + ", ".join(sorted(set(places)))
 
 
 def _child(targets: Sequence[str], quiet: float) -> None:
