@@ -1,34 +1,16 @@
 """Blackwell-style pipelines: a TMA warp feeds an MMA warp through a ring; tcgen05 ops arrive on
 barriers that order the tensor core; the epilogue waits for the accumulator."""
 
-from barrierproof import minimum, protocol
+from _pipelines import tma_mma_epilogue as pipeline
+from barrierproof import protocol
 
 
 @protocol(expect="verified", symbolic=("stages", "steps"))
 def tma_mma_epilogue(k, stages=2, steps=3):
     """Warp 0 loads, warp 1 issues tcgen05_mma that release each slot when done, then commits to
     `mma_done`; the whole warpgroup waits on it for the epilogue."""
-    k.threads(1, name="wg")
-    k.warps(4)
     k.assume(stages >= 1, steps >= 0)
-    loaded = k.Barrier(num_arrivals=1, num_barriers=stages)
-    consumed = k.Barrier(num_arrivals=1, num_barriers=stages, orders_tensor_core=True)
-    mma_done = k.Barrier(num_arrivals=1, orders_tensor_core=True)
-    with k.warp_region() as w:
-        with k.when(w == 0):                          # TMA warp
-            with k.loop(steps) as i:
-                with k.when(i >= stages):
-                    k.barrier_wait(consumed.at[i % stages])
-                k.copy_gmem_to_smem(loaded.at[i % stages], bytes=32768)
-            tail = minimum(steps, stages)
-            with k.loop(tail) as j:
-                k.barrier_wait(consumed.at[(steps - tail + j) % stages])
-        with k.when(w == 1):                          # MMA warp
-            with k.loop(steps) as i:
-                k.barrier_wait(loaded.at[i % stages])
-                k.tcgen05_mma(barrier=consumed.at[i % stages])
-            k.tcgen05_commit_arrive(mma_done)
-    k.barrier_wait(mma_done)                          # epilogue
+    pipeline(k, stages, steps)
 
 
 @protocol(expect="violation:BP110")

@@ -1,34 +1,8 @@
 """Hopper-matmul style pipelines: a producer warpgroup streams tiles with TMA into a ring of
 `stages` shared-memory slots; `consumers` compute warpgroups read each slot and release it."""
 
+from _pipelines import tma_ring as ring
 from barrierproof import minimum, protocol
-
-
-def ring(k, stages, consumers, steps, *, drain=True, wait_empty=True, empty_arrivals=None,
-         consumer_steps=None, skip_last_wait=False):
-    k.threads(consumers + 1, name="wg")
-    k.assume(stages >= 1, consumers >= 1, steps >= 0)
-    full = k.Barrier(num_arrivals=1, num_barriers=stages)
-    empty = k.Barrier(num_arrivals=consumers if empty_arrivals is None else empty_arrivals,
-                      num_barriers=stages)
-    with k.when(k.thread == consumers):            # the TMA producer
-        with k.loop(steps) as i:
-            if wait_empty:
-                with k.when(i >= stages):          # slot reuse: wait for its release
-                    k.barrier_wait(empty.at[i % stages])
-            k.copy_gmem_to_smem(full.at[i % stages], bytes=16384)
-        if drain:                                  # observe the last releases before exit
-            tail = minimum(steps, stages)
-            with k.loop(tail) as j:
-                k.barrier_wait(empty.at[(steps - tail + j) % stages])
-    with k.otherwise():                            # compute warpgroups
-        with k.loop(steps if consumer_steps is None else consumer_steps) as i:
-            if skip_last_wait:
-                with k.when(i < steps - 1):
-                    k.barrier_wait(full.at[i % stages])
-            else:
-                k.barrier_wait(full.at[i % stages])
-            k.barrier_arrive(empty.at[i % stages])
 
 
 @protocol(expect="verified", symbolic=("stages", "consumers", "steps"))

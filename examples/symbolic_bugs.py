@@ -2,28 +2,8 @@
 smallest breaking values (by bounded search, then a replayed trace), and `check` shows the bug at
 the default values."""
 
-from barrierproof import maximum, minimum, protocol
-
-
-def ring(k, stages, consumers, steps, *, tail=None, empty_arrivals=None, reuse_after=None):
-    k.threads(consumers + 1, name="wg")
-    k.assume(stages >= 1, consumers >= 1, steps >= 0)
-    full = k.Barrier(num_arrivals=1, num_barriers=stages)
-    empty = k.Barrier(num_arrivals=consumers if empty_arrivals is None else empty_arrivals,
-                      num_barriers=stages)
-    with k.when(k.thread == consumers):            # the TMA producer
-        with k.loop(steps) as i:
-            first_reuse = stages if reuse_after is None else reuse_after
-            with k.when(i >= first_reuse):
-                k.barrier_wait(empty.at[i % stages])
-            k.copy_gmem_to_smem(full.at[i % stages], bytes=16384)
-        drain = minimum(steps, stages) if tail is None else tail
-        with k.loop(drain) as j:
-            k.barrier_wait(empty.at[(steps - drain + j) % stages])
-    with k.otherwise():                            # compute warpgroups
-        with k.loop(steps) as i:
-            k.barrier_wait(full.at[i % stages])
-            k.barrier_arrive(empty.at[i % stages])
+from _pipelines import parity_ring, tma_mma_epilogue, tma_ring as ring
+from barrierproof import maximum, protocol
 
 
 @protocol(expect="violation:BP100", symbolic=("stages", "consumers", "steps"))
@@ -86,33 +66,6 @@ def schedule_barrier_odd_tail(k, steps=3):
             k.barrier_wait(sched)
 
 
-def parity_ring(k, stages, consumers, steps, *, first_reuse=None, release=None):
-    """A CUTLASS-style ring with explicit phase bits: expect_tx + TMA load into `full`,
-    consumers release `empty` with a plain arrive; the producer drains the last releases."""
-    k.threads(consumers + 1, name="wg")
-    k.assume(stages >= 1, consumers >= 1, steps >= 0)
-    full = k.Barrier(num_arrivals=1, num_barriers=stages)
-    empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
-    with k.when(k.thread == consumers):            # the TMA producer
-        with k.loop(steps) as i:
-            with k.when(i >= (stages if first_reuse is None else first_reuse)):
-                k.wait_parity(empty.at[i % stages], ((i // stages) % 2) ^ 1)
-            k.arrive_expect_tx(full.at[i % stages], 8192)
-            k.tma_load(full.at[i % stages], 8192)
-        tail = minimum(steps, stages)
-        with k.loop(tail) as j:
-            v = steps - tail + j
-            k.wait_parity(empty.at[v % stages], (v // stages) % 2)
-    with k.otherwise():                            # compute warpgroups
-        with k.loop(steps) as i:
-            k.wait_parity(full.at[i % stages], (i // stages) % 2)
-            if release is None:
-                k.arrive(empty.at[i % stages])
-            else:
-                with k.when(release(i)):
-                    k.arrive(empty.at[i % stages])
-
-
 @protocol(expect="violation:BP100", symbolic=("stages", "consumers", "steps"))
 def release_skipped_when_steps_mod_stages_is_1(k, stages=2, consumers=1, steps=3):
     """The consumers skip the release of the last slot when `steps % stages == 1` (a tail case
@@ -136,25 +89,5 @@ def tcgen05_commit_only_even_steps(k, stages=2, steps=3):
     """Blackwell TMA -> tcgen05_mma(barrier=) -> tcgen05_commit_arrive -> epilogue, where the
     MMA warp commits the accumulator only when `steps` is even: with an odd trip count the
     epilogue waits forever for `mma_done`. Smallest breaking values: stages=1, steps=1."""
-    k.threads(1, name="wg")
-    k.warps(4)
     k.assume(stages >= 1, steps >= 1)
-    loaded = k.Barrier(num_arrivals=1, num_barriers=stages)
-    consumed = k.Barrier(num_arrivals=1, num_barriers=stages, orders_tensor_core=True)
-    mma_done = k.Barrier(num_arrivals=1, orders_tensor_core=True)
-    with k.warp_region() as w:
-        with k.when(w == 0):                          # TMA warp
-            with k.loop(steps) as i:
-                with k.when(i >= stages):
-                    k.barrier_wait(consumed.at[i % stages])
-                k.copy_gmem_to_smem(loaded.at[i % stages], bytes=32768)
-            tail = minimum(steps, stages)
-            with k.loop(tail) as j:
-                k.barrier_wait(consumed.at[(steps - tail + j) % stages])
-        with k.when(w == 1):                          # MMA warp
-            with k.loop(steps) as i:
-                k.barrier_wait(loaded.at[i % stages])
-                k.tcgen05_mma(barrier=consumed.at[i % stages])
-            with k.when(steps % 2 == 0):
-                k.tcgen05_commit_arrive(mma_done)
-    k.barrier_wait(mma_done)                          # epilogue
+    tma_mma_epilogue(k, stages, steps, commit_when=steps % 2 == 0)

@@ -381,6 +381,22 @@ class Cluster:
                                if any(a.tcgen05_targets is not None for a in t.actions)})
 
 
+# What the reference models: mbarriers (Pallas and PTX level), TMA, tcgen05, warp regions. The
+# hardware barriers (bar.sync / bar.arrive, the cluster barrier) are outside it.
+COVERED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+           "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
+           "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled"}
+
+
+def uncovered(kernel: Kernel) -> list[str]:
+    """The operation kinds of `kernel` the reference does not model, sorted."""
+    return sorted({op.kind for op in iter_ops(kernel.body)} - COVERED)
+
+
+def covers(kernel: Kernel) -> bool:
+    return not uncovered(kernel)
+
+
 def syntactic_findings(kernel: Kernel) -> list[Finding]:
     """Rules read off the program text, whatever the parameters: asynchronous arrivals on the
     wrong kind of barrier (BP110, BP111), an unindexed array barrier (BP120), a wait on a peer
@@ -602,6 +618,26 @@ class Rules:
                                    f"{m.barriers[action.wait_on].phase} completions"))
         return out
 
+    def peer_exited(self, m: Machine) -> list[Finding]:
+        """BP146: a thread about to arrive on, expect bytes on or copy into a barrier in the
+        shared memory of a peer block whose threads have all exited (PTX: the shared memory of
+        an exited CTA of the cluster must not be accessed)."""
+        gone = {t.block for t in m.threads.values()} - \
+            {t.block for t in m.threads.values() if not t.done}
+        if len(self.cluster.blocks) < 2 or not gone:
+            return []
+        out = []
+        block_of = {name: block for (_, _, block), name in self.cluster.instance_of.items()}
+        for name, thread in m.threads.items():
+            action = thread.next()
+            if action is None or action.kind not in ("arrive", "arrive_drop", "expect_tx",
+                                                     "arrive_expect_tx", "complete_tx", "copy"):
+                continue
+            touched = list(action.targets) + [bar for _, bar, _ in action.landings]
+            if any(block_of[b] != thread.block and block_of[b] in gone for b in touched):
+                out.append(Finding("BP146", f"{name} reaches into an exited block's barrier"))
+        return out
+
     def at_exit(self, m: Machine) -> list[Finding]:
         """Rule 2 and the hardware's obligations when every thread has finished."""
         out = []
@@ -631,7 +667,7 @@ class Rules:
 
     def judge(self, m: Machine, ignore: frozenset[str]) -> tuple[str, Finding | None]:
         """(outcome, finding) of a state reached without a rule break in its last step."""
-        found = [f for f in self.late_joins(m) if f.code not in ignore]
+        found = [f for f in self.late_joins(m) + self.peer_exited(m) if f.code not in ignore]
         if not found and all(t.done for t in m.threads.values()):
             found = [f for f in self.at_exit(m) if f.code not in ignore]
             if not found:

@@ -5,9 +5,11 @@ import importlib
 
 import pytest
 
-MODULES = ["barrierproof.model.ir", "barrierproof.model.dsl", "barrierproof.model.interpreter",
+MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.model.dsl",
+           "barrierproof.model.interpreter", "barrierproof.model.pallas.loops",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
-           "barrierproof.checker.report.text", "barrierproof.model.reference"]
+           "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
+           "barrierproof.cli", "barrierproof.model.reference"]
 
 
 @pytest.mark.parametrize("name", MODULES)

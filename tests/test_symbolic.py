@@ -23,8 +23,9 @@ from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines.explore import Limits
 from barrierproof.checker.symbolic.prove import points, prove, prove_kernel
 from barrierproof.checker.symbolic.crosscheck import simulation_gaps
-from barrierproof.checker.symbolic.fragment import (Fragment, TauRun, TauSearch, Unsupported,
-                                                    tau_static_ok)
+from barrierproof.checker.symbolic.fragment import Fragment
+from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
+from barrierproof.checker.symbolic.terms import Unsupported
 from barrierproof.checker.symbolic.invariants import Compiler, _independent_rows, nullspace
 from barrierproof.cli import main
 from barrierproof.loader import resolve

@@ -40,7 +40,8 @@ from typing import Mapping
 
 from ...model.ir import Kernel, ModelError
 from ...model.semantics import WAIT, WAIT_PARITY, System
-from .tla import (DEADLOCKS, EXACT, RULES, Checks, TlaModule, bounded_wrapper, deadlock_checks,
+from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, RULES, Checks, exact_codes,
+                  TlaModule, bounded_wrapper, deadlock_checks,
                   decode_state, default_checks, emit_system, exact_checks, library_text,
                   parse_value)
 from ..verdict import Verdict
@@ -294,8 +295,9 @@ def tlc_code(system: System, run: TlcRun) -> str:
                 if pending[inst] == 0 and tx[inst] != 0:
                     return "BP130"
         return "BP100"
-    names = {name: code for code, (_, name) in RULES.items()}
+    names = {name: code for code, (_, name) in {**RULES, **HW_RULES}.items()}
     names.update({name: code for code, name in DEADLOCKS.items()})
+    names.update({name: code for code, name in HW_DEADLOCKS.items()})
     names.update({name: code for code, name in EXACT.items()})
     if run.violated not in names:
         raise TlcError(f"TLC reports {run.violated!r} violated, which is no rule of MBarrier.tla")
@@ -304,8 +306,8 @@ def tlc_code(system: System, run: TlcRun) -> str:
 
 def _kind(run: TlcRun) -> str:
     """"deadlock" when TLC's verdict is a deadlock (its own check or a deadlock invariant)."""
-    return "deadlock" if run.status == "deadlock" or run.violated in DEADLOCKS.values() \
-        else "rule"
+    deadlocks = {*DEADLOCKS.values(), *HW_DEADLOCKS.values()}
+    return "deadlock" if run.status == "deadlock" or run.violated in deadlocks else "rule"
 
 
 def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParallelGC",)):
@@ -346,9 +348,20 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             actions = trace_actions(system, run)
             if length is not None and len(actions) != length:
                 return None
+            if run.status == "deadlock" and hw:
+                # HwBarrier has three deadlock flavours: TLC names the one it finds when asked
+                # with one invariant per flavour, at the same depth.
+                flavours = Checks(tuple(f"INVARIANT {n}" for c, n in HW_DEADLOCKS.items()
+                                        if c not in ignored), False, len(actions), ignored, hw)
+                named = go(flavours)
+                if named.status not in VIOLATIONS:
+                    raise TlcError("TLC found a deadlock that none of HwBarrier's deadlock "
+                                   "invariants names")
+                return answer(named, length)
             return actions, tlc_code(system, run), _kind(run)
 
-        first = go(default_checks(ignored))
+        hw = module.hw
+        first = go(default_checks(ignored, hw=hw))
         if first.status == "timeout":
             return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
                                  reason=f"TLC time limit reached after {first.distinct} "
@@ -358,13 +371,13 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
         actions, code, kind = answer(first)
         length = len(actions)
         if workers == 1 and kind == "rule" and length >= 1:
-            found = answer(go(deadlock_checks(ignored, depth=length - 1)), length - 1)
+            found = answer(go(deadlock_checks(ignored, depth=length - 1, hw=hw)), length - 1)
             if found is not None and found[2] == "deadlock":
                 actions, code, kind = found
                 length = len(actions)
         if kind == "rule":
-            wanted = [c for c in EXACT if c not in ignored]
-            found = answer(go(exact_checks(wanted, ignored, depth=length)),
+            wanted = [c for c in exact_codes(hw) if c not in ignored]
+            found = answer(go(exact_checks(wanted, ignored, depth=length, hw=hw)),
                            length if workers == 1 else None)
             if found is None:
                 raise TlcError(f"TLC names {first.violated} violated, but no Exact_* property "
@@ -373,11 +386,12 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
         if workers == 1:
             while True:
                 if kind == "rule":
-                    lower = [c for c in EXACT if c < code and c not in ignored]
-                    checks = exact_checks(lower, ignored, depth=length)
+                    lower = [c for c in exact_codes(hw) if c < code and c not in ignored]
+                    checks = exact_checks(lower, ignored, depth=length, hw=hw)
                 else:
                     lower = [c for c in ("BP100",) if c < code and c not in ignored]
-                    checks = Checks(("INVARIANT BP100_NoDeadlock",), False, length, ignored)
+                    checks = Checks((f"INVARIANT {'Hw' if hw else ''}BP100_NoDeadlock",), False,
+                                    length, ignored, hw)
                 if not lower:
                     break
                 found = answer(go(checks), length)

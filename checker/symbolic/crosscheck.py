@@ -13,15 +13,15 @@ from typing import Mapping
 
 import z3
 
-from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EFFECT_ARRIVE, EXPECT_TX,
-                               ISSUE_ASYNC, ISSUE_TCGEN05, WAIT, WAIT_PARITY, System)
+from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EFFECT_ARRIVE,
+                                EXPECT_TX, ISSUE_ASYNC, ISSUE_TCGEN05, WAIT, WAIT_PARITY, System)
+from .classes import BarrierClass
 from .encode import J0, J1, UNJOINED, Encoder, SymState
-from .fragment import BarrierClass, ClassBuilder, Fragment, TauRun
+from .fragment import Fragment
 from .invariants import sample
-
-
-def _evaluate(t, sub) -> int:
-    return z3.simplify(z3.substitute(t, *sub) if sub else t).as_long()
+from .order import TauRun
+from .program import ClassBuilder
+from .terms import evaluate
 
 
 class Projection:
@@ -36,7 +36,7 @@ class Projection:
                 self.sub.append((frag.grid_vars[axis], z3.IntVal(v)))
         if cls.ring is not None:
             self.sub.append((cls.s, z3.IntVal(s)))
-            self.S = _evaluate(cls.ring, self.sub)
+            self.S = evaluate(cls.ring, self.sub)
         # system instance -> class instance
         self.to_class = {}
         for x, inst in enumerate(system.instances):
@@ -100,9 +100,9 @@ class Projection:
             if not cseg.loop:
                 k = 0
             elif self.cls.ring is None:
-                k = iteration + _evaluate(self.builder.shifts[(role.name, i)], self.sub)
+                k = iteration + evaluate(self.builder.shifts[(role.name, i)], self.sub)
             else:
-                c = _evaluate(self.builder.offsets[(role.name, i)], self.sub)
+                c = evaluate(self.builder.offsets[(role.name, i)], self.sub)
                 v = (iteration if iteration is not None else 0) + c
                 assert (v - self.s) % self.S == 0, (v, self.s, self.S)
                 k = (v - self.s) // self.S
@@ -116,7 +116,7 @@ class Projection:
             fields.append(sysm.barrier(state, self.from_class[c]))
         fly = []
         for slot in self.enc.system.slots:
-            amount = _evaluate(slot.amount, self.sub)
+            amount = evaluate(slot.amount, self.sub)
             n = 0
             if slot.kind == "tcgen05":
                 for a in sysm.queue_agents:
@@ -193,7 +193,7 @@ def simulation_gaps(frag: Fragment, systems, values: Mapping[str, int],
             if not system.roles:
                 continue
             enc = Encoder(system).build()
-            slots = range(_evaluate(cls.ring, [(frag.params[n], z3.IntVal(values[n]))
+            slots = range(evaluate(cls.ring, [(frag.params[n], z3.IntVal(values[n]))
                                                for n in frag.symbolic])) if cls.ring is not None \
                 else [None]
             for s in slots:

@@ -1,10 +1,10 @@
 """The transition system of one barrier class, with Z3 terms over symbolic parameters.
 
-This module knows nothing about the IR: `symbolic_fragment` builds a `CounterSystem` (roles of
-identical threads, each running a small "class program" over the barrier instances of one class,
-with symbolic loop bounds) and this module turns it into an initial condition, a list of guarded
-transitions and a list of error conditions over integer state variables, all in linear integer
-arithmetic (`symbolic_invariants` proves them with Z3).
+This module knows nothing about the IR: `program.py` builds a `CounterSystem` (counters.py:
+roles of identical threads, each running a small "class program" over the barrier instances of
+one class, with symbolic loop bounds) and this module turns it into an initial condition, a list
+of guarded transitions and a list of error conditions over integer state variables, all in
+linear integer arithmetic (`invariants.py` proves them with Z3).
 
 State variables:
 
@@ -30,7 +30,7 @@ Error conditions (any reachable one fails the proof):
     late-join    BP102 on a state
     exit         every role finished its class program: BP103, BP104, BP105, BP130
     progress     a thread blocked at a wait while every event that precedes the wait in the
-                 static order tau has happened and nothing is in flight (symbolic.py explains
+                 static order tau has happened and nothing is in flight (prove.py explains
                  why this rules out deadlocks)
     overflow     the offset bound of a counter role is exceeded
 """
@@ -38,103 +38,18 @@ Error conditions (any reachable one fails the proof):
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import z3
 
 from ...model.ir import MAX_TX
-
-# Placeholder for the loop coordinate in guards, amounts and parities of loop bodies.
-K = z3.Int("k!")
-
-# Operation kinds of a class program.
-ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, WAIT, WAIT_PARITY, ISSUE = (
-    "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
-    "wait_parity", "issue")
-WAITS = (WAIT, WAIT_PARITY)
+from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, WAIT,
+                       WAIT_PARITY, WAITS, K, CounterSystem, COp, CRole, CSegment)
 
 # What a thread has observed of an instance it waits on.
 UNJOINED, J0, J1 = 0, 1, 2
 TRUE, FALSE = z3.BoolVal(True), z3.BoolVal(False)
-
-
-@dataclass
-class AsyncSlot:
-    """Deliveries to one instance: `complete_tx(amount)` (effect "tx") or `arrive(1)`."""
-
-    effect: str
-    inst: int
-    amount: z3.ArithRef
-    kind: str
-
-
-@dataclass
-class COp:
-    kind: str
-    targets: tuple[int, ...]              # instances (one for waits)
-    amount: z3.ArithRef = None            # count or bytes, may mention K
-    parity: z3.ArithRef | None = None     # wait_parity, may mention K
-    slots: tuple[int, ...] = ()           # ISSUE: in-flight slots incremented
-    guard: z3.BoolRef = None              # may mention K
-    rank: int = 0                         # position in the tau order of its group
-    text: str = ""
-    primary: int | None = None            # the instance the IR operation addresses
-
-    def __post_init__(self):
-        if self.amount is None:
-            self.amount = z3.IntVal(0)
-        if self.guard is None:
-            self.guard = TRUE
-
-
-@dataclass
-class CSegment:
-    loop: bool
-    body: list[COp]
-    group: int
-    guard: z3.BoolRef = None              # over frozen only
-    lo: z3.ArithRef = None                # loops: k runs over [lo, hi)
-    hi: z3.ArithRef = None
-    text: str = ""
-    keyed: bool | None = None             # tau compares loop coordinates (default: loop)
-
-    def __post_init__(self):
-        if self.keyed is None:
-            self.keyed = self.loop
-        if self.guard is None:
-            self.guard = TRUE
-        if self.lo is None:
-            self.lo = z3.IntVal(0)
-        if self.hi is None:
-            self.hi = z3.IntVal(1)
-
-
-@dataclass
-class CRole:
-    name: str
-    size: z3.ArithRef
-    segments: list[CSegment]
-    single: bool = False                  # provably one thread: explicit encoding
-
-
-@dataclass
-class CInst:
-    name: str
-    expected: z3.ArithRef
-
-
-@dataclass
-class CounterSystem:
-    name: str
-    frozen: list[z3.ArithRef]
-    constraints: list[z3.BoolRef]
-    instances: list[CInst]
-    slots: list[AsyncSlot]
-    roles: list[CRole]
-    offset_bound: int = 2
-    progress: bool = True                 # add the tau-progress error conditions
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -492,6 +407,21 @@ class Encoder:
             return st.ph[inst] % 2 != self.term(st, op.parity, k) % 2
         return TRUE
 
+    def entry(self, st: SymState, seg: CSegment):
+        """(a thread at the head of seg enters it, the loop's first coordinate)."""
+        guard = self.term(st, seg.guard)
+        lo, hi = self.term(st, seg.lo), self.term(st, seg.hi)
+        return (z3.And(guard, lo < hi) if seg.loop else guard), lo
+
+    def continues(self, st: SymState, seg: CSegment, how: str, k):
+        """The condition of moving on from an op at loop coordinate k by `how`
+        (same, iter, leave)."""
+        if how == "iter":
+            return k + 1 < self.term(st, seg.hi)
+        if how == "leave" and seg.loop:
+            return k + 1 >= self.term(st, seg.hi)
+        return TRUE
+
     # -- moves of a single thread ---------------------------------------------------------------
 
     def single_transitions(self, st: SymState, r: int):
@@ -503,9 +433,7 @@ class Encoder:
                 if p.seg == code.nseg:
                     continue
                 seg = code.role.segments[p.seg]
-                guard = self.term(st, seg.guard)
-                lo, hi = self.term(st, seg.lo), self.term(st, seg.hi)
-                enter = z3.And(guard, lo < hi) if seg.loop else guard
+                enter, lo = self.entry(st, seg)
                 new = st.copy()
                 new.pos[r] = z3.IntVal(index[Pos("at", p.seg, 0)])
                 if seg.loop:
@@ -520,12 +448,9 @@ class Encoder:
             k = st.k[r][p.seg] if seg.loop else z3.IntVal(0)
             guard = self.term(st, op.guard, k)
             for how, q in code.next_of(p):
-                cond = TRUE
+                cond = self.continues(st, seg, how, k)
                 if how == "iter":
-                    cond = k + 1 < self.term(st, seg.hi)
                     q = Pos("at", q.seg, q.pc)
-                elif how == "leave" and seg.loop:
-                    cond = k + 1 >= self.term(st, seg.hi)
                 moved = st.copy()
                 moved.pos[r] = z3.IntVal(index[q])
                 if how == "iter":
@@ -609,9 +534,7 @@ class Encoder:
                 if p.seg == code.nseg:
                     continue
                 seg = code.role.segments[p.seg]
-                guard = self.term(st, seg.guard)
-                lo, hi = self.term(st, seg.lo), self.term(st, seg.hi)
-                enter = z3.And(guard, lo < hi) if seg.loop else guard
+                enter, lo = self.entry(st, seg)
                 # kref[j] stays at lo while a thread is before segment j: entering is offset 0.
                 stale = st.k[r][p.seg] != lo if seg.loop else FALSE
                 for conds, new, ovf in self.counter_move(st, r, (p, sigma),
@@ -628,11 +551,7 @@ class Encoder:
             k = st.k[r][p.seg] + p.d if seg.loop else z3.IntVal(0)
             guard = self.term(st, op.guard, k)
             for how, q in code.next_of(p):
-                cond = TRUE
-                if how == "iter":
-                    cond = k + 1 < self.term(st, seg.hi)
-                elif how == "leave" and seg.loop:
-                    cond = k + 1 >= self.term(st, seg.hi)
+                cond = self.continues(st, seg, how, k)
                 for conds, moved, ovf in self.counter_move(st, r, (p, sigma), (q, sigma)):
                     yield (f"{code.role.name} skips {op.text}",
                            [here, cond, z3.Not(guard)] + conds, moved, FALSE, z3.BoolVal(ovf))

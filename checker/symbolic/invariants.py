@@ -343,6 +343,13 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     counts = [i for i in varying if names[i].startswith("n[")]
     numeric = [i for i in varying if i not in counts and not names[i].startswith(("pos[", "obs["))]
 
+    def state_pairs():
+        """Pairs of numeric variables, not both frozen (two constants of the system)."""
+        for a in range(len(numeric)):
+            for b in range(a + 1, len(numeric)):
+                if numeric[a] >= nf or numeric[b] >= nf:
+                    yield numeric[a], numeric[b]
+
     def text_of(coeffs, const):
         return " + ".join(f"{c}*{feat_names[j]}" for j, c in enumerate(coeffs) if c) + \
             f" + {const} == 0"
@@ -377,15 +384,11 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         lo, hi = values_of[i][0], values_of[i][-1]
         out.append(Candidate(variables[i] >= lo, f"{names[i]} >= {lo}"))
         out.append(Candidate(variables[i] <= hi, f"{names[i]} <= {hi}"))
-    for a in range(len(numeric)):
-        for b in range(a + 1, len(numeric)):
-            i, j = numeric[a], numeric[b]
-            if i < nf and j < nf:
-                continue
-            xi, xj = variables[i], variables[j]
-            diffs = [s[i] - s[j] for s in states]
-            out.append(Candidate(xi - xj <= max(diffs), f"{names[i]} - {names[j]} <= {max(diffs)}"))
-            out.append(Candidate(xi - xj >= min(diffs), f"{names[i]} - {names[j]} >= {min(diffs)}"))
+    for i, j in state_pairs():
+        xi, xj = variables[i], variables[j]
+        diffs = [s[i] - s[j] for s in states]
+        out.append(Candidate(xi - xj <= max(diffs), f"{names[i]} - {names[j]} <= {max(diffs)}"))
+        out.append(Candidate(xi - xj >= min(diffs), f"{names[i]} - {names[j]} >= {min(diffs)}"))
     # Where a thread is: pos == value for a one-thread role (alone and with what it observed),
     # n[L] >= 1 and n[L] == size for a counter role.
     atoms = []
@@ -434,33 +437,25 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             if hi < values_of[i][-1]:
                 out.append(Candidate(z3.Implies(cond, variables[i] <= hi),
                                      f"{ctext} => {names[i]} <= {hi}"))
-        for a in range(len(numeric) if conditional_pairs else 0):
-            for b in range(a + 1, len(numeric)):
-                i, j = numeric[a], numeric[b]
-                if i < nf and j < nf:
-                    continue
-                diffs = [s[i] - s[j] for s in sub_states]
-                gd = [s[i] - s[j] for s in states]
-                xi, xj = variables[i], variables[j]
-                if max(diffs) < max(gd):
-                    out.append(Candidate(z3.Implies(cond, xi - xj <= max(diffs)),
-                                         f"{ctext} => {names[i]} - {names[j]} <= {max(diffs)}"))
-                if min(diffs) > min(gd):
-                    out.append(Candidate(z3.Implies(cond, xi - xj >= min(diffs)),
-                                         f"{ctext} => {names[i]} - {names[j]} >= {min(diffs)}"))
-        for a in range(len(numeric) if hulls else 0):
-            for b in range(a + 1, len(numeric)):
-                i, j = numeric[a], numeric[b]
-                if i < nf and j < nf:
-                    continue
-                for ca, cb, cc in hull_facets([(s[i], s[j]) for s in sub_states]):
-                    if abs(ca) == abs(cb) == 1 and ca != cb:
-                        continue                  # a difference bound: above
-                    if all(ca * s[i] + cb * s[j] <= cc for s in states):
-                        continue                  # holds everywhere: not about this place
-                    out.append(Candidate(
-                        z3.Implies(cond, ca * variables[i] + cb * variables[j] <= cc),
-                        f"{ctext} => {ca}*{names[i]} + {cb}*{names[j]} <= {cc}"))
+        for i, j in (state_pairs() if conditional_pairs else ()):
+            diffs = [s[i] - s[j] for s in sub_states]
+            gd = [s[i] - s[j] for s in states]
+            xi, xj = variables[i], variables[j]
+            if max(diffs) < max(gd):
+                out.append(Candidate(z3.Implies(cond, xi - xj <= max(diffs)),
+                                     f"{ctext} => {names[i]} - {names[j]} <= {max(diffs)}"))
+            if min(diffs) > min(gd):
+                out.append(Candidate(z3.Implies(cond, xi - xj >= min(diffs)),
+                                     f"{ctext} => {names[i]} - {names[j]} >= {min(diffs)}"))
+        for i, j in (state_pairs() if hulls else ()):
+            for ca, cb, cc in hull_facets([(s[i], s[j]) for s in sub_states]):
+                if abs(ca) == abs(cb) == 1 and ca != cb:
+                    continue                  # a difference bound: above
+                if all(ca * s[i] + cb * s[j] <= cc for s in states):
+                    continue                  # holds everywhere: not about this place
+                out.append(Candidate(
+                    z3.Implies(cond, ca * variables[i] + cb * variables[j] <= cc),
+                    f"{ctext} => {ca}*{names[i]} + {cb}*{names[j]} <= {cc}"))
     if check:
         # Drop what larger parameter values refute (bounds that only reflect small samples).
         comp = Compiler(variables)

@@ -10,19 +10,19 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: loaded (Barrier)  examples/blackwell.py:60
-    1   \* 2: consumed (Barrier, orders_tensor_core)  examples/blackwell.py:61
+    1,  \* 1: loaded (Barrier)  examples/blackwell.py:42
+    1   \* 2: consumed (Barrier, orders_tensor_core)  examples/blackwell.py:43
 >>
 
 \* Agent 1: wg0 (thread), 7 instruction(s).
 Prog_1_wg0 == <<
-    issue_async(<<1>>, 8192, <<1>>),  \* pc 0: copy_gmem_to_smem(loaded, 8192B)  examples/blackwell.py:65
-    wait(1, 1),                       \* pc 1: barrier_wait(loaded)  examples/blackwell.py:66
-    issue_tcgen05(1),                 \* pc 2: tcgen05_mma(consumed)  examples/blackwell.py:67
-    wait(2, 2),                       \* pc 3: barrier_wait(consumed)  examples/blackwell.py:64
-    issue_async(<<1>>, 8192, <<1>>),  \* pc 4: copy_gmem_to_smem(loaded, 8192B)  examples/blackwell.py:65
-    wait(1, 1),                       \* pc 5: barrier_wait(loaded)  examples/blackwell.py:66
-    issue_tcgen05(1)                  \* pc 6: tcgen05_mma(consumed)  examples/blackwell.py:67
+    issue_async(<<1>>, 8192, <<1>>),  \* pc 0: copy_gmem_to_smem(loaded, 8192B)  examples/blackwell.py:47
+    wait(1, 1),                       \* pc 1: barrier_wait(loaded)  examples/blackwell.py:48
+    issue_tcgen05(1),                 \* pc 2: tcgen05_mma(consumed)  examples/blackwell.py:49
+    wait(2, 2),                       \* pc 3: barrier_wait(consumed)  examples/blackwell.py:46
+    issue_async(<<1>>, 8192, <<1>>),  \* pc 4: copy_gmem_to_smem(loaded, 8192B)  examples/blackwell.py:47
+    wait(1, 1),                       \* pc 5: barrier_wait(loaded)  examples/blackwell.py:48
+    issue_tcgen05(1)                  \* pc 6: tcgen05_mma(consumed)  examples/blackwell.py:49
 >>
 
 KernelProg == <<

@@ -10,46 +10,46 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: loaded[0] (Barrier)  examples/blackwell.py:14
-    1,  \* 2: loaded[1] (Barrier)  examples/blackwell.py:14
-    1,  \* 3: consumed[0] (Barrier, orders_tensor_core)  examples/blackwell.py:15
-    1,  \* 4: consumed[1] (Barrier, orders_tensor_core)  examples/blackwell.py:15
-    1   \* 5: mma_done (Barrier, orders_tensor_core)  examples/blackwell.py:16
+    1,  \* 1: loaded[0] (Barrier)  examples/_pipelines.py:74
+    1,  \* 2: loaded[1] (Barrier)  examples/_pipelines.py:74
+    1,  \* 3: consumed[0] (Barrier, orders_tensor_core)  examples/_pipelines.py:75
+    1,  \* 4: consumed[1] (Barrier, orders_tensor_core)  examples/_pipelines.py:75
+    1   \* 5: mma_done (Barrier, orders_tensor_core)  examples/_pipelines.py:76
 >>
 
 \* Agent 1: wg0 (thread), 9 instruction(s).
 Prog_1_wg0 == <<
-    fork,                                    \* pc 0: core_map(warp): fork warps  examples/blackwell.py:17
-    issue_async(<<1>>, 32768, <<1>>),        \* pc 1: copy_gmem_to_smem(loaded[0], 32768B)  examples/blackwell.py:22
-    issue_async(<<2>>, 32768, <<2>>),        \* pc 2: copy_gmem_to_smem(loaded[1], 32768B)  examples/blackwell.py:22
-    wait(3, 1),                              \* pc 3: barrier_wait(consumed[0])  examples/blackwell.py:21
-    issue_async(<<1>>, 32768, <<1>>),        \* pc 4: copy_gmem_to_smem(loaded[0], 32768B)  examples/blackwell.py:22
-    wait(4, 2),                              \* pc 5: barrier_wait(consumed[1])  examples/blackwell.py:25
-    wait(3, 1),                              \* pc 6: barrier_wait(consumed[0])  examples/blackwell.py:25
-    join(<<<<2, 8>>, <<3, 1>>, <<4, 1>>>>),  \* pc 7: core_map(warp): join warps  examples/blackwell.py:17
-    wait(5, 3)                               \* pc 8: barrier_wait(mma_done)  examples/blackwell.py:31
+    fork,                                    \* pc 0: core_map(warp): fork warps  examples/_pipelines.py:77
+    issue_async(<<1>>, 32768, <<1>>),        \* pc 1: copy_gmem_to_smem(loaded[0], 32768B)  examples/_pipelines.py:82
+    issue_async(<<2>>, 32768, <<2>>),        \* pc 2: copy_gmem_to_smem(loaded[1], 32768B)  examples/_pipelines.py:82
+    wait(3, 1),                              \* pc 3: barrier_wait(consumed[0])  examples/_pipelines.py:81
+    issue_async(<<1>>, 32768, <<1>>),        \* pc 4: copy_gmem_to_smem(loaded[0], 32768B)  examples/_pipelines.py:82
+    wait(4, 2),                              \* pc 5: barrier_wait(consumed[1])  examples/_pipelines.py:85
+    wait(3, 1),                              \* pc 6: barrier_wait(consumed[0])  examples/_pipelines.py:85
+    join(<<<<2, 8>>, <<3, 1>>, <<4, 1>>>>),  \* pc 7: core_map(warp): join warps  examples/_pipelines.py:77
+    wait(5, 3)                               \* pc 8: barrier_wait(mma_done)  examples/_pipelines.py:95
 >>
 
 \* Agent 2: wg0.warp1 (warp), 8 instruction(s).
 Prog_2_wg0_warp1 == <<
-    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/blackwell.py:17
-    wait(1, 4),        \* pc 1: barrier_wait(loaded[0])  examples/blackwell.py:28
-    issue_tcgen05(1),  \* pc 2: tcgen05_mma(consumed[0])  examples/blackwell.py:29
-    wait(2, 5),        \* pc 3: barrier_wait(loaded[1])  examples/blackwell.py:28
-    issue_tcgen05(2),  \* pc 4: tcgen05_mma(consumed[1])  examples/blackwell.py:29
-    wait(1, 4),        \* pc 5: barrier_wait(loaded[0])  examples/blackwell.py:28
-    issue_tcgen05(1),  \* pc 6: tcgen05_mma(consumed[0])  examples/blackwell.py:29
-    issue_tcgen05(3)   \* pc 7: tcgen05_commit_arrive(mma_done)  examples/blackwell.py:30
+    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/_pipelines.py:77
+    wait(1, 4),        \* pc 1: barrier_wait(loaded[0])  examples/_pipelines.py:88
+    issue_tcgen05(1),  \* pc 2: tcgen05_mma(consumed[0])  examples/_pipelines.py:89
+    wait(2, 5),        \* pc 3: barrier_wait(loaded[1])  examples/_pipelines.py:88
+    issue_tcgen05(2),  \* pc 4: tcgen05_mma(consumed[1])  examples/_pipelines.py:89
+    wait(1, 4),        \* pc 5: barrier_wait(loaded[0])  examples/_pipelines.py:88
+    issue_tcgen05(1),  \* pc 6: tcgen05_mma(consumed[0])  examples/_pipelines.py:89
+    issue_tcgen05(3)   \* pc 7: tcgen05_commit_arrive(mma_done)  examples/_pipelines.py:91
 >>
 
 \* Agent 3: wg0.warp2 (warp), 1 instruction(s).
 Prog_3_wg0_warp2 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/blackwell.py:17
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/_pipelines.py:77
 >>
 
 \* Agent 4: wg0.warp3 (warp), 1 instruction(s).
 Prog_4_wg0_warp3 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/blackwell.py:17
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/_pipelines.py:77
 >>
 
 KernelProg == <<

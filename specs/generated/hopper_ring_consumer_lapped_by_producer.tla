@@ -10,42 +10,42 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/hopper_ring.py:11
-    1,  \* 2: full[1] (Barrier)  examples/hopper_ring.py:11
-    2,  \* 3: empty[0] (Barrier)  examples/hopper_ring.py:12
-    2   \* 4: empty[1] (Barrier)  examples/hopper_ring.py:12
+    1,  \* 1: full[0] (Barrier)  examples/_pipelines.py:16
+    1,  \* 2: full[1] (Barrier)  examples/_pipelines.py:16
+    2,  \* 3: empty[0] (Barrier)  examples/_pipelines.py:17
+    2   \* 4: empty[1] (Barrier)  examples/_pipelines.py:17
 >>
 
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/hopper_ring.py:30
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/hopper_ring.py:31
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/hopper_ring.py:30
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/hopper_ring.py:31
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/hopper_ring.py:30
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/hopper_ring.py:31
-    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/hopper_ring.py:30
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/hopper_ring.py:31
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/_pipelines.py:35
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/_pipelines.py:36
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/_pipelines.py:35
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/_pipelines.py:36
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/_pipelines.py:35
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/_pipelines.py:36
+    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/_pipelines.py:35
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/_pipelines.py:36
 >>
 
 \* Agent 2: wg1 (thread), 8 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 3),        \* pc 0: barrier_wait(full[0])  examples/hopper_ring.py:30
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/hopper_ring.py:31
-    wait(2, 4),        \* pc 2: barrier_wait(full[1])  examples/hopper_ring.py:30
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/hopper_ring.py:31
-    wait(1, 3),        \* pc 4: barrier_wait(full[0])  examples/hopper_ring.py:30
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/hopper_ring.py:31
-    wait(2, 4),        \* pc 6: barrier_wait(full[1])  examples/hopper_ring.py:30
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/hopper_ring.py:31
+    wait(1, 3),        \* pc 0: barrier_wait(full[0])  examples/_pipelines.py:35
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/_pipelines.py:36
+    wait(2, 4),        \* pc 2: barrier_wait(full[1])  examples/_pipelines.py:35
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/_pipelines.py:36
+    wait(1, 3),        \* pc 4: barrier_wait(full[0])  examples/_pipelines.py:35
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/_pipelines.py:36
+    wait(2, 4),        \* pc 6: barrier_wait(full[1])  examples/_pipelines.py:35
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/_pipelines.py:36
 >>
 
 \* Agent 3: wg2 (thread), 4 instruction(s).
 Prog_3_wg2 == <<
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/hopper_ring.py:19
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 16384B)  examples/hopper_ring.py:19
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 2: copy_gmem_to_smem(full[0], 16384B)  examples/hopper_ring.py:19
-    issue_async(<<2>>, 16384, <<2>>)   \* pc 3: copy_gmem_to_smem(full[1], 16384B)  examples/hopper_ring.py:19
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/_pipelines.py:24
+    issue_async(<<2>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 16384B)  examples/_pipelines.py:24
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 2: copy_gmem_to_smem(full[0], 16384B)  examples/_pipelines.py:24
+    issue_async(<<2>>, 16384, <<2>>)   \* pc 3: copy_gmem_to_smem(full[1], 16384B)  examples/_pipelines.py:24
 >>
 
 KernelProg == <<

@@ -10,48 +10,48 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/hopper_ring.py:55
-    1,  \* 2: full[1] (Barrier)  examples/hopper_ring.py:55
-    1,  \* 3: full[2] (Barrier)  examples/hopper_ring.py:55
-    2,  \* 4: empty[0] (Barrier)  examples/hopper_ring.py:56
-    2,  \* 5: empty[1] (Barrier)  examples/hopper_ring.py:56
-    2   \* 6: empty[2] (Barrier)  examples/hopper_ring.py:56
+    1,  \* 1: full[0] (Barrier)  examples/hopper_ring.py:29
+    1,  \* 2: full[1] (Barrier)  examples/hopper_ring.py:29
+    1,  \* 3: full[2] (Barrier)  examples/hopper_ring.py:29
+    2,  \* 4: empty[0] (Barrier)  examples/hopper_ring.py:30
+    2,  \* 5: empty[1] (Barrier)  examples/hopper_ring.py:30
+    2   \* 6: empty[2] (Barrier)  examples/hopper_ring.py:30
 >>
 
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/hopper_ring.py:68
-    arrive(<<4>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/hopper_ring.py:69
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/hopper_ring.py:68
-    arrive(<<5>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/hopper_ring.py:69
-    wait(3, 3),        \* pc 4: barrier_wait(full[2])  examples/hopper_ring.py:68
-    arrive(<<6>>, 1),  \* pc 5: barrier_arrive(empty[2])  examples/hopper_ring.py:69
-    wait(1, 1),        \* pc 6: barrier_wait(full[0])  examples/hopper_ring.py:68
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[0])  examples/hopper_ring.py:69
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/hopper_ring.py:42
+    arrive(<<4>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/hopper_ring.py:43
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/hopper_ring.py:42
+    arrive(<<5>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/hopper_ring.py:43
+    wait(3, 3),        \* pc 4: barrier_wait(full[2])  examples/hopper_ring.py:42
+    arrive(<<6>>, 1),  \* pc 5: barrier_arrive(empty[2])  examples/hopper_ring.py:43
+    wait(1, 1),        \* pc 6: barrier_wait(full[0])  examples/hopper_ring.py:42
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[0])  examples/hopper_ring.py:43
 >>
 
 \* Agent 2: wg1 (thread), 8 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 4),        \* pc 0: barrier_wait(full[0])  examples/hopper_ring.py:68
-    arrive(<<4>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/hopper_ring.py:69
-    wait(2, 5),        \* pc 2: barrier_wait(full[1])  examples/hopper_ring.py:68
-    arrive(<<5>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/hopper_ring.py:69
-    wait(3, 6),        \* pc 4: barrier_wait(full[2])  examples/hopper_ring.py:68
-    arrive(<<6>>, 1),  \* pc 5: barrier_arrive(empty[2])  examples/hopper_ring.py:69
-    wait(1, 4),        \* pc 6: barrier_wait(full[0])  examples/hopper_ring.py:68
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[0])  examples/hopper_ring.py:69
+    wait(1, 4),        \* pc 0: barrier_wait(full[0])  examples/hopper_ring.py:42
+    arrive(<<4>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/hopper_ring.py:43
+    wait(2, 5),        \* pc 2: barrier_wait(full[1])  examples/hopper_ring.py:42
+    arrive(<<5>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/hopper_ring.py:43
+    wait(3, 6),        \* pc 4: barrier_wait(full[2])  examples/hopper_ring.py:42
+    arrive(<<6>>, 1),  \* pc 5: barrier_arrive(empty[2])  examples/hopper_ring.py:43
+    wait(1, 4),        \* pc 6: barrier_wait(full[0])  examples/hopper_ring.py:42
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[0])  examples/hopper_ring.py:43
 >>
 
 \* Agent 3: wg2 (thread), 8 instruction(s).
 Prog_3_wg2 == <<
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/hopper_ring.py:58
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 16384B)  examples/hopper_ring.py:62
-    issue_async(<<3>>, 16384, <<3>>),  \* pc 2: copy_gmem_to_smem(full[2], 16384B)  examples/hopper_ring.py:62
-    wait(4, 7),                        \* pc 3: barrier_wait(empty[0])  examples/hopper_ring.py:61
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 4: copy_gmem_to_smem(full[0], 16384B)  examples/hopper_ring.py:62
-    wait(5, 8),                        \* pc 5: barrier_wait(empty[1])  examples/hopper_ring.py:65
-    wait(6, 9),                        \* pc 6: barrier_wait(empty[2])  examples/hopper_ring.py:65
-    wait(4, 7)                         \* pc 7: barrier_wait(empty[0])  examples/hopper_ring.py:65
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/hopper_ring.py:32
+    issue_async(<<2>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 16384B)  examples/hopper_ring.py:36
+    issue_async(<<3>>, 16384, <<3>>),  \* pc 2: copy_gmem_to_smem(full[2], 16384B)  examples/hopper_ring.py:36
+    wait(4, 7),                        \* pc 3: barrier_wait(empty[0])  examples/hopper_ring.py:35
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 4: copy_gmem_to_smem(full[0], 16384B)  examples/hopper_ring.py:36
+    wait(5, 8),                        \* pc 5: barrier_wait(empty[1])  examples/hopper_ring.py:39
+    wait(6, 9),                        \* pc 6: barrier_wait(empty[2])  examples/hopper_ring.py:39
+    wait(4, 7)                         \* pc 7: barrier_wait(empty[0])  examples/hopper_ring.py:39
 >>
 
 KernelProg == <<

@@ -10,30 +10,30 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/hopper_ring.py:11
-    1,  \* 2: full[1] (Barrier)  examples/hopper_ring.py:11
-    1,  \* 3: full[2] (Barrier)  examples/hopper_ring.py:11
-    2,  \* 4: empty[0] (Barrier)  examples/hopper_ring.py:12
-    2,  \* 5: empty[1] (Barrier)  examples/hopper_ring.py:12
-    2   \* 6: empty[2] (Barrier)  examples/hopper_ring.py:12
+    1,  \* 1: full[0] (Barrier)  examples/_pipelines.py:16
+    1,  \* 2: full[1] (Barrier)  examples/_pipelines.py:16
+    1,  \* 3: full[2] (Barrier)  examples/_pipelines.py:16
+    2,  \* 4: empty[0] (Barrier)  examples/_pipelines.py:17
+    2,  \* 5: empty[1] (Barrier)  examples/_pipelines.py:17
+    2   \* 6: empty[2] (Barrier)  examples/_pipelines.py:17
 >>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/hopper_ring.py:30
-    arrive(<<4>>, 1)   \* pc 1: barrier_arrive(empty[0])  examples/hopper_ring.py:31
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/_pipelines.py:35
+    arrive(<<4>>, 1)   \* pc 1: barrier_arrive(empty[0])  examples/_pipelines.py:36
 >>
 
 \* Agent 2: wg1 (thread), 2 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 2),        \* pc 0: barrier_wait(full[0])  examples/hopper_ring.py:30
-    arrive(<<4>>, 1)   \* pc 1: barrier_arrive(empty[0])  examples/hopper_ring.py:31
+    wait(1, 2),        \* pc 0: barrier_wait(full[0])  examples/_pipelines.py:35
+    arrive(<<4>>, 1)   \* pc 1: barrier_arrive(empty[0])  examples/_pipelines.py:36
 >>
 
 \* Agent 3: wg2 (thread), 2 instruction(s).
 Prog_3_wg2 == <<
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/hopper_ring.py:19
-    wait(4, 3)                         \* pc 1: barrier_wait(empty[0])  examples/hopper_ring.py:23
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/_pipelines.py:24
+    wait(4, 3)                         \* pc 1: barrier_wait(empty[0])  examples/_pipelines.py:28
 >>
 
 KernelProg == <<

@@ -10,29 +10,29 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/symbolic_bugs.py:11
-    1,  \* 2: full[1] (Barrier)  examples/symbolic_bugs.py:11
-    1,  \* 3: full[2] (Barrier)  examples/symbolic_bugs.py:11
-    1,  \* 4: empty[0] (Barrier)  examples/symbolic_bugs.py:12
-    1,  \* 5: empty[1] (Barrier)  examples/symbolic_bugs.py:12
-    1   \* 6: empty[2] (Barrier)  examples/symbolic_bugs.py:12
+    1,  \* 1: full[0] (Barrier)  examples/_pipelines.py:16
+    1,  \* 2: full[1] (Barrier)  examples/_pipelines.py:16
+    1,  \* 3: full[2] (Barrier)  examples/_pipelines.py:16
+    1,  \* 4: empty[0] (Barrier)  examples/_pipelines.py:17
+    1,  \* 5: empty[1] (Barrier)  examples/_pipelines.py:17
+    1   \* 6: empty[2] (Barrier)  examples/_pipelines.py:17
 >>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/symbolic_bugs.py:25
-    arrive(<<4>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/symbolic_bugs.py:26
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/symbolic_bugs.py:25
-    arrive(<<5>>, 1)   \* pc 3: barrier_arrive(empty[1])  examples/symbolic_bugs.py:26
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/_pipelines.py:35
+    arrive(<<4>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/_pipelines.py:36
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/_pipelines.py:35
+    arrive(<<5>>, 1)   \* pc 3: barrier_arrive(empty[1])  examples/_pipelines.py:36
 >>
 
 \* Agent 2: wg1 (thread), 5 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/symbolic_bugs.py:19
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 16384B)  examples/symbolic_bugs.py:19
-    wait(6, 3),                        \* pc 2: barrier_wait(empty[2])  examples/symbolic_bugs.py:22
-    wait(4, 4),                        \* pc 3: barrier_wait(empty[0])  examples/symbolic_bugs.py:22
-    wait(5, 5)                         \* pc 4: barrier_wait(empty[1])  examples/symbolic_bugs.py:22
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/_pipelines.py:24
+    issue_async(<<2>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 16384B)  examples/_pipelines.py:24
+    wait(6, 3),                        \* pc 2: barrier_wait(empty[2])  examples/_pipelines.py:28
+    wait(4, 4),                        \* pc 3: barrier_wait(empty[0])  examples/_pipelines.py:28
+    wait(5, 5)                         \* pc 4: barrier_wait(empty[1])  examples/_pipelines.py:28
 >>
 
 KernelProg == <<

@@ -10,27 +10,27 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: turn[0] (Barrier)  examples/symbolic_bugs.py:62
-    1   \* 2: turn[1] (Barrier)  examples/symbolic_bugs.py:62
+    1,  \* 1: turn[0] (Barrier)  examples/symbolic_bugs.py:42
+    1   \* 2: turn[1] (Barrier)  examples/symbolic_bugs.py:42
 >>
 
 \* Agent 1: wg0 (thread), 5 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<2>>, 1),  \* pc 0: barrier_arrive(turn[1])  examples/symbolic_bugs.py:67
-    wait(1, 1),        \* pc 1: barrier_wait(turn[0])  examples/symbolic_bugs.py:66
-    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(turn[1])  examples/symbolic_bugs.py:67
-    wait(1, 1),        \* pc 3: barrier_wait(turn[0])  examples/symbolic_bugs.py:66
-    arrive(<<2>>, 1)   \* pc 4: barrier_arrive(turn[1])  examples/symbolic_bugs.py:67
+    arrive(<<2>>, 1),  \* pc 0: barrier_arrive(turn[1])  examples/symbolic_bugs.py:47
+    wait(1, 1),        \* pc 1: barrier_wait(turn[0])  examples/symbolic_bugs.py:46
+    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(turn[1])  examples/symbolic_bugs.py:47
+    wait(1, 1),        \* pc 3: barrier_wait(turn[0])  examples/symbolic_bugs.py:46
+    arrive(<<2>>, 1)   \* pc 4: barrier_arrive(turn[1])  examples/symbolic_bugs.py:47
 >>
 
 \* Agent 2: wg1 (thread), 6 instruction(s).
 Prog_2_wg1 == <<
-    wait(2, 2),        \* pc 0: barrier_wait(turn[1])  examples/symbolic_bugs.py:69
-    arrive(<<1>>, 1),  \* pc 1: barrier_arrive(turn[0])  examples/symbolic_bugs.py:70
-    wait(2, 2),        \* pc 2: barrier_wait(turn[1])  examples/symbolic_bugs.py:69
-    arrive(<<1>>, 1),  \* pc 3: barrier_arrive(turn[0])  examples/symbolic_bugs.py:70
-    wait(2, 2),        \* pc 4: barrier_wait(turn[1])  examples/symbolic_bugs.py:69
-    arrive(<<1>>, 1)   \* pc 5: barrier_arrive(turn[0])  examples/symbolic_bugs.py:70
+    wait(2, 2),        \* pc 0: barrier_wait(turn[1])  examples/symbolic_bugs.py:49
+    arrive(<<1>>, 1),  \* pc 1: barrier_arrive(turn[0])  examples/symbolic_bugs.py:50
+    wait(2, 2),        \* pc 2: barrier_wait(turn[1])  examples/symbolic_bugs.py:49
+    arrive(<<1>>, 1),  \* pc 3: barrier_arrive(turn[0])  examples/symbolic_bugs.py:50
+    wait(2, 2),        \* pc 4: barrier_wait(turn[1])  examples/symbolic_bugs.py:49
+    arrive(<<1>>, 1)   \* pc 5: barrier_arrive(turn[0])  examples/symbolic_bugs.py:50
 >>
 
 KernelProg == <<

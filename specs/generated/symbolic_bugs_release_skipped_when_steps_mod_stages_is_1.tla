@@ -10,32 +10,32 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/symbolic_bugs.py:94
-    1,  \* 2: full[1] (Barrier)  examples/symbolic_bugs.py:94
-    1,  \* 3: empty[0] (Barrier)  examples/symbolic_bugs.py:95
-    1   \* 4: empty[1] (Barrier)  examples/symbolic_bugs.py:95
+    1,  \* 1: full[0] (Barrier)  examples/_pipelines.py:46
+    1,  \* 2: full[1] (Barrier)  examples/_pipelines.py:46
+    1,  \* 3: empty[0] (Barrier)  examples/_pipelines.py:47
+    1   \* 4: empty[1] (Barrier)  examples/_pipelines.py:47
 >>
 
 \* Agent 1: wg0 (thread), 5 instruction(s).
 Prog_1_wg0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/symbolic_bugs.py:108
-    arrive(<<3>>, 1),      \* pc 1: arrive(empty[0])  examples/symbolic_bugs.py:113
-    wait_parity(2, 0, 2),  \* pc 2: wait_parity(full[1], 0)  examples/symbolic_bugs.py:108
-    arrive(<<4>>, 1),      \* pc 3: arrive(empty[1])  examples/symbolic_bugs.py:113
-    wait_parity(1, 1, 1)   \* pc 4: wait_parity(full[0], 1)  examples/symbolic_bugs.py:108
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/_pipelines.py:60
+    arrive(<<3>>, 1),      \* pc 1: arrive(empty[0])  examples/_pipelines.py:65
+    wait_parity(2, 0, 2),  \* pc 2: wait_parity(full[1], 0)  examples/_pipelines.py:60
+    arrive(<<4>>, 1),      \* pc 3: arrive(empty[1])  examples/_pipelines.py:65
+    wait_parity(1, 1, 1)   \* pc 4: wait_parity(full[0], 1)  examples/_pipelines.py:60
 >>
 
 \* Agent 2: wg1 (thread), 9 instruction(s).
 Prog_2_wg1 == <<
-    arrive_expect_tx(<<1>>, 8192),   \* pc 0: arrive_expect_tx(full[0], 8192B)  examples/symbolic_bugs.py:100
-    issue_async(<<>>, 8192, <<1>>),  \* pc 1: tma_load(full[0], 8192B)  examples/symbolic_bugs.py:101
-    arrive_expect_tx(<<2>>, 8192),   \* pc 2: arrive_expect_tx(full[1], 8192B)  examples/symbolic_bugs.py:100
-    issue_async(<<>>, 8192, <<2>>),  \* pc 3: tma_load(full[1], 8192B)  examples/symbolic_bugs.py:101
-    wait_parity(3, 0, 3),            \* pc 4: wait_parity(empty[0], 0)  examples/symbolic_bugs.py:99
-    arrive_expect_tx(<<1>>, 8192),   \* pc 5: arrive_expect_tx(full[0], 8192B)  examples/symbolic_bugs.py:100
-    issue_async(<<>>, 8192, <<1>>),  \* pc 6: tma_load(full[0], 8192B)  examples/symbolic_bugs.py:101
-    wait_parity(4, 0, 4),            \* pc 7: wait_parity(empty[1], 0)  examples/symbolic_bugs.py:105
-    wait_parity(3, 1, 3)             \* pc 8: wait_parity(empty[0], 1)  examples/symbolic_bugs.py:105
+    arrive_expect_tx(<<1>>, 8192),   \* pc 0: arrive_expect_tx(full[0], 8192B)  examples/_pipelines.py:52
+    issue_async(<<>>, 8192, <<1>>),  \* pc 1: tma_load(full[0], 8192B)  examples/_pipelines.py:53
+    arrive_expect_tx(<<2>>, 8192),   \* pc 2: arrive_expect_tx(full[1], 8192B)  examples/_pipelines.py:52
+    issue_async(<<>>, 8192, <<2>>),  \* pc 3: tma_load(full[1], 8192B)  examples/_pipelines.py:53
+    wait_parity(3, 0, 3),            \* pc 4: wait_parity(empty[0], 0)  examples/_pipelines.py:51
+    arrive_expect_tx(<<1>>, 8192),   \* pc 5: arrive_expect_tx(full[0], 8192B)  examples/_pipelines.py:52
+    issue_async(<<>>, 8192, <<1>>),  \* pc 6: tma_load(full[0], 8192B)  examples/_pipelines.py:53
+    wait_parity(4, 0, 4),            \* pc 7: wait_parity(empty[1], 0)  examples/_pipelines.py:57
+    wait_parity(3, 1, 3)             \* pc 8: wait_parity(empty[0], 1)  examples/_pipelines.py:57
 >>
 
 KernelProg == <<

@@ -10,25 +10,25 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    2   \* 1: sched (Barrier)  examples/symbolic_bugs.py:82
+    2   \* 1: sched (Barrier)  examples/symbolic_bugs.py:62
 >>
 
 \* Agent 1: wg0 (thread), 6 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(sched)  examples/symbolic_bugs.py:85
-    wait(1, 1),        \* pc 1: barrier_wait(sched)  examples/symbolic_bugs.py:86
-    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(sched)  examples/symbolic_bugs.py:85
-    wait(1, 1),        \* pc 3: barrier_wait(sched)  examples/symbolic_bugs.py:86
-    arrive(<<1>>, 1),  \* pc 4: barrier_arrive(sched)  examples/symbolic_bugs.py:85
-    wait(1, 1)         \* pc 5: barrier_wait(sched)  examples/symbolic_bugs.py:86
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(sched)  examples/symbolic_bugs.py:65
+    wait(1, 1),        \* pc 1: barrier_wait(sched)  examples/symbolic_bugs.py:66
+    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(sched)  examples/symbolic_bugs.py:65
+    wait(1, 1),        \* pc 3: barrier_wait(sched)  examples/symbolic_bugs.py:66
+    arrive(<<1>>, 1),  \* pc 4: barrier_arrive(sched)  examples/symbolic_bugs.py:65
+    wait(1, 1)         \* pc 5: barrier_wait(sched)  examples/symbolic_bugs.py:66
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(sched)  examples/symbolic_bugs.py:85
-    wait(1, 2),        \* pc 1: barrier_wait(sched)  examples/symbolic_bugs.py:86
-    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(sched)  examples/symbolic_bugs.py:85
-    wait(1, 2)         \* pc 3: barrier_wait(sched)  examples/symbolic_bugs.py:86
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(sched)  examples/symbolic_bugs.py:65
+    wait(1, 2),        \* pc 1: barrier_wait(sched)  examples/symbolic_bugs.py:66
+    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(sched)  examples/symbolic_bugs.py:65
+    wait(1, 2)         \* pc 3: barrier_wait(sched)  examples/symbolic_bugs.py:66
 >>
 
 KernelProg == <<

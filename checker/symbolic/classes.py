@@ -1,0 +1,170 @@
+"""Barrier classes: the barrier instances cut into groups that the prover checks one at a time.
+
+All instances of concrete arrays and scalar barriers form one class; arrays of the same symbolic
+size S that loops use with the same offset form another (arrays used with different offsets in
+one loop are kept apart), analysed at one representative slot s (0 <= s < S, symbolic). Any
+partition is sound: a class system is a projection of the kernel that keeps every operation on
+its barriers (program.py) and over-approximates the rest.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import z3
+
+from ...model.ir import MAX_ARRIVALS, BarrierAlloc, BinOp, Expr
+from .terms import Unsupported, linear_in, nonlinear, z_int
+
+if TYPE_CHECKING:
+    from .fragment import Fragment
+
+
+@dataclass
+class BarrierClass:
+    name: str
+    ring: z3.ArithRef | None                 # S for a ring class, None for the concrete class
+    allocs: list[BarrierAlloc]
+    instances: list[tuple] = field(default_factory=list)   # (alloc, index or None, block)
+    names: list[str] = field(default_factory=list)
+    expected: list[z3.ArithRef] = field(default_factory=list)
+    s: z3.ArithRef | None = None
+    thresholds: list[tuple[z3.ArithRef, z3.ArithRef]] = field(default_factory=list)
+
+    def inst(self, alloc, index, block) -> int:
+        key = (alloc.name, index, block)
+        for i, (a, idx, b) in enumerate(self.instances):
+            if (a.name, idx, b) == key:
+                return i
+        raise KeyError(key)
+
+
+def ring_lhs(frag: "Fragment", ref, env, S) -> Expr:
+    """v in a ring index `v % S`; a plain index e counts as `e % S` when 0 <= e < S always
+    (outside loops)."""
+    idx = ref.index
+    if len(idx) != 1:
+        raise Unsupported(f"ring barrier `{ref}` needs one index")
+    e = idx[0]
+    if isinstance(e, BinOp) and e.op == "%" and frag.solver.equal(z_int(e.rhs, env), S):
+        return e.lhs
+    try:
+        t = z_int(e, env)
+    except Unsupported:
+        t = None
+    if t is not None and frag.solver.valid(z3.And(t >= 0, t < S)):
+        return e
+    raise Unsupported(f"ring barrier `{ref}` must be indexed as `expr % {S}`")
+
+
+def _ring_groups(self: "Fragment", allocs: list[BarrierAlloc], S) -> list[list[BarrierAlloc]]:
+    """Split the arrays of one symbolic size into classes: arrays used with the same offset in
+    a loop share a class (a ring's full and empty barriers); arrays used with different offsets
+    in one loop (two pipelines one iteration apart) go to different classes. Any partition is
+    sound -- classes are projections -- this one keeps what a ring needs together."""
+    parent = {a.name: a.name for a in allocs}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    conflicts = []
+    for role in self.roles:
+        for item in role.items:
+            if item.kind != "loop":
+                continue
+            offsets: dict[str, list] = {}
+            for bop in item.body:
+                ref = bop.op.barrier
+                if ref is None or ref.alloc not in allocs:
+                    continue
+                lhs = ring_lhs(self, ref, role.env, S)
+                lin = linear_in(lhs, item.loop.var, role.env, self.solver)
+                if lin is None or lin[0] != 1:
+                    raise Unsupported(f"ring index `{ref}` is not (i + c) % {S}", bop.op.loc)
+                offsets.setdefault(ref.alloc.name, []).append(lin[1])
+            names = list(offsets)
+            for name in names:
+                first = offsets[name][0]
+                if any(not self.solver.equal(first, o) for o in offsets[name][1:]):
+                    raise Unsupported(f"`{name}` is used with two offsets in one loop",
+                                      item.loop.loc)
+            for a, b in itertools.combinations(names, 2):
+                if self.solver.equal(offsets[a][0], offsets[b][0]):
+                    parent[find(a)] = find(b)
+                else:
+                    conflicts.append((a, b, item.loop.loc))
+    for a, b, loc in conflicts:
+        if find(a) == find(b):
+            raise Unsupported(f"`{a}` and `{b}` are used together with different offsets", loc)
+    groups: dict[str, list] = {}
+    for a in allocs:
+        groups.setdefault(find(a.name), []).append(a)
+    return list(groups.values())
+
+
+def build_classes(self: "Fragment") -> list[BarrierClass]:
+    k = self.kernel
+    concrete = BarrierClass("barriers", None, [])
+    rings: list[BarrierClass] = []
+    for alloc in k.barriers:
+        dims = [z3.simplify(z_int(d, self.base_env)) for d in alloc.shape]
+        for d in dims:
+            self.require(d >= 1, f"`{alloc.name}` has at least one barrier")
+        if all(z3.is_int_value(d) for d in dims):
+            concrete.allocs.append(alloc)
+            continue
+        if len(dims) != 1:
+            raise Unsupported(f"`{alloc.name}`: a multi-dimensional barrier array with a "
+                              "symbolic size", alloc.loc)
+        S = dims[0]
+        if nonlinear(S):
+            raise Unsupported(f"`{alloc.name}`: the number of barriers is not linear", alloc.loc)
+        for cls in rings:
+            if self.solver.equal(cls.ring, S):
+                cls.allocs.append(alloc)
+                break
+        else:
+            rings.append(BarrierClass(f"ring of {S}", S, [alloc]))
+    split = []
+    for ring in rings:
+        groups = _ring_groups(self, ring.allocs, ring.ring)
+        for g in groups:
+            name = ring.name if len(groups) == 1 else \
+                f"{ring.name} ({', '.join(a.name for a in g)})"
+            split.append(BarrierClass(name, ring.ring, g))
+    classes = ([concrete] if concrete.allocs else []) + split
+    multi = len(self.blocks) > 1
+    for n, cls in enumerate(classes):
+        if cls.ring is not None:
+            cls.s = z3.Int(f"s{n}" if n else "s")
+        for alloc in cls.allocs:
+            fan_in = 1
+            if alloc.cluster:
+                fan_in += sum(self.cluster_shape[self.cluster_axes.index(a)] - 1
+                              for a in alloc.collective_axes)
+            expected = z3.simplify(z_int(alloc.num_arrivals, self.base_env) * fan_in)
+            self.require(z3.And(expected >= 1, expected <= MAX_ARRIVALS),
+                         f"`{alloc.name}` expects 1..{MAX_ARRIVALS} arrivals")
+            if cls.ring is None:
+                shape = [self.concrete(d, "num_barriers") for d in alloc.shape]
+                indices = list(itertools.product(*[range(d) for d in shape]))
+            else:
+                indices = [None]
+            for block in self.blocks:
+                for index in indices:
+                    name = alloc.name
+                    if index is None:
+                        name += "[s]"
+                    elif not alloc.scalar:
+                        name += "[" + ",".join(map(str, index)) + "]"
+                    if multi:
+                        name += "@" + ",".join(map(str, block))
+                    cls.instances.append((alloc, index, block))
+                    cls.names.append(name)
+                    cls.expected.append(expected)
+    return classes

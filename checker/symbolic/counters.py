@@ -1,0 +1,100 @@
+"""A counter system: the program of one barrier class, as plain data with Z3 terms.
+
+`program.py` builds one per barrier class from the kernel's roles; `encode.py` turns it into
+transitions. Roles are groups of identical threads running the same class program (segments of
+operations, loops with symbolic bounds), so a symbolic number of threads is one role.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import z3
+
+# Placeholder for the loop coordinate in guards, amounts and parities of loop bodies.
+K = z3.Int("k!")
+
+# Operation kinds of a class program.
+ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, WAIT, WAIT_PARITY, ISSUE = (
+    "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
+    "wait_parity", "issue")
+WAITS = (WAIT, WAIT_PARITY)
+
+
+
+@dataclass
+class AsyncSlot:
+    """Deliveries to one instance: `complete_tx(amount)` (effect "tx") or `arrive(1)`."""
+
+    effect: str
+    inst: int
+    amount: z3.ArithRef
+    kind: str
+
+
+@dataclass
+class COp:
+    kind: str
+    targets: tuple[int, ...]              # instances (one for waits)
+    amount: z3.ArithRef = None            # count or bytes, may mention K
+    parity: z3.ArithRef | None = None     # wait_parity, may mention K
+    slots: tuple[int, ...] = ()           # ISSUE: in-flight slots incremented
+    guard: z3.BoolRef = None              # may mention K
+    rank: int = 0                         # position in the tau order of its group
+    text: str = ""
+    primary: int | None = None            # the instance the IR operation addresses
+
+    def __post_init__(self):
+        if self.amount is None:
+            self.amount = z3.IntVal(0)
+        if self.guard is None:
+            self.guard = z3.BoolVal(True)
+
+
+@dataclass
+class CSegment:
+    loop: bool
+    body: list[COp]
+    group: int
+    guard: z3.BoolRef = None              # over frozen only
+    lo: z3.ArithRef = None                # loops: k runs over [lo, hi)
+    hi: z3.ArithRef = None
+    text: str = ""
+    keyed: bool | None = None             # tau compares loop coordinates (default: loop)
+
+    def __post_init__(self):
+        if self.keyed is None:
+            self.keyed = self.loop
+        if self.guard is None:
+            self.guard = z3.BoolVal(True)
+        if self.lo is None:
+            self.lo = z3.IntVal(0)
+        if self.hi is None:
+            self.hi = z3.IntVal(1)
+
+
+@dataclass
+class CRole:
+    name: str
+    size: z3.ArithRef
+    segments: list[CSegment]
+    single: bool = False                  # provably one thread: explicit encoding
+
+
+@dataclass
+class CInst:
+    name: str
+    expected: z3.ArithRef
+
+
+@dataclass
+class CounterSystem:
+    name: str
+    frozen: list[z3.ArithRef]
+    constraints: list[z3.BoolRef]
+    instances: list[CInst]
+    slots: list[AsyncSlot]
+    roles: list[CRole]
+    offset_bound: int = 2
+    progress: bool = True                 # add the tau-progress error conditions
+    notes: list[str] = field(default_factory=list)

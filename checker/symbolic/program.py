@@ -1,0 +1,472 @@
+"""The class program: one role's items translated into the counter program of one barrier class.
+
+Inside a loop over i, the slot-s operations of a ring class happen at the iterations
+v = i + c that are lattice points v = s + k*S; a comparison of v with a threshold x becomes a
+comparison of k with U(x) = #{k >= 0 : s + k*S < x}, a fresh integer about which the module
+states only facts that hold for every value: U(x) >= 0, U(x) >= 1 iff x > s, monotonicity, and
+U(y) - U(x) <= m (>= m) when 0 <= x and y - x <= m*S (>= m*S). So the class program stays linear
+and over-approximates the real slot-s behaviour.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Mapping
+
+import z3
+
+from ...model.ir import MAX_ARRIVALS, MAX_TX, BinOp, Expr, UnOp, free_vars
+from ...model.semantics import peer_blocks
+from .classes import BarrierClass, ring_lhs
+from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K, WAIT,
+                       WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole, CSegment)
+from .terms import CMP, Unsupported, evaluate, linear_in, nonlinear, z_bool, z_int
+
+if TYPE_CHECKING:
+    from .fragment import BodyOp, Fragment, Item, Role
+
+
+class ClassBuilder:
+    """Translation of one role's items into the class program of one barrier class."""
+
+    def __init__(self, frag: "Fragment", cls: BarrierClass):
+        self.frag = frag
+        self.cls = cls
+        self.slots: list[AsyncSlot] = []
+        self._slot_keys: dict = {}
+
+    # -- thresholds U(x) ----------------------------------------------------------------------
+
+    def U(self, x: z3.ArithRef) -> z3.ArithRef:
+        x = z3.simplify(x)
+        for t, u in self.cls.thresholds:
+            if t.eq(x) or self.frag.solver.equal(t, x):
+                return u
+        u = z3.Int(f"U[{x}]")
+        self.cls.thresholds.append((x, u))
+        return u
+
+    def facts(self) -> list[z3.BoolRef]:
+        """What holds of U(x) = #{k >= 0 : s + k*S < x} for every value (see module doc)."""
+        S, s = self.cls.ring, self.cls.s
+        out = []
+        th = self.cls.thresholds
+        for x, u in th:
+            out += [u >= 0, (u >= 1) == (x > s)]
+        for (x, u), (y, w) in itertools.permutations(th, 2):
+            out.append(z3.Implies(y >= x, w >= u))
+            for m in (1, 2):
+                out.append(z3.Implies(z3.And(x >= 0, y - x <= m * S), w - u <= m))
+                out.append(z3.Implies(z3.And(x >= 0, y - x >= m * S), w - u >= m))
+        return out
+
+    # -- slots ---------------------------------------------------------------------------------
+
+    def slot(self, effect: str, inst: int, amount, kind: str) -> int:
+        key = (effect, inst, z3.simplify(amount).sexpr(), kind)
+        if key not in self._slot_keys:
+            self._slot_keys[key] = len(self.slots)
+            self.slots.append(AsyncSlot(effect, inst, amount, kind))
+        return self._slot_keys[key]
+
+    # -- expressions in a loop body ----------------------------------------------------------------
+
+    def context(self, role: Role, item: Item):
+        """A translator for the item's expressions: (int, bool) functions of IR expressions."""
+        frag = self.frag
+        env = role.env
+        if item.kind != "loop":
+            return _Plain(frag, env, None)
+        var = item.loop.var
+        if self.cls.ring is None:
+            # the class coordinate is the tau key i + shift of the iteration
+            return _Plain(frag, env, var, item.shift_term())
+        c = self.offset(role, item)
+        return _Lattice(frag, self, env, var, c)
+
+    def offset(self, role: Role, item: Item) -> z3.ArithRef:
+        """c such that every ring index of this class in the loop is (i + c) % S."""
+        frag = self.frag
+        found = None
+        for bop in item.body:
+            ref = bop.op.barrier
+            if ref is None or ref.alloc not in self.cls.allocs:
+                continue
+            lhs = self.ring_lhs(ref, role.env)
+            lin = linear_in(lhs, item.loop.var, role.env, frag.solver)
+            if lin is None or lin[0] != 1:
+                raise Unsupported(f"ring index `{ref}` is not (i + c) % {self.cls.ring}",
+                                  bop.op.loc)
+            if found is None:
+                found = lin[1]
+            elif not frag.solver.equal(found, lin[1]):
+                raise Unsupported("one loop uses two different ring offsets on the same barriers",
+                                  bop.op.loc)
+        return found if found is not None else z3.IntVal(0)
+
+    def ring_lhs(self, ref, env) -> Expr:
+        return ring_lhs(self.frag, ref, env, self.cls.ring)
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def targets(self, role: Role, ref, ctx) -> list[tuple[z3.BoolRef, int]]:
+        """(guard, instance) pairs an operation on `ref` may address in this class."""
+        alloc = ref.alloc
+        frag = self.frag
+        block = role.block
+        if ref.block is not None:
+            block = tuple(frag.concrete(c, "a remote block", role.env) for c in ref.block)
+            if block not in frag.blocks:
+                raise Unsupported(f"`{ref}` names a block outside the cluster")
+        if self.cls.ring is not None:
+            return [(z3.BoolVal(True), self.cls.inst(alloc, None, block))]
+        shape = [frag.concrete(d, "num_barriers") for d in alloc.shape]
+        if not ref.index:
+            return [(z3.BoolVal(True), self.cls.inst(alloc, (0,) * len(shape), block))]
+        terms = [ctx.int(i) for i in ref.index]
+        out = []
+        for combo in itertools.product(*[range(n) for n in shape]):
+            g = z3.simplify(z3.And([t == c for t, c in zip(terms, combo)]))
+            if z3.is_false(g):
+                continue
+            out.append((g, self.cls.inst(alloc, combo, block)))
+        # every reachable index must be one of them (BP120 otherwise)
+        inside = z3.And([z3.And(t >= 0, t < n) for t, n in zip(terms, shape)])
+        ctx.require_in_range(inside, ref)
+        return out
+
+    def fan_out(self, inst: int) -> tuple[int, ...]:
+        alloc, index, block = self.cls.instances[inst]
+        if not alloc.cluster:
+            return (inst,)
+        frag = self.frag
+        out = [inst]
+        for axis in alloc.collective_axes:
+            d = frag.cluster_axes.index(axis)
+            for coord in range(frag.cluster_shape[d]):
+                if coord != block[d]:
+                    other = block[:d] + (coord,) + block[d + 1:]
+                    out.append(self.cls.inst(alloc, index, other))
+        return tuple(out)
+
+    def peers(self, block, axes) -> list[tuple]:
+        frag = self.frag
+        return peer_blocks(block, [frag.cluster_axes.index(a) for a in axes],
+                           frag.cluster_shape)
+
+    def cops(self, role: Role, item: Item, bop: BodyOp, ctx, rank: int) -> list[COp]:
+        op = bop.op
+        if op.kind == "unmodeled":
+            return []
+        ref = op.barrier
+        if ref is None or ref.alloc not in self.cls.allocs:
+            return []
+        guard = ctx.guard(bop.conds)
+        return self._cops(role, item, bop, ctx, rank, guard, ref)
+
+    def _cops(self, role, item, bop, ctx, rank, guard, ref) -> list[COp]:
+        op = bop.op
+        out = []
+        for g, inst in self.targets(role, ref, ctx):
+            gg = z3.simplify(z3.And(guard, g))
+            if z3.is_false(gg):
+                continue
+            text = op.describe()
+            kind = op.kind
+            if kind in ("barrier_arrive", "arrive"):
+                count = ctx.int(op.count)
+                self.frag.require_always(z3.And(count >= 1, count <= MAX_ARRIVALS),
+                                         f"the arrival count of `{text}` is within "
+                                         f"1..{MAX_ARRIVALS}", ctx)
+                out.append(COp(ARRIVE, self.fan_out(inst), count, guard=gg, rank=rank,
+                               text=text))
+            elif kind == "arrive_drop":
+                out.append(COp(ARRIVE_DROP, self.fan_out(inst), z3.IntVal(1), guard=gg,
+                               rank=rank, text=text))
+            elif kind in ("expect_tx", "arrive_expect_tx", "complete_tx"):
+                nbytes = ctx.int(op.bytes)
+                self.frag.require_always(z3.And(nbytes >= 0, nbytes <= MAX_TX),
+                                         f"the byte count of `{text}` is within 0..{MAX_TX}", ctx)
+                code = {"expect_tx": EXPECT_TX, "arrive_expect_tx": ARRIVE_TX,
+                        "complete_tx": COMPLETE_TX}[kind]
+                out.append(COp(code, self.fan_out(inst), nbytes, guard=gg, rank=rank, text=text))
+            elif kind in ("barrier_wait", "wait_parity"):
+                if ref.block is not None and self.cls.instances[inst][2] != role.block:
+                    raise Unsupported("a wait on another block's barrier (BP112)", op.loc)
+                parity = ctx.int(op.parity, parity=True) if kind == "wait_parity" else None
+                out.append(COp(WAIT if kind == "barrier_wait" else WAIT_PARITY, (inst,),
+                               parity=parity, guard=gg, rank=rank, text=text))
+            elif kind in ("copy_gmem_to_smem", "tma_load"):
+                nbytes = ctx.int(op.bytes)
+                self.frag.require_always(z3.And(nbytes >= 0, nbytes <= MAX_TX),
+                                         f"the byte count of `{text}` is within 0..{MAX_TX}", ctx)
+                alloc, index, block = self.cls.instances[inst]
+                peers = self.peers(block, op.collective_axes)
+                share = z3.simplify(nbytes / len(peers)) if len(peers) > 1 else nbytes
+                if len(peers) > 1:
+                    self.frag.require_always(nbytes % len(peers) == 0,
+                                             f"`{text}` splits evenly among {len(peers)} blocks",
+                                             ctx)
+                slots = tuple(self.slot("tx", self.cls.inst(alloc, index, p), share, "tma")
+                              for p in peers)
+                arrive = (inst,) if kind == "copy_gmem_to_smem" else ()
+                out.append(COp(ISSUE, arrive, nbytes, slots=slots, guard=gg, rank=rank,
+                               text=text))
+            elif kind == "try_cluster_cancel":
+                out.append(COp(ISSUE, (), z3.IntVal(0),
+                               slots=(self.slot("arrive", inst, z3.IntVal(1), "async"),),
+                               guard=gg, rank=rank, text=text))
+            elif kind in ("tcgen05_mma", "tcgen05_commit_arrive"):
+                alloc, index, block = self.cls.instances[inst]
+                targets = [inst]
+                if op.collective_axes:
+                    targets = [self.cls.inst(alloc, index, p)
+                               for p in self.peers(role.block, op.collective_axes)]
+                slots = tuple(self.slot("arrive", t, z3.IntVal(1), "tcgen05") for t in targets)
+                out.append(COp(ISSUE, (), z3.IntVal(0), slots=slots, guard=gg, rank=rank,
+                               text=text))
+            else:
+                raise Unsupported(f"operation {kind} is outside the supported fragment", op.loc)
+            out[-1].primary = inst
+        return out
+
+    def segments(self, role: Role) -> list[CSegment]:
+        """The role's class program; `self.where[(role, item, op, instance)]` records where each
+        operation landed (segment, index) for the cross-checks against model/semantics.py."""
+        if not hasattr(self, "where"):
+            self.where = {}
+            self.offsets = {}
+            self.shifts = {}
+            self.group_base = {}
+        segs = []
+        for i, item in enumerate(role.items):
+            if item.kind not in ("loop", "op"):
+                continue
+            ctx = self.context(role, item)
+            cops = []
+            placed = []
+            for b, bop in enumerate(item.ops):
+                made = self.cops(role, item, bop, ctx, item.ranks[b])
+                for cop in made:
+                    placed.append((b, cop))
+                cops += made
+            if not cops:
+                continue
+            for n, (b, cop) in enumerate(placed):
+                self.where[(role.name, i, b, cop.primary)] = (len(segs), n)
+            if self.cls.ring is not None:
+                self.offsets[(role.name, i)] = ctx.c if item.kind == "loop" else \
+                    z_int(self.ring_lhs(item.op.barrier, role.env), role.env)
+            if item.kind == "loop":
+                self.shifts[(role.name, i)] = item.shift_term()
+                if self.cls.ring is not None:
+                    # Loops of one tau group are compared by lap k here, i.e. by v = i + c;
+                    # tau compares i + shift. Both agree only if c - shift is the same for
+                    # every loop of the group that uses the class.
+                    base = z3.simplify(ctx.c - item.shift_term())
+                    seen = self.group_base.setdefault(item.group, base)
+                    if seen is not base and not self.frag.solver.equal(seen, base):
+                        raise Unsupported(f"internal: the static order compares loops of "
+                                          f"{self.cls.name} at different ring offsets",
+                                          item.loop.loc)
+            guard = _Plain(self.frag, role.env, None).guard(item.conds)
+            if item.kind == "loop":
+                trip = z_int(item.loop.trip, role.env)
+                if nonlinear(trip):
+                    raise Unsupported(f"trip count `{item.loop.trip}` is not linear",
+                                      item.loop.loc)
+                if self.cls.ring is None:
+                    sh = item.shift_term()
+                    lo, hi = z3.simplify(sh), z3.simplify(trip + sh)
+                else:
+                    c = ctx.c
+                    lo, hi = self.U(c), self.U(c + trip)
+                segs.append(CSegment(True, cops, item.group, guard, lo, hi,
+                                     text=f"loop {item.loop.var} ({item.loop.loc})"))
+            elif self.cls.ring is not None:
+                # a single ring access c % S outside loops: a loop over [c, c + 1)
+                ref = item.op.barrier
+                lhs = self.ring_lhs(ref, role.env)
+                c = z_int(lhs, role.env)
+                segs.append(CSegment(True, cops, item.group, guard, self.U(c), self.U(c + 1),
+                                     text=item.op.describe(), keyed=False))
+            else:
+                segs.append(CSegment(False, cops, item.group, guard, text=item.op.describe()))
+        return segs
+
+
+class _Plain:
+    """Expressions with the loop variable as the class coordinate k (concrete class)."""
+
+    def __init__(self, frag, env, var, shift=None):
+        self.frag = frag
+        self.env = dict(env)
+        self.var = var
+        self.shift = z3.IntVal(0) if shift is None else shift
+        if var is not None:
+            self.env[var] = z3.simplify(K - self.shift)
+
+    def int(self, e, parity=False):
+        t = z3.simplify(z_int(e, self.env, parity))
+        if nonlinear(t):
+            raise Unsupported(f"`{e}` is not linear in the parameters and the loop variable")
+        return t
+
+    def bool(self, e):
+        t = z3.simplify(z_bool(e, self.env))
+        if nonlinear(t):
+            raise Unsupported(f"`{e}` is not linear in the parameters and the loop variable")
+        return t
+
+    def guard(self, conds):
+        return z3.simplify(z3.And([self.bool(c) if pos else z3.Not(self.bool(c))
+                                   for c, pos in conds] or [z3.BoolVal(True)]))
+
+    def require_in_range(self, inside, ref):
+        self.frag.require_always(inside, f"the index of `{ref}` is within num_barriers", self)
+
+    def domain(self):
+        return [] if self.var is None else [K >= self.shift]
+
+
+class _Lattice(_Plain):
+    """Expressions in a loop whose ring accesses happen at v = i + c = s + k*S."""
+
+    def __init__(self, frag, builder: ClassBuilder, env, var, c):
+        super().__init__(frag, env, None)
+        self.builder = builder
+        self.var = var
+        self.c = c
+        self.S = builder.cls.ring
+        self.s = builder.cls.s
+
+    def free(self, e) -> bool:
+        return self.var not in free_vars(e)
+
+    def int(self, e, parity=False):
+        if self.free(e):
+            return super().int(e, parity)
+        if isinstance(e, BinOp) and e.op in ("//", "%") and self.free(e.rhs):
+            rhs = z_int(e.rhs, self.env)
+            if self.frag.solver.equal(rhs, self.S):
+                lin = linear_in(e.lhs, self.var, self.env, self.frag.solver)
+                if lin is not None and lin[0] == 1 and self.frag.solver.equal(lin[1], self.c):
+                    return K if e.op == "//" else self.s
+            rhs = z3.simplify(rhs)
+            if z3.is_int_value(rhs) and rhs.as_long() > 0:
+                lhs = self.int(e.lhs, parity)
+                return lhs / rhs if e.op == "//" else lhs % rhs
+        if isinstance(e, BinOp) and e.op in ("+", "-", "*", "xor"):
+            a, b = self.int(e.lhs, parity), self.int(e.rhs, parity)
+            if e.op == "+":
+                return a + b
+            if e.op == "-":
+                return a - b
+            if e.op == "xor":
+                if not parity:
+                    raise Unsupported(f"`{e}`: xor outside a parity")
+                return a + b
+            a, b = z3.simplify(a), z3.simplify(b)
+            if not (z3.is_int_value(a) or z3.is_int_value(b)):
+                raise Unsupported(f"`{e}` is not linear")
+            return a * b
+        if isinstance(e, UnOp) and e.op == "neg":
+            return -self.int(e.arg, parity)
+        if isinstance(e, BinOp) and (e.op in CMP or e.op in ("and", "or")) or \
+                isinstance(e, UnOp) and e.op == "not":
+            return z3.If(self.bool(e), 1, 0)
+        raise Unsupported(f"`{e}`: the loop variable of a ring loop may only appear as "
+                          f"i + c in comparisons, (i + c) // {self.S} or (i + c) % {self.S}")
+
+    def bool(self, e):
+        if self.free(e):
+            return super().bool(e)
+        if isinstance(e, BinOp) and e.op == "and":
+            return z3.And(self.bool(e.lhs), self.bool(e.rhs))
+        if isinstance(e, BinOp) and e.op == "or":
+            return z3.Or(self.bool(e.lhs), self.bool(e.rhs))
+        if isinstance(e, UnOp) and e.op == "not":
+            return z3.Not(self.bool(e.arg))
+        if isinstance(e, BinOp) and e.op in CMP:
+            lin = linear_in(BinOp("-", e.lhs, e.rhs), self.var, self.env, self.frag.solver)
+            if lin is not None and lin[0] in (1, -1):
+                a, b = lin
+                op = e.op
+                if a == 1:        # v - c + b OP 0  <=>  v OP c - b
+                    x = self.c - b
+                else:             # -(v - c) + b OP 0  <=>  v OP' c + b
+                    x = self.c + b
+                    op = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}[op]
+                return self.compare(op, z3.simplify(x))
+            return CMP[e.op](self.int(e.lhs), self.int(e.rhs))
+        return self.int(e) != 0
+
+    def compare(self, op: str, x):
+        """v OP x for the lattice point v = s + k*S, as a condition on k."""
+        U = self.builder.U
+        if op == "<":
+            return K < U(x)
+        if op == "<=":
+            return K < U(x + 1)
+        if op == ">":
+            return K >= U(x + 1)
+        if op == ">=":
+            return K >= U(x)
+        eq = z3.And(K >= U(x), K < U(x + 1))
+        return eq if op == "==" else z3.Not(eq)
+
+    def require_in_range(self, inside, ref):
+        pass   # (i + c) % S is always within 0..S-1
+
+
+def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, ClassBuilder]]:
+    built = []
+    for cls in self.classes:
+        cls.thresholds = []
+        builder = ClassBuilder(self, cls)
+        croles = []
+        for role in self.roles:
+            segs = builder.segments(role)
+            if segs:
+                croles.append(CRole(role.name, role.size, segs, role.single))
+        built.append((cls, croles, builder))
+    out = []
+    for cls, croles, builder in built:
+        frozen = [self.params[n] for n in self.symbolic] + list(self.grid_vars.values())
+        constraints = list(self.assumptions) + list(self.facts) + \
+            [c for c, _ in self.side_conditions]
+        if cls.ring is not None:
+            frozen += [cls.s] + [u for _, u in cls.thresholds]
+            constraints += [cls.ring >= 1, cls.s >= 0, cls.s < cls.ring] + builder.facts()
+        insts = [CInst(n, e) for n, e in zip(cls.names, cls.expected)]
+        system = CounterSystem(f"{self.kernel.name}:{cls.name}", frozen, constraints, insts,
+                               builder.slots, croles)
+        out.append((cls, system, builder))
+    return out
+
+
+def valuations(self: "Fragment", cls: BarrierClass, system: CounterSystem,
+                point: Mapping[str, int]) -> list[list[int]]:
+    """Concrete values of a class system's frozen variables for parameter values `point`
+    (every representative slot, every grid position)."""
+    sub = [(self.params[n], z3.IntVal(point[n])) for n in self.symbolic]
+    grids = [[]]
+    for axis, size in self.kernel.grid:
+        n = evaluate(z_int(size, self.params), sub)
+        grids = [g + [(self.grid_vars[axis], z3.IntVal(v))]
+                 for g in grids for v in range(min(n, 3))]
+    out = []
+    for g in grids:
+        full = sub + g
+        base = [point[n] for n in self.symbolic] + [v.as_long() for _, v in g]
+        if cls.ring is None:
+            out.append(base)
+            continue
+        S = evaluate(cls.ring, full)
+        for s in range(S):
+            us = []
+            for x, _ in cls.thresholds:
+                xv = evaluate(x, full)
+                us.append(max(0, -((s - xv) // S)))     # ceil((x - s) / S), at least 0
+            out.append(base + [s] + us)
+    return out
