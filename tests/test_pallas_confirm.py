@@ -7,6 +7,7 @@ that first waits for a `go` signal), so one run per kernel suffices; where the i
 interpreter completes.
 """
 
+import json
 import os
 
 import pytest
@@ -116,3 +117,69 @@ def test_confirm_command_line(capsys):
     assert out.strip().endswith("handoff.py::handoff: completed"), out
     assert main(["confirm", _ref("handoff.py", "nope")]) == 3
     assert "has no function nope" in capsys.readouterr().out
+
+
+# Violations the interpreter can show (it completes on BP104/BP105 by construction).
+FORCED = [(f, n) for f, n in RUNNABLE if MODULES[f].EXPECT[n].startswith("violation")
+          and MODULES[f].EXPECT[n] not in oracle.INTERPRETER_BLIND]
+
+
+@pytest.fixture(scope="module")
+def forced(tmp_path_factory):
+    """Each violation's counterexample, forced on JAX's interpreter threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from barrierproof.checker.check import check_kernel
+
+    directory = tmp_path_factory.mktemp("schedules")
+
+    def one(file, name):
+        (kernel,) = pallas.load(getattr(MODULES[file], name), name=name)
+        verdict = check_kernel(kernel, source=_ref(file, name))
+        path = directory / f"{name}.trace.json"
+        path.write_text(verdict.trace.dumps())
+        return verdict, oracle.confirm_all([_ref(file, name)], timeout=TIMEOUT,
+                                           schedule=str(path))[0]
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            results = list(pool.map(lambda fn: one(*fn), FORCED))
+    finally:
+        os.chdir(cwd)
+    return dict(zip(FORCED, results))
+
+
+def test_there_are_forced_schedules_to_check():
+    assert len(FORCED) >= 12
+
+
+@pytest.mark.parametrize("file,name", FORCED, ids=[f"{f[:-3]}.{n}" for f, n in FORCED])
+def test_counterexample_is_reproduced_under_its_schedule(forced, file, name):
+    verdict, result = forced[(file, name)]
+    assert result.outcome in ("raised", "hung"), result.one_line()
+    assert oracle.agrees(verdict.label, result.outcome, result.message), \
+        f"barrierproof says {verdict.label}, JAX under the forced schedule {result.one_line()}"
+    if result.outcome == "hung":   # played to its end: JAX hangs where the trace ends
+        assert "played to its end" in result.message, result.message
+
+
+def test_the_turnstile_forces_the_order(tmp_path):
+    """A schedule in which the consumer waits before the producer arrives cannot be played:
+    JAX's wait blocks and the turnstile holds the producer back, so the run stalls at event 1."""
+    trace = {"grid_position": {}, "steps": [
+        {"agent": "wg1", "agent_kind": "thread", "text": "barrier_wait(ready)"},
+        {"agent": "wg0", "agent_kind": "thread", "text": "barrier_arrive(ready)"}]}
+    assert oracle.schedule_of(trace) == [(1, "wait"), (0, "arrive")]
+    path = tmp_path / "reversed.trace.json"
+    path.write_text(json.dumps(trace))
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        (result,) = oracle.confirm_all([_ref("handoff.py", "handoff")], timeout=TIMEOUT,
+                                       schedule=str(path))
+    finally:
+        os.chdir(cwd)
+    assert result.outcome == "hung" and "stopped at event 1 of 2 (thread 1 wait)" in \
+        result.message, result.one_line()
