@@ -156,7 +156,7 @@ def run_batch(targets: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
                 data = json.loads(line[len(MARKER):])
                 now = time.perf_counter()
                 run = Run(data.get("outcome", "error"), data.get("message", ""), now - last)
-                results.append((data.get("target", current), run))
+                results.append((data.get("target") or current, run))
                 last = now
                 if run.outcome != "completed":
                     break
@@ -380,6 +380,14 @@ def schedule_of(trace: dict) -> list[tuple[int, str]]:
     its arrival and the model's separate landing steps have no counterpart."""
     if "steps" not in trace and isinstance(trace.get("trace"), dict):
         trace = trace["trace"]                     # one object of a JSON report
+    # The interpreter numbers the threads of a cluster flatly, block after block.
+    blocks: dict[str, int] = {}
+    per_block: dict[str, int] = {}
+    for agent in trace.get("agents", []):
+        block = agent.split(".")[0] if re.match(r"b[\d,]+\.", agent) else ""
+        if "." not in agent[len(block) + 1 if block else 0:]:      # warps are not threads
+            blocks.setdefault(block, len(blocks))
+            per_block[block] = per_block.get(block, 0) + 1
     events = []
     for step in trace["steps"]:
         if step["agent_kind"] != "thread":
@@ -389,10 +397,11 @@ def schedule_of(trace: dict) -> list[tuple[int, str]]:
             "arrive" if text.startswith(("barrier_arrive(", "copy_gmem_to_smem(")) else None
         if kind is None:
             continue
-        match = re.fullmatch(r"[A-Za-z_]+(\d+)", step["agent"])
+        match = re.fullmatch(r"(?:(b[\d,]+)\.)?[A-Za-z_]+(\d+)", step["agent"])
         if match is None:
-            raise ValueError(f"agent {step['agent']!r} is not a thread of one block")
-        events.append((int(match.group(1)), kind))
+            raise ValueError(f"agent {step['agent']!r} is not a Pallas thread")
+        block, thread = match.group(1) or "", int(match.group(2))
+        events.append((blocks.get(block, 0) * per_block.get(block, 0) + thread, kind))
     return events
 
 
