@@ -30,3 +30,18 @@ def test_the_comparison_sees_a_changed_figure():
     (problem,) = table.compare([changed], README)
     assert "states is '231'" in problem
     assert table.compare([row], README) == []
+
+
+def test_the_interpreter_corpus_counts():
+    import re
+
+    import test_pallas_confirm as corpus
+
+    text = open(README).read()
+    outcomes = [o for m in corpus.MODULES.values() for o in m.INTERPRETER.values()]
+    total = int(re.search(r"(\d+) small kernels in `examples/pallas/`", text).group(1))
+    runs = int(re.search(r"(\d+) of them run on JAX's GPU interpret mode", text).group(1))
+    other = int(re.search(r"The other (\d+) \(WarpMesh", text).group(1))
+    assert total == sum(len(m.EXPECT) for m in corpus.MODULES.values()) == len(outcomes)
+    assert runs == sum(o != "unsupported" for o in outcomes)
+    assert other == outcomes.count("unsupported")
