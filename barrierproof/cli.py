@@ -270,6 +270,28 @@ def render(fmt: str, verdicts: list[Verdict], expect: bool = False) -> str:
     return report(verdicts, expect=expect) if fmt == "junit" else report(verdicts)
 
 
+def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[str, int],
+                  options: Options) -> None:
+    """Verified repairs for every violation (`--fix`); kernels are built again, so a cached
+    verdict gets them too."""
+    from .checker.repair import attach_fixes, repairable
+    from .fixcmd import rebuild_with
+    wanted = {v.source: v for v in verdicts if v.source and repairable(v)}
+    quiet = Options(options.limits, options.reduction, options.ignore, options.select)
+    for target in targets:
+        if not any(ref.partition("#")[0] == target.ref for ref in wanted):
+            continue
+        try:
+            kernels = target.build_all()
+        except ModelError:
+            continue
+        for i, kernel in enumerate(kernels):
+            ref = target.ref if i == 0 else f"{target.ref}#{i + 1}"
+            if ref in wanted:
+                attach_fixes(wanted[ref], kernel, _params_for(kernel, params), quiet,
+                             rebuild=rebuild_with(kernel))
+
+
 def cmd_check(args, engine: str | None = None) -> int:
     apply_config(args)       # [tool.barrierproof] in pyproject.toml, under the flags
     if not args.paths:
@@ -303,6 +325,8 @@ def cmd_check(args, engine: str | None = None) -> int:
             if not interrupts.seen:
                 verdicts += run_targets(targets, params, options, engine or args.engine, args,
                                         progress, cache, interrupts)
+            if getattr(args, "fix", False) and not interrupts.seen:
+                _attach_fixes(verdicts, targets, params, options)
         finally:
             guard.current = None
             interrupts.quiet()      # the report below is written whatever arrives now
@@ -568,6 +592,8 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-config", action="store_true", help="ignore pyproject.toml")
     p.add_argument("--no-cache", action="store_true",
                    help="check everything again; neither read nor write the proof cache")
+    p.add_argument("--fix", action="store_true",
+                   help="for each violation, search for verified repairs (slower)")
     p.add_argument("--cache-dir", metavar="DIR",
                    help="where the proof cache lives (default: .barrierproof_cache next to the "
                         "pyproject.toml, or $BARRIERPROOF_CACHE_DIR)")
@@ -603,6 +629,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--symbolic", action="append", default=[], metavar="NAME",
                    help="a parameter to quantify over (repeatable; default: declared ones)")
     p.set_defaults(run=lambda a: cmd_check(a, "symbolic"))
+
+    p = sub.add_parser("fix", help="suggest a verified repair of a DSL protocol as a diff")
+    p.add_argument("path", metavar="PATH::NAME")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--apply", action="store_true", help="edit the file, then check it again")
+    p.add_argument("--pick", type=int, default=1, metavar="N", help="which suggestion (default 1)")
+    p.add_argument("--max-fixes", type=int, default=3, metavar="N")
+    p.add_argument("--budget", type=float, default=30.0, metavar="S",
+                   help="seconds for the repair search (default 30)")
+    p.set_defaults(run=_delegate("barrierproof.fixcmd", "cmd_fix"))
 
     p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
     p.add_argument("trace", metavar="TRACE.json",

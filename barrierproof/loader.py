@@ -55,6 +55,13 @@ def _user_error(err: BaseException, path: str) -> ModelError:
     return ModelError(f"{type(err).__name__}: {err}", loc=loc, hint=hint)
 
 
+def forget_file(path: str) -> None:
+    """Drop a file's module, so the next import reads the file again (after an edit)."""
+    path = os.path.abspath(path)
+    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+    sys.modules.pop(f"_barrierproof_user_{Path(path).stem}_{digest}", None)
+
+
 def import_file(path: str):
     """Import a Python file as a fresh module; its directory is importable while it loads."""
     path = os.path.abspath(path)

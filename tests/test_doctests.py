@@ -9,7 +9,8 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.model.interpreter", "barrierproof.model.pallas.loops",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
            "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
-           "barrierproof.cli", "barrierproof.model.reference"]
+           "barrierproof.cli", "barrierproof.checker.repair.source",
+           "barrierproof.checker.repair.search", "barrierproof.model.reference"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -80,6 +80,9 @@ def print_report(verdicts: Sequence[Verdict], console=None) -> None:
                 console.print(Text(f"    help: {d.help}", style="green"))
         for note in v.notes:
             console.print(Text(f"  note: {note}", style="dim"))
+        from .text import fix_lines
+        for row in fix_lines(v):
+            console.print(Text(row, style="green" if row.startswith("  fix") else ""))
         if v.trace is not None:
             t = v.trace
             console.print(Text(f"  counterexample: {len(t.steps)} step{'' if len(t.steps) == 1 else 's'}, replayed on the "

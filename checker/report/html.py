@@ -158,6 +158,13 @@ def _diagnostics(v: Verdict) -> str:
         out.append(f'<div class="diag {level}">' + "".join(parts) + "</div>")
     for note in v.notes:
         out.append(f'<p class="note">note: {_e(note)}</p>')
+    for n, fix in enumerate(v.fixes or [], 1):
+        body = (f"<pre>{_e(fix.patch)}</pre>" if fix.patch else
+                f"<p>edit at <code>{_e(fix.location or '')}</code>: {_e(fix.edit.get('text', ''))}"
+                "</p>")
+        out.append(f'<div class="fix"><p class="help">fix {n} ({_e(fix.verdict)} after the '
+                   f'edit): {_e(fix.description)} <code>{_e(fix.location or "")}</code></p>'
+                   f"{body}</div>")
     return "".join(out)
 
 
