@@ -223,7 +223,11 @@ def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str
     states; otherwise one of the two statements of the rules is wrong and nothing is printed."""
     if not reference.covers(kernel):
         return     # named / cluster hardware barriers: the reference does not model them
-    result = reference.replay_trace(kernel, trace, ignored)
+    try:
+        result = reference.replay_trace(kernel, trace, ignored)
+    except reference.ReferenceError as err:
+        raise ReplayError(f"{kernel.name}: the {engine} counterexample does not replay on the "
+                          f"independent reference: {err}") from None
     claimed = trace.violation["code"] if trace.violation else None
     if result.code != claimed or result.barrier_mismatches:
         raise ReplayError(f"{kernel.name}: the {engine} counterexample ({claimed}) replays on the "

@@ -192,3 +192,16 @@ def test_the_turnstile_forces_the_order(tmp_path):
         os.chdir(cwd)
     assert result.outcome == "hung" and "stopped at event 1 of 2 (thread 1 wait)" in \
         result.message, result.one_line()
+
+
+def test_check_confirm_says_reproduced_only_when_jax_shows_it(capsys):
+    os.chdir(ROOT)
+    code = main(["check", _ref("ring.py", "consumer_races_free_running_producer"),
+                 _ref("handoff.py", "extra_arriving_warpgroup"), "--confirm", "--no-cache"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "note: reproduced in JAX's interpreter under this schedule (raised: ValueError: " \
+           "Barrier arrival was completed again" in out, out
+    # BP104 is invisible to the interpreter: it completes, and the note does not claim more
+    assert "JAX's interpreter does not check BP104" in out, out
+    assert out.count("reproduced in JAX's interpreter") == 1, out
