@@ -9,7 +9,6 @@ import argparse
 import importlib
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from . import __version__
 from .checker.check import Options, check_kernel, error_verdict
 from .checker.engines.explore import Limits
 from .checker.report.text import timeline
+from .checker.report.views import trace_stem
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from . import guard
@@ -148,6 +148,9 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     limits = options.limits
     # The engines keep their own limits; the watchdog is the net behind them.
     net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
+    stop_solver = _interrupt_z3 if engine == "symbolic" else None
+    mem_text = None if limits.max_memory_mb is None else (
+        f"memory limit (--max-memory {limits.max_memory_mb} MB + 25% headroom)")
     net_text = None if net is None else (
         f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
@@ -179,7 +182,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
                     with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
-                                  f"checking {kernel.name}", net_text):
+                                  f"checking {kernel.name}", net_text, stop_solver, mem_text):
                         if engine_fn is None:
                             return check_kernel(kernel, kp, options, ref)
                         return engine_fn(kernel, kp, options, ref, args)
@@ -210,6 +213,12 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     return verdicts
 
 
+def _interrupt_z3() -> None:
+    """Make a running Z3 query return (unknown) so the watchdog's stop can land."""
+    import z3
+    z3.main_ctx().interrupt()
+
+
 def _why(interrupts: Interrupts | None) -> str:
     return interrupts.why() if interrupts is not None else "interrupted (Ctrl-C)"
 
@@ -227,7 +236,7 @@ def trace_file_names(verdicts: list[Verdict]) -> dict[int, str]:
     for i, v in enumerate(verdicts):
         if v.trace is None:
             continue
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", v.name).strip("._-")[:100] or "protocol"
+        stem = trace_stem(v.name)
         name, n = stem, 1
         while name.lower() in taken:        # case-insensitive file systems collide too
             n += 1
@@ -283,7 +292,7 @@ def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[s
             continue
         try:
             kernels = target.build_all()
-        except ModelError:
+        except (ModelError, LimitReached):
             continue
         for i, kernel in enumerate(kernels):
             ref = target.ref if i == 0 else f"{target.ref}#{i + 1}"
@@ -687,12 +696,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    interrupts = None
     try:
         check_args(args)
-        return args.run(args)
+        with Interrupts() as interrupts:     # SIGTERM as Ctrl-C, for every command
+            return args.run(args)
     except ModelError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
-        return _fail("interrupted")
+        print(f"barrierproof: {_why(interrupts)}: stopped before a verdict", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
+    except OSError as err:      # our own reads and writes: user code's errors are ModelErrors
+        path = err.filename or getattr(args, "output", None)   # a failed flush names no file
+        where = f"{path}: " if path else ""
+        return _fail(f"{where}{err.strerror or err}", "check the path, its permissions and "
+                     "the free disk space")

@@ -28,6 +28,7 @@ from urllib.parse import quote
 from ...model.semantics import CODES
 from ..check import HELP
 from ..verdict import Verdict
+from .text import steps_text
 from .views import event_kind, lanes, location_in_text, split_location, stuck
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -150,8 +151,8 @@ def _code_flow(verdict: Verdict) -> dict | None:
         thread_flows.append({"id": lane, "message": {"text": lane}, "locations": locs})
     if not thread_flows:
         return None
-    return {"message": {"text": f"shortest counterexample: {len(trace.steps)} step{'' if len(trace.steps) == 1 else 's'}, replayed on "
-                                f"the interpreter"}, "threadFlows": thread_flows}
+    return {"message": {"text": f"shortest counterexample: {steps_text(len(trace.steps))}, "
+                                "replayed on the interpreter"}, "threadFlows": thread_flows}
 
 
 def _fix(fix) -> dict:

@@ -20,6 +20,11 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "~"
 
 
+def steps_text(n: int) -> str:
+    """`1 step`, `2 steps`."""
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 def barrier_state(view: dict) -> str:
     text = f"ph{view['phase']} {view['arrived']}/{view['expected']}"
     if view.get("tx"):
@@ -90,7 +95,7 @@ def describe(v: Verdict, show_trace: bool = True) -> str:
     lines += fix_lines(v)
     if show_trace and v.trace is not None:
         t = v.trace
-        lines.append(f"  counterexample: {len(t.steps)} step{'' if len(t.steps) == 1 else 's'}, replayed on the interpreter"
+        lines.append(f"  counterexample: {steps_text(len(t.steps))}, replayed on the interpreter"
                      + (f"; parameters {t.params}" if t.params else ""))
         lines += ["    " + row for row in timeline(t).splitlines()]
         details = t.violation.get("details", []) if t.violation else []
