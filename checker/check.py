@@ -18,8 +18,9 @@ from .verdict import Diagnostic, Verdict
 HELP = {
     "BP100": "every wait needs its arrivals: check num_arrivals against the arriving threads, "
              "copies and commits, and that all roles run the same number of iterations",
-    "BP101": "a participant must observe every completion: wait on the barrier in every "
-             "iteration, or make the arriving side wait for the consumer (an `empty` barrier)",
+    "BP101": "a barrier_wait thread must observe every completion: wait in every iteration, or "
+             "make the arriving side wait for the consumer (an `empty` barrier); a parity wait "
+             "must name the phase it means (toggle the bit per lap, or phase= of its own count)",
     "BP102": "a thread must start waiting on a barrier before it completes twice: wait from the "
              "first iteration, or give the late thread its own barrier",
     "BP103": "wait on the last completions before the kernel ends (drain the pipeline)",

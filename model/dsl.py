@@ -247,6 +247,26 @@ class KernelBuilder:
         self._barriers.append(alloc)
         return BarrierHandle(alloc, self)
 
+    def Semaphore(self, copies: ExprLike = 1, name: str | None = None) -> BarrierHandle:
+        """A global semaphore (`pl.get_global(plgpu.SemaphoreType.REGULAR)`): one counter the
+        blocks of the cluster signal and wait on. `copies` > 1 says that many clusters of the
+        grid run this same program and signal it in lockstep with this one (each signal counts
+        `copies` times); their waits must then not decrement (a monotone counter)."""
+        loc, text = _caller()
+        alloc = BarrierAlloc(self._name(name, text, f"sem{len(self._barriers)}"), Const(1),
+                             loc=loc, semaphore=True, copies=_int_expr(copies, loc, "copies"))
+        self._barriers.append(alloc)
+        return BarrierHandle(alloc, self)
+
+    def semaphore_signal(self, sem, inc: ExprLike = 1) -> None:
+        """`pl.semaphore_signal(sem, inc)`: add `inc` to the counter (never blocks)."""
+        self._op("semaphore_signal", sem, count=inc)
+
+    def semaphore_wait(self, sem, value: ExprLike = 1, decrement: bool = True) -> None:
+        """`pl.semaphore_wait(sem, value, decrement=)`: block until the counter reaches `value`,
+        then take `value` off it if `decrement`."""
+        self._op("semaphore_wait", sem, count=value, decrement=bool(decrement))
+
     def Barrier(self, num_arrivals: ExprLike = 1, num_barriers=None,
                 orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
         """`plgpu.Barrier`: one mbarrier per block, or an array of them (`num_barriers=`)."""
@@ -324,7 +344,7 @@ class KernelBuilder:
     def _op(self, kind: str, barrier=None, **fields) -> None:
         loc, _ = _caller()
         ref = self._ref(barrier, loc) if barrier is not None else None
-        for key in ("count", "bytes", "parity"):
+        for key in ("count", "bytes", "parity", "phase"):
             if key in fields and fields[key] is not None:
                 fields[key] = _int_expr(fields[key], loc, key)
         if "collective_axes" in fields:
@@ -376,9 +396,23 @@ class KernelBuilder:
         """cp.async.bulk with mbarrier::complete_tx: no arrival, only bytes when it lands."""
         self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes)
 
-    def wait_parity(self, barrier, parity: ExprLike) -> None:
-        """mbarrier.try_wait.parity in a loop until it succeeds."""
-        self._op("wait_parity", barrier, parity=parity)
+    def wait_parity(self, barrier, parity: ExprLike | None = None, *,
+                    phase: ExprLike | None = None) -> None:
+        """mbarrier.try_wait.parity in a loop until it succeeds.
+
+        `parity` alone: the wait means the next phase of that parity this thread has not yet
+        observed. `phase=n`: the thread keeps its own phase count (CUTLASS's PipelineState) and
+        means phase n, counted from 0 (-1: the phase before the first); the parity is n % 2.
+        Either way the hardware's rule applies: the wait must return for that phase and no
+        other (docs/parity.md)."""
+        if (parity is None) == (phase is None):
+            loc, _ = _caller()
+            raise ModelError("wait_parity takes a parity or a phase=, not both and not neither",
+                             loc=loc, hint="k.wait_parity(bar, (i // stages) % 2) or "
+                                           "k.wait_parity(bar, phase=i // stages)")
+        if phase is not None:
+            parity = as_expr(phase) % 2
+        self._op("wait_parity", barrier, parity=parity, phase=phase)
 
     # Hardware barriers that are not mbarriers (PTX bar / barrier.cluster).
     def named_barrier(self, id: ExprLike, count: ExprLike) -> "NamedBarrier":

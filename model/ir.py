@@ -265,9 +265,16 @@ class BarrierAlloc:
     loc: Loc = UNKNOWN_LOC
     # An unindexed reference is allowed only when the array was declared without num_barriers.
     scalar: bool = True
+    # A global semaphore (`pl.get_global(SemaphoreType.REGULAR)`): one counter for the whole
+    # cluster, signalled and waited on; `copies` clusters of the grid run the same program in
+    # lockstep with the modelled one and signal alongside it (1: the modelled blocks only).
+    semaphore: bool = False
+    copies: Expr = Const(1)
 
     @property
     def kind(self) -> str:
+        if self.semaphore:
+            return "Semaphore"
         return "ClusterBarrier" if self.cluster else "Barrier"
 
 
@@ -308,7 +315,10 @@ OP_KINDS = {
     "arrive_expect_tx",      # tx += bytes, then arrive(1)
     "complete_tx",           # tx -= bytes (by the thread itself)
     "tma_load",              # TMA load that only does complete_tx(bytes) when it lands
-    "wait_parity",           # try_wait.parity(parity) until it succeeds
+    "wait_parity",           # try_wait.parity(parity) until it succeeds (phase: which one)
+    # global semaphores (counters, no phases)
+    "semaphore_signal",      # value += count (times the lockstep copies)
+    "semaphore_wait",        # block until value >= count; then value -= count if decrement
     # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
     "bar_sync",              # named barrier `bar.sync id, count` (name "syncthreads": every
     #                          thread of the block, __syncthreads / bar.sync 0); arrive, then wait
@@ -327,6 +337,11 @@ class Op:
     count: Expr = Const(1)          # arrivals (arrive)
     bytes: Expr = Const(0)          # tx bytes (copies, expect/complete_tx)
     parity: Expr | None = None      # wait_parity
+    # wait_parity with the thread's own phase bookkeeping: the phase it means, counted from 0
+    # (-1: the phase before the first, which a fresh barrier has already passed); parity is
+    # phase % 2. None: the next phase of that parity the thread has not observed (docs/parity.md)
+    phase: Expr | None = None
+    decrement: bool = True          # semaphore_wait
     collective_axes: tuple[str, ...] = ()   # multicast copies
     name: str = ""                  # unmodeled: the primitive's name; "syncthreads": a bar_sync
     #                                 without a count operand (every thread of the block)
@@ -353,8 +368,15 @@ class Op:
             args.append(f"bytes={self.bytes!r}")
         if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
             args.append(f"count={self.count!r}")
+        if self.kind == "semaphore_signal":
+            args.append(f"inc={self.count!r}")
+        if self.kind == "semaphore_wait":
+            args.append(f"value={self.count!r}")
+            if not self.decrement:
+                args.append("decrement=False")
         if self.kind == "wait_parity":
-            args.append(f"parity={self.parity!r}")
+            args.append(f"phase={self.phase!r}" if self.phase is not None
+                        else f"parity={self.parity!r}")
         if self.collective_axes:
             args.append(f"collective_axes={self.collective_axes}")
         return f"{self.kind}({', '.join(args)})"

@@ -39,7 +39,8 @@ EXPECT_TX = 2       # target=arrival set, amount=bytes
 ARRIVE_TX = 3       # arrive.expect_tx: target=arrival set, amount=bytes
 COMPLETE_TX = 4     # target=arrival set, amount=bytes
 WAIT = 5            # Pallas barrier_wait: target=instance, aux=seen position
-WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position
+WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position; it
+#                     means the next completion of that parity the agent has not observed
 ISSUE_ASYNC = 7     # TMA / try_cluster_cancel issue: target=arrival set arrived with expect_tx
 #                     at issue (or ()), amount=bytes expected, aux=tuple of in-flight slots
 ISSUE_TCGEN05 = 8   # tcgen05_mma / commit: aux=index of the arrival set to arrive on when done
@@ -47,6 +48,11 @@ FORK = 9            # warpgroup enters a WarpRegion
 AWAIT_FORK = 10     # a warp waits for its warpgroup to enter: aux=(parent agent, pc after FORK)
 JOIN = 11           # warpgroup leaves a WarpRegion: aux=((warp agent, pc after its body), ...)
 UNMODELED = 12      # synchronization outside the model: a no-op, reported statically
+WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=instance,
+#                     amount=the completion it means (phase + 1; parity (amount - 1) % 2),
+#                     aux=seen position
+SEM_SIGNAL = 41     # semaphore_signal: target=semaphore instance, amount=increment (x copies)
+SEM_WAIT = 42       # semaphore_wait: target=instance, amount=value, aux=1 if it decrements
 # Named and cluster hardware barriers (model/hw_barriers.py, opcodes 20-29).
 HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
 HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
@@ -56,7 +62,14 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
                 WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
-                JOIN: "join", UNMODELED: "unmodeled", HW_ARRIVE: "hw_arrive", HW_WAIT: "hw_wait"}
+                JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
+                SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
+                HW_WAIT: "hw_wait"}
+# Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
+# completion); parity waits follow the hardware's (return for the phase meant, see
+# `intended_completion`).
+WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE)
+PARITY_WAITS = (WAIT_PARITY, WAIT_PHASE)
 
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
@@ -65,6 +78,10 @@ EFFECT_ARRIVE = 1        # arrive(1) on the instance
 # Fields of one barrier instance in the state vector.
 PHASE, PENDING, TX, EXPECTED = 0, 1, 2, 3
 BARRIER_FIELDS = 4
+
+# Operations of Pallas's own API (the rest are PTX-level, for CUTLASS-style protocols).
+PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+                          "tcgen05_commit_arrive", "try_cluster_cancel"})
 
 # Diagnostic codes and names (SEMANTICS.md section 3).
 CODES = {
@@ -248,6 +265,7 @@ class System:
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
         hw.static_order_findings(self)
         self._layout()
+        self.unwaited = self._unwaited_pallas_barriers()
 
     # -- compilation -------------------------------------------------------------------------
 
@@ -262,6 +280,13 @@ class System:
         self._inst_index: dict[tuple, int] = {}
         multi_block = len(self.blocks) > 1
         for alloc in self.kernel.barriers:
+            if alloc.semaphore:
+                # one counter for the cluster (its value in the phase field), whichever block
+                # names it
+                for block in self.blocks:
+                    self._inst_index[(alloc.name, (0,), block)] = len(self.instances)
+                self.instances.append(Instance(alloc, (0,), self.blocks[0], 0, alloc.name))
+                continue
             arrivals = evaluate(alloc.num_arrivals, env)
             if alloc.cluster:
                 unknown = [a for a in alloc.collective_axes if a not in self.cluster_axes]
@@ -470,6 +495,9 @@ class System:
                 return
             raise ModelError(f"{kind} needs a barrier", loc=op.loc)
         inst = self._resolve(op.barrier, env, block, op.loc)
+        if self.instances[inst].alloc.semaphore or kind in ("semaphore_signal", "semaphore_wait"):
+            self._unroll_semaphore_op(op, env, agent, inst)
+            return
         name = self.instances[inst].name
         nbytes = evaluate(op.bytes, env)
         text = _op_text(op, name, nbytes, env)
@@ -501,6 +529,12 @@ class System:
                 return  # reported statically as BP112
             if kind == "barrier_wait":
                 self._emit(agent, Instr(WAIT, inst, 0, None, src))
+            elif op.phase is not None:
+                phase = evaluate(op.phase, env)
+                if phase < -1:
+                    raise ModelError(f"wait_parity means phase {phase}; phases count from 0 "
+                                     "(-1: the one before the first)", loc=op.loc)
+                self._emit(agent, Instr(WAIT_PHASE, inst, phase + 1, None, src))
             else:
                 parity = evaluate(op.parity, env) % 2
                 self._emit(agent, Instr(WAIT_PARITY, inst, parity, None, src))
@@ -540,6 +574,33 @@ class System:
         else:
             raise ModelError(f"unknown operation kind {kind!r}", loc=op.loc)
 
+    def _unroll_semaphore_op(self, op: Op, env: dict[str, int], agent: int, inst: int) -> None:
+        alloc = self.instances[inst].alloc
+        if not alloc.semaphore or op.kind not in ("semaphore_signal", "semaphore_wait"):
+            what = "a semaphore" if alloc.semaphore else f"a {alloc.kind}"
+            raise ModelError(f"{op.kind} on `{alloc.name}`, which is {what}", loc=op.loc,
+                             hint="signal and wait on semaphores; arrive and wait on barriers")
+        copies = evaluate(alloc.copies, env)
+        amount = evaluate(op.count, env)
+        text = (f"semaphore_signal({alloc.name}, +{amount}"
+                + (f" x{copies} clusters)" if copies > 1 else ")")
+                if op.kind == "semaphore_signal" else
+                f"semaphore_wait({alloc.name}, >={amount}"
+                + (", decrement)" if op.decrement else ")"))
+        src = self._source(op, text, op.loc)
+        if op.kind == "semaphore_signal":
+            self._emit(agent, Instr(SEM_SIGNAL, inst, amount * copies, None, src))
+        elif op.decrement and copies > 1:
+            # lockstep copies of a decrementing wait would race for one counter
+            self.findings.append(StaticFinding(
+                "BP190", f"a decrementing semaphore_wait on `{alloc.name}`, which {copies} "
+                "clusters signal in lockstep, is outside the model", op.loc,
+                "the lockstep model of a global semaphore needs monotone waits "
+                "(decrement=False)"))
+            self._emit(agent, Instr(UNMODELED, None, 0, None, src))
+        else:
+            self._emit(agent, Instr(SEM_WAIT, inst, amount, int(op.decrement), src))
+
     def _layout(self) -> None:
         A = len(self.agents)
         self.n_agents = A
@@ -551,15 +612,22 @@ class System:
         self.participants: list[list[tuple[int, int]]] = [[] for _ in self.instances]
         for a, prog in enumerate(self.programs):
             for instr in prog:
-                if instr.op in (WAIT, WAIT_PARITY) and (a, instr.target) not in self.seen_pos:
+                if instr.op in WAITS and (a, instr.target) not in self.seen_pos:
                     self.seen_pos[(a, instr.target)] = pos
                     self.participants[instr.target].append((a, pos))
                     pos += 1
+        # Seen entries of agents that wait on the instance with a Pallas barrier_wait: the
+        # Pallas rules (BP101 at a completion, BP103 at exit) hold them to every completion.
+        self.pallas_seen = frozenset(
+            self.seen_pos[(a, instr.target)] for a, prog in enumerate(self.programs)
+            for instr in prog if instr.op == WAIT)
         # Waits carry the position of their seen entry, so a step needs no dictionary lookup.
         for a, prog in enumerate(self.programs):
             self.programs[a] = tuple(
                 instr._replace(aux=self.seen_pos[(a, instr.target)])
-                if instr.op in (WAIT, WAIT_PARITY) else instr for instr in prog)
+                if instr.op in WAITS else instr for instr in prog)
+        self.parity_agents = tuple(a for a, prog in enumerate(self.programs)
+                                   if any(i.op in PARITY_WAITS for i in prog))
         self.slot_base = pos
         pos += len(self.slots)
         self.queue_agents = [a for a, prog in enumerate(self.programs)
@@ -579,11 +647,24 @@ class System:
             for pc in range(len(prog) - 1, -1, -1):
                 instr = prog[pc]
                 masks[pc] = masks[pc + 1] | ((1 << instr.target)
-                                             if instr.op in (WAIT, WAIT_PARITY) else 0)
+                                             if instr.op in WAITS else 0)
             self.wait_ahead.append(masks)
         # Agents with Pallas-style waits can late-join (BP102).
         self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
+
+    def _unwaited_pallas_barriers(self) -> tuple[int, ...]:
+        """Instances of barriers used only through Pallas operations that no thread waits on:
+        Pallas's rule 2 (completions == waits over a barrier's lifetime) holds them to no
+        completion at all (BP103 at exit). Barriers a protocol drives with PTX-level operations
+        follow the hardware, where an unobserved completion is harmless."""
+        pallas_only = {}
+        for op in self.kernel.ops():
+            if op.barrier is not None:
+                name = op.barrier.alloc.name
+                pallas_only[name] = pallas_only.get(name, True) and op.kind in PALLAS_KINDS
+        return tuple(i for i, inst in enumerate(self.instances)
+                     if pallas_only.get(inst.alloc.name) and not self.participants[i])
 
     # -- states ------------------------------------------------------------------------------
 
@@ -737,7 +818,7 @@ class System:
             events.append((inst, completed + 1))
         for waiter, pos in self.participants[inst]:
             seen = s[pos]
-            if max(seen, 0) >= completed:
+            if max(seen, 0) >= completed or pos not in self.pallas_seen:
                 continue
             # An overrun aliases parity only for a thread that will wait on the barrier again;
             # one that never will is reported at exit (BP103), one that has not started
@@ -757,7 +838,7 @@ class System:
 
     def _waits_on(self, s, agent: int, inst: int) -> bool:
         instr = self.current(s, agent)
-        return instr is not None and instr.op in (WAIT, WAIT_PARITY) and instr.target == inst
+        return instr is not None and instr.op in WAITS and instr.target == inst
 
     def _where(self, s, agent: int) -> str:
         instr = self.current(s, agent)
@@ -769,9 +850,23 @@ class System:
     # -- state predicates --------------------------------------------------------------------
 
     def state_violations(self, state: tuple) -> list[Violation]:
-        """Rules judged on a state: late joins (BP102), and at kernel exit BP103, BP104, BP105,
-        BP130."""
+        """Rules judged on a state: a parity wait the barrier has run past (BP101), late joins
+        (BP102), and at kernel exit BP103, BP104, BP105, BP130."""
         found = []
+        for a in self.parity_agents:
+            instr = self.current(state, a)
+            if instr is None or instr.op not in PARITY_WAITS:
+                continue
+            phase = state[self.barrier_base + BARRIER_FIELDS * instr.target]
+            meant = intended_completion(instr, state[instr.aux])
+            if phase > meant:
+                found.append(Violation(
+                    "BP101", f"{self.agents[a].name} waits on "
+                    f"{self.instances[instr.target].name} for completion {meant}, but it has "
+                    f"already completed {phase}: the wait "
+                    + ("returns at once, for that later phase" if (phase - meant) % 2 == 0
+                       else f"returns after completion {phase + 1} or never")
+                    + " (parity aliasing)", a, instr.target, instr.src))
         for a, pcs in self.wait_pcs:
             pc = state[a]
             if pc in pcs:
@@ -813,8 +908,13 @@ class System:
                 found.append(Violation(
                     "BP104", f"{instance.name} ends with {expected - pending} of {expected} "
                     f"arrivals of phase {phase + 1} that never completed it", None, inst))
+            if phase and inst in self.unwaited:
+                found.append(Violation(
+                    "BP103", f"{instance.name} completes {phase} phase(s) that no thread ever "
+                    "waits for (Pallas: completions must equal waits over a barrier's lifetime)",
+                    None, inst))
             for waiter, pos in self.participants[inst]:
-                if state[pos] < phase:
+                if state[pos] < phase and pos in self.pallas_seen:
                     found.append(Violation(
                         "BP103", f"{self.agents[waiter].name} exits having observed "
                         f"{max(state[pos], 0)} of the {phase} completions of {instance.name}",
@@ -829,14 +929,14 @@ class System:
             instr = self.current(state, a)
             if instr is None:
                 continue
-            if instr.op in (WAIT, WAIT_PARITY):
+            if instr.op in WAITS:
                 inst = instr.target
                 phase, pending, tx, expected = self.barrier(state, inst)
                 if instr.op == WAIT:
                     seen = max(state[instr.aux], 0)
                     want = f"completion {seen + 1}"
                 else:
-                    want = f"the phase with parity {instr.amount} to complete"
+                    want = f"completion {intended_completion(instr, state[instr.aux])}"
                 line = (f"{agent.name} blocked at {self.sources[instr.src].text} "
                         f"({self.sources[instr.src].loc}) waiting for {want} of "
                         f"{self.instances[inst].name}; it has {phase} completion(s) "
@@ -855,6 +955,12 @@ class System:
                         line += (f"; block(s) {', '.join(silent)} of its cluster never arrive "
                                  "on it (no thread there has an arrival on it)")
                 details.append(line)
+            elif instr.op == SEM_WAIT:
+                value = state[self.barrier_base + BARRIER_FIELDS * instr.target]
+                details.append(f"{agent.name} blocked at {self.sources[instr.src].text} "
+                               f"({self.sources[instr.src].loc}): "
+                               f"{self.instances[instr.target].name} is {value}, it waits for "
+                               f"{instr.amount}")
             elif instr.op == AWAIT_FORK:
                 details.append(f"{agent.name} waits for its warpgroup to enter the warp region")
             elif instr.op == JOIN:
@@ -975,6 +1081,45 @@ def guard_wait_parity(system: System, state, instr: Instr) -> bool:
     return (_phase(system, state, instr.target) & 1) != instr.amount
 
 
+def guard_wait_phase(system: System, state, instr: Instr) -> bool:
+    """try_wait.parity((c - 1) % 2) for the thread's completion c: passes iff the barrier's
+    parity is that of c."""
+    return (_phase(system, state, instr.target) & 1) == (instr.amount & 1)
+
+
+def intended_completion(instr: Instr, seen: int) -> int:
+    """The completion a parity wait means (the phase the thread means, plus one).
+
+    WAIT_PHASE states it: the thread's own phase count. A bare WAIT_PARITY(P) means the next
+    completion this agent has not observed whose number has parity P + 1 (it passes once the
+    barrier's parity differs from P): after observing `seen` completions (-1: none yet) that is
+    seen + 1 or seen + 2. A fresh barrier (seen -1) with P = 1 means completion 0: the initial
+    phase, which has already passed (CUTLASS's producer_acquire).
+
+    >>> [intended_completion(Instr(WAIT_PARITY, 0, p, 0, 0), -1) for p in (1, 0)]
+    [0, 1]
+    >>> intended_completion(Instr(WAIT_PARITY, 0, 0, 0, 0), 1)   # parity not toggled
+    3
+    """
+    if instr.op == WAIT_PHASE:
+        return instr.amount
+    return seen + 1 if (seen - instr.amount) % 2 == 0 else seen + 2
+
+
+def guard_sem_wait(system: System, state, instr: Instr) -> bool:
+    """semaphore_wait: the counter has reached the value."""
+    return _phase(system, state, instr.target) >= instr.amount
+
+
+def effect_sem_signal(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    s[system.barrier_base + BARRIER_FIELDS * instr.target] += instr.amount
+
+
+def effect_sem_wait(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    if instr.aux:
+        s[system.barrier_base + BARRIER_FIELDS * instr.target] -= instr.amount
+
+
 def guard_await_fork(system: System, state, instr: Instr) -> bool:
     parent, fork_pc = instr.aux
     return state[parent] >= fork_pc
@@ -1031,6 +1176,20 @@ def effect_wait(system: System, s: list, instr: Instr, agent: int, events) -> No
     s[instr.aux] = _phase(system, s, instr.target)
 
 
+def effect_wait_parity(system: System, s: list, instr: Instr, agent: int, events):
+    """The hardware's rule: a parity wait must return for the completion it means. (One the
+    barrier has already run past is caught before, as a state: `state_violations`.)"""
+    meant = intended_completion(instr, s[instr.aux])
+    phase = _phase(system, s, instr.target)
+    s[instr.aux] = phase
+    if phase != meant:
+        return Violation(
+            "BP101", f"{system.agents[agent].name}'s wait on {system.instances[instr.target].name} "
+            f"means completion {meant} but returns after completion {phase}, a phase it does "
+            "not mean (its parity bit is stale)", agent, instr.target, instr.src)
+    return None
+
+
 def effect_issue_async(system: System, s: list, instr: Instr, agent: int, events):
     # The issuer's arrive.expect_tx (Pallas copies), then the copy is in flight.
     violation = effect_arrive_expect_tx(system, s, instr, agent, events)
@@ -1048,13 +1207,16 @@ GUARDS = {
     ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
+    WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
     HW_ARRIVE: None, HW_WAIT: hw.guard_wait,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
     ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
-    WAIT_PARITY: effect_wait, ISSUE_ASYNC: effect_issue_async,
+    WAIT_PARITY: effect_wait_parity, ISSUE_ASYNC: effect_issue_async,
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
+    UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
+    SEM_WAIT: effect_sem_wait,
     UNMODELED: None, HW_ARRIVE: hw.effect_arrive, HW_WAIT: None,
 }
 
@@ -1086,6 +1248,8 @@ def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> 
     if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx"):
         return f"{kind}({barrier_name}, {nbytes}B)"
     if kind == "wait_parity":
+        if op.phase is not None:
+            return f"wait_parity({barrier_name}, phase={evaluate(op.phase, env)})"
         return f"wait_parity({barrier_name}, {evaluate(op.parity, env) % 2})"
     if kind == "arrive":
         count = evaluate(op.count, env)
@@ -1126,7 +1290,24 @@ def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None) -> 
         key = tuple(system.programs)
         if key not in seen:
             seen[key] = system
-    return list(seen.values())
+    systems = list(seen.values())
+    lockstep = [a for a in kernel.barriers if a.semaphore and evaluate(a.copies, values) > 1]
+    if lockstep and len({_semaphore_projection(s) for s in systems}) > 1:
+        # Clusters whose barrier protocols differ (more tiles here, fewer there) still signal
+        # in lockstep if their semaphore operations are the same; these are not.
+        for system in systems:
+            system.findings.append(StaticFinding(
+                "BP190", f"semaphore `{lockstep[0].name}` is signalled differently by different "
+                "clusters of the grid; its lockstep model needs every cluster to signal and "
+                "wait alike", lockstep[0].loc, "check a grid whose clusters all signal alike"))
+    return systems
+
+
+def _semaphore_projection(system: System) -> tuple:
+    """Each agent's semaphore operations, in order: what the lockstep model of a global
+    semaphore needs to be the same in every cluster of the grid."""
+    return tuple(tuple((i.op, i.target, i.amount, i.aux) for i in prog
+                       if i.op in (SEM_SIGNAL, SEM_WAIT)) for prog in system.programs)
 
 
 # SEMANTICS-READY

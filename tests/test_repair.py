@@ -57,9 +57,11 @@ def test_a_missing_wait_and_a_missing_drain_are_repaired_together():
 
 
 def test_every_suggestion_was_verified():
+    # (handoff.py::pending_arrivals_at_exit has none: lowering the count makes `done` complete
+    # a phase nobody waits for, which Pallas's rule 2 forbids as well, BP103)
     for spec in ("examples/hopper_ring.py::empty_count_too_large",
                  "examples/cutlass.py::expect_tx_larger_than_copy",
-                 "examples/handoff.py::pending_arrivals_at_exit"):
+                 "examples/hopper_ring.py::empty_count_too_small"):
         kernel = build(spec)
         repair = suggest_fixes(kernel, prove=False)
         assert repair.fixes

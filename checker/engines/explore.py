@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...model.semantics import (AWAIT_FORK, FORK, HW_ARRIVE, HW_WAIT, JOIN, WAIT, WAIT_PARITY,
-                               System, Violation, primary)
+from ...model.semantics import (AWAIT_FORK, FORK, HW_ARRIVE, HW_WAIT, JOIN, WAITS, System,
+                               Violation, primary)
 
 
 @dataclass
@@ -54,7 +54,7 @@ def symmetry_classes(system: System) -> list[list[int]]:
         if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
             continue
         # Waits carry the agent's own seen position; compare programs without it.
-        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY, HW_WAIT) else
+        prog = tuple(i._replace(aux=None) if i.op in WAITS + (HW_WAIT,) else
                      i._replace(aux=i.aux._replace(pos=None)) if i.op == HW_ARRIVE else i
                      for i in prog)
         groups.setdefault((agent.block, prog), []).append(a)

@@ -36,8 +36,8 @@ from ...model.ir import MAX_TX, Kernel, Loc, ModelError
 from ...model import hw_barriers as hw
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
                                EFFECT_COMPLETE_TX, EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT,
-                               ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, UNMODELED, WAIT, WAIT_PARITY,
-                               System, compile_systems)
+                               ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, UNMODELED,
+                               WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System, compile_systems)
 
 LIBRARY = "MBarrier"
 # Named and cluster barriers, and the rule on blocks that exit under a peer's arrival: kernels
@@ -55,6 +55,9 @@ ACTIONS = {
     COMPLETE_TX: ("complete_tx(tgt, amount)", "CompleteTx"),
     WAIT: ("wait(inst, pos)", "Wait"),
     WAIT_PARITY: ("wait_parity(inst, amount, pos)", "WaitParity"),
+    WAIT_PHASE: ("wait_phase(inst, amount, pos)", "WaitPhase"),
+    SEM_SIGNAL: ("sem_signal(inst, amount)", "SemSignal"),
+    SEM_WAIT: ("sem_wait(inst, amount, decrement)", "SemWait"),
     ISSUE_ASYNC: ("issue_async(tgt, amount, slots)", "IssueAsync"),
     ISSUE_TCGEN05: ("issue_tcgen05(set)", "IssueTcgen05"),
     FORK: ("fork", "Fork"),
@@ -242,6 +245,12 @@ def _instruction(system: System, agent: int, instr) -> str:
         return f"wait({instr.target + 1}, {instr.aux - seen_base + 1})"
     if op == WAIT_PARITY:
         return f"wait_parity({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
+    if op == WAIT_PHASE:
+        return f"wait_phase({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
+    if op == SEM_SIGNAL:
+        return f"sem_signal({instr.target + 1}, {instr.amount})"
+    if op == SEM_WAIT:
+        return f"sem_wait({instr.target + 1}, {instr.amount}, {instr.aux})"
     if op == ISSUE_ASYNC:
         return (f"issue_async({_seq(i + 1 for i in instr.target)}, {instr.amount}, "
                 f"{_seq(k + 1 for k in instr.aux)})")
@@ -310,6 +319,7 @@ def cfg_text(checks: Checks | None = None) -> str:
         "    Slots <- KernelSlots",
         "    ArrivalSets <- KernelArrivalSets",
         "    QueueAgents <- KernelQueueAgents",
+        "    Unwaited <- KernelUnwaited",
         f"    MaxTx = {MAX_TX}",
         f"    Ignored = {{{ignored}}}",
         *hw_constants,
@@ -379,7 +389,7 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     rows = []
     for (a, i), pos in entries:
         last = max(pc for pc, instr in enumerate(system.programs[a])
-                   if instr.op in (WAIT, WAIT_PARITY) and instr.target == i)
+                   if instr.op in WAITS and instr.target == i)
         rows.append((f"<<{a + 1}, {i + 1}, {last}>>",
                      f"{pos - seen_base + 1}: {_ascii(system.agents[a].name)} waits on "
                      f"{_ascii(system.instances[i].name)}, last at pc {last}"))
@@ -416,6 +426,9 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
             for q, a in enumerate(system.queue_agents)]
     out.append("\\* tcgen05 queues: the agent that issues into each.")
     out += _table("KernelQueueAgents", rows)
+    out.append("")
+    out.append("\\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).")
+    out.append("KernelUnwaited == {" + ", ".join(str(i + 1) for i in system.unwaited) + "}")
     out.append("")
     if uses_hw(system):
         out += _hw_tables(system)

@@ -90,7 +90,11 @@ def dsl_op(op: Op, kernel: Kernel) -> str:
     elif op.kind in ("tma_load", "expect_tx", "arrive_expect_tx", "complete_tx"):
         args = [bar, e(op.bytes)]
     elif op.kind == "wait_parity":
-        args = [bar, e(op.parity)]
+        args = [bar, f"phase={e(op.phase)}" if op.phase is not None else e(op.parity)]
+    elif op.kind == "semaphore_signal":
+        args = [bar, e(op.count)]
+    elif op.kind == "semaphore_wait":
+        args = [bar, e(op.count)] + ([] if op.decrement else ["decrement=False"])
     elif op.kind == "arrive" and repr(op.count) != "1":
         args = [bar, e(op.count)]
     elif op.kind == "tcgen05_mma":

@@ -40,7 +40,8 @@ MEANING = {
     "BP100": "Some thread has not finished and nothing (no thread, TMA copy or tensor-core op) can "
              "move: the kernel hangs.",
     "BP101": "A barrier completes a phase while a thread that waits on it has not yet observed the "
-             "previous completion; its parity bit now points at the wrong phase.",
+             "previous completion; its parity bit now points at the wrong phase. For a parity "
+             "wait: it can return for a phase other than the one the thread means.",
     "BP102": "A thread waits on a barrier for the first time after it has already completed two or "
              "more phases, so its parity bit points at the wrong phase.",
     "BP103": "At kernel exit (or deallocation) a thread that waits on a barrier has not observed "

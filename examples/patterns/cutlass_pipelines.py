@@ -144,11 +144,12 @@ def tma_multicast_2x1(k, stages=2, consumers=1, steps=3):
     tma_multicast(k, stages, consumers, steps)
 
 
-@protocol(expect="violation:BP101")
+@protocol(expect="violation:BP121")
 def tma_multicast_empty_counts_local_consumers_only(k, stages=2, consumers=1, steps=3):
     """empty[] initialised with the local consumer count only (forgot the multicast peers):
-    each slot gets two releases per use, so the second completes a phase the producer has not
-    observed."""
+    each slot gets two releases per use and completes twice, so the producer's next
+    producer_acquire passes a lap early and its arrive.expect_tx lands on a `full` phase that
+    is still open: more arrivals than the count (undefined behaviour)."""
     tma_multicast(k, stages, consumers, steps, empty_per_block=False)
 
 

@@ -11,8 +11,9 @@ import math
 from typing import Any
 
 from ..expr import mk, opaque_vars
-from ..ir import BarrierRef, Const, Expr, ModelError, Op, Var, When
-from .values import BarrierVal, MemRef
+from ..expr import opaque
+from ..ir import BarrierAlloc, BarrierRef, Const, Expr, ModelError, Op, Var, When
+from .values import BarrierVal, MemRef, _clean_name
 
 
 class SyncHandlers:
@@ -171,6 +172,57 @@ class SyncHandlers:
         axis = p.get("collective_axis")
         axes = (self._axis(axis),) if axis is not None else ()
         out.append(Op("tcgen05_commit_arrive", ref, collective_axes=axes, loc=self.where(frame)))
+        return []
+
+    # -- global semaphores ---------------------------------------------------------------------
+
+    def _op_get_global(self, eqn, env, frame, out):
+        """`pl.get_global(SemaphoreType.REGULAR)`: one counter for the whole grid. The other
+        clusters of the grid (not other devices: each has its own) run this program and signal
+        it in lockstep with the modelled one (`copies`)."""
+        what = eqn.params.get("what")
+        inner = getattr(what, "inner_aval", what)
+        if type(getattr(inner, "dtype", None)).__name__ != "Semaphore" \
+                or tuple(getattr(inner, "shape", (1,))) not in ((), (1,)):
+            return opaque("global")
+        return self._semaphore(None, frame)
+
+    def _semaphore(self, pname, frame) -> BarrierVal:
+        loc = self.where(frame)
+        copies = math.prod(self.grid_sizes)
+        name = self._fresh(_clean_name(pname) if pname else "sem")
+        alloc = BarrierAlloc(name=name, num_arrivals=Const(1), loc=loc, semaphore=True,
+                             copies=Const(copies))
+        self.barriers.append(alloc)
+        if copies > 1:
+            self._note(f"{loc}: global semaphore `{alloc.name}`: the {copies} clusters of the "
+                       "grid run this program and signal it in lockstep with the checked one")
+        return BarrierVal(alloc)
+
+    def _semaphore_args(self, eqn, env):
+        from jax import tree_util
+        return tree_util.tree_unflatten(eqn.params["args_tree"],
+                                        [self.read(env, v) for v in eqn.invars])
+
+    def _op_semaphore_signal(self, eqn, env, frame, out):
+        ref, transforms, inc, _device, _core = self._semaphore_args(eqn, env)
+        if not isinstance(ref, BarrierVal) or not ref.alloc.semaphore or transforms \
+                or not isinstance(inc, Const):
+            return self._unmodeled(eqn, env, frame, out)
+        out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()), count=inc,
+                      loc=self.where(frame)))
+        return []
+
+    def _op_semaphore_wait(self, eqn, env, frame, out):
+        ref, transforms, value, decrement = self._semaphore_args(eqn, env)
+        if isinstance(decrement, Const):
+            decrement = bool(decrement.value)
+        if not isinstance(ref, BarrierVal) or not ref.alloc.semaphore or transforms \
+                or not isinstance(value, Expr) or opaque_vars(value) \
+                or not isinstance(decrement, bool):
+            return self._unmodeled(eqn, env, frame, out)
+        out.append(Op("semaphore_wait", BarrierRef(ref.alloc, ()), count=value,
+                      decrement=decrement, loc=self.where(frame)))
         return []
 
     def _op_try_cluster_cancel(self, eqn, env, frame, out):

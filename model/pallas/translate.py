@@ -28,7 +28,7 @@ from .locations import _loc_from_tracebacks
 from .loops import LoopRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
                          _is_fence, _pallas_primitives, bar_operation)
-from .values import BarrierVal, Cell, MemRef, _Frame
+from .values import BarrierVal, Cell, MemRef, _clean_name, _Frame
 
 
 class Translator(LoopRules, SyncHandlers):
@@ -49,6 +49,7 @@ class Translator(LoopRules, SyncHandlers):
             self.grid.append((self._axis(n), Const(int(s))))
         for n, s in zip(mesh.grid_names, mesh.grid):
             self.grid.append((self._axis(n), Const(int(s))))
+        self.grid_sizes = [int(s) for s in mesh.grid]     # clusters per device
         self.cluster = []
         for n, s in zip(mesh.cluster_names, mesh.cluster):
             self.cluster.append((self._axis(n), Const(int(s))))
@@ -337,6 +338,8 @@ class Translator(LoopRules, SyncHandlers):
         inner = getattr(aval, "inner_aval", None)
         dtype = getattr(inner, "dtype", None)
         kind = type(dtype).__name__
+        if kind == "Semaphore" and tuple(getattr(inner, "shape", ())) in ((), (1,)):
+            return self._semaphore(pname, frame)        # a scratch semaphore, in GMEM
         if kind not in ("BarrierType", "ClusterBarrierType"):
             return self._ref_value(var, pname)
         loc = self.where(frame)
@@ -482,17 +485,6 @@ def _switch(idx: Expr, bodies: list[tuple], loc: Loc) -> tuple:
     return rest
 
 
-def _clean_name(text: str) -> str:
-    """`pipeline_allocs['flat_consumed_barrier_refs'][0]` -> `consumed_barrier_refs_0`,
-    `args[2][1]` -> `args_2_1`."""
-    parts = re.findall(r"[A-Za-z_]\w*|\d+", text)
-    words = [p for p in parts if not p.isdigit()]
-    if not words:
-        return "barrier"
-    digits = [p for p in parts[parts.index(words[-1]) + 1:] if p.isdigit()]
-    return "_".join([words[-1].removeprefix("flat_")] + digits)
-
-
 def _optimization_barrier(tr: Translator, eqn, env, frame, out):
     return [tr.read(env, a) for a in eqn.invars]
 
@@ -517,6 +509,9 @@ _RULES: dict[str, Callable] = {
     "tcgen05_mma": Translator._op_tcgen05_mma,
     "tcgen05_commit_arrive": Translator._op_tcgen05_commit_arrive,
     "try_cluster_cancel": Translator._op_try_cluster_cancel,
+    "get_global": Translator._op_get_global,
+    "semaphore_signal": Translator._op_semaphore_signal,
+    "semaphore_wait": Translator._op_semaphore_wait,
 }
 RULES = _RULES
 assert MODELED <= set(_RULES), "every modelled primitive has a handler"

@@ -74,6 +74,9 @@ KernelArrivalSets == <<
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
 
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {1, 2, 3, 4, 5, 6, 7, 8}
+
 \* Hardware barriers: named barriers of one block, or the cluster barrier.
 KernelHwKind == <<>>
 
