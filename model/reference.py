@@ -335,6 +335,13 @@ class Cluster:
                 return   # waits are local (BP112, a static finding)
             if kind == PALLAS_WAIT:
                 add(Action(kind, f"barrier_wait({name})", loc, wait_on=name))
+            elif op.phase is not None:
+                # The thread states the phase it means (from 0; -1: the one before the first).
+                phase = evaluate(op.phase, env)
+                if phase < -1:
+                    raise ModelError(f"wait_parity means phase {phase}", loc=loc)
+                add(Action(kind, f"wait_parity({name}, phase={phase})", loc,
+                           amount=phase % 2, wait_on=name, link=phase + 1))
             else:
                 parity = evaluate(op.parity, env) % 2
                 add(Action(kind, f"wait_parity({name}, {parity})", loc, amount=parity,
@@ -382,7 +389,8 @@ class Cluster:
 
 
 # What the reference models: mbarriers (Pallas and PTX level), TMA, tcgen05, warp regions. The
-# hardware barriers (bar.sync / bar.arrive, the cluster barrier) are outside it.
+# hardware barriers (bar.sync / bar.arrive, the cluster barrier) and global semaphores are
+# outside it.
 COVERED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
            "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled"}
@@ -455,12 +463,30 @@ class Rules:
         self.cluster = cluster
         # Which barriers each thread ever waits on, and the last action index of such a wait.
         self.last_wait: dict[str, dict[str, int]] = {}
+        # The same for Pallas waits only: the completion-time overrun rule is theirs; a parity
+        # wait is judged by the completion it means (`meant`).
+        self.last_pallas_wait: dict[str, dict[str, int]] = {}
         for name, thread in cluster.threads.items():
-            last = {}
+            last, pallas = {}, {}
             for i, action in enumerate(thread.actions):
                 if action.wait_on is not None:
                     last[action.wait_on] = i
+                    if action.kind == PALLAS_WAIT:
+                        pallas[action.wait_on] = i
             self.last_wait[name] = last
+            self.last_pallas_wait[name] = pallas
+        # Pallas' rule 2 holds a barrier used only through Pallas operations that nobody waits
+        # on to no completion at all; one driven with PTX-level operations follows the hardware.
+        pallas_kinds = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+                        "tcgen05_commit_arrive", "try_cluster_cancel"}
+        pallas_only: dict[str, bool] = {}
+        for op in iter_ops(cluster.kernel.body):
+            if op.barrier is not None:
+                alloc = op.barrier.alloc.name
+                pallas_only[alloc] = pallas_only.get(alloc, True) and op.kind in pallas_kinds
+        waited = {bar for last in self.last_wait.values() for bar in last}
+        self.unwaited = {inst for (alloc, _, _), inst in cluster.instance_of.items()
+                         if pallas_only.get(alloc) and inst not in waited}
 
     # -- mbarrier primitives (PTX) -----------------------------------------------------------
 
@@ -488,12 +514,12 @@ class Rules:
         b.phase += 1
         b.pending = b.expected
         for name, thread in m.threads.items():
-            if bar not in self.last_wait[name]:
+            if bar not in self.last_pallas_wait[name]:
                 continue
             seen = m.observed.get((name, bar))
             if (seen or 0) >= before:
                 continue
-            if self.last_wait[name][bar] < thread.pc:
+            if self.last_pallas_wait[name][bar] < thread.pc:
                 continue   # never waits on it again: judged at exit (BP103)
             at_wait = not thread.done and thread.next().wait_on == bar
             if seen is None and not at_wait:
@@ -514,6 +540,8 @@ class Rules:
             bit = m.waits.get((thread.name, action.wait_on), 0) % 2
             return m.barriers[action.wait_on].phase % 2 != bit
         if action.kind == PARITY_WAIT:
+            if action.link is not None:      # the phase meant: pass once its parity is current
+                return m.barriers[action.wait_on].phase % 2 == action.link % 2
             return m.barriers[action.wait_on].phase % 2 != action.amount
         if action.kind == "enter":
             parent, fork_index = action.link
@@ -597,14 +625,41 @@ class Rules:
             return found
         if kind in (PALLAS_WAIT, PARITY_WAIT):
             key = (agent, action.wait_on)
+            meant = self.meant(m, agent, action) if kind == PARITY_WAIT else None
+            phase = m.barriers[action.wait_on].phase
             m.waits[key] = m.waits.get(key, 0) + 1
-            m.observed[key] = m.barriers[action.wait_on].phase
+            m.observed[key] = phase
+            if meant is not None and phase != meant:
+                return Finding("BP101", f"{agent}'s parity wait on {action.wait_on} means "
+                               f"completion {meant} but returns after {phase}")
             return None
         if action.tcgen05_targets is not None:
             m.queues[agent].append(action.tcgen05_targets)
         return None
 
     # -- judging a state -----------------------------------------------------------------------
+
+    @staticmethod
+    def meant(m: Machine, agent: str, action: Action) -> int:
+        """The completion a parity wait means: the stated phase + 1, or for a bare parity P the
+        next completion after the last one observed whose number has parity P + 1 (PTX
+        try_wait.parity(P) passes once the phase with parity P has completed)."""
+        if action.link is not None:
+            return action.link
+        seen = m.observed.get((agent, action.wait_on), -1)
+        return seen + 1 if (seen - action.amount) % 2 == 0 else seen + 2
+
+    def parity_run_past(self, m: Machine) -> list[Finding]:
+        """BP101: a thread at a parity wait whose barrier has already completed past the
+        completion it means (its parity aliases)."""
+        out = []
+        for name, thread in m.threads.items():
+            action = thread.next()
+            if action is not None and action.kind == PARITY_WAIT and \
+                    m.barriers[action.wait_on].phase > self.meant(m, name, action):
+                out.append(Finding("BP101", f"{name}'s parity wait on {action.wait_on}: the "
+                                   "barrier ran past the completion it means"))
+        return out
 
     def late_joins(self, m: Machine) -> list[Finding]:
         """BP102: a thread about to wait for the first time on a barrier two phases along."""
@@ -648,8 +703,11 @@ class Rules:
                 out.append(Finding("BP130", f"{bar} ends with tx-count {b.tx}"))
             elif b.pending != b.expected:
                 out.append(Finding("BP104", f"{bar} ends with arrivals of an open phase"))
+            if b.phase and bar in self.unwaited:
+                out.append(Finding("BP103", f"{bar} completes phases nobody waits for"))
             for name in m.threads:
-                if bar in self.last_wait[name] and m.observed.get((name, bar), 0) < b.phase:
+                if bar in self.last_pallas_wait[name] and \
+                        m.observed.get((name, bar), 0) < b.phase:
                     out.append(Finding("BP103", f"{name} did not observe every completion of "
                                        f"{bar}"))
         return out
@@ -667,7 +725,8 @@ class Rules:
 
     def judge(self, m: Machine, ignore: frozenset[str]) -> tuple[str, Finding | None]:
         """(outcome, finding) of a state reached without a rule break in its last step."""
-        found = [f for f in self.late_joins(m) + self.peer_exited(m) if f.code not in ignore]
+        found = [f for f in self.parity_run_past(m) + self.late_joins(m) + self.peer_exited(m)
+                 if f.code not in ignore]
         if not found and all(t.done for t in m.threads.values()):
             found = [f for f in self.at_exit(m) if f.code not in ignore]
             if not found:
