@@ -344,7 +344,36 @@ def cmd_check(args, engine: str | None = None) -> int:
             print(f"{cache.hits} of {len(verdicts)} verdicts from the cache "
                   f"({args.cache_dir if where.startswith('..') else where}); "
                   "--no-cache checks again", file=sys.stderr)
+        if getattr(args, "confirm", False):
+            confirm_in_jax(verdicts, {t.ref: t.kind for t in targets})
         return _report(verdicts, args)
+
+
+def confirm_in_jax(verdicts: list[Verdict], kinds: dict[str, str]) -> None:
+    """Each Pallas violation with a counterexample is run in JAX's interpreter with the trace's
+    order of barrier events forced on its threads; the verdict's notes say what JAX did, and
+    "reproduced in JAX's interpreter" only when its outcome and message class agree."""
+    import json
+    import tempfile
+    from . import confirm as jax_confirm
+    for v in verdicts:
+        if v.verdict != "violation" or v.trace is None or kinds.get(v.source) != "pallas":
+            continue
+        with tempfile.NamedTemporaryFile("w", suffix=".trace.json", delete=False) as f:
+            json.dump(v.trace.to_json(), f)
+        try:
+            result = jax_confirm.confirm_all([v.source], timeout=90.0, schedule=f.name)[0]
+        finally:
+            os.unlink(f.name)
+        what = f"{result.outcome}" + (f": {result.message}" if result.message else "")
+        if result.outcome in ("raised", "hung") and \
+                jax_confirm.agrees(v.label, result.outcome, result.message):
+            v.notes.append(f"reproduced in JAX's interpreter under this schedule ({what})")
+        elif v.label in jax_confirm.INTERPRETER_BLIND:
+            v.notes.append(f"JAX's interpreter does not check {v.codes[0]} (copies land at "
+                           f"issue, pending arrivals are not checked at exit): {what}")
+        else:
+            v.notes.append(f"not reproduced in JAX's interpreter under this schedule ({what})")
 
 
 def _collect(specs: list[str], interrupts: Interrupts) -> tuple[list[Target], list[Verdict]]:
@@ -494,6 +523,22 @@ def _replay_one(args, data: dict) -> int:
         return _fail(f"{args.trace} does not replay to what it claims: "
                      f"{printable(str(claimed or trace.outcome))}, but the run ends "
                      f"{got or run.outcome}")
+    from .model import reference
+    if not reference.covers(kernel):
+        print("independent reference (model/reference.py): does not model "
+              + ", ".join(reference.uncovered(kernel)))
+        return 1 if run.violation else 0
+    try:
+        ref = reference.replay_trace(kernel, trace)
+    except reference.ReferenceError as err:
+        return _fail(f"{args.trace}: the independent reference refuses it: {err}",
+                     "the engine and the reference rules disagree: please report it")
+    print(f"independent reference (model/reference.py): {ref.outcome}"
+          + (f" {ref.code}" if ref.code else ""))
+    if ref.code != got or ref.barrier_mismatches:
+        return _fail(f"{args.trace}: the independent reference ends {ref.code or ref.outcome}"
+                     + (f"; {ref.barrier_mismatches[0]}" if ref.barrier_mismatches else ""),
+                     "the engine and the reference rules disagree: please report it")
     return 1 if run.violation else 0
 
 
@@ -583,6 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check_flags(p)
     p.add_argument("--engine", choices=sorted(ENGINES), default="explore")
     p.add_argument("--workers", type=int, default=1, help="TLC worker threads (--engine tlc)")
+    p.add_argument("--confirm", action="store_true",
+                   help="replay every Pallas counterexample in JAX's interpret mode under its "
+                        "own schedule, and say whether JAX reproduces it")
     p.set_defaults(run=cmd_check)
 
     p = sub.add_parser("prove", help="prove protocols for every value of their parameters (Z3)")
@@ -640,6 +688,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet-seconds", dest="quiet", type=float, default=5.0, metavar="S",
                    help="a run whose barriers make no progress for S seconds while a thread "
                         "waits is reported hung")
+    p.add_argument("--schedule", metavar="TRACE.json", default=None,
+                   help="force the order of a counterexample's barrier events (a trace written "
+                        "by check --trace-dir, or a JSON report) on the interpreter's threads")
     p.set_defaults(run=_delegate("barrierproof.confirm", "cli_main"))
     return parser
 

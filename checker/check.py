@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from ..model import reference
 from ..model.interpreter import ReplayError, replay
 from ..model.ir import Kernel, ModelError, evaluate
 from ..model.semantics import (CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size,
@@ -200,9 +201,11 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
             if run.violation.code in ignored:
                 bounded_reasons.append(f"{engine} stopped at an ignored {run.violation.code}")
                 continue
+            trace = run.trace(source)
+            _agree_with_reference(kernel, trace, ignored, engine)
             where = "" if len(systems) == 1 else f" (grid position {system.grid_position})"
             found = verdict("violation", [diagnostic(system, run.violation)] + unmodeled,
-                            trace=run.trace(source), states=states, transitions=transitions,
+                            trace=trace, states=states, transitions=transitions,
                             depth=len(result.actions),
                             coverage=f"{label}shortest counterexample: {len(result.actions)} "
                                      f"step{'' if len(result.actions) == 1 else 's'}{where}")
@@ -226,6 +229,25 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
                        coverage=f"{coverage}; exhaustive for the modelled synchronization only")
     return verdict("verified", [], states=states, transitions=transitions, depth=depth,
                    coverage=f"{coverage}; exhaustive")
+
+
+def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str) -> None:
+    """The independent reference (model/reference.py, written without semantics.py) replays the
+    trace by agent names and step texts and must reach the same code with the same barrier
+    states; otherwise one of the two statements of the rules is wrong and nothing is printed."""
+    if not reference.covers(kernel):
+        return     # named / cluster hardware barriers: the reference does not model them
+    try:
+        result = reference.replay_trace(kernel, trace, ignored)
+    except reference.ReferenceError as err:
+        raise ReplayError(f"{kernel.name}: the {engine} counterexample does not replay on the "
+                          f"independent reference: {err}") from None
+    claimed = trace.violation["code"] if trace.violation else None
+    if result.code != claimed or result.barrier_mismatches:
+        raise ReplayError(f"{kernel.name}: the {engine} counterexample ({claimed}) replays on the "
+                          f"independent reference to {result.outcome} {result.code or ''}"
+                          + (f"; {result.barrier_mismatches[0]}" if result.barrier_mismatches
+                             else ""))
 
 
 def check_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
