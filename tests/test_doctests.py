@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["barrierproof.model.ir", "barrierproof.model.dsl", "barrierproof.model.interpreter",
+MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.model.dsl",
+           "barrierproof.model.interpreter", "barrierproof.model.pallas.loops",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
            "barrierproof.checker.report.text"]
 

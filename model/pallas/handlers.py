@@ -1,0 +1,184 @@
+"""Handlers of the synchronizing primitives: barrier references, arrivals, waits, TMA, tcgen05.
+
+Each `_op_<primitive>` reads one jaxpr equation and appends the IR ops it stands for; the
+dispatch table in translate.py names them. Barrier references resolve a `plgpu.Barrier` /
+`ClusterBarrier` allocation, its indexers and cluster transforms to an IR `BarrierRef`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..expr import mk, opaque_vars
+from ..ir import BarrierRef, Const, Expr, ModelError, Op, Var, When
+from .values import BarrierVal, MemRef
+
+
+class SyncHandlers:
+    """The Translator's handlers of barrier primitives (mixed into Translator)."""
+
+    # -- barrier references ------------------------------------------------------------------
+
+    def _barrier(self, value, transforms, frame) -> BarrierRef:
+        loc = self.where(frame)
+        if not isinstance(value, BarrierVal):
+            raise ModelError("this barrier operation's barrier is not a plgpu.Barrier or "
+                             "ClusterBarrier allocation", loc=loc)
+        alloc = value.alloc
+        shape = [n.value for n in alloc.shape][len(value.prefix):]
+        dims = list(range(len(shape)))          # remaining dims
+        offsets: list[Expr] = [Const(0)] * len(shape)
+        fixed: dict[int, Expr] = {}
+        block = value.block
+        for t in transforms or ():
+            tname = type(t).__name__
+            if tname == "NDIndexer":
+                new_dims = []
+                for d, idx in zip(list(dims), t.indices):
+                    if type(idx).__name__ == "Slice":
+                        start = self._leaf(idx.start)
+                        offsets[d] = mk("+", offsets[d], start)
+                        new_dims.append(d)
+                    else:
+                        fixed[d] = mk("+", offsets[d], self._int(self._leaf(idx)))
+                dims = new_dims + dims[len(t.indices):]
+            elif tname == "ClusterRefTransform":
+                coords = {self._axis(n): self._int(self._leaf(i)) for n, i in zip(t.dims, t.idxs)}
+                block = tuple(coords.get(a, Var(a)) for a, _ in self.cluster)
+            else:
+                raise ModelError(f"barrier reference transform {tname} is not supported",
+                                 loc=loc)
+        if fixed and dims:
+            raise ModelError(f"barrier `{alloc.name}` is partially indexed", loc=loc,
+                             hint="index every dimension of the barrier array")
+        index = tuple(fixed[d] for d in sorted(fixed))
+        if value.prefix:
+            index = value.prefix + (index or (Const(0),) * len(shape))
+        for e in index + (block or ()):
+            if opaque_vars(e):
+                raise ModelError(f"the index of barrier `{alloc.name}` depends on data loaded "
+                                 "from memory; barrierproof cannot follow it", loc=loc,
+                                 hint="compute barrier slots from loop indices and axis indices")
+        return BarrierRef(alloc, index, block)
+
+    def _leaf(self, leaf) -> Any:
+        if isinstance(leaf, (int,)) or leaf is None:
+            return Const(int(leaf or 0))
+        return self.read(self._env, leaf)
+
+    def _transforms(self, env, treedef, leaves):
+        self._env = env
+        if treedef is None:
+            return ()
+        return treedef.unflatten(list(leaves))
+
+    def _bytes(self, ref, transforms, loc) -> int:
+        if not isinstance(ref, MemRef):
+            return 0
+        import numpy as np
+        shape = tuple(ref.shape)
+        dtype = ref.dtype
+        try:
+            from jax._src import core as jcore
+            aval = jcore.ShapedArray(shape, dtype)
+            for t in transforms or ():
+                if type(t).__name__ == "NDIndexer":
+                    aval = aval.update(shape=tuple(int(n) for n in t.get_indexer_shape()))
+                else:
+                    aval = t.transform_type(aval)
+            shape, dtype = aval.shape, aval.dtype
+        except Exception:
+            self._note(f"{loc}: could not follow the copy's destination transforms; its size is "
+                       "taken from the whole destination buffer")
+        try:
+            itemsize = np.dtype(dtype).itemsize
+        except TypeError:
+            itemsize = 1
+        return int(math.prod(shape)) * int(itemsize)
+
+    # -- modelled operations -----------------------------------------------------------------
+
+    def _op_barrier_arrive(self, eqn, env, frame, out):
+        ref = self.read(env, eqn.invars[0])
+        t = self._transforms(env, eqn.params["transforms_treedef"], eqn.invars[1:])
+        out.append(Op("barrier_arrive", self._barrier(ref, t, frame), loc=self.where(frame)))
+        return []
+
+    def _op_barrier_wait(self, eqn, env, frame, out):
+        ref = self.read(env, eqn.invars[0])
+        t = self._transforms(env, eqn.params["transforms_treedef"], eqn.invars[1:])
+        out.append(Op("barrier_wait", self._barrier(ref, t, frame), loc=self.where(frame)))
+        return []
+
+    def _op_copy_gmem_to_smem(self, eqn, env, frame, out):
+        p = eqn.params
+        src, dst, bar, *leaves = eqn.invars
+        ns = p["src_transforms_treedef"].num_leaves
+        nd = p["dst_transforms_treedef"].num_leaves
+        dst_t = self._transforms(env, p["dst_transforms_treedef"], leaves[ns:ns + nd])
+        bar_t = self._transforms(env, p["barrier_transforms_treedef"], leaves[ns + nd:])
+        loc = self.where(frame)
+        ref = self._barrier(self.read(env, bar), bar_t, frame)
+        nbytes = self._bytes(self.read(env, dst), dst_t, loc)
+        axes = tuple(self._axis(a) for a in (p.get("collective_axes") or ()))
+        leader = p.get("leader_tracked")
+        if leader is None or not axes:
+            out.append(Op("copy_gmem_to_smem", ref, bytes=Const(nbytes), collective_axes=axes,
+                          loc=loc))
+            return []
+        # Leader-tracked (partitioned or replicated) copy: only the first block along the axis
+        # expects the bytes of every block; each block's TMA completes them on the leader's
+        # barrier (the lowering's `bytes *= 2` for a cluster of 2).
+        axis = axes[0]
+        n = self.axis_sizes.get(axis, 1)
+        leader_block = tuple(Const(0) if a == axis else Var(a) for a, _ in self.cluster)
+        out.append(When(mk("==", Var(axis), Const(0)),
+                        (Op("arrive_expect_tx", ref, bytes=Const(nbytes * n), loc=loc),), (),
+                        loc))
+        out.append(Op("tma_load", BarrierRef(ref.alloc, ref.index, leader_block),
+                      bytes=Const(nbytes), loc=loc))
+        self._note(f"{loc}: leader-tracked copy: block 0 along `{axis}` expects "
+                   f"{n}x{nbytes} bytes, every block's TMA completes on block 0's barrier")
+        return []
+
+    def _op_tcgen05_mma(self, eqn, env, frame, out):
+        p = eqn.params
+        loc = self.where(frame)
+        axis = p.get("collective_axis")
+        axes = (self._axis(axis),) if axis is not None else ()
+        if not p.get("arrive"):
+            out.append(Op("tcgen05_mma", None, collective_axes=axes, loc=loc))
+            return []
+        n_scales = 2 if p.get("scaled") else 0
+        n_meta = 1 if p.get("sparse") else 0
+        leaves = list(eqn.invars[5 + n_scales + n_meta:])
+        skip = 0
+        for key in ("acc_transforms_tree", "a_transforms_tree", "b_transforms_tree"):
+            tree = p.get(key)
+            skip += tree.num_leaves if tree is not None else 0
+        tree = p.get("barrier_transforms_tree")
+        nb = tree.num_leaves if tree is not None else 0
+        t = self._transforms(env, tree, leaves[skip:skip + nb])
+        ref = self._barrier(self.read(env, eqn.invars[4]), t, frame)
+        out.append(Op("tcgen05_mma", ref, collective_axes=axes, loc=loc))
+        return []
+
+    def _op_tcgen05_commit_arrive(self, eqn, env, frame, out):
+        p = eqn.params
+        t = self._transforms(env, p.get("barrier_transforms_tree"), eqn.invars[1:])
+        ref = self._barrier(self.read(env, eqn.invars[0]), t, frame)
+        axis = p.get("collective_axis")
+        axes = (self._axis(axis),) if axis is not None else ()
+        out.append(Op("tcgen05_commit_arrive", ref, collective_axes=axes, loc=self.where(frame)))
+        return []
+
+    def _op_try_cluster_cancel(self, eqn, env, frame, out):
+        p = eqn.params
+        rtree = p.get("result_transforms_tree")
+        nr = rtree.num_leaves if rtree is not None else 0
+        t = self._transforms(env, p.get("barrier_transforms_tree"), eqn.invars[2 + nr:])
+        ref = self._barrier(self.read(env, eqn.invars[1]), t, frame)
+        out.append(Op("try_cluster_cancel", ref, loc=self.where(frame)))
+        return []
+

@@ -1,0 +1,106 @@
+"""Which jaxpr primitives synchronize: the frontend's one table of primitive names.
+
+Every Pallas primitive is in exactly one class: MODELED (its own handler builds an IR op),
+LOCAL (cannot block another thread or complete a barrier phase), UNMODELED (synchronizes, kept
+as an `unmodeled` op, BP190). A Pallas GPU primitive in none of them is treated as unmodelled,
+never dropped.
+"""
+
+from __future__ import annotations
+
+# Primitives that synchronize threads or async agents and are modelled.
+MODELED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+           "tcgen05_commit_arrive", "try_cluster_cancel"}
+# Mosaic GPU / Pallas primitives that cannot block another thread or complete a barrier phase:
+# local waits for the thread's own async work, data movement, fences, register hints.
+LOCAL = {
+    "copy_smem_to_gmem", "wait_smem_to_gmem", "commit_group", "commit_smem", "wgmma", "wgmma_ref",
+    "wgmma_wait", "wgmma_accumulator_deref_p", "wgmma_accumulator_store_p",
+    "set_max_registers_p", "load", "async_load", "wait_load_tmem", "async_store_tmem",
+    "commit_tmem", "async_store_smem", "async_prefetch", "print_layout", "layout_cast",
+    "broadcasted_iota", "query_cluster_cancel", "async_copy_smem_to_tmem",
+    "async_copy_scales_to_tmem", "async_copy_sparse_metadata_to_tmem", "get_global",
+    "program_id", "num_programs", "debug_print", "mgpu_atomic_store", "atomic_rmw",
+    "multimem_load_reduce", "multimem_store", "delay", "semaphore_read", "masked_load",
+    "masked_swap", "reciprocal",
+}
+# Synchronization outside the model: kept as `unmodeled` ops (BP190).
+UNMODELED = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel",
+             "semaphore_signal_multicast", "barrier_test", "griddepcontrol_wait",
+             "griddepcontrol_launch_dependents", "inline_mgpu_p", "pallas_call"}
+# jnp's integer floor remainder and floor division (jitted helpers): the IR's `%` and `//`.
+_FLOOR_OPS = {"remainder": "%", "floor_divide": "//"}
+# Wrappers whose single sub-jaxpr is called with the equation's operands and gives its results.
+INLINE_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr", "call")
+
+
+def _is_fence(eqn) -> bool:
+    """`inline_mgpu` that only emits a proxy fence (plgpu helpers' inline_ptx): no barrier."""
+    fn = eqn.params.get("mgpu_fn")
+    cells = getattr(fn, "__closure__", None) or ()
+    texts = []
+    for c in cells:
+        try:
+            v = c.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, str):
+            texts.append(v)
+    return bool(texts) and all(t.strip().startswith("fence.") for t in texts)
+
+
+# Keyed by id() but holding the jaxpr itself: a freed jaxpr's id may be reused by another.
+_SYNC_CACHE: dict[int, tuple[object, bool]] = {}
+
+
+def _has_sync(jaxpr) -> bool:
+    """Does a jaxpr contain any barrier or unmodelled synchronization (recursively)?"""
+    from jax._src import core as jcore
+    key = id(jaxpr)
+    cached = _SYNC_CACHE.get(key)
+    if cached is not None and cached[0] is jaxpr:
+        return cached[1]
+    found = False
+    for eqn in jaxpr.eqns:
+        n = eqn.primitive.name
+        if n in MODELED or (n in UNMODELED and not (n == "inline_mgpu_p" and _is_fence(eqn))):
+            found = True
+            break
+        for v in eqn.params.values():
+            for s in (v if isinstance(v, (tuple, list)) else [v]):
+                if isinstance(s, jcore.ClosedJaxpr):
+                    s = s.jaxpr
+                if isinstance(s, jcore.Jaxpr) and _has_sync(s):
+                    found = True
+                    break
+            if found:
+                break
+        if found:
+            break
+    _SYNC_CACHE[key] = (jaxpr, found)
+    return found
+
+
+
+_PALLAS_PRIMITIVES: set[str] | None = None
+
+
+def _pallas_primitives() -> set[str]:
+    """Names of the primitives Pallas defines (core and Mosaic GPU), for the rule that an
+    unknown one is reported as unmodelled rather than ignored."""
+    global _PALLAS_PRIMITIVES
+    if _PALLAS_PRIMITIVES is None:
+        import importlib
+        from jax._src import core as jcore
+        names: set[str] = set()
+        for mod in ("jax._src.pallas.primitives", "jax._src.pallas.mosaic_gpu.primitives",
+                    "jax._src.pallas.mosaic_gpu.core"):
+            try:
+                module = importlib.import_module(mod)
+            except ImportError:
+                continue
+            names |= {v.name for v in vars(module).values() if isinstance(v, jcore.Primitive)}
+        _PALLAS_PRIMITIVES = names - {"run_scoped", "get", "swap", "axis_index"}
+    return _PALLAS_PRIMITIVES
+
+

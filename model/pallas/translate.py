@@ -1,0 +1,560 @@
+"""The jaxpr Translator: one Pallas kernel body (an `mpmd_map`) to an IR `Kernel`.
+
+`Translator.jaxpr` is JAX's `eval_jaxpr` loop with integers evaluated symbolically: axis indices
+become `Var`s, index arithmetic `Expr`s (arith.py), `cond` becomes `When`, `scan`/`while` become
+`Loop`s (loops.py), and each synchronizing primitive goes to its handler (handlers.py). RULES is
+the one dispatch table from primitive name to handler; primitives.py says which of the rest
+synchronize.
+
+Values that come from memory (a ragged group size, a cluster-cancel response) are *data*: they are
+tracked as opaque variables (`?name`), so a branch or trip count that depends on them becomes a
+stated parameter with a default, and a barrier index that depends on them is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ..expr import (OPAQUE_PREFIX, RANGES, is_bool, mk, mk_not, mk_select, opaque, opaque_vars,
+                    opaques)
+from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param, UNKNOWN_LOC,
+                  Var, WarpRegion, When)
+from .arith import _ARITH, _integral
+from .handlers import SyncHandlers
+from .locations import _loc_from_tracebacks
+from .loops import LoopRules
+from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
+                         _is_fence, _pallas_primitives)
+from .values import BarrierVal, Cell, MemRef, _Frame
+
+
+class Translator(LoopRules, SyncHandlers):
+    """Translates one `mpmd_map` body (one Pallas kernel) into an IR `Kernel`."""
+
+    def __init__(self, mesh, name: str, loc: Loc, expect: str | None = None,
+                 devices: Mapping | None = None):
+        self.name = name
+        self.loc = loc
+        self.expect = expect
+        self.mesh = mesh
+        self.axis_names: dict[Any, str] = {}
+        self.axis_sizes: dict[str, int] = {}
+        self.grid = []
+        # Devices of an enclosing shard_map run independent copies of the kernel: to the
+        # barriers of one block they are like more grid axes.
+        for n, s in (devices or {}).items():
+            self.grid.append((self._axis(n), Const(int(s))))
+        for n, s in zip(mesh.grid_names, mesh.grid):
+            self.grid.append((self._axis(n), Const(int(s))))
+        self.cluster = []
+        for n, s in zip(mesh.cluster_names, mesh.cluster):
+            self.cluster.append((self._axis(n), Const(int(s))))
+        for a, s in self.grid + self.cluster:
+            self.axis_sizes[a] = s.value
+        self.num_threads = int(mesh.num_threads) if mesh.num_threads is not None else 1
+        self.thread_axis = (self._axis(mesh.thread_name) if mesh.thread_name is not None
+                            else "thread")
+        self.axis_sizes[self.thread_axis] = self.num_threads
+        self.warp_axis = "warp"
+        self.barriers: list[BarrierAlloc] = []
+        self.params: dict[str, Param] = {}
+        self.notes: list[str] = []
+        self._names: set[str] = set(self.axis_sizes) | {self.warp_axis}
+        self._counter = itertools.count()
+        self.origins: dict[str, tuple] = {}        # opaque var -> (primitive, frame)
+        self._at: _Frame | None = None             # the equation being translated
+        self._lifted: dict[str, str] = {}          # repr of a data term -> its parameter
+        self._data_terms: dict[str, tuple] = {}    # parameter -> (loc, what, its sources)
+
+    def _at_primitive(self) -> str:
+        return getattr(self, "_at_name", None) or "an equation"
+
+    # -- names -------------------------------------------------------------------------------
+
+    def _axis(self, name) -> str:
+        if name not in self.axis_names:
+            text = name if isinstance(name, str) else f"axis{len(self.axis_names)}"
+            self.axis_names[name] = text
+        return self.axis_names[name]
+
+    def _fresh(self, base: str) -> str:
+        base = re.sub(r"\W+", "_", base).strip("_") or "v"
+        if base[0].isdigit():
+            base = "_" + base
+        name, n = base, 1
+        while name in self._names:
+            n += 1
+            name = f"{base}{n}"
+        self._names.add(name)
+        return name
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # -- the kernel --------------------------------------------------------------------------
+
+    def kernel(self, jaxpr, consts: Sequence = (), tracebacks: tuple = ()) -> Kernel:
+        env: dict = {}
+        for v, c in zip(jaxpr.constvars, consts):
+            env[v] = self._const_value(c)
+        for v in jaxpr.invars:
+            env[v] = self._ref_value(v, None)
+        saved = dict(RANGES)
+        RANGES.clear()
+        RANGES.update({a: (0, n - 1) for a, n in self.axis_sizes.items()})
+        try:
+            body = self._data_axes(self._lift_stmts(self.jaxpr(jaxpr, env,
+                                                               _Frame(tracebacks))))
+        finally:
+            RANGES.clear()
+            RANGES.update(saved)
+        return Kernel(
+            name=self.name, body=body, barriers=tuple(self.barriers), params=self.params,
+            num_threads=Const(self.num_threads), thread_axis=self.thread_axis,
+            warp_axis=self.warp_axis, cluster=tuple(self.cluster), grid=tuple(self.grid),
+            loc=self.loc, source="pallas", expect=self.expect, notes=tuple(self.notes))
+
+    # -- values ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _const_value(c) -> Any:
+        import numpy as np
+        try:
+            arr = np.asarray(c)
+        except Exception:
+            return opaque("const")
+        if arr.shape == () and (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+            return Const(int(arr))
+        return opaque("const")
+
+    def _ref_value(self, var, name: str | None) -> Any:
+        aval = var.aval
+        inner = getattr(aval, "inner_aval", None)
+        if inner is None:
+            if getattr(aval, "shape", None) == ():
+                return opaque("arg")
+            return opaque("array")
+        space = str(getattr(aval, "memory_space", ""))
+        dtype = inner.dtype
+        return MemRef(tuple(inner.shape), dtype, space)
+
+    def read(self, env: dict, atom) -> Any:
+        from jax._src import core as jcore
+        if isinstance(atom, jcore.Literal):
+            return self._const_value(atom.val)
+        try:
+            return env[atom]
+        except KeyError:
+            return opaque("unbound")
+
+    def _int(self, value) -> Expr:
+        return value if isinstance(value, Expr) else opaque("data")
+
+    # -- equations ---------------------------------------------------------------------------
+
+    def jaxpr(self, jaxpr, env: dict, frame: _Frame) -> tuple:
+        """Translate the equations of a jaxpr whose inputs are already bound in `env`."""
+        out: list = []
+        for eqn in jaxpr.eqns:
+            sub = dataclasses.replace(frame, tracebacks=(eqn.source_info.traceback,)
+                                      + frame.tracebacks)
+            name = eqn.primitive.name
+            self._at, self._at_name = sub, name
+            rule = _RULES.get(name)
+            if rule is not None:
+                results = rule(self, eqn, env, sub, out)
+            elif name in UNMODELED:
+                results = self._unmodeled(eqn, env, sub, out)
+            elif self._sub_jaxprs(eqn):
+                results = self._higher_order(eqn, env, sub, out)
+            elif name not in LOCAL and name not in _ARITH and name in _pallas_primitives():
+                # a Pallas GPU primitive this frontend does not know: it may synchronize
+                results = self._unmodeled(eqn, env, sub, out)
+            else:
+                results = self._compute(eqn, env)
+            if not eqn.primitive.multiple_results:
+                results = [results]
+            for v, r in zip(eqn.outvars, results or [None] * len(eqn.outvars)):
+                value = r if r is not None else opaque("data")
+                env[v] = value
+                if isinstance(value, Var) and value.name.startswith(OPAQUE_PREFIX):
+                    self.origins.setdefault(value.name, (name, sub))
+        return tuple(out)
+
+    def where(self, frame: _Frame) -> Loc:
+        return _loc_from_tracebacks(frame.tracebacks)
+
+    @staticmethod
+    def _sub_jaxprs(eqn) -> list:
+        from jax._src import core as jcore
+        found = []
+        for v in eqn.params.values():
+            for s in (v if isinstance(v, (tuple, list)) else [v]):
+                if isinstance(s, jcore.ClosedJaxpr):
+                    found.append((s.jaxpr, s.consts))
+                elif isinstance(s, jcore.Jaxpr):
+                    found.append((s, ()))
+        return found
+
+    def _compute(self, eqn, env) -> Any:
+        """A primitive that only computes: integers symbolically, everything else is data."""
+        fn = _ARITH.get(eqn.primitive.name)
+        scalar_out = all(getattr(v.aval, "shape", None) == () for v in eqn.outvars)
+        if fn is None or not scalar_out:
+            outs = opaques(eqn.primitive.name, len(eqn.outvars))
+            return outs if eqn.primitive.multiple_results else outs[0]
+        args = [self.read(env, a) for a in eqn.invars]
+        if any(not isinstance(a, Expr) for a in args):
+            return opaque(eqn.primitive.name)
+        out_dtype = getattr(eqn.outvars[0].aval, "dtype", None)
+        if out_dtype is not None and not _integral(out_dtype):
+            return opaque("float")
+        in_dtypes = [getattr(getattr(a, "aval", None), "dtype", None) for a in eqn.invars]
+        return fn(eqn, args, in_dtypes)
+
+    def _inline(self, jaxpr, consts, args, frame, out) -> list:
+        """Translate a sub-jaxpr called with `args`; its statements go to `out`. Constants may
+        be given separately or as the leading arguments (loop bodies)."""
+        n = len(jaxpr.constvars)
+        if n and not consts and len(args) == n + len(jaxpr.invars):
+            consts, args = args[:n], args[n:]
+        env: dict = {}
+        for v, c in zip(jaxpr.constvars, consts):
+            env[v] = c if isinstance(c, (Expr, BarrierVal, MemRef, Cell)) \
+                else self._const_value(c)
+        for v, a in zip(jaxpr.invars, args):
+            env[v] = a
+        out.extend(self.jaxpr(jaxpr, env, frame))
+        return [self.read(env, v) for v in jaxpr.outvars]
+
+    def _higher_order(self, eqn, env, frame, out) -> Any:
+        """Call-like wrappers (jit, custom_vjp_call, remat, ...) are inlined; anything else
+        with synchronization inside is unmodeled."""
+        subs = self._sub_jaxprs(eqn)
+        args = [self.read(env, a) for a in eqn.invars]
+        floor_op = _FLOOR_OPS.get(str(eqn.params.get("name")))
+        if floor_op and len(args) == 2 and len(eqn.outvars) == 1 \
+                and all(isinstance(a, Expr) for a in args) \
+                and isinstance(args[1], Const) and args[1].value != 0 \
+                and _integral(getattr(eqn.outvars[0].aval, "dtype", None)):
+            # jnp's `%` and `//` on integers round toward -inf, like the IR's: keep them whole
+            # instead of inlining their C-division-with-sign-fix expansion
+            return [mk(floor_op, args[0], args[1])]
+        for key in INLINE_PARAMS:
+            if key in eqn.params:
+                from jax._src import core as jcore
+                p = eqn.params[key]
+                if isinstance(p, jcore.ClosedJaxpr):
+                    j, c = p.jaxpr, p.consts
+                elif isinstance(p, jcore.Jaxpr):
+                    j, c = p, ()
+                else:
+                    continue
+                if len(j.invars) == len(args) and len(j.outvars) == len(eqn.outvars):
+                    return self._inline(j, c, args, frame, out)
+        if eqn.primitive.name == "shard_map" and len(subs) == 1:
+            j, c = subs[0]
+            if len(j.invars) == len(args):
+                return self._inline(j, c, args, frame, out)
+        if any(_has_sync(j) for j, _ in subs):
+            return self._unmodeled(eqn, env, frame, out)
+        return opaques(eqn.primitive.name, len(eqn.outvars))
+
+    def _unmodeled(self, eqn, env, frame, out) -> Any:
+        name = eqn.primitive.name
+        if name == "inline_mgpu_p" and _is_fence(eqn):
+            return opaques("inline", len(eqn.outvars))
+        if name == "pallas_call":
+            raise ModelError("a pallas_call inside a Mosaic GPU kernel is not supported",
+                             loc=self.where(frame),
+                             hint="write the kernel with plgpu.kernel")
+        out.append(Op("unmodeled", name=name, loc=self.where(frame)))   # BP190, statically
+        return opaques(name, len(eqn.outvars))
+
+    # -- structure ---------------------------------------------------------------------------
+
+    def _run_scoped(self, eqn, env, frame, out):
+        jaxpr = eqn.params["jaxpr"]
+        names = list(getattr(jaxpr.debug_info, "arg_names", None) or [])
+        collective = eqn.params.get("collective_axes") or ()
+        args = [self.read(env, a) for a in eqn.invars]
+        sub_env: dict = {}
+        if len(jaxpr.constvars) == len(args):       # operands are the body's constvars
+            for v, a in zip(jaxpr.constvars, args):
+                sub_env[v] = a
+            allocs = jaxpr.invars
+        else:
+            for v, a in zip(jaxpr.invars[:len(args)], args):
+                sub_env[v] = a
+            allocs = jaxpr.invars[len(args):]
+        alloc_names = names[len(names) - len(allocs):] if len(names) >= len(allocs) else []
+        for i, v in enumerate(allocs):
+            pname = alloc_names[i] if i < len(alloc_names) else None
+            sub_env[v] = self._allocate(v, pname, collective, frame)
+        body = self.jaxpr(jaxpr, sub_env, frame)
+        out.extend(body)
+        return [self.read(sub_env, v) for v in jaxpr.outvars]
+
+    def _allocate(self, var, pname, collective, frame) -> Any:
+        aval = var.aval
+        inner = getattr(aval, "inner_aval", None)
+        dtype = getattr(inner, "dtype", None)
+        kind = type(dtype).__name__
+        if kind not in ("BarrierType", "ClusterBarrierType"):
+            return self._ref_value(var, pname)
+        loc = self.where(frame)
+        shape = tuple(int(n) for n in inner.shape)
+        name = self._fresh(_clean_name(pname) if pname else "barrier")
+        prefix: tuple[Expr, ...] = ()
+        if self.num_threads > 1 and self.thread_axis not in [
+                self.axis_names.get(a, a) for a in collective]:
+            # each thread allocates its own barriers (e.g. emit_pipeline inside pl.when(wg==0))
+            prefix = (Var(self.thread_axis),)
+            self._note(f"{loc}: `{name}` is allocated by each thread separately; modelled as "
+                       f"`{name}[{self.thread_axis}, ...]`")
+        if frame.loop_depth:
+            self._note(f"{loc}: `{name}` is allocated inside a loop; it is modelled as one "
+                       "allocation for the whole kernel (its state carries across iterations)")
+        cluster = kind == "ClusterBarrierType"
+        axes: tuple[str, ...] = ()
+        if cluster:
+            flat = []
+            for a in dtype.collective_axes:
+                flat.extend(a if isinstance(a, tuple) else (a,))
+            axes = tuple(self._axis(a) for a in flat)
+            if getattr(dtype, "leader_tracked", False):
+                self._note(f"{loc}: `{name}` is leader_tracked; modelled as a plain "
+                           "ClusterBarrier")
+        full = ((self.num_threads,) if prefix else ()) + shape
+        alloc = BarrierAlloc(
+            name=name, num_arrivals=Const(int(dtype.num_arrivals)),
+            shape=tuple(Const(n) for n in full),
+            orders_tensor_core=bool(dtype.orders_tensor_core), cluster=cluster,
+            collective_axes=axes, loc=loc, scalar=full == (1,))
+        self.barriers.append(alloc)
+        return BarrierVal(alloc, prefix)
+
+    def _cond(self, eqn, env, frame, out):
+        branches = eqn.params["branches"]
+        idx = self.read(env, eqn.invars[0])
+        args = [self.read(env, a) for a in eqn.invars[1:]]
+        idx = self._int(idx)
+        loc = self.where(frame)
+        if isinstance(idx, Const):
+            k = max(0, min(idx.value, len(branches) - 1))
+            return self._inline(branches[k].jaxpr, branches[k].consts, args, frame, out)
+        if opaque_vars(idx) and not any(_has_sync(b.jaxpr) for b in branches):
+            for b in branches:    # still compute what the branches return
+                self._inline(b.jaxpr, b.consts, args, frame, [])
+            return opaques("cond", len(eqn.outvars))
+        bodies, results = [], []
+        inner = dataclasses.replace(frame, control=frame.control + 1)
+        for b in branches:
+            body: list = []
+            results.append(self._inline(b.jaxpr, b.consts, args, inner, body))
+            bodies.append(tuple(body))
+        stmt = _switch(idx, bodies, loc)
+        out.extend(stmt)
+        outs = []
+        for j in range(len(eqn.outvars)):
+            vals = [r[j] for r in results]
+            if all(isinstance(v, Expr) for v in vals):
+                outs.append(mk_select(idx, vals))
+            elif all(v is vals[0] for v in vals):
+                outs.append(vals[0])
+            else:
+                outs.append(opaque("cond"))
+        return outs
+
+    def _run_state(self, eqn, env, frame, out):
+        """`pl.run_state(f)(*values)`: f sees each value as a Ref; scalars become Cells."""
+        jaxpr = eqn.params["jaxpr"]
+        args = []
+        for a in eqn.invars:
+            v = self.read(env, a)
+            args.append(Cell(v, frame.control) if isinstance(v, Expr) else v)
+        self._inline(jaxpr, (), args, frame, out)
+        return [a.value if isinstance(a, Cell) else a for a in args]
+
+    def _get(self, eqn, env, frame, out):
+        ref = self.read(env, eqn.invars[0])
+        if isinstance(ref, Cell) and len(eqn.invars) == 1:
+            return ref.value
+        return opaque("load")
+
+    def _swap(self, eqn, env, frame, out):
+        ref = self.read(env, eqn.invars[0])
+        if isinstance(ref, Cell) and len(eqn.invars) == 2:
+            old = ref.value
+            new = self.read(env, eqn.invars[1])
+            ref.value = new if isinstance(new, Expr) and frame.control == ref.control \
+                else opaque("store")
+            return old
+        return opaque("load")
+
+    def _core_map(self, eqn, env, frame, out):
+        mesh = eqn.params["mesh"]
+        if type(mesh).__name__ != "WarpMesh":
+            raise ModelError(f"core_map over {type(mesh).__name__} inside a kernel is not "
+                             "supported", loc=self.where(frame))
+        axis = self._axis(mesh.axis_name)
+        if not isinstance(mesh.axis_name, str):
+            self.axis_names[mesh.axis_name] = axis = self.warp_axis
+        self.axis_sizes[axis] = 4
+        jaxpr = eqn.params["jaxpr"]
+        args = [self.read(env, a) for a in eqn.invars]
+        body: list = []
+        self._inline(jaxpr, (), args, frame, body)
+        if body:
+            out.append(WarpRegion(axis, tuple(body), self.where(frame)))
+        return []
+
+    def _axis_index(self, eqn, env, frame, out):
+        names = eqn.params["axis_name"]
+        names = names if isinstance(names, tuple) else (names,)
+        total: Expr = Const(0)
+        for n in names:
+            axis = self._axis(n)
+            if axis not in self.axis_sizes:
+                raise ModelError(f"axis_index({n!r}) names an axis of no mesh",
+                                 loc=self.where(frame))
+            size = self.axis_sizes[axis]
+            var: Expr = Var(axis) if size > 1 else Const(0)
+            total = mk("+", mk("*", total, Const(size)), var)
+        return total
+
+
+
+def _switch(idx: Expr, bodies: list[tuple], loc: Loc) -> tuple:
+    """`cond` as `When`s: branch 1 when idx is true for a two-way cond, else a chain."""
+    if not any(bodies):
+        return ()
+    if len(bodies) == 2:
+        if is_bool(idx):
+            cond = idx
+        else:
+            cond = mk("!=", idx, Const(0))
+        then, orelse = bodies[1], bodies[0]
+        if not then:
+            return (When(mk_not(cond), orelse, (), loc),)
+        return (When(cond, then, orelse, loc),)
+    rest: tuple = bodies[-1]
+    for k in range(len(bodies) - 2, -1, -1):
+        if bodies[k] or rest:
+            rest = (When(mk("<=", idx, Const(k)), bodies[k], rest, loc),)
+    return rest
+
+
+def _clean_name(text: str) -> str:
+    """`pipeline_allocs['flat_consumed_barrier_refs'][0]` -> `consumed_barrier_refs_0`,
+    `args[2][1]` -> `args_2_1`."""
+    parts = re.findall(r"[A-Za-z_]\w*|\d+", text)
+    words = [p for p in parts if not p.isdigit()]
+    if not words:
+        return "barrier"
+    digits = [p for p in parts[parts.index(words[-1]) + 1:] if p.isdigit()]
+    return "_".join([words[-1].removeprefix("flat_")] + digits)
+
+
+def _optimization_barrier(tr: Translator, eqn, env, frame, out):
+    return [tr.read(env, a) for a in eqn.invars]
+
+
+# The dispatch table: primitive name -> handler(translator, eqn, env, frame, out) returning the
+# equation's results. Structure first, then the modelled synchronization (one per MODELED name).
+_RULES: dict[str, Callable] = {
+    "run_scoped": Translator._run_scoped,
+    "cond": Translator._cond,
+    "scan": Translator._scan,
+    "while": Translator._while,
+    "core_map": Translator._core_map,
+    "axis_index": Translator._axis_index,
+    "optimization_barrier": _optimization_barrier,
+    "run_state": Translator._run_state,
+    "get": Translator._get,
+    "swap": Translator._swap,
+    # synchronization (handlers.py)
+    "barrier_arrive": Translator._op_barrier_arrive,
+    "barrier_wait": Translator._op_barrier_wait,
+    "copy_gmem_to_smem": Translator._op_copy_gmem_to_smem,
+    "tcgen05_mma": Translator._op_tcgen05_mma,
+    "tcgen05_commit_arrive": Translator._op_tcgen05_commit_arrive,
+    "try_cluster_cancel": Translator._op_try_cluster_cancel,
+}
+RULES = _RULES
+assert MODELED <= set(_RULES), "every modelled primitive has a handler"
+
+
+
+
+def _mesh_axes(mesh) -> dict:
+    try:
+        return {name: int(size) for name, size in dict(mesh.shape).items()}
+    except Exception:
+        return {}
+
+
+def _find_kernels(jaxpr, consts, tracebacks=(), devices=None) -> Iterable[tuple]:
+    """(mesh, body jaxpr, consts, name, tracebacks, device axes) for every Mosaic GPU kernel
+    call; device axes are those of enclosing `shard_map`s (each device runs its own copy)."""
+    from jax._src import core as jcore
+    devices = dict(devices or {})
+    for eqn in jaxpr.eqns:
+        tbs = (eqn.source_info.traceback,) + tuple(tracebacks)
+        name = eqn.primitive.name
+        if name == "mpmd_map":
+            meshes, bodies = eqn.params["meshes"], eqn.params["jaxprs"]
+            for mesh, body in zip(meshes, bodies):
+                j = body.jaxpr if isinstance(body, jcore.ClosedJaxpr) else body
+                c = body.consts if isinstance(body, jcore.ClosedJaxpr) else ()
+                yield mesh, j, c, str(eqn.params.get("name") or "kernel"), tbs, devices
+            continue
+        if name == "core_map" and type(eqn.params["mesh"]).__name__ == "Mesh":
+            yield eqn.params["mesh"], eqn.params["jaxpr"], (), str(eqn.params.get("name")
+                                                                  or "kernel"), tbs, devices
+            continue
+        inner = dict(devices)
+        if name == "shard_map" and "mesh" in eqn.params:
+            inner.update(_mesh_axes(eqn.params["mesh"]))
+        if name == "pallas_call":
+            raise ModelError("pallas_call with a grid is not supported by the Pallas frontend",
+                             loc=_loc_from_tracebacks(tbs),
+                             hint="write Mosaic GPU kernels with plgpu.kernel")
+        for v in eqn.params.values():
+            for s in (v if isinstance(v, (tuple, list)) else [v]):
+                if isinstance(s, jcore.ClosedJaxpr):
+                    yield from _find_kernels(s.jaxpr, s.consts, tbs, inner)
+                elif isinstance(s, jcore.Jaxpr):
+                    yield from _find_kernels(s, (), tbs, inner)
+
+
+def kernels_from_jaxpr(closed, name: str, expect: str | None = None) -> list[Kernel]:
+    """Every Mosaic GPU kernel called in a traced function, as IR kernels.
+
+    The first kernel is called `name`; further ones `name#2.kernel_fn`, ... in call order.
+    """
+    found = list(_find_kernels(closed.jaxpr, closed.consts))
+    kernels = []
+    for n, (mesh, body, consts, kname, tbs, devices) in enumerate(found):
+        label = name if n == 0 else f"{name}#{n + 1}.{kname}"
+        loc = _loc_from_tracebacks(tbs)
+        tr = Translator(mesh, label, loc, expect, devices)
+        try:
+            kernels.append(tr.kernel(body, consts, tbs))
+        except ModelError:
+            raise
+        except Exception as exc:    # a construct this frontend mistranslates: never a traceback
+            at = tr.where(tr._at) if tr._at is not None else loc
+            text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            raise ModelError(
+                f"the Pallas frontend could not translate `{tr._at_primitive()}` here ({text})",
+                loc=at if at != UNKNOWN_LOC else loc,
+                hint="this is a barrierproof limitation, not a kernel bug: simplify the "
+                     "construct or report it with this line") from exc
+    return kernels
+
+
