@@ -26,10 +26,12 @@ from barrierproof.checker.symbolic.crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
 from barrierproof.checker.symbolic.terms import Unsupported
+from barrierproof.checker.symbolic.unroll import unroll_fixed_loops
 from barrierproof.checker.symbolic.invariants import Compiler, _independent_rows, nullspace
 from barrierproof.cli import main
 from barrierproof.loader import resolve
 from barrierproof.model.dsl import protocol
+from barrierproof.model.ir import Loop, iter_ops, walk
 from barrierproof.model.semantics import compile_systems
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
@@ -193,14 +195,13 @@ def test_buggy_examples_are_never_proved(ref):
 # Honest verdicts
 # ----------------------------------------------------------------------------------------------
 
-@protocol(symbolic=("steps",))
-def nested_loops(k, steps=2):
+def nested(k, steps, inner):
     k.threads(2)
     k.assume(steps >= 0)
     data = k.Barrier(num_arrivals=1)
     ack = k.Barrier(num_arrivals=1)
     with k.loop(steps):
-        with k.loop(2):
+        with k.loop(inner):
             with k.when(k.thread == 0):
                 k.barrier_arrive(data)
                 k.barrier_wait(ack)
@@ -209,10 +210,37 @@ def nested_loops(k, steps=2):
                 k.barrier_arrive(ack)
 
 
+@protocol(symbolic=("steps", "inner"))
+def nested_loops(k, steps=2, inner=2):
+    """Both trip counts symbolic: the inner loop cannot be unrolled."""
+    k.assume(inner >= 0)
+    nested(k, steps, inner)
+
+
+@protocol(symbolic=("steps",))
+def nested_concrete_inner(k, steps=2):
+    """An inner loop of 2 iterations: unrolled, then inside the fragment."""
+    nested(k, steps, 2)
+
+
 def test_outside_the_fragment_is_unknown_not_proved():
     v = prove_kernel(nested_loops.build())
     assert v.verdict == "unknown"
     assert "nested loops" in v.coverage and "no violation" in v.coverage
+
+
+def test_a_nested_loop_of_concrete_trip_count_is_unrolled_and_proved():
+    k = nested_concrete_inner.build()
+    v = prove_kernel(k)
+    assert v.verdict == "proved", v.coverage
+    for steps in range(0, 6):
+        assert check_kernel(k, dict(steps=steps)).verdict == "verified"
+    unrolled = unroll_fixed_loops(k, {})
+    loops = [s for s in walk(unrolled.body) if isinstance(s, Loop)]
+    assert len(loops) == 1 and not any(isinstance(s, Loop) for s in walk(loops[0].body))
+    # the unrolled body runs the same operations: 2 x (arrive, wait) per role and step
+    assert sum(1 for _ in iter_ops(loops[0].body)) == 2 * sum(1 for _ in iter_ops(
+        next(s for s in walk(k.body) if isinstance(s, Loop)).body))
 
 
 def test_time_limit_is_unknown_not_proved():

@@ -562,7 +562,15 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
         if r == z3.unsat:
             break
         if r == z3.unknown:
-            return result("unknown", f"Z3 could not decide consecution: {s.reason_unknown()}")
+            # The disjunction of every transition is too much at once: ask transition by
+            # transition (smaller queries; each solver keeps what it learned).
+            alive, why, more = _consecution_per_step(encoder, alive, survivors, remaining,
+                                                     query_timeout)
+            checks += more
+            if why is not None:
+                return result("unknown", f"Z3 could not decide consecution: "
+                              f"{s.reason_unknown()}; transition by transition: {why}")
+            break
         m = s.model()
         alive = survivors(m, post, alive, lambda c: flags[id(c)])
     # Safety: no error state satisfies the invariant.
@@ -581,6 +589,45 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
         return result("failed", "the invariant found does not exclude: " + "; ".join(failed[:3]),
                       invariant=alive, failed=failed)
     return result("proved", invariant=alive)
+
+
+def _consecution_per_step(encoder: Encoder, alive: list, survivors, remaining,
+                          query_timeout: float) -> tuple[list, str | None, int]:
+    """Houdini's consecution one transition at a time, until a whole round over the
+    transitions drops nothing. Returns (the inductive candidates, why undecided or None, the
+    number of queries). Candidate c is assumed through a literal, as in `houdini`."""
+    checks = 0
+    per_step = []
+    for label, pre, nxt in encoder.steps:
+        s = z3.Solver()
+        s.add(encoder.init_body, *encoder.sane, pre)
+        sub = Substitution(encoder.vars, nxt)
+        lits, flags = {}, {}
+        for i, c in enumerate(alive):
+            lits[id(c)], flags[id(c)] = z3.Bool(f"a!{i}"), z3.Bool(f"f!{i}")
+            s.add(z3.Implies(lits[id(c)], c.formula), flags[id(c)] == sub(c.formula))
+        per_step.append((label, s, nxt, lits, flags))
+    rnd = 0
+    changed = True
+    while changed:
+        changed = False
+        for label, s, nxt, lits, flags in per_step:
+            while alive:
+                if remaining() <= 0:
+                    return alive, "time limit", checks
+                goal = z3.Bool(f"g!{rnd}")
+                rnd += 1
+                s.add(z3.Implies(goal, z3.Or([z3.Not(flags[id(c)]) for c in alive])))
+                s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
+                checks += 1
+                r = s.check(goal, *[lits[id(c)] for c in alive])
+                if r == z3.unsat:
+                    break
+                if r == z3.unknown:
+                    return alive, f"{label}: {s.reason_unknown()}", checks
+                alive = survivors(s.model(), nxt, alive, lambda c: flags[id(c)])
+                changed = True
+    return alive, None, checks
 
 
 def explain_drop(encoder: Encoder, candidates: list[Candidate], pattern: str, rounds: int = 400):
