@@ -26,7 +26,7 @@ from barrierproof.checker.symbolic.crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
 from barrierproof.checker.symbolic.terms import Unsupported
-from barrierproof.checker.symbolic.unroll import unroll_fixed_loops
+from barrierproof.checker.symbolic.unroll import split_ring_arrays, unroll_fixed_loops
 from barrierproof.checker.symbolic.invariants import Compiler, _independent_rows, nullspace
 from barrierproof.cli import main
 from barrierproof.loader import resolve
@@ -67,6 +67,10 @@ PROVED = {
     "cutlass.py::pipeline_tma_async": grid(stages=[1, 2, 3], consumers=[1, 2],
                                            steps=range(0, 6)),
     "cluster.py::cluster_exchange": grid(steps=range(0, 7)),
+    "patterns/hopper_ws.py::hopper_ws_matmul": grid(stages=[1, 2, 3], steps=range(0, 6)),
+    # order[depth, groups]: one ring of `depth` barriers per group, the loop over groups unrolled
+    "patterns/ordered_sequence.py::ordered_sequence_2wg": grid(depth=[1, 2, 3], turns=range(0, 7)),
+    "patterns/ordered_sequence.py::ordered_sequence_3wg": grid(depth=[1, 2, 3], turns=range(0, 6)),
 }
 
 
@@ -241,6 +245,18 @@ def test_a_nested_loop_of_concrete_trip_count_is_unrolled_and_proved():
     # the unrolled body runs the same operations: 2 x (arrive, wait) per role and step
     assert sum(1 for _ in iter_ops(loops[0].body)) == 2 * sum(1 for _ in iter_ops(
         next(s for s in walk(k.body) if isinstance(s, Loop)).body))
+
+
+def test_an_array_with_one_symbolic_dimension_is_split_into_rings():
+    k = kernel("patterns/ordered_sequence.py::ordered_sequence_2wg")
+    fixed = {}
+    rings = split_ring_arrays(unroll_fixed_loops(k, fixed), fixed)
+    assert [a.name for a in rings.barriers] == ["order[:, 0]", "order[:, 1]"]
+    assert all(len(a.shape) == 1 for a in rings.barriers)
+    for values in (dict(depth=1, turns=3), dict(depth=2, turns=4), dict(depth=3, turns=2)):
+        # the same program: the same verdict and the same number of states
+        a, b = check_kernel(k, values), check_kernel(rings, values)
+        assert a.verdict == b.verdict == "verified" and a.states == b.states
 
 
 def test_time_limit_is_unknown_not_proved():
