@@ -217,7 +217,22 @@ class TauSearch:
                     later = [u for u in range(n) if u not in done]
                     free = [v for v in ready if not any(
                         waits[v] & signals[u] for u in later if u != v)]
-                    v = min(free or ready)
+                    if free:
+                        v = min(free)
+                    else:
+                        # every ready wait expects a later arrival: go on with the role whose
+                        # later nodes arrive on what the other ready nodes wait for, a guarded
+                        # wait first (a slot-reuse wait, skipped while the ring is not full)
+                        def unblocks(v):
+                            role = self.nodes[v].members[0][0] if self.nodes[v].members else -1
+                            mine = set().union(*[signals[u] for u in later if any(
+                                m[0] == role for m in self.nodes[u].members)])
+                            return len(mine & set().union(*[waits[u] for u in ready
+                                                             if u != v]))
+                        def guarded(v):
+                            return any(self.frag.roles[r].items[i].conds
+                                       for r, i in self.nodes[v].members)
+                        v = max(ready, key=lambda x: (unblocks(x), guarded(x), -x))
                 elif prefer == "low":
                     v = min(ready, key=lambda x: min(m[0] for m in self.nodes[x].members or
                                                      [(0, 0)]))
@@ -296,17 +311,7 @@ class TauSearch:
                 seen.add(key)
                 results.append({m: list(ranks[m]) for m, _ in seqs})
 
-        # Each member's iteration in one piece, members in every order (a cluster's
-        # contributors, then its reducer): few candidates, and often the right one.
-        if len(seqs) <= 4:
-            for perm in itertools.permutations(range(len(seqs))):
-                ranks, taken = {}, 0
-                for j in perm:
-                    m, length = seqs[j]
-                    ranks[m] = list(range(taken, taken + length))
-                    taken += length
-                add(ranks)
-        # then interleavings, waits last among ready operations first
+        # interleavings, waits last among ready operations first
         count = 0
 
         def is_wait(m, k):
@@ -331,6 +336,16 @@ class TauSearch:
                 pos[j] -= 1
                 ranks[m].pop()
         rec([0] * len(seqs), 0, {m: [] for m, _ in seqs})
+        # then each member's iteration in one piece, members in every order (a cluster's
+        # contributors, then its reducer)
+        if len(seqs) <= 4:
+            for perm in itertools.permutations(range(len(seqs))):
+                ranks, taken = {}, 0
+                for j in perm:
+                    m, length = seqs[j]
+                    ranks[m] = list(range(taken, taken + length))
+                    taken += length
+                add(ranks)
         yield from results
 
     def candidates(self, limit: int = 3000) -> Iterator[Tau]:
