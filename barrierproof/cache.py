@@ -11,7 +11,11 @@ The key is a SHA-256 over everything a verdict can depend on:
 
 Only conclusive verdicts are stored (proved, verified, violation; unknown from the explorer).
 Bounded verdicts depend on time and memory, errors on the machine: they are always recomputed.
-Entries are JSON files named by their key, written atomically; a corrupt entry is a miss.
+Entries are JSON files named by their key, written atomically. Each carries a SHA-256 digest of
+its own content (key and verdict) and is read back only if the digest matches and the verdict has
+the shape of one (schema.py): a corrupt, truncated or hand-edited entry is a miss, never a served
+verdict. (The digest guards against accidents and casual edits, not against someone who recomputes
+it: the cache directory is as trusted as the source tree.)
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from typing import Any, Callable, Mapping
 from .checker.check import Options
 from .checker.verdict import Diagnostic, Verdict
 from .model.interpreter import Trace
+from .schema import check_verdict
 from .model.ir import Kernel
 
-FORMAT = 1   # of the entries; bump when Verdict's JSON changes incompatibly
+FORMAT = 2   # of the entries; bump when Verdict's JSON changes incompatibly
 CACHED_VERDICTS = {"proved", "verified", "violation"}
 # CLI arguments that cannot change a verdict (reporting) or are keyed elsewhere (the options).
 NOT_KEYED = {"format", "output", "quiet", "progress", "no_cache", "cache_dir", "trace_dir", "run",
@@ -143,6 +148,12 @@ def verdict_from_json(data: dict) -> Verdict:
     return Verdict(diagnostics=diags, trace=trace, **fields)
 
 
+def entry_digest(key: str, verdict: Any) -> str:
+    """SHA-256 of an entry's content, in a canonical JSON form."""
+    text = json.dumps({"key": key, "verdict": verdict}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class Cache:
     """Verdicts on disk under `directory`, one JSON file per key."""
 
@@ -156,12 +167,16 @@ class Cache:
 
     def get(self, key: str) -> Verdict | None:
         try:
-            with open(self._path(key)) as f:
+            with open(self._path(key), encoding="utf-8") as f:
                 entry = json.load(f)
-            if entry.get("key") != key:
+            if not isinstance(entry, dict) or entry.get("key") != key or \
+                    entry.get("digest") != entry_digest(key, entry.get("verdict")):
+                return None
+            check_verdict(entry["verdict"])
+            if entry["verdict"]["verdict"] not in CACHED_VERDICTS | {"unknown"}:
                 return None
             return verdict_from_json(entry["verdict"])
-        except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
             return None
 
     def put(self, key: str, verdict: Verdict) -> None:
@@ -171,7 +186,8 @@ class Cache:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
             with os.fdopen(fd, "w") as f:
-                json.dump({"key": key, "verdict": verdict.to_json()}, f)
+                data = verdict.to_json()
+                json.dump({"key": key, "verdict": data, "digest": entry_digest(key, data)}, f)
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only or full disk costs a re-check next time, nothing else

@@ -9,18 +9,23 @@ import argparse
 import importlib
 import json
 import os
-import signal
+import re
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Sequence
 
+from . import __version__
 from .checker.check import Options, check_kernel, error_verdict
 from .checker.engines.explore import Limits
 from .checker.report.text import timeline
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
+from . import guard
+from .guard import GRACE_SECONDS, Interrupts, LimitReached, Watchdog
 from .loader import Target, resolve
 from .model.ir import Kernel, ModelError
+from .validate import check_args, check_codes, writable_dir
 
 # Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
 ENGINES = {
@@ -28,6 +33,10 @@ ENGINES = {
     "tlc": ("barrierproof.checker.engines.tlc", "check_kernel_tlc"),
     "symbolic": ("barrierproof.checker.symbolic.prove", "prove_kernel"),
 }
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
 
 
 def _fail(message: str, hint: str | None = None) -> int:
@@ -49,10 +58,9 @@ def parse_params(items: Sequence[str]) -> dict[str, int]:
     return params
 
 
-def parse_codes(text: str | None) -> frozenset[str]:
-    if not text:
-        return frozenset()
-    return frozenset(c.strip().upper() for c in text.split(",") if c.strip())
+def parse_codes(text: str | None, flag: str = "--select/--ignore") -> frozenset[str]:
+    """Codes of --select/--ignore; an unknown one is an input error, never a silent pass."""
+    return check_codes(text, flag)
 
 
 def _engine(name: str) -> Callable | None:
@@ -101,27 +109,6 @@ class _Progress:
             self.status = None
 
 
-class _Interrupts:
-    """Ctrl-C ends the search under way with a `bounded` verdict (the explorer turns it into
-    one); remember it, so the protocols not yet checked are reported as such, not run."""
-
-    def __enter__(self) -> "_Interrupts":
-        self.seen = False
-        try:
-            self.previous = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:      # not the main thread: leave Ctrl-C alone
-            self.previous = None
-        return self
-
-    def _handler(self, signum, frame):
-        self.seen = True
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-
-
 def _not_checked(target: Target, why: str) -> Verdict:
     return Verdict(target.name, "bounded", source=target.ref, coverage=why,
                    expected=target.expect)
@@ -138,22 +125,46 @@ def _error_or_violation(target: Target, err: ModelError, name: str | None = None
     return verdict
 
 
+def _stopped(target: Target, name: str, ref: str, what: str, engine: str) -> Verdict:
+    """The watchdog stopped a build or an engine: a limit, so `bounded` (`unknown` for the
+    prover, whose verdicts have no partial coverage)."""
+    kind = "unknown" if engine == "symbolic" else "bounded"
+    verdict = Verdict(name, kind, source=ref, coverage=f"stopped: {what}; nothing was concluded",
+                      expected=target.expect, engine=engine)
+    if engine == "symbolic" and "wall-clock" in what:
+        verdict.notes.append("the prover's work budget for this --timeout was not spent: its "
+                             "verdict depends on input and budget only, but this machine was "
+                             "too slow to spend it in time; a larger --timeout gives it room")
+    return verdict
+
+
 def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 engine: str, args, progress: _Progress, cache=None,
-                interrupts: _Interrupts | None = None) -> list[Verdict]:
+                interrupts: Interrupts | None = None) -> list[Verdict]:
     verdicts = []
     engine_fn = _engine(engine)
     used: set[str] = set()
+    build_failed = False
+    limits = options.limits
+    # The engines keep their own limits; the watchdog is the net behind them.
+    net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
+    net_text = None if net is None else (
+        f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
         progress.label = target.name
         try:
             kernels = target.build_all()
         except ModelError as err:
             kernels = []
+            build_failed = True
             verdicts.append(_error_or_violation(target, err))
+        except LimitReached as stop:
+            kernels = []
+            build_failed = True
+            verdicts.append(_stopped(target, target.name, target.ref, stop.what, engine))
         except KeyboardInterrupt:
             kernels = []
-            verdicts.append(_not_checked(target, "interrupted (Ctrl-C) before a verdict"))
+            verdicts.append(_not_checked(target, f"{_why(interrupts)} before a verdict"))
             if interrupts is not None:
                 interrupts.seen = True
         for i, kernel in enumerate(kernels):
@@ -167,15 +178,19 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 used |= set(kp)
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
-                    if engine_fn is None:
-                        return check_kernel(kernel, kp, options, ref)
-                    return engine_fn(kernel, kp, options, ref, args)
+                    with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
+                                  f"checking {kernel.name}", net_text):
+                        if engine_fn is None:
+                            return check_kernel(kernel, kp, options, ref)
+                        return engine_fn(kernel, kp, options, ref, args)
                 verdict = compute() if cache is None else \
                     cache.check(kernel, kp, options, engine, ref, args, compute)
             except ModelError as err:
                 verdict = _error_or_violation(target, err, kernel.name, ref)
+            except LimitReached as stop:
+                verdict = _stopped(target, kernel.name, ref, stop.what, engine)
             except KeyboardInterrupt:
-                verdict = _not_checked(target, "interrupted (Ctrl-C) before a verdict")
+                verdict = _not_checked(target, f"{_why(interrupts)} before a verdict")
                 if interrupts is not None:
                     interrupts.seen = True
             finally:
@@ -184,23 +199,49 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
             if interrupts is not None and interrupts.seen:
                 break
         if interrupts is not None and interrupts.seen:
-            verdicts += [_not_checked(t, "not checked: interrupted (Ctrl-C)")
+            verdicts += [_not_checked(t, f"not checked: {_why(interrupts)}")
                          for t in targets[n + 1:]]
             return verdicts
     unused = sorted(set(params) - used - set(getattr(args, "config_only_params", ())))
-    if unused and targets:
+    # A protocol that failed to build may be the one with the parameter: its error says more.
+    if unused and targets and not build_failed:
         raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
                          hint="check the spelling of --param")
     return verdicts
 
 
+def _why(interrupts: Interrupts | None) -> str:
+    return interrupts.why() if interrupts is not None else "interrupted (Ctrl-C)"
+
+
+def trace_file_names(verdicts: list[Verdict]) -> dict[int, str]:
+    """A file name per verdict with a trace: the protocol's name reduced to [A-Za-z0-9._-] (no
+    `/`, no `..`: the file stays inside --trace-dir), numbered when two would collide.
+
+    >>> v = lambda n: Verdict(n, "violation", trace=object())
+    >>> sorted(trace_file_names([v("ring"), v("ring"), v("../x/y"), v("")]).values())
+    ['protocol.trace.json', 'ring-2.trace.json', 'ring.trace.json', 'x_y.trace.json']
+    """
+    names: dict[int, str] = {}
+    taken: set[str] = set()
+    for i, v in enumerate(verdicts):
+        if v.trace is None:
+            continue
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", v.name).strip("._-")[:100] or "protocol"
+        name, n = stem, 1
+        while name.lower() in taken:        # case-insensitive file systems collide too
+            n += 1
+            name = f"{stem}-{n}"
+        taken.add(name.lower())
+        names[i] = f"{name}.trace.json"
+    return names
+
+
 def _write_traces(verdicts: list[Verdict], directory: str) -> None:
     os.makedirs(directory, exist_ok=True)
-    for v in verdicts:
-        if v.trace is not None:
-            path = os.path.join(directory, f"{v.name}.trace.json")
-            with open(path, "w") as f:
-                f.write(v.trace.dumps())
+    for i, name in trace_file_names(verdicts).items():
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            f.write(verdicts[i].trace.dumps())
 
 
 def exit_code(verdicts: list[Verdict], expect: bool = False) -> int:
@@ -234,74 +275,192 @@ def cmd_check(args, engine: str | None = None) -> int:
     if not args.paths:
         return _fail("nothing to check", "give PATH arguments, or `paths` under "
                      "[tool.barrierproof] in pyproject.toml")
+    check_args(args)         # flags and config values alike, before any user code runs
     params = parse_params(args.param)
+    if not args.no_cache and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
+        writable_dir(args.cache_dir, "--cache-dir")
     limits = Limits(max_states=args.max_states, max_depth=args.max_depth, timeout=args.timeout,
                     max_memory_mb=args.max_memory)
     progress = _Progress((sys.stderr.isatty() or args.progress) and not args.quiet,
                          live=sys.stderr.isatty())
-    options = Options(limits, not args.no_reduction, parse_codes(args.ignore),
-                      parse_codes(args.select) or None, progress.callback)
-    targets: list[Target] = []
-    for spec in args.paths:
-        targets += resolve(spec)
-    if not targets:
-        return _fail(f"no protocols found in {' '.join(args.paths)}",
-                     "define protocols with @protocol, or name Pallas kernels in EXPECT")
+    options = Options(limits, not args.no_reduction, parse_codes(args.ignore, "--ignore"),
+                      parse_codes(args.select, "--select") or None, progress.callback)
+    for spec in args.paths:     # every path exists before any file is imported
+        path = spec.partition("::")[0]
+        if not os.path.exists(path):
+            raise ModelError(f"{path} does not exist",
+                             hint="give a .py file, a directory, or file.py::NAME")
+    guard.budget = (limits.timeout, limits.max_memory_mb)
     from .cache import Cache
     cache = None if args.no_cache else Cache(args.cache_dir)
-    with _Interrupts() as interrupts:
-        verdicts = run_targets(targets, params, options, engine or args.engine, args, progress,
-                               cache, interrupts)
-    if cache is not None and cache.hits and not args.quiet:
-        where = os.path.relpath(args.cache_dir)
-        print(f"{cache.hits} of {len(verdicts)} verdicts from the cache "
-              f"({args.cache_dir if where.startswith('..') else where}); "
-              "--no-cache checks again", file=sys.stderr)
-    if args.trace_dir:
-        _write_traces(verdicts, args.trace_dir)
-    if args.format == "text" and not args.output and sys.stdout.isatty():
-        from .checker.report.console import print_report
-        print_report(verdicts)
-        return exit_code(verdicts, args.expect)
-    text = render(args.format, verdicts, args.expect)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    return exit_code(verdicts, args.expect)
+    with Interrupts() as interrupts:
+        guard.current = interrupts
+        try:
+            targets, verdicts = _collect(args.paths, interrupts)
+            if not targets and not verdicts:
+                return _fail(f"no protocols found in {' '.join(args.paths)}",
+                             "define protocols with @protocol, or name Pallas kernels in EXPECT")
+            if not interrupts.seen:
+                verdicts += run_targets(targets, params, options, engine or args.engine, args,
+                                        progress, cache, interrupts)
+        finally:
+            guard.current = None
+            interrupts.quiet()      # the report below is written whatever arrives now
+        if cache is not None and cache.hits and not args.quiet:
+            where = os.path.relpath(args.cache_dir)
+            print(f"{cache.hits} of {len(verdicts)} verdicts from the cache "
+                  f"({args.cache_dir if where.startswith('..') else where}); "
+                  "--no-cache checks again", file=sys.stderr)
+        return _report(verdicts, args)
+
+
+def _collect(specs: list[str], interrupts: Interrupts) -> tuple[list[Target], list[Verdict]]:
+    """The targets of every path. A file that cannot be imported is its own `error` verdict
+    when several paths are given (one file must not hide the others), a plain input error when
+    it is the only one; a signal while importing reports what was not reached as `bounded`."""
+    targets: list[Target] = []
+    for n, spec in enumerate(specs):
+        try:
+            targets += resolve(spec)
+        except (ModelError, LimitReached) as err:
+            if len(specs) == 1 and isinstance(err, ModelError):
+                raise
+            from .loader import _broken_target
+            targets.append(_broken_target(spec.partition("::")[0], err))
+        except KeyboardInterrupt:
+            interrupts.seen = True
+            left = [Verdict(Path(s.partition("::")[0]).stem or s, "bounded", source=s,
+                            coverage=f"not checked: {interrupts.why()} while importing")
+                    for s in specs[n:]]
+            return [], [_not_checked(t, f"not checked: {interrupts.why()}")
+                        for t in targets] + left
+    return targets, []
+
+
+def _report(verdicts: list[Verdict], args) -> int:
+    """Traces, then the report: a write that fails now (a full disk) is an input error with a
+    message, never a traceback that loses the verdicts."""
+    code = exit_code(verdicts, args.expect)
+    try:
+        if args.trace_dir:
+            _write_traces(verdicts, args.trace_dir)
+        if args.format == "text" and not args.output and sys.stdout.isatty():
+            from .checker.report.console import print_report
+            print_report(verdicts)
+            return code
+        text = render(args.format, verdicts, args.expect)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    except OSError as err:
+        where = err.filename or args.output or args.trace_dir
+        return _fail(f"cannot write {where}: {err.strerror or err}",
+                     "check the disk and the path; the verdicts were "
+                     + ", ".join(f"{v.name} {v.label}" for v in verdicts[:5])
+                     + (" ..." if len(verdicts) > 5 else ""))
+    return code
+
+
+def _load_traces(path: str) -> list[dict]:
+    """The traces in a file: one trace (`check --trace-dir`), or every counterexample of a JSON
+    report (`check --format json`). Shapes are checked (schema.py) before anything runs."""
+    from .schema import ShapeError, check_trace, check_verdict
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as err:
+        raise ModelError(f"cannot read {path}: {err.strerror or err}") from None
+    except (ValueError, RecursionError) as err:
+        raise ModelError(f"{path} is not JSON ({str(err)[:120]})",
+                         hint="give a trace written by `check --trace-dir DIR`") from None
+    try:
+        if isinstance(data, list):      # a JSON report: its verdicts' counterexamples
+            for i, item in enumerate(data):
+                try:
+                    check_verdict(item)
+                except ShapeError as err:
+                    raise ShapeError(f"$[{i}]{str(err)[1:]}") from None
+            traces = [v["trace"] for v in data if v.get("trace")]
+            if not traces:
+                raise ModelError(f"{path} is a report without counterexamples: nothing to replay")
+            return traces
+        check_trace(data)
+        return [data]
+    except ShapeError as err:
+        raise ModelError(f"{path} is not a barrierproof trace: {err}",
+                         hint="write one with `check --trace-dir DIR` or `--format json`") from None
+
+
+def _replay_source(trace_path: str, source: str | None, given: str | None) -> str:
+    """The protocol a trace is replayed on: `--protocol` when given; else the trace's own
+    `source`, but only a .py file below the working directory (the directory `check` ran in):
+    a trace is data, and replaying it must not import a file the user did not point at."""
+    if given:
+        return given
+    if not source:
+        raise ModelError(f"{trace_path} does not say which protocol it belongs to",
+                         hint="pass --protocol PATH::NAME")
+    path = source.partition("::")[0]
+    full = os.path.realpath(path)
+    inside = not os.path.relpath(full, os.path.realpath(os.getcwd())).startswith("..")
+    if not path.endswith(".py") or os.path.isabs(path) or not inside:
+        raise ModelError(f"{trace_path} names {source!r}, which is not a .py file below the "
+                         "working directory; it is not imported",
+                         hint="pass --protocol PATH::NAME to say which protocol to replay on")
+    if not os.path.isfile(path):
+        raise ModelError(f"{trace_path} was written for {source} (relative to the directory "
+                         f"`check` ran in), which is not in {os.getcwd()}",
+                         hint="run replay from that directory, or pass --protocol PATH::NAME")
+    return source
 
 
 def cmd_replay(args) -> int:
+    codes = []
+    for data in _load_traces(args.trace):
+        codes.append(_replay_one(args, data))
+    for code in (3, 1, 2):
+        if code in codes:
+            return code
+    return 0
+
+
+def _replay_one(args, data: dict) -> int:
+    from .checker.report.safe import printable, printable_copy
     from .model.interpreter import ReplayError, Trace, replay
     from .model.semantics import System
     try:
-        with open(args.trace) as f:
-            trace = Trace.from_json(json.load(f))
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        trace = Trace.from_json(data)
+    except TypeError as err:
         return _fail(f"{args.trace}: not a barrierproof trace ({err})",
                      "write one with `check --trace-dir DIR` or `--format json`")
-    if not trace.source:
-        return _fail(f"{args.trace} does not say which protocol it belongs to")
-    targets = resolve(trace.source)
-    kernel = targets[0].build()
-    system = System(kernel, trace.params, trace.grid_position)
+    source = _replay_source(args.trace, trace.source, args.protocol)
+    shown = printable(source)
+    targets = resolve(source)
+    if len(targets) != 1:
+        return _fail(f"{shown} names {len(targets)} protocols; a trace replays on one",
+                     "pass --protocol PATH::NAME")
+    with guard.user_code(targets[0].path, f"building {targets[0].name}"):
+        kernel = targets[0].build()
     try:
+        system = System(kernel, trace.params, trace.grid_position)
         run = replay(system, trace.actions)
-    except ReplayError as err:
-        return _fail(f"{args.trace} does not replay on {trace.source}: {err}",
+    except (ReplayError, ModelError) as err:
+        return _fail(f"{args.trace} does not replay on {shown}: {printable(str(err))}",
                      "the protocol changed since the trace was written; check it again")
-    replayed = run.trace(trace.source)
-    print(f"{trace.source}: replayed {len(replayed.steps)} steps -> {run.outcome}"
+    replayed = printable_copy(run.trace(source))
+    print(f"{shown}: replayed {_steps(len(replayed.steps))} -> {run.outcome}"
           + (f" {run.violation.code} {run.violation.message}" if run.violation else ""))
     print(timeline(replayed))
     for d in (run.violation.details if run.violation else []):
-        print(f"  {d}")
+        print(f"  {printable(d)}")
     claimed = (trace.violation or {}).get("code")
     got = run.violation.code if run.violation else None
     if claimed != got:
         return _fail(f"{args.trace} does not replay to what it claims: "
-                     f"{claimed or trace.outcome}, but the run ends {got or run.outcome}")
+                     f"{printable(str(claimed or trace.outcome))}, but the run ends "
+                     f"{got or run.outcome}")
     return 1 if run.violation else 0
 
 
@@ -316,7 +475,7 @@ def cmd_run(args) -> int:
             kernel = target.build()
             system = compile_systems(kernel, _params_for(kernel, params))[0]
             run = random_run(system, args.seed, args.max_steps)
-            print(f"{target.ref}: random schedule (seed {args.seed}), {len(run.actions)} steps "
+            print(f"{target.ref}: random schedule (seed {args.seed}), {_steps(len(run.actions))} "
                   f"-> {run.outcome}" + (f" {run.violation.code} {run.violation.message}"
                                          if run.violation else ""))
             print(timeline(run.trace(target.ref)))
@@ -382,6 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="barrierproof",
         description="Prove GPU barrier protocols deadlock-free, or show the shortest "
                     "interleaving that breaks them.")
+    parser.add_argument("--version", action="version", version=f"barrierproof {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("check", help="check protocols and kernels exhaustively")
@@ -397,7 +557,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=lambda a: cmd_check(a, "symbolic"))
 
     p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
-    p.add_argument("trace", metavar="TRACE.json")
+    p.add_argument("trace", metavar="TRACE.json",
+                   help="a trace from `check --trace-dir`, or a JSON report (`--format json`)")
+    p.add_argument("--protocol", metavar="PATH::NAME",
+                   help="replay on this protocol (default: the trace's source, if it is a .py "
+                        "file below the working directory)")
     p.set_defaults(run=cmd_replay)
 
     p = sub.add_parser("run", help="run one random schedule on the interpreter")
@@ -437,6 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_args(args)
         return args.run(args)
     except ModelError as err:
         return _fail(str(err))

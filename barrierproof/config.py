@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .model.ir import Loc, ModelError
+from .validate import check_codes, check_limit
 
 SECTION = "barrierproof"
 # Built-in defaults, used where neither a flag nor the file says.
@@ -86,10 +87,25 @@ def _load_toml(path: str) -> dict:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except OSError as err:
-        raise ModelError(f"cannot read {path}: {err.strerror}", loc=Loc(path, 0)) from None
+        raise ModelError(f"cannot read {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
-        raise ModelError(f"{path} is not valid TOML: {err}", loc=Loc(path, 0),
+        line = getattr(err, "lineno", None) or _toml_line(str(err), path)
+        raise ModelError(f"not valid TOML: {getattr(err, 'msg', err)}", loc=Loc(path, line),
                          hint="fix the file, or pass --no-config") from None
+    except UnicodeDecodeError:
+        raise ModelError("not valid TOML: the file is not UTF-8", loc=Loc(path, 1),
+                         hint="fix the file, or pass --no-config") from None
+
+
+def _toml_line(message: str, path: str) -> int:
+    """tomllib before Python 3.14 puts the line only in its message: `... (at line 3, column 5)`
+    or `(at end of document)`."""
+    import re
+    found = re.search(r"line (\d+)", message)
+    if found:
+        return int(found.group(1))
+    with open(path, "rb") as f:
+        return max(1, f.read().count(b"\n"))
 
 
 def find_config(start: str | None = None) -> str | None:
@@ -107,14 +123,42 @@ def find_config(start: str | None = None) -> str | None:
 
 def _codes(value, path: str, key: str) -> str:
     if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(c, str) for c in value):
-        return ",".join(value)
-    raise _bad(path, key)
+        text = value
+    elif isinstance(value, list) and all(isinstance(c, str) for c in value):
+        text = ",".join(value)
+    else:
+        raise _bad(path, key)
+    check_codes(text, f"[tool.barrierproof] {key}", _loc(path, key))
+    return text
+
+
+def _loc(path: str, key: str | None = None) -> Loc:
+    """The line of `key` in the [tool.barrierproof] table (or of the table's header): where a
+    user's editor should jump, never line 0."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return Loc(path, 1)
+    header = None
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if text.startswith("[") and not text.startswith("[["):
+            inside = text.strip("[] ").replace(" ", "")
+            if header is not None and not inside.startswith(f"tool.{SECTION}"):
+                break       # past the table: the key was not written in it
+            if inside == f"tool.{SECTION}":
+                header = n
+            continue
+        if header is not None and key is not None:
+            name = text.partition("=")[0].strip().strip('"\'')
+            if name in (key, key.replace("-", "_")):
+                return Loc(path, n)
+    return Loc(path, header or 1)
 
 
 def _bad(path: str, key: str) -> ModelError:
-    return ModelError(f"[tool.barrierproof] {key} must be {KEYS[key][1]}", loc=Loc(path, 0),
+    return ModelError(f"[tool.barrierproof] {key} must be {KEYS[key][1]}", loc=_loc(path, key),
                       hint=f"see `barrierproof check --help` for what {key} means")
 
 
@@ -130,14 +174,14 @@ def load_config(path: str) -> Config:
     """Read and check one file's [tool.barrierproof] table."""
     table = _load_toml(path).get("tool", {}).get(SECTION, {})
     if not isinstance(table, dict):
-        raise ModelError("[tool.barrierproof] must be a table", loc=Loc(path, 0))
+        raise ModelError("[tool.barrierproof] must be a table", loc=_loc(path))
     root = os.path.dirname(os.path.abspath(path))
     values: dict[str, Any] = {}
     for raw_key, value in table.items():
         key = raw_key.replace("_", "-")
         if key not in KEYS:
             raise ModelError(f"[tool.barrierproof] has an unknown key {raw_key!r}",
-                             loc=Loc(path, 0), hint=f"known keys: {', '.join(KEYS)}")
+                             loc=_loc(path, raw_key), hint=f"known keys: {', '.join(KEYS)}")
         dest = KEYS[key][0]
         if key == "paths":
             if not (isinstance(value, list) and all(isinstance(p, str) for p in value)):
@@ -150,12 +194,8 @@ def load_config(path: str) -> Config:
             value = [f"{k}={v}" for k, v in value.items()]
         elif key in ("select", "ignore"):
             value = _codes(value, path, key)
-        elif key in ("max-states", "max-depth", "max-memory"):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise _bad(path, key)
-        elif key == "timeout":
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise _bad(path, key)
+        elif key in ("max-states", "max-depth", "max-memory", "timeout"):
+            check_limit(dest, value, _loc(path, raw_key), f"[tool.barrierproof] {key}")
         elif key in ("reduction", "expect", "cache"):
             if not isinstance(value, bool):
                 raise _bad(path, key)
@@ -181,7 +221,8 @@ def apply_config(args) -> Config:
         config = Config(None)
     elif getattr(args, "config", None):
         if not os.path.isfile(args.config):
-            raise ModelError(f"--config {args.config}: no such file")
+            raise ModelError(f"--config {args.config}: no such file",
+                             hint="name a pyproject.toml, or pass --no-config")
         config = load_config(args.config)
     else:
         found = find_config()

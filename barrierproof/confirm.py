@@ -347,6 +347,12 @@ def _child(targets: Sequence[str], quiet: float) -> None:
         try:
             module = pallas.import_file(path)
             fn = getattr(module, name, None)
+            from barrierproof.model.dsl import Protocol
+            if isinstance(fn, Protocol):
+                _report("error", f"{path}::{name} is a DSL protocol, not a Pallas kernel: "
+                        "confirm runs kernels in JAX's interpret mode; check or prove a "
+                        "protocol instead", final=False)
+                continue
             if fn is None or not callable(fn):
                 _report("error", f"{path} has no function {name}", final=False)
                 continue

@@ -10,12 +10,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .guard import LimitReached, user_code
 from .model.dsl import Protocol
 from .model.ir import Kernel, Loc, ModelError
 
@@ -67,11 +69,12 @@ def import_file(path: str):
     sys.modules[name] = module
     sys.path.insert(0, os.path.dirname(path))
     try:
-        spec.loader.exec_module(module)
+        with user_code(path, f"importing {os.path.basename(path)}"):
+            spec.loader.exec_module(module)
     except BaseException as err:  # the user's code: any error is an input error
         sys.modules.pop(name, None)
-        if isinstance(err, (KeyboardInterrupt, SystemExit)):
-            raise
+        if isinstance(err, (KeyboardInterrupt, LimitReached)):
+            raise               # a signal, or the watchdog: the caller reports it
         raise _user_error(err, path) from None
     finally:
         sys.path.remove(os.path.dirname(path))
@@ -81,7 +84,8 @@ def import_file(path: str):
 def _dsl_target(path: str, name: str, proto: Protocol) -> Target:
     def build() -> Kernel:
         try:
-            return proto.build()
+            with user_code(path, f"building {name}"):
+                return proto.build()
         except Exception as err:  # an error in the protocol body
             raise _user_error(err, path) from None
     return Target(f"{path}::{name}", proto.name, "dsl", build, proto.expect, path)
@@ -93,19 +97,43 @@ def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Ta
         check_expect(expect, name, expect_loc(path))
     def build() -> Kernel:
         from .model import pallas  # jax is imported only for Pallas kernels
-        return pallas.trace_function(fn, name=name, path=path)
+        with user_code(path, f"tracing {name}"):
+            return pallas.trace_function(fn, name=name, path=path)
 
     def build_many() -> list[Kernel]:
         from .model import pallas
-        return pallas.load(fn, name=name)
+        with user_code(path, f"tracing {name}"):
+            return pallas.load(fn, name=name)
     return Target(f"{path}::{name}", name, "pallas", build, expect, path, build_many)
 
 
-def _broken_target(path: str, err: ModelError) -> Target:
+def _broken_target(path: str, err: BaseException) -> Target:
+    """A file that could not be loaded: its error (or the limit it hit) is its verdict."""
     def build() -> Kernel:
         raise err
     return Target(path, Path(path).stem, "error", build, None, path)
 
+
+# `check DIR` collects, like pytest's rules but for protocols: .py files whose text declares a
+# protocol (`@protocol`) or names kernels (`EXPECT = ...`); never tests, conftest.py, setup.py,
+# or names starting with `_` or `.` (files and directories). Other files are not imported.
+SKIPPED_FILES = ("conftest.py", "setup.py", "noxfile.py")
+DECLARES = re.compile(rb"^[ \t]*@[\w.]*protocol\b|^EXPECT\s*(:[^=\n]*)?=", re.M)
+
+
+def collected(file: Path, root: Path) -> bool:
+    """Does `check DIR` import this file? (See the rules above.)"""
+    name = file.name
+    if name.startswith(("_", ".")) or name in SKIPPED_FILES or name.startswith("test_") \
+            or name.endswith("_test.py"):
+        return False
+    if any(p.startswith((".", "_")) for p in file.relative_to(root).parts[:-1]):
+        return False
+    try:
+        with open(file, "rb") as f:
+            return DECLARES.search(f.read()) is not None
+    except OSError:
+        return True     # unreadable: importing it reports why
 
 def targets_in_module(path: str, module, only: str | None = None) -> list[Target]:
     found: list[Target] = []
@@ -146,12 +174,11 @@ def resolve(spec: str) -> list[Target]:
             raise ModelError(f"{spec}: ::NAME needs a file, not a directory")
         out: list[Target] = []
         for file in sorted(Path(path).rglob("*.py")):
-            if file.name.startswith(("_", ".")) or any(p.startswith((".", "_"))
-                                                       for p in file.relative_to(path).parts[:-1]):
+            if not collected(file, Path(path)):
                 continue
             try:
                 out += targets_in_module(str(file), import_file(str(file)))
-            except ModelError as err:  # one broken file must not hide the others' verdicts
+            except (ModelError, LimitReached) as err:  # one broken file must not hide the others
                 out.append(_broken_target(str(file), err))
         return out
     module = import_file(path)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..model.interpreter import ReplayError, replay
-from ..model.ir import Kernel, ModelError
+from ..model.ir import Kernel, ModelError, evaluate
 from ..model.semantics import (CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size,
                                static_findings)
 from .engines.explore import Limits, explore
@@ -30,6 +30,20 @@ HELP = {
     "BP120": "keep barrier indices within num_barriers and index array barriers",
     "BP121": "keep arrival counts and tx-counts within the mbarrier's range",
     "BP130": "expect_tx must equal the bytes that land on the barrier",
+    "BP140": "give a named barrier a thread count of whole warps (a multiple of 32) no larger "
+             "than the block",
+    "BP141": "every blocking participant of an aligned bar.sync phase must run the same "
+             "instruction with its whole warp: sync after the branches rejoin, or use the "
+             "unaligned barrier.sync (aligned=False)",
+    "BP142": "use one thread count for every arrival on a named barrier id, equal to the threads "
+             "that arrive in each phase",
+    "BP143": "named barrier ids run from 0 to 15: reuse an id whose earlier phases are done",
+    "BP144": "a thread that arrives on a named barrier must not exit while its phase waits: "
+             "arrive in every iteration on every path, or sync (arrive_and_wait) where the "
+             "thread must not run ahead",
+    "BP145": "each thread alternates cluster_arrive and cluster_wait, starting with the arrive",
+    "BP146": "keep every block alive while a peer may reach into its shared memory: end the "
+             "kernel with cluster_arrive + cluster_wait in every thread",
     "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
 }
 # Static findings that mean the input cannot be modelled as written.
@@ -62,6 +76,24 @@ def error_verdict(name: str, err: ModelError, source: str | None = None,
         return Verdict(name, "violation", [diag], seconds=seconds, source=source,
                        coverage="found while tracing, before exploration")
     return Verdict(name, "error", [diag], seconds=seconds, source=source)
+
+
+def check_assumptions(kernel: Kernel, values: Mapping[str, int]) -> None:
+    """Parameter values must satisfy the kernel's own `k.assume(...)`: a protocol checked
+    outside the range it declares says nothing about the range it was written for."""
+    for cond in kernel.assumptions:
+        try:
+            holds = evaluate(cond, values)
+        except ModelError:
+            continue        # an assumption over a symbolic-only name: not ours to judge
+        if not holds:
+            shown = ", ".join(f"{n}={v}" for n, v in sorted(values.items()))
+            text = repr(cond)
+            if text.startswith("(") and text.endswith(")"):
+                text = text[1:-1]
+            raise ModelError(f"{kernel.name}: parameter values {shown} break its assumption "
+                             f"k.assume({text})", loc=kernel.loc,
+                             hint="pass values inside the assumed range (--param NAME=VALUE)")
 
 
 def diagnostic(system: System, violation: Violation) -> Diagnostic:
@@ -107,6 +139,7 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
     start = time.perf_counter()
     try:
         values = kernel.param_values(params)
+        check_assumptions(kernel, values)
         findings = static_findings(kernel)
         systems = compile_systems(kernel, values)
     except ModelError as err:
@@ -158,7 +191,7 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
                             trace=run.trace(source), states=states, transitions=transitions,
                             depth=len(result.actions),
                             coverage=f"{label}shortest counterexample: {len(result.actions)} "
-                                     f"steps{where}")
+                                     f"step{'' if len(result.actions) == 1 else 's'}{where}")
             if unmodeled:
                 found.notes.append("the kernel uses synchronization the model does not cover "
                                    "(BP190); this trace ignores it and may not be feasible")

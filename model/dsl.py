@@ -185,6 +185,12 @@ class KernelBuilder:
     def warp(self) -> Var:
         return Var(self._warp_axis)
 
+    @property
+    def lane(self) -> Var:
+        """The thread's lane in its warp (0..31). A `k.when` on it splits a warp: each side runs
+        with part of the warp's threads (only named barriers may be reached there)."""
+        return Var("lane")
+
     def block(self, axis: str) -> Var:
         """This block's coordinate along a cluster axis."""
         if axis not in [a for a, _ in self._cluster]:
@@ -374,6 +380,35 @@ class KernelBuilder:
         """mbarrier.try_wait.parity in a loop until it succeeds."""
         self._op("wait_parity", barrier, parity=parity)
 
+    # Hardware barriers that are not mbarriers (PTX bar / barrier.cluster).
+    def named_barrier(self, id: ExprLike, count: ExprLike) -> "NamedBarrier":
+        """CUTLASS `NamedBarrier(count, id)`: hardware barrier `id` (0..15) of the block, whose
+        phases complete when `count` threads (whole warps) have arrived."""
+        loc, _ = _caller()
+        return NamedBarrier(self, _int_expr(id, loc, "named barrier id"),
+                            _int_expr(count, loc, "thread count"))
+
+    def syncthreads(self) -> None:
+        """`__syncthreads()` / `bar.sync 0`: every thread of the block, at one instruction."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("bar_sync", None, count=Const(0), bar_id=Const(0), loc=loc))
+
+    def cluster_arrive(self) -> None:
+        """`barrier.cluster.arrive`: this thread reached the cluster barrier."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("cluster_arrive", None, loc=loc))
+
+    def cluster_wait(self) -> None:
+        """`barrier.cluster.wait`: until every thread of every block of the cluster arrived."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("cluster_wait", None, loc=loc))
+
+    def cluster_sync(self) -> None:
+        """CUTLASS `cute::cluster_sync()`: cluster_arrive then cluster_wait."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("cluster_arrive", None, loc=loc))
+        self._stack[-1].append(Op("cluster_wait", None, loc=loc))
+
     def unmodeled(self, name: str) -> None:
         """Synchronization outside the model (kept so the verdict says so)."""
         loc, _ = _caller()
@@ -397,6 +432,34 @@ class KernelBuilder:
             num_warps=self._num_warps, warp_axis=self._warp_axis, cluster=tuple(self._cluster),
             grid=tuple(self._grid), assumptions=tuple(self._assumptions), loc=self.loc,
             source="dsl", expect=expect)
+
+
+class NamedBarrier:
+    """What `k.named_barrier(id, count)` returns; mirrors CUTLASS's NamedBarrier."""
+
+    def __init__(self, kernel: KernelBuilder, bar_id: Expr, count: Expr):
+        self.kernel = kernel
+        self.bar_id = bar_id
+        self.count = count
+
+    def _op(self, kind: str, aligned: bool = True) -> None:
+        loc, _ = _caller()
+        self.kernel._stack[-1].append(Op(kind, None, count=self.count, bar_id=self.bar_id,
+                                         aligned=aligned, loc=loc))
+
+    def sync(self, aligned: bool = True) -> None:
+        """`bar.sync id, count` (arrive, then wait for the phase); `aligned=False` is the
+        unaligned `barrier.sync`, which participants may reach from different branches."""
+        self._op("bar_sync", aligned)
+
+    arrive_and_wait = sync
+
+    def arrive(self) -> None:
+        """`bar.arrive id, count`: arrive without waiting."""
+        self._op("bar_arrive")
+
+    def __repr__(self) -> str:
+        return f"<NamedBarrier {self.bar_id!r}, {self.count!r} threads>"
 
 
 _VERDICTS = ("proved", "verified", "bounded", "unknown", "violation", "error")

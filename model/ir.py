@@ -309,6 +309,12 @@ OP_KINDS = {
     "complete_tx",           # tx -= bytes (by the thread itself)
     "tma_load",              # TMA load that only does complete_tx(bytes) when it lands
     "wait_parity",           # try_wait.parity(parity) until it succeeds
+    # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
+    "bar_sync",              # named barrier `bar.sync id, count` (count 0: every thread of the
+    #                          block, i.e. __syncthreads / bar.sync 0); arrive, then wait
+    "bar_arrive",            # `bar.arrive id, count`: arrive without waiting
+    "cluster_arrive",        # barrier.cluster.arrive: this thread reached the cluster barrier
+    "cluster_wait",          # barrier.cluster.wait: until every thread of the cluster arrived
     # synchronization the model does not cover: kept so the verdict can say so
     "unmodeled",
 }
@@ -324,11 +330,22 @@ class Op:
     collective_axes: tuple[str, ...] = ()   # multicast copies
     name: str = ""                  # unmodeled: the primitive's name
     loc: Loc = UNKNOWN_LOC
+    bar_id: Expr | None = None      # bar_sync / bar_arrive: the named barrier (0..15)
+    aligned: bool = True            # bar_sync: the .aligned form (`bar.sync`), which every
+    #                                 blocking participant of a phase must reach at one site
 
     def describe(self) -> str:
         bar = repr(self.barrier) if self.barrier is not None else ""
         if self.kind == "unmodeled":
             return f"{self.name} (not modelled)"
+        if self.kind in ("bar_sync", "bar_arrive"):
+            if self.kind == "bar_sync" and isinstance(self.count, Const) and not self.count.value:
+                return "syncthreads()" if self.aligned else "barrier.sync(0)"
+            spelled = ("bar.sync" if self.aligned else "barrier.sync") \
+                if self.kind == "bar_sync" else "bar.arrive"
+            return f"{spelled}({self.bar_id!r}, {self.count!r})"
+        if self.kind in ("cluster_arrive", "cluster_wait"):
+            return f"{self.kind}()"
         args = [bar] if bar else []
         if self.kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx",
                          "complete_tx"):

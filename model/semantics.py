@@ -27,6 +27,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
 
+from . import hw_barriers as hw
 from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
                  Op, When, WarpRegion, evaluate, walk)
@@ -46,10 +47,16 @@ FORK = 9            # warpgroup enters a WarpRegion
 AWAIT_FORK = 10     # a warp waits for its warpgroup to enter: aux=(parent agent, pc after FORK)
 JOIN = 11           # warpgroup leaves a WarpRegion: aux=((warp agent, pc after its body), ...)
 UNMODELED = 12      # synchronization outside the model: a no-op, reported statically
+# Named and cluster hardware barriers (model/hw_barriers.py, opcodes 20-29).
+HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
+HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
+HARDWARE_BARRIER_KINDS = hw.HARDWARE_BARRIER_KINDS
 
-OPCODE_NAMES = ["arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
-                "wait_parity", "issue_async", "issue_tcgen05", "fork", "await_fork", "join",
-                "unmodeled"]
+OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
+                ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
+                WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
+                ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
+                JOIN: "join", UNMODELED: "unmodeled", HW_ARRIVE: "hw_arrive", HW_WAIT: "hw_wait"}
 
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
@@ -75,6 +82,7 @@ CODES = {
     "BP130": "tx-imbalance",
     "BP190": "unmodeled-sync",
     "BP200": "smem-race",
+    **hw.CODES,
 }
 
 
@@ -223,6 +231,8 @@ class System:
                                           kernel.loc)
         self.uses_warps = any(isinstance(s, WarpRegion) for s in walk(kernel.body))
         self._build_instances(env)
+        self.hw_instances: list[hw.HwInstance] = []
+        self.hw_index: dict[tuple, int] = {}
         self._build_agents()
         self.sources: list[Source] = []
         self._source_index: dict[tuple, int] = {}
@@ -236,6 +246,7 @@ class System:
             if agent.warp is None:
                 self._unroll(kernel.body, self._agent_env(env, agent), a)
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
+        hw.static_order_findings(self)
         self._layout()
 
     # -- compilation -------------------------------------------------------------------------
@@ -404,6 +415,12 @@ class System:
                 else:
                     env[stmt.var] = saved
             elif isinstance(stmt, When):
+                if hw.lane_split(ir.free_vars(stmt.cond)):
+                    # A branch on the lane index splits a warp: each side runs with part of it.
+                    split = {**env, hw.LANES_SPLIT: 1}
+                    self._unroll(stmt.then, split, agent)
+                    self._unroll(stmt.orelse, split, agent)
+                    continue
                 self._unroll(stmt.then if evaluate(stmt.cond, env) else stmt.orelse, env, agent)
             elif isinstance(stmt, WarpRegion):
                 self._unroll_region(stmt, env, agent)
@@ -424,17 +441,24 @@ class System:
         for w in range(1, self.kernel.num_warps):
             wa = self._agent_index[(me.block, me.thread, w)]
             self._emit(wa, Instr(AWAIT_FORK, None, 0, (agent, fork_pc), enter))
-            wenv = dict(env)
+            wenv = {**env, hw.IN_WARP_REGION: 1}
             wenv[region.axis] = wenv[self.kernel.warp_axis] = w
             self._unroll(region.body, wenv, wa)
             joins.append((wa, len(self.programs[wa])))
-        wenv = dict(env)
+        wenv = {**env, hw.IN_WARP_REGION: 1}
         wenv[region.axis] = wenv[self.kernel.warp_axis] = 0
         self._unroll(region.body, wenv, agent)
         self._emit(agent, Instr(JOIN, None, 0, tuple(joins), join))
 
     def _unroll_op(self, op: Op, env: dict[str, int], agent: int, block: tuple[int, ...]) -> None:
         kind = op.kind
+        if kind in HARDWARE_BARRIER_KINDS:
+            hw.compile_op(self, op, env, agent, block)
+            return
+        if env.get(hw.LANES_SPLIT):
+            raise ModelError(f"`{op.describe()}` in a branch on the lane index is not modelled",
+                             loc=op.loc, hint="only named barriers may be reached from a branch "
+                                              "that splits a warp")
         if kind == "unmodeled":
             self._emit(agent, Instr(UNMODELED, None, 0, None,
                                     self._source(op, op.describe(), op.loc)))
@@ -542,7 +566,10 @@ class System:
                              if any(i.op == ISSUE_TCGEN05 for i in prog)]
         self.queue_pos = {a: pos + j for j, a in enumerate(self.queue_agents)}
         self.queue_base = pos
-        self.width = pos + len(self.queue_agents)
+        self.queue_end = pos + len(self.queue_agents)
+        self.width = hw.layout(self, self.queue_end)
+        self.block_agents = {b: [a for a, ag in enumerate(self.agents) if ag.block == b]
+                             for b in self.blocks} if len(self.blocks) > 1 else {}
         self.n_actions = A + len(self.slots) + len(self.queue_agents)
         self.lengths = tuple(len(p) for p in self.programs)
         # wait_ahead[agent][pc]: bit i set iff the agent waits on instance i at or after pc.
@@ -567,6 +594,7 @@ class System:
         s += [-1] * len(self.seen_pos)
         s += [0] * len(self.slots)
         s += [()] * len(self.queue_agents)
+        s += hw.initial_fields(self)
         return tuple(s)
 
     def barrier(self, state: tuple, inst: int) -> tuple[int, int, int, int]:
@@ -636,7 +664,7 @@ class System:
                 nxt, violation = step(state, action)
                 out.append((action, nxt, violation))
             action += 1
-        for pos in range(self.queue_base, self.width):
+        for pos in range(self.queue_base, self.queue_end):
             if state[pos]:
                 nxt, violation = step(state, action)
                 out.append((action, nxt, violation))
@@ -755,6 +783,8 @@ class System:
                         f"{self.instances[instr.target].name} for the first time after "
                         f"{phase} completions: its parity bit points at the wrong phase",
                         a, instr.target, instr.src))
+        if self.block_agents:
+            found += hw.peer_exit_violations(self, state)
         if found or not self.is_done(state):
             return found
         return self.exit_violations(state)
@@ -825,12 +855,20 @@ class System:
                 details.append(f"{agent.name} waits for its warpgroup to enter the warp region")
             elif instr.op == JOIN:
                 details.append(f"{agent.name} waits for its warps to leave the warp region")
+        hw_lines, left = hw.deadlock_details(self, state) if self.hw_instances else ([], None)
+        details += hw_lines
         blocked = [a for a in range(self.n_agents) if self.current(state, a) is not None]
         first = blocked[0] if blocked else None
         src = self.current(state, first).src if first is not None else None
         if tx_blocked is not None:
             return Violation("BP130", f"{self.instances[tx_blocked].name} can never complete: its "
                              "tx-count never returns to zero", first, tx_blocked, src, details)
+        if left is not None:
+            waiter = next(a for a in blocked if self.current(state, a).op == HW_WAIT
+                          and self.current(state, a).target == left)
+            return Violation("BP144", f"a thread exited while {self.hw_instances[left].name} "
+                             "still waits for its arrival: deadlock", waiter,
+                             None, self.current(state, waiter).src, details)
         return Violation("BP100", f"deadlock: {len(blocked)} agent(s) blocked forever", first,
                          None, src, details)
 
@@ -993,13 +1031,14 @@ GUARDS = {
     ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
+    HW_ARRIVE: None, HW_WAIT: hw.guard_wait,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
     ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
     WAIT_PARITY: effect_wait, ISSUE_ASYNC: effect_issue_async,
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
-    UNMODELED: None,
+    UNMODELED: None, HW_ARRIVE: hw.effect_arrive, HW_WAIT: None,
 }
 
 

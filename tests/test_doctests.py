@@ -8,7 +8,8 @@ import pytest
 MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.model.dsl",
            "barrierproof.model.interpreter", "barrierproof.model.pallas.loops",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
-           "barrierproof.checker.report.text"]
+           "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
+           "barrierproof.cli"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -116,15 +116,20 @@ def test_config_params_apply_only_where_they_exist(tmp_path):
 @pytest.mark.parametrize("config, needle", [
     ('pahts = ["x"]\n', "unknown key 'pahts'"),
     ('params = { rounds = "3" }\n', "params must be a table of integers"),
-    ('max-states = -1\n', "max-states must be an integer"),
+    ('max-states = -1\n', "max-states must be an integer >= 1"),
+    ('timeout = nan\n', "timeout must be a positive number of seconds, not nan"),
     ('engine = "nope"\n', "engine must be explore, tlc or symbolic"),
+    ('select = ["BP100", "BP10O"]\n', "unknown diagnostic code 'BP10O' (hint: did you mean"),
+    ('ignore = "BP999"\n', "unknown diagnostic code 'BP999'"),
     ('paths = [\n', "not valid TOML"),
 ])
 def test_a_bad_config_is_an_input_error(tmp_path, config, needle):
     root = project(tmp_path, config)
     code, out, err = cli("check", "protocols", cwd=root)
     assert code == 3 and needle in err and "pyproject.toml" in err, err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    # the line the user must edit: the key's own line (6), never line 0
+    assert "pyproject.toml:6: " in err, err
 
 
 def test_explicit_config_file(tmp_path):

@@ -116,7 +116,9 @@ def test_cluster_barrier_fans_out_along_collective_axes():
     s = system(p)
     # Expected arrivals: num_arrivals * (1 + (2-1) + (2-1)) = 3 in every block.
     assert [inst.expected for inst in s.instances] == [3, 3, 3, 3]
-    run = replay(s, [0])
+    # The other blocks have nothing to do and exit at once: the arrival reaches into their
+    # shared memory (BP146), which this test of the fan-out passes over.
+    run = replay(s, [0], frozenset({"BP146"}))
     arrived = {s.instances[i].block: s.barrier(run.final, i)[3] - s.barrier(run.final, i)[1]
                for i in range(4)}
     # Own block and the blocks differing along exactly one axis; not the diagonal block.
@@ -287,7 +289,9 @@ def test_remote_arrive_reaches_exactly_one_instance():
         with k.when((k.block("x") == 0) & (k.block("y") == 0)):
             k.arrive(bar.on(1, 1))
     s = system(p)
-    run = replay(s, [0])
+    # The other blocks have nothing to do and exit at once: the arrival reaches into their
+    # shared memory (BP146), which this test of the fan-out passes over.
+    run = replay(s, [0], frozenset({"BP146"}))
     arrived = {s.instances[i].block: s.barrier(run.final, i)[3] - s.barrier(run.final, i)[1]
                for i in range(4)}
     assert arrived == {(0, 0): 0, (0, 1): 0, (1, 0): 0, (1, 1): 1}

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...model.semantics import (AWAIT_FORK, FORK, JOIN, WAIT, WAIT_PARITY, System, Violation,
-                               primary)
+from ...model.semantics import (AWAIT_FORK, FORK, HW_ARRIVE, HW_WAIT, JOIN, WAIT, WAIT_PARITY,
+                               System, Violation, primary)
 
 
 @dataclass
@@ -54,7 +54,9 @@ def symmetry_classes(system: System) -> list[list[int]]:
         if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
             continue
         # Waits carry the agent's own seen position; compare programs without it.
-        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY) else i for i in prog)
+        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY, HW_WAIT) else
+                     i._replace(aux=i.aux._replace(pos=None)) if i.op == HW_ARRIVE else i
+                     for i in prog)
         groups.setdefault((agent.block, prog), []).append(a)
     return [g for g in groups.values() if len(g) > 1]
 
@@ -68,6 +70,8 @@ def canonicalizer(system: System, classes: list[list[int]]) -> Callable[[tuple],
         for a in cls:
             own = sorted((inst, pos) for (ag, inst), pos in system.seen_pos.items() if ag == a)
             positions = [a] + [pos for _, pos in own]
+            # ... and the phase it last arrived in at each hardware barrier it waits on
+            positions += [pos for (ag, _), pos in sorted(system.hw_seen_pos.items()) if ag == a]
             if a in system.queue_pos:
                 positions.append(system.queue_pos[a])
             fields[a] = tuple(positions)

@@ -33,11 +33,16 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ...model.ir import MAX_TX, Kernel, Loc, ModelError
+from ...model import hw_barriers as hw
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
-                               EFFECT_COMPLETE_TX, EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05,
-                               JOIN, UNMODELED, WAIT, WAIT_PARITY, System, compile_systems)
+                               EFFECT_COMPLETE_TX, EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT,
+                               ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, UNMODELED, WAIT, WAIT_PARITY,
+                               System, compile_systems)
 
 LIBRARY = "MBarrier"
+# Named and cluster barriers, and the rule on blocks that exit under a peer's arrival: kernels
+# with hardware barriers or more than one block extend this sibling of MBarrier.
+HW_LIBRARY = "HwBarrier"
 SPECS_DIR = Path(__file__).resolve().parents[2] / "specs"
 
 # One row per opcode of semantics.py: how its instruction is written in TLA+ (the constructors
@@ -56,6 +61,8 @@ ACTIONS = {
     AWAIT_FORK: ("await_fork(parent, at)", "AwaitFork"),
     JOIN: ("join(joins)", "Join"),
     UNMODELED: ("unmodeled", "Unmodeled"),
+    HW_ARRIVE: ("hw_arrive(h, threads, count, site, partial, pos)", "HwArrive"),
+    HW_WAIT: ("hw_wait(h, pos)", "HwWait"),
 }
 
 # Rules checked by TLC, by diagnostic code: (cfg keyword, MBarrier definition). Deadlock (BP100,
@@ -69,10 +76,23 @@ RULES = {
     "BP121": ("INVARIANT", "BP121_InRange"),
     "BP130": ("INVARIANT", "BP130_TxBalanced"),
 }
+# The rules HwBarrier adds.
+HW_RULES = {
+    "BP141": ("PROPERTY", "BP141_NoDivergentBarrier"),
+    "BP142": ("PROPERTY", "BP142_CountsAgree"),
+    "BP146": ("INVARIANT", "BP146_NoPeerExited"),
+}
 # Deadlock flavours as invariants, for a search that must find one and not the other.
 DEADLOCKS = {"BP100": "BP100_NoDeadlock", "BP130": "BP130_NoTxDeadlock"}
+HW_DEADLOCKS = {"BP100": "HwBP100_NoDeadlock", "BP130": "HwBP130_NoTxDeadlock",
+                "BP144": "BP144_NoExitDeadlock"}
 # Properties that fail exactly on the steps semantics.py reports with that code.
-EXACT = {code: f"Exact_{code}" for code in RULES}
+EXACT = {code: f"Exact_{code}" for code in sorted({*RULES, *HW_RULES})}
+
+
+def uses_hw(system: System) -> bool:
+    """Whether the system's module extends HwBarrier."""
+    return bool(system.hw_instances) or len(system.blocks) > 1
 
 
 @dataclass(frozen=True)
@@ -85,34 +105,43 @@ class Checks:
     deadlock: bool = True
     depth: int | None = None
     ignored: frozenset = frozenset()
+    hw: bool = False              # the module extends HwBarrier
 
 
-def default_checks(ignore: Iterable[str] = ()) -> Checks:
+def default_checks(ignore: Iterable[str] = (), hw: bool = False) -> Checks:
     """Every rule not ignored, cheapest form: what the emitted .cfg checks."""
     ignore = frozenset(ignore)
-    lines = tuple(f"{kind} {name}" for code, (kind, name) in RULES.items() if code not in ignore)
-    return deadlock_checks(ignore, lines)
+    rules = {**RULES, **HW_RULES} if hw else RULES
+    lines = tuple(f"{kind} {name}" for code, (kind, name) in rules.items() if code not in ignore)
+    return deadlock_checks(ignore, lines, hw=hw)
 
 
 def deadlock_checks(ignore: Iterable[str] = (), lines: tuple[str, ...] = (),
-                    depth: int | None = None) -> Checks:
-    """Deadlocks of the flavours not ignored: TLC's own check when both count."""
+                    depth: int | None = None, hw: bool = False) -> Checks:
+    """Deadlocks of the flavours not ignored: TLC's own check when all count."""
     ignore = frozenset(ignore)
-    wanted = [c for c in DEADLOCKS if c not in ignore]
-    if len(wanted) == len(DEADLOCKS):
-        return Checks(lines, True, depth, ignore)
-    return Checks(lines + tuple(f"INVARIANT {DEADLOCKS[c]}" for c in wanted), False, depth,
-                  ignore)
+    flavours = HW_DEADLOCKS if hw else DEADLOCKS
+    wanted = [c for c in flavours if c not in ignore]
+    if len(wanted) == len(flavours):
+        return Checks(lines, True, depth, ignore, hw)
+    return Checks(lines + tuple(f"INVARIANT {flavours[c]}" for c in wanted), False, depth,
+                  ignore, hw)
 
 
 def exact_checks(codes: Iterable[str], ignore: Iterable[str] = (),
-                 depth: int | None = None) -> Checks:
+                 depth: int | None = None, hw: bool = False) -> Checks:
     """Steps that semantics.py reports with one of `codes`; no deadlock check."""
     return Checks(tuple(f"PROPERTY {EXACT[c]}" for c in codes), False, depth,
-                  frozenset(ignore))
+                  frozenset(ignore), hw)
+
+
+def exact_codes(hw: bool) -> list[str]:
+    """The codes with an Exact_ property in the module's library."""
+    return sorted({*RULES, *HW_RULES}) if hw else sorted(RULES)
 
 
 VARIABLES = ("pc", "phase", "pending", "tx", "expected", "seen", "inflight", "queue")
+HW_VARIABLES = ("hwphase", "hwarrived", "hwcount", "hwsite", "hwseen")
 
 
 @dataclass
@@ -134,7 +163,12 @@ class TlaModule:
         cfg_path.write_text(self.cfg)
         if library:
             (out / f"{LIBRARY}.tla").write_text(library_text())
+            (out / f"{HW_LIBRARY}.tla").write_text(library_text(HW_LIBRARY))
         return tla_path, cfg_path
+
+    @property
+    def hw(self) -> bool:
+        return uses_hw(self.system)
 
 
 def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
@@ -149,11 +183,11 @@ def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
     return name, text
 
 
-def library_text() -> str:
-    """The text of specs/MBarrier.tla."""
-    path = SPECS_DIR / f"{LIBRARY}.tla"
+def library_text(name: str = LIBRARY) -> str:
+    """The text of specs/MBarrier.tla (or of its sibling HwBarrier.tla)."""
+    path = SPECS_DIR / f"{name}.tla"
     if not path.exists():
-        raise ModelError(f"{path} is missing: the TLA+ emitter needs the MBarrier library module",
+        raise ModelError(f"{path} is missing: the TLA+ emitter needs the {name} library module",
                          hint="run barrierproof from a source checkout (pip install -e .)")
     return path.read_text()
 
@@ -222,6 +256,14 @@ def _instruction(system: System, agent: int, instr) -> str:
         return "join(" + _seq(f"<<{w + 1}, {end}>>" for w, end in instr.aux) + ")"
     if op == UNMODELED:
         return "unmodeled"
+    hw_seen_base = system.hw_base + hw.HW_FIELDS * len(system.hw_instances)
+    if op == HW_ARRIVE:
+        arrival = instr.aux
+        pos = arrival.pos - hw_seen_base + 1 if arrival.pos >= 0 else 0
+        return (f"hw_arrive({instr.target + 1}, {instr.amount}, {arrival.count}, {arrival.site}, "
+                f"{int(arrival.partial)}, {pos})")
+    if op == HW_WAIT:
+        return f"hw_wait({instr.target + 1}, {instr.aux - hw_seen_base + 1})"
     raise ModelError(f"the TLA+ emitter has no row for opcode {op}",
                      hint="add it to checker/engines/tla.py ACTIONS and specs/MBarrier.tla")
 
@@ -244,13 +286,22 @@ def cfg_text(checks: Checks | None = None) -> str:
     """The .cfg: the MBarrier constants bound to this module's tables, and the rules."""
     checks = checks or default_checks()
     ignored = ", ".join(f'"{c}"' for c in sorted(checks.ignored))
+    hw_constants = [
+        "    HwKind <- KernelHwKind",
+        "    HwBlock <- KernelHwBlock",
+        "    HwSeenOf <- KernelHwSeenOf",
+        "    BlockOf <- KernelBlockOf",
+        "    TopAgents <- KernelTopAgents",
+        "    InstBlock <- KernelInstBlock",
+        "    BlockThreads <- KernelBlockThreads",
+    ] if checks.hw else []
     lines = [
         "\\* Generated by barrierproof (checker/engines/tla.py).",
         ("\\* Deadlock checking is on (TLC's default; do not pass -deadlock). A finished kernel"
          if checks.deadlock else
          "\\* Run with -deadlock: deadlocks are checked by the invariants below. A finished kernel"),
         "\\* stutters, so it is not a deadlock.",
-        "SPECIFICATION Spec",
+        "SPECIFICATION HwSpec" if checks.hw else "SPECIFICATION Spec",
         "CONSTANTS",
         "    Prog <- KernelProg",
         "    ExpectedInit <- KernelExpected",
@@ -261,6 +312,7 @@ def cfg_text(checks: Checks | None = None) -> str:
         "    QueueAgents <- KernelQueueAgents",
         f"    MaxTx = {MAX_TX}",
         f"    Ignored = {{{ignored}}}",
+        *hw_constants,
     ]
     lines += list(checks.lines)
     if checks.depth is not None:
@@ -288,7 +340,7 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
             "\\* kernel's agents, programs and barriers. Variables and their values are those of",
             "\\* model/semantics.py; agents, instances, seen entries, slots and queues are",
             "\\* numbered from 1 here (from 0 in semantics.py).",
-            f"EXTENDS {LIBRARY}", ""]
+            f"EXTENDS {HW_LIBRARY if uses_hw(system) else LIBRARY}", ""]
 
     # Barrier instances.
     rows = []
@@ -365,9 +417,49 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     out.append("\\* tcgen05 queues: the agent that issues into each.")
     out += _table("KernelQueueAgents", rows)
     out.append("")
+    if uses_hw(system):
+        out += _hw_tables(system)
     out.append("=" * (len(out[0])))
-    checks = default_checks(ignore)
+    checks = default_checks(ignore, hw=uses_hw(system))
     return TlaModule(name, "\n".join(out) + "\n", cfg_text(checks), system, checks)
+
+
+def _hw_tables(system: System) -> list[str]:
+    """The constants of HwBarrier: hardware barriers, their waiters, blocks of agents and
+    instances (blocks numbered from 1)."""
+    block_no = {b: n + 1 for n, b in enumerate(system.blocks)}
+    out = []
+    rows = [(f'"{h.kind}"', f"{n + 1}: {_ascii(h.name)}")
+            for n, h in enumerate(system.hw_instances)]
+    out.append("\\* Hardware barriers: named barriers of one block, or the cluster barrier.")
+    out += _table("KernelHwKind", rows)
+    out.append("")
+    rows = [(str(block_no[h.block] if h.block is not None else 0), _ascii(h.name))
+            for h in system.hw_instances]
+    out.append("\\* The block of each named barrier (0: the cluster barrier).")
+    out += _table("KernelHwBlock", rows)
+    out.append("")
+    rows = [(f"<<{a + 1}, {h + 1}>>", f"{_ascii(system.agents[a].name)} waits at "
+                                      f"{_ascii(system.hw_instances[h].name)}")
+            for (a, h), _ in sorted(system.hw_seen_pos.items(), key=lambda kv: kv[1])]
+    out.append("\\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.")
+    out += _table("KernelHwSeenOf", rows)
+    out.append("")
+    rows = [(str(block_no[a.block]), _ascii(a.name)) for a in system.agents]
+    out.append("\\* The block of each agent.")
+    out += _table("KernelBlockOf", rows)
+    out.append("")
+    top = ", ".join(str(n + 1) for n, a in enumerate(system.agents) if a.warp is None)
+    out.append("\\* The agents that are warpgroups (a warp that ends has joined, not exited).")
+    out.append(f"KernelTopAgents == {{{top}}}")
+    out.append("")
+    rows = [(str(block_no[i.block]), _ascii(i.name)) for i in system.instances]
+    out.append("\\* The block of each mbarrier instance.")
+    out += _table("KernelInstBlock", rows)
+    out.append("")
+    out.append(f"KernelBlockThreads == {hw.block_threads(system)}")
+    out.append("")
+    return out
 
 
 def position_suffix(system) -> str:
@@ -470,7 +562,8 @@ def parse_value(text: str):
 
 def decode_state(system: System, variables: Mapping[str, object]) -> tuple:
     """A TLC state (variable name -> parsed value) as semantics.py's flat state tuple."""
-    missing = [v for v in VARIABLES if v not in variables]
+    names = VARIABLES + (HW_VARIABLES if uses_hw(system) else ())
+    missing = [v for v in names if v not in variables]
     if missing:
         raise ValueError(f"TLC state lacks {', '.join(missing)}")
     state: list = list(variables["pc"])
@@ -480,6 +573,10 @@ def decode_state(system: System, variables: Mapping[str, object]) -> tuple:
     state += list(variables["seen"])
     state += list(variables["inflight"])
     state += [tuple(q) for q in variables["queue"]]
+    if uses_hw(system):
+        for h in range(len(system.hw_instances)):
+            state += [variables[v][h] for v in HW_VARIABLES[:4]]
+        state += list(variables["hwseen"])
     if len(state) != system.width:
         raise ValueError(f"TLC state has {len(state)} fields, the System {system.width}")
     return tuple(state)
@@ -497,8 +594,16 @@ def encode_state(system: System, state: tuple) -> dict[str, tuple]:
         "expected": tuple(b[3] for b in bars),
         "seen": tuple(state[A + 4 * n:system.slot_base]),
         "inflight": tuple(state[system.slot_base:system.queue_base]),
-        "queue": tuple(tuple(q) for q in state[system.queue_base:system.width]),
+        "queue": tuple(tuple(q) for q in state[system.queue_base:system.queue_end]),
+        **(_encode_hw(system, state) if uses_hw(system) else {}),
     }
+
+
+def _encode_hw(system: System, state: tuple) -> dict[str, tuple]:
+    fields = [hw.fields(system, state, h) for h in range(len(system.hw_instances))]
+    base = system.hw_base + hw.HW_FIELDS * len(system.hw_instances)
+    return {**{v: tuple(f[k] for f in fields) for k, v in enumerate(HW_VARIABLES[:4])},
+            "hwseen": tuple(state[base:system.width])}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -591,7 +696,8 @@ def index_text(emitted: list[Emitted]) -> str:
     """README.md of an output directory: which module states which protocol."""
     lines = ["# Generated TLA+ specs", "",
              "Written by `barrierproof tla` (checker/engines/tla.py); each module EXTENDS MBarrier.tla",
-             "(a copy of specs/MBarrier.tla) and only lists a kernel's programs and barriers.",
+             "(a copy of specs/MBarrier.tla), or its sibling HwBarrier.tla when the kernel has named or",
+             "cluster barriers or more than one block, and only lists a kernel's programs and barriers.",
              "Check one with TLC (deadlock checking on; never pass `-deadlock`):", "",
              "    java -cp tla2tools.jar tlc2.TLC -workers 1 MODULE", "",
              "| module | protocol | parameters | expected verdict |",
@@ -616,8 +722,9 @@ def write_emitted(emitted: list[Emitted], directory: str | os.PathLike,
     for item in emitted:
         for m in item.modules:
             written += m.write(out, library=False)
-    (out / f"{LIBRARY}.tla").write_text(library_text())
-    written.append(out / f"{LIBRARY}.tla")
+    for name in (LIBRARY, HW_LIBRARY):
+        (out / f"{name}.tla").write_text(library_text(name))
+        written.append(out / f"{name}.tla")
     if index:
         (out / "README.md").write_text(index_text(emitted))
         written.append(out / "README.md")
@@ -641,6 +748,7 @@ def generated_specs(root: str | os.PathLike) -> dict[str, str]:
             files[f"{m.name}.tla"] = m.tla
             files[f"{m.name}.cfg"] = m.cfg
     files[f"{LIBRARY}.tla"] = library_text()
+    files[f"{HW_LIBRARY}.tla"] = library_text(HW_LIBRARY)
     files["README.md"] = index_text(emitted)
     return files
 

@@ -39,7 +39,7 @@ from typing import Mapping
 from ...model.interpreter import replay
 from ...model.ir import Kernel, ModelError
 from ...model.semantics import System
-from .tla import (EXACT, RULES, Checks, TlaModule, bounded_wrapper, deadlock_checks,
+from .tla import (EXACT, RULES, Checks, exact_codes, TlaModule, bounded_wrapper, deadlock_checks,
                   decode_state, default_checks, emit_system, exact_checks, library_text,
                   parse_value)
 from ..verdict import Verdict
@@ -318,7 +318,8 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                                + (_tail(run.output) or "no output"))
             return run
 
-        first = go(default_checks(ignored))
+        hw = module.hw
+        first = go(default_checks(ignored, hw=hw))
         if first.status == "timeout":
             return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
                                  reason=f"TLC time limit reached after {first.distinct} "
@@ -329,7 +330,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
         length = len(actions)
         if workers == 1:
             if kind == "rule" and length >= 1:
-                run = go(deadlock_checks(ignored, depth=length - 1))
+                run = go(deadlock_checks(ignored, depth=length - 1, hw=hw))
                 if run.status in VIOLATIONS:
                     found = _counterexample(system, run, length - 1)
                     if found is not None and found[2] == "deadlock":
@@ -337,11 +338,12 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                         length = len(actions)
             while True:
                 if kind == "rule":
-                    lower = [c for c in EXACT if c < code and c not in ignored]
-                    checks = exact_checks(lower, ignored, depth=length)
+                    lower = [c for c in exact_codes(hw) if c < code and c not in ignored]
+                    checks = exact_checks(lower, ignored, depth=length, hw=hw)
                 else:
                     lower = [c for c in ("BP100",) if c < code and c not in ignored]
-                    checks = Checks(("INVARIANT BP100_NoDeadlock",), False, length, ignored)
+                    checks = Checks((f"INVARIANT {'Hw' if hw else ''}BP100_NoDeadlock",), False,
+                                    length, ignored, hw)
                 if not lower:
                     break
                 run = go(checks)

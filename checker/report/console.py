@@ -7,6 +7,7 @@ from typing import Sequence
 
 from .text import CELL
 from ..verdict import Verdict
+from .safe import printable_copy
 from .views import barrier_cell, blocked, event_kind, lanes, stuck
 
 STYLE = {"verified": "bold green", "proved": "bold green", "violation": "bold red",
@@ -23,8 +24,8 @@ def _timeline(v: Verdict):
              or n in stuck(trace)]
     table = Table(show_lines=False, header_style="bold", pad_edge=False, expand=False)
     table.add_column("step", justify="right", style="dim")
-    for n in names:
-        table.add_column(n, max_width=CELL, overflow="fold")
+    for n in names:     # Text, not str: a `[/]` in a thread name is not rich markup
+        table.add_column(Text(n), max_width=CELL, overflow="fold")
     table.add_column("barriers")
     for step in trace.steps:
         cells: list = ["" for _ in names]
@@ -39,7 +40,7 @@ def _timeline(v: Verdict):
         for name, view in step.barriers.items():
             if name not in done:
                 effects.append(f"{name}: {barrier_cell(view)}  ")
-        table.add_row(str(step.index), *cells, effects)
+        table.add_row(Text(str(step.index)), *cells, effects)
     by_agent = stuck(trace)
     if any(by_agent.get(n) for n in names):
         label = "stuck" if blocked(trace) else "at"
@@ -49,7 +50,7 @@ def _timeline(v: Verdict):
             cells.append(Text("; ".join(x[len(n) + 1:].split(";")[0] for x in lines),
                               style="bold white on red" if blocked(trace) else "bold yellow")
                          if lines else "")
-        table.add_row(Text(label, style="bold red"), *cells, "")
+        table.add_row(Text(label, style="bold red"), *cells, Text(""))
     return table
 
 
@@ -58,6 +59,7 @@ def print_report(verdicts: Sequence[Verdict], console=None) -> None:
     from rich.table import Table
     from rich.text import Text
     console = console or Console()
+    verdicts = [printable_copy(v) for v in verdicts]   # names from users' files: safe.py
     for v in verdicts:
         head = Text(f"{v.source or v.name}: ", style="bold")
         head.append(v.label, style=STYLE.get(v.verdict, ""))
@@ -80,7 +82,7 @@ def print_report(verdicts: Sequence[Verdict], console=None) -> None:
             console.print(Text(f"  note: {note}", style="dim"))
         if v.trace is not None:
             t = v.trace
-            console.print(Text(f"  counterexample: {len(t.steps)} steps, replayed on the "
+            console.print(Text(f"  counterexample: {len(t.steps)} step{'' if len(t.steps) == 1 else 's'}, replayed on the "
                                "interpreter" + (f"; parameters {t.params}" if t.params else ""),
                                style="bold"))
             console.print(_timeline(v))
@@ -96,6 +98,6 @@ def print_report(verdicts: Sequence[Verdict], console=None) -> None:
         if v.expected:
             expected = Text("as expected", style="green") if v.matches(v.expected) else \
                 Text(f"EXPECTED {v.expected}", style="bold red")
-        summary.add_row(v.source or v.name, Text(v.label, style=STYLE.get(v.verdict, "")),
-                        f"{v.states:,}", f"{v.seconds:.2f}s", expected)
+        summary.add_row(Text(v.source or v.name), Text(v.label, style=STYLE.get(v.verdict, "")),
+                        Text(f"{v.states:,}"), Text(f"{v.seconds:.2f}s"), expected or Text(""))
     console.print(summary)

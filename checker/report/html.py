@@ -253,7 +253,7 @@ def timeline_html(v: Verdict) -> str:
     items = "".join(
         f'<li class="{"stuck" if blocked(trace) else ""}">{_e(d)}</li>' for d in details)
     params = f"; parameters {_e(trace.params)}" if trace.params else ""
-    return (f"<h3>Counterexample: {len(trace.steps)} steps, replayed on the interpreter{params}"
+    return (f"<h3>Counterexample: {len(trace.steps)} step{'' if len(trace.steps) == 1 else 's'}, replayed on the interpreter{params}"
             f"</h3>{legend}{table}" + (f'<ul class="details">{items}</ul>' if items else "")
             + f'<p class="note">Re-run it: <code>barrierproof check {_e(v.source or v.name)} '
               f'--trace-dir DIR</code>, then <code>barrierproof replay DIR/{_e(v.name)}'

@@ -19,6 +19,7 @@ from typing import Sequence
 
 from .text import describe
 from ..verdict import Verdict
+from .safe import printable_copy
 
 # Characters XML 1.0 cannot carry, even escaped.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -58,7 +59,7 @@ def junit_tree(verdicts: Sequence[Verdict], expect: bool = False) -> ET.Element:
     total = sum(v.seconds for v in verdicts)
     root = ET.Element("testsuites", name="barrierproof")
     suite = ET.SubElement(root, "testsuite", name="barrierproof")
-    for v in verdicts:
+    for v in (printable_copy(v) for v in verdicts):     # names from users' files: safe.py
         case = ET.SubElement(suite, "testcase", name=v.name, classname=_classname(v),
                              time=f"{v.seconds:.3f}")
         ref = v.source or v.name

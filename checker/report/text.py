@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ...model.interpreter import Trace
 from ..verdict import Verdict
+from .safe import printable_copy
 
 CELL = 36  # widest timeline cell before it is cut
 
@@ -69,7 +70,8 @@ def timeline(trace: Trace) -> str:
 
 
 def describe(v: Verdict, show_trace: bool = True) -> str:
-    """The full text report of one verdict."""
+    """The full text report of one verdict (names from users' files escaped: safe.py)."""
+    v = printable_copy(v)
     ref = v.source or v.name
     head = f"{ref}: {v.label}"
     if v.verdict in ("verified", "proved", "bounded", "unknown"):
@@ -87,7 +89,7 @@ def describe(v: Verdict, show_trace: bool = True) -> str:
         lines.append(f"  note: {note}")
     if show_trace and v.trace is not None:
         t = v.trace
-        lines.append(f"  counterexample: {len(t.steps)} steps, replayed on the interpreter"
+        lines.append(f"  counterexample: {len(t.steps)} step{'' if len(t.steps) == 1 else 's'}, replayed on the interpreter"
                      + (f"; parameters {t.params}" if t.params else ""))
         lines += ["    " + row for row in timeline(t).splitlines()]
         details = t.violation.get("details", []) if t.violation else []

@@ -23,6 +23,7 @@ from typing import Iterator, Mapping, Sequence
 import z3
 
 from ...model.ir import BinOp, Expr, Kernel, Loop, Op, UnOp, WarpRegion, When, free_vars, walk
+from ...model.semantics import HARDWARE_BARRIER_KINDS
 from .classes import BarrierClass, build_classes
 from .counters import K, CounterSystem
 from .program import ClassBuilder, build_systems, valuations
@@ -81,6 +82,12 @@ class Fragment:
     """The kernel with symbolic parameters, cut into roles, barrier classes and tau."""
 
     def __init__(self, kernel: Kernel, symbolic: Sequence[str], concrete: Mapping[str, int]):
+        for op in kernel.ops():
+            if op.kind in HARDWARE_BARRIER_KINDS:
+                # Named and cluster barriers count threads, not mbarrier arrivals: the counter
+                # abstraction has no class for them, and dropping them would be unsound.
+                raise Unsupported(f"`{op.describe()}` (a named or cluster hardware barrier) is "
+                                  "outside the prover's fragment", op.loc)
         self.kernel = kernel
         self.symbolic = list(symbolic)
         self.params: dict[str, z3.ArithRef] = {}

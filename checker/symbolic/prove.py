@@ -80,7 +80,7 @@ from dataclasses import dataclass, field
 import z3
 from typing import Mapping, Sequence
 
-from ...model.ir import Kernel, ModelError, evaluate
+from ...model.ir import Kernel, ModelError, evaluate, free_vars
 from ...model.semantics import compile_systems, static_findings
 from ..check import Options, check_kernel, error_verdict
 from ..engines.explore import Limits
@@ -112,6 +112,69 @@ class Proof:
     side_conditions: list[str] = field(default_factory=list)
     roles: list[str] = field(default_factory=list)
     tau: str = ""
+
+
+# ----------------------------------------------------------------------------------------------
+# Budgets in work, not seconds
+# ----------------------------------------------------------------------------------------------
+
+# `--timeout T` buys T seconds of work at a reference speed: Z3 resource units (`rlimit`, counted
+# by Z3 itself, the same on every machine and under any load), candidate orders tried, and
+# explicit states for the search for breaking values. So the verdict depends on the input and T
+# only; the wall clock is a net behind it (cli's watchdog at T + a grace period, and each Z3
+# query's own timeout), reported as such when a slow machine hits it first.
+Z3_UNITS_PER_SECOND = 1_000_000
+STATES_PER_SECOND = 20_000
+ORDERS_PER_SECOND = 2
+MIN_ORDERS = 8
+
+
+@dataclass
+class Budget:
+    """What `--timeout seconds` allows, and the wall-clock net behind it."""
+
+    seconds: float
+
+    def __post_init__(self) -> None:
+        self.start = time.perf_counter()
+        self.z3_start = z3_work()
+        self.z3_units = int(self.seconds * Z3_UNITS_PER_SECOND)
+        self.orders = max(MIN_ORDERS, int(self.seconds * ORDERS_PER_SECOND))
+        self.states = int(self.seconds * STATES_PER_SECOND)
+
+    def z3_left(self) -> int:
+        return self.z3_units - (z3_work() - self.z3_start)
+
+    def wall_left(self) -> float:
+        return self.seconds - (time.perf_counter() - self.start)
+
+    def spent_text(self) -> str:
+        if self.wall_left() <= 0:
+            return (f"wall-clock limit {self.seconds:g}s reached before the work budget was "
+                    "spent (a slower or busier machine than the budget assumes)")
+        return (f"work budget of --timeout {self.seconds:g} spent "
+                f"({self.z3_units:,} Z3 resource units)")
+
+
+def z3_work() -> int:
+    """Z3's resource counter for this process (every solver adds to it)."""
+    stats = z3.Solver().statistics()
+    return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
+
+
+class z3_limits:
+    """Each Z3 query inside may use at most what the budget has left (`rlimit`, deterministic)
+    and the wall-clock time left (the net)."""
+
+    def __init__(self, budget: Budget):
+        self.budget = budget
+
+    def __enter__(self):
+        z3.set_param("rlimit", max(1, self.budget.z3_left()))
+        return self
+
+    def __exit__(self, *exc):
+        z3.set_param("rlimit", 0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -153,8 +216,9 @@ def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], to
 def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
           timeout: float = 240.0) -> Proof:
     """Prove `kernel` deadlock-free and rule-clean for every value of `symbolic` satisfying the
-    assumptions (the other parameters at `fixed`)."""
+    assumptions (the other parameters at `fixed`), within the work `timeout` buys (Budget)."""
     start = time.perf_counter()
+    budget = Budget(timeout)
 
     def spent() -> float:
         return time.perf_counter() - start
@@ -179,19 +243,23 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         return Proof("unknown", spent(), f"cannot replay candidate orders: {err}")
     chosen = None
     why = "no candidate"
+    tried = 0
     for tau in search.candidates():
         if not tau_static_ok(frag, search, tau):
             continue
         search.apply(tau)
+        tried += 1
         why = next((r for r in (run.check(search) for run in runs) if r), None)
         if why is None:
             chosen = tau
             break
-        if spent() > timeout / 4:
+        if tried >= budget.orders:      # counted, not timed: the same cut on every machine
             break
     if chosen is None:
-        return Proof("failed", spent(), f"no static order passes every wait at small parameter "
-                     f"values (last: {why})", roles=[r.name for r in roles])
+        return Proof("failed", spent(), f"none of the {tried} static event order(s) tried "
+                     f"lets every wait pass in order at small parameter values, so this proof "
+                     f"method does not apply (the last one: {why}; that is the order's "
+                     "failure, not a deadlock of the protocol)", roles=[r.name for r in roles])
     tau_text = _describe_tau(frag, search, chosen)
     try:
         systems = frag.build_systems()
@@ -212,7 +280,9 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                          f"`{bad}`", side_conditions=side)
         vals = [v for p in mine for v in frag.valuations(cls, system, p)]
         more = [v for p in check for v in frag.valuations(cls, system, p)]
-        small = sample(enc, vals, limit=20000, budget=max(5.0, (timeout - spent()) / 8))
+        # Sampling stops at a number of states, never at a time: the candidates it yields, and
+        # so the proof, must not depend on the machine's speed.
+        small = sample(enc, vals, limit=20000, budget=float("inf"))
         if small.errors:
             label, frozen = next(iter(small.errors.items()))
             values = dict(zip([str(v) for v in system.frozen], frozen))
@@ -220,21 +290,25 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                                      f"{label} at {values}"))
             return Proof("failed", spent(), f"{cls.name}: the abstraction reaches `{label}` at "
                          f"{_params_only(values, symbolic)}", proofs, side, tau=tau_text)
-        large = sample(enc, more, limit=60000, budget=max(5.0, (timeout - spent()) / 8))
+        large = sample(enc, more, limit=60000, budget=float("inf"))
         result = None
         # richer templates only when the plainer ones fail (each attempt costs Houdini rounds)
         for pairs, hulls in ((False, False), (True, False), (True, True)):
             cands = guess(enc, small.states + large.states, (), conditional_pairs=pairs,
                           hulls=hulls)
-            left = timeout - spent()
-            if left <= 0:
+            if budget.z3_left() <= 0 or budget.wall_left() <= 0:
                 break
-            result = houdini(enc, cands, timeout=left)
+            with z3_limits(budget):
+                result = houdini(enc, cands, timeout=max(1.0, budget.wall_left()),
+                                 query_timeout=max(1.0, budget.wall_left()))
+            if result.status == "unknown" and (budget.z3_left() <= 0
+                                               or budget.wall_left() <= 0):
+                result.reason = budget.spent_text()
             if result.status == "proved" or result.status == "unknown":
                 break
         seconds = time.perf_counter() - t0
         if result is None:
-            return Proof("unknown", spent(), "time limit", proofs, side, tau=tau_text)
+            return Proof("unknown", spent(), budget.spent_text(), proofs, side, tau=tau_text)
         proofs.append(ClassProof(cls.name, result.status, seconds, result.reason,
                                  len(result.invariant), len(small.states)))
         if result.status != "proved":
@@ -292,23 +366,24 @@ def _describe_tau(frag, search, tau) -> str:
 
 def smallest_violation(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                        options: Options | None = None, source: str | None = None,
-                       budget: float = 60.0, top: int = 8) -> tuple[Verdict | None, str]:
+                       states: int = 1_200_000, top: int = 8) -> tuple[Verdict | None, str]:
     """Explore parameter values in order of their sum (then lexicographically) with the explicit
-    explorer; the first violation is returned, its trace already replayed on the interpreter."""
-    start = time.perf_counter()
+    explorer, `states` distinct states in all (a count, not a time: the same points are
+    searched on every machine); the first violation is returned, its trace already replayed on
+    the interpreter."""
     base = options or Options()
     checked = 0
     last = None
+    left = states
     for values in points(kernel, symbolic, fixed, top):
-        if time.perf_counter() - start > budget:
+        if left <= 0:
             break
-        limits = Limits(max_states=base.limits.max_states or 2_000_000,
-                        max_depth=base.limits.max_depth,
-                        timeout=min(base.limits.timeout or 30.0,
-                                    max(1.0, budget - (time.perf_counter() - start))),
+        cap = left if base.limits.max_states is None else min(left, base.limits.max_states)
+        limits = Limits(max_states=cap, max_depth=base.limits.max_depth, timeout=None,
                         max_memory_mb=base.limits.max_memory_mb)
         opts = Options(limits, base.reduction, base.ignore, base.select)
         verdict = check_kernel(kernel, values, opts, source)
+        left -= max(1, verdict.states)
         checked += 1
         last = values
         if verdict.verdict == "violation" or (
@@ -392,8 +467,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         return verdict("proved", params=fixed, notes=notes,
                        coverage=f"proved for {conditions}: {len(proof.classes)} barrier "
                        f"class(es) ({per}), inductive invariants of {facts} facts checked by Z3")
-    budget = max(10.0, min(120.0, timeout - (time.perf_counter() - start)))
-    found, searched = smallest_violation(kernel, symbolic, fixed, options, source, budget=budget)
+    found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
+                                         states=max(1000, int(timeout * STATES_PER_SECOND)))
     if found is not None:
         found.engine = "symbolic"
         found.seconds = time.perf_counter() - start
@@ -402,8 +477,15 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                            f"(bounded search: {searched}; the trace is from the explicit "
                            "explorer, replayed on the interpreter)")
         if proof.reason:
-            found.notes.append(f"proof attempt: {proof.reason}")
+            found.notes.append(f"why there is no proof: {proof.reason}")
         return found
-    return verdict("unknown", params=fixed,
+    notes = []
+    free = [n for n in symbolic
+            if not any(n in free_vars(a) for a in kernel.assumptions)]
+    if free:
+        notes.append(f"no k.assume(...) constrains {', '.join(free)}, so the proof must cover "
+                     f"every value from 0 up (e.g. {free[0]} = 0); if the protocol is meant "
+                     f"for a range only, state it, e.g. k.assume({free[0]} >= 1)")
+    return verdict("unknown", params=fixed, notes=notes,
                    coverage=f"not proved for {conditions}: {proof.reason}; no violation in "
                    f"{searched}")

@@ -166,17 +166,18 @@ def tma_multicast_empty_counts_local_consumers_only(k, stages=2, consumers=1, st
 
 
 
-@protocol(expect="violation:BP105")
+@protocol(expect="violation:BP146")
 def tma_multicast_expect_tx_counts_own_half(k, stages=2, consumers=1, steps=1):
     """expect_tx = A + B/2 (only the block's own half of B): the phase completes as soon as A and
-    one half land, the consumer reads a half-written tile and everybody can exit while the
-    peer's half is still in flight. The rules see the in-flight copy at exit (BP105); the
-    underlying bug is the early completion (a smem race, BP200 in the future)."""
+    one half land, the consumer reads a half-written tile and a block can exit while its peer
+    still multicasts into its shared memory (BP146; with the blocks kept alive, the copy still
+    in flight at exit, BP105). The underlying bug is the early completion (a smem race)."""
     tma_multicast(k, stages, consumers, steps, expect_bytes=A_BYTES + B_BYTES // 2)
 
 
-@protocol(expect="violation:BP103")
+@protocol(expect="violation:BP146")
 def tma_multicast_without_producer_tail(k, stages=2, consumers=1, steps=3):
     """No producer_tail: a block's producer exits without observing the last releases of its
-    slots (in hardware its block may retire while the peer still arrives on its barriers)."""
+    slots, so its block can retire while the peer still arrives on its barriers (BP146; the
+    unobserved releases themselves are BP103)."""
     tma_multicast(k, stages, consumers, steps, tail=False)

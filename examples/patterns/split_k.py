@@ -59,8 +59,9 @@ def split_k_reducer_skips_last_release(k, splits=2, tiles=2):
     split_k(k, splits, tiles, reducer_releases_last=False)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP146")
 def split_k_cluster_sync_skipped_by_a_block(k, splits=2, tiles=1):
-    """Block 1 returns before the final cluster-wide barrier (an early-exit path): block 0 waits
-    for an arrival that never comes."""
+    """Block 1 returns before the final cluster-wide barrier (an early-exit path): block 0's
+    arrival reaches into the shared memory of a block that has exited (BP146), and block 0
+    waits for an arrival that never comes (BP100)."""
     split_k(k, splits, tiles, sync_skipped_by=1)

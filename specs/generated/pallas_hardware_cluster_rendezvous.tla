@@ -6,7 +6,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS MBarrier
+EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -53,5 +53,31 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Hardware barriers: named barriers of one block, or the cluster barrier.
+KernelHwKind == <<>>
+
+\* The block of each named barrier (0: the cluster barrier).
+KernelHwBlock == <<>>
+
+\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
+KernelHwSeenOf == <<>>
+
+\* The block of each agent.
+KernelBlockOf == <<
+    1,  \* b0.thread0
+    2   \* b1.thread0
+>>
+
+\* The agents that are warpgroups (a warp that ends has joined, not exited).
+KernelTopAgents == {1, 2}
+
+\* The block of each mbarrier instance.
+KernelInstBlock == <<
+    1,  \* met@0
+    2   \* met@1
+>>
+
+KernelBlockThreads == 128
 
 ===================================================================================

@@ -7,7 +7,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS MBarrier
+EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -153,5 +153,41 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Hardware barriers: named barriers of one block, or the cluster barrier.
+KernelHwKind == <<>>
+
+\* The block of each named barrier (0: the cluster barrier).
+KernelHwBlock == <<>>
+
+\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
+KernelHwSeenOf == <<>>
+
+\* The block of each agent.
+KernelBlockOf == <<
+    1,  \* b0.wg0
+    1,  \* b0.wg1
+    1,  \* b0.wg2
+    2,  \* b1.wg0
+    2,  \* b1.wg1
+    2   \* b1.wg2
+>>
+
+\* The agents that are warpgroups (a warp that ends has joined, not exited).
+KernelTopAgents == {1, 2, 3, 4, 5, 6}
+
+\* The block of each mbarrier instance.
+KernelInstBlock == <<
+    1,  \* consumed_barrier_refs_0[0]@0
+    1,  \* consumed_barrier_refs_0[1]@0
+    2,  \* consumed_barrier_refs_0[0]@1
+    2,  \* consumed_barrier_refs_0[1]@1
+    1,  \* in_smem_barrier_ref[0]@0
+    1,  \* in_smem_barrier_ref[1]@0
+    2,  \* in_smem_barrier_ref[0]@1
+    2   \* in_smem_barrier_ref[1]@1
+>>
+
+KernelBlockThreads == 384
 
 =======================================================================================================

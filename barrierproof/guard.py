@@ -1,0 +1,195 @@
+"""The walls around a user's code and around a run: signals, limits, argv and stdout.
+
+A protocol file is a Python program. Importing it, building its protocols and tracing its
+kernels run that program inside barrierproof's own process, so what it does must not decide the
+gate's exit code:
+
+- `sys.exit()` or a stray `KeyboardInterrupt` in the user's code is that file's `error` verdict;
+- it sees `sys.argv == [its own path]`, not barrierproof's flags, and what it prints goes to
+  stderr, so `--format json` on stdout stays JSON;
+- a `Watchdog` holds `--timeout` and `--max-memory` while it runs (an endless loop or a huge
+  thread count ends in a `bounded` verdict, not a hung CI job), and the engines run under the
+  same watchdog with a small grace period as a safety net behind their own limits.
+
+SIGINT and SIGTERM at any moment end the run the same way: the protocols not finished are
+`bounded`, the report of what was reached is written (`Interrupts`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+from typing import Iterator
+
+from .model.ir import Loc, ModelError
+
+# The engines' own limits act first; the watchdog stops them only if they overrun this much.
+GRACE_SECONDS = 2.0
+
+
+class LimitReached(BaseException):
+    """The watchdog's stop. A BaseException, so the user's `except Exception:` cannot eat it."""
+
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.what = what
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (peak where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class Watchdog:
+    """Raise LimitReached in the main thread once `seconds` have passed or resident memory
+    exceeds `max_memory_mb`. Polls from a helper thread; the stop arrives as a signal (SIGUSR1)
+    so it interrupts pure-Python loops and sleeps alike. Off the main thread, or with no limit,
+    it does nothing."""
+
+    POLL = 0.05
+
+    def __init__(self, seconds: float | None, max_memory_mb: float | None, doing: str,
+                 time_text: str | None = None):
+        self.seconds = seconds
+        self.time_text = time_text
+        self.max_memory_mb = max_memory_mb
+        self.doing = doing
+        self.fired: str | None = None
+        self._active = False
+        self._stop = threading.Event()
+
+    def __enter__(self) -> "Watchdog":
+        if (self.seconds is None and self.max_memory_mb is None) or \
+                threading.current_thread() is not threading.main_thread():
+            return self
+        self._main = threading.main_thread().ident
+        self._previous = signal.signal(signal.SIGUSR1, self._handler)
+        self._active = True
+        self._start = time.monotonic()
+        self._thread = threading.Thread(target=self._watch, daemon=True,
+                                        name="barrierproof-watchdog")
+        self._thread.start()
+        return self
+
+    def _handler(self, signum, frame) -> None:
+        if self._active and self.fired:
+            raise LimitReached(self.fired)
+
+    def _watch(self) -> None:
+        next_kick = 0.0
+        while not self._stop.wait(self.POLL):
+            now = time.monotonic()
+            if self.fired is None:
+                if self.seconds is not None and now - self._start > self.seconds:
+                    self.fired = (f"{self.time_text or f'time limit {self.seconds:g}s'} "
+                                  f"reached while {self.doing}")
+                elif self.max_memory_mb is not None and rss_mb() > self.max_memory_mb:
+                    self.fired = (f"memory limit {self.max_memory_mb:g} MB reached while "
+                                  f"{self.doing}")
+            # Again every half second: code that catches BaseException once is stopped anyway.
+            if self.fired is not None and now >= next_kick:
+                next_kick = now + 0.5
+                signal.pthread_kill(self._main, signal.SIGUSR1)
+
+    def __exit__(self, *exc) -> None:
+        if not self._active:
+            return
+        self._active = False
+        self._stop.set()
+        self._thread.join()
+        signal.signal(signal.SIGUSR1, self._previous)
+
+
+class Interrupts:
+    """SIGINT (Ctrl-C) and SIGTERM (a CI job cancelled) end the work under way as a
+    KeyboardInterrupt, which the explorer turns into a `bounded` verdict; `received` remembers
+    it, so the protocols not yet checked are reported as such, and the report is still
+    written. A KeyboardInterrupt without a signal came from a user's code."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self) -> "Interrupts":
+        self.received: str | None = None
+        self.previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, self._handler)
+        return self
+
+    @property
+    def seen(self) -> bool:
+        return self.received is not None
+
+    @seen.setter
+    def seen(self, value: bool) -> None:
+        if value and self.received is None:
+            self.received = "SIGINT"
+
+    def _handler(self, signum, frame):
+        first = self.received is None
+        self.received = self.received or signal.Signals(signum).name
+        if first:
+            raise KeyboardInterrupt
+
+    def why(self) -> str:
+        return "interrupted (Ctrl-C)" if self.received in (None, "SIGINT") else \
+            f"interrupted ({self.received})"
+
+    def quiet(self) -> None:
+        """From here on (writing the report) a further signal is only remembered."""
+        for sig in self.previous:
+            signal.signal(sig, lambda s, f: None)
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+# The run's Interrupts, so the loader can tell a real Ctrl-C from a user's `raise
+# KeyboardInterrupt`; and the limits on the user's code (--timeout, --max-memory), set by the
+# command before it imports anything.
+current: Interrupts | None = None
+budget: tuple[float | None, float | None] = (None, None)
+
+
+@contextlib.contextmanager
+def user_code(path: str, doing: str) -> Iterator[None]:
+    """Run a user's code (import, build, trace) behind the walls described above."""
+    argv, stdout = sys.argv, sys.stdout
+    sys.argv = [path]
+    sys.stdout = sys.stderr
+    try:
+        with Watchdog(budget[0], budget[1], doing):
+            yield
+    except SystemExit as err:
+        raise _exit_error(err, path, doing) from None
+    except KeyboardInterrupt as err:
+        if current is not None and current.seen:
+            raise               # a real Ctrl-C / SIGTERM: the run stops
+        raise _located(err, path, f"KeyboardInterrupt raised while {doing}",
+                       "a protocol file must not raise KeyboardInterrupt") from None
+    finally:
+        sys.argv, sys.stdout = argv, stdout
+
+
+def _exit_error(err: SystemExit, path: str, doing: str) -> ModelError:
+    return _located(err, path, f"sys.exit({err.code!r}) called while {doing}",
+                    "a protocol file must not exit; guard scripts with "
+                    "`if __name__ == \"__main__\":`")
+
+
+def _located(err: BaseException, path: str, message: str, hint: str) -> ModelError:
+    import traceback
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if os.path.abspath(f.filename) == os.path.abspath(path)]
+    loc = Loc(frames[-1].filename, frames[-1].lineno or 1) if frames else Loc(path, 1)
+    return ModelError(message, loc=loc, hint=hint)
