@@ -68,6 +68,9 @@ PROVED = {
                                            steps=range(0, 6)),
     "cluster.py::cluster_exchange": grid(steps=range(0, 7)),
     "patterns/hopper_ws.py::hopper_ws_matmul": grid(stages=[1, 2, 3], steps=range(0, 6)),
+    "patterns/blackwell_persistent.py::clc_scheduler": grid(tiles=range(0, 8)),
+    "patterns/cutlass_pipelines.py::pipeline_async": grid(stages=[1, 2, 3], consumers=[1, 2],
+                                                          steps=range(0, 6)),
     # order[depth, groups]: one ring of `depth` barriers per group, the loop over groups unrolled
     "patterns/ordered_sequence.py::ordered_sequence_2wg": grid(depth=[1, 2, 3], turns=range(0, 7)),
     "patterns/ordered_sequence.py::ordered_sequence_3wg": grid(depth=[1, 2, 3], turns=range(0, 6)),
@@ -257,6 +260,29 @@ def test_an_array_with_one_symbolic_dimension_is_split_into_rings():
         # the same program: the same verdict and the same number of states
         a, b = check_kernel(k, values), check_kernel(rings, values)
         assert a.verdict == b.verdict == "verified" and a.states == b.states
+
+
+def test_a_static_order_exists_for_a_cluster_with_a_cluster_wide_exit_barrier():
+    """split_k: the reducer's release loop over the contributor blocks is unrolled, and every
+    block arrives on the cluster-wide exit barrier before any block waits on it."""
+    from barrierproof.checker.symbolic import prove as S
+    k = kernel("patterns/split_k.py::split_k_dsmem")
+    fixed = {"splits": 3}
+    k = split_ring_arrays(unroll_fixed_loops(k, fixed), fixed)
+    frag = Fragment(k, ["tiles"], fixed)
+    frag.build_roles()
+    frag.build_classes()
+    search = TauSearch(frag)
+    runs = [TauRun(frag, system, values) for values in S._tau_points(k, ["tiles"], fixed, frag)
+            for system in compile_systems(k, values)]
+    assert len({tuple(sorted(v.items())) for v in (r.values for r in runs)}) >= 3
+    for tau in search.candidates():
+        if tau_static_ok(frag, search, tau):
+            search.apply(tau)
+            if all(run.check(search) is None for run in runs):
+                break
+    else:
+        raise AssertionError("no static order passes every wait")
 
 
 def test_time_limit_is_unknown_not_proved():
