@@ -150,7 +150,7 @@ def tma_multicast(k, stages, consumers, steps, *, expect_bytes=A_BYTES + B_BYTES
                 k.arrive(empty.on(dst, index=s))
 
 
-@protocol(expect="verified", symbolic=("stages", "consumers", "steps"))
+@protocol(expect="verified")
 def tma_multicast_2x1(k, stages=2, consumers=1, steps=3):
     """PipelineTmaAsync in a 2x1 cluster with B multicast along x: correct."""
     k.assume(stages >= 1, consumers >= 1, steps >= 0)
