@@ -14,6 +14,7 @@ the file, bench_symbolic.py's tables, is kept).
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import platform
 import sys
@@ -47,26 +48,43 @@ def correct_protocols() -> list:
     return out
 
 
-def measure(timeout: float) -> list[dict]:
-    rows = []
-    for rel, target in correct_protocols():
-        kernel = target.build()
-        params = list(kernel.params)
-        symbolic = [p.name for p in kernel.params.values() if p.symbolic]
-        row = dict(ref=f"{rel}::{target.name}", params=params, symbolic=symbolic)
-        if not params:
-            row.update(verdict="no parameters", seconds=0.0, why="")
-        elif not symbolic:
-            row.update(verdict="not declared", seconds=0.0, why="no parameter declared symbolic")
-        else:
-            t0 = time.perf_counter()
-            v = prove_kernel(kernel, {}, Options(Limits(timeout=timeout)), row["ref"],
-                             SimpleNamespace(symbolic=symbolic))
-            row.update(verdict=v.label, seconds=time.perf_counter() - t0,
-                       why="" if v.verdict == "proved" else (v.coverage or "").split("\n")[0])
-        rows.append(row)
+def measure_one(job: tuple[str, str, float]) -> dict:
+    """One protocol's row (in a worker process: proofs are independent)."""
+    rel, name, timeout = job
+    target = next(t for t in targets_in_module(os.path.join(ROOT, rel),
+                                               import_file(os.path.join(ROOT, rel)))
+                  if t.name == name)
+    return _row(rel, target, timeout)
+
+
+def measure(timeout: float, jobs: int = 1) -> list[dict]:
+    work = [(rel, target.name, timeout) for rel, target in correct_protocols()]
+    if jobs > 1:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            rows = pool.map(measure_one, work, chunksize=1)
+    else:
+        rows = [measure_one(w) for w in work]
+    for row in rows:
         print(f"{row['ref']}: {row['verdict']} ({row['seconds']:.1f}s) {row['why']}", flush=True)
     return rows
+
+
+def _row(rel: str, target, timeout: float) -> dict:
+    kernel = target.build()
+    params = list(kernel.params)
+    symbolic = [p.name for p in kernel.params.values() if p.symbolic]
+    row = dict(ref=f"{rel}::{target.name}", params=params, symbolic=symbolic)
+    if not params:
+        row.update(verdict="no parameters", seconds=0.0, why="")
+    elif not symbolic:
+        row.update(verdict="not declared", seconds=0.0, why="no parameter declared symbolic")
+    else:
+        t0 = time.perf_counter()
+        v = prove_kernel(kernel, {}, Options(Limits(timeout=timeout)), row["ref"],
+                         SimpleNamespace(symbolic=symbolic))
+        row.update(verdict=v.label, seconds=time.perf_counter() - t0,
+                   why="" if v.verdict == "proved" else (v.coverage or "").split("\n")[0])
+    return row
 
 
 def report(rows: list[dict], command: str) -> str:
@@ -115,8 +133,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the coverage section into this Markdown file")
     parser.add_argument("--timeout", type=float, default=60.0, help="per proof (seconds)")
+    parser.add_argument("--jobs", type=int, default=1, help="proofs run side by side")
     args = parser.parse_args(argv)
-    rows = measure(args.timeout)
+    rows = measure(args.timeout, args.jobs)
     command = "python bench/prove_coverage.py " + " ".join(argv if argv is not None
                                                           else sys.argv[1:])
     section = report(rows, command.strip())
