@@ -9,7 +9,6 @@ import argparse
 import importlib
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from . import __version__
 from .checker.check import Options, check_kernel, error_verdict
 from .checker.engines.explore import Limits
 from .checker.report.text import timeline
+from .checker.report.views import trace_stem
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from . import guard
@@ -148,6 +148,9 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     limits = options.limits
     # The engines keep their own limits; the watchdog is the net behind them.
     net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
+    stop_solver = _interrupt_z3 if engine == "symbolic" else None
+    mem_text = None if limits.max_memory_mb is None else (
+        f"memory limit (--max-memory {limits.max_memory_mb} MB + 25% headroom)")
     net_text = None if net is None else (
         f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
@@ -179,7 +182,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
                     with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
-                                  f"checking {kernel.name}", net_text):
+                                  f"checking {kernel.name}", net_text, stop_solver, mem_text):
                         if engine_fn is None:
                             return check_kernel(kernel, kp, options, ref)
                         return engine_fn(kernel, kp, options, ref, args)
@@ -210,6 +213,12 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     return verdicts
 
 
+def _interrupt_z3() -> None:
+    """Make a running Z3 query return (unknown) so the watchdog's stop can land."""
+    import z3
+    z3.main_ctx().interrupt()
+
+
 def _why(interrupts: Interrupts | None) -> str:
     return interrupts.why() if interrupts is not None else "interrupted (Ctrl-C)"
 
@@ -227,7 +236,7 @@ def trace_file_names(verdicts: list[Verdict]) -> dict[int, str]:
     for i, v in enumerate(verdicts):
         if v.trace is None:
             continue
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", v.name).strip("._-")[:100] or "protocol"
+        stem = trace_stem(v.name)
         name, n = stem, 1
         while name.lower() in taken:        # case-insensitive file systems collide too
             n += 1
@@ -270,6 +279,28 @@ def render(fmt: str, verdicts: list[Verdict], expect: bool = False) -> str:
     return report(verdicts, expect=expect) if fmt == "junit" else report(verdicts)
 
 
+def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[str, int],
+                  options: Options) -> None:
+    """Verified repairs for every violation (`--fix`); kernels are built again, so a cached
+    verdict gets them too."""
+    from .checker.repair import attach_fixes, repairable
+    from .fixcmd import rebuild_with
+    wanted = {v.source: v for v in verdicts if v.source and repairable(v)}
+    quiet = Options(options.limits, options.reduction, options.ignore, options.select)
+    for target in targets:
+        if not any(ref.partition("#")[0] == target.ref for ref in wanted):
+            continue
+        try:
+            kernels = target.build_all()
+        except (ModelError, LimitReached):
+            continue
+        for i, kernel in enumerate(kernels):
+            ref = target.ref if i == 0 else f"{target.ref}#{i + 1}"
+            if ref in wanted:
+                attach_fixes(wanted[ref], kernel, _params_for(kernel, params), quiet,
+                             rebuild=rebuild_with(kernel))
+
+
 def cmd_check(args, engine: str | None = None) -> int:
     apply_config(args)       # [tool.barrierproof] in pyproject.toml, under the flags
     if not args.paths:
@@ -303,6 +334,8 @@ def cmd_check(args, engine: str | None = None) -> int:
             if not interrupts.seen:
                 verdicts += run_targets(targets, params, options, engine or args.engine, args,
                                         progress, cache, interrupts)
+            if getattr(args, "fix", False) and not interrupts.seen:
+                _attach_fixes(verdicts, targets, params, options)
         finally:
             guard.current = None
             interrupts.quiet()      # the report below is written whatever arrives now
@@ -523,6 +556,8 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-config", action="store_true", help="ignore pyproject.toml")
     p.add_argument("--no-cache", action="store_true",
                    help="check everything again; neither read nor write the proof cache")
+    p.add_argument("--fix", action="store_true",
+                   help="for each violation, search for verified repairs (slower)")
     p.add_argument("--cache-dir", metavar="DIR",
                    help="where the proof cache lives (default: .barrierproof_cache next to the "
                         "pyproject.toml, or $BARRIERPROOF_CACHE_DIR)")
@@ -555,6 +590,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--symbolic", action="append", default=[], metavar="NAME",
                    help="a parameter to quantify over (repeatable; default: declared ones)")
     p.set_defaults(run=lambda a: cmd_check(a, "symbolic"))
+
+    p = sub.add_parser("fix", help="suggest a verified repair of a DSL protocol as a diff")
+    p.add_argument("path", metavar="PATH::NAME")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--apply", action="store_true", help="edit the file, then check it again")
+    p.add_argument("--pick", type=int, default=1, metavar="N", help="which suggestion (default 1)")
+    p.add_argument("--max-fixes", type=int, default=3, metavar="N")
+    p.add_argument("--budget", type=float, default=30.0, metavar="S",
+                   help="seconds for the repair search (default 30)")
+    p.set_defaults(run=_delegate("barrierproof.fixcmd", "cmd_fix"))
 
     p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
     p.add_argument("trace", metavar="TRACE.json",
@@ -600,12 +645,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    interrupts = None
     try:
         check_args(args)
-        return args.run(args)
+        with Interrupts() as interrupts:     # SIGTERM as Ctrl-C, for every command
+            return args.run(args)
     except ModelError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
-        return _fail("interrupted")
+        print(f"barrierproof: {_why(interrupts)}: stopped before a verdict", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
+    except OSError as err:      # our own reads and writes: user code's errors are ModelErrors
+        path = err.filename or getattr(args, "output", None)   # a failed flush names no file
+        where = f"{path}: " if path else ""
+        return _fail(f"{where}{err.strerror or err}", "check the path, its permissions and "
+                     "the free disk space")

@@ -28,7 +28,10 @@ HELP = {
     "BP111": "TMA and tcgen05 arrivals need a plain plgpu.Barrier",
     "BP112": "wait on your own block's barrier instance",
     "BP120": "keep barrier indices within num_barriers and index array barriers",
-    "BP121": "keep arrival counts and tx-counts within the mbarrier's range",
+    "BP121": "keep arrival counts and tx-counts within the mbarrier's range; more arrivals "
+             "than the count while a phase is still open usually means a producer re-arms a "
+             "slot (arrive/expect_tx) before waiting for its consumer to release it: add the "
+             "missing wait on the slot's `empty` barrier",
     "BP130": "expect_tx must equal the bytes that land on the barrier",
     "BP140": "give a named barrier a thread count of whole warps (a multiple of 32) no larger "
              "than the block",

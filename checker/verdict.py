@@ -36,6 +36,22 @@ class Diagnostic:
 
 
 @dataclass
+class Fix:
+    """A suggested repair, already verified: the repaired protocol got `verdict` (`proved` or
+    `verified`) before the fix was suggested."""
+
+    description: str
+    location: str | None
+    edit: dict                         # replace_lines {file, start_line, end_line, text} or words
+    verdict: str
+    patch: str | None = None           # git-style diff, when the edit maps to source exactly
+
+    def to_json(self) -> dict:
+        return {"description": self.description, "location": self.location, "edit": self.edit,
+                "verdict": self.verdict}
+
+
+@dataclass
 class Verdict:
     name: str
     verdict: str
@@ -52,6 +68,7 @@ class Verdict:
     coverage: str | None = None        # what a bounded search covered
     notes: list[str] = field(default_factory=list)
     expected: str | None = None        # the example's declared verdict, if any
+    fixes: list[Fix] | None = None     # verified repairs (None: repair was not asked for)
 
     def __post_init__(self) -> None:
         assert self.verdict in VERDICTS, self.verdict
@@ -97,4 +114,5 @@ class Verdict:
             "coverage": self.coverage,
             "notes": self.notes,
             "expected": self.expected,
+            **({"fixes": [f.to_json() for f in self.fixes]} if self.fixes is not None else {}),
         }

@@ -391,7 +391,8 @@ class KernelBuilder:
     def syncthreads(self) -> None:
         """`__syncthreads()` / `bar.sync 0`: every thread of the block, at one instruction."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("bar_sync", None, count=Const(0), bar_id=Const(0), loc=loc))
+        self._stack[-1].append(Op("bar_sync", None, count=Const(0), bar_id=Const(0),
+                                  name="syncthreads", loc=loc))
 
     def cluster_arrive(self) -> None:
         """`barrier.cluster.arrive`: this thread reached the cluster barrier."""

@@ -310,8 +310,8 @@ OP_KINDS = {
     "tma_load",              # TMA load that only does complete_tx(bytes) when it lands
     "wait_parity",           # try_wait.parity(parity) until it succeeds
     # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
-    "bar_sync",              # named barrier `bar.sync id, count` (count 0: every thread of the
-    #                          block, i.e. __syncthreads / bar.sync 0); arrive, then wait
+    "bar_sync",              # named barrier `bar.sync id, count` (name "syncthreads": every
+    #                          thread of the block, __syncthreads / bar.sync 0); arrive, then wait
     "bar_arrive",            # `bar.arrive id, count`: arrive without waiting
     "cluster_arrive",        # barrier.cluster.arrive: this thread reached the cluster barrier
     "cluster_wait",          # barrier.cluster.wait: until every thread of the cluster arrived
@@ -328,7 +328,8 @@ class Op:
     bytes: Expr = Const(0)          # tx bytes (copies, expect/complete_tx)
     parity: Expr | None = None      # wait_parity
     collective_axes: tuple[str, ...] = ()   # multicast copies
-    name: str = ""                  # unmodeled: the primitive's name
+    name: str = ""                  # unmodeled: the primitive's name; "syncthreads": a bar_sync
+    #                                 without a count operand (every thread of the block)
     loc: Loc = UNKNOWN_LOC
     bar_id: Expr | None = None      # bar_sync / bar_arrive: the named barrier (0..15)
     aligned: bool = True            # bar_sync: the .aligned form (`bar.sync`), which every
@@ -339,8 +340,8 @@ class Op:
         if self.kind == "unmodeled":
             return f"{self.name} (not modelled)"
         if self.kind in ("bar_sync", "bar_arrive"):
-            if self.kind == "bar_sync" and isinstance(self.count, Const) and not self.count.value:
-                return "syncthreads()" if self.aligned else "barrier.sync(0)"
+            if self.name == "syncthreads":
+                return "syncthreads()"
             spelled = ("bar.sync" if self.aligned else "barrier.sync") \
                 if self.kind == "bar_sync" else "bar.arrive"
             return f"{spelled}({self.bar_id!r}, {self.count!r})"

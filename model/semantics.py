@@ -850,6 +850,10 @@ class System:
                     line += (f"; {pending} arrival(s) missing; " +
                              ("later arrivals on it: " + ", ".join(later) if later else
                               "no agent arrives on it again"))
+                    silent = self.silent_blocks(inst)
+                    if silent:
+                        line += (f"; block(s) {', '.join(silent)} of its cluster never arrive "
+                                 "on it (no thread there has an arrival on it)")
                 details.append(line)
             elif instr.op == AWAIT_FORK:
                 details.append(f"{agent.name} waits for its warpgroup to enter the warp region")
@@ -871,6 +875,19 @@ class System:
                              None, self.current(state, waiter).src, details)
         return Violation("BP100", f"deadlock: {len(blocked)} agent(s) blocked forever", first,
                          None, src, details)
+
+    def silent_blocks(self, inst: int) -> list[str]:
+        """The blocks whose arrivals a ClusterBarrier instance counts but whose threads never
+        arrive on it anywhere in their programs (a cluster barrier skipped by a block)."""
+        if not self.instances[inst].alloc.cluster:
+            return []
+        arriving = set()
+        for a, prog in enumerate(self.programs):
+            if any(instr.op in (ARRIVE, ARRIVE_DROP, ARRIVE_TX) and inst in instr.target
+                   for instr in prog):
+                arriving.add(self.agents[a].block)
+        fan_in = [self.instances[t].block for t in self._fan_out(inst)]   # a symmetric relation
+        return ["b" + ",".join(map(str, b)) for b in fan_in if b not in arriving]
 
     def missing_arrivals(self, state: tuple, inst: int) -> list[str]:
         """Agents whose remaining program would still arrive on `inst`, and where they are."""

@@ -9,7 +9,9 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.model.interpreter", "barrierproof.model.pallas.loops",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
            "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
-           "barrierproof.cli"]
+           "barrierproof.checker.report.views", "barrierproof.schema",
+           "barrierproof.cli", "barrierproof.checker.repair.source",
+           "barrierproof.checker.repair.search"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -28,6 +28,7 @@ from urllib.parse import quote
 from ...model.semantics import CODES
 from ..check import HELP
 from ..verdict import Verdict
+from .text import steps_text
 from .views import event_kind, lanes, location_in_text, split_location, stuck
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -150,8 +151,24 @@ def _code_flow(verdict: Verdict) -> dict | None:
         thread_flows.append({"id": lane, "message": {"text": lane}, "locations": locs})
     if not thread_flows:
         return None
-    return {"message": {"text": f"shortest counterexample: {len(trace.steps)} step{'' if len(trace.steps) == 1 else 's'}, replayed on "
-                                f"the interpreter"}, "threadFlows": thread_flows}
+    return {"message": {"text": f"shortest counterexample: {steps_text(len(trace.steps))}, "
+                                "replayed on the interpreter"}, "threadFlows": thread_flows}
+
+
+def _fix(fix) -> dict:
+    """A verified fix as SARIF replacements: whole lines start..end replaced by the new text
+    (an insertion deletes the empty region at the start of its line)."""
+    changes: dict[str, list] = {}
+    for change in fix.edit["changes"]:
+        start, end = change["start_line"], change["end_line"]
+        region = ({"startLine": start, "startColumn": 1, "endLine": start, "endColumn": 1}
+                  if end < start else
+                  {"startLine": start, "startColumn": 1, "endLine": end + 1, "endColumn": 1})
+        changes.setdefault(change["file"], []).append(
+            {"deletedRegion": region, "insertedContent": {"text": change["text"]}})
+    return {"description": {"text": f"{fix.description} ({fix.verdict} after the edit)"},
+            "artifactChanges": [{"artifactLocation": _artifact(path), "replacements": reps}
+                                for path, reps in changes.items()]}
 
 
 def _fingerprint(rule: str, verdict: Verdict, message: str) -> dict:
@@ -188,6 +205,11 @@ def _results(verdict: Verdict, rules: dict[str, int]) -> list[dict]:
             [{"logicalLocations": logical}]
         if flow is not None and n == 0:
             result["codeFlows"] = [flow]
+        if n == 0 and verdict.fixes:
+            result["properties"]["fixes"] = [f.to_json() for f in verdict.fixes]
+            fixes = [_fix(f) for f in verdict.fixes if f.edit.get("kind") == "source"]
+            if fixes:
+                result["fixes"] = fixes
         out.append(result)
     return out
 

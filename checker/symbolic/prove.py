@@ -82,7 +82,7 @@ from typing import Mapping, Sequence
 
 from ...model.ir import Kernel, ModelError, evaluate, free_vars
 from ...model.semantics import compile_systems, static_findings
-from ..check import Options, check_kernel, error_verdict
+from ..check import Options, check_assumptions, check_kernel, error_verdict
 from ..engines.explore import Limits
 from ..verdict import Verdict
 from .encode import Encoder
@@ -124,9 +124,10 @@ class Proof:
 # only; the wall clock is a net behind it (cli's watchdog at T + a grace period, and each Z3
 # query's own timeout), reported as such when a slow machine hits it first.
 Z3_UNITS_PER_SECOND = 1_000_000
-STATES_PER_SECOND = 20_000
-ORDERS_PER_SECOND = 2
+STATES_PER_SECOND = 5_000
+ORDERS_PER_SECOND = 0.5
 MIN_ORDERS = 8
+NET_GRACE = 2.0     # as the CLI's watchdog
 
 
 @dataclass
@@ -145,11 +146,12 @@ class Budget:
     def z3_left(self) -> int:
         return self.z3_units - (z3_work() - self.z3_start)
 
-    def wall_left(self) -> float:
-        return self.seconds - (time.perf_counter() - self.start)
+    def net_left(self) -> float:
+        """Seconds until the wall-clock net (T + NET_GRACE), at least one."""
+        return max(1.0, self.seconds + NET_GRACE - (time.perf_counter() - self.start))
 
     def spent_text(self) -> str:
-        if self.wall_left() <= 0:
+        if self.z3_left() > 0:
             return (f"wall-clock limit {self.seconds:g}s reached before the work budget was "
                     "spent (a slower or busier machine than the budget assumes)")
         return (f"work budget of --timeout {self.seconds:g} spent "
@@ -274,7 +276,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         if not system.roles:
             continue
         enc = Encoder(system).build()
-        bad = enc.check_sane()
+        bad = enc.check_sane(timeout=budget.net_left())
         if bad is not None:
             return Proof("unknown", spent(), f"internal: construction facts of {cls.name} fail at "
                          f"`{bad}`", side_conditions=side)
@@ -296,13 +298,14 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         for pairs, hulls in ((False, False), (True, False), (True, True)):
             cands = guess(enc, small.states + large.states, (), conditional_pairs=pairs,
                           hulls=hulls)
-            if budget.z3_left() <= 0 or budget.wall_left() <= 0:
+            if budget.z3_left() <= 0:
                 break
+            # Z3's own wall-clock timeout is only the net (a query cannot outlive the run).
             with z3_limits(budget):
-                result = houdini(enc, cands, timeout=max(1.0, budget.wall_left()),
-                                 query_timeout=max(1.0, budget.wall_left()))
+                result = houdini(enc, cands, timeout=budget.net_left(),
+                                 query_timeout=budget.net_left())
             if result.status == "unknown" and (budget.z3_left() <= 0
-                                               or budget.wall_left() <= 0):
+                                               or budget.net_left() <= 1.0):
                 result.reason = budget.spent_text()
             if result.status == "proved" or result.status == "unknown":
                 break
@@ -436,6 +439,10 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     except ModelError as err:
         return error_verdict(kernel.name, err, source)
     fixed = {n: v for n, v in defaults.items() if n not in symbolic}
+    try:    # fixed values outside k.assume would make any proof vacuous
+        check_assumptions(kernel, fixed)
+    except ModelError as err:
+        return error_verdict(kernel.name, err, source)
     if not symbolic:
         found = check_kernel(kernel, params, options, source)
         found.notes.append("no symbolic parameters: checked for the given values only")
@@ -453,6 +460,12 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if options.ignored():
         return verdict("unknown", coverage="--ignore/--select change which rules count; the "
                        "symbolic engine proves all of them or nothing", params=fixed)
+    if not points(kernel, symbolic, fixed, 8, limit=1):
+        return verdict("unknown", params=fixed, coverage=(
+            f"no values of {', '.join(symbolic)} in 0..8 satisfy the assumptions "
+            f"({_conditions_text(kernel, symbolic)}): a proof over a range that may be empty "
+            "would be vacuous, so none is claimed"),
+            notes=["check k.assume(...) and the --param values against each other"])
     timeout = options.limits.timeout or 300.0
     proof = prove(kernel, symbolic, fixed, timeout=timeout)
     conditions = _conditions_text(kernel, symbolic)

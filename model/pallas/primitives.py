@@ -8,6 +8,9 @@ never dropped.
 
 from __future__ import annotations
 
+import inspect
+import re
+
 # Primitives that synchronize threads or async agents and are modelled.
 MODELED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel"}
@@ -47,6 +50,44 @@ def _is_fence(eqn) -> bool:
         if isinstance(v, str):
             texts.append(v)
     return bool(texts) and all(t.strip().startswith("fence.") for t in texts)
+
+
+_BAR_ASM = re.compile(r"\b(bar|barrier)\.(sync|arrive|\{operation\})(\.aligned)?")
+
+
+def bar_operation(eqn) -> tuple[str, object, object, bool] | None:
+    """A named barrier written as inline PTX through `plgpu.inline_mgpu` (`bar.sync id, n;` /
+    `bar.arrive id, n;`, as JAX's GPU kernel helpers do) or Mosaic GPU's `warpgroup_barrier()`
+    (`bar.sync warpgroup + 1, 128`): ("sync" or "arrive", id, thread count, aligned), where id
+    is an int, "operand" (the equation's first operand) or "warpgroup"; None when it is neither
+    or its operands cannot be read (the equation then stays unmodelled, BP190)."""
+    fn = eqn.params.get("mgpu_fn")
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    if "warpgroup_barrier" in code.co_names:
+        return ("sync", "warpgroup", 128, True)
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+    m = _BAR_ASM.search(source)
+    if m is None:
+        return None
+    cells = {}
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            cells[name] = cell.cell_contents
+        except ValueError:
+            pass
+    operation = m.group(2) if m.group(2) != "{operation}" else cells.get("operation")
+    aligned = m.group(1) == "bar" or m.group(3) is not None
+    count = cells.get("num_threads")
+    bar_id = cells.get("barrier_id", "operand" if eqn.invars else None)
+    if operation not in ("sync", "arrive") or not isinstance(count, int) or \
+            not (isinstance(bar_id, int) or bar_id == "operand"):
+        return None
+    return (operation, bar_id, count, aligned)
 
 
 # Keyed by id() but holding the jaxpr itself: a freed jaxpr's id may be reused by another.

@@ -21,13 +21,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..expr import (OPAQUE_PREFIX, RANGES, is_bool, mk, mk_not, mk_select, opaque, opaque_vars,
                     opaques)
 from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param, UNKNOWN_LOC,
-                  Var, WarpRegion, When)
+                  Var, WarpRegion, When, as_expr)
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
 from .locations import _loc_from_tracebacks
 from .loops import LoopRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
-                         _is_fence, _pallas_primitives)
+                         _is_fence, _pallas_primitives, bar_operation)
 from .values import BarrierVal, Cell, MemRef, _Frame
 
 
@@ -62,6 +62,7 @@ class Translator(LoopRules, SyncHandlers):
         self.barriers: list[BarrierAlloc] = []
         self.params: dict[str, Param] = {}
         self.notes: list[str] = []
+        self.collective_tmem = False    # Mosaic GPU then ends the kernel with a cluster sync
         self._names: set[str] = set(self.axis_sizes) | {self.warp_axis}
         self._counter = itertools.count()
         self.origins: dict[str, tuple] = {}        # opaque var -> (primitive, frame)
@@ -112,6 +113,8 @@ class Translator(LoopRules, SyncHandlers):
         finally:
             RANGES.clear()
             RANGES.update(saved)
+        if self.collective_tmem and self.cluster:
+            body = body + self._collective_tmem_teardown()
         return Kernel(
             name=self.name, body=body, barriers=tuple(self.barriers), params=self.params,
             num_threads=Const(self.num_threads), thread_axis=self.thread_axis,
@@ -268,12 +271,29 @@ class Translator(LoopRules, SyncHandlers):
         name = eqn.primitive.name
         if name == "inline_mgpu_p" and _is_fence(eqn):
             return opaques("inline", len(eqn.outvars))
+        if name == "inline_mgpu_p" and (bar := bar_operation(eqn)) is not None:
+            op = self._named_barrier(eqn, env, frame, *bar)
+            if op is not None:
+                out.append(op)
+                return opaques("inline", len(eqn.outvars))
         if name == "pallas_call":
             raise ModelError("a pallas_call inside a Mosaic GPU kernel is not supported",
                              loc=self.where(frame),
                              hint="write the kernel with plgpu.kernel")
         out.append(Op("unmodeled", name=name, loc=self.where(frame)))   # BP190, statically
         return opaques(name, len(eqn.outvars))
+
+    def _named_barrier(self, eqn, env, frame, operation, bar_id, count, aligned) -> Op | None:
+        """A named barrier from inline PTX; a Pallas thread arrives as a warpgroup."""
+        if bar_id == "warpgroup":       # Mosaic GPU: one named barrier per warpgroup, id wg + 1
+            bar_id = Var(self.thread_axis) + 1
+        elif bar_id == "operand":
+            bar_id = self.read(env, eqn.invars[0])
+            if not isinstance(bar_id, Expr):
+                return None
+        kind = "bar_sync" if operation == "sync" else "bar_arrive"
+        return Op(kind, None, count=Const(count), bar_id=as_expr(bar_id), aligned=aligned,
+                  loc=self.where(frame))
 
     # -- structure ---------------------------------------------------------------------------
 
@@ -299,8 +319,21 @@ class Translator(LoopRules, SyncHandlers):
         out.extend(body)
         return [self.read(sub_env, v) for v in jaxpr.outvars]
 
+    def _collective_tmem_teardown(self) -> tuple:
+        """Mosaic GPU ends a kernel that allocates collective TMEM with a block barrier and a
+        cluster barrier in every thread (no block releases TMEM while its peer still uses it):
+        they also keep every block alive until its peers are done (BP146)."""
+        loc = self.loc
+        self._note(f"{loc}: collective TMEM: the kernel ends with Mosaic GPU's block and "
+                   "cluster barriers")
+        return (Op("bar_sync", None, count=Const(0), bar_id=Const(0), name="syncthreads",
+                   loc=loc),
+                Op("cluster_arrive", None, loc=loc), Op("cluster_wait", None, loc=loc))
+
     def _allocate(self, var, pname, collective, frame) -> Any:
         aval = var.aval
+        if type(aval).__name__ == "AbstractTMEMRef" and getattr(aval, "collective", False):
+            self.collective_tmem = True
         inner = getattr(aval, "inner_aval", None)
         dtype = getattr(inner, "dtype", None)
         kind = type(dtype).__name__
