@@ -91,6 +91,7 @@ from .fragment import Fragment
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .terms import Unsupported
+from .unroll import split_ring_arrays, unroll_fixed_loops
 
 
 @dataclass
@@ -225,6 +226,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     def spent() -> float:
         return time.perf_counter() - start
 
+    kernel = split_ring_arrays(unroll_fixed_loops(kernel, fixed), fixed)
     try:
         frag = Fragment(kernel, symbolic, fixed)
         roles = frag.build_roles()

@@ -36,10 +36,11 @@ def ordered_sequence(k, groups, depth, turns, *, drain=True, group0_opposite=Tru
                         k.wait_parity(order.at[m % depth, 0], ((m // depth) % 2) ^ first)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("depth", "turns"))
 def ordered_sequence_2wg(k, depth=2, turns=4):
     """Ping-pong GEMM: two math warpgroups, depth 2 (MMA and epilogue), plus a drain in which
     warpgroup 0 observes warpgroup 1's last two arrivals. Correct."""
+    k.assume(depth >= 1, turns >= 0)
     ordered_sequence(k, 2, depth, turns)
 
 
@@ -52,9 +53,10 @@ def ordered_sequence_2wg_as_in_cutlass(k, depth=2, turns=4):
     ordered_sequence(k, 2, depth, turns, drain=False)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("depth", "turns"))
 def ordered_sequence_3wg(k, depth=2, turns=3):
     """Three warpgroups taking turns 0 -> 1 -> 2 -> 0 ..., with group 0's drain. Correct."""
+    k.assume(depth >= 1, turns >= 0)
     ordered_sequence(k, 3, depth, turns)
 
 
