@@ -142,7 +142,8 @@ def cache_key(kernel: Kernel, params: Mapping[str, int], options: Options, engin
 def verdict_from_json(data: dict) -> Verdict:
     """The inverse of Verdict.to_json."""
     diags = [Diagnostic(d["code"], d["message"], d.get("location"), d.get("help"),
-                        list(d.get("details") or [])) for d in data.get("diagnostics", [])]
+                        list(d.get("details") or []), list(d.get("related") or []))
+             for d in data.get("diagnostics", [])]
     trace = Trace.from_json(data["trace"]) if data.get("trace") else None
     names = {f.name for f in dataclasses.fields(Verdict)} - {"diagnostics", "trace"}
     fields = {k: v for k, v in data.items() if k in names}

@@ -9,7 +9,6 @@ import argparse
 import importlib
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from . import __version__
 from .checker.check import Options, check_kernel, error_verdict
 from .checker.engines.explore import Limits
 from .checker.report.text import timeline
+from .checker.report.views import trace_stem
 from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from . import guard
@@ -146,7 +146,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs > 1 and len(targets) > 1:
         verdicts, used, build_failed = _run_in_parallel(targets, params, options, engine, args,
-                                                        jobs)
+                                                        jobs, interrupts)
     else:
         verdicts, used, build_failed = _run_here(targets, params, options, engine, args,
                                                  progress, cache, interrupts)
@@ -159,9 +159,11 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
 
 
 def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Options,
-                     engine: str, args, jobs: int) -> tuple[list[Verdict], set[str], bool]:
+                     engine: str, args, jobs: int, interrupts: Interrupts | None = None
+                     ) -> tuple[list[Verdict], set[str], bool]:
     """One target per task in `jobs` fresh processes (spawned: a traced JAX must not be
-    forked); verdicts come back in the order of `targets`, through the same cache."""
+    forked); verdicts come back in the order of `targets`, through the same cache. Workers get
+    this run's limits for user code; a Ctrl-C or SIGTERM ends them and keeps what is done."""
     import concurrent.futures
     import dataclasses
     import multiprocessing
@@ -180,23 +182,29 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
                 failed = True
             else:
                 futures[n] = pool.submit(_check_one, (t.ref, t.expect, params, quiet, engine,
-                                                      plain))
+                                                      plain, guard.budget))
         try:
             for n, future in futures.items():
                 results[n], names, broken = future.result()
                 used |= names
                 failed = failed or broken
         except KeyboardInterrupt:
+            if interrupts is not None:
+                interrupts.seen = True
+            # leaving the pool would wait for the running workers: end them first
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                process.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
             for n, t in enumerate(targets):
                 if results[n] is None:
-                    results[n] = [_not_checked(t, "not checked: interrupted (Ctrl-C)")]
+                    results[n] = [_not_checked(t, f"not checked: {_why(interrupts)}")]
     return [v for found in results for v in found], used, failed
 
 
 def _check_one(task) -> tuple[list[Verdict], set[str], bool]:
     """A worker: find the target again by its reference and check it."""
-    ref, expect, params, options, engine, args = task
+    ref, expect, params, options, engine, args, budget = task
+    guard.budget = budget           # the limits for user code (build, trace) of this run
     try:
         matches = resolve(ref)
     except ModelError as err:
@@ -219,6 +227,9 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
     limits = options.limits
     # The engines keep their own limits; the watchdog is the net behind them.
     net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
+    stop_solver = _interrupt_z3 if engine == "symbolic" else None
+    mem_text = None if limits.max_memory_mb is None else (
+        f"memory limit (--max-memory {limits.max_memory_mb} MB + 25% headroom)")
     net_text = None if net is None else (
         f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
@@ -250,7 +261,7 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
                     with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
-                                  f"checking {kernel.name}", net_text):
+                                  f"checking {kernel.name}", net_text, stop_solver, mem_text):
                         if engine_fn is None:
                             return check_kernel(kernel, kp, options, ref)
                         return engine_fn(kernel, kp, options, ref, args)
@@ -276,6 +287,12 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
     return verdicts, used, build_failed
 
 
+def _interrupt_z3() -> None:
+    """Make a running Z3 query return (unknown) so the watchdog's stop can land."""
+    import z3
+    z3.main_ctx().interrupt()
+
+
 def _why(interrupts: Interrupts | None) -> str:
     return interrupts.why() if interrupts is not None else "interrupted (Ctrl-C)"
 
@@ -293,7 +310,7 @@ def trace_file_names(verdicts: list[Verdict]) -> dict[int, str]:
     for i, v in enumerate(verdicts):
         if v.trace is None:
             continue
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", v.name).strip("._-")[:100] or "protocol"
+        stem = trace_stem(v.name)
         name, n = stem, 1
         while name.lower() in taken:        # case-insensitive file systems collide too
             n += 1
@@ -336,6 +353,28 @@ def render(fmt: str, verdicts: list[Verdict], expect: bool = False) -> str:
     return report(verdicts, expect=expect) if fmt == "junit" else report(verdicts)
 
 
+def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[str, int],
+                  options: Options) -> None:
+    """Verified repairs for every violation (`--fix`); kernels are built again, so a cached
+    verdict gets them too."""
+    from .checker.repair import attach_fixes, repairable
+    from .fixcmd import rebuild_with
+    wanted = {v.source: v for v in verdicts if v.source and repairable(v)}
+    quiet = Options(options.limits, options.reduction, options.ignore, options.select)
+    for target in targets:
+        if not any(ref.partition("#")[0] == target.ref for ref in wanted):
+            continue
+        try:
+            kernels = target.build_all()
+        except (ModelError, LimitReached):
+            continue
+        for i, kernel in enumerate(kernels):
+            ref = target.ref if i == 0 else f"{target.ref}#{i + 1}"
+            if ref in wanted:
+                attach_fixes(wanted[ref], kernel, _params_for(kernel, params), quiet,
+                             rebuild=rebuild_with(kernel))
+
+
 def cmd_check(args, engine: str | None = None) -> int:
     apply_config(args)       # [tool.barrierproof] in pyproject.toml, under the flags
     if not args.paths:
@@ -370,6 +409,8 @@ def cmd_check(args, engine: str | None = None) -> int:
             if not interrupts.seen:
                 verdicts += run_targets(targets, params, options, engine or args.engine, args,
                                         progress, cache, interrupts)
+            if getattr(args, "fix", False) and not interrupts.seen:
+                _attach_fixes(verdicts, targets, params, options)
         finally:
             guard.current = None
             interrupts.quiet()      # the report below is written whatever arrives now
@@ -378,7 +419,36 @@ def cmd_check(args, engine: str | None = None) -> int:
             print(f"{cache.hits} of {len(verdicts)} verdicts from the cache "
                   f"({args.cache_dir if where.startswith('..') else where}); "
                   "--no-cache checks again", file=sys.stderr)
+        if getattr(args, "confirm", False):
+            confirm_in_jax(verdicts, {t.ref: t.kind for t in targets})
         return _report(verdicts, args)
+
+
+def confirm_in_jax(verdicts: list[Verdict], kinds: dict[str, str]) -> None:
+    """Each Pallas violation with a counterexample is run in JAX's interpreter with the trace's
+    order of barrier events forced on its threads; the verdict's notes say what JAX did, and
+    "reproduced in JAX's interpreter" only when its outcome and message class agree."""
+    import json
+    import tempfile
+    from . import confirm as jax_confirm
+    for v in verdicts:
+        if v.verdict != "violation" or v.trace is None or kinds.get(v.source) != "pallas":
+            continue
+        with tempfile.NamedTemporaryFile("w", suffix=".trace.json", delete=False) as f:
+            json.dump(v.trace.to_json(), f)
+        try:
+            result = jax_confirm.confirm_all([v.source], timeout=90.0, schedule=f.name)[0]
+        finally:
+            os.unlink(f.name)
+        what = f"{result.outcome}" + (f": {result.message}" if result.message else "")
+        if result.outcome in ("raised", "hung") and \
+                jax_confirm.agrees(v.label, result.outcome, result.message):
+            v.notes.append(f"reproduced in JAX's interpreter under this schedule ({what})")
+        elif v.label in jax_confirm.INTERPRETER_BLIND:
+            v.notes.append(f"JAX's interpreter does not check {v.codes[0]} (copies land at "
+                           f"issue, pending arrivals are not checked at exit): {what}")
+        else:
+            v.notes.append(f"not reproduced in JAX's interpreter under this schedule ({what})")
 
 
 def _collect(specs: list[str], interrupts: Interrupts) -> tuple[list[Target], list[Verdict]]:
@@ -528,6 +598,22 @@ def _replay_one(args, data: dict) -> int:
         return _fail(f"{args.trace} does not replay to what it claims: "
                      f"{printable(str(claimed or trace.outcome))}, but the run ends "
                      f"{got or run.outcome}")
+    from .model import reference
+    if not reference.covers(kernel):
+        print("independent reference (model/reference.py): does not model "
+              + ", ".join(reference.uncovered(kernel)))
+        return 1 if run.violation else 0
+    try:
+        ref = reference.replay_trace(kernel, trace)
+    except reference.ReferenceError as err:
+        return _fail(f"{args.trace}: the independent reference refuses it: {err}",
+                     "the engine and the reference rules disagree: please report it")
+    print(f"independent reference (model/reference.py): {ref.outcome}"
+          + (f" {ref.code}" if ref.code else ""))
+    if ref.code != got or ref.barrier_mismatches:
+        return _fail(f"{args.trace}: the independent reference ends {ref.code or ref.outcome}"
+                     + (f"; {ref.barrier_mismatches[0]}" if ref.barrier_mismatches else ""),
+                     "the engine and the reference rules disagree: please report it")
     return 1 if run.violation else 0
 
 
@@ -596,6 +682,8 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-config", action="store_true", help="ignore pyproject.toml")
     p.add_argument("--no-cache", action="store_true",
                    help="check everything again; neither read nor write the proof cache")
+    p.add_argument("--fix", action="store_true",
+                   help="for each violation, search for verified repairs (slower)")
     p.add_argument("--cache-dir", metavar="DIR",
                    help="where the proof cache lives (default: .barrierproof_cache next to the "
                         "pyproject.toml, or $BARRIERPROOF_CACHE_DIR)")
@@ -621,6 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_check_flags(p)
     p.add_argument("--engine", choices=sorted(ENGINES), default="explore")
     p.add_argument("--workers", type=int, default=1, help="TLC worker threads (--engine tlc)")
+    p.add_argument("--confirm", action="store_true",
+                   help="replay every Pallas counterexample in JAX's interpret mode under its "
+                        "own schedule, and say whether JAX reproduces it")
     p.set_defaults(run=cmd_check)
 
     p = sub.add_parser("prove", help="prove protocols for every value of their parameters (Z3)")
@@ -628,6 +719,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--symbolic", action="append", default=[], metavar="NAME",
                    help="a parameter to quantify over (repeatable; default: declared ones)")
     p.set_defaults(run=lambda a: cmd_check(a, "symbolic"))
+
+    p = sub.add_parser("fix", help="suggest a verified repair of a DSL protocol as a diff")
+    p.add_argument("path", metavar="PATH::NAME")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--apply", action="store_true", help="edit the file, then check it again")
+    p.add_argument("--pick", type=int, default=1, metavar="N", help="which suggestion (default 1)")
+    p.add_argument("--max-fixes", type=int, default=3, metavar="N")
+    p.add_argument("--budget", type=float, default=30.0, metavar="S",
+                   help="seconds for the repair search (default 30)")
+    p.set_defaults(run=_delegate("barrierproof.fixcmd", "cmd_fix"))
 
     p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
     p.add_argument("trace", metavar="TRACE.json",
@@ -663,9 +764,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=20.0, metavar="S")
     p.add_argument("--runs", type=int, default=1, help="interpreter runs (schedules differ)")
     p.add_argument("--json", action="store_true", help="print the outcomes as JSON")
+    p.add_argument("--races", action="store_true",
+                   help="run JAX's race detector too (one schedule per run)")
     p.add_argument("--quiet-seconds", dest="quiet", type=float, default=5.0, metavar="S",
                    help="a run whose barriers make no progress for S seconds while a thread "
                         "waits is reported hung")
+    p.add_argument("--schedule", metavar="TRACE.json", default=None,
+                   help="force the order of a counterexample's barrier events (a trace written "
+                        "by check --trace-dir, or a JSON report) on the interpreter's threads")
     p.set_defaults(run=_delegate("barrierproof.confirm", "cli_main"))
     return parser
 
@@ -673,12 +779,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    interrupts = None
     try:
         check_args(args)
-        return args.run(args)
+        with Interrupts() as interrupts:     # SIGTERM as Ctrl-C, for every command
+            return args.run(args)
     except ModelError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
-        return _fail("interrupted")
+        print(f"barrierproof: {_why(interrupts)}: stopped before a verdict", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
+    except OSError as err:      # our own reads and writes: user code's errors are ModelErrors
+        path = err.filename or getattr(args, "output", None)   # a failed flush names no file
+        where = f"{path}: " if path else ""
+        return _fail(f"{where}{err.strerror or err}", "check the path, its permissions and "
+                     "the free disk space")

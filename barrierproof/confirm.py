@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -97,24 +98,30 @@ class Confirmation:
 # Parent side
 # ----------------------------------------------------------------------------------------------
 
-def _child_command(targets: Sequence[str], quiet: float) -> tuple[list[str], dict]:
+def _child_command(targets: Sequence[str], quiet: float,
+                   schedule: str | None = None, races: bool = False) -> tuple[list[str], dict]:
     env = dict(os.environ)
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONUNBUFFERED"] = "1"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "barrierproof.confirm", "--quiet-seconds", str(quiet), "--child",
-           *targets]
+    cmd = [sys.executable, "-m", "barrierproof.confirm", "--quiet-seconds", str(quiet)]
+    if schedule:
+        cmd += ["--schedule", os.path.abspath(schedule)]
+    if races:
+        cmd += ["--races"]
+    cmd += ["--child", *targets]
     return cmd, env
 
 
 def run_batch(targets: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
-              quiet: float = QUIET_SECONDS) -> list[tuple[str, Run]]:
+              quiet: float = QUIET_SECONDS, schedule: str | None = None,
+              races: bool = False) -> list[tuple[str, Run]]:
     """Run targets one after another in one fresh process (JAX is imported once), until one of
     them does not complete: a raise or a hang leaves the interpreter unusable, so the child
     reports it and exits. Returns (target, Run) for the targets reached, in order; `timeout`
     bounds each target."""
-    cmd, env = _child_command(targets, quiet)
+    cmd, env = _child_command(targets, quiet, schedule, races)
     lines: queue.Queue = queue.Queue()
     with tempfile.TemporaryFile("w+") as errors:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True, env=env,
@@ -151,7 +158,7 @@ def run_batch(targets: Sequence[str], timeout: float = DEFAULT_TIMEOUT,
                 data = json.loads(line[len(MARKER):])
                 now = time.perf_counter()
                 run = Run(data.get("outcome", "error"), data.get("message", ""), now - last)
-                results.append((data.get("target", current), run))
+                results.append((data.get("target") or current, run))
                 last = now
                 if run.outcome != "completed":
                     break
@@ -169,20 +176,22 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def confirm(target: str, runs: int = 1, timeout: float = DEFAULT_TIMEOUT,
-            quiet: float = QUIET_SECONDS) -> Confirmation:
+            quiet: float = QUIET_SECONDS, races: bool = False) -> Confirmation:
     """Run a target up to `runs` times; the first run that raises or hangs decides.
 
     >>> confirm("examples/pallas/handoff.py::handoff").outcome     # doctest: +SKIP
     'completed'
     """
-    return confirm_all([target], runs, timeout, jobs=1, quiet=quiet)[0]
+    return confirm_all([target], runs, timeout, jobs=1, quiet=quiet, races=races)[0]
 
 
 def confirm_all(targets: Sequence[str], runs: int | dict = 1, timeout: float = DEFAULT_TIMEOUT,
-                jobs: int | None = None, quiet: float = QUIET_SECONDS) -> list[Confirmation]:
+                jobs: int | None = None, quiet: float = QUIET_SECONDS,
+                schedule: str | None = None, races: bool = False) -> list[Confirmation]:
     """Confirm several targets (`runs` may be a per-target dict), spread over `jobs` worker
     processes; each worker runs its targets in batches (`run_batch`), restarting after every
-    target that raises or hangs."""
+    target that raises or hangs. With `races`, the interpreter's race detector runs too and a
+    completed run's message says whether it saw a race on its one schedule."""
     targets = list(dict.fromkeys(targets))
     jobs = jobs or max(1, min(len(targets), os.cpu_count() or 1))
     done: dict[str, list[Run]] = {t: [] for t in targets}
@@ -193,7 +202,7 @@ def confirm_all(targets: Sequence[str], runs: int | dict = 1, timeout: float = D
     def worker(mine: list[str]) -> None:
         pending = [t for t in mine for _ in range(wanted(t))]
         while pending:
-            reached = run_batch(pending, timeout, quiet)
+            reached = run_batch(pending, timeout, quiet, schedule, races)
             for target, run in reached:
                 done[target].append(run)
             pending = pending[len(reached):]
@@ -226,17 +235,53 @@ AGREEING = {
     "violation:BP130": {"hung"},
     "error:BP120": {"raised", "hung"},
 }
-INTERPRETER_BLIND = {"violation:BP104", "violation:BP105"}
+# Races: `confirm` runs one schedule (copies land at issue) without the interpreter's race
+# detector, so a racy kernel completes there.
+INTERPRETER_BLIND = {"violation:BP104", "violation:BP105", "violation:BP200", "violation:BP201"}
 
 
-def agrees(verdict_label: str, outcome: str) -> bool:
+# The interpreter's own rule messages (jax/_src/pallas/mosaic_gpu/interpret/shared_memory.py and
+# the tracer), by class, with the barrierproof codes each class can stand for. A phase overrun
+# (BP101) shows in the interpreter as whichever of its rules trips first: a second completion
+# before a wait (rule 1), a wait on a phase already passed (rule 3), or an unobserved phase at
+# deallocation (rule 2). The interpreter does not bound-check barrier indices (BP120): a wrong
+# index shows as the phases it leaves unobserved.
+MESSAGE_CLASSES = (
+    ("completed-twice", "completed again before previous completion was observed",
+     {"BP101", "BP121"}),
+    ("phase-passed", r"is awaiting phase \d+, but barrier is already at phase",
+     {"BP101", "BP102"}),
+    ("unobserved-at-exit", "did not observe all phases", {"BP101", "BP103", "BP120"}),
+    ("tensor-core-order", r"orders[_ ]tensor[_ ]core", {"BP110"}),
+    ("unsupported-barrier", "Unsupported barrier type", {"BP111"}),
+)
+
+
+def message_class(message: str) -> tuple[str, set[str]]:
+    """(class, codes it can stand for) of an interpreter error message; ("unrecognized", set())
+    for any other exception, which agrees with no verdict."""
+    import re
+    for name, pattern, codes in MESSAGE_CLASSES:
+        if re.search(pattern, message):
+            return name, codes
+    return "unrecognized", set()
+
+
+def agrees(verdict_label: str, outcome: str, message: str | None = None) -> bool:
     """Does a barrierproof verdict (`verified`, `violation:BP101`, ...) agree with what the
-    interpreter did? Verdicts on rules the interpreter cannot see agree with `completed`."""
+    interpreter did? Verdicts on rules the interpreter cannot see agree with `completed`. With
+    the interpreter's `message`, a raise agrees only if its class can stand for the code."""
     if outcome in ("unsupported", "error", "timeout"):
         return False
     if verdict_label in INTERPRETER_BLIND:
         return outcome == "completed"
-    return outcome in AGREEING.get(verdict_label, set())
+    if outcome not in AGREEING.get(verdict_label, set()):
+        return False
+    if outcome == "raised" and message is not None:
+        return verdict_label.partition(":")[2] in message_class(message)[1]
+    if outcome == "hung" and message is not None:
+        return "blocked in JAX's Barrier.wait" in message   # its own threads sit in its waits
+    return True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -298,6 +343,7 @@ class _Progress:
         self.events = 0
         self.waiting = 0
         self.quiet = quiet
+        self.turnstile = None
         barrier = shared_memory.Barrier
         arrive, wait = barrier.arrive, barrier.wait
         progress = self
@@ -326,11 +372,137 @@ class _Progress:
             if self.events != last or self.waiting == 0:
                 last, since = self.events, time.monotonic()
             elif time.monotonic() - since >= self.quiet:
-                _report("hung", f"{self.waiting} thread(s) waiting on a barrier, no barrier "
-                                f"progress for {self.quiet:g}s (deadlock)")
+                where = blocked_in_wait()
+                if self.turnstile is not None:
+                    where += "; " + self.turnstile.status()
+                _report("hung", f"{where}; no barrier progress for {self.quiet:g}s (deadlock)")
 
 
-def _child(targets: Sequence[str], quiet: float) -> None:
+def schedule_of(trace: dict) -> list[tuple[int, str]]:
+    """The order of synchronization events a barrierproof trace forces on JAX's interpreter:
+    (Pallas thread index, "arrive" or "wait") per thread step. A TMA copy arrives in the
+    interpreter when it is issued (copies land at issue there), so the issue step stands for
+    its arrival and the model's separate landing steps have no counterpart."""
+    if "steps" not in trace and isinstance(trace.get("trace"), dict):
+        trace = trace["trace"]                     # one object of a JSON report
+    # The interpreter numbers the threads of a cluster flatly, block after block.
+    blocks: dict[str, int] = {}
+    per_block: dict[str, int] = {}
+    for agent in trace.get("agents", []):
+        block = agent.split(".")[0] if re.match(r"b[\d,]+\.", agent) else ""
+        if "." not in agent[len(block) + 1 if block else 0:]:      # warps are not threads
+            blocks.setdefault(block, len(blocks))
+            per_block[block] = per_block.get(block, 0) + 1
+    events = []
+    for step in trace["steps"]:
+        if step["agent_kind"] != "thread":
+            continue
+        text = step["text"]
+        kind = "wait" if text.startswith("barrier_wait(") else \
+            "arrive" if text.startswith(("barrier_arrive(", "copy_gmem_to_smem(")) else None
+        if kind is None:
+            continue
+        match = re.fullmatch(r"(?:(b[\d,]+)\.)?[A-Za-z_]+(\d+)", step["agent"])
+        if match is None:
+            raise ValueError(f"agent {step['agent']!r} is not a Pallas thread")
+        block, thread = match.group(1) or "", int(match.group(2))
+        events.append((blocks.get(block, 0) * per_block.get(block, 0) + thread, kind))
+    return events
+
+
+class _Turnstile:
+    """Lets JAX's interpreter threads through Barrier.arrive / Barrier.wait only in the
+    schedule's order; once the schedule is used up every call goes through freely. A call that
+    is not the next one waits its turn (and counts as waiting, for the hang watchdog)."""
+
+    def __init__(self, schedule: list[tuple[int, str]], progress: "_Progress",
+                 grid: tuple[int, ...] = ()):
+        from jax._src.pallas.mosaic_gpu.interpret import shared_memory
+        self.schedule = schedule
+        self.grid = tuple(grid)
+        self.pos = 0
+        self.cv = threading.Condition()
+        self.progress = progress
+        progress.turnstile = self
+        barrier = shared_memory.Barrier
+        arrive, wait = barrier.arrive, barrier.wait
+        gate = self
+
+        def gated_arrive(self_, *args, **kwargs):
+            info = kwargs.get("logging_info")
+            if not gate.ours(info):
+                return arrive(self_, *args, **kwargs)
+            with gate.turn(getattr(info, "thread_id", None), "arrive"):
+                return arrive(self_, *args, **kwargs)
+
+        def gated_wait(self_, device_id, local_thread_id, *args, **kwargs):
+            if not gate.ours(kwargs.get("logging_info")):
+                return wait(self_, device_id, local_thread_id, *args, **kwargs)
+            with gate.turn(local_thread_id, "wait"):
+                return wait(self_, device_id, local_thread_id, *args, **kwargs)
+
+        barrier.arrive = gated_arrive
+        barrier.wait = gated_wait
+
+    def ours(self, info) -> bool:
+        """Is the call from the trace's grid position? (Other blocks run freely.)"""
+        coords = tuple(getattr(info, "grid_point_coords", None) or ())
+        return not self.grid or not coords or coords == self.grid
+
+    def status(self) -> str:
+        if self.pos >= len(self.schedule):
+            return f"the forced schedule ({len(self.schedule)} events) was played to its end"
+        thread, kind = self.schedule[self.pos]
+        return (f"the forced schedule stopped at event {self.pos + 1} of "
+                f"{len(self.schedule)} (thread {thread} {kind})")
+
+    def turn(self, thread, kind):
+        gate = self
+
+        class Turn:
+            def __enter__(self_):
+                with gate.cv:
+                    gated = False
+                    while gate.pos < len(gate.schedule) and \
+                            gate.schedule[gate.pos] != (thread, kind):
+                        if not gated:
+                            gate.progress.waiting += 1
+                            gated = True
+                        gate.cv.wait(0.05)
+                    if gated:
+                        gate.progress.waiting -= 1
+                    self_.counted = gate.pos < len(gate.schedule)
+
+            def __exit__(self_, *exc):
+                if self_.counted:
+                    with gate.cv:
+                        gate.pos += 1
+                        gate.cv.notify_all()
+                return False
+
+        return Turn()
+
+
+def blocked_in_wait() -> str:
+    """Where the interpreter's threads are, from their Python stacks: how many sit in JAX's
+    `Barrier.wait` and on which line of it (its condition-variable wait)."""
+    from jax._src.pallas.mosaic_gpu.interpret import shared_memory
+    wait_file = os.path.abspath(shared_memory.__file__)
+    places = []
+    for frame in sys._current_frames().values():
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "wait" and os.path.abspath(code.co_filename) == wait_file:
+                places.append(f"Barrier.wait (shared_memory.py:{frame.f_lineno})")
+                break
+            frame = frame.f_back
+    if not places:
+        return "no thread is in Barrier.wait"
+    return f"{len(places)} thread(s) blocked in JAX's " + ", ".join(sorted(set(places)))
+
+
+def _child(targets: Sequence[str], quiet: float, schedule: str | None = None,
+           races: bool = False) -> None:
     try:
         import jax
         from jax._src.pallas.mosaic_gpu.interpret.params import (InterpretGPUParams,
@@ -340,7 +512,18 @@ def _child(targets: Sequence[str], quiet: float) -> None:
         _report("error", f"cannot import jax: {_first_line(exc)}")
         return
     _CallbackErrors()
-    _Progress(quiet)
+    progress = _Progress(quiet)
+    if schedule:
+        try:
+            with open(schedule) as f:
+                data = json.load(f)
+            if isinstance(data, list):          # a JSON report: its first trace
+                data = next(item["trace"] for item in data if item.get("trace"))
+            grid = tuple((data.get("grid_position") or {}).values())
+            _Turnstile(schedule_of(data), progress, grid)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _report("error", f"{schedule}: not a barrierproof trace ({exc})")
+            return
     for target in targets:
         _current["target"] = target
         path, _, name = target.partition("::")
@@ -361,15 +544,27 @@ def _child(targets: Sequence[str], quiet: float) -> None:
             _report("error", str(exc), final=False)
             continue
         try:
-            with pallas.device_facts(**facts), force_gpu_interpret_mode(InterpretGPUParams()):
+            params = InterpretGPUParams(detect_races=True) if races else InterpretGPUParams()
+            with pallas.device_facts(**facts), force_gpu_interpret_mode(params):
                 out = fn()
                 jax.block_until_ready(out)
         except Exception as exc:
             _report(_classify(exc), _first_line(exc))
             return
-        _report("completed", final=False)
+        _report("completed", _race_report() if races else "", final=False)
     sys.stdout.flush()
     os._exit(0)
+
+
+def _race_report() -> str:
+    """What JAX's race detector (vector clocks over the one schedule that ran) saw."""
+    try:
+        from jax._src.pallas.mosaic_gpu.interpret import interpret_pallas_call
+        found = interpret_pallas_call.get_races().races_found
+    except Exception as exc:  # pragma: no cover - depends on the JAX version
+        return f"race detector unavailable: {_first_line(exc)}"
+    return ("the interpreter's race detector found a race on this schedule" if found
+            else "the interpreter's race detector found no race on this schedule")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -398,7 +593,13 @@ def cli_main(args) -> int:
     timeout = getattr(args, "timeout", DEFAULT_TIMEOUT)
     runs = getattr(args, "runs", 1)
     quiet = getattr(args, "quiet", None) or QUIET_SECONDS
-    results = confirm_all(targets, runs, timeout, quiet=quiet)
+    schedule = getattr(args, "schedule", None)
+    if schedule and len(targets) != 1:
+        print("barrierproof: error: --schedule replays one trace: give one PATH::NAME",
+              file=sys.stderr)
+        return 3
+    results = confirm_all(targets, runs, timeout, quiet=quiet, schedule=schedule,
+                          races=getattr(args, "races", False))
     if getattr(args, "json", False):
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -414,11 +615,13 @@ def _main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--schedule", metavar="TRACE.json", default=None)
+    parser.add_argument("--races", action="store_true")
     parser.add_argument("--quiet-seconds", dest="quiet", type=float, default=QUIET_SECONDS,
                         help="report a hang after this long without barrier progress")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.child:
-        _child(args.child, args.quiet)
+        _child(args.child, args.quiet, args.schedule, args.races)
         return 3   # not reached: _child always reports and exits
     if not args.paths:
         parser.error("give PATH::NAME")

@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .model.ir import Loc, ModelError
 
@@ -58,9 +58,13 @@ class Watchdog:
     POLL = 0.05
 
     def __init__(self, seconds: float | None, max_memory_mb: float | None, doing: str,
-                 time_text: str | None = None):
+                 time_text: str | None = None, on_fire: Callable[[], None] | None = None,
+                 memory_text: str | None = None):
         self.seconds = seconds
         self.time_text = time_text
+        self.memory_text = memory_text
+        # A solver deep in native code sees no Python signal: this stops it from here.
+        self.on_fire = on_fire
         self.max_memory_mb = max_memory_mb
         self.doing = doing
         self.fired: str | None = None
@@ -93,11 +97,16 @@ class Watchdog:
                     self.fired = (f"{self.time_text or f'time limit {self.seconds:g}s'} "
                                   f"reached while {self.doing}")
                 elif self.max_memory_mb is not None and rss_mb() > self.max_memory_mb:
-                    self.fired = (f"memory limit {self.max_memory_mb:g} MB reached while "
-                                  f"{self.doing}")
+                    self.fired = (f"{self.memory_text or f'memory limit {self.max_memory_mb:g} MB'}"
+                                  f" reached while {self.doing}")
             # Again every half second: code that catches BaseException once is stopped anyway.
             if self.fired is not None and now >= next_kick:
                 next_kick = now + 0.5
+                if self.on_fire is not None:
+                    try:
+                        self.on_fire()
+                    except Exception:   # a stop that cannot stop: the signal still goes out
+                        pass
                 signal.pthread_kill(self._main, signal.SIGUSR1)
 
     def __exit__(self, *exc) -> None:

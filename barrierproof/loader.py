@@ -42,7 +42,7 @@ def _user_error(err: BaseException, path: str) -> ModelError:
     frames = traceback.extract_tb(err.__traceback__)
     mine = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(path)]
     frame = mine[-1] if mine else (frames[-1] if frames else None)
-    loc = Loc(frame.filename, frame.lineno or 0) if frame else Loc(path, 0)
+    loc = Loc(frame.filename, frame.lineno or 1) if frame else Loc(path, 1)
     if isinstance(err, ModelError):
         if err.loc is None and mine:  # raised by an expression: the user's line is the place
             err.loc = loc
@@ -55,6 +55,13 @@ def _user_error(err: BaseException, path: str) -> ModelError:
     return ModelError(f"{type(err).__name__}: {err}", loc=loc, hint=hint)
 
 
+def forget_file(path: str) -> None:
+    """Drop a file's module, so the next import reads the file again (after an edit)."""
+    path = os.path.abspath(path)
+    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+    sys.modules.pop(f"_barrierproof_user_{Path(path).stem}_{digest}", None)
+
+
 def import_file(path: str):
     """Import a Python file as a fresh module; its directory is importable while it loads."""
     path = os.path.abspath(path)
@@ -64,7 +71,7 @@ def import_file(path: str):
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ModelError(f"cannot import {path}", loc=Loc(path, 0), hint="give a .py file")
+        raise ModelError(f"cannot import {path}", hint="give a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     sys.path.insert(0, os.path.dirname(path))
@@ -142,7 +149,6 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
         if not hasattr(module, only):
             names = [n for n, v in vars(module).items() if isinstance(v, Protocol)] + list(expect)
             raise ModelError(f"{path} has no protocol or kernel function named {only!r}",
-                             loc=Loc(path, 0),
                              hint=f"available: {', '.join(names) or 'none'}")
         obj = getattr(module, only)
         if isinstance(obj, Protocol):
@@ -150,15 +156,17 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
         if callable(obj):
             return [_pallas_target(path, only, obj, expect.get(only))]
         raise ModelError(f"{path}::{only} is a {type(obj).__name__}, not a protocol or function",
-                         loc=Loc(path, 0), hint="use @protocol or a zero-argument kernel function")
+                         hint="use @protocol or a zero-argument kernel function")
     for attr, obj in vars(module).items():
         if isinstance(obj, Protocol) and getattr(obj.fn, "__module__", None) == module.__name__:
             found.append(_dsl_target(path, attr, obj))
     for fn_name, verdict in expect.items():
         fn = getattr(module, fn_name, None)
         if not callable(fn):
+            from .model.pallas import expect_loc   # no jax import
             raise ModelError(f"EXPECT names {fn_name!r}, which {path} does not define",
-                             loc=Loc(path, 0), hint="EXPECT maps kernel function names to verdicts")
+                             loc=expect_loc(path) or Loc(path, 1),
+                             hint="EXPECT maps kernel function names to verdicts")
         found.append(_pallas_target(path, fn_name, fn, verdict))
     return found
 

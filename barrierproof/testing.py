@@ -86,12 +86,14 @@ def check(target, *, options: Options | None = None, max_states: int | None = No
 
 def assert_deadlock_free(target, *, options: Options | None = None,
                          max_states: int | None = None, ignore: tuple[str, ...] = (),
-                         **params: int) -> list[Verdict]:
+                         fix: bool = True, **params: int) -> list[Verdict]:
     """Fail unless every kernel of `target` is verified (or proved) for these parameters.
 
     `target` is a `@protocol`, a Kernel, or a zero-argument function that calls Pallas Mosaic
     GPU kernels (traced on the CPU). Keyword arguments set the protocol's parameters; `ignore`
-    takes diagnostic codes, `max_states` bounds the search. Returns the verdicts.
+    takes diagnostic codes, `max_states` bounds the search. On a violation the message also
+    shows the verified repairs the repair search finds (`fix=False` skips the search).
+    Returns the verdicts.
 
     >>> from barrierproof import protocol
     >>> @protocol
@@ -110,6 +112,8 @@ def assert_deadlock_free(target, *, options: Options | None = None,
     """
     verdicts = check(target, options=options, max_states=max_states, ignore=ignore, **params)
     bad = [v for v in verdicts if v.verdict not in ("verified", "proved")]
+    if bad and fix:
+        _attach_fixes(target, bad, options, params)
     if bad:
         raise AssertionError("\n\n".join(_explain(v) for v in bad))
     return verdicts
@@ -125,6 +129,21 @@ def assert_violation(target, code: str, *, options: Options | None = None,
             return v
     raise AssertionError("\n\n".join(f"expected violation:{code}, got {v.label}\n{describe(v)}"
                                      for v in verdicts))
+
+
+def _attach_fixes(target, verdicts: list[Verdict], options: Options | None, params) -> None:
+    from .checker.repair import attach_fixes
+    from .fixcmd import rebuild_with
+    try:
+        kernels = _kernels(target)
+    except ModelError:
+        return
+    for kernel, _ in kernels:
+        for v in verdicts:
+            if v.name == kernel.name and v.fixes is None:
+                own = {k: p for k, p in params.items() if k in kernel.params}
+                attach_fixes(v, kernel, own, options, budget=15.0,
+                             rebuild=rebuild_with(kernel))
 
 
 def _explain(v: Verdict) -> str:

@@ -24,6 +24,9 @@ LIMITS = {
     "workers": ("--workers", 1, "a number of TLC workers"),
     "max_steps": ("--max-steps", 1, "a number of steps"),
     "quiet": ("--quiet-seconds", None, "seconds"),
+    "pick": ("--pick", 1, "a suggestion's number"),
+    "max_fixes": ("--max-fixes", 1, "a number of suggestions"),
+    "budget": ("--budget", None, "seconds"),
 }
 EXAMPLE = {"max_states": 1_000_000, "max_depth": 200, "max_memory": 8000, "max_steps": 10_000}
 

@@ -160,13 +160,25 @@ def main(argv=None) -> int:
         machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python "
                    f"{platform.python_version()}, z3 {_z3_version()}; load average at the end: "
                    f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        kept = _coverage_section(args.out)
         with open(args.out, "w") as f:
             f.write(INTRO + "\n")
             f.write(f"Produced by `{command.strip()}` at the repository root on {machine}.\n\n")
             f.write(text + "\n")
             f.write(OUTRO)
             f.write(bugs_table() + "\n")
+            if kept:
+                f.write("\n" + kept)
     return 0
+
+
+def _coverage_section(path: str) -> str:
+    """The section bench/prove_coverage.py wrote into `path`, kept across rewrites."""
+    from prove_coverage import BEGIN, END       # bench/ is the script's directory
+    text = open(path).read() if os.path.exists(path) else ""
+    if BEGIN not in text or END not in text:
+        return ""
+    return BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END + "\n"
 
 
 def bugs_table() -> str:

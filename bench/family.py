@@ -14,18 +14,21 @@
 from barrierproof import minimum, protocol
 
 
-def _ring(k, stages, consumers, steps, full, empty, meet=None):
+def _ring(k, stages, consumers, steps, full, empty, meet=None, tiles=None):
     with k.when(k.thread == consumers):                    # the TMA producer
         with k.loop(steps) as i:
             with k.when(i >= stages):
                 k.barrier_wait(empty.at[i % stages])
-            k.copy_gmem_to_smem(full.at[i % stages], bytes=16384)
+            k.copy_gmem_to_smem(full.at[i % stages], bytes=16384,
+                                dst=None if tiles is None else tiles.at[i % stages])
         tail = minimum(steps, stages)
         with k.loop(tail) as j:                            # observe the last releases
             k.barrier_wait(empty.at[(steps - tail + j) % stages])
     with k.otherwise():                                    # compute warpgroups
         with k.loop(steps) as i:
             k.barrier_wait(full.at[i % stages])
+            if tiles is not None:                          # read the slot before releasing it
+                k.read(tiles.at[i % stages])
             k.barrier_arrive(empty.at[i % stages])
             if meet is not None:                           # cluster-wide step barrier
                 k.barrier_arrive(meet)
@@ -48,6 +51,26 @@ def cluster(k, blocks=2, consumers=1, steps=2):
     empty = k.Barrier(num_arrivals=consumers, num_barriers=2)
     meet = k.ClusterBarrier(collective_axes="x", num_arrivals=consumers)
     _ring(k, 2, consumers, steps, full, empty, meet)
+
+
+@protocol(expect="verified")
+def pipeline_buffers(k, stages=2, consumers=2, steps=4):
+    """`pipeline` with its memory effects: copies write the slot, consumers read it."""
+    k.threads(consumers + 1, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
+    _ring(k, stages, consumers, steps, full, empty, tiles=k.SMEM(slots=stages, name="tiles"))
+
+
+@protocol(expect="verified")
+def cluster_buffers(k, blocks=2, consumers=1, steps=2):
+    """`cluster` with its memory effects."""
+    k.cluster(x=blocks)
+    k.threads(consumers + 1, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    empty = k.Barrier(num_arrivals=consumers, num_barriers=2)
+    meet = k.ClusterBarrier(collective_axes="x", num_arrivals=consumers)
+    _ring(k, 2, consumers, steps, full, empty, meet, tiles=k.SMEM(slots=2, name="tiles"))
 
 
 # (protocol, parameters) in growing size. Parameters are plain ints: the explorer unrolls them.

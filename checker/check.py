@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from ..model import reference
 from ..model.interpreter import ReplayError, replay
 from ..model.ir import Kernel, ModelError, evaluate
 from ..model.semantics import (CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size,
@@ -17,8 +18,9 @@ from .verdict import Diagnostic, Verdict
 HELP = {
     "BP100": "every wait needs its arrivals: check num_arrivals against the arriving threads, "
              "copies and commits, and that all roles run the same number of iterations",
-    "BP101": "a participant must observe every completion: wait on the barrier in every "
-             "iteration, or make the arriving side wait for the consumer (an `empty` barrier)",
+    "BP101": "a barrier_wait thread must observe every completion: wait in every iteration, or "
+             "make the arriving side wait for the consumer (an `empty` barrier); a parity wait "
+             "must name the phase it means (toggle the bit per lap, or phase= of its own count)",
     "BP102": "a thread must start waiting on a barrier before it completes twice: wait from the "
              "first iteration, or give the late thread its own barrier",
     "BP103": "wait on the last completions before the kernel ends (drain the pipeline)",
@@ -28,7 +30,10 @@ HELP = {
     "BP111": "TMA and tcgen05 arrivals need a plain plgpu.Barrier",
     "BP112": "wait on your own block's barrier instance",
     "BP120": "keep barrier indices within num_barriers and index array barriers",
-    "BP121": "keep arrival counts and tx-counts within the mbarrier's range",
+    "BP121": "keep arrival counts and tx-counts within the mbarrier's range; more arrivals "
+             "than the count while a phase is still open usually means a producer re-arms a "
+             "slot (arrive/expect_tx) before waiting for its consumer to release it: add the "
+             "missing wait on the slot's `empty` barrier",
     "BP130": "expect_tx must equal the bytes that land on the barrier",
     "BP140": "give a named barrier a thread count of whole warps (a multiple of 32) no larger "
              "than the block",
@@ -45,7 +50,13 @@ HELP = {
     "BP146": "keep every block alive while a peer may reach into its shared memory: end the "
              "kernel with cluster_arrive + cluster_wait in every thread",
     "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
+    "BP200": "order the two accesses: wait on the barrier the writer's completion arrives on "
+             "before reading, and release a slot (arrive on its `empty` barrier, or "
+             "tcgen05_commit_arrive after an MMA) only after its last use",
+    "BP201": "order the tensor-memory accesses: wait on the MMA's barrier before reading the "
+             "accumulator, double-buffer it, and wait for tcgen05.st before arriving",
 }
+RACE_CODES = frozenset({"BP200", "BP201"})
 # Static findings that mean the input cannot be modelled as written.
 INPUT_ERRORS = {"BP120", "BP121"}
 
@@ -58,6 +69,7 @@ class Options:
     select: frozenset[str] | None = None
     progress: Callable[[dict], None] | None = None
     store: str = "tuple"                # explorer state store (checker/engines/store.py)
+    races: bool = True      # check BP200/BP201 where the kernel declares its memory effects
 
     def ignored(self) -> frozenset[str]:
         if self.select is None:
@@ -99,7 +111,9 @@ def check_assumptions(kernel: Kernel, values: Mapping[str, int]) -> None:
 
 def diagnostic(system: System, violation: Violation) -> Diagnostic:
     return Diagnostic(violation.code, violation.message, str(system.location(violation)),
-                      HELP.get(violation.code), list(violation.details))
+                      HELP.get(violation.code), list(violation.details),
+                      [{"location": str(loc), "message": text}
+                       for text, loc in violation.related])
 
 
 @dataclass
@@ -146,7 +160,8 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
         values = kernel.param_values(params)
         check_assumptions(kernel, values)
         findings = static_findings(kernel)
-        systems = compile_systems(kernel, values)
+        races = options.races and not RACE_CODES <= ignored
+        systems = compile_systems(kernel, values, races)
     except ModelError as err:
         verdict = error_verdict(kernel.name, err, source, time.perf_counter() - start)
         verdict.engine = engine
@@ -202,9 +217,11 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
             if run.violation.code in ignored:
                 bounded_reasons.append(f"{engine} stopped at an ignored {run.violation.code}")
                 continue
+            trace = run.trace(source)
+            _agree_with_reference(kernel, trace, ignored, engine)
             where = "" if len(systems) == 1 else f" (grid position {system.grid_position})"
             found = verdict("violation", [diagnostic(system, run.violation)] + unmodeled,
-                            trace=run.trace(source), states=states, transitions=transitions,
+                            trace=trace, states=states, transitions=transitions,
                             depth=len(result.actions),
                             coverage=f"{label}shortest counterexample: {len(result.actions)} "
                                      f"step{'' if len(result.actions) == 1 else 's'}{where}")
@@ -231,6 +248,25 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
                        coverage=f"{coverage}; exhaustive for the modelled synchronization only")
     return verdict("verified", [], states=states, transitions=transitions, depth=depth,
                    coverage=f"{coverage}; exhaustive")
+
+
+def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str) -> None:
+    """The independent reference (model/reference.py, written without semantics.py) replays the
+    trace by agent names and step texts and must reach the same code with the same barrier
+    states; otherwise one of the two statements of the rules is wrong and nothing is printed."""
+    if not reference.covers(kernel):
+        return     # named / cluster hardware barriers: the reference does not model them
+    try:
+        result = reference.replay_trace(kernel, trace, ignored)
+    except reference.ReferenceError as err:
+        raise ReplayError(f"{kernel.name}: the {engine} counterexample does not replay on the "
+                          f"independent reference: {err}") from None
+    claimed = trace.violation["code"] if trace.violation else None
+    if result.code != claimed or result.barrier_mismatches:
+        raise ReplayError(f"{kernel.name}: the {engine} counterexample ({claimed}) replays on the "
+                          f"independent reference to {result.outcome} {result.code or ''}"
+                          + (f"; {result.barrier_mismatches[0]}" if result.barrier_mismatches
+                             else ""))
 
 
 def check_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,

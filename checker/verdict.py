@@ -20,6 +20,8 @@ class Diagnostic:
     location: str | None = None
     help: str | None = None
     details: list[str] = field(default_factory=list)
+    # Other source locations of the finding (the second access of a race): location, message.
+    related: list[dict] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -33,6 +35,22 @@ class Diagnostic:
     def one_line(self) -> str:
         where = f"{self.location}: " if self.location else ""
         return f"{where}{self.code} [{self.name}] {self.message}"
+
+
+@dataclass
+class Fix:
+    """A suggested repair, already verified: the repaired protocol got `verdict` (`proved` or
+    `verified`) before the fix was suggested."""
+
+    description: str
+    location: str | None
+    edit: dict                         # replace_lines {file, start_line, end_line, text} or words
+    verdict: str
+    patch: str | None = None           # git-style diff, when the edit maps to source exactly
+
+    def to_json(self) -> dict:
+        return {"description": self.description, "location": self.location, "edit": self.edit,
+                "verdict": self.verdict}
 
 
 @dataclass
@@ -55,6 +73,7 @@ class Verdict:
     store: str | None = None           # explorer's state store: tuple, exact, fingerprint
     bytes_per_state: float | None = None   # resident memory grown per distinct state
     collision_probability: float | None = None  # fingerprint store: TLC's estimate
+    fixes: list[Fix] | None = None     # verified repairs (None: repair was not asked for)
 
     def __post_init__(self) -> None:
         assert self.verdict in VERDICTS, self.verdict
@@ -103,4 +122,5 @@ class Verdict:
             "store": self.store,
             "bytes_per_state": self.bytes_per_state,
             "collision_probability": self.collision_probability,
+            **({"fixes": [f.to_json() for f in self.fixes]} if self.fixes is not None else {}),
         }

@@ -65,7 +65,8 @@ def pending_arrivals_at_exit(k):
 
 @protocol(expect="unknown")
 def semaphore_handoff(k):
-    """A cross-block semaphore is synchronization the model does not cover: never `verified`."""
+    """Synchronization the model does not cover (written here as `k.unmodeled`, as the Pallas
+    frontend keeps an unknown primitive) makes the verdict `unknown`, never `verified`."""
     k.threads(2, name="wg")
     ready = k.Barrier(num_arrivals=1)
     with k.when(k.thread == 0):
@@ -74,3 +75,24 @@ def semaphore_handoff(k):
     with k.otherwise():
         k.unmodeled("semaphore_wait")
         k.barrier_wait(ready)
+
+
+@protocol(expect="violation:BP103")
+def arrivals_nobody_waits_for(k, steps=2):
+    """A `done` barrier the producer arrives on every step, which no thread ever waits on: its
+    phases complete unobserved. Pallas's rule 2 (completions == waits over a barrier's
+    lifetime) covers a barrier nobody waits on too; JAX's interpreter cannot see it (its exit
+    check skips threads that never waited)."""
+    k.threads(2, name="wg")
+    ready = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    done = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 0):
+        with k.loop(steps):
+            k.barrier_arrive(ready)
+            k.barrier_arrive(done)
+            k.barrier_wait(ack)
+    with k.otherwise():
+        with k.loop(steps):
+            k.barrier_wait(ready)
+            k.barrier_arrive(ack)

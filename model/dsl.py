@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
 
 from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, Kernel, Loc,
-                 Loop, ModelError, Op, Param, Var, WarpRegion, When, as_expr)
+                 Loop, MemAlloc, MemRef, ModelError, Op, Param, Var, WarpRegion, When, as_expr)
 from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
 from .ir import emin as minimum  # noqa: F401
 
@@ -98,6 +98,39 @@ class BarrierHandle:
         return f"<{self.alloc.kind} {self.alloc.name}>"
 
 
+class _MemAt:
+    def __init__(self, handle: "BufferHandle"):
+        self._handle = handle
+
+    def __getitem__(self, index) -> MemRef:
+        if not isinstance(index, tuple):
+            index = (index,)
+        loc, _ = _caller()
+        alloc = self._handle.alloc
+        if len(index) > len(alloc.shape):
+            raise ModelError(f"buffer `{alloc.name}` has {len(alloc.shape)} slot dimension(s), "
+                             f"indexed with {len(index)}", loc=loc,
+                             hint=f"declare it with slots=(...) of {len(index)} dimensions")
+        exprs = tuple(_int_expr(i, loc, "slot index") for i in index)
+        for i, n in zip(exprs, alloc.shape):
+            if isinstance(i, Const) and isinstance(n, Const) and not 0 <= i.value < n.value:
+                raise ModelError(f"slot {i.value} is out of range for buffer `{alloc.name}` with "
+                                 f"{n.value} slot(s)", loc=loc,
+                                 hint=f"slots of `{alloc.name}` run from 0 to {n.value - 1}")
+        return MemRef(alloc, exprs)
+
+
+class BufferHandle:
+    """What `k.SMEM(...)` / `k.TMEM(...)` returns: the whole buffer, or `.at[slot]`."""
+
+    def __init__(self, alloc: MemAlloc):
+        self.alloc = alloc
+        self.at = _MemAt(self)
+
+    def __repr__(self) -> str:
+        return f"<{self.alloc.space.upper()} {self.alloc.name}>"
+
+
 def _int_expr(value, loc: Loc, what: str) -> Expr:
     if isinstance(value, float) and not isinstance(value, bool):
         raise ModelError(f"{what} {value!r} is a float, not an integer expression", loc=loc,
@@ -116,6 +149,7 @@ class KernelBuilder:
         self.loc = loc
         self.params = params
         self._barriers: list[BarrierAlloc] = []
+        self._buffers: list[MemAlloc] = []
         self._stack: list[list] = [[]]
         self._num_threads: Expr = Const(1)
         self._thread_axis = "thread"
@@ -247,6 +281,26 @@ class KernelBuilder:
         self._barriers.append(alloc)
         return BarrierHandle(alloc, self)
 
+    def Semaphore(self, copies: ExprLike = 1, name: str | None = None) -> BarrierHandle:
+        """A global semaphore (`pl.get_global(plgpu.SemaphoreType.REGULAR)`): one counter the
+        blocks of the cluster signal and wait on. `copies` > 1 says that many clusters of the
+        grid run this same program and signal it in lockstep with this one (each signal counts
+        `copies` times); their waits must then not decrement (a monotone counter)."""
+        loc, text = _caller()
+        alloc = BarrierAlloc(self._name(name, text, f"sem{len(self._barriers)}"), Const(1),
+                             loc=loc, semaphore=True, copies=_int_expr(copies, loc, "copies"))
+        self._barriers.append(alloc)
+        return BarrierHandle(alloc, self)
+
+    def semaphore_signal(self, sem, inc: ExprLike = 1) -> None:
+        """`pl.semaphore_signal(sem, inc)`: add `inc` to the counter (never blocks)."""
+        self._op("semaphore_signal", sem, count=inc)
+
+    def semaphore_wait(self, sem, value: ExprLike = 1, decrement: bool = True) -> None:
+        """`pl.semaphore_wait(sem, value, decrement=)`: block until the counter reaches `value`,
+        then take `value` off it if `decrement`."""
+        self._op("semaphore_wait", sem, count=value, decrement=bool(decrement))
+
     def Barrier(self, num_arrivals: ExprLike = 1, num_barriers=None,
                 orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
         """`plgpu.Barrier`: one mbarrier per block, or an array of them (`num_barriers=`)."""
@@ -257,6 +311,28 @@ class KernelBuilder:
         """`plgpu.ClusterBarrier`: arrivals fan out to the blocks along `collective_axes`."""
         return self._alloc(True, num_arrivals, num_barriers, orders_tensor_core, collective_axes,
                            name)
+
+    def _buffer(self, space: str, slots, name: str | None) -> BufferHandle:
+        loc, text = _caller()
+        scalar = slots is None
+        dims = (1,) if scalar else (slots if isinstance(slots, (tuple, list)) else (slots,))
+        shape = tuple(_int_expr(d, loc, "slots") for d in dims)
+        for d in shape:
+            if isinstance(d, Const) and d.value < 1:
+                raise ModelError(f"slots={d.value}", loc=loc, hint="a buffer has at least 1 slot")
+        alloc = MemAlloc(self._name(name, text, f"{space}{len(self._buffers)}"), space, shape,
+                         loc, scalar)
+        self._buffers.append(alloc)
+        return BufferHandle(alloc)
+
+    def SMEM(self, slots=None, name: str | None = None) -> BufferHandle:
+        """A shared-memory buffer in every block (`plgpu.SMEM`), optionally split into `slots`
+        (a ring's stages): accesses to it are checked for races (BP200)."""
+        return self._buffer("smem", slots, name)
+
+    def TMEM(self, slots=None, name: str | None = None) -> BufferHandle:
+        """A tensor-memory buffer (`plgpu.TMEM`, tcgen05 accumulators): races are BP201."""
+        return self._buffer("tmem", slots, name)
 
     # -- control flow ------------------------------------------------------------------------
 
@@ -321,10 +397,32 @@ class KernelBuilder:
                              loc=loc, code="BP120", hint=f"index it: {barrier.alloc.name}.at[i]")
         return barrier
 
+    def _mem(self, refs, loc: Loc, what: str) -> tuple[MemRef, ...]:
+        if refs is None:
+            return ()
+        if not isinstance(refs, (tuple, list)):
+            refs = (refs,)
+        out = []
+        for ref in refs:
+            if isinstance(ref, BufferHandle):
+                ref = MemRef(ref.alloc, ())
+            if not isinstance(ref, MemRef):
+                raise ModelError(f"{what}={ref!r} is not a buffer", loc=loc,
+                                 hint="pass a buffer made by k.SMEM(...) / k.TMEM(...) or its "
+                                      ".at[slot]")
+            if ref.alloc not in self._buffers:
+                raise ModelError(f"buffer `{ref.alloc.name}` is not allocated by this protocol",
+                                 loc=loc, hint="allocate it with k.SMEM(...) in this protocol")
+            out.append(ref)
+        return tuple(out)
+
     def _op(self, kind: str, barrier=None, **fields) -> None:
         loc, _ = _caller()
+        for key in ("reads", "writes"):
+            if key in fields:
+                fields[key] = self._mem(fields[key], loc, key)
         ref = self._ref(barrier, loc) if barrier is not None else None
-        for key in ("count", "bytes", "parity"):
+        for key in ("count", "bytes", "parity", "phase"):
             if key in fields and fields[key] is not None:
                 fields[key] = _int_expr(fields[key], loc, key)
         if "collective_axes" in fields:
@@ -340,13 +438,54 @@ class KernelBuilder:
         self._op("barrier_wait", barrier)
 
     def copy_gmem_to_smem(self, barrier, bytes: ExprLike = 1024,
-                          collective_axes: str | Iterable[str] | None = None) -> None:
-        """TMA load that arrives on `barrier` once its `bytes` land."""
-        self._op("copy_gmem_to_smem", barrier, bytes=bytes, collective_axes=collective_axes)
+                          collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
+        """TMA load that arrives on `barrier` once its `bytes` land; it writes `dst` (in every
+        block a multicast reaches) until then."""
+        self._op("copy_gmem_to_smem", barrier, bytes=bytes, collective_axes=collective_axes,
+                 writes=dst)
 
-    def tcgen05_mma(self, barrier=None) -> None:
-        """An MMA; with `barrier=` it arrives there when it completes."""
-        self._op("tcgen05_mma", barrier)
+    def tcgen05_mma(self, barrier=None, a=None, b=None, acc=None) -> None:
+        """An MMA; with `barrier=` it arrives there when it completes. Until then it reads the
+        operands `a`, `b` (SMEM or TMEM) and writes the accumulator `acc` (TMEM)."""
+        loc, _ = _caller()
+        reads = self._mem(a, loc, "a") + self._mem(b, loc, "b")
+        self._op("tcgen05_mma", barrier, reads=reads, writes=acc)
+
+    # -- memory effects ----------------------------------------------------------------------
+
+    def read(self, *refs) -> None:
+        """The thread loads from these buffers (ref loads, ld.shared, a waited tcgen05.ld)."""
+        self._op("read", reads=refs)
+
+    def write(self, *refs) -> None:
+        """The thread stores to these buffers (ref stores, st.shared)."""
+        self._op("write", writes=refs)
+
+    def copy_smem_to_gmem(self, src) -> None:
+        """TMA store: reads `src` until a `wait_smem_to_gmem` covers it."""
+        self._op("copy_smem_to_gmem", reads=src)
+
+    def wait_smem_to_gmem(self, n: ExprLike = 0) -> None:
+        """Wait until at most `n` of this thread's TMA stores are still reading their source."""
+        self._op("wait_smem_to_gmem", count=n)
+
+    def tcgen05_store(self, dst) -> None:
+        """tcgen05.st: writes `dst` (TMEM) asynchronously until `tcgen05_wait_store`."""
+        self._op("tcgen05_store", writes=dst)
+
+    def tcgen05_wait_store(self) -> None:
+        """tcgen05.wait::st: every earlier tcgen05.st of this thread has written TMEM."""
+        self._op("tcgen05_wait_store")
+
+    def wgmma(self, a=None, b=None) -> None:
+        """Hopper WGMMA (`plgpu.wgmma`): reads its SMEM operands until a `wgmma_wait` covers
+        it (the accumulator lives in registers)."""
+        loc, _ = _caller()
+        self._op("wgmma", reads=self._mem(a, loc, "a") + self._mem(b, loc, "b"))
+
+    def wgmma_wait(self, n: ExprLike = 0) -> None:
+        """`plgpu.wgmma_wait(n)`: at most `n` of this thread's WGMMAs are still in flight."""
+        self._op("wgmma_wait", count=n)
 
     def tcgen05_commit_arrive(self, barrier, collective_axis: str | None = None) -> None:
         """Arrive on `barrier` after every earlier tcgen05 op of this thread completes."""
@@ -372,13 +511,27 @@ class KernelBuilder:
         self._op("complete_tx", barrier, bytes=bytes)
 
     def tma_load(self, barrier, bytes: ExprLike,
-                 collective_axes: str | Iterable[str] | None = None) -> None:
+                 collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
         """cp.async.bulk with mbarrier::complete_tx: no arrival, only bytes when it lands."""
-        self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes)
+        self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes, writes=dst)
 
-    def wait_parity(self, barrier, parity: ExprLike) -> None:
-        """mbarrier.try_wait.parity in a loop until it succeeds."""
-        self._op("wait_parity", barrier, parity=parity)
+    def wait_parity(self, barrier, parity: ExprLike | None = None, *,
+                    phase: ExprLike | None = None) -> None:
+        """mbarrier.try_wait.parity in a loop until it succeeds.
+
+        `parity` alone: the wait means the next phase of that parity this thread has not yet
+        observed. `phase=n`: the thread keeps its own phase count (CUTLASS's PipelineState) and
+        means phase n, counted from 0 (-1: the phase before the first); the parity is n % 2.
+        Either way the hardware's rule applies: the wait must return for that phase and no
+        other (docs/parity.md)."""
+        if (parity is None) == (phase is None):
+            loc, _ = _caller()
+            raise ModelError("wait_parity takes a parity or a phase=, not both and not neither",
+                             loc=loc, hint="k.wait_parity(bar, (i // stages) % 2) or "
+                                           "k.wait_parity(bar, phase=i // stages)")
+        if phase is not None:
+            parity = as_expr(phase) % 2
+        self._op("wait_parity", barrier, parity=parity, phase=phase)
 
     # Hardware barriers that are not mbarriers (PTX bar / barrier.cluster).
     def named_barrier(self, id: ExprLike, count: ExprLike) -> "NamedBarrier":
@@ -391,7 +544,8 @@ class KernelBuilder:
     def syncthreads(self) -> None:
         """`__syncthreads()` / `bar.sync 0`: every thread of the block, at one instruction."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("bar_sync", None, count=Const(0), bar_id=Const(0), loc=loc))
+        self._stack[-1].append(Op("bar_sync", None, count=Const(0), bar_id=Const(0),
+                                  name="syncthreads", loc=loc))
 
     def cluster_arrive(self) -> None:
         """`barrier.cluster.arrive`: this thread reached the cluster barrier."""
@@ -428,6 +582,7 @@ class KernelBuilder:
             params[name] = Param(name, params[name].default, True)
         return Kernel(
             name=self.name, body=tuple(self._stack[0]), barriers=tuple(self._barriers),
+            buffers=tuple(self._buffers),
             params=params, num_threads=self._num_threads, thread_axis=self._thread_axis,
             num_warps=self._num_warps, warp_axis=self._warp_axis, cluster=tuple(self._cluster),
             grid=tuple(self._grid), assumptions=tuple(self._assumptions), loc=self.loc,

@@ -339,7 +339,10 @@ def substitute_stmts(body: Sequence, env: Mapping[str, Expr]) -> tuple:
             out.append(dataclasses.replace(
                 s, barrier=_subst_ref(s.barrier, env), count=substitute(s.count, env),
                 bytes=substitute(s.bytes, env),
-                parity=None if s.parity is None else substitute(s.parity, env)))
+                parity=None if s.parity is None else substitute(s.parity, env),
+                phase=None if s.phase is None else substitute(s.phase, env),
+                reads=tuple(_subst_mem(r, env) for r in s.reads),
+                writes=tuple(_subst_mem(w, env) for w in s.writes)))
         elif isinstance(s, Loop):
             out.append(Loop(s.var, substitute(s.trip, env), substitute_stmts(s.body, env), s.loc))
         elif isinstance(s, When):
@@ -356,12 +359,16 @@ def substitute_stmts(body: Sequence, env: Mapping[str, Expr]) -> tuple:
     return tuple(out)
 
 
+def _subst_mem(ref, env: Mapping[str, Expr]):
+    return dataclasses.replace(ref, index=tuple(substitute(i, env) for i in ref.index))
+
+
 def stmt_vars(body: Sequence) -> set[str]:
     """Variables that synchronization depends on: indices, counts, conditions, trip counts."""
     names: set[str] = set()
     for s in body:
         if isinstance(s, Op):
-            for e in (s.count, s.bytes, s.parity):
+            for e in (s.count, s.bytes, s.parity, s.phase):
                 if e is not None:
                     names |= free_vars(e)
             if s.barrier is not None:

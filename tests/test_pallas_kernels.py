@@ -99,11 +99,35 @@ def test_dynamic_scheduling_loop_becomes_a_stated_parameter():
                             Options(ignore=frozenset({"BP103"}))).verdict == "verified"
 
 
-def test_collective_matmul_is_unknown_until_semaphores_are_ignored():
+def _bump_semaphore_waits(body):
+    """The kernel with every semaphore_wait asking for one signal more."""
+    import dataclasses
+    from barrierproof.model.ir import Loop, Op, WarpRegion, When
+    out = []
+    for s in body:
+        if isinstance(s, Op) and s.kind == "semaphore_wait":
+            s = dataclasses.replace(s, count=s.count + 1)
+        elif isinstance(s, Loop):
+            s = Loop(s.var, s.trip, _bump_semaphore_waits(s.body), s.loc)
+        elif isinstance(s, When):
+            s = When(s.cond, _bump_semaphore_waits(s.then), _bump_semaphore_waits(s.orelse),
+                     s.loc)
+        elif isinstance(s, WarpRegion):
+            s = WarpRegion(s.axis, _bump_semaphore_waits(s.body), s.loc)
+        out.append(s)
+    return tuple(out)
+
+
+def test_collective_matmul_is_verified_with_its_semaphore():
+    import dataclasses
     (kernel,) = _load("collective_matmul")
     assert ("x", 2) in [(a, n.value) for a, n in kernel.grid]     # the shard_map's devices
-    unmodeled = [o.name for o in iter_ops(kernel.body) if o.kind == "unmodeled"]
-    assert unmodeled == ["semaphore_signal", "semaphore_wait"]
-    assert check_kernel(kernel).verdict == "unknown"
-    assert check_kernel(kernel, options=Options(ignore=frozenset({"BP190"}))).verdict == \
-        "verified"
+    kinds = [o.kind for o in iter_ops(kernel.body)]
+    assert "unmodeled" not in kinds
+    assert {"semaphore_signal", "semaphore_wait"} <= set(kinds)
+    (sem,) = [b for b in kernel.barriers if b.semaphore]
+    assert sem.copies.value == 132                  # every block of a device signals alike
+    assert check_kernel(kernel).verdict == "verified"
+    # the semaphore is not decoration: a wait for one signal more than the grid sends hangs
+    hungry = dataclasses.replace(kernel, body=_bump_semaphore_waits(kernel.body))
+    assert check_kernel(hungry).label == "violation:BP100"

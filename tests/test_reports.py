@@ -133,7 +133,7 @@ def test_sarif_from_the_command_line(tmp_path):
     log = json.loads(out.read_text())
     sarif_validator().validate(log)
     assert {r["ruleId"] for r in log["runs"][0]["results"]} == \
-        {"BP100", "BP101", "BP102", "BP104", "BP190"}
+        {"BP100", "BP101", "BP102", "BP103", "BP104", "BP190"}
 
 
 # -- JUnit -------------------------------------------------------------------------------------

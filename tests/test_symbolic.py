@@ -26,10 +26,12 @@ from barrierproof.checker.symbolic.crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
 from barrierproof.checker.symbolic.terms import Unsupported
+from barrierproof.checker.symbolic.unroll import split_ring_arrays, unroll_fixed_loops
 from barrierproof.checker.symbolic.invariants import Compiler, _independent_rows, nullspace
 from barrierproof.cli import main
 from barrierproof.loader import resolve
 from barrierproof.model.dsl import protocol
+from barrierproof.model.ir import Loop, iter_ops, walk
 from barrierproof.model.semantics import compile_systems
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
@@ -65,6 +67,13 @@ PROVED = {
     "cutlass.py::pipeline_tma_async": grid(stages=[1, 2, 3], consumers=[1, 2],
                                            steps=range(0, 6)),
     "cluster.py::cluster_exchange": grid(steps=range(0, 7)),
+    "patterns/hopper_ws.py::hopper_ws_matmul": grid(stages=[1, 2, 3], steps=range(0, 6)),
+    "patterns/blackwell_persistent.py::clc_scheduler": grid(tiles=range(0, 8)),
+    "patterns/cutlass_pipelines.py::pipeline_async": grid(stages=[1, 2, 3], consumers=[1, 2],
+                                                          steps=range(0, 6)),
+    # order[depth, groups]: one ring of `depth` barriers per group, the loop over groups unrolled
+    "patterns/ordered_sequence.py::ordered_sequence_2wg": grid(depth=[1, 2, 3], turns=range(0, 7)),
+    "patterns/ordered_sequence.py::ordered_sequence_3wg": grid(depth=[1, 2, 3], turns=range(0, 6)),
 }
 
 
@@ -193,14 +202,13 @@ def test_buggy_examples_are_never_proved(ref):
 # Honest verdicts
 # ----------------------------------------------------------------------------------------------
 
-@protocol(symbolic=("steps",))
-def nested_loops(k, steps=2):
+def nested(k, steps, inner):
     k.threads(2)
     k.assume(steps >= 0)
     data = k.Barrier(num_arrivals=1)
     ack = k.Barrier(num_arrivals=1)
     with k.loop(steps):
-        with k.loop(2):
+        with k.loop(inner):
             with k.when(k.thread == 0):
                 k.barrier_arrive(data)
                 k.barrier_wait(ack)
@@ -209,10 +217,72 @@ def nested_loops(k, steps=2):
                 k.barrier_arrive(ack)
 
 
+@protocol(symbolic=("steps", "inner"))
+def nested_loops(k, steps=2, inner=2):
+    """Both trip counts symbolic: the inner loop cannot be unrolled."""
+    k.assume(inner >= 0)
+    nested(k, steps, inner)
+
+
+@protocol(symbolic=("steps",))
+def nested_concrete_inner(k, steps=2):
+    """An inner loop of 2 iterations: unrolled, then inside the fragment."""
+    nested(k, steps, 2)
+
+
 def test_outside_the_fragment_is_unknown_not_proved():
     v = prove_kernel(nested_loops.build())
     assert v.verdict == "unknown"
     assert "nested loops" in v.coverage and "no violation" in v.coverage
+
+
+def test_a_nested_loop_of_concrete_trip_count_is_unrolled_and_proved():
+    k = nested_concrete_inner.build()
+    v = prove_kernel(k)
+    assert v.verdict == "proved", v.coverage
+    for steps in range(0, 6):
+        assert check_kernel(k, dict(steps=steps)).verdict == "verified"
+    unrolled = unroll_fixed_loops(k, {})
+    loops = [s for s in walk(unrolled.body) if isinstance(s, Loop)]
+    assert len(loops) == 1 and not any(isinstance(s, Loop) for s in walk(loops[0].body))
+    # the unrolled body runs the same operations: 2 x (arrive, wait) per role and step
+    assert sum(1 for _ in iter_ops(loops[0].body)) == 2 * sum(1 for _ in iter_ops(
+        next(s for s in walk(k.body) if isinstance(s, Loop)).body))
+
+
+def test_an_array_with_one_symbolic_dimension_is_split_into_rings():
+    k = kernel("patterns/ordered_sequence.py::ordered_sequence_2wg")
+    fixed = {}
+    rings = split_ring_arrays(unroll_fixed_loops(k, fixed), fixed)
+    assert [a.name for a in rings.barriers] == ["order[:, 0]", "order[:, 1]"]
+    assert all(len(a.shape) == 1 for a in rings.barriers)
+    for values in (dict(depth=1, turns=3), dict(depth=2, turns=4), dict(depth=3, turns=2)):
+        # the same program: the same verdict and the same number of states
+        a, b = check_kernel(k, values), check_kernel(rings, values)
+        assert a.verdict == b.verdict == "verified" and a.states == b.states
+
+
+def test_a_static_order_exists_for_a_cluster_with_a_cluster_wide_exit_barrier():
+    """split_k: the reducer's release loop over the contributor blocks is unrolled, and every
+    block arrives on the cluster-wide exit barrier before any block waits on it."""
+    from barrierproof.checker.symbolic import prove as S
+    k = kernel("patterns/split_k.py::split_k_dsmem")
+    fixed = {"splits": 3}
+    k = split_ring_arrays(unroll_fixed_loops(k, fixed), fixed)
+    frag = Fragment(k, ["tiles"], fixed)
+    frag.build_roles()
+    frag.build_classes()
+    search = TauSearch(frag)
+    runs = [TauRun(frag, system, values) for values in S._tau_points(k, ["tiles"], fixed, frag)
+            for system in compile_systems(k, values)]
+    assert len({tuple(sorted(v.items())) for v in (r.values for r in runs)}) >= 3
+    for tau in search.candidates():
+        if tau_static_ok(frag, search, tau):
+            search.apply(tau)
+            if all(run.check(search) is None for run in runs):
+                break
+    else:
+        raise AssertionError("no static order passes every wait")
 
 
 def test_time_limit_is_unknown_not_proved():
@@ -431,3 +501,23 @@ def test_hull_candidates_hold_the_invariant_of_two_loads_per_phase():
     assert len(rich) > len(plain) and extra
     comp = Compiler(enc.vars)
     assert all(comp.function([c.formula], "bool")(s) for c in extra for s in states)
+
+
+def test_houdini_transition_by_transition_keeps_the_same_invariant():
+    """Houdini's answer is the largest inductive subset of the candidates: asking transition by
+    transition (its fallback when the query over all transitions is undecided) must keep
+    exactly the candidates the one query keeps, and prove the same system."""
+    from barrierproof.checker.symbolic.encode import Encoder
+    from barrierproof.checker.symbolic.invariants import guess, houdini, sample
+    frag, sym, fixed, systems = _fragment("attention.py::pingpong_schedule")
+    k = kernel("attention.py::pingpong_schedule")
+    for cls, system, _ in systems:
+        if not system.roles:
+            continue
+        enc = Encoder(system).build()
+        vals = [v for p in points(k, sym, fixed, 3) for v in frag.valuations(cls, system, p)]
+        cands = guess(enc, sample(enc, vals, limit=5000, budget=10).states, ())
+        whole = houdini(enc, cands, timeout=120)
+        split = houdini(enc, cands, timeout=120, per_step=True)
+        assert whole.status == split.status == "proved", (whole.reason, split.reason)
+        assert sorted(c.text for c in whole.invariant) == sorted(c.text for c in split.invariant)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -125,3 +126,45 @@ def test_bugs_beyond_the_samples_are_not_proved():
         v = prove_kernel(kernel, {}, Options(Limits(timeout=120)), None,
                          SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
         assert v.verdict != "proved", (kind, v.coverage)
+
+
+def _variants(with_mutation: bool):
+    for copy in ("copy", "expect_then_load"):
+        for wait in ("wait", "parity"):
+            for mutation in (MUTATIONS if with_mutation else [None]):
+                m = dict(CORRECT, copy=copy, wait=wait)
+                if mutation:
+                    m[mutation[0]] = mutation[1]
+                yield m
+
+
+def test_the_prover_refutes_every_single_mutation_rather_than_giving_up():
+    """Each single mutation of every correct ring breaks it for some values: `prove` must find
+    values and a violation that the explorer confirms, not answer `unknown` (a prover that gave up
+    on everything would pass the soundness test above)."""
+    answers = {}
+    for m in _variants(with_mutation=True):
+        kernel = build(m)
+        v = prove_kernel(kernel, {}, Options(Limits(timeout=60)), None,
+                         SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
+        answers[tuple(sorted(m.items()))] = v.verdict
+        if v.verdict == "violation":
+            again = check_kernel(kernel, v.params)
+            assert again.verdict == "violation" and again.codes[0] == v.codes[0], (m, v.params)
+    refuted = sum(a == "violation" for a in answers.values())
+    assert len(answers) == 44 and refuted / len(answers) >= MIN_REFUTED, \
+        [m for m, a in answers.items() if a != "violation"]
+
+
+MIN_REFUTED = 1.0          # every single mutation is refuted today
+MIN_PROVED = 1.0           # every correct variant is proved today
+
+
+@pytest.mark.slow
+def test_the_prover_proves_every_correct_variant():
+    """The four correct rings (copy or expect_tx + load, Pallas or parity waits) are each proved
+    for every stage count, consumer count and trip count."""
+    verdicts = [prove_kernel(build(m), {}, Options(Limits(timeout=120)), None,
+                             SimpleNamespace(symbolic=["stages", "consumers", "steps"])).verdict
+                for m in _variants(with_mutation=False)]
+    assert sum(v == "proved" for v in verdicts) / len(verdicts) >= MIN_PROVED, verdicts

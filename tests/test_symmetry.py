@@ -108,7 +108,8 @@ def test_block_symmetries_are_automorphisms_and_canon_is_constant_on_orbits(kern
     for state in states:
         assert canon(canon(state)) == canon(state)
     # The quotient search visits exactly one state per orbit of the violation-free part.
-    result = explore(system)
+    # (partial-order reduction off: it may skip states of an orbit altogether)
+    result = explore(system, partial_order=False)
     if result.status == "verified":
         assert result.states == len({canon(s) for s in states})
 

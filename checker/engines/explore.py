@@ -8,7 +8,10 @@ storing paths.
 Reductions (docs/POR.md argues each rule survives them; tests compare with the unreduced search):
 symmetry between identical threads and between cluster blocks that map onto each other
 (symmetry.py), and partial-order reduction by local steps (por.py). A counterexample found in
-the quotient is mapped back to a concrete schedule before it is replayed.
+the quotient is mapped back to a concrete schedule before it is replayed. Races (BP200/BP201)
+are not invariant under a permutation of threads that touch different memory: each state kept
+is also race-checked in its images under those permutations (race_permutations), and kernels
+with checked memory get neither block symmetry nor partial-order reduction.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from typing import Callable
 from ...model.semantics import System, Violation, primary
 from .por import local_steps
 from .store import StateStore
-from .symmetry import Symmetry, thread_classes
+from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,
+                       race_permutations, thread_classes)
 
 
 @dataclass
@@ -95,6 +99,27 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
+    classes = symmetry.classes if symmetry is not None else []
+    perms = race_permutations(system, classes) if reduce is not None else []
+    moves = [(perm, [(pa, pb) for a, b in perm.items()
+                     for pa, pb in zip(_local_fields(system, a), _local_fields(system, b))])
+             for perm in perms]
+
+    def violations(st: tuple) -> tuple[list[Violation], dict[int, int] | None]:
+        """The rules `st` breaks, or else a race of one of its symmetric images (with the
+        permutation that makes it)."""
+        bad = kept(system.state_violations(st))
+        if not bad:
+            for perm, pairs in moves:
+                image = list(st)
+                for pa, pb in pairs:
+                    image[pb] = st[pa]
+                image = tuple(image)
+                if system.memory.racing(system, image):
+                    race = system.memory.violation(system, image)
+                    if race.code not in ignore:
+                        return [race], perm
+        return bad, None
 
     def kept(violations):
         return [v for v in violations if v.code not in ignore]
@@ -111,9 +136,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                              **kw)
 
     def found(index: int | None, action: int | None, violation: Violation,
-              by_step: bool = False) -> ExploreResult:
+              by_step: bool = False, perm: dict[int, int] | None = None) -> ExploreResult:
         """A violation reached from entry `index` of the current level (None: the initial
-        state itself) by `action` (None: the state at `index` itself is the violation)."""
+        state itself) by `action` (None: the state at `index` itself is the violation); `perm`:
+        the race is in that symmetric image of the state reached."""
         nonlocal depth
         path = store.path(depth, index) if index is not None else []
         pred = unpack(frontier[index]) if index is not None else None
@@ -121,6 +147,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                                     step_code=violation.code if by_step else None)
         if last is not None:
             violation = last
+        if perm:
+            reached = init if action is None else canon(system.step(pred, action)[0])
+            actions = _toward(system, classes, actions, permute_state(system, reached, perm))
         depth = len(actions)
         if local is not None:
             # The reduced graph may reach a violation later than the full one: the shortest
@@ -144,9 +173,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     seen.add(key(init))
     transitions = 0
     depth = 0
-    first = kept(system.state_violations(init))
+    first, perm = violations(init)
     if first:
-        return found(None, None, primary(first))
+        return found(None, None, primary(first), False, perm)
     frontier = [pack(init)]
     store.levels[0][0].append(key(init))
     store.levels[0][1].append(0)
@@ -167,7 +196,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # The level is finished before a verdict, and ties between violations at the same
             # depth go to the lowest code, so the answer does not depend on search order.
             dead: tuple | None = None   # (index, None, violation, False) at this depth
-            best: tuple | None = None   # (predecessor index, action, violation, by step)
+            best: tuple | None = None   # (predecessor index, action, violation, by step, perm)
             for n, state in enumerate(frontier):
                 if packed:
                     state = unpack(state)
@@ -179,7 +208,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 if not succ and not system.is_done(state):
                     stuck = system.deadlock(state)
                     if stuck.code not in ignore and (dead is None or stuck.code < dead[2].code):
-                        dead = (n, None, stuck, False)
+                        dead = (n, None, stuck, False, None)
                 for action, nxt, violation in succ:
                     transitions += 1
                     if violation is not None and orbit is not None:
@@ -188,7 +217,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                             violation = Violation(code, violation.message)
                     if violation is not None and violation.code not in ignore:
                         if best is None or violation.code < best[2].code:
-                            best = (n, action, violation, True)
+                            best = (n, action, violation, True, None)
                         continue
                     if after_step is not None:
                         nxt = after_step(nxt, action)
@@ -202,10 +231,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     if k in seen:
                         continue
                     seen.add(k)
-                    bad = kept(system.state_violations(nxt))
+                    bad, perm = violations(nxt)
                     if bad:
                         if best is None or primary(bad).code < best[2].code:
-                            best = (n, action, primary(bad), False)
+                            best = (n, action, primary(bad), False, perm)
                         continue
                     next_frontier.append(p)
                     next_keys.append(k)
@@ -243,6 +272,26 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         if gc_was_enabled:
             gc.enable()
     return result("verified")
+
+
+def _toward(system: System, classes: list[list[int]], actions: list[int],
+            racing: tuple) -> list[int]:
+    """The concrete schedule ends in some member of the racing state's orbit; rename its agents
+    (within their symmetry classes, whose barrier programs are equal, so the renamed schedule
+    is one too) so that it ends in the member that races."""
+    end = system.initial_state()
+    for a in actions:
+        end, _ = system.step(end, a)
+    rename: dict[int, int] = {}
+    for cls in classes:
+        free = list(cls)
+        for a in cls:
+            mine = tuple(end[p] for p in _local_fields(system, a))
+            b = next(b for b in free if tuple(racing[p] for p in _local_fields(system, b)) == mine)
+            free.remove(b)
+            rename[a] = b
+    assert permute_state(system, end, rename) == racing, "no renaming reaches the racing state"
+    return [permute_action(system, x, rename) for x in actions]
 
 
 def _concretize(system: System, canon, key, path: list, pred: tuple | None, action: int | None,

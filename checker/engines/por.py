@@ -23,7 +23,7 @@ from typing import Callable
 
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
                                 EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, UNMODELED,
-                                WAIT, WAIT_PARITY, System, guard_await_fork, guard_join)
+                                SEM_WAIT, WAITS, System, guard_await_fork, guard_join)
 
 LOCAL = {UNMODELED, FORK, AWAIT_FORK, JOIN, ISSUE_TCGEN05}
 
@@ -35,8 +35,9 @@ def local_steps(system: System) -> Callable[[tuple], int | None] | None:
     With several blocks, BP146 reads whether a block has exited and whether a thread is at an
     access to another block's barrier: a last step counts only while another thread of its
     block runs, and a step onto such an access is never taken alone. Kernels with hardware
-    (named) barriers are not reduced: their rules read more of a thread's position."""
-    if getattr(system, "hw_instances", None):
+    (named) barriers are not reduced: their rules read more of a thread's position; nor are
+    kernels whose memory accesses are checked for races (BP200/BP201 read every position)."""
+    if getattr(system, "hw_instances", None) or system.memory is not None:
         return None
     # kind[a][pc]: 0 not a candidate, 1 candidate, 2 candidate if another agent (of the same
     # block, when there are several) still runs.
@@ -85,7 +86,7 @@ def local_steps(system: System) -> Callable[[tuple], int | None] | None:
 def _visible_next(system: System, agent: int, instr) -> bool:
     """Does arriving at `instr` change a rule's view of the agent: a wait (BP101, BP102), or,
     with several blocks, an access to another block's barrier (BP146)?"""
-    if instr.op in (WAIT, WAIT_PARITY):
+    if instr.op in WAITS or instr.op == SEM_WAIT:
         return True
     if len(system.blocks) > 1 and instr.op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX,
                                                 COMPLETE_TX, ISSUE_ASYNC):

@@ -27,12 +27,13 @@ step, which is the code the unreduced search reports at that depth.
 from __future__ import annotations
 
 import itertools
+import math
 from operator import itemgetter
 from typing import Callable
 
-from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
+from ...model.semantics import (BARRIER_FIELDS, ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
                                 EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05,
-                                JOIN, WAIT, WAIT_PARITY, System)
+                                JOIN, WAITS, System)
 
 # Above this many candidate block permutations (the product over cluster axes of n!), block
 # symmetry is not tried: the canonical form takes the least of all images.
@@ -47,11 +48,72 @@ def thread_classes(system: System) -> list[list[int]]:
         if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
             continue
         # Waits carry the agent's own seen position; compare programs without it.
-        prog = tuple(i._replace(aux=None) if i.op in (WAIT, WAIT_PARITY, HW_WAIT) else
+        prog = tuple(i._replace(aux=None) if i.op in WAITS + (HW_WAIT,) else
                      i._replace(aux=i.aux._replace(pos=None)) if i.op == HW_ARRIVE else i
                      for i in prog)
         groups.setdefault((agent.block, prog), []).append(a)
-    return [g for g in groups.values() if len(g) > 1]
+    classes = [g for g in groups.values() if len(g) > 1]
+    if system.memory is None:
+        return classes
+    # Threads that touch different memory (warpgroup w writes out_smem[w]) are still
+    # interchangeable for the barriers; the race check then looks at every permutation of them
+    # (race_permutations). Past a few permutations, split them by what they touch instead.
+    out, mixed = [], []
+    for cls in classes:
+        images = {_memory_image(system, a) for a in cls}
+        (out if len(images) == 1 else mixed).append(cls)
+    if math.prod(math.factorial(len(c)) for c in mixed) <= MAX_RACE_PERMUTATIONS:
+        return out + mixed
+    for cls in mixed:
+        split: dict[tuple, list[int]] = {}
+        for a in cls:
+            split.setdefault(_memory_image(system, a), []).append(a)
+        out += [g for g in split.values() if len(g) > 1]
+    return out
+
+
+# Above this many permutations of threads that touch different memory, such threads are no
+# longer treated as interchangeable (each permutation costs a race check per state).
+MAX_RACE_PERMUTATIONS = 24
+
+
+def _memory_image(system: System, a: int) -> tuple:
+    return (tuple(map(tuple, system.memory.lists[a])),
+            tuple(sorted(system.memory.self_races[a].items())))
+
+
+def race_permutations(system: System, classes: list[list[int]]) -> list[dict[int, int]]:
+    """The agent permutations (other than the identity) under which the race check must look
+    at a state: those of classes whose members touch different memory. The reduced search keeps
+    one state per orbit, and races are not invariant under such a permutation."""
+    if system.memory is None:
+        return []
+    mixed = [c for c in classes if len({_memory_image(system, a) for a in c}) > 1]
+    perms: list[dict[int, int]] = [{}]
+    for cls in mixed:
+        perms = [{**p, **dict(zip(cls, image))} for p in perms
+                 for image in itertools.permutations(cls)]
+    return [p for p in perms if any(a != b for a, b in p.items())]
+
+
+def permute_state(system: System, state: tuple, perm: dict[int, int]) -> tuple:
+    """The state in which agent perm[a] is where agent a is in `state`."""
+    out = list(state)
+    for a, b in perm.items():
+        for pa, pb in zip(_local_fields(system, a), _local_fields(system, b)):
+            out[pb] = state[pa]
+    return tuple(out)
+
+
+def permute_action(system: System, action: int, perm: dict[int, int]) -> int:
+    A = system.n_agents
+    if action < A:
+        return perm.get(action, action)
+    k = action - A - len(system.slots)
+    if k >= 0:                                 # a tcgen05 queue moves with its agent
+        agent = perm.get(system.queue_agents[k], system.queue_agents[k])
+        return A + len(system.slots) + system.queue_agents.index(agent)
+    return action
 
 
 class BlockSymmetry:
@@ -73,8 +135,9 @@ class BlockSymmetry:
         for a, b in enumerate(self.agents):
             source[b] = a
         for i, j in enumerate(self.instances):
-            for f in range(4):
-                source[system.barrier_base + 4 * j + f] = system.barrier_base + 4 * i + f
+            for f in range(BARRIER_FIELDS):
+                source[system.barrier_base + BARRIER_FIELDS * j + f] = \
+                    system.barrier_base + BARRIER_FIELDS * i + f
         for (a, inst), pos in system.seen_pos.items():
             source[system.seen_pos[(self.agents[a], self.instances[inst])]] = pos
         for k, m in enumerate(self.slots):
@@ -120,8 +183,9 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
     inst_of = {(i.alloc.name, i.index, i.block): n for n, i in enumerate(system.instances)}
     instances = []
     for inst in system.instances:
-        image = inst_of[(inst.alloc.name, inst.index, blocks[inst.block])]
-        if system.instances[image].expected != inst.expected:
+        # a semaphore of the grid has no block: it is its own image
+        image = inst_of.get((inst.alloc.name, inst.index, blocks.get(inst.block, inst.block)))
+        if image is None or system.instances[image].expected != inst.expected:
             return None
         instances.append(image)
     slot_of = {(s.effect, s.inst, s.amount, s.kind): k for k, s in enumerate(system.slots)}
@@ -152,7 +216,7 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
             op = mine.op
             if op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
                 same = targets(mine.target) == tuple(sorted(theirs.target))
-            elif op in (WAIT, WAIT_PARITY):
+            elif op in WAITS:
                 same = instances[mine.target] == theirs.target
             elif op == ISSUE_ASYNC:
                 same = (targets(mine.target) == tuple(sorted(theirs.target)) and
@@ -179,6 +243,8 @@ def block_symmetries(system: System) -> list[BlockSymmetry]:
     just the identity when the cluster has one block or too many candidates."""
     if getattr(system, "hw_instances", None):
         return []       # hardware barriers are not renamed by a block permutation (yet)
+    if system.memory is not None:
+        return []       # nor are buffers: a race is not invariant under a block permutation
     candidates = 1
     for n in system.cluster_shape:
         for k in range(2, n + 1):

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ...model.ir import MAX_TX, Kernel, Loc, ModelError
+from ...model.ir import MAX_TX, Kernel, Loc, ModelError, has_memory_effects
 from ...model import hw_barriers as hw
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
                                EFFECT_COMPLETE_TX, EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT,
-                               ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, UNMODELED, WAIT, WAIT_PARITY,
-                               System, compile_systems)
+                               ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, UNMODELED,
+                               WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System, compile_systems)
 
 LIBRARY = "MBarrier"
 # Named and cluster barriers, and the rule on blocks that exit under a peer's arrival: kernels
@@ -55,6 +55,9 @@ ACTIONS = {
     COMPLETE_TX: ("complete_tx(tgt, amount)", "CompleteTx"),
     WAIT: ("wait(inst, pos)", "Wait"),
     WAIT_PARITY: ("wait_parity(inst, amount, pos)", "WaitParity"),
+    WAIT_PHASE: ("wait_phase(inst, amount, pos)", "WaitPhase"),
+    SEM_SIGNAL: ("sem_signal(inst, amount)", "SemSignal"),
+    SEM_WAIT: ("sem_wait(inst, amount, decrement)", "SemWait"),
     ISSUE_ASYNC: ("issue_async(tgt, amount, slots)", "IssueAsync"),
     ISSUE_TCGEN05: ("issue_tcgen05(set)", "IssueTcgen05"),
     FORK: ("fork", "Fork"),
@@ -242,6 +245,12 @@ def _instruction(system: System, agent: int, instr) -> str:
         return f"wait({instr.target + 1}, {instr.aux - seen_base + 1})"
     if op == WAIT_PARITY:
         return f"wait_parity({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
+    if op == WAIT_PHASE:
+        return f"wait_phase({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
+    if op == SEM_SIGNAL:
+        return f"sem_signal({instr.target + 1}, {instr.amount})"
+    if op == SEM_WAIT:
+        return f"sem_wait({instr.target + 1}, {instr.amount}, {instr.aux})"
     if op == ISSUE_ASYNC:
         return (f"issue_async({_seq(i + 1 for i in instr.target)}, {instr.amount}, "
                 f"{_seq(k + 1 for k in instr.aux)})")
@@ -310,6 +319,7 @@ def cfg_text(checks: Checks | None = None) -> str:
         "    Slots <- KernelSlots",
         "    ArrivalSets <- KernelArrivalSets",
         "    QueueAgents <- KernelQueueAgents",
+        "    Unwaited <- KernelUnwaited",
         f"    MaxTx = {MAX_TX}",
         f"    Ignored = {{{ignored}}}",
         *hw_constants,
@@ -325,6 +335,11 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
                 command: str | None = None) -> TlaModule:
     """The module and .cfg of one compiled System."""
     kernel = system.kernel
+    if system.memory is not None:
+        raise ModelError(f"the TLA+ model of {kernel.name} cannot hold its memory effects "
+                         "(races, BP200/BP201)", loc=kernel.loc,
+                         hint="compile the System with races=False for the barrier protocol "
+                              "alone, and check races with the explorer")
     name = module_name(name or kernel.name)
     params = ", ".join(f"{k}={v}" for k, v in sorted(system.params.items())) or "none"
     seen_base = system.n_agents + 4 * len(system.instances)
@@ -341,6 +356,9 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
             "\\* model/semantics.py; agents, instances, seen entries, slots and queues are",
             "\\* numbered from 1 here (from 0 in semantics.py).",
             f"EXTENDS {HW_LIBRARY if uses_hw(system) else LIBRARY}", ""]
+    if has_memory_effects(kernel):
+        out[-2:-2] = ["\\* Not modelled here: the kernel's memory effects. TLC checks its barrier",
+                      "\\* protocol only; races (BP200/BP201) are checked by the explorer."]
 
     # Barrier instances.
     rows = []
@@ -379,7 +397,7 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     rows = []
     for (a, i), pos in entries:
         last = max(pc for pc, instr in enumerate(system.programs[a])
-                   if instr.op in (WAIT, WAIT_PARITY) and instr.target == i)
+                   if instr.op in WAITS and instr.target == i)
         rows.append((f"<<{a + 1}, {i + 1}, {last}>>",
                      f"{pos - seen_base + 1}: {_ascii(system.agents[a].name)} waits on "
                      f"{_ascii(system.instances[i].name)}, last at pc {last}"))
@@ -416,6 +434,9 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
             for q, a in enumerate(system.queue_agents)]
     out.append("\\* tcgen05 queues: the agent that issues into each.")
     out += _table("KernelQueueAgents", rows)
+    out.append("")
+    out.append("\\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).")
+    out.append("KernelUnwaited == {" + ", ".join(str(i + 1) for i in system.unwaited) + "}")
     out.append("")
     if uses_hw(system):
         out += _hw_tables(system)
@@ -475,7 +496,7 @@ def position_suffix(system) -> str:
 def emit_modules(kernel: Kernel, params: Mapping[str, int] | None = None,
                  name: str | None = None, **kw) -> list[TlaModule]:
     """One module per distinct cluster behaviour of the kernel (usually one)."""
-    systems = compile_systems(kernel, params)
+    systems = compile_systems(kernel, params, races=False)   # barrier protocol only
     base = name or kernel.name
     if len(systems) == 1:
         return [emit_system(systems[0], base, **kw)]
@@ -668,7 +689,7 @@ def emit_targets(targets, params: Mapping[str, int] | None = None, root: str | N
             try:
                 kp = {k: v for k, v in params.items() if k in kernel.params}
                 findings = static_findings(kernel)
-                systems = compile_systems(kernel, kp)
+                systems = compile_systems(kernel, kp, races=False)
             except ModelError as err:
                 reasons.append(f"input error: {err}")
                 continue

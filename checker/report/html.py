@@ -21,9 +21,9 @@ from typing import Sequence
 
 from .sarif import MEANING
 from ..verdict import Verdict
-from .text import barrier_state
-from .views import (barrier_rows, blocked, event_kind, lane_kind, lanes,
-                    location_in_text, stuck)
+from .text import barrier_state, steps_text
+from .views import (barrier_rows, blocked, event_kind, lane_kind, lanes, location_in_text,
+                    stuck, trace_stem)
 
 CSS = """
 :root { --fg:#1d2330; --muted:#5d6678; --line:#d8dce4; --bg:#ffffff; --panel:#f5f7fa;
@@ -151,6 +151,9 @@ def _diagnostics(v: Verdict) -> str:
         level = "warning" if d.code == "BP190" else "error"
         parts = [f'<p><code>{_e(d.location or "")}</code> <strong>{_e(d.code)} [{_e(d.name)}]'
                  f'</strong> {_e(d.message)}</p>']
+        for r in d.related:
+            parts.append(f'<p class="related">and <code>{_e(r["location"])}</code> '
+                         f'{_e(r["message"])}</p>')
         if d.code in MEANING:
             parts.append(f'<p class="meaning">{_e(MEANING[d.code])}</p>')
         if d.help:
@@ -158,6 +161,13 @@ def _diagnostics(v: Verdict) -> str:
         out.append(f'<div class="diag {level}">' + "".join(parts) + "</div>")
     for note in v.notes:
         out.append(f'<p class="note">note: {_e(note)}</p>')
+    for n, fix in enumerate(v.fixes or [], 1):
+        body = (f"<pre>{_e(fix.patch)}</pre>" if fix.patch else
+                f"<p>edit at <code>{_e(fix.location or '')}</code>: {_e(fix.edit.get('text', ''))}"
+                "</p>")
+        out.append(f'<div class="fix"><p class="help">fix {n} ({_e(fix.verdict)} after the '
+                   f'edit): {_e(fix.description)} <code>{_e(fix.location or "")}</code></p>'
+                   f"{body}</div>")
     return "".join(out)
 
 
@@ -253,10 +263,10 @@ def timeline_html(v: Verdict) -> str:
     items = "".join(
         f'<li class="{"stuck" if blocked(trace) else ""}">{_e(d)}</li>' for d in details)
     params = f"; parameters {_e(trace.params)}" if trace.params else ""
-    return (f"<h3>Counterexample: {len(trace.steps)} step{'' if len(trace.steps) == 1 else 's'}, replayed on the interpreter{params}"
-            f"</h3>{legend}{table}" + (f'<ul class="details">{items}</ul>' if items else "")
+    return (f"<h3>Counterexample: {steps_text(len(trace.steps))}, replayed on the interpreter"
+            f"{params}</h3>{legend}{table}" + (f'<ul class="details">{items}</ul>' if items else "")
             + f'<p class="note">Re-run it: <code>barrierproof check {_e(v.source or v.name)} '
-              f'--trace-dir DIR</code>, then <code>barrierproof replay DIR/{_e(v.name)}'
+              f'--trace-dir DIR</code>, then <code>barrierproof replay DIR/{_e(trace_stem(v.name))}'
               f'.trace.json</code>.</p>')
 
 

@@ -28,6 +28,7 @@ from urllib.parse import quote
 from ...model.semantics import CODES
 from ..check import HELP
 from ..verdict import Verdict
+from .text import steps_text
 from .views import event_kind, lanes, location_in_text, split_location, stuck
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -39,7 +40,8 @@ MEANING = {
     "BP100": "Some thread has not finished and nothing (no thread, TMA copy or tensor-core op) can "
              "move: the kernel hangs.",
     "BP101": "A barrier completes a phase while a thread that waits on it has not yet observed the "
-             "previous completion; its parity bit now points at the wrong phase.",
+             "previous completion; its parity bit now points at the wrong phase. For a parity "
+             "wait: it can return for a phase other than the one the thread means.",
     "BP102": "A thread waits on a barrier for the first time after it has already completed two or "
              "more phases, so its parity bit points at the wrong phase.",
     "BP103": "At kernel exit (or deallocation) a thread that waits on a barrier has not observed "
@@ -57,7 +59,10 @@ MEANING = {
     "BP130": "A phase can never complete because its tx-count never returns to zero.",
     "BP190": "The kernel uses synchronization the model does not cover, so the verdict can be at "
              "best unknown.",
-    "BP200": "A shared-memory slot may be written by TMA while a consumer still reads it.",
+    "BP200": "Two accesses to the same shared-memory slot (thread loads/stores, TMA copies and "
+             "stores, MMA operand reads), at least one a write, that no barrier orders: on some "
+             "schedule they overlap.",
+    "BP201": "The same for tensor memory: tcgen05 accumulators and operands, tcgen05.ld/st.",
     "input-error": "The input could not be modelled: a Python error, a missing parameter value, "
                    "an unsupported construct.",
     "bounded": "The search stopped at a limit (states, depth, time, memory, Ctrl-C) before it "
@@ -150,8 +155,24 @@ def _code_flow(verdict: Verdict) -> dict | None:
         thread_flows.append({"id": lane, "message": {"text": lane}, "locations": locs})
     if not thread_flows:
         return None
-    return {"message": {"text": f"shortest counterexample: {len(trace.steps)} step{'' if len(trace.steps) == 1 else 's'}, replayed on "
-                                f"the interpreter"}, "threadFlows": thread_flows}
+    return {"message": {"text": f"shortest counterexample: {steps_text(len(trace.steps))}, "
+                                "replayed on the interpreter"}, "threadFlows": thread_flows}
+
+
+def _fix(fix) -> dict:
+    """A verified fix as SARIF replacements: whole lines start..end replaced by the new text
+    (an insertion deletes the empty region at the start of its line)."""
+    changes: dict[str, list] = {}
+    for change in fix.edit["changes"]:
+        start, end = change["start_line"], change["end_line"]
+        region = ({"startLine": start, "startColumn": 1, "endLine": start, "endColumn": 1}
+                  if end < start else
+                  {"startLine": start, "startColumn": 1, "endLine": end + 1, "endColumn": 1})
+        changes.setdefault(change["file"], []).append(
+            {"deletedRegion": region, "insertedContent": {"text": change["text"]}})
+    return {"description": {"text": f"{fix.description} ({fix.verdict} after the edit)"},
+            "artifactChanges": [{"artifactLocation": _artifact(path), "replacements": reps}
+                                for path, reps in changes.items()]}
 
 
 def _fingerprint(rule: str, verdict: Verdict, message: str) -> dict:
@@ -164,13 +185,13 @@ def _results(verdict: Verdict, rules: dict[str, int]) -> list[dict]:
     kernel_path = ref.partition("::")[0] if "::" in ref or ref.endswith(".py") else None
     logical = [{"name": verdict.name, "fullyQualifiedName": ref, "kind": "function"}]
     out = []
-    items = [(_rule_id(d.code), d.message, d.location, d.help, d.details)
+    items = [(_rule_id(d.code), d.message, d.location, d.help, d.details, d.related)
              for d in verdict.diagnostics]
     if verdict.verdict == "bounded":
         items.append(("bounded", f"not proved: {verdict.coverage or 'the search stopped early'}",
-                      None, HELP_TEXT["bounded"], []))
+                      None, HELP_TEXT["bounded"], [], []))
     flow = _code_flow(verdict) if verdict.verdict == "violation" else None
-    for n, (rule, message, location, help_line, details) in enumerate(items):
+    for n, (rule, message, location, help_line, details, related) in enumerate(items):
         rules.setdefault(rule, len(rules))
         path, line = split_location(location)
         if path is None:              # a finding about the kernel as a whole: its file
@@ -186,8 +207,17 @@ def _results(verdict: Verdict, rules: dict[str, int]) -> list[dict]:
         physical = _location(path, line)
         result["locations"] = [dict(physical, logicalLocations=logical)] if physical else \
             [{"logicalLocations": logical}]
+        if related:   # the other access of a race
+            result["relatedLocations"] = [
+                dict(_location(*split_location(r["location"]), r["message"]), id=i + 1)
+                for i, r in enumerate(related)]
         if flow is not None and n == 0:
             result["codeFlows"] = [flow]
+        if n == 0 and verdict.fixes:
+            result["properties"]["fixes"] = [f.to_json() for f in verdict.fixes]
+            fixes = [_fix(f) for f in verdict.fixes if f.edit.get("kind") == "source"]
+            if fixes:
+                result["fixes"] = fixes
         out.append(result)
     return out
 

@@ -20,6 +20,11 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "~"
 
 
+def steps_text(n: int) -> str:
+    """`1 step`, `2 steps`."""
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 def barrier_state(view: dict) -> str:
     text = f"ph{view['phase']} {view['arrived']}/{view['expected']}"
     if view.get("tx"):
@@ -83,13 +88,16 @@ def describe(v: Verdict, show_trace: bool = True) -> str:
     lines = [head]
     for d in v.diagnostics:
         lines.append("  " + d.one_line())
+        for r in d.related:
+            lines.append(f"    and: {r['location']}: {r['message']}")
         if d.help:
             lines.append(f"    help: {d.help}")
     for note in v.notes:
         lines.append(f"  note: {note}")
+    lines += fix_lines(v)
     if show_trace and v.trace is not None:
         t = v.trace
-        lines.append(f"  counterexample: {len(t.steps)} step{'' if len(t.steps) == 1 else 's'}, replayed on the interpreter"
+        lines.append(f"  counterexample: {steps_text(len(t.steps))}, replayed on the interpreter"
                      + (f"; parameters {t.params}" if t.params else ""))
         lines += ["    " + row for row in timeline(t).splitlines()]
         details = t.violation.get("details", []) if t.violation else []
@@ -97,6 +105,19 @@ def describe(v: Verdict, show_trace: bool = True) -> str:
             lines.append(f"    stuck: {d}" if v.codes and v.codes[0] in ("BP100", "BP130")
                          else f"    {d}")
     return "\n".join(lines)
+
+
+def fix_lines(v: Verdict) -> list[str]:
+    """The verified fixes of a verdict: what, where, with what verdict, and the patch."""
+    lines = []
+    for n, fix in enumerate(v.fixes or [], 1):
+        lines.append(f"  fix {n} ({fix.verdict} after the edit): {fix.description}"
+                     + (f"  [{fix.location}]" if fix.location else ""))
+        if fix.patch:
+            lines += ["      " + row for row in fix.patch.rstrip("\n").splitlines()]
+        elif fix.edit.get("kind") == "words":
+            lines.append(f"      edit at {fix.location}: {fix.edit['text']}")
+    return lines
 
 
 def text_report(verdicts: Sequence[Verdict], show_trace: bool = True) -> str:

@@ -15,6 +15,15 @@ from .text import barrier_state
 _LOC_IN_TEXT = re.compile(r"\(([^()\s]+):(\d+)\)")
 
 
+def trace_stem(name: str) -> str:
+    """A protocol's name as a file name: [A-Za-z0-9._-] only (no `/`, no `..`), never empty.
+
+    >>> trace_stem("../ring/v2") + ".trace.json"
+    'ring_v2.trace.json'
+    """
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:100] or "protocol"
+
+
 def split_location(location: str | None) -> tuple[str | None, int | None]:
     """`path:line` -> (path, line); line is None when absent or 0.
 

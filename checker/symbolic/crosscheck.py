@@ -187,7 +187,7 @@ def simulation_gaps(frag: Fragment, systems, values: Mapping[str, int],
     over-approximation holds at these values)."""
     from ...model.semantics import compile_systems
     gaps = []
-    for concrete in compile_systems(frag.kernel, values):
+    for concrete in compile_systems(frag.kernel, values, races=False):
         states = concrete_states(concrete, limit)
         for cls, system, builder in systems:
             if not system.roles:

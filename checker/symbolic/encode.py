@@ -26,8 +26,15 @@ iterations ahead of the slowest thread of its role is an "offset overflow" error
 is too coarse and the proof fails (the verdict is then `unknown`, never `proved`).
 
 Error conditions (any reachable one fails the proof):
-    rule         a transition that breaks BP101 / BP121 (as `_arrive`, `_tx`, `_maybe_complete`)
-    late-join    BP102 on a state
+    rule         a transition that breaks BP101 / BP121 (as `_arrive`, `_tx`, `_maybe_complete`),
+                 or a parity wait that passes with nothing new to observe (J0)
+    late-join    BP102 on a state, for Pallas and parity waits alike
+
+Parity waits are held to the Pallas rules (observe every completion) and, besides, must never
+pass stale nor join late: together these imply the hardware's rule that model/semantics.py
+checks for them (return for the completion meant, never wait on a barrier that ran past it), so
+a proof is sound for it; a kernel that skips phases on purpose fails these and is left to the
+explorer.
     exit         every role finished its class program: BP103, BP104, BP105, BP130
     progress     a thread blocked at a wait while every event that precedes the wait in the
                  static order tau has happened and nothing is in flight (prove.py explains
@@ -457,11 +464,15 @@ class Encoder:
                     moved.k[r][p.seg] = k + 1
                 yield (f"{code.role.name} skips {op.text}", [here, cond, z3.Not(guard)], moved,
                        FALSE)
+                stale = FALSE
                 if op.kind in WAITS:
                     moved = moved.copy()
                     moved.obs[r][op.targets[0]] = z3.IntVal(J0)
+                    if op.kind == WAIT_PARITY:
+                        stale = st.obs[r][op.targets[0]] == J0
                 enabled = self.enabled(st, op, st.obs[r], k)
                 for conds, after, viols in self.effects(moved, (r, moved.obs[r]), op, k):
+                    viols = viols + [stale] if not z3.is_false(stale) else viols
                     yield (f"{code.role.name}: {op.text}", [here, cond, guard, enabled] + conds,
                            after, z3.Or(viols) if viols else FALSE)
 
@@ -556,13 +567,18 @@ class Encoder:
                     yield (f"{code.role.name} skips {op.text}",
                            [here, cond, z3.Not(guard)] + conds, moved, FALSE, z3.BoolVal(ovf))
                 new_sigma = sigma
+                stale = False
                 if op.kind in WAITS:
                     b = code.waited.index(op.targets[0])
                     new_sigma = sigma[:b] + (J0,) + sigma[b + 1:]
+                    # a parity wait that passes with nothing new to observe returns for a
+                    # phase it does not mean (semantics.effect_wait_parity)
+                    stale = op.kind == WAIT_PARITY and sigma[b] == J0
                 enabled = self.enabled(st, op, obs, k)
                 actor_obs = {b: z3.IntVal(s) for b, s in zip(code.waited, new_sigma)}
                 for conds, moved, ovf in self.counter_move(st, r, (p, sigma), (q, new_sigma)):
                     for conds2, after, viols in self.effects(moved, (r, actor_obs), op, k):
+                        viols = viols + [TRUE] if stale else viols
                         yield (f"{code.role.name}: {op.text}",
                                [here, cond, guard, enabled] + conds + conds2, after,
                                z3.Or(viols) if viols else FALSE, z3.BoolVal(ovf))
@@ -572,7 +588,9 @@ class Encoder:
     def late_join(self, st: SymState):
         bad = []
         for inst in range(len(self.system.instances)):
-            waiting = self.waiting(st, inst, UNJOINED, kinds=(WAIT,))
+            # (a parity wait's first wait means completion 0 or 1: two completions past it
+            # the barrier has run past the phase it means, as for a Pallas wait)
+            waiting = self.waiting(st, inst, UNJOINED, kinds=(WAIT, WAIT_PARITY))
             if not z3.is_false(z3.simplify(waiting > 0)):
                 bad.append(z3.And(waiting > 0, st.ph[inst] >= 2))
         return z3.Or(bad) if bad else FALSE

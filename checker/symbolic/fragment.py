@@ -23,7 +23,7 @@ from typing import Iterator, Mapping, Sequence
 import z3
 
 from ...model.ir import BinOp, Expr, Kernel, Loop, Op, UnOp, WarpRegion, When, free_vars, walk
-from ...model.semantics import HARDWARE_BARRIER_KINDS
+from ...model.semantics import HARDWARE_BARRIER_KINDS, PALLAS_KINDS
 from .classes import BarrierClass, build_classes
 from .counters import K, CounterSystem
 from .program import ClassBuilder, build_systems, valuations
@@ -131,6 +131,22 @@ class Fragment:
 
     def build_roles(self) -> list[Role]:
         k = self.kernel
+        waited = {op.barrier.alloc.name for op in k.ops()
+                  if op.kind in ("barrier_wait", "wait_parity") and op.barrier is not None}
+        for op in k.ops():
+            if op.barrier is not None and op.barrier.alloc.name not in waited \
+                    and op.kind in PALLAS_KINDS and op.kind != "barrier_wait":
+                # Pallas rule 2 on a barrier nobody waits on is left to the explorer
+                raise Unsupported(f"`{op.barrier.alloc.name}` receives Pallas arrivals but no "
+                                  "thread waits on it", op.loc)
+            if op.kind in ("semaphore_signal", "semaphore_wait"):
+                raise Unsupported(f"`{op.describe()}`: semaphores are left to the explorer",
+                                  op.loc)
+            if op.kind == "wait_parity" and op.phase is not None:
+                # the thread's own phase count may skip phases (ping-pong): the counter
+                # abstraction follows every completion, so it cannot judge such a wait
+                raise Unsupported(f"`{op.describe()}` waits for a stated phase "
+                                  "(wait_parity(phase=)), which may skip phases", op.loc)
         self.cluster_axes = [a for a, _ in k.cluster]
         self.cluster_shape = [self.concrete(n, f"cluster size along {a}") for a, n in k.cluster]
         for a, n in zip(self.cluster_axes, self.cluster_shape):

@@ -484,8 +484,10 @@ class InvariantResult:
 
 
 def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.0,
-            query_timeout: float = 60.0) -> InvariantResult:
-    """The largest inductive subset of the candidates, then the error conditions."""
+            query_timeout: float = 60.0, per_step: bool = False) -> InvariantResult:
+    """The largest inductive subset of the candidates, then the error conditions.
+    (`per_step`: ask transition by transition from the start, as after an undecided query over
+    all transitions; the subset is the same, it is the largest.)"""
     start = time.perf_counter()
     variables = encoder.vars
     checks = 0
@@ -537,6 +539,12 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
             return result("unknown", f"Z3 could not decide initiation: {s.reason_unknown()}")
         m = s.model()
         alive = survivors(m, encoder.init_head, alive, lambda c: init_flags[id(c)])
+    if per_step:
+        alive, why, more = _consecution_per_step(encoder, alive, survivors, remaining,
+                                                 query_timeout)
+        checks += more
+        if why is not None:
+            return result("unknown", f"Z3 could not decide consecution: {why}")
     # Consecution: one incremental query over all transitions at once, until no transition
     # breaks a candidate. Candidate i is assumed through the literal a_i; dropping it is just
     # not assuming a_i any more, so Z3 keeps what it learned.
@@ -544,25 +552,30 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     sub = Substitution(variables, post)
     s = solver()
     s.add(encoder.init_body, *encoder.sane, relation, *frame)
-    lits, flags, broken = {}, {}, {}
+    lits, flags = {}, {}
     for i, c in enumerate(alive):
         lits[id(c)], flags[id(c)] = z3.Bool(f"a!{i}"), z3.Bool(f"f!{i}")
-        broken[id(c)] = z3.Not(flags[id(c)])
         s.add(z3.Implies(lits[id(c)], c.formula), flags[id(c)] == sub(c.formula))
     rnd = 0
     while alive:
         if remaining() <= 0:
             return result("unknown", "time limit while checking the invariant")
-        goal = z3.Bool(f"g!{rnd}")
-        rnd += 1
-        s.add(z3.Implies(goal, z3.Or([broken[id(c)] for c in alive])))
-        s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
         checks += 1
-        r = s.check(goal, *[lits[id(c)] for c in alive])
+        r = _some_broken(s, f"g!{rnd}", alive, lits, flags,
+                         max(1.0, min(query_timeout, remaining())))
+        rnd += 1
         if r == z3.unsat:
             break
         if r == z3.unknown:
-            return result("unknown", f"Z3 could not decide consecution: {s.reason_unknown()}")
+            # The disjunction of every transition is too much at once: ask transition by
+            # transition (smaller queries; each solver keeps what it learned).
+            alive, why, more = _consecution_per_step(encoder, alive, survivors, remaining,
+                                                     query_timeout)
+            checks += more
+            if why is not None:
+                return result("unknown", f"Z3 could not decide consecution: "
+                              f"{s.reason_unknown()}; transition by transition: {why}")
+            break
         m = s.model()
         alive = survivors(m, post, alive, lambda c: flags[id(c)])
     # Safety: no error state satisfies the invariant.
@@ -581,6 +594,53 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
         return result("failed", "the invariant found does not exclude: " + "; ".join(failed[:3]),
                       invariant=alive, failed=failed)
     return result("proved", invariant=alive)
+
+
+def _some_broken(s: z3.Solver, goal_name: str, alive: list, lits: dict, flags: dict,
+                 seconds: float):
+    """Can a step from a state satisfying every alive candidate break one of them? The goal
+    literal makes this round's question retractable; the solver keeps what it learned."""
+    goal = z3.Bool(goal_name)
+    s.add(z3.Implies(goal, z3.Or([z3.Not(flags[id(c)]) for c in alive])))
+    s.set("timeout", int(seconds * 1000))
+    return s.check(goal, *[lits[id(c)] for c in alive])
+
+
+def _consecution_per_step(encoder: Encoder, alive: list, survivors, remaining,
+                          query_timeout: float) -> tuple[list, str | None, int]:
+    """Houdini's consecution one transition at a time, until a whole round over the
+    transitions drops nothing. Returns (the inductive candidates, why undecided or None, the
+    number of queries). Candidate c is assumed through a literal, as in `houdini`."""
+    checks = 0
+    per_step = []
+    for label, pre, nxt in encoder.steps:
+        s = z3.Solver()
+        s.add(encoder.init_body, *encoder.sane, pre)
+        sub = Substitution(encoder.vars, nxt)
+        lits, flags = {}, {}
+        for i, c in enumerate(alive):
+            lits[id(c)], flags[id(c)] = z3.Bool(f"a!{i}"), z3.Bool(f"f!{i}")
+            s.add(z3.Implies(lits[id(c)], c.formula), flags[id(c)] == sub(c.formula))
+        per_step.append((label, s, nxt, lits, flags))
+    rnd = 0
+    changed = True
+    while changed:
+        changed = False
+        for label, s, nxt, lits, flags in per_step:
+            while alive:
+                if remaining() <= 0:
+                    return alive, "time limit", checks
+                checks += 1
+                r = _some_broken(s, f"g!{rnd}", alive, lits, flags,
+                                 max(1.0, min(query_timeout, remaining())))
+                rnd += 1
+                if r == z3.unsat:
+                    break
+                if r == z3.unknown:
+                    return alive, f"{label}: {s.reason_unknown()}", checks
+                alive = survivors(s.model(), nxt, alive, lambda c: flags[id(c)])
+                changed = True
+    return alive, None, checks
 
 
 def explain_drop(encoder: Encoder, candidates: list[Candidate], pattern: str, rounds: int = 400):

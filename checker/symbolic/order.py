@@ -204,13 +204,36 @@ class TauSearch:
         n = len(self.nodes)
         preds = {v: {a for a, b in self.edges if b == v} for v in range(n)}
         seen = set()
-        for prefer in ("low", "high", "loops"):
+        waits, signals = self._barrier_use()
+        for prefer in ("low", "high", "loops", "arrivals first"):
             order, done = [], set()
             while len(order) < n:
                 ready = [v for v in range(n) if v not in done and preds[v] <= done]
                 if not ready:
                     return
-                if prefer == "low":
+                if prefer == "arrivals first":
+                    # a wait goes after every node still to come that arrives on its barriers
+                    # (all blocks arrive on a cluster-wide barrier before any block waits)
+                    later = [u for u in range(n) if u not in done]
+                    free = [v for v in ready if not any(
+                        waits[v] & signals[u] for u in later if u != v)]
+                    if free:
+                        v = min(free)
+                    else:
+                        # every ready wait expects a later arrival: go on with the role whose
+                        # later nodes arrive on what the other ready nodes wait for, a guarded
+                        # wait first (a slot-reuse wait, skipped while the ring is not full)
+                        def unblocks(v):
+                            role = self.nodes[v].members[0][0] if self.nodes[v].members else -1
+                            mine = set().union(*[signals[u] for u in later if any(
+                                m[0] == role for m in self.nodes[u].members)])
+                            return len(mine & set().union(*[waits[u] for u in ready
+                                                             if u != v]))
+                        def guarded(v):
+                            return any(self.frag.roles[r].items[i].conds
+                                       for r, i in self.nodes[v].members)
+                        v = max(ready, key=lambda x: (unblocks(x), guarded(x), -x))
+                elif prefer == "low":
                     v = min(ready, key=lambda x: min(m[0] for m in self.nodes[x].members or
                                                      [(0, 0)]))
                 elif prefer == "high":
@@ -245,6 +268,26 @@ class TauSearch:
                     done.discard(v)
         yield from dfs([], set())
 
+    def _barrier_use(self) -> tuple[list[set], list[set]]:
+        """Per node: the barrier arrays its operation nodes wait on, and the ones any of its
+        operations signal (arrive, copy, commit)."""
+        waits, signals = [], []
+        for node in self.nodes:
+            w, s = set(), set()
+            for r, i in node.members:
+                item = self.frag.roles[r].items[i]
+                for bop in item.ops:
+                    if bop.op.barrier is None:
+                        continue
+                    if bop.op.kind in ("barrier_wait", "wait_parity"):
+                        if node.kind == "op":
+                            w.add(bop.op.barrier.alloc.name)
+                    else:
+                        s.add(bop.op.barrier.alloc.name)
+            waits.append(w)
+            signals.append(s)
+        return waits, signals
+
     def rank_merges(self, node: Node, limit: int = 400) -> Iterator[dict]:
         """Interleavings of the operations of a node's members (each keeps its order)."""
         frag = self.frag
@@ -259,14 +302,21 @@ class TauSearch:
             m, length = seqs[0]
             yield {m: list(range(length))}
             return
-        # waits last among ready operations first, then everything else
+        results = []
+        seen = set()
+
+        def add(ranks) -> None:
+            key = tuple(tuple(ranks[m]) for m, _ in seqs)
+            if key not in seen:
+                seen.add(key)
+                results.append({m: list(ranks[m]) for m, _ in seqs})
+
+        # interleavings, waits last among ready operations first
         count = 0
 
         def is_wait(m, k):
             op = frag.roles[m[0]].items[m[1]].ops[k].op
             return op.kind in ("barrier_wait", "wait_parity")
-
-        results = []
 
         def rec(pos, taken, ranks):
             nonlocal count
@@ -274,7 +324,7 @@ class TauSearch:
                 return
             if all(pos[j] == seqs[j][1] for j in range(len(seqs))):
                 count += 1
-                results.append({m: list(ranks[m]) for m, _ in seqs})
+                add(ranks)
                 return
             ready = [j for j in range(len(seqs)) if pos[j] < seqs[j][1]]
             ready.sort(key=lambda j: (is_wait(seqs[j][0], pos[j]), j))
@@ -286,6 +336,16 @@ class TauSearch:
                 pos[j] -= 1
                 ranks[m].pop()
         rec([0] * len(seqs), 0, {m: [] for m, _ in seqs})
+        # then each member's iteration in one piece, members in every order (a cluster's
+        # contributors, then its reducer)
+        if len(seqs) <= 4:
+            for perm in itertools.permutations(range(len(seqs))):
+                ranks, taken = {}, 0
+                for j in perm:
+                    m, length = seqs[j]
+                    ranks[m] = list(range(taken, taken + length))
+                    taken += length
+                add(ranks)
         yield from results
 
     def candidates(self, limit: int = 3000) -> Iterator[Tau]:

@@ -80,9 +80,10 @@ from dataclasses import dataclass, field
 import z3
 from typing import Mapping, Sequence
 
-from ...model.ir import Kernel, ModelError, evaluate, free_vars
+from ...model.ir import (Kernel, ModelError, evaluate, free_vars, has_memory_effects,
+                         without_memory)
 from ...model.semantics import compile_systems, static_findings
-from ..check import Options, check_kernel, error_verdict
+from ..check import RACE_CODES, Options, check_assumptions, check_kernel, error_verdict
 from ..engines.explore import Limits
 from ..verdict import Verdict
 from .encode import Encoder
@@ -90,6 +91,7 @@ from .fragment import Fragment
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .terms import Unsupported
+from .unroll import split_ring_arrays, unroll_fixed_loops
 
 
 @dataclass
@@ -123,9 +125,10 @@ class Proof:
 # only; the wall clock is a net behind it (cli's watchdog at T + a grace period, and each Z3
 # query's own timeout), reported as such when a slow machine hits it first.
 Z3_UNITS_PER_SECOND = 1_000_000
-STATES_PER_SECOND = 20_000
-ORDERS_PER_SECOND = 2
+STATES_PER_SECOND = 5_000
+ORDERS_PER_SECOND = 0.5
 MIN_ORDERS = 8
+NET_GRACE = 2.0     # as the CLI's watchdog
 
 
 @dataclass
@@ -144,11 +147,12 @@ class Budget:
     def z3_left(self) -> int:
         return self.z3_units - (z3_work() - self.z3_start)
 
-    def wall_left(self) -> float:
-        return self.seconds - (time.perf_counter() - self.start)
+    def net_left(self) -> float:
+        """Seconds until the wall-clock net (T + NET_GRACE), at least one."""
+        return max(1.0, self.seconds + NET_GRACE - (time.perf_counter() - self.start))
 
     def spent_text(self) -> str:
-        if self.wall_left() <= 0:
+        if self.z3_left() > 0:
             return (f"wall-clock limit {self.seconds:g}s reached before the work budget was "
                     "spent (a slower or busier machine than the budget assumes)")
         return (f"work budget of --timeout {self.seconds:g} spent "
@@ -222,6 +226,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     def spent() -> float:
         return time.perf_counter() - start
 
+    kernel = split_ring_arrays(unroll_fixed_loops(kernel, fixed), fixed)
     try:
         frag = Fragment(kernel, symbolic, fixed)
         roles = frag.build_roles()
@@ -235,7 +240,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     runs = []
     try:
         for values in check_points:
-            for system in compile_systems(kernel, values):
+            for system in compile_systems(kernel, values, races=False):
                 runs.append(TauRun(frag, system, values))
     except (Unsupported, ModelError) as err:
         return Proof("unknown", spent(), f"cannot replay candidate orders: {err}")
@@ -272,7 +277,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         if not system.roles:
             continue
         enc = Encoder(system).build()
-        bad = enc.check_sane()
+        bad = enc.check_sane(timeout=budget.net_left())
         if bad is not None:
             return Proof("unknown", spent(), f"internal: construction facts of {cls.name} fail at "
                          f"`{bad}`", side_conditions=side)
@@ -294,13 +299,14 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         for pairs, hulls in ((False, False), (True, False), (True, True)):
             cands = guess(enc, small.states + large.states, (), conditional_pairs=pairs,
                           hulls=hulls)
-            if budget.z3_left() <= 0 or budget.wall_left() <= 0:
+            if budget.z3_left() <= 0:
                 break
+            # Z3's own wall-clock timeout is only the net (a query cannot outlive the run).
             with z3_limits(budget):
-                result = houdini(enc, cands, timeout=max(1.0, budget.wall_left()),
-                                 query_timeout=max(1.0, budget.wall_left()))
+                result = houdini(enc, cands, timeout=budget.net_left(),
+                                 query_timeout=budget.net_left())
             if result.status == "unknown" and (budget.z3_left() <= 0
-                                               or budget.wall_left() <= 0):
+                                               or budget.net_left() <= 1.0):
                 result.reason = budget.spent_text()
             if result.status == "proved" or result.status == "unknown":
                 break
@@ -434,6 +440,10 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     except ModelError as err:
         return error_verdict(kernel.name, err, source)
     fixed = {n: v for n, v in defaults.items() if n not in symbolic}
+    try:    # fixed values outside k.assume would make any proof vacuous
+        check_assumptions(kernel, fixed)
+    except ModelError as err:
+        return error_verdict(kernel.name, err, source)
     if not symbolic:
         found = check_kernel(kernel, params, options, source)
         found.notes.append("no symbolic parameters: checked for the given values only")
@@ -448,12 +458,36 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if findings:
         return verdict("unknown", coverage="the kernel uses synchronization the model does not "
                        "cover (BP190): nothing can be proved", params=fixed)
-    if options.ignored():
+    if options.ignored() - RACE_CODES:
         return verdict("unknown", coverage="--ignore/--select change which rules count; the "
                        "symbolic engine proves all of them or nothing", params=fixed)
+    if not points(kernel, symbolic, fixed, 8, limit=1):
+        return verdict("unknown", params=fixed, coverage=(
+            f"no values of {', '.join(symbolic)} in 0..8 satisfy the assumptions "
+            f"({_conditions_text(kernel, symbolic)}): a proof over a range that may be empty "
+            "would be vacuous, so none is claimed"),
+            notes=["check k.assume(...) and the --param values against each other"])
+    # The Z3 encoding has no memory effects: with them, a proof covers the barrier rules only.
+    races_open = has_memory_effects(kernel) and not RACE_CODES <= options.ignored()
     timeout = options.limits.timeout or 300.0
-    proof = prove(kernel, symbolic, fixed, timeout=timeout)
+    proof = prove(without_memory(kernel), symbolic, fixed, timeout=timeout)
     conditions = _conditions_text(kernel, symbolic)
+    if proof.status == "proved" and races_open:
+        found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
+                                             states=max(1000, int(timeout * STATES_PER_SECOND)))
+        if found is not None:
+            found.engine = "symbolic"
+            found.seconds = time.perf_counter() - start
+            shown = ", ".join(f"{n}={found.params[n]}" for n in symbolic)
+            found.notes.append(f"smallest breaking values found: {shown} (bounded search: "
+                               f"{searched}; the barrier protocol itself is proved)")
+            return found
+        return verdict("unknown", params=fixed,
+                       coverage=f"barrier rules (deadlock, BP1xx) proved for {conditions}; "
+                       "races (BP200/BP201) are not in the symbolic model: the explorer found "
+                       f"none in {searched}",
+                       notes=["check races for given values with `barrierproof check`, or "
+                              "--ignore BP200,BP201 to prove the barrier rules alone"])
     if proof.status == "proved":
         notes = []
         if proof.side_conditions:

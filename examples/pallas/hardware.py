@@ -22,7 +22,8 @@ EXPECT = {
     "multicast_copy_one_source": "violation:BP130",
     "tcgen05_commit": "verified",
     "tcgen05_commit_plain_barrier": "violation:BP110",
-    "semaphore_handoff": "unknown",
+    "semaphore_handoff": "verified",
+    "semaphore_handoff_waits_for_two": "violation:BP100",
 }
 
 INTERPRETER = {
@@ -35,6 +36,7 @@ INTERPRETER = {
     "tcgen05_commit": "unsupported",
     "tcgen05_commit_plain_barrier": "raised",
     "semaphore_handoff": "unsupported",
+    "semaphore_handoff_waits_for_two": "unsupported",
 }
 
 ROUNDS = 2
@@ -168,9 +170,7 @@ def tcgen05_commit_plain_barrier():
     return _tcgen05(orders_tensor_core=False)
 
 
-def semaphore_handoff():
-    """A hand-off through a semaphore, which barrierproof does not model: the verdict says so
-    (BP190) instead of claiming the kernel is verified."""
+def _semaphore_handoff(value: int):
     @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), num_threads=2,
                   thread_name="wg", scratch_types=[plgpu.SemaphoreType.REGULAR(())])
     def kernel(x_ref, o_ref, sem):
@@ -182,7 +182,17 @@ def semaphore_handoff():
 
         @pl.when(wg == 1)
         def _():
-            pl.semaphore_wait(sem)
+            pl.semaphore_wait(sem, value)
             o_ref[...] = x_ref[...]
 
     return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def semaphore_handoff():
+    """A hand-off through a semaphore: warpgroup 0 signals, warpgroup 1 waits for 1."""
+    return _semaphore_handoff(1)
+
+
+def semaphore_handoff_waits_for_two():
+    """The waiter asks for 2 signals; only one ever comes: a hang."""
+    return _semaphore_handoff(2)

@@ -23,6 +23,7 @@ EXPECT = {
     "trip_count_one": "violation:BP105",
     "trip_count_one_guarded": "verified",
     "single_slot_ring_index": "error:BP120",
+    "consumer_races_free_running_producer": "violation:BP121",
 }
 
 INTERPRETER = {
@@ -36,6 +37,9 @@ INTERPRETER = {
     "trip_count_one": "completed",
     "trip_count_one_guarded": "completed",
     "single_slot_ring_index": "raised",
+    # Shows only when the producer runs ahead of the consumer: the free-running interpreter
+    # raises in some runs only; under the counterexample's schedule (confirm --schedule) always.
+    "consumer_races_free_running_producer": "schedule-dependent",
 }
 
 
@@ -128,6 +132,30 @@ def producer_laps_consumer(steps=4):
         def _consumer():
             plgpu.barrier_wait(go.at[0])
 
+            @pl.loop(0, steps)
+            def _(i):
+                plgpu.barrier_wait(full.at[i % SLOTS])
+                o_ref[i] = smem[i % SLOTS]
+
+    return _pipeline(steps, body)
+
+
+def consumer_races_free_running_producer(steps=4):
+    """`producer_laps_consumer` without the `go` signal: nothing makes the producer wait for the
+    consumer, but nothing makes it run ahead either. Whether the interpreter sees the lap depends
+    on how its threads happen to run; the model finds the interleaving where the producer's third
+    copy arrives on `full[0]` before the consumer observed the first completion."""
+    def body(x_ref, o_ref, smem, full, unused):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 1)
+        def _producer():
+            @pl.loop(0, steps)
+            def _(i):
+                plgpu.copy_gmem_to_smem(x_ref.at[i], smem.at[i % SLOTS], full.at[i % SLOTS])
+
+        @pl.when(wg == 0)
+        def _consumer():
             @pl.loop(0, steps)
             def _(i):
                 plgpu.barrier_wait(full.at[i % SLOTS])

@@ -89,10 +89,11 @@ def clc(k, tiles, *, wait_empty=True, drain=True):
             k.barrier_arrive(clc_empty)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("tiles",))
 def clc_scheduler(k, tiles=3):
     """try_cluster_cancel response pipeline with one response slot: correct (the last query
     is the one that reports "no more tiles")."""
+    k.assume(tiles >= 0)
     clc(k, tiles)
 
 

@@ -43,10 +43,11 @@ def _pipeline_async(k, stages, consumers, steps, *, tail_parity_bug=False):
             k.arrive(empty.at[i % stages])                                 # consumer_release
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "consumers", "steps"))
 def pipeline_async(k, stages=2, consumers=2, steps=3):
     """CUTLASS PipelineAsync with producer_tail: correct. The tail waits `stages` more acquires,
     which for slots never used (steps < stages) pass at once on the initial phase."""
+    k.assume(stages >= 1, consumers >= 1, steps >= 0)
     _pipeline_async(k, stages, consumers, steps)
 
 
@@ -96,7 +97,18 @@ def release_lag(k, stages, steps, *, guard_tail=False):
 @protocol(expect="verified")
 def mainloop_release_lag(k, stages=2, steps=3):
     """The sm90 consumer mainloop with K_PIPE_MMAS=1: release of k-tile i-1 after issuing i,
-    mma_tail releases the last. Every slot is released exactly once per fill. Correct."""
+    mma_tail releases the last. Every slot is released exactly once per fill. Correct with at
+    least two stages (CUTLASS static_asserts K_PIPE_MMAS < K_PIPE_MAX)."""
+    k.assume(stages >= 2, steps >= 1)
+    release_lag(k, stages, steps)
+
+
+@protocol(expect="violation:BP100")
+def mainloop_release_lag_single_stage(k, stages=1, steps=2):
+    """The same mainloop with one stage (what CUTLASS's K_PIPE_MMAS < K_PIPE_MAX assertion rules
+    out): the consumer still holds slot 0 for the wgmma in flight when it waits for slot 0's next
+    fill, and the producer waits for that slot's release. `prove` found it when the stage count
+    was declared symbolic with only `stages >= 1`."""
     release_lag(k, stages, steps)
 
 
@@ -141,14 +153,16 @@ def tma_multicast(k, stages, consumers, steps, *, expect_bytes=A_BYTES + B_BYTES
 @protocol(expect="verified")
 def tma_multicast_2x1(k, stages=2, consumers=1, steps=3):
     """PipelineTmaAsync in a 2x1 cluster with B multicast along x: correct."""
+    k.assume(stages >= 1, consumers >= 1, steps >= 0)
     tma_multicast(k, stages, consumers, steps)
 
 
-@protocol(expect="violation:BP101")
+@protocol(expect="violation:BP121")
 def tma_multicast_empty_counts_local_consumers_only(k, stages=2, consumers=1, steps=3):
     """empty[] initialised with the local consumer count only (forgot the multicast peers):
-    each slot gets two releases per use, so the second completes a phase the producer has not
-    observed."""
+    each slot gets two releases per use and completes twice, so the producer's next
+    producer_acquire passes a lap early and its arrive.expect_tx lands on a `full` phase that
+    is still open: more arrivals than the count (undefined behaviour)."""
     tma_multicast(k, stages, consumers, steps, empty_per_block=False)
 
 

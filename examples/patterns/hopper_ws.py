@@ -33,9 +33,10 @@ def hopper_ws(k, stages, steps, *, only_warp0=True, drain="min"):
             k.barrier_arrive(empty.at[i % stages])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "steps"))
 def hopper_ws_matmul(k, stages=2, steps=3):
     """One TMA warp feeding two compute warpgroups, drained: correct."""
+    k.assume(stages >= 1, steps >= 0)
     hopper_ws(k, stages, steps)
 
 

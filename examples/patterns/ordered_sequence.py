@@ -36,25 +36,27 @@ def ordered_sequence(k, groups, depth, turns, *, drain=True, group0_opposite=Tru
                         k.wait_parity(order.at[m % depth, 0], ((m // depth) % 2) ^ first)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("depth", "turns"))
 def ordered_sequence_2wg(k, depth=2, turns=4):
     """Ping-pong GEMM: two math warpgroups, depth 2 (MMA and epilogue), plus a drain in which
     warpgroup 0 observes warpgroup 1's last two arrivals. Correct."""
+    k.assume(depth >= 1, turns >= 0)
     ordered_sequence(k, 2, depth, turns)
 
 
-@protocol(expect="violation:BP103")
+@protocol(expect="verified")
 def ordered_sequence_2wg_as_in_cutlass(k, depth=2, turns=4):
     """Exactly CUTLASS's usage, without a drain: the last `depth` arrivals of warpgroup 1 on
     group 0's barriers complete phases nobody waits for. Harmless on hardware (the barriers die
-    with the CTA), but it breaks rule 2 (completions == waits) that Pallas states and SEMANTICS.md
-    section 3 makes BP103."""
+    with the CTA), and these are PTX parity waits, which follow the hardware's rules
+    (docs/parity.md): Pallas's rule 2 (completions == waits, BP103) is for barrier_wait."""
     ordered_sequence(k, 2, depth, turns, drain=False)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("depth", "turns"))
 def ordered_sequence_3wg(k, depth=2, turns=3):
     """Three warpgroups taking turns 0 -> 1 -> 2 -> 0 ..., with group 0's drain. Correct."""
+    k.assume(depth >= 1, turns >= 0)
     ordered_sequence(k, 3, depth, turns)
 
 

@@ -11,8 +11,9 @@ import math
 from typing import Any
 
 from ..expr import mk, opaque_vars
-from ..ir import BarrierRef, Const, Expr, ModelError, Op, Var, When
-from .values import BarrierVal, MemRef
+from ..expr import opaque
+from ..ir import BarrierAlloc, BarrierRef, Const, Expr, ModelError, Op, Var, When
+from .values import BarrierVal, MemRef, _clean_name
 
 
 class SyncHandlers:
@@ -121,11 +122,13 @@ class SyncHandlers:
         loc = self.where(frame)
         ref = self._barrier(self.read(env, bar), bar_t, frame)
         nbytes = self._bytes(self.read(env, dst), dst_t, loc)
+        target = self._mem_ref(self.read(env, dst), dst_t)
+        writes = (target,) if target is not None else ()
         axes = tuple(self._axis(a) for a in (p.get("collective_axes") or ()))
         leader = p.get("leader_tracked")
         if leader is None or not axes:
             out.append(Op("copy_gmem_to_smem", ref, bytes=Const(nbytes), collective_axes=axes,
-                          loc=loc))
+                          loc=loc, writes=writes))
             return []
         # Leader-tracked (partitioned or replicated) copy: only the first block along the axis
         # expects the bytes of every block; each block's TMA completes them on the leader's
@@ -137,7 +140,7 @@ class SyncHandlers:
                         (Op("arrive_expect_tx", ref, bytes=Const(nbytes * n), loc=loc),), (),
                         loc))
         out.append(Op("tma_load", BarrierRef(ref.alloc, ref.index, leader_block),
-                      bytes=Const(nbytes), loc=loc))
+                      bytes=Const(nbytes), loc=loc, writes=writes))
         self._note(f"{loc}: leader-tracked copy: block 0 along `{axis}` expects "
                    f"{n}x{nbytes} bytes, every block's TMA completes on block 0's barrier")
         return []
@@ -147,11 +150,15 @@ class SyncHandlers:
         loc = self.where(frame)
         axis = p.get("collective_axis")
         axes = (self._axis(axis),) if axis is not None else ()
-        if not p.get("arrive"):
-            out.append(Op("tcgen05_mma", None, collective_axes=axes, loc=loc))
-            return []
         n_scales = 2 if p.get("scaled") else 0
         n_meta = 1 if p.get("sparse") else 0
+        n_bar = 1 if p.get("arrive") else 0
+        reads, writes = self._mma_operands(eqn, env,
+                                           list(eqn.invars[4 + n_bar + n_scales + n_meta:]))
+        if not p.get("arrive"):
+            out.append(Op("tcgen05_mma", None, collective_axes=axes, loc=loc, reads=reads,
+                          writes=writes))
+            return []
         leaves = list(eqn.invars[5 + n_scales + n_meta:])
         skip = 0
         for key in ("acc_transforms_tree", "a_transforms_tree", "b_transforms_tree"):
@@ -161,7 +168,8 @@ class SyncHandlers:
         nb = tree.num_leaves if tree is not None else 0
         t = self._transforms(env, tree, leaves[skip:skip + nb])
         ref = self._barrier(self.read(env, eqn.invars[4]), t, frame)
-        out.append(Op("tcgen05_mma", ref, collective_axes=axes, loc=loc))
+        out.append(Op("tcgen05_mma", ref, collective_axes=axes, loc=loc, reads=reads,
+                      writes=writes))
         return []
 
     def _op_tcgen05_commit_arrive(self, eqn, env, frame, out):
@@ -171,6 +179,57 @@ class SyncHandlers:
         axis = p.get("collective_axis")
         axes = (self._axis(axis),) if axis is not None else ()
         out.append(Op("tcgen05_commit_arrive", ref, collective_axes=axes, loc=self.where(frame)))
+        return []
+
+    # -- global semaphores ---------------------------------------------------------------------
+
+    def _op_get_global(self, eqn, env, frame, out):
+        """`pl.get_global(SemaphoreType.REGULAR)`: one counter for the whole grid. The other
+        clusters of the grid (not other devices: each has its own) run this program and signal
+        it in lockstep with the modelled one (`copies`)."""
+        what = eqn.params.get("what")
+        inner = getattr(what, "inner_aval", what)
+        if type(getattr(inner, "dtype", None)).__name__ != "Semaphore" \
+                or tuple(getattr(inner, "shape", (1,))) not in ((), (1,)):
+            return opaque("global")
+        return self._semaphore(None, frame)
+
+    def _semaphore(self, pname, frame) -> BarrierVal:
+        loc = self.where(frame)
+        copies = math.prod(self.grid_sizes)
+        name = self._fresh(_clean_name(pname) if pname else "sem")
+        alloc = BarrierAlloc(name=name, num_arrivals=Const(1), loc=loc, semaphore=True,
+                             copies=Const(copies))
+        self.barriers.append(alloc)
+        if copies > 1:
+            self._note(f"{loc}: global semaphore `{alloc.name}`: the {copies} clusters of the "
+                       "grid run this program and signal it in lockstep with the checked one")
+        return BarrierVal(alloc)
+
+    def _semaphore_args(self, eqn, env):
+        from jax import tree_util
+        return tree_util.tree_unflatten(eqn.params["args_tree"],
+                                        [self.read(env, v) for v in eqn.invars])
+
+    def _op_semaphore_signal(self, eqn, env, frame, out):
+        ref, transforms, inc, _device, _core = self._semaphore_args(eqn, env)
+        if not isinstance(ref, BarrierVal) or not ref.alloc.semaphore or transforms \
+                or not isinstance(inc, Const):
+            return self._unmodeled(eqn, env, frame, out)
+        out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()), count=inc,
+                      loc=self.where(frame)))
+        return []
+
+    def _op_semaphore_wait(self, eqn, env, frame, out):
+        ref, transforms, value, decrement = self._semaphore_args(eqn, env)
+        if isinstance(decrement, Const):
+            decrement = bool(decrement.value)
+        if not isinstance(ref, BarrierVal) or not ref.alloc.semaphore or transforms \
+                or not isinstance(value, Expr) or opaque_vars(value) \
+                or not isinstance(decrement, bool):
+            return self._unmodeled(eqn, env, frame, out)
+        out.append(Op("semaphore_wait", BarrierRef(ref.alloc, ()), count=value,
+                      decrement=decrement, loc=self.where(frame)))
         return []
 
     def _op_try_cluster_cancel(self, eqn, env, frame, out):

@@ -17,6 +17,7 @@ from ..expr import (RANGES, mk, mk_neg, mk_not, mk_select, opaque, opaques, opaq
 from ..ir import (BinOp, Const, Expr, Loc, Loop, ModelError, Op, Param, UNKNOWN_LOC, UnOp, Var,
                   WarpRegion, When, free_vars, walk)
 from .locations import _stem
+from .memory import has_barrier_ops, unguard_memory
 from .primitives import _has_sync
 
 if TYPE_CHECKING:
@@ -74,6 +75,21 @@ class LoopRules:
             trip = self._trip_param(loc, what)
         forms, finals = self._closed_forms(placeholders, carry_init, new_carry, loopvar, trip)
         unknown = {p.name for p in placeholders if isinstance(p, Var)} - set(forms)
+        if body and not has_barrier_ops(body) and (unknown & stmt_vars(body)
+                                                   or opaque_vars(trip)):
+            # Only memory effects, under control the frontend cannot follow: leave them out
+            # (as a loop without synchronization always was) and say so.
+            self._note(f"{loc}: the loads, stores and copies inside this {what} are not checked "
+                       "for races: its trip count or branches depend on data")
+            body = ()
+        if unknown & stmt_vars(body):
+            relaxed = unguard_memory(body, unknown)
+            if not unknown & stmt_vars(relaxed):
+                # Only memory effects sat under those branches: keep them unconditionally
+                # (every access that may happen; a race found is still replayed) and say so.
+                self._note(f"{loc}: loads and stores under data-dependent branches of this "
+                           f"{what} are checked as if they always happen")
+                body = relaxed
         if unknown & stmt_vars(body):
             return self._unroll(loc, jaxpr, consts_vals, carry_init, extra_args, trip, frame,
                                 out, carry_slice, ys)

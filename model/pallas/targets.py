@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ..ir import Kernel, Loc, ModelError, UNKNOWN_LOC
 from .device import DEFAULT_CORE_COUNT, device_facts, device_facts_of
 from .locations import _display_path, _loc_from_exception, _loc_of_function
-from .primitives import _SYNC_CACHE
+from .primitives import _SYNC_CACHE, check_jax_version
 from .translate import kernels_from_jaxpr
 
 _EXPECT_TRACE_ERRORS = (
@@ -36,6 +36,7 @@ def trace(fn: Callable, *args, core_count: int = DEFAULT_CORE_COUNT,
     orders_tensor_core) becomes a ModelError with that rule's code and the kernel's line.
     """
     import jax
+    check_jax_version(jax.__version__)
     try:
         with device_facts(core_count, device_count):
             return jax.make_jaxpr(fn)(*args, **kwargs)

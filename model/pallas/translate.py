@@ -21,17 +21,18 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..expr import (OPAQUE_PREFIX, RANGES, is_bool, mk, mk_not, mk_select, opaque, opaque_vars,
                     opaques)
 from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param, UNKNOWN_LOC,
-                  Var, WarpRegion, When)
+                  Var, WarpRegion, When, as_expr)
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
+from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
 from .locations import _loc_from_tracebacks
 from .loops import LoopRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
-                         _is_fence, _pallas_primitives)
-from .values import BarrierVal, Cell, MemRef, _Frame
+                         _is_fence, _pallas_primitives, bar_operation)
+from .values import BarrierVal, Cell, MemRef, _clean_name, _Frame
 
 
-class Translator(LoopRules, SyncHandlers):
+class Translator(LoopRules, SyncHandlers, MemoryHandlers):
     """Translates one `mpmd_map` body (one Pallas kernel) into an IR `Kernel`."""
 
     def __init__(self, mesh, name: str, loc: Loc, expect: str | None = None,
@@ -49,6 +50,7 @@ class Translator(LoopRules, SyncHandlers):
             self.grid.append((self._axis(n), Const(int(s))))
         for n, s in zip(mesh.grid_names, mesh.grid):
             self.grid.append((self._axis(n), Const(int(s))))
+        self.grid_sizes = [int(s) for s in mesh.grid]     # clusters per device
         self.cluster = []
         for n, s in zip(mesh.cluster_names, mesh.cluster):
             self.cluster.append((self._axis(n), Const(int(s))))
@@ -60,8 +62,10 @@ class Translator(LoopRules, SyncHandlers):
         self.axis_sizes[self.thread_axis] = self.num_threads
         self.warp_axis = "warp"
         self.barriers: list[BarrierAlloc] = []
+        self.buffers: list = []          # SMEM / TMEM, for races (memory.py)
         self.params: dict[str, Param] = {}
         self.notes: list[str] = []
+        self.collective_tmem = False    # Mosaic GPU then ends the kernel with a cluster sync
         self._names: set[str] = set(self.axis_sizes) | {self.warp_axis}
         self._counter = itertools.count()
         self.origins: dict[str, tuple] = {}        # opaque var -> (primitive, frame)
@@ -102,18 +106,22 @@ class Translator(LoopRules, SyncHandlers):
         for v, c in zip(jaxpr.constvars, consts):
             env[v] = self._const_value(c)
         for v in jaxpr.invars:
-            env[v] = self._ref_value(v, None)
+            env[v] = self._mem_alloc(self._ref_value(v, None), None, _Frame(tracebacks))
         saved = dict(RANGES)
         RANGES.clear()
         RANGES.update({a: (0, n - 1) for a, n in self.axis_sizes.items()})
         try:
-            body = self._data_axes(self._lift_stmts(self.jaxpr(jaxpr, env,
-                                                               _Frame(tracebacks))))
+            body, self.buffers = slots_by_use(whole_where_data_dependent(
+                self.jaxpr(jaxpr, env, _Frame(tracebacks))), self.buffers)
+            body = self._data_axes(self._lift_stmts(body))
         finally:
             RANGES.clear()
             RANGES.update(saved)
+        if self.collective_tmem and self.cluster:
+            body = body + self._collective_tmem_teardown()
         return Kernel(
-            name=self.name, body=body, barriers=tuple(self.barriers), params=self.params,
+            name=self.name, body=body, barriers=tuple(self.barriers),
+            buffers=tuple(self.buffers), params=self.params,
             num_threads=Const(self.num_threads), thread_axis=self.thread_axis,
             warp_axis=self.warp_axis, cluster=tuple(self.cluster), grid=tuple(self.grid),
             loc=self.loc, source="pallas", expect=self.expect, notes=tuple(self.notes))
@@ -268,12 +276,29 @@ class Translator(LoopRules, SyncHandlers):
         name = eqn.primitive.name
         if name == "inline_mgpu_p" and _is_fence(eqn):
             return opaques("inline", len(eqn.outvars))
+        if name == "inline_mgpu_p" and (bar := bar_operation(eqn)) is not None:
+            op = self._named_barrier(eqn, env, frame, *bar)
+            if op is not None:
+                out.append(op)
+                return opaques("inline", len(eqn.outvars))
         if name == "pallas_call":
             raise ModelError("a pallas_call inside a Mosaic GPU kernel is not supported",
                              loc=self.where(frame),
                              hint="write the kernel with plgpu.kernel")
         out.append(Op("unmodeled", name=name, loc=self.where(frame)))   # BP190, statically
         return opaques(name, len(eqn.outvars))
+
+    def _named_barrier(self, eqn, env, frame, operation, bar_id, count, aligned) -> Op | None:
+        """A named barrier from inline PTX; a Pallas thread arrives as a warpgroup."""
+        if bar_id == "warpgroup":       # Mosaic GPU: one named barrier per warpgroup, id wg + 1
+            bar_id = Var(self.thread_axis) + 1
+        elif bar_id == "operand":
+            bar_id = self.read(env, eqn.invars[0])
+            if not isinstance(bar_id, Expr):
+                return None
+        kind = "bar_sync" if operation == "sync" else "bar_arrive"
+        return Op(kind, None, count=Const(count), bar_id=as_expr(bar_id), aligned=aligned,
+                  loc=self.where(frame))
 
     # -- structure ---------------------------------------------------------------------------
 
@@ -299,13 +324,28 @@ class Translator(LoopRules, SyncHandlers):
         out.extend(body)
         return [self.read(sub_env, v) for v in jaxpr.outvars]
 
+    def _collective_tmem_teardown(self) -> tuple:
+        """Mosaic GPU ends a kernel that allocates collective TMEM with a block barrier and a
+        cluster barrier in every thread (no block releases TMEM while its peer still uses it):
+        they also keep every block alive until its peers are done (BP146)."""
+        loc = self.loc
+        self._note(f"{loc}: collective TMEM: the kernel ends with Mosaic GPU's block and "
+                   "cluster barriers")
+        return (Op("bar_sync", None, count=Const(0), bar_id=Const(0), name="syncthreads",
+                   loc=loc),
+                Op("cluster_arrive", None, loc=loc), Op("cluster_wait", None, loc=loc))
+
     def _allocate(self, var, pname, collective, frame) -> Any:
         aval = var.aval
+        if type(aval).__name__ == "AbstractTMEMRef" and getattr(aval, "collective", False):
+            self.collective_tmem = True
         inner = getattr(aval, "inner_aval", None)
         dtype = getattr(inner, "dtype", None)
         kind = type(dtype).__name__
+        if kind == "Semaphore" and tuple(getattr(inner, "shape", ())) in ((), (1,)):
+            return self._semaphore(pname, frame)        # a scratch semaphore, in GMEM
         if kind not in ("BarrierType", "ClusterBarrierType"):
-            return self._ref_value(var, pname)
+            return self._mem_alloc(self._ref_value(var, pname), pname, frame)
         loc = self.where(frame)
         shape = tuple(int(n) for n in inner.shape)
         name = self._fresh(_clean_name(pname) if pname else "barrier")
@@ -378,12 +418,15 @@ class Translator(LoopRules, SyncHandlers):
             v = self.read(env, a)
             args.append(Cell(v, frame.control) if isinstance(v, Expr) else v)
         self._inline(jaxpr, (), args, frame, out)
+        # Its lowering waits for every WGMMA before it hands the accumulators back.
+        self._mem_op("wgmma_wait", frame, out, count=Const(0))
         return [a.value if isinstance(a, Cell) else a for a in args]
 
     def _get(self, eqn, env, frame, out):
         ref = self.read(env, eqn.invars[0])
         if isinstance(ref, Cell) and len(eqn.invars) == 1:
             return ref.value
+        self._mem_get(eqn, env, frame, out)
         return opaque("load")
 
     def _swap(self, eqn, env, frame, out):
@@ -394,6 +437,7 @@ class Translator(LoopRules, SyncHandlers):
             ref.value = new if isinstance(new, Expr) and frame.control == ref.control \
                 else opaque("store")
             return old
+        self._mem_swap(eqn, env, frame, out)
         return opaque("load")
 
     def _core_map(self, eqn, env, frame, out):
@@ -449,17 +493,6 @@ def _switch(idx: Expr, bodies: list[tuple], loc: Loc) -> tuple:
     return rest
 
 
-def _clean_name(text: str) -> str:
-    """`pipeline_allocs['flat_consumed_barrier_refs'][0]` -> `consumed_barrier_refs_0`,
-    `args[2][1]` -> `args_2_1`."""
-    parts = re.findall(r"[A-Za-z_]\w*|\d+", text)
-    words = [p for p in parts if not p.isdigit()]
-    if not words:
-        return "barrier"
-    digits = [p for p in parts[parts.index(words[-1]) + 1:] if p.isdigit()]
-    return "_".join([words[-1].removeprefix("flat_")] + digits)
-
-
 def _optimization_barrier(tr: Translator, eqn, env, frame, out):
     return [tr.read(env, a) for a in eqn.invars]
 
@@ -484,6 +517,18 @@ _RULES: dict[str, Callable] = {
     "tcgen05_mma": Translator._op_tcgen05_mma,
     "tcgen05_commit_arrive": Translator._op_tcgen05_commit_arrive,
     "try_cluster_cancel": Translator._op_try_cluster_cancel,
+    # memory effects (memory.py)
+    "copy_smem_to_gmem": Translator._op_copy_smem_to_gmem,
+    "wait_smem_to_gmem": Translator._op_wait_smem_to_gmem,
+    "wgmma_ref": Translator._op_wgmma_ref,
+    "wgmma_wait": Translator._op_wgmma_wait,
+    "wgmma_accumulator_deref_p": Translator._op_wgmma_accumulator_deref,
+    "async_load_tmem": Translator._op_async_load_tmem,
+    "async_store_tmem": Translator._op_async_store_tmem,
+    "commit_tmem": Translator._op_commit_tmem,
+    "get_global": Translator._op_get_global,
+    "semaphore_signal": Translator._op_semaphore_signal,
+    "semaphore_wait": Translator._op_semaphore_wait,
 }
 RULES = _RULES
 assert MODELED <= set(_RULES), "every modelled primitive has a handler"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +23,13 @@ class BarrierVal:
 
 @dataclass(frozen=True)
 class MemRef:
-    """A non-barrier ref: enough to count the bytes a copy moves."""
+    """A non-barrier ref: enough to count the bytes a copy moves, and for SMEM / TMEM
+    allocations the IR buffer its accesses are checked on (`alloc`, None for GMEM)."""
 
     shape: tuple[int, ...]
     dtype: Any
     space: str
+    alloc: Any = None          # ir.MemAlloc
 
 
 @dataclass(eq=False)
@@ -44,3 +47,14 @@ class _Frame:
     tracebacks: tuple = ()
     loop_depth: int = 0
     control: int = 0     # enclosing conds and loops
+
+
+def _clean_name(text: str) -> str:
+    """`pipeline_allocs['flat_consumed_barrier_refs'][0]` -> `consumed_barrier_refs_0`,
+    `args[2][1]` -> `args_2_1`."""
+    parts = re.findall(r"[A-Za-z_]\w*|\d+", text)
+    words = [p for p in parts if not p.isdigit()]
+    if not words:
+        return "barrier"
+    digits = [p for p in parts[parts.index(words[-1]) + 1:] if p.isdigit()]
+    return "_".join([words[-1].removeprefix("flat_")] + digits)

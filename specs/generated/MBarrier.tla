@@ -40,6 +40,8 @@ CONSTANTS
     Slots,         \* Slots[k] = [effect |-> "complete_tx" or "arrive", inst |-> i, amount |-> n]
     ArrivalSets,   \* ArrivalSets[s + 1]: instances a tcgen05 op arrives on (s: semantics index)
     QueueAgents,   \* QueueAgents[q]: the agent whose tcgen05 queue is queue[q]
+    Unwaited,      \* instances of barriers used only through Pallas operations that no thread
+                   \* waits on (Pallas rule 2 holds them to no completion at all)
     MaxTx,         \* hardware range of the tx-count: |tx| <= MaxTx (2^20 - 1)
     Ignored        \* diagnostic codes the user ignores ({"BP104"}, ...): used only by the
                    \* Exact_* properties, which mirror which rule semantics.py reports
@@ -70,7 +72,8 @@ Abs(x) == IF x < 0 THEN -x ELSE x
 (*   tgt:   the instances an arrival goes to (ClusterBarrier fan-out and   *)
 (*          multicast already resolved), in semantics.py's order           *)
 (*   inst:  the instance a wait waits on;  pos: its seen entry             *)
-(*   amt:   arrival count, tx bytes, or the parity of wait_parity          *)
+(*   amt:   arrival count, tx bytes, the parity of wait_parity, or the     *)
+(*          completion a wait_phase means (its phase + 1)                  *)
 (*   slots: the in-flight slots an asynchronous issue adds one to          *)
 (*   set:   the arrival set (semantics index) a tcgen05 op arrives on      *)
 (*   parent, at: a warp waits until agent `parent` has passed pc `at`      *)
@@ -87,6 +90,11 @@ arrive_expect_tx(tgt, bytes) == Instr("arrive_expect_tx", tgt, 0, 0, bytes, <<>>
 complete_tx(tgt, bytes)   == Instr("complete_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 0, <<>>)
 wait(inst, pos)           == Instr("wait", <<>>, inst, pos, 0, <<>>, 0, 0, 0, <<>>)
 wait_parity(inst, parity, pos) == Instr("wait_parity", <<>>, inst, pos, parity, <<>>, 0, 0, 0, <<>>)
+wait_phase(inst, completion, pos) == Instr("wait_phase", <<>>, inst, pos, completion, <<>>, 0, 0, 0, <<>>)
+\* Global semaphores: a counter kept in the phase variable of its instance (it has no
+\* arrivals).  sem_wait's `pos` field holds 1 when the wait decrements, else 0.
+sem_signal(inst, inc)     == Instr("sem_signal", <<>>, inst, 0, inc, <<>>, 0, 0, 0, <<>>)
+sem_wait(inst, value, dec) == Instr("sem_wait", <<>>, inst, dec, value, <<>>, 0, 0, 0, <<>>)
 \* A TMA copy (or try_cluster_cancel): the issuer's arrive.expect_tx(bytes) on `tgt` (empty
 \* for a bare tma_load or an async arrival), then one more delivery in flight in each slot.
 issue_async(tgt, bytes, slots) == Instr("issue_async", tgt, 0, 0, bytes, slots, 0, 0, 0, <<>>)
@@ -106,6 +114,23 @@ Cur(a) == Prog[a][pc[a] + 1]
 At(a, op) == Running(a) /\ Cur(a).op = op
 Terminated == \A a \in Agents : ~Running(a)
 
+WaitOps == {"wait", "wait_parity", "wait_phase"}
+ParityWaitOps == {"wait_parity", "wait_phase"}
+
+\* Seen entry e belongs to a Pallas waiter: its agent waits on the instance with barrier_wait
+\* somewhere. The Pallas rules (BP101 at a completion, BP103 at exit) hold only such entries
+\* to every completion; parity waits follow the hardware (Meant, below).
+PallasEntry(e) ==
+    \E p \in DOMAIN Prog[SeenOf[e][1]] :
+        Prog[SeenOf[e][1]][p].op = "wait" /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]
+
+\* The completion a parity wait means (semantics.py: intended_completion): wait_phase states
+\* it; wait_parity(P) means the next one not yet observed (s: seen) whose number has parity
+\* P + 1.
+Meant(instr, s) ==
+    IF instr.op = "wait_phase" THEN instr.amt
+    ELSE IF (s - instr.amt) % 2 = 0 THEN s + 1 ELSE s + 2
+
 -----------------------------------------------------------------------------
 (***************************************************************************)
 (* One barrier instance.                                                   *)
@@ -123,7 +148,7 @@ Terminated == \A a \in Agents : ~Running(a)
 \* npc: the program counters after the step (the mover has already advanced).
 WaitsOn(npc, w, i) ==
     /\ npc[w] < Len(Prog[w])
-    /\ Prog[w][npc[w] + 1].op \in {"wait", "wait_parity"}
+    /\ Prog[w][npc[w] + 1].op \in WaitOps
     /\ Prog[w][npc[w] + 1].inst = i
 
 \* BP101 phase-overrun: completion number `completed` + 1 of instance i happens while a
@@ -135,7 +160,8 @@ Overrun(i, completed, npc) ==
     \E k \in DOMAIN Participants[i] :
         LET e == Participants[i][k]
             w == SeenOf[e][1]
-        IN  /\ Max(seen[e], 0) < completed
+        IN  /\ PallasEntry(e)
+            /\ Max(seen[e], 0) < completed
             /\ npc[w] <= SeenOf[e][3]
             /\ seen[e] >= 0 \/ WaitsOn(npc, w, i)
 
@@ -233,6 +259,30 @@ WaitParity(a) ==
     /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
     /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
 
+\* try_wait.parity for the completion c the thread's own phase count means: it passes iff the
+\* barrier's parity is that of c.
+WaitPhase(a) ==
+    /\ At(a, "wait_phase")
+    /\ phase[Cur(a).inst] % 2 = Cur(a).amt % 2
+    /\ pc' = Advance(a)
+    /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
+    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
+
+\* semaphore_signal: the counter grows by the increment (times the lockstep copies).
+SemSignal(a) ==
+    /\ At(a, "sem_signal")
+    /\ pc' = Advance(a)
+    /\ phase' = [phase EXCEPT ![Cur(a).inst] = @ + Cur(a).amt]
+    /\ UNCHANGED <<pending, tx, expected, seen, inflight, queue>>
+
+\* semaphore_wait: blocks until the counter reaches the value; takes it off if it decrements.
+SemWait(a) ==
+    /\ At(a, "sem_wait")
+    /\ phase[Cur(a).inst] >= Cur(a).amt
+    /\ pc' = Advance(a)
+    /\ phase' = [phase EXCEPT ![Cur(a).inst] = @ - Cur(a).amt * Cur(a).pos]
+    /\ UNCHANGED <<pending, tx, expected, seen, inflight, queue>>
+
 \* TMA copy issue: the issuer's arrive.expect_tx, then the landing(s) go in flight.
 IssueAsync(a) ==
     /\ At(a, "issue_async")
@@ -278,7 +328,8 @@ Join(a) ==
 
 ThreadStep(a) ==
     \/ Arrive(a) \/ ArriveDrop(a) \/ ExpectTx(a) \/ ArriveExpectTx(a) \/ CompleteTx(a)
-    \/ Wait(a) \/ WaitParity(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
+    \/ Wait(a) \/ WaitParity(a) \/ WaitPhase(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
+    \/ SemSignal(a) \/ SemWait(a)
     \/ Fork(a) \/ AwaitFork(a) \/ Join(a) \/ Unmodeled(a)
 
 -----------------------------------------------------------------------------
@@ -347,10 +398,22 @@ PhaseOverrunStep ==
         /\ \E k \in DOMAIN Participants[i] :
               LET e == Participants[i][k]
                   w == SeenOf[e][1]
-              IN  /\ Max(seen[e], 0) < phase'[i] - 1
+              IN  /\ PallasEntry(e)
+                  /\ Max(seen[e], 0) < phase'[i] - 1
                   /\ pc'[w] <= SeenOf[e][3]
                   /\ seen[e] >= 0 \/ WaitsOn(pc', w, i)
-BP101_NoPhaseOverrun == [][~PhaseOverrunStep]_vars
+\* BP101 for parity waits (the hardware's rule): a parity wait returns after a completion
+\* other than the one it means ...
+ParityReturnStep ==
+    \E a \in Agents :
+        /\ Running(a) /\ pc'[a] = pc[a] + 1 /\ Cur(a).op \in ParityWaitOps
+        /\ phase[Cur(a).inst] # Meant(Cur(a), seen[Cur(a).pos])
+\* ... or sits at its wait while the barrier has run past the completion it means.
+ParityAhead ==
+    \E a \in Agents :
+        /\ Running(a) /\ Cur(a).op \in ParityWaitOps
+        /\ phase[Cur(a).inst] > Meant(Cur(a), seen[Cur(a).pos])
+BP101_NoPhaseOverrun == [][~PhaseOverrunStep /\ ~ParityReturnStep /\ ~ParityAhead']_vars
 
 \* BP102 late-join: no Pallas thread makes its first wait on a barrier that has already
 \* completed two or more phases (its parity bit would point at the wrong phase).
@@ -365,7 +428,8 @@ BP121_InRange ==
 \* At kernel exit (every agent finished):
 \* BP103 unobserved-completion: every waiter has observed every completion.
 BP103_AllCompletionsObserved ==
-    Terminated => \A e \in DOMAIN SeenOf : seen[e] >= phase[SeenOf[e][2]]
+    Terminated => /\ \A e \in DOMAIN SeenOf : PallasEntry(e) => seen[e] >= phase[SeenOf[e][2]]
+                  /\ \A i \in Unwaited : phase[i] = 0
 \* BP104 pending-arrivals: no phase has arrivals that never completed it.
 BP104_NoPendingArrivals ==
     Terminated => \A i \in Insts : tx[i] # 0 \/ pending[i] = expected[i]
@@ -388,7 +452,7 @@ Stuck == ~Terminated /\ ~ENABLED Progress
 \* A blocked wait whose phase has all its arrivals but not all its bytes.
 TxStuck ==
     \E a \in Agents :
-        /\ At(a, "wait") \/ At(a, "wait_parity")
+        /\ Running(a) /\ Cur(a).op \in WaitOps
         /\ pending[Cur(a).inst] = 0 /\ tx[Cur(a).inst] # 0
 
 BP100_NoDeadlock   == ~(Stuck /\ ~TxStuck)    \* BP100 deadlock
@@ -411,22 +475,25 @@ TxAtExit        == ~BP130_TxBalanced
 
 Counts(code) == code \notin Ignored
 StepBreaks ==
-    \/ Counts("BP101") /\ PhaseOverrunStep
+    \/ Counts("BP101") /\ (PhaseOverrunStep \/ ParityReturnStep)
     \/ Counts("BP121") /\ ~BP121_InRange'
 StateBreaks(code) ==
     /\ Counts(code)
-    /\ CASE code = "BP102" -> LateJoin'
+    /\ CASE code = "BP101" -> ParityAhead'
+         [] code = "BP102" -> LateJoin'
          [] code = "BP103" -> Unobserved'
          [] code = "BP104" -> PendingAtExit'
          [] code = "BP105" -> InFlightAtExit'
          [] code = "BP130" -> TxAtExit'
-LowerCodes == [BP102 |-> {}, BP103 |-> {"BP102"}, BP104 |-> {"BP102", "BP103"},
-               BP105 |-> {"BP102", "BP103", "BP104"},
-               BP130 |-> {"BP102", "BP103", "BP104", "BP105"}]
+LowerCodes == [BP101 |-> {}, BP102 |-> {"BP101"}, BP103 |-> {"BP101", "BP102"},
+               BP104 |-> {"BP101", "BP102", "BP103"},
+               BP105 |-> {"BP101", "BP102", "BP103", "BP104"},
+               BP130 |-> {"BP101", "BP102", "BP103", "BP104", "BP105"}]
 \* The new state breaks a rule with this code and none with a lower one.
 StateCode(code) == StateBreaks(code) /\ \A c \in LowerCodes[code] : ~StateBreaks(c)
 
-Exact_BP101 == [][~(Counts("BP101") /\ PhaseOverrunStep)]_vars
+Exact_BP101 == [][~(Counts("BP101") /\ (PhaseOverrunStep \/ ParityReturnStep))
+                  /\ ~(~StepBreaks /\ StateCode("BP101"))]_vars
 Exact_BP121 == [][~(Counts("BP121") /\ ~BP121_InRange')]_vars
 Exact_BP102 == [][~(~StepBreaks /\ StateCode("BP102"))]_vars
 Exact_BP103 == [][~(~StepBreaks /\ StateCode("BP103"))]_vars

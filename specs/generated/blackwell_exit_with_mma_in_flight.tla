@@ -57,4 +57,7 @@ KernelQueueAgents == <<
     1   \* queue 1: tcgen05 ops of wg0
 >>
 
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
+
 ==================================================================================

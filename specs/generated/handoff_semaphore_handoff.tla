@@ -10,19 +10,19 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1   \* 1: ready (Barrier)  examples/handoff.py:70
+    1   \* 1: ready (Barrier)  examples/handoff.py:71
 >>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    unmodeled,         \* pc 0: semaphore_signal (not modelled)  examples/handoff.py:72
-    arrive(<<1>>, 1)   \* pc 1: barrier_arrive(ready)  examples/handoff.py:73
+    unmodeled,         \* pc 0: semaphore_signal (not modelled)  examples/handoff.py:73
+    arrive(<<1>>, 1)   \* pc 1: barrier_arrive(ready)  examples/handoff.py:74
 >>
 
 \* Agent 2: wg1 (thread), 2 instruction(s).
 Prog_2_wg1 == <<
-    unmodeled,   \* pc 0: semaphore_wait (not modelled)  examples/handoff.py:75
-    wait(1, 1)   \* pc 1: barrier_wait(ready)  examples/handoff.py:76
+    unmodeled,   \* pc 0: semaphore_wait (not modelled)  examples/handoff.py:76
+    wait(1, 1)   \* pc 1: barrier_wait(ready)  examples/handoff.py:77
 >>
 
 KernelProg == <<
@@ -50,5 +50,8 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ==========================================================================

@@ -45,6 +45,9 @@ KernelArrivalSets == <<
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
 
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
+
 \* Hardware barriers: named barriers of one block, or the cluster barrier.
 KernelHwKind == <<
     "named"   \* 1: named_bar[5]

@@ -6,24 +6,26 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
+\* Not modelled here: the kernel's memory effects. TLC checks its barrier
+\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: loaded@0 (Barrier)  examples/pallas/hardware.py:128
-    1   \* 2: loaded@1 (Barrier)  examples/pallas/hardware.py:128
+    1,  \* 1: loaded@0 (Barrier)  examples/pallas/hardware.py:130
+    1   \* 2: loaded@1 (Barrier)  examples/pallas/hardware.py:130
 >>
 
 \* Agent 1: b0.thread0 (thread), 2 instruction(s).
 Prog_1_b0_thread0 == <<
-    issue_async(<<1>>, 32768, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(loaded@0, 32768B)  examples/pallas/hardware.py:120
-    wait(1, 1)                            \* pc 1: barrier_wait(loaded@0)  examples/pallas/hardware.py:125
+    issue_async(<<1>>, 32768, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(loaded@0, 32768B)  examples/pallas/hardware.py:122
+    wait(1, 1)                            \* pc 1: barrier_wait(loaded@0)  examples/pallas/hardware.py:127
 >>
 
 \* Agent 2: b1.thread0 (thread), 2 instruction(s).
 Prog_2_b1_thread0 == <<
-    issue_async(<<2>>, 32768, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(loaded@1, 32768B)  examples/pallas/hardware.py:120
-    wait(2, 2)                            \* pc 1: barrier_wait(loaded@1)  examples/pallas/hardware.py:125
+    issue_async(<<2>>, 32768, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(loaded@1, 32768B)  examples/pallas/hardware.py:122
+    wait(2, 2)                            \* pc 1: barrier_wait(loaded@1)  examples/pallas/hardware.py:127
 >>
 
 KernelProg == <<
@@ -56,6 +58,9 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 \* Hardware barriers: named barriers of one block, or the cluster barrier.
 KernelHwKind == <<>>

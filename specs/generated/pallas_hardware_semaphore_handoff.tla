@@ -9,16 +9,18 @@
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
-KernelExpected == <<>>
+KernelExpected == <<
+    0   \* 1: sem (Semaphore)  examples/pallas/hardware.py:188
+>>
 
 \* Agent 1: wg0 (thread), 1 instruction(s).
 Prog_1_wg0 == <<
-    unmodeled   \* pc 0: semaphore_signal (not modelled)  examples/pallas/hardware.py:181
+    sem_signal(1, 1)   \* pc 0: semaphore_signal(sem, +1)  examples/pallas/hardware.py:181
 >>
 
 \* Agent 2: wg1 (thread), 1 instruction(s).
 Prog_2_wg1 == <<
-    unmodeled   \* pc 0: semaphore_wait (not modelled)  examples/pallas/hardware.py:185
+    sem_wait(1, 1, 1)   \* pc 0: semaphore_wait(sem, >=1, decrement)  examples/pallas/hardware.py:185
 >>
 
 KernelProg == <<
@@ -30,7 +32,9 @@ KernelProg == <<
 KernelSeenOf == <<>>
 
 \* Participants: the seen entries of each instance.
-KernelParticipants == <<>>
+KernelParticipants == <<
+    <<>>   \* sem
+>>
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<>>
@@ -42,5 +46,8 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ==================================================================================

@@ -6,18 +6,20 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
+\* Not modelled here: the kernel's memory effects. TLC checks its barrier
+\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1   \* 1: mma_done (Barrier, orders_tensor_core)  examples/pallas/hardware.py:159
+    1   \* 1: mma_done (Barrier, orders_tensor_core)  examples/pallas/hardware.py:161
 >>
 
 \* Agent 1: thread0 (thread), 3 instruction(s).
 Prog_1_thread0 == <<
-    issue_tcgen05(0),  \* pc 0: tcgen05_mma()  examples/pallas/hardware.py:154
-    issue_tcgen05(1),  \* pc 1: tcgen05_commit_arrive(mma_done)  examples/pallas/hardware.py:155
-    wait(1, 1)         \* pc 2: barrier_wait(mma_done)  examples/pallas/hardware.py:156
+    issue_tcgen05(0),  \* pc 0: tcgen05_mma()  examples/pallas/hardware.py:156
+    issue_tcgen05(1),  \* pc 1: tcgen05_commit_arrive(mma_done)  examples/pallas/hardware.py:157
+    wait(1, 1)         \* pc 2: barrier_wait(mma_done)  examples/pallas/hardware.py:158
 >>
 
 KernelProg == <<
@@ -47,5 +49,8 @@ KernelArrivalSets == <<
 KernelQueueAgents == <<
     1   \* queue 1: tcgen05 ops of thread0
 >>
+
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ===============================================================================

@@ -7,84 +7,87 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
+\* Not modelled here: the kernel's memory effects. TLC checks its barrier
+\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    2,  \* 1: consumed_barrier_refs_0[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 2: consumed_barrier_refs_0[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 3: in_smem_barrier_ref[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 4: in_smem_barrier_ref[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 5: consumed_barrier_refs_02[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 6: consumed_barrier_refs_02[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 7: in_smem_barrier_ref2[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2   \* 8: in_smem_barrier_ref2[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    0,  \* 1: sem (Semaphore)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:90
+    2,  \* 2: consumed_barrier_refs_0[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 3: consumed_barrier_refs_0[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 4: in_smem_barrier_ref[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 5: in_smem_barrier_ref[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 6: consumed_barrier_refs_02[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 7: consumed_barrier_refs_02[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 8: in_smem_barrier_ref2[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2   \* 9: in_smem_barrier_ref2[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
 >>
 
 \* Agent 1: wg0 (thread), 16 instruction(s).
 Prog_1_wg0 == <<
-    wait(3, 1),        \* pc 0: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(4, 2),        \* pc 1: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(3, 1),        \* pc 3: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<2>>, 1),  \* pc 4: barrier_arrive(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(4, 2),        \* pc 5: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<1>>, 1),  \* pc 6: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    unmodeled,         \* pc 7: semaphore_signal (not modelled)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:147
-    unmodeled,         \* pc 8: semaphore_wait (not modelled)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
-    wait(7, 3),        \* pc 9: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(8, 4),        \* pc 10: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<5>>, 1),  \* pc 11: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(7, 3),        \* pc 12: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<6>>, 1),  \* pc 13: barrier_arrive(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(8, 4),        \* pc 14: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<5>>, 1)   \* pc 15: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(4, 1),           \* pc 0: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(5, 2),           \* pc 1: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<2>>, 1),     \* pc 2: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(4, 1),           \* pc 3: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<3>>, 1),     \* pc 4: barrier_arrive(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(5, 2),           \* pc 5: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<2>>, 1),     \* pc 6: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    sem_signal(1, 132),   \* pc 7: semaphore_signal(sem, +1 x132 clusters)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:147
+    sem_wait(1, 132, 0),  \* pc 8: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    wait(8, 3),           \* pc 9: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(9, 4),           \* pc 10: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<6>>, 1),     \* pc 11: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(8, 3),           \* pc 12: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<7>>, 1),     \* pc 13: barrier_arrive(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(9, 4),           \* pc 14: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<6>>, 1)      \* pc 15: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
 >>
 
 \* Agent 2: wg1 (thread), 15 instruction(s).
 Prog_2_wg1 == <<
-    wait(3, 5),        \* pc 0: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(4, 6),        \* pc 1: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(3, 5),        \* pc 3: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<2>>, 1),  \* pc 4: barrier_arrive(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(4, 6),        \* pc 5: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<1>>, 1),  \* pc 6: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    unmodeled,         \* pc 7: semaphore_wait (not modelled)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
-    wait(7, 7),        \* pc 8: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(8, 8),        \* pc 9: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<5>>, 1),  \* pc 10: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(7, 7),        \* pc 11: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<6>>, 1),  \* pc 12: barrier_arrive(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(8, 8),        \* pc 13: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<5>>, 1)   \* pc 14: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(4, 5),           \* pc 0: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(5, 6),           \* pc 1: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<2>>, 1),     \* pc 2: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(4, 5),           \* pc 3: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<3>>, 1),     \* pc 4: barrier_arrive(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(5, 6),           \* pc 5: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<2>>, 1),     \* pc 6: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    sem_wait(1, 132, 0),  \* pc 7: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    wait(8, 7),           \* pc 8: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(9, 8),           \* pc 9: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<6>>, 1),     \* pc 10: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(8, 7),           \* pc 11: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<7>>, 1),     \* pc 12: barrier_arrive(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(9, 8),           \* pc 13: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<6>>, 1)      \* pc 14: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
 >>
 
 \* Agent 3: wg2 (thread), 23 instruction(s).
 Prog_3_wg2 == <<
-    issue_async(<<3>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(in_smem_barrier_ref[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<3>>, 32768, <<2>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<4>>, 16384, <<3>>),  \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<4>>, 32768, <<4>>),  \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(1, 9),                        \* pc 4: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<3>>, 16384, <<1>>),  \* pc 5: copy_gmem_to_smem(in_smem_barrier_ref[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<3>>, 32768, <<2>>),  \* pc 6: copy_gmem_to_smem(in_smem_barrier_ref[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(2, 10),                       \* pc 7: barrier_wait(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<4>>, 16384, <<3>>),  \* pc 8: copy_gmem_to_smem(in_smem_barrier_ref[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<4>>, 32768, <<4>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(1, 9),                        \* pc 10: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    unmodeled,                         \* pc 11: semaphore_wait (not modelled)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
-    issue_async(<<7>>, 16384, <<5>>),  \* pc 12: copy_gmem_to_smem(in_smem_barrier_ref2[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<7>>, 32768, <<6>>),  \* pc 13: copy_gmem_to_smem(in_smem_barrier_ref2[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 16384, <<7>>),  \* pc 14: copy_gmem_to_smem(in_smem_barrier_ref2[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 32768, <<8>>),  \* pc 15: copy_gmem_to_smem(in_smem_barrier_ref2[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(5, 11),                       \* pc 16: barrier_wait(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<7>>, 16384, <<5>>),  \* pc 17: copy_gmem_to_smem(in_smem_barrier_ref2[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<7>>, 32768, <<6>>),  \* pc 18: copy_gmem_to_smem(in_smem_barrier_ref2[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(6, 12),                       \* pc 19: barrier_wait(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 16384, <<7>>),  \* pc 20: copy_gmem_to_smem(in_smem_barrier_ref2[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 32768, <<8>>),  \* pc 21: copy_gmem_to_smem(in_smem_barrier_ref2[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(5, 11)                        \* pc 22: barrier_wait(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<4>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(in_smem_barrier_ref[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<4>>, 32768, <<2>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<5>>, 16384, <<3>>),  \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<5>>, 32768, <<4>>),  \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(2, 9),                        \* pc 4: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<4>>, 16384, <<1>>),  \* pc 5: copy_gmem_to_smem(in_smem_barrier_ref[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<4>>, 32768, <<2>>),  \* pc 6: copy_gmem_to_smem(in_smem_barrier_ref[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(3, 10),                       \* pc 7: barrier_wait(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<5>>, 16384, <<3>>),  \* pc 8: copy_gmem_to_smem(in_smem_barrier_ref[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<5>>, 32768, <<4>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(2, 9),                        \* pc 10: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    sem_wait(1, 132, 0),               \* pc 11: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    issue_async(<<8>>, 16384, <<5>>),  \* pc 12: copy_gmem_to_smem(in_smem_barrier_ref2[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 32768, <<6>>),  \* pc 13: copy_gmem_to_smem(in_smem_barrier_ref2[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<9>>, 16384, <<7>>),  \* pc 14: copy_gmem_to_smem(in_smem_barrier_ref2[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<9>>, 32768, <<8>>),  \* pc 15: copy_gmem_to_smem(in_smem_barrier_ref2[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(6, 11),                       \* pc 16: barrier_wait(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 16384, <<5>>),  \* pc 17: copy_gmem_to_smem(in_smem_barrier_ref2[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 32768, <<6>>),  \* pc 18: copy_gmem_to_smem(in_smem_barrier_ref2[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(7, 12),                       \* pc 19: barrier_wait(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<9>>, 16384, <<7>>),  \* pc 20: copy_gmem_to_smem(in_smem_barrier_ref2[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<9>>, 32768, <<8>>),  \* pc 21: copy_gmem_to_smem(in_smem_barrier_ref2[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(6, 11)                        \* pc 22: barrier_wait(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
 >>
 
 KernelProg == <<
@@ -95,22 +98,23 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 3, 3>>,   \* 1: wg0 waits on in_smem_barrier_ref[0], last at pc 3
-    <<1, 4, 5>>,   \* 2: wg0 waits on in_smem_barrier_ref[1], last at pc 5
-    <<1, 7, 12>>,  \* 3: wg0 waits on in_smem_barrier_ref2[0], last at pc 12
-    <<1, 8, 14>>,  \* 4: wg0 waits on in_smem_barrier_ref2[1], last at pc 14
-    <<2, 3, 3>>,   \* 5: wg1 waits on in_smem_barrier_ref[0], last at pc 3
-    <<2, 4, 5>>,   \* 6: wg1 waits on in_smem_barrier_ref[1], last at pc 5
-    <<2, 7, 11>>,  \* 7: wg1 waits on in_smem_barrier_ref2[0], last at pc 11
-    <<2, 8, 13>>,  \* 8: wg1 waits on in_smem_barrier_ref2[1], last at pc 13
-    <<3, 1, 10>>,  \* 9: wg2 waits on consumed_barrier_refs_0[0], last at pc 10
-    <<3, 2, 7>>,   \* 10: wg2 waits on consumed_barrier_refs_0[1], last at pc 7
-    <<3, 5, 22>>,  \* 11: wg2 waits on consumed_barrier_refs_02[0], last at pc 22
-    <<3, 6, 19>>   \* 12: wg2 waits on consumed_barrier_refs_02[1], last at pc 19
+    <<1, 4, 3>>,   \* 1: wg0 waits on in_smem_barrier_ref[0], last at pc 3
+    <<1, 5, 5>>,   \* 2: wg0 waits on in_smem_barrier_ref[1], last at pc 5
+    <<1, 8, 12>>,  \* 3: wg0 waits on in_smem_barrier_ref2[0], last at pc 12
+    <<1, 9, 14>>,  \* 4: wg0 waits on in_smem_barrier_ref2[1], last at pc 14
+    <<2, 4, 3>>,   \* 5: wg1 waits on in_smem_barrier_ref[0], last at pc 3
+    <<2, 5, 5>>,   \* 6: wg1 waits on in_smem_barrier_ref[1], last at pc 5
+    <<2, 8, 11>>,  \* 7: wg1 waits on in_smem_barrier_ref2[0], last at pc 11
+    <<2, 9, 13>>,  \* 8: wg1 waits on in_smem_barrier_ref2[1], last at pc 13
+    <<3, 2, 10>>,  \* 9: wg2 waits on consumed_barrier_refs_0[0], last at pc 10
+    <<3, 3, 7>>,   \* 10: wg2 waits on consumed_barrier_refs_0[1], last at pc 7
+    <<3, 6, 22>>,  \* 11: wg2 waits on consumed_barrier_refs_02[0], last at pc 22
+    <<3, 7, 19>>   \* 12: wg2 waits on consumed_barrier_refs_02[1], last at pc 19
 >>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
+    <<>>,      \* sem
     <<9>>,     \* consumed_barrier_refs_0[0]
     <<10>>,    \* consumed_barrier_refs_0[1]
     <<1, 5>>,  \* in_smem_barrier_ref[0]
@@ -123,14 +127,14 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(3, 16384),  \* 1: tma landing on in_smem_barrier_ref[0]
-    complete_tx_slot(3, 32768),  \* 2: tma landing on in_smem_barrier_ref[0]
-    complete_tx_slot(4, 16384),  \* 3: tma landing on in_smem_barrier_ref[1]
-    complete_tx_slot(4, 32768),  \* 4: tma landing on in_smem_barrier_ref[1]
-    complete_tx_slot(7, 16384),  \* 5: tma landing on in_smem_barrier_ref2[0]
-    complete_tx_slot(7, 32768),  \* 6: tma landing on in_smem_barrier_ref2[0]
-    complete_tx_slot(8, 16384),  \* 7: tma landing on in_smem_barrier_ref2[1]
-    complete_tx_slot(8, 32768)   \* 8: tma landing on in_smem_barrier_ref2[1]
+    complete_tx_slot(4, 16384),  \* 1: tma landing on in_smem_barrier_ref[0]
+    complete_tx_slot(4, 32768),  \* 2: tma landing on in_smem_barrier_ref[0]
+    complete_tx_slot(5, 16384),  \* 3: tma landing on in_smem_barrier_ref[1]
+    complete_tx_slot(5, 32768),  \* 4: tma landing on in_smem_barrier_ref[1]
+    complete_tx_slot(8, 16384),  \* 5: tma landing on in_smem_barrier_ref2[0]
+    complete_tx_slot(8, 32768),  \* 6: tma landing on in_smem_barrier_ref2[0]
+    complete_tx_slot(9, 16384),  \* 7: tma landing on in_smem_barrier_ref2[1]
+    complete_tx_slot(9, 32768)   \* 8: tma landing on in_smem_barrier_ref2[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -140,5 +144,8 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
 
 ======================================================================================================

@@ -7,34 +7,37 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
+\* Not modelled here: the kernel's memory effects. TLC checks its barrier
+\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    2,  \* 1: consumed_barrier_refs_0[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 2: consumed_barrier_refs_0[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 3: in_smem_barrier_ref[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 4: in_smem_barrier_ref[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 5: consumed_barrier_refs_02[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 6: consumed_barrier_refs_02[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2,  \* 7: in_smem_barrier_ref2[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
-    2   \* 8: in_smem_barrier_ref2[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    0,  \* 1: sem (Semaphore)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:90
+    2,  \* 2: consumed_barrier_refs_0[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 3: consumed_barrier_refs_0[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 4: in_smem_barrier_ref[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 5: in_smem_barrier_ref[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 6: consumed_barrier_refs_02[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 7: consumed_barrier_refs_02[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2,  \* 8: in_smem_barrier_ref2[0] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    2   \* 9: in_smem_barrier_ref2[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
 >>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    unmodeled,  \* pc 0: semaphore_signal (not modelled)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:147
-    unmodeled   \* pc 1: semaphore_wait (not modelled)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    sem_signal(1, 132),   \* pc 0: semaphore_signal(sem, +1 x132 clusters)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:147
+    sem_wait(1, 132, 0)   \* pc 1: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
 >>
 
 \* Agent 2: wg1 (thread), 1 instruction(s).
 Prog_2_wg1 == <<
-    unmodeled   \* pc 0: semaphore_wait (not modelled)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    sem_wait(1, 132, 0)   \* pc 0: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
 >>
 
 \* Agent 3: wg2 (thread), 1 instruction(s).
 Prog_3_wg2 == <<
-    unmodeled   \* pc 0: semaphore_wait (not modelled)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    sem_wait(1, 132, 0)   \* pc 0: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
 >>
 
 KernelProg == <<
@@ -48,6 +51,7 @@ KernelSeenOf == <<>>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
+    <<>>,  \* sem
     <<>>,  \* consumed_barrier_refs_0[0]
     <<>>,  \* consumed_barrier_refs_0[1]
     <<>>,  \* in_smem_barrier_ref[0]
@@ -68,5 +72,8 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {2, 3, 4, 5, 6, 7, 8, 9}
 
 ======================================================================================================

@@ -6,34 +6,36 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
+\* Not modelled here: the kernel's memory effects. TLC checks its barrier
+\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/pallas/ring.py:47
-    1,  \* 2: full[1] (Barrier)  examples/pallas/ring.py:47
-    1,  \* 3: empty[0] (Barrier)  examples/pallas/ring.py:47
-    1   \* 4: empty[1] (Barrier)  examples/pallas/ring.py:47
+    1,  \* 1: full[0] (Barrier)  examples/pallas/ring.py:51
+    1,  \* 2: full[1] (Barrier)  examples/pallas/ring.py:51
+    1,  \* 3: empty[0] (Barrier)  examples/pallas/ring.py:51
+    1   \* 4: empty[1] (Barrier)  examples/pallas/ring.py:51
 >>
 
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/pallas/ring.py:198
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/pallas/ring.py:200
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/pallas/ring.py:198
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/pallas/ring.py:200
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/pallas/ring.py:198
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/pallas/ring.py:200
-    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/pallas/ring.py:198
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/pallas/ring.py:200
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/pallas/ring.py:226
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/pallas/ring.py:228
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/pallas/ring.py:226
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/pallas/ring.py:228
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/pallas/ring.py:226
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/pallas/ring.py:228
+    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/pallas/ring.py:226
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/pallas/ring.py:228
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/ring.py:191
-    issue_async(<<2>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/ring.py:191
-    wait(3, 3),                      \* pc 2: barrier_wait(empty[0])  examples/pallas/ring.py:190
-    issue_async(<<1>>, 512, <<1>>)   \* pc 3: copy_gmem_to_smem(full[0], 512B)  examples/pallas/ring.py:191
+    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/ring.py:219
+    issue_async(<<2>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/ring.py:219
+    wait(3, 3),                      \* pc 2: barrier_wait(empty[0])  examples/pallas/ring.py:218
+    issue_async(<<1>>, 512, <<1>>)   \* pc 3: copy_gmem_to_smem(full[0], 512B)  examples/pallas/ring.py:219
 >>
 
 KernelProg == <<
@@ -69,5 +71,8 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {4}
 
 ====================================================================================

@@ -6,25 +6,27 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
+\* Not modelled here: the kernel's memory effects. TLC checks its barrier
+\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/pallas/ring.py:47
-    1,  \* 2: full[1] (Barrier)  examples/pallas/ring.py:47
-    1,  \* 3: empty[0] (Barrier)  examples/pallas/ring.py:47
-    1   \* 4: empty[1] (Barrier)  examples/pallas/ring.py:47
+    1,  \* 1: full[0] (Barrier)  examples/pallas/ring.py:51
+    1,  \* 2: full[1] (Barrier)  examples/pallas/ring.py:51
+    1,  \* 3: empty[0] (Barrier)  examples/pallas/ring.py:51
+    1   \* 4: empty[1] (Barrier)  examples/pallas/ring.py:51
 >>
 
 \* Agent 1: wg0 (thread), 1 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1)   \* pc 0: barrier_wait(full[0])  examples/pallas/ring.py:220
+    wait(1, 1)   \* pc 0: barrier_wait(full[0])  examples/pallas/ring.py:248
 >>
 
 \* Agent 2: wg1 (thread), 2 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/ring.py:214
-    issue_async(<<2>>, 512, <<2>>)   \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/ring.py:214
+    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/ring.py:242
+    issue_async(<<2>>, 512, <<2>>)   \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/ring.py:242
 >>
 
 KernelProg == <<
@@ -58,5 +60,8 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {2}
 
 ===========================================================================

@@ -94,4 +94,7 @@ KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of wg0.warp1
 >>
 
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
+
 =============================================================================================

@@ -1,0 +1,246 @@
+"""Memory effects of a Pallas kernel: which SMEM / TMEM slots each equation reads or writes.
+
+An SMEM or TMEM allocation becomes an IR buffer whose *slots* are its leading dimensions (all
+but the last two: the tile), so `smem.at[slot]` and `out_smem[wg, slot] = ...` name one slot.
+A reference the frontend cannot pin to slots (a dynamic slice across slots, a transform it does
+not follow) is taken as the whole buffer. Races are judged by model/memory.py.
+
+Handled: ref loads and stores (`get` / `swap`), TMA copies (their destination, model/pallas
+handlers), TMA stores and `wait_smem_to_gmem`, WGMMA operands and `wgmma_wait`, tcgen05 MMA
+operands and accumulator, `async_load_tmem` / `async_store_tmem` / `commit_tmem`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir import Const, Expr, MemAlloc, ModelError, Op
+from ..ir import MemRef as IRMemRef
+from ..expr import opaque_vars
+from .values import MemRef
+
+SPACES = {"smem": "smem", "tmem": "tmem"}
+
+
+class MemoryHandlers:
+    """The Translator's handlers of memory effects (mixed into Translator)."""
+
+    def _mem_alloc(self, value: Any, pname: str | None, frame) -> Any:
+        """Give an SMEM / TMEM ref an IR buffer (called where it is allocated)."""
+        if not isinstance(value, MemRef) or value.space not in SPACES:
+            return value
+        from .translate import _clean_name
+        shape = tuple(int(n) for n in value.shape)
+        name = self._fresh(_clean_name(pname) if pname else value.space)
+        # Every dimension for now; `slots_by_use` keeps those the kernel indexes with integers.
+        alloc = MemAlloc(name, SPACES[value.space], tuple(Const(n) for n in shape) or (Const(1),),
+                         self.where(frame), scalar=False)
+        self.buffers.append(alloc)
+        return MemRef(value.shape, value.dtype, value.space, alloc)
+
+    def _mem_ref(self, value: Any, transforms) -> IRMemRef | None:
+        """The slots a (transformed) reference names; None when it is not SMEM / TMEM."""
+        if not isinstance(value, MemRef) or value.alloc is None:
+            return None
+        alloc = value.alloc
+        nslots = len(alloc.shape)
+        index: list[Expr] = []
+        for t in transforms or ():
+            if type(t).__name__ != "NDIndexer":
+                continue              # layout (tiling, swizzle): leading dimensions unchanged
+            for idx in t.indices:
+                if len(index) >= nslots:
+                    break
+                if type(idx).__name__ == "Slice":
+                    break             # a range of slots: the rest of the buffer
+                e = self._leaf(idx)
+                if not isinstance(e, Expr) or opaque_vars(e):
+                    break             # a data-dependent slot: every slot
+                index.append(e)
+            break
+        return IRMemRef(alloc, tuple(index))
+
+    def _mem_op(self, kind: str, frame, out, reads=(), writes=(), **fields) -> None:
+        reads = tuple(r for r in reads if r is not None)
+        writes = tuple(w for w in writes if w is not None)
+        if reads or writes or kind in ("wait_smem_to_gmem", "wgmma_wait", "tcgen05_wait_store"):
+            out.append(Op(kind, None, reads=reads, writes=writes, loc=self.where(frame),
+                          **fields))
+
+    # -- thread loads and stores -------------------------------------------------------------
+
+    def _mem_get(self, eqn, env, frame, out) -> None:
+        tree = eqn.params.get("tree")
+        t = self._transforms(env, tree, eqn.invars[1:])
+        self._mem_op("read", frame, out, reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+
+    def _mem_swap(self, eqn, env, frame, out) -> None:
+        tree = eqn.params.get("tree")
+        t = self._transforms(env, tree, eqn.invars[2:])
+        self._mem_op("write", frame, out,
+                     writes=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+
+    # -- asynchronous accesses ---------------------------------------------------------------
+
+    def _op_copy_smem_to_gmem(self, eqn, env, frame, out):
+        p = eqn.params
+        ns = p["src_transforms_treedef"].num_leaves
+        t = self._transforms(env, p["src_transforms_treedef"], eqn.invars[2:2 + ns])
+        self._mem_op("copy_smem_to_gmem", frame, out,
+                     reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        return []
+
+    def _op_wait_smem_to_gmem(self, eqn, env, frame, out):
+        n = self.read(env, eqn.invars[0]) if eqn.invars else Const(int(eqn.params["n"]))
+        if not isinstance(n, Const):
+            raise ModelError("wait_smem_to_gmem with a data-dependent count",
+                             loc=self.where(frame), hint="pass a Python int")
+        self._mem_op("wait_smem_to_gmem", frame, out, count=n)
+        return []
+
+    def _op_wgmma_ref(self, eqn, env, frame, out):
+        p = eqn.params
+        leaves = list(eqn.invars[3:])
+        trees = [p.get("acc_transforms_tree"), p.get("a_transforms_tree"),
+                 p.get("b_transforms_tree")]
+        sizes = [tr.num_leaves if tr is not None else 0 for tr in trees]
+        a_t = self._transforms(env, trees[1], leaves[sizes[0]:sizes[0] + sizes[1]])
+        b_t = self._transforms(env, trees[2], leaves[sum(sizes[:2]):sum(sizes)])
+        self._mem_op("wgmma", frame, out,
+                     reads=(self._mem_ref(self.read(env, eqn.invars[1]), a_t),
+                            self._mem_ref(self.read(env, eqn.invars[2]), b_t)))
+        return []
+
+    def _op_wgmma_wait(self, eqn, env, frame, out):
+        n = self.read(env, eqn.invars[0]) if eqn.invars else Const(int(eqn.params.get("n", 0)))
+        if not isinstance(n, Const):
+            raise ModelError("wgmma_wait with a data-dependent count", loc=self.where(frame))
+        self._mem_op("wgmma_wait", frame, out, count=n)
+        return []
+
+    def _op_wgmma_accumulator_deref(self, eqn, env, frame, out):
+        """`acc_ref[...]`: reading a WGMMA accumulator waits for the WGMMAs (all but `wait_n`)."""
+        n = eqn.params.get("wait_n", 0)
+        if n is not None:
+            self._mem_op("wgmma_wait", frame, out, count=Const(int(n)))
+        return None
+
+    def _op_async_load_tmem(self, eqn, env, frame, out):
+        t = self._transforms(env, eqn.params.get("tree"), eqn.invars[1:])
+        self._mem_op("read", frame, out, reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        return None
+
+    def _op_async_store_tmem(self, eqn, env, frame, out):
+        t = self._transforms(env, eqn.params.get("tree"), eqn.invars[2:])
+        self._mem_op("tcgen05_store", frame, out,
+                     writes=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        return []
+
+    def _op_commit_tmem(self, eqn, env, frame, out):
+        self._mem_op("tcgen05_wait_store", frame, out)
+        return []
+
+    def _mma_operands(self, eqn, env, leaves) -> tuple[tuple, tuple]:
+        """(reads, writes) of a tcgen05_mma: operands a, b and accumulator acc."""
+        p = eqn.params
+        trees = [p.get("acc_transforms_tree"), p.get("a_transforms_tree"),
+                 p.get("b_transforms_tree")]
+        sizes = [tr.num_leaves if tr is not None else 0 for tr in trees]
+        ts, at = [], 0
+        for tr, n in zip(trees, sizes):
+            ts.append(self._transforms(env, tr, leaves[at:at + n]))
+            at += n
+        acc, a, b = (self._mem_ref(self.read(env, eqn.invars[i]), ts[i]) for i in range(3))
+        return tuple(x for x in (a, b) if x is not None), (() if acc is None else (acc,))
+
+
+def slots_by_use(body, buffers: list) -> tuple[tuple, list]:
+    """Each buffer's slots: its leading dimensions the kernel ever indexes with an integer
+    (`smem.at[slot]`, `out_smem[wg, slot] = ...`); the tile dimensions stay whole."""
+    import dataclasses
+    from ..ir import iter_ops
+    depth: dict[str, int] = {b.name: 0 for b in buffers}
+    for op in iter_ops(body):
+        for ref in op.reads + op.writes:
+            depth[ref.alloc.name] = max(depth[ref.alloc.name], len(ref.index))
+    trimmed = {}
+    for b in buffers:
+        n = depth[b.name]
+        trimmed[b.name] = dataclasses.replace(b, shape=b.shape[:n] or (Const(1),), scalar=n == 0)
+
+    def fix(ref):
+        return dataclasses.replace(ref, alloc=trimmed[ref.alloc.name])
+    return _map_refs(body, fix), [trimmed[b.name] for b in buffers]
+
+
+def _map_refs(body, fix) -> tuple:
+    import dataclasses
+    from ..ir import Loop, When, WarpRegion
+    out = []
+    for s in body:
+        if isinstance(s, Op) and (s.reads or s.writes):
+            s = dataclasses.replace(s, reads=tuple(map(fix, s.reads)),
+                                    writes=tuple(map(fix, s.writes)))
+        elif isinstance(s, Loop):
+            s = Loop(s.var, s.trip, _map_refs(s.body, fix), s.loc)
+        elif isinstance(s, When):
+            s = When(s.cond, _map_refs(s.then, fix), _map_refs(s.orelse, fix), s.loc)
+        elif isinstance(s, WarpRegion):
+            s = WarpRegion(s.axis, _map_refs(s.body, fix), s.loc)
+        out.append(s)
+    return tuple(out)
+
+
+def has_barrier_ops(body) -> bool:
+    """Does a translated body synchronize (anything but memory effects)?"""
+    from ..ir import MEMORY_KINDS, iter_ops, walk, WarpRegion
+    return any(op.kind not in MEMORY_KINDS for op in iter_ops(body)) or \
+        any(isinstance(s, WarpRegion) for s in walk(body))
+
+
+def whole_where_data_dependent(body) -> tuple:
+    """Slots computed from data the frontend cannot follow (a loaded value, a carry without a
+    closed form) become the whole rest of the buffer: every slot it might be."""
+    import dataclasses
+    from ..ir import Loop, When, WarpRegion
+
+    def fix(ref):
+        for n, e in enumerate(ref.index):
+            if opaque_vars(e):
+                return dataclasses.replace(ref, index=ref.index[:n])
+        return ref
+
+    out = []
+    for s in body:
+        if isinstance(s, Op) and (s.reads or s.writes):
+            s = dataclasses.replace(s, reads=tuple(map(fix, s.reads)),
+                                    writes=tuple(map(fix, s.writes)))
+        elif isinstance(s, Loop):
+            s = Loop(s.var, s.trip, whole_where_data_dependent(s.body), s.loc)
+        elif isinstance(s, When):
+            s = When(s.cond, whole_where_data_dependent(s.then),
+                     whole_where_data_dependent(s.orelse), s.loc)
+        elif isinstance(s, WarpRegion):
+            s = WarpRegion(s.axis, whole_where_data_dependent(s.body), s.loc)
+        out.append(s)
+    return tuple(out)
+
+
+def unguard_memory(body, names: set[str]) -> tuple:
+    """Branches on `names` that hold only memory effects, flattened: their accesses taken as
+    always happening (an over-approximation the race check may only over-report)."""
+    from ..ir import Loop, When, WarpRegion, free_vars
+    out = []
+    for s in body:
+        if isinstance(s, When):
+            then, orelse = unguard_memory(s.then, names), unguard_memory(s.orelse, names)
+            if free_vars(s.cond) & names and not has_barrier_ops(then + orelse):
+                out.extend(then + orelse)
+                continue
+            s = When(s.cond, then, orelse, s.loc)
+        elif isinstance(s, Loop):
+            s = Loop(s.var, s.trip, unguard_memory(s.body, names), s.loc)
+        elif isinstance(s, WarpRegion):
+            s = WarpRegion(s.axis, unguard_memory(s.body, names), s.loc)
+        out.append(s)
+    return tuple(out)
