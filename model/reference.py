@@ -19,7 +19,8 @@ Everything else is its own: threads are objects with a list of actions built by 
 structured program, barriers are objects with phase / pending / tx / expected, a Pallas wait
 keeps the thread's private parity bit (flipped at each successful wait, as Pallas lowers
 `barrier_wait`), in-flight TMA landings are a plain list, tcgen05 queues are per-thread FIFOs.
-It is slow on purpose: clarity over speed. `replay` decides the violation code of a trace on its
+It is one file on purpose, read beside SEMANTICS.md from top to bottom, and slow on purpose:
+clarity over speed. `replay` decides the violation code of a trace on its
 own; `explore` is a plain breadth-first search for small models, to cross-check `verified`.
 
 >>> from barrierproof.model.dsl import protocol

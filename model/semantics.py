@@ -25,6 +25,11 @@ loads, stores and the asynchronous accesses a thread waits for itself annotate t
 its instructions, TMA copies and tcgen05 ops carry their accesses on the in-flight counters and
 queue entries above. BP200 smem-race / BP201 tmem-race is a predicate of a state, stated in
 model/memory.py: two live accesses of different agents overlap and one writes.
+
+Why one file of this size: `System` both lays out the state vector (compilation, unrolling) and
+steps it (guards, effects, rule checks); the two halves index the same positions, so they are
+read and changed together. Barrier kinds with rules of their own live beside it
+(hw_barriers.py for named and cluster barriers, memory.py for races) and register in its tables.
 """
 
 from __future__ import annotations
