@@ -35,8 +35,8 @@ def reuse_one_iteration_late(k, stages=2, consumers=1, steps=3):
 def pingpong_even_handback(k, steps=3):
     """Ping-pong where warpgroup 0 observes the final hand-back only for an even number of steps
     (a tail iteration written for the even case): an odd number of steps exits with warpgroup 1's
-    last completion unobserved. Smallest breaking value: steps=3 (with one step warpgroup 0 never
-    waits on that barrier, so it does not participate in it)."""
+    last completion unobserved. Smallest breaking value: steps=1 (warpgroup 1's one arrival
+    completes turn[0], which no thread ever waits on: Pallas rule 2, completions == waits)."""
     k.threads(2, name="wg")
     k.assume(steps >= 0)
     turn = k.Barrier(num_arrivals=1, num_barriers=2)

@@ -153,7 +153,7 @@ BUGS = {
                                                                    steps=1)),
     "symbolic_bugs.py::reuse_one_iteration_late": ("BP121", dict(stages=1, consumers=1,
                                                                  steps=2)),
-    "symbolic_bugs.py::pingpong_even_handback": ("BP103", dict(steps=3)),
+    "symbolic_bugs.py::pingpong_even_handback": ("BP103", dict(steps=1)),
     "symbolic_bugs.py::schedule_barrier_odd_tail": ("BP100", dict(steps=1)),
     "symbolic_bugs.py::release_skipped_when_steps_mod_stages_is_1": (
         "BP100", dict(stages=2, consumers=1, steps=1)),

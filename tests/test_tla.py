@@ -24,7 +24,7 @@ from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines.explore import explore
 from barrierproof.loader import resolve
 from barrierproof.model.interpreter import replay
-from barrierproof.model.ir import (BarrierAlloc, BarrierRef, Const, Kernel, Loop, Op, Var,
+from barrierproof.model.ir import (has_memory_effects, without_memory, BarrierAlloc, BarrierRef, Const, Kernel, Loop, Op, Var,
                                    WarpRegion, When)
 from barrierproof.model.semantics import CODES, System, compile_systems, static_findings
 
@@ -58,13 +58,19 @@ _LOCK = threading.Lock()
 _POOL = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)))
 
 
+def _protocol(target):
+    """The example's barrier protocol: the TLA+ model has no memory effects (races are the
+    explorer's), so both engines are compared on the kernel without them."""
+    return without_memory(target.build())
+
+
 def _tlc_check(target):
-    return tlc.run_tlc(target.build(), source=target.ref)
+    return tlc.run_tlc(_protocol(target), source=target.ref)
 
 
 def _tlc_full_space(target):
     return [tlc.run_module(tla.emit_system(system, ignore=ALL_CODES))
-            for system in compile_systems(target.build())]
+            for system in compile_systems(_protocol(target))]
 
 
 def _tlc_random(seed):
@@ -211,12 +217,13 @@ def test_sany_accepts_every_generated_module(tmp_path):
 @needs_tlc
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
 def test_tlc_agrees_with_the_explorer(target):
-    kernel = target.build()
+    kernel = _protocol(target)
     explored = check_kernel(kernel, options=Options(reduction=False), source=target.ref)
     checked = _tlc("check", target)
     assert checked.engine == "tlc"
     assert checked.label == explored.label, (checked.diagnostics, explored.diagnostics)
-    assert checked.matches(target.expect)
+    if not has_memory_effects(target.build()):     # a race example's verdict is the explorer's
+        assert checked.matches(target.expect)
     if explored.verdict in ("verified", "unknown"):
         assert checked.states == explored.states
     if explored.trace is not None:
@@ -234,7 +241,7 @@ def test_same_state_space_with_every_rule_ignored(target):
     states after a broken rule included: the counts must be equal. (Verified examples compare
     their counts in test_tlc_agrees_with_the_explorer already.)"""
     runs = _tlc("full", target)
-    for system, run in zip(compile_systems(target.build()), runs):
+    for system, run in zip(compile_systems(_protocol(target)), runs):
         explored = explore(system, reduction=False, ignore=ALL_CODES)
         assert explored.status == "verified" and run.status == "ok", run.output[-2000:]
         assert run.distinct == explored.states

@@ -63,4 +63,7 @@ KernelArrivalSets == <<
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
 
+\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
+KernelUnwaited == {}
+
 =============================================================================================================
