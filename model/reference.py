@@ -117,7 +117,7 @@ class Machine:
 
     threads: dict[str, Thread]
     barriers: dict[str, Mbarrier]
-    waits: dict[tuple[str, str], int] = field(default_factory=dict)      # successful waits
+    waits: dict[tuple[str, str], int] = field(default_factory=dict)      # barrier_waits
     observed: dict[tuple[str, str], int] = field(default_factory=dict)   # phase at last wait
     landings: list[tuple[str, str, int]] = field(default_factory=list)   # in-flight, any order
     queues: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
@@ -628,7 +628,8 @@ class Rules:
             key = (agent, action.wait_on)
             meant = self.meant(m, agent, action) if kind == PARITY_WAIT else None
             phase = m.barriers[action.wait_on].phase
-            m.waits[key] = m.waits.get(key, 0) + 1
+            if kind == PALLAS_WAIT:      # the private bit counts barrier_wait only
+                m.waits[key] = m.waits.get(key, 0) + 1
             m.observed[key] = phase
             if meant is not None and phase != meant:
                 return Finding("BP101", f"{agent}'s parity wait on {action.wait_on} means "

@@ -703,6 +703,24 @@ class System:
         else:
             self._emit(agent, Instr(SEM_WAIT, inst, amount, int(op.decrement), src))
 
+    def _reject_mixed_waits(self) -> None:
+        """A thread waits on one barrier either with barrier_wait or with parity waits: Pallas's
+        private parity bit flips only at its own barrier_wait, so a parity wait in between would
+        leave the two views of the thread's phase disagreeing (no real kernel mixes them)."""
+        for a, prog in enumerate(self.programs):
+            kinds: dict[int, Instr] = {}
+            for instr in prog:
+                if instr.op not in WAITS:
+                    continue
+                first = kinds.setdefault(instr.target, instr)
+                if (first.op == WAIT) != (instr.op == WAIT):
+                    raise ModelError(
+                        f"{self.agents[a].name} waits on {self.instances[instr.target].name} "
+                        "both with barrier_wait and with a parity wait (wait_parity/wait_phase)",
+                        loc=self.sources[instr.src].loc,
+                        hint="barrier_wait keeps its own parity bit, which parity waits do not "
+                             "flip: wait on one barrier with one kind in each thread")
+
     def _layout(self) -> None:
         A = len(self.agents)
         self.n_agents = A
@@ -718,6 +736,7 @@ class System:
                     self.seen_pos[(a, instr.target)] = pos
                     self.participants[instr.target].append((a, pos))
                     pos += 1
+        self._reject_mixed_waits()
         # Seen entries of agents that wait on the instance with a Pallas barrier_wait: the
         # Pallas rules (BP101 at a completion, BP103 at exit) hold them to every completion.
         self.pallas_seen = frozenset(

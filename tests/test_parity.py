@@ -185,3 +185,23 @@ def test_ptx_arrivals_nobody_waits_on_are_harmless():
             k.wait_parity(data, 0)
 
     assert verdict(ptx_done).verdict == "verified"
+
+
+def test_one_thread_may_not_mix_barrier_wait_and_parity_waits_on_one_barrier():
+    @protocol
+    def mixed(k):
+        k.threads(2)
+        bar = k.Barrier()
+        with k.when(k.thread == 0):
+            k.arrive(bar)
+            k.arrive(bar)
+        with k.otherwise():
+            k.barrier_wait(bar)
+            k.wait_parity(bar, 1)
+
+    with pytest.raises(ModelError) as err:
+        System(mixed.build())
+    assert "both with barrier_wait and with a parity wait" in str(err.value)
+    assert "test_parity.py" in str(err.value.loc)
+    result = verdict(mixed)
+    assert result.label == "error:input", result.label

@@ -22,12 +22,17 @@ def protocols(draw):
                      orders_tensor_core=draw(st.booleans()), scalar=False)
         for i in range(n_bars))
 
+    parity_waited = {b.name for b in bars if draw(st.booleans())}
+
     def op(draw_kind):
         kind = draw_kind
         alloc = draw(st.sampled_from(bars))
         ref = BarrierRef(alloc, (Const(draw(st.integers(0, alloc.shape[0].value - 1))),))
         if kind in ("tcgen05_mma", "tcgen05_commit_arrive") and not alloc.orders_tensor_core:
             kind = "barrier_arrive"
+        if kind in ("barrier_wait", "wait_parity"):
+            # One wait kind per barrier: the semantics rejects a thread that mixes them.
+            kind = "wait_parity" if alloc.name in parity_waited else "barrier_wait"
         return Op(kind, ref, bytes=Const(draw(st.sampled_from([0, 64, 128]))),
                   parity=Const(draw(st.integers(0, 1))))
 
