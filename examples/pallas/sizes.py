@@ -1,0 +1,78 @@
+"""Kernels that declare their shape family, for `barrierproof prove` over every size.
+
+`@sizes(steps=("steps", 1))` says the argument `steps` may be any positive multiple of 1:
+`prove` traces the function at several sizes, joins the traces into one IR whose trip counts
+are expressions of `steps` (model/pallas/family.py) and proves it, or finds the smallest
+breaking size and replays it by tracing the kernel again there. `check` traces the defaults.
+
+EXPECT is what `check` says at the defaults; PROVE what `prove` says for every size.
+"""
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+from jax.experimental.pallas.ops.gpu import hopper_matmul_mgpu as hopper
+
+from barrierproof import sizes
+from ring import SLOTS, _pipeline, ring as _ring
+
+EXPECT = {
+    "ring_any_steps": "verified",
+    "guarded_ring_any_steps": "verified",
+    "hopper_matmul_any_k": "verified",
+}
+
+PROVE = {
+    # the drain loop `pl.loop(steps - SLOTS, steps)` waits for a release of slot 1 that never
+    # comes when steps == 1
+    "ring_any_steps": "violation:BP100",
+    "guarded_ring_any_steps": "proved",
+    # joined over every K; the prover's static event order does not fit the split
+    # prologue / steady state / drain loops of emit_pipeline_warp_specialized (see README)
+    "hopper_matmul_any_k": "unknown",
+}
+
+
+@sizes(steps=("steps", 1))
+def ring_any_steps(steps=4):
+    """ring.py's double-buffered ring, whose drain assumes at least two steps."""
+    return _ring(steps)
+
+
+@sizes(steps=("steps", 1))
+def guarded_ring_any_steps(steps=4):
+    """The same ring with a drain of min(steps, SLOTS) iterations: right for every step count."""
+    def body(x_ref, o_ref, smem, full, empty):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 1)
+        def _producer():
+            @pl.loop(0, steps)
+            def _(i):
+                @pl.when(i >= SLOTS)
+                def _():
+                    plgpu.barrier_wait(empty.at[i % SLOTS])
+                plgpu.copy_gmem_to_smem(x_ref.at[i], smem.at[i % SLOTS], full.at[i % SLOTS])
+
+            @pl.loop(max(steps - SLOTS, 0), steps)
+            def _drain(i):
+                plgpu.barrier_wait(empty.at[i % SLOTS])
+
+        @pl.when(wg == 0)
+        def _consumer():
+            @pl.loop(0, steps)
+            def _(i):
+                plgpu.barrier_wait(full.at[i % SLOTS])
+                o_ref[i] = smem[i % SLOTS]
+                plgpu.barrier_arrive(empty.at[i % SLOTS])
+
+    return _pipeline(steps, body)
+
+
+@sizes(k_steps=("k", 64))
+def hopper_matmul_any_k(k=256):
+    """JAX's warp-specialized Hopper matmul (2 stages, 64-wide K tiles) for every K."""
+    cfg = hopper.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2)
+    return hopper.matmul(jnp.zeros((512, k), jnp.float16), jnp.zeros((k, 512), jnp.float16),
+                         None, cfg)
