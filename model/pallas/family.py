@@ -73,6 +73,7 @@ class Family:
     fits: list[str] = field(default_factory=list)
     exceptions: dict[str, list[int]] = field(default_factory=dict)
     tiles: list[str] = field(default_factory=list)
+    fitted: Kernel | None = None       # the fitted kernel alone, for the sizes of its regime
 
 
 class Disagree(Exception):
@@ -478,6 +479,13 @@ def fit_1d(vs: Sequence[int], ys: Sequence[int], p: Expr) -> Expr | None:
     return None
 
 
+def _without_constant(e: Expr) -> Expr:
+    """`a*v + b` -> `a*v` (the constants of a sum of fits are added once)."""
+    if isinstance(e, BinOp) and e.op in ("+", "-") and isinstance(e.rhs, Const):
+        return e.lhs
+    return e
+
+
 def fit(points: Sequence[Mapping[str, int]], ys: Sequence[int], params: Sequence[str],
         base: Mapping[str, int]) -> Expr | None:
     """An expression over `params` that gives ys at points: a sum of one 1-D fit per parameter,
@@ -486,16 +494,23 @@ def fit(points: Sequence[Mapping[str, int]], ys: Sequence[int], params: Sequence
     if not at_base:
         return None
     y0 = at_base[0]
-    total: Expr = Const(y0)
+    terms: list[Expr] = []
     for n in params:
         axis = [(x[n], y) for x, y in zip(points, ys)
                 if all(x[m] == base[m] for m in params if m != n)]
         g = fit_1d([v for v, _ in axis], [y for _, y in axis], Var(n))
         if g is None:
             return None
-        g0 = evaluate(g, {n: base[n]})
-        if not (isinstance(g, Const)):
-            total = mk("+", g, mk("-", total, Const(g0)))
+        if not isinstance(g, Const):
+            terms.append(_without_constant(g))
+    offset = y0 - sum(evaluate(t, base) for t in terms)
+    total: Expr | None = None
+    for t in terms:
+        total = t if total is None else mk("+", total, t)
+    if total is None:
+        total = Const(offset)
+    elif offset:
+        total = mk("+", total, Const(offset)) if offset > 0 else mk("-", total, Const(-offset))
     if all(evaluate(total, x) == y for x, y in zip(points, ys)):
         return total
     return None
@@ -737,7 +752,7 @@ def trace_family(fn: Callable, name: str, expect: str | None, load: Callable) ->
                          notes=tuple(notes), barriers=fam.barriers + tuple(extra_bars),
                          buffers=fam.buffers + tuple(extra_bufs))
     return Family(kernel, params, sorted(points, key=lambda x: tuple(x.values())), checked,
-                  fits, exceptions, tiles)
+                  fits, exceptions, tiles, fam)
 
 
 class _Reject(Exception):
