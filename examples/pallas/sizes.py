@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
+from jax.experimental.pallas.ops.gpu import attention_mgpu as attention
+from jax.experimental.pallas.ops.gpu import blackwell_matmul_mgpu as blackwell
 from jax.experimental.pallas.ops.gpu import hopper_matmul_mgpu as hopper
 
 from barrierproof import sizes
@@ -76,3 +78,30 @@ def hopper_matmul_any_k(k=256):
     cfg = hopper.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2)
     return hopper.matmul(jnp.zeros((512, k), jnp.float16), jnp.zeros((k, 512), jnp.float16),
                          None, cfg)
+
+
+@sizes(k_steps=("k", 64))
+def hopper_matmul_cluster_any_k(k=256):
+    """The same with a cluster of 2 along M (B tiles multicast to both blocks), for every K."""
+    cfg = hopper.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                              cluster_dimension=hopper.MatmulDimension.M)
+    return hopper.matmul(jnp.zeros((512, k), jnp.float16), jnp.zeros((k, 512), jnp.float16),
+                         None, cfg)
+
+
+@sizes(kv_steps=("kv_seq", 64))
+def attention_forward_any_kv(kv_seq=256):
+    """JAX's FlashAttention-3 style forward (64-wide KV blocks, 2 stages) for every KV length."""
+    cfg = attention.TuningConfig(block_q=64, block_kv=64, max_concurrent_steps=2)
+    q = jnp.zeros((1, 256, 2, 64), jnp.float16)
+    kv = jnp.zeros((1, kv_seq, 2, 64), jnp.float16)
+    return attention.attention(q, kv, kv, cfg)
+
+
+@sizes(k_steps=("k", 64))
+def blackwell_matmul_any_k(k=256):
+    """JAX's tcgen05 matmul with dynamic scheduling (1 CTA per MMA) for every K."""
+    cfg = blackwell.TuningConfig(tile_m=128, tile_n=128, tile_k=64, max_concurrent_steps=2,
+                                 collective=False)
+    return blackwell.matmul_kernel(jnp.zeros((512, k), jnp.float16),
+                                   jnp.zeros((k, 512), jnp.float16), cfg)

@@ -71,7 +71,7 @@ class Family:
     traced: list[dict[str, int]] = field(default_factory=list)
     checked: list[dict[str, int]] = field(default_factory=list)
     fits: list[str] = field(default_factory=list)
-    exceptions: dict[str, list[int]] = field(default_factory=dict)
+    exceptions: dict[str, list[int]] = field(default_factory=dict)   # sizes joined as branches
     tiles: list[str] = field(default_factory=list)
     fitted: Kernel | None = None       # the fitted kernel alone, for the sizes of its regime
 
@@ -694,6 +694,7 @@ def trace_family(fn: Callable, name: str, expect: str | None, load: Callable) ->
     body = fam.body
     extra_bars: list[BarrierAlloc] = []
     extra_bufs: list[MemAlloc] = []
+    branched: dict[str, list[int]] = {n: [] for n in names}
     for n in names:
         for v in sorted(exceptions[n], reverse=True):
             member = at({**{m: lo[m] for m in names}, n: v})
@@ -724,6 +725,7 @@ def trace_family(fn: Callable, name: str, expect: str | None, load: Callable) ->
                                  "larger sizes", loc=_loc_of_function(fn),
                                  hint="check it at given sizes with `barrierproof check`")
             body = (When(Var(n) == v, _rebind(member.body, bars, bufs), body, fam.loc),)
+            branched[n].append(v)
     tiles = [n for n in fam.params if n.startswith("tiles")]
     fam_params = dict(fam.params)
     for p in params:
@@ -739,8 +741,8 @@ def trace_family(fn: Callable, name: str, expect: str | None, load: Callable) ->
         if rejected[n]:
             notes.append(f"{name} rejects {n} = {', '.join(map(str, rejected[n]))} while "
                          f"tracing (its own checks): the family starts at {n} = {lows[n]}")
-        if exceptions[n]:
-            notes.append(f"at {n} = {', '.join(map(str, exceptions[n]))} the trace differs in "
+        if branched[n]:
+            notes.append(f"at {n} = {', '.join(map(str, sorted(branched[n])))} the trace differs in "
                          "structure from the larger sizes; the kernel traced there is a branch "
                          f"of the family (`{n} == v`)")
     for t in tiles:
@@ -752,7 +754,7 @@ def trace_family(fn: Callable, name: str, expect: str | None, load: Callable) ->
                          notes=tuple(notes), barriers=fam.barriers + tuple(extra_bars),
                          buffers=fam.buffers + tuple(extra_bufs))
     return Family(kernel, params, sorted(points, key=lambda x: tuple(x.values())), checked,
-                  fits, exceptions, tiles, fam)
+                  fits, branched, tiles, fam)
 
 
 class _Reject(Exception):
