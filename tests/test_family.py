@@ -180,3 +180,17 @@ def test_traces_that_never_agree_fall_back_to_the_traced_shape(tmp_path):
     assert not any(p.symbolic for p in kernel.params.values())
     # the fallback is the kernel at its defaults, exactly what `check` traces
     assert check_kernel(kernel).label == check_kernel(target.build()).label
+
+
+def test_readme_family_table_fast_rows():
+    """The README's table of `prove` over every size: the rows that take seconds."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "bench"))
+    import family_table
+    readme = os.path.join(os.path.dirname(EXAMPLES), "README.md")
+    fast = [r for r in family_table.ROWS if r[1] in ("attention_forward_any_kv",
+                                                      "blackwell_matmul_any_k")]
+    table = family_table.run(fast)
+    assert family_table.compare(table, readme) == []
+    for (label, name), row in zip(fast, table):
+        assert row[2] == MODULE.PROVE[name]
