@@ -62,6 +62,12 @@ How a proof works
    concrete 19-state instances in 60 s, so invariants are guessed from samples and checked by Z3:
    the samples only propose, Z3 decides.
 
+6. Rewrites first (the same program): loops of concrete length nested in others are unrolled
+   and arrays with one symbolic dimension split into rings (unroll.py); a pipeline's peeled
+   prologue is joined with its steady-state loop when Z3 proves they run the same operations
+   (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
+   (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v).
+
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
 nested; trip counts, guards, counts and bytes linear in the parameters and the loop variable;

@@ -653,7 +653,7 @@ def trace_family(fn: Callable, name: str, expect: str | None, load: Callable) ->
                     # the kernel's own checks reject this size (too few steps, say): the
                     # family starts above it
                     small = [n for n in names if x[n] == lo[n]]
-                    if not small or len(rejected[small[0]]) >= MAX_EXCEPTIONS:
+                    if err.code or not small or len(rejected[small[0]]) >= MAX_EXCEPTIONS:
                         raise
                     raise _Reject(small[0], err) from None
             fam, fits = _fit_all(kernels, points, names, fam_base)
