@@ -68,8 +68,14 @@ def covers(report: dict) -> str:
     coverage = report.get("coverage") or ""
     searched = re.search(r"no violation in (\d+) parameter point\(s\) explored, up to (\{.*\})",
                          coverage)
-    why = "the static event order does not fit" if "static event order" in coverage else \
-        "outside the fragment" if "fragment" in coverage else "no proof"
+    if "static event order" in coverage:
+        why = "the static event order does not fit"
+    elif "fragment" in coverage:
+        why = "outside the fragment"
+    elif "wall-clock limit" in coverage or "budget" in coverage:
+        why = f"no proof within --timeout {TIMEOUT}"
+    else:
+        why = "no proof"
     reach = ""
     if searched:
         top = ", ".join(f"{n}={v}" for n, v in
