@@ -28,6 +28,7 @@ SIZES = os.path.join(ROOT, "examples", "pallas", "sizes.py")
 from barrierproof.cli import main as cli  # noqa: E402
 
 ROWS = [
+    ("a TMA ring (examples/pallas/sizes.py), any steps and slots", "ring_any_size"),
     ("hopper_matmul", "hopper_matmul_any_k"),
     ("hopper_matmul, cluster 2 along M", "hopper_matmul_cluster_any_k"),
     ("attention forward", "attention_forward_any_kv"),

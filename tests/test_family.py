@@ -113,6 +113,28 @@ def test_ring_families_agree_with_the_explorer_on_a_grid(name):
             assert a.verdict == "verified", steps
 
 
+def test_ring_of_any_size_is_proved_and_the_explorer_agrees_on_a_grid(capsys):
+    """Steps and slots both sizes: the family is the DSL ring's shape, proved for all of them;
+    at every point of a grid of small sizes the kernel traced there is verified, and so is the
+    family's IR (no proof of what the explorer refutes)."""
+    fn = MODULE.ring_any_size
+    fam = trace_family(fn, "ring_any_size", None, pallas.load)
+    assert {repr(b.shape) for b in fam.kernel.barriers} == {"(slots,)"}
+    assert [repr(a) for a in fam.kernel.assumptions] == ["(steps >= 1)", "(slots >= 2)"]
+    code = main(["prove", f"{SIZES}::ring_any_size", "--ignore", "BP200,BP201", "--format",
+                 "json", "--no-cache", "--timeout", "120"])
+    (report,) = json.loads(capsys.readouterr().out)
+    assert (code, report["verdict"]) == (0, MODULE.PROVE["ring_any_size"]) == (0, "proved")
+    assert "steps, slots with (steps >= 1) and (slots >= 2)" in report["coverage"]
+    for steps in range(1, 6):
+        for slots in range(2, 5):
+            member = trace_member(fn, "ring_any_size", None, fam.sizes,
+                                  {"steps": steps, "slots": slots}, pallas.load)
+            a = check_kernel(fam.kernel, {"steps": steps, "slots": slots})
+            b = check_kernel(member, {})
+            assert (a.label, a.states) == (b.label, b.states) == ("verified", b.states)
+
+
 def test_broken_ring_smallest_breaking_size_is_replayed_by_retracing(capsys):
     code = main(["prove", f"{SIZES}::ring_any_steps", "--format", "json", "--no-cache",
                  "--timeout", "20"])

@@ -513,6 +513,22 @@ def fit(points: Sequence[Mapping[str, int]], ys: Sequence[int], params: Sequence
         total = mk("+", total, Const(offset)) if offset > 0 else mk("-", total, Const(-offset))
     if all(evaluate(total, x) == y for x, y in zip(points, ys)):
         return total
+    return _fit_pair(points, ys, params, base)
+
+
+def _fit_pair(points, ys, params, base) -> Expr | None:
+    """`min(x, y) + c` or `x - min(x, y) + c` of two sizes (a drain of min(steps, stages)
+    iterations starting at steps - min(steps, stages)), checked at every point."""
+    for x in params:
+        for y in params:
+            if x == y:
+                continue
+            X, Y = Var(x), Var(y)
+            for t in (mk("min", X, Y), mk("-", X, mk("min", X, Y))):
+                c = ys[0] - evaluate(t, points[0])
+                e = t if c == 0 else mk("+", t, Const(c))
+                if all(evaluate(e, p) == v for p, v in zip(points, ys)):
+                    return e
     return None
 
 
@@ -697,11 +713,19 @@ def trace_family(fn: Callable, name: str, expect: str | None, load: Callable) ->
     branched: dict[str, list[int]] = {n: [] for n in names}
     for n in names:
         for v in sorted(exceptions[n], reverse=True):
-            member = at({**{m: lo[m] for m in names}, n: v})
-            one = instantiate(fam, {n: v})
-            diff = same_kernel(_drop_params(member, names), _drop_params(one, names))
+            point = {**{m: lo[m] for m in names}, n: v}
+            member = at(point)
+            diff = same_kernel(_drop_params(member, names),
+                               _drop_params(instantiate(fam, point), names))
             if diff is None:
                 continue                  # the fit covers it after all
+            if len(names) > 1:
+                # a branch traced at one value of the other sizes would stand for all of them
+                raise ModelError(f"{name} traces differently at {n} = {v}, and with several "
+                                 "sizes such a branch cannot be joined", loc=_loc_of_function(fn),
+                                 hint=f"let the kernel reject {n} = {v} (its own check), or "
+                                      "declare fewer sizes")
+            one = instantiate(fam, {n: v})
             # allocations sized by the parameter (fewer stages for fewer steps) get their own
             # copies in that branch
             fbars = {b.name: b for b in one.barriers}
@@ -767,6 +791,10 @@ class _Reject(Exception):
 def _axis_points(fam_base, lo, names) -> list[dict[str, int]]:
     points = [fam_base] + [dict(fam_base, **{n: v}) for n in names
                            for v in range(lo[n], lo[n] + AXIS_POINTS)]
+    if len(names) > 1:      # sizes moved together: a fit of one size at a time must hold here
+        points += [{n: lo[n] + 1 for n in names},
+                   {n: lo[n] + 2 + k for k, n in enumerate(names)},
+                   {n: lo[n] + 3 + 2 * k for k, n in enumerate(reversed(names))}]
     return [dict(x) for x in {tuple(sorted(x.items())): x for x in points}.values()]
 
 
