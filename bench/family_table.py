@@ -60,7 +60,8 @@ def covers(report: dict) -> str:
                       if n.startswith(("tiles", "trips")))
     at = f" at {fixed}" if fixed else ""
     if verdict == "proved":
-        return f"proved for every {sizes}{at}"
+        what = re.search(r"proved for (all .*?): \d+ barrier class", report["coverage"] or "")
+        return f"proved for {what.group(1) if what else sizes}{at}"
     if verdict == "violation":
         replay = _note(report, "replayed by tracing") or _note(report, "NOT reproduced")
         where = re.search(r"again at (.*?\))[ :]", replay or "")
@@ -88,7 +89,7 @@ def covers(report: dict) -> str:
 
 def sizes_column(report: dict) -> str:
     note = _note(report, "shape family: ") or "no shape family"
-    family = note.split(";")[0].removeprefix("shape family: ")
+    family = note.removeprefix("shape family: ").split("; fitted")[0].replace("; ", ", ")
     branch = _note(report, "at ") or ""
     odd = re.match(r"at (\w+) = ([\d, ]+) the trace differs", branch)
     return family + (f" ({odd.group(1)} = {odd.group(2)} a branch of its own)" if odd else "")

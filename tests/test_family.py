@@ -216,3 +216,23 @@ def test_readme_family_table_fast_rows():
     assert family_table.compare(table, readme) == []
     for (label, name), row in zip(fast, table):
         assert row[2] == MODULE.PROVE[name]
+
+
+def test_an_odd_size_is_no_branch_when_other_sizes_would_be_frozen_in_it(tmp_path):
+    """With two sizes, a branch `slots == 1` traced at one step count would claim that trace
+    for every step count: refused, and the target falls back to its traced shape."""
+    src = tmp_path / "any_slots.py"
+    src.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {os.path.join(EXAMPLES, 'pallas')!r})\n"
+        "from barrierproof import sizes\n"
+        "import sizes as family_examples\n"
+        "EXPECT = {'ring_any_slots': 'verified'}\n"
+        "@sizes(steps=('steps', 1), slots=('slots', 1))\n"
+        "def ring_any_slots(steps=4, slots=2):\n"
+        "    return family_examples._ring_any_slots(steps, slots)\n")
+    (target,) = resolve(f"{src}::ring_any_slots")
+    kernel = target.build_family()
+    assert any("traces differently at slots = 1, and with several sizes" in n
+               for n in kernel.notes), kernel.notes
+    assert not any(p.symbolic for p in kernel.params.values())
