@@ -16,12 +16,11 @@ same operations in the same order); otherwise the loops stay as they are.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Mapping, Sequence
 
 import z3
 
-from ...model.expr import mk, substitute, substitute_stmts
+from ...model.expr import mk, substitute_stmts
 from ...model.ir import Expr, Kernel, Loop, Op, Var, WarpRegion, When, free_vars
 from .terms import Unsupported, z_bool, z_int
 
@@ -146,4 +145,4 @@ def _exprs(op: Op) -> list[Expr]:
     return out
 
 
-__all__ = ["fuse_peeled_loops", "substitute"]
+__all__ = ["fuse_peeled_loops"]

@@ -44,8 +44,8 @@ PROVE = {
     # prologue / steady state / drain loops of emit_pipeline_warp_specialized (see README)
     "hopper_matmul_any_k": "unknown",
     "hopper_matmul_cluster_any_k": "unknown",
-    # stages a size too: the ring class's abstraction reaches a deadlock the explorer does not
-    # find (two copies per phase), so no proof
+    # stages a size too: the ring class's abstraction reaches a deadlock state the explorer
+    # does not find, so no proof
     "hopper_matmul_any_stages": "unknown",
     # the BP103 findings of jax_kernels.py, back at the smallest size (README)
     "attention_forward_any_kv": "violation:BP103",
