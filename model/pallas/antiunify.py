@@ -38,7 +38,6 @@ class AntiUnifier:
         self.kernels = list(kernels)
         self.holes: dict[str, tuple[int, ...]] = {}
         self.where: dict[str, str] = {}
-        self._by_values: dict[tuple, str] = {}
 
     def hole(self, values: tuple[int, ...], where: str) -> Expr:
         if len(set(values)) == 1:
