@@ -45,6 +45,9 @@ def test_fit_refuses_what_the_points_do_not_pin_down():
     assert fit_1d([1, 2], [3, 5], k) is None                 # two points: no check left
     assert fit_1d([1, 2, 3, 4, 5], [1, 4, 9, 16, 25], k) is None   # not affine nor clipped
     assert fit_1d([1, 2, 3], [1, 2, 2], k) is None           # a clip needs four points
+    # one point after the plateau: min(12 - 2k, 4) and min(17 - 3k, 4) both fit, and differ
+    # from k = 6 on
+    assert fit_1d([1, 2, 3, 4, 5], [4, 4, 4, 4, 2], k) is None
 
 
 def test_fit_over_two_sizes_is_checked_at_every_point():
@@ -236,3 +239,29 @@ def test_an_odd_size_is_no_branch_when_other_sizes_would_be_frozen_in_it(tmp_pat
     assert any("traces differently at slots = 1, and with several sizes" in n
                for n in kernel.notes), kernel.notes
     assert not any(p.symbolic for p in kernel.params.values())
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.integers(-4, 4), b=st.integers(-12, 12), c=st.integers(-6, 12),
+       clip=st.sampled_from(["none", "min", "max"]))
+def test_a_fit_never_extrapolates_what_the_points_do_not_show(a, b, c, clip):
+    """Sampled at 1..5, a trip count `a*n + b` (clipped by c where the clip shows among the
+    points) is either refused or fitted with an expression equal to it for every n up to 40."""
+    from barrierproof.model.ir import evaluate
+
+    def f(v):
+        y = a * v + b
+        return y if clip == "none" else min(y, c) if clip == "min" else max(y, c)
+    vs = [1, 2, 3, 4, 5]
+    ys = [f(v) for v in vs]
+    if clip != "none":
+        clipped = [v for v in vs if f(v) != a * v + b]
+        free = [v for v in vs if f(v) == a * v + b != c]
+        if not clipped or not free:
+            return          # the kink does not show among the points: nothing to recover
+    g = fit_1d(vs, ys, Var("n"))
+    if g is not None:
+        assert all(evaluate(g, {"n": v}) == f(v) for v in range(1, 41)), (g, ys)

@@ -283,8 +283,14 @@ def fit_1d(vs: Sequence[int], ys: Sequence[int], p: Expr) -> Expr | None:
             for c in sorted({y for _, y in pts}):
                 off = [(v, y) for v, y in pts if y != c]
                 on = [(v, y) for v, y in pts if y == c]
-                cands = [affine(off)] if len(off) >= 2 else \
-                    [(a, off[0][1] - a * off[0][0]) for a in (1, -1, 2, -2)] if off else []
+                if len(off) >= 2:
+                    cands = [affine(off)]
+                elif off and off[0][0] == pts[0][0]:
+                    # one point before the plateau: the slope is not pinned down, but every
+                    # slope that fits gives the plateau from the second point on
+                    cands = [(a, off[0][1] - a * off[0][0]) for a in (1, -1, 2, -2)]
+                else:
+                    cands = []
                 for ab in cands:
                     if ab is None:
                         continue
