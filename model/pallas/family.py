@@ -115,10 +115,14 @@ def trace_member(fn: Callable, name: str, expect: str | None, params: Sequence[S
                  values: Mapping[str, int], load: Callable) -> Kernel:
     """The kernel at these sizes, loops kept in place and persistent loops' counts as `tiles`."""
     from .loops import KEEP_LOOPS
+    from .device import device_facts_of
     kwargs = {p.arg: p.unit * values[p.name] for p in params}
+    facts = device_facts_of(fn)       # the target module's, not this module's
     KEEP_LOOPS["on"] = True
     try:
-        kernels = load(lambda: fn(**kwargs), name=name, expect=expect)
+        kernels = load(lambda: fn(**kwargs), name=name, expect=expect,
+                       core_count=facts.get("core_count"),
+                       device_count=facts.get("device_count"))
     finally:
         KEEP_LOOPS["on"] = False
     if len(kernels) != 1:
