@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 import z3
 
-from ...model.expr import mk, substitute_stmts
+from ...model.expr import OPAQUE_PREFIX, mk, substitute_stmts
 from ...model.ir import Expr, Kernel, Loop, Op, Var, WarpRegion, When, free_vars
 from .terms import Unsupported, z_bool, z_int
 
@@ -50,7 +50,8 @@ class _Fuser:
         for v in free_vars(e):
             if v not in env:
                 env[v] = z3.Int(v)
-                self.facts_extra.append(env[v] >= 0)    # indices and loop variables
+                if not v.startswith(OPAQUE_PREFIX):     # indices and loop variables; data
+                    self.facts_extra.append(env[v] >= 0)  # may be anything
         return z_int(e, env)
 
     def _valid(self, claim, extra=()) -> bool:
