@@ -286,8 +286,9 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
         f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
         progress.label = target.name
+        family = engine == "symbolic" and target.build_family is not None
         try:
-            kernels = target.build_all()
+            kernels = [target.build_family()] if family else target.build_all()
         except ModelError as err:
             kernels = []
             build_failed = True
@@ -319,6 +320,8 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
                         return engine_fn(kernel, kp, options, ref, args)
                 verdict = compute() if cache is None else \
                     cache.check(kernel, kp, options, engine, ref, args, compute)
+                if family and verdict.verdict == "violation" and verdict.trace is not None:
+                    verdict = target.replay_family(verdict, options)
             except ModelError as err:
                 verdict = _error_or_violation(target, err, kernel.name, ref)
             except LimitReached as stop:
