@@ -145,8 +145,10 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 interrupts: Interrupts | None = None) -> list[Verdict]:
     jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs > 1 and len(targets) > 1:
-        verdicts, used, build_failed = _run_in_parallel(targets, params, options, engine, args,
-                                                        jobs, interrupts)
+        verdicts, used, build_failed, hits = _run_in_parallel(targets, params, options, engine,
+                                                              args, jobs, interrupts)
+        if cache is not None:
+            cache.hits += hits          # the workers' lookups, for the summary line
     else:
         verdicts, used, build_failed = _run_here(targets, params, options, engine, args,
                                                  progress, cache, interrupts)
@@ -160,7 +162,7 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
 
 def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Options,
                      engine: str, args, jobs: int, interrupts: Interrupts | None = None
-                     ) -> tuple[list[Verdict], set[str], bool]:
+                     ) -> tuple[list[Verdict], set[str], bool, int]:
     """One target per task in `jobs` fresh processes (spawned: a traced JAX must not be
     forked); verdicts come back in the order of `targets`, through the same cache. Workers get
     this run's limits for user code; a Ctrl-C or SIGTERM ends them and keeps what is done."""
@@ -173,6 +175,7 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     results: list = [None] * len(targets)
     used: set[str] = set()
     failed = False
+    hits = 0
     pool = concurrent.futures.ProcessPoolExecutor(min(jobs, len(targets)), mp_context=context,
                                                   initializer=_worker_signals)
     futures = {}
@@ -185,9 +188,10 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
                                                   plain, guard.budget))
     try:
         for n, future in futures.items():
-            results[n], names, broken = future.result()
+            results[n], names, broken, found = future.result()
             used |= names
             failed = failed or broken
+            hits += found
     except (KeyboardInterrupt, concurrent.futures.process.BrokenProcessPool):
         if interrupts is not None:
             interrupts.seen = True
@@ -197,7 +201,7 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     for n, t in enumerate(targets):
         if results[n] is None:
             results[n] = [_not_checked(t, f"not checked: {_why(interrupts)}")]
-    return [v for found in results for v in found], used, failed
+    return [v for found in results for v in found], used, failed, hits
 
 
 # Seconds the running workers get after an interrupt to hand back what they covered.
@@ -246,27 +250,28 @@ def _worker_signals() -> None:
         signals.signal(sig, remember)
 
 
-def _check_one(task) -> tuple[list[Verdict], set[str], bool]:
-    """A worker: find the target again by its reference and check it."""
+def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:
+    """A worker: find the target again by its reference and check it; also how many of its
+    verdicts came from the cache."""
     ref, expect, params, options, engine, args, budget = task
     guard.budget = budget           # the limits for user code (build, trace) of this run
     try:
         matches = resolve(ref)
     except ModelError as err:
         return [Verdict(ref.rpartition("::")[2], "error", [], source=ref, expected=expect,
-                        coverage=f"could not load {ref} again: {err.message}")], set(), True
+                        coverage=f"could not load {ref} again: {err.message}")], set(), True, 0
     for t in matches:
         t.expect = t.expect or expect
     from .cache import Cache
     cache = None if args.no_cache else Cache(args.cache_dir)
     global _WORKER_INTERRUPTED
     if _WORKER_INTERRUPTED:
-        return [_not_checked(t, "not checked: interrupted") for t in matches], set(), False
+        return [_not_checked(t, "not checked: interrupted") for t in matches], set(), False, 0
     with Interrupts() as interrupts:
         found = _run_here(matches, params, options, engine, args, _Progress(False), cache,
                           interrupts)
     _WORKER_INTERRUPTED = _WORKER_INTERRUPTED or interrupts.seen
-    return found
+    return (*found, cache.hits if cache is not None else 0)
 
 
 def _run_here(targets: list[Target], params: dict[str, int], options: Options,
