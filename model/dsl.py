@@ -253,7 +253,7 @@ class KernelBuilder:
         return name
 
     def _alloc(self, cluster: bool, num_arrivals, num_barriers, orders_tensor_core,
-               collective_axes, name) -> BarrierHandle:
+               collective_axes, name, leader_tracked: bool = False) -> BarrierHandle:
         loc, text = _caller()
         arrivals = _int_expr(num_arrivals, loc, "num_arrivals")
         if isinstance(arrivals, Const) and not 1 <= arrivals.value <= MAX_ARRIVALS:
@@ -275,9 +275,14 @@ class KernelBuilder:
                 if a not in known:
                     raise ModelError(f"collective axis {a!r} is not a cluster axis", loc=loc,
                                      hint=f"declare the cluster first: k.cluster({a}=2)")
+        if leader_tracked and len(axes) != 1:
+            raise ModelError(f"a leader_tracked ClusterBarrier needs exactly one collective axis, "
+                             f"not {len(axes)}", loc=loc,
+                             hint="Mosaic GPU tracks a leader along a single cluster axis")
         default = "cluster_bar" if cluster else "bar"
         alloc = BarrierAlloc(self._name(name, text, f"{default}{len(self._barriers)}"), arrivals,
-                             shape, bool(orders_tensor_core), cluster, axes, loc, scalar)
+                             shape, bool(orders_tensor_core), cluster, axes, loc, scalar,
+                             leader_tracked=bool(leader_tracked))
         self._barriers.append(alloc)
         return BarrierHandle(alloc, self)
 
@@ -307,10 +312,13 @@ class KernelBuilder:
         return self._alloc(False, num_arrivals, num_barriers, orders_tensor_core, (), name)
 
     def ClusterBarrier(self, collective_axes, num_arrivals: ExprLike = 1, num_barriers=None,
-                       orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
-        """`plgpu.ClusterBarrier`: arrivals fan out to the blocks along `collective_axes`."""
+                       orders_tensor_core: bool = False, name: str | None = None,
+                       leader_tracked: bool = False) -> BarrierHandle:
+        """`plgpu.ClusterBarrier`: arrivals fan out to the blocks along `collective_axes`.
+        `leader_tracked=True`: every block's arrival goes to the leader's instance only (block 0
+        along the one collective axis), which counts them all; only the leader may wait."""
         return self._alloc(True, num_arrivals, num_barriers, orders_tensor_core, collective_axes,
-                           name)
+                           name, leader_tracked)
 
     def _buffer(self, space: str, slots, name: str | None) -> BufferHandle:
         loc, text = _caller()

@@ -270,6 +270,10 @@ class BarrierAlloc:
     # lockstep with the modelled one and signal alongside it (1: the modelled blocks only).
     semaphore: bool = False
     copies: Expr = Const(1)
+    # ClusterBarrier(leader_tracked=True): every arrival goes to the leader block's instance
+    # only (coordinate 0 along the one collective axis); the other blocks' instances never
+    # complete, so only the leader may wait.
+    leader_tracked: bool = False
 
     @property
     def kind(self) -> str:

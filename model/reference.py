@@ -286,6 +286,9 @@ class Cluster:
         away along a single collective axis."""
         if not alloc.cluster:
             return (name,)
+        if alloc.leader_tracked:    # every arrival goes to block 0 along the collective axis
+            d = self.axes.index(alloc.collective_axes[0])
+            return (self.instance_of[(alloc.name, index, block[:d] + (0,) + block[d + 1:])],)
         out = [name]
         for axis in alloc.collective_axes:
             d = self.axes.index(axis)

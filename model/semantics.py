@@ -457,11 +457,15 @@ class System:
 
     def _fan_out(self, inst: int) -> tuple[int, ...]:
         """A ClusterBarrier arrival: the own block's instance and every block that differs from
-        it along exactly one collective axis."""
+        it along exactly one collective axis (leader-tracked: the leader block's instance only)."""
         instance = self.instances[inst]
         alloc = instance.alloc
         if not alloc.cluster:
             return (inst,)
+        if alloc.leader_tracked:
+            d = self.cluster_axes.index(alloc.collective_axes[0])
+            leader = instance.block[:d] + (0,) + instance.block[d + 1:]
+            return (self._inst_index[(alloc.name, instance.index, leader)],)
         targets = [inst]
         for axis in alloc.collective_axes:
             d = self.cluster_axes.index(axis)
@@ -1122,7 +1126,13 @@ class System:
             if any(instr.op in (ARRIVE, ARRIVE_DROP, ARRIVE_TX) and inst in instr.target
                    for instr in prog):
                 arriving.add(self.agents[a].block)
-        fan_in = [self.instances[t].block for t in self._fan_out(inst)]   # a symmetric relation
+        instance = self.instances[inst]
+        if instance.alloc.leader_tracked:   # only the leader's instance hears from its peers
+            d = self.cluster_axes.index(instance.alloc.collective_axes[0])
+            fan_in = self._peers(instance.block, instance.alloc.collective_axes[:1],
+                                 instance.alloc.loc) if instance.block[d] == 0 else []
+        else:
+            fan_in = [self.instances[t].block for t in self._fan_out(inst)]   # symmetric
         return ["b" + ",".join(map(str, b)) for b in fan_in if b not in arriving]
 
     def missing_arrivals(self, state: tuple, inst: int) -> list[str]:

@@ -140,6 +140,9 @@ class ClassBuilder:
         if not alloc.cluster:
             return (inst,)
         frag = self.frag
+        if alloc.leader_tracked:    # every arrival goes to block 0 along the collective axis
+            d = frag.cluster_axes.index(alloc.collective_axes[0])
+            return (self.cls.inst(alloc, index, block[:d] + (0,) + block[d + 1:]),)
         out = [inst]
         for axis in alloc.collective_axes:
             d = frag.cluster_axes.index(axis)

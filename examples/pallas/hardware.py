@@ -24,6 +24,8 @@ EXPECT = {
     "tcgen05_commit_plain_barrier": "violation:BP110",
     "semaphore_handoff": "verified",
     "semaphore_handoff_waits_for_two": "violation:BP100",
+    "leader_tracked_barrier": "verified",
+    "leader_tracked_barrier_peer_waits": "violation:BP100",
 }
 
 INTERPRETER = {
@@ -37,6 +39,8 @@ INTERPRETER = {
     "tcgen05_commit_plain_barrier": "raised",
     "semaphore_handoff": "unsupported",
     "semaphore_handoff_waits_for_two": "unsupported",
+    "leader_tracked_barrier": "unsupported",
+    "leader_tracked_barrier_peer_waits": "unsupported",
 }
 
 ROUNDS = 2
@@ -107,6 +111,37 @@ def cluster_rendezvous():
 def cluster_barrier_one_block():
     """Only block 0 executes the cluster barrier's arrive: both blocks wait forever."""
     return _cluster(all_blocks_arrive=False)
+
+
+def _leader_tracked(peer_waits: bool):
+    """Both blocks of a cluster of 2 arrive on a leader-tracked ClusterBarrier: every arrival
+    reaches block 0's instance only, so only block 0 may wait on it."""
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((2, TILE), jnp.float32),
+                  cluster=(2,), cluster_names=("x",),
+                  scratch_types=[plgpu.ClusterBarrier(collective_axes=("x",),
+                                                      leader_tracked=True)])
+    def kernel(x_ref, o_ref, ready):
+        block = jax.lax.axis_index("x")
+        plgpu.barrier_arrive(ready)
+        if peer_waits:
+            plgpu.barrier_wait(ready)
+        else:
+            @pl.when(block == 0)
+            def _():
+                plgpu.barrier_wait(ready)
+        o_ref[block] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def leader_tracked_barrier():
+    return _leader_tracked(peer_waits=False)
+
+
+def leader_tracked_barrier_peer_waits():
+    """Block 1 waits on its own instance of the leader-tracked barrier, which no arrival
+    reaches."""
+    return _leader_tracked(peer_waits=True)
 
 
 def _multicast(all_sources: bool):

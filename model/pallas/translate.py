@@ -360,21 +360,24 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
             self._note(f"{loc}: `{name}` is allocated inside a loop; it is modelled as one "
                        "allocation for the whole kernel (its state carries across iterations)")
         cluster = kind == "ClusterBarrierType"
+        leader = False
         axes: tuple[str, ...] = ()
         if cluster:
             flat = []
             for a in dtype.collective_axes:
                 flat.extend(a if isinstance(a, tuple) else (a,))
             axes = tuple(self._axis(a) for a in flat)
-            if getattr(dtype, "leader_tracked", False):
-                self._note(f"{loc}: `{name}` is leader_tracked; modelled as a plain "
-                           "ClusterBarrier")
+            leader = bool(getattr(dtype, "leader_tracked", False))
+            if leader and len(axes) != 1:
+                raise ModelError(f"leader_tracked ClusterBarrier `{name}` has {len(axes)} "
+                                 "collective axes; Mosaic GPU supports exactly one", loc=loc)
         full = ((self.num_threads,) if prefix else ()) + shape
         alloc = BarrierAlloc(
             name=name, num_arrivals=Const(int(dtype.num_arrivals)),
             shape=tuple(Const(n) for n in full),
             orders_tensor_core=bool(dtype.orders_tensor_core), cluster=cluster,
-            collective_axes=axes, loc=loc, scalar=full == (1,))
+            collective_axes=axes, loc=loc, scalar=full == (1,),
+            leader_tracked=cluster and leader)
         self.barriers.append(alloc)
         return BarrierVal(alloc, prefix)
 
