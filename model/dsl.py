@@ -499,6 +499,13 @@ class KernelBuilder:
         """Arrive on `barrier` after every earlier tcgen05 op of this thread completes."""
         self._op("tcgen05_commit_arrive", barrier, collective_axes=collective_axis)
 
+    def async_store_smem(self, barrier, bytes: ExprLike, dst=None) -> None:
+        """`plgpu.async_store_smem(src, ref, barrier, cluster_idx=, cluster_dim=)`: st.async of
+        registers into the shared memory of the block `barrier.on(...)` names (or this block).
+        The issuer does arrive.expect_tx(bytes) on that block's barrier at once; the bytes
+        complete there when the store lands. It writes `dst` there until then."""
+        self._op("async_store_smem", barrier, bytes=bytes, writes=dst)
+
     def try_cluster_cancel(self, barrier) -> None:
         self._op("try_cluster_cancel", barrier)
 

@@ -337,6 +337,8 @@ OP_KINDS = {
     "tcgen05_mma",           # tensor-core op; arrives on `barrier` (if any) when it completes
     "tcgen05_commit_arrive",  # arrives once all earlier tcgen05 ops of the thread completed
     "try_cluster_cancel",    # asynchronous arrival
+    "async_store_smem",      # st.async into a (peer) block's SMEM: the issuer's arrive.expect_tx
+    #                          and the landing's complete_tx on the destination block's barrier
     # PTX-level, for CUTLASS-style protocols
     "arrive",                # arrive(count)
     "arrive_drop",           # lower the expected count for later phases, then arrive
@@ -405,7 +407,7 @@ class Op:
             return f"{self.kind}()"
         args = [bar] if bar else []
         if self.kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx",
-                         "complete_tx"):
+                         "complete_tx", "async_store_smem"):
             args.append(f"bytes={self.bytes!r}")
         if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
             args.append(f"count={self.count!r}")

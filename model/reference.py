@@ -350,7 +350,7 @@ class Cluster:
                 parity = evaluate(op.parity, env) % 2
                 add(Action(kind, f"wait_parity({name}, {parity})", loc, amount=parity,
                            wait_on=name))
-        elif kind in ("copy_gmem_to_smem", "tma_load"):
+        elif kind in ("copy_gmem_to_smem", "tma_load", "async_store_smem"):
             if alloc.cluster:
                 return   # BP111
             if not 0 <= nbytes <= MAX_TX:
@@ -363,7 +363,7 @@ class Cluster:
             # Pallas copy also does arrive.expect_tx(all bytes) on the issuer's barrier at issue.
             landings = tuple(("tma", self.instance_of[(alloc.name, index, p)],
                               nbytes // len(peers)) for p in peers)
-            expects = (name,) if kind == "copy_gmem_to_smem" else ()
+            expects = (name,) if kind != "tma_load" else ()
             add(Action("copy", f"{kind}({name}, {nbytes}B)", loc, expects, nbytes,
                        landings=landings))
         elif kind == "try_cluster_cancel":
@@ -397,7 +397,8 @@ class Cluster:
 # outside it.
 COVERED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
-           "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled"}
+           "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
+           "async_store_smem"}
 
 
 def uncovered(kernel: Kernel) -> list[str]:
@@ -422,6 +423,7 @@ def syntactic_findings(kernel: Kernel) -> list[Finding]:
         if ref is None:
             continue
         asynchronous = op.kind in ("copy_gmem_to_smem", "tma_load", "try_cluster_cancel",
+                                   "async_store_smem",
                                    "tcgen05_mma", "tcgen05_commit_arrive")
         if asynchronous and ref.alloc.cluster:
             out.append(Finding("BP111", f"{op.kind} on ClusterBarrier", op.loc))
@@ -696,6 +698,22 @@ class Rules:
             touched = list(action.targets) + [bar for _, bar, _ in action.landings]
             if any(block_of[b] != thread.block and block_of[b] in gone for b in touched):
                 out.append(Finding("BP146", f"{name} reaches into an exited block's barrier"))
+        # Asynchronous deliveries some other block sends into an exited one: a landing (the
+        # same kind, barrier and bytes count as one, issued by whichever thread) or a queued
+        # tcgen05 arrival.
+        if all(t.done for t in m.threads.values()):
+            return out      # at the kernel's exit an in-flight delivery is BP105
+        if not hasattr(self, "_remote"):
+            self._remote = {landing for t in m.threads.values() for a in t.actions
+                            for landing in a.landings if block_of[landing[1]] != t.block}
+        remote = self._remote
+        if any(landing in remote and block_of[landing[1]] in gone for landing in m.landings):
+            out.append(Finding("BP146", "a delivery is in flight into an exited block"))
+        for agent, queue in m.queues.items():
+            own = m.threads[agent].block
+            if any(block_of[b] != own and block_of[b] in gone for entry in queue for b in entry):
+                out.append(Finding("BP146", f"a tcgen05 arrival of {agent} is in flight into "
+                                   "an exited block"))
         return out
 
     def at_exit(self, m: Machine) -> list[Finding]:

@@ -103,7 +103,7 @@ BARRIER_FIELDS = 4
 
 # Operations of Pallas's own API (the rest are PTX-level, for CUTLASS-style protocols).
 PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-                          "tcgen05_commit_arrive", "try_cluster_cancel"})
+                          "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem"})
 
 # Diagnostic codes and names (SEMANTICS.md section 3).
 CODES = {
@@ -203,7 +203,7 @@ def _arrival_targets_ok(alloc: BarrierAlloc, kind: str, loc: Loc) -> list[Static
     """BP110 / BP111: which barriers an asynchronous arrival may target."""
     findings = []
     if kind in ("tcgen05_mma", "tcgen05_commit_arrive", "copy_gmem_to_smem", "tma_load",
-                "try_cluster_cancel") and alloc.cluster:
+                "try_cluster_cancel", "async_store_smem") and alloc.cluster:
         findings.append(StaticFinding(
             "BP111", f"{kind} arrives on ClusterBarrier `{alloc.name}`: Unsupported barrier type",
             loc, "asynchronous arrivals (TMA, tcgen05) need a plain plgpu.Barrier"))
@@ -622,7 +622,10 @@ class System:
             else:
                 parity = evaluate(op.parity, env) % 2
                 self._emit(agent, Instr(WAIT_PARITY, inst, parity, None, src))
-        elif kind in ("copy_gmem_to_smem", "tma_load"):
+        elif kind in ("copy_gmem_to_smem", "tma_load", "async_store_smem"):
+            # async_store_smem: st.async into a peer's shared memory; the issuer's
+            # arrive.expect_tx and the landing's complete_tx both go to the destination block's
+            # barrier (`op.barrier.block`), a copy with one receiving block.
             if self.instances[inst].alloc.cluster:
                 return  # BP111, reported statically
             if not 0 <= nbytes <= MAX_TX:
@@ -640,7 +643,7 @@ class System:
                                      self._inst_index[(op.barrier.alloc.name, inst_index, p)],
                                      share, "tma", self._copy_write(op, env, p, src))
                           for p in peers)
-            arrive = (inst,) if kind == "copy_gmem_to_smem" else ()
+            arrive = (inst,) if kind != "tma_load" else ()
             self._emit(agent, Instr(ISSUE_ASYNC, arrive, nbytes, slots, src))
         elif kind == "try_cluster_cancel":
             if self.instances[inst].alloc.cluster:
@@ -763,6 +766,17 @@ class System:
         self.width = hw.layout(self, self.queue_end)
         self.block_agents = {b: [a for a, ag in enumerate(self.agents) if ag.block == b]
                              for b in self.blocks} if len(self.blocks) > 1 else {}
+        # Asynchronous deliveries into another block than their issuer's (multicast shares,
+        # async_store_smem, collective tcgen05 commits): BP146 once that block has exited.
+        # (slot -> the first instruction that issues it remotely, for the report's location)
+        self.remote_slot_src: dict[int, int] = {}
+        for a, prog in enumerate(self.programs):
+            for i in prog:
+                if i.op == ISSUE_ASYNC:
+                    for k in i.aux:
+                        if self.instances[self.slots[k].inst].block != self.agents[a].block:
+                            self.remote_slot_src.setdefault(k, i.src)
+        self.remote_slots = tuple(sorted(self.remote_slot_src))
         self.n_actions = A + len(self.slots) + len(self.queue_agents)
         self.lengths = tuple(len(p) for p in self.programs)
         # wait_ahead[agent][pc]: bit i set iff the agent waits on instance i at or after pc.
@@ -1385,7 +1399,8 @@ def _check_names(kernel: Kernel) -> None:
 
 def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> str:
     kind = op.kind
-    if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx"):
+    if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx",
+                "async_store_smem"):
         return f"{kind}({barrier_name}, {nbytes}B)"
     if kind == "wait_parity":
         if op.phase is not None:

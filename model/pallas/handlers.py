@@ -145,6 +145,30 @@ class SyncHandlers:
                    f"{n}x{nbytes} bytes, every block's TMA completes on block 0's barrier")
         return []
 
+    def _op_async_store_smem(self, eqn, env, frame, out):
+        """st.async of registers into the SMEM of block `cluster_idx` along `cluster_dim`: the
+        lowering's arrive.expect_tx and the store's complete_tx both hit that block's barrier."""
+        p = eqn.params
+        _src, dst, bar, cluster_idx, *leaves = eqn.invars
+        nr = p["ref_transforms_treedef"].num_leaves
+        dst_t = self._transforms(env, p["ref_transforms_treedef"], leaves[:nr])
+        bar_t = self._transforms(env, p["barrier_transforms_treedef"], leaves[nr:])
+        loc = self.where(frame)
+        ref = self._barrier(self.read(env, bar), bar_t, frame)
+        axis = self._axis(p["cluster_dim"])
+        coord = self._int(self._leaf(cluster_idx))
+        if opaque_vars(coord):
+            raise ModelError("the destination block of async_store_smem depends on data loaded "
+                             "from memory; barrierproof cannot follow it", loc=loc,
+                             hint="compute cluster_idx from axis indices and loop indices")
+        block = tuple(coord if a == axis else (ref.block[i] if ref.block is not None else Var(a))
+                      for i, (a, _) in enumerate(self.cluster))
+        nbytes = self._bytes(self.read(env, dst), dst_t, loc)
+        target = self._mem_ref(self.read(env, dst), dst_t)
+        out.append(Op("async_store_smem", BarrierRef(ref.alloc, ref.index, block),
+                      bytes=Const(nbytes), loc=loc, writes=(target,) if target is not None else ()))
+        return []
+
     def _op_tcgen05_mma(self, eqn, env, frame, out):
         p = eqn.params
         loc = self.where(frame)

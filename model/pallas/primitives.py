@@ -56,14 +56,15 @@ def check_jax_version(version: str) -> None:
 
 # Primitives that synchronize threads or async agents and are modelled.
 MODELED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-           "tcgen05_commit_arrive", "try_cluster_cancel", "semaphore_signal", "semaphore_wait"}
+           "tcgen05_commit_arrive", "try_cluster_cancel", "semaphore_signal", "semaphore_wait",
+           "async_store_smem"}
 # Mosaic GPU / Pallas primitives that cannot block another thread or complete a barrier phase:
 # local waits for the thread's own async work, data movement, fences, register hints.
 LOCAL = {
     "copy_smem_to_gmem", "wait_smem_to_gmem", "commit_group", "commit_smem", "wgmma", "wgmma_ref",
     "wgmma_wait", "wgmma_accumulator_deref_p", "wgmma_accumulator_store_p",
     "set_max_registers_p", "load", "async_load", "wait_load_tmem", "async_store_tmem",
-    "commit_tmem", "async_store_smem", "async_prefetch", "print_layout", "layout_cast",
+    "commit_tmem", "async_prefetch", "print_layout", "layout_cast",
     "broadcasted_iota", "query_cluster_cancel", "async_copy_smem_to_tmem",
     "async_copy_scales_to_tmem", "async_copy_sparse_metadata_to_tmem", "get_global",
     "program_id", "num_programs", "debug_print", "mgpu_atomic_store", "atomic_rmw",

@@ -520,6 +520,7 @@ _RULES: dict[str, Callable] = {
     "tcgen05_mma": Translator._op_tcgen05_mma,
     "tcgen05_commit_arrive": Translator._op_tcgen05_commit_arrive,
     "try_cluster_cancel": Translator._op_try_cluster_cancel,
+    "async_store_smem": Translator._op_async_store_smem,
     # memory effects (memory.py)
     "copy_smem_to_gmem": Translator._op_copy_smem_to_gmem,
     "wait_smem_to_gmem": Translator._op_wait_smem_to_gmem,
