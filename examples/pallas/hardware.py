@@ -26,6 +26,8 @@ EXPECT = {
     "semaphore_handoff_waits_for_two": "violation:BP100",
     "leader_tracked_barrier": "verified",
     "leader_tracked_barrier_peer_waits": "violation:BP100",
+    "store_into_peer": "verified",
+    "store_into_peer_nobody_waits": "violation:BP146",
 }
 
 INTERPRETER = {
@@ -41,6 +43,8 @@ INTERPRETER = {
     "semaphore_handoff_waits_for_two": "unsupported",
     "leader_tracked_barrier": "unsupported",
     "leader_tracked_barrier_peer_waits": "unsupported",
+    "store_into_peer": "unsupported",
+    "store_into_peer_nobody_waits": "unsupported",
 }
 
 ROUNDS = 2
@@ -142,6 +146,39 @@ def leader_tracked_barrier_peer_waits():
     """Block 1 waits on its own instance of the leader-tracked barrier, which no arrival
     reaches."""
     return _leader_tracked(peer_waits=True)
+
+
+def _store_into_peer(peer_waits: bool):
+    """Block 0 stores a tile from registers into block 1's shared memory (st.async); block 1's
+    barrier gets the expect_tx and the bytes."""
+    scratch = [plgpu.SMEM((TILE,), jnp.float32), plgpu.Barrier()]
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((2, TILE), jnp.float32),
+                  cluster=(2,), cluster_names=("x",), scratch_types=scratch)
+    def kernel(x_ref, o_ref, buf, landed):
+        block = jax.lax.axis_index("x")
+
+        @pl.when(block == 0)
+        def _():
+            plgpu.async_store_smem(x_ref[...], buf, landed, cluster_idx=1, cluster_dim="x")
+
+        if peer_waits:
+            @pl.when(block == 1)
+            def _():
+                plgpu.barrier_wait(landed)
+        o_ref[block] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def store_into_peer():
+    return _store_into_peer(peer_waits=True)
+
+
+def store_into_peer_nobody_waits():
+    """Block 1 never waits for the store into its shared memory and exits while it may still
+    be in flight."""
+    return _store_into_peer(peer_waits=False)
 
 
 def _multicast(all_sources: bool):
