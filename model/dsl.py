@@ -445,6 +445,14 @@ class KernelBuilder:
     def barrier_wait(self, barrier) -> None:
         self._op("barrier_wait", barrier)
 
+    def barrier_test(self, barrier, retry: bool = False) -> None:
+        """`plgpu.barrier_test(barrier)` (warp context): a non-blocking barrier_wait. If the
+        completion this thread's parity bit waits for has happened, it observes it (the bit
+        flips, so a later barrier_wait waits for the next one); else nothing changes. The
+        protocol does not branch on the answer. `retry=True`: a poll repeated until it
+        succeeds (`while not barrier_test(b)`), which is a barrier_wait."""
+        self._op("barrier_wait" if retry else "barrier_test", barrier)
+
     def copy_gmem_to_smem(self, barrier, bytes: ExprLike = 1024,
                           collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
         """TMA load that arrives on `barrier` once its `bytes` land; it writes `dst` (in every

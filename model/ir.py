@@ -333,6 +333,8 @@ OP_KINDS = {
     # thread-level, Pallas names
     "barrier_arrive",        # 1 logical arrival (ClusterBarrier: fan-out along collective axes)
     "barrier_wait",          # wait for the next completion (private parity bit per thread)
+    "barrier_test",          # non-blocking barrier_wait: observes that completion if it has
+    #                          happened (flipping the bit), else nothing; never blocks
     "copy_gmem_to_smem",     # TMA load: arrive.expect_tx(bytes) at issue, complete_tx at landing
     "tcgen05_mma",           # tensor-core op; arrives on `barrier` (if any) when it completes
     "tcgen05_commit_arrive",  # arrives once all earlier tcgen05 ops of the thread completed

@@ -75,6 +75,9 @@ WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=i
 #                     aux=seen position
 SEM_SIGNAL = 41     # semaphore_signal: target=semaphore instance, amount=increment (x copies)
 SEM_WAIT = 42       # semaphore_wait: target=instance, amount=value, aux=1 if it decrements
+BARRIER_TEST = 50   # Pallas barrier_test: a non-blocking barrier_wait (target=instance,
+#                     aux=seen position); it always moves on, and observes the completion its
+#                     private parity bit waits for if that has happened (the bit flips)
 # Named and cluster hardware barriers (model/hw_barriers.py, opcodes 20-29).
 HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
 HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
@@ -86,12 +89,14 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
                 JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
                 SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
-                HW_WAIT: "hw_wait"}
+                HW_WAIT: "hw_wait", BARRIER_TEST: "barrier_test"}
 # Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
 # completion); parity waits follow the hardware's (return for the phase meant, see
 # `intended_completion`).
-WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE)
+WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE, BARRIER_TEST)
 PARITY_WAITS = (WAIT_PARITY, WAIT_PHASE)
+# Operations on the Pallas private parity bit: the Pallas rules hold their threads.
+PALLAS_WAITS = (WAIT, BARRIER_TEST)
 
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
@@ -103,7 +108,8 @@ BARRIER_FIELDS = 4
 
 # Operations of Pallas's own API (the rest are PTX-level, for CUTLASS-style protocols).
 PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-                          "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem"})
+                          "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem",
+                          "barrier_test"})
 
 # Diagnostic codes and names (SEMANTICS.md section 3).
 CODES = {
@@ -233,7 +239,7 @@ def static_findings(kernel: Kernel) -> list[StaticFinding]:
             findings.append(StaticFinding(
                 "BP120", f"array barrier `{ref.alloc.name}` used without an index", op.loc,
                 f"index it: {ref.alloc.name}.at[i]"))
-        if ref.block is not None and op.kind in ("barrier_wait", "wait_parity"):
+        if ref.block is not None and op.kind in ("barrier_wait", "wait_parity", "barrier_test"):
             findings.append(StaticFinding(
                 "BP112", f"wait on another block's instance of `{ref.alloc.name}`", op.loc,
                 "waits are local: wait on your own block's barrier"))
@@ -608,11 +614,13 @@ class System:
                 code = {"expect_tx": EXPECT_TX, "arrive_expect_tx": ARRIVE_TX,
                         "complete_tx": COMPLETE_TX}[kind]
                 self._emit(agent, Instr(code, targets, nbytes, None, src))
-        elif kind in ("barrier_wait", "wait_parity"):
+        elif kind in ("barrier_wait", "wait_parity", "barrier_test"):
             if op.barrier.block is not None and self.instances[inst].block != block:
                 return  # reported statically as BP112
             if kind == "barrier_wait":
                 self._emit(agent, Instr(WAIT, inst, 0, None, src))
+            elif kind == "barrier_test":
+                self._emit(agent, Instr(BARRIER_TEST, inst, 0, None, src))
             elif op.phase is not None:
                 phase = evaluate(op.phase, env)
                 if phase < -1:
@@ -720,7 +728,7 @@ class System:
                 if instr.op not in WAITS:
                     continue
                 first = kinds.setdefault(instr.target, instr)
-                if (first.op == WAIT) != (instr.op == WAIT):
+                if (first.op in PALLAS_WAITS) != (instr.op in PALLAS_WAITS):
                     raise ModelError(
                         f"{self.agents[a].name} waits on {self.instances[instr.target].name} "
                         "both with barrier_wait and with a parity wait (wait_parity/wait_phase)",
@@ -748,7 +756,7 @@ class System:
         # Pallas rules (BP101 at a completion, BP103 at exit) hold them to every completion.
         self.pallas_seen = frozenset(
             self.seen_pos[(a, instr.target)] for a, prog in enumerate(self.programs)
-            for instr in prog if instr.op == WAIT)
+            for instr in prog if instr.op in PALLAS_WAITS)
         # Waits carry the position of their seen entry, so a step needs no dictionary lookup.
         for a, prog in enumerate(self.programs):
             self.programs[a] = tuple(
@@ -1330,6 +1338,14 @@ def effect_wait(system: System, s: list, instr: Instr, agent: int, events) -> No
     s[instr.aux] = _phase(system, s, instr.target)
 
 
+def effect_barrier_test(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    """barrier_test: true iff barrier_wait would pass now; then it flips the private bit, as
+    the wait would (Mosaic GPU stores the new parity only when the test succeeds). The
+    protocol's control flow does not depend on the answer."""
+    if guard_wait(system, s, instr):
+        s[instr.aux] = _phase(system, s, instr.target)
+
+
 def effect_wait_parity(system: System, s: list, instr: Instr, agent: int, events):
     """The hardware's rule: a parity wait must return for the completion it means. (One the
     barrier has already run past is caught before, as a state: `state_violations`.)"""
@@ -1362,7 +1378,7 @@ GUARDS = {
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
     WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
-    HW_ARRIVE: None, HW_WAIT: hw.guard_wait,
+    HW_ARRIVE: None, HW_WAIT: hw.guard_wait, BARRIER_TEST: None,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
@@ -1372,6 +1388,7 @@ EFFECTS = {
     UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
     SEM_WAIT: effect_sem_wait,
     UNMODELED: None, HW_ARRIVE: hw.effect_arrive, HW_WAIT: None,
+    BARRIER_TEST: effect_barrier_test,
 }
 
 

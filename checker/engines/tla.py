@@ -34,7 +34,8 @@ from typing import Iterable, Mapping
 
 from ...model.ir import MAX_TX, Kernel, Loc, ModelError, has_memory_effects
 from ...model import hw_barriers as hw
-from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
+from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_TEST,
+                               COMPLETE_TX,
                                EFFECT_COMPLETE_TX, EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT,
                                ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, UNMODELED,
                                WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System, compile_systems)
@@ -54,6 +55,7 @@ ACTIONS = {
     ARRIVE_TX: ("arrive_expect_tx(tgt, amount)", "ArriveExpectTx"),
     COMPLETE_TX: ("complete_tx(tgt, amount)", "CompleteTx"),
     WAIT: ("wait(inst, pos)", "Wait"),
+    BARRIER_TEST: ("barrier_test(inst, pos)", "BarrierTest"),
     WAIT_PARITY: ("wait_parity(inst, amount, pos)", "WaitParity"),
     WAIT_PHASE: ("wait_phase(inst, amount, pos)", "WaitPhase"),
     SEM_SIGNAL: ("sem_signal(inst, amount)", "SemSignal"),
@@ -243,6 +245,8 @@ def _instruction(system: System, agent: int, instr) -> str:
         return f"{name}({tgt}, {instr.amount})"
     if op == WAIT:
         return f"wait({instr.target + 1}, {instr.aux - seen_base + 1})"
+    if op == BARRIER_TEST:
+        return f"barrier_test({instr.target + 1}, {instr.aux - seen_base + 1})"
     if op == WAIT_PARITY:
         return f"wait_parity({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
     if op == WAIT_PHASE:

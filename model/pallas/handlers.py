@@ -112,6 +112,14 @@ class SyncHandlers:
         out.append(Op("barrier_wait", self._barrier(ref, t, frame), loc=self.where(frame)))
         return []
 
+    def _op_barrier_test(self, eqn, env, frame, out):
+        """A non-blocking barrier_wait; its answer is data the model does not follow (a branch
+        on it that synchronizes is reported as an error, never guessed)."""
+        ref = self.read(env, eqn.invars[0])
+        t = self._transforms(env, eqn.params["transforms_treedef"], eqn.invars[1:])
+        out.append(Op("barrier_test", self._barrier(ref, t, frame), loc=self.where(frame)))
+        return opaque("barrier_test")
+
     def _op_copy_gmem_to_smem(self, eqn, env, frame, out):
         p = eqn.params
         src, dst, bar, *leaves = eqn.invars

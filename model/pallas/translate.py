@@ -516,6 +516,7 @@ _RULES: dict[str, Callable] = {
     # synchronization (handlers.py)
     "barrier_arrive": Translator._op_barrier_arrive,
     "barrier_wait": Translator._op_barrier_wait,
+    "barrier_test": Translator._op_barrier_test,
     "copy_gmem_to_smem": Translator._op_copy_gmem_to_smem,
     "tcgen05_mma": Translator._op_tcgen05_mma,
     "tcgen05_commit_arrive": Translator._op_tcgen05_commit_arrive,
