@@ -28,6 +28,8 @@ EXPECT = {
     "leader_tracked_barrier_peer_waits": "violation:BP100",
     "store_into_peer": "verified",
     "store_into_peer_nobody_waits": "violation:BP146",
+    "test_after_go": "verified",
+    "test_then_wait": "violation:BP100",
 }
 
 INTERPRETER = {
@@ -45,6 +47,8 @@ INTERPRETER = {
     "leader_tracked_barrier_peer_waits": "unsupported",
     "store_into_peer": "unsupported",
     "store_into_peer_nobody_waits": "unsupported",
+    "test_after_go": "unsupported",
+    "test_then_wait": "unsupported",
 }
 
 ROUNDS = 2
@@ -77,6 +81,45 @@ def _warps(leader_waits: bool):
                         plgpu.barrier_arrive(ack)
 
     return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def _barrier_test(then_wait: bool):
+    """Warp 0 completes `ready`, then `go`; warp 1 tests `ready` with plgpu.barrier_test (a
+    non-blocking wait that observes the completion when it has happened)."""
+    scratch = [plgpu.Barrier(num_arrivals=1), plgpu.Barrier(num_arrivals=1)]
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), scratch_types=scratch)
+    def kernel(x_ref, o_ref, ready, go):
+        @pl.core_map(plgpu.WarpMesh(axis_name="warp"))
+        def _per_warp():
+            warp = jax.lax.axis_index("warp")
+
+            @pl.when(warp == 0)
+            def _producer():
+                plgpu.barrier_arrive(ready)
+                plgpu.barrier_arrive(go)
+
+            @pl.when(warp == 1)
+            def _consumer():
+                if then_wait:
+                    plgpu.barrier_test(ready)       # the answer is ignored
+                    plgpu.barrier_wait(ready)
+                    plgpu.barrier_wait(go)
+                else:
+                    plgpu.barrier_wait(go)
+                    plgpu.barrier_test(ready)       # sure to succeed after `go`
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def test_after_go():
+    return _barrier_test(then_wait=False)
+
+
+def test_then_wait():
+    """The ignored test may already observe `ready`'s completion; the barrier_wait after it
+    then waits for a second one that never comes."""
+    return _barrier_test(then_wait=True)
 
 
 def warp_handoff():
