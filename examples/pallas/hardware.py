@@ -30,6 +30,8 @@ EXPECT = {
     "store_into_peer_nobody_waits": "violation:BP146",
     "test_after_go": "verified",
     "test_then_wait": "violation:BP100",
+    "parallel_signals": "verified",
+    "parallel_signals_waits_for_three": "violation:BP100",
 }
 
 INTERPRETER = {
@@ -49,6 +51,8 @@ INTERPRETER = {
     "store_into_peer_nobody_waits": "unsupported",
     "test_after_go": "unsupported",
     "test_then_wait": "unsupported",
+    "parallel_signals": "unsupported",
+    "parallel_signals_waits_for_three": "unsupported",
 }
 
 ROUNDS = 2
@@ -311,3 +315,33 @@ def semaphore_handoff():
 def semaphore_handoff_waits_for_two():
     """The waiter asks for 2 signals; only one ever comes: a hang."""
     return _semaphore_handoff(2)
+
+
+def _parallel_signals(value: int):
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), num_threads=2,
+                  thread_name="wg", scratch_types=[plgpu.SemaphoreType.REGULAR(())])
+    def kernel(x_ref, o_ref, sem):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            plgpu.semaphore_signal_parallel(plgpu.SemaphoreSignal(sem, device_id=None, inc=1),
+                                            plgpu.SemaphoreSignal(sem, device_id=None, inc=1))
+
+        @pl.when(wg == 1)
+        def _():
+            pl.semaphore_wait(sem, value)
+            o_ref[...] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def parallel_signals():
+    """Two unordered signals of one semaphore (semaphore_signal_parallel); the waiter waits
+    for both."""
+    return _parallel_signals(2)
+
+
+def parallel_signals_waits_for_three():
+    """The waiter asks for three signals; two come: a hang."""
+    return _parallel_signals(3)

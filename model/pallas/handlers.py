@@ -252,6 +252,44 @@ class SyncHandlers:
                       loc=self.where(frame)))
         return []
 
+    def _op_semaphore_signal_parallel(self, eqn, env, frame, out):
+        """`plgpu.semaphore_signal_parallel(*signals)`: the signals arrive in no guaranteed
+        order. When they all hit one counter the order cannot matter, and they are the signals
+        one after the other; signals to different semaphores could be seen in any order, which
+        a straight-line program cannot express (BP190)."""
+        refs, transforms, incs, _devices = self._semaphore_args(eqn, env)
+        if not refs or any(not isinstance(r, BarrierVal) or not r.alloc.semaphore for r in refs) \
+                or any(transforms) or any(not isinstance(i, Const) for i in incs):
+            return self._unmodeled(eqn, env, frame, out)
+        if len({id(r.alloc) for r in refs}) > 1:
+            out.append(Op("unmodeled", name="semaphore_signal_parallel (unordered signals to "
+                          "different semaphores)", loc=self.where(frame)))
+            return []
+        for ref, inc in zip(refs, incs):
+            out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()), count=inc,
+                          loc=self.where(frame)))
+        return []
+
+    def _op_semaphore_signal_multicast(self, eqn, env, frame, out):
+        """`plgpu.semaphore_signal_multicast(sem, value, collective_axes=)` (newer JAX): signal
+        the semaphore on every device along the axes (all of the mesh). Each device runs this
+        program in lockstep, so each device's copy receives `value` from every one of them."""
+        ref, transforms, value = self._semaphore_args(eqn, env)
+        axes = eqn.params.get("collective_axes") or ()
+        axes = axes if isinstance(axes, tuple) else (axes,)
+        names = [self._axis(a) for a in axes]
+        if not isinstance(ref, BarrierVal) or not ref.alloc.semaphore or transforms \
+                or not isinstance(value, Const) or any(n not in self.axis_sizes for n in names):
+            return self._unmodeled(eqn, env, frame, out)
+        devices = math.prod(self.axis_sizes[n] for n in names)
+        out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()),
+                      count=Const(value.value * devices), loc=self.where(frame)))
+        if devices > 1:
+            self._note(f"{self.where(frame)}: semaphore_signal_multicast: each of the {devices} "
+                       f"devices along {tuple(axes)} signals `{ref.alloc.name}` of every device "
+                       "in lockstep")
+        return []
+
     def _op_semaphore_wait(self, eqn, env, frame, out):
         ref, transforms, value, decrement = self._semaphore_args(eqn, env)
         if isinstance(decrement, Const):

@@ -534,6 +534,8 @@ _RULES: dict[str, Callable] = {
     "get_global": Translator._op_get_global,
     "semaphore_signal": Translator._op_semaphore_signal,
     "semaphore_wait": Translator._op_semaphore_wait,
+    "semaphore_signal_parallel": Translator._op_semaphore_signal_parallel,
+    "semaphore_signal_multicast": Translator._op_semaphore_signal_multicast,
 }
 RULES = _RULES
 assert MODELED <= set(_RULES), "every modelled primitive has a handler"

@@ -12,18 +12,18 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: landed@0 (Barrier)  examples/pallas/hardware.py:214
-    1   \* 2: landed@1 (Barrier)  examples/pallas/hardware.py:214
+    1,  \* 1: landed@0 (Barrier)  examples/pallas/hardware.py:218
+    1   \* 2: landed@1 (Barrier)  examples/pallas/hardware.py:218
 >>
 
 \* Agent 1: b0.thread0 (thread), 1 instruction(s).
 Prog_1_b0_thread0 == <<
-    issue_async(<<2>>, 512, <<1>>)   \* pc 0: async_store_smem(landed@1, 512B)  examples/pallas/hardware.py:206
+    issue_async(<<2>>, 512, <<1>>)   \* pc 0: async_store_smem(landed@1, 512B)  examples/pallas/hardware.py:210
 >>
 
 \* Agent 2: b1.thread0 (thread), 1 instruction(s).
 Prog_2_b1_thread0 == <<
-    wait(2, 1)   \* pc 0: barrier_wait(landed@1)  examples/pallas/hardware.py:211
+    wait(2, 1)   \* pc 0: barrier_wait(landed@1)  examples/pallas/hardware.py:215
 >>
 
 KernelProg == <<

@@ -10,33 +10,33 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready (Barrier)  examples/pallas/hardware.py:112
-    1   \* 2: go (Barrier)  examples/pallas/hardware.py:112
+    1,  \* 1: ready (Barrier)  examples/pallas/hardware.py:116
+    1   \* 2: go (Barrier)  examples/pallas/hardware.py:116
 >>
 
 \* Agent 1: thread0 (thread), 4 instruction(s).
 Prog_1_thread0 == <<
-    fork,                                    \* pc 0: core_map(warp): fork warps  examples/pallas/hardware.py:93
-    arrive(<<1>>, 1),                        \* pc 1: barrier_arrive(ready)  examples/pallas/hardware.py:99
-    arrive(<<2>>, 1),                        \* pc 2: barrier_arrive(go)  examples/pallas/hardware.py:100
-    join(<<<<2, 3>>, <<3, 1>>, <<4, 1>>>>)   \* pc 3: core_map(warp): join warps  examples/pallas/hardware.py:93
+    fork,                                    \* pc 0: core_map(warp): fork warps  examples/pallas/hardware.py:97
+    arrive(<<1>>, 1),                        \* pc 1: barrier_arrive(ready)  examples/pallas/hardware.py:103
+    arrive(<<2>>, 1),                        \* pc 2: barrier_arrive(go)  examples/pallas/hardware.py:104
+    join(<<<<2, 3>>, <<3, 1>>, <<4, 1>>>>)   \* pc 3: core_map(warp): join warps  examples/pallas/hardware.py:97
 >>
 
 \* Agent 2: thread0.warp1 (warp), 3 instruction(s).
 Prog_2_thread0_warp1 == <<
-    await_fork(1, 1),    \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:93
-    wait(2, 1),          \* pc 1: barrier_wait(go)  examples/pallas/hardware.py:109
-    barrier_test(1, 2)   \* pc 2: barrier_test(ready)  examples/pallas/hardware.py:110
+    await_fork(1, 1),    \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:97
+    wait(2, 1),          \* pc 1: barrier_wait(go)  examples/pallas/hardware.py:113
+    barrier_test(1, 2)   \* pc 2: barrier_test(ready)  examples/pallas/hardware.py:114
 >>
 
 \* Agent 3: thread0.warp2 (warp), 1 instruction(s).
 Prog_3_thread0_warp2 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:93
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:97
 >>
 
 \* Agent 4: thread0.warp3 (warp), 1 instruction(s).
 Prog_4_thread0_warp3 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:93
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:97
 >>
 
 KernelProg == <<
