@@ -447,3 +447,46 @@ def test_semaphore_signal_multicast_of_newer_jax_is_recognised_by_name():
     (kernel,) = pallas.load(lambda: _with_primitive("semaphore_signal_multicast",
                                                     collective_axes=("devices",)), name="m")
     assert "BP190" in check_kernel(kernel).codes
+
+
+def _predicated_copy(wait_in_every_block: bool):
+    """copy_gmem_to_smem(..., predicate=block == 0) through a stand-in primitive with the name
+    and parameter layout of JAX versions that have `predicate=` on TMA loads."""
+    from jax import tree_util
+    from jax._src import core as jax_core
+    from jax._src.pallas import primitives as pallas_primitives
+
+    prim = jax_core.Primitive("copy_gmem_to_smem")
+    prim.multiple_results = True
+    prim.def_effectful_abstract_eval(lambda *avals, **kw: ([], set()))
+    _, empty = tree_util.tree_flatten(())
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((2, 128), jnp.float32), cluster=(2,),
+                  cluster_names=("x",), scratch_types=[plgpu.SMEM((128,), jnp.float32),
+                                                       plgpu.Barrier()])
+    def kernel(x_ref, o_ref, buf, landed):
+        block = jax.lax.axis_index("x")
+        src, _ = pallas_primitives._get_ref_and_transforms(x_ref)
+        dst, _ = pallas_primitives._get_ref_and_transforms(buf)
+        bar, _ = pallas_primitives._get_ref_and_transforms(landed)
+        prim.bind(src, dst, bar, block == 0, src_transforms_treedef=empty,
+                  dst_transforms_treedef=empty, barrier_transforms_treedef=empty,
+                  collective_axes=None, leader_tracked=None, has_user_predicate=True)
+        if wait_in_every_block:
+            plgpu.barrier_wait(landed)
+        else:
+            @pl.when(block == 0)
+            def _():
+                plgpu.barrier_wait(landed)
+
+    return kernel(jnp.zeros(128, jnp.float32))
+
+
+def test_a_predicated_copy_happens_where_its_predicate_holds():
+    (kernel,) = pallas.load(lambda: _predicated_copy(False), name="p")
+    (when,) = [s for s in walk(kernel.body) if isinstance(s, When)
+               and any(isinstance(o, Op) and o.kind == "copy_gmem_to_smem" for o in s.then)]
+    assert check_kernel(kernel).verdict == "verified"
+    # block 1 waits for a copy its predicate never issues
+    (kernel,) = pallas.load(lambda: _predicated_copy(True), name="p")
+    assert check_kernel(kernel).label == "violation:BP100"

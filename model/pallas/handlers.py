@@ -123,6 +123,25 @@ class SyncHandlers:
     def _op_copy_gmem_to_smem(self, eqn, env, frame, out):
         p = eqn.params
         src, dst, bar, *leaves = eqn.invars
+        loc = self.where(frame)
+        if p.get("has_user_predicate"):
+            # `predicate=` (JAX versions that have it on TMA loads): the copy, its expect_tx
+            # included, happens only where the predicate holds.
+            *leaves, pred = leaves
+            cond = self._int(self.read(env, pred))
+            if opaque_vars(cond):
+                raise ModelError("the predicate of this copy_gmem_to_smem depends on data "
+                                 "loaded from memory; barrierproof cannot follow it", loc=loc,
+                                 hint="compute the predicate from axis and loop indices")
+            body: list = []
+            self._op_copy_gmem_to_smem_unpredicated(eqn, env, frame, body, src, dst, bar, leaves)
+            out.append(When(mk("!=", cond, Const(0)), tuple(body), (), loc))
+            return []
+        return self._op_copy_gmem_to_smem_unpredicated(eqn, env, frame, out, src, dst, bar,
+                                                       leaves)
+
+    def _op_copy_gmem_to_smem_unpredicated(self, eqn, env, frame, out, src, dst, bar, leaves):
+        p = eqn.params
         ns = p["src_transforms_treedef"].num_leaves
         nd = p["dst_transforms_treedef"].num_leaves
         dst_t = self._transforms(env, p["dst_transforms_treedef"], leaves[ns:ns + nd])
