@@ -49,6 +49,7 @@ from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError
                  WarpRegion, evaluate, iter_ops, walk)
 
 PALLAS_WAIT = "barrier_wait"
+PALLAS_TEST = "barrier_test"     # a barrier_wait that does not block
 PARITY_WAIT = "wait_parity"
 
 
@@ -334,11 +335,11 @@ class Cluster:
                     self.findings.append(Finding("BP121", f"tx-count {nbytes}", loc))
                     return
                 add(Action(kind, f"{kind}({name}, {nbytes}B)", loc, targets, nbytes))
-        elif kind in (PALLAS_WAIT, PARITY_WAIT):
+        elif kind in (PALLAS_WAIT, PARITY_WAIT, PALLAS_TEST):
             if op.barrier.block is not None and block != thread.block:
                 return   # waits are local (BP112, a static finding)
-            if kind == PALLAS_WAIT:
-                add(Action(kind, f"barrier_wait({name})", loc, wait_on=name))
+            if kind in (PALLAS_WAIT, PALLAS_TEST):
+                add(Action(kind, f"{kind}({name})", loc, wait_on=name))
             elif op.phase is not None:
                 # The thread states the phase it means (from 0; -1: the one before the first).
                 phase = evaluate(op.phase, env)
@@ -398,7 +399,7 @@ class Cluster:
 COVERED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
            "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
-           "async_store_smem"}
+           "async_store_smem", "barrier_test"}
 
 
 def uncovered(kernel: Kernel) -> list[str]:
@@ -432,7 +433,7 @@ def syntactic_findings(kernel: Kernel) -> list[Finding]:
                                op.loc))
         if not ref.index and not ref.alloc.scalar:
             out.append(Finding("BP120", f"array barrier `{ref.alloc.name}` without index", op.loc))
-        if ref.block is not None and op.kind in (PALLAS_WAIT, PARITY_WAIT):
+        if ref.block is not None and op.kind in (PALLAS_WAIT, PARITY_WAIT, PALLAS_TEST):
             out.append(Finding("BP112", "wait on a peer block's barrier", op.loc))
     return out
 
@@ -477,14 +478,15 @@ class Rules:
             for i, action in enumerate(thread.actions):
                 if action.wait_on is not None:
                     last[action.wait_on] = i
-                    if action.kind == PALLAS_WAIT:
+                    if action.kind in (PALLAS_WAIT, PALLAS_TEST):
                         pallas[action.wait_on] = i
             self.last_wait[name] = last
             self.last_pallas_wait[name] = pallas
         # Pallas' rule 2 holds a barrier used only through Pallas operations that nobody waits
         # on to no completion at all; one driven with PTX-level operations follows the hardware.
         pallas_kinds = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-                        "tcgen05_commit_arrive", "try_cluster_cancel"}
+                        "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem",
+                        "barrier_test"}
         pallas_only: dict[str, bool] = {}
         for op in iter_ops(cluster.kernel.body):
             if op.barrier is not None:
@@ -629,6 +631,14 @@ class Rules:
                                (self.add_tx(m, b, action.amount), self.arrive(m, b, 1)))
             m.landings.extend(action.landings)
             return found
+        if kind == PALLAS_TEST:
+            # Passes (and flips the private bit, like a barrier_wait) only if a wait would.
+            key = (agent, action.wait_on)
+            phase = m.barriers[action.wait_on].phase
+            if phase % 2 != m.waits.get(key, 0) % 2:
+                m.waits[key] = m.waits.get(key, 0) + 1
+                m.observed[key] = phase
+            return None
         if kind in (PALLAS_WAIT, PARITY_WAIT):
             key = (agent, action.wait_on)
             meant = self.meant(m, agent, action) if kind == PARITY_WAIT else None
