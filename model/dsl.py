@@ -485,6 +485,16 @@ class KernelBuilder:
         """Wait until at most `n` of this thread's TMA stores are still reading their source."""
         self._op("wait_smem_to_gmem", count=n)
 
+    def cp_async(self, dst) -> None:
+        """`plgpu.copy_gmem_to_smem(src, dst)` without a barrier (cp.async, pre-Hopper GPUs):
+        writes `dst` until a `wait_gmem_to_smem` covers it; no barrier hears of it."""
+        self._op("cp_async", writes=dst)
+
+    def wait_gmem_to_smem(self, n: ExprLike = 0) -> None:
+        """`plgpu.wait_gmem_to_smem(n)`: at most `n` of this thread's cp.async copies are still
+        in flight."""
+        self._op("wait_gmem_to_smem", count=n)
+
     def tcgen05_store(self, dst) -> None:
         """tcgen05.st: writes `dst` (TMEM) asynchronously until `tcgen05_wait_store`."""
         self._op("tcgen05_store", writes=dst)

@@ -358,6 +358,9 @@ OP_KINDS = {
     "tcgen05_wait_store",    # tcgen05.wait::st: every earlier tcgen05.st of the thread is done
     "wgmma",                 # Hopper WGMMA: reads its SMEM operands until a covering wgmma_wait
     "wgmma_wait",            # wgmma.wait_group(count): at most `count` WGMMAs still in flight
+    "cp_async",              # copy_gmem_to_smem without a barrier (cp.async, pre-Hopper): writes
+    #                          its destination until a covering wait_gmem_to_smem
+    "wait_gmem_to_smem",     # cp.async.wait_group(count): at most `count` copies in flight
     "wait_parity",           # try_wait.parity(parity) until it succeeds (phase: which one)
     # global semaphores (counters, no phases)
     "semaphore_signal",      # value += count (times the lockstep copies)
@@ -424,7 +427,7 @@ class Op:
                         else f"parity={self.parity!r}")
         if self.collective_axes:
             args.append(f"collective_axes={self.collective_axes}")
-        if self.kind in ("wait_smem_to_gmem", "wgmma_wait"):
+        if self.kind in ("wait_smem_to_gmem", "wgmma_wait", "wait_gmem_to_smem"):
             args.append(f"{self.count!r}")
         args += [f"reads={r!r}" for r in self.reads] + [f"writes={w!r}" for w in self.writes]
         return f"{self.kind}({', '.join(args)})"
@@ -546,7 +549,8 @@ def without_memory(kernel: Kernel) -> Kernel:
 
 # Kinds that exist only for their memory effects.
 MEMORY_KINDS = frozenset({"read", "write", "copy_smem_to_gmem", "wait_smem_to_gmem",
-                          "tcgen05_store", "tcgen05_wait_store", "wgmma", "wgmma_wait"})
+                          "tcgen05_store", "tcgen05_wait_store", "wgmma", "wgmma_wait",
+                          "cp_async", "wait_gmem_to_smem"})
 
 
 def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:

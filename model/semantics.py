@@ -66,9 +66,10 @@ UNMODELED = 12      # synchronization outside the model: a no-op, reported stati
 # Asynchronous accesses a thread waits for itself: issuing kind -> group; waiting kind ->
 # (group, whether it leaves `count` of the newest in flight).
 ASYNC_GROUPS = {"copy_smem_to_gmem": "TMA store", "tcgen05_store": "tcgen05.st",
-                "wgmma": "WGMMA"}
+                "wgmma": "WGMMA", "cp_async": "cp.async"}
 ASYNC_WAITS = {"wait_smem_to_gmem": ("TMA store", True),
-               "tcgen05_wait_store": ("tcgen05.st", False), "wgmma_wait": ("WGMMA", True)}
+               "tcgen05_wait_store": ("tcgen05.st", False), "wgmma_wait": ("WGMMA", True),
+               "wait_gmem_to_smem": ("cp.async", True)}
 
 WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=instance,
 #                     amount=the completion it means (phase + 1; parity (amount - 1) % 2),

@@ -482,11 +482,53 @@ def _predicated_copy(wait_in_every_block: bool):
     return kernel(jnp.zeros(128, jnp.float32))
 
 
-def test_a_predicated_copy_happens_where_its_predicate_holds():
-    (kernel,) = pallas.load(lambda: _predicated_copy(False), name="p")
+def test_a_predicated_copy_still_arrives_where_its_predicate_is_false():
+    # JAX's lowering: arrive.expect_tx(predicate ? bytes : 0), the copy itself predicated
+    (kernel,) = pallas.load(lambda: _predicated_copy(True), name="p")
     (when,) = [s for s in walk(kernel.body) if isinstance(s, When)
                and any(isinstance(o, Op) and o.kind == "copy_gmem_to_smem" for o in s.then)]
+    assert [o.kind for o in when.orelse] == ["barrier_arrive"]
     assert check_kernel(kernel).verdict == "verified"
-    # block 1 waits for a copy its predicate never issues
-    (kernel,) = pallas.load(lambda: _predicated_copy(True), name="p")
-    assert check_kernel(kernel).label == "violation:BP100"
+    # block 1's barrier completes with the bytes-less arrival, and nobody waits for it
+    (kernel,) = pallas.load(lambda: _predicated_copy(False), name="p")
+    assert check_kernel(kernel).label == "violation:BP103"
+
+
+def _cp_async(wait: bool):
+    """copy_gmem_to_smem without a barrier (JAX >= 0.11, cp.async) and wait_gmem_to_smem,
+    through stand-in primitives with those names and parameter layouts."""
+    from jax import tree_util
+    from jax._src import core as jax_core
+    from jax._src.pallas import primitives as pallas_primitives
+
+    copy = jax_core.Primitive("copy_gmem_to_smem")
+    copy.multiple_results = True
+    copy.def_effectful_abstract_eval(lambda *avals, **kw: ([], set()))
+    wait_p = jax_core.Primitive("wait_gmem_to_smem")
+    wait_p.multiple_results = True
+    wait_p.def_effectful_abstract_eval(lambda *avals, **kw: ([], set()))
+    _, empty = tree_util.tree_flatten(())
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((128,), jnp.float32),
+                  scratch_types=[plgpu.SMEM((128,), jnp.float32)])
+    def kernel(x_ref, o_ref, buf):
+        src, _ = pallas_primitives._get_ref_and_transforms(x_ref)
+        dst, _ = pallas_primitives._get_ref_and_transforms(buf)
+        copy.bind(src, dst, src_transforms_treedef=empty, dst_transforms_treedef=empty,
+                  barrier_transforms_treedef=empty, collective_axes=None, leader_tracked=None,
+                  has_barrier=False, has_user_predicate=False)
+        if wait:
+            wait_p.bind(0)
+        o_ref[...] = buf[...]
+
+    return kernel(jnp.zeros(128, jnp.float32))
+
+
+def test_a_cp_async_copy_is_awaited_by_its_own_thread():
+    (kernel,) = pallas.load(lambda: _cp_async(True), name="c")
+    kinds = [op.kind for op in iter_ops(kernel.body)]
+    assert kinds[:2] == ["cp_async", "wait_gmem_to_smem"]
+    assert check_kernel(kernel).verdict == "verified"
+    # reading the buffer before the copy is awaited: a race with the copy
+    (kernel,) = pallas.load(lambda: _cp_async(False), name="c")
+    assert check_kernel(kernel).label == "violation:BP200"

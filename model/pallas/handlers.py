@@ -122,11 +122,23 @@ class SyncHandlers:
 
     def _op_copy_gmem_to_smem(self, eqn, env, frame, out):
         p = eqn.params
-        src, dst, bar, *leaves = eqn.invars
         loc = self.where(frame)
+        if not p.get("has_barrier", True):
+            # No barrier (JAX >= 0.11, pre-Hopper): a cp.async copy that the issuing thread
+            # awaits with wait_gmem_to_smem; it synchronizes no other thread.
+            src, dst, *leaves = eqn.invars
+            nd = p["dst_transforms_treedef"].num_leaves
+            ns = p["src_transforms_treedef"].num_leaves
+            dst_t = self._transforms(env, p["dst_transforms_treedef"], leaves[ns:ns + nd])
+            target = self._mem_ref(self.read(env, dst), dst_t)
+            out.append(Op("cp_async", writes=(target,) if target is not None else (), loc=loc))
+            if p.get("has_user_predicate"):
+                self._note(f"{loc}: a predicated cp.async copy is taken as always issued")
+            return []
+        src, dst, bar, *leaves = eqn.invars
         if p.get("has_user_predicate"):
-            # `predicate=` (JAX versions that have it on TMA loads): the copy, its expect_tx
-            # included, happens only where the predicate holds.
+            # `predicate=` (JAX >= 0.11): where it is false the copy is not issued, but the
+            # lowering still does arrive.expect_tx with 0 bytes: the arrival happens.
             *leaves, pred = leaves
             cond = self._int(self.read(env, pred))
             if opaque_vars(cond):
@@ -135,10 +147,19 @@ class SyncHandlers:
                                  hint="compute the predicate from axis and loop indices")
             body: list = []
             self._op_copy_gmem_to_smem_unpredicated(eqn, env, frame, body, src, dst, bar, leaves)
-            out.append(When(mk("!=", cond, Const(0)), tuple(body), (), loc))
+            out.append(When(mk("!=", cond, Const(0)), tuple(body),
+                            tuple(_arrival_only(body)), loc))
             return []
         return self._op_copy_gmem_to_smem_unpredicated(eqn, env, frame, out, src, dst, bar,
                                                        leaves)
+
+    def _op_wait_gmem_to_smem(self, eqn, env, frame, out):
+        n = self._int(self.read(env, eqn.invars[0]))
+        if opaque_vars(n):
+            raise ModelError("the count of wait_gmem_to_smem depends on data loaded from "
+                             "memory; barrierproof cannot follow it", loc=self.where(frame))
+        out.append(Op("wait_gmem_to_smem", count=n, loc=self.where(frame)))
+        return []
 
     def _op_copy_gmem_to_smem_unpredicated(self, eqn, env, frame, out, src, dst, bar, leaves):
         p = eqn.params
@@ -330,3 +351,16 @@ class SyncHandlers:
         out.append(Op("try_cluster_cancel", ref, loc=self.where(frame)))
         return []
 
+
+def _arrival_only(body) -> list:
+    """A copy's statements with the copy predicated off: the issuer's arrival stays (with 0
+    bytes), the data and its completion bytes go."""
+    out = []
+    for stmt in body:
+        if isinstance(stmt, When):
+            out.append(When(stmt.cond, tuple(_arrival_only(stmt.then)),
+                            tuple(_arrival_only(stmt.orelse)), stmt.loc))
+        elif stmt.kind in ("copy_gmem_to_smem", "arrive_expect_tx"):
+            out.append(Op("barrier_arrive", stmt.barrier, loc=stmt.loc))
+        # tma_load (the bytes of a leader-tracked copy) is not issued
+    return out

@@ -525,6 +525,7 @@ _RULES: dict[str, Callable] = {
     # memory effects (memory.py)
     "copy_smem_to_gmem": Translator._op_copy_smem_to_gmem,
     "wait_smem_to_gmem": Translator._op_wait_smem_to_gmem,
+    "wait_gmem_to_smem": Translator._op_wait_gmem_to_smem,
     "wgmma_ref": Translator._op_wgmma_ref,
     "wgmma_wait": Translator._op_wgmma_wait,
     "wgmma_accumulator_deref_p": Translator._op_wgmma_accumulator_deref,
