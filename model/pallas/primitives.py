@@ -72,6 +72,7 @@ LOCAL = {
     "program_id", "num_programs", "debug_print", "mgpu_atomic_store", "atomic_rmw",
     "multimem_load_reduce", "multimem_store", "delay", "semaphore_read", "masked_load",
     "masked_swap", "reciprocal",
+    "mma",      # JAX 0.11: a register-level MMA on loaded values (no barrier, no async agent)
     # Programmatic dependent launch: griddepcontrol.wait waits for the *previous* kernel in the
     # stream (which never waits for this one), launch_dependents lets the next one start; no
     # thread of this kernel waits for another through them.
