@@ -63,7 +63,8 @@ MODELED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
 # Mosaic GPU / Pallas primitives that cannot block another thread or complete a barrier phase:
 # local waits for the thread's own async work, data movement, fences, register hints.
 LOCAL = {
-    "copy_smem_to_gmem", "wait_smem_to_gmem", "wait_gmem_to_smem", "commit_group", "commit_smem", "wgmma", "wgmma_ref",
+    "copy_smem_to_gmem", "wait_smem_to_gmem", "wait_gmem_to_smem", "commit_group", "commit_smem",
+    "wgmma", "wgmma_ref",
     "wgmma_wait", "wgmma_accumulator_deref_p", "wgmma_accumulator_store_p",
     "set_max_registers_p", "load", "async_load", "wait_load_tmem", "async_store_tmem",
     "commit_tmem", "async_prefetch", "print_layout", "layout_cast",
