@@ -198,20 +198,22 @@ def leader_tracked_barrier_peer_waits():
 def _store_into_peer(peer_waits: bool):
     """Block 0 stores a tile from registers into block 1's shared memory (st.async); block 1's
     barrier gets the expect_tx and the bytes."""
-    scratch = [plgpu.SMEM((TILE,), jnp.float32), plgpu.Barrier()]
+    scratch = [plgpu.SMEM((TILE,), jnp.float32), plgpu.Barrier(), plgpu.Barrier()]
 
     @plgpu.kernel(out_type=jax.ShapeDtypeStruct((2, TILE), jnp.float32),
                   cluster=(2,), cluster_names=("x",), scratch_types=scratch)
-    def kernel(x_ref, o_ref, buf, landed):
+    def kernel(x_ref, o_ref, buf, landed, own):
         block = jax.lax.axis_index("x")
 
         @pl.when(block == 0)
         def _():
             plgpu.async_store_smem(x_ref[...], buf, landed, cluster_idx=1, cluster_dim="x")
 
-        if peer_waits:
-            @pl.when(block == 1)
-            def _():
+        @pl.when(block == 1)
+        def _():
+            plgpu.barrier_arrive(own)       # some work of its own first
+            plgpu.barrier_wait(own)
+            if peer_waits:
                 plgpu.barrier_wait(landed)
         o_ref[block] = x_ref[...]
 

@@ -12,8 +12,10 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: landed@0 (Barrier)  examples/pallas/hardware.py:218
-    1   \* 2: landed@1 (Barrier)  examples/pallas/hardware.py:218
+    1,  \* 1: landed@0 (Barrier)  examples/pallas/hardware.py:220
+    1,  \* 2: landed@1 (Barrier)  examples/pallas/hardware.py:220
+    1,  \* 3: own@0 (Barrier)  examples/pallas/hardware.py:220
+    1   \* 4: own@1 (Barrier)  examples/pallas/hardware.py:220
 >>
 
 \* Agent 1: b0.thread0 (thread), 1 instruction(s).
@@ -21,8 +23,11 @@ Prog_1_b0_thread0 == <<
     issue_async(<<2>>, 512, <<1>>)   \* pc 0: async_store_smem(landed@1, 512B)  examples/pallas/hardware.py:210
 >>
 
-\* Agent 2: b1.thread0 (thread), 0 instruction(s).
-Prog_2_b1_thread0 == <<>>
+\* Agent 2: b1.thread0 (thread), 2 instruction(s).
+Prog_2_b1_thread0 == <<
+    arrive(<<4>>, 1),  \* pc 0: barrier_arrive(own@1)  examples/pallas/hardware.py:214
+    wait(4, 1)         \* pc 1: barrier_wait(own@1)  examples/pallas/hardware.py:215
+>>
 
 KernelProg == <<
     Prog_1_b0_thread0,
@@ -30,12 +35,16 @@ KernelProg == <<
 >>
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
-KernelSeenOf == <<>>
+KernelSeenOf == <<
+    <<2, 4, 1>>   \* 1: b1.thread0 waits on own@1, last at pc 1
+>>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
-    <<>>,  \* landed@0
-    <<>>   \* landed@1
+    <<>>,   \* landed@0
+    <<>>,   \* landed@1
+    <<>>,   \* own@0
+    <<1>>   \* own@1
 >>
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
@@ -52,7 +61,7 @@ KernelArrivalSets == <<
 KernelQueueAgents == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
-KernelUnwaited == {1, 2}
+KernelUnwaited == {1, 2, 3}
 
 \* Hardware barriers: named barriers of one block, or the cluster barrier.
 KernelHwKind == <<>>
@@ -75,7 +84,9 @@ KernelTopAgents == {1, 2}
 \* The block of each mbarrier instance.
 KernelInstBlock == <<
     1,  \* landed@0
-    2   \* landed@1
+    2,  \* landed@1
+    1,  \* own@0
+    2   \* own@1
 >>
 
 KernelBlockThreads == 128
