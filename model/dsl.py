@@ -253,7 +253,7 @@ class KernelBuilder:
         return name
 
     def _alloc(self, cluster: bool, num_arrivals, num_barriers, orders_tensor_core,
-               collective_axes, name) -> BarrierHandle:
+               collective_axes, name, leader_tracked: bool = False) -> BarrierHandle:
         loc, text = _caller()
         arrivals = _int_expr(num_arrivals, loc, "num_arrivals")
         if isinstance(arrivals, Const) and not 1 <= arrivals.value <= MAX_ARRIVALS:
@@ -275,9 +275,14 @@ class KernelBuilder:
                 if a not in known:
                     raise ModelError(f"collective axis {a!r} is not a cluster axis", loc=loc,
                                      hint=f"declare the cluster first: k.cluster({a}=2)")
+        if leader_tracked and len(axes) != 1:
+            raise ModelError(f"a leader_tracked ClusterBarrier needs exactly one collective axis, "
+                             f"not {len(axes)}", loc=loc,
+                             hint="Mosaic GPU tracks a leader along a single cluster axis")
         default = "cluster_bar" if cluster else "bar"
         alloc = BarrierAlloc(self._name(name, text, f"{default}{len(self._barriers)}"), arrivals,
-                             shape, bool(orders_tensor_core), cluster, axes, loc, scalar)
+                             shape, bool(orders_tensor_core), cluster, axes, loc, scalar,
+                             leader_tracked=bool(leader_tracked))
         self._barriers.append(alloc)
         return BarrierHandle(alloc, self)
 
@@ -307,10 +312,13 @@ class KernelBuilder:
         return self._alloc(False, num_arrivals, num_barriers, orders_tensor_core, (), name)
 
     def ClusterBarrier(self, collective_axes, num_arrivals: ExprLike = 1, num_barriers=None,
-                       orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
-        """`plgpu.ClusterBarrier`: arrivals fan out to the blocks along `collective_axes`."""
+                       orders_tensor_core: bool = False, name: str | None = None,
+                       leader_tracked: bool = False) -> BarrierHandle:
+        """`plgpu.ClusterBarrier`: arrivals fan out to the blocks along `collective_axes`.
+        `leader_tracked=True`: every block's arrival goes to the leader's instance only (block 0
+        along the one collective axis), which counts them all; only the leader may wait."""
         return self._alloc(True, num_arrivals, num_barriers, orders_tensor_core, collective_axes,
-                           name)
+                           name, leader_tracked)
 
     def _buffer(self, space: str, slots, name: str | None) -> BufferHandle:
         loc, text = _caller()
@@ -437,6 +445,14 @@ class KernelBuilder:
     def barrier_wait(self, barrier) -> None:
         self._op("barrier_wait", barrier)
 
+    def barrier_test(self, barrier, retry: bool = False) -> None:
+        """`plgpu.barrier_test(barrier)` (warp context): a non-blocking barrier_wait. If the
+        completion this thread's parity bit waits for has happened, it observes it (the bit
+        flips, so a later barrier_wait waits for the next one); else nothing changes. The
+        protocol does not branch on the answer. `retry=True`: a poll repeated until it
+        succeeds (`while not barrier_test(b)`), which is a barrier_wait."""
+        self._op("barrier_wait" if retry else "barrier_test", barrier)
+
     def copy_gmem_to_smem(self, barrier, bytes: ExprLike = 1024,
                           collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
         """TMA load that arrives on `barrier` once its `bytes` land; it writes `dst` (in every
@@ -469,6 +485,16 @@ class KernelBuilder:
         """Wait until at most `n` of this thread's TMA stores are still reading their source."""
         self._op("wait_smem_to_gmem", count=n)
 
+    def cp_async(self, dst) -> None:
+        """`plgpu.copy_gmem_to_smem(src, dst)` without a barrier (cp.async, pre-Hopper GPUs):
+        writes `dst` until a `wait_gmem_to_smem` covers it; no barrier hears of it."""
+        self._op("cp_async", writes=dst)
+
+    def wait_gmem_to_smem(self, n: ExprLike = 0) -> None:
+        """`plgpu.wait_gmem_to_smem(n)`: at most `n` of this thread's cp.async copies are still
+        in flight."""
+        self._op("wait_gmem_to_smem", count=n)
+
     def tcgen05_store(self, dst) -> None:
         """tcgen05.st: writes `dst` (TMEM) asynchronously until `tcgen05_wait_store`."""
         self._op("tcgen05_store", writes=dst)
@@ -490,6 +516,13 @@ class KernelBuilder:
     def tcgen05_commit_arrive(self, barrier, collective_axis: str | None = None) -> None:
         """Arrive on `barrier` after every earlier tcgen05 op of this thread completes."""
         self._op("tcgen05_commit_arrive", barrier, collective_axes=collective_axis)
+
+    def async_store_smem(self, barrier, bytes: ExprLike, dst=None) -> None:
+        """`plgpu.async_store_smem(src, ref, barrier, cluster_idx=, cluster_dim=)`: st.async of
+        registers into the shared memory of the block `barrier.on(...)` names (or this block).
+        The issuer does arrive.expect_tx(bytes) on that block's barrier at once; the bytes
+        complete there when the store lands. It writes `dst` there until then."""
+        self._op("async_store_smem", barrier, bytes=bytes, writes=dst)
 
     def try_cluster_cancel(self, barrier) -> None:
         self._op("try_cluster_cancel", barrier)

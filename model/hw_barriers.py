@@ -328,7 +328,8 @@ def deadlock_details(system: "System", state) -> tuple[list[str], int | None]:
 
 def peer_exit_violations(system: "System", state) -> list:
     """BP146: a thread is about to touch a barrier in the shared memory of a block of its
-    cluster whose threads have all exited (no cluster barrier kept the block alive)."""
+    cluster whose threads have all exited (no cluster barrier kept the block alive), or an
+    asynchronous delivery another block issued is still in flight into such a block."""
     from .semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE_ASYNC,
                             Violation)
 
@@ -336,7 +337,36 @@ def peer_exit_violations(system: "System", state) -> list:
             if all(state[m] >= system.lengths[m] for m in members)]
     if not gone:
         return []
-    found = []
+    found: list = []
+    # An asynchronous delivery still in flight from another block into an exited one (a
+    # multicast share, an async_store_smem, a collective tcgen05 commit): it will write the
+    # dead block's shared memory. (Once every thread has exited it is BP105, the kernel's.)
+    if system.is_done(state):
+        return found
+    for k in system.remote_slots:
+        blk = system.instances[system.slots[k].inst].block
+        if state[system.slot_base + k] and blk in gone:
+            slot = system.slots[k]
+            found.append(Violation(
+                "BP146", f"a {slot.kind} delivery into {system.instances[slot.inst].name} is "
+                f"still in flight from another block, but block {','.join(map(str, blk))} has "
+                "exited", None, slot.inst, system.remote_slot_src[k],
+                ["make the receiving block wait for every delivery it is sent (or end the "
+                 "kernel with cluster_arrive + cluster_wait) before it exits"]))
+    for a in system.queue_agents:
+        own = system.agents[a].block
+        for entry in state[system.queue_pos[a]]:
+            hit = next((i for i in system.arrival_sets[entry]
+                        if system.instances[i].block != own
+                        and system.instances[i].block in gone), None)
+            if hit is not None:
+                found.append(Violation(
+                    "BP146", f"a tcgen05 arrival of {system.agents[a].name} on "
+                    f"{system.instances[hit].name} is still in flight, but block "
+                    f"{','.join(map(str, system.instances[hit].block))} has exited", a, hit, None,
+                    ["make the receiving block wait for the commit (or end the kernel with "
+                     "cluster_arrive + cluster_wait) before it exits"]))
+                break
     for a in range(system.n_agents):
         instr = system.current(state, a)
         if instr is None or instr.op not in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX,

@@ -270,6 +270,10 @@ class BarrierAlloc:
     # lockstep with the modelled one and signal alongside it (1: the modelled blocks only).
     semaphore: bool = False
     copies: Expr = Const(1)
+    # ClusterBarrier(leader_tracked=True): every arrival goes to the leader block's instance
+    # only (coordinate 0 along the one collective axis); the other blocks' instances never
+    # complete, so only the leader may wait.
+    leader_tracked: bool = False
 
     @property
     def kind(self) -> str:
@@ -329,10 +333,14 @@ OP_KINDS = {
     # thread-level, Pallas names
     "barrier_arrive",        # 1 logical arrival (ClusterBarrier: fan-out along collective axes)
     "barrier_wait",          # wait for the next completion (private parity bit per thread)
+    "barrier_test",          # non-blocking barrier_wait: observes that completion if it has
+    #                          happened (flipping the bit), else nothing; never blocks
     "copy_gmem_to_smem",     # TMA load: arrive.expect_tx(bytes) at issue, complete_tx at landing
     "tcgen05_mma",           # tensor-core op; arrives on `barrier` (if any) when it completes
     "tcgen05_commit_arrive",  # arrives once all earlier tcgen05 ops of the thread completed
     "try_cluster_cancel",    # asynchronous arrival
+    "async_store_smem",      # st.async into a (peer) block's SMEM: the issuer's arrive.expect_tx
+    #                          and the landing's complete_tx on the destination block's barrier
     # PTX-level, for CUTLASS-style protocols
     "arrive",                # arrive(count)
     "arrive_drop",           # lower the expected count for later phases, then arrive
@@ -350,6 +358,9 @@ OP_KINDS = {
     "tcgen05_wait_store",    # tcgen05.wait::st: every earlier tcgen05.st of the thread is done
     "wgmma",                 # Hopper WGMMA: reads its SMEM operands until a covering wgmma_wait
     "wgmma_wait",            # wgmma.wait_group(count): at most `count` WGMMAs still in flight
+    "cp_async",              # copy_gmem_to_smem without a barrier (cp.async, pre-Hopper): writes
+    #                          its destination until a covering wait_gmem_to_smem
+    "wait_gmem_to_smem",     # cp.async.wait_group(count): at most `count` copies in flight
     "wait_parity",           # try_wait.parity(parity) until it succeeds (phase: which one)
     # global semaphores (counters, no phases)
     "semaphore_signal",      # value += count (times the lockstep copies)
@@ -401,7 +412,7 @@ class Op:
             return f"{self.kind}()"
         args = [bar] if bar else []
         if self.kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx",
-                         "complete_tx"):
+                         "complete_tx", "async_store_smem"):
             args.append(f"bytes={self.bytes!r}")
         if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
             args.append(f"count={self.count!r}")
@@ -416,7 +427,7 @@ class Op:
                         else f"parity={self.parity!r}")
         if self.collective_axes:
             args.append(f"collective_axes={self.collective_axes}")
-        if self.kind in ("wait_smem_to_gmem", "wgmma_wait"):
+        if self.kind in ("wait_smem_to_gmem", "wgmma_wait", "wait_gmem_to_smem"):
             args.append(f"{self.count!r}")
         args += [f"reads={r!r}" for r in self.reads] + [f"writes={w!r}" for w in self.writes]
         return f"{self.kind}({', '.join(args)})"
@@ -538,7 +549,8 @@ def without_memory(kernel: Kernel) -> Kernel:
 
 # Kinds that exist only for their memory effects.
 MEMORY_KINDS = frozenset({"read", "write", "copy_smem_to_gmem", "wait_smem_to_gmem",
-                          "tcgen05_store", "tcgen05_wait_store", "wgmma", "wgmma_wait"})
+                          "tcgen05_store", "tcgen05_wait_store", "wgmma", "wgmma_wait",
+                          "cp_async", "wait_gmem_to_smem"})
 
 
 def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:

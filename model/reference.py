@@ -49,6 +49,7 @@ from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError
                  WarpRegion, evaluate, iter_ops, walk)
 
 PALLAS_WAIT = "barrier_wait"
+PALLAS_TEST = "barrier_test"     # a barrier_wait that does not block
 PARITY_WAIT = "wait_parity"
 
 
@@ -286,6 +287,9 @@ class Cluster:
         away along a single collective axis."""
         if not alloc.cluster:
             return (name,)
+        if alloc.leader_tracked:    # every arrival goes to block 0 along the collective axis
+            d = self.axes.index(alloc.collective_axes[0])
+            return (self.instance_of[(alloc.name, index, block[:d] + (0,) + block[d + 1:])],)
         out = [name]
         for axis in alloc.collective_axes:
             d = self.axes.index(axis)
@@ -331,11 +335,11 @@ class Cluster:
                     self.findings.append(Finding("BP121", f"tx-count {nbytes}", loc))
                     return
                 add(Action(kind, f"{kind}({name}, {nbytes}B)", loc, targets, nbytes))
-        elif kind in (PALLAS_WAIT, PARITY_WAIT):
+        elif kind in (PALLAS_WAIT, PARITY_WAIT, PALLAS_TEST):
             if op.barrier.block is not None and block != thread.block:
                 return   # waits are local (BP112, a static finding)
-            if kind == PALLAS_WAIT:
-                add(Action(kind, f"barrier_wait({name})", loc, wait_on=name))
+            if kind in (PALLAS_WAIT, PALLAS_TEST):
+                add(Action(kind, f"{kind}({name})", loc, wait_on=name))
             elif op.phase is not None:
                 # The thread states the phase it means (from 0; -1: the one before the first).
                 phase = evaluate(op.phase, env)
@@ -347,7 +351,7 @@ class Cluster:
                 parity = evaluate(op.parity, env) % 2
                 add(Action(kind, f"wait_parity({name}, {parity})", loc, amount=parity,
                            wait_on=name))
-        elif kind in ("copy_gmem_to_smem", "tma_load"):
+        elif kind in ("copy_gmem_to_smem", "tma_load", "async_store_smem"):
             if alloc.cluster:
                 return   # BP111
             if not 0 <= nbytes <= MAX_TX:
@@ -360,7 +364,7 @@ class Cluster:
             # Pallas copy also does arrive.expect_tx(all bytes) on the issuer's barrier at issue.
             landings = tuple(("tma", self.instance_of[(alloc.name, index, p)],
                               nbytes // len(peers)) for p in peers)
-            expects = (name,) if kind == "copy_gmem_to_smem" else ()
+            expects = (name,) if kind != "tma_load" else ()
             add(Action("copy", f"{kind}({name}, {nbytes}B)", loc, expects, nbytes,
                        landings=landings))
         elif kind == "try_cluster_cancel":
@@ -394,7 +398,8 @@ class Cluster:
 # outside it.
 COVERED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
-           "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled"}
+           "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
+           "async_store_smem", "barrier_test"}
 
 
 def uncovered(kernel: Kernel) -> list[str]:
@@ -419,6 +424,7 @@ def syntactic_findings(kernel: Kernel) -> list[Finding]:
         if ref is None:
             continue
         asynchronous = op.kind in ("copy_gmem_to_smem", "tma_load", "try_cluster_cancel",
+                                   "async_store_smem",
                                    "tcgen05_mma", "tcgen05_commit_arrive")
         if asynchronous and ref.alloc.cluster:
             out.append(Finding("BP111", f"{op.kind} on ClusterBarrier", op.loc))
@@ -427,7 +433,7 @@ def syntactic_findings(kernel: Kernel) -> list[Finding]:
                                op.loc))
         if not ref.index and not ref.alloc.scalar:
             out.append(Finding("BP120", f"array barrier `{ref.alloc.name}` without index", op.loc))
-        if ref.block is not None and op.kind in (PALLAS_WAIT, PARITY_WAIT):
+        if ref.block is not None and op.kind in (PALLAS_WAIT, PARITY_WAIT, PALLAS_TEST):
             out.append(Finding("BP112", "wait on a peer block's barrier", op.loc))
     return out
 
@@ -472,14 +478,15 @@ class Rules:
             for i, action in enumerate(thread.actions):
                 if action.wait_on is not None:
                     last[action.wait_on] = i
-                    if action.kind == PALLAS_WAIT:
+                    if action.kind in (PALLAS_WAIT, PALLAS_TEST):
                         pallas[action.wait_on] = i
             self.last_wait[name] = last
             self.last_pallas_wait[name] = pallas
         # Pallas' rule 2 holds a barrier used only through Pallas operations that nobody waits
         # on to no completion at all; one driven with PTX-level operations follows the hardware.
         pallas_kinds = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-                        "tcgen05_commit_arrive", "try_cluster_cancel"}
+                        "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem",
+                        "barrier_test"}
         pallas_only: dict[str, bool] = {}
         for op in iter_ops(cluster.kernel.body):
             if op.barrier is not None:
@@ -624,6 +631,14 @@ class Rules:
                                (self.add_tx(m, b, action.amount), self.arrive(m, b, 1)))
             m.landings.extend(action.landings)
             return found
+        if kind == PALLAS_TEST:
+            # Passes (and flips the private bit, like a barrier_wait) only if a wait would.
+            key = (agent, action.wait_on)
+            phase = m.barriers[action.wait_on].phase
+            if phase % 2 != m.waits.get(key, 0) % 2:
+                m.waits[key] = m.waits.get(key, 0) + 1
+                m.observed[key] = phase
+            return None
         if kind in (PALLAS_WAIT, PARITY_WAIT):
             key = (agent, action.wait_on)
             meant = self.meant(m, agent, action) if kind == PARITY_WAIT else None
@@ -693,6 +708,22 @@ class Rules:
             touched = list(action.targets) + [bar for _, bar, _ in action.landings]
             if any(block_of[b] != thread.block and block_of[b] in gone for b in touched):
                 out.append(Finding("BP146", f"{name} reaches into an exited block's barrier"))
+        # Asynchronous deliveries some other block sends into an exited one: a landing (the
+        # same kind, barrier and bytes count as one, issued by whichever thread) or a queued
+        # tcgen05 arrival.
+        if all(t.done for t in m.threads.values()):
+            return out      # at the kernel's exit an in-flight delivery is BP105
+        if not hasattr(self, "_remote"):
+            self._remote = {landing for t in m.threads.values() for a in t.actions
+                            for landing in a.landings if block_of[landing[1]] != t.block}
+        remote = self._remote
+        if any(landing in remote and block_of[landing[1]] in gone for landing in m.landings):
+            out.append(Finding("BP146", "a delivery is in flight into an exited block"))
+        for agent, queue in m.queues.items():
+            own = m.threads[agent].block
+            if any(block_of[b] != own and block_of[b] in gone for entry in queue for b in entry):
+                out.append(Finding("BP146", f"a tcgen05 arrival of {agent} is in flight into "
+                                   "an exited block"))
         return out
 
     def at_exit(self, m: Machine) -> list[Finding]:

@@ -66,15 +66,19 @@ UNMODELED = 12      # synchronization outside the model: a no-op, reported stati
 # Asynchronous accesses a thread waits for itself: issuing kind -> group; waiting kind ->
 # (group, whether it leaves `count` of the newest in flight).
 ASYNC_GROUPS = {"copy_smem_to_gmem": "TMA store", "tcgen05_store": "tcgen05.st",
-                "wgmma": "WGMMA"}
+                "wgmma": "WGMMA", "cp_async": "cp.async"}
 ASYNC_WAITS = {"wait_smem_to_gmem": ("TMA store", True),
-               "tcgen05_wait_store": ("tcgen05.st", False), "wgmma_wait": ("WGMMA", True)}
+               "tcgen05_wait_store": ("tcgen05.st", False), "wgmma_wait": ("WGMMA", True),
+               "wait_gmem_to_smem": ("cp.async", True)}
 
 WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=instance,
 #                     amount=the completion it means (phase + 1; parity (amount - 1) % 2),
 #                     aux=seen position
 SEM_SIGNAL = 41     # semaphore_signal: target=semaphore instance, amount=increment (x copies)
 SEM_WAIT = 42       # semaphore_wait: target=instance, amount=value, aux=1 if it decrements
+BARRIER_TEST = 50   # Pallas barrier_test: a non-blocking barrier_wait (target=instance,
+#                     aux=seen position); it always moves on, and observes the completion its
+#                     private parity bit waits for if that has happened (the bit flips)
 # Named and cluster hardware barriers (model/hw_barriers.py, opcodes 20-29).
 HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
 HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
@@ -86,12 +90,14 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
                 JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
                 SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
-                HW_WAIT: "hw_wait"}
+                HW_WAIT: "hw_wait", BARRIER_TEST: "barrier_test"}
 # Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
 # completion); parity waits follow the hardware's (return for the phase meant, see
 # `intended_completion`).
-WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE)
+WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE, BARRIER_TEST)
 PARITY_WAITS = (WAIT_PARITY, WAIT_PHASE)
+# Operations on the Pallas private parity bit: the Pallas rules hold their threads.
+PALLAS_WAITS = (WAIT, BARRIER_TEST)
 
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
@@ -103,7 +109,8 @@ BARRIER_FIELDS = 4
 
 # Operations of Pallas's own API (the rest are PTX-level, for CUTLASS-style protocols).
 PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-                          "tcgen05_commit_arrive", "try_cluster_cancel"})
+                          "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem",
+                          "barrier_test"})
 
 # Diagnostic codes and names (SEMANTICS.md section 3).
 CODES = {
@@ -203,7 +210,7 @@ def _arrival_targets_ok(alloc: BarrierAlloc, kind: str, loc: Loc) -> list[Static
     """BP110 / BP111: which barriers an asynchronous arrival may target."""
     findings = []
     if kind in ("tcgen05_mma", "tcgen05_commit_arrive", "copy_gmem_to_smem", "tma_load",
-                "try_cluster_cancel") and alloc.cluster:
+                "try_cluster_cancel", "async_store_smem") and alloc.cluster:
         findings.append(StaticFinding(
             "BP111", f"{kind} arrives on ClusterBarrier `{alloc.name}`: Unsupported barrier type",
             loc, "asynchronous arrivals (TMA, tcgen05) need a plain plgpu.Barrier"))
@@ -233,7 +240,7 @@ def static_findings(kernel: Kernel) -> list[StaticFinding]:
             findings.append(StaticFinding(
                 "BP120", f"array barrier `{ref.alloc.name}` used without an index", op.loc,
                 f"index it: {ref.alloc.name}.at[i]"))
-        if ref.block is not None and op.kind in ("barrier_wait", "wait_parity"):
+        if ref.block is not None and op.kind in ("barrier_wait", "wait_parity", "barrier_test"):
             findings.append(StaticFinding(
                 "BP112", f"wait on another block's instance of `{ref.alloc.name}`", op.loc,
                 "waits are local: wait on your own block's barrier"))
@@ -457,11 +464,15 @@ class System:
 
     def _fan_out(self, inst: int) -> tuple[int, ...]:
         """A ClusterBarrier arrival: the own block's instance and every block that differs from
-        it along exactly one collective axis."""
+        it along exactly one collective axis (leader-tracked: the leader block's instance only)."""
         instance = self.instances[inst]
         alloc = instance.alloc
         if not alloc.cluster:
             return (inst,)
+        if alloc.leader_tracked:
+            d = self.cluster_axes.index(alloc.collective_axes[0])
+            leader = instance.block[:d] + (0,) + instance.block[d + 1:]
+            return (self._inst_index[(alloc.name, instance.index, leader)],)
         targets = [inst]
         for axis in alloc.collective_axes:
             d = self.cluster_axes.index(axis)
@@ -604,11 +615,13 @@ class System:
                 code = {"expect_tx": EXPECT_TX, "arrive_expect_tx": ARRIVE_TX,
                         "complete_tx": COMPLETE_TX}[kind]
                 self._emit(agent, Instr(code, targets, nbytes, None, src))
-        elif kind in ("barrier_wait", "wait_parity"):
+        elif kind in ("barrier_wait", "wait_parity", "barrier_test"):
             if op.barrier.block is not None and self.instances[inst].block != block:
                 return  # reported statically as BP112
             if kind == "barrier_wait":
                 self._emit(agent, Instr(WAIT, inst, 0, None, src))
+            elif kind == "barrier_test":
+                self._emit(agent, Instr(BARRIER_TEST, inst, 0, None, src))
             elif op.phase is not None:
                 phase = evaluate(op.phase, env)
                 if phase < -1:
@@ -618,7 +631,10 @@ class System:
             else:
                 parity = evaluate(op.parity, env) % 2
                 self._emit(agent, Instr(WAIT_PARITY, inst, parity, None, src))
-        elif kind in ("copy_gmem_to_smem", "tma_load"):
+        elif kind in ("copy_gmem_to_smem", "tma_load", "async_store_smem"):
+            # async_store_smem: st.async into a peer's shared memory; the issuer's
+            # arrive.expect_tx and the landing's complete_tx both go to the destination block's
+            # barrier (`op.barrier.block`), a copy with one receiving block.
             if self.instances[inst].alloc.cluster:
                 return  # BP111, reported statically
             if not 0 <= nbytes <= MAX_TX:
@@ -636,7 +652,7 @@ class System:
                                      self._inst_index[(op.barrier.alloc.name, inst_index, p)],
                                      share, "tma", self._copy_write(op, env, p, src))
                           for p in peers)
-            arrive = (inst,) if kind == "copy_gmem_to_smem" else ()
+            arrive = (inst,) if kind != "tma_load" else ()
             self._emit(agent, Instr(ISSUE_ASYNC, arrive, nbytes, slots, src))
         elif kind == "try_cluster_cancel":
             if self.instances[inst].alloc.cluster:
@@ -713,7 +729,7 @@ class System:
                 if instr.op not in WAITS:
                     continue
                 first = kinds.setdefault(instr.target, instr)
-                if (first.op == WAIT) != (instr.op == WAIT):
+                if (first.op in PALLAS_WAITS) != (instr.op in PALLAS_WAITS):
                     raise ModelError(
                         f"{self.agents[a].name} waits on {self.instances[instr.target].name} "
                         "both with barrier_wait and with a parity wait (wait_parity/wait_phase)",
@@ -741,7 +757,7 @@ class System:
         # Pallas rules (BP101 at a completion, BP103 at exit) hold them to every completion.
         self.pallas_seen = frozenset(
             self.seen_pos[(a, instr.target)] for a, prog in enumerate(self.programs)
-            for instr in prog if instr.op == WAIT)
+            for instr in prog if instr.op in PALLAS_WAITS)
         # Waits carry the position of their seen entry, so a step needs no dictionary lookup.
         for a, prog in enumerate(self.programs):
             self.programs[a] = tuple(
@@ -759,6 +775,17 @@ class System:
         self.width = hw.layout(self, self.queue_end)
         self.block_agents = {b: [a for a, ag in enumerate(self.agents) if ag.block == b]
                              for b in self.blocks} if len(self.blocks) > 1 else {}
+        # Asynchronous deliveries into another block than their issuer's (multicast shares,
+        # async_store_smem, collective tcgen05 commits): BP146 once that block has exited.
+        # (slot -> the first instruction that issues it remotely, for the report's location)
+        self.remote_slot_src: dict[int, int] = {}
+        for a, prog in enumerate(self.programs):
+            for i in prog:
+                if i.op == ISSUE_ASYNC:
+                    for k in i.aux:
+                        if self.instances[self.slots[k].inst].block != self.agents[a].block:
+                            self.remote_slot_src.setdefault(k, i.src)
+        self.remote_slots = tuple(sorted(self.remote_slot_src))
         self.n_actions = A + len(self.slots) + len(self.queue_agents)
         self.lengths = tuple(len(p) for p in self.programs)
         # wait_ahead[agent][pc]: bit i set iff the agent waits on instance i at or after pc.
@@ -1122,7 +1149,13 @@ class System:
             if any(instr.op in (ARRIVE, ARRIVE_DROP, ARRIVE_TX) and inst in instr.target
                    for instr in prog):
                 arriving.add(self.agents[a].block)
-        fan_in = [self.instances[t].block for t in self._fan_out(inst)]   # a symmetric relation
+        instance = self.instances[inst]
+        if instance.alloc.leader_tracked:   # only the leader's instance hears from its peers
+            d = self.cluster_axes.index(instance.alloc.collective_axes[0])
+            fan_in = self._peers(instance.block, instance.alloc.collective_axes[:1],
+                                 instance.alloc.loc) if instance.block[d] == 0 else []
+        else:
+            fan_in = [self.instances[t].block for t in self._fan_out(inst)]   # symmetric
         return ["b" + ",".join(map(str, b)) for b in fan_in if b not in arriving]
 
     def missing_arrivals(self, state: tuple, inst: int) -> list[str]:
@@ -1306,6 +1339,14 @@ def effect_wait(system: System, s: list, instr: Instr, agent: int, events) -> No
     s[instr.aux] = _phase(system, s, instr.target)
 
 
+def effect_barrier_test(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    """barrier_test: true iff barrier_wait would pass now; then it flips the private bit, as
+    the wait would (Mosaic GPU stores the new parity only when the test succeeds). The
+    protocol's control flow does not depend on the answer."""
+    if guard_wait(system, s, instr):
+        s[instr.aux] = _phase(system, s, instr.target)
+
+
 def effect_wait_parity(system: System, s: list, instr: Instr, agent: int, events):
     """The hardware's rule: a parity wait must return for the completion it means. (One the
     barrier has already run past is caught before, as a state: `state_violations`.)"""
@@ -1338,7 +1379,7 @@ GUARDS = {
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
     WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
-    HW_ARRIVE: None, HW_WAIT: hw.guard_wait,
+    HW_ARRIVE: None, HW_WAIT: hw.guard_wait, BARRIER_TEST: None,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
@@ -1348,6 +1389,7 @@ EFFECTS = {
     UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
     SEM_WAIT: effect_sem_wait,
     UNMODELED: None, HW_ARRIVE: hw.effect_arrive, HW_WAIT: None,
+    BARRIER_TEST: effect_barrier_test,
 }
 
 
@@ -1375,7 +1417,8 @@ def _check_names(kernel: Kernel) -> None:
 
 def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> str:
     kind = op.kind
-    if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx"):
+    if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx",
+                "async_store_smem"):
         return f"{kind}({barrier_name}, {nbytes}B)"
     if kind == "wait_parity":
         if op.phase is not None:

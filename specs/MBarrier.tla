@@ -89,6 +89,7 @@ expect_tx(tgt, bytes)     == Instr("expect_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 0,
 arrive_expect_tx(tgt, bytes) == Instr("arrive_expect_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 0, <<>>)
 complete_tx(tgt, bytes)   == Instr("complete_tx", tgt, 0, 0, bytes, <<>>, 0, 0, 0, <<>>)
 wait(inst, pos)           == Instr("wait", <<>>, inst, pos, 0, <<>>, 0, 0, 0, <<>>)
+barrier_test(inst, pos)   == Instr("barrier_test", <<>>, inst, pos, 0, <<>>, 0, 0, 0, <<>>)
 wait_parity(inst, parity, pos) == Instr("wait_parity", <<>>, inst, pos, parity, <<>>, 0, 0, 0, <<>>)
 wait_phase(inst, completion, pos) == Instr("wait_phase", <<>>, inst, pos, completion, <<>>, 0, 0, 0, <<>>)
 \* Global semaphores: a counter kept in the phase variable of its instance (it has no
@@ -114,7 +115,7 @@ Cur(a) == Prog[a][pc[a] + 1]
 At(a, op) == Running(a) /\ Cur(a).op = op
 Terminated == \A a \in Agents : ~Running(a)
 
-WaitOps == {"wait", "wait_parity", "wait_phase"}
+WaitOps == {"wait", "wait_parity", "wait_phase", "barrier_test"}
 ParityWaitOps == {"wait_parity", "wait_phase"}
 
 \* Seen entry e belongs to a Pallas waiter: its agent waits on the instance with barrier_wait
@@ -122,7 +123,8 @@ ParityWaitOps == {"wait_parity", "wait_phase"}
 \* to every completion; parity waits follow the hardware (Meant, below).
 PallasEntry(e) ==
     \E p \in DOMAIN Prog[SeenOf[e][1]] :
-        Prog[SeenOf[e][1]][p].op = "wait" /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]
+        Prog[SeenOf[e][1]][p].op \in {"wait", "barrier_test"}
+        /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]
 
 \* The completion a parity wait means (semantics.py: intended_completion): wait_phase states
 \* it; wait_parity(P) means the next one not yet observed (s: seen) whose number has parity
@@ -251,6 +253,15 @@ Wait(a) ==
     /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
     /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
 
+\* Pallas barrier_test: a barrier_wait that never blocks. It always moves on, and observes the
+\* completion its parity bit waits for (flipping the bit) if that has happened.
+BarrierTest(a) ==
+    /\ At(a, "barrier_test")
+    /\ pc' = Advance(a)
+    /\ seen' = IF phase[Cur(a).inst] % 2 # WaitParityBit(Cur(a).pos)
+               THEN [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]] ELSE seen
+    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
+
 \* PTX try_wait.parity(P): passes iff the phase with parity P has completed.
 WaitParity(a) ==
     /\ At(a, "wait_parity")
@@ -329,7 +340,7 @@ Join(a) ==
 ThreadStep(a) ==
     \/ Arrive(a) \/ ArriveDrop(a) \/ ExpectTx(a) \/ ArriveExpectTx(a) \/ CompleteTx(a)
     \/ Wait(a) \/ WaitParity(a) \/ WaitPhase(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
-    \/ SemSignal(a) \/ SemWait(a)
+    \/ SemSignal(a) \/ SemWait(a) \/ BarrierTest(a)
     \/ Fork(a) \/ AwaitFork(a) \/ Join(a) \/ Unmodeled(a)
 
 -----------------------------------------------------------------------------

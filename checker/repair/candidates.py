@@ -18,7 +18,7 @@ from .source import (SourceEdit, Sources, dsl_expr, dsl_op, insert_lines, replac
                      replace_condition, unwrap_block)
 
 ARRIVING = ("barrier_arrive", "arrive", "arrive_drop", "arrive_expect_tx", "copy_gmem_to_smem",
-            "tcgen05_mma", "tcgen05_commit_arrive", "try_cluster_cancel")
+            "tcgen05_mma", "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem")
 FILLING = ("copy_gmem_to_smem", "arrive_expect_tx", "barrier_arrive", "arrive")
 WAITING = ("barrier_wait", "wait_parity")
 TENSOR_CORE = ("tcgen05_mma", "tcgen05_commit_arrive")

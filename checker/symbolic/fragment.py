@@ -88,6 +88,11 @@ class Fragment:
                 # abstraction has no class for them, and dropping them would be unsound.
                 raise Unsupported(f"`{op.describe()}` (a named or cluster hardware barrier) is "
                                   "outside the prover's fragment", op.loc)
+            if op.kind == "barrier_test":
+                # Whether a test observes a completion depends on the schedule: the counter
+                # abstraction's waits always do.
+                raise Unsupported(f"`{op.describe()}` (a non-blocking wait that may or may not "
+                                  "observe a completion) is outside the prover's fragment", op.loc)
         self.kernel = kernel
         self.symbolic = list(symbolic)
         self.params: dict[str, z3.ArithRef] = {}

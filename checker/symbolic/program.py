@@ -140,6 +140,9 @@ class ClassBuilder:
         if not alloc.cluster:
             return (inst,)
         frag = self.frag
+        if alloc.leader_tracked:    # every arrival goes to block 0 along the collective axis
+            d = frag.cluster_axes.index(alloc.collective_axes[0])
+            return (self.cls.inst(alloc, index, block[:d] + (0,) + block[d + 1:]),)
         out = [inst]
         for axis in alloc.collective_axes:
             d = frag.cluster_axes.index(axis)
@@ -196,7 +199,7 @@ class ClassBuilder:
                 parity = ctx.int(op.parity, parity=True) if kind == "wait_parity" else None
                 out.append(COp(WAIT if kind == "barrier_wait" else WAIT_PARITY, (inst,),
                                parity=parity, guard=gg, rank=rank, text=text))
-            elif kind in ("copy_gmem_to_smem", "tma_load"):
+            elif kind in ("copy_gmem_to_smem", "tma_load", "async_store_smem"):
                 nbytes = ctx.int(op.bytes)
                 self.frag.require_always(z3.And(nbytes >= 0, nbytes <= MAX_TX),
                                          f"the byte count of `{text}` is within 0..{MAX_TX}", ctx)
@@ -209,7 +212,7 @@ class ClassBuilder:
                                              ctx)
                 slots = tuple(self.slot("tx", self.cls.inst(alloc, index, p), share, "tma")
                               for p in peers)
-                arrive = (inst,) if kind == "copy_gmem_to_smem" else ()
+                arrive = (inst,) if kind != "tma_load" else ()
                 out.append(COp(ISSUE, arrive, nbytes, slots=slots, guard=gg, rank=rank,
                                text=text))
             elif kind == "try_cluster_cancel":

@@ -24,6 +24,14 @@ EXPECT = {
     "tcgen05_commit_plain_barrier": "violation:BP110",
     "semaphore_handoff": "verified",
     "semaphore_handoff_waits_for_two": "violation:BP100",
+    "leader_tracked_barrier": "verified",
+    "leader_tracked_barrier_peer_waits": "violation:BP100",
+    "store_into_peer": "verified",
+    "store_into_peer_nobody_waits": "violation:BP146",
+    "test_after_go": "verified",
+    "test_then_wait": "violation:BP100",
+    "parallel_signals": "verified",
+    "parallel_signals_waits_for_three": "violation:BP100",
 }
 
 INTERPRETER = {
@@ -37,6 +45,14 @@ INTERPRETER = {
     "tcgen05_commit_plain_barrier": "raised",
     "semaphore_handoff": "unsupported",
     "semaphore_handoff_waits_for_two": "unsupported",
+    "leader_tracked_barrier": "unsupported",
+    "leader_tracked_barrier_peer_waits": "unsupported",
+    "store_into_peer": "unsupported",
+    "store_into_peer_nobody_waits": "unsupported",
+    "test_after_go": "unsupported",
+    "test_then_wait": "unsupported",
+    "parallel_signals": "unsupported",
+    "parallel_signals_waits_for_three": "unsupported",
 }
 
 ROUNDS = 2
@@ -69,6 +85,45 @@ def _warps(leader_waits: bool):
                         plgpu.barrier_arrive(ack)
 
     return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def _barrier_test(then_wait: bool):
+    """Warp 0 completes `ready`, then `go`; warp 1 tests `ready` with plgpu.barrier_test (a
+    non-blocking wait that observes the completion when it has happened)."""
+    scratch = [plgpu.Barrier(num_arrivals=1), plgpu.Barrier(num_arrivals=1)]
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), scratch_types=scratch)
+    def kernel(x_ref, o_ref, ready, go):
+        @pl.core_map(plgpu.WarpMesh(axis_name="warp"))
+        def _per_warp():
+            warp = jax.lax.axis_index("warp")
+
+            @pl.when(warp == 0)
+            def _producer():
+                plgpu.barrier_arrive(ready)
+                plgpu.barrier_arrive(go)
+
+            @pl.when(warp == 1)
+            def _consumer():
+                if then_wait:
+                    plgpu.barrier_test(ready)       # the answer is ignored
+                    plgpu.barrier_wait(ready)
+                    plgpu.barrier_wait(go)
+                else:
+                    plgpu.barrier_wait(go)
+                    plgpu.barrier_test(ready)       # sure to succeed after `go`
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def test_after_go():
+    return _barrier_test(then_wait=False)
+
+
+def test_then_wait():
+    """The ignored test may already observe `ready`'s completion; the barrier_wait after it
+    then waits for a second one that never comes."""
+    return _barrier_test(then_wait=True)
 
 
 def warp_handoff():
@@ -107,6 +162,72 @@ def cluster_rendezvous():
 def cluster_barrier_one_block():
     """Only block 0 executes the cluster barrier's arrive: both blocks wait forever."""
     return _cluster(all_blocks_arrive=False)
+
+
+def _leader_tracked(peer_waits: bool):
+    """Both blocks of a cluster of 2 arrive on a leader-tracked ClusterBarrier: every arrival
+    reaches block 0's instance only, so only block 0 may wait on it."""
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((2, TILE), jnp.float32),
+                  cluster=(2,), cluster_names=("x",),
+                  scratch_types=[plgpu.ClusterBarrier(collective_axes=("x",),
+                                                      leader_tracked=True)])
+    def kernel(x_ref, o_ref, ready):
+        block = jax.lax.axis_index("x")
+        plgpu.barrier_arrive(ready)
+        if peer_waits:
+            plgpu.barrier_wait(ready)
+        else:
+            @pl.when(block == 0)
+            def _():
+                plgpu.barrier_wait(ready)
+        o_ref[block] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def leader_tracked_barrier():
+    return _leader_tracked(peer_waits=False)
+
+
+def leader_tracked_barrier_peer_waits():
+    """Block 1 waits on its own instance of the leader-tracked barrier, which no arrival
+    reaches."""
+    return _leader_tracked(peer_waits=True)
+
+
+def _store_into_peer(peer_waits: bool):
+    """Block 0 stores a tile from registers into block 1's shared memory (st.async); block 1's
+    barrier gets the expect_tx and the bytes."""
+    scratch = [plgpu.SMEM((TILE,), jnp.float32), plgpu.Barrier(), plgpu.Barrier()]
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((2, TILE), jnp.float32),
+                  cluster=(2,), cluster_names=("x",), scratch_types=scratch)
+    def kernel(x_ref, o_ref, buf, landed, own):
+        block = jax.lax.axis_index("x")
+
+        @pl.when(block == 0)
+        def _():
+            plgpu.async_store_smem(x_ref[...], buf, landed, cluster_idx=1, cluster_dim="x")
+
+        @pl.when(block == 1)
+        def _():
+            plgpu.barrier_arrive(own)       # some work of its own first
+            plgpu.barrier_wait(own)
+            if peer_waits:
+                plgpu.barrier_wait(landed)
+        o_ref[block] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def store_into_peer():
+    return _store_into_peer(peer_waits=True)
+
+
+def store_into_peer_nobody_waits():
+    """Block 1 never waits for the store into its shared memory and exits while it may still
+    be in flight."""
+    return _store_into_peer(peer_waits=False)
 
 
 def _multicast(all_sources: bool):
@@ -196,3 +317,33 @@ def semaphore_handoff():
 def semaphore_handoff_waits_for_two():
     """The waiter asks for 2 signals; only one ever comes: a hang."""
     return _semaphore_handoff(2)
+
+
+def _parallel_signals(value: int):
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), num_threads=2,
+                  thread_name="wg", scratch_types=[plgpu.SemaphoreType.REGULAR(())])
+    def kernel(x_ref, o_ref, sem):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            plgpu.semaphore_signal_parallel(plgpu.SemaphoreSignal(sem, device_id=None, inc=1),
+                                            plgpu.SemaphoreSignal(sem, device_id=None, inc=1))
+
+        @pl.when(wg == 1)
+        def _():
+            pl.semaphore_wait(sem, value)
+            o_ref[...] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def parallel_signals():
+    """Two unordered signals of one semaphore (semaphore_signal_parallel); the waiter waits
+    for both."""
+    return _parallel_signals(2)
+
+
+def parallel_signals_waits_for_three():
+    """The waiter asks for three signals; two come: a hang."""
+    return _parallel_signals(3)

@@ -112,9 +112,57 @@ class SyncHandlers:
         out.append(Op("barrier_wait", self._barrier(ref, t, frame), loc=self.where(frame)))
         return []
 
+    def _op_barrier_test(self, eqn, env, frame, out):
+        """A non-blocking barrier_wait; its answer is data the model does not follow (a branch
+        on it that synchronizes is reported as an error, never guessed)."""
+        ref = self.read(env, eqn.invars[0])
+        t = self._transforms(env, eqn.params["transforms_treedef"], eqn.invars[1:])
+        out.append(Op("barrier_test", self._barrier(ref, t, frame), loc=self.where(frame)))
+        return opaque("barrier_test")
+
     def _op_copy_gmem_to_smem(self, eqn, env, frame, out):
         p = eqn.params
+        loc = self.where(frame)
+        if not p.get("has_barrier", True):
+            # No barrier (JAX >= 0.11, pre-Hopper): a cp.async copy that the issuing thread
+            # awaits with wait_gmem_to_smem; it synchronizes no other thread.
+            src, dst, *leaves = eqn.invars
+            nd = p["dst_transforms_treedef"].num_leaves
+            ns = p["src_transforms_treedef"].num_leaves
+            dst_t = self._transforms(env, p["dst_transforms_treedef"], leaves[ns:ns + nd])
+            target = self._mem_ref(self.read(env, dst), dst_t)
+            out.append(Op("cp_async", writes=(target,) if target is not None else (), loc=loc))
+            if p.get("has_user_predicate"):
+                self._note(f"{loc}: a predicated cp.async copy is taken as always issued")
+            return []
         src, dst, bar, *leaves = eqn.invars
+        if p.get("has_user_predicate"):
+            # `predicate=` (JAX >= 0.11): where it is false the copy is not issued, but the
+            # lowering still does arrive.expect_tx with 0 bytes: the arrival happens.
+            *leaves, pred = leaves
+            cond = self._int(self.read(env, pred))
+            if opaque_vars(cond):
+                raise ModelError("the predicate of this copy_gmem_to_smem depends on data "
+                                 "loaded from memory; barrierproof cannot follow it", loc=loc,
+                                 hint="compute the predicate from axis and loop indices")
+            body: list = []
+            self._op_copy_gmem_to_smem_unpredicated(eqn, env, frame, body, src, dst, bar, leaves)
+            out.append(When(mk("!=", cond, Const(0)), tuple(body),
+                            tuple(_arrival_only(body)), loc))
+            return []
+        return self._op_copy_gmem_to_smem_unpredicated(eqn, env, frame, out, src, dst, bar,
+                                                       leaves)
+
+    def _op_wait_gmem_to_smem(self, eqn, env, frame, out):
+        n = self._int(self.read(env, eqn.invars[0]))
+        if opaque_vars(n):
+            raise ModelError("the count of wait_gmem_to_smem depends on data loaded from "
+                             "memory; barrierproof cannot follow it", loc=self.where(frame))
+        out.append(Op("wait_gmem_to_smem", count=n, loc=self.where(frame)))
+        return []
+
+    def _op_copy_gmem_to_smem_unpredicated(self, eqn, env, frame, out, src, dst, bar, leaves):
+        p = eqn.params
         ns = p["src_transforms_treedef"].num_leaves
         nd = p["dst_transforms_treedef"].num_leaves
         dst_t = self._transforms(env, p["dst_transforms_treedef"], leaves[ns:ns + nd])
@@ -143,6 +191,30 @@ class SyncHandlers:
                       bytes=Const(nbytes), loc=loc, writes=writes))
         self._note(f"{loc}: leader-tracked copy: block 0 along `{axis}` expects "
                    f"{n}x{nbytes} bytes, every block's TMA completes on block 0's barrier")
+        return []
+
+    def _op_async_store_smem(self, eqn, env, frame, out):
+        """st.async of registers into the SMEM of block `cluster_idx` along `cluster_dim`: the
+        lowering's arrive.expect_tx and the store's complete_tx both hit that block's barrier."""
+        p = eqn.params
+        _src, dst, bar, cluster_idx, *leaves = eqn.invars
+        nr = p["ref_transforms_treedef"].num_leaves
+        dst_t = self._transforms(env, p["ref_transforms_treedef"], leaves[:nr])
+        bar_t = self._transforms(env, p["barrier_transforms_treedef"], leaves[nr:])
+        loc = self.where(frame)
+        ref = self._barrier(self.read(env, bar), bar_t, frame)
+        axis = self._axis(p["cluster_dim"])
+        coord = self._int(self._leaf(cluster_idx))
+        if opaque_vars(coord):
+            raise ModelError("the destination block of async_store_smem depends on data loaded "
+                             "from memory; barrierproof cannot follow it", loc=loc,
+                             hint="compute cluster_idx from axis indices and loop indices")
+        block = tuple(coord if a == axis else (ref.block[i] if ref.block is not None else Var(a))
+                      for i, (a, _) in enumerate(self.cluster))
+        nbytes = self._bytes(self.read(env, dst), dst_t, loc)
+        target = self._mem_ref(self.read(env, dst), dst_t)
+        out.append(Op("async_store_smem", BarrierRef(ref.alloc, ref.index, block),
+                      bytes=Const(nbytes), loc=loc, writes=(target,) if target is not None else ()))
         return []
 
     def _op_tcgen05_mma(self, eqn, env, frame, out):
@@ -220,6 +292,44 @@ class SyncHandlers:
                       loc=self.where(frame)))
         return []
 
+    def _op_semaphore_signal_parallel(self, eqn, env, frame, out):
+        """`plgpu.semaphore_signal_parallel(*signals)`: the signals arrive in no guaranteed
+        order. When they all hit one counter the order cannot matter, and they are the signals
+        one after the other; signals to different semaphores could be seen in any order, which
+        a straight-line program cannot express (BP190)."""
+        refs, transforms, incs, _devices = self._semaphore_args(eqn, env)
+        if not refs or any(not isinstance(r, BarrierVal) or not r.alloc.semaphore for r in refs) \
+                or any(transforms) or any(not isinstance(i, Const) for i in incs):
+            return self._unmodeled(eqn, env, frame, out)
+        if len({id(r.alloc) for r in refs}) > 1:
+            out.append(Op("unmodeled", name="semaphore_signal_parallel (unordered signals to "
+                          "different semaphores)", loc=self.where(frame)))
+            return []
+        for ref, inc in zip(refs, incs):
+            out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()), count=inc,
+                          loc=self.where(frame)))
+        return []
+
+    def _op_semaphore_signal_multicast(self, eqn, env, frame, out):
+        """`plgpu.semaphore_signal_multicast(sem, value, collective_axes=)` (newer JAX): signal
+        the semaphore on every device along the axes (all of the mesh). Each device runs this
+        program in lockstep, so each device's copy receives `value` from every one of them."""
+        ref, transforms, value = self._semaphore_args(eqn, env)
+        axes = eqn.params.get("collective_axes") or ()
+        axes = axes if isinstance(axes, tuple) else (axes,)
+        names = [self._axis(a) for a in axes]
+        if not isinstance(ref, BarrierVal) or not ref.alloc.semaphore or transforms \
+                or not isinstance(value, Const) or any(n not in self.axis_sizes for n in names):
+            return self._unmodeled(eqn, env, frame, out)
+        devices = math.prod(self.axis_sizes[n] for n in names)
+        out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()),
+                      count=Const(value.value * devices), loc=self.where(frame)))
+        if devices > 1:
+            self._note(f"{self.where(frame)}: semaphore_signal_multicast: each of the {devices} "
+                       f"devices along {tuple(axes)} signals `{ref.alloc.name}` of every device "
+                       "in lockstep")
+        return []
+
     def _op_semaphore_wait(self, eqn, env, frame, out):
         ref, transforms, value, decrement = self._semaphore_args(eqn, env)
         if isinstance(decrement, Const):
@@ -241,3 +351,16 @@ class SyncHandlers:
         out.append(Op("try_cluster_cancel", ref, loc=self.where(frame)))
         return []
 
+
+def _arrival_only(body) -> list:
+    """A copy's statements with the copy predicated off: the issuer's arrival stays (with 0
+    bytes), the data and its completion bytes go."""
+    out = []
+    for stmt in body:
+        if isinstance(stmt, When):
+            out.append(When(stmt.cond, tuple(_arrival_only(stmt.then)),
+                            tuple(_arrival_only(stmt.orelse)), stmt.loc))
+        elif stmt.kind in ("copy_gmem_to_smem", "arrive_expect_tx"):
+            out.append(Op("barrier_arrive", stmt.barrier, loc=stmt.loc))
+        # tma_load (the bytes of a leader-tracked copy) is not issued
+    return out

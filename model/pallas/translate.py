@@ -360,21 +360,24 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
             self._note(f"{loc}: `{name}` is allocated inside a loop; it is modelled as one "
                        "allocation for the whole kernel (its state carries across iterations)")
         cluster = kind == "ClusterBarrierType"
+        leader = False
         axes: tuple[str, ...] = ()
         if cluster:
             flat = []
             for a in dtype.collective_axes:
                 flat.extend(a if isinstance(a, tuple) else (a,))
             axes = tuple(self._axis(a) for a in flat)
-            if getattr(dtype, "leader_tracked", False):
-                self._note(f"{loc}: `{name}` is leader_tracked; modelled as a plain "
-                           "ClusterBarrier")
+            leader = bool(getattr(dtype, "leader_tracked", False))
+            if leader and len(axes) != 1:
+                raise ModelError(f"leader_tracked ClusterBarrier `{name}` has {len(axes)} "
+                                 "collective axes; Mosaic GPU supports exactly one", loc=loc)
         full = ((self.num_threads,) if prefix else ()) + shape
         alloc = BarrierAlloc(
             name=name, num_arrivals=Const(int(dtype.num_arrivals)),
             shape=tuple(Const(n) for n in full),
             orders_tensor_core=bool(dtype.orders_tensor_core), cluster=cluster,
-            collective_axes=axes, loc=loc, scalar=full == (1,))
+            collective_axes=axes, loc=loc, scalar=full == (1,),
+            leader_tracked=cluster and leader)
         self.barriers.append(alloc)
         return BarrierVal(alloc, prefix)
 
@@ -513,13 +516,16 @@ _RULES: dict[str, Callable] = {
     # synchronization (handlers.py)
     "barrier_arrive": Translator._op_barrier_arrive,
     "barrier_wait": Translator._op_barrier_wait,
+    "barrier_test": Translator._op_barrier_test,
     "copy_gmem_to_smem": Translator._op_copy_gmem_to_smem,
     "tcgen05_mma": Translator._op_tcgen05_mma,
     "tcgen05_commit_arrive": Translator._op_tcgen05_commit_arrive,
     "try_cluster_cancel": Translator._op_try_cluster_cancel,
+    "async_store_smem": Translator._op_async_store_smem,
     # memory effects (memory.py)
     "copy_smem_to_gmem": Translator._op_copy_smem_to_gmem,
     "wait_smem_to_gmem": Translator._op_wait_smem_to_gmem,
+    "wait_gmem_to_smem": Translator._op_wait_gmem_to_smem,
     "wgmma_ref": Translator._op_wgmma_ref,
     "wgmma_wait": Translator._op_wgmma_wait,
     "wgmma_accumulator_deref_p": Translator._op_wgmma_accumulator_deref,
@@ -529,6 +535,8 @@ _RULES: dict[str, Callable] = {
     "get_global": Translator._op_get_global,
     "semaphore_signal": Translator._op_semaphore_signal,
     "semaphore_wait": Translator._op_semaphore_wait,
+    "semaphore_signal_parallel": Translator._op_semaphore_signal_parallel,
+    "semaphore_signal_multicast": Translator._op_semaphore_signal_multicast,
 }
 RULES = _RULES
 assert MODELED <= set(_RULES), "every modelled primitive has a handler"

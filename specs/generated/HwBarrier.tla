@@ -31,7 +31,9 @@ CONSTANTS
     BlockOf,       \* BlockOf[a]: the block (numbered from 1) of agent a
     TopAgents,     \* the agents that are warpgroups (a warp's end is not its exit)
     InstBlock,     \* InstBlock[i]: the block of mbarrier instance i
-    BlockThreads   \* hardware threads of one block (the count of __syncthreads)
+    BlockThreads,  \* hardware threads of one block (the count of __syncthreads)
+    RemoteSlots    \* slots some block issues into another block's barrier (multicast shares,
+                   \* async_store_smem)
 
 VARIABLES
     hwphase, hwarrived, hwcount, hwsite, hwseen
@@ -130,10 +132,18 @@ Touches(a) ==
       [] Cur(a).op = "issue_async" -> {Cur(a).tgt[k] : k \in DOMAIN Cur(a).tgt}
                                       \cup {Slots[Cur(a).slots[k]].inst : k \in DOMAIN Cur(a).slots}
       [] OTHER -> {}
+\* Or an asynchronous delivery from another block is still in flight into an exited block.
+QueuedRemote(q) ==
+    \E k \in DOMAIN queue[q] : \E j \in DOMAIN ArrivalSets[queue[q][k] + 1] :
+        LET i == ArrivalSets[queue[q][k] + 1][j]
+        IN InstBlock[i] # BlockOf[QueueAgents[q]] /\ BlockGone(InstBlock[i])
 PeerExited ==
-    \E a \in Agents :
+    \/ \E a \in Agents :
         /\ Running(a)
         /\ \E i \in Touches(a) : InstBlock[i] # BlockOf[a] /\ BlockGone(InstBlock[i])
+    \/ /\ ~Terminated     \* at the kernel's exit, an in-flight delivery is BP105
+       /\ \/ \E k \in RemoteSlots : inflight[k] > 0 /\ BlockGone(InstBlock[Slots[k].inst])
+          \/ \E q \in DOMAIN QueueAgents : QueuedRemote(q)
 BP146_NoPeerExited == ~PeerExited
 
 \* Deadlock, in the three flavours semantics.py names: BP130 (a phase with all arrivals but

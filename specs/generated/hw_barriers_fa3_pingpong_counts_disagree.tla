@@ -84,4 +84,7 @@ KernelInstBlock == <<>>
 
 KernelBlockThreads == 384
 
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {}
+
 =========================================================================================

@@ -82,4 +82,7 @@ KernelInstBlock == <<>>
 
 KernelBlockThreads == 256
 
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {}
+
 ================================================================================

@@ -195,4 +195,7 @@ KernelInstBlock == <<
 
 KernelBlockThreads == 384
 
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {1, 2, 3, 4}
+
 =======================================================================================================

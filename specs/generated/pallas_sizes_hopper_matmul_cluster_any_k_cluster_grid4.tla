@@ -115,4 +115,7 @@ KernelInstBlock == <<
 
 KernelBlockThreads == 384
 
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {}
+
 =======================================================================================================

@@ -166,4 +166,7 @@ KernelInstBlock == <<
 
 KernelBlockThreads == 256
 
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {1, 2, 3, 4}
+
 ===========================================================================================================================

@@ -104,4 +104,7 @@ KernelInstBlock == <<
 
 KernelBlockThreads == 128
 
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {}
+
 ====================================================================================================
