@@ -1,20 +1,40 @@
-"""Partial-order reduction by local steps: a state where some agent's next step touches nothing
-but that agent expands that step alone.
+"""Partial-order reduction by dynamic persistent sets: in each state the explorer expands only the
+enabled steps of a set of agents that no step outside the set can interfere with.
 
-A *local step* is a thread's instruction that reads and writes only its own program counter and
-its own tcgen05 queue: `unmodeled`, `fork`, `await_fork`, `join`, `issue_tcgen05`. Once enabled
-it stays enabled (the guards of `await_fork` and `join` read program counters, which only grow),
-it commutes with every other action, and no other action can enable or disable it. The singleton
-{t} is then a persistent (ample) set. It is also *invisible* to every rule when the instruction
-after it is not a wait and it does not finish the last running agent: the rules read an agent's
-position only through "is it at a wait" (BP101, BP102) and "has every agent finished" (BP103,
-BP104, BP105, BP130 at exit). The state graph has no cycles (every action advances a program
-counter or delivers an in-flight operation, and deliveries are bounded by the issues before
-them), so no cycle proviso is needed. docs/POR.md argues rule by rule why verdicts are kept.
+Agents here are the actors of the semantics: every thread (its next instruction), every in-flight
+slot (a TMA landing or async arrival) and every tcgen05 queue (its head's completion). Each
+instruction is summarised by the *resources* it reads and writes (a bit each):
 
-Counterexamples: the reduced graph finds a violation whenever the full one has one, but not
-always at the least depth, so the explorer searches again without this reduction up to that
-depth and reports the shortest counterexample that search finds.
+- P(i) barrier instance i (its phase, pending, tx, expected fields): arrivals, tx updates,
+  deliveries and queue pops write it; waits read it (their guard), and so does the step that
+  moves a thread *onto* a wait of i, since a completion's BP101 check reads which of its
+  waiters stand at a wait;
+- H(i) a named or cluster hardware barrier: arrivals write, waits read;
+- F(a) thread a has forked its warps (`await_fork` reads it); J(w) warp w has left its warp
+  region (`join` reads it);
+- E(b) some thread of block b still runs: the last instruction of each thread of b writes it,
+  an access to b's barriers from another block reads it (BP146).
+
+Two steps whose resource sets do not conflict (one writes what the other reads or writes)
+commute, neither enables nor disables the other, and neither changes the rule the other breaks.
+The set T is the closure of a seed thread under:
+
+- an enabled step in T pulls in every agent whose *future* (all instructions from its program
+  counter on; a slot while copies are in flight; a queue's entries; for a thread, also the
+  deliveries and completions of the copies and MMAs it will issue) may conflict with it;
+- a disabled step in T pulls in every agent whose future writes what its guard reads.
+
+That makes T a strong stubborn set, so its enabled steps form a persistent set: every deadlock
+and every violation of a step stays reachable. State rules are kept by choosing the seed so that
+no path outside T can reach a state where the seed's step would *remove* a violation (it may
+create one): the seed is a thread (so no state outside T is one where every thread has finished,
+which the exit rules read), and every agent whose future memory accesses could race with what
+the seed's thread is touching is in T (a race is removed only when one side of it moves). The
+state graph has no cycles, so no cycle proviso is needed. docs/POR.md has the argument in full.
+
+With thread symmetry, the races of the symmetric images of a state are checked too (the
+explorer's race permutations): the memory a thread touches is then taken as the union over its
+symmetry class, so the seed condition holds for every image.
 """
 
 from __future__ import annotations
@@ -22,77 +42,323 @@ from __future__ import annotations
 from typing import Callable
 
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
-                                EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, UNMODELED,
-                                SEM_WAIT, WAITS, System, guard_await_fork, guard_join)
+                                EXPECT_TX, FORK, GUARDS, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC,
+                                ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, WAIT, WAITS, System)
 
-LOCAL = {UNMODELED, FORK, AWAIT_FORK, JOIN, ISSUE_TCGEN05}
+ARRIVALS = (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, ISSUE_ASYNC)
 
 
-def local_steps(system: System) -> Callable[[tuple], int | None] | None:
-    """A function from a state to one agent whose next step is local and invisible, or None
-    when there is none; None instead of a function when no program has a local step.
+class PersistentSets:
+    """Per state: the enabled actions of a persistent set, or None when the set is every
+    enabled action (or no seed qualifies)."""
 
-    With several blocks, BP146 reads whether a block has exited and whether a thread is at an
-    access to another block's barrier: a last step counts only while another thread of its
-    block runs, and a step onto such an access is never taken alone. Kernels with hardware
-    (named) barriers are not reduced: their rules read more of a thread's position; nor are
-    kernels whose memory accesses are checked for races (BP200/BP201 read every position)."""
-    if getattr(system, "hw_instances", None) or system.memory is not None:
+    def __init__(self, system: System, classes: list[list[int]] | None = None):
+        self.system = system
+        A = system.n_agents
+        n_inst = len(system.instances)
+        hw_instances = getattr(system, "hw_instances", [])
+        bit = 0
+        P = [1 << (bit + i) for i in range(n_inst)]
+        bit += n_inst
+        H = [1 << (bit + i) for i in range(len(hw_instances))]
+        bit += len(hw_instances)
+        F = [1 << (bit + a) for a in range(A)]
+        bit += A
+        J = [1 << (bit + a) for a in range(A)]
+        bit += A
+        blocks = {b: n for n, b in enumerate(system.blocks)}
+        E = {b: 1 << (bit + n) for b, n in blocks.items()} if len(system.blocks) > 1 else {}
+
+        def inst_block(i):
+            return system.instances[i].block
+
+        # reads[a][pc], writes[a][pc]: the step of agent a at pc. fut_w/fut_r[a][pc]: the union
+        # over pc.. of the agent's steps, plus the deliveries / completions it will cause.
+        reads = [[0] * len(p) for p in system.programs]
+        writes = [[0] * len(p) for p in system.programs]
+        causes = [[0] * len(p) for p in system.programs]   # P bits of later async arrivals
+        onto = [[None] * len(p) for p in system.programs]  # (P bit, seen position) of a wait next
+        for a, prog in enumerate(system.programs):
+            own = system.agents[a].block
+            for pc, instr in enumerate(prog):
+                op = instr.op
+                r = w = 0
+                if op in ARRIVALS:
+                    for i in instr.target:
+                        w |= P[i]
+                    insts = list(instr.target)
+                    if op == ISSUE_ASYNC:
+                        insts += [system.slots[k].inst for k in instr.aux]
+                        for k in instr.aux:
+                            causes[a][pc] |= P[system.slots[k].inst]
+                    if E:
+                        for i in insts:
+                            if inst_block(i) != own and inst_block(i) in E:
+                                r |= E[inst_block(i)]
+                elif op in WAITS:
+                    r |= P[instr.target]
+                elif op == SEM_SIGNAL:
+                    w |= P[instr.target]
+                elif op == SEM_WAIT:
+                    r |= P[instr.target]
+                    if instr.aux:
+                        w |= P[instr.target]
+                elif op == HW_ARRIVE:
+                    w |= H[instr.target]
+                elif op == HW_WAIT:
+                    r |= H[instr.target]
+                elif op == FORK:
+                    w |= F[a]
+                elif op == AWAIT_FORK:
+                    parent, fork_pc = instr.aux
+                    if fork_pc > 0:
+                        r |= F[parent]
+                elif op == JOIN:
+                    for warp, end in instr.aux:
+                        if end > 0:
+                            r |= J[warp]
+                elif op == ISSUE_TCGEN05:
+                    for i in system.arrival_sets[instr.aux]:
+                        causes[a][pc] |= P[i]
+                # moving onto a Pallas wait: a completion of its barrier reads whether a
+                # waiter that has observed nothing yet stands at it (BP101)
+                if pc + 1 < len(prog) and prog[pc + 1].op == WAIT:
+                    onto[a][pc] = (P[prog[pc + 1].target], prog[pc + 1].aux)
+                if pc + 1 == len(prog) and E:
+                    w |= E[own]
+                reads[a][pc] |= r
+                writes[a][pc] |= w
+            for instr in prog:
+                if instr.op == JOIN:
+                    for warp, end in instr.aux:
+                        if end > 0:
+                            writes[warp][end - 1] |= J[warp]
+        self.reads, self.writes = reads, writes
+        # Once a thread has observed a completion of the barrier it moves onto (its seen entry,
+        # which only its own waits change, is >= 0), where it stands no longer matters to BP101.
+        self.onto = [{pc: x for pc, x in enumerate(row) if x is not None} for row in onto]
+        self.fut_r, self.fut_w = [], []
+        for a, prog in enumerate(system.programs):
+            fr = [0] * (len(prog) + 1)
+            fw = [0] * (len(prog) + 1)
+            for pc in range(len(prog) - 1, -1, -1):
+                fr[pc] = fr[pc + 1] | reads[a][pc] | (onto[a][pc][0] if onto[a][pc] else 0)
+                fw[pc] = fw[pc + 1] | writes[a][pc] | causes[a][pc]
+            self.fut_r.append(fr)
+            self.fut_w.append(fw)
+        self.slot_w = [P[s.inst] for s in system.slots]
+        self.entry_w = [sum_bits(P[i] for i in targets) for targets in system.arrival_sets]
+        self._memory(system, classes or [])
+        self.n_threads = A
+        self.n_slots = len(system.slots)
+        self.guards = [[GUARDS[i.op] for i in prog] for prog in system.programs]
+
+    def _memory(self, system: System, classes: list[list[int]]) -> None:
+        """Memory each thread touches at each gap, and may touch from it on (reads, writes), as
+        masks of cells; slots' and tcgen05 entries' writes and reads."""
+        mem = system.memory
+        self.has_memory = mem is not None
+        if mem is None:
+            return
+        A = system.n_agents
+        cls_of = {a: c for c in classes for a in c}
+        gap_r, gap_w = [], []
+        for a in range(A):
+            members = cls_of.get(a, [a])
+            n = system.lengths[a] + 1
+            r, w = [0] * n, [0] * n
+            for m in members:
+                for pc in range(n):
+                    for mr, mw in mem.items_at[m][pc]:
+                        r[pc] |= mr
+                        w[pc] |= mw
+            gap_r.append(r)
+            gap_w.append(w)
+        self.slot_mem = [0] * len(system.slots)
+        for k, accs in mem.slot_access.items():
+            for acc in accs:
+                self.slot_mem[k] |= acc.mask      # copies only write
+        # a slot's copies count as one transaction with the other slots of its group
+        for group in mem.slot_groups:
+            union = 0
+            for k, mask in group:
+                union |= mask
+            for k, _ in group:
+                self.slot_mem[k] |= union
+        entry = mem.entry_masks
+        self.entry_mem = [entry.get(e, (0, 0)) for e in range(len(system.arrival_sets))]
+        self.gap_r, self.gap_w = gap_r, gap_w
+        self.fmem_r, self.fmem_w = [], []
+        for a, prog in enumerate(system.programs):
+            members = cls_of.get(a, [a])
+            n = len(prog)
+            fr = [0] * (n + 1)
+            fw = [0] * (n + 1)
+            fr[n], fw[n] = gap_r[a][n], gap_w[a][n]
+            for pc in range(n - 1, -1, -1):
+                r, w = gap_r[a][pc], gap_w[a][pc]
+                for m in members:
+                    instr = system.programs[m][pc]
+                    if instr.op == ISSUE_ASYNC:
+                        for k in instr.aux:
+                            w |= self.slot_mem[k]
+                    elif instr.op == ISSUE_TCGEN05:
+                        er, ew = self.entry_mem[instr.aux]
+                        r |= er
+                        w |= ew
+                fr[pc] = fr[pc + 1] | r
+                fw[pc] = fw[pc + 1] | w
+            self.fmem_r.append(fr)
+            self.fmem_w.append(fw)
+
+    def chooser(self) -> Callable[[tuple], list[int] | None]:
+        system = self.system
+        A = self.n_threads
+        n_slots = self.n_slots
+        programs = system.programs
+        lengths = system.lengths
+        guards = self.guards
+        reads, writes = self.reads, self.writes
+        onto = self.onto
+        fut_r, fut_w = self.fut_r, self.fut_w
+        slot_base, queue_base, queue_end = system.slot_base, system.queue_base, system.queue_end
+        slot_w, entry_w = self.slot_w, self.entry_w
+        queue_agents = system.queue_agents
+        has_memory = self.has_memory
+        if has_memory:
+            gap_r, gap_w = self.gap_r, self.gap_w
+            fmem_r, fmem_w = self.fmem_r, self.fmem_w
+            slot_mem, entry_mem = self.slot_mem, self.entry_mem
+        n_actors = A + n_slots + len(queue_agents)
+
+        def choose(state: tuple) -> list[int] | None:
+            # Every actor's current step (r, w, enabled) and future (r, w) resources.
+            enabled = []
+            cur_r = [0] * n_actors
+            cur_w = [0] * n_actors
+            on = [False] * n_actors
+            f_r = [0] * n_actors
+            f_w = [0] * n_actors
+            seeds = []
+            for a in range(A):
+                pc = state[a]
+                if pc >= lengths[a]:
+                    continue
+                r = reads[a][pc]
+                if pc in onto[a]:
+                    bit, seen = onto[a][pc]
+                    if state[seen] < 0:
+                        r |= bit
+                cur_r[a] = r
+                cur_w[a] = writes[a][pc]
+                f_r[a] = fut_r[a][pc]
+                f_w[a] = fut_w[a][pc]
+                guard = guards[a][pc]
+                if guard is None or guard(system, state, programs[a][pc]):
+                    on[a] = True
+                    enabled.append(a)
+                    seeds.append(a)
+            for k in range(n_slots):
+                if state[slot_base + k]:
+                    x = A + k
+                    cur_w[x] = f_w[x] = slot_w[k]
+                    on[x] = True
+                    enabled.append(x)
+            for j in range(queue_end - queue_base):
+                queue = state[queue_base + j]
+                if queue:
+                    x = A + n_slots + j
+                    cur_w[x] = entry_w[queue[0]]
+                    w = 0
+                    for e in queue:
+                        w |= entry_w[e]
+                    f_w[x] = w
+                    on[x] = True
+                    enabled.append(x)
+            if len(enabled) <= 1 or not seeds:
+                return None
+            if has_memory:
+                m_r = [0] * n_actors
+                m_w = [0] * n_actors
+                for a in range(A):
+                    pc = state[a]
+                    if pc < lengths[a]:
+                        m_r[a] = fmem_r[a][pc]
+                        m_w[a] = fmem_w[a][pc]
+                for k in range(n_slots):
+                    if state[slot_base + k]:
+                        m_w[A + k] = slot_mem[k]
+                for j in range(queue_end - queue_base):
+                    r = w = 0
+                    for e in state[queue_base + j]:
+                        er, ew = entry_mem[e]
+                        r |= er
+                        w |= ew
+                    m_r[A + n_slots + j] = r
+                    m_w[A + n_slots + j] = w
+            best = None
+            best_size = len(enabled)
+            for seed in seeds:
+                inside = [False] * n_actors
+                inside[seed] = True
+                work = [seed]
+                size = 1
+                if has_memory:
+                    # who could race with what the seed's thread touches now
+                    pc = state[seed]
+                    sr, sw = gap_r[seed][pc], gap_w[seed][pc]
+                    if sr | sw:
+                        for v in range(n_actors):
+                            if not inside[v] and (sr & m_w[v] or sw & (m_r[v] | m_w[v])):
+                                inside[v] = True
+                                work.append(v)
+                                if on[v]:
+                                    size += 1
+                while work and size < best_size:
+                    u = work.pop()
+                    r, w = cur_r[u], cur_w[u]
+                    if on[u]:
+                        if not (r | w):
+                            continue
+                        for v in range(n_actors):
+                            if not inside[v] and (w & (f_r[v] | f_w[v]) or r & f_w[v]):
+                                inside[v] = True
+                                work.append(v)
+                                if on[v]:
+                                    size += 1
+                    elif r:
+                        for v in range(n_actors):
+                            if not inside[v] and r & f_w[v]:
+                                inside[v] = True
+                                work.append(v)
+                                if on[v]:
+                                    size += 1
+                if size < best_size:
+                    best_size = size
+                    best = inside
+                    if size == 1:
+                        break
+            if best is None:
+                return None
+            return [x if x < A + n_slots else _queue_action(x) for x in enabled if best[x]]
+
+        def _queue_action(x: int) -> int:
+            return x          # actions are numbered as actors: threads, slots, queues
+
+        return choose
+
+
+def sum_bits(bits) -> int:
+    out = 0
+    for b in bits:
+        out |= b
+    return out
+
+
+def persistent_sets(system: System, classes: list[list[int]] | None = None
+                    ) -> Callable[[tuple], list[int] | None] | None:
+    """The persistent-set chooser for `system`, or None when nothing can be reduced (a single
+    agent)."""
+    if system.n_agents + len(system.slots) + len(system.queue_agents) <= 1:
         return None
-    # kind[a][pc]: 0 not a candidate, 1 candidate, 2 candidate if another agent (of the same
-    # block, when there are several) still runs.
-    kinds = []
-    for a, prog in enumerate(system.programs):
-        row = []
-        for pc, instr in enumerate(prog):
-            if instr.op not in LOCAL:
-                row.append(0)
-            elif pc + 1 == len(prog):
-                row.append(2)
-            else:
-                row.append(0 if _visible_next(system, a, prog[pc + 1]) else 1)
-        kinds.append(row)
-    if not any(any(row) for row in kinds):
-        return None
-    agents = [a for a, row in enumerate(kinds) if any(row)]
-    lengths = system.lengths
-    programs = system.programs
-    blocks = len(system.blocks) > 1
-    # who must still run for a last step to stay invisible
-    others = {a: [b for b in range(system.n_agents) if b != a and
-                  (not blocks or system.agents[b].block == system.agents[a].block)]
-              for a in agents}
-
-    def choose(state: tuple) -> int | None:
-        for a in agents:
-            pc = state[a]
-            if pc >= lengths[a]:
-                continue
-            kind = kinds[a][pc]
-            if not kind:
-                continue
-            instr = programs[a][pc]
-            if instr.op == AWAIT_FORK and not guard_await_fork(system, state, instr):
-                continue
-            if instr.op == JOIN and not guard_join(system, state, instr):
-                continue
-            if kind == 2 and not any(state[b] < lengths[b] for b in others[a]):
-                continue
-            return a
-        return None
-    return choose
-
-
-def _visible_next(system: System, agent: int, instr) -> bool:
-    """Does arriving at `instr` change a rule's view of the agent: a wait (BP101, BP102), or,
-    with several blocks, an access to another block's barrier (BP146)?"""
-    if instr.op in WAITS or instr.op == SEM_WAIT:
-        return True
-    if len(system.blocks) > 1 and instr.op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX,
-                                                COMPLETE_TX, ISSUE_ASYNC):
-        own = system.agents[agent].block
-        insts = list(instr.target)
-        if instr.op == ISSUE_ASYNC:
-            insts += [system.slots[k].inst for k in instr.aux]
-        return any(system.instances[i].block != own for i in insts)
-    return False
+    return PersistentSets(system, classes).chooser()
