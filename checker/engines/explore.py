@@ -154,13 +154,19 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         if local is not None:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
-            bound = Limits(limits.max_states, depth, limits.timeout, limits.max_memory_mb)
+            left = None if limits.timeout is None else \
+                max(limits.timeout - (time.perf_counter() - start), 0.0)
+            bound = Limits(limits.max_states, depth, left, limits.max_memory_mb)
             again = explore(system, bound, reduction, ignore, progress, block_symmetry,
                             store_mode, partial_order=False)
             if again.status == "violation":   # its counts: the search that found it
                 again.seconds = time.perf_counter() - start
                 return again
             # stopped by a limit first: the counterexample found stands, maybe not shortest
+            return result("violation", actions=actions, violation=violation,
+                          reason=f"found with partial-order reduction; the search without it "
+                                 f"to depth {depth} stopped ({again.reason}), so a shorter one "
+                                 "may exist")
         return result("violation", actions=actions, violation=violation)
 
     store = StateStore(system, store_mode)
