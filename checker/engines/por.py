@@ -223,22 +223,18 @@ class PersistentSets:
         fut_r, fut_w = self.fut_r, self.fut_w
         slot_base, queue_base, queue_end = system.slot_base, system.queue_base, system.queue_end
         slot_w, entry_w = self.slot_w, self.entry_w
-        queue_agents = system.queue_agents
+        n_queues = queue_end - queue_base
         has_memory = self.has_memory
         if has_memory:
             gap_r, gap_w = self.gap_r, self.gap_w
             fmem_r, fmem_w = self.fmem_r, self.fmem_w
             slot_mem, entry_mem = self.slot_mem, self.entry_mem
-        n_actors = A + n_slots + len(queue_agents)
 
         def choose(state: tuple) -> list[int] | None:
-            # Every actor's current step (r, w, enabled) and future (r, w) resources.
-            enabled = []
-            cur_r = [0] * n_actors
-            cur_w = [0] * n_actors
-            on = [False] * n_actors
-            f_r = [0] * n_actors
-            f_w = [0] * n_actors
+            # The actors that can still move: action number, current step's reads and writes,
+            # enabled, future reads and writes; indices into these lists are bits below.
+            act, cur_r, cur_w, f_r, f_w = [], [], [], [], []
+            on = 0
             seeds = []
             for a in range(A):
                 pc = state[a]
@@ -249,101 +245,103 @@ class PersistentSets:
                     bit, seen = onto[a][pc]
                     if state[seen] < 0:
                         r |= bit
-                cur_r[a] = r
-                cur_w[a] = writes[a][pc]
-                f_r[a] = fut_r[a][pc]
-                f_w[a] = fut_w[a][pc]
                 guard = guards[a][pc]
                 if guard is None or guard(system, state, programs[a][pc]):
-                    on[a] = True
-                    enabled.append(a)
-                    seeds.append(a)
+                    on |= 1 << len(act)
+                    seeds.append(len(act))
+                act.append(a)
+                cur_r.append(r)
+                cur_w.append(writes[a][pc])
+                f_r.append(fut_r[a][pc])
+                f_w.append(fut_w[a][pc])
             for k in range(n_slots):
                 if state[slot_base + k]:
-                    x = A + k
-                    cur_w[x] = f_w[x] = slot_w[k]
-                    on[x] = True
-                    enabled.append(x)
-            for j in range(queue_end - queue_base):
+                    on |= 1 << len(act)
+                    act.append(A + k)
+                    cur_r.append(0)
+                    cur_w.append(slot_w[k])
+                    f_r.append(0)
+                    f_w.append(slot_w[k])
+            for j in range(n_queues):
                 queue = state[queue_base + j]
                 if queue:
-                    x = A + n_slots + j
-                    cur_w[x] = entry_w[queue[0]]
+                    on |= 1 << len(act)
+                    act.append(A + n_slots + j)
                     w = 0
                     for e in queue:
                         w |= entry_w[e]
-                    f_w[x] = w
-                    on[x] = True
-                    enabled.append(x)
-            if len(enabled) <= 1 or not seeds:
+                    cur_r.append(0)
+                    cur_w.append(entry_w[queue[0]])
+                    f_r.append(0)
+                    f_w.append(w)
+            n_on = on.bit_count()
+            if n_on <= 1 or not seeds:
                 return None
-            if has_memory:
-                m_r = [0] * n_actors
-                m_w = [0] * n_actors
-                for a in range(A):
-                    pc = state[a]
-                    if pc < lengths[a]:
-                        m_r[a] = fmem_r[a][pc]
-                        m_w[a] = fmem_w[a][pc]
-                for k in range(n_slots):
-                    if state[slot_base + k]:
-                        m_w[A + k] = slot_mem[k]
-                for j in range(queue_end - queue_base):
-                    r = w = 0
-                    for e in state[queue_base + j]:
-                        er, ew = entry_mem[e]
-                        r |= er
-                        w |= ew
-                    m_r[A + n_slots + j] = r
-                    m_w[A + n_slots + j] = w
-            best = None
-            best_size = len(enabled)
+            L = len(act)
+            conflicts: dict[int, int] = {}
+
+            def conflict(i: int) -> int:
+                """The actors that must join a set holding actor i (see the module doc)."""
+                r, w = cur_r[i], cur_w[i]
+                out = 0
+                if (on >> i) & 1:
+                    if r | w:
+                        for j in range(L):
+                            if w & (f_r[j] | f_w[j]) or r & f_w[j]:
+                                out |= 1 << j
+                elif r:
+                    for j in range(L):
+                        if r & f_w[j]:
+                            out |= 1 << j
+                conflicts[i] = out
+                return out
+
+            best, best_size = 0, n_on
             for seed in seeds:
-                inside = [False] * n_actors
-                inside[seed] = True
-                work = [seed]
-                size = 1
+                inside = 1 << seed
                 if has_memory:
                     # who could race with what the seed's thread touches now
-                    pc = state[seed]
-                    sr, sw = gap_r[seed][pc], gap_w[seed][pc]
+                    a = act[seed]
+                    sr, sw = gap_r[a][state[a]], gap_w[a][state[a]]
                     if sr | sw:
-                        for v in range(n_actors):
-                            if not inside[v] and (sr & m_w[v] or sw & (m_r[v] | m_w[v])):
-                                inside[v] = True
-                                work.append(v)
-                                if on[v]:
-                                    size += 1
-                while work and size < best_size:
-                    u = work.pop()
-                    r, w = cur_r[u], cur_w[u]
-                    if on[u]:
-                        if not (r | w):
-                            continue
-                        for v in range(n_actors):
-                            if not inside[v] and (w & (f_r[v] | f_w[v]) or r & f_w[v]):
-                                inside[v] = True
-                                work.append(v)
-                                if on[v]:
-                                    size += 1
-                    elif r:
-                        for v in range(n_actors):
-                            if not inside[v] and r & f_w[v]:
-                                inside[v] = True
-                                work.append(v)
-                                if on[v]:
-                                    size += 1
+                        for j in range(L):
+                            x = act[j]
+                            if x < A:
+                                pc = state[x]
+                                mr, mw = fmem_r[x][pc], fmem_w[x][pc]
+                            elif x < A + n_slots:
+                                mr, mw = 0, slot_mem[x - A]
+                            else:
+                                mr = mw = 0
+                                for e in state[queue_base + x - A - n_slots]:
+                                    er, ew = entry_mem[e]
+                                    mr |= er
+                                    mw |= ew
+                            if sr & mw or sw & (mr | mw):
+                                inside |= 1 << j
+                todo = inside
+                while todo:
+                    low = todo & -todo
+                    todo ^= low
+                    i = low.bit_length() - 1
+                    c = conflicts.get(i)
+                    if c is None:
+                        c = conflict(i)
+                    new = c & ~inside
+                    if new:
+                        inside |= new
+                        todo |= new
+                        if (inside & on).bit_count() >= best_size:
+                            break
+                size = (inside & on).bit_count()
                 if size < best_size:
-                    best_size = size
-                    best = inside
+                    best, best_size = inside, size
                     if size == 1:
                         break
-            if best is None:
+            if not best:
                 return None
-            return [x if x < A + n_slots else _queue_action(x) for x in enabled if best[x]]
-
-        def _queue_action(x: int) -> int:
-            return x          # actions are numbered as actors: threads, slots, queues
+            chosen = best & on
+            return [act[i] for i in range(L) if (chosen >> i) & 1]
 
         return choose
 
