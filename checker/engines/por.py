@@ -254,6 +254,7 @@ class PersistentSets:
                 cur_w.append(writes[a][pc])
                 f_r.append(fut_r[a][pc])
                 f_w.append(fut_w[a][pc])
+            n_threads = len(act)
             for k in range(n_slots):
                 if state[slot_base + k]:
                     on |= 1 << len(act)
@@ -296,6 +297,45 @@ class PersistentSets:
                 conflicts[i] = out
                 return out
 
+            # A step that touches nothing shared (and no memory) is a set on its own.
+            for seed in seeds:
+                if not (cur_r[seed] | cur_w[seed]):
+                    a = act[seed]
+                    if not has_memory or not (gap_r[a][state[a]] | gap_w[a][state[a]]):
+                        return [a]
+            mem: list[tuple[int, int]] = []
+
+            def memory() -> list[tuple[int, int]]:
+                """Every actor's memory from now on: (reads, writes) cell masks."""
+                for j in range(L):
+                    x = act[j]
+                    if x < A:
+                        pc = state[x]
+                        mem.append((fmem_r[x][pc], fmem_w[x][pc]))
+                    elif x < A + n_slots:
+                        mem.append((0, slot_mem[x - A]))
+                    else:
+                        mr = mw = 0
+                        for e in state[queue_base + x - A - n_slots]:
+                            er, ew = entry_mem[e]
+                            mr |= er
+                            mw |= ew
+                        mem.append((mr, mw))
+                return mem
+
+            blocked = ((1 << n_threads) - 1) & ~on      # threads at a step not enabled
+            enablers: dict[int, int] = {}
+
+            def enabling(j: int) -> int:
+                """The other actors whose future writes what blocked thread j's step reads."""
+                r = cur_r[j]
+                out = 0
+                for k in range(L):
+                    if k != j and r & f_w[k]:
+                        out |= 1 << k
+                enablers[j] = out
+                return out
+
             best, best_size = 0, n_on
             for seed in seeds:
                 inside = 1 << seed
@@ -304,19 +344,7 @@ class PersistentSets:
                     a = act[seed]
                     sr, sw = gap_r[a][state[a]], gap_w[a][state[a]]
                     if sr | sw:
-                        for j in range(L):
-                            x = act[j]
-                            if x < A:
-                                pc = state[x]
-                                mr, mw = fmem_r[x][pc], fmem_w[x][pc]
-                            elif x < A + n_slots:
-                                mr, mw = 0, slot_mem[x - A]
-                            else:
-                                mr = mw = 0
-                                for e in state[queue_base + x - A - n_slots]:
-                                    er, ew = entry_mem[e]
-                                    mr |= er
-                                    mw |= ew
+                        for j, (mr, mw) in enumerate(mem or memory()):
                             if sr & mw or sw & (mr | mw):
                                 inside |= 1 << j
                 todo = inside
@@ -328,6 +356,15 @@ class PersistentSets:
                     if c is None:
                         c = conflict(i)
                     new = c & ~inside
+                    if new & blocked:
+                        # a blocked thread whose enablers are all in the set stays where it is
+                        # on every path outside the set: its future does not matter
+                        for j in bits(new & blocked):
+                            e = enablers.get(j)
+                            if e is None:
+                                e = enabling(j)
+                            if not e & ~inside:
+                                new &= ~(1 << j)
                     if new:
                         inside |= new
                         todo |= new
@@ -346,9 +383,17 @@ class PersistentSets:
         return choose
 
 
-def sum_bits(bits) -> int:
+def bits(mask: int):
+    """The positions of the set bits of `mask`."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def sum_bits(masks) -> int:
     out = 0
-    for b in bits:
+    for b in masks:
         out |= b
     return out
 
