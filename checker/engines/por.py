@@ -78,6 +78,10 @@ class PersistentSets:
         writes = [[0] * len(p) for p in system.programs]
         causes = [[0] * len(p) for p in system.programs]   # P bits of later async arrivals
         onto = [[None] * len(p) for p in system.programs]  # (P bit, seen position) of a wait next
+        # Program counters only grow: once `await_fork` / `join` is enabled it stays enabled
+        # and commutes with everything, so what its guard reads matters only while disabled.
+        guard_only = [[0] * len(p) for p in system.programs]
+        remote = [[0] * (len(p) + 1) for p in system.programs]   # E bits a step reaches into
         for a, prog in enumerate(system.programs):
             own = system.agents[a].block
             for pc, instr in enumerate(prog):
@@ -94,7 +98,7 @@ class PersistentSets:
                     if E:
                         for i in insts:
                             if inst_block(i) != own and inst_block(i) in E:
-                                r |= E[inst_block(i)]
+                                remote[a][pc] |= E[inst_block(i)]
                 elif op in WAITS:
                     r |= P[instr.target]
                 elif op == SEM_SIGNAL:
@@ -112,11 +116,11 @@ class PersistentSets:
                 elif op == AWAIT_FORK:
                     parent, fork_pc = instr.aux
                     if fork_pc > 0:
-                        r |= F[parent]
+                        guard_only[a][pc] = F[parent]
                 elif op == JOIN:
                     for warp, end in instr.aux:
                         if end > 0:
-                            r |= J[warp]
+                            guard_only[a][pc] |= J[warp]
                 elif op == ISSUE_TCGEN05:
                     for i in system.arrival_sets[instr.aux]:
                         causes[a][pc] |= P[i]
@@ -124,8 +128,6 @@ class PersistentSets:
                 # waiter that has observed nothing yet stands at it (BP101)
                 if pc + 1 < len(prog) and prog[pc + 1].op == WAIT:
                     onto[a][pc] = (P[prog[pc + 1].target], prog[pc + 1].aux)
-                if pc + 1 == len(prog) and E:
-                    w |= E[own]
                 reads[a][pc] |= r
                 writes[a][pc] |= w
             for instr in prog:
@@ -134,6 +136,12 @@ class PersistentSets:
                         if end > 0:
                             writes[warp][end - 1] |= J[warp]
         self.reads, self.writes = reads, writes
+        self.guard_only = guard_only
+        # BP146 reads whether a thread stands at an access into an exited block: a seed may
+        # remove that only if the next instruction no longer reaches into the same blocks.
+        self.leaves = [[remote[a][pc] & ~remote[a][pc + 1] for pc in range(len(p))]
+                       for a, p in enumerate(system.programs)]
+        self.block_bit = [E.get(system.agents[a].block, 0) for a in range(A)]
         # Once a thread has observed a completion of the barrier it moves onto (its seen entry,
         # which only its own waits change, is >= 0), where it stands no longer matters to BP101.
         self.onto = [{pc: x for pc, x in enumerate(row) if x is not None} for row in onto]
@@ -142,7 +150,8 @@ class PersistentSets:
             fr = [0] * (len(prog) + 1)
             fw = [0] * (len(prog) + 1)
             for pc in range(len(prog) - 1, -1, -1):
-                fr[pc] = fr[pc + 1] | reads[a][pc] | (onto[a][pc][0] if onto[a][pc] else 0)
+                fr[pc] = fr[pc + 1] | reads[a][pc] | guard_only[a][pc] | \
+                    (onto[a][pc][0] if onto[a][pc] else 0)
                 fw[pc] = fw[pc + 1] | writes[a][pc] | causes[a][pc]
             self.fut_r.append(fr)
             self.fut_w.append(fw)
@@ -188,6 +197,24 @@ class PersistentSets:
         entry = mem.entry_masks
         self.entry_mem = [entry.get(e, (0, 0)) for e in range(len(system.arrival_sets))]
         self.gap_r, self.gap_w = gap_r, gap_w
+        # What a thread's step stops touching (per member of its class, then united): a race
+        # can only be removed by a step that ends one of its accesses.
+        self.release_r, self.release_w = [], []
+        for a in range(A):
+            members = cls_of.get(a, [a])
+            n = system.lengths[a]
+            rr, rw = [0] * n, [0] * n
+            for m in members:
+                here = [_masks_of(mem.items_at[m][pc]) for pc in range(n + 1)]
+                for pc in range(n):
+                    (r0, w0), (r1, w1) = here[pc], here[pc + 1]
+                    rr[pc] |= r0 & ~(r1 | w1)
+                    rw[pc] |= w0 & ~w1
+                    if pc + 1 in mem.self_races[m] or pc in mem.self_races[m]:
+                        rr[pc] |= r0
+                        rw[pc] |= w0
+            self.release_r.append(rr)
+            self.release_w.append(rw)
         self.fmem_r, self.fmem_w = [], []
         for a, prog in enumerate(system.programs):
             members = cls_of.get(a, [a])
@@ -220,6 +247,7 @@ class PersistentSets:
         guards = self.guards
         reads, writes = self.reads, self.writes
         onto = self.onto
+        guard_only, leaves, block_bit = self.guard_only, self.leaves, self.block_bit
         fut_r, fut_w = self.fut_r, self.fut_w
         slot_base, queue_base, queue_end = system.slot_base, system.queue_base, system.queue_end
         slot_w, entry_w = self.slot_w, self.entry_w
@@ -227,6 +255,7 @@ class PersistentSets:
         has_memory = self.has_memory
         if has_memory:
             gap_r, gap_w = self.gap_r, self.gap_w
+            release_r, release_w = self.release_r, self.release_w
             fmem_r, fmem_w = self.fmem_r, self.fmem_w
             slot_mem, entry_mem = self.slot_mem, self.entry_mem
 
@@ -249,6 +278,8 @@ class PersistentSets:
                 if guard is None or guard(system, state, programs[a][pc]):
                     on |= 1 << len(act)
                     seeds.append(len(act))
+                else:
+                    r |= guard_only[a][pc]
                 act.append(a)
                 cur_r.append(r)
                 cur_w.append(writes[a][pc])
@@ -299,9 +330,9 @@ class PersistentSets:
 
             # A step that touches nothing shared (and no memory) is a set on its own.
             for seed in seeds:
-                if not (cur_r[seed] | cur_w[seed]):
-                    a = act[seed]
-                    if not has_memory or not (gap_r[a][state[a]] | gap_w[a][state[a]]):
+                a = act[seed]
+                if not (cur_r[seed] | cur_w[seed] | leaves[a][state[a]]):
+                    if not has_memory or not (release_r[a][state[a]] | release_w[a][state[a]]):
                         return [a]
             mem: list[tuple[int, int]] = []
 
@@ -339,10 +370,16 @@ class PersistentSets:
             best, best_size = 0, n_on
             for seed in seeds:
                 inside = 1 << seed
+                a = act[seed]
+                gone = leaves[a][state[a]]
+                if gone:
+                    # every thread of the blocks it stops reaching into joins (BP146)
+                    for j in range(n_threads):
+                        if block_bit[act[j]] & gone:
+                            inside |= 1 << j
                 if has_memory:
-                    # who could race with what the seed's thread touches now
-                    a = act[seed]
-                    sr, sw = gap_r[a][state[a]], gap_w[a][state[a]]
+                    # who could race with what the seed's thread stops touching
+                    sr, sw = release_r[a][state[a]], release_w[a][state[a]]
                     if sr | sw:
                         for j, (mr, mw) in enumerate(mem or memory()):
                             if sr & mw or sw & (mr | mw):
@@ -381,6 +418,14 @@ class PersistentSets:
             return [act[i] for i in range(L) if (chosen >> i) & 1]
 
         return choose
+
+
+def _masks_of(items) -> tuple[int, int]:
+    r = w = 0
+    for mr, mw in items:
+        r |= mr
+        w |= mw
+    return r, w
 
 
 def bits(mask: int):
