@@ -1,40 +1,33 @@
 """Partial-order reduction by dynamic persistent sets: in each state the explorer expands only the
-enabled steps of a set of agents that no step outside the set can interfere with.
+enabled steps of a set of actors that no step outside the set can interfere with.
 
-Agents here are the actors of the semantics: every thread (its next instruction), every in-flight
-slot (a TMA landing or async arrival) and every tcgen05 queue (its head's completion). Each
-instruction is summarised by the *resources* it reads and writes (a bit each):
+Actors are the threads (each its next instruction), the in-flight slots (a TMA landing or async
+arrival) and the tcgen05 queues (the head's completion). Each instruction is summarised by the
+*resources* it reads and writes (a bit each): P(i) a barrier instance (arrivals, tx updates,
+deliveries and queue pops write it; waits read it, and so does the step that moves a thread
+that has observed nothing yet onto a Pallas wait of i, since a completion's BP101 check reads
+that); H(i) a hardware barrier; F(a) / J(w) fork and join, read by `await_fork` / `join` only
+while their guard is false (program counters only grow).
 
-- P(i) barrier instance i (its phase, pending, tx, expected fields): arrivals, tx updates,
-  deliveries and queue pops write it; waits read it (their guard), and so does the step that
-  moves a thread *onto* a wait of i, since a completion's BP101 check reads which of its
-  waiters stand at a wait;
-- H(i) a named or cluster hardware barrier: arrivals write, waits read;
-- F(a) thread a has forked its warps (`await_fork` reads it); J(w) warp w has left its warp
-  region (`join` reads it);
-- E(b) some thread of block b still runs: the last instruction of each thread of b writes it,
-  an access to b's barriers from another block reads it (BP146).
+Steps whose resources do not conflict commute, neither enables nor disables the other, and
+neither changes the rule the other breaks. From a seed thread, the set T is closed under:
 
-Two steps whose resource sets do not conflict (one writes what the other reads or writes)
-commute, neither enables nor disables the other, and neither changes the rule the other breaks.
-The set T is the closure of a seed thread under:
-
-- an enabled step in T pulls in every agent whose *future* (all instructions from its program
+- an enabled step in T pulls in every actor whose *future* (its instructions from its program
   counter on; a slot while copies are in flight; a queue's entries; for a thread, also the
   deliveries and completions of the copies and MMAs it will issue) may conflict with it;
-- a disabled step in T pulls in every agent whose future writes what its guard reads.
+- a disabled step in T pulls in every actor whose future writes what its guard reads, and a
+  blocked thread whose enablers are all in T stays out (it cannot move outside T).
 
-That makes T a strong stubborn set, so its enabled steps form a persistent set: every deadlock
-and every violation of a step stays reachable. State rules are kept by choosing the seed so that
-no path outside T can reach a state where the seed's step would *remove* a violation (it may
-create one): the seed is a thread (so no state outside T is one where every thread has finished,
-which the exit rules read), and every agent whose future memory accesses could race with what
-the seed's thread is touching is in T (a race is removed only when one side of it moves). The
-state graph has no cycles, so no cycle proviso is needed. docs/POR.md has the argument in full.
+T is then a strong stubborn set and its enabled steps a persistent set: every deadlock and
+every rule broken by a step stays reachable. State rules hold because the seed removes no
+error a path outside T could reach: it is a thread (so no such path finishes every thread, as
+the exit rules need), every thread of a block it stops reaching into is in T (BP146), and
+every actor whose future memory conflicts with what its step stops touching is in T (BP200,
+BP201). The state graph has no cycles, so no cycle proviso is needed. docs/POR.md has the
+argument rule by rule.
 
 With thread symmetry, the races of the symmetric images of a state are checked too (the
-explorer's race permutations): the memory a thread touches is then taken as the union over its
-symmetry class, so the seed condition holds for every image.
+explorer's race permutations): memory is then taken over a thread's whole symmetry class.
 """
 
 from __future__ import annotations
