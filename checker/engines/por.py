@@ -366,10 +366,12 @@ class PersistentSets:
                 a = act[seed]
                 gone = leaves[a][state[a]]
                 if gone:
-                    # every thread of the blocks it stops reaching into joins (BP146)
-                    for j in range(n_threads):
+                    # a block it stops reaching into must not exit outside the set (BP146): one
+                    # unfinished thread of it in the set is enough (a blocked one, if any)
+                    for j in sorted(range(n_threads), key=lambda j: (on >> j) & 1):
                         if block_bit[act[j]] & gone:
                             inside |= 1 << j
+                            gone &= ~block_bit[act[j]]
                 if has_memory:
                     # who could race with what the seed's thread stops touching
                     sr, sw = release_r[a][state[a]], release_w[a][state[a]]
