@@ -21,7 +21,7 @@ neither changes the rule the other breaks. From a seed thread, the set T is clos
 T is then a strong stubborn set and its enabled steps a persistent set: every deadlock and
 every rule broken by a step stays reachable. State rules hold because the seed removes no
 error a path outside T could reach: it is a thread (so no such path finishes every thread, as
-the exit rules need), every thread of a block it stops reaching into is in T (BP146), and
+the exit rules need), an unfinished thread of each block it stops reaching into is in T (BP146), and
 every actor whose future memory conflicts with what its step stops touching is in T (BP200,
 BP201). The state graph has no cycles, so no cycle proviso is needed. docs/POR.md has the
 argument rule by rule.
