@@ -153,3 +153,48 @@ def test_reduction_stays_on_with_memory_and_named_barriers():
     with_por, without, full = _same(system)
     assert with_por.status == "verified"
     assert with_por.states * 2 < without.states
+
+
+def _cluster_ring(blocks, slot_of_block=None):
+    """A TMA ring in every block of a cluster (one producer, one consumer), the consumers
+    meeting at a ClusterBarrier after each step; the consumer reads the slot it waited for, or
+    `slot_of_block(x)` (a slot that depends on the block: the blocks touch memory differently)."""
+    full = BarrierAlloc("full", Const(1), (Const(2),), scalar=False)
+    empty = BarrierAlloc("empty", Const(1), (Const(2),), scalar=False)
+    meet = BarrierAlloc("meet", Const(1), (Const(1),), cluster=True, collective_axes=("x",))
+    produce, consume = [], []
+    for i in range(2):
+        s = i % 2
+        if i >= 2:
+            produce.append(Op("barrier_wait", BarrierRef(empty, (Const(s),))))
+        produce.append(Op("copy_gmem_to_smem", BarrierRef(full, (Const(s),)), bytes=Const(64),
+                          writes=(MemRef(SMEM, (Const(s),)),)))
+        read = (Op("read", reads=(MemRef(SMEM, (Const(s),)),)),)
+        if slot_of_block is not None:
+            read = (When(Var("x") == 0, (Op("read", reads=(MemRef(SMEM, (Const(0),)),)),),
+                         (Op("read", reads=(MemRef(SMEM, (Const(1),)),)),)),)
+        consume += [Op("barrier_wait", BarrierRef(full, (Const(s),))), *read,
+                    Op("barrier_arrive", BarrierRef(empty, (Const(s),))),
+                    Op("barrier_arrive", BarrierRef(meet, ())), Op("barrier_wait", BarrierRef(meet, ()))]
+    for s in range(2):
+        produce.append(Op("barrier_wait", BarrierRef(empty, (Const(s),))))
+    body = (When(Var("t") == 0, tuple(produce), tuple(consume)),)
+    return Kernel("cluster_ring", body, (full, empty, meet), (SMEM,), num_threads=Const(2),
+                  thread_axis="t", cluster=(("x", Const(blocks)),))
+
+
+def test_block_symmetry_renames_buffers_with_the_blocks():
+    from barrierproof.checker.engines.symmetry import Symmetry
+    system = System(_cluster_ring(3))
+    assert len(Symmetry(system).blocks) == 6        # every permutation of the three blocks
+    with_por, without, full = _same(system)
+    without_blocks = explore(system, block_symmetry=False, partial_order=False)
+    assert full.status == "verified"
+    assert without.states * 3 < without_blocks.states
+
+
+def test_blocks_that_touch_different_slots_are_not_permuted():
+    from barrierproof.checker.engines.symmetry import Symmetry
+    system = System(_cluster_ring(2, slot_of_block=True))
+    assert Symmetry(system).blocks == []
+    _same(system)

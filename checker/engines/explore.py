@@ -10,8 +10,9 @@ symmetry between identical threads and between cluster blocks that map onto each
 (symmetry.py), and partial-order reduction by dynamic persistent sets (por.py). A counterexample
 found in the quotient is mapped back to a concrete schedule before it is replayed. Races
 (BP200/BP201) are not invariant under a permutation of threads that touch different memory: each
-state kept is also race-checked in its images under those permutations (race_permutations), and
-kernels with checked memory get no block symmetry.
+state kept is also race-checked in its images under those permutations (race_permutations). A
+block permutation is kept for a kernel with checked memory only when it carries every access,
+renamed with the blocks, onto its image's (symmetry.py), so races are invariant under it.
 """
 
 from __future__ import annotations
