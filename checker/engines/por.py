@@ -252,9 +252,31 @@ class PersistentSets:
             fmem_r, fmem_w = self.fmem_r, self.fmem_w
             slot_mem, entry_mem = self.slot_mem, self.entry_mem
 
+        # Per thread and position: (reads, writes, future reads, future writes, guard, instr,
+        # (P bit, seen position) of a wait next or None, guard-only reads, local), where local
+        # means the step touches nothing shared (nor memory it stops touching, nor a block it
+        # stops reaching into): enabled, it is a persistent set on its own.
+        info = []
+        for a, prog in enumerate(programs):
+            row = []
+            for pc, instr in enumerate(prog):
+                released = (release_r[a][pc] | release_w[a][pc]) if has_memory else 0
+                local = not (reads[a][pc] | writes[a][pc] | leaves[a][pc] | released)
+                row.append((reads[a][pc], writes[a][pc], fut_r[a][pc], fut_w[a][pc],
+                            guards[a][pc], instr, onto[a].get(pc), guard_only[a][pc], local))
+            info.append(row)
+
         def choose(state: tuple) -> list[int] | None:
+            # A local step first: nothing to compute.
+            for a in range(A):
+                pc = state[a]
+                if pc < lengths[a]:
+                    r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
+                    if local and (wait_next is None or state[wait_next[1]] >= 0) and \
+                            (guard is None or guard(system, state, instr)):
+                        return [a]
             # The actors that can still move: action number, current step's reads and writes,
-            # enabled, future reads and writes; indices into these lists are bits below.
+            # future reads and writes; indices into these lists are bits below.
             act, cur_r, cur_w, f_r, f_w = [], [], [], [], []
             on = 0
             seeds = []
@@ -262,22 +284,19 @@ class PersistentSets:
                 pc = state[a]
                 if pc >= lengths[a]:
                     continue
-                r = reads[a][pc]
-                if pc in onto[a]:
-                    bit, seen = onto[a][pc]
-                    if state[seen] < 0:
-                        r |= bit
-                guard = guards[a][pc]
-                if guard is None or guard(system, state, programs[a][pc]):
+                r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
+                if wait_next is not None and state[wait_next[1]] < 0:
+                    r |= wait_next[0]
+                if guard is None or guard(system, state, instr):
                     on |= 1 << len(act)
                     seeds.append(len(act))
                 else:
-                    r |= guard_only[a][pc]
+                    r |= only
                 act.append(a)
                 cur_r.append(r)
-                cur_w.append(writes[a][pc])
-                f_r.append(fut_r[a][pc])
-                f_w.append(fut_w[a][pc])
+                cur_w.append(w)
+                f_r.append(fr)
+                f_w.append(fw)
             n_threads = len(act)
             for k in range(n_slots):
                 if state[slot_base + k]:
@@ -321,12 +340,6 @@ class PersistentSets:
                 conflicts[i] = out
                 return out
 
-            # A step that touches nothing shared (and no memory) is a set on its own.
-            for seed in seeds:
-                a = act[seed]
-                if not (cur_r[seed] | cur_w[seed] | leaves[a][state[a]]):
-                    if not has_memory or not (release_r[a][state[a]] | release_w[a][state[a]]):
-                        return [a]
             mem: list[tuple[int, int]] = []
 
             def memory() -> list[tuple[int, int]]:
@@ -368,10 +381,12 @@ class PersistentSets:
                 if gone:
                     # a block it stops reaching into must not exit outside the set (BP146): one
                     # unfinished thread of it in the set is enough (a blocked one, if any)
-                    for j in sorted(range(n_threads), key=lambda j: (on >> j) & 1):
-                        if block_bit[act[j]] & gone:
-                            inside |= 1 << j
-                            gone &= ~block_bit[act[j]]
+                    for blocked_first in (True, False):
+                        for j in range(n_threads):
+                            if block_bit[act[j]] & gone and \
+                                    (not blocked_first or not (on >> j) & 1):
+                                inside |= 1 << j
+                                gone &= ~block_bit[act[j]]
                 if has_memory:
                     # who could race with what the seed's thread stops touching
                     sr, sw = release_r[a][state[a]], release_w[a][state[a]]
