@@ -16,16 +16,16 @@ from barrierproof.model.semantics import System, compile_systems
 from test_examples import TARGETS
 
 
-def _same(system):
-    with_por = explore(system)
-    without = explore(system, partial_order=False)
-    full = explore(system, reduction=False)
+def _same(system, ignore=frozenset()):
+    with_por = explore(system, ignore=ignore)
+    without = explore(system, partial_order=False, ignore=ignore)
+    full = explore(system, reduction=False, ignore=ignore)
     assert with_por.status == without.status == full.status, \
         (with_por.status, without.status, full.status)
     if full.status == "violation":
         assert with_por.violation.code == without.violation.code == full.violation.code
         assert len(with_por.actions) == len(full.actions)         # still shortest
-        run = replay(system, with_por.actions)
+        run = replay(system, with_por.actions, ignore)
         assert run.violation is not None and run.violation.code == with_por.violation.code
     return with_por, without, full
 
@@ -121,14 +121,19 @@ def _balance(body):
                  when.orelse + (sync,) * max(a - b, 0)),)
 
 
+IGNORABLE = ["BP100", "BP103", "BP104", "BP105", "BP141", "BP200", "BP201"]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(memory_protocols())
-def test_random_memory_protocols_keep_their_verdicts(kernel):
+@given(memory_protocols(), st.sets(st.sampled_from(IGNORABLE), max_size=3))
+def test_random_memory_protocols_keep_their_verdicts(kernel, ignore):
+    """Also with codes ignored: a state that breaks only an ignored rule is explored further,
+    so the reduction must keep what lies beyond it (an exit with copies still in flight, say)."""
     try:
         system = System(kernel)
     except Exception:       # an input error of the generated protocol
         return
-    _same(system)
+    _same(system, frozenset(ignore))
 
 
 def test_reduction_stays_on_with_memory_and_named_barriers():

@@ -319,8 +319,11 @@ class PersistentSets:
                     f_r.append(0)
                     f_w.append(w)
             n_on = on.bit_count()
-            if n_on <= 1 or not seeds:
+            if n_on <= 1:
                 return None
+            if n_threads:
+                # an in-flight copy or a tcgen05 queue may seed a set too (after the threads)
+                seeds += [j for j in range(n_threads, len(act))]
             L = len(act)
             conflicts: dict[int, int] = {}
 
@@ -376,8 +379,26 @@ class PersistentSets:
             best, best_size = 0, n_on
             for seed in seeds:
                 inside = 1 << seed
-                a = act[seed]
-                gone = leaves[a][state[a]]
+                if seed >= n_threads:
+                    # A delivery or completion may end a copy's or an MMA's accesses, and may
+                    # end the last thing in flight at exit: an unfinished thread in the set
+                    # (a blocked one, if any) keeps every path outside it short of the exit.
+                    j = next((j for j in range(n_threads) if not (on >> j) & 1), 0)
+                    inside |= 1 << j
+                    if has_memory:
+                        x = act[seed] - A
+                        if x < n_slots:
+                            sr, sw = 0, slot_mem[x]
+                        else:
+                            sr, sw = entry_mem[state[queue_base + x - n_slots][0]]
+                        if sr | sw:
+                            for j, (mr, mw) in enumerate(mem or memory()):
+                                if sr & mw or sw & (mr | mw):
+                                    inside |= 1 << j
+                    gone = 0
+                else:
+                    a = act[seed]
+                    gone = leaves[a][state[a]]
                 if gone:
                     # a block it stops reaching into must not exit outside the set (BP146): one
                     # unfinished thread of it in the set is enough (a blocked one, if any)
@@ -387,7 +408,7 @@ class PersistentSets:
                                     (not blocked_first or not (on >> j) & 1):
                                 inside |= 1 << j
                                 gone &= ~block_bit[act[j]]
-                if has_memory:
+                if has_memory and seed < n_threads:
                     # who could race with what the seed's thread stops touching
                     sr, sw = release_r[a][state[a]], release_w[a][state[a]]
                     if sr | sw:
