@@ -10,7 +10,7 @@ that); H(i) a hardware barrier; F(a) / J(w) fork and join, read by `await_fork` 
 while their guard is false (program counters only grow).
 
 Steps whose resources do not conflict commute, neither enables nor disables the other, and
-neither changes the rule the other breaks. From a seed thread, the set T is closed under:
+neither changes the rule the other breaks. From a seed actor, the set T is closed under:
 
 - an enabled step in T pulls in every actor whose *future* (its instructions from its program
   counter on; a slot while copies are in flight; a queue's entries; for a thread, also the
@@ -20,11 +20,11 @@ neither changes the rule the other breaks. From a seed thread, the set T is clos
 
 T is then a strong stubborn set and its enabled steps a persistent set: every deadlock and
 every rule broken by a step stays reachable. State rules hold because the seed removes no
-error a path outside T could reach: it is a thread (so no such path finishes every thread, as
-the exit rules need), an unfinished thread of each block it stops reaching into is in T (BP146), and
-every actor whose future memory conflicts with what its step stops touching is in T (BP200,
-BP201). The state graph has no cycles, so no cycle proviso is needed. docs/POR.md has the
-argument rule by rule.
+error a path outside T could reach: T holds an unfinished thread (so no such path finishes
+every thread, as the exit rules need), an unfinished thread of each block a thread seed stops
+reaching into is in T (BP146), and every actor whose future memory conflicts with what the
+seed's step stops touching is in T (BP200, BP201). The state graph has no cycles, so no cycle
+proviso is needed. docs/POR.md has the argument rule by rule.
 
 With thread symmetry, the races of the symmetric images of a state are checked too (the
 explorer's race permutations): memory is then taken over a thread's whole symmetry class.
