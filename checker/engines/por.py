@@ -377,14 +377,38 @@ class PersistentSets:
                 return out
 
             best, best_size = 0, n_on
+            # (seed, actors in the set from the start). A block a thread seed stops reaching
+            # into must not exit outside the set (BP146): one unfinished thread of each such
+            # block in the set is enough; for the first block each of its threads is tried
+            # (blocked ones first), for the others a blocked one if any.
+            starts = []
+            blocked_threads = [k for k in range(n_threads) if not (on >> k) & 1] or [0]
             for seed in seeds:
-                inside = 1 << seed
                 if seed >= n_threads:
-                    # A delivery or completion may end a copy's or an MMA's accesses, and may
-                    # end the last thing in flight at exit: an unfinished thread in the set
-                    # (a blocked one, if any) keeps every path outside it short of the exit.
-                    j = next((j for j in range(n_threads) if not (on >> j) & 1), 0)
-                    inside |= 1 << j
+                    # a delivery or completion may end the last thing in flight at exit: an
+                    # unfinished thread in the set keeps every path outside it short of the
+                    # exit (each blocked thread is tried)
+                    starts += [(seed, 1 << k) for k in blocked_threads]
+                    continue
+                gone = leaves[act[seed]][state[act[seed]]]
+                if not gone:
+                    starts.append((seed, 0))
+                    continue
+                low = gone & -gone
+                tries = sorted((k for k in range(n_threads) if block_bit[act[k]] & low),
+                               key=lambda k: (on >> k) & 1)
+                rest, others = 0, gone & ~low
+                for blocked_only in (True, False):
+                    for k in range(n_threads):
+                        b = block_bit[act[k]] & others
+                        if b and (not blocked_only or not (on >> k) & 1):
+                            rest |= 1 << k
+                            others &= ~b
+                starts += [(seed, rest | (1 << k)) for k in tries]
+            for seed, extra in starts:
+                inside = (1 << seed) | extra
+                if seed >= n_threads:
+                    # a delivery or completion may end a copy's or an MMA's accesses
                     if has_memory:
                         x = act[seed] - A
                         if x < n_slots:
@@ -395,19 +419,8 @@ class PersistentSets:
                             for j, (mr, mw) in enumerate(mem or memory()):
                                 if sr & mw or sw & (mr | mw):
                                     inside |= 1 << j
-                    gone = 0
                 else:
                     a = act[seed]
-                    gone = leaves[a][state[a]]
-                if gone:
-                    # a block it stops reaching into must not exit outside the set (BP146): one
-                    # unfinished thread of it in the set is enough (a blocked one, if any)
-                    for blocked_first in (True, False):
-                        for j in range(n_threads):
-                            if block_bit[act[j]] & gone and \
-                                    (not blocked_first or not (on >> j) & 1):
-                                inside |= 1 << j
-                                gone &= ~block_bit[act[j]]
                 if has_memory and seed < n_threads:
                     # who could race with what the seed's thread stops touching
                     sr, sw = release_r[a][state[a]], release_w[a][state[a]]
