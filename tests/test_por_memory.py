@@ -203,3 +203,35 @@ def test_blocks_that_touch_different_slots_are_not_permuted():
     system = System(_cluster_ring(2, slot_of_block=True))
     assert Symmetry(system).blocks == []
     _same(system)
+
+
+PALLAS_WITH_MEMORY = [("races.py", "ring_read_then_release"), ("races.py", "ring_release_then_read"),
+                      ("jax_kernels.py", "hopper_matmul"), ("jax_kernels.py", "hopper_matmul_cluster"),
+                      ("jax_kernels.py", "ragged_dot"), ("jax_kernels.py", "attention_forward"),
+                      ("jax_kernels.py", "blackwell_matmul")]
+
+
+@pytest.mark.parametrize("file,name", PALLAS_WITH_MEMORY, ids=lambda x: x)
+def test_pallas_kernels_with_memory_keep_their_verdicts(file, name):
+    """Kernels traced from JAX, whose memory effects come from the jaxpr: the same verdict,
+    code and counterexample length with and without partial-order reduction (and for the
+    small ones without any reduction)."""
+    import os
+
+    from barrierproof.model import pallas
+
+    from conftest import EXAMPLES
+    mod = pallas.import_file(os.path.join(EXAMPLES, "pallas", file))
+    for kernel in pallas.load(getattr(mod, name), name=name):
+        for system in compile_systems(kernel):
+            assert system.memory is not None
+            with_por = explore(system)
+            without = explore(system, partial_order=False)
+            assert with_por.status == without.status
+            if without.status == "violation":
+                assert with_por.violation.code == without.violation.code
+                assert len(with_por.actions) == len(without.actions)
+            assert with_por.states <= without.states
+            if without.states < 5000:
+                full = explore(system, reduction=False)
+                assert full.status == with_por.status
