@@ -379,32 +379,36 @@ class PersistentSets:
             best, best_size = 0, n_on
             # (seed, actors in the set from the start). A block a thread seed stops reaching
             # into must not exit outside the set (BP146): one unfinished thread of each such
-            # block in the set is enough; for the first block each of its threads is tried
-            # (blocked ones first), for the others a blocked one if any.
+            # block in the set is enough.
             starts = []
-            blocked_threads = [k for k in range(n_threads) if not (on >> k) & 1] or [0]
+            def quietest(candidates: list[int]) -> int:
+                """The thread that drags the fewest actors in with it: a blocked one with the
+                fewest enablers, else the first."""
+                stuck = [k for k in candidates if not (on >> k) & 1]
+                if not stuck:
+                    return candidates[0]
+                return min(stuck, key=lambda k: (enablers.get(k) if k in enablers
+                                                 else enabling(k)).bit_count())
+
+            anchor = quietest(list(range(n_threads))) if n_threads else 0
             for seed in seeds:
                 if seed >= n_threads:
                     # a delivery or completion may end the last thing in flight at exit: an
-                    # unfinished thread in the set keeps every path outside it short of the
-                    # exit (each blocked thread is tried)
-                    starts += [(seed, 1 << k) for k in blocked_threads]
+                    # unfinished thread in the set keeps every path outside it short of the exit
+                    starts.append((seed, 1 << anchor))
                     continue
                 gone = leaves[act[seed]][state[act[seed]]]
                 if not gone:
                     starts.append((seed, 0))
                     continue
-                low = gone & -gone
-                tries = sorted((k for k in range(n_threads) if block_bit[act[k]] & low),
-                               key=lambda k: (on >> k) & 1)
-                rest, others = 0, gone & ~low
-                for blocked_only in (True, False):
-                    for k in range(n_threads):
-                        b = block_bit[act[k]] & others
-                        if b and (not blocked_only or not (on >> k) & 1):
-                            rest |= 1 << k
-                            others &= ~b
-                starts += [(seed, rest | (1 << k)) for k in tries]
+                extra = 0
+                while gone:
+                    low = gone & -gone
+                    gone ^= low
+                    members = [k for k in range(n_threads) if block_bit[act[k]] & low]
+                    if members:
+                        extra |= 1 << quietest(members)
+                starts.append((seed, extra))
             for seed, extra in starts:
                 inside = (1 << seed) | extra
                 if seed >= n_threads:
