@@ -409,6 +409,9 @@ class PersistentSets:
                     if members:
                         extra |= 1 << quietest(members)
                 starts.append((seed, extra))
+            # the seeds with the fewest direct conflicts first: a set of one ends the search
+            starts.sort(key=lambda st: ((conflicts[st[0]] if st[0] in conflicts
+                                         else conflict(st[0])) | st[1]).bit_count())
             for seed, extra in starts:
                 inside = (1 << seed) | extra
                 if seed >= n_threads:
