@@ -117,8 +117,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     image[pb] = st[pa]
                 image = tuple(image)
                 if system.memory.racing(system, image):
-                    race = system.memory.violation(system, image)
-                    if race.code not in ignore:
+                    race = system.memory.violation(system, image, ignore)
+                    if race is not None:
                         return [race], perm
         return bad, None
 

@@ -138,6 +138,17 @@ class PersistentSets:
         # Once a thread has observed a completion of the barrier it moves onto (its seen entry,
         # which only its own waits change, is >= 0), where it stands no longer matters to BP101.
         self.onto = [{pc: x for pc, x in enumerate(row) if x is not None} for row in onto]
+        # One instruction's share of a thread's future: what it reads (with its guard and the
+        # wait it moves onto) and writes (with the deliveries and completions it causes).
+        self.step_r = [[reads[a][pc] | guard_only[a][pc] | (onto[a][pc][0] if onto[a][pc] else 0)
+                        for pc in range(len(p))] for a, p in enumerate(system.programs)]
+        self.step_w = [[writes[a][pc] | causes[a][pc] for pc in range(len(p))]
+                       for a, p in enumerate(system.programs)]
+        # Instructions that can block: a thread's horizon may end at one whose guard is false
+        # for good on paths outside the set.
+        self.blocking = [[pc for pc, i in enumerate(p)
+                          if i.op in WAITS or i.op in (HW_WAIT, SEM_WAIT, AWAIT_FORK, JOIN)]
+                         for p in system.programs]
         self.fut_r, self.fut_w = [], []
         for a, prog in enumerate(system.programs):
             fr = [0] * (len(prog) + 1)
@@ -409,11 +420,53 @@ class PersistentSets:
                     if members:
                         extra |= 1 << quietest(members)
                 starts.append((seed, extra))
+            threads = (1 << n_threads) - 1
+            writers_of: dict[int, int] = {}
+            step_r, step_w, blocking = self.step_r, self.step_w, self.blocking
+
+            def horizon(j: int, inside: int) -> tuple[int, int]:
+                """Thread j's future up to the first instruction it cannot pass on a path
+                outside `inside`: a blocking step whose guard is false now and whose inputs
+                nothing outside `inside` can change (no other actor outside it writes what
+                the guard reads; j itself neither writes it nor waits on it before). Taken
+                with the set as it is now: the set only grows, which only shortens horizons,
+                so this one stays a safe over-approximation."""
+                a = act[j]
+                pc = state[a]
+                srow, wrow, base = step_r[a], step_w[a], reads[a]
+                hr = hw = own = 0
+                q = pc
+                for b in blocking[a]:
+                    if b <= pc:
+                        continue
+                    while q < b:
+                        hr |= srow[q]
+                        hw |= wrow[q]
+                        own |= base[q] | wrow[q]
+                        q += 1
+                    gr = reads[a][b] | guard_only[a][b]
+                    if own & gr:
+                        continue
+                    wr = writers_of.get(gr)
+                    if wr is None:
+                        wr = 0
+                        for k in range(L):
+                            if gr & f_w[k]:
+                                wr |= 1 << k
+                        writers_of[gr] = wr
+                    if wr & ~inside & ~(1 << j):
+                        continue
+                    guard = guards[a][b]
+                    if guard is not None and not guard(system, state, programs[a][b]):
+                        return hr, hw
+                return f_r[j], f_w[j]
+
             # the seeds with the fewest direct conflicts first: a set of one ends the search
             starts.sort(key=lambda st: ((conflicts[st[0]] if st[0] in conflicts
                                          else conflict(st[0])) | st[1]).bit_count())
             for seed, extra in starts:
                 inside = (1 << seed) | extra
+                horizons: dict[int, tuple[int, int]] = {}
                 if seed >= n_threads:
                     # a delivery or completion may end a copy's or an MMA's accesses
                     if has_memory:
@@ -452,6 +505,17 @@ class PersistentSets:
                             if e is None:
                                 e = enabling(j)
                             if not e & ~inside:
+                                new &= ~(1 << j)
+                    if new & threads:
+                        # a thread that cannot pass a wait outside the set matters only up to
+                        # that wait (its horizon)
+                        r, w, enabled_u = cur_r[i], cur_w[i], (on >> i) & 1
+                        for j in bits(new & threads):
+                            hz = horizons.get(j)
+                            if hz is None:
+                                hz = horizons[j] = horizon(j, inside)
+                            hr, hw = hz
+                            if (not (w & (hr | hw) or r & hw)) if enabled_u else not r & hw:
                                 new &= ~(1 << j)
                     if new:
                         inside |= new
