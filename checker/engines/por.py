@@ -16,7 +16,9 @@ neither changes the rule the other breaks. From a seed actor, the set T is close
   counter on; a slot while copies are in flight; a queue's entries; for a thread, also the
   deliveries and completions of the copies and MMAs it will issue) may conflict with it;
 - a disabled step in T pulls in every actor whose future writes what its guard reads, and a
-  blocked thread whose enablers are all in T stays out (it cannot move outside T).
+  blocked thread whose enablers are all in T stays out (it cannot move outside T);
+- a thread's future counts only up to its horizon: the first wait ahead whose guard is false
+  and reads nothing that the thread before it or any actor outside T may write.
 
 T is then a strong stubborn set and its enabled steps a persistent set: every deadlock and
 every rule broken by a step stays reachable. State rules hold because the seed removes no
