@@ -34,6 +34,7 @@ explorer's race permutations): memory is then taken over a thread's whole symmet
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Callable
 
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
@@ -41,6 +42,8 @@ from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMP
                                 ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, WAIT, WAITS, System)
 
 ARRIVALS = (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, ISSUE_ASYNC)
+# How many blocking instructions ahead a horizon looks for one that holds a thread back.
+HORIZON_WAITS = 3
 
 
 class PersistentSets:
@@ -438,9 +441,10 @@ class PersistentSets:
                 srow, wrow, base = step_r[a], step_w[a], reads[a]
                 hr = hw = own = 0
                 q = pc
-                for b in blocking[a]:
-                    if b <= pc:
-                        continue
+                ahead = blocking[a]
+                first = bisect_right(ahead, pc)
+                # a few waits ahead at most: past them the whole future is cheaper and as good
+                for b in ahead[first:first + HORIZON_WAITS]:
                     while q < b:
                         hr |= srow[q]
                         hw |= wrow[q]
