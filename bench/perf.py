@@ -6,7 +6,7 @@ growing sizes, in one run; writes bench/PERF.md.
 
 Reductions, added one at a time: none; thread symmetry (identical threads, with twin steps and
 incremental canonical forms); + block symmetry (cluster blocks mapped onto each other); + POR
-(local steps expanded alone). Every column must reach the same verdict (checked). Stores: the
+(dynamic persistent sets). Every column must reach the same verdict (checked). Stores: the
 unreduced search of one member in a fresh process per store, bytes per state = resident memory
 grown / distinct states. Ratios within the run are what to compare: the machine may be shared.
 """
@@ -28,11 +28,15 @@ sys.path.insert(0, HERE)
 from barrierproof.checker.engines.explore import Limits, explore  # noqa: E402
 from barrierproof.model.semantics import System  # noqa: E402
 
-from family import CLUSTER, pipeline  # noqa: E402
+from family import CLUSTER, cluster_buffers, pipeline, pipeline_buffers  # noqa: E402
 
 MEMBERS = CLUSTER + [(pipeline, dict(stages=3, consumers=4, steps=8)),
                      (pipeline, dict(stages=2, consumers=20, steps=2)),
-                     (pipeline, dict(stages=2, consumers=28, steps=2))]
+                     (pipeline, dict(stages=2, consumers=28, steps=2)),
+                     # with memory effects: races checked in the same search
+                     (cluster_buffers, dict(blocks=3, consumers=1, steps=2)),
+                     (cluster_buffers, dict(blocks=2, consumers=2, steps=4)),
+                     (pipeline_buffers, dict(stages=2, consumers=4, steps=4))]
 LEVELS = [("none", dict(reduction=False)),
           ("thread", dict(block_symmetry=False, partial_order=False)),
           ("+block", dict(partial_order=False)),
@@ -51,10 +55,11 @@ def _cell(r, seconds) -> str:
     return f"{r.states:,} / {seconds:.2f}s{mark}"
 
 
-def reductions(timeout: float) -> list[str]:
+def reductions(timeout: float, goals: list[str]) -> list[str]:
     lines = ["| member | " + " | ".join(f"{n}: states / time" for n, _ in LEVELS) +
-             " | states none / +POR | time thread / +POR |",
-             "| --- |" + " --- |" * (len(LEVELS) + 2)]
+             " | states none / +POR | time none / +POR | time thread / +POR |",
+             "| --- |" + " --- |" * (len(LEVELS) + 3)]
+    cluster_ratios = []
     for proto, params in MEMBERS:
         system = System(proto.build(), params)
         runs = [_run(system, timeout, **kw) for _, kw in LEVELS]
@@ -65,9 +70,19 @@ def reductions(timeout: float) -> list[str]:
         none, thread, last = runs[0], runs[1], runs[-1]
         ratio = f"{none[0].states / last[0].states:,.1f}x" + \
             (" (none bounded)" if none[0].status == "bounded" else "")
+        at_least = "≥ " if none[0].status == "bounded" else ""
+        speed = f"{at_least}{none[1] / max(last[1], 1e-9):,.1f}x"
         lines.append(f"| {name} | " + " | ".join(_cell(r, s) for r, s in runs) +
-                     f" | {ratio} | {thread[1] / max(last[1], 1e-9):,.1f}x |")
+                     f" | {ratio} | {speed} | {thread[1] / max(last[1], 1e-9):,.1f}x |")
         print(lines[-1], flush=True)
+        if proto.name == "cluster":
+            cluster_ratios.append(none[0].states / last[0].states)
+        if proto.name == "pipeline" and params["consumers"] == 28:
+            goals.append(f"- pipeline with 28 consumers: {speed} faster than `none` "
+                         f"(goal: 10x{'; `none` stopped at its time limit' if at_least else ''}).")
+    goals.insert(0, f"- cluster members: {min(cluster_ratios):.1f}x to "
+                    f"{max(cluster_ratios):.1f}x fewer states than `none` (goal: 10x; "
+                    f"{sum(r >= 10 for r in cluster_ratios)} of {len(cluster_ratios)} meet it).")
     return lines
 
 
@@ -92,7 +107,7 @@ def stores() -> list[str]:
     return lines
 
 
-def blackwell(timeout: float) -> list[str]:
+def blackwell(timeout: float, goals: list[str]) -> list[str]:
     """JAX's blackwell_matmul_mgpu with collective=True (2-CTA), traced on the CPU."""
     sys.path.insert(0, os.path.join(ROOT, "examples", "pallas"))
     from barrierproof.loader import import_file, targets_in_module
@@ -100,7 +115,8 @@ def blackwell(timeout: float) -> list[str]:
     path = os.path.join(ROOT, "examples", "pallas", "jax_kernels.py")
     module = import_file(path)
     lines = ["| size (M x K x N) | tiles per block | agents / state width | verdict | states | "
-             "time | bytes per state |", "| --- | --- | --- | --- | --- | --- | --- |"]
+             "depth | time | bytes per state | memory grown |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (m, k, n), tiles in [((512, 128, 512), 1), ((1024, 1024, 1024), None)]:
         def kernel(m=m, k=k, n=n):
             cfg = module.blackwell.TuningConfig(tile_m=128, tile_n=128, tile_k=64,
@@ -116,9 +132,16 @@ def blackwell(timeout: float) -> list[str]:
             (f" ({r.reason})" if r.reason else "")
         per_block = tiles or "default (" + ", ".join(f"{p}={v.default}"
                                                        for p, v in built.params.items()) + ")"
+        grown = r.bytes_per_state * r.states / 2**20
         lines.append(f"| {m} x {k} x {n} | {per_block} | {system.n_agents} / {system.width} | "
-                     f"{what} | {r.states:,} | {seconds:.1f}s | {r.bytes_per_state:,.0f} |")
+                     f"{what} | {r.states:,} | {r.depth} | {seconds:.1f}s | "
+                     f"{r.bytes_per_state:,.0f} | {grown:,.0f} MB |")
         print(lines[-1], flush=True)
+        if tiles is None:
+            met = r.status != "bounded" and seconds <= 60 and grown <= 4096
+            goals.append(f"- 2-CTA Blackwell matmul at {m}x{k}x{n}: {r.status} after "
+                         f"{seconds:.0f} s, {r.states:,} states to depth {r.depth} "
+                         f"(goal: a verdict in 60 s and 4 GB: {'met' if met else 'not met'}).")
     return lines
 
 
@@ -131,9 +154,10 @@ def main() -> None:
     if args.store_child:
         return _store_child(args.store_child)
     start = time.time()
-    red = reductions(min(args.timeout, 10.0))
+    goals: list[str] = []
+    red = reductions(min(args.timeout, 10.0), goals)
     sto = stores()
-    bw = blackwell(args.timeout)
+    bw = blackwell(args.timeout, goals)
     machine = (f"{platform.machine()} with {os.cpu_count()} CPUs, Python "
                f"{platform.python_version()}")
     text = "\n".join([
@@ -142,6 +166,10 @@ def main() -> None:
         f"Produced by `python bench/perf.py` in one run of {time.time() - start:.0f} s on "
         f"{machine}, shared with other work while it ran: compare ratios within a table; "
         "absolute times must be measured again on an idle machine.",
+        "",
+        "## Goals of the run (issue: real kernels at real sizes)",
+        "",
+        *goals,
         "",
         "## States and time per reduction",
         "",

@@ -220,11 +220,14 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
             trace = run.trace(source)
             _agree_with_reference(kernel, trace, ignored, engine)
             where = "" if len(systems) == 1 else f" (grid position {system.grid_position})"
+            # a reason on a violation: a limit kept the search from confirming it is shortest
+            which = "counterexample" if result.reason else "shortest counterexample"
+            steps = f"{len(result.actions)} step{'' if len(result.actions) == 1 else 's'}"
             found = verdict("violation", [diagnostic(system, run.violation)] + unmodeled,
                             trace=trace, states=states, transitions=transitions,
                             depth=len(result.actions),
-                            coverage=f"{label}shortest counterexample: {len(result.actions)} "
-                                     f"step{'' if len(result.actions) == 1 else 's'}{where}")
+                            coverage=f"{label}{which}: {steps}{where}"
+                                     + (f" ({result.reason})" if result.reason else ""))
             if unmodeled:
                 found.notes.append("the kernel uses synchronization the model does not cover "
                                    "(BP190); this trace ignores it and may not be feasible")

@@ -228,17 +228,27 @@ class MemoryLayout:
         what = "tcgen05 op" if acc.who == "tcgen05" else acc.who
         return f"a {what} of {system.agents[agent].name}"
 
-    def violation(self, system: "System", state: tuple) -> "Violation | None":
-        """The race in `state`, with both accesses, or None."""
+    def violation(self, system: "System", state: tuple,
+                  skip: frozenset[str] = frozenset()) -> "Violation | None":
+        """The race in `state`, with both accesses, or None. When races in both memories hold,
+        the one with the lower code (as `semantics.primary` picks among rules), so every state
+        of a symmetry orbit reports the same code; codes in `skip` (ignored) are passed over."""
+        kept = [v for v in self.violations(system, state) if v.code not in skip]
+        return kept[0] if kept else None
+
+    def violations(self, system: "System", state: tuple) -> list["Violation"]:
+        """One race per code (BP200, BP201) that `state` exhibits, in code order."""
         from .semantics import Violation
         if not self.racing(system, state):
-            return None
+            return []
+        found: dict[str, Violation] = {}
         for a in self.active_agents:
             pair = self.self_races[a].get(state[a])
             if pair is not None:
                 name = system.agents[a].name
                 first, second = pair if pair[0].write else pair[::-1]
-                return self._violation(system, (first, name, a), (second, name, a), Violation)
+                race = self._violation(system, (first, name, a), (second, name, a), Violation)
+                found.setdefault(race.code, race)
         owners = self.owners(system, state)
         for (l1, a1, x1), (l2, a2, x2) in itertools.combinations(owners, 2):
             for p in x1:
@@ -248,8 +258,9 @@ class MemoryLayout:
                     # The primary access is the write (the one that clobbers).
                     first, second = ((q, l2, a2), (p, l1, a1)) \
                         if q.write and not p.write else ((p, l1, a1), (q, l2, a2))
-                    return self._violation(system, first, second, Violation)
-        return None
+                    race = self._violation(system, first, second, Violation)
+                    found.setdefault(race.code, race)
+        return [found[code] for code in sorted(found)]
 
     def _violation(self, system, first, second, Violation) -> "Violation":
         (acc1, lane1, agent1), (acc2, lane2, agent2) = first, second

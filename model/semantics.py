@@ -1036,9 +1036,7 @@ class System:
         if not found and self.is_done(state):
             found = self.exit_violations(state)
         if self.memory is not None:
-            race = self.memory.violation(self, state)
-            if race is not None:
-                found.append(race)
+            found += self.memory.violations(self, state)   # one per memory space
         return found
 
     def exit_violations(self, state: tuple) -> list[Violation]:

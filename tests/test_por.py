@@ -1,6 +1,8 @@
-"""Partial-order reduction by local steps (checker/engines/por.py): the same verdict, violation
-code and counterexample length as the search without it, on every example and on random
-protocols with warp regions, tcgen05 issues and unmodelled synchronization (its local steps)."""
+"""Partial-order reduction by persistent sets (checker/engines/por.py): the same verdict,
+violation code and counterexample length as the search without it, on every example and on
+random protocols with warp regions, tcgen05 issues and unmodelled synchronization (steps that
+touch nothing shared, each a persistent set of its own). Memory, hardware barriers and
+clusters: tests/test_por_memory.py."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -7,11 +7,12 @@ storing paths.
 
 Reductions (docs/POR.md argues each rule survives them; tests compare with the unreduced search):
 symmetry between identical threads and between cluster blocks that map onto each other
-(symmetry.py), and partial-order reduction by local steps (por.py). A counterexample found in
-the quotient is mapped back to a concrete schedule before it is replayed. Races (BP200/BP201)
-are not invariant under a permutation of threads that touch different memory: each state kept
-is also race-checked in its images under those permutations (race_permutations), and kernels
-with checked memory get neither block symmetry nor partial-order reduction.
+(symmetry.py), and partial-order reduction by dynamic persistent sets (por.py). A counterexample
+found in the quotient is mapped back to a concrete schedule before it is replayed. Races
+(BP200/BP201) are not invariant under a permutation of threads that touch different memory: each
+state kept is also race-checked in its images under those permutations (race_permutations). A
+block permutation is kept for a kernel with checked memory only when it carries every access,
+renamed with the blocks, onto its image's (symmetry.py), so races are invariant under it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...model.semantics import System, Violation, primary
-from .por import local_steps
+from .por import persistent_sets
 from .store import StateStore
 from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,
                        race_permutations, thread_classes)
@@ -95,11 +96,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     # From a canonical state, only the mover's class can fall out of order.
     after_step = symmetry.after_step() if symmetry is not None else None
     twins = symmetry.twins() if symmetry is not None else None
-    local = local_steps(system) if reduction and partial_order else None
+    classes = symmetry.classes if symmetry is not None else []
+    local = persistent_sets(system, classes) if reduction and partial_order else None
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
-    classes = symmetry.classes if symmetry is not None else []
     perms = race_permutations(system, classes) if reduce is not None else []
     moves = [(perm, [(pa, pb) for a, b in perm.items()
                      for pa, pb in zip(_local_fields(system, a), _local_fields(system, b))])
@@ -116,8 +117,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     image[pb] = st[pa]
                 image = tuple(image)
                 if system.memory.racing(system, image):
-                    race = system.memory.violation(system, image)
-                    if race.code not in ignore:
+                    race = system.memory.violation(system, image, ignore)
+                    if race is not None:
                         return [race], perm
         return bad, None
 
@@ -154,13 +155,19 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         if local is not None:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
-            bound = Limits(limits.max_states, depth, limits.timeout, limits.max_memory_mb)
+            left = None if limits.timeout is None else \
+                max(limits.timeout - (time.perf_counter() - start), 0.0)
+            bound = Limits(limits.max_states, depth, left, limits.max_memory_mb)
             again = explore(system, bound, reduction, ignore, progress, block_symmetry,
                             store_mode, partial_order=False)
             if again.status == "violation":   # its counts: the search that found it
                 again.seconds = time.perf_counter() - start
                 return again
             # stopped by a limit first: the counterexample found stands, maybe not shortest
+            return result("violation", actions=actions, violation=violation,
+                          reason=f"found with partial-order reduction; the search without it "
+                                 f"to depth {depth} stopped ({again.reason}), so a shorter one "
+                                 "may exist")
         return result("violation", actions=actions, violation=violation)
 
     store = StateStore(system, store_mode)
@@ -200,9 +207,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             for n, state in enumerate(frontier):
                 if packed:
                     state = unpack(state)
-                alone = local(state) if local is not None else None
-                if alone is not None:       # a local, invisible step: the only one expanded
-                    succ = [(alone, *system.step(state, alone))]
+                chosen = local(state) if local is not None else None
+                if chosen is not None:      # a persistent set: its steps are the only ones
+                    succ = [(a, *system.step(state, a)) for a in chosen]
                 else:
                     succ = system.successors(state, twins(state) if twins is not None else None)
                 if not succ and not system.is_done(state):

@@ -1,98 +1,573 @@
-"""Partial-order reduction by local steps: a state where some agent's next step touches nothing
-but that agent expands that step alone.
+"""Partial-order reduction by dynamic persistent sets: in each state the explorer expands only the
+enabled steps of a set of actors that no step outside the set can interfere with.
 
-A *local step* is a thread's instruction that reads and writes only its own program counter and
-its own tcgen05 queue: `unmodeled`, `fork`, `await_fork`, `join`, `issue_tcgen05`. Once enabled
-it stays enabled (the guards of `await_fork` and `join` read program counters, which only grow),
-it commutes with every other action, and no other action can enable or disable it. The singleton
-{t} is then a persistent (ample) set. It is also *invisible* to every rule when the instruction
-after it is not a wait and it does not finish the last running agent: the rules read an agent's
-position only through "is it at a wait" (BP101, BP102) and "has every agent finished" (BP103,
-BP104, BP105, BP130 at exit). The state graph has no cycles (every action advances a program
-counter or delivers an in-flight operation, and deliveries are bounded by the issues before
-them), so no cycle proviso is needed. docs/POR.md argues rule by rule why verdicts are kept.
+Actors are the threads (each its next instruction), the in-flight slots (a TMA landing or async
+arrival) and the tcgen05 queues (the head's completion). Each instruction is summarised by the
+*resources* it reads and writes (a bit each): P(i) a barrier instance (arrivals, tx updates,
+deliveries and queue pops write it; waits read it, and so does the step that moves a thread
+that has observed nothing yet onto a Pallas wait of i, since a completion's BP101 check reads
+that); H(i) a hardware barrier; F(a) / J(w) fork and join, read by `await_fork` / `join` only
+while their guard is false (program counters only grow).
 
-Counterexamples: the reduced graph finds a violation whenever the full one has one, but not
-always at the least depth, so the explorer searches again without this reduction up to that
-depth and reports the shortest counterexample that search finds.
+Steps whose resources do not conflict commute, neither enables nor disables the other, and
+neither changes the rule the other breaks. From a seed actor, the set T is closed under:
+
+- an enabled step in T pulls in every actor whose *future* (its instructions from its program
+  counter on; a slot while copies are in flight; a queue's entries; for a thread, also the
+  deliveries and completions of the copies and MMAs it will issue) may conflict with it;
+- a disabled step in T pulls in every actor whose future writes what its guard reads, and a
+  blocked thread whose enablers are all in T stays out (it cannot move outside T);
+- a thread's future counts only up to its horizon: the first wait ahead whose guard is false
+  and reads nothing that the thread before it or any actor outside T may write.
+
+T is then a strong stubborn set and its enabled steps a persistent set: every deadlock and
+every rule broken by a step stays reachable. State rules hold because the seed removes no
+error a path outside T could reach: T holds an unfinished thread (so no such path finishes
+every thread, as the exit rules need), an unfinished thread of each block a thread seed stops
+reaching into is in T (BP146), and every actor whose future memory conflicts with what the
+seed's step stops touching is in T (BP200, BP201). The state graph has no cycles, so no cycle
+proviso is needed. docs/POR.md has the argument rule by rule.
+
+With thread symmetry, the races of the symmetric images of a state are checked too (the
+explorer's race permutations): memory is then taken over a thread's whole symmetry class.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Callable
 
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
-                                EXPECT_TX, FORK, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, UNMODELED,
-                                SEM_WAIT, WAITS, System, guard_await_fork, guard_join)
+                                EXPECT_TX, FORK, GUARDS, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC,
+                                ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, WAIT, WAITS, System)
 
-LOCAL = {UNMODELED, FORK, AWAIT_FORK, JOIN, ISSUE_TCGEN05}
+ARRIVALS = (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, ISSUE_ASYNC)
+# How many blocking instructions ahead a horizon looks for one that holds a thread back.
+HORIZON_WAITS = 3
 
 
-def local_steps(system: System) -> Callable[[tuple], int | None] | None:
-    """A function from a state to one agent whose next step is local and invisible, or None
-    when there is none; None instead of a function when no program has a local step.
+class PersistentSets:
+    """Per state: the enabled actions of a persistent set, or None when the set is every
+    enabled action (or no seed qualifies)."""
 
-    With several blocks, BP146 reads whether a block has exited and whether a thread is at an
-    access to another block's barrier: a last step counts only while another thread of its
-    block runs, and a step onto such an access is never taken alone. Kernels with hardware
-    (named) barriers are not reduced: their rules read more of a thread's position; nor are
-    kernels whose memory accesses are checked for races (BP200/BP201 read every position)."""
-    if getattr(system, "hw_instances", None) or system.memory is not None:
+    def __init__(self, system: System, classes: list[list[int]] | None = None):
+        self.system = system
+        A = system.n_agents
+        n_inst = len(system.instances)
+        hw_instances = getattr(system, "hw_instances", [])
+        bit = 0
+        P = [1 << (bit + i) for i in range(n_inst)]
+        bit += n_inst
+        H = [1 << (bit + i) for i in range(len(hw_instances))]
+        bit += len(hw_instances)
+        F = [1 << (bit + a) for a in range(A)]
+        bit += A
+        J = [1 << (bit + a) for a in range(A)]
+        bit += A
+        blocks = {b: n for n, b in enumerate(system.blocks)}
+        E = {b: 1 << (bit + n) for b, n in blocks.items()} if len(system.blocks) > 1 else {}
+
+        def inst_block(i):
+            return system.instances[i].block
+
+        # reads[a][pc], writes[a][pc]: the step of agent a at pc. fut_w/fut_r[a][pc]: the union
+        # over pc.. of the agent's steps, plus the deliveries / completions it will cause.
+        reads = [[0] * len(p) for p in system.programs]
+        writes = [[0] * len(p) for p in system.programs]
+        causes = [[0] * len(p) for p in system.programs]   # P bits of later async arrivals
+        onto = [[None] * len(p) for p in system.programs]  # (P bit, seen position) of a wait next
+        # Program counters only grow: once `await_fork` / `join` is enabled it stays enabled
+        # and commutes with everything, so what its guard reads matters only while disabled.
+        guard_only = [[0] * len(p) for p in system.programs]
+        remote = [[0] * (len(p) + 1) for p in system.programs]   # E bits a step reaches into
+        for a, prog in enumerate(system.programs):
+            own = system.agents[a].block
+            for pc, instr in enumerate(prog):
+                op = instr.op
+                r = w = 0
+                if op in ARRIVALS:
+                    for i in instr.target:
+                        w |= P[i]
+                    insts = list(instr.target)
+                    if op == ISSUE_ASYNC:
+                        insts += [system.slots[k].inst for k in instr.aux]
+                        for k in instr.aux:
+                            causes[a][pc] |= P[system.slots[k].inst]
+                    if E:
+                        for i in insts:
+                            if inst_block(i) != own and inst_block(i) in E:
+                                remote[a][pc] |= E[inst_block(i)]
+                elif op in WAITS:
+                    r |= P[instr.target]
+                elif op == SEM_SIGNAL:
+                    w |= P[instr.target]
+                elif op == SEM_WAIT:
+                    r |= P[instr.target]
+                    if instr.aux:
+                        w |= P[instr.target]
+                elif op == HW_ARRIVE:
+                    w |= H[instr.target]
+                elif op == HW_WAIT:
+                    r |= H[instr.target]
+                elif op == FORK:
+                    w |= F[a]
+                elif op == AWAIT_FORK:
+                    parent, fork_pc = instr.aux
+                    if fork_pc > 0:
+                        guard_only[a][pc] = F[parent]
+                elif op == JOIN:
+                    for warp, end in instr.aux:
+                        if end > 0:
+                            guard_only[a][pc] |= J[warp]
+                elif op == ISSUE_TCGEN05:
+                    for i in system.arrival_sets[instr.aux]:
+                        causes[a][pc] |= P[i]
+                # moving onto a Pallas wait: a completion of its barrier reads whether a
+                # waiter that has observed nothing yet stands at it (BP101)
+                if pc + 1 < len(prog) and prog[pc + 1].op == WAIT:
+                    onto[a][pc] = (P[prog[pc + 1].target], prog[pc + 1].aux)
+                reads[a][pc] |= r
+                writes[a][pc] |= w
+            for instr in prog:
+                if instr.op == JOIN:
+                    for warp, end in instr.aux:
+                        if end > 0:
+                            writes[warp][end - 1] |= J[warp]
+        self.reads, self.writes = reads, writes
+        self.guard_only = guard_only
+        # BP146 reads whether a thread stands at an access into an exited block: a seed may
+        # remove that only if the next instruction no longer reaches into the same blocks.
+        self.leaves = [[remote[a][pc] & ~remote[a][pc + 1] for pc in range(len(p))]
+                       for a, p in enumerate(system.programs)]
+        self.block_bit = [E.get(system.agents[a].block, 0) for a in range(A)]
+        # Once a thread has observed a completion of the barrier it moves onto (its seen entry,
+        # which only its own waits change, is >= 0), where it stands no longer matters to BP101.
+        self.onto = [{pc: x for pc, x in enumerate(row) if x is not None} for row in onto]
+        # One instruction's share of a thread's future: what it reads (with its guard and the
+        # wait it moves onto) and writes (with the deliveries and completions it causes).
+        self.step_r = [[reads[a][pc] | guard_only[a][pc] | (onto[a][pc][0] if onto[a][pc] else 0)
+                        for pc in range(len(p))] for a, p in enumerate(system.programs)]
+        self.step_w = [[writes[a][pc] | causes[a][pc] for pc in range(len(p))]
+                       for a, p in enumerate(system.programs)]
+        # Instructions that can block: a thread's horizon may end at one whose guard is false
+        # for good on paths outside the set.
+        self.blocking = [[pc for pc, i in enumerate(p)
+                          if i.op in WAITS or i.op in (HW_WAIT, SEM_WAIT, AWAIT_FORK, JOIN)]
+                         for p in system.programs]
+        self.fut_r, self.fut_w = [], []
+        for a, prog in enumerate(system.programs):
+            fr = [0] * (len(prog) + 1)
+            fw = [0] * (len(prog) + 1)
+            for pc in range(len(prog) - 1, -1, -1):
+                fr[pc] = fr[pc + 1] | reads[a][pc] | guard_only[a][pc] | \
+                    (onto[a][pc][0] if onto[a][pc] else 0)
+                fw[pc] = fw[pc + 1] | writes[a][pc] | causes[a][pc]
+            self.fut_r.append(fr)
+            self.fut_w.append(fw)
+        self.slot_w = [P[s.inst] for s in system.slots]
+        self.entry_w = [sum_bits(P[i] for i in targets) for targets in system.arrival_sets]
+        self._memory(system, classes or [])
+        self.n_threads = A
+        self.n_slots = len(system.slots)
+        self.guards = [[GUARDS[i.op] for i in prog] for prog in system.programs]
+
+    def _memory(self, system: System, classes: list[list[int]]) -> None:
+        """Memory each thread touches at each gap, and may touch from it on (reads, writes), as
+        masks of cells; slots' and tcgen05 entries' writes and reads."""
+        mem = system.memory
+        self.has_memory = mem is not None
+        if mem is None:
+            return
+        A = system.n_agents
+        cls_of = {a: c for c in classes for a in c}
+        gap_r, gap_w = [], []
+        for a in range(A):
+            members = cls_of.get(a, [a])
+            n = system.lengths[a] + 1
+            r, w = [0] * n, [0] * n
+            for m in members:
+                for pc in range(n):
+                    for mr, mw in mem.items_at[m][pc]:
+                        r[pc] |= mr
+                        w[pc] |= mw
+            gap_r.append(r)
+            gap_w.append(w)
+        self.slot_mem = [0] * len(system.slots)
+        for k, accs in mem.slot_access.items():
+            for acc in accs:
+                self.slot_mem[k] |= acc.mask      # copies only write
+        # a slot's copies count as one transaction with the other slots of its group
+        for group in mem.slot_groups:
+            union = 0
+            for k, mask in group:
+                union |= mask
+            for k, _ in group:
+                self.slot_mem[k] |= union
+        entry = mem.entry_masks
+        self.entry_mem = [entry.get(e, (0, 0)) for e in range(len(system.arrival_sets))]
+        self.gap_r, self.gap_w = gap_r, gap_w
+        # What a thread's step stops touching (per member of its class, then united): a race
+        # can only be removed by a step that ends one of its accesses.
+        self.release_r, self.release_w = [], []
+        for a in range(A):
+            members = cls_of.get(a, [a])
+            n = system.lengths[a]
+            rr, rw = [0] * n, [0] * n
+            for m in members:
+                here = [_masks_of(mem.items_at[m][pc]) for pc in range(n + 1)]
+                for pc in range(n):
+                    (r0, w0), (r1, w1) = here[pc], here[pc + 1]
+                    rr[pc] |= r0 & ~(r1 | w1)
+                    rw[pc] |= w0 & ~w1
+                    if pc + 1 in mem.self_races[m] or pc in mem.self_races[m]:
+                        rr[pc] |= r0
+                        rw[pc] |= w0
+            self.release_r.append(rr)
+            self.release_w.append(rw)
+        self.fmem_r, self.fmem_w = [], []
+        for a, prog in enumerate(system.programs):
+            members = cls_of.get(a, [a])
+            n = len(prog)
+            fr = [0] * (n + 1)
+            fw = [0] * (n + 1)
+            fr[n], fw[n] = gap_r[a][n], gap_w[a][n]
+            for pc in range(n - 1, -1, -1):
+                r, w = gap_r[a][pc], gap_w[a][pc]
+                for m in members:
+                    instr = system.programs[m][pc]
+                    if instr.op == ISSUE_ASYNC:
+                        for k in instr.aux:
+                            w |= self.slot_mem[k]
+                    elif instr.op == ISSUE_TCGEN05:
+                        er, ew = self.entry_mem[instr.aux]
+                        r |= er
+                        w |= ew
+                fr[pc] = fr[pc + 1] | r
+                fw[pc] = fw[pc + 1] | w
+            self.fmem_r.append(fr)
+            self.fmem_w.append(fw)
+
+    def chooser(self) -> Callable[[tuple], list[int] | None]:
+        system = self.system
+        A = self.n_threads
+        n_slots = self.n_slots
+        programs = system.programs
+        lengths = system.lengths
+        guards = self.guards
+        reads, writes = self.reads, self.writes
+        onto = self.onto
+        guard_only, leaves, block_bit = self.guard_only, self.leaves, self.block_bit
+        fut_r, fut_w = self.fut_r, self.fut_w
+        slot_base, queue_base, queue_end = system.slot_base, system.queue_base, system.queue_end
+        slot_w, entry_w = self.slot_w, self.entry_w
+        n_queues = queue_end - queue_base
+        has_memory = self.has_memory
+        if has_memory:
+            gap_r, gap_w = self.gap_r, self.gap_w
+            release_r, release_w = self.release_r, self.release_w
+            fmem_r, fmem_w = self.fmem_r, self.fmem_w
+            slot_mem, entry_mem = self.slot_mem, self.entry_mem
+
+        # Per thread and position: (reads, writes, future reads, future writes, guard, instr,
+        # (P bit, seen position) of a wait next or None, guard-only reads, local), where local
+        # means the step touches nothing shared (nor memory it stops touching, nor a block it
+        # stops reaching into): enabled, it is a persistent set on its own.
+        info = []
+        for a, prog in enumerate(programs):
+            row = []
+            for pc, instr in enumerate(prog):
+                released = (release_r[a][pc] | release_w[a][pc]) if has_memory else 0
+                local = not (reads[a][pc] | writes[a][pc] | leaves[a][pc] | released)
+                row.append((reads[a][pc], writes[a][pc], fut_r[a][pc], fut_w[a][pc],
+                            guards[a][pc], instr, onto[a].get(pc), guard_only[a][pc], local))
+            info.append(row)
+
+        def choose(state: tuple) -> list[int] | None:
+            # A local step first: nothing to compute.
+            for a in range(A):
+                pc = state[a]
+                if pc < lengths[a]:
+                    r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
+                    if local and (wait_next is None or state[wait_next[1]] >= 0) and \
+                            (guard is None or guard(system, state, instr)):
+                        return [a]
+            # The actors that can still move: action number, current step's reads and writes,
+            # future reads and writes; indices into these lists are bits below.
+            act, cur_r, cur_w, f_r, f_w = [], [], [], [], []
+            on = 0
+            seeds = []
+            for a in range(A):
+                pc = state[a]
+                if pc >= lengths[a]:
+                    continue
+                r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
+                if wait_next is not None and state[wait_next[1]] < 0:
+                    r |= wait_next[0]
+                if guard is None or guard(system, state, instr):
+                    on |= 1 << len(act)
+                    seeds.append(len(act))
+                else:
+                    r |= only
+                act.append(a)
+                cur_r.append(r)
+                cur_w.append(w)
+                f_r.append(fr)
+                f_w.append(fw)
+            n_threads = len(act)
+            for k in range(n_slots):
+                if state[slot_base + k]:
+                    on |= 1 << len(act)
+                    act.append(A + k)
+                    cur_r.append(0)
+                    cur_w.append(slot_w[k])
+                    f_r.append(0)
+                    f_w.append(slot_w[k])
+            for j in range(n_queues):
+                queue = state[queue_base + j]
+                if queue:
+                    on |= 1 << len(act)
+                    act.append(A + n_slots + j)
+                    w = 0
+                    for e in queue:
+                        w |= entry_w[e]
+                    cur_r.append(0)
+                    cur_w.append(entry_w[queue[0]])
+                    f_r.append(0)
+                    f_w.append(w)
+            n_on = on.bit_count()
+            if n_on <= 1:
+                return None
+            if n_threads:
+                # an in-flight copy or a tcgen05 queue may seed a set too (after the threads)
+                seeds += [j for j in range(n_threads, len(act))]
+            L = len(act)
+            conflicts: dict[int, int] = {}
+
+            def conflict(i: int) -> int:
+                """The actors that must join a set holding actor i (see the module doc)."""
+                r, w = cur_r[i], cur_w[i]
+                out = 0
+                if (on >> i) & 1:
+                    if r | w:
+                        for j in range(L):
+                            if w & (f_r[j] | f_w[j]) or r & f_w[j]:
+                                out |= 1 << j
+                elif r:
+                    for j in range(L):
+                        if r & f_w[j]:
+                            out |= 1 << j
+                conflicts[i] = out
+                return out
+
+            mem: list[tuple[int, int]] = []
+
+            def memory() -> list[tuple[int, int]]:
+                """Every actor's memory from now on: (reads, writes) cell masks."""
+                for j in range(L):
+                    x = act[j]
+                    if x < A:
+                        pc = state[x]
+                        mem.append((fmem_r[x][pc], fmem_w[x][pc]))
+                    elif x < A + n_slots:
+                        mem.append((0, slot_mem[x - A]))
+                    else:
+                        mr = mw = 0
+                        for e in state[queue_base + x - A - n_slots]:
+                            er, ew = entry_mem[e]
+                            mr |= er
+                            mw |= ew
+                        mem.append((mr, mw))
+                return mem
+
+            blocked = ((1 << n_threads) - 1) & ~on      # threads at a step not enabled
+            enablers: dict[int, int] = {}
+
+            def enabling(j: int) -> int:
+                """The other actors whose future writes what blocked thread j's step reads."""
+                r = cur_r[j]
+                out = 0
+                for k in range(L):
+                    if k != j and r & f_w[k]:
+                        out |= 1 << k
+                enablers[j] = out
+                return out
+
+            best, best_size = 0, n_on
+            # (seed, actors in the set from the start). A block a thread seed stops reaching
+            # into must not exit outside the set (BP146): one unfinished thread of each such
+            # block in the set is enough.
+            starts = []
+            def quietest(candidates: list[int]) -> int:
+                """The thread that drags the fewest actors in with it: a blocked one with the
+                fewest enablers, else the first."""
+                stuck = [k for k in candidates if not (on >> k) & 1]
+                if not stuck:
+                    return candidates[0]
+                return min(stuck, key=lambda k: (enablers.get(k) if k in enablers
+                                                 else enabling(k)).bit_count())
+
+            anchor = quietest(list(range(n_threads))) if n_threads else 0
+            for seed in seeds:
+                if seed >= n_threads:
+                    # a delivery or completion may end the last thing in flight at exit: an
+                    # unfinished thread in the set keeps every path outside it short of the exit
+                    starts.append((seed, 1 << anchor))
+                    continue
+                gone = leaves[act[seed]][state[act[seed]]]
+                if not gone:
+                    starts.append((seed, 0))
+                    continue
+                extra = 0
+                while gone:
+                    low = gone & -gone
+                    gone ^= low
+                    members = [k for k in range(n_threads) if block_bit[act[k]] & low]
+                    if members:
+                        extra |= 1 << quietest(members)
+                starts.append((seed, extra))
+            threads = (1 << n_threads) - 1
+            writers_of: dict[int, int] = {}
+            step_r, step_w, blocking = self.step_r, self.step_w, self.blocking
+
+            def horizon(j: int, inside: int) -> tuple[int, int]:
+                """Thread j's future up to the first instruction it cannot pass on a path
+                outside `inside`: a blocking step whose guard is false now and whose inputs
+                nothing outside `inside` can change (no other actor outside it writes what
+                the guard reads; j itself neither writes it nor waits on it before). Taken
+                with the set as it is now: the set only grows, which only shortens horizons,
+                so this one stays a safe over-approximation."""
+                a = act[j]
+                pc = state[a]
+                srow, wrow, base = step_r[a], step_w[a], reads[a]
+                hr = hw = own = 0
+                q = pc
+                ahead = blocking[a]
+                first = bisect_right(ahead, pc)
+                # a few waits ahead at most: past them the whole future is cheaper and as good
+                for b in ahead[first:first + HORIZON_WAITS]:
+                    while q < b:
+                        hr |= srow[q]
+                        hw |= wrow[q]
+                        own |= base[q] | wrow[q]
+                        q += 1
+                    gr = reads[a][b] | guard_only[a][b]
+                    if own & gr:
+                        continue
+                    wr = writers_of.get(gr)
+                    if wr is None:
+                        wr = 0
+                        for k in range(L):
+                            if gr & f_w[k]:
+                                wr |= 1 << k
+                        writers_of[gr] = wr
+                    if wr & ~inside & ~(1 << j):
+                        continue
+                    guard = guards[a][b]
+                    if guard is not None and not guard(system, state, programs[a][b]):
+                        return hr, hw
+                return f_r[j], f_w[j]
+
+            # the seeds with the fewest direct conflicts first: a set of one ends the search
+            starts.sort(key=lambda st: ((conflicts[st[0]] if st[0] in conflicts
+                                         else conflict(st[0])) | st[1]).bit_count())
+            for seed, extra in starts:
+                inside = (1 << seed) | extra
+                horizons: dict[int, tuple[int, int]] = {}
+                if seed >= n_threads:
+                    # a delivery or completion may end a copy's or an MMA's accesses
+                    if has_memory:
+                        x = act[seed] - A
+                        if x < n_slots:
+                            sr, sw = 0, slot_mem[x]
+                        else:
+                            sr, sw = entry_mem[state[queue_base + x - n_slots][0]]
+                        if sr | sw:
+                            for j, (mr, mw) in enumerate(mem or memory()):
+                                if sr & mw or sw & (mr | mw):
+                                    inside |= 1 << j
+                else:
+                    a = act[seed]
+                if has_memory and seed < n_threads:
+                    # who could race with what the seed's thread stops touching
+                    sr, sw = release_r[a][state[a]], release_w[a][state[a]]
+                    if sr | sw:
+                        for j, (mr, mw) in enumerate(mem or memory()):
+                            if sr & mw or sw & (mr | mw):
+                                inside |= 1 << j
+                todo = inside
+                while todo:
+                    low = todo & -todo
+                    todo ^= low
+                    i = low.bit_length() - 1
+                    c = conflicts.get(i)
+                    if c is None:
+                        c = conflict(i)
+                    new = c & ~inside
+                    if new & blocked:
+                        # a blocked thread whose enablers are all in the set stays where it is
+                        # on every path outside the set: its future does not matter
+                        for j in bits(new & blocked):
+                            e = enablers.get(j)
+                            if e is None:
+                                e = enabling(j)
+                            if not e & ~inside:
+                                new &= ~(1 << j)
+                    if new & threads:
+                        # a thread that cannot pass a wait outside the set matters only up to
+                        # that wait (its horizon)
+                        r, w, enabled_u = cur_r[i], cur_w[i], (on >> i) & 1
+                        for j in bits(new & threads):
+                            hz = horizons.get(j)
+                            if hz is None:
+                                hz = horizons[j] = horizon(j, inside)
+                            hr, hw = hz
+                            if (not (w & (hr | hw) or r & hw)) if enabled_u else not r & hw:
+                                new &= ~(1 << j)
+                    if new:
+                        inside |= new
+                        todo |= new
+                        if (inside & on).bit_count() >= best_size:
+                            break
+                size = (inside & on).bit_count()
+                if size < best_size:
+                    best, best_size = inside, size
+                    if size == 1:
+                        break
+            if not best:
+                return None
+            chosen = best & on
+            return [act[i] for i in range(L) if (chosen >> i) & 1]
+
+        return choose
+
+
+def _masks_of(items) -> tuple[int, int]:
+    r = w = 0
+    for mr, mw in items:
+        r |= mr
+        w |= mw
+    return r, w
+
+
+def bits(mask: int):
+    """The positions of the set bits of `mask`."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def sum_bits(masks) -> int:
+    out = 0
+    for b in masks:
+        out |= b
+    return out
+
+
+def persistent_sets(system: System, classes: list[list[int]] | None = None
+                    ) -> Callable[[tuple], list[int] | None] | None:
+    """The persistent-set chooser for `system`, or None when nothing can be reduced (a single
+    agent)."""
+    if system.n_agents + len(system.slots) + len(system.queue_agents) <= 1:
         return None
-    # kind[a][pc]: 0 not a candidate, 1 candidate, 2 candidate if another agent (of the same
-    # block, when there are several) still runs.
-    kinds = []
-    for a, prog in enumerate(system.programs):
-        row = []
-        for pc, instr in enumerate(prog):
-            if instr.op not in LOCAL:
-                row.append(0)
-            elif pc + 1 == len(prog):
-                row.append(2)
-            else:
-                row.append(0 if _visible_next(system, a, prog[pc + 1]) else 1)
-        kinds.append(row)
-    if not any(any(row) for row in kinds):
-        return None
-    agents = [a for a, row in enumerate(kinds) if any(row)]
-    lengths = system.lengths
-    programs = system.programs
-    blocks = len(system.blocks) > 1
-    # who must still run for a last step to stay invisible
-    others = {a: [b for b in range(system.n_agents) if b != a and
-                  (not blocks or system.agents[b].block == system.agents[a].block)]
-              for a in agents}
-
-    def choose(state: tuple) -> int | None:
-        for a in agents:
-            pc = state[a]
-            if pc >= lengths[a]:
-                continue
-            kind = kinds[a][pc]
-            if not kind:
-                continue
-            instr = programs[a][pc]
-            if instr.op == AWAIT_FORK and not guard_await_fork(system, state, instr):
-                continue
-            if instr.op == JOIN and not guard_join(system, state, instr):
-                continue
-            if kind == 2 and not any(state[b] < lengths[b] for b in others[a]):
-                continue
-            return a
-        return None
-    return choose
-
-
-def _visible_next(system: System, agent: int, instr) -> bool:
-    """Does arriving at `instr` change a rule's view of the agent: a wait (BP101, BP102), or,
-    with several blocks, an access to another block's barrier (BP146)?"""
-    if instr.op in WAITS or instr.op == SEM_WAIT:
-        return True
-    if len(system.blocks) > 1 and instr.op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX,
-                                                COMPLETE_TX, ISSUE_ASYNC):
-        own = system.agents[agent].block
-        insts = list(instr.target)
-        if instr.op == ISSUE_ASYNC:
-            insts += [system.slots[k].inst for k in instr.aux]
-        return any(system.instances[i].block != own for i in insts)
-    return False
+    return PersistentSets(system, classes).chooser()

@@ -9,7 +9,8 @@ Two kinds of symmetry, combined:
   with it its agents, barrier instances, in-flight slots and tcgen05 arrival sets. It is kept only
   when it is an automorphism of the System: every agent's program, renamed, is the program of the
   agent it maps to (arrival targets compared as sets, since an arrival reaches all of them), every
-  instance keeps its arrival count, every slot and arrival set has an image. The permutations kept
+  instance keeps its arrival count, every slot and arrival set has an image, and (races checked)
+  the buffers' cells renamed with the blocks carry every access onto its image's. The permutations kept
   form a group (automorphisms compose); the representative of a state is the least, over that
   group, of the thread-sorted image.
 
@@ -235,7 +236,53 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
                 same = mine.target == theirs.target and mine.aux == theirs.aux
             if not same:
                 return None
+    if system.memory is not None and not _memory_maps(system, blocks, agents, slots,
+                                                       arrival_sets):
+        return None
     return BlockSymmetry(agents, instances, slots, queues, arrival_sets, blocks)
+
+
+def _memory_maps(system: System, blocks: dict, agents: list[int], slots: list[int],
+                 arrival_sets: dict[int, int]) -> bool:
+    """Do the buffers' cells, renamed with the blocks, carry every agent's accesses onto its
+    image's (per program position), every copy's and tcgen05 entry's onto its image's? Then a
+    state races iff its image does: the race rule only compares these masks."""
+    mem = system.memory
+    cell_of = {(alloc.name, index, block): c for c, (alloc, index, block) in enumerate(mem.cells)}
+    image = [cell_of[(alloc.name, index, blocks[block])] for alloc, index, block in mem.cells]
+
+    def moved(mask: int) -> int:
+        out = 0
+        while mask:
+            low = mask & -mask
+            out |= 1 << image[low.bit_length() - 1]
+            mask ^= low
+        return out
+
+    def pairs(items) -> tuple:
+        return tuple((moved(r), moved(w)) for r, w in items)
+
+    for a, b in enumerate(agents):
+        if [pairs(x) for x in mem.items_at[a]] != [tuple(x) for x in mem.items_at[b]]:
+            return False
+        if sorted(mem.self_races[a]) != sorted(mem.self_races[b]):
+            return False
+    for k, accs in mem.slot_access.items():
+        mine = sum_masks(acc.mask for acc in accs if acc.write)
+        theirs = sum_masks(acc.mask for acc in mem.slot_access.get(slots[k], ()) if acc.write)
+        if moved(mine) != theirs:
+            return False
+    for e, (r, w) in mem.entry_masks.items():
+        if (moved(r), moved(w)) != mem.entry_masks.get(arrival_sets.get(e, e), (0, 0)):
+            return False
+    return True
+
+
+def sum_masks(masks) -> int:
+    out = 0
+    for m in masks:
+        out |= m
+    return out
 
 
 def block_symmetries(system: System) -> list[BlockSymmetry]:
@@ -243,8 +290,6 @@ def block_symmetries(system: System) -> list[BlockSymmetry]:
     just the identity when the cluster has one block or too many candidates."""
     if getattr(system, "hw_instances", None):
         return []       # hardware barriers are not renamed by a block permutation (yet)
-    if system.memory is not None:
-        return []       # nor are buffers: a race is not invariant under a block permutation
     candidates = 1
     for n in system.cluster_shape:
         for k in range(2, n + 1):
