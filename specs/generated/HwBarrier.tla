@@ -65,28 +65,36 @@ Completes(i)  == Adds(i) /\ Arrived(i) = i.tgt[1]
 
 mvars == <<phase, pending, tx, expected, seen, inflight, queue>>
 
-HwArrive(a) ==
-    /\ At(a, "hw_arrive")
-    /\ LET i == Cur(a)
-           h == i.inst
-       IN /\ pc' = Advance(a)
-          /\ hwseen' = IF i.pos > 0 THEN [hwseen EXCEPT ![i.pos] = hwphase[h]] ELSE hwseen
-          /\ hwphase' = IF Completes(i) THEN [hwphase EXCEPT ![h] = @ + 1] ELSE hwphase
-          /\ hwarrived' = [hwarrived EXCEPT ![h] = IF Completes(i) THEN 0
-                                                   ELSE IF Adds(i) THEN Arrived(i) ELSE @]
-          /\ hwcount' = [hwcount EXCEPT ![h] = IF Completes(i) THEN 0
-                                               ELSE IF CountSet(i) THEN i.tgt[1] ELSE @]
-          /\ hwsite' = [hwsite EXCEPT ![h] = IF Completes(i) THEN 0
-                                             ELSE IF Applies(i) /\ i.tgt[2] # 0 THEN i.tgt[2]
-                                             ELSE @]
+DoHwArrive(a, i) ==
+    LET h == i.inst IN
+    /\ pc' = Advance(a)
+    /\ hwseen' = IF i.pos > 0 THEN [hwseen EXCEPT ![i.pos] = hwphase[h]] ELSE hwseen
+    /\ hwphase' = IF Completes(i) THEN [hwphase EXCEPT ![h] = @ + 1] ELSE hwphase
+    /\ hwarrived' = [hwarrived EXCEPT ![h] = IF Completes(i) THEN 0
+                                             ELSE IF Adds(i) THEN Arrived(i) ELSE @]
+    /\ hwcount' = [hwcount EXCEPT ![h] = IF Completes(i) THEN 0
+                                         ELSE IF CountSet(i) THEN i.tgt[1] ELSE @]
+    /\ hwsite' = [hwsite EXCEPT ![h] = IF Completes(i) THEN 0
+                                       ELSE IF Applies(i) /\ i.tgt[2] # 0 THEN i.tgt[2]
+                                       ELSE @]
     /\ UNCHANGED mvars
 
 \* bar.sync's wait and barrier.cluster.wait: the phase the agent arrived in has completed.
-HwWait(a) ==
-    /\ At(a, "hw_wait")
-    /\ hwphase[Cur(a).inst] > hwseen[Cur(a).pos]
+DoHwWait(a, i) ==
+    /\ hwphase[i.inst] > hwseen[i.pos]
     /\ pc' = Advance(a)
     /\ UNCHANGED <<mvars, hwvars>>
+
+HwArrive(a) == At(a, "hw_arrive") /\ DoHwArrive(a, Cur(a))
+HwWait(a)   == At(a, "hw_wait")   /\ DoHwWait(a, Cur(a))
+
+\* One CASE on the opcode, as MBarrier's ThreadStep (which handles the mbarrier opcodes).
+HwThreadStep(a) ==
+    /\ Running(a)
+    /\ LET i == Cur(a) IN
+       CASE i.op = "hw_arrive" -> DoHwArrive(a, i)
+         [] i.op = "hw_wait"   -> DoHwWait(a, i)
+         [] OTHER              -> Execute(a, i) /\ UNCHANGED hwvars
 
 -----------------------------------------------------------------------------
 HwInit ==
@@ -98,13 +106,19 @@ HwInit ==
     /\ hwseen = [e \in DOMAIN HwSeenOf |-> -1]
 
 HwProgress ==
-    \/ Progress /\ UNCHANGED hwvars
-    \/ \E a \in Agents : HwArrive(a) \/ HwWait(a)
+    \/ \E a \in Agents : HwThreadStep(a)
+    \/ AsyncStep /\ UNCHANGED hwvars
 
 \* A finished kernel stutters; any other state without a successor is a deadlock.
 HwNext == HwProgress \/ (Terminated /\ UNCHANGED allvars)
 
 HwSpec == HwInit /\ [][HwNext]_allvars
+
+\* The same specification with the named thread actions (the same state graph; slower).
+HwNamedProgress ==
+    \/ NamedProgress /\ UNCHANGED hwvars
+    \/ \E a \in Agents : HwArrive(a) \/ HwWait(a)
+HwNamedSpec == HwInit /\ [][HwNamedProgress \/ (Terminated /\ UNCHANGED allvars)]_allvars
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
