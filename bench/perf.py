@@ -128,7 +128,7 @@ def blackwell(timeout: float) -> list[str]:
 TLC_MEMBERS = [(pipeline, dict(stages=2, consumers=4, steps=6)),
                (pipeline, dict(stages=3, consumers=4, steps=8)),
                (cluster, dict(blocks=2, consumers=1, steps=4)),
-               (cluster, dict(blocks=2, consumers=2, steps=4))]
+               (cluster, dict(blocks=2, consumers=2, steps=2))]
 
 
 def _cpu_children() -> float:
@@ -232,8 +232,9 @@ def main() -> None:
     if args.only == "tlc":
         old = open(args.output).read() if os.path.exists(args.output) else ""
         head = old.split(TLC_MARK)[0].rstrip("\n")
+        section = tlc_section(args.timeout)
         with open(args.output, "w") as f:
-            f.write((head + "\n\n" if head else "") + tlc_section(args.timeout))
+            f.write((head + "\n\n" if head else "") + section)
         print(f"wrote {args.output}")
         return
     start = time.time()

@@ -220,13 +220,13 @@ SetBars(r) == /\ phase' = r.ph /\ pending' = r.pe /\ tx' = r.tx /\ expected' = r
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
-(* Thread actions: agent a executes its current instruction i = Cur(a).   *)
+(* Thread actions: agent a executes its current instruction i = Cur(a).    *)
 (* One action per opcode; the generated module's comments say which source *)
 (* line each instruction comes from.  ThreadStep dispatches on the opcode  *)
 (* with one CASE, so for each agent TLC evaluates the action of its        *)
-(* current instruction only, not the guard of every action (1.2-1.6x       *)
-(* faster: bench/perf.py); NamedThreadStep states the same relation as a   *)
-(* disjunction of the named actions, whose names TLC's traces then show.   *)
+(* current instruction only, not the guard of every action (bench/perf.py  *)
+(* measures both in bench/PERF.md); NamedThreadStep states the same        *)
+(* relation as a disjunction of the named actions (traces then name them). *)
 (***************************************************************************)
 Advance(a) == [pc EXCEPT ![a] = @ + 1]
 

@@ -346,8 +346,10 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
     in TLC's distributed mode with `distributed` worker processes of `workers` threads
     (tlc_distributed.py). Every later run is one process with one worker: its breadth-first
     search is exact, so its first violation is a shortest one. When the first run was
-    parallel and found a violation, a one-worker run finds the shortest and its trace. The code is TLC's own: the property it names violated (`tlc_code`). A plain
-    invariant may name a rule the state breaks while the step that reached it broke another
+    parallel and found a violation, a one-worker run finds the shortest and its trace.
+
+    The code is TLC's own: the property it names violated (`tlc_code`). A plain invariant
+    may name a rule the state breaks while the step that reached it broke another
     (a phase overrun that also leaves a late joiner), so a rule violation is re-asked of the
     `Exact_*` properties, which fail exactly on the steps of their code. The choice among
     equally short violations (a deadlock one step shorter; then the lowest code) is settled by
@@ -404,6 +406,11 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
         if workers > 1 or distributed:
             # a parallel search's first violation need not be a shortest one
             first = go(default_checks(ignored, hw=hw))
+            if first.status == "timeout":
+                return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
+                                     reason="parallel TLC found a violation; the time limit "
+                                            "was reached while one-worker TLC looked for the "
+                                            "shortest")
             if first.status == "ok":
                 raise TlcError("parallel TLC found a violation that one-worker TLC does not "
                                "find: the runs disagree")

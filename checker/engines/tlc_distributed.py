@@ -37,6 +37,7 @@ WORKER = "tlc2.tool.distributed.TLCWorker"
 DEFAULT_PORT = 10997            # TLCServer's own default
 MSG_SERVER_READY = 7000         # "TLC server at HOST is ready": workers may connect now
 HOST = "127.0.0.1"
+WORKERLESS_GRACE = 10.0         # seconds a server may run on after its last worker exited
 # TLC names each worker by its RMI port, read from JDK internals; opening them keeps it quiet.
 OPENS = ("--add-opens", "java.rmi/sun.rmi.server=ALL-UNNAMED",
          "--add-opens", "java.rmi/sun.rmi.transport=ALL-UNNAMED")
@@ -157,7 +158,7 @@ def run_distributed(directory: Path, root: str, options: list[str], workers: int
     server = _Server(server_cmd, directory)
     started: list[subprocess.Popen] = []
     logs = []
-    timed_out = False
+    timed_out, workers_gone = False, None
     try:
         server.ready.wait(None if deadline is None else max(0.0, deadline - time.perf_counter()))
         if server.proc.poll() is None and server.ready.is_set():
@@ -166,10 +167,18 @@ def run_distributed(directory: Path, root: str, options: list[str], workers: int
                 logs.append(log)
                 started.append(subprocess.Popen(worker_cmd, cwd=directory, stdout=log,
                                                 stderr=subprocess.STDOUT))
-        try:
-            server.proc.wait(None if deadline is None else max(0.0, deadline - time.perf_counter()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        # workers_gone: when the last worker exited while the server still ran
+        while server.proc.poll() is None:
+            if deadline is not None and time.perf_counter() >= deadline:
+                timed_out = True
+                break
+            if started and all(p.poll() is not None for p in started):
+                # workers exit when the server ends the run; a server left without any for
+                # long would wait for one forever
+                workers_gone = workers_gone or time.perf_counter()
+                if time.perf_counter() - workers_gone > WORKERLESS_GRACE:
+                    break
+            time.sleep(0.1)
     finally:
         _stop(server.proc)
         for proc in started:
@@ -184,9 +193,11 @@ def run_distributed(directory: Path, root: str, options: list[str], workers: int
     run = tlc.parse_output(output, server.proc.returncode)
     run.status = "timeout" if timed_out else status_from_messages(run)
     run.states = []             # not a trace (see MSG_BEHAVIOR)
-    if not timed_out and started and run.status == "error" and "is ready" in output:
+    if run.status == "error" and started:
+        # say why: the workers' own output (a worker that could not start, a lost server)
         worker_out = "\n".join(Path(log.name).read_text()[-2000:] for log in logs)
-        run.output = output + "\n-- workers --\n" + worker_out
+        run.output = (output + "\n-- every TLC worker exited before the server finished --\n"
+                      if workers_gone else output + "\n-- workers --\n") + worker_out
     run.seconds = time.perf_counter() - start
     run.workers = workers * threads
     return run
