@@ -125,12 +125,14 @@ HwNamedSpec == HwInit /\ [][HwNamedProgress \/ (Terminated /\ UNCHANGED allvars)
 (* The rules of the hardware barriers.                                     *)
 (***************************************************************************)
 HwStepOf(a) == At(a, "hw_arrive") /\ pc'[a] = pc[a] + 1
+\* The agents with a hw_arrive in their program (a constant: TLC evaluates it once).
+HwArrivers == {a \in Agents : \E p \in DOMAIN Prog[a] : Prog[a][p].op = "hw_arrive"}
 
 \* BP141 divergent-barrier: part of a warp arrives (lanes split across instructions), or a
 \* blocking aligned bar.sync of an open phase is another instruction than its first.
-Breaks141 == \E a \in Agents : HwStepOf(a) /\ (Partial(Cur(a)) \/ SiteClash(Cur(a)))
+Breaks141 == \E a \in HwArrivers : HwStepOf(a) /\ (Partial(Cur(a)) \/ SiteClash(Cur(a)))
 \* BP142 barrier-count-mismatch: another count than the open phase's, or more threads.
-Breaks142 == \E a \in Agents : HwStepOf(a) /\ (CountClash(Cur(a)) \/ TooMany(Cur(a)))
+Breaks142 == \E a \in HwArrivers : HwStepOf(a) /\ (CountClash(Cur(a)) \/ TooMany(Cur(a)))
 
 BP141_NoDivergentBarrier == [][~Breaks141]_allvars
 BP142_CountsAgree        == [][~Breaks142]_allvars
@@ -138,14 +140,19 @@ BP142_CountsAgree        == [][~Breaks142]_allvars
 \* BP146 peer-exited: a thread is at an operation on an mbarrier of another block of its
 \* cluster whose threads have all exited.
 BlockGone(b) == \A x \in Agents : BlockOf[x] = b => ~Running(x)
-Touches(a) ==
-    CASE Cur(a).op \in {"arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
-                        "complete_tx"} -> {Cur(a).tgt[k] : k \in DOMAIN Cur(a).tgt}
-      [] Cur(a).op = "issue_async" -> {Cur(a).tgt[k] : k \in DOMAIN Cur(a).tgt}
-                                      \cup {Slots[Cur(a).slots[k]].inst : k \in DOMAIN Cur(a).slots}
+TouchesOf(i) ==
+    CASE i.op \in {"arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
+                   "complete_tx"} -> {i.tgt[k] : k \in DOMAIN i.tgt}
+      [] i.op = "issue_async" -> {i.tgt[k] : k \in DOMAIN i.tgt}
+                                 \cup {Slots[i.slots[k]].inst : k \in DOMAIN i.slots}
       [] OTHER -> {}
+Touches(a) == TouchesOf(Cur(a))
+\* The agents with an operation on another block's mbarrier (a constant).
+RemoteTouchers ==
+    {a \in Agents : \E p \in DOMAIN Prog[a] :
+                        \E i \in TouchesOf(Prog[a][p]) : InstBlock[i] # BlockOf[a]}
 PeerExited ==
-    \E a \in Agents :
+    \E a \in RemoteTouchers :
         /\ Running(a)
         /\ \E i \in Touches(a) : InstBlock[i] # BlockOf[a] /\ BlockGone(InstBlock[i])
 BP146_NoPeerExited == ~PeerExited

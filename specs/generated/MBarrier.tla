@@ -120,9 +120,12 @@ ParityWaitOps == {"wait_parity", "wait_phase"}
 \* Seen entry e belongs to a Pallas waiter: its agent waits on the instance with barrier_wait
 \* somewhere. The Pallas rules (BP101 at a completion, BP103 at exit) hold only such entries
 \* to every completion; parity waits follow the hardware (Meant, below).
-PallasEntry(e) ==
-    \E p \in DOMAIN Prog[SeenOf[e][1]] :
-        Prog[SeenOf[e][1]][p].op = "wait" /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]
+\* (PallasEntries is a constant: TLC evaluates it once, not at every completion.)
+PallasEntries ==
+    {e \in DOMAIN SeenOf :
+        \E p \in DOMAIN Prog[SeenOf[e][1]] :
+            Prog[SeenOf[e][1]][p].op = "wait" /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]}
+PallasEntry(e) == e \in PallasEntries
 
 \* The completion a parity wait means (semantics.py: intended_completion): wait_phase states
 \* it; wait_parity(P) means the next one not yet observed (s: seen) whose number has parity
@@ -474,15 +477,18 @@ PhaseOverrunStep ==
                   /\ Max(seen[e], 0) < phase'[i] - 1
                   /\ pc'[w] <= SeenOf[e][3]
                   /\ seen[e] >= 0 \/ WaitsOn(pc', w, i)
+\* The agents with a parity wait in their program (a constant: TLC evaluates it once).
+ParityWaiters ==
+    {a \in Agents : \E p \in DOMAIN Prog[a] : Prog[a][p].op \in ParityWaitOps}
 \* BP101 for parity waits (the hardware's rule): a parity wait returns after a completion
 \* other than the one it means ...
 ParityReturnStep ==
-    \E a \in Agents :
+    \E a \in ParityWaiters :
         /\ Running(a) /\ pc'[a] = pc[a] + 1 /\ Cur(a).op \in ParityWaitOps
         /\ phase[Cur(a).inst] # Meant(Cur(a), seen[Cur(a).pos])
 \* ... or sits at its wait while the barrier has run past the completion it means.
 ParityAhead ==
-    \E a \in Agents :
+    \E a \in ParityWaiters :
         /\ Running(a) /\ Cur(a).op \in ParityWaitOps
         /\ phase[Cur(a).inst] > Meant(Cur(a), seen[Cur(a).pos])
 BP101_NoPhaseOverrun == [][~PhaseOverrunStep /\ ~ParityReturnStep /\ ~ParityAhead']_vars
