@@ -1,9 +1,9 @@
 """States, time and memory per reduction and per state store, and JAX's 2-CTA Blackwell matmul at
 growing sizes, in one run; writes bench/PERF.md.
 
-    python bench/perf.py                 # about 5 minutes
+    python bench/perf.py                 # every section: about 7 minutes on 2 shared CPUs
     python bench/perf.py --timeout 20    # per search (default 60 s)
-    python bench/perf.py --only tlc      # the TLC section alone (about 2 minutes)
+    python bench/perf.py --only tlc      # the TLC section alone: 269 s at load average 12-20
 
 Reductions, added one at a time: none; thread symmetry (identical threads, with twin steps and
 incremental canonical forms); + block symmetry (cluster blocks mapped onto each other); + POR

@@ -99,3 +99,15 @@ def test_missing_java_is_a_clear_error(tmp_path, monkeypatch, capsys):
         assert code == 3, captured
         assert "java is not on PATH" in captured.out + captured.err
         assert "Traceback" not in captured.out + captured.err
+
+
+@needs_tlc
+def test_two_worker_threads_still_give_a_shortest_counterexample():
+    """A parallel TLC search's first violation need not be a shortest one: the verdict comes
+    from one-worker runs after it, so code and length are the explorer's."""
+    kernel = _example("hopper_ring.py::empty_count_too_small")
+    explored = check_kernel(kernel, options=Options(reduction=False))
+    checked = tlc.run_tlc(kernel, workers=2)
+    assert checked.label == explored.label == "violation:BP101"
+    assert len(checked.trace.actions) == len(explored.trace.actions) == 7
+    assert "2 worker threads" in checked.coverage
