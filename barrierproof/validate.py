@@ -135,6 +135,10 @@ def check_args(args) -> None:
             raise ModelError(f"--{flag} is an option of TLC's distributed mode: it needs "
                              "--engine tlc", hint="e.g. barrierproof check --engine tlc "
                                                   "--distributed 2 PATH")
+    if getattr(args, "port", None) is not None and getattr(args, "distributed", None) is None:
+        raise ModelError("--port is the port of TLC's distributed server: it needs "
+                         "--distributed K", hint="e.g. barrierproof tlc --distributed 2 "
+                                                 "--port 10997 PATH")
     for dest, flag in (("select", "--select"), ("ignore", "--ignore")):
         if isinstance(getattr(args, dest, None), str):
             check_codes(getattr(args, dest), flag)

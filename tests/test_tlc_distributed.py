@@ -85,6 +85,8 @@ def test_cli_rejects_bad_distributed_flags(capsys):
     assert main(["check", "--engine", "tlc", "--distributed", "1", "--port", "70000",
                  target]) == 3
     assert "--port must be a TCP port" in capsys.readouterr().err
+    assert main(["tlc", "--port", "10997", target]) == 3
+    assert "needs --distributed" in capsys.readouterr().err
 
 
 def test_missing_java_is_a_clear_error(tmp_path, monkeypatch, capsys):
