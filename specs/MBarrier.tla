@@ -121,10 +121,13 @@ ParityWaitOps == {"wait_parity", "wait_phase"}
 \* Seen entry e belongs to a Pallas waiter: its agent waits on the instance with barrier_wait
 \* somewhere. The Pallas rules (BP101 at a completion, BP103 at exit) hold only such entries
 \* to every completion; parity waits follow the hardware (Meant, below).
-PallasEntry(e) ==
-    \E p \in DOMAIN Prog[SeenOf[e][1]] :
-        Prog[SeenOf[e][1]][p].op \in {"wait", "barrier_test"}
-        /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]
+\* (PallasEntries is a constant: TLC evaluates it once, not at every completion.)
+PallasEntries ==
+    {e \in DOMAIN SeenOf :
+        \E p \in DOMAIN Prog[SeenOf[e][1]] :
+            /\ Prog[SeenOf[e][1]][p].op \in {"wait", "barrier_test"}
+            /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]}
+PallasEntry(e) == e \in PallasEntries
 
 \* The completion a parity wait means (semantics.py: intended_completion): wait_phase states
 \* it; wait_parity(P) means the next one not yet observed (s: seen) whose number has parity
@@ -222,122 +225,188 @@ SetBars(r) == /\ phase' = r.ph /\ pending' = r.pe /\ tx' = r.tx /\ expected' = r
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
-(* Thread actions: agent a executes its current instruction.  One action   *)
-(* per opcode; the generated module's comments say which source line each  *)
-(* instruction comes from.                                                 *)
+(* Thread actions: agent a executes its current instruction i = Cur(a).    *)
+(* One action per opcode; the generated module's comments say which source *)
+(* line each instruction comes from.  ThreadStep dispatches on the opcode  *)
+(* with one CASE, so for each agent TLC evaluates the action of its        *)
+(* current instruction only, not the guard of every action (bench/perf.py  *)
+(* measures both in bench/PERF.md); NamedThreadStep states the same        *)
+(* relation as a disjunction of the named actions (traces then name them). *)
 (***************************************************************************)
 Advance(a) == [pc EXCEPT ![a] = @ + 1]
 
-\* An instruction that only changes barriers.
-BarrierStep(a, steps) ==
+\* An instruction that only changes barriers: `steps` applied to each target in turn.
+BarrierStep(a, tgts, steps) ==
     LET npc == Advance(a) IN
     /\ pc' = npc
-    /\ SetBars(OnTargets(Bars, Cur(a).tgt, steps, npc))
+    /\ SetBars(OnTargets(Bars, tgts, steps, npc))
     /\ UNCHANGED <<seen, inflight, queue>>
 
-Arrive(a)         == At(a, "arrive")      /\ BarrierStep(a, << <<"arrive", Cur(a).amt>> >>)
-ArriveDrop(a)     == At(a, "arrive_drop") /\ BarrierStep(a, << <<"drop", 0>>, <<"arrive", 1>> >>)
-ExpectTx(a)       == At(a, "expect_tx")   /\ BarrierStep(a, << <<"tx", Cur(a).amt>> >>)
-ArriveExpectTx(a) == At(a, "arrive_expect_tx")
-                     /\ BarrierStep(a, << <<"tx", Cur(a).amt>>, <<"arrive", 1>> >>)
-CompleteTx(a)     == At(a, "complete_tx") /\ BarrierStep(a, << <<"tx", -Cur(a).amt>> >>)
+\* What OnTargets does for one instance and one micro-step, without its records: the `bad`
+\* flag it would set changes no variable when nothing of the instruction is left to skip.
+\* ArriveDirect: pending -= count (BP121 below zero: no completion).  TxDirect: tx += delta
+\* (back to zero with no arrival missing completes the phase; out of range never does).
+ArriveDirect(i, count) ==
+    LET p == pending[i] - count IN
+    /\ IF p = 0 /\ tx[i] = 0
+       THEN /\ phase' = [phase EXCEPT ![i] = @ + 1]
+            /\ pending' = [pending EXCEPT ![i] = expected[i]]
+       ELSE /\ phase' = phase
+            /\ pending' = [pending EXCEPT ![i] = p]
+    /\ UNCHANGED <<tx, expected>>
+
+TxDirect(i, delta) ==
+    LET t == tx[i] + delta IN
+    /\ IF t = 0 /\ pending[i] = 0
+       THEN /\ phase' = [phase EXCEPT ![i] = @ + 1]
+            /\ pending' = [pending EXCEPT ![i] = expected[i]]
+       ELSE UNCHANGED <<phase, pending>>
+    /\ tx' = [tx EXCEPT ![i] = t]
+    /\ UNCHANGED expected
+
+\* arrive.expect_tx on one instance with arrivals missing: the tx change cannot complete the
+\* phase, and in range it breaks no rule, so the arrival follows with the new tx.
+TxArriveDirect(i, bytes) ==
+    LET t == tx[i] + bytes
+        p == pending[i] - 1
+    IN  /\ IF p = 0 /\ t = 0
+           THEN /\ phase' = [phase EXCEPT ![i] = @ + 1]
+                /\ pending' = [pending EXCEPT ![i] = expected[i]]
+           ELSE /\ phase' = phase
+                /\ pending' = [pending EXCEPT ![i] = p]
+        /\ tx' = [tx EXCEPT ![i] = t]
+        /\ UNCHANGED expected
+CanTxArriveDirect(i) ==
+    Len(i.tgt) = 1 /\ pending[i.tgt[1]] # 0 /\ Abs(tx[i.tgt[1]] + i.amt) <= MaxTx
+
+\* arrive, expect_tx, complete_tx: one micro-step on each target; direct on a single one.
+OneMicroStep(a, i, kind, amount) ==
+    IF Len(i.tgt) = 1
+    THEN /\ pc' = Advance(a)
+         /\ IF kind = "arrive" THEN ArriveDirect(i.tgt[1], amount)
+                               ELSE TxDirect(i.tgt[1], amount)
+         /\ UNCHANGED <<seen, inflight, queue>>
+    ELSE BarrierStep(a, i.tgt, << <<kind, amount>> >>)
+
+DoArrive(a, i)         == OneMicroStep(a, i, "arrive", i.amt)
+DoArriveDrop(a, i)     == BarrierStep(a, i.tgt, << <<"drop", 0>>, <<"arrive", 1>> >>)
+DoExpectTx(a, i)       == OneMicroStep(a, i, "tx", i.amt)
+DoArriveExpectTx(a, i) ==
+    IF CanTxArriveDirect(i)
+    THEN pc' = Advance(a) /\ TxArriveDirect(i.tgt[1], i.amt) /\ UNCHANGED <<seen, inflight, queue>>
+    ELSE BarrierStep(a, i.tgt, << <<"tx", i.amt>>, <<"arrive", 1>> >>)
+DoCompleteTx(a, i)     == OneMicroStep(a, i, "tx", -i.amt)
+
+\* A wait that passes: the agent records the completions it has observed.
+Observe(a, i) ==
+    /\ pc' = Advance(a)
+    /\ seen' = [seen EXCEPT ![i.pos] = phase[i.inst]]
+    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
 
 \* Pallas barrier_wait: the thread's private parity bit says which completion it waits for
 \* (its k-th wait waits for completion k); it passes when the barrier's parity differs.
 WaitParityBit(e) == IF seen[e] > 0 THEN seen[e] % 2 ELSE 0
-
-Wait(a) ==
-    /\ At(a, "wait")
-    /\ phase[Cur(a).inst] % 2 # WaitParityBit(Cur(a).pos)
-    /\ pc' = Advance(a)
-    /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
-    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
+DoWait(a, i) == phase[i.inst] % 2 # WaitParityBit(i.pos) /\ Observe(a, i)
 
 \* Pallas barrier_test: a barrier_wait that never blocks. It always moves on, and observes the
 \* completion its parity bit waits for (flipping the bit) if that has happened.
-BarrierTest(a) ==
-    /\ At(a, "barrier_test")
+DoBarrierTest(a, i) ==
     /\ pc' = Advance(a)
-    /\ seen' = IF phase[Cur(a).inst] % 2 # WaitParityBit(Cur(a).pos)
-               THEN [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]] ELSE seen
+    /\ seen' = IF phase[i.inst] % 2 # WaitParityBit(i.pos)
+               THEN [seen EXCEPT ![i.pos] = phase[i.inst]] ELSE seen
     /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
 
 \* PTX try_wait.parity(P): passes iff the phase with parity P has completed.
-WaitParity(a) ==
-    /\ At(a, "wait_parity")
-    /\ phase[Cur(a).inst] % 2 # Cur(a).amt
-    /\ pc' = Advance(a)
-    /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
-    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
+DoWaitParity(a, i) == phase[i.inst] % 2 # i.amt /\ Observe(a, i)
 
 \* try_wait.parity for the completion c the thread's own phase count means: it passes iff the
 \* barrier's parity is that of c.
-WaitPhase(a) ==
-    /\ At(a, "wait_phase")
-    /\ phase[Cur(a).inst] % 2 = Cur(a).amt % 2
-    /\ pc' = Advance(a)
-    /\ seen' = [seen EXCEPT ![Cur(a).pos] = phase[Cur(a).inst]]
-    /\ UNCHANGED <<phase, pending, tx, expected, inflight, queue>>
+DoWaitPhase(a, i) == phase[i.inst] % 2 = i.amt % 2 /\ Observe(a, i)
 
 \* semaphore_signal: the counter grows by the increment (times the lockstep copies).
-SemSignal(a) ==
-    /\ At(a, "sem_signal")
+DoSemSignal(a, i) ==
     /\ pc' = Advance(a)
-    /\ phase' = [phase EXCEPT ![Cur(a).inst] = @ + Cur(a).amt]
+    /\ phase' = [phase EXCEPT ![i.inst] = @ + i.amt]
     /\ UNCHANGED <<pending, tx, expected, seen, inflight, queue>>
 
 \* semaphore_wait: blocks until the counter reaches the value; takes it off if it decrements.
-SemWait(a) ==
-    /\ At(a, "sem_wait")
-    /\ phase[Cur(a).inst] >= Cur(a).amt
+DoSemWait(a, i) ==
+    /\ phase[i.inst] >= i.amt
     /\ pc' = Advance(a)
-    /\ phase' = [phase EXCEPT ![Cur(a).inst] = @ - Cur(a).amt * Cur(a).pos]
+    /\ phase' = [phase EXCEPT ![i.inst] = @ - i.amt * i.pos]
     /\ UNCHANGED <<pending, tx, expected, seen, inflight, queue>>
 
 \* TMA copy issue: the issuer's arrive.expect_tx, then the landing(s) go in flight.
-IssueAsync(a) ==
-    /\ At(a, "issue_async")
-    /\ LET npc == Advance(a) IN
-       /\ pc' = npc
-       /\ SetBars(OnTargets(Bars, Cur(a).tgt, << <<"tx", Cur(a).amt>>, <<"arrive", 1>> >>, npc))
-       /\ inflight' = [k \in DOMAIN inflight |->
-                          inflight[k] + Len(SelectSeq(Cur(a).slots, LAMBDA x : x = k))]
+DoIssueAsync(a, i) ==
+    LET npc == Advance(a) IN
+    /\ pc' = npc
+    /\ IF CanTxArriveDirect(i) THEN TxArriveDirect(i.tgt[1], i.amt)
+       ELSE SetBars(OnTargets(Bars, i.tgt, << <<"tx", i.amt>>, <<"arrive", 1>> >>, npc))
+    /\ inflight' = IF Len(i.slots) = 1 THEN [inflight EXCEPT ![i.slots[1]] = @ + 1]
+                   ELSE [k \in DOMAIN inflight |->
+                            inflight[k] + Len(SelectSeq(i.slots, LAMBDA x : x = k))]
     /\ UNCHANGED <<seen, queue>>
 
 QueueOf(a) == CHOOSE q \in DOMAIN QueueAgents : QueueAgents[q] = a
 
 \* tcgen05_mma / tcgen05_commit_arrive: goes to the back of the thread's tcgen05 queue.
-IssueTcgen05(a) ==
-    /\ At(a, "issue_tcgen05")
+DoIssueTcgen05(a, i) ==
     /\ pc' = Advance(a)
-    /\ queue' = [queue EXCEPT ![QueueOf(a)] = Append(@, Cur(a).set)]
+    /\ queue' = [queue EXCEPT ![QueueOf(a)] = Append(@, i.set)]
     /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight>>
 
+\* An instruction that changes nothing but the pc: fork, and synchronization outside the
+\* model (unmodeled, reported statically as BP190).
+Pass(a) ==
+    /\ pc' = Advance(a)
+    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+
 \* WarpMesh regions: the warpgroup forks, its warps wait for the fork, it joins them at the end.
-Fork(a) ==
-    /\ At(a, "fork")
-    /\ pc' = Advance(a)
-    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+DoAwaitFork(a, i) == pc[i.parent] >= i.at /\ Pass(a)
+DoJoin(a, i) == (\A j \in DOMAIN i.joins : pc[i.joins[j][1]] >= i.joins[j][2]) /\ Pass(a)
 
-\* Synchronization outside the model (reported statically as BP190): a no-op here.
-Unmodeled(a) ==
-    /\ At(a, "unmodeled")
-    /\ pc' = Advance(a)
-    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+\* Agent a, not finished, executes instruction i (its current one).
+Execute(a, i) ==
+    CASE i.op = "wait"             -> DoWait(a, i)
+      [] i.op = "arrive"           -> DoArrive(a, i)
+      [] i.op = "issue_async"      -> DoIssueAsync(a, i)
+      [] i.op = "wait_parity"      -> DoWaitParity(a, i)
+      [] i.op = "wait_phase"       -> DoWaitPhase(a, i)
+      [] i.op = "arrive_expect_tx" -> DoArriveExpectTx(a, i)
+      [] i.op = "expect_tx"        -> DoExpectTx(a, i)
+      [] i.op = "complete_tx"      -> DoCompleteTx(a, i)
+      [] i.op = "arrive_drop"      -> DoArriveDrop(a, i)
+      [] i.op = "issue_tcgen05"    -> DoIssueTcgen05(a, i)
+      [] i.op = "sem_signal"       -> DoSemSignal(a, i)
+      [] i.op = "sem_wait"         -> DoSemWait(a, i)
+      [] i.op = "barrier_test"     -> DoBarrierTest(a, i)
+      [] i.op = "await_fork"       -> DoAwaitFork(a, i)
+      [] i.op = "join"             -> DoJoin(a, i)
+      [] i.op \in {"fork", "unmodeled"} -> Pass(a)
+      [] OTHER                     -> FALSE     \* an opcode of HwBarrier
 
-AwaitFork(a) ==
-    /\ At(a, "await_fork")
-    /\ pc[Cur(a).parent] >= Cur(a).at
-    /\ pc' = Advance(a)
-    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+ThreadStep(a) == Running(a) /\ Execute(a, Cur(a))
 
-Join(a) ==
-    /\ At(a, "join")
-    /\ \A j \in DOMAIN Cur(a).joins : pc[Cur(a).joins[j][1]] >= Cur(a).joins[j][2]
-    /\ pc' = Advance(a)
-    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+\* The same actions by name, each guarded by its opcode.
+Arrive(a)         == At(a, "arrive")           /\ DoArrive(a, Cur(a))
+ArriveDrop(a)     == At(a, "arrive_drop")      /\ DoArriveDrop(a, Cur(a))
+ExpectTx(a)       == At(a, "expect_tx")        /\ DoExpectTx(a, Cur(a))
+ArriveExpectTx(a) == At(a, "arrive_expect_tx") /\ DoArriveExpectTx(a, Cur(a))
+CompleteTx(a)     == At(a, "complete_tx")      /\ DoCompleteTx(a, Cur(a))
+Wait(a)           == At(a, "wait")             /\ DoWait(a, Cur(a))
+WaitParity(a)     == At(a, "wait_parity")      /\ DoWaitParity(a, Cur(a))
+WaitPhase(a)      == At(a, "wait_phase")       /\ DoWaitPhase(a, Cur(a))
+SemSignal(a)      == At(a, "sem_signal")       /\ DoSemSignal(a, Cur(a))
+SemWait(a)        == At(a, "sem_wait")         /\ DoSemWait(a, Cur(a))
+BarrierTest(a)    == At(a, "barrier_test")     /\ DoBarrierTest(a, Cur(a))
+IssueAsync(a)     == At(a, "issue_async")      /\ DoIssueAsync(a, Cur(a))
+IssueTcgen05(a)   == At(a, "issue_tcgen05")    /\ DoIssueTcgen05(a, Cur(a))
+Fork(a)           == At(a, "fork")             /\ Pass(a)
+Unmodeled(a)      == At(a, "unmodeled")        /\ Pass(a)
+AwaitFork(a)      == At(a, "await_fork")       /\ DoAwaitFork(a, Cur(a))
+Join(a)           == At(a, "join")             /\ DoJoin(a, Cur(a))
 
-ThreadStep(a) ==
+NamedThreadStep(a) ==
     \/ Arrive(a) \/ ArriveDrop(a) \/ ExpectTx(a) \/ ArriveExpectTx(a) \/ CompleteTx(a)
     \/ Wait(a) \/ WaitParity(a) \/ WaitPhase(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
     \/ SemSignal(a) \/ SemWait(a) \/ BarrierTest(a)
@@ -354,9 +423,8 @@ ThreadStep(a) ==
 Deliver(k) ==
     /\ inflight[k] > 0
     /\ inflight' = [inflight EXCEPT ![k] = @ - 1]
-    /\ LET steps == IF Slots[k].effect = "complete_tx" THEN << <<"tx", -Slots[k].amount>> >>
-                                                      ELSE << <<"arrive", 1>> >>
-       IN SetBars(OnTargets(Bars, <<Slots[k].inst>>, steps, pc))
+    /\ IF Slots[k].effect = "complete_tx" THEN TxDirect(Slots[k].inst, -Slots[k].amount)
+                                          ELSE ArriveDirect(Slots[k].inst, 1)
     /\ UNCHANGED <<pc, seen, queue>>
 
 \* The oldest tcgen05 op of queue q completes and arrives on its barriers (a commit completes
@@ -364,8 +432,15 @@ Deliver(k) ==
 Tcgen05Complete(q) ==
     /\ queue[q] # <<>>
     /\ queue' = [queue EXCEPT ![q] = Tail(@)]
-    /\ SetBars(OnTargets(Bars, ArrivalSets[Head(queue[q]) + 1], << <<"arrive", 1>> >>, pc))
+    /\ LET tgts == ArrivalSets[Head(queue[q]) + 1] IN
+       IF Len(tgts) = 1 THEN ArriveDirect(tgts[1], 1)
+                        ELSE SetBars(OnTargets(Bars, tgts, << <<"arrive", 1>> >>, pc))
     /\ UNCHANGED <<pc, seen, inflight>>
+
+\* Some asynchronous agent moves.
+AsyncStep ==
+    \/ \E k \in DOMAIN Slots : Deliver(k)
+    \/ \E q \in DOMAIN QueueAgents : Tcgen05Complete(q)
 
 -----------------------------------------------------------------------------
 Init ==
@@ -384,14 +459,15 @@ Init ==
 Done == Terminated /\ UNCHANGED vars
 
 \* Some thread or asynchronous agent can move.
-Progress ==
-    \/ \E a \in Agents : ThreadStep(a)
-    \/ \E k \in DOMAIN Slots : Deliver(k)
-    \/ \E q \in DOMAIN QueueAgents : Tcgen05Complete(q)
+Progress == (\E a \in Agents : ThreadStep(a)) \/ AsyncStep
 
 Next == Progress \/ Done
 
 Spec == Init /\ [][Next]_vars
+
+\* The same specification with the named thread actions (the same state graph; slower).
+NamedProgress == (\E a \in Agents : NamedThreadStep(a)) \/ AsyncStep
+NamedSpec == Init /\ [][NamedProgress \/ Done]_vars
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
@@ -413,15 +489,18 @@ PhaseOverrunStep ==
                   /\ Max(seen[e], 0) < phase'[i] - 1
                   /\ pc'[w] <= SeenOf[e][3]
                   /\ seen[e] >= 0 \/ WaitsOn(pc', w, i)
+\* The agents with a parity wait in their program (a constant: TLC evaluates it once).
+ParityWaiters ==
+    {a \in Agents : \E p \in DOMAIN Prog[a] : Prog[a][p].op \in ParityWaitOps}
 \* BP101 for parity waits (the hardware's rule): a parity wait returns after a completion
 \* other than the one it means ...
 ParityReturnStep ==
-    \E a \in Agents :
+    \E a \in ParityWaiters :
         /\ Running(a) /\ pc'[a] = pc[a] + 1 /\ Cur(a).op \in ParityWaitOps
         /\ phase[Cur(a).inst] # Meant(Cur(a), seen[Cur(a).pos])
 \* ... or sits at its wait while the barrier has run past the completion it means.
 ParityAhead ==
-    \E a \in Agents :
+    \E a \in ParityWaiters :
         /\ Running(a) /\ Cur(a).op \in ParityWaitOps
         /\ phase[Cur(a).inst] > Meant(Cur(a), seen[Cur(a).pos])
 BP101_NoPhaseOverrun == [][~PhaseOverrunStep /\ ~ParityReturnStep /\ ~ParityAhead']_vars

@@ -216,7 +216,8 @@ def test_tlc_verdict_is_unknown_while_races_are_unchecked(monkeypatch):
     the test needs no Java)."""
     from barrierproof.checker import check
     from barrierproof.checker.engines import tlc
-    monkeypatch.setattr(tlc, "tlc_search", lambda workers: check.explorer_search(Options()))
+    monkeypatch.setattr(tlc, "tlc_search",
+                        lambda workers, **kw: check.explorer_search(Options()))
     v = tlc.run_tlc(TARGETS["ring_slot_reuse"].build())
     assert v.verdict == "unknown" and "not in the TLA+ model" in v.coverage
     v = tlc.run_tlc(TARGETS["ring_slot_reuse"].build(),

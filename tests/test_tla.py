@@ -334,3 +334,29 @@ def test_cli_check_engine_tlc(capsys):
                  os.path.join(EXAMPLES, "handoff.py") + "::wrong_arrival_count"])
     out = capsys.readouterr().out
     assert code == 1 and "BP100" in out
+
+
+# -- the two dispatches of MBarrier.tla --------------------------------------------------------
+
+def _dispatch_targets():
+    refs = ["hw_barriers.py::fa3_pingpong", "cluster.py::multicast_tma",
+            "hw_barriers.py::divergent_syncthreads"]
+    return [resolve(os.path.join(EXAMPLES, ref))[0] for ref in refs]
+
+
+@needs_tlc
+@pytest.mark.parametrize("what", [0, 5, 13, *_dispatch_targets()],
+                         ids=lambda w: f"random{w}" if isinstance(w, int) else w.name)
+def test_case_and_named_dispatch_search_the_same_state_graph(what):
+    """Spec (one CASE on the opcode, direct single-target updates) and NamedSpec (the named
+    actions) are one relation: with every rule ignored both enumerate every reachable state,
+    as many as the explorer, on random protocols over every opcode and on kernels with named
+    and cluster barriers (HwBarrier)."""
+    kernel = _random_kernel(what) if isinstance(what, int) else _protocol(what)
+    for system in compile_systems(kernel):
+        module = tla.emit_system(system, ignore=ALL_CODES)
+        explored = explore(system, reduction=False, ignore=ALL_CODES)
+        for dispatch in tlc.DISPATCH:
+            run = tlc.run_module(module, dispatch=dispatch)
+            assert run.status == "ok", (dispatch, run.output[-2000:])
+            assert (run.distinct, run.left) == (explored.states, 0), dispatch

@@ -52,6 +52,10 @@ EXIT_OK, EXIT_DEADLOCK, EXIT_INVARIANT, EXIT_PROPERTY, EXIT_PARSE = 0, 11, 12, 1
 MSG_INVARIANT, MSG_PROPERTY, MSG_DEADLOCK = 2110, 2112, 2114
 MSG_STATE, MSG_STATS, MSG_DEPTH, MSG_SUCCESS, MSG_FINISHED = 2217, 2199, 2194, 2193, 2186
 
+# The specifications of MBarrier.tla (HwBarrier.tla): thread steps as one CASE on the opcode, or
+# as a disjunction of named actions (same state graph).
+DISPATCH = ("case", "named")
+
 _STARTMSG = re.compile(r"@!@!@STARTMSG (\d+):(\d+) @!@!@\n(.*?)@!@!@ENDMSG \1 @!@!@", re.S)
 _STATS = re.compile(r"([\d,]+) states generated, ([\d,]+) distinct states found, "
                     r"([\d,]+) states left on queue")
@@ -198,36 +202,60 @@ def parse_output(output: str, exit_code: int | None) -> TlcRun:
     return run
 
 
+def prepare_run(module: TlaModule, checks: Checks | None, directory: Path,
+                dispatch: str = "case") -> tuple[str, list[str]]:
+    """Write the module, its libraries and the run's .cfg into `directory`: the root module
+    to check and TLC's options for it (config, metadir, `-deadlock` when the checks turn
+    TLC's own deadlock check off)."""
+    if dispatch not in DISPATCH:
+        raise ValueError(f"dispatch must be one of {', '.join(DISPATCH)}, not {dispatch!r}")
+    module.write(directory)
+    root, cfg = module.name, module.cfg
+    if checks is not None and checks != module.checks:
+        from .tla import cfg_text
+        cfg = cfg_text(checks)
+        if checks.depth is not None:
+            root, text = bounded_wrapper(module, checks.depth)
+            (directory / f"{root}.tla").write_text(text)
+    if dispatch == "named":
+        cfg = re.sub(r"^SPECIFICATION (Hw)?Spec$", r"SPECIFICATION \1NamedSpec", cfg, flags=re.M)
+    (directory / f"{root}.run.cfg").write_text(cfg)
+    # TLC unpacks its standard modules (Naturals.tla, ...) into java.io.tmpdir: a private
+    # one keeps concurrent runs from reading each other's half-written files.
+    (directory / "tmp").mkdir(exist_ok=True)
+    options = ["-tool", "-nowarning", "-metadir", str(directory / "states"),
+               "-config", f"{root}.run.cfg"]
+    checks = checks if checks is not None else module.checks
+    if checks is not None and not checks.deadlock:
+        options.append("-deadlock")   # this flag turns TLC's deadlock checking OFF
+    return root, options
+
+
 def run_module(module: TlaModule, checks: Checks | None = None, workers: int = 1,
                timeout: float | None = None, workdir: str | os.PathLike | None = None,
-               java_options: tuple[str, ...] = ("-XX:+UseParallelGC",)) -> TlcRun:
+               java_options: tuple[str, ...] = ("-XX:+UseParallelGC",),
+               dispatch: str = "case", distributed: int = 0,
+               port: int | None = None) -> TlcRun:
     """Write the module (with MBarrier.tla beside it) into a temporary directory and run TLC on
     it with its own metadir. `checks` defaults to the module's own .cfg; deadlock checking stays
-    on unless the checks say otherwise (then, and only then, `-deadlock` is passed)."""
+    on unless the checks say otherwise (then, and only then, `-deadlock` is passed).
+
+    `workers`: TLC's worker threads in one process. `distributed=K`: TLC's distributed mode
+    instead, a TLCServer and K TLCWorker processes of `workers` threads each on this machine
+    (tlc_distributed.py), the server's RMI registry on `port` (default: a free one).
+    `dispatch="named"` checks MBarrier's NamedSpec (a disjunction of named thread actions, the
+    same state graph) instead of Spec (one CASE on the opcode): for the bench, which measures
+    the difference."""
     own = workdir is None
     directory = Path(tempfile.mkdtemp(prefix="barrierproof-tlc-") if own else workdir)
     try:
-        module.write(directory)
-        root, cfg = module.name, module.cfg
-        if checks is not None and checks != module.checks:
-            from .tla import cfg_text
-            cfg = cfg_text(checks)
-            if checks.depth is not None:
-                root, text = bounded_wrapper(module, checks.depth)
-                (directory / f"{root}.tla").write_text(text)
-        (directory / f"{root}.run.cfg").write_text(cfg)
-        # TLC unpacks its standard modules (Naturals.tla, ...) into java.io.tmpdir: a private
-        # one keeps concurrent runs from reading each other's half-written files.
-        tmp = directory / "tmp"
-        tmp.mkdir(exist_ok=True)
-        cmd = [java_executable(), *java_options, f"-Djava.io.tmpdir={tmp}",
-               "-cp", tla2tools_jar(), "tlc2.TLC",
-               "-tool", "-nowarning", "-workers", str(workers),
-               "-metadir", str(directory / "states"), "-config", f"{root}.run.cfg"]
-        checks = checks if checks is not None else module.checks
-        if checks is not None and not checks.deadlock:
-            cmd.append("-deadlock")   # this flag turns TLC's deadlock checking OFF
-        cmd.append(root)
+        root, options = prepare_run(module, checks, directory, dispatch)
+        if distributed:
+            from .tlc_distributed import run_distributed
+            return run_distributed(directory, root, options, distributed, workers, timeout,
+                                   java_options, port)
+        cmd = [java_executable(), *java_options, f"-Djava.io.tmpdir={directory / 'tmp'}",
+               "-cp", tla2tools_jar(), "tlc2.TLC", "-workers", str(workers), *options, root]
         start = time.perf_counter()
         try:
             proc = subprocess.run(cmd, cwd=directory, capture_output=True, text=True,
@@ -310,12 +338,18 @@ def _kind(run: TlcRun) -> str:
     return "deadlock" if run.status == "deadlock" or run.violated in deadlocks else "rule"
 
 
-def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParallelGC",)):
+def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParallelGC",),
+               distributed: int = 0, port: int | None = None):
     """TLC as a search engine for checker.check.run_engine.
 
-    The first run checks every rule (deadlock by TLC's own check) and finds a shortest
-    violation. The code is TLC's own: the property it names violated (`tlc_code`). A plain
-    invariant may name a rule the state breaks while the step that reached it broke another
+    The first run checks every rule (deadlock by TLC's own check), with `workers` threads, or
+    in TLC's distributed mode with `distributed` worker processes of `workers` threads
+    (tlc_distributed.py). Every later run is one process with one worker: its breadth-first
+    search is exact, so its first violation is a shortest one. When the first run was
+    parallel and found a violation, a one-worker run finds the shortest and its trace.
+
+    The code is TLC's own: the property it names violated (`tlc_code`). A plain invariant
+    may name a rule the state breaks while the step that reached it broke another
     (a phase overrun that also leaves a late joiner), so a rule violation is re-asked of the
     `Exact_*` properties, which fail exactly on the steps of their code. The choice among
     equally short violations (a deadlock one step shorter; then the lowest code) is settled by
@@ -332,9 +366,10 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             return None if remaining is None else max(1.0, remaining - (time.perf_counter()
                                                                         - start))
 
-        def go(checks: Checks) -> TlcRun:
-            run = run_module(module, checks, workers=workers, timeout=left(),
-                             java_options=java_options)
+        def go(checks: Checks, first: bool = False) -> TlcRun:
+            run = run_module(module, checks, workers=workers if first else 1, timeout=left(),
+                             java_options=java_options,
+                             distributed=distributed if first else 0, port=port)
             if run.status == "error":
                 raise TlcError(f"TLC failed on the emitted spec (exit code {run.exit_code}):\n"
                                + (_tail(run.output) or "no output"))
@@ -361,43 +396,52 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             return actions, tlc_code(system, run), _kind(run)
 
         hw = module.hw
-        first = go(default_checks(ignored, hw=hw))
+        first = go(default_checks(ignored, hw=hw), first=True)
         if first.status == "timeout":
             return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
                                  reason=f"TLC time limit reached after {first.distinct} "
                                         "distinct states")
         if first.status == "ok":
             return SearchOutcome("verified", first.distinct, first.generated, first.depth)
+        if workers > 1 or distributed:
+            # a parallel search's first violation need not be a shortest one
+            first = go(default_checks(ignored, hw=hw))
+            if first.status == "timeout":
+                return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
+                                     reason="parallel TLC found a violation; the time limit "
+                                            "was reached while one-worker TLC looked for the "
+                                            "shortest")
+            if first.status == "ok":
+                raise TlcError("parallel TLC found a violation that one-worker TLC does not "
+                               "find: the runs disagree")
         actions, code, kind = answer(first)
         length = len(actions)
-        if workers == 1 and kind == "rule" and length >= 1:
+        if kind == "rule" and length >= 1:
             found = answer(go(deadlock_checks(ignored, depth=length - 1, hw=hw)), length - 1)
             if found is not None and found[2] == "deadlock":
                 actions, code, kind = found
                 length = len(actions)
         if kind == "rule":
             wanted = [c for c in exact_codes(hw) if c not in ignored]
-            found = answer(go(exact_checks(wanted, ignored, depth=length, hw=hw)),
-                           length if workers == 1 else None)
+            found = answer(go(exact_checks(wanted, ignored, depth=length, hw=hw)), length)
             if found is None:
                 raise TlcError(f"TLC names {first.violated} violated, but no Exact_* property "
                                f"fails within {length} steps: MBarrier.tla disagrees with itself")
             actions, code, kind = found
-        if workers == 1:
-            while True:
-                if kind == "rule":
-                    lower = [c for c in exact_codes(hw) if c < code and c not in ignored]
-                    checks = exact_checks(lower, ignored, depth=length, hw=hw)
-                else:
-                    lower = [c for c in ("BP100",) if c < code and c not in ignored]
-                    checks = Checks((f"INVARIANT {'Hw' if hw else ''}BP100_NoDeadlock",), False,
-                                    length, ignored, hw)
-                if not lower:
-                    break
-                found = answer(go(checks), length)
-                if found is None or found[2] != kind or found[1] >= code:
-                    break
-                actions, code, kind = found
+        while True:
+            if kind == "rule":
+                lower = [c for c in exact_codes(hw) if c < code and c not in ignored]
+                checks = exact_checks(lower, ignored, depth=length, hw=hw)
+            else:
+                lower = [c for c in ("BP100",) if c < code and c not in ignored]
+                checks = Checks((f"INVARIANT {'Hw' if hw else ''}BP100_NoDeadlock",), False,
+                                length, ignored, hw)
+            if not lower:
+                break
+            found = answer(go(checks), length)
+            if found is None or found[2] != kind or found[1] >= code:
+                break
+            actions, code, kind = found
         return SearchOutcome("violation", first.distinct, first.generated, first.depth,
                              actions, code)
 
@@ -406,11 +450,14 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
 
 def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None = None,
             options=None, source: str | None = None, workers: int = 1,
-            timeout: float | None = None) -> Verdict:
+            timeout: float | None = None, distributed: int = 0,
+            port: int | None = None) -> Verdict:
     """Check a kernel with TLC on the emitted spec: the same Verdict as `check_kernel` (static
     rules first, one search per cluster behaviour, every counterexample replayed on the
     interpreter), with engine="tlc" and TLC's distinct-state count. A System is checked as the
-    kernel and parameters it was compiled from."""
+    kernel and parameters it was compiled from. `workers`: TLC's worker threads;
+    `distributed=K`: TLC's distributed mode, a server and K worker processes on this machine
+    (its RMI registry on `port`, default a free one)."""
     import dataclasses
 
     from ..check import RACE_CODES, Options, run_engine
@@ -430,8 +477,13 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
     # races are unchecked cannot be called verified.
     races_open = has_memory_effects(kernel) and not RACE_CODES <= options.ignored()
     options = dataclasses.replace(options, races=False)
-    verdict = run_engine(kernel, params, options, source, tlc_search(workers), engine="tlc",
-                         label="TLC: ")
+    search = tlc_search(workers, distributed=distributed, port=port)
+    threads = f"{workers} worker thread{'s' if workers > 1 else ''}"
+    label = ("TLC: " if workers == 1 and not distributed else
+             f"TLC ({threads}): " if not distributed else
+             f"TLC (distributed: {distributed} worker process{'es' if distributed > 1 else ''}"
+             f" of {threads}): ")
+    verdict = run_engine(kernel, params, options, source, search, engine="tlc", label=label)
     if races_open and verdict.verdict == "verified":
         verdict.verdict = "unknown"
         verdict.coverage = (f"{verdict.coverage}; barrier protocol only: races (BP200/BP201) "
@@ -445,11 +497,14 @@ def check_kernel_tlc(kernel: Kernel, params: Mapping[str, int] | None = None, op
                      source: str | None = None, args=None) -> Verdict:
     """The `tlc` engine of `barrierproof check --engine tlc` (barrierproof/cli.py ENGINES)."""
     workers = getattr(args, "workers", None) or 1
+    distributed = getattr(args, "distributed", None) or 0
+    port = getattr(args, "port", None)
     timeout = getattr(args, "timeout", None)
     if timeout is None and options is not None:
         timeout = options.limits.timeout
     try:
-        return run_tlc(kernel, params, options, source, workers=workers, timeout=timeout)
+        return run_tlc(kernel, params, options, source, workers=workers, timeout=timeout,
+                       distributed=distributed, port=port)
     except TlcError as err:
         raise ModelError(f"TLC could not check {kernel.name}: {err}",
                          hint="pip install 'barrierproof[tla]'; TLC needs Java 17") from None
