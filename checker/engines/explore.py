@@ -155,8 +155,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         if local is not None:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
+            # It gets half the time left: the violation in hand is reported within the limit
+            # whatever the confirmation does (replays and reports come after it).
             left = None if limits.timeout is None else \
-                max(limits.timeout - (time.perf_counter() - start), 0.0)
+                max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
             bound = Limits(limits.max_states, depth, left, limits.max_memory_mb)
             again = explore(system, bound, reduction, ignore, progress, block_symmetry,
                             store_mode, partial_order=False)
