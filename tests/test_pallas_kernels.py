@@ -71,6 +71,19 @@ def test_blackwell_matmul_collective_traces_and_explores():
     assert verdict.verdict == "bounded", verdict.label
 
 
+@pytest.mark.slow
+def test_blackwell_matmul_collective_has_the_bp103_finding_of_the_1cta_kernel():
+    """One tile per block: partial-order reduction finds the BP103 in seconds; the search that
+    confirms it shortest may stop at the limit (then the coverage says so), the finding stands
+    and is replayed on the interpreter (check_kernel raises otherwise)."""
+    (kernel,) = _load("blackwell_matmul_collective")
+    verdict = check_kernel(kernel, {"trips_blackwell_matmul_mgpu_107": 1},
+                           Options(Limits(timeout=60)))
+    assert verdict.label == MODULE.SLOW["blackwell_matmul_collective"]
+    (diag,) = verdict.diagnostics
+    assert "consumed_barrier" in diag.message or "store_done_barrier" in diag.message
+
+
 def test_attention_forward_finding_is_explained_by_its_trace():
     """The memory warpgroup never waits for the last completions of the `consumed` barriers:
     the counterexample ends with the compute warpgroups' final arrivals on them."""
