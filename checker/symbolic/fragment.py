@@ -248,6 +248,12 @@ class Fragment:
                            ((oa.count, ob.count), (oa.bytes, ob.bytes),
                             (oa.parity, ob.parity))):
                     return False
+                mem_a, mem_b = oa.reads + oa.writes, ob.reads + ob.writes
+                if len(oa.reads) != len(ob.reads) or len(mem_a) != len(mem_b) or any(
+                        ma.alloc is not mb.alloc or len(ma.index) != len(mb.index) or
+                        not all(same_int(x, y, ea, eb) for x, y in zip(ma.index, mb.index))
+                        for ma, mb in zip(mem_a, mem_b)):
+                    return False            # other memory: other accesses (races.py)
                 if oa.barrier is not None:
                     ra, rb = oa.barrier, ob.barrier
                     if ra.alloc is not rb.alloc or len(ra.index) != len(rb.index) or \
@@ -262,7 +268,8 @@ class Fragment:
                 if not a.single or not b.single:
                     for e in [oa.count, oa.bytes, oa.parity] + \
                             (list(oa.barrier.index) + list(oa.barrier.block or ())
-                             if oa.barrier is not None else []):
+                             if oa.barrier is not None else []) + \
+                            [i for m in mem_a for i in m.index]:
                         if e is not None and axis in free_vars(e):
                             return False
         return True
