@@ -459,10 +459,26 @@ def _check_plain_mma(role: Role) -> None:
              if bop.op.kind == "tcgen05_mma" and bop.op.barrier is None]
     if not plain:
         return
+
+    def arrives(bop) -> bool:
+        return bop.op.kind in ("tcgen05_mma", "tcgen05_commit_arrive") and \
+            bop.op.barrier is not None
+
+    # In a loop, each iteration's plain MMAs may be covered by an unconditional arrival later in
+    # the same iteration (a K-loop's MMA and its commit): every instance is then followed by one.
+    covered = set()
+    for n in plain:
+        item, bop = flat[n]
+        if item.kind == "loop" and any(
+                arrives(later) and not later.conds
+                for later in item.body[next(i for i, b in enumerate(item.body) if b is bop) + 1:]):
+            covered.add(n)
+    plain = [n for n in plain if n not in covered]
+    if not plain:
+        return
     for n in range(plain[-1] + 1, len(flat)):
         item, bop = flat[n]
-        if bop.op.kind in ("tcgen05_mma", "tcgen05_commit_arrive") and \
-                bop.op.barrier is not None and item.kind == "op" and not item.conds:
+        if arrives(bop) and item.kind == "op" and not item.conds:
             return
     op = flat[plain[-1]][1].op
     raise Unsupported("a tcgen05_mma without a barrier is not followed by an unconditional "

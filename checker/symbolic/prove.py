@@ -92,7 +92,7 @@ from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .races import assign_buffers
 from .terms import Unsupported
-from .unroll import split_ring_arrays, unroll_fixed_loops
+from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
 
 
 @dataclass
@@ -227,7 +227,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     def spent() -> float:
         return time.perf_counter() - start
 
-    kernel = split_ring_arrays(unroll_fixed_loops(kernel, fixed), fixed)
+    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     try:
         frag = Fragment(kernel, symbolic, fixed)
         roles = frag.build_roles()
@@ -337,7 +337,7 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     the class systems of its barrier proof with the kernel's accesses added. Sound only beside
     a barrier proof of the same kernel: the barrier rules are not re-proved here."""
     start = time.perf_counter()
-    kernel = split_ring_arrays(unroll_fixed_loops(kernel, fixed), fixed)
+    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     try:
         frag = Fragment(kernel, symbolic, fixed)
         frag.build_roles()
