@@ -7,7 +7,9 @@
   (`k.assume(...)`) -- and the side conditions the verdict lists, the hardware ranges without
   which model/semantics.py has no meaning (e.g. `num_arrivals <= 2**20 - 1`) -- no reachable
   state deadlocks (BP100, BP130) or breaks a rule (BP101-BP105, BP121), with the meaning of
-  model/semantics.py. Every fact this rests on was proved by Z3; an `unknown` or a time-out from
+  model/semantics.py; and, for a kernel with memory effects, no reachable state races
+  (BP200/BP201, model/memory.py), proved on the same class systems with the accesses added
+  (`prove_races`, races.py). Every fact this rests on was proved by Z3; an `unknown` or a time-out from
   Z3 anywhere means no proof.
 - `violation`: the smallest breaking parameter values found by a bounded search (points in order
   of the sum of the symbolic values, then lexicographically), with the explicit explorer's
@@ -67,7 +69,10 @@ warpgroup; threads per block concrete or cut into roles by comparisons `thread O
 nested; trip counts, guards, counts and bytes linear in the parameters and the loop variable;
 barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S` in loops or
 `c % S` outside; parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
-tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread.
+tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread (later in the same
+loop iteration, or after the loop). Before the fragment is built, loops of concrete trip count
+nested in others are unrolled and a loop of c * X iterations is strip-mined into X iterations
+of c (unroll.py): the same program, aligned with the loops that run X times.
 """
 
 from __future__ import annotations
