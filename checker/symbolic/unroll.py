@@ -24,8 +24,8 @@ from typing import Mapping
 import dataclasses
 
 from ...model.expr import substitute_stmts
-from ...model.ir import (BarrierAlloc, BarrierRef, Const, Kernel, Loop, Op, Var, WarpRegion,
-                         When, evaluate, free_vars, walk)
+from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loop, Op, Var,
+                         WarpRegion, When, evaluate, free_vars, walk)
 
 # Longer concrete loops stay loops: unrolling them would only make the tau search slower.
 MAX_UNROLL = 8
@@ -83,7 +83,6 @@ def unroll_fixed_loops(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
 
 def _split_trip(trip, fixed: Mapping[str, int]):
     """(c, X) when `trip` is c * X with c a number of at most MAX_UNROLL once `fixed` is in."""
-    from ...model.ir import BinOp
     if not (isinstance(trip, BinOp) and trip.op == "*"):
         return None
     for c, x in ((trip.lhs, trip.rhs), (trip.rhs, trip.lhs)):
