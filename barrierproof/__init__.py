@@ -3,6 +3,7 @@ interleaving in which it does."""
 
 from .model.dsl import Protocol, maximum, minimum, protocol
 from .model.ir import Kernel, ModelError
+from .model.pallas.family import sizes
 from .checker.check import Options, check_kernel
 from .checker.engines.explore import Limits
 from .checker.verdict import Diagnostic, Verdict
@@ -10,4 +11,4 @@ from .checker.verdict import Diagnostic, Verdict
 __version__ = "0.1.0"
 
 __all__ = ["protocol", "minimum", "maximum", "Protocol", "Kernel", "ModelError", "Options", "check_kernel", "Limits",
-           "Diagnostic", "Verdict", "__version__"]
+           "Diagnostic", "Verdict", "sizes", "__version__"]

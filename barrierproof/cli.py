@@ -173,32 +173,77 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     results: list = [None] * len(targets)
     used: set[str] = set()
     failed = False
-    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(targets)),
-                                                mp_context=context) as pool:
-        futures = {}
-        for n, t in enumerate(targets):
-            if t.kind == "error":     # a file that does not import: reported here
-                results[n], _, _ = _run_here([t], params, quiet, engine, args, _Progress(False))
-                failed = True
-            else:
-                futures[n] = pool.submit(_check_one, (t.ref, t.expect, params, quiet, engine,
-                                                      plain, guard.budget))
-        try:
-            for n, future in futures.items():
-                results[n], names, broken = future.result()
-                used |= names
-                failed = failed or broken
-        except KeyboardInterrupt:
-            if interrupts is not None:
-                interrupts.seen = True
-            # leaving the pool would wait for the running workers: end them first
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
-            for n, t in enumerate(targets):
-                if results[n] is None:
-                    results[n] = [_not_checked(t, f"not checked: {_why(interrupts)}")]
+    pool = concurrent.futures.ProcessPoolExecutor(min(jobs, len(targets)), mp_context=context,
+                                                  initializer=_worker_signals)
+    futures = {}
+    for n, t in enumerate(targets):
+        if t.kind == "error":     # a file that does not import: reported here
+            results[n], _, _ = _run_here([t], params, quiet, engine, args, _Progress(False))
+            failed = True
+        else:
+            futures[n] = pool.submit(_check_one, (t.ref, t.expect, params, quiet, engine,
+                                                  plain, guard.budget))
+    try:
+        for n, future in futures.items():
+            results[n], names, broken = future.result()
+            used |= names
+            failed = failed or broken
+    except (KeyboardInterrupt, concurrent.futures.process.BrokenProcessPool):
+        if interrupts is not None:
+            interrupts.seen = True
+        _wind_down(pool, futures, results)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    for n, t in enumerate(targets):
+        if results[n] is None:
+            results[n] = [_not_checked(t, f"not checked: {_why(interrupts)}")]
     return [v for found in results for v in found], used, failed
+
+
+# Seconds the running workers get after an interrupt to hand back what they covered.
+WIND_DOWN_SECONDS = 10.0
+
+
+def _wind_down(pool, futures: dict, results: list) -> None:
+    """After a Ctrl-C or SIGTERM: the workers stop their searches and report them as `bounded`
+    with the states they covered (a terminal's Ctrl-C reaches them directly; a signal sent to
+    this process only is passed on); tasks not started are cancelled; a worker that does not
+    answer within WIND_DOWN_SECONDS (or a second Ctrl-C) is ended and its target reported as
+    not checked."""
+    import concurrent.futures
+    import signal as signals
+    pending = {n: f for n, f in futures.items() if results[n] is None and not f.cancel()}
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        try:
+            os.kill(process.pid, signals.SIGINT)
+        except (OSError, TypeError):
+            pass
+    try:
+        concurrent.futures.wait(pending.values(), timeout=WIND_DOWN_SECONDS)
+    except KeyboardInterrupt:
+        pass
+    for n, future in pending.items():
+        if future.done() and not future.cancelled() and future.exception() is None:
+            results[n] = future.result()[0]
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+
+
+_WORKER_INTERRUPTED = False
+
+
+def _worker_signals() -> None:
+    """A worker remembers a Ctrl-C or SIGTERM that arrives between tasks (inside one, the
+    task's own Interrupts turn it into a `bounded` verdict); once interrupted it takes no task."""
+    import signal as signals
+
+    def remember(signum, frame):
+        global _WORKER_INTERRUPTED
+        _WORKER_INTERRUPTED = True
+    for sig in Interrupts.SIGNALS:
+        signals.signal(sig, remember)
 
 
 def _check_one(task) -> tuple[list[Verdict], set[str], bool]:
@@ -214,7 +259,14 @@ def _check_one(task) -> tuple[list[Verdict], set[str], bool]:
         t.expect = t.expect or expect
     from .cache import Cache
     cache = None if args.no_cache else Cache(args.cache_dir)
-    return _run_here(matches, params, options, engine, args, _Progress(False), cache, None)
+    global _WORKER_INTERRUPTED
+    if _WORKER_INTERRUPTED:
+        return [_not_checked(t, "not checked: interrupted") for t in matches], set(), False
+    with Interrupts() as interrupts:
+        found = _run_here(matches, params, options, engine, args, _Progress(False), cache,
+                          interrupts)
+    _WORKER_INTERRUPTED = _WORKER_INTERRUPTED or interrupts.seen
+    return found
 
 
 def _run_here(targets: list[Target], params: dict[str, int], options: Options,
@@ -234,8 +286,9 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
         f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
         progress.label = target.name
+        family = engine == "symbolic" and target.build_family is not None
         try:
-            kernels = target.build_all()
+            kernels = [target.build_family()] if family else target.build_all()
         except ModelError as err:
             kernels = []
             build_failed = True
@@ -267,6 +320,8 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
                         return engine_fn(kernel, kp, options, ref, args)
                 verdict = compute() if cache is None else \
                     cache.check(kernel, kp, options, engine, ref, args, compute)
+                if family and verdict.verdict == "violation" and verdict.trace is not None:
+                    verdict = target.replay_family(verdict, options)
             except ModelError as err:
                 verdict = _error_or_violation(target, err, kernel.name, ref)
             except LimitReached as stop:

@@ -32,6 +32,10 @@ class Target:
     path: str
     # A Pallas function may launch several kernels: all of them, traced once.
     build_many: Callable[[], list[Kernel]] | None = None
+    # A Pallas function that declares its sizes (@sizes): `prove` reads one IR for every size,
+    # and replays a violation by tracing again at the breaking sizes.
+    build_family: Callable[[], Kernel] | None = None
+    replay_family: Callable | None = None
 
     def build_all(self) -> list[Kernel]:
         return self.build_many() if self.build_many is not None else [self.build()]
@@ -111,7 +115,20 @@ def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Ta
         from .model import pallas
         with user_code(path, f"tracing {name}"):
             return pallas.load(fn, name=name)
-    return Target(f"{path}::{name}", name, "pallas", build, expect, path, build_many)
+    target = Target(f"{path}::{name}", name, "pallas", build, expect, path, build_many)
+    from .model.pallas.family import SIZES_ATTR     # no jax import
+    if getattr(fn, SIZES_ATTR, None):
+        def build_family() -> Kernel:
+            from .family import family_kernel
+            with user_code(path, f"tracing {name} at several sizes"):
+                return family_kernel(fn, name, expect)
+
+        def replay_family(verdict, options):
+            from .family import replay_by_retracing
+            with user_code(path, f"tracing {name} again"):
+                return replay_by_retracing(fn, name, expect, verdict, options)
+        target.build_family, target.replay_family = build_family, replay_family
+    return target
 
 
 def _broken_target(path: str, err: BaseException) -> Target:

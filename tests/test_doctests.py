@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.model.dsl",
            "barrierproof.model.interpreter", "barrierproof.model.pallas.loops",
-           "barrierproof.model.pallas.primitives",
+           "barrierproof.model.pallas.primitives", "barrierproof.model.pallas.antiunify",
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
            "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
            "barrierproof.checker.report.views", "barrierproof.schema",

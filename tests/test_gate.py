@@ -372,8 +372,8 @@ def test_ctrl_c_ends_with_a_bounded_verdict(tmp_path):
         ''' % EXAMPLES))
     proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", str(tmp_path),
                              "--no-reduction", "--no-cache", "--format", "json",
-                             "--timeout", "120"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                             "--timeout", "120", "--jobs", "1"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(4)     # importing, building and well into the search of `big`
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -384,6 +384,37 @@ def test_ctrl_c_ends_with_a_bounded_verdict(tmp_path):
     assert big["states"] > 0                              # what was covered
     assert small["verdict"] == "bounded" and small["coverage"] == \
         "not checked: interrupted (Ctrl-C)"
+
+
+def test_ctrl_c_keeps_what_parallel_workers_covered(tmp_path):
+    """With --jobs 2 the signal reaches the main process only (as from `kill`): it is passed to
+    the workers, which report their searches as `bounded`; a protocol done before is kept."""
+    (tmp_path / "two.py").write_text(textwrap.dedent('''
+        import sys
+        sys.path.insert(0, %r)
+        from hopper_ring import ring
+        from barrierproof import protocol
+
+        @protocol
+        def big(k, steps=400, stages=4, consumers=4):
+            ring(k, stages, consumers, steps)
+
+        @protocol
+        def small(k, steps=2, stages=2, consumers=1):
+            ring(k, stages, consumers, steps)
+        ''' % EXAMPLES))
+    proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", str(tmp_path),
+                             "--no-reduction", "--no-cache", "--format", "json",
+                             "--timeout", "120", "--jobs", "2"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(12)    # two workers spawned; `small` done, `big` well into its search
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    big, small = json.loads(out)
+    assert big["verdict"] == "bounded" and "interrupted" in big["coverage"], big["coverage"]
+    assert small["verdict"] == "verified"
 
 
 # -- adoption: pre-commit and GitHub Actions ---------------------------------------------------

@@ -64,6 +64,12 @@ How a proof works
    concrete 19-state instances in 60 s, so invariants are guessed from samples and checked by Z3:
    the samples only propose, Z3 decides.
 
+6. Rewrites first (the same program): loops of concrete length nested in others are unrolled
+   and arrays with one symbolic dimension split into rings (unroll.py); a pipeline's peeled
+   prologue is joined with its steady-state loop when Z3 proves they run the same operations
+   (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
+   (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v).
+
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
 nested; trip counts, guards, counts and bytes linear in the parameters and the loop variable;
@@ -93,6 +99,8 @@ from ..engines.explore import Limits
 from ..verdict import Verdict
 from .encode import Encoder
 from .fragment import Fragment
+from .cases import prove_by_cases
+from .fuse import fuse_peeled_loops
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .races import assign_buffers
@@ -119,6 +127,7 @@ class Proof:
     side_conditions: list[str] = field(default_factory=list)
     roles: list[str] = field(default_factory=list)
     tau: str = ""
+    cases: list[str] = field(default_factory=list)     # case splits (cases.py)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -233,6 +242,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         return time.perf_counter() - start
 
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     try:
         frag = Fragment(kernel, symbolic, fixed)
         roles = frag.build_roles()
@@ -519,12 +529,18 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     # The Z3 encoding has no memory effects: with them, a proof covers the barrier rules only.
     races_open = has_memory_effects(kernel) and not RACE_CODES <= options.ignored()
     timeout = options.limits.timeout or 300.0
-    budget = Budget(timeout)
-    proof = prove(without_memory(kernel), symbolic, fixed, budget=budget)
+    def check_case(case: Kernel, values) -> tuple[bool, str]:
+        found = check_kernel(case, values, Options(options.limits, options.reduction))
+        return found.verdict == "verified", f"{found.label} ({found.coverage})"
+
+    proof = prove_by_cases(without_memory(kernel), symbolic, fixed, timeout,
+                           lambda k, s, f, t: prove(k, s, f, timeout=t), check_case)
     conditions = _conditions_text(kernel, symbolic)
     races = None
     if proof.status == "proved" and races_open:
-        races = prove_races(kernel, symbolic, fixed, budget)
+        # the races get what the barrier proof left of --timeout
+        left = max(1.0, timeout - (time.perf_counter() - start))
+        races = prove_races(kernel, symbolic, fixed, Budget(left))
     if races is not None and races.status != "proved":
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                              states=max(1000, int(timeout * STATES_PER_SECOND)))
@@ -548,6 +564,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                                                            else [])))
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
+        notes += [f"proved by cases: {c}" for c in proof.cases]
         notes.append(f"static order tau: {proof.tau}")
         classes = proof.classes + (races.classes if races else [])
         facts = sum(c.invariant_size for c in classes)

@@ -9,6 +9,7 @@ package follows the path of a kernel:
 - translate.py: the jaxpr Translator and its dispatch table from primitive to handler;
 - handlers.py: the synchronizing primitives (arrive, wait, TMA, tcgen05, cluster cancel);
 - loops.py: trip counts, closed forms of loop carries, data-dependent control;
+- family.py, antiunify.py: traces at several sizes joined into one IR (`@sizes`, `prove`);
 - arith.py: lax's integer arithmetic as folding expressions (model/expr.py);
 - primitives.py: which primitive names synchronize (modelled, local, unmodelled);
 - locations.py: the user's source line of an equation or an error.

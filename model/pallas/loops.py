@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 DEFAULT_TRIPS = 3                 # data-dependent loops: enough to reuse a double-buffered slot
 UNROLL_LIMIT = 64                 # loops whose carried index has no closed form are unrolled
 
+# Tracing a shape family (family.py) compares the IRs of several traces position by position, so
+# a loop must keep its place when its trip count happens to be 0 or 1, and nothing inside may be
+# simplified with the trip count of one trace.
+KEEP_LOOPS = {"on": False}
+
 
 class LoopRules:
     """The Translator's rules for `scan` and `while`, and the lifting of data to parameters."""
@@ -95,9 +100,12 @@ class LoopRules:
                                 out, carry_slice, ys)
         for name in unknown:
             forms[name] = opaque("carry")
-        RANGES[loopvar] = (0, trip.value - 1 if isinstance(trip, Const) else None)
+        keep = KEEP_LOOPS["on"]
+        RANGES[loopvar] = (0, trip.value - 1 if isinstance(trip, Const) and not keep else None)
         stmts = substitute_stmts(body, forms)
-        if not isinstance(trip, Const) or trip.value > 0:
+        if keep and stmts:
+            out.append(Loop(loopvar, trip, stmts, loc))
+        elif not isinstance(trip, Const) or trip.value > 0:
             if isinstance(trip, Const) and trip.value == 1:
                 stmts = substitute_stmts(stmts, {loopvar: Const(0)})
                 out.extend(stmts)
