@@ -16,6 +16,7 @@ from barrierproof import protocol
 
 def _ring(k, stages, steps, release_before_read=False):
     k.threads(2, name="wg")
+    k.assume(stages >= 1, steps >= stages)            # the drain waits for `stages` releases
     full = k.Barrier(num_arrivals=1, num_barriers=stages)
     empty = k.Barrier(num_arrivals=1, num_barriers=stages)
     tiles = k.SMEM(slots=stages)
@@ -37,13 +38,13 @@ def _ring(k, stages, steps, release_before_read=False):
                 k.barrier_arrive(empty.at[i % stages])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "steps"))
 def ring_slot_reuse(k, stages=2, steps=4):
     """Each slot is refilled only after its consumer released it: race-free."""
     _ring(k, stages, steps)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("stages", "steps"))
 def ring_release_before_read(k, stages=2, steps=4):
     """The consumer releases the slot before reading it: the next copy can overwrite it."""
     _ring(k, stages, steps, release_before_read=True)
@@ -241,6 +242,7 @@ def _wgmma_consumer(k, stages, steps, fix):
     """A Hopper warp-specialized GEMM: a TMA producer and a consumer whose WGMMAs read the
     ring's slots asynchronously."""
     k.threads(2, name="wg")
+    k.assume(stages >= 1, steps >= stages)            # the drain waits for `stages` releases
     full = k.Barrier(num_arrivals=1, num_barriers=stages)
     empty = k.Barrier(num_arrivals=1, num_barriers=stages)
     a = k.SMEM(slots=stages)
@@ -321,6 +323,7 @@ def every_lane_arrives(k, lanes=3):
 
 def _mailbox(k, readers, tiles_n, ack_after_copy):
     k.threads(readers + 1, name="w")                     # w0: producer, the rest read
+    k.assume(readers >= 1, tiles_n >= 1)
     ready = k.Barrier(num_arrivals=1)
     free = k.Barrier(num_arrivals=readers)
     mailbox = k.SMEM()
@@ -342,14 +345,14 @@ def _mailbox(k, readers, tiles_n, ack_after_copy):
                 k.read(mailbox)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("readers", "tiles_n"))
 def mailbox_ack_after_copy(k, readers=2, tiles_n=2):
     """NVlabs/cuda-oxide#1066 fixed: readers acknowledge on `free` (count = readers) after they
     copied the tile info; the producer republishes only then."""
     _mailbox(k, readers, tiles_n, ack_after_copy=True)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("readers", "tiles_n"))
 def mailbox_ack_before_copy(k, readers=2, tiles_n=2):
     """The acknowledgement sent before the copy (an arrive before the warp's lanes finished
     reading): the producer republishes the mailbox under a reader."""

@@ -330,12 +330,12 @@ def _prove(p, **options):
                         SimpleNamespace(symbolic=["steps"]))
 
 
-def test_prove_does_not_claim_race_freedom_it_did_not_prove():
+def test_prove_proves_race_freedom_of_the_ring_for_every_trip_count():
     v = _prove(symbolic_ring)
-    assert v.verdict == "unknown"
-    assert "barrier rules (deadlock, BP1xx) proved for all steps" in v.coverage
-    assert "races (BP200/BP201) are not in the symbolic model" in v.coverage
-    assert _prove(symbolic_ring, ignore=frozenset({"BP200", "BP201"})).verdict == "proved"
+    assert v.verdict == "proved", (v.label, v.coverage)
+    assert "race-free (BP200/BP201)" in v.coverage
+    v = _prove(symbolic_ring, ignore=frozenset({"BP200", "BP201"}))
+    assert v.verdict == "proved" and "race-free" not in v.coverage
 
 
 def test_prove_finds_the_smallest_racing_values():

@@ -32,6 +32,18 @@ class BarrierClass:
     expected: list[z3.ArithRef] = field(default_factory=list)
     s: z3.ArithRef | None = None
     thresholds: list[tuple[z3.ArithRef, z3.ArithRef]] = field(default_factory=list)
+    # SMEM/TMEM buffers whose races this class judges (races.py): a ring buffer of size S at
+    # the representative slot s (index None), a concrete buffer slot by slot, in every block
+    buffers: list = field(default_factory=list)
+    cells: list[tuple] = field(default_factory=list)        # (alloc, index or None, block)
+    cell_names: list[str] = field(default_factory=list)
+
+    def cell(self, alloc, index, block) -> int:
+        key = (alloc.name, index, block)
+        for i, (a, idx, b) in enumerate(self.cells):
+            if (a.name, idx, b) == key:
+                return i
+        raise KeyError(key)
 
     def inst(self, alloc, index, block) -> int:
         key = (alloc.name, index, block)

@@ -19,6 +19,9 @@ ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, WAIT, WAIT_PARITY, ISSUE
     "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
     "wait_parity", "issue")
 WAITS = (WAIT, WAIT_PARITY)
+# A thread's loads and stores (races.py): no barrier effect; a thread that stops there has
+# them live, which covers every point of the gap between its neighbouring class events.
+ACCESS = "access"
 
 
 
@@ -30,6 +33,10 @@ class AsyncSlot:
     inst: int
     amount: z3.ArithRef
     kind: str
+    # memory the deliveries' agents touch while in flight (races.py): cells of the class
+    reads: set = field(default_factory=set)
+    writes: set = field(default_factory=set)
+    issuers: set = field(default_factory=set)     # roles that issue them
 
 
 @dataclass
@@ -43,6 +50,7 @@ class COp:
     rank: int = 0                         # position in the tau order of its group
     text: str = ""
     primary: int | None = None            # the instance the IR operation addresses
+    access: tuple[tuple[int, bool], ...] = ()   # ACCESS: (cell, writes) pairs
 
     def __post_init__(self):
         if self.amount is None:
@@ -97,4 +105,6 @@ class CounterSystem:
     roles: list[CRole]
     offset_bound: int = 2
     progress: bool = True                 # add the tau-progress error conditions
+    cells: list[tuple[str, str]] = field(default_factory=list)  # (name, "smem"/"tmem")
+    races_only: bool = False              # the error conditions are the races alone
     notes: list[str] = field(default_factory=list)

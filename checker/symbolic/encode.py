@@ -40,6 +40,7 @@ explorer.
                  static order tau has happened and nothing is in flight (prove.py explains
                  why this rules out deadlocks)
     overflow     the offset bound of a counter role is exceeded
+    race         two live accesses of different agents overlap, one writes (races.py)
 """
 
 from __future__ import annotations
@@ -716,6 +717,14 @@ class Encoder:
         self.bad.append(("exit (BP103/BP104/BP105/BP130)", self.exit_bad(cur)))
         if sysm.progress:
             self.bad.append(("progress (deadlock)", self.progress_bad(cur)))
+        if sysm.cells:
+            from .races import race_conditions
+            races = race_conditions(self, cur)
+            if sysm.races_only:
+                # the barrier rules were proved on the same class system without the accesses;
+                # an offset overflow is still the abstraction's own failure, never dropped
+                self.bad = [b for b in self.bad if b[0].startswith("overflow")]
+            self.bad += races
         self.sane = self.sane_of(cur)
         self.built = True
         return self

@@ -253,6 +253,12 @@ class Fragment:
                            ((oa.count, ob.count), (oa.bytes, ob.bytes),
                             (oa.parity, ob.parity))):
                     return False
+                mem_a, mem_b = oa.reads + oa.writes, ob.reads + ob.writes
+                if len(oa.reads) != len(ob.reads) or len(mem_a) != len(mem_b) or any(
+                        ma.alloc is not mb.alloc or len(ma.index) != len(mb.index) or
+                        not all(same_int(x, y, ea, eb) for x, y in zip(ma.index, mb.index))
+                        for ma, mb in zip(mem_a, mem_b)):
+                    return False            # other memory: other accesses (races.py)
                 if oa.barrier is not None:
                     ra, rb = oa.barrier, ob.barrier
                     if ra.alloc is not rb.alloc or len(ra.index) != len(rb.index) or \
@@ -267,7 +273,8 @@ class Fragment:
                 if not a.single or not b.single:
                     for e in [oa.count, oa.bytes, oa.parity] + \
                             (list(oa.barrier.index) + list(oa.barrier.block or ())
-                             if oa.barrier is not None else []):
+                             if oa.barrier is not None else []) + \
+                            [i for m in mem_a for i in m.index]:
                         if e is not None and axis in free_vars(e):
                             return False
         return True
@@ -457,10 +464,26 @@ def _check_plain_mma(role: Role) -> None:
              if bop.op.kind == "tcgen05_mma" and bop.op.barrier is None]
     if not plain:
         return
+
+    def arrives(bop) -> bool:
+        return bop.op.kind in ("tcgen05_mma", "tcgen05_commit_arrive") and \
+            bop.op.barrier is not None
+
+    # In a loop, each iteration's plain MMAs may be covered by an unconditional arrival later in
+    # the same iteration (a K-loop's MMA and its commit): every instance is then followed by one.
+    covered = set()
+    for n in plain:
+        item, bop = flat[n]
+        if item.kind == "loop" and any(
+                arrives(later) and not later.conds
+                for later in item.body[next(i for i, b in enumerate(item.body) if b is bop) + 1:]):
+            covered.add(n)
+    plain = [n for n in plain if n not in covered]
+    if not plain:
+        return
     for n in range(plain[-1] + 1, len(flat)):
         item, bop = flat[n]
-        if bop.op.kind in ("tcgen05_mma", "tcgen05_commit_arrive") and \
-                bop.op.barrier is not None and item.kind == "op" and not item.conds:
+        if arrives(bop) and item.kind == "op" and not item.conds:
             return
     op = flat[plain[-1]][1].op
     raise Unsupported("a tcgen05_mma without a barrier is not followed by an unconditional "

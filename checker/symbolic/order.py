@@ -335,17 +335,25 @@ class TauSearch:
                 rec(pos, taken + 1, ranks)
                 pos[j] -= 1
                 ranks[m].pop()
+        def pieces() -> None:
+            # each member's iteration in one piece, members in every order (a cluster's
+            # contributors, then its reducer)
+            if len(seqs) <= 4:
+                for perm in itertools.permutations(range(len(seqs))):
+                    ranks, taken = {}, 0
+                    for j in perm:
+                        m, length = seqs[j]
+                        ranks[m] = list(range(taken, taken + length))
+                        taken += length
+                    add(ranks)
+
+        # Blocks of a cluster hand whole iterations to each other (contributors, then the
+        # reducer; each block's producer, then the consumers): their pieces come first, before
+        # the hundreds of interleavings the candidate budget would otherwise spend.
+        if len({frag.roles[m[0]].block for m, _ in seqs}) > 1:
+            pieces()
         rec([0] * len(seqs), 0, {m: [] for m, _ in seqs})
-        # then each member's iteration in one piece, members in every order (a cluster's
-        # contributors, then its reducer)
-        if len(seqs) <= 4:
-            for perm in itertools.permutations(range(len(seqs))):
-                ranks, taken = {}, 0
-                for j in perm:
-                    m, length = seqs[j]
-                    ranks[m] = list(range(taken, taken + length))
-                    taken += length
-                add(ranks)
+        pieces()
         yield from results
 
     def candidates(self, limit: int = 3000) -> Iterator[Tau]:
@@ -353,18 +361,27 @@ class TauSearch:
         for al in self.alignments:
             self._use(al)
             count = 0
-            for order in self.orders():
-                per_node = [list(self.rank_merges(self.nodes[v])) for v in order]
-                for combo in itertools.product(*per_node):
-                    ranks = {}
-                    for d in combo:
-                        ranks.update(d)
-                    yield Tau(order, ranks, al.nodes, al.edges, dict(al.shifts))
-                    count += 1
-                    if count >= limit:
-                        break
+            streams = (self._ranked(order, al) for order in self.orders())
+            if len(self.frag.blocks) > 1:
+                # A cluster's blocks make many node orders, most of them wrong (a block waits
+                # on a cluster barrier before the others arrive): take the orders in turn
+                # rather than every interleaving of the first one before the next.
+                streams = _round_robin(list(streams))
+            else:
+                streams = itertools.chain.from_iterable(streams)
+            for tau in streams:
+                yield tau
+                count += 1
                 if count >= limit:
                     break
+
+    def _ranked(self, order: list[int], al: Alignment) -> Iterator[Tau]:
+        per_node = [list(self.rank_merges(self.nodes[v])) for v in order]
+        for combo in itertools.product(*per_node):
+            ranks = {}
+            for d in combo:
+                ranks.update(d)
+            yield Tau(order, ranks, al.nodes, al.edges, dict(al.shifts))
 
     def apply(self, tau: Tau) -> None:
         if tau.nodes is not None:
@@ -376,6 +393,19 @@ class TauSearch:
                 item.group = g
                 item.ranks = tau.ranks.get((r, i)) or [0] * max(1, len(item.ops))
                 item.shift = tau.shifts.get((r, i), z3.IntVal(0)) if item.kind == "loop" else 0
+
+
+def _round_robin(streams: list) -> Iterator:
+    """The first item of every stream, then the second of every stream, and so on."""
+    while streams:
+        alive = []
+        for it in streams:
+            try:
+                yield next(it)
+            except StopIteration:
+                continue
+            alive.append(it)
+        streams = alive
 
 
 def _thread_key(role: Role) -> str:

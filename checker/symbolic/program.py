@@ -20,6 +20,7 @@ from ...model.semantics import peer_blocks
 from .classes import BarrierClass, ring_lhs
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K, WAIT,
                        WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole, CSegment)
+from .races import access_cops, attach_async
 from .terms import CMP, Unsupported, evaluate, linear_in, nonlinear, z_bool, z_int
 
 if TYPE_CHECKING:
@@ -89,20 +90,28 @@ class ClassBuilder:
         frag = self.frag
         found = None
         for bop in item.body:
-            ref = bop.op.barrier
-            if ref is None or ref.alloc not in self.cls.allocs:
-                continue
-            lhs = self.ring_lhs(ref, role.env)
-            lin = linear_in(lhs, item.loop.var, role.env, frag.solver)
-            if lin is None or lin[0] != 1:
-                raise Unsupported(f"ring index `{ref}` is not (i + c) % {self.cls.ring}",
-                                  bop.op.loc)
-            if found is None:
-                found = lin[1]
-            elif not frag.solver.equal(found, lin[1]):
-                raise Unsupported("one loop uses two different ring offsets on the same barriers",
-                                  bop.op.loc)
+            for ref in self.class_refs(bop.op):
+                lhs = self.ring_lhs(ref, role.env)
+                lin = linear_in(lhs, item.loop.var, role.env, frag.solver)
+                if lin is None or lin[0] != 1:
+                    raise Unsupported(f"ring index `{ref}` is not (i + c) % {self.cls.ring}",
+                                      bop.op.loc)
+                if found is None:
+                    found = lin[1]
+                elif not frag.solver.equal(found, lin[1]):
+                    raise Unsupported("one loop uses two different ring offsets on the same "
+                                      "barriers" + (" and buffers" if self.cls.buffers else ""),
+                                      bop.op.loc)
         return found if found is not None else z3.IntVal(0)
+
+    def class_refs(self, op) -> list:
+        """The operation's references into this class: its barrier, and the buffers of the
+        class it reads or writes (races.py)."""
+        out = [op.barrier] if op.barrier is not None and op.barrier.alloc in self.cls.allocs \
+            else []
+        if self.cls.buffers:
+            out += [m for m in op.reads + op.writes if m.alloc in self.cls.buffers]
+        return out
 
     def ring_lhs(self, ref, env) -> Expr:
         return ring_lhs(self.frag, ref, env, self.cls.ring)
@@ -162,10 +171,17 @@ class ClassBuilder:
         if op.kind == "unmodeled":
             return []
         ref = op.barrier
+        if self.cls.buffers and (op.reads or op.writes):
+            made = access_cops(self, role, bop, ctx, rank)
+            if made is not None:
+                return made
         if ref is None or ref.alloc not in self.cls.allocs:
             return []
         guard = ctx.guard(bop.conds)
-        return self._cops(role, item, bop, ctx, rank, guard, ref)
+        out = self._cops(role, item, bop, ctx, rank, guard, ref)
+        if self.cls.buffers and (op.reads or op.writes):
+            attach_async(self, role, op, ctx, out)
+        return out
 
     def _cops(self, role, item, bop, ctx, rank, guard, ref) -> list[COp]:
         op = bop.op
@@ -259,7 +275,7 @@ class ClassBuilder:
                 self.where[(role.name, i, b, cop.primary)] = (len(segs), n)
             if self.cls.ring is not None:
                 self.offsets[(role.name, i)] = ctx.c if item.kind == "loop" else \
-                    z_int(self.ring_lhs(item.op.barrier, role.env), role.env)
+                    z_int(self.ring_lhs(self.class_refs(item.op)[0], role.env), role.env)
             if item.kind == "loop":
                 self.shifts[(role.name, i)] = item.shift_term()
                 if self.cls.ring is not None:
@@ -288,7 +304,7 @@ class ClassBuilder:
                                      text=f"loop {item.loop.var} ({item.loop.loc})"))
             elif self.cls.ring is not None:
                 # a single ring access c % S outside loops: a loop over [c, c + 1)
-                ref = item.op.barrier
+                ref = self.class_refs(item.op)[0]
                 lhs = self.ring_lhs(ref, role.env)
                 c = z_int(lhs, role.env)
                 segs.append(CSegment(True, cops, item.group, guard, self.U(c), self.U(c + 1),
@@ -443,7 +459,8 @@ def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, C
             constraints += [cls.ring >= 1, cls.s >= 0, cls.s < cls.ring] + builder.facts()
         insts = [CInst(n, e) for n, e in zip(cls.names, cls.expected)]
         system = CounterSystem(f"{self.kernel.name}:{cls.name}", frozen, constraints, insts,
-                               builder.slots, croles)
+                               builder.slots, croles,
+                               cells=[(n, c[0].space) for n, c in zip(cls.cell_names, cls.cells)])
         out.append((cls, system, builder))
     return out
 

@@ -7,7 +7,9 @@
   (`k.assume(...)`) -- and the side conditions the verdict lists, the hardware ranges without
   which model/semantics.py has no meaning (e.g. `num_arrivals <= 2**20 - 1`) -- no reachable
   state deadlocks (BP100, BP130) or breaks a rule (BP101-BP105, BP121), with the meaning of
-  model/semantics.py. Every fact this rests on was proved by Z3; an `unknown` or a time-out from
+  model/semantics.py; and, for a kernel with memory effects, no reachable state races
+  (BP200/BP201, model/memory.py), proved on the same class systems with the accesses added
+  (`prove_races`, races.py). Every fact this rests on was proved by Z3; an `unknown` or a time-out from
   Z3 anywhere means no proof.
 - `violation`: the smallest breaking parameter values found by a bounded search (points in order
   of the sum of the symbolic values, then lexicographically), with the explicit explorer's
@@ -73,7 +75,10 @@ warpgroup; threads per block concrete or cut into roles by comparisons `thread O
 nested; trip counts, guards, counts and bytes linear in the parameters and the loop variable;
 barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S` in loops or
 `c % S` outside; parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
-tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread.
+tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread (later in the same
+loop iteration, or after the loop). Before the fragment is built, loops of concrete trip count
+nested in others are unrolled and a loop of c * X iterations is strip-mined into X iterations
+of c (unroll.py): the same program, aligned with the loops that run X times.
 """
 
 from __future__ import annotations
@@ -98,8 +103,9 @@ from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
+from .races import assign_buffers
 from .terms import Unsupported
-from .unroll import split_ring_arrays, unroll_fixed_loops
+from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
 
 
 @dataclass
@@ -226,16 +232,16 @@ def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], to
 # ----------------------------------------------------------------------------------------------
 
 def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
-          timeout: float = 240.0) -> Proof:
+          timeout: float = 240.0, budget: Budget | None = None) -> Proof:
     """Prove `kernel` deadlock-free and rule-clean for every value of `symbolic` satisfying the
     assumptions (the other parameters at `fixed`), within the work `timeout` buys (Budget)."""
     start = time.perf_counter()
-    budget = Budget(timeout)
+    budget = budget or Budget(timeout)
 
     def spent() -> float:
         return time.perf_counter() - start
 
-    kernel = split_ring_arrays(unroll_fixed_loops(kernel, fixed), fixed)
+    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     try:
         frag = Fragment(kernel, symbolic, fixed)
@@ -279,9 +285,19 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     except Unsupported as err:
         return Proof("unknown", spent(), f"outside the supported fragment: {err}")
     side = [text for _, text in frag.side_conditions]
+    proofs: list[ClassProof] = []
+    failed = _prove_systems(frag, systems, kernel, symbolic, fixed, budget, proofs)
+    if failed is not None:
+        status, reason = failed
+        return Proof(status, spent(), reason, proofs, side, tau=tau_text)
+    return Proof("proved", spent(), "", proofs, side, [r.name for r in roles], tau_text)
+
+
+def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
+                   proofs: list[ClassProof]) -> tuple[str, str] | None:
+    """Houdini on every class system; None when all are proved, else (status, reason)."""
     mine = points(kernel, symbolic, fixed, 3)
     check = points(kernel, symbolic, fixed, 7, limit=60)
-    proofs = []
     for cls, system, builder in systems:
         t0 = time.perf_counter()
         if not system.roles:
@@ -289,8 +305,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         enc = Encoder(system).build()
         bad = enc.check_sane(timeout=budget.net_left())
         if bad is not None:
-            return Proof("unknown", spent(), f"internal: construction facts of {cls.name} fail at "
-                         f"`{bad}`", side_conditions=side)
+            return "unknown", f"internal: construction facts of {cls.name} fail at `{bad}`"
         vals = [v for p in mine for v in frag.valuations(cls, system, p)]
         more = [v for p in check for v in frag.valuations(cls, system, p)]
         # Sampling stops at a number of states, never at a time: the candidates it yields, and
@@ -301,8 +316,8 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
             values = dict(zip([str(v) for v in system.frozen], frozen))
             proofs.append(ClassProof(cls.name, "failed", time.perf_counter() - t0,
                                      f"{label} at {values}"))
-            return Proof("failed", spent(), f"{cls.name}: the abstraction reaches `{label}` at "
-                         f"{_params_only(values, symbolic)}", proofs, side, tau=tau_text)
+            return "failed", (f"{cls.name}: the abstraction reaches `{label}` at "
+                              f"{_params_only(values, symbolic)}")
         large = sample(enc, more, limit=60000, budget=float("inf"))
         result = None
         # richer templates only when the plainer ones fail (each attempt costs Houdini rounds)
@@ -322,14 +337,48 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                 break
         seconds = time.perf_counter() - t0
         if result is None:
-            return Proof("unknown", spent(), budget.spent_text(), proofs, side, tau=tau_text)
+            return "unknown", budget.spent_text()
         proofs.append(ClassProof(cls.name, result.status, seconds, result.reason,
                                  len(result.invariant), len(small.states)))
         if result.status != "proved":
             status = "unknown" if result.status == "unknown" else "failed"
-            return Proof(status, spent(), f"{cls.name}: {result.reason}", proofs, side,
-                         tau=tau_text)
-    return Proof("proved", spent(), "", proofs, side, [r.name for r in roles], tau_text)
+            return status, f"{cls.name}: {result.reason}"
+    return None
+
+
+def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+                budget: Budget) -> Proof:
+    """Prove `kernel` free of BP200/BP201 races for every value of `symbolic` (races.py), on
+    the class systems of its barrier proof with the kernel's accesses added. Sound only beside
+    a barrier proof of the same kernel: the barrier rules are not re-proved here."""
+    start = time.perf_counter()
+    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    try:
+        frag = Fragment(kernel, symbolic, fixed)
+        frag.build_roles()
+        frag.build_classes()
+        assign_buffers(frag)
+        # no static order: the race systems have no progress condition
+        group = 0
+        for role in frag.roles:
+            for item in role.items:
+                item.group, group = group, group + 1
+                item.ranks = [0] * max(1, len(item.ops))
+                item.shift = 0
+        systems = [(c, s, b) for c, s, b in frag.build_systems() if s.cells]
+    except Unsupported as err:
+        return Proof("unknown", time.perf_counter() - start,
+                     f"outside the supported fragment for races: {err}")
+    for _, system, _ in systems:
+        system.progress = False
+        system.races_only = True
+    proofs: list[ClassProof] = []
+    failed = _prove_systems(frag, systems, kernel, symbolic, fixed, budget, proofs)
+    side = [text for _, text in frag.side_conditions]
+    seconds = time.perf_counter() - start
+    if failed is not None:
+        return Proof(failed[0], seconds, failed[1], proofs, side)
+    return Proof("proved", seconds, "", proofs, side)
 
 
 def _params_only(values: Mapping[str, int], symbolic) -> dict:
@@ -487,7 +536,12 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     proof = prove_by_cases(without_memory(kernel), symbolic, fixed, timeout,
                            lambda k, s, f, t: prove(k, s, f, timeout=t), check_case)
     conditions = _conditions_text(kernel, symbolic)
+    races = None
     if proof.status == "proved" and races_open:
+        # the races get what the barrier proof left of --timeout
+        left = max(1.0, timeout - (time.perf_counter() - start))
+        races = prove_races(kernel, symbolic, fixed, Budget(left))
+    if races is not None and races.status != "proved":
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                              states=max(1000, int(timeout * STATES_PER_SECOND)))
         if found is not None:
@@ -496,25 +550,33 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
             shown = ", ".join(f"{n}={found.params[n]}" for n in symbolic)
             found.notes.append(f"smallest breaking values found: {shown} (bounded search: "
                                f"{searched}; the barrier protocol itself is proved)")
+            found.notes.append(f"why races are not proved: {races.reason}")
             return found
         return verdict("unknown", params=fixed,
                        coverage=f"barrier rules (deadlock, BP1xx) proved for {conditions}; "
-                       "races (BP200/BP201) are not in the symbolic model: the explorer found "
+                       f"races (BP200/BP201) not proved ({races.reason}); the explorer found "
                        f"none in {searched}",
                        notes=["check races for given values with `barrierproof check`, or "
                               "--ignore BP200,BP201 to prove the barrier rules alone"])
     if proof.status == "proved":
         notes = []
-        if proof.side_conditions:
-            notes.append("also assumed (the model is undefined otherwise): "
-                         + "; ".join(proof.side_conditions))
+        side = list(dict.fromkeys(proof.side_conditions + (races.side_conditions if races
+                                                           else [])))
+        if side:
+            notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
         notes += [f"proved by cases: {c}" for c in proof.cases]
         notes.append(f"static order tau: {proof.tau}")
-        facts = sum(c.invariant_size for c in proof.classes)
+        classes = proof.classes + (races.classes if races else [])
+        facts = sum(c.invariant_size for c in classes)
         per = ", ".join(f"{c.name} {c.seconds:.1f}s" for c in proof.classes)
+        what = f"{len(proof.classes)} barrier class(es) ({per})"
+        if races is not None:
+            per = ", ".join(f"{c.name} {c.seconds:.1f}s" for c in races.classes)
+            what += (f", race-free (BP200/BP201): {len(races.classes)} memory class(es) "
+                     f"({per})")
         return verdict("proved", params=fixed, notes=notes,
-                       coverage=f"proved for {conditions}: {len(proof.classes)} barrier "
-                       f"class(es) ({per}), inductive invariants of {facts} facts checked by Z3")
+                       coverage=f"proved for {conditions}: {what}, inductive invariants of "
+                       f"{facts} facts checked by Z3")
     found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                          states=max(1000, int(timeout * STATES_PER_SECOND)))
     if found is not None:

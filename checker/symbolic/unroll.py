@@ -6,6 +6,12 @@ each of the 2 blocks of a cluster, a turn for each of 3 warpgroups -- runs exact
 times, so replacing it by copies of its body with the loop variable substituted is the same
 program. Loops whose count stays symbolic are left as they are (and still rejected when nested).
 
+Loops of c * X iterations. A producer that loads `tiles * ksteps` tiles in one loop feeds a
+consumer that loops over `tiles` with an inner loop of `ksteps`: with ksteps = c concrete, the
+producer's loop is the same program as a loop over X = tiles whose body is its old body c times,
+for i = c*t + 0, ..., c*t + c - 1. Rewritten so when another loop of the kernel runs X times,
+the two loops can be aligned iteration by iteration in the static order.
+
 Arrays with one symbolic dimension. `order[depth, groups]` with a symbolic `depth` and a concrete
 number of groups, every access naming its group by a constant, is `groups` rings of `depth`
 barriers side by side: one array per group (`order[:, 1]`), each a ring the fragment supports.
@@ -18,8 +24,8 @@ from typing import Mapping
 import dataclasses
 
 from ...model.expr import substitute_stmts
-from ...model.ir import (BarrierAlloc, BarrierRef, Const, Kernel, Loop, Op, WarpRegion, When,
-                         evaluate, free_vars, walk)
+from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loop, Op, Var,
+                         WarpRegion, When, evaluate, free_vars, walk)
 
 # Longer concrete loops stay loops: unrolling them would only make the tau search slower.
 MAX_UNROLL = 8
@@ -73,6 +79,55 @@ def unroll_fixed_loops(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
     if not any(isinstance(s, Loop) and _has_loop(s.body) for s in walk(kernel.body)):
         return kernel
     return kernel.replace(body=_unroll(kernel.body, fixed, False))
+
+
+def _split_trip(trip, fixed: Mapping[str, int]):
+    """(c, X) when `trip` is c * X with c a number of at most MAX_UNROLL once `fixed` is in."""
+    if not (isinstance(trip, BinOp) and trip.op == "*"):
+        return None
+    for c, x in ((trip.lhs, trip.rhs), (trip.rhs, trip.lhs)):
+        if free_vars(c) - set(fixed) or not free_vars(x) - set(fixed):
+            continue
+        try:
+            n = evaluate(c, fixed)
+        except Exception:
+            continue
+        if 2 <= n <= MAX_UNROLL:
+            return n, x
+    return None
+
+
+def strip_mine_loops(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
+    """The kernel with every top-level loop of c * X iterations (c concrete, X the trip count of
+    another loop) rewritten as a loop of X iterations doing c of the old ones each."""
+    trips = {repr(s.trip) for s in walk(kernel.body) if isinstance(s, Loop)}
+    changed = []
+
+    def body(stmts, inside: bool) -> tuple:
+        out = []
+        for s in stmts:
+            if isinstance(s, Loop):
+                split = None if inside else _split_trip(s.trip, fixed)
+                if split is not None and repr(split[1]) in trips:
+                    c, x = split
+                    t = Var(s.var + "_outer")
+                    new = []
+                    for u in range(c):
+                        new.extend(substitute_stmts(s.body, {s.var: t * c + u}))
+                    out.append(Loop(t.name, x, body(tuple(new), True), s.loc))
+                    changed.append(s)
+                else:
+                    out.append(Loop(s.var, s.trip, body(s.body, True), s.loc))
+            elif isinstance(s, When):
+                out.append(When(s.cond, body(s.then, inside), body(s.orelse, inside), s.loc))
+            elif isinstance(s, WarpRegion):
+                out.append(WarpRegion(s.axis, body(s.body, inside), s.loc))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    new = body(kernel.body, False)
+    return kernel.replace(body=new) if changed else kernel
 
 
 def _ring_dim(alloc: BarrierAlloc, fixed: Mapping[str, int]) -> int | None:

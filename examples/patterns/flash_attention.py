@@ -65,10 +65,11 @@ def fa3(k, stages, blocks, *, v_empty_count=2, wg1_blocks=None):
             k.barrier_wait(turn.at[0])                           # observe the last hand-back
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "blocks"))
 def fa3_forward_pingpong(k, stages=2, blocks=3):
     """FA3 forward with K/V pipelines, two consumer warpgroups, intra-warpgroup overlap and
-    ping-pong scheduling: correct."""
+    ping-pong scheduling: correct for every stage count and every number of KV blocks >= 1."""
+    k.assume(stages >= 1, blocks >= 1)      # the tail's PV reads block blocks - 1
     fa3(k, stages, blocks)
 
 

@@ -45,7 +45,7 @@ def split_k(k, splits, tiles, *, reducer_releases_last=True,
             k.barrier_wait(cluster_sync)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("tiles",))
 def split_k_dsmem(k, splits=3, tiles=2):
     """Three-way split-K, two output tiles: correct."""
     split_k(k, splits, tiles)

@@ -1,0 +1,315 @@
+"""Races (BP200 smem-race, BP201 tmem-race) in the class systems, for every parameter value.
+
+model/memory.py states the rule: an access is *live* while it may still be happening (a
+thread's loads and stores between its two neighbouring synchronization instructions, a TMA
+copy's destination from issue to landing, a tcgen05 MMA's operands and accumulator until it
+completes); a reachable state with two live overlapping accesses of different agents, one a
+write, is a race. The prover checks it on the class systems of prove.py:
+
+- Cells. Every buffer is judged in one barrier class: a buffer of concrete size in the concrete
+  class (slot by slot), a ring buffer of symbolic size S at the representative slot s of the
+  ring class whose barriers its loops index with the same offset (`tiles.at[i % S]` beside
+  `full.at[i % S]`). All accesses to a cell are in its class, so every race on it is a race of
+  that class system.
+- Thread accesses. A `k.read` / `k.write` is an operation of the class program with no barrier
+  effect (ACCESS). A thread of the class system may stop there at any time between its
+  neighbouring class events, and the class system has every interleaving of the kernel's class
+  events, so a state of the kernel where the access is live projects to a class state where the
+  thread stands at it: the class system over-approximates the access's live interval.
+- Asynchronous accesses. A copy's destination (in every block a multicast reaches) and an
+  MMA's operands and accumulator are attached to the in-flight counter of their delivery
+  (AsyncSlot): live while it is non-zero. Deliveries that land on one barrier instance are one
+  transaction (as in model/memory.py) and never race each other; tcgen05 deliveries of one
+  issuing thread are its tensor-core queue, one agent.
+- The error condition "race" is the disjunction, over conflicting pairs, of both being live;
+  Houdini (invariants.py) must prove it unreachable for every parameter value, exactly as the
+  barrier rules. `prove` then says race-free only where Z3 proved it.
+
+Outside this fragment (`Unsupported`, so `unknown` with the reason): accesses that stay live
+until a later wait of the issuing thread (TMA stores, WGMMA, tcgen05.st: their interval is not
+delimited by class events), a tcgen05 MMA without a barrier that touches memory, an access and
+its delivery's barrier in different classes, a ring buffer used unindexed or at another offset
+than its ring's barriers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import z3
+
+from ...model.ir import free_vars
+from .classes import BarrierClass, ring_lhs
+from .counters import ACCESS, COp
+from .terms import Unsupported, linear_in, z_int
+
+if TYPE_CHECKING:
+    from .encode import Encoder, SymState
+    from .fragment import BodyOp, Fragment, Role
+    from .program import ClassBuilder
+
+SPACE_CODE = {"smem": "BP200", "tmem": "BP201"}
+COPY_KINDS = ("copy_gmem_to_smem", "tma_load")
+# accesses live until a later wait of the issuing thread (model/memory.py)
+WAITED_KINDS = ("copy_smem_to_gmem", "wgmma", "tcgen05_store")
+
+
+# ----------------------------------------------------------------------------------------------
+# Which class judges which buffer
+# ----------------------------------------------------------------------------------------------
+
+def assign_buffers(frag: "Fragment") -> None:
+    """Give every buffer of the kernel to one class of `frag.classes` and name its cells."""
+    k = frag.kernel
+    concrete = next((c for c in frag.classes if c.ring is None), None)
+    for alloc in k.buffers:
+        dims = [z3.simplify(z_int(d, frag.base_env)) for d in alloc.shape]
+        if all(z3.is_int_value(d) for d in dims):
+            if concrete is None:
+                concrete = BarrierClass("barriers", None, [])
+                frag.classes.append(concrete)
+            concrete.buffers.append(alloc)
+            continue
+        if len(dims) != 1:
+            raise Unsupported(f"buffer `{alloc.name}`: several slot dimensions with a symbolic "
+                              "size", alloc.loc)
+        S = dims[0]
+        rings = [c for c in frag.classes if c.ring is not None and frag.solver.equal(c.ring, S)]
+        chosen = _ring_of(frag, alloc, S, rings)
+        if chosen is None:
+            raise Unsupported(f"buffer `{alloc.name}` of {S} slots is not indexed like the "
+                              "barriers of one ring", alloc.loc)
+        chosen.buffers.append(alloc)
+    multi = len(frag.blocks) > 1
+    for cls in frag.classes:
+        for alloc in cls.buffers:
+            if cls.ring is None:
+                shape = [frag.concrete(d, "the slots of a buffer") for d in alloc.shape]
+                indices = list(itertools.product(*[range(n) for n in shape]))
+            else:
+                indices = [None]
+            for block in frag.blocks:
+                for index in indices:
+                    name = alloc.name
+                    if index is None:
+                        name += "[s]"
+                    elif not alloc.scalar:
+                        name += "[" + ",".join(map(str, index)) + "]"
+                    if multi:
+                        name += "@" + ",".join(map(str, block))
+                    cls.cells.append((alloc, index, block))
+                    cls.cell_names.append(name)
+
+
+def _ring_of(frag, alloc, S, rings: list[BarrierClass]) -> BarrierClass | None:
+    """The ring class whose barriers every loop touching `alloc` indexes at the same offset."""
+    if not rings:
+        return None
+    fits = list(rings)
+    for role in frag.roles:
+        for item in role.items:
+            if item.kind != "loop":
+                continue
+            mine, theirs = [], {id(c): [] for c in rings}
+            for bop in item.body:
+                op = bop.op
+                for ref in op.reads + op.writes:
+                    if ref.alloc is alloc:
+                        mine.append(_offset(frag, ref, role.env, item.loop.var, S, op.loc))
+                if op.barrier is not None:
+                    for c in rings:
+                        if op.barrier.alloc in c.allocs:
+                            theirs[id(c)].append(_offset(frag, op.barrier, role.env,
+                                                         item.loop.var, S, op.loc))
+            if not mine:
+                continue
+            fits = [c for c in fits if theirs[id(c)] and all(
+                frag.solver.equal(a, b) for a in mine for b in theirs[id(c)])]
+    if len(fits) >= 1:
+        return fits[0]
+    return rings[0] if len(rings) == 1 else None
+
+
+def _offset(frag, ref, env, var, S, loc):
+    if not ref.index:
+        raise Unsupported(f"ring buffer `{ref.alloc.name}` used without a slot index inside a "
+                          "loop (every slot at every iteration)", loc)
+    lin = linear_in(ring_lhs(frag, ref, env, S), var, env, frag.solver)
+    if lin is None or lin[0] != 1:
+        raise Unsupported(f"ring index `{ref}` is not (i + c) % {S}", loc)
+    return lin[1]
+
+
+# ----------------------------------------------------------------------------------------------
+# Accesses of a class program (called by ClassBuilder.cops)
+# ----------------------------------------------------------------------------------------------
+
+def _refs(builder: "ClassBuilder", op) -> list[tuple[object, bool]]:
+    bufs = builder.cls.buffers
+    return [(m, False) for m in op.reads if m.alloc in bufs] + \
+        [(m, True) for m in op.writes if m.alloc in bufs]
+
+
+def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
+             block) -> list[tuple[z3.BoolRef, int]]:
+    """(guard over the class coordinate, cell) pairs a reference may touch in `block`."""
+    frag, cls = builder.frag, builder.cls
+    if role.thread_free and frag.kernel.thread_axis in set().union(
+            *[free_vars(i) for i in ref.index]):
+        raise Unsupported(f"`{ref}` depends on the thread index inside a group of threads "
+                          "whose size is symbolic", op.loc)
+    if cls.ring is not None:
+        if len(ref.index) != 1:
+            raise Unsupported(f"ring buffer `{ref.alloc.name}` needs one slot index, got "
+                              f"`{ref}`", op.loc)
+        if getattr(ctx, "c", None) is not None:        # a ring loop: slot s at every lap
+            t = ctx.int(ref.index[0])
+            if not t.eq(cls.s):
+                raise Unsupported(f"`{ref}` is not indexed (i + c) % {cls.ring} at the offset "
+                                  "of its ring's barriers in this loop", op.loc)
+        else:                                          # outside loops: the op's one lap
+            first = builder.class_refs(op)[0]
+            here = z_int(ring_lhs(frag, ref, role.env, cls.ring), role.env)
+            there = z_int(ring_lhs(frag, first, role.env, cls.ring), role.env)
+            if not frag.solver.equal(here, there):
+                raise Unsupported(f"`{op.describe()}` addresses two slots of one ring", op.loc)
+        return [(z3.BoolVal(True), cls.cell(ref.alloc, None, block))]
+    shape = [frag.concrete(d, "the slots of a buffer") for d in ref.alloc.shape]
+    terms = [ctx.int(i) for i in ref.index]
+    inside = z3.And([z3.And(t >= 0, t < n) for t, n in zip(terms, shape)] or [z3.BoolVal(True)])
+    frag.require_always(inside, f"the slot of `{ref}` is within the buffer", ctx)
+    out = []
+    for combo in itertools.product(*[range(n) for n in shape]):
+        g = z3.simplify(z3.And([t == c for t, c in zip(terms, combo)] or [z3.BoolVal(True)]))
+        if not z3.is_false(g):
+            out.append((g, cls.cell(ref.alloc, combo, block)))
+    return out
+
+
+def access_cops(builder: "ClassBuilder", role: "Role", bop: "BodyOp", ctx,
+                rank: int) -> list[COp] | None:
+    """The ACCESS operation of a thread's load or store in this class; None when the
+    operation's memory effects, if any here, ride on its barrier's delivery (attach_async)."""
+    op = bop.op
+    refs = _refs(builder, op)
+    if not refs:
+        return None
+    if op.kind in ("read", "write"):
+        access = []
+        for ref, write in refs:
+            for g, cell in cells_of(builder, role, op, ref, ctx, role.block):
+                access.append((cell, write, g))
+        return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
+                    access=tuple(access))]
+    if op.kind in WAITED_KINDS:
+        raise Unsupported(f"`{op.describe()}` stays live until a later wait of its thread: its "
+                          "races are left to the explorer", op.loc)
+    if op.kind in COPY_KINDS or op.kind == "tcgen05_mma":
+        if op.barrier is None or op.barrier.alloc not in builder.cls.allocs:
+            raise Unsupported(f"`{op.describe()}` touches a buffer of one barrier class and "
+                              "completes on a barrier of another (or on none)", op.loc)
+        return None
+    raise Unsupported(f"the memory effects of `{op.describe()}` are outside the prover's "
+                      "fragment", op.loc)
+
+
+def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]) -> None:
+    """Record, on the deliveries an issue puts in flight, the cells they touch until landing."""
+    refs = _refs(builder, op)
+    if not refs:
+        return
+    cls = builder.cls
+    for cop in cops:
+        for q in cop.slots:
+            slot = builder.slots[q]
+            slot.issuers.add((role.name, role.single))
+            if op.kind in COPY_KINDS:
+                block = cls.instances[slot.inst][2]       # the block this part lands in
+            else:
+                block = role.block
+            for ref, write in refs:
+                for _, cell in cells_of(builder, role, op, ref, ctx, block):
+                    (slot.writes if write else slot.reads).add(cell)
+            if slot.kind == "tcgen05" and (len(slot.issuers) > 1 or not role.single):
+                raise Unsupported(f"`{op.describe()}`: tcgen05 operations of several threads "
+                                  "touch memory and arrive on one barrier; their queues are "
+                                  "not told apart", op.loc)
+
+
+# ----------------------------------------------------------------------------------------------
+# The error condition
+# ----------------------------------------------------------------------------------------------
+
+def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRef]]:
+    """(label, condition) of every pair of conflicting accesses being live together."""
+    sysm = enc.system
+    names = sysm.cells
+
+    def code(cell):
+        return SPACE_CODE[names[cell][1]]
+
+    # thread accesses: (role, (segment, pc), cell, writes, guard, text)
+    entries = []
+    for r, c in enumerate(enc.codes):
+        for j, seg in enumerate(c.role.segments):
+            for pc, op in enumerate(seg.body):
+                if op.kind == ACCESS:
+                    for cell, write, g in op.access:
+                        entries.append((r, (j, pc), cell, write, z3.And(op.guard, g), op.text))
+
+    def live(e):
+        r, (j, pc), _, _, g, _ = e
+        terms = []
+        for p, _, k, n in enc.threads(st, r):
+            if p.where == "at" and p.seg == j and p.pc == pc:
+                cond = z3.simplify(enc.term(st, g, k))
+                if not z3.is_false(cond):
+                    terms.append(n if z3.is_true(cond) else z3.If(cond, n, 0))
+        return z3.Sum(terms) if terms else z3.IntVal(0)
+
+    def at(r, where):
+        return z3.Sum([n for p, _, _, n in enc.threads(st, r)
+                       if p.where == "at" and (p.seg, p.pc) == where] or [z3.IntVal(0)])
+
+    out = []
+    for e1, e2 in itertools.combinations_with_replacement(entries, 2):
+        if e1[2] != e2[2] or not (e1[3] or e2[3]):
+            continue
+        single = enc.codes[e1[0]].role.single
+        if e1[0] == e2[0]:
+            if single:
+                continue                                  # one thread: one agent
+            if e1 is e2:
+                cond = live(e1) >= 2
+            elif e1[1] == e2[1]:
+                cond = z3.And(live(e1) >= 1, live(e2) >= 1, at(e1[0], e1[1]) >= 2)
+            else:
+                cond = z3.And(live(e1) >= 1, live(e2) >= 1)
+        else:
+            cond = z3.And(live(e1) >= 1, live(e2) >= 1)
+        who1, who2 = enc.codes[e1[0]].role.name, enc.codes[e2[0]].role.name
+        out.append((f"race ({code(e1[2])}): {who1}: {e1[5]} / {who2}: {e2[5]} on "
+                    f"{names[e1[2]][0]}", cond))
+    slots = sysm.slots
+    for e in entries:
+        for q, slot in enumerate(slots):
+            hit = e[2] in slot.writes or (e[3] and e[2] in slot.reads)
+            if hit:
+                out.append((f"race ({code(e[2])}): {enc.codes[e[0]].role.name}: {e[5]} / "
+                            f"{slot.kind} in flight to {sysm.instances[slot.inst].name} on "
+                            f"{names[e[2]][0]}", z3.And(live(e) >= 1, st.fly[q] >= 1)))
+    for (q1, a), (q2, b) in itertools.combinations_with_replacement(enumerate(slots), 2):
+        if a.kind == b.kind == "tma" and a.inst == b.inst:
+            continue                                      # one transaction
+        if a.kind == b.kind == "tcgen05" and a.issuers == b.issuers:
+            continue                                      # one thread's tensor-core queue
+        if q1 == q2:
+            continue
+        cells = (a.writes & (b.writes | b.reads)) | (b.writes & a.reads)
+        for cell in sorted(cells):
+            out.append((f"race ({code(cell)}): {a.kind} in flight to "
+                        f"{sysm.instances[a.inst].name} / {b.kind} in flight to "
+                        f"{sysm.instances[b.inst].name} on {names[cell][0]}",
+                        z3.And(st.fly[q1] >= 1, st.fly[q2] >= 1)))
+    return out
