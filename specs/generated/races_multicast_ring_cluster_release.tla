@@ -12,54 +12,54 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0]@0 (Barrier)  examples/races.py:76
-    1,  \* 2: full[1]@0 (Barrier)  examples/races.py:76
-    1,  \* 3: full[0]@1 (Barrier)  examples/races.py:76
-    1,  \* 4: full[1]@1 (Barrier)  examples/races.py:76
-    2,  \* 5: empty[0]@0 (ClusterBarrier)  examples/races.py:78
-    2,  \* 6: empty[1]@0 (ClusterBarrier)  examples/races.py:78
-    2,  \* 7: empty[0]@1 (ClusterBarrier)  examples/races.py:78
-    2   \* 8: empty[1]@1 (ClusterBarrier)  examples/races.py:78
+    1,  \* 1: full[0]@0 (Barrier)  examples/races.py:77
+    1,  \* 2: full[1]@0 (Barrier)  examples/races.py:77
+    1,  \* 3: full[0]@1 (Barrier)  examples/races.py:77
+    1,  \* 4: full[1]@1 (Barrier)  examples/races.py:77
+    2,  \* 5: empty[0]@0 (ClusterBarrier)  examples/races.py:79
+    2,  \* 6: empty[1]@0 (ClusterBarrier)  examples/races.py:79
+    2,  \* 7: empty[0]@1 (ClusterBarrier)  examples/races.py:79
+    2   \* 8: empty[1]@1 (ClusterBarrier)  examples/races.py:79
 >>
 
 \* Agent 1: b0.wg0 (thread), 6 instruction(s).
 Prog_1_b0_wg0 == <<
-    wait(1, 1),           \* pc 0: barrier_wait(full[0]@0)  examples/races.py:92
-    arrive(<<5, 7>>, 1),  \* pc 1: barrier_arrive(empty[0]@0)  examples/races.py:94
-    wait(2, 2),           \* pc 2: barrier_wait(full[1]@0)  examples/races.py:92
-    arrive(<<6, 8>>, 1),  \* pc 3: barrier_arrive(empty[1]@0)  examples/races.py:94
-    wait(1, 1),           \* pc 4: barrier_wait(full[0]@0)  examples/races.py:92
-    arrive(<<5, 7>>, 1)   \* pc 5: barrier_arrive(empty[0]@0)  examples/races.py:94
+    wait(1, 1),           \* pc 0: barrier_wait(full[0]@0)  examples/races.py:93
+    arrive(<<5, 7>>, 1),  \* pc 1: barrier_arrive(empty[0]@0)  examples/races.py:95
+    wait(2, 2),           \* pc 2: barrier_wait(full[1]@0)  examples/races.py:93
+    arrive(<<6, 8>>, 1),  \* pc 3: barrier_arrive(empty[1]@0)  examples/races.py:95
+    wait(1, 1),           \* pc 4: barrier_wait(full[0]@0)  examples/races.py:93
+    arrive(<<5, 7>>, 1)   \* pc 5: barrier_arrive(empty[0]@0)  examples/races.py:95
 >>
 
 \* Agent 2: b0.wg1 (thread), 6 instruction(s).
 Prog_2_b0_wg1 == <<
-    issue_async(<<1>>, 4096, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(full[0]@0, 4096B)  examples/races.py:86
-    issue_async(<<2>>, 4096, <<3, 4>>),  \* pc 1: copy_gmem_to_smem(full[1]@0, 4096B)  examples/races.py:86
-    wait(5, 3),                          \* pc 2: barrier_wait(empty[0]@0)  examples/races.py:85
-    issue_async(<<1>>, 4096, <<1, 2>>),  \* pc 3: copy_gmem_to_smem(full[0]@0, 4096B)  examples/races.py:86
-    wait(6, 4),                          \* pc 4: barrier_wait(empty[1]@0)  examples/races.py:89
-    wait(5, 3)                           \* pc 5: barrier_wait(empty[0]@0)  examples/races.py:89
+    issue_async(<<1>>, 4096, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(full[0]@0, 4096B)  examples/races.py:87
+    issue_async(<<2>>, 4096, <<3, 4>>),  \* pc 1: copy_gmem_to_smem(full[1]@0, 4096B)  examples/races.py:87
+    wait(5, 3),                          \* pc 2: barrier_wait(empty[0]@0)  examples/races.py:86
+    issue_async(<<1>>, 4096, <<1, 2>>),  \* pc 3: copy_gmem_to_smem(full[0]@0, 4096B)  examples/races.py:87
+    wait(6, 4),                          \* pc 4: barrier_wait(empty[1]@0)  examples/races.py:90
+    wait(5, 3)                           \* pc 5: barrier_wait(empty[0]@0)  examples/races.py:90
 >>
 
 \* Agent 3: b1.wg0 (thread), 6 instruction(s).
 Prog_3_b1_wg0 == <<
-    wait(3, 5),           \* pc 0: barrier_wait(full[0]@1)  examples/races.py:92
-    arrive(<<7, 5>>, 1),  \* pc 1: barrier_arrive(empty[0]@1)  examples/races.py:94
-    wait(4, 6),           \* pc 2: barrier_wait(full[1]@1)  examples/races.py:92
-    arrive(<<8, 6>>, 1),  \* pc 3: barrier_arrive(empty[1]@1)  examples/races.py:94
-    wait(3, 5),           \* pc 4: barrier_wait(full[0]@1)  examples/races.py:92
-    arrive(<<7, 5>>, 1)   \* pc 5: barrier_arrive(empty[0]@1)  examples/races.py:94
+    wait(3, 5),           \* pc 0: barrier_wait(full[0]@1)  examples/races.py:93
+    arrive(<<7, 5>>, 1),  \* pc 1: barrier_arrive(empty[0]@1)  examples/races.py:95
+    wait(4, 6),           \* pc 2: barrier_wait(full[1]@1)  examples/races.py:93
+    arrive(<<8, 6>>, 1),  \* pc 3: barrier_arrive(empty[1]@1)  examples/races.py:95
+    wait(3, 5),           \* pc 4: barrier_wait(full[0]@1)  examples/races.py:93
+    arrive(<<7, 5>>, 1)   \* pc 5: barrier_arrive(empty[0]@1)  examples/races.py:95
 >>
 
 \* Agent 4: b1.wg1 (thread), 6 instruction(s).
 Prog_4_b1_wg1 == <<
-    issue_async(<<3>>, 4096, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(full[0]@1, 4096B)  examples/races.py:86
-    issue_async(<<4>>, 4096, <<3, 4>>),  \* pc 1: copy_gmem_to_smem(full[1]@1, 4096B)  examples/races.py:86
-    wait(7, 7),                          \* pc 2: barrier_wait(empty[0]@1)  examples/races.py:85
-    issue_async(<<3>>, 4096, <<1, 2>>),  \* pc 3: copy_gmem_to_smem(full[0]@1, 4096B)  examples/races.py:86
-    wait(8, 8),                          \* pc 4: barrier_wait(empty[1]@1)  examples/races.py:89
-    wait(7, 7)                           \* pc 5: barrier_wait(empty[0]@1)  examples/races.py:89
+    issue_async(<<3>>, 4096, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(full[0]@1, 4096B)  examples/races.py:87
+    issue_async(<<4>>, 4096, <<3, 4>>),  \* pc 1: copy_gmem_to_smem(full[1]@1, 4096B)  examples/races.py:87
+    wait(7, 7),                          \* pc 2: barrier_wait(empty[0]@1)  examples/races.py:86
+    issue_async(<<3>>, 4096, <<1, 2>>),  \* pc 3: copy_gmem_to_smem(full[0]@1, 4096B)  examples/races.py:87
+    wait(8, 8),                          \* pc 4: barrier_wait(empty[1]@1)  examples/races.py:90
+    wait(7, 7)                           \* pc 5: barrier_wait(empty[0]@1)  examples/races.py:90
 >>
 
 KernelProg == <<

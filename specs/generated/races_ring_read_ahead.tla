@@ -12,23 +12,23 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/races.py:56
-    1,  \* 2: full[1] (Barrier)  examples/races.py:56
-    1   \* 3: full[2] (Barrier)  examples/races.py:56
+    1,  \* 1: full[0] (Barrier)  examples/races.py:57
+    1,  \* 2: full[1] (Barrier)  examples/races.py:57
+    1   \* 3: full[2] (Barrier)  examples/races.py:57
 >>
 
 \* Agent 1: wg0 (thread), 3 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),  \* pc 0: barrier_wait(full[0])  examples/races.py:63
-    wait(2, 2),  \* pc 1: barrier_wait(full[1])  examples/races.py:63
-    wait(3, 3)   \* pc 2: barrier_wait(full[2])  examples/races.py:65
+    wait(1, 1),  \* pc 0: barrier_wait(full[0])  examples/races.py:64
+    wait(2, 2),  \* pc 1: barrier_wait(full[1])  examples/races.py:64
+    wait(3, 3)   \* pc 2: barrier_wait(full[2])  examples/races.py:66
 >>
 
 \* Agent 2: wg1 (thread), 3 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:60
-    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:60
-    issue_async(<<3>>, 4096, <<3>>)   \* pc 2: copy_gmem_to_smem(full[2], 4096B)  examples/races.py:60
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:61
+    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:61
+    issue_async(<<3>>, 4096, <<3>>)   \* pc 2: copy_gmem_to_smem(full[2], 4096B)  examples/races.py:61
 >>
 
 KernelProg == <<

@@ -12,34 +12,34 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/races.py:19
-    1,  \* 2: full[1] (Barrier)  examples/races.py:19
-    1,  \* 3: empty[0] (Barrier)  examples/races.py:20
-    1   \* 4: empty[1] (Barrier)  examples/races.py:20
+    1,  \* 1: full[0] (Barrier)  examples/races.py:20
+    1,  \* 2: full[1] (Barrier)  examples/races.py:20
+    1,  \* 3: empty[0] (Barrier)  examples/races.py:21
+    1   \* 4: empty[1] (Barrier)  examples/races.py:21
 >>
 
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:31
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/races.py:37
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/races.py:31
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/races.py:37
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/races.py:31
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/races.py:37
-    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/races.py:31
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/races.py:37
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:32
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/races.py:38
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/races.py:32
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/races.py:38
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/races.py:32
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/races.py:38
+    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/races.py:32
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/races.py:38
 >>
 
 \* Agent 2: wg1 (thread), 8 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:26
-    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:26
-    wait(3, 3),                       \* pc 2: barrier_wait(empty[0])  examples/races.py:25
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:26
-    wait(4, 4),                       \* pc 4: barrier_wait(empty[1])  examples/races.py:25
-    issue_async(<<2>>, 4096, <<2>>),  \* pc 5: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:26
-    wait(3, 3),                       \* pc 6: barrier_wait(empty[0])  examples/races.py:28
-    wait(4, 4)                        \* pc 7: barrier_wait(empty[1])  examples/races.py:28
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:27
+    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:27
+    wait(3, 3),                       \* pc 2: barrier_wait(empty[0])  examples/races.py:26
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:27
+    wait(4, 4),                       \* pc 4: barrier_wait(empty[1])  examples/races.py:26
+    issue_async(<<2>>, 4096, <<2>>),  \* pc 5: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:27
+    wait(3, 3),                       \* pc 6: barrier_wait(empty[0])  examples/races.py:29
+    wait(4, 4)                        \* pc 7: barrier_wait(empty[1])  examples/races.py:29
 >>
 
 KernelProg == <<
