@@ -159,7 +159,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # whatever the confirmation does (replays and reports come after it).
             left = None if limits.timeout is None else \
                 max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
-            bound = Limits(limits.max_states, depth, left, limits.max_memory_mb)
+            # A deadlock at this depth shows only when its state is expanded: one level more.
+            bound = Limits(limits.max_states, depth + 1, left, limits.max_memory_mb)
             again = explore(system, bound, reduction, ignore, progress, block_symmetry,
                             store_mode, partial_order=False)
             if again.status == "violation":   # its counts: the search that found it
@@ -168,7 +169,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # stopped by a limit first: the counterexample found stands, maybe not shortest
             return result("violation", actions=actions, violation=violation,
                           reason=f"found with partial-order reduction; the search without it "
-                                 f"to depth {depth} stopped ({again.reason}), so a shorter one "
+                                 f"to depth {depth + 1} stopped ({again.reason}), so a shorter one "
                                  "may exist")
         return result("violation", actions=actions, violation=violation)
 
