@@ -355,21 +355,25 @@ def test_progress_on_a_terminal():
     assert "states/s" in out and "depth" in out
 
 
+# A search that takes minutes, then one that takes a moment.
+BIG_THEN_SMALL = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, %r)
+    from hopper_ring import ring
+    from barrierproof import protocol
+
+    @protocol
+    def big(k, steps=400, stages=4, consumers=4):
+        ring(k, stages, consumers, steps)
+
+    @protocol
+    def small(k, steps=2, stages=2, consumers=1):
+        ring(k, stages, consumers, steps)
+    ''' % EXAMPLES)
+
+
 def test_ctrl_c_ends_with_a_bounded_verdict(tmp_path):
-    (tmp_path / "two.py").write_text(textwrap.dedent('''
-        import sys
-        sys.path.insert(0, %r)
-        from hopper_ring import ring
-        from barrierproof import protocol
-
-        @protocol
-        def big(k, steps=400, stages=4, consumers=4):
-            ring(k, stages, consumers, steps)
-
-        @protocol
-        def small(k, steps=2, stages=2, consumers=1):
-            ring(k, stages, consumers, steps)
-        ''' % EXAMPLES))
+    (tmp_path / "two.py").write_text(BIG_THEN_SMALL)
     proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", str(tmp_path),
                              "--no-reduction", "--no-cache", "--format", "json",
                              "--timeout", "120", "--jobs", "1"], cwd=ROOT,
@@ -389,20 +393,7 @@ def test_ctrl_c_ends_with_a_bounded_verdict(tmp_path):
 def test_ctrl_c_keeps_what_parallel_workers_covered(tmp_path):
     """With --jobs 2 the signal reaches the main process only (as from `kill`): it is passed to
     the workers, which report their searches as `bounded`; a protocol done before is kept."""
-    (tmp_path / "two.py").write_text(textwrap.dedent('''
-        import sys
-        sys.path.insert(0, %r)
-        from hopper_ring import ring
-        from barrierproof import protocol
-
-        @protocol
-        def big(k, steps=400, stages=4, consumers=4):
-            ring(k, stages, consumers, steps)
-
-        @protocol
-        def small(k, steps=2, stages=2, consumers=1):
-            ring(k, stages, consumers, steps)
-        ''' % EXAMPLES))
+    (tmp_path / "two.py").write_text(BIG_THEN_SMALL)
     proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", str(tmp_path),
                              "--no-reduction", "--no-cache", "--format", "json",
                              "--timeout", "120", "--jobs", "2"], cwd=ROOT,
