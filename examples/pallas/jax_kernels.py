@@ -14,7 +14,9 @@ warpgroups never wait for the last K/V loads they skip), and the Blackwell matmu
 (the TMA warp never waits for the last MMAs' `consumed_barrier` completions, the MMA warp for the
 last `store_done_barrier` ones). Harmless on the hardware because nothing arrives on those
 barriers afterwards, but JAX's interpreter rejects it ("did not observe all phases") and it
-becomes an overrun as soon as the barriers are reused. With BP103 ignored they verify.
+becomes an overrun as soon as the barriers are reused. With BP103 ignored they verify, except
+the 2-CTA Blackwell matmul with 3 tiles per block: block 1's MMA warp waits on
+`store_done_barrier` without anything making it keep up (BP101; README).
 Everything else is verified, the collective matmul with its cross-device semaphore (a global
 counter every block signals once per device step, modelled in lockstep: every cluster of the grid
 signals and waits alike, and the waits do not decrement).
@@ -55,9 +57,10 @@ EXPECT = {
     "collective_matmul": "verified",
 }
 SLOW = {"blackwell_ragged_dot": "violation:BP103",     # about 40 s
-        # BP103 like the 1-CTA kernel (the TMA warp never waits for the last MMAs'
-        # `consumed_barrier` completions): found with partial-order reduction in seconds, then
-        # confirmed shortest by a search without it (minutes; bench/PERF.md, README table)
+        # with --param trips_blackwell_matmul_mgpu_107=1 (one tile per block): BP103 like the
+        # 1-CTA kernel (the TMA warp never waits for the last MMAs' `consumed_barrier`
+        # completions), found with partial-order reduction in seconds; with the default 3 tiles
+        # the shortest is a BP101 on `store_done_barrier` (minutes; README)
         "blackwell_matmul_collective": "violation:BP103"}
 
 F16 = jnp.float16
