@@ -150,7 +150,6 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
                 f"{ring.name} ({', '.join(a.name for a in g)})"
             split.append(BarrierClass(name, ring.ring, g))
     classes = ([concrete] if concrete.allocs else []) + split
-    multi = len(self.blocks) > 1
     for n, cls in enumerate(classes):
         if cls.ring is not None:
             cls.s = z3.Int(f"s{n}" if n else "s")
@@ -162,21 +161,30 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
             expected = z3.simplify(z_int(alloc.num_arrivals, self.base_env) * fan_in)
             self.require(z3.And(expected >= 1, expected <= MAX_ARRIVALS),
                          f"`{alloc.name}` expects 1..{MAX_ARRIVALS} arrivals")
-            if cls.ring is None:
-                shape = [self.concrete(d, "num_barriers") for d in alloc.shape]
-                indices = list(itertools.product(*[range(d) for d in shape]))
-            else:
-                indices = [None]
-            for block in self.blocks:
-                for index in indices:
-                    name = alloc.name
-                    if index is None:
-                        name += "[s]"
-                    elif not alloc.scalar:
-                        name += "[" + ",".join(map(str, index)) + "]"
-                    if multi:
-                        name += "@" + ",".join(map(str, block))
-                    cls.instances.append((alloc, index, block))
-                    cls.names.append(name)
-                    cls.expected.append(expected)
+            for key, name in placed(self, alloc, cls.ring, "num_barriers"):
+                cls.instances.append(key)
+                cls.names.append(name)
+                cls.expected.append(expected)
     return classes
+
+
+def placed(frag: "Fragment", alloc, ring, what: str) -> list[tuple[tuple, str]]:
+    """((alloc, index, block), name) of each copy of an allocation the classes track: one per
+    block and index, or the representative slot `[s]` of a ring."""
+    if ring is None:
+        shape = [frag.concrete(d, what) for d in alloc.shape]
+        indices = list(itertools.product(*[range(d) for d in shape]))
+    else:
+        indices = [None]
+    out = []
+    for block in frag.blocks:
+        for index in indices:
+            name = alloc.name
+            if index is None:
+                name += "[s]"
+            elif not alloc.scalar:
+                name += "[" + ",".join(map(str, index)) + "]"
+            if len(frag.blocks) > 1:
+                name += "@" + ",".join(map(str, block))
+            out.append(((alloc, index, block), name))
+    return out

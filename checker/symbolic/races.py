@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import z3
 
 from ...model.ir import free_vars
-from .classes import BarrierClass, ring_lhs
+from .classes import BarrierClass, placed, ring_lhs
 from .counters import ACCESS, COp
 from .terms import Unsupported, linear_in, z_int
 
@@ -81,25 +81,11 @@ def assign_buffers(frag: "Fragment") -> None:
             raise Unsupported(f"buffer `{alloc.name}` of {S} slots is not indexed like the "
                               "barriers of one ring", alloc.loc)
         chosen.buffers.append(alloc)
-    multi = len(frag.blocks) > 1
     for cls in frag.classes:
         for alloc in cls.buffers:
-            if cls.ring is None:
-                shape = [frag.concrete(d, "the slots of a buffer") for d in alloc.shape]
-                indices = list(itertools.product(*[range(n) for n in shape]))
-            else:
-                indices = [None]
-            for block in frag.blocks:
-                for index in indices:
-                    name = alloc.name
-                    if index is None:
-                        name += "[s]"
-                    elif not alloc.scalar:
-                        name += "[" + ",".join(map(str, index)) + "]"
-                    if multi:
-                        name += "@" + ",".join(map(str, block))
-                    cls.cells.append((alloc, index, block))
-                    cls.cell_names.append(name)
+            for key, name in placed(frag, alloc, cls.ring, "the slots of a buffer"):
+                cls.cells.append(key)
+                cls.cell_names.append(name)
 
 
 def _ring_of(frag, alloc, S, rings: list[BarrierClass]) -> BarrierClass | None:
