@@ -450,7 +450,8 @@ def cmd_check(args, engine: str | None = None) -> int:
                          live=sys.stderr.isatty())
     options = Options(limits, not args.no_reduction, parse_codes(args.ignore, "--ignore"),
                       parse_codes(args.select, "--select") or None, progress.callback,
-                      store=getattr(args, "store", None) or "tuple")
+                      store=getattr(args, "store", None) or "tuple",
+                      order=getattr(args, "search", None) or "dfs")
     for spec in args.paths:     # every path exists before any file is imported
         path = spec.partition("::")[0]
         if not os.path.exists(path):
@@ -730,6 +731,10 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", choices=["tuple", "exact", "fingerprint"], default=None,
                    help="explorer state store: tuple (default), exact (packed bytes), "
                         "fingerprint (64-bit, least memory; reports the collision probability)")
+    p.add_argument("--search", choices=["dfs", "bfs"], default=None,
+                   help="explorer order: dfs (default: depth first, a violation early, then "
+                        "shortened to the shortest unless a limit stops it), bfs (breadth "
+                        "first: a bounded search covers every state to its depth)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated codes to ignore")
     p.add_argument("--select", metavar="CODES", help="only these codes count")
     p.add_argument("--trace-dir", metavar="DIR", help="write each counterexample as JSON here")
