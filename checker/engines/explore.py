@@ -205,10 +205,13 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         end finds what the breadth-first search finds: a shortest violation of the reduced
         graph, with the lowest code of its length."""
         nonlocal transitions, depth
-        best: list = []                  # [length, path, pred, action, violation, by step, perm]
+        # [rank, path, pred, action, violation, by step, perm]; rank (length, deadlock, code):
+        # breadth first, a step's violation is met while the level before is expanded, a
+        # deadlock only when its own level is, so at one length it comes last
+        best: list = []
 
-        def better(length: int, code: str) -> bool:
-            return not best or length < best[0] or (length == best[0] and code < best[4].code)
+        def better(length: int, code: str, deadlock: bool = False) -> bool:
+            return not best or (length, deadlock, code) < best[0]
 
         def stopped(why: str) -> ExploreResult:
             if not best:
@@ -228,6 +231,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 return found_on([], init, None, stuck)
         pending = [succ]
         cut = False                      # a state at the depth limit was not expanded
+        cap = limits.max_states if limits.max_states is not None else float("inf")
         expanded = 0
         next_report = start + 0.25
         next_memory_check = start + 1.0
@@ -249,7 +253,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     violation = Violation(code, violation.message)
             if violation is not None and violation.code not in ignore:
                 if better(length, violation.code):
-                    best[:] = [length, list(path), state, action, violation, True, None]
+                    best[:] = [(length, False, violation.code), list(path), state, action,
+                               violation, True, None]
                 continue
             if after_step is not None:
                 nxt = after_step(nxt, action)
@@ -258,13 +263,16 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             k = key(nxt)
             if k in seen:
                 continue
+            if len(seen) >= cap:
+                return stopped(f"state limit {limits.max_states} reached")
             seen.add(k)
             bad, perm = violations(nxt)
             if bad:
                 if better(length, primary(bad).code):
-                    best[:] = [length, list(path), state, action, primary(bad), False, perm]
+                    best[:] = [(length, False, primary(bad).code), list(path), state, action,
+                               primary(bad), False, perm]
                 continue
-            if best and length > best[0]:
+            if best and length > best[0][0]:
                 continue                 # only longer violations lie beyond
             if limits.max_depth is not None and length > limits.max_depth:
                 cut = True
@@ -272,10 +280,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             after = expand(nxt)
             if not after and not system.is_done(nxt):
                 stuck = system.deadlock(nxt)
-                if stuck.code not in ignore and better(length, stuck.code):
-                    best[:] = [length, path + [k], nxt, None, stuck, False, None]
+                if stuck.code not in ignore and better(length, stuck.code, True):
+                    best[:] = [(length, True, stuck.code), path + [k], nxt, None, stuck, False,
+                               None]
                 continue
-            if best and length == best[0]:
+            if best and length == best[0][0]:
                 continue                 # its successors are longer than the best
             stack.append(nxt)
             path.append(k)
@@ -289,8 +298,6 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 if limits.timeout is not None and \
                         now - start > limits.timeout * (0.95 if best else 1.0):
                     return stopped(f"time limit {limits.timeout:g}s reached")
-                if limits.max_states is not None and len(seen) > limits.max_states:
-                    return stopped(f"state limit {limits.max_states} reached")
                 if limits.max_memory_mb is not None and now >= next_memory_check:
                     next_memory_check = now + 1.0
                     if _rss_bytes() > limits.max_memory_mb * 2**20:
