@@ -59,16 +59,20 @@ def test_blackwell_ragged_dot_2cta():
 
 
 def test_blackwell_matmul_collective_traces_and_explores():
-    """The 2-CTA matmul takes minutes exhaustively (README table); here: its structure, and a
-    bounded search that finds no violation in its first 20000 states."""
+    """The 2-CTA matmul takes minutes exhaustively (README table); here: its structure, a
+    breadth-first search that finds no violation in its first 20000 states, and the depth-first
+    search (the default) that meets one within them, replayed, not claimed shortest."""
     (kernel,) = _load("blackwell_matmul_collective")
     names = {b.name: b for b in kernel.barriers}
     assert names["store_done_barrier"].cluster
     assert names["consumed_barrier"].orders_tensor_core
     commits = [o for o in iter_ops(kernel.body) if o.kind == "tcgen05_commit_arrive"]
     assert commits and commits[0].collective_axes == ("x",)
-    verdict = check_kernel(kernel, options=Options(Limits(max_states=20_000)))
+    verdict = check_kernel(kernel, options=Options(Limits(max_states=20_000), order="bfs"))
     assert verdict.verdict == "bounded", verdict.label
+    deep = check_kernel(kernel, options=Options(Limits(max_states=20_000)))
+    assert deep.verdict == "violation", deep.label       # replayed by check_kernel
+    assert deep.coverage.startswith("counterexample: ") and "found depth first" in deep.coverage
 
 
 @pytest.mark.slow
