@@ -77,7 +77,7 @@ def row(module, name: str, timeout: float) -> list[list[str]]:
 
 
 def markdown(rows, seconds: float, timeout: float) -> str:
-    head = ["kernel", "expected at K=256 (jax_kernels.py)", "verdict at K=1024",
+    head = ["kernel", "expected (jax_kernels.py, its sizes)", "verdict at K=1024",
             "distinct states", "coverage", "trace s", "check s", "memory grown MB",
             f"verdict in <= 60 s"]
     met = sum(r[-1] == "yes" for r in rows)
