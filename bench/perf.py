@@ -225,7 +225,8 @@ K1024_MARK = "<!-- bench/jax_kernels_k1024.py -->"
 GOALS_HEAD = "## Goals of the run (issue: real kernels at real sizes)"
 BLACKWELL_HEAD = ("## JAX's 2-CTA Blackwell matmul (blackwell_matmul_mgpu, collective=True, tile "
                   "128x128x64, 2 stages), all reductions, fingerprint store; depth first "
-                  "(the default) and breadth first")
+                  "(the default) and breadth first\n\nThis section alone: `python bench/perf.py "
+                  "--only blackwell` (its goal lines above too).")
 
 
 def tlc_section(timeout: float) -> str:
