@@ -36,7 +36,6 @@ K = 1024
 def sized(module):
     """The example functions, traced at K = 1024."""
     module.K = K
-    jnp = module.jnp
 
     def qkv():
         return module._zeros((1, K, 2, 64))
@@ -47,7 +46,6 @@ def sized(module):
                                             max_concurrent_steps=2, collective=True)
         return module.blackwell.matmul_kernel(module._zeros((K, K)), module._zeros((K, K)), cfg)
     module.blackwell_matmul_collective = blackwell_matmul_collective
-    del jnp
     return module
 
 
@@ -79,7 +77,7 @@ def row(module, name: str, timeout: float) -> list[list[str]]:
 def markdown(rows, seconds: float, timeout: float) -> str:
     head = ["kernel", "expected (jax_kernels.py, its sizes)", "verdict at K=1024",
             "distinct states", "coverage", "trace s", "check s", "memory grown MB",
-            f"verdict in <= 60 s"]
+            "verdict in <= 60 s"]
     met = sum(r[-1] == "yes" for r in rows)
     lines = [BEGIN, "## JAX's kernels at K = 1024 (examples/pallas/jax_kernels.py), "
              "default search", "",

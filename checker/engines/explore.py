@@ -235,78 +235,81 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         expanded = 0
         next_report = start + 0.25
         next_memory_check = start + 1.0
-        while pending:
-            succ = pending[-1]
-            if not succ:
-                pending.pop()
-                stack.pop()
-                if path:
-                    path.pop()
-                continue
-            action, nxt, violation = succ.pop()
-            state = stack[-1]
-            length = len(stack)          # of a path to nxt
-            transitions += 1
-            if violation is not None and orbit is not None:
-                code = orbit(state, action, violation.code, ignore)
-                if code is not None and code != violation.code:
-                    violation = Violation(code, violation.message)
-            if violation is not None and violation.code not in ignore:
-                if better(length, violation.code):
-                    best[:] = [(length, False, violation.code), list(path), state, action,
-                               violation, True, None]
-                continue
-            if after_step is not None:
-                nxt = after_step(nxt, action)
-            elif reduce is not None:
-                nxt = reduce(nxt)
-            k = key(nxt)
-            if k in seen:
-                continue
-            if len(seen) >= cap:
-                return stopped(f"state limit {limits.max_states} reached")
-            seen.add(k)
-            bad, perm = violations(nxt)
-            if bad:
-                if better(length, primary(bad).code):
-                    best[:] = [(length, False, primary(bad).code), list(path), state, action,
-                               primary(bad), False, perm]
-                continue
-            if best and length > best[0][0]:
-                continue                 # only longer violations lie beyond
-            if limits.max_depth is not None and length > limits.max_depth:
-                cut = True
-                continue
-            after = expand(nxt)
-            if not after and not system.is_done(nxt):
-                stuck = system.deadlock(nxt)
-                if stuck.code not in ignore and better(length, stuck.code, True):
-                    best[:] = [(length, True, stuck.code), path + [k], nxt, None, stuck, False,
-                               None]
-                continue
-            if best and length == best[0][0]:
-                continue                 # its successors are longer than the best
-            stack.append(nxt)
-            path.append(k)
-            pending.append(after)
-            if length > depth:
-                depth = length
-            expanded += 1
-            if (expanded & 255) == 0:
-                now = time.perf_counter()
-                # with a violation in hand, stop a little early: its replay and report follow
-                if limits.timeout is not None and \
-                        now - start > limits.timeout * (0.95 if best else 1.0):
-                    return stopped(f"time limit {limits.timeout:g}s reached")
-                if limits.max_memory_mb is not None and now >= next_memory_check:
-                    next_memory_check = now + 1.0
-                    if _rss_bytes() > limits.max_memory_mb * 2**20:
-                        return stopped(f"memory limit {limits.max_memory_mb} MB reached")
-                if progress is not None and now >= next_report:
-                    next_report = now + 0.25
-                    progress({"states": len(seen), "depth": len(path), "frontier": len(path),
-                              "rate": len(seen) / max(now - start, 1e-9),
-                              "seconds": now - start, "bytes_per_state": per_state()})
+        try:
+            while pending:
+                succ = pending[-1]
+                if not succ:
+                    pending.pop()
+                    stack.pop()
+                    if path:
+                        path.pop()
+                    continue
+                action, nxt, violation = succ.pop()
+                state = stack[-1]
+                length = len(stack)          # of a path to nxt
+                transitions += 1
+                if violation is not None and orbit is not None:
+                    code = orbit(state, action, violation.code, ignore)
+                    if code is not None and code != violation.code:
+                        violation = Violation(code, violation.message)
+                if violation is not None and violation.code not in ignore:
+                    if better(length, violation.code):
+                        best[:] = [(length, False, violation.code), list(path), state, action,
+                                   violation, True, None]
+                    continue
+                if after_step is not None:
+                    nxt = after_step(nxt, action)
+                elif reduce is not None:
+                    nxt = reduce(nxt)
+                k = key(nxt)
+                if k in seen:
+                    continue
+                if len(seen) >= cap:
+                    return stopped(f"state limit {limits.max_states} reached")
+                seen.add(k)
+                bad, perm = violations(nxt)
+                if bad:
+                    if better(length, primary(bad).code):
+                        best[:] = [(length, False, primary(bad).code), list(path), state, action,
+                                   primary(bad), False, perm]
+                    continue
+                if best and length > best[0][0]:
+                    continue                 # only longer violations lie beyond
+                if limits.max_depth is not None and length > limits.max_depth:
+                    cut = True
+                    continue
+                after = expand(nxt)
+                if not after and not system.is_done(nxt):
+                    stuck = system.deadlock(nxt)
+                    if stuck.code not in ignore and better(length, stuck.code, True):
+                        best[:] = [(length, True, stuck.code), path + [k], nxt, None, stuck, False,
+                                   None]
+                    continue
+                if best and length == best[0][0]:
+                    continue                 # its successors are longer than the best
+                stack.append(nxt)
+                path.append(k)
+                pending.append(after)
+                if length > depth:
+                    depth = length
+                expanded += 1
+                if (expanded & 255) == 0:
+                    now = time.perf_counter()
+                    # with a violation in hand, stop a little early: its replay and report follow
+                    if limits.timeout is not None and \
+                            now - start > limits.timeout * (0.95 if best else 1.0):
+                        return stopped(f"time limit {limits.timeout:g}s reached")
+                    if limits.max_memory_mb is not None and now >= next_memory_check:
+                        next_memory_check = now + 1.0
+                        if _rss_bytes() > limits.max_memory_mb * 2**20:
+                            return stopped(f"memory limit {limits.max_memory_mb} MB reached")
+                    if progress is not None and now >= next_report:
+                        next_report = now + 0.25
+                        progress({"states": len(seen), "depth": len(path), "frontier": len(path),
+                                  "rate": len(seen) / max(now - start, 1e-9),
+                                  "seconds": now - start, "bytes_per_state": per_state()})
+        except KeyboardInterrupt:     # a violation in hand is still reported
+            return stopped("interrupted")
         if best:
             return found_on(*best[1:])
         if cut:
@@ -332,8 +335,6 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         gc.disable()
         try:
             return depth_first()
-        except KeyboardInterrupt:
-            return result("bounded", reason=f"interrupted depth first (deepest {depth})")
         finally:
             if gc_was_enabled:
                 gc.enable()
