@@ -137,3 +137,19 @@ def test_cli_search_flag(tmp_path, capsys):
         assert "shortest counterexample" in out["coverage"]
         lengths[order] = len(out["trace"]["actions"])
     assert lengths["bfs"] == lengths["dfs"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(protocols())
+def test_a_depth_limit_means_the_same_in_both_orders(kernel):
+    system = System(kernel)
+    for limit in (1, 2, 4):
+        for kw in SETTINGS[::2]:
+            bfs = explore(system, Limits(max_depth=limit), order="bfs", **kw)
+            dfs = explore(system, Limits(max_depth=limit), order="dfs", **kw)
+            assert dfs.status == bfs.status, (limit, kw, bfs.reason, dfs.reason)
+            if bfs.status == "violation":
+                assert dfs.violation.code == bfs.violation.code
+                assert len(dfs.actions) == len(bfs.actions)
+            elif bfs.status == "verified":
+                assert dfs.states == bfs.states

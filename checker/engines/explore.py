@@ -275,7 +275,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     continue
                 if best and length > best[0][0]:
                     continue                 # only longer violations lie beyond
-                if limits.max_depth is not None and length > limits.max_depth:
+                # as breadth first: a state at the depth limit is checked, not expanded
+                if limits.max_depth is not None and length >= limits.max_depth:
                     cut = True
                     continue
                 after = expand(nxt)
