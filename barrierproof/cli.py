@@ -93,6 +93,8 @@ class _Progress:
                 f"{info['rate']:,.0f} states/s")
         if info.get("bytes_per_state"):
             text += f", {info['bytes_per_state']:,.0f} bytes/state"
+        if info.get("shortest_found"):      # depth first: a violation in hand, being shortened
+            text += f", a violation in {info['shortest_found']} steps (shortening)"
         if not self.live:
             if time.monotonic() >= self.next_line:
                 self.next_line = time.monotonic() + 10

@@ -308,7 +308,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                         next_report = now + 0.25
                         progress({"states": len(seen), "depth": len(path), "frontier": len(path),
                                   "rate": len(seen) / max(now - start, 1e-9),
-                                  "seconds": now - start, "bytes_per_state": per_state()})
+                                  "seconds": now - start, "bytes_per_state": per_state(),
+                                  "shortest_found": best[0][0] if best else None})
         except KeyboardInterrupt:     # a violation in hand is still reported
             return stopped("interrupted")
         if best:
