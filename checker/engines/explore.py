@@ -1,9 +1,12 @@
-"""Explicit-state search: every interleaving of threads and asynchronous agents, breadth first.
+"""Explicit-state search: every interleaving of threads and asynchronous agents, breadth first
+or depth first.
 
 Breadth-first order makes the first violation found a shortest one. States are the flat tuples
 of `semantics.System`; the visited set (store.py: tuples, packed bytes or 64-bit fingerprints) is
 kept level by level with each state's predecessor index, so a counterexample is rebuilt without
-storing paths.
+storing paths. Depth first (branch and bound, `order="dfs"`) has a violation in hand early and
+then searches for shorter ones; run to the end it reports what breadth first reports
+(docs/POR.md, "Search order"), stopped by a limit the shortest it has, saying so.
 
 Reductions (docs/POR.md argues each rule survives them; tests compare with the unreduced search):
 symmetry between identical threads and between cluster blocks that map onto each other
