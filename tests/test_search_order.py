@@ -153,3 +153,13 @@ def test_a_depth_limit_means_the_same_in_both_orders(kernel):
                 assert len(dfs.actions) == len(bfs.actions)
             elif bfs.status == "verified":
                 assert dfs.states == bfs.states
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(protocols())
+def test_every_rule_ignored_both_orders_enumerate_the_same_space(kernel):
+    """No violation stops either search: the same states, transitions and depth."""
+    from barrierproof.model.semantics import CODES
+    system = System(kernel)
+    for kw in SETTINGS:
+        _agree(system, ignore=frozenset(CODES), **kw)

@@ -276,6 +276,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                         best[:] = [(length, False, primary(bad).code), list(path), state, action,
                                    primary(bad), False, perm]
                     continue
+                if length > depth:               # as breadth first: the deepest state kept
+                    depth = length
                 if best and length > best[0][0]:
                     continue                 # only longer violations lie beyond
                 # as breadth first: a state at the depth limit is checked, not expanded
@@ -294,8 +296,6 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 stack.append(nxt)
                 path.append(k)
                 pending.append(after)
-                if length > depth:
-                    depth = length
                 expanded += 1
                 if (expanded & 255) == 0:
                     now = time.perf_counter()
