@@ -73,8 +73,10 @@ def test_blackwell_matmul_collective_traces_and_explores():
     verdict = check_kernel(kernel, options=Options(Limits(max_states=20_000), order="bfs"))
     assert verdict.verdict == "bounded", verdict.label
     deep = check_kernel(kernel, options=Options(Limits(max_states=20_000)))
-    assert deep.verdict == "violation", deep.label       # replayed by check_kernel
+    assert deep.label == MODULE.SLOW["blackwell_matmul_collective"]   # replayed by check_kernel
     assert deep.coverage.startswith("counterexample: ") and "found depth first" in deep.coverage
+    (diag,) = deep.diagnostics
+    assert "store_done_barrier" in diag.message
 
 
 @pytest.mark.slow
@@ -83,9 +85,9 @@ def test_blackwell_matmul_collective_has_the_bp103_finding_of_the_1cta_kernel():
     confirms it shortest may stop at the limit (then the coverage says so), the finding stands
     and is replayed on the interpreter (check_kernel raises otherwise)."""
     (kernel,) = _load("blackwell_matmul_collective")
-    verdict = check_kernel(kernel, {"trips_blackwell_matmul_mgpu_107": 1},
-                           Options(Limits(timeout=60)))
-    assert verdict.label == MODULE.SLOW["blackwell_matmul_collective"]
+    params, expect = MODULE.ONE_TILE_PER_BLOCK
+    verdict = check_kernel(kernel, params, Options(Limits(timeout=60)))
+    assert verdict.label == expect
     (diag,) = verdict.diagnostics
     assert "consumed_barrier" in diag.message or "store_done_barrier" in diag.message
 
