@@ -49,6 +49,9 @@ HELP = {
     "BP145": "each thread alternates cluster_arrive and cluster_wait, starting with the arrive",
     "BP146": "keep every block alive while a peer may reach into its shared memory: end the "
              "kernel with cluster_arrive + cluster_wait in every thread",
+    "BP147": "initialise explicit-init barriers in one thread, then fence_mbarrier_init() and a "
+             "sync every user passes (syncthreads() in a block, cluster_arrive + cluster_wait "
+             "across blocks) before another thread, block, copy or commit uses them",
     "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
     "BP200": "order the two accesses: wait on the barrier the writer's completion arrives on "
              "before reading, and release a slot (arrive on its `empty` barrier, or "

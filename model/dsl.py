@@ -253,7 +253,8 @@ class KernelBuilder:
         return name
 
     def _alloc(self, cluster: bool, num_arrivals, num_barriers, orders_tensor_core,
-               collective_axes, name, leader_tracked: bool = False) -> BarrierHandle:
+               collective_axes, name, leader_tracked: bool = False,
+               explicit_init: bool = False) -> BarrierHandle:
         loc, text = _caller()
         arrivals = _int_expr(num_arrivals, loc, "num_arrivals")
         if isinstance(arrivals, Const) and not 1 <= arrivals.value <= MAX_ARRIVALS:
@@ -282,7 +283,8 @@ class KernelBuilder:
         default = "cluster_bar" if cluster else "bar"
         alloc = BarrierAlloc(self._name(name, text, f"{default}{len(self._barriers)}"), arrivals,
                              shape, bool(orders_tensor_core), cluster, axes, loc, scalar,
-                             leader_tracked=bool(leader_tracked))
+                             leader_tracked=bool(leader_tracked),
+                             explicit_init=bool(explicit_init))
         self._barriers.append(alloc)
         return BarrierHandle(alloc, self)
 
@@ -307,18 +309,24 @@ class KernelBuilder:
         self._op("semaphore_wait", sem, count=value, decrement=bool(decrement))
 
     def Barrier(self, num_arrivals: ExprLike = 1, num_barriers=None,
-                orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
-        """`plgpu.Barrier`: one mbarrier per block, or an array of them (`num_barriers=`)."""
-        return self._alloc(False, num_arrivals, num_barriers, orders_tensor_core, (), name)
+                orders_tensor_core: bool = False, name: str | None = None,
+                explicit_init: bool = False) -> BarrierHandle:
+        """`plgpu.Barrier`: one mbarrier per block, or an array of them (`num_barriers=`).
+        `explicit_init=True`: a PTX-level barrier the protocol initialises itself
+        (`mbarrier_init`), and must make visible before any other thread, block or the async
+        proxy uses it."""
+        return self._alloc(False, num_arrivals, num_barriers, orders_tensor_core, (), name,
+                           explicit_init=explicit_init)
 
     def ClusterBarrier(self, collective_axes, num_arrivals: ExprLike = 1, num_barriers=None,
                        orders_tensor_core: bool = False, name: str | None = None,
-                       leader_tracked: bool = False) -> BarrierHandle:
+                       leader_tracked: bool = False, explicit_init: bool = False
+                       ) -> BarrierHandle:
         """`plgpu.ClusterBarrier`: arrivals fan out to the blocks along `collective_axes`.
         `leader_tracked=True`: every block's arrival goes to the leader's instance only (block 0
         along the one collective axis), which counts them all; only the leader may wait."""
         return self._alloc(True, num_arrivals, num_barriers, orders_tensor_core, collective_axes,
-                           name, leader_tracked)
+                           name, leader_tracked, explicit_init)
 
     def _buffer(self, space: str, slots, name: str | None) -> BufferHandle:
         loc, text = _caller()
@@ -595,6 +603,27 @@ class KernelBuilder:
         loc, _ = _caller()
         self._stack[-1].append(Op("cluster_arrive", None, loc=loc))
         self._stack[-1].append(Op("cluster_wait", None, loc=loc))
+
+    # PTX-level mbarrier initialisation (barriers declared with explicit_init=True).
+    def mbarrier_init(self, barrier) -> None:
+        """`mbarrier.init`: this thread initialises one instance (its count is the barrier's
+        num_arrivals). Until a CTA sync (syncthreads, a named barrier, the cluster barrier) in
+        which this thread arrives after the init, no other thread may use it; remote blocks
+        need `fence_mbarrier_init` before the cluster barrier, the async proxy a fence."""
+        self._op("mbarrier_init", barrier)
+
+    def fence_mbarrier_init(self) -> None:
+        """`fence.mbarrier_init.release.cluster` (CUTLASS `fence_barrier_init`): the inits
+        this thread sees are released to the cluster (for the next cluster barrier) and made
+        visible to the async proxy."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("fence_mbarrier_init", None, loc=loc))
+
+    def fence_proxy_async(self) -> None:
+        """`fence.proxy.async.shared::cta` (CUTLASS `fence_view_async_shared`): the inits this
+        thread sees become visible to the async proxy (TMA landings, tcgen05 commits)."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("fence_proxy_async", None, loc=loc))
 
     def unmodeled(self, name: str) -> None:
         """Synchronization outside the model (kept so the verdict says so)."""

@@ -274,6 +274,10 @@ class BarrierAlloc:
     # only (coordinate 0 along the one collective axis); the other blocks' instances never
     # complete, so only the leader may wait.
     leader_tracked: bool = False
+    # PTX-level: the protocol initialises each instance itself (`mbarrier_init`) and must make
+    # the init visible (fences, a CTA or cluster sync) before anyone else uses it
+    # (model/init_visibility.py). False: initialised before the kernel body, as Pallas does.
+    explicit_init: bool = False
 
     @property
     def kind(self) -> str:
@@ -371,6 +375,12 @@ OP_KINDS = {
     "bar_arrive",            # `bar.arrive id, count`: arrive without waiting
     "cluster_arrive",        # barrier.cluster.arrive: this thread reached the cluster barrier
     "cluster_wait",          # barrier.cluster.wait: until every thread of the cluster arrived
+    # mbarrier initialisation and its visibility (barriers declared explicit_init=True)
+    "mbarrier_init",         # mbarrier.init: this thread initialises one instance
+    "fence_mbarrier_init",   # fence.mbarrier_init.release.cluster: the thread's inits are
+    #                          released to the cluster and to the async proxy
+    "fence_proxy_async",     # fence.proxy.async.shared::cta: the thread's inits are visible to
+    #                          the async proxy (TMA, tcgen05)
     # synchronization the model does not cover: kept so the verdict can say so
     "unmodeled",
 }
@@ -408,7 +418,8 @@ class Op:
             spelled = ("bar.sync" if self.aligned else "barrier.sync") \
                 if self.kind == "bar_sync" else "bar.arrive"
             return f"{spelled}({self.bar_id!r}, {self.count!r})"
-        if self.kind in ("cluster_arrive", "cluster_wait"):
+        if self.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
+                         "fence_proxy_async"):
             return f"{self.kind}()"
         args = [bar] if bar else []
         if self.kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx",

@@ -15,6 +15,8 @@ A state is a flat tuple of small integers (plus one tuple per tcgen05 queue):
                                           -1 before the first; only for pairs where agent waits
     in_flight[slot]...                    TMA landings / async arrivals not yet delivered
     queue[tcgen05 issuer]...              its tcgen05 ops in issue order, oldest first
+    (hardware barriers, hw_barriers.py; init visibility of explicit-init barriers,
+     init_visibility.py)
 
 Every engine reads this module: the explorer searches `successors`, the interpreter replays
 `step`, the TLA+ emitter mirrors the layout variable for variable, the Z3 encoding is checked
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
 
 from . import hw_barriers as hw
+from . import init_visibility as init
 from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
                  Op, When, WarpRegion, evaluate, walk)
@@ -83,6 +86,10 @@ BARRIER_TEST = 50   # Pallas barrier_test: a non-blocking barrier_wait (target=i
 HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
 HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
 HARDWARE_BARRIER_KINDS = hw.HARDWARE_BARRIER_KINDS
+# mbarrier init and its visibility (model/init_visibility.py, opcodes 60-69).
+MBAR_INIT = init.MBAR_INIT      # target=instance
+FENCE_INIT = init.FENCE_INIT    # fence.mbarrier_init.release.cluster
+FENCE_ASYNC = init.FENCE_ASYNC  # fence.proxy.async.shared::cta
 
 OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
@@ -90,7 +97,8 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
                 JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
                 SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
-                HW_WAIT: "hw_wait", BARRIER_TEST: "barrier_test"}
+                HW_WAIT: "hw_wait", BARRIER_TEST: "barrier_test", MBAR_INIT: "mbarrier_init",
+                FENCE_INIT: "fence_mbarrier_init", FENCE_ASYNC: "fence_proxy_async"}
 # Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
 # completion); parity waits follow the hardware's (return for the phase meant, see
 # `intended_completion`).
@@ -130,6 +138,7 @@ CODES = {
     "BP200": "smem-race",
     "BP201": "tmem-race",
     **hw.CODES,
+    **init.CODES,
 }
 
 
@@ -568,6 +577,9 @@ class System:
         if kind in HARDWARE_BARRIER_KINDS:
             hw.compile_op(self, op, env, agent, block)
             return
+        if kind in init.INIT_KINDS:
+            init.compile_op(self, op, env, agent, block)
+            return
         if env.get(hw.LANES_SPLIT):
             raise ModelError(f"`{op.describe()}` in a branch on the lane index is not modelled",
                              loc=op.loc, hint="only named barriers may be reached from a branch "
@@ -772,7 +784,7 @@ class System:
         self.queue_pos = {a: pos + j for j, a in enumerate(self.queue_agents)}
         self.queue_base = pos
         self.queue_end = pos + len(self.queue_agents)
-        self.width = hw.layout(self, self.queue_end)
+        self.width = init.layout(self, hw.layout(self, self.queue_end))
         self.block_agents = {b: [a for a, ag in enumerate(self.agents) if ag.block == b]
                              for b in self.blocks} if len(self.blocks) > 1 else {}
         # Asynchronous deliveries into another block than their issuer's (multicast shares,
@@ -826,6 +838,7 @@ class System:
         s += [0] * len(self.slots)
         s += [()] * len(self.queue_agents)
         s += hw.initial_fields(self)
+        s += init.initial_fields(self)
         return tuple(s)
 
     def barrier(self, state: tuple, inst: int) -> tuple[int, int, int, int]:
@@ -1033,6 +1046,8 @@ class System:
                         a, instr.target, instr.src))
         if self.block_agents:
             found += hw.peer_exit_violations(self, state)
+        if self.init_insts:
+            found += init.violations(self, state)
         if not found and self.is_done(state):
             found = self.exit_violations(state)
         if self.memory is not None:
@@ -1378,6 +1393,7 @@ GUARDS = {
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
     WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
     HW_ARRIVE: None, HW_WAIT: hw.guard_wait, BARRIER_TEST: None,
+    MBAR_INIT: None, FENCE_INIT: None, FENCE_ASYNC: None,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
@@ -1386,8 +1402,9 @@ EFFECTS = {
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
     UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
     SEM_WAIT: effect_sem_wait,
-    UNMODELED: None, HW_ARRIVE: hw.effect_arrive, HW_WAIT: None,
+    UNMODELED: None, HW_ARRIVE: init.effect_hw_arrive, HW_WAIT: init.effect_hw_wait,
     BARRIER_TEST: effect_barrier_test,
+    MBAR_INIT: init.effect_init, FENCE_INIT: init.effect_fence, FENCE_ASYNC: init.effect_fence,
 }
 
 
