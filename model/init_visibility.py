@@ -108,9 +108,9 @@ def layout(system: "System", pos: int) -> int:
             if hw.kind == "cluster" or hw.block == system.instances[i].block:
                 system.init_rel_pos[(i, h)] = pos
                 pos += 1
-        if cluster_h:
-            system.init_relc_pos[i] = pos
-            pos += 1
+    for i in system.init_insts if cluster_h else ():
+        system.init_relc_pos[i] = pos
+        pos += 1
     system.init_async_bit = 1 << system.n_agents
     system.init_fenced_bit = 1 << (system.n_agents + 1)
     system.init_uses = [[_uses(system, instr) for instr in prog] for prog in system.programs]

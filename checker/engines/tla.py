@@ -224,7 +224,7 @@ def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
 
 
 def library_text(name: str = LIBRARY) -> str:
-    """The text of specs/MBarrier.tla (or of its sibling HwBarrier.tla)."""
+    """The text of specs/MBarrier.tla (or of its siblings HwBarrier.tla, InitBarrier.tla)."""
     path = SPECS_DIR / f"{name}.tla"
     if not path.exists():
         raise ModelError(f"{path} is missing: the TLA+ emitter needs the {name} library module",
@@ -810,7 +810,8 @@ def index_text(emitted: list[Emitted]) -> str:
     lines = ["# Generated TLA+ specs", "",
              "Written by `barrierproof tla` (checker/engines/tla.py); each module EXTENDS MBarrier.tla",
              "(a copy of specs/MBarrier.tla), or its sibling HwBarrier.tla when the kernel has named or",
-             "cluster barriers or more than one block, and only lists a kernel's programs and barriers.",
+             "cluster barriers or more than one block (InitBarrier.tla, which extends HwBarrier, when",
+             "it initialises barriers itself), and only lists a kernel's programs and barriers.",
              "Check one with TLC (deadlock checking on; never pass `-deadlock`):", "",
              "    java -cp tla2tools.jar tlc2.TLC -workers 1 MODULE", "",
              "| module | protocol | parameters | expected verdict |",
@@ -835,7 +836,7 @@ def write_emitted(emitted: list[Emitted], directory: str | os.PathLike,
     for item in emitted:
         for m in item.modules:
             written += m.write(out, library=False)
-    for name in (LIBRARY, HW_LIBRARY):
+    for name in (LIBRARY, HW_LIBRARY, INIT_LIBRARY):
         (out / f"{name}.tla").write_text(library_text(name))
         written.append(out / f"{name}.tla")
     if index:
@@ -862,6 +863,7 @@ def generated_specs(root: str | os.PathLike) -> dict[str, str]:
             files[f"{m.name}.cfg"] = m.cfg
     files[f"{LIBRARY}.tla"] = library_text()
     files[f"{HW_LIBRARY}.tla"] = library_text(HW_LIBRARY)
+    files[f"{INIT_LIBRARY}.tla"] = library_text(INIT_LIBRARY)
     files["README.md"] = index_text(emitted)
     return files
 
