@@ -284,6 +284,13 @@ class System:
         self.cluster_axes = [a for a, _ in kernel.cluster]
         self.cluster_shape = [self._positive(evaluate(n, env), f"cluster size along {a}", kernel.loc)
                               for a, n in kernel.cluster]
+        # Clusters that run in lockstep with this one and take from a shared semaphore: modelled
+        # as blocks of their own (see `lockstep_blocks`); 1 when the `copies` count stands in.
+        self.lockstep = lockstep_blocks(kernel, env, len(list(itertools.product(
+            *[range(n) for n in self.cluster_shape]))))
+        if self.lockstep > 1:
+            self.cluster_axes.append(LOCKSTEP_AXIS)
+            self.cluster_shape.append(self.lockstep)
         self.blocks = list(itertools.product(*[range(n) for n in self.cluster_shape]))
         self.num_threads = self._positive(evaluate(kernel.num_threads, env), "num_threads",
                                           kernel.loc)
@@ -710,7 +717,7 @@ class System:
             what = "a semaphore" if alloc.semaphore else f"a {alloc.kind}"
             raise ModelError(f"{op.kind} on `{alloc.name}`, which is {what}", loc=op.loc,
                              hint="signal and wait on semaphores; arrive and wait on barriers")
-        copies = evaluate(alloc.copies, env)
+        copies = 1 if self.lockstep > 1 else evaluate(alloc.copies, env)
         amount = evaluate(op.count, env)
         text = (f"semaphore_signal({alloc.name}, +{amount}"
                 + (f" x{copies} clusters)" if copies > 1 else ")")
@@ -1446,6 +1453,31 @@ def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> 
 
 
 GRID_LIMIT = 4096
+# Lockstep clusters modelled as blocks of their own: the axis's name (not an identifier, so no
+# name of the protocol can clash) and the most blocks this may make.
+LOCKSTEP_AXIS = "·lockstep"
+LOCKSTEP_LIMIT = 16
+
+
+def lockstep_blocks(kernel: Kernel, env: Mapping[str, int], blocks: int) -> int:
+    """How many clusters a System models explicitly, as blocks along LOCKSTEP_AXIS (1: none).
+
+    A global semaphore signalled in lockstep by `copies` clusters is one counter; while its waits
+    only read it, one modelled cluster whose signals count `copies` times stands for all of them.
+    A decrementing wait takes from the counter what the other clusters' waits then lack, so the
+    copies are modelled as clusters of their own (each its own barriers, the one counter shared)
+    when every semaphore has the same `copies`, the kernel has no cluster barrier (which would
+    then span them) and they make at most LOCKSTEP_LIMIT blocks."""
+    sems = [a for a in kernel.barriers if a.semaphore]
+    copies = {evaluate(a.copies, env) for a in sems}
+    if len(copies) != 1 or (n := copies.pop()) <= 1 or n * blocks > LOCKSTEP_LIMIT:
+        return 1
+    ops = list(kernel.ops())
+    if not any(op.kind == "semaphore_wait" and op.decrement for op in ops) or \
+            any(op.kind in ("cluster_arrive", "cluster_wait") for op in ops):
+        return 1
+    return n
+
 
 
 def grid_size(kernel: Kernel, params: Mapping[str, int]) -> int:
@@ -1481,7 +1513,7 @@ def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None,
             seen[key] = system
     systems = list(seen.values())
     lockstep = [a for a in kernel.barriers if a.semaphore and evaluate(a.copies, values) > 1]
-    if lockstep and len({_semaphore_projection(s) for s in systems}) > 1:
+    if lockstep and systems[0].lockstep == 1 and len({_semaphore_projection(s) for s in systems}) > 1:
         # Clusters whose barrier protocols differ (more tiles here, fewer there) still signal
         # in lockstep if their semaphore operations are the same; these are not.
         for system in systems:
