@@ -303,6 +303,20 @@ class KernelBuilder:
         """`pl.semaphore_signal(sem, inc)`: add `inc` to the counter (never blocks)."""
         self._op("semaphore_signal", sem, count=inc)
 
+    def semaphore_signal_parallel(self, *signals) -> None:
+        """`plgpu.semaphore_signal_parallel(*signals)`: each signal is a semaphore or a
+        `(semaphore, inc)` pair; they land in no guaranteed order, all before this thread's next
+        operation."""
+        loc, _ = _caller()
+        if not signals:
+            raise ModelError("semaphore_signal_parallel needs at least one signal", loc=loc)
+        out = []
+        for sig in signals:
+            sem, inc = sig if isinstance(sig, tuple) else (sig, 1)
+            out.append((self._ref(sem, loc), _int_expr(inc, loc, "inc")))
+        self._stack[-1].append(Op("semaphore_signal_parallel", None, signals=tuple(out),
+                                  loc=loc))
+
     def semaphore_wait(self, sem, value: ExprLike = 1, decrement: bool = True) -> None:
         """`pl.semaphore_wait(sem, value, decrement=)`: block until the counter reaches `value`,
         then take `value` off it if `decrement`."""

@@ -369,6 +369,8 @@ OP_KINDS = {
     # global semaphores (counters, no phases)
     "semaphore_signal",      # value += count (times the lockstep copies)
     "semaphore_wait",        # block until value >= count; then value -= count if decrement
+    "semaphore_signal_parallel",  # `signals`: one signal per (semaphore, increment), landing
+    #                               in no guaranteed order, all before the thread goes on
     # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
     "bar_sync",              # named barrier `bar.sync id, count` (name "syncthreads": every
     #                          thread of the block, __syncthreads / bar.sync 0); arrive, then wait
@@ -407,6 +409,7 @@ class Op:
     bar_id: Expr | None = None      # bar_sync / bar_arrive: the named barrier (0..15)
     aligned: bool = True            # bar_sync: the .aligned form (`bar.sync`), which every
     #                                 blocking participant of a phase must reach at one site
+    signals: tuple = ()             # semaphore_signal_parallel: ((BarrierRef, inc Expr), ...)
 
     def describe(self) -> str:
         bar = repr(self.barrier) if self.barrier is not None else ""
@@ -427,6 +430,8 @@ class Op:
             args.append(f"bytes={self.bytes!r}")
         if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
             args.append(f"count={self.count!r}")
+        if self.kind == "semaphore_signal_parallel":
+            args += [f"{ref!r} +{inc!r}" for ref, inc in self.signals]
         if self.kind == "semaphore_signal":
             args.append(f"inc={self.count!r}")
         if self.kind == "semaphore_wait":

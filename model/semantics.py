@@ -90,6 +90,9 @@ HARDWARE_BARRIER_KINDS = hw.HARDWARE_BARRIER_KINDS
 MBAR_INIT = init.MBAR_INIT      # target=instance
 FENCE_INIT = init.FENCE_INIT    # fence.mbarrier_init.release.cluster
 FENCE_ASYNC = init.FENCE_ASYNC  # fence.proxy.async.shared::cta
+SEM_SIGNAL_SET = 63  # semaphore_signal_parallel to different semaphores: aux=tuple of in-flight
+#                      slots (one signal each), which land in any order
+SIGNALS_LANDED = 64  # the thread goes on once those signals have landed: aux=the same slots
 
 OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
@@ -98,7 +101,8 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
                 SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
                 HW_WAIT: "hw_wait", BARRIER_TEST: "barrier_test", MBAR_INIT: "mbarrier_init",
-                FENCE_INIT: "fence_mbarrier_init", FENCE_ASYNC: "fence_proxy_async"}
+                FENCE_INIT: "fence_mbarrier_init", FENCE_ASYNC: "fence_proxy_async",
+                SEM_SIGNAL_SET: "sem_signal_set", SIGNALS_LANDED: "signals_landed"}
 # Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
 # completion); parity waits follow the hardware's (return for the phase meant, see
 # `intended_completion`).
@@ -110,6 +114,7 @@ PALLAS_WAITS = (WAIT, BARRIER_TEST)
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
 EFFECT_ARRIVE = 1        # arrive(1) on the instance
+EFFECT_SIGNAL = 2        # semaphore += amount (one of a semaphore_signal_parallel's signals)
 
 # Fields of one barrier instance in the state vector.
 PHASE, PENDING, TX, EXPECTED = 0, 1, 2, 3
@@ -420,11 +425,11 @@ class System:
         return self._arrival_set_index[targets]
 
     def _slot(self, effect: int, inst: int, amount: int, kind: str,
-              access: Access | None = None) -> int:
+              access: Access | None = None, owner: object = None) -> int:
         # The counter is the barrier protocol's, memory effects or not: copies that complete the
         # same bytes on the same instance share it, and while it is non-zero the destinations
         # of all of them count as written (an over-approximation: never a missed race).
-        key = (effect, inst, amount, kind)
+        key = (effect, inst, amount, kind) + ((owner,) if owner is not None else ())
         if key not in self._slot_index:
             self._slot_index[key] = len(self.slots)
             self.slots.append(Slot(effect, inst, amount, kind))
@@ -587,6 +592,9 @@ class System:
         if kind in init.INIT_KINDS:
             init.compile_op(self, op, env, agent, block)
             return
+        if kind == "semaphore_signal_parallel":
+            self._unroll_signal_parallel(op, env, agent, block)
+            return
         if env.get(hw.LANES_SPLIT):
             raise ModelError(f"`{op.describe()}` in a branch on the lane index is not modelled",
                              loc=op.loc, hint="only named barriers may be reached from a branch "
@@ -738,6 +746,33 @@ class System:
         else:
             self._emit(agent, Instr(SEM_WAIT, inst, amount, int(op.decrement), src))
 
+    def _unroll_signal_parallel(self, op: Op, env: dict[str, int], agent: int,
+                                block: tuple[int, ...]) -> None:
+        """Signals that land in no guaranteed order (JAX: "the target device might observe a
+        signal on semaphores[1] before it observes a signal on semaphores[0]"), all before the
+        thread's next operation. On one semaphore the order cannot matter: the signals one
+        after the other. On several: one in-flight slot per signal, delivered in any order."""
+        signals = []
+        for ref, inc in op.signals:
+            inst = self._resolve(ref, env, block, op.loc)
+            alloc = self.instances[inst].alloc
+            if not alloc.semaphore:
+                raise ModelError(f"semaphore_signal_parallel signals `{alloc.name}`, which is a "
+                                 f"{alloc.kind}", loc=op.loc, hint="signal semaphores only")
+            copies = 1 if self.lockstep > 1 else evaluate(alloc.copies, env)
+            signals.append((inst, evaluate(inc, env) * copies))
+        names = ", ".join(f"{self.instances[i].name} +{n}" for i, n in signals)
+        src = self._source(op, f"semaphore_signal_parallel({names})", op.loc)
+        if len({i for i, _ in signals}) == 1:
+            for inst, amount in signals:
+                self._emit(agent, Instr(SEM_SIGNAL, inst, amount, None, src))
+            return
+        slots = tuple(self._slot(EFFECT_SIGNAL, inst, amount, "signal", owner=(agent, src, n))
+                      for n, (inst, amount) in enumerate(signals))
+        self._emit(agent, Instr(SEM_SIGNAL_SET, (), 0, slots, src))
+        landed = self._source(op, "semaphore_signal_parallel: signals landed", op.loc)
+        self._emit(agent, Instr(SIGNALS_LANDED, (), 0, slots, landed))
+
     def _reject_mixed_waits(self) -> None:
         """A thread waits on one barrier either with barrier_wait or with parity waits: Pallas's
         private parity bit flips only at its own barrier_wait, so a parity wait in between would
@@ -802,7 +837,8 @@ class System:
             for i in prog:
                 if i.op == ISSUE_ASYNC:
                     for k in i.aux:
-                        if self.instances[self.slots[k].inst].block != self.agents[a].block:
+                        if self.instances[self.slots[k].inst].block != self.agents[a].block \
+                                and self.slots[k].effect != EFFECT_SIGNAL:
                             self.remote_slot_src.setdefault(k, i.src)
         self.remote_slots = tuple(sorted(self.remote_slot_src))
         self.n_actions = A + len(self.slots) + len(self.queue_agents)
@@ -867,7 +903,8 @@ class System:
         for k, slot in enumerate(self.slots):
             n = state[self.slot_base + k]
             if n and slot.inst == inst:
-                what = f"{slot.amount} bytes" if slot.effect == EFFECT_COMPLETE_TX else "1 arrival"
+                what = f"{slot.amount} bytes" if slot.effect == EFFECT_COMPLETE_TX else \
+                f"+{slot.amount}" if slot.effect == EFFECT_SIGNAL else "1 arrival"
                 out.append(f"{n} {slot.kind} ({what} each)")
         for a in self.queue_agents:
             queue = state[self.queue_pos[a]]
@@ -945,6 +982,8 @@ class System:
             s[self.slot_base + k] -= 1
             if slot.effect == EFFECT_COMPLETE_TX:
                 violation = self._tx(s, slot.inst, -slot.amount, None, None, events)
+            elif slot.effect == EFFECT_SIGNAL:
+                s[self.barrier_base + BARRIER_FIELDS * slot.inst] += slot.amount
             else:
                 violation = self._arrive(s, slot.inst, 1, None, None, events)
             return tuple(s), violation
@@ -1224,6 +1263,8 @@ class System:
             slot = self.slots[k]
             if slot.effect == EFFECT_COMPLETE_TX:
                 return f"lands on {self.instances[slot.inst].name} ({slot.amount}B)", None
+            if slot.effect == EFFECT_SIGNAL:
+                return f"signals {self.instances[slot.inst].name} (+{slot.amount})", None
             return f"arrives on {self.instances[slot.inst].name}", None
         agent = self.queue_agents[k - len(self.slots)]
         entry = state[self.queue_pos[agent]][0]
@@ -1389,6 +1430,15 @@ def effect_issue_async(system: System, s: list, instr: Instr, agent: int, events
     return violation
 
 
+def effect_sem_signal_set(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    for slot in instr.aux:
+        s[system.slot_base + slot] += 1
+
+
+def guard_signals_landed(system: System, state, instr: Instr) -> bool:
+    return not any(state[system.slot_base + slot] for slot in instr.aux)
+
+
 def effect_issue_tcgen05(system: System, s: list, instr: Instr, agent: int, events) -> None:
     q = system.queue_pos[agent]
     s[q] = s[q] + (instr.aux,)
@@ -1401,6 +1451,7 @@ GUARDS = {
     WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
     HW_ARRIVE: None, HW_WAIT: hw.guard_wait, BARRIER_TEST: None,
     MBAR_INIT: None, FENCE_INIT: None, FENCE_ASYNC: None,
+    SEM_SIGNAL_SET: None, SIGNALS_LANDED: guard_signals_landed,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
@@ -1412,6 +1463,7 @@ EFFECTS = {
     UNMODELED: None, HW_ARRIVE: init.effect_hw_arrive, HW_WAIT: init.effect_hw_wait,
     BARRIER_TEST: effect_barrier_test,
     MBAR_INIT: init.effect_init, FENCE_INIT: init.effect_fence, FENCE_ASYNC: init.effect_fence,
+    SEM_SIGNAL_SET: effect_sem_signal_set, SIGNALS_LANDED: None,
 }
 
 
@@ -1527,8 +1579,13 @@ def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None,
 def _semaphore_projection(system: System) -> tuple:
     """Each agent's semaphore operations, in order: what the lockstep model of a global
     semaphore needs to be the same in every cluster of the grid."""
-    return tuple(tuple((i.op, i.target, i.amount, i.aux) for i in prog
-                       if i.op in (SEM_SIGNAL, SEM_WAIT)) for prog in system.programs)
+    def signal(i):
+        if i.op in (SEM_SIGNAL_SET, SIGNALS_LANDED):
+            return (i.op, tuple((system.slots[k].inst, system.slots[k].amount) for k in i.aux))
+        return (i.op, i.target, i.amount, i.aux)
+    return tuple(tuple(signal(i) for i in prog
+                       if i.op in (SEM_SIGNAL, SEM_WAIT, SEM_SIGNAL_SET, SIGNALS_LANDED))
+                 for prog in system.programs)
 
 
 # SEMANTICS-READY

@@ -3,6 +3,7 @@
 
 from barrierproof.checker.check import check_kernel
 from barrierproof.model.dsl import protocol
+from barrierproof.checker.engines.explore import explore
 from barrierproof.model.semantics import LOCKSTEP_LIMIT, System
 
 
@@ -50,3 +51,24 @@ def test_beyond_the_limit_or_with_a_cluster_barrier_the_wait_stays_unmodelled():
     assert "BP190" in too_many.codes and too_many.verdict != "verified"
     spanned = check_kernel(two_take_two_then_cluster_sync.build())
     assert "BP190" in spanned.codes and spanned.verdict != "verified"
+
+
+@protocol
+def signals_two(k):
+    k.threads(1, name="wg")
+    a = k.Semaphore(name="a")
+    b = k.Semaphore(name="b")
+    k.semaphore_signal_parallel(a, (b, 2))
+
+
+def test_parallel_signals_to_different_semaphores_land_in_either_order():
+    system = System(signals_two.build())
+    (issue, landed) = system.programs[0]
+    slot_a, slot_b = issue.aux
+    after_issue, _ = system.step(system.initial_state(), 0)
+    assert not system.enabled(after_issue, 0)          # the thread waits for both to land
+    b_first, _ = system.step(after_issue, system.n_agents + slot_b)
+    assert [system.barrier(b_first, i)[0] for i in (0, 1)] == [0, 2]
+    a_then, _ = system.step(b_first, system.n_agents + slot_a)
+    assert system.enabled(a_then, 0)
+    assert explore(system).status == "verified"

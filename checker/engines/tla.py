@@ -39,7 +39,8 @@ from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARR
                                EFFECT_COMPLETE_TX, EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT,
                                ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, UNMODELED,
                                WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System, compile_systems,
-                               MBAR_INIT, FENCE_INIT, FENCE_ASYNC)
+                               MBAR_INIT, FENCE_INIT, FENCE_ASYNC, EFFECT_SIGNAL,
+                               SEM_SIGNAL_SET, SIGNALS_LANDED)
 
 LIBRARY = "MBarrier"
 # Named and cluster barriers, and the rule on blocks that exit under a peer's arrival: kernels
@@ -77,6 +78,8 @@ ACTIONS = {
     MBAR_INIT: ("mbarrier_init(inst)", "InitThreadStep"),
     FENCE_INIT: ("fence_mbarrier_init", "InitThreadStep"),
     FENCE_ASYNC: ("fence_proxy_async", "InitThreadStep"),
+    SEM_SIGNAL_SET: ("sem_signal_set(slots)", "SemSignalSet"),
+    SIGNALS_LANDED: ("signals_landed(slots)", "SignalsLanded"),
 }
 
 # Rules checked by TLC, by diagnostic code: (cfg keyword, MBarrier definition). Deadlock (BP100,
@@ -304,6 +307,9 @@ def _instruction(system: System, agent: int, instr) -> str:
         return "join(" + _seq(f"<<{w + 1}, {end}>>" for w, end in instr.aux) + ")"
     if op == UNMODELED:
         return "unmodeled"
+    if op in (SEM_SIGNAL_SET, SIGNALS_LANDED):
+        name = "sem_signal_set" if op == SEM_SIGNAL_SET else "signals_landed"
+        return f"{name}({_seq(k + 1 for k in instr.aux)})"
     if op == MBAR_INIT:
         return f"mbarrier_init({instr.target + 1})"
     if op == FENCE_INIT:
@@ -466,7 +472,10 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     # Asynchronous agents.
     rows = []
     for k, slot in enumerate(system.slots):
-        if slot.effect == EFFECT_COMPLETE_TX:
+        if slot.effect == EFFECT_SIGNAL:
+            rows.append((f"signal_slot({slot.inst + 1}, {slot.amount})",
+                         f"{k + 1}: a signal of {_ascii(system.instances[slot.inst].name)}"))
+        elif slot.effect == EFFECT_COMPLETE_TX:
             rows.append((f"complete_tx_slot({slot.inst + 1}, {slot.amount})",
                          f"{k + 1}: {slot.kind} landing on {_ascii(system.instances[slot.inst].name)}"))
         else:

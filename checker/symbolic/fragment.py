@@ -151,7 +151,7 @@ class Fragment:
                 # Pallas rule 2 on a barrier nobody waits on is left to the explorer
                 raise Unsupported(f"`{op.barrier.alloc.name}` receives Pallas arrivals but no "
                                   "thread waits on it", op.loc)
-            if op.kind in ("semaphore_signal", "semaphore_wait"):
+            if op.kind in ("semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"):
                 raise Unsupported(f"`{op.describe()}`: semaphores are left to the explorer",
                                   op.loc)
             if op.kind == "wait_parity" and op.phase is not None:

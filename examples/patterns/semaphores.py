@@ -64,3 +64,30 @@ def step_semaphore_each_takes_its_own_signal(k, steps=2):
     with k.loop(steps):
         k.semaphore_signal(sem)
         k.semaphore_wait(sem, 1, decrement=True)
+
+
+def _parallel_signals(k, sent_needed):
+    """`plgpu.semaphore_signal_parallel` to two semaphores (one fence for both signals, which
+    land in no guaranteed order): the producer tells the consumer that a tile was sent and that
+    its buffer is ready; the consumer waits for both, in its own order."""
+    k.threads(2, name="wg")
+    sent = k.Semaphore(name="sent")
+    ready = k.Semaphore(name="ready")
+    with k.loop(2):
+        with k.when(k.thread == 0):
+            k.semaphore_signal_parallel(sent, ready)
+        with k.otherwise():
+            k.semaphore_wait(ready, 1)
+            k.semaphore_wait(sent, sent_needed)
+
+
+@protocol(expect="verified")
+def parallel_signals_to_two_semaphores(k):
+    """The consumer takes one signal of each per step, whichever lands first."""
+    _parallel_signals(k, 1)
+
+
+@protocol(expect="violation:BP100")
+def parallel_signals_waited_twice(k):
+    """The consumer takes two `sent` signals in the first step: the second step's never comes."""
+    _parallel_signals(k, 2)
