@@ -767,7 +767,7 @@ class System:
             for inst, amount in signals:
                 self._emit(agent, Instr(SEM_SIGNAL, inst, amount, None, src))
             return
-        slots = tuple(self._slot(EFFECT_SIGNAL, inst, amount, "signal", owner=(agent, src, n))
+        slots = tuple(self._slot(EFFECT_SIGNAL, inst, amount, "async", owner=(agent, src, n))
                       for n, (inst, amount) in enumerate(signals))
         self._emit(agent, Instr(SEM_SIGNAL_SET, (), 0, slots, src))
         landed = self._source(op, "semaphore_signal_parallel: signals landed", op.loc)
