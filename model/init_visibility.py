@@ -266,17 +266,3 @@ def violations(system: "System", state) -> list:
                 break
     return found
 
-
-def describe(system: "System", state) -> list[str]:
-    """One line per explicit-init instance: who its init is visible to (for reports)."""
-    out = []
-    for i in system.init_insts:
-        vis = state[system.init_pos[i]]
-        if not vis:
-            out.append(f"{system.instances[i].name}: not initialised")
-            continue
-        who = [system.agents[a].name for a in range(system.n_agents) if vis & (1 << a)]
-        if vis & system.init_async_bit:
-            who.append("async proxy")
-        out.append(f"{system.instances[i].name}: init visible to {', '.join(who)}")
-    return out
