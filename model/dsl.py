@@ -602,10 +602,14 @@ class KernelBuilder:
         self._stack[-1].append(Op("bar_sync", None, count=Const(0), bar_id=Const(0),
                                   name="syncthreads", loc=loc))
 
-    def cluster_arrive(self) -> None:
-        """`barrier.cluster.arrive`: this thread reached the cluster barrier."""
+    def cluster_arrive(self, relaxed: bool = False) -> None:
+        """`barrier.cluster.arrive`: this thread reached the cluster barrier. Its default
+        .release semantics publish the thread's earlier writes (an mbarrier init included) to
+        the threads that then pass cluster_wait; `relaxed=True` (`.relaxed`, CUTLASS
+        `cluster_arrive_relaxed`) does not, so an init needs `fence_mbarrier_init` first."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("cluster_arrive", None, loc=loc))
+        self._stack[-1].append(Op("cluster_arrive", None, name="relaxed" if relaxed else "",
+                                  loc=loc))
 
     def cluster_wait(self) -> None:
         """`barrier.cluster.wait`: until every thread of every block of the cluster arrived."""

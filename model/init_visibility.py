@@ -7,8 +7,10 @@ as a write to shared memory like any other, so it reaches
 - another thread of the same block through a CTA-wide synchronization that orders it: a
   `bar.sync` / `__syncthreads` / named barrier or the cluster barrier in which a thread that
   sees the init arrives (after the init) and the other thread waits for that phase;
-- a thread of another block of the cluster only through the cluster barrier, and only if the
-  init was released at cluster scope first (`fence.mbarrier_init.release.cluster`, CUTLASS's
+- a thread of another block of the cluster only through the cluster barrier: a
+  `barrier.cluster.arrive` (release semantics) by a thread that sees the init, or a
+  `barrier.cluster.arrive.relaxed` (CUTLASS `cluster_arrive_relaxed`) once the init was
+  released at cluster scope (`fence.mbarrier_init.release.cluster`, CUTLASS's
   `fence_barrier_init`) by a thread that sees it;
 - the async proxy (TMA landings, tcgen05 commits, which update the barrier from outside the
   generic proxy) only after a proxy fence by a thread that sees it: `fence.mbarrier_init`
@@ -25,8 +27,8 @@ State, after hw_barriers.py's fields (System._layout), only for explicit-init in
                      bit A + 1: released at cluster scope (fence_mbarrier_init). 0: not initialised
     rel[inst, h]     for hardware barrier h of the instance's block or the cluster barrier: 1 +
                      the first phase of h in which an agent that sees the init arrived (0: none)
-    relc[inst]       the same at cluster scope (arrivals after the cluster-scope release), for
-                     the cluster barrier: what a thread of another block may learn from it
+    relc[inst]       the same at cluster scope, for the cluster barrier (a release arrival, or a
+                     relaxed one after fence_mbarrier_init): what another block may learn
 
 An agent that passes a wait on h for the phase it arrived in (hwseen) learns every init released
 in that phase or an earlier one: those arrivals happen before the phase completes.
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .hw_barriers import HW_ARRIVE
 from .ir import ModelError, Op
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,6 +89,7 @@ def layout(system: "System", pos: int) -> int:
                               if inst.alloc.explicit_init)
     system.init_pos, system.init_rel_pos, system.init_relc_pos = {}, {}, {}
     system.init_uses = []
+    system.init_relaxed = frozenset()
     if not system.init_insts:
         return pos
     inits: dict[int, int] = {}
@@ -114,6 +118,12 @@ def layout(system: "System", pos: int) -> int:
     system.init_async_bit = 1 << system.n_agents
     system.init_fenced_bit = 1 << (system.n_agents + 1)
     system.init_uses = [[_uses(system, instr) for instr in prog] for prog in system.programs]
+    # (agent, pc) of every barrier.cluster.arrive.relaxed: no release of its own
+    system.init_relaxed = frozenset(
+        (a, pc) for a, prog in enumerate(system.programs) for pc, instr in enumerate(prog)
+        if instr.op == HW_ARRIVE and system.sources[instr.src].op is not None
+        and system.sources[instr.src].op.kind == "cluster_arrive"
+        and system.sources[instr.src].op.name == "relaxed")
     return pos
 
 
@@ -180,7 +190,8 @@ def effect_hw_arrive(system: "System", s: list, instr, agent: int, events):
         pos = system.init_rel_pos.get((i, h))
         if pos is not None and not s[pos]:
             s[pos] = phase + 1
-        if vis & system.init_fenced_bit and system.hw_instances[h].kind == "cluster":
+        if system.hw_instances[h].kind == "cluster" and (
+                vis & system.init_fenced_bit or (agent, s[agent] - 1) not in system.init_relaxed):
             pos = system.init_relc_pos[i]
             if not s[pos]:
                 s[pos] = phase + 1

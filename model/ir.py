@@ -421,6 +421,8 @@ class Op:
             spelled = ("bar.sync" if self.aligned else "barrier.sync") \
                 if self.kind == "bar_sync" else "bar.arrive"
             return f"{spelled}({self.bar_id!r}, {self.count!r})"
+        if self.kind == "cluster_arrive" and self.name == "relaxed":
+            return "cluster_arrive(relaxed=True)"
         if self.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
                          "fence_proxy_async"):
             return f"{self.kind}()"

@@ -26,7 +26,8 @@ EXTENDS HwBarrier
 CONSTANTS
     InitOf,       \* InitOf[e]: the mbarrier instance of explicit-init entry e
     RelOf,        \* RelOf[r] = <<e, h>>: entry e's release field on hardware barrier h
-    ClusterHw     \* the cluster barrier's number (0: the kernel has none)
+    ClusterHw,    \* the cluster barrier's number (0: the kernel has none)
+    RelaxedAt     \* <<a, pc>> of every barrier.cluster.arrive.relaxed (no release of its own)
 
 VARIABLES initvis, initrel, initrelc
 
@@ -67,8 +68,8 @@ DoInitHwArrive(a, i) ==
                      IF RelOf[r][2] = h /\ Sees(RelOf[r][1], a) /\ initrel[r] = 0 /\ Adds(i)
                      THEN hwphase[h] + 1 ELSE initrel[r]]
     /\ initrelc' = [e \in DOMAIN initrelc |->
-                      IF h = ClusterHw /\ Sees(e, a) /\ Sees(e, FencedBit) /\ initrelc[e] = 0
-                         /\ Adds(i)
+                      IF h = ClusterHw /\ Sees(e, a) /\ initrelc[e] = 0 /\ Adds(i)
+                         /\ (Sees(e, FencedBit) \/ <<a, pc[a]>> \notin RelaxedAt)
                       THEN hwphase[h] + 1 ELSE initrelc[e]]
     /\ UNCHANGED initvis
 

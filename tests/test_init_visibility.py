@@ -168,7 +168,8 @@ def _random_init_protocol(seed: int):
 
         def sync():
             if cluster and rng.random() < 0.5:
-                k.cluster_sync()
+                k.cluster_arrive(relaxed=rng.random() < 0.5)
+                k.cluster_wait()
             else:
                 k.syncthreads()
 

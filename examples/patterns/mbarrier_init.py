@@ -82,9 +82,10 @@ def arrive_wait_synced_after_init(k):
     k.wait_parity(bar, phase=0)
 
 
-def _multicast(k, *, fence: bool, init_after_arrive: bool = False):
+def _multicast(k, *, fence: bool, relaxed: bool = True, init_after_arrive: bool = False):
     """Each block of a 2-block cluster loads half a tile multicast to both, on a barrier each
-    block initialises itself; the cluster barrier publishes the inits across blocks."""
+    block initialises itself; the cluster barrier publishes the inits across blocks (a relaxed
+    arrive only once fence_mbarrier_init released them at cluster scope)."""
     k.cluster(x=2)
     k.threads(1, name="wg")
     tile = k.Barrier(num_arrivals=1, explicit_init=True)
@@ -99,23 +100,32 @@ def _multicast(k, *, fence: bool, init_after_arrive: bool = False):
             k.fence_mbarrier_init()
         else:
             k.fence_proxy_async()     # visible to this block's TMA, not released to the peer
-        k.cluster_sync()
+        k.cluster_arrive(relaxed=relaxed)
+        k.cluster_wait()
     k.copy_gmem_to_smem(tile, bytes=8192, collective_axes="x")
     k.wait_parity(tile, phase=0)
 
 
 @protocol(expect="verified")
 def multicast_init_fenced_cluster_sync(k):
-    """CUTLASS with a cluster: init, fence_barrier_init, cluster_arrive + cluster_wait."""
+    """CUTLASS with a cluster: init, fence_barrier_init, cluster_arrive_relaxed +
+    cluster_wait."""
     _multicast(k, fence=True)
 
 
 @protocol(expect="violation:BP147")
 def multicast_init_not_released_to_cluster(k):
-    """Only fence.proxy.async after the init: the cluster barrier orders the threads, but the
-    init was never released at cluster scope, so the peer's multicast share may land on a
-    barrier that block does not see initialised."""
+    """Only fence.proxy.async after the init, then a relaxed cluster arrive: the cluster
+    barrier orders the threads, but nothing released the init at cluster scope, so the peer
+    may issue its multicast onto a barrier it does not see initialised."""
     _multicast(k, fence=False)
+
+
+@protocol(expect="verified")
+def multicast_init_published_by_release_arrive(k):
+    """The same without fence_mbarrier_init, but with cute::cluster_sync(): a release
+    cluster_arrive and an acquire cluster_wait publish the init to the peer."""
+    _multicast(k, fence=False, relaxed=False)
 
 
 @protocol(expect="violation:BP147")

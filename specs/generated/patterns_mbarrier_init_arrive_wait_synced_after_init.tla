@@ -107,4 +107,7 @@ KernelRelOf == <<
 
 KernelClusterHw == 0
 
+\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
+KernelRelaxedAt == {}
+
 =====================================================================================================

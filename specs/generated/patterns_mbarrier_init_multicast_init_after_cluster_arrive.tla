@@ -10,28 +10,28 @@ EXTENDS InitBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: tile@0 (Barrier)  examples/patterns/mbarrier_init.py:90
-    1   \* 2: tile@1 (Barrier)  examples/patterns/mbarrier_init.py:90
+    1,  \* 1: tile@0 (Barrier)  examples/patterns/mbarrier_init.py:91
+    1   \* 2: tile@1 (Barrier)  examples/patterns/mbarrier_init.py:91
 >>
 
 \* Agent 1: b0.wg0 (thread), 6 instruction(s).
 Prog_1_b0_wg0 == <<
-    hw_arrive(1, 128, 256, 0, 0, 1),     \* pc 0: cluster_arrive()  examples/patterns/mbarrier_init.py:92
-    mbarrier_init(1),                    \* pc 1: mbarrier_init(tile@0)  examples/patterns/mbarrier_init.py:93
-    fence_mbarrier_init,                 \* pc 2: fence_mbarrier_init()  examples/patterns/mbarrier_init.py:94
-    hw_wait(1, 1),                       \* pc 3: cluster_wait()  examples/patterns/mbarrier_init.py:95
-    issue_async(<<1>>, 8192, <<1, 2>>),  \* pc 4: copy_gmem_to_smem(tile@0, 8192B)  examples/patterns/mbarrier_init.py:103
-    wait_phase(1, 1, 1)                  \* pc 5: wait_parity(tile@0, phase=0)  examples/patterns/mbarrier_init.py:104
+    hw_arrive(1, 128, 256, 0, 0, 1),     \* pc 0: cluster_arrive()  examples/patterns/mbarrier_init.py:93
+    mbarrier_init(1),                    \* pc 1: mbarrier_init(tile@0)  examples/patterns/mbarrier_init.py:94
+    fence_mbarrier_init,                 \* pc 2: fence_mbarrier_init()  examples/patterns/mbarrier_init.py:95
+    hw_wait(1, 1),                       \* pc 3: cluster_wait()  examples/patterns/mbarrier_init.py:96
+    issue_async(<<1>>, 8192, <<1, 2>>),  \* pc 4: copy_gmem_to_smem(tile@0, 8192B)  examples/patterns/mbarrier_init.py:105
+    wait_phase(1, 1, 1)                  \* pc 5: wait_parity(tile@0, phase=0)  examples/patterns/mbarrier_init.py:106
 >>
 
 \* Agent 2: b1.wg0 (thread), 6 instruction(s).
 Prog_2_b1_wg0 == <<
-    hw_arrive(1, 128, 256, 0, 0, 2),     \* pc 0: cluster_arrive()  examples/patterns/mbarrier_init.py:92
-    mbarrier_init(2),                    \* pc 1: mbarrier_init(tile@1)  examples/patterns/mbarrier_init.py:93
-    fence_mbarrier_init,                 \* pc 2: fence_mbarrier_init()  examples/patterns/mbarrier_init.py:94
-    hw_wait(1, 2),                       \* pc 3: cluster_wait()  examples/patterns/mbarrier_init.py:95
-    issue_async(<<2>>, 8192, <<1, 2>>),  \* pc 4: copy_gmem_to_smem(tile@1, 8192B)  examples/patterns/mbarrier_init.py:103
-    wait_phase(2, 1, 2)                  \* pc 5: wait_parity(tile@1, phase=0)  examples/patterns/mbarrier_init.py:104
+    hw_arrive(1, 128, 256, 0, 0, 2),     \* pc 0: cluster_arrive()  examples/patterns/mbarrier_init.py:93
+    mbarrier_init(2),                    \* pc 1: mbarrier_init(tile@1)  examples/patterns/mbarrier_init.py:94
+    fence_mbarrier_init,                 \* pc 2: fence_mbarrier_init()  examples/patterns/mbarrier_init.py:95
+    hw_wait(1, 2),                       \* pc 3: cluster_wait()  examples/patterns/mbarrier_init.py:96
+    issue_async(<<2>>, 8192, <<1, 2>>),  \* pc 4: copy_gmem_to_smem(tile@1, 8192B)  examples/patterns/mbarrier_init.py:105
+    wait_phase(2, 1, 2)                  \* pc 5: wait_parity(tile@1, phase=0)  examples/patterns/mbarrier_init.py:106
 >>
 
 KernelProg == <<
@@ -117,5 +117,8 @@ KernelRelOf == <<
 >>
 
 KernelClusterHw == 1
+
+\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
+KernelRelaxedAt == {}
 
 ===========================================================================================================

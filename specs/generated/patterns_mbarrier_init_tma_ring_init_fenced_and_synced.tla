@@ -139,4 +139,7 @@ KernelRelOf == <<
 
 KernelClusterHw == 0
 
+\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
+KernelRelaxedAt == {}
+
 =======================================================================================================

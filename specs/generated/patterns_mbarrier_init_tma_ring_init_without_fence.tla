@@ -138,4 +138,7 @@ KernelRelOf == <<
 
 KernelClusterHw == 0
 
+\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
+KernelRelaxedAt == {}
+
 ===================================================================================================
