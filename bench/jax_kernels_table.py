@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -26,7 +25,10 @@ from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.checker.engines.explore import Limits  # noqa: E402
 from barrierproof.model import pallas  # noqa: E402
 from barrierproof.model.ir import evaluate  # noqa: E402
+import readme_table  # noqa: E402
 
+HEADER = ["kernel", "barriers", "threads", "states explored", "verdict",
+          "seconds (trace + check)"]
 TRIPS = "trips_blackwell_matmul_mgpu_107"
 
 
@@ -131,39 +133,17 @@ def run(rows) -> list[list[str]]:
 
 
 def markdown(table) -> str:
-    head = ["kernel", "barriers", "threads", "states explored", "verdict",
-            "seconds (trace + check)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in table]
-    return "\n".join(lines)
+    return readme_table.markdown(HEADER, table)
 
 
 def readme_rows(path: str) -> dict[str, list[str]]:
     """The README's JAX kernel table: kernel label -> its cells."""
-    text = open(path).read()
-    start = text.index("| kernel | barriers | threads | states explored | verdict |")
-    rows = {}
-    for line in text[start:].splitlines()[2:]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        rows[cells[0]] = cells
-    return rows
+    return readme_table.readme_rows(path, HEADER[:5])
 
 
 def compare(table, path: str) -> list[str]:
     """Differences between a fresh table and the README's, seconds left out."""
-    theirs = readme_rows(path)
-    problems = []
-    for row in table:
-        if row[0] not in theirs:
-            problems.append(f"the README has no row {row[0]!r}")
-            continue
-        for name, mine, recorded in zip(["barriers", "threads", "states", "verdict"],
-                                        row[1:5], theirs[row[0]][1:5]):
-            if re.sub(r"\s+", " ", mine) != re.sub(r"\s+", " ", recorded):
-                problems.append(f"{row[0]}: {name} is {mine!r}, the README says {recorded!r}")
-    return problems
+    return readme_table.compare(table, path, HEADER[:5], HEADER[1:5])
 
 
 def main(argv=None) -> int:

@@ -72,6 +72,10 @@ class Options:
     select: frozenset[str] | None = None
     progress: Callable[[dict], None] | None = None
     store: str = "tuple"                # explorer state store (checker/engines/store.py)
+    # explorer order: depth first with branch and bound (a violation early, then the shortest
+    # unless a limit stops it), or breadth first (a bounded search covers every state to its
+    # depth); the same verdicts when neither stops at a limit (explore.py)
+    order: str = "dfs"
     races: bool = True      # check BP200/BP201 where the kernel declares its memory effects
 
     def ignored(self) -> frozenset[str]:
@@ -145,7 +149,7 @@ def explorer_search(options: Options) -> Search:
         if remaining is not None:
             limits = Limits(limits.max_states, limits.max_depth, remaining, limits.max_memory_mb)
         r = explore(system, limits, options.reduction, ignored, options.progress,
-                     store_mode=options.store)
+                     store_mode=options.store, order=options.order)
         return SearchOutcome(r.status, r.states, r.transitions, r.depth, r.actions,
                              r.violation.code if r.violation else None, r.reason,
                              r.bytes_per_state, r.collision_probability)
