@@ -49,6 +49,9 @@ HELP = {
     "BP145": "each thread alternates cluster_arrive and cluster_wait, starting with the arrive",
     "BP146": "keep every block alive while a peer may reach into its shared memory: end the "
              "kernel with cluster_arrive + cluster_wait in every thread",
+    "BP147": "initialise explicit-init barriers in one thread, then fence_mbarrier_init() and a "
+             "sync every user passes (syncthreads() in a block, cluster_arrive + cluster_wait "
+             "across blocks) before another thread, block, copy or commit uses them",
     "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
     "BP200": "order the two accesses: wait on the barrier the writer's completion arrives on "
              "before reading, and release a slot (arrive on its `empty` barrier, or "
@@ -262,8 +265,9 @@ def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str
     trace by agent names and step texts and must reach the same code with the same barrier
     states; otherwise one of the two statements of the rules is wrong and nothing is printed."""
     if not reference.covers(kernel):
-        # Named / cluster hardware barriers, semaphores and memory effects (races) are outside
-        # the reference: such traces are replayed on the interpreter only.
+        # Named / cluster hardware barriers, semaphores, mbarrier init visibility
+        # (explicit_init) and memory effects (races) are outside the reference: such traces
+        # are replayed on the interpreter only.
         return
     try:
         result = reference.replay_trace(kernel, trace, ignored)

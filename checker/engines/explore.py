@@ -100,6 +100,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     """
     limits = limits or Limits()
     start = time.perf_counter()
+    # Init visibility (model/init_visibility.py) keeps a bit per agent and is written by hardware
+    # barrier waits: neither thread symmetry nor the persistent sets account for it.
+    reduction = reduction and not getattr(system, "init_insts", ())
     symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
     reduce = symmetry.canonicalizer() if symmetry is not None else None
     # From a canonical state, only the mover's class can fall out of order.
