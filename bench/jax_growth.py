@@ -61,10 +61,7 @@ POINTS = ([("hopper_matmul", s, None) for s in STEPS]
 def measure(name: str, steps: int, tiles: int | None, timeout: float) -> list[str]:
     module = _sized(pallas.import_file(KERNELS), steps)
     start = time.perf_counter()
-    target = getattr(module, name)
-    # a fresh function object per point: jax.make_jaxpr caches a zero-argument function's trace
-    # by the function, and the size is a module global here
-    (kernel,) = pallas.load(lambda: target(), name=name)
+    (kernel,) = pallas.load(getattr(module, name), name=name)
     traced = time.perf_counter() - start
     params = {}
     if tiles is not None:

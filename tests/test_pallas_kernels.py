@@ -168,3 +168,20 @@ def test_an_interrupted_depth_first_search_reports_the_violation_in_hand():
     assert r.status == "violation" and r.reason.endswith("stopped (interrupted)"), r.reason
     run = replay(system, r.actions)
     assert run.violation is not None and run.violation.code == r.violation.code
+
+
+def test_a_target_traced_again_sees_the_sizes_it_reads_now():
+    """jax caches a zero-argument function's trace by the function; a target whose size is a
+    module global, changed between two loads, must be traced at the new size."""
+    from barrierproof.model.ir import Loop, walk
+    saved = MODULE.K
+    try:
+        trips = []
+        for k in (256, 1024):
+            MODULE.K = k
+            (kernel,) = pallas.load(MODULE.hopper_matmul, name="hopper_matmul")
+            trips.append([str(l.trip) for l in walk(kernel.body) if isinstance(l, Loop)])
+    finally:
+        MODULE.K = saved
+    assert "4" in trips[0] and "16" not in trips[0]
+    assert "16" in trips[1] and "4" not in trips[1]
