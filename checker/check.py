@@ -9,8 +9,8 @@ from typing import Callable, Mapping
 from ..model import reference
 from ..model.interpreter import ReplayError, replay
 from ..model.ir import Kernel, ModelError, evaluate
-from ..model.semantics import (CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size,
-                               static_findings)
+from ..model.semantics import CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size
+from ..model.static_rules import static_findings
 from .engines.explore import Limits, explore
 from .verdict import Diagnostic, Verdict
 

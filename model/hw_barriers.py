@@ -110,7 +110,8 @@ def _instance(system: "System", kind: str, block, bar_id: int) -> int:
 
 def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
     """Unroll one hardware-barrier operation of `agent` into HW_ARRIVE / HW_WAIT."""
-    from .semantics import Instr, StaticFinding
+    from .semantics import Instr
+    from .static_rules import StaticFinding
 
     threads = agent_threads(system, env)
     partial = bool(env.get(LANES_SPLIT))
@@ -171,7 +172,7 @@ def lane_split(cond_vars: set[str]) -> bool:
 def static_order_findings(system: "System") -> None:
     """BP145: every thread alternates barrier.cluster.arrive and barrier.cluster.wait,
     starting with an arrive."""
-    from .semantics import StaticFinding
+    from .static_rules import StaticFinding
 
     for prog in system.programs:
         arrived: dict[int, bool] = {}

@@ -46,6 +46,7 @@ from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
                  Op, When, WarpRegion, evaluate, walk)
 from .memory import Access, MemoryLayout
+from .static_rules import StaticFinding
 
 # Instruction opcodes of an unrolled program.
 ARRIVE = 0          # target=arrival set, amount=count
@@ -210,56 +211,6 @@ def primary(violations: list[Violation]) -> Violation:
     """The violation to report when several hold at once: the lowest code, so every engine and
     the interpreter name the same one whatever order they found them in."""
     return min(violations, key=lambda v: v.code)
-
-
-@dataclass
-class StaticFinding:
-    code: str
-    message: str
-    loc: Loc
-    hint: str = ""
-
-
-def _arrival_targets_ok(alloc: BarrierAlloc, kind: str, loc: Loc) -> list[StaticFinding]:
-    """BP110 / BP111: which barriers an asynchronous arrival may target."""
-    findings = []
-    if kind in ("tcgen05_mma", "tcgen05_commit_arrive", "copy_gmem_to_smem", "tma_load",
-                "try_cluster_cancel", "async_store_smem") and alloc.cluster:
-        findings.append(StaticFinding(
-            "BP111", f"{kind} arrives on ClusterBarrier `{alloc.name}`: Unsupported barrier type",
-            loc, "asynchronous arrivals (TMA, tcgen05) need a plain plgpu.Barrier"))
-    elif kind in ("tcgen05_mma", "tcgen05_commit_arrive") and not alloc.orders_tensor_core:
-        findings.append(StaticFinding(
-            "BP110", f"{kind} arrives on `{alloc.name}`, a Barrier that does not order the "
-            "tensor core", loc, f"declare `{alloc.name}` with orders_tensor_core=True"))
-    return findings
-
-
-def static_findings(kernel: Kernel) -> list[StaticFinding]:
-    """Rules that need no parameters and no exploration: BP110, BP111, BP120 (unindexed array),
-    BP190 (unmodelled synchronization)."""
-    findings: list[StaticFinding] = []
-    for op in kernel.ops():
-        if op.kind == "unmodeled":
-            findings.append(StaticFinding(
-                "BP190", f"`{op.name}` is synchronization the model does not cover", op.loc,
-                "the verdict cannot be verified while it is ignored; pass --ignore BP190 to "
-                "accept the risk"))
-            continue
-        ref = op.barrier
-        if ref is None:
-            continue
-        findings += _arrival_targets_ok(ref.alloc, op.kind, op.loc)
-        if not ref.index and not ref.alloc.scalar:
-            findings.append(StaticFinding(
-                "BP120", f"array barrier `{ref.alloc.name}` used without an index", op.loc,
-                f"index it: {ref.alloc.name}.at[i]"))
-        if ref.block is not None and op.kind in ("barrier_wait", "wait_parity", "barrier_test"):
-            findings.append(StaticFinding(
-                "BP112", f"wait on another block's instance of `{ref.alloc.name}`", op.loc,
-                "waits are local: wait on your own block's barrier"))
-    return findings
-
 
 
 def peer_blocks(block: tuple[int, ...], dims: list[int], shape: tuple[int, ...]) -> list[tuple]:

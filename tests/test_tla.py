@@ -26,7 +26,8 @@ from barrierproof.loader import resolve
 from barrierproof.model.interpreter import replay
 from barrierproof.model.ir import (has_memory_effects, without_memory, BarrierAlloc, BarrierRef, Const, Kernel, Loop, Op, Var,
                                    WarpRegion, When)
-from barrierproof.model.semantics import CODES, System, compile_systems, static_findings
+from barrierproof.model.semantics import CODES, System, compile_systems
+from barrierproof.model.static_rules import static_findings
 
 from conftest import EXAMPLES, ROOT
 

@@ -773,7 +773,7 @@ def emit_targets(targets, params: Mapping[str, int] | None = None, root: str | N
     """Modules for loader targets. A module is named FILE_PROTOCOL; a kernel with static
     findings (BP110, BP111, BP112, BP120, BP121) is skipped: its unrollable part alone would be
     a misleading spec, and no engine explores it."""
-    from ...model.semantics import static_findings
+    from ...model.static_rules import static_findings
     root = os.path.abspath(root or os.getcwd())
     params = dict(params or {})
     out = []

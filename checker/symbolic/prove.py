@@ -93,7 +93,8 @@ from typing import Mapping, Sequence
 
 from ...model.ir import (Kernel, ModelError, evaluate, free_vars, has_memory_effects,
                          without_memory)
-from ...model.semantics import compile_systems, static_findings
+from ...model.semantics import compile_systems
+from ...model.static_rules import static_findings
 from ..check import RACE_CODES, Options, check_assumptions, check_kernel, error_verdict
 from ..engines.explore import Limits
 from ..verdict import Verdict
