@@ -110,7 +110,7 @@ def _instance(system: "System", kind: str, block, bar_id: int) -> int:
 
 def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
     """Unroll one hardware-barrier operation of `agent` into HW_ARRIVE / HW_WAIT."""
-    from .semantics import Instr
+    from .instructions import Instr
     from .static_rules import StaticFinding
 
     threads = agent_threads(system, env)
@@ -238,7 +238,7 @@ def guard_wait(system: "System", state, instr) -> bool:
 
 
 def effect_arrive(system: "System", s: list, instr, agent: int, events):
-    from .semantics import Violation
+    from .violations import Violation
 
     b = system.hw_base + HW_FIELDS * instr.target
     arrival: HwArrival = instr.aux
@@ -331,8 +331,8 @@ def peer_exit_violations(system: "System", state) -> list:
     """BP146: a thread is about to touch a barrier in the shared memory of a block of its
     cluster whose threads have all exited (no cluster barrier kept the block alive), or an
     asynchronous delivery another block issued is still in flight into such a block."""
-    from .semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE_ASYNC,
-                            Violation)
+    from .instructions import ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE_ASYNC
+    from .violations import Violation
 
     gone = [blk for blk, members in system.block_agents.items()
             if all(state[m] >= system.lengths[m] for m in members)]

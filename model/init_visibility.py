@@ -61,7 +61,7 @@ CODES = {"BP147": "init-not-visible"}
 
 def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
     """Unroll one init or fence of `agent`."""
-    from .semantics import Instr
+    from .instructions import Instr
 
     if op.kind == "mbarrier_init":
         inst = system._resolve(op.barrier, env, block, op.loc)
@@ -130,8 +130,8 @@ def layout(system: "System", pos: int) -> int:
 def _uses(system: "System", instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(instances the thread itself touches, instances the async proxy will update) of one
     instruction, explicit-init instances only."""
-    from .semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE_ASYNC,
-                            ISSUE_TCGEN05, WAITS)
+    from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX,
+                               ISSUE_ASYNC, ISSUE_TCGEN05, WAITS)
 
     mine, proxy = [], []
     op = instr.op
@@ -226,7 +226,7 @@ def effect_hw_wait(system: "System", s: list, instr, agent: int, events) -> None
 def violations(system: "System", state) -> list:
     """BP147: an agent stands at an operation on an explicit-init instance whose init it does
     not see (or, for a copy or commit that will arrive on it, the async proxy does not)."""
-    from .semantics import Violation
+    from .violations import Violation
 
     found = []
     for a in range(system.n_agents):

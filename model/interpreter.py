@@ -25,7 +25,8 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from .semantics import System, Violation, primary
+from .semantics import System
+from .violations import Violation, primary
 
 
 class ReplayError(Exception):

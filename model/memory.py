@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Mapping
 from .ir import Loc, MemAlloc, MemRef, ModelError, evaluate
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .semantics import System, Violation
+    from .semantics import System
+    from .violations import Violation
 
 SPACE_CODE = {"smem": "BP200", "tmem": "BP201"}
 
@@ -231,14 +232,14 @@ class MemoryLayout:
     def violation(self, system: "System", state: tuple,
                   skip: frozenset[str] = frozenset()) -> "Violation | None":
         """The race in `state`, with both accesses, or None. When races in both memories hold,
-        the one with the lower code (as `semantics.primary` picks among rules), so every state
+        the one with the lower code (as `violations.primary` picks among rules), so every state
         of a symmetry orbit reports the same code; codes in `skip` (ignored) are passed over."""
         kept = [v for v in self.violations(system, state) if v.code not in skip]
         return kept[0] if kept else None
 
     def violations(self, system: "System", state: tuple) -> list["Violation"]:
         """One race per code (BP200, BP201) that `state` exhibits, in code order."""
-        from .semantics import Violation
+        from .violations import Violation
         if not self.racing(system, state):
             return []
         found: dict[str, Violation] = {}

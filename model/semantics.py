@@ -37,35 +37,24 @@ read and changed together. Barrier kinds with rules of their own live beside it
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
 from . import hw_barriers as hw
 from . import init_visibility as init
 from . import ir
-from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
-                 Op, When, WarpRegion, evaluate, walk)
+from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
+                 WarpRegion, evaluate, walk)
+from .instructions import (  # noqa: F401  (the opcodes are re-exported: engines read them here)
+    ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_FIELDS, BARRIER_TEST, COMPLETE_TX,
+    EFFECT_ARRIVE, EFFECT_COMPLETE_TX, EFFECT_SIGNAL, EXPECT_TX, EXPECTED, FENCE_ASYNC, FENCE_INIT,
+    FORK, HARDWARE_BARRIER_KINDS, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, MBAR_INIT,
+    OPCODE_NAMES, PALLAS_WAITS, PARITY_WAITS, PENDING, PHASE, SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT,
+    SIGNALS_LANDED, TX, UNMODELED, WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, Agent, Instance, Instr,
+    Slot, Source)
 from .memory import Access, MemoryLayout
 from .static_rules import StaticFinding
-
-# Instruction opcodes of an unrolled program.
-ARRIVE = 0          # target=arrival set, amount=count
-ARRIVE_DROP = 1     # target=arrival set
-EXPECT_TX = 2       # target=arrival set, amount=bytes
-ARRIVE_TX = 3       # arrive.expect_tx: target=arrival set, amount=bytes
-COMPLETE_TX = 4     # target=arrival set, amount=bytes
-WAIT = 5            # Pallas barrier_wait: target=instance, aux=seen position
-WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position; it
-#                     means the next completion of that parity the agent has not observed
-ISSUE_ASYNC = 7     # TMA / try_cluster_cancel issue: target=arrival set arrived with expect_tx
-#                     at issue (or ()), amount=bytes expected, aux=tuple of in-flight slots
-ISSUE_TCGEN05 = 8   # tcgen05_mma / commit: aux=index of the arrival set to arrive on when done
-FORK = 9            # warpgroup enters a WarpRegion
-AWAIT_FORK = 10     # a warp waits for its warpgroup to enter: aux=(parent agent, pc after FORK)
-JOIN = 11           # warpgroup leaves a WarpRegion: aux=((warp agent, pc after its body), ...)
-UNMODELED = 12      # synchronization outside the model: a no-op, reported statically
-# Memory effects are not instructions: they touch no barrier, so they annotate the gaps between
-# a thread's instructions (model/memory.py) and add no step and no state.
+from .steps import EFFECTS, GUARDS, intended_completion
+from .violations import CODES, Violation  # noqa: F401  (CODES re-exported)
 
 # Asynchronous accesses a thread waits for itself: issuing kind -> group; waiting kind ->
 # (group, whether it leaves `count` of the newest in flight).
@@ -75,142 +64,10 @@ ASYNC_WAITS = {"wait_smem_to_gmem": ("TMA store", True),
                "tcgen05_wait_store": ("tcgen05.st", False), "wgmma_wait": ("WGMMA", True),
                "wait_gmem_to_smem": ("cp.async", True)}
 
-WAIT_PHASE = 40     # try_wait.parity with the agent's own phase count: target=instance,
-#                     amount=the completion it means (phase + 1; parity (amount - 1) % 2),
-#                     aux=seen position
-SEM_SIGNAL = 41     # semaphore_signal: target=semaphore instance, amount=increment (x copies)
-SEM_WAIT = 42       # semaphore_wait: target=instance, amount=value, aux=1 if it decrements
-BARRIER_TEST = 50   # Pallas barrier_test: a non-blocking barrier_wait (target=instance,
-#                     aux=seen position); it always moves on, and observes the completion its
-#                     private parity bit waits for if that has happened (the bit flips)
-# Named and cluster hardware barriers (model/hw_barriers.py, opcodes 20-29).
-HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
-HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
-HARDWARE_BARRIER_KINDS = hw.HARDWARE_BARRIER_KINDS
-# mbarrier init and its visibility (model/init_visibility.py, opcodes 60-69).
-MBAR_INIT = init.MBAR_INIT      # target=instance
-FENCE_INIT = init.FENCE_INIT    # fence.mbarrier_init.release.cluster
-FENCE_ASYNC = init.FENCE_ASYNC  # fence.proxy.async.shared::cta
-SEM_SIGNAL_SET = 63  # semaphore_signal_parallel to different semaphores: aux=tuple of in-flight
-#                      slots (one signal each), which land in any order
-SIGNALS_LANDED = 64  # the thread goes on once those signals have landed: aux=the same slots
-
-OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
-                ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
-                WAIT_PARITY: "wait_parity", ISSUE_ASYNC: "issue_async",
-                ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
-                JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
-                SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
-                HW_WAIT: "hw_wait", BARRIER_TEST: "barrier_test", MBAR_INIT: "mbarrier_init",
-                FENCE_INIT: "fence_mbarrier_init", FENCE_ASYNC: "fence_proxy_async",
-                SEM_SIGNAL_SET: "sem_signal_set", SIGNALS_LANDED: "signals_landed"}
-# Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
-# completion); parity waits follow the hardware's (return for the phase meant, see
-# `intended_completion`).
-WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE, BARRIER_TEST)
-PARITY_WAITS = (WAIT_PARITY, WAIT_PHASE)
-# Operations on the Pallas private parity bit: the Pallas rules hold their threads.
-PALLAS_WAITS = (WAIT, BARRIER_TEST)
-
-# Effects of an in-flight slot when it is delivered.
-EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
-EFFECT_ARRIVE = 1        # arrive(1) on the instance
-EFFECT_SIGNAL = 2        # semaphore += amount (one of a semaphore_signal_parallel's signals)
-
-# Fields of one barrier instance in the state vector.
-PHASE, PENDING, TX, EXPECTED = 0, 1, 2, 3
-BARRIER_FIELDS = 4
-
 # Operations of Pallas's own API (the rest are PTX-level, for CUTLASS-style protocols).
 PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
                           "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem",
                           "barrier_test"})
-
-# Diagnostic codes and names (SEMANTICS.md section 3).
-CODES = {
-    "BP100": "deadlock",
-    "BP101": "phase-overrun",
-    "BP102": "late-join",
-    "BP103": "unobserved-completion",
-    "BP104": "pending-arrivals",
-    "BP105": "async-in-flight",
-    "BP110": "tensor-core-order",
-    "BP111": "unsupported-barrier",
-    "BP112": "remote-wait",
-    "BP120": "bad-index",
-    "BP121": "out-of-range",
-    "BP130": "tx-imbalance",
-    "BP190": "unmodeled-sync",
-    "BP200": "smem-race",
-    "BP201": "tmem-race",
-    **hw.CODES,
-    **init.CODES,
-}
-
-
-class Instr(NamedTuple):
-    op: int
-    target: object      # arrival set (tuple of instances) or one instance, per opcode
-    amount: int
-    aux: object
-    src: int            # index into System.sources
-
-
-@dataclass(frozen=True)
-class Source:
-    """What an instruction came from: the IR op, its text with concrete indices, its location."""
-
-    op: Op | None
-    text: str
-    loc: Loc
-
-
-@dataclass(frozen=True)
-class Agent:
-    name: str
-    block: tuple[int, ...]
-    thread: int
-    warp: int | None = None   # None: the warpgroup itself
-
-
-@dataclass(frozen=True)
-class Instance:
-    alloc: BarrierAlloc
-    index: tuple[int, ...]
-    block: tuple[int, ...]
-    expected: int
-    name: str
-
-
-@dataclass(frozen=True)
-class Slot:
-    """An in-flight counter: deliveries of `effect` (`amount` bytes) to barrier `inst`."""
-
-    effect: int
-    inst: int
-    amount: int
-    kind: str        # "tma" or "async"
-
-
-@dataclass
-class Violation:
-    code: str
-    message: str
-    agent: int | None = None      # the agent whose step or state shows it
-    inst: int | None = None
-    src: int | None = None        # instruction source, for the location
-    details: list[str] = field(default_factory=list)
-    related: list[tuple[str, Loc]] = field(default_factory=list)  # the other side of a race
-
-    @property
-    def name(self) -> str:
-        return CODES[self.code]
-
-
-def primary(violations: list[Violation]) -> Violation:
-    """The violation to report when several hold at once: the lowest code, so every engine and
-    the interpreter name the same one whatever order they found them in."""
-    return min(violations, key=lambda v: v.code)
 
 
 def peer_blocks(block: tuple[int, ...], dims: list[int], shape: tuple[int, ...]) -> list[tuple]:
@@ -1231,191 +1088,6 @@ class System:
         if violation.inst is not None:
             return self.instances[violation.inst].alloc.loc
         return self.kernel.loc
-
-
-# ----------------------------------------------------------------------------------------------
-# The rule table: one row per instruction. A guard says when a thread may take the step (None:
-# always); an effect changes the barrier state and returns the rule it breaks, if any (None: only
-# the program counter moves). The TLA+ emitter and the Z3 encoding each have one row per opcode too.
-# ----------------------------------------------------------------------------------------------
-
-def _phase(system: System, state, inst: int) -> int:
-    return state[system.barrier_base + BARRIER_FIELDS * inst]
-
-
-def guard_wait(system: System, state, instr: Instr) -> bool:
-    """barrier_wait: the thread's private parity bit counts its own waits; it waits for the phase
-    after the last one it observed. Passes iff the current parity differs from that bit."""
-    seen = state[instr.aux]
-    parity = seen & 1 if seen > 0 else 0
-    return (_phase(system, state, instr.target) & 1) != parity
-
-
-def guard_wait_parity(system: System, state, instr: Instr) -> bool:
-    """try_wait.parity(P): true iff the phase with parity P has completed (current parity != P)."""
-    return (_phase(system, state, instr.target) & 1) != instr.amount
-
-
-def guard_wait_phase(system: System, state, instr: Instr) -> bool:
-    """try_wait.parity((c - 1) % 2) for the thread's completion c: passes iff the barrier's
-    parity is that of c."""
-    return (_phase(system, state, instr.target) & 1) == (instr.amount & 1)
-
-
-def intended_completion(instr: Instr, seen: int) -> int:
-    """The completion a parity wait means (the phase the thread means, plus one).
-
-    WAIT_PHASE states it: the thread's own phase count. A bare WAIT_PARITY(P) means the next
-    completion this agent has not observed whose number has parity P + 1 (it passes once the
-    barrier's parity differs from P): after observing `seen` completions (-1: none yet) that is
-    seen + 1 or seen + 2. A fresh barrier (seen -1) with P = 1 means completion 0: the initial
-    phase, which has already passed (CUTLASS's producer_acquire).
-
-    >>> [intended_completion(Instr(WAIT_PARITY, 0, p, 0, 0), -1) for p in (1, 0)]
-    [0, 1]
-    >>> intended_completion(Instr(WAIT_PARITY, 0, 0, 0, 0), 1)   # parity not toggled
-    3
-    """
-    if instr.op == WAIT_PHASE:
-        return instr.amount
-    return seen + 1 if (seen - instr.amount) % 2 == 0 else seen + 2
-
-
-def guard_sem_wait(system: System, state, instr: Instr) -> bool:
-    """semaphore_wait: the counter has reached the value."""
-    return _phase(system, state, instr.target) >= instr.amount
-
-
-def effect_sem_signal(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    s[system.barrier_base + BARRIER_FIELDS * instr.target] += instr.amount
-
-
-def effect_sem_wait(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    if instr.aux:
-        s[system.barrier_base + BARRIER_FIELDS * instr.target] -= instr.amount
-
-
-def guard_await_fork(system: System, state, instr: Instr) -> bool:
-    parent, fork_pc = instr.aux
-    return state[parent] >= fork_pc
-
-
-def guard_join(system: System, state, instr: Instr) -> bool:
-    return all(state[w] >= end for w, end in instr.aux)
-
-
-def effect_arrive(system: System, s: list, instr: Instr, agent: int, events) -> Violation | None:
-    violation = None
-    for inst in instr.target:
-        violation = violation or system._arrive(s, inst, instr.amount, agent, instr.src, events)
-    return violation
-
-
-def effect_arrive_drop(system: System, s: list, instr: Instr, agent: int, events):
-    violation = None
-    for inst in instr.target:
-        b = system.barrier_base + BARRIER_FIELDS * inst
-        s[b + EXPECTED] -= 1
-        if s[b + EXPECTED] < 0 and violation is None:
-            violation = Violation("BP121", f"arrive_drop lowers the expected count of "
-                                  f"{system.instances[inst].name} below zero",
-                                  agent, inst, instr.src)
-        violation = violation or system._arrive(s, inst, 1, agent, instr.src, events)
-    return violation
-
-
-def effect_expect_tx(system: System, s: list, instr: Instr, agent: int, events):
-    violation = None
-    for inst in instr.target:
-        violation = violation or system._tx(s, inst, instr.amount, agent, instr.src, events)
-    return violation
-
-
-def effect_arrive_expect_tx(system: System, s: list, instr: Instr, agent: int, events):
-    violation = None
-    for inst in instr.target:
-        violation = violation or system._tx(s, inst, instr.amount, agent, instr.src, events)
-        violation = violation or system._arrive(s, inst, 1, agent, instr.src, events)
-    return violation
-
-
-def effect_complete_tx(system: System, s: list, instr: Instr, agent: int, events):
-    violation = None
-    for inst in instr.target:
-        violation = violation or system._tx(s, inst, -instr.amount, agent, instr.src, events)
-    return violation
-
-
-def effect_wait(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    # The wait observed every completion so far.
-    s[instr.aux] = _phase(system, s, instr.target)
-
-
-def effect_barrier_test(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    """barrier_test: true iff barrier_wait would pass now; then it flips the private bit, as
-    the wait would (Mosaic GPU stores the new parity only when the test succeeds). The
-    protocol's control flow does not depend on the answer."""
-    if guard_wait(system, s, instr):
-        s[instr.aux] = _phase(system, s, instr.target)
-
-
-def effect_wait_parity(system: System, s: list, instr: Instr, agent: int, events):
-    """The hardware's rule: a parity wait must return for the completion it means. (One the
-    barrier has already run past is caught before, as a state: `state_violations`.)"""
-    meant = intended_completion(instr, s[instr.aux])
-    phase = _phase(system, s, instr.target)
-    s[instr.aux] = phase
-    if phase != meant:
-        return Violation(
-            "BP101", f"{system.agents[agent].name}'s wait on {system.instances[instr.target].name} "
-            f"means completion {meant} but returns after completion {phase}, a phase it does "
-            "not mean (its parity bit is stale)", agent, instr.target, instr.src)
-    return None
-
-
-def effect_issue_async(system: System, s: list, instr: Instr, agent: int, events):
-    # The issuer's arrive.expect_tx (Pallas copies), then the copy is in flight.
-    violation = effect_arrive_expect_tx(system, s, instr, agent, events)
-    for slot in instr.aux:
-        s[system.slot_base + slot] += 1
-    return violation
-
-
-def effect_sem_signal_set(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    for slot in instr.aux:
-        s[system.slot_base + slot] += 1
-
-
-def guard_signals_landed(system: System, state, instr: Instr) -> bool:
-    return not any(state[system.slot_base + slot] for slot in instr.aux)
-
-
-def effect_issue_tcgen05(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    q = system.queue_pos[agent]
-    s[q] = s[q] + (instr.aux,)
-
-
-GUARDS = {
-    ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
-    WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
-    FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
-    WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
-    HW_ARRIVE: None, HW_WAIT: hw.guard_wait, BARRIER_TEST: None,
-    MBAR_INIT: None, FENCE_INIT: None, FENCE_ASYNC: None,
-    SEM_SIGNAL_SET: None, SIGNALS_LANDED: guard_signals_landed,
-}
-EFFECTS = {
-    ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
-    ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
-    WAIT_PARITY: effect_wait_parity, ISSUE_ASYNC: effect_issue_async,
-    ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
-    UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
-    SEM_WAIT: effect_sem_wait,
-    UNMODELED: None, HW_ARRIVE: init.effect_hw_arrive, HW_WAIT: init.effect_hw_wait,
-    BARRIER_TEST: effect_barrier_test,
-    MBAR_INIT: init.effect_init, FENCE_INIT: init.effect_fence, FENCE_ASYNC: init.effect_fence,
-    SEM_SIGNAL_SET: effect_sem_signal_set, SIGNALS_LANDED: None,
-}
 
 
 class _IndexOutOfRange(Exception):

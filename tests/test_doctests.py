@@ -12,7 +12,8 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
            "barrierproof.checker.report.views", "barrierproof.schema",
            "barrierproof.cli", "barrierproof.checker.repair.source",
-           "barrierproof.checker.repair.search", "barrierproof.model.reference"]
+           "barrierproof.checker.repair.search", "barrierproof.model.reference",
+           "barrierproof.model.steps"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -10,8 +10,9 @@ from barrierproof.checker.symbolic.prove import prove_kernel
 from barrierproof.model.dsl import protocol
 from barrierproof.model.interpreter import replay
 from barrierproof.model.ir import ModelError
-from barrierproof.model.semantics import (WAIT_PARITY, WAIT_PHASE, Instr, System,
-                                          intended_completion)
+from barrierproof.model.instructions import WAIT_PARITY, WAIT_PHASE, Instr
+from barrierproof.model.semantics import System
+from barrierproof.model.steps import intended_completion
 
 
 def verdict(proto, **params):

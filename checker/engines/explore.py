@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...model.semantics import System, Violation, primary
+from ...model.semantics import System
+from ...model.violations import Violation, primary
 from .por import persistent_sets
 from .store import StateStore
 from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,

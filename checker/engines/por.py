@@ -38,9 +38,10 @@ from bisect import bisect_right
 from typing import Callable
 
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
-                                EXPECT_TX, FORK, GUARDS, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC,
-                                ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT,
-                                SIGNALS_LANDED, WAIT, WAITS, System)
+                                EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05,
+                                JOIN, SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, WAIT,
+                                WAITS, System)
+from ...model.steps import GUARDS
 
 ARRIVALS = (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, ISSUE_ASYNC)
 # How many blocking instructions ahead a horizon looks for one that holds a thread back.

@@ -1,0 +1,55 @@
+"""Rule violations found while stepping a System: the BP codes and the record every engine reports.
+
+SEMANTICS.md section 3 states the rules; hw_barriers.py and init_visibility.py add the codes of
+their own rules. A violation is terminal: the state that shows it is not expanded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import hw_barriers as hw
+from . import init_visibility as init
+from .ir import Loc
+
+# Diagnostic codes and names (SEMANTICS.md section 3).
+CODES = {
+    "BP100": "deadlock",
+    "BP101": "phase-overrun",
+    "BP102": "late-join",
+    "BP103": "unobserved-completion",
+    "BP104": "pending-arrivals",
+    "BP105": "async-in-flight",
+    "BP110": "tensor-core-order",
+    "BP111": "unsupported-barrier",
+    "BP112": "remote-wait",
+    "BP120": "bad-index",
+    "BP121": "out-of-range",
+    "BP130": "tx-imbalance",
+    "BP190": "unmodeled-sync",
+    "BP200": "smem-race",
+    "BP201": "tmem-race",
+    **hw.CODES,
+    **init.CODES,
+}
+
+
+@dataclass
+class Violation:
+    code: str
+    message: str
+    agent: int | None = None      # the agent whose step or state shows it
+    inst: int | None = None
+    src: int | None = None        # instruction source, for the location
+    details: list[str] = field(default_factory=list)
+    related: list[tuple[str, Loc]] = field(default_factory=list)  # the other side of a race
+
+    @property
+    def name(self) -> str:
+        return CODES[self.code]
+
+
+def primary(violations: list[Violation]) -> Violation:
+    """The violation to report when several hold at once: the lowest code, so every engine and
+    the interpreter name the same one whatever order they found them in."""
+    return min(violations, key=lambda v: v.code)
