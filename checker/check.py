@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..model import reference
+from ..model.grid import GRID_LIMIT, grid_size
 from ..model.interpreter import ReplayError, replay
 from ..model.ir import Kernel, ModelError, evaluate
-from ..model.semantics import CODES, GRID_LIMIT, System, Violation, compile_systems, grid_size
+from ..model.semantics import CODES, System, compile_systems
 from ..model.static_rules import static_findings
+from ..model.violations import Violation
 from .engines.explore import Limits, explore
 from .verdict import Diagnostic, Verdict
 

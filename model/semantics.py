@@ -44,6 +44,7 @@ from . import init_visibility as init
 from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
                  WarpRegion, evaluate, walk)
+from .grid import LOCKSTEP_AXIS, grid_positions, lockstep_blocks, peer_blocks
 from .instructions import (  # noqa: F401  (the opcodes are re-exported: engines read them here)
     ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_FIELDS, BARRIER_TEST, COMPLETE_TX,
     EFFECT_ARRIVE, EFFECT_COMPLETE_TX, EFFECT_SIGNAL, EXPECT_TX, EXPECTED, FENCE_ASYNC, FENCE_INIT,
@@ -69,17 +70,6 @@ PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem",
                           "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem",
                           "barrier_test"})
 
-
-def peer_blocks(block: tuple[int, ...], dims: list[int], shape: tuple[int, ...]) -> list[tuple]:
-    """Every block of the cluster that agrees with `block` outside the dimensions `dims` (the
-    blocks a multicast along those cluster axes reaches, `block` included)."""
-    peers = []
-    for coords in itertools.product(*[range(shape[d]) for d in dims]):
-        b = list(block)
-        for d, c in zip(dims, coords):
-            b[d] = c
-        peers.append(tuple(b))
-    return peers
 
 class System:
     """A kernel compiled for concrete parameters: agents, programs, barrier instances, layout."""
@@ -1125,54 +1115,6 @@ def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> 
         count = evaluate(op.count, env)
         return f"arrive({barrier_name}{'' if count == 1 else f', count={count}'})"
     return f"{kind}({barrier_name})"
-
-
-GRID_LIMIT = 4096
-# Lockstep clusters modelled as blocks of their own: the axis's name (not an identifier, so no
-# name of the protocol can clash) and the most blocks this may make.
-LOCKSTEP_AXIS = "·lockstep"
-LOCKSTEP_LIMIT = 16
-
-
-def lockstep_blocks(kernel: Kernel, env: Mapping[str, int], blocks: int) -> int:
-    """How many clusters a System models explicitly, as blocks along LOCKSTEP_AXIS (1: none).
-
-    A global semaphore signalled in lockstep by `copies` clusters is one counter; while its waits
-    only read it, one modelled cluster whose signals count `copies` times stands for all of them.
-    A decrementing wait takes from the counter what the other clusters' waits then lack, so the
-    copies are modelled as clusters of their own (each its own barriers, the one counter shared)
-    when every semaphore has the same `copies`, the kernel has no cluster barrier (which would
-    then span them) and they make at most LOCKSTEP_LIMIT blocks."""
-    sems = [a for a in kernel.barriers if a.semaphore]
-    copies = {evaluate(a.copies, env) for a in sems}
-    if len(copies) != 1 or (n := copies.pop()) <= 1 or n * blocks > LOCKSTEP_LIMIT:
-        return 1
-    ops = list(kernel.ops())
-    if not any(op.kind == "semaphore_wait" and op.decrement for op in ops) or \
-            any(op.kind in ("cluster_arrive", "cluster_wait") for op in ops):
-        return 1
-    return n
-
-
-
-def grid_size(kernel: Kernel, params: Mapping[str, int]) -> int:
-    total = 1
-    for _, n in kernel.grid:
-        total *= max(1, evaluate(n, kernel.param_values(params)))
-    return total
-
-
-def grid_positions(kernel: Kernel, params: Mapping[str, int], limit: int = GRID_LIMIT
-                   ) -> list[dict[str, int]]:
-    """Every cluster position of the grid while there are at most `limit`; beyond that the
-    first, second and last position along each axis (the caller must say so)."""
-    values = kernel.param_values(params)
-    sizes = [(axis, max(1, evaluate(n, values))) for axis, n in kernel.grid]
-    if grid_size(kernel, values) > limit:
-        ranges = [sorted({0, min(1, n - 1), n - 1}) for _, n in sizes]
-    else:
-        ranges = [range(n) for _, n in sizes]
-    return [dict(zip([a for a, _ in sizes], combo)) for combo in itertools.product(*ranges)]
 
 
 def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None,

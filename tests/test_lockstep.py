@@ -1,10 +1,11 @@
 """Lockstep clusters with a decrementing semaphore wait are modelled as blocks of their own
-(semantics.lockstep_blocks); where that does not apply, the wait stays unmodelled (BP190)."""
+(grid.lockstep_blocks); where that does not apply, the wait stays unmodelled (BP190)."""
 
 from barrierproof.checker.check import check_kernel
 from barrierproof.model.dsl import protocol
 from barrierproof.checker.engines.explore import explore
-from barrierproof.model.semantics import LOCKSTEP_LIMIT, System
+from barrierproof.model.grid import LOCKSTEP_LIMIT
+from barrierproof.model.semantics import System
 
 
 def _takers(k, copies, decrement=True, cluster_sync=False):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Mapping
 import z3
 
 from ...model.ir import MAX_ARRIVALS, MAX_TX, BinOp, Expr, UnOp, free_vars
-from ...model.semantics import peer_blocks
+from ...model.grid import peer_blocks
 from .classes import BarrierClass, ring_lhs
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K, WAIT,
                        WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole, CSegment)
