@@ -101,6 +101,7 @@ from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
+from .tiles import promotable, prove_tiles
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .races import assign_buffers
@@ -237,16 +238,31 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     assumptions (the other parameters at `fixed`), within the work `timeout` buys (Budget)."""
     start = time.perf_counter()
     budget = budget or Budget(timeout)
+    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
+    # Concrete arrays used as rings are tried at one representative slot first (a smaller
+    # system whose invariants close far faster), then, if that does not prove it, as they are.
+    first = _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=True)
+    if first is not None and (first.status == "proved" or budget.z3_left() <= 0
+                              or budget.net_left() <= 1.0):
+        return first
+    return _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=False)
+
+
+def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
+                    concrete_rings: bool) -> Proof | None:
+    """The proof on one partition into classes; None when `concrete_rings` changes nothing."""
 
     def spent() -> float:
         return time.perf_counter() - start
 
-    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
-    kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     try:
-        frag = Fragment(kernel, symbolic, fixed)
+        frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
         roles = frag.build_roles()
-        frag.build_classes()
+        classes = frag.build_classes()
+        if concrete_rings and not any(
+                c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
+            return None
         search = TauSearch(frag)
     except Unsupported as err:
         return Proof("unknown", spent(), f"outside the supported fragment: {err}")
@@ -503,6 +519,21 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         check_assumptions(kernel, fixed)
     except ModelError as err:
         return error_verdict(kernel.name, err, source)
+    if not requested:
+        # a persistent loop's tile count, separated tile by tile by the kernel's own waits,
+        # is proved for every value (tiles.py) unless fixed with --param
+        promoted = promotable(without_memory(kernel), symbolic,
+                              {n: v for n, v in fixed.items() if n not in params})
+        if promoted:
+            symbolic = symbolic + promoted
+            fixed = {n: v for n, v in fixed.items() if n not in promoted}
+            kernel = kernel.replace(notes=tuple(
+                n for n in kernel.notes if not any(n.startswith(f"`{t}`: the trip count")
+                                                   for t in promoted)) + tuple(
+                f"`{t}`: the trip count of a persistent loop over the grid (tiles of one "
+                "block; each value stands for every grid position and size that runs that "
+                "many tiles), symbolic: its tiles are separated by the kernel's own waits"
+                for t in promoted))
     if not symbolic:
         found = check_kernel(kernel, params, options, source)
         found.notes.append("no symbolic parameters: checked for the given values only")
@@ -534,7 +565,9 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         return found.verdict == "verified", f"{found.label} ({found.coverage})"
 
     proof = prove_by_cases(without_memory(kernel), symbolic, fixed, timeout,
-                           lambda k, s, f, t: prove(k, s, f, timeout=t), check_case)
+                           lambda k, s, f, t: prove_tiles(
+                               k, s, f, t, lambda k, s, f, t: prove(k, s, f, timeout=t),
+                               check_case), check_case)
     conditions = _conditions_text(kernel, symbolic)
     races = None
     if proof.status == "proved" and races_open:
@@ -564,7 +597,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                                                            else [])))
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
-        notes += [f"proved by cases: {c}" for c in proof.cases]
+        notes += [c if c.startswith("per tile") else f"proved by cases: {c}" for c in proof.cases]
         notes.append(f"static order tau: {proof.tau}")
         classes = proof.classes + (races.classes if races else [])
         facts = sum(c.invariant_size for c in classes)
