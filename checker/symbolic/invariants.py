@@ -555,7 +555,7 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     lits, flags = {}, {}
     for i, c in enumerate(alive):
         lits[id(c)], flags[id(c)] = z3.Bool(f"a!{i}"), z3.Bool(f"f!{i}")
-        s.add(z3.Implies(lits[id(c)], c.formula), flags[id(c)] == sub(c.formula))
+        _assert_candidate(s, lits[id(c)], flags[id(c)], c.formula, sub(c.formula))
     rnd = 0
     while alive:
         if remaining() <= 0:
@@ -613,6 +613,13 @@ def _some_broken(s: z3.Solver, goal_name: str, alive: list, lits: dict, flags: d
 # Houdini asks one query per round over thousands of candidate literals; building the query
 # through z3's Python coercions cost more than Z3's own work. These build the same terms
 # through the C API directly (every argument is already a Boolean of one context).
+def _assert_candidate(s: z3.Solver, lit, flag, formula, post) -> None:
+    """s.add(Implies(lit, formula), flag == post), through the C API."""
+    ref = s.ctx.ref()
+    z3.Z3_solver_assert(ref, s.solver, z3.Z3_mk_implies(ref, lit.as_ast(), formula.as_ast()))
+    z3.Z3_solver_assert(ref, s.solver, z3.Z3_mk_eq(ref, flag.as_ast(), post.as_ast()))
+
+
 def _fast_or(args: list) -> z3.BoolRef:
     if not args:
         return z3.BoolVal(False)
