@@ -110,3 +110,44 @@ def test_jax_hopper_matmul_is_proved_for_every_k_and_tile_count(capsys):
         for k_steps in range(1, 5):
             found = check_kernel(family, {"tiles": tiles, "k_steps": k_steps})
             assert found.verdict == "verified", (tiles, k_steps, found.label)
+
+
+def test_a_ring_of_two_concrete_slots_is_proved_at_one_representative_slot(capsys):
+    """The Pallas ring with two concrete slots (`i % 2`): analysed as a ring of 2 at one slot
+    (its four barriers' invariants did not close in ten minutes); test_family.py checks that
+    the explorer verifies it for 1..6 steps."""
+    code, report = _prove(capsys, f"{SIZES}::guarded_ring_any_steps", "--ignore", "BP200,BP201",
+                          "--timeout", "60")
+    assert (code, report["verdict"]) == (0, "proved"), report
+    assert "1 barrier class(es) (ring of 2" in report["coverage"]
+
+
+def test_a_ring_position_that_may_be_negative_is_outside_the_fragment():
+    """Laps are counted from slot position 0: a loop over `(i - 1) % S` starting at i = 0
+    would lose its first iteration in the ring class, so the prover refuses it rather than
+    prove a program with an iteration missing (the explorer checks it at given sizes)."""
+    from barrierproof.checker.symbolic.prove import prove
+    from barrierproof.model import dsl
+
+    @dsl.protocol(expect="verified", symbolic=("stages", "steps"))
+    def lagging_handshake(k, stages=2, steps=3):
+        k.threads(2, name="wg")
+        k.assume(stages >= 1, steps >= 1)
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+        with k.when(k.thread == 1):
+            with k.loop(steps) as i:
+                k.barrier_arrive(full.at[(i - 1) % stages])
+                k.barrier_wait(empty.at[(i - 1) % stages])
+        with k.otherwise():
+            with k.loop(steps) as i:
+                k.barrier_wait(full.at[(i - 1) % stages])
+                k.barrier_arrive(empty.at[(i - 1) % stages])
+
+    kernel = lagging_handshake.build()
+    proof = prove(kernel, ["stages", "steps"], {}, timeout=30)
+    assert proof.status == "unknown" and "may be negative" in proof.reason, proof.reason
+    for stages in (1, 2, 3):
+        for steps in (1, 2, 4):
+            assert check_kernel(kernel, {"stages": stages, "steps": steps}).verdict == \
+                "verified"

@@ -68,7 +68,14 @@ How a proof works
    and arrays with one symbolic dimension split into rings (unroll.py); a pipeline's peeled
    prologue is joined with its steady-state loop when Z3 proves they run the same operations
    (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
-   (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v).
+   (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v); a
+   persistent loop around the program's loops is proved through one tile when the kernel's
+   own waits separate its tiles (tiles.py).
+7. Classes of concrete rings: a 1-D barrier array of concrete size S used only as a ring
+   (`(i + c) % S` in loops, constant slots outside) is tried first as a ring class of constant
+   size S at one representative slot (fewer variables, invariants that close far faster), then
+   with all its instances when that does not prove it. Laps are counted from slot position 0,
+   so a ring position i + c that may be negative is outside the fragment.
 
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
