@@ -531,8 +531,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if not requested:
         # a persistent loop's tile count, separated tile by tile by the kernel's own waits,
         # is proved for every value (tiles.py) unless fixed with --param
-        promoted = promotable(without_memory(kernel), symbolic,
-                              {n: v for n, v in fixed.items() if n not in params})
+        promoted = promotable(without_memory(kernel), symbolic, fixed, given=list(params))
         if promoted:
             symbolic = symbolic + promoted
             fixed = {n: v for n, v in fixed.items() if n not in promoted}

@@ -233,13 +233,14 @@ def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequ
     return None
 
 
-def promotable(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int]) -> list[str]:
-    """Parameters of `fixed` that count a persistent kernel's tiles and may be made symbolic:
-    in every case of the body (cases.py) the body is one tile loop over it whose tiles the
-    kernel's synchronization separates."""
+def promotable(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+               given: Sequence[str] = ()) -> list[str]:
+    """Parameters of `fixed` (not `given` by the user) that count a persistent kernel's tiles
+    and may be made symbolic: in every case of the body (cases.py) the body is one tile loop
+    over it whose tiles the kernel's synchronization separates."""
     out = []
     for name in fixed:
-        if not name.startswith("tiles"):       # the shape family's persistent-loop counts
+        if not name.startswith("tiles") or name in given:   # the shape family's tile counts
             continue
         rest = {n: v for n, v in fixed.items() if n != name}
         ok = True
