@@ -4,8 +4,8 @@
     python bench/family_table.py --check README.md    # compare with the README's table
 
 Each row runs `barrierproof prove examples/pallas/sizes.py::NAME --ignore BP200,BP201
---timeout 60` (120 for the Hopper matmul: TIMEOUTS) in this process (the barrier rules; races are not in the symbolic model): the
-kernel is traced at several sizes, the traces are joined into one IR whose trip counts are
+--timeout 60` (120 for the Hopper matmul: TIMEOUTS) in this process (the barrier rules; races
+are not in the symbolic model): the kernel is traced at several sizes, the traces are joined into one IR whose trip counts are
 expressions of the declared sizes (model/pallas/family.py), and the prover answers for every
 size or finds the smallest breaking one, replayed by tracing the kernel again there. Every
 column but the seconds is compared by `--check`; seconds depend on the machine.
@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = os.path.join(ROOT, "examples", "pallas", "sizes.py")
 
 from barrierproof.cli import main as cli  # noqa: E402
+import readme_table  # noqa: E402
 
 ROWS = [
     ("a TMA ring (examples/pallas/sizes.py), any steps and slots", "ring_any_size"),
@@ -112,35 +113,12 @@ def run(rows=ROWS) -> list[list[str]]:
 
 
 def markdown(table) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(row) + " |" for row in table]
-    return "\n".join(lines)
-
-
-def readme_rows(path: str) -> dict[str, list[str]]:
-    rows = {}
-    text = open(path, encoding="utf-8").read()
-    start = text.find("| " + " | ".join(HEADER) + " |")
-    for line in text[start:].splitlines()[2:]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        rows[cells[0]] = cells
-    return rows
+    return readme_table.markdown(HEADER, table)
 
 
 def compare(table, path: str) -> list[str]:
-    have = readme_rows(path)
-    problems = []
-    for row in table:
-        old = have.get(row[0])
-        if old is None:
-            problems.append(f"{row[0]}: not in {path}")
-            continue
-        for name, a, b in zip(HEADER[:-1], old, row):
-            if a != b:
-                problems.append(f"{row[0]}: {name} is {a!r} in {path}, {b!r} now")
-    return problems
+    """Differences from the table in `path`, seconds left out."""
+    return readme_table.compare(table, path, HEADER, HEADER[1:-1])
 
 
 def main(argv=None) -> int:
