@@ -119,6 +119,29 @@ def _ring_groups(self: "Fragment", allocs: list[BarrierAlloc], S) -> list[list[B
     return list(groups.values())
 
 
+def _ring_indexed(self: "Fragment", alloc: BarrierAlloc, S) -> bool:
+    """Is every use of a 1-D array of concrete size S a ring access (`(i + c) % S` in a loop,
+    a constant slot outside)? Then it may be analysed at one representative slot, like a ring
+    of symbolic size: one slot's barriers instead of all of them (`concrete_rings`)."""
+    for role in self.roles:
+        for item in role.items:
+            for bop in item.ops:
+                ref = bop.op.barrier
+                if ref is None or ref.alloc is not alloc:
+                    continue
+                if ref.block is not None or len(ref.index) != 1:
+                    return False
+                try:
+                    lhs = ring_lhs(self, ref, role.env, S)
+                except Unsupported:
+                    return False
+                if item.kind == "loop":
+                    lin = linear_in(lhs, item.loop.var, role.env, self.solver)
+                    if lin is None or lin[0] != 1:
+                        return False
+    return True
+
+
 def build_classes(self: "Fragment") -> list[BarrierClass]:
     k = self.kernel
     concrete = BarrierClass("barriers", None, [])
@@ -127,7 +150,9 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
         dims = [z3.simplify(z_int(d, self.base_env)) for d in alloc.shape]
         for d in dims:
             self.require(d >= 1, f"`{alloc.name}` has at least one barrier")
-        if all(z3.is_int_value(d) for d in dims):
+        if all(z3.is_int_value(d) for d in dims) and not (
+                self.concrete_rings and len(dims) == 1 and dims[0].as_long() >= 2
+                and _ring_indexed(self, alloc, dims[0])):
             concrete.allocs.append(alloc)
             continue
         if len(dims) != 1:

@@ -81,7 +81,11 @@ class Role:
 class Fragment:
     """The kernel with symbolic parameters, cut into roles, barrier classes and tau."""
 
-    def __init__(self, kernel: Kernel, symbolic: Sequence[str], concrete: Mapping[str, int]):
+    def __init__(self, kernel: Kernel, symbolic: Sequence[str], concrete: Mapping[str, int],
+                 concrete_rings: bool = False):
+        # analyse 1-D barrier arrays of concrete size used as rings at one representative slot
+        # (classes.py), as rings of symbolic size are
+        self.concrete_rings = concrete_rings
         explicit = next((b for b in kernel.barriers if b.explicit_init), None)
         if explicit is not None:
             # Who sees an init is a bit per thread and per sync phase (init_visibility.py):

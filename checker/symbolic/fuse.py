@@ -16,12 +16,13 @@ same operations in the same order); otherwise the loops stay as they are.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, Sequence
 
 import z3
 
 from ...model.expr import OPAQUE_PREFIX, mk, substitute_stmts
-from ...model.ir import Expr, Kernel, Loop, Op, Var, WarpRegion, When, free_vars
+from ...model.ir import BinOp, Const, Expr, Kernel, Loop, Op, Var, WarpRegion, When, free_vars
 from .terms import Unsupported, z_bool, z_int
 
 
@@ -102,7 +103,7 @@ class _Fuser:
             return None
         v = Var(a.var)
         shifted = mk("-", v, a.trip)
-        moved = substitute_stmts(tail, {b.var: shifted})
+        moved = _fold_ring_offsets(substitute_stmts(tail, {b.var: shifted}))
         self.facts_extra = []
         try:
             env = dict(self.env)
@@ -117,8 +118,34 @@ class _Fuser:
                         return None
         except Unsupported:
             return None
-        guard = When(mk(">=", v, a.trip), substitute_stmts(pre, {b.var: shifted}), (), b.loc)
+        guard = When(mk(">=", v, a.trip),
+                     _fold_ring_offsets(substitute_stmts(pre, {b.var: shifted})), (), b.loc)
         return Loop(a.var, mk("+", a.trip, b.trip), (guard,) + moved, a.loc)
+
+
+def _fold_mod(e: Expr) -> Expr:
+    """`(x + c) % m` with c outside 0..m-1 as `(x + c mod m) % m` (the same value for every
+    integer x: the remainder takes the sign of m > 0). The steady state moved back by the
+    prologue's length indexes its ring `(v - 2) % 2`; the ring classes count laps from slot
+    position 0, so the offset is kept in 0..m-1."""
+    if isinstance(e, BinOp):
+        lhs, rhs = _fold_mod(e.lhs), _fold_mod(e.rhs)
+        if e.op == "%" and isinstance(rhs, Const) and rhs.value > 0 and isinstance(lhs, BinOp) \
+                and lhs.op in ("+", "-") and isinstance(lhs.rhs, Const):
+            c = lhs.rhs.value if lhs.op == "+" else -lhs.rhs.value
+            return mk("%", mk("+", lhs.lhs, Const(c % rhs.value)), rhs)
+        return mk(e.op, lhs, rhs)
+    return e
+
+
+def _fold_ring_offsets(stmts) -> tuple:
+    out = []
+    for s in stmts:
+        if isinstance(s, Op) and s.barrier is not None:
+            index = tuple(_fold_mod(i) for i in s.barrier.index)
+            s = dataclasses.replace(s, barrier=dataclasses.replace(s.barrier, index=index))
+        out.append(s)
+    return tuple(out)
 
 
 def _same_shape(x: Op, y: Op) -> bool:

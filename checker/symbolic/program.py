@@ -299,6 +299,7 @@ class ClassBuilder:
                     lo, hi = z3.simplify(sh), z3.simplify(trip + sh)
                 else:
                     c = ctx.c
+                    self._lattice_starts_at_zero(c, item.loop.loc)
                     lo, hi = self.U(c), self.U(c + trip)
                 segs.append(CSegment(True, cops, item.group, guard, lo, hi,
                                      text=f"loop {item.loop.var} ({item.loop.loc})"))
@@ -307,11 +308,20 @@ class ClassBuilder:
                 ref = self.class_refs(item.op)[0]
                 lhs = self.ring_lhs(ref, role.env)
                 c = z_int(lhs, role.env)
+                self._lattice_starts_at_zero(c, item.op.loc)
                 segs.append(CSegment(True, cops, item.group, guard, self.U(c), self.U(c + 1),
                                      text=item.op.describe(), keyed=False))
             else:
                 segs.append(CSegment(False, cops, item.group, guard, text=item.op.describe()))
         return segs
+
+
+    def _lattice_starts_at_zero(self, c, loc) -> None:
+        """Laps are counted from slot position 0 (U counts k >= 0): a ring position i + c
+        that can be negative would lose its first iterations, so it is outside the fragment."""
+        if not self.frag.solver.valid(c >= 0):
+            raise Unsupported(f"the ring position i + ({z3.simplify(c)}) may be negative "
+                              f"in {self.cls.name}", loc)
 
 
 class _Plain:

@@ -68,7 +68,14 @@ How a proof works
    and arrays with one symbolic dimension split into rings (unroll.py); a pipeline's peeled
    prologue is joined with its steady-state loop when Z3 proves they run the same operations
    (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
-   (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v).
+   (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v); a
+   persistent loop around the program's loops is proved through one tile when the kernel's
+   own waits separate its tiles (tiles.py).
+7. Classes of concrete rings: a 1-D barrier array of concrete size S used only as a ring
+   (`(i + c) % S` in loops, constant slots outside) is tried first as a ring class of constant
+   size S at one representative slot (fewer variables, invariants that close far faster), then
+   with all its instances when that does not prove it. Laps are counted from slot position 0,
+   so a ring position i + c that may be negative is outside the fragment.
 
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
@@ -102,6 +109,7 @@ from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
+from .tiles import promotable, prove_tiles
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .races import assign_buffers
@@ -238,16 +246,31 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     assumptions (the other parameters at `fixed`), within the work `timeout` buys (Budget)."""
     start = time.perf_counter()
     budget = budget or Budget(timeout)
+    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
+    # Concrete arrays used as rings are tried at one representative slot first (a smaller
+    # system whose invariants close far faster), then, if that does not prove it, as they are.
+    first = _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=True)
+    if first is not None and (first.status == "proved" or budget.z3_left() <= 0
+                              or budget.net_left() <= 1.0):
+        return first
+    return _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=False)
+
+
+def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
+                    concrete_rings: bool) -> Proof | None:
+    """The proof on one partition into classes; None when `concrete_rings` changes nothing."""
 
     def spent() -> float:
         return time.perf_counter() - start
 
-    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
-    kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     try:
-        frag = Fragment(kernel, symbolic, fixed)
+        frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
         roles = frag.build_roles()
-        frag.build_classes()
+        classes = frag.build_classes()
+        if concrete_rings and not any(
+                c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
+            return None
         search = TauSearch(frag)
     except Unsupported as err:
         return Proof("unknown", spent(), f"outside the supported fragment: {err}")
@@ -321,8 +344,10 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
                               f"{_params_only(values, symbolic)}")
         large = sample(enc, more, limit=60000, budget=float("inf"))
         result = None
-        # richer templates only when the plainer ones fail (each attempt costs Houdini rounds)
-        for pairs, hulls in ((False, False), (True, False), (True, True)):
+        # the richest templates only when the plain ones fail (each attempt costs Houdini
+        # rounds; the richest set contains the middle one, so its largest inductive subset
+        # does too, and a pipeline's ring needs it: JAX's Hopper matmul)
+        for pairs, hulls in ((False, False), (True, True)):
             cands = guess(enc, small.states + large.states, (), conditional_pairs=pairs,
                           hulls=hulls)
             if budget.z3_left() <= 0:
@@ -504,6 +529,20 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         check_assumptions(kernel, fixed)
     except ModelError as err:
         return error_verdict(kernel.name, err, source)
+    if not requested:
+        # a persistent loop's tile count, separated tile by tile by the kernel's own waits,
+        # is proved for every value (tiles.py) unless fixed with --param
+        promoted = promotable(without_memory(kernel), symbolic, fixed, given=list(params))
+        if promoted:
+            symbolic = symbolic + promoted
+            fixed = {n: v for n, v in fixed.items() if n not in promoted}
+            kernel = kernel.replace(notes=tuple(
+                n for n in kernel.notes if not any(n.startswith(f"`{t}`: the trip count")
+                                                   for t in promoted)) + tuple(
+                f"`{t}`: the trip count of a persistent loop over the grid (tiles of one "
+                "block; each value stands for every grid position and size that runs that "
+                "many tiles), symbolic: its tiles are separated by the kernel's own waits"
+                for t in promoted))
     if not symbolic:
         found = check_kernel(kernel, params, options, source)
         found.notes.append("no symbolic parameters: checked for the given values only")
@@ -535,7 +574,9 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         return found.verdict == "verified", f"{found.label} ({found.coverage})"
 
     proof = prove_by_cases(without_memory(kernel), symbolic, fixed, timeout,
-                           lambda k, s, f, t: prove(k, s, f, timeout=t), check_case)
+                           lambda k, s, f, t: prove_tiles(
+                               k, s, f, t, lambda k, s, f, t: prove(k, s, f, timeout=t),
+                               check_case), check_case)
     conditions = _conditions_text(kernel, symbolic)
     races = None
     if proof.status == "proved" and races_open:
@@ -565,7 +606,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                                                            else [])))
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
-        notes += [f"proved by cases: {c}" for c in proof.cases]
+        notes += [c if c.startswith("per tile") else f"proved by cases: {c}" for c in proof.cases]
         notes.append(f"static order tau: {proof.tau}")
         classes = proof.classes + (races.classes if races else [])
         facts = sum(c.invariant_size for c in classes)

@@ -35,14 +35,16 @@ PROVE = {
     # the drain loop `pl.loop(steps - SLOTS, steps)` waits for a release of slot 1 that never
     # comes when steps == 1
     "ring_any_steps": "violation:BP100",
-    # the family is the DSL ring's shape (hopper_ring.py::tma_ring with stages=2, one consumer);
-    # with two concrete stages its invariants did not close within 600 s on a loaded machine
-    "guarded_ring_any_steps": "unknown",
+    # the family is the DSL ring's shape (hopper_ring.py::tma_ring with stages=2, one consumer),
+    # its two concrete slots analysed at one representative slot
+    "guarded_ring_any_steps": "proved",
     # the same ring with the slot count a size too: a ring of symbolic size, proved
     "ring_any_size": "proved",
-    # joined over every K; the prover's static event order does not fit the split
-    # prologue / steady state / drain loops of emit_pipeline_warp_specialized (see README)
-    "hopper_matmul_any_k": "unknown",
+    # joined over every K and every tile count: one tile proved (the tiles are separated by the
+    # producer's drain), see README
+    "hopper_matmul_any_k": "proved",
+    # a cluster: its tiles are not reduced to one (two producers), and with two tiles unrolled
+    # no static event order fits
     "hopper_matmul_cluster_any_k": "unknown",
     # stages a size too: the ring class's abstraction reaches a deadlock state the explorer
     # does not find, so no proof

@@ -1,0 +1,292 @@
+"""Persistent kernels for every number of tiles: `loop t < tiles: B` proved through one tile B.
+
+A persistent kernel runs the same tile program B (a K loop per role) `tiles` times, its
+barriers allocated once, so their phases run on across tiles. The prover has no nested loops;
+instead, when the tiles are separated by the kernel's own synchronization, `tiles` copies of B
+behave like one copy started again from a reset barrier state, and it is enough to prove B.
+
+The conditions (checked here, each for every value of the other parameters):
+
+1. Shape. The body is exactly `loop t < tiles: B`, neither t nor `tiles` used in B; one block
+   (no cluster), a concrete thread count, no warp regions; B uses `barrier_wait` (the Pallas
+   wait: thread j's k-th wait waits for completion k), `barrier_arrive` and
+   `copy_gmem_to_smem` only, branches on the thread index only.
+2. A closer. Exactly one thread c does not start its tile with a wait. Every other thread j
+   ends its tile with a `barrier_arrive` on an instance that c waits on in the tile, and for
+   every array a copy arrives on, every instance is waited on by some thread.
+3. Gated starts. Every thread j != c starts its tile with a `barrier_wait` on an array that
+   only c's operations arrive on (its arrives and its copies).
+4. B itself is proved (or explored, when nothing symbolic is left) for every value of the other
+   parameters, with the exit rules BP103/BP104/BP105.
+
+Why this suffices. By 4, at the end of one tile every barrier is back to `pending == expected`,
+`tx == 0`, nothing in flight, and every thread that waits on an instance has observed all of its
+completions; the arrivals on an instance in a tile are exactly its expected count times its
+completions. When c finishes its tile, it has observed every completion of the instance j's
+last arrive went to (it waits on it, and by BP103 observes them all), so that arrive -- and
+every earlier event of j -- has happened (2); every copy of the tile has landed before the
+last completion of its instance, observed by some thread that finished before c or by c (2).
+So c's last event is the last event of the tile. The next tile's first event of c comes after
+it; that of j != c is a wait for a completion of an instance only c arrives on, which needs an
+arrival of c's next tile (3): every event of tile u + 1 follows every event of tile u. Each tile
+therefore runs from a state equal to the initial one up to the phase numbers (the Pallas wait
+counts completions, and the rules BP101-BP105 are relative to them), so every reachable state
+of the kernel is a reachable state of B shifted, a deadlock of the kernel one of B (a finished
+thread waits at its next tile's first wait, or ends), and a rule broken in tile u one broken
+in B. With tiles = 0 nothing runs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Mapping, Sequence
+
+import z3
+
+from ...model.expr import mk, mk_not, stmt_vars, substitute
+from ...model.ir import (Const, Expr, Kernel, Loop, ModelError, Op, Var, WarpRegion, When,
+                         evaluate, free_vars, iter_ops, walk)
+from .terms import Unsupported, z_bool, z_int
+
+KINDS = ("barrier_wait", "barrier_arrive", "copy_gmem_to_smem")
+ARRIVING = ("barrier_arrive", "copy_gmem_to_smem")
+WITNESSES = 4       # iterations tried from each end of a loop as the one that waits
+
+
+def tile_loop(body: Sequence, name: str) -> Loop | None:
+    """The loop when `body` is exactly `loop t < name: B` with neither t nor `name` in B."""
+    if len(body) != 1 or not isinstance(body[0], Loop):
+        return None
+    loop = body[0]
+    if not (isinstance(loop.trip, Var) and loop.trip.name == name):
+        return None
+    if {loop.var, name} & stmt_vars(loop.body):
+        return None
+    return loop
+
+
+def leaves(body: Sequence, symbolic: Sequence[str]) -> list[tuple[tuple, list[Expr]]]:
+    """The programs of a body that is a tree of branches on parameters (cases.py's splits),
+    each with the conditions that lead to it."""
+    if len(body) == 1 and isinstance(body[0], When) and free_vars(body[0].cond) <= set(symbolic):
+        w = body[0]
+        return [(b, [w.cond] + c) for b, c in leaves(w.then, symbolic)] + \
+            [(b, [mk_not(w.cond)] + c) for b, c in leaves(w.orelse, symbolic)]
+    return [(tuple(body), [])]
+
+
+def one_tile(kernel: Kernel, loop: Loop, name: str) -> Kernel:
+    """The kernel running the tile program once, without the parameter `name`."""
+    params = {n: p for n, p in kernel.params.items() if n != name}
+    assumptions = tuple(a for a in kernel.assumptions if name not in free_vars(a))
+    return kernel.replace(body=loop.body, params=params, assumptions=assumptions,
+                          name=kernel.name)
+
+
+class _Facts:
+    """Validity under the kernel's assumptions, other parameters symbolic or fixed."""
+
+    def __init__(self, kernel: Kernel, symbolic, fixed, extra=()):
+        self.env: dict = {n: z3.IntVal(v) for n, v in fixed.items()}
+        for n in symbolic:
+            self.env[n] = z3.Int(n)
+        self.facts = [z_bool(a, self.env) for a in tuple(kernel.assumptions) + tuple(extra)
+                      if free_vars(a) <= set(self.env)]    # not those on the tile count
+
+    def valid(self, claim) -> bool:
+        s = z3.Solver()
+        s.set("timeout", 5000)
+        s.add(*self.facts, z3.Not(claim))
+        return s.check() == z3.unsat
+
+    def int(self, e: Expr):
+        return z_int(e, self.env)
+
+
+def _program(body, axis: str, thread: int, fixed) -> list:
+    """Thread `thread`'s tile program: ops and loops of ops, branches on the thread resolved."""
+    out = []
+    for s in body:
+        if isinstance(s, Op):
+            out.append(s)
+        elif isinstance(s, Loop):
+            inner = _program(s.body, axis, thread, fixed)
+            if any(not isinstance(x, Op) for x in inner):
+                raise Unsupported("a loop nested in the tile program's loops")
+            out.append(Loop(s.var, s.trip, tuple(inner), s.loc))
+        elif isinstance(s, When):
+            if not free_vars(s.cond) <= {axis} | set(fixed):
+                raise Unsupported(f"the branch `{s.cond}` is not on the thread index alone")
+            taken = evaluate(s.cond, {**fixed, axis: thread})
+            out += _program(s.then if taken else s.orelse, axis, thread, fixed)
+        else:
+            raise Unsupported("a warp region in the tile program")
+    return out
+
+
+def _first(prog, facts: _Facts) -> tuple[Op, dict] | None:
+    """The thread's first operation and its loop variable's value, when it is the same one for
+    every parameter value."""
+    for item in prog:
+        if isinstance(item, Op):
+            return item, {}
+        if facts.valid(facts.int(item.trip) >= 1):
+            return (item.body[0], {item.var: Const(0)}) if item.body else None
+        if not facts.valid(facts.int(item.trip) <= 0):
+            return None
+    return None
+
+
+def _last(prog, facts: _Facts) -> tuple[Op, dict] | None:
+    for item in reversed(prog):
+        if isinstance(item, Op):
+            return item, {}
+        if facts.valid(facts.int(item.trip) >= 1):
+            return (item.body[-1], {item.var: mk("-", item.trip, Const(1))}) \
+                if item.body else None
+        if not facts.valid(facts.int(item.trip) <= 0):
+            return None
+    return None
+
+
+def _index(op: Op, env: dict, facts: _Facts) -> list:
+    return [facts.int(substitute(e, env)) for e in op.barrier.index]
+
+
+def _waits_on(prog, alloc, index: list, facts: _Facts) -> bool:
+    """Does the program wait, for every parameter value, on the instance `alloc[index]`?
+    (A witness iteration is looked for at either end of each loop.)"""
+    for item in prog:
+        ops = [(item, None)] if isinstance(item, Op) else [(op, item) for op in item.body]
+        for op, loop in ops:
+            if op.kind != "barrier_wait" or op.barrier.alloc is not alloc:
+                continue
+            if loop is None:
+                envs = [({}, z3.BoolVal(True))]
+            else:
+                trip = facts.int(loop.trip)
+                envs = [({loop.var: Const(d)}, trip > d) for d in range(WITNESSES)] + \
+                    [({loop.var: mk("-", loop.trip, Const(d + 1))}, trip > d)
+                     for d in range(WITNESSES)]
+            for env, inside in envs:
+                got = _index(op, env, facts)
+                if facts.valid(z3.And([inside] + [a == b for a, b in zip(got, index)])):
+                    return True
+    return False
+
+
+def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequence[str],
+            extra=()) -> str | None:
+    """None when the tiles of `loop` are separated by the kernel's synchronization (conditions
+    1-3 of the module doc), else what fails."""
+    if any(len(a) and not (isinstance(n, Const) and n.value == 1) for a, n in kernel.cluster):
+        return "a cluster of blocks (peers' tiles are not ordered by one closer)"
+    for op in iter_ops(loop.body):
+        if op.kind not in KINDS:
+            return f"`{op.describe()}` is not one of {', '.join(KINDS)}"
+        if op.barrier is None or op.barrier.block is not None or op.collective_axes or \
+                op.parity is not None or op.phase is not None:
+            return f"`{op.describe()}` is not a local Pallas barrier operation"
+    try:
+        facts = _Facts(kernel, symbolic, fixed, extra)
+        if free_vars(kernel.num_threads) - set(fixed):
+            return "the number of threads is not concrete"
+        n = evaluate(kernel.num_threads, fixed)
+        progs = [_program(loop.body, kernel.thread_axis, j, fixed) for j in range(n)]
+        firsts = [_first(p, facts) if p else (None, {}) for p in progs]
+        if any(f is None for f in firsts):
+            return "a thread's first operation depends on the parameters"
+        closers = [j for j, (op, _) in enumerate(firsts)
+                   if op is not None and op.kind != "barrier_wait"]
+        if len(closers) != 1:
+            return (f"{len(closers)} threads start a tile without waiting (one closer whose "
+                    "end orders the tile is needed)")
+        c = closers[0]
+        for j, prog in enumerate(progs):
+            if j == c or not prog:
+                continue
+            first, _ = firsts[j]
+            alloc = first.barrier.alloc
+            others = [op for k, p in enumerate(progs) if k != c for item in p
+                      for op in ([item] if isinstance(item, Op) else item.body)
+                      if op.kind in ARRIVING and op.barrier.alloc is alloc]
+            if others:
+                return (f"`{alloc.name}`, which thread {j} waits on first, is also arrived on "
+                        f"by a thread other than {c} (`{others[0].describe()}`)")
+            last = _last(prog, facts)
+            if last is None or last[0].kind != "barrier_arrive":
+                return f"thread {j} does not end its tile with a barrier_arrive"
+            op, env = last
+            if not _waits_on(progs[c], op.barrier.alloc, _index(op, env, facts), facts):
+                return (f"thread {c} does not wait on the barrier of thread {j}'s last "
+                        f"`{op.describe()}` for every size")
+        for alloc in {op.barrier.alloc for op in iter_ops(loop.body)
+                      if op.kind == "copy_gmem_to_smem"}:
+            shape = [evaluate(d, fixed) for d in alloc.shape]
+            if len(shape) != 1:
+                return f"`{alloc.name}` is not a one-dimensional array"
+            for x in range(shape[0]):
+                if not any(_waits_on(p, alloc, [z3.IntVal(x)], facts) for p in progs):
+                    return f"no thread waits on `{alloc.name}[{x}]` for every size"
+    except (Unsupported, ModelError) as err:
+        return str(err)
+    return None
+
+
+def promotable(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+               given: Sequence[str] = ()) -> list[str]:
+    """Parameters of `fixed` (not `given` by the user) that count a persistent kernel's tiles
+    and may be made symbolic: in every case of the body (cases.py) the body is one tile loop
+    over it whose tiles the kernel's synchronization separates."""
+    out = []
+    for name in fixed:
+        if not name.startswith("tiles") or name in given:   # the shape family's tile counts
+            continue
+        rest = {n: v for n, v in fixed.items() if n != name}
+        ok = True
+        for body, conds in leaves(kernel.body, symbolic):
+            loop = tile_loop(body, name)
+            if loop is None or why_not(kernel, loop, rest, symbolic, conds) is not None:
+                ok = False
+                break
+        if ok:
+            out.append(name)
+    return out
+
+
+def prove_tiles(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+                timeout: float, prove: Callable, check_at: Callable):
+    """`prove(kernel, symbolic, fixed, timeout)`, through one tile when the body is a tile
+    loop over a symbolic parameter (module doc); `check_at(kernel, values)` -> (ok, text) is
+    the explorer for a tile with nothing symbolic left."""
+    from .prove import Proof
+    start = time.perf_counter()
+    # only a loop around loops: a single loop is the prover's own business
+    name = next((n for n in symbolic if tile_loop(kernel.body, n) is not None and any(
+        isinstance(s, Loop) for s in walk(tile_loop(kernel.body, n).body))), None)
+    if name is None:
+        return prove(kernel, symbolic, fixed, timeout)
+    loop = tile_loop(kernel.body, name)
+    rest = [n for n in symbolic if n != name]
+    why = why_not(kernel, loop, fixed, rest)
+    if why is not None:
+        proof = prove(kernel, symbolic, fixed, timeout)
+        if proof.status != "proved":
+            proof.reason = (f"the tiles of `{name}` are not shown separated ({why}); "
+                            f"without that: {proof.reason}")
+        return proof
+    tile = one_tile(kernel, loop, name)
+    how = (f"per tile ({name}): every tile runs from a reset barrier state, ordered after the previous "
+           "tile by the kernel's own waits (checker/symbolic/tiles.py), so one tile is checked")
+    if rest:
+        proof = prove(tile, rest, fixed, timeout)
+        proof.cases = proof.cases + [how + " for every size"]
+        return proof
+    ok, text = check_at(tile, dict(fixed))
+    seconds = time.perf_counter() - start
+    if not ok:
+        return Proof("failed", seconds, f"one tile at {dict(fixed)}: {text}")
+    return Proof("proved", seconds, "", cases=[how + f" by the explorer at {dict(fixed)}"])
+
+
+__all__ = ["leaves", "one_tile", "promotable", "prove_tiles", "tile_loop", "why_not"]

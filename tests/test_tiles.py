@@ -1,0 +1,153 @@
+"""Persistent kernels proved for every tile count through one tile (checker/symbolic/tiles.py),
+re-checked by the explorer on a grid of small sizes, and the kernels the reduction must refuse."""
+
+import json
+import os
+
+import pytest
+
+from barrierproof.checker.check import check_kernel
+from barrierproof.checker.symbolic.tiles import leaves, tile_loop, why_not
+from barrierproof.cli import main
+from barrierproof.loader import resolve
+from barrierproof.model.ir import without_memory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERSISTENT = os.path.join(ROOT, "examples", "persistent.py")
+SIZES = os.path.join(ROOT, "examples", "pallas", "sizes.py")
+
+
+def _prove(capsys, target, *extra):
+    code = main(["prove", target, "--format", "json", "--no-cache", *extra])
+    (report,) = json.loads(capsys.readouterr().out)
+    return code, report
+
+
+def _kernel(path, name):
+    (target,) = resolve(f"{path}::{name}")
+    return target.build()
+
+
+def test_persistent_ring_is_proved_for_every_tile_count_and_the_explorer_agrees(capsys):
+    code, report = _prove(capsys, f"{PERSISTENT}::persistent_ring", "--timeout", "120")
+    assert (code, report["verdict"]) == (0, "proved"), report
+    assert "all tiles, steps with (tiles >= 0) and (steps >= 2)" in report["coverage"]
+    assert any(n.startswith("per tile (tiles)") for n in report["notes"])
+    kernel = _kernel(PERSISTENT, "persistent_ring")
+    for tiles in range(0, 4):
+        for steps in range(2, 6):
+            found = check_kernel(kernel, {"tiles": tiles, "steps": steps})
+            assert found.verdict == "verified", (tiles, steps, found.label)
+
+
+def test_a_release_skipped_at_the_k_boundary_gives_the_smallest_breaking_sizes(capsys):
+    code, report = _prove(capsys, f"{PERSISTENT}::persistent_ring_skips_last_release",
+                          "--timeout", "30")
+    assert code == 1 and report["verdict"] == "violation"
+    assert report["params"] == {"tiles": 1, "steps": 2}
+    assert report["diagnostics"][0]["code"] == "BP100"
+    notes = " | ".join(report["notes"])
+    assert "smallest breaking values found: tiles=1, steps=2" in notes
+    assert "replayed on the interpreter" in notes
+
+
+def test_tiles_not_separated_by_waits_are_not_reduced_to_one(capsys):
+    """One tile of signal_per_tile is clean; two overrun the barrier. The reduction refuses
+    it (thread 1's tile does not end with an arrival thread 0 waits for), so the one clean
+    tile is never taken for a proof, and the smallest breaking tile count is found."""
+    kernel = _kernel(PERSISTENT, "signal_per_tile")
+    assert check_kernel(kernel, {"tiles": 1}).verdict == "verified"
+    assert check_kernel(kernel, {"tiles": 2}).label == "violation:BP101"
+    loop = tile_loop(kernel.body, "tiles")
+    assert "does not end its tile with a barrier_arrive" in why_not(kernel, loop, {}, [])
+    code, report = _prove(capsys, f"{PERSISTENT}::signal_per_tile", "--timeout", "20")
+    assert (code, report["verdict"], report["params"]) == (1, "violation", {"tiles": 2})
+    assert report["diagnostics"][0]["code"] == "BP101"
+
+
+def test_two_threads_starting_a_tile_without_waiting_are_refused(tmp_path, capsys):
+    """An exchange where each thread arrives first, then waits for the other: one tile is
+    clean, but no single thread's end orders the tile, and with two tiles a fast thread's
+    next arrival overruns the slow one."""
+    src = tmp_path / "exchange.py"
+    src.write_text(
+        "from barrierproof import protocol\n"
+        "@protocol(expect='violation:BP101', symbolic=('tiles',))\n"
+        "def exchange(k, tiles=2):\n"
+        "    k.threads(2, name='wg')\n"
+        "    k.assume(tiles >= 0)\n"
+        "    a = k.Barrier(num_arrivals=1)\n"
+        "    b = k.Barrier(num_arrivals=1)\n"
+        "    with k.loop(tiles):\n"
+        "        with k.when(k.thread == 0):\n"
+        "            k.barrier_arrive(a)\n"
+        "            k.barrier_wait(b)\n"
+        "        with k.otherwise():\n"
+        "            k.barrier_arrive(b)\n"
+        "            k.barrier_wait(a)\n")
+    kernel = _kernel(str(src), "exchange")
+    assert check_kernel(kernel, {"tiles": 1}).verdict == "verified"
+    why = why_not(kernel, tile_loop(kernel.body, "tiles"), {}, [])
+    assert why is not None and "2 threads start a tile without waiting" in why
+    code, report = _prove(capsys, f"{src}::exchange", "--timeout", "20")
+    assert (code, report["verdict"], report["params"]) == (1, "violation", {"tiles": 2})
+    assert report["diagnostics"][0]["code"] == "BP101"
+
+
+@pytest.mark.slow
+def test_jax_hopper_matmul_is_proved_for_every_k_and_tile_count(capsys):
+    """JAX's Hopper matmul (examples/pallas/sizes.py): proved for every K and tiles per block,
+    and its family's IR verified by the explorer on a grid of small sizes."""
+    code, report = _prove(capsys, f"{SIZES}::hopper_matmul_any_k", "--ignore", "BP200,BP201",
+                          "--timeout", "120")
+    assert (code, report["verdict"]) == (0, "proved"), report
+    assert "all k_steps, tiles with (k_steps >= 1) and (tiles >= 0)" in report["coverage"]
+    (target,) = resolve(f"{SIZES}::hopper_matmul_any_k")
+    family = without_memory(target.build_family())
+    for body, conds in leaves(family.body, ["k_steps", "tiles"]):
+        assert tile_loop(body, "tiles") is not None
+    for tiles in (0, 1, 2):
+        for k_steps in range(1, 5):
+            found = check_kernel(family, {"tiles": tiles, "k_steps": k_steps})
+            assert found.verdict == "verified", (tiles, k_steps, found.label)
+
+
+def test_a_ring_of_two_concrete_slots_is_proved_at_one_representative_slot(capsys):
+    """The Pallas ring with two concrete slots (`i % 2`): analysed as a ring of 2 at one slot
+    (its four barriers' invariants did not close in ten minutes); test_family.py checks that
+    the explorer verifies it for 1..6 steps."""
+    code, report = _prove(capsys, f"{SIZES}::guarded_ring_any_steps", "--ignore", "BP200,BP201",
+                          "--timeout", "60")
+    assert (code, report["verdict"]) == (0, "proved"), report
+    assert "1 barrier class(es) (ring of 2" in report["coverage"]
+
+
+def test_a_ring_position_that_may_be_negative_is_outside_the_fragment():
+    """Laps are counted from slot position 0: a loop over `(i - 1) % S` starting at i = 0
+    would lose its first iteration in the ring class, so the prover refuses it rather than
+    prove a program with an iteration missing (the explorer checks it at given sizes)."""
+    from barrierproof.checker.symbolic.prove import prove
+    from barrierproof.model import dsl
+
+    @dsl.protocol(expect="verified", symbolic=("stages", "steps"))
+    def lagging_handshake(k, stages=2, steps=3):
+        k.threads(2, name="wg")
+        k.assume(stages >= 1, steps >= 1)
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+        with k.when(k.thread == 1):
+            with k.loop(steps) as i:
+                k.barrier_arrive(full.at[(i - 1) % stages])
+                k.barrier_wait(empty.at[(i - 1) % stages])
+        with k.otherwise():
+            with k.loop(steps) as i:
+                k.barrier_wait(full.at[(i - 1) % stages])
+                k.barrier_arrive(empty.at[(i - 1) % stages])
+
+    kernel = lagging_handshake.build()
+    proof = prove(kernel, ["stages", "steps"], {}, timeout=30)
+    assert proof.status == "unknown" and "may be negative" in proof.reason, proof.reason
+    for stages in (1, 2, 3):
+        for steps in (1, 2, 4):
+            assert check_kernel(kernel, {"stages": stages, "steps": steps}).verdict == \
+                "verified"
