@@ -23,7 +23,8 @@ from typing import Iterator, Mapping, Sequence
 import z3
 
 from ...model.ir import BinOp, Expr, Kernel, Loop, Op, UnOp, WarpRegion, When, free_vars, walk
-from ...model.semantics import HARDWARE_BARRIER_KINDS, PALLAS_KINDS
+from ...model.compile import PALLAS_KINDS
+from ...model.hw_barriers import HARDWARE_BARRIER_KINDS
 from .classes import BarrierClass, build_classes
 from .counters import K, CounterSystem
 from .program import ClassBuilder, build_systems, valuations
