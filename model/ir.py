@@ -332,7 +332,8 @@ class MemRef:
 # Program
 # ----------------------------------------------------------------------------------------------
 
-# Operation kinds. Each has one row in semantics.OP_RULES, tla.ACTIONS and symbolic.ENCODINGS.
+# Operation kinds. Each compiles to opcodes (model/compile.py) with one row each in
+# steps.GUARDS / steps.EFFECTS, tla.ACTIONS and the prover's ClassBuilder.cops.
 OP_KINDS = {
     # thread-level, Pallas names
     "barrier_arrive",        # 1 logical arrival (ClusterBarrier: fan-out along collective axes)

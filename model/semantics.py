@@ -28,10 +28,16 @@ its instructions, TMA copies and tcgen05 ops carry their accesses on the in-flig
 queue entries above. BP200 smem-race / BP201 tmem-race is a predicate of a state, stated in
 model/memory.py: two live accesses of different agents overlap and one writes.
 
-Why one file of this size: `System` both lays out the state vector (compilation, unrolling) and
-steps it (guards, effects, rule checks); the two halves index the same positions, so they are
-read and changed together. Barrier kinds with rules of their own live beside it
-(hw_barriers.py for named and cluster barriers, memory.py for races) and register in its tables.
+The statement of the rules is split by job; this module steps a compiled kernel and judges its
+states, and re-exports the tables the engines read (opcodes, `OPCODE_NAMES`, `CODES`):
+- instructions.py: the opcodes, `Instr` and the parts of a System (agents, instances, slots);
+- compile.py: `CompiledKernel`, the unrolling and the state layout `System` inherits;
+- steps.py: one guard and one effect per opcode (`GUARDS`, `EFFECTS`), which `step` applies;
+- violations.py: the BP codes and `Violation`; static_rules.py: the rules checked before any
+  parameter is fixed (`static_findings`);
+- grid.py: the cluster positions of the grid, lockstep clusters, multicast peers.
+Barrier kinds with rules of their own live beside them (hw_barriers.py for named and cluster
+barriers, init_visibility.py for explicit init, memory.py for races) and register in their tables.
 """
 
 from __future__ import annotations
