@@ -172,7 +172,7 @@ class ClassBuilder:
             return []
         ref = op.barrier
         if self.cls.buffers and (op.reads or op.writes):
-            made = access_cops(self, role, bop, ctx, rank)
+            made = access_cops(self, role, item, bop, ctx, rank)
             if made is not None:
                 return made
         if ref is None or ref.alloc not in self.cls.allocs:

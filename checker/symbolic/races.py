@@ -40,13 +40,14 @@ from typing import TYPE_CHECKING
 import z3
 
 from ...model.ir import free_vars
+from ...model.semantics import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, placed, ring_lhs
 from .counters import ACCESS, COp
 from .terms import Unsupported, linear_in, z_int
 
 if TYPE_CHECKING:
     from .encode import Encoder, SymState
-    from .fragment import BodyOp, Fragment, Role
+    from .fragment import BodyOp, Fragment, Item, Role
     from .program import ClassBuilder
 
 SPACE_CODE = {"smem": "BP200", "tmem": "BP201"}
@@ -173,7 +174,7 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
     return out
 
 
-def access_cops(builder: "ClassBuilder", role: "Role", bop: "BodyOp", ctx,
+def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp", ctx,
                 rank: int) -> list[COp] | None:
     """The ACCESS operation of a thread's load or store in this class; None when the
     operation's memory effects, if any here, ride on its barrier's delivery (attach_async)."""
@@ -189,8 +190,16 @@ def access_cops(builder: "ClassBuilder", role: "Role", bop: "BodyOp", ctx,
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
     if op.kind in WAITED_KINDS:
-        raise Unsupported(f"`{op.describe()}` stays live until a later wait of its thread: its "
-                          "races are left to the explorer", op.loc)
+        if not _waited_next(builder, role, item, bop, ctx):
+            raise Unsupported(f"`{op.describe()}` stays live until a later wait of its thread "
+                              "(not the next instruction, or one that leaves it in flight): its "
+                              "races are left to the explorer", op.loc)
+        # Covered at issue: live only inside the gap of its thread's position, like a load or
+        # store there.
+        access = [(cell, write, g) for ref, write in refs
+                  for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
+        return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
+                    access=tuple(access))]
     if op.kind in COPY_KINDS or op.kind == "tcgen05_mma":
         if op.barrier is None or op.barrier.alloc not in builder.cls.allocs:
             raise Unsupported(f"`{op.describe()}` touches a buffer of one barrier class and "
@@ -198,6 +207,34 @@ def access_cops(builder: "ClassBuilder", role: "Role", bop: "BodyOp", ctx,
         return None
     raise Unsupported(f"the memory effects of `{op.describe()}` are outside the prover's "
                       "fragment", op.loc)
+
+
+def _waited_next(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp",
+                 ctx) -> bool:
+    """Whether the instruction right after the issue `bop` (in its loop body, or the next item
+    of its role) is a wait of the same group that leaves none of it in flight, and runs
+    whenever the issue does. Then nothing happens between issue and retirement (model/memory.py:
+    the access is live through the gap of the issue and of the wait, here one gap), and no
+    earlier issue of the group is still in flight (each was retired the same way)."""
+    group = ASYNC_GROUPS[bop.op.kind]
+    if item.kind == "loop":
+        seq = [(b.op, b.conds) for b in item.body]
+        at = next(n for n, b in enumerate(item.body) if b is bop)
+    else:
+        items = role.items
+        at = next(n for n, it in enumerate(items) if it is item)
+        seq = [(it.op, it.conds) if it.kind == "op" else (None, None) for it in items]
+    if at + 1 >= len(seq) or seq[at + 1][0] is None:
+        return False
+    nxt, conds = seq[at + 1]
+    if ASYNC_WAITS.get(nxt.kind, (None,))[0] != group:
+        return False
+    if ASYNC_WAITS[nxt.kind][1]:                         # wait(n): at most n still in flight
+        keep = z3.simplify(ctx.int(nxt.count))
+        if not (z3.is_int_value(keep) and keep.as_long() == 0):
+            return False
+    mine = list(bop.conds) if item.kind == "loop" else list(item.conds)
+    return len(conds) <= len(mine) and all(c is m or c == m for c, m in zip(conds, mine))
 
 
 def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]) -> None:

@@ -94,7 +94,7 @@ def release_lag(k, stages, steps, *, guard_tail=False):
             k.arrive(empty.at[last % stages])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "steps"))
 def mainloop_release_lag(k, stages=2, steps=3):
     """The sm90 consumer mainloop with K_PIPE_MMAS=1: release of k-tile i-1 after issuing i,
     mma_tail releases the last. Every slot is released exactly once per fill. Correct with at
@@ -150,7 +150,7 @@ def tma_multicast(k, stages, consumers, steps, *, expect_bytes=A_BYTES + B_BYTES
                 k.arrive(empty.on(dst, index=s))
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "consumers", "steps"))
 def tma_multicast_2x1(k, stages=2, consumers=1, steps=3):
     """PipelineTmaAsync in a 2x1 cluster with B multicast along x: correct."""
     k.assume(stages >= 1, consumers >= 1, steps >= 0)
