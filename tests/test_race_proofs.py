@@ -60,11 +60,14 @@ RACE_FREE = {
     "races.py::ping_pong_attention": grid(rounds=range(1, 9)),
     "races.py::tmem_stats_waited": grid(tiles_n=range(1, 9)),
     "races.py::epilogue_store_waited": grid(tiles_n=range(0, 8)),
+    # a buffer of one slot per thread (`w.at[thread]`), read whole by another thread
+    "races.py::every_lane_arrives": grid(lanes=range(1, 9)),
 }
 RACY = {
     "races.py::ring_release_before_read": dict(stages=1, steps=2),
     "races.py::mailbox_ack_before_copy": dict(readers=1, tiles_n=2),
     "races.py::wgmma_after_release": dict(stages=1, steps=2),
+    "races.py::elected_lane_arrive": dict(lanes=2),
 }
 
 

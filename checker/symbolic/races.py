@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import z3
 
-from ...model.ir import free_vars
+from ...model.ir import Var, free_vars
 from ...model.semantics import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, placed, ring_lhs
 from .counters import ACCESS, COp
@@ -64,9 +64,13 @@ def assign_buffers(frag: "Fragment") -> None:
     """Give every buffer of the kernel to one class of `frag.classes` and name its cells."""
     k = frag.kernel
     concrete = next((c for c in frag.classes if c.ring is None), None)
+    frag.private_buffers = set()
     for alloc in k.buffers:
         dims = [z3.simplify(z_int(d, frag.base_env)) for d in alloc.shape]
-        if all(z3.is_int_value(d) for d in dims):
+        private = not all(z3.is_int_value(d) for d in dims) and _thread_private(k, alloc)
+        if private:
+            frag.private_buffers.add(alloc.name)
+        if private or all(z3.is_int_value(d) for d in dims):
             if concrete is None:
                 concrete = BarrierClass("barriers", None, [])
                 frag.classes.append(concrete)
@@ -84,9 +88,36 @@ def assign_buffers(frag: "Fragment") -> None:
         chosen.buffers.append(alloc)
     for cls in frag.classes:
         for alloc in cls.buffers:
+            if alloc.name in frag.private_buffers:       # one cell: the slot of "the thread"
+                for block in frag.blocks:
+                    cls.cells.append((alloc, None, block))
+                    cls.cell_names.append(alloc.name + "[thread]" + (
+                        "@" + ",".join(map(str, block)) if len(frag.blocks) > 1 else ""))
+                continue
             for key, name in placed(frag, alloc, cls.ring, "the slots of a buffer"):
                 cls.cells.append(key)
                 cls.cell_names.append(name)
+
+
+def _thread_private(kernel, alloc) -> bool:
+    """A buffer of a symbolic number of slots that each thread indexes by its own index
+    (`buf.at[thread]`, one slot per thread) and others use whole (`buf`). Its slots are judged
+    as one cell: an access to the whole buffer conflicts with every thread's slot, and two
+    threads' own slots never overlap (races.py: `private` accesses)."""
+    used = False
+    for op in kernel.ops():
+        for ref in op.reads + op.writes:
+            if ref.alloc is not alloc:
+                continue
+            used = True
+            if ref.index and not _own_slot(kernel, ref):
+                return False
+    return used
+
+
+def _own_slot(kernel, ref) -> bool:
+    return len(ref.index) == 1 and isinstance(ref.index[0], Var) and \
+        ref.index[0].name == kernel.thread_axis
 
 
 def _ring_of(frag, alloc, S, rings: list[BarrierClass]) -> BarrierClass | None:
@@ -142,6 +173,8 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
              block) -> list[tuple[z3.BoolRef, int]]:
     """(guard over the class coordinate, cell) pairs a reference may touch in `block`."""
     frag, cls = builder.frag, builder.cls
+    if ref.alloc.name in getattr(frag, "private_buffers", ()):
+        return [(z3.BoolVal(True), cls.cell(ref.alloc, None, block))]
     if role.thread_free and frag.kernel.thread_axis in set().union(
             *[free_vars(i) for i in ref.index]):
         raise Unsupported(f"`{ref}` depends on the thread index inside a group of threads "
@@ -185,8 +218,9 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
     if op.kind in ("read", "write"):
         access = []
         for ref, write in refs:
+            own = _private_ref(builder, ref)
             for g, cell in cells_of(builder, role, op, ref, ctx, role.block):
-                access.append((cell, write, g))
+                access.append((cell, write, g, own))
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
     if op.kind in WAITED_KINDS:
@@ -196,7 +230,7 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
                               "races are left to the explorer", op.loc)
         # Covered at issue: live only inside the gap of its thread's position, like a load or
         # store there.
-        access = [(cell, write, g) for ref, write in refs
+        access = [(cell, write, g, _private_ref(builder, ref)) for ref, write in refs
                   for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
@@ -207,6 +241,12 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
         return None
     raise Unsupported(f"the memory effects of `{op.describe()}` are outside the prover's "
                       "fragment", op.loc)
+
+
+def _private_ref(builder: "ClassBuilder", ref) -> bool:
+    """An access to the issuing thread's own slot of a thread-private buffer."""
+    return ref.alloc.name in getattr(builder.frag, "private_buffers", ()) and \
+        _own_slot(builder.frag.kernel, ref)
 
 
 def _waited_next(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp",
@@ -272,17 +312,18 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
     def code(cell):
         return SPACE_CODE[names[cell][1]]
 
-    # thread accesses: (role, (segment, pc), cell, writes, guard, text)
+    # thread accesses: (role, (segment, pc), cell, writes, guard, text, own slot)
     entries = []
     for r, c in enumerate(enc.codes):
         for j, seg in enumerate(c.role.segments):
             for pc, op in enumerate(seg.body):
                 if op.kind == ACCESS:
-                    for cell, write, g in op.access:
-                        entries.append((r, (j, pc), cell, write, z3.And(op.guard, g), op.text))
+                    for cell, write, g, own in op.access:
+                        entries.append((r, (j, pc), cell, write, z3.And(op.guard, g), op.text,
+                                        own))
 
     def live(e):
-        r, (j, pc), _, _, g, _ = e
+        r, (j, pc), _, _, g, _, _ = e
         terms = []
         for p, _, k, n in enc.threads(st, r):
             if p.where == "at" and p.seg == j and p.pc == pc:
@@ -299,6 +340,8 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
     for e1, e2 in itertools.combinations_with_replacement(entries, 2):
         if e1[2] != e2[2] or not (e1[3] or e2[3]):
             continue
+        if e1[6] and e2[6] and e1[0] == e2[0]:
+            continue        # threads of one role (one warp, distinct threads): their own slots
         single = enc.codes[e1[0]].role.single
         if e1[0] == e2[0]:
             if single:
