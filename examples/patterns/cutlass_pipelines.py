@@ -103,19 +103,21 @@ def mainloop_release_lag(k, stages=2, steps=3):
     release_lag(k, stages, steps)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP100", symbolic=("stages", "steps"))
 def mainloop_release_lag_single_stage(k, stages=1, steps=2):
     """The same mainloop with one stage (what CUTLASS's K_PIPE_MMAS < K_PIPE_MAX assertion rules
     out): the consumer still holds slot 0 for the wgmma in flight when it waits for slot 0's next
     fill, and the producer waits for that slot's release. `prove` found it when the stage count
     was declared symbolic with only `stages >= 1`."""
+    k.assume(stages >= 1, steps >= 1)
     release_lag(k, stages, steps)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP100", symbolic=("stages", "steps"))
 def mainloop_release_lag_trip_count_one(k, stages=2, steps=1):
     """mma_tail guarded by `k_tile_count > 1` (the author assumed the loop releases the
     prologue's tile): with a single k-tile slot 0 is never released and producer_tail hangs."""
+    k.assume(stages >= 2, steps >= 1)
     release_lag(k, stages, steps, guard_tail=True)
 
 
