@@ -30,8 +30,8 @@ Error conditions (any reachable one fails the proof):
                  or a parity wait that passes with nothing new to observe (J0)
     late-join    BP102 on a state, for Pallas and parity waits alike
 
-Parity waits are held to the Pallas rules (observe every completion) and, besides, must never
-pass stale nor join late: together these imply the hardware's rule that model/semantics.py
+Parity waits are held to the Pallas rules (observe every completion; at exit only barrier_wait
+observers are, as in model/semantics.py) and, besides, must never pass stale nor join late: together these imply the hardware's rule that model/semantics.py
 checks for them (return for the completion meant, never wait on a barrier that ran past it), so
 a proof is sound for it; a kernel that skips phases on purpose fails these and is left to the
 explorer.

@@ -25,8 +25,14 @@ write, is a race. The prover checks it on the class systems of prove.py:
   Houdini (invariants.py) must prove it unreachable for every parameter value, exactly as the
   barrier rules. `prove` then says race-free only where Z3 proved it.
 
+- Accesses a thread waits for itself (TMA stores, WGMMA, tcgen05.st) retired by the very next
+  instruction (a wait of their group leaving none in flight, under the same conditions): live
+  from issue to that wait, i.e. in one gap, so a load or store there over-approximates them.
+- A buffer of a symbolic number of slots that threads index by their own index and others use
+  whole: one cell; two accesses to their own slots by threads of one role never conflict.
+
 Outside this fragment (`Unsupported`, so `unknown` with the reason): accesses that stay live
-until a later wait of the issuing thread (TMA stores, WGMMA, tcgen05.st: their interval is not
+until a later wait of the issuing thread past other instructions (their interval is not
 delimited by class events), a tcgen05 MMA without a barrier that touches memory, an access and
 its delivery's barrier in different classes, a ring buffer used unindexed or at another offset
 than its ring's barriers.
