@@ -109,7 +109,7 @@ def options_image(options: Options) -> dict:
             "timeout": limits.timeout, "max_memory_mb": limits.max_memory_mb,
             "reduction": options.reduction, "ignore": sorted(options.ignore),
             "select": None if options.select is None else sorted(options.select),
-            "store": options.store}
+            "store": options.store, "order": options.order}
 
 
 def engine_args(args) -> dict:

@@ -93,6 +93,8 @@ class _Progress:
                 f"{info['rate']:,.0f} states/s")
         if info.get("bytes_per_state"):
             text += f", {info['bytes_per_state']:,.0f} bytes/state"
+        if info.get("shortest_found"):      # depth first: a violation in hand, being shortened
+            text += f", a violation in {info['shortest_found']} steps (shortening)"
         if not self.live:
             if time.monotonic() >= self.next_line:
                 self.next_line = time.monotonic() + 10
@@ -450,7 +452,8 @@ def cmd_check(args, engine: str | None = None) -> int:
                          live=sys.stderr.isatty())
     options = Options(limits, not args.no_reduction, parse_codes(args.ignore, "--ignore"),
                       parse_codes(args.select, "--select") or None, progress.callback,
-                      store=getattr(args, "store", None) or "tuple")
+                      store=getattr(args, "store", None) or "tuple",
+                      order=getattr(args, "search", None) or "dfs")
     for spec in args.paths:     # every path exists before any file is imported
         path = spec.partition("::")[0]
         if not os.path.exists(path):
@@ -730,6 +733,10 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", choices=["tuple", "exact", "fingerprint"], default=None,
                    help="explorer state store: tuple (default), exact (packed bytes), "
                         "fingerprint (64-bit, least memory; reports the collision probability)")
+    p.add_argument("--search", choices=["dfs", "bfs"], default=None,
+                   help="explorer order: dfs (default: depth first, a violation early, then "
+                        "shortened to the shortest unless a limit stops it), bfs (breadth "
+                        "first: a bounded search covers every state to its depth)")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated codes to ignore")
     p.add_argument("--select", metavar="CODES", help="only these codes count")
     p.add_argument("--trace-dir", metavar="DIR", help="write each counterexample as JSON here")

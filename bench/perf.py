@@ -4,6 +4,7 @@ growing sizes, in one run; writes bench/PERF.md.
     python bench/perf.py                 # every section: about 7 minutes on 2 shared CPUs
     python bench/perf.py --timeout 20    # per search (default 60 s)
     python bench/perf.py --only tlc      # the TLC section alone: 269 s at load average 12-20
+    python bench/perf.py --only blackwell   # the 2-CTA Blackwell section alone: about 3 minutes
 
 Reductions, added one at a time: none; thread symmetry (identical threads, with twin steps and
 incremental canonical forms); + block symmetry (cluster blocks mapped onto each other); + POR
@@ -117,10 +118,12 @@ def blackwell(timeout: float, goals: list[str]) -> list[str]:
     from barrierproof.model.semantics import compile_systems
     path = os.path.join(ROOT, "examples", "pallas", "jax_kernels.py")
     module = import_file(path)
-    lines = ["| size (M x K x N) | tiles per block | agents / state width | verdict | states | "
-             "depth | time | bytes per state | memory grown |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for (m, k, n), tiles in [((512, 128, 512), 1), ((1024, 1024, 1024), None)]:
+    lines = ["| size (M x K x N) | tiles per block | search | agents / state width | verdict | "
+             "states | depth | time | bytes per state | memory grown |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for ((m, k, n), tiles), order in [(((512, 128, 512), 1), "dfs"),
+                                      (((1024, 1024, 1024), None), "dfs"),
+                                      (((1024, 1024, 1024), None), "bfs")]:
         def kernel(m=m, k=k, n=n):
             cfg = module.blackwell.TuningConfig(tile_m=128, tile_n=128, tile_k=64,
                                                 max_concurrent_steps=2, collective=True)
@@ -130,20 +133,24 @@ def blackwell(timeout: float, goals: list[str]) -> list[str]:
         built = targets_in_module(path, module, only="sized_blackwell")[0].build()
         params = {p: tiles for p in built.params} if tiles else {}
         system = compile_systems(built, params)[0]
-        r, seconds = _run(system, timeout, store_mode="fingerprint")
+        r, seconds = _run(system, timeout, store_mode="fingerprint", order=order)
         what = r.status + (f":{r.violation.code}" if r.violation else "") + \
             (f" ({r.reason})" if r.reason else "")
         per_block = tiles or "default (" + ", ".join(f"{p}={v.default}"
                                                        for p, v in built.params.items()) + ")"
         grown = r.bytes_per_state * r.states / 2**20
-        lines.append(f"| {m} x {k} x {n} | {per_block} | {system.n_agents} / {system.width} | "
+        lines.append(f"| {m} x {k} x {n} | {per_block} | {order} | "
+                     f"{system.n_agents} / {system.width} | "
                      f"{what} | {r.states:,} | {r.depth} | {seconds:.1f}s | "
                      f"{r.bytes_per_state:,.0f} | {grown:,.0f} MB |")
         print(lines[-1], flush=True)
         if tiles is None:
             met = r.status != "bounded" and seconds <= 60 and grown <= 4096
-            goals.append(f"- 2-CTA Blackwell matmul at {m}x{k}x{n}: {r.status} after "
-                         f"{seconds:.0f} s, {r.states:,} states to depth {r.depth} "
+            found = f" ({r.violation.code} in {len(r.actions)} steps" + \
+                (", not confirmed shortest" if r.reason else ", shortest") + ")" \
+                if r.violation else ""
+            goals.append(f"- 2-CTA Blackwell matmul at {m}x{k}x{n}, {order}: {r.status}{found} "
+                         f"after {seconds:.0f} s, {r.states:,} states, depth {r.depth} "
                          f"(goal: a verdict in 60 s and 4 GB: {'met' if met else 'not met'}).")
     return lines
 
@@ -214,6 +221,12 @@ def _load() -> str:
 
 
 TLC_MARK = "<!-- bench/perf.py --only tlc -->"
+K1024_MARK = "<!-- bench/jax_kernels_k1024.py -->"
+GOALS_HEAD = "## Goals of the run (issue: real kernels at real sizes)"
+BLACKWELL_HEAD = ("## JAX's 2-CTA Blackwell matmul (blackwell_matmul_mgpu, collective=True, tile "
+                  "128x128x64, 2 stages), all reductions, fingerprint store; depth first "
+                  "(the default) and breadth first\n\nThis section alone: `python bench/perf.py "
+                  "--only blackwell` (its goal lines above too).")
 
 
 def tlc_section(timeout: float) -> str:
@@ -247,7 +260,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "PERF.md"))
     ap.add_argument("--store-child", help=argparse.SUPPRESS)
-    ap.add_argument("--only", choices=["tlc"],
+    ap.add_argument("--only", choices=["tlc", "blackwell"],
                     help="regenerate one section of the output file, keep the others")
     args = ap.parse_args()
     if args.store_child:
@@ -256,8 +269,24 @@ def main() -> None:
         old = open(args.output).read() if os.path.exists(args.output) else ""
         head = old.split(TLC_MARK)[0].rstrip("\n")
         section = tlc_section(args.timeout)
+        if K1024_MARK in old:     # bench/jax_kernels_k1024.py's section is kept
+            section = section.rstrip("\n") + "\n\n" + old[old.index(K1024_MARK):]
         with open(args.output, "w") as f:
             f.write((head + "\n\n" if head else "") + section)
+        print(f"wrote {args.output}")
+        return
+    if args.only == "blackwell":
+        old = open(args.output).read()
+        goals = []
+        bw = blackwell(args.timeout, goals)
+        cut = old.index("## JAX's 2-CTA Blackwell matmul")
+        head, rest = old[:cut], old[cut:]
+        head = "\n".join(line for line in head.split("\n")
+                         if not line.startswith("- 2-CTA Blackwell matmul"))
+        head = head.replace(GOALS_HEAD + "\n\n", GOALS_HEAD + "\n\n" + "\n".join(goals) + "\n")
+        rest = rest[rest.index(TLC_MARK):]
+        with open(args.output, "w") as f:
+            f.write(head + BLACKWELL_HEAD + "\n\n" + "\n".join(bw) + "\n\n" + rest)
         print(f"wrote {args.output}")
         return
     start = time.time()
@@ -275,7 +304,7 @@ def main() -> None:
         f"{machine}, shared with other work while it ran: compare ratios within a table; "
         "absolute times must be measured again on an idle machine.",
         "",
-        "## Goals of the run (issue: real kernels at real sizes)",
+        GOALS_HEAD,
         "",
         *goals,
         "",
@@ -291,13 +320,15 @@ def main() -> None:
         "",
         *sto,
         "",
-        "## JAX's 2-CTA Blackwell matmul (blackwell_matmul_mgpu, collective=True, tile "
-        "128x128x64, 2 stages), all reductions, fingerprint store",
+        BLACKWELL_HEAD,
         "",
         *bw,
         "",
     ])
     text += "\n" + tlc_text
+    old = open(args.output).read() if os.path.exists(args.output) else ""
+    if K1024_MARK in old:     # bench/jax_kernels_k1024.py's section is kept
+        text = text.rstrip("\n") + "\n\n" + old[old.index(K1024_MARK):]
     with open(args.output, "w") as f:
         f.write(text)
     print(f"wrote {args.output}")

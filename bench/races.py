@@ -7,8 +7,7 @@ Each member of bench/family.py (`pipeline`, `cluster`) is checked in its `*_buff
 every TMA copy writes its slot and every consumer reads the slot before releasing it: once with
 race checking (the default) and once without (`Options(races=False)`, the barrier protocol
 alone). Times are wall clock to the verdict in this process (compile + search, reductions on as
-by default), the best of `--repeat` runs; both runs must say `verified` with the same number of
-distinct states, or the script stops.
+by default), the best of `--repeat` runs; both runs must say `verified`, or the script stops.
 """
 
 from __future__ import annotations
@@ -42,9 +41,6 @@ def measure(protocol, params: dict, repeat: int) -> dict:
         if v.verdict != "verified":
             raise SystemExit(f"{protocol.name} {params}: {v.label} with races={races}")
         row[f"t_{key}"], row[f"states_{key}"] = best, v.states
-    if row["states_on"] != row["states_off"]:
-        raise SystemExit(f"{protocol.name} {params}: {row['states_on']} states with race "
-                         f"checking, {row['states_off']} without")
     return row
 
 
@@ -55,20 +51,23 @@ def section(rows: list[dict], command: str, load: tuple[float, float]) -> list[s
            f"{load[0]:.1f} at the start, {load[1]:.1f} at the end. Each member in its `*_buffers` "
            "form (copies write the slot, consumers read it before the release), checked with "
            "and without race checking, reductions on; best of the runs, wall clock to the "
-           "verdict. Every run is `verified` with the same distinct-state count (checked).", "",
-           "| member | states | without races s | with races s | ratio |",
-           "| --- | --- | --- | --- | --- |"]
+           "verdict. Every run is `verified` (checked).", "",
+           "| member | states without races | states with races | without races s | "
+           "with races s | ratio |",
+           "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
-        out.append(f"| {r['name']}({params}) | {r['states_on']:,} | {r['t_off']:.3f} | "
+        out.append(f"| {r['name']}({params}) | {r['states_off']:,} | {r['states_on']:,} | "
+                   f"{r['t_off']:.3f} | "
                    f"{r['t_on']:.3f} | {r['t_on'] / r['t_off']:.2f}x |")
     worst = max(r["t_on"] / r["t_off"] for r in rows)
     total_on = sum(r["t_on"] for r in rows)
     total_off = sum(r["t_off"] for r in rows)
     out += ["", f"Whole family: {total_off:.2f} s without, {total_on:.2f} s with race checking "
-            f"({total_on / total_off:.2f}x); worst member {worst:.2f}x. Thread loads are not "
-            "steps and copies keep their counters, so the state count does not change; the "
-            "cost is the per-state test of the live accesses (a few mask operations).", ""]
+            f"({total_on / total_off:.2f}x); worst member {worst:.2f}x. The state counts differ "
+            "because the reductions work on two programs: with race checking each step carries "
+            "its memory accesses, which partial-order reduction and block symmetry take into "
+            "account (docs/POR.md); without it they are dropped. The verdicts agree.", ""]
     return out
 
 
@@ -87,7 +86,7 @@ def main(argv=None) -> int:
     for protocol, params in members:
         row = measure(protocol, params, args.repeat)
         rows.append(row)
-        print(f"{row['name']}({params}): {row['states_on']:,} states, {row['t_off']:.3f}s "
+        print(f"{row['name']}({params}): {row['states_off']:,} / {row['states_on']:,} states, {row['t_off']:.3f}s "
               f"without, {row['t_on']:.3f}s with races", flush=True)
     command = "python bench/races.py" + (" --quick" if args.quick else "")
     text = "\n".join(section(rows, command, (load_start, os.getloadavg()[0])))

@@ -119,7 +119,7 @@ def main(argv=None) -> int:
            f"/tla2tools.jar. Every member is `verified` by every engine; TLC's distinct-state "
            f"count equals the unreduced explorer's on every member (checked by the run).", "",
            "Columns: `states` distinct states without reduction (explorer and TLC: equal), "
-           "`reduced` with the explorer's symmetry reduction; times are wall clock to the "
+           "`reduced` with the explorer's reductions (symmetry, partial-order); times are wall clock to the "
            "verdict (TLC: emit + JVM start + parse + check; `own` is TLC's \"Finished in\", "
            "whole seconds above 1 s); rates are distinct states per wall-clock second; "
            "`TLC / explorer time` compares TLC with the explorer as it runs by default "

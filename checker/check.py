@@ -49,6 +49,9 @@ HELP = {
     "BP145": "each thread alternates cluster_arrive and cluster_wait, starting with the arrive",
     "BP146": "keep every block alive while a peer may reach into its shared memory: end the "
              "kernel with cluster_arrive + cluster_wait in every thread",
+    "BP147": "initialise explicit-init barriers in one thread, then fence_mbarrier_init() and a "
+             "sync every user passes (syncthreads() in a block, cluster_arrive + cluster_wait "
+             "across blocks) before another thread, block, copy or commit uses them",
     "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
     "BP200": "order the two accesses: wait on the barrier the writer's completion arrives on "
              "before reading, and release a slot (arrive on its `empty` barrier, or "
@@ -69,6 +72,10 @@ class Options:
     select: frozenset[str] | None = None
     progress: Callable[[dict], None] | None = None
     store: str = "tuple"                # explorer state store (checker/engines/store.py)
+    # explorer order: depth first with branch and bound (a violation early, then the shortest
+    # unless a limit stops it), or breadth first (a bounded search covers every state to its
+    # depth); the same verdicts when neither stops at a limit (explore.py)
+    order: str = "dfs"
     races: bool = True      # check BP200/BP201 where the kernel declares its memory effects
 
     def ignored(self) -> frozenset[str]:
@@ -142,7 +149,7 @@ def explorer_search(options: Options) -> Search:
         if remaining is not None:
             limits = Limits(limits.max_states, limits.max_depth, remaining, limits.max_memory_mb)
         r = explore(system, limits, options.reduction, ignored, options.progress,
-                     store_mode=options.store)
+                     store_mode=options.store, order=options.order)
         return SearchOutcome(r.status, r.states, r.transitions, r.depth, r.actions,
                              r.violation.code if r.violation else None, r.reason,
                              r.bytes_per_state, r.collision_probability)
@@ -258,8 +265,9 @@ def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str
     trace by agent names and step texts and must reach the same code with the same barrier
     states; otherwise one of the two statements of the rules is wrong and nothing is printed."""
     if not reference.covers(kernel):
-        # Named / cluster hardware barriers, semaphores and memory effects (races) are outside
-        # the reference: such traces are replayed on the interpreter only.
+        # Named / cluster hardware barriers, semaphores, mbarrier init visibility
+        # (explicit_init) and memory effects (races) are outside the reference: such traces
+        # are replayed on the interpreter only.
         return
     try:
         result = reference.replay_trace(kernel, trace, ignored)

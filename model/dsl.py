@@ -253,7 +253,8 @@ class KernelBuilder:
         return name
 
     def _alloc(self, cluster: bool, num_arrivals, num_barriers, orders_tensor_core,
-               collective_axes, name, leader_tracked: bool = False) -> BarrierHandle:
+               collective_axes, name, leader_tracked: bool = False,
+               explicit_init: bool = False) -> BarrierHandle:
         loc, text = _caller()
         arrivals = _int_expr(num_arrivals, loc, "num_arrivals")
         if isinstance(arrivals, Const) and not 1 <= arrivals.value <= MAX_ARRIVALS:
@@ -282,7 +283,8 @@ class KernelBuilder:
         default = "cluster_bar" if cluster else "bar"
         alloc = BarrierAlloc(self._name(name, text, f"{default}{len(self._barriers)}"), arrivals,
                              shape, bool(orders_tensor_core), cluster, axes, loc, scalar,
-                             leader_tracked=bool(leader_tracked))
+                             leader_tracked=bool(leader_tracked),
+                             explicit_init=bool(explicit_init))
         self._barriers.append(alloc)
         return BarrierHandle(alloc, self)
 
@@ -301,24 +303,44 @@ class KernelBuilder:
         """`pl.semaphore_signal(sem, inc)`: add `inc` to the counter (never blocks)."""
         self._op("semaphore_signal", sem, count=inc)
 
+    def semaphore_signal_parallel(self, *signals) -> None:
+        """`plgpu.semaphore_signal_parallel(*signals)`: each signal is a semaphore or a
+        `(semaphore, inc)` pair; they land in no guaranteed order, all before this thread's next
+        operation."""
+        loc, _ = _caller()
+        if not signals:
+            raise ModelError("semaphore_signal_parallel needs at least one signal", loc=loc)
+        out = []
+        for sig in signals:
+            sem, inc = sig if isinstance(sig, tuple) else (sig, 1)
+            out.append((self._ref(sem, loc), _int_expr(inc, loc, "inc")))
+        self._stack[-1].append(Op("semaphore_signal_parallel", None, signals=tuple(out),
+                                  loc=loc))
+
     def semaphore_wait(self, sem, value: ExprLike = 1, decrement: bool = True) -> None:
         """`pl.semaphore_wait(sem, value, decrement=)`: block until the counter reaches `value`,
         then take `value` off it if `decrement`."""
         self._op("semaphore_wait", sem, count=value, decrement=bool(decrement))
 
     def Barrier(self, num_arrivals: ExprLike = 1, num_barriers=None,
-                orders_tensor_core: bool = False, name: str | None = None) -> BarrierHandle:
-        """`plgpu.Barrier`: one mbarrier per block, or an array of them (`num_barriers=`)."""
-        return self._alloc(False, num_arrivals, num_barriers, orders_tensor_core, (), name)
+                orders_tensor_core: bool = False, name: str | None = None,
+                explicit_init: bool = False) -> BarrierHandle:
+        """`plgpu.Barrier`: one mbarrier per block, or an array of them (`num_barriers=`).
+        `explicit_init=True`: a PTX-level barrier the protocol initialises itself
+        (`mbarrier_init`), and must make visible before any other thread, block or the async
+        proxy uses it."""
+        return self._alloc(False, num_arrivals, num_barriers, orders_tensor_core, (), name,
+                           explicit_init=explicit_init)
 
     def ClusterBarrier(self, collective_axes, num_arrivals: ExprLike = 1, num_barriers=None,
                        orders_tensor_core: bool = False, name: str | None = None,
-                       leader_tracked: bool = False) -> BarrierHandle:
+                       leader_tracked: bool = False, explicit_init: bool = False
+                       ) -> BarrierHandle:
         """`plgpu.ClusterBarrier`: arrivals fan out to the blocks along `collective_axes`.
         `leader_tracked=True`: every block's arrival goes to the leader's instance only (block 0
         along the one collective axis), which counts them all; only the leader may wait."""
         return self._alloc(True, num_arrivals, num_barriers, orders_tensor_core, collective_axes,
-                           name, leader_tracked)
+                           name, leader_tracked, explicit_init)
 
     def _buffer(self, space: str, slots, name: str | None) -> BufferHandle:
         loc, text = _caller()
@@ -580,10 +602,14 @@ class KernelBuilder:
         self._stack[-1].append(Op("bar_sync", None, count=Const(0), bar_id=Const(0),
                                   name="syncthreads", loc=loc))
 
-    def cluster_arrive(self) -> None:
-        """`barrier.cluster.arrive`: this thread reached the cluster barrier."""
+    def cluster_arrive(self, relaxed: bool = False) -> None:
+        """`barrier.cluster.arrive`: this thread reached the cluster barrier. Its default
+        .release semantics publish the thread's earlier writes (an mbarrier init included) to
+        the threads that then pass cluster_wait; `relaxed=True` (`.relaxed`, CUTLASS
+        `cluster_arrive_relaxed`) does not, so an init needs `fence_mbarrier_init` first."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("cluster_arrive", None, loc=loc))
+        self._stack[-1].append(Op("cluster_arrive", None, name="relaxed" if relaxed else "",
+                                  loc=loc))
 
     def cluster_wait(self) -> None:
         """`barrier.cluster.wait`: until every thread of every block of the cluster arrived."""
@@ -595,6 +621,27 @@ class KernelBuilder:
         loc, _ = _caller()
         self._stack[-1].append(Op("cluster_arrive", None, loc=loc))
         self._stack[-1].append(Op("cluster_wait", None, loc=loc))
+
+    # PTX-level mbarrier initialisation (barriers declared with explicit_init=True).
+    def mbarrier_init(self, barrier) -> None:
+        """`mbarrier.init`: this thread initialises one instance (its count is the barrier's
+        num_arrivals). Until a CTA sync (syncthreads, a named barrier, the cluster barrier) in
+        which this thread arrives after the init, no other thread may use it; remote blocks
+        need `fence_mbarrier_init` before the cluster barrier, the async proxy a fence."""
+        self._op("mbarrier_init", barrier)
+
+    def fence_mbarrier_init(self) -> None:
+        """`fence.mbarrier_init.release.cluster` (CUTLASS `fence_barrier_init`): the inits
+        this thread sees are released to the cluster (for the next cluster barrier) and made
+        visible to the async proxy."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("fence_mbarrier_init", None, loc=loc))
+
+    def fence_proxy_async(self) -> None:
+        """`fence.proxy.async.shared::cta` (CUTLASS `fence_view_async_shared`): the inits this
+        thread sees become visible to the async proxy (TMA landings, tcgen05 commits)."""
+        loc, _ = _caller()
+        self._stack[-1].append(Op("fence_proxy_async", None, loc=loc))
 
     def unmodeled(self, name: str) -> None:
         """Synchronization outside the model (kept so the verdict says so)."""

@@ -274,6 +274,10 @@ class BarrierAlloc:
     # only (coordinate 0 along the one collective axis); the other blocks' instances never
     # complete, so only the leader may wait.
     leader_tracked: bool = False
+    # PTX-level: the protocol initialises each instance itself (`mbarrier_init`) and must make
+    # the init visible (fences, a CTA or cluster sync) before anyone else uses it
+    # (model/init_visibility.py). False: initialised before the kernel body, as Pallas does.
+    explicit_init: bool = False
 
     @property
     def kind(self) -> str:
@@ -365,12 +369,20 @@ OP_KINDS = {
     # global semaphores (counters, no phases)
     "semaphore_signal",      # value += count (times the lockstep copies)
     "semaphore_wait",        # block until value >= count; then value -= count if decrement
+    "semaphore_signal_parallel",  # `signals`: one signal per (semaphore, increment), landing
+    #                               in no guaranteed order, all before the thread goes on
     # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
     "bar_sync",              # named barrier `bar.sync id, count` (name "syncthreads": every
     #                          thread of the block, __syncthreads / bar.sync 0); arrive, then wait
     "bar_arrive",            # `bar.arrive id, count`: arrive without waiting
     "cluster_arrive",        # barrier.cluster.arrive: this thread reached the cluster barrier
     "cluster_wait",          # barrier.cluster.wait: until every thread of the cluster arrived
+    # mbarrier initialisation and its visibility (barriers declared explicit_init=True)
+    "mbarrier_init",         # mbarrier.init: this thread initialises one instance
+    "fence_mbarrier_init",   # fence.mbarrier_init.release.cluster: the thread's inits are
+    #                          released to the cluster and to the async proxy
+    "fence_proxy_async",     # fence.proxy.async.shared::cta: the thread's inits are visible to
+    #                          the async proxy (TMA, tcgen05)
     # synchronization the model does not cover: kept so the verdict can say so
     "unmodeled",
 }
@@ -397,6 +409,7 @@ class Op:
     bar_id: Expr | None = None      # bar_sync / bar_arrive: the named barrier (0..15)
     aligned: bool = True            # bar_sync: the .aligned form (`bar.sync`), which every
     #                                 blocking participant of a phase must reach at one site
+    signals: tuple = ()             # semaphore_signal_parallel: ((BarrierRef, inc Expr), ...)
 
     def describe(self) -> str:
         bar = repr(self.barrier) if self.barrier is not None else ""
@@ -408,7 +421,10 @@ class Op:
             spelled = ("bar.sync" if self.aligned else "barrier.sync") \
                 if self.kind == "bar_sync" else "bar.arrive"
             return f"{spelled}({self.bar_id!r}, {self.count!r})"
-        if self.kind in ("cluster_arrive", "cluster_wait"):
+        if self.kind == "cluster_arrive" and self.name == "relaxed":
+            return "cluster_arrive(relaxed=True)"
+        if self.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
+                         "fence_proxy_async"):
             return f"{self.kind}()"
         args = [bar] if bar else []
         if self.kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx",
@@ -416,6 +432,8 @@ class Op:
             args.append(f"bytes={self.bytes!r}")
         if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
             args.append(f"count={self.count!r}")
+        if self.kind == "semaphore_signal_parallel":
+            args += [f"{ref!r} +{inc!r}" for ref, inc in self.signals]
         if self.kind == "semaphore_signal":
             args.append(f"inc={self.count!r}")
         if self.kind == "semaphore_wait":

@@ -15,6 +15,8 @@ A state is a flat tuple of small integers (plus one tuple per tcgen05 queue):
                                           -1 before the first; only for pairs where agent waits
     in_flight[slot]...                    TMA landings / async arrivals not yet delivered
     queue[tcgen05 issuer]...              its tcgen05 ops in issue order, oldest first
+    (hardware barriers, hw_barriers.py; init visibility of explicit-init barriers,
+     init_visibility.py)
 
 Every engine reads this module: the explorer searches `successors`, the interpreter replays
 `step`, the TLA+ emitter mirrors the layout variable for variable, the Z3 encoding is checked
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
 
 from . import hw_barriers as hw
+from . import init_visibility as init
 from . import ir
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierAlloc, BarrierRef, Kernel, Loc, Loop, ModelError,
                  Op, When, WarpRegion, evaluate, walk)
@@ -83,6 +86,13 @@ BARRIER_TEST = 50   # Pallas barrier_test: a non-blocking barrier_wait (target=i
 HW_ARRIVE = hw.HW_ARRIVE    # target=hw instance, amount=threads, aux=hw.HwArrival
 HW_WAIT = hw.HW_WAIT        # target=hw instance, aux=position of the agent's arrived_in entry
 HARDWARE_BARRIER_KINDS = hw.HARDWARE_BARRIER_KINDS
+# mbarrier init and its visibility (model/init_visibility.py, opcodes 60-69).
+MBAR_INIT = init.MBAR_INIT      # target=instance
+FENCE_INIT = init.FENCE_INIT    # fence.mbarrier_init.release.cluster
+FENCE_ASYNC = init.FENCE_ASYNC  # fence.proxy.async.shared::cta
+SEM_SIGNAL_SET = 63  # semaphore_signal_parallel to different semaphores: aux=tuple of in-flight
+#                      slots (one signal each), which land in any order
+SIGNALS_LANDED = 64  # the thread goes on once those signals have landed: aux=the same slots
 
 OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect_tx",
                 ARRIVE_TX: "arrive_expect_tx", COMPLETE_TX: "complete_tx", WAIT: "wait",
@@ -90,7 +100,9 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 ISSUE_TCGEN05: "issue_tcgen05", FORK: "fork", AWAIT_FORK: "await_fork",
                 JOIN: "join", UNMODELED: "unmodeled", WAIT_PHASE: "wait_phase",
                 SEM_SIGNAL: "sem_signal", SEM_WAIT: "sem_wait", HW_ARRIVE: "hw_arrive",
-                HW_WAIT: "hw_wait", BARRIER_TEST: "barrier_test"}
+                HW_WAIT: "hw_wait", BARRIER_TEST: "barrier_test", MBAR_INIT: "mbarrier_init",
+                FENCE_INIT: "fence_mbarrier_init", FENCE_ASYNC: "fence_proxy_async",
+                SEM_SIGNAL_SET: "sem_signal_set", SIGNALS_LANDED: "signals_landed"}
 # Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
 # completion); parity waits follow the hardware's (return for the phase meant, see
 # `intended_completion`).
@@ -102,6 +114,7 @@ PALLAS_WAITS = (WAIT, BARRIER_TEST)
 # Effects of an in-flight slot when it is delivered.
 EFFECT_COMPLETE_TX = 0   # complete_tx(bytes) on the instance
 EFFECT_ARRIVE = 1        # arrive(1) on the instance
+EFFECT_SIGNAL = 2        # semaphore += amount (one of a semaphore_signal_parallel's signals)
 
 # Fields of one barrier instance in the state vector.
 PHASE, PENDING, TX, EXPECTED = 0, 1, 2, 3
@@ -130,6 +143,7 @@ CODES = {
     "BP200": "smem-race",
     "BP201": "tmem-race",
     **hw.CODES,
+    **init.CODES,
 }
 
 
@@ -275,6 +289,13 @@ class System:
         self.cluster_axes = [a for a, _ in kernel.cluster]
         self.cluster_shape = [self._positive(evaluate(n, env), f"cluster size along {a}", kernel.loc)
                               for a, n in kernel.cluster]
+        # Clusters that run in lockstep with this one and take from a shared semaphore: modelled
+        # as blocks of their own (see `lockstep_blocks`); 1 when the `copies` count stands in.
+        self.lockstep = lockstep_blocks(kernel, env, len(list(itertools.product(
+            *[range(n) for n in self.cluster_shape]))))
+        if self.lockstep > 1:
+            self.cluster_axes.append(LOCKSTEP_AXIS)
+            self.cluster_shape.append(self.lockstep)
         self.blocks = list(itertools.product(*[range(n) for n in self.cluster_shape]))
         self.num_threads = self._positive(evaluate(kernel.num_threads, env), "num_threads",
                                           kernel.loc)
@@ -404,11 +425,11 @@ class System:
         return self._arrival_set_index[targets]
 
     def _slot(self, effect: int, inst: int, amount: int, kind: str,
-              access: Access | None = None) -> int:
+              access: Access | None = None, owner: object = None) -> int:
         # The counter is the barrier protocol's, memory effects or not: copies that complete the
         # same bytes on the same instance share it, and while it is non-zero the destinations
         # of all of them count as written (an over-approximation: never a missed race).
-        key = (effect, inst, amount, kind)
+        key = (effect, inst, amount, kind) + ((owner,) if owner is not None else ())
         if key not in self._slot_index:
             self._slot_index[key] = len(self.slots)
             self.slots.append(Slot(effect, inst, amount, kind))
@@ -568,6 +589,12 @@ class System:
         if kind in HARDWARE_BARRIER_KINDS:
             hw.compile_op(self, op, env, agent, block)
             return
+        if kind in init.INIT_KINDS:
+            init.compile_op(self, op, env, agent, block)
+            return
+        if kind == "semaphore_signal_parallel":
+            self._unroll_signal_parallel(op, env, agent, block)
+            return
         if env.get(hw.LANES_SPLIT):
             raise ModelError(f"`{op.describe()}` in a branch on the lane index is not modelled",
                              loc=op.loc, hint="only named barriers may be reached from a branch "
@@ -698,7 +725,7 @@ class System:
             what = "a semaphore" if alloc.semaphore else f"a {alloc.kind}"
             raise ModelError(f"{op.kind} on `{alloc.name}`, which is {what}", loc=op.loc,
                              hint="signal and wait on semaphores; arrive and wait on barriers")
-        copies = evaluate(alloc.copies, env)
+        copies = 1 if self.lockstep > 1 else evaluate(alloc.copies, env)
         amount = evaluate(op.count, env)
         text = (f"semaphore_signal({alloc.name}, +{amount}"
                 + (f" x{copies} clusters)" if copies > 1 else ")")
@@ -718,6 +745,33 @@ class System:
             self._emit(agent, Instr(UNMODELED, None, 0, None, src))
         else:
             self._emit(agent, Instr(SEM_WAIT, inst, amount, int(op.decrement), src))
+
+    def _unroll_signal_parallel(self, op: Op, env: dict[str, int], agent: int,
+                                block: tuple[int, ...]) -> None:
+        """Signals that land in no guaranteed order (JAX: "the target device might observe a
+        signal on semaphores[1] before it observes a signal on semaphores[0]"), all before the
+        thread's next operation. On one semaphore the order cannot matter: the signals one
+        after the other. On several: one in-flight slot per signal, delivered in any order."""
+        signals = []
+        for ref, inc in op.signals:
+            inst = self._resolve(ref, env, block, op.loc)
+            alloc = self.instances[inst].alloc
+            if not alloc.semaphore:
+                raise ModelError(f"semaphore_signal_parallel signals `{alloc.name}`, which is a "
+                                 f"{alloc.kind}", loc=op.loc, hint="signal semaphores only")
+            copies = 1 if self.lockstep > 1 else evaluate(alloc.copies, env)
+            signals.append((inst, evaluate(inc, env) * copies))
+        names = ", ".join(f"{self.instances[i].name} +{n}" for i, n in signals)
+        src = self._source(op, f"semaphore_signal_parallel({names})", op.loc)
+        if len({i for i, _ in signals}) == 1:
+            for inst, amount in signals:
+                self._emit(agent, Instr(SEM_SIGNAL, inst, amount, None, src))
+            return
+        slots = tuple(self._slot(EFFECT_SIGNAL, inst, amount, "async", owner=(agent, src, n))
+                      for n, (inst, amount) in enumerate(signals))
+        self._emit(agent, Instr(SEM_SIGNAL_SET, (), 0, slots, src))
+        landed = self._source(op, "semaphore_signal_parallel: signals landed", op.loc)
+        self._emit(agent, Instr(SIGNALS_LANDED, (), 0, slots, landed))
 
     def _reject_mixed_waits(self) -> None:
         """A thread waits on one barrier either with barrier_wait or with parity waits: Pallas's
@@ -772,7 +826,7 @@ class System:
         self.queue_pos = {a: pos + j for j, a in enumerate(self.queue_agents)}
         self.queue_base = pos
         self.queue_end = pos + len(self.queue_agents)
-        self.width = hw.layout(self, self.queue_end)
+        self.width = init.layout(self, hw.layout(self, self.queue_end))
         self.block_agents = {b: [a for a, ag in enumerate(self.agents) if ag.block == b]
                              for b in self.blocks} if len(self.blocks) > 1 else {}
         # Asynchronous deliveries into another block than their issuer's (multicast shares,
@@ -783,7 +837,8 @@ class System:
             for i in prog:
                 if i.op == ISSUE_ASYNC:
                     for k in i.aux:
-                        if self.instances[self.slots[k].inst].block != self.agents[a].block:
+                        if self.instances[self.slots[k].inst].block != self.agents[a].block \
+                                and self.slots[k].effect != EFFECT_SIGNAL:
                             self.remote_slot_src.setdefault(k, i.src)
         self.remote_slots = tuple(sorted(self.remote_slot_src))
         self.n_actions = A + len(self.slots) + len(self.queue_agents)
@@ -826,6 +881,7 @@ class System:
         s += [0] * len(self.slots)
         s += [()] * len(self.queue_agents)
         s += hw.initial_fields(self)
+        s += init.initial_fields(self)
         return tuple(s)
 
     def barrier(self, state: tuple, inst: int) -> tuple[int, int, int, int]:
@@ -847,7 +903,8 @@ class System:
         for k, slot in enumerate(self.slots):
             n = state[self.slot_base + k]
             if n and slot.inst == inst:
-                what = f"{slot.amount} bytes" if slot.effect == EFFECT_COMPLETE_TX else "1 arrival"
+                what = f"{slot.amount} bytes" if slot.effect == EFFECT_COMPLETE_TX else \
+                f"+{slot.amount}" if slot.effect == EFFECT_SIGNAL else "1 arrival"
                 out.append(f"{n} {slot.kind} ({what} each)")
         for a in self.queue_agents:
             queue = state[self.queue_pos[a]]
@@ -925,6 +982,8 @@ class System:
             s[self.slot_base + k] -= 1
             if slot.effect == EFFECT_COMPLETE_TX:
                 violation = self._tx(s, slot.inst, -slot.amount, None, None, events)
+            elif slot.effect == EFFECT_SIGNAL:
+                s[self.barrier_base + BARRIER_FIELDS * slot.inst] += slot.amount
             else:
                 violation = self._arrive(s, slot.inst, 1, None, None, events)
             return tuple(s), violation
@@ -1033,6 +1092,8 @@ class System:
                         a, instr.target, instr.src))
         if self.block_agents:
             found += hw.peer_exit_violations(self, state)
+        if self.init_insts:
+            found += init.violations(self, state)
         if not found and self.is_done(state):
             found = self.exit_violations(state)
         if self.memory is not None:
@@ -1202,6 +1263,8 @@ class System:
             slot = self.slots[k]
             if slot.effect == EFFECT_COMPLETE_TX:
                 return f"lands on {self.instances[slot.inst].name} ({slot.amount}B)", None
+            if slot.effect == EFFECT_SIGNAL:
+                return f"signals {self.instances[slot.inst].name} (+{slot.amount})", None
             return f"arrives on {self.instances[slot.inst].name}", None
         agent = self.queue_agents[k - len(self.slots)]
         entry = state[self.queue_pos[agent]][0]
@@ -1367,6 +1430,15 @@ def effect_issue_async(system: System, s: list, instr: Instr, agent: int, events
     return violation
 
 
+def effect_sem_signal_set(system: System, s: list, instr: Instr, agent: int, events) -> None:
+    for slot in instr.aux:
+        s[system.slot_base + slot] += 1
+
+
+def guard_signals_landed(system: System, state, instr: Instr) -> bool:
+    return not any(state[system.slot_base + slot] for slot in instr.aux)
+
+
 def effect_issue_tcgen05(system: System, s: list, instr: Instr, agent: int, events) -> None:
     q = system.queue_pos[agent]
     s[q] = s[q] + (instr.aux,)
@@ -1378,6 +1450,8 @@ GUARDS = {
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
     WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
     HW_ARRIVE: None, HW_WAIT: hw.guard_wait, BARRIER_TEST: None,
+    MBAR_INIT: None, FENCE_INIT: None, FENCE_ASYNC: None,
+    SEM_SIGNAL_SET: None, SIGNALS_LANDED: guard_signals_landed,
 }
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
@@ -1386,8 +1460,10 @@ EFFECTS = {
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
     UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
     SEM_WAIT: effect_sem_wait,
-    UNMODELED: None, HW_ARRIVE: hw.effect_arrive, HW_WAIT: None,
+    UNMODELED: None, HW_ARRIVE: init.effect_hw_arrive, HW_WAIT: init.effect_hw_wait,
     BARRIER_TEST: effect_barrier_test,
+    MBAR_INIT: init.effect_init, FENCE_INIT: init.effect_fence, FENCE_ASYNC: init.effect_fence,
+    SEM_SIGNAL_SET: effect_sem_signal_set, SIGNALS_LANDED: None,
 }
 
 
@@ -1429,6 +1505,31 @@ def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> 
 
 
 GRID_LIMIT = 4096
+# Lockstep clusters modelled as blocks of their own: the axis's name (not an identifier, so no
+# name of the protocol can clash) and the most blocks this may make.
+LOCKSTEP_AXIS = "·lockstep"
+LOCKSTEP_LIMIT = 16
+
+
+def lockstep_blocks(kernel: Kernel, env: Mapping[str, int], blocks: int) -> int:
+    """How many clusters a System models explicitly, as blocks along LOCKSTEP_AXIS (1: none).
+
+    A global semaphore signalled in lockstep by `copies` clusters is one counter; while its waits
+    only read it, one modelled cluster whose signals count `copies` times stands for all of them.
+    A decrementing wait takes from the counter what the other clusters' waits then lack, so the
+    copies are modelled as clusters of their own (each its own barriers, the one counter shared)
+    when every semaphore has the same `copies`, the kernel has no cluster barrier (which would
+    then span them) and they make at most LOCKSTEP_LIMIT blocks."""
+    sems = [a for a in kernel.barriers if a.semaphore]
+    copies = {evaluate(a.copies, env) for a in sems}
+    if len(copies) != 1 or (n := copies.pop()) <= 1 or n * blocks > LOCKSTEP_LIMIT:
+        return 1
+    ops = list(kernel.ops())
+    if not any(op.kind == "semaphore_wait" and op.decrement for op in ops) or \
+            any(op.kind in ("cluster_arrive", "cluster_wait") for op in ops):
+        return 1
+    return n
+
 
 
 def grid_size(kernel: Kernel, params: Mapping[str, int]) -> int:
@@ -1464,7 +1565,7 @@ def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None,
             seen[key] = system
     systems = list(seen.values())
     lockstep = [a for a in kernel.barriers if a.semaphore and evaluate(a.copies, values) > 1]
-    if lockstep and len({_semaphore_projection(s) for s in systems}) > 1:
+    if lockstep and systems[0].lockstep == 1 and len({_semaphore_projection(s) for s in systems}) > 1:
         # Clusters whose barrier protocols differ (more tiles here, fewer there) still signal
         # in lockstep if their semaphore operations are the same; these are not.
         for system in systems:
@@ -1478,8 +1579,13 @@ def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None,
 def _semaphore_projection(system: System) -> tuple:
     """Each agent's semaphore operations, in order: what the lockstep model of a global
     semaphore needs to be the same in every cluster of the grid."""
-    return tuple(tuple((i.op, i.target, i.amount, i.aux) for i in prog
-                       if i.op in (SEM_SIGNAL, SEM_WAIT)) for prog in system.programs)
+    def signal(i):
+        if i.op in (SEM_SIGNAL_SET, SIGNALS_LANDED):
+            return (i.op, tuple((system.slots[k].inst, system.slots[k].amount) for k in i.aux))
+        return (i.op, i.target, i.amount, i.aux)
+    return tuple(tuple(signal(i) for i in prog
+                       if i.op in (SEM_SIGNAL, SEM_WAIT, SEM_SIGNAL_SET, SIGNALS_LANDED))
+                 for prog in system.programs)
 
 
 # SEMANTICS-READY

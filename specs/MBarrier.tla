@@ -96,6 +96,10 @@ wait_phase(inst, completion, pos) == Instr("wait_phase", <<>>, inst, pos, comple
 \* arrivals).  sem_wait's `pos` field holds 1 when the wait decrements, else 0.
 sem_signal(inst, inc)     == Instr("sem_signal", <<>>, inst, 0, inc, <<>>, 0, 0, 0, <<>>)
 sem_wait(inst, value, dec) == Instr("sem_wait", <<>>, inst, dec, value, <<>>, 0, 0, 0, <<>>)
+\* semaphore_signal_parallel to different semaphores: one signal in flight in each slot (they
+\* land in any order); the thread goes on once they all have.
+sem_signal_set(slots)     == Instr("sem_signal_set", <<>>, 0, 0, 0, slots, 0, 0, 0, <<>>)
+signals_landed(slots)     == Instr("signals_landed", <<>>, 0, 0, 0, slots, 0, 0, 0, <<>>)
 \* A TMA copy (or try_cluster_cancel): the issuer's arrive.expect_tx(bytes) on `tgt` (empty
 \* for a bare tma_load or an async arrival), then one more delivery in flight in each slot.
 issue_async(tgt, bytes, slots) == Instr("issue_async", tgt, 0, 0, bytes, slots, 0, 0, 0, <<>>)
@@ -108,6 +112,7 @@ unmodeled                 == Instr("unmodeled", <<>>, 0, 0, 0, <<>>, 0, 0, 0, <<
 \* A slot: what one in-flight delivery does when it happens.
 complete_tx_slot(inst, bytes) == [effect |-> "complete_tx", inst |-> inst, amount |-> bytes]
 arrive_slot(inst)             == [effect |-> "arrive", inst |-> inst, amount |-> 1]
+signal_slot(inst, inc)        == [effect |-> "signal", inst |-> inst, amount |-> inc]
 
 Running(a) == pc[a] < Len(Prog[a])
 Cur(a) == Prog[a][pc[a] + 1]
@@ -336,6 +341,16 @@ DoSemWait(a, i) ==
     /\ phase' = [phase EXCEPT ![i.inst] = @ - i.amt * i.pos]
     /\ UNCHANGED <<pending, tx, expected, seen, inflight, queue>>
 
+DoSemSignalSet(a, i) ==
+    /\ pc' = Advance(a)
+    /\ inflight' = [k \in DOMAIN inflight |->
+                      inflight[k] + Len(SelectSeq(i.slots, LAMBDA x : x = k))]
+    /\ UNCHANGED <<phase, pending, tx, expected, seen, queue>>
+DoSignalsLanded(a, i) ==
+    /\ \A k \in DOMAIN i.slots : inflight[i.slots[k]] = 0
+    /\ pc' = Advance(a)
+    /\ UNCHANGED <<phase, pending, tx, expected, seen, inflight, queue>>
+
 \* TMA copy issue: the issuer's arrive.expect_tx, then the landing(s) go in flight.
 DoIssueAsync(a, i) ==
     LET npc == Advance(a) IN
@@ -380,6 +395,8 @@ Execute(a, i) ==
       [] i.op = "sem_signal"       -> DoSemSignal(a, i)
       [] i.op = "sem_wait"         -> DoSemWait(a, i)
       [] i.op = "barrier_test"     -> DoBarrierTest(a, i)
+      [] i.op = "sem_signal_set"   -> DoSemSignalSet(a, i)
+      [] i.op = "signals_landed"   -> DoSignalsLanded(a, i)
       [] i.op = "await_fork"       -> DoAwaitFork(a, i)
       [] i.op = "join"             -> DoJoin(a, i)
       [] i.op \in {"fork", "unmodeled"} -> Pass(a)
@@ -405,11 +422,13 @@ Fork(a)           == At(a, "fork")             /\ Pass(a)
 Unmodeled(a)      == At(a, "unmodeled")        /\ Pass(a)
 AwaitFork(a)      == At(a, "await_fork")       /\ DoAwaitFork(a, Cur(a))
 Join(a)           == At(a, "join")             /\ DoJoin(a, Cur(a))
+SemSignalSet(a)   == At(a, "sem_signal_set")   /\ DoSemSignalSet(a, Cur(a))
+SignalsLanded(a)  == At(a, "signals_landed")   /\ DoSignalsLanded(a, Cur(a))
 
 NamedThreadStep(a) ==
     \/ Arrive(a) \/ ArriveDrop(a) \/ ExpectTx(a) \/ ArriveExpectTx(a) \/ CompleteTx(a)
     \/ Wait(a) \/ WaitParity(a) \/ WaitPhase(a) \/ IssueAsync(a) \/ IssueTcgen05(a)
-    \/ SemSignal(a) \/ SemWait(a) \/ BarrierTest(a)
+    \/ SemSignal(a) \/ SemWait(a) \/ BarrierTest(a) \/ SemSignalSet(a) \/ SignalsLanded(a)
     \/ Fork(a) \/ AwaitFork(a) \/ Join(a) \/ Unmodeled(a)
 
 -----------------------------------------------------------------------------
@@ -419,12 +438,16 @@ NamedThreadStep(a) ==
 (* these schedules).                                                       *)
 (***************************************************************************)
 
-\* One in-flight delivery of slot k: a TMA copy lands (complete_tx) or an async arrival.
+\* One in-flight delivery of slot k: a TMA copy lands (complete_tx), an async arrival, or a
+\* semaphore signal (the counter grows).
 Deliver(k) ==
     /\ inflight[k] > 0
     /\ inflight' = [inflight EXCEPT ![k] = @ - 1]
-    /\ IF Slots[k].effect = "complete_tx" THEN TxDirect(Slots[k].inst, -Slots[k].amount)
-                                          ELSE ArriveDirect(Slots[k].inst, 1)
+    /\ CASE Slots[k].effect = "complete_tx" -> TxDirect(Slots[k].inst, -Slots[k].amount)
+         [] Slots[k].effect = "signal" ->
+                /\ phase' = [phase EXCEPT ![Slots[k].inst] = @ + Slots[k].amount]
+                /\ UNCHANGED <<pending, tx, expected>>
+         [] OTHER -> ArriveDirect(Slots[k].inst, 1)
     /\ UNCHANGED <<pc, seen, queue>>
 
 \* The oldest tcgen05 op of queue q completes and arrives on its barriers (a commit completes

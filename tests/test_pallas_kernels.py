@@ -7,9 +7,11 @@ import os
 import pytest
 
 from barrierproof.checker.check import Options, check_kernel
-from barrierproof.checker.engines.explore import Limits
+from barrierproof.checker.engines.explore import Limits, explore
 from barrierproof.model import pallas
+from barrierproof.model.interpreter import replay
 from barrierproof.model.ir import iter_ops
+from barrierproof.model.semantics import compile_systems
 
 from conftest import EXAMPLES
 
@@ -59,16 +61,22 @@ def test_blackwell_ragged_dot_2cta():
 
 
 def test_blackwell_matmul_collective_traces_and_explores():
-    """The 2-CTA matmul takes minutes exhaustively (README table); here: its structure, and a
-    bounded search that finds no violation in its first 20000 states."""
+    """The 2-CTA matmul takes minutes exhaustively (README table); here: its structure, a
+    breadth-first search that finds no violation in its first 20000 states, and the depth-first
+    search (the default) that meets one within them, replayed, not claimed shortest."""
     (kernel,) = _load("blackwell_matmul_collective")
     names = {b.name: b for b in kernel.barriers}
     assert names["store_done_barrier"].cluster
     assert names["consumed_barrier"].orders_tensor_core
     commits = [o for o in iter_ops(kernel.body) if o.kind == "tcgen05_commit_arrive"]
     assert commits and commits[0].collective_axes == ("x",)
-    verdict = check_kernel(kernel, options=Options(Limits(max_states=20_000)))
+    verdict = check_kernel(kernel, options=Options(Limits(max_states=20_000), order="bfs"))
     assert verdict.verdict == "bounded", verdict.label
+    deep = check_kernel(kernel, options=Options(Limits(max_states=20_000)))
+    assert deep.label == MODULE.SLOW["blackwell_matmul_collective"]   # replayed by check_kernel
+    assert deep.coverage.startswith("counterexample: ") and "found depth first" in deep.coverage
+    (diag,) = deep.diagnostics
+    assert "store_done_barrier" in diag.message
 
 
 @pytest.mark.slow
@@ -77,9 +85,9 @@ def test_blackwell_matmul_collective_has_the_bp103_finding_of_the_1cta_kernel():
     confirms it shortest may stop at the limit (then the coverage says so), the finding stands
     and is replayed on the interpreter (check_kernel raises otherwise)."""
     (kernel,) = _load("blackwell_matmul_collective")
-    verdict = check_kernel(kernel, {"trips_blackwell_matmul_mgpu_107": 1},
-                           Options(Limits(timeout=60)))
-    assert verdict.label == MODULE.SLOW["blackwell_matmul_collective"]
+    params, expect = MODULE.ONE_TILE_PER_BLOCK
+    verdict = check_kernel(kernel, params, Options(Limits(timeout=60)))
+    assert verdict.label == expect
     (diag,) = verdict.diagnostics
     assert "consumed_barrier" in diag.message or "store_done_barrier" in diag.message
 
@@ -144,3 +152,36 @@ def test_collective_matmul_is_verified_with_its_semaphore():
     # the semaphore is not decoration: a wait for one signal more than the grid sends hangs
     hungry = dataclasses.replace(kernel, body=_bump_semaphore_waits(kernel.body))
     assert check_kernel(hungry).label == "violation:BP100"
+
+
+def test_an_interrupted_depth_first_search_reports_the_violation_in_hand():
+    """Ctrl-C while branch and bound shortens a violation: the violation found stands (replayed
+    here), and says why it may not be shortest."""
+    (kernel,) = _load("blackwell_matmul_collective")
+    system = compile_systems(kernel)[0]
+
+    def progress(report):
+        if report["seconds"] > 1.0:
+            raise KeyboardInterrupt
+
+    r = explore(system, progress=progress, order="dfs")
+    assert r.status == "violation" and r.reason.endswith("stopped (interrupted)"), r.reason
+    run = replay(system, r.actions)
+    assert run.violation is not None and run.violation.code == r.violation.code
+
+
+def test_a_target_traced_again_sees_the_sizes_it_reads_now():
+    """jax caches a zero-argument function's trace by the function; a target whose size is a
+    module global, changed between two loads, must be traced at the new size."""
+    from barrierproof.model.ir import Loop, walk
+    saved = MODULE.K
+    try:
+        trips = []
+        for k in (256, 1024):
+            MODULE.K = k
+            (kernel,) = pallas.load(MODULE.hopper_matmul, name="hopper_matmul")
+            trips.append([str(l.trip) for l in walk(kernel.body) if isinstance(l, Loop)])
+    finally:
+        MODULE.K = saved
+    assert "4" in trips[0] and "16" not in trips[0]
+    assert "16" in trips[1] and "4" not in trips[1]

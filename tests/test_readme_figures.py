@@ -28,7 +28,7 @@ def test_the_comparison_sees_a_changed_figure():
     row = table.readme_rows(README)["hopper_matmul"]
     changed = [row[0], row[1], row[2], "231", row[4], "0.0 + 0.0"]
     (problem,) = table.compare([changed], README)
-    assert "states is '231'" in problem
+    assert "states explored is '231'" in problem
     assert table.compare([row], README) == []
 
 

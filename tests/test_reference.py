@@ -21,9 +21,11 @@ FILES = sorted(f for f in glob.glob(os.path.join(EXAMPLES, "**", "*.py"), recurs
                if os.sep + "pallas" + os.sep not in f and not os.path.basename(f).startswith("_"))
 ALL_DSL = [t for f in FILES for t in targets_in_module(f, import_file(f)) if t.kind == "dsl"]
 DSL = [t for t in ALL_DSL if reference.covers(t.build())]
-# Outside the reference: hardware barriers and global semaphores (counters, no phases).
+# Outside the reference: hardware barriers, global semaphores (counters, no phases) and mbarrier
+# init visibility (published through hardware barriers).
 HARDWARE_BARRIERS = {"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait",
-                     "semaphore_signal", "semaphore_wait"}
+                     "semaphore_signal", "semaphore_wait", "semaphore_signal_parallel",
+                     "mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"}
 PALLAS = os.path.join(EXAMPLES, "pallas")
 PALLAS_FILES = sorted(os.path.basename(f) for f in glob.glob(os.path.join(PALLAS, "*.py"))
                       if not os.path.basename(f).startswith("_"))

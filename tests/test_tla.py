@@ -162,7 +162,8 @@ def test_every_opcode_has_an_action():
     opcodes = {getattr(semantics, name) for name in dir(semantics)
                if name.isupper() and name in {n.upper() for n in semantics.OPCODE_NAMES.values()}}
     assert set(semantics.OPCODE_NAMES) == set(tla.ACTIONS) >= opcodes
-    library = tla.library_text() + tla.library_text(tla.HW_LIBRARY)
+    library = tla.library_text() + tla.library_text(tla.HW_LIBRARY) + \
+        tla.library_text(tla.INIT_LIBRARY)
     for constructor, action in tla.ACTIONS.values():
         assert re.search(rf"^{action}\(a\)\s*==", library, re.M), action
         assert re.search(rf"^{constructor.split('(')[0]}\b.*==", library, re.M), constructor

@@ -1,9 +1,12 @@
-"""Explicit-state search: every interleaving of threads and asynchronous agents, breadth first.
+"""Explicit-state search: every interleaving of threads and asynchronous agents, breadth first
+or depth first.
 
 Breadth-first order makes the first violation found a shortest one. States are the flat tuples
 of `semantics.System`; the visited set (store.py: tuples, packed bytes or 64-bit fingerprints) is
 kept level by level with each state's predecessor index, so a counterexample is rebuilt without
-storing paths.
+storing paths. Depth first (branch and bound, `order="dfs"`) has a violation in hand early and
+then searches for shorter ones; run to the end it reports what breadth first reports
+(docs/POR.md, "Search order"), stopped by a limit the shortest it has, saying so.
 
 Reductions (docs/POR.md argues each rule survives them; tests compare with the unreduced search):
 symmetry between identical threads and between cluster blocks that map onto each other
@@ -73,8 +76,14 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             ignore: frozenset[str] = frozenset(),
             progress: Callable[[dict], None] | None = None,
             block_symmetry: bool = True, store_mode: str = "tuple",
-            partial_order: bool = True) -> ExploreResult:
+            partial_order: bool = True, order: str = "bfs") -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
+
+    `order="dfs"` walks the same reduced graph depth first (the reductions depend on the state
+    only, so it reaches the same states): a first violation comes early, however deep, and
+    the search then goes on for shorter ones (branch and bound, `depth_first`). Run to the end
+    it reports what the breadth-first search reports; stopped by a limit, the shortest found
+    so far, with the reason it may not be shortest.
 
     >>> from barrierproof.model.dsl import protocol
     >>> @protocol
@@ -91,6 +100,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     """
     limits = limits or Limits()
     start = time.perf_counter()
+    # Init visibility (model/init_visibility.py) keeps a bit per agent and is written by hardware
+    # barrier waits: neither thread symmetry nor the persistent sets account for it.
+    reduction = reduction and not getattr(system, "init_insts", ())
     symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
     reduce = symmetry.canonicalizer() if symmetry is not None else None
     # From a canonical state, only the mover's class can fall out of order.
@@ -141,9 +153,17 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         """A violation reached from entry `index` of the current level (None: the initial
         state itself) by `action` (None: the state at `index` itself is the violation); `perm`:
         the race is in that symmetric image of the state reached."""
-        nonlocal depth
         path = store.path(depth, index) if index is not None else []
         pred = unpack(frontier[index]) if index is not None else None
+        return found_on(path, pred, action, violation, by_step, perm)
+
+    def found_on(path: list, pred: tuple | None, action: int | None, violation: Violation,
+                 by_step: bool = False, perm: dict[int, int] | None = None,
+                 shortest: bool = True) -> ExploreResult:
+        """A violation reached along `path` (the keys of the stored states after the initial
+        one) to `pred`, then by `action` (see `found`); `shortest`: no shorter one in the
+        reduced graph (else the caller says why not)."""
+        nonlocal depth
         actions, last = _concretize(system, canon, key, path, pred, action, ignore,
                                     step_code=violation.code if by_step else None)
         if last is not None:
@@ -152,7 +172,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             reached = init if action is None else canon(system.step(pred, action)[0])
             actions = _toward(system, classes, actions, permute_state(system, reached, perm))
         depth = len(actions)
-        if local is not None:
+        if local is not None and shortest:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
             # It gets half the time left: the violation in hand is reported within the limit
@@ -173,6 +193,138 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                                  "may exist")
         return result("violation", actions=actions, violation=violation)
 
+    def expand(state: tuple) -> list:
+        """The successors the reductions keep, in the order to take them (last first)."""
+        chosen = local(state) if local is not None else None
+        if chosen is not None:
+            succ = [(a, *system.step(state, a)) for a in chosen]
+        else:
+            succ = system.successors(state, twins(state) if twins is not None else None)
+        succ.reverse()
+        return succ
+
+    def depth_first() -> ExploreResult:
+        """The reduced graph depth first, with branch and bound: the first violation met bounds
+        the length of the next ones, and the search goes on for shorter ones (or one as short
+        with a lower code). Every path to a state has the same length (docs/POR.md), so a state
+        stands for its whole subtree whatever path reached it, and a search that runs to the
+        end finds what the breadth-first search finds: a shortest violation of the reduced
+        graph, with the lowest code of its length."""
+        nonlocal transitions, depth
+        # [rank, path, pred, action, violation, by step, perm]; rank (length, deadlock, code):
+        # breadth first, a step's violation is met while the level before is expanded, a
+        # deadlock only when its own level is, so at one length it comes last
+        best: list = []
+
+        def better(length: int, code: str, deadlock: bool = False) -> bool:
+            return not best or (length, deadlock, code) < best[0]
+
+        def stopped(why: str) -> ExploreResult:
+            if not best:
+                return result("bounded", reason=f"{why} depth first, {len(seen):,} states "
+                              f"(deepest {depth})")
+            found = found_on(*best[1:], shortest=False)
+            found.reason = (f"found depth first; the search for a shorter one stopped "
+                            f"({why})")
+            return found
+
+        path: list = []                  # keys of the states on the stack after the initial one
+        stack = [init]
+        succ = expand(init)
+        if not succ and not system.is_done(init):
+            stuck = system.deadlock(init)
+            if stuck.code not in ignore:
+                return found_on([], init, None, stuck)
+        pending = [succ]
+        cut = False                      # a state at the depth limit was not expanded
+        cap = limits.max_states if limits.max_states is not None else float("inf")
+        expanded = 0
+        next_report = start + 0.25
+        next_memory_check = start + 1.0
+        try:
+            while pending:
+                succ = pending[-1]
+                if not succ:
+                    pending.pop()
+                    stack.pop()
+                    if path:
+                        path.pop()
+                    continue
+                action, nxt, violation = succ.pop()
+                state = stack[-1]
+                length = len(stack)          # of a path to nxt
+                transitions += 1
+                if violation is not None and orbit is not None:
+                    code = orbit(state, action, violation.code, ignore)
+                    if code is not None and code != violation.code:
+                        violation = Violation(code, violation.message)
+                if violation is not None and violation.code not in ignore:
+                    if better(length, violation.code):
+                        best[:] = [(length, False, violation.code), list(path), state, action,
+                                   violation, True, None]
+                    continue
+                if after_step is not None:
+                    nxt = after_step(nxt, action)
+                elif reduce is not None:
+                    nxt = reduce(nxt)
+                k = key(nxt)
+                if k in seen:
+                    continue
+                if len(seen) >= cap:
+                    return stopped(f"state limit {limits.max_states} reached")
+                seen.add(k)
+                bad, perm = violations(nxt)
+                if bad:
+                    if better(length, primary(bad).code):
+                        best[:] = [(length, False, primary(bad).code), list(path), state, action,
+                                   primary(bad), False, perm]
+                    continue
+                if length > depth:               # as breadth first: the deepest state kept
+                    depth = length
+                if best and length > best[0][0]:
+                    continue                 # only longer violations lie beyond
+                # as breadth first: a state at the depth limit is checked, not expanded
+                if limits.max_depth is not None and length >= limits.max_depth:
+                    cut = True
+                    continue
+                after = expand(nxt)
+                if not after and not system.is_done(nxt):
+                    stuck = system.deadlock(nxt)
+                    if stuck.code not in ignore and better(length, stuck.code, True):
+                        best[:] = [(length, True, stuck.code), path + [k], nxt, None, stuck, False,
+                                   None]
+                    continue
+                if best and length == best[0][0]:
+                    continue                 # its successors are longer than the best
+                stack.append(nxt)
+                path.append(k)
+                pending.append(after)
+                expanded += 1
+                if (expanded & 255) == 0:
+                    now = time.perf_counter()
+                    # with a violation in hand, stop a little early: its replay and report follow
+                    if limits.timeout is not None and \
+                            now - start > limits.timeout * (0.95 if best else 1.0):
+                        return stopped(f"time limit {limits.timeout:g}s reached")
+                    if limits.max_memory_mb is not None and now >= next_memory_check:
+                        next_memory_check = now + 1.0
+                        if _rss_bytes() > limits.max_memory_mb * 2**20:
+                            return stopped(f"memory limit {limits.max_memory_mb} MB reached")
+                    if progress is not None and now >= next_report:
+                        next_report = now + 0.25
+                        progress({"states": len(seen), "depth": len(path), "frontier": len(path),
+                                  "rate": len(seen) / max(now - start, 1e-9),
+                                  "seconds": now - start, "bytes_per_state": per_state(),
+                                  "shortest_found": best[0][0] if best else None})
+        except KeyboardInterrupt:     # a violation in hand is still reported
+            return stopped("interrupted")
+        if best:
+            return found_on(*best[1:])
+        if cut:
+            return result("bounded", reason=f"depth limit {limits.max_depth} reached depth "
+                          "first")
+        return result("verified")
+
     store = StateStore(system, store_mode)
     key, pack, unpack = store.key, store.pack, store.unpack
     packed = store.mode != "tuple"
@@ -186,6 +338,14 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     first, perm = violations(init)
     if first:
         return found(None, None, primary(first), False, perm)
+    if order == "dfs":
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return depth_first()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
     frontier = [pack(init)]
     store.levels[0][0].append(key(init))
     store.levels[0][1].append(0)

@@ -39,7 +39,8 @@ from typing import Callable
 
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
                                 EXPECT_TX, FORK, GUARDS, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC,
-                                ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, WAIT, WAITS, System)
+                                ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT,
+                                SIGNALS_LANDED, WAIT, WAITS, System)
 
 ARRIVALS = (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, ISSUE_ASYNC)
 # How many blocking instructions ahead a horizon looks for one that holds a thread back.
@@ -105,6 +106,12 @@ class PersistentSets:
                     r |= P[instr.target]
                     if instr.aux:
                         w |= P[instr.target]
+                elif op == SEM_SIGNAL_SET:
+                    for k in instr.aux:        # its signals land later, as deliveries
+                        causes[a][pc] |= P[system.slots[k].inst]
+                elif op == SIGNALS_LANDED:     # waits for those deliveries
+                    for k in instr.aux:
+                        r |= P[system.slots[k].inst]
                 elif op == HW_ARRIVE:
                     w |= H[instr.target]
                 elif op == HW_WAIT:
@@ -152,7 +159,8 @@ class PersistentSets:
         # Instructions that can block: a thread's horizon may end at one whose guard is false
         # for good on paths outside the set.
         self.blocking = [[pc for pc, i in enumerate(p)
-                          if i.op in WAITS or i.op in (HW_WAIT, SEM_WAIT, AWAIT_FORK, JOIN)]
+                          if i.op in WAITS or i.op in (HW_WAIT, SEM_WAIT, AWAIT_FORK, JOIN,
+                                                       SIGNALS_LANDED)]
                          for p in system.programs]
         self.fut_r, self.fut_w = [], []
         for a, prog in enumerate(system.programs):

@@ -38,12 +38,19 @@ from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARR
                                COMPLETE_TX,
                                EFFECT_COMPLETE_TX, EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT,
                                ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, UNMODELED,
-                               WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System, compile_systems)
+                               WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System, compile_systems,
+                               MBAR_INIT, FENCE_INIT, FENCE_ASYNC, EFFECT_SIGNAL,
+                               SEM_SIGNAL_SET, SIGNALS_LANDED)
 
 LIBRARY = "MBarrier"
 # Named and cluster barriers, and the rule on blocks that exit under a peer's arrival: kernels
 # with hardware barriers or more than one block extend this sibling of MBarrier.
 HW_LIBRARY = "HwBarrier"
+# mbarrier init visibility (model/init_visibility.py): kernels with explicit-init barriers
+# extend this sibling of HwBarrier.
+INIT_LIBRARY = "InitBarrier"
+# Library levels: which module a kernel's spec extends (Checks.hw holds one).
+MBARRIER, HW, INIT = 0, 1, 2
 SPECS_DIR = Path(__file__).resolve().parents[2] / "specs"
 
 # One row per opcode of semantics.py: how its instruction is written in TLA+ (the constructors
@@ -68,6 +75,11 @@ ACTIONS = {
     UNMODELED: ("unmodeled", "Unmodeled"),
     HW_ARRIVE: ("hw_arrive(h, threads, count, site, partial, pos)", "HwArrive"),
     HW_WAIT: ("hw_wait(h, pos)", "HwWait"),
+    MBAR_INIT: ("mbarrier_init(inst)", "InitThreadStep"),
+    FENCE_INIT: ("fence_mbarrier_init", "InitThreadStep"),
+    FENCE_ASYNC: ("fence_proxy_async", "InitThreadStep"),
+    SEM_SIGNAL_SET: ("sem_signal_set(slots)", "SemSignalSet"),
+    SIGNALS_LANDED: ("signals_landed(slots)", "SignalsLanded"),
 }
 
 # Rules checked by TLC, by diagnostic code: (cfg keyword, MBarrier definition). Deadlock (BP100,
@@ -87,17 +99,41 @@ HW_RULES = {
     "BP142": ("PROPERTY", "BP142_CountsAgree"),
     "BP146": ("INVARIANT", "BP146_NoPeerExited"),
 }
+# The rule InitBarrier adds.
+INIT_RULES = {"BP147": ("INVARIANT", "BP147_InitVisible")}
 # Deadlock flavours as invariants, for a search that must find one and not the other.
 DEADLOCKS = {"BP100": "BP100_NoDeadlock", "BP130": "BP130_NoTxDeadlock"}
 HW_DEADLOCKS = {"BP100": "HwBP100_NoDeadlock", "BP130": "HwBP130_NoTxDeadlock",
                 "BP144": "BP144_NoExitDeadlock"}
+INIT_DEADLOCKS = {"BP100": "InitBP100_NoDeadlock", "BP130": "InitBP130_NoTxDeadlock",
+                  "BP144": "InitBP144_NoExitDeadlock"}
 # Properties that fail exactly on the steps semantics.py reports with that code.
-EXACT = {code: f"Exact_{code}" for code in sorted({*RULES, *HW_RULES})}
+EXACT = {code: f"Exact_{code}" for code in sorted({*RULES, *HW_RULES, *INIT_RULES})}
 
 
 def uses_hw(system: System) -> bool:
-    """Whether the system's module extends HwBarrier."""
-    return bool(system.hw_instances) or len(system.blocks) > 1
+    """Whether the system's module extends HwBarrier (or InitBarrier, which extends it)."""
+    return bool(system.hw_instances) or len(system.blocks) > 1 or uses_init(system)
+
+
+def uses_init(system: System) -> bool:
+    """Whether the system's module extends InitBarrier (explicit-init barriers)."""
+    return bool(getattr(system, "init_insts", ()))
+
+
+def level(system: System) -> int:
+    """The library the system's module extends: MBARRIER, HW or INIT."""
+    return INIT if uses_init(system) else HW if uses_hw(system) else MBARRIER
+
+
+def rules_of(hw: int) -> dict:
+    """The rules the library of level `hw` checks."""
+    return {**RULES, **(HW_RULES if hw else {}), **(INIT_RULES if hw == INIT else {})}
+
+
+def deadlocks_of(hw: int) -> dict:
+    """The deadlock-flavour invariants of the library of level `hw`."""
+    return INIT_DEADLOCKS if hw == INIT else HW_DEADLOCKS if hw else DEADLOCKS
 
 
 @dataclass(frozen=True)
@@ -110,13 +146,13 @@ class Checks:
     deadlock: bool = True
     depth: int | None = None
     ignored: frozenset = frozenset()
-    hw: bool = False              # the module extends HwBarrier
+    hw: int = MBARRIER            # the library the module extends: MBARRIER, HW or INIT
 
 
 def default_checks(ignore: Iterable[str] = (), hw: bool = False) -> Checks:
     """Every rule not ignored, cheapest form: what the emitted .cfg checks."""
     ignore = frozenset(ignore)
-    rules = {**RULES, **HW_RULES} if hw else RULES
+    rules = rules_of(hw)
     lines = tuple(f"{kind} {name}" for code, (kind, name) in rules.items() if code not in ignore)
     return deadlock_checks(ignore, lines, hw=hw)
 
@@ -125,7 +161,7 @@ def deadlock_checks(ignore: Iterable[str] = (), lines: tuple[str, ...] = (),
                     depth: int | None = None, hw: bool = False) -> Checks:
     """Deadlocks of the flavours not ignored: TLC's own check when all count."""
     ignore = frozenset(ignore)
-    flavours = HW_DEADLOCKS if hw else DEADLOCKS
+    flavours = deadlocks_of(hw)
     wanted = [c for c in flavours if c not in ignore]
     if len(wanted) == len(flavours):
         return Checks(lines, True, depth, ignore, hw)
@@ -142,11 +178,12 @@ def exact_checks(codes: Iterable[str], ignore: Iterable[str] = (),
 
 def exact_codes(hw: bool) -> list[str]:
     """The codes with an Exact_ property in the module's library."""
-    return sorted({*RULES, *HW_RULES}) if hw else sorted(RULES)
+    return sorted(rules_of(hw))
 
 
 VARIABLES = ("pc", "phase", "pending", "tx", "expected", "seen", "inflight", "queue")
 HW_VARIABLES = ("hwphase", "hwarrived", "hwcount", "hwsite", "hwseen")
+INIT_VARIABLES = ("initvis", "initrel", "initrelc")
 
 
 @dataclass
@@ -169,11 +206,12 @@ class TlaModule:
         if library:
             (out / f"{LIBRARY}.tla").write_text(library_text())
             (out / f"{HW_LIBRARY}.tla").write_text(library_text(HW_LIBRARY))
+            (out / f"{INIT_LIBRARY}.tla").write_text(library_text(INIT_LIBRARY))
         return tla_path, cfg_path
 
     @property
-    def hw(self) -> bool:
-        return uses_hw(self.system)
+    def hw(self) -> int:
+        return level(self.system)
 
 
 def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
@@ -189,7 +227,7 @@ def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
 
 
 def library_text(name: str = LIBRARY) -> str:
-    """The text of specs/MBarrier.tla (or of its sibling HwBarrier.tla)."""
+    """The text of specs/MBarrier.tla (or of its siblings HwBarrier.tla, InitBarrier.tla)."""
     path = SPECS_DIR / f"{name}.tla"
     if not path.exists():
         raise ModelError(f"{path} is missing: the TLA+ emitter needs the {name} library module",
@@ -269,6 +307,15 @@ def _instruction(system: System, agent: int, instr) -> str:
         return "join(" + _seq(f"<<{w + 1}, {end}>>" for w, end in instr.aux) + ")"
     if op == UNMODELED:
         return "unmodeled"
+    if op in (SEM_SIGNAL_SET, SIGNALS_LANDED):
+        name = "sem_signal_set" if op == SEM_SIGNAL_SET else "signals_landed"
+        return f"{name}({_seq(k + 1 for k in instr.aux)})"
+    if op == MBAR_INIT:
+        return f"mbarrier_init({instr.target + 1})"
+    if op == FENCE_INIT:
+        return "fence_mbarrier_init"
+    if op == FENCE_ASYNC:
+        return "fence_proxy_async"
     hw_seen_base = system.hw_base + hw.HW_FIELDS * len(system.hw_instances)
     if op == HW_ARRIVE:
         arrival = instr.aux
@@ -309,13 +356,19 @@ def cfg_text(checks: Checks | None = None) -> str:
         "    BlockThreads <- KernelBlockThreads",
         "    RemoteSlots <- KernelRemoteSlots",
     ] if checks.hw else []
+    init_constants = [
+        "    InitOf <- KernelInitOf",
+        "    RelOf <- KernelRelOf",
+        "    ClusterHw <- KernelClusterHw",
+        "    RelaxedAt <- KernelRelaxedAt",
+    ] if checks.hw == INIT else []
     lines = [
         "\\* Generated by barrierproof (checker/engines/tla.py).",
         ("\\* Deadlock checking is on (TLC's default; do not pass -deadlock). A finished kernel"
          if checks.deadlock else
          "\\* Run with -deadlock: deadlocks are checked by the invariants below. A finished kernel"),
         "\\* stutters, so it is not a deadlock.",
-        "SPECIFICATION HwSpec" if checks.hw else "SPECIFICATION Spec",
+        f"SPECIFICATION {('Spec', 'HwSpec', 'InitSpec')[checks.hw]}",
         "CONSTANTS",
         "    Prog <- KernelProg",
         "    ExpectedInit <- KernelExpected",
@@ -328,6 +381,7 @@ def cfg_text(checks: Checks | None = None) -> str:
         f"    MaxTx = {MAX_TX}",
         f"    Ignored = {{{ignored}}}",
         *hw_constants,
+        *init_constants,
     ]
     lines += list(checks.lines)
     if checks.depth is not None:
@@ -360,7 +414,7 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
             "\\* kernel's agents, programs and barriers. Variables and their values are those of",
             "\\* model/semantics.py; agents, instances, seen entries, slots and queues are",
             "\\* numbered from 1 here (from 0 in semantics.py).",
-            f"EXTENDS {HW_LIBRARY if uses_hw(system) else LIBRARY}", ""]
+            f"EXTENDS {(LIBRARY, HW_LIBRARY, INIT_LIBRARY)[level(system)]}", ""]
     if has_memory_effects(kernel):
         out[-2:-2] = ["\\* Not modelled here: the kernel's memory effects. TLC checks its barrier",
                       "\\* protocol only; races (BP200/BP201) are checked by the explorer."]
@@ -419,7 +473,10 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     # Asynchronous agents.
     rows = []
     for k, slot in enumerate(system.slots):
-        if slot.effect == EFFECT_COMPLETE_TX:
+        if slot.effect == EFFECT_SIGNAL:
+            rows.append((f"signal_slot({slot.inst + 1}, {slot.amount})",
+                         f"{k + 1}: a signal of {_ascii(system.instances[slot.inst].name)}"))
+        elif slot.effect == EFFECT_COMPLETE_TX:
             rows.append((f"complete_tx_slot({slot.inst + 1}, {slot.amount})",
                          f"{k + 1}: {slot.kind} landing on {_ascii(system.instances[slot.inst].name)}"))
         else:
@@ -445,8 +502,10 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     out.append("")
     if uses_hw(system):
         out += _hw_tables(system)
+    if uses_init(system):
+        out += _init_tables(system)
     out.append("=" * (len(out[0])))
-    checks = default_checks(ignore, hw=uses_hw(system))
+    checks = default_checks(ignore, hw=level(system))
     return TlaModule(name, "\n".join(out) + "\n", cfg_text(checks), system, checks)
 
 
@@ -488,6 +547,30 @@ def _hw_tables(system: System) -> list[str]:
     remote = ", ".join(str(k + 1) for k in system.remote_slots)
     out.append("\\* The slots some block issues into another block's barrier.")
     out.append(f"KernelRemoteSlots == {{{remote}}}")
+    out.append("")
+    return out
+
+
+def _init_tables(system: System) -> list[str]:
+    """The constants of InitBarrier: the explicit-init instances and their release fields."""
+    entry = {i: e + 1 for e, i in enumerate(system.init_insts)}
+    out = []
+    rows = [(str(i + 1), _ascii(system.instances[i].name)) for i in system.init_insts]
+    out.append("\\* Explicit-init entries: the mbarrier instance of each.")
+    out += _table("KernelInitOf", rows)
+    out.append("")
+    rows = [(f"<<{entry[i]}, {h + 1}>>", f"{_ascii(system.instances[i].name)} released on "
+                                         f"{_ascii(system.hw_instances[h].name)}")
+            for (i, h), _ in sorted(system.init_rel_pos.items(), key=lambda kv: kv[1])]
+    out.append("\\* Release fields: <<entry, hardware barrier>>.")
+    out += _table("KernelRelOf", rows)
+    out.append("")
+    cluster = [h + 1 for h, x in enumerate(system.hw_instances) if x.kind == "cluster"]
+    out.append(f"KernelClusterHw == {cluster[0] if cluster else 0}")
+    out.append("")
+    relaxed = ", ".join(f"<<{a + 1}, {pc}>>" for a, pc in sorted(system.init_relaxed))
+    out.append("\\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.")
+    out.append(f"KernelRelaxedAt == {{{relaxed}}}")
     out.append("")
     return out
 
@@ -592,7 +675,8 @@ def parse_value(text: str):
 
 def decode_state(system: System, variables: Mapping[str, object]) -> tuple:
     """A TLC state (variable name -> parsed value) as semantics.py's flat state tuple."""
-    names = VARIABLES + (HW_VARIABLES if uses_hw(system) else ())
+    names = VARIABLES + (HW_VARIABLES if uses_hw(system) else ()) + \
+        (INIT_VARIABLES if uses_init(system) else ())
     missing = [v for v in names if v not in variables]
     if missing:
         raise ValueError(f"TLC state lacks {', '.join(missing)}")
@@ -607,6 +691,9 @@ def decode_state(system: System, variables: Mapping[str, object]) -> tuple:
         for h in range(len(system.hw_instances)):
             state += [variables[v][h] for v in HW_VARIABLES[:4]]
         state += list(variables["hwseen"])
+    if uses_init(system):
+        state += [sum(bit << k for k, bit in enumerate(bits)) for bits in variables["initvis"]]
+        state += list(variables["initrel"]) + list(variables["initrelc"])
     if len(state) != system.width:
         raise ValueError(f"TLC state has {len(state)} fields, the System {system.width}")
     return tuple(state)
@@ -626,14 +713,24 @@ def encode_state(system: System, state: tuple) -> dict[str, tuple]:
         "inflight": tuple(state[system.slot_base:system.queue_base]),
         "queue": tuple(tuple(q) for q in state[system.queue_base:system.queue_end]),
         **(_encode_hw(system, state) if uses_hw(system) else {}),
+        **(_encode_init(system, state) if uses_init(system) else {}),
     }
 
 
 def _encode_hw(system: System, state: tuple) -> dict[str, tuple]:
     fields = [hw.fields(system, state, h) for h in range(len(system.hw_instances))]
     base = system.hw_base + hw.HW_FIELDS * len(system.hw_instances)
+    end = min(system.init_pos.values()) if uses_init(system) else system.width
     return {**{v: tuple(f[k] for f in fields) for k, v in enumerate(HW_VARIABLES[:4])},
-            "hwseen": tuple(state[base:system.width])}
+            "hwseen": tuple(state[base:end])}
+
+
+def _encode_init(system: System, state: tuple) -> dict[str, tuple]:
+    bits = system.n_agents + 2
+    return {"initvis": tuple(tuple((state[system.init_pos[i]] >> k) & 1 for k in range(bits))
+                             for i in system.init_insts),
+            "initrel": tuple(state[p] for p in sorted(system.init_rel_pos.values())),
+            "initrelc": tuple(state[p] for p in sorted(system.init_relc_pos.values()))}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -727,7 +824,8 @@ def index_text(emitted: list[Emitted]) -> str:
     lines = ["# Generated TLA+ specs", "",
              "Written by `barrierproof tla` (checker/engines/tla.py); each module EXTENDS MBarrier.tla",
              "(a copy of specs/MBarrier.tla), or its sibling HwBarrier.tla when the kernel has named or",
-             "cluster barriers or more than one block, and only lists a kernel's programs and barriers.",
+             "cluster barriers or more than one block (InitBarrier.tla, which extends HwBarrier, when",
+             "it initialises barriers itself), and only lists a kernel's programs and barriers.",
              "Check one with TLC (deadlock checking on; never pass `-deadlock`):", "",
              "    java -cp tla2tools.jar tlc2.TLC -workers 1 MODULE", "",
              "| module | protocol | parameters | expected verdict |",
@@ -752,7 +850,7 @@ def write_emitted(emitted: list[Emitted], directory: str | os.PathLike,
     for item in emitted:
         for m in item.modules:
             written += m.write(out, library=False)
-    for name in (LIBRARY, HW_LIBRARY):
+    for name in (LIBRARY, HW_LIBRARY, INIT_LIBRARY):
         (out / f"{name}.tla").write_text(library_text(name))
         written.append(out / f"{name}.tla")
     if index:
@@ -779,6 +877,7 @@ def generated_specs(root: str | os.PathLike) -> dict[str, str]:
             files[f"{m.name}.cfg"] = m.cfg
     files[f"{LIBRARY}.tla"] = library_text()
     files[f"{HW_LIBRARY}.tla"] = library_text(HW_LIBRARY)
+    files[f"{INIT_LIBRARY}.tla"] = library_text(INIT_LIBRARY)
     files["README.md"] = index_text(emitted)
     return files
 

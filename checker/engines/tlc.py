@@ -40,16 +40,21 @@ from typing import Mapping
 
 from ...model.ir import Kernel, ModelError
 from ...model.semantics import WAIT, WAIT_PARITY, System
-from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, RULES, Checks, exact_codes,
+from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, INIT_DEADLOCKS, INIT_RULES, RULES,
+                  Checks, deadlocks_of, exact_codes,
                   TlaModule, bounded_wrapper, deadlock_checks,
                   decode_state, default_checks, emit_system, exact_checks, library_text,
                   parse_value)
+from . import tla
 from ..verdict import Verdict
 
 # TLC's exit codes (tlc2.output.EC.ExitStatus).
 EXIT_OK, EXIT_DEADLOCK, EXIT_INVARIANT, EXIT_PROPERTY, EXIT_PARSE = 0, 11, 12, 13, 150
 # Message codes of `-tool` output.
 MSG_INVARIANT, MSG_PROPERTY, MSG_DEADLOCK = 2110, 2112, 2114
+# An invariant the initial state already breaks (a thread whose first step uses a barrier whose
+# init it cannot see): the message holds the violation and that state.
+MSG_INITIAL_INVARIANT = 2107
 MSG_STATE, MSG_STATS, MSG_DEPTH, MSG_SUCCESS, MSG_FINISHED = 2217, 2199, 2194, 2193, 2186
 
 # The specifications of MBarrier.tla (HwBarrier.tla): thread steps as one CASE on the opcode, or
@@ -194,6 +199,11 @@ def parse_output(output: str, exit_code: int | None) -> TlcRun:
             run.states.append(parse_state(text))
         elif code == MSG_FINISHED:
             run.tlc_seconds = _duration(text)
+        elif code == MSG_INITIAL_INVARIANT:
+            m = re.search(r"Invariant (\w+) is violated by the initial state:\n", text)
+            if m:
+                run.violated = m.group(1)
+                run.states.append(parse_state(text[m.end():]))
         elif code in (MSG_INVARIANT, MSG_PROPERTY):
             m = re.search(r"(?:Invariant|Action property|Property) (\w+) is violated", text)
             run.violated = m.group(1) if m else text.strip()
@@ -323,9 +333,10 @@ def tlc_code(system: System, run: TlcRun) -> str:
                 if pending[inst] == 0 and tx[inst] != 0:
                     return "BP130"
         return "BP100"
-    names = {name: code for code, (_, name) in {**RULES, **HW_RULES}.items()}
+    names = {name: code for code, (_, name) in {**RULES, **HW_RULES, **INIT_RULES}.items()}
     names.update({name: code for code, name in DEADLOCKS.items()})
     names.update({name: code for code, name in HW_DEADLOCKS.items()})
+    names.update({name: code for code, name in INIT_DEADLOCKS.items()})
     names.update({name: code for code, name in EXACT.items()})
     if run.violated not in names:
         raise TlcError(f"TLC reports {run.violated!r} violated, which is no rule of MBarrier.tla")
@@ -334,7 +345,7 @@ def tlc_code(system: System, run: TlcRun) -> str:
 
 def _kind(run: TlcRun) -> str:
     """"deadlock" when TLC's verdict is a deadlock (its own check or a deadlock invariant)."""
-    deadlocks = {*DEADLOCKS.values(), *HW_DEADLOCKS.values()}
+    deadlocks = {*DEADLOCKS.values(), *HW_DEADLOCKS.values(), *INIT_DEADLOCKS.values()}
     return "deadlock" if run.status == "deadlock" or run.violated in deadlocks else "rule"
 
 
@@ -386,7 +397,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             if run.status == "deadlock" and hw:
                 # HwBarrier has three deadlock flavours: TLC names the one it finds when asked
                 # with one invariant per flavour, at the same depth.
-                flavours = Checks(tuple(f"INVARIANT {n}" for c, n in HW_DEADLOCKS.items()
+                flavours = Checks(tuple(f"INVARIANT {n}" for c, n in deadlocks_of(hw).items()
                                         if c not in ignored), False, len(actions), ignored, hw)
                 named = go(flavours)
                 if named.status not in VIOLATIONS:
@@ -421,6 +432,17 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             if found is not None and found[2] == "deadlock":
                 actions, code, kind = found
                 length = len(actions)
+        if kind == "rule" and length == 0:
+            # The initial state breaks a state rule (no step to ask Exact_* about): the code is
+            # the lowest among the invariants it breaks, each asked alone.
+            for c, (keyword, name) in sorted(tla.rules_of(hw).items()):
+                if c < code and c not in ignored and keyword == "INVARIANT":
+                    lower = go(Checks((f"INVARIANT {name}",), False, 0, ignored, hw))
+                    if lower.status == "invariant" and not trace_actions(system, lower):
+                        code = c
+                        break
+            return SearchOutcome("violation", first.distinct, first.generated, first.depth,
+                                 actions, code)
         if kind == "rule":
             wanted = [c for c in exact_codes(hw) if c not in ignored]
             found = answer(go(exact_checks(wanted, ignored, depth=length, hw=hw)), length)
@@ -434,7 +456,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                 checks = exact_checks(lower, ignored, depth=length, hw=hw)
             else:
                 lower = [c for c in ("BP100",) if c < code and c not in ignored]
-                checks = Checks((f"INVARIANT {'Hw' if hw else ''}BP100_NoDeadlock",), False,
+                checks = Checks((f"INVARIANT {deadlocks_of(hw)['BP100']}",), False,
                                 length, ignored, hw)
             if not lower:
                 break

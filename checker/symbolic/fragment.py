@@ -82,6 +82,13 @@ class Fragment:
     """The kernel with symbolic parameters, cut into roles, barrier classes and tau."""
 
     def __init__(self, kernel: Kernel, symbolic: Sequence[str], concrete: Mapping[str, int]):
+        explicit = next((b for b in kernel.barriers if b.explicit_init), None)
+        if explicit is not None:
+            # Who sees an init is a bit per thread and per sync phase (init_visibility.py):
+            # the counter abstraction counts threads of a role, not what each has seen.
+            raise Unsupported(f"`{explicit.name}` is initialised by the protocol "
+                              "(explicit_init=True): init visibility is outside the prover's "
+                              "fragment", explicit.loc)
         for op in kernel.ops():
             if op.kind in HARDWARE_BARRIER_KINDS:
                 # Named and cluster barriers count threads, not mbarrier arrivals: the counter
@@ -144,7 +151,7 @@ class Fragment:
                 # Pallas rule 2 on a barrier nobody waits on is left to the explorer
                 raise Unsupported(f"`{op.barrier.alloc.name}` receives Pallas arrivals but no "
                                   "thread waits on it", op.loc)
-            if op.kind in ("semaphore_signal", "semaphore_wait"):
+            if op.kind in ("semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"):
                 raise Unsupported(f"`{op.describe()}`: semaphores are left to the explorer",
                                   op.loc)
             if op.kind == "wait_parity" and op.phase is not None:

@@ -32,6 +32,8 @@ EXPECT = {
     "test_then_wait": "violation:BP100",
     "parallel_signals": "verified",
     "parallel_signals_waits_for_three": "violation:BP100",
+    "parallel_signals_to_two_semaphores": "verified",
+    "parallel_signals_to_two_semaphores_one_short": "violation:BP100",
 }
 
 INTERPRETER = {
@@ -53,6 +55,8 @@ INTERPRETER = {
     "test_then_wait": "unsupported",
     "parallel_signals": "unsupported",
     "parallel_signals_waits_for_three": "unsupported",
+    "parallel_signals_to_two_semaphores": "unsupported",
+    "parallel_signals_to_two_semaphores_one_short": "unsupported",
 }
 
 ROUNDS = 2
@@ -347,3 +351,35 @@ def parallel_signals():
 def parallel_signals_waits_for_three():
     """The waiter asks for three signals; two come: a hang."""
     return _parallel_signals(3)
+
+
+def _parallel_signals_two(value: int):
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((TILE,), jnp.float32), num_threads=2,
+                  thread_name="wg", scratch_types=[plgpu.SemaphoreType.REGULAR(()),
+                                                   plgpu.SemaphoreType.REGULAR(())])
+    def kernel(x_ref, o_ref, sent, ready):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            plgpu.semaphore_signal_parallel(plgpu.SemaphoreSignal(sent, device_id=None, inc=1),
+                                            plgpu.SemaphoreSignal(ready, device_id=None, inc=1))
+
+        @pl.when(wg == 1)
+        def _():
+            pl.semaphore_wait(ready, 1)
+            pl.semaphore_wait(sent, value)
+            o_ref[...] = x_ref[...]
+
+    return kernel(jnp.zeros(TILE, jnp.float32))
+
+
+def parallel_signals_to_two_semaphores():
+    """Signals to two semaphores in no guaranteed order (semaphore_signal_parallel); the waiter
+    waits for `ready`, then for `sent`, whichever landed first."""
+    return _parallel_signals_two(1)
+
+
+def parallel_signals_to_two_semaphores_one_short():
+    """The waiter asks for two `sent` signals; one comes: a hang."""
+    return _parallel_signals_two(2)

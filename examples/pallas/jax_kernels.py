@@ -57,11 +57,12 @@ EXPECT = {
     "collective_matmul": "verified",
 }
 SLOW = {"blackwell_ragged_dot": "violation:BP103",     # about 40 s
-        # with --param trips_blackwell_matmul_mgpu_107=1 (one tile per block): BP103 like the
-        # 1-CTA kernel (the TMA warp never waits for the last MMAs' `consumed_barrier`
-        # completions), found with partial-order reduction in seconds; with the default 3 tiles
-        # the shortest is a BP101 on `store_done_barrier` (minutes; README)
-        "blackwell_matmul_collective": "violation:BP103"}
+        # 3 tiles per block (the default): a BP101 on `store_done_barrier` (README), met depth
+        # first within seconds; confirming it shortest takes minutes
+        "blackwell_matmul_collective": "violation:BP101"}
+# blackwell_matmul_collective with one tile per block: BP103 like the 1-CTA kernel (the TMA warp
+# never waits for the last MMAs' `consumed_barrier` completions)
+ONE_TILE_PER_BLOCK = ({"trips_blackwell_matmul_mgpu_107": 1}, "violation:BP103")
 
 F16 = jnp.float16
 M, K, N = 512, 256, 512

@@ -295,15 +295,16 @@ class SyncHandlers:
     def _op_semaphore_signal_parallel(self, eqn, env, frame, out):
         """`plgpu.semaphore_signal_parallel(*signals)`: the signals arrive in no guaranteed
         order. When they all hit one counter the order cannot matter, and they are the signals
-        one after the other; signals to different semaphores could be seen in any order, which
-        a straight-line program cannot express (BP190)."""
+        one after the other; signals to different semaphores land in any order (one in-flight
+        signal each, all before the thread's next operation: semantics.SEM_SIGNAL_SET)."""
         refs, transforms, incs, _devices = self._semaphore_args(eqn, env)
         if not refs or any(not isinstance(r, BarrierVal) or not r.alloc.semaphore for r in refs) \
                 or any(transforms) or any(not isinstance(i, Const) for i in incs):
             return self._unmodeled(eqn, env, frame, out)
         if len({id(r.alloc) for r in refs}) > 1:
-            out.append(Op("unmodeled", name="semaphore_signal_parallel (unordered signals to "
-                          "different semaphores)", loc=self.where(frame)))
+            out.append(Op("semaphore_signal_parallel", None, loc=self.where(frame),
+                          signals=tuple((BarrierRef(r.alloc, ()), inc)
+                                        for r, inc in zip(refs, incs))))
             return []
         for ref, inc in zip(refs, incs):
             out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()), count=inc,

@@ -7,6 +7,7 @@ Importing this module does not import JAX (the loader reads EXPECT tables withou
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -38,8 +39,13 @@ def trace(fn: Callable, *args, core_count: int = DEFAULT_CORE_COUNT,
     import jax
     check_jax_version(jax.__version__)
     try:
+        # jax caches a trace by the function object and the arguments' shapes: a target that
+        # reads its sizes from globals changed since the last trace would get the stale one
+        @functools.wraps(fn)
+        def fresh(*a, **kw):
+            return fn(*a, **kw)
         with device_facts(core_count, device_count):
-            return jax.make_jaxpr(fn)(*args, **kwargs)
+            return jax.make_jaxpr(fresh)(*args, **kwargs)
     except ModelError:
         raise
     except (Exception, SystemExit) as exc:     # sys.exit() in a kernel function, too

@@ -10,20 +10,20 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    2,  \* 1: met@0 (ClusterBarrier)  examples/pallas/hardware.py:155
-    2   \* 2: met@1 (ClusterBarrier)  examples/pallas/hardware.py:155
+    2,  \* 1: met@0 (ClusterBarrier)  examples/pallas/hardware.py:159
+    2   \* 2: met@1 (ClusterBarrier)  examples/pallas/hardware.py:159
 >>
 
 \* Agent 1: b0.thread0 (thread), 2 instruction(s).
 Prog_1_b0_thread0 == <<
-    arrive(<<1, 2>>, 1),  \* pc 0: barrier_arrive(met@0)  examples/pallas/hardware.py:147
-    wait(1, 1)            \* pc 1: barrier_wait(met@0)  examples/pallas/hardware.py:152
+    arrive(<<1, 2>>, 1),  \* pc 0: barrier_arrive(met@0)  examples/pallas/hardware.py:151
+    wait(1, 1)            \* pc 1: barrier_wait(met@0)  examples/pallas/hardware.py:156
 >>
 
 \* Agent 2: b1.thread0 (thread), 2 instruction(s).
 Prog_2_b1_thread0 == <<
-    arrive(<<2, 1>>, 1),  \* pc 0: barrier_arrive(met@1)  examples/pallas/hardware.py:147
-    wait(2, 2)            \* pc 1: barrier_wait(met@1)  examples/pallas/hardware.py:152
+    arrive(<<2, 1>>, 1),  \* pc 0: barrier_arrive(met@1)  examples/pallas/hardware.py:151
+    wait(2, 2)            \* pc 1: barrier_wait(met@1)  examples/pallas/hardware.py:156
 >>
 
 KernelProg == <<

@@ -10,20 +10,20 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    2,  \* 1: ready@0 (ClusterBarrier)  examples/pallas/hardware.py:185
-    2   \* 2: ready@1 (ClusterBarrier)  examples/pallas/hardware.py:185
+    2,  \* 1: ready@0 (ClusterBarrier)  examples/pallas/hardware.py:189
+    2   \* 2: ready@1 (ClusterBarrier)  examples/pallas/hardware.py:189
 >>
 
 \* Agent 1: b0.thread0 (thread), 2 instruction(s).
 Prog_1_b0_thread0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready@0)  examples/pallas/hardware.py:176
-    wait(1, 1)         \* pc 1: barrier_wait(ready@0)  examples/pallas/hardware.py:178
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready@0)  examples/pallas/hardware.py:180
+    wait(1, 1)         \* pc 1: barrier_wait(ready@0)  examples/pallas/hardware.py:182
 >>
 
 \* Agent 2: b1.thread0 (thread), 2 instruction(s).
 Prog_2_b1_thread0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready@1)  examples/pallas/hardware.py:176
-    wait(2, 2)         \* pc 1: barrier_wait(ready@1)  examples/pallas/hardware.py:178
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready@1)  examples/pallas/hardware.py:180
+    wait(2, 2)         \* pc 1: barrier_wait(ready@1)  examples/pallas/hardware.py:182
 >>
 
 KernelProg == <<

@@ -10,37 +10,37 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready (Barrier)  examples/pallas/hardware.py:87
-    3   \* 2: ack (Barrier)  examples/pallas/hardware.py:87
+    1,  \* 1: ready (Barrier)  examples/pallas/hardware.py:91
+    3   \* 2: ack (Barrier)  examples/pallas/hardware.py:91
 >>
 
 \* Agent 1: thread0 (thread), 4 instruction(s).
 Prog_1_thread0 == <<
-    fork,                                    \* pc 0: core_map(warp): fork warps  examples/pallas/hardware.py:67
-    arrive(<<1>>, 1),                        \* pc 1: barrier_arrive(ready)  examples/pallas/hardware.py:75
-    arrive(<<1>>, 1),                        \* pc 2: barrier_arrive(ready)  examples/pallas/hardware.py:75
-    join(<<<<2, 3>>, <<3, 3>>, <<4, 3>>>>)   \* pc 3: core_map(warp): join warps  examples/pallas/hardware.py:67
+    fork,                                    \* pc 0: core_map(warp): fork warps  examples/pallas/hardware.py:71
+    arrive(<<1>>, 1),                        \* pc 1: barrier_arrive(ready)  examples/pallas/hardware.py:79
+    arrive(<<1>>, 1),                        \* pc 2: barrier_arrive(ready)  examples/pallas/hardware.py:79
+    join(<<<<2, 3>>, <<3, 3>>, <<4, 3>>>>)   \* pc 3: core_map(warp): join warps  examples/pallas/hardware.py:71
 >>
 
 \* Agent 2: thread0.warp1 (warp), 3 instruction(s).
 Prog_2_thread0_warp1 == <<
-    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:67
-    wait(1, 1),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:83
-    wait(1, 1)         \* pc 2: barrier_wait(ready)  examples/pallas/hardware.py:83
+    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:71
+    wait(1, 1),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:87
+    wait(1, 1)         \* pc 2: barrier_wait(ready)  examples/pallas/hardware.py:87
 >>
 
 \* Agent 3: thread0.warp2 (warp), 3 instruction(s).
 Prog_3_thread0_warp2 == <<
-    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:67
-    wait(1, 2),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:83
-    wait(1, 2)         \* pc 2: barrier_wait(ready)  examples/pallas/hardware.py:83
+    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:71
+    wait(1, 2),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:87
+    wait(1, 2)         \* pc 2: barrier_wait(ready)  examples/pallas/hardware.py:87
 >>
 
 \* Agent 4: thread0.warp3 (warp), 3 instruction(s).
 Prog_4_thread0_warp3 == <<
-    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:67
-    wait(1, 3),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:83
-    wait(1, 3)         \* pc 2: barrier_wait(ready)  examples/pallas/hardware.py:83
+    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:71
+    wait(1, 3),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:87
+    wait(1, 3)         \* pc 2: barrier_wait(ready)  examples/pallas/hardware.py:87
 >>
 
 KernelProg == <<

@@ -12,20 +12,20 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: loaded@0 (Barrier)  examples/pallas/hardware.py:251
-    1   \* 2: loaded@1 (Barrier)  examples/pallas/hardware.py:251
+    1,  \* 1: loaded@0 (Barrier)  examples/pallas/hardware.py:255
+    1   \* 2: loaded@1 (Barrier)  examples/pallas/hardware.py:255
 >>
 
 \* Agent 1: b0.thread0 (thread), 2 instruction(s).
 Prog_1_b0_thread0 == <<
-    issue_async(<<1>>, 32768, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(loaded@0, 32768B)  examples/pallas/hardware.py:243
-    wait(1, 1)                            \* pc 1: barrier_wait(loaded@0)  examples/pallas/hardware.py:248
+    issue_async(<<1>>, 32768, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(loaded@0, 32768B)  examples/pallas/hardware.py:247
+    wait(1, 1)                            \* pc 1: barrier_wait(loaded@0)  examples/pallas/hardware.py:252
 >>
 
 \* Agent 2: b1.thread0 (thread), 2 instruction(s).
 Prog_2_b1_thread0 == <<
-    issue_async(<<2>>, 32768, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(loaded@1, 32768B)  examples/pallas/hardware.py:243
-    wait(2, 2)                            \* pc 1: barrier_wait(loaded@1)  examples/pallas/hardware.py:248
+    issue_async(<<2>>, 32768, <<1, 2>>),  \* pc 0: copy_gmem_to_smem(loaded@1, 32768B)  examples/pallas/hardware.py:247
+    wait(2, 2)                            \* pc 1: barrier_wait(loaded@1)  examples/pallas/hardware.py:252
 >>
 
 KernelProg == <<

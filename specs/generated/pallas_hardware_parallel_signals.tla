@@ -10,18 +10,18 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    0   \* 1: sem (Semaphore)  examples/pallas/hardware.py:338
+    0   \* 1: sem (Semaphore)  examples/pallas/hardware.py:342
 >>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    sem_signal(1, 1),  \* pc 0: semaphore_signal(sem, +1)  examples/pallas/hardware.py:330
-    sem_signal(1, 1)   \* pc 1: semaphore_signal(sem, +1)  examples/pallas/hardware.py:330
+    sem_signal(1, 1),  \* pc 0: semaphore_signal(sem, +1)  examples/pallas/hardware.py:334
+    sem_signal(1, 1)   \* pc 1: semaphore_signal(sem, +1)  examples/pallas/hardware.py:334
 >>
 
 \* Agent 2: wg1 (thread), 1 instruction(s).
 Prog_2_wg1 == <<
-    sem_wait(1, 2, 1)   \* pc 0: semaphore_wait(sem, >=2, decrement)  examples/pallas/hardware.py:335
+    sem_wait(1, 2, 1)   \* pc 0: semaphore_wait(sem, >=2, decrement)  examples/pallas/hardware.py:339
 >>
 
 KernelProg == <<

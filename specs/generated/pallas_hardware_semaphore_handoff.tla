@@ -10,17 +10,17 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    0   \* 1: sem (Semaphore)  examples/pallas/hardware.py:309
+    0   \* 1: sem (Semaphore)  examples/pallas/hardware.py:313
 >>
 
 \* Agent 1: wg0 (thread), 1 instruction(s).
 Prog_1_wg0 == <<
-    sem_signal(1, 1)   \* pc 0: semaphore_signal(sem, +1)  examples/pallas/hardware.py:302
+    sem_signal(1, 1)   \* pc 0: semaphore_signal(sem, +1)  examples/pallas/hardware.py:306
 >>
 
 \* Agent 2: wg1 (thread), 1 instruction(s).
 Prog_2_wg1 == <<
-    sem_wait(1, 1, 1)   \* pc 0: semaphore_wait(sem, >=1, decrement)  examples/pallas/hardware.py:306
+    sem_wait(1, 1, 1)   \* pc 0: semaphore_wait(sem, >=1, decrement)  examples/pallas/hardware.py:310
 >>
 
 KernelProg == <<

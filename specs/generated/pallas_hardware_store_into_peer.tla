@@ -12,22 +12,22 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: landed@0 (Barrier)  examples/pallas/hardware.py:220
-    1,  \* 2: landed@1 (Barrier)  examples/pallas/hardware.py:220
-    1,  \* 3: own@0 (Barrier)  examples/pallas/hardware.py:220
-    1   \* 4: own@1 (Barrier)  examples/pallas/hardware.py:220
+    1,  \* 1: landed@0 (Barrier)  examples/pallas/hardware.py:224
+    1,  \* 2: landed@1 (Barrier)  examples/pallas/hardware.py:224
+    1,  \* 3: own@0 (Barrier)  examples/pallas/hardware.py:224
+    1   \* 4: own@1 (Barrier)  examples/pallas/hardware.py:224
 >>
 
 \* Agent 1: b0.thread0 (thread), 1 instruction(s).
 Prog_1_b0_thread0 == <<
-    issue_async(<<2>>, 512, <<1>>)   \* pc 0: async_store_smem(landed@1, 512B)  examples/pallas/hardware.py:210
+    issue_async(<<2>>, 512, <<1>>)   \* pc 0: async_store_smem(landed@1, 512B)  examples/pallas/hardware.py:214
 >>
 
 \* Agent 2: b1.thread0 (thread), 3 instruction(s).
 Prog_2_b1_thread0 == <<
-    arrive(<<4>>, 1),  \* pc 0: barrier_arrive(own@1)  examples/pallas/hardware.py:214
-    wait(4, 1),        \* pc 1: barrier_wait(own@1)  examples/pallas/hardware.py:215
-    wait(2, 2)         \* pc 2: barrier_wait(landed@1)  examples/pallas/hardware.py:217
+    arrive(<<4>>, 1),  \* pc 0: barrier_arrive(own@1)  examples/pallas/hardware.py:218
+    wait(4, 1),        \* pc 1: barrier_wait(own@1)  examples/pallas/hardware.py:219
+    wait(2, 2)         \* pc 2: barrier_wait(landed@1)  examples/pallas/hardware.py:221
 >>
 
 KernelProg == <<

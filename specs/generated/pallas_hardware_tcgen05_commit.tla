@@ -12,14 +12,14 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1   \* 1: mma_done (Barrier, orders_tensor_core)  examples/pallas/hardware.py:282
+    1   \* 1: mma_done (Barrier, orders_tensor_core)  examples/pallas/hardware.py:286
 >>
 
 \* Agent 1: thread0 (thread), 3 instruction(s).
 Prog_1_thread0 == <<
-    issue_tcgen05(0),  \* pc 0: tcgen05_mma()  examples/pallas/hardware.py:277
-    issue_tcgen05(1),  \* pc 1: tcgen05_commit_arrive(mma_done)  examples/pallas/hardware.py:278
-    wait(1, 1)         \* pc 2: barrier_wait(mma_done)  examples/pallas/hardware.py:279
+    issue_tcgen05(0),  \* pc 0: tcgen05_mma()  examples/pallas/hardware.py:281
+    issue_tcgen05(1),  \* pc 1: tcgen05_commit_arrive(mma_done)  examples/pallas/hardware.py:282
+    wait(1, 1)         \* pc 2: barrier_wait(mma_done)  examples/pallas/hardware.py:283
 >>
 
 KernelProg == <<

@@ -10,33 +10,33 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready (Barrier)  examples/pallas/hardware.py:116
-    1   \* 2: go (Barrier)  examples/pallas/hardware.py:116
+    1,  \* 1: ready (Barrier)  examples/pallas/hardware.py:120
+    1   \* 2: go (Barrier)  examples/pallas/hardware.py:120
 >>
 
 \* Agent 1: thread0 (thread), 4 instruction(s).
 Prog_1_thread0 == <<
-    fork,                                    \* pc 0: core_map(warp): fork warps  examples/pallas/hardware.py:97
-    arrive(<<1>>, 1),                        \* pc 1: barrier_arrive(ready)  examples/pallas/hardware.py:103
-    arrive(<<2>>, 1),                        \* pc 2: barrier_arrive(go)  examples/pallas/hardware.py:104
-    join(<<<<2, 3>>, <<3, 1>>, <<4, 1>>>>)   \* pc 3: core_map(warp): join warps  examples/pallas/hardware.py:97
+    fork,                                    \* pc 0: core_map(warp): fork warps  examples/pallas/hardware.py:101
+    arrive(<<1>>, 1),                        \* pc 1: barrier_arrive(ready)  examples/pallas/hardware.py:107
+    arrive(<<2>>, 1),                        \* pc 2: barrier_arrive(go)  examples/pallas/hardware.py:108
+    join(<<<<2, 3>>, <<3, 1>>, <<4, 1>>>>)   \* pc 3: core_map(warp): join warps  examples/pallas/hardware.py:101
 >>
 
 \* Agent 2: thread0.warp1 (warp), 3 instruction(s).
 Prog_2_thread0_warp1 == <<
-    await_fork(1, 1),    \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:97
-    wait(2, 1),          \* pc 1: barrier_wait(go)  examples/pallas/hardware.py:113
-    barrier_test(1, 2)   \* pc 2: barrier_test(ready)  examples/pallas/hardware.py:114
+    await_fork(1, 1),    \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:101
+    wait(2, 1),          \* pc 1: barrier_wait(go)  examples/pallas/hardware.py:117
+    barrier_test(1, 2)   \* pc 2: barrier_test(ready)  examples/pallas/hardware.py:118
 >>
 
 \* Agent 3: thread0.warp2 (warp), 1 instruction(s).
 Prog_3_thread0_warp2 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:97
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:101
 >>
 
 \* Agent 4: thread0.warp3 (warp), 1 instruction(s).
 Prog_4_thread0_warp3 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:97
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:101
 >>
 
 KernelProg == <<

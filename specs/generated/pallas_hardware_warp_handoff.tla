@@ -10,45 +10,45 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready (Barrier)  examples/pallas/hardware.py:87
-    3   \* 2: ack (Barrier)  examples/pallas/hardware.py:87
+    1,  \* 1: ready (Barrier)  examples/pallas/hardware.py:91
+    3   \* 2: ack (Barrier)  examples/pallas/hardware.py:91
 >>
 
 \* Agent 1: thread0 (thread), 6 instruction(s).
 Prog_1_thread0 == <<
-    fork,                                    \* pc 0: core_map(warp): fork warps  examples/pallas/hardware.py:67
-    arrive(<<1>>, 1),                        \* pc 1: barrier_arrive(ready)  examples/pallas/hardware.py:75
-    wait(2, 1),                              \* pc 2: barrier_wait(ack)  examples/pallas/hardware.py:77
-    arrive(<<1>>, 1),                        \* pc 3: barrier_arrive(ready)  examples/pallas/hardware.py:75
-    wait(2, 1),                              \* pc 4: barrier_wait(ack)  examples/pallas/hardware.py:77
-    join(<<<<2, 5>>, <<3, 5>>, <<4, 5>>>>)   \* pc 5: core_map(warp): join warps  examples/pallas/hardware.py:67
+    fork,                                    \* pc 0: core_map(warp): fork warps  examples/pallas/hardware.py:71
+    arrive(<<1>>, 1),                        \* pc 1: barrier_arrive(ready)  examples/pallas/hardware.py:79
+    wait(2, 1),                              \* pc 2: barrier_wait(ack)  examples/pallas/hardware.py:81
+    arrive(<<1>>, 1),                        \* pc 3: barrier_arrive(ready)  examples/pallas/hardware.py:79
+    wait(2, 1),                              \* pc 4: barrier_wait(ack)  examples/pallas/hardware.py:81
+    join(<<<<2, 5>>, <<3, 5>>, <<4, 5>>>>)   \* pc 5: core_map(warp): join warps  examples/pallas/hardware.py:71
 >>
 
 \* Agent 2: thread0.warp1 (warp), 5 instruction(s).
 Prog_2_thread0_warp1 == <<
-    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:67
-    wait(1, 2),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:83
-    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(ack)  examples/pallas/hardware.py:85
-    wait(1, 2),        \* pc 3: barrier_wait(ready)  examples/pallas/hardware.py:83
-    arrive(<<2>>, 1)   \* pc 4: barrier_arrive(ack)  examples/pallas/hardware.py:85
+    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:71
+    wait(1, 2),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:87
+    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(ack)  examples/pallas/hardware.py:89
+    wait(1, 2),        \* pc 3: barrier_wait(ready)  examples/pallas/hardware.py:87
+    arrive(<<2>>, 1)   \* pc 4: barrier_arrive(ack)  examples/pallas/hardware.py:89
 >>
 
 \* Agent 3: thread0.warp2 (warp), 5 instruction(s).
 Prog_3_thread0_warp2 == <<
-    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:67
-    wait(1, 3),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:83
-    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(ack)  examples/pallas/hardware.py:85
-    wait(1, 3),        \* pc 3: barrier_wait(ready)  examples/pallas/hardware.py:83
-    arrive(<<2>>, 1)   \* pc 4: barrier_arrive(ack)  examples/pallas/hardware.py:85
+    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:71
+    wait(1, 3),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:87
+    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(ack)  examples/pallas/hardware.py:89
+    wait(1, 3),        \* pc 3: barrier_wait(ready)  examples/pallas/hardware.py:87
+    arrive(<<2>>, 1)   \* pc 4: barrier_arrive(ack)  examples/pallas/hardware.py:89
 >>
 
 \* Agent 4: thread0.warp3 (warp), 5 instruction(s).
 Prog_4_thread0_warp3 == <<
-    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:67
-    wait(1, 4),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:83
-    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(ack)  examples/pallas/hardware.py:85
-    wait(1, 4),        \* pc 3: barrier_wait(ready)  examples/pallas/hardware.py:83
-    arrive(<<2>>, 1)   \* pc 4: barrier_arrive(ack)  examples/pallas/hardware.py:85
+    await_fork(1, 1),  \* pc 0: core_map(warp): enter  examples/pallas/hardware.py:71
+    wait(1, 4),        \* pc 1: barrier_wait(ready)  examples/pallas/hardware.py:87
+    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(ack)  examples/pallas/hardware.py:89
+    wait(1, 4),        \* pc 3: barrier_wait(ready)  examples/pallas/hardware.py:87
+    arrive(<<2>>, 1)   \* pc 4: barrier_arrive(ack)  examples/pallas/hardware.py:89
 >>
 
 KernelProg == <<

@@ -6,51 +6,247 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS MBarrier
+EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    0,  \* 1: sem (Semaphore)  examples/patterns/semaphores.py:19
-    2   \* 2: done (Barrier)  examples/patterns/semaphores.py:20
+    0,  \* 1: sem (Semaphore)  examples/patterns/semaphores.py:21
+    2,  \* 2: done@0,0 (Barrier)  examples/patterns/semaphores.py:22
+    2,  \* 3: done@0,1 (Barrier)  examples/patterns/semaphores.py:22
+    2,  \* 4: done@0,2 (Barrier)  examples/patterns/semaphores.py:22
+    2,  \* 5: done@0,3 (Barrier)  examples/patterns/semaphores.py:22
+    2,  \* 6: done@0,4 (Barrier)  examples/patterns/semaphores.py:22
+    2,  \* 7: done@0,5 (Barrier)  examples/patterns/semaphores.py:22
+    2,  \* 8: done@0,6 (Barrier)  examples/patterns/semaphores.py:22
+    2   \* 9: done@0,7 (Barrier)  examples/patterns/semaphores.py:22
 >>
 
-\* Agent 1: wg0 (thread), 8 instruction(s).
-Prog_1_wg0 == <<
-    sem_signal(1, 8),  \* pc 0: semaphore_signal(sem, +1 x8 clusters)  examples/patterns/semaphores.py:23
-    unmodeled,         \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 1),        \* pc 3: barrier_wait(done)  examples/patterns/semaphores.py:27
-    sem_signal(1, 8),  \* pc 4: semaphore_signal(sem, +1 x8 clusters)  examples/patterns/semaphores.py:23
-    unmodeled,         \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),  \* pc 6: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 1)         \* pc 7: barrier_wait(done)  examples/patterns/semaphores.py:27
+\* Agent 1: b0,0.wg0 (thread), 8 instruction(s).
+Prog_1_b0_0_wg0 == <<
+    sem_signal(1, 1),    \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 1),   \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 2: barrier_arrive(done@0,0)  examples/patterns/semaphores.py:28
+    wait(2, 1),          \* pc 3: barrier_wait(done@0,0)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),    \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 1),  \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 6: barrier_arrive(done@0,0)  examples/patterns/semaphores.py:28
+    wait(2, 1)           \* pc 7: barrier_wait(done@0,0)  examples/patterns/semaphores.py:29
 >>
 
-\* Agent 2: wg1 (thread), 6 instruction(s).
-Prog_2_wg1 == <<
-    unmodeled,         \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 2),        \* pc 2: barrier_wait(done)  examples/patterns/semaphores.py:27
-    unmodeled,         \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),  \* pc 4: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 2)         \* pc 5: barrier_wait(done)  examples/patterns/semaphores.py:27
+\* Agent 2: b0,0.wg1 (thread), 6 instruction(s).
+Prog_2_b0_0_wg1 == <<
+    sem_wait(1, 8, 1),   \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 1: barrier_arrive(done@0,0)  examples/patterns/semaphores.py:28
+    wait(2, 2),          \* pc 2: barrier_wait(done@0,0)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 1),  \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 4: barrier_arrive(done@0,0)  examples/patterns/semaphores.py:28
+    wait(2, 2)           \* pc 5: barrier_wait(done@0,0)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 3: b0,1.wg0 (thread), 8 instruction(s).
+Prog_3_b0_1_wg0 == <<
+    sem_signal(1, 1),    \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 1),   \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<3>>, 1),    \* pc 2: barrier_arrive(done@0,1)  examples/patterns/semaphores.py:28
+    wait(3, 3),          \* pc 3: barrier_wait(done@0,1)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),    \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 1),  \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<3>>, 1),    \* pc 6: barrier_arrive(done@0,1)  examples/patterns/semaphores.py:28
+    wait(3, 3)           \* pc 7: barrier_wait(done@0,1)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 4: b0,1.wg1 (thread), 6 instruction(s).
+Prog_4_b0_1_wg1 == <<
+    sem_wait(1, 8, 1),   \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<3>>, 1),    \* pc 1: barrier_arrive(done@0,1)  examples/patterns/semaphores.py:28
+    wait(3, 4),          \* pc 2: barrier_wait(done@0,1)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 1),  \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<3>>, 1),    \* pc 4: barrier_arrive(done@0,1)  examples/patterns/semaphores.py:28
+    wait(3, 4)           \* pc 5: barrier_wait(done@0,1)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 5: b0,2.wg0 (thread), 8 instruction(s).
+Prog_5_b0_2_wg0 == <<
+    sem_signal(1, 1),    \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 1),   \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<4>>, 1),    \* pc 2: barrier_arrive(done@0,2)  examples/patterns/semaphores.py:28
+    wait(4, 5),          \* pc 3: barrier_wait(done@0,2)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),    \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 1),  \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<4>>, 1),    \* pc 6: barrier_arrive(done@0,2)  examples/patterns/semaphores.py:28
+    wait(4, 5)           \* pc 7: barrier_wait(done@0,2)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 6: b0,2.wg1 (thread), 6 instruction(s).
+Prog_6_b0_2_wg1 == <<
+    sem_wait(1, 8, 1),   \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<4>>, 1),    \* pc 1: barrier_arrive(done@0,2)  examples/patterns/semaphores.py:28
+    wait(4, 6),          \* pc 2: barrier_wait(done@0,2)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 1),  \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<4>>, 1),    \* pc 4: barrier_arrive(done@0,2)  examples/patterns/semaphores.py:28
+    wait(4, 6)           \* pc 5: barrier_wait(done@0,2)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 7: b0,3.wg0 (thread), 8 instruction(s).
+Prog_7_b0_3_wg0 == <<
+    sem_signal(1, 1),    \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 1),   \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<5>>, 1),    \* pc 2: barrier_arrive(done@0,3)  examples/patterns/semaphores.py:28
+    wait(5, 7),          \* pc 3: barrier_wait(done@0,3)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),    \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 1),  \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<5>>, 1),    \* pc 6: barrier_arrive(done@0,3)  examples/patterns/semaphores.py:28
+    wait(5, 7)           \* pc 7: barrier_wait(done@0,3)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 8: b0,3.wg1 (thread), 6 instruction(s).
+Prog_8_b0_3_wg1 == <<
+    sem_wait(1, 8, 1),   \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<5>>, 1),    \* pc 1: barrier_arrive(done@0,3)  examples/patterns/semaphores.py:28
+    wait(5, 8),          \* pc 2: barrier_wait(done@0,3)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 1),  \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<5>>, 1),    \* pc 4: barrier_arrive(done@0,3)  examples/patterns/semaphores.py:28
+    wait(5, 8)           \* pc 5: barrier_wait(done@0,3)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 9: b0,4.wg0 (thread), 8 instruction(s).
+Prog_9_b0_4_wg0 == <<
+    sem_signal(1, 1),    \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 1),   \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<6>>, 1),    \* pc 2: barrier_arrive(done@0,4)  examples/patterns/semaphores.py:28
+    wait(6, 9),          \* pc 3: barrier_wait(done@0,4)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),    \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 1),  \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<6>>, 1),    \* pc 6: barrier_arrive(done@0,4)  examples/patterns/semaphores.py:28
+    wait(6, 9)           \* pc 7: barrier_wait(done@0,4)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 10: b0,4.wg1 (thread), 6 instruction(s).
+Prog_10_b0_4_wg1 == <<
+    sem_wait(1, 8, 1),   \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<6>>, 1),    \* pc 1: barrier_arrive(done@0,4)  examples/patterns/semaphores.py:28
+    wait(6, 10),         \* pc 2: barrier_wait(done@0,4)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 1),  \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<6>>, 1),    \* pc 4: barrier_arrive(done@0,4)  examples/patterns/semaphores.py:28
+    wait(6, 10)          \* pc 5: barrier_wait(done@0,4)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 11: b0,5.wg0 (thread), 8 instruction(s).
+Prog_11_b0_5_wg0 == <<
+    sem_signal(1, 1),    \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 1),   \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<7>>, 1),    \* pc 2: barrier_arrive(done@0,5)  examples/patterns/semaphores.py:28
+    wait(7, 11),         \* pc 3: barrier_wait(done@0,5)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),    \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 1),  \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<7>>, 1),    \* pc 6: barrier_arrive(done@0,5)  examples/patterns/semaphores.py:28
+    wait(7, 11)          \* pc 7: barrier_wait(done@0,5)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 12: b0,5.wg1 (thread), 6 instruction(s).
+Prog_12_b0_5_wg1 == <<
+    sem_wait(1, 8, 1),   \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<7>>, 1),    \* pc 1: barrier_arrive(done@0,5)  examples/patterns/semaphores.py:28
+    wait(7, 12),         \* pc 2: barrier_wait(done@0,5)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 1),  \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<7>>, 1),    \* pc 4: barrier_arrive(done@0,5)  examples/patterns/semaphores.py:28
+    wait(7, 12)          \* pc 5: barrier_wait(done@0,5)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 13: b0,6.wg0 (thread), 8 instruction(s).
+Prog_13_b0_6_wg0 == <<
+    sem_signal(1, 1),    \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 1),   \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<8>>, 1),    \* pc 2: barrier_arrive(done@0,6)  examples/patterns/semaphores.py:28
+    wait(8, 13),         \* pc 3: barrier_wait(done@0,6)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),    \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 1),  \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<8>>, 1),    \* pc 6: barrier_arrive(done@0,6)  examples/patterns/semaphores.py:28
+    wait(8, 13)          \* pc 7: barrier_wait(done@0,6)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 14: b0,6.wg1 (thread), 6 instruction(s).
+Prog_14_b0_6_wg1 == <<
+    sem_wait(1, 8, 1),   \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<8>>, 1),    \* pc 1: barrier_arrive(done@0,6)  examples/patterns/semaphores.py:28
+    wait(8, 14),         \* pc 2: barrier_wait(done@0,6)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 1),  \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<8>>, 1),    \* pc 4: barrier_arrive(done@0,6)  examples/patterns/semaphores.py:28
+    wait(8, 14)          \* pc 5: barrier_wait(done@0,6)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 15: b0,7.wg0 (thread), 8 instruction(s).
+Prog_15_b0_7_wg0 == <<
+    sem_signal(1, 1),    \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 1),   \* pc 1: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<9>>, 1),    \* pc 2: barrier_arrive(done@0,7)  examples/patterns/semaphores.py:28
+    wait(9, 15),         \* pc 3: barrier_wait(done@0,7)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),    \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 1),  \* pc 5: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<9>>, 1),    \* pc 6: barrier_arrive(done@0,7)  examples/patterns/semaphores.py:28
+    wait(9, 15)          \* pc 7: barrier_wait(done@0,7)  examples/patterns/semaphores.py:29
+>>
+
+\* Agent 16: b0,7.wg1 (thread), 6 instruction(s).
+Prog_16_b0_7_wg1 == <<
+    sem_wait(1, 8, 1),   \* pc 0: semaphore_wait(sem, >=8, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<9>>, 1),    \* pc 1: barrier_arrive(done@0,7)  examples/patterns/semaphores.py:28
+    wait(9, 16),         \* pc 2: barrier_wait(done@0,7)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 1),  \* pc 3: semaphore_wait(sem, >=16, decrement)  examples/patterns/semaphores.py:27
+    arrive(<<9>>, 1),    \* pc 4: barrier_arrive(done@0,7)  examples/patterns/semaphores.py:28
+    wait(9, 16)          \* pc 5: barrier_wait(done@0,7)  examples/patterns/semaphores.py:29
 >>
 
 KernelProg == <<
-    Prog_1_wg0,
-    Prog_2_wg1
+    Prog_1_b0_0_wg0,
+    Prog_2_b0_0_wg1,
+    Prog_3_b0_1_wg0,
+    Prog_4_b0_1_wg1,
+    Prog_5_b0_2_wg0,
+    Prog_6_b0_2_wg1,
+    Prog_7_b0_3_wg0,
+    Prog_8_b0_3_wg1,
+    Prog_9_b0_4_wg0,
+    Prog_10_b0_4_wg1,
+    Prog_11_b0_5_wg0,
+    Prog_12_b0_5_wg1,
+    Prog_13_b0_6_wg0,
+    Prog_14_b0_6_wg1,
+    Prog_15_b0_7_wg0,
+    Prog_16_b0_7_wg1
 >>
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 2, 7>>,  \* 1: wg0 waits on done, last at pc 7
-    <<2, 2, 5>>   \* 2: wg1 waits on done, last at pc 5
+    <<1, 2, 7>>,   \* 1: b0,0.wg0 waits on done@0,0, last at pc 7
+    <<2, 2, 5>>,   \* 2: b0,0.wg1 waits on done@0,0, last at pc 5
+    <<3, 3, 7>>,   \* 3: b0,1.wg0 waits on done@0,1, last at pc 7
+    <<4, 3, 5>>,   \* 4: b0,1.wg1 waits on done@0,1, last at pc 5
+    <<5, 4, 7>>,   \* 5: b0,2.wg0 waits on done@0,2, last at pc 7
+    <<6, 4, 5>>,   \* 6: b0,2.wg1 waits on done@0,2, last at pc 5
+    <<7, 5, 7>>,   \* 7: b0,3.wg0 waits on done@0,3, last at pc 7
+    <<8, 5, 5>>,   \* 8: b0,3.wg1 waits on done@0,3, last at pc 5
+    <<9, 6, 7>>,   \* 9: b0,4.wg0 waits on done@0,4, last at pc 7
+    <<10, 6, 5>>,  \* 10: b0,4.wg1 waits on done@0,4, last at pc 5
+    <<11, 7, 7>>,  \* 11: b0,5.wg0 waits on done@0,5, last at pc 7
+    <<12, 7, 5>>,  \* 12: b0,5.wg1 waits on done@0,5, last at pc 5
+    <<13, 8, 7>>,  \* 13: b0,6.wg0 waits on done@0,6, last at pc 7
+    <<14, 8, 5>>,  \* 14: b0,6.wg1 waits on done@0,6, last at pc 5
+    <<15, 9, 7>>,  \* 15: b0,7.wg0 waits on done@0,7, last at pc 7
+    <<16, 9, 5>>   \* 16: b0,7.wg1 waits on done@0,7, last at pc 5
 >>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
-    <<>>,      \* sem
-    <<1, 2>>   \* done
+    <<>>,        \* sem
+    <<1, 2>>,    \* done@0,0
+    <<3, 4>>,    \* done@0,1
+    <<5, 6>>,    \* done@0,2
+    <<7, 8>>,    \* done@0,3
+    <<9, 10>>,   \* done@0,4
+    <<11, 12>>,  \* done@0,5
+    <<13, 14>>,  \* done@0,6
+    <<15, 16>>   \* done@0,7
 >>
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
@@ -66,5 +262,55 @@ KernelQueueAgents == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
+
+\* Hardware barriers: named barriers of one block, or the cluster barrier.
+KernelHwKind == <<>>
+
+\* The block of each named barrier (0: the cluster barrier).
+KernelHwBlock == <<>>
+
+\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
+KernelHwSeenOf == <<>>
+
+\* The block of each agent.
+KernelBlockOf == <<
+    1,  \* b0,0.wg0
+    1,  \* b0,0.wg1
+    2,  \* b0,1.wg0
+    2,  \* b0,1.wg1
+    3,  \* b0,2.wg0
+    3,  \* b0,2.wg1
+    4,  \* b0,3.wg0
+    4,  \* b0,3.wg1
+    5,  \* b0,4.wg0
+    5,  \* b0,4.wg1
+    6,  \* b0,5.wg0
+    6,  \* b0,5.wg1
+    7,  \* b0,6.wg0
+    7,  \* b0,6.wg1
+    8,  \* b0,7.wg0
+    8   \* b0,7.wg1
+>>
+
+\* The agents that are warpgroups (a warp that ends has joined, not exited).
+KernelTopAgents == {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+
+\* The block of each mbarrier instance.
+KernelInstBlock == <<
+    1,  \* sem
+    1,  \* done@0,0
+    2,  \* done@0,1
+    3,  \* done@0,2
+    4,  \* done@0,3
+    5,  \* done@0,4
+    6,  \* done@0,5
+    7,  \* done@0,6
+    8   \* done@0,7
+>>
+
+KernelBlockThreads == 256
+
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {}
 
 ==========================================================================================================

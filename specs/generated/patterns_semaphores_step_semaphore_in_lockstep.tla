@@ -10,37 +10,37 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    0,  \* 1: sem (Semaphore)  examples/patterns/semaphores.py:19
-    2   \* 2: done (Barrier)  examples/patterns/semaphores.py:20
+    0,  \* 1: sem (Semaphore)  examples/patterns/semaphores.py:21
+    2   \* 2: done (Barrier)  examples/patterns/semaphores.py:22
 >>
 
 \* Agent 1: wg0 (thread), 12 instruction(s).
 Prog_1_wg0 == <<
-    sem_signal(1, 8),    \* pc 0: semaphore_signal(sem, +1 x8 clusters)  examples/patterns/semaphores.py:23
-    sem_wait(1, 8, 0),   \* pc 1: semaphore_wait(sem, >=8)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),    \* pc 2: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 1),          \* pc 3: barrier_wait(done)  examples/patterns/semaphores.py:27
-    sem_signal(1, 8),    \* pc 4: semaphore_signal(sem, +1 x8 clusters)  examples/patterns/semaphores.py:23
-    sem_wait(1, 16, 0),  \* pc 5: semaphore_wait(sem, >=16)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),    \* pc 6: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 1),          \* pc 7: barrier_wait(done)  examples/patterns/semaphores.py:27
-    sem_signal(1, 8),    \* pc 8: semaphore_signal(sem, +1 x8 clusters)  examples/patterns/semaphores.py:23
-    sem_wait(1, 24, 0),  \* pc 9: semaphore_wait(sem, >=24)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),    \* pc 10: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 1)           \* pc 11: barrier_wait(done)  examples/patterns/semaphores.py:27
+    sem_signal(1, 8),    \* pc 0: semaphore_signal(sem, +1 x8 clusters)  examples/patterns/semaphores.py:25
+    sem_wait(1, 8, 0),   \* pc 1: semaphore_wait(sem, >=8)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 2: barrier_arrive(done)  examples/patterns/semaphores.py:28
+    wait(2, 1),          \* pc 3: barrier_wait(done)  examples/patterns/semaphores.py:29
+    sem_signal(1, 8),    \* pc 4: semaphore_signal(sem, +1 x8 clusters)  examples/patterns/semaphores.py:25
+    sem_wait(1, 16, 0),  \* pc 5: semaphore_wait(sem, >=16)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 6: barrier_arrive(done)  examples/patterns/semaphores.py:28
+    wait(2, 1),          \* pc 7: barrier_wait(done)  examples/patterns/semaphores.py:29
+    sem_signal(1, 8),    \* pc 8: semaphore_signal(sem, +1 x8 clusters)  examples/patterns/semaphores.py:25
+    sem_wait(1, 24, 0),  \* pc 9: semaphore_wait(sem, >=24)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 10: barrier_arrive(done)  examples/patterns/semaphores.py:28
+    wait(2, 1)           \* pc 11: barrier_wait(done)  examples/patterns/semaphores.py:29
 >>
 
 \* Agent 2: wg1 (thread), 9 instruction(s).
 Prog_2_wg1 == <<
-    sem_wait(1, 8, 0),   \* pc 0: semaphore_wait(sem, >=8)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),    \* pc 1: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 2),          \* pc 2: barrier_wait(done)  examples/patterns/semaphores.py:27
-    sem_wait(1, 16, 0),  \* pc 3: semaphore_wait(sem, >=16)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),    \* pc 4: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 2),          \* pc 5: barrier_wait(done)  examples/patterns/semaphores.py:27
-    sem_wait(1, 24, 0),  \* pc 6: semaphore_wait(sem, >=24)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),    \* pc 7: barrier_arrive(done)  examples/patterns/semaphores.py:26
-    wait(2, 2)           \* pc 8: barrier_wait(done)  examples/patterns/semaphores.py:27
+    sem_wait(1, 8, 0),   \* pc 0: semaphore_wait(sem, >=8)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 1: barrier_arrive(done)  examples/patterns/semaphores.py:28
+    wait(2, 2),          \* pc 2: barrier_wait(done)  examples/patterns/semaphores.py:29
+    sem_wait(1, 16, 0),  \* pc 3: semaphore_wait(sem, >=16)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 4: barrier_arrive(done)  examples/patterns/semaphores.py:28
+    wait(2, 2),          \* pc 5: barrier_wait(done)  examples/patterns/semaphores.py:29
+    sem_wait(1, 24, 0),  \* pc 6: semaphore_wait(sem, >=24)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),    \* pc 7: barrier_arrive(done)  examples/patterns/semaphores.py:28
+    wait(2, 2)           \* pc 8: barrier_wait(done)  examples/patterns/semaphores.py:29
 >>
 
 KernelProg == <<

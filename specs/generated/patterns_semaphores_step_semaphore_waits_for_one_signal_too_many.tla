@@ -10,53 +10,53 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    0,  \* 1: sem (Semaphore)  examples/patterns/semaphores.py:19
-    2,  \* 2: done@0 (Barrier)  examples/patterns/semaphores.py:20
-    2   \* 3: done@1 (Barrier)  examples/patterns/semaphores.py:20
+    0,  \* 1: sem (Semaphore)  examples/patterns/semaphores.py:21
+    2,  \* 2: done@0 (Barrier)  examples/patterns/semaphores.py:22
+    2   \* 3: done@1 (Barrier)  examples/patterns/semaphores.py:22
 >>
 
 \* Agent 1: b0.wg0 (thread), 8 instruction(s).
 Prog_1_b0_wg0 == <<
-    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:23
-    sem_wait(1, 3, 0),  \* pc 1: semaphore_wait(sem, >=3)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),   \* pc 2: barrier_arrive(done@0)  examples/patterns/semaphores.py:26
-    wait(2, 1),         \* pc 3: barrier_wait(done@0)  examples/patterns/semaphores.py:27
-    sem_signal(1, 1),   \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:23
-    sem_wait(1, 5, 0),  \* pc 5: semaphore_wait(sem, >=5)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),   \* pc 6: barrier_arrive(done@0)  examples/patterns/semaphores.py:26
-    wait(2, 1)          \* pc 7: barrier_wait(done@0)  examples/patterns/semaphores.py:27
+    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 3, 0),  \* pc 1: semaphore_wait(sem, >=3)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),   \* pc 2: barrier_arrive(done@0)  examples/patterns/semaphores.py:28
+    wait(2, 1),         \* pc 3: barrier_wait(done@0)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),   \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 5, 0),  \* pc 5: semaphore_wait(sem, >=5)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),   \* pc 6: barrier_arrive(done@0)  examples/patterns/semaphores.py:28
+    wait(2, 1)          \* pc 7: barrier_wait(done@0)  examples/patterns/semaphores.py:29
 >>
 
 \* Agent 2: b0.wg1 (thread), 6 instruction(s).
 Prog_2_b0_wg1 == <<
-    sem_wait(1, 3, 0),  \* pc 0: semaphore_wait(sem, >=3)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),   \* pc 1: barrier_arrive(done@0)  examples/patterns/semaphores.py:26
-    wait(2, 2),         \* pc 2: barrier_wait(done@0)  examples/patterns/semaphores.py:27
-    sem_wait(1, 5, 0),  \* pc 3: semaphore_wait(sem, >=5)  examples/patterns/semaphores.py:25
-    arrive(<<2>>, 1),   \* pc 4: barrier_arrive(done@0)  examples/patterns/semaphores.py:26
-    wait(2, 2)          \* pc 5: barrier_wait(done@0)  examples/patterns/semaphores.py:27
+    sem_wait(1, 3, 0),  \* pc 0: semaphore_wait(sem, >=3)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),   \* pc 1: barrier_arrive(done@0)  examples/patterns/semaphores.py:28
+    wait(2, 2),         \* pc 2: barrier_wait(done@0)  examples/patterns/semaphores.py:29
+    sem_wait(1, 5, 0),  \* pc 3: semaphore_wait(sem, >=5)  examples/patterns/semaphores.py:27
+    arrive(<<2>>, 1),   \* pc 4: barrier_arrive(done@0)  examples/patterns/semaphores.py:28
+    wait(2, 2)          \* pc 5: barrier_wait(done@0)  examples/patterns/semaphores.py:29
 >>
 
 \* Agent 3: b1.wg0 (thread), 8 instruction(s).
 Prog_3_b1_wg0 == <<
-    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:23
-    sem_wait(1, 3, 0),  \* pc 1: semaphore_wait(sem, >=3)  examples/patterns/semaphores.py:25
-    arrive(<<3>>, 1),   \* pc 2: barrier_arrive(done@1)  examples/patterns/semaphores.py:26
-    wait(3, 3),         \* pc 3: barrier_wait(done@1)  examples/patterns/semaphores.py:27
-    sem_signal(1, 1),   \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:23
-    sem_wait(1, 5, 0),  \* pc 5: semaphore_wait(sem, >=5)  examples/patterns/semaphores.py:25
-    arrive(<<3>>, 1),   \* pc 6: barrier_arrive(done@1)  examples/patterns/semaphores.py:26
-    wait(3, 3)          \* pc 7: barrier_wait(done@1)  examples/patterns/semaphores.py:27
+    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 3, 0),  \* pc 1: semaphore_wait(sem, >=3)  examples/patterns/semaphores.py:27
+    arrive(<<3>>, 1),   \* pc 2: barrier_arrive(done@1)  examples/patterns/semaphores.py:28
+    wait(3, 3),         \* pc 3: barrier_wait(done@1)  examples/patterns/semaphores.py:29
+    sem_signal(1, 1),   \* pc 4: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:25
+    sem_wait(1, 5, 0),  \* pc 5: semaphore_wait(sem, >=5)  examples/patterns/semaphores.py:27
+    arrive(<<3>>, 1),   \* pc 6: barrier_arrive(done@1)  examples/patterns/semaphores.py:28
+    wait(3, 3)          \* pc 7: barrier_wait(done@1)  examples/patterns/semaphores.py:29
 >>
 
 \* Agent 4: b1.wg1 (thread), 6 instruction(s).
 Prog_4_b1_wg1 == <<
-    sem_wait(1, 3, 0),  \* pc 0: semaphore_wait(sem, >=3)  examples/patterns/semaphores.py:25
-    arrive(<<3>>, 1),   \* pc 1: barrier_arrive(done@1)  examples/patterns/semaphores.py:26
-    wait(3, 4),         \* pc 2: barrier_wait(done@1)  examples/patterns/semaphores.py:27
-    sem_wait(1, 5, 0),  \* pc 3: semaphore_wait(sem, >=5)  examples/patterns/semaphores.py:25
-    arrive(<<3>>, 1),   \* pc 4: barrier_arrive(done@1)  examples/patterns/semaphores.py:26
-    wait(3, 4)          \* pc 5: barrier_wait(done@1)  examples/patterns/semaphores.py:27
+    sem_wait(1, 3, 0),  \* pc 0: semaphore_wait(sem, >=3)  examples/patterns/semaphores.py:27
+    arrive(<<3>>, 1),   \* pc 1: barrier_arrive(done@1)  examples/patterns/semaphores.py:28
+    wait(3, 4),         \* pc 2: barrier_wait(done@1)  examples/patterns/semaphores.py:29
+    sem_wait(1, 5, 0),  \* pc 3: semaphore_wait(sem, >=5)  examples/patterns/semaphores.py:27
+    arrive(<<3>>, 1),   \* pc 4: barrier_arrive(done@1)  examples/patterns/semaphores.py:28
+    wait(3, 4)          \* pc 5: barrier_wait(done@1)  examples/patterns/semaphores.py:29
 >>
 
 KernelProg == <<
