@@ -59,13 +59,19 @@ def measure_one(job: tuple[str, str, float]) -> dict:
 
 def measure(timeout: float, jobs: int = 1) -> list[dict]:
     work = [(rel, target.name, timeout) for rel, target in correct_protocols()]
+    rows = []
+
+    def done(row):
+        rows.append(row)
+        print(f"{row['ref']}: {row['verdict']} ({row['seconds']:.1f}s) {row['why']}", flush=True)
+
     if jobs > 1:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            rows = pool.map(measure_one, work, chunksize=1)
+            for row in pool.imap(measure_one, work, chunksize=1):   # in order, as they finish
+                done(row)
     else:
-        rows = [measure_one(w) for w in work]
-    for row in rows:
-        print(f"{row['ref']}: {row['verdict']} ({row['seconds']:.1f}s) {row['why']}", flush=True)
+        for w in work:
+            done(measure_one(w))
     return rows
 
 

@@ -37,7 +37,7 @@ def _pingpong(k, steps, start_arrive=True, count_of_wg2=256):
                 k.barrier_arrive(empty.at[c])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def fa3_pingpong(k, steps=2):
     """Each math warpgroup syncs on its own named barrier (256 threads: itself plus the other
     warpgroup's arrive) before its GEMM and arrives on the other's after it."""
@@ -93,9 +93,10 @@ def named_barrier_arrive_instead_of_sync(k, steps=2):
     _run_ahead(k, steps, waits=False)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def named_barrier_arrive_and_wait(k, steps=2):
     """The fix: wg0 syncs (arrive_and_wait) on `freed`, so it cannot run ahead."""
+    k.assume(steps >= 0)
     _run_ahead(k, steps, waits=True)
 
 
@@ -174,8 +175,9 @@ def syncthreads_after_early_return(k):
         k.syncthreads()
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def syncthreads_uniform(k, steps=2):
+    k.assume(steps >= 0)
     k.threads(2, name="wg")
     with k.loop(steps):
         k.syncthreads()

@@ -95,9 +95,10 @@ def _multicast_ring(k, steps, cluster_release):
             k.barrier_arrive(empty.at[i % 2])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def multicast_ring_cluster_release(k, steps=3):
     """Slots released through a ClusterBarrier: each producer waits for both blocks."""
+    k.assume(steps >= 2)                              # the drain waits for two releases
     _multicast_ring(k, steps, cluster_release=True)
 
 
@@ -152,10 +153,11 @@ def _tcgen05(k, steps, tiles_n, release="commit", acc_handoff=True):
                 k.barrier_arrive(acc_empty)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("tiles_n",))
 def tcgen05_pipeline(k, steps=2, tiles_n=2):
     """Slots released by tcgen05_commit_arrive once the MMAs reading them completed; the
     accumulator handed back by the epilogue before the next tile: race-free."""
+    k.assume(tiles_n >= 1)                            # with steps = 2, the drain's two releases
     _tcgen05(k, steps, tiles_n)
 
 
@@ -187,9 +189,10 @@ def _epilogue(k, tiles_n, wait):
             k.wait_smem_to_gmem(0)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("tiles_n",))
 def epilogue_store_waited(k, tiles_n=2):
     """wait_smem_to_gmem(0) before the staging buffer is rewritten."""
+    k.assume(tiles_n >= 0)
     _epilogue(k, tiles_n, wait=True)
 
 
@@ -221,9 +224,10 @@ def _ping_pong(k, rounds, keep_in_flight):
         k.barrier_wait(turn.at[0])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("rounds",))
 def ping_pong_attention(k, rounds=2):
     """wgmma_wait(0) before handing the turn over: the staging tile is free."""
+    k.assume(rounds >= 1)                             # wg0 waits for the last hand-over
     _ping_pong(k, rounds, keep_in_flight=0)
 
 
@@ -256,10 +260,14 @@ def _wgmma_consumer(k, stages, steps, fix):
     with k.otherwise():
         with k.loop(steps) as i:
             k.barrier_wait(full.at[i % stages])
+            if fix == "release_first":
+                k.barrier_arrive(empty.at[i % stages])
             k.wgmma(a=a.at[i % stages])
             if fix == "wait_all":
                 k.wgmma_wait(0)
                 k.barrier_arrive(empty.at[i % stages])
+            elif fix == "release_first":                   # the release moved up
+                k.wgmma_wait(0)
             elif fix == "release_previous":                # keep one WGMMA in flight
                 k.wgmma_wait(1)
                 with k.when(i >= 1):
@@ -279,16 +287,24 @@ def wgmma_release_in_flight(k, stages=2, steps=3):
     _wgmma_consumer(k, stages, steps, fix=None)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "steps"))
 def wgmma_release_after_wait(k, stages=2, steps=3):
     """The fix of triton#1278: wgmma_wait(0) before the release."""
     _wgmma_consumer(k, stages, steps, fix="wait_all")
 
 
-@protocol(expect="verified")
+@protocol(expect="violation:BP200", symbolic=("stages", "steps"))
+def wgmma_after_release(k, stages=2, steps=3):
+    """The slot released before its WGMMA is issued (then retired at once by wgmma_wait(0)):
+    the producer may refill it while the WGMMA reads it."""
+    _wgmma_consumer(k, stages, steps, fix="release_first")
+
+
+@protocol(expect="verified", symbolic=("stages", "steps"))
 def wgmma_release_previous(k, stages=2, steps=3):
     """Keep one WGMMA in flight, and release the previous slot (whose WGMMA wgmma_wait(1)
     retired) instead of the current one."""
+    k.assume(stages >= 2)                             # the slot of the WGMMA in flight is held
     _wgmma_consumer(k, stages, steps, fix="release_previous")
 
 
@@ -308,16 +324,18 @@ def _lane_handoff(k, lanes, every_lane_arrives):
         k.read(w)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("lanes",))
 def elected_lane_arrive(k, lanes=3):
     """NVIDIA/cudnn-frontend#426: every lane stores to SMEM, one elected lane arrives on a
-    count-1 barrier; its arrive releases only its own stores."""
+    count-1 barrier; its arrive releases only its own stores. Racy from two lanes on."""
+    k.assume(lanes >= 1)
     _lane_handoff(k, lanes, every_lane_arrives=False)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("lanes",))
 def every_lane_arrives(k, lanes=3):
     """The fix of cudnn-frontend#426: the barrier counts every lane, and every lane arrives."""
+    k.assume(lanes >= 1)
     _lane_handoff(k, lanes, every_lane_arrives=True)
 
 
@@ -387,7 +405,8 @@ def tmem_stats_unwaited(k, tiles_n=2):
     _tmem_stats(k, tiles_n, wait_store=False)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("tiles_n",))
 def tmem_stats_waited(k, tiles_n=2):
     """The fix of cutlass#3653: tcgen05.wait::st before the arrive."""
+    k.assume(tiles_n >= 1)                            # the last release is waited for
     _tmem_stats(k, tiles_n, wait_store=True)

@@ -91,3 +91,28 @@ def tcgen05_commit_only_even_steps(k, stages=2, steps=3):
     epilogue waits forever for `mma_done`. Smallest breaking values: stages=1, steps=1."""
     k.assume(stages >= 1, steps >= 1)
     tma_mma_epilogue(k, stages, steps, commit_when=steps % 2 == 0)
+
+
+@protocol(expect="violation:BP104", symbolic=("turns",))
+def parity_handoff_half_finished(k, turns=3):
+    """wg0 hands wg1 a turn per step and waits for it back, both through parity waits (the
+    last hand-back stays unobserved: harmless there), and both arrive on `finished` (count 2)
+    at the end; wg1 arrives only after an even number of turns, so the phase stays open at
+    exit. Smallest breaking value: turns=1."""
+    k.threads(2, name="wg")
+    k.assume(turns >= 0)
+    turn = k.Barrier(num_arrivals=1)
+    back = k.Barrier(num_arrivals=1)
+    finished = k.Barrier(num_arrivals=2)
+    with k.when(k.thread == 0):
+        with k.loop(turns) as m:
+            with k.when(m >= 1):
+                k.wait_parity(back, (m - 1) % 2)
+            k.arrive(turn)
+        k.arrive(finished)
+    with k.otherwise():
+        with k.loop(turns) as m:
+            k.wait_parity(turn, m % 2)
+            k.arrive(back)
+        with k.when(turns % 2 == 0):
+            k.arrive(finished)

@@ -17,6 +17,7 @@ from barrierproof.checker.symbolic.order import TauRun, TauSearch, _round_robin,
 from barrierproof.checker.symbolic.unroll import (split_ring_arrays, strip_mine_loops,
                                                   unroll_fixed_loops)
 from barrierproof.loader import resolve
+from barrierproof.model.dsl import protocol
 from barrierproof.model.ir import Loop, walk
 from barrierproof.model.semantics import compile_systems
 
@@ -116,3 +117,45 @@ def test_a_cluster_reduction_gets_a_static_order_within_the_budget():
 
 def test_round_robin_takes_every_stream_in_turn():
     assert list(_round_robin([iter("ab"), iter(""), iter("xyz")])) == list("axbyz")
+
+
+# -- a rotated loop: the peeled first wait joined with the loop, the release one slot behind ----
+
+def _lag_consumer(k, steps, first_stage):
+    k.threads(1, name="wg")
+    k.assume(steps >= 1)
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    empty = k.Barrier(num_arrivals=1, num_barriers=2)
+    k.wait_parity(full.at[first_stage], 0)
+    with k.loop(steps - 1) as t:
+        k.wait_parity(full.at[(t + 1) % 2], ((t + 1) // 2) % 2)
+        k.arrive(empty.at[t % 2])
+
+
+@protocol(symbolic=("steps",))
+def lagged(k, steps=3):
+    _lag_consumer(k, steps, first_stage=0)
+
+
+@protocol(symbolic=("steps",))
+def lagged_other_first(k, steps=3):
+    _lag_consumer(k, steps, first_stage=1)
+
+
+def test_a_peeled_first_wait_is_rotated_into_its_loop():
+    from barrierproof.checker.symbolic.fuse import fuse_peeled_loops
+    k = lagged.build()
+    fused, n = fuse_peeled_loops(k, ["steps"], {})
+    assert n == 1
+    loops = [s for s in walk(fused.body) if isinstance(s, Loop)]
+    assert len(loops) == 1 and repr(loops[0].trip) == "steps", loops
+    for steps in range(1, 5):
+        a = check_kernel(k, {"steps": steps}, Options(Limits(max_states=50_000)))
+        b = check_kernel(fused, {"steps": steps}, Options(Limits(max_states=50_000)))
+        assert (a.label, a.states) == (b.label, b.states), steps
+
+
+def test_a_peeled_wait_on_another_slot_is_not_rotated():
+    from barrierproof.checker.symbolic.fuse import fuse_peeled_loops
+    k = lagged_other_first.build()
+    assert fuse_peeled_loops(k, ["steps"], {})[1] == 0

@@ -74,6 +74,12 @@ PROVED = {
     # order[depth, groups]: one ring of `depth` barriers per group, the loop over groups unrolled
     "patterns/ordered_sequence.py::ordered_sequence_2wg": grid(depth=[1, 2, 3], turns=range(0, 7)),
     "patterns/ordered_sequence.py::ordered_sequence_3wg": grid(depth=[1, 2, 3], turns=range(0, 6)),
+    # parity waits leave the last completions unobserved at exit (no BP103 for them)
+    "patterns/ordered_sequence.py::ordered_sequence_2wg_as_in_cutlass": grid(
+        depth=[1, 2, 3], turns=range(0, 7)),
+    # a rotated loop (fuse.py) whose release lags its wait by one slot (program.py op_offsets)
+    "patterns/cutlass_pipelines.py::mainloop_release_lag": grid(stages=[2, 3, 4],
+                                                                steps=range(1, 8)),
 }
 
 
@@ -108,9 +114,11 @@ def _holds(k, values) -> bool:
 def _fragment(ref):
     """The fragment of a proved example with its static order chosen as `prove` does."""
     from barrierproof.checker.symbolic import prove as S
+    from barrierproof.checker.symbolic.fuse import fuse_peeled_loops
     k = kernel(ref)
     sym = [p.name for p in k.params.values() if p.symbolic]
     fixed = {n: v for n, v in k.param_values().items() if n not in sym}
+    k, _ = fuse_peeled_loops(k, sym, fixed)        # the program prove() builds the fragment of
     frag = Fragment(k, sym, fixed)
     frag.build_roles()
     frag.build_classes()
@@ -133,6 +141,7 @@ SIMULATED = {
     "blackwell.py::tma_mma_epilogue": 2,
     "cutlass.py::pipeline_tma_async": 2,
     "cluster.py::cluster_exchange": 3,
+    "patterns/cutlass_pipelines.py::mainloop_release_lag": 4,
 }
 
 
@@ -160,6 +169,11 @@ BUGS = {
     "symbolic_bugs.py::reuse_assumes_double_buffering": ("BP121", dict(stages=1, consumers=1,
                                                                       steps=2)),
     "symbolic_bugs.py::tcgen05_commit_only_even_steps": ("BP100", dict(stages=1, steps=1)),
+    "symbolic_bugs.py::parity_handoff_half_finished": ("BP104", dict(turns=1)),
+    "patterns/cutlass_pipelines.py::mainloop_release_lag_single_stage": (
+        "BP100", dict(stages=1, steps=2)),
+    "patterns/cutlass_pipelines.py::mainloop_release_lag_trip_count_one": (
+        "BP100", dict(stages=2, steps=1)),
 }
 
 

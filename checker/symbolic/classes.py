@@ -108,11 +108,13 @@ def _ring_groups(self: "Fragment", allocs: list[BarrierAlloc], S) -> list[list[B
             for a, b in itertools.combinations(names, 2):
                 if self.solver.equal(offsets[a][0], offsets[b][0]):
                     parent[find(a)] = find(b)
-                else:
-                    conflicts.append((a, b, item.loop.loc))
-    for a, b, loc in conflicts:
-        if find(a) == find(b):
-            raise Unsupported(f"`{a}` and `{b}` are used together with different offsets", loc)
+                else:           # one ring at two offsets: program.py's op_offsets
+                    conflicts.append((a, b, item.loop.loc,
+                                      z3.simplify(offsets[a][0] - offsets[b][0])))
+    for a, b, loc, lag in conflicts:
+        if find(a) == find(b) and not z3.is_int_value(lag):
+            raise Unsupported(f"`{a}` and `{b}` are used together with offsets that differ by "
+                              f"a non-constant amount ({lag})", loc)
     groups: dict[str, list] = {}
     for a in allocs:
         groups.setdefault(find(a.name), []).append(a)

@@ -103,6 +103,7 @@ class Projection:
                 k = iteration + evaluate(self.builder.shifts[(role.name, i)], self.sub)
             else:
                 c = evaluate(self.builder.offsets[(role.name, i)], self.sub)
+                c -= (self.builder.lag_deltas.get((role.name, i)) or {b: 0})[b] or 0
                 v = (iteration if iteration is not None else 0) + c
                 assert (v - self.s) % self.S == 0, (v, self.s, self.S)
                 k = (v - self.s) // self.S

@@ -30,12 +30,13 @@ Error conditions (any reachable one fails the proof):
                  or a parity wait that passes with nothing new to observe (J0)
     late-join    BP102 on a state, for Pallas and parity waits alike
 
-Parity waits are held to the Pallas rules (observe every completion) and, besides, must never
-pass stale nor join late: together these imply the hardware's rule that model/semantics.py
+Parity waits are held to the Pallas rules (observe every completion; at exit only barrier_wait
+observers are, as in model/semantics.py) and, besides, must never pass stale nor join late: together these imply the hardware's rule that model/semantics.py
 checks for them (return for the completion meant, never wait on a barrier that ran past it), so
 a proof is sound for it; a kernel that skips phases on purpose fails these and is left to the
 explorer.
-    exit         every role finished its class program: BP103, BP104, BP105, BP130
+    exit         every role finished its class program: BP103 (for barrier_wait observers, as
+                 model/semantics.py), BP104, BP105, BP130
     progress     a thread blocked at a wait while every event that precedes the wait in the
                  static order tau has happened and nothing is in flight (prove.py explains
                  why this rules out deadlocks)
@@ -90,6 +91,10 @@ class RoleCode:
         self.index = index
         self.waited = sorted({op.targets[0] for seg in role.segments for op in seg.body
                               if op.kind in WAITS})
+        # instances this role waits on with barrier_wait (held to BP103 at exit; parity
+        # waiters follow the hardware, where an unobserved last completion is harmless)
+        self.pallas_waited = {op.targets[0] for seg in role.segments for op in seg.body
+                              if op.kind == WAIT}
         self.nseg = len(role.segments)
         self.loop_segments = [j for j, s in enumerate(role.segments) if s.loop]
         self.done = Pos("head", self.nseg)
@@ -278,13 +283,13 @@ class Encoder:
                 total.append(c if z3.is_true(cond) else z3.If(cond, c, 0))
         return z3.Sum(total) if total else z3.IntVal(0)
 
-    def observing(self, st: SymState, inst: int, value: int):
+    def observing(self, st: SymState, inst: int, value: int, pallas_only: bool = False):
         def select(r, p, obs, k):
             return None if inst not in obs else (obs[inst] == value)
         # Single roles: count once, not per position.
         total = []
         for r, code in enumerate(self.codes):
-            if inst not in code.waited:
+            if inst not in code.waited or (pallas_only and inst not in code.pallas_waited):
                 continue
             if code.role.single:
                 total.append(z3.If(st.obs[r][inst] == value, 1, 0))
@@ -610,7 +615,7 @@ class Encoder:
         bad = [f > 0 for f in st.fly]
         for inst in range(len(self.system.instances)):
             bad += [st.tx[inst] != 0, st.pend[inst] != st.exp[inst],
-                    self.observing(st, inst, J1) > 0]
+                    self.observing(st, inst, J1, pallas_only=True) > 0]
         return z3.And(self.all_done(st), z3.Or(bad))
 
     def key_less(self, r2: int, p2: Pos, k2, r: int, p: Pos, k):

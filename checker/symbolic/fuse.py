@@ -77,8 +77,54 @@ class _Fuser:
                     out[-1] = joined
                     self.fused += 1
                     continue
+            if out and isinstance(out[-1], Op) and isinstance(s, Loop):
+                rotated = self.rotate(out, s)
+                if rotated is not None:
+                    q, loop = rotated
+                    del out[len(out) - q:]
+                    out.append(loop)
+                    self.fused += 1
+                    continue
             out.append(s)
         return tuple(out)
+
+    def rotate(self, before: list, b: Loop) -> tuple[int, Loop] | None:
+        """A rotated loop (CUTLASS's mainloop with a release lag: wait for stage 0, then each
+        iteration waits for stage t + 1 and releases stage t) whose q peeled operations are the
+        first q operations of the body at iteration -1:
+
+            P;  loop t < T: H(t); R(t)      ==   loop t < T + 1: H(t - 1); when t >= 1: R(t - 1)
+
+        when Z3 proves T >= 0 and P == H(-1) expression by expression. (q, the loop) or None."""
+        qb = len(b.body)
+        ops = 0
+        while ops < len(before) and isinstance(before[len(before) - 1 - ops], Op):
+            ops += 1
+        for q in range(min(ops, qb - 1), 0, -1):
+            pro, head, rest = before[len(before) - q:], b.body[:q], b.body[q:]
+            if not all(isinstance(y, Op) for y in head) or \
+                    any(not _same_shape(x, y) for x, y in zip(pro, head)):
+                continue
+            v = Var(b.var)
+            prev = mk("-", v, Const(1))
+            self.facts_extra = []
+            try:
+                env = dict(self.env)
+                tb = self._z(b.trip, env)
+                if not self._valid(tb >= 0):
+                    return None
+                at_minus_one = substitute_stmts(head, {b.var: Const(-1)})
+                for x, y in zip(pro, at_minus_one):
+                    for ex, ey in zip(_exprs(x), _exprs(y)):
+                        if not self._valid(self._z(ex, env) == self._z(ey, env)):
+                            raise Unsupported("differs")
+            except Unsupported:
+                continue
+            guard = When(mk(">=", v, Const(1)), substitute_stmts(rest, {b.var: prev}), (),
+                         b.loc)
+            body = substitute_stmts(head, {b.var: prev}) + (guard,)
+            return q, Loop(b.var, mk("+", b.trip, Const(1)), body, b.loc)
+        return None
 
     def within(self, cond, holds: bool, stmts) -> tuple:
         """The branch's statements, with its condition known when it is about parameters."""

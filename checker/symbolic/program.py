@@ -85,24 +85,67 @@ class ClassBuilder:
         c = self.offset(role, item)
         return _Lattice(frag, self, env, var, c)
 
+    def op_context(self, role: Role, item: Item, ctx, delta: int | None):
+        """The translator of one operation of a ring loop whose offset is c - delta."""
+        if not delta:
+            return ctx
+        return _Lattice(self.frag, self, role.env, item.loop.var, z3.simplify(ctx.c - delta))
+
     def offset(self, role: Role, item: Item) -> z3.ArithRef:
-        """c such that every ring index of this class in the loop is (i + c) % S."""
+        """The loop's reference offset c: the largest c_j of its operations' ring indices
+        (i + c_j) % S in this class (see op_offsets)."""
+        return self.op_offsets(role, item)[0]
+
+    def op_offsets(self, role: Role, item: Item) -> tuple[z3.ArithRef, list[int | None]]:
+        """(c, [delta_j]): every ring index of this class in operation j of the loop is
+        (i + c - delta_j) % S, with delta_j a concrete integer >= 0 (None: no ring access).
+
+        Slot s sees operation j at the iterations i = s - c + delta_j + k*S (its lap k). When
+        every delta_j < S (required below), lap k's events of all operations lie in the window
+        of iterations [s - c + k*S, s - c + k*S + S) and laps do not interleave: lap by lap,
+        operations by (delta_j, program order). A ring pipeline that releases slot i - 1
+        after waiting for slot i (CUTLASS's release lag) has two offsets one apart."""
         frag = self.frag
         found = None
+        offs: list = []
         for bop in item.body:
+            here = None
             for ref in self.class_refs(bop.op):
                 lhs = self.ring_lhs(ref, role.env)
                 lin = linear_in(lhs, item.loop.var, role.env, frag.solver)
                 if lin is None or lin[0] != 1:
                     raise Unsupported(f"ring index `{ref}` is not (i + c) % {self.cls.ring}",
                                       bop.op.loc)
-                if found is None:
-                    found = lin[1]
-                elif not frag.solver.equal(found, lin[1]):
-                    raise Unsupported("one loop uses two different ring offsets on the same "
-                                      "barriers" + (" and buffers" if self.cls.buffers else ""),
+                if here is None:
+                    here = lin[1]
+                elif not frag.solver.equal(here, lin[1]):
+                    raise Unsupported(f"`{bop.op.describe()}` uses two different ring offsets",
                                       bop.op.loc)
-        return found if found is not None else z3.IntVal(0)
+            if here is not None and found is None:
+                found = here
+            offs.append(here)
+        if found is None:
+            return z3.IntVal(0), [None] * len(offs)
+        diffs = []
+        for here in offs:
+            if here is None:
+                diffs.append(None)
+                continue
+            d = z3.simplify(here - found)
+            if not z3.is_int_value(d):
+                raise Unsupported("one loop uses ring offsets on the same barriers"
+                                  + (" and buffers" if self.cls.buffers else "")
+                                  + " that differ by a non-constant amount", item.loop.loc)
+            diffs.append(d.as_long())
+        top = max(d for d in diffs if d is not None)
+        deltas = [None if d is None else top - d for d in diffs]
+        spread = max(d for d in deltas if d is not None)
+        if spread:
+            frag.require(self.cls.ring >= spread + 1,
+                         f"the ring of {self.cls.ring} slots is deeper than the {spread} "
+                         f"iteration(s) between the ring offsets of loop {item.loop.var} "
+                         f"({item.loop.loc})")
+        return z3.simplify(found + top), deltas
 
     def class_refs(self, op) -> list:
         """The operation's references into this class: its barrier, and the buffers of the
@@ -172,7 +215,7 @@ class ClassBuilder:
             return []
         ref = op.barrier
         if self.cls.buffers and (op.reads or op.writes):
-            made = access_cops(self, role, bop, ctx, rank)
+            made = access_cops(self, role, item, bop, ctx, rank)
             if made is not None:
                 return made
         if ref is None or ref.alloc not in self.cls.allocs:
@@ -255,6 +298,7 @@ class ClassBuilder:
         if not hasattr(self, "where"):
             self.where = {}
             self.offsets = {}
+            self.lag_deltas = {}
             self.shifts = {}
             self.group_base = {}
         segs = []
@@ -262,15 +306,35 @@ class ClassBuilder:
             if item.kind not in ("loop", "op"):
                 continue
             ctx = self.context(role, item)
+            lagged = self.cls.ring is not None and item.kind == "loop"
+            deltas = self.op_offsets(role, item)[1] if lagged else [None] * len(item.ops)
+            spread = max([d or 0 for d in deltas] + [0])
             cops = []
             placed = []
             for b, bop in enumerate(item.ops):
-                made = self.cops(role, item, bop, ctx, item.ranks[b])
+                octx = self.op_context(role, item, ctx, deltas[b])
+                made = self.cops(role, item, bop, octx, item.ranks[b])
+                if self.cls.ring is not None:
+                    d = deltas[b] or 0
+                    for cop in made:
+                        # tau key of lap k: i + shift = (the loop's lap key) + delta, and
+                        # delta < S: compare laps, then deltas, then ranks
+                        cop.rank = (d, cop.rank)
+                        if spread:               # the laps of this operation's offset only
+                            c, trip = octx.c, z_int(item.loop.trip, role.env)
+                            cop.guard = z3.simplify(z3.And(cop.guard, K >= self.U(c),
+                                                           K < self.U(c + trip)))
                 for cop in made:
-                    placed.append((b, cop))
+                    placed.append((b, cop, deltas[b] or 0))
                 cops += made
             if not cops:
                 continue
+            if lagged and any(d for _, _, d in placed):
+                # lap by lap, operations by (delta, program order)
+                placed.sort(key=lambda p: (p[2], p[0]))
+                cops = [cop for _, cop, _ in placed]
+                self.lag_deltas[(role.name, i)] = deltas
+            placed = [(b, cop) for b, cop, _ in placed]
             for n, (b, cop) in enumerate(placed):
                 self.where[(role.name, i, b, cop.primary)] = (len(segs), n)
             if self.cls.ring is not None:
@@ -299,8 +363,8 @@ class ClassBuilder:
                     lo, hi = z3.simplify(sh), z3.simplify(trip + sh)
                 else:
                     c = ctx.c
-                    self._lattice_starts_at_zero(c, item.loop.loc)
-                    lo, hi = self.U(c), self.U(c + trip)
+                    self._positions_start_at_zero(role, item, c, trip, deltas)
+                    lo, hi = self.U(c - spread), self.U(c + trip)
                 segs.append(CSegment(True, cops, item.group, guard, lo, hi,
                                      text=f"loop {item.loop.var} ({item.loop.loc})"))
             elif self.cls.ring is not None:
@@ -315,6 +379,22 @@ class ClassBuilder:
                 segs.append(CSegment(False, cops, item.group, guard, text=item.op.describe()))
         return segs
 
+
+    def _positions_start_at_zero(self, role: Role, item: Item, c, trip, deltas) -> None:
+        """Every ring position i + c - delta_j a loop's operation j reaches when it runs is
+        >= 0 (U counts laps k >= 0, so a negative one would be lost): either c - delta_j >= 0,
+        or the operation's own conditions leave out the iterations where it is negative (a
+        release lag's `when i >= 1: arrive(empty[i - 1])`)."""
+        i = z3.Int(f"·{item.loop.var}")
+        env = {**role.env, item.loop.var: i}
+        for bop, delta in zip(item.ops, deltas):
+            if delta is None or self.frag.solver.valid(c - delta >= 0):
+                continue
+            runs = z3.And([0 <= i, i < trip] + [z_bool(e, env) if pos else z3.Not(z_bool(e, env))
+                                                for e, pos in bop.conds])
+            if not self.frag.solver.valid(z3.Implies(runs, i + c - delta >= 0)):
+                raise Unsupported(f"the ring position {item.loop.var} + ({z3.simplify(c - delta)})"
+                                  f" may be negative in {self.cls.name}", bop.op.loc)
 
     def _lattice_starts_at_zero(self, c, loc) -> None:
         """Laps are counted from slot position 0 (U counts k >= 0): a ring position i + c

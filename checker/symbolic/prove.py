@@ -422,10 +422,20 @@ def _tau_points(kernel, symbolic, fixed, frag) -> list[dict[str, int]]:
                 if values not in out:
                     out.append(values)
                 break
+    # one parameter just above another (more steps than stages, and the reverse): an order
+    # that holds only on one side of a comparison fails there
+    for a, b in itertools.permutations(symbolic, 2):
+        for values in points(kernel, symbolic, fixed, 4):
+            if values[a] == values[b] + 1 and values[b] >= 2 and \
+                    _satisfies(kernel, values, extra):
+                if values not in out:
+                    out.append(values)
+                break
+    cap = len(out) + 3
     for values in points(kernel, symbolic, fixed, 5, limit=6, seed=1):
         if values not in out:
             out.append(values)
-    return out[:6]
+    return out[:max(6, cap)]
 
 
 def _describe_tau(frag, search, tau) -> str:

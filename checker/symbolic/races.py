@@ -25,8 +25,14 @@ write, is a race. The prover checks it on the class systems of prove.py:
   Houdini (invariants.py) must prove it unreachable for every parameter value, exactly as the
   barrier rules. `prove` then says race-free only where Z3 proved it.
 
+- Accesses a thread waits for itself (TMA stores, WGMMA, tcgen05.st) retired by the very next
+  instruction (a wait of their group leaving none in flight, under the same conditions): live
+  from issue to that wait, i.e. in one gap, so a load or store there over-approximates them.
+- A buffer of a symbolic number of slots that threads index by their own index and others use
+  whole: one cell; two accesses to their own slots by threads of one role never conflict.
+
 Outside this fragment (`Unsupported`, so `unknown` with the reason): accesses that stay live
-until a later wait of the issuing thread (TMA stores, WGMMA, tcgen05.st: their interval is not
+until a later wait of the issuing thread past other instructions (their interval is not
 delimited by class events), a tcgen05 MMA without a barrier that touches memory, an access and
 its delivery's barrier in different classes, a ring buffer used unindexed or at another offset
 than its ring's barriers.
@@ -39,14 +45,15 @@ from typing import TYPE_CHECKING
 
 import z3
 
-from ...model.ir import free_vars
+from ...model.ir import Var, free_vars
+from ...model.semantics import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, placed, ring_lhs
 from .counters import ACCESS, COp
 from .terms import Unsupported, linear_in, z_int
 
 if TYPE_CHECKING:
     from .encode import Encoder, SymState
-    from .fragment import BodyOp, Fragment, Role
+    from .fragment import BodyOp, Fragment, Item, Role
     from .program import ClassBuilder
 
 SPACE_CODE = {"smem": "BP200", "tmem": "BP201"}
@@ -63,9 +70,13 @@ def assign_buffers(frag: "Fragment") -> None:
     """Give every buffer of the kernel to one class of `frag.classes` and name its cells."""
     k = frag.kernel
     concrete = next((c for c in frag.classes if c.ring is None), None)
+    frag.private_buffers = set()
     for alloc in k.buffers:
         dims = [z3.simplify(z_int(d, frag.base_env)) for d in alloc.shape]
-        if all(z3.is_int_value(d) for d in dims):
+        private = not all(z3.is_int_value(d) for d in dims) and _thread_private(k, alloc)
+        if private:
+            frag.private_buffers.add(alloc.name)
+        if private or all(z3.is_int_value(d) for d in dims):
             if concrete is None:
                 concrete = BarrierClass("barriers", None, [])
                 frag.classes.append(concrete)
@@ -83,9 +94,36 @@ def assign_buffers(frag: "Fragment") -> None:
         chosen.buffers.append(alloc)
     for cls in frag.classes:
         for alloc in cls.buffers:
+            if alloc.name in frag.private_buffers:       # one cell: the slot of "the thread"
+                for block in frag.blocks:
+                    cls.cells.append((alloc, None, block))
+                    cls.cell_names.append(alloc.name + "[thread]" + (
+                        "@" + ",".join(map(str, block)) if len(frag.blocks) > 1 else ""))
+                continue
             for key, name in placed(frag, alloc, cls.ring, "the slots of a buffer"):
                 cls.cells.append(key)
                 cls.cell_names.append(name)
+
+
+def _thread_private(kernel, alloc) -> bool:
+    """A buffer of a symbolic number of slots that each thread indexes by its own index
+    (`buf.at[thread]`, one slot per thread) and others use whole (`buf`). Its slots are judged
+    as one cell: an access to the whole buffer conflicts with every thread's slot, and two
+    threads' own slots never overlap (races.py: `private` accesses)."""
+    used = False
+    for op in kernel.ops():
+        for ref in op.reads + op.writes:
+            if ref.alloc is not alloc:
+                continue
+            used = True
+            if ref.index and not _own_slot(kernel, ref):
+                return False
+    return used
+
+
+def _own_slot(kernel, ref) -> bool:
+    return len(ref.index) == 1 and isinstance(ref.index[0], Var) and \
+        ref.index[0].name == kernel.thread_axis
 
 
 def _ring_of(frag, alloc, S, rings: list[BarrierClass]) -> BarrierClass | None:
@@ -141,6 +179,8 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
              block) -> list[tuple[z3.BoolRef, int]]:
     """(guard over the class coordinate, cell) pairs a reference may touch in `block`."""
     frag, cls = builder.frag, builder.cls
+    if ref.alloc.name in getattr(frag, "private_buffers", ()):
+        return [(z3.BoolVal(True), cls.cell(ref.alloc, None, block))]
     if role.thread_free and frag.kernel.thread_axis in set().union(
             *[free_vars(i) for i in ref.index]):
         raise Unsupported(f"`{ref}` depends on the thread index inside a group of threads "
@@ -173,7 +213,7 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
     return out
 
 
-def access_cops(builder: "ClassBuilder", role: "Role", bop: "BodyOp", ctx,
+def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp", ctx,
                 rank: int) -> list[COp] | None:
     """The ACCESS operation of a thread's load or store in this class; None when the
     operation's memory effects, if any here, ride on its barrier's delivery (attach_async)."""
@@ -184,13 +224,22 @@ def access_cops(builder: "ClassBuilder", role: "Role", bop: "BodyOp", ctx,
     if op.kind in ("read", "write"):
         access = []
         for ref, write in refs:
+            own = _private_ref(builder, ref)
             for g, cell in cells_of(builder, role, op, ref, ctx, role.block):
-                access.append((cell, write, g))
+                access.append((cell, write, g, own))
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
     if op.kind in WAITED_KINDS:
-        raise Unsupported(f"`{op.describe()}` stays live until a later wait of its thread: its "
-                          "races are left to the explorer", op.loc)
+        if not _waited_next(builder, role, item, bop, ctx):
+            raise Unsupported(f"`{op.describe()}` stays live until a later wait of its thread "
+                              "(not the next instruction, or one that leaves it in flight): its "
+                              "races are left to the explorer", op.loc)
+        # Covered at issue: live only inside the gap of its thread's position, like a load or
+        # store there.
+        access = [(cell, write, g, _private_ref(builder, ref)) for ref, write in refs
+                  for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
+        return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
+                    access=tuple(access))]
     if op.kind in COPY_KINDS or op.kind == "tcgen05_mma":
         if op.barrier is None or op.barrier.alloc not in builder.cls.allocs:
             raise Unsupported(f"`{op.describe()}` touches a buffer of one barrier class and "
@@ -198,6 +247,40 @@ def access_cops(builder: "ClassBuilder", role: "Role", bop: "BodyOp", ctx,
         return None
     raise Unsupported(f"the memory effects of `{op.describe()}` are outside the prover's "
                       "fragment", op.loc)
+
+
+def _private_ref(builder: "ClassBuilder", ref) -> bool:
+    """An access to the issuing thread's own slot of a thread-private buffer."""
+    return ref.alloc.name in getattr(builder.frag, "private_buffers", ()) and \
+        _own_slot(builder.frag.kernel, ref)
+
+
+def _waited_next(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp",
+                 ctx) -> bool:
+    """Whether the instruction right after the issue `bop` (in its loop body, or the next item
+    of its role) is a wait of the same group that leaves none of it in flight, and runs
+    whenever the issue does. Then nothing happens between issue and retirement (model/memory.py:
+    the access is live through the gap of the issue and of the wait, here one gap), and no
+    earlier issue of the group is still in flight (each was retired the same way)."""
+    group = ASYNC_GROUPS[bop.op.kind]
+    if item.kind == "loop":
+        seq = [(b.op, b.conds) for b in item.body]
+        at = next(n for n, b in enumerate(item.body) if b is bop)
+    else:
+        items = role.items
+        at = next(n for n, it in enumerate(items) if it is item)
+        seq = [(it.op, it.conds) if it.kind == "op" else (None, None) for it in items]
+    if at + 1 >= len(seq) or seq[at + 1][0] is None:
+        return False
+    nxt, conds = seq[at + 1]
+    if ASYNC_WAITS.get(nxt.kind, (None,))[0] != group:
+        return False
+    if ASYNC_WAITS[nxt.kind][1]:                         # wait(n): at most n still in flight
+        keep = z3.simplify(ctx.int(nxt.count))
+        if not (z3.is_int_value(keep) and keep.as_long() == 0):
+            return False
+    mine = list(bop.conds) if item.kind == "loop" else list(item.conds)
+    return len(conds) <= len(mine) and all(c is m or c == m for c, m in zip(conds, mine))
 
 
 def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]) -> None:
@@ -235,17 +318,18 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
     def code(cell):
         return SPACE_CODE[names[cell][1]]
 
-    # thread accesses: (role, (segment, pc), cell, writes, guard, text)
+    # thread accesses: (role, (segment, pc), cell, writes, guard, text, own slot)
     entries = []
     for r, c in enumerate(enc.codes):
         for j, seg in enumerate(c.role.segments):
             for pc, op in enumerate(seg.body):
                 if op.kind == ACCESS:
-                    for cell, write, g in op.access:
-                        entries.append((r, (j, pc), cell, write, z3.And(op.guard, g), op.text))
+                    for cell, write, g, own in op.access:
+                        entries.append((r, (j, pc), cell, write, z3.And(op.guard, g), op.text,
+                                        own))
 
     def live(e):
-        r, (j, pc), _, _, g, _ = e
+        r, (j, pc), _, _, g, _, _ = e
         terms = []
         for p, _, k, n in enc.threads(st, r):
             if p.where == "at" and p.seg == j and p.pc == pc:
@@ -262,6 +346,8 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
     for e1, e2 in itertools.combinations_with_replacement(entries, 2):
         if e1[2] != e2[2] or not (e1[3] or e2[3]):
             continue
+        if e1[6] and e2[6] and e1[0] == e2[0]:
+            continue        # threads of one role (one warp, distinct threads): their own slots
         single = enc.codes[e1[0]].role.single
         if e1[0] == e2[0]:
             if single:

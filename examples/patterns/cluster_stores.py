@@ -25,7 +25,7 @@ def _exchange(k, steps, acked: bool):
                 k.barrier_arrive(free.on(peer))
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def exchange_through_peer_smem(k, steps=3):
     """Two blocks swap a tile every step with async_store_smem into each other's buffer; a
     block stores again only after the peer said (a remote arrive on `free`) that it read the

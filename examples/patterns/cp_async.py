@@ -20,7 +20,7 @@ def _double_buffer(k, steps, keep):
         k.read(tile.at[i % 2])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def double_buffered_cp_async(k, steps=3):
     """Prefetch the next tile, then wait until at most that one copy is in flight: the tile
     about to be read has landed."""

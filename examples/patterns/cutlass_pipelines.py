@@ -94,7 +94,7 @@ def release_lag(k, stages, steps, *, guard_tail=False):
             k.arrive(empty.at[last % stages])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "steps"))
 def mainloop_release_lag(k, stages=2, steps=3):
     """The sm90 consumer mainloop with K_PIPE_MMAS=1: release of k-tile i-1 after issuing i,
     mma_tail releases the last. Every slot is released exactly once per fill. Correct with at
@@ -103,19 +103,21 @@ def mainloop_release_lag(k, stages=2, steps=3):
     release_lag(k, stages, steps)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP100", symbolic=("stages", "steps"))
 def mainloop_release_lag_single_stage(k, stages=1, steps=2):
     """The same mainloop with one stage (what CUTLASS's K_PIPE_MMAS < K_PIPE_MAX assertion rules
     out): the consumer still holds slot 0 for the wgmma in flight when it waits for slot 0's next
     fill, and the producer waits for that slot's release. `prove` found it when the stage count
     was declared symbolic with only `stages >= 1`."""
+    k.assume(stages >= 1, steps >= 1)
     release_lag(k, stages, steps)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP100", symbolic=("stages", "steps"))
 def mainloop_release_lag_trip_count_one(k, stages=2, steps=1):
     """mma_tail guarded by `k_tile_count > 1` (the author assumed the loop releases the
     prologue's tile): with a single k-tile slot 0 is never released and producer_tail hangs."""
+    k.assume(stages >= 2, steps >= 1)
     release_lag(k, stages, steps, guard_tail=True)
 
 
@@ -150,7 +152,7 @@ def tma_multicast(k, stages, consumers, steps, *, expect_bytes=A_BYTES + B_BYTES
                 k.arrive(empty.on(dst, index=s))
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "consumers", "steps"))
 def tma_multicast_2x1(k, stages=2, consumers=1, steps=3):
     """PipelineTmaAsync in a 2x1 cluster with B multicast along x: correct."""
     k.assume(stages >= 1, consumers >= 1, steps >= 0)

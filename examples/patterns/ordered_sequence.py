@@ -44,12 +44,13 @@ def ordered_sequence_2wg(k, depth=2, turns=4):
     ordered_sequence(k, 2, depth, turns)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("depth", "turns"))
 def ordered_sequence_2wg_as_in_cutlass(k, depth=2, turns=4):
     """Exactly CUTLASS's usage, without a drain: the last `depth` arrivals of warpgroup 1 on
     group 0's barriers complete phases nobody waits for. Harmless on hardware (the barriers die
     with the CTA), and these are PTX parity waits, which follow the hardware's rules
     (docs/parity.md): Pallas's rule 2 (completions == waits, BP103) is for barrier_wait."""
+    k.assume(depth >= 1, turns >= 0)
     ordered_sequence(k, 2, depth, turns, drain=False)
 
 

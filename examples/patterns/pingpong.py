@@ -52,15 +52,17 @@ def pingpong(k, stages, k_tiles, tiles_per_wg, *, offset=True, order=True, depth
                     k.arrive(turn.at[r % depth, 1 - w])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "tiles_per_wg"))
 def pingpong_offset_states(k, stages=2, k_tiles=3, tiles_per_wg=2):
     """Two math warpgroups with offset pipeline states, in turn: correct on hardware."""
+    k.assume(stages >= 1, k_tiles >= 1, tiles_per_wg >= 0)
     pingpong(k, stages, k_tiles, tiles_per_wg)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "tiles_per_wg"))
 def pingpong_more_stages_than_k_tiles(k, stages=3, k_tiles=2, tiles_per_wg=2):
     """The ring is deeper than a tile: the producer runs into the other warpgroup's loads."""
+    k.assume(stages >= 1, k_tiles >= 1, tiles_per_wg >= 0)
     pingpong(k, stages, k_tiles, tiles_per_wg)
 
 

@@ -29,15 +29,17 @@ def all_signal_then_wait(k, steps, blocks, copies, *, wait_for=None, decrement=F
         k.barrier_wait(done)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def step_semaphore_two_blocks(k, steps=3):
     """Both blocks of a 2-block cluster signal once per step; everyone waits for all of them."""
+    k.assume(steps >= 0)
     all_signal_then_wait(k, steps, blocks=2, copies=1)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def step_semaphore_in_lockstep(k, steps=3):
     """One modelled cluster standing for 8 that signal alike (copies=8)."""
+    k.assume(steps >= 0)
     all_signal_then_wait(k, steps, blocks=1, copies=8)
 
 
