@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import z3
 
 from ...model.ir import Var, free_vars
-from ...model.semantics import ASYNC_GROUPS, ASYNC_WAITS
+from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, placed, ring_lhs
 from .counters import ACCESS, COp
 from .terms import Unsupported, linear_in, z_int
