@@ -14,24 +14,25 @@ the file, bench_symbolic.py's tables, is kept).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import multiprocessing
 import os
 import platform
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from barrierproof.checker.check import Options  # noqa: E402
-from barrierproof.checker.engines.explore import Limits  # noqa: E402
-from barrierproof.checker.symbolic.prove import prove_kernel  # noqa: E402
+from barrierproof.cli import main as cli  # noqa: E402
 from barrierproof.loader import import_file, targets_in_module  # noqa: E402
 
 BEGIN, END = "<!-- coverage: bench/prove_coverage.py -->", "<!-- /coverage -->"
+MAX_MEMORY_MB = 4000           # per proof, as `--max-memory`
 FOLDERS = ("examples", os.path.join("examples", "patterns"))
 
 
@@ -86,11 +87,23 @@ def _row(rel: str, target, timeout: float) -> dict:
         row.update(verdict="not declared", seconds=0.0, why="no parameter declared symbolic")
     else:
         t0 = time.perf_counter()
-        v = prove_kernel(kernel, {}, Options(Limits(timeout=timeout)), row["ref"],
-                         SimpleNamespace(symbolic=symbolic))
-        row.update(verdict=v.label, seconds=time.perf_counter() - t0,
-                   why="" if v.verdict == "proved" else (v.coverage or "").split("\n")[0])
+        report = _prove(row["ref"], timeout)
+        label = report["verdict"] + (f":{report['diagnostics'][0]['code']}"
+                                     if report["verdict"] == "violation" else "")
+        row.update(verdict=label, seconds=time.perf_counter() - t0,
+                   why="" if label == "proved" else (report.get("coverage") or "").split("\n")[0])
     return row
+
+
+def _prove(ref: str, timeout: float) -> dict:
+    """`barrierproof prove REF` as a user runs it: the CLI's watchdog holds --timeout and
+    --max-memory behind the prover's own budget."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli(["prove", os.path.join(ROOT, ref), "--timeout", f"{timeout:g}", "--max-memory",
+             str(MAX_MEMORY_MB), "--no-cache", "--format", "json"])
+    (report,) = json.loads(out.getvalue())
+    return report
 
 
 def report(rows: list[dict], command: str) -> str:
