@@ -578,7 +578,7 @@ class Encoder:
                     b = code.waited.index(op.targets[0])
                     new_sigma = sigma[:b] + (J0,) + sigma[b + 1:]
                     # a parity wait that passes with nothing new to observe returns for a
-                    # phase it does not mean (semantics.effect_wait_parity)
+                    # phase it does not mean (steps.effect_wait_parity)
                     stale = op.kind == WAIT_PARITY and sigma[b] == J0
                 enabled = self.enabled(st, op, obs, k)
                 actor_obs = {b: z3.IntVal(s) for b, s in zip(code.waited, new_sigma)}
