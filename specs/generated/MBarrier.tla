@@ -134,7 +134,7 @@ PallasEntries ==
             /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]}
 PallasEntry(e) == e \in PallasEntries
 
-\* The completion a parity wait means (semantics.py: intended_completion): wait_phase states
+\* The completion a parity wait means (steps.py: intended_completion): wait_phase states
 \* it; wait_parity(P) means the next one not yet observed (s: seen) whose number has parity
 \* P + 1.
 Meant(instr, s) ==

@@ -13,26 +13,26 @@ KernelExpected == <<>>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    fork,                                    \* pc 0: core_map(warp): fork warps  examples/hw_barriers.py:109
-    join(<<<<2, 1>>, <<3, 2>>, <<4, 3>>>>)   \* pc 1: core_map(warp): join warps  examples/hw_barriers.py:109
+    fork,                                    \* pc 0: core_map(warp): fork warps  examples/hw_barriers.py:110
+    join(<<<<2, 1>>, <<3, 2>>, <<4, 3>>>>)   \* pc 1: core_map(warp): join warps  examples/hw_barriers.py:110
 >>
 
 \* Agent 2: wg0.warp1 (warp), 1 instruction(s).
 Prog_2_wg0_warp1 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:109
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:110
 >>
 
 \* Agent 3: wg0.warp2 (warp), 2 instruction(s).
 Prog_3_wg0_warp2 == <<
-    await_fork(1, 1),               \* pc 0: core_map(warp): enter  examples/hw_barriers.py:109
-    hw_arrive(1, 32, 64, 0, 0, 0)   \* pc 1: bar.arrive(14, 64)  examples/hw_barriers.py:111
+    await_fork(1, 1),               \* pc 0: core_map(warp): enter  examples/hw_barriers.py:110
+    hw_arrive(1, 32, 64, 0, 0, 0)   \* pc 1: bar.arrive(14, 64)  examples/hw_barriers.py:112
 >>
 
 \* Agent 4: wg0.warp3 (warp), 3 instruction(s).
 Prog_4_wg0_warp3 == <<
-    await_fork(1, 1),               \* pc 0: core_map(warp): enter  examples/hw_barriers.py:109
-    hw_arrive(1, 32, 64, 5, 0, 1),  \* pc 1: bar.sync(14, 64)  examples/hw_barriers.py:119
-    hw_wait(1, 1)                   \* pc 2: bar.sync(14, 64)  examples/hw_barriers.py:119
+    await_fork(1, 1),               \* pc 0: core_map(warp): enter  examples/hw_barriers.py:110
+    hw_arrive(1, 32, 64, 5, 0, 1),  \* pc 1: bar.sync(14, 64)  examples/hw_barriers.py:120
+    hw_wait(1, 1)                   \* pc 2: bar.sync(14, 64)  examples/hw_barriers.py:120
 >>
 
 KernelProg == <<

@@ -13,48 +13,48 @@ KernelExpected == <<>>
 
 \* Agent 1: b0.wg0 (thread), 4 instruction(s).
 Prog_1_b0_wg0 == <<
-    fork,                                    \* pc 0: core_map(warp): fork warps  examples/hw_barriers.py:235
-    hw_arrive(1, 32, 256, 0, 0, 1),          \* pc 1: cluster_arrive()  examples/hw_barriers.py:237
-    hw_wait(1, 1),                           \* pc 2: cluster_wait()  examples/hw_barriers.py:238
-    join(<<<<2, 1>>, <<3, 1>>, <<4, 1>>>>)   \* pc 3: core_map(warp): join warps  examples/hw_barriers.py:235
+    fork,                                    \* pc 0: core_map(warp): fork warps  examples/hw_barriers.py:237
+    hw_arrive(1, 32, 256, 0, 0, 1),          \* pc 1: cluster_arrive()  examples/hw_barriers.py:239
+    hw_wait(1, 1),                           \* pc 2: cluster_wait()  examples/hw_barriers.py:240
+    join(<<<<2, 1>>, <<3, 1>>, <<4, 1>>>>)   \* pc 3: core_map(warp): join warps  examples/hw_barriers.py:237
 >>
 
 \* Agent 2: b0.wg0.warp1 (warp), 1 instruction(s).
 Prog_2_b0_wg0_warp1 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:235
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:237
 >>
 
 \* Agent 3: b0.wg0.warp2 (warp), 1 instruction(s).
 Prog_3_b0_wg0_warp2 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:235
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:237
 >>
 
 \* Agent 4: b0.wg0.warp3 (warp), 1 instruction(s).
 Prog_4_b0_wg0_warp3 == <<
-    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:235
+    await_fork(1, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:237
 >>
 
 \* Agent 5: b1.wg0 (thread), 4 instruction(s).
 Prog_5_b1_wg0 == <<
-    fork,                                    \* pc 0: core_map(warp): fork warps  examples/hw_barriers.py:235
-    hw_arrive(1, 32, 256, 0, 0, 2),          \* pc 1: cluster_arrive()  examples/hw_barriers.py:237
-    hw_wait(1, 2),                           \* pc 2: cluster_wait()  examples/hw_barriers.py:238
-    join(<<<<6, 1>>, <<7, 1>>, <<8, 1>>>>)   \* pc 3: core_map(warp): join warps  examples/hw_barriers.py:235
+    fork,                                    \* pc 0: core_map(warp): fork warps  examples/hw_barriers.py:237
+    hw_arrive(1, 32, 256, 0, 0, 2),          \* pc 1: cluster_arrive()  examples/hw_barriers.py:239
+    hw_wait(1, 2),                           \* pc 2: cluster_wait()  examples/hw_barriers.py:240
+    join(<<<<6, 1>>, <<7, 1>>, <<8, 1>>>>)   \* pc 3: core_map(warp): join warps  examples/hw_barriers.py:237
 >>
 
 \* Agent 6: b1.wg0.warp1 (warp), 1 instruction(s).
 Prog_6_b1_wg0_warp1 == <<
-    await_fork(5, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:235
+    await_fork(5, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:237
 >>
 
 \* Agent 7: b1.wg0.warp2 (warp), 1 instruction(s).
 Prog_7_b1_wg0_warp2 == <<
-    await_fork(5, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:235
+    await_fork(5, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:237
 >>
 
 \* Agent 8: b1.wg0.warp3 (warp), 1 instruction(s).
 Prog_8_b1_wg0_warp3 == <<
-    await_fork(5, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:235
+    await_fork(5, 1)   \* pc 0: core_map(warp): enter  examples/hw_barriers.py:237
 >>
 
 KernelProg == <<

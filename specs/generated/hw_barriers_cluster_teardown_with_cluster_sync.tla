@@ -10,25 +10,25 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: tile@0 (Barrier)  examples/hw_barriers.py:203
-    1,  \* 2: tile@1 (Barrier)  examples/hw_barriers.py:203
-    1,  \* 3: done@0 (Barrier)  examples/hw_barriers.py:204
-    1   \* 4: done@1 (Barrier)  examples/hw_barriers.py:204
+    1,  \* 1: tile@0 (Barrier)  examples/hw_barriers.py:205
+    1,  \* 2: tile@1 (Barrier)  examples/hw_barriers.py:205
+    1,  \* 3: done@0 (Barrier)  examples/hw_barriers.py:206
+    1   \* 4: done@1 (Barrier)  examples/hw_barriers.py:206
 >>
 
 \* Agent 1: b0.wg0 (thread), 3 instruction(s).
 Prog_1_b0_wg0 == <<
-    arrive(<<2>>, 1),                 \* pc 0: arrive(tile@1)  examples/hw_barriers.py:206
-    hw_arrive(1, 128, 256, 0, 0, 1),  \* pc 1: cluster_arrive()  examples/hw_barriers.py:211
-    hw_wait(1, 1)                     \* pc 2: cluster_wait()  examples/hw_barriers.py:212
+    arrive(<<2>>, 1),                 \* pc 0: arrive(tile@1)  examples/hw_barriers.py:208
+    hw_arrive(1, 128, 256, 0, 0, 1),  \* pc 1: cluster_arrive()  examples/hw_barriers.py:213
+    hw_wait(1, 1)                     \* pc 2: cluster_wait()  examples/hw_barriers.py:214
 >>
 
 \* Agent 2: b1.wg0 (thread), 4 instruction(s).
 Prog_2_b1_wg0 == <<
-    wait(2, 1),                       \* pc 0: barrier_wait(tile@1)  examples/hw_barriers.py:208
-    arrive(<<3>>, 1),                 \* pc 1: arrive(done@0)  examples/hw_barriers.py:209
-    hw_arrive(1, 128, 256, 0, 0, 2),  \* pc 2: cluster_arrive()  examples/hw_barriers.py:211
-    hw_wait(1, 2)                     \* pc 3: cluster_wait()  examples/hw_barriers.py:212
+    wait(2, 1),                       \* pc 0: barrier_wait(tile@1)  examples/hw_barriers.py:210
+    arrive(<<3>>, 1),                 \* pc 1: arrive(done@0)  examples/hw_barriers.py:211
+    hw_arrive(1, 128, 256, 0, 0, 2),  \* pc 2: cluster_arrive()  examples/hw_barriers.py:213
+    hw_wait(1, 2)                     \* pc 3: cluster_wait()  examples/hw_barriers.py:214
 >>
 
 KernelProg == <<

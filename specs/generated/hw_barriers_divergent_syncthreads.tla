@@ -13,16 +13,16 @@ KernelExpected == <<>>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    hw_arrive(1, 128, 256, 1, 0, 1),  \* pc 0: syncthreads()  examples/hw_barriers.py:165
-    hw_wait(1, 1),                    \* pc 1: syncthreads()  examples/hw_barriers.py:165
-    hw_arrive(1, 128, 256, 2, 0, 1),  \* pc 2: syncthreads()  examples/hw_barriers.py:166
-    hw_wait(1, 1)                     \* pc 3: syncthreads()  examples/hw_barriers.py:166
+    hw_arrive(1, 128, 256, 1, 0, 1),  \* pc 0: syncthreads()  examples/hw_barriers.py:166
+    hw_wait(1, 1),                    \* pc 1: syncthreads()  examples/hw_barriers.py:166
+    hw_arrive(1, 128, 256, 2, 0, 1),  \* pc 2: syncthreads()  examples/hw_barriers.py:167
+    hw_wait(1, 1)                     \* pc 3: syncthreads()  examples/hw_barriers.py:167
 >>
 
 \* Agent 2: wg1 (thread), 2 instruction(s).
 Prog_2_wg1 == <<
-    hw_arrive(1, 128, 256, 2, 0, 2),  \* pc 0: syncthreads()  examples/hw_barriers.py:166
-    hw_wait(1, 2)                     \* pc 1: syncthreads()  examples/hw_barriers.py:166
+    hw_arrive(1, 128, 256, 2, 0, 2),  \* pc 0: syncthreads()  examples/hw_barriers.py:167
+    hw_wait(1, 2)                     \* pc 1: syncthreads()  examples/hw_barriers.py:167
 >>
 
 KernelProg == <<

@@ -13,8 +13,8 @@ KernelExpected == <<>>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    hw_arrive(1, 128, 256, 1, 0, 1),  \* pc 0: syncthreads()  examples/hw_barriers.py:174
-    hw_wait(1, 1)                     \* pc 1: syncthreads()  examples/hw_barriers.py:174
+    hw_arrive(1, 128, 256, 1, 0, 1),  \* pc 0: syncthreads()  examples/hw_barriers.py:175
+    hw_wait(1, 1)                     \* pc 1: syncthreads()  examples/hw_barriers.py:175
 >>
 
 \* Agent 2: wg1 (thread), 0 instruction(s).

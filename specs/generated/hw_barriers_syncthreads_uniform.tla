@@ -13,18 +13,18 @@ KernelExpected == <<>>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    hw_arrive(1, 128, 256, 1, 0, 1),  \* pc 0: syncthreads()  examples/hw_barriers.py:181
-    hw_wait(1, 1),                    \* pc 1: syncthreads()  examples/hw_barriers.py:181
-    hw_arrive(1, 128, 256, 1, 0, 1),  \* pc 2: syncthreads()  examples/hw_barriers.py:181
-    hw_wait(1, 1)                     \* pc 3: syncthreads()  examples/hw_barriers.py:181
+    hw_arrive(1, 128, 256, 1, 0, 1),  \* pc 0: syncthreads()  examples/hw_barriers.py:183
+    hw_wait(1, 1),                    \* pc 1: syncthreads()  examples/hw_barriers.py:183
+    hw_arrive(1, 128, 256, 1, 0, 1),  \* pc 2: syncthreads()  examples/hw_barriers.py:183
+    hw_wait(1, 1)                     \* pc 3: syncthreads()  examples/hw_barriers.py:183
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    hw_arrive(1, 128, 256, 1, 0, 2),  \* pc 0: syncthreads()  examples/hw_barriers.py:181
-    hw_wait(1, 2),                    \* pc 1: syncthreads()  examples/hw_barriers.py:181
-    hw_arrive(1, 128, 256, 1, 0, 2),  \* pc 2: syncthreads()  examples/hw_barriers.py:181
-    hw_wait(1, 2)                     \* pc 3: syncthreads()  examples/hw_barriers.py:181
+    hw_arrive(1, 128, 256, 1, 0, 2),  \* pc 0: syncthreads()  examples/hw_barriers.py:183
+    hw_wait(1, 2),                    \* pc 1: syncthreads()  examples/hw_barriers.py:183
+    hw_arrive(1, 128, 256, 1, 0, 2),  \* pc 2: syncthreads()  examples/hw_barriers.py:183
+    hw_wait(1, 2)                     \* pc 3: syncthreads()  examples/hw_barriers.py:183
 >>
 
 KernelProg == <<

@@ -13,14 +13,14 @@ KernelExpected == <<>>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    hw_arrive(1, 128, 256, 0, 0, 1),  \* pc 0: barrier.sync(5, 256)  examples/hw_barriers.py:141
-    hw_wait(1, 1)                     \* pc 1: barrier.sync(5, 256)  examples/hw_barriers.py:141
+    hw_arrive(1, 128, 256, 0, 0, 1),  \* pc 0: barrier.sync(5, 256)  examples/hw_barriers.py:142
+    hw_wait(1, 1)                     \* pc 1: barrier.sync(5, 256)  examples/hw_barriers.py:142
 >>
 
 \* Agent 2: wg1 (thread), 2 instruction(s).
 Prog_2_wg1 == <<
-    hw_arrive(1, 128, 256, 0, 0, 2),  \* pc 0: barrier.sync(5, 256)  examples/hw_barriers.py:143
-    hw_wait(1, 2)                     \* pc 1: barrier.sync(5, 256)  examples/hw_barriers.py:143
+    hw_arrive(1, 128, 256, 0, 0, 2),  \* pc 0: barrier.sync(5, 256)  examples/hw_barriers.py:144
+    hw_wait(1, 2)                     \* pc 1: barrier.sync(5, 256)  examples/hw_barriers.py:144
 >>
 
 KernelProg == <<

@@ -10,31 +10,31 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: clc_full (Barrier)  examples/patterns/blackwell_persistent.py:73
-    2   \* 2: clc_empty (Barrier)  examples/patterns/blackwell_persistent.py:74
+    1,  \* 1: clc_full (Barrier)  examples/patterns/blackwell_persistent.py:74
+    2   \* 2: clc_empty (Barrier)  examples/patterns/blackwell_persistent.py:75
 >>
 
 \* Agent 1: wg0 (thread), 9 instruction(s).
 Prog_1_wg0 == <<
-    issue_async(<<>>, 0, <<1>>),  \* pc 0: try_cluster_cancel(clc_full)  examples/patterns/blackwell_persistent.py:80
-    wait(1, 1),                   \* pc 1: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:81
-    arrive(<<2>>, 1),             \* pc 2: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:82
-    issue_async(<<>>, 0, <<1>>),  \* pc 3: try_cluster_cancel(clc_full)  examples/patterns/blackwell_persistent.py:80
-    wait(1, 1),                   \* pc 4: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:81
-    arrive(<<2>>, 1),             \* pc 5: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:82
-    issue_async(<<>>, 0, <<1>>),  \* pc 6: try_cluster_cancel(clc_full)  examples/patterns/blackwell_persistent.py:80
-    wait(1, 1),                   \* pc 7: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:81
-    arrive(<<2>>, 1)              \* pc 8: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:82
+    issue_async(<<>>, 0, <<1>>),  \* pc 0: try_cluster_cancel(clc_full)  examples/patterns/blackwell_persistent.py:81
+    wait(1, 1),                   \* pc 1: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:82
+    arrive(<<2>>, 1),             \* pc 2: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:83
+    issue_async(<<>>, 0, <<1>>),  \* pc 3: try_cluster_cancel(clc_full)  examples/patterns/blackwell_persistent.py:81
+    wait(1, 1),                   \* pc 4: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:82
+    arrive(<<2>>, 1),             \* pc 5: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:83
+    issue_async(<<>>, 0, <<1>>),  \* pc 6: try_cluster_cancel(clc_full)  examples/patterns/blackwell_persistent.py:81
+    wait(1, 1),                   \* pc 7: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:82
+    arrive(<<2>>, 1)              \* pc 8: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:83
 >>
 
 \* Agent 2: wg1 (thread), 6 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 2),        \* pc 0: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:88
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:89
-    wait(1, 2),        \* pc 2: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:88
-    arrive(<<2>>, 1),  \* pc 3: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:89
-    wait(1, 2),        \* pc 4: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:88
-    arrive(<<2>>, 1)   \* pc 5: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:89
+    wait(1, 2),        \* pc 0: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:89
+    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:90
+    wait(1, 2),        \* pc 2: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:89
+    arrive(<<2>>, 1),  \* pc 3: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:90
+    wait(1, 2),        \* pc 4: barrier_wait(clc_full)  examples/patterns/blackwell_persistent.py:89
+    arrive(<<2>>, 1)   \* pc 5: barrier_arrive(clc_empty)  examples/patterns/blackwell_persistent.py:90
 >>
 
 KernelProg == <<

@@ -12,27 +12,27 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    3   \* 1: loaded (Barrier)  examples/races.py:297
+    3   \* 1: loaded (Barrier)  examples/races.py:313
 >>
 
 \* Agent 1: t0 (thread), 1 instruction(s).
 Prog_1_t0 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:302
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:318
 >>
 
 \* Agent 2: t1 (thread), 1 instruction(s).
 Prog_2_t1 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:302
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:318
 >>
 
 \* Agent 3: t2 (thread), 1 instruction(s).
 Prog_3_t2 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:302
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:318
 >>
 
 \* Agent 4: t3 (thread), 1 instruction(s).
 Prog_4_t3 == <<
-    wait(1, 1)   \* pc 0: barrier_wait(loaded)  examples/races.py:307
+    wait(1, 1)   \* pc 0: barrier_wait(loaded)  examples/races.py:323
 >>
 
 KernelProg == <<

@@ -12,32 +12,32 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready (Barrier)  examples/races.py:327
-    2   \* 2: free (Barrier)  examples/races.py:328
+    1,  \* 1: ready (Barrier)  examples/races.py:345
+    2   \* 2: free (Barrier)  examples/races.py:346
 >>
 
 \* Agent 1: w0 (thread), 4 instruction(s).
 Prog_1_w0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready)  examples/races.py:335
-    wait(2, 1),        \* pc 1: barrier_wait(free)  examples/races.py:333
-    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(ready)  examples/races.py:335
-    wait(2, 1)         \* pc 3: barrier_wait(free)  examples/races.py:336
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready)  examples/races.py:353
+    wait(2, 1),        \* pc 1: barrier_wait(free)  examples/races.py:351
+    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(ready)  examples/races.py:353
+    wait(2, 1)         \* pc 3: barrier_wait(free)  examples/races.py:354
 >>
 
 \* Agent 2: w1 (thread), 4 instruction(s).
 Prog_2_w1 == <<
-    wait(1, 2),        \* pc 0: barrier_wait(ready)  examples/races.py:339
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(free)  examples/races.py:344
-    wait(1, 2),        \* pc 2: barrier_wait(ready)  examples/races.py:339
-    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(free)  examples/races.py:344
+    wait(1, 2),        \* pc 0: barrier_wait(ready)  examples/races.py:357
+    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(free)  examples/races.py:362
+    wait(1, 2),        \* pc 2: barrier_wait(ready)  examples/races.py:357
+    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(free)  examples/races.py:362
 >>
 
 \* Agent 3: w2 (thread), 4 instruction(s).
 Prog_3_w2 == <<
-    wait(1, 3),        \* pc 0: barrier_wait(ready)  examples/races.py:339
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(free)  examples/races.py:344
-    wait(1, 3),        \* pc 2: barrier_wait(ready)  examples/races.py:339
-    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(free)  examples/races.py:344
+    wait(1, 3),        \* pc 0: barrier_wait(ready)  examples/races.py:357
+    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(free)  examples/races.py:362
+    wait(1, 3),        \* pc 2: barrier_wait(ready)  examples/races.py:357
+    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(free)  examples/races.py:362
 >>
 
 KernelProg == <<

@@ -12,24 +12,24 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: turn[0] (Barrier)  examples/races.py:209
-    1   \* 2: turn[1] (Barrier)  examples/races.py:209
+    1,  \* 1: turn[0] (Barrier)  examples/races.py:212
+    1   \* 2: turn[1] (Barrier)  examples/races.py:212
 >>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<2>>, 1),  \* pc 0: barrier_arrive(turn[1])  examples/races.py:219
-    wait(1, 1),        \* pc 1: barrier_wait(turn[0])  examples/races.py:215
-    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(turn[1])  examples/races.py:219
-    wait(1, 1)         \* pc 3: barrier_wait(turn[0])  examples/races.py:221
+    arrive(<<2>>, 1),  \* pc 0: barrier_arrive(turn[1])  examples/races.py:222
+    wait(1, 1),        \* pc 1: barrier_wait(turn[0])  examples/races.py:218
+    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(turn[1])  examples/races.py:222
+    wait(1, 1)         \* pc 3: barrier_wait(turn[0])  examples/races.py:224
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    wait(2, 2),        \* pc 0: barrier_wait(turn[1])  examples/races.py:215
-    arrive(<<1>>, 1),  \* pc 1: barrier_arrive(turn[0])  examples/races.py:219
-    wait(2, 2),        \* pc 2: barrier_wait(turn[1])  examples/races.py:215
-    arrive(<<1>>, 1)   \* pc 3: barrier_arrive(turn[0])  examples/races.py:219
+    wait(2, 2),        \* pc 0: barrier_wait(turn[1])  examples/races.py:218
+    arrive(<<1>>, 1),  \* pc 1: barrier_arrive(turn[0])  examples/races.py:222
+    wait(2, 2),        \* pc 2: barrier_wait(turn[1])  examples/races.py:218
+    arrive(<<1>>, 1)   \* pc 3: barrier_arrive(turn[0])  examples/races.py:222
 >>
 
 KernelProg == <<

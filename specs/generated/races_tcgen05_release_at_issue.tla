@@ -12,43 +12,43 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/races.py:117
-    1,  \* 2: full[1] (Barrier)  examples/races.py:117
-    1,  \* 3: empty[0] (Barrier, orders_tensor_core)  examples/races.py:118
-    1,  \* 4: empty[1] (Barrier, orders_tensor_core)  examples/races.py:118
-    1,  \* 5: acc_full (Barrier, orders_tensor_core)  examples/races.py:119
-    1   \* 6: acc_empty (Barrier)  examples/races.py:120
+    1,  \* 1: full[0] (Barrier)  examples/races.py:118
+    1,  \* 2: full[1] (Barrier)  examples/races.py:118
+    1,  \* 3: empty[0] (Barrier, orders_tensor_core)  examples/races.py:119
+    1,  \* 4: empty[1] (Barrier, orders_tensor_core)  examples/races.py:119
+    1,  \* 5: acc_full (Barrier, orders_tensor_core)  examples/races.py:120
+    1   \* 6: acc_empty (Barrier)  examples/races.py:121
 >>
 
 \* Agent 1: wg0 (thread), 11 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:138
-    issue_tcgen05(0),  \* pc 1: tcgen05_mma()  examples/races.py:139
-    arrive(<<3>>, 1),  \* pc 2: barrier_arrive(empty[0])  examples/races.py:143
-    wait(2, 2),        \* pc 3: barrier_wait(full[1])  examples/races.py:138
-    issue_tcgen05(0),  \* pc 4: tcgen05_mma()  examples/races.py:139
-    arrive(<<4>>, 1),  \* pc 5: barrier_arrive(empty[1])  examples/races.py:143
-    wait(1, 1),        \* pc 6: barrier_wait(full[0])  examples/races.py:138
-    issue_tcgen05(0),  \* pc 7: tcgen05_mma()  examples/races.py:139
-    arrive(<<3>>, 1),  \* pc 8: barrier_arrive(empty[0])  examples/races.py:143
-    issue_tcgen05(1),  \* pc 9: tcgen05_commit_arrive(acc_full)  examples/races.py:144
-    wait(6, 3)         \* pc 10: barrier_wait(acc_empty)  examples/races.py:146
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:139
+    issue_tcgen05(0),  \* pc 1: tcgen05_mma()  examples/races.py:140
+    arrive(<<3>>, 1),  \* pc 2: barrier_arrive(empty[0])  examples/races.py:144
+    wait(2, 2),        \* pc 3: barrier_wait(full[1])  examples/races.py:139
+    issue_tcgen05(0),  \* pc 4: tcgen05_mma()  examples/races.py:140
+    arrive(<<4>>, 1),  \* pc 5: barrier_arrive(empty[1])  examples/races.py:144
+    wait(1, 1),        \* pc 6: barrier_wait(full[0])  examples/races.py:139
+    issue_tcgen05(0),  \* pc 7: tcgen05_mma()  examples/races.py:140
+    arrive(<<3>>, 1),  \* pc 8: barrier_arrive(empty[0])  examples/races.py:144
+    issue_tcgen05(1),  \* pc 9: tcgen05_commit_arrive(acc_full)  examples/races.py:145
+    wait(6, 3)         \* pc 10: barrier_wait(acc_empty)  examples/races.py:147
 >>
 
 \* Agent 2: wg1 (thread), 6 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:128
-    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:128
-    wait(3, 4),                       \* pc 2: barrier_wait(empty[0])  examples/races.py:127
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:128
-    wait(4, 5),                       \* pc 4: barrier_wait(empty[1])  examples/races.py:130
-    wait(3, 4)                        \* pc 5: barrier_wait(empty[0])  examples/races.py:130
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:129
+    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:129
+    wait(3, 4),                       \* pc 2: barrier_wait(empty[0])  examples/races.py:128
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:129
+    wait(4, 5),                       \* pc 4: barrier_wait(empty[1])  examples/races.py:131
+    wait(3, 4)                        \* pc 5: barrier_wait(empty[0])  examples/races.py:131
 >>
 
 \* Agent 3: wg2 (thread), 2 instruction(s).
 Prog_3_wg2 == <<
-    wait(5, 6),        \* pc 0: barrier_wait(acc_full)  examples/races.py:149
-    arrive(<<6>>, 1)   \* pc 1: barrier_arrive(acc_empty)  examples/races.py:152
+    wait(5, 6),        \* pc 0: barrier_wait(acc_full)  examples/races.py:150
+    arrive(<<6>>, 1)   \* pc 1: barrier_arrive(acc_empty)  examples/races.py:153
 >>
 
 KernelProg == <<

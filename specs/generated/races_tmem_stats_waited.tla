@@ -12,24 +12,24 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: stats_full (Barrier)  examples/races.py:364
-    1   \* 2: stats_empty (Barrier)  examples/races.py:365
+    1,  \* 1: stats_full (Barrier)  examples/races.py:382
+    1   \* 2: stats_empty (Barrier)  examples/races.py:383
 >>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(stats_full)  examples/races.py:374
-    wait(2, 1),        \* pc 1: barrier_wait(stats_empty)  examples/races.py:370
-    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(stats_full)  examples/races.py:374
-    wait(2, 1)         \* pc 3: barrier_wait(stats_empty)  examples/races.py:375
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(stats_full)  examples/races.py:392
+    wait(2, 1),        \* pc 1: barrier_wait(stats_empty)  examples/races.py:388
+    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(stats_full)  examples/races.py:392
+    wait(2, 1)         \* pc 3: barrier_wait(stats_empty)  examples/races.py:393
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 2),        \* pc 0: barrier_wait(stats_full)  examples/races.py:378
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(stats_empty)  examples/races.py:380
-    wait(1, 2),        \* pc 2: barrier_wait(stats_full)  examples/races.py:378
-    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(stats_empty)  examples/races.py:380
+    wait(1, 2),        \* pc 0: barrier_wait(stats_full)  examples/races.py:396
+    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(stats_empty)  examples/races.py:398
+    wait(1, 2),        \* pc 2: barrier_wait(stats_full)  examples/races.py:396
+    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(stats_empty)  examples/races.py:398
 >>
 
 KernelProg == <<

@@ -12,30 +12,30 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/races.py:246
-    1,  \* 2: full[1] (Barrier)  examples/races.py:246
-    1,  \* 3: empty[0] (Barrier)  examples/races.py:247
-    1   \* 4: empty[1] (Barrier)  examples/races.py:247
+    1,  \* 1: full[0] (Barrier)  examples/races.py:250
+    1,  \* 2: full[1] (Barrier)  examples/races.py:250
+    1,  \* 3: empty[0] (Barrier)  examples/races.py:251
+    1   \* 4: empty[1] (Barrier)  examples/races.py:251
 >>
 
 \* Agent 1: wg0 (thread), 6 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:258
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/races.py:269
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/races.py:258
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/races.py:269
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/races.py:258
-    arrive(<<3>>, 1)   \* pc 5: barrier_arrive(empty[0])  examples/races.py:269
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:262
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/races.py:277
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/races.py:262
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/races.py:277
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/races.py:262
+    arrive(<<3>>, 1)   \* pc 5: barrier_arrive(empty[0])  examples/races.py:277
 >>
 
 \* Agent 2: wg1 (thread), 6 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:253
-    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:253
-    wait(3, 3),                       \* pc 2: barrier_wait(empty[0])  examples/races.py:252
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:253
-    wait(4, 4),                       \* pc 4: barrier_wait(empty[1])  examples/races.py:255
-    wait(3, 3)                        \* pc 5: barrier_wait(empty[0])  examples/races.py:255
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:257
+    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:257
+    wait(3, 3),                       \* pc 2: barrier_wait(empty[0])  examples/races.py:256
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:257
+    wait(4, 4),                       \* pc 4: barrier_wait(empty[1])  examples/races.py:259
+    wait(3, 3)                        \* pc 5: barrier_wait(empty[0])  examples/races.py:259
 >>
 
 KernelProg == <<
