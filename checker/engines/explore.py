@@ -255,10 +255,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 state = stack[-1]
                 length = len(stack)          # of a path to nxt
                 transitions += 1
-                if violation is not None and orbit is not None:
-                    code = orbit(state, action, violation.code, ignore)
-                    if code is not None and code != violation.code:
-                        violation = Violation(code, violation.message)
+                violation = _orbit_code(orbit, state, action, violation, ignore)
                 if violation is not None and violation.code not in ignore:
                     if better(length, violation.code):
                         best[:] = [(length, False, violation.code), list(path), state, action,
@@ -382,10 +379,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                         dead = (n, None, stuck, False, None)
                 for action, nxt, violation in succ:
                     transitions += 1
-                    if violation is not None and orbit is not None:
-                        code = orbit(state, action, violation.code, ignore)
-                        if code is not None and code != violation.code:
-                            violation = Violation(code, violation.message)
+                    violation = _orbit_code(orbit, state, action, violation, ignore)
                     if violation is not None and violation.code not in ignore:
                         if best is None or violation.code < best[2].code:
                             best = (n, action, violation, True, None)
@@ -501,3 +495,14 @@ def _concretize(system: System, canon, key, path: list, pred: tuple | None, acti
                 actions.append(b)
                 return actions, v
     raise AssertionError("the reduced search lost the last step of the counterexample")
+
+
+def _orbit_code(orbit, state, action, violation, ignore):
+    """A step's violation under block symmetry reports the least code over its block images
+    (docs/POR.md), as the unreduced search would at that depth."""
+    if violation is None or orbit is None:
+        return violation
+    code = orbit(state, action, violation.code, ignore)
+    if code is not None and code != violation.code:
+        return Violation(code, violation.message)
+    return violation

@@ -10,6 +10,11 @@ searches with reductions off: the same distinct-state count, by construction.
 The .cfg checks deadlock (TLC's default: never pass `-deadlock`, which turns it off); a finished
 kernel stutters (`Done` in MBarrier), so it is not a deadlock. One invariant or property per rule.
 
+Why one file of this size: the emitter writes one module whose tables (programs, barriers,
+hardware barriers, init visibility, memory) index one state layout, and the .cfg names the rules
+those tables feed; each table is a small function here, and splitting them apart would scatter
+the one mapping from a System to MBarrier.tla's constants.
+
 >>> from barrierproof.model.dsl import protocol
 >>> @protocol
 ... def handoff(k):
