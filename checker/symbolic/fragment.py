@@ -159,11 +159,6 @@ class Fragment:
             if op.kind in ("semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"):
                 raise Unsupported(f"`{op.describe()}`: semaphores are left to the explorer",
                                   op.loc)
-            if op.kind == "wait_parity" and op.phase is not None:
-                # the thread's own phase count may skip phases (ping-pong): the counter
-                # abstraction follows every completion, so it cannot judge such a wait
-                raise Unsupported(f"`{op.describe()}` waits for a stated phase "
-                                  "(wait_parity(phase=)), which may skip phases", op.loc)
         self.cluster_axes = [a for a, _ in k.cluster]
         self.cluster_shape = [self.concrete(n, f"cluster size along {a}") for a, n in k.cluster]
         for a, n in zip(self.cluster_axes, self.cluster_shape):
@@ -192,6 +187,7 @@ class Fragment:
                     role = Role(name, block, w, lo, size, single, env, thread_free=not single)
                     self.walk_role(role, k.body, [], None, in_region=False)
                     _check_plain_mma(role)
+                    _check_phase_waits(role)
                     roles.append(role)
         self.roles = self.merge_roles(roles)
         return self.roles
@@ -500,6 +496,27 @@ def _check_plain_mma(role: Role) -> None:
     op = flat[plain[-1]][1].op
     raise Unsupported("a tcgen05_mma without a barrier is not followed by an unconditional "
                       "tcgen05_commit_arrive", op.loc)
+
+
+def _check_phase_waits(role: Role) -> None:
+    """A thread that states the phases it waits for on a barrier (`wait_parity(phase=)`) must
+    not also wait on it by its observations (`barrier_wait`, `wait_parity(bar, P)`): the class
+    systems hold the first kind to its stated phase and keep no observation for it, so the
+    second kind would see a history that skips the phases the first one observed."""
+    kinds: dict[str, tuple[bool, Op]] = {}
+    for item in role.items:
+        for bop in item.ops:
+            op = bop.op
+            if op.kind not in ("barrier_wait", "wait_parity") or op.barrier is None:
+                continue
+            stated = op.kind == "wait_parity" and op.phase is not None
+            name = op.barrier.alloc.name
+            seen = kinds.setdefault(name, (stated, op))
+            if seen[0] != stated:
+                raise Unsupported(f"{role.name} waits on `{name}` both for stated phases "
+                                  f"(wait_parity(phase=)) and by what it observed "
+                                  f"(`{seen[1].describe()}` and `{op.describe()}`): outside the "
+                                  "prover's fragment", op.loc)
 
 
 class _Cmp:
