@@ -109,6 +109,7 @@ from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
+from .init_prefix import publish_inits
 from .tiles import promotable, prove_tiles
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
@@ -583,16 +584,25 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         found = check_kernel(case, values, Options(options.limits, options.reduction))
         return found.verdict == "verified", f"{found.label} ({found.coverage})"
 
-    proof = prove_by_cases(without_memory(kernel), symbolic, fixed, timeout,
-                           lambda k, s, f, t: prove_tiles(
-                               k, s, f, t, lambda k, s, f, t: prove(k, s, f, timeout=t),
-                               check_case), check_case)
+    try:
+        # barriers the kernel initialises itself: proved as initialised when a static check
+        # shows every init published to every user before any use (init_prefix.py)
+        published, init_note = publish_inits(kernel, symbolic, fixed)
+    except Unsupported as err:
+        published, init_note = None, None
+        proof = Proof("unknown", time.perf_counter() - start,
+                      f"outside the supported fragment: {err}")
+    if published is not None:
+        proof = prove_by_cases(without_memory(published), symbolic, fixed, timeout,
+                               lambda k, s, f, t: prove_tiles(
+                                   k, s, f, t, lambda k, s, f, t: prove(k, s, f, timeout=t),
+                                   check_case), check_case)
     conditions = _conditions_text(kernel, symbolic)
     races = None
     if proof.status == "proved" and races_open:
         # the races get what the barrier proof left of --timeout
         left = max(1.0, timeout - (time.perf_counter() - start))
-        races = prove_races(kernel, symbolic, fixed, Budget(left))
+        races = prove_races(published, symbolic, fixed, Budget(left))
     if races is not None and races.status != "proved":
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                              states=max(1000, int(timeout * STATES_PER_SECOND)))
@@ -617,6 +627,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
         notes += [c if c.startswith("per tile") else f"proved by cases: {c}" for c in proof.cases]
+        if init_note:
+            notes.append(init_note)
         notes.append(f"static order tau: {proof.tau}")
         classes = proof.classes + (races.classes if races else [])
         facts = sum(c.invariant_size for c in classes)
