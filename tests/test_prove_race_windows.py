@@ -103,3 +103,65 @@ def test_broken_neighbours_are_refuted_at_their_smallest_values(proto, code, sma
                 (sum(smallest.values()), tuple(smallest.values())):
             break
         assert check_kernel(k, values).verdict == "verified", values
+
+
+# -- cp.async copies awaited by their own thread (checker/symbolic/own_copies.py) -----------------
+
+def _prefetch(k, steps, *, keep=1, reader=False, distance=1, slots=2):
+    k.threads(2 if reader else 1, name="wg")
+    k.assume(steps >= 1)
+    tile = k.SMEM(slots=slots)
+    with k.when(k.thread == 0):
+        for d in range(distance):
+            k.cp_async(tile.at[d])
+        with k.loop(steps, name="i") as i:
+            with k.when(i + distance < steps):
+                k.cp_async(tile.at[(i + distance) % slots])
+                k.wait_gmem_to_smem(keep)
+            with k.otherwise():
+                k.wait_gmem_to_smem(0)
+            k.read(tile.at[i % slots])
+    if reader:
+        with k.otherwise():
+            k.read(tile.at[0])
+
+
+@protocol(expect="verified", symbolic=("steps",))
+def prefetch_two_ahead(k, steps=4):
+    """Three slots, two copies in flight: wait_gmem_to_smem(2) after each new copy retires the
+    one two iterations old, the tile about to be read."""
+    _prefetch(k, steps, keep=2, distance=2, slots=3)
+
+
+@protocol(expect="violation:BP200", symbolic=("steps",))
+def prefetch_two_ahead_in_two_slots(k, steps=4):
+    """Two copies ahead in two slots: the second copy lands on the slot being read."""
+    _prefetch(k, steps, keep=2, distance=2, slots=2)
+
+
+@protocol(expect="violation:BP200", symbolic=("steps",))
+def prefetched_tile_read_by_another_thread(k, steps=3):
+    """Another thread reads a slot with no synchronization at all."""
+    _prefetch(k, steps, reader=True)
+
+
+def test_copies_awaited_by_their_own_thread_are_race_free_for_every_trip_count():
+    for k in (example("patterns/cp_async.py::double_buffered_cp_async"),
+              prefetch_two_ahead.build()):
+        v = prove_kernel(k)
+        assert v.verdict == "proved" and "race-free" in v.coverage, (v.label, v.coverage)
+        for steps in range(1, 9):
+            assert check_kernel(k, {"steps": steps}).verdict == "verified", steps
+
+
+@pytest.mark.parametrize("k,smallest", [
+    (example("patterns/cp_async.py::wait_leaves_two_copies_in_flight"), 2),
+    (prefetch_two_ahead_in_two_slots.build(), 3),
+    (prefetched_tile_read_by_another_thread.build(), 1),
+])
+def test_copies_still_in_flight_are_refuted_at_the_smallest_trip_count(k, smallest):
+    v = prove_kernel(k)
+    assert v.label == "violation:BP200" and v.params["steps"] == smallest, (v.label, v.coverage)
+    assert any("why races are not proved" in n for n in v.notes), v.notes
+    for steps in range(1, smallest):
+        assert check_kernel(k, {"steps": steps}).verdict == "verified", steps

@@ -49,6 +49,7 @@ from ...model.ir import Var, free_vars
 from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, placed, ring_lhs
 from .counters import ACCESS, COp
+from .own_copies import own_copies_retired, private_buffers
 from .terms import Unsupported, linear_in, z_int
 
 if TYPE_CHECKING:
@@ -246,6 +247,12 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
             raise Unsupported(f"`{op.describe()}` touches a buffer of one barrier class and "
                               "completes on a barrier of another (or on none)", op.loc)
         return None
+    if op.kind == "cp_async" and private_buffers(builder.frag, role, op):
+        if own_copies_retired(builder.frag, role, item, bop):
+            return []           # only its own thread touches the cells, never while in flight
+        raise Unsupported(f"`{op.describe()}` may still be in flight when its thread touches "
+                          "the cells again (or the proof along its program failed): its races "
+                          "are left to the explorer", op.loc)
     raise Unsupported(f"the memory effects of `{op.describe()}` are outside the prover's "
                       "fragment", op.loc)
 
