@@ -288,15 +288,7 @@ def check_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                  options: Options | None = None, source: str | None = None) -> Verdict:
     """Check one kernel for concrete parameter values with the explicit explorer.
 
-    >>> from barrierproof.model.dsl import protocol
-    >>> @protocol
-    ... def handoff(k):
-    ...     k.threads(2)
-    ...     bar = k.Barrier()
-    ...     with k.when(k.thread == 0):
-    ...         k.barrier_arrive(bar)
-    ...     with k.otherwise():
-    ...         k.barrier_wait(bar)
+    >>> from barrierproof.model.samples import handoff
     >>> check_kernel(handoff.build()).verdict
     'verified'
     """

@@ -110,16 +110,8 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
     parameter values first, then the smaller edits. `rebuild` (from the front door) lets exact
     edits be offered as patches.
 
-    >>> from barrierproof.model.dsl import protocol
-    >>> @protocol
-    ... def handoff(k):
-    ...     k.threads(2)
-    ...     bar = k.Barrier(num_arrivals=2)
-    ...     with k.when(k.thread == 0):
-    ...         k.barrier_arrive(bar)
-    ...     with k.otherwise():
-    ...         k.barrier_wait(bar)
-    >>> [f.description for f in suggest_fixes(handoff.build()).fixes]
+    >>> from barrierproof.model.samples import lost_arrival
+    >>> [f.description for f in suggest_fixes(lost_arrival.build()).fixes]
     ['`bar`: num_arrivals=1 (was 2)']
     """
     start = time.perf_counter()
