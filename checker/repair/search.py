@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from ...model.interpreter import ReplayError
 from ...model.ir import Kernel, ModelError
 from ..check import Options, check_kernel
 from ..engines.explore import Limits
@@ -47,7 +48,8 @@ def _check(kernel: Kernel, params: Mapping[str, int], options: Options, seconds:
     try:
         return check_kernel(kernel, params, Options(limits, options.reduction, options.ignore,
                                                     options.select))
-    except ModelError as err:
+    except (ModelError, ReplayError) as err:
+        # a candidate whose counterexample does not replay is no verified repair: rejected
         return Verdict(kernel.name, "error", coverage=str(err))
 
 
