@@ -107,3 +107,28 @@ def test_other_init_shapes_are_outside_the_fragment(proto, why):
     if proto is not last_slot_not_initialised:
         v = prove_kernel(k)
         assert v.verdict != "proved" and why in v.coverage, (v.label, v.coverage)
+
+
+def test_class_systems_of_the_rest_cover_its_semantics():
+    """The program the prover proves (the rest on initialised barriers): every reachable state
+    of model/semantics.py, projected on a class, is reached by its class system."""
+    from barrierproof.checker.symbolic.crosscheck import simulation_gaps
+    from barrierproof.checker.symbolic.fragment import Fragment
+    from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
+    from barrierproof.checker.symbolic.prove import _tau_points
+    from barrierproof.model.semantics import compile_systems
+    symbolic = ["stages", "steps"]
+    rest, _ = publish_inits(example("tma_ring_init_fenced_and_synced"), symbolic, {})
+    frag = Fragment(rest, symbolic, {})
+    frag.build_roles()
+    frag.build_classes()
+    search = TauSearch(frag)
+    runs = [TauRun(frag, system, values) for values in _tau_points(rest, symbolic, {}, frag)
+            for system in compile_systems(rest, values, races=False)]
+    tau = next(t for t in search.candidates() if tau_static_ok(frag, search, t) and
+               (search.apply(t) or True) and all(run.check(search) is None for run in runs))
+    assert tau is not None
+    systems = frag.build_systems()
+    for values in points(rest, symbolic, {}, 3):
+        gaps = simulation_gaps(frag, systems, values)
+        assert not gaps, (values, gaps[:1])

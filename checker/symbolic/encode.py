@@ -29,12 +29,15 @@ Error conditions (any reachable one fails the proof):
     rule         a transition that breaks BP101 / BP121 (as `_arrive`, `_tx`, `_maybe_complete`),
                  or a parity wait that passes with nothing new to observe (J0)
     late-join    BP102 on a state, for Pallas and parity waits alike
+    phase-ahead  a thread at a `wait_parity(phase=n)` while the barrier has completed more than
+                 n + 1 phases; passing such a wait at a count other than n + 1 is a rule
+                 transition (the hardware's rule, docs/parity.md: these waits keep no
+                 observation and may skip phases)
 
 Parity waits are held to the Pallas rules (observe every completion; at exit only barrier_wait
 observers are, as in model/semantics.py) and, besides, must never pass stale nor join late: together these imply the hardware's rule that model/semantics.py
 checks for them (return for the completion meant, never wait on a barrier that ran past it), so
-a proof is sound for it; a kernel that skips phases on purpose fails these and is left to the
-explorer.
+a proof is sound for it; a kernel that skips phases on purpose states them (`phase=`).
     exit         every role finished its class program: BP103 (for barrier_wait observers, as
                  model/semantics.py), BP104, BP105, BP130
     progress     a thread blocked at a wait while every event that precedes the wait in the

@@ -36,7 +36,7 @@ from typing import Mapping, Sequence
 import z3
 
 from ...model.init_visibility import INIT_KINDS
-from ...model.ir import BarrierRef, Kernel, Loop, Op, Var, WarpRegion, When, free_vars, walk
+from ...model.ir import BarrierRef, Const, Kernel, Loop, Op, Var, WarpRegion, When, free_vars, walk
 from .terms import Solver, Unsupported, z_bool, z_int
 
 SYNC = "bar_sync"
@@ -62,6 +62,9 @@ def publish_inits(kernel: Kernel, symbolic: Sequence[str],
                               where)
     body = list(kernel.body)
     sync = next((n for n, s in enumerate(body) if isinstance(s, Op) and s.kind == SYNC), None)
+    if sync is not None and not _whole_block(body[sync]):
+        raise Unsupported(f"`{body[sync].describe()}` before the first use is not a "
+                          "syncthreads() of the whole block", body[sync].loc)
     if sync is None:
         raise Unsupported("the barriers the kernel initialises are not published by an "
                           "unconditional syncthreads() at the top level of the kernel", where)
@@ -103,6 +106,12 @@ def publish_inits(kernel: Kernel, symbolic: Sequence[str],
     return new, (f"{names}: initialised by one thread, fenced and published by the syncthreads() "
                  f"at {body[sync].loc} before any use (checked statically), so proved as "
                  "barriers that start initialised")
+
+
+def _whole_block(op: Op) -> bool:
+    """`bar.sync 0` with no thread count: every thread of the block (a named barrier with a
+    count syncs only some)."""
+    return isinstance(op.count, Const) and op.count.value == 0
 
 
 def _warp_regions(body):

@@ -85,7 +85,17 @@ barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S`
 tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread (later in the same
 loop iteration, or after the loop). Before the fragment is built, loops of concrete trip count
 nested in others are unrolled and a loop of c * X iterations is strip-mined into X iterations
-of c (unroll.py): the same program, aligned with the loops that run X times.
+of c (unroll.py): the same program, aligned with the loops that run X times. A
+`wait_parity(phase=n)` (the thread's own phase count) is held to the hardware's rule on phase n
+(encode.py: a wrong phase on return, phase-ahead while waiting), with n linear like a parity and
+never mixed with observed-parity waits on one barrier in one thread. Barriers the kernel
+initialises itself (`explicit_init=True`) only in the CUTLASS shape that init_prefix.py checks
+statically (one thread inits every instance once and fences, then one top-level syncthreads()
+before any use, one block): the rest is proved on barriers that start initialised. Races: a
+thread's load or store; a TMA copy's or MMA's memory while in flight; an access its thread
+waits for itself (TMA store, WGMMA, tcgen05.st) retired by the next instruction, or, in a ring
+loop, before the thread's next event on its slot; cp.async copies into buffers of their thread
+alone, retired along its program before an overlapping access (own_copies.py).
 """
 
 from __future__ import annotations
