@@ -14,6 +14,8 @@ from barrierproof.checker.symbolic.crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
 from barrierproof.checker.symbolic.prove import _tau_points, points, prove_kernel
+from barrierproof.checker.symbolic.unroll import (split_ring_arrays, strip_mine_loops,
+                                                  unroll_fixed_loops)
 from barrierproof.model.dsl import protocol
 from barrierproof.model.semantics import compile_systems
 
@@ -94,18 +96,55 @@ def skip_without_holding_back(k, steps=2):
     _skip(k, steps, go=False)
 
 
+def _alternating(k, pairs, turns: bool):
+    """A producer hands round r to consumer r % 2 and waits for its ack; with `turns` the
+    consumers take turns (the ping-pong's order barrier), so each waits only for the phases of
+    its own rounds, once the other has consumed the round before."""
+    k.threads(3, name="wg")
+    k.assume(pairs >= 0)
+    data = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    turn = k.Barrier(num_arrivals=1, num_barriers=2)
+    with k.when(k.thread == 2):
+        with k.loop(2 * pairs) as r:
+            k.arrive(data)
+            k.wait_parity(ack, phase=r)
+    with k.otherwise():
+        w = k.thread
+        with k.loop(pairs) as m:
+            if turns:
+                k.wait_parity(turn.at[w], phase=m - 1 + w)
+            k.wait_parity(data, phase=2 * m + w)
+            k.arrive(ack)
+            if turns:
+                k.arrive(turn.at[1 - w])
+
+
+@protocol(expect="verified", symbolic=("pairs",))
+def consumers_in_turn(k, pairs=2):
+    _alternating(k, pairs, turns=True)
+
+
+@protocol(expect="violation:BP101", symbolic=("pairs",))
+def consumers_not_in_turn(k, pairs=2):
+    """Consumer 1 may reach its wait for phase 1 before round 0 completed: phase -1 of a fresh
+    barrier has the parity it waits for, so it returns at once, for the wrong phase."""
+    _alternating(k, pairs, turns=False)
+
+
 def test_a_ring_of_stated_phases_is_proved_for_every_size():
     v = prove_kernel(stated_phase_ring.build())
     assert v.verdict == "proved", v.coverage
     assert "stages, steps" in v.coverage
 
 
-def test_phases_skipped_on_purpose_are_proved():
-    v = prove_kernel(skip_every_other_phase.build())
+@pytest.mark.parametrize("proto,name", [(skip_every_other_phase, "steps"),
+                                        (consumers_in_turn, "pairs")])
+def test_phases_skipped_on_purpose_are_proved(proto, name):
+    v = prove_kernel(proto.build())
     assert v.verdict == "proved", v.coverage
-    for steps in range(4):
-        assert check_kernel(skip_every_other_phase.build(), {"steps": steps}).verdict == \
-            "verified"
+    for value in range(5):
+        assert check_kernel(proto.build(), {name: value}).verdict == "verified", value
 
 
 @pytest.mark.parametrize("proto,code,smallest", [
@@ -113,6 +152,7 @@ def test_phases_skipped_on_purpose_are_proved():
     (consumer_one_phase_behind, "BP101", dict(stages=1, steps=1)),
     (consumer_one_phase_ahead, "BP101", dict(stages=1, steps=1)),
     (skip_without_holding_back, "BP101", dict(steps=2)),
+    (consumers_not_in_turn, "BP101", dict(pairs=1)),
 ])
 def test_broken_stated_phases_are_refuted_at_their_smallest_values(proto, code, smallest):
     k = proto.build()
@@ -123,7 +163,10 @@ def test_broken_stated_phases_are_refuted_at_their_smallest_values(proto, code, 
 
 
 def _systems(k, symbolic):
+    """The fragment of `k` as prove() builds it (same rewrites, first static order that
+    passes the tau-ordered runs)."""
     fixed = {n: x for n, x in k.param_values().items() if n not in symbolic}
+    k = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(k, fixed), fixed), fixed)
     frag = Fragment(k, symbolic, fixed)
     frag.build_roles()
     frag.build_classes()
@@ -138,14 +181,15 @@ def _systems(k, symbolic):
     raise AssertionError("no static order")
 
 
-@pytest.mark.parametrize("proto,top", [(stated_phase_ring, 3), (skip_every_other_phase, 3)])
+@pytest.mark.parametrize("proto,top", [(stated_phase_ring, 3), (skip_every_other_phase, 3),
+                                       (consumers_in_turn, 3)])
 def test_class_systems_of_stated_phases_cover_the_semantics(proto, top):
     """Every reachable state of model/semantics.py, projected on a class, is reached by the
     class system (the over-approximation the proofs rest on), on a grid of small values."""
     k = proto.build()
     symbolic = [p.name for p in k.params.values() if p.symbolic]
     frag, fixed, systems = _systems(k, symbolic)
-    for values in points(k, symbolic, fixed, top):
+    for values in points(frag.kernel, symbolic, fixed, top):
         gaps = simulation_gaps(frag, systems, values)
         assert not gaps, (values, gaps[:1])
 
