@@ -31,8 +31,14 @@ write, is a race. The prover checks it on the class systems of prove.py:
 - A buffer of a symbolic number of slots that threads index by their own index and others use
   whole: one cell; two accesses to their own slots by threads of one role never conflict.
 
-Outside this fragment (`Unsupported`, so `unknown` with the reason): accesses that stay live
-until a later wait of the issuing thread past other instructions (their interval is not
+- The same accesses in a ring loop retired later (`wgmma_wait(1)` keeping one WGMMA in
+  flight), when no class event of their slot lies between issue and retirement on any way the
+  thread can go (`_retired_before_next_slot_event`): the ACCESS at the issue still covers them.
+- cp.async copies into buffers only their own thread touches: proved along that thread's
+  program (own_copies.py), with no place in the class systems.
+
+Outside this fragment (`Unsupported`, so `unknown` with the reason): other accesses that stay
+live until a later wait of the issuing thread past other instructions (their interval is not
 delimited by class events), a tcgen05 MMA without a barrier that touches memory, an access and
 its delivery's barrier in different classes, a ring buffer used unindexed or at another offset
 than its ring's barriers.
@@ -299,12 +305,14 @@ def _retired_before_next_slot_event(builder: "ClassBuilder", role: "Role", item:
     The access is live from the issue at iteration i to the first wait of its group that
     leaves at most n in flight with n later issues since (groups retire in order), along both
     ways the thread can go: on in the same iteration, then through iteration i + 1 (at most
-    one more iteration), or out of the loop after iteration i. If no operation on that way is a class event of slot (i + c) % S (they
-    address other slots, proved for every ring size, or other classes), the thread's class
-    position does not change while the access is live: the class system may keep the thread
-    at the issue's ACCESS for the whole interval (the move off an ACCESS has no effect, so
-    delaying it to the thread's next class event is one of its interleavings). Then the ACCESS
-    at the issue covers the interval, as for an access retired by the next instruction."""
+    one more iteration), or out of the loop after iteration i. If no operation on that way is
+    a class event of slot (i + c) % S (they address other slots, proved for every ring size,
+    or other classes), the thread's class position does not change while the access is live:
+    the class system may keep the thread at the issue's ACCESS for the whole interval (the move
+    off an ACCESS has no effect, so delaying it to the thread's next class event is one of its
+    interleavings). Then the ACCESS at the issue covers the interval, as for an access retired
+    by the next instruction; the thread's own accesses on the way touch other slots, so it
+    cannot race its own access either."""
     cls, frag = builder.cls, builder.frag
     if cls.ring is None or item.kind != "loop":
         return False
