@@ -261,7 +261,7 @@ class Fragment:
                     return False
                 if not all(same_int(x, y, ea, eb) for x, y in
                            ((oa.count, ob.count), (oa.bytes, ob.bytes),
-                            (oa.parity, ob.parity))):
+                            (oa.parity, ob.parity), (oa.phase, ob.phase))):
                     return False
                 mem_a, mem_b = oa.reads + oa.writes, ob.reads + ob.writes
                 if len(oa.reads) != len(ob.reads) or len(mem_a) != len(mem_b) or any(
@@ -281,7 +281,7 @@ class Fragment:
                 # the merged range is cut by no thread condition: no expression may mention
                 # the thread once it is a range (values at other threads are not compared)
                 if not a.single or not b.single:
-                    for e in [oa.count, oa.bytes, oa.parity] + \
+                    for e in [oa.count, oa.bytes, oa.parity, oa.phase] + \
                             (list(oa.barrier.index) + list(oa.barrier.block or ())
                              if oa.barrier is not None else []) + \
                             [i for m in mem_a for i in m.index]:
@@ -432,7 +432,7 @@ class Fragment:
         if not role.thread_free:
             return
         axis = self.kernel.thread_axis
-        exprs = [op.count, op.bytes] + ([op.parity] if op.parity is not None else [])
+        exprs = [op.count, op.bytes] + [e for e in (op.parity, op.phase) if e is not None]
         if op.barrier is not None:
             exprs += list(op.barrier.index) + list(op.barrier.block or ())
         for e in exprs:
