@@ -219,3 +219,32 @@ def test_a_thread_that_mixes_stated_and_observed_phases_is_left_to_the_explorer(
     v = prove_kernel(k)
     assert v.verdict == "unknown"
     assert "both for stated phases" in v.coverage, v.coverage
+
+
+@protocol(expect="violation:BP101", symbolic=("steps",))
+def second_consumer_names_a_phase_two_ahead(k, steps=2):
+    """Consumer 1 is written apart from consumer 0 with a phase two ahead (same parity): its
+    first wait returns at completion 1 while it means completion 3 (the parities of both
+    threads' phases are equal terms; their phases are not)."""
+    k.threads(3, name="wg")
+    k.assume(steps >= 1)
+    data = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=2)
+    with k.when(k.thread == 2):
+        with k.loop(steps, name="m") as m:
+            k.arrive(data)
+            k.wait_parity(ack, phase=m)
+    with k.when(k.thread == 0):
+        with k.loop(steps, name="m") as m:
+            k.wait_parity(data, phase=m)
+            k.arrive(ack)
+    with k.when(k.thread == 1):
+        with k.loop(steps, name="m") as m:
+            k.wait_parity(data, phase=m + 2)
+            k.arrive(ack)
+
+
+def test_threads_naming_different_phases_are_not_one_role():
+    v = prove_kernel(second_consumer_names_a_phase_two_ahead.build())
+    assert v.verdict == "violation" and v.codes[0] == "BP101", (v.label, v.coverage)
+    assert v.params["steps"] == 1
