@@ -639,7 +639,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         notes += [c if c.startswith("per tile") else f"proved by cases: {c}" for c in proof.cases]
         if init_note:
             notes.append(init_note)
-        notes.append(f"static order tau: {proof.tau}")
+        if proof.tau:
+            notes.append(f"static order tau: {proof.tau}")
         classes = proof.classes + (races.classes if races else [])
         facts = sum(c.invariant_size for c in classes)
         per = ", ".join(f"{c.name} {c.seconds:.1f}s" for c in proof.classes)
