@@ -248,3 +248,45 @@ def test_threads_naming_different_phases_are_not_one_role():
     v = prove_kernel(second_consumer_names_a_phase_two_ahead.build())
     assert v.verdict == "violation" and v.codes[0] == "BP101", (v.label, v.coverage)
     assert v.params["steps"] == 1
+
+
+def _mutant(producer_phase, consumer_phase, drain):
+    @protocol(symbolic=("stages", "steps"))
+    def ring(k, stages=2, steps=3):
+        k.threads(2, name="wg")
+        k.assume(stages >= 1, steps >= 1)
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+        with k.when(k.thread == 0):
+            with k.loop(steps, name="i") as i:
+                k.wait_parity(empty.at[i % stages], phase=i // stages + producer_phase)
+                k.copy_gmem_to_smem(full.at[i % stages], bytes=4096)
+            if drain:       # wait for the last releases (phases the consumer completes)
+                with k.loop(stages, name="j") as j:
+                    n = steps + j
+                    k.wait_parity(empty.at[n % stages], phase=n // stages - 1)
+        with k.otherwise():
+            with k.loop(steps, name="i") as i:
+                k.wait_parity(full.at[i % stages], phase=i // stages + consumer_phase)
+                k.arrive(empty.at[i % stages])
+    return ring
+
+
+@pytest.mark.parametrize("producer_phase", [-2, -1, 0])
+@pytest.mark.parametrize("consumer_phase", [-1, 0, 1])
+@pytest.mark.parametrize("drain", [False, True])
+def test_stated_phase_mutants_are_proved_only_when_the_explorer_agrees(producer_phase,
+                                                                      consumer_phase, drain):
+    """Every stated-phase ring proved is verified by the explorer on a grid of small values;
+    every one the explorer refutes there is not proved."""
+    k = _mutant(producer_phase, consumer_phase, drain).build()
+    v = prove_kernel(k)
+    grid = [dict(stages=s, steps=n) for s in (1, 2, 3) for n in range(1, 6)]
+    bad = [g for g in grid if check_kernel(k, g).verdict != "verified"]
+    if v.verdict == "proved":
+        assert not bad, bad
+    else:
+        assert bad or v.verdict == "unknown", (v.label, v.coverage)
+    # the correct pipeline state (-1, 0) is proved, with or without the drain
+    assert (v.verdict == "proved") == ((producer_phase, consumer_phase) == (-1, 0)), \
+        (v.label, v.coverage)
