@@ -80,6 +80,9 @@ PROVED = {
     # a rotated loop (fuse.py) whose release lags its wait by one slot (program.py op_offsets)
     "patterns/cutlass_pipelines.py::mainloop_release_lag": grid(stages=[2, 3, 4],
                                                                 steps=range(1, 8)),
+    # a block tracks its peer's arrivals on its own barrier; a test loop polls until full
+    "patterns/leader_tracked.py::leader_collects_both_blocks": grid(steps=range(0, 8)),
+    "patterns/polling.py::poll_until_full": grid(steps=range(0, 8)),
 }
 
 
