@@ -148,7 +148,11 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
     k = self.kernel
     concrete = BarrierClass("barriers", None, [])
     rings: list[BarrierClass] = []
+    semaphores = []
     for alloc in k.barriers:
+        if alloc.semaphore:     # a counter, analysed alone (semaphores.py)
+            semaphores.append(BarrierClass(f"semaphore {alloc.name}", None, [alloc]))
+            continue
         dims = [z3.simplify(z_int(d, self.base_env)) for d in alloc.shape]
         for d in dims:
             self.require(d >= 1, f"`{alloc.name}` has at least one barrier")
@@ -176,11 +180,16 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
             name = ring.name if len(groups) == 1 else \
                 f"{ring.name} ({', '.join(a.name for a in g)})"
             split.append(BarrierClass(name, ring.ring, g))
-    classes = ([concrete] if concrete.allocs else []) + split
+    classes = ([concrete] if concrete.allocs else []) + split + semaphores
     for n, cls in enumerate(classes):
         if cls.ring is not None:
             cls.s = z3.Int(f"s{n}" if n else "s")
         for alloc in cls.allocs:
+            if alloc.semaphore:     # one instance for the cluster; its phase is the value
+                cls.instances.append((alloc, (0,), self.blocks[0]))
+                cls.names.append(alloc.name)
+                cls.expected.append(z3.IntVal(1))
+                continue
             fan_in = 1
             if alloc.cluster:
                 fan_in += sum(self.cluster_shape[self.cluster_axes.index(a)] - 1

@@ -51,6 +51,8 @@ class COp:
     text: str = ""
     primary: int | None = None            # the instance the IR operation addresses
     access: tuple[tuple[int, bool], ...] = ()   # ACCESS: (cell, writes) pairs
+    sync: bool = False                    # ARRIVE of a lowered bar.sync (hw.py): the thread
+    #                                       must have observed every completion so far
 
     def __post_init__(self):
         if self.amount is None:
@@ -93,6 +95,7 @@ class CRole:
 class CInst:
     name: str
     expected: z3.ArithRef
+    hw: bool = False                      # a lowered named barrier (hw.py): no BP104 at exit
 
 
 @dataclass

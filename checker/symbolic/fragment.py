@@ -156,9 +156,9 @@ class Fragment:
                 # Pallas rule 2 on a barrier nobody waits on is left to the explorer
                 raise Unsupported(f"`{op.barrier.alloc.name}` receives Pallas arrivals but no "
                                   "thread waits on it", op.loc)
-            if op.kind in ("semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"):
-                raise Unsupported(f"`{op.describe()}`: semaphores are left to the explorer",
-                                  op.loc)
+            if op.kind == "semaphore_signal_parallel":
+                raise Unsupported(f"`{op.describe()}`: signals landing in no guaranteed order "
+                                  "are left to the explorer", op.loc)
             if op.kind == "wait_parity" and op.phase is not None:
                 # the thread's own phase count may skip phases (ping-pong): the counter
                 # abstraction follows every completion, so it cannot judge such a wait
@@ -202,9 +202,14 @@ class Fragment:
         same interchangeable threads, one counter. `twins` maps each op of a merged range to
         the op of the role's program it equals (for the replay on model/semantics.py)."""
         out: list[Role] = []
+        # Decrementing semaphore waits take any thread's signal, so threads of one program may
+        # drift apart without bound: a counter role's offset bound would fail, single threads
+        # keep their own positions.
+        drift = any(op.kind == "semaphore_wait" and op.decrement for op in self.kernel.ops())
         for role in roles:
             prev = out[-1] if out else None
-            if prev is not None and prev.block == role.block and prev.warp == role.warp and \
+            if prev is not None and not drift and prev.block == role.block and \
+                    prev.warp == role.warp and \
                     self.solver.equal(prev.lo + prev.size, role.lo) and \
                     self._same_program(prev, role):
                 twins = dict(getattr(prev, "twins", {}))

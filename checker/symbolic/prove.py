@@ -109,6 +109,8 @@ from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
+from .hw import lower_named_barriers
+from .semaphores import lower_lockstep
 from .tiles import promotable, prove_tiles
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
@@ -246,6 +248,11 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     assumptions (the other parameters at `fixed`), within the work `timeout` buys (Budget)."""
     start = time.perf_counter()
     budget = budget or Budget(timeout)
+    try:
+        kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
+    except Unsupported as err:
+        return Proof("unknown", time.perf_counter() - start,
+                     f"outside the supported fragment: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     # Concrete arrays used as rings are tried at one representative slot first (a smaller
@@ -378,6 +385,11 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     the class systems of its barrier proof with the kernel's accesses added. Sound only beside
     a barrier proof of the same kernel: the barrier rules are not re-proved here."""
     start = time.perf_counter()
+    try:
+        kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
+    except Unsupported as err:
+        return Proof("unknown", time.perf_counter() - start,
+                     f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     try:
         frag = Fragment(kernel, symbolic, fixed)
