@@ -18,6 +18,8 @@ import z3
 from ...model.ir import MAX_ARRIVALS, BarrierAlloc, BinOp, Expr
 from .terms import Unsupported, linear_in, nonlinear, z_int
 
+from .hw import is_named_barrier
+
 if TYPE_CHECKING:
     from .fragment import Fragment
 
@@ -149,9 +151,13 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
     concrete = BarrierClass("barriers", None, [])
     rings: list[BarrierClass] = []
     semaphores = []
+    named = BarrierClass("named barriers", None, [])
     for alloc in k.barriers:
         if alloc.semaphore:     # a counter, analysed alone (semaphores.py)
             semaphores.append(BarrierClass(f"semaphore {alloc.name}", None, [alloc]))
+            continue
+        if is_named_barrier(alloc):     # lowered named barriers: a class of their own (hw.py)
+            named.allocs.append(alloc)
             continue
         dims = [z3.simplify(z_int(d, self.base_env)) for d in alloc.shape]
         for d in dims:
@@ -180,7 +186,7 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
             name = ring.name if len(groups) == 1 else \
                 f"{ring.name} ({', '.join(a.name for a in g)})"
             split.append(BarrierClass(name, ring.ring, g))
-    classes = ([concrete] if concrete.allocs else []) + split + semaphores
+    classes = [c for c in (concrete, named) if c.allocs] + split + semaphores
     for n, cls in enumerate(classes):
         if cls.ring is not None:
             cls.s = z3.Int(f"s{n}" if n else "s")
@@ -188,7 +194,7 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
             if alloc.semaphore:     # one instance for the cluster; its phase is the value
                 cls.instances.append((alloc, (0,), self.blocks[0]))
                 cls.names.append(alloc.name)
-                cls.expected.append(z3.IntVal(1))
+                cls.expected.append(z3.IntVal(0))   # (pending and expected stay 0)
                 continue
             fan_in = 1
             if alloc.cluster:
