@@ -7,7 +7,9 @@ Supported (anything else raises `Unsupported`, and the verdict says why):
   and the loop variable (division and modulo by constants allowed);
 - barrier arrays have a concrete number of barriers, or one symbolic dimension S (a ring) indexed
   with `(i + c) % S` (i the loop variable, c free of it) or `c % S` outside loops;
-- a plain tcgen05_mma (no barrier) is followed in its thread by a tcgen05 op that arrives.
+- a plain tcgen05_mma (no barrier) is followed in its thread by a tcgen05 op that arrives;
+- no cluster barrier, no named barrier (prove.py lowers those to mbarriers first, hw.py), no
+  `semaphore_signal_parallel` (semaphores are classes of their own, semaphores.py).
 
 The rest of the pipeline lives beside this module: classes.py splits the barrier instances into
 classes, program.py turns each role into the counter program of one class, order.py searches the

@@ -6,8 +6,8 @@
 - `proved`: for EVERY value of the symbolic parameters that satisfies the kernel's assumptions
   (`k.assume(...)`) -- and the side conditions the verdict lists, the hardware ranges without
   which model/semantics.py has no meaning (e.g. `num_arrivals <= 2**20 - 1`) -- no reachable
-  state deadlocks (BP100, BP130) or breaks a rule (BP101-BP105, BP121), with the meaning of
-  model/semantics.py; and, for a kernel with memory effects, no reachable state races
+  state deadlocks (BP100, BP130) or breaks a rule (BP101-BP105, BP121; BP140-BP144 for named
+  barriers, hw.py), with the meaning of model/semantics.py; and, for a kernel with memory effects, no reachable state races
   (BP200/BP201, model/memory.py), proved on the same class systems with the accesses added
   (`prove_races`, races.py). Every fact this rests on was proved by Z3; an `unknown` or a time-out from
   Z3 anywhere means no proof.
@@ -76,6 +76,12 @@ How a proof works
    size S at one representative slot (fewer variables, invariants that close far faster), then
    with all its instances when that does not prove it. Laps are counted from slot position 0,
    so a ring position i + c that may be negative is outside the fragment.
+8. Hardware barriers and semaphores (hw.py, semaphores.py). Named barriers (`bar.sync`,
+   `bar.arrive`, `syncthreads`) are rewritten into mbarriers counted in warps, in a class of
+   their own: a sync is an arrival, checked to land in the phase the thread has seen open, then
+   a barrier_wait; an open phase at exit is legal for them (no BP104). Each semaphore is a class
+   with one counter; its waits are waits of the static order (point 4). Lockstep copies whose
+   waits decrement become blocks of an explicit cluster axis, as model/grid.py models them.
 
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
@@ -83,7 +89,12 @@ nested; trip counts, guards, counts and bytes linear in the parameters and the l
 barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S` in loops or
 `c % S` outside; parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
 tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread (later in the same
-loop iteration, or after the loop). Before the fragment is built, loops of concrete trip count
+loop iteration, or after the loop); named barriers with concrete ids and counts, one count per
+id and at most one aligned `bar.sync` instruction per id, none reached from a branch on the
+lane; semaphores signalled and waited on with `semaphore_signal` / `semaphore_wait` (not
+`semaphore_signal_parallel`), decrementing waits under lockstep copies only in a kernel without
+cluster barriers or remote operations. The cluster barrier (`cluster_arrive`/`cluster_wait`) and
+non-blocking tests are outside. Before the fragment is built, loops of concrete trip count
 nested in others are unrolled and a loop of c * X iterations is strip-mined into X iterations
 of c (unroll.py): the same program, aligned with the loops that run X times.
 """
