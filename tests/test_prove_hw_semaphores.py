@@ -166,6 +166,48 @@ def test_a_protocol_broken_at_one_trip_count_gets_its_smallest_breaking_value(pr
     _smallest_checked(k, code, steps, prove_kernel(k, {}, Options(Limits(timeout=120))))
 
 
+def _warp_handoff(k, steps, waits):
+    k.assume(steps >= 0)
+    k.threads(1, name="wg")
+    k.warps(4)
+    ready = k.named_barrier(14, 64)        # warp 2 -> warp 3, then back on `done`
+    done = k.named_barrier(15, 64)
+    with k.warp_region():
+        with k.loop(steps):
+            with k.when(k.warp == 2):
+                ready.arrive()
+                if waits:
+                    done.sync()
+                else:
+                    done.arrive()
+            with k.when(k.warp == 3):
+                ready.sync()
+                done.arrive()
+
+
+@protocol(symbolic=("steps",))
+def warp_handoff_in_a_loop(k, steps=2):
+    """Warps of one warpgroup (32 threads per arrival) hand off through two named barriers."""
+    _warp_handoff(k, steps, waits=True)
+
+
+@protocol(symbolic=("steps",))
+def warp_handoff_runs_ahead(k, steps=2):
+    """Warp 2 only arrives on `done`: its two arrivals on `ready` complete a phase alone."""
+    _warp_handoff(k, steps, waits=False)
+
+
+def test_named_barriers_of_warps_in_a_warp_region():
+    k = warp_handoff_in_a_loop.build()
+    v = prove_kernel(k, {}, Options(Limits(timeout=120)))
+    assert v.verdict == "proved", (v.coverage, v.notes)
+    assert not _grid_failures(k, "steps", 6)
+    bad = warp_handoff_runs_ahead.build()
+    found = prove_kernel(bad, {}, Options(Limits(timeout=120)))
+    assert found.verdict == "violation"
+    _smallest_checked(bad, found.codes[0], 2, found)
+
+
 # -- the sync arrival condition ----------------------------------------------------------------------
 
 @protocol(symbolic=("steps",))
