@@ -15,7 +15,9 @@ along a lockstep axis (model/grid.py, `lockstep_blocks`); `lower_lockstep` makes
 rewrite of the program before the fragment is built (an explicit cluster axis, copies 1), so the
 prover sees the blocks the explorer sees. What that rewrite cannot carry (remote references or
 cluster barriers, which the extra axis would change) is `Unsupported`, as is
-`semaphore_signal_parallel`.
+`semaphore_signal_parallel` and any lockstep copies in a kernel with a grid (the lockstep model
+needs every cluster of the grid to signal alike, which compile_systems checks and the prover
+does not).
 """
 
 from __future__ import annotations
@@ -52,6 +54,12 @@ def lower_lockstep(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
     except ModelError:
         raise Unsupported("the lockstep copies of a semaphore or the cluster shape depend on "
                           "symbolic parameters", sems[0].loc) from None
+    if kernel.grid and any(c > 1 for c in copies):
+        # the lockstep model holds only while every cluster of the grid signals alike
+        # (compile_systems reports BP190 otherwise); the prover does not check that
+        raise Unsupported("a semaphore signalled by lockstep copies in a kernel with a grid: "
+                          "whether every cluster signals alike is left to the explorer",
+                          sems[0].loc)
     n = lockstep_blocks(kernel, env, blocks)
     if n == 1:
         if any(c > 1 for c in copies) and any(
