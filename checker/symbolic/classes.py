@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 import z3
 
 from ...model.ir import MAX_ARRIVALS, BarrierAlloc, BinOp, Expr
-from .terms import Unsupported, linear_in, nonlinear, z_int
-
 from .hw import is_named_barrier
+from .terms import Unsupported, linear_in, nonlinear, z_int
 
 if TYPE_CHECKING:
     from .fragment import Fragment

@@ -348,9 +348,6 @@ class TauSearch:
                         taken += length
                     add(ranks)
 
-        # Blocks of a cluster hand whole iterations to each other (contributors, then the
-        # reducer; each block's producer, then the consumers): their pieces come first, before
-        # the hundreds of interleavings the candidate budget would otherwise spend.
         def lockstep() -> None:
             # SPMD rounds: every member's operations up to its next wait, then those waits
             # (blocks that all signal a semaphore, then all wait on it)
@@ -365,6 +362,10 @@ class TauSearch:
                                 break
             add(ranks)
 
+        # Blocks of a cluster hand whole iterations to each other (contributors, then the
+        # reducer; each block's producer, then the consumers): their lockstep rounds and
+        # pieces come first, before the hundreds of interleavings the candidate budget would
+        # otherwise spend.
         if len({frag.roles[m[0]].block for m, _ in seqs}) > 1:
             lockstep()
             pieces()
