@@ -7,7 +7,8 @@
   explicitly, and every smaller point passes;
 - a sync arrival into a phase the thread did not see open is caught (the condition that makes
   barrier_wait mean bar.sync's wait);
-- what the rewrites cannot carry stays `unknown` with the reason.
+- what the rewrites cannot carry stays `unknown` with the reason;
+- hand-off pairs of concrete barriers are classes of their own (partition.py).
 """
 
 from __future__ import annotations
@@ -65,9 +66,8 @@ def _grid_failures(k, name, top):
 
 
 # Correct protocols with `steps` symbolic, and the largest `steps` of the explorer's grid.
-# (hw_barriers.py::fa3_pingpong is not among them: its TMA pipeline, two slots of full/empty
-# fed by one producer, does not close within --timeout 300 even without the named barriers)
 PROVED = {
+    "hw_barriers.py::fa3_pingpong": 5,
     "hw_barriers.py::named_barrier_arrive_and_wait": 8,
     "hw_barriers.py::syncthreads_uniform": 8,
     "patterns/semaphores.py::step_semaphore_in_lockstep": 6,
@@ -351,3 +351,19 @@ def test_class_systems_cover_the_semantics_of_the_rewritten_program(ref):
     for values in points(k, sym, fixed, 2):
         gaps = simulation_gaps(frag, systems, values)
         assert not gaps, (values, gaps[:1])
+
+
+def test_hand_off_pairs_of_a_two_slot_pipeline_are_classes_of_their_own():
+    from barrierproof.checker.symbolic.partition import handoff_components, split_constant_arrays
+    k = kernel("hw_barriers.py::fa3_pingpong")
+    split = split_constant_arrays(lower_named_barriers(k, {}), {})
+    names = [a.name for a in split.barriers]
+    assert {"full[0]", "full[1]", "empty[0]", "empty[1]"} <= set(names)
+    frag = Fragment(split, ["steps"], {})
+    roles = frag.build_roles()
+    comp = handoff_components(roles, ["full[0]", "full[1]", "empty[0]", "empty[1]"])
+    assert comp["full[0]"] == comp["empty[0]"] != comp["full[1]"] == comp["empty[1]"]
+    proof = prove(k, ["steps"], {}, timeout=120)
+    assert proof.status == "proved", proof.reason
+    assert sorted(c.name for c in proof.classes) == [
+        "barriers (full[0], empty[0])", "barriers (full[1], empty[1])", "named barriers"]

@@ -17,6 +17,7 @@ import z3
 
 from ...model.ir import MAX_ARRIVALS, BarrierAlloc, BinOp, Expr
 from .hw import is_named_barrier
+from .partition import handoff_components
 from .terms import Unsupported, linear_in, nonlinear, z_int
 
 if TYPE_CHECKING:
@@ -185,7 +186,18 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
             name = ring.name if len(groups) == 1 else \
                 f"{ring.name} ({', '.join(a.name for a in g)})"
             split.append(BarrierClass(name, ring.ring, g))
-    classes = [c for c in (concrete, named) if c.allocs] + split + semaphores
+    concretes = [concrete]
+    self.handoff_split = False
+    if getattr(self, "handoff_classes", False):     # hand-off pairs apart (partition.py)
+        comp = handoff_components(self.roles, [a.name for a in concrete.allocs])
+        if comp is not None:
+            groups: dict[int, list] = {}
+            for a in concrete.allocs:
+                groups.setdefault(comp[a.name], []).append(a)
+            concretes = [BarrierClass(f"barriers ({', '.join(a.name for a in g)})", None, g)
+                         for g in groups.values()]
+            self.handoff_split = True
+    classes = [c for c in concretes + [named] if c.allocs] + split + semaphores
     for n, cls in enumerate(classes):
         if cls.ring is not None:
             cls.s = z3.Int(f"s{n}" if n else "s")

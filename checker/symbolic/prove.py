@@ -131,6 +131,7 @@ from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
 from .hw import lower_named_barriers
+from .partition import split_constant_arrays
 from .semaphores import lower_lockstep
 from .init_prefix import publish_inits
 from .tiles import promotable, prove_tiles
@@ -277,6 +278,13 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                      f"outside the supported fragment: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
+    # Hand-off pairs of concrete barriers as classes of their own first (partition.py), with a
+    # third of the budget; the classes below are the fallback.
+    pairs = _prove_fragment(split_constant_arrays(kernel, fixed), symbolic, fixed,
+                            Budget(budget.seconds / 3), start, concrete_rings=False,
+                            handoffs=True)
+    if pairs is not None and pairs.status == "proved":
+        return pairs
     # Concrete arrays used as rings are tried at one representative slot first (a smaller
     # system whose invariants close far faster), then, if that does not prove it, as they are.
     first = _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=True)
@@ -287,16 +295,20 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
 
 
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
-                    concrete_rings: bool) -> Proof | None:
-    """The proof on one partition into classes; None when `concrete_rings` changes nothing."""
+                    concrete_rings: bool, handoffs: bool = False) -> Proof | None:
+    """The proof on one partition into classes; None when `concrete_rings` or `handoffs`
+    changes nothing."""
 
     def spent() -> float:
         return time.perf_counter() - start
 
     try:
         frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
+        frag.handoff_classes = handoffs
         roles = frag.build_roles()
         classes = frag.build_classes()
+        if handoffs and not frag.handoff_split:
+            return None
         if concrete_rings and not any(
                 c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
             return None
