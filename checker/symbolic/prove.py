@@ -82,6 +82,10 @@ How a proof works
    a barrier_wait; an open phase at exit is legal for them (no BP104). Each semaphore is a class
    with one counter; its waits are waits of the static order (point 4). Lockstep copies whose
    waits decrement become blocks of an explicit cluster axis, as model/grid.py models them.
+9. Hand-off pairs first (partition.py): concrete arrays indexed only by constants become scalar
+   barriers, and barriers joined by a thread's "wait on one, then signal the other" form the
+   classes (a two-slot pipeline's `full[c]`, `empty[c]`), tried with a third of the budget
+   before one class holds every concrete barrier. Any partition is sound (point 1).
 
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
