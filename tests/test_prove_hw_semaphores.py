@@ -323,13 +323,17 @@ def test_named_barriers_become_mbarriers_counted_in_warps():
 
 # -- the class systems against model/semantics.py ----------------------------------------------------
 
-def _lowered_fragment(ref):
+def _lowered_fragment(ref, handoffs=False):
     """The fragment `prove` builds for an example, with the static order it chooses."""
+    from barrierproof.checker.symbolic.partition import split_constant_arrays
     k = kernel(ref)
     sym = [p.name for p in k.params.values() if p.symbolic]
     fixed = {n: v for n, v in k.param_values().items() if n not in sym}
     k = lower_lockstep(lower_named_barriers(k, fixed), fixed)
+    if handoffs:
+        k = split_constant_arrays(k, fixed)
     frag = Fragment(k, sym, fixed)
+    frag.handoff_classes = handoffs
     frag.build_roles()
     frag.build_classes()
     search = TauSearch(frag)
@@ -343,11 +347,14 @@ def _lowered_fragment(ref):
     raise AssertionError("no static order")
 
 
-@pytest.mark.parametrize("ref", sorted(PROVED))
-def test_class_systems_cover_the_semantics_of_the_rewritten_program(ref):
+@pytest.mark.parametrize("ref, handoffs", [(r, False) for r in sorted(PROVED)] + [
+    ("hw_barriers.py::fa3_pingpong", True)])
+def test_class_systems_cover_the_semantics_of_the_rewritten_program(ref, handoffs):
     """Every reachable state of the rewritten program (model/semantics.py), projected on a
-    class (named barriers, a semaphore's counter), is reached by that class's system."""
-    k, frag, sym, fixed, systems = _lowered_fragment(ref)
+    class (named barriers, a semaphore's counter, a hand-off pair), is reached by that class's
+    system."""
+    k, frag, sym, fixed, systems = _lowered_fragment(ref, handoffs)
+    assert frag.handoff_split == handoffs
     for values in points(k, sym, fixed, 2):
         gaps = simulation_gaps(frag, systems, values)
         assert not gaps, (values, gaps[:1])
