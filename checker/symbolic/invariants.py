@@ -17,6 +17,7 @@ Every step that decides the verdict is a Z3 validity check over the symbolic par
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -484,10 +485,17 @@ class InvariantResult:
 
 
 def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.0,
-            query_timeout: float = 60.0, per_step: bool = False) -> InvariantResult:
+            query_timeout: float = 60.0, per_step: bool = False,
+            consecution: str = "transitions") -> InvariantResult:
     """The largest inductive subset of the candidates, then the error conditions.
-    (`per_step`: ask transition by transition from the start, as after an undecided query over
-    all transitions; the subset is the same, it is the largest.)"""
+
+    `consecution` says how Houdini asks Z3 whether a step breaks a candidate:
+    "transitions" (the default) asks one transition at a time, each on its own incremental
+    solver, only about the candidates over variables the transition writes, and re-asks a
+    transition only when a candidate its last unsat core used was dropped; "whole" asks about
+    every transition at once, then transition by transition if that query is undecided
+    (`per_step`: transition by transition from the start). The largest inductive subset is
+    unique, so every way keeps the same candidates; only the time differs."""
     start = time.perf_counter()
     variables = encoder.vars
     checks = 0
@@ -524,12 +532,12 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     for i, c in enumerate(alive):
         init_flags[id(c)] = z3.Bool(f"h!{i}")
         init_broken[id(c)] = z3.Not(init_flags[id(c)])
-        s.add(init_flags[id(c)] == init_sub(c.formula))
+        _assert_eq(s, init_flags[id(c)], init_sub(c.formula))
     rnd = 0
     while alive:
         goal = z3.Bool(f"hg!{rnd}")
         rnd += 1
-        s.add(z3.Implies(goal, z3.Or([init_broken[id(c)] for c in alive])))
+        s.add(z3.Implies(goal, _fast_or([init_broken[id(c)] for c in alive])))
         s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
         checks += 1
         r = s.check(goal)
@@ -539,18 +547,62 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
             return result("unknown", f"Z3 could not decide initiation: {s.reason_unknown()}")
         m = s.model()
         alive = survivors(m, encoder.init_head, alive, lambda c: init_flags[id(c)])
+    if consecution == "transitions" and not per_step:
+        alive, why, more = _consecution_by_transition(encoder, alive, comp, holds, remaining,
+                                                      query_timeout)
+        checks += more
+        if why is not None:
+            return result("unknown", f"Z3 could not decide consecution: {why}")
+    else:
+        alive, why, more = _consecution_whole(encoder, alive, survivors, remaining,
+                                              query_timeout, per_step)
+        checks += more
+        if why is not None:
+            return result("unknown", f"Z3 could not decide consecution: {why}")
+    # Safety: no error state satisfies the invariant. One solver holds the invariant; each
+    # error condition is asked under its own assumption literal.
+    failed = []
+    if remaining() <= 0:
+        return result("unknown", "time limit while checking the invariant")
+    s = solver()
+    s.add(encoder.init_body, *encoder.sane)
+    ref = s.ctx.ref()
+    for c in alive:
+        z3.Z3_solver_assert(ref, s.solver, c.formula.as_ast())
+    for n, (label, cond) in enumerate(encoder.bad):
+        goal = z3.Bool(f"bad!{n}")
+        s.add(z3.Implies(goal, cond))
+        s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
+        checks += 1
+        r = s.check(goal)
+        if r == z3.sat:
+            failed.append(label)
+        elif r == z3.unknown:
+            return result("unknown", f"Z3 could not decide an error condition ({label}): "
+                          f"{s.reason_unknown()}", invariant=alive)
+    if failed:
+        return result("failed", "the invariant found does not exclude: " + "; ".join(failed[:3]),
+                      invariant=alive, failed=failed)
+    return result("proved", invariant=alive)
+
+
+def _consecution_whole(encoder: Encoder, alive: list, survivors, remaining,
+                       query_timeout: float, per_step: bool) -> tuple[list, str | None, int]:
+    """Consecution as one incremental query over all transitions at once, until no transition
+    breaks a candidate (transition by transition if that query is undecided). Candidate i is
+    assumed through the literal a_i; dropping it is just not assuming a_i any more, so Z3
+    keeps what it learned."""
+    checks = 0
     if per_step:
         alive, why, more = _consecution_per_step(encoder, alive, survivors, remaining,
                                                  query_timeout)
         checks += more
         if why is not None:
-            return result("unknown", f"Z3 could not decide consecution: {why}")
-    # Consecution: one incremental query over all transitions at once, until no transition
-    # breaks a candidate. Candidate i is assumed through the literal a_i; dropping it is just
-    # not assuming a_i any more, so Z3 keeps what it learned.
+            return alive, why, checks
+    variables = encoder.vars
     post, relation, frame = encoder.transition_relation()
     sub = Substitution(variables, post)
-    s = solver()
+    s = z3.Solver()
     s.add(encoder.init_body, *encoder.sane, relation, *frame)
     lits, flags = {}, {}
     for i, c in enumerate(alive):
@@ -559,7 +611,7 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     rnd = 0
     while alive:
         if remaining() <= 0:
-            return result("unknown", "time limit while checking the invariant")
+            return alive, "time limit", checks
         checks += 1
         r = _some_broken(s, f"g!{rnd}", alive, lits, flags,
                          max(1.0, min(query_timeout, remaining())))
@@ -573,27 +625,108 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
                                                      query_timeout)
             checks += more
             if why is not None:
-                return result("unknown", f"Z3 could not decide consecution: "
-                              f"{s.reason_unknown()}; transition by transition: {why}")
+                return alive, f"{s.reason_unknown()}; transition by transition: {why}", checks
             break
         m = s.model()
         alive = survivors(m, post, alive, lambda c: flags[id(c)])
-    # Safety: no error state satisfies the invariant.
-    failed = []
-    for label, cond in encoder.bad:
-        s = solver()
-        s.add(encoder.init_body, *encoder.sane, cond, *[c.formula for c in alive])
-        checks += 1
-        r = s.check()
-        if r == z3.sat:
-            failed.append(label)
-        elif r == z3.unknown:
-            return result("unknown", f"Z3 could not decide an error condition ({label}): "
-                          f"{s.reason_unknown()}", invariant=alive)
-    if failed:
-        return result("failed", "the invariant found does not exclude: " + "; ".join(failed[:3]),
-                      invariant=alive, failed=failed)
-    return result("proved", invariant=alive)
+    return alive, None, checks
+
+
+_STATE_INDEX = re.compile(r"s\[(\d+)\]")
+
+
+def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, holds: dict,
+                               remaining, query_timeout: float) -> tuple[list, str | None, int]:
+    """Houdini's consecution one transition at a time, on one incremental solver each.
+
+    A transition writes a few state variables; a candidate over none of them is preserved by
+    it (the pre-state satisfies it and nothing it reads changes), so the transition's query
+    asks only whether one of the candidates over what it writes breaks. Its unsat core names
+    the candidates the answer rests on: the transition is asked again only when one of them is
+    dropped (a query under fewer hypotheses about fewer candidates). Returns (the inductive
+    candidates, why undecided or None, the number of queries)."""
+    variables = encoder.vars
+    nf = len(encoder.system.frozen)
+    reads = {id(c): {int(x) for x in _STATE_INDEX.findall(comp.expr(c.formula))}
+             for c in alive}
+    lits = {id(c): z3.Bool(f"a!{i}") for i, c in enumerate(alive)}
+    by_lit = {lits[id(c)].get_id(): id(c) for c in alive}
+    # Terms shared by every transition's solver, built once: the hypotheses as one
+    # conjunction, and `f_i == candidate_i` (substituted per transition in one call).
+    ctx = variables[0].ctx
+    ref = ctx.ref()
+    hypotheses = _fast_and([z3.BoolRef(z3.Z3_mk_implies(ref, lits[id(c)].as_ast(),
+                                                         c.formula.as_ast()), ctx)
+                            for c in alive])
+    flags = {id(c): z3.Bool(f"f!{i}") for i, c in enumerate(alive)}
+    broken = {id(c): z3.Not(flags[id(c)]) for c in alive}
+    defines = {id(c): z3.BoolRef(z3.Z3_mk_eq(ref, flags[id(c)].as_ast(), c.formula.as_ast()),
+                                 ctx) for c in alive}
+    steps = []
+    for label, pre, nxt in encoder.steps:
+        writes = {i for i in range(nf, len(variables)) if not nxt[i].eq(variables[i])}
+        relevant = [c for c in alive if reads[id(c)] & writes]
+        steps.append((label, pre, nxt, relevant))
+    solvers: dict[int, z3.Solver] = {}
+
+    def solver_of(t: int) -> z3.Solver:
+        if t not in solvers:
+            label, pre, nxt, relevant = steps[t]
+            s = z3.Solver()
+            s.add(encoder.init_body, *encoder.sane, pre, hypotheses)
+            sub = Substitution(variables, nxt)
+            s.add(sub(_fast_and([defines[id(c)] for c in relevant])))
+            solvers[t] = s
+        return solvers[t]
+
+    checks = 0
+    rnd = 0
+    dead: set[int] = set()
+    cores: dict[int, set[int]] = {}          # transition -> candidates its last unsat rests on
+    todo = list(range(len(steps)))
+    queued = set(todo)
+    while todo:
+        t = todo.pop(0)
+        queued.discard(t)
+        label, pre, nxt, relevant = steps[t]
+        while True:
+            goals = [c for c in relevant if id(c) not in dead]
+            if not goals:
+                cores[t] = set()
+                break
+            if remaining() <= 0:
+                return [c for c in alive if id(c) not in dead], "time limit", checks
+            s = solver_of(t)
+            goal = z3.Bool(f"g!{rnd}")
+            rnd += 1
+            s.add(z3.Implies(goal, _fast_or([broken[id(c)] for c in goals])))
+            s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
+            checks += 1
+            r = _fast_check(s, [goal] + [lits[id(c)] for c in alive if id(c) not in dead])
+            if r == z3.unsat:
+                cores[t] = {by_lit[x.get_id()] for x in s.unsat_core()
+                            if x.get_id() in by_lit}
+                break
+            if r == z3.unknown:
+                return ([c for c in alive if id(c) not in dead],
+                        f"{label}: {s.reason_unknown()}", checks)
+            m = s.model()
+            values = tuple(m.eval(x, model_completion=True).as_long() for x in nxt)
+            gone = {id(c) for c in goals if not holds[id(c)](values)}
+            if not gone:     # (never expected) fall back to Z3's evaluation of the flags
+                gone = {id(c) for c in goals
+                        if z3.is_false(m.eval(broken[id(c)].arg(0), model_completion=True))}
+            if not gone:
+                return ([c for c in alive if id(c) not in dead],
+                        f"{label}: a model breaks no candidate", checks)
+            dead |= gone
+            for u, core in list(cores.items()):
+                if u != t and core & gone:
+                    del cores[u]
+                    if u not in queued:
+                        queued.add(u)
+                        todo.append(u)
+    return [c for c in alive if id(c) not in dead], None, checks
 
 
 def _some_broken(s: z3.Solver, goal_name: str, alive: list, lits: dict, flags: dict,
@@ -620,12 +753,26 @@ def _assert_candidate(s: z3.Solver, lit, flag, formula, post) -> None:
     z3.Z3_solver_assert(ref, s.solver, z3.Z3_mk_eq(ref, flag.as_ast(), post.as_ast()))
 
 
+def _assert_eq(s: z3.Solver, a, b) -> None:
+    """s.add(a == b) for two Booleans, through the C API."""
+    ref = s.ctx.ref()
+    z3.Z3_solver_assert(ref, s.solver, z3.Z3_mk_eq(ref, a.as_ast(), b.as_ast()))
+
+
 def _fast_or(args: list) -> z3.BoolRef:
     if not args:
         return z3.BoolVal(False)
     ctx = args[0].ctx
     arr = (z3.Ast * len(args))(*[a.as_ast() for a in args])
     return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(args), arr), ctx)
+
+
+def _fast_and(args: list) -> z3.BoolRef:
+    if not args:
+        return z3.BoolVal(True)
+    ctx = args[0].ctx
+    arr = (z3.Ast * len(args))(*[a.as_ast() for a in args])
+    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(args), arr), ctx)
 
 
 def _fast_check(s: z3.Solver, assumptions: list):
