@@ -484,9 +484,13 @@ class InvariantResult:
     checks: int = 0
 
 
+# How Houdini's consecution asks Z3 (see `houdini`); bench/prove_speed.py compares the two.
+CONSECUTION = "transitions"
+
+
 def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.0,
             query_timeout: float = 60.0, per_step: bool = False,
-            consecution: str = "transitions") -> InvariantResult:
+            consecution: str | None = None) -> InvariantResult:
     """The largest inductive subset of the candidates, then the error conditions.
 
     `consecution` says how Houdini asks Z3 whether a step breaks a candidate:
@@ -497,6 +501,9 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     (`per_step`: transition by transition from the start). The largest inductive subset is
     unique, so every way keeps the same candidates; only the time differs."""
     start = time.perf_counter()
+    consecution = consecution or CONSECUTION
+    if consecution not in ("transitions", "whole"):
+        raise ValueError(f"consecution: 'transitions' or 'whole', not {consecution!r}")
     variables = encoder.vars
     checks = 0
 
