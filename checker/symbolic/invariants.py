@@ -422,6 +422,18 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 fn = comp.function([size])
                 atoms.append((variables[i] == size, f"{name} == size",
                               lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
+    # Pairs and bounds read only the numeric variables: work on the distinct projections of
+    # the states onto them (far fewer rows than states, which differ mostly in positions).
+    at = {i: a for a, i in enumerate(numeric)}
+
+    def project(rows) -> list[tuple]:
+        return list({tuple(s[i] for i in numeric) for s in rows})
+    glob_proj = project(states)
+    pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
+    glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
+                          max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
+    glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
+        if hulls else {}
     for cond, ctext, holds in atoms:
         subset = [r for r, s in enumerate(states) if holds(s)]
         if not subset or len(subset) == len(states):
@@ -429,30 +441,30 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         for ints in equalities(subset, exclude_span=glob):
             out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
                                  f"{ctext} => " + text_of(ints[1:], ints[0])))
-        sub_states = [states[r] for r in subset]
+        sub_proj = project(states[r] for r in subset)
         for i in numeric:
-            lo, hi = min(s[i] for s in sub_states), max(s[i] for s in sub_states)
+            lo, hi = min(p[at[i]] for p in sub_proj), max(p[at[i]] for p in sub_proj)
             if lo > values_of[i][0]:
                 out.append(Candidate(z3.Implies(cond, variables[i] >= lo),
                                      f"{ctext} => {names[i]} >= {lo}"))
             if hi < values_of[i][-1]:
                 out.append(Candidate(z3.Implies(cond, variables[i] <= hi),
                                      f"{ctext} => {names[i]} <= {hi}"))
-        for i, j in (state_pairs() if conditional_pairs else ()):
-            diffs = [s[i] - s[j] for s in sub_states]
-            gd = [s[i] - s[j] for s in states]
+        for i, j in (pair_list if conditional_pairs else ()):
+            diffs = [p[at[i]] - p[at[j]] for p in sub_proj]
+            glo, ghi = glob_diff[(i, j)]
             xi, xj = variables[i], variables[j]
-            if max(diffs) < max(gd):
+            if max(diffs) < ghi:
                 out.append(Candidate(z3.Implies(cond, xi - xj <= max(diffs)),
                                      f"{ctext} => {names[i]} - {names[j]} <= {max(diffs)}"))
-            if min(diffs) > min(gd):
+            if min(diffs) > glo:
                 out.append(Candidate(z3.Implies(cond, xi - xj >= min(diffs)),
                                      f"{ctext} => {names[i]} - {names[j]} >= {min(diffs)}"))
-        for i, j in (state_pairs() if hulls else ()):
-            for ca, cb, cc in hull_facets([(s[i], s[j]) for s in sub_states]):
+        for i, j in (pair_list if hulls else ()):
+            for ca, cb, cc in hull_facets([(p[at[i]], p[at[j]]) for p in sub_proj]):
                 if abs(ca) == abs(cb) == 1 and ca != cb:
                     continue                  # a difference bound: above
-                if all(ca * s[i] + cb * s[j] <= cc for s in states):
+                if all(ca * x + cb * y <= cc for x, y in glob_points[(i, j)]):
                     continue                  # holds everywhere: not about this place
                 out.append(Candidate(
                     z3.Implies(cond, ca * variables[i] + cb * variables[j] <= cc),
