@@ -651,6 +651,54 @@ def _consecution_whole(encoder: Encoder, alive: list, survivors, remaining,
     return alive, None, checks
 
 
+class _Neighbourhood:
+    """Houdini's drops, evaluated in Python around a state Z3 found.
+
+    A state that satisfies every alive candidate (and the construction facts and the
+    parameters' constraints, as Z3's hypotheses do) breaks a candidate when one of its
+    successors does: that is exactly why Houdini drops a candidate, so such a state found for
+    one transition is tried on every transition, and so are its successors that still satisfy
+    every alive candidate (a few states at most). Z3 found the first state; the rest is
+    evaluation of the compiled transitions and candidates, no query."""
+
+    LIMIT = 16
+
+    def __init__(self, encoder: Encoder, comp: Compiler, candidates: list):
+        self.steps = [(comp.function([pre], "bool"), comp.function(nxt))
+                      for _, pre, nxt in encoder.steps]
+        self.ok = comp.function([z3.And(list(encoder.sane) + [encoder.init_body])], "bool")
+        self.index = {id(c): i for i, c in enumerate(candidates)}
+        # every candidate at once: one call per state
+        self.values = comp.function([c.formula for c in candidates])
+
+    def drops(self, start: tuple, alive: list) -> set[int]:
+        out: set[int] = set()
+        live = [(id(c), self.index[id(c)]) for c in alive]
+        seen = {start}
+        frontier = [start]
+        while frontier and len(seen) < self.LIMIT:
+            state = frontier.pop()
+            if not self.ok(state):
+                continue
+            if state != start:
+                vals = self.values(state)
+                if not all(vals[i] for _, i in live):
+                    continue                  # not a state Houdini's hypotheses allow
+            for pre, post in self.steps:
+                if not pre(state):
+                    continue
+                nxt = post(state)
+                vals = self.values(nxt)
+                broken = [(key, i) for key, i in live if not vals[i]]
+                if broken:
+                    out.update(key for key, _ in broken)
+                    live = [(key, i) for key, i in live if vals[i]]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append(nxt)
+        return out
+
+
 _STATE_INDEX = re.compile(r"s\[(\d+)\]")
 
 
@@ -698,6 +746,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             solvers[t] = s
         return solvers[t]
 
+    around = _Neighbourhood(encoder, comp, alive)
     checks = 0
     rnd = 0
     dead: set[int] = set()
@@ -739,6 +788,12 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
                 return ([c for c in alive if id(c) not in dead],
                         f"{label}: a model breaks no candidate", checks)
             dead |= gone
+            # The model's pre-state satisfies every alive candidate: so may its successors
+            # by other transitions; each successor that breaks a candidate drops it too.
+            pre_state = tuple(m.eval(x, model_completion=True).as_long() for x in variables)
+            more = around.drops(pre_state, [c for c in alive if id(c) not in dead])
+            dead |= more
+            gone |= more
             for u, core in list(cores.items()):
                 if u != t and core & gone:
                     del cores[u]
