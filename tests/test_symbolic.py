@@ -517,15 +517,17 @@ def test_hull_candidates_hold_the_invariant_of_two_loads_per_phase():
     assert all(comp.function([c.formula], "bool")(s) for c in extra for s in states)
 
 
-def test_houdini_transition_by_transition_keeps_the_same_invariant():
+@pytest.mark.parametrize("ref", ["attention.py::pingpong_schedule", "cluster.py::cluster_exchange",
+                                 "blackwell.py::tma_mma_epilogue"])
+def test_houdini_transition_by_transition_keeps_the_same_invariant(ref):
     """Houdini's answer is the largest inductive subset of the candidates: asking transition by
     transition (the default: per-transition solvers, re-asked only when their unsat core
     loses a candidate; and the fallback when the query over all transitions is undecided) must
     keep exactly the candidates the one query keeps, and prove the same system."""
     from barrierproof.checker.symbolic.encode import Encoder
     from barrierproof.checker.symbolic.invariants import guess, houdini, sample
-    frag, sym, fixed, systems = _fragment("attention.py::pingpong_schedule")
-    k = kernel("attention.py::pingpong_schedule")
+    frag, sym, fixed, systems = _fragment(ref)
+    k = kernel(ref)
     for cls, system, _ in systems:
         if not system.roles:
             continue

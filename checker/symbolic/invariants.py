@@ -658,41 +658,43 @@ class _Neighbourhood:
     parameters' constraints, as Z3's hypotheses do) breaks a candidate when one of its
     successors does: that is exactly why Houdini drops a candidate, so such a state found for
     one transition is tried on every transition, and so are its successors that still satisfy
-    every alive candidate (a few states at most). Z3 found the first state; the rest is
-    evaluation of the compiled transitions and candidates, no query."""
+    every alive candidate (a few states at most). Only the candidates over what a transition
+    writes can break across it. Z3 found the first state; the rest is evaluation of the
+    compiled transitions and candidates, no query."""
 
-    LIMIT = 16
+    LIMIT = 8
 
-    def __init__(self, encoder: Encoder, comp: Compiler, candidates: list):
-        self.steps = [(comp.function([pre], "bool"), comp.function(nxt))
-                      for _, pre, nxt in encoder.steps]
+    def __init__(self, encoder: Encoder, comp: Compiler, steps: list, candidates: list):
         self.ok = comp.function([z3.And(list(encoder.sane) + [encoder.init_body])], "bool")
+        self.all = comp.function([c.formula for c in candidates])
         self.index = {id(c): i for i, c in enumerate(candidates)}
-        # every candidate at once: one call per state
-        self.values = comp.function([c.formula for c in candidates])
+        # per transition: its guard, its successor, and its relevant candidates at once
+        self.steps = []
+        for (_, pre, nxt), (_, _, _, relevant) in zip(encoder.steps, steps):
+            if relevant:
+                self.steps.append((comp.function([pre], "bool"), comp.function(nxt),
+                                   comp.function([c.formula for c in relevant]),
+                                   [id(c) for c in relevant]))
 
-    def drops(self, start: tuple, alive: list) -> set[int]:
+    def drops(self, start: tuple, alive: set[int]) -> set[int]:
         out: set[int] = set()
-        live = [(id(c), self.index[id(c)]) for c in alive]
         seen = {start}
         frontier = [start]
         while frontier and len(seen) < self.LIMIT:
             state = frontier.pop()
-            if not self.ok(state):
-                continue
             if state != start:
-                vals = self.values(state)
-                if not all(vals[i] for _, i in live):
+                if not self.ok(state):
+                    continue
+                vals = self.all(state)
+                if not all(vals[self.index[key]] for key in alive if key not in out):
                     continue                  # not a state Houdini's hypotheses allow
-            for pre, post in self.steps:
+            for pre, post, values, keys in self.steps:
                 if not pre(state):
                     continue
                 nxt = post(state)
-                vals = self.values(nxt)
-                broken = [(key, i) for key, i in live if not vals[i]]
-                if broken:
-                    out.update(key for key, _ in broken)
-                    live = [(key, i) for key, i in live if vals[i]]
+                for key, holds in zip(keys, values(nxt)):
+                    if not holds and key in alive:
+                        out.add(key)
                 if nxt not in seen:
                     seen.add(nxt)
                     frontier.append(nxt)
@@ -746,7 +748,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             solvers[t] = s
         return solvers[t]
 
-    around = _Neighbourhood(encoder, comp, alive)
+    around = _Neighbourhood(encoder, comp, steps, alive)
     checks = 0
     rnd = 0
     dead: set[int] = set()
@@ -791,7 +793,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             # The model's pre-state satisfies every alive candidate: so may its successors
             # by other transitions; each successor that breaks a candidate drops it too.
             pre_state = tuple(m.eval(x, model_completion=True).as_long() for x in variables)
-            more = around.drops(pre_state, [c for c in alive if id(c) not in dead])
+            more = around.drops(pre_state, {id(c) for c in alive} - dead)
             dead |= more
             gone |= more
             for u, core in list(cores.items()):
