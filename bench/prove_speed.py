@@ -71,15 +71,17 @@ def run_one(job: tuple[str, list, str, float]) -> dict:
         setattr(prove, name, timed)
     out = io.StringIO()
     t0 = time.perf_counter()
+    cpu0, units0 = time.process_time(), prove.z3_work()
     with contextlib.redirect_stdout(out):
         cli(["prove", os.path.join(ROOT, ref.split("::")[0]) + "::" + ref.split("::")[1],
              "--timeout", f"{timeout:g}", "--no-cache", "--format", "json", *extra])
     seconds = time.perf_counter() - t0
+    cpu, units = time.process_time() - cpu0, prove.z3_work() - units0
     (report,) = json.loads(out.getvalue())
     verdict = report["verdict"]
     why = "" if verdict == "proved" else (report.get("coverage") or "").split("\n")[0]
     return dict(ref=ref, consecution=consecution, verdict=verdict, seconds=seconds,
-                timeout=timeout, why=why, **spent)
+                timeout=timeout, why=why, cpu=cpu, units=units, **spent)
 
 
 def measure(ref: str, extra: list, consecution: str, timeout: float) -> dict:
@@ -88,36 +90,56 @@ def measure(ref: str, extra: list, consecution: str, timeout: float) -> dict:
 
 
 def shown(row: dict) -> str:
-    if row["verdict"] == "proved":
-        return f"proved {row['seconds']:.1f}s"
+    """Verdict, wall seconds, CPU seconds of the process and Z3's resource units (millions):
+    the wall time depends on the machine's load, the units do not."""
+    work = f"{row['seconds']:.1f}s, CPU {row['cpu']:.1f}s, Z3 {row['units'] / 1e6:.1f}M"
     if row["verdict"] == "unknown" and row["seconds"] >= row["timeout"]:
-        return f"unknown (> {row['timeout']:g} s)"
-    return f"{row['verdict']} {row['seconds']:.1f}s"
+        return f"unknown (> {row['timeout']:g} s; {work})"
+    return f"{row['verdict']} ({work})"
 
 
-def report(rows: list[tuple[dict, dict]], command: str) -> str:
+def report(rows: list[tuple[dict, dict]], command: str, previous: str = "") -> str:
+    """The section: the rows measured now, and those of `previous` (the section as it was)
+    for protocols not measured now, with every command that produced a row."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     import z3
+    lines_of = {}
+    commands = []
+    for line in previous.splitlines():
+        if line.startswith("| examples/"):
+            lines_of[line.split(" | ")[0][2:]] = line
+        elif line.startswith("- `python bench/prove_speed.py"):
+            commands.append(line)
+    for old, new in rows:
+        rest = new["seconds"] - sum(new[p] for p in PHASES)
+        why = new["why"].replace("|", "\\|")
+        lines_of[new["ref"]] = (
+            f"| {new['ref']} | {shown(old)} | {shown(new)} | {new['sample']:.1f}s | "
+            f"{new['guess']:.1f}s | {new['houdini']:.1f}s | {rest:.1f}s | {why} |")
+    commands.append(f"- `{command}` (load average at the end: {load[0]:.2f} {load[1]:.2f} "
+                    f"{load[2]:.2f})")
+    order = [ref for ref, _ in PROTOCOLS]
     lines = [
         BEGIN,
         "## Prover speed: Houdini transition by transition",
         "",
-        f"Produced by `{command}` at the repository root on {platform.machine()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, z3 "
-        f"{z3.get_version_string()}; load average at the end: {load[0]:.2f} {load[1]:.2f} "
-        f"{load[2]:.2f}. `whole`: consecution as one query over every transition (before); "
-        "`transitions`: one incremental solver per transition (now). Phases of the "
-        "`transitions` run: sampling, guessing candidates, Houdini (Z3), the rest (tracing, "
-        "rewrites, classes, static order search).",
+        f"On {platform.machine()}, {os.cpu_count()} cores (shared), Python "
+        f"{platform.python_version()}, z3 {z3.get_version_string()}. `whole`: consecution "
+        "asked as one query over every transition (as before); `transitions`: one incremental "
+        "solver per transition, candidates dropped around each counterexample (now). Phases "
+        "of the `transitions` run: sampling, guessing candidates, Houdini (Z3), the rest "
+        "(tracing, rewrites, classes, static order search).",
+        "",
+        "Each run: verdict (wall time, the process's CPU time, Z3's resource units in "
+        "millions: the wall time depends on the machine's load, the units do not).",
         "",
         "| protocol | whole | transitions | sample | guess | houdini | rest | why not proved |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
-    for old, new in rows:
-        rest = new["seconds"] - sum(new[p] for p in PHASES)
-        why = new["why"].replace("|", "\\|")
-        lines.append(f"| {new['ref']} | {shown(old)} | {shown(new)} | {new['sample']:.1f}s | "
-                     f"{new['guess']:.1f}s | {new['houdini']:.1f}s | {rest:.1f}s | {why} |")
+    lines += [lines_of[ref] for ref in sorted(lines_of, key=lambda r: (
+        order.index(r) if r in order else len(order), r))]
+    lines += ["", "Produced by these runs, at the repository root:", ""]
+    lines += list(dict.fromkeys(commands))
     lines.append(END)
     return "\n".join(lines) + "\n"
 
@@ -144,13 +166,14 @@ def main(argv=None) -> int:
     if args.out:
         command = "python bench/prove_speed.py " + " ".join(
             a for a in (argv if argv is not None else sys.argv[1:]))
-        section = report(rows, command.strip())
         text = open(args.out).read() if os.path.exists(args.out) else \
             "# Prover speed\n\n"
         if BEGIN in text and END in text:
+            previous = text[text.index(BEGIN):text.index(END)]
+            section = report(rows, command.strip(), previous)
             text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
         else:
-            text += section
+            text += report(rows, command.strip())
         with open(args.out, "w") as f:
             f.write(text)
     return 0
