@@ -7,7 +7,11 @@
    ("a thread of role r is at L implies e == 0"), constant bounds, and bounds on differences.
 3. Check (Houdini): keep the largest subset that Z3 proves inductive for ALL parameter values:
    it holds in every initial state and is preserved by every transition. Z3 is the judge; the
-   samples only propose.
+   samples only propose. Consecution is asked transition by transition, each on its own
+   incremental solver with the candidates as assumption literals, only about the candidates
+   over what the transition writes; a transition is asked again only when its last unsat core
+   loses a candidate, and each counterexample state Z3 finds is also tried, in Python, on
+   every other transition (and a few successors), dropping what breaks there too.
 4. The proof holds when Z3 shows that no error state satisfies the invariant.
 
 Every step that decides the verdict is a Z3 validity check over the symbolic parameters; an
