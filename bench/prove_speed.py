@@ -9,8 +9,9 @@ consecution asked as one query over every transition (`whole`, the way it was as
 once transition by transition (`transitions`, the default: one incremental solver per
 transition, asked only about the candidates the transition writes, re-asked only when a
 candidate of its last unsat core is dropped; checker/symbolic/invariants.py). The `whole` runs
-get --old-timeout (default 60 s) so the table is produced in minutes; a row that did not finish
-says so (`unknown (> T s)`). The time of each phase of the `transitions` run is measured by
+get the same --timeout (the budget: Z3 units, static orders tried) but are stopped after
+--old-timeout wall seconds (default 60) so the table is produced in minutes; a row stopped so
+says it. The time of each phase of the `transitions` run is measured by
 wrapping the prover's phase functions: sampling the class systems, guessing candidates, Houdini
 (Z3), and the rest (tracing, rewrites, classes, the static order search). Seconds depend on the
 machine and its load (printed).
@@ -84,14 +85,26 @@ def run_one(job: tuple[str, list, str, float]) -> dict:
                 timeout=timeout, why=why, cpu=cpu, units=units, **spent)
 
 
-def measure(ref: str, extra: list, consecution: str, timeout: float) -> dict:
+def measure(ref: str, extra: list, consecution: str, timeout: float,
+            cap: float | None = None) -> dict:
+    """One proof with `--timeout timeout` (the budget: Z3 units, orders tried, states), its
+    process stopped after `cap` wall seconds if given (a row `unfinished`)."""
     with multiprocessing.get_context("fork").Pool(1) as pool:
-        return pool.apply(run_one, ((ref, extra, consecution, timeout),))
+        pending = pool.apply_async(run_one, ((ref, extra, consecution, timeout),))
+        try:
+            return pending.get(timeout=cap)
+        except multiprocessing.TimeoutError:
+            pool.terminate()
+            return dict(ref=ref, consecution=consecution, verdict="unfinished", seconds=cap,
+                        timeout=timeout, why="", cpu=float("nan"), units=float("nan"),
+                        **{p: float("nan") for p in PHASES})
 
 
 def shown(row: dict) -> str:
     """Verdict, wall seconds, CPU seconds of the process and Z3's resource units (millions):
     the wall time depends on the machine's load, the units do not."""
+    if row["verdict"] == "unfinished":
+        return f"stopped after {row['seconds']:g} s (--timeout {row['timeout']:g})"
     work = f"{row['seconds']:.1f}s, CPU {row['cpu']:.1f}s, Z3 {row['units'] / 1e6:.1f}M"
     if row["verdict"] == "unknown" and row["seconds"] >= row["timeout"]:
         return f"unknown (> {row['timeout']:g} s; {work})"
@@ -149,7 +162,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="--timeout of the `transitions` runs (default 300)")
     parser.add_argument("--old-timeout", type=float, default=60.0,
-                        help="--timeout of the `whole` runs (default 60)")
+                        help="stop the `whole` runs after this many wall seconds (default 60;"
+                        " they get the same --timeout budget)")
     parser.add_argument("--only", help="comma-separated protocol names (the part after ::)")
     parser.add_argument("--out", help="write the table into this markdown file")
     args = parser.parse_args(argv)
@@ -157,7 +171,7 @@ def main(argv=None) -> int:
               if not args.only or p[0].split("::")[1] in args.only.split(",")]
     rows = []
     for ref, extra in chosen:
-        old = measure(ref, extra, "whole", args.old_timeout)
+        old = measure(ref, extra, "whole", args.timeout, cap=args.old_timeout)
         new = measure(ref, extra, "transitions", args.timeout)
         print(f"{ref}: whole {shown(old)}; transitions {shown(new)} (sample {new['sample']:.1f}s,"
               f" guess {new['guess']:.1f}s, houdini {new['houdini']:.1f}s) {new['why'][:160]}",
