@@ -85,19 +85,27 @@ def run_one(job: tuple[str, list, str, float]) -> dict:
                 timeout=timeout, why=why, cpu=cpu, units=units, **spent)
 
 
+def _child(job, queue) -> None:
+    queue.put(run_one(job))
+
+
 def measure(ref: str, extra: list, consecution: str, timeout: float,
             cap: float | None = None) -> dict:
-    """One proof with `--timeout timeout` (the budget: Z3 units, orders tried, states), its
-    process stopped after `cap` wall seconds if given (a row `unfinished`)."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        pending = pool.apply_async(run_one, ((ref, extra, consecution, timeout),))
-        try:
-            return pending.get(timeout=cap)
-        except multiprocessing.TimeoutError:
-            pool.terminate()
-            return dict(ref=ref, consecution=consecution, verdict="unfinished", seconds=cap,
-                        timeout=timeout, why="", cpu=float("nan"), units=float("nan"),
-                        **{p: float("nan") for p in PHASES})
+    """One proof with `--timeout timeout` (the budget: Z3 units, orders tried, states), in a
+    fresh process, stopped after `cap` wall seconds if given (a row `unfinished`)."""
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child, args=((ref, extra, consecution, timeout), queue))
+    child.start()
+    try:
+        return queue.get(timeout=cap)
+    except Exception:                     # queue.Empty: the cap passed
+        child.kill()
+        return dict(ref=ref, consecution=consecution, verdict="unfinished", seconds=cap,
+                    timeout=timeout, why="", cpu=float("nan"), units=float("nan"),
+                    **{p: float("nan") for p in PHASES})
+    finally:
+        child.join(5)
 
 
 def shown(row: dict) -> str:
