@@ -16,6 +16,10 @@
 
 Every step that decides the verdict is a Z3 validity check over the symbolic parameters; an
 `unknown` answer from Z3 anywhere makes the whole proof `unknown`.
+
+Why one module of this size: sampling, guessing and Houdini share the compiled-term machinery
+(Compiler, Substitution) and evaluate the same candidates in Python and in Z3; a split would
+leave the halves importing each other's internals.
 """
 
 from __future__ import annotations
