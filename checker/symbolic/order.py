@@ -63,10 +63,14 @@ class TauSearch:
     def __init__(self, frag: "Fragment"):
         self.frag = frag
         self.alignments: list[Alignment] = []
-        for relaxed in (False, True):
-            al = self._align(relaxed)
-            if not any(self._same(al, other) for other in self.alignments):
-                self.alignments.append(al)
+        # the groups in one line first; then any group a loop fits that keeps the groups
+        # acyclic (a persistent kernel unrolled: the consumers' second tile joins the
+        # producers' second tile although the producers drain their first one in between)
+        for anywhere in (False, True):
+            for relaxed in (False, True):
+                al = self._align(relaxed, anywhere)
+                if not any(self._same(al, other) for other in self.alignments):
+                    self.alignments.append(al)
         self._use(self.alignments[0])
 
     def _use(self, al: Alignment) -> None:
@@ -139,7 +143,7 @@ class TauSearch:
             return shifts[first] if same_trip else None
         return shift
 
-    def _align(self, relaxed: bool) -> Alignment:
+    def _align(self, relaxed: bool, anywhere: bool = False) -> Alignment:
         frag = self.frag
         nodes: list[Node] = []
         node_of: dict[tuple[int, int], int] = {}
@@ -148,14 +152,31 @@ class TauSearch:
         loops: list[int] = []
         regions: dict[tuple, int] = {}
         joins: dict[tuple, int] = {}
+        follows: set[tuple[int, int]] = set()   # program order between the nodes so far
+
+        def reaches(a: int, b: int) -> bool:
+            seen, todo = {a}, [a]
+            while todo:
+                x = todo.pop()
+                if x == b:
+                    return True
+                for u, w in follows:
+                    if u == x and w not in seen:
+                        seen.add(w)
+                        todo.append(w)
+            return False
+
         for r, role in enumerate(frag.roles):
             last = -1
             for i, item in enumerate(role.items):
                 if item.kind == "loop":
                     target = None
-                    for pos in range(last + 1, len(loops)):
+                    before = node_of.get((r, i - 1)) if i > 0 else None
+                    for pos in range(0 if anywhere else last + 1, len(loops)):
                         node = nodes[loops[pos]]
                         if r in [m[0] for m in node.members]:
+                            continue
+                        if anywhere and before is not None and reaches(loops[pos], before):
                             continue
                         shift = self._alignable(node, shifts, (r, i), relaxed)
                         if shift is not None:
@@ -169,7 +190,7 @@ class TauSearch:
                     else:
                         nodes[loops[target]].members.append((r, i))
                     shifts[(r, i)] = shift
-                    last = target
+                    last = max(last, target)
                     node_of[(r, i)] = loops[target]
                 elif item.kind in ("fork", "await"):
                     key = (role.block, _thread_key(role), id(item.region))
@@ -185,6 +206,8 @@ class TauSearch:
                 else:
                     nodes.append(Node("op", [(r, i)]))
                     node_of[(r, i)] = len(nodes) - 1
+                if i > 0 and node_of[(r, i - 1)] != node_of[(r, i)]:
+                    follows.add((node_of[(r, i - 1)], node_of[(r, i)]))
         for r, role in enumerate(frag.roles):
             chain = [node_of[(r, i)] for i in range(len(role.items))]
             for a, b in zip(chain, chain[1:]):

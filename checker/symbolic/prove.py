@@ -109,6 +109,7 @@ from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
+from .guided import guided_candidates
 from .tiles import promotable, prove_tiles
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
@@ -287,7 +288,8 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
     chosen = None
     why = "no candidate"
     tried = 0
-    for tau in search.candidates():
+    # orders built on the runs themselves first (guided.py), then the blind enumeration
+    for tau in itertools.chain(guided_candidates(search, runs), search.candidates()):
         if not tau_static_ok(frag, search, tau):
             continue
         search.apply(tau)
