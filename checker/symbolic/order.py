@@ -46,6 +46,7 @@ class Alignment:
     node_of: dict[tuple[int, int], int]
     edges: set[tuple[int, int]]
     shifts: dict[tuple[int, int], z3.ArithRef]
+    anywhere: bool = False      # a loop may join a group before its role's previous one
 
 
 class TauSearch:
@@ -56,7 +57,9 @@ class TauSearch:
     one (loops share a group when they use a ring class; each gets the key shift that makes the
     key its virtual iteration v = i + c relative to the group, so the trip counts may differ:
     a prefetch ring whose producer loop loads `(i + 1) % S` for `steps - 1` iterations is
-    aligned with its consumers' loop over `i % S`). Only the orders are heuristic: every class
+    aligned with its consumers' loop over `i % S`). Each is built twice: with the groups in one
+    line (a role's loop joins only a group after its previous one), then `anywhere` (any group
+    whose joining keeps the groups acyclic). Only the orders are heuristic: every class
     system re-checks that its loops of one group are compared consistently (see
     ClassBuilder.segments), and the symbolic progress check decides."""
 
@@ -220,7 +223,7 @@ class TauSearch:
                     if item.kind == "await" and key in joins:
                         for j in range(i, len(role.items)):
                             edges.add((node_of[(r, j)], joins[key]))
-        return Alignment(nodes, node_of, edges, shifts)
+        return Alignment(nodes, node_of, edges, shifts, anywhere)
 
     def orders(self, limit: int = 24) -> Iterator[list[int]]:
         """Topological orders of the nodes (a few, in a heuristic order)."""
