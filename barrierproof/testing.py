@@ -95,15 +95,7 @@ def assert_deadlock_free(target, *, options: Options | None = None,
     shows the verified repairs the repair search finds (`fix=False` skips the search).
     Returns the verdicts.
 
-    >>> from barrierproof import protocol
-    >>> @protocol
-    ... def lost_arrival(k):
-    ...     k.threads(2, name="wg")
-    ...     bar = k.Barrier(num_arrivals=2)
-    ...     with k.when(k.thread == 0):
-    ...         k.barrier_arrive(bar)
-    ...     with k.otherwise():
-    ...         k.barrier_wait(bar)
+    >>> from barrierproof.model.samples import lost_arrival
     >>> try:
     ...     assert_deadlock_free(lost_arrival)
     ... except AssertionError as err:

@@ -26,27 +26,11 @@ OUT = os.path.join(HERE, "GROWTH.md")
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.checker.engines.explore import Limits  # noqa: E402
 from barrierproof.model import pallas  # noqa: E402
+from jax_sizes import with_contraction  # noqa: E402
 
 TILE_K = 64
 STEPS = (2, 4, 8, 16, 32, 64)
 TILES = (1, 2, 3, 4, 6, 8)
-
-
-def _sized(module, steps: int):
-    """The example module with its contraction (or key/value) length set to `steps` tiles."""
-    module.K = steps * TILE_K
-
-    def qkv():
-        return module._zeros((1, steps * TILE_K, 2, 64))
-    module._qkv = qkv
-
-    def collective():
-        cfg = module.blackwell.TuningConfig(tile_m=128, tile_n=128, tile_k=TILE_K,
-                                            max_concurrent_steps=2, collective=True)
-        return module.blackwell.matmul_kernel(module._zeros((module.M, module.K)),
-                                              module._zeros((module.K, module.N)), cfg)
-    module.blackwell_matmul_collective = collective
-    return module
 
 
 # (function, K steps, tiles per block or None when the kernel has no scheduling loop)
@@ -59,7 +43,7 @@ POINTS = ([("hopper_matmul", s, None) for s in STEPS]
 
 
 def measure(name: str, steps: int, tiles: int | None, timeout: float) -> list[str]:
-    module = _sized(pallas.import_file(KERNELS), steps)
+    module = with_contraction(pallas.import_file(KERNELS), steps * TILE_K)
     start = time.perf_counter()
     (kernel,) = pallas.load(getattr(module, name), name=name)
     traced = time.perf_counter() - start

@@ -29,24 +29,9 @@ BEGIN, END = "<!-- bench/jax_kernels_k1024.py -->", "<!-- end bench/jax_kernels_
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.checker.engines.explore import Limits  # noqa: E402
 from barrierproof.model import pallas  # noqa: E402
+from jax_sizes import with_contraction  # noqa: E402
 
 K = 1024
-
-
-def sized(module):
-    """The example functions, traced at K = 1024."""
-    module.K = K
-
-    def qkv():
-        return module._zeros((1, K, 2, 64))
-    module._qkv = qkv
-
-    def blackwell_matmul_collective():
-        cfg = module.blackwell.TuningConfig(tile_m=128, tile_n=128, tile_k=64,
-                                            max_concurrent_steps=2, collective=True)
-        return module.blackwell.matmul_kernel(module._zeros((K, K)), module._zeros((K, K)), cfg)
-    module.blackwell_matmul_collective = blackwell_matmul_collective
-    return module
 
 
 def names(module) -> list[str]:
@@ -98,7 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma-separated function names; print, do not write")
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args(argv)
-    module = sized(pallas.import_file(KERNELS))
+    module = with_contraction(pallas.import_file(KERNELS), K, square=True)
     chosen = args.only.split(",") if args.only else names(module)
     start = time.perf_counter()
     rows = [r for name in chosen for r in row(module, name, args.timeout)]

@@ -3,15 +3,7 @@
 Every counterexample an engine reports is replayed here before it is printed: the schedule must be
 enabled at every step, and the run must end in the violation the engine claimed.
 
->>> from barrierproof.model.dsl import protocol
->>> @protocol
-... def handoff(k):
-...     k.threads(2)
-...     bar = k.Barrier()
-...     with k.when(k.thread == 0):
-...         k.barrier_arrive(bar)
-...     with k.otherwise():
-...         k.barrier_wait(bar)
+>>> from barrierproof.model.samples import handoff
 >>> from barrierproof.model.semantics import System
 >>> run = replay(System(handoff.build()), [0, 1])
 >>> run.outcome, [s.text for s in run.trace().steps]

@@ -23,16 +23,8 @@ It is one file on purpose, read beside SEMANTICS.md from top to bottom, and slow
 clarity over speed. `replay` decides the violation code of a trace on its
 own; `explore` is a plain breadth-first search for small models, to cross-check `verified`.
 
->>> from barrierproof.model.dsl import protocol
->>> @protocol
-... def handoff(k):
-...     k.threads(2, name="wg")
-...     bar = k.Barrier(num_arrivals=2)
-...     with k.when(k.thread == 0):
-...         k.barrier_arrive(bar)
-...     with k.otherwise():
-...         k.barrier_wait(bar)
->>> result = replay(handoff.build(), [("wg0", "barrier_arrive(bar)")])
+>>> from barrierproof.model.samples import lost_arrival
+>>> result = replay(lost_arrival.build(), [("wg0", "barrier_arrive(bar)")])
 >>> result.outcome, result.code
 ('deadlock', 'BP100')
 """

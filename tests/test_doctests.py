@@ -13,10 +13,19 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.checker.report.views", "barrierproof.schema",
            "barrierproof.cli", "barrierproof.checker.repair.source",
            "barrierproof.checker.repair.search", "barrierproof.model.reference",
-           "barrierproof.model.steps"]
+           "barrierproof.model.steps", "barrierproof.checker.engines.tla",
+           "barrierproof.checker.engines.tlc"]
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_docstrings_sample_protocols_have_their_declared_verdicts():
+    from barrierproof.checker.check import check_kernel
+    from barrierproof.model import samples
+
+    for sample in (samples.handoff, samples.lost_arrival):
+        assert check_kernel(sample.build()).label == sample.expect

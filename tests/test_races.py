@@ -360,3 +360,24 @@ def test_interpreter_race_detector_agrees_on_the_pallas_ring():
     assert "found a race" in racy.message
     assert "found no race" in fixed.message
     assert confirm.agrees("violation:BP200", racy.outcome)
+
+
+@protocol
+def two_copies_into_one_slot(k):
+    """Two TMA copies write one slot with no wait between them: a race made of operations the
+    independent reference models (it checks the barrier states up to the race)."""
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    tiles = k.SMEM(slots=1)
+    with k.when(k.thread == 0):
+        k.copy_gmem_to_smem(full.at[0], bytes=4096, dst=tiles.at[0])
+        k.copy_gmem_to_smem(full.at[1], bytes=4096, dst=tiles.at[0])
+    with k.otherwise():
+        k.barrier_wait(full.at[0])
+        k.barrier_wait(full.at[1])
+
+
+def test_a_race_of_operations_the_reference_models_is_reported_not_refused():
+    v = check_kernel(two_copies_into_one_slot.build())
+    assert v.label == "violation:BP200", (v.label, v.coverage)
+    assert v.trace is not None and len(v.trace.actions) == 2

@@ -45,3 +45,19 @@ def test_the_interpreter_corpus_counts():
     assert total == sum(len(m.EXPECT) for m in corpus.MODULES.values()) == len(outcomes)
     assert runs == sum(o != "unsupported" for o in outcomes)
     assert other == outcomes.count("unsupported")
+
+
+def test_the_repair_figures_are_those_of_bench_repair_md():
+    """The README's repair sentence quotes the summary bench/bench_repair.py wrote."""
+    import re
+
+    summary = open(os.path.join(ROOT, "bench", "REPAIR.md")).read()
+    buggy = int(re.search(r"buggy examples: (\d+)", summary)[1])
+    fixed = int(re.search(r"with a verified suggestion: (\d+)/", summary)[1])
+    sibling, first, some = map(int, re.search(
+        r"with a correct sibling: (\d+); first suggestion matches it: (\d+)/\d+; some "
+        r"suggestion matches: (\d+)/", summary).groups())
+    text = " ".join(open(README).read().split())
+    assert f"{fixed} of the {buggy} buggy examples got a verified fix" in text
+    assert (f"of the {sibling} with a correct sibling, the first suggestion is exactly the "
+            f"sibling's protocol for {first} (some suggestion for {some})") in text

@@ -86,15 +86,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     it reports what the breadth-first search reports; stopped by a limit, the shortest found
     so far, with the reason it may not be shortest.
 
-    >>> from barrierproof.model.dsl import protocol
-    >>> @protocol
-    ... def lost_arrival(k):
-    ...     k.threads(2)
-    ...     bar = k.Barrier(num_arrivals=2)
-    ...     with k.when(k.thread == 0):
-    ...         k.barrier_arrive(bar)
-    ...     with k.otherwise():
-    ...         k.barrier_wait(bar)
+    >>> from barrierproof.model.samples import lost_arrival
     >>> result = explore(System(lost_arrival.build()))
     >>> result.status, result.violation.code, result.actions
     ('violation', 'BP100', [0])

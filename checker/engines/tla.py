@@ -15,15 +15,7 @@ hardware barriers, init visibility, memory) index one state layout, and the .cfg
 those tables feed; each table is a small function here, and splitting them apart would scatter
 the one mapping from a System to MBarrier.tla's constants.
 
->>> from barrierproof.model.dsl import protocol
->>> @protocol
-... def handoff(k):
-...     k.threads(2)
-...     bar = k.Barrier()
-...     with k.when(k.thread == 0):
-...         k.barrier_arrive(bar)
-...     with k.otherwise():
-...         k.barrier_wait(bar)
+>>> from barrierproof.model.samples import handoff
 >>> module = emit_module(handoff.build())
 >>> module.name, "EXTENDS MBarrier" in module.tla, "INVARIANT BP102_NoLateJoin" in module.cfg
 ('handoff', True, True)

@@ -12,15 +12,7 @@ Traps this module guards against: `-deadlock` DISABLES deadlock checking (never 
 BP100 is ignored); SANY exits 0 on semantic errors (its output is read); TLC's exit codes are
 0 no error, 11 deadlock, 12 invariant, 13 action property, 150 parse/semantic error.
 
->>> from barrierproof.model.dsl import protocol
->>> @protocol
-... def lost_arrival(k):
-...     k.threads(2)
-...     bar = k.Barrier(num_arrivals=2)
-...     with k.when(k.thread == 0):
-...         k.barrier_arrive(bar)
-...     with k.otherwise():
-...         k.barrier_wait(bar)
+>>> from barrierproof.model.samples import lost_arrival
 >>> verdict = run_tlc(lost_arrival.build())      # doctest: +SKIP
 >>> verdict.label, verdict.trace.actions          # doctest: +SKIP
 ('violation:BP100', [0])

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from ...model.interpreter import ReplayError
 from ...model.ir import Kernel, ModelError
 from ..check import Options, check_kernel
 from ..engines.explore import Limits
@@ -47,7 +48,8 @@ def _check(kernel: Kernel, params: Mapping[str, int], options: Options, seconds:
     try:
         return check_kernel(kernel, params, Options(limits, options.reduction, options.ignore,
                                                     options.select))
-    except ModelError as err:
+    except (ModelError, ReplayError) as err:
+        # a candidate whose counterexample does not replay is no verified repair: rejected
         return Verdict(kernel.name, "error", coverage=str(err))
 
 
@@ -110,16 +112,8 @@ def suggest_fixes(kernel: Kernel, params: Mapping[str, int] | None = None,
     parameter values first, then the smaller edits. `rebuild` (from the front door) lets exact
     edits be offered as patches.
 
-    >>> from barrierproof.model.dsl import protocol
-    >>> @protocol
-    ... def handoff(k):
-    ...     k.threads(2)
-    ...     bar = k.Barrier(num_arrivals=2)
-    ...     with k.when(k.thread == 0):
-    ...         k.barrier_arrive(bar)
-    ...     with k.otherwise():
-    ...         k.barrier_wait(bar)
-    >>> [f.description for f in suggest_fixes(handoff.build()).fixes]
+    >>> from barrierproof.model.samples import lost_arrival
+    >>> [f.description for f in suggest_fixes(lost_arrival.build()).fixes]
     ['`bar`: num_arrivals=1 (was 2)']
     """
     start = time.perf_counter()

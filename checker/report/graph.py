@@ -5,16 +5,8 @@ each thread is and the state of each barrier; every step is an edge labelled wit
 what it did. The initial state is bold, finished states green, deadlocks and rule violations red
 (a violating state is not expanded, as in the explorer). Render with `dot -Tsvg graph.dot`.
 
->>> from barrierproof.model.dsl import protocol
+>>> from barrierproof.model.samples import handoff
 >>> from barrierproof.model.semantics import System
->>> @protocol
-... def handoff(k):
-...     k.threads(2)
-...     bar = k.Barrier()
-...     with k.when(k.thread == 0):
-...         k.barrier_arrive(bar)
-...     with k.otherwise():
-...         k.barrier_wait(bar)
 >>> g = state_graph(System(handoff.build()))
 >>> g.number_of_nodes(), g.number_of_edges(), sorted(n for n, d in g.nodes(data=True) if d["kind"] == "done")
 (3, 2, [2])
