@@ -19,6 +19,11 @@ ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, WAIT, WAIT_PARITY, ISSUE
     "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx", "complete_tx", "wait",
     "wait_parity", "issue")
 WAITS = (WAIT, WAIT_PARITY)
+# A parity wait for a phase the thread states (`wait_parity(phase=n)`, CUTLASS's PipelineState):
+# held to the hardware's rule on that phase (docs/parity.md), not to "observe every completion",
+# so it keeps no observation and may skip phases on purpose (encode.py: phase_ahead).
+WAIT_PHASE = "wait_phase"
+BLOCKING = WAITS + (WAIT_PHASE,)
 # A thread's loads and stores (races.py): no barrier effect; a thread that stops there has
 # them live, which covers every point of the gap between its neighbouring class events.
 ACCESS = "access"
@@ -51,6 +56,7 @@ class COp:
     text: str = ""
     primary: int | None = None            # the instance the IR operation addresses
     access: tuple[tuple[int, bool], ...] = ()   # ACCESS: (cell, writes) pairs
+    phase: z3.ArithRef | None = None      # WAIT_PHASE: the phase meant (completion phase + 1)
 
     def __post_init__(self):
         if self.amount is None:

@@ -29,12 +29,15 @@ Error conditions (any reachable one fails the proof):
     rule         a transition that breaks BP101 / BP121 (as `_arrive`, `_tx`, `_maybe_complete`),
                  or a parity wait that passes with nothing new to observe (J0)
     late-join    BP102 on a state, for Pallas and parity waits alike
+    phase-ahead  a thread at a `wait_parity(phase=n)` while the barrier has completed more than
+                 n + 1 phases; passing such a wait at a count other than n + 1 is a rule
+                 transition (the hardware's rule, docs/parity.md: these waits keep no
+                 observation and may skip phases)
 
 Parity waits are held to the Pallas rules (observe every completion; at exit only barrier_wait
 observers are, as in model/semantics.py) and, besides, must never pass stale nor join late: together these imply the hardware's rule that model/semantics.py
 checks for them (return for the completion meant, never wait on a barrier that ran past it), so
-a proof is sound for it; a kernel that skips phases on purpose fails these and is left to the
-explorer.
+a proof is sound for it; a kernel that skips phases on purpose states them (`phase=`).
     exit         every role finished its class program: BP103 (for barrier_wait observers, as
                  model/semantics.py), BP104, BP105, BP130
     progress     a thread blocked at a wait while every event that precedes the wait in the
@@ -54,7 +57,8 @@ import z3
 
 from ...model.ir import MAX_TX
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, WAIT,
-                       WAIT_PARITY, WAITS, K, CounterSystem, COp, CRole, CSegment)
+                       WAIT_PARITY, WAIT_PHASE, BLOCKING, WAITS, K, CounterSystem, COp, CRole,
+                       CSegment)
 
 # What a thread has observed of an instance it waits on.
 UNJOINED, J0, J1 = 0, 1, 2
@@ -390,7 +394,7 @@ class Encoder:
                     each(lambda br, i=inst: self.arrive(br, i, 1, actor))
             elif op.kind == COMPLETE_TX:
                 each(lambda br, i=inst: self.add_tx(br, i, -amount, actor))
-            elif op.kind not in WAITS:
+            elif op.kind not in BLOCKING:
                 raise ValueError(op.kind)
         if op.kind == ISSUE and op.slots:
             def fly(br):
@@ -418,7 +422,16 @@ class Encoder:
             return z3.Or(o == J1, z3.And(o == UNJOINED, st.ph[inst] % 2 == 1))
         if op.kind == WAIT_PARITY:
             return st.ph[inst] % 2 != self.term(st, op.parity, k) % 2
+        if op.kind == WAIT_PHASE:
+            return st.ph[inst] % 2 != self.term(st, op.phase, k) % 2
         return TRUE
+
+    def wrong_phase(self, st: SymState, op: COp, k):
+        """A stated-phase wait that passes returns for completion ph: the hardware's rule
+        wants the completion it means, phase + 1 (docs/parity.md, steps.effect_wait_parity)."""
+        if op.kind != WAIT_PHASE:
+            return FALSE
+        return st.ph[op.targets[0]] != self.term(st, op.phase, k) + 1
 
     def entry(self, st: SymState, seg: CSegment):
         """(a thread at the head of seg enters it, the loop's first coordinate)."""
@@ -476,6 +489,8 @@ class Encoder:
                     moved.obs[r][op.targets[0]] = z3.IntVal(J0)
                     if op.kind == WAIT_PARITY:
                         stale = st.obs[r][op.targets[0]] == J0
+                if op.kind == WAIT_PHASE:
+                    stale = self.wrong_phase(st, op, k)
                 enabled = self.enabled(st, op, st.obs[r], k)
                 for conds, after, viols in self.effects(moved, (r, moved.obs[r]), op, k):
                     viols = viols + [stale] if not z3.is_false(stale) else viols
@@ -580,11 +595,13 @@ class Encoder:
                     # a parity wait that passes with nothing new to observe returns for a
                     # phase it does not mean (steps.effect_wait_parity)
                     stale = op.kind == WAIT_PARITY and sigma[b] == J0
+                wrong = self.wrong_phase(st, op, k)
                 enabled = self.enabled(st, op, obs, k)
                 actor_obs = {b: z3.IntVal(s) for b, s in zip(code.waited, new_sigma)}
                 for conds, moved, ovf in self.counter_move(st, r, (p, sigma), (q, new_sigma)):
                     for conds2, after, viols in self.effects(moved, (r, actor_obs), op, k):
                         viols = viols + [TRUE] if stale else viols
+                        viols = viols + [wrong] if not z3.is_false(wrong) else viols
                         yield (f"{code.role.name}: {op.text}",
                                [here, cond, guard, enabled] + conds + conds2, after,
                                z3.Or(viols) if viols else FALSE, z3.BoolVal(ovf))
@@ -600,6 +617,19 @@ class Encoder:
             if not z3.is_false(z3.simplify(waiting > 0)):
                 bad.append(z3.And(waiting > 0, st.ph[inst] >= 2))
         return z3.Or(bad) if bad else FALSE
+
+    def phase_ahead(self, st: SymState):
+        """A thread at a stated-phase wait (guard true) while the barrier has completed more
+        than the phase it means: the wait returns for a later phase, or never (BP101 for parity
+        waits, model/semantics.py: state_violations)."""
+        def select(r, p, obs, k):
+            op = self.codes[r].op(p)
+            if op is None or op.kind != WAIT_PHASE:
+                return None
+            ahead = st.ph[op.targets[0]] > self.term(st, op.phase, k) + 1
+            return z3.simplify(z3.And(self.guard(st, r, p, k), ahead))
+        n = self.count(st, select)
+        return FALSE if z3.is_false(z3.simplify(n > 0)) else n > 0
 
     def all_done(self, st: SymState):
         conds = []
@@ -642,7 +672,7 @@ class Encoder:
         for r, code in enumerate(self.codes):
             for p, obs, k, c in self.threads(st, r):
                 op = code.op(p)
-                if op is None or op.kind not in WAITS:
+                if op is None or op.kind not in BLOCKING:
                     continue
                 blocked = z3.Not(self.enabled(st, op, obs, k))
                 prefix = []
@@ -719,6 +749,7 @@ class Encoder:
             for conds, new, viols in self.landing(cur, q):
                 add(label, conds, new, z3.Or(viols) if viols else FALSE, FALSE)
         self.bad.append(("late-join (BP102)", self.late_join(cur)))
+        self.bad.append(("phase-ahead (BP101)", self.phase_ahead(cur)))
         self.bad.append(("exit (BP103/BP104/BP105/BP130)", self.exit_bad(cur)))
         if sysm.progress:
             self.bad.append(("progress (deadlock)", self.progress_bad(cur)))

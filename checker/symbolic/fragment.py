@@ -7,7 +7,9 @@ Supported (anything else raises `Unsupported`, and the verdict says why):
   and the loop variable (division and modulo by constants allowed);
 - barrier arrays have a concrete number of barriers, or one symbolic dimension S (a ring) indexed
   with `(i + c) % S` (i the loop variable, c free of it) or `c % S` outside loops;
-- a plain tcgen05_mma (no barrier) is followed in its thread by a tcgen05 op that arrives.
+- a plain tcgen05_mma (no barrier) is followed in its thread by a tcgen05 op that arrives;
+- a thread waits on one barrier either by stated phases (`wait_parity(phase=)`) or by what it
+  observed (`barrier_wait`, `wait_parity(bar, P)`), not both.
 
 The rest of the pipeline lives beside this module: classes.py splits the barrier instances into
 classes, program.py turns each role into the counter program of one class, order.py searches the
@@ -159,11 +161,6 @@ class Fragment:
             if op.kind in ("semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"):
                 raise Unsupported(f"`{op.describe()}`: semaphores are left to the explorer",
                                   op.loc)
-            if op.kind == "wait_parity" and op.phase is not None:
-                # the thread's own phase count may skip phases (ping-pong): the counter
-                # abstraction follows every completion, so it cannot judge such a wait
-                raise Unsupported(f"`{op.describe()}` waits for a stated phase "
-                                  "(wait_parity(phase=)), which may skip phases", op.loc)
         self.cluster_axes = [a for a, _ in k.cluster]
         self.cluster_shape = [self.concrete(n, f"cluster size along {a}") for a, n in k.cluster]
         for a, n in zip(self.cluster_axes, self.cluster_shape):
@@ -192,6 +189,7 @@ class Fragment:
                     role = Role(name, block, w, lo, size, single, env, thread_free=not single)
                     self.walk_role(role, k.body, [], None, in_region=False)
                     _check_plain_mma(role)
+                    _check_phase_waits(role)
                     roles.append(role)
         self.roles = self.merge_roles(roles)
         return self.roles
@@ -263,7 +261,7 @@ class Fragment:
                     return False
                 if not all(same_int(x, y, ea, eb) for x, y in
                            ((oa.count, ob.count), (oa.bytes, ob.bytes),
-                            (oa.parity, ob.parity))):
+                            (oa.parity, ob.parity), (oa.phase, ob.phase))):
                     return False
                 mem_a, mem_b = oa.reads + oa.writes, ob.reads + ob.writes
                 if len(oa.reads) != len(ob.reads) or len(mem_a) != len(mem_b) or any(
@@ -283,7 +281,7 @@ class Fragment:
                 # the merged range is cut by no thread condition: no expression may mention
                 # the thread once it is a range (values at other threads are not compared)
                 if not a.single or not b.single:
-                    for e in [oa.count, oa.bytes, oa.parity] + \
+                    for e in [oa.count, oa.bytes, oa.parity, oa.phase] + \
                             (list(oa.barrier.index) + list(oa.barrier.block or ())
                              if oa.barrier is not None else []) + \
                             [i for m in mem_a for i in m.index]:
@@ -434,7 +432,7 @@ class Fragment:
         if not role.thread_free:
             return
         axis = self.kernel.thread_axis
-        exprs = [op.count, op.bytes] + ([op.parity] if op.parity is not None else [])
+        exprs = [op.count, op.bytes] + [e for e in (op.parity, op.phase) if e is not None]
         if op.barrier is not None:
             exprs += list(op.barrier.index) + list(op.barrier.block or ())
         for e in exprs:
@@ -500,6 +498,27 @@ def _check_plain_mma(role: Role) -> None:
     op = flat[plain[-1]][1].op
     raise Unsupported("a tcgen05_mma without a barrier is not followed by an unconditional "
                       "tcgen05_commit_arrive", op.loc)
+
+
+def _check_phase_waits(role: Role) -> None:
+    """A thread that states the phases it waits for on a barrier (`wait_parity(phase=)`) must
+    not also wait on it by its observations (`barrier_wait`, `wait_parity(bar, P)`): the class
+    systems hold the first kind to its stated phase and keep no observation for it, so the
+    second kind would see a history that skips the phases the first one observed."""
+    kinds: dict[str, tuple[bool, Op]] = {}
+    for item in role.items:
+        for bop in item.ops:
+            op = bop.op
+            if op.kind not in ("barrier_wait", "wait_parity") or op.barrier is None:
+                continue
+            stated = op.kind == "wait_parity" and op.phase is not None
+            name = op.barrier.alloc.name
+            seen = kinds.setdefault(name, (stated, op))
+            if seen[0] != stated:
+                raise Unsupported(f"{role.name} waits on `{name}` both for stated phases "
+                                  f"(wait_parity(phase=)) and by what it observed "
+                                  f"(`{seen[1].describe()}` and `{op.describe()}`): outside the "
+                                  "prover's fragment", op.loc)
 
 
 class _Cmp:

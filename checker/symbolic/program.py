@@ -19,7 +19,8 @@ from ...model.ir import MAX_ARRIVALS, MAX_TX, BinOp, Expr, UnOp, free_vars
 from ...model.grid import peer_blocks
 from .classes import BarrierClass, ring_lhs
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K, WAIT,
-                       WAIT_PARITY, AsyncSlot, CInst, COp, CounterSystem, CRole, CSegment)
+                       WAIT_PARITY, WAIT_PHASE, AsyncSlot, CInst, COp, CounterSystem, CRole,
+                       CSegment)
 from .races import access_cops, attach_async
 from .terms import CMP, Unsupported, evaluate, linear_in, nonlinear, z_bool, z_int
 
@@ -255,6 +256,11 @@ class ClassBuilder:
             elif kind in ("barrier_wait", "wait_parity"):
                 if ref.block is not None and self.cls.instances[inst][2] != role.block:
                     raise Unsupported("a wait on another block's barrier (BP112)", op.loc)
+                if kind == "wait_parity" and op.phase is not None:
+                    out.append(COp(WAIT_PHASE, (inst,), phase=ctx.int(op.phase), guard=gg,
+                                   rank=rank, text=text))
+                    out[-1].primary = inst
+                    continue
                 parity = ctx.int(op.parity, parity=True) if kind == "wait_parity" else None
                 out.append(COp(WAIT if kind == "barrier_wait" else WAIT_PARITY, (inst,),
                                parity=parity, guard=gg, rank=rank, text=text))

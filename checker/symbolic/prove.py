@@ -91,7 +91,17 @@ barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S`
 tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread (later in the same
 loop iteration, or after the loop). Before the fragment is built, loops of concrete trip count
 nested in others are unrolled and a loop of c * X iterations is strip-mined into X iterations
-of c (unroll.py): the same program, aligned with the loops that run X times.
+of c (unroll.py): the same program, aligned with the loops that run X times. A
+`wait_parity(phase=n)` (the thread's own phase count) is held to the hardware's rule on phase n
+(encode.py: a wrong phase on return, phase-ahead while waiting), with n linear like a parity and
+never mixed with observed-parity waits on one barrier in one thread. Barriers the kernel
+initialises itself (`explicit_init=True`) only in the CUTLASS shape that init_prefix.py checks
+statically (one thread inits every instance once and fences, then one top-level syncthreads()
+before any use, one block): the rest is proved on barriers that start initialised. Races: a
+thread's load or store; a TMA copy's or MMA's memory while in flight; an access its thread
+waits for itself (TMA store, WGMMA, tcgen05.st) retired by the next instruction, or, in a ring
+loop, before the thread's next event on its slot; cp.async copies into buffers of their thread
+alone, retired along its program before an overlapping access (own_copies.py).
 """
 
 from __future__ import annotations
@@ -116,6 +126,7 @@ from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
 from .guided import guided_candidates
+from .init_prefix import publish_inits
 from .tiles import promotable, prove_tiles
 from .invariants import guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
@@ -591,16 +602,25 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         found = check_kernel(case, values, Options(options.limits, options.reduction))
         return found.verdict == "verified", f"{found.label} ({found.coverage})"
 
-    proof = prove_by_cases(without_memory(kernel), symbolic, fixed, timeout,
-                           lambda k, s, f, t: prove_tiles(
-                               k, s, f, t, lambda k, s, f, t: prove(k, s, f, timeout=t),
-                               check_case), check_case)
+    try:
+        # barriers the kernel initialises itself: proved as initialised when a static check
+        # shows every init published to every user before any use (init_prefix.py)
+        published, init_note = publish_inits(kernel, symbolic, fixed)
+    except Unsupported as err:
+        published, init_note = None, None
+        proof = Proof("unknown", time.perf_counter() - start,
+                      f"outside the supported fragment: {err}")
+    if published is not None:
+        proof = prove_by_cases(without_memory(published), symbolic, fixed, timeout,
+                               lambda k, s, f, t: prove_tiles(
+                                   k, s, f, t, lambda k, s, f, t: prove(k, s, f, timeout=t),
+                                   check_case), check_case)
     conditions = _conditions_text(kernel, symbolic)
     races = None
     if proof.status == "proved" and races_open:
         # the races get what the barrier proof left of --timeout
         left = max(1.0, timeout - (time.perf_counter() - start))
-        races = prove_races(kernel, symbolic, fixed, Budget(left))
+        races = prove_races(published, symbolic, fixed, Budget(left))
     if races is not None and races.status != "proved":
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                              states=max(1000, int(timeout * STATES_PER_SECOND)))
@@ -625,7 +645,10 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
         notes += [c if c.startswith("per tile") else f"proved by cases: {c}" for c in proof.cases]
-        notes.append(f"static order tau: {proof.tau}")
+        if init_note:
+            notes.append(init_note)
+        if proof.tau:
+            notes.append(f"static order tau: {proof.tau}")
         classes = proof.classes + (races.classes if races else [])
         facts = sum(c.invariant_size for c in classes)
         per = ", ".join(f"{c.name} {c.seconds:.1f}s" for c in proof.classes)

@@ -27,7 +27,7 @@ def double_buffered_cp_async(k, steps=3):
     _double_buffer(k, steps, keep=1)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("steps",))
 def wait_leaves_two_copies_in_flight(k, steps=3):
     """`wait_gmem_to_smem(2)` lets the copy of the tile about to be read still be landing."""
     _double_buffer(k, steps, keep=2)

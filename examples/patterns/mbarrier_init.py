@@ -37,20 +37,20 @@ def _ring(k, stages, steps, *, fence: bool, sync: bool):
             k.arrive(empty.at[i % stages])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("stages", "steps"))
 def tma_ring_init_fenced_and_synced(k, stages=2, steps=3):
     """CUTLASS PipelineTmaAsync: init in one thread, fence_barrier_init, __syncthreads."""
     _ring(k, stages, steps, fence=True, sync=True)
 
 
-@protocol(expect="violation:BP147")
+@protocol(expect="violation:BP147", symbolic=("stages", "steps"))
 def tma_ring_init_without_sync(k, stages=2, steps=3):
     """No __syncthreads after the init: the consumer may poll `full` before the init reaches
     it (and the producer's thread sees its own init only)."""
     _ring(k, stages, steps, fence=True, sync=False)
 
 
-@protocol(expect="violation:BP147")
+@protocol(expect="violation:BP147", symbolic=("stages", "steps"))
 def tma_ring_init_without_fence(k, stages=2, steps=3):
     """The sync publishes the init to the threads, but no fence published it to the async
     proxy: the TMA unit may complete bytes on a barrier it sees uninitialised."""
