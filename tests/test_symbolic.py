@@ -125,7 +125,8 @@ def _fragment(ref):
     search = TauSearch(frag)
     runs = [TauRun(frag, system, values) for values in S._tau_points(k, sym, fixed, frag)
             for system in compile_systems(k, values)]
-    for tau in search.candidates():
+    from barrierproof.checker.symbolic.guided import guided_candidates
+    for tau in itertools.chain(guided_candidates(search, runs), search.candidates()):
         if tau_static_ok(frag, search, tau):
             search.apply(tau)
             if all(run.check(search) is None for run in runs):

@@ -47,6 +47,7 @@ class Alignment:
     node_of: dict[tuple[int, int], int]
     edges: set[tuple[int, int]]
     shifts: dict[tuple[int, int], z3.ArithRef]
+    anywhere: bool = False      # a loop may join a group before its role's previous one
 
 
 class TauSearch:
@@ -57,17 +58,23 @@ class TauSearch:
     one (loops share a group when they use a ring class; each gets the key shift that makes the
     key its virtual iteration v = i + c relative to the group, so the trip counts may differ:
     a prefetch ring whose producer loop loads `(i + 1) % S` for `steps - 1` iterations is
-    aligned with its consumers' loop over `i % S`). Only the orders are heuristic: every class
+    aligned with its consumers' loop over `i % S`). Each is built twice: with the groups in one
+    line (a role's loop joins only a group after its previous one), then `anywhere` (any group
+    whose joining keeps the groups acyclic). Only the orders are heuristic: every class
     system re-checks that its loops of one group are compared consistently (see
     ClassBuilder.segments), and the symbolic progress check decides."""
 
     def __init__(self, frag: "Fragment"):
         self.frag = frag
         self.alignments: list[Alignment] = []
-        for relaxed in (False, True):
-            al = self._align(relaxed)
-            if not any(self._same(al, other) for other in self.alignments):
-                self.alignments.append(al)
+        # the groups in one line first; then any group a loop fits that keeps the groups
+        # acyclic (a persistent kernel unrolled: the consumers' second tile joins the
+        # producers' second tile although the producers drain their first one in between)
+        for anywhere in (False, True):
+            for relaxed in (False, True):
+                al = self._align(relaxed, anywhere)
+                if not any(self._same(al, other) for other in self.alignments):
+                    self.alignments.append(al)
         self._use(self.alignments[0])
 
     def _use(self, al: Alignment) -> None:
@@ -140,7 +147,7 @@ class TauSearch:
             return shifts[first] if same_trip else None
         return shift
 
-    def _align(self, relaxed: bool) -> Alignment:
+    def _align(self, relaxed: bool, anywhere: bool = False) -> Alignment:
         frag = self.frag
         nodes: list[Node] = []
         node_of: dict[tuple[int, int], int] = {}
@@ -149,14 +156,31 @@ class TauSearch:
         loops: list[int] = []
         regions: dict[tuple, int] = {}
         joins: dict[tuple, int] = {}
+        follows: set[tuple[int, int]] = set()   # program order between the nodes so far
+
+        def reaches(a: int, b: int) -> bool:
+            seen, todo = {a}, [a]
+            while todo:
+                x = todo.pop()
+                if x == b:
+                    return True
+                for u, w in follows:
+                    if u == x and w not in seen:
+                        seen.add(w)
+                        todo.append(w)
+            return False
+
         for r, role in enumerate(frag.roles):
             last = -1
             for i, item in enumerate(role.items):
                 if item.kind == "loop":
                     target = None
-                    for pos in range(last + 1, len(loops)):
+                    before = node_of.get((r, i - 1)) if i > 0 else None
+                    for pos in range(0 if anywhere else last + 1, len(loops)):
                         node = nodes[loops[pos]]
                         if r in [m[0] for m in node.members]:
+                            continue
+                        if anywhere and before is not None and reaches(loops[pos], before):
                             continue
                         shift = self._alignable(node, shifts, (r, i), relaxed)
                         if shift is not None:
@@ -170,7 +194,7 @@ class TauSearch:
                     else:
                         nodes[loops[target]].members.append((r, i))
                     shifts[(r, i)] = shift
-                    last = target
+                    last = max(last, target)
                     node_of[(r, i)] = loops[target]
                 elif item.kind in ("fork", "await"):
                     key = (role.block, _thread_key(role), id(item.region))
@@ -186,6 +210,8 @@ class TauSearch:
                 else:
                     nodes.append(Node("op", [(r, i)]))
                     node_of[(r, i)] = len(nodes) - 1
+                if i > 0 and node_of[(r, i - 1)] != node_of[(r, i)]:
+                    follows.add((node_of[(r, i - 1)], node_of[(r, i)]))
         for r, role in enumerate(frag.roles):
             chain = [node_of[(r, i)] for i in range(len(role.items))]
             for a, b in zip(chain, chain[1:]):
@@ -198,7 +224,7 @@ class TauSearch:
                     if item.kind == "await" and key in joins:
                         for j in range(i, len(role.items)):
                             edges.add((node_of[(r, j)], joins[key]))
-        return Alignment(nodes, node_of, edges, shifts)
+        return Alignment(nodes, node_of, edges, shifts, anywhere)
 
     def orders(self, limit: int = 24) -> Iterator[list[int]]:
         """Topological orders of the nodes (a few, in a heuristic order)."""

@@ -52,9 +52,15 @@ How a proof works
    forks precede their awaits and joins follow their warps' events in tau by construction. Then no
    reachable state is a deadlock: in a deadlock take the tau-least pending event e; every event
    before it has happened, so e is a wait (forks, joins and other operations would be enabled)
-   whose class system proved it enabled -- a contradiction. Candidate orders are first replayed
-   concretely (the tau-ordered run of model/semantics.py must pass every wait at a few small
-   parameter values); only the symbolic check counts.
+   whose class system proved it enabled -- a contradiction. The argument needs tau to be a
+   total order of the events that respects every thread's program order (the alignment's edges)
+   and nothing else, so how tau is found is free. Candidates are first built on the concrete
+   runs (guided.py: group by group, the next group one whose events can all run from the state
+   the placed ones reached, a loop group's ranks read off a greedy run of its iterations), then
+   enumerated blindly (order.py); groups of loops may be joined wherever they stay acyclic (the
+   consumers' second tile of an unrolled cluster kernel with the producers' second tile). Each
+   candidate is replayed concretely (the tau-ordered run of model/semantics.py must pass every
+   wait at a few small parameter values); only the symbolic check counts.
 5. Invariants (invariants.py). Each class system is explored explicitly at small
    parameter values; linear equalities (null spaces of the sampled states), bounds and bounds on
    differences, globally and conditioned on where a thread is, are the candidates. Houdini keeps
@@ -134,6 +140,7 @@ from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
+from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
 from .semaphores import lower_lockstep
@@ -332,7 +339,8 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
     chosen = None
     why = "no candidate"
     tried = 0
-    for tau in search.candidates():
+    # orders built on the runs themselves first (guided.py), then the blind enumeration
+    for tau in itertools.chain(guided_candidates(search, runs), search.candidates()):
         if not tau_static_ok(frag, search, tau):
             continue
         search.apply(tau)
