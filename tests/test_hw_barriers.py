@@ -190,20 +190,30 @@ def test_the_block_exit_rule_needs_every_thread_of_the_block_gone():
     assert verdict.verdict == "verified"      # block 0's thread 0 waits for the arrival
 
 
-def test_the_prover_answers_unknown_with_the_line():
+def test_the_prover_proves_named_barriers_and_answers_unknown_for_the_cluster_barrier():
     from barrierproof.checker.symbolic.prove import prove_kernel
 
     @protocol(symbolic=("steps",))
-    def p(k, steps=2):
+    def block_sync(k, steps=2):
         k.threads(2)
         k.assume(steps >= 0)
         with k.loop(steps):
             k.syncthreads()
-    verdict = prove_kernel(p.build())
+
+    @protocol(symbolic=("steps",))
+    def cluster_sync(k, steps=2):
+        k.cluster(x=2)
+        k.threads(2)
+        k.assume(steps >= 0)
+        with k.loop(steps):
+            k.cluster_arrive()
+            k.cluster_wait()
+    assert prove_kernel(block_sync.build()).verdict == "proved"
+    verdict = prove_kernel(cluster_sync.build())
     text = " ".join(verdict.notes + [d.message for d in verdict.diagnostics]
                     + [verdict.coverage or ""])
     assert verdict.verdict == "unknown"
-    assert "syncthreads()" in text and "outside the prover's fragment" in text
+    assert "cluster_arrive()" in text and "outside the prover's fragment" in text
 
 
 # -- Pallas: named barriers written as inline PTX ---------------------------------------------

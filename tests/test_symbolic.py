@@ -128,7 +128,8 @@ def _fragment(ref):
     search = TauSearch(frag)
     runs = [TauRun(frag, system, values) for values in S._tau_points(k, sym, fixed, frag)
             for system in compile_systems(k, values)]
-    for tau in search.candidates():
+    from barrierproof.checker.symbolic.guided import guided_candidates
+    for tau in itertools.chain(guided_candidates(search, runs), search.candidates()):
         if tau_static_ok(frag, search, tau):
             search.apply(tau)
             if all(run.check(search) is None for run in runs):
@@ -520,21 +521,28 @@ def test_hull_candidates_hold_the_invariant_of_two_loads_per_phase():
     assert all(comp.function([c.formula], "bool")(s) for c in extra for s in states)
 
 
-def test_houdini_transition_by_transition_keeps_the_same_invariant():
+@pytest.mark.parametrize("ref", ["attention.py::pingpong_schedule", "cluster.py::cluster_exchange",
+                                 "blackwell.py::tma_mma_epilogue"])
+def test_houdini_transition_by_transition_keeps_the_same_invariant(ref):
     """Houdini's answer is the largest inductive subset of the candidates: asking transition by
-    transition (its fallback when the query over all transitions is undecided) must keep
-    exactly the candidates the one query keeps, and prove the same system."""
+    transition (the default: per-transition solvers, re-asked only when their unsat core
+    loses a candidate; and the fallback when the query over all transitions is undecided) must
+    keep exactly the candidates the one query keeps, and prove the same system."""
     from barrierproof.checker.symbolic.encode import Encoder
     from barrierproof.checker.symbolic.invariants import guess, houdini, sample
-    frag, sym, fixed, systems = _fragment("attention.py::pingpong_schedule")
-    k = kernel("attention.py::pingpong_schedule")
+    frag, sym, fixed, systems = _fragment(ref)
+    k = kernel(ref)
     for cls, system, _ in systems:
         if not system.roles:
             continue
         enc = Encoder(system).build()
         vals = [v for p in points(k, sym, fixed, 3) for v in frag.valuations(cls, system, p)]
         cands = guess(enc, sample(enc, vals, limit=5000, budget=10).states, ())
-        whole = houdini(enc, cands, timeout=120)
+        whole = houdini(enc, cands, timeout=120, consecution="whole")
         split = houdini(enc, cands, timeout=120, per_step=True)
-        assert whole.status == split.status == "proved", (whole.reason, split.reason)
+        cored = houdini(enc, cands, timeout=120)
+        assert whole.status == split.status == cored.status == "proved", (
+            whole.reason, split.reason, cored.reason)
         assert sorted(c.text for c in whole.invariant) == sorted(c.text for c in split.invariant)
+        assert sorted(c.text for c in whole.invariant) == sorted(c.text for c in cored.invariant)
+        assert len(whole.invariant) < len(cands)     # Houdini had candidates to drop

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import z3
 
 from ...model.ir import MAX_ARRIVALS, BarrierAlloc, BinOp, Expr
+from .hw import is_named_barrier
+from .partition import handoff_components
 from .terms import Unsupported, linear_in, nonlinear, z_int
 
 if TYPE_CHECKING:
@@ -148,7 +150,15 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
     k = self.kernel
     concrete = BarrierClass("barriers", None, [])
     rings: list[BarrierClass] = []
+    semaphores = []
+    named = BarrierClass("named barriers", None, [])
     for alloc in k.barriers:
+        if alloc.semaphore:     # a counter, analysed alone (semaphores.py)
+            semaphores.append(BarrierClass(f"semaphore {alloc.name}", None, [alloc]))
+            continue
+        if is_named_barrier(alloc):     # lowered named barriers: a class of their own (hw.py)
+            named.allocs.append(alloc)
+            continue
         dims = [z3.simplify(z_int(d, self.base_env)) for d in alloc.shape]
         for d in dims:
             self.require(d >= 1, f"`{alloc.name}` has at least one barrier")
@@ -176,11 +186,27 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
             name = ring.name if len(groups) == 1 else \
                 f"{ring.name} ({', '.join(a.name for a in g)})"
             split.append(BarrierClass(name, ring.ring, g))
-    classes = ([concrete] if concrete.allocs else []) + split
+    concretes = [concrete]
+    self.handoff_split = False
+    if getattr(self, "handoff_classes", False):     # hand-off pairs apart (partition.py)
+        comp = handoff_components(self.roles, [a.name for a in concrete.allocs])
+        if comp is not None:
+            groups: dict[int, list] = {}
+            for a in concrete.allocs:
+                groups.setdefault(comp[a.name], []).append(a)
+            concretes = [BarrierClass(f"barriers ({', '.join(a.name for a in g)})", None, g)
+                         for g in groups.values()]
+            self.handoff_split = True
+    classes = [c for c in concretes + [named] if c.allocs] + split + semaphores
     for n, cls in enumerate(classes):
         if cls.ring is not None:
             cls.s = z3.Int(f"s{n}" if n else "s")
         for alloc in cls.allocs:
+            if alloc.semaphore:     # one instance for the cluster; its phase is the value
+                cls.instances.append((alloc, (0,), self.blocks[0]))
+                cls.names.append(alloc.name)
+                cls.expected.append(z3.IntVal(0))   # (pending and expected stay 0)
+                continue
             fan_in = 1
             if alloc.cluster:
                 fan_in += sum(self.cluster_shape[self.cluster_axes.index(a)] - 1

@@ -56,6 +56,8 @@ class COp:
     text: str = ""
     primary: int | None = None            # the instance the IR operation addresses
     access: tuple[tuple[int, bool], ...] = ()   # ACCESS: (cell, writes) pairs
+    sync: bool = False                    # ARRIVE of a lowered bar.sync (hw.py): the thread
+    #                                       must have observed every completion so far
     phase: z3.ArithRef | None = None      # WAIT_PHASE: the phase meant (completion phase + 1)
 
     def __post_init__(self):
@@ -99,6 +101,7 @@ class CRole:
 class CInst:
     name: str
     expected: z3.ArithRef
+    hw: bool = False                      # a lowered named barrier (hw.py): no BP104 at exit
 
 
 @dataclass

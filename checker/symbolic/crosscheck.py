@@ -14,8 +14,8 @@ from typing import Mapping
 import z3
 
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EFFECT_ARRIVE,
-                                EXPECT_TX, ISSUE_ASYNC, ISSUE_TCGEN05, WAIT, WAIT_PARITY,
-                                WAIT_PHASE, System)
+                                EXPECT_TX, ISSUE_ASYNC, ISSUE_TCGEN05, SEM_SIGNAL, SEM_WAIT, WAIT,
+                                WAIT_PARITY, WAIT_PHASE, System)
 from .classes import BarrierClass
 from .encode import J0, J1, UNJOINED, Encoder, SymState
 from .fragment import Fragment
@@ -55,7 +55,7 @@ class Projection:
         op = instr.op
         if op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
             return instr.target[0]
-        if op in (WAIT, WAIT_PARITY, WAIT_PHASE):
+        if op in (WAIT, WAIT_PARITY, WAIT_PHASE, SEM_SIGNAL, SEM_WAIT):
             return instr.target
         own = sysm.agents[agent].block
         if op == ISSUE_ASYNC:

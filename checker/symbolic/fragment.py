@@ -10,6 +10,8 @@ Supported (anything else raises `Unsupported`, and the verdict says why):
 - a plain tcgen05_mma (no barrier) is followed in its thread by a tcgen05 op that arrives;
 - a thread waits on one barrier either by stated phases (`wait_parity(phase=)`) or by what it
   observed (`barrier_wait`, `wait_parity(bar, P)`), not both.
+- no cluster barrier, no named barrier (prove.py lowers those to mbarriers first, hw.py), no
+  `semaphore_signal_parallel` (semaphores are classes of their own, semaphores.py).
 
 The rest of the pipeline lives beside this module: classes.py splits the barrier instances into
 classes, program.py turns each role into the counter program of one class, order.py searches the
@@ -158,9 +160,9 @@ class Fragment:
                 # Pallas rule 2 on a barrier nobody waits on is left to the explorer
                 raise Unsupported(f"`{op.barrier.alloc.name}` receives Pallas arrivals but no "
                                   "thread waits on it", op.loc)
-            if op.kind in ("semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"):
-                raise Unsupported(f"`{op.describe()}`: semaphores are left to the explorer",
-                                  op.loc)
+            if op.kind == "semaphore_signal_parallel":
+                raise Unsupported(f"`{op.describe()}`: signals landing in no guaranteed order "
+                                  "are left to the explorer", op.loc)
         self.cluster_axes = [a for a, _ in k.cluster]
         self.cluster_shape = [self.concrete(n, f"cluster size along {a}") for a, n in k.cluster]
         for a, n in zip(self.cluster_axes, self.cluster_shape):
@@ -200,9 +202,14 @@ class Fragment:
         same interchangeable threads, one counter. `twins` maps each op of a merged range to
         the op of the role's program it equals (for the replay on model/semantics.py)."""
         out: list[Role] = []
+        # Decrementing semaphore waits take any thread's signal, so threads of one program may
+        # drift apart without bound: a counter role's offset bound would fail, single threads
+        # keep their own positions.
+        drift = any(op.kind == "semaphore_wait" and op.decrement for op in self.kernel.ops())
         for role in roles:
             prev = out[-1] if out else None
-            if prev is not None and prev.block == role.block and prev.warp == role.warp and \
+            if prev is not None and not drift and prev.block == role.block and \
+                    prev.warp == role.warp and \
                     self.solver.equal(prev.lo + prev.size, role.lo) and \
                     self._same_program(prev, role):
                 twins = dict(getattr(prev, "twins", {}))

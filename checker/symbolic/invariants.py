@@ -7,16 +7,25 @@
    ("a thread of role r is at L implies e == 0"), constant bounds, and bounds on differences.
 3. Check (Houdini): keep the largest subset that Z3 proves inductive for ALL parameter values:
    it holds in every initial state and is preserved by every transition. Z3 is the judge; the
-   samples only propose.
+   samples only propose. Consecution is asked transition by transition, each on its own
+   incremental solver with the candidates as assumption literals, only about the candidates
+   over what the transition writes; a transition is asked again only when its last unsat core
+   loses a candidate, and each counterexample state Z3 finds is also tried, in Python, on
+   every other transition (and a few successors), dropping what breaks there too.
 4. The proof holds when Z3 shows that no error state satisfies the invariant.
 
 Every step that decides the verdict is a Z3 validity check over the symbolic parameters; an
 `unknown` answer from Z3 anywhere makes the whole proof `unknown`.
+
+Why one module of this size: sampling, guessing and Houdini share the compiled-term machinery
+(Compiler, Substitution) and evaluate the same candidates in Python and in Z3; a split would
+leave the halves importing each other's internals.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -421,6 +430,18 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 fn = comp.function([size])
                 atoms.append((variables[i] == size, f"{name} == size",
                               lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
+    # Pairs and bounds read only the numeric variables: work on the distinct projections of
+    # the states onto them (far fewer rows than states, which differ mostly in positions).
+    at = {i: a for a, i in enumerate(numeric)}
+
+    def project(rows) -> list[tuple]:
+        return list({tuple(s[i] for i in numeric) for s in rows})
+    glob_proj = project(states)
+    pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
+    glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
+                          max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
+    glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
+        if hulls else {}
     for cond, ctext, holds in atoms:
         subset = [r for r, s in enumerate(states) if holds(s)]
         if not subset or len(subset) == len(states):
@@ -428,30 +449,30 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         for ints in equalities(subset, exclude_span=glob):
             out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
                                  f"{ctext} => " + text_of(ints[1:], ints[0])))
-        sub_states = [states[r] for r in subset]
+        sub_proj = project(states[r] for r in subset)
         for i in numeric:
-            lo, hi = min(s[i] for s in sub_states), max(s[i] for s in sub_states)
+            lo, hi = min(p[at[i]] for p in sub_proj), max(p[at[i]] for p in sub_proj)
             if lo > values_of[i][0]:
                 out.append(Candidate(z3.Implies(cond, variables[i] >= lo),
                                      f"{ctext} => {names[i]} >= {lo}"))
             if hi < values_of[i][-1]:
                 out.append(Candidate(z3.Implies(cond, variables[i] <= hi),
                                      f"{ctext} => {names[i]} <= {hi}"))
-        for i, j in (state_pairs() if conditional_pairs else ()):
-            diffs = [s[i] - s[j] for s in sub_states]
-            gd = [s[i] - s[j] for s in states]
+        for i, j in (pair_list if conditional_pairs else ()):
+            diffs = [p[at[i]] - p[at[j]] for p in sub_proj]
+            glo, ghi = glob_diff[(i, j)]
             xi, xj = variables[i], variables[j]
-            if max(diffs) < max(gd):
+            if max(diffs) < ghi:
                 out.append(Candidate(z3.Implies(cond, xi - xj <= max(diffs)),
                                      f"{ctext} => {names[i]} - {names[j]} <= {max(diffs)}"))
-            if min(diffs) > min(gd):
+            if min(diffs) > glo:
                 out.append(Candidate(z3.Implies(cond, xi - xj >= min(diffs)),
                                      f"{ctext} => {names[i]} - {names[j]} >= {min(diffs)}"))
-        for i, j in (state_pairs() if hulls else ()):
-            for ca, cb, cc in hull_facets([(s[i], s[j]) for s in sub_states]):
+        for i, j in (pair_list if hulls else ()):
+            for ca, cb, cc in hull_facets([(p[at[i]], p[at[j]]) for p in sub_proj]):
                 if abs(ca) == abs(cb) == 1 and ca != cb:
                     continue                  # a difference bound: above
-                if all(ca * s[i] + cb * s[j] <= cc for s in states):
+                if all(ca * x + cb * y <= cc for x, y in glob_points[(i, j)]):
                     continue                  # holds everywhere: not about this place
                 out.append(Candidate(
                     z3.Implies(cond, ca * variables[i] + cb * variables[j] <= cc),
@@ -483,12 +504,26 @@ class InvariantResult:
     checks: int = 0
 
 
+# How Houdini's consecution asks Z3 (see `houdini`); bench/prove_speed.py compares the two.
+CONSECUTION = "transitions"
+
+
 def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.0,
-            query_timeout: float = 60.0, per_step: bool = False) -> InvariantResult:
+            query_timeout: float = 60.0, per_step: bool = False,
+            consecution: str | None = None) -> InvariantResult:
     """The largest inductive subset of the candidates, then the error conditions.
-    (`per_step`: ask transition by transition from the start, as after an undecided query over
-    all transitions; the subset is the same, it is the largest.)"""
+
+    `consecution` says how Houdini asks Z3 whether a step breaks a candidate:
+    "transitions" (the default) asks one transition at a time, each on its own incremental
+    solver, only about the candidates over variables the transition writes, and re-asks a
+    transition only when a candidate its last unsat core used was dropped; "whole" asks about
+    every transition at once, then transition by transition if that query is undecided
+    (`per_step`: transition by transition from the start). The largest inductive subset is
+    unique, so every way keeps the same candidates; only the time differs."""
     start = time.perf_counter()
+    consecution = consecution or CONSECUTION
+    if consecution not in ("transitions", "whole"):
+        raise ValueError(f"consecution: 'transitions' or 'whole', not {consecution!r}")
     variables = encoder.vars
     checks = 0
 
@@ -524,12 +559,12 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     for i, c in enumerate(alive):
         init_flags[id(c)] = z3.Bool(f"h!{i}")
         init_broken[id(c)] = z3.Not(init_flags[id(c)])
-        s.add(init_flags[id(c)] == init_sub(c.formula))
+        _assert_eq(s, init_flags[id(c)], init_sub(c.formula))
     rnd = 0
     while alive:
         goal = z3.Bool(f"hg!{rnd}")
         rnd += 1
-        s.add(z3.Implies(goal, z3.Or([init_broken[id(c)] for c in alive])))
+        s.add(z3.Implies(goal, _fast_or([init_broken[id(c)] for c in alive])))
         s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
         checks += 1
         r = s.check(goal)
@@ -539,18 +574,62 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
             return result("unknown", f"Z3 could not decide initiation: {s.reason_unknown()}")
         m = s.model()
         alive = survivors(m, encoder.init_head, alive, lambda c: init_flags[id(c)])
+    if consecution == "transitions" and not per_step:
+        alive, why, more = _consecution_by_transition(encoder, alive, comp, holds, remaining,
+                                                      query_timeout)
+        checks += more
+        if why is not None:
+            return result("unknown", f"Z3 could not decide consecution: {why}")
+    else:
+        alive, why, more = _consecution_whole(encoder, alive, survivors, remaining,
+                                              query_timeout, per_step)
+        checks += more
+        if why is not None:
+            return result("unknown", f"Z3 could not decide consecution: {why}")
+    # Safety: no error state satisfies the invariant. One solver holds the invariant; each
+    # error condition is asked under its own assumption literal.
+    failed = []
+    if remaining() <= 0:
+        return result("unknown", "time limit while checking the invariant")
+    s = solver()
+    s.add(encoder.init_body, *encoder.sane)
+    ref = s.ctx.ref()
+    for c in alive:
+        z3.Z3_solver_assert(ref, s.solver, c.formula.as_ast())
+    for n, (label, cond) in enumerate(encoder.bad):
+        goal = z3.Bool(f"bad!{n}")
+        s.add(z3.Implies(goal, cond))
+        s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
+        checks += 1
+        r = s.check(goal)
+        if r == z3.sat:
+            failed.append(label)
+        elif r == z3.unknown:
+            return result("unknown", f"Z3 could not decide an error condition ({label}): "
+                          f"{s.reason_unknown()}", invariant=alive)
+    if failed:
+        return result("failed", "the invariant found does not exclude: " + "; ".join(failed[:3]),
+                      invariant=alive, failed=failed)
+    return result("proved", invariant=alive)
+
+
+def _consecution_whole(encoder: Encoder, alive: list, survivors, remaining,
+                       query_timeout: float, per_step: bool) -> tuple[list, str | None, int]:
+    """Consecution as one incremental query over all transitions at once, until no transition
+    breaks a candidate (transition by transition if that query is undecided). Candidate i is
+    assumed through the literal a_i; dropping it is just not assuming a_i any more, so Z3
+    keeps what it learned."""
+    checks = 0
     if per_step:
         alive, why, more = _consecution_per_step(encoder, alive, survivors, remaining,
                                                  query_timeout)
         checks += more
         if why is not None:
-            return result("unknown", f"Z3 could not decide consecution: {why}")
-    # Consecution: one incremental query over all transitions at once, until no transition
-    # breaks a candidate. Candidate i is assumed through the literal a_i; dropping it is just
-    # not assuming a_i any more, so Z3 keeps what it learned.
+            return alive, why, checks
+    variables = encoder.vars
     post, relation, frame = encoder.transition_relation()
     sub = Substitution(variables, post)
-    s = solver()
+    s = z3.Solver()
     s.add(encoder.init_body, *encoder.sane, relation, *frame)
     lits, flags = {}, {}
     for i, c in enumerate(alive):
@@ -559,7 +638,7 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     rnd = 0
     while alive:
         if remaining() <= 0:
-            return result("unknown", "time limit while checking the invariant")
+            return alive, "time limit", checks
         checks += 1
         r = _some_broken(s, f"g!{rnd}", alive, lits, flags,
                          max(1.0, min(query_timeout, remaining())))
@@ -573,27 +652,165 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
                                                      query_timeout)
             checks += more
             if why is not None:
-                return result("unknown", f"Z3 could not decide consecution: "
-                              f"{s.reason_unknown()}; transition by transition: {why}")
+                return alive, f"{s.reason_unknown()}; transition by transition: {why}", checks
             break
         m = s.model()
         alive = survivors(m, post, alive, lambda c: flags[id(c)])
-    # Safety: no error state satisfies the invariant.
-    failed = []
-    for label, cond in encoder.bad:
-        s = solver()
-        s.add(encoder.init_body, *encoder.sane, cond, *[c.formula for c in alive])
-        checks += 1
-        r = s.check()
-        if r == z3.sat:
-            failed.append(label)
-        elif r == z3.unknown:
-            return result("unknown", f"Z3 could not decide an error condition ({label}): "
-                          f"{s.reason_unknown()}", invariant=alive)
-    if failed:
-        return result("failed", "the invariant found does not exclude: " + "; ".join(failed[:3]),
-                      invariant=alive, failed=failed)
-    return result("proved", invariant=alive)
+    return alive, None, checks
+
+
+class _Neighbourhood:
+    """Houdini's drops, evaluated in Python around a state Z3 found.
+
+    A state that satisfies every alive candidate (and the construction facts and the
+    parameters' constraints, as Z3's hypotheses do) breaks a candidate when one of its
+    successors does: that is exactly why Houdini drops a candidate, so such a state found for
+    one transition is tried on every transition, and so are its successors that still satisfy
+    every alive candidate (a few states at most). Only the candidates over what a transition
+    writes can break across it. Z3 found the first state; the rest is evaluation of the
+    compiled transitions and candidates, no query."""
+
+    LIMIT = 8
+
+    def __init__(self, encoder: Encoder, comp: Compiler, steps: list, candidates: list):
+        self.ok = comp.function([z3.And(list(encoder.sane) + [encoder.init_body])], "bool")
+        self.all = comp.function([c.formula for c in candidates])
+        self.index = {id(c): i for i, c in enumerate(candidates)}
+        # per transition: its guard, its successor, and its relevant candidates at once
+        self.steps = []
+        for (_, pre, nxt), (_, _, _, relevant) in zip(encoder.steps, steps):
+            if relevant:
+                self.steps.append((comp.function([pre], "bool"), comp.function(nxt),
+                                   comp.function([c.formula for c in relevant]),
+                                   [id(c) for c in relevant]))
+
+    def drops(self, start: tuple, alive: set[int]) -> set[int]:
+        out: set[int] = set()
+        seen = {start}
+        frontier = [start]
+        while frontier and len(seen) < self.LIMIT:
+            state = frontier.pop()
+            if state != start:
+                if not self.ok(state):
+                    continue
+                vals = self.all(state)
+                if not all(vals[self.index[key]] for key in alive if key not in out):
+                    continue                  # not a state Houdini's hypotheses allow
+            for pre, post, values, keys in self.steps:
+                if not pre(state):
+                    continue
+                nxt = post(state)
+                for key, holds in zip(keys, values(nxt)):
+                    if not holds and key in alive:
+                        out.add(key)
+                if nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append(nxt)
+        return out
+
+
+_STATE_INDEX = re.compile(r"s\[(\d+)\]")
+
+
+def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, holds: dict,
+                               remaining, query_timeout: float) -> tuple[list, str | None, int]:
+    """Houdini's consecution one transition at a time, on one incremental solver each.
+
+    A transition writes a few state variables; a candidate over none of them is preserved by
+    it (the pre-state satisfies it and nothing it reads changes), so the transition's query
+    asks only whether one of the candidates over what it writes breaks. Its unsat core names
+    the candidates the answer rests on: the transition is asked again only when one of them is
+    dropped (a query under fewer hypotheses about fewer candidates). Returns (the inductive
+    candidates, why undecided or None, the number of queries)."""
+    variables = encoder.vars
+    nf = len(encoder.system.frozen)
+    reads = {id(c): {int(x) for x in _STATE_INDEX.findall(comp.expr(c.formula))}
+             for c in alive}
+    lits = {id(c): z3.Bool(f"a!{i}") for i, c in enumerate(alive)}
+    by_lit = {lits[id(c)].get_id(): id(c) for c in alive}
+    # Terms shared by every transition's solver, built once: the hypotheses as one
+    # conjunction, and `f_i == candidate_i` (substituted per transition in one call).
+    ctx = variables[0].ctx
+    ref = ctx.ref()
+    hypotheses = _fast_and([z3.BoolRef(z3.Z3_mk_implies(ref, lits[id(c)].as_ast(),
+                                                         c.formula.as_ast()), ctx)
+                            for c in alive])
+    flags = {id(c): z3.Bool(f"f!{i}") for i, c in enumerate(alive)}
+    broken = {id(c): z3.Not(flags[id(c)]) for c in alive}
+    defines = {id(c): z3.BoolRef(z3.Z3_mk_eq(ref, flags[id(c)].as_ast(), c.formula.as_ast()),
+                                 ctx) for c in alive}
+    steps = []
+    for label, pre, nxt in encoder.steps:
+        writes = {i for i in range(nf, len(variables)) if not nxt[i].eq(variables[i])}
+        relevant = [c for c in alive if reads[id(c)] & writes]
+        steps.append((label, pre, nxt, relevant))
+    solvers: dict[int, z3.Solver] = {}
+
+    def solver_of(t: int) -> z3.Solver:
+        if t not in solvers:
+            label, pre, nxt, relevant = steps[t]
+            s = z3.Solver()
+            s.add(encoder.init_body, *encoder.sane, pre, hypotheses)
+            sub = Substitution(variables, nxt)
+            s.add(sub(_fast_and([defines[id(c)] for c in relevant])))
+            solvers[t] = s
+        return solvers[t]
+
+    around = _Neighbourhood(encoder, comp, steps, alive)
+    checks = 0
+    rnd = 0
+    dead: set[int] = set()
+    cores: dict[int, set[int]] = {}          # transition -> candidates its last unsat rests on
+    todo = list(range(len(steps)))
+    queued = set(todo)
+    while todo:
+        t = todo.pop(0)
+        queued.discard(t)
+        label, pre, nxt, relevant = steps[t]
+        while True:
+            goals = [c for c in relevant if id(c) not in dead]
+            if not goals:
+                cores[t] = set()
+                break
+            if remaining() <= 0:
+                return [c for c in alive if id(c) not in dead], "time limit", checks
+            s = solver_of(t)
+            goal = z3.Bool(f"g!{rnd}")
+            rnd += 1
+            s.add(z3.Implies(goal, _fast_or([broken[id(c)] for c in goals])))
+            s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
+            checks += 1
+            r = _fast_check(s, [goal] + [lits[id(c)] for c in alive if id(c) not in dead])
+            if r == z3.unsat:
+                cores[t] = {by_lit[x.get_id()] for x in s.unsat_core()
+                            if x.get_id() in by_lit}
+                break
+            if r == z3.unknown:
+                return ([c for c in alive if id(c) not in dead],
+                        f"{label}: {s.reason_unknown()}", checks)
+            m = s.model()
+            values = tuple(m.eval(x, model_completion=True).as_long() for x in nxt)
+            gone = {id(c) for c in goals if not holds[id(c)](values)}
+            if not gone:     # (never expected) fall back to Z3's evaluation of the flags
+                gone = {id(c) for c in goals
+                        if z3.is_false(m.eval(broken[id(c)].arg(0), model_completion=True))}
+            if not gone:
+                return ([c for c in alive if id(c) not in dead],
+                        f"{label}: a model breaks no candidate", checks)
+            dead |= gone
+            # The model's pre-state satisfies every alive candidate: so may its successors
+            # by other transitions; each successor that breaks a candidate drops it too.
+            pre_state = tuple(m.eval(x, model_completion=True).as_long() for x in variables)
+            more = around.drops(pre_state, {id(c) for c in alive} - dead)
+            dead |= more
+            gone |= more
+            for u, core in list(cores.items()):
+                if u != t and core & gone:
+                    del cores[u]
+                    if u not in queued:
+                        queued.add(u)
+                        todo.append(u)
+    return [c for c in alive if id(c) not in dead], None, checks
 
 
 def _some_broken(s: z3.Solver, goal_name: str, alive: list, lits: dict, flags: dict,
@@ -620,12 +837,26 @@ def _assert_candidate(s: z3.Solver, lit, flag, formula, post) -> None:
     z3.Z3_solver_assert(ref, s.solver, z3.Z3_mk_eq(ref, flag.as_ast(), post.as_ast()))
 
 
+def _assert_eq(s: z3.Solver, a, b) -> None:
+    """s.add(a == b) for two Booleans, through the C API."""
+    ref = s.ctx.ref()
+    z3.Z3_solver_assert(ref, s.solver, z3.Z3_mk_eq(ref, a.as_ast(), b.as_ast()))
+
+
 def _fast_or(args: list) -> z3.BoolRef:
     if not args:
         return z3.BoolVal(False)
     ctx = args[0].ctx
     arr = (z3.Ast * len(args))(*[a.as_ast() for a in args])
     return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(args), arr), ctx)
+
+
+def _fast_and(args: list) -> z3.BoolRef:
+    if not args:
+        return z3.BoolVal(True)
+    ctx = args[0].ctx
+    arr = (z3.Ast * len(args))(*[a.as_ast() for a in args])
+    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(args), arr), ctx)
 
 
 def _fast_check(s: z3.Solver, assumptions: list):

@@ -21,6 +21,8 @@ from .classes import BarrierClass, ring_lhs
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K, WAIT,
                        WAIT_PARITY, WAIT_PHASE, AsyncSlot, CInst, COp, CounterSystem, CRole,
                        CSegment)
+from .hw import SYNC_ARRIVAL, is_named_barrier
+from .semaphores import semaphore_cops
 from .races import access_cops, attach_async
 from .terms import CMP, Unsupported, evaluate, linear_in, nonlinear, z_bool, z_int
 
@@ -229,6 +231,9 @@ class ClassBuilder:
 
     def _cops(self, role, item, bop, ctx, rank, guard, ref) -> list[COp]:
         op = bop.op
+        if ref.alloc.semaphore:     # one counter for the cluster, whichever block names it
+            inst = self.cls.inst(ref.alloc, (0,), self.frag.blocks[0])
+            return semaphore_cops(self, op, ctx, guard, rank, inst)
         out = []
         for g, inst in self.targets(role, ref, ctx):
             gg = z3.simplify(z3.And(guard, g))
@@ -242,7 +247,7 @@ class ClassBuilder:
                                          f"the arrival count of `{text}` is within "
                                          f"1..{MAX_ARRIVALS}", ctx)
                 out.append(COp(ARRIVE, self.fan_out(inst), count, guard=gg, rank=rank,
-                               text=text))
+                               text=text, sync=op.name == SYNC_ARRIVAL))
             elif kind == "arrive_drop":
                 out.append(COp(ARRIVE_DROP, self.fan_out(inst), z3.IntVal(1), guard=gg,
                                rank=rank, text=text))
@@ -553,7 +558,8 @@ def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, C
         if cls.ring is not None:
             frozen += [cls.s] + [u for _, u in cls.thresholds]
             constraints += [cls.ring >= 1, cls.s >= 0, cls.s < cls.ring] + builder.facts()
-        insts = [CInst(n, e) for n, e in zip(cls.names, cls.expected)]
+        insts = [CInst(n, e, is_named_barrier(key[0]))
+                 for n, e, key in zip(cls.names, cls.expected, cls.instances)]
         system = CounterSystem(f"{self.kernel.name}:{cls.name}", frozen, constraints, insts,
                                builder.slots, croles,
                                cells=[(n, c[0].space) for n, c in zip(cls.cell_names, cls.cells)])

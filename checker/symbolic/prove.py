@@ -6,8 +6,8 @@
 - `proved`: for EVERY value of the symbolic parameters that satisfies the kernel's assumptions
   (`k.assume(...)`) -- and the side conditions the verdict lists, the hardware ranges without
   which model/semantics.py has no meaning (e.g. `num_arrivals <= 2**20 - 1`) -- no reachable
-  state deadlocks (BP100, BP130) or breaks a rule (BP101-BP105, BP121), with the meaning of
-  model/semantics.py; and, for a kernel with memory effects, no reachable state races
+  state deadlocks (BP100, BP130) or breaks a rule (BP101-BP105, BP121; BP140-BP144 for named
+  barriers, hw.py), with the meaning of model/semantics.py; and, for a kernel with memory effects, no reachable state races
   (BP200/BP201, model/memory.py), proved on the same class systems with the accesses added
   (`prove_races`, races.py). Every fact this rests on was proved by Z3; an `unknown` or a time-out from
   Z3 anywhere means no proof.
@@ -52,9 +52,15 @@ How a proof works
    forks precede their awaits and joins follow their warps' events in tau by construction. Then no
    reachable state is a deadlock: in a deadlock take the tau-least pending event e; every event
    before it has happened, so e is a wait (forks, joins and other operations would be enabled)
-   whose class system proved it enabled -- a contradiction. Candidate orders are first replayed
-   concretely (the tau-ordered run of model/semantics.py must pass every wait at a few small
-   parameter values); only the symbolic check counts.
+   whose class system proved it enabled -- a contradiction. The argument needs tau to be a
+   total order of the events that respects every thread's program order (the alignment's edges)
+   and nothing else, so how tau is found is free. Candidates are first built on the concrete
+   runs (guided.py: group by group, the next group one whose events can all run from the state
+   the placed ones reached, a loop group's ranks read off a greedy run of its iterations), then
+   enumerated blindly (order.py); groups of loops may be joined wherever they stay acyclic (the
+   consumers' second tile of an unrolled cluster kernel with the producers' second tile). Each
+   candidate is replayed concretely (the tau-ordered run of model/semantics.py must pass every
+   wait at a few small parameter values); only the symbolic check counts.
 5. Invariants (invariants.py). Each class system is explored explicitly at small
    parameter values; linear equalities (null spaces of the sampled states), bounds and bounds on
    differences, globally and conditioned on where a thread is, are the candidates. Houdini keeps
@@ -76,6 +82,16 @@ How a proof works
    size S at one representative slot (fewer variables, invariants that close far faster), then
    with all its instances when that does not prove it. Laps are counted from slot position 0,
    so a ring position i + c that may be negative is outside the fragment.
+8. Hardware barriers and semaphores (hw.py, semaphores.py). Named barriers (`bar.sync`,
+   `bar.arrive`, `syncthreads`) are rewritten into mbarriers counted in warps, in a class of
+   their own: a sync is an arrival, checked to land in the phase the thread has seen open, then
+   a barrier_wait; an open phase at exit is legal for them (no BP104). Each semaphore is a class
+   with one counter; its waits are waits of the static order (point 4). Lockstep copies whose
+   waits decrement become blocks of an explicit cluster axis, as model/grid.py models them.
+9. Hand-off pairs first (partition.py): concrete arrays indexed only by constants become scalar
+   barriers, and barriers joined by a thread's "wait on one, then signal the other" form the
+   classes (a two-slot pipeline's `full[c]`, `empty[c]`), tried with a third of the budget
+   before one class holds every concrete barrier. Any partition is sound (point 1).
 
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
@@ -83,7 +99,12 @@ nested; trip counts, guards, counts and bytes linear in the parameters and the l
 barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S` in loops or
 `c % S` outside; parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
 tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread (later in the same
-loop iteration, or after the loop). Before the fragment is built, loops of concrete trip count
+loop iteration, or after the loop); named barriers with concrete ids and counts, one count per
+id and at most one aligned `bar.sync` instruction per id, none reached from a branch on the
+lane; semaphores signalled and waited on with `semaphore_signal` / `semaphore_wait` (not
+`semaphore_signal_parallel`), decrementing waits under lockstep copies only in a kernel without
+cluster barriers or remote operations. The cluster barrier (`cluster_arrive`/`cluster_wait`) and
+non-blocking tests are outside. Before the fragment is built, loops of concrete trip count
 nested in others are unrolled and a loop of c * X iterations is strip-mined into X iterations
 of c (unroll.py): the same program, aligned with the loops that run X times. A
 `wait_parity(phase=n)` (the thread's own phase count) is held to the hardware's rule on phase n
@@ -119,6 +140,10 @@ from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
 from .fuse import fuse_peeled_loops
+from .guided import guided_candidates
+from .hw import lower_named_barriers
+from .partition import split_constant_arrays
+from .semaphores import lower_lockstep
 from .init_prefix import publish_inits
 from .tiles import promotable, prove_tiles
 from .invariants import guess, houdini, sample
@@ -257,8 +282,20 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     assumptions (the other parameters at `fixed`), within the work `timeout` buys (Budget)."""
     start = time.perf_counter()
     budget = budget or Budget(timeout)
+    try:
+        kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
+    except Unsupported as err:
+        return Proof("unknown", time.perf_counter() - start,
+                     f"outside the supported fragment: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
+    # Hand-off pairs of concrete barriers as classes of their own first (partition.py), with a
+    # third of the budget; the classes below are the fallback.
+    pairs = _prove_fragment(split_constant_arrays(kernel, fixed), symbolic, fixed,
+                            Budget(budget.seconds / 3), start, concrete_rings=False,
+                            handoffs=True)
+    if pairs is not None and pairs.status == "proved":
+        return pairs
     # Concrete arrays used as rings are tried at one representative slot first (a smaller
     # system whose invariants close far faster), then, if that does not prove it, as they are.
     first = _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=True)
@@ -269,16 +306,20 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
 
 
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
-                    concrete_rings: bool) -> Proof | None:
-    """The proof on one partition into classes; None when `concrete_rings` changes nothing."""
+                    concrete_rings: bool, handoffs: bool = False) -> Proof | None:
+    """The proof on one partition into classes; None when `concrete_rings` or `handoffs`
+    changes nothing."""
 
     def spent() -> float:
         return time.perf_counter() - start
 
     try:
         frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
+        frag.handoff_classes = handoffs
         roles = frag.build_roles()
         classes = frag.build_classes()
+        if handoffs and not frag.handoff_split:
+            return None
         if concrete_rings and not any(
                 c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
             return None
@@ -298,7 +339,8 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
     chosen = None
     why = "no candidate"
     tried = 0
-    for tau in search.candidates():
+    # orders built on the runs themselves first (guided.py), then the blind enumeration
+    for tau in itertools.chain(guided_candidates(search, runs), search.candidates()):
         if not tau_static_ok(frag, search, tau):
             continue
         search.apply(tau)
@@ -389,6 +431,11 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     the class systems of its barrier proof with the kernel's accesses added. Sound only beside
     a barrier proof of the same kernel: the barrier rules are not re-proved here."""
     start = time.perf_counter()
+    try:
+        kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
+    except Unsupported as err:
+        return Proof("unknown", time.perf_counter() - start,
+                     f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     try:
         frag = Fragment(kernel, symbolic, fixed)

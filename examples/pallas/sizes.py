@@ -43,8 +43,9 @@ PROVE = {
     # joined over every K and every tile count: one tile proved (the tiles are separated by the
     # producer's drain), see README
     "hopper_matmul_any_k": "proved",
-    # a cluster: its tiles are not reduced to one (two producers), and with two tiles unrolled
-    # no static event order fits
+    # a cluster: its tiles are not reduced to one (two producers: no single thread's end orders
+    # a tile); with two tiles unrolled a static order is found (each role's second tile in one
+    # group), but the invariants of its class systems do not close within the budget
     "hopper_matmul_cluster_any_k": "unknown",
     # stages a size too: the ring class's abstraction reaches a deadlock state the explorer
     # does not find, so no proof

@@ -57,10 +57,11 @@ def step_semaphore_decrements_in_lockstep(k, steps=2):
     all_signal_then_wait(k, steps, blocks=1, copies=8, decrement=True)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("steps",))
 def step_semaphore_each_takes_its_own_signal(k, steps=2):
     """Decrementing waits that take one signal each, and every thread of the 2 lockstep
     clusters signals once per step: no thread can starve another."""
+    k.assume(steps >= 0)
     k.threads(2, name="wg")
     sem = k.Semaphore(copies=2)
     with k.loop(steps):

@@ -1,0 +1,108 @@
+"""Smaller classes for concrete barriers: hand-off pairs analysed apart.
+
+Any partition of the barrier instances into classes is sound (prove.py, point 1: each class
+system over-approximates the kernel on its instances, rules are per instance, and each class
+proves its own waits enabled in tau). One class for every concrete barrier is the most precise
+and the largest; a pipeline of two slots fed by one producer (`full[c]`, `empty[c]` for c = 0, 1,
+FlashAttention-3's ping-pong) makes a system whose invariants do not close in time, while each
+slot's pair alone closes at once. So `prove` first tries classes of hand-off pairs:
+
+- `split_constant_arrays`: a concrete, non-cluster barrier array indexed only by constants is
+  the same program as one scalar barrier per index (`full[0]`, `full[1]`);
+- `handoff_components`: barriers joined when a thread waits on one and its next barrier operation
+  signals the other (the consumer's `wait(full[c]); arrive(empty[c])`, the producer's
+  `wait(empty[c]); copy(full[c])`); each component is a class.
+
+When that proof fails, `prove` falls back to one class for all of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from ...model.ir import (BarrierRef, Const, Kernel, Loop, ModelError, Op, WarpRegion, When,
+                         evaluate, free_vars, iter_ops)
+
+WAIT_KINDS = ("barrier_wait", "wait_parity")
+
+
+def _rewrite(body, ref) -> tuple:
+    out = []
+    for s in body:
+        if isinstance(s, Op):
+            out.append(dataclasses.replace(s, barrier=ref(s.barrier)))
+        elif isinstance(s, Loop):
+            out.append(Loop(s.var, s.trip, _rewrite(s.body, ref), s.loc))
+        elif isinstance(s, When):
+            out.append(When(s.cond, _rewrite(s.then, ref), _rewrite(s.orelse, ref), s.loc))
+        elif isinstance(s, WarpRegion):
+            out.append(WarpRegion(s.axis, _rewrite(s.body, ref), s.loc))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
+    """The kernel with each concrete 1-D barrier array (not a cluster barrier, not a semaphore)
+    whose every use names a constant index split into scalar barriers, one per index."""
+    parts: dict[str, dict[int, object]] = {}
+    ops = list(iter_ops(kernel.body))
+    for alloc in kernel.barriers:
+        if alloc.cluster or alloc.semaphore or alloc.scalar or len(alloc.shape) != 1 or \
+                free_vars(alloc.shape[0]) - set(fixed):
+            continue
+        try:
+            n = evaluate(alloc.shape[0], fixed)
+            idx = [evaluate(op.barrier.index[0], fixed) for op in ops
+                   if op.barrier is not None and op.barrier.alloc is alloc
+                   if len(op.barrier.index) == 1 and not free_vars(op.barrier.index[0]) - set(fixed)]
+        except ModelError:
+            continue
+        uses = [op for op in ops if op.barrier is not None and op.barrier.alloc is alloc]
+        if len(idx) != len(uses) or not uses or not all(0 <= i < n for i in idx):
+            continue
+        parts[alloc.name] = {i: dataclasses.replace(alloc, name=f"{alloc.name}[{i}]",
+                                                    shape=(Const(1),), scalar=True)
+                             for i in sorted(set(idx))}
+    if not parts:
+        return kernel
+
+    def ref(r):
+        if r is None or r.alloc.name not in parts:
+            return r
+        return BarrierRef(parts[r.alloc.name][evaluate(r.index[0], fixed)], (), r.block)
+
+    barriers = []
+    for alloc in kernel.barriers:
+        barriers += list(parts[alloc.name].values()) if alloc.name in parts else [alloc]
+    return kernel.replace(body=_rewrite(kernel.body, ref), barriers=tuple(barriers))
+
+
+def handoff_components(roles, names: list[str]) -> dict[str, int] | None:
+    """Component number per barrier name (`names`: the concrete class's allocations), joining a
+    waited barrier with the next barrier its thread signals; None when all are one component."""
+    parent = {n: n for n in names}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for role in roles:
+        waited = None
+        for item in role.items:
+            for bop in item.ops:
+                ref = bop.op.barrier
+                if ref is None or ref.alloc.name not in parent:
+                    continue
+                if bop.op.kind in WAIT_KINDS:
+                    waited = ref.alloc.name
+                elif waited is not None:
+                    parent[find(waited)] = find(ref.alloc.name)
+                    waited = None
+    roots = sorted({find(n) for n in names})
+    if len(roots) <= 1:
+        return None
+    return {n: roots.index(find(n)) for n in names}
