@@ -4,7 +4,7 @@
     python bench/family_table.py --check README.md    # compare with the README's table
 
 Each row runs `barrierproof prove examples/pallas/sizes.py::NAME --ignore BP200,BP201
---timeout 60` (120 for the Hopper matmul: TIMEOUTS) in this process (the barrier rules; races
+--timeout 60` in this process (the barrier rules; races
 are not in the symbolic model): the kernel is traced at several sizes, the traces are joined into one IR whose trip counts are
 expressions of the declared sizes (model/pallas/family.py), and the prover answers for every
 size or finds the smallest breaking one, replayed by tracing the kernel again there. Every
@@ -36,19 +36,14 @@ ROWS = [
     ("blackwell_matmul (1 CTA, 3 tiles per block)", "blackwell_matmul_any_k"),
 ]
 TIMEOUT = 60
-# The Hopper matmul's proof spends 49.7M of the 60M Z3 resource units `--timeout 60` buys
-# (27.5 s of CPU), but on a shared 2-core machine under load its wall time passes the 60 s net:
-# its row gets the work and the net of --timeout 120.
-TIMEOUTS = {"hopper_matmul_any_k": 120}
 HEADER = ["kernel", "sizes (fitted from traces)", "prove", "what it covers", "seconds"]
 
 
 def prove(name: str) -> tuple[dict, float]:
     out = io.StringIO()
     start = time.perf_counter()
-    timeout = TIMEOUTS.get(name, TIMEOUT)
     with contextlib.redirect_stdout(out):
-        cli(["prove", f"{SIZES}::{name}", "--ignore", "BP200,BP201", "--timeout", str(timeout),
+        cli(["prove", f"{SIZES}::{name}", "--ignore", "BP200,BP201", "--timeout", str(TIMEOUT),
              "--no-cache", "--format", "json"])
     (report,) = json.loads(out.getvalue())
     return report, time.perf_counter() - start
