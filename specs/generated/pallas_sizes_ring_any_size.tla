@@ -20,26 +20,26 @@ KernelExpected == <<
 
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/pallas/sizes.py:115
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/pallas/sizes.py:117
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/pallas/sizes.py:115
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/pallas/sizes.py:117
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/pallas/sizes.py:115
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/pallas/sizes.py:117
-    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/pallas/sizes.py:115
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/pallas/sizes.py:117
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/pallas/sizes.py:116
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/pallas/sizes.py:118
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/pallas/sizes.py:116
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/pallas/sizes.py:118
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/pallas/sizes.py:116
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/pallas/sizes.py:118
+    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/pallas/sizes.py:116
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/pallas/sizes.py:118
 >>
 
 \* Agent 2: wg1 (thread), 8 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/sizes.py:105
-    issue_async(<<2>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/sizes.py:105
-    wait(3, 3),                      \* pc 2: barrier_wait(empty[0])  examples/pallas/sizes.py:104
-    issue_async(<<1>>, 512, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 512B)  examples/pallas/sizes.py:105
-    wait(4, 4),                      \* pc 4: barrier_wait(empty[1])  examples/pallas/sizes.py:104
-    issue_async(<<2>>, 512, <<2>>),  \* pc 5: copy_gmem_to_smem(full[1], 512B)  examples/pallas/sizes.py:105
-    wait(3, 3),                      \* pc 6: barrier_wait(empty[0])  examples/pallas/sizes.py:109
-    wait(4, 4)                       \* pc 7: barrier_wait(empty[1])  examples/pallas/sizes.py:109
+    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/sizes.py:106
+    issue_async(<<2>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/sizes.py:106
+    wait(3, 3),                      \* pc 2: barrier_wait(empty[0])  examples/pallas/sizes.py:105
+    issue_async(<<1>>, 512, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 512B)  examples/pallas/sizes.py:106
+    wait(4, 4),                      \* pc 4: barrier_wait(empty[1])  examples/pallas/sizes.py:105
+    issue_async(<<2>>, 512, <<2>>),  \* pc 5: copy_gmem_to_smem(full[1], 512B)  examples/pallas/sizes.py:106
+    wait(3, 3),                      \* pc 6: barrier_wait(empty[0])  examples/pallas/sizes.py:110
+    wait(4, 4)                       \* pc 7: barrier_wait(empty[1])  examples/pallas/sizes.py:110
 >>
 
 KernelProg == <<

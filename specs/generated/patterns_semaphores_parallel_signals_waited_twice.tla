@@ -10,24 +10,24 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    0,  \* 1: sent (Semaphore)  examples/patterns/semaphores.py:76
-    0   \* 2: ready (Semaphore)  examples/patterns/semaphores.py:77
+    0,  \* 1: sent (Semaphore)  examples/patterns/semaphores.py:77
+    0   \* 2: ready (Semaphore)  examples/patterns/semaphores.py:78
 >>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    sem_signal_set(<<1, 2>>),  \* pc 0: semaphore_signal_parallel(sent +1, ready +1)  examples/patterns/semaphores.py:80
-    signals_landed(<<1, 2>>),  \* pc 1: semaphore_signal_parallel: signals landed  examples/patterns/semaphores.py:80
-    sem_signal_set(<<1, 2>>),  \* pc 2: semaphore_signal_parallel(sent +1, ready +1)  examples/patterns/semaphores.py:80
-    signals_landed(<<1, 2>>)   \* pc 3: semaphore_signal_parallel: signals landed  examples/patterns/semaphores.py:80
+    sem_signal_set(<<1, 2>>),  \* pc 0: semaphore_signal_parallel(sent +1, ready +1)  examples/patterns/semaphores.py:81
+    signals_landed(<<1, 2>>),  \* pc 1: semaphore_signal_parallel: signals landed  examples/patterns/semaphores.py:81
+    sem_signal_set(<<1, 2>>),  \* pc 2: semaphore_signal_parallel(sent +1, ready +1)  examples/patterns/semaphores.py:81
+    signals_landed(<<1, 2>>)   \* pc 3: semaphore_signal_parallel: signals landed  examples/patterns/semaphores.py:81
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    sem_wait(2, 1, 1),  \* pc 0: semaphore_wait(ready, >=1, decrement)  examples/patterns/semaphores.py:82
-    sem_wait(1, 2, 1),  \* pc 1: semaphore_wait(sent, >=2, decrement)  examples/patterns/semaphores.py:83
-    sem_wait(2, 1, 1),  \* pc 2: semaphore_wait(ready, >=1, decrement)  examples/patterns/semaphores.py:82
-    sem_wait(1, 2, 1)   \* pc 3: semaphore_wait(sent, >=2, decrement)  examples/patterns/semaphores.py:83
+    sem_wait(2, 1, 1),  \* pc 0: semaphore_wait(ready, >=1, decrement)  examples/patterns/semaphores.py:83
+    sem_wait(1, 2, 1),  \* pc 1: semaphore_wait(sent, >=2, decrement)  examples/patterns/semaphores.py:84
+    sem_wait(2, 1, 1),  \* pc 2: semaphore_wait(ready, >=1, decrement)  examples/patterns/semaphores.py:83
+    sem_wait(1, 2, 1)   \* pc 3: semaphore_wait(sent, >=2, decrement)  examples/patterns/semaphores.py:84
 >>
 
 KernelProg == <<

@@ -10,39 +10,39 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    0   \* 1: sem (Semaphore)  examples/patterns/semaphores.py:65
+    0   \* 1: sem (Semaphore)  examples/patterns/semaphores.py:66
 >>
 
 \* Agent 1: b0.wg0 (thread), 4 instruction(s).
 Prog_1_b0_wg0 == <<
-    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:67
-    sem_wait(1, 1, 1),  \* pc 1: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:68
-    sem_signal(1, 1),   \* pc 2: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:67
-    sem_wait(1, 1, 1)   \* pc 3: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:68
+    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:68
+    sem_wait(1, 1, 1),  \* pc 1: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:69
+    sem_signal(1, 1),   \* pc 2: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:68
+    sem_wait(1, 1, 1)   \* pc 3: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:69
 >>
 
 \* Agent 2: b0.wg1 (thread), 4 instruction(s).
 Prog_2_b0_wg1 == <<
-    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:67
-    sem_wait(1, 1, 1),  \* pc 1: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:68
-    sem_signal(1, 1),   \* pc 2: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:67
-    sem_wait(1, 1, 1)   \* pc 3: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:68
+    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:68
+    sem_wait(1, 1, 1),  \* pc 1: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:69
+    sem_signal(1, 1),   \* pc 2: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:68
+    sem_wait(1, 1, 1)   \* pc 3: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:69
 >>
 
 \* Agent 3: b1.wg0 (thread), 4 instruction(s).
 Prog_3_b1_wg0 == <<
-    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:67
-    sem_wait(1, 1, 1),  \* pc 1: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:68
-    sem_signal(1, 1),   \* pc 2: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:67
-    sem_wait(1, 1, 1)   \* pc 3: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:68
+    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:68
+    sem_wait(1, 1, 1),  \* pc 1: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:69
+    sem_signal(1, 1),   \* pc 2: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:68
+    sem_wait(1, 1, 1)   \* pc 3: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:69
 >>
 
 \* Agent 4: b1.wg1 (thread), 4 instruction(s).
 Prog_4_b1_wg1 == <<
-    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:67
-    sem_wait(1, 1, 1),  \* pc 1: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:68
-    sem_signal(1, 1),   \* pc 2: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:67
-    sem_wait(1, 1, 1)   \* pc 3: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:68
+    sem_signal(1, 1),   \* pc 0: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:68
+    sem_wait(1, 1, 1),  \* pc 1: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:69
+    sem_signal(1, 1),   \* pc 2: semaphore_signal(sem, +1)  examples/patterns/semaphores.py:68
+    sem_wait(1, 1, 1)   \* pc 3: semaphore_wait(sem, >=1, decrement)  examples/patterns/semaphores.py:69
 >>
 
 KernelProg == <<
