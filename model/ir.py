@@ -590,4 +590,24 @@ def iter_ops(body: Sequence[Stmt]) -> Iterator[Op]:
     return (stmt for stmt in walk(body) if isinstance(stmt, Op))
 
 
+def map_ops(body: Sequence[Stmt], fn) -> tuple:
+    """The statements with every operation replaced by `fn(op)`: an Op, or a sequence of
+    statements spliced in its place; loops, branches and warp regions are rebuilt around them."""
+    out: list = []
+    for stmt in body:
+        if isinstance(stmt, Op):
+            new = fn(stmt)
+            out.extend(new) if isinstance(new, (list, tuple)) else out.append(new)
+        elif isinstance(stmt, Loop):
+            out.append(Loop(stmt.var, stmt.trip, map_ops(stmt.body, fn), stmt.loc))
+        elif isinstance(stmt, When):
+            out.append(When(stmt.cond, map_ops(stmt.then, fn), map_ops(stmt.orelse, fn),
+                            stmt.loc))
+        elif isinstance(stmt, WarpRegion):
+            out.append(WarpRegion(stmt.axis, map_ops(stmt.body, fn), stmt.loc))
+        else:
+            out.append(stmt)
+    return tuple(out)
+
+
 # IR-READY

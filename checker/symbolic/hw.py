@@ -34,7 +34,7 @@ from typing import Mapping
 
 from ...model.hw_barriers import ALL_THREADS, LANE, NAMED_BARRIERS, WARP_SIZE
 from ...model.ir import (BarrierAlloc, BarrierRef, Const, Kernel, Loop, ModelError, Op,
-                         WarpRegion, When, evaluate, free_vars)
+                         WarpRegion, When, evaluate, free_vars, map_ops)
 from .terms import Unsupported
 
 NAMED_KINDS = ("bar_sync", "bar_arrive")
@@ -113,27 +113,19 @@ def lower_named_barriers(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
               for bar, (count, first_op) in counts.items()}
     per_agent = {False: kernel.num_warps, True: 1}      # arrivals in warps
 
+    def lower(op: Op):
+        if id(op) not in lowered:
+            return op
+        bar, _, region = lowered[id(op)]
+        ref = BarrierRef(allocs[bar])
+        amount = Const(per_agent[region])
+        if op.kind == "bar_arrive":
+            return Op("arrive", ref, count=amount, loc=op.loc)
+        return (Op("arrive", ref, count=amount, name=SYNC_ARRIVAL, loc=op.loc),
+                Op("barrier_wait", ref, loc=op.loc))
+
     def rewrite(body) -> tuple:
-        out = []
-        for stmt in body:
-            if isinstance(stmt, Op) and id(stmt) in lowered:
-                bar, _, region = lowered[id(stmt)]
-                ref = BarrierRef(allocs[bar])
-                amount = Const(per_agent[region])
-                if stmt.kind == "bar_arrive":
-                    out.append(Op("arrive", ref, count=amount, loc=stmt.loc))
-                else:
-                    out.append(Op("arrive", ref, count=amount, name=SYNC_ARRIVAL, loc=stmt.loc))
-                    out.append(Op("barrier_wait", ref, loc=stmt.loc))
-            elif isinstance(stmt, Loop):
-                out.append(Loop(stmt.var, stmt.trip, rewrite(stmt.body), stmt.loc))
-            elif isinstance(stmt, When):
-                out.append(When(stmt.cond, rewrite(stmt.then), rewrite(stmt.orelse), stmt.loc))
-            elif isinstance(stmt, WarpRegion):
-                out.append(WarpRegion(stmt.axis, rewrite(stmt.body), stmt.loc))
-            else:
-                out.append(stmt)
-        return tuple(out)
+        return map_ops(body, lower)
 
     return kernel.replace(body=rewrite(kernel.body),
                           barriers=tuple(kernel.barriers) + tuple(allocs.values()))

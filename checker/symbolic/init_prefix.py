@@ -36,7 +36,8 @@ from typing import Mapping, Sequence
 import z3
 
 from ...model.init_visibility import INIT_KINDS
-from ...model.ir import BarrierRef, Const, Kernel, Loop, Op, Var, WarpRegion, When, free_vars, walk
+from ...model.ir import (BarrierRef, Const, Kernel, Loop, Op, Var, WarpRegion, When, free_vars,
+                         map_ops, walk)
 from .terms import Solver, Unsupported, z_bool, z_int
 
 SYNC = "bar_sync"
@@ -203,16 +204,4 @@ def _rebind(stmts, started: dict) -> tuple:
         if r is None or r.alloc.name not in started:
             return r
         return BarrierRef(started[r.alloc.name], r.index, r.block)
-    out = []
-    for s in stmts:
-        if isinstance(s, Op):
-            out.append(dataclasses.replace(s, barrier=ref(s.barrier)))
-        elif isinstance(s, Loop):
-            out.append(Loop(s.var, s.trip, _rebind(s.body, started), s.loc))
-        elif isinstance(s, When):
-            out.append(When(s.cond, _rebind(s.then, started), _rebind(s.orelse, started), s.loc))
-        elif isinstance(s, WarpRegion):
-            out.append(WarpRegion(s.axis, _rebind(s.body, started), s.loc))
-        else:
-            out.append(s)
-    return tuple(out)
+    return map_ops(stmts, lambda op: dataclasses.replace(op, barrier=ref(op.barrier)))

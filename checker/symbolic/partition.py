@@ -21,26 +21,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from ...model.ir import (BarrierRef, Const, Kernel, Loop, ModelError, Op, WarpRegion, When,
-                         evaluate, free_vars, iter_ops)
+from ...model.ir import (BarrierRef, Const, Kernel, ModelError, evaluate, free_vars, iter_ops,
+                         map_ops)
 
 WAIT_KINDS = ("barrier_wait", "wait_parity")
 
 
 def _rewrite(body, ref) -> tuple:
-    out = []
-    for s in body:
-        if isinstance(s, Op):
-            out.append(dataclasses.replace(s, barrier=ref(s.barrier)))
-        elif isinstance(s, Loop):
-            out.append(Loop(s.var, s.trip, _rewrite(s.body, ref), s.loc))
-        elif isinstance(s, When):
-            out.append(When(s.cond, _rewrite(s.then, ref), _rewrite(s.orelse, ref), s.loc))
-        elif isinstance(s, WarpRegion):
-            out.append(WarpRegion(s.axis, _rewrite(s.body, ref), s.loc))
-        else:
-            out.append(s)
-    return tuple(out)
+    return map_ops(body, lambda op: dataclasses.replace(op, barrier=ref(op.barrier)))
 
 
 def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:

@@ -29,7 +29,7 @@ from typing import Mapping
 import z3
 
 from ...model.grid import LOCKSTEP_AXIS, lockstep_blocks
-from ...model.ir import Const, Kernel, Loop, ModelError, Op, WarpRegion, When, evaluate, free_vars
+from ...model.ir import Const, Kernel, ModelError, Op, evaluate, free_vars, map_ops
 from .counters import COp
 from .terms import Unsupported, z_int
 
@@ -81,19 +81,7 @@ def lower_lockstep(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
         return dataclasses.replace(r, alloc=single[r.alloc.name])
 
     def rewrite(body) -> tuple:
-        out = []
-        for stmt in body:
-            if isinstance(stmt, Op):
-                out.append(dataclasses.replace(stmt, barrier=ref(stmt.barrier)))
-            elif isinstance(stmt, Loop):
-                out.append(Loop(stmt.var, stmt.trip, rewrite(stmt.body), stmt.loc))
-            elif isinstance(stmt, When):
-                out.append(When(stmt.cond, rewrite(stmt.then), rewrite(stmt.orelse), stmt.loc))
-            elif isinstance(stmt, WarpRegion):
-                out.append(WarpRegion(stmt.axis, rewrite(stmt.body), stmt.loc))
-            else:
-                out.append(stmt)
-        return tuple(out)
+        return map_ops(body, lambda op: dataclasses.replace(op, barrier=ref(op.barrier)))
 
     return kernel.replace(
         body=rewrite(kernel.body),

@@ -25,7 +25,7 @@ import dataclasses
 
 from ...model.expr import substitute_stmts
 from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loop, Op, Var,
-                         WarpRegion, When, evaluate, free_vars, walk)
+                         WarpRegion, When, evaluate, free_vars, map_ops, walk)
 
 # Longer concrete loops stay loops: unrolling them would only make the tau search slower.
 MAX_UNROLL = 8
@@ -177,19 +177,7 @@ def split_ring_arrays(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
         return BarrierRef(parts[key], (r.index[d],), r.block)
 
     def body(stmts) -> tuple:
-        out = []
-        for s in stmts:
-            if isinstance(s, Op):
-                out.append(dataclasses.replace(s, barrier=ref(s.barrier)))
-            elif isinstance(s, Loop):
-                out.append(Loop(s.var, s.trip, body(s.body), s.loc))
-            elif isinstance(s, When):
-                out.append(When(s.cond, body(s.then), body(s.orelse), s.loc))
-            elif isinstance(s, WarpRegion):
-                out.append(WarpRegion(s.axis, body(s.body), s.loc))
-            else:
-                out.append(s)
-        return tuple(out)
+        return map_ops(stmts, lambda op: dataclasses.replace(op, barrier=ref(op.barrier)))
 
     barriers = []
     for alloc in kernel.barriers:
