@@ -24,6 +24,7 @@ leave the halves importing each other's internals.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import time
@@ -107,6 +108,11 @@ class Compiler:
         src = f"lambda s: ({body},)" if what == "tuple" else f"lambda s: {self.expr(terms[0])}"
         return eval(src, {"_mod": _mod, "_div": _div})
 
+    def any_of(self, conditions: Sequence) -> Callable:
+        """One function: does any of the conditions hold (evaluated in order, short-circuit)."""
+        body = " or ".join(self.expr(c) for c in conditions) or "False"
+        return eval(f"lambda s: {body}", {"_mod": _mod, "_div": _div})
+
 
 class Substitution:
     """z3.substitute for many terms with the same pairs, without the Python API's per-call
@@ -145,8 +151,10 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
     """Explore the counter system for each concrete valuation of the frozen variables."""
     nf = len(encoder.system.frozen)
     comp = Compiler(encoder.vars)
-    steps = [(comp.function([pre], "bool"), comp.function(nxt)) for _, pre, nxt in encoder.steps]
+    keyed, unkeyed = _steps_by_position(encoder, comp)
     bads = [(label, comp.function([cond], "bool")) for label, cond in encoder.bad]
+    # one call tells whether any error condition holds (a system has hundreds, rarely met)
+    any_bad = comp.any_of([cond for _, cond in encoder.bad])
     sane = comp.function([z3.And(encoder.sane)], "bool")
     init_ok = comp.function([encoder.init_body], "bool")
     init = comp.function(encoder.init_head)
@@ -170,10 +178,18 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
                 if not sane(s):
                     errors.setdefault("construction invariant broken", tuple(frozen))
                     continue
-                for label, bad in bads:
-                    if bad(s):
-                        errors.setdefault(label, tuple(frozen))
-                for pre, post in steps:
+                if any_bad(s):
+                    for label, bad in bads:
+                        if bad(s):
+                            errors.setdefault(label, tuple(frozen))
+                for i, table in keyed:
+                    for pre, post in table.get(s[i], ()):
+                        if pre(s):
+                            t = post(s)
+                            if t not in seen:
+                                seen.add(t)
+                                nxt.append(t)
+                for pre, post in unkeyed:
                     if pre(s):
                         t = post(s)
                         if t not in seen:
@@ -182,6 +198,39 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
             frontier = nxt
         states.extend(seen)
     return Samples(states, errors, truncated)
+
+
+def _steps_by_position(encoder: Encoder, comp: Compiler):
+    """The compiled transitions, indexed by a conjunct `x == c` of their guard (x a state
+    variable, c a constant: a one-thread role's position, mostly): a state tries only the
+    transitions whose conjunct it satisfies (`(variable index, {c: [(guard, successor)]})`)
+    and those without one. The same successors as trying every guard, at a fraction of the
+    calls: a system of 200 transitions has a few enabled per position."""
+    index = {v.get_id(): i for i, v in enumerate(encoder.vars)}
+    nf = len(encoder.system.frozen)
+    tables: dict[int, dict[int, list]] = {}
+    unkeyed = []
+    for _, pre, nxt in encoder.steps:
+        step = (comp.function([pre], "bool"), comp.function(nxt))
+        key = _position_conjunct(pre, index, nf)
+        if key is None:
+            unkeyed.append(step)
+        else:
+            tables.setdefault(key[0], {}).setdefault(key[1], []).append(step)
+    return sorted(tables.items()), unkeyed
+
+
+def _position_conjunct(pre, index: dict, nf: int):
+    """(i, c) for the first top-level conjunct `vars[i] == c` of a guard, i not frozen."""
+    for c in (pre.children() if z3.is_and(pre) else [pre]):
+        if not z3.is_eq(c):
+            continue
+        a, b = c.children()
+        if z3.is_int_value(a):
+            a, b = b, a
+        if z3.is_const(a) and z3.is_int_value(b) and index.get(a.get_id(), -1) >= nf:
+            return index[a.get_id()], b.as_long()
+    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -248,6 +297,84 @@ def nullspace(rows: Sequence[Sequence[int]], ncols: int) -> list[list[Fraction]]
             vec[c] = -matrix[i][f]
         basis.append(vec)
     return basis
+
+
+def nullspace_primitive(rows: Sequence[Sequence[int]], ncols: int) -> list[list[int]]:
+    """`[_integral(v) for v in nullspace(rows, ncols)]`, by fraction-free elimination on
+    Python integers (rows divided by their gcd as they go): the same reduced echelon form up to
+    each row's positive scale, so the same basis, without building Fractions (most of
+    guessing's time otherwise)."""
+    matrix = [list(row) for row in _independent_rows(rows)]
+    pivots: list[int] = []
+    r = 0
+    for c in range(ncols):
+        pivot = next((i for i in range(r, len(matrix)) if matrix[i][c] != 0), None)
+        if pivot is None:
+            continue
+        matrix[r], matrix[pivot] = matrix[pivot], matrix[r]
+        if matrix[r][c] < 0:
+            matrix[r] = [-x for x in matrix[r]]
+        pv, prow = matrix[r][c], matrix[r]
+        for i in range(len(matrix)):
+            f = matrix[i][c]
+            if i != r and f != 0:
+                row = [pv * a - f * b for a, b in zip(matrix[i], prow)]
+                g = 0
+                for x in row:
+                    g = math.gcd(g, x)
+                matrix[i] = [x // g for x in row] if g > 1 else row
+        pivots.append(c)
+        r += 1
+        if r == len(matrix):
+            break
+    free = [c for c in range(ncols) if c not in pivots]
+    basis = []
+    for f in free:
+        # vec[f] = 1, vec[c_i] = -m[i][f] / m[i][c_i] (m[i][c_i] > 0), scaled to integers
+        den = 1
+        for i, c in enumerate(pivots):
+            if matrix[i][f]:
+                d = matrix[i][c] // math.gcd(matrix[i][c], matrix[i][f])
+                den = den * d // math.gcd(den, d)
+        ints = [0] * ncols
+        ints[f] = den
+        for i, c in enumerate(pivots):
+            if matrix[i][f]:
+                ints[c] = -matrix[i][f] * den // matrix[i][c]
+        g = 0
+        for x in ints:
+            g = math.gcd(g, x)
+        basis.append([x // g for x in ints] if g > 1 else ints)
+    return basis
+
+
+class _Span:
+    """A growing set of integer vectors in echelon form modulo a prime: whether a vector is in
+    their span there, as `len(_independent_rows(vectors + [v])) == len(...vectors)` decides it,
+    without eliminating every vector again."""
+
+    def __init__(self, vectors: Sequence[Sequence[int]] = ()):
+        self.rows: list[tuple[int, list[int]]] = []      # (pivot column, row with pivot 1)
+        for v in vectors:
+            self.add(v)
+
+    def reduce(self, vec: Sequence[int]) -> list[int]:
+        v = [x % _PRIME for x in vec]
+        for c, row in self.rows:
+            f = v[c]
+            if f:
+                v = [(a - f * b) % _PRIME for a, b in zip(v, row)]
+        return v
+
+    def add(self, vec: Sequence[int]) -> bool:
+        """Add vec; False when it is already in the span (nothing added)."""
+        v = self.reduce(vec)
+        c = next((i for i, x in enumerate(v) if x), None)
+        if c is None:
+            return False
+        inv = pow(v[c], _PRIME - 2, _PRIME)
+        self.rows.append((c, [(x * inv) % _PRIME for x in v]))
+        return True
 
 
 def _integral(vec: Sequence[Fraction]) -> list[int]:
@@ -365,20 +492,13 @@ def guess(encoder: Encoder, states: Sequence[tuple],
 
     def equalities(rows_idx, exclude_span=None):
         rows = [(1,) + table[r] for r in rows_idx]
-        basis = nullspace(rows, len(feat_terms) + 1)
         found = []
-        span = list(exclude_span or [])
-        base_rank = len(_independent_rows(span)) if span else 0
-        for vec in basis:
-            ints = _integral(vec)
+        span = copy.deepcopy(exclude_span) if exclude_span is not None else None
+        for ints in nullspace_primitive(rows, len(feat_terms) + 1):
             if not any(ints[1:]):
                 continue
-            if span:
-                rank = len(_independent_rows(span + [ints]))
-                if rank == base_rank:
-                    continue
-                span.append(ints)
-                base_rank = rank
+            if span is not None and not span.add(ints):
+                continue
             found.append(ints)
         return found
 
@@ -387,6 +507,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
 
     everything = list(range(len(states)))
     glob = equalities(everything)
+    glob_span = _Span(glob) if glob else None
     for ints in glob:
         out.append(Candidate(eq_formula(ints), text_of(ints[1:], ints[0])))
     for i in numeric + counts:
@@ -446,7 +567,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         subset = [r for r, s in enumerate(states) if holds(s)]
         if not subset or len(subset) == len(states):
             continue
-        for ints in equalities(subset, exclude_span=glob):
+        for ints in equalities(subset, exclude_span=glob_span):
             out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
                                  f"{ctext} => " + text_of(ints[1:], ints[0])))
         sub_proj = project(states[r] for r in subset)
@@ -502,6 +623,10 @@ class InvariantResult:
     failed: list[str] = field(default_factory=list)
     candidates: int = 0
     checks: int = 0
+    # on `unknown`: the candidates not yet dropped. Every dropped one was refuted by a state
+    # satisfying all alive candidates, so none is in the largest inductive subset: Houdini
+    # resumed from these keeps exactly what it would have kept from all of them.
+    alive: list[Candidate] = field(default_factory=list)
 
 
 # How Houdini's consecution asks Z3 (see `houdini`); bench/prove_speed.py compares the two.
@@ -579,13 +704,13 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
                                                       query_timeout)
         checks += more
         if why is not None:
-            return result("unknown", f"Z3 could not decide consecution: {why}")
+            return result("unknown", f"Z3 could not decide consecution: {why}", alive=alive)
     else:
         alive, why, more = _consecution_whole(encoder, alive, survivors, remaining,
                                               query_timeout, per_step)
         checks += more
         if why is not None:
-            return result("unknown", f"Z3 could not decide consecution: {why}")
+            return result("unknown", f"Z3 could not decide consecution: {why}", alive=alive)
     # Safety: no error state satisfies the invariant. One solver holds the invariant; each
     # error condition is asked under its own assumption literal.
     failed = []
