@@ -27,7 +27,9 @@ from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
 from barrierproof.checker.symbolic.terms import Unsupported
 from barrierproof.checker.symbolic.unroll import split_ring_arrays, unroll_fixed_loops
-from barrierproof.checker.symbolic.invariants import Compiler, _independent_rows, nullspace
+from barrierproof.checker.symbolic.invariants import (Compiler, _independent_rows, _integral,
+                                                      _Span, nullspace,
+                                                      nullspace_primitive)
 from barrierproof.cli import main
 from barrierproof.loader import resolve
 from barrierproof.model.dsl import protocol
@@ -378,6 +380,24 @@ def test_nullspace_finds_linear_relations():
     vec = basis[0]
     assert all(sum(c * x for c, x in zip(vec, row)) == 0 for row in rows)
     assert len(_independent_rows(rows)) == 3
+
+
+def test_integer_nullspace_and_span_agree_with_the_rational_ones():
+    import random
+    rng = random.Random(7)
+    for _ in range(500):
+        ncols = rng.randint(1, 8)
+        base = [[rng.randint(-3, 3) for _ in range(ncols)] for _ in range(rng.randint(1, 4))]
+        rows = [tuple(sum(c * b[j] for c, b in zip(cs, base)) for j in range(ncols))
+                for cs in ([rng.randint(-2, 2) for _ in base] for _ in range(rng.randint(0, 9)))]
+        basis = nullspace_primitive(rows, ncols)
+        assert basis == [_integral(v) for v in nullspace(rows, ncols)]
+        span, listed = _Span(rows), [list(r) for r in rows]
+        for vec in basis + [list(r) for r in rows[:2]]:
+            new = len(_independent_rows(listed + [vec])) > len(_independent_rows(listed))
+            assert span.add(vec) == new
+            if new:
+                listed.append(vec)
 
 
 def test_compiled_terms_agree_with_z3():

@@ -92,6 +92,11 @@ How a proof works
    barriers, and barriers joined by a thread's "wait on one, then signal the other" form the
    classes (a two-slot pipeline's `full[c]`, `empty[c]`), tried with a third of the budget
    before one class holds every concrete barrier. Any partition is sound (point 1).
+   A class that two partitions build alike (points 7 and 9: the same Z3 terms, sampled at the
+   same values) is worked on once (ClassWork): its samples and candidates are reused, a
+   verdict Z3 gave on it stands, and a Houdini run the first partition's budget cut short
+   resumes from the candidates it had not yet dropped (none of the dropped ones is in the
+   largest inductive subset, so the result is the same as a run from the start).
 
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
@@ -291,22 +296,26 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     # Hand-off pairs of concrete barriers as classes of their own first (partition.py), with a
     # third of the budget; the classes below are the fallback.
+    work = ClassWork()          # a class built alike by two partitions is proved once
     pairs = _prove_fragment(split_constant_arrays(kernel, fixed), symbolic, fixed,
                             Budget(budget.seconds / 3), start, concrete_rings=False,
-                            handoffs=True)
+                            handoffs=True, work=work)
     if pairs is not None and pairs.status == "proved":
         return pairs
     # Concrete arrays used as rings are tried at one representative slot first (a smaller
     # system whose invariants close far faster), then, if that does not prove it, as they are.
-    first = _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=True)
+    first = _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=True,
+                            work=work)
     if first is not None and (first.status == "proved" or budget.z3_left() <= 0
                               or budget.net_left() <= 1.0):
         return first
-    return _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=False)
+    return _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=False,
+                           work=work)
 
 
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
-                    concrete_rings: bool, handoffs: bool = False) -> Proof | None:
+                    concrete_rings: bool, handoffs: bool = False,
+                    work: ClassWork | None = None) -> Proof | None:
     """The proof on one partition into classes; None when `concrete_rings` or `handoffs`
     changes nothing."""
 
@@ -363,15 +372,45 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         return Proof("unknown", spent(), f"outside the supported fragment: {err}")
     side = [text for _, text in frag.side_conditions]
     proofs: list[ClassProof] = []
-    failed = _prove_systems(frag, systems, kernel, symbolic, fixed, budget, proofs)
+    failed = _prove_systems(frag, systems, kernel, symbolic, fixed, budget, proofs, work)
     if failed is not None:
         status, reason = failed
         return Proof(status, spent(), reason, proofs, side, tau=tau_text)
     return Proof("proved", spent(), "", proofs, side, [r.name for r in roles], tau_text)
 
 
+class ClassWork:
+    """What was computed on a class system, shared by the partitions one proof tries (the
+    hand-off pairs, then the classes of point 9; one representative slot, then all instances):
+    a class two partitions build alike -- the same Z3 terms for its variables, initial states,
+    transitions, construction facts and error conditions, sampled at the same valuations -- has
+    the same samples, the same candidates and the same largest inductive subset, so a verdict
+    Z3 gave on it (proved, or an invariant that does not exclude an error) holds for it
+    again. Z3 hash-conses terms, so equal terms have equal ids; the terms are kept alive here
+    so that no id is reused by another term."""
+
+    def __init__(self):
+        self.entries: dict[tuple, dict] = {}
+        self.keep: list = []
+
+    def entry(self, enc: Encoder, vals, more) -> dict:
+        terms = [enc.init_body, *enc.init_head, *enc.sane, *enc.vars,
+                 *(c for _, c in enc.bad)]
+        for _, pre, nxt in enc.steps:
+            terms.append(pre)
+            terms.extend(nxt)
+        self.keep.append(terms)
+        key = (tuple(t.get_id() for t in terms), tuple(label for label, _ in enc.bad),
+               tuple(label for label, _, _ in enc.steps), tuple(enc.layout.names),
+               tuple(map(str, enc.system.frozen)),
+               tuple(str(code.role.size) for code in enc.layout.codes if not code.role.single),
+               tuple(map(tuple, vals)), tuple(map(tuple, more)))
+        return self.entries.setdefault(key, {})
+
+
 def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
-                   proofs: list[ClassProof]) -> tuple[str, str] | None:
+                   proofs: list[ClassProof], work: ClassWork | None = None
+                   ) -> tuple[str, str] | None:
     """Houdini on every class system; None when all are proved, else (status, reason)."""
     mine = points(kernel, symbolic, fixed, 3)
     check = points(kernel, symbolic, fixed, 7, limit=60)
@@ -385,9 +424,12 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
             return "unknown", f"internal: construction facts of {cls.name} fail at `{bad}`"
         vals = [v for p in mine for v in frag.valuations(cls, system, p)]
         more = [v for p in check for v in frag.valuations(cls, system, p)]
+        done = (work or ClassWork()).entry(enc, vals, more)
         # Sampling stops at a number of states, never at a time: the candidates it yields, and
         # so the proof, must not depend on the machine's speed.
-        small = sample(enc, vals, limit=20000, budget=float("inf"))
+        if "small" not in done:
+            done["small"] = sample(enc, vals, limit=20000, budget=float("inf"))
+        small = done["small"]
         if small.errors:
             label, frozen = next(iter(small.errors.items()))
             values = dict(zip([str(v) for v in system.frozen], frozen))
@@ -395,20 +437,33 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
                                      f"{label} at {values}"))
             return "failed", (f"{cls.name}: the abstraction reaches `{label}` at "
                               f"{_params_only(values, symbolic)}")
-        large = sample(enc, more, limit=60000, budget=float("inf"))
+        if "large" not in done:
+            done["large"] = sample(enc, more, limit=60000, budget=float("inf"))
+        large = done["large"]
         result = None
         # the richest templates only when the plain ones fail (each attempt costs Houdini
         # rounds; the richest set contains the middle one, so its largest inductive subset
         # does too, and a pipeline's ring needs it: JAX's Hopper matmul)
         for pairs, hulls in ((False, False), (True, True)):
-            cands = guess(enc, small.states + large.states, (), conditional_pairs=pairs,
-                          hulls=hulls)
+            if (pairs, hulls) in done:          # Z3's verdict on this class, candidates
+                result = done[(pairs, hulls)]   # and all, in an earlier partition
+                if result.status == "proved":
+                    break
+                continue
+            # Houdini stopped undecided on this class in an earlier partition: resumed from
+            # the candidates it had not dropped (the same largest inductive subset)
+            cands = done.get(("alive", pairs, hulls)) or guess(
+                enc, small.states + large.states, (), conditional_pairs=pairs, hulls=hulls)
             if budget.z3_left() <= 0:
                 break
             # Z3's own wall-clock timeout is only the net (a query cannot outlive the run).
             with z3_limits(budget):
                 result = houdini(enc, cands, timeout=budget.net_left(),
                                  query_timeout=budget.net_left())
+            if result.status in ("proved", "failed"):
+                done[(pairs, hulls)] = result
+            elif result.alive:
+                done[("alive", pairs, hulls)] = result.alive
             if result.status == "unknown" and (budget.z3_left() <= 0
                                                or budget.net_left() <= 1.0):
                 result.reason = budget.spent_text()
