@@ -13,7 +13,8 @@ State variables:
     (phase, pending, tx, expected) of every barrier instance of the class (model/semantics.py)
     in_flight[slot]                asynchronous deliveries issued and not yet landed
     a role of ONE thread           pos (its position in the class program), k[j] (its loop
-                                   coordinate in loop segment j), obs[b] (what it observed of b)
+                                   coordinate in loop segment j; past the loop, lo plus the
+                                   iterations it ran), obs[b] (what it observed of b)
     a role of N threads            kref[j] (least loop coordinate of its threads in loop
     (counter abstraction)          segment j), n[L] (how many threads are in local state L: a
                                    position with loop offset d = k - kref[j] and an observation
@@ -501,7 +502,10 @@ class Encoder:
                     q = Pos("at", q.seg, q.pc)
                 moved = st.copy()
                 moved.pos[r] = z3.IntVal(index[q])
-                if how == "iter":
+                # Leaving a loop sets k to hi (it is read only inside the loop, so nothing
+                # observable changes): past the loop, k - lo counts the iterations run, 0 when
+                # it was skipped, and a count of the loop's events stays linear in k there.
+                if how == "iter" or (how == "leave" and seg.loop):
                     moved.k[r][p.seg] = k + 1
                 yield (f"{code.role.name} skips {op.text}", [here, cond, z3.Not(guard)], moved,
                        FALSE)

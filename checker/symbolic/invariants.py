@@ -4,7 +4,9 @@
    clauses compiled to Python) and collect every reachable state.
 2. Guess: candidate facts that hold on every sample: linear equalities (the null space of the
    sample matrix), the same restricted to the states where a thread is at a given local state
-   ("a thread of role r is at L implies e == 0"), constant bounds, and bounds on differences.
+   ("a thread of role r is at L implies e == 0"), constant bounds, bounds on differences, and,
+   for a one-thread role at a position, the observations sampled there (a disjunction: the
+   local states it is never seen in, as n[L] == 0 says for a counter role).
 3. Check (Houdini): keep the largest subset that Z3 proves inductive for ALL parameter values:
    it holds in every initial state and is preserved by every transition. Z3 is the judge; the
    samples only propose. Consecution is asked transition by transition, each on its own
@@ -437,6 +439,36 @@ def hull_facets(points) -> list[tuple[int, int, int]]:
     return out
 
 
+def _local_states(encoder: Encoder, states: Sequence[tuple], values_of) -> list[Candidate]:
+    """`pos[r] == v => obs[r] is one of the combinations sampled at v`, for a one-thread role:
+    the local states it is never seen in. A counter role gets the same from its constant
+    candidates (n[L] == 0 for an unsampled local state L); for a one-thread role no linear fact
+    says it, since an unsampled combination is usually in the affine span of sampled ones (a
+    thread never waited on its second barrier while it has waited on its first: `U` then `J1`
+    is excluded, `U U`, `J0 U` and `J0 J1` are not). Houdini checks it like any candidate."""
+    names = encoder.layout.names
+    variables = encoder.vars
+    out = []
+    for i, name in enumerate(names):
+        if not name.startswith("pos["):
+            continue
+        obs = [o for o in range(len(names)) if names[o].startswith(f"obs[{name[4:-1]},")]
+        if not obs:
+            continue
+        seen: dict[int, set] = {}
+        for s in states:
+            seen.setdefault(s[i], set()).add(tuple(s[o] for o in obs))
+        for value in values_of[i]:
+            combos = sorted(seen[value])
+            if len(combos) == 3 ** len(obs):          # UNJOINED, J0, J1 each: nothing excluded
+                continue
+            allowed = z3.Or([z3.And([variables[o] == c for o, c in zip(obs, combo)])
+                             for combo in combos])
+            out.append(Candidate(z3.Implies(variables[i] == value, allowed),
+                                 f"{name} == {value} => obs in {combos}"))
+    return out
+
+
 def guess(encoder: Encoder, states: Sequence[tuple],
           check: Sequence[tuple] = (), conditional_pairs: bool = True,
           hulls: bool = False) -> list[Candidate]:
@@ -519,6 +551,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         diffs = [s[i] - s[j] for s in states]
         out.append(Candidate(xi - xj <= max(diffs), f"{names[i]} - {names[j]} <= {max(diffs)}"))
         out.append(Candidate(xi - xj >= min(diffs), f"{names[i]} - {names[j]} >= {min(diffs)}"))
+    out += _local_states(encoder, states, values_of)
     # Where a thread is: pos == value for a one-thread role (alone and with what it observed),
     # n[L] >= 1 and n[L] == size for a counter role.
     atoms = []
