@@ -244,7 +244,8 @@ def open_report(browser, path, tmp_path):
     page.goto(f"file://{path}")
     page.wait_for_load_state("load")
     shot = tmp_path / (os.path.basename(str(path)) + ".png")
-    page.screenshot(path=str(shot), full_page=True)
+    # a loaded 2-core machine can take longer than the 30 s default to paint a large page
+    page.screenshot(path=str(shot), full_page=True, timeout=180_000)
     return page, problems, requests, shot
 
 
