@@ -839,7 +839,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH[::NAME]")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
-    p.set_defaults(run=_delegate("barrierproof.checker.engines.tla", "cli_main"))
+    p.set_defaults(run=_delegate("barrierproof.checker.engines.tla_files", "cli_main"))
 
     p = sub.add_parser("confirm", help="run a Pallas kernel in JAX's GPU interpret mode")
     p.add_argument("paths", nargs="+", metavar="PATH::NAME")

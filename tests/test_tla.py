@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from barrierproof.checker.engines import tla, tlc
+from barrierproof.checker.engines import tla, tla_files, tla_state, tlc
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines.explore import explore
 from barrierproof.loader import resolve
@@ -117,7 +117,7 @@ def _start_tlc_runs(request):
 # -- emitted text ------------------------------------------------------------------------------
 
 def test_generated_specs_are_not_stale():
-    want = tla.generated_specs(ROOT)
+    want = tla_files.generated_specs(ROOT)
     have = {name: open(os.path.join(GENERATED, name)).read()
             for name in os.listdir(GENERATED)} if os.path.isdir(GENERATED) else {}
     stale = sorted(n for n in want if have.get(n) != want[n])
@@ -133,7 +133,7 @@ def test_generated_library_is_a_copy_of_the_hand_written_one():
 
 
 def test_every_modelled_example_has_a_generated_spec():
-    names = {m.name for item in tla.emit_targets(MODELLED, root=ROOT) for m in item.modules}
+    names = {m.name for item in tla_files.emit_targets(MODELLED, root=ROOT) for m in item.modules}
     assert len(names) >= len(MODELLED) >= 20
     for name in names:
         assert os.path.exists(os.path.join(GENERATED, f"{name}.tla"))
@@ -171,17 +171,17 @@ def test_every_opcode_has_an_action():
 
 
 def test_parse_value_and_state_round_trip():
-    assert tla.parse_value("<<1, << >>, <<2, -1>>>>") == (1, (), (2, -1))
-    assert tla.parse_value("<<>>") == ()
+    assert tla_state.parse_value("<<1, << >>, <<2, -1>>>>") == (1, (), (2, -1))
+    assert tla_state.parse_value("<<>>") == ()
     with pytest.raises(ValueError):
-        tla.parse_value("<<1, 2")
+        tla_state.parse_value("<<1, 2")
     target = next(t for t in TARGETS if t.name == "tma_mma_epilogue")
     system = System(target.build())
     state = system.initial_state()
     for action in (0, 1, 2):
         if system.enabled(state, action):
             state = system.step(state, action)[0]
-    assert tla.decode_state(system, tla.encode_state(system, state)) == state
+    assert tla_state.decode_state(system, tla_state.encode_state(system, state)) == state
 
 
 def test_parse_state_reads_wrapped_values():

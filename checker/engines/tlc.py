@@ -35,8 +35,8 @@ from ...model.semantics import WAIT, WAIT_PARITY, System
 from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, INIT_DEADLOCKS, INIT_RULES, RULES,
                   Checks, deadlocks_of, exact_codes,
                   TlaModule, bounded_wrapper, deadlock_checks,
-                  decode_state, default_checks, emit_system, exact_checks, library_text,
-                  parse_value)
+                  default_checks, emit_system, exact_checks, library_text)
+from .tla_state import decode_state, parse_value
 from . import tla
 from ..verdict import Verdict
 

@@ -31,7 +31,6 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Callable, Iterable, Sequence
 
 import z3
@@ -270,42 +269,11 @@ def _independent_rows(rows: Sequence[Sequence[int]]) -> list[Sequence[int]]:
     return [rows[r] for r in chosen]
 
 
-def nullspace(rows: Sequence[Sequence[int]], ncols: int) -> list[list[Fraction]]:
-    """A basis of {c : row . c == 0 for every row} (exact rational arithmetic)."""
-    matrix = [[Fraction(x) for x in row] for row in _independent_rows(rows)]
-    pivots: list[int] = []
-    r = 0
-    for c in range(ncols):
-        pivot = next((i for i in range(r, len(matrix)) if matrix[i][c] != 0), None)
-        if pivot is None:
-            continue
-        matrix[r], matrix[pivot] = matrix[pivot], matrix[r]
-        pv = matrix[r][c]
-        matrix[r] = [x / pv for x in matrix[r]]
-        for i in range(len(matrix)):
-            if i != r and matrix[i][c] != 0:
-                f = matrix[i][c]
-                matrix[i] = [a - f * b for a, b in zip(matrix[i], matrix[r])]
-        pivots.append(c)
-        r += 1
-        if r == len(matrix):
-            break
-    free = [c for c in range(ncols) if c not in pivots]
-    basis = []
-    for f in free:
-        vec = [Fraction(0)] * ncols
-        vec[f] = Fraction(1)
-        for i, c in enumerate(pivots):
-            vec[c] = -matrix[i][f]
-        basis.append(vec)
-    return basis
-
-
 def nullspace_primitive(rows: Sequence[Sequence[int]], ncols: int) -> list[list[int]]:
-    """`[_integral(v) for v in nullspace(rows, ncols)]`, by fraction-free elimination on
-    Python integers (rows divided by their gcd as they go): the same reduced echelon form up to
-    each row's positive scale, so the same basis, without building Fractions (most of
-    guessing's time otherwise)."""
+    """A basis of {c : row . c == 0 for every row}, each vector integral and primitive: the
+    reduced echelon form's (one vector per free column, 1 there before scaling), found by
+    fraction-free elimination on Python integers (rows divided by their gcd as they go), which
+    is exact and far faster than rational arithmetic."""
     matrix = [list(row) for row in _independent_rows(rows)]
     pivots: list[int] = []
     r = 0
@@ -377,18 +345,6 @@ class _Span:
         inv = pow(v[c], _PRIME - 2, _PRIME)
         self.rows.append((c, [(x * inv) % _PRIME for x in v]))
         return True
-
-
-def _integral(vec: Sequence[Fraction]) -> list[int]:
-    from math import gcd
-    den = 1
-    for x in vec:
-        den = den * x.denominator // gcd(den, x.denominator)
-    ints = [int(x * den) for x in vec]
-    g = 0
-    for x in ints:
-        g = gcd(g, abs(x))
-    return [x // g for x in ints] if g else ints
 
 
 def _linear(coeffs: Sequence[int], variables: Sequence[z3.ArithRef], const: int):
