@@ -97,6 +97,12 @@ How a proof works
    verdict Z3 gave on it stands, and a Houdini run the first partition's budget cut short
    resumes from the candidates it had not yet dropped (none of the dropped ones is in the
    largest inductive subset, so the result is the same as a run from the start).
+10. Signs (signs.py). A parameter ranges over every integer the assumptions allow, negative
+   ones too, but is sampled at 0, 1, 2, ...: a class whose invariant, with a template, does not
+   exclude an error is proved again under `p >= 0` and under `p <= -1` for each parameter p
+   the assumptions do not bound below, each case a system of its own sampled on its side,
+   before the richer templates (a loop counter leaves its loop at max(p, 0): `k == p` holds
+   on one side only). Parameters never change, so the cases' invariants cover every run.
 
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
