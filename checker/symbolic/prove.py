@@ -462,6 +462,9 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
             if isinstance(split, InvariantResult):
                 result = split
                 break
+            if budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+                result = replace(result, status="unknown", reason=budget.spent_text())
+                break
             if split is not None and tier == len(TEMPLATES) - 1:
                 result = replace(result, reason=f"{result.reason}; by the sign of the "
                                  f"parameters: {split}")
