@@ -89,6 +89,8 @@ PROVED = {
     # the v ring's counts past the producer's loop (encode.py: k after a loop is its bound)
     "patterns/flash_attention.py::fa3_forward_pingpong": grid(stages=[1, 2, 3],
                                                               blocks=range(1, 6)),
+    # proved case by case on the sign of tiles (signs.py): k == tiles after the loop at >= 0
+    "patterns/split_k.py::split_k_dsmem": grid(tiles=range(0, 7)),
 }
 
 
@@ -583,3 +585,25 @@ def test_houdini_transition_by_transition_keeps_the_same_invariant(ref):
         assert sorted(c.text for c in whole.invariant) == sorted(c.text for c in split.invariant)
         assert sorted(c.text for c in whole.invariant) == sorted(c.text for c in cored.invariant)
         assert len(whole.invariant) < len(cands)     # Houdini had candidates to drop
+
+
+def test_sign_cases_cover_every_value_and_skip_parameters_bounded_below():
+    """signs.py: one case per sign of each parameter the assumptions let be negative, together
+    every integer; a parameter the assumptions keep >= 0 splits nothing."""
+    from barrierproof.checker.symbolic.counters import CounterSystem
+    from barrierproof.checker.symbolic.signs import sign_cases
+    n, m = z3.Int("n"), z3.Int("m")
+    params = {"n": n, "m": m}
+
+    def system(constraints):
+        return CounterSystem("t", [n, m], constraints, [], [], [])
+    assert sign_cases(system([n >= 0, m >= 1]), params, ["n", "m"]) == []
+    cases = sign_cases(system([m >= -3]), params, ["n", "m"])
+    assert [c.negative for c in cases] == [frozenset(), frozenset({"m"}), frozenset({"n"}),
+                                           frozenset({"n", "m"})]
+    s = z3.Solver()           # no value of (n, m) outside every case
+    s.add(m >= -3, *[z3.Not(z3.And(c.system.constraints)) for c in cases])
+    assert s.check() == z3.unsat
+    # an empty case (n < 0 is excluded once m < 0) is left out
+    cases = sign_cases(system([z3.Implies(m < 0, n >= 0)]), params, ["n", "m"])
+    assert [c.negative for c in cases] == [frozenset(), frozenset({"m"}), frozenset({"n"})]

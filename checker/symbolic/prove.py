@@ -97,6 +97,12 @@ How a proof works
    verdict Z3 gave on it stands, and a Houdini run the first partition's budget cut short
    resumes from the candidates it had not yet dropped (none of the dropped ones is in the
    largest inductive subset, so the result is the same as a run from the start).
+10. Signs (signs.py). A parameter ranges over every integer the assumptions allow, negative
+   ones too, but is sampled at 0, 1, 2, ...: a class whose invariant, with a template, does not
+   exclude an error is proved again under `p >= 0` and under `p <= -1` for each parameter p
+   the assumptions do not bound below, each case a system of its own sampled on its side,
+   before the richer templates (a loop counter leaves its loop at max(p, 0): `k == p` holds
+   on one side only). Parameters never change, so the cases' invariants cover every run.
 
 The fragment (anything else is `unknown` with the reason): concrete cluster shape and warps per
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
@@ -129,7 +135,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import z3
 from typing import Mapping, Sequence
@@ -149,9 +155,10 @@ from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
 from .semaphores import lower_lockstep
+from .signs import sign_cases
 from .init_prefix import publish_inits
 from .tiles import promotable, prove_tiles
-from .invariants import guess, houdini, sample
+from .invariants import InvariantResult, guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .races import assign_buffers
 from .terms import Unsupported
@@ -258,15 +265,17 @@ def _satisfies(kernel: Kernel, values: Mapping[str, int], extra=()) -> bool:
 
 
 def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], top: int,
-           limit: int | None = None, seed: int = 0) -> list[dict[str, int]]:
+           limit: int | None = None, seed: int = 0,
+           negative: frozenset[str] = frozenset()) -> list[dict[str, int]]:
     """Parameter values 0..top for the symbolic parameters, in order of their sum, that satisfy
-    the assumptions (at most `limit` of them, a deterministic spread when more exist)."""
+    the assumptions (at most `limit` of them, a deterministic spread when more exist); -1..-1-top
+    for those in `negative`."""
     combos = sorted(itertools.product(range(top + 1), repeat=len(symbolic)),
                     key=lambda c: (sum(c), c))
     out = []
     for combo in combos:
         values = dict(fixed)
-        values.update(zip(symbolic, combo))
+        values.update((n, -1 - c if n in negative else c) for n, c in zip(symbolic, combo))
         if _satisfies(kernel, values):
             out.append(values)
     if limit is not None and len(out) > limit:
@@ -441,34 +450,24 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
             done["large"] = sample(enc, more, limit=60000, budget=float("inf"))
         large = done["large"]
         result = None
-        # the richest templates only when the plain ones fail (each attempt costs Houdini
-        # rounds; the richest set contains the middle one, so its largest inductive subset
-        # does too, and a pipeline's ring needs it: JAX's Hopper matmul)
-        for pairs, hulls in ((False, False), (True, True)):
-            if (pairs, hulls) in done:          # Z3's verdict on this class, candidates
-                result = done[(pairs, hulls)]   # and all, in an earlier partition
-                if result.status == "proved":
-                    break
-                continue
-            # Houdini stopped undecided on this class in an earlier partition: resumed from
-            # the candidates it had not dropped (the same largest inductive subset)
-            cands = done.get(("alive", pairs, hulls)) or guess(
-                enc, small.states + large.states, (), conditional_pairs=pairs, hulls=hulls)
-            if budget.z3_left() <= 0:
+        for tier in range(len(TEMPLATES)):
+            result = _invariant(enc, small.states + large.states, budget, done, tier)
+            if result is None or result.status != "failed":
                 break
-            # Z3's own wall-clock timeout is only the net (a query cannot outlive the run).
-            with z3_limits(budget):
-                result = houdini(enc, cands, timeout=budget.net_left(),
-                                 query_timeout=budget.net_left())
-            if result.status in ("proved", "failed"):
-                done[(pairs, hulls)] = result
-            elif result.alive:
-                done[("alive", pairs, hulls)] = result.alive
-            if result.status == "unknown" and (budget.z3_left() <= 0
-                                               or budget.net_left() <= 1.0):
-                result.reason = budget.spent_text()
-            if result.status == "proved" or result.status == "unknown":
+            # the candidates sampled at parameters >= 0 may fail at negative ones only
+            # (signs.py): the class again, case by case on the parameters' signs, with the
+            # same templates before richer ones
+            split = _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget, done,
+                                   tier)
+            if isinstance(split, InvariantResult):
+                result = split
                 break
+            if budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+                result = replace(result, status="unknown", reason=budget.spent_text())
+                break
+            if split is not None and tier == len(TEMPLATES) - 1:
+                result = replace(result, reason=f"{result.reason}; by the sign of the "
+                                 f"parameters: {split}")
         seconds = time.perf_counter() - t0
         if result is None:
             return "unknown", budget.spent_text()
@@ -518,6 +517,88 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     if failed is not None:
         return Proof(failed[0], seconds, failed[1], proofs, side)
     return Proof("proved", seconds, "", proofs, side)
+
+
+# Candidate templates, (conditional_pairs, hulls) of `guess`, tried in this order: the richest
+# only when the plain ones fail (each attempt costs Houdini rounds; the richest set contains the
+# plain one, so its largest inductive subset does too, and a pipeline's ring needs it: JAX's
+# Hopper matmul).
+TEMPLATES = ((False, False), (True, True))
+
+
+def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int):
+    """Houdini on a class system from the candidates its samples `states` propose, with the
+    templates up to TEMPLATES[tier] in turn until one proves; None when the budget is spent
+    first. `done` keeps Z3's verdicts (ClassWork), so a template already tried is not again."""
+    result = None
+    for pairs, hulls in TEMPLATES[:tier + 1]:
+        if (pairs, hulls) in done:          # Z3's verdict on this class, candidates
+            result = done[(pairs, hulls)]   # and all, in an earlier partition or tier
+            if result.status == "proved":
+                break
+            continue
+        # Houdini stopped undecided on this class in an earlier partition: resumed from
+        # the candidates it had not dropped (the same largest inductive subset)
+        cands = done.get(("alive", pairs, hulls)) or guess(
+            enc, states, (), conditional_pairs=pairs, hulls=hulls)
+        if budget.z3_left() <= 0:
+            break
+        # Z3's own wall-clock timeout is only the net (a query cannot outlive the run).
+        with z3_limits(budget):
+            result = houdini(enc, cands, timeout=budget.net_left(),
+                             query_timeout=budget.net_left())
+        if result.status in ("proved", "failed"):
+            done[(pairs, hulls)] = result
+        elif result.alive:
+            done[("alive", pairs, hulls)] = result.alive
+        if result.status == "unknown" and (budget.z3_left() <= 0
+                                           or budget.net_left() <= 1.0):
+            result.reason = budget.spent_text()
+        if result.status == "proved" or result.status == "unknown":
+            break
+    return result
+
+
+def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, done: dict,
+                   tier: int):
+    """The class system proved case by case on the signs of its parameters (signs.py): a
+    proved InvariantResult (its invariant: every case's), None when there are no cases, or why
+    a case is not proved."""
+    cases = sign_cases(system, frag.params, symbolic)
+    if not cases:
+        return None
+    start = time.perf_counter()
+    invariant, candidates = [], 0
+    for case in cases:
+        if budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+            return f"{case.text}: {budget.spent_text()}"
+        enc = Encoder(case.system).build()
+        if enc.check_sane(timeout=budget.net_left()) is not None:
+            return f"{case.text}: construction facts not inductive"
+        work = done.setdefault(("sign", case.text), {})
+        if "states" not in work:
+            mine = points(kernel, symbolic, fixed, 3, negative=case.negative)
+            check = points(kernel, symbolic, fixed, 7, limit=60, negative=case.negative)
+            small = sample(enc, [v for p in mine for v in frag.valuations(cls, case.system, p)],
+                           limit=20000, budget=float("inf"))
+            large = sample(enc, [v for p in check
+                                 for v in frag.valuations(cls, case.system, p)],
+                           limit=60000, budget=float("inf"))
+            if small.errors or large.errors:
+                label, _ = next(iter({**large.errors, **small.errors}.items()))
+                work["states"] = f"the abstraction reaches `{label}`"
+            else:
+                work["states"] = small.states + large.states
+        if isinstance(work["states"], str):
+            return f"{case.text}: {work['states']}"
+        result = _invariant(enc, work["states"], budget, work, tier)
+        if result is None or result.status != "proved":
+            return f"{case.text}: {result.reason if result else budget.spent_text()}"
+        invariant += result.invariant
+        candidates += result.candidates
+    return InvariantResult("proved", time.perf_counter() - start,
+                           "by the sign of the parameters: " + "; ".join(c.text for c in cases),
+                           invariant=invariant, candidates=candidates)
 
 
 def _params_only(values: Mapping[str, int], symbolic) -> dict:
