@@ -484,7 +484,13 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
                 budget: Budget) -> Proof:
     """Prove `kernel` free of BP200/BP201 races for every value of `symbolic` (races.py), on
     the class systems of its barrier proof with the kernel's accesses added. Sound only beside
-    a barrier proof of the same kernel: the barrier rules are not re-proved here."""
+    a barrier proof of the same kernel: the barrier rules are not re-proved here.
+
+    One class for all concrete barriers first; when that is not proved, the hand-off classes
+    (partition.py), each judging the buffers its barriers guard (races.py: a tcgen05 MMA whose
+    operands are released through one hand-off and whose accumulator through another is proved
+    there). Any partition is sound for races: every access to a cell is an operation of the
+    cell's class system (races.py), so every race on it is a race of that system."""
     start = time.perf_counter()
     try:
         kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
@@ -492,10 +498,24 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    first = _prove_races_on(kernel, symbolic, fixed, budget, start, handoffs=False)
+    if first.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+        return first
+    pairs = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed, budget, start,
+                            handoffs=True)
+    return first if pairs is None else pairs if pairs.status == "proved" else first
+
+
+def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
+                    handoffs: bool) -> Proof | None:
+    """prove_races on one partition; None when `handoffs` splits nothing."""
     try:
         frag = Fragment(kernel, symbolic, fixed)
+        frag.handoff_classes = handoffs
         frag.build_roles()
         frag.build_classes()
+        if handoffs and not frag.handoff_split:
+            return None
         assign_buffers(frag)
         # no static order: the race systems have no progress condition
         group = 0
