@@ -486,10 +486,11 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     the class systems of its barrier proof with the kernel's accesses added. Sound only beside
     a barrier proof of the same kernel: the barrier rules are not re-proved here.
 
-    One class for all concrete barriers first; when that is not proved, the hand-off classes
-    (partition.py), each judging the buffers its barriers guard (races.py: a tcgen05 MMA whose
-    operands are released through one hand-off and whose accumulator through another is proved
-    there). Any partition is sound for races: every access to a cell is an operation of the
+    One class for all concrete barriers first; when that is not proved, concrete arrays used
+    as rings at one representative slot (with the buffers indexed like them), then the
+    hand-off classes (partition.py), each judging the buffers its barriers guard (races.py: a
+    tcgen05 MMA whose operands are released through one commit and whose accumulator through
+    another is proved where the two are apart). Any partition is sound for races: every access to a cell is an operation of the
     cell's class system (races.py), so every race on it is a race of that system."""
     start = time.perf_counter()
     try:
@@ -498,23 +499,30 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
-    first = _prove_races_on(kernel, symbolic, fixed, budget, start, handoffs=False)
-    if first.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
-        return first
-    pairs = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed, budget, start,
-                            handoffs=True)
-    return first if pairs is None else pairs if pairs.status == "proved" else first
+    first = _prove_races_on(kernel, symbolic, fixed, budget, start)
+    for again in (dict(concrete_rings=True), dict(handoffs=True)):
+        if first.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+            return first
+        other = _prove_races_on(split_constant_arrays(kernel, fixed) if again.get("handoffs")
+                                else kernel, symbolic, fixed, budget, start, **again)
+        if other is not None and other.status == "proved":
+            return other
+    return first
 
 
 def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
-                    handoffs: bool) -> Proof | None:
-    """prove_races on one partition; None when `handoffs` splits nothing."""
+                    concrete_rings: bool = False, handoffs: bool = False) -> Proof | None:
+    """prove_races on one partition; None when `concrete_rings` or `handoffs` changes
+    nothing."""
     try:
-        frag = Fragment(kernel, symbolic, fixed)
+        frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
         frag.handoff_classes = handoffs
         frag.build_roles()
-        frag.build_classes()
+        classes = frag.build_classes()
         if handoffs and not frag.handoff_split:
+            return None
+        if concrete_rings and not any(
+                c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
             return None
         assign_buffers(frag)
         # no static order: the race systems have no progress condition

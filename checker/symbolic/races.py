@@ -53,7 +53,7 @@ import z3
 
 from ...model.ir import Var, free_vars
 from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
-from .classes import BarrierClass, placed, ring_lhs
+from .classes import BarrierClass, _ring_indexed, placed, ring_lhs
 from .counters import ACCESS, K, COp
 from .own_copies import own_copies_retired, private_buffers
 from .terms import Unsupported, linear_in, z_int
@@ -83,6 +83,10 @@ def assign_buffers(frag: "Fragment") -> None:
         private = not all(z3.is_int_value(d) for d in dims) and _thread_private(k, alloc)
         if private:
             frag.private_buffers.add(alloc.name)
+        ring = None if private else _concrete_ring_of(frag, alloc, dims)
+        if ring is not None:
+            ring.buffers.append(alloc)
+            continue
         if private or all(z3.is_int_value(d) for d in dims):
             if not concretes:
                 concretes.append(BarrierClass("barriers", None, []))
@@ -110,6 +114,22 @@ def assign_buffers(frag: "Fragment") -> None:
             for key, name in placed(frag, alloc, cls.ring, "the slots of a buffer"):
                 cls.cells.append(key)
                 cls.cell_names.append(name)
+
+
+def _concrete_ring_of(frag: "Fragment", alloc, dims) -> BarrierClass | None:
+    """A buffer of concrete size S beside barriers of S slots analysed as a ring at one
+    representative slot (`concrete_rings`, classes.py): the ring class whose barriers every
+    loop touching it indexes at the same offset, when every use of it is a ring access too.
+    Then it is judged there, slot s for slot s, as a ring buffer of symbolic size is."""
+    if len(dims) != 1 or not z3.is_int_value(dims[0]):
+        return None
+    rings = [c for c in frag.classes if c.ring is not None and frag.solver.equal(c.ring, dims[0])]
+    if not rings or not _ring_indexed(frag, alloc, dims[0], memory=True):
+        return None
+    try:
+        return _ring_of(frag, alloc, dims[0], rings)
+    except Unsupported:
+        return None
 
 
 def _concrete_class_of(frag: "Fragment", alloc, concretes: list[BarrierClass]) -> BarrierClass:
@@ -489,19 +509,12 @@ def attach_queued(builder: "ClassBuilder", role: "Role", item: "Item", bop: "Bod
     cells = queued_plan(builder, role)[1].get(_position(role, item, bop))
     if not cells:
         return
-    frag = builder.frag
     for cop in cops:
         for q in cop.slots:
             slot = builder.slots[q]
             slot.issuers.add((role.name, role.single))
-            if len(slot.issuers) > 1 or not role.single:
-                raise Unsupported(f"`{bop.op.describe()}`: tcgen05 operations of several "
-                                  "threads touch memory and arrive on one barrier; their queues "
-                                  "are not told apart", bop.op.loc)
-            for cell, write, g in cells:
-                if frag.solver.valid(z3.Not(z3.And(cop.guard, g))):
-                    continue                    # never at once (other slot, other iteration)
-                (slot.writes if write else slot.reads).add(cell)
+            _one_queue(slot, role, bop.op)
+            _carry(builder, slot, cop, cells)
 
 
 def _position(role: "Role", item: "Item", bop: "BodyOp") -> tuple[int, int]:
@@ -549,6 +562,8 @@ def queued_plan(builder: "ClassBuilder", role: "Role") -> tuple[dict, dict]:
                                   "role, observed through later arrivals: their queues are not "
                                   "told apart", op.loc)
             ctx = builder.context(role, item)
+            if builder.cls.ring is not None and item.kind == "loop":   # its own ring offset
+                ctx = builder.op_context(role, item, ctx, builder.op_offsets(role, item)[1][b])
             guard = ctx.guard(bop.conds)
             cells = [(cell, write, z3.And(guard, g)) for ref, write in _refs(builder, op)
                      for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
@@ -665,13 +680,28 @@ def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]
                 block = cls.instances[slot.inst][2]       # the block this part lands in
             else:
                 block = role.block
-            for ref, write in refs:
-                for _, cell in cells_of(builder, role, op, ref, ctx, block):
-                    (slot.writes if write else slot.reads).add(cell)
-            if slot.kind == "tcgen05" and (len(slot.issuers) > 1 or not role.single):
-                raise Unsupported(f"`{op.describe()}`: tcgen05 operations of several threads "
-                                  "touch memory and arrive on one barrier; their queues are "
-                                  "not told apart", op.loc)
+            _carry(builder, slot, cop, [(cell, write, g) for ref, write in refs
+                                        for g, cell in cells_of(builder, role, op, ref, ctx,
+                                                                block)])
+            _one_queue(slot, role, op)
+
+
+def _carry(builder: "ClassBuilder", slot, cop: COp, cells) -> None:
+    """Put (cell, writes, guard) triples on a slot the issue `cop` delivers to: a cell only when
+    its guard (over the issue's loop coordinate) can hold together with the issue's guard for
+    this instance -- otherwise no delivery to the instance ever carries it (a ring of concrete
+    slots indexed `i % 2`: slot 1's cells never ride on the delivery to `full[0]`)."""
+    for cell, write, g in cells:
+        if builder.frag.solver.valid(z3.Not(z3.And(cop.guard, g))):
+            continue
+        (slot.writes if write else slot.reads).add(cell)
+
+
+def _one_queue(slot, role: "Role", op) -> None:
+    if slot.kind == "tcgen05" and (len(slot.issuers) > 1 or not role.single):
+        raise Unsupported(f"`{op.describe()}`: tcgen05 operations of several threads touch "
+                          "memory and arrive on one barrier; their queues are not told apart",
+                          op.loc)
 
 
 # ----------------------------------------------------------------------------------------------
