@@ -121,7 +121,11 @@ before any use, one block): the rest is proved on barriers that start initialise
 thread's load or store; a TMA copy's or MMA's memory while in flight; an access its thread
 waits for itself (TMA store, WGMMA, tcgen05.st) retired by the next instruction, or, in a ring
 loop, before the thread's next event on its slot; cp.async copies into buffers of their thread
-alone, retired along its program before an overlapping access (own_copies.py).
+alone, retired along its program before an overlapping access (own_copies.py); a tcgen05 MMA
+that arrives on no barrier of its cells' class, live until the next tcgen05 arrival of its
+thread on that class lands (its queue completes in order), when that arrival follows it, past
+only other such MMAs, on every way. Race proofs try the single concrete class, then concrete
+rings, then the hand-off classes.
 """
 
 from __future__ import annotations

@@ -36,12 +36,25 @@ write, is a race. The prover checks it on the class systems of prove.py:
   thread can go (`_retired_before_next_slot_event`): the ACCESS at the issue still covers them.
 - cp.async copies into buffers only their own thread touches: proved along that thread's
   program (own_copies.py), with no place in the class systems.
+- A tcgen05 MMA that arrives on no barrier of the class owning its cells (a plain MMA, whose
+  operands a commit releases in one class and whose accumulator another commit hands off in
+  another): its thread's tensor-core queue completes in order, so it is done once a later
+  tcgen05 arrival of its thread lands. When the thread's next operations of the class, on every
+  way, are such MMAs up to a tcgen05 arrival on the class that runs whenever the MMA does, its
+  cells are live at its ACCESS and those MMAs', then on that arrival's deliveries, as accesses
+  of the queue (queued_plan); otherwise Unsupported.
+- Cells ride only on the deliveries whose guard can hold with theirs (`_carry`).
 
 Outside this fragment (`Unsupported`, so `unknown` with the reason): other accesses that stay
 live until a later wait of the issuing thread past other instructions (their interval is not
-delimited by class events), a tcgen05 MMA without a barrier that touches memory, an access and
-its delivery's barrier in different classes, a ring buffer used unindexed or at another offset
-than its ring's barriers.
+delimited by class events), a tcgen05 MMA touching memory whose next operation of the class is
+not a tcgen05 arrival there (or another such MMA), a copy and its delivery's barrier in
+different classes, a ring buffer used unindexed or at another offset than its ring's barriers.
+
+prove_races tries one class for all concrete barriers, then concrete arrays as rings at one
+representative slot (a buffer of as many slots indexed like them judged there), then the
+hand-off classes of partition.py (each buffer judged by the class of the barriers its accesses
+go through): any partition is sound, as above.
 """
 
 from __future__ import annotations
