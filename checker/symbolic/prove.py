@@ -327,15 +327,10 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         return time.perf_counter() - start
 
     try:
-        frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
-        frag.handoff_classes = handoffs
-        roles = frag.build_roles()
-        classes = frag.build_classes()
-        if handoffs and not frag.handoff_split:
+        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs)
+        if frag is None:
             return None
-        if concrete_rings and not any(
-                c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
-            return None
+        roles = frag.roles
         search = TauSearch(frag)
     except Unsupported as err:
         return Proof("unknown", spent(), f"outside the supported fragment: {err}")
@@ -381,6 +376,22 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         status, reason = failed
         return Proof(status, spent(), reason, proofs, side, tau=tau_text)
     return Proof("proved", spent(), "", proofs, side, [r.name for r in roles], tau_text)
+
+
+def _partition(kernel: Kernel, symbolic, fixed, concrete_rings: bool,
+               handoffs: bool) -> Fragment | None:
+    """The fragment with its roles and classes on one partition; None when `concrete_rings`
+    or `handoffs` changes nothing."""
+    frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
+    frag.handoff_classes = handoffs
+    frag.build_roles()
+    classes = frag.build_classes()
+    if handoffs and not frag.handoff_split:
+        return None
+    if concrete_rings and not any(
+            c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
+        return None
+    return frag
 
 
 class ClassWork:
@@ -519,14 +530,8 @@ def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
     """prove_races on one partition; None when `concrete_rings` or `handoffs` changes
     nothing."""
     try:
-        frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
-        frag.handoff_classes = handoffs
-        frag.build_roles()
-        classes = frag.build_classes()
-        if handoffs and not frag.handoff_split:
-            return None
-        if concrete_rings and not any(
-                c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
+        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs)
+        if frag is None:
             return None
         assign_buffers(frag)
         # no static order: the race systems have no progress condition
