@@ -292,3 +292,80 @@ def test_prove_never_contradicts_the_explorer_on_races(release_first, reread, co
 def test_the_correct_ring_with_memory_is_proved():
     v = prove(build_ring(False, "none", False))
     assert v.verdict == "proved" and "race-free" in v.coverage, (v.label, v.coverage)
+
+
+# -- tcgen05 MMAs observed through later commits of their thread (races.py: queued_plan) -------
+
+def _mma_k_loop(k, steps, own_read=False, read_before_commit=False, no_acc_wait=False,
+                release_at_issue=False):
+    """One tile: TMA fills a two-slot ring, a plain tcgen05_mma reads each slot into a TMEM
+    accumulator and a commit releases the slot; the accumulator is handed to the epilogue by a
+    commit after the K loop (a loop with no event of the accumulator's class)."""
+    k.threads(3, name="wg")                    # 0: MMA issuer, 1: TMA, 2: epilogue
+    k.assume(steps >= 1)
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    empty = k.Barrier(num_arrivals=1, num_barriers=2, orders_tensor_core=True)
+    acc_full = k.Barrier(num_arrivals=1, orders_tensor_core=True)
+    a, acc = k.SMEM(slots=2), k.TMEM()
+    with k.when(k.thread == 1):
+        with k.loop(steps) as i:
+            with k.when(i >= 2):
+                k.barrier_wait(empty.at[i % 2])
+            k.copy_gmem_to_smem(full.at[i % 2], bytes=4096, dst=a.at[i % 2])
+        drain = minimum(steps, 2)
+        with k.loop(drain) as j:
+            k.barrier_wait(empty.at[(steps - drain + j) % 2])
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            k.barrier_wait(full.at[i % 2])
+            k.tcgen05_mma(a=a.at[i % 2], acc=acc)
+            if release_at_issue:
+                k.barrier_arrive(empty.at[i % 2])
+            else:
+                k.tcgen05_commit_arrive(empty.at[i % 2])
+        if read_before_commit:
+            k.read(acc)                        # the last MMAs may still write it
+        k.tcgen05_commit_arrive(acc_full)
+        if own_read:
+            k.read(acc)                        # the commit has not landed yet
+    with k.when(k.thread == 2):
+        if not no_acc_wait:
+            k.barrier_wait(acc_full)
+        k.read(acc)
+        if no_acc_wait:
+            k.barrier_wait(acc_full)
+
+
+@protocol(symbolic=("steps",))
+def mma_k_loop(k, steps=3):
+    _mma_k_loop(k, steps)
+
+
+MMA_RACY = {
+    "own_read": (dict(own_read=True), "BP201"),
+    "read_before_commit": (dict(read_before_commit=True), "BP201"),
+    "no_acc_wait": (dict(no_acc_wait=True), "BP201"),
+    "release_at_issue": (dict(release_at_issue=True), "BP200"),
+}
+
+
+def test_plain_mma_observed_through_later_commits_is_race_free():
+    k = mma_k_loop.build()
+    v = prove(k, limits=Limits(timeout=60))
+    assert v.verdict == "proved" and "race-free" in v.coverage, (v.label, v.coverage)
+    for values in grid(steps=range(1, 8)):
+        assert check_kernel(k, values).verdict == "verified", values
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MMA_RACY))
+def test_plain_mma_racing_its_accumulator_or_slot_is_not_proved(name):
+    options, code = MMA_RACY[name]
+
+    @protocol(symbolic=("steps",))
+    def racy(k, steps=3):
+        _mma_k_loop(k, steps, **options)
+    k = racy.build()
+    v = prove(k, limits=Limits(timeout=60))
+    assert v.verdict == "violation" and v.codes[0] == code, (v.label, v.coverage, v.notes)
+    assert check_kernel(k, v.params).codes[0] == code

@@ -123,26 +123,35 @@ def _ring_groups(self: "Fragment", allocs: list[BarrierAlloc], S) -> list[list[B
     return list(groups.values())
 
 
-def _ring_indexed(self: "Fragment", alloc: BarrierAlloc, S) -> bool:
+def _ring_indexed(self: "Fragment", alloc, S, memory: bool = False) -> bool:
     """Is every use of a 1-D array of concrete size S a ring access (`(i + c) % S` in a loop,
     a constant slot outside)? Then it may be analysed at one representative slot, like a ring
-    of symbolic size: one slot's barriers instead of all of them (`concrete_rings`)."""
+    of symbolic size: one slot's barriers instead of all of them (`concrete_rings`). With
+    `memory`, `alloc` is a buffer and its uses are the operations' reads and writes."""
     for role in self.roles:
         for item in role.items:
             for bop in item.ops:
-                ref = bop.op.barrier
-                if ref is None or ref.alloc is not alloc:
-                    continue
-                if ref.block is not None or len(ref.index) != 1:
-                    return False
-                try:
-                    lhs = ring_lhs(self, ref, role.env, S)
-                except Unsupported:
-                    return False
-                if item.kind == "loop":
-                    lin = linear_in(lhs, item.loop.var, role.env, self.solver)
-                    if lin is None or lin[0] != 1:
+                refs = bop.op.reads + bop.op.writes if memory else [bop.op.barrier]
+                for ref in refs:
+                    if ref is None or ref.alloc is not alloc:
+                        continue
+                    if not _ring_ref(self, role, item, ref, S):
                         return False
+    return True
+
+
+def _ring_ref(self: "Fragment", role, item, ref, S) -> bool:
+    """`ref` is `(i + c) % S` in a loop over i, or a constant slot outside loops."""
+    if getattr(ref, "block", None) is not None or len(ref.index) != 1:
+        return False
+    try:
+        lhs = ring_lhs(self, ref, role.env, S)
+    except Unsupported:
+        return False
+    if item.kind == "loop":
+        lin = linear_in(lhs, item.loop.var, role.env, self.solver)
+        if lin is None or lin[0] != 1:
+            return False
     return True
 
 

@@ -23,7 +23,7 @@ from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, I
                        CSegment)
 from .hw import SYNC_ARRIVAL, is_named_barrier
 from .semaphores import semaphore_cops
-from .races import access_cops, attach_async
+from .races import access_cops, attach_async, attach_queued
 from .terms import CMP, Unsupported, evaluate, linear_in, nonlinear, z_bool, z_int
 
 if TYPE_CHECKING:
@@ -227,6 +227,7 @@ class ClassBuilder:
         out = self._cops(role, item, bop, ctx, rank, guard, ref)
         if self.cls.buffers and (op.reads or op.writes):
             attach_async(self, role, op, ctx, out)
+        attach_queued(self, role, item, bop, out)
         return out
 
     def _cops(self, role, item, bop, ctx, rank, guard, ref) -> list[COp]:

@@ -127,7 +127,11 @@ before any use, one block): the rest is proved on barriers that start initialise
 thread's load or store; a TMA copy's or MMA's memory while in flight; an access its thread
 waits for itself (TMA store, WGMMA, tcgen05.st) retired by the next instruction, or, in a ring
 loop, before the thread's next event on its slot; cp.async copies into buffers of their thread
-alone, retired along its program before an overlapping access (own_copies.py).
+alone, retired along its program before an overlapping access (own_copies.py); a tcgen05 MMA
+that arrives on no barrier of its cells' class, live until the next tcgen05 arrival of its
+thread on that class lands (its queue completes in order), when that arrival follows it, past
+only other such MMAs, on every way. Race proofs try the single concrete class, then concrete
+rings, then the hand-off classes.
 """
 
 from __future__ import annotations
@@ -332,15 +336,10 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         return time.perf_counter() - start
 
     try:
-        frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
-        frag.handoff_classes = handoffs
-        roles = frag.build_roles()
-        classes = frag.build_classes()
-        if handoffs and not frag.handoff_split:
+        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs)
+        if frag is None:
             return None
-        if concrete_rings and not any(
-                c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
-            return None
+        roles = frag.roles
         search = TauSearch(frag)
     except Unsupported as err:
         return Proof("unknown", spent(), f"outside the supported fragment: {err}")
@@ -386,6 +385,22 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         status, reason = failed
         return Proof(status, spent(), reason, proofs, side, tau=tau_text)
     return Proof("proved", spent(), "", proofs, side, [r.name for r in roles], tau_text)
+
+
+def _partition(kernel: Kernel, symbolic, fixed, concrete_rings: bool,
+               handoffs: bool) -> Fragment | None:
+    """The fragment with its roles and classes on one partition; None when `concrete_rings`
+    or `handoffs` changes nothing."""
+    frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
+    frag.handoff_classes = handoffs
+    frag.build_roles()
+    classes = frag.build_classes()
+    if handoffs and not frag.handoff_split:
+        return None
+    if concrete_rings and not any(
+            c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
+        return None
+    return frag
 
 
 class ClassWork:
@@ -483,7 +498,14 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
                 budget: Budget) -> Proof:
     """Prove `kernel` free of BP200/BP201 races for every value of `symbolic` (races.py), on
     the class systems of its barrier proof with the kernel's accesses added. Sound only beside
-    a barrier proof of the same kernel: the barrier rules are not re-proved here."""
+    a barrier proof of the same kernel: the barrier rules are not re-proved here.
+
+    One class for all concrete barriers first; when that is not proved, concrete arrays used
+    as rings at one representative slot (with the buffers indexed like them), then the
+    hand-off classes (partition.py), each judging the buffers its barriers guard (races.py: a
+    tcgen05 MMA whose operands are released through one commit and whose accumulator through
+    another is proved where the two are apart). Any partition is sound for races: every access to a cell is an operation of the
+    cell's class system (races.py), so every race on it is a race of that system."""
     start = time.perf_counter()
     try:
         kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
@@ -491,10 +513,25 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    first = _prove_races_on(kernel, symbolic, fixed, budget, start)
+    for again in (dict(concrete_rings=True), dict(handoffs=True)):
+        if first.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+            return first
+        other = _prove_races_on(split_constant_arrays(kernel, fixed) if again.get("handoffs")
+                                else kernel, symbolic, fixed, budget, start, **again)
+        if other is not None and other.status == "proved":
+            return other
+    return first
+
+
+def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
+                    concrete_rings: bool = False, handoffs: bool = False) -> Proof | None:
+    """prove_races on one partition; None when `concrete_rings` or `handoffs` changes
+    nothing."""
     try:
-        frag = Fragment(kernel, symbolic, fixed)
-        frag.build_roles()
-        frag.build_classes()
+        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs)
+        if frag is None:
+            return None
         assign_buffers(frag)
         # no static order: the race systems have no progress condition
         group = 0

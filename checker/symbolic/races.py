@@ -36,12 +36,25 @@ write, is a race. The prover checks it on the class systems of prove.py:
   thread can go (`_retired_before_next_slot_event`): the ACCESS at the issue still covers them.
 - cp.async copies into buffers only their own thread touches: proved along that thread's
   program (own_copies.py), with no place in the class systems.
+- A tcgen05 MMA that arrives on no barrier of the class owning its cells (a plain MMA, whose
+  operands a commit releases in one class and whose accumulator another commit hands off in
+  another): its thread's tensor-core queue completes in order, so it is done once a later
+  tcgen05 arrival of its thread lands. When the thread's next operations of the class, on every
+  way, are such MMAs up to a tcgen05 arrival on the class that runs whenever the MMA does, its
+  cells are live at its ACCESS and those MMAs', then on that arrival's deliveries, as accesses
+  of the queue (queued_plan); otherwise Unsupported.
+- Cells ride only on the deliveries whose guard can hold with theirs (`_carry`).
 
 Outside this fragment (`Unsupported`, so `unknown` with the reason): other accesses that stay
 live until a later wait of the issuing thread past other instructions (their interval is not
-delimited by class events), a tcgen05 MMA without a barrier that touches memory, an access and
-its delivery's barrier in different classes, a ring buffer used unindexed or at another offset
-than its ring's barriers.
+delimited by class events), a tcgen05 MMA touching memory whose next operation of the class is
+not a tcgen05 arrival there (or another such MMA), a copy and its delivery's barrier in
+different classes, a ring buffer used unindexed or at another offset than its ring's barriers.
+
+prove_races tries one class for all concrete barriers, then concrete arrays as rings at one
+representative slot (a buffer of as many slots indexed like them judged there), then the
+hand-off classes of partition.py (each buffer judged by the class of the barriers its accesses
+go through): any partition is sound, as above.
 """
 
 from __future__ import annotations
@@ -53,8 +66,8 @@ import z3
 
 from ...model.ir import Var, free_vars
 from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
-from .classes import BarrierClass, placed, ring_lhs
-from .counters import ACCESS, COp
+from .classes import BarrierClass, _ring_indexed, placed, ring_lhs
+from .counters import ACCESS, K, COp
 from .own_copies import own_copies_retired, private_buffers
 from .terms import Unsupported, linear_in, z_int
 
@@ -76,18 +89,22 @@ WAITED_KINDS = ("copy_smem_to_gmem", "wgmma", "tcgen05_store")
 def assign_buffers(frag: "Fragment") -> None:
     """Give every buffer of the kernel to one class of `frag.classes` and name its cells."""
     k = frag.kernel
-    concrete = next((c for c in frag.classes if c.ring is None), None)
+    concretes = [c for c in frag.classes if c.ring is None]
     frag.private_buffers = set()
     for alloc in k.buffers:
         dims = [z3.simplify(z_int(d, frag.base_env)) for d in alloc.shape]
         private = not all(z3.is_int_value(d) for d in dims) and _thread_private(k, alloc)
         if private:
             frag.private_buffers.add(alloc.name)
+        ring = None if private else _concrete_ring_of(frag, alloc, dims)
+        if ring is not None:
+            ring.buffers.append(alloc)
+            continue
         if private or all(z3.is_int_value(d) for d in dims):
-            if concrete is None:
-                concrete = BarrierClass("barriers", None, [])
-                frag.classes.append(concrete)
-            concrete.buffers.append(alloc)
+            if not concretes:
+                concretes.append(BarrierClass("barriers", None, []))
+                frag.classes.append(concretes[0])
+            _concrete_class_of(frag, alloc, concretes).buffers.append(alloc)
             continue
         if len(dims) != 1:
             raise Unsupported(f"buffer `{alloc.name}`: several slot dimensions with a symbolic "
@@ -110,6 +127,59 @@ def assign_buffers(frag: "Fragment") -> None:
             for key, name in placed(frag, alloc, cls.ring, "the slots of a buffer"):
                 cls.cells.append(key)
                 cls.cell_names.append(name)
+
+
+def _concrete_ring_of(frag: "Fragment", alloc, dims) -> BarrierClass | None:
+    """A buffer of concrete size S beside barriers of S slots analysed as a ring at one
+    representative slot (`concrete_rings`, classes.py): the ring class whose barriers every
+    loop touching it indexes at the same offset, when every use of it is a ring access too.
+    Then it is judged there, slot s for slot s, as a ring buffer of symbolic size is."""
+    if len(dims) != 1 or not z3.is_int_value(dims[0]):
+        return None
+    rings = [c for c in frag.classes if c.ring is not None and frag.solver.equal(c.ring, dims[0])]
+    if not rings or not _ring_indexed(frag, alloc, dims[0], memory=True):
+        return None
+    try:
+        return _ring_of(frag, alloc, dims[0], rings)
+    except Unsupported:
+        return None
+
+
+def _concrete_class_of(frag: "Fragment", alloc, concretes: list[BarrierClass]) -> BarrierClass:
+    """The class of concrete barriers that judges a buffer of concrete size: the first (all
+    concrete barriers are one class there) unless they are cut into hand-off classes; among those (partition.py), the class of
+    the barriers its accesses go through -- a copy's or MMA's own barrier, the last wait of the
+    thread before a load or store. Any choice is sound (every access to the buffer is then an
+    operation of that class, or Unsupported: access_cops); this one is the class whose
+    protocol orders the accesses."""
+    if len(concretes) == 1 or not getattr(frag, "handoff_split", False):
+        return concretes[0]
+
+    def class_of(ref):
+        return next((c for c in concretes if ref.alloc in c.allocs), None)
+
+    linked = []
+    for role in frag.roles:
+        last = None
+        for item in role.items:
+            for bop in item.ops:
+                op = bop.op
+                if op.barrier is not None and op.kind in ("barrier_wait", "wait_parity"):
+                    last = class_of(op.barrier)
+                if not any(m.alloc is alloc for m in op.reads + op.writes):
+                    continue
+                if op.kind in ("read", "write") + WAITED_KINDS:
+                    found = last
+                elif op.barrier is not None:
+                    found = class_of(op.barrier)
+                else:
+                    continue
+                if found is not None and all(found is not c for c in linked):
+                    linked.append(found)
+    if len(linked) > 1:
+        raise Unsupported(f"buffer `{alloc.name}` is used under barriers of "
+                          f"{', '.join(c.name for c in linked)}", alloc.loc)
+    return linked[0] if linked else concretes[0]
 
 
 def _thread_private(kernel, alloc) -> bool:
@@ -233,7 +303,7 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
         for ref, write in refs:
             own = _private_ref(builder, ref)
             for g, cell in cells_of(builder, role, op, ref, ctx, role.block):
-                access.append((cell, write, g, own))
+                access.append((cell, write, g, own, False))
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
     if op.kind in WAITED_KINDS:
@@ -244,10 +314,12 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
                               "races are left to the explorer", op.loc)
         # Covered at issue: live only inside the gap of its thread's position, like a load or
         # store there.
-        access = [(cell, write, g, _private_ref(builder, ref)) for ref, write in refs
+        access = [(cell, write, g, _private_ref(builder, ref), False) for ref, write in refs
                   for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
+    if _queued(builder, op):
+        return queue_access(builder, role, item, bop, ctx, rank)
     if op.kind in COPY_KINDS or op.kind == "tcgen05_mma":
         if op.barrier is None or op.barrier.alloc not in builder.cls.allocs:
             raise Unsupported(f"`{op.describe()}` touches a buffer of one barrier class and "
@@ -400,6 +472,213 @@ def _ring_offset(builder: "ClassBuilder", op, env, var):
     return found
 
 
+# ----------------------------------------------------------------------------------------------
+# tcgen05 MMAs whose completion this class observes through a later tcgen05 arrival
+# ----------------------------------------------------------------------------------------------
+
+TCGEN05_ARRIVALS = ("tcgen05_mma", "tcgen05_commit_arrive")
+
+
+def _queued(builder: "ClassBuilder", op) -> bool:
+    """A tcgen05 MMA touching this class's buffers that arrives on no barrier of the class (no
+    barrier at all, or one of another class): its accesses here end, at the latest, when a
+    later tcgen05 arrival of its thread on this class lands (queued_plan)."""
+    return op.kind == "tcgen05_mma" and bool(_refs(builder, op)) and (
+        op.barrier is None or op.barrier.alloc not in builder.cls.allocs)
+
+
+def _arrival(builder: "ClassBuilder", op) -> bool:
+    return op.kind in TCGEN05_ARRIVALS and op.barrier is not None and \
+        op.barrier.alloc in builder.cls.allocs
+
+
+def queue_access(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp", ctx,
+                 rank: int) -> list[COp]:
+    """The ACCESS of a queued MMA (see queued_plan): its own cells, and those of the queued MMAs
+    of its thread still possibly live when it is issued, as accesses of the thread's tensor-core
+    queue (not of the thread: `race_conditions` checks them against the thread's own in-flight
+    deliveries apart)."""
+    op = bop.op
+    plan = queued_plan(builder, role)
+    guard = ctx.guard(bop.conds)
+    access = [(cell, write, z3.simplify(z3.And(guard, g)), _private_ref(builder, ref), True)
+              for ref, write in _refs(builder, op)
+              for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
+    access += [(cell, write, g, False, True)
+               for cell, write, g in plan[0].get(_position(role, item, bop), ())]
+    # the guards are on the accesses: an earlier MMA's cells stay live here whether or not
+    # this one runs (a move off an ACCESS has no effect, skipped or not)
+    return [COp(ACCESS, (), guard=z3.BoolVal(True), rank=rank, text=op.describe(),
+                access=tuple(access))]
+
+
+def attach_queued(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp",
+                  cops: list[COp]) -> None:
+    """Put, on the deliveries of a tcgen05 arrival, the cells of the queued MMAs of its thread
+    it proves completed (queued_plan); a cell only on the deliveries whose guard can hold
+    together with the MMA's guard for that cell."""
+    if not builder.cls.buffers or not _arrival(builder, bop.op):
+        return
+    cells = queued_plan(builder, role)[1].get(_position(role, item, bop))
+    if not cells:
+        return
+    for cop in cops:
+        for q in cop.slots:
+            slot = builder.slots[q]
+            slot.issuers.add((role.name, role.single))
+            _one_queue(slot, role, bop.op)
+            _carry(builder, slot, cop, cells)
+
+
+def _position(role: "Role", item: "Item", bop: "BodyOp") -> tuple[int, int]:
+    i = next(n for n, it in enumerate(role.items) if it is item)
+    if item.kind != "loop":
+        return i, 0
+    return i, next(n for n, b in enumerate(item.body) if b is bop)
+
+
+def queued_plan(builder: "ClassBuilder", role: "Role") -> tuple[dict, dict]:
+    """Where the accesses of the role's queued MMAs are live in this class: (members, arrivals),
+    each mapping a position (item, body index) of the role to (cell, writes, guard) triples,
+    the guard over the loop coordinate at that position.
+
+    Why it is sound. model/memory.py: a tcgen05 MMA's operands and accumulator are live from its
+    issue until it completes, and model/semantics.py completes a thread's tcgen05 ops in issue
+    order (one queue), so an MMA has completed once any later tcgen05 arrival of its thread has
+    landed. `_queued_ways` follows every way the thread can go from the MMA through its next
+    operations of this class, requiring each to be another queued MMA (a member) or a tcgen05
+    arrival on this class that runs whenever the MMA did (the arrival), else Unsupported; the
+    thread's loads and stores of this class are operations of the class too, so none lies in
+    between. In the class system the thread may stay at the MMA's ACCESS until it issues the
+    next of those operations (the moves off an ACCESS have no effect, so delaying them is one of
+    its interleavings), then at each member's ACCESS, which carries the cells of the MMAs before
+    it, until it issues the arrival; from there the arrival's in-flight deliveries carry them
+    until it lands (attach_queued). So every instant the MMA may be live, the class state has
+    its cells live, as the tensor core's: the queue is one agent (race_conditions does not
+    check the thread's queued accesses against each other or against its own tcgen05
+    deliveries, and checks them against everything else)."""
+    plans = builder.__dict__.setdefault("_queued_plans", {})
+    if role.name in plans:
+        return plans[role.name]
+    members: dict = {}
+    arrivals: dict = {}
+    plans[role.name] = (members, arrivals)
+    for i, item in enumerate(role.items):
+        if item.kind not in ("loop", "op"):
+            continue
+        for b, bop in enumerate(item.ops):
+            op = bop.op
+            if not _queued(builder, op):
+                continue
+            if not role.single:
+                raise Unsupported(f"`{op.describe()}`: tcgen05 MMAs of several threads of one "
+                                  "role, observed through later arrivals: their queues are not "
+                                  "told apart", op.loc)
+            ctx = builder.context(role, item)
+            if builder.cls.ring is not None and item.kind == "loop":   # its own ring offset
+                ctx = builder.op_context(role, item, ctx, builder.op_offsets(role, item)[1][b])
+            guard = ctx.guard(bop.conds)
+            cells = [(cell, write, z3.And(guard, g)) for ref, write in _refs(builder, op)
+                     for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
+            for (j, n, shift), kind in _queued_ways(builder, role, i, b):
+                dest = members if kind == "member" else arrivals
+                for cell, write, g in cells:
+                    if shift is None:          # some earlier iteration, or outside the loop
+                        g = z3.BoolVal(True)
+                    elif shift:                # the MMA ran one iteration before
+                        g = z3.substitute(g, (K, K - shift))
+                    dest.setdefault((j, n), []).append((cell, write, z3.simplify(g)))
+    return members, arrivals
+
+
+def _queued_ways(builder: "ClassBuilder", role: "Role", i: int, b: int
+                 ) -> list[tuple[tuple[int, int, int | None], str]]:
+    """The operations of this class the thread can reach from the queued MMA at (item i, body
+    index b) up to a tcgen05 arrival on the class, along every way: ((item, body index, shift),
+    "member" or "arrival"), shift the iterations after the MMA's (0, 1) or None (any)."""
+    from .program import _Plain
+    cls, frag = builder.cls, builder.frag
+    items = role.items
+    item = items[i]
+    ops = item.ops
+    mma = ops[b].op
+    out: list = []
+
+    def c_op(op) -> bool:
+        return op.kind != "unmodeled" and bool(builder.class_refs(op))
+
+    def fail(why: str):
+        raise Unsupported(f"`{mma.describe()}` touches memory of {cls.name} and arrives on none "
+                          f"of its barriers, and {why}: its completion is not observed through "
+                          "a later tcgen05 arrival of its thread on that class", mma.loc)
+
+    def runs_with(theirs, mine) -> bool:
+        return frag.solver.valid(z3.Implies(mine, theirs))
+
+    def after(j0: int, mine) -> list:
+        """Out of the item: the next items, to the first arrival."""
+        for j in range(j0, len(items)):
+            it = items[j]
+            if it.kind == "loop":
+                if any(c_op(o.op) for o in it.body):
+                    fail(f"the next operation of the class is in loop {it.loop.var}, which may "
+                         "not run")
+                continue
+            if it.kind != "op" or not c_op(it.op):
+                continue
+            if cls.ring is not None:
+                fail("in a ring class, its arrival is not in the same loop iteration")
+            if _queued(builder, it.op):
+                out.append(((j, 0, None), "member"))
+                continue
+            plain = _Plain(frag, role.env, None)
+            if _arrival(builder, it.op) and runs_with(plain.guard(it.conds), mine):
+                out.append(((j, 0, None), "arrival"))
+                return out
+            fail(f"the next operation of the class, `{it.op.describe()}`, is not a tcgen05 "
+                 "arrival that runs whenever the MMA does")
+        fail("no tcgen05 arrival of its thread on the class follows it")
+
+    if item.kind != "loop":
+        return after(i + 1, _Plain(frag, role.env, None).guard(item.conds))
+    ctx = builder.context(role, item)
+    mine = ctx.guard(ops[b].conds)
+    deltas = builder.op_offsets(role, item)[1] if cls.ring is not None else None
+
+    def step(n: int, shift: int) -> bool:
+        """Operation n of the body, `shift` iterations later: True at the arrival."""
+        o = ops[n]
+        if not c_op(o.op):
+            return False
+        if deltas is not None and deltas[n] != deltas[b]:
+            fail("the next operation of the class is at another ring offset")
+        if _queued(builder, o.op):
+            out.append(((i, n, shift), "member"))
+            return False
+        theirs = ctx.guard(o.conds)
+        if shift:
+            theirs = z3.substitute(theirs, (K, K + shift))
+        if _arrival(builder, o.op) and runs_with(theirs, mine):
+            out.append(((i, n, shift), "arrival"))
+            return True
+        fail(f"the next operation of the class, `{o.op.describe()}`, is not a tcgen05 arrival "
+             "that runs whenever the MMA does")
+
+    for n in range(b + 1, len(ops)):            # on in the same iteration
+        if step(n, 0):
+            return out
+    if cls.ring is not None:
+        fail("in a ring class, its arrival is not later in the same loop iteration")
+    for n in range(b):                          # the next iteration, if any
+        if step(n, 1):
+            break
+    else:
+        # no arrival in the body: every iteration's queued MMAs stay live to the loop's end
+        out[:] = [((i, n, None), "member") for n, o in enumerate(ops)
+                  if _queued(builder, o.op)]
+    return after(i + 1, _Plain(frag, role.env, None).guard(item.conds))
+
+
 def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]) -> None:
     """Record, on the deliveries an issue puts in flight, the cells they touch until landing."""
     refs = _refs(builder, op)
@@ -414,13 +693,28 @@ def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]
                 block = cls.instances[slot.inst][2]       # the block this part lands in
             else:
                 block = role.block
-            for ref, write in refs:
-                for _, cell in cells_of(builder, role, op, ref, ctx, block):
-                    (slot.writes if write else slot.reads).add(cell)
-            if slot.kind == "tcgen05" and (len(slot.issuers) > 1 or not role.single):
-                raise Unsupported(f"`{op.describe()}`: tcgen05 operations of several threads "
-                                  "touch memory and arrive on one barrier; their queues are "
-                                  "not told apart", op.loc)
+            _carry(builder, slot, cop, [(cell, write, g) for ref, write in refs
+                                        for g, cell in cells_of(builder, role, op, ref, ctx,
+                                                                block)])
+            _one_queue(slot, role, op)
+
+
+def _carry(builder: "ClassBuilder", slot, cop: COp, cells) -> None:
+    """Put (cell, writes, guard) triples on a slot the issue `cop` delivers to: a cell only when
+    its guard (over the issue's loop coordinate) can hold together with the issue's guard for
+    this instance -- otherwise no delivery to the instance ever carries it (a ring of concrete
+    slots indexed `i % 2`: slot 1's cells never ride on the delivery to `full[0]`)."""
+    for cell, write, g in cells:
+        if builder.frag.solver.valid(z3.Not(z3.And(cop.guard, g))):
+            continue
+        (slot.writes if write else slot.reads).add(cell)
+
+
+def _one_queue(slot, role: "Role", op) -> None:
+    if slot.kind == "tcgen05" and (len(slot.issuers) > 1 or not role.single):
+        raise Unsupported(f"`{op.describe()}`: tcgen05 operations of several threads touch "
+                          "memory and arrive on one barrier; their queues are not told apart",
+                          op.loc)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -435,18 +729,19 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
     def code(cell):
         return SPACE_CODE[names[cell][1]]
 
-    # thread accesses: (role, (segment, pc), cell, writes, guard, text, own slot)
+    # thread accesses: (role, (segment, pc), cell, writes, guard, text, own slot, queued: of
+    # the thread's tensor-core queue, queue_access)
     entries = []
     for r, c in enumerate(enc.codes):
         for j, seg in enumerate(c.role.segments):
             for pc, op in enumerate(seg.body):
                 if op.kind == ACCESS:
-                    for cell, write, g, own in op.access:
+                    for cell, write, g, own, queued in op.access:
                         entries.append((r, (j, pc), cell, write, z3.And(op.guard, g), op.text,
-                                        own))
+                                        own, queued))
 
     def live(e):
-        r, (j, pc), _, _, g, _, _ = e
+        r, (j, pc), _, _, g, _, _, _ = e
         terms = []
         for p, _, k, n in enc.threads(st, r):
             if p.where == "at" and p.seg == j and p.pc == pc:
@@ -468,7 +763,9 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
         single = enc.codes[e1[0]].role.single
         if e1[0] == e2[0]:
             if single:
-                continue                                  # one thread: one agent
+                # one thread: one agent; its queued MMAs, one queue, are never live beside its
+                # own loads and stores (queued_plan: none lies between an MMA and its arrival)
+                continue
             if e1 is e2:
                 cond = live(e1) >= 2
             elif e1[1] == e2[1]:
@@ -482,7 +779,10 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
                     f"{names[e1[2]][0]}", cond))
     slots = sysm.slots
     for e in entries:
+        me = (enc.codes[e[0]].role.name, enc.codes[e[0]].role.single)
         for q, slot in enumerate(slots):
+            if e[7] and slot.kind == "tcgen05" and slot.issuers == {me}:
+                continue                                  # one thread's tensor-core queue
             hit = e[2] in slot.writes or (e[3] and e[2] in slot.reads)
             if hit:
                 out.append((f"race ({code(e[2])}): {enc.codes[e[0]].role.name}: {e[5]} / "
