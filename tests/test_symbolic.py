@@ -90,6 +90,9 @@ PROVED = {
     # the v ring's counts past the producer's loop (encode.py: k after a loop is its bound)
     "patterns/flash_attention.py::fa3_forward_pingpong": grid(stages=[1, 2, 3],
                                                               blocks=range(1, 6)),
+    # a multicast into both blocks' slots, released through a cluster barrier: one
+    # representative slot of the concrete ring, its tiles with it (races.py)
+    "races.py::multicast_ring_cluster_release": grid(steps=range(2, 9)),
 }
 
 

@@ -469,6 +469,34 @@ def _local_states(encoder: Encoder, states: Sequence[tuple], values_of) -> list[
     return out
 
 
+def _global_facets(variables, names, numeric: Sequence[int], proj: Sequence[tuple],
+                   pairs: Sequence[tuple[int, int]]) -> list[Candidate]:
+    """The facets of the convex hull of every sampled state, projected on each pair of numeric
+    variables, that are not bounds of one coordinate or of a difference (those are candidates
+    already): `4096*pend + tx <= 4096` (no bytes are counted on a barrier before its
+    arrival; `pend == 1 => tx <= 0`), `pend + fly <= 2`. A relation of two counters that holds
+    in every sampled state, which no difference bound and no place-conditioned facet says.
+    Candidates only: Houdini keeps those Z3 proves inductive."""
+    import numpy as np
+    if not proj or not pairs:
+        return []
+    at = {i: a for a, i in enumerate(numeric)}
+    table = np.array(proj, dtype=np.int64)
+    out = []
+    for i, j in pairs:
+        xs, ys = table[:, at[i]], table[:, at[j]]
+        lo = int(ys.min())
+        span = int(ys.max()) - lo + 1
+        keys = np.unique(xs * span + (ys - lo))       # the distinct points, one key each
+        pts = [(int(x), int(y) + lo) for x, y in zip(keys // span, keys % span)]
+        for ca, cb, cc in hull_facets(pts):
+            if abs(ca) == abs(cb) == 1 and ca != cb:
+                continue                      # a difference bound
+            out.append(Candidate(ca * variables[i] + cb * variables[j] <= cc,
+                                 f"{ca}*{names[i]} + {cb}*{names[j]} <= {cc}"))
+    return out
+
+
 def guess(encoder: Encoder, states: Sequence[tuple],
           check: Sequence[tuple] = (), conditional_pairs: bool = True,
           hulls: bool = False) -> list[Candidate]:
@@ -596,6 +624,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                           max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
     glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
         if hulls else {}
+    out += _global_facets(variables, names, numeric, glob_proj, list(state_pairs()))
     for cond, ctext, holds in atoms:
         subset = [r for r, s in enumerate(states) if holds(s)]
         if not subset or len(subset) == len(states):

@@ -83,6 +83,20 @@ def assign_buffers(frag: "Fragment") -> None:
         private = not all(z3.is_int_value(d) for d in dims) and _thread_private(k, alloc)
         if private:
             frag.private_buffers.add(alloc.name)
+        if not private and len(dims) == 1 and z3.is_int_value(dims[0]):
+            # a buffer of S slots beside a ring class of concrete size S (classes.py,
+            # `concrete_rings`) whose loops index it at the offset of that ring's barriers:
+            # judged at the ring's representative slot s, exactly as a ring buffer of symbolic
+            # size (cells_of refuses any other index)
+            rings = [c for c in frag.classes if c.ring is not None and z3.is_int_value(
+                z3.simplify(c.ring)) and frag.solver.equal(c.ring, dims[0])]
+            try:
+                chosen = _ring_of(frag, alloc, dims[0], rings) if rings else None
+            except Unsupported:             # not ring-indexed: slot by slot, below
+                chosen = None
+            if chosen is not None:
+                chosen.buffers.append(alloc)
+                continue
         if private or all(z3.is_int_value(d) for d in dims):
             if concrete is None:
                 concrete = BarrierClass("barriers", None, [])
@@ -415,7 +429,12 @@ def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]
             else:
                 block = role.block
             for ref, write in refs:
-                for _, cell in cells_of(builder, role, op, ref, ctx, block):
+                for g, cell in cells_of(builder, role, op, ref, ctx, block):
+                    # a slot of the buffer the operation touches only where this delivery is
+                    # not made (`tiles.at[i % 2]` beside `full.at[i % 2]`: full[1]'s delivery
+                    # never writes tiles[0]) is not its cell; a guard Z3 cannot rule out stays
+                    if not builder.frag.solver.possible(z3.And(cop.guard, g)):
+                        continue
                     (slot.writes if write else slot.reads).add(cell)
             if slot.kind == "tcgen05" and (len(slot.issuers) > 1 or not role.single):
                 raise Unsupported(f"`{op.describe()}`: tcgen05 operations of several threads "
