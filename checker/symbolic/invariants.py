@@ -574,11 +574,22 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         lo, hi = values_of[i][0], values_of[i][-1]
         out.append(Candidate(variables[i] >= lo, f"{names[i]} >= {lo}"))
         out.append(Candidate(variables[i] <= hi, f"{names[i]} <= {hi}"))
+    # Pairs and bounds read only the numeric variables: work on the distinct projections of
+    # the states onto them (far fewer rows than states, which differ mostly in positions).
+    at = {i: a for a, i in enumerate(numeric)}
+
+    def project(rows) -> list[tuple]:
+        return list({tuple(s[i] for i in numeric) for s in rows})
+    glob_proj = project(states)
+    if numeric:
+        import numpy as np
+        glob_table = np.array(glob_proj, dtype=np.int64)
     for i, j in state_pairs():
         xi, xj = variables[i], variables[j]
-        diffs = [s[i] - s[j] for s in states]
-        out.append(Candidate(xi - xj <= max(diffs), f"{names[i]} - {names[j]} <= {max(diffs)}"))
-        out.append(Candidate(xi - xj >= min(diffs), f"{names[i]} - {names[j]} >= {min(diffs)}"))
+        diffs = glob_table[:, at[i]] - glob_table[:, at[j]]     # the same extremes as over states
+        lo, hi = int(diffs.min()), int(diffs.max())
+        out.append(Candidate(xi - xj <= hi, f"{names[i]} - {names[j]} <= {hi}"))
+        out.append(Candidate(xi - xj >= lo, f"{names[i]} - {names[j]} >= {lo}"))
     out += _local_states(encoder, states, values_of)
     # Where a thread is: pos == value for a one-thread role (alone and with what it observed),
     # n[L] >= 1 and n[L] == size for a counter role.
@@ -612,13 +623,6 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 fn = comp.function([size])
                 atoms.append((variables[i] == size, f"{name} == size",
                               lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
-    # Pairs and bounds read only the numeric variables: work on the distinct projections of
-    # the states onto them (far fewer rows than states, which differ mostly in positions).
-    at = {i: a for a, i in enumerate(numeric)}
-
-    def project(rows) -> list[tuple]:
-        return list({tuple(s[i] for i in numeric) for s in rows})
-    glob_proj = project(states)
     pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
     glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
                           max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
