@@ -94,6 +94,9 @@ PROVED = {
     # plain tcgen05_mma: its slot released by one commit, its accumulator by another (races.py:
     # queued_plan, in the hand-off classes)
     "races.py::tcgen05_pipeline": grid(tiles_n=range(0, 7)),
+    # a multicast into both blocks' slots, released through a cluster barrier: one
+    # representative slot of the concrete ring, its tiles with it (races.py)
+    "races.py::multicast_ring_cluster_release": grid(steps=range(2, 9)),
 }
 
 

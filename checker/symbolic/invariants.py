@@ -425,6 +425,34 @@ def _local_states(encoder: Encoder, states: Sequence[tuple], values_of) -> list[
     return out
 
 
+def _global_facets(variables, names, numeric: Sequence[int], proj: Sequence[tuple],
+                   pairs: Sequence[tuple[int, int]]) -> list[Candidate]:
+    """The facets of the convex hull of every sampled state, projected on each pair of numeric
+    variables, that are not bounds of one coordinate or of a difference (those are candidates
+    already): `4096*pend + tx <= 4096` (no bytes are counted on a barrier before its
+    arrival; `pend == 1 => tx <= 0`), `pend + fly <= 2`. A relation of two counters that holds
+    in every sampled state, which no difference bound and no place-conditioned facet says.
+    Candidates only: Houdini keeps those Z3 proves inductive."""
+    import numpy as np
+    if not proj or not pairs:
+        return []
+    at = {i: a for a, i in enumerate(numeric)}
+    table = np.array(proj, dtype=np.int64)
+    out = []
+    for i, j in pairs:
+        xs, ys = table[:, at[i]], table[:, at[j]]
+        lo = int(ys.min())
+        span = int(ys.max()) - lo + 1
+        keys = np.unique(xs * span + (ys - lo))       # the distinct points, one key each
+        pts = [(int(x), int(y) + lo) for x, y in zip(keys // span, keys % span)]
+        for ca, cb, cc in hull_facets(pts):
+            if abs(ca) == abs(cb) == 1 and ca != cb:
+                continue                      # a difference bound
+            out.append(Candidate(ca * variables[i] + cb * variables[j] <= cc,
+                                 f"{ca}*{names[i]} + {cb}*{names[j]} <= {cc}"))
+    return out
+
+
 def guess(encoder: Encoder, states: Sequence[tuple],
           check: Sequence[tuple] = (), conditional_pairs: bool = True,
           hulls: bool = False) -> list[Candidate]:
@@ -502,11 +530,22 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         lo, hi = values_of[i][0], values_of[i][-1]
         out.append(Candidate(variables[i] >= lo, f"{names[i]} >= {lo}"))
         out.append(Candidate(variables[i] <= hi, f"{names[i]} <= {hi}"))
+    # Pairs and bounds read only the numeric variables: work on the distinct projections of
+    # the states onto them (far fewer rows than states, which differ mostly in positions).
+    at = {i: a for a, i in enumerate(numeric)}
+
+    def project(rows) -> list[tuple]:
+        return list({tuple(s[i] for i in numeric) for s in rows})
+    glob_proj = project(states)
+    if numeric:
+        import numpy as np
+        glob_table = np.array(glob_proj, dtype=np.int64)
     for i, j in state_pairs():
         xi, xj = variables[i], variables[j]
-        diffs = [s[i] - s[j] for s in states]
-        out.append(Candidate(xi - xj <= max(diffs), f"{names[i]} - {names[j]} <= {max(diffs)}"))
-        out.append(Candidate(xi - xj >= min(diffs), f"{names[i]} - {names[j]} >= {min(diffs)}"))
+        diffs = glob_table[:, at[i]] - glob_table[:, at[j]]     # the same extremes as over states
+        lo, hi = int(diffs.min()), int(diffs.max())
+        out.append(Candidate(xi - xj <= hi, f"{names[i]} - {names[j]} <= {hi}"))
+        out.append(Candidate(xi - xj >= lo, f"{names[i]} - {names[j]} >= {lo}"))
     out += _local_states(encoder, states, values_of)
     # Where a thread is: pos == value for a one-thread role (alone and with what it observed),
     # n[L] >= 1 and n[L] == size for a counter role.
@@ -540,18 +579,12 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 fn = comp.function([size])
                 atoms.append((variables[i] == size, f"{name} == size",
                               lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
-    # Pairs and bounds read only the numeric variables: work on the distinct projections of
-    # the states onto them (far fewer rows than states, which differ mostly in positions).
-    at = {i: a for a, i in enumerate(numeric)}
-
-    def project(rows) -> list[tuple]:
-        return list({tuple(s[i] for i in numeric) for s in rows})
-    glob_proj = project(states)
     pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
     glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
                           max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
     glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
         if hulls else {}
+    out += _global_facets(variables, names, numeric, glob_proj, list(state_pairs()))
     for cond, ctext, holds in atoms:
         subset = [r for r, s in enumerate(states) if holds(s)]
         if not subset or len(subset) == len(states):

@@ -500,12 +500,13 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     the class systems of its barrier proof with the kernel's accesses added. Sound only beside
     a barrier proof of the same kernel: the barrier rules are not re-proved here.
 
-    One class for all concrete barriers first; when that is not proved, concrete arrays used
-    as rings at one representative slot (with the buffers indexed like them), then the
-    hand-off classes (partition.py), each judging the buffers its barriers guard (races.py: a
-    tcgen05 MMA whose operands are released through one commit and whose accumulator through
-    another is proved where the two are apart). Any partition is sound for races: every access to a cell is an operation of the
-    cell's class system (races.py), so every race on it is a race of that system."""
+    Concrete arrays used as rings at one representative slot (with the buffers indexed like
+    them) first, with a third of the budget; when that is not proved, one class for all
+    concrete barriers, then the hand-off classes (partition.py), each judging the buffers its
+    barriers guard (races.py: a tcgen05 MMA whose operands are released through one commit and
+    whose accumulator through another is proved where the two are apart). Any partition is
+    sound for races: every access to a cell is an operation of the cell's class system
+    (races.py), so every race on it is a race of that system."""
     start = time.perf_counter()
     try:
         kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
@@ -513,15 +514,19 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    # Concrete rings at one representative slot first, with a third of the budget: where
+    # they apply, their class is far smaller than the one holding every instance (a multicast
+    # ring's all-instance class is sampled in hundreds of thousands of states).
+    rings = _prove_races_on(kernel, symbolic, fixed, Budget(budget.seconds / 3), start,
+                            concrete_rings=True)
+    if rings is not None and rings.status == "proved":
+        return rings
     first = _prove_races_on(kernel, symbolic, fixed, budget, start)
-    for again in (dict(concrete_rings=True), dict(handoffs=True)):
-        if first.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
-            return first
-        other = _prove_races_on(split_constant_arrays(kernel, fixed) if again.get("handoffs")
-                                else kernel, symbolic, fixed, budget, start, **again)
-        if other is not None and other.status == "proved":
-            return other
-    return first
+    if first.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+        return first
+    other = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed, budget, start,
+                            handoffs=True)
+    return other if other is not None and other.status == "proved" else first
 
 
 def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
