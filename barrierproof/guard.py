@@ -85,7 +85,7 @@ class Watchdog:
         return self
 
     def _handler(self, signum, frame) -> None:
-        if self._active and self.fired:
+        if self._active and self.fired and not _in_finalizer(frame):
             raise LimitReached(self.fired)
 
     def _watch(self) -> None:
@@ -116,6 +116,17 @@ class Watchdog:
         self._stop.set()
         self._thread.join()
         signal.signal(signal.SIGUSR1, self._previous)
+
+
+def _in_finalizer(frame) -> bool:
+    """Whether the stop arrived inside an object's `__del__` (a Z3 term freed mid-query):
+    Python prints an exception raised there as "Exception ignored" and drops it, so the stop
+    waits for the watchdog's next kick instead."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Interrupts:

@@ -587,3 +587,25 @@ def test_no_message_points_at_line_zero(tmp_path, capsys):
     pallas = write(tmp_path, "k.py", "import os\n\nEXPECT = {'kernel': 'verified'}\n")
     code, _, err = run(capsys, "check", pallas, "--no-cache")
     one_line_error(code, err, "k.py:3: EXPECT names 'kernel', which")
+
+
+def test_the_watchdogs_stop_is_not_lost_inside_a_finalizer(monkeypatch):
+    """A stop arriving while an object is freed (Z3 terms are freed in `__del__`) would be
+    printed as "Exception ignored" and dropped; it comes at the next kick instead."""
+    from barrierproof.guard import LimitReached, Watchdog
+    dropped = []
+    monkeypatch.setattr(sys, "unraisablehook", dropped.append)
+
+    class SlowToFree:
+        def __del__(self):
+            until = time.monotonic() + 0.8           # the limit fires in here
+            while time.monotonic() < until:
+                pass
+
+    with pytest.raises(LimitReached):
+        with Watchdog(0.1, None, "freeing"):
+            obj = SlowToFree()
+            del obj
+            while True:
+                time.sleep(0.01)
+    assert not dropped
