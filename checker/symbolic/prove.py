@@ -130,8 +130,8 @@ loop, before the thread's next event on its slot; cp.async copies into buffers o
 alone, retired along its program before an overlapping access (own_copies.py); a tcgen05 MMA
 that arrives on no barrier of its cells' class, live until the next tcgen05 arrival of its
 thread on that class lands (its queue completes in order), when that arrival follows it, past
-only other such MMAs, on every way. Race proofs try the single concrete class, then concrete
-rings, then the hand-off classes.
+only other such MMAs, on every way. Race proofs try concrete rings at one representative slot,
+then the single concrete class, then the hand-off classes.
 """
 
 from __future__ import annotations
@@ -604,8 +604,9 @@ def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int
 def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, done: dict,
                    tier: int):
     """The class system proved case by case on the signs of its parameters (signs.py): a
-    proved InvariantResult (its invariant: every case's), None when there are no cases, or why
-    a case is not proved."""
+    proved InvariantResult, None when there are no cases, or why a case is not proved. Its
+    `invariant` lists every case's facts, for the count reported only: each case's facts hold
+    on its own side, not as one conjunction over every run."""
     cases = sign_cases(system, frag.params, symbolic)
     if not cases:
         return None
