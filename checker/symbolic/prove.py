@@ -7,10 +7,10 @@
   (`k.assume(...)`) -- and the side conditions the verdict lists, the hardware ranges without
   which model/semantics.py has no meaning (e.g. `num_arrivals <= 2**20 - 1`) -- no reachable
   state deadlocks (BP100, BP130) or breaks a rule (BP101-BP105, BP121; BP140-BP144 for named
-  barriers, hw.py), with the meaning of model/semantics.py; and, for a kernel with memory effects, no reachable state races
-  (BP200/BP201, model/memory.py), proved on the same class systems with the accesses added
-  (`prove_races`, races.py). Every fact this rests on was proved by Z3; an `unknown` or a time-out from
-  Z3 anywhere means no proof.
+  barriers, hw.py), with the meaning of model/semantics.py; and, for a kernel with memory
+  effects, no reachable state races (BP200/BP201, model/memory.py), proved on the same class
+  systems with the accesses added (`prove_races`, races.py). Every fact this rests on was
+  proved by Z3; an `unknown` or a time-out from Z3 anywhere means no proof.
 - `violation`: the smallest breaking parameter values found by a bounded search (points in order
   of the sum of the symbolic values, then lexicographically), with the explicit explorer's
   shortest counterexample at those values, replayed on the interpreter.
@@ -132,6 +132,10 @@ that arrives on no barrier of its cells' class, live until the next tcgen05 arri
 thread on that class lands (its queue completes in order), when that arrival follows it, past
 only other such MMAs, on every way. Race proofs try concrete rings at one representative slot,
 then the single concrete class, then the hand-off classes.
+
+This module is the method's outline and its orchestration (partitions tried in turn, budgets,
+the per-class loop over templates and sign cases, the verdict's text); every step it calls is a
+module of its own, so what is left here is the order in which they run, kept in one place.
 """
 
 from __future__ import annotations

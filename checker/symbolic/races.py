@@ -51,8 +51,8 @@ delimited by class events), a tcgen05 MMA touching memory whose next operation o
 not a tcgen05 arrival there (or another such MMA), a copy and its delivery's barrier in
 different classes, a ring buffer used unindexed or at another offset than its ring's barriers.
 
-prove_races tries one class for all concrete barriers, then concrete arrays as rings at one
-representative slot (a buffer of as many slots indexed like them judged there), then the
+prove_races tries concrete arrays as rings at one representative slot first (a buffer of as
+many slots indexed like them judged there), then one class for all concrete barriers, then the
 hand-off classes of partition.py (each buffer judged by the class of the barriers its accesses
 go through): any partition is sound, as above.
 """
@@ -147,11 +147,11 @@ def _concrete_ring_of(frag: "Fragment", alloc, dims) -> BarrierClass | None:
 
 def _concrete_class_of(frag: "Fragment", alloc, concretes: list[BarrierClass]) -> BarrierClass:
     """The class of concrete barriers that judges a buffer of concrete size: the first (all
-    concrete barriers are one class there) unless they are cut into hand-off classes; among those (partition.py), the class of
-    the barriers its accesses go through -- a copy's or MMA's own barrier, the last wait of the
-    thread before a load or store. Any choice is sound (every access to the buffer is then an
-    operation of that class, or Unsupported: access_cops); this one is the class whose
-    protocol orders the accesses."""
+    concrete barriers are one class there) unless they are cut into hand-off classes; among
+    those (partition.py), the class of the barriers its accesses go through -- a copy's or
+    MMA's own barrier, the last wait of the thread before a load or store. Any choice is sound
+    (every access to the buffer is then an operation of that class, or Unsupported:
+    access_cops); this one is the class whose protocol orders the accesses."""
     if len(concretes) == 1 or not getattr(frag, "handoff_split", False):
         return concretes[0]
 
