@@ -54,7 +54,14 @@ def test_counterexamples_replay_and_reduction_keeps_verdicts(kernel):
     reduced = check_kernel(kernel, options=Options(reduction=True))
     full = check_kernel(kernel, options=Options(reduction=False))
     assert reduced.label == full.label
-    assert reduced.states <= full.states
+    # Breadth first, every level is finished before a verdict, and the reduced graph's states
+    # at depth d are states of the full graph at depth <= d: never more states. (The default
+    # depth-first search stops where its order finds the violation, so only its verdict and
+    # its trace length are order-independent.)
+    reduced_bfs = check_kernel(kernel, options=Options(reduction=True, order="bfs"))
+    full_bfs = check_kernel(kernel, options=Options(reduction=False, order="bfs"))
+    assert reduced_bfs.label == full_bfs.label == full.label
+    assert reduced_bfs.states <= full_bfs.states
     if reduced.trace is not None:
         assert len(reduced.trace.steps) == len(full.trace.steps)     # both BFS-shortest
         for verdict in (reduced, full):

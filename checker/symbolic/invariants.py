@@ -819,16 +819,17 @@ class _Neighbourhood:
 
     LIMIT = 8
 
-    def __init__(self, encoder: Encoder, comp: Compiler, steps: list, candidates: list):
+    def __init__(self, encoder: Encoder, comp: Compiler, steps: list, holds: dict):
         self.ok = comp.function([z3.And(list(encoder.sane) + [encoder.init_body])], "bool")
-        self.all = comp.function([c.formula for c in candidates])
-        self.index = {id(c): i for i, c in enumerate(candidates)}
-        # per transition: its guard, its successor, and its relevant candidates at once
+        # Each candidate is compiled once (`holds`); a function per transition over its
+        # relevant candidates would compile the same formulas again for every transition
+        # (hundreds of megabytes of source for a kernel with thousands of candidates).
+        self.holds = holds
+        # per transition: its guard, its successor, and its relevant candidates
         self.steps = []
         for (_, pre, nxt), (_, _, _, relevant) in zip(encoder.steps, steps):
             if relevant:
                 self.steps.append((comp.function([pre], "bool"), comp.function(nxt),
-                                   comp.function([c.formula for c in relevant]),
                                    [id(c) for c in relevant]))
 
     def drops(self, start: tuple, alive: set[int]) -> set[int]:
@@ -840,15 +841,14 @@ class _Neighbourhood:
             if state != start:
                 if not self.ok(state):
                     continue
-                vals = self.all(state)
-                if not all(vals[self.index[key]] for key in alive if key not in out):
+                if not all(self.holds[key](state) for key in alive if key not in out):
                     continue                  # not a state Houdini's hypotheses allow
-            for pre, post, values, keys in self.steps:
+            for pre, post, keys in self.steps:
                 if not pre(state):
                     continue
                 nxt = post(state)
-                for key, holds in zip(keys, values(nxt)):
-                    if not holds and key in alive:
+                for key in keys:
+                    if key in alive and key not in out and not self.holds[key](nxt):
                         out.add(key)
                 if nxt not in seen:
                     seen.add(nxt)
@@ -903,7 +903,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             solvers[t] = s
         return solvers[t]
 
-    around = _Neighbourhood(encoder, comp, steps, alive)
+    around = _Neighbourhood(encoder, comp, steps, holds)
     checks = 0
     rnd = 0
     dead: set[int] = set()
