@@ -331,6 +331,9 @@ NEWLY_ORDERED = {
         _grid(stages=[1, 2, 3], blocks=range(1, 6))),
     "cluster_matmul": (cluster_matmul.build, _grid(steps=range(2, 6))),
 }
+# cluster_matmul's invariants close neither at 300 s nor at 100 s; its order is found within
+# the 50 orders a 100 s budget tries, which is what the test needs of it
+BUDGET = {"cluster_matmul": 100}
 
 
 @pytest.mark.slow
@@ -338,7 +341,7 @@ NEWLY_ORDERED = {
 def test_a_newly_ordered_protocol_is_never_proved_beyond_the_explorer(name):
     build, grid = NEWLY_ORDERED[name]
     k = build()
-    v = prove_kernel(k, options=Options(Limits(timeout=300)))
+    v = prove_kernel(k, options=Options(Limits(timeout=BUDGET.get(name, 300))))
     assert v.verdict in ("proved", "unknown"), (v.label, v.coverage)
     if v.verdict == "unknown":      # the order is found: what is left is the invariants
         assert "static event order" not in (v.coverage or ""), v.coverage
