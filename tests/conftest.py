@@ -14,9 +14,3 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 _hypothesis_settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     _hypothesis_settings.load_profile("ci")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Slow tests first: the workers share them out while the many short tests fill the gaps,
-    instead of a long proof starting last and leaving the other core idle."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -349,7 +349,6 @@ MMA_RACY = {
 }
 
 
-@pytest.mark.slow
 def test_plain_mma_observed_through_later_commits_is_race_free():
     k = mma_k_loop.build()
     v = prove(k, limits=Limits(timeout=60))

@@ -100,7 +100,6 @@ PROVED = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("ref", sorted(PROVED))
 def test_symbolic_example_is_proved(ref):
     v = verdict(ref)
@@ -164,7 +163,6 @@ SIMULATED = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("ref", sorted(SIMULATED))
 def test_abstraction_covers_semantics(ref):
     """Every reachable state of model/semantics.py, projected on a barrier class, is reached by
@@ -567,7 +565,6 @@ def test_hull_candidates_hold_the_invariant_of_two_loads_per_phase():
     assert all(comp.function([c.formula], "bool")(s) for c in extra for s in states)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("ref", ["attention.py::pingpong_schedule", "cluster.py::cluster_exchange",
                                  "blackwell.py::tma_mma_epilogue"])
 def test_houdini_transition_by_transition_keeps_the_same_invariant(ref):

@@ -89,7 +89,6 @@ GRID = [dict(stages=s, consumers=c, steps=n) for s in (1, 2, 3) for c in (1, 2)
         for n in range(0, 6)]
 
 
-@pytest.mark.slow
 @settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(mutants())
@@ -119,7 +118,6 @@ def late_bug(kind):
     return build(dict(CORRECT, trips="one fewer from 9 on"))
 
 
-@pytest.mark.slow
 def test_bugs_beyond_the_samples_are_not_proved():
     for kind, values in (("short_consumers", dict(stages=1, consumers=1, steps=9)),
                          ("skipped_wait", dict(stages=1, consumers=1, steps=11))):
@@ -142,7 +140,6 @@ def _variants(with_mutation: bool):
                 yield m
 
 
-@pytest.mark.slow
 def test_the_prover_refutes_every_single_mutation_rather_than_giving_up():
     """Each single mutation of every correct ring breaks it for some values: `prove` must find
     values and a violation that the explorer confirms, not answer `unknown` (a prover that gave up

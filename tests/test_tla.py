@@ -201,7 +201,6 @@ def test_sany_accepts_the_library_and_catches_semantic_errors(tmp_path):
     assert errors and "Unknown operator" in errors[0]
 
 
-@pytest.mark.slow
 @needs_tlc
 def test_sany_accepts_every_generated_module(tmp_path):
     for name in sorted(os.listdir(GENERATED)):
@@ -217,7 +216,6 @@ def test_sany_accepts_every_generated_module(tmp_path):
     assert out.count("Semantic processing of module") >= len(modules)
 
 
-@pytest.mark.slow
 @needs_tlc
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
 def test_tlc_agrees_with_the_explorer(target):
@@ -238,7 +236,6 @@ def test_tlc_agrees_with_the_explorer(target):
         assert run.violation is not None and run.violation.code == checked.codes[0]
 
 
-@pytest.mark.slow
 @needs_tlc
 @pytest.mark.parametrize("target", BUGGY, ids=lambda t: t.name)
 def test_same_state_space_with_every_rule_ignored(target):

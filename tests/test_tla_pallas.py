@@ -38,7 +38,6 @@ def _kernels(file, name):
         return []          # rejected while JAX traces it: no spec to emit
 
 
-@pytest.mark.slow
 @needs_tlc
 @pytest.mark.parametrize("file,name", TARGETS)
 def test_tlc_agrees_with_the_explorer_on_a_pallas_kernel(file, name):
