@@ -34,6 +34,7 @@ ACCOUNTED = {
     "examples/hw_barriers.py::named_barrier_arrive_and_wait": T_HW,
     "examples/hw_barriers.py::syncthreads_uniform": T_HW,
     "examples/persistent.py::persistent_ring": T_TILES,
+    "examples/persistent.py::persistent_multicast_pair": T_TILES,
     "examples/races.py::ring_slot_reuse": T_RACES,
     "examples/races.py::multicast_ring_cluster_release": T_SYMBOLIC,
     "examples/races.py::tcgen05_pipeline": T_SYMBOLIC,

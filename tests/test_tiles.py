@@ -3,10 +3,13 @@ re-checked by the explorer on a grid of small sizes, and the kernels the reducti
 
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 
-from barrierproof.checker.check import check_kernel
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.engines.explore import Limits
+from barrierproof.checker.symbolic.prove import prove_kernel
 from barrierproof.checker.symbolic.tiles import leaves, tile_loop, why_not
 from barrierproof.cli import main
 from barrierproof.loader import resolve
@@ -28,21 +31,29 @@ def _kernel(path, name):
     return target.build()
 
 
-def test_persistent_ring_is_proved_for_every_tile_count_and_the_explorer_agrees(capsys):
-    code, report = _prove(capsys, f"{PERSISTENT}::persistent_ring", "--timeout", "120")
+@pytest.mark.parametrize("name, steps", [
+    ("persistent_ring", range(2, 6)),
+    # two blocks sharing B through a multicast copy: the tiles of the pair are separated
+    # (conditions 5-7 of tiles.py), and one tile of the pair is proved
+    pytest.param("persistent_multicast_pair", range(2, 5), marks=pytest.mark.slow),
+])
+def test_a_persistent_kernel_is_proved_for_every_tile_count_and_the_explorer_agrees(
+        capsys, name, steps):
+    code, report = _prove(capsys, f"{PERSISTENT}::{name}", "--timeout", "200")
     assert (code, report["verdict"]) == (0, "proved"), report
     assert "all tiles, steps with (tiles >= 0) and (steps >= 2)" in report["coverage"]
     assert any(n.startswith("per tile (tiles)") for n in report["notes"])
-    kernel = _kernel(PERSISTENT, "persistent_ring")
+    kernel = _kernel(PERSISTENT, name)
     for tiles in range(0, 4):
-        for steps in range(2, 6):
-            found = check_kernel(kernel, {"tiles": tiles, "steps": steps})
-            assert found.verdict == "verified", (tiles, steps, found.label)
+        for k_steps in steps:
+            found = check_kernel(kernel, {"tiles": tiles, "steps": k_steps})
+            assert found.verdict == "verified", (tiles, k_steps, found.label)
 
 
-def test_a_release_skipped_at_the_k_boundary_gives_the_smallest_breaking_sizes(capsys):
-    code, report = _prove(capsys, f"{PERSISTENT}::persistent_ring_skips_last_release",
-                          "--timeout", "30")
+@pytest.mark.parametrize("name", ["persistent_ring_skips_last_release",
+                                  "persistent_multicast_pair_skips_last_release"])
+def test_a_release_skipped_at_the_k_boundary_gives_the_smallest_breaking_sizes(capsys, name):
+    code, report = _prove(capsys, f"{PERSISTENT}::{name}", "--timeout", "30")
     assert code == 1 and report["verdict"] == "violation"
     assert report["params"] == {"tiles": 1, "steps": 2}
     assert report["diagnostics"][0]["code"] == "BP100"
@@ -94,22 +105,86 @@ def test_two_threads_starting_a_tile_without_waiting_are_refused(tmp_path, capsy
     assert report["diagnostics"][0]["code"] == "BP101"
 
 
+PAIR = """from barrierproof import protocol
+@protocol(expect="verified", symbolic=("tiles", "steps"))
+def pair(k, tiles=2, steps=3):
+    k.cluster(x={blocks})
+    k.threads(3, name="wg")
+    k.assume(tiles >= 0, steps >= 2)
+    full = k.Barrier(num_arrivals=2, num_barriers=2)
+    empty = {empty}
+    with k.loop(tiles):
+        with k.when(k.thread == 2):
+            with k.loop(2) as p:
+                k.copy_gmem_to_smem(full.at[p], bytes=16384)
+                k.copy_gmem_to_smem(full.at[p], bytes=32768, collective_axes={axes})
+            with k.loop(steps - 2) as i:
+                k.barrier_wait(empty.at[i % 2])
+                k.copy_gmem_to_smem(full.at[i % 2], bytes=16384)
+                k.copy_gmem_to_smem(full.at[i % 2], bytes=32768, collective_axes={axes})
+            with k.loop(2) as j:
+                k.barrier_wait(empty.at[(steps - 2 + j) % 2])
+        with k.otherwise():
+            with k.loop(steps) as i:
+                k.barrier_wait(full.at[i % 2])
+                k.barrier_arrive(empty.at[i % 2])
+"""
+CLUSTER_EMPTY = 'k.ClusterBarrier(collective_axes="x", num_arrivals=2, num_barriers=2)'
+
+
+@pytest.mark.parametrize("variant, shape, why", [
+    # each block's loads are its own: a block may start its next tile while the other
+    # block's producer still drains this one (right here only because of how the counts work
+    # out, which the conditions do not look at)
+    ("local loads", dict(blocks=2, empty=CLUSTER_EMPTY, axes="None"),
+     "does not need the other block's share of a multicast copy"),
+    # slots released to the own block's producer only: its end says nothing of the other block
+    ("local release", dict(blocks=2, empty="k.Barrier(num_arrivals=2, num_barriers=2)",
+                           axes='"x"'), "does not reach the other block's closer"),
+    ("four blocks", dict(blocks=4, empty=CLUSTER_EMPTY, axes='"x"'), "a cluster of 4 blocks"),
+])
+def test_pair_tiles_are_not_reduced_to_one_when_a_condition_fails(tmp_path, variant, shape, why):
+    """The pair's conditions refuse these (each deadlock-free at the sizes the explorer
+    checks for the pairs: the refusal costs a proof, never soundness), and `prove` then does
+    not claim every tile count through one tile."""
+    src = tmp_path / "pair.py"
+    src.write_text(PAIR.format(**shape))
+    kernel = _kernel(str(src), "pair")
+    found = why_not(kernel, tile_loop(kernel.body, "tiles"), {}, ["steps"])
+    assert found is not None and why in found, found
+    if shape["blocks"] == 2:
+        for tiles in (1, 2):
+            assert check_kernel(kernel, {"tiles": tiles, "steps": 3}).verdict == "verified"
+        options = Options(Limits(timeout=10, max_states=20000))
+        verdict = prove_kernel(kernel, {}, options, str(src), SimpleNamespace(symbolic=[]))
+        assert verdict.verdict != "proved", verdict.coverage
+        assert "the tiles of `tiles` are not shown separated" in verdict.coverage, \
+            verdict.coverage
+
+
 @pytest.mark.slow
-def test_jax_hopper_matmul_is_proved_for_every_k_and_tile_count(capsys):
-    """JAX's Hopper matmul (examples/pallas/sizes.py): proved for every K and tiles per block,
-    and its family's IR verified by the explorer on a grid of small sizes."""
-    code, report = _prove(capsys, f"{SIZES}::hopper_matmul_any_k", "--ignore", "BP200,BP201",
-                          "--timeout", "120")
+@pytest.mark.parametrize("name, k_steps", [
+    ("hopper_matmul_any_k", range(1, 5)),
+    # a cluster of two blocks along M (B multicast to both): its tiles are separated as a
+    # pair's, and one tile of the pair is proved
+    ("hopper_matmul_cluster_any_k", range(1, 4)),
+])
+def test_jax_hopper_matmul_is_proved_for_every_k_and_tile_count(capsys, name, k_steps):
+    """JAX's Hopper matmul (examples/pallas/sizes.py): proved for every K and every number of
+    tiles, and its family's IR verified by the explorer on a grid of small sizes."""
+    code, report = _prove(capsys, f"{SIZES}::{name}", "--ignore", "BP200,BP201",
+                          "--timeout", "200")
     assert (code, report["verdict"]) == (0, "proved"), report
     assert "all k_steps, tiles with (k_steps >= 1) and (tiles >= 0)" in report["coverage"]
-    (target,) = resolve(f"{SIZES}::hopper_matmul_any_k")
+    assert any(n.startswith("per tile (tiles)") for n in report["notes"])
+    (target,) = resolve(f"{SIZES}::{name}")
     family = without_memory(target.build_family())
     for body, conds in leaves(family.body, ["k_steps", "tiles"]):
         assert tile_loop(body, "tiles") is not None
     for tiles in (0, 1, 2):
-        for k_steps in range(1, 5):
-            found = check_kernel(family, {"tiles": tiles, "k_steps": k_steps})
-            assert found.verdict == "verified", (tiles, k_steps, found.label)
+        for k in k_steps:
+            found = check_kernel(family, {"tiles": tiles, "k_steps": k})
+            assert found.verdict == "verified", (tiles, k, found.label)
 
 
 def test_a_ring_of_two_concrete_slots_is_proved_at_one_representative_slot(capsys):

@@ -262,17 +262,48 @@ class Encoder:
     def threads(self, st: SymState, r: int) -> Iterator[tuple[Pos, dict, z3.ArithRef, z3.ArithRef]]:
         """(position, observation per waited instance, loop coordinate, how many threads are
         there as a term) for every place a thread of role r can be."""
-        code = self.codes[r]
-        if code.role.single:
-            for value, p in enumerate(self.layout.single_positions[r]):
-                k = st.k[r][p.seg] if p.where == "at" and p.seg in st.k[r] else z3.IntVal(0)
-                yield p, st.obs[r], k, z3.If(st.pos[r] == value, 1, 0)
-        else:
-            for i, (p, sigma) in enumerate(self.layout.counter_locals[r]):
-                k = st.k[r][p.seg] + p.d if p.where == "at" and p.seg in st.k[r] \
-                    else z3.IntVal(0)
-                obs = {b: z3.IntVal(s) for b, s in zip(code.waited, sigma)}
-                yield p, obs, k, st.n[r][i]
+        for i in range(len(self._places(r))):
+            yield self._thread_at(st, r, i)
+
+    def _places(self, r: int) -> list:
+        """Role r's places: positions of a one-thread role, (position, observations) of a
+        counter role, with the observations as Z3 values (built once: the encoding visits
+        every place of every role for each barrier event)."""
+        if not hasattr(self, "_place_cache"):
+            self._place_cache = {}
+        if r not in self._place_cache:
+            code = self.codes[r]
+            if code.role.single:
+                places = [(p, None) for p in self.layout.single_positions[r]]
+            else:
+                places = [(p, {b: z3.IntVal(s) for b, s in zip(code.waited, sigma)})
+                          for p, sigma in self.layout.counter_locals[r]]
+            self._place_cache[r] = places
+        return self._place_cache[r]
+
+    def _thread_at(self, st: SymState, r: int, i: int):
+        p, obs = self._places(r)[i]
+        if self.codes[r].role.single:
+            k = st.k[r][p.seg] if p.where == "at" and p.seg in st.k[r] else z3.IntVal(0)
+            return p, st.obs[r], k, z3.If(st.pos[r] == i, 1, 0)
+        k = st.k[r][p.seg] + p.d if p.where == "at" and p.seg in st.k[r] else z3.IntVal(0)
+        return p, obs, k, st.n[r][i]
+
+    def _sites(self, inst: int, kinds) -> list[tuple[int, int]]:
+        """(role, place) of every place at an operation of `kinds` on `inst` (static)."""
+        if not hasattr(self, "_site_cache"):
+            self._site_cache = {}
+        key = (inst, tuple(kinds))
+        if key not in self._site_cache:
+            sites = []
+            for r, code in enumerate(self.codes):
+                for i, (p, _) in enumerate(self._places(r)):
+                    op = code.op(p)
+                    if op is not None and op.kind in kinds and op.targets and \
+                            op.targets[0] == inst:
+                        sites.append((r, i))
+            self._site_cache[key] = sites
+        return self._site_cache[key]
 
     def guard(self, st: SymState, r: int, p: Pos, k):
         op = self.codes[r].op(p)
@@ -290,9 +321,7 @@ class Encoder:
         return z3.Sum(total) if total else z3.IntVal(0)
 
     def observing(self, st: SymState, inst: int, value: int, pallas_only: bool = False):
-        def select(r, p, obs, k):
-            return None if inst not in obs else (obs[inst] == value)
-        # Single roles: count once, not per position.
+        """Threads whose observation of `inst` is `value`."""
         total = []
         for r, code in enumerate(self.codes):
             if inst not in code.waited or (pallas_only and inst not in code.pallas_waited):
@@ -300,23 +329,24 @@ class Encoder:
             if code.role.single:
                 total.append(z3.If(st.obs[r][inst] == value, 1, 0))
             else:
-                for p, obs, k, c in self.threads(st, r):
-                    if z3.is_true(z3.simplify(obs[inst] == value)):
-                        total.append(c)
-        del select
+                b = code.waited.index(inst)
+                total += [st.n[r][i] for i, (_, sigma) in
+                          enumerate(self.layout.counter_locals[r]) if sigma[b] == value]
         return z3.Sum(total) if total else z3.IntVal(0)
 
     def waiting(self, st: SymState, inst: int, value: int | None, kinds=WAITS):
         """Threads at a wait on `inst` whose guard holds (optionally with an observation)."""
-        def select(r, p, obs, k):
-            op = self.codes[r].op(p)
-            if op is None or op.kind not in kinds or op.targets[0] != inst:
-                return None
+        total = []
+        for r, i in self._sites(inst, kinds):
+            p, obs, k, c = self._thread_at(st, r, i)
             cond = self.guard(st, r, p, k)
             if value is not None:
                 cond = z3.And(cond, obs[inst] == value)
-            return z3.simplify(cond)
-        return self.count(st, select)
+            cond = z3.simplify(cond)
+            if z3.is_false(cond):
+                continue
+            total.append(c if z3.is_true(cond) else z3.If(cond, c, 0))
+        return z3.Sum(total) if total else z3.IntVal(0)
 
     # -- barrier micro-steps (model/semantics.py: _arrive, _tx, _maybe_complete) --------------
     # A micro-step maps a branch (conditions, state, violations) to the branches it splits

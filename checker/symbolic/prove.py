@@ -76,11 +76,12 @@ How a proof works
    (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
    (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v); a
    persistent loop around the program's loops is proved through one tile when the kernel's
-   own waits separate its tiles (tiles.py).
+   own waits separate its tiles, for one block or a pair of blocks (tiles.py).
 7. Classes of concrete rings: a 1-D barrier array of concrete size S used only as a ring
-   (`(i + c) % S` in loops, constant slots outside) is tried first as a ring class of constant
-   size S at one representative slot (fewer variables, invariants that close far faster), then
-   with all its instances when that does not prove it. Laps are counted from slot position 0,
+   (`(i + c) % S` in loops, constant slots outside) is tried first, with two thirds of the
+   budget, as a ring class of constant size S at one representative slot (fewer variables,
+   invariants that close far faster), then with all its instances when that does not prove it
+   (after the hand-off pairs of point 9). Laps are counted from slot position 0,
    so a ring position i + c that may be negative is outside the fragment.
 8. Hardware barriers and semaphores (hw.py, semaphores.py). Named barriers (`bar.sync`,
    `bar.arrive`, `syncthreads`) are rewritten into mbarriers counted in warps, in a class of
@@ -88,10 +89,10 @@ How a proof works
    a barrier_wait; an open phase at exit is legal for them (no BP104). Each semaphore is a class
    with one counter; its waits are waits of the static order (point 4). Lockstep copies whose
    waits decrement become blocks of an explicit cluster axis, as model/grid.py models them.
-9. Hand-off pairs first (partition.py): concrete arrays indexed only by constants become scalar
+9. Hand-off pairs (partition.py): concrete arrays indexed only by constants become scalar
    barriers, and barriers joined by a thread's "wait on one, then signal the other" form the
    classes (a two-slot pipeline's `full[c]`, `empty[c]`), tried with a third of the budget
-   before one class holds every concrete barrier. Any partition is sound (point 1).
+   after the concrete rings and before one class holds every concrete barrier. Any partition is sound (point 1).
    A class that two partitions build alike (points 7 and 9: the same Z3 terms, sampled at the
    same values) is worked on once (ClassWork): its samples and candidates are reused, a
    verdict Z3 gave on it stands, and a Houdini run the first partition's budget cut short
@@ -148,7 +149,7 @@ from dataclasses import dataclass, field, replace
 import z3
 from typing import Mapping, Sequence
 
-from ...model.ir import (Kernel, ModelError, evaluate, free_vars, has_memory_effects,
+from ...model.ir import (Const, Kernel, ModelError, evaluate, free_vars, has_memory_effects,
                          without_memory)
 from ...model.semantics import compile_systems
 from ...model.static_rules import static_findings
@@ -311,23 +312,28 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                      f"outside the supported fragment: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
-    # Hand-off pairs of concrete barriers as classes of their own first (partition.py), with a
-    # third of the budget; the classes below are the fallback.
     work = ClassWork()          # a class built alike by two partitions is proved once
-    pairs = _prove_fragment(split_constant_arrays(kernel, fixed), symbolic, fixed,
-                            Budget(budget.seconds / 3), start, concrete_rings=False,
-                            handoffs=True, work=work)
-    if pairs is not None and pairs.status == "proved":
-        return pairs
-    # Concrete arrays used as rings are tried at one representative slot first (a smaller
-    # system whose invariants close far faster), then, if that does not prove it, as they are.
-    first = _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=True,
-                            work=work)
-    if first is not None and (first.status == "proved" or budget.z3_left() <= 0
-                              or budget.net_left() <= 1.0):
-        return first
-    return _prove_fragment(kernel, symbolic, fixed, budget, start, concrete_rings=False,
-                           work=work)
+    # Concrete arrays used as rings first, at one representative slot (a smaller system whose
+    # invariants close far faster), with two thirds of the budget; then hand-off pairs of
+    # concrete barriers as classes of their own (partition.py) with a third; then every
+    # concrete barrier as it is, with what is left. Any partition is sound; the order only decides
+    # which proof is found first.
+    tries = [lambda: _prove_fragment(kernel, symbolic, fixed, Budget(budget.seconds * 2 / 3), start,
+                                     concrete_rings=True, work=work),
+             lambda: _prove_fragment(split_constant_arrays(kernel, fixed), symbolic, fixed,
+                                     Budget(budget.seconds / 3), start, concrete_rings=False,
+                                     handoffs=True, work=work),
+             lambda: _prove_fragment(kernel, symbolic, fixed, budget, start,
+                                     concrete_rings=False, work=work)]
+    last = None
+    for attempt in tries:
+        result = attempt()
+        if result is None:
+            continue
+        last = result
+        if result.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+            break
+    return last
 
 
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
@@ -785,13 +791,15 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         # is proved for every value (tiles.py) unless fixed with --param
         promoted = promotable(without_memory(kernel), symbolic, fixed, given=list(params))
         if promoted:
+            unit = "cluster" if any(not (isinstance(n, Const) and n.value == 1)
+                                    for _, n in kernel.cluster) else "block"
             symbolic = symbolic + promoted
             fixed = {n: v for n, v in fixed.items() if n not in promoted}
             kernel = kernel.replace(notes=tuple(
                 n for n in kernel.notes if not any(n.startswith(f"`{t}`: the trip count")
                                                    for t in promoted)) + tuple(
                 f"`{t}`: the trip count of a persistent loop over the grid (tiles of one "
-                "block; each value stands for every grid position and size that runs that "
+                f"{unit}; each value stands for every grid position and size that runs that "
                 "many tiles), symbolic: its tiles are separated by the kernel's own waits"
                 for t in promoted))
     if not symbolic:

@@ -8,32 +8,62 @@ behave like one copy started again from a reset barrier state, and it is enough 
 The conditions (checked here, each for every value of the other parameters):
 
 1. Shape. The body is exactly `loop t < tiles: B`, neither t nor `tiles` used in B; one block
-   (no cluster), a concrete thread count, no warp regions; B uses `barrier_wait` (the Pallas
-   wait: thread j's k-th wait waits for completion k), `barrier_arrive` and
-   `copy_gmem_to_smem` only, branches on the thread index only.
+   or a pair of blocks (a cluster of 2), a concrete thread count, no warp regions; B uses
+   `barrier_wait` (the Pallas wait: thread j's k-th wait waits for completion k),
+   `barrier_arrive` and `copy_gmem_to_smem` only, on the own block's instances, branches on
+   the thread index only (both blocks run the same program). In a pair, a ClusterBarrier
+   arrival and a multicast copy reach both blocks (no leader-tracked barriers).
 2. A closer. Exactly one thread c does not start its tile with a wait. Every other thread j
-   ends its tile with a `barrier_arrive` on an instance that c waits on in the tile, and for
-   every array a copy arrives on, every instance is waited on by some thread.
+   ends its tile with a `barrier_arrive` on an instance that c waits on in the tile (in a pair,
+   on a ClusterBarrier: it reaches both blocks' closers), and for every array a copy arrives
+   on, every instance is waited on by some thread.
 3. Gated starts. Every thread j != c starts its tile with a `barrier_wait` on an array that
-   only c's operations arrive on (its arrives and its copies).
+   only c's operations arrive on (its arrives and its copies; in a pair, a Barrier of the own
+   block, so only the own block's closer opens it).
 4. B itself is proved (or explored, when nothing symbolic is left) for every value of the other
    parameters, with the exit rules BP103/BP104/BP105.
 
-Why this suffices. By 4, at the end of one tile every barrier is back to `pending == expected`,
-`tx == 0`, nothing in flight, and every thread that waits on an instance has observed all of its
-completions; the arrivals on an instance in a tile are exactly its expected count times its
-completions. When c finishes its tile, it has observed every completion of the instance j's
-last arrive went to (it waits on it, and by BP103 observes them all), so that arrive -- and
-every earlier event of j -- has happened (2); every copy of the tile has landed before the
-last completion of its instance, observed by some thread that finished before c or by c (2).
-So c's last event is the last event of the tile. The next tile's first event of c comes after
-it; that of j != c is a wait for a completion of an instance only c arrives on, which needs an
-arrival of c's next tile (3): every event of tile u + 1 follows every event of tile u. Each tile
-therefore runs from a state equal to the initial one up to the phase numbers (the Pallas wait
-counts completions, and the rules BP101-BP105 are relative to them), so every reachable state
-of the kernel is a reachable state of B shifted, a deadlock of the kernel one of B (a finished
-thread waits at its next tile's first wait, or ends), and a rule broken in tile u one broken
-in B. With tiles = 0 nothing runs.
+For a pair of blocks, three more:
+
+5. Every instance of an array that c arrives on (arrives or copies) is waited on by a thread
+   j != c.
+6. c waits only on arrays that no copy and not c itself arrive on.
+7. The first wait of every j != c needs the other block's share of a multicast copy: among
+   the first arrivals of c on that instance (as many as the barrier counts, the same
+   operations for every size) is a copy multicast to both blocks, of more than 0 bytes.
+
+Why this suffices (one block). By 4, at the end of one tile every barrier is back to
+`pending == expected`, `tx == 0`, nothing in flight, and every thread that waits on an instance
+has observed all of its completions; the arrivals on an instance in a tile are exactly its
+expected count times its completions. When c finishes its tile, it has observed every
+completion of the instance j's last arrive went to (it waits on it, and by BP103 observes them
+all), so that arrive -- and every earlier event of j -- has happened (2); every copy of the tile
+has landed before the last completion of its instance, observed by some thread that finished
+before c or by c (2). So c's last event is the last event of the tile. The next tile's first
+event of c comes after it; that of j != c is a wait for a completion of an instance only c
+arrives on, which needs an arrival of c's next tile (3): every event of tile u + 1 follows every
+event of tile u. Each tile therefore runs from a state equal to the initial one up to the phase
+numbers (the Pallas wait counts completions, and the rules BP101-BP105 are relative to them), so
+every reachable state of the kernel is a reachable state of B shifted, a deadlock of the kernel
+one of B (a finished thread waits at its next tile's first wait, or ends), and a rule broken in
+tile u one broken in B. With tiles = 0 nothing runs.
+
+Why this suffices (a pair). Take the first event that breaks a rule or the order below; until
+then the argument holds. When either closer finishes tile u, every j != c of both blocks has
+finished it (2: the last arrival reaches both blocks), so every instance waited on by a j != c
+has completed all of tile u's phases: every arrival and copy of tile u by the other closer
+has happened too (5), and what that closer has left of tile u are waits (its last operations
+after its last arrival) on arrays only the j != c arrive on, without bytes (6), all of whose
+tile-u arrivals have happened: they are enabled, and stay so (a Pallas wait counts
+completions). The first wait of a j != c in tile u + 1 needs the first completion of tile u + 1
+of its instance: its arrivals are the first ones of its own closer in tile u + 1 (3), and their
+bytes include a multicast whose other half must land from the other block's closer (7), from a
+copy of tile u + 1 (those of tile u landed in tile u's phases): so no j != c starts tile u + 1
+before both closers have ended tile u. Before that, the events of tile u + 1 are a closer's,
+on instances whose tile-u phases are complete and which the other closer's remaining waits do
+not read (6): they commute with those waits. Moving the waits before them gives a run whose
+tiles follow one another, and the one-block argument applies to it; a deadlock cannot leave a
+closer at an enabled wait.
 """
 
 from __future__ import annotations
@@ -175,18 +205,139 @@ def _waits_on(prog, alloc, index: list, facts: _Facts) -> bool:
     return False
 
 
+def _pair_axis(kernel: Kernel, fixed) -> tuple[str | None, str | None]:
+    """(the cluster axis of a pair of blocks, None); (None, None) for one block; (None, why)
+    for any other cluster shape."""
+    try:
+        sizes = [(a, evaluate(n, fixed)) for a, n in kernel.cluster]
+    except ModelError:
+        return None, "the cluster's shape is not concrete"
+    big = [(a, n) for a, n in sizes if n != 1]
+    if not big:
+        return None, None
+    if len(big) == 1 and big[0][1] == 2:
+        return big[0][0], None
+    return None, (f"a cluster of {'x'.join(str(n) for _, n in sizes)} blocks (tiles are "
+                  "separated for one block or a pair of blocks)")
+
+
+def _ops(prog):
+    return [op for item in prog for op in ([item] if isinstance(item, Op) else item.body)]
+
+
+def _const(expr: Expr, facts: _Facts) -> int | None:
+    """The value of `expr` when it is the same for every size (None otherwise)."""
+    value = z3.simplify(facts.int(expr))
+    return value.as_long() if z3.is_int_value(value) else None
+
+
+def _first_arrivals(prog, alloc, index, count: int, facts: _Facts, bound: int = 64):
+    """The closer's first operations that arrive on `alloc[index]`, in program order, until
+    `count` arrivals; None when they are not the same ones for every size."""
+    def iterations():
+        for item in prog:
+            if isinstance(item, Op):
+                yield {}, [item]
+                continue
+            trip = facts.int(item.trip)
+            for d in range(bound):
+                if facts.valid(trip <= d):
+                    break
+                if not facts.valid(trip > d):
+                    yield None, None            # may or may not run: not the same for all
+                    return
+                yield {item.var: Const(d)}, item.body
+            else:
+                yield None, None
+                return
+
+    out, total = [], 0
+    for env, ops in iterations():
+        if env is None:
+            return None
+        for op in ops:
+            if op.kind not in ARRIVING or op.barrier.alloc is not alloc:
+                continue
+            same = z3.And([a == b for a, b in zip(_index(op, env, facts), index)])
+            if facts.valid(z3.Not(same)):
+                continue
+            n = 1 if op.kind == "copy_gmem_to_smem" else _const(op.count, facts)
+            if n is None or not facts.valid(same):
+                return None
+            out.append((op, env))
+            total += n
+            if total >= count:
+                return out
+    return None
+
+
+def _pair_conditions(progs, c: int, firsts, facts: _Facts, axis: str) -> str | None:
+    """Conditions 5-7 of the module doc for a pair of blocks; None when they hold."""
+    closer_ops, other_ops = _ops(progs[c]), [op for j, p in enumerate(progs) if j != c
+                                             for op in _ops(p)]
+    # 5. whatever a closer arrives on is waited on by another thread, at every instance
+    for alloc in {op.barrier.alloc for op in closer_ops if op.kind in ARRIVING}:
+        if len(alloc.shape) != 1:
+            return f"`{alloc.name}` is not a one-dimensional array"
+        size = _const(alloc.shape[0], facts)
+        if size is None:
+            return f"`{alloc.name}` has no size that is the same for every size"
+        for x in range(size):
+            if not any(_waits_on(p, alloc, [z3.IntVal(x)], facts)
+                       for j, p in enumerate(progs) if j != c):
+                return (f"no thread but the closer {c} waits on `{alloc.name}[{x}]` for every "
+                        "size (the other block's closer could still be arriving on it)")
+    # 6. the closer waits only on barriers the other threads arrive on, without copies
+    for alloc in {op.barrier.alloc for op in closer_ops if op.kind == "barrier_wait"}:
+        if any(op.barrier.alloc is alloc and op.kind in ARRIVING for op in closer_ops) or \
+                any(op.barrier.alloc is alloc and op.kind == "copy_gmem_to_smem"
+                    for op in other_ops):
+            return (f"the closer {c} waits on `{alloc.name}`, which copies or the closer "
+                    "itself arrive on (its last waits may not be enabled when the other "
+                    "threads end their tile)")
+    # 7. each other thread's first wait needs the other block's share of a multicast copy
+    for j, prog in enumerate(progs):
+        if j == c or not prog:
+            continue
+        first, env = firsts[j]
+        alloc = first.barrier.alloc
+        need = _const(alloc.num_arrivals, facts)
+        if need is None or need < 1:
+            return f"`{alloc.name}` has no arrival count >= 1 that is the same for every size"
+        index = _index(first, env, facts)
+        ops = _first_arrivals(progs[c], alloc, index, need, facts)
+        if ops is None:
+            return (f"the arrivals that open thread {j}'s first wait on `{alloc.name}` are "
+                    "not the same operations for every size")
+        if not any(op.kind == "copy_gmem_to_smem" and axis in op.collective_axes and
+                   facts.valid(facts.int(substitute(op.bytes, e)) > 0) for op, e in ops):
+            return (f"thread {j}'s first wait on `{alloc.name}` does not need the other "
+                    "block's share of a multicast copy (a block could start its next tile "
+                    "before the other block's closer ends this one)")
+    return None
+
+
 def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequence[str],
             extra=()) -> str | None:
     """None when the tiles of `loop` are separated by the kernel's synchronization (conditions
     1-3 of the module doc), else what fails."""
-    if any(len(a) and not (isinstance(n, Const) and n.value == 1) for a, n in kernel.cluster):
-        return "a cluster of blocks (peers' tiles are not ordered by one closer)"
+    axis, why = _pair_axis(kernel, fixed)
+    if why is not None:
+        return why
     for op in iter_ops(loop.body):
         if op.kind not in KINDS:
             return f"`{op.describe()}` is not one of {', '.join(KINDS)}"
-        if op.barrier is None or op.barrier.block is not None or op.collective_axes or \
+        if op.barrier is None or op.barrier.block is not None or \
                 op.parity is not None or op.phase is not None:
-            return f"`{op.describe()}` is not a local Pallas barrier operation"
+            return f"`{op.describe()}` is not a Pallas barrier operation on the own block"
+        alloc = op.barrier.alloc
+        if axis is None and (op.collective_axes or alloc.cluster):
+            return f"`{op.describe()}` reaches other blocks of a cluster of one block"
+        if axis is not None and (
+                alloc.leader_tracked or (alloc.cluster and axis not in alloc.collective_axes)
+                or (op.collective_axes and axis not in op.collective_axes)):
+            return (f"`{op.describe()}` does not reach both blocks of the cluster (a "
+                    "leader-tracked barrier, or collective axes without the pair's axis)")
     try:
         facts = _Facts(kernel, symbolic, fixed, extra)
         if free_vars(kernel.num_threads) - set(fixed):
@@ -207,6 +358,9 @@ def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequ
                 continue
             first, _ = firsts[j]
             alloc = first.barrier.alloc
+            if axis is not None and alloc.cluster:
+                return (f"`{alloc.name}`, which thread {j} waits on first, is a ClusterBarrier "
+                        "(the other block's arrivals could open it)")
             others = [op for k, p in enumerate(progs) if k != c for item in p
                       for op in ([item] if isinstance(item, Op) else item.body)
                       if op.kind in ARRIVING and op.barrier.alloc is alloc]
@@ -220,6 +374,13 @@ def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequ
             if not _waits_on(progs[c], op.barrier.alloc, _index(op, env, facts), facts):
                 return (f"thread {c} does not wait on the barrier of thread {j}'s last "
                         f"`{op.describe()}` for every size")
+            if axis is not None and not op.barrier.alloc.cluster:
+                return (f"thread {j}'s last `{op.describe()}` does not reach the other "
+                        "block's closer (a Barrier, not a ClusterBarrier)")
+        if axis is not None:
+            why = _pair_conditions(progs, c, firsts, facts, axis)
+            if why is not None:
+                return why
         for alloc in {op.barrier.alloc for op in iter_ops(loop.body)
                       if op.kind == "copy_gmem_to_smem"}:
             shape = [evaluate(d, fixed) for d in alloc.shape]

@@ -43,10 +43,10 @@ PROVE = {
     # joined over every K and every tile count: one tile proved (the tiles are separated by the
     # producer's drain), see README
     "hopper_matmul_any_k": "proved",
-    # a cluster: its tiles are not reduced to one (two producers: no single thread's end orders
-    # a tile); with two tiles unrolled a static order is found (each role's second tile in one
-    # group), but the invariants of its class systems do not close within the budget
-    "hopper_matmul_cluster_any_k": "unknown",
+    # a pair of blocks: a block's consumers start a tile only when both producers have (their
+    # first slot needs the other block's half of B), so one tile of the pair is proved
+    # (tiles.py, conditions 5-7), its two slots as a ring of 2 at one representative slot
+    "hopper_matmul_cluster_any_k": "proved",
     # stages a size too: the ring class's abstraction reaches a deadlock state the explorer
     # does not find, so no proof
     "hopper_matmul_any_stages": "unknown",
