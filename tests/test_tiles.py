@@ -50,8 +50,7 @@ def test_a_persistent_kernel_is_proved_for_every_tile_count_and_the_explorer_agr
             assert found.verdict == "verified", (tiles, k_steps, found.label)
 
 
-@pytest.mark.parametrize("name", ["persistent_ring_skips_last_release",
-                                  "persistent_multicast_pair_skips_last_release"])
+@pytest.mark.parametrize("name", ["persistent_ring_skips_last_release"])
 def test_a_release_skipped_at_the_k_boundary_gives_the_smallest_breaking_sizes(capsys, name):
     code, report = _prove(capsys, f"{PERSISTENT}::{name}", "--timeout", "30")
     assert code == 1 and report["verdict"] == "violation"

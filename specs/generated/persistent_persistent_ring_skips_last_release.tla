@@ -10,54 +10,54 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/persistent.py:54
-    1,  \* 2: full[1] (Barrier)  examples/persistent.py:54
-    2,  \* 3: empty[0] (Barrier)  examples/persistent.py:55
-    2   \* 4: empty[1] (Barrier)  examples/persistent.py:55
+    1,  \* 1: full[0] (Barrier)  examples/persistent.py:65
+    1,  \* 2: full[1] (Barrier)  examples/persistent.py:65
+    2,  \* 3: empty[0] (Barrier)  examples/persistent.py:66
+    2   \* 4: empty[1] (Barrier)  examples/persistent.py:66
 >>
 
 \* Agent 1: wg0 (thread), 10 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/persistent.py:29
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/persistent.py:34
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/persistent.py:29
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/persistent.py:34
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/persistent.py:29
-    wait(1, 1),        \* pc 5: barrier_wait(full[0])  examples/persistent.py:29
-    arrive(<<3>>, 1),  \* pc 6: barrier_arrive(empty[0])  examples/persistent.py:34
-    wait(2, 2),        \* pc 7: barrier_wait(full[1])  examples/persistent.py:29
-    arrive(<<4>>, 1),  \* pc 8: barrier_arrive(empty[1])  examples/persistent.py:34
-    wait(1, 1)         \* pc 9: barrier_wait(full[0])  examples/persistent.py:29
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/persistent.py:32
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/persistent.py:37
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/persistent.py:32
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/persistent.py:37
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/persistent.py:32
+    wait(1, 1),        \* pc 5: barrier_wait(full[0])  examples/persistent.py:32
+    arrive(<<3>>, 1),  \* pc 6: barrier_arrive(empty[0])  examples/persistent.py:37
+    wait(2, 2),        \* pc 7: barrier_wait(full[1])  examples/persistent.py:32
+    arrive(<<4>>, 1),  \* pc 8: barrier_arrive(empty[1])  examples/persistent.py:37
+    wait(1, 1)         \* pc 9: barrier_wait(full[0])  examples/persistent.py:32
 >>
 
 \* Agent 2: wg1 (thread), 10 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 3),        \* pc 0: barrier_wait(full[0])  examples/persistent.py:29
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/persistent.py:34
-    wait(2, 4),        \* pc 2: barrier_wait(full[1])  examples/persistent.py:29
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/persistent.py:34
-    wait(1, 3),        \* pc 4: barrier_wait(full[0])  examples/persistent.py:29
-    wait(1, 3),        \* pc 5: barrier_wait(full[0])  examples/persistent.py:29
-    arrive(<<3>>, 1),  \* pc 6: barrier_arrive(empty[0])  examples/persistent.py:34
-    wait(2, 4),        \* pc 7: barrier_wait(full[1])  examples/persistent.py:29
-    arrive(<<4>>, 1),  \* pc 8: barrier_arrive(empty[1])  examples/persistent.py:34
-    wait(1, 3)         \* pc 9: barrier_wait(full[0])  examples/persistent.py:29
+    wait(1, 3),        \* pc 0: barrier_wait(full[0])  examples/persistent.py:32
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/persistent.py:37
+    wait(2, 4),        \* pc 2: barrier_wait(full[1])  examples/persistent.py:32
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/persistent.py:37
+    wait(1, 3),        \* pc 4: barrier_wait(full[0])  examples/persistent.py:32
+    wait(1, 3),        \* pc 5: barrier_wait(full[0])  examples/persistent.py:32
+    arrive(<<3>>, 1),  \* pc 6: barrier_arrive(empty[0])  examples/persistent.py:37
+    wait(2, 4),        \* pc 7: barrier_wait(full[1])  examples/persistent.py:32
+    arrive(<<4>>, 1),  \* pc 8: barrier_arrive(empty[1])  examples/persistent.py:37
+    wait(1, 3)         \* pc 9: barrier_wait(full[0])  examples/persistent.py:32
 >>
 
 \* Agent 3: wg2 (thread), 12 instruction(s).
 Prog_3_wg2 == <<
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/persistent.py:21
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 16384B)  examples/persistent.py:21
-    wait(3, 5),                        \* pc 2: barrier_wait(empty[0])  examples/persistent.py:23
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 16384B)  examples/persistent.py:24
-    wait(4, 6),                        \* pc 4: barrier_wait(empty[1])  examples/persistent.py:26
-    wait(3, 5),                        \* pc 5: barrier_wait(empty[0])  examples/persistent.py:26
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 6: copy_gmem_to_smem(full[0], 16384B)  examples/persistent.py:21
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 7: copy_gmem_to_smem(full[1], 16384B)  examples/persistent.py:21
-    wait(3, 5),                        \* pc 8: barrier_wait(empty[0])  examples/persistent.py:23
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 9: copy_gmem_to_smem(full[0], 16384B)  examples/persistent.py:24
-    wait(4, 6),                        \* pc 10: barrier_wait(empty[1])  examples/persistent.py:26
-    wait(3, 5)                         \* pc 11: barrier_wait(empty[0])  examples/persistent.py:26
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 16384B)  examples/persistent.py:43
+    issue_async(<<2>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 16384B)  examples/persistent.py:43
+    wait(3, 5),                        \* pc 2: barrier_wait(empty[0])  examples/persistent.py:24
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 16384B)  examples/persistent.py:43
+    wait(4, 6),                        \* pc 4: barrier_wait(empty[1])  examples/persistent.py:27
+    wait(3, 5),                        \* pc 5: barrier_wait(empty[0])  examples/persistent.py:27
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 6: copy_gmem_to_smem(full[0], 16384B)  examples/persistent.py:43
+    issue_async(<<2>>, 16384, <<2>>),  \* pc 7: copy_gmem_to_smem(full[1], 16384B)  examples/persistent.py:43
+    wait(3, 5),                        \* pc 8: barrier_wait(empty[0])  examples/persistent.py:24
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 9: copy_gmem_to_smem(full[0], 16384B)  examples/persistent.py:43
+    wait(4, 6),                        \* pc 10: barrier_wait(empty[1])  examples/persistent.py:27
+    wait(3, 5)                         \* pc 11: barrier_wait(empty[0])  examples/persistent.py:27
 >>
 
 KernelProg == <<

@@ -10,19 +10,19 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1   \* 1: ready (Barrier)  examples/persistent.py:68
+    1   \* 1: ready (Barrier)  examples/persistent.py:79
 >>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready)  examples/persistent.py:71
-    arrive(<<1>>, 1)   \* pc 1: barrier_arrive(ready)  examples/persistent.py:71
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready)  examples/persistent.py:82
+    arrive(<<1>>, 1)   \* pc 1: barrier_arrive(ready)  examples/persistent.py:82
 >>
 
 \* Agent 2: wg1 (thread), 2 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 1),  \* pc 0: barrier_wait(ready)  examples/persistent.py:73
-    wait(1, 1)   \* pc 1: barrier_wait(ready)  examples/persistent.py:73
+    wait(1, 1),  \* pc 0: barrier_wait(ready)  examples/persistent.py:84
+    wait(1, 1)   \* pc 1: barrier_wait(ready)  examples/persistent.py:84
 >>
 
 KernelProg == <<
