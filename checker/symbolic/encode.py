@@ -4,7 +4,9 @@ This module knows nothing about the IR: `program.py` builds a `CounterSystem` (c
 roles of identical threads, each running a small "class program" over the barrier instances of
 one class, with symbolic loop bounds) and this module turns it into an initial condition, a list
 of guarded transitions and a list of error conditions over integer state variables, all in
-linear integer arithmetic (`invariants.py` proves them with Z3).
+linear integer arithmetic (`invariants.py` proves them with Z3). It stays one module: the
+barrier micro-steps, the moves of each kind of role and the error conditions all read the same
+views of a state (places, observations, loop coordinates), which a split would pass around.
 
 State variables:
 
@@ -253,6 +255,8 @@ class Encoder:
         self.codes = self.layout.codes
         self.vars = [z3.Int(f"x{i}!{name}") for i, name in enumerate(self.layout.names)]
         self.built = False
+        self._place_cache: dict[int, list] = {}
+        self._site_cache: dict[tuple, list] = {}
 
     # -- views of the threads of a state ---------------------------------------------------------
 
@@ -269,8 +273,6 @@ class Encoder:
         """Role r's places: positions of a one-thread role, (position, observations) of a
         counter role, with the observations as Z3 values (built once: the encoding visits
         every place of every role for each barrier event)."""
-        if not hasattr(self, "_place_cache"):
-            self._place_cache = {}
         if r not in self._place_cache:
             code = self.codes[r]
             if code.role.single:
@@ -291,8 +293,6 @@ class Encoder:
 
     def _sites(self, inst: int, kinds) -> list[tuple[int, int]]:
         """(role, place) of every place at an operation of `kinds` on `inst` (static)."""
-        if not hasattr(self, "_site_cache"):
-            self._site_cache = {}
         key = (inst, tuple(kinds))
         if key not in self._site_cache:
             sites = []
