@@ -199,7 +199,10 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
             interrupts.seen = True
         _wind_down(pool, futures, results)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Joined before returning: Python 3.11's exit hook would otherwise race the pool's
+        # manager thread for its wake-up pipe and print a traceback. The workers are done or
+        # killed by now, so this does not wait on a search.
+        pool.shutdown(wait=True, cancel_futures=True)
     for n, t in enumerate(targets):
         if results[n] is None:
             results[n] = [_not_checked(t, f"not checked: {_why(interrupts)}")]
@@ -234,7 +237,7 @@ def _wind_down(pool, futures: dict, results: list) -> None:
             results[n] = future.result()[0]
     for process in processes:
         if process.is_alive():
-            process.terminate()
+            process.kill()          # SIGKILL: a worker takes SIGTERM as one more interrupt
 
 
 _WORKER_INTERRUPTED = False
