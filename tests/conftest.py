@@ -14,3 +14,8 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 _hypothesis_settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     _hypothesis_settings.load_profile("ci")
+
+# TLC runs in these tests are small (seconds) and many: HotSpot's optimizing compiler costs more
+# CPU than it saves on them, so the suite runs the JVM with the quick compiler only. Same TLC,
+# same results; a user's long run keeps the JVM's defaults.
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")

@@ -345,6 +345,7 @@ def test_a_newly_ordered_protocol_is_never_proved_beyond_the_explorer(name):
     assert v.verdict in ("proved", "unknown"), (v.label, v.coverage)
     if v.verdict == "unknown":      # the order is found: what is left is the invariants
         assert "static event order" not in (v.coverage or ""), v.coverage
+        return                      # nothing claimed, so nothing for the explorer to contradict
     for values in grid:
         found = check_kernel(k, values, Options(Limits(max_states=400_000)))
         assert found.verdict == "verified", (values, found.label)

@@ -123,9 +123,9 @@ def test_bugs_beyond_the_samples_are_not_proved():
                          ("skipped_wait", dict(stages=1, consumers=1, steps=11))):
         kernel = late_bug(kind)
         assert check_kernel(kernel, values).verdict == "violation"
-        # 60 s is three times what each correct ring needs to be proved (the test below), so
-        # a prover fooled by its samples would have the time to claim a proof here
-        v = prove_kernel(kernel, {}, Options(Limits(timeout=60)), None,
+        # 45 s is three times what each correct ring needs to be proved (the test below, about
+        # 15 s each), so a prover fooled by its samples would have the time to claim a proof here
+        v = prove_kernel(kernel, {}, Options(Limits(timeout=45)), None,
                          SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
         assert v.verdict != "proved", (kind, v.coverage)
 
