@@ -413,7 +413,6 @@ def test_ctrl_c_keeps_what_parallel_workers_covered(tmp_path):
     assert small["verdict"] == "verified"
 
 
-
 def test_parallel_workers_are_joined_before_the_verdicts_are_printed(tmp_path, monkeypatch,
                                                                     capsys):
     """The worker pool is shut down and joined before `check` returns: a pool left to Python's
@@ -427,6 +426,7 @@ def test_parallel_workers_are_joined_before_the_verdicts_are_printed(tmp_path, m
                                                                           "verified"]
     managers = [t for t in threading.enumerate() if "Manager" in type(t).__name__]
     assert not managers, managers
+
 
 # -- adoption: pre-commit and GitHub Actions ---------------------------------------------------
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from barrierproof import protocol
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines.explore import Limits
 from barrierproof.checker.symbolic.prove import prove_kernel
@@ -14,6 +15,7 @@ from barrierproof.checker.symbolic.tiles import leaves, tile_loop, why_not
 from barrierproof.cli import main
 from barrierproof.loader import resolve
 from barrierproof.model.ir import without_memory
+from barrierproof.model.pallas import import_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PERSISTENT = os.path.join(ROOT, "examples", "persistent.py")
@@ -57,6 +59,23 @@ def test_a_release_skipped_at_the_k_boundary_gives_the_smallest_breaking_sizes(c
     assert report["params"] == {"tiles": 1, "steps": 2}
     assert report["diagnostics"][0]["code"] == "BP100"
     notes = " | ".join(report["notes"])
+    assert "smallest breaking values found: tiles=1, steps=2" in notes
+    assert "replayed on the interpreter" in notes
+
+
+@protocol(symbolic=("tiles", "steps"))
+def pair_skips_last_release(k, tiles=1, steps=2):
+    """The pair's consumers skip the release of each tile's last step: both producers' drains
+    wait for it forever. Kept out of examples/ (TLC checks every example's spec, and this one's
+    two-block state space takes it minutes)."""
+    import_file(PERSISTENT)._pair(k, tiles, steps, release_last=False)
+
+
+def test_the_pair_skipping_a_release_gives_the_smallest_breaking_sizes():
+    v = prove_kernel(pair_skips_last_release.build(), options=Options(Limits(timeout=30)))
+    assert (v.verdict, v.params, v.codes[:1]) == ("violation", {"tiles": 1, "steps": 2},
+                                                   ["BP100"]), v.coverage
+    notes = " | ".join(v.notes)
     assert "smallest breaking values found: tiles=1, steps=2" in notes
     assert "replayed on the interpreter" in notes
 
