@@ -14,53 +14,9 @@ from ..model.semantics import CODES, System, compile_systems
 from ..model.static_rules import static_findings
 from ..model.violations import Violation
 from .engines.explore import Limits, explore
+from .rules import HELP
 from .verdict import Diagnostic, Verdict
 
-# One help line per code: what usually fixes it.
-HELP = {
-    "BP100": "every wait needs its arrivals: check num_arrivals against the arriving threads, "
-             "copies and commits, and that all roles run the same number of iterations",
-    "BP101": "a barrier_wait thread must observe every completion: wait in every iteration, or "
-             "make the arriving side wait for the consumer (an `empty` barrier); a parity wait "
-             "must name the phase it means (toggle the bit per lap, or phase= of its own count)",
-    "BP102": "a thread must start waiting on a barrier before it completes twice: wait from the "
-             "first iteration, or give the late thread its own barrier",
-    "BP103": "wait on the last completions before the kernel ends (drain the pipeline)",
-    "BP104": "every phase that receives arrivals must complete: match the arrivals to num_arrivals",
-    "BP105": "wait for every TMA copy and tcgen05 op before the kernel ends",
-    "BP110": "declare the barrier with orders_tensor_core=True",
-    "BP111": "TMA and tcgen05 arrivals need a plain plgpu.Barrier",
-    "BP112": "wait on your own block's barrier instance",
-    "BP120": "keep barrier indices within num_barriers and index array barriers",
-    "BP121": "keep arrival counts and tx-counts within the mbarrier's range; more arrivals "
-             "than the count while a phase is still open usually means a producer re-arms a "
-             "slot (arrive/expect_tx) before waiting for its consumer to release it: add the "
-             "missing wait on the slot's `empty` barrier",
-    "BP130": "expect_tx must equal the bytes that land on the barrier",
-    "BP140": "give a named barrier a thread count of whole warps (a multiple of 32) no larger "
-             "than the block",
-    "BP141": "every blocking participant of an aligned bar.sync phase must run the same "
-             "instruction with its whole warp: sync after the branches rejoin, or use the "
-             "unaligned barrier.sync (aligned=False)",
-    "BP142": "use one thread count for every arrival on a named barrier id, equal to the threads "
-             "that arrive in each phase",
-    "BP143": "named barrier ids run from 0 to 15: reuse an id whose earlier phases are done",
-    "BP144": "a thread that arrives on a named barrier must not exit while its phase waits: "
-             "arrive in every iteration on every path, or sync (arrive_and_wait) where the "
-             "thread must not run ahead",
-    "BP145": "each thread alternates cluster_arrive and cluster_wait, starting with the arrive",
-    "BP146": "keep every block alive while a peer may reach into its shared memory: end the "
-             "kernel with cluster_arrive + cluster_wait in every thread",
-    "BP147": "initialise explicit-init barriers in one thread, then fence_mbarrier_init() and a "
-             "sync every user passes (syncthreads() in a block, cluster_arrive + cluster_wait "
-             "across blocks) before another thread, block, copy or commit uses them",
-    "BP190": "the verdict cannot be verified while it is ignored; --ignore BP190 accepts the risk",
-    "BP200": "order the two accesses: wait on the barrier the writer's completion arrives on "
-             "before reading, and release a slot (arrive on its `empty` barrier, or "
-             "tcgen05_commit_arrive after an MMA) only after its last use",
-    "BP201": "order the tensor-memory accesses: wait on the MMA's barrier before reading the "
-             "accumulator, double-buffer it, and wait for tcgen05.st before arriving",
-}
 RACE_CODES = frozenset({"BP200", "BP201"})
 # Static findings that mean the input cannot be modelled as written.
 INPUT_ERRORS = {"BP120", "BP121"}

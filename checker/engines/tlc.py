@@ -474,8 +474,8 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
     (its RMI registry on `port`, default a free one)."""
     import dataclasses
 
-    from ..check import RACE_CODES, Options, run_engine
-    from ...model.ir import has_memory_effects
+    from ..check import Options, run_engine
+    from ..rules import describe, undecided
     from .explore import Limits
     options = options or Options()
     if timeout is not None:
@@ -487,9 +487,9 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
         kernel, params = kernel_or_system.kernel, dict(kernel_or_system.params)
     else:
         kernel = kernel_or_system
-    # The TLA+ model has no memory effects: TLC checks the barrier protocol, and a kernel whose
-    # races are unchecked cannot be called verified.
-    races_open = has_memory_effects(kernel) and not RACE_CODES <= options.ignored()
+    # Rules the TLA+ model does not state (checker/rules.py): a kernel that can break one of
+    # them cannot be called verified by TLC.
+    left_open = undecided(kernel, "tlc", options.ignored())
     options = dataclasses.replace(options, races=False)
     search = tlc_search(workers, distributed=distributed, port=port)
     threads = f"{workers} worker thread{'s' if workers > 1 else ''}"
@@ -498,12 +498,13 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
              f"TLC (distributed: {distributed} worker process{'es' if distributed > 1 else ''}"
              f" of {threads}): ")
     verdict = run_engine(kernel, params, options, source, search, engine="tlc", label=label)
-    if races_open and verdict.verdict == "verified":
+    if left_open and verdict.verdict == "verified":
         verdict.verdict = "unknown"
-        verdict.coverage = (f"{verdict.coverage}; barrier protocol only: races (BP200/BP201) "
-                            "are not in the TLA+ model")
-        verdict.notes.append("check races with the explorer (`--engine explore`), or pass "
-                             "--ignore BP200,BP201 to accept TLC's verdict on the barriers")
+        verdict.coverage = (f"{verdict.coverage}; not in the TLA+ model: "
+                            f"{describe(left_open, 'tlc')}")
+        verdict.notes.append("check them with the explorer (`--engine explore`), or pass "
+                             f"--ignore {','.join(sorted(left_open))} to accept TLC's verdict "
+                             "on the rest")
     return verdict
 
 

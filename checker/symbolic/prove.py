@@ -155,6 +155,7 @@ from ...model.semantics import compile_systems
 from ...model.static_rules import static_findings
 from ..check import RACE_CODES, Options, check_assumptions, check_kernel, error_verdict
 from ..engines.explore import Limits
+from ..rules import RULES, describe, in_play, undecided
 from ..verdict import Verdict
 from .encode import Encoder
 from .fragment import Fragment
@@ -166,6 +167,7 @@ from .partition import split_constant_arrays
 from .semaphores import lower_lockstep
 from .signs import sign_cases
 from .init_prefix import publish_inits
+from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
 from .invariants import InvariantResult, guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
@@ -740,6 +742,51 @@ def smallest_violation(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[s
     return None, what
 
 
+def smallest_points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+                    per_parameter: int = 2, top: int = 8) -> list[dict[str, int]]:
+    """Every combination of the `per_parameter` smallest values each symbolic parameter takes
+    in a point that satisfies the assumptions (0..top), kept where the assumptions hold."""
+    allowed = points(kernel, symbolic, fixed, top)
+    smallest = [sorted({p[n] for p in allowed})[:per_parameter] for n in symbolic]
+    grid = []
+    for combo in itertools.product(*smallest):
+        values = {**fixed, **dict(zip(symbolic, combo))}
+        if _satisfies(kernel, values):
+            grid.append(values)
+    return grid
+
+
+def explorer_net(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+                 options: Options, source: str | None, states: int) -> tuple[Verdict | None, str]:
+    """The explicit explorer with every rule the user did not ignore, at the smallest points
+    (`smallest_points`), `states` distinct states in all (a count: the same points are searched
+    on every machine). The first violation is returned, replayed; else what was searched."""
+    grid = smallest_points(kernel, symbolic, fixed)
+    left, searched, bounded = states, [], 0
+    for values in grid:
+        if left <= 0:
+            break
+        cap = left if options.limits.max_states is None else min(left, options.limits.max_states)
+        limits = Limits(max_states=cap, max_depth=options.limits.max_depth, timeout=None,
+                        max_memory_mb=options.limits.max_memory_mb)
+        found = check_kernel(kernel, values, Options(limits, options.reduction, options.ignore,
+                                                     options.select), source)
+        left -= max(1, found.states)
+        searched.append(values)
+        if found.verdict == "violation" or (found.verdict == "error" and found.codes
+                                            and found.codes[0] in ("BP120", "BP121")):
+            return found, f"at {_points_text(searched[-1:], symbolic)}"
+        bounded += found.verdict in ("bounded", "unknown")
+    text = f"at {len(searched)} of {len(grid)} smallest point(s) ({_points_text(searched, symbolic)})"
+    if bounded:
+        text += f", {bounded} of them cut short by the state budget"
+    return None, text
+
+
+def _points_text(values: Sequence[Mapping[str, int]], symbolic: Sequence[str]) -> str:
+    return "; ".join(", ".join(f"{n}={v[n]}" for n in symbolic) for v in values) or "none"
+
+
 # ----------------------------------------------------------------------------------------------
 # The engine of `barrierproof prove` and `check --engine symbolic`
 # ----------------------------------------------------------------------------------------------
@@ -816,7 +863,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if findings:
         return verdict("unknown", coverage="the kernel uses synchronization the model does not "
                        "cover (BP190): nothing can be proved", params=fixed)
-    if options.ignored() - RACE_CODES:
+    if {c for c in options.ignored() - RACE_CODES if "symbolic" in RULES[c].decided_by}:
         return verdict("unknown", coverage="--ignore/--select change which rules count; the "
                        "symbolic engine proves all of them or nothing", params=fixed)
     if not points(kernel, symbolic, fixed, 8, limit=1):
@@ -869,7 +916,35 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                        notes=["check races for given values with `barrierproof check`, or "
                               "--ignore BP200,BP201 to prove the barrier rules alone"])
     if proof.status == "proved":
-        notes = []
+        # The rules the class systems do not encode, and the explorer's word at the smallest
+        # points: a proof is never stronger than a search.
+        gap = peer_lifetime_gap(kernel)
+        left_open = undecided(kernel, "symbolic", options.ignored(),
+                              also_decided=() if gap else ("BP146",))
+        found, net = explorer_net(kernel, symbolic, fixed, options, source,
+                                  states=max(20_000, int(timeout * STATES_PER_SECOND / 4)))
+        if found is not None:
+            found.engine = "symbolic"
+            found.seconds = time.perf_counter() - start
+            shown = ", ".join(f"{n}={found.params[n]}" for n in symbolic)
+            code = found.codes[0] if found.codes else "?"
+            why = ("a rule the symbolic engine does not decide" if code in left_open else
+                   "the class systems' invariants did not exclude it: a gap in the prover")
+            found.notes.append(f"the explorer finds {code} at {shown}; it is {why}, so the "
+                               "barrier proof does not stand")
+            return found
+        if left_open:
+            notes = [f"{c}: {gap}" for c in sorted(left_open) if c == "BP146" and gap]
+            notes.append("check the open rules for given values with `barrierproof check`, or "
+                         f"--ignore {','.join(sorted(left_open))} to accept them unproved")
+            return verdict("unknown", params=fixed, notes=notes,
+                           coverage=f"proved for {conditions} except "
+                           f"{describe(left_open, 'symbolic')}: not decided by the symbolic "
+                           f"engine; the explorer found no violation {net}")
+        notes = [f"cross-checked by the explorer with every rule: no violation {net}"]
+        if "BP146" in in_play(kernel) and "BP146" not in options.ignored():
+            notes.append("BP146 (peer-exited) follows from the proved exit rules: every barrier "
+                         "a peer block reaches is driven by Pallas operations only")
         side = list(dict.fromkeys(proof.side_conditions + (races.side_conditions if races
                                                            else [])))
         if side:
