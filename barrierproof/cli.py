@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import __version__
-from .checker.check import Options, check_kernel, error_verdict
+from .checker.check import WALL_NET_FACTOR, Options, check_kernel, error_verdict
 from .checker.engines.explore import Limits
 from .checker.report.text import timeline
 from .checker.report.views import trace_stem
@@ -288,12 +288,16 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
     build_failed = False
     limits = options.limits
     # The engines keep their own limits; the watchdog is the net behind them.
-    net = None if limits.timeout is None else limits.timeout + GRACE_SECONDS
+    # prove's --timeout is a work budget (checker/symbolic/prove.py Budget): its net is far
+    # behind, so load does not change its verdict.
+    factor = WALL_NET_FACTOR if engine == "symbolic" else 1.0
+    net = None if limits.timeout is None else limits.timeout * factor + GRACE_SECONDS
     stop_solver = _interrupt_z3 if engine == "symbolic" else None
     mem_text = None if limits.max_memory_mb is None else (
         f"memory limit (--max-memory {limits.max_memory_mb} MB + 25% headroom)")
     net_text = None if net is None else (
-        f"wall-clock limit (--timeout {limits.timeout:g}s + {GRACE_SECONDS:g}s grace)")
+        f"wall-clock limit (--timeout {limits.timeout:g}s"
+        + (f" x {factor:g}" if factor != 1.0 else "") + f" + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
         progress.label = target.name
         family = engine == "symbolic" and target.build_family is not None

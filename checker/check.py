@@ -18,6 +18,10 @@ from .rules import HELP
 from .verdict import Diagnostic, Verdict
 
 RACE_CODES = frozenset({"BP200", "BP201"})
+# `prove --timeout T` buys T seconds of work at a reference speed; its wall-clock net is this
+# many times T (checker/symbolic/prove.py Budget), so load changes when a verdict comes, not
+# which one.
+WALL_NET_FACTOR = 4.0
 # Static findings that mean the input cannot be modelled as written.
 INPUT_ERRORS = {"BP120", "BP121"}
 

@@ -54,7 +54,8 @@ ACCOUNTED = {
     "examples/patterns/cutlass_pipelines.py::tma_multicast_2x1": "not proved: time limit",
     "examples/patterns/flash_attention.py::fa3_forward_pingpong": T_SYMBOLIC,
     "examples/patterns/hopper_ws.py::hopper_ws_matmul": T_SYMBOLIC,
-    "examples/patterns/leader_tracked.py::leader_collects_both_blocks": T_SYMBOLIC,
+    "examples/patterns/leader_tracked.py::leader_collects_both_blocks":
+        "not proved: BP146 open (a PTX arrive into the peer's barrier; rules.py)",
     "examples/patterns/mbarrier_init.py::tma_ring_init_fenced_and_synced": T_INIT,
     "examples/patterns/ordered_sequence.py::ordered_sequence_2wg": T_SYMBOLIC,
     "examples/patterns/ordered_sequence.py::ordered_sequence_2wg_as_in_cutlass": T_SYMBOLIC,

@@ -81,8 +81,7 @@ PROVED = {
     # a rotated loop (fuse.py) whose release lags its wait by one slot (program.py op_offsets)
     "patterns/cutlass_pipelines.py::mainloop_release_lag": grid(stages=[2, 3, 4],
                                                                 steps=range(1, 8)),
-    # a block tracks its peer's arrivals on its own barrier; a test loop polls until full
-    "patterns/leader_tracked.py::leader_collects_both_blocks": grid(steps=range(0, 8)),
+    # a test loop polls until full
     "patterns/polling.py::poll_until_full": grid(steps=range(0, 8)),
     "patterns/cluster_stores.py::exchange_through_peer_smem": grid(steps=range(1, 7)),
     "patterns/blackwell_persistent.py::umma_persistent_gemm": grid(tiles=range(0, 4)),

@@ -153,7 +153,8 @@ from ...model.ir import (Const, Kernel, ModelError, evaluate, free_vars, has_mem
                          without_memory)
 from ...model.semantics import compile_systems
 from ...model.static_rules import static_findings
-from ..check import RACE_CODES, Options, check_assumptions, check_kernel, error_verdict
+from ..check import (RACE_CODES, WALL_NET_FACTOR, Options, check_assumptions, check_kernel,
+                     error_verdict)
 from ..engines.explore import Limits
 from ..rules import RULES, describe, in_play, undecided
 from ..verdict import Verdict
@@ -205,8 +206,10 @@ class Proof:
 # `--timeout T` buys T seconds of work at a reference speed: Z3 resource units (`rlimit`, counted
 # by Z3 itself, the same on every machine and under any load), candidate orders tried, and
 # explicit states for the search for breaking values. So the verdict depends on the input and T
-# only; the wall clock is a net behind it (cli's watchdog at T + a grace period, and each Z3
-# query's own timeout), reported as such when a slow machine hits it first.
+# only; the wall clock is a net far behind it (WALL_NET_FACTOR times T plus a grace period:
+# cli's watchdog, and each Z3 query's own timeout), so a loaded or slower machine spends the
+# same work and reaches the same verdict, only later; a machine so slow that the net hits first
+# is reported as such.
 Z3_UNITS_PER_SECOND = 1_000_000
 STATES_PER_SECOND = 5_000
 ORDERS_PER_SECOND = 0.5
@@ -231,13 +234,15 @@ class Budget:
         return self.z3_units - (z3_work() - self.z3_start)
 
     def net_left(self) -> float:
-        """Seconds until the wall-clock net (T + NET_GRACE), at least one."""
-        return max(1.0, self.seconds + NET_GRACE - (time.perf_counter() - self.start))
+        """Seconds until the wall-clock net (WALL_NET_FACTOR * T + NET_GRACE), at least one."""
+        return max(1.0, self.seconds * WALL_NET_FACTOR + NET_GRACE
+                   - (time.perf_counter() - self.start))
 
     def spent_text(self) -> str:
         if self.z3_left() > 0:
-            return (f"wall-clock limit {self.seconds:g}s reached before the work budget was "
-                    "spent (a slower or busier machine than the budget assumes)")
+            return (f"wall-clock net ({WALL_NET_FACTOR:g} x {self.seconds:g}s) reached before "
+                    "the work budget was spent (a machine far slower or busier than the budget "
+                    "assumes)")
         return (f"work budget of --timeout {self.seconds:g} spent "
                 f"({self.z3_units:,} Z3 resource units)")
 
