@@ -32,16 +32,17 @@ import math
 from operator import itemgetter
 from typing import Callable
 
-from ...model.semantics import (BARRIER_FIELDS, ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_TEST,
-                                COMPLETE_TX, EXPECT_TX, FENCE_ASYNC, FENCE_INIT, FORK, HW_ARRIVE,
+from ...model.semantics import (BARRIER_FIELDS, ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK,
+                                BARRIER_TEST, COMPLETE_TX, EXPECT_TX, FENCE_ASYNC, FENCE_INIT, FORK, HW_ARRIVE,
                                 HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, MBAR_INIT, OPCODE_NAMES,
                                 SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, UNMODELED,
                                 WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System)
 from .opcode_classes import require_classified
 
-# How block symmetry carries each opcode's operands onto its image (`_block_symmetry`):
-# "arrival set" / "instance" / "semaphore" are renamed with the blocks; "literal" must be equal (an object
-# of no block, or no symmetry); "unreduced": the explorer turns the reductions off there.
+# How block symmetry carries each opcode's operands onto its image (`_automorphism`):
+# "arrival set" / "instance" / "semaphore" are renamed with the blocks; "literal" must be equal
+# (an object of no block, or no symmetry); "unreduced": the explorer turns the reductions
+# off there.
 OPERANDS = {
     ARRIVE: "arrival set", ARRIVE_DROP: "arrival set", EXPECT_TX: "arrival set",
     ARRIVE_TX: "arrival set", COMPLETE_TX: "arrival set",
