@@ -20,3 +20,16 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = f"skipped in CI (CI={os.environ['CI']!r}), which counts as a failure: " \
                           f"{reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module-level skip (`pytest.importorskip`, `pytest.skip(allow_module_level=True)`)
+    skips at collection, before any test item exists: in CI it fails too."""
+    outcome = yield
+    report = outcome.get_result()
+    if IN_CI and report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"module skipped in CI (CI={os.environ['CI']!r}), which counts as a " \
+                          f"failure: {reason}"

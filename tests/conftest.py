@@ -5,7 +5,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ci_mode import pytest_runtest_makereport  # noqa: E402,F401  (a skip fails when CI is set)
+from ci_mode import (pytest_make_collect_report,  # noqa: E402,F401  (a skip fails when CI is set)
+                     pytest_runtest_makereport)
 
 # A CI gate must not fail on an input no run has drawn before: under CI the property tests draw
 # the same examples every run (locally they keep drawing new ones).

@@ -8,12 +8,29 @@ import textwrap
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
-def _run(tmp_path, ci):
+def _run(tmp_path, ci, module_skip=False):
     (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {TESTS!r})
-        from ci_mode import pytest_runtest_makereport  # noqa: F401
+        from ci_mode import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
     """))
+    if module_skip:
+        (tmp_path / "test_needs_jax.py").write_text(textwrap.dedent("""
+            import pytest
+
+            pytest.importorskip("a_module_that_is_not_installed")
+
+            def test_interpreter():
+                pass
+        """))
+        (tmp_path / "test_needs_gpu.py").write_text(textwrap.dedent("""
+            import pytest
+
+            pytest.skip("no GPU here", allow_module_level=True)
+
+            def test_on_gpu():
+                pass
+        """))
     (tmp_path / "test_tool.py").write_text(textwrap.dedent("""
         import pytest
 
@@ -48,3 +65,17 @@ def test_skips_are_skips_outside_ci(tmp_path):
     run = _run(tmp_path, ci=False)
     assert run.returncode == 0, run.stdout
     assert "1 passed, 2 skipped" in run.stdout, run.stdout
+
+
+def test_module_level_skips_fail_in_ci(tmp_path):
+    run = _run(tmp_path, ci=True, module_skip=True)
+    assert run.returncode != 0, run.stdout
+    assert "2 errors" in run.stdout, run.stdout
+    assert "a_module_that_is_not_installed" in run.stdout and "no GPU here" in run.stdout
+    assert "module skipped in CI" in run.stdout
+
+
+def test_module_level_skips_are_skips_outside_ci(tmp_path):
+    run = _run(tmp_path, ci=False, module_skip=True)
+    assert run.returncode == 0, run.stdout
+    assert "1 passed, 4 skipped" in run.stdout, run.stdout

@@ -159,3 +159,69 @@ def test_the_reference_does_not_import_the_main_semantics():
     source = open(reference.__file__).read()
     for name in ("semantics", "interpreter", "checker"):
         assert f"import {name}" not in source and f".{name} import" not in source, name
+
+
+# --------------------------------------------------------------------------------------------
+# How much of the bundled examples the reference cross-checks, as docs/oracles.md reports it
+# --------------------------------------------------------------------------------------------
+
+ORACLES = os.path.join(os.path.dirname(EXAMPLES), "docs", "oracles.md")
+BEGIN, END = "<!-- coverage: begin (tests/test_reference.py) -->", "<!-- coverage: end -->"
+
+
+def _outcome(expect: str) -> str:
+    return "verified" if expect == "verified" else expect.split(":")[0]
+
+
+def _coverage_rows():
+    """(frontend, expected outcome) -> [targets, covered with every rule, covered once the
+    memory effects are stripped]. A target is covered when the reference models every kernel
+    it compiles to; check.py cross-checks a counterexample only then."""
+    rows = {}
+
+    def count(frontend, expect, kernels):
+        row = rows.setdefault((frontend, _outcome(expect)), [0, 0, 0])
+        row[0] += 1
+        row[1] += all(reference.covers(k) for k in kernels)
+        row[2] += all(reference.covers(without_memory(k)) for k in kernels)
+
+    for target in ALL_DSL:
+        count("DSL", target.expect, [target.build()])
+    for file, name in PALLAS_TARGETS:
+        module = pallas.import_file(os.path.join(PALLAS, file))
+        try:
+            kernels = pallas.load(getattr(module, name), name=name)
+        except ModelError:          # rejected while tracing: no IR for either side
+            kernels = None
+        if kernels is not None:
+            count("Pallas", module.EXPECT[name], kernels)
+    return rows
+
+
+def _coverage_table(rows) -> str:
+    lines = ["| frontend | expected | targets | covered (every rule) | covered (barrier rules, "
+             "memory stripped) |", "|---|---|---|---|---|"]
+    total = [0, 0, 0]
+    for (frontend, outcome), (n, full, barriers) in sorted(rows.items()):
+        lines.append(f"| {frontend} | {outcome} | {n} | {full} | {barriers} |")
+        total = [t + x for t, x in zip(total, (n, full, barriers))]
+    lines.append(f"| all | all | {total[0]} | {total[1]} | {total[2]} |")
+    return "\n".join([BEGIN] + lines + [END])
+
+
+def test_the_oracle_coverage_page_states_the_measured_figures():
+    """docs/oracles.md carries the figures this test measures (BP_UPDATE_DOCS=1 rewrites them)."""
+    rows = _coverage_rows()
+    table = _coverage_table(rows)
+    with open(ORACLES) as f:
+        page = f.read()
+    assert BEGIN in page and END in page, f"{ORACLES} lost its coverage markers"
+    now = page[page.index(BEGIN):page.index(END) + len(END)]
+    if os.environ.get("BP_UPDATE_DOCS") == "1":
+        with open(ORACLES, "w") as f:
+            f.write(page.replace(now, table))
+        now = table
+    assert now == table, (f"{ORACLES} states other coverage figures than the examples give; "
+                          f"rerun with BP_UPDATE_DOCS=1 to rewrite them:\n{table}")
+    assert sum(n for (frontend, _), (n, _, _) in rows.items() if frontend == "DSL") == \
+        len(ALL_DSL)

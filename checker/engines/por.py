@@ -37,13 +37,41 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Callable
 
-from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
-                                EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05,
-                                JOIN, SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, WAIT,
-                                WAITS, System)
+from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_TEST,
+                                COMPLETE_TX, EXPECT_TX, FENCE_ASYNC, FENCE_INIT, FORK, HW_ARRIVE,
+                                HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, MBAR_INIT, OPCODE_NAMES,
+                                SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, UNMODELED,
+                                WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System)
 from ...model.steps import GUARDS
+from .opcode_classes import require_classified
 
 ARRIVALS = (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, ISSUE_ASYNC)
+
+# What each opcode's step reads and writes (the branches of `PersistentSets.__init__`).
+# "unreduced": the explorer turns the reductions off wherever the opcode occurs.
+RESOURCES = {
+    ARRIVE: "writes P(its arrival set)", ARRIVE_DROP: "writes P(its arrival set)",
+    EXPECT_TX: "writes P(its arrival set)", ARRIVE_TX: "writes P(its arrival set)",
+    COMPLETE_TX: "writes P(its arrival set)",
+    ISSUE_ASYNC: "writes P(its arrival set), causes P(its slots' instances)",
+    WAIT: "reads P(target)", WAIT_PARITY: "reads P(target)", WAIT_PHASE: "reads P(target)",
+    BARRIER_TEST: "reads P(target)",
+    SEM_SIGNAL: "writes P(target)", SEM_WAIT: "reads P(target), writes it if it decrements",
+    SEM_SIGNAL_SET: "causes P(its slots' instances)", SIGNALS_LANDED: "reads P(its slots)",
+    HW_ARRIVE: "writes H(target)", HW_WAIT: "reads H(target)",
+    FORK: "writes F(self)", AWAIT_FORK: "guard reads F(parent)", JOIN: "guard reads J(warps)",
+    ISSUE_TCGEN05: "causes P(its arrival set)",
+    UNMODELED: "local: a no-op",
+    MBAR_INIT: "unreduced", FENCE_INIT: "unreduced", FENCE_ASYNC: "unreduced",
+}
+
+
+def check_classified(opcodes=OPCODE_NAMES) -> None:
+    """Every opcode is classified (run at import; tests run it on a grown opcode table)."""
+    require_classified(RESOURCES, opcodes, "partial-order reduction", "checker/engines/por.py")
+
+
+check_classified()
 # How many blocking instructions ahead a horizon looks for one that holds a thread back.
 HORIZON_WAITS = 3
 
@@ -86,6 +114,9 @@ class PersistentSets:
             own = system.agents[a].block
             for pc, instr in enumerate(prog):
                 op = instr.op
+                if RESOURCES[op] == "unreduced":
+                    raise ValueError(f"partial-order reduction on a {OPCODE_NAMES[op]} step: "
+                                     f"the explorer turns the reductions off where it occurs")
                 r = w = 0
                 if op in ARRIVALS:
                     for i in instr.target:

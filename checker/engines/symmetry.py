@@ -32,9 +32,36 @@ import math
 from operator import itemgetter
 from typing import Callable
 
-from ...model.semantics import (BARRIER_FIELDS, ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, COMPLETE_TX,
-                                EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05,
-                                JOIN, WAITS, System)
+from ...model.semantics import (BARRIER_FIELDS, ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK,
+                                BARRIER_TEST, COMPLETE_TX, EXPECT_TX, FENCE_ASYNC, FENCE_INIT, FORK, HW_ARRIVE,
+                                HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, MBAR_INIT, OPCODE_NAMES,
+                                SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, UNMODELED,
+                                WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System)
+from .opcode_classes import require_classified
+
+# How block symmetry carries each opcode's operands onto its image (`_automorphism`):
+# "arrival set" / "instance" / "semaphore" are renamed with the blocks; "literal" must be equal
+# (an object of no block, or no symmetry); "unreduced": the explorer turns the reductions
+# off there.
+OPERANDS = {
+    ARRIVE: "arrival set", ARRIVE_DROP: "arrival set", EXPECT_TX: "arrival set",
+    ARRIVE_TX: "arrival set", COMPLETE_TX: "arrival set",
+    WAIT: "instance", WAIT_PARITY: "instance", WAIT_PHASE: "instance", BARRIER_TEST: "instance",
+    SEM_SIGNAL: "semaphore", SEM_WAIT: "semaphore",
+    ISSUE_ASYNC: "arrival set and slots", ISSUE_TCGEN05: "tcgen05 arrival set",
+    AWAIT_FORK: "parent agent", JOIN: "warp agents",
+    FORK: "literal", UNMODELED: "literal", HW_ARRIVE: "literal", HW_WAIT: "literal",
+    SEM_SIGNAL_SET: "literal", SIGNALS_LANDED: "literal",
+    MBAR_INIT: "unreduced", FENCE_INIT: "unreduced", FENCE_ASYNC: "unreduced",
+}
+
+
+def check_classified(opcodes=OPCODE_NAMES) -> None:
+    """Every opcode is classified (run at import; tests run it on a grown opcode table)."""
+    require_classified(OPERANDS, opcodes, "symmetry reduction", "checker/engines/symmetry.py")
+
+
+check_classified()
 
 # Above this many candidate block permutations (the product over cluster axes of n!), block
 # symmetry is not tried: the canonical form takes the least of all images.
@@ -215,10 +242,15 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
             if here.op is not there.op or here.loc != there.loc:
                 return None
             op = mine.op
-            if op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
+            kind = OPERANDS[op]
+            if kind == "unreduced":
+                return None
+            if kind == "arrival set":
                 same = targets(mine.target) == tuple(sorted(theirs.target))
-            elif op in WAITS:
+            elif kind == "instance":
                 same = instances[mine.target] == theirs.target
+            elif kind == "semaphore":
+                same = instances[mine.target] == theirs.target and mine.aux == theirs.aux
             elif op == ISSUE_ASYNC:
                 same = (targets(mine.target) == tuple(sorted(theirs.target)) and
                         sorted(slots[k] for k in mine.aux) == sorted(theirs.aux))
@@ -232,7 +264,7 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
                 same = theirs.aux == (agents[parent], pc)
             elif op == JOIN:
                 same = theirs.aux == tuple((agents[w], end) for w, end in mine.aux)
-            else:
+            else:   # literal
                 same = mine.target == theirs.target and mine.aux == theirs.aux
             if not same:
                 return None
