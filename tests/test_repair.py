@@ -168,8 +168,8 @@ def test_check_runs_repair_only_when_asked():
 
 def test_json_fixes_match_the_schema():
     js = jsonschema()
-    with open(os.path.join(ROOT, "docs", "barrierproof-report.schema.json")) as f:
-        schema = json.load(f)
+    from barrierproof.resources import report_schema
+    schema = report_schema()
     code, out, err = cli("check", "examples/handoff.py::wrong_arrival_count",
                          "examples/hopper_ring.py::ring_without_drain",
                          "examples/handoff.py::arrivals_without_waiter", "--fix",
