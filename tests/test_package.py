@@ -70,6 +70,7 @@ def test_wheel_metadata_states_the_license(wheel):
     assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in z.namelist())
 
 
+@pytest.mark.slow
 def test_every_command_runs_from_the_installed_wheel(wheel, tmp_path):
     """A venv with the wheel (its dependencies from this interpreter's site-packages, where the
     checkout is installed editable): the checkout must not be what runs."""
