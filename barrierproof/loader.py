@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -159,14 +160,23 @@ def collected(file: Path, root: Path) -> bool:
     except OSError:
         return True     # unreadable: importing it reports why
 
+def available(module) -> list[str]:
+    """What `file.py::NAME` accepts in this module: its protocols, the kernels its EXPECT names,
+    and the public functions defined in it (a Pallas kernel needs no EXPECT entry to be named)."""
+    names = [n for n, v in vars(module).items() if isinstance(v, Protocol)]
+    names += list(getattr(module, "EXPECT", {}) or {})
+    names += [n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
+              and v.__module__ == module.__name__]
+    return list(dict.fromkeys(names))
+
+
 def targets_in_module(path: str, module, only: str | None = None) -> list[Target]:
     found: list[Target] = []
     expect = getattr(module, "EXPECT", {}) or {}
     if only is not None:
         if not hasattr(module, only):
-            names = [n for n, v in vars(module).items() if isinstance(v, Protocol)] + list(expect)
             raise ModelError(f"{path} has no protocol or kernel function named {only!r}",
-                             hint=f"available: {', '.join(names) or 'none'}")
+                             hint=f"available: {', '.join(available(module)) or 'none'}")
         obj = getattr(module, only)
         if isinstance(obj, Protocol):
             return [_dsl_target(path, only, obj)]

@@ -35,8 +35,9 @@ class Options:
     progress: Callable[[dict], None] | None = None
     store: str = "tuple"                # explorer state store (checker/engines/store.py)
     # explorer order: depth first with branch and bound (a violation early, then the shortest
-    # unless a limit stops it), or breadth first (a bounded search covers every state to its
-    # depth); the same verdicts when neither stops at a limit (explore.py)
+    # unless a limit stops it), or breadth first (a bounded search covers every state of the
+    # reduced graph to its depth, docs/POR.md); the same verdicts when neither stops at a limit
+    # (explore.py)
     order: str = "dfs"
     races: bool = True      # check BP200/BP201 where the kernel declares its memory effects
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -223,3 +224,15 @@ def test_random_run_prints_a_timeline():
     assert code == 0 and "terminated" in out and "barrier_wait(ready)" in out
     code, out, _ = run_cli("run", "examples/handoff.py::wrong_arrival_count")
     assert code == 1 and "BP100" in out
+
+
+def test_summary_counts_errors_against_the_expectations(tmp_path):
+    """A file that fails to load met no expectation: the summary's count includes it."""
+    shutil.copy(os.path.join(EXAMPLES, "handoff.py"), tmp_path / "handoff.py")
+    (tmp_path / "broken.py").write_text("import no_such_module_here\n\n@protocol\ndef p(k):\n"
+                                        "    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "barrierproof", "check", "handoff.py",
+                           "broken.py", "--no-cache"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert "1 error" in summary and "7/8 as expected" in summary, proc.stdout + proc.stderr

@@ -609,3 +609,10 @@ def test_the_watchdogs_stop_is_not_lost_inside_a_finalizer(monkeypatch):
             while True:
                 time.sleep(0.01)
     assert not dropped
+
+
+def test_unknown_name_lists_the_kernel_functions_of_the_file(tmp_path):
+    """A Pallas kernel file needs no EXPECT entry for `file.py::NAME`: the hint names it."""
+    (tmp_path / "f.py").write_text("def ring_sum():\n    pass\n\n\ndef _helper():\n    pass\n")
+    code, _, err = cli("check", "f.py::nope", "--no-cache", cwd=tmp_path)
+    one_line_error(code, err, "available: ring_sum)")

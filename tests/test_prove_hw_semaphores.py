@@ -22,7 +22,7 @@ import pytest
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines.explore import Limits
 from barrierproof.checker.symbolic.hw import lower_named_barriers
-from barrierproof.checker.symbolic.crosscheck import simulation_gaps
+from crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
 from barrierproof.checker.symbolic.prove import _tau_points, points, prove, prove_kernel

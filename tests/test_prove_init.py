@@ -112,7 +112,7 @@ def test_other_init_shapes_are_outside_the_fragment(proto, why):
 def test_class_systems_of_the_rest_cover_its_semantics():
     """The program the prover proves (the rest on initialised barriers): every reachable state
     of model/semantics.py, projected on a class, is reached by its class system."""
-    from barrierproof.checker.symbolic.crosscheck import simulation_gaps
+    from crosscheck import simulation_gaps
     from barrierproof.checker.symbolic.fragment import Fragment
     from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
     from barrierproof.checker.symbolic.prove import _tau_points

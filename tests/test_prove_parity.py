@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from barrierproof.checker.check import check_kernel
-from barrierproof.checker.symbolic.crosscheck import simulation_gaps
+from crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
 from barrierproof.checker.symbolic.prove import _tau_points, points, prove_kernel

@@ -168,8 +168,8 @@ def test_check_runs_repair_only_when_asked():
 
 def test_json_fixes_match_the_schema():
     js = jsonschema()
-    with open(os.path.join(ROOT, "docs", "barrierproof-report.schema.json")) as f:
-        schema = json.load(f)
+    from barrierproof.resources import report_schema
+    schema = report_schema()
     code, out, err = cli("check", "examples/handoff.py::wrong_arrival_count",
                          "examples/hopper_ring.py::ring_without_drain",
                          "examples/handoff.py::arrivals_without_waiter", "--fix",
@@ -296,3 +296,12 @@ def test_a_prologue_copy_gets_the_trip_count_guard_it_misses(tmp_path):
     code, _, _ = cli("check", "prologue.py::prologue_fills_every_slot", "--param", "steps=2",
                      "--no-cache", cwd=tmp_path)
     assert code == 0
+
+
+def test_text_report_prints_a_fix_diff_one_row_per_line():
+    """The escaping of names (safe.py) runs on each row of the diff, not on the whole diff."""
+    code, out, _ = cli("check", "examples/handoff.py::wrong_arrival_count", "--fix", "--no-cache")
+    assert code == 1
+    rows = [r.strip() for r in out.splitlines()]
+    assert "+    ready = k.Barrier(num_arrivals=1)" in rows, out
+    assert "\\n" not in out

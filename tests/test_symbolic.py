@@ -22,7 +22,7 @@ import z3
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines.explore import Limits
 from barrierproof.checker.symbolic.prove import points, prove, prove_kernel
-from barrierproof.checker.symbolic.crosscheck import simulation_gaps
+from crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
 from barrierproof.checker.symbolic.terms import Unsupported

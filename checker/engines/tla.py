@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ...resources import specs_dir
 from ...model.ir import MAX_TX, Kernel, Loc, ModelError, has_memory_effects
 from ...model import hw_barriers as hw
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_TEST,
@@ -46,7 +47,6 @@ HW_LIBRARY = "HwBarrier"
 INIT_LIBRARY = "InitBarrier"
 # Library levels: which module a kernel's spec extends (Checks.hw holds one).
 MBARRIER, HW, INIT = 0, 1, 2
-SPECS_DIR = Path(__file__).resolve().parents[2] / "specs"
 
 # One row per opcode of semantics.py: how its instruction is written in TLA+ (the constructors
 # of MBarrier.tla) and the MBarrier action that executes it.
@@ -223,10 +223,11 @@ def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
 
 def library_text(name: str = LIBRARY) -> str:
     """The text of specs/MBarrier.tla (or of its siblings HwBarrier.tla, InitBarrier.tla)."""
-    path = SPECS_DIR / f"{name}.tla"
-    if not path.exists():
+    path = specs_dir() / f"{name}.tla"
+    if not path.is_file():
         raise ModelError(f"{path} is missing: the TLA+ emitter needs the {name} library module",
-                         hint="run barrierproof from a source checkout (pip install -e .)")
+                         hint="reinstall barrierproof (its wheel ships specs/*.tla as package "
+                              "data)")
     return path.read_text()
 
 

@@ -27,12 +27,25 @@ def printable(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+# Fields printed as several lines (a fix's diff): each line is escaped on its own, so the
+# newlines between them stay newlines and a control character inside one is still escaped.
+_MULTILINE = {"patch"}
+
+
+def printable_lines(text: str) -> str:
+    return "\n".join(printable(row) for row in text.split("\n"))
+
+
 def printable_copy(obj: Any) -> Any:
     """A copy of a Verdict (or any dataclass, list, dict of them) with every string printable."""
     if isinstance(obj, str):
         return printable(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.replace(obj, **{f.name: printable_copy(getattr(obj, f.name))
+        def copy(name: str, value: Any) -> Any:
+            if name in _MULTILINE and isinstance(value, str):
+                return printable_lines(value)
+            return printable_copy(value)
+        return dataclasses.replace(obj, **{f.name: copy(f.name, getattr(obj, f.name))
                                            for f in dataclasses.fields(obj) if f.init})
     if isinstance(obj, list):
         return [printable_copy(x) for x in obj]

@@ -128,8 +128,13 @@ def text_report(verdicts: Sequence[Verdict], show_trace: bool = True) -> str:
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     expected = [v for v in verdicts if v.expected]
     if expected:
-        wrong = [v for v in expected if not v.matches(v.expected)]
-        summary += f"; {len(expected) - len(wrong)}/{len(expected)} as expected"
+        # A target that could not be loaded has no expectation to meet, and did not meet one:
+        # it counts against the expectations, never left out of them.
+        unchecked = [v for v in verdicts if v.verdict == "error" and not v.expected]
+        met = len([v for v in expected if v.matches(v.expected)])
+        summary += f"; {met}/{len(expected) + len(unchecked)} as expected"
+        if unchecked:
+            summary += f" ({len(unchecked)} error(s) before any expectation was read)"
     return "\n\n".join(blocks) + f"\n\n{len(verdicts)} checked: {summary}\n"
 
 

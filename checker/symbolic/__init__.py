@@ -1,1 +1,1 @@
-"""The Z3 parametric prover: fragment (what it accepts), encode, invariants, prove, crosscheck."""
+"""The Z3 parametric prover: fragment (what it accepts), encode, invariants, prove."""

@@ -30,7 +30,7 @@ How a proof works
    a fork or join orders nothing. Rules BP101-BP105, BP121 are about one instance at a time, so
    checking them on every class system checks them on the kernel. (That the projection of every
    reachable state of model/semantics.py is reached by the class system is tested at small
-   parameter values: crosscheck.py.)
+   parameter values: tests/crosscheck.py.)
 2. Rings. In a loop over i whose ring operations use `(i + c) % S`, slot s is used at the
    iterations v = i + c that are lattice points v = s + k*S. The class program counts k instead of
    i; a guard `v < x` becomes `k < U(x)`, where U(x) = #{k >= 0 : s + k*S < x} is a fresh

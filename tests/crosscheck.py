@@ -13,16 +13,17 @@ from typing import Mapping
 
 import z3
 
-from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EFFECT_ARRIVE,
-                                EXPECT_TX, ISSUE_ASYNC, ISSUE_TCGEN05, SEM_SIGNAL, SEM_WAIT, WAIT,
-                                WAIT_PARITY, WAIT_PHASE, System)
-from .classes import BarrierClass
-from .encode import J0, J1, UNJOINED, Encoder, SymState
-from .fragment import Fragment
-from .invariants import sample
-from .order import TauRun
-from .program import ClassBuilder
-from .terms import evaluate
+from barrierproof.model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX,
+                                          EFFECT_ARRIVE, EXPECT_TX, ISSUE_ASYNC, ISSUE_TCGEN05,
+                                          SEM_SIGNAL, SEM_WAIT, WAIT, WAIT_PARITY, WAIT_PHASE,
+                                          System)
+from barrierproof.checker.symbolic.classes import BarrierClass
+from barrierproof.checker.symbolic.encode import J0, J1, UNJOINED, Encoder, SymState
+from barrierproof.checker.symbolic.fragment import Fragment
+from barrierproof.checker.symbolic.invariants import sample
+from barrierproof.checker.symbolic.order import TauRun
+from barrierproof.checker.symbolic.program import ClassBuilder
+from barrierproof.checker.symbolic.terms import evaluate
 
 
 class Projection:
@@ -187,7 +188,7 @@ def simulation_gaps(frag: Fragment, systems, values: Mapping[str, int],
                     limit: int = 200_000) -> list[str]:
     """Projections of concrete reachable states that no class system reaches (empty: the
     over-approximation holds at these values)."""
-    from ...model.semantics import compile_systems
+    from barrierproof.model.semantics import compile_systems
     gaps = []
     for concrete in compile_systems(frag.kernel, values, races=False):
         states = concrete_states(concrete, limit)
