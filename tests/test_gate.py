@@ -460,9 +460,9 @@ def test_pre_commit_try_repo(tmp_path):
     # This working tree as a repository of its own (committed or not).
     hooks = tmp_path / "barrierproof"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".barrierproof_cache")
-    for part in ("barrierproof", "model", "checker"):
+    for part in ("barrierproof", "model", "checker", "specs"):
         shutil.copytree(os.path.join(ROOT, part), hooks / part, ignore=ignore)
-    for name in ("pyproject.toml", ".pre-commit-hooks.yaml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "LICENSE", ".pre-commit-hooks.yaml", "README.md"):
         shutil.copy(os.path.join(ROOT, name), hooks / name)
     git("init", "-q", cwd=hooks)
     git("add", "-A", cwd=hooks)

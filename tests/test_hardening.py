@@ -511,15 +511,19 @@ def test_prove_verdict_depends_on_input_and_budget_only():
         ["proved", "proved"]
 
 
-def test_prove_returns_within_its_timeout_plus_a_small_constant():
+def test_prove_returns_within_its_wall_clock_net_plus_a_small_constant():
+    """`--timeout` is prove's work budget; the wall clock stops it at WALL_NET_FACTOR times
+    that at the latest (plus the watchdog's grace)."""
+    from barrierproof.checker.check import WALL_NET_FACTOR
     start = time.monotonic()
     code, out, err = cli("prove", "examples/hopper_ring.py::tma_ring", "--timeout", "1",
                          "--no-cache", "--format", "json")
     wall = time.monotonic() - start
     [v] = json.loads(out)
-    assert code == 2 and v["verdict"] == "unknown", v
-    assert "--timeout 1" in v["coverage"]
-    assert wall < 1 + 2 + 6, wall       # 6 s: starting Python and importing, on a busy machine
+    assert (code, v["verdict"]) in ((0, "proved"), (2, "unknown")), v
+    if v["verdict"] == "unknown":
+        assert "--timeout 1" in v["coverage"] or "wall-clock" in v["coverage"], v
+    assert wall < WALL_NET_FACTOR * 1 + 2 + 6, wall   # 6 s: starting Python and importing
 
 
 def test_a_cluster_deadlock_names_the_block_that_never_arrives(capsys):
