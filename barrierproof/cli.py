@@ -26,6 +26,8 @@ from .guard import GRACE_SECONDS, Interrupts, LimitReached, Watchdog
 from .loader import Target, resolve
 from .model.ir import Kernel, ModelError
 from .validate import check_args, check_codes, writable_dir
+from . import streams
+from .outputs import refuse_overwriting_inputs, write_into_dir, write_output
 
 # Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
 ENGINES = {
@@ -390,10 +392,8 @@ def trace_file_names(verdicts: list[Verdict]) -> dict[int, str]:
 
 
 def _write_traces(verdicts: list[Verdict], directory: str) -> None:
-    os.makedirs(directory, exist_ok=True)
     for i, name in trace_file_names(verdicts).items():
-        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
-            f.write(verdicts[i].trace.dumps())
+        write_into_dir(directory, name, verdicts[i].trace.dumps())
 
 
 def exit_code(verdicts: list[Verdict], expect: bool = False) -> int:
@@ -445,7 +445,8 @@ def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[s
 
 
 def cmd_check(args, engine: str | None = None) -> int:
-    apply_config(args)       # [tool.barrierproof] in pyproject.toml, under the flags
+    config = apply_config(args)      # [tool.barrierproof] in pyproject.toml, under the flags
+    refuse_overwriting_inputs(args, config.path)
     if not args.paths:
         return _fail("nothing to check", "give PATH arguments, or `paths` under "
                      "[tool.barrierproof] in pyproject.toml")
@@ -557,10 +558,12 @@ def _report(verdicts: list[Verdict], args) -> int:
             return code
         text = render(args.format, verdicts, args.expect)
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            write_output(args.output, text)
         else:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return streams.broken_pipe(code)
     except OSError as err:
         where = err.filename or args.output or args.trace_dir
         return _fail(f"cannot write {where}: {err.strerror or err}",
@@ -790,7 +793,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="check protocols and kernels exhaustively")
     _add_check_flags(p)
-    p.add_argument("--engine", choices=sorted(ENGINES), default="explore")
+    p.add_argument("--engine", choices=sorted(ENGINES), default=None,
+                   help="explore (default), tlc or symbolic; default: `engine` of "
+                        "[tool.barrierproof], else explore")
     _add_tlc_flags(p)
     p.add_argument("--confirm", action="store_true",
                    help="replay every Pallas counterexample in JAX's interpret mode under its "
@@ -866,20 +871,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    closed = streams.reopen_closed()
     parser = build_parser()
     args = parser.parse_args(argv)
     interrupts = None
     try:
         check_args(args)
+        streams.require_stdout(args, closed)
+        refuse_overwriting_inputs(args)
         with Interrupts() as interrupts:     # SIGTERM as Ctrl-C, for every command
-            return args.run(args)
+            code = args.run(args)
+        sys.stdout.flush()      # here, not at exit: a closed pipe must change the exit code
+        return code
     except ModelError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
         print(f"barrierproof: {_why(interrupts)}: stopped before a verdict", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        return 0
+        return streams.broken_pipe(None)
     except OSError as err:      # our own reads and writes: user code's errors are ModelErrors
         path = err.filename or getattr(args, "output", None)   # a failed flush names no file
         where = f"{path}: " if path else ""

@@ -29,6 +29,8 @@ LIMITS = {
     "pick": ("--pick", 1, "a suggestion's number"),
     "max_fixes": ("--max-fixes", 1, "a number of suggestions"),
     "budget": ("--budget", None, "seconds"),
+    "jobs": ("--jobs", 1, "a number of processes"),
+    "seed": ("--seed", 0, "a random seed"),
 }
 EXAMPLE = {"max_states": 1_000_000, "max_depth": 200, "max_memory": 8000, "max_steps": 10_000}
 
@@ -131,7 +133,9 @@ def check_args(args) -> None:
         raise ModelError(f"--port must be a TCP port (1-65535), not {args.port}",
                          hint="e.g. --port 10997, or leave it out to use a free one")
     for flag in ("distributed", "port"):
-        if getattr(args, flag, None) is not None and getattr(args, "engine", None) != "tlc":
+        # an engine still unset comes from the config: checked again once it is read
+        if getattr(args, flag, None) is not None and \
+                getattr(args, "engine", None) not in ("tlc", None):
             raise ModelError(f"--{flag} is an option of TLC's distributed mode: it needs "
                              "--engine tlc", hint="e.g. barrierproof check --engine tlc "
                                                   "--distributed 2 PATH")

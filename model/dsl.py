@@ -28,6 +28,7 @@ from typing import Callable, Iterable, Sequence
 
 from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, Kernel, Loc,
                  Loop, MemAlloc, MemRef, ModelError, Op, Param, Var, WarpRegion, When, as_expr)
+from .scope import LANE, Scope
 from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
 from .ir import emin as minimum  # noqa: F401
 
@@ -161,6 +162,8 @@ class KernelBuilder:
         self._loops = 0
         self._names: set[str] = set()
         self._threads_called = False
+        # Where each axis was named (None: the default name), for collision errors.
+        self._axis_locs: dict[str, Loc | None] = {}
 
     # -- shape -------------------------------------------------------------------------------
 
@@ -173,21 +176,29 @@ class KernelBuilder:
             raise ModelError(f"num_threads={self._num_threads.value}", loc=loc,
                              hint="a kernel has at least one thread")
         self._thread_axis = name
+        self._axis_locs["thread"] = loc
 
     def warps(self, n: int = 4, name: str = "warp") -> None:
         """Warps per warpgroup, for `k.warp_region()` (plgpu.WarpMesh)."""
-        self._num_warps = int(n)
+        loc, _ = _caller()
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ModelError(f"warps({n!r}): the number of warps is a positive integer", loc=loc,
+                             hint="e.g. k.warps(4)")
+        self._num_warps = n
         self._warp_axis = name
+        self._axis_locs["warp"] = loc
 
     def cluster(self, **axes: ExprLike) -> None:
         """The cluster shape, e.g. `k.cluster(x=2)`; its blocks share ClusterBarriers."""
         loc, _ = _caller()
         self._cluster = [(a, _int_expr(n, loc, f"cluster size {a}")) for a, n in axes.items()]
+        self._axis_locs["cluster"] = loc
 
     def grid(self, **axes: ExprLike) -> None:
         """Clusters along each grid axis; each cluster is checked for its own behaviour."""
         loc, _ = _caller()
         self._grid = [(a, _int_expr(n, loc, f"grid size {a}")) for a, n in axes.items()]
+        self._axis_locs["grid"] = loc
 
     def assume(self, *conditions: Expr) -> None:
         """Constraints on the parameters, for proofs over all their values."""
@@ -383,6 +394,14 @@ class KernelBuilder:
     def when(self, cond: Expr):
         """`pl.when(cond)` / `lax.cond`: the body runs where `cond` holds."""
         loc, _ = _caller()
+        if not isinstance(cond, Expr):
+            # A Python value was computed while the protocol was built (`k.thread is one`,
+            # `bool(...)`, a plain int): it is the same for every thread, never the condition
+            # meant.
+            raise ModelError(f"k.when({cond!r}) needs a symbolic condition, not a Python "
+                             f"{type(cond).__name__}", loc=loc,
+                             hint="compare DSL values with ==, <, ... (e.g. k.when(k.thread == 0)); "
+                                  "`is`, `and`, `or`, `not` and bool() are evaluated by Python")
         cond_e = _int_expr(cond, loc, "condition")
         self._stack.append([])
         yield
@@ -654,6 +673,7 @@ class KernelBuilder:
         if not self._threads_called and self._uses_thread_index():
             raise ModelError(f"{self.name} branches on k.thread but never says how many threads "
                              "it has", loc=self.loc, hint="call k.threads(n, name=...) first")
+        self._check_names()
         params = dict(self.params)
         for name in symbolic:
             if name not in params:
@@ -667,6 +687,21 @@ class KernelBuilder:
             num_warps=self._num_warps, warp_axis=self._warp_axis, cluster=tuple(self._cluster),
             grid=tuple(self._grid), assumptions=tuple(self._assumptions), loc=self.loc,
             source="dsl", expect=expect)
+
+
+    def _check_names(self) -> None:
+        """One scope for every name the interpreter binds (model/scope.py)."""
+        scope = Scope(self.name)
+        for pname in self.params:
+            scope.declare(pname, "parameter", self.loc)
+        scope.declare(self._thread_axis, "thread axis", self._axis_locs.get("thread"))
+        scope.declare(self._warp_axis, "warp axis", self._axis_locs.get("warp"))
+        scope.declare(LANE, "lane index (k.lane)", None)
+        for axis, _ in self._cluster:
+            scope.declare(axis, "cluster axis", self._axis_locs.get("cluster"))
+        for axis, _ in self._grid:
+            scope.declare(axis, "grid axis", self._axis_locs.get("grid"))
+        scope.check_loops(self._stack[0])
 
 
 class NamedBarrier:
@@ -750,7 +785,20 @@ def protocol(fn: Callable | None = None, *, expect: str | None = None,
     "violation:BP100", ...); `symbolic` names the parameters `prove` quantifies over."""
 
     def wrap(f: Callable) -> Protocol:
+        if not callable(f) or not hasattr(f, "__code__"):
+            loc, _ = _caller()
+            raise ModelError(f"@protocol decorates a function, not {type(f).__name__}", loc=loc,
+                             hint="def my_protocol(k, ...): ... under @protocol")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            c = f.__code__
+            raise ModelError(f"protocol name={name!r} is not a name", hint="name='ring', a "
+                             "non-empty string", loc=Loc(c.co_filename, c.co_firstlineno))
         if expect is not None:
+            if not isinstance(expect, str):
+                c = f.__code__
+                raise ModelError(f"expect={expect!r} is not a verdict",
+                                 loc=Loc(c.co_filename, c.co_firstlineno),
+                                 hint="use e.g. 'verified' or 'violation:BP100'")
             _check_expect(expect, f)
         return Protocol(f, expect, symbolic, name or f.__name__)
 

@@ -43,9 +43,11 @@ def _clc(k, tiles, trailing, final_sync=False, late_from=None):
                 k.arrive(clc_empty.on(0))
         k.arrive(done.on(0))
         if trailing:
-            cond = True if late_from is None else tiles >= late_from
-            with k.when(cond):
+            if late_from is None:
                 k.arrive(stats.on(0))          # after block 0 may have exited
+            else:
+                with k.when(tiles >= late_from):
+                    k.arrive(stats.on(0))
     if final_sync:
         bye = k.ClusterBarrier(collective_axes="x", num_arrivals=1)
         k.barrier_arrive(bye)
