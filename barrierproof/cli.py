@@ -473,7 +473,7 @@ def cmd_check(args, engine: str | None = None) -> int:
     with Interrupts() as interrupts:
         guard.current = interrupts
         try:
-            targets, verdicts = _collect(args.paths, interrupts)
+            targets, verdicts = _collect(args.paths, interrupts, getattr(args, "verbose", False))
             if not targets and not verdicts:
                 return _fail(f"no protocols found in {' '.join(args.paths)}",
                              "define protocols with @protocol, or name Pallas kernels in EXPECT")
@@ -522,14 +522,20 @@ def confirm_in_jax(verdicts: list[Verdict], kinds: dict[str, str]) -> None:
             v.notes.append(f"not reproduced in JAX's interpreter under this schedule ({what})")
 
 
-def _collect(specs: list[str], interrupts: Interrupts) -> tuple[list[Target], list[Verdict]]:
+def _collect(specs: list[str], interrupts: Interrupts, verbose: bool = False
+             ) -> tuple[list[Target], list[Verdict]]:
     """The targets of every path. A file that cannot be imported is its own `error` verdict
     when several paths are given (one file must not hide the others), a plain input error when
     it is the only one; a signal while importing reports what was not reached as `bounded`."""
     targets: list[Target] = []
+    skipped: list[tuple[str, str]] = []
     for n, spec in enumerate(specs):
         try:
-            targets += resolve(spec)
+            targets += resolve(spec, skipped)
+            if verbose:     # -v: the files of a directory that were not checked, and why
+                for path, why in skipped:
+                    print(f"skipped {path}: {why}", file=sys.stderr)
+            skipped.clear()
         except (ModelError, LimitReached) as err:
             if len(specs) == 1 and isinstance(err, ModelError):
                 raise
@@ -603,27 +609,20 @@ def _load_traces(path: str) -> list[dict]:
                          hint="write one with `check --trace-dir DIR` or `--format json`") from None
 
 
-def _replay_source(trace_path: str, source: str | None, given: str | None) -> str:
-    """The protocol a trace is replayed on: `--protocol` when given; else the trace's own
-    `source`, but only a .py file below the working directory (the directory `check` ran in):
-    a trace is data, and replaying it must not import a file the user did not point at."""
-    if given:
-        return given
-    if not source:
-        raise ModelError(f"{trace_path} does not say which protocol it belongs to",
-                         hint="pass --protocol PATH::NAME")
-    path = source.partition("::")[0]
-    full = os.path.realpath(path)
-    inside = not os.path.relpath(full, os.path.realpath(os.getcwd())).startswith("..")
-    if not path.endswith(".py") or os.path.isabs(path) or not inside:
-        raise ModelError(f"{trace_path} names {source!r}, which is not a .py file below the "
-                         "working directory; it is not imported",
-                         hint="pass --protocol PATH::NAME to say which protocol to replay on")
-    if not os.path.isfile(path):
-        raise ModelError(f"{trace_path} was written for {source} (relative to the directory "
-                         f"`check` ran in), which is not in {os.getcwd()}",
-                         hint="run replay from that directory, or pass --protocol PATH::NAME")
-    return source
+def _replay_targets(trace_path: str, source: str | None, given: str | None) -> list[Target]:
+    """The protocol a trace is replayed on. A trace is data: the code it names is never
+    imported (a received trace could name any file, setup.py included); the user says with
+    `--protocol PATH[::NAME]`, and of a file's protocols the trace only picks its own by name."""
+    if not given:
+        raise ModelError(f"{trace_path}: replay runs a protocol's code, and only --protocol "
+                         f"says which (the trace names {source!r}, which is not imported)",
+                         hint=f"barrierproof replay {trace_path} --protocol "
+                              f"{source or 'PATH::NAME'}")
+    targets = resolve(given)
+    if len(targets) > 1 and source:
+        name = source.partition("::")[2].partition("#")[0]
+        targets = [t for t in targets if name in (t.name, t.ref.rpartition("::")[2])] or targets
+    return targets
 
 
 def cmd_replay(args) -> int:
@@ -645,9 +644,9 @@ def _replay_one(args, data: dict) -> int:
     except TypeError as err:
         return _fail(f"{args.trace}: not a barrierproof trace ({err})",
                      "write one with `check --trace-dir DIR` or `--format json`")
-    source = _replay_source(args.trace, trace.source, args.protocol)
+    targets = _replay_targets(args.trace, trace.source, args.protocol)
+    source = targets[0].ref if len(targets) == 1 else args.protocol
     shown = printable(source)
-    targets = resolve(source)
     if len(targets) != 1:
         return _fail(f"{shown} names {len(targets)} protocols; a trace replays on one",
                      "pass --protocol PATH::NAME")
@@ -753,6 +752,8 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expect", action="store_true",
                    help="exit 0 only if every verdict matches its declared expectation")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="list the files of a directory that were not checked, and why")
     p.add_argument("--progress", action="store_true",
                    help="show progress even when stderr is not a terminal (a line every 10 s)")
     p.add_argument("--config", metavar="PYPROJECT", help="read [tool.barrierproof] from this file")
@@ -827,9 +828,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
     p.add_argument("trace", metavar="TRACE.json",
                    help="a trace from `check --trace-dir`, or a JSON report (`--format json`)")
-    p.add_argument("--protocol", metavar="PATH::NAME",
-                   help="replay on this protocol (default: the trace's source, if it is a .py "
-                        "file below the working directory)")
+    p.add_argument("--protocol", metavar="PATH[::NAME]",
+                   help="replay on this protocol (required: the code a trace names is never "
+                        "imported); of a file's protocols, the one the trace names")
     p.set_defaults(run=cmd_replay)
 
     p = sub.add_parser("run", help="run one random schedule on the interpreter")

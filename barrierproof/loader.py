@@ -11,13 +11,13 @@ import hashlib
 import importlib.util
 import inspect
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .collect import candidates, protocols_of
 from .guard import LimitReached, user_code
 from .model.dsl import Protocol
 from .model.ir import Kernel, Loc, ModelError
@@ -139,32 +139,12 @@ def _broken_target(path: str, err: BaseException) -> Target:
     return Target(path, Path(path).stem, "error", build, None, path)
 
 
-# `check DIR` collects, like pytest's rules but for protocols: .py files whose text declares a
-# protocol (`@protocol`) or names kernels (`EXPECT = ...`); never tests, conftest.py, setup.py,
-# or names starting with `_` or `.` (files and directories). Other files are not imported.
-SKIPPED_FILES = ("conftest.py", "setup.py", "noxfile.py")
-DECLARES = re.compile(rb"^[ \t]*@[\w.]*protocol\b|^EXPECT\s*(:[^=\n]*)?=", re.M)
-
-
-def collected(file: Path, root: Path) -> bool:
-    """Does `check DIR` import this file? (See the rules above.)"""
-    name = file.name
-    if name.startswith(("_", ".")) or name in SKIPPED_FILES or name.startswith("test_") \
-            or name.endswith("_test.py"):
-        return False
-    if any(p.startswith((".", "_")) for p in file.relative_to(root).parts[:-1]):
-        return False
-    try:
-        with open(file, "rb") as f:
-            return DECLARES.search(f.read()) is not None
-    except OSError:
-        return True     # unreadable: importing it reports why
-
 def available(module) -> list[str]:
     """What `file.py::NAME` accepts in this module: its protocols, the kernels its EXPECT names,
     and the public functions defined in it (a Pallas kernel needs no EXPECT entry to be named)."""
     names = [n for n, v in vars(module).items() if isinstance(v, Protocol)]
-    names += list(getattr(module, "EXPECT", {}) or {})
+    expect = getattr(module, "EXPECT", None)
+    names += [k for k in expect if isinstance(k, str)] if isinstance(expect, dict) else []
     names += [n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
               and v.__module__ == module.__name__]
     return list(dict.fromkeys(names))
@@ -172,7 +152,7 @@ def available(module) -> list[str]:
 
 def targets_in_module(path: str, module, only: str | None = None) -> list[Target]:
     found: list[Target] = []
-    expect = getattr(module, "EXPECT", {}) or {}
+    expect = expect_table(path, module)
     if only is not None:
         if not hasattr(module, only):
             raise ModelError(f"{path} has no protocol or kernel function named {only!r}",
@@ -184,9 +164,8 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
             return [_pallas_target(path, only, obj, expect.get(only))]
         raise ModelError(f"{path}::{only} is a {type(obj).__name__}, not a protocol or function",
                          hint="use @protocol or a zero-argument kernel function")
-    for attr, obj in vars(module).items():
-        if isinstance(obj, Protocol) and getattr(obj.fn, "__module__", None) == module.__name__:
-            found.append(_dsl_target(path, attr, obj))
+    for attr, obj in protocols_of(module):
+        found.append(_dsl_target(path, attr, obj))
     for fn_name, verdict in expect.items():
         fn = getattr(module, fn_name, None)
         if not callable(fn):
@@ -198,8 +177,39 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
     return found
 
 
-def resolve(spec: str) -> list[Target]:
-    """All targets named by one command-line argument."""
+def expect_table(path: str, module) -> dict[str, str]:
+    """A Pallas file's `EXPECT = {"kernel_fn": "verified", ...}`, checked for its shape."""
+    expect = getattr(module, "EXPECT", None)
+    if expect is None:
+        return {}
+    if not isinstance(expect, dict) or not all(
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in expect.items()):
+        from .model.pallas import expect_loc   # no jax import
+        raise ModelError(f"EXPECT of {path} must map kernel function names to verdicts, not "
+                         f"{_shape(expect)}", loc=expect_loc(path) or Loc(path, 1),
+                         hint='EXPECT = {"my_kernel": "verified"}')
+    return expect
+
+
+def _shape(value) -> str:
+    if isinstance(value, dict):
+        bad = next((k, v) for k, v in value.items()
+                   if not isinstance(k, str) or not (v is None or isinstance(v, str)))
+        return f"a dict with the entry {_short_repr(bad[0])}: {_short_repr(bad[1])}"
+    return f"a {type(value).__name__}"
+
+
+def _short_repr(value) -> str:
+    try:
+        text = repr(value)
+    except Exception:       # a user's object whose repr fails
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def resolve(spec: str, skipped: list[tuple[str, str]] | None = None) -> list[Target]:
+    """All targets named by one command-line argument; files of a directory that are not
+    imported, or that hold no protocol, are added to `skipped` with the reason."""
     path, _, only = spec.partition("::")
     if not os.path.exists(path):
         raise ModelError(f"{path} does not exist", loc=None,
@@ -208,13 +218,20 @@ def resolve(spec: str) -> list[Target]:
         if only:
             raise ModelError(f"{spec}: ::NAME needs a file, not a directory")
         out: list[Target] = []
-        for file in sorted(Path(path).rglob("*.py")):
-            if not collected(file, Path(path)):
-                continue
+        chosen, passed = candidates(Path(path))
+        for file, why in passed:
+            if skipped is not None:
+                skipped.append((str(file), f"not imported: {why}"))
+        for file in chosen:
             try:
-                out += targets_in_module(str(file), import_file(str(file)))
+                found = targets_in_module(str(file), import_file(str(file)))
             except (ModelError, LimitReached) as err:  # one broken file must not hide the others
                 out.append(_broken_target(str(file), err))
+                continue
+            if not found and skipped is not None:
+                skipped.append((str(file), "imported, but it defines no protocol and its EXPECT "
+                                           "names no kernel"))
+            out += found
         return out
     module = import_file(path)
     return targets_in_module(path, module, only or None)

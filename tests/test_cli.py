@@ -65,7 +65,7 @@ def test_replay_round_trip(tmp_path):
                            "--trace-dir", str(tmp_path))
     assert code == 1 and "BP130" in out
     trace = tmp_path / "expect_tx_larger_than_copy.trace.json"
-    code, out, err = run_cli("replay", str(trace))
+    code, out, err = run_cli("replay", str(trace), "--protocol", "examples/cutlass.py")
     assert code == 1, err
     assert "BP130" in out and "replayed" in out
     assert "independent reference (model/reference.py): deadlock BP130" in out
@@ -75,13 +75,13 @@ def test_replay_round_trip(tmp_path):
     name = next(iter(step["barriers"]))
     step["barriers"][name]["phase"] += 1
     trace.write_text(json.dumps(data))
-    code, out, err = run_cli("replay", str(trace))
+    code, out, err = run_cli("replay", str(trace), "--protocol", "examples/cutlass.py")
     assert code == 3 and "independent reference" in err and name in err, err
     # A tampered trace does not replay: an input error, not a traceback.
     data = json.loads(trace.read_text())
     data["actions"] = [data["actions"][0]] * 6
     trace.write_text(json.dumps(data))
-    code, out, err = run_cli("replay", str(trace))
+    code, out, err = run_cli("replay", str(trace), "--protocol", "examples/cutlass.py")
     assert code == 3 and "does not replay" in err and "Traceback" not in err
 
 

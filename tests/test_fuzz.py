@@ -254,7 +254,7 @@ def test_trace_files(workdir, data):
         text = data.draw(st.text(max_size=40))
     (workdir / "case.json").write_text(text)
     with in_dir(workdir):
-        call(["replay", "case.json"])
+        call(["replay", "case.json", "--protocol", "bad.py"])
 
 
 # -- cache entries and reporters -----------------------------------------------------------------

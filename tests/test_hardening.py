@@ -359,7 +359,7 @@ def test_replay_refuses_the_wrong_shape(a_trace, capsys, mutate, needle):
 def test_replay_accepts_the_json_report(a_trace, capsys):
     root, report = a_trace
     (root / "report.json").write_text(json.dumps(report))
-    code, out, err = run(capsys, "replay", "report.json")
+    code, out, err = run(capsys, "replay", "report.json", "--protocol", "p.py")
     assert code == 1, err
     assert "p.py::stuck: replayed" in out and "BP100" in out
 
@@ -371,21 +371,28 @@ def test_replay_never_imports_a_path_it_was_not_asked_to(a_trace, capsys, tmp_pa
     trace = json.loads((root / "traces" / "stuck.trace.json").read_text())
     (root / "evil.json").write_text(json.dumps({**trace, "source": f"{evil}::stuck"}))
     code, out, err = run(capsys, "replay", "evil.json")
-    one_line_error(code, err, "is not a .py file below the working directory; it is not imported")
+    one_line_error(code, err, "only --protocol says which")
+    assert f"--protocol {evil}::stuck" in err       # the hint says what to pass
     assert not (elsewhere / "imported.mark").exists()
+    # a source below the working directory is not imported either (setup.py, any script)
+    write(root, "script.py", MARKS)
+    (root / "near.json").write_text(json.dumps({**trace, "source": "script.py::stuck"}))
+    code, out, err = run(capsys, "replay", "near.json")
+    one_line_error(code, err, "which is not imported")
+    assert not (root / "imported.mark").exists()
     # the user points at it: then it runs
     code, out, err = run(capsys, "replay", "evil.json", "--protocol", f"{evil}::stuck")
     assert code == 1 and (elsewhere / "imported.mark").exists()
 
 
-def test_replay_from_another_directory_says_so(a_trace, capsys, tmp_path_factory):
+def test_replay_from_another_directory_with_the_protocol_named(a_trace, capsys,
+                                                                tmp_path_factory):
     root, _ = a_trace
     other = tmp_path_factory.mktemp("other")
     os.chdir(other)
-    code, out, err = run(capsys, "replay", str(root / "traces" / "stuck.trace.json"))
-    one_line_error(code, err,
-                   "was written for p.py::stuck (relative to the directory `check` ran in)")
-    assert "run replay from that directory" in err
+    code, out, err = run(capsys, "replay", str(root / "traces" / "stuck.trace.json"),
+                         "--protocol", str(root / "p.py"))
+    assert code == 1 and "BP100" in out, err
 
 
 def test_cache_serves_only_entries_whose_digest_and_shape_hold(tmp_path, capsys):

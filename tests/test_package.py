@@ -97,7 +97,7 @@ def test_every_command_runs_from_the_installed_wheel(wheel, tmp_path):
     steps = [(0, ["check", "examples/handoff.py::single_handoff",
                   "examples/pallas/handoff.py::handoff"]),
              (1, ["check", bug, "--format", "json", "-o", "report.json"]),
-             (1, ["replay", "report.json"]),
+             (1, ["replay", "report.json", "--protocol", "examples/handoff.py"]),
              (0, ["prove", "examples/hopper_ring.py::tma_ring_single_step"]),
              (0, ["fix", bug]),
              (1, ["check", bug, "--fix"]),

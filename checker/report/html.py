@@ -267,7 +267,7 @@ def timeline_html(v: Verdict) -> str:
             f"{params}</h3>{legend}{table}" + (f'<ul class="details">{items}</ul>' if items else "")
             + f'<p class="note">Re-run it: <code>barrierproof check {_e(v.source or v.name)} '
               f'--trace-dir DIR</code>, then <code>barrierproof replay DIR/{_e(trace_stem(v.name))}'
-              f'.trace.json</code>.</p>')
+              f'.trace.json --protocol {_e(v.source or v.name)}</code>.</p>')
 
 
 def _section(v: Verdict, anchor: str) -> str:
