@@ -774,6 +774,10 @@ def _add_tlc_flags(p: argparse.ArgumentParser) -> None:
                         "processes of --workers threads each, on this machine")
     p.add_argument("--port", type=int, metavar="P",
                    help="the TCP port of the distributed TLC server (default: a free one)")
+    p.add_argument("--bind", metavar="ADDRESS", default=None,
+                   help="the address TLC's distributed server and workers listen on (default "
+                        "127.0.0.1: Java RMI has no authentication, so another address lets "
+                        "anyone who reaches it drive them)")
 
 
 class _Parser(argparse.ArgumentParser):

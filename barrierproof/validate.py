@@ -132,13 +132,16 @@ def check_args(args) -> None:
     if isinstance(getattr(args, "port", None), int) and args.port > 65535:
         raise ModelError(f"--port must be a TCP port (1-65535), not {args.port}",
                          hint="e.g. --port 10997, or leave it out to use a free one")
-    for flag in ("distributed", "port"):
+    for flag in ("distributed", "port", "bind"):
         # an engine still unset comes from the config: checked again once it is read
         if getattr(args, flag, None) is not None and \
                 getattr(args, "engine", None) not in ("tlc", None):
             raise ModelError(f"--{flag} is an option of TLC's distributed mode: it needs "
                              "--engine tlc", hint="e.g. barrierproof check --engine tlc "
                                                   "--distributed 2 PATH")
+    if getattr(args, "bind", None) is not None and getattr(args, "distributed", None) is None:
+        raise ModelError("--bind is the address of TLC's distributed server: it needs "
+                         "--distributed K", hint="e.g. barrierproof tlc --distributed 2 PATH")
     if getattr(args, "port", None) is not None and getattr(args, "distributed", None) is None:
         raise ModelError("--port is the port of TLC's distributed server: it needs "
                          "--distributed K", hint="e.g. barrierproof tlc --distributed 2 "

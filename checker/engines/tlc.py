@@ -237,7 +237,7 @@ def run_module(module: TlaModule, checks: Checks | None = None, workers: int = 1
                timeout: float | None = None, workdir: str | os.PathLike | None = None,
                java_options: tuple[str, ...] = ("-XX:+UseParallelGC",),
                dispatch: str = "case", distributed: int = 0,
-               port: int | None = None) -> TlcRun:
+               port: int | None = None, bind: str | None = None) -> TlcRun:
     """Write the module (with MBarrier.tla beside it) into a temporary directory and run TLC on
     it with its own metadir. `checks` defaults to the module's own .cfg; deadlock checking stays
     on unless the checks say otherwise (then, and only then, `-deadlock` is passed).
@@ -254,8 +254,9 @@ def run_module(module: TlaModule, checks: Checks | None = None, workers: int = 1
         root, options = prepare_run(module, checks, directory, dispatch)
         if distributed:
             from .tlc_distributed import run_distributed
+            from .tlc_distributed import HOST
             return run_distributed(directory, root, options, distributed, workers, timeout,
-                                   java_options, port)
+                                   java_options, port, bind or HOST)
         cmd = [java_executable(), *java_options, f"-Djava.io.tmpdir={directory / 'tmp'}",
                "-cp", tla2tools_jar(), "tlc2.TLC", "-workers", str(workers), *options, root]
         start = time.perf_counter()
@@ -342,7 +343,7 @@ def _kind(run: TlcRun) -> str:
 
 
 def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParallelGC",),
-               distributed: int = 0, port: int | None = None):
+               distributed: int = 0, port: int | None = None, bind: str | None = None):
     """TLC as a search engine for checker.check.run_engine.
 
     The first run checks every rule (deadlock by TLC's own check), with `workers` threads, or
@@ -372,7 +373,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
         def go(checks: Checks, first: bool = False) -> TlcRun:
             run = run_module(module, checks, workers=workers if first else 1, timeout=left(),
                              java_options=java_options,
-                             distributed=distributed if first else 0, port=port)
+                             distributed=distributed if first else 0, port=port, bind=bind)
             if run.status == "error":
                 raise TlcError(f"TLC failed on the emitted spec (exit code {run.exit_code}):\n"
                                + (_tail(run.output) or "no output"))
@@ -465,7 +466,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
 def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None = None,
             options=None, source: str | None = None, workers: int = 1,
             timeout: float | None = None, distributed: int = 0,
-            port: int | None = None) -> Verdict:
+            port: int | None = None, bind: str | None = None) -> Verdict:
     """Check a kernel with TLC on the emitted spec: the same Verdict as `check_kernel` (static
     rules first, one search per cluster behaviour, every counterexample replayed on the
     interpreter), with engine="tlc" and TLC's distinct-state count. A System is checked as the
@@ -491,13 +492,17 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
     # them cannot be called verified by TLC.
     left_open = undecided(kernel, "tlc", options.ignored())
     options = dataclasses.replace(options, races=False)
-    search = tlc_search(workers, distributed=distributed, port=port)
+    search = tlc_search(workers, java_heap(options.limits.max_memory_mb, distributed),
+                        distributed=distributed, port=port, bind=bind)
     threads = f"{workers} worker thread{'s' if workers > 1 else ''}"
     label = ("TLC: " if workers == 1 and not distributed else
              f"TLC ({threads}): " if not distributed else
              f"TLC (distributed: {distributed} worker process{'es' if distributed > 1 else ''}"
              f" of {threads}): ")
     verdict = run_engine(kernel, params, options, source, search, engine="tlc", label=label)
+    if distributed and bind and not _loopback(bind):
+        from .tlc_distributed import NO_AUTHENTICATION
+        verdict.notes.append(NO_AUTHENTICATION.format(address=bind))
     if left_open and verdict.verdict == "verified":
         verdict.verdict = "unknown"
         verdict.coverage = (f"{verdict.coverage}; not in the TLA+ model: "
@@ -514,15 +519,39 @@ def check_kernel_tlc(kernel: Kernel, params: Mapping[str, int] | None = None, op
     workers = getattr(args, "workers", None) or 1
     distributed = getattr(args, "distributed", None) or 0
     port = getattr(args, "port", None)
+    bind = getattr(args, "bind", None)
     timeout = getattr(args, "timeout", None)
     if timeout is None and options is not None:
         timeout = options.limits.timeout
     try:
         return run_tlc(kernel, params, options, source, workers=workers, timeout=timeout,
-                       distributed=distributed, port=port)
+                       distributed=distributed, port=port, bind=bind)
     except TlcError as err:
         raise ModelError(f"TLC could not check {kernel.name}: {err}",
                          hint="pip install 'barrierproof[tla]'; TLC needs Java 17") from None
+
+
+# The smallest heap TLC starts with; a --max-memory below it cannot run TLC at all.
+MIN_HEAP_MB = 64
+
+
+def java_heap(max_memory_mb: float | None, distributed: int = 0) -> tuple[str, ...]:
+    """The JVM options that hold TLC to --max-memory: -Xmx, shared by the server and the
+    workers of a distributed run (each JVM gets its part)."""
+    options = ("-XX:+UseParallelGC",)
+    if max_memory_mb is None:
+        return options
+    heap = int(max_memory_mb // (1 + distributed))
+    if heap < MIN_HEAP_MB:
+        raise TlcError(f"--max-memory {max_memory_mb:g} MB leaves TLC's JVM{'s' if distributed else ''} "
+                       f"{heap} MB of heap; TLC needs at least {MIN_HEAP_MB} MB"
+                       + (" per process" if distributed else ""))
+    return (*options, f"-Xmx{heap}m")
+
+
+def _loopback(address: str) -> bool:
+    from .tlc_distributed import is_loopback
+    return is_loopback(address)
 
 
 def _tail(text: str, lines: int = 40) -> str:

@@ -11,6 +11,9 @@ localhost, each worker as its own JVM with `threads` worker threads, and reads t
 What is different from one process, and handled here:
 - The server's RMI registry listens on a TCP port (TLC's default 10997): a free one is picked
   unless the user names one, and a busy port is a clear error, not a hang.
+- Java RMI listens on every interface and has no authentication: anyone who reaches a port
+  could list and drive the server. Every server socket is bound to one address through
+  LoopbackRmi.java (127.0.0.1 unless the user names another with --bind, then with a warning).
 - Workers look the server up only once it is ready (message 7000, after the initial states);
   started earlier they back off for seconds at a time, so they are started when it says so.
 - The server's exit code says nothing about the verdict (0 after a violation too): the
@@ -37,6 +40,10 @@ WORKER = "tlc2.tool.distributed.TLCWorker"
 DEFAULT_PORT = 10997            # TLCServer's own default
 MSG_SERVER_READY = 7000         # "TLC server at HOST is ready": workers may connect now
 HOST = "127.0.0.1"
+# Sets the RMI socket factory to bind `HOST` (or --bind), then runs the TLC main class.
+LAUNCHER = Path(__file__).with_name("LoopbackRmi.java")
+NO_AUTHENTICATION = ("TLC's distributed mode speaks Java RMI, which has no authentication: "
+                     "anyone who can reach {address} can list and drive the server and workers")
 WORKERLESS_GRACE = 10.0         # seconds a server may run on after its last worker exited
 # TLC names each worker by its RMI port, read from JDK internals; opening them keeps it quiet.
 OPENS = ("--add-opens", "java.rmi/sun.rmi.server=ALL-UNNAMED",
@@ -48,11 +55,19 @@ def _tlc():
     return tlc
 
 
-def port_free(port: int) -> bool:
-    """Nothing listens on `port` of this machine (the registry binds every address)."""
+def is_loopback(address: str) -> bool:
+    import ipaddress
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(address)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
+def port_free(port: int, address: str = HOST) -> bool:
+    """Nothing listens on `port` of `address`."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
-            sock.bind(("", port))
+            sock.bind((address, port))
         except OSError as err:
             if err.errno in (errno.EADDRINUSE, errno.EACCES):
                 return False
@@ -60,21 +75,21 @@ def port_free(port: int) -> bool:
     return True
 
 
-def free_port() -> int:
+def free_port(address: str = HOST) -> int:
     """A TCP port no one listens on now (the kernel's pick)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
+        sock.bind((address, 0))
         return sock.getsockname()[1]
 
 
-def check_port(port: int | None) -> int:
+def check_port(port: int | None, address: str = HOST) -> int:
     """The port to use: `port` when it is valid and free, else a free one when none was named."""
     tlc = _tlc()
     if port is None:
-        return free_port()
+        return free_port(address)
     if not 1 <= port <= 65535:
         raise tlc.TlcError(f"--port {port} is not a TCP port (1-65535)")
-    if not port_free(port):
+    if not port_free(port, address):
         raise tlc.TlcError(f"port {port} is busy: another process (perhaps another TLC server) "
                            "listens on it; name a free one with --port, or leave --port out "
                            "to let barrierproof pick one")
@@ -137,9 +152,10 @@ def status_from_messages(run) -> str:
 def run_distributed(directory: Path, root: str, options: list[str], workers: int,
                     threads: int = 1, timeout: float | None = None,
                     java_options: tuple[str, ...] = ("-XX:+UseParallelGC",),
-                    port: int | None = None):
+                    port: int | None = None, bind: str = HOST):
     """Check `root` (written into `directory` by tlc.prepare_run) with a TLCServer and
-    `workers` TLCWorker processes of `threads` threads each on this machine; a TlcRun."""
+    `workers` TLCWorker processes of `threads` threads each on this machine, every RMI socket
+    bound to `bind`; a TlcRun."""
     tlc = _tlc()
     if workers < 1 or threads < 1:
         raise tlc.TlcError(f"distributed TLC needs at least one worker process of one thread, "
@@ -148,11 +164,18 @@ def run_distributed(directory: Path, root: str, options: list[str], workers: int
         raise tlc.TlcError("a depth-bounded TLC run cannot be distributed (TLCGet is not "
                            "supported by TLCServer)")
     java, jar = tlc.java_executable(), tlc.tla2tools_jar()
-    port = check_port(port)
+    try:
+        socket.getaddrinfo(bind, None)
+    except (OSError, UnicodeError) as err:
+        raise tlc.TlcError(f"--bind {bind}: not an address of this machine ({err})") from None
+    port = check_port(port, bind)
     common = [java, *java_options, *OPENS, f"-Djava.io.tmpdir={directory / 'tmp'}",
-              f"-D{SERVER}.port={port}", f"-Djava.rmi.server.hostname={HOST}"]
-    server_cmd = [*common, f"-D{SERVER}.report=1000", "-cp", jar, SERVER, *options, root]
-    worker_cmd = [*common, f"-D{WORKER}.threadCount={threads}", "-cp", jar, WORKER, HOST]
+              f"-D{SERVER}.port={port}", f"-Djava.rmi.server.hostname={bind}"]
+    launch = [str(LAUNCHER), bind]
+    server_cmd = [*common, f"-D{SERVER}.report=1000", "-cp", jar, *launch, SERVER, *options,
+                  root]
+    worker_cmd = [*common, f"-D{WORKER}.threadCount={threads}", "-cp", jar, *launch, WORKER,
+                  bind]
     start = time.perf_counter()
     deadline = None if timeout is None else start + timeout
     server = _Server(server_cmd, directory)
