@@ -467,7 +467,7 @@ def cmd_check(args, engine: str | None = None) -> int:
         if not os.path.exists(path):
             raise ModelError(f"{path} does not exist",
                              hint="give a .py file, a directory, or file.py::NAME")
-    guard.budget = (limits.timeout, limits.max_memory_mb)
+    guard.budget = (guard.build_limit(args.build_timeout, limits.timeout), limits.max_memory_mb)
     from .cache import Cache
     cache = None if args.no_cache else Cache(args.cache_dir)
     with Interrupts() as interrupts:
@@ -583,9 +583,9 @@ def _load_traces(path: str) -> list[dict]:
     """The traces in a file: one trace (`check --trace-dir`), or every counterexample of a JSON
     report (`check --format json`). Shapes are checked (schema.py) before anything runs."""
     from .schema import ShapeError, check_trace, check_verdict
+    from .tracefile import read_bounded
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_bounded(path))
     except OSError as err:
         raise ModelError(f"cannot read {path}: {err.strerror or err}") from None
     except (ValueError, RecursionError) as err:
@@ -628,7 +628,21 @@ def _replay_targets(trace_path: str, source: str | None, given: str | None) -> l
 def cmd_replay(args) -> int:
     codes = []
     for data in _load_traces(args.trace):
-        codes.append(_replay_one(args, data))
+        if len(data["actions"]) > args.max_steps:
+            print(f"error: {args.trace} holds a schedule of {len(data['actions']):,} steps, more "
+                  f"than --max-steps {args.max_steps:,} (hint: raise --max-steps to replay it)",
+                  file=sys.stderr)
+            codes.append(2)
+            continue
+        with guard.Watchdog(args.timeout, args.max_memory, f"replaying {args.trace}",
+                            f"replay's time limit (--timeout {args.timeout:g}s)",
+                            memory_text=f"replay's memory limit (--max-memory {args.max_memory} MB)"):
+            try:
+                codes.append(_replay_one(args, data))
+            except LimitReached as stop:
+                print(f"error: {stop.what}; nothing was concluded (hint: raise the limit, or "
+                      "check the trace's parameters)", file=sys.stderr)
+                codes.append(2)
     for code in (3, 1, 2):
         if code in codes:
             return code
@@ -733,7 +747,11 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-states", type=int, default=None, metavar="N",
                    help="default 5000000")
     p.add_argument("--max-depth", type=int, default=None, metavar="N")
-    p.add_argument("--timeout", type=float, default=None, metavar="S")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds per protocol (default: none)")
+    p.add_argument("--build-timeout", type=float, default=None, metavar="S",
+                   help="seconds for importing and building each file's code (default: "
+                        f"--timeout if given, else {guard.DEFAULT_BUILD_TIMEOUT:g})")
     p.add_argument("--max-memory", type=int, default=None, metavar="MB", help="default 16000")
     p.add_argument("--no-reduction", action="store_true", help="turn every reduction off (symmetry, partial-order)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
@@ -832,6 +850,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="re-execute a counterexample trace on the interpreter")
     p.add_argument("trace", metavar="TRACE.json",
                    help="a trace from `check --trace-dir`, or a JSON report (`--format json`)")
+    p.add_argument("--max-steps", type=int, default=1_000_000, metavar="N",
+                   help="refuse a schedule longer than N steps (default 1000000)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="seconds for building the protocol and replaying (default 60)")
+    p.add_argument("--max-memory", type=int, default=4000, metavar="MB",
+                   help="memory for building and replaying (default 4000)")
     p.add_argument("--protocol", metavar="PATH[::NAME]",
                    help="replay on this protocol (required: the code a trace names is never "
                         "imported); of a file's protocols, the one the trace names")
@@ -895,6 +919,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return streams.broken_pipe(None)
+    except LimitReached as stop:    # user code of a command without verdicts (run, replay)
+        print(f"barrierproof: {stop.what}: stopped before a verdict", file=sys.stderr)
+        return 2
     except OSError as err:      # our own reads and writes: user code's errors are ModelErrors
         path = err.filename or getattr(args, "output", None)   # a failed flush names no file
         where = f"{path}: " if path else ""

@@ -9,6 +9,7 @@ ignore = ["BP190"]
 max-states = 2_000_000
 max-depth = 200
 timeout = 600                          # seconds per protocol
+build-timeout = 120                    # seconds for importing and building each file's code
 max-memory = 8000                      # MB
 reduction = true
 engine = "explore"                     # check only: explore | tlc | symbolic
@@ -38,6 +39,7 @@ DEFAULTS = {
     "max_states": 5_000_000,
     "max_depth": None,
     "timeout": None,
+    "build_timeout": None,
     "max_memory": 16_000,
     "reduction": True,
     "engine": "explore",
@@ -55,6 +57,7 @@ KEYS = {
     "max-depth": ("max_depth", "an integer"),
     "timeout": ("timeout", "a number of seconds"),
     "max-memory": ("max_memory", "an integer (MB)"),
+    "build-timeout": ("build_timeout", "a number of seconds"),
     "reduction": ("reduction", "true or false"),
     "engine": ("engine", "explore, tlc or symbolic"),
     "expect": ("expect", "true or false"),
@@ -194,7 +197,7 @@ def load_config(path: str) -> Config:
             value = [f"{k}={v}" for k, v in value.items()]
         elif key in ("select", "ignore"):
             value = _codes(value, path, key)
-        elif key in ("max-states", "max-depth", "max-memory", "timeout"):
+        elif key in ("max-states", "max-depth", "max-memory", "timeout", "build-timeout"):
             check_limit(dest, value, _loc(path, raw_key), f"[tool.barrierproof] {key}")
         elif key in ("reduction", "expect", "cache"):
             if not isinstance(value, bool):
@@ -237,7 +240,8 @@ def apply_config(args) -> Config:
     args.config_only_params = tuple(sorted(
         {item.partition("=")[0] for item in from_file} - given))
     args.param = from_file + list(args.param or [])
-    for dest in ("select", "ignore", "max_states", "max_depth", "timeout", "max_memory"):
+    for dest in ("select", "ignore", "max_states", "max_depth", "timeout", "max_memory",
+                 "build_timeout"):
         if getattr(args, dest, None) is None:
             setattr(args, dest, values.get(dest, DEFAULTS.get(dest)))
     if not args.no_reduction:

@@ -83,7 +83,11 @@ def cmd_fix(args) -> int:
         return 1
     for n, fix in enumerate(repair.fixes, 1):
         _say(f"fix {n} ({fix.verdict} after the edit): {fix.description}  [{fix.location}]")
-    pick = min(max(args.pick, 1), len(repair.fixes)) - 1
+    if args.pick > len(repair.fixes):
+        raise ModelError(f"--pick {args.pick}: there {'is' if len(repair.fixes) == 1 else 'are'} "
+                         f"only {len(repair.fixes)} suggestion(s)",
+                         hint=f"pick one of 1..{len(repair.fixes)}")
+    pick = args.pick - 1
     fix, cand = repair.fixes[pick], repair.chosen[pick]
     if not cand.source:
         _say(f"fix {pick + 1} has no exact source form; edit by hand at {fix.location}: "

@@ -178,7 +178,18 @@ class Interrupts:
 # KeyboardInterrupt`; and the limits on the user's code (--timeout, --max-memory), set by the
 # command before it imports anything.
 current: Interrupts | None = None
-budget: tuple[float | None, float | None] = (None, None)
+# Without --build-timeout or --timeout, user code still ends: an endless protocol must not hang
+# a CI job forever.
+DEFAULT_BUILD_TIMEOUT = 120.0
+budget: tuple[float | None, float | None] = (DEFAULT_BUILD_TIMEOUT, None)
+
+
+def build_limit(build_timeout: float | None, timeout: float | None) -> float:
+    """Seconds for user code: --build-timeout, else --timeout, else DEFAULT_BUILD_TIMEOUT."""
+    for seconds in (build_timeout, timeout):
+        if seconds is not None:
+            return seconds
+    return DEFAULT_BUILD_TIMEOUT
 
 
 @contextlib.contextmanager

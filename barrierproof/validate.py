@@ -20,6 +20,7 @@ LIMITS = {
     "max_depth": ("--max-depth", 1, "a search depth"),
     "max_memory": ("--max-memory", 1, "megabytes"),
     "timeout": ("--timeout", None, "seconds"),
+    "build_timeout": ("--build-timeout", None, "seconds"),
     "runs": ("--runs", 1, "a number of runs"),
     "workers": ("--workers", 1, "a number of TLC workers"),
     "distributed": ("--distributed", 1, "a number of TLC worker processes"),
