@@ -28,6 +28,7 @@ from .model.ir import Kernel, ModelError
 from .validate import check_args, check_codes, writable_dir
 from . import streams
 from .outputs import refuse_overwriting_inputs, write_into_dir, write_output
+from .exhausted import EXHAUSTED, exhausted_verdict
 
 # Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
 ENGINES = {
@@ -192,7 +193,14 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
                                                   plain, guard.budget))
     try:
         for n, future in futures.items():
-            results[n], names, broken, found = future.result()
+            try:
+                results[n], names, broken, found = future.result()
+            except (RecursionError, MemoryError, TypeError, ValueError, AttributeError,
+                    ImportError) as err:    # a result that did not come back (not picklable)
+                results[n] = [_error_or_violation(targets[n], ModelError(
+                    f"the worker checking {targets[n].ref} failed: {type(err).__name__}: "
+                    f"{guard.safe_text(err)}", hint="run it with --jobs 1 to see more"))]
+                names, broken, found = set(), True, 0
             used |= names
             failed = failed or broken
             hits += found
@@ -313,6 +321,11 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
             kernels = []
             build_failed = True
             verdicts.append(_stopped(target, target.name, target.ref, stop.what, engine))
+        except EXHAUSTED as err:
+            kernels = []
+            build_failed = True
+            verdicts.append(exhausted_verdict(target.name, target.ref, err, "building",
+                                              target.expect, engine))
         except KeyboardInterrupt:
             kernels = []
             verdicts.append(_not_checked(target, f"{_why(interrupts)} before a verdict"))
@@ -342,6 +355,9 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
                 verdict = _error_or_violation(target, err, kernel.name, ref)
             except LimitReached as stop:
                 verdict = _stopped(target, kernel.name, ref, stop.what, engine)
+            except EXHAUSTED as err:
+                verdict = exhausted_verdict(kernel.name, ref, err, "checking", target.expect,
+                                            engine)
             except KeyboardInterrupt:
                 verdict = _not_checked(target, f"{_why(interrupts)} before a verdict")
                 if interrupts is not None:
@@ -419,7 +435,9 @@ REPORTERS = {
 def render(fmt: str, verdicts: list[Verdict], expect: bool = False) -> str:
     module, fn = REPORTERS[fmt]
     report = getattr(importlib.import_module(module), fn)
-    return report(verdicts, expect=expect) if fmt == "junit" else report(verdicts)
+    text = report(verdicts, expect=expect) if fmt == "junit" else report(verdicts)
+    # A lone surrogate from a user's name that a reporter passed on: escaped, never a crash.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[str, int],
@@ -921,6 +939,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return streams.broken_pipe(None)
     except LimitReached as stop:    # user code of a command without verdicts (run, replay)
         print(f"barrierproof: {stop.what}: stopped before a verdict", file=sys.stderr)
+        return 2
+    except RecursionError:
+        return _fail("an expression nests too deeply (Python's recursion limit)",
+                     "build deep sums in smaller steps")
+    except MemoryError:
+        print("barrierproof: memory ran out: stopped before a verdict", file=sys.stderr)
         return 2
     except OSError as err:      # our own reads and writes: user code's errors are ModelErrors
         path = err.filename or getattr(args, "output", None)   # a failed flush names no file

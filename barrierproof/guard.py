@@ -208,12 +208,33 @@ def user_code(path: str, doing: str) -> Iterator[None]:
             raise               # a real Ctrl-C / SIGTERM: the run stops
         raise _located(err, path, f"KeyboardInterrupt raised while {doing}",
                        "a protocol file must not raise KeyboardInterrupt") from None
+    except (Exception, LimitReached):
+        raise                   # the loader locates the user's errors; the watchdog's stop
+    except BaseException as err:    # GeneratorExit, a user's BaseException subclass
+        raise _located(err, path, f"{type(err).__name__} raised while {doing}: "
+                       f"{safe_text(err)}", "a protocol must raise Exception subclasses "
+                       "only (BaseException ends programs)") from None
     finally:
         sys.argv, sys.stdout = argv, stdout
 
 
+def safe_text(err: BaseException, limit: int = 300) -> str:
+    """An exception's message, even when its `__str__` raises or runs on for megabytes."""
+    try:
+        text = str(err)
+    except BaseException:   # a user's __str__: whatever it raises, the message says so
+        return f"<a {type(err).__name__} whose message cannot be shown>"
+    if not isinstance(text, str):
+        return f"<a {type(err).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _exit_error(err: SystemExit, path: str, doing: str) -> ModelError:
-    return _located(err, path, f"sys.exit({err.code!r}) called while {doing}",
+    try:
+        code = repr(err.code)
+    except Exception:
+        code = "..."
+    return _located(err, path, f"sys.exit({code[:80]}) called while {doing}",
                     "a protocol file must not exit; guard scripts with "
                     "`if __name__ == \"__main__\":`")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from .collect import candidates, protocols_of
-from .guard import LimitReached, user_code
+from .guard import LimitReached, safe_text, user_code
 from .model.dsl import Protocol
 from .model.ir import Kernel, Loc, ModelError
 
@@ -57,7 +57,9 @@ def _user_error(err: BaseException, path: str) -> ModelError:
     hint = "fix the Python error in the protocol file"
     if isinstance(err, ModuleNotFoundError) and err.name in ("jax", "jaxlib"):
         hint = "install the Pallas extra: pip install 'barrierproof[pallas]'"
-    return ModelError(f"{type(err).__name__}: {err}", loc=loc, hint=hint)
+    if isinstance(err, RecursionError):
+        hint = "an expression or a call nests too deeply; build it in smaller steps"
+    return ModelError(f"{type(err).__name__}: {safe_text(err)}", loc=loc, hint=hint)
 
 
 def forget_file(path: str) -> None:

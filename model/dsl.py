@@ -36,6 +36,9 @@ import contextlib as _contextlib
 
 # Frames of this module and of contextlib (the `with` blocks) are not the user's code.
 _SKIPPED = {os.path.abspath(__file__), os.path.abspath(_contextlib.__file__)}
+# 8-byte mbarriers in a block's shared memory (228 KB on Hopper and Blackwell): far above what
+# a kernel uses, and far below what would exhaust the checker's memory.
+MAX_BARRIER_INSTANCES = 2 ** 15
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=")
 _WITH_AS = re.compile(r"as\s+([A-Za-z_]\w*)\s*:")
 
@@ -280,6 +283,14 @@ class KernelBuilder:
             if isinstance(d, Const) and d.value < 1:
                 raise ModelError(f"num_barriers={d.value}", loc=loc, code="BP120",
                                  hint="allocate at least one barrier")
+        count = 1
+        for d in shape:
+            count *= d.value if isinstance(d, Const) else 1
+        if count > MAX_BARRIER_INSTANCES:
+            raise ModelError(f"num_barriers={num_barriers!r} is {count:,} barriers in one block; "
+                             f"a block's shared memory holds at most {MAX_BARRIER_INSTANCES:,} "
+                             "mbarriers (8 bytes each)", loc=loc,
+                             hint="allocate one barrier per pipeline stage")
         axes = (collective_axes,) if isinstance(collective_axes, str) else tuple(collective_axes)
         if cluster:
             known = [a for a, _ in self._cluster]

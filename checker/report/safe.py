@@ -12,8 +12,10 @@ import dataclasses
 import re
 from typing import Any
 
-# C0 and C1 controls, DEL, and the Unicode line/paragraph separators and bidi overrides.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls, DEL, the Unicode line/paragraph separators and bidi overrides, lone
+# surrogates (no encoding can write them) and the noncharacters XML refuses (U+FFFE, U+FFFF).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                      "\ud800-\udfff\ufdd0-\ufdef\ufffe\uffff]")
 
 
 def _escape(match: re.Match) -> str:
