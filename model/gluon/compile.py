@@ -133,9 +133,11 @@ def _compile_error(err: BaseException, launch: Launch) -> ModelError:
     loc = None
     try:
         file = inspect.getsourcefile(fn.fn)
-        _, start = inspect.getsourcelines(fn.fn)
+        lines, start = inspect.getsourcelines(fn.fn)
+        # the node's line counts from the `def`, the source lines from the decorator
+        decorators = next(k for k, line in enumerate(lines) if line.lstrip().startswith("def "))
         if file and hasattr(inner.node, "lineno"):
-            loc = Loc(file, start + inner.node.lineno - 1)
+            loc = Loc(file, start + decorators + inner.node.lineno - 1)
     except (OSError, TypeError):
         pass
     return ModelError(f"the Gluon kernel does not compile: {text.strip().splitlines()[-1]}",

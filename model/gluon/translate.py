@@ -24,13 +24,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..expr import OPAQUE_PREFIX, is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, \
+from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, \
     opaque_vars, same, stmt_vars, substitute, substitute_stmts
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, Loop, ModelError, Op,
                   Param, UNKNOWN_LOC, Var, When, free_vars)
 from .carries import solve
 from .ttgir import Module, Operation, Region, split_operands
 
+# A loop-carried value while its loop is translated; replaced by its closed form after.
+CARRY_PREFIX = "%"
 UNROLL_LIMIT = 64        # a loop whose carries have no closed form is unrolled up to this trip
 
 _ELEM_BYTES = {"i1": 1, "i8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "f16": 2, "bf16": 2, "i16": 2,
@@ -221,7 +223,8 @@ class Translator:
             exprs = [op.count, op.bytes, op.parity, op.phase]
             if op.barrier is not None:
                 exprs += list(op.barrier.index)
-            if any(e is not None and opaque_vars(e) for e in exprs):
+            if any(e is not None and (opaque_vars(e) or any(
+                    v.startswith(CARRY_PREFIX) for v in free_vars(e))) for e in exprs):
                 return Op("unmodeled", name=f"{op.describe()}: depends on a value the model "
                           "does not track", loc=op.loc)
             return op
@@ -333,7 +336,7 @@ class Translator:
         index = mk("+", lo, mk("*", j, st))
         placeholders = {}
         for arg, init in zip(carried, inits):
-            ph = Var(OPAQUE_PREFIX + "carry_" + self.fresh(arg))
+            ph = Var(CARRY_PREFIX + self.fresh(arg))
             placeholders[arg] = (ph, self.value(init))
             self.values[arg] = ph
         self.values[ivar] = index
