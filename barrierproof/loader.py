@@ -27,7 +27,7 @@ from .model.ir import Kernel, Loc, ModelError
 class Target:
     ref: str                       # path::name
     name: str
-    kind: str                      # "dsl" or "pallas"
+    kind: str                      # "dsl", "pallas", "gluon"
     build: Callable[[], Kernel]
     expect: str | None
     path: str
@@ -134,6 +134,32 @@ def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Ta
     return target
 
 
+def _gluon_target(path: str, name: str, launch, expect: str | None) -> Target:
+    if expect is not None:
+        from .model.pallas import check_expect, expect_loc   # no jax import
+        check_expect(expect, name, expect_loc(path))
+
+    def build() -> Kernel:
+        from .model import gluon    # triton is imported only when the kernel is compiled
+        with user_code(path, f"compiling {name}"):
+            return gluon.load(launch, name=name, expect=expect)
+    return Target(f"{path}::{name}", name, "gluon", build, expect, path)
+
+
+def _is_gluon_launch(obj) -> bool:
+    from .model.gluon.launch import is_launch   # no triton import
+    return is_launch(obj)
+
+
+# Frontends that claim a module attribute by what it is: (claims, target maker). A DSL
+# protocol and a plain function (a Pallas kernel) are the defaults when none claims it.
+FRONTENDS: list[tuple[Callable, Callable]] = [(_is_gluon_launch, _gluon_target)]
+
+
+def _claimed(obj):
+    return next((make for claims, make in FRONTENDS if claims(obj)), None)
+
+
 def _broken_target(path: str, err: BaseException) -> Target:
     """A file that could not be loaded: its error (or the limit it hit) is its verdict."""
     def build() -> Kernel:
@@ -147,6 +173,7 @@ def available(module) -> list[str]:
     names = [n for n, v in vars(module).items() if isinstance(v, Protocol)]
     expect = getattr(module, "EXPECT", None)
     names += [k for k in expect if isinstance(k, str)] if isinstance(expect, dict) else []
+    names += [n for n, v in vars(module).items() if _claimed(v) is not None]
     names += [n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
               and v.__module__ == module.__name__]
     return list(dict.fromkeys(names))
@@ -160,6 +187,9 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
             raise ModelError(f"{path} has no protocol or kernel function named {only!r}",
                              hint=f"available: {', '.join(available(module)) or 'none'}")
         obj = getattr(module, only)
+        make = _claimed(obj)
+        if make is not None:
+            return [make(path, only, obj, expect.get(only))]
         if isinstance(obj, Protocol):
             return [_dsl_target(path, only, obj)]
         if callable(obj):
@@ -170,6 +200,10 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
         found.append(_dsl_target(path, attr, obj))
     for fn_name, verdict in expect.items():
         fn = getattr(module, fn_name, None)
+        make = _claimed(fn)
+        if make is not None:
+            found.append(make(path, fn_name, fn, verdict))
+            continue
         if not callable(fn):
             from .model.pallas import expect_loc   # no jax import
             raise ModelError(f"EXPECT names {fn_name!r}, which {path} does not define",

@@ -1,0 +1,41 @@
+"""The Gluon frontend: compile a `@gluon.jit` kernel to TTGIR on the CPU and read its barrier
+protocol as IR.
+
+- launch.py: `Launch` (a kernel with its arguments and target) and `tensor_desc`, no Triton
+  import, so the loader can recognise a declared launch in any file;
+- compile.py: Triton's Gluon code generator and `gluon_to_ttgir` for an explicit GPUTarget;
+- ttgir.py: the printed TTGIR and its locations as a tree of operations;
+- translate.py: the translator and its table from TTGIR op to handler;
+- carries.py: closed forms of loop-carried slot and phase counters.
+
+An op the frontend does not model becomes an `unmodeled` op (BP190) at the kernel's source line.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ..ir import Kernel, Loc
+from .launch import Launch, TensorDesc, is_launch, tensor_desc
+
+__all__ = ["Launch", "TensorDesc", "tensor_desc", "is_launch", "load", "ttgir_of"]
+
+
+def ttgir_of(launch: Launch) -> str:
+    from .compile import to_ttgir
+    return to_ttgir(launch)
+
+
+def load(launch: Launch, name: str | None = None, expect: str | None = None,
+         text: str | None = None) -> Kernel:
+    """The IR of a declared launch (`text`: its TTGIR, when already compiled)."""
+    from .translate import Translator
+    from .ttgir import parse
+    text = text if text is not None else ttgir_of(launch)
+    fn = getattr(launch.kernel, "fn", launch.kernel)
+    try:
+        loc = Loc(inspect.getsourcefile(fn) or "<gluon>", inspect.getsourcelines(fn)[1])
+    except (OSError, TypeError):
+        loc = Loc("<gluon>", 0)
+    name = name or launch.name or getattr(fn, "__name__", "kernel")
+    return Translator(parse(text), name, loc, expect, launch).kernel()

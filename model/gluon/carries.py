@@ -1,0 +1,109 @@
+"""Closed forms of `scf.for` loop carries: the value of each carried integer at iteration j.
+
+Gluon kernels keep a ring slot and its phase either as functions of the loop index
+(`i % STAGES`, `(i // STAGES) & 1`, nothing carried) or as carried counters. The counter forms
+the tutorials use are, per iteration:
+
+- `c' = c + s` and the other forms Pallas loops have (model/pallas/loops.py `_induction`);
+- a ring slot `c' = (c + s) % S` (printed by Triton as `select(c + 1 == S, 0, c + 1)`, which
+  the translator reads as `(c + 1) % S` once it knows `c` stays below S);
+- a phase that flips when its ring wraps: `p' = p ^ (c + 1 == S)` or `p' = p ^ ((c + s) // S)`,
+  i.e. `p_j = p_0 ^ ((T_j // S) % 2)` where `T_j = c_0 + j*s` counts the ring's slots used.
+
+>>> from barrierproof.model.ir import Var, Const
+>>> c, p, j = Var("%c"), Var("%p"), Var("j")
+>>> at, _ = solve({"%c": (Const(0), mk("%", mk("+", c, Const(1)), Const(3))),
+...                "%p": (Const(0), mk("xor", p, mk("==", mk("+", c, Const(1)), Const(3))))},
+...               j, Var("K"))
+>>> at["%c"], at["%p"]
+((j % 3), ((j // 3) % 2))
+"""
+
+from __future__ import annotations
+
+from ..expr import mk, same, substitute
+from ..ir import BinOp, Const, Expr, Var, free_vars
+from ..pallas.loops import _induction
+
+
+def _ring(new: Expr, p: str):
+    """(step, modulus) when `new` is `(p + step) % S`."""
+    if isinstance(new, BinOp) and new.op == "%" and isinstance(new.rhs, Const) \
+            and new.rhs.value > 0:
+        inner = new.lhs
+        if isinstance(inner, BinOp) and inner.op == "+" and isinstance(inner.lhs, Var) \
+                and inner.lhs.name == p:
+            return inner.rhs, new.rhs.value
+        if isinstance(inner, Var) and inner.name == p:
+            return Const(0), new.rhs.value
+    return None
+
+
+def _wraps(e: Expr, rings: dict) -> tuple[str, bool] | None:
+    """(ring, _) when `e` is 1 exactly at iterations where that ring wraps: `c + 1 == S` for a
+    ring of step 1, or `(c + s) // S` (optionally `% 2`) for a ring of step s."""
+    if isinstance(e, BinOp) and e.op == "%" and isinstance(e.rhs, Const) and e.rhs.value == 2:
+        e = e.lhs
+    if isinstance(e, BinOp) and e.op == "==" and isinstance(e.rhs, Const):
+        lhs = e.lhs
+        if isinstance(lhs, BinOp) and lhs.op == "+" and isinstance(lhs.lhs, Var) \
+                and lhs.lhs.name in rings:
+            step, mod, _ = rings[lhs.lhs.name]
+            if same(lhs.rhs, Const(1)) and same(step, Const(1)) and e.rhs.value == mod:
+                return lhs.lhs.name, True
+    if isinstance(e, BinOp) and e.op == "//" and isinstance(e.rhs, Const):
+        lhs = e.lhs
+        if isinstance(lhs, BinOp) and lhs.op == "+" and isinstance(lhs.lhs, Var) \
+                and lhs.lhs.name in rings:
+            step, mod, _ = rings[lhs.lhs.name]
+            if same(lhs.rhs, step) and e.rhs.value == mod:
+                return lhs.lhs.name, True
+    return None
+
+
+def _below(init: Expr, mod: int) -> bool:
+    """Is `init` known to lie in [0, mod)?"""
+    if isinstance(init, Const):
+        return 0 <= init.value < mod
+    return isinstance(init, BinOp) and init.op == "%" and isinstance(init.rhs, Const) \
+        and init.rhs.value == mod
+
+
+def solve(carries: dict[str, tuple[Expr, Expr]], j: Var, trip: Expr | None):
+    """Closed forms {placeholder: value at iteration j} and {placeholder: value after `trip`
+    iterations} for the carries that have one; the others are missing from both."""
+    at: dict[str, Expr] = {}
+    rings: dict[str, tuple[Expr, int, Expr]] = {}      # placeholder -> (step, S, T_j)
+    names = set(carries)
+    for _ in range(len(carries) + 1):
+        progress = False
+        for p, (init, new) in carries.items():
+            if p in at or not isinstance(init, Expr):
+                continue
+            others = free_vars(new) & (names - {p})
+            ring = _ring(new, p)
+            if ring is not None and not (free_vars(ring[0]) & names) \
+                    and j.name not in free_vars(ring[0]) and _below(init, ring[1]):
+                total = mk("+", init, mk("*", j, ring[0]))
+                at[p] = mk("%", total, Const(ring[1]))
+                rings[p] = (ring[0], ring[1], total)
+                progress = True
+                continue
+            if isinstance(new, BinOp) and new.op == "xor" and isinstance(new.lhs, Var) \
+                    and new.lhs.name == p and isinstance(init, Const) and init.value in (0, 1):
+                wrap = _wraps(new.rhs, rings)
+                if wrap is not None:
+                    _, mod, total = rings[wrap[0]]
+                    at[p] = mk("xor", init, mk("%", mk("//", total, Const(mod)), Const(2)))
+                    progress = True
+                    continue
+            if others:
+                continue
+            value, _ = _induction(Var(p), init, new, j, None, names)
+            if value is not None:
+                at[p] = value
+                progress = True
+        if not progress:
+            break
+    after = {p: substitute(v, {j.name: trip}) for p, v in at.items()} if trip is not None else {}
+    return at, after

@@ -1,0 +1,144 @@
+"""Compile a declared Gluon launch to TTGIR on the CPU.
+
+`GluonASTSource.make_ir` runs the kernel's Python code through Triton's code generator for an
+explicit `GPUTarget`, so no driver or GPU is needed; the backend's `gluon_to_ttgir` then inlines
+the partition functions and folds constants, as `triton.compile` does before lowering to LLVM.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from ..ir import ModelError
+from .launch import Launch, TensorDesc
+
+SUPPORTED = ((3, 9), (3, 10))       # [lowest, first unsupported)
+
+
+def _triton():
+    try:
+        import triton
+    except ModuleNotFoundError:
+        raise ModelError("checking a Gluon kernel needs Triton",
+                         hint="install the Gluon extra: pip install 'barrierproof[gluon]'") from None
+    version = tuple(int(x) for x in re.findall(r"\d+", triton.__version__)[:2])
+    if not SUPPORTED[0] <= version < SUPPORTED[1]:
+        raise ModelError(f"triton {triton.__version__} is not a tested version",
+                         hint="install triton>=3.9,<3.10 (pip install 'barrierproof[gluon]')")
+    return triton
+
+
+def _target(spec: str):
+    from triton.backends.compiler import GPUTarget
+    m = re.fullmatch(r"cuda:(\d+)", spec)
+    if not m:
+        raise ModelError(f"target {spec!r} is not a CUDA target",
+                         hint="give target='cuda:100' (Blackwell) or 'cuda:90' (Hopper)")
+    return GPUTarget("cuda", int(m.group(1)), 32)
+
+
+def _desc_type(desc: TensorDesc) -> str:
+    from triton.experimental.gluon import language as gl
+    dtype = {"fp16": gl.float16, "bf16": gl.bfloat16, "fp32": gl.float32, "fp8e4nv": gl.float8e4nv,
+             "fp8e5": gl.float8e5, "i8": gl.int8, "i16": gl.int16, "i32": gl.int32,
+             "i64": gl.int64, "u8": gl.uint8, "fp64": gl.float64}.get(desc.dtype)
+    if dtype is None:
+        raise ModelError(f"tensor_desc element type {desc.dtype!r} cannot be compiled")
+    layout = desc.layout or gl.NVMMASharedLayout.get_default_for(list(desc.block_shape), dtype)
+    shape = ", ".join(map(str, desc.block_shape))
+    return f"tensordesc<{desc.dtype}[{shape}],{layout!r}>"
+
+
+def signature(launch: Launch) -> tuple[dict, dict]:
+    """Triton's signature (argument name -> type) and the constexpr values of the launch."""
+    fn = launch.kernel
+    sig, constexprs = {}, {}
+    for p in fn.params:
+        name = p.name
+        if p.is_constexpr:
+            if name in launch.args:
+                constexprs[name] = launch.args[name]
+            elif name == "num_warps":
+                constexprs[name] = launch.num_warps
+            elif p._param.default is not inspect.Parameter.empty:
+                constexprs[name] = p._param.default
+            else:
+                raise ModelError(f"constexpr argument {name!r} of {fn.__name__} has no value",
+                                 hint=f"give it in Launch(args={{{name!r}: ...}})")
+            sig[name] = "constexpr"
+            continue
+        if name not in launch.args:
+            raise ModelError(f"argument {name!r} of {fn.__name__} has no value",
+                             hint="give every runtime argument in Launch(args=...): "
+                                  "tensor_desc(...) for descriptors, ints for scalars")
+        value = launch.args[name]
+        if isinstance(value, TensorDesc):
+            sig[name] = _desc_type(value)
+        elif isinstance(value, bool):
+            sig[name] = "i1"
+        elif isinstance(value, int):
+            sig[name] = "i32" if -2**31 <= value < 2**31 else "i64"
+        elif isinstance(value, str):
+            sig[name] = value                       # an explicit Triton type, e.g. "*fp16"
+        else:
+            raise ModelError(f"argument {name!r} = {value!r} cannot be given to the compiler",
+                             hint="use tensor_desc(dtype, block_shape), an int or a type string")
+    unknown = set(launch.args) - {p.name for p in fn.params}
+    if unknown:
+        raise ModelError(f"{fn.__name__} has no argument {', '.join(sorted(unknown))}")
+    return sig, constexprs
+
+
+def to_ttgir(launch: Launch) -> str:
+    """The kernel's TTGIR as printed with its locations."""
+    _triton()
+    from triton._C.libtriton import ir
+    from triton.compiler.compiler import make_backend
+    from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
+    if not isinstance(launch.kernel, GluonJITFunction):
+        raise ModelError(f"{launch.kernel!r} is not a @gluon.jit kernel",
+                         hint="decorate it with triton.experimental.gluon.jit")
+    target = _target(launch.target)
+    backend = make_backend(target)
+    options = backend.parse_options({"num_warps": launch.num_warps, "num_ctas": launch.num_ctas})
+    sig, constexprs = signature(launch)
+    src = GluonASTSource(launch.kernel, sig, constexprs)
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    try:
+        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                             backend.get_module_map(), context)
+    except Exception as err:     # Triton's code generator: the user's kernel does not compile
+        raise _compile_error(err, launch) from None
+    module = backend.gluon_to_ttgir(module, {}, options, target.arch)
+    return module.str()
+
+
+def _compile_error(err: BaseException, launch: Launch) -> ModelError:
+    """Triton's CompilationError, innermost, as one line at the kernel's source line."""
+    from triton.compiler.errors import CompilationError
+    from ..ir import Loc
+    inner = err
+    while isinstance(inner.__cause__, CompilationError):
+        inner = inner.__cause__
+    if not isinstance(inner, CompilationError):
+        return ModelError(f"compiling {launch.kernel.__name__}: {type(err).__name__}: {err}")
+    text = inner.error_message or str(inner.__cause__ or "does not compile")
+    fn = launch.kernel
+    for obj in list(vars(inspect.getmodule(fn.fn) or fn).values()):    # the failing function
+        if getattr(obj, "src", None) == inner.src and hasattr(obj, "fn"):
+            fn = obj
+    loc = None
+    try:
+        file = inspect.getsourcefile(fn.fn)
+        lines, start = inspect.getsourcelines(fn.fn)
+        # the node's line counts from the `def`, the source lines from the decorator
+        decorators = next(k for k, line in enumerate(lines) if line.lstrip().startswith("def "))
+        if file and hasattr(inner.node, "lineno"):
+            loc = Loc(file, start + decorators + inner.node.lineno - 1)
+    except (OSError, TypeError):
+        pass
+    return ModelError(f"the Gluon kernel does not compile: {text.strip().splitlines()[-1]}",
+                      loc=loc, hint="fix the kernel so that triton compiles it")

@@ -1,0 +1,66 @@
+"""A Gluon kernel launch declared for checking: the kernel, its arguments, its target.
+
+Nothing here imports Triton, so the loader can recognise a declared launch in any file; the
+kernel is compiled (compile.py) only when it is checked.
+
+>>> d = tensor_desc("fp16", [128, 64])
+>>> d.nbytes
+16384
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+_DTYPE_BYTES = {"fp8e4nv": 1, "fp8e5": 1, "i8": 1, "u8": 1, "fp16": 2, "bf16": 2, "i16": 2,
+                "fp32": 4, "i32": 4, "tf32": 4, "fp64": 8, "i64": 8}
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """A TMA tensor descriptor argument: element type and block shape (what the kernel's
+    `desc.block_type` says), with the NVMMA shared layout Triton picks by default."""
+
+    dtype: str
+    block_shape: tuple[int, ...]
+    layout: Any = None           # a gl.NVMMASharedLayout; None: the default for the block
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.block_shape) * _DTYPE_BYTES[self.dtype]
+
+
+def tensor_desc(dtype: str, block_shape: Sequence[int], layout: Any = None) -> TensorDesc:
+    if dtype not in _DTYPE_BYTES:
+        from ..ir import ModelError
+        raise ModelError(f"tensor_desc: unknown element type {dtype!r}",
+                         hint=f"one of {', '.join(_DTYPE_BYTES)}")
+    return TensorDesc(dtype, tuple(int(n) for n in block_shape), layout)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """`Launch(kernel, args={...})`: check `kernel` (a `@gluon.jit` function) as launched with
+    `args` (descriptors via `tensor_desc`, ints, constexpr values by name).
+
+    Integer runtime arguments become parameters of the model, with the given value as their
+    default; those named in `symbolic` (all of them unless given) are quantified by `prove`.
+    `grid` gives `gl.num_programs` per axis (`gl.program_id` becomes a parameter below it)."""
+
+    kernel: Any
+    args: Mapping[str, Any] = field(default_factory=dict)
+    num_warps: int = 4
+    num_ctas: int = 1
+    target: str = "cuda:100"
+    grid: tuple[int, ...] = (1,)
+    symbolic: tuple[str, ...] | None = None
+    name: str | None = None
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+def is_launch(obj: Any) -> bool:
+    return isinstance(obj, Launch)

@@ -1,0 +1,685 @@
+"""TTGIR of one Gluon kernel to an IR `Kernel`.
+
+The entry function is evaluated like a jaxpr: integers symbolically (kernel arguments become
+parameters, `scf.for` induction variables loop variables, carried counters closed forms), shared
+memory as allocations indexed by `ttg.memdesc_index`. `ttg.warp_specialize` makes each partition
+a thread of the IR (`partition == 0` is the default partition, which also runs the code around
+it), with its warp count in the notes. HANDLERS is the one table from TTGIR op to its rule;
+LOCAL lists the ops that do not synchronize. Any other op, and any synchronizing op whose
+operands the translator cannot follow, becomes an `unmodeled` op (BP190) at its source line.
+
+Gluon's mbarrier operations are the PTX ones, issued once per partition: `barrier_expect` is
+arrive.expect_tx (one arrival), `arrive_barrier` arrives `count` times, `wait_barrier` waits for
+the phase of the given parity, a TMA load only completes its bytes, and an MMA's `mbarriers=` are
+tcgen05.commit arrivals issued right after it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, \
+    opaque_vars, same, stmt_vars, substitute, substitute_stmts
+from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, Loop, ModelError, Op,
+                  Param, UNKNOWN_LOC, Var, When, free_vars)
+from .carries import solve
+from .ttgir import Module, Operation, Region, split_operands
+
+# A loop-carried value while its loop is translated; replaced by its closed form after.
+CARRY_PREFIX = "%"
+UNROLL_LIMIT = 64        # a loop whose carries have no closed form is unrolled up to this trip
+
+_ELEM_BYTES = {"i1": 1, "i8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "f16": 2, "bf16": 2, "i16": 2,
+               "f32": 4, "i32": 4, "tf32": 4, "f64": 8, "i64": 8}
+_CMP = {"eq": "==", "ne": "!=", "slt": "<", "ult": "<", "sle": "<=", "ule": "<=", "sgt": ">",
+        "ugt": ">", "sge": ">=", "uge": ">="}
+
+# Ops that neither synchronize nor compute an integer the protocol depends on.
+LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|remsi|remui|andi|"
+                   r"ori|xori|cmpi|select|extsi|extui|trunci|index_cast|bitcast|minsi|maxsi|"
+                   r"minui|maxui|shli|shrsi|shrui|ceildivsi|floordivsi)|ub\.poison|"
+                   r"tt\.(splat|broadcast|expand_dims|make_range|addptr|load|store|reshape|trans|"
+                   r"reduce|reduce\.return|dot|fp_to_fp|bitcast|int_to_ptr|ptr_to_int|join|split|"
+                   r"cat|histogram|gather|clampf|precise_sqrt|precise_divf|mulhiui|"
+                   r"descriptor_load|descriptor_store|assert|print|return|elementwise_inline_asm)$|"
+                   r"ttg\.(convert_layout|local_load|local_store|local_dealloc|memdesc_trans|"
+                   r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
+                   r"warp_return|fp4_to_fp|upcast_mxfp)$|"
+                   r"ttng\.(tmem_load|tmem_store|tmem_subslice|tmem_copy|fence_async_shared|"
+                   r"async_tma_copy_local_to_global|async_tma_store_wait|async_tma_reduce|"
+                   r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire|"
+                   r"warp_group_dot|warp_group_dot_wait)$|scf\.yield$)")
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """A `ttg.local_alloc` / `ttng.tmem_alloc`: its name in the kernel, dims, element type."""
+
+    name: str
+    dims: tuple[int, ...]
+    elem: str
+    space: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Mem:
+    """A memory descriptor: an allocation with its leading dimensions indexed."""
+
+    alloc: Alloc
+    index: tuple[Expr, ...] = ()
+
+
+class Unread(Exception):
+    """An operand the translator cannot follow: the op becomes BP190 with this reason."""
+
+
+def _memdesc(text: str) -> tuple[tuple[int, ...], str] | None:
+    """Dims and element type of the last `!ttg.memdesc<AxBxT, ...>` on a line."""
+    found = re.findall(r"memdesc<((?:\d+x)*)(\w+)\s*[,>]", text)
+    if not found:
+        return None
+    dims, elem = found[-1]
+    return tuple(int(d) for d in dims.split("x") if d), elem
+
+
+class Translator:
+    def __init__(self, module: Module, name: str, loc: Loc, expect: str | None, launch):
+        self.module = module
+        self.name = name
+        self.loc = loc
+        self.expect = expect
+        self.launch = launch
+        self.values: dict[str, Any] = {}
+        self.barriers: dict[Alloc, BarrierAlloc] = {}
+        self.invalidated: set[Alloc] = set()
+        self.params: dict[str, Param] = {}
+        self.assumptions: list[Expr] = []
+        self.notes: list[str] = []
+        self.setup = True                   # before the first barrier operation: inits allowed
+        self.threads: list[tuple[str, int, list]] = []
+        self._names: set[str] = set()
+        self._ids = itertools.count()
+        import triton
+        self._triton_dir = os.path.dirname(triton.__file__) + os.sep
+
+    # -- names and places --------------------------------------------------------------------
+
+    def fresh(self, base: str) -> str:
+        base = re.sub(r"\W+", "_", base.lstrip("%")).strip("_") or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        name, n = base, 1
+        while name in self._names:
+            n += 1
+            name = f"{base}{n}"
+        self._names.add(name)
+        return name
+
+    def where(self, op: Operation | str) -> Loc:
+        """The user's line: the innermost frame outside Triton's own library."""
+        loc = op.loc if isinstance(op, Operation) else op
+        frames = self.module.frames(loc)
+        for file, line in frames:
+            if not os.path.abspath(file).startswith(self._triton_dir):
+                return Loc(file, line)
+        return Loc(*frames[0]) if frames else self.loc
+
+    def unmodeled(self, op: Operation, reason: str) -> Op:
+        return Op("unmodeled", name=f"{op.name}: {reason}", loc=self.where(op))
+
+    # -- values ------------------------------------------------------------------------------
+
+    def value(self, name: str) -> Any:
+        if name not in self.values:
+            return opaque(name.lstrip("%"))
+        return self.values[name]
+
+    def int_value(self, name: str, what: str) -> Expr:
+        v = self.value(name)
+        if not isinstance(v, Expr):
+            raise Unread(f"{what} `{name}` is not an integer")
+        if opaque_vars(v):
+            raise Unread(f"{what} depends on data the model does not track (`{name}`)")
+        return v
+
+    def barrier(self, name: str) -> BarrierRef:
+        mem = self.value(name)
+        if not isinstance(mem, Mem):
+            raise Unread(f"`{name}` is not a barrier the translator can follow")
+        alloc = mem.alloc
+        if alloc in self.invalidated:
+            raise Unread(f"barrier `{alloc.name}` is used after ttng.inval_barrier "
+                         "(re-use of its memory is not modelled)")
+        bar = self.barriers.get(alloc)
+        if bar is None:
+            raise ModelError(f"barrier `{alloc.name}` is used before ttng.init_barrier",
+                             loc=alloc.loc, hint="mbarrier.init every barrier before its use")
+        index = tuple(mem.index)
+        if any(opaque_vars(i) for i in index):
+            raise Unread(f"the index of barrier `{alloc.name}` depends on data")
+        if bar.scalar:
+            index = ()
+        elif len(index) != len(bar.shape):
+            raise Unread(f"barrier `{alloc.name}` is used with {len(index)} of its "
+                         f"{len(bar.shape)} indices")
+        return BarrierRef(bar, index)
+
+    def param(self, name: str, default: int | None, symbolic: bool = True) -> Var:
+        var = self.fresh(name)
+        self.params[var] = Param(var, default, symbolic)
+        return Var(var)
+
+    # -- the kernel --------------------------------------------------------------------------
+
+    def kernel(self) -> Kernel:
+        fn = self.module.entry()
+        symbolic = self.launch.symbolic
+        for arg, ty in zip(fn.args, fn.arg_types):
+            plain = arg.lstrip("%")
+            if re.fullmatch(r"i(1|8|16|32|64)", ty):
+                given = self.launch.args.get(plain)
+                default = int(given) if isinstance(given, int) else None
+                sym = symbolic is None or plain in symbolic
+                self.values[arg] = self.param(plain, default, sym and default is not None)
+            else:
+                self.values[arg] = opaque(plain)
+        body = self.block(fn.body, top=True)
+        if not self.threads:
+            threads = [("kernel", self.launch.num_warps, body)]
+        else:
+            threads = self._fork_join(self.threads, body)
+        if len(threads) == 1:
+            program = tuple(threads[0][2])
+        else:
+            program = tuple(When(Var("partition") == Const(k), tuple(stmts), (), self.loc)
+                            for k, (_, _, stmts) in enumerate(threads))
+            self.notes.append("partitions: " + ", ".join(
+                f"{k} = {label} ({w} warp{'s' if w != 1 else ''})"
+                for k, (label, w, _) in enumerate(threads)))
+        program = self._unsolved(program)
+        used = stmt_vars(program)
+        params = {n: p for n, p in self.params.items() if n in used}
+        assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
+        self.notes.append("shared- and tensor-memory accesses are not modelled by the Gluon "
+                          "frontend yet: races (BP200/BP201) are not checked")
+        return Kernel(
+            name=self.name, body=program, barriers=tuple(self.barriers.values()),
+            params=params, num_threads=Const(len(threads)), thread_axis="partition",
+            num_warps=self.launch.num_warps, assumptions=assumptions, loc=self.loc,
+            source="gluon", expect=self.expect, notes=tuple(self.notes))
+
+    def _unsolved(self, program: tuple) -> tuple:
+        """An op still naming an opaque value (a carry with no closed form) is not modelled."""
+        from ..ir import map_ops
+
+        def check(op: Op):
+            exprs = [op.count, op.bytes, op.parity, op.phase]
+            if op.barrier is not None:
+                exprs += list(op.barrier.index)
+            if any(e is not None and (opaque_vars(e) or any(
+                    v.startswith(CARRY_PREFIX) for v in free_vars(e))) for e in exprs):
+                return Op("unmodeled", name=f"{op.describe()}: depends on a value the model "
+                          "does not track", loc=op.loc)
+            return op
+        return map_ops(program, check)
+
+    # -- blocks ------------------------------------------------------------------------------
+
+    def block(self, ops: list[Operation], top: bool = False) -> list:
+        out: list = []
+        for op in ops:
+            handler = HANDLERS.get(op.name)
+            try:
+                if handler is not None:
+                    results = handler(self, op, out)
+                elif op.name == "ttg.warp_specialize" and top:
+                    results = self.warp_specialize(op, out)
+                elif LOCAL.match(op.name) and not any(self._syncs(r.ops) for r in op.regions):
+                    results = None
+                else:
+                    out.append(self.unmodeled(op, "not modelled"))
+                    results = None
+            except Unread as why:
+                out.append(self.unmodeled(op, str(why)))
+                results = None
+            for k, r in enumerate(op.results):
+                v = results[k] if results is not None and k < len(results) else None
+                self.values[r] = v if v is not None else opaque(r.lstrip("%"))
+        return out
+
+    def _syncs(self, ops: list[Operation]) -> bool:
+        """Does a region of a local op (a reduction's combiner, ...) hold anything else?"""
+        return any(not (LOCAL.match(op.name) or op.name.startswith("arith."))
+                   or self._syncs([o for r in op.regions for o in r.ops]) for op in ops)
+
+    def guarded(self, out: list, pred: Expr, stmt, op: Operation) -> None:
+        if isinstance(pred, Const):
+            if pred.value:
+                out.append(stmt)
+            return
+        out.append(When(pred, (stmt,), (), self.where(op)))
+
+    def sync_started(self) -> None:
+        self.setup = False
+
+    # -- structure: warp_specialize, scf.for, scf.if -----------------------------------------
+
+    def warp_specialize(self, op: Operation, out: list):
+        if self.threads:
+            raise Unread("a second warp_specialize in one kernel is not modelled")
+        captures = op.operands
+        default = next((r for r in op.regions if r.label == "default"), None)
+        workers = [r for r in op.regions if r.label.startswith("partition")]
+        pre = list(out)
+        out.clear()
+        self._pre_len = len(pre)
+        stmts = self.block(default.ops) if default else []
+        self.threads.append(("default", self.launch.num_warps, pre + stmts))
+        for region in workers:
+            for arg, cap in zip(region.args, captures):
+                self.values[arg] = self.value(cap)
+            m = re.search(r"num_warps\((\d+)\)", region.header)
+            warps = int(m.group(1)) if m else 0
+            self.threads.append((region.label, warps, self.block(region.ops)))
+        return None
+
+    def _fork_join(self, threads: list, post: list) -> list:
+        """Workers start at warp_specialize, after the default partition's code before it; the
+        code after it runs once every partition has returned. Both orders are real: they become
+        a barrier each (arrived by the side that goes first) when there is code to order."""
+        (label, warps, default), workers = threads[0], threads[1:]
+        pre, inner = default[:self._pre_len], default[self._pre_len:]
+        loc = self.loc
+        if pre:
+            start = BarrierAlloc("warp_specialize_start", Const(1), loc=loc)
+            self.barriers[Alloc("warp_specialize_start", (1,), "i64", "smem", loc)] = start
+            pre = pre + [Op("arrive", BarrierRef(start), loc=loc)]
+            workers = [(lb, w, [Op("wait_parity", BarrierRef(start), parity=Const(0), loc=loc)]
+                        + list(stmts)) for lb, w, stmts in workers]
+        if post:
+            end = BarrierAlloc("warp_specialize_end", Const(len(workers)), loc=loc)
+            self.barriers[Alloc("warp_specialize_end", (1,), "i64", "smem", loc)] = end
+            workers = [(lb, w, list(stmts) + [Op("arrive", BarrierRef(end), loc=loc)])
+                       for lb, w, stmts in workers]
+            post = [Op("wait_parity", BarrierRef(end), parity=Const(0), loc=loc)] + post
+        return [(label, warps, pre + inner + post)] + workers
+
+    def scf_for(self, op: Operation, out: list):
+        m = re.match(r"^scf\.for\s+(%[\w.$-]+)\s*=\s*(%[\w.$#-]+)\s+to\s+(%[\w.$#-]+)\s+step\s+"
+                     r"(%[\w.$#-]+)", op.text)
+        if not m:
+            raise Unread("the loop header cannot be read")
+        ivar, lb, ub, step = m.groups()
+        lo = self.int_value(lb, "the lower bound")
+        hi = self.int_value(ub, "the upper bound")
+        st = self.int_value(step, "the step")
+        if not (isinstance(st, Const) and st.value > 0) and not free_vars(st):
+            raise Unread("a loop step that is not positive")
+        span = mk("-", hi, lo)
+        trip = span if same(st, Const(1)) else mk("//", mk("+", span, mk("-", st, Const(1))), st)
+        trip = trip if isinstance(trip, Const) and trip.value >= 0 else mk("max", Const(0), trip)
+        if isinstance(trip, Const):
+            trip = Const(max(0, trip.value))
+        inits = []
+        if "iter_args" in op.text:
+            inits = re.findall(r"%[\w.$-]+\s*=\s*(%[\w.$#-]+)", op.text.split("iter_args", 1)[1])
+        region = op.regions[0]
+        carried = region.args[1:]
+        j = Var(self.fresh(ivar))
+        index = mk("+", lo, mk("*", j, st))
+        placeholders = {}
+        for arg, init in zip(carried, inits):
+            ph = Var(CARRY_PREFIX + self.fresh(arg))
+            placeholders[arg] = (ph, self.value(init))
+            self.values[arg] = ph
+        self.values[ivar] = index
+        body = self.block(region.ops)
+        yields = self._yields(region)
+        carries = {ph.name: (init if isinstance(init, Expr) else opaque("carry"),
+                             yields[k] if k < len(yields) and isinstance(yields[k], Expr)
+                             else opaque("carry"))
+                   for k, (ph, init) in enumerate(placeholders.values())}
+        at, after = solve(carries, j, trip)
+        needed = {p for p in carries if p in stmt_vars(body)}
+        if needed - set(at):
+            if isinstance(trip, Const) and trip.value <= UNROLL_LIMIT:
+                return self._unrolled(op, region, ivar, lo, st, trip.value, placeholders, inits,
+                                      out)
+            names = ", ".join(sorted(a for a, (ph, _) in placeholders.items()
+                                     if ph.name in needed - set(at)))
+            raise Unread(f"the loop-carried {names} has no closed form and the trip count "
+                         f"`{trip}` is not a constant")
+        body = substitute_stmts(body, at)
+        if body:
+            self.sync_started()
+            out.append(Loop(j.name, trip, tuple(body), self.where(op)))
+        return [after.get(ph.name, opaque("carry")) for ph, _ in placeholders.values()]
+
+    def _unrolled(self, op, region, ivar, lo, st, trip, placeholders, inits, out):
+        current = [self.value(i) for i in inits]
+        for k in range(trip):
+            self.values[ivar] = mk("+", lo, Const(k * st.value)) if isinstance(st, Const) \
+                else mk("+", lo, mk("*", Const(k), st))
+            for arg, v in zip(placeholders, current):
+                self.values[arg] = v
+            out.extend(self.block(region.ops))
+            current = self._yields(region)
+        return current
+
+    def _yields(self, region: Region) -> list:
+        last = region.ops[-1] if region.ops else None
+        if last is None or last.name != "scf.yield":
+            return []
+        return [self.value(v) for v in last.operands]
+
+    def scf_if(self, op: Operation, out: list):
+        cond = self.int_value(op.operands[0], "the condition")
+        then = self.block(op.regions[0].ops)
+        then_y = self._yields(op.regions[0])
+        orelse, else_y = [], []
+        if len(op.regions) > 1:
+            orelse = self.block(op.regions[1].ops)
+            else_y = self._yields(op.regions[1])
+        if isinstance(cond, Const):
+            out.extend(then if cond.value else orelse)
+            return then_y if cond.value else else_y
+        if then or orelse:
+            out.append(When(cond, tuple(then), tuple(orelse), self.where(op)))
+        return [self._select(cond, a, b) for a, b in zip(then_y, else_y)]
+
+    @staticmethod
+    def _select(cond, a, b):
+        if not (isinstance(a, Expr) and isinstance(b, Expr)):
+            return a if a is b else None
+        if isinstance(cond, Const):
+            return a if cond.value else b
+        # `p ^ 1 if wrap else p` is `p ^ wrap`; `0 if c + 1 == S else c + 1` is `(c + 1) % S`
+        # (the carry analysis accepts it only for a c known to stay below S)
+        from ..ir import BinOp
+        if isinstance(a, BinOp) and a.op == "xor" and same(a.lhs, b) and same(a.rhs, Const(1)):
+            return mk("xor", b, cond)
+        if isinstance(cond, BinOp) and cond.op == "==" and isinstance(cond.rhs, Const) \
+                and same(a, Const(0)) and same(b, cond.lhs) and cond.rhs.value > 0:
+            return mk("%", b, cond.rhs)
+        return mk_select(cond, [b, a])
+
+    # -- integers ----------------------------------------------------------------------------
+
+    def constant(self, op: Operation, out):
+        m = re.match(r"^arith\.constant\s+(true|false|-?\d+)\s*(?::\s*(\w+))?\s*$", op.text)
+        if not m:
+            return None                           # a tensor or float constant: data
+        text = m.group(1)
+        return [Const(1 if text == "true" else 0 if text == "false" else int(text))]
+
+    def binary(self, op: Operation, out):
+        args = [self.value(a) for a in op.operands[:2]]
+        if not all(isinstance(a, Expr) for a in args) or len(args) != 2:
+            return None
+        a, b = args
+        kind = op.name.split(".")[1]
+        if kind == "addi":
+            return [mk("+", a, b)]
+        if kind == "subi":
+            return [mk("-", a, b)]
+        if kind == "muli":
+            return [mk("*", a, b)]
+        if kind == "divsi":
+            return [mk_div(a, b)]
+        if kind in ("divui", "floordivsi"):
+            return [mk("//", a, b)]
+        if kind == "ceildivsi":
+            return [mk("//", mk("+", a, mk("-", b, Const(1))), b)]
+        if kind == "remsi":
+            return [mk_rem(a, b)]
+        if kind == "remui":
+            return [mk("%", a, b)]
+        if kind in ("minsi", "minui"):
+            return [mk("min", a, b)]
+        if kind in ("maxsi", "maxui"):
+            return [mk("max", a, b)]
+        if kind in ("andi", "ori", "xori"):
+            return [self._bitwise(kind, a, b)]
+        if kind == "shli" and isinstance(b, Const):
+            return [mk("*", a, Const(1 << b.value))]
+        if kind in ("shrsi", "shrui") and isinstance(b, Const):
+            return [mk("//", a, Const(1 << b.value))]
+        return None
+
+    @staticmethod
+    def _bitwise(kind: str, a: Expr, b: Expr) -> Expr:
+        if isinstance(a, Const) and not isinstance(b, Const):
+            a, b = b, a
+        if kind == "andi":
+            if is_bool(a) and is_bool(b):
+                return mk("and", a, b)
+            if isinstance(b, Const) and b.value > 0 and b.value & (b.value + 1) == 0:
+                return mk("%", a, Const(b.value + 1))             # x & (2^k - 1)
+            return opaque("bits")
+        if kind == "ori":
+            if is_bool(a) and is_bool(b):
+                return mk("or", a, b)
+            return opaque("bits")
+        if is_bool(a) and same(b, Const(1)):
+            return mk_not(a)
+        return mk("xor", a, b)
+
+    def cmpi(self, op: Operation, out):
+        m = re.match(r"^arith\.cmpi\s+(\w+)\s*,", op.text)
+        args = [self.value(a) for a in op.operands[:2]]
+        if not m or m.group(1) not in _CMP or not all(isinstance(a, Expr) for a in args):
+            return None
+        return [mk(_CMP[m.group(1)], args[0], args[1])]
+
+    def select(self, op: Operation, out):
+        c, a, b = (self.value(x) for x in op.operands[:3])
+        if not isinstance(c, Expr):
+            return None
+        return [self._select(c, a, b)]
+
+    def cast(self, op: Operation, out):
+        v = self.value(op.operands[0]) if op.operands else None
+        return [v] if isinstance(v, Expr) else None
+
+    def program_id(self, op: Operation, out):
+        axis = op.text.split()[1] if len(op.text.split()) > 1 else "x"
+        nprog = self._num_programs(axis)
+        pid = self.param(f"pid_{axis}", 0)
+        self.assumptions.append(pid < nprog)
+        return [pid]
+
+    def num_programs(self, op: Operation, out):
+        axis = op.text.split()[1] if len(op.text.split()) > 1 else "x"
+        return [self._num_programs(axis)]
+
+    def _num_programs(self, axis: str) -> Var:
+        key = f"%num_programs_{axis}"
+        if key not in self.values:
+            k = "xyz".index(axis) if axis in "xyz" else 0
+            grid = self.launch.grid
+            n = self.param(f"num_programs_{axis}", grid[k] if k < len(grid) else 1)
+            self.assumptions.append(n >= 1)
+            self.values[key] = n
+        return self.values[key]
+
+    # -- memory ------------------------------------------------------------------------------
+
+    def local_alloc(self, op: Operation, out):
+        desc = _memdesc(op.text)
+        if desc is None:
+            return None
+        space = "tmem" if op.name == "ttng.tmem_alloc" else "smem"
+        name = op.results[0].lstrip("%") if op.results else f"alloc{next(self._ids)}"
+        name = re.sub(r"_\d+$", "", name) if not name[0].isdigit() else f"alloc{name}"
+        return [Mem(Alloc(self.fresh(name), desc[0], desc[1], space, self.where(op)))]
+
+    def memdesc_index(self, op: Operation, out):
+        src, *idx = op.operands
+        mem = self.value(src)
+        if not isinstance(mem, Mem):
+            return None
+        index = [self.value(i) for i in idx]
+        if not all(isinstance(i, Expr) for i in index):
+            return [Mem(mem.alloc, mem.index + tuple(opaque("index") for _ in index))]
+        return [Mem(mem.alloc, mem.index + tuple(index))]
+
+    def view(self, op: Operation, out):
+        """A view of the same slots (transpose, subslice along inner dims, reinterpret)."""
+        mem = self.value(op.operands[0]) if op.operands else None
+        return [mem] if isinstance(mem, Mem) else None
+
+    # -- barriers ----------------------------------------------------------------------------
+
+    def init_barrier(self, op: Operation, out):
+        args = split_operands(op.text[len(op.name):])
+        mem = self.value(op.operands[0])
+        if not isinstance(mem, Mem) or len(args) < 2 or not args[1].strip().isdigit():
+            raise Unread("the barrier or its count cannot be read")
+        count = int(args[1])
+        alloc = mem.alloc
+        if not self.setup or self.threads:
+            raise Unread(f"barrier `{alloc.name}` initialised after the protocol started "
+                         "(re-initialisation is not modelled)")
+        old = self.barriers.get(alloc)
+        if old is not None:
+            if not same(old.num_arrivals, Const(count)):
+                raise Unread(f"the barriers of `{alloc.name}` are initialised with different "
+                             f"counts ({old.num_arrivals} and {count})")
+            return None
+        if alloc.elem != "i64" or alloc.space != "smem":
+            raise Unread(f"`{alloc.name}` is not an array of mbarriers")
+        shape = alloc.dims[:-1]
+        self.barriers[alloc] = BarrierAlloc(
+            alloc.name, Const(count), tuple(Const(d) for d in shape) or (Const(1),),
+            orders_tensor_core=True, loc=alloc.loc, scalar=not shape)
+        return None
+
+    def inval_barrier(self, op: Operation, out):
+        mem = self.value(op.operands[0])
+        if not isinstance(mem, Mem):
+            raise Unread(f"`{op.operands[0]}` is not a barrier the translator can follow")
+        if mem.alloc not in self.invalidated:      # one inval per barrier of an array
+            self.barrier(op.operands[0])
+            self.invalidated.add(mem.alloc)
+        return None
+
+    def _pred(self, name: str | None) -> Expr:
+        return Const(1) if name is None else self.int_value(name, "the predicate")
+
+    def barrier_expect(self, op: Operation, out):
+        args = split_operands(op.text[len(op.name):])
+        if len(args) < 2 or not re.fullmatch(r"\d+", args[1].strip()):
+            raise Unread("the expected byte count cannot be read")
+        bar = self.barrier(op.operands[0])
+        pred = self._pred(args[2].strip() if len(args) > 2 else None)
+        self.sync_started()
+        self.guarded(out, pred, Op("arrive_expect_tx", bar, bytes=Const(int(args[1])),
+                                   loc=self.where(op)), op)
+
+    def arrive_barrier(self, op: Operation, out):
+        args = split_operands(op.text[len(op.name):])
+        if len(args) < 2 or not re.fullmatch(r"\d+", args[1].strip()):
+            raise Unread("the arrival count cannot be read")
+        if re.search(r"\bfrom_cta\b|\bremote\b|multicast", op.text):
+            raise Unread("a remote (cluster) arrive is not modelled yet")
+        bar = self.barrier(op.operands[0])
+        pred = self._pred(args[2].strip() if len(args) > 2 else None)
+        self.sync_started()
+        self.guarded(out, pred, Op("arrive", bar, count=Const(int(args[1])),
+                                   loc=self.where(op)), op)
+
+    def wait_barrier(self, op: Operation, out):
+        args = split_operands(op.text[len(op.name):])
+        bar = self.barrier(op.operands[0])
+        phase = self.int_value(args[1].strip(), "the phase")
+        pred = self._pred(args[2].strip() if len(args) > 2 and args[2].strip().startswith("%")
+                          else None)
+        self.sync_started()
+        self.guarded(out, pred, Op("wait_parity", bar, parity=mk("%", phase, Const(2)),
+                                   loc=self.where(op)), op)
+
+    def tma_load(self, op: Operation, out):
+        head = op.text.split(" : ")[0]
+        if "multicast" in op.text:
+            raise Unread("a multicast TMA load is not modelled yet")
+        m = re.match(r"^\S+\s+%[\w.$#-]+\[[^\]]*\]\s+(%[\w.$#-]+)\s*,\s*(%[\w.$#-]+)"
+                     r"(?:\s*,\s*(%[\w.$#-]+))?", head)
+        desc = _memdesc(op.text)
+        if not m or desc is None or desc[1] not in _ELEM_BYTES:
+            raise Unread("the destination or barrier of the copy cannot be read")
+        bar = self.barrier(m.group(2))
+        nbytes = math.prod(desc[0]) * _ELEM_BYTES[desc[1]]
+        pred = self._pred(m.group(3))
+        self.sync_started()
+        self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op)),
+                     op)
+
+    def mma(self, op: Operation, out):
+        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
+        # a, b, acc[token], use_acc, pred, then barrier[pred] pairs
+        pred = self._pred(args[4]) if len(args) > 4 and args[4].startswith("%") else Const(1)
+        barriers = args[5:]
+        asynchronous = "is_async" in op.text or barriers
+        self.sync_started()
+        if not asynchronous:
+            return None                  # a synchronous MMA completes before the next op
+        loc = self.where(op)
+        self.guarded(out, pred, Op("tcgen05_mma", None, loc=loc), op)
+        for spec in barriers:
+            m = re.match(r"^(%[\w.$#-]+)\[(%[\w.$#-]+)?\]$", spec)
+            if not m:
+                raise Unread(f"the completion barrier {spec!r} cannot be read")
+            bar = self.barrier(m.group(1))
+            when = mk("and", pred, self._pred(m.group(2))) if m.group(2) else pred
+            self.guarded(out, when, Op("tcgen05_commit_arrive", bar, loc=loc), op)
+        return None
+
+    def commit(self, op: Operation, out):
+        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
+        bar = self.barrier(op.operands[0])
+        if len(args) > 2:
+            raise Unread("a commit that tracks only some descriptors is not modelled")
+        pred = self._pred(args[1]) if len(args) > 1 and args[1].startswith("%") else Const(1)
+        self.sync_started()
+        self.guarded(out, pred, Op("tcgen05_commit_arrive", bar, loc=self.where(op)), op)
+
+
+_BINARY = ("addi", "subi", "muli", "divsi", "divui", "remsi", "remui", "andi", "ori", "xori",
+           "minsi", "maxsi", "minui", "maxui", "shli", "shrsi", "shrui", "ceildivsi",
+           "floordivsi")
+
+# TTGIR op -> its rule. Each returns the op's result values (None: opaque data).
+HANDLERS: dict[str, Callable] = {
+    "arith.constant": Translator.constant,
+    **{f"arith.{k}": Translator.binary for k in _BINARY},
+    "arith.cmpi": Translator.cmpi,
+    "arith.select": Translator.select,
+    **{f"arith.{k}": Translator.cast for k in ("extsi", "extui", "trunci", "index_cast",
+                                               "bitcast")},
+    "tt.get_program_id": Translator.program_id,
+    "tt.get_num_programs": Translator.num_programs,
+    "scf.for": Translator.scf_for,
+    "scf.if": Translator.scf_if,
+    "ttg.local_alloc": Translator.local_alloc,
+    "ttng.tmem_alloc": Translator.local_alloc,
+    "ttg.memdesc_index": Translator.memdesc_index,
+    "ttg.memdesc_trans": Translator.view,
+    "ttg.memdesc_reinterpret": Translator.view,
+    "ttg.memdesc_subslice": Translator.view,
+    "ttng.tmem_subslice": Translator.view,
+    "ttng.init_barrier": Translator.init_barrier,
+    "ttng.inval_barrier": Translator.inval_barrier,
+    "ttng.barrier_expect": Translator.barrier_expect,
+    "ttng.arrive_barrier": Translator.arrive_barrier,
+    "ttng.wait_barrier": Translator.wait_barrier,
+    "ttng.async_tma_copy_global_to_local": Translator.tma_load,
+    "ttng.tc_gen5_mma": Translator.mma,
+    "ttng.tc_gen5_commit": Translator.commit,
+}

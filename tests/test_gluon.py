@@ -1,0 +1,212 @@
+"""The Gluon frontend: kernels compiled to TTGIR on the CPU, each construct translated, the
+examples' verdicts, and counterexamples on the kernel's own Python lines."""
+
+import inspect
+import os
+
+import pytest
+
+pytest.importorskip("triton")
+
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_commit  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
+
+from barrierproof.checker.check import Options, check_kernel  # noqa: E402
+from barrierproof.loader import resolve  # noqa: E402
+from barrierproof.model.gluon import Launch, load, tensor_desc  # noqa: E402
+from barrierproof.model.interpreter import replay  # noqa: E402
+from barrierproof.model.ir import Loop, ModelError, When, iter_ops, walk  # noqa: E402
+from barrierproof.model.semantics import System  # noqa: E402
+
+from conftest import EXAMPLES  # noqa: E402
+
+HERE = os.path.abspath(__file__)
+EXAMPLE = os.path.join(EXAMPLES, "gluon", "ws_matmul.py")
+
+
+def line_of(fn, text: str) -> int:
+    """The line of this file on which `text` appears inside `fn`."""
+    lines, start = inspect.getsourcelines(fn.fn)
+    return start + next(k for k, line in enumerate(lines) if text in line)
+
+
+# -- kernels, one construct each -------------------------------------------------------------
+
+@gluon.jit
+def counters(desc, n, STAGES: gl.constexpr):
+    """A single partition cycling a ring with carried slot and phase counters."""
+    bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_type.shape, desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(bars.index(i), count=1)
+    slot = 0
+    phase = 0
+    for k in range(n):
+        mbarrier.expect(bars.index(slot), desc.block_type.nbytes)
+        tma.async_load(desc, [0, k * 64], bars.index(slot), bufs.index(slot))
+        mbarrier.wait(bars.index(slot), phase)
+        slot += 1
+        if slot == STAGES:
+            slot = 0
+            phase ^= 1
+
+
+@gluon.jit
+def persistent(n_tiles, SKIP_ARRIVE: gl.constexpr):
+    """`for tile in range(pid, n, num_programs)` with a predicated arrive and a branch."""
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    done = 0
+    for tile in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+        if SKIP_ARRIVE:
+            if done % 2 == 0:
+                mbarrier.arrive(bar, count=1)
+        else:
+            mbarrier.arrive(bar, count=1, pred=tile < n_tiles)
+        mbarrier.wait(bar, done & 1)
+        done += 1
+
+
+@gluon.jit
+def commit_ws(bar_count: gl.constexpr):
+    """A commit in a worker partition, waited on by the default partition."""
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=bar_count)
+    gl.warp_specialize([(waiter, (bar,)), (committer, (bar,))], [1], [24])
+
+
+@gluon.jit
+def waiter(bar):
+    mbarrier.wait(bar, 0)
+
+
+@gluon.jit
+def committer(bar):
+    tcgen05_commit(bar)
+
+
+@gluon.jit
+def unknown_sync(n):
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    gl.barrier()
+    mbarrier.arrive(bar, count=1)
+    mbarrier.wait(bar, 0)
+
+
+@gluon.jit
+def does_not_compile(n):
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.wait(bar, undefined_name)  # noqa: F821
+
+
+DESC = tensor_desc("fp16", [128, 64])
+
+
+def verdict_of(kernel, **kw):
+    return check_kernel(kernel, options=Options(**kw))
+
+
+# -- constructs ------------------------------------------------------------------------------
+
+def test_carried_ring_counters_have_closed_forms_and_the_ring_is_verified():
+    kernel = load(Launch(counters, args=dict(desc=DESC, n=7, STAGES=3)))
+    loops = [s for s in walk(kernel.body) if isinstance(s, Loop)]
+    assert len(loops) == 1 and repr(loops[0].trip) == "n"
+    wait = next(op for op in iter_ops(kernel.body) if op.kind == "wait_parity")
+    k = loops[0].var
+    assert repr(wait.parity) == f"(({k} // 3) % 2)"
+    assert repr(wait.barrier) == f"bars[({k} % 3)]"
+    load_op = next(op for op in iter_ops(kernel.body) if op.kind == "tma_load")
+    assert load_op.bytes.value == 128 * 64 * 2
+    assert load_op.loc.file == HERE and load_op.loc.line == line_of(counters, "tma.async_load")
+    assert kernel.params["n"].default == 7 and kernel.params["n"].symbolic
+    v = verdict_of(kernel)
+    assert v.verdict == "verified", v.diagnostics
+
+
+def test_persistent_loop_predicates_and_branches():
+    kernel = load(Launch(persistent, args=dict(n_tiles=5, SKIP_ARRIVE=False), grid=(2,)))
+    assert {"pid_x", "num_programs_x", "n_tiles"} <= set(kernel.params)
+    assert kernel.params["num_programs_x"].default == 2
+    loop = next(s for s in walk(kernel.body) if isinstance(s, Loop))
+    assert "num_programs_x" in repr(loop.trip) and "pid_x" in repr(loop.trip)
+    assert any(isinstance(s, When) for s in loop.body)         # the predicated arrive
+    assert verdict_of(kernel).verdict == "verified"
+    # arriving on every other tile only: the second tile's wait never returns
+    skipping = load(Launch(persistent, args=dict(n_tiles=5, SKIP_ARRIVE=True)))
+    branch = next(s for s in walk(skipping.body) if isinstance(s, When))
+    assert repr(branch.cond) == f"(({loop.var} % 2) == 0)"
+    assert [o.kind for o in iter_ops(branch.then)] == ["arrive"]
+    v = verdict_of(skipping)
+    assert v.verdict == "violation" and v.codes[0] == "BP100", v.label
+
+
+def test_warp_specialize_partitions_and_commit():
+    kernel = load(Launch(commit_ws, args=dict(bar_count=1)))
+    assert kernel.num_threads.value == 2 and kernel.thread_axis == "partition"
+    assert any("0 = default (4 warps), 1 = partition0 (1 warp)" in n for n in kernel.notes)
+    kinds = [op.kind for op in iter_ops(kernel.body)]
+    assert kinds == ["wait_parity", "tcgen05_commit_arrive"]
+    assert verdict_of(kernel).verdict == "verified"
+    wrong = verdict_of(load(Launch(commit_ws, args=dict(bar_count=2))))
+    assert wrong.verdict == "violation" and wrong.codes[0] == "BP100"
+
+
+def test_an_unknown_op_is_bp190_at_its_line():
+    kernel = load(Launch(unknown_sync, args=dict(n=1)))
+    unmodeled = [op for op in iter_ops(kernel.body) if op.kind == "unmodeled"]
+    assert len(unmodeled) == 1 and unmodeled[0].name.startswith("ttg.barrier")
+    assert unmodeled[0].loc.file == HERE
+    assert unmodeled[0].loc.line == line_of(unknown_sync, "gl.barrier()")
+    v = verdict_of(kernel)
+    assert v.verdict == "unknown" and v.codes == ["BP190"]
+    assert unmodeled[0].name.split(":")[0] in v.diagnostics[0].message
+
+
+def test_a_kernel_that_does_not_compile_is_an_input_error_at_its_line():
+    with pytest.raises(ModelError) as err:
+        load(Launch(does_not_compile, args=dict(n=1)))
+    assert err.value.loc is not None and err.value.loc.line == line_of(does_not_compile,
+                                                                       "undefined_name")
+
+
+def test_a_missing_argument_is_an_input_error():
+    with pytest.raises(ModelError, match="argument 'n' of counters has no value"):
+        load(Launch(counters, args=dict(desc=DESC, STAGES=2)))
+
+
+# -- the examples ----------------------------------------------------------------------------
+
+TARGETS = resolve(EXAMPLE)
+
+
+def test_the_loader_finds_every_launch_of_the_example():
+    assert {t.kind for t in TARGETS} == {"gluon"}
+    assert {t.name for t in TARGETS} == {"ring", "ring_two_stages", "wrong_empty_phase",
+                                         "expect_one_of_two_loads", "slot_never_released",
+                                         "ready_counts_two_arrivals"}
+    assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
+def test_example_verdict_and_counterexample_on_the_kernels_lines(target):
+    kernel = target.build()
+    v = check_kernel(kernel, source=target.ref)
+    assert v.matches(target.expect), (v.label, v.diagnostics)
+    for op in kernel.ops():
+        assert op.loc.file == EXAMPLE, op
+    if v.verdict == "violation":
+        trace = v.trace
+        run = replay(System(kernel, trace.params, trace.grid_position), trace.actions)
+        assert run.violation is not None and run.violation.code == v.codes[0]
+        where, line = v.diagnostics[0].location.rsplit(":", 1)
+        source = open(EXAMPLE).read().splitlines()
+        assert os.path.abspath(where) == EXAMPLE and "mbarrier.wait" in source[int(line) - 1]
+        lines = {int(step.location.rsplit(":", 1)[1]) for step in trace.steps
+                 if step.location and step.agent_kind == "thread"}
+        assert all("mbarrier." in source[n - 1] or "tma." in source[n - 1]
+                             or "tcgen05" in source[n - 1] for n in lines), lines
