@@ -100,6 +100,7 @@ class SearchOutcome:
     reason: str | None = None           # why a search stopped early
     bytes_per_state: float | None = None
     collision_probability: float | None = None
+    witness: list[int] | None = None    # parity aliasing: the other schedule (model/parity.py)
 
 
 # An engine: (system, ignored codes, seconds left or None) -> SearchOutcome.
@@ -115,7 +116,7 @@ def explorer_search(options: Options) -> Search:
                      store_mode=options.store, order=options.order)
         return SearchOutcome(r.status, r.states, r.transitions, r.depth, r.actions,
                              r.violation.code if r.violation else None, r.reason,
-                             r.bytes_per_state, r.collision_probability)
+                             r.bytes_per_state, r.collision_probability, r.witness)
     return search
 
 
@@ -180,7 +181,7 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
         transitions += result.transitions
         depth = max(depth, result.depth)
         if result.status == "violation":
-            run = replay(system, result.actions, ignored)
+            run = replay(system, result.actions, ignored, result.witness)
             if run.violation is None or (result.code and run.violation.code != result.code):
                 raise ReplayError(f"{kernel.name}: the {engine} counterexample "
                                   f"({result.code or 'violation'}) replays to {run.outcome}")

@@ -47,11 +47,13 @@ def expect_tx_without_copy(k, stages=2, consumers=1, steps=2):
     pipeline(k, stages, consumers, steps, copy=False)
 
 
-@protocol(expect="violation:BP101")
+@protocol(expect="violation:BP100")
 def ring_parity_on_single_slot(k, steps=3):
     """The ring formula (i // stages) % 2 with stages=2 used on a single-slot barrier: the wait
-    of odd iterations passes on a stale phase, the consumer releases `ack` twice, and `ack`
-    completes a phase the producer never observed."""
+    of iteration 1 asks for the parity of iteration 0 again. Where it comes before the second
+    copy lands it passes at once, after the completion it already saw (stale data: a race where
+    memory is declared); where the copy landed first it never passes: deadlock. (Judged by the
+    phase it was guessed to mean, this was BP101 at the early pass.)"""
     k.threads(2, name="wg")
     done = k.Barrier(num_arrivals=1)
     ack = k.Barrier(num_arrivals=1)
@@ -79,9 +81,9 @@ def two_producers_expect_tx(k):
         k.wait_parity(full, 0)
 
 
-@protocol(expect="violation:BP101")
+@protocol(expect="violation:BP100")
 def parity_not_toggled(k, stages=1, consumers=1, steps=3):
-    """The consumer always waits for parity 0: on the second use of the slot its wait passes on
-    the stale phase, it releases the slot early, and the producer completes a phase of `full`
-    the consumer has not observed."""
+    """The consumer always waits for parity 0: on the second use of the slot its wait passes at
+    once on the phase it already saw, or, once the second fill is in, never: deadlock. (Judged
+    by the phase it was guessed to mean, this was BP101 at the early pass.)"""
     pipeline(k, stages, consumers, steps, consumer_parity=lambda i: 0)

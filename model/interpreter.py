@@ -17,6 +17,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
+from .parity import aliasing
 from .semantics import System
 from .violations import Violation, primary
 
@@ -53,6 +54,8 @@ class Trace:
     violation: dict | None = None    # code, name, message, details
     final_barriers: dict[str, dict] = field(default_factory=dict)
     initial_barriers: dict[str, dict] = field(default_factory=dict)
+    # Parity aliasing (model/parity.py) takes two schedules: the other one, as a trace of its own
+    witness: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -67,7 +70,12 @@ class Trace:
                                        "actions", "outcome")}
         return cls(steps=steps, violation=data.get("violation"),
                    final_barriers=data.get("final_barriers", {}),
-                   initial_barriers=data.get("initial_barriers", {}), **fields)
+                   initial_barriers=data.get("initial_barriers", {}),
+                   witness=data.get("witness"), **fields)
+
+    @property
+    def witness_actions(self) -> list[int] | None:
+        return None if self.witness is None else list(self.witness["actions"])
 
 
 @dataclass
@@ -78,6 +86,7 @@ class Run:
     events: list[list[tuple[int, int]]]
     outcome: str
     violation: Violation | None
+    witness: "Run | None" = None       # parity aliasing: the run of the other schedule
 
     @property
     def final(self) -> tuple:
@@ -111,9 +120,10 @@ class Run:
                  for i, inst in enumerate(sys_.instances)}
         initial = {inst.name: barrier_view(sys_, self.states[0], i)
                    for i, inst in enumerate(sys_.instances)}
+        witness = self.witness.trace(source).to_json() if self.witness is not None else None
         return Trace(sys_.kernel.name, source, dict(sys_.params), dict(sys_.grid_position),
                      [a.name for a in sys_.agents], list(self.actions), steps, self.outcome,
-                     violation, final, initial)
+                     violation, final, initial, witness)
 
 
 def barrier_view(system: System, state: tuple, inst: int) -> dict:
@@ -141,9 +151,25 @@ def _settle(system: System, state: tuple, violation: Violation | None,
     return "running", None
 
 
-def replay(system: System, actions: Sequence[int], ignore: frozenset[str] = frozenset()) -> Run:
+def replay(system: System, actions: Sequence[int], ignore: frozenset[str] = frozenset(),
+           witness: Sequence[int] | None = None) -> Run:
     """Execute `actions` in order; each must be enabled. A run that broke a rule (other than the
-    `ignore`d ones, which an engine was told to pass over) must end there."""
+    `ignore`d ones, which an engine was told to pass over) must end there. With a `witness`
+    schedule the claim is parity aliasing (model/parity.py): both runs end with one agent's
+    step off the same bare parity wait, after different completions."""
+    if witness is not None:
+        run, other = replay(system, actions, ignore), replay(system, witness, ignore)
+        violation = aliasing(system, run.states, other.states)
+        if violation is None:
+            raise ReplayError("the two schedules do not end with one bare parity wait "
+                              "returning after two different completions")
+        steps = [" ".join(system.action_text(st, a)[0].split()) for st, a in
+                 zip(other.states, other.actions)]
+        names = [system.action_name(a)[0] for a in other.actions]
+        violation.details.append("the other schedule: " + "; ".join(
+            f"{n}: {t}" for n, t in zip(names, steps)))
+        run.outcome, run.violation, run.witness = "violation", violation, other
+        return run
     state = system.initial_state()
     states, events, done = [state], [], []
     violation = None

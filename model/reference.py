@@ -633,7 +633,9 @@ class Rules:
             return None
         if kind in (PALLAS_WAIT, PARITY_WAIT):
             key = (agent, action.wait_on)
-            meant = self.meant(m, agent, action) if kind == PARITY_WAIT else None
+            # a bare parity states no phase: what it returns after is judged across schedules
+            stated = kind == PARITY_WAIT and action.link is not None
+            meant = self.meant(m, agent, action) if stated else None
             phase = m.barriers[action.wait_on].phase
             if kind == PALLAS_WAIT:      # the private bit counts barrier_wait only
                 m.waits[key] = m.waits.get(key, 0) + 1
@@ -659,15 +661,27 @@ class Rules:
         return seen + 1 if (seen - action.amount) % 2 == 0 else seen + 2
 
     def parity_run_past(self, m: Machine) -> list[Finding]:
-        """BP101: a thread at a parity wait whose barrier has already completed past the
-        completion it means (its parity aliases)."""
+        """BP101: a thread at a wait for a stated phase whose barrier has already completed past
+        that phase's completion (its parity aliases)."""
         out = []
         for name, thread in m.threads.items():
             action = thread.next()
-            if action is not None and action.kind == PARITY_WAIT and \
+            if action is not None and action.kind == PARITY_WAIT and action.link is not None and \
                     m.barriers[action.wait_on].phase > self.meant(m, name, action):
                 out.append(Finding("BP101", f"{name}'s parity wait on {action.wait_on}: the "
                                    "barrier ran past the completion it means"))
+        return out
+
+    def bare_returns(self, m: Machine) -> list[tuple[str, int, int]]:
+        """(thread, its pc, completions) for each thread at a bare parity wait that passes now:
+        the completion count the wait would return after (SEMANTICS.md: a bare parity wait is
+        judged by what it returns after on different schedules)."""
+        out = []
+        for name, thread in m.threads.items():
+            action = thread.next()
+            if action is not None and action.kind == PARITY_WAIT and action.link is None \
+                    and self.can_move(m, thread):
+                out.append((name, thread.pc, m.barriers[action.wait_on].phase))
         return out
 
     def late_joins(self, m: Machine) -> list[Finding]:
@@ -773,6 +787,7 @@ class Result:
     outcome: str                     # terminated, violation, deadlock, running
     finding: Finding | None
     barrier_mismatches: list[str] = field(default_factory=list)
+    machine: tuple | None = None     # (machine, rules) after the last step, when asked for
 
     @property
     def code(self) -> str | None:
@@ -780,10 +795,12 @@ class Result:
 
 
 def replay(kernel: Kernel, steps: Sequence[tuple[str, str]], params=None, grid_position=None,
-           ignore: Iterable[str] = (), barriers: Sequence[dict] | None = None) -> Result:
+           ignore: Iterable[str] = (), barriers: Sequence[dict] | None = None,
+           keep: bool = False) -> Result:
     """Replay a schedule given as (agent, text) steps and decide on its own what it shows.
     `barriers`, when given, is the trace's record of the barriers each step changed; any
-    difference from the reference's barrier state is listed in the result."""
+    difference from the reference's barrier state is listed in the result. `keep`: the result
+    carries the machine it ends in."""
     ignore = frozenset(ignore)
     cluster = Cluster(kernel, params, grid_position)
     rules = Rules(cluster)
@@ -808,15 +825,45 @@ def replay(kernel: Kernel, steps: Sequence[tuple[str, str]], params=None, grid_p
                 if mine != theirs:
                     mismatches.append(f"step {i + 1}: {name} is {mine}, the trace says {theirs}")
     outcome, finding = rules.judge(m, ignore)
-    return Result(outcome, finding, mismatches)
+    return Result(outcome, finding, mismatches, (m, rules) if keep else None)
 
 
 def replay_trace(kernel: Kernel, trace, ignore: Iterable[str] = ()) -> Result:
-    """Replay a barrierproof Trace (or its JSON dict) by agent names and step texts."""
+    """Replay a barrierproof Trace (or its JSON dict) by agent names and step texts. A trace
+    with a `witness` claims parity aliasing: both schedules end with the same thread's step off
+    the same bare parity wait, after different completions."""
     data = trace if isinstance(trace, dict) else trace.to_json()
+    if data.get("witness"):
+        return replay_pair(kernel, data, data["witness"], ignore)
     steps = [(s["agent"], s["text"]) for s in data["steps"]]
     return replay(kernel, steps, data["params"], data["grid_position"], ignore,
                   [s["barriers"] for s in data["steps"]])
+
+
+def replay_pair(kernel: Kernel, this: dict, other: dict, ignore: Iterable[str] = ()) -> Result:
+    """BP101 iff two schedules (trace dicts) end with one thread passing one bare parity wait
+    (same thread, same position in its actions) after different completion counts."""
+    ends, mismatches = [], []
+    for data in (this, other):
+        steps = [(s["agent"], s["text"]) for s in data["steps"]]
+        if not steps:
+            raise ReferenceError("an empty schedule cannot end with a parity wait")
+        *before, (agent, text) = steps
+        result = replay(kernel, before, data["params"], data["grid_position"], ignore,
+                        [s["barriers"] for s in data["steps"][:-1]], keep=True)
+        mismatches += result.barrier_mismatches
+        m, rules = result.machine
+        passing = [r for r in rules.bare_returns(m) if r[0] == agent]
+        if not passing or m.threads[agent].next().text != text:
+            raise ReferenceError(f"the last step ({agent}: {text}) is not a bare parity wait "
+                                 "that passes")
+        ends.append(passing[0])
+    (a, pc, n), (b, pc2, k) = ends
+    if (a, pc) != (b, pc2) or n == k:
+        return Result("terminated", None, mismatches)
+    return Result("violation", Finding("BP101", f"{a}'s wait at its step {pc + 1} returns after "
+                                       f"completion {n} on one schedule, {k} on another"),
+                  mismatches)
 
 
 @dataclass
@@ -837,11 +884,18 @@ def explore(kernel: Kernel, params=None, grid_position=None, max_states: int = 2
     start = cluster.machine()
     seen = {start.key()}
     frontier = deque([(start, 0)])
+    returned: dict[tuple[str, int], int] = {}     # (thread, pc) of a bare parity wait -> phase
     while frontier:
         m, depth = frontier.popleft()
         outcome, finding = rules.judge(m, ignore)
         if finding is not None:
             return Search("violation", len(seen), finding, depth)
+        if "BP101" not in ignore:
+            for name, pc, phase in rules.bare_returns(m):
+                if returned.setdefault((name, pc), phase) != phase:
+                    return Search("violation", len(seen), Finding(
+                        "BP101", f"{name}'s wait at its step {pc + 1} returns after completion "
+                        f"{returned[(name, pc)]} on one schedule, {phase} on another"), depth + 1)
         if outcome not in ("running", "terminated"):
             continue
         for agent, text in rules.moves(m):

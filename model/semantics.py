@@ -255,12 +255,14 @@ class System(CompiledKernel):
     # -- state predicates --------------------------------------------------------------------
 
     def state_violations(self, state: tuple) -> list[Violation]:
-        """Rules judged on a state: a parity wait the barrier has run past (BP101), late joins
+        """Rules judged on a state: a wait for a stated phase the barrier has run past (BP101), late joins
         (BP102), and at kernel exit BP103, BP104, BP105, BP130."""
         found = []
         for a in self.parity_agents:
             instr = self.current(state, a)
-            if instr is None or instr.op not in PARITY_WAITS:
+            # Only a stated phase is an intent to check here; a bare parity wait is judged by
+            # what it returns across schedules (model/parity.py).
+            if instr is None or instr.op != WAIT_PHASE:
                 continue
             phase = state[self.barrier_base + BARRIER_FIELDS * instr.target]
             meant = intended_completion(instr, state[instr.aux])
@@ -341,14 +343,18 @@ class System(CompiledKernel):
             if instr.op in WAITS:
                 inst = instr.target
                 phase, pending, tx, expected = self.barrier(state, inst)
+                name = self.instances[inst].name
                 if instr.op == WAIT:
                     seen = max(state[instr.aux], 0)
-                    want = f"completion {seen + 1}"
+                    want = f"completion {seen + 1} of {name}"
+                elif instr.op == WAIT_PARITY:   # a bare parity: an odd or even count
+                    want = (f"{name} to complete a phase of parity {instr.amount} (an "
+                            f"{'odd' if instr.amount == 0 else 'even'} completion count)")
                 else:
-                    want = f"completion {intended_completion(instr, state[instr.aux])}"
+                    want = f"completion {intended_completion(instr, state[instr.aux])} of {name}"
                 line = (f"{agent.name} blocked at {self.sources[instr.src].text} "
-                        f"({self.sources[instr.src].loc}) waiting for {want} of "
-                        f"{self.instances[inst].name}; it has {phase} completion(s) "
+                        f"({self.sources[instr.src].loc}) waiting for {want}; "
+                        f"it has {phase} completion(s) "
                         f"(parity {phase & 1}), "
                         f"{expected - pending}/{expected} arrivals, tx={tx}")
                 if pending == 0 and tx != 0:

@@ -145,11 +145,14 @@ def effect_barrier_test(system: System, s: list, instr: Instr, agent: int, event
 
 
 def effect_wait_parity(system: System, s: list, instr: Instr, agent: int, events):
-    """The hardware's rule: a parity wait must return for the completion it means. (One the
-    barrier has already run past is caught before, as a state: `state_violations`.)"""
-    meant = intended_completion(instr, s[instr.aux])
+    """A wait for a stated phase must return for it. (One the barrier has already run past is
+    caught before, as a state: `state_violations`.) A bare parity wait states no phase: what it
+    returns after is judged across schedules (model/parity.py)."""
     phase = _phase(system, s, instr.target)
     s[instr.aux] = phase
+    if instr.op != WAIT_PHASE:
+        return None
+    meant = instr.amount
     if phase != meant:
         return Violation(
             "BP101", f"{system.agents[agent].name}'s wait on {system.instances[instr.target].name} "

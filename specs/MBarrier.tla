@@ -134,9 +134,10 @@ PallasEntries ==
             /\ Prog[SeenOf[e][1]][p].inst = SeenOf[e][2]}
 PallasEntry(e) == e \in PallasEntries
 
-\* The completion a parity wait means (steps.py: intended_completion): wait_phase states
-\* it; wait_parity(P) means the next one not yet observed (s: seen) whose number has parity
-\* P + 1.
+\* The completion a wait for a stated phase means (steps.py: intended_completion). A bare
+\* wait_parity states none: it is judged by what it returns after on different behaviours
+\* (model/parity.py), which one behaviour cannot show, so no rule here reads Meant for it
+\* and TLC leaves BP101 open for kernels with bare parity waits (checker/rules.py).
 Meant(instr, s) ==
     IF instr.op = "wait_phase" THEN instr.amt
     ELSE IF (s - instr.amt) % 2 = 0 THEN s + 1 ELSE s + 2
@@ -515,16 +516,16 @@ PhaseOverrunStep ==
 \* The agents with a parity wait in their program (a constant: TLC evaluates it once).
 ParityWaiters ==
     {a \in Agents : \E p \in DOMAIN Prog[a] : Prog[a][p].op \in ParityWaitOps}
-\* BP101 for parity waits (the hardware's rule): a parity wait returns after a completion
-\* other than the one it means ...
+\* BP101 for waits with a stated phase: one returns after a completion other than the one
+\* it means ...
 ParityReturnStep ==
     \E a \in ParityWaiters :
-        /\ Running(a) /\ pc'[a] = pc[a] + 1 /\ Cur(a).op \in ParityWaitOps
+        /\ Running(a) /\ pc'[a] = pc[a] + 1 /\ Cur(a).op = "wait_phase"
         /\ phase[Cur(a).inst] # Meant(Cur(a), seen[Cur(a).pos])
 \* ... or sits at its wait while the barrier has run past the completion it means.
 ParityAhead ==
     \E a \in ParityWaiters :
-        /\ Running(a) /\ Cur(a).op \in ParityWaitOps
+        /\ Running(a) /\ Cur(a).op = "wait_phase"
         /\ phase[Cur(a).inst] > Meant(Cur(a), seen[Cur(a).pos])
 BP101_NoPhaseOverrun == [][~PhaseOverrunStep /\ ~ParityReturnStep /\ ~ParityAhead']_vars
 

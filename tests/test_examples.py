@@ -41,7 +41,7 @@ def test_expected_verdict(target, reduction):
         trace = verdict.trace
         assert trace is not None and trace.violation["code"] == verdict.codes[0]
         system = System(kernel, trace.params, trace.grid_position)
-        run = replay(system, trace.actions)
+        run = replay(system, trace.actions, witness=trace.witness_actions)
         assert run.violation is not None and run.violation.code == verdict.codes[0]
 
 
@@ -71,5 +71,5 @@ def test_ignoring_the_first_violation_goes_on_to_the_next_finding(target):
     assert code not in verdict.codes
     if verdict.trace is not None:
         run = replay(System(kernel, verdict.trace.params, verdict.trace.grid_position),
-                     verdict.trace.actions, frozenset({code}))
+                     verdict.trace.actions, frozenset({code}), verdict.trace.witness_actions)
         assert run.violation.code == verdict.codes[0]

@@ -1,6 +1,7 @@
 """Parity waits follow the hardware's rule (docs/parity.md), barrier_wait the Pallas rules; a
 Pallas barrier nobody waits on must not complete (rule 2, BP103)."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -122,8 +123,9 @@ def test_a_wait_for_a_phase_long_gone_is_a_violation_replayed_on_the_interpreter
 
 @protocol
 def stale_bit(k, steps=2):
-    """The consumer waits with parity 0 every time: its second wait passes on the phase it
-    has already observed, before the producer's second arrival."""
+    """The consumer waits with parity 0 every time: its second wait passes at once on the phase
+    it has already observed, before the producer's second arrival, or, once that arrival is in,
+    never (parity 0 again)."""
     k.threads(2, name="wg")
     data = k.Barrier(num_arrivals=1)
     ack = k.Barrier(num_arrivals=1)
@@ -137,10 +139,15 @@ def stale_bit(k, steps=2):
             k.arrive(ack)
 
 
-def test_a_stale_parity_bit_returns_for_a_phase_it_does_not_mean():
+def test_a_stale_parity_bit_that_can_only_return_early_deadlocks_on_another_schedule():
+    """Judged by behaviour, the second wait returns after completion 1 wherever it returns (no
+    second completion to alias with), and blocks forever where the producer's second arrival
+    came first: BP100. (The old guess of intent called it BP101 at the early return; the stale
+    data it reads there is a race, BP200, where memory effects are declared: see
+    test_stale_parity_behind_a_handshake_is_a_race_only.)"""
     v = verdict(stale_bit)
-    assert v.label == "violation:BP101"
-    assert "returns after completion 1" in v.diagnostics[0].message
+    assert v.label == "violation:BP100"
+    assert any("wg1 blocked at wait_parity(data, 0)" in d for d in v.diagnostics[0].details)
 
 
 def test_the_prover_proves_phase_skipping_for_every_pair_count():
@@ -156,7 +163,7 @@ def test_the_prover_proves_phase_skipping_for_every_pair_count():
 def test_the_prover_catches_a_stale_parity_bit():
     k = stale_bit.build()
     v = prove_kernel(k, {}, Options(), "stale", SimpleNamespace(symbolic=["steps"]))
-    assert v.verdict == "violation" and v.codes[0] == "BP101", (v.verdict, v.coverage)
+    assert v.verdict == "violation" and v.codes[0] == "BP100", (v.verdict, v.coverage)
 
 
 # -- Pallas rule 2 on a barrier nobody waits on ------------------------------------------------
@@ -209,3 +216,198 @@ def test_one_thread_may_not_mix_barrier_wait_and_parity_waits_on_one_barrier():
     assert "test_parity.py" in str(err.value.loc)
     result = verdict(mixed)
     assert result.label == "error:input", result.label
+
+
+# -- bare parity waits judged by behaviour (model/parity.py) ----------------------------------
+
+from barrierproof.checker.engines.explore import explore          # noqa: E402
+from barrierproof.checker.rules import describe, undecided        # noqa: E402
+from barrierproof.model import reference                          # noqa: E402
+from barrierproof.model.interpreter import ReplayError, Trace     # noqa: E402
+
+
+def _example(name):
+    import os
+    from barrierproof.loader import resolve
+    from conftest import EXAMPLES
+    (target,) = resolve(os.path.join(EXAMPLES, "patterns", "parity_skipping.py") + "::" + name)
+    return target
+
+
+def test_cutlass_pingpong_with_bare_parity_is_verified_where_the_old_guess_cried_wolf():
+    k = _example("pingpong_bare_parity").build()
+    v = check_kernel(k, None, Options())
+    assert v.verdict == "verified", v.diagnostics
+    # The old guess: wg1's first wait on full[0] (its load k_tiles = 3, bit 1) meant
+    # completion 0 and the barrier had completed once: a false BP101. The wait really blocks
+    # until full[0]'s second completion, on every schedule.
+    system = System(k)
+    first = next(pc for pc, i in enumerate(system.programs[1])
+                 if i.op == WAIT_PARITY and system.instances[i.target].name == "full[1]")
+    assert intended_completion(system.programs[1][first], -1) == 0
+    assert reference.explore(k, max_states=50_000).status == "verified"
+
+
+def test_two_schedules_on_which_one_wait_returns_after_different_completions_are_bp101():
+    target = _example("producer_laps_consumer")
+    v = check_kernel(target.build(), None, Options(), source=target.ref)
+    assert v.label == "violation:BP101"
+    message = v.diagnostics[0].message
+    assert "wg1's wait_parity(full, 0)" in message
+    assert "after completion 3 of full on this schedule" in message
+    assert "after completion 1 on another" in message
+    assert any(d.startswith("the other schedule: wg0: arrive(full); wg1: wait_parity(full, 0)")
+               for d in v.diagnostics[0].details), v.diagnostics[0].details
+    # both schedules are in the trace, and replay: on the interpreter and on the reference
+    data = json.loads(v.trace.dumps())
+    trace = Trace.from_json(data)
+    assert trace.witness is not None and trace.witness_actions[-1] == trace.actions[-1]
+    system = System(target.build())
+    run = replay(system, trace.actions, witness=trace.witness_actions)
+    assert run.violation.code == "BP101"
+    assert reference.replay_trace(target.build(), data).code == "BP101"
+    # neither schedule alone shows BP101: the violation is the pair (the 3-fill schedule ends
+    # in a deadlock too, a later consequence)
+    for alone in (trace.actions, trace.witness_actions):
+        run = replay(system, alone)
+        assert run.violation is None or run.violation.code != "BP101", run.violation
+
+
+def test_a_pair_whose_waits_return_after_the_same_completion_does_not_replay_as_a_violation():
+    system = System(_example("producer_laps_consumer").build())
+    with pytest.raises(ReplayError):
+        replay(system, [0, 1], witness=[0, 1])       # the same schedule twice
+    with pytest.raises(ReplayError):
+        replay(system, [0, 1], witness=[0, 0, 0])    # the other one ends with no wait
+
+
+@protocol
+def symmetric_consumers_lapped(k, steps=3, consumers=2):
+    """Identical consumers (one thread-symmetry class) behind a producer that never waits."""
+    k.threads(consumers + 1, name="wg")
+    full = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == consumers):
+        with k.loop(steps):
+            k.arrive(full)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.wait_parity(full, i % 2)
+
+
+@protocol
+def lapped_in_every_block(k, steps=3):
+    """The lapped ring in each block of a 2-block cluster (block symmetry)."""
+    k.cluster(x=2)
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 0):
+        with k.loop(steps):
+            k.arrive(full)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.wait_parity(full, i % 2)
+
+
+@protocol
+def pipeline_bare(k, stages=2, steps=3, consumers=1, lap=0):
+    """PipelineAsync with bare parity; `lap`: the producer's acquire bit is stale."""
+    k.threads(consumers + 1, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
+    with k.when(k.thread == consumers):
+        with k.loop(steps) as i:
+            k.wait_parity(empty.at[i % stages], lap + (1 - lap) * ((i // stages + 1) % 2))
+            k.arrive(full.at[i % stages])
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.wait_parity(full.at[i % stages], (i // stages) % 2)
+            k.arrive(empty.at[i % stages])
+
+
+REDUCTION_CASES = [
+    (symmetric_consumers_lapped, {}), (symmetric_consumers_lapped, {"consumers": 3}),
+    (lapped_in_every_block, {}),
+    *[(pipeline_bare, {"stages": s, "steps": n, "consumers": c, "lap": lap})
+      for s in (1, 2) for n in (2, 3, 4) for c in (1, 2) for lap in (0, 1)],
+]
+
+
+@pytest.mark.parametrize("proto, params", REDUCTION_CASES)
+def test_the_reductions_keep_every_returning_completion(proto, params):
+    """docs/POR.md "Parity aliasing": symmetry and persistent sets keep, for every dynamic wait,
+    every completion it can return after, so the reduced search finds the same verdict and a
+    conflict as short as the unreduced search and the reference; the reported pair replays
+    (check_kernel replays both schedules and asks the reference)."""
+    kernel = proto.build()
+    system = System(kernel, params or None)
+    reduced = explore(system)
+    full = explore(system, reduction=False)
+    dfs = explore(system, order="dfs")
+    ref = reference.explore(kernel, params or None, max_states=50_000)
+    assert reduced.status == full.status == dfs.status == ref.status
+    if full.status == "violation":
+        assert reduced.violation.code == full.violation.code == dfs.violation.code \
+            == ref.finding.code
+        assert len(reduced.actions) == len(full.actions) == len(dfs.actions)
+        assert (reduced.witness is None) == (full.witness is None)
+        v = check_kernel(kernel, params or None, Options())
+        assert v.label == f"violation:{full.violation.code}"
+
+
+def test_the_lapped_symmetric_consumers_are_caught_with_both_schedules_on_one_thread():
+    v = check_kernel(symmetric_consumers_lapped.build(), None, Options())
+    assert v.label == "violation:BP101" and v.trace.witness is not None
+    assert v.trace.steps[-1].agent == v.trace.witness["steps"][-1]["agent"]
+
+
+@protocol
+def stale_behind_a_handshake(k):
+    """The consumer's second wait uses the stale bit 0, but a handshake holds the second fill
+    back until after it: the wait returns after completion 1 on every schedule (no aliasing),
+    and the consumer then reads the slot while the second copy writes it."""
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    ack2 = k.Barrier(num_arrivals=1)
+    tile = k.SMEM()
+    with k.when(k.thread == 0):
+        k.copy_gmem_to_smem(full, bytes=4096, dst=tile)
+        k.wait_parity(ack, 0)
+        k.wait_parity(ack2, 0)
+        k.copy_gmem_to_smem(full, bytes=4096, dst=tile)
+        k.wait_parity(full, 1)                  # the producer's own second fill landed
+    with k.otherwise():
+        k.wait_parity(full, 0)
+        k.read(tile)
+        k.arrive(ack)
+        k.wait_parity(full, 0)                  # stale: should be 1
+        k.arrive(ack2)
+        k.read(tile)
+
+
+def test_stale_parity_behind_a_handshake_is_a_race_only():
+    k = stale_behind_a_handshake.build()
+    assert check_kernel(k, None, Options(races=False)).verdict == "verified"
+    v = check_kernel(k, None, Options())
+    assert v.label == "violation:BP200", v.diagnostics
+
+
+def test_engines_that_cannot_compare_schedules_leave_bp101_open_for_bare_parity():
+    bare = _example("pingpong_bare_parity").build()
+    stated = alternating_consumers.build()
+    assert "BP101" in undecided(bare, "tlc")
+    assert "BP101" not in undecided(stated, "tlc")
+    for engine in ("explore", "symbolic", "reference"):
+        assert "BP101" not in undecided(bare, engine)
+    assert describe({"BP101"}, "tlc") == \
+        "BP101 (phase-overrun: parity waits without a stated phase)"
+
+
+def test_the_prover_never_calls_a_skipping_ring_broken():
+    """The prover's stricter rule for bare parity cannot follow phase skipping: it may fail to
+    prove, and then the explorer's search (no violation) makes it `unknown`, never a false
+    violation."""
+    k = _example("alternate_k_blocks_in_turn").build()
+    v = prove_kernel(k, {}, Options(), "turns", SimpleNamespace(symbolic=["k_blocks"]))
+    assert v.verdict in ("proved", "unknown"), (v.verdict, v.coverage)
+    assert v.verdict == "proved" or "no violation" in v.coverage, v.coverage

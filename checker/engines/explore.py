@@ -26,8 +26,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.violations import Violation, primary
+from .parity_returns import Conflict, ParityReturns
 from .por import persistent_sets
 from .store import StateStore
 from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,
@@ -50,6 +52,7 @@ class ExploreResult:
     depth: int
     seconds: float
     actions: list[int] | None = None     # concrete schedule to the violation
+    witness: list[int] | None = None     # parity aliasing: the other schedule (model/parity.py)
     violation: Violation | None = None
     reason: str | None = None            # why a search stopped early
     reduction: bool = True
@@ -110,6 +113,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     moves = [(perm, [(pa, pb) for a, b in perm.items()
                      for pa, pb in zip(_local_fields(system, a), _local_fields(system, b))])
              for perm in perms]
+    # What each bare parity wait returns after, state by state (parity_returns.py); off when
+    # BP101 is ignored or the kernel has no bare parity wait.
+    returns = ParityReturns(system, symmetry) if "BP101" not in ignore else None
+    returns = returns if returns else None
 
     def violations(st: tuple) -> tuple[list[Violation], dict[int, int] | None]:
         """The rules `st` breaks, or else a race of one of its symmetric images (with the
@@ -165,6 +172,30 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             reached = init if action is None else canon(system.step(pred, action)[0])
             actions = _toward(system, classes, actions, permute_state(system, reached, perm))
         depth = len(actions)
+        return confirmed(actions, violation, shortest)
+
+    def found_alias(conflict: Conflict, shortest: bool = True) -> ExploreResult:
+        """Two concrete schedules from a conflict of the parity table: each to a state that
+        shows one of the two completions, then the wait's step, the second renamed onto the
+        agent of the first by a symmetry. The first is the deeper: the rank of the conflict."""
+        nonlocal depth
+        ends = []
+        for shown in (conflict.deeper, conflict.other):
+            actions, _ = _concretize(system, canon, key, shown.keys(), None, None, ignore)
+            end = system.initial_state()
+            for x in actions:
+                end = system.step(end, x)[0]
+            ends.append((actions, returns.returning_agent(end, conflict, shown.completion)))
+        (this, agent), (other, theirs) = ends
+        this = this + [agent]
+        other = returns.onto(other, theirs, agent) + [agent]
+        violation = aliasing(system, _states(system, this), _states(system, other))
+        assert violation is not None, "the parity table's conflict does not replay"
+        depth = len(this)
+        return confirmed(this, violation, shortest, witness=other)
+
+    def confirmed(actions: list[int], violation: Violation, shortest: bool,
+                  witness: list[int] | None = None) -> ExploreResult:
         if local is not None and shortest:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
@@ -180,11 +211,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 again.seconds = time.perf_counter() - start
                 return again
             # stopped by a limit first: the counterexample found stands, maybe not shortest
-            return result("violation", actions=actions, violation=violation,
+            return result("violation", actions=actions, violation=violation, witness=witness,
                           reason=f"found with partial-order reduction; the search without it "
                                  f"to depth {depth + 1} stopped ({again.reason}), so a shorter one "
                                  "may exist")
-        return result("violation", actions=actions, violation=violation)
+        return result("violation", actions=actions, violation=violation, witness=witness)
 
     def expand(state: tuple) -> list:
         """The successors the reductions keep, in the order to take them (last first)."""
@@ -212,17 +243,28 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         def better(length: int, code: str, deadlock: bool = False) -> bool:
             return not best or (length, deadlock, code) < best[0]
 
+        def finish(shortest: bool = True) -> ExploreResult:
+            if best[1] is ALIASING:
+                return found_alias(best[2], shortest)
+            return found_on(*best[1:], shortest=shortest)
+
+        def alias(conflict: Conflict | None) -> None:
+            if conflict is not None and better(conflict.length, "BP101"):
+                best[:] = [(conflict.length, False, "BP101"), ALIASING, conflict]
+
         def stopped(why: str) -> ExploreResult:
             if not best:
                 return result("bounded", reason=f"{why} depth first, {len(seen):,} states "
                               f"(deepest {depth})")
-            found = found_on(*best[1:], shortest=False)
+            found = finish(shortest=False)
             found.reason = (f"found depth first; the search for a shorter one stopped "
                             f"({why})")
             return found
 
         path: list = []                  # keys of the states on the stack after the initial one
         stack = [init]
+        if returns is not None:
+            alias(returns.record(init, 0, []))
         succ = expand(init)
         if not succ and not system.is_done(init):
             stuck = system.deadlock(init)
@@ -277,6 +319,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 if limits.max_depth is not None and length >= limits.max_depth:
                     cut = True
                     continue
+                if returns is not None:
+                    alias(returns.record(nxt, length, path + [k]))
                 after = expand(nxt)
                 if not after and not system.is_done(nxt):
                     stuck = system.deadlock(nxt)
@@ -309,7 +353,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         except KeyboardInterrupt:     # a violation in hand is still reported
             return stopped("interrupted")
         if best:
-            return found_on(*best[1:])
+            return finish()
         if cut:
             return result("bounded", reason=f"depth limit {limits.max_depth} reached depth "
                           "first")
@@ -357,9 +401,13 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # depth go to the lowest code, so the answer does not depend on search order.
             dead: tuple | None = None   # (index, None, violation, False) at this depth
             best: tuple | None = None   # (predecessor index, action, violation, by step, perm)
+            conflict: Conflict | None = None    # a parity wait returning after two completions
             for n, state in enumerate(frontier):
                 if packed:
                     state = unpack(state)
+                if returns is not None and conflict is None:
+                    conflict = returns.record(state, depth,
+                                              lambda d=depth, i=n: store.path(d, i))
                 chosen = local(state) if local is not None else None
                 if chosen is not None:      # a persistent set: its steps are the only ones
                     succ = [(a, *system.step(state, a)) for a in chosen]
@@ -418,8 +466,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                                   "bytes_per_state": per_state()})
             if dead is not None:
                 return found(*dead)
-            if best is not None:
+            # a conflict met at this level has the length of a step from it (parity_returns.py)
+            if best is not None and (conflict is None or best[2].code <= "BP101"):
                 return found(*best)
+            if conflict is not None:
+                return found_alias(conflict)
             if next_frontier:
                 depth += 1
             frontier = next_frontier
@@ -429,6 +480,17 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         if gc_was_enabled:
             gc.enable()
     return result("verified")
+
+
+# The best violation of a depth-first search is a parity conflict (parity_returns.py).
+ALIASING = object()
+
+
+def _states(system: System, actions: list[int]) -> list[tuple]:
+    states = [system.initial_state()]
+    for a in actions:
+        states.append(system.step(states[-1], a)[0])
+    return states
 
 
 def _toward(system: System, classes: list[list[int]], actions: list[int],

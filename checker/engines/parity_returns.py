@@ -1,0 +1,123 @@
+"""The explorer's side table for bare parity waits: which completions each dynamic wait can
+return after (model/parity.py states the rule; docs/POR.md argues the reductions keep it).
+
+A dynamic wait is one program point of one agent's unrolled program. Its completions are a
+function of the reachable states (the barrier's phase wherever the agent sits at the wait with
+its guard true), so the table is filled state by state, needs nothing in the state vector and
+is independent of the order the search meets states in. Keyed by the agent's orbit under the
+symmetries the search quotients by: an automorphism maps a member onto another with the same
+program and the image barrier, whose phase in the image state is the same, so every member of
+an orbit returns after the same set of completions, and a canonical state shows the member it
+holds. Per completion the table keeps the shallowest state that shows it (its depth and the
+keys of the path to it); two completions of one key are a violation whose length is the depth
+of the deeper of the two shallowest, plus the wait's step: the rank breadth first meets it at,
+which depth first reproduces (explore.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ...model.parity import bare_waits, returning
+from ...model.semantics import System
+from .symmetry import Symmetry, permute_action
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The shallowest state met in which a dynamic wait returns after `completion`."""
+
+    completion: int
+    depth: int
+    path: object          # keys of the states after the initial one, or a callable giving them
+
+    def keys(self) -> list:
+        return self.path() if callable(self.path) else self.path
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One dynamic wait (orbit of an agent, pc) returning after two completions."""
+
+    orbit: frozenset[int]
+    pc: int
+    deeper: Shown
+    other: Shown
+
+    @property
+    def length(self) -> int:
+        return self.deeper.depth + 1
+
+
+class ParityReturns:
+    def __init__(self, system: System, symmetry: Symmetry | None):
+        self.system = system
+        self.waits = bare_waits(system)
+        self.symmetry = symmetry
+        parent = list(range(system.n_agents))
+
+        def find(a: int) -> int:
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        if symmetry is not None:
+            for cls in symmetry.classes:
+                for a in cls[1:]:
+                    parent[find(a)] = find(cls[0])
+            for g in symmetry.blocks:
+                for a, b in enumerate(g.agents):
+                    parent[find(a)] = find(b)
+        self.root = [find(a) for a in range(system.n_agents)]
+        self.table: dict[tuple[int, int], dict[int, Shown]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.waits)
+
+    def orbit(self, root: int) -> frozenset[int]:
+        return frozenset(a for a, r in enumerate(self.root) if r == root)
+
+    def record(self, state: tuple, depth: int, path: object | Callable[[], list]
+               ) -> Conflict | None:
+        """Note the returns `state` (met at `depth`) shows; the shortest conflict among the
+        dynamic waits it touched, if any. `path`: the keys to it, or a callable giving them."""
+        best = None
+        for a, pc, completion in returning(self.system, state, self.waits):
+            key = (self.root[a], pc)
+            shown = self.table.setdefault(key, {})
+            old = shown.get(completion)
+            if old is not None and old.depth <= depth:
+                continue
+            shown[completion] = Shown(completion, depth, path)
+            if len(shown) > 1:
+                first, second = sorted(shown.values(), key=lambda s: s.depth)[:2]
+                conflict = Conflict(self.orbit(key[0]), pc, second, first)
+                if best is None or conflict.length < best.length:
+                    best = conflict
+        return best
+
+    def returning_agent(self, state: tuple, conflict: Conflict, completion: int) -> int:
+        """The member of the conflict's orbit that returns after `completion` in `state`."""
+        for a, pc, n in returning(self.system, state, self.waits):
+            if a in conflict.orbit and pc == conflict.pc and n == completion:
+                return a
+        raise AssertionError("the concrete schedule lost the parity wait it was built for")
+
+    def onto(self, actions: list[int], src: int, dst: int) -> list[int]:
+        """Rename a concrete schedule by a symmetry that maps agent `src` onto `dst` (a block
+        permutation, then a swap inside a thread class): the image is a schedule too."""
+        if src == dst:
+            return actions
+        system, symmetry = self.system, self.symmetry
+        classes = symmetry.classes if symmetry is not None else []
+        for g in (symmetry.blocks if symmetry is not None else []) or [None]:
+            moved = actions if g is None else [g.action(system, x) for x in actions]
+            image = src if g is None else g.agents[src]
+            if image == dst:
+                return moved
+            if any(image in cls and dst in cls for cls in classes):
+                swap = {image: dst, dst: image}
+                return [permute_action(system, x, swap) for x in moved]
+        raise AssertionError("no symmetry maps the two returning agents onto each other")

@@ -1,0 +1,98 @@
+"""Bare parity waits judged by what the hardware does (SEMANTICS.md, docs/parity.md).
+
+A `wait_parity(bar, P)` without `phase=` carries no phase number, so there is no intent to check
+it against. What can go wrong is behaviour: the wait never returns (BP100), or the same dynamic
+wait (one thread, one point of its unrolled program) returns after completion n on one schedule
+and after completion m != n on another (BP101, parity aliasing: on one of them the thread was
+two phases behind, or the barrier two phases ahead). A wait that returns after the same
+completion on every schedule is correct whatever its thread observed before: CUTLASS's sm90
+ping-pong has each math warpgroup skip the other's phases of a shared ring on purpose.
+
+The wait at program point pc of agent a returns from a state s iff a is at pc and the barrier's
+parity differs from P in s; it then returns after completion phase(s). So the completions it
+can return after are {phase(s) : s reachable, a at pc, guard true}: a function of the set of
+reachable states, which the explorer collects state by state (explore.py `ParityReturns`) and
+the reduced searches keep (docs/POR.md, "Parity aliasing").
+
+>>> from barrierproof.model.dsl import protocol
+>>> @protocol
+... def once(k):
+...     k.threads(2, name="wg")
+...     bar = k.Barrier()
+...     with k.when(k.thread == 0):
+...         k.arrive(bar)
+...     with k.otherwise():
+...         k.wait_parity(bar, 0)
+>>> from barrierproof.model.semantics import System
+>>> system = System(once.build())
+>>> s = system.step(system.initial_state(), 0)[0]
+>>> returning(system, s)
+[(1, 0, 1)]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from .instructions import BARRIER_FIELDS, WAIT_PARITY
+from .violations import Violation
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .semantics import System
+
+
+def bare_waits(system: System) -> list[tuple[int, frozenset[int]]]:
+    """(agent, program points of its bare parity waits) for every agent that has one."""
+    out = []
+    for a, prog in enumerate(system.programs):
+        pcs = frozenset(pc for pc, i in enumerate(prog) if i.op == WAIT_PARITY)
+        if pcs:
+            out.append((a, pcs))
+    return out
+
+
+def returning(system: System, state: tuple, waits=None) -> list[tuple[int, int, int]]:
+    """(agent, pc, completion) for every agent at a bare parity wait that can return in `state`,
+    with the completion count it would return after."""
+    out = []
+    for a, pcs in (waits if waits is not None else bare_waits(system)):
+        pc = state[a]
+        if pc in pcs:
+            instr = system.programs[a][pc]
+            phase = state[system.barrier_base + BARRIER_FIELDS * instr.target]
+            if (phase & 1) != instr.amount:
+                out.append((a, pc, phase))
+    return out
+
+
+def aliasing(system: System, this: Sequence[tuple], other: Sequence[tuple]) -> Violation | None:
+    """BP101 when two runs (their state sequences) both end with one agent's step off the same
+    bare parity wait, returning after different completions. Each run's last step must be that
+    wait; `this` is the run the report's trace shows."""
+    ends = []
+    for states in (this, other):
+        if len(states) < 2:
+            return None
+        before, after = states[-2], states[-1]
+        moved = [a for a in range(system.n_agents) if after[a] != before[a]]
+        if len(moved) != 1:
+            return None
+        a = moved[0]
+        found = [r for r in returning(system, before) if r[0] == a]
+        if not found or after[a] != before[a] + 1:
+            return None
+        ends.append(found[0])
+    (a, pc, n), (b, pc2, m) = ends
+    if (a, pc) != (b, pc2) or n == m:
+        return None
+    instr = system.programs[a][pc]
+    source = system.sources[instr.src]
+    name, barrier = system.agents[a].name, system.instances[instr.target].name
+    return Violation(
+        "BP101", f"{name}'s {source.text} ({source.loc}) returns after completion {n} of "
+        f"{barrier} on this schedule ({len(this) - 1} steps) and after completion {m} on "
+        f"another ({len(other) - 1} steps): its parity bit cannot tell these phases apart, so "
+        "which phase it returns for depends on the schedule (parity aliasing)",
+        a, instr.target, instr.src,
+        [f"on this schedule {barrier} has {n} completion(s) when {name} passes the wait",
+         f"on the other schedule it has {m}"])
