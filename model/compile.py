@@ -228,8 +228,8 @@ class CompiledKernel:
         refs = ([(r, False) for r in op.reads] if reads else []) + \
             ([(w, True) for w in op.writes] if writes else [])
         for ref, write in refs:
-            mask, text = self.memory.resolve(ref, env, block, op.loc)
-            out.append(Access(who, write, mask, src, text))
+            mask, text, boxes = self.memory.resolve(ref, env, block, op.loc)
+            out.append(Access(who, write, mask, src, text, boxes))
         return tuple(out)
 
     def _resolve(self, ref: BarrierRef, env: Mapping[str, int], block: tuple[int, ...],
@@ -279,12 +279,13 @@ class CompiledKernel:
         """A TMA copy's write of its destination in one block it reaches."""
         if self.memory is None or not op.writes:
             return None
-        mask, texts = 0, []
+        mask, texts, boxes = 0, [], ()
         for ref in op.writes:
-            m, text = self.memory.resolve(ref, env, block, op.loc)
+            m, text, box = self.memory.resolve(ref, env, block, op.loc)
             mask |= m
             texts.append(text)
-        return Access("TMA copy", True, mask, src, ", ".join(texts))
+            boxes += box
+        return Access("TMA copy", True, mask, src, ", ".join(texts), boxes)
 
     def _peers(self, block: tuple[int, ...], axes: tuple[str, ...], loc: Loc) -> list[tuple]:
         """Blocks that share every coordinate of `block` except along `axes` (a multicast)."""

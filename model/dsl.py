@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
 
 from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, Kernel, Loc,
-                 Loop, MemAlloc, MemRef, ModelError, Op, Param, Var, WarpRegion, When, as_expr)
+                 Loop, MemAlloc, MemRef, ModelError, Op, Param, Slice, Var, WarpRegion, When,
+                 as_expr)
 from .scope import LANE, Scope
 from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
 from .ir import emin as minimum  # noqa: F401
@@ -115,13 +116,33 @@ class _MemAt:
             raise ModelError(f"buffer `{alloc.name}` has {len(alloc.shape)} slot dimension(s), "
                              f"indexed with {len(index)}", loc=loc,
                              hint=f"declare it with slots=(...) of {len(index)} dimensions")
-        exprs = tuple(_int_expr(i, loc, "slot index") for i in index)
+        # leading indices select slots; from the first slice on, every dimension is a region
+        # (an index there is a slice of one slot)
+        cut = next((d for d, i in enumerate(index) if isinstance(i, Slice)), len(index))
+        exprs = tuple(_int_expr(i, loc, "slot index") for i in index[:cut])
+        region = tuple(i if isinstance(i, Slice) else Slice(_int_expr(i, loc, "slot index"),
+                                                              Const(1))
+                       for i in index[cut:])
         for i, n in zip(exprs, alloc.shape):
             if isinstance(i, Const) and isinstance(n, Const) and not 0 <= i.value < n.value:
                 raise ModelError(f"slot {i.value} is out of range for buffer `{alloc.name}` with "
                                  f"{n.value} slot(s)", loc=loc,
                                  hint=f"slots of `{alloc.name}` run from 0 to {n.value - 1}")
-        return MemRef(alloc, exprs)
+        for s, n in zip(region, alloc.shape[cut:]):
+            _check_slice(s, n, alloc.name, loc)
+        return MemRef(alloc, exprs, region)
+
+
+def _check_slice(s: Slice, n: Expr, name: str, loc: Loc) -> None:
+    """A slice with constant bounds that leaves its dimension: an error where it is written."""
+    start, size, stride = s.exprs()
+    if not all(isinstance(e, Const) for e in (start, size, stride, n)):
+        return                             # symbolic: checked per state by the explorer
+    last = start.value + (size.value - 1) * stride.value
+    if size.value < 1 or stride.value < 1 or start.value < 0 or last >= n.value:
+        raise ModelError(f"region {s!r} leaves buffer `{name}` with {n.value} slot(s) there",
+                         loc=loc, hint=f"keep start..start+(size-1)*stride within 0..{n.value - 1}"
+                                       ", with size and stride at least 1")
 
 
 class BufferHandle:
@@ -376,6 +397,13 @@ class KernelBuilder:
                          loc, scalar)
         self._buffers.append(alloc)
         return BufferHandle(alloc)
+
+    def ds(self, start: ExprLike, size: ExprLike, stride: ExprLike = 1) -> Slice:
+        """`pl.ds(start, size, stride)`: `size` slots of one dimension from `start`, `stride`
+        apart, for `buf.at[...]` (`acc.at[k.ds(k.thread * 64, 64)]`: a thread's rows)."""
+        loc, _ = _caller()
+        return Slice(_int_expr(start, loc, "ds start"), _int_expr(size, loc, "ds size"),
+                     _int_expr(stride, loc, "ds stride"))
 
     def SMEM(self, slots=None, name: str | None = None) -> BufferHandle:
         """A shared-memory buffer in every block (`plgpu.SMEM`), optionally split into `slots`

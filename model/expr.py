@@ -18,8 +18,8 @@ import dataclasses
 import itertools
 from typing import Mapping, Sequence
 
-from .ir import (BINARY_OPS, BarrierRef, BinOp, Const, Expr, Loop, Op, UnOp, Var, WarpRegion,
-                 When, free_vars)
+from .ir import (BINARY_OPS, BarrierRef, BinOp, Const, Expr, Loop, Op, Slice, UnOp, Var,
+                 WarpRegion, When, free_vars)
 
 OPAQUE_PREFIX = "?"
 
@@ -360,7 +360,9 @@ def substitute_stmts(body: Sequence, env: Mapping[str, Expr]) -> tuple:
 
 
 def _subst_mem(ref, env: Mapping[str, Expr]):
-    return dataclasses.replace(ref, index=tuple(substitute(i, env) for i in ref.index))
+    region = tuple(Slice(*(substitute(e, env) for e in s.exprs())) for s in ref.region)
+    return dataclasses.replace(ref, index=tuple(substitute(i, env) for i in ref.index),
+                               region=region)
 
 
 def stmt_vars(body: Sequence) -> set[str]:

@@ -306,26 +306,61 @@ class BarrierRef:
 @dataclass(frozen=True, eq=False)
 class MemAlloc:
     """A buffer in shared memory (`space="smem"`) or tensor memory (`space="tmem"`) of every
-    block, split into `shape` slots (a k-stage ring's stages). Races are judged per slot."""
+    block, split into `shape` slots (a k-stage ring's stages, or a tile's rows and columns).
+    Races are judged per cell: `granule[d]` consecutive slots of dimension d make one cell (a
+    frontend picks it so that every region the kernel names is a union of whole cells, which
+    keeps the overlap exact with few cells); none given, every slot is a cell."""
 
     name: str
     space: str = "smem"
     shape: tuple[Expr, ...] = (Const(1),)
     loc: Loc = UNKNOWN_LOC
     scalar: bool = True          # declared without slots: one slot, referenced unindexed
+    granule: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Slice:
+    """`k.ds(start, size, stride)` / `pl.ds(...)` along one dimension: the `size` slots
+    start, start + stride, ..., start + (size - 1) * stride."""
+
+    start: Expr
+    size: Expr
+    stride: Expr = Const(1)
+
+    def exprs(self) -> tuple[Expr, Expr, Expr]:
+        return (self.start, self.size, self.stride)
+
+    def __repr__(self) -> str:
+        text = f"ds({self.start!r}, {self.size!r}"
+        unit = isinstance(self.stride, Const) and self.stride.value == 1
+        return text + (")" if unit else f", stride={self.stride!r})")
 
 
 @dataclass(frozen=True, eq=False)
 class MemRef:
-    """`buf` (every slot) or `buf.at[i]` (leading indices select slots)."""
+    """`buf` (every slot), `buf.at[i]` (leading indices select slots) or a region
+    `buf.at[i, k.ds(start, size)]`: after the leading indices `index`, one Slice per further
+    dimension in `region`; dimensions named by neither are whole. An engine that reads only
+    `index` judges the region as the whole rest of the buffer: coarser, never missing a race."""
 
     alloc: MemAlloc
     index: tuple[Expr, ...] = ()
+    region: tuple[Slice, ...] = ()
+
+    def exprs(self) -> tuple[Expr, ...]:
+        """Every expression the reference depends on."""
+        return self.index + tuple(e for s in self.region for e in s.exprs())
 
     def __repr__(self) -> str:
-        if not self.index:
+        if not self.index and not self.region:
             return self.alloc.name
-        return self.alloc.name + "[" + ", ".join(map(repr, self.index)) + "]"
+        return self.alloc.name + "[" + ", ".join(map(repr, self.index + self.region)) + "]"
+
+
+def has_regions(kernel: "Kernel") -> bool:
+    """Does some memory effect of `kernel` name a region (a slice), not only slots?"""
+    return any(ref.region for op in kernel.ops() for ref in op.reads + op.writes)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -564,6 +599,19 @@ def without_memory(kernel: Kernel) -> Kernel:
     if not kernel.buffers and not has_memory_effects(kernel):
         return kernel
     return kernel.replace(body=strip(kernel.body), buffers=())
+
+
+def whole_buffers(kernel: Kernel) -> Kernel:
+    """The kernel with every region widened to its leading indices (the rest of the buffer
+    whole): what an engine that does not decide regions judges, coarser and so never missing
+    a race; it can only find races the regions would not have."""
+    def widen(op: Op) -> Op:
+        if not any(r.region for r in op.reads + op.writes):
+            return op
+        return dataclasses.replace(
+            op, reads=tuple(MemRef(r.alloc, r.index) for r in op.reads),
+            writes=tuple(MemRef(w.alloc, w.index) for w in op.writes))
+    return kernel.replace(body=map_ops(kernel.body, widen)) if has_regions(kernel) else kernel
 
 
 # Kinds that exist only for their memory effects.

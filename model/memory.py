@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from .ir import Loc, MemAlloc, MemRef, ModelError, evaluate
+from .regions import cell_runs, overlap, region_text, runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from .semantics import System
@@ -54,7 +55,8 @@ class Access:
     write: bool
     mask: int
     src: int          # index into System.sources
-    text: str         # the memory it names, with concrete slots ("a[1]@b1")
+    text: str         # the memory it names, with concrete slots ("a[1]@b1", "acc[64:128]")
+    boxes: tuple = ()  # per buffer it touches: (name, block, slot runs per dimension)
 
 
 class MemoryLayout:
@@ -65,6 +67,7 @@ class MemoryLayout:
         self.cells: list[tuple[MemAlloc, tuple[int, ...], tuple[int, ...]]] = []
         self._cell: dict[tuple, int] = {}
         self._shape: dict[str, tuple[int, ...]] = {}
+        self._granule: dict[str, tuple[int, ...]] = {}
         self._allocs = {alloc.name: alloc for alloc in buffers}
         self.multi_block = len(blocks) > 1
         for alloc in buffers:
@@ -73,8 +76,11 @@ class MemoryLayout:
                 raise ModelError(f"buffer `{alloc.name}` has {tuple(shape)} slots; every "
                                  "dimension must be at least 1", loc=alloc.loc)
             self._shape[alloc.name] = shape
+            granule = tuple(alloc.granule) + (1,) * (len(shape) - len(alloc.granule))
+            self._granule[alloc.name] = granule
+            counts = [-(-n // g) for n, g in zip(shape, granule)]
             for block in blocks:
-                for index in itertools.product(*[range(n) for n in shape]):
+                for index in itertools.product(*[range(n) for n in counts]):
                     self._cell[(alloc.name, index, block)] = len(self.cells)
                     self.cells.append((alloc, index, block))
         # Filled while the System unrolls programs: per agent, in program order,
@@ -88,27 +94,30 @@ class MemoryLayout:
     # -- compilation -------------------------------------------------------------------------
 
     def resolve(self, ref: MemRef, env: Mapping[str, int], block: tuple[int, ...],
-                loc: Loc) -> tuple[int, str]:
-        """The cells a reference touches in `block`, and its text with concrete slots."""
+                loc: Loc) -> tuple[int, str, tuple]:
+        """The cells a reference touches in `block`, its text with concrete slots, and its
+        box (buffer, block, slot runs per dimension) for naming overlaps."""
         alloc = ref.alloc
         if self._allocs.get(alloc.name) is not alloc:
             raise ModelError(f"buffer `{alloc.name}` is not allocated by this kernel", loc=loc,
                              hint="allocate it with k.SMEM(...) / k.TMEM(...) in the protocol")
         shape = self._shape[alloc.name]
-        index = tuple(evaluate(i, env) for i in ref.index)
-        if len(index) > len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
-            raise ModelError(f"slot {index if len(index) != 1 else index[0]} is out of range for "
-                             f"buffer `{alloc.name}` with {shape if len(shape) > 1 else shape[0]} "
-                             "slot(s)", loc=loc, hint="keep slot indices below the slot count")
+        if not ref.region:
+            index = tuple(evaluate(i, env) for i in ref.index)
+            if len(index) > len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
+                raise ModelError(f"slot {index if len(index) != 1 else index[0]} is out of "
+                                 f"range for buffer `{alloc.name}` with "
+                                 f"{shape if len(shape) > 1 else shape[0]} slot(s)", loc=loc,
+                                 hint="keep slot indices below the slot count")
+        box = runs(ref, shape, env, loc)
         mask = 0
-        for rest in itertools.product(*[range(n) for n in shape[len(index):]]):
-            mask |= 1 << self._cell[(alloc.name, index + rest, block)]
-        text = alloc.name
-        if index and not alloc.scalar:
-            text += "[" + ",".join(map(str, index)) + "]"
+        for cell in itertools.product(*cell_runs(box, self._granule[alloc.name])):
+            mask |= 1 << self._cell[(alloc.name, cell, block)]
+        named = len(ref.index) + len(ref.region)
+        text = alloc.name if alloc.scalar else region_text(alloc.name, box, named, shape)
         if self.multi_block:
             text += "@" + ",".join(map(str, block))
-        return mask, text
+        return mask, text, ((alloc.name, block, box),)
 
     def finish(self, lengths: list[int], slot_insts: list[int]) -> None:
         """From the recorded events, per agent and gap (program position): the mask of what the
@@ -274,12 +283,35 @@ class MemoryLayout:
         verb1 = "writes" if acc1.write else "reads"
         verb2 = "writes" if acc2.write else "reads"
         space = "shared" if alloc.space == "smem" else "tensor"
+        shared = self._overlap_text(acc1, acc2)
+        both = f" (they overlap in {shared})" if shared else ""
         message = (f"{name1} {verb1} {acc1.text} ({src1.loc}) while {name2} {verb2} "
-                   f"{acc2.text} ({src2.loc}); no barrier orders the two {space}-memory accesses")
+                   f"{acc2.text} ({src2.loc}){both}; no barrier orders the two {space}-memory "
+                   "accesses")
         details = [f"{lane1} {verb1} {acc1.text}: {src1.text} at {src1.loc}",
                    f"{lane2} {verb2} {acc2.text}: {src2.text} at {src2.loc}"]
+        if shared:
+            details.append(f"overlapping slots: {shared}")
         return Violation(code, message, agent1, None, acc1.src, details,
                          related=[(f"{name2} {verb2} {acc2.text} here", src2.loc)])
+
+    def _overlap_text(self, acc1: Access, acc2: Access) -> str:
+        """The slots two accesses of different regions share (`acc[63, :]`); empty when they
+        name the same slots (the texts say it all)."""
+        if acc1.text == acc2.text:
+            return ""
+        found = []
+        for name1, block1, box1 in acc1.boxes:
+            for name2, block2, box2 in acc2.boxes:
+                if (name1, block1) != (name2, block2):
+                    continue
+                shared = overlap(box1, box2)
+                if shared is None:
+                    continue
+                shape = self._shape[name1]
+                text = region_text(name1, shared, len(shape), shape)
+                found.append(text + ("@" + ",".join(map(str, block1)) if self.multi_block else ""))
+        return ", ".join(found)
 
 
 def _masks(accesses) -> tuple[int, int]:

@@ -12,11 +12,12 @@ family.py.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Mapping, Sequence
 
 from ..expr import mk, substitute, substitute_stmts
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Kernel, Loop, MemAlloc, MemRef,
-                  Op, UnOp, Var, WarpRegion, When, evaluate)
+                  Op, Slice, UnOp, Var, WarpRegion, When, evaluate)
 
 
 class Disagree(Exception):
@@ -111,9 +112,11 @@ class AntiUnifier:
         out = {}
         for col in zip(*lists):
             b = col[0]
+            # cells fine enough for every trace (a finer cell keeps each region whole)
+            granule = tuple(math.gcd(*gs) for gs in zip(*(x.granule for x in col)))
             out[b.name] = dataclasses.replace(
                 b, shape=self.exprs([x.shape for x in col], [{}] * len(col),
-                                    f"{b.loc}: buffer {b.name}"))
+                                    f"{b.loc}: buffer {b.name}"), granule=granule)
         return out
 
     # statements --------------------------------------------------------------------------------
@@ -168,9 +171,16 @@ class AntiUnifier:
             barrier = BarrierRef(bars[s.barrier.alloc.name],
                                  self.exprs([x.barrier.index for x in col], ren, where), block)
 
+        def region(refs):
+            if len({len(r.region) for r in refs}) != 1:
+                raise Disagree(f"{where}: the region differs between traces")
+            parts = self.exprs([tuple(e for s in r.region for e in s.exprs()) for r in refs],
+                               ren, where)
+            return tuple(Slice(*parts[i:i + 3]) for i in range(0, len(parts), 3))
+
         def mems(get):
             return tuple(MemRef(bufs.get(refs[0].alloc.name, refs[0].alloc),
-                                self.exprs([r.index for r in refs], ren, where))
+                                self.exprs([r.index for r in refs], ren, where), region(refs))
                          for refs in zip(*(get(x) for x in col)))
 
         return dataclasses.replace(

@@ -199,7 +199,7 @@ def _stmt_free_vars(s) -> set[str]:
             for e in s.barrier.index + (s.barrier.block or ()):
                 out |= free_vars(e)
         for r in s.reads + s.writes:
-            for e in r.index:
+            for e in r.exprs():
                 out |= free_vars(e)
     return out
 
