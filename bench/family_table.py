@@ -1,7 +1,7 @@
-"""The README's table of `barrierproof prove` over every size of JAX's kernels (shape families).
+"""The table (docs/prove.md) of `barrierproof prove` over every size of JAX's kernels (shape families).
 
     python bench/family_table.py                      # every row, as a markdown table
-    python bench/family_table.py --check README.md    # compare with the README's table
+    python bench/family_table.py --check docs/prove.md  # compare with the docs' table
 
 Each row runs `barrierproof prove examples/pallas/sizes.py::NAME --ignore BP200,BP201
 --timeout 60` in this process (the barrier rules; races
@@ -127,7 +127,7 @@ def compare(table, path: str) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", metavar="README", help="compare with this file's table")
+    parser.add_argument("--check", metavar="PAGE", help="compare with this file's table")
     args = parser.parse_args(argv)
     table = run()
     print(markdown(table))

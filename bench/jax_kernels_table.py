@@ -1,8 +1,8 @@
-"""The README's table of JAX's own Mosaic GPU kernels, produced by checking them.
+"""The table (docs/jax-kernels.md) of JAX's own Mosaic GPU kernels, produced by checking them.
 
     python bench/jax_kernels_table.py                 # the fast rows, as a markdown table
     python bench/jax_kernels_table.py --all           # every row (the slow ones take minutes)
-    python bench/jax_kernels_table.py --check README.md   # compare with the README's table
+    python bench/jax_kernels_table.py --check docs/jax-kernels.md  # compare with the docs' table
 
 Every column but the seconds is a fact of the model (allocations, threads, distinct states
 explored, verdict); `--check` compares those for the rows it ran and fails on any difference
@@ -37,7 +37,7 @@ TRIPS = "trips_blackwell_matmul_mgpu_107"
 
 @dataclass(frozen=True)
 class Row:
-    label: str                 # the README's first column
+    label: str                 # the docs table's first column
     function: str              # in examples/pallas/jax_kernels.py
     kernel: int = 0            # which launch of the function
     params: tuple = ()         # --param values
@@ -66,7 +66,7 @@ ROWS = [
 
 
 def group(n: int) -> str:
-    """19686 -> '19 686', as the README writes counts."""
+    """19686 -> '19 686', as the docs write counts."""
     return f"{n:,}".replace(",", " ")
 
 
@@ -92,7 +92,7 @@ def shape_columns(kernel) -> tuple[str, str]:
 
 
 def verdict_column(kernel, params, timeout) -> tuple[str, int, float]:
-    """(verdict text, states, seconds) as the README states them."""
+    """(verdict text, states, seconds) as the docs state them."""
     start = time.perf_counter()
     v = check_kernel(kernel, params, Options(Limits(timeout=timeout), order=ORDER))
     seconds = time.perf_counter() - start
@@ -140,19 +140,19 @@ def markdown(table) -> str:
 
 
 def readme_rows(path: str) -> dict[str, list[str]]:
-    """The README's JAX kernel table: kernel label -> its cells."""
+    """The JAX kernel table of a page: kernel label -> its cells."""
     return readme_table.readme_rows(path, HEADER[:5])
 
 
 def compare(table, path: str) -> list[str]:
-    """Differences between a fresh table and the README's, seconds left out."""
+    """Differences between a fresh table and the page's, seconds left out."""
     return readme_table.compare(table, path, HEADER[:5], HEADER[1:5])
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="the slow rows too (minutes)")
-    parser.add_argument("--check", metavar="README", help="compare with this file's table")
+    parser.add_argument("--check", metavar="PAGE", help="compare with this file's table")
     args = parser.parse_args(argv)
     table = run([r for r in ROWS if args.all or not r.slow])
     if args.check:

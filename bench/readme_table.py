@@ -1,6 +1,6 @@
-"""Markdown tables that a bench script writes and the README quotes, and their comparison.
+"""Markdown tables that a bench script writes and the docs quote, and their comparison.
 
-A bench script produces rows of cells; `markdown` prints them, `compare` reads the README's table
+A bench script produces rows of cells; `markdown` prints them, `compare` reads a page's table
 with the same header and lists every cell that differs (the columns named in `compared`; seconds
 depend on the machine and are left out by the callers).
 """

@@ -128,6 +128,25 @@ RULES: dict[str, Rule] = {r.code: r for r in (
 
 HELP = {code: rule.help for code, rule in RULES.items()}
 
+# Where the documentation site is published (mkdocs.yml's site_url): docs/rules/CODE.md is the
+# page of each code, which SARIF's helpUri and the text report's help line point at.
+DOCS_URL = "https://barrierproof.readthedocs.io/en/latest/"
+
+
+def docs_url(code: str) -> str | None:
+    """The page of a diagnostic code, None for what has no page (an input error without code).
+
+    >>> docs_url("BP100")
+    'https://barrierproof.readthedocs.io/en/latest/rules/BP100/'
+    """
+    return f"{DOCS_URL}rules/{code}/" if code in RULES else None
+
+
+def help_line(code: str, help: str) -> str:
+    """A finding's help line with its docs page, as the text reports print it."""
+    url = docs_url(code)
+    return f"{help} (docs: {url})" if url else help
+
 missing = set(CODES) ^ set(RULES)
 if missing:     # a code without a row, or a row without a code: refuse to run at all
     raise ImportError(f"the rule registry and model/violations.py CODES disagree on "

@@ -208,11 +208,11 @@ def test_traces_that_never_agree_fall_back_to_the_traced_shape(tmp_path):
 
 
 def test_readme_family_table_fast_rows():
-    """The README's table of `prove` over every size: the rows that take seconds."""
+    """The table of `prove` over every size (docs/prove.md): the rows that take seconds."""
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(EXAMPLES), "bench"))
     import family_table
-    readme = os.path.join(os.path.dirname(EXAMPLES), "README.md")
+    readme = os.path.join(os.path.dirname(EXAMPLES), "docs", "prove.md")
     fast = [r for r in family_table.ROWS if r[1] in ("attention_forward_any_kv",
                                                       "blackwell_matmul_any_k")]
     table = family_table.run(fast)

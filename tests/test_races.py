@@ -225,15 +225,15 @@ def test_tlc_verdict_is_unknown_while_races_are_unchecked(monkeypatch):
     assert v.verdict == "verified"
 
 
-def test_readme_shows_the_report_as_printed():
+def test_the_races_page_shows_the_report_as_printed():
     from barrierproof.checker.report.text import describe
     v = _check("ring_release_before_read")
     v.source = "examples/races.py::ring_release_before_read"
     printed = describe(v, show_trace=False).splitlines()[:3]
-    with open(os.path.join(os.path.dirname(EXAMPLES), "README.md")) as f:
-        readme = f.read()
+    with open(os.path.join(os.path.dirname(EXAMPLES), "docs", "races.md")) as f:
+        page = f.read()
     for line in printed:
-        assert line in readme, line
+        assert line in page, line
 
 
 # -- Pallas: memory effects from the jaxpr ----------------------------------------------------

@@ -1,5 +1,6 @@
-"""The README's figures that a script produces are the script's: the JAX kernel table
-(bench/jax_kernels_table.py; the fast rows are re-run here, seconds left out)."""
+"""The documentation's figures that a script produces are the script's: the JAX kernel table
+of docs/jax-kernels.md (bench/jax_kernels_table.py; the fast rows are re-run here, seconds left
+out), the interpreter corpus counts and the repair summary (docs/repair.md)."""
 
 import os
 import sys
@@ -11,25 +12,26 @@ from conftest import ROOT
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import jax_kernels_table as table  # noqa: E402
 
-README = os.path.join(ROOT, "README.md")
+JAX_KERNELS = os.path.join(ROOT, "docs", "jax-kernels.md")
+REPAIR = os.path.join(ROOT, "docs", "repair.md")
 
 
 @pytest.mark.slow
 def test_the_jax_kernel_table_is_what_the_script_produces():
     fresh = table.run([r for r in table.ROWS if not r.slow])
-    assert table.compare(fresh, README) == []
+    assert table.compare(fresh, JAX_KERNELS) == []
 
 
 def test_every_row_of_the_readme_table_has_a_script_row():
-    assert set(table.readme_rows(README)) == {r.label for r in table.ROWS}
+    assert set(table.readme_rows(JAX_KERNELS)) == {r.label for r in table.ROWS}
 
 
 def test_the_comparison_sees_a_changed_figure():
-    row = table.readme_rows(README)["hopper_matmul"]
+    row = table.readme_rows(JAX_KERNELS)["hopper_matmul"]
     changed = [row[0], row[1], row[2], "231", row[4], "0.0 + 0.0"]
-    (problem,) = table.compare([changed], README)
+    (problem,) = table.compare([changed], JAX_KERNELS)
     assert "states explored is '231'" in problem
-    assert table.compare([row], README) == []
+    assert table.compare([row], JAX_KERNELS) == []
 
 
 def test_the_interpreter_corpus_counts():
@@ -37,7 +39,7 @@ def test_the_interpreter_corpus_counts():
 
     import test_pallas_confirm as corpus
 
-    text = open(README).read()
+    text = open(JAX_KERNELS).read()
     outcomes = [o for m in corpus.MODULES.values() for o in m.INTERPRETER.values()]
     total = int(re.search(r"(\d+) small kernels in `examples/pallas/`", text).group(1))
     runs = int(re.search(r"(\d+) of them run on JAX's GPU interpret mode", text).group(1))
@@ -48,7 +50,7 @@ def test_the_interpreter_corpus_counts():
 
 
 def test_the_repair_figures_are_those_of_bench_repair_md():
-    """The README's repair sentence quotes the summary bench/bench_repair.py wrote."""
+    """The repair page's sentence quotes the summary bench/bench_repair.py wrote."""
     import re
 
     summary = open(os.path.join(ROOT, "bench", "REPAIR.md")).read()
@@ -57,7 +59,7 @@ def test_the_repair_figures_are_those_of_bench_repair_md():
     sibling, first, some = map(int, re.search(
         r"with a correct sibling: (\d+); first suggestion matches it: (\d+)/\d+; some "
         r"suggestion matches: (\d+)/", summary).groups())
-    text = " ".join(open(README).read().split())
+    text = " ".join(open(REPAIR).read().split())
     assert f"{fixed} of the {buggy} buggy examples got a verified fix" in text
     assert (f"of the {sibling} with a correct sibling, the first suggestion is exactly the "
             f"sibling's protocol for {first} (some suggestion for {some})") in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..rules import help_line
 from .text import CELL, steps_text
 from ..verdict import Verdict
 from .safe import printable_copy
@@ -77,7 +78,7 @@ def print_report(verdicts: Sequence[Verdict], console=None) -> None:
             line.append(d.message)
             console.print(line)
             if d.help:
-                console.print(Text(f"    help: {d.help}", style="green"))
+                console.print(Text(f"    help: {help_line(d.code, d.help)}", style="green"))
         for note in v.notes:
             console.print(Text(f"  note: {note}", style="dim"))
         from .text import fix_lines

@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from ...model.semantics import CODES
 from ..check import HELP
+from ..rules import docs_url
 from ..verdict import Verdict
 from .text import steps_text
 from .views import event_kind, lanes, location_in_text, split_location, stuck
@@ -122,6 +123,8 @@ def _rule(rule: str) -> dict:
     }
     if HELP_TEXT.get(rule):
         descriptor["help"] = {"text": HELP_TEXT[rule]}
+    if docs_url(rule):
+        descriptor["helpUri"] = docs_url(rule)
     return descriptor
 
 

@@ -10,6 +10,7 @@ import json
 from typing import Sequence
 
 from ...model.interpreter import Trace
+from ..rules import help_line
 from ..verdict import Verdict
 from .safe import printable_copy
 
@@ -91,7 +92,7 @@ def describe(v: Verdict, show_trace: bool = True) -> str:
         for r in d.related:
             lines.append(f"    and: {r['location']}: {r['message']}")
         if d.help:
-            lines.append(f"    help: {d.help}")
+            lines.append(f"    help: {help_line(d.code, d.help)}")
     for note in v.notes:
         lines.append(f"  note: {note}")
     lines += fix_lines(v)

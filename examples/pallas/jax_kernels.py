@@ -4,11 +4,11 @@ configurations, traced on the CPU and checked by barrierproof.
 Each function builds abstract inputs and calls the shipped kernel; barrierproof traces it (the
 frontend supplies the GPU facts the kernels ask for: 132 SMs, a CUDA runtime version) and never
 runs it. `SLOW` lists configurations whose check takes from half a minute to minutes (2-CTA
-Blackwell kernels); they are in the README table and the tests, not in `EXPECT` (which
+Blackwell kernels); they are in the docs table and the tests, not in `EXPECT` (which
 `barrierproof check examples/` runs).
 
-Findings (see README): three kernels leave the last completions of a "slot released" barrier
-unobserved when the kernel exits (Pallas rule 2, BP103): attention forward (the memory
+Findings (docs/): three kernels leave the last completions of a "slot released"
+barrier unobserved when the kernel exits (Pallas rule 2, BP103): attention forward (the memory
 warpgroup never waits for the final `k_consumed`/`v_consumed` completions; causal: the compute
 warpgroups never wait for the last K/V loads they skip), and the Blackwell matmul and ragged dot
 (the TMA warp never waits for the last MMAs' `consumed_barrier` completions, the MMA warp for the
@@ -16,7 +16,7 @@ last `store_done_barrier` ones). Harmless on the hardware because nothing arrive
 barriers afterwards, but JAX's interpreter rejects it ("did not observe all phases") and it
 becomes an overrun as soon as the barriers are reused. With BP103 ignored they verify, except
 the 2-CTA Blackwell matmul with 3 tiles per block: block 1's MMA warp waits on
-`store_done_barrier` without anything making it keep up (BP101; README).
+`store_done_barrier` without anything making it keep up (BP101; docs/jax-kernels.md).
 Everything else is verified, the collective matmul with its cross-device semaphore (a global
 counter every block signals once per device step, modelled in lockstep: every cluster of the grid
 signals and waits alike, and the waits do not decrement).
@@ -57,7 +57,7 @@ EXPECT = {
     "collective_matmul": "verified",
 }
 SLOW = {"blackwell_ragged_dot": "violation:BP103",     # about 40 s
-        # 3 tiles per block (the default): a BP101 on `store_done_barrier` (README), met depth
+        # 3 tiles per block (the default): a BP101 on `store_done_barrier` (docs), met depth
         # first within seconds; confirming it shortest takes minutes
         "blackwell_matmul_collective": "violation:BP101"}
 # blackwell_matmul_collective with one tile per block: BP103 like the 1-CTA kernel (the TMA warp

@@ -41,7 +41,7 @@ PROVE = {
     # the same ring with the slot count a size too: a ring of symbolic size, proved
     "ring_any_size": "proved",
     # joined over every K and every tile count: one tile proved (the tiles are separated by the
-    # producer's drain), see README
+    # producer's drain), see docs/prove.md
     "hopper_matmul_any_k": "proved",
     # a pair of blocks: a block's consumers start a tile only when both producers have (their
     # first slot needs the other block's half of B), so one tile of the pair is proved
@@ -50,7 +50,7 @@ PROVE = {
     # stages a size too: the ring class's abstraction reaches a deadlock state the explorer
     # does not find, so no proof
     "hopper_matmul_any_stages": "unknown",
-    # the BP103 findings of jax_kernels.py, back at the smallest size (README)
+    # the BP103 findings of jax_kernels.py, back at the smallest size (docs/prove.md)
     "attention_forward_any_kv": "violation:BP103",
     "blackwell_matmul_any_k": "violation:BP103",
 }
