@@ -20,7 +20,8 @@ from barrierproof.model.semantics import System                         # noqa: 
 
 from conftest import EXAMPLES                                           # noqa: E402
 
-FILES = [os.path.join(EXAMPLES, "cute", f) for f in ("pipeline_tma.py", "mbarrier_ring.py")]
+FILES = [os.path.join(EXAMPLES, "cute", f)
+         for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 _BUILT: dict = {}
 SECONDS: dict = {}
@@ -100,6 +101,23 @@ def test_expected_verdict_and_replayed_counterexample(target):
         located = [s.location for s in trace.steps if s.agent_kind not in ("tma", "async")]
         assert bool(located) == bool(trace.steps)
         assert all(loc and loc.startswith(os.path.relpath(target.path)) for loc in located)
+
+
+def test_a_named_barrier_is_bar_sync_with_its_id_and_thread_count():
+    kernel = _kernel(_target("handoff"))
+    syncs = {(op.kind, repr(op.bar_id), repr(op.count)) for op in kernel.ops()
+             if op.kind == "bar_sync"}
+    assert syncs == {("bar_sync", "1", "64")}
+    assert repr(kernel.num_threads) == "4"
+
+
+def test_check_on_the_command_line(capsys):
+    from barrierproof.cli import main
+    path = os.path.relpath(FILES[1])
+    assert main(["check", f"{path}::ring", "--no-cache"]) == 0
+    assert main(["check", f"{path}::ring_empty_counts_one_arrival", "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    assert "BP121" in out and f"{path}:" in out
 
 
 def test_a_trip_count_known_only_at_run_time_is_bp190_at_the_loop():
