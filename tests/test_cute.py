@@ -142,6 +142,41 @@ def _op(name, operands=(), results=(), types=(), attrs=None, regions=(), line=2)
                 attrs or {}, tuple(regions), Loc("k.py", line, "k"))
 
 
+def test_try_wait_then_wait_on_the_same_phase_is_one_wait():
+    tried = _kernel(_target("ring_consumer_tries_first"))
+    plain = _kernel(_target("ring"))
+    def waits(kernel):
+        return [(op.barrier.alloc.name, repr(op.barrier.index), repr(op.parity))
+                for op in kernel.ops() if op.kind == "wait_parity"]
+    assert waits(tried) == waits(plain)
+    assert not any(op.kind == "unmodeled" for op in tried.ops())
+
+
+def _tested_branch(then_ops, else_ops=()):
+    """`if try_wait(bar, 0) == 0: then_ops else: else_ops` on an initialised barrier."""
+    const = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 1})
+    zero = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 0})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 1))
+    test = _op("nvvm.mbarrier.wait.parity", operands=(3, 2), results=(4,), types=("i1",))
+    failed = _op("arith.cmpi", operands=(4, 2), results=(5,), types=("i1",),
+                 attrs={"predicate": 0})
+    branch = _op("scf.if", operands=(5,), line=8,
+                 regions=((Block((), tuple(then_ops)),), (Block((), tuple(else_ops)),)))
+    return Warp(_tree(const, zero, alloca, init, test, failed, branch), 0, {}).run()
+
+
+def test_any_other_use_of_a_try_wait_answer_is_bp190():
+    wait = _op("nvvm.mbarrier.try_wait.parity", operands=(3, 2, 2), line=9)
+    other_parity = _op("nvvm.mbarrier.try_wait.parity", operands=(3, 1, 1), line=9)
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    assert [e.kind for e in _tested_branch([wait])] == ["mbarrier_init", "wait_parity"]
+    for then, orelse in (([other_parity], ()), ([arrive], ()), ((), [wait])):
+        events = _tested_branch(then, orelse)
+        assert [e.kind for e in events] == ["mbarrier_init", "unmodeled"], (then, orelse)
+        assert events[-1].loc.line == 8
+
+
 def test_an_unknown_synchronizing_op_is_kept_with_its_name_and_line():
     tree = _tree(_op("nvvm.mbarrier.try_wait.parity.timelimit", line=7))
     events = Warp(tree, 0, {}).run()

@@ -14,13 +14,15 @@ EXPECT = {
     "ring_empty_counts_one_arrival": "violation:BP121",
     "ring_without_init_fence_and_sync": "violation:BP147",
     "ring_trip_count_at_run_time": "unknown:BP190",
+    "ring_consumer_tries_first": "verified",
 }
 
 
 @cute.kernel
 def ring_kernel(steps: cutlass.Int32, stages: cutlass.Constexpr, trips: cutlass.Constexpr,
                 empty_arrivals: cutlass.Constexpr, toggle: cutlass.Constexpr,
-                sync_after_init: cutlass.Constexpr, dynamic_trips: cutlass.Constexpr):
+                sync_after_init: cutlass.Constexpr, dynamic_trips: cutlass.Constexpr,
+                try_first: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     full = smem.allocate_array(cutlass.Int64, stages)
@@ -48,7 +50,11 @@ def ring_kernel(steps: cutlass.Int32, stages: cutlass.Constexpr, trips: cutlass.
         for i in cutlass.range(n):
             slot = i % stages
             phase = (i // stages) % 2 if cutlass.const_expr(toggle) else 0
-            cute.arch.mbarrier_wait(full + slot, phase)
+            if cutlass.const_expr(try_first):
+                if not cute.arch.mbarrier_try_wait(full + slot, phase):
+                    cute.arch.mbarrier_wait(full + slot, phase)
+            else:
+                cute.arch.mbarrier_wait(full + slot, phase)
             cute.arch.mbarrier_arrive(empty + slot)
 
 
@@ -56,16 +62,17 @@ def ring_kernel(steps: cutlass.Int32, stages: cutlass.Constexpr, trips: cutlass.
 def ring_host(a: cute.Tensor, steps: cutlass.Int32, stages: cutlass.Constexpr,
               trips: cutlass.Constexpr, empty_arrivals: cutlass.Constexpr,
               toggle: cutlass.Constexpr, sync_after_init: cutlass.Constexpr,
-              dynamic_trips: cutlass.Constexpr):
+              dynamic_trips: cutlass.Constexpr, try_first: cutlass.Constexpr):
     ring_kernel(steps, stages, trips, empty_arrivals, toggle, sync_after_init,
-                dynamic_trips).launch(grid=[1, 1, 1], block=[64, 1, 1])
+                dynamic_trips, try_first).launch(grid=[1, 1, 1], block=[64, 1, 1])
 
 
 def _compile(stages=2, trips=5, empty_arrivals=32, toggle=True, sync_after_init=True,
-             dynamic_trips=False):
+             dynamic_trips=False, try_first=False):
     a = make_fake_compact_tensor(cutlass.Float32, (128,))
     return cute.compile(ring_host, a, cutlass.Int32(trips), stages, trips, empty_arrivals,
-                        toggle, sync_after_init, dynamic_trips, options="--generate-line-info")
+                        toggle, sync_after_init, dynamic_trips, try_first,
+                        options="--generate-line-info")
 
 
 def ring():
@@ -96,3 +103,10 @@ def ring_trip_count_at_run_time():
     """The trip count is a kernel argument, known only at run time: the frontend cannot
     unroll the loops and says so (BP190), instead of guessing a count."""
     return _compile(dynamic_trips=True)
+
+
+def ring_consumer_tries_first():
+    """The consumer polls with a non-blocking try_wait and blocks on the same phase only if
+    it failed (what a pipeline's consumer_try_wait token does): either way it has observed
+    that phase, so the frontend reads it as one wait."""
+    return _compile(try_first=True)

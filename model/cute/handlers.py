@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .values import WARP, Atom, Lanes, Ptr, Unknown, elem_bytes, lift, uniform
+from .values import WARP, Atom, Lanes, Ptr, Tested, Unknown, elem_bytes, uniform
 
 # Ops that look like synchronization by name but only order memory or move data: no thread
 # waits on them and no barrier phase depends on them.
@@ -304,6 +304,21 @@ def _mbarrier_wait_parity(warp, node, active):
         warp.emit("wait_parity", node, barrier=bar, parity=parity & 1)
 
 
+def _mbarrier_wait_or_test(warp, node, active):
+    """`nvvm.mbarrier.wait.parity`: with a result it is a try_wait / test_wait that does not
+    block (cute.arch.mbarrier_try_wait, a pipeline's try_acquire): its answer is data, so what
+    depends on it is BP190 where it decides synchronization. Without one it blocks."""
+    if not node.results:
+        return _mbarrier_wait_parity(warp, node, active)
+    why = "the answer of a non-blocking mbarrier try_wait/test_wait"
+    ptr = warp.get(node.operands[0])
+    parity = warp.get(node.operands[1]) if len(node.operands) > 1 else None
+    parity = uniform(parity, active) if isinstance(parity, (int, Lanes)) else None
+    if isinstance(ptr, Ptr) and ptr.space == "smem" and isinstance(parity, int):
+        return [Tested(why, _key(ptr), parity & 1, 0)]
+    return [Unknown(why)]
+
+
 def _tcgen05_commit(warp, node, active):
     if len(node.operands) > 1:
         warp.unmodeled(node, "a multicast tcgen05.commit (cluster)")
@@ -388,7 +403,7 @@ RULES = {
     "nvvm.mbarrier.arrive.expect_tx": _mbarrier_arrive_expect_tx,
     "nvvm.mbarrier.expect_tx": _mbarrier_expect_tx,
     "nvvm.mbarrier.try_wait.parity": _mbarrier_wait_parity,
-    "nvvm.mbarrier.wait.parity": _mbarrier_wait_parity,
+    "nvvm.mbarrier.wait.parity": _mbarrier_wait_or_test,
     "nvvm.tcgen05.commit": _tcgen05_commit,
     "nvvm.barrier": _named_barrier("bar_sync"), "nvvm.barrier0": _named_barrier("bar_sync"),
     "nvvm.barrier.arrive": _named_barrier("bar_arrive"),

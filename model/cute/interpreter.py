@@ -18,7 +18,7 @@ from ..ir import Loc
 from . import arith
 from .handlers import RULES, synchronizes
 from .tree import Block, KernelTree, Node
-from .values import WARP, Lanes, Unknown, uniform
+from .values import WARP, Lanes, Tested, Unknown, uniform
 
 # Iterations of one loop the interpreter runs before it gives up on it (BP190).
 MAX_TRIPS = 4096
@@ -135,6 +135,8 @@ class Warp:
         cond = self.get(node.operands[0])
         then = node.regions[0][0] if node.regions and node.regions[0] else None
         orelse = node.regions[1][0] if len(node.regions) > 1 and node.regions[1] else None
+        if isinstance(cond, Tested) and self.region_synchronizes(node):
+            return self.after_test(node, cond, then, orelse, active)
         if isinstance(cond, Unknown):
             if self.region_synchronizes(node):
                 self.unmodeled(node, f"scf.if on {cond.why}")
@@ -151,6 +153,25 @@ class Warp:
         if out_then is None or out_else is None:
             return out_then if out_else is None else out_else
         return [_merge(a, b, set(taken)) for a, b in zip(out_then, out_else)]
+
+    def after_test(self, node: Node, test: Tested, then, orelse, active) -> list | None:
+        """`if the try_wait failed: wait on the same phase`, and nothing that synchronizes on
+        the other side: the warp has observed that phase either way, as one blocking wait.
+        Any other use of the answer is BP190."""
+        failed, passed = (then, orelse) if test.failed_when else (orelse, then)
+        sides = []
+        for block in (failed, passed):
+            mark = len(self.events)
+            out = self.block(block, active, ()) if block is not None else None
+            sides.append((out, self.events[mark:]))
+            del self.events[mark:]
+        (out_failed, waits), (out_passed, others) = sides
+        if not others and len(waits) == 1 and waits[0].kind == "wait_parity" \
+                and (waits[0].barrier, waits[0].parity) == (test.barrier, test.parity):
+            self.events.extend(waits)
+            return out_failed if out_failed == out_passed else None
+        self.unmodeled(node, f"scf.if on {test.why}")
+        return None
 
     def scf_for(self, node: Node, active) -> list | None:
         lower, upper, step, *init = self.args(node)
@@ -211,19 +232,27 @@ def _constant(warp: Warp, node: Node):
 
 def _binary(warp: Warp, node: Node):
     a, b = warp.args(node)[:2]
+    if node.name == "arith.xori" and isinstance(a, Tested) and b == 1:      # `not answer`
+        return [Tested(a.why, a.barrier, a.parity, 1 - a.failed_when)]
     return [arith.binary(node.name, a, b)]
 
 
 def _cmpi(warp: Warp, node: Node):
     a, b = warp.args(node)[:2]
     predicate = node.attrs.get("predicate")
+    if isinstance(a, Tested) and b in (0, 1) and predicate in (0, 1):   # answer == / != 0|1
+        same = int(b == a.failed_when)
+        return [Tested(a.why, a.barrier, a.parity, same if predicate == 0 else 1 - same)]
     if not isinstance(predicate, int):
         return [Unknown(f"arith.cmpi {predicate}")]
     return [arith.compare(predicate, a, b)]
 
 
 def _cast(warp: Warp, node: Node):
-    return [arith.cast(warp.get(node.operands[0]), node.types[0])]
+    value = warp.get(node.operands[0])
+    if isinstance(value, Tested):           # widening an i1 answer keeps it
+        return [value]
+    return [arith.cast(value, node.types[0])]
 
 
 def _select(warp: Warp, node: Node):

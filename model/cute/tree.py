@@ -42,11 +42,11 @@ def _display(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def user_loc(text: str, function: str | None = None) -> Loc | None:
+def user_loc(text: str, function: str | None = None, module: bool = False) -> Loc | None:
     """The first file location in an MLIR location's text that is the user's code. The DSL
     names the ops it makes for control flow (scf.if, scf.for) `<module>` at the host
     function: no line of the user's there."""
-    if text.startswith('loc("<module>"'):
+    if text.startswith('loc("<module>"') and not module:
         return None
     for path, line, _col in _FILE_LOC.findall(text):
         if not os.path.abspath(path).startswith(_internal()):
@@ -181,7 +181,7 @@ def kernels_of_module(module) -> list[KernelTree]:
                 continue
             attrs = {k: str(op.attributes[k]) for k in _keys(op.attributes)}
             symbol = attrs.get("sym_name", "kernel").strip('"')
-            loc = user_loc(str(op.location))
+            loc = user_loc(str(op.location), module=True)    # the kernel's decorator line
             name = _python_name(loc, symbol)
             facts = attrs.get("cutlass_launch_facts", "")
             block_dim = _dims(facts, "exact_block_dim") or _dims(

@@ -28,6 +28,17 @@ class Unknown:
 
 
 @dataclass(frozen=True)
+class Tested(Unknown):
+    """The answer of a non-blocking try_wait / test_wait on `barrier` for `parity`: unknown
+    until run time, but it is `failed_when` exactly when the phase had not completed (kept
+    through negations, so `if not try_wait(...): wait(...)` can be read as the wait it is)."""
+
+    barrier: tuple = ()
+    parity: int = 0
+    failed_when: int = 0
+
+
+@dataclass(frozen=True)
 class Ptr:
     buffer: str                      # the shared-memory allocation
     offset: int                      # bytes from its start
@@ -58,7 +69,7 @@ def lift(fn, *args):
     """Apply an integer function lane by lane; Unknown in, Unknown out."""
     for a in args:
         if isinstance(a, Unknown):
-            return a
+            return Unknown(a.why) if isinstance(a, Tested) else a
     if not all(isinstance(a, (int, Lanes)) for a in args):
         kinds = ", ".join(type(a).__name__ for a in args)
         return Unknown(f"integer arithmetic on ({kinds})")
