@@ -142,12 +142,13 @@ def _op(name, operands=(), results=(), types=(), attrs=None, regions=(), line=2)
                 attrs or {}, tuple(regions), Loc("k.py", line, "k"))
 
 
-def test_try_wait_then_wait_on_the_same_phase_is_one_wait():
-    tried = _kernel(_target("ring_consumer_tries_first"))
-    plain = _kernel(_target("ring"))
+@pytest.mark.parametrize("tried, plain", [("ring_consumer_tries_first", "ring"),
+                                          ("mainloop_peeking", "mainloop")])
+def test_try_wait_then_wait_on_the_same_phase_is_one_wait(tried, plain):
     def waits(kernel):
         return [(op.barrier.alloc.name, repr(op.barrier.index), repr(op.parity))
                 for op in kernel.ops() if op.kind == "wait_parity"]
+    tried, plain = _kernel(_target(tried)), _kernel(_target(plain))
     assert waits(tried) == waits(plain)
     assert not any(op.kind == "unmodeled" for op in tried.ops())
 

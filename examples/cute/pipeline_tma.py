@@ -20,6 +20,7 @@ PRODUCER_WARP = CONSUMER_WARPS          # the warp after the consumer warpgroup
 EXPECT = {
     "mainloop": "verified",
     "mainloop_one_stage": "verified",
+    "mainloop_peeking": "verified",
     "consumer_count_in_threads": "violation:BP100",
     "release_wrong_slot": "violation:BP101",
     "tx_count_doubled": "violation:BP130",
@@ -36,7 +37,8 @@ class SharedStorage:
 def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.ComposedLayout,
                     stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
                     consumer_arrivals: cutlass.Constexpr, tx_scale: cutlass.Constexpr,
-                    release_offset: cutlass.Constexpr, consumer_phase_of_producer: cutlass.Constexpr):
+                    release_offset: cutlass.Constexpr, consumer_phase_of_producer: cutlass.Constexpr,
+                    peek: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(SharedStorage)
@@ -72,7 +74,14 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
             user = pipeline.PipelineUserType.Producer
         consumer_state = pipeline.make_pipeline_state(user, stages)
         for k in cutlass.range(k_tiles):
-            mainloop_pipeline.consumer_wait(consumer_state)
+            if cutlass.const_expr(peek):
+                # look at the stage without blocking; wait only if it has not landed yet
+                full_status = cutlass.Boolean(1)
+                if consumer_state.count < k_tiles:
+                    full_status = mainloop_pipeline.consumer_try_wait(consumer_state)
+                mainloop_pipeline.consumer_wait(consumer_state, full_status)
+            else:
+                mainloop_pipeline.consumer_wait(consumer_state)
             release_state = consumer_state.clone()
             if cutlass.const_expr(release_offset):
                 release_state.advance()
@@ -83,7 +92,8 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
 @cute.jit
 def mainloop_host(mA: cute.Tensor, stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
                   consumer_arrivals: cutlass.Constexpr, tx_scale: cutlass.Constexpr,
-                  release_offset: cutlass.Constexpr, consumer_phase_of_producer: cutlass.Constexpr):
+                  release_offset: cutlass.Constexpr, consumer_phase_of_producer: cutlass.Constexpr,
+                  peek: cutlass.Constexpr):
     a_smem_layout = cute.make_composed_layout(
         cute.make_swizzle(3, 4, 3), 0,
         cute.make_ordered_layout((TILE_M, TILE_K, stages), order=(1, 0, 2)))
@@ -91,15 +101,15 @@ def mainloop_host(mA: cute.Tensor, stages: cutlass.Constexpr, k_tiles: cutlass.C
         cpasync.CopyBulkTensorTileG2SOp(), mA, cute.slice_(a_smem_layout, (None, None, 0)),
         (TILE_M, TILE_K))
     mainloop_kernel(tma_atom, tma_tensor, a_smem_layout, stages, k_tiles, consumer_arrivals,
-                    tx_scale, release_offset, consumer_phase_of_producer).launch(
+                    tx_scale, release_offset, consumer_phase_of_producer, peek).launch(
         grid=[1, 1, 1], block=[32 * (CONSUMER_WARPS + 1), 1, 1])
 
 
 def _compile(stages=2, k_tiles=4, consumer_arrivals=CONSUMER_WARPS, tx_scale=1,
-             release_offset=0, consumer_phase_of_producer=False):
+             release_offset=0, consumer_phase_of_producer=False, peek=False):
     mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K * k_tiles), stride_order=(1, 0))
     return cute.compile(mainloop_host, mA, stages, k_tiles, consumer_arrivals, tx_scale,
-                        release_offset, consumer_phase_of_producer,
+                        release_offset, consumer_phase_of_producer, peek,
                         options="--generate-line-info")
 
 
@@ -112,6 +122,12 @@ def mainloop():
 def mainloop_one_stage():
     """One stage: the producer waits for every release before the next load."""
     return _compile(stages=1, k_tiles=3)
+
+
+def mainloop_peeking():
+    """The consumers peek at each stage with consumer_try_wait and pass the token to
+    consumer_wait, which blocks only when the peek failed (CUTLASS's mainloops do this)."""
+    return _compile(peek=True)
 
 
 def consumer_count_in_threads():
