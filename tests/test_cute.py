@@ -193,6 +193,50 @@ def test_a_branch_on_data_around_synchronization_is_bp190_not_a_guess():
     assert events[0].name.startswith("scf.if on ")
 
 
+def test_a_cluster_of_several_blocks_is_bp190_at_the_kernel():
+    from barrierproof.model.cute.translate import kernel_ir
+    tree = _tree()
+    tree.cluster_dim = (2, 1, 1)
+    kernel = kernel_ir(tree)
+    [op] = [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert "cluster of 2 blocks" in op.name and op.loc == tree.loc
+
+
+BROKEN = """
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.runtime import make_fake_compact_tensor
+
+EXPECT = {"broken": "verified"}
+
+
+@cute.kernel
+def broken_kernel():
+    cute.arch.mbarrier_init(undefined_name, 1)
+
+
+@cute.jit
+def host(a: cute.Tensor):
+    broken_kernel().launch(grid=[1, 1, 1], block=[32, 1, 1])
+
+
+def broken():
+    return cute.compile(host, make_fake_compact_tensor(cutlass.Float32, (32,)))
+"""
+
+
+def test_a_kernel_that_does_not_compile_is_a_one_line_error_at_its_line(tmp_path):
+    from barrierproof.model.ir import ModelError
+    path = tmp_path / "broken_kernels.py"
+    path.write_text(BROKEN)
+    [target] = resolve(str(path))
+    with pytest.raises(ModelError) as err:
+        target.build()
+    assert "compiling the CuTe DSL kernel failed" in err.value.message
+    assert "undefined_name" in err.value.message and "\n" not in str(err.value)
+    assert err.value.loc.file.endswith("broken_kernels.py") and err.value.loc.line == 11
+
+
 def test_compile_time_per_kernel_is_measured_and_small():
     for target in TARGETS:
         kernel = _kernel(target)

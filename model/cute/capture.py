@@ -32,6 +32,25 @@ class Capture:
     seconds: float            # tracing the Python into MLIR, lowering not included
 
 
+def _one_line(exc: BaseException) -> str:
+    """The error the user's code raised (the DSL wraps it, over several coloured lines)."""
+    import re
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _innermost_loc(exc: BaseException):
+    """The user's line nearest to where the error was raised, cause by cause."""
+    from .tree import loc_of_exception
+    chain = [exc]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    return next((loc for loc in map(loc_of_exception, reversed(chain)) if loc), None)
+
+
 def check_dsl_version() -> None:
     from importlib import metadata
     try:
@@ -104,10 +123,8 @@ def capture(fn: Callable, where: Loc | None = None) -> Capture:
     except ModelError:
         raise
     except Exception as exc:  # the user's kernel failed to trace: an input error at its line
-        from .tree import loc_of_exception
-        text = (f"{type(exc).__name__}: {exc}".strip().splitlines() or [type(exc).__name__])[0]
-        raise ModelError(f"compiling the CuTe DSL kernel failed: {text}",
-                         loc=loc_of_exception(exc) or where,
+        raise ModelError(f"compiling the CuTe DSL kernel failed: {_one_line(exc)}",
+                         loc=_innermost_loc(exc) or where,
                          hint="the target must compile with cute.compile on a CPU") from None
     seconds = time.perf_counter() - start
     if not kernels:
