@@ -21,7 +21,8 @@ from barrierproof.model.semantics import System                         # noqa: 
 from conftest import EXAMPLES                                           # noqa: E402
 
 FILES = [os.path.join(EXAMPLES, "cute", f)
-         for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py")]
+         for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
+                   "async_pipeline.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 _BUILT: dict = {}
 SECONDS: dict = {}
@@ -83,6 +84,15 @@ def test_an_arrive_by_a_whole_warp_counts_its_32_lanes():
                if op.kind == "arrive"}
     assert arrives == {("full", "1"), ("empty", "32")}      # elect_one vs every lane
     assert {repr(b.num_arrivals) for b in kernel.barriers if b.name == "empty"} == {"32"}
+
+
+def test_pipeline_async_arrives_from_every_thread_of_its_groups():
+    kernel = _kernel(_target("async_pipeline"))
+    arrives = {(op.barrier.alloc.name, repr(op.count)) for op in kernel.ops()
+               if op.kind == "arrive"}
+    counts = {b.name: repr(b.num_arrivals) for b in kernel.barriers}
+    assert counts == {"bars_0": "32", "bars_2": "64"}
+    assert arrives == {("bars_0", "32"), ("bars_2", "32")}    # each of 2 warps: 32 lanes
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
