@@ -247,6 +247,17 @@ def test_a_kernel_that_does_not_compile_is_a_one_line_error_at_its_line(tmp_path
     assert err.value.loc.file.endswith("broken_kernels.py") and err.value.loc.line == 11
 
 
+def test_a_kernel_too_long_to_unroll_is_an_input_error(monkeypatch):
+    from barrierproof.model.cute import interpreter
+    from barrierproof.model.cute.translate import kernel_ir
+    from barrierproof.model.ir import ModelError
+    monkeypatch.setattr(interpreter, "MAX_EVENTS", 3)
+    fence = _op("nvvm.fence.mbarrier.init", line=5)
+    with pytest.raises(ModelError, match="more than 3 synchronizing operations") as err:
+        kernel_ir(_tree(*[fence] * 4))
+    assert err.value.loc.line == 5 and "smaller size" in err.value.hint
+
+
 def test_compile_time_per_kernel_is_measured_and_small():
     for target in TARGETS:
         kernel = _kernel(target)

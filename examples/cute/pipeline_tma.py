@@ -37,8 +37,8 @@ class SharedStorage:
 def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.ComposedLayout,
                     stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
                     consumer_arrivals: cutlass.Constexpr, tx_scale: cutlass.Constexpr,
-                    release_offset: cutlass.Constexpr, consumer_phase_of_producer: cutlass.Constexpr,
-                    peek: cutlass.Constexpr):
+                    release_offset: cutlass.Constexpr,
+                    consumer_phase_of_producer: cutlass.Constexpr, peek: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(SharedStorage)

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Loc
+from ..ir import Loc, ModelError
 from . import arith
 from .handlers import RULES, synchronizes
 from .tree import Block, KernelTree, Node
 from .values import WARP, Lanes, Tested, Unknown, uniform
 
-# Iterations of one loop the interpreter runs before it gives up on it (BP190).
+# Iterations of one loop the interpreter runs before it gives up on it (BP190), and the
+# synchronizing operations one warp may run before the kernel is too large to explore.
 MAX_TRIPS = 4096
+MAX_EVENTS = 20_000
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,11 @@ class Warp:
         return [self.get(k) for k in node.operands]
 
     def emit(self, kind: str, node: Node, **fields) -> None:
+        if len(self.events) >= MAX_EVENTS:
+            raise ModelError(f"warp {self.warp} of {self.kernel.name} runs more than "
+                             f"{MAX_EVENTS} synchronizing operations", loc=self.where(node),
+                             hint="compile the target at a smaller size (fewer K tiles or "
+                                  "steps): the checker unrolls every loop")
         self.events.append(Event(kind, self.where(node), site=id(node), **fields))
 
     def where(self, node: Node) -> Loc | None:

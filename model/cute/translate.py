@@ -43,14 +43,14 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
     if len(groups) == 1:
         body = _ops(groups[0][0], refs, made)
     else:
-        body = ()
+        body = ()       # a chain of roles: `when warp in A: ... else: when warp in B: ...`
         for events, warps in reversed(groups):
             ops = _ops(events, refs, made)
-            body = (When(_member(warps), ops, body, ops[0].loc if ops else tree.loc),) \
-                if body else (When(_member(warps), ops, (), tree.loc),)
+            body = (When(_member(warps), ops, body, ops[0].loc if ops else tree.loc),)
+    # warp_axis must differ from the thread axis: the agents are the warps themselves
     return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(len(programs)),
-                  thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent", loc=tree.loc or Loc(tree.name, 0), source="cute",
-                  expect=expect, notes=(f"one agent per warp: {len(programs)} warps of "
+                  thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent",
+                  loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=(f"one agent per warp: {len(programs)} warps of "
                                         f"{tree.name}",))
 
 
