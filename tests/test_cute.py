@@ -78,6 +78,15 @@ def test_pipeline_mainloop_translation():
     assert roles, "warps with different programs are roles on the warp index"
 
 
+def test_a_umma_consumer_releases_with_tcgen05_commits():
+    kernel = _kernel(_target("mainloop_umma"))
+    commits = [op for op in kernel.ops() if op.kind == "tcgen05_commit_arrive"]
+    assert len(commits) == 4                                 # one per K tile, elected lane
+    assert all(op.barrier.alloc.orders_tensor_core for op in commits)
+    assert all("consumer_release" in _source_line(op.loc) for op in commits)
+    assert not any(op.kind == "arrive" for op in kernel.ops())
+
+
 def test_an_arrive_by_a_whole_warp_counts_its_32_lanes():
     kernel = _kernel(_target("ring"))
     arrives = {(op.barrier.alloc.name, repr(op.count)) for op in kernel.ops()
@@ -108,7 +117,7 @@ def test_expected_verdict_and_replayed_counterexample(target):
         run = replay(System(kernel, trace.params, trace.grid_position), trace.actions)
         assert run.violation is not None and run.violation.code == verdict.codes[0]
         # every step a warp takes is at a CuTe line (a BP147 at the start has no steps)
-        located = [s.location for s in trace.steps if s.agent_kind not in ("tma", "async")]
+        located = [s.location for s in trace.steps if s.agent_kind in ("thread", "warp")]
         assert bool(located) == bool(trace.steps)
         assert all(loc and loc.startswith(os.path.relpath(target.path)) for loc in located)
 

@@ -2,7 +2,8 @@
 producer warp streams K tiles of A into a ring of shared-memory stages; a warpgroup of four
 consumer warps waits for each stage and releases it. The consumer's arrivals are per warp
 (PipelineTmaAsync signals from lane 0 of each consumer warp), so the empty barriers expect one
-arrival per consumer warp.
+arrival per consumer warp. The Blackwell form (`PipelineTmaUmma`) has one MMA warp as the
+consumer, which releases a stage with a tcgen05.commit from an elected lane: one arrival.
 
 Each target compiles the kernel on the CPU; the bug variants change one knob of it.
 """
@@ -14,8 +15,7 @@ from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.runtime import make_fake_compact_tensor
 
 TILE_M, TILE_K = 64, 64
-CONSUMER_WARPS = 4
-PRODUCER_WARP = CONSUMER_WARPS          # the warp after the consumer warpgroup
+CONSUMER_WARPS = 4                      # the producer is the warp after the consumers
 
 EXPECT = {
     "mainloop": "verified",
@@ -25,6 +25,8 @@ EXPECT = {
     "release_wrong_slot": "violation:BP101",
     "tx_count_doubled": "violation:BP130",
     "consumer_starts_in_producer_phase": "violation:BP101",
+    "mainloop_umma": "verified",
+    "mainloop_umma_two_releases_expected": "violation:BP100",
 }
 
 
@@ -38,7 +40,8 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
                     stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
                     consumer_arrivals: cutlass.Constexpr, tx_scale: cutlass.Constexpr,
                     release_offset: cutlass.Constexpr,
-                    consumer_phase_of_producer: cutlass.Constexpr, peek: cutlass.Constexpr):
+                    consumer_phase_of_producer: cutlass.Constexpr, peek: cutlass.Constexpr,
+                    consumer_warps: cutlass.Constexpr, umma: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(SharedStorage)
@@ -47,7 +50,10 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
     stage_layout = cute.slice_(a_smem_layout, (None, None, 0))
     tma_bytes = cute.size_in_bytes(cutlass.Float16, stage_layout) * tx_scale
 
-    mainloop_pipeline = pipeline.PipelineTmaAsync.create(
+    pipeline_kind = pipeline.PipelineTmaAsync
+    if cutlass.const_expr(umma):
+        pipeline_kind = pipeline.PipelineTmaUmma
+    mainloop_pipeline = pipeline_kind.create(
         barrier_storage=storage.pipeline_bars.data_ptr(),
         num_stages=stages,
         producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
@@ -58,7 +64,7 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
     tAsA, tAgA = cpasync.tma_partition(tma_atom, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
 
-    if warp_idx == PRODUCER_WARP:
+    if warp_idx == consumer_warps:
         producer_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
         for k in cutlass.range(k_tiles):
             mainloop_pipeline.producer_acquire(producer_state)
@@ -68,7 +74,7 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
             producer_state.advance()
         mainloop_pipeline.producer_tail(producer_state)
 
-    if warp_idx < CONSUMER_WARPS:
+    if warp_idx < consumer_warps:
         user = pipeline.PipelineUserType.Consumer
         if cutlass.const_expr(consumer_phase_of_producer):
             user = pipeline.PipelineUserType.Producer
@@ -92,8 +98,9 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
 @cute.jit
 def mainloop_host(mA: cute.Tensor, stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
                   consumer_arrivals: cutlass.Constexpr, tx_scale: cutlass.Constexpr,
-                  release_offset: cutlass.Constexpr, consumer_phase_of_producer: cutlass.Constexpr,
-                  peek: cutlass.Constexpr):
+                  release_offset: cutlass.Constexpr,
+                  consumer_phase_of_producer: cutlass.Constexpr, peek: cutlass.Constexpr,
+                  consumer_warps: cutlass.Constexpr, umma: cutlass.Constexpr):
     a_smem_layout = cute.make_composed_layout(
         cute.make_swizzle(3, 4, 3), 0,
         cute.make_ordered_layout((TILE_M, TILE_K, stages), order=(1, 0, 2)))
@@ -101,16 +108,18 @@ def mainloop_host(mA: cute.Tensor, stages: cutlass.Constexpr, k_tiles: cutlass.C
         cpasync.CopyBulkTensorTileG2SOp(), mA, cute.slice_(a_smem_layout, (None, None, 0)),
         (TILE_M, TILE_K))
     mainloop_kernel(tma_atom, tma_tensor, a_smem_layout, stages, k_tiles, consumer_arrivals,
-                    tx_scale, release_offset, consumer_phase_of_producer, peek).launch(
-        grid=[1, 1, 1], block=[32 * (CONSUMER_WARPS + 1), 1, 1])
+                    tx_scale, release_offset, consumer_phase_of_producer, peek,
+                    consumer_warps, umma).launch(grid=[1, 1, 1],
+                                                 block=[32 * (consumer_warps + 1), 1, 1])
 
 
 def _compile(stages=2, k_tiles=4, consumer_arrivals=CONSUMER_WARPS, tx_scale=1,
-             release_offset=0, consumer_phase_of_producer=False, peek=False):
+             release_offset=0, consumer_phase_of_producer=False, peek=False,
+             consumer_warps=CONSUMER_WARPS, umma=False):
     mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K * k_tiles), stride_order=(1, 0))
     return cute.compile(mainloop_host, mA, stages, k_tiles, consumer_arrivals, tx_scale,
-                        release_offset, consumer_phase_of_producer, peek,
-                        options="--generate-line-info")
+                        release_offset, consumer_phase_of_producer, peek, consumer_warps,
+                        umma, options="--generate-line-info")
 
 
 def mainloop():
@@ -152,3 +161,15 @@ def consumer_starts_in_producer_phase():
     """The consumer state starts with the producer's phase (1): its first wait passes on the
     fresh barrier before any copy landed, so its release completes an empty phase early."""
     return _compile(consumer_phase_of_producer=True)
+
+
+def mainloop_umma():
+    """Blackwell: PipelineTmaUmma, one MMA warp releasing each stage with a tcgen05.commit
+    (one arrival, when the tensor core is done with the stage)."""
+    return _compile(consumer_warps=1, consumer_arrivals=1, umma=True)
+
+
+def mainloop_umma_two_releases_expected():
+    """The UMMA consumer group is sized 2, but one elected lane commits once per stage: the
+    empty barriers never complete and the producer hangs."""
+    return _compile(consumer_warps=1, consumer_arrivals=2, umma=True)
