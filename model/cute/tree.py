@@ -122,11 +122,9 @@ _pythonapi.PyCapsule_GetName.argtypes = [ctypes.py_object]
 
 
 def _vid(value) -> int:
-    """A value's identity (its C pointer): the DSL's typed values (layouts, tensors) replace
-    Value's `==` and drop its hash."""
-    capsule = getattr(value, "_CAPIPtr", None)
-    if capsule is None:             # a wrapper (_Tensor) around the value
-        capsule = value.__extract_mlir_values__()[0]._CAPIPtr
+    """A value's identity (its C pointer): the DSL replaces Value's `==` (it builds IR from
+    it), so a value cannot be a dict key itself."""
+    capsule = value._CAPIPtr
     return _pythonapi.PyCapsule_GetPointer(capsule, _pythonapi.PyCapsule_GetName(capsule))
 
 
