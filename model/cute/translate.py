@@ -5,8 +5,8 @@ hardware threads per agent): the frontend does not merge the warps of a warpgrou
 assume they run in lockstep. Warps whose event sequences are equal share a role, a `When` on
 the warp index. Every mbarrier is a slot of a shared-memory allocation (the Python name it was
 assigned to); slots initialised with the same arrival count next to each other form one
-BarrierAlloc, named after the allocation (and its first slot when the allocation holds several
-groups, e.g. a pipeline's full and empty barriers: `bars` and `bars_2`). The barriers are
+BarrierAlloc, named after the allocation, with its first slot when the allocation holds several
+groups (a 2-stage pipeline's full and empty barriers: `bars_0` and `bars_2`). The barriers are
 initialised by the kernel itself (explicit_init), so init visibility is checked too.
 """
 
