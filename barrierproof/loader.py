@@ -1,7 +1,8 @@
 """Find what to check: `PATH`, `PATH::NAME` or a directory of Python files.
 
-A DSL file defines protocols with `@protocol`; a Pallas file names its kernel functions in a
-module-level `EXPECT = {"fn": "verified", ...}` (or is addressed as `file.py::fn`). Importing a
+A DSL file defines protocols with `@protocol`; a Pallas or CuTe DSL file names its kernel
+functions in a module-level `EXPECT = {"fn": "verified", ...}` (or is addressed as
+`file.py::fn`); FUNCTION_FRONTENDS says which frontend a function belongs to. Importing a
 user's file runs their code: any error there becomes a one-line ModelError at their line.
 """
 
@@ -27,7 +28,7 @@ from .model.ir import Kernel, Loc, ModelError
 class Target:
     ref: str                       # path::name
     name: str
-    kind: str                      # "dsl", "pallas", "gluon"
+    kind: str                      # "dsl", "pallas", "gluon" or "cute"
     build: Callable[[], Kernel]
     expect: str | None
     path: str
@@ -57,6 +58,8 @@ def _user_error(err: BaseException, path: str) -> ModelError:
     hint = "fix the Python error in the protocol file"
     if isinstance(err, ModuleNotFoundError) and err.name in ("jax", "jaxlib"):
         hint = "install the Pallas extra: pip install 'barrierproof[pallas]'"
+    if isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == "cutlass":
+        hint = "install the CuTe DSL extra: pip install 'barrierproof[cute]'"
     if isinstance(err, RecursionError):
         hint = "an expression or a call nests too deeply; build it in smaller steps"
     return ModelError(f"{type(err).__name__}: {safe_text(err)}", loc=loc, hint=hint)
@@ -160,6 +163,39 @@ def _claimed(obj):
     return next((make for claims, make in FRONTENDS if claims(obj)), None)
 
 
+def _cute_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
+    def build() -> Kernel:
+        from .model import cute      # the DSL is imported only for CuTe kernels
+        with user_code(path, f"compiling {name}"):
+            return cute.trace_function(fn, name=name, expect=expect)
+
+    def build_many() -> list[Kernel]:
+        from .model import cute
+        with user_code(path, f"compiling {name}"):
+            return cute.load(fn, name=name, expect=expect)
+    return Target(f"{path}::{name}", name, "cute", build, expect, path, build_many)
+
+
+# Frontends for kernel functions, tried in order: (claims(fn), make_target); a function no
+# frontend claims is a Pallas target. `claims` reads the function's module, importing nothing.
+def _claims_cute(fn: Callable) -> bool:
+    from .model.cute.targets import claims
+    return claims(fn)
+
+
+FUNCTION_FRONTENDS: list[tuple[Callable, Callable]] = [(_claims_cute, _cute_target)]
+
+
+def _function_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
+    if expect is not None:
+        from .model.pallas import check_expect, expect_loc   # no jax import
+        check_expect(expect, name, expect_loc(path))
+    for claims, make in FUNCTION_FRONTENDS:
+        if claims(fn):
+            return make(path, name, fn, expect)
+    return _pallas_target(path, name, fn, expect)
+
+
 def _broken_target(path: str, err: BaseException) -> Target:
     """A file that could not be loaded: its error (or the limit it hit) is its verdict."""
     def build() -> Kernel:
@@ -193,7 +229,7 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
         if isinstance(obj, Protocol):
             return [_dsl_target(path, only, obj)]
         if callable(obj):
-            return [_pallas_target(path, only, obj, expect.get(only))]
+            return [_function_target(path, only, obj, expect.get(only))]
         raise ModelError(f"{path}::{only} is a {type(obj).__name__}, not a protocol or function",
                          hint="use @protocol or a zero-argument kernel function")
     for attr, obj in protocols_of(module):
@@ -209,7 +245,7 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
             raise ModelError(f"EXPECT names {fn_name!r}, which {path} does not define",
                              loc=expect_loc(path) or Loc(path, 1),
                              hint="EXPECT maps kernel function names to verdicts")
-        found.append(_pallas_target(path, fn_name, fn, verdict))
+        found.append(_function_target(path, fn_name, fn, verdict))
     return found
 
 

@@ -13,10 +13,10 @@ from barrierproof.model.semantics import System
 
 from conftest import EXAMPLES
 
-# DSL examples, in examples/ and its subdirectories; Pallas kernels have their own tests.
-# (judged on the path below examples/: a checkout may itself live under a directory "pallas")
+# DSL examples, in examples/ and its subdirectories; Pallas and CuTe DSL kernels have their own
+# tests (judged on the path below examples/: a checkout may itself live under "pallas")
 FILES = sorted(f for f in glob.glob(os.path.join(EXAMPLES, "**", "*.py"), recursive=True)
-               if os.path.relpath(f, EXAMPLES).split(os.sep)[0] != "pallas"
+               if os.path.relpath(f, EXAMPLES).split(os.sep)[0] not in ("pallas", "cute")
                and not os.path.basename(f).startswith("_"))
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f)) if t.kind == "dsl"]
 

@@ -1,0 +1,420 @@
+"""One row per MLIR op the CuTe frontend reads: thread indices, shared-memory pointers, copy
+atoms and the synchronizing nvvm ops (mbarrier, named and cluster barriers, fences, TMA,
+tcgen05 commits). A handler returns the op's results (None: Unknown) and records events.
+
+`synchronizes(node)` says whether an op without a row could block a thread or complete a
+barrier phase: those are BP190 at their line, never dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .values import WARP, Atom, Lanes, Ptr, Tested, Unknown, elem_bytes, uniform
+
+# Ops that look like synchronization by name but only order memory or move data: no thread
+# waits on them and no barrier phase depends on them.
+LOCAL = frozenset({
+    "nvvm.fence.proxy.acquire", "nvvm.fence.proxy.release", "nvvm.fence.sc.cluster",
+    "nvvm.memory.barrier", "nvvm.cp.async.bulk.commit.group", "nvvm.cp.async.bulk.wait_group",
+    "nvvm.wgmma.fence.aligned", "nvvm.tcgen05.fence", "nvvm.shfl.sync", "nvvm.vote.sync",
+    "cute_nvgpu.arch.make_warp_uniform",
+})
+LOCAL_PREFIXES = ("arith.", "cute.", "math.", "vector.", "llvm.", "builtin.")
+_SYNC_NAME = re.compile(r"mbarrier|barrier|cluster\.(arrive|wait)|tcgen05\.commit|elect|"
+                        r"clusterlaunchcontrol|cp\.async\.bulk\.tensor\.shared|arrive|wait|"
+                        r"^cute_nvgpu\.arch\.|^cf\.|^func\.call|^gpu\.")
+
+
+def synchronizes(node) -> bool:
+    if node.name == "cute.copy":
+        return any("tma_load" in t for t in node.operand_types[:1])
+    if node.name in RULES or node.name in LOCAL:
+        return node.name in RULES and node.name not in _VALUES
+    return bool(_SYNC_NAME.search(node.name))
+
+
+def kernel_argument(index: int, type_text: str):
+    if "tma_load" in type_text:
+        return Atom("tma_load", type_text)
+    return Unknown(f"kernel argument {index} ({type_text.split('<')[0]})")
+
+
+# -- indices -----------------------------------------------------------------------------------
+def _thread(axis: int):
+    def rule(warp, node, active):
+        bx, by, bz = warp.kernel.block_dim
+        flat = [warp.warp * WARP + lane for lane in range(WARP)]
+        per_axis = [[t % bx for t in flat], [(t // bx) % by for t in flat],
+                    [t // (bx * by) for t in flat]][axis]
+        return [Lanes(tuple(per_axis)) if len(set(per_axis)) > 1 else per_axis[0]]
+    return rule
+
+
+def _block_dim(axis: int):
+    return lambda warp, node, active: [warp.kernel.block_dim[axis]]
+
+
+def _lane(warp, node, active):
+    return [Lanes(tuple(range(WARP)))]
+
+
+def _cluster_rank(warp, node, active):
+    if warp.kernel.cluster_dim == (1, 1, 1):
+        return [0]
+    return [Unknown("the block's rank in its cluster")]
+
+
+def _cluster_size(warp, node, active):
+    x, y, z = warp.kernel.cluster_dim
+    return [x * y * z]
+
+
+def _elect(warp, node, active):
+    first = min(active)
+    return [Lanes(tuple(int(lane == first) for lane in range(WARP)))]
+
+
+def _warp_uniform(warp, node, active):
+    value = warp.get(node.operands[0])
+    same = uniform(value, active)
+    return [same if same is not None else value]
+
+
+def _identity(warp, node, active):
+    return [warp.get(node.operands[0])]
+
+
+# -- shared memory pointers --------------------------------------------------------------------
+def _alloca(warp, node, active):
+    name = warp.allocations.get(id(node))
+    if name is None:
+        name = _buffer_name(node, len(warp.allocations))
+        taken = set(warp.allocations.values())
+        base, n = name, 1
+        while name in taken:
+            n += 1
+            name = f"{base}{n}"
+        warp.allocations[id(node)] = name
+    space = "smem" if "smem" in node.types[0] else "rmem"
+    return [Ptr(name, 0, elem_bytes(node.types[0]) or 1, space)]
+
+
+def _buffer_name(node, n: int) -> str:
+    """The Python name the allocation is assigned to (`bars = smem.allocate_array(...)`)."""
+    import linecache
+    import os
+    if node.loc is not None:
+        text = linecache.getline(os.path.abspath(node.loc.file), node.loc.line)
+        m = re.match(r"\s*(\w+)\s*(?::[^=]*)?=", text)
+        if m:
+            return m.group(1)
+    return f"smem{n}"
+
+
+def _get_iter(warp, node, active):
+    value = warp.get(node.operands[0])
+    return [value if isinstance(value, Ptr) else Unknown("the iterator of a tensor")]
+
+
+def _recast(warp, node, active):
+    ptr = warp.get(node.operands[0])
+    size = elem_bytes(node.types[0])
+    if isinstance(ptr, Ptr) and size:
+        return [Ptr(ptr.buffer, ptr.offset, size, ptr.space)]
+    return [Unknown("a recast pointer")]
+
+
+def _add_offset(warp, node, active):
+    ptr, offset = warp.args(node)[:2]
+    offset = uniform(offset, active) if isinstance(offset, (int, Lanes)) else offset
+    if isinstance(ptr, Ptr) and isinstance(offset, int):
+        return [Ptr(ptr.buffer, ptr.offset + offset * ptr.elem_bytes, ptr.elem_bytes, ptr.space)]
+    return [Unknown("a pointer offset")]
+
+
+def _make_view(warp, node, active):
+    ptr = warp.get(node.operands[0])
+    return [ptr if isinstance(ptr, Ptr) else Unknown("a tensor view")]
+
+
+_TUPLE_TYPE = re.compile(r'int_tuple<"([^"]*)">')
+
+
+def _make_int_tuple(warp, node, active):
+    """`cute.make_int_tuple`: its static text, with `?` filled by the operands in order."""
+    m = _TUPLE_TYPE.search(node.types[0])
+    if not m:
+        return None
+    operands = iter(warp.args(node))
+    leaves = []
+    for token in re.findall(r"\?(?:\{[^}]*\})?|-?\d+", m.group(1)):
+        leaves.append(next(operands, Unknown("an int tuple")) if token.startswith("?")
+                      else int(token))
+    if len(leaves) == 1:
+        return [leaves[0]]
+    return [tuple(leaves)]
+
+
+def _leaves(warp, node, active):
+    value = warp.get(node.operands[0])
+    leaves = list(value) if isinstance(value, tuple) else [value]
+    if len(leaves) != len(node.results):
+        return None
+    return leaves
+
+
+# -- copy atoms --------------------------------------------------------------------------------
+def _make_exec_tma(warp, node, active):
+    text = node.types[0]
+    kind = "tma_load" if "tma_load" in text else "tma_store" if "tma_store" in text else "other"
+    return [Atom(kind, text)]
+
+
+def _set_value(warp, node, active):
+    atom, value = warp.args(node)[:2]
+    field = " ".join(str(v) for v in node.attrs.values())
+    if isinstance(atom, Atom) and "tma_bar" in field:
+        return [Atom(atom.kind, atom.text, value)]
+    if isinstance(atom, Atom):
+        return [Atom(atom.kind, atom.text + f" [{field}]", atom.barrier)]
+    return None
+
+
+_LAYOUT = re.compile(r'"([^"]*)">\s*$')
+
+
+def _tile_bytes(type_text: str) -> int | None:
+    """Bytes of a shared-memory tensor: its element size times the size of its layout."""
+    size = elem_bytes(type_text.replace("!cute.memref<", "<"))
+    m = _LAYOUT.search(type_text)
+    if not size or not m or "?" in m.group(1).split(":")[0]:
+        return None
+    count = 1
+    for n in re.findall(r"\d+", m.group(1).split(":")[0]):
+        count *= int(n)
+    return count * size
+
+
+def _copy(warp, node, active):
+    """`cute.copy(atom, src, dst)`: a TMA load completes its bytes on its atom's mbarrier;
+    other copies only move data. The DSL lowers a TMA copy inside `elect.sync`: a warp that
+    reaches it issues it once, whatever lanes are active."""
+    atom = warp.get(node.operands[0])
+    atom_type = node.operand_types[0] if node.operand_types else ""
+    if "tma_load" not in atom_type:
+        return None
+    if not isinstance(atom, Atom) or not isinstance(atom.barrier, Ptr):
+        warp.unmodeled(node, "a TMA load whose mbarrier is not known")
+        return None
+    if not re.search(r"num_cta = 1\b", atom_type) or "mcast" in atom.text:
+        warp.unmodeled(node, "a multicast TMA load (cluster)")
+        return None
+    nbytes = _tile_bytes(node.operand_types[2]) if len(node.operand_types) > 2 else None
+    if nbytes is None:
+        warp.unmodeled(node, "a TMA load whose byte count is not static")
+        return None
+    warp.emit("tma_load", node, barrier=_key(atom.barrier), bytes=nbytes)
+    return None
+
+
+# -- mbarriers ---------------------------------------------------------------------------------
+def _key(ptr: Ptr) -> tuple:
+    return (ptr.buffer, ptr.offset)
+
+
+def _barrier(warp, node, active, index: int = 0):
+    """The mbarrier an op addresses, or None after recording why it is not known."""
+    ptr = warp.get(node.operands[index])
+    operand_type = node.operand_types[index] if node.operand_types else ""
+    if "ptr<7>" in operand_type:
+        warp.unmodeled(node, f"{node.name} on another block's barrier (shared::cluster)")
+        return None
+    if not isinstance(ptr, Ptr) or ptr.space != "smem":
+        why = ptr.why if isinstance(ptr, Unknown) else type(ptr).__name__
+        warp.unmodeled(node, f"{node.name} on an mbarrier address from {why}")
+        return None
+    return _key(ptr)
+
+
+def _number(warp, node, active, index: int, what: str):
+    value = warp.get(node.operands[index])
+    same = uniform(value, active) if isinstance(value, (int, Lanes)) else None
+    if not isinstance(same, int):
+        why = value.why if isinstance(value, Unknown) else "lanes that disagree"
+        warp.unmodeled(node, f"{node.name} with a {what} from {why}")
+    return same
+
+
+def _segments(node) -> list[int] | None:
+    text = str(node.attrs.get("operandSegmentSizes", ""))
+    m = re.search(r"array<i32:\s*([\d,\s]+)>", text)
+    return [int(x) for x in m.group(1).split(",")] if m else None
+
+
+def _mbarrier_init(warp, node, active):
+    bar = _barrier(warp, node, active)
+    count = _number(warp, node, active, 1, "count")
+    if bar is not None and count is not None:
+        # every active lane initialises the same barrier with the same count: one init
+        warp.emit("mbarrier_init", node, barrier=bar, count=count)
+
+
+def _mbarrier_arrive(warp, node, active):
+    segments = _segments(node)
+    if segments and len(segments) > 2 and segments[2]:
+        warp.unmodeled(node, "a multicast mbarrier arrive (cluster)")
+        return None
+    bar = _barrier(warp, node, active)
+    has_count = segments[1] if segments else len(node.operands) > 1
+    count = _number(warp, node, active, 1, "count") if has_count else 1
+    if bar is not None and count is not None:
+        warp.emit("arrive", node, barrier=bar, count=count * len(active))
+    return None
+
+
+def _mbarrier_arrive_expect_tx(warp, node, active):
+    bar = _barrier(warp, node, active)
+    nbytes = _number(warp, node, active, 1, "tx count")
+    if bar is None or nbytes is None:
+        return None
+    if len(active) == 1:
+        warp.emit("arrive_expect_tx", node, barrier=bar, bytes=nbytes)
+    else:      # every lane: expect_tx then arrive, lane after lane
+        warp.emit("expect_tx", node, barrier=bar, bytes=nbytes * len(active))
+        warp.emit("arrive", node, barrier=bar, count=len(active))
+    return None
+
+
+def _mbarrier_expect_tx(warp, node, active):
+    segments = _segments(node)
+    if segments and len(segments) > 2 and segments[2]:
+        warp.unmodeled(node, "a multicast expect_tx (cluster)")
+        return None
+    bar = _barrier(warp, node, active)
+    nbytes = _number(warp, node, active, 1, "tx count")
+    if bar is not None and nbytes is not None:
+        warp.emit("expect_tx", node, barrier=bar, bytes=nbytes * len(active))
+
+
+def _mbarrier_wait_parity(warp, node, active):
+    bar = _barrier(warp, node, active)
+    parity = _number(warp, node, active, 1, "parity")
+    if bar is not None and parity is not None:
+        warp.emit("wait_parity", node, barrier=bar, parity=parity & 1)
+
+
+def _mbarrier_wait_or_test(warp, node, active):
+    """`nvvm.mbarrier.wait.parity`: with a result it is a try_wait / test_wait that does not
+    block (cute.arch.mbarrier_try_wait, a pipeline's try_acquire): its answer is data, so what
+    depends on it is BP190 where it decides synchronization. Without one it blocks."""
+    if not node.results:
+        return _mbarrier_wait_parity(warp, node, active)
+    why = "the answer of a non-blocking mbarrier try_wait/test_wait"
+    ptr = warp.get(node.operands[0])
+    parity = warp.get(node.operands[1]) if len(node.operands) > 1 else None
+    parity = uniform(parity, active) if isinstance(parity, (int, Lanes)) else None
+    if isinstance(ptr, Ptr) and ptr.space == "smem" and isinstance(parity, int):
+        return [Tested(why, _key(ptr), parity & 1, 0)]
+    return [Unknown(why)]
+
+
+def _tcgen05_commit(warp, node, active):
+    if len(node.operands) > 1:
+        warp.unmodeled(node, "a multicast tcgen05.commit (cluster)")
+        return None
+    bar = _barrier(warp, node, active)
+    if bar is not None:
+        for _ in active:
+            warp.emit("tcgen05_commit_arrive", node, barrier=bar)
+
+
+# -- hardware barriers and fences --------------------------------------------------------------
+def _whole_warp(warp, node, active) -> bool:
+    if len(active) != WARP:
+        warp.unmodeled(node, f"{node.name} executed by {len(active)} lanes of a warp")
+        return False
+    return True
+
+
+def _named_barrier(kind: str):
+    def rule(warp, node, active):
+        if not _whole_warp(warp, node, active):
+            return None
+        segments = _segments(node)
+        if kind == "bar_arrive":      # numberOfThreads, then the optional barrierId
+            count_at, id_at = 0, (1 if len(node.operands) > 1 else None)
+        elif segments:
+            id_at = 0 if segments[0] else None
+            count_at = segments[0] if len(segments) > 1 and segments[1] else None
+        else:
+            id_at = 0 if node.operands else None
+            count_at = 1 if len(node.operands) > 1 else None
+        bar_id = _number(warp, node, active, id_at, "barrier id") if id_at is not None else 0
+        count = _number(warp, node, active, count_at, "thread count") \
+            if count_at is not None else None
+        if bar_id is None or (count_at is not None and count is None):
+            return None
+        if count is None:
+            if bar_id != 0 or kind != "bar_sync":
+                warp.unmodeled(node, f"{node.name} without a thread count")
+                return None
+            warp.emit("bar_sync", node, bar_id=0, count=0, name="syncthreads")
+        else:
+            warp.emit(kind, node, bar_id=bar_id, count=count)
+        return None
+    return rule
+
+
+def _plain(kind: str, name: str = ""):
+    def rule(warp, node, active):
+        if kind in ("cluster_arrive", "cluster_wait") and not _whole_warp(warp, node, active):
+            return None
+        warp.emit(kind, node, name=name)
+        return None
+    return rule
+
+
+def _fence_proxy(warp, node, active):
+    kind = " ".join(str(v) for v in node.attrs.values())
+    if "async" in kind and "shared" in kind or kind.strip() in ("#nvvm.proxy_kind<async>",):
+        warp.emit("fence_proxy_async", node)
+    return None
+
+
+RULES = {
+    "nvvm.read.ptx.sreg.tid.x": _thread(0), "nvvm.read.ptx.sreg.tid.y": _thread(1),
+    "nvvm.read.ptx.sreg.tid.z": _thread(2), "nvvm.read.ptx.sreg.ntid.x": _block_dim(0),
+    "nvvm.read.ptx.sreg.ntid.y": _block_dim(1), "nvvm.read.ptx.sreg.ntid.z": _block_dim(2),
+    "nvvm.read.ptx.sreg.laneid": _lane,
+    "nvvm.read.ptx.sreg.cluster.ctarank": _cluster_rank,
+    "nvvm.read.ptx.sreg.cluster.nctarank": _cluster_size,
+    "nvvm.elect.sync": _elect,
+    "cute_nvgpu.arch.make_warp_uniform": _warp_uniform,
+    "builtin.unrealized_conversion_cast": _identity,
+    "cute.memref.alloca": _alloca, "cute.get_iter": _get_iter, "cute.recast_iter": _recast,
+    "cute.add_offset": _add_offset, "cute.make_view": _make_view,
+    "cute.make_int_tuple": _make_int_tuple, "cute.get_leaves": _leaves,
+    "cute.get_scalars": _leaves,
+    "cute_nvgpu.atom.make_exec_tma": _make_exec_tma, "cute_nvgpu.atom.set_value": _set_value,
+    "cute.copy": _copy,
+    "nvvm.mbarrier.init": _mbarrier_init,
+    "nvvm.mbarrier.arrive": _mbarrier_arrive,
+    "nvvm.mbarrier.arrive.expect_tx": _mbarrier_arrive_expect_tx,
+    "nvvm.mbarrier.expect_tx": _mbarrier_expect_tx,
+    "nvvm.mbarrier.try_wait.parity": _mbarrier_wait_parity,
+    "nvvm.mbarrier.wait.parity": _mbarrier_wait_or_test,
+    "nvvm.tcgen05.commit": _tcgen05_commit,
+    "nvvm.barrier": _named_barrier("bar_sync"), "nvvm.barrier0": _named_barrier("bar_sync"),
+    "nvvm.barrier.arrive": _named_barrier("bar_arrive"),
+    "nvvm.cluster.arrive": _plain("cluster_arrive"),
+    "nvvm.cluster.arrive.relaxed": _plain("cluster_arrive", "relaxed"),
+    "nvvm.cluster.wait": _plain("cluster_wait"),
+    "nvvm.fence.mbarrier.init": _plain("fence_mbarrier_init"),
+    "nvvm.fence.proxy": _fence_proxy,
+}
+
+# Rows that only compute values (no event): an op among them never counts as synchronizing.
+_VALUES = frozenset(name for name in RULES if name.startswith(
+    ("nvvm.read.", "cute.", "cute_nvgpu.", "builtin.")) and name != "cute.copy") \
+    | {"nvvm.elect.sync"}

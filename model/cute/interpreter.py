@@ -1,0 +1,273 @@
+"""Run a kernel's MLIR for one warp, lane by lane, and record what it synchronizes on.
+
+The kernel is SIMT code: every lane of every warp runs the same body, and roles come from
+`scf.if` on values computed from `nvvm.read.ptx.sreg.tid.x`. The interpreter runs the body for
+one warp at a time with the 32 lanes as vectors (values.Lanes): a branch that is the same in
+every lane is taken by the warp; one that differs splits the warp, each side run with its lanes
+active (so `elect_one` or `tidx % 32 < n` picks lanes, and an arrive counts its active lanes).
+Loops run to their trip counts, so PipelineState's index and phase are plain numbers in each
+iteration. What decides synchronization but cannot be computed (data, a kernel argument, an
+op the table does not know) is an `unmodeled` event at its line: BP190, never dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import Loc, ModelError
+from . import arith
+from .handlers import RULES, synchronizes
+from .tree import Block, KernelTree, Node
+from .values import WARP, Lanes, Tested, Unknown, uniform
+
+# Iterations of one loop the interpreter runs before it gives up on it (BP190), and the
+# synchronizing operations one warp may run before the kernel is too large to explore.
+MAX_TRIPS = 4096
+MAX_EVENTS = 20_000
+
+
+@dataclass(frozen=True)
+class Event:
+    """One synchronizing operation of one warp, in program order."""
+
+    kind: str                          # an IR op kind (model/ir.py OP_KINDS)
+    loc: Loc | None
+    barrier: tuple | None = None       # (buffer, byte offset) of an mbarrier
+    count: int = 1                     # arrivals, or threads of a named barrier
+    bytes: int = 0
+    parity: int | None = None
+    bar_id: int | None = None
+    name: str = ""                     # unmodeled: what was not read
+    site: int = 0                      # the MLIR op: one IR op per op and operands, so warps
+    #                                    running the same bar.sync share its instruction
+
+
+class _Stop(Exception):
+    pass
+
+
+class Warp:
+    """The interpreter for one warp of one kernel."""
+
+    def __init__(self, kernel: KernelTree, warp: int, allocations: dict):
+        self.kernel = kernel
+        self.warp = warp
+        self.env: dict[int, object] = {}
+        self.events: list[Event] = []
+        self.allocations = allocations          # alloca node id -> buffer name (shared)
+        self._syncs: dict[int, bool] = {}
+        self.defined_at: dict[tuple, Loc] = {}    # (value,) -> the line that computed it
+
+    # -- values ------------------------------------------------------------------------------
+    def get(self, key: int):
+        return self.env.get(key, Unknown("a value defined outside the kernel"))
+
+    def args(self, node: Node) -> list:
+        return [self.get(k) for k in node.operands]
+
+    def emit(self, kind: str, node: Node, **fields) -> None:
+        if len(self.events) >= MAX_EVENTS:
+            raise ModelError(f"warp {self.warp} of {self.kernel.name} runs more than "
+                             f"{MAX_EVENTS} synchronizing operations", loc=self.where(node),
+                             hint="compile the target at a smaller size (fewer K tiles or "
+                                  "steps): the checker unrolls every loop")
+        self.events.append(Event(kind, self.where(node), site=id(node), **fields))
+
+    def where(self, node: Node) -> Loc | None:
+        """The user's line of an op. Control flow has none of its own: a branch is at the
+        line of its condition, a loop at the first line of its body."""
+        if node.loc is not None:
+            return node.loc
+        if node.name == "scf.if" and node.operands in self.defined_at:
+            return self.defined_at[node.operands]
+        located = next((op.loc for op in node.walk() if op.loc is not None), None)
+        return located or self.kernel.loc
+
+    def unmodeled(self, node: Node, what: str) -> None:
+        self.emit("unmodeled", node, name=what)
+
+    def region_synchronizes(self, node: Node) -> bool:
+        key = id(node)
+        if key not in self._syncs:
+            self._syncs[key] = any(synchronizes(op) for op in node.walk() if op is not node)
+        return self._syncs[key]
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> list[Event]:
+        body = self.kernel.body
+        from .handlers import kernel_argument
+        for i, (key, text) in enumerate(zip(body.args, self.kernel.arg_types)):
+            self.env[key] = kernel_argument(i, text)
+        self.block(body, tuple(range(WARP)), ())
+        return self.events
+
+    def block(self, block: Block, active: tuple[int, ...], args) -> list | None:
+        """Run a block with `args` bound to its arguments; the values its terminator yields."""
+        for key, value in zip(block.args, args):
+            self.env[key] = value
+        for node in block.ops:
+            if node.name in ("scf.yield", "scf.condition"):
+                return self.args(node)
+            self.step(node, active)
+        return None
+
+    def step(self, node: Node, active: tuple[int, ...]) -> None:
+        control = _CONTROL.get(node.name)
+        if control is not None:
+            results = control(self, node, active)
+        else:
+            rule = RULES.get(node.name)
+            if rule is not None:
+                results = rule(self, node, active)
+            elif node.name in _ARITH:
+                results = _ARITH[node.name](self, node)
+            else:
+                results = self.other(node, active)
+        if results is None:
+            results = [Unknown(node.name)] * len(node.results)
+        for key, value in zip(node.results, results):
+            self.env[key] = value
+        if node.loc is not None and len(node.results) == 1:
+            self.defined_at[node.results] = node.loc
+
+    def other(self, node: Node, active) -> list | None:
+        """An op with no row: BP190 if it (or its regions) synchronizes, else its results are
+        Unknown (layout algebra, math, memory access: nothing a barrier depends on)."""
+        if synchronizes(node) or (node.regions and self.region_synchronizes(node)):
+            self.unmodeled(node, node.name)
+        return None
+
+    # -- control flow ------------------------------------------------------------------------
+    def scf_if(self, node: Node, active) -> list | None:
+        cond = self.get(node.operands[0])
+        then = node.regions[0][0] if node.regions and node.regions[0] else None
+        orelse = node.regions[1][0] if len(node.regions) > 1 and node.regions[1] else None
+        if isinstance(cond, Tested) and self.region_synchronizes(node):
+            return self.after_test(node, cond, then, orelse, active)
+        if isinstance(cond, Unknown):
+            if self.region_synchronizes(node):
+                self.unmodeled(node, f"scf.if on {cond.why}")
+            return None
+        if not isinstance(cond, Lanes):
+            chosen = then if cond else orelse
+            return self.block(chosen, active, ()) if chosen is not None else None
+        taken = tuple(lane for lane in active if cond[lane])
+        other = tuple(lane for lane in active if not cond[lane])
+        out_then = self.block(then, taken, ()) if taken and then is not None else None
+        out_else = self.block(orelse, other, ()) if other and orelse is not None else None
+        if not node.results:
+            return None
+        if out_then is None or out_else is None:
+            return out_then if out_else is None else out_else
+        return [_merge(a, b, set(taken)) for a, b in zip(out_then, out_else)]
+
+    def after_test(self, node: Node, test: Tested, then, orelse, active) -> list | None:
+        """`if the try_wait failed: wait on the same phase`, and nothing that synchronizes on
+        the other side: the warp has observed that phase either way, as one blocking wait.
+        Any other use of the answer is BP190."""
+        failed, passed = (then, orelse) if test.failed_when else (orelse, then)
+        sides = []
+        for block in (failed, passed):
+            mark = len(self.events)
+            out = self.block(block, active, ()) if block is not None else None
+            sides.append((out, self.events[mark:]))
+            del self.events[mark:]
+        (out_failed, waits), (out_passed, others) = sides
+        if not others and len(waits) == 1 and waits[0].kind == "wait_parity" \
+                and (waits[0].barrier, waits[0].parity) == (test.barrier, test.parity):
+            self.events.extend(waits)
+            return out_failed if out_failed == out_passed else None
+        self.unmodeled(node, f"scf.if on {test.why}")
+        return None
+
+    def scf_for(self, node: Node, active) -> list | None:
+        lower, upper, step, *init = self.args(node)
+        bounds = [uniform(v, active) for v in (lower, upper, step)]
+        if not all(isinstance(b, int) for b in bounds) or bounds[2] <= 0:
+            if self.region_synchronizes(node):
+                why = next((v.why for v in (lower, upper, step) if isinstance(v, Unknown)),
+                           "bounds that differ between lanes")
+                self.unmodeled(node, f"scf.for with a trip count from {why}")
+            return None
+        lo, hi, st = bounds
+        if (hi - lo + st - 1) // st > MAX_TRIPS:
+            if self.region_synchronizes(node):
+                self.unmodeled(node, f"scf.for of more than {MAX_TRIPS} iterations")
+            return None
+        body = node.regions[0][0]
+        carried = list(init)
+        for i in range(lo, hi, st):
+            carried = self.block(body, active, [i] + carried) or []
+        return carried
+
+    def scf_while(self, node: Node, active) -> list | None:
+        before, after = node.regions[0][0], node.regions[1][0]
+        carried = self.args(node)
+        for _ in range(MAX_TRIPS):
+            cond, *passed = self.block(before, active, carried) or [Unknown("scf.while")]
+            cond = uniform(cond, active)
+            if not isinstance(cond, int):
+                if self.region_synchronizes(node):
+                    why = cond.why if isinstance(cond, Unknown) else "lanes that disagree"
+                    self.unmodeled(node, f"scf.while on {why}")
+                return None
+            if not cond:
+                return passed
+            carried = self.block(after, active, passed) or []
+        if self.region_synchronizes(node):
+            self.unmodeled(node, f"scf.while of more than {MAX_TRIPS} iterations")
+        return None
+
+
+def _merge(a, b, taken: set):
+    """A result of a split branch: lane by lane from the side that lane took."""
+    if isinstance(a, Unknown):
+        return a
+    if isinstance(b, Unknown):
+        return b
+    if isinstance(a, (int, Lanes)) and isinstance(b, (int, Lanes)):
+        values = tuple((a[l] if isinstance(a, Lanes) else a) if l in taken
+                       else (b[l] if isinstance(b, Lanes) else b) for l in range(WARP))
+        return values[0] if len(set(values)) == 1 else Lanes(values)
+    return a if a == b else Unknown("a value that differs between the lanes of a warp")
+
+
+def _constant(warp: Warp, node: Node):
+    value = node.attrs.get("value")
+    return [int(value) if isinstance(value, (bool, int)) else Unknown("a non-integer constant")]
+
+
+def _binary(warp: Warp, node: Node):
+    a, b = warp.args(node)[:2]
+    if node.name == "arith.xori" and isinstance(a, Tested) and b == 1:      # `not answer`
+        return [Tested(a.why, a.barrier, a.parity, 1 - a.failed_when)]
+    return [arith.binary(node.name, a, b)]
+
+
+def _cmpi(warp: Warp, node: Node):
+    a, b = warp.args(node)[:2]
+    predicate = node.attrs.get("predicate")
+    if isinstance(a, Tested) and b in (0, 1) and predicate in (0, 1):   # answer == / != 0|1
+        same = int(b == a.failed_when)
+        return [Tested(a.why, a.barrier, a.parity, same if predicate == 0 else 1 - same)]
+    if not isinstance(predicate, int):
+        return [Unknown(f"arith.cmpi {predicate}")]
+    return [arith.compare(predicate, a, b)]
+
+
+def _cast(warp: Warp, node: Node):
+    value = warp.get(node.operands[0])
+    if isinstance(value, Tested):           # widening an i1 answer keeps it
+        return [value]
+    return [arith.cast(value, node.types[0])]
+
+
+def _select(warp: Warp, node: Node):
+    return [arith.select(*warp.args(node)[:3])]
+
+
+_ARITH = {"arith.constant": _constant, "arith.cmpi": _cmpi, "arith.select": _select}
+_ARITH.update({name: _binary for name in arith.BINARY})
+_ARITH.update({name: _cast for name in arith.CASTS})
+
+_CONTROL = {"scf.if": Warp.scf_if, "scf.for": Warp.scf_for, "scf.while": Warp.scf_while}

@@ -1,0 +1,160 @@
+"""From each warp's events to one Kernel: barrier allocations, roles, operations.
+
+One IR thread per warp (`thread_axis="warp"`, `num_warps=1`, so a named barrier counts 32
+hardware threads per agent): the frontend does not merge the warps of a warpgroup, which would
+assume they run in lockstep. Warps whose event sequences are equal share a role, a `When` on
+the warp index. Every mbarrier is a slot of a shared-memory allocation (the Python name it was
+assigned to); slots initialised with the same arrival count next to each other form one
+BarrierAlloc, named after the allocation, with its first slot when the allocation holds several
+groups (a 2-stage pipeline's full and empty barriers: `bars_0` and `bars_2`). The barriers are
+initialised by the kernel itself (explicit_init), so init visibility is checked too.
+"""
+
+from __future__ import annotations
+
+from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Op, Var,
+                  When)
+from .interpreter import Event, Warp
+from .tree import KernelTree
+from .values import WARP
+
+MBARRIER_BYTES = 8
+AXIS = "warp"
+
+
+def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
+    threads = tree.block_dim[0] * tree.block_dim[1] * tree.block_dim[2]
+    if threads <= 0 or threads % WARP:
+        raise ModelError(f"{tree.name} launches blocks of {threads} threads; the CuTe frontend "
+                         "reads blocks of whole warps", loc=tree.loc,
+                         hint="launch with block=[a multiple of 32, 1, 1]")
+    allocations: dict = {}
+    programs = [Warp(tree, w, allocations).run() for w in range(threads // WARP)]
+    cluster = tree.cluster_dim[0] * tree.cluster_dim[1] * tree.cluster_dim[2]
+    if cluster > 1:   # the peers of a cluster are not modelled: say so at the kernel
+        cut = Event("unmodeled", tree.loc, name=f"a cluster of {cluster} blocks")
+        programs = [[cut] + p for p in programs]
+    barriers, refs = _barriers(tree, programs)
+    roles: dict[tuple, list[int]] = {}
+    for w, events in enumerate(programs):
+        roles.setdefault(tuple(events), []).append(w)
+    groups = sorted(roles.items(), key=lambda kv: kv[1][0])
+    made: dict = {}
+    if len(groups) == 1:
+        body = _ops(groups[0][0], refs, made)
+    else:
+        body = ()       # a chain of roles: `when warp in A: ... else: when warp in B: ...`
+        for events, warps in reversed(groups):
+            ops = _ops(events, refs, made)
+            body = (When(_member(warps), ops, body, ops[0].loc if ops else tree.loc),)
+    # warp_axis must differ from the thread axis: the agents are the warps themselves
+    return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(len(programs)),
+                  thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent",
+                  loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=(f"one agent per warp: {len(programs)} warps of "
+                                        f"{tree.name}",))
+
+
+def _member(warps: list[int]):
+    """`warp` is one of these (as ranges: consecutive warps are one comparison pair)."""
+    runs: list[list[int]] = []
+    for w in warps:
+        if runs and runs[-1][1] == w - 1:
+            runs[-1][1] = w
+        else:
+            runs.append([w, w])
+    var = Var(AXIS)
+    terms = [BinOp("==", var, Const(a)) if a == b else
+             BinOp("and", BinOp(">=", var, Const(a)), BinOp("<=", var, Const(b)))
+             for a, b in runs]
+    cond = terms[0]
+    for t in terms[1:]:
+        cond = BinOp("or", cond, t)
+    return cond
+
+
+def _barriers(tree: KernelTree, programs) -> tuple[tuple[BarrierAlloc, ...], dict]:
+    counts: dict[tuple, int] = {}
+    first_use: dict[tuple, Event] = {}
+    tensor_core: set = set()
+    for events in programs:
+        for e in events:
+            if e.barrier is None:
+                continue
+            first_use.setdefault(e.barrier, e)
+            if e.kind == "tcgen05_commit_arrive":
+                tensor_core.add(e.barrier)
+            if e.kind == "mbarrier_init":
+                if counts.setdefault(e.barrier, e.count) != e.count:
+                    raise ModelError(f"mbarrier {_spell(e.barrier)} is initialised with "
+                                     f"{counts[e.barrier]} and with {e.count} arrivals",
+                                     loc=e.loc, hint="initialise each barrier once")
+    for key, e in first_use.items():
+        if key not in counts:
+            raise ModelError(f"mbarrier {_spell(key)} is used but never initialised "
+                             "(nvvm.mbarrier.init)", loc=e.loc,
+                             hint="initialise it (cute.arch.mbarrier_init or a pipeline's "
+                                  "create) before its first use")
+        if key[1] % MBARRIER_BYTES:
+            raise ModelError(f"mbarrier {_spell(key)} is not 8-byte aligned", loc=e.loc)
+    by_buffer: dict[str, list[int]] = {}
+    for buffer, offset in counts:
+        by_buffer.setdefault(buffer, []).append(offset // MBARRIER_BYTES)
+    allocs, refs = [], {}
+    for buffer, slots in by_buffer.items():
+        slots.sort()
+        runs: list[list[int]] = []
+        for s in slots:
+            count = counts[(buffer, s * MBARRIER_BYTES)]
+            if runs and runs[-1][-1] == s - 1 and \
+                    counts[(buffer, runs[-1][0] * MBARRIER_BYTES)] == count:
+                runs[-1].append(s)
+            else:
+                runs.append([s])
+        for run in runs:
+            name = buffer if len(runs) == 1 and run[0] == 0 else f"{buffer}_{run[0]}"
+            keys = [(buffer, s * MBARRIER_BYTES) for s in run]
+            loc = first_use[keys[0]].loc
+            alloc = BarrierAlloc(name, Const(counts[keys[0]]), (Const(len(run)),),
+                                 orders_tensor_core=any(k in tensor_core for k in keys),
+                                 loc=loc or tree.loc, scalar=len(run) == 1, explicit_init=True)
+            allocs.append(alloc)
+            for i, key in enumerate(keys):
+                refs[key] = BarrierRef(alloc, () if len(run) == 1 else (Const(i),))
+    return tuple(allocs), refs
+
+
+def _spell(key: tuple) -> str:
+    buffer, offset = key
+    return f"{buffer}[{offset // MBARRIER_BYTES}]" if offset % MBARRIER_BYTES == 0 \
+        else f"{buffer}+{offset}B"
+
+
+def _ops(events, refs, made: dict) -> tuple[Op, ...]:
+    """The IR of a warp's events; `made` keeps one Op per distinct event across warps."""
+    out = []
+    for e in events:
+        if e in made:
+            out.append(made[e])
+            continue
+        n = len(out)
+        loc = e.loc or Loc("<unknown>", 0)
+        ref = refs.get(e.barrier) if e.barrier is not None else None
+        if e.kind == "arrive":
+            out.append(Op("arrive", ref, count=Const(e.count), loc=loc))
+        elif e.kind in ("arrive_expect_tx", "expect_tx", "tma_load"):
+            out.append(Op(e.kind, ref, bytes=Const(e.bytes), loc=loc))
+        elif e.kind == "wait_parity":
+            out.append(Op("wait_parity", ref, parity=Const(e.parity), loc=loc))
+        elif e.kind in ("mbarrier_init", "tcgen05_commit_arrive"):
+            out.append(Op(e.kind, ref, loc=loc))
+        elif e.kind in ("bar_sync", "bar_arrive"):
+            out.append(Op(e.kind, None, count=Const(e.count), bar_id=Const(e.bar_id),
+                          name=e.name, loc=loc))
+        elif e.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
+                        "fence_proxy_async", "unmodeled"):
+            out.append(Op(e.kind, None, name=e.name, loc=loc))
+        else:   # pragma: no cover - every event kind has a row above
+            raise ModelError(f"no IR for the CuTe event {e.kind}", loc=loc)
+        if len(out) == n + 1:
+            made[e] = out[-1]
+    return tuple(out)

@@ -1,0 +1,276 @@
+"""The CuTe DSL frontend: kernels compiled on the CPU (cute.compile, stopped after the MLIR is
+built), read per warp into the IR, and checked. Every example in examples/cute/ gets its
+declared verdict; counterexamples replay on the interpreter and point at the CuTe source."""
+
+import os
+import re
+import time
+
+import pytest
+
+pytest.importorskip("cutlass.cute")
+
+from barrierproof.checker.check import check_kernel                      # noqa: E402
+from barrierproof.loader import import_file, resolve, targets_in_module  # noqa: E402
+from barrierproof.model.cute.interpreter import Warp                     # noqa: E402
+from barrierproof.model.cute.tree import Block, KernelTree, Node         # noqa: E402
+from barrierproof.model.interpreter import replay                       # noqa: E402
+from barrierproof.model.ir import Loc, When, iter_ops                    # noqa: E402
+from barrierproof.model.semantics import System                         # noqa: E402
+
+from conftest import EXAMPLES                                           # noqa: E402
+
+FILES = [os.path.join(EXAMPLES, "cute", f)
+         for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
+                   "async_pipeline.py")]
+TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
+_BUILT: dict = {}
+SECONDS: dict = {}
+
+
+def _kernel(target):
+    """Each target compiled once per session (about a second each)."""
+    if target.ref not in _BUILT:
+        start = time.perf_counter()
+        _BUILT[target.ref] = target.build()
+        SECONDS[target.ref] = time.perf_counter() - start
+    return _BUILT[target.ref]
+
+
+def _target(name):
+    return next(t for t in TARGETS if t.name == name)
+
+
+def _source_line(loc: Loc) -> str:
+    with open(loc.file, encoding="utf-8") as f:
+        return f.read().splitlines()[loc.line - 1]
+
+
+def test_the_loader_finds_the_cute_kernels_of_a_file():
+    for path in FILES:
+        found = resolve(os.path.relpath(path))
+        module = import_file(path)
+        assert [t.name for t in found] == list(module.EXPECT)
+        assert {t.kind for t in found} == {"cute"}
+
+
+def test_pipeline_mainloop_translation():
+    kernel = _kernel(_target("mainloop"))
+    assert kernel.source == "cute" and kernel.thread_axis == "warp" and kernel.num_warps == 1
+    assert repr(kernel.num_threads) == "5"                  # 160 threads: 5 warps, 1 agent each
+    # PipelineTmaAsync's barrier array: full barriers (1 arrival: the producer's
+    # arrive.expect_tx) then empty barriers (one arrival per consumer warp)
+    counts = [(b.name, repr(b.num_arrivals), repr(b.shape[0]), b.explicit_init)
+              for b in kernel.barriers]
+    assert counts == [("storage_0", "1", "2", True), ("storage_2", "4", "2", True)]
+    ops = list(kernel.ops())
+    tma = [op for op in ops if op.kind == "tma_load"]
+    expect_tx = [op for op in ops if op.kind == "arrive_expect_tx"]
+    assert len(tma) == len(expect_tx) == 4                  # one per K tile, from one lane
+    assert {repr(op.bytes) for op in tma + expect_tx} == {str(64 * 64 * 2)}
+    assert "cute.copy(" in _source_line(tma[0].loc)
+    assert "producer_acquire" in _source_line(expect_tx[0].loc)
+    releases = [op for op in ops if op.kind == "arrive"]
+    # lane 0 of each consumer warp signals: one arrival per warp and stage
+    assert releases and {repr(op.count) for op in releases} == {"1"}
+    assert all("consumer_release" in _source_line(op.loc) for op in releases)
+    roles = [s for s in kernel.body if isinstance(s, When)]
+    assert roles, "warps with different programs are roles on the warp index"
+
+
+def test_a_umma_consumer_releases_with_tcgen05_commits():
+    kernel = _kernel(_target("mainloop_umma"))
+    commits = [op for op in kernel.ops() if op.kind == "tcgen05_commit_arrive"]
+    assert len(commits) == 4                                 # one per K tile, elected lane
+    assert all(op.barrier.alloc.orders_tensor_core for op in commits)
+    assert all("consumer_release" in _source_line(op.loc) for op in commits)
+    assert not any(op.kind == "arrive" for op in kernel.ops())
+
+
+def test_an_arrive_by_a_whole_warp_counts_its_32_lanes():
+    kernel = _kernel(_target("ring"))
+    arrives = {(op.barrier.alloc.name, repr(op.count)) for op in kernel.ops()
+               if op.kind == "arrive"}
+    assert arrives == {("full", "1"), ("empty", "32")}      # elect_one vs every lane
+    assert {repr(b.num_arrivals) for b in kernel.barriers if b.name == "empty"} == {"32"}
+
+
+def test_pipeline_async_arrives_from_every_thread_of_its_groups():
+    kernel = _kernel(_target("async_pipeline"))
+    arrives = {(op.barrier.alloc.name, repr(op.count)) for op in kernel.ops()
+               if op.kind == "arrive"}
+    counts = {b.name: repr(b.num_arrivals) for b in kernel.barriers}
+    assert counts == {"bars_0": "32", "bars_2": "64"}
+    assert arrives == {("bars_0", "32"), ("bars_2", "32")}    # each of 2 warps: 32 lanes
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
+def test_expected_verdict_and_replayed_counterexample(target):
+    kernel = _kernel(target)
+    verdict = check_kernel(kernel, source=target.ref)
+    assert verdict.matches(target.expect), (verdict.label, [d.one_line()
+                                                           for d in verdict.diagnostics])
+    for d in verdict.diagnostics:                            # on the user's CuTe lines
+        assert d.location and d.location.startswith(os.path.relpath(target.path)), d.location
+    if verdict.verdict == "violation" and verdict.trace is not None:
+        trace = verdict.trace
+        run = replay(System(kernel, trace.params, trace.grid_position), trace.actions)
+        assert run.violation is not None and run.violation.code == verdict.codes[0]
+        # every step a warp takes is at a CuTe line (a BP147 at the start has no steps)
+        located = [s.location for s in trace.steps if s.agent_kind in ("thread", "warp")]
+        assert bool(located) == bool(trace.steps)
+        assert all(loc and loc.startswith(os.path.relpath(target.path)) for loc in located)
+
+
+def test_a_named_barrier_is_bar_sync_with_its_id_and_thread_count():
+    kernel = _kernel(_target("handoff"))
+    syncs = {(op.kind, repr(op.bar_id), repr(op.count)) for op in kernel.ops()
+             if op.kind == "bar_sync"}
+    assert syncs == {("bar_sync", "1", "64")}
+    assert repr(kernel.num_threads) == "4"
+
+
+def test_check_on_the_command_line(capsys):
+    from barrierproof.cli import main
+    path = os.path.relpath(FILES[1])
+    assert main(["check", f"{path}::ring", "--no-cache"]) == 0
+    assert main(["check", f"{path}::ring_empty_counts_one_arrival", "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    assert "BP121" in out and f"{path}:" in out
+
+
+def test_a_trip_count_known_only_at_run_time_is_bp190_at_the_loop():
+    target = _target("ring_trip_count_at_run_time")
+    verdict = check_kernel(_kernel(target), source=target.ref)
+    assert verdict.verdict == "unknown"
+    unmodeled = [d for d in verdict.diagnostics if d.code == "BP190"]
+    assert unmodeled and all("scf.for" in d.message and "kernel argument" in d.message
+                             for d in unmodeled)
+    # the DSL gives scf.for no line of its own: the diagnostic is at its body's first line
+    path, line = unmodeled[0].location.rsplit(":", 1)
+    assert "cutlass.range(n)" in _source_line(Loc(path, int(line) - 1))
+
+
+def _tree(*ops):
+    return KernelTree("k", "k", Block((), tuple(ops)), (), (64, 1, 1), None, (1, 1, 1),
+                      Loc("k.py", 1, "k"))
+
+
+def _op(name, operands=(), results=(), types=(), attrs=None, regions=(), line=2):
+    return Node(name, tuple(operands), tuple(results), tuple(types), ("",) * len(operands),
+                attrs or {}, tuple(regions), Loc("k.py", line, "k"))
+
+
+@pytest.mark.parametrize("tried, plain", [("ring_consumer_tries_first", "ring"),
+                                          ("mainloop_peeking", "mainloop")])
+def test_try_wait_then_wait_on_the_same_phase_is_one_wait(tried, plain):
+    def waits(kernel):
+        return [(op.barrier.alloc.name, repr(op.barrier.index), repr(op.parity))
+                for op in kernel.ops() if op.kind == "wait_parity"]
+    tried, plain = _kernel(_target(tried)), _kernel(_target(plain))
+    assert waits(tried) == waits(plain)
+    assert not any(op.kind == "unmodeled" for op in tried.ops())
+
+
+def _tested_branch(then_ops, else_ops=()):
+    """`if try_wait(bar, 0) == 0: then_ops else: else_ops` on an initialised barrier."""
+    const = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 1})
+    zero = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 0})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 1))
+    test = _op("nvvm.mbarrier.wait.parity", operands=(3, 2), results=(4,), types=("i1",))
+    failed = _op("arith.cmpi", operands=(4, 2), results=(5,), types=("i1",),
+                 attrs={"predicate": 0})
+    branch = _op("scf.if", operands=(5,), line=8,
+                 regions=((Block((), tuple(then_ops)),), (Block((), tuple(else_ops)),)))
+    return Warp(_tree(const, zero, alloca, init, test, failed, branch), 0, {}).run()
+
+
+def test_any_other_use_of_a_try_wait_answer_is_bp190():
+    wait = _op("nvvm.mbarrier.try_wait.parity", operands=(3, 2, 2), line=9)
+    other_parity = _op("nvvm.mbarrier.try_wait.parity", operands=(3, 1, 1), line=9)
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    assert [e.kind for e in _tested_branch([wait])] == ["mbarrier_init", "wait_parity"]
+    for then, orelse in (([other_parity], ()), ([arrive], ()), ((), [wait])):
+        events = _tested_branch(then, orelse)
+        assert [e.kind for e in events] == ["mbarrier_init", "unmodeled"], (then, orelse)
+        assert events[-1].loc.line == 8
+
+
+def test_an_unknown_synchronizing_op_is_kept_with_its_name_and_line():
+    tree = _tree(_op("nvvm.mbarrier.try_wait.parity.timelimit", line=7))
+    events = Warp(tree, 0, {}).run()
+    assert [(e.kind, e.name, e.loc.line) for e in events] == [
+        ("unmodeled", "nvvm.mbarrier.try_wait.parity.timelimit", 7)]
+
+
+def test_a_branch_on_data_around_synchronization_is_bp190_not_a_guess():
+    arrive = _op("nvvm.mbarrier.arrive", operands=(1,), line=9)
+    branch = _op("scf.if", operands=(99,), regions=((Block((), (arrive,)),),), line=8)
+    events = Warp(_tree(branch), 0, {}).run()
+    assert len(events) == 1 and events[0].kind == "unmodeled" and events[0].loc.line == 8
+    assert events[0].name.startswith("scf.if on ")
+
+
+def test_a_cluster_of_several_blocks_is_bp190_at_the_kernel():
+    from barrierproof.model.cute.translate import kernel_ir
+    tree = _tree()
+    tree.cluster_dim = (2, 1, 1)
+    kernel = kernel_ir(tree)
+    [op] = [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert "cluster of 2 blocks" in op.name and op.loc == tree.loc
+
+
+BROKEN = """
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.runtime import make_fake_compact_tensor
+
+EXPECT = {"broken": "verified"}
+
+
+@cute.kernel
+def broken_kernel():
+    cute.arch.mbarrier_init(undefined_name, 1)
+
+
+@cute.jit
+def host(a: cute.Tensor):
+    broken_kernel().launch(grid=[1, 1, 1], block=[32, 1, 1])
+
+
+def broken():
+    return cute.compile(host, make_fake_compact_tensor(cutlass.Float32, (32,)))
+"""
+
+
+def test_a_kernel_that_does_not_compile_is_a_one_line_error_at_its_line(tmp_path):
+    from barrierproof.model.ir import ModelError
+    path = tmp_path / "broken_kernels.py"
+    path.write_text(BROKEN)
+    [target] = resolve(str(path))
+    with pytest.raises(ModelError) as err:
+        target.build()
+    assert "compiling the CuTe DSL kernel failed" in err.value.message
+    assert "undefined_name" in err.value.message and "\n" not in str(err.value)
+    assert err.value.loc.file.endswith("broken_kernels.py") and err.value.loc.line == 11
+
+
+def test_a_kernel_too_long_to_unroll_is_an_input_error(monkeypatch):
+    from barrierproof.model.cute import interpreter
+    from barrierproof.model.cute.translate import kernel_ir
+    from barrierproof.model.ir import ModelError
+    monkeypatch.setattr(interpreter, "MAX_EVENTS", 3)
+    fence = _op("nvvm.fence.mbarrier.init", line=5)
+    with pytest.raises(ModelError, match="more than 3 synchronizing operations") as err:
+        kernel_ir(_tree(*[fence] * 4))
+    assert err.value.loc.line == 5 and "smaller size" in err.value.hint
+
+
+def test_compile_time_per_kernel_is_measured_and_small():
+    for target in TARGETS:
+        kernel = _kernel(target)
+        note = next(n for n in kernel.notes if n.startswith("CuTe DSL: traced"))
+        seconds = float(re.search(r"in ([\d.]+) s", note).group(1))
+        assert 0 < seconds <= SECONDS[target.ref] + 0.01
+        assert SECONDS[target.ref] < 20, (target.ref, SECONDS[target.ref])
