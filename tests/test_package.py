@@ -28,7 +28,8 @@ def expected_files() -> set[str]:
     """Wheel paths of every module and every run-time data file of the source tree."""
     files = set()
     for folder, package in LAYOUT.items():
-        for path in glob.glob(os.path.join(ROOT, folder, "**", "*.py"), recursive=True):
+        for path in glob.glob(os.path.join(ROOT, folder, "**", "*.py"), recursive=True) + \
+                glob.glob(os.path.join(ROOT, folder, "**", "*.java"), recursive=True):
             rel = os.path.relpath(path, os.path.join(ROOT, folder))
             files.add(f"{package}/{rel}")
     from barrierproof.resources import SCHEMA_FILE, specs_dir
