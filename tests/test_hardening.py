@@ -431,22 +431,33 @@ def big(k, n=8, steps=400):
 '''
 
 
-def interrupted_run(tmp_path, text, sig, after):
+def interrupted_run(tmp_path, text, sig, after=None, once=None):
+    """Run `check` on `text` and send `sig` after `after` seconds, or as soon as the progress
+    line on stderr starts with `once` (a marker, not a clock, so a loaded machine gives the
+    same run)."""
     path = write(tmp_path, "p.py", text)
     report = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", path, "--no-cache",
-                             "--no-reduction", "--format", "json", "-o", str(report)],
+                             "--no-reduction", "--progress", "--format", "json",
+                             "-o", str(report)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    time.sleep(after)
+    seen = []
+    if once is None:
+        time.sleep(after)
+    else:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith(once):
+                break
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
-    return proc.returncode, report, err
+    return proc.returncode, report, "".join(seen) + err
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_checking_writes_the_report(tmp_path, sig):
-    code, report, err = interrupted_run(tmp_path, SLOW, sig, after=4)
+    code, report, err = interrupted_run(tmp_path, SLOW, sig, once="big:")
     assert code == 2, err
     verdicts = {v["name"]: v for v in json.loads(report.read_text())}
     assert verdicts["handoff"]["verdict"] == "verified"
