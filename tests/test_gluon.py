@@ -24,6 +24,7 @@ from conftest import EXAMPLES  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 EXAMPLE = os.path.join(EXAMPLES, "gluon", "ws_matmul.py")
+PERSISTENT = os.path.join(EXAMPLES, "gluon", "persistent_matmul.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -182,6 +183,7 @@ def test_a_missing_argument_is_an_input_error():
 # -- the examples ----------------------------------------------------------------------------
 
 TARGETS = resolve(EXAMPLE)
+ALL_TARGETS = resolve(os.path.join(EXAMPLES, "gluon"))
 
 
 def test_the_loader_finds_every_launch_of_the_example():
@@ -190,22 +192,35 @@ def test_the_loader_finds_every_launch_of_the_example():
                                          "expect_one_of_two_loads", "slot_never_released",
                                          "ready_counts_two_arrivals"}
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
+    assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT}
+    assert all(t.expect for t in ALL_TARGETS)
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
+def test_carried_counters_across_tiles_of_a_persistent_kernel():
+    """The tutorials' Counter aggregate, kept across tiles: closed forms of nested carries."""
+    kernel = next(t for t in ALL_TARGETS if t.name == "persistent").build()
+    assert {"pid_x", "num_programs_x", "a_desc_shape_1", "c_desc_shape_0"} <= set(kernel.params)
+    assert kernel.params["a_desc_shape_1"].default == 256
+    loops = [s for s in walk(kernel.body) if isinstance(s, Loop)]
+    assert len(loops) == 5                                  # no loop unrolled
+    assert not [op for op in kernel.ops() if op.kind == "unmodeled"]
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS, ids=lambda t: t.name)
 def test_example_verdict_and_counterexample_on_the_kernels_lines(target):
     kernel = target.build()
     v = check_kernel(kernel, source=target.ref)
     assert v.matches(target.expect), (v.label, v.diagnostics)
+    example = os.path.abspath(target.path)
     for op in kernel.ops():
-        assert op.loc.file == EXAMPLE, op
+        assert op.loc.file == example, op
     if v.verdict == "violation":
         trace = v.trace
         run = replay(System(kernel, trace.params, trace.grid_position), trace.actions)
         assert run.violation is not None and run.violation.code == v.codes[0]
         where, line = v.diagnostics[0].location.rsplit(":", 1)
-        source = open(EXAMPLE).read().splitlines()
-        assert os.path.abspath(where) == EXAMPLE and "mbarrier.wait" in source[int(line) - 1]
+        source = open(example).read().splitlines()
+        assert os.path.abspath(where) == example and "mbarrier.wait" in source[int(line) - 1]
         lines = {int(step.location.rsplit(":", 1)[1]) for step in trace.steps
                  if step.location and step.agent_kind == "thread"}
         assert all("mbarrier." in source[n - 1] or "tma." in source[n - 1]

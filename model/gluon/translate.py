@@ -28,7 +28,7 @@ from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, \
     opaque_vars, same, stmt_vars, substitute, substitute_stmts
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, Loop, ModelError, Op,
                   Param, UNKNOWN_LOC, Var, When, free_vars)
-from .carries import solve
+from .carries import discharged, solve
 from .ttgir import Module, Operation, Region, split_operands
 
 # A loop-carried value while its loop is translated; replaced by its closed form after.
@@ -102,6 +102,7 @@ class Translator:
         self.params: dict[str, Param] = {}
         self.assumptions: list[Expr] = []
         self.notes: list[str] = []
+        self.assumed_ranges: list[tuple[str, int]] = []   # (carry, S) taken by inner loops
         self.setup = True                   # before the first barrier operation: inits allowed
         self.threads: list[tuple[str, int, list]] = []
         self._names: set[str] = set()
@@ -185,6 +186,12 @@ class Translator:
             plain = arg.lstrip("%")
             if re.fullmatch(r"i(1|8|16|32|64)", ty):
                 given = self.launch.args.get(plain)
+                m = re.fullmatch(r"(\w+)\.(shape|stride)\.(\d+)", plain)
+                if m and m.group(2) == "shape":          # a descriptor's global shape
+                    desc = self.launch.args.get(m.group(1))
+                    dims = getattr(desc, "shape", None)
+                    given = dims[int(m.group(3))] if dims and int(m.group(3)) < len(dims) \
+                        else None
                 default = int(given) if isinstance(given, int) else None
                 sym = symbolic is None or plain in symbolic
                 self.values[arg] = self.param(plain, default, sym and default is not None)
@@ -346,7 +353,14 @@ class Translator:
                              yields[k] if k < len(yields) and isinstance(yields[k], Expr)
                              else opaque("carry"))
                    for k, (ph, init) in enumerate(placeholders.values())}
-        at, after = solve(carries, j, trip)
+        assumed: list = []
+        at, after = solve(carries, j, trip, assumed)
+        self.assumed_ranges += [(p, m) for p, m in assumed if p not in carries]
+        for p, m in [(p, m) for p, m in self.assumed_ranges if p in carries]:
+            if p not in at or not discharged(at[p], m):
+                raise Unread(f"an inner loop takes `{p}` as a ring slot below {m}, which this "
+                             "loop does not keep it")
+        self.assumed_ranges = [(p, m) for p, m in self.assumed_ranges if p not in carries]
         needed = {p for p in carries if p in stmt_vars(body)}
         if needed - set(at):
             if isinstance(trip, Const) and trip.value <= UNROLL_LIMIT:
@@ -490,10 +504,13 @@ class Translator:
 
     def program_id(self, op: Operation, out):
         axis = op.text.split()[1] if len(op.text.split()) > 1 else "x"
-        nprog = self._num_programs(axis)
-        pid = self.param(f"pid_{axis}", 0)
-        self.assumptions.append(pid < nprog)
-        return [pid]
+        key = f"%program_id_{axis}"        # one per axis: every partition is in the same CTA
+        if key not in self.values:
+            nprog = self._num_programs(axis)
+            pid = self.param(f"pid_{axis}", 0)
+            self.assumptions.append(pid < nprog)
+            self.values[key] = pid
+        return [self.values[key]]
 
     def num_programs(self, op: Operation, out):
         axis = op.text.split()[1] if len(op.text.split()) > 1 else "x"
