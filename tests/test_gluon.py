@@ -104,6 +104,35 @@ def does_not_compile(n):
     mbarrier.wait(bar, undefined_name)  # noqa: F821
 
 
+@gluon.jit
+def prologue_epilogue(desc):
+    """A load waited on before warp_specialize, an arrive after it."""
+    buf = gl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.init(done, count=1)
+    mbarrier.expect(bar, desc.block_type.nbytes)
+    tma.async_load(desc, [0, 0], bar, buf)
+    mbarrier.wait(bar, 0)
+    gl.warp_specialize([(waiter, (done,)), (waiter, (done,))], [1], [24])
+    mbarrier.arrive(done, count=1)
+
+
+@gluon.jit
+def no_closed_form(n, CONST_TRIP: gl.constexpr):
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    phase = 0
+    trip = n
+    if CONST_TRIP:
+        trip = 3
+    for k in range(trip):
+        mbarrier.arrive(bar, count=1)
+        mbarrier.wait(bar, phase)
+        phase = (phase * 3 + 1) % 2
+
+
 DESC = tensor_desc("fp16", [128, 64])
 
 
@@ -155,6 +184,28 @@ def test_warp_specialize_partitions_and_commit():
     assert verdict_of(kernel).verdict == "verified"
     wrong = verdict_of(load(Launch(commit_ws, args=dict(bar_count=2))))
     assert wrong.verdict == "violation" and wrong.codes[0] == "BP100"
+
+
+def test_code_around_warp_specialize_is_ordered_with_the_partitions():
+    kernel = load(Launch(prologue_epilogue, args=dict(desc=DESC)))
+    names = [b.name for b in kernel.barriers]
+    assert "warp_specialize_start" in names and "warp_specialize_end" in names
+    # the arrive after warp_specialize needs every partition to have returned: both workers
+    # wait for `done`, which only the default partition arrives on after the join
+    v = verdict_of(kernel)
+    assert v.verdict == "violation" and v.codes[0] == "BP100"
+
+
+def test_a_carry_without_closed_form_is_unrolled_or_bp190():
+    unrolled = load(Launch(no_closed_form, args=dict(n=3, CONST_TRIP=True)))
+    assert not any(isinstance(s, Loop) for s in walk(unrolled.body))
+    assert [op.parity.value for op in unrolled.ops() if op.kind == "wait_parity"] == [0, 1, 0]
+    assert verdict_of(unrolled).verdict == "verified"
+    symbolic = load(Launch(no_closed_form, args=dict(n=3, CONST_TRIP=False)))
+    ops = list(symbolic.ops())
+    assert len(ops) == 1 and ops[0].kind == "unmodeled" and "no closed form" in ops[0].name
+    assert ops[0].loc.line == line_of(no_closed_form, "for k in range(trip)")
+    assert verdict_of(symbolic).verdict == "unknown"
 
 
 def test_an_unknown_op_is_bp190_at_its_line():

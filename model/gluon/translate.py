@@ -198,6 +198,10 @@ class Translator:
             else:
                 self.values[arg] = opaque(plain)
         body = self.block(fn.body, top=True)
+        ctas = self.module.int_attr("ttg.num-ctas") or 1
+        if ctas > 1:     # multi-CTA: remote arrivals and multicast go to other blocks' barriers
+            body = [Op("unmodeled", name=f"num_ctas={ctas}: multi-CTA kernels are not modelled "
+                       "by the Gluon frontend yet", loc=self.loc)] + body
         if not self.threads:
             threads = [("kernel", self.launch.num_warps, body)]
         else:
