@@ -276,3 +276,29 @@ def test_example_verdict_and_counterexample_on_the_kernels_lines(target):
                  if step.location and step.agent_kind == "thread"}
         assert all("mbarrier." in source[n - 1] or "tma." in source[n - 1]
                              or "tcgen05" in source[n - 1] for n in lines), lines
+
+
+# -- the command line and the docstrings ---------------------------------------------------
+
+def test_check_on_the_command_line_shows_the_kernels_lines(capsys, tmp_path):
+    from barrierproof.cli import main
+    assert main(["check", EXAMPLE + "::wrong_empty_phase", "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    assert "ws_matmul.py:36" in out and "BP100" in out      # the loader's wait on `empty`
+    assert main(["check", EXAMPLE + "::ring", "--param", "K=192", "--no-cache"]) == 0
+    bad = tmp_path / "bad.py"
+    bad.write_text("from barrierproof.model.gluon import Launch\n"
+                   "def plain(): pass\n"
+                   "k = Launch(plain)\nEXPECT = {'k': 'verified'}\n")
+    capsys.readouterr()
+    assert main(["check", str(bad), "--no-cache"]) == 3
+    err = capsys.readouterr()
+    assert "is not a @gluon.jit kernel" in err.out + err.err
+
+
+@pytest.mark.parametrize("name", ["ttgir", "carries", "launch"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(f"barrierproof.model.gluon.{name}"))
+    assert result.attempted > 0 and result.failed == 0
