@@ -25,6 +25,7 @@ from conftest import EXAMPLES  # noqa: E402
 HERE = os.path.abspath(__file__)
 EXAMPLE = os.path.join(EXAMPLES, "gluon", "ws_matmul.py")
 PERSISTENT = os.path.join(EXAMPLES, "gluon", "persistent_matmul.py")
+AUTO_WS = os.path.join(EXAMPLES, "gluon", "tl_warp_specialized.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -186,6 +187,36 @@ def test_warp_specialize_partitions_and_commit():
     assert wrong.verdict == "violation" and wrong.codes[0] == "BP100"
 
 
+def test_a_tl_kernel_is_checked_after_triton_warp_specializes_it():
+    kernel = next(t for t in ALL_TARGETS if t.name == "three_stages").build()
+    assert kernel.num_threads.value == 3                 # default, load and MMA partitions
+    kinds = {op.kind for op in kernel.ops()}
+    assert {"tma_load", "arrive_expect_tx", "wait_parity", "tcgen05_commit_arrive"} <= kinds
+    assert "unmodeled" not in kinds
+    rings = [b for b in kernel.barriers if b.shape and b.shape[0].value == 3]
+    assert len(rings) == 2                               # num_stages=3: ready and empty rings
+
+
+@gluon.jit
+def reinit(n):
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    for k in range(n):
+        mbarrier.arrive(bar, count=1)
+        mbarrier.wait(bar, 0)
+        mbarrier.init(bar, count=1)
+
+
+def test_a_barrier_initialised_again_is_bp190():
+    kernel = load(Launch(reinit, args=dict(n=2)))
+    [op] = [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert "re-initialisation" in op.name
+    assert op.loc.line == line_of(reinit, "mbarrier.init(bar, count=1)") + 4
+    # without the re-init the second wait never returns: a violation that says it ignored BP190
+    v = verdict_of(kernel)
+    assert "BP190" in v.codes and any("BP190" in note for note in v.notes)
+
+
 def test_code_around_warp_specialize_is_ordered_with_the_partitions():
     kernel = load(Launch(prologue_epilogue, args=dict(desc=DESC)))
     names = [b.name for b in kernel.barriers]
@@ -243,7 +274,7 @@ def test_the_loader_finds_every_launch_of_the_example():
                                          "expect_one_of_two_loads", "slot_never_released",
                                          "ready_counts_two_arrivals"}
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
-    assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT}
+    assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS}
     assert all(t.expect for t in ALL_TARGETS)
 
 

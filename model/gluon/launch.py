@@ -47,7 +47,8 @@ def tensor_desc(dtype: str, block_shape: Sequence[int], layout: Any = None,
 
 @dataclass(frozen=True)
 class Launch:
-    """`Launch(kernel, args={...})`: check `kernel` (a `@gluon.jit` function) as launched with
+    """`Launch(kernel, args={...})`: check `kernel` (a `@gluon.jit` function, or a `@triton.jit`
+    one, compiled with Triton's own warp specialization) as launched with
     `args` (descriptors via `tensor_desc`, ints, constexpr values by name).
 
     Integer runtime arguments become parameters of the model, with the given value as their
@@ -58,6 +59,7 @@ class Launch:
     args: Mapping[str, Any] = field(default_factory=dict)
     num_warps: int = 4
     num_ctas: int = 1
+    num_stages: int = 3          # a `tl` kernel's software pipelining depth
     target: str = "cuda:100"
     grid: tuple[int, ...] = (1,)
     symbolic: tuple[str, ...] | None = None

@@ -103,7 +103,9 @@ class Translator:
         self.assumptions: list[Expr] = []
         self.notes: list[str] = []
         self.assumed_ranges: list[tuple[str, int]] = []   # (carry, S) taken by inner loops
-        self.setup = True                   # before the first barrier operation: inits allowed
+        self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
+        self.inited: set = set()
+        self.loop_vars: list[str] = []
         self.threads: list[tuple[str, int, list]] = []
         self._names: set[str] = set()
         self._ids = itertools.count()
@@ -159,6 +161,7 @@ class Translator:
             raise Unread(f"barrier `{alloc.name}` is used after ttng.inval_barrier "
                          "(re-use of its memory is not modelled)")
         bar = self.barriers.get(alloc)
+        self.used.add(alloc)
         if bar is None:
             raise ModelError(f"barrier `{alloc.name}` is used before ttng.init_barrier",
                              loc=alloc.loc, hint="mbarrier.init every barrier before its use")
@@ -277,9 +280,6 @@ class Translator:
             return
         out.append(When(pred, (stmt,), (), self.where(op)))
 
-    def sync_started(self) -> None:
-        self.setup = False
-
     # -- structure: warp_specialize, scf.for, scf.if -----------------------------------------
 
     def warp_specialize(self, op: Operation, out: list):
@@ -351,7 +351,11 @@ class Translator:
             placeholders[arg] = (ph, self.value(init))
             self.values[arg] = ph
         self.values[ivar] = index
-        body = self.block(region.ops)
+        self.loop_vars.append(j.name)
+        try:
+            body = self.block(region.ops)
+        finally:
+            self.loop_vars.pop()
         yields = self._yields(region)
         carries = {ph.name: (init if isinstance(init, Expr) else opaque("carry"),
                              yields[k] if k < len(yields) and isinstance(yields[k], Expr)
@@ -376,7 +380,6 @@ class Translator:
                          f"`{trip}` is not a constant")
         body = substitute_stmts(body, at)
         if body:
-            self.sync_started()
             out.append(Loop(j.name, trip, tuple(body), self.where(op)))
         return [after.get(ph.name, opaque("carry")) for ph, _ in placeholders.values()]
 
@@ -565,9 +568,13 @@ class Translator:
             raise Unread("the barrier or its count cannot be read")
         count = int(args[1])
         alloc = mem.alloc
-        if not self.setup or self.threads:
-            raise Unread(f"barrier `{alloc.name}` initialised after the protocol started "
+        key = (alloc, repr(mem.index))
+        in_loop_once = not self.loop_vars or self.loop_vars[-1] in set().union(
+            *(free_vars(i) for i in mem.index))
+        if alloc in self.used or self.threads or key in self.inited or not in_loop_once:
+            raise Unread(f"barrier `{alloc.name}` initialised again or after its first use "
                          "(re-initialisation is not modelled)")
+        self.inited.add(key)
         old = self.barriers.get(alloc)
         if old is not None:
             if not same(old.num_arrivals, Const(count)):
@@ -600,7 +607,6 @@ class Translator:
             raise Unread("the expected byte count cannot be read")
         bar = self.barrier(op.operands[0])
         pred = self._pred(args[2].strip() if len(args) > 2 else None)
-        self.sync_started()
         self.guarded(out, pred, Op("arrive_expect_tx", bar, bytes=Const(int(args[1])),
                                    loc=self.where(op)), op)
 
@@ -612,7 +618,6 @@ class Translator:
             raise Unread("a remote (cluster) arrive is not modelled yet")
         bar = self.barrier(op.operands[0])
         pred = self._pred(args[2].strip() if len(args) > 2 else None)
-        self.sync_started()
         self.guarded(out, pred, Op("arrive", bar, count=Const(int(args[1])),
                                    loc=self.where(op)), op)
 
@@ -622,7 +627,6 @@ class Translator:
         phase = self.int_value(args[1].strip(), "the phase")
         pred = self._pred(args[2].strip() if len(args) > 2 and args[2].strip().startswith("%")
                           else None)
-        self.sync_started()
         self.guarded(out, pred, Op("wait_parity", bar, parity=mk("%", phase, Const(2)),
                                    loc=self.where(op)), op)
 
@@ -638,7 +642,6 @@ class Translator:
         bar = self.barrier(m.group(2))
         nbytes = math.prod(desc[0]) * _ELEM_BYTES[desc[1]]
         pred = self._pred(m.group(3))
-        self.sync_started()
         self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op)),
                      op)
 
@@ -648,7 +651,6 @@ class Translator:
         pred = self._pred(args[4]) if len(args) > 4 and args[4].startswith("%") else Const(1)
         barriers = args[5:]
         asynchronous = "is_async" in op.text or barriers
-        self.sync_started()
         if not asynchronous:
             return None                  # a synchronous MMA completes before the next op
         loc = self.where(op)
@@ -668,7 +670,6 @@ class Translator:
         if len(args) > 2:
             raise Unread("a commit that tracks only some descriptors is not modelled")
         pred = self._pred(args[1]) if len(args) > 1 and args[1].startswith("%") else Const(1)
-        self.sync_started()
         self.guarded(out, pred, Op("tcgen05_commit_arrive", bar, loc=self.where(op)), op)
 
 
