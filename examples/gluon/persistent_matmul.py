@@ -7,9 +7,10 @@ drains a finished accumulator while the MMA partition fills the other.
 Slots and phases are carried counters, kept across tiles (a `Counter` aggregate that wraps the
 slot and flips the phase), as warp-specialized persistent kernels write them. The knobs give two
 reported bugs: the MMA partition restarting its ring counter at every tile (the load partition
-does not, so after the first tile they disagree on slot and phase), and the MMA partition
-starting its accumulator counter at phase 0 (it waits for an epilogue release that never comes
-for a fresh buffer).
+does not, so after the first tile they disagree on slot and phase), the MMA partition starting
+its accumulator counter at phase 0 (it waits for an epilogue release that never comes for a
+fresh buffer), and the epilogue releasing the accumulator before it has loaded it from tensor
+memory (the next tile's MMA overwrites it meanwhile).
 
     barrierproof check examples/gluon/persistent_matmul.py
 """
@@ -91,13 +92,16 @@ def mma_partition(a_desc, c_desc, a_bufs, b_bufs, ready_bars, empty_bars, acc_bu
 
 @gluon.jit
 def epilogue_partition(c_desc, acc_bufs, acc_ready_bars, acc_empty_bars, c_smem,
-                       num_warps: gl.constexpr):
+                       EARLY_RELEASE: gl.constexpr, num_warps: gl.constexpr):
     acc_state = Counter.create(0, acc_bufs.shape[0])
     for tile in range(gl.program_id(0), num_tiles_of(c_desc), gl.num_programs(0)):
         mbarrier.wait(acc_ready_bars.index(acc_state.index), acc_state.phase)
         acc_buf = acc_bufs.index(acc_state.index)
+        if EARLY_RELEASE:
+            mbarrier.arrive(acc_empty_bars.index(acc_state.index), count=1)
         acc = acc_buf.load(acc_buf.get_reg_layout(num_warps=num_warps))
-        mbarrier.arrive(acc_empty_bars.index(acc_state.index), count=1)
+        if not EARLY_RELEASE:
+            mbarrier.arrive(acc_empty_bars.index(acc_state.index), count=1)
         acc_state = acc_state.next()
         tma.store_wait(0)
         c_smem.store(acc.to(c_desc.dtype))
@@ -108,7 +112,8 @@ def epilogue_partition(c_desc, acc_bufs, acc_ready_bars, acc_empty_bars, c_smem,
 
 @gluon.jit
 def persistent_matmul(a_desc, b_desc, c_desc, STAGES: gl.constexpr, RESET_PER_TILE: gl.constexpr,
-                      ACC_START_PHASE: gl.constexpr, num_warps: gl.constexpr):
+                      ACC_START_PHASE: gl.constexpr, EARLY_RELEASE: gl.constexpr,
+                      num_warps: gl.constexpr):
     BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape,
@@ -130,7 +135,7 @@ def persistent_matmul(a_desc, b_desc, c_desc, STAGES: gl.constexpr, RESET_PER_TI
         mbarrier.init(acc_empty_bars.index(i), count=1)
     gl.warp_specialize([
         (epilogue_partition, (c_desc, acc_bufs, acc_ready_bars, acc_empty_bars, c_smem,
-                              num_warps)),
+                              EARLY_RELEASE, num_warps)),
         (load_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready_bars, empty_bars)),
         (mma_partition, (a_desc, c_desc, a_bufs, b_bufs, ready_bars, empty_bars, acc_bufs,
                          acc_ready_bars, acc_empty_bars, RESET_PER_TILE, ACC_START_PHASE)),
@@ -142,7 +147,7 @@ def _launch(**knobs):
     args = dict(a_desc=tensor_desc("fp16", [128, 64], shape=(384, 256)),
                 b_desc=tensor_desc("fp16", [128, 64], shape=(128, 256)),
                 c_desc=tensor_desc("fp16", [128, 128], shape=(384, 128)),
-                STAGES=3, RESET_PER_TILE=False, ACC_START_PHASE=1)
+                STAGES=3, RESET_PER_TILE=False, ACC_START_PHASE=1, EARLY_RELEASE=False)
     args.update(knobs)
     return Launch(persistent_matmul, args=args, num_warps=4, target="cuda:100")
 
@@ -150,9 +155,11 @@ def _launch(**knobs):
 persistent = _launch()
 ring_reset_per_tile = _launch(RESET_PER_TILE=True)
 accumulator_phase_0 = _launch(ACC_START_PHASE=0)
+accumulator_released_before_load = _launch(EARLY_RELEASE=True)
 
 EXPECT = {
     "persistent": "verified",
     "ring_reset_per_tile": "violation:BP101",
     "accumulator_phase_0": "violation:BP100",
+    "accumulator_released_before_load": "violation:BP201",
 }

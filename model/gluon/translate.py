@@ -16,6 +16,7 @@ tcgen05.commit arrivals issued right after it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -26,8 +27,8 @@ from typing import Any, Callable
 
 from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, \
     opaque_vars, same, stmt_vars, substitute, substitute_stmts
-from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, Loop, ModelError, Op,
-                  Param, UNKNOWN_LOC, Var, When, free_vars)
+from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, Loop, MemAlloc, MemRef,
+                  ModelError, Op, Param, Var, When, free_vars)
 from .carries import discharged, solve
 from .ttgir import Module, Operation, Region, split_operands
 
@@ -48,11 +49,10 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"reduce|reduce\.return|dot|fp_to_fp|bitcast|int_to_ptr|ptr_to_int|join|split|"
                    r"cat|histogram|gather|clampf|precise_sqrt|precise_divf|mulhiui|"
                    r"descriptor_load|descriptor_store|assert|print|return|elementwise_inline_asm)$|"
-                   r"ttg\.(convert_layout|local_load|local_store|local_dealloc|memdesc_trans|"
+                   r"ttg\.(convert_layout|local_dealloc|memdesc_trans|"
                    r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
                    r"warp_return|fp4_to_fp|upcast_mxfp)$|"
-                   r"ttng\.(tmem_load|tmem_store|tmem_subslice|tmem_copy|fence_async_shared|"
-                   r"async_tma_copy_local_to_global|async_tma_store_wait|async_tma_reduce|"
+                   r"ttng\.(tmem_subslice|fence_async_shared|"
                    r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire|"
                    r"warp_group_dot|warp_group_dot_wait)$|scf\.yield$)")
 
@@ -103,6 +103,7 @@ class Translator:
         self.assumptions: list[Expr] = []
         self.notes: list[str] = []
         self.assumed_ranges: list[tuple[str, int]] = []   # (carry, S) taken by inner loops
+        self.buffers: dict[Alloc, MemAlloc] = {}   # SMEM / TMEM checked for races
         self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
         self.inited: set = set()
         self.loop_vars: list[str] = []
@@ -221,10 +222,11 @@ class Translator:
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
-        self.notes.append("shared- and tensor-memory accesses are not modelled by the Gluon "
-                          "frontend yet: races (BP200/BP201) are not checked")
+        self.notes.append("fence_async_shared (the order between generic and async proxy "
+                          "accesses) is not checked")
         return Kernel(
             name=self.name, body=program, barriers=tuple(self.barriers.values()),
+            buffers=tuple(self.buffers.values()),
             params=params, num_threads=Const(len(threads)), thread_axis="partition",
             num_warps=self.launch.num_warps, assumptions=assumptions, loc=self.loc,
             source="gluon", expect=self.expect, notes=tuple(self.notes))
@@ -233,7 +235,16 @@ class Translator:
         """An op still naming an opaque value (a carry with no closed form) is not modelled."""
         from ..ir import map_ops
 
+        def untracked(e: Expr) -> bool:
+            return bool(opaque_vars(e)) or any(v.startswith(CARRY_PREFIX) for v in free_vars(e))
+
+        def whole(refs):     # a slot the model cannot follow: the access may be to any slot
+            return tuple(MemRef(r.alloc, ()) if any(untracked(i) for i in r.index) else r
+                         for r in refs)
+
         def check(op: Op):
+            if op.reads or op.writes:
+                op = dataclasses.replace(op, reads=whole(op.reads), writes=whole(op.writes))
             exprs = [op.count, op.bytes, op.parity, op.phase]
             if op.barrier is not None:
                 exprs += list(op.barrier.index)
@@ -542,7 +553,44 @@ class Translator:
         space = "tmem" if op.name == "ttng.tmem_alloc" else "smem"
         name = op.results[0].lstrip("%") if op.results else f"alloc{next(self._ids)}"
         name = re.sub(r"_\d+$", "", name) if not name[0].isdigit() else f"alloc{name}"
-        return [Mem(Alloc(self.fresh(name), desc[0], desc[1], space, self.where(op)))]
+        alloc = Alloc(self.fresh(name), desc[0], desc[1], space, self.where(op))
+        if not (desc[1] == "i64" and space == "smem"):
+            # a ring of 2-D tiles has its slots along the leading dimension
+            slotted = len(alloc.dims) >= 3
+            self.buffers[alloc] = MemAlloc(alloc.name, space,
+                                           (Const(alloc.dims[0]),) if slotted else (Const(1),),
+                                           alloc.loc, scalar=not slotted)
+        return [Mem(alloc)]
+
+    def memref(self, name: str) -> tuple[MemRef, ...]:
+        """The buffer slots a descriptor names; a slot index the model cannot follow covers the
+        whole buffer (an access that may overlap every slot)."""
+        mem = self.value(name)
+        if not isinstance(mem, Mem) or mem.alloc not in self.buffers:
+            raise Unread(f"`{name}` is not a buffer the translator can follow")
+        buf = self.buffers[mem.alloc]
+        index = mem.index[:1] if not buf.scalar and mem.index else ()
+        if any(opaque_vars(i) for i in index):
+            index = ()
+        return (MemRef(buf, tuple(index)),)
+
+    def local_load(self, op: Operation, out):
+        out.append(Op("read", reads=self.memref(op.operands[0]), loc=self.where(op)))
+
+    def local_store(self, op: Operation, out):
+        out.append(Op("write", writes=self.memref(op.operands[1]), loc=self.where(op)))
+
+    def tma_store(self, op: Operation, out):
+        m = re.match(r"^\S+\s+%[\w.$#-]+\[[^\]]*\]\s+(%[\w.$#-]+)", op.text)
+        if not m:
+            raise Unread("the source of the store cannot be read")
+        out.append(Op("copy_smem_to_gmem", reads=self.memref(m.group(1)), loc=self.where(op)))
+
+    def store_wait(self, op: Operation, out):
+        m = re.search(r"pendings\s*=\s*(\d+)", op.text)
+        if not m:
+            raise Unread("the number of stores left in flight cannot be read")
+        out.append(Op("wait_smem_to_gmem", count=Const(int(m.group(1))), loc=self.where(op)))
 
     def memdesc_index(self, op: Operation, out):
         src, *idx = op.operands
@@ -642,8 +690,8 @@ class Translator:
         bar = self.barrier(m.group(2))
         nbytes = math.prod(desc[0]) * _ELEM_BYTES[desc[1]]
         pred = self._pred(m.group(3))
-        self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op)),
-                     op)
+        self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op),
+                                   writes=self.memref(m.group(1))), op)
 
     def mma(self, op: Operation, out):
         args = [a.strip() for a in split_operands(op.text[len(op.name):])]
@@ -654,7 +702,10 @@ class Translator:
         if not asynchronous:
             return None                  # a synchronous MMA completes before the next op
         loc = self.where(op)
-        self.guarded(out, pred, Op("tcgen05_mma", None, loc=loc), op)
+        operand = [re.sub(r"\[.*\]$", "", a) for a in args[:3]]
+        reads = self.memref(operand[0]) + self.memref(operand[1])
+        self.guarded(out, pred, Op("tcgen05_mma", None, loc=loc, reads=reads,
+                                   writes=self.memref(operand[2])), op)
         for spec in barriers:
             m = re.match(r"^(%[\w.$#-]+)\[(%[\w.$#-]+)?\]$", spec)
             if not m:
@@ -704,4 +755,10 @@ HANDLERS: dict[str, Callable] = {
     "ttng.async_tma_copy_global_to_local": Translator.tma_load,
     "ttng.tc_gen5_mma": Translator.mma,
     "ttng.tc_gen5_commit": Translator.commit,
+    "ttg.local_load": Translator.local_load,
+    "ttng.tmem_load": Translator.local_load,
+    "ttg.local_store": Translator.local_store,
+    "ttng.tmem_store": Translator.local_store,
+    "ttng.async_tma_copy_local_to_global": Translator.tma_store,
+    "ttng.async_tma_store_wait": Translator.store_wait,
 }
