@@ -26,6 +26,7 @@ HERE = os.path.abspath(__file__)
 EXAMPLE = os.path.join(EXAMPLES, "gluon", "ws_matmul.py")
 PERSISTENT = os.path.join(EXAMPLES, "gluon", "persistent_matmul.py")
 AUTO_WS = os.path.join(EXAMPLES, "gluon", "tl_warp_specialized.py")
+PIPELINED = os.path.join(EXAMPLES, "gluon", "tcgen05_pipeline.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -277,7 +278,8 @@ def test_the_loader_finds_every_launch_of_the_example():
                                          "expect_one_of_two_loads", "slot_never_released",
                                          "ready_counts_two_arrivals"}
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
-    assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS}
+    assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS,
+                                                                 PIPELINED}
     assert all(t.expect for t in ALL_TARGETS)
 
 
