@@ -272,6 +272,21 @@ TARGETS = resolve(EXAMPLE)
 ALL_TARGETS = resolve(os.path.join(EXAMPLES, "gluon"))
 
 
+def _readme_rows() -> dict:
+    readme = os.path.join(os.path.dirname(EXAMPLES), "README.md")
+    rows = {}
+    for line in open(readme, encoding="utf-8").read().split("| Gluon example |", 1)[1] \
+            .splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = cells
+    return rows
+
+
+README_ROWS = _readme_rows()
+
+
 def test_the_loader_finds_every_launch_of_the_example():
     assert {t.kind for t in TARGETS} == {"gluon"}
     assert {t.name for t in TARGETS} == {"ring", "ring_two_stages", "wrong_empty_phase",
@@ -298,6 +313,9 @@ def test_example_verdict_and_counterexample_on_the_kernels_lines(target):
     kernel = target.build()
     v = check_kernel(kernel, source=target.ref)
     assert v.matches(target.expect), (v.label, v.diagnostics)
+    # the README's table (bench/gluon_table.py) says the same
+    row = README_ROWS[f"`{os.path.basename(target.path)}::{target.name}`"]
+    assert row[3:5] == [str(v.states), v.label], row
     example = os.path.abspath(target.path)
     for op in kernel.ops():
         assert op.loc.file == example, op
