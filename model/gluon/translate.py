@@ -21,12 +21,11 @@ import itertools
 import math
 import os
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, \
-    opaque_vars, same, stmt_vars, substitute, substitute_stmts
+    opaque_vars, same, stmt_vars, substitute_stmts
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, Loop, MemAlloc, MemRef,
                   ModelError, Op, Param, Var, When, free_vars)
 from .carries import discharged, solve
