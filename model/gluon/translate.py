@@ -669,11 +669,14 @@ class Translator:
                                    loc=self.where(op)), op)
 
     def wait_barrier(self, op: Operation, out):
-        args = split_operands(op.text[len(op.name):])
+        # `%bar, %phase[, %pred][ deps %buffers...]`: the deps only order buffer lifetimes
+        head = op.text[len(op.name):].split(" deps ")[0]
+        args = [a.strip() for a in split_operands(head)]
+        if len(args) < 2:
+            raise Unread("the phase of the wait cannot be read")
         bar = self.barrier(op.operands[0])
-        phase = self.int_value(args[1].strip(), "the phase")
-        pred = self._pred(args[2].strip() if len(args) > 2 and args[2].strip().startswith("%")
-                          else None)
+        phase = self.int_value(args[1], "the phase")
+        pred = self._pred(args[2] if len(args) > 2 and args[2].startswith("%") else None)
         self.guarded(out, pred, Op("wait_parity", bar, parity=mk("%", phase, Const(2)),
                                    loc=self.where(op)), op)
 
