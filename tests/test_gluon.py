@@ -11,7 +11,8 @@ pytest.importorskip("triton")
 from triton.experimental import gluon  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_commit  # noqa: E402
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma,  # noqa: E402
+                                                             warpgroup_mma, warpgroup_mma_wait)
 
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.loader import resolve  # noqa: E402
@@ -135,6 +136,30 @@ def no_closed_form(n, CONST_TRIP: gl.constexpr):
         phase = (phase * 3 + 1) % 2
 
 
+@gluon.jit
+def hopper_wgmma(a_desc, b_desc, K, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """Hopper: TMA into a ring, asynchronous wgmma with one left in flight."""
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(bars.index(i), count=1)
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                     instr_shape=[16, 64, 16])
+    acc = gl.zeros((64, 64), gl.float32, layout)
+    for k in range(gl.cdiv(K, 64)):
+        s = k % STAGES
+        mbarrier.expect(bars.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        tma.async_load(a_desc, [0, k * 64], bars.index(s), a_bufs.index(s))
+        tma.async_load(b_desc, [k * 64, 0], bars.index(s), b_bufs.index(s))
+        mbarrier.wait(bars.index(s), (k // STAGES) & 1)
+        acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+
+
 DESC = tensor_desc("fp16", [128, 64])
 
 
@@ -219,6 +244,19 @@ def test_a_barrier_initialised_again_is_bp190():
     # without the re-init the second wait never returns: a violation that says it ignored BP190
     v = verdict_of(kernel)
     assert "BP190" in v.codes and any("BP190" in note for note in v.notes)
+
+
+def test_hopper_wgmma_reads_its_operands_until_its_wait():
+    def launch(stages):
+        return Launch(hopper_wgmma, args=dict(a_desc=tensor_desc("fp16", [64, 64]),
+                                              b_desc=tensor_desc("fp16", [64, 64]), K=256,
+                                              STAGES=stages), target="cuda:90")
+    kernel = load(launch(2))
+    assert [op.kind for op in kernel.ops()][-3:] == ["wgmma", "wgmma_wait", "wgmma_wait"]
+    assert verdict_of(kernel).verdict == "verified"
+    # one slot and one wgmma left in flight: the next load overwrites what it still reads
+    v = verdict_of(load(launch(1)))
+    assert v.verdict == "violation" and v.codes[0] == "BP200"
 
 
 def test_code_around_warp_specialize_is_ordered_with_the_partitions():

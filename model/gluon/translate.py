@@ -52,8 +52,8 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
                    r"warp_return|fp4_to_fp|upcast_mxfp)$|"
                    r"ttng\.(tmem_subslice|fence_async_shared|"
-                   r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire|"
-                   r"warp_group_dot|warp_group_dot_wait)$|scf\.yield$)")
+                   r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire)$|"
+                   r"scf\.yield$)")
 
 
 @dataclass(frozen=True)
@@ -585,6 +585,22 @@ class Translator:
             raise Unread("the source of the store cannot be read")
         out.append(Op("copy_smem_to_gmem", reads=self.memref(m.group(1)), loc=self.where(op)))
 
+    def wgmma(self, op: Operation, out):
+        """Hopper's warpgroup MMA reads its shared-memory operands (register ones are data)
+        until a covering wait when asynchronous, at once otherwise."""
+        args = [a.strip() for a in split_operands(op.text[len(op.name):])][:2]
+        reads = tuple(r for a in args if isinstance(self.value(a), Mem) for r in self.memref(a))
+        if reads:
+            asynchronous = re.search(r"isAsync\s*=\s*true", op.text) is not None
+            out.append(Op("wgmma" if asynchronous else "read", reads=reads, loc=self.where(op)))
+        return [self.value(a) for a in op.operands[2:3]]
+
+    def wgmma_wait(self, op: Operation, out):
+        m = re.search(r"pendings\s*=\s*(\d+)", op.text)
+        if not m:
+            raise Unread("the number of MMAs left in flight cannot be read")
+        out.append(Op("wgmma_wait", count=Const(int(m.group(1))), loc=self.where(op)))
+
     def store_wait(self, op: Operation, out):
         m = re.search(r"pendings\s*=\s*(\d+)", op.text)
         if not m:
@@ -763,4 +779,6 @@ HANDLERS: dict[str, Callable] = {
     "ttng.tmem_store": Translator.local_store,
     "ttng.async_tma_copy_local_to_global": Translator.tma_store,
     "ttng.async_tma_store_wait": Translator.store_wait,
+    "ttng.warp_group_dot": Translator.wgmma,
+    "ttng.warp_group_dot_wait": Translator.wgmma_wait,
 }
