@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, \
     opaque_vars, same, stmt_vars, substitute_stmts
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, Loop, MemAlloc, MemRef,
-                  ModelError, Op, Param, Var, When, free_vars)
+                  ModelError, Op, Param, Var, When, free_vars, iter_ops)
 from .carries import discharged, solve
 from .ttgir import Module, Operation, Region, split_operands
 
@@ -221,8 +221,11 @@ class Translator:
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
-        self.notes.append("fence_async_shared (the order between generic and async proxy "
-                          "accesses) is not checked")
+        kinds = {op.kind for op in iter_ops(program)}
+        if kinds & {"read", "write"} and kinds & {"tma_load", "tcgen05_mma", "wgmma",
+                                                  "copy_smem_to_gmem"}:
+            self.notes.append("fence_async_shared (the order between the threads' and the "
+                              "async proxy's accesses to shared memory) is not checked")
         return Kernel(
             name=self.name, body=program, barriers=tuple(self.barriers.values()),
             buffers=tuple(self.buffers.values()),
