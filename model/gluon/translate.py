@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from ..expr import mk, opaque, opaque_vars, same, stmt_vars
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, MemAlloc, MemRef,
-                  ModelError, Op, Param, Var, When, free_vars, iter_ops)
+                  ModelError, Op, Param, Var, When, free_vars, iter_ops, unique_name)
 from .arith import ArithRules
 from .control import ControlRules
 from .memory import MemoryRules
@@ -78,12 +78,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         base = re.sub(r"\W+", "_", base.lstrip("%")).strip("_") or "v"
         if base[0].isdigit():
             base = "v" + base
-        name, n = base, 1
-        while name in self._names:
-            n += 1
-            name = f"{base}{n}"
-        self._names.add(name)
-        return name
+        return unique_name(base, self._names)
 
     def where(self, op: Operation | str) -> Loc:
         """The user's line: the innermost frame outside Triton's own library."""
@@ -295,25 +290,24 @@ class Translator(ArithRules, MemoryRules, ControlRules):
     def _pred(self, name: str | None) -> Expr:
         return Const(1) if name is None else self.int_value(name, "the predicate")
 
+    def _barrier_number_pred(self, op: Operation, what: str):
+        """`%bar, N[, %pred]`: the barrier, the constant N and the predicate."""
+        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
+        if len(args) < 2 or not re.fullmatch(r"\d+", args[1]):
+            raise Unread(f"the {what} cannot be read")
+        if re.search(r"\bfrom_cta\b|\bremote\b|multicast", op.text):
+            raise Unread("a remote (cluster) arrival is not modelled yet")
+        pred = self._pred(args[2] if len(args) > 2 else None)
+        return self.barrier(op.operands[0]), Const(int(args[1])), pred
+
     def barrier_expect(self, op: Operation, out):
-        args = split_operands(op.text[len(op.name):])
-        if len(args) < 2 or not re.fullmatch(r"\d+", args[1].strip()):
-            raise Unread("the expected byte count cannot be read")
-        bar = self.barrier(op.operands[0])
-        pred = self._pred(args[2].strip() if len(args) > 2 else None)
-        self.guarded(out, pred, Op("arrive_expect_tx", bar, bytes=Const(int(args[1])),
-                                   loc=self.where(op)), op)
+        bar, nbytes, pred = self._barrier_number_pred(op, "expected byte count")
+        self.guarded(out, pred, Op("arrive_expect_tx", bar, bytes=nbytes, loc=self.where(op)),
+                     op)
 
     def arrive_barrier(self, op: Operation, out):
-        args = split_operands(op.text[len(op.name):])
-        if len(args) < 2 or not re.fullmatch(r"\d+", args[1].strip()):
-            raise Unread("the arrival count cannot be read")
-        if re.search(r"\bfrom_cta\b|\bremote\b|multicast", op.text):
-            raise Unread("a remote (cluster) arrive is not modelled yet")
-        bar = self.barrier(op.operands[0])
-        pred = self._pred(args[2].strip() if len(args) > 2 else None)
-        self.guarded(out, pred, Op("arrive", bar, count=Const(int(args[1])),
-                                   loc=self.where(op)), op)
+        bar, count, pred = self._barrier_number_pred(op, "arrival count")
+        self.guarded(out, pred, Op("arrive", bar, count=count, loc=self.where(op)), op)
 
     def wait_barrier(self, op: Operation, out):
         # `%bar, %phase[, %pred][ deps %buffers...]`: the deps only order buffer lifetimes
