@@ -208,7 +208,10 @@ def test_persistent_loop_predicates_and_branches():
 def test_warp_specialize_partitions_and_commit():
     kernel = load(Launch(commit_ws, args=dict(bar_count=1)))
     assert kernel.num_threads.value == 2 and kernel.thread_axis == "partition"
-    assert any("0 = default (4 warps), 1 = partition0 (1 warp)" in n for n in kernel.notes)
+    [note] = [n for n in kernel.notes if n.startswith("threads: ")]
+    assert note.startswith("threads: partition0 = the default partition (4 warps); "
+                           "partition1 = worker 0 (1 warp, from ")
+    assert f"test_gluon.py:{line_of(committer, 'tcgen05_commit(bar)')})" in note
     kinds = [op.kind for op in iter_ops(kernel.body)]
     assert kinds == ["wait_parity", "tcgen05_commit_arrive"]
     assert verdict_of(kernel).verdict == "verified"

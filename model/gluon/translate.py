@@ -169,9 +169,14 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         else:
             program = tuple(When(Var("partition") == Const(k), tuple(stmts), (), self.loc)
                             for k, (_, _, stmts) in enumerate(threads))
-            self.notes.append("partitions: " + ", ".join(
-                f"{k} = {label} ({w} warp{'s' if w != 1 else ''})"
-                for k, (label, w, _) in enumerate(threads)))
+            def role(k: int, label: str, warps: int, stmts) -> str:
+                what = "the default partition" if label == "default" else \
+                    f"worker {label.removeprefix('partition')}"
+                first = next((op.loc for op in iter_ops(stmts) if op.loc.line), None)
+                where = f", from {first}" if first is not None and label != "default" else ""
+                return f"partition{k} = {what} ({warps} warp{'s' if warps != 1 else ''}{where})"
+            self.notes.append("threads: " + "; ".join(
+                role(k, *t) for k, t in enumerate(threads)))
         program = self._unsolved(program)
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
