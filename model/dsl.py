@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Sequence
 
 from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, Kernel, Loc,
                  Loop, MemAlloc, MemRef, ModelError, Op, Param, Slice, Var, WarpRegion, When,
-                 as_expr)
+                 as_expr, unique_name)
 from .scope import LANE, Scope
 from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
 from .ir import emin as minimum  # noqa: F401
@@ -280,12 +280,7 @@ class KernelBuilder:
 
     def _name(self, given: str | None, text: str, default: str) -> str:
         name = given or (m.group(1) if (m := _ASSIGN.match(text)) else None) or default
-        base, n = name, 1
-        while name in self._names:
-            n += 1
-            name = f"{base}{n}"
-        self._names.add(name)
-        return name
+        return unique_name(name, self._names)
 
     def _alloc(self, cluster: bool, num_arrivals, num_barriers, orders_tensor_core,
                collective_axes, name, leader_tracked: bool = False,

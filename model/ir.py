@@ -516,6 +516,21 @@ class WarpRegion:
 Stmt = Union[Op, Loop, When, WarpRegion]
 
 
+def unique_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base2`, `base3`, ...: the first that is not in `taken`, which it joins.
+
+    >>> taken = {"i"}
+    >>> unique_name("i", taken), unique_name("i", taken)
+    ('i2', 'i3')
+    """
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}{n}"
+    taken.add(name)
+    return name
+
+
 @dataclass(frozen=True, eq=False)
 class Param:
     name: str

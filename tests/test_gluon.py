@@ -11,7 +11,8 @@ pytest.importorskip("triton")
 from triton.experimental import gluon  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_commit  # noqa: E402
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma,  # noqa: E402
+                                                             warpgroup_mma, warpgroup_mma_wait)
 
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.loader import resolve  # noqa: E402
@@ -24,6 +25,9 @@ from conftest import EXAMPLES  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 EXAMPLE = os.path.join(EXAMPLES, "gluon", "ws_matmul.py")
+PERSISTENT = os.path.join(EXAMPLES, "gluon", "persistent_matmul.py")
+AUTO_WS = os.path.join(EXAMPLES, "gluon", "tl_warp_specialized.py")
+PIPELINED = os.path.join(EXAMPLES, "gluon", "tcgen05_pipeline.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -103,6 +107,59 @@ def does_not_compile(n):
     mbarrier.wait(bar, undefined_name)  # noqa: F821
 
 
+@gluon.jit
+def prologue_epilogue(desc):
+    """A load waited on before warp_specialize, an arrive after it."""
+    buf = gl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.init(done, count=1)
+    mbarrier.expect(bar, desc.block_type.nbytes)
+    tma.async_load(desc, [0, 0], bar, buf)
+    mbarrier.wait(bar, 0)
+    gl.warp_specialize([(waiter, (done,)), (waiter, (done,))], [1], [24])
+    mbarrier.arrive(done, count=1)
+
+
+@gluon.jit
+def no_closed_form(n, CONST_TRIP: gl.constexpr):
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    phase = 0
+    trip = n
+    if CONST_TRIP:
+        trip = 3
+    for k in range(trip):
+        mbarrier.arrive(bar, count=1)
+        mbarrier.wait(bar, phase)
+        phase = (phase * 3 + 1) % 2
+
+
+@gluon.jit
+def hopper_wgmma(a_desc, b_desc, K, STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """Hopper: TMA into a ring, asynchronous wgmma with one left in flight."""
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(bars.index(i), count=1)
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                     instr_shape=[16, 64, 16])
+    acc = gl.zeros((64, 64), gl.float32, layout)
+    for k in range(gl.cdiv(K, 64)):
+        s = k % STAGES
+        mbarrier.expect(bars.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        tma.async_load(a_desc, [0, k * 64], bars.index(s), a_bufs.index(s))
+        tma.async_load(b_desc, [k * 64, 0], bars.index(s), b_bufs.index(s))
+        mbarrier.wait(bars.index(s), (k // STAGES) & 1)
+        acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+
+
 DESC = tensor_desc("fp16", [128, 64])
 
 
@@ -124,6 +181,9 @@ def test_carried_ring_counters_have_closed_forms_and_the_ring_is_verified():
     assert load_op.bytes.value == 128 * 64 * 2
     assert load_op.loc.file == HERE and load_op.loc.line == line_of(counters, "tma.async_load")
     assert kernel.params["n"].default == 7 and kernel.params["n"].symbolic
+    # the copy writes its slot of the ring: races are judged per slot
+    assert [repr(w) for w in load_op.writes] == [f"bufs[({k} % 3)]"]
+    assert [b.name for b in kernel.buffers] == ["bufs"] and not kernel.buffers[0].scalar
     v = verdict_of(kernel)
     assert v.verdict == "verified", v.diagnostics
 
@@ -148,12 +208,80 @@ def test_persistent_loop_predicates_and_branches():
 def test_warp_specialize_partitions_and_commit():
     kernel = load(Launch(commit_ws, args=dict(bar_count=1)))
     assert kernel.num_threads.value == 2 and kernel.thread_axis == "partition"
-    assert any("0 = default (4 warps), 1 = partition0 (1 warp)" in n for n in kernel.notes)
+    [note] = [n for n in kernel.notes if n.startswith("threads: ")]
+    assert note.startswith("threads: partition0 = the default partition (4 warps); "
+                           "partition1 = worker 0 (1 warp, from ")
+    assert f"test_gluon.py:{line_of(committer, 'tcgen05_commit(bar)')})" in note
     kinds = [op.kind for op in iter_ops(kernel.body)]
     assert kinds == ["wait_parity", "tcgen05_commit_arrive"]
     assert verdict_of(kernel).verdict == "verified"
     wrong = verdict_of(load(Launch(commit_ws, args=dict(bar_count=2))))
     assert wrong.verdict == "violation" and wrong.codes[0] == "BP100"
+
+
+def test_a_tl_kernel_is_checked_after_triton_warp_specializes_it():
+    kernel = next(t for t in ALL_TARGETS if t.name == "three_stages").build()
+    assert kernel.num_threads.value == 3                 # default, load and MMA partitions
+    kinds = {op.kind for op in kernel.ops()}
+    assert {"tma_load", "arrive_expect_tx", "wait_parity", "tcgen05_commit_arrive"} <= kinds
+    assert "unmodeled" not in kinds
+    rings = [b for b in kernel.barriers if b.shape and b.shape[0].value == 3]
+    assert len(rings) == 2                               # num_stages=3: ready and empty rings
+
+
+@gluon.jit
+def reinit(n):
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    for k in range(n):
+        mbarrier.arrive(bar, count=1)
+        mbarrier.wait(bar, 0)
+        mbarrier.init(bar, count=1)
+
+
+def test_a_barrier_initialised_again_is_bp190():
+    kernel = load(Launch(reinit, args=dict(n=2)))
+    [op] = [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert "re-initialisation" in op.name
+    assert op.loc.line == line_of(reinit, "mbarrier.init(bar, count=1)") + 4
+    # without the re-init the second wait never returns: a violation that says it ignored BP190
+    v = verdict_of(kernel)
+    assert "BP190" in v.codes and any("BP190" in note for note in v.notes)
+
+
+def test_hopper_wgmma_reads_its_operands_until_its_wait():
+    def launch(stages):
+        return Launch(hopper_wgmma, args=dict(a_desc=tensor_desc("fp16", [64, 64]),
+                                              b_desc=tensor_desc("fp16", [64, 64]), K=256,
+                                              STAGES=stages), target="cuda:90")
+    kernel = load(launch(2))
+    assert [op.kind for op in kernel.ops()][-3:] == ["wgmma", "wgmma_wait", "wgmma_wait"]
+    assert verdict_of(kernel).verdict == "verified"
+    # one slot and one wgmma left in flight: the next load overwrites what it still reads
+    v = verdict_of(load(launch(1)))
+    assert v.verdict == "violation" and v.codes[0] == "BP200"
+
+
+def test_code_around_warp_specialize_is_ordered_with_the_partitions():
+    kernel = load(Launch(prologue_epilogue, args=dict(desc=DESC)))
+    names = [b.name for b in kernel.barriers]
+    assert "warp_specialize_start" in names and "warp_specialize_end" in names
+    # the arrive after warp_specialize needs every partition to have returned: both workers
+    # wait for `done`, which only the default partition arrives on after the join
+    v = verdict_of(kernel)
+    assert v.verdict == "violation" and v.codes[0] == "BP100"
+
+
+def test_a_carry_without_closed_form_is_unrolled_or_bp190():
+    unrolled = load(Launch(no_closed_form, args=dict(n=3, CONST_TRIP=True)))
+    assert not any(isinstance(s, Loop) for s in walk(unrolled.body))
+    assert [op.parity.value for op in unrolled.ops() if op.kind == "wait_parity"] == [0, 1, 0]
+    assert verdict_of(unrolled).verdict == "verified"
+    symbolic = load(Launch(no_closed_form, args=dict(n=3, CONST_TRIP=False)))
+    ops = list(symbolic.ops())
+    assert len(ops) == 1 and ops[0].kind == "unmodeled" and "no closed form" in ops[0].name
+    assert ops[0].loc.line == line_of(no_closed_form, "for k in range(trip)")
+    assert verdict_of(symbolic).verdict == "unknown"
 
 
 def test_an_unknown_op_is_bp190_at_its_line():
@@ -182,6 +310,22 @@ def test_a_missing_argument_is_an_input_error():
 # -- the examples ----------------------------------------------------------------------------
 
 TARGETS = resolve(EXAMPLE)
+ALL_TARGETS = resolve(os.path.join(EXAMPLES, "gluon"))
+
+
+def _readme_rows() -> dict:
+    readme = os.path.join(os.path.dirname(EXAMPLES), "README.md")
+    rows = {}
+    for line in open(readme, encoding="utf-8").read().split("| Gluon example |", 1)[1] \
+            .splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = cells
+    return rows
+
+
+README_ROWS = _readme_rows()
 
 
 def test_the_loader_finds_every_launch_of_the_example():
@@ -190,23 +334,72 @@ def test_the_loader_finds_every_launch_of_the_example():
                                          "expect_one_of_two_loads", "slot_never_released",
                                          "ready_counts_two_arrivals"}
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
+    assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS,
+                                                                 PIPELINED}
+    assert all(t.expect for t in ALL_TARGETS)
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
+def test_carried_counters_across_tiles_of_a_persistent_kernel():
+    """The tutorials' Counter aggregate, kept across tiles: closed forms of nested carries."""
+    kernel = next(t for t in ALL_TARGETS if t.name == "persistent").build()
+    assert {"pid_x", "num_programs_x", "a_desc_shape_1", "c_desc_shape_0"} <= set(kernel.params)
+    assert kernel.params["a_desc_shape_1"].default == 256
+    loops = [s for s in walk(kernel.body) if isinstance(s, Loop)]
+    assert len(loops) == 5                                  # no loop unrolled
+    assert not [op for op in kernel.ops() if op.kind == "unmodeled"]
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS, ids=lambda t: t.name)
 def test_example_verdict_and_counterexample_on_the_kernels_lines(target):
     kernel = target.build()
     v = check_kernel(kernel, source=target.ref)
     assert v.matches(target.expect), (v.label, v.diagnostics)
+    # the README's table (bench/gluon_table.py) says the same
+    row = README_ROWS[f"`{os.path.basename(target.path)}::{target.name}`"]
+    assert row[3:5] == [str(v.states), v.label], row
+    example = os.path.abspath(target.path)
     for op in kernel.ops():
-        assert op.loc.file == EXAMPLE, op
+        assert op.loc.file == example, op
     if v.verdict == "violation":
         trace = v.trace
         run = replay(System(kernel, trace.params, trace.grid_position), trace.actions)
         assert run.violation is not None and run.violation.code == v.codes[0]
         where, line = v.diagnostics[0].location.rsplit(":", 1)
-        source = open(EXAMPLE).read().splitlines()
-        assert os.path.abspath(where) == EXAMPLE and "mbarrier.wait" in source[int(line) - 1]
+        source = open(example).read().splitlines()
+        assert os.path.abspath(where) == example
+        if v.codes[0] in ("BP100", "BP101"):        # a stuck or stale wait: the wait's line
+            assert "mbarrier.wait" in source[int(line) - 1]
+        else:                                       # a race: the line of one of the accesses
+            assert any(w in source[int(line) - 1] for w in ("tma.", "tcgen05", ".load("))
         lines = {int(step.location.rsplit(":", 1)[1]) for step in trace.steps
                  if step.location and step.agent_kind == "thread"}
         assert all("mbarrier." in source[n - 1] or "tma." in source[n - 1]
                              or "tcgen05" in source[n - 1] for n in lines), lines
+
+
+# -- the command line and the docstrings ---------------------------------------------------
+
+def test_check_on_the_command_line_shows_the_kernels_lines(capsys, tmp_path):
+    from barrierproof.cli import main
+    assert main(["check", EXAMPLE + "::wrong_empty_phase", "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    source = open(EXAMPLE).read().splitlines()
+    wait = next(n for n, line in enumerate(source, 1) if "mbarrier.wait(empty_bars" in line)
+    assert f"ws_matmul.py:{wait}" in out and "BP100" in out      # the loader's wait on `empty`
+    assert main(["check", EXAMPLE + "::ring", "--param", "K=192", "--no-cache"]) == 0
+    bad = tmp_path / "bad.py"
+    bad.write_text("from barrierproof.model.gluon import Launch\n"
+                   "def plain(): pass\n"
+                   "k = Launch(plain)\nEXPECT = {'k': 'verified'}\n")
+    capsys.readouterr()
+    assert main(["check", str(bad), "--no-cache"]) == 3
+    err = capsys.readouterr()
+    assert "is not a @gluon.jit kernel" in err.out + err.err
+
+
+@pytest.mark.parametrize("name", ["ttgir", "carries", "launch"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(f"barrierproof.model.gluon.{name}"))
+    assert result.attempted > 0 and result.failed == 0

@@ -5,8 +5,12 @@ protocol as IR.
   import, so the loader can recognise a declared launch in any file;
 - compile.py: Triton's Gluon code generator and `gluon_to_ttgir` for an explicit GPUTarget;
 - ttgir.py: the printed TTGIR and its locations as a tree of operations;
-- translate.py: the translator and its table from TTGIR op to handler;
-- carries.py: closed forms of loop-carried slot and phase counters.
+- translate.py: the translator, its barrier rules and the table from TTGIR op to handler;
+- control.py: warp_specialize partitions, scf.for loops, scf.if branches;
+- carries.py: closed forms of loop-carried slot and phase counters;
+- arith.py: integer ops as folding expressions, program ids as parameters;
+- memory.py: shared/tensor memory buffers and the accesses checked for races;
+- values.py: allocations, memory descriptors, and `Unread` (an operand it cannot follow).
 
 An op the frontend does not model becomes an `unmodeled` op (BP190) at the kernel's source line.
 """

@@ -61,17 +61,28 @@ def _wraps(e: Expr, rings: dict) -> tuple[str, bool] | None:
     return None
 
 
-def _below(init: Expr, mod: int) -> bool:
-    """Is `init` known to lie in [0, mod)?"""
+def _below(init: Expr, mod: int, assumed: list | None) -> bool:
+    """Is `init` known to lie in [0, mod)? A carry of an enclosing loop (a Var named `%...`)
+    is taken to, and the claim is put on `assumed` for that loop to discharge."""
     if isinstance(init, Const):
         return 0 <= init.value < mod
+    if isinstance(init, Var) and init.name.startswith("%") and assumed is not None:
+        assumed.append((init.name, mod))
+        return True
     return isinstance(init, BinOp) and init.op == "%" and isinstance(init.rhs, Const) \
         and init.rhs.value == mod
 
 
-def solve(carries: dict[str, tuple[Expr, Expr]], j: Var, trip: Expr | None):
+def discharged(value: Expr, mod: int) -> bool:
+    """Does a closed form stay in [0, mod)?"""
+    return _below(value, mod, None)
+
+
+def solve(carries: dict[str, tuple[Expr, Expr]], j: Var, trip: Expr | None,
+          assumed: list | None = None):
     """Closed forms {placeholder: value at iteration j} and {placeholder: value after `trip`
-    iterations} for the carries that have one; the others are missing from both."""
+    iterations} for the carries that have one; the others are missing from both. `assumed`
+    collects the ranges taken for enclosing loops' carries (see `_below`)."""
     at: dict[str, Expr] = {}
     rings: dict[str, tuple[Expr, int, Expr]] = {}      # placeholder -> (step, S, T_j)
     names = set(carries)
@@ -83,14 +94,14 @@ def solve(carries: dict[str, tuple[Expr, Expr]], j: Var, trip: Expr | None):
             others = free_vars(new) & (names - {p})
             ring = _ring(new, p)
             if ring is not None and not (free_vars(ring[0]) & names) \
-                    and j.name not in free_vars(ring[0]) and _below(init, ring[1]):
+                    and j.name not in free_vars(ring[0]) and _below(init, ring[1], assumed):
                 total = mk("+", init, mk("*", j, ring[0]))
                 at[p] = mk("%", total, Const(ring[1]))
                 rings[p] = (ring[0], ring[1], total)
                 progress = True
                 continue
             if isinstance(new, BinOp) and new.op == "xor" and isinstance(new.lhs, Var) \
-                    and new.lhs.name == p and isinstance(init, Const) and init.value in (0, 1):
+                    and new.lhs.name == p and (not isinstance(init, Const) or init.value in (0, 1)):
                 wrap = _wraps(new.rhs, rings)
                 if wrap is not None:
                     _, mod, total = rings[wrap[0]]

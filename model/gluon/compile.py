@@ -1,8 +1,11 @@
-"""Compile a declared Gluon launch to TTGIR on the CPU.
+"""Compile a declared Gluon (or plain `tl`) launch to TTGIR on the CPU.
 
 `GluonASTSource.make_ir` runs the kernel's Python code through Triton's code generator for an
 explicit `GPUTarget`, so no driver or GPU is needed; the backend's `gluon_to_ttgir` then inlines
 the partition functions and folds constants, as `triton.compile` does before lowering to LLVM.
+A plain `@triton.jit` kernel goes through `make_ttir` and `make_ttgir` instead, so the barriers
+its automatic warp specialization (`tl.range(..., warp_specialize=True)`) generates are checked
+like hand-written ones.
 """
 
 from __future__ import annotations
@@ -38,7 +41,10 @@ def _target(spec: str):
     return GPUTarget("cuda", int(m.group(1)), 32)
 
 
-def _desc_type(desc: TensorDesc) -> str:
+def _desc_type(desc: TensorDesc, gluon: bool) -> str:
+    shape = ", ".join(map(str, desc.block_shape))
+    if not gluon:                        # a `tl` kernel: the compiler picks the layout
+        return f"tensordesc<{desc.dtype}[{shape}]>"
     from triton.experimental.gluon import language as gl
     dtype = {"fp16": gl.float16, "bf16": gl.bfloat16, "fp32": gl.float32, "fp8e4nv": gl.float8e4nv,
              "fp8e5": gl.float8e5, "i8": gl.int8, "i16": gl.int16, "i32": gl.int32,
@@ -46,11 +52,10 @@ def _desc_type(desc: TensorDesc) -> str:
     if dtype is None:
         raise ModelError(f"tensor_desc element type {desc.dtype!r} cannot be compiled")
     layout = desc.layout or gl.NVMMASharedLayout.get_default_for(list(desc.block_shape), dtype)
-    shape = ", ".join(map(str, desc.block_shape))
     return f"tensordesc<{desc.dtype}[{shape}],{layout!r}>"
 
 
-def signature(launch: Launch) -> tuple[dict, dict]:
+def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
     """Triton's signature (argument name -> type) and the constexpr values of the launch."""
     fn = launch.kernel
     sig, constexprs = {}, {}
@@ -74,7 +79,7 @@ def signature(launch: Launch) -> tuple[dict, dict]:
                                   "tensor_desc(...) for descriptors, ints for scalars")
         value = launch.args[name]
         if isinstance(value, TensorDesc):
-            sig[name] = _desc_type(value)
+            sig[name] = _desc_type(value, gluon)
         elif isinstance(value, bool):
             sig[name] = "i1"
         elif isinstance(value, int):
@@ -95,15 +100,19 @@ def to_ttgir(launch: Launch) -> str:
     _triton()
     from triton._C.libtriton import ir
     from triton.compiler.compiler import make_backend
+    from triton.compiler.compiler import ASTSource
     from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
-    if not isinstance(launch.kernel, GluonJITFunction):
+    from triton.runtime.jit import JITFunction
+    gluon = isinstance(launch.kernel, GluonJITFunction)
+    if not isinstance(launch.kernel, JITFunction):
         raise ModelError(f"{launch.kernel!r} is not a @gluon.jit kernel",
-                         hint="decorate it with triton.experimental.gluon.jit")
+                         hint="decorate it with triton.experimental.gluon.jit (or triton.jit)")
     target = _target(launch.target)
     backend = make_backend(target)
-    options = backend.parse_options({"num_warps": launch.num_warps, "num_ctas": launch.num_ctas})
-    sig, constexprs = signature(launch)
-    src = GluonASTSource(launch.kernel, sig, constexprs)
+    options = backend.parse_options({"num_warps": launch.num_warps, "num_ctas": launch.num_ctas,
+                                     "num_stages": launch.num_stages})
+    sig, constexprs = signature(launch, gluon)
+    src = (GluonASTSource if gluon else ASTSource)(launch.kernel, sig, constexprs)
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
@@ -112,7 +121,16 @@ def to_ttgir(launch: Launch) -> str:
                              backend.get_module_map(), context)
     except Exception as err:     # Triton's code generator: the user's kernel does not compile
         raise _compile_error(err, launch) from None
-    module = backend.gluon_to_ttgir(module, {}, options, target.arch)
+    try:
+        if gluon:
+            module = backend.gluon_to_ttgir(module, {}, options, target.arch)
+        else:    # a `tl` kernel: Triton's own pipeline, warp specialization included
+            metadata: dict = {}
+            module = backend.make_ttir(module, metadata, options, target.arch)
+            module = backend.make_ttgir(module, metadata, options, target.arch)
+    except RuntimeError as err:       # a pass failed on the user's kernel
+        raise ModelError(f"Triton's compiler failed on {launch.kernel.__name__}: {err}",
+                         hint="the kernel must compile for the target") from None
     return module.str()
 
 

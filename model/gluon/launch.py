@@ -26,23 +26,29 @@ class TensorDesc:
     dtype: str
     block_shape: tuple[int, ...]
     layout: Any = None           # a gl.NVMMASharedLayout; None: the default for the block
+    shape: tuple[int, ...] | None = None   # the global tensor's shape (`desc.shape`), if used
 
     @property
     def nbytes(self) -> int:
         return math.prod(self.block_shape) * _DTYPE_BYTES[self.dtype]
 
 
-def tensor_desc(dtype: str, block_shape: Sequence[int], layout: Any = None) -> TensorDesc:
+def tensor_desc(dtype: str, block_shape: Sequence[int], layout: Any = None,
+                shape: Sequence[int] | None = None) -> TensorDesc:
+    """A descriptor argument; `shape` gives `desc.shape` (a parameter of the model when a loop
+    bound depends on it)."""
     if dtype not in _DTYPE_BYTES:
         from ..ir import ModelError
         raise ModelError(f"tensor_desc: unknown element type {dtype!r}",
                          hint=f"one of {', '.join(_DTYPE_BYTES)}")
-    return TensorDesc(dtype, tuple(int(n) for n in block_shape), layout)
+    return TensorDesc(dtype, tuple(int(n) for n in block_shape), layout,
+                      None if shape is None else tuple(int(n) for n in shape))
 
 
 @dataclass(frozen=True)
 class Launch:
-    """`Launch(kernel, args={...})`: check `kernel` (a `@gluon.jit` function) as launched with
+    """`Launch(kernel, args={...})`: check `kernel` (a `@gluon.jit` function, or a `@triton.jit`
+    one, compiled with Triton's own warp specialization) as launched with
     `args` (descriptors via `tensor_desc`, ints, constexpr values by name).
 
     Integer runtime arguments become parameters of the model, with the given value as their
@@ -53,6 +59,7 @@ class Launch:
     args: Mapping[str, Any] = field(default_factory=dict)
     num_warps: int = 4
     num_ctas: int = 1
+    num_stages: int = 3          # a `tl` kernel's software pipelining depth
     target: str = "cuda:100"
     grid: tuple[int, ...] = (1,)
     symbolic: tuple[str, ...] | None = None

@@ -16,29 +16,21 @@ tcgen05.commit arrivals issued right after it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
 import re
-import sys
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, \
-    opaque_vars, same, stmt_vars, substitute, substitute_stmts
-from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, Loop, ModelError, Op,
-                  Param, UNKNOWN_LOC, Var, When, free_vars)
-from .carries import solve
-from .ttgir import Module, Operation, Region, split_operands
-
-# A loop-carried value while its loop is translated; replaced by its closed form after.
-CARRY_PREFIX = "%"
-UNROLL_LIMIT = 64        # a loop whose carries have no closed form is unrolled up to this trip
-
-_ELEM_BYTES = {"i1": 1, "i8": 1, "f8E4M3FN": 1, "f8E5M2": 1, "f16": 2, "bf16": 2, "i16": 2,
-               "f32": 4, "i32": 4, "tf32": 4, "f64": 8, "i64": 8}
-_CMP = {"eq": "==", "ne": "!=", "slt": "<", "ult": "<", "sle": "<=", "ule": "<=", "sgt": ">",
-        "ugt": ">", "sge": ">=", "uge": ">="}
+from ..expr import mk, opaque, opaque_vars, same, stmt_vars
+from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, MemAlloc, MemRef,
+                  ModelError, Op, Param, Var, When, free_vars, iter_ops, unique_name)
+from .arith import ArithRules
+from .control import ControlRules
+from .memory import MemoryRules
+from .ttgir import Module, Operation, split_operands
+from .values import CARRY_PREFIX, _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
 
 # Ops that neither synchronize nor compute an integer the protocol depends on.
 LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|remsi|remui|andi|"
@@ -48,48 +40,15 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"reduce|reduce\.return|dot|fp_to_fp|bitcast|int_to_ptr|ptr_to_int|join|split|"
                    r"cat|histogram|gather|clampf|precise_sqrt|precise_divf|mulhiui|"
                    r"descriptor_load|descriptor_store|assert|print|return|elementwise_inline_asm)$|"
-                   r"ttg\.(convert_layout|local_load|local_store|local_dealloc|memdesc_trans|"
+                   r"ttg\.(convert_layout|local_dealloc|memdesc_trans|"
                    r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
                    r"warp_return|fp4_to_fp|upcast_mxfp)$|"
-                   r"ttng\.(tmem_load|tmem_store|tmem_subslice|tmem_copy|fence_async_shared|"
-                   r"async_tma_copy_local_to_global|async_tma_store_wait|async_tma_reduce|"
-                   r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire|"
-                   r"warp_group_dot|warp_group_dot_wait)$|scf\.yield$)")
+                   r"ttng\.(tmem_subslice|fence_async_shared|"
+                   r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire)$|"
+                   r"scf\.yield$)")
 
 
-@dataclass(frozen=True)
-class Alloc:
-    """A `ttg.local_alloc` / `ttng.tmem_alloc`: its name in the kernel, dims, element type."""
-
-    name: str
-    dims: tuple[int, ...]
-    elem: str
-    space: str
-    loc: Loc
-
-
-@dataclass(frozen=True)
-class Mem:
-    """A memory descriptor: an allocation with its leading dimensions indexed."""
-
-    alloc: Alloc
-    index: tuple[Expr, ...] = ()
-
-
-class Unread(Exception):
-    """An operand the translator cannot follow: the op becomes BP190 with this reason."""
-
-
-def _memdesc(text: str) -> tuple[tuple[int, ...], str] | None:
-    """Dims and element type of the last `!ttg.memdesc<AxBxT, ...>` on a line."""
-    found = re.findall(r"memdesc<((?:\d+x)*)(\w+)\s*[,>]", text)
-    if not found:
-        return None
-    dims, elem = found[-1]
-    return tuple(int(d) for d in dims.split("x") if d), elem
-
-
-class Translator:
+class Translator(ArithRules, MemoryRules, ControlRules):
     def __init__(self, module: Module, name: str, loc: Loc, expect: str | None, launch):
         self.module = module
         self.name = name
@@ -102,7 +61,11 @@ class Translator:
         self.params: dict[str, Param] = {}
         self.assumptions: list[Expr] = []
         self.notes: list[str] = []
-        self.setup = True                   # before the first barrier operation: inits allowed
+        self.assumed_ranges: list[tuple[str, int]] = []   # (carry, S) taken by inner loops
+        self.buffers: dict[Alloc, MemAlloc] = {}   # SMEM / TMEM checked for races
+        self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
+        self.inited: set = set()
+        self.loop_vars: list[str] = []
         self.threads: list[tuple[str, int, list]] = []
         self._names: set[str] = set()
         self._ids = itertools.count()
@@ -115,12 +78,7 @@ class Translator:
         base = re.sub(r"\W+", "_", base.lstrip("%")).strip("_") or "v"
         if base[0].isdigit():
             base = "v" + base
-        name, n = base, 1
-        while name in self._names:
-            n += 1
-            name = f"{base}{n}"
-        self._names.add(name)
-        return name
+        return unique_name(base, self._names)
 
     def where(self, op: Operation | str) -> Loc:
         """The user's line: the innermost frame outside Triton's own library."""
@@ -158,6 +116,7 @@ class Translator:
             raise Unread(f"barrier `{alloc.name}` is used after ttng.inval_barrier "
                          "(re-use of its memory is not modelled)")
         bar = self.barriers.get(alloc)
+        self.used.add(alloc)
         if bar is None:
             raise ModelError(f"barrier `{alloc.name}` is used before ttng.init_barrier",
                              loc=alloc.loc, hint="mbarrier.init every barrier before its use")
@@ -185,12 +144,22 @@ class Translator:
             plain = arg.lstrip("%")
             if re.fullmatch(r"i(1|8|16|32|64)", ty):
                 given = self.launch.args.get(plain)
+                m = re.fullmatch(r"(\w+)\.(shape|stride)\.(\d+)", plain)
+                if m and m.group(2) == "shape":          # a descriptor's global shape
+                    desc = self.launch.args.get(m.group(1))
+                    dims = getattr(desc, "shape", None)
+                    given = dims[int(m.group(3))] if dims and int(m.group(3)) < len(dims) \
+                        else None
                 default = int(given) if isinstance(given, int) else None
                 sym = symbolic is None or plain in symbolic
                 self.values[arg] = self.param(plain, default, sym and default is not None)
             else:
                 self.values[arg] = opaque(plain)
         body = self.block(fn.body, top=True)
+        ctas = self.module.int_attr("ttg.num-ctas") or 1
+        if ctas > 1:     # multi-CTA: remote arrivals and multicast go to other blocks' barriers
+            body = [Op("unmodeled", name=f"num_ctas={ctas}: multi-CTA kernels are not modelled "
+                       "by the Gluon frontend yet", loc=self.loc)] + body
         if not self.threads:
             threads = [("kernel", self.launch.num_warps, body)]
         else:
@@ -200,17 +169,26 @@ class Translator:
         else:
             program = tuple(When(Var("partition") == Const(k), tuple(stmts), (), self.loc)
                             for k, (_, _, stmts) in enumerate(threads))
-            self.notes.append("partitions: " + ", ".join(
-                f"{k} = {label} ({w} warp{'s' if w != 1 else ''})"
-                for k, (label, w, _) in enumerate(threads)))
+            def role(k: int, label: str, warps: int, stmts) -> str:
+                what = "the default partition" if label == "default" else \
+                    f"worker {label.removeprefix('partition')}"
+                first = next((op.loc for op in iter_ops(stmts) if op.loc.line), None)
+                where = f", from {first}" if first is not None and label != "default" else ""
+                return f"partition{k} = {what} ({warps} warp{'s' if warps != 1 else ''}{where})"
+            self.notes.append("threads: " + "; ".join(
+                role(k, *t) for k, t in enumerate(threads)))
         program = self._unsolved(program)
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
-        self.notes.append("shared- and tensor-memory accesses are not modelled by the Gluon "
-                          "frontend yet: races (BP200/BP201) are not checked")
+        kinds = {op.kind for op in iter_ops(program)}
+        if kinds & {"read", "write"} and kinds & {"tma_load", "tcgen05_mma", "wgmma",
+                                                  "copy_smem_to_gmem"}:
+            self.notes.append("fence_async_shared (the order between the threads' and the "
+                              "async proxy's accesses to shared memory) is not checked")
         return Kernel(
             name=self.name, body=program, barriers=tuple(self.barriers.values()),
+            buffers=tuple(self.buffers.values()),
             params=params, num_threads=Const(len(threads)), thread_axis="partition",
             num_warps=self.launch.num_warps, assumptions=assumptions, loc=self.loc,
             source="gluon", expect=self.expect, notes=tuple(self.notes))
@@ -219,7 +197,16 @@ class Translator:
         """An op still naming an opaque value (a carry with no closed form) is not modelled."""
         from ..ir import map_ops
 
+        def untracked(e: Expr) -> bool:
+            return bool(opaque_vars(e)) or any(v.startswith(CARRY_PREFIX) for v in free_vars(e))
+
+        def whole(refs):     # a slot the model cannot follow: the access may be to any slot
+            return tuple(MemRef(r.alloc, ()) if any(untracked(i) for i in r.index) else r
+                         for r in refs)
+
         def check(op: Op):
+            if op.reads or op.writes:
+                op = dataclasses.replace(op, reads=whole(op.reads), writes=whole(op.writes))
             exprs = [op.count, op.bytes, op.parity, op.phase]
             if op.barrier is not None:
                 exprs += list(op.barrier.index)
@@ -266,275 +253,6 @@ class Translator:
             return
         out.append(When(pred, (stmt,), (), self.where(op)))
 
-    def sync_started(self) -> None:
-        self.setup = False
-
-    # -- structure: warp_specialize, scf.for, scf.if -----------------------------------------
-
-    def warp_specialize(self, op: Operation, out: list):
-        if self.threads:
-            raise Unread("a second warp_specialize in one kernel is not modelled")
-        captures = op.operands
-        default = next((r for r in op.regions if r.label == "default"), None)
-        workers = [r for r in op.regions if r.label.startswith("partition")]
-        pre = list(out)
-        out.clear()
-        self._pre_len = len(pre)
-        stmts = self.block(default.ops) if default else []
-        self.threads.append(("default", self.launch.num_warps, pre + stmts))
-        for region in workers:
-            for arg, cap in zip(region.args, captures):
-                self.values[arg] = self.value(cap)
-            m = re.search(r"num_warps\((\d+)\)", region.header)
-            warps = int(m.group(1)) if m else 0
-            self.threads.append((region.label, warps, self.block(region.ops)))
-        return None
-
-    def _fork_join(self, threads: list, post: list) -> list:
-        """Workers start at warp_specialize, after the default partition's code before it; the
-        code after it runs once every partition has returned. Both orders are real: they become
-        a barrier each (arrived by the side that goes first) when there is code to order."""
-        (label, warps, default), workers = threads[0], threads[1:]
-        pre, inner = default[:self._pre_len], default[self._pre_len:]
-        loc = self.loc
-        if pre:
-            start = BarrierAlloc("warp_specialize_start", Const(1), loc=loc)
-            self.barriers[Alloc("warp_specialize_start", (1,), "i64", "smem", loc)] = start
-            pre = pre + [Op("arrive", BarrierRef(start), loc=loc)]
-            workers = [(lb, w, [Op("wait_parity", BarrierRef(start), parity=Const(0), loc=loc)]
-                        + list(stmts)) for lb, w, stmts in workers]
-        if post:
-            end = BarrierAlloc("warp_specialize_end", Const(len(workers)), loc=loc)
-            self.barriers[Alloc("warp_specialize_end", (1,), "i64", "smem", loc)] = end
-            workers = [(lb, w, list(stmts) + [Op("arrive", BarrierRef(end), loc=loc)])
-                       for lb, w, stmts in workers]
-            post = [Op("wait_parity", BarrierRef(end), parity=Const(0), loc=loc)] + post
-        return [(label, warps, pre + inner + post)] + workers
-
-    def scf_for(self, op: Operation, out: list):
-        m = re.match(r"^scf\.for\s+(%[\w.$-]+)\s*=\s*(%[\w.$#-]+)\s+to\s+(%[\w.$#-]+)\s+step\s+"
-                     r"(%[\w.$#-]+)", op.text)
-        if not m:
-            raise Unread("the loop header cannot be read")
-        ivar, lb, ub, step = m.groups()
-        lo = self.int_value(lb, "the lower bound")
-        hi = self.int_value(ub, "the upper bound")
-        st = self.int_value(step, "the step")
-        if not (isinstance(st, Const) and st.value > 0) and not free_vars(st):
-            raise Unread("a loop step that is not positive")
-        span = mk("-", hi, lo)
-        trip = span if same(st, Const(1)) else mk("//", mk("+", span, mk("-", st, Const(1))), st)
-        trip = trip if isinstance(trip, Const) and trip.value >= 0 else mk("max", Const(0), trip)
-        if isinstance(trip, Const):
-            trip = Const(max(0, trip.value))
-        inits = []
-        if "iter_args" in op.text:
-            inits = re.findall(r"%[\w.$-]+\s*=\s*(%[\w.$#-]+)", op.text.split("iter_args", 1)[1])
-        region = op.regions[0]
-        carried = region.args[1:]
-        j = Var(self.fresh(ivar))
-        index = mk("+", lo, mk("*", j, st))
-        placeholders = {}
-        for arg, init in zip(carried, inits):
-            ph = Var(CARRY_PREFIX + self.fresh(arg))
-            placeholders[arg] = (ph, self.value(init))
-            self.values[arg] = ph
-        self.values[ivar] = index
-        body = self.block(region.ops)
-        yields = self._yields(region)
-        carries = {ph.name: (init if isinstance(init, Expr) else opaque("carry"),
-                             yields[k] if k < len(yields) and isinstance(yields[k], Expr)
-                             else opaque("carry"))
-                   for k, (ph, init) in enumerate(placeholders.values())}
-        at, after = solve(carries, j, trip)
-        needed = {p for p in carries if p in stmt_vars(body)}
-        if needed - set(at):
-            if isinstance(trip, Const) and trip.value <= UNROLL_LIMIT:
-                return self._unrolled(op, region, ivar, lo, st, trip.value, placeholders, inits,
-                                      out)
-            names = ", ".join(sorted(a for a, (ph, _) in placeholders.items()
-                                     if ph.name in needed - set(at)))
-            raise Unread(f"the loop-carried {names} has no closed form and the trip count "
-                         f"`{trip}` is not a constant")
-        body = substitute_stmts(body, at)
-        if body:
-            self.sync_started()
-            out.append(Loop(j.name, trip, tuple(body), self.where(op)))
-        return [after.get(ph.name, opaque("carry")) for ph, _ in placeholders.values()]
-
-    def _unrolled(self, op, region, ivar, lo, st, trip, placeholders, inits, out):
-        current = [self.value(i) for i in inits]
-        for k in range(trip):
-            self.values[ivar] = mk("+", lo, Const(k * st.value)) if isinstance(st, Const) \
-                else mk("+", lo, mk("*", Const(k), st))
-            for arg, v in zip(placeholders, current):
-                self.values[arg] = v
-            out.extend(self.block(region.ops))
-            current = self._yields(region)
-        return current
-
-    def _yields(self, region: Region) -> list:
-        last = region.ops[-1] if region.ops else None
-        if last is None or last.name != "scf.yield":
-            return []
-        return [self.value(v) for v in last.operands]
-
-    def scf_if(self, op: Operation, out: list):
-        cond = self.int_value(op.operands[0], "the condition")
-        then = self.block(op.regions[0].ops)
-        then_y = self._yields(op.regions[0])
-        orelse, else_y = [], []
-        if len(op.regions) > 1:
-            orelse = self.block(op.regions[1].ops)
-            else_y = self._yields(op.regions[1])
-        if isinstance(cond, Const):
-            out.extend(then if cond.value else orelse)
-            return then_y if cond.value else else_y
-        if then or orelse:
-            out.append(When(cond, tuple(then), tuple(orelse), self.where(op)))
-        return [self._select(cond, a, b) for a, b in zip(then_y, else_y)]
-
-    @staticmethod
-    def _select(cond, a, b):
-        if not (isinstance(a, Expr) and isinstance(b, Expr)):
-            return a if a is b else None
-        if isinstance(cond, Const):
-            return a if cond.value else b
-        # `p ^ 1 if wrap else p` is `p ^ wrap`; `0 if c + 1 == S else c + 1` is `(c + 1) % S`
-        # (the carry analysis accepts it only for a c known to stay below S)
-        from ..ir import BinOp
-        if isinstance(a, BinOp) and a.op == "xor" and same(a.lhs, b) and same(a.rhs, Const(1)):
-            return mk("xor", b, cond)
-        if isinstance(cond, BinOp) and cond.op == "==" and isinstance(cond.rhs, Const) \
-                and same(a, Const(0)) and same(b, cond.lhs) and cond.rhs.value > 0:
-            return mk("%", b, cond.rhs)
-        return mk_select(cond, [b, a])
-
-    # -- integers ----------------------------------------------------------------------------
-
-    def constant(self, op: Operation, out):
-        m = re.match(r"^arith\.constant\s+(true|false|-?\d+)\s*(?::\s*(\w+))?\s*$", op.text)
-        if not m:
-            return None                           # a tensor or float constant: data
-        text = m.group(1)
-        return [Const(1 if text == "true" else 0 if text == "false" else int(text))]
-
-    def binary(self, op: Operation, out):
-        args = [self.value(a) for a in op.operands[:2]]
-        if not all(isinstance(a, Expr) for a in args) or len(args) != 2:
-            return None
-        a, b = args
-        kind = op.name.split(".")[1]
-        if kind == "addi":
-            return [mk("+", a, b)]
-        if kind == "subi":
-            return [mk("-", a, b)]
-        if kind == "muli":
-            return [mk("*", a, b)]
-        if kind == "divsi":
-            return [mk_div(a, b)]
-        if kind in ("divui", "floordivsi"):
-            return [mk("//", a, b)]
-        if kind == "ceildivsi":
-            return [mk("//", mk("+", a, mk("-", b, Const(1))), b)]
-        if kind == "remsi":
-            return [mk_rem(a, b)]
-        if kind == "remui":
-            return [mk("%", a, b)]
-        if kind in ("minsi", "minui"):
-            return [mk("min", a, b)]
-        if kind in ("maxsi", "maxui"):
-            return [mk("max", a, b)]
-        if kind in ("andi", "ori", "xori"):
-            return [self._bitwise(kind, a, b)]
-        if kind == "shli" and isinstance(b, Const):
-            return [mk("*", a, Const(1 << b.value))]
-        if kind in ("shrsi", "shrui") and isinstance(b, Const):
-            return [mk("//", a, Const(1 << b.value))]
-        return None
-
-    @staticmethod
-    def _bitwise(kind: str, a: Expr, b: Expr) -> Expr:
-        if isinstance(a, Const) and not isinstance(b, Const):
-            a, b = b, a
-        if kind == "andi":
-            if is_bool(a) and is_bool(b):
-                return mk("and", a, b)
-            if isinstance(b, Const) and b.value > 0 and b.value & (b.value + 1) == 0:
-                return mk("%", a, Const(b.value + 1))             # x & (2^k - 1)
-            return opaque("bits")
-        if kind == "ori":
-            if is_bool(a) and is_bool(b):
-                return mk("or", a, b)
-            return opaque("bits")
-        if is_bool(a) and same(b, Const(1)):
-            return mk_not(a)
-        return mk("xor", a, b)
-
-    def cmpi(self, op: Operation, out):
-        m = re.match(r"^arith\.cmpi\s+(\w+)\s*,", op.text)
-        args = [self.value(a) for a in op.operands[:2]]
-        if not m or m.group(1) not in _CMP or not all(isinstance(a, Expr) for a in args):
-            return None
-        return [mk(_CMP[m.group(1)], args[0], args[1])]
-
-    def select(self, op: Operation, out):
-        c, a, b = (self.value(x) for x in op.operands[:3])
-        if not isinstance(c, Expr):
-            return None
-        return [self._select(c, a, b)]
-
-    def cast(self, op: Operation, out):
-        v = self.value(op.operands[0]) if op.operands else None
-        return [v] if isinstance(v, Expr) else None
-
-    def program_id(self, op: Operation, out):
-        axis = op.text.split()[1] if len(op.text.split()) > 1 else "x"
-        nprog = self._num_programs(axis)
-        pid = self.param(f"pid_{axis}", 0)
-        self.assumptions.append(pid < nprog)
-        return [pid]
-
-    def num_programs(self, op: Operation, out):
-        axis = op.text.split()[1] if len(op.text.split()) > 1 else "x"
-        return [self._num_programs(axis)]
-
-    def _num_programs(self, axis: str) -> Var:
-        key = f"%num_programs_{axis}"
-        if key not in self.values:
-            k = "xyz".index(axis) if axis in "xyz" else 0
-            grid = self.launch.grid
-            n = self.param(f"num_programs_{axis}", grid[k] if k < len(grid) else 1)
-            self.assumptions.append(n >= 1)
-            self.values[key] = n
-        return self.values[key]
-
-    # -- memory ------------------------------------------------------------------------------
-
-    def local_alloc(self, op: Operation, out):
-        desc = _memdesc(op.text)
-        if desc is None:
-            return None
-        space = "tmem" if op.name == "ttng.tmem_alloc" else "smem"
-        name = op.results[0].lstrip("%") if op.results else f"alloc{next(self._ids)}"
-        name = re.sub(r"_\d+$", "", name) if not name[0].isdigit() else f"alloc{name}"
-        return [Mem(Alloc(self.fresh(name), desc[0], desc[1], space, self.where(op)))]
-
-    def memdesc_index(self, op: Operation, out):
-        src, *idx = op.operands
-        mem = self.value(src)
-        if not isinstance(mem, Mem):
-            return None
-        index = [self.value(i) for i in idx]
-        if not all(isinstance(i, Expr) for i in index):
-            return [Mem(mem.alloc, mem.index + tuple(opaque("index") for _ in index))]
-        return [Mem(mem.alloc, mem.index + tuple(index))]
-
-    def view(self, op: Operation, out):
-        """A view of the same slots (transpose, subslice along inner dims, reinterpret)."""
-        mem = self.value(op.operands[0]) if op.operands else None
-        return [mem] if isinstance(mem, Mem) else None
-
     # -- barriers ----------------------------------------------------------------------------
 
     def init_barrier(self, op: Operation, out):
@@ -544,9 +262,13 @@ class Translator:
             raise Unread("the barrier or its count cannot be read")
         count = int(args[1])
         alloc = mem.alloc
-        if not self.setup or self.threads:
-            raise Unread(f"barrier `{alloc.name}` initialised after the protocol started "
+        key = (alloc, repr(mem.index))
+        in_loop_once = not self.loop_vars or self.loop_vars[-1] in set().union(
+            *(free_vars(i) for i in mem.index))
+        if alloc in self.used or self.threads or key in self.inited or not in_loop_once:
+            raise Unread(f"barrier `{alloc.name}` initialised again or after its first use "
                          "(re-initialisation is not modelled)")
+        self.inited.add(key)
         old = self.barriers.get(alloc)
         if old is not None:
             if not same(old.num_arrivals, Const(count)):
@@ -573,35 +295,34 @@ class Translator:
     def _pred(self, name: str | None) -> Expr:
         return Const(1) if name is None else self.int_value(name, "the predicate")
 
+    def _barrier_number_pred(self, op: Operation, what: str):
+        """`%bar, N[, %pred]`: the barrier, the constant N and the predicate."""
+        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
+        if len(args) < 2 or not re.fullmatch(r"\d+", args[1]):
+            raise Unread(f"the {what} cannot be read")
+        if re.search(r"\bfrom_cta\b|\bremote\b|multicast", op.text):
+            raise Unread("a remote (cluster) arrival is not modelled yet")
+        pred = self._pred(args[2] if len(args) > 2 else None)
+        return self.barrier(op.operands[0]), Const(int(args[1])), pred
+
     def barrier_expect(self, op: Operation, out):
-        args = split_operands(op.text[len(op.name):])
-        if len(args) < 2 or not re.fullmatch(r"\d+", args[1].strip()):
-            raise Unread("the expected byte count cannot be read")
-        bar = self.barrier(op.operands[0])
-        pred = self._pred(args[2].strip() if len(args) > 2 else None)
-        self.sync_started()
-        self.guarded(out, pred, Op("arrive_expect_tx", bar, bytes=Const(int(args[1])),
-                                   loc=self.where(op)), op)
+        bar, nbytes, pred = self._barrier_number_pred(op, "expected byte count")
+        self.guarded(out, pred, Op("arrive_expect_tx", bar, bytes=nbytes, loc=self.where(op)),
+                     op)
 
     def arrive_barrier(self, op: Operation, out):
-        args = split_operands(op.text[len(op.name):])
-        if len(args) < 2 or not re.fullmatch(r"\d+", args[1].strip()):
-            raise Unread("the arrival count cannot be read")
-        if re.search(r"\bfrom_cta\b|\bremote\b|multicast", op.text):
-            raise Unread("a remote (cluster) arrive is not modelled yet")
-        bar = self.barrier(op.operands[0])
-        pred = self._pred(args[2].strip() if len(args) > 2 else None)
-        self.sync_started()
-        self.guarded(out, pred, Op("arrive", bar, count=Const(int(args[1])),
-                                   loc=self.where(op)), op)
+        bar, count, pred = self._barrier_number_pred(op, "arrival count")
+        self.guarded(out, pred, Op("arrive", bar, count=count, loc=self.where(op)), op)
 
     def wait_barrier(self, op: Operation, out):
-        args = split_operands(op.text[len(op.name):])
+        # `%bar, %phase[, %pred][ deps %buffers...]`: the deps only order buffer lifetimes
+        head = op.text[len(op.name):].split(" deps ")[0]
+        args = [a.strip() for a in split_operands(head)]
+        if len(args) < 2:
+            raise Unread("the phase of the wait cannot be read")
         bar = self.barrier(op.operands[0])
-        phase = self.int_value(args[1].strip(), "the phase")
-        pred = self._pred(args[2].strip() if len(args) > 2 and args[2].strip().startswith("%")
-                          else None)
-        self.sync_started()
+        phase = self.int_value(args[1], "the phase")
+        pred = self._pred(args[2] if len(args) > 2 and args[2].startswith("%") else None)
         self.guarded(out, pred, Op("wait_parity", bar, parity=mk("%", phase, Const(2)),
                                    loc=self.where(op)), op)
 
@@ -617,9 +338,8 @@ class Translator:
         bar = self.barrier(m.group(2))
         nbytes = math.prod(desc[0]) * _ELEM_BYTES[desc[1]]
         pred = self._pred(m.group(3))
-        self.sync_started()
-        self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op)),
-                     op)
+        self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op),
+                                   writes=self.memref(m.group(1))), op)
 
     def mma(self, op: Operation, out):
         args = [a.strip() for a in split_operands(op.text[len(op.name):])]
@@ -627,11 +347,13 @@ class Translator:
         pred = self._pred(args[4]) if len(args) > 4 and args[4].startswith("%") else Const(1)
         barriers = args[5:]
         asynchronous = "is_async" in op.text or barriers
-        self.sync_started()
         if not asynchronous:
             return None                  # a synchronous MMA completes before the next op
         loc = self.where(op)
-        self.guarded(out, pred, Op("tcgen05_mma", None, loc=loc), op)
+        operand = [re.sub(r"\[.*\]$", "", a) for a in args[:3]]
+        reads = self.memref(operand[0]) + self.memref(operand[1])
+        self.guarded(out, pred, Op("tcgen05_mma", None, loc=loc, reads=reads,
+                                   writes=self.memref(operand[2])), op)
         for spec in barriers:
             m = re.match(r"^(%[\w.$#-]+)\[(%[\w.$#-]+)?\]$", spec)
             if not m:
@@ -647,7 +369,6 @@ class Translator:
         if len(args) > 2:
             raise Unread("a commit that tracks only some descriptors is not modelled")
         pred = self._pred(args[1]) if len(args) > 1 and args[1].startswith("%") else Const(1)
-        self.sync_started()
         self.guarded(out, pred, Op("tcgen05_commit_arrive", bar, loc=self.where(op)), op)
 
 
@@ -682,4 +403,12 @@ HANDLERS: dict[str, Callable] = {
     "ttng.async_tma_copy_global_to_local": Translator.tma_load,
     "ttng.tc_gen5_mma": Translator.mma,
     "ttng.tc_gen5_commit": Translator.commit,
+    "ttg.local_load": Translator.local_load,
+    "ttng.tmem_load": Translator.local_load,
+    "ttg.local_store": Translator.local_store,
+    "ttng.tmem_store": Translator.local_store,
+    "ttng.async_tma_copy_local_to_global": Translator.tma_store,
+    "ttng.async_tma_store_wait": Translator.store_wait,
+    "ttng.warp_group_dot": Translator.wgmma,
+    "ttng.warp_group_dot_wait": Translator.wgmma_wait,
 }

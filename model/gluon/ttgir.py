@@ -162,11 +162,12 @@ def split_operands(text: str) -> list[str]:
 
 def _strip_loc(line: str) -> tuple[str, str]:
     """Split `... loc(X)` into the text and X (balanced parentheses)."""
+    line = " " + line if line.startswith("loc(") else line
     idx = line.rfind(" loc(")
     if idx < 0 or not line.rstrip().endswith(")"):
         return line.rstrip(), ""
     inner = line[idx + 5:].rstrip()[:-1]
-    return line[:idx].rstrip(), inner
+    return line[:idx].strip(), inner
 
 
 class _Reader:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..expr import (OPAQUE_PREFIX, RANGES, is_bool, mk, mk_not, mk_select, opaque, opaque_vars,
                     opaques)
 from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param, UNKNOWN_LOC,
-                  Var, WarpRegion, When, as_expr)
+                  Var, WarpRegion, When, as_expr, unique_name)
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
 from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
@@ -88,12 +88,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         base = re.sub(r"\W+", "_", base).strip("_") or "v"
         if base[0].isdigit():
             base = "_" + base
-        name, n = base, 1
-        while name in self._names:
-            n += 1
-            name = f"{base}{n}"
-        self._names.add(name)
-        return name
+        return unique_name(base, self._names)
 
     def _note(self, text: str) -> None:
         if text not in self.notes:

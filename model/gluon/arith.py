@@ -1,0 +1,131 @@
+"""Integer TTGIR ops evaluated symbolically: `arith` as folding expressions (model/expr.py),
+program ids as parameters. Bitwise ops the IR has no term for (`x & 5`) are data."""
+
+from __future__ import annotations
+
+import re
+
+from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, same
+from ..ir import BinOp, Const, Expr, Var
+from .ttgir import Operation
+
+_CMP = {"eq": "==", "ne": "!=", "slt": "<", "ult": "<", "sle": "<=", "ule": "<=", "sgt": ">",
+        "ugt": ">", "sge": ">=", "uge": ">="}
+
+
+class ArithRules:
+    def constant(self, op: Operation, out):
+        m = re.match(r"^arith\.constant\s+(true|false|-?\d+)\s*(?::\s*(\w+))?\s*$", op.text)
+        if not m:
+            return None                           # a tensor or float constant: data
+        text = m.group(1)
+        return [Const(1 if text == "true" else 0 if text == "false" else int(text))]
+
+    def binary(self, op: Operation, out):
+        args = [self.value(a) for a in op.operands[:2]]
+        if not all(isinstance(a, Expr) for a in args) or len(args) != 2:
+            return None
+        a, b = args
+        kind = op.name.split(".")[1]
+        if kind == "addi":
+            return [mk("+", a, b)]
+        if kind == "subi":
+            return [mk("-", a, b)]
+        if kind == "muli":
+            return [mk("*", a, b)]
+        if kind == "divsi":
+            return [mk_div(a, b)]
+        if kind in ("divui", "floordivsi"):
+            return [mk("//", a, b)]
+        if kind == "ceildivsi":
+            return [mk("//", mk("+", a, mk("-", b, Const(1))), b)]
+        if kind == "remsi":
+            return [mk_rem(a, b)]
+        if kind == "remui":
+            return [mk("%", a, b)]
+        if kind in ("minsi", "minui"):
+            return [mk("min", a, b)]
+        if kind in ("maxsi", "maxui"):
+            return [mk("max", a, b)]
+        if kind in ("andi", "ori", "xori"):
+            return [self._bitwise(kind, a, b)]
+        if kind == "shli" and isinstance(b, Const):
+            return [mk("*", a, Const(1 << b.value))]
+        if kind in ("shrsi", "shrui") and isinstance(b, Const):
+            return [mk("//", a, Const(1 << b.value))]
+        return None
+
+    @staticmethod
+    def _bitwise(kind: str, a: Expr, b: Expr) -> Expr:
+        if isinstance(a, Const) and not isinstance(b, Const):
+            a, b = b, a
+        if kind == "andi":
+            if is_bool(a) and is_bool(b):
+                return mk("and", a, b)
+            if isinstance(b, Const) and b.value > 0 and b.value & (b.value + 1) == 0:
+                return mk("%", a, Const(b.value + 1))             # x & (2^k - 1)
+            return opaque("bits")
+        if kind == "ori":
+            if is_bool(a) and is_bool(b):
+                return mk("or", a, b)
+            return opaque("bits")
+        if is_bool(a) and same(b, Const(1)):
+            return mk_not(a)
+        return mk("xor", a, b)
+
+    def cmpi(self, op: Operation, out):
+        m = re.match(r"^arith\.cmpi\s+(\w+)\s*,", op.text)
+        args = [self.value(a) for a in op.operands[:2]]
+        if not m or m.group(1) not in _CMP or not all(isinstance(a, Expr) for a in args):
+            return None
+        return [mk(_CMP[m.group(1)], args[0], args[1])]
+
+    def select(self, op: Operation, out):
+        c, a, b = (self.value(x) for x in op.operands[:3])
+        if not isinstance(c, Expr):
+            return None
+        return [self._select(c, a, b)]
+
+    @staticmethod
+    def _select(cond, a, b):
+        if not (isinstance(a, Expr) and isinstance(b, Expr)):
+            return a if a is b else None
+        if isinstance(cond, Const):
+            return a if cond.value else b
+        # `p ^ 1 if wrap else p` is `p ^ wrap`; `0 if c + 1 == S else c + 1` is `(c + 1) % S`
+        # (the carry analysis accepts it only for a c known to stay below S)
+        from ..ir import BinOp
+        if isinstance(a, BinOp) and a.op == "xor" and same(a.lhs, b) and same(a.rhs, Const(1)):
+            return mk("xor", b, cond)
+        if isinstance(cond, BinOp) and cond.op == "==" and isinstance(cond.rhs, Const) \
+                and same(a, Const(0)) and same(b, cond.lhs) and cond.rhs.value > 0:
+            return mk("%", b, cond.rhs)
+        return mk_select(cond, [b, a])
+
+    def cast(self, op: Operation, out):
+        v = self.value(op.operands[0]) if op.operands else None
+        return [v] if isinstance(v, Expr) else None
+
+    def program_id(self, op: Operation, out):
+        axis = op.text.split()[1] if len(op.text.split()) > 1 else "x"
+        key = f"%program_id_{axis}"        # one per axis: every partition is in the same CTA
+        if key not in self.values:
+            nprog = self._num_programs(axis)
+            pid = self.param(f"pid_{axis}", 0)
+            self.assumptions.append(pid < nprog)
+            self.values[key] = pid
+        return [self.values[key]]
+
+    def num_programs(self, op: Operation, out):
+        axis = op.text.split()[1] if len(op.text.split()) > 1 else "x"
+        return [self._num_programs(axis)]
+
+    def _num_programs(self, axis: str) -> Var:
+        key = f"%num_programs_{axis}"
+        if key not in self.values:
+            k = "xyz".index(axis) if axis in "xyz" else 0
+            grid = self.launch.grid
+            n = self.param(f"num_programs_{axis}", grid[k] if k < len(grid) else 1)
+            self.assumptions.append(n >= 1)
+            self.values[key] = n
+        return self.values[key]

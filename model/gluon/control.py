@@ -1,0 +1,149 @@
+"""Structure: `ttg.warp_specialize` partitions as threads (with the fork and join around them),
+`scf.for` as loops whose carried counters get closed forms (carries.py), `scf.if` as branches."""
+
+from __future__ import annotations
+
+import re
+
+from ..expr import mk, opaque, same, stmt_vars, substitute_stmts
+from ..ir import BarrierAlloc, BarrierRef, Const, Expr, Loop, Op, Var, When, free_vars
+from .carries import discharged, solve
+from .ttgir import Operation, Region
+from .values import CARRY_PREFIX, Alloc, Unread
+
+UNROLL_LIMIT = 64        # a loop whose carries have no closed form is unrolled up to this trip
+
+
+class ControlRules:
+    def warp_specialize(self, op: Operation, out: list):
+        if self.threads:
+            raise Unread("a second warp_specialize in one kernel is not modelled")
+        captures = op.operands
+        default = next((r for r in op.regions if r.label == "default"), None)
+        workers = [r for r in op.regions if r.label.startswith("partition")]
+        pre = list(out)
+        out.clear()
+        self._pre_len = len(pre)
+        stmts = self.block(default.ops) if default else []
+        self.threads.append(("default", self.launch.num_warps, pre + stmts))
+        for region in workers:
+            for arg, cap in zip(region.args, captures):
+                self.values[arg] = self.value(cap)
+            m = re.search(r"num_warps\((\d+)\)", region.header)
+            warps = int(m.group(1)) if m else 0
+            self.threads.append((region.label, warps, self.block(region.ops)))
+        return None
+
+    def _fork_join(self, threads: list, post: list) -> list:
+        """Workers start at warp_specialize, after the default partition's code before it; the
+        code after it runs once every partition has returned. Both orders are real: they become
+        a barrier each (arrived by the side that goes first) when there is code to order."""
+        (label, warps, default), workers = threads[0], threads[1:]
+        pre, inner = default[:self._pre_len], default[self._pre_len:]
+        loc = self.loc
+        if pre:
+            start = BarrierAlloc("warp_specialize_start", Const(1), loc=loc)
+            self.barriers[Alloc("warp_specialize_start", (1,), "i64", "smem", loc)] = start
+            pre = pre + [Op("arrive", BarrierRef(start), loc=loc)]
+            workers = [(lb, w, [Op("wait_parity", BarrierRef(start), parity=Const(0), loc=loc)]
+                        + list(stmts)) for lb, w, stmts in workers]
+        if post:
+            end = BarrierAlloc("warp_specialize_end", Const(len(workers)), loc=loc)
+            self.barriers[Alloc("warp_specialize_end", (1,), "i64", "smem", loc)] = end
+            workers = [(lb, w, list(stmts) + [Op("arrive", BarrierRef(end), loc=loc)])
+                       for lb, w, stmts in workers]
+            post = [Op("wait_parity", BarrierRef(end), parity=Const(0), loc=loc)] + post
+        return [(label, warps, pre + inner + post)] + workers
+
+    def scf_for(self, op: Operation, out: list):
+        m = re.match(r"^scf\.for\s+(%[\w.$-]+)\s*=\s*(%[\w.$#-]+)\s+to\s+(%[\w.$#-]+)\s+step\s+"
+                     r"(%[\w.$#-]+)", op.text)
+        if not m:
+            raise Unread("the loop header cannot be read")
+        ivar, lb, ub, step = m.groups()
+        lo = self.int_value(lb, "the lower bound")
+        hi = self.int_value(ub, "the upper bound")
+        st = self.int_value(step, "the step")
+        if not (isinstance(st, Const) and st.value > 0) and not free_vars(st):
+            raise Unread("a loop step that is not positive")
+        span = mk("-", hi, lo)
+        trip = span if same(st, Const(1)) else mk("//", mk("+", span, mk("-", st, Const(1))), st)
+        trip = trip if isinstance(trip, Const) and trip.value >= 0 else mk("max", Const(0), trip)
+        if isinstance(trip, Const):
+            trip = Const(max(0, trip.value))
+        inits = []
+        if "iter_args" in op.text:
+            inits = re.findall(r"%[\w.$-]+\s*=\s*(%[\w.$#-]+)", op.text.split("iter_args", 1)[1])
+        region = op.regions[0]
+        carried = region.args[1:]
+        j = Var(self.fresh(ivar))
+        index = mk("+", lo, mk("*", j, st))
+        placeholders = {}
+        for arg, init in zip(carried, inits):
+            ph = Var(CARRY_PREFIX + self.fresh(arg))
+            placeholders[arg] = (ph, self.value(init))
+            self.values[arg] = ph
+        self.values[ivar] = index
+        self.loop_vars.append(j.name)
+        try:
+            body = self.block(region.ops)
+        finally:
+            self.loop_vars.pop()
+        yields = self._yields(region)
+        carries = {ph.name: (init if isinstance(init, Expr) else opaque("carry"),
+                             yields[k] if k < len(yields) and isinstance(yields[k], Expr)
+                             else opaque("carry"))
+                   for k, (ph, init) in enumerate(placeholders.values())}
+        assumed: list = []
+        at, after = solve(carries, j, trip, assumed)
+        self.assumed_ranges += [(p, m) for p, m in assumed if p not in carries]
+        for p, m in [(p, m) for p, m in self.assumed_ranges if p in carries]:
+            if p not in at or not discharged(at[p], m):
+                raise Unread(f"an inner loop takes `{p}` as a ring slot below {m}, which this "
+                             "loop does not keep it")
+        self.assumed_ranges = [(p, m) for p, m in self.assumed_ranges if p not in carries]
+        needed = {p for p in carries if p in stmt_vars(body)}
+        if needed - set(at):
+            if isinstance(trip, Const) and trip.value <= UNROLL_LIMIT:
+                return self._unrolled(op, region, ivar, lo, st, trip.value, placeholders, inits,
+                                      out)
+            names = ", ".join(sorted(a for a, (ph, _) in placeholders.items()
+                                     if ph.name in needed - set(at)))
+            raise Unread(f"the loop-carried {names} has no closed form and the trip count "
+                         f"`{trip}` is not a constant")
+        body = substitute_stmts(body, at)
+        if body:
+            out.append(Loop(j.name, trip, tuple(body), self.where(op)))
+        return [after.get(ph.name, opaque("carry")) for ph, _ in placeholders.values()]
+
+    def _unrolled(self, op, region, ivar, lo, st, trip, placeholders, inits, out):
+        current = [self.value(i) for i in inits]
+        for k in range(trip):
+            self.values[ivar] = mk("+", lo, Const(k * st.value)) if isinstance(st, Const) \
+                else mk("+", lo, mk("*", Const(k), st))
+            for arg, v in zip(placeholders, current):
+                self.values[arg] = v
+            out.extend(self.block(region.ops))
+            current = self._yields(region)
+        return current
+
+    def _yields(self, region: Region) -> list:
+        last = region.ops[-1] if region.ops else None
+        if last is None or last.name != "scf.yield":
+            return []
+        return [self.value(v) for v in last.operands]
+
+    def scf_if(self, op: Operation, out: list):
+        cond = self.int_value(op.operands[0], "the condition")
+        then = self.block(op.regions[0].ops)
+        then_y = self._yields(op.regions[0])
+        orelse, else_y = [], []
+        if len(op.regions) > 1:
+            orelse = self.block(op.regions[1].ops)
+            else_y = self._yields(op.regions[1])
+        if isinstance(cond, Const):
+            out.extend(then if cond.value else orelse)
+            return then_y if cond.value else else_y
+        if then or orelse:
+            out.append(When(cond, tuple(then), tuple(orelse), self.where(op)))
+        return [self._select(cond, a, b) for a, b in zip(then_y, else_y)]
