@@ -7,6 +7,7 @@ user's file runs their code: any error there becomes a one-line ModelError at th
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import importlib.util
 import inspect
@@ -16,7 +17,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from .guard import LimitReached, user_code
 from .model.dsl import Protocol
@@ -37,6 +38,8 @@ class Target:
     # and replays a violation by tracing again at the breaking sizes.
     build_family: Callable[[], Kernel] | None = None
     replay_family: Callable | None = None
+    # Codes the target's own declaration suppresses (`@protocol(ignore=...)`; suppress.py).
+    ignore: frozenset[str] = frozenset()
 
     def build_all(self) -> list[Kernel]:
         return self.build_many() if self.build_many is not None else [self.build()]
@@ -100,7 +103,8 @@ def _dsl_target(path: str, name: str, proto: Protocol) -> Target:
                 return proto.build()
         except Exception as err:  # an error in the protocol body
             raise _user_error(err, path) from None
-    return Target(f"{path}::{name}", proto.name, "dsl", build, proto.expect, path)
+    return Target(f"{path}::{name}", proto.name, "dsl", build, proto.expect, path,
+                  ignore=proto.ignore)
 
 
 def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
@@ -198,8 +202,23 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
     return found
 
 
-def resolve(spec: str) -> list[Target]:
-    """All targets named by one command-line argument."""
+def excluded(file: Path, root: Path, patterns: Sequence[str]) -> bool:
+    """`--exclude GLOB`: does a glob match the file's path below `root`, its name, or the name
+    of a folder between them?
+
+    >>> excluded(Path("k/legacy/old.py"), Path("k"), ["legacy"])
+    True
+    >>> excluded(Path("k/ring.py"), Path("k"), ["*_old.py", "legacy/*"])
+    False
+    """
+    rel = file.relative_to(root)
+    names = [rel.as_posix(), str(file.as_posix()), *rel.parts]
+    return any(fnmatch.fnmatchcase(n, g) for g in patterns for n in names)
+
+
+def resolve(spec: str, exclude: Sequence[str] = ()) -> list[Target]:
+    """All targets named by one command-line argument (`exclude`: globs of files a directory
+    walk skips)."""
     path, _, only = spec.partition("::")
     if not os.path.exists(path):
         raise ModelError(f"{path} does not exist", loc=None,
@@ -209,7 +228,7 @@ def resolve(spec: str) -> list[Target]:
             raise ModelError(f"{spec}: ::NAME needs a file, not a directory")
         out: list[Target] = []
         for file in sorted(Path(path).rglob("*.py")):
-            if not collected(file, Path(path)):
+            if not collected(file, Path(path)) or excluded(file, Path(path), exclude):
                 continue
             try:
                 out += targets_in_module(str(file), import_file(str(file)))
