@@ -277,3 +277,56 @@ def test_the_plugin_is_registered_as_a_pytest11_entry_point():
 def test_ring_template_puts_the_finding_on_the_line_the_tests_name():
     assert ring().splitlines()[EMPTY_LINE - 1].strip().startswith("empty = k.Barrier")
     assert textwrap.dedent(GOOD).count("@protocol") == 1
+
+
+# -- small things ------------------------------------------------------------------------------
+
+SPELLED = '''
+from barrierproof import protocol
+
+STAGES = 4
+
+
+@protocol(expect="violation:BP100")
+def arrivals(k):
+    k.threads(STAGES, name="wg")
+    ready = k.Barrier(num_arrivals=STAGES, num_barriers=STAGES - 1)
+    with k.when(k.thread < STAGES - 1):
+        k.barrier_arrive(ready.at[0])
+    with k.otherwise():
+        k.barrier_wait(ready.at[0])
+'''
+
+
+def test_a_fix_keeps_the_expression_the_protocol_spells_its_counts_with(tmp_path, capsys,
+                                                                        monkeypatch):
+    """The three arriving threads are `STAGES - 1` in the source: the diff says so, where the
+    IR holds only the value 3 (and the argument it replaces is `STAGES`, not `4`)."""
+    (tmp_path / "spelled.py").write_text(SPELLED)
+    monkeypatch.chdir(tmp_path)
+    code = main(["fix", "spelled.py::arrivals"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "-    ready = k.Barrier(num_arrivals=STAGES, num_barriers=STAGES - 1)" in out
+    assert "+    ready = k.Barrier(num_arrivals=STAGES - 1, num_barriers=STAGES - 1)" in out
+    assert "num_arrivals=STAGES - 1 (was STAGES)" in err
+    code = main(["fix", "spelled.py::arrivals", "--apply"])
+    capsys.readouterr()
+    assert code == 0
+    assert "num_arrivals=STAGES - 1," in (tmp_path / "spelled.py").read_text()
+
+
+def test_spellings_leave_out_names_the_protocol_binds_itself():
+    from barrierproof.checker.repair.spelling import spellings_in
+    source = ("def p(k, steps=2):\n    n = 3\n    with k.loop(steps) as i:\n"
+              "        k.threads(N + i)\n    k.threads(N * 2)\n")
+    assert spellings_in(source, "p", {"N": 2, "steps": 9, "i": 1, "n": 5}) == \
+        {2: "N", 4: "N * 2"}
+
+
+def test_naming_a_missing_function_lists_the_ones_the_file_has(tmp_path, capsys, monkeypatch):
+    (tmp_path / "f.py").write_text("def ring_sum():\n    return 1\n")
+    monkeypatch.chdir(tmp_path)
+    code = main(["check", "f.py::nope", "--no-cache", "--no-config"])
+    err = capsys.readouterr().err
+    assert code == 3 and "available: ring_sum" in err and "none" not in err
