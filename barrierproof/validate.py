@@ -29,6 +29,7 @@ LIMITS = {
     "pick": ("--pick", 1, "a suggestion's number"),
     "max_fixes": ("--max-fixes", 1, "a number of suggestions"),
     "budget": ("--budget", None, "seconds"),
+    "jobs": ("--jobs", 1, "a number of processes"),
 }
 EXAMPLE = {"max_states": 1_000_000, "max_depth": 200, "max_memory": 8000, "max_steps": 10_000}
 

@@ -330,3 +330,12 @@ def test_naming_a_missing_function_lists_the_ones_the_file_has(tmp_path, capsys,
     code = main(["check", "f.py::nope", "--no-cache", "--no-config"])
     err = capsys.readouterr().err
     assert code == 3 and "available: ring_sum" in err and "none" not in err
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1"])
+def test_jobs_must_be_a_positive_number_of_processes(project, capsys, monkeypatch, jobs):
+    monkeypatch.chdir(project)
+    code = main(["check", "k", "--no-cache", "--jobs", jobs])
+    err = capsys.readouterr().err
+    assert code == 3 and f"--jobs must be an integer >= 1 (a number of processes), not {jobs}" \
+        in err
