@@ -339,3 +339,15 @@ def test_jobs_must_be_a_positive_number_of_processes(project, capsys, monkeypatc
     err = capsys.readouterr().err
     assert code == 3 and f"--jobs must be an integer >= 1 (a number of processes), not {jobs}" \
         in err
+
+
+def test_exclude_in_the_config_adds_to_the_flags(project, capsys, monkeypatch):
+    (project / "pyproject.toml").write_text('[tool.barrierproof]\npaths = ["k"]\n'
+                                            'exclude = ["bad.py"]\n')
+    monkeypatch.chdir(project)
+    code = main(["check", "--no-cache"])
+    out = capsys.readouterr().out
+    assert code == 0 and "bad.py" not in out and "1 checked" in out
+    (project / "pyproject.toml").write_text('[tool.barrierproof]\nexclude = "bad.py"\n')
+    code = main(["check", "k", "--no-cache"])
+    assert code == 3 and "exclude must be a list of globs" in capsys.readouterr().err
