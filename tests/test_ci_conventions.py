@@ -151,6 +151,14 @@ def test_a_comment_on_the_findings_line_suppresses_it_and_is_reported(project, c
     assert result["suppressions"] == [{"kind": "inSource",
                                        "justification": "# barrierproof: ignore[BP103]"}]
     assert "suppressed: BP103" in (project / "r" / "bp.xml").read_text()
+    # both stay valid against their schemas with the suppression in them
+    import jsonschema
+    from barrierproof.resources import report_schema
+    jsonschema.Draft202012Validator(report_schema()).validate(
+        json.loads((project / "r" / "bp.json").read_text()))
+    with open(os.path.join(ROOT, "tests", "data", "sarif-schema-2.1.0.json")) as f:
+        jsonschema.Draft4Validator(json.load(f)).validate(
+            json.loads((project / "r" / "bp.sarif").read_text()))
     assert (project / "r" / "bp.gh").read_text().startswith("::notice file=k/bad.py,line=8,")
     assert "suppressed: BP103" in (project / "r" / "bp.html").read_text()
 
