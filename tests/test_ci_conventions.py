@@ -359,3 +359,16 @@ def test_exclude_in_the_config_adds_to_the_flags(project, capsys, monkeypatch):
     (project / "pyproject.toml").write_text('[tool.barrierproof]\nexclude = "bad.py"\n')
     code = main(["check", "k", "--no-cache"])
     assert code == 3 and "exclude must be a list of globs" in capsys.readouterr().err
+
+
+def test_the_pytest_plugin_runs_a_bundled_example_file_as_tests(tmp_path):
+    """examples/handoff.py under the plugin: one item per protocol, each passing with the
+    verdict it declares (violations included)."""
+    from barrierproof.loader import resolve
+    path = os.path.join(ROOT, "examples", "handoff.py")
+    expected = len(resolve(path))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")     # not the project's own ini
+    proc = pytest_run(tmp_path, "--barrierproof", "-c", str(tmp_path / "pytest.ini"),
+                      "--rootdir", str(tmp_path), path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert f"{expected} passed" in proc.stdout
