@@ -466,10 +466,11 @@ def cmd_check(args, engine: str | None = None) -> int:
             if not interrupts.seen:
                 verdicts += run_targets(targets, params, options, engine or args.engine, args,
                                         progress, cache, interrupts)
-                verdicts, rechecks = suppress.apply_all(verdicts, targets, options, lambda target, opts:
-                                              run_targets([target], params, opts, engine or
-                                                          args.engine, args, progress, cache,
-                                                          interrupts))
+            if not interrupts.seen:     # a suppressed finding: that target again (suppress.py)
+                def again(target: Target, opts: Options) -> list[Verdict]:
+                    return run_targets([target], params, opts, engine or args.engine, args,
+                                       progress, cache, interrupts)
+                verdicts, rechecks = suppress.apply_all(verdicts, targets, options, again)
             if getattr(args, "fix", False) and not interrupts.seen:
                 _attach_fixes(verdicts, targets, params, options)
         finally:
