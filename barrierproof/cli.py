@@ -24,10 +24,12 @@ from .config import apply_config
 from . import guard
 from .guard import GRACE_SECONDS, Interrupts, LimitReached, Watchdog
 from .loader import Target, resolve
+from .outputs import REPORTERS, add_flags as add_ci_flags, exit_status, render, write_reports
+from . import suppress
 from .model.ir import Kernel, ModelError
 from .validate import check_args, check_codes, writable_dir
 from . import streams
-from .outputs import refuse_overwriting_inputs, write_into_dir, write_output
+from .safe_write import refuse_overwriting_inputs, write_into_dir, write_output
 from .exhausted import EXHAUSTED, exhausted_verdict
 
 # Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
@@ -422,24 +424,6 @@ def exit_code(verdicts: list[Verdict], expect: bool = False) -> int:
     return 0
 
 
-# --format NAME -> (module, function(verdicts) -> str); junit also takes `expect`.
-REPORTERS = {
-    "text": ("barrierproof.checker.report.text", "text_report"),
-    "json": ("barrierproof.checker.report.text", "json_report"),
-    "sarif": ("barrierproof.checker.report.sarif", "sarif_report"),
-    "junit": ("barrierproof.checker.report.junit", "junit_report"),
-    "html": ("barrierproof.checker.report.html", "html_report"),
-}
-
-
-def render(fmt: str, verdicts: list[Verdict], expect: bool = False) -> str:
-    module, fn = REPORTERS[fmt]
-    report = getattr(importlib.import_module(module), fn)
-    text = report(verdicts, expect=expect) if fmt == "junit" else report(verdicts)
-    # A lone surrogate from a user's name that a reporter passed on: escaped, never a crash.
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[str, int],
                   options: Options) -> None:
     """Verified repairs for every violation (`--fix`); kernels are built again, so a cached
@@ -488,16 +472,23 @@ def cmd_check(args, engine: str | None = None) -> int:
     guard.budget = (guard.build_limit(args.build_timeout, limits.timeout), limits.max_memory_mb)
     from .cache import Cache
     cache = None if args.no_cache else Cache(args.cache_dir)
+    rechecks = 0        # targets checked again with a suppressed code ignored (suppress.py)
     with Interrupts() as interrupts:
         guard.current = interrupts
         try:
-            targets, verdicts = _collect(args.paths, interrupts, getattr(args, "verbose", False))
+            targets, verdicts = _collect(args.paths, interrupts,
+                                         getattr(args, "verbose", False), args.exclude)
             if not targets and not verdicts:
                 return _fail(f"no protocols found in {' '.join(args.paths)}",
                              "define protocols with @protocol, or name Pallas kernels in EXPECT")
             if not interrupts.seen:
                 verdicts += run_targets(targets, params, options, engine or args.engine, args,
                                         progress, cache, interrupts)
+            if not interrupts.seen:     # a suppressed finding: that target again (suppress.py)
+                def again(target: Target, opts: Options) -> list[Verdict]:
+                    return run_targets([target], params, opts, engine or args.engine, args,
+                                       progress, cache, interrupts)
+                verdicts, rechecks = suppress.apply_all(verdicts, targets, options, again)
             if getattr(args, "fix", False) and not interrupts.seen:
                 _attach_fixes(verdicts, targets, params, options)
         finally:
@@ -505,7 +496,7 @@ def cmd_check(args, engine: str | None = None) -> int:
             interrupts.quiet()      # the report below is written whatever arrives now
         if cache is not None and cache.hits and not args.quiet:
             where = os.path.relpath(args.cache_dir)
-            print(f"{cache.hits} of {len(verdicts)} verdicts from the cache "
+            print(f"{cache.hits} of {len(verdicts) + rechecks} verdicts from the cache "
                   f"({args.cache_dir if where.startswith('..') else where}); "
                   "--no-cache checks again", file=sys.stderr)
         if getattr(args, "confirm", False):
@@ -540,8 +531,8 @@ def confirm_in_jax(verdicts: list[Verdict], kinds: dict[str, str]) -> None:
             v.notes.append(f"not reproduced in JAX's interpreter under this schedule ({what})")
 
 
-def _collect(specs: list[str], interrupts: Interrupts, verbose: bool = False
-             ) -> tuple[list[Target], list[Verdict]]:
+def _collect(specs: list[str], interrupts: Interrupts, verbose: bool = False,
+             exclude: Sequence[str] = ()) -> tuple[list[Target], list[Verdict]]:
     """The targets of every path. A file that cannot be imported is its own `error` verdict
     when several paths are given (one file must not hide the others), a plain input error when
     it is the only one; a signal while importing reports what was not reached as `bounded`."""
@@ -549,7 +540,7 @@ def _collect(specs: list[str], interrupts: Interrupts, verbose: bool = False
     skipped: list[tuple[str, str]] = []
     for n, spec in enumerate(specs):
         try:
-            targets += resolve(spec, skipped)
+            targets += resolve(spec, skipped, exclude)
             if verbose:     # -v: the files of a directory that were not checked, and why
                 for path, why in skipped:
                     print(f"skipped {path}: {why}", file=sys.stderr)
@@ -572,24 +563,15 @@ def _collect(specs: list[str], interrupts: Interrupts, verbose: bool = False
 def _report(verdicts: list[Verdict], args) -> int:
     """Traces, then the report: a write that fails now (a full disk) is an input error with a
     message, never a traceback that loses the verdicts."""
-    code = exit_code(verdicts, args.expect)
+    code = exit_status(exit_code(verdicts, args.expect), args)
     try:
         if args.trace_dir:
             _write_traces(verdicts, args.trace_dir)
-        if args.format == "text" and not args.output and sys.stdout.isatty():
-            from .checker.report.console import print_report
-            print_report(verdicts)
-            return code
-        text = render(args.format, verdicts, args.expect)
-        if args.output:
-            write_output(args.output, text)
-        else:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-            sys.stdout.flush()
+        write_reports(verdicts, args)       # the -o files and the console (outputs.py)
     except BrokenPipeError:
         return streams.broken_pipe(code)
     except OSError as err:
-        where = err.filename or args.output or args.trace_dir
+        where = err.filename or args.trace_dir
         return _fail(f"cannot write {where}: {err.strerror or err}",
                      "check the disk and the path; the verdicts were "
                      + ", ".join(f"{v.name} {v.label}" for v in verdicts[:5])
@@ -760,8 +742,12 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
                    help="set a protocol parameter (repeatable)")
     p.add_argument("--format", choices=sorted(REPORTERS), default=None,
                    help="text (default; colour and tables on a terminal), json, sarif "
-                        "(code scanning), junit (test reports), html (timelines)")
-    p.add_argument("-o", "--output", help="write the report to a file")
+                        "(code scanning), junit (test reports), html (timelines), github "
+                        "(workflow annotations)")
+    p.add_argument("-o", "--output", action="append", metavar="[FORMAT=]PATH",
+                   help="write FORMAT's report to PATH beside the console report "
+                        "(repeatable); a plain PATH takes the --format report instead of "
+                        "the console")
     p.add_argument("--max-states", type=int, default=None, metavar="N",
                    help="default 5000000")
     p.add_argument("--max-depth", type=int, default=None, metavar="N")
@@ -787,7 +773,8 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace-dir", metavar="DIR", help="write each counterexample as JSON here")
     p.add_argument("--expect", action="store_true",
                    help="exit 0 only if every verdict matches its declared expectation")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress display; the console shows only failures and the summary")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="list the files of a directory that were not checked, and why")
     p.add_argument("--progress", action="store_true",
@@ -801,6 +788,7 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", metavar="DIR",
                    help="where the proof cache lives (default: .barrierproof_cache next to the "
                         "pyproject.toml, or $BARRIERPROOF_CACHE_DIR)")
+    add_ci_flags(p)
 
 
 def _add_tlc_flags(p: argparse.ArgumentParser) -> None:
@@ -947,7 +935,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("barrierproof: memory ran out: stopped before a verdict", file=sys.stderr)
         return 2
     except OSError as err:      # our own reads and writes: user code's errors are ModelErrors
-        path = err.filename or getattr(args, "output", None)   # a failed flush names no file
+        output = getattr(args, "output", None)   # a failed flush names no file
+        path = err.filename or (output if isinstance(output, str) else None)
         where = f"{path}: " if path else ""
         return _fail(f"{where}{err.strerror or err}", "check the path, its permissions and "
                      "the free disk space")

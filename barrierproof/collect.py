@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import functools
 from pathlib import Path
 
 from .model.dsl import Protocol
@@ -81,6 +82,17 @@ def candidates(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
         else:
             skipped.append((file, why))
     return chosen, skipped
+
+
+def collected(file: Path, root: Path) -> bool:
+    """Whether `check DIR` would import this file of `root` (the pytest plugin's question)."""
+    return skipped_by_name(file, root) is None and \
+        could_declare(file, _local_modules_cached(root.resolve())) is None
+
+
+@functools.lru_cache(maxsize=8)
+def _local_modules_cached(root: Path) -> frozenset[str]:
+    return frozenset(_local_modules(root))
 
 
 def owns(module, proto: Protocol) -> bool:

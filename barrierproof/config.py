@@ -6,6 +6,7 @@ paths = ["kernels/", "protocols/ring.py::tma_ring"]   # relative to this pyproje
 params = { stages = 3, steps = 6 }     # applied to every protocol that has the parameter
 select = ["BP100", "BP101"]            # or "BP100,BP101"; default: every code
 ignore = ["BP190"]
+exclude = ["legacy", "*_old.py"]       # files a directory walk skips (--exclude adds more)
 max-states = 2_000_000
 max-depth = 200
 timeout = 600                          # seconds per protocol
@@ -53,6 +54,7 @@ KEYS = {
     "params": ("param", "a table of integers"),
     "select": ("select", "a list of codes"),
     "ignore": ("ignore", "a list of codes"),
+    "exclude": ("exclude", "a list of globs"),
     "max-states": ("max_states", "an integer"),
     "max-depth": ("max_depth", "an integer"),
     "timeout": ("timeout", "a number of seconds"),
@@ -197,6 +199,9 @@ def load_config(path: str) -> Config:
             value = [f"{k}={v}" for k, v in value.items()]
         elif key in ("select", "ignore"):
             value = _codes(value, path, key)
+        elif key == "exclude":
+            if not (isinstance(value, list) and all(isinstance(g, str) for g in value)):
+                raise _bad(path, key)
         elif key in ("max-states", "max-depth", "max-memory", "timeout", "build-timeout"):
             check_limit(dest, value, _loc(path, raw_key), f"[tool.barrierproof] {key}")
         elif key in ("reduction", "expect", "cache"):
@@ -255,6 +260,8 @@ def apply_config(args) -> Config:
             or os.path.join(config.root, ".barrierproof_cache")
     if args.format is None:
         args.format = DEFAULTS["format"]
+    if hasattr(args, "exclude"):        # the file's globs and the flags' together
+        args.exclude = list(values.get("exclude", [])) + list(args.exclude or [])
     if hasattr(args, "engine") and args.engine is None:
         args.engine = values.get("engine", DEFAULTS["engine"])
     return config

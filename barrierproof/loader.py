@@ -8,6 +8,7 @@ user's file runs their code: any error there becomes a one-line ModelError at th
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import importlib.util
 import inspect
@@ -16,7 +17,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from .collect import candidates, protocols_of
 from .guard import LimitReached, safe_text, user_code
@@ -38,6 +39,8 @@ class Target:
     # and replays a violation by tracing again at the breaking sizes.
     build_family: Callable[[], Kernel] | None = None
     replay_family: Callable | None = None
+    # Codes the target's own declaration suppresses (`@protocol(ignore=...)`; suppress.py).
+    ignore: frozenset[str] = frozenset()
 
     def build_all(self) -> list[Kernel]:
         return self.build_many() if self.build_many is not None else [self.build()]
@@ -105,7 +108,8 @@ def _dsl_target(path: str, name: str, proto: Protocol) -> Target:
                 return proto.build()
         except Exception as err:  # an error in the protocol body
             raise _user_error(err, path) from None
-    return Target(f"{path}::{name}", proto.name, "dsl", build, proto.expect, path)
+    return Target(f"{path}::{name}", proto.name, "dsl", build, proto.expect, path,
+                  ignore=proto.ignore)
 
 
 def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
@@ -279,9 +283,25 @@ def _short_repr(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def resolve(spec: str, skipped: list[tuple[str, str]] | None = None) -> list[Target]:
+def excluded(file: Path, root: Path, patterns: Sequence[str]) -> bool:
+    """`--exclude GLOB`: does a glob match the file's path below `root`, its name, or the name
+    of a folder between them?
+
+    >>> excluded(Path("k/legacy/old.py"), Path("k"), ["legacy"])
+    True
+    >>> excluded(Path("k/ring.py"), Path("k"), ["*_old.py", "legacy/*"])
+    False
+    """
+    rel = file.relative_to(root)
+    names = [rel.as_posix(), str(file.as_posix()), *rel.parts]
+    return any(fnmatch.fnmatchcase(n, g) for g in patterns for n in names)
+
+
+def resolve(spec: str, skipped: list[tuple[str, str]] | None = None,
+            exclude: Sequence[str] = ()) -> list[Target]:
     """All targets named by one command-line argument; files of a directory that are not
-    imported, or that hold no protocol, are added to `skipped` with the reason."""
+    imported, or that hold no protocol, are added to `skipped` with the reason (`exclude`:
+    globs of files a directory walk skips)."""
     path, _, only = spec.partition("::")
     if not os.path.exists(path):
         raise ModelError(f"{path} does not exist", loc=None,
@@ -295,6 +315,10 @@ def resolve(spec: str, skipped: list[tuple[str, str]] | None = None) -> list[Tar
             if skipped is not None:
                 skipped.append((str(file), f"not imported: {why}"))
         for file in chosen:
+            if excluded(file, Path(path), exclude):
+                if skipped is not None:
+                    skipped.append((str(file), "excluded"))
+                continue
             try:
                 found = targets_in_module(str(file), import_file(str(file)))
             except (ModelError, LimitReached) as err:  # one broken file must not hide the others

@@ -1,126 +1,140 @@
-"""Where reports and traces are written, and what they must never overwrite.
+"""Where a run's reports go: the console plus any number of files, all from one run.
 
-A report written over its own input (`check ring.py -o ring.py`), over pyproject.toml or over
-the `--config` file destroys what the user meant to keep, so such an output is an input error
-found before any work. Every file is written whole to a temporary name beside it, then renamed
-over the target: a rename replaces a symlink that sits at the target instead of following it, so
-a link planted inside `--trace-dir` cannot redirect a write elsewhere.
+`-o FORMAT=PATH` (repeatable) writes that format to PATH and leaves the console report on;
+a plain `-o PATH` writes `--format` there instead of the console (the older single-report form).
+`-q` shows only the failures on the console (the summary still counts every target),
+`--statistics` adds a count per code, `--exit-zero` turns findings into exit 0 (input errors
+stay 3: a gate must not pass on a file it could not read).
+
+>>> split_output("sarif=reports/bp.sarif")
+('sarif', 'reports/bp.sarif')
+>>> split_output("report.txt")
+(None, 'report.txt')
 """
 
 from __future__ import annotations
 
-import os
-import secrets
+import importlib
+import sys
+from typing import Sequence
 
+from .checker.verdict import Verdict
 from .model.ir import ModelError
+from .safe_write import write_output
 
-PROTECTED_NAMES = ("pyproject.toml",)
-
-
-def _inputs(args, config_path: str | None) -> list[tuple[str, str]]:
-    """(path, what it is) of every file this command reads."""
-    found = []
-    for spec in list(getattr(args, "paths", None) or []) + \
-            [p for p in (getattr(args, "path", None),) if p]:
-        path = spec.partition("::")[0]
-        found.append((path, "an input"))
-    for dest, what in (("config", "the --config file"), ("trace", "the trace read"),
-                       ("schedule", "the schedule read")):
-        value = getattr(args, dest, None)
-        if isinstance(value, str) and value:
-            found.append((value, what))
-    if config_path:
-        found.append((config_path, "the config file read"))
-    return found
+# --format NAME -> (module, function(verdicts) -> str); junit also takes `expect`.
+REPORTERS = {
+    "text": ("barrierproof.checker.report.text", "text_report"),
+    "json": ("barrierproof.checker.report.text", "json_report"),
+    "sarif": ("barrierproof.checker.report.sarif", "sarif_report"),
+    "junit": ("barrierproof.checker.report.junit", "junit_report"),
+    "html": ("barrierproof.checker.report.html", "html_report"),
+    "github": ("barrierproof.checker.report.github", "github_report"),
+}
 
 
-def _same(a: str, b: str) -> bool:
-    try:
-        if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return os.path.realpath(a) == os.path.realpath(b)
+def render(fmt: str, verdicts: list[Verdict], expect: bool = False) -> str:
+    module, fn = REPORTERS[fmt]
+    report = getattr(importlib.import_module(module), fn)
+    text = report(verdicts, expect=expect) if fmt in ("junit", "github") else report(verdicts)
+    # A lone surrogate from a user's name that a reporter passed on: escaped, never a crash.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _inside(path: str, directory: str) -> bool:
-    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(directory))
-    return not rel.startswith("..")
+def split_output(value: str) -> tuple[str | None, str]:
+    """`FORMAT=PATH` -> (FORMAT, PATH) when FORMAT is a report format; else (None, value)."""
+    fmt, sep, path = value.partition("=")
+    if sep and fmt in REPORTERS:
+        if not path:
+            raise ModelError(f"-o {value}: no path after {fmt}=",
+                             hint=f"e.g. -o {fmt}=barrierproof.{fmt}")
+        return fmt, path
+    return None, value
 
 
-def refuse_overwriting_inputs(args, config_path: str | None = None) -> None:
-    """`-o` must not name an input, a Python file inside an input directory, the config file
-    read, or any pyproject.toml."""
-    output = getattr(args, "output", None)
-    if not isinstance(output, str) or not output or getattr(args, "command", None) == "tla":
-        return
-    hint = "write the report to a new file, e.g. -o report.json"
-    if os.path.basename(output) in PROTECTED_NAMES:
-        raise ModelError(f"-o {output}: refusing to overwrite a project file with the report",
-                         hint=hint)
-    for path, what in _inputs(args, config_path):
-        if os.path.isdir(path):
-            if output.endswith(".py") and _inside(output, path):
-                raise ModelError(f"-o {output} lies in the input directory {path} and would be "
-                                 "read as a protocol file", hint=hint)
-        elif _same(output, path):
-            raise ModelError(f"-o {output} is {what} ({path}): refusing to overwrite it",
-                             hint=hint)
+def plan(args) -> tuple[str | None, list[tuple[str, str]]]:
+    """(the console's format, or None when a plain -o takes its place; [(format, path)])."""
+    default = getattr(args, "format", None) or "text"
+    values = getattr(args, "output", None) or []
+    files, plain = [], False
+    for value in [values] if isinstance(values, str) else values:
+        fmt, path = split_output(value)
+        plain |= fmt is None
+        files.append((fmt or default, path))
+    paths = [p for _, p in files]
+    for p in paths:
+        if paths.count(p) > 1:
+            raise ModelError(f"-o names {p} twice; each report needs a file of its own",
+                             hint="e.g. -o sarif=bp.sarif -o junit=bp-junit.xml")
+    return (None if plain else default), files
 
 
-def _write_at(dir_fd: int | None, directory: str, name: str, text: str) -> None:
-    """Write `text` to a fresh temporary file in the directory, then rename it onto `name`."""
-    temp = f".{name}.{secrets.token_hex(6)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    kwargs = {"dir_fd": dir_fd} if dir_fd is not None else {}
-    where = (lambda n: n) if dir_fd is not None else (lambda n: os.path.join(directory, n))
-    fd = os.open(where(temp), flags, 0o666, **kwargs)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        if dir_fd is not None:
-            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        else:
-            os.replace(where(temp), where(name))
-    except BaseException:
+def failures(verdicts: Sequence[Verdict], expect: bool) -> list[Verdict]:
+    """What fails the run: a verdict that does not match its expectation (with --expect), or
+    else one that is not verified/proved."""
+    if expect:
+        return [v for v in verdicts if not (v.expected and v.matches(v.expected))]
+    return [v for v in verdicts if v.exit_code != 0]
+
+
+def statistics(verdicts: Sequence[Verdict]) -> str:
+    """One line per code, most frequent first: count, code, name (suppressed ones apart)."""
+    from .model.semantics import CODES
+    counts: dict[tuple[str, bool], int] = {}
+    for v in verdicts:
+        for d in v.diagnostics:
+            counts[d.code, False] = counts.get((d.code, False), 0) + 1
+        for s in v.suppressed:
+            counts[s["code"], True] = counts.get((s["code"], True), 0) + 1
+    if not counts:
+        return "no findings\n"
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    width = max(len(str(n)) for n in counts.values())
+    return "".join(f"{n:>{width}}  {code:<6} {CODES.get(code, 'input error')}"
+                   f"{' (suppressed)' if quiet else ''}\n" for (code, quiet), n in rows)
+
+
+def exit_status(code: int, args) -> int:
+    """--exit-zero: findings (1) and open verdicts (2) pass; an input error (3) never does."""
+    return 0 if getattr(args, "exit_zero", False) and code in (1, 2) else code
+
+
+def write_reports(verdicts: list[Verdict], args) -> None:
+    """Every file of -o, then the console; a failed write raises OSError (the caller's one
+    line, exit 3)."""
+    console, files = plan(args)
+    for fmt, path in files:
+        text = render(fmt, verdicts, args.expect)
         try:
-            os.unlink(where(temp), **kwargs)
-        except OSError:
-            pass
-        raise
+            write_output(path, text)        # whole or not at all, never through a symlink
+        except OSError as err:
+            err.filename = err.filename or path     # a failed flush names no file
+            raise
+    quiet = getattr(args, "quiet", False)
+    if console == "text":
+        if quiet:
+            from .checker.report.text import text_report
+            sys.stdout.write(text_report(verdicts, only=failures(verdicts, args.expect)))
+        elif sys.stdout.isatty():
+            from .checker.report.console import print_report
+            print_report(verdicts)
+        else:
+            sys.stdout.write(render("text", verdicts, args.expect))
+    elif console is not None:
+        text = render(console, verdicts, args.expect)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if getattr(args, "statistics", False):
+        # beside a machine-read console report (json, sarif, ...) on stderr, so stdout parses
+        out = sys.stdout if console in ("text", "github", None) else sys.stderr
+        out.write(statistics(verdicts))
 
 
-def _open_dir(directory: str) -> int | None:
-    if os.open not in getattr(os, "supports_dir_fd", set()):
-        return None
-    return os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-
-
-def write_into_dir(directory: str, name: str, text: str) -> None:
-    """A file `name` (no separators) inside `directory`, created when missing; a symlink
-    already at `name` is replaced, never followed."""
-    if os.sep in name or name in ("", ".", ".."):
-        raise ValueError(f"not a plain file name: {name!r}")
-    os.makedirs(directory, exist_ok=True)
-    dir_fd = _open_dir(directory)
-    try:
-        _write_at(dir_fd, directory, name, text)
-    finally:
-        if dir_fd is not None:
-            os.close(dir_fd)
-
-
-def write_output(path: str, text: str) -> None:
-    """The report file of `-o PATH`, written whole or not at all; a device or a pipe the
-    user named (/dev/stdout, a fifo) is written in place."""
-    import stat
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        return
-    directory, name = os.path.split(os.path.abspath(path))
-    write_into_dir(directory, name, text)
+def add_flags(p) -> None:
+    """The CI conventions' flags of check / prove / tlc."""
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="skip files below a PATH directory whose path, name or a parent "
+                        "folder's name matches GLOB (repeatable); they are not imported")
+    p.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 even with violations or open verdicts (input errors still 3)")
+    p.add_argument("--statistics", action="store_true",
+                   help="after the report, count the findings per code")

@@ -155,6 +155,8 @@ def check_args(args) -> None:
         if getattr(args, "command", None) == "tla":
             writable_dir(output, "-o")
         else:
-            writable_file(output, "-o")
+            from .outputs import plan       # -o [FORMAT=]PATH, repeatable
+            for _, path in plan(args)[1]:
+                writable_file(path, "-o")
     if getattr(args, "trace_dir", None) is not None:
         writable_dir(args.trace_dir, "--trace-dir")

@@ -74,6 +74,9 @@ class Verdict:
     bytes_per_state: float | None = None   # resident memory grown per distinct state
     collision_probability: float | None = None  # fingerprint store: TLC's estimate
     fixes: list[Fix] | None = None     # verified repairs (None: repair was not asked for)
+    # Findings a suppression silenced (barrierproof/suppress.py): each a Diagnostic's JSON plus
+    # `by`, the comment or @protocol(ignore=...) that silenced it. Reported, never dropped.
+    suppressed: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         assert self.verdict in VERDICTS, self.verdict
@@ -123,4 +126,5 @@ class Verdict:
             "bytes_per_state": self.bytes_per_state,
             "collision_probability": self.collision_probability,
             **({"fixes": [f.to_json() for f in self.fixes]} if self.fixes is not None else {}),
+            **({"suppressed": self.suppressed} if self.suppressed else {}),
         }

@@ -780,14 +780,30 @@ def _check_expect(expect: str, fn: Callable) -> None:
                          hint="use e.g. 'verified', 'proved', 'unknown' or 'violation:BP100'")
 
 
+def _check_ignore(codes: Sequence[str] | str, fn: Callable) -> frozenset[str]:
+    """`@protocol(ignore=...)`: codes this protocol suppresses, each a known code (a typo must
+    not suppress nothing silently)."""
+    from .semantics import CODES
+    codes = [codes] if isinstance(codes, str) else list(codes)
+    unknown = [c for c in codes if c not in CODES]
+    if unknown:
+        c = fn.__code__
+        raise ModelError(f"ignore={unknown[0]!r} is not a diagnostic code",
+                         loc=Loc(c.co_filename, c.co_firstlineno),
+                         hint="e.g. @protocol(ignore=[\"BP103\"]); the codes are in docs/rules/")
+    return frozenset(codes)
+
+
 class Protocol:
     """A protocol function and how to build its IR."""
 
-    def __init__(self, fn: Callable, expect: str | None, symbolic: Sequence[str], name: str):
+    def __init__(self, fn: Callable, expect: str | None, symbolic: Sequence[str], name: str,
+                 ignore: Sequence[str] = ()):
         self.fn = fn
         self.expect = expect
         self.symbolic = tuple(symbolic)
         self.name = name
+        self.ignore = _check_ignore(ignore, fn)
         code = fn.__code__
         self.loc = Loc(code.co_filename, code.co_firstlineno, fn.__name__)
         sig = inspect.signature(fn)
@@ -814,9 +830,11 @@ class Protocol:
 
 
 def protocol(fn: Callable | None = None, *, expect: str | None = None,
-             symbolic: Sequence[str] = (), name: str | None = None):
+             symbolic: Sequence[str] = (), name: str | None = None,
+             ignore: Sequence[str] = ()):
     """Declare a protocol. `expect` is the verdict an example must get ("verified",
-    "violation:BP100", ...); `symbolic` names the parameters `prove` quantifies over."""
+    "violation:BP100", ...); `symbolic` names the parameters `prove` quantifies over; `ignore`
+    the codes this protocol suppresses (each suppressed finding is still reported)."""
 
     def wrap(f: Callable) -> Protocol:
         if not callable(f) or not hasattr(f, "__code__"):
@@ -834,6 +852,6 @@ def protocol(fn: Callable | None = None, *, expect: str | None = None,
                                  loc=Loc(c.co_filename, c.co_firstlineno),
                                  hint="use e.g. 'verified' or 'violation:BP100'")
             _check_expect(expect, f)
-        return Protocol(f, expect, symbolic, name or f.__name__)
+        return Protocol(f, expect, symbolic, name or f.__name__, ignore)
 
     return wrap(fn) if fn is not None else wrap

@@ -14,7 +14,10 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.cli", "barrierproof.checker.repair.source",
            "barrierproof.checker.repair.search", "barrierproof.model.reference",
            "barrierproof.model.steps", "barrierproof.checker.engines.tla",
-           "barrierproof.checker.engines.tla_state", "barrierproof.checker.engines.tlc"]
+           "barrierproof.checker.engines.tla_state", "barrierproof.checker.engines.tlc",
+           "barrierproof.checker.rules", "barrierproof.loader", "barrierproof.outputs",
+           "barrierproof.suppress", "barrierproof.checker.report.github",
+           "barrierproof.checker.repair.spelling"]
 
 
 @pytest.mark.parametrize("name", MODULES)

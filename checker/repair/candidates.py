@@ -14,6 +14,7 @@ from typing import Iterator
 from ...model.ir import (BarrierRef, BinOp, Const, Expr, Kernel, Loc, Loop, Op, UnOp, Var,
                          WarpRegion, When, emin)
 from . import ir_edit as E
+from .spelling import argument_text, spellings, written_value
 from .source import (SourceEdit, Sources, dsl_expr, dsl_op, insert_lines, replace_argument,
                      replace_condition, unwrap_block)
 
@@ -58,14 +59,22 @@ def num_arrivals(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
     pool += [(kernel.num_threads, 1), (kernel.num_threads - 1, 1)]
     for axis, size in kernel.cluster:
         pool += [(Var(p) * size, 0) for p in kernel.params] + [(size, 2)]
+    spelled = spellings(kernel)         # `STAGES - 1` stays `STAGES - 1`, not `3`
     for alloc in kernel.barriers:
         seen = {repr(alloc.num_arrivals)}
+        line = src.line(alloc.loc)
+        written = argument_text(line, "num_arrivals") if line else None
         for value, cost in pool:
             value = _simplify(value)
             if repr(value) in seen or (isinstance(value, Const) and value.value < 1):
                 continue
             seen.add(repr(value))
             old, new = _text(alloc.num_arrivals, kernel), _text(value, kernel)
+            if isinstance(value, Const) and value.value in spelled:
+                new = spelled[value.value]
+            if written is not None and written != old and isinstance(alloc.num_arrivals, Const) \
+                    and written_value(kernel, written) == alloc.num_arrivals.value:
+                old = written           # the argument as written, e.g. `STAGES`
             edit = replace_argument(src, alloc.loc, "num_arrivals", old, new)
             if edit is None and isinstance(alloc.num_arrivals, Const) \
                     and alloc.num_arrivals.value == 1:

@@ -289,8 +289,9 @@ def _section(v: Verdict, anchor: str) -> str:
 def html_report(verdicts: Sequence[Verdict]) -> str:
     """The whole report as one HTML document (inline CSS and script, nothing fetched)."""
     from ... import __version__
-    anchors = {i: f"v{i}" for i, v in enumerate(verdicts) if v.verdict not in ("verified",
-                                                                                "proved")}
+    # a section for every verdict that is not clean, and for every one with a suppressed finding
+    anchors = {i: f"v{i}" for i, v in enumerate(verdicts)
+               if v.verdict not in ("verified", "proved") or v.suppressed}
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1

@@ -72,7 +72,9 @@ def junit_tree(verdicts: Sequence[Verdict], expect: bool = False) -> ET.Element:
             if kind != "skipped":
                 element.text = _clean(describe(v))
         out = ET.SubElement(case, "system-out")
-        out.text = _clean(f"{v.label}: {v.coverage or ''} ({v.states} states, engine {v.engine})")
+        out.text = _clean(f"{v.label}: {v.coverage or ''} ({v.states} states, engine {v.engine})"
+                          + "".join(f"\nsuppressed: {s['code']} at {s['location']} by {s['by']}"
+                                    for s in v.suppressed))
     for element in (root, suite):
         element.set("tests", str(len(verdicts)))
         element.set("failures", str(counts["failure"]))

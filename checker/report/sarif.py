@@ -222,6 +222,16 @@ def _results(verdict: Verdict, rules: dict[str, int]) -> list[dict]:
             if fixes:
                 result["fixes"] = fixes
         out.append(result)
+    for s in verdict.suppressed:     # kept in the log, marked: viewers hide them, audits see them
+        rules.setdefault(s["code"], len(rules))
+        path, line = split_location(s["location"])
+        physical = _location(path or kernel_path, line)
+        out.append({"ruleId": s["code"], "ruleIndex": rules[s["code"]], "level": _level(s["code"]),
+                    "message": {"text": f"{ref}: {s['message']}"},
+                    "partialFingerprints": _fingerprint(s["code"], verdict, s["message"]),
+                    "suppressions": [{"kind": "inSource", "justification": s["by"]}],
+                    "locations": [dict(physical, logicalLocations=logical)] if physical else
+                    [{"logicalLocations": logical}]})
     return out
 
 

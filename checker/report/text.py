@@ -121,8 +121,11 @@ def fix_lines(v: Verdict) -> list[str]:
     return lines
 
 
-def text_report(verdicts: Sequence[Verdict], show_trace: bool = True) -> str:
-    blocks = [describe(v, show_trace) for v in verdicts]
+def text_report(verdicts: Sequence[Verdict], show_trace: bool = True,
+                only: Sequence[Verdict] | None = None) -> str:
+    """Every verdict's block (or those of `only`, e.g. the failures under -q), then the summary
+    over all of `verdicts`."""
+    blocks = [describe(v, show_trace) for v in (verdicts if only is None else only)]
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1
@@ -136,7 +139,11 @@ def text_report(verdicts: Sequence[Verdict], show_trace: bool = True) -> str:
         summary += f"; {met}/{len(expected) + len(unchecked)} as expected"
         if unchecked:
             summary += f" ({len(unchecked)} error(s) before any expectation was read)"
-    return "\n\n".join(blocks) + f"\n\n{len(verdicts)} checked: {summary}\n"
+    suppressed = sum(len(v.suppressed) for v in verdicts)
+    if suppressed:
+        summary += f"; {suppressed} finding(s) suppressed"
+    body = "\n\n".join(blocks) + "\n\n" if blocks else ""
+    return body + f"{len(verdicts)} checked: {summary}\n"
 
 
 def json_report(verdicts: Sequence[Verdict]) -> str:
