@@ -306,3 +306,26 @@ def test_tlc_leaves_region_races_open_and_says_so():
     for name in ("row_halves", "row_halves_off_by_one"):
         v = tlc.run_tlc(TARGETS[name].build(), source=TARGETS[name].ref)
         assert v.verdict == "unknown" and "BP200" in v.coverage, (name, v.label)
+
+
+def _gather_kernel():
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+
+    def body(o_gmem, acc):
+        wg = jax.lax.axis_index("wg")
+        rows = jnp.arange(8, dtype=jnp.int32) + wg * 8     # disjoint, but an array of rows
+        acc[rows] = jnp.zeros((8, 16), jnp.float32)
+
+    kernel = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((16, 16), jnp.float32),
+                          num_threads=2, thread_name="wg",
+                          scratch_types=[plgpu.SMEM((16, 16), jnp.float32)])
+    return kernel()
+
+
+def test_pallas_gather_is_the_whole_buffer_and_the_notes_say_so():
+    (kernel,) = pallas.load(_gather_kernel, name="gathered")
+    assert {repr(r) for op in kernel.ops() for r in op.writes} == {"acc"}
+    assert any("not followed from dimension 0" in n for n in kernel.notes), kernel.notes
+    assert check_kernel(kernel).codes == ["BP200"]       # coarser, never narrower

@@ -55,7 +55,13 @@ class MemoryHandlers:
         if any(type(t).__name__ != "NDIndexer" for t in transforms[:indexers[-1]]):
             # a layout (tiling, swizzle) before an indexer: its dimensions are not the
             # buffer's, except the leading ones, which it keeps
-            return IRMemRef(alloc, self._leading_slots(transforms[indexers[0]], alloc))
+            index = self._leading_slots(transforms[indexers[0]], alloc)
+            if any(type(i).__name__ == "Slice" and not _full(i, n)
+                   for t in (transforms[k] for k in indexers)
+                   for i, n in zip(t.indices, t.shape)):
+                self._note(f"a slice of `{alloc.name}` behind a layout transform is judged as "
+                           "the whole rest of the buffer past its leading slots")
+            return IRMemRef(alloc, index)
         return self._region(alloc, [transforms[n] for n in indexers])
 
     def _leading_slots(self, indexer, alloc) -> tuple[Expr, ...]:
@@ -93,7 +99,7 @@ class MemoryHandlers:
                     dims[d] = [mk("+", start, mk("*", stride, first)), Const(size),
                                mk("*", stride, Const(step))]
                     continue
-                if getattr(idx, "shape", ()):
+                if _array_shape(idx):
                     known = min(known, d)             # a gather: later indexers only narrow
                     break                             # what is left, so they may be dropped
                 e = self._leaf(idx)
@@ -105,6 +111,10 @@ class MemoryHandlers:
                 open_dims = kept + open_dims[len(t.indices):]
                 continue
             break
+        if known < len(shape):
+            self._note(f"a region of `{alloc.name}` is not followed from dimension {known} on "
+                       "(a gather or a data-dependent start): races are judged on the whole "
+                       "rest of the buffer there")
         index: list[Expr] = []
         region: list[Slice] = []
         for d in range(known):
@@ -211,6 +221,18 @@ class MemoryHandlers:
             at += n
         acc, a, b = (self._mem_ref(self.read(env, eqn.invars[i]), ts[i]) for i in range(3))
         return tuple(x for x in (a, b) if x is not None), (() if acc is None else (acc,))
+
+
+def _full(idx, n: int) -> bool:
+    """A jaxpr Slice that takes its whole dimension (`:`)."""
+    return isinstance(idx.start, int) and idx.start == 0 and int(idx.size) == int(n) and \
+        int(getattr(idx, "stride", 1) or 1) == 1
+
+
+def _array_shape(idx) -> tuple:
+    """The shape of an indexer that is an array (a gather), () for a scalar index."""
+    aval = getattr(idx, "aval", None)
+    return tuple(getattr(aval, "shape", None) or getattr(idx, "shape", None) or ())
 
 
 def _whole(s: Slice, n: int) -> bool:
