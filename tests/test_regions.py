@@ -63,7 +63,8 @@ def test_regions_overlap_only_if_every_dimension_does():
 
 def test_divisor_divides_every_value():
     wg, i = Var("wg"), Var("i")
-    for expr in (wg * 64 + 128, (i % 4) * 32, wg * 6 - i * 4, i + 1, (wg * 8) % 12):
+    for expr in (wg * 64 + 128, (i % 4) * 32, wg * 6 - i * 4, i + 1, (wg * 8) % 12,
+                 (wg * 64) // 8, (wg * 6) // 4):
         d = divisor(expr)
         assert d >= 1
         for w, j in itertools.product(range(5), range(9)):
@@ -329,3 +330,35 @@ def test_pallas_gather_is_the_whole_buffer_and_the_notes_say_so():
     assert {repr(r) for op in kernel.ops() for r in op.writes} == {"acc"}
     assert any("not followed from dimension 0" in n for n in kernel.notes), kernel.notes
     assert check_kernel(kernel).codes == ["BP200"]       # coarser, never narrower
+
+
+def _tiled_kernel(first_row):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+
+    def body(o_gmem, o_smem):
+        wg = jax.lax.axis_index("wg")
+        mine = o_smem.at[pl.ds(first_row(wg), 64)]       # the warpgroup's rows of the tile
+        mine[...] = jnp.zeros((64, 64), jnp.float16)
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(mine, o_gmem.at[pl.ds(first_row(wg), 64)])
+        plgpu.wait_smem_to_gmem(0)
+
+    layout = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+    kernel = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((128, 64), jnp.float16),
+                          num_threads=2, thread_name="wg",
+                          scratch_types=[plgpu.SMEM((128, 64), jnp.float16, transforms=layout)])
+    return kernel()
+
+
+def test_pallas_rows_of_a_tiled_swizzled_buffer_by_whole_tiles():
+    (halves,) = pallas.load(lambda: _tiled_kernel(lambda wg: wg * 64), name="halves")
+    regions = {repr(r) for op in halves.ops() for r in op.reads + op.writes}
+    assert regions == {"o_smem[ds(((wg * 64) // 8), 8)]"}, regions   # 16 tiles of 8 rows
+    assert next(b for b in halves.buffers if b.name == "o_smem").granule[0] == 8
+    assert check_kernel(halves).verdict == "verified"
+    # a start off the tile grid covers every tile: coarser, never narrower
+    (shifted,) = pallas.load(lambda: _tiled_kernel(lambda wg: wg * 63), name="shifted")
+    assert check_kernel(shifted).codes == ["BP200"]

@@ -21,7 +21,7 @@ from typing import Any
 from ..ir import Const, Expr, MemAlloc, ModelError, Op, Slice
 from ..ir import MemRef as IRMemRef
 from ..expr import mk, opaque_vars
-from ..regions import granules
+from ..regions import divisor, granules
 from .values import MemRef
 
 SPACES = {"smem": "smem", "tmem": "tmem"}
@@ -52,9 +52,13 @@ class MemoryHandlers:
         indexers = [n for n, t in enumerate(transforms) if type(t).__name__ == "NDIndexer"]
         if not indexers:
             return IRMemRef(alloc)
+        layout = transforms[:indexers[0]]
+        tiled = _tiling(layout, transforms[indexers[0]:indexers[-1]], len(alloc.shape))
+        if tiled is not None:
+            return self._tiled_region(alloc, tiled, [transforms[n] for n in indexers])
         if any(type(t).__name__ != "NDIndexer" for t in transforms[:indexers[-1]]):
-            # a layout (tiling, swizzle) before an indexer: its dimensions are not the
-            # buffer's, except the leading ones, which it keeps
+            # a layout before an indexer that is no plain tiling: its dimensions are not
+            # the buffer's, except the leading ones, which it keeps
             index = self._leading_slots(transforms[indexers[0]], alloc)
             if any(type(i).__name__ == "Slice" and not _full(i, n)
                    for t in (transforms[k] for k in indexers)
@@ -75,12 +79,42 @@ class MemoryHandlers:
             index.append(e)
         return tuple(index)
 
-    def _region(self, alloc, indexers) -> IRMemRef:
+    def _tiled_region(self, alloc, tiling: tuple[int, ...], indexers) -> IRMemRef:
+        """A region of a tiled buffer (UntilingTransform, maybe behind a swizzle), indexed in
+        its logical shape: leading dimensions as they are; a tiled dimension by whole tiles
+        (a slice whose start and size are multiples of the tile is exact there, anything else
+        is every tile); the dimensions within a tile whole (a swizzle permutes them)."""
+        shape = [int(n.value) for n in alloc.shape]
+        r = len(tiling)
+        lead = len(shape) - 2 * r
+        logical = shape[:lead] + [shape[lead + i] * tiling[i] for i in range(r)]
+        ref = self._region(alloc, indexers, logical)
+        named = list(ref.index) + list(ref.region)
+        out: list = named[:lead]
+        for i, t in enumerate(tiling):
+            if lead + i >= len(named):
+                break
+            entry = named[lead + i]
+            if isinstance(entry, Slice):
+                unit = isinstance(entry.stride, Const) and entry.stride.value == 1
+                aligned = isinstance(entry.size, Const) and entry.size.value % t == 0 and \
+                    divisor(entry.start) % t == 0
+                out.append(Slice(mk("//", entry.start, Const(t)), Const(entry.size.value // t))
+                           if unit and aligned else Slice(Const(0), Const(shape[lead + i])))
+            else:
+                out.append(Slice(mk("//", entry, Const(t)), Const(1)))
+        cut = next((d for d, e in enumerate(out) if isinstance(e, Slice)), len(out))
+        region = list(out[cut:])
+        while region and _whole(region[-1], shape[cut + len(region) - 1]):
+            region.pop()
+        return IRMemRef(alloc, tuple(out[:cut]), tuple(region))
+
+    def _region(self, alloc, indexers, logical=None) -> IRMemRef:
         """The region a chain of indexers (`acc.at[pl.ds(wg * 64, 64)].at[:, 0:32]`) names:
         each indexer's dimensions are those its predecessors left open, so starts and strides
         compose; a dimension the chain cannot follow (a gather, data) and those after it are
         whole."""
-        shape = [int(n.value) for n in alloc.shape]
+        shape = logical or [int(n.value) for n in alloc.shape]
         dims: list[list[Expr] | Expr] = [[Const(0), Const(n), Const(1)] for n in shape]
         open_dims = list(range(len(shape)))
         known = len(shape)            # dimensions before this one are followed exactly
@@ -221,6 +255,17 @@ class MemoryHandlers:
             at += n
         acc, a, b = (self._mem_ref(self.read(env, eqn.invars[i]), ts[i]) for i in range(3))
         return tuple(x for x in (a, b) if x is not None), (() if acc is None else (acc,))
+
+
+def _tiling(layout, between, rank: int) -> tuple[int, ...] | None:
+    """The tiling of a layout that is an UntilingTransform, maybe behind an UnswizzleRef, with
+    only indexers after it; None for any other layout."""
+    names = [type(t).__name__ for t in layout]
+    if names not in (["UntilingTransform"], ["UnswizzleRef", "UntilingTransform"]) or \
+            any(type(t).__name__ != "NDIndexer" for t in between):
+        return None
+    tiling = tuple(int(n) for n in layout[-1].tiling)
+    return tiling if 0 < 2 * len(tiling) <= rank else None
 
 
 def _full(idx, n: int) -> bool:
