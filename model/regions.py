@@ -119,6 +119,8 @@ def divisor(expr: Expr) -> int:
     >>> from .ir import Var
     >>> divisor(Var("wg") * 64 + 128), divisor(Var("i") % 4 * 32), divisor(Var("i") + 1)
     (64, 32, 1)
+    >>> divisor((Var("wg") * 64) // 8)
+    8
     """
     if isinstance(expr, Const):
         return abs(expr.value)              # 0: divisible by anything (gcd(0, n) = n)
@@ -130,6 +132,9 @@ def divisor(expr: Expr) -> int:
             return math.gcd(a, b)           # x % m = x - m*q: both parts divisible
         if expr.op == "*":
             return a * b
+        if expr.op == "//" and isinstance(expr.rhs, Const) and expr.rhs.value > 0 and \
+                a % expr.rhs.value == 0:
+            return a // expr.rhs.value      # (k*a) // c = k*(a/c) when c divides a
     return 1
 
 

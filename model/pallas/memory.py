@@ -1,9 +1,13 @@
 """Memory effects of a Pallas kernel: which SMEM / TMEM slots each equation reads or writes.
 
-An SMEM or TMEM allocation becomes an IR buffer whose *slots* are its leading dimensions (all
-but the last two: the tile), so `smem.at[slot]` and `out_smem[wg, slot] = ...` name one slot.
-A reference the frontend cannot pin to slots (a dynamic slice across slots, a transform it does
-not follow) is taken as the whole buffer. Races are judged by model/memory.py.
+An SMEM or TMEM allocation becomes an IR buffer whose slots are its elements, down to the
+deepest dimension the kernel ever names: `smem.at[slot]` names one slot of a ring,
+`acc.at[pl.ds(wg * 64, 64)]` a region of rows (ir.MemRef), composed through `.at[...]` chains
+and `ref[...]` indexers; `slots_by_use` trims the dimensions no reference names and picks the
+cells (model/regions.py) so that a warpgroup's half is one cell. What the frontend cannot pin
+down (a data-dependent start, a gather, the dimensions of a layout transform such as tiling
+before an indexer) is the whole rest of the buffer: coarser, never missing a race. Races are
+judged by model/memory.py.
 
 Handled: ref loads and stores (`get` / `swap`), TMA copies (their destination, model/pallas
 handlers), TMA stores and `wait_smem_to_gmem`, WGMMA operands and `wgmma_wait`, tcgen05 MMA
@@ -14,9 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir import Const, Expr, MemAlloc, ModelError, Op
+from ..ir import Const, Expr, MemAlloc, ModelError, Op, Slice
 from ..ir import MemRef as IRMemRef
-from ..expr import opaque_vars
+from ..expr import mk, opaque_vars
+from ..regions import divisor, granules
 from .values import MemRef
 
 SPACES = {"smem": "smem", "tmem": "tmem"}
@@ -43,22 +48,120 @@ class MemoryHandlers:
         if not isinstance(value, MemRef) or value.alloc is None:
             return None
         alloc = value.alloc
-        nslots = len(alloc.shape)
+        transforms = tuple(transforms or ())
+        indexers = [n for n, t in enumerate(transforms) if type(t).__name__ == "NDIndexer"]
+        if not indexers:
+            return IRMemRef(alloc)
+        layout = transforms[:indexers[0]]
+        tiled = _tiling(layout, transforms[indexers[0]:indexers[-1]], len(alloc.shape))
+        if tiled is not None:
+            return self._tiled_region(alloc, tiled, [transforms[n] for n in indexers])
+        if any(type(t).__name__ != "NDIndexer" for t in transforms[:indexers[-1]]):
+            # a layout before an indexer that is no plain tiling: its dimensions are not
+            # the buffer's, except the leading ones, which it keeps
+            index = self._leading_slots(transforms[indexers[0]], alloc)
+            if any(type(i).__name__ == "Slice" and not _full(i, n)
+                   for t in (transforms[k] for k in indexers)
+                   for i, n in zip(t.indices, t.shape)):
+                self._note(f"a slice of `{alloc.name}` behind a layout transform is judged as "
+                           "the whole rest of the buffer past its leading slots")
+            return IRMemRef(alloc, index)
+        return self._region(alloc, [transforms[n] for n in indexers])
+
+    def _leading_slots(self, indexer, alloc) -> tuple[Expr, ...]:
         index: list[Expr] = []
-        for t in transforms or ():
-            if type(t).__name__ != "NDIndexer":
-                continue              # layout (tiling, swizzle): leading dimensions unchanged
-            for idx in t.indices:
-                if len(index) >= nslots:
-                    break
+        for idx in indexer.indices:
+            if len(index) >= len(alloc.shape) or type(idx).__name__ == "Slice":
+                break                 # a range of slots: the rest of the buffer
+            e = self._leaf(idx)
+            if not isinstance(e, Expr) or opaque_vars(e):
+                break                 # a data-dependent slot: every slot
+            index.append(e)
+        return tuple(index)
+
+    def _tiled_region(self, alloc, tiling: tuple[int, ...], indexers) -> IRMemRef:
+        """A region of a tiled buffer (UntilingTransform, maybe behind a swizzle), indexed in
+        its logical shape: leading dimensions as they are; a tiled dimension by whole tiles
+        (a slice whose start and size are multiples of the tile is exact there, anything else
+        is every tile); the dimensions within a tile whole (a swizzle permutes them)."""
+        shape = [int(n.value) for n in alloc.shape]
+        r = len(tiling)
+        lead = len(shape) - 2 * r
+        logical = shape[:lead] + [shape[lead + i] * tiling[i] for i in range(r)]
+        ref = self._region(alloc, indexers, logical)
+        named = list(ref.index) + list(ref.region)
+        out: list = named[:lead]
+        for i, t in enumerate(tiling):
+            if lead + i >= len(named):
+                break
+            entry = named[lead + i]
+            if isinstance(entry, Slice):
+                unit = isinstance(entry.stride, Const) and entry.stride.value == 1
+                aligned = isinstance(entry.size, Const) and entry.size.value % t == 0 and \
+                    divisor(entry.start) % t == 0
+                out.append(Slice(mk("//", entry.start, Const(t)), Const(entry.size.value // t))
+                           if unit and aligned else Slice(Const(0), Const(shape[lead + i])))
+            else:
+                out.append(Slice(mk("//", entry, Const(t)), Const(1)))
+        cut = next((d for d, e in enumerate(out) if isinstance(e, Slice)), len(out))
+        region = list(out[cut:])
+        while region and _whole(region[-1], shape[cut + len(region) - 1]):
+            region.pop()
+        return IRMemRef(alloc, tuple(out[:cut]), tuple(region))
+
+    def _region(self, alloc, indexers, logical=None) -> IRMemRef:
+        """The region a chain of indexers (`acc.at[pl.ds(wg * 64, 64)].at[:, 0:32]`) names:
+        each indexer's dimensions are those its predecessors left open, so starts and strides
+        compose; a dimension the chain cannot follow (a gather, data) and those after it are
+        whole."""
+        shape = logical or [int(n.value) for n in alloc.shape]
+        dims: list[list[Expr] | Expr] = [[Const(0), Const(n), Const(1)] for n in shape]
+        open_dims = list(range(len(shape)))
+        known = len(shape)            # dimensions before this one are followed exactly
+        for t in indexers:
+            kept = []
+            for j, idx in enumerate(t.indices[:len(open_dims)]):
+                d = open_dims[j]
+                start, _, stride = dims[d]
                 if type(idx).__name__ == "Slice":
-                    break             # a range of slots: the rest of the buffer
+                    first, size = self._leaf(idx.start), int(idx.size)
+                    step = int(getattr(idx, "stride", 1) or 1)
+                    kept.append(d)
+                    if not isinstance(first, Expr) or opaque_vars(first):
+                        known = min(known, d)         # a data-dependent start
+                        continue
+                    dims[d] = [mk("+", start, mk("*", stride, first)), Const(size),
+                               mk("*", stride, Const(step))]
+                    continue
+                if _array_shape(idx):
+                    known = min(known, d)             # a gather: later indexers only narrow
+                    break                             # what is left, so they may be dropped
                 e = self._leaf(idx)
                 if not isinstance(e, Expr) or opaque_vars(e):
-                    break             # a data-dependent slot: every slot
-                index.append(e)
+                    known = min(known, d)             # a data-dependent slot: every slot
+                    continue
+                dims[d] = mk("+", start, mk("*", stride, e))
+            else:
+                open_dims = kept + open_dims[len(t.indices):]
+                continue
             break
-        return IRMemRef(alloc, tuple(index))
+        if known < len(shape):
+            self._note(f"a region of `{alloc.name}` is not followed from dimension {known} on "
+                       "(a gather or a data-dependent start): races are judged on the whole "
+                       "rest of the buffer there")
+        index: list[Expr] = []
+        region: list[Slice] = []
+        for d in range(known):
+            entry = dims[d]
+            if not region and not isinstance(entry, list):
+                index.append(entry)
+            elif isinstance(entry, list):
+                region.append(Slice(*entry))
+            else:
+                region.append(Slice(entry, Const(1)))
+        while region and _whole(region[-1], shape[len(index) + len(region) - 1]):
+            region.pop()              # trailing whole dimensions say nothing
+        return IRMemRef(alloc, tuple(index), tuple(region))
 
     def _mem_op(self, kind: str, frame, out, reads=(), writes=(), **fields) -> None:
         reads = tuple(r for r in reads if r is not None)
@@ -154,19 +257,53 @@ class MemoryHandlers:
         return tuple(x for x in (a, b) if x is not None), (() if acc is None else (acc,))
 
 
+def _tiling(layout, between, rank: int) -> tuple[int, ...] | None:
+    """The tiling of a layout that is an UntilingTransform, maybe behind an UnswizzleRef, with
+    only indexers after it; None for any other layout."""
+    names = [type(t).__name__ for t in layout]
+    if names not in (["UntilingTransform"], ["UnswizzleRef", "UntilingTransform"]) or \
+            any(type(t).__name__ != "NDIndexer" for t in between):
+        return None
+    tiling = tuple(int(n) for n in layout[-1].tiling)
+    return tiling if 0 < 2 * len(tiling) <= rank else None
+
+
+def _full(idx, n: int) -> bool:
+    """A jaxpr Slice that takes its whole dimension (`:`)."""
+    return isinstance(idx.start, int) and idx.start == 0 and int(idx.size) == int(n) and \
+        int(getattr(idx, "stride", 1) or 1) == 1
+
+
+def _array_shape(idx) -> tuple:
+    """The shape of an indexer that is an array (a gather), () for a scalar index."""
+    aval = getattr(idx, "aval", None)
+    return tuple(getattr(aval, "shape", None) or getattr(idx, "shape", None) or ())
+
+
+def _whole(s: Slice, n: int) -> bool:
+    return all(isinstance(e, Const) for e in s.exprs()) and \
+        (s.start.value, s.size.value, s.stride.value) == (0, n, 1)
+
+
 def slots_by_use(body, buffers: list) -> tuple[tuple, list]:
     """Each buffer's slots: its leading dimensions the kernel ever indexes with an integer
     (`smem.at[slot]`, `out_smem[wg, slot] = ...`); the tile dimensions stay whole."""
     import dataclasses
     from ..ir import iter_ops
     depth: dict[str, int] = {b.name: 0 for b in buffers}
+    refs: dict[str, list] = {b.name: [] for b in buffers}
     for op in iter_ops(body):
         for ref in op.reads + op.writes:
-            depth[ref.alloc.name] = max(depth[ref.alloc.name], len(ref.index))
+            depth[ref.alloc.name] = max(depth[ref.alloc.name], len(ref.index) + len(ref.region))
+            refs[ref.alloc.name].append(ref)
     trimmed = {}
     for b in buffers:
         n = depth[b.name]
-        trimmed[b.name] = dataclasses.replace(b, shape=b.shape[:n] or (Const(1),), scalar=n == 0)
+        shape = b.shape[:n]
+        # cells as coarse as every region allows (model/regions.py): a row half is one cell
+        granule = granules(refs[b.name], [c.value for c in shape])
+        trimmed[b.name] = dataclasses.replace(b, shape=shape or (Const(1),), scalar=n == 0,
+                                              granule=granule)
 
     def fix(ref):
         return dataclasses.replace(ref, alloc=trimmed[ref.alloc.name])
@@ -207,7 +344,10 @@ def whole_where_data_dependent(body) -> tuple:
     def fix(ref):
         for n, e in enumerate(ref.index):
             if opaque_vars(e):
-                return dataclasses.replace(ref, index=ref.index[:n])
+                return dataclasses.replace(ref, index=ref.index[:n], region=())
+        for n, s in enumerate(ref.region):
+            if any(opaque_vars(e) for e in s.exprs()):
+                return dataclasses.replace(ref, region=ref.region[:n])
         return ref
 
     out = []
