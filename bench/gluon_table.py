@@ -1,7 +1,7 @@
-"""The README's table of the Gluon examples, produced by checking them.
+"""The table of the Gluon examples in docs/frontends.md, produced by checking them.
 
     python bench/gluon_table.py                  # the markdown table
-    python bench/gluon_table.py --check README.md    # compare with the README's table
+    python bench/gluon_table.py --check docs/frontends.md    # compare with the table there
 
 Every column but the seconds is a fact of the model (partitions, barriers, distinct states,
 verdict); `--check` compares those and fails on any difference. Seconds (compile to TTGIR,
@@ -43,7 +43,7 @@ def rows() -> list[list[str]]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", metavar="README", help="compare with the README's table")
+    parser.add_argument("--check", metavar="README", help="compare with the table in this file (docs/frontends.md)")
     args = parser.parse_args(argv)
     table = rows()
     print(readme_table.markdown(HEADER, table))

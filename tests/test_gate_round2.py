@@ -438,7 +438,7 @@ def test_max_memory_bounds_tlcs_heap(monkeypatch):
 def test_user_code_has_a_default_build_timeout(tmp_path, capsys, monkeypatch):
     code, out, err = run(capsys, "check", "--help")
     assert "--build-timeout" in out and "else 120" in out
-    with open(os.path.join(ROOT, "README.md")) as f:
+    with open(os.path.join(ROOT, "docs", "ci.md")) as f:     # the configuration table
         assert "| `build-timeout` |" in f.read()
     monkeypatch.setattr(guard, "DEFAULT_BUILD_TIMEOUT", 1.0)
     path = protocol_file(tmp_path, '''

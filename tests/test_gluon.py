@@ -314,7 +314,7 @@ ALL_TARGETS = resolve(os.path.join(EXAMPLES, "gluon"))
 
 
 def _readme_rows() -> dict:
-    readme = os.path.join(os.path.dirname(EXAMPLES), "README.md")
+    readme = os.path.join(os.path.dirname(EXAMPLES), "docs", "frontends.md")
     rows = {}
     for line in open(readme, encoding="utf-8").read().split("| Gluon example |", 1)[1] \
             .splitlines()[2:]:

@@ -159,7 +159,7 @@ accumulator_released_before_load = _launch(EARLY_RELEASE=True)
 
 EXPECT = {
     "persistent": "verified",
-    "ring_reset_per_tile": "violation:BP101",
+    "ring_reset_per_tile": "violation:BP200",
     "accumulator_phase_0": "violation:BP100",
     "accumulator_released_before_load": "violation:BP201",
 }
