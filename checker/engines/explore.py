@@ -181,7 +181,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         nonlocal depth
         ends = []
         for shown in (conflict.deeper, conflict.other):
-            actions, _ = _concretize(system, canon, key, shown.keys(), None, None, ignore)
+            actions, _ = _concretize(system, canon, key, shown.keys, None, None, ignore)
             end = system.initial_state()
             for x in actions:
                 end = system.step(end, x)[0]
@@ -264,7 +264,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         path: list = []                  # keys of the states on the stack after the initial one
         stack = [init]
         if returns is not None:
-            alias(returns.record(init, 0, []))
+            alias(returns.record(init, 0, list))
         succ = expand(init)
         if not succ and not system.is_done(init):
             stuck = system.deadlock(init)
@@ -320,7 +320,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     cut = True
                     continue
                 if returns is not None:
-                    alias(returns.record(nxt, length, path + [k]))
+                    alias(returns.record(nxt, length, lambda: path + [k]))
                 after = expand(nxt)
                 if not after and not system.is_done(nxt):
                     stuck = system.deadlock(nxt)
