@@ -16,6 +16,10 @@ found in the quotient is mapped back to a concrete schedule before it is replaye
 state kept is also race-checked in its images under those permutations (race_permutations). A
 block permutation is kept for a kernel with checked memory only when it carries every access,
 renamed with the blocks, onto its image's (symmetry.py), so races are invariant under it.
+
+Bare parity waits are judged across schedules (model/parity.py): a side table records, per
+dynamic wait, the completions it returns after with the shallowest state showing each
+(parity_returns.py); two of them are a violation reported as two concrete schedules.
 """
 
 from __future__ import annotations
