@@ -668,7 +668,7 @@ def _replay_one(args, data: dict) -> int:
         kernel = targets[0].build()
     try:
         system = System(kernel, trace.params, trace.grid_position)
-        run = replay(system, trace.actions)
+        run = replay(system, trace.actions, witness=trace.witness_actions)
     except (ReplayError, ModelError) as err:
         return _fail(f"{args.trace} does not replay on {shown}: {printable(str(err))}",
                      "the protocol changed since the trace was written; check it again")
@@ -676,6 +676,9 @@ def _replay_one(args, data: dict) -> int:
     print(f"{shown}: replayed {_steps(len(replayed.steps))} -> {run.outcome}"
           + (f" {run.violation.code} {run.violation.message}" if run.violation else ""))
     print(timeline(replayed))
+    if run.witness is not None:       # parity aliasing: the other schedule, as a timeline too
+        print("the other schedule:")
+        print(timeline(printable_copy(run.witness.trace(source))))
     for d in (run.violation.details if run.violation else []):
         print(f"  {printable(d)}")
     claimed = (trace.violation or {}).get("code")

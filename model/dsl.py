@@ -627,11 +627,11 @@ class KernelBuilder:
                     phase: ExprLike | None = None) -> None:
         """mbarrier.try_wait.parity in a loop until it succeeds.
 
-        `parity` alone: the wait means the next phase of that parity this thread has not yet
-        observed. `phase=n`: the thread keeps its own phase count (CUTLASS's PipelineState) and
-        means phase n, counted from 0 (-1: the phase before the first); the parity is n % 2.
-        Either way the hardware's rule applies: the wait must return for that phase and no
-        other (docs/parity.md)."""
+        `parity` alone: it passes once the barrier's parity differs from it, and must return
+        after the same completion on every schedule (it may skip phases on purpose).
+        `phase=n`: the thread keeps its own phase count (CUTLASS's PipelineState) and means
+        phase n, counted from 0 (-1: the phase before the first); the parity is n % 2, and the
+        wait must return for that phase and no other (docs/parity.md)."""
         if (parity is None) == (phase is None):
             loc, _ = _caller()
             raise ModelError("wait_parity takes a parity or a phase=, not both and not neither",

@@ -23,8 +23,8 @@ EXPECT_TX = 2       # target=arrival set, amount=bytes
 ARRIVE_TX = 3       # arrive.expect_tx: target=arrival set, amount=bytes
 COMPLETE_TX = 4     # target=arrival set, amount=bytes
 WAIT = 5            # Pallas barrier_wait: target=instance, aux=seen position
-WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position; it
-#                     means the next completion of that parity the agent has not observed
+WAIT_PARITY = 6     # try_wait.parity: target=instance, amount=parity, aux=seen position; a
+#                     bare parity, judged by what it returns after (model/parity.py)
 ISSUE_ASYNC = 7     # TMA / try_cluster_cancel issue: target=arrival set arrived with expect_tx
 #                     at issue (or ()), amount=bytes expected, aux=tuple of in-flight slots
 ISSUE_TCGEN05 = 8   # tcgen05_mma / commit: aux=index of the arrival set to arrive on when done
@@ -65,8 +65,8 @@ OPCODE_NAMES = {ARRIVE: "arrive", ARRIVE_DROP: "arrive_drop", EXPECT_TX: "expect
                 FENCE_INIT: "fence_mbarrier_init", FENCE_ASYNC: "fence_proxy_async",
                 SEM_SIGNAL_SET: "sem_signal_set", SIGNALS_LANDED: "signals_landed"}
 # Every wait: each has a seen entry. Pallas waits (WAIT) follow the Pallas rules (observe every
-# completion); parity waits follow the hardware's (return for the phase meant, see
-# `intended_completion`).
+# completion); parity waits follow the hardware's (a stated phase: return for it, see
+# `intended_completion`; a bare parity: the same completion on every schedule, model/parity.py).
 WAITS = (WAIT, WAIT_PARITY, WAIT_PHASE, BARRIER_TEST)
 PARITY_WAITS = (WAIT_PARITY, WAIT_PHASE)
 # Operations on the Pallas private parity bit: the Pallas rules hold their threads.

@@ -433,7 +433,7 @@ class Op:
     parity: Expr | None = None      # wait_parity
     # wait_parity with the thread's own phase bookkeeping: the phase it means, counted from 0
     # (-1: the phase before the first, which a fresh barrier has already passed); parity is
-    # phase % 2. None: the next phase of that parity the thread has not observed (docs/parity.md)
+    # phase % 2. None: a bare parity, judged by what it returns after (docs/parity.md)
     phase: Expr | None = None
     decrement: bool = True          # semaphore_wait
     collective_axes: tuple[str, ...] = ()   # multicast copies

@@ -41,13 +41,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from .semantics import System
 
 
-def bare_waits(system: System) -> list[tuple[int, frozenset[int]]]:
-    """(agent, program points of its bare parity waits) for every agent that has one."""
+def bare_waits(system: System) -> list[tuple[int, dict[int, tuple[int, int]]]]:
+    """(agent, {pc: (state position of the barrier's phase, parity)}) for the bare parity
+    waits of every agent that has one."""
     out = []
     for a, prog in enumerate(system.programs):
-        pcs = frozenset(pc for pc, i in enumerate(prog) if i.op == WAIT_PARITY)
-        if pcs:
-            out.append((a, pcs))
+        at = {pc: (system.barrier_base + BARRIER_FIELDS * i.target, i.amount)
+              for pc, i in enumerate(prog) if i.op == WAIT_PARITY}
+        if at:
+            out.append((a, at))
     return out
 
 
@@ -55,12 +57,12 @@ def returning(system: System, state: tuple, waits=None) -> list[tuple[int, int, 
     """(agent, pc, completion) for every agent at a bare parity wait that can return in `state`,
     with the completion count it would return after."""
     out = []
-    for a, pcs in (waits if waits is not None else bare_waits(system)):
+    for a, at in (waits if waits is not None else bare_waits(system)):
         pc = state[a]
-        if pc in pcs:
-            instr = system.programs[a][pc]
-            phase = state[system.barrier_base + BARRIER_FIELDS * instr.target]
-            if (phase & 1) != instr.amount:
+        wait = at.get(pc)
+        if wait is not None:
+            phase = state[wait[0]]
+            if (phase & 1) != wait[1]:
                 out.append((a, pc, phase))
     return out
 

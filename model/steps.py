@@ -50,7 +50,9 @@ def guard_wait_phase(system: System, state, instr: Instr) -> bool:
 def intended_completion(instr: Instr, seen: int) -> int:
     """The completion a parity wait means (the phase the thread means, plus one).
 
-    WAIT_PHASE states it: the thread's own phase count. A bare WAIT_PARITY(P) means the next
+    WAIT_PHASE states it: the thread's own phase count, which is what the rules check. For a
+    bare WAIT_PARITY it is only a guess, which no rule checks (model/parity.py judges bare
+    waits by what they return after; tests show where the guess goes wrong): the next
     completion this agent has not observed whose number has parity P + 1 (it passes once the
     barrier's parity differs from P): after observing `seen` completions (-1: none yet) that is
     seen + 1 or seen + 2. A fresh barrier (seen -1) with P = 1 means completion 0: the initial

@@ -214,6 +214,11 @@ def test_random_init_protocols_get_the_same_verdict_from_tlc(seed):
     kernel = _random_init_protocol(seed).build()
     explored = check_kernel(kernel, options=Options(reduction=False))
     checked = tlc.run_tlc(kernel)
+    from barrierproof.checker.rules import undecided
+    if explored.verdict == "verified" and "BP101" in undecided(kernel, "tlc"):
+        # bare parity waits: TLC leaves parity aliasing (two behaviours compared) open
+        assert checked.verdict == "unknown" and "BP101" in checked.coverage, checked.coverage
+        return
     assert checked.label == explored.label
     if explored.trace is not None:
         assert len(checked.trace.actions) == len(explored.trace.actions)

@@ -411,3 +411,17 @@ def test_the_prover_never_calls_a_skipping_ring_broken():
     v = prove_kernel(k, {}, Options(), "turns", SimpleNamespace(symbolic=["k_blocks"]))
     assert v.verdict in ("proved", "unknown"), (v.verdict, v.coverage)
     assert v.verdict == "proved" or "no violation" in v.coverage, v.coverage
+
+
+def test_the_cli_replays_both_schedules_of_a_trace_file(tmp_path, capsys):
+    from barrierproof.cli import main
+    target = _example("producer_laps_consumer")
+    v = check_kernel(target.build(), None, Options(), source=target.ref)
+    path = tmp_path / "laps.trace.json"
+    path.write_text(v.trace.dumps())
+    code = main(["replay", str(path), "--protocol", target.ref])
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 1, captured.err
+    assert "the other schedule:" in out and "independent reference (model/reference.py): " \
+        "violation BP101" in out

@@ -26,7 +26,7 @@ def _same_search(system):
     if full.status == "violation":
         assert with_por.violation.code == full.violation.code
         assert len(with_por.actions) == len(full.actions)         # still shortest
-        run = replay(system, with_por.actions)
+        run = replay(system, with_por.actions, witness=with_por.witness)
         assert run.violation is not None and run.violation.code == with_por.violation.code
     else:
         assert with_por.states <= without.states

@@ -26,7 +26,7 @@ def _same(system, ignore=frozenset()):
     if full.status == "violation":
         assert with_por.violation.code == without.violation.code == full.violation.code
         assert len(with_por.actions) == len(full.actions)         # still shortest
-        run = replay(system, with_por.actions, ignore)
+        run = replay(system, with_por.actions, ignore, with_por.witness)
         assert run.violation is not None and run.violation.code == with_por.violation.code
     return with_por, without, full
 

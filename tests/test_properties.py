@@ -65,7 +65,8 @@ def test_counterexamples_replay_and_reduction_keeps_verdicts(kernel):
     if reduced.trace is not None:
         assert len(reduced.trace.steps) == len(full.trace.steps)     # both BFS-shortest
         for verdict in (reduced, full):
-            run = replay(System(kernel), verdict.trace.actions)
+            run = replay(System(kernel), verdict.trace.actions,
+                         witness=verdict.trace.witness_actions)
             assert run.violation.code == verdict.codes[0]
 
 

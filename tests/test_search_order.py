@@ -31,7 +31,7 @@ def _agree(system, ignore=frozenset(), **kw):
     if bfs.status == "violation":
         assert dfs.violation.code == bfs.violation.code
         assert len(dfs.actions) == len(bfs.actions)          # shortest, like breadth first
-        run = replay(system, dfs.actions, ignore)
+        run = replay(system, dfs.actions, ignore, dfs.witness)
         assert run.violation is not None and run.violation.code == dfs.violation.code
     else:
         # the reductions depend on the state only: both orders reach the same states
@@ -120,7 +120,7 @@ def test_the_first_violation_met_is_long_and_is_shortened():
     for n in range(1, cap):
         r = explore(system, Limits(max_states=n), order="dfs", reduction=False)
         assert r.status == "bounded" and r.reason.startswith(f"state limit {n} reached depth first")
-    run = replay(system, early.actions)
+    run = replay(system, early.actions, witness=early.witness)
     assert run.violation is not None and run.violation.code == "BP101"
     full = explore(system, order="dfs", reduction=False)
     assert full.reason is None and len(full.actions) == len(bfs.actions)

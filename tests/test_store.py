@@ -29,7 +29,7 @@ def test_every_store_gives_the_same_search(target):
                 (reference.status, reference.states, reference.depth), mode
             if other.violation is not None:
                 assert other.violation.code == reference.violation.code
-                run = replay(system, other.actions)
+                run = replay(system, other.actions, witness=other.witness)
                 assert run.violation is not None and run.violation.code == other.violation.code
             if mode == "fingerprint":
                 assert 0 <= other.collision_probability < 1e-9

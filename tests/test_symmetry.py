@@ -129,7 +129,7 @@ def test_block_symmetry_keeps_verdicts_and_shortest_counterexamples(kernel):
     assert reduced.states <= full.states
     if reduced.trace is not None and full.trace is not None:
         assert len(reduced.trace.steps) == len(full.trace.steps)
-        run = replay(System(kernel), reduced.trace.actions)
+        run = replay(System(kernel), reduced.trace.actions, witness=reduced.trace.witness_actions)
         assert run.violation.code == reduced.codes[0]
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from barrierproof.checker.engines import tla, tla_files, tla_state, tlc
 from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.rules import undecided
 from barrierproof.checker.engines.explore import explore
 from barrierproof.loader import resolve
 from barrierproof.model.interpreter import replay
@@ -223,6 +224,23 @@ def test_tlc_agrees_with_the_explorer(target):
     explored = check_kernel(kernel, options=Options(reduction=False), source=target.ref)
     checked = _tlc("check", target)
     assert checked.engine == "tlc"
+    if "BP101" in undecided(kernel, "tlc"):
+        # bare parity waits: aliasing compares two behaviours, which TLC does not; where the
+        # explorer finds none, TLC is unknown naming BP101 with the same states, and where the
+        # explorer's violation is aliasing, TLC finds another rule broken or none
+        if explored.trace is not None and explored.trace.witness is not None:
+            assert checked.verdict in ("unknown", "violation"), checked.label
+            assert "BP101" not in checked.codes
+            if checked.trace is not None:
+                run = replay(System(kernel, checked.trace.params, checked.trace.grid_position),
+                             checked.trace.actions)
+                assert run.violation is not None and run.violation.code == checked.codes[0]
+            return
+        if explored.verdict == "verified":
+            assert checked.verdict == "unknown" and "BP101 (phase-overrun: parity waits " \
+                "without a stated phase)" in checked.coverage, checked.coverage
+            assert checked.states == explored.states
+            return
     assert checked.label == explored.label, (checked.diagnostics, explored.diagnostics)
     if not has_memory_effects(target.build()):     # a race example's verdict is the explorer's
         assert checked.matches(target.expect)

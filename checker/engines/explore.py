@@ -16,6 +16,10 @@ found in the quotient is mapped back to a concrete schedule before it is replaye
 state kept is also race-checked in its images under those permutations (race_permutations). A
 block permutation is kept for a kernel with checked memory only when it carries every access,
 renamed with the blocks, onto its image's (symmetry.py), so races are invariant under it.
+
+Bare parity waits are judged across schedules (model/parity.py): a side table records, per
+dynamic wait, the completions it returns after with the shallowest state showing each
+(parity_returns.py); two of them are a violation reported as two concrete schedules.
 """
 
 from __future__ import annotations
@@ -181,7 +185,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         nonlocal depth
         ends = []
         for shown in (conflict.deeper, conflict.other):
-            actions, _ = _concretize(system, canon, key, shown.keys(), None, None, ignore)
+            actions, _ = _concretize(system, canon, key, shown.keys, None, None, ignore)
             end = system.initial_state()
             for x in actions:
                 end = system.step(end, x)[0]
@@ -264,7 +268,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         path: list = []                  # keys of the states on the stack after the initial one
         stack = [init]
         if returns is not None:
-            alias(returns.record(init, 0, []))
+            alias(returns.record(init, 0, list))
         succ = expand(init)
         if not succ and not system.is_done(init):
             stuck = system.deadlock(init)
@@ -320,7 +324,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     cut = True
                     continue
                 if returns is not None:
-                    alias(returns.record(nxt, length, path + [k]))
+                    alias(returns.record(nxt, length, lambda: path + [k]))
                 after = expand(nxt)
                 if not after and not system.is_done(nxt):
                     stuck = system.deadlock(nxt)

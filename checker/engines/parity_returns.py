@@ -30,10 +30,7 @@ class Shown:
 
     completion: int
     depth: int
-    path: object          # keys of the states after the initial one, or a callable giving them
-
-    def keys(self) -> list:
-        return self.path() if callable(self.path) else self.path
+    keys: list            # of the states on the path to it, after the initial one
 
 
 @dataclass(frozen=True)
@@ -79,10 +76,10 @@ class ParityReturns:
     def orbit(self, root: int) -> frozenset[int]:
         return frozenset(a for a, r in enumerate(self.root) if r == root)
 
-    def record(self, state: tuple, depth: int, path: object | Callable[[], list]
-               ) -> Conflict | None:
+    def record(self, state: tuple, depth: int, path: Callable[[], list]) -> Conflict | None:
         """Note the returns `state` (met at `depth`) shows; the shortest conflict among the
-        dynamic waits it touched, if any. `path`: the keys to it, or a callable giving them."""
+        dynamic waits it touched, if any. `path()`: the keys to it, asked for only when the
+        state is the shallowest yet to show a completion."""
         best = None
         for a, pc, completion in returning(self.system, state, self.waits):
             key = (self.root[a], pc)
@@ -90,7 +87,7 @@ class ParityReturns:
             old = shown.get(completion)
             if old is not None and old.depth <= depth:
                 continue
-            shown[completion] = Shown(completion, depth, path)
+            shown[completion] = Shown(completion, depth, path())
             if len(shown) > 1:
                 first, second = sorted(shown.values(), key=lambda s: s.depth)[:2]
                 conflict = Conflict(self.orbit(key[0]), pc, second, first)

@@ -101,6 +101,10 @@ def describe(v: Verdict, show_trace: bool = True) -> str:
         lines.append(f"  counterexample: {steps_text(len(t.steps))}, replayed on the interpreter"
                      + (f"; parameters {t.params}" if t.params else ""))
         lines += ["    " + row for row in timeline(t).splitlines()]
+        if t.witness is not None:     # parity aliasing: the same wait on a second schedule
+            other = type(t).from_json(t.witness)
+            lines.append(f"  the other schedule: {steps_text(len(other.steps))}")
+            lines += ["    " + row for row in timeline(other).splitlines()]
         details = t.violation.get("details", []) if t.violation else []
         for d in details:
             lines.append(f"    stuck: {d}" if v.codes and v.codes[0] in ("BP100", "BP130")

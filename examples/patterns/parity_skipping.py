@@ -177,3 +177,33 @@ def producer_acquire_wrong_initial_parity(k, stages=2, steps=4):
         with k.loop(steps) as i:
             k.wait_parity(full.at[i % stages], (i // stages) % 2)
             k.arrive(empty.at[i % stages])
+
+
+def _ring(k, stages, steps, bit):
+    """PipelineAsync with `bit(i)` as the consumer's phase bit for iteration i."""
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.when(k.thread == 1):
+        _producer(k, full, empty, stages, steps, tma=False)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.wait_parity(full.at[i % stages], bit(i))
+            k.arrive(empty.at[i % stages])
+
+
+@protocol(expect="violation:BP100")
+def parity_from_the_loop_index(k, stages=2, steps=4):
+    """The phase bit taken from the loop index, i % 2, instead of the lap, (i // stages) % 2:
+    with two stages slot 0 is waited on with bit 0 in every lap, and its second wait passes at
+    once on the phase it saw or, once the next fill is in, never."""
+    _ring(k, stages, steps, lambda i: i % 2)
+
+
+@protocol(expect="violation:BP100")
+def phase_flipped_one_step_early(k, stages=2, steps=4):
+    """The bit flips one iteration before the slot index wraps, ((i + 1) // stages) % 2: the
+    first wait on slot 1 asks for bit 1, which passes on the slot's initial phase before its
+    fill (after completion 0), or, where the fill came first, waits for a second completion
+    that needs its own release: deadlock."""
+    _ring(k, stages, steps, lambda i: ((i + 1) // stages) % 2)

@@ -10,35 +10,35 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/patterns/cutlass_pipelines.py:70
-    1,  \* 2: full[1] (Barrier)  examples/patterns/cutlass_pipelines.py:70
-    1,  \* 3: empty[0] (Barrier)  examples/patterns/cutlass_pipelines.py:71
-    1   \* 4: empty[1] (Barrier)  examples/patterns/cutlass_pipelines.py:71
+    1,  \* 1: full[0] (Barrier)  examples/patterns/cutlass_pipelines.py:71
+    1,  \* 2: full[1] (Barrier)  examples/patterns/cutlass_pipelines.py:71
+    1,  \* 3: empty[0] (Barrier)  examples/patterns/cutlass_pipelines.py:72
+    1   \* 4: empty[1] (Barrier)  examples/patterns/cutlass_pipelines.py:72
 >>
 
 \* Agent 1: wg0 (thread), 6 instruction(s).
 Prog_1_wg0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/patterns/cutlass_pipelines.py:82
-    wait_parity(2, 0, 2),  \* pc 1: wait_parity(full[1], 0)  examples/patterns/cutlass_pipelines.py:85
-    arrive(<<3>>, 1),      \* pc 2: arrive(empty[0])  examples/patterns/cutlass_pipelines.py:87
-    wait_parity(1, 1, 1),  \* pc 3: wait_parity(full[0], 1)  examples/patterns/cutlass_pipelines.py:85
-    arrive(<<4>>, 1),      \* pc 4: arrive(empty[1])  examples/patterns/cutlass_pipelines.py:87
-    arrive(<<3>>, 1)       \* pc 5: arrive(empty[0])  examples/patterns/cutlass_pipelines.py:94
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/patterns/cutlass_pipelines.py:83
+    wait_parity(2, 0, 2),  \* pc 1: wait_parity(full[1], 0)  examples/patterns/cutlass_pipelines.py:86
+    arrive(<<3>>, 1),      \* pc 2: arrive(empty[0])  examples/patterns/cutlass_pipelines.py:88
+    wait_parity(1, 1, 1),  \* pc 3: wait_parity(full[0], 1)  examples/patterns/cutlass_pipelines.py:86
+    arrive(<<4>>, 1),      \* pc 4: arrive(empty[1])  examples/patterns/cutlass_pipelines.py:88
+    arrive(<<3>>, 1)       \* pc 5: arrive(empty[0])  examples/patterns/cutlass_pipelines.py:95
 >>
 
 \* Agent 2: wg1 (thread), 11 instruction(s).
 Prog_2_wg1 == <<
-    wait_parity(3, 1, 3),            \* pc 0: wait_parity(empty[0], 1)  examples/patterns/cutlass_pipelines.py:74
-    arrive_expect_tx(<<1>>, 4096),   \* pc 1: arrive_expect_tx(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:75
-    issue_async(<<>>, 4096, <<1>>),  \* pc 2: tma_load(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:76
-    wait_parity(4, 1, 4),            \* pc 3: wait_parity(empty[1], 1)  examples/patterns/cutlass_pipelines.py:74
-    arrive_expect_tx(<<2>>, 4096),   \* pc 4: arrive_expect_tx(full[1], 4096B)  examples/patterns/cutlass_pipelines.py:75
-    issue_async(<<>>, 4096, <<2>>),  \* pc 5: tma_load(full[1], 4096B)  examples/patterns/cutlass_pipelines.py:76
-    wait_parity(3, 0, 3),            \* pc 6: wait_parity(empty[0], 0)  examples/patterns/cutlass_pipelines.py:74
-    arrive_expect_tx(<<1>>, 4096),   \* pc 7: arrive_expect_tx(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:75
-    issue_async(<<>>, 4096, <<1>>),  \* pc 8: tma_load(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:76
-    wait_parity(4, 0, 4),            \* pc 9: wait_parity(empty[1], 0)  examples/patterns/cutlass_pipelines.py:79
-    wait_parity(3, 1, 3)             \* pc 10: wait_parity(empty[0], 1)  examples/patterns/cutlass_pipelines.py:79
+    wait_parity(3, 1, 3),            \* pc 0: wait_parity(empty[0], 1)  examples/patterns/cutlass_pipelines.py:75
+    arrive_expect_tx(<<1>>, 4096),   \* pc 1: arrive_expect_tx(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:76
+    issue_async(<<>>, 4096, <<1>>),  \* pc 2: tma_load(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:77
+    wait_parity(4, 1, 4),            \* pc 3: wait_parity(empty[1], 1)  examples/patterns/cutlass_pipelines.py:75
+    arrive_expect_tx(<<2>>, 4096),   \* pc 4: arrive_expect_tx(full[1], 4096B)  examples/patterns/cutlass_pipelines.py:76
+    issue_async(<<>>, 4096, <<2>>),  \* pc 5: tma_load(full[1], 4096B)  examples/patterns/cutlass_pipelines.py:77
+    wait_parity(3, 0, 3),            \* pc 6: wait_parity(empty[0], 0)  examples/patterns/cutlass_pipelines.py:75
+    arrive_expect_tx(<<1>>, 4096),   \* pc 7: arrive_expect_tx(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:76
+    issue_async(<<>>, 4096, <<1>>),  \* pc 8: tma_load(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:77
+    wait_parity(4, 0, 4),            \* pc 9: wait_parity(empty[1], 0)  examples/patterns/cutlass_pipelines.py:80
+    wait_parity(3, 1, 3)             \* pc 10: wait_parity(empty[0], 1)  examples/patterns/cutlass_pipelines.py:80
 >>
 
 KernelProg == <<

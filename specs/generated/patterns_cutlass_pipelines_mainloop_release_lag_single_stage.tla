@@ -10,27 +10,27 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/patterns/cutlass_pipelines.py:70
-    1   \* 2: empty[0] (Barrier)  examples/patterns/cutlass_pipelines.py:71
+    1,  \* 1: full[0] (Barrier)  examples/patterns/cutlass_pipelines.py:71
+    1   \* 2: empty[0] (Barrier)  examples/patterns/cutlass_pipelines.py:72
 >>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/patterns/cutlass_pipelines.py:82
-    wait_parity(1, 1, 1),  \* pc 1: wait_parity(full[0], 1)  examples/patterns/cutlass_pipelines.py:85
-    arrive(<<2>>, 1),      \* pc 2: arrive(empty[0])  examples/patterns/cutlass_pipelines.py:87
-    arrive(<<2>>, 1)       \* pc 3: arrive(empty[0])  examples/patterns/cutlass_pipelines.py:94
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/patterns/cutlass_pipelines.py:83
+    wait_parity(1, 1, 1),  \* pc 1: wait_parity(full[0], 1)  examples/patterns/cutlass_pipelines.py:86
+    arrive(<<2>>, 1),      \* pc 2: arrive(empty[0])  examples/patterns/cutlass_pipelines.py:88
+    arrive(<<2>>, 1)       \* pc 3: arrive(empty[0])  examples/patterns/cutlass_pipelines.py:95
 >>
 
 \* Agent 2: wg1 (thread), 7 instruction(s).
 Prog_2_wg1 == <<
-    wait_parity(2, 1, 2),            \* pc 0: wait_parity(empty[0], 1)  examples/patterns/cutlass_pipelines.py:74
-    arrive_expect_tx(<<1>>, 4096),   \* pc 1: arrive_expect_tx(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:75
-    issue_async(<<>>, 4096, <<1>>),  \* pc 2: tma_load(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:76
-    wait_parity(2, 0, 2),            \* pc 3: wait_parity(empty[0], 0)  examples/patterns/cutlass_pipelines.py:74
-    arrive_expect_tx(<<1>>, 4096),   \* pc 4: arrive_expect_tx(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:75
-    issue_async(<<>>, 4096, <<1>>),  \* pc 5: tma_load(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:76
-    wait_parity(2, 1, 2)             \* pc 6: wait_parity(empty[0], 1)  examples/patterns/cutlass_pipelines.py:79
+    wait_parity(2, 1, 2),            \* pc 0: wait_parity(empty[0], 1)  examples/patterns/cutlass_pipelines.py:75
+    arrive_expect_tx(<<1>>, 4096),   \* pc 1: arrive_expect_tx(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:76
+    issue_async(<<>>, 4096, <<1>>),  \* pc 2: tma_load(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:77
+    wait_parity(2, 0, 2),            \* pc 3: wait_parity(empty[0], 0)  examples/patterns/cutlass_pipelines.py:75
+    arrive_expect_tx(<<1>>, 4096),   \* pc 4: arrive_expect_tx(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:76
+    issue_async(<<>>, 4096, <<1>>),  \* pc 5: tma_load(full[0], 4096B)  examples/patterns/cutlass_pipelines.py:77
+    wait_parity(2, 1, 2)             \* pc 6: wait_parity(empty[0], 1)  examples/patterns/cutlass_pipelines.py:80
 >>
 
 KernelProg == <<

@@ -10,76 +10,76 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:133
-    1,  \* 2: full[1]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:133
-    1,  \* 3: full[0]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:133
-    1,  \* 4: full[1]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:133
-    1,  \* 5: empty[0]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:134
-    1,  \* 6: empty[1]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:134
-    1,  \* 7: empty[0]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:134
-    1   \* 8: empty[1]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 1: full[0]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 2: full[1]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 3: full[0]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 4: full[1]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 5: empty[0]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:135
+    1,  \* 6: empty[1]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:135
+    1,  \* 7: empty[0]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:135
+    1   \* 8: empty[1]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:135
 >>
 
 \* Agent 1: b0.wg0 (thread), 9 instruction(s).
 Prog_1_b0_wg0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0]@0, 0)  examples/patterns/cutlass_pipelines.py:150
-    arrive(<<5>>, 1),      \* pc 1: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:152
-    arrive(<<7>>, 1),      \* pc 2: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:152
-    wait_parity(2, 0, 2),  \* pc 3: wait_parity(full[1]@0, 0)  examples/patterns/cutlass_pipelines.py:150
-    arrive(<<6>>, 1),      \* pc 4: arrive(empty[1]@0)  examples/patterns/cutlass_pipelines.py:152
-    arrive(<<8>>, 1),      \* pc 5: arrive(empty[1]@1)  examples/patterns/cutlass_pipelines.py:152
-    wait_parity(1, 1, 1),  \* pc 6: wait_parity(full[0]@0, 1)  examples/patterns/cutlass_pipelines.py:150
-    arrive(<<5>>, 1),      \* pc 7: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:152
-    arrive(<<7>>, 1)       \* pc 8: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:152
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0]@0, 0)  examples/patterns/cutlass_pipelines.py:151
+    arrive(<<5>>, 1),      \* pc 1: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:153
+    arrive(<<7>>, 1),      \* pc 2: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:153
+    wait_parity(2, 0, 2),  \* pc 3: wait_parity(full[1]@0, 0)  examples/patterns/cutlass_pipelines.py:151
+    arrive(<<6>>, 1),      \* pc 4: arrive(empty[1]@0)  examples/patterns/cutlass_pipelines.py:153
+    arrive(<<8>>, 1),      \* pc 5: arrive(empty[1]@1)  examples/patterns/cutlass_pipelines.py:153
+    wait_parity(1, 1, 1),  \* pc 6: wait_parity(full[0]@0, 1)  examples/patterns/cutlass_pipelines.py:151
+    arrive(<<5>>, 1),      \* pc 7: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:153
+    arrive(<<7>>, 1)       \* pc 8: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:153
 >>
 
 \* Agent 2: b0.wg1 (thread), 14 instruction(s).
 Prog_2_b0_wg1 == <<
-    wait_parity(5, 1, 3),               \* pc 0: wait_parity(empty[0]@0, 1)  examples/patterns/cutlass_pipelines.py:139
-    arrive_expect_tx(<<1>>, 12288),     \* pc 1: arrive_expect_tx(full[0]@0, 12288B)  examples/patterns/cutlass_pipelines.py:140
-    issue_async(<<>>, 4096, <<1>>),     \* pc 2: tma_load(full[0]@0, 4096B)  examples/patterns/cutlass_pipelines.py:141
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 3: tma_load(full[0]@0, 8192B)  examples/patterns/cutlass_pipelines.py:142
-    wait_parity(6, 1, 4),               \* pc 4: wait_parity(empty[1]@0, 1)  examples/patterns/cutlass_pipelines.py:139
-    arrive_expect_tx(<<2>>, 12288),     \* pc 5: arrive_expect_tx(full[1]@0, 12288B)  examples/patterns/cutlass_pipelines.py:140
-    issue_async(<<>>, 4096, <<3>>),     \* pc 6: tma_load(full[1]@0, 4096B)  examples/patterns/cutlass_pipelines.py:141
-    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 7: tma_load(full[1]@0, 8192B)  examples/patterns/cutlass_pipelines.py:142
-    wait_parity(5, 0, 3),               \* pc 8: wait_parity(empty[0]@0, 0)  examples/patterns/cutlass_pipelines.py:139
-    arrive_expect_tx(<<1>>, 12288),     \* pc 9: arrive_expect_tx(full[0]@0, 12288B)  examples/patterns/cutlass_pipelines.py:140
-    issue_async(<<>>, 4096, <<1>>),     \* pc 10: tma_load(full[0]@0, 4096B)  examples/patterns/cutlass_pipelines.py:141
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 11: tma_load(full[0]@0, 8192B)  examples/patterns/cutlass_pipelines.py:142
-    wait_parity(6, 0, 4),               \* pc 12: wait_parity(empty[1]@0, 0)  examples/patterns/cutlass_pipelines.py:146
-    wait_parity(5, 1, 3)                \* pc 13: wait_parity(empty[0]@0, 1)  examples/patterns/cutlass_pipelines.py:146
+    wait_parity(5, 1, 3),               \* pc 0: wait_parity(empty[0]@0, 1)  examples/patterns/cutlass_pipelines.py:140
+    arrive_expect_tx(<<1>>, 12288),     \* pc 1: arrive_expect_tx(full[0]@0, 12288B)  examples/patterns/cutlass_pipelines.py:141
+    issue_async(<<>>, 4096, <<1>>),     \* pc 2: tma_load(full[0]@0, 4096B)  examples/patterns/cutlass_pipelines.py:142
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 3: tma_load(full[0]@0, 8192B)  examples/patterns/cutlass_pipelines.py:143
+    wait_parity(6, 1, 4),               \* pc 4: wait_parity(empty[1]@0, 1)  examples/patterns/cutlass_pipelines.py:140
+    arrive_expect_tx(<<2>>, 12288),     \* pc 5: arrive_expect_tx(full[1]@0, 12288B)  examples/patterns/cutlass_pipelines.py:141
+    issue_async(<<>>, 4096, <<3>>),     \* pc 6: tma_load(full[1]@0, 4096B)  examples/patterns/cutlass_pipelines.py:142
+    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 7: tma_load(full[1]@0, 8192B)  examples/patterns/cutlass_pipelines.py:143
+    wait_parity(5, 0, 3),               \* pc 8: wait_parity(empty[0]@0, 0)  examples/patterns/cutlass_pipelines.py:140
+    arrive_expect_tx(<<1>>, 12288),     \* pc 9: arrive_expect_tx(full[0]@0, 12288B)  examples/patterns/cutlass_pipelines.py:141
+    issue_async(<<>>, 4096, <<1>>),     \* pc 10: tma_load(full[0]@0, 4096B)  examples/patterns/cutlass_pipelines.py:142
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 11: tma_load(full[0]@0, 8192B)  examples/patterns/cutlass_pipelines.py:143
+    wait_parity(6, 0, 4),               \* pc 12: wait_parity(empty[1]@0, 0)  examples/patterns/cutlass_pipelines.py:147
+    wait_parity(5, 1, 3)                \* pc 13: wait_parity(empty[0]@0, 1)  examples/patterns/cutlass_pipelines.py:147
 >>
 
 \* Agent 3: b1.wg0 (thread), 9 instruction(s).
 Prog_3_b1_wg0 == <<
-    wait_parity(3, 0, 5),  \* pc 0: wait_parity(full[0]@1, 0)  examples/patterns/cutlass_pipelines.py:150
-    arrive(<<5>>, 1),      \* pc 1: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:152
-    arrive(<<7>>, 1),      \* pc 2: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:152
-    wait_parity(4, 0, 6),  \* pc 3: wait_parity(full[1]@1, 0)  examples/patterns/cutlass_pipelines.py:150
-    arrive(<<6>>, 1),      \* pc 4: arrive(empty[1]@0)  examples/patterns/cutlass_pipelines.py:152
-    arrive(<<8>>, 1),      \* pc 5: arrive(empty[1]@1)  examples/patterns/cutlass_pipelines.py:152
-    wait_parity(3, 1, 5),  \* pc 6: wait_parity(full[0]@1, 1)  examples/patterns/cutlass_pipelines.py:150
-    arrive(<<5>>, 1),      \* pc 7: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:152
-    arrive(<<7>>, 1)       \* pc 8: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:152
+    wait_parity(3, 0, 5),  \* pc 0: wait_parity(full[0]@1, 0)  examples/patterns/cutlass_pipelines.py:151
+    arrive(<<5>>, 1),      \* pc 1: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:153
+    arrive(<<7>>, 1),      \* pc 2: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:153
+    wait_parity(4, 0, 6),  \* pc 3: wait_parity(full[1]@1, 0)  examples/patterns/cutlass_pipelines.py:151
+    arrive(<<6>>, 1),      \* pc 4: arrive(empty[1]@0)  examples/patterns/cutlass_pipelines.py:153
+    arrive(<<8>>, 1),      \* pc 5: arrive(empty[1]@1)  examples/patterns/cutlass_pipelines.py:153
+    wait_parity(3, 1, 5),  \* pc 6: wait_parity(full[0]@1, 1)  examples/patterns/cutlass_pipelines.py:151
+    arrive(<<5>>, 1),      \* pc 7: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:153
+    arrive(<<7>>, 1)       \* pc 8: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:153
 >>
 
 \* Agent 4: b1.wg1 (thread), 14 instruction(s).
 Prog_4_b1_wg1 == <<
-    wait_parity(7, 1, 7),               \* pc 0: wait_parity(empty[0]@1, 1)  examples/patterns/cutlass_pipelines.py:139
-    arrive_expect_tx(<<3>>, 12288),     \* pc 1: arrive_expect_tx(full[0]@1, 12288B)  examples/patterns/cutlass_pipelines.py:140
-    issue_async(<<>>, 4096, <<2>>),     \* pc 2: tma_load(full[0]@1, 4096B)  examples/patterns/cutlass_pipelines.py:141
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 3: tma_load(full[0]@1, 8192B)  examples/patterns/cutlass_pipelines.py:142
-    wait_parity(8, 1, 8),               \* pc 4: wait_parity(empty[1]@1, 1)  examples/patterns/cutlass_pipelines.py:139
-    arrive_expect_tx(<<4>>, 12288),     \* pc 5: arrive_expect_tx(full[1]@1, 12288B)  examples/patterns/cutlass_pipelines.py:140
-    issue_async(<<>>, 4096, <<4>>),     \* pc 6: tma_load(full[1]@1, 4096B)  examples/patterns/cutlass_pipelines.py:141
-    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 7: tma_load(full[1]@1, 8192B)  examples/patterns/cutlass_pipelines.py:142
-    wait_parity(7, 0, 7),               \* pc 8: wait_parity(empty[0]@1, 0)  examples/patterns/cutlass_pipelines.py:139
-    arrive_expect_tx(<<3>>, 12288),     \* pc 9: arrive_expect_tx(full[0]@1, 12288B)  examples/patterns/cutlass_pipelines.py:140
-    issue_async(<<>>, 4096, <<2>>),     \* pc 10: tma_load(full[0]@1, 4096B)  examples/patterns/cutlass_pipelines.py:141
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 11: tma_load(full[0]@1, 8192B)  examples/patterns/cutlass_pipelines.py:142
-    wait_parity(8, 0, 8),               \* pc 12: wait_parity(empty[1]@1, 0)  examples/patterns/cutlass_pipelines.py:146
-    wait_parity(7, 1, 7)                \* pc 13: wait_parity(empty[0]@1, 1)  examples/patterns/cutlass_pipelines.py:146
+    wait_parity(7, 1, 7),               \* pc 0: wait_parity(empty[0]@1, 1)  examples/patterns/cutlass_pipelines.py:140
+    arrive_expect_tx(<<3>>, 12288),     \* pc 1: arrive_expect_tx(full[0]@1, 12288B)  examples/patterns/cutlass_pipelines.py:141
+    issue_async(<<>>, 4096, <<2>>),     \* pc 2: tma_load(full[0]@1, 4096B)  examples/patterns/cutlass_pipelines.py:142
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 3: tma_load(full[0]@1, 8192B)  examples/patterns/cutlass_pipelines.py:143
+    wait_parity(8, 1, 8),               \* pc 4: wait_parity(empty[1]@1, 1)  examples/patterns/cutlass_pipelines.py:140
+    arrive_expect_tx(<<4>>, 12288),     \* pc 5: arrive_expect_tx(full[1]@1, 12288B)  examples/patterns/cutlass_pipelines.py:141
+    issue_async(<<>>, 4096, <<4>>),     \* pc 6: tma_load(full[1]@1, 4096B)  examples/patterns/cutlass_pipelines.py:142
+    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 7: tma_load(full[1]@1, 8192B)  examples/patterns/cutlass_pipelines.py:143
+    wait_parity(7, 0, 7),               \* pc 8: wait_parity(empty[0]@1, 0)  examples/patterns/cutlass_pipelines.py:140
+    arrive_expect_tx(<<3>>, 12288),     \* pc 9: arrive_expect_tx(full[0]@1, 12288B)  examples/patterns/cutlass_pipelines.py:141
+    issue_async(<<>>, 4096, <<2>>),     \* pc 10: tma_load(full[0]@1, 4096B)  examples/patterns/cutlass_pipelines.py:142
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 11: tma_load(full[0]@1, 8192B)  examples/patterns/cutlass_pipelines.py:143
+    wait_parity(8, 0, 8),               \* pc 12: wait_parity(empty[1]@1, 0)  examples/patterns/cutlass_pipelines.py:147
+    wait_parity(7, 1, 7)                \* pc 13: wait_parity(empty[0]@1, 1)  examples/patterns/cutlass_pipelines.py:147
 >>
 
 KernelProg == <<

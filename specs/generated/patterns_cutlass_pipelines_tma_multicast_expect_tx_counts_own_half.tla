@@ -10,48 +10,48 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:133
-    1,  \* 2: full[1]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:133
-    1,  \* 3: full[0]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:133
-    1,  \* 4: full[1]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:133
-    2,  \* 5: empty[0]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:134
-    2,  \* 6: empty[1]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:134
-    2,  \* 7: empty[0]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:134
-    2   \* 8: empty[1]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 1: full[0]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 2: full[1]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 3: full[0]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    1,  \* 4: full[1]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:134
+    2,  \* 5: empty[0]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:135
+    2,  \* 6: empty[1]@0 (Barrier)  examples/patterns/cutlass_pipelines.py:135
+    2,  \* 7: empty[0]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:135
+    2   \* 8: empty[1]@1 (Barrier)  examples/patterns/cutlass_pipelines.py:135
 >>
 
 \* Agent 1: b0.wg0 (thread), 3 instruction(s).
 Prog_1_b0_wg0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0]@0, 0)  examples/patterns/cutlass_pipelines.py:150
-    arrive(<<5>>, 1),      \* pc 1: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:152
-    arrive(<<7>>, 1)       \* pc 2: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:152
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0]@0, 0)  examples/patterns/cutlass_pipelines.py:151
+    arrive(<<5>>, 1),      \* pc 1: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:153
+    arrive(<<7>>, 1)       \* pc 2: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:153
 >>
 
 \* Agent 2: b0.wg1 (thread), 6 instruction(s).
 Prog_2_b0_wg1 == <<
-    wait_parity(5, 1, 2),               \* pc 0: wait_parity(empty[0]@0, 1)  examples/patterns/cutlass_pipelines.py:139
-    arrive_expect_tx(<<1>>, 8192),      \* pc 1: arrive_expect_tx(full[0]@0, 8192B)  examples/patterns/cutlass_pipelines.py:140
-    issue_async(<<>>, 4096, <<1>>),     \* pc 2: tma_load(full[0]@0, 4096B)  examples/patterns/cutlass_pipelines.py:141
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 3: tma_load(full[0]@0, 8192B)  examples/patterns/cutlass_pipelines.py:142
-    wait_parity(6, 1, 3),               \* pc 4: wait_parity(empty[1]@0, 1)  examples/patterns/cutlass_pipelines.py:146
-    wait_parity(5, 0, 2)                \* pc 5: wait_parity(empty[0]@0, 0)  examples/patterns/cutlass_pipelines.py:146
+    wait_parity(5, 1, 2),               \* pc 0: wait_parity(empty[0]@0, 1)  examples/patterns/cutlass_pipelines.py:140
+    arrive_expect_tx(<<1>>, 8192),      \* pc 1: arrive_expect_tx(full[0]@0, 8192B)  examples/patterns/cutlass_pipelines.py:141
+    issue_async(<<>>, 4096, <<1>>),     \* pc 2: tma_load(full[0]@0, 4096B)  examples/patterns/cutlass_pipelines.py:142
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 3: tma_load(full[0]@0, 8192B)  examples/patterns/cutlass_pipelines.py:143
+    wait_parity(6, 1, 3),               \* pc 4: wait_parity(empty[1]@0, 1)  examples/patterns/cutlass_pipelines.py:147
+    wait_parity(5, 0, 2)                \* pc 5: wait_parity(empty[0]@0, 0)  examples/patterns/cutlass_pipelines.py:147
 >>
 
 \* Agent 3: b1.wg0 (thread), 3 instruction(s).
 Prog_3_b1_wg0 == <<
-    wait_parity(3, 0, 4),  \* pc 0: wait_parity(full[0]@1, 0)  examples/patterns/cutlass_pipelines.py:150
-    arrive(<<5>>, 1),      \* pc 1: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:152
-    arrive(<<7>>, 1)       \* pc 2: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:152
+    wait_parity(3, 0, 4),  \* pc 0: wait_parity(full[0]@1, 0)  examples/patterns/cutlass_pipelines.py:151
+    arrive(<<5>>, 1),      \* pc 1: arrive(empty[0]@0)  examples/patterns/cutlass_pipelines.py:153
+    arrive(<<7>>, 1)       \* pc 2: arrive(empty[0]@1)  examples/patterns/cutlass_pipelines.py:153
 >>
 
 \* Agent 4: b1.wg1 (thread), 6 instruction(s).
 Prog_4_b1_wg1 == <<
-    wait_parity(7, 1, 5),               \* pc 0: wait_parity(empty[0]@1, 1)  examples/patterns/cutlass_pipelines.py:139
-    arrive_expect_tx(<<3>>, 8192),      \* pc 1: arrive_expect_tx(full[0]@1, 8192B)  examples/patterns/cutlass_pipelines.py:140
-    issue_async(<<>>, 4096, <<2>>),     \* pc 2: tma_load(full[0]@1, 4096B)  examples/patterns/cutlass_pipelines.py:141
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 3: tma_load(full[0]@1, 8192B)  examples/patterns/cutlass_pipelines.py:142
-    wait_parity(8, 1, 6),               \* pc 4: wait_parity(empty[1]@1, 1)  examples/patterns/cutlass_pipelines.py:146
-    wait_parity(7, 0, 5)                \* pc 5: wait_parity(empty[0]@1, 0)  examples/patterns/cutlass_pipelines.py:146
+    wait_parity(7, 1, 5),               \* pc 0: wait_parity(empty[0]@1, 1)  examples/patterns/cutlass_pipelines.py:140
+    arrive_expect_tx(<<3>>, 8192),      \* pc 1: arrive_expect_tx(full[0]@1, 8192B)  examples/patterns/cutlass_pipelines.py:141
+    issue_async(<<>>, 4096, <<2>>),     \* pc 2: tma_load(full[0]@1, 4096B)  examples/patterns/cutlass_pipelines.py:142
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 3: tma_load(full[0]@1, 8192B)  examples/patterns/cutlass_pipelines.py:143
+    wait_parity(8, 1, 6),               \* pc 4: wait_parity(empty[1]@1, 1)  examples/patterns/cutlass_pipelines.py:147
+    wait_parity(7, 0, 5)                \* pc 5: wait_parity(empty[0]@1, 0)  examples/patterns/cutlass_pipelines.py:147
 >>
 
 KernelProg == <<
