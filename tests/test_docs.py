@@ -27,7 +27,7 @@ def test_the_readme_is_short_and_starts_with_the_two_set_up_commands():
     text = readme()
     assert len(text.splitlines()) <= 300
     install, suite = blocks(text, "bash")[:2]
-    assert install.strip() == ('python3 -m pip install -e ".[pallas]" && '
+    assert install.strip() == ('python3 -m pip install -e ".[pallas,gluon,cute]" && '
                                'barrierproof check examples/ --expect')
     assert suite.startswith("bash .ci/run")
     # .ci/run ends with the test command the README names, word for word
