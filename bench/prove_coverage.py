@@ -20,6 +20,7 @@ import json
 import multiprocessing
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,8 +59,9 @@ def measure_one(job: tuple[str, str, float]) -> dict:
     return _row(rel, target, timeout)
 
 
-def measure(timeout: float, jobs: int = 1) -> list[dict]:
-    work = [(rel, target.name, timeout) for rel, target in correct_protocols()]
+def measure(timeout: float, jobs: int = 1, only: str | None = None) -> list[dict]:
+    work = [(rel, target.name, timeout) for rel, target in correct_protocols()
+            if only is None or rel == only]
     rows = []
 
     def done(row):
@@ -104,6 +106,38 @@ def _prove(ref: str, timeout: float) -> dict:
              str(MAX_MEMORY_MB), "--no-cache", "--format", "json"])
     (report,) = json.loads(out.getvalue())
     return report
+
+
+ROW = re.compile(r"^\| (examples/\S+) \| ([^|]*) \| ([^|]*) \| ([^|]+?) \| ([\d.]+)s \| (.*) \|$",
+                 re.M)
+
+
+def previous_rows(path: str) -> list[dict]:
+    """The rows of the coverage table in `path` (as an earlier run wrote them)."""
+    text = open(path).read() if os.path.exists(path) else ""
+    if BEGIN not in text:
+        return []
+    section = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    out = []
+    for ref, sym, fixed, verdict, seconds, why in ROW.findall(section):
+        names = [n.strip() for n in sym.split(",") if n.strip() != "-"]
+        rest = [n.strip() for n in fixed.split(",") if n.strip() != "-"]
+        params = names + rest if verdict != "no parameters" else []
+        out.append(dict(ref=ref, params=params, symbolic=names, verdict=verdict,
+                        seconds=float(seconds), why=why.replace("\\|", "|")))
+    return out
+
+
+def merge(old: list[dict], new: list[dict]) -> list[dict]:
+    """`old` with the rows of `new` in place of theirs, new ones after the last of their file."""
+    fresh = {r["ref"]: r for r in new}
+    rows = [fresh.pop(r["ref"], r) for r in old]
+    for r in fresh.values():
+        file = r["ref"].split("::")[0]
+        at = max((i for i, o in enumerate(rows) if o["ref"].startswith(file + "::")),
+                 default=len(rows) - 1)
+        rows.insert(at + 1, r)
+    return rows
 
 
 def report(rows: list[dict], command: str) -> str:
@@ -153,10 +187,18 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="write the coverage section into this Markdown file")
     parser.add_argument("--timeout", type=float, default=60.0, help="per proof (seconds)")
     parser.add_argument("--jobs", type=int, default=1, help="proofs run side by side")
+    parser.add_argument("--only", metavar="FILE",
+                        help="measure the protocols of this file (relative to the root) only, "
+                             "keeping the other rows of --out as an earlier run wrote them")
     args = parser.parse_args(argv)
-    rows = measure(args.timeout, args.jobs)
+    rows = measure(args.timeout, args.jobs, args.only)
     command = "python bench/prove_coverage.py " + " ".join(argv if argv is not None
                                                           else sys.argv[1:])
+    if args.only:
+        if not args.out:
+            parser.error("--only needs --out (the table it updates)")
+        rows = merge(previous_rows(args.out), rows)
+        command += f" (rows of {args.only}; the others from the run before)"
     section = report(rows, command.strip())
     print(section)
     if args.out:

@@ -101,8 +101,9 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     _rule("BP144", "a thread that arrives on a named barrier must not exit while its phase "
           "waits: arrive in every iteration on every path, or sync (arrive_and_wait) where the "
           "thread must not run ahead", _NOT_REFERENCE, NAMED),
-    # The prover's fragment has no cluster barrier; the explorer checks the order at compile
-    # time and TLC on the same compiled programs.
+    # The explorer checks the order at compile time and TLC on the same compiled programs; the
+    # prover decides it only where every arrive is directly followed by its wait
+    # (checker/symbolic/cluster_sync.py), never by default.
     _rule("BP145", "each thread alternates cluster_arrive and cluster_wait, starting with the "
           "arrive", {"explore", "tlc"}, CLUSTER_BARRIER),
     # The prover decides it through a lemma on the exit rules where it applies

@@ -206,6 +206,14 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
             concretes = [BarrierClass(f"barriers ({', '.join(a.name for a in g)})", None, g)
                          for g in groups.values()]
             self.handoff_split = True
+    self.joined_named = False
+    if getattr(self, "join_named", False) and named.allocs and len(concretes) == 1 \
+            and concrete.allocs:
+        # the named barriers in one class with the mbarriers: a sync that orders a hand-off
+        # (a wait on one, then the next fill of the other) is seen by the same system
+        concrete.allocs.extend(named.allocs)
+        named.allocs = []
+        self.joined_named = True
     classes = [c for c in concretes + [named] if c.allocs] + split + semaphores
     for n, cls in enumerate(classes):
         if cls.ring is not None:

@@ -25,7 +25,7 @@ model/hw_barriers.py maps to one of the rewritten program while the latter break
   instruction, and none is reached from a branch on the lane); BP140/BP143 are checked here on
   the concrete ids and counts; BP144 is a deadlock. An open phase at exit is legal on hardware,
   so BP104 is not checked for these instances (`CInst.hw`); BP103 still is (a stronger claim).
-The cluster barrier is not lowered (it stays outside the fragment).
+The cluster barrier in arrive-wait pairs is lowered by cluster_sync.py.
 """
 
 from __future__ import annotations

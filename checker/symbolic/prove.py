@@ -68,7 +68,10 @@ How a proof works
    over symbolic parameters), and Z3 then proves that no error state satisfies it. Spacer (Z3's
    CHC engine) was tried first on the same transition systems and did not converge even on
    concrete 19-state instances in 60 s, so invariants are guessed from samples and checked by Z3:
-   the samples only propose, Z3 decides.
+   the samples only propose, Z3 decides. Where the largest inductive subset does not exclude
+   an error, Spacer gets the class system narrowed by it, with a share of what is left of the
+   budget (chc.py); whatever invariant it returns is re-checked by plain Z3 (initiation,
+   consecution on every transition, every error condition) before it counts.
 
 6. Rewrites first (the same program): loops of concrete length nested in others are unrolled
    and arrays with one symbolic dimension split into rings (unroll.py); a pipeline's peeled
@@ -76,7 +79,9 @@ How a proof works
    (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
    (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v); a
    persistent loop around the program's loops is proved through one tile when the kernel's
-   own waits separate its tiles, for one block or a pair of blocks (tiles.py).
+   own waits separate its tiles, for one block or a pair of blocks (tiles.py), when the user
+   declared the tile count symbolic (no parameter becomes symbolic unasked: the verdict only
+   says when `--symbolic tiles` would apply).
 7. Classes of concrete rings: a 1-D barrier array of concrete size S used only as a ring
    (`(i + c) % S` in loops, constant slots outside) is tried first, with two thirds of the
    budget, as a ring class of constant size S at one representative slot (fewer variables,
@@ -115,8 +120,10 @@ loop iteration, or after the loop); named barriers with concrete ids and counts,
 id and at most one aligned `bar.sync` instruction per id, none reached from a branch on the
 lane; semaphores signalled and waited on with `semaphore_signal` / `semaphore_wait` (not
 `semaphore_signal_parallel`), decrementing waits under lockstep copies only in a kernel without
-cluster barriers or remote operations. The cluster barrier (`cluster_arrive`/`cluster_wait`) and
-non-blocking tests are outside. Before the fragment is built, loops of concrete trip count
+cluster barriers or remote operations; the cluster barrier (`cluster_arrive`/`cluster_wait`)
+only in arrive-wait pairs (`cluster_sync()`), outside warp regions, in a cluster longer than 1
+along one axis at most (cluster_sync.py: then a ClusterBarrier of one arrival per thread, and
+BP145 holds by the pairing). Non-blocking tests are outside. Before the fragment is built, loops of concrete trip count
 nested in others are unrolled and a loop of c * X iterations is strip-mined into X iterations
 of c (unroll.py): the same program, aligned with the loops that run X times. A
 `wait_parity(phase=n)` (the thread's own phase count) is held to the hardware's rule on phase n
@@ -161,6 +168,7 @@ from ..verdict import Verdict
 from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
+from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
 from .guided import guided_candidates
 from .hw import lower_named_barriers
@@ -170,7 +178,8 @@ from .signs import sign_cases
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
-from .invariants import InvariantResult, guess, houdini, sample
+from .chc import prove_class
+from .invariants import Candidate, InvariantResult, guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .races import assign_buffers
 from .terms import Unsupported
@@ -313,7 +322,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     start = time.perf_counter()
     budget = budget or Budget(timeout)
     try:
-        kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
+        kernel = lower_cluster_sync(lower_lockstep(lower_named_barriers(kernel, fixed), fixed))
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment: {err}")
@@ -331,7 +340,9 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                                      Budget(budget.seconds / 3), start, concrete_rings=False,
                                      handoffs=True, work=work),
              lambda: _prove_fragment(kernel, symbolic, fixed, budget, start,
-                                     concrete_rings=False, work=work)]
+                                     concrete_rings=False, work=work),
+             lambda: _prove_fragment(kernel, symbolic, fixed, budget, start,
+                                     concrete_rings=False, join_named=True, work=work)]
     last = None
     for attempt in tries:
         result = attempt()
@@ -345,15 +356,15 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
 
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
                     concrete_rings: bool, handoffs: bool = False,
-                    work: ClassWork | None = None) -> Proof | None:
-    """The proof on one partition into classes; None when `concrete_rings` or `handoffs`
-    changes nothing."""
+                    work: ClassWork | None = None, join_named: bool = False) -> Proof | None:
+    """The proof on one partition into classes; None when `concrete_rings`, `handoffs` or
+    `join_named` changes nothing."""
 
     def spent() -> float:
         return time.perf_counter() - start
 
     try:
-        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs)
+        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs, join_named)
         if frag is None:
             return None
         roles = frag.roles
@@ -405,14 +416,15 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
 
 
 def _partition(kernel: Kernel, symbolic, fixed, concrete_rings: bool,
-               handoffs: bool) -> Fragment | None:
-    """The fragment with its roles and classes on one partition; None when `concrete_rings`
-    or `handoffs` changes nothing."""
+               handoffs: bool, join_named: bool = False) -> Fragment | None:
+    """The fragment with its roles and classes on one partition; None when `concrete_rings`,
+    `handoffs` or `join_named` changes nothing."""
     frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
     frag.handoff_classes = handoffs
+    frag.join_named = join_named
     frag.build_roles()
     classes = frag.build_classes()
-    if handoffs and not frag.handoff_split:
+    if handoffs and not frag.handoff_split or join_named and not frag.joined_named:
         return None
     if concrete_rings and not any(
             c.ring is not None and z3.is_int_value(z3.simplify(c.ring)) for c in classes):
@@ -500,6 +512,11 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
             if split is not None and tier == len(TEMPLATES) - 1:
                 result = replace(result, reason=f"{result.reason}; by the sign of the "
                                  f"parameters: {split}")
+        if result is not None and result.status == "failed" and budget.z3_left() > 0 \
+                and budget.net_left() > 1.0:
+            # the samples' candidates do not close: Spacer looks for the missing facts, and
+            # plain Z3 re-checks whatever it proposes (chc.py)
+            result = _strengthen_by_chc(enc, result, budget)
         seconds = time.perf_counter() - t0
         if result is None:
             return "unknown", budget.spent_text()
@@ -537,7 +554,7 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
             proof = replace(proof, status="unknown", reason=REGIONS_OPEN + proof.reason)
         return proof
     try:
-        kernel = lower_lockstep(lower_named_barriers(kernel, fixed), fixed)
+        kernel = lower_cluster_sync(lower_lockstep(lower_named_barriers(kernel, fixed), fixed))
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment for races: {err}")
@@ -627,6 +644,23 @@ def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int
         if result.status == "proved" or result.status == "unknown":
             break
     return result
+
+
+def _strengthen_by_chc(enc: Encoder, houdini_result: InvariantResult, budget: Budget
+                       ) -> InvariantResult:
+    """Houdini's failed result, or a proved one when Spacer finds an invariant that, with
+    Houdini's facts, Z3 checks inductive and safe (chc.py)."""
+    facts = [c.formula for c in houdini_result.invariant]
+    # a quarter of what is left, so the partitions tried after this one keep theirs
+    share = Budget(max(0.0, budget.z3_left()) / Z3_UNITS_PER_SECOND / 4)
+    with z3_limits(share):
+        found = prove_class(enc, facts, timeout=min(budget.net_left(), share.net_left()))
+    if found.status == "proved":
+        extra = Candidate(found.invariant, "Spacer's invariant, re-checked by Z3")
+        return InvariantResult("proved", houdini_result.seconds + found.seconds,
+                               invariant=houdini_result.invariant + [extra])
+    return replace(houdini_result, reason=f"{houdini_result.reason}; Spacer on the same "
+                   f"system: {found.reason}")
 
 
 def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, done: dict,
@@ -849,22 +883,14 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         check_assumptions(kernel, fixed)
     except ModelError as err:
         return error_verdict(kernel.name, err, source)
-    if not requested:
-        # a persistent loop's tile count, separated tile by tile by the kernel's own waits,
-        # is proved for every value (tiles.py) unless fixed with --param
-        promoted = promotable(without_memory(kernel), symbolic, fixed, given=list(params))
-        if promoted:
-            unit = "cluster" if any(not (isinstance(n, Const) and n.value == 1)
-                                    for _, n in kernel.cluster) else "block"
-            symbolic = symbolic + promoted
-            fixed = {n: v for n, v in fixed.items() if n not in promoted}
-            kernel = kernel.replace(notes=tuple(
-                n for n in kernel.notes if not any(n.startswith(f"`{t}`: the trip count")
-                                                   for t in promoted)) + tuple(
-                f"`{t}`: the trip count of a persistent loop over the grid (tiles of one "
-                f"{unit}; each value stands for every grid position and size that runs that "
-                "many tiles), symbolic: its tiles are separated by the kernel's own waits"
-                for t in promoted))
+    # No parameter becomes symbolic unless the user asked: a persistent loop's tile count that
+    # tiles.py could prove for every value stays fixed, and the verdict says how to ask.
+    hints = [f"`{t}` is fixed at {fixed[t]} (not declared symbolic); the kernel's own waits "
+             f"separate its tiles, so `--symbolic {t}` would prove every tile count"
+             for t in promotable(without_memory(kernel), symbolic, fixed, given=list(params))] \
+        if not requested else []
+    if hints:
+        kernel = kernel.replace(notes=tuple(kernel.notes) + tuple(hints))
     if not symbolic:
         found = check_kernel(kernel, params, options, source)
         found.notes.append("no symbolic parameters: checked for the given values only")
@@ -934,9 +960,13 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if proof.status == "proved":
         # The rules the class systems do not encode, and the explorer's word at the smallest
         # points: a proof is never stronger than a search.
-        gap = peer_lifetime_gap(kernel)
+        # a cluster barrier used in arrive-wait pairs is a ClusterBarrier of the proof, and
+        # BP145 holds by the pairing itself (cluster_sync.py)
+        paired = uses_cluster_barrier(kernel) and alternates(kernel) is None
+        gap = peer_lifetime_gap(lower_cluster_sync(kernel) if paired else kernel)
         left_open = undecided(kernel, "symbolic", options.ignored(),
-                              also_decided=() if gap else ("BP146",))
+                              also_decided=(() if gap else ("BP146",))
+                              + (("BP145",) if paired else ()))
         found, net = explorer_net(kernel, symbolic, fixed, options, source,
                                   states=max(20_000, int(timeout * STATES_PER_SECOND / 4)))
         if found is not None:
@@ -958,6 +988,11 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                            f"{describe(left_open, 'symbolic')}: not decided by the symbolic "
                            f"engine; the explorer found no violation {net}")
         notes = [f"cross-checked by the explorer with every rule: no violation {net}"]
+        if paired:
+            notes.append("BP145 (cluster-barrier-order): every cluster_arrive is directly "
+                         "followed by a cluster_wait, so every thread alternates them; the "
+                         "cluster barrier is proved as a ClusterBarrier of one arrival per "
+                         "thread (checker/symbolic/cluster_sync.py)")
         if "BP146" in in_play(kernel) and "BP146" not in options.ignored():
             notes.append("BP146 (peer-exited) follows from the proved exit rules: every barrier "
                          "a peer block reaches is driven by Pallas operations only")
