@@ -68,6 +68,11 @@ class Trace:
         steps = [Step(**s) for s in data.get("steps", [])]
         fields = {k: data[k] for k in ("protocol", "source", "params", "grid_position", "agents",
                                        "actions", "outcome")}
+        witness = data.get("witness")
+        if witness is not None and not (
+                isinstance(witness, dict) and isinstance(witness.get("actions"), list)
+                and all(type(a) is int for a in witness["actions"])):
+            raise TypeError("its witness must be an object whose actions are a list of integers")
         return cls(steps=steps, violation=data.get("violation"),
                    final_barriers=data.get("final_barriers", {}),
                    initial_barriers=data.get("initial_barriers", {}),

@@ -249,7 +249,12 @@ def test_quiet_prints_only_the_failures_and_the_summary(project, capsys, monkeyp
 def pytest_run(tmp_path, *args):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.environ.get("PYTHONPATH", ""), ROOT]))
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "barrierproof.pytest_plugin",
+    # an installed barrierproof registers the plugin by its pytest11 entry point; loading it
+    # again with -p is an error ("Plugin already registered"), so -p only for a bare checkout
+    from importlib.metadata import entry_points
+    installed = any(e.name == "barrierproof" for e in entry_points(group="pytest11"))
+    plugin = [] if installed else ["-p", "barrierproof.pytest_plugin"]
+    return subprocess.run([sys.executable, "-m", "pytest", *plugin,
                            "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA", *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 

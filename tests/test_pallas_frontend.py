@@ -259,7 +259,7 @@ BAD = {
 
         def f():
             pass
-        """, "::f", "is not a verdict"),
+        """, "::f", "must map kernel function names to verdicts"),
     "no_kernel": ("""
         import jax.numpy as jnp
 

@@ -288,10 +288,31 @@ def test_what_the_rewrites_cannot_carry_is_unknown_with_the_reason(proto, why):
     assert proof.status == "unknown" and why in proof.reason, proof.reason
 
 
-def test_the_cluster_barrier_stays_outside_the_fragment():
+def test_the_cluster_barrier_in_arrive_wait_pairs_is_proved_as_one_cluster_barrier():
     k = kernel("hw_barriers.py::cluster_teardown_with_cluster_sync")
     proof = prove(k, [], {}, timeout=30)
-    assert proof.status == "unknown" and "cluster hardware barrier" in proof.reason
+    assert proof.status == "proved", proof.reason
+    assert check_kernel(k, {}).verdict == "verified"
+
+
+@protocol
+def _cluster_arrive_apart_from_its_wait(k, steps=1):
+    k.cluster(x=2)
+    k.threads(1, name="wg")
+    done = k.Barrier(num_arrivals=1)
+    with k.loop(steps):
+        k.cluster_arrive()
+        k.barrier_arrive(done)
+        k.barrier_wait(done)
+        k.cluster_wait()
+
+
+def test_a_cluster_arrive_not_followed_by_its_wait_stays_outside_the_fragment():
+    k = _cluster_arrive_apart_from_its_wait.build()
+    assert check_kernel(k, {"steps": 2}).verdict == "verified"
+    proof = prove(k, ["steps"], {}, timeout=30)
+    assert proof.status == "unknown" and "is not one half of a cluster_arrive, cluster_wait pair" \
+        in proof.reason, proof.reason
 
 
 def test_the_rewrites_change_nothing_without_named_barriers_or_lockstep_takes():

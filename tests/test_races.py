@@ -217,7 +217,7 @@ def test_tlc_verdict_is_unknown_while_races_are_unchecked(monkeypatch):
     from barrierproof.checker import check
     from barrierproof.checker.engines import tlc
     monkeypatch.setattr(tlc, "tlc_search",
-                        lambda workers, **kw: check.explorer_search(Options()))
+                        lambda workers, *args, **kw: check.explorer_search(Options()))
     v = tlc.run_tlc(TARGETS["ring_slot_reuse"].build())
     assert v.verdict == "unknown" and "not in the TLA+ model" in v.coverage
     v = tlc.run_tlc(TARGETS["ring_slot_reuse"].build(),
