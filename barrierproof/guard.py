@@ -11,8 +11,8 @@ gate's exit code:
   thread count ends in a `bounded` verdict, not a hung CI job), and the engines run under the
   same watchdog with a small grace period as a safety net behind their own limits.
 
-SIGINT and SIGTERM at any moment end the run the same way: the protocols not finished are
-`bounded`, the report of what was reached is written (`Interrupts`).
+SIGINT, SIGTERM and SIGHUP at any moment end the run the same way: the protocols not finished
+are `bounded`, the report of what was reached is written (`Interrupts`).
 """
 
 from __future__ import annotations
@@ -130,12 +130,14 @@ def _in_finalizer(frame) -> bool:
 
 
 class Interrupts:
-    """SIGINT (Ctrl-C) and SIGTERM (a CI job cancelled) end the work under way as a
-    KeyboardInterrupt, which the explorer turns into a `bounded` verdict; `received` remembers
-    it, so the protocols not yet checked are reported as such, and the report is still
-    written. A KeyboardInterrupt without a signal came from a user's code."""
+    """SIGINT (Ctrl-C), SIGTERM (a CI job cancelled) and SIGHUP (its terminal gone) end the
+    work under way as a KeyboardInterrupt, which the explorer turns into a `bounded` verdict;
+    `received` remembers it, so the protocols not yet checked are reported as such, and the
+    report is still written. A KeyboardInterrupt without a signal came from a user's code."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    # SIGHUP: the terminal or the runner's session went away; the report is still wanted.
+    SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP")
+                                                  else ())
 
     def __enter__(self) -> "Interrupts":
         self.received: str | None = None

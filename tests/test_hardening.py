@@ -431,33 +431,43 @@ def big(k, n=8, steps=400):
 '''
 
 
-def interrupted_run(tmp_path, text, sig, after):
+def interrupted_run(tmp_path, text, sig, ready):
+    """Run `check` on `text` and send `sig` once a line of its stderr starts with `ready` (a
+    point reached, not a time slept: under load a fixed sleep may fall before the handlers are
+    installed or after the work is done)."""
     path = write(tmp_path, "p.py", text)
     report = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", path, "--no-cache",
-                             "--no-reduction", "--format", "json", "-o", str(report)],
+                             "--no-reduction", "--jobs", "1", "--progress", "--format", "json",
+                             "-o", str(report)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    time.sleep(after)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith(ready):
+            break
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
-    return proc.returncode, report, err
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, report, "".join(seen) + err
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_while_checking_writes_the_report(tmp_path, sig):
-    code, report, err = interrupted_run(tmp_path, SLOW, sig, after=4)
+    # `big` reports progress only once `handoff`, before it, is done
+    code, report, err = interrupted_run(tmp_path, SLOW, sig, ready="big:")
     assert code == 2, err
     verdicts = {v["name"]: v for v in json.loads(report.read_text())}
     assert verdicts["handoff"]["verdict"] == "verified"
     assert verdicts["big"]["verdict"] == "bounded"
+    assert "interrupted" in verdicts["big"]["coverage"]
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_while_importing_writes_the_report(tmp_path, sig):
-    code, report, err = interrupted_run(
-        tmp_path, "import time\ntime.sleep(30)\n" + GOOD, sig, after=3)
+    sleeper = "import sys, time\nprint('importing', file=sys.stderr, flush=True)\ntime.sleep(60)\n"
+    code, report, err = interrupted_run(tmp_path, sleeper + GOOD, sig, ready="importing")
     assert code == 2, err
     [v] = json.loads(report.read_text())
     assert v["verdict"] == "bounded" and "interrupted" in v["coverage"]
@@ -516,6 +526,13 @@ def test_prove_verdict_depends_on_input_and_budget_only():
     # Enough work: proved, every time.
     assert [prove(kernel, ["rounds"], {}, timeout=20).status for _ in range(2)] == \
         ["proved", "proved"]
+    # The budget is the sum over the queries: each may spend only what the others left, so a
+    # run never spends several times its --timeout (Z3's own counter is the measure).
+    from barrierproof.checker.symbolic.prove import Z3_UNITS_PER_SECOND, z3_work
+    for seconds in (0.05, 0.2):
+        before = z3_work()
+        assert prove(kernel, ["rounds"], {}, timeout=seconds).status == "unknown"
+        assert z3_work() - before <= 1.05 * seconds * Z3_UNITS_PER_SECOND + 10_000
 
 
 def test_prove_returns_within_its_wall_clock_net_plus_a_small_constant():

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import z3
 
 from .encode import Encoder
+from .work import checked
 
 
 @dataclass
@@ -61,7 +62,7 @@ def spacer_invariant(enc: Encoder, houdini: list[z3.BoolRef], timeout: float
     for _, cond in enc.bad:
         s.add(z3.ForAll(xs, z3.Implies(z3.And(inv(*xs), cond, known), z3.BoolVal(False))))
     try:
-        answer = s.check()
+        answer = checked(s)
     except z3.Z3Exception as exc:
         return "unknown", None, f"Spacer: {exc}"
     if answer == z3.sat:
@@ -89,7 +90,7 @@ def check_certificate(enc: Encoder, invariant: z3.BoolRef, timeout: float) -> st
         s = z3.Solver()
         s.set("timeout", max(1, int(timeout * 1000)))
         s.add(*facts)
-        return s.check() == z3.unsat
+        return checked(s) == z3.unsat
 
     if not unsat(enc.init_body, z3.Not(init)):
         return "initiation"

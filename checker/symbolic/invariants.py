@@ -37,6 +37,7 @@ import z3
 from z3.z3 import _to_expr_ref
 
 from .encode import Encoder
+from .work import checked, limit
 
 # ----------------------------------------------------------------------------------------------
 # Z3 terms as Python functions of the state vector
@@ -714,7 +715,7 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
         s.add(z3.Implies(goal, _fast_or([init_broken[id(c)] for c in alive])))
         s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
         checks += 1
-        r = s.check(goal)
+        r = checked(s, goal)
         if r == z3.unsat:
             break
         if r == z3.unknown:
@@ -748,7 +749,7 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
         s.add(z3.Implies(goal, cond))
         s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
         checks += 1
-        r = s.check(goal)
+        r = checked(s, goal)
         if r == z3.sat:
             failed.append(label)
         elif r == z3.unknown:
@@ -1007,6 +1008,7 @@ def _fast_and(args: list) -> z3.BoolRef:
 
 
 def _fast_check(s: z3.Solver, assumptions: list):
+    limit(s)
     arr = (z3.Ast * len(assumptions))(*[a.as_ast() for a in assumptions])
     r = z3.Z3_solver_check_assumptions(s.ctx.ref(), s.solver, len(assumptions), arr)
     return z3.CheckSatResult(r)
@@ -1062,7 +1064,7 @@ def explain_drop(encoder: Encoder, candidates: list[Candidate], pattern: str, ro
     for c in alive:
         s.push()
         s.add(z3.Not(z3.substitute(c.formula, *init_sub)))
-        if s.check() == z3.sat and pattern in c.text:
+        if checked(s) == z3.sat and pattern in c.text:
             return ("init", [], s.model(), None, [c.text])
         s.pop()
     post = [z3.Int(f"{v}'") for v in variables]
@@ -1078,7 +1080,7 @@ def explain_drop(encoder: Encoder, candidates: list[Candidate], pattern: str, ro
         for f, c in zip(flags, alive):
             s.add(f == z3.substitute(c.formula, *sub))
         s.add(z3.Not(z3.And(flags)))
-        if s.check() != z3.sat:
+        if checked(s) != z3.sat:
             return None
         m = s.model()
         dropped = [c.text for c, f in zip(alive, flags)
@@ -1113,7 +1115,7 @@ def core_closure(encoder: Encoder, invariant: list[Candidate], timeout: float = 
         s.add(encoder.init_body, *encoder.sane, *goal_neg)
         for m, c in zip(marks, invariant):
             s.add(z3.Implies(m, c.formula))
-        r = s.check(*marks)
+        r = checked(s, *marks)
         assert r == z3.unsat, r
         return {int(str(x)[2:]) for x in s.unsat_core()}
 

@@ -178,6 +178,7 @@ from .signs import sign_cases
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
+from . import work
 from .chc import prove_class
 from .invariants import Candidate, InvariantResult, guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
@@ -271,9 +272,11 @@ class z3_limits:
 
     def __enter__(self):
         z3.set_param("rlimit", max(1, self.budget.z3_left()))
+        work.push(self.budget.z3_left)      # and, query by query, what is left (work.py)
         return self
 
     def __exit__(self, *exc):
+        work.pop()
         z3.set_param("rlimit", 0)
 
 
