@@ -184,7 +184,8 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     failed = False
     hits = 0
     pool = concurrent.futures.ProcessPoolExecutor(min(jobs, len(targets)), mp_context=context,
-                                                  initializer=_worker_signals)
+                                                  initializer=_worker_signals,
+                                                  initargs=(os.getpid(),))
     futures = {}
     for n, t in enumerate(targets):
         if t.kind == "error":     # a file that does not import: reported here
@@ -255,16 +256,34 @@ def _wind_down(pool, futures: dict, results: list) -> None:
 _WORKER_INTERRUPTED = False
 
 
-def _worker_signals() -> None:
+def _worker_signals(parent: int) -> None:
     """A worker remembers a Ctrl-C or SIGTERM that arrives between tasks (inside one, the
-    task's own Interrupts turn it into a `bounded` verdict); once interrupted it takes no task."""
+    task's own Interrupts turn it into a `bounded` verdict); once interrupted it takes no task.
+    It dies with the run: a SIGKILL of barrierproof (a CI runner's last resort) leaves no
+    worker searching on with nobody to report to."""
     import signal as signals
+    _die_with(parent)
 
     def remember(signum, frame):
         global _WORKER_INTERRUPTED
         _WORKER_INTERRUPTED = True
     for sig in Interrupts.SIGNALS:
         signals.signal(sig, remember)
+
+
+def _die_with(parent: int) -> None:
+    """Linux: ask the kernel for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG); a
+    parent already gone before the request is caught by the parent pid check after it."""
+    import ctypes
+    import signal as signals
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signals.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:

@@ -413,6 +413,53 @@ def test_ctrl_c_keeps_what_parallel_workers_covered(tmp_path):
     assert small["verdict"] == "verified"
 
 
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                if f"PPid:\t{pid}\n" in f.read():
+                    found.add(int(entry))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "State:\tZ" not in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_die_with_a_killed_run(tmp_path):
+    """SIGKILL cannot be caught, so nothing is reported; but no worker may go on searching
+    with nobody to report to (a CI runner's last resort, or the OOM killer)."""
+    (tmp_path / "two.py").write_text(BIG_THEN_SMALL.replace("def small(k, steps=2",
+                                                            "def small(k, steps=400"))
+    proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", str(tmp_path),
+                             "--no-reduction", "--no-cache", "--timeout", "300", "--jobs", "2"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = _children(proc.pid)
+        assert len(workers) >= 2
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_running(w) for w in workers):
+        time.sleep(0.2)
+    alive = [w for w in workers if _running(w)]
+    for w in alive:
+        os.kill(w, signal.SIGKILL)
+    assert alive == []
+
+
 def test_parallel_workers_are_joined_before_the_verdicts_are_printed(tmp_path, monkeypatch,
                                                                     capsys):
     """The worker pool is shut down and joined before `check` returns: a pool left to Python's
