@@ -396,13 +396,18 @@ class PersistentSets:
                             guards[a][pc], instr, onto[a].get(pc), guard_only[a][pc], local))
             info.append(row)
 
+        # the threads with a local step somewhere, and where (most protocols have none)
+        local_at = [(a, frozenset(pc for pc, x in enumerate(row) if x[-1]))
+                    for a, row in enumerate(info)]
+        local_at = [(a, pcs) for a, pcs in local_at if pcs]
+
         def choose(state: tuple) -> list[int] | None:
             # A local step first: nothing to compute.
-            for a in range(A):
+            for a, pcs in local_at:
                 pc = state[a]
-                if pc < lengths[a]:
+                if pc in pcs:
                     r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
-                    if local and (wait_next is None or state[wait_next[1]] >= 0) and \
+                    if (wait_next is None or state[wait_next[1]] >= 0) and \
                             (guard is None or guard(system, state, instr)):
                         return [a]
             # The actors that can still move: action number, current step's reads and writes,
@@ -520,11 +525,13 @@ class PersistentSets:
                 return min(stuck, key=lambda k: (enablers.get(k) if k in enablers
                                                  else enabling(k)).bit_count())
 
-            anchor = quietest(list(range(n_threads))) if n_threads else 0
+            anchor = None
             for seed in seeds:
                 if seed >= n_threads:
                     # a delivery or completion may end the last thing in flight at exit: an
                     # unfinished thread in the set keeps every path outside it short of the exit
+                    if anchor is None:
+                        anchor = quietest(list(range(n_threads)))
                     starts.append((seed, 1 << anchor))
                     continue
                 gone = leaves[act[seed]][state[act[seed]]]
