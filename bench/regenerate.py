@@ -205,6 +205,15 @@ def render(record: dict) -> str:
         "equal these, and TLC's CPU time over the explorer's must stay within a factor of "
         "the recorded ratio.",
         "",
+        "POR's cost per state is the default's µs per state over symmetry's; the states it saves, "
+        "symmetry's states over the default's; it pays where the CPU ratio (without / with) is "
+        "above 1. The explorer switches it off by itself only where its persistent sets leave "
+        "no step out on a fixed sample of 1,000 states (checker/engines/por.py, "
+        "`leaves_nothing_out`; the note column says so): a count, so the same on every machine, "
+        "and sound whatever it decides. It does not switch off by time: a reduction's saving "
+        "compounds with depth, and a sample's CPU times would make the state counts depend on "
+        "the machine's load.",
+        "",
         "| member | states none / symmetry / default | µs per state none / symmetry / default "
         "| POR: cost per state | POR: states saved | POR: CPU without / with | note |",
         "| --- | --- | --- | --- | --- | --- | --- |",
