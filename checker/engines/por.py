@@ -30,6 +30,10 @@ proviso is needed. docs/POR.md has the argument rule by rule.
 
 With thread symmetry, the races of the symmetric images of a state are checked too (the
 explorer's race permutations): memory is then taken over a thread's whole symmetry class.
+
+What depends on the program alone is tabled when the chooser is built (resources, futures and
+each position's candidate horizon stops, `_stops`); a state evaluates only guards and who may
+write their inputs. `leaves_nothing_out` tells the explorer where the reduction saves nothing.
 """
 
 from __future__ import annotations
