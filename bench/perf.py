@@ -302,7 +302,8 @@ def main() -> None:
         "",
         f"Produced by `python bench/perf.py` in one run of {time.time() - start:.0f} s on "
         f"{machine}, shared with other work while it ran: compare ratios within a table; "
-        "absolute times must be measured again on an idle machine.",
+        "absolute times must be measured again on an idle machine. Only the last section "
+        "(bench/regenerate.py) is re-measured by a test.",
         "",
         GOALS_HEAD,
         "",

@@ -101,6 +101,7 @@ class SearchOutcome:
     bytes_per_state: float | None = None
     collision_probability: float | None = None
     witness: list[int] | None = None    # parity aliasing: the other schedule (model/parity.py)
+    notes: list[str] = field(default_factory=list)   # what the engine decided on its own
 
 
 # An engine: (system, ignored codes, seconds left or None) -> SearchOutcome.
@@ -116,7 +117,7 @@ def explorer_search(options: Options) -> Search:
                      store_mode=options.store, order=options.order)
         return SearchOutcome(r.status, r.states, r.transitions, r.depth, r.actions,
                              r.violation.code if r.violation else None, r.reason,
-                             r.bytes_per_state, r.collision_probability, r.witness)
+                             r.bytes_per_state, r.collision_probability, r.witness, r.notes)
     return search
 
 
@@ -155,9 +156,10 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
         return Verdict(kernel.name, kind, diags, params=values, source=source, engine=engine,
                        reduction=options.reduction and engine == "explore",
                        seconds=time.perf_counter() - start, expected=kernel.expect,
-                       notes=list(kernel.notes), **memory, **kw)
+                       notes=list(kernel.notes) + search_notes, **memory, **kw)
 
     memory_seen: list[float] = []
+    search_notes: list[str] = []
     collisions = 0.0
 
     if any(d.code in INPUT_ERRORS for d in unique):
@@ -179,6 +181,7 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
             collisions += result.collision_probability or 0.0
         states += result.states
         transitions += result.transitions
+        search_notes += [n for n in result.notes if n not in search_notes]
         depth = max(depth, result.depth)
         if result.status == "violation":
             run = replay(system, result.actions, ignored, result.witness)

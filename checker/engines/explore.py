@@ -34,10 +34,15 @@ from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.violations import Violation, primary
 from .parity_returns import Conflict, ParityReturns
-from .por import persistent_sets
+from .por import leaves_nothing_out, persistent_sets
 from .store import StateStore
 from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,
                        race_permutations, thread_classes)
+
+
+# States of the graph the persistent sets are tried on before a search (por.py,
+# `leaves_nothing_out`): if none of them leaves out an enabled step, the search runs without.
+POR_SAMPLE = 1000
 
 
 @dataclass
@@ -64,6 +69,7 @@ class ExploreResult:
     store: str = "tuple"
     bytes_per_state: float = 0.0         # resident memory grown per distinct state
     collision_probability: float | None = None   # fingerprint store only
+    notes: list[str] = field(default_factory=list)   # what the search decided on its own
 
 
 def symmetry_classes(system: System) -> list[list[int]]:
@@ -110,6 +116,15 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     twins = symmetry.twins() if symmetry is not None else None
     classes = symmetry.classes if symmetry is not None else []
     local = persistent_sets(system, classes) if reduction and partial_order else None
+    notes: list[str] = []
+    if local is not None:
+        # A reduction whose sets leave nothing out costs time and saves no state: off. Decided
+        # on a fixed sample of the graph (por.py), so both search orders decide alike.
+        watched = leaves_nothing_out(system, local, reduce or (lambda s: s), POR_SAMPLE)
+        if watched is not None:
+            local = None
+            notes.append(f"partial-order reduction switched off: its persistent sets held every "
+                         f"enabled step in the first {watched:,} states")
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
@@ -150,7 +165,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                              symmetry_classes=symmetry.describe() if symmetry else [],
                              store=store.mode, bytes_per_state=round(per_state(), 1),
                              collision_probability=store.collision_probability(transitions),
-                             **kw)
+                             notes=list(notes), **kw)
 
     def found(index: int | None, action: int | None, violation: Violation,
               by_step: bool = False, perm: dict[int, int] | None = None) -> ExploreResult:

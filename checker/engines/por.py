@@ -30,6 +30,10 @@ proviso is needed. docs/POR.md has the argument rule by rule.
 
 With thread symmetry, the races of the symmetric images of a state are checked too (the
 explorer's race permutations): memory is then taken over a thread's whole symmetry class.
+
+What depends on the program alone is tabled when the chooser is built (resources, futures and
+each position's candidate horizon stops, `_stops`); a state evaluates only guards and who may
+write their inputs. `leaves_nothing_out` tells the explorer where the reduction saves nothing.
 """
 
 from __future__ import annotations
@@ -210,6 +214,7 @@ class PersistentSets:
         self.n_threads = A
         self.n_slots = len(system.slots)
         self.guards = [[GUARDS[i.op] for i in prog] for prog in system.programs]
+        self.stop_table = self._stops()
 
     def _memory(self, system: System, classes: list[list[int]]) -> None:
         """Memory each thread touches at each gap, and may touch from it on (reads, writes), as
@@ -287,7 +292,79 @@ class PersistentSets:
             self.fmem_r.append(fr)
             self.fmem_w.append(fw)
 
-    def chooser(self) -> Callable[[tuple], list[int] | None]:
+    def _stops(self) -> list[list[tuple]]:
+        """Per thread and position: where its horizon may end, as (guard reads, guard,
+        instruction, future reads and writes before it) for each of the next HORIZON_WAITS
+        blocking instructions that the thread itself neither writes what its guard reads nor
+        waits on before it. All of that depends on the program only; what is left for a state
+        is whether the guard is false now and who else may write what it reads."""
+        table = []
+        for a, prog in enumerate(self.system.programs):
+            srow, wrow, base = self.step_r[a], self.step_w[a], self.reads[a]
+            ahead = self.blocking[a]
+            rows = []
+            for pc in range(len(prog)):
+                hr = hw = own = 0
+                q = pc
+                row = []
+                first = bisect_right(ahead, pc)
+                for b in ahead[first:first + HORIZON_WAITS]:
+                    while q < b:
+                        hr |= srow[q]
+                        hw |= wrow[q]
+                        own |= base[q] | wrow[q]
+                        q += 1
+                    gr = self.reads[a][b] | self.guard_only[a][b]
+                    if not own & gr:
+                        row.append((gr, self.guards[a][b], prog[b], hr, hw))
+                rows.append(tuple(row))
+            table.append(rows)
+        return table
+
+    def _walker(self, state: tuple, act: list[int], f_r: list[int], f_w: list[int],
+                writers: Callable[[int], int]) -> Callable[[int, int], tuple[int, int]]:
+        """The horizon walked instruction by instruction in each state: the reference the
+        tables of `_stops` are tested against (tests/test_por_tables.py)."""
+        system, programs, guards = self.system, self.system.programs, self.guards
+        step_r, step_w, blocking = self.step_r, self.step_w, self.blocking
+        reads, guard_only = self.reads, self.guard_only
+
+        def horizon(j: int, inside: int) -> tuple[int, int]:
+            """Thread j's future up to the first instruction it cannot pass on a path
+            outside `inside`: a blocking step whose guard is false now and whose inputs
+            nothing outside `inside` can change (no other actor outside it writes what
+            the guard reads; j itself neither writes it nor waits on it before). Taken
+            with the set as it is now: the set only grows, which only shortens horizons,
+            so this one stays a safe over-approximation."""
+            a = act[j]
+            pc = state[a]
+            srow, wrow, base = step_r[a], step_w[a], reads[a]
+            hr = hw = own = 0
+            q = pc
+            ahead = blocking[a]
+            first = bisect_right(ahead, pc)
+            # a few waits ahead at most: past them the whole future is cheaper and as good
+            for b in ahead[first:first + HORIZON_WAITS]:
+                while q < b:
+                    hr |= srow[q]
+                    hw |= wrow[q]
+                    own |= base[q] | wrow[q]
+                    q += 1
+                gr = reads[a][b] | guard_only[a][b]
+                if own & gr:
+                    continue
+                if writers(gr) & ~inside & ~(1 << j):
+                    continue
+                guard = guards[a][b]
+                if guard is not None and not guard(system, state, programs[a][b]):
+                    return hr, hw
+            return f_r[j], f_w[j]
+
+        return horizon
+
+    def chooser(self, walk: bool = False) -> Callable[[tuple], list[int] | None]:
+        """`walk`: horizons walked per state (the reference) instead of read from the
+        tables."""
         system = self.system
         A = self.n_threads
         n_slots = self.n_slots
@@ -298,6 +375,7 @@ class PersistentSets:
         onto = self.onto
         guard_only, leaves, block_bit = self.guard_only, self.leaves, self.block_bit
         fut_r, fut_w = self.fut_r, self.fut_w
+        stop_table = self.stop_table
         slot_base, queue_base, queue_end = system.slot_base, system.queue_base, system.queue_end
         slot_w, entry_w = self.slot_w, self.entry_w
         n_queues = queue_end - queue_base
@@ -322,13 +400,18 @@ class PersistentSets:
                             guards[a][pc], instr, onto[a].get(pc), guard_only[a][pc], local))
             info.append(row)
 
+        # the threads with a local step somewhere, and where (most protocols have none)
+        local_at = [(a, frozenset(pc for pc, x in enumerate(row) if x[-1]))
+                    for a, row in enumerate(info)]
+        local_at = [(a, pcs) for a, pcs in local_at if pcs]
+
         def choose(state: tuple) -> list[int] | None:
             # A local step first: nothing to compute.
-            for a in range(A):
+            for a, pcs in local_at:
                 pc = state[a]
-                if pc < lengths[a]:
+                if pc in pcs:
                     r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
-                    if local and (wait_next is None or state[wait_next[1]] >= 0) and \
+                    if (wait_next is None or state[wait_next[1]] >= 0) and \
                             (guard is None or guard(system, state, instr)):
                         return [a]
             # The actors that can still move: action number, current step's reads and writes,
@@ -446,11 +529,13 @@ class PersistentSets:
                 return min(stuck, key=lambda k: (enablers.get(k) if k in enablers
                                                  else enabling(k)).bit_count())
 
-            anchor = quietest(list(range(n_threads))) if n_threads else 0
+            anchor = None
             for seed in seeds:
                 if seed >= n_threads:
                     # a delivery or completion may end the last thing in flight at exit: an
                     # unfinished thread in the set keeps every path outside it short of the exit
+                    if anchor is None:
+                        anchor = quietest(list(range(n_threads)))
                     starts.append((seed, 1 << anchor))
                     continue
                 gone = leaves[act[seed]][state[act[seed]]]
@@ -467,45 +552,39 @@ class PersistentSets:
                 starts.append((seed, extra))
             threads = (1 << n_threads) - 1
             writers_of: dict[int, int] = {}
-            step_r, step_w, blocking = self.step_r, self.step_w, self.blocking
 
-            def horizon(j: int, inside: int) -> tuple[int, int]:
-                """Thread j's future up to the first instruction it cannot pass on a path
-                outside `inside`: a blocking step whose guard is false now and whose inputs
-                nothing outside `inside` can change (no other actor outside it writes what
-                the guard reads; j itself neither writes it nor waits on it before). Taken
-                with the set as it is now: the set only grows, which only shortens horizons,
-                so this one stays a safe over-approximation."""
-                a = act[j]
-                pc = state[a]
-                srow, wrow, base = step_r[a], step_w[a], reads[a]
-                hr = hw = own = 0
-                q = pc
-                ahead = blocking[a]
-                first = bisect_right(ahead, pc)
-                # a few waits ahead at most: past them the whole future is cheaper and as good
-                for b in ahead[first:first + HORIZON_WAITS]:
-                    while q < b:
-                        hr |= srow[q]
-                        hw |= wrow[q]
-                        own |= base[q] | wrow[q]
-                        q += 1
-                    gr = reads[a][b] | guard_only[a][b]
-                    if own & gr:
-                        continue
-                    wr = writers_of.get(gr)
-                    if wr is None:
-                        wr = 0
-                        for k in range(L):
-                            if gr & f_w[k]:
-                                wr |= 1 << k
-                        writers_of[gr] = wr
-                    if wr & ~inside & ~(1 << j):
-                        continue
-                    guard = guards[a][b]
-                    if guard is not None and not guard(system, state, programs[a][b]):
-                        return hr, hw
-                return f_r[j], f_w[j]
+            def writers(gr: int) -> int:
+                """The actors whose future writes what a guard reading `gr` reads."""
+                wr = writers_of.get(gr)
+                if wr is None:
+                    wr = 0
+                    for k in range(L):
+                        if gr & f_w[k]:
+                            wr |= 1 << k
+                    writers_of[gr] = wr
+                return wr
+
+            if walk:
+                horizon = self._walker(state, act, f_r, f_w, writers)
+            else:
+                stops: dict[int, list] = {}
+
+                def horizon(j: int, inside: int) -> tuple[int, int]:
+                    """Thread j's future up to the first wait ahead (of its table, `stop_table`)
+                    whose guard is false now and whose other writers are all in `inside`. The
+                    guards and writers depend on the state only, so they are taken once per
+                    state and thread; each set then only picks the first stop it covers."""
+                    mine = stops.get(j)
+                    if mine is None:
+                        a = act[j]
+                        mine = stops[j] = [
+                            (writers(gr) & ~(1 << j), hr, hw)
+                            for gr, guard, instr, hr, hw in stop_table[a][state[a]]
+                            if guard is not None and not guard(system, state, instr)]
+                    for need, hr, hw in mine:
+                        if not need & ~inside:
+                            return hr, hw
+                    return f_r[j], f_w[j]
 
             # the seeds with the fewest direct conflicts first: a set of one ends the search
             starts.sort(key=lambda st: ((conflicts[st[0]] if st[0] in conflicts
@@ -546,23 +625,31 @@ class PersistentSets:
                     if new & blocked:
                         # a blocked thread whose enablers are all in the set stays where it is
                         # on every path outside the set: its future does not matter
-                        for j in bits(new & blocked):
+                        m = new & blocked
+                        while m:
+                            low = m & -m
+                            m ^= low
+                            j = low.bit_length() - 1
                             e = enablers.get(j)
                             if e is None:
                                 e = enabling(j)
                             if not e & ~inside:
-                                new &= ~(1 << j)
+                                new ^= low
                     if new & threads:
                         # a thread that cannot pass a wait outside the set matters only up to
                         # that wait (its horizon)
                         r, w, enabled_u = cur_r[i], cur_w[i], (on >> i) & 1
-                        for j in bits(new & threads):
+                        m = new & threads
+                        while m:
+                            low = m & -m
+                            m ^= low
+                            j = low.bit_length() - 1
                             hz = horizons.get(j)
                             if hz is None:
                                 hz = horizons[j] = horizon(j, inside)
                             hr, hw = hz
                             if (not (w & (hr | hw) or r & hw)) if enabled_u else not r & hw:
-                                new &= ~(1 << j)
+                                new ^= low
                     if new:
                         inside |= new
                         todo |= new
@@ -589,14 +676,6 @@ def _masks_of(items) -> tuple[int, int]:
     return r, w
 
 
-def bits(mask: int):
-    """The positions of the set bits of `mask`."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
-
-
 def sum_bits(masks) -> int:
     out = 0
     for b in masks:
@@ -611,3 +690,34 @@ def persistent_sets(system: System, classes: list[list[int]] | None = None
     if system.n_agents + len(system.slots) + len(system.queue_agents) <= 1:
         return None
     return PersistentSets(system, classes).chooser()
+
+
+def leaves_nothing_out(system: System, choose: Callable[[tuple], list[int] | None],
+                       canon: Callable[[tuple], tuple], sample: int) -> int | None:
+    """How many states were tried when none of the first `sample` states of a breadth-first
+    walk over the (canonical) graph gets a persistent set that leaves out an enabled step;
+    None as soon as one does. The walk stops at the first such state, so a reduction that
+    pays is found out in a few states.
+
+    Switching the reduction off is always sound: the full expansion is a persistent set of
+    every state. A walk fixed by the graph alone (not by the search's order) keeps the
+    reduced graph a function of the system, the same for breadth and depth first."""
+    start = canon(system.initial_state())
+    seen, frontier, tried = {start}, [start], 0
+    while frontier:
+        level = []
+        for state in frontier:
+            chosen = choose(state)
+            if chosen is not None and any(system.enabled(state, b)
+                                          for b in range(system.n_actions) if b not in chosen):
+                return None
+            tried += 1
+            if tried >= sample:
+                return tried
+            for _, nxt, violation in system.successors(state):
+                nxt = canon(nxt)
+                if violation is None and nxt not in seen:
+                    seen.add(nxt)
+                    level.append(nxt)
+        frontier = level
+    return tried
