@@ -476,6 +476,165 @@ hopper_release_in_flight = _hopper(RELEASE_LAG=0)
 # the expect counts 16 bytes more than the two loads bring: `ready` never completes
 hopper_expect_too_many_bytes = _hopper(EXTRA_BYTES=16)
 
+
+# -- 6. ping-pong: two softmax partitions take turns through a turnstile ----------------------
+
+@aggregate
+class Turn:
+    """A ring position; a ring of one barrier flips its phase at every step."""
+
+    index: gl.tensor
+    phase: gl.tensor
+    num_barriers: gl.constexpr
+
+    @gluon.must_use_result
+    @gluon.jit
+    def step(self):
+        if self.num_barriers == 1:
+            return Turn(gl.to_tensor(0), self.phase ^ 1, self.num_barriers)
+        bumped = self.index + 1
+        wrap = bumped == self.num_barriers
+        return Turn(gl.where(wrap, 0, bumped), gl.where(wrap, self.phase ^ 1, self.phase),
+                    self.num_barriers)
+
+
+@aggregate
+class Pipe:
+    """Buffers with a full and a free barrier each; `prime` hands every buffer to the producer
+    at the start, so both sides count phases from 0."""
+
+    full: gl.shared_memory_descriptor
+    free: gl.shared_memory_descriptor
+    depth: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, full, free, depth):
+        self.full = full
+        self.free = free
+        self.depth = gl.constexpr(depth)
+
+    @gluon.jit
+    def make(depth: gl.constexpr, consumers: gl.constexpr):
+        full = mbarrier.allocate_mbarrier(batch=depth)
+        free = mbarrier.allocate_mbarrier(batch=depth)
+        for i in gl.static_range(depth):
+            mbarrier.init(full.index(i), count=1)
+            mbarrier.init(free.index(i), count=consumers)
+        return Pipe(full, free, depth)
+
+    @gluon.jit
+    def prime(self, consumers: gl.constexpr):
+        for i in gl.static_range(self.depth):
+            mbarrier.arrive(self.free.index(i), count=consumers)
+
+    @gluon.jit
+    def start(self):
+        return Turn(gl.to_tensor(0), gl.to_tensor(0), self.depth)
+
+    @gluon.jit
+    def produce(self, turn):
+        mbarrier.wait(self.free.index(turn.index), turn.phase)
+        return self.full.index(turn.index), turn.index, turn.step()
+
+    @gluon.jit
+    def consume(self, turn):
+        mbarrier.wait(self.full.index(turn.index), turn.phase)
+        return self.free.index(turn.index), turn.index, turn.step()
+
+
+@gluon.jit
+def pp_load(k_desc, k_bufs, kv, n_kv, TAIL: gl.constexpr):
+    turn = kv.start()
+    for j in range(n_kv):
+        bar, slot, turn = kv.produce(turn)
+        mbarrier.expect(bar, k_desc.block_type.nbytes)
+        tma.async_load(k_desc, [j * k_desc.block_type.shape[0], 0], bar, k_bufs.index(slot))
+    if TAIL:
+        # the producer's tail: the last releases of K arrive before the kernel exits
+        for i in gl.static_range(kv.depth):
+            bar, slot, turn = kv.produce(turn)
+
+
+@gluon.jit
+def pp_mma(q_bufs, k_bufs, s_tmem, kv, s0, s1, n_kv):
+    kv_turn = kv.start()
+    s0_turn = s0.start()
+    s1_turn = s1.start()
+    for j in range(n_kv):
+        kv_free, slot, kv_turn = kv.consume(kv_turn)
+        k_t = k_bufs.index(slot).permute((1, 0))
+        s0_full, _, s0_turn = s0.produce(s0_turn)
+        tcgen05_mma(q_bufs.index(0), k_t, s_tmem.index(0), use_acc=False,
+                    mbarriers=[s0_full, kv_free])
+        s1_full, _, s1_turn = s1.produce(s1_turn)
+        tcgen05_mma(q_bufs.index(1), k_t, s_tmem.index(1), use_acc=False,
+                    mbarriers=[s1_full, kv_free])
+
+
+@gluon.jit
+def pp_softmax(s_tmem, s, turnstile, n_kv, FIRST: gl.constexpr, EARLY_FREE: gl.constexpr,
+               num_warps: gl.constexpr):
+    s_turn = s.start()
+    gate = turnstile.start()
+    for j in range(n_kv):
+        s_free, _, s_turn = s.consume(s_turn)
+        if EARLY_FREE:
+            mbarrier.arrive(s_free, count=1)
+        # the two partitions alternate: the first enters on `free`, the second on `full`
+        if FIRST:
+            go, _, gate = turnstile.produce(gate)
+        else:
+            go, _, gate = turnstile.consume(gate)
+        scores = s_tmem.load(s_tmem.get_reg_layout(num_warps=num_warps))
+        s_tmem.store(gl.exp2(scores))         # P takes the place of S
+        mbarrier.arrive(go, count=1)
+        if not EARLY_FREE:
+            mbarrier.arrive(s_free, count=1)
+
+
+@gluon.jit
+def pingpong(q_desc, k_desc, N_CTX, KV_DEPTH: gl.constexpr, PRIME_TURNSTILE: gl.constexpr,
+             EARLY_FREE: gl.constexpr, TAIL: gl.constexpr, num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    q_bufs = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout)
+    k_bufs = gl.allocate_shared_memory(k_desc.dtype, [KV_DEPTH] + k_desc.block_type.shape,
+                                       k_desc.layout)
+    s_tmem = allocate_tensor_memory(gl.float32, [2, BLOCK_M, BLOCK_N],
+                                    TensorMemoryLayout([BLOCK_M, BLOCK_N], col_stride=1))
+    kv = Pipe.make(KV_DEPTH, 2)          # both MMAs of a step read the K tile
+    s0 = Pipe.make(1, 1)
+    s1 = Pipe.make(1, 1)
+    turnstile = Pipe.make(1, 1)
+    kv.prime(2)
+    s0.prime(1)
+    s1.prime(1)
+    if PRIME_TURNSTILE:
+        turnstile.prime(1)
+    n_kv = gl.cdiv(N_CTX, BLOCK_N)
+    gl.warp_specialize([
+        (pp_softmax, (s_tmem.index(0), s0, turnstile, n_kv, True, EARLY_FREE, num_warps)),
+        (pp_softmax, (s_tmem.index(1), s1, turnstile, n_kv, False, EARLY_FREE, num_warps)),
+        (pp_mma, (q_bufs, k_bufs, s_tmem, kv, s0, s1, n_kv)),
+        (pp_load, (k_desc, k_bufs, kv, n_kv, TAIL)),
+    ], [4, 1, 1], [192, 24, 24])
+
+
+def _pingpong(**knobs):
+    args = dict(q_desc=tensor_desc("fp16", [128, 64]), k_desc=tensor_desc("fp16", [128, 64]),
+                N_CTX=512, KV_DEPTH=2, PRIME_TURNSTILE=True, EARLY_FREE=False, TAIL=True)
+    args.update(knobs)
+    return Launch(pingpong, args=args, num_warps=4, target="cuda:100")
+
+
+pingpong_softmax = _pingpong()
+# nobody hands the turnstile to the first partition: neither ever enters
+pingpong_turnstile_not_primed = _pingpong(PRIME_TURNSTILE=False)
+# S is handed back to the MMA before it is loaded: the next QK^T overwrites it meanwhile
+pingpong_free_before_load = _pingpong(EARLY_FREE=True)
+# no producer tail: the MMA's last release of K is still queued when every partition has exited
+pingpong_no_producer_tail = _pingpong(TAIL=False)
+
 EXPECT = {
     "add": "verified",
     "add_three_store_buffers": "verified",
@@ -493,4 +652,8 @@ EXPECT = {
     "hopper_wait_all": "verified",
     "hopper_release_in_flight": "violation:BP200",
     "hopper_expect_too_many_bytes": "violation:BP130",
+    "pingpong_softmax": "verified",
+    "pingpong_turnstile_not_primed": "violation:BP100",
+    "pingpong_free_before_load": "violation:BP201",
+    "pingpong_no_producer_tail": "violation:BP104",
 }
