@@ -304,7 +304,8 @@ def two_barrier_mma(a_desc, b_desc, K, PARITY_FLIP: gl.constexpr, num_warps: gl.
         tma.async_load(b_desc, [k, 0], bar, b_bufs.index(slot))
         mbarrier.wait(bar, issued // 2 & 1)
         tcgen05_mma(a_bufs.index(slot), b_bufs.index(slot), acc, use_acc=use_acc)
-        tcgen05_commit(mma_bars.index(slot))
+        # the operands name the CTAs the commit goes to: this CTA alone, in a one-CTA launch
+        tcgen05_commit(mma_bars.index(slot), descs=[a_bufs.index(slot), b_bufs.index(slot)])
         issued += 1
         use_acc = True
     wait_mmas(mma_bars, issued, 0, PARITY_FLIP)

@@ -57,3 +57,26 @@ def test_the_command_line_output_is_free_of_tritons_noise():
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "mma_wrapper: verified" in run.stdout, run.stdout + run.stderr
     assert "leaked" not in run.stderr and "FP_FUSION" not in run.stderr, run.stderr
+
+
+def test_a_release_of_an_earlier_buffer_reads_as_a_ring_slot_under_its_predicate():
+    """`c_empty.index((i - 1) % depth)` with `pred=i - 1 >= 0`: C remainder of a dividend that
+    is negative only where the predicate is false, so the slot is the plain `(i - 1) % 2`."""
+    from barrierproof.model.ir import When, walk
+    kernel = next(t for t in TARGETS if t.name == "add").build()
+    [release] = [s.then[0] for s in walk(kernel.body) if isinstance(s, When)
+                 and s.then and getattr(s.then[0], "barrier", None) is not None
+                 and s.then[0].barrier.alloc.name == "c_empty"]
+    (index,) = release.barrier.index
+    assert repr(index).endswith("- 1) % 2)") and "max" not in repr(index), index
+
+
+def test_launch_assume_states_the_range_of_a_proof():
+    import gluon_kernels as gk
+    from dataclasses import replace
+    from barrierproof.model.gluon import load
+    from barrierproof.model.ir import ModelError
+    kernel = load(replace(gk.mma_wrapper, assume=lambda K: K >= 64))
+    assert [repr(a) for a in kernel.assumptions] == ["(K >= 64)"]
+    with pytest.raises(ModelError, match="names N, not an integer argument"):
+        load(replace(gk.mma_wrapper, assume=lambda N: N >= 1))

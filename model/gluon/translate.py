@@ -63,6 +63,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         self.notes: list[str] = []
         self.assumed_ranges: list[tuple[str, int]] = []   # (carry, S) taken by inner loops
         self.buffers: dict[Alloc, MemAlloc] = {}   # SMEM / TMEM checked for races
+        self.c_divisions: dict[str, tuple[Expr, Expr]] = {}   # see ArithRules._c_division
         self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
         self.inited: set = set()
         self.loop_vars: list[str] = []
@@ -140,6 +141,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
     def kernel(self) -> Kernel:
         fn = self.module.entry()
         symbolic = self.launch.symbolic
+        named: dict[str, Var] = {}
         for arg, ty in zip(fn.args, fn.arg_types):
             plain = arg.lstrip("%")
             if re.fullmatch(r"i(1|8|16|32|64)", ty):
@@ -153,8 +155,10 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 default = int(given) if isinstance(given, int) else None
                 sym = symbolic is None or plain in symbolic
                 self.values[arg] = self.param(plain, default, sym and default is not None)
+                named[plain.replace(".", "_")] = self.values[arg]
             else:
                 self.values[arg] = opaque(plain)
+        self._assume(named)
         body = self.block(fn.body, top=True)
         ctas = self.module.int_attr("ttg.num-ctas") or 1
         if ctas > 1:     # multi-CTA: remote arrivals and multicast go to other blocks' barriers
@@ -192,6 +196,26 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             params=params, num_threads=Const(len(threads)), thread_axis="partition",
             num_warps=self.launch.num_warps, assumptions=assumptions, loc=self.loc,
             source="gluon", expect=self.expect, notes=tuple(self.notes))
+
+    def _assume(self, named: dict[str, Var]) -> None:
+        """The launch's `assume`, over the parameters of the integer arguments it names."""
+        fn = self.launch.assume
+        if fn is None:
+            return
+        import inspect
+        wanted = list(inspect.signature(fn).parameters)
+        missing = [n for n in wanted if n not in named]
+        if missing:
+            raise ModelError(f"Launch(assume=...) names {', '.join(missing)}, not an integer "
+                             f"argument of {self.name}",
+                             loc=self.loc, hint=f"integer arguments: {', '.join(named) or 'none'}")
+        result = fn(**{n: named[n] for n in wanted})
+        for cond in result if isinstance(result, (list, tuple)) else [result]:
+            if not isinstance(cond, Expr) or isinstance(cond, Const):
+                raise ModelError(f"Launch(assume=...) returned {cond!r}, not a condition over "
+                                 "the arguments", loc=self.loc,
+                                 hint="e.g. assume=lambda K: K >= 64")
+            self.assumptions.append(cond)
 
     def _unsolved(self, program: tuple) -> tuple:
         """An op still naming an opaque value (a carry with no closed form) is not modelled."""
@@ -251,7 +275,20 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             if pred.value:
                 out.append(stmt)
             return
-        out.append(When(pred, (stmt,), (), self.where(op)))
+        out.append(When(pred, (self._under(pred, stmt),), (), self.where(op)))
+
+    def _under(self, pred: Expr, op: Op) -> Op:
+        """The op's expressions as the predicate guarding it lets them read."""
+        if not self.c_divisions:
+            return op
+        at = lambda e: None if e is None else self.under(pred, e)    # noqa: E731
+        refs = lambda rs: tuple(dataclasses.replace(r, index=tuple(map(at, r.index)))  # noqa: E731
+                                for r in rs)
+        barrier = op.barrier if op.barrier is None else dataclasses.replace(
+            op.barrier, index=tuple(map(at, op.barrier.index)))
+        return dataclasses.replace(op, barrier=barrier, count=at(op.count), bytes=at(op.bytes),
+                                   parity=at(op.parity), phase=at(op.phase),
+                                   reads=refs(op.reads), writes=refs(op.writes))
 
     # -- barriers ----------------------------------------------------------------------------
 
@@ -364,10 +401,16 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         return None
 
     def commit(self, op: Operation, out):
-        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
+        # `%bar[, %pred][ descs %a, %b]`: the descriptors say to which CTAs of the cluster the
+        # commit is multicast (their shared layouts); in a one-CTA kernel, only to its own
+        head, _, descs = op.text[len(op.name):].partition(" descs ")
+        args = [a.strip() for a in split_operands(head)]
+        if descs and (self.module.int_attr("ttg.num-ctas") or 1) > 1:
+            raise Unread("a commit multicast to the CTAs of a cluster (descs=...) is not "
+                         "modelled yet")
         bar = self.barrier(op.operands[0])
         if len(args) > 2:
-            raise Unread("a commit that tracks only some descriptors is not modelled")
+            raise Unread("the operands of the commit cannot be read")
         pred = self._pred(args[1]) if len(args) > 1 and args[1].startswith("%") else Const(1)
         self.guarded(out, pred, Op("tcgen05_commit_arrive", bar, loc=self.where(op)), op)
 
