@@ -636,6 +636,74 @@ pingpong_free_before_load = _pingpong(EARLY_FREE=True)
 # no producer tail: the MMA's last release of K is still queued when every partition has exited
 pingpong_no_producer_tail = _pingpong(TAIL=False)
 
+
+# -- 7. S borrowed for P and its row statistics: partitions on column slices of one tile ------
+
+@gluon.jit
+def borrow_softmax(s_tmem, s_ready, p_ready, stats_ready, STAT_COL: gl.constexpr,
+                   num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = s_tmem.shape[0]
+    BLOCK_N: gl.constexpr = s_tmem.shape[1]
+    mbarrier.wait(s_ready, 0)
+    s = s_tmem.load(s_tmem.get_reg_layout(num_warps=num_warps))
+    # P in fp16 takes the first half of S's columns
+    p_layout: gl.constexpr = TensorMemoryLayout([BLOCK_M, BLOCK_N], col_stride=1)
+    p_tmem = s_tmem.reinterpret(gl.float16, [BLOCK_M, 2 * BLOCK_N], p_layout).slice(0, BLOCK_N)
+    p_tmem.store(gl.convert_layout(s.to(gl.float16), p_tmem.get_reg_layout(num_warps=num_warps)))
+    mbarrier.arrive(p_ready, count=1)
+    # the row maximum goes to a column of S past P, while the MMA reads P
+    m_tmem = s_tmem.slice(STAT_COL, 1)
+    m = gl.max(s, axis=1).expand_dims(1)
+    m_tmem.store(gl.convert_layout(m, m_tmem.get_reg_layout(num_warps=num_warps)))
+    mbarrier.arrive(stats_ready, count=1)
+
+
+@gluon.jit
+def borrow_mma(s_tmem, v_smem, o_tmem, p_ready, o_done):
+    BLOCK_M: gl.constexpr = s_tmem.shape[0]
+    BLOCK_N: gl.constexpr = s_tmem.shape[1]
+    mbarrier.wait(p_ready, 0)
+    p_layout: gl.constexpr = TensorMemoryLayout([BLOCK_M, BLOCK_N], col_stride=1)
+    p_tmem = s_tmem.reinterpret(gl.float16, [BLOCK_M, 2 * BLOCK_N], p_layout).slice(0, BLOCK_N)
+    tcgen05_mma(p_tmem, v_smem, o_tmem, use_acc=False, mbarriers=[o_done])
+
+
+@gluon.jit
+def borrow_correction(s_tmem, stats_ready, stats_read, STAT_COL: gl.constexpr,
+                      num_warps: gl.constexpr):
+    mbarrier.wait(stats_ready, 0)
+    m_tmem = s_tmem.slice(STAT_COL, 1)
+    m = m_tmem.load(m_tmem.get_reg_layout(num_warps=num_warps))
+    mbarrier.arrive(stats_read, count=1)
+
+
+@gluon.jit
+def borrowed_s(STAT_COL: gl.constexpr, num_warps: gl.constexpr):
+    s_tmem = allocate_tensor_memory(gl.float32, [128, 128],
+                                    TensorMemoryLayout([128, 128], col_stride=1))
+    o_tmem = allocate_tensor_memory(gl.float32, [128, 64],
+                                    TensorMemoryLayout([128, 64], col_stride=1))
+    v_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([128, 64], gl.float16)
+    v_smem = gl.allocate_shared_memory(gl.float16, [128, 64], v_layout)
+    bars = gl.allocate_shared_memory(gl.int64, [5, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(5):
+        mbarrier.init(bars.index(i), count=1)
+    s_ready = bars.index(0)
+    mbarrier.arrive(s_ready, count=1)        # S stands computed
+    gl.warp_specialize([
+        (borrow_softmax, (s_tmem, s_ready, bars.index(1), bars.index(2), STAT_COL, num_warps)),
+        (borrow_mma, (s_tmem, v_smem, o_tmem, bars.index(1), bars.index(3))),
+        (borrow_correction, (s_tmem, bars.index(2), bars.index(4), STAT_COL, 4)),
+    ], [1, 4], [24, 128])
+    mbarrier.wait(bars.index(3), 0)
+    mbarrier.wait(bars.index(4), 0)
+
+
+borrowed = Launch(borrowed_s, args=dict(STAT_COL=65), num_warps=4, target="cuda:100")
+# the statistics column falls inside P: it is written while the MMA reads P
+borrowed_stats_over_p = Launch(borrowed_s, args=dict(STAT_COL=3), num_warps=4,
+                               target="cuda:100")
+
 EXPECT = {
     "add": "verified",
     "add_three_store_buffers": "verified",
@@ -657,4 +725,6 @@ EXPECT = {
     "pingpong_turnstile_not_primed": "violation:BP100",
     "pingpong_free_before_load": "violation:BP201",
     "pingpong_no_producer_tail": "violation:BP104",
+    "borrowed": "verified",
+    "borrowed_stats_over_p": "violation:BP201",
 }

@@ -437,7 +437,7 @@ HANDLERS: dict[str, Callable] = {
     "ttg.memdesc_trans": Translator.view,
     "ttg.memdesc_reinterpret": Translator.view,
     "ttg.memdesc_subslice": Translator.view,
-    "ttng.tmem_subslice": Translator.view,
+    "ttng.tmem_subslice": Translator.tmem_subslice,
     "ttng.init_barrier": Translator.init_barrier,
     "ttng.inval_barrier": Translator.inval_barrier,
     "ttng.barrier_expect": Translator.barrier_expect,
