@@ -12,8 +12,10 @@ the MMA-completion parity arithmetic `(n >> 1) & 1` of a two-barrier MMA wrapper
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout,
+                                                                 TensorMemoryScalesLayout,
                                                                  allocate_tensor_memory,
-                                                                 tcgen05_commit, tcgen05_mma)
+                                                                 tcgen05_commit, tcgen05_mma,
+                                                                 tcgen05_mma_scaled)
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                              warpgroup_mma, warpgroup_mma_wait)
 from triton.language.core import _aggregate as aggregate
@@ -704,6 +706,62 @@ borrowed = Launch(borrowed_s, args=dict(STAT_COL=65), num_warps=4, target="cuda:
 borrowed_stats_over_p = Launch(borrowed_s, args=dict(STAT_COL=3), num_warps=4,
                                target="cuda:100")
 
+
+# -- 8. block-scaled MMA: scale factors written to tensor memory per stage ---------------------
+
+@gluon.jit
+def scaled_mma(a_desc, b_desc, K, WAIT_FOR_MMA: gl.constexpr, num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [2] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    scales_layout: gl.constexpr = TensorMemoryScalesLayout()
+    a_scales = allocate_tensor_memory(gl.uint8, [BLOCK_M, BLOCK_K // 32], scales_layout)
+    b_scales = allocate_tensor_memory(gl.uint8, [BLOCK_N, BLOCK_K // 32], scales_layout)
+    load_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mma_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(load_bars.index(i), count=1)
+        mbarrier.init(mma_bars.index(i), count=1)
+    acc = allocate_tensor_memory(gl.float32, [BLOCK_M, BLOCK_N],
+                                 TensorMemoryLayout([BLOCK_M, BLOCK_N], col_stride=1))
+    ones = gl.full([BLOCK_M, BLOCK_K // 32], 127, gl.uint8,
+                   a_scales.get_reg_layout(num_warps=num_warps))
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    for k in range(k_tiles):
+        s = k % 2
+        if WAIT_FOR_MMA:        # the previous MMA read the scales (and, before it, this stage)
+            mbarrier.wait(mma_bars.index((k - 1) % 2), ((k - 1) // 2) & 1, pred=k >= 1)
+        bar = load_bars.index(s)
+        mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        tma.async_load(a_desc, [0, k * BLOCK_K], bar, a_bufs.index(s))
+        tma.async_load(b_desc, [0, k * BLOCK_K], bar, b_bufs.index(s))
+        a_scales.store(ones)
+        b_scales.store(ones)
+        mbarrier.wait(bar, (k // 2) & 1)
+        tcgen05_mma_scaled(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), acc,
+                           a_scales, b_scales, "e4m3", "e4m3", use_acc=k > 0,
+                           mbarriers=[mma_bars.index(s)])
+    last = k_tiles - 1
+    mbarrier.wait(mma_bars.index(last % 2), (last // 2) & 1, pred=k_tiles > 0)
+    if not WAIT_FOR_MMA:
+        mbarrier.wait(mma_bars.index((last - 1) % 2), ((last - 1) // 2) & 1, pred=k_tiles > 1)
+
+
+def _scaled(**knobs):
+    args = dict(a_desc=tensor_desc("fp8e4nv", [128, 128]), b_desc=tensor_desc("fp8e4nv", [128, 128]),
+                K=512, WAIT_FOR_MMA=True)
+    args.update(knobs)
+    return Launch(scaled_mma, args=args, num_warps=4, target="cuda:100")
+
+
+block_scaled = _scaled()
+# the scales are rewritten while the previous MMA may still read them
+block_scaled_no_wait = _scaled(WAIT_FOR_MMA=False)
+
 EXPECT = {
     "add": "verified",
     "add_three_store_buffers": "verified",
@@ -727,4 +785,6 @@ EXPECT = {
     "pingpong_no_producer_tail": "violation:BP104",
     "borrowed": "verified",
     "borrowed_stats_over_p": "violation:BP201",
+    "block_scaled": "verified",
+    "block_scaled_no_wait": "violation:BP201",
 }

@@ -378,17 +378,23 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op),
                                    writes=self.memref(m.group(1))), op)
 
-    def mma(self, op: Operation, out):
-        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
-        # a, b, acc[token], use_acc, pred, then barrier[pred] pairs
-        pred = self._pred(args[4]) if len(args) > 4 and args[4].startswith("%") else Const(1)
-        barriers = args[5:]
+    def mma(self, op: Operation, out, scales: int = 0):
+        # a, b, acc[token], (a_scale, b_scale,) use_acc, pred, then barrier[pred] pairs; a
+        # block-scaled MMA names its operands' element types after the predicate
+        text = re.sub(r"\s+lhs\s*=\s*\w+\s+rhs\s*=\s*\w+", "", op.text[len(op.name):])
+        args = [a.strip() for a in split_operands(text)]
+        at = 3 + scales
+        pred = self._pred(args[at + 1]) if len(args) > at + 1 and args[at + 1].startswith("%") \
+            else Const(1)
+        barriers = args[at + 2:]
         asynchronous = "is_async" in op.text or barriers
         if not asynchronous:
             return None                  # a synchronous MMA completes before the next op
         loc = self.where(op)
-        operand = [re.sub(r"\[.*\]$", "", a) for a in args[:3]]
+        operand = [re.sub(r"\[.*\]$", "", a) for a in args[:at]]
         reads = self.memref(operand[0]) + self.memref(operand[1])
+        for scale in operand[3:]:        # the scale factors, in tensor memory
+            reads += self.memref(scale)
         self.guarded(out, pred, Op("tcgen05_mma", None, loc=loc, reads=reads,
                                    writes=self.memref(operand[2])), op)
         for spec in barriers:
@@ -399,6 +405,9 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             when = mk("and", pred, self._pred(m.group(2))) if m.group(2) else pred
             self.guarded(out, when, Op("tcgen05_commit_arrive", bar, loc=loc), op)
         return None
+
+    def mma_scaled(self, op: Operation, out):
+        return self.mma(op, out, scales=2)
 
     def commit(self, op: Operation, out):
         # `%bar[, %pred][ descs %a, %b]`: the descriptors say to which CTAs of the cluster the
@@ -445,6 +454,7 @@ HANDLERS: dict[str, Callable] = {
     "ttng.wait_barrier": Translator.wait_barrier,
     "ttng.async_tma_copy_global_to_local": Translator.tma_load,
     "ttng.tc_gen5_mma": Translator.mma,
+    "ttng.tc_gen5_mma_scaled": Translator.mma_scaled,
     "ttng.tc_gen5_commit": Translator.commit,
     "ttg.local_load": Translator.local_load,
     "ttng.tmem_load": Translator.local_load,
