@@ -116,6 +116,8 @@ def _ws_add(**knobs):
 
 add = _ws_add()
 add_three_store_buffers = _ws_add(STORE_DEPTH=3, RELEASE_LAG=2)
+# one buffer each way: the store partition waits for its store to finish before each release
+add_single_buffers = _ws_add(LOAD_DEPTH=1, STORE_DEPTH=1, RELEASE_LAG=0)
 # the store partition releases the buffer its own store is still reading
 add_release_in_flight_store = _ws_add(RELEASE_LAG=0)
 # the loader fills the slot after the one whose barrier it arms
@@ -765,6 +767,7 @@ block_scaled_no_wait = _scaled(WAIT_FOR_MMA=False)
 EXPECT = {
     "add": "verified",
     "add_three_store_buffers": "verified",
+    "add_single_buffers": "verified",
     "add_release_in_flight_store": "violation:BP200",
     "add_slot_off_by_one": "violation:BP200",
     "persistent": "verified",

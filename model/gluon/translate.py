@@ -281,9 +281,12 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         """The op's expressions as the predicate guarding it lets them read."""
         if not self.c_divisions:
             return op
-        at = lambda e: None if e is None else self.under(pred, e)    # noqa: E731
-        refs = lambda rs: tuple(dataclasses.replace(r, index=tuple(map(at, r.index)))  # noqa: E731
-                                for r in rs)
+
+        def at(e: Expr | None) -> Expr | None:
+            return None if e is None else self.under(pred, e)
+
+        def refs(rs: tuple) -> tuple:
+            return tuple(dataclasses.replace(r, index=tuple(map(at, r.index))) for r in rs)
         barrier = op.barrier if op.barrier is None else dataclasses.replace(
             op.barrier, index=tuple(map(at, op.barrier.index)))
         return dataclasses.replace(op, barrier=barrier, count=at(op.count), bytes=at(op.bytes),
