@@ -80,3 +80,11 @@ def test_launch_assume_states_the_range_of_a_proof():
     assert [repr(a) for a in kernel.assumptions] == ["(K >= 64)"]
     with pytest.raises(ModelError, match="names N, not an integer argument"):
         load(replace(gk.mma_wrapper, assume=lambda N: N >= 1))
+
+
+def test_an_arrival_still_queued_at_exit_is_named_in_the_report():
+    """A pending-arrivals finding whose missing arrival is a commit nobody waited for says so."""
+    kernel = next(t for t in TARGETS if t.name == "pingpong_no_producer_tail").build()
+    v = check_kernel(kernel)
+    assert v.codes[0] == "BP104"
+    assert "still in flight: 1 tcgen05 arrival(s) queued by partition2" in v.diagnostics[0].message
