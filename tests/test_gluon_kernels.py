@@ -88,3 +88,11 @@ def test_an_arrival_still_queued_at_exit_is_named_in_the_report():
     v = check_kernel(kernel)
     assert v.codes[0] == "BP104"
     assert "still in flight: 1 tcgen05 arrival(s) queued by partition2" in v.diagnostics[0].message
+
+
+def test_barriers_made_inside_tritons_library_take_the_users_names():
+    """`full = mbarrier.allocate_mbarrier(batch=depth)`: Triton names it `bar`; reports say
+    `full`, the name the kernel's own line gives it."""
+    kernel = next(t for t in TARGETS if t.name == "pingpong_softmax").build()
+    names = {b.name for b in kernel.barriers}
+    assert {"full", "free"} <= names and not any(n.startswith("bar") for n in names), names

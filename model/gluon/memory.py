@@ -5,6 +5,8 @@ reads and writes for race checking (BP200/BP201)."""
 from __future__ import annotations
 
 import dataclasses
+import linecache
+import os
 import re
 
 from ..expr import opaque, opaque_vars
@@ -21,6 +23,7 @@ class MemoryRules:
         space = "tmem" if op.name == "ttng.tmem_alloc" else "smem"
         name = op.results[0].lstrip("%") if op.results else f"alloc{next(self._ids)}"
         name = re.sub(r"_\d+$", "", name) if not name[0].isdigit() else f"alloc{name}"
+        name = self._assigned_name(op) or name
         alloc = Alloc(self.fresh(name), desc[0], desc[1], space, self.where(op))
         # a ring of 2-D tiles has its slots along the leading dimension
         slotted = len(alloc.dims) >= 3
@@ -38,6 +41,17 @@ class MemoryRules:
                                            (Const(alloc.dims[0]),) if slotted else (Const(1),),
                                            alloc.loc, scalar=not slotted)
         return [Mem(alloc)]
+
+    def _assigned_name(self, op: Operation) -> str | None:
+        """For an allocation made inside Triton's library (`full = mbarrier.allocate_mbarrier(
+        batch=2)`), the name the user's line assigns it to: the library names it `bar`."""
+        frames = self.module.frames(op.loc)
+        if not frames or not os.path.abspath(frames[0][0]).startswith(self._triton_dir):
+            return None
+        where = self.where(op)
+        line = linecache.getline(where.file, where.line)
+        m = re.match(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)", line)
+        return m.group(1) if m else None
 
     def memref(self, name: str) -> tuple[MemRef, ...]:
         """The buffer slots a descriptor names; a slot index the model cannot follow covers the
