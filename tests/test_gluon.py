@@ -403,3 +403,29 @@ def test_docstring_examples(name):
     import importlib
     result = doctest.testmod(importlib.import_module(f"barrierproof.model.gluon.{name}"))
     assert result.attempted > 0 and result.failed == 0
+
+
+@gluon.jit
+def _keep_above(x, i):
+    return gl.where(i > 3, x, 0.0)
+
+
+@gluon.jit
+def data_between_barriers(ptr):
+    """Reductions, scans and elementwise maps (ops with combiner regions, printed in MLIR's
+    generic form) between barrier operations: local data, not synchronization."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    offs = gl.arange(0, 128, layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    x = gl.cumsum(gl.load(ptr + offs), 0)
+    x = gl.map_elementwise(_keep_above, x, offs)
+    mbarrier.arrive(bar, count=1)
+    gl.store(ptr + offs, x + gl.max(x, 0))
+    mbarrier.wait(bar, 0)
+
+
+def test_reductions_scans_and_elementwise_maps_are_local_data():
+    kernel = load(Launch(data_between_barriers, args=dict(ptr="*fp32")))
+    assert [op.kind for op in kernel.ops()] == ["arrive", "wait_parity"]
+    assert verdict_of(kernel).verdict == "verified"
