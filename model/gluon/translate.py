@@ -183,7 +183,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 return f"partition{k} = {what} ({warps} warp{'s' if warps != 1 else ''}{where})"
             self.notes.append("threads: " + "; ".join(
                 role(k, *t) for k, t in enumerate(threads)))
-        program = self._unsolved(program)
+        program = self._granules(self._unsolved(program))
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
@@ -218,6 +218,34 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                                  "the arguments", loc=self.loc,
                                  hint="e.g. assume=lambda K: K >= 64")
             self.assumptions.append(cond)
+
+    def _granules(self, program: tuple) -> tuple:
+        """Tensor memory in cells as wide as the column slices the kernel names allow (one cell
+        per slot for a tile only ever touched whole), so the columns cost no states or terms."""
+        from ..ir import map_ops
+        bounds = {b.name: [int(b.shape[1].value)] for b in self.buffers.values()
+                  if b.space == "tmem"}
+        for op in iter_ops(program):
+            for ref in op.reads + op.writes:
+                if ref.alloc.space == "tmem":
+                    bounds[ref.alloc.name] += [int(e.value) for sl in ref.region
+                                               for e in (sl.start, sl.size)]
+        wider = {}
+        for key, buf in list(self.buffers.items()):
+            if buf.space == "tmem" and buf.name in bounds:
+                g = math.gcd(*bounds[buf.name]) or 1
+                wider[buf.name] = self.buffers[key] = dataclasses.replace(buf, granule=(1, g))
+        if not wider:
+            return program
+
+        def regranule(op: Op) -> Op:
+            def refs(rs):
+                return tuple(dataclasses.replace(r, alloc=wider[r.alloc.name])
+                             if r.alloc.name in wider else r for r in rs)
+            if not op.reads and not op.writes:
+                return op
+            return dataclasses.replace(op, reads=refs(op.reads), writes=refs(op.writes))
+        return map_ops(program, regranule)
 
     def _unsolved(self, program: tuple) -> tuple:
         """An op still naming an opaque value (a carry with no closed form) is not modelled."""
