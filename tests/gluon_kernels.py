@@ -764,6 +764,60 @@ block_scaled = _scaled()
 # the scales are rewritten while the previous MMA may still read them
 block_scaled_no_wait = _scaled(WAIT_FOR_MMA=False)
 
+
+# -- 9. a ring advanced under a predicate: every `every`-th tile is empty and is skipped -------
+
+@gluon.jit
+def ragged_loader(desc, bufs, empty, ready, n_tiles, every):
+    at = Counter.create(1, empty.shape[0])
+    for k in range(n_tiles):
+        has_data = k % every != every - 1
+        mbarrier.wait(empty.index(at.index), at.phase, pred=has_data)
+        mbarrier.expect(ready.index(at.index), desc.block_type.nbytes, pred=has_data)
+        tma.async_load(desc, [0, k * desc.block_type.shape[1]], ready.index(at.index),
+                       bufs.index(at.index), pred=has_data)
+        at = at.next(pred=has_data)
+
+
+@gluon.jit
+def ragged_consumer(bufs, empty, ready, n_tiles, every, ALWAYS_ADVANCE: gl.constexpr,
+                    num_warps: gl.constexpr):
+    at = Counter.create(0, empty.shape[0])
+    layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
+    for k in range(n_tiles):
+        has_data = k % every != every - 1
+        mbarrier.wait(ready.index(at.index), at.phase, pred=has_data)
+        x = bufs.index(at.index).load(layout)
+        mbarrier.arrive(empty.index(at.index), count=1, pred=has_data)
+        at = at.next(pred=has_data or ALWAYS_ADVANCE)
+
+
+@gluon.jit
+def ragged(desc, n, every, ALWAYS_ADVANCE: gl.constexpr, num_warps: gl.constexpr):
+    bufs = gl.allocate_shared_memory(desc.dtype, [2] + desc.block_type.shape, desc.layout)
+    empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(empty.index(i), count=1)
+        mbarrier.init(ready.index(i), count=1)
+    BLOCK: gl.constexpr = desc.block_type.shape[1]
+    n_tiles = gl.cdiv(n, BLOCK)
+    gl.warp_specialize([
+        (ragged_consumer, (bufs, empty, ready, n_tiles, every, ALWAYS_ADVANCE, num_warps)),
+        (ragged_loader, (desc, bufs, empty, ready, n_tiles, every)),
+    ], [1], [24])
+
+
+def _ragged(**knobs):
+    args = dict(desc=tensor_desc("fp32", [32, 64]), n=512, every=3, ALWAYS_ADVANCE=False)
+    args.update(knobs)
+    return Launch(ragged, args=args, num_warps=4, target="cuda:100")
+
+
+ragged_tiles = _ragged()
+# the consumer advances past the tiles without data too: it waits on a slot never filled
+ragged_consumer_always_advances = _ragged(ALWAYS_ADVANCE=True)
+
 EXPECT = {
     "add": "verified",
     "add_three_store_buffers": "verified",
@@ -790,4 +844,6 @@ EXPECT = {
     "borrowed_stats_over_p": "violation:BP201",
     "block_scaled": "verified",
     "block_scaled_no_wait": "violation:BP201",
+    "ragged_tiles": "verified",
+    "ragged_consumer_always_advances": "violation:BP100",
 }

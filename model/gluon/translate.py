@@ -66,6 +66,8 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         self.assumed_ranges: list[tuple[str, int]] = []   # (carry, S) taken by inner loops
         self.buffers: dict[Alloc, MemAlloc] = {}   # SMEM / TMEM checked for races
         self.c_divisions: dict[str, tuple[Expr, Expr]] = {}   # see ArithRules._c_division
+        # parameters fixed at their launch values by loops unrolled there (control.py), why
+        self.pinned: list[tuple[set[str], str]] = []
         self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
         self.inited: set = set()
         self.loop_vars: list[str] = []
@@ -183,7 +185,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 return f"partition{k} = {what} ({warps} warp{'s' if warps != 1 else ''}{where})"
             self.notes.append("threads: " + "; ".join(
                 role(k, *t) for k, t in enumerate(threads)))
-        program = self._granules(self._unsolved(program))
+        program = self._granules(self._unsolved(self._pin(program)))
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
@@ -218,6 +220,22 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                                  "the arguments", loc=self.loc,
                                  hint="e.g. assume=lambda K: K >= 64")
             self.assumptions.append(cond)
+
+    def _pin(self, program: tuple) -> tuple:
+        """Parameters a loop was unrolled at become their launch values everywhere."""
+        if not self.pinned:
+            return program
+        from ..expr import substitute, substitute_stmts
+        names = set().union(*(p for p, _ in self.pinned))
+        env = {n: Const(self.params[n].default) for n in names}
+        self.assumptions = [substitute(a, env) for a in self.assumptions]
+        self.assumptions = [a for a in self.assumptions if not isinstance(a, Const)]
+        for n in names:
+            del self.params[n]
+        values = ", ".join(f"{n} = {env[n].value}" for n in sorted(names))
+        self.notes.append(f"checked at {values} only, not for every value: "
+                          + "; ".join(why for _, why in self.pinned))
+        return substitute_stmts(program, env)
 
     def _granules(self, program: tuple) -> tuple:
         """Tensor memory in cells as wide as the column slices the kernel names allow (one cell
