@@ -189,7 +189,10 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
-        kinds = {op.kind for op in iter_ops(program)}
+        # the threads' own shared-memory accesses beside the async proxy's (tensor memory has
+        # no proxy to fence)
+        kinds = {op.kind for op in iter_ops(program)
+                 if any(r.alloc.space == "smem" for r in op.reads + op.writes)}
         if kinds & {"read", "write"} and kinds & {"tma_load", "tcgen05_mma", "wgmma",
                                                   "copy_smem_to_gmem"}:
             self.notes.append("fence_async_shared (the order between the threads' and the "
