@@ -316,9 +316,12 @@ class System(CompiledKernel):
                     f"{'more bytes expected than delivered' if tx > 0 else 'bytes delivered without expect_tx'}",
                     None, inst))
             elif pending != expected:
+                late = self.in_flight(state, inst)     # arrivals issued, not yet delivered
                 found.append(Violation(
                     "BP104", f"{instance.name} ends with {expected - pending} of {expected} "
-                    f"arrivals of phase {phase + 1} that never completed it", None, inst))
+                    f"arrivals of phase {phase + 1} that never completed it"
+                    + (f" (when every thread has exited, still in flight: {', '.join(late)})"
+                       if late else ""), None, inst))
             if phase and inst in self.unwaited:
                 found.append(Violation(
                     "BP103", f"{instance.name} completes {phase} phase(s) that no thread ever "

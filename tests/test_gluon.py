@@ -277,7 +277,17 @@ def test_a_carry_without_closed_form_is_unrolled_or_bp190():
     assert not any(isinstance(s, Loop) for s in walk(unrolled.body))
     assert [op.parity.value for op in unrolled.ops() if op.kind == "wait_parity"] == [0, 1, 0]
     assert verdict_of(unrolled).verdict == "verified"
-    symbolic = load(Launch(no_closed_form, args=dict(n=3, CONST_TRIP=False)))
+    # a trip count from an argument: unrolled at the launch's value, which it is checked at only
+    at_launch = load(Launch(no_closed_form, args=dict(n=3, CONST_TRIP=False)))
+    assert [op.parity.value for op in at_launch.ops() if op.kind == "wait_parity"] == [0, 1, 0]
+    assert "n" not in at_launch.params
+    [note] = [n for n in at_launch.notes if n.startswith("checked at n = 3 only")]
+    line = line_of(no_closed_form, "for k in range(trip)")
+    assert note.endswith(f"the loop-carried phase of the loop at "
+                         f"{os.path.relpath(HERE)}:{line} has no closed form"), note
+    assert verdict_of(at_launch).verdict == "verified"
+    # too many iterations to unroll at the launch's value: BP190 at the loop
+    symbolic = load(Launch(no_closed_form, args=dict(n=1000, CONST_TRIP=False)))
     ops = list(symbolic.ops())
     assert len(ops) == 1 and ops[0].kind == "unmodeled" and "no closed form" in ops[0].name
     assert ops[0].loc.line == line_of(no_closed_form, "for k in range(trip)")
@@ -403,3 +413,29 @@ def test_docstring_examples(name):
     import importlib
     result = doctest.testmod(importlib.import_module(f"barrierproof.model.gluon.{name}"))
     assert result.attempted > 0 and result.failed == 0
+
+
+@gluon.jit
+def _keep_above(x, i):
+    return gl.where(i > 3, x, 0.0)
+
+
+@gluon.jit
+def data_between_barriers(ptr):
+    """Reductions, scans and elementwise maps (ops with combiner regions, printed in MLIR's
+    generic form) between barrier operations: local data, not synchronization."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    offs = gl.arange(0, 128, layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    x = gl.cumsum(gl.load(ptr + offs), 0)
+    x = gl.map_elementwise(_keep_above, x, offs)
+    mbarrier.arrive(bar, count=1)
+    gl.store(ptr + offs, x + gl.max(x, 0))
+    mbarrier.wait(bar, 0)
+
+
+def test_reductions_scans_and_elementwise_maps_are_local_data():
+    kernel = load(Launch(data_between_barriers, args=dict(ptr="*fp32")))
+    assert [op.kind for op in kernel.ops()] == ["arrive", "wait_parity"]
+    assert verdict_of(kernel).verdict == "verified"

@@ -9,6 +9,18 @@ from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, same
 from ..ir import BinOp, Const, Expr, Var
 from .ttgir import Operation
 
+def _lower_bounds(pred: Expr) -> list[tuple[Expr, int]]:
+    """(x, c) for every `x >= c` (or `x > c - 1`) conjoined in `pred`."""
+    if isinstance(pred, BinOp) and pred.op == "and":
+        return _lower_bounds(pred.lhs) + _lower_bounds(pred.rhs)
+    if isinstance(pred, BinOp) and isinstance(pred.rhs, Const):
+        if pred.op == ">=":
+            return [(pred.lhs, pred.rhs.value)]
+        if pred.op == ">":
+            return [(pred.lhs, pred.rhs.value + 1)]
+    return []
+
+
 _CMP = {"eq": "==", "ne": "!=", "slt": "<", "ult": "<", "sle": "<=", "ule": "<=", "sgt": ">",
         "ugt": ">", "sge": ">=", "uge": ">="}
 
@@ -34,13 +46,13 @@ class ArithRules:
         if kind == "muli":
             return [mk("*", a, b)]
         if kind == "divsi":
-            return [mk_div(a, b)]
+            return [self._c_division(a, b, mk_div(a, b), mk("//", a, b))]
         if kind in ("divui", "floordivsi"):
             return [mk("//", a, b)]
         if kind == "ceildivsi":
             return [mk("//", mk("+", a, mk("-", b, Const(1))), b)]
         if kind == "remsi":
-            return [mk_rem(a, b)]
+            return [self._c_division(a, b, mk_rem(a, b), mk("%", a, b))]
         if kind == "remui":
             return [mk("%", a, b)]
         if kind in ("minsi", "minui"):
@@ -54,6 +66,40 @@ class ArithRules:
         if kind in ("shrsi", "shrui") and isinstance(b, Const):
             return [mk("//", a, Const(1 << b.value))]
         return None
+
+    def _c_division(self, a: Expr, b: Expr, c_form: Expr, floor_form: Expr) -> Expr:
+        """C division by a positive constant of a dividend that may be negative: remembered,
+        so that under a predicate that keeps the dividend non-negative (`pred=i - 1 >= 0`, the
+        tutorials' release of the buffer of an earlier iteration) it reads as the floor form
+        (see `ArithRules.under`)."""
+        if isinstance(b, Const) and b.value > 0 and not same(c_form, floor_form):
+            self.c_divisions[repr(c_form)] = (a, floor_form)
+        return c_form
+
+    def under(self, pred: Expr, e: Expr) -> Expr:
+        """`e` with the C divisions whose dividends `pred` keeps non-negative in floor form."""
+        if not self.c_divisions:
+            return e
+        lower = _lower_bounds(pred)
+        if not lower:
+            return e
+
+        def nonneg(a: Expr) -> bool:
+            for x, c in lower:
+                d = mk("-", a, x)
+                if isinstance(d, Const) and c + d.value >= 0:
+                    return True
+            return False
+
+        def walk(e: Expr) -> Expr:
+            hit = self.c_divisions.get(repr(e))
+            if hit is not None and nonneg(hit[0]):
+                return hit[1]
+            if isinstance(e, BinOp):
+                lhs, rhs = walk(e.lhs), walk(e.rhs)
+                return e if lhs is e.lhs and rhs is e.rhs else mk(e.op, lhs, rhs)
+            return e
+        return walk(e)
 
     @staticmethod
     def _bitwise(kind: str, a: Expr, b: Expr) -> Expr:

@@ -10,8 +10,12 @@ like hand-written ones.
 
 from __future__ import annotations
 
+import atexit
 import inspect
+import os
 import re
+import sys
+import warnings
 
 from ..ir import ModelError
 from .launch import Launch, TensorDesc
@@ -25,11 +29,33 @@ def _triton():
     except ModuleNotFoundError:
         raise ModelError("checking a Gluon kernel needs Triton",
                          hint="install the Gluon extra: pip install 'barrierproof[gluon]'") from None
+    _quiet_teardown()
     version = tuple(int(x) for x in re.findall(r"\d+", triton.__version__)[:2])
     if not SUPPORTED[0] <= version < SUPPORTED[1]:
         raise ModelError(f"triton {triton.__version__} is not a tested version",
                          hint="install triton>=3.9,<3.10 (pip install 'barrierproof[gluon]')")
     return triton
+
+
+_QUIET = []
+
+
+def _quiet_teardown() -> None:
+    """Triton's nanobind bindings list the objects still alive when the interpreter exits
+    ("nanobind: leaked N instances!") on the stderr of every process that compiled a kernel:
+    noise after a report. Once everything else has run at exit, stderr is closed to it."""
+    if _QUIET:
+        return
+    _QUIET.append(True)
+
+    def silence():
+        try:
+            sys.stderr.flush()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+        except (OSError, ValueError):
+            pass
+    atexit.register(silence)
 
 
 def _target(spec: str):
@@ -109,8 +135,12 @@ def to_ttgir(launch: Launch) -> str:
                          hint="decorate it with triton.experimental.gluon.jit (or triton.jit)")
     target = _target(launch.target)
     backend = make_backend(target)
-    options = backend.parse_options({"num_warps": launch.num_warps, "num_ctas": launch.num_ctas,
-                                     "num_stages": launch.num_stages})
+    with warnings.catch_warnings():
+        # the default of floating-point fusion changes in Triton 3.10; the barriers do not
+        warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
+        options = backend.parse_options({"num_warps": launch.num_warps,
+                                         "num_ctas": launch.num_ctas,
+                                         "num_stages": launch.num_stages})
     sig, constexprs = signature(launch, gluon)
     src = (GluonASTSource if gluon else ASTSource)(launch.kernel, sig, constexprs)
     context = ir.context()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..expr import mk, opaque, same, stmt_vars, substitute_stmts
+from ..expr import mk, opaque, same, stmt_vars, substitute, substitute_stmts
 from ..ir import BarrierAlloc, BarrierRef, Const, Expr, Loop, Op, Var, When, free_vars
 from .carries import discharged, solve
 from .ttgir import Operation, Region
@@ -104,17 +104,37 @@ class ControlRules:
         self.assumed_ranges = [(p, m) for p, m in self.assumed_ranges if p not in carries]
         needed = {p for p in carries if p in stmt_vars(body)}
         if needed - set(at):
+            names = ", ".join(sorted(re.sub(r"_\d+$", "", a.lstrip("%"))
+                                     for a, (ph, _) in placeholders.items()
+                                     if ph.name in needed - set(at)))
             if isinstance(trip, Const) and trip.value <= UNROLL_LIMIT:
                 return self._unrolled(op, region, ivar, lo, st, trip.value, placeholders, inits,
                                       out)
-            names = ", ".join(sorted(a for a, (ph, _) in placeholders.items()
-                                     if ph.name in needed - set(at)))
+            pinned = self._at_launch(trip)
+            if pinned is not None and isinstance(st, Const):
+                # a counter advanced under a predicate, a phase flipped in a branch: the loop
+                # is run at the launch's values, which the kernel is then checked at only
+                value, params = pinned
+                self.pinned.append((params, f"the loop-carried {names} of the loop at "
+                                    f"{self.where(op)} has no closed form"))
+                return self._unrolled(op, region, ivar, lo, st, value, placeholders, inits, out)
             raise Unread(f"the loop-carried {names} has no closed form and the trip count "
                          f"`{trip}` is not a constant")
         body = substitute_stmts(body, at)
         if body:
             out.append(Loop(j.name, trip, tuple(body), self.where(op)))
         return [after.get(ph.name, opaque("carry")) for ph, _ in placeholders.values()]
+
+    def _at_launch(self, trip: Expr) -> tuple[int, set[str]] | None:
+        """The trip count at the parameters' launch values, if small enough to unroll."""
+        names = free_vars(trip)
+        if not names or any(n not in self.params or self.params[n].default is None
+                            for n in names):
+            return None
+        value = substitute(trip, {n: Const(self.params[n].default) for n in names})
+        if not isinstance(value, Const) or not 0 <= value.value <= UNROLL_LIMIT:
+            return None
+        return max(0, value.value), names
 
     def _unrolled(self, op, region, ivar, lo, st, trip, placeholders, inits, out):
         current = [self.value(i) for i in inits]

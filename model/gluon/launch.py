@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 _DTYPE_BYTES = {"fp8e4nv": 1, "fp8e5": 1, "i8": 1, "u8": 1, "fp16": 2, "bf16": 2, "i16": 2,
                 "fp32": 4, "i32": 4, "tf32": 4, "fp64": 8, "i64": 8}
@@ -53,7 +53,10 @@ class Launch:
 
     Integer runtime arguments become parameters of the model, with the given value as their
     default; those named in `symbolic` (all of them unless given) are quantified by `prove`.
-    `grid` gives `gl.num_programs` per axis (`gl.program_id` becomes a parameter below it)."""
+    `grid` gives `gl.num_programs` per axis (`gl.program_id` becomes a parameter below it).
+    `assume` states the range a proof covers, as a function of the integer arguments named by
+    its parameters (a descriptor's global shape as `desc_shape_0`, ...), returning a condition
+    or a list of them: `assume=lambda K: K >= 64`."""
 
     kernel: Any
     args: Mapping[str, Any] = field(default_factory=dict)
@@ -64,6 +67,7 @@ class Launch:
     grid: tuple[int, ...] = (1,)
     symbolic: tuple[str, ...] | None = None
     name: str | None = None
+    assume: Callable[..., Any] | None = None
 
     def __hash__(self) -> int:
         return id(self)

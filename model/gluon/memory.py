@@ -4,12 +4,15 @@ reads and writes for race checking (BP200/BP201)."""
 
 from __future__ import annotations
 
+import dataclasses
+import linecache
+import os
 import re
 
 from ..expr import opaque, opaque_vars
-from ..ir import Const, Expr, MemAlloc, MemRef, Op
+from ..ir import Const, Expr, MemAlloc, MemRef, Op, Slice
 from .ttgir import Operation, split_operands
-from .values import Alloc, Mem, Unread, _memdesc
+from .values import _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
 
 
 class MemoryRules:
@@ -20,14 +23,35 @@ class MemoryRules:
         space = "tmem" if op.name == "ttng.tmem_alloc" else "smem"
         name = op.results[0].lstrip("%") if op.results else f"alloc{next(self._ids)}"
         name = re.sub(r"_\d+$", "", name) if not name[0].isdigit() else f"alloc{name}"
+        name = self._assigned_name(op) or name
         alloc = Alloc(self.fresh(name), desc[0], desc[1], space, self.where(op))
-        if not (desc[1] == "i64" and space == "smem"):
-            # a ring of 2-D tiles has its slots along the leading dimension
-            slotted = len(alloc.dims) >= 3
+        # a ring of 2-D tiles has its slots along the leading dimension
+        slotted = len(alloc.dims) >= 3
+        if space == "tmem":
+            # slots by 32-bit columns: partitions working on column slices of one accumulator
+            # (an S tile borrowed for P and its row statistics) touch disjoint cells
+            elem = _ELEM_BYTES.get(desc[1], 4)
+            cols = -(-alloc.dims[-1] * elem // 4)
+            self.buffers[alloc] = MemAlloc(
+                alloc.name, space, (Const(alloc.dims[0] if slotted else 1), Const(cols)),
+                alloc.loc, scalar=False)
+            return [Mem(alloc, cols=(0, cols), elem_bytes=elem)]
+        if not desc[1] == "i64":
             self.buffers[alloc] = MemAlloc(alloc.name, space,
                                            (Const(alloc.dims[0]),) if slotted else (Const(1),),
                                            alloc.loc, scalar=not slotted)
         return [Mem(alloc)]
+
+    def _assigned_name(self, op: Operation) -> str | None:
+        """For an allocation made inside Triton's library (`full = mbarrier.allocate_mbarrier(
+        batch=2)`), the name the user's line assigns it to: the library names it `bar`."""
+        frames = self.module.frames(op.loc)
+        if not frames or not os.path.abspath(frames[0][0]).startswith(self._triton_dir):
+            return None
+        where = self.where(op)
+        line = linecache.getline(where.file, where.line)
+        m = re.match(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)", line)
+        return m.group(1) if m else None
 
     def memref(self, name: str) -> tuple[MemRef, ...]:
         """The buffer slots a descriptor names; a slot index the model cannot follow covers the
@@ -36,6 +60,12 @@ class MemoryRules:
         if not isinstance(mem, Mem) or mem.alloc not in self.buffers:
             raise Unread(f"`{name}` is not a buffer the translator can follow")
         buf = self.buffers[mem.alloc]
+        if buf.space == "tmem":
+            index = mem.index[:1] if len(mem.alloc.dims) >= 3 else (Const(0),)
+            if len(index) != 1 or any(opaque_vars(i) for i in index):
+                return (MemRef(buf, ()),)
+            lo, hi = mem.cols or (0, int(buf.shape[1].value))
+            return (MemRef(buf, tuple(index), (Slice(Const(lo), Const(hi - lo)),)),)
         index = mem.index[:1] if not buf.scalar and mem.index else ()
         if any(opaque_vars(i) for i in index):
             index = ()
@@ -82,10 +112,30 @@ class MemoryRules:
             return None
         index = [self.value(i) for i in idx]
         if not all(isinstance(i, Expr) for i in index):
-            return [Mem(mem.alloc, mem.index + tuple(opaque("index") for _ in index))]
-        return [Mem(mem.alloc, mem.index + tuple(index))]
+            index = [opaque("index") for _ in index]
+        return [dataclasses.replace(mem, index=mem.index + tuple(index))]
 
     def view(self, op: Operation, out):
-        """A view of the same slots (transpose, subslice along inner dims, reinterpret)."""
+        """A view of the same slots (transpose, subslice along inner dims, reinterpret); a
+        reinterpret of tensor memory keeps its columns and takes the new element size."""
         mem = self.value(op.operands[0]) if op.operands else None
-        return [mem] if isinstance(mem, Mem) else None
+        if not isinstance(mem, Mem):
+            return None
+        desc = _memdesc(op.text)
+        if mem.cols is not None and desc is not None and desc[1] in _ELEM_BYTES:
+            return [dataclasses.replace(mem, elem_bytes=_ELEM_BYTES[desc[1]])]
+        return [mem]
+
+    def tmem_subslice(self, op: Operation, out):
+        """`acc.slice(start, n)`: columns [start, start + n) of the view, in its elements."""
+        mem = self.value(op.operands[0]) if op.operands else None
+        if not isinstance(mem, Mem):
+            return None
+        m = re.search(r"\boffset\s*=\s*(\d+)", op.text)
+        desc = _memdesc(op.text)
+        if mem.cols is None or not m or desc is None:
+            return [dataclasses.replace(mem, cols=None)]     # the whole tile: conservative
+        lo, hi = mem.cols
+        start = lo + int(m.group(1)) * mem.elem_bytes // 4
+        end = start + -(-desc[0][-1] * mem.elem_bytes // 4)
+        return [dataclasses.replace(mem, cols=(start, min(hi, max(end, start + 1))))]

@@ -37,7 +37,9 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"ori|xori|cmpi|select|extsi|extui|trunci|index_cast|bitcast|minsi|maxsi|"
                    r"minui|maxui|shli|shrsi|shrui|ceildivsi|floordivsi)|ub\.poison|"
                    r"tt\.(splat|broadcast|expand_dims|make_range|addptr|load|store|reshape|trans|"
-                   r"reduce|reduce\.return|dot|fp_to_fp|bitcast|int_to_ptr|ptr_to_int|join|split|"
+                   r"reduce|reduce\.return|scan|scan\.return|map_elementwise|"
+                   r"map_elementwise\.return|extern_elementwise|unsplat|make_tensor_ptr|advance|"
+                   r"dot|dot_scaled|fp_to_fp|bitcast|int_to_ptr|ptr_to_int|join|split|"
                    r"cat|histogram|gather|clampf|precise_sqrt|precise_divf|mulhiui|"
                    r"descriptor_load|descriptor_store|assert|print|return|elementwise_inline_asm)$|"
                    r"ttg\.(convert_layout|local_dealloc|memdesc_trans|"
@@ -63,6 +65,9 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         self.notes: list[str] = []
         self.assumed_ranges: list[tuple[str, int]] = []   # (carry, S) taken by inner loops
         self.buffers: dict[Alloc, MemAlloc] = {}   # SMEM / TMEM checked for races
+        self.c_divisions: dict[str, tuple[Expr, Expr]] = {}   # see ArithRules._c_division
+        # parameters fixed at their launch values by loops unrolled there (control.py), why
+        self.pinned: list[tuple[set[str], str]] = []
         self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
         self.inited: set = set()
         self.loop_vars: list[str] = []
@@ -140,6 +145,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
     def kernel(self) -> Kernel:
         fn = self.module.entry()
         symbolic = self.launch.symbolic
+        named: dict[str, Var] = {}
         for arg, ty in zip(fn.args, fn.arg_types):
             plain = arg.lstrip("%")
             if re.fullmatch(r"i(1|8|16|32|64)", ty):
@@ -153,8 +159,10 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 default = int(given) if isinstance(given, int) else None
                 sym = symbolic is None or plain in symbolic
                 self.values[arg] = self.param(plain, default, sym and default is not None)
+                named[plain.replace(".", "_")] = self.values[arg]
             else:
                 self.values[arg] = opaque(plain)
+        self._assume(named)
         body = self.block(fn.body, top=True)
         ctas = self.module.int_attr("ttg.num-ctas") or 1
         if ctas > 1:     # multi-CTA: remote arrivals and multicast go to other blocks' barriers
@@ -177,11 +185,14 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 return f"partition{k} = {what} ({warps} warp{'s' if warps != 1 else ''}{where})"
             self.notes.append("threads: " + "; ".join(
                 role(k, *t) for k, t in enumerate(threads)))
-        program = self._unsolved(program)
+        program = self._granules(self._unsolved(self._pin(program)))
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
-        kinds = {op.kind for op in iter_ops(program)}
+        # the threads' own shared-memory accesses beside the async proxy's (tensor memory has
+        # no proxy to fence)
+        kinds = {op.kind for op in iter_ops(program)
+                 if any(r.alloc.space == "smem" for r in op.reads + op.writes)}
         if kinds & {"read", "write"} and kinds & {"tma_load", "tcgen05_mma", "wgmma",
                                                   "copy_smem_to_gmem"}:
             self.notes.append("fence_async_shared (the order between the threads' and the "
@@ -192,6 +203,70 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             params=params, num_threads=Const(len(threads)), thread_axis="partition",
             num_warps=self.launch.num_warps, assumptions=assumptions, loc=self.loc,
             source="gluon", expect=self.expect, notes=tuple(self.notes))
+
+    def _assume(self, named: dict[str, Var]) -> None:
+        """The launch's `assume`, over the parameters of the integer arguments it names."""
+        fn = self.launch.assume
+        if fn is None:
+            return
+        import inspect
+        wanted = list(inspect.signature(fn).parameters)
+        missing = [n for n in wanted if n not in named]
+        if missing:
+            raise ModelError(f"Launch(assume=...) names {', '.join(missing)}, not an integer "
+                             f"argument of {self.name}",
+                             loc=self.loc, hint=f"integer arguments: {', '.join(named) or 'none'}")
+        result = fn(**{n: named[n] for n in wanted})
+        for cond in result if isinstance(result, (list, tuple)) else [result]:
+            if not isinstance(cond, Expr) or isinstance(cond, Const):
+                raise ModelError(f"Launch(assume=...) returned {cond!r}, not a condition over "
+                                 "the arguments", loc=self.loc,
+                                 hint="e.g. assume=lambda K: K >= 64")
+            self.assumptions.append(cond)
+
+    def _pin(self, program: tuple) -> tuple:
+        """Parameters a loop was unrolled at become their launch values everywhere."""
+        if not self.pinned:
+            return program
+        from ..expr import substitute, substitute_stmts
+        names = set().union(*(p for p, _ in self.pinned))
+        env = {n: Const(self.params[n].default) for n in names}
+        self.assumptions = [substitute(a, env) for a in self.assumptions]
+        self.assumptions = [a for a in self.assumptions if not isinstance(a, Const)]
+        for n in names:
+            del self.params[n]
+        values = ", ".join(f"{n} = {env[n].value}" for n in sorted(names))
+        self.notes.append(f"checked at {values} only, not for every value: "
+                          + "; ".join(why for _, why in self.pinned))
+        return substitute_stmts(program, env)
+
+    def _granules(self, program: tuple) -> tuple:
+        """Tensor memory in cells as wide as the column slices the kernel names allow (one cell
+        per slot for a tile only ever touched whole), so the columns cost no states or terms."""
+        from ..ir import map_ops
+        bounds = {b.name: [int(b.shape[1].value)] for b in self.buffers.values()
+                  if b.space == "tmem"}
+        for op in iter_ops(program):
+            for ref in op.reads + op.writes:
+                if ref.alloc.space == "tmem":
+                    bounds[ref.alloc.name] += [int(e.value) for sl in ref.region
+                                               for e in (sl.start, sl.size)]
+        wider = {}
+        for key, buf in list(self.buffers.items()):
+            if buf.space == "tmem" and buf.name in bounds:
+                g = math.gcd(*bounds[buf.name]) or 1
+                wider[buf.name] = self.buffers[key] = dataclasses.replace(buf, granule=(1, g))
+        if not wider:
+            return program
+
+        def regranule(op: Op) -> Op:
+            def refs(rs):
+                return tuple(dataclasses.replace(r, alloc=wider[r.alloc.name])
+                             if r.alloc.name in wider else r for r in rs)
+            if not op.reads and not op.writes:
+                return op
+            return dataclasses.replace(op, reads=refs(op.reads), writes=refs(op.writes))
+        return map_ops(program, regranule)
 
     def _unsolved(self, program: tuple) -> tuple:
         """An op still naming an opaque value (a carry with no closed form) is not modelled."""
@@ -251,7 +326,23 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             if pred.value:
                 out.append(stmt)
             return
-        out.append(When(pred, (stmt,), (), self.where(op)))
+        out.append(When(pred, (self._under(pred, stmt),), (), self.where(op)))
+
+    def _under(self, pred: Expr, op: Op) -> Op:
+        """The op's expressions as the predicate guarding it lets them read."""
+        if not self.c_divisions:
+            return op
+
+        def at(e: Expr | None) -> Expr | None:
+            return None if e is None else self.under(pred, e)
+
+        def refs(rs: tuple) -> tuple:
+            return tuple(dataclasses.replace(r, index=tuple(map(at, r.index))) for r in rs)
+        barrier = op.barrier if op.barrier is None else dataclasses.replace(
+            op.barrier, index=tuple(map(at, op.barrier.index)))
+        return dataclasses.replace(op, barrier=barrier, count=at(op.count), bytes=at(op.bytes),
+                                   parity=at(op.parity), phase=at(op.phase),
+                                   reads=refs(op.reads), writes=refs(op.writes))
 
     # -- barriers ----------------------------------------------------------------------------
 
@@ -341,17 +432,23 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op),
                                    writes=self.memref(m.group(1))), op)
 
-    def mma(self, op: Operation, out):
-        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
-        # a, b, acc[token], use_acc, pred, then barrier[pred] pairs
-        pred = self._pred(args[4]) if len(args) > 4 and args[4].startswith("%") else Const(1)
-        barriers = args[5:]
+    def mma(self, op: Operation, out, scales: int = 0):
+        # a, b, acc[token], (a_scale, b_scale,) use_acc, pred, then barrier[pred] pairs; a
+        # block-scaled MMA names its operands' element types after the predicate
+        text = re.sub(r"\s+lhs\s*=\s*\w+\s+rhs\s*=\s*\w+", "", op.text[len(op.name):])
+        args = [a.strip() for a in split_operands(text)]
+        at = 3 + scales
+        pred = self._pred(args[at + 1]) if len(args) > at + 1 and args[at + 1].startswith("%") \
+            else Const(1)
+        barriers = args[at + 2:]
         asynchronous = "is_async" in op.text or barriers
         if not asynchronous:
             return None                  # a synchronous MMA completes before the next op
         loc = self.where(op)
-        operand = [re.sub(r"\[.*\]$", "", a) for a in args[:3]]
+        operand = [re.sub(r"\[.*\]$", "", a) for a in args[:at]]
         reads = self.memref(operand[0]) + self.memref(operand[1])
+        for scale in operand[3:]:        # the scale factors, in tensor memory
+            reads += self.memref(scale)
         self.guarded(out, pred, Op("tcgen05_mma", None, loc=loc, reads=reads,
                                    writes=self.memref(operand[2])), op)
         for spec in barriers:
@@ -363,11 +460,20 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             self.guarded(out, when, Op("tcgen05_commit_arrive", bar, loc=loc), op)
         return None
 
+    def mma_scaled(self, op: Operation, out):
+        return self.mma(op, out, scales=2)
+
     def commit(self, op: Operation, out):
-        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
+        # `%bar[, %pred][ descs %a, %b]`: the descriptors say to which CTAs of the cluster the
+        # commit is multicast (their shared layouts); in a one-CTA kernel, only to its own
+        head, _, descs = op.text[len(op.name):].partition(" descs ")
+        args = [a.strip() for a in split_operands(head)]
+        if descs and (self.module.int_attr("ttg.num-ctas") or 1) > 1:
+            raise Unread("a commit multicast to the CTAs of a cluster (descs=...) is not "
+                         "modelled yet")
         bar = self.barrier(op.operands[0])
         if len(args) > 2:
-            raise Unread("a commit that tracks only some descriptors is not modelled")
+            raise Unread("the operands of the commit cannot be read")
         pred = self._pred(args[1]) if len(args) > 1 and args[1].startswith("%") else Const(1)
         self.guarded(out, pred, Op("tcgen05_commit_arrive", bar, loc=self.where(op)), op)
 
@@ -394,7 +500,7 @@ HANDLERS: dict[str, Callable] = {
     "ttg.memdesc_trans": Translator.view,
     "ttg.memdesc_reinterpret": Translator.view,
     "ttg.memdesc_subslice": Translator.view,
-    "ttng.tmem_subslice": Translator.view,
+    "ttng.tmem_subslice": Translator.tmem_subslice,
     "ttng.init_barrier": Translator.init_barrier,
     "ttng.inval_barrier": Translator.inval_barrier,
     "ttng.barrier_expect": Translator.barrier_expect,
@@ -402,6 +508,7 @@ HANDLERS: dict[str, Callable] = {
     "ttng.wait_barrier": Translator.wait_barrier,
     "ttng.async_tma_copy_global_to_local": Translator.tma_load,
     "ttng.tc_gen5_mma": Translator.mma,
+    "ttng.tc_gen5_mma_scaled": Translator.mma_scaled,
     "ttng.tc_gen5_commit": Translator.commit,
     "ttg.local_load": Translator.local_load,
     "ttng.tmem_load": Translator.local_load,

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 
 VALUE = re.compile(r"%[\w.$-]+(?:#\d+)?")
 _RESULTS = re.compile(r"^((?:%[\w.$-]+(?::\d+)?)(?:\s*,\s*%[\w.$-]+(?::\d+)?)*)\s*=\s*")
-_NAME = re.compile(r"^([A-Za-z_][\w]*\.[\w.]+|[A-Za-z_]\w*)")
+# `dialect.op`, or the generic form `"dialect.op"(...)` (a reduction with its combiner region)
+_NAME = re.compile(r'^"?([A-Za-z_][\w]*\.[\w.]+|[A-Za-z_]\w*)"?')
 _TRAILING_LOC = re.compile(r"\s*loc\((.*)\)\s*$")
 _ALIAS = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
 
@@ -193,6 +194,9 @@ class _Reader:
                 continue
             if line.startswith("}"):
                 return ops
+            if line.startswith("^"):                # a block label: `^bb0(%a: f32, ...):`
+                self.pos += 1
+                continue
             ops.append(self.operation())
         return ops
 

@@ -28,10 +28,14 @@ class Alloc:
 
 @dataclass(frozen=True)
 class Mem:
-    """A memory descriptor: an allocation with its leading dimensions indexed."""
+    """A memory descriptor: an allocation with its leading dimensions indexed; in tensor
+    memory also the 32-bit columns of a row it spans (`[lo, hi)`: a `.slice` of a tile, or a
+    `.reinterpret` of one as another element type) and the bytes of its view's elements."""
 
     alloc: Alloc
     index: tuple[Expr, ...] = ()
+    cols: tuple[int, int] | None = None
+    elem_bytes: int = 4
 
 
 class Unread(Exception):
