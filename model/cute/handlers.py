@@ -18,10 +18,16 @@ LOCAL = frozenset({
     "nvvm.fence.proxy.acquire", "nvvm.fence.proxy.release", "nvvm.fence.sc.cluster",
     "nvvm.memory.barrier", "nvvm.cp.async.bulk.commit.group", "nvvm.cp.async.bulk.wait_group",
     "nvvm.wgmma.fence.aligned", "nvvm.tcgen05.fence", "nvvm.shfl.sync", "nvvm.vote.sync",
-    "cute_nvgpu.arch.make_warp_uniform",
+    "cute_nvgpu.arch.make_warp_uniform", "cf.assert",
+    # TMEM allocation: one warp writes the columns' address to shared memory and the others
+    # read it after a named barrier (which is read); allocation is a resource of the SM, not a
+    # barrier phase
+    "cute_nvgpu.arch.sm100.alloc_tmem", "cute_nvgpu.arch.sm100.dealloc_tmem",
+    "cute_nvgpu.arch.sm100.relinquish_tmem_alloc_permit",
+    "cute_nvgpu.arch.sm100.retrieve_tmem_ptr",
 })
 LOCAL_PREFIXES = ("arith.", "cute.", "math.", "vector.", "llvm.", "builtin.")
-_SYNC_NAME = re.compile(r"mbarrier|barrier|cluster\.(arrive|wait)|tcgen05\.commit|elect|"
+_SYNC_NAME = re.compile(r"mbarrier|barrier|cluster\.(arrive|wait)|tcgen05\.commit|\belect\b|"
                         r"clusterlaunchcontrol|cp\.async\.bulk\.tensor\.shared|arrive|wait|"
                         r"^cute_nvgpu\.arch\.|^cf\.|^func\.call|^gpu\.")
 
@@ -355,11 +361,15 @@ def _named_barrier(kind: str):
             if count_at is not None else None
         if bar_id is None or (count_at is not None and count is None):
             return None
-        if count is None:
-            if bar_id != 0 or kind != "bar_sync":
+        if count is None:          # PTX: every thread of the block takes part
+            if kind != "bar_sync":
                 warp.unmodeled(node, f"{node.name} without a thread count")
                 return None
-            warp.emit("bar_sync", node, bar_id=0, count=0, name="syncthreads")
+            if bar_id == 0:
+                warp.emit("bar_sync", node, bar_id=0, count=0, name="syncthreads")
+            else:
+                bx, by, bz = warp.kernel.block_dim
+                warp.emit("bar_sync", node, bar_id=bar_id, count=bx * by * bz)
         else:
             warp.emit(kind, node, bar_id=bar_id, count=count)
         return None
