@@ -19,6 +19,9 @@ LOCAL = frozenset({
     "nvvm.memory.barrier", "nvvm.cp.async.bulk.commit.group", "nvvm.cp.async.bulk.wait_group",
     "nvvm.wgmma.fence.aligned", "nvvm.tcgen05.fence", "nvvm.shfl.sync", "nvvm.vote.sync",
     "cute_nvgpu.arch.make_warp_uniform", "cf.assert",
+    # a warpgroup waiting for its own WGMMAs: the tensor core always completes them, and what
+    # they read is memory, which this frontend does not check for races
+    "nvvm.wgmma.wait.group.sync.aligned", "nvvm.wgmma.commit.group.sync.aligned",
     # TMEM allocation: one warp writes the columns' address to shared memory and the others
     # read it after a named barrier (which is read); allocation is a resource of the SM, not a
     # barrier phase
@@ -59,6 +62,36 @@ def _thread(axis: int):
 
 def _block_dim(axis: int):
     return lambda warp, node, active: [warp.kernel.block_dim[axis]]
+
+
+_AXES = "xyz"
+
+
+def _block_index(axis: int):
+    """ctaid: the block this run is for (translate.py runs the warps once per block of a small
+    grid), else Unknown: a grid axis whose size is not known or too large to enumerate."""
+    def rule(warp, node, active):
+        if warp.block_index is not None:
+            return [warp.block_index[axis]]
+        return [Unknown(f"the block index ({node.name.rsplit('.', 2)[-2]}.{_AXES[axis]}) of a "
+                        f"grid of {warp.grid_why}")]
+    return rule
+
+
+def _grid_dim(axis: int):
+    def rule(warp, node, active):
+        grid = warp.kernel.grid_dim
+        return [grid[axis]] if grid else [Unknown("the grid size, set at run time")]
+    return rule
+
+
+def _single_block_cluster(value):
+    """A cluster register of a kernel launched without clusters (one block each), else Unknown."""
+    def rule(warp, node, active):
+        if warp.kernel.cluster_dim != (1, 1, 1):
+            return [Unknown(f"{node.name}: the block's place in a cluster of several")]
+        return value(warp, node, active)
+    return rule
 
 
 def _lane(warp, node, active):
@@ -162,12 +195,69 @@ def _make_int_tuple(warp, node, active):
     return [tuple(leaves)]
 
 
+_STATIC = re.compile(r'^!cute\.(?:int_tuple|shape|stride|coord)<"([-\d(),\s]+)">$')
+
+
+def static_value(type_text: str):
+    """The value of a fully static CuTe int tuple type (`!cute.int_tuple<"(2,1,1)">`: the DSL
+    folds what it knows at trace time into the type), else None."""
+    m = _STATIC.match(type_text)
+    if not m:
+        return None
+    text = m.group(1).replace(" ", "")
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"\((-?\d+,)*-?\d+\)", text):      # a flat tuple
+        return tuple(int(x) for x in text[1:-1].split(","))
+    return None
+
+
+def _tuple_arith(fn):
+    """cute.tuple_add / tuple_mul / ... on scalars (what index arithmetic makes of them)."""
+    def rule(warp, node, active):
+        static = static_value(node.types[0])
+        if static is not None:
+            return [static]
+        a, b = warp.args(node)[:2]
+        from .arith import binary
+        return [binary(fn, a, b)]
+    return rule
+
+
+def _size(warp, node, active):
+    """cute.size of an int tuple: the product of its leaves (of every mode)."""
+    static = static_value(node.types[0])
+    if static is not None:
+        return [static]
+    value = warp.get(node.operands[0])
+    mode = str(node.attrs.get("mode", "array<i32>")).replace(" ", "")
+    leaves = value if isinstance(value, tuple) else (value,)
+    if mode != "array<i32>" or not all(isinstance(v, int) for v in leaves):
+        return [Unknown("cute.size of a dynamic shape")]
+    total = 1
+    for v in leaves:
+        total *= v
+    return [total]
+
+
+def _divisor(warp, node, active):
+    """cute.fast_divmod.create_divisor: the divisor itself, as a number."""
+    return [warp.get(node.operands[0])]
+
+
+def _divmod(warp, node, active):
+    from .arith import binary
+    a, d = warp.args(node)[:2]
+    return [binary("arith.floordivsi", a, d), binary("arith.remsi", a, d)]
+
+
 def _leaves(warp, node, active):
     value = warp.get(node.operands[0])
     leaves = list(value) if isinstance(value, tuple) else [value]
     if len(leaves) != len(node.results):
-        return None
-    return leaves
+        leaves = [Unknown(node.name)] * len(node.results)
+    return [static_value(t) if static_value(t) is not None else v
+            for t, v in zip(node.types, leaves)]
 
 
 # -- copy atoms --------------------------------------------------------------------------------
@@ -397,6 +487,16 @@ RULES = {
     "nvvm.read.ptx.sreg.tid.z": _thread(2), "nvvm.read.ptx.sreg.ntid.x": _block_dim(0),
     "nvvm.read.ptx.sreg.ntid.y": _block_dim(1), "nvvm.read.ptx.sreg.ntid.z": _block_dim(2),
     "nvvm.read.ptx.sreg.laneid": _lane,
+    **{f"nvvm.read.ptx.sreg.ctaid.{a}": _block_index(i) for i, a in enumerate(_AXES)},
+    **{f"nvvm.read.ptx.sreg.nctaid.{a}": _grid_dim(i) for i, a in enumerate(_AXES)},
+    **{f"nvvm.read.ptx.sreg.clusterid.{a}": _single_block_cluster(_block_index(i))
+       for i, a in enumerate(_AXES)},
+    **{f"nvvm.read.ptx.sreg.nclusterid.{a}": _single_block_cluster(_grid_dim(i))
+       for i, a in enumerate(_AXES)},
+    **{f"nvvm.read.ptx.sreg.cluster.ctaid.{a}": _single_block_cluster(lambda *_: [0])
+       for a in _AXES},
+    **{f"nvvm.read.ptx.sreg.cluster.nctaid.{a}": _single_block_cluster(lambda *_: [1])
+       for a in _AXES},
     "nvvm.read.ptx.sreg.cluster.ctarank": _cluster_rank,
     "nvvm.read.ptx.sreg.cluster.nctarank": _cluster_size,
     "nvvm.elect.sync": _elect,
@@ -406,6 +506,10 @@ RULES = {
     "cute.add_offset": _add_offset, "cute.make_view": _make_view,
     "cute.make_int_tuple": _make_int_tuple, "cute.get_leaves": _leaves,
     "cute.get_scalars": _leaves,
+    "cute.tuple_add": _tuple_arith("arith.addi"), "cute.tuple_sub": _tuple_arith("arith.subi"),
+    "cute.tuple_mul": _tuple_arith("arith.muli"),
+    "cute.tuple_div": _tuple_arith("arith.floordivsi"),
+    "cute.size": _size, "cute.fast_divmod.create_divisor": _divisor, "cute.fast_divmod.compute": _divmod,
     "cute_nvgpu.atom.make_exec_tma": _make_exec_tma, "cute_nvgpu.atom.set_value": _set_value,
     "cute.copy": _copy,
     "nvvm.mbarrier.init": _mbarrier_init,

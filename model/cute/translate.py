@@ -8,6 +8,10 @@ assigned to); slots initialised with the same arrival count next to each other f
 BarrierAlloc, named after the allocation, with its first slot when the allocation holds several
 groups (a 2-stage pipeline's full and empty barriers: `bars_0` and `bars_2`). The barriers are
 initialised by the kernel itself (explicit_init), so init visibility is checked too.
+
+A kernel that reads its block index (a tile scheduler, a leader test on `bidx`) is run once per
+block of a grid of at most MAX_BLOCKS blocks; blocks with different programs are positions of a
+grid axis `block`, each checked (model/grid.py).
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from .values import WARP
 
 MBARRIER_BYTES = 8
 AXIS = "warp"
+BLOCK_AXIS = "block"
+# Blocks of a grid the warps are run for one by one when the program reads its block index;
+# a larger grid leaves the index unknown (BP190 where it decides synchronization).
+MAX_BLOCKS = 16
+_BLOCK_REGISTERS = ("nvvm.read.ptx.sreg.ctaid.", "nvvm.read.ptx.sreg.clusterid.")
 
 
 def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
@@ -29,40 +38,82 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
                          "reads blocks of whole warps", loc=tree.loc,
                          hint="launch with block=[a multiple of 32, 1, 1]")
     allocations: dict = {}
-    programs = [Warp(tree, w, allocations).run() for w in range(threads // WARP)]
+    warps = threads // WARP
+    blocks, why = _blocks(tree)
+    # one run per block when the program reads its block index and the grid is small; blocks
+    # whose warps run the same programs are one grid position
+    by_block: dict[tuple, list[int]] = {}
+    for b, block in enumerate(blocks):
+        programs = [Warp(tree, w, allocations, block, why).run() for w in range(warps)]
+        by_block.setdefault(tuple(map(tuple, programs)), []).append(b)
     cluster = tree.cluster_dim[0] * tree.cluster_dim[1] * tree.cluster_dim[2]
-    if cluster > 1:   # the peers of a cluster are not modelled: say so at the kernel
+    if cluster > 1:
+        # the peers of a cluster are not modelled: a block alone would lose their multicast
+        # copies, remote arrivals and commits (a violation found without them is no finding),
+        # so each warp keeps only what was not read, the cluster first: `unknown`, not a guess
         cut = Event("unmodeled", tree.loc, name=f"a cluster of {cluster} blocks")
-        programs = [[cut] + p for p in programs]
-    barriers, refs = _barriers(tree, programs)
+        by_block = {tuple((cut,) + tuple(e for e in p if e.kind == "unmodeled")
+                          for p in programs): b for programs, b in by_block.items()}
+    barriers, refs = _barriers(tree, [p for programs in by_block for p in programs])
+    made: dict = {}
+    variants = sorted(by_block.items(), key=lambda kv: kv[1][0])
+    body = _roles(tree, variants[-1][0], refs, made)
+    for programs, members in reversed(variants[:-1]):   # `when block in B: ... else: ...`
+        ops = _roles(tree, programs, refs, made)
+        body = (When(_member(members, BLOCK_AXIS), ops, body, tree.loc or Loc(tree.name, 0)),)
+    grid = ((BLOCK_AXIS, Const(len(blocks))),) if len(variants) > 1 else ()
+    notes = (f"one agent per warp: {warps} warps of {tree.name}",)
+    if len(variants) > 1:
+        notes += (f"{len(blocks)} blocks, {len(variants)} distinct block programs "
+                  f"(grid axis `{BLOCK_AXIS}`: the block's linear index)",)
+    # warp_axis must differ from the thread axis: the agents are the warps themselves
+    return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(warps),
+                  thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent", grid=grid,
+                  loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=notes)
+
+
+def _reads_block_index(tree: KernelTree) -> bool:
+    return any(op.name.startswith(_BLOCK_REGISTERS) for top in tree.body.ops
+               for op in top.walk())
+
+
+def _blocks(tree: KernelTree) -> tuple[list, str]:
+    """The blocks to run the warps for (None: one run, the block index unknown) and why the
+    index is unknown when it is."""
+    if not _reads_block_index(tree):
+        return [None], ""
+    if tree.grid_dim is None:
+        return [None], "a size set at run time"
+    gx, gy, gz = tree.grid_dim
+    if gx * gy * gz > MAX_BLOCKS:
+        return [None], f"{gx * gy * gz} blocks (more than {MAX_BLOCKS} are not enumerated)"
+    return [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)], ""
+
+
+def _roles(tree: KernelTree, programs, refs, made) -> tuple:
+    """One block's warps as roles: warps with equal programs share one."""
     roles: dict[tuple, list[int]] = {}
     for w, events in enumerate(programs):
         roles.setdefault(tuple(events), []).append(w)
     groups = sorted(roles.items(), key=lambda kv: kv[1][0])
-    made: dict = {}
     if len(groups) == 1:
-        body = _ops(groups[0][0], refs, made)
-    else:
-        body = ()       # a chain of roles: `when warp in A: ... else: when warp in B: ...`
-        for events, warps in reversed(groups):
-            ops = _ops(events, refs, made)
-            body = (When(_member(warps), ops, body, ops[0].loc if ops else tree.loc),)
-    # warp_axis must differ from the thread axis: the agents are the warps themselves
-    return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(len(programs)),
-                  thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent",
-                  loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=(f"one agent per warp: {len(programs)} warps of "
-                                        f"{tree.name}",))
+        return _ops(groups[0][0], refs, made)
+    body = ()       # a chain of roles: `when warp in A: ... else: when warp in B: ...`
+    for events, warps in reversed(groups):
+        ops = _ops(events, refs, made)
+        body = (When(_member(warps), ops, body, ops[0].loc if ops else tree.loc),)
+    return body
 
 
-def _member(warps: list[int]):
-    """`warp` is one of these (as ranges: consecutive warps are one comparison pair)."""
+def _member(warps: list[int], axis: str = AXIS):
+    """`axis` is one of these (as ranges: consecutive values are one comparison pair)."""
     runs: list[list[int]] = []
     for w in warps:
         if runs and runs[-1][1] == w - 1:
             runs[-1][1] = w
         else:
             runs.append([w, w])
-    var = Var(AXIS)
+    var = Var(axis)
     terms = [BinOp("==", var, Const(a)) if a == b else
              BinOp("and", BinOp(">=", var, Const(a)), BinOp("<=", var, Const(b)))
              for a, b in runs]
