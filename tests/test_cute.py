@@ -22,7 +22,7 @@ from conftest import EXAMPLES                                           # noqa: 
 
 FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
-                   "async_pipeline.py")]
+                   "async_pipeline.py", "umma_persistent.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 _BUILT: dict = {}
 SECONDS: dict = {}
@@ -114,7 +114,8 @@ def test_expected_verdict_and_replayed_counterexample(target):
         assert d.location and d.location.startswith(os.path.relpath(target.path)), d.location
     if verdict.verdict == "violation" and verdict.trace is not None:
         trace = verdict.trace
-        run = replay(System(kernel, trace.params, trace.grid_position), trace.actions)
+        run = replay(System(kernel, trace.params, trace.grid_position), trace.actions,
+                     witness=trace.witness_actions)    # parity aliasing: the other schedule
         assert run.violation is not None and run.violation.code == verdict.codes[0]
         # every step a warp takes is at a CuTe line (a BP147 at the start has no steps)
         located = [s.location for s in trace.steps if s.agent_kind in ("thread", "warp")]

@@ -303,7 +303,8 @@ def _copy(warp, node, active):
     if not isinstance(atom, Atom) or not isinstance(atom.barrier, Ptr):
         warp.unmodeled(node, "a TMA load whose mbarrier is not known")
         return None
-    if not re.search(r"num_cta = 1\b", atom_type) or "mcast" in atom.text:
+    if not re.search(r"num_cta = 1\b", atom_type) or \
+            ("mcast" in atom.text and not _alone(warp)):
         warp.unmodeled(node, "a multicast TMA load (cluster)")
         return None
     nbytes = _tile_bytes(node.operand_types[2]) if len(node.operand_types) > 2 else None
@@ -319,11 +320,27 @@ def _key(ptr: Ptr) -> tuple:
     return (ptr.buffer, ptr.offset)
 
 
+def _alone(warp) -> bool:
+    """Launched without clusters: a multicast can only reach the block itself."""
+    return warp.kernel.cluster_dim == (1, 1, 1)
+
+
+def _mapa(warp, node, active):
+    """nvvm.mapa: a shared::cluster address of a block's variable. In a kernel launched
+    without clusters rank 0 is the block itself (its own barrier); any other is not read."""
+    ptr, rank = warp.args(node)[:2]
+    rank = uniform(rank, active) if isinstance(rank, (int, Lanes)) else rank
+    if _alone(warp) and rank == 0 and isinstance(ptr, Ptr):
+        return [ptr]
+    why = f"rank {rank}" if isinstance(rank, int) else "a rank not known"
+    return [Unknown(f"another block's address (mapa to {why})")]
+
+
 def _barrier(warp, node, active, index: int = 0):
     """The mbarrier an op addresses, or None after recording why it is not known."""
     ptr = warp.get(node.operands[index])
     operand_type = node.operand_types[index] if node.operand_types else ""
-    if "ptr<7>" in operand_type:
+    if "ptr<7>" in operand_type and not isinstance(ptr, Ptr):
         warp.unmodeled(node, f"{node.name} on another block's barrier (shared::cluster)")
         return None
     if not isinstance(ptr, Ptr) or ptr.space != "smem":
@@ -358,7 +375,7 @@ def _mbarrier_init(warp, node, active):
 
 def _mbarrier_arrive(warp, node, active):
     segments = _segments(node)
-    if segments and len(segments) > 2 and segments[2]:
+    if segments and len(segments) > 2 and segments[2] and not _alone(warp):
         warp.unmodeled(node, "a multicast mbarrier arrive (cluster)")
         return None
     bar = _barrier(warp, node, active)
@@ -384,7 +401,7 @@ def _mbarrier_arrive_expect_tx(warp, node, active):
 
 def _mbarrier_expect_tx(warp, node, active):
     segments = _segments(node)
-    if segments and len(segments) > 2 and segments[2]:
+    if segments and len(segments) > 2 and segments[2] and not _alone(warp):
         warp.unmodeled(node, "a multicast expect_tx (cluster)")
         return None
     bar = _barrier(warp, node, active)
@@ -416,7 +433,7 @@ def _mbarrier_wait_or_test(warp, node, active):
 
 
 def _tcgen05_commit(warp, node, active):
-    if len(node.operands) > 1:
+    if len(node.operands) > 1 and not _alone(warp):
         warp.unmodeled(node, "a multicast tcgen05.commit (cluster)")
         return None
     bar = _barrier(warp, node, active)
@@ -462,6 +479,25 @@ def _named_barrier(kind: str):
                 warp.emit("bar_sync", node, bar_id=bar_id, count=bx * by * bz)
         else:
             warp.emit(kind, node, bar_id=bar_id, count=count)
+        return None
+    return rule
+
+
+def _cta_barrier(kind: str):
+    """nvvm.barrier.cta.sync / .arrive (barrierId, threadCount): the spelling with an explicit
+    `aligned` attribute (NamedBarrier.arrive_unaligned emits the unaligned arrive)."""
+    def rule(warp, node, active):
+        if not _whole_warp(warp, node, active):
+            return None
+        bar_id = _number(warp, node, active, 0, "barrier id")
+        if len(node.operands) > 1:
+            count = _number(warp, node, active, 1, "thread count")
+        else:                      # sync without a count: every thread of the block
+            bx, by, bz = warp.kernel.block_dim
+            count = bx * by * bz
+        if bar_id is not None and count is not None:
+            warp.emit(kind, node, bar_id=bar_id, count=count,
+                      aligned=bool(node.attrs.get("aligned", False)))
         return None
     return rule
 
@@ -512,6 +548,7 @@ RULES = {
     "cute.size": _size, "cute.fast_divmod.create_divisor": _divisor, "cute.fast_divmod.compute": _divmod,
     "cute_nvgpu.atom.make_exec_tma": _make_exec_tma, "cute_nvgpu.atom.set_value": _set_value,
     "cute.copy": _copy,
+    "nvvm.mapa": _mapa,
     "nvvm.mbarrier.init": _mbarrier_init,
     "nvvm.mbarrier.arrive": _mbarrier_arrive,
     "nvvm.mbarrier.arrive.expect_tx": _mbarrier_arrive_expect_tx,
@@ -521,6 +558,8 @@ RULES = {
     "nvvm.tcgen05.commit": _tcgen05_commit,
     "nvvm.barrier": _named_barrier("bar_sync"), "nvvm.barrier0": _named_barrier("bar_sync"),
     "nvvm.barrier.arrive": _named_barrier("bar_arrive"),
+    "nvvm.barrier.cta.sync": _cta_barrier("bar_sync"),
+    "nvvm.barrier.cta.arrive": _cta_barrier("bar_arrive"),
     "nvvm.cluster.arrive": _plain("cluster_arrive"),
     "nvvm.cluster.arrive.relaxed": _plain("cluster_arrive", "relaxed"),
     "nvvm.cluster.wait": _plain("cluster_wait"),
@@ -531,4 +570,4 @@ RULES = {
 # Rows that only compute values (no event): an op among them never counts as synchronizing.
 _VALUES = frozenset(name for name in RULES if name.startswith(
     ("nvvm.read.", "cute.", "cute_nvgpu.", "builtin.")) and name != "cute.copy") \
-    | {"nvvm.elect.sync"}
+    | {"nvvm.elect.sync", "nvvm.mapa"}

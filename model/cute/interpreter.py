@@ -38,6 +38,7 @@ class Event:
     parity: int | None = None
     bar_id: int | None = None
     name: str = ""                     # unmodeled: what was not read
+    aligned: bool = True               # a named barrier: bar.sync (aligned) or barrier.sync
     site: int = 0                      # the MLIR op: one IR op per op and operands, so warps
     #                                    running the same bar.sync share its instruction
 

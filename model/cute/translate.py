@@ -200,7 +200,7 @@ def _ops(events, refs, made: dict) -> tuple[Op, ...]:
             out.append(Op(e.kind, ref, loc=loc))
         elif e.kind in ("bar_sync", "bar_arrive"):
             out.append(Op(e.kind, None, count=Const(e.count), bar_id=Const(e.bar_id),
-                          name=e.name, loc=loc))
+                          name=e.name, aligned=e.aligned, loc=loc))
         elif e.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
                         "fence_proxy_async", "unmodeled"):
             out.append(Op(e.kind, None, name=e.name, loc=loc))
