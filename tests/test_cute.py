@@ -22,7 +22,7 @@ from conftest import EXAMPLES                                           # noqa: 
 
 FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
-                   "async_pipeline.py", "umma_persistent.py")]
+                   "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 _BUILT: dict = {}
 SECONDS: dict = {}
