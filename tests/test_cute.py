@@ -275,3 +275,104 @@ def test_compile_time_per_kernel_is_measured_and_small():
         seconds = float(re.search(r"in ([\d.]+) s", note).group(1))
         assert 0 < seconds <= SECONDS[target.ref] + 0.01
         assert SECONDS[target.ref] < 20, (target.ref, SECONDS[target.ref])
+
+
+def _grid_tree(grid, *ops, cluster=(1, 1, 1)):
+    return KernelTree("k", "k", Block((), tuple(ops)), (), (32, 1, 1), grid, cluster,
+                      Loc("k.py", 1, "k"))
+
+
+def _leader_branch(*then):
+    """`if bidx == 0: then`, with the barrier the ops in `then` use (operand 3)."""
+    one = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 1})
+    zero = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 0})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 1))
+    bidx = _op("nvvm.read.ptx.sreg.ctaid.x", results=(4,), types=("i32",))
+    leader = _op("arith.cmpi", operands=(4, 2), results=(5,), types=("i1",),
+                 attrs={"predicate": 0})
+    branch = _op("scf.if", operands=(5,), line=8, regions=((Block((), tuple(then)),),))
+    return (one, zero, alloca, init, bidx, leader, branch)
+
+
+def test_a_branch_on_the_block_index_is_a_grid_axis_when_the_grid_is_small():
+    from barrierproof.model.cute.translate import kernel_ir
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    kernel = kernel_ir(_grid_tree((3, 1, 1), *_leader_branch(arrive)))
+    assert [(a, repr(n)) for a, n in kernel.grid] == [("block", "3")]
+    [when] = [s for s in kernel.body if isinstance(s, When)]
+    assert [op.kind for op in iter_ops(when.then)] == ["mbarrier_init", "arrive"]
+    assert [op.kind for op in iter_ops(when.orelse)] == ["mbarrier_init"]
+    # a grid too large to enumerate leaves the index unknown: BP190 at the branch
+    large = kernel_ir(_grid_tree((64, 1, 1), *_leader_branch(arrive)))
+    [cut] = [op for op in large.ops() if op.kind == "unmodeled"]
+    assert "block index" in cut.name and "64 blocks" in cut.name and cut.loc.line == 8
+    assert not large.grid
+
+
+def test_the_persistent_tile_loop_is_read_per_block():
+    kernel = _kernel(_target("persistent"))
+    assert [(a, repr(n)) for a, n in kernel.grid] == [("block", "2")]
+    [per_block] = [s for s in kernel.body if isinstance(s, When)]
+    assert "block" in repr(per_block.cond)
+    loads = [sum(op.kind == "tma_load" for op in iter_ops(side))
+             for side in (per_block.then, per_block.orelse)]
+    assert loads == [2, 1]                      # block 0: tiles 0 and 2; block 1: tile 1
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+
+
+def test_ops_that_only_look_like_synchronization_are_not_bp190():
+    from barrierproof.model.cute.handlers import synchronizes
+    for name in ("cute.select", "cf.assert", "cute_nvgpu.arch.sm100.alloc_tmem",
+                 "cute_nvgpu.arch.sm100.retrieve_tmem_ptr", "nvvm.wgmma.wait.group.sync.aligned"):
+        assert not synchronizes(_op(name)), name
+    for name in ("nvvm.mbarrier.try_wait.parity.timelimit", "nvvm.barrier.cta.red",
+                 "nvvm.cp.async.mbarrier.arrive"):
+        assert synchronizes(_op(name)), name
+
+
+def test_named_barriers_without_a_count_and_unaligned():
+    const = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 1})
+    count = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 64})
+    whole = _op("nvvm.barrier", operands=(1,), attrs={"operandSegmentSizes":
+                                                      "array<i32: 1, 0>"})
+    unaligned = _op("nvvm.barrier.cta.sync", operands=(1, 2), attrs={"aligned": False})
+    arrive = _op("nvvm.barrier.cta.arrive", operands=(1, 2), attrs={"aligned": True})
+    events = Warp(_tree(const, count, whole, unaligned, arrive), 0, {}).run()
+    assert [(e.kind, e.bar_id, e.count, e.aligned) for e in events] == [
+        ("bar_sync", 1, 64, True), ("bar_sync", 1, 64, False), ("bar_arrive", 1, 64, True)]
+
+
+def test_a_peer_address_is_the_block_itself_only_without_clusters():
+    from barrierproof.model.cute.translate import kernel_ir
+    rank = _op("arith.constant", results=(6,), types=("i32",), attrs={"value": 0})
+    peer = _op("nvvm.mapa", operands=(3, 6), results=(7,), types=("!llvm.ptr<7>",))
+    arrive = Node("nvvm.mbarrier.arrive", (7,), (), (), ("!llvm.ptr<7>",), {}, (),
+                  Loc("k.py", 9, "k"))
+    local = kernel_ir(_grid_tree((1, 1, 1), *_leader_branch(rank, peer, arrive)))
+    assert [op.kind for op in local.ops()] == ["mbarrier_init", "arrive"]
+    other = _op("arith.constant", results=(6,), types=("i32",), attrs={"value": 1})
+    remote = kernel_ir(_grid_tree((1, 1, 1), *_leader_branch(other, peer, arrive)))
+    [cut] = [op for op in remote.ops() if op.kind == "unmodeled"]
+    assert "rank 1" in cut.name and cut.loc.line == 9
+    # in a cluster of two, every warp keeps only what was not read: unknown, never a finding
+    clustered = kernel_ir(_grid_tree((1, 1, 1), *_leader_branch(rank, peer, arrive),
+                                     cluster=(2, 1, 1)))
+    assert {op.kind for op in clustered.ops()} == {"unmodeled"}
+
+
+def test_static_cute_tuples_and_scheduler_arithmetic():
+    from barrierproof.model.cute.handlers import static_value
+    assert static_value('!cute.int_tuple<"(2,1,1)">') == (2, 1, 1)
+    assert static_value('!cute.shape<"128">') == 128
+    assert static_value('!cute.int_tuple<"?">') is None
+    assert static_value('!cute.shape<"((64,128),1)">') is None      # nested: not a number
+    seven = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 7})
+    three = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 3})
+    div = _op("cute.fast_divmod.create_divisor", operands=(2,), results=(3,),
+              types=("!cute.fast_divmod_divisor<32>",))
+    qr = _op("cute.fast_divmod.compute", operands=(1, 3), results=(4, 5), types=("i32", "i32"))
+    size = _op("cute.size", results=(6,), types=('!cute.int_tuple<"2">',))
+    warp = Warp(_tree(seven, three, div, qr, size), 0, {})
+    warp.run()
+    assert (warp.env[4], warp.env[5], warp.env[6]) == (2, 1, 2)

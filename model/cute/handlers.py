@@ -341,7 +341,8 @@ def _barrier(warp, node, active, index: int = 0):
     ptr = warp.get(node.operands[index])
     operand_type = node.operand_types[index] if node.operand_types else ""
     if "ptr<7>" in operand_type and not isinstance(ptr, Ptr):
-        warp.unmodeled(node, f"{node.name} on another block's barrier (shared::cluster)")
+        why = f": {ptr.why}" if isinstance(ptr, Unknown) else ""
+        warp.unmodeled(node, f"{node.name} on another block's barrier (shared::cluster{why})")
         return None
     if not isinstance(ptr, Ptr) or ptr.space != "smem":
         why = ptr.why if isinstance(ptr, Unknown) else type(ptr).__name__
