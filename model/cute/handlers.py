@@ -220,6 +220,10 @@ def _tuple_arith(fn):
             return [static]
         a, b = warp.args(node)[:2]
         from .arith import binary
+        if fn == "arith.floordivsi" and not (isinstance(a, int) and isinstance(b, int)
+                                             and b and a % b == 0):
+            # CuTe's shape division rounds other quotients its own way: not guessed
+            return [Unknown(f"{node.name} of {a} by {b}")]
         return [binary(fn, a, b)]
     return rule
 
