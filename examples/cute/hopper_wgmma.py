@@ -14,6 +14,8 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.cute.runtime import make_fake_compact_tensor
 
+from _tma import staged_tiles
+
 TILE_M, TILE_N, TILE_K = 64, 64, 64
 STAGES = 2
 CONSUMER_WARPS = 4                          # one warpgroup; the producer warp comes after it
@@ -93,16 +95,8 @@ def wgmma_kernel(atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, 
 @cute.jit
 def wgmma_host(mA: cute.Tensor, mB: cute.Tensor, k_tiles: cutlass.Constexpr,
                release_last: cutlass.Constexpr, operands_counted: cutlass.Constexpr):
-    def staged(rows):
-        return cute.make_composed_layout(
-            cute.make_swizzle(3, 4, 3), 0,
-            cute.make_ordered_layout((rows, TILE_K, STAGES), order=(1, 0, 2)))
-    a_layout, b_layout = staged(TILE_M), staged(TILE_N)
-    op = cpasync.CopyBulkTensorTileG2SOp()
-    atom_a, tma_a = cpasync.make_tiled_tma_atom(op, mA, cute.slice_(a_layout, (None, None, 0)),
-                                                (TILE_M, TILE_K))
-    atom_b, tma_b = cpasync.make_tiled_tma_atom(op, mB, cute.slice_(b_layout, (None, None, 0)),
-                                                (TILE_N, TILE_K))
+    a_layout, atom_a, tma_a = staged_tiles(mA, TILE_M, TILE_K, STAGES)
+    b_layout, atom_b, tma_b = staged_tiles(mB, TILE_N, TILE_K, STAGES)
     wgmma_kernel(atom_a, tma_a, atom_b, tma_b, a_layout, b_layout, k_tiles, release_last,
                  operands_counted).launch(grid=[1, 1, 1], block=[32 * (CONSUMER_WARPS + 1), 1, 1])
 

@@ -14,6 +14,8 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.runtime import make_fake_compact_tensor
 
+from _tma import staged_tiles
+
 TILE_M, TILE_K = 64, 64
 CONSUMER_WARPS = 4                      # the producer is the warp after the consumers
 
@@ -101,12 +103,7 @@ def mainloop_host(mA: cute.Tensor, stages: cutlass.Constexpr, k_tiles: cutlass.C
                   release_offset: cutlass.Constexpr,
                   consumer_phase_of_producer: cutlass.Constexpr, peek: cutlass.Constexpr,
                   consumer_warps: cutlass.Constexpr, umma: cutlass.Constexpr):
-    a_smem_layout = cute.make_composed_layout(
-        cute.make_swizzle(3, 4, 3), 0,
-        cute.make_ordered_layout((TILE_M, TILE_K, stages), order=(1, 0, 2)))
-    tma_atom, tma_tensor = cpasync.make_tiled_tma_atom(
-        cpasync.CopyBulkTensorTileG2SOp(), mA, cute.slice_(a_smem_layout, (None, None, 0)),
-        (TILE_M, TILE_K))
+    a_smem_layout, tma_atom, tma_tensor = staged_tiles(mA, TILE_M, TILE_K, stages)
     mainloop_kernel(tma_atom, tma_tensor, a_smem_layout, stages, k_tiles, consumer_arrivals,
                     tx_scale, release_offset, consumer_phase_of_producer, peek,
                     consumer_warps, umma).launch(grid=[1, 1, 1],

@@ -19,6 +19,8 @@ import cutlass.utils as utils
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.runtime import make_fake_compact_tensor
 
+from _tma import staged_tiles
+
 TILE_M, TILE_K = 128, 64
 AB_STAGES, ACC_STAGES = 2, 2
 EPILOGUE_WARPS = 2                      # a warpgroup in CUTLASS; two keep the exploration small
@@ -127,12 +129,7 @@ def gemm_host(mA: cute.Tensor, k_tiles: cutlass.Constexpr, num_tiles: cutlass.Co
               blocks: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
               advance_acc: cutlass.Constexpr, tmem_wait_per_role: cutlass.Constexpr,
               tx_divisor: cutlass.Constexpr):
-    a_smem_layout = cute.make_composed_layout(
-        cute.make_swizzle(3, 4, 3), 0,
-        cute.make_ordered_layout((TILE_M, TILE_K, AB_STAGES), order=(1, 0, 2)))
-    tma_atom, tma_tensor = cpasync.make_tiled_tma_atom(
-        cpasync.CopyBulkTensorTileG2SOp(), mA, cute.slice_(a_smem_layout, (None, None, 0)),
-        (TILE_M, TILE_K))
+    a_smem_layout, tma_atom, tma_tensor = staged_tiles(mA, TILE_M, TILE_K, AB_STAGES)
     gemm_kernel(tma_atom, tma_tensor, a_smem_layout, k_tiles, num_tiles, acc_consumers,
                 advance_acc, tmem_wait_per_role, tx_divisor).launch(
         grid=[blocks, 1, 1], block=[32 * (TMA_WARP + 1), 1, 1])

@@ -10,83 +10,83 @@ EXTENDS InitBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: storage_0[0] (Barrier)  examples/cute/hopper_wgmma.py:51
-    1,  \* 2: storage_0[1] (Barrier)  examples/cute/hopper_wgmma.py:51
-    4,  \* 3: storage_2[0] (Barrier)  examples/cute/hopper_wgmma.py:51
-    4   \* 4: storage_2[1] (Barrier)  examples/cute/hopper_wgmma.py:51
+    1,  \* 1: storage_0[0] (Barrier)  examples/cute/hopper_wgmma.py:53
+    1,  \* 2: storage_0[1] (Barrier)  examples/cute/hopper_wgmma.py:53
+    4,  \* 3: storage_2[0] (Barrier)  examples/cute/hopper_wgmma.py:53
+    4   \* 4: storage_2[1] (Barrier)  examples/cute/hopper_wgmma.py:53
 >>
 
 \* Agent 1: warp0 (thread), 12 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                \* pc 0: mbarrier_init(storage_0[0])  examples/cute/hopper_wgmma.py:51
-    mbarrier_init(2),                \* pc 1: mbarrier_init(storage_0[1])  examples/cute/hopper_wgmma.py:51
-    mbarrier_init(3),                \* pc 2: mbarrier_init(storage_2[0])  examples/cute/hopper_wgmma.py:51
-    mbarrier_init(4),                \* pc 3: mbarrier_init(storage_2[1])  examples/cute/hopper_wgmma.py:51
-    fence_mbarrier_init,             \* pc 4: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:51
-    hw_arrive(1, 32, 160, 6, 0, 1),  \* pc 5: syncthreads()  examples/cute/hopper_wgmma.py:51
-    hw_wait(1, 1),                   \* pc 6: syncthreads()  examples/cute/hopper_wgmma.py:51
-    wait_parity(1, 0, 1),            \* pc 7: wait_parity(storage_0[0], 0)  examples/cute/hopper_wgmma.py:79
-    wait_parity(2, 0, 2),            \* pc 8: wait_parity(storage_0[1], 0)  examples/cute/hopper_wgmma.py:79
-    arrive(<<3>>, 1),                \* pc 9: arrive(storage_2[0])  examples/cute/hopper_wgmma.py:85
-    wait_parity(1, 1, 1),            \* pc 10: wait_parity(storage_0[0], 1)  examples/cute/hopper_wgmma.py:79
-    arrive(<<4>>, 1)                 \* pc 11: arrive(storage_2[1])  examples/cute/hopper_wgmma.py:85
+    mbarrier_init(1),                \* pc 0: mbarrier_init(storage_0[0])  examples/cute/hopper_wgmma.py:53
+    mbarrier_init(2),                \* pc 1: mbarrier_init(storage_0[1])  examples/cute/hopper_wgmma.py:53
+    mbarrier_init(3),                \* pc 2: mbarrier_init(storage_2[0])  examples/cute/hopper_wgmma.py:53
+    mbarrier_init(4),                \* pc 3: mbarrier_init(storage_2[1])  examples/cute/hopper_wgmma.py:53
+    fence_mbarrier_init,             \* pc 4: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:53
+    hw_arrive(1, 32, 160, 6, 0, 1),  \* pc 5: syncthreads()  examples/cute/hopper_wgmma.py:53
+    hw_wait(1, 1),                   \* pc 6: syncthreads()  examples/cute/hopper_wgmma.py:53
+    wait_parity(1, 0, 1),            \* pc 7: wait_parity(storage_0[0], 0)  examples/cute/hopper_wgmma.py:81
+    wait_parity(2, 0, 2),            \* pc 8: wait_parity(storage_0[1], 0)  examples/cute/hopper_wgmma.py:81
+    arrive(<<3>>, 1),                \* pc 9: arrive(storage_2[0])  examples/cute/hopper_wgmma.py:87
+    wait_parity(1, 1, 1),            \* pc 10: wait_parity(storage_0[0], 1)  examples/cute/hopper_wgmma.py:81
+    arrive(<<4>>, 1)                 \* pc 11: arrive(storage_2[1])  examples/cute/hopper_wgmma.py:87
 >>
 
 \* Agent 2: warp1 (thread), 8 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:51
-    hw_arrive(1, 32, 160, 6, 0, 2),  \* pc 1: syncthreads()  examples/cute/hopper_wgmma.py:51
-    hw_wait(1, 2),                   \* pc 2: syncthreads()  examples/cute/hopper_wgmma.py:51
-    wait_parity(1, 0, 3),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/hopper_wgmma.py:79
-    wait_parity(2, 0, 4),            \* pc 4: wait_parity(storage_0[1], 0)  examples/cute/hopper_wgmma.py:79
-    arrive(<<3>>, 1),                \* pc 5: arrive(storage_2[0])  examples/cute/hopper_wgmma.py:85
-    wait_parity(1, 1, 3),            \* pc 6: wait_parity(storage_0[0], 1)  examples/cute/hopper_wgmma.py:79
-    arrive(<<4>>, 1)                 \* pc 7: arrive(storage_2[1])  examples/cute/hopper_wgmma.py:85
+    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:53
+    hw_arrive(1, 32, 160, 6, 0, 2),  \* pc 1: syncthreads()  examples/cute/hopper_wgmma.py:53
+    hw_wait(1, 2),                   \* pc 2: syncthreads()  examples/cute/hopper_wgmma.py:53
+    wait_parity(1, 0, 3),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/hopper_wgmma.py:81
+    wait_parity(2, 0, 4),            \* pc 4: wait_parity(storage_0[1], 0)  examples/cute/hopper_wgmma.py:81
+    arrive(<<3>>, 1),                \* pc 5: arrive(storage_2[0])  examples/cute/hopper_wgmma.py:87
+    wait_parity(1, 1, 3),            \* pc 6: wait_parity(storage_0[0], 1)  examples/cute/hopper_wgmma.py:81
+    arrive(<<4>>, 1)                 \* pc 7: arrive(storage_2[1])  examples/cute/hopper_wgmma.py:87
 >>
 
 \* Agent 3: warp2 (thread), 8 instruction(s).
 Prog_3_warp2 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:51
-    hw_arrive(1, 32, 160, 6, 0, 3),  \* pc 1: syncthreads()  examples/cute/hopper_wgmma.py:51
-    hw_wait(1, 3),                   \* pc 2: syncthreads()  examples/cute/hopper_wgmma.py:51
-    wait_parity(1, 0, 5),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/hopper_wgmma.py:79
-    wait_parity(2, 0, 6),            \* pc 4: wait_parity(storage_0[1], 0)  examples/cute/hopper_wgmma.py:79
-    arrive(<<3>>, 1),                \* pc 5: arrive(storage_2[0])  examples/cute/hopper_wgmma.py:85
-    wait_parity(1, 1, 5),            \* pc 6: wait_parity(storage_0[0], 1)  examples/cute/hopper_wgmma.py:79
-    arrive(<<4>>, 1)                 \* pc 7: arrive(storage_2[1])  examples/cute/hopper_wgmma.py:85
+    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:53
+    hw_arrive(1, 32, 160, 6, 0, 3),  \* pc 1: syncthreads()  examples/cute/hopper_wgmma.py:53
+    hw_wait(1, 3),                   \* pc 2: syncthreads()  examples/cute/hopper_wgmma.py:53
+    wait_parity(1, 0, 5),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/hopper_wgmma.py:81
+    wait_parity(2, 0, 6),            \* pc 4: wait_parity(storage_0[1], 0)  examples/cute/hopper_wgmma.py:81
+    arrive(<<3>>, 1),                \* pc 5: arrive(storage_2[0])  examples/cute/hopper_wgmma.py:87
+    wait_parity(1, 1, 5),            \* pc 6: wait_parity(storage_0[0], 1)  examples/cute/hopper_wgmma.py:81
+    arrive(<<4>>, 1)                 \* pc 7: arrive(storage_2[1])  examples/cute/hopper_wgmma.py:87
 >>
 
 \* Agent 4: warp3 (thread), 8 instruction(s).
 Prog_4_warp3 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:51
-    hw_arrive(1, 32, 160, 6, 0, 4),  \* pc 1: syncthreads()  examples/cute/hopper_wgmma.py:51
-    hw_wait(1, 4),                   \* pc 2: syncthreads()  examples/cute/hopper_wgmma.py:51
-    wait_parity(1, 0, 7),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/hopper_wgmma.py:79
-    wait_parity(2, 0, 8),            \* pc 4: wait_parity(storage_0[1], 0)  examples/cute/hopper_wgmma.py:79
-    arrive(<<3>>, 1),                \* pc 5: arrive(storage_2[0])  examples/cute/hopper_wgmma.py:85
-    wait_parity(1, 1, 7),            \* pc 6: wait_parity(storage_0[0], 1)  examples/cute/hopper_wgmma.py:79
-    arrive(<<4>>, 1)                 \* pc 7: arrive(storage_2[1])  examples/cute/hopper_wgmma.py:85
+    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:53
+    hw_arrive(1, 32, 160, 6, 0, 4),  \* pc 1: syncthreads()  examples/cute/hopper_wgmma.py:53
+    hw_wait(1, 4),                   \* pc 2: syncthreads()  examples/cute/hopper_wgmma.py:53
+    wait_parity(1, 0, 7),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/hopper_wgmma.py:81
+    wait_parity(2, 0, 8),            \* pc 4: wait_parity(storage_0[1], 0)  examples/cute/hopper_wgmma.py:81
+    arrive(<<3>>, 1),                \* pc 5: arrive(storage_2[0])  examples/cute/hopper_wgmma.py:87
+    wait_parity(1, 1, 7),            \* pc 6: wait_parity(storage_0[0], 1)  examples/cute/hopper_wgmma.py:81
+    arrive(<<4>>, 1)                 \* pc 7: arrive(storage_2[1])  examples/cute/hopper_wgmma.py:87
 >>
 
 \* Agent 5: warp4 (thread), 17 instruction(s).
 Prog_5_warp4 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:51
-    hw_arrive(1, 32, 160, 6, 0, 5),  \* pc 1: syncthreads()  examples/cute/hopper_wgmma.py:51
-    hw_wait(1, 5),                   \* pc 2: syncthreads()  examples/cute/hopper_wgmma.py:51
-    wait_parity(3, 1, 9),            \* pc 3: wait_parity(storage_2[0], 1)  examples/cute/hopper_wgmma.py:67
-    arrive_expect_tx(<<1>>, 16384),  \* pc 4: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/hopper_wgmma.py:67
-    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(storage_0[0], 8192B)  examples/cute/hopper_wgmma.py:69
-    issue_async(<<>>, 8192, <<1>>),  \* pc 6: tma_load(storage_0[0], 8192B)  examples/cute/hopper_wgmma.py:70
-    wait_parity(4, 1, 10),           \* pc 7: wait_parity(storage_2[1], 1)  examples/cute/hopper_wgmma.py:67
-    arrive_expect_tx(<<2>>, 16384),  \* pc 8: arrive_expect_tx(storage_0[1], 16384B)  examples/cute/hopper_wgmma.py:67
-    issue_async(<<>>, 8192, <<2>>),  \* pc 9: tma_load(storage_0[1], 8192B)  examples/cute/hopper_wgmma.py:69
-    issue_async(<<>>, 8192, <<2>>),  \* pc 10: tma_load(storage_0[1], 8192B)  examples/cute/hopper_wgmma.py:70
-    wait_parity(3, 0, 9),            \* pc 11: wait_parity(storage_2[0], 0)  examples/cute/hopper_wgmma.py:67
-    arrive_expect_tx(<<1>>, 16384),  \* pc 12: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/hopper_wgmma.py:67
-    issue_async(<<>>, 8192, <<1>>),  \* pc 13: tma_load(storage_0[0], 8192B)  examples/cute/hopper_wgmma.py:69
-    issue_async(<<>>, 8192, <<1>>),  \* pc 14: tma_load(storage_0[0], 8192B)  examples/cute/hopper_wgmma.py:70
-    wait_parity(4, 0, 10),           \* pc 15: wait_parity(storage_2[1], 0)  examples/cute/hopper_wgmma.py:73
-    wait_parity(3, 1, 9)             \* pc 16: wait_parity(storage_2[0], 1)  examples/cute/hopper_wgmma.py:73
+    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/hopper_wgmma.py:53
+    hw_arrive(1, 32, 160, 6, 0, 5),  \* pc 1: syncthreads()  examples/cute/hopper_wgmma.py:53
+    hw_wait(1, 5),                   \* pc 2: syncthreads()  examples/cute/hopper_wgmma.py:53
+    wait_parity(3, 1, 9),            \* pc 3: wait_parity(storage_2[0], 1)  examples/cute/hopper_wgmma.py:69
+    arrive_expect_tx(<<1>>, 16384),  \* pc 4: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/hopper_wgmma.py:69
+    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(storage_0[0], 8192B)  examples/cute/hopper_wgmma.py:71
+    issue_async(<<>>, 8192, <<1>>),  \* pc 6: tma_load(storage_0[0], 8192B)  examples/cute/hopper_wgmma.py:72
+    wait_parity(4, 1, 10),           \* pc 7: wait_parity(storage_2[1], 1)  examples/cute/hopper_wgmma.py:69
+    arrive_expect_tx(<<2>>, 16384),  \* pc 8: arrive_expect_tx(storage_0[1], 16384B)  examples/cute/hopper_wgmma.py:69
+    issue_async(<<>>, 8192, <<2>>),  \* pc 9: tma_load(storage_0[1], 8192B)  examples/cute/hopper_wgmma.py:71
+    issue_async(<<>>, 8192, <<2>>),  \* pc 10: tma_load(storage_0[1], 8192B)  examples/cute/hopper_wgmma.py:72
+    wait_parity(3, 0, 9),            \* pc 11: wait_parity(storage_2[0], 0)  examples/cute/hopper_wgmma.py:69
+    arrive_expect_tx(<<1>>, 16384),  \* pc 12: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/hopper_wgmma.py:69
+    issue_async(<<>>, 8192, <<1>>),  \* pc 13: tma_load(storage_0[0], 8192B)  examples/cute/hopper_wgmma.py:71
+    issue_async(<<>>, 8192, <<1>>),  \* pc 14: tma_load(storage_0[0], 8192B)  examples/cute/hopper_wgmma.py:72
+    wait_parity(4, 0, 10),           \* pc 15: wait_parity(storage_2[1], 0)  examples/cute/hopper_wgmma.py:75
+    wait_parity(3, 1, 9)             \* pc 16: wait_parity(storage_2[0], 1)  examples/cute/hopper_wgmma.py:75
 >>
 
 KernelProg == <<

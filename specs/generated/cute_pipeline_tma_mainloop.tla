@@ -10,95 +10,95 @@ EXTENDS InitBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: storage_0[0] (Barrier)  examples/cute/pipeline_tma.py:56
-    1,  \* 2: storage_0[1] (Barrier)  examples/cute/pipeline_tma.py:56
-    4,  \* 3: storage_2[0] (Barrier)  examples/cute/pipeline_tma.py:56
-    4   \* 4: storage_2[1] (Barrier)  examples/cute/pipeline_tma.py:56
+    1,  \* 1: storage_0[0] (Barrier)  examples/cute/pipeline_tma.py:58
+    1,  \* 2: storage_0[1] (Barrier)  examples/cute/pipeline_tma.py:58
+    4,  \* 3: storage_2[0] (Barrier)  examples/cute/pipeline_tma.py:58
+    4   \* 4: storage_2[1] (Barrier)  examples/cute/pipeline_tma.py:58
 >>
 
 \* Agent 1: warp0 (thread), 15 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                \* pc 0: mbarrier_init(storage_0[0])  examples/cute/pipeline_tma.py:56
-    mbarrier_init(2),                \* pc 1: mbarrier_init(storage_0[1])  examples/cute/pipeline_tma.py:56
-    mbarrier_init(3),                \* pc 2: mbarrier_init(storage_2[0])  examples/cute/pipeline_tma.py:56
-    mbarrier_init(4),                \* pc 3: mbarrier_init(storage_2[1])  examples/cute/pipeline_tma.py:56
-    fence_mbarrier_init,             \* pc 4: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 1),  \* pc 5: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 1),                   \* pc 6: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 1),            \* pc 7: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 0, 2),            \* pc 9: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1),                \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 1),            \* pc 11: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 12: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 1, 2),            \* pc 13: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1)                 \* pc 14: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
+    mbarrier_init(1),                \* pc 0: mbarrier_init(storage_0[0])  examples/cute/pipeline_tma.py:58
+    mbarrier_init(2),                \* pc 1: mbarrier_init(storage_0[1])  examples/cute/pipeline_tma.py:58
+    mbarrier_init(3),                \* pc 2: mbarrier_init(storage_2[0])  examples/cute/pipeline_tma.py:58
+    mbarrier_init(4),                \* pc 3: mbarrier_init(storage_2[1])  examples/cute/pipeline_tma.py:58
+    fence_mbarrier_init,             \* pc 4: fence_mbarrier_init()  examples/cute/pipeline_tma.py:58
+    hw_arrive(1, 32, 160, 6, 0, 1),  \* pc 5: syncthreads()  examples/cute/pipeline_tma.py:58
+    hw_wait(1, 1),                   \* pc 6: syncthreads()  examples/cute/pipeline_tma.py:58
+    wait_parity(1, 0, 1),            \* pc 7: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:92
+    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:96
+    wait_parity(2, 0, 2),            \* pc 9: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:92
+    arrive(<<4>>, 1),                \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 1, 1),            \* pc 11: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:92
+    arrive(<<3>>, 1),                \* pc 12: arrive(storage_2[0])  examples/cute/pipeline_tma.py:96
+    wait_parity(2, 1, 2),            \* pc 13: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:92
+    arrive(<<4>>, 1)                 \* pc 14: arrive(storage_2[1])  examples/cute/pipeline_tma.py:96
 >>
 
 \* Agent 2: warp1 (thread), 11 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 2),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 2),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 3),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 0, 4),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 3),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 1, 4),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
+    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:58
+    hw_arrive(1, 32, 160, 6, 0, 2),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:58
+    hw_wait(1, 2),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:58
+    wait_parity(1, 0, 3),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:92
+    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:96
+    wait_parity(2, 0, 4),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:92
+    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 1, 3),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:92
+    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:96
+    wait_parity(2, 1, 4),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:92
+    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:96
 >>
 
 \* Agent 3: warp2 (thread), 11 instruction(s).
 Prog_3_warp2 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 3),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 3),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 5),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 0, 6),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 5),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 1, 6),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
+    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:58
+    hw_arrive(1, 32, 160, 6, 0, 3),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:58
+    hw_wait(1, 3),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:58
+    wait_parity(1, 0, 5),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:92
+    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:96
+    wait_parity(2, 0, 6),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:92
+    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 1, 5),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:92
+    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:96
+    wait_parity(2, 1, 6),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:92
+    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:96
 >>
 
 \* Agent 4: warp3 (thread), 11 instruction(s).
 Prog_4_warp3 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 4),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 4),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 7),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 0, 8),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 7),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 1, 8),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
+    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:58
+    hw_arrive(1, 32, 160, 6, 0, 4),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:58
+    hw_wait(1, 4),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:58
+    wait_parity(1, 0, 7),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:92
+    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:96
+    wait_parity(2, 0, 8),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:92
+    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 1, 7),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:92
+    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:96
+    wait_parity(2, 1, 8),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:92
+    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:96
 >>
 
 \* Agent 5: warp4 (thread), 17 instruction(s).
 Prog_5_warp4 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 5),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 5),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(3, 1, 9),            \* pc 3: wait_parity(storage_2[0], 1)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<1>>, 8192),   \* pc 4: arrive_expect_tx(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(4, 1, 10),           \* pc 6: wait_parity(storage_2[1], 1)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<2>>, 8192),   \* pc 7: arrive_expect_tx(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<2>>),  \* pc 8: tma_load(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(3, 0, 9),            \* pc 9: wait_parity(storage_2[0], 0)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<1>>, 8192),   \* pc 10: arrive_expect_tx(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<1>>),  \* pc 11: tma_load(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(4, 0, 10),           \* pc 12: wait_parity(storage_2[1], 0)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<2>>, 8192),   \* pc 13: arrive_expect_tx(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<2>>),  \* pc 14: tma_load(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(3, 1, 9),            \* pc 15: wait_parity(storage_2[0], 1)  examples/cute/pipeline_tma.py:75
-    wait_parity(4, 1, 10)            \* pc 16: wait_parity(storage_2[1], 1)  examples/cute/pipeline_tma.py:75
+    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:58
+    hw_arrive(1, 32, 160, 6, 0, 5),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:58
+    hw_wait(1, 5),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:58
+    wait_parity(3, 1, 9),            \* pc 3: wait_parity(storage_2[0], 1)  examples/cute/pipeline_tma.py:72
+    arrive_expect_tx(<<1>>, 8192),   \* pc 4: arrive_expect_tx(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:72
+    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:73
+    wait_parity(4, 1, 10),           \* pc 6: wait_parity(storage_2[1], 1)  examples/cute/pipeline_tma.py:72
+    arrive_expect_tx(<<2>>, 8192),   \* pc 7: arrive_expect_tx(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:72
+    issue_async(<<>>, 8192, <<2>>),  \* pc 8: tma_load(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:73
+    wait_parity(3, 0, 9),            \* pc 9: wait_parity(storage_2[0], 0)  examples/cute/pipeline_tma.py:72
+    arrive_expect_tx(<<1>>, 8192),   \* pc 10: arrive_expect_tx(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:72
+    issue_async(<<>>, 8192, <<1>>),  \* pc 11: tma_load(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:73
+    wait_parity(4, 0, 10),           \* pc 12: wait_parity(storage_2[1], 0)  examples/cute/pipeline_tma.py:72
+    arrive_expect_tx(<<2>>, 8192),   \* pc 13: arrive_expect_tx(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:72
+    issue_async(<<>>, 8192, <<2>>),  \* pc 14: tma_load(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:73
+    wait_parity(3, 1, 9),            \* pc 15: wait_parity(storage_2[0], 1)  examples/cute/pipeline_tma.py:77
+    wait_parity(4, 1, 10)            \* pc 16: wait_parity(storage_2[1], 1)  examples/cute/pipeline_tma.py:77
 >>
 
 KernelProg == <<

@@ -10,116 +10,116 @@ EXTENDS InitBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,   \* 1: storage_0[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
-    1,   \* 2: storage_0[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
-    1,   \* 3: storage_0[2] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
-    1,   \* 4: storage_0[3] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
-    1,   \* 5: storage_0[4] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
-    1,   \* 6: storage_0[5] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
-    64,  \* 7: storage_6[0] (Barrier)  examples/cute/umma_persistent.py:64
-    64   \* 8: storage_6[1] (Barrier)  examples/cute/umma_persistent.py:64
+    1,   \* 1: storage_0[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 2: storage_0[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 3: storage_0[2] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 4: storage_0[3] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 5: storage_0[4] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 6: storage_0[5] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    64,  \* 7: storage_6[0] (Barrier)  examples/cute/umma_persistent.py:66
+    64   \* 8: storage_6[1] (Barrier)  examples/cute/umma_persistent.py:66
 >>
 
 \* Agent 1: warp0 (thread), 28 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                 \* pc 0: mbarrier_init(storage_0[0])  examples/cute/umma_persistent.py:59
-    mbarrier_init(2),                 \* pc 1: mbarrier_init(storage_0[1])  examples/cute/umma_persistent.py:59
-    mbarrier_init(3),                 \* pc 2: mbarrier_init(storage_0[2])  examples/cute/umma_persistent.py:59
-    mbarrier_init(4),                 \* pc 3: mbarrier_init(storage_0[3])  examples/cute/umma_persistent.py:59
-    fence_mbarrier_init,              \* pc 4: fence_mbarrier_init()  examples/cute/umma_persistent.py:59
-    hw_arrive(1, 32, 128, 6, 0, 1),   \* pc 5: syncthreads()  examples/cute/umma_persistent.py:59
-    hw_wait(1, 1),                    \* pc 6: syncthreads()  examples/cute/umma_persistent.py:59
-    mbarrier_init(5),                 \* pc 7: mbarrier_init(storage_0[4])  examples/cute/umma_persistent.py:64
-    mbarrier_init(6),                 \* pc 8: mbarrier_init(storage_0[5])  examples/cute/umma_persistent.py:64
-    mbarrier_init(7),                 \* pc 9: mbarrier_init(storage_6[0])  examples/cute/umma_persistent.py:64
-    mbarrier_init(8),                 \* pc 10: mbarrier_init(storage_6[1])  examples/cute/umma_persistent.py:64
-    fence_mbarrier_init,              \* pc 11: fence_mbarrier_init()  examples/cute/umma_persistent.py:64
-    hw_arrive(1, 32, 128, 12, 0, 1),  \* pc 12: syncthreads()  examples/cute/umma_persistent.py:64
-    hw_wait(1, 1),                    \* pc 13: syncthreads()  examples/cute/umma_persistent.py:64
-    hw_arrive(2, 32, 96, 13, 0, 2),   \* pc 14: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
-    hw_wait(2, 2),                    \* pc 15: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
-    wait_parity(5, 0, 1),             \* pc 16: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:115
-    arrive(<<7>>, 32),                \* pc 17: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:117
-    hw_arrive(3, 32, 64, 16, 0, 3),   \* pc 18: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    hw_wait(3, 3),                    \* pc 19: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    wait_parity(5, 0, 1),             \* pc 20: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:115
-    arrive(<<7>>, 32),                \* pc 21: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:117
-    hw_arrive(3, 32, 64, 16, 0, 3),   \* pc 22: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    hw_wait(3, 3),                    \* pc 23: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    wait_parity(5, 0, 1),             \* pc 24: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:115
-    arrive(<<7>>, 32),                \* pc 25: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:117
-    hw_arrive(3, 32, 64, 16, 0, 3),   \* pc 26: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    hw_wait(3, 3)                     \* pc 27: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
+    mbarrier_init(1),                 \* pc 0: mbarrier_init(storage_0[0])  examples/cute/umma_persistent.py:61
+    mbarrier_init(2),                 \* pc 1: mbarrier_init(storage_0[1])  examples/cute/umma_persistent.py:61
+    mbarrier_init(3),                 \* pc 2: mbarrier_init(storage_0[2])  examples/cute/umma_persistent.py:61
+    mbarrier_init(4),                 \* pc 3: mbarrier_init(storage_0[3])  examples/cute/umma_persistent.py:61
+    fence_mbarrier_init,              \* pc 4: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
+    hw_arrive(1, 32, 128, 6, 0, 1),   \* pc 5: syncthreads()  examples/cute/umma_persistent.py:61
+    hw_wait(1, 1),                    \* pc 6: syncthreads()  examples/cute/umma_persistent.py:61
+    mbarrier_init(5),                 \* pc 7: mbarrier_init(storage_0[4])  examples/cute/umma_persistent.py:66
+    mbarrier_init(6),                 \* pc 8: mbarrier_init(storage_0[5])  examples/cute/umma_persistent.py:66
+    mbarrier_init(7),                 \* pc 9: mbarrier_init(storage_6[0])  examples/cute/umma_persistent.py:66
+    mbarrier_init(8),                 \* pc 10: mbarrier_init(storage_6[1])  examples/cute/umma_persistent.py:66
+    fence_mbarrier_init,              \* pc 11: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
+    hw_arrive(1, 32, 128, 12, 0, 1),  \* pc 12: syncthreads()  examples/cute/umma_persistent.py:66
+    hw_wait(1, 1),                    \* pc 13: syncthreads()  examples/cute/umma_persistent.py:66
+    hw_arrive(2, 32, 96, 13, 0, 2),   \* pc 14: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    hw_wait(2, 2),                    \* pc 15: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    wait_parity(5, 0, 1),             \* pc 16: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),                \* pc 17: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:119
+    hw_arrive(3, 32, 64, 16, 0, 3),   \* pc 18: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_wait(3, 3),                    \* pc 19: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    wait_parity(5, 0, 1),             \* pc 20: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),                \* pc 21: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:119
+    hw_arrive(3, 32, 64, 16, 0, 3),   \* pc 22: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_wait(3, 3),                    \* pc 23: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    wait_parity(5, 0, 1),             \* pc 24: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),                \* pc 25: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:119
+    hw_arrive(3, 32, 64, 16, 0, 3),   \* pc 26: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_wait(3, 3)                     \* pc 27: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
 >>
 
 \* Agent 2: warp1 (thread), 20 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:59
-    hw_arrive(1, 32, 128, 6, 0, 4),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:59
-    hw_wait(1, 4),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:59
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:64
-    hw_arrive(1, 32, 128, 12, 0, 4),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:64
-    hw_wait(1, 4),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:64
-    hw_arrive(2, 32, 96, 13, 0, 5),   \* pc 6: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
-    hw_wait(2, 5),                    \* pc 7: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
-    wait_parity(5, 0, 2),             \* pc 8: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:115
-    arrive(<<7>>, 32),                \* pc 9: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:117
-    hw_arrive(3, 32, 64, 16, 0, 6),   \* pc 10: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    hw_wait(3, 6),                    \* pc 11: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    wait_parity(5, 0, 2),             \* pc 12: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:115
-    arrive(<<7>>, 32),                \* pc 13: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:117
-    hw_arrive(3, 32, 64, 16, 0, 6),   \* pc 14: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    hw_wait(3, 6),                    \* pc 15: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    wait_parity(5, 0, 2),             \* pc 16: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:115
-    arrive(<<7>>, 32),                \* pc 17: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:117
-    hw_arrive(3, 32, 64, 16, 0, 6),   \* pc 18: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
-    hw_wait(3, 6)                     \* pc 19: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
+    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
+    hw_arrive(1, 32, 128, 6, 0, 4),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:61
+    hw_wait(1, 4),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:61
+    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
+    hw_arrive(1, 32, 128, 12, 0, 4),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:66
+    hw_wait(1, 4),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
+    hw_arrive(2, 32, 96, 13, 0, 5),   \* pc 6: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    hw_wait(2, 5),                    \* pc 7: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    wait_parity(5, 0, 2),             \* pc 8: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),                \* pc 9: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:119
+    hw_arrive(3, 32, 64, 16, 0, 6),   \* pc 10: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_wait(3, 6),                    \* pc 11: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    wait_parity(5, 0, 2),             \* pc 12: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),                \* pc 13: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:119
+    hw_arrive(3, 32, 64, 16, 0, 6),   \* pc 14: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_wait(3, 6),                    \* pc 15: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    wait_parity(5, 0, 2),             \* pc 16: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),                \* pc 17: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:119
+    hw_arrive(3, 32, 64, 16, 0, 6),   \* pc 18: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_wait(3, 6)                     \* pc 19: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
 >>
 
 \* Agent 3: warp2 (thread), 21 instruction(s).
 Prog_3_warp2 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:59
-    hw_arrive(1, 32, 128, 6, 0, 7),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:59
-    hw_wait(1, 7),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:59
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:64
-    hw_arrive(1, 32, 128, 12, 0, 7),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:64
-    hw_wait(1, 7),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:64
-    hw_arrive(2, 32, 96, 13, 0, 8),   \* pc 6: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
-    hw_wait(2, 8),                    \* pc 7: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
-    wait_parity(7, 1, 3),             \* pc 8: wait_parity(storage_6[0], 1)  examples/cute/umma_persistent.py:100
-    wait_parity(1, 0, 4),             \* pc 9: wait_parity(storage_0[0], 0)  examples/cute/umma_persistent.py:102
-    issue_tcgen05(1),                 \* pc 10: tcgen05_commit_arrive(storage_0[2])  examples/cute/umma_persistent.py:104
-    issue_tcgen05(2),                 \* pc 11: tcgen05_commit_arrive(storage_0[4])  examples/cute/umma_persistent.py:106
-    wait_parity(8, 1, 5),             \* pc 12: wait_parity(storage_6[1], 1)  examples/cute/umma_persistent.py:100
-    wait_parity(2, 0, 6),             \* pc 13: wait_parity(storage_0[1], 0)  examples/cute/umma_persistent.py:102
-    issue_tcgen05(3),                 \* pc 14: tcgen05_commit_arrive(storage_0[3])  examples/cute/umma_persistent.py:104
-    issue_tcgen05(4),                 \* pc 15: tcgen05_commit_arrive(storage_0[5])  examples/cute/umma_persistent.py:106
-    wait_parity(7, 0, 3),             \* pc 16: wait_parity(storage_6[0], 0)  examples/cute/umma_persistent.py:100
-    wait_parity(1, 1, 4),             \* pc 17: wait_parity(storage_0[0], 1)  examples/cute/umma_persistent.py:102
-    issue_tcgen05(1),                 \* pc 18: tcgen05_commit_arrive(storage_0[2])  examples/cute/umma_persistent.py:104
-    issue_tcgen05(2),                 \* pc 19: tcgen05_commit_arrive(storage_0[4])  examples/cute/umma_persistent.py:106
-    wait_parity(7, 1, 3)              \* pc 20: wait_parity(storage_6[0], 1)  examples/cute/umma_persistent.py:108
+    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
+    hw_arrive(1, 32, 128, 6, 0, 7),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:61
+    hw_wait(1, 7),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:61
+    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
+    hw_arrive(1, 32, 128, 12, 0, 7),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:66
+    hw_wait(1, 7),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
+    hw_arrive(2, 32, 96, 13, 0, 8),   \* pc 6: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    hw_wait(2, 8),                    \* pc 7: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    wait_parity(7, 1, 3),             \* pc 8: wait_parity(storage_6[0], 1)  examples/cute/umma_persistent.py:102
+    wait_parity(1, 0, 4),             \* pc 9: wait_parity(storage_0[0], 0)  examples/cute/umma_persistent.py:104
+    issue_tcgen05(1),                 \* pc 10: tcgen05_commit_arrive(storage_0[2])  examples/cute/umma_persistent.py:106
+    issue_tcgen05(2),                 \* pc 11: tcgen05_commit_arrive(storage_0[4])  examples/cute/umma_persistent.py:108
+    wait_parity(8, 1, 5),             \* pc 12: wait_parity(storage_6[1], 1)  examples/cute/umma_persistent.py:102
+    wait_parity(2, 0, 6),             \* pc 13: wait_parity(storage_0[1], 0)  examples/cute/umma_persistent.py:104
+    issue_tcgen05(3),                 \* pc 14: tcgen05_commit_arrive(storage_0[3])  examples/cute/umma_persistent.py:106
+    issue_tcgen05(4),                 \* pc 15: tcgen05_commit_arrive(storage_0[5])  examples/cute/umma_persistent.py:108
+    wait_parity(7, 0, 3),             \* pc 16: wait_parity(storage_6[0], 0)  examples/cute/umma_persistent.py:102
+    wait_parity(1, 1, 4),             \* pc 17: wait_parity(storage_0[0], 1)  examples/cute/umma_persistent.py:104
+    issue_tcgen05(1),                 \* pc 18: tcgen05_commit_arrive(storage_0[2])  examples/cute/umma_persistent.py:106
+    issue_tcgen05(2),                 \* pc 19: tcgen05_commit_arrive(storage_0[4])  examples/cute/umma_persistent.py:108
+    wait_parity(7, 1, 3)              \* pc 20: wait_parity(storage_6[0], 1)  examples/cute/umma_persistent.py:110
 >>
 
 \* Agent 4: warp3 (thread), 17 instruction(s).
 Prog_4_warp3 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:59
-    hw_arrive(1, 32, 128, 6, 0, 9),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:59
-    hw_wait(1, 9),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:59
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:64
-    hw_arrive(1, 32, 128, 12, 0, 9),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:64
-    hw_wait(1, 9),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:64
-    wait_parity(3, 1, 7),             \* pc 6: wait_parity(storage_0[2], 1)  examples/cute/umma_persistent.py:88
-    arrive_expect_tx(<<1>>, 16384),   \* pc 7: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/umma_persistent.py:88
-    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(storage_0[0], 16384B)  examples/cute/umma_persistent.py:89
-    wait_parity(4, 1, 8),             \* pc 9: wait_parity(storage_0[3], 1)  examples/cute/umma_persistent.py:88
-    arrive_expect_tx(<<2>>, 16384),   \* pc 10: arrive_expect_tx(storage_0[1], 16384B)  examples/cute/umma_persistent.py:88
-    issue_async(<<>>, 16384, <<2>>),  \* pc 11: tma_load(storage_0[1], 16384B)  examples/cute/umma_persistent.py:89
-    wait_parity(3, 0, 7),             \* pc 12: wait_parity(storage_0[2], 0)  examples/cute/umma_persistent.py:88
-    arrive_expect_tx(<<1>>, 16384),   \* pc 13: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/umma_persistent.py:88
-    issue_async(<<>>, 16384, <<1>>),  \* pc 14: tma_load(storage_0[0], 16384B)  examples/cute/umma_persistent.py:89
-    wait_parity(4, 0, 8),             \* pc 15: wait_parity(storage_0[3], 0)  examples/cute/umma_persistent.py:92
-    wait_parity(3, 1, 7)              \* pc 16: wait_parity(storage_0[2], 1)  examples/cute/umma_persistent.py:92
+    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
+    hw_arrive(1, 32, 128, 6, 0, 9),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:61
+    hw_wait(1, 9),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:61
+    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
+    hw_arrive(1, 32, 128, 12, 0, 9),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:66
+    hw_wait(1, 9),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
+    wait_parity(3, 1, 7),             \* pc 6: wait_parity(storage_0[2], 1)  examples/cute/umma_persistent.py:90
+    arrive_expect_tx(<<1>>, 16384),   \* pc 7: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/umma_persistent.py:90
+    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(storage_0[0], 16384B)  examples/cute/umma_persistent.py:91
+    wait_parity(4, 1, 8),             \* pc 9: wait_parity(storage_0[3], 1)  examples/cute/umma_persistent.py:90
+    arrive_expect_tx(<<2>>, 16384),   \* pc 10: arrive_expect_tx(storage_0[1], 16384B)  examples/cute/umma_persistent.py:90
+    issue_async(<<>>, 16384, <<2>>),  \* pc 11: tma_load(storage_0[1], 16384B)  examples/cute/umma_persistent.py:91
+    wait_parity(3, 0, 7),             \* pc 12: wait_parity(storage_0[2], 0)  examples/cute/umma_persistent.py:90
+    arrive_expect_tx(<<1>>, 16384),   \* pc 13: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/umma_persistent.py:90
+    issue_async(<<>>, 16384, <<1>>),  \* pc 14: tma_load(storage_0[0], 16384B)  examples/cute/umma_persistent.py:91
+    wait_parity(4, 0, 8),             \* pc 15: wait_parity(storage_0[3], 0)  examples/cute/umma_persistent.py:94
+    wait_parity(3, 1, 7)              \* pc 16: wait_parity(storage_0[2], 1)  examples/cute/umma_persistent.py:94
 >>
 
 KernelProg == <<

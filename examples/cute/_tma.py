@@ -1,0 +1,18 @@
+"""Shared-memory staging for the CuTe examples' TMA loads: a ring of swizzled K-major tiles and
+the TMA atom that fills one stage of it. (The loader skips files whose name starts with `_`:
+this one holds no kernel.)"""
+
+import cutlass.cute as cute
+from cutlass.cute.nvgpu import cpasync
+
+
+def staged_tiles(tensor: cute.Tensor, rows: int, cols: int, stages: int):
+    """The (rows, cols, stages) swizzled shared-memory layout of a ring of tiles, and the TMA
+    atom and tensor that load one stage of it from `tensor` (call it in a @cute.jit host)."""
+    layout = cute.make_composed_layout(
+        cute.make_swizzle(3, 4, 3), 0,
+        cute.make_ordered_layout((rows, cols, stages), order=(1, 0, 2)))
+    atom, tma_tensor = cpasync.make_tiled_tma_atom(
+        cpasync.CopyBulkTensorTileG2SOp(), tensor, cute.slice_(layout, (None, None, 0)),
+        (rows, cols))
+    return layout, atom, tma_tensor
