@@ -22,7 +22,8 @@ from conftest import EXAMPLES                                           # noqa: 
 
 FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
-                   "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py")]
+                   "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py",
+                   "attention_fwd.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 _BUILT: dict = {}
 SECONDS: dict = {}
@@ -338,9 +339,11 @@ def test_named_barriers_without_a_count_and_unaligned():
                                                       "array<i32: 1, 0>"})
     unaligned = _op("nvvm.barrier.cta.sync", operands=(1, 2), attrs={"aligned": False})
     arrive = _op("nvvm.barrier.cta.arrive", operands=(1, 2), attrs={"aligned": True})
-    events = Warp(_tree(const, count, whole, unaligned, arrive), 0, {}).run()
+    legacy = _op("nvvm.barrier.arrive", operands=(1, 2))     # barrierId, numberOfThreads
+    events = Warp(_tree(const, count, whole, unaligned, arrive, legacy), 0, {}).run()
     assert [(e.kind, e.bar_id, e.count, e.aligned) for e in events] == [
-        ("bar_sync", 1, 64, True), ("bar_sync", 1, 64, False), ("bar_arrive", 1, 64, True)]
+        ("bar_sync", 1, 64, True), ("bar_sync", 1, 64, False), ("bar_arrive", 1, 64, True),
+        ("bar_arrive", 1, 64, True)]
 
 
 def test_a_peer_address_is_the_block_itself_only_without_clusters():

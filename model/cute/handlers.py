@@ -460,8 +460,9 @@ def _named_barrier(kind: str):
         if not _whole_warp(warp, node, active):
             return None
         segments = _segments(node)
-        if kind == "bar_arrive":      # numberOfThreads, then the optional barrierId
-            count_at, id_at = 0, (1 if len(node.operands) > 1 else None)
+        if kind == "bar_arrive":      # the optional barrierId first, then numberOfThreads
+            two = len(node.operands) > 1
+            id_at, count_at = (0, 1) if two else (None, 0)
         elif segments:
             id_at = 0 if segments[0] else None
             count_at = segments[0] if len(segments) > 1 and segments[1] else None
