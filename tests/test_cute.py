@@ -59,11 +59,11 @@ def test_pipeline_mainloop_translation():
     kernel = _kernel(_target("mainloop"))
     assert kernel.source == "cute" and kernel.thread_axis == "warp" and kernel.num_warps == 1
     assert repr(kernel.num_threads) == "5"                  # 160 threads: 5 warps, 1 agent each
-    # PipelineTmaAsync's barrier array: full barriers (1 arrival: the producer's
-    # arrive.expect_tx) then empty barriers (one arrival per consumer warp)
+    # PipelineTmaAsync's barrier array, named after its struct field: full barriers (1
+    # arrival: the producer's arrive.expect_tx) then empty barriers (one per consumer warp)
     counts = [(b.name, repr(b.num_arrivals), repr(b.shape[0]), b.explicit_init)
               for b in kernel.barriers]
-    assert counts == [("storage_0", "1", "2", True), ("storage_2", "4", "2", True)]
+    assert counts == [("pipeline_bars", "1", "2", True), ("pipeline_bars_2", "4", "2", True)]
     ops = list(kernel.ops())
     tma = [op for op in ops if op.kind == "tma_load"]
     expect_tx = [op for op in ops if op.kind == "arrive_expect_tx"]
@@ -379,3 +379,14 @@ def test_static_cute_tuples_and_scheduler_arithmetic():
     warp = Warp(_tree(seven, three, div, qr, size), 0, {})
     warp.run()
     assert (warp.env[4], warp.env[5], warp.env[6]) == (2, 1, 2)
+
+
+def test_barriers_are_named_after_their_struct_fields():
+    kernel = _kernel(_target("attention"))
+    names = {b.name: (repr(b.num_arrivals), repr(b.shape[0])) for b in kernel.barriers}
+    # kv_bars: 2 full (the TMA's expect_tx) and 2 empty (a tcgen05.commit), one arrival each;
+    # s_bars: full (a commit) then empty (32 threads); p_bars: full and empty, 32 threads
+    # each. The empty barrier of s_bars and the full one of p_bars count alike but are
+    # separate fields.
+    assert names == {"kv_bars": ("1", "4"), "s_bars": ("1", "1"), "s_bars_1": ("32", "1"),
+                     "p_bars": ("32", "2")}

@@ -160,16 +160,35 @@ def _recast(warp, node, active):
     ptr = warp.get(node.operands[0])
     size = elem_bytes(node.types[0])
     if isinstance(ptr, Ptr) and size:
-        return [Ptr(ptr.buffer, ptr.offset, size, ptr.space)]
+        recast = Ptr(ptr.buffer, ptr.offset, size, ptr.space)
+        _label_field(warp, node, recast)
+        return [recast]
     return [Unknown("a recast pointer")]
+
+
+_FIELD = re.compile(r"\b(\w+)\.(\w+)\.(?:data_ptr\(\)|ptr\b)")
 
 
 def _add_offset(warp, node, active):
     ptr, offset = warp.args(node)[:2]
     offset = uniform(offset, active) if isinstance(offset, (int, Lanes)) else offset
     if isinstance(ptr, Ptr) and isinstance(offset, int):
-        return [Ptr(ptr.buffer, ptr.offset + offset * ptr.elem_bytes, ptr.elem_bytes, ptr.space)]
+        moved = Ptr(ptr.buffer, ptr.offset + offset * ptr.elem_bytes, ptr.elem_bytes, ptr.space)
+        _label_field(warp, node, moved)
+        return [moved]
     return [Unknown("a pointer offset")]
+
+
+def _label_field(warp, node, ptr: Ptr) -> None:
+    """`storage.full_bars.data_ptr()` on the op's line: the struct field the address is, so the
+    barriers initialised from it are named after the field rather than a byte offset."""
+    import linecache
+    import os
+    if node.loc is None:
+        return
+    m = _FIELD.search(linecache.getline(os.path.abspath(node.loc.file), node.loc.line))
+    if m and m.group(1) == ptr.buffer:
+        warp.allocations.setdefault(("field", ptr.buffer, ptr.offset), m.group(2))
 
 
 def _make_view(warp, node, active):

@@ -54,7 +54,8 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
         cut = Event("unmodeled", tree.loc, name=f"a cluster of {cluster} blocks")
         by_block = {tuple((cut,) + tuple(e for e in p if e.kind == "unmodeled")
                           for p in programs): b for programs, b in by_block.items()}
-    barriers, refs = _barriers(tree, [p for programs in by_block for p in programs])
+    barriers, refs = _barriers(tree, [p for programs in by_block for p in programs],
+                               allocations)
     made: dict = {}
     variants = sorted(by_block.items(), key=lambda kv: kv[1][0])
     body = _roles(tree, variants[-1][0], refs, made)
@@ -123,7 +124,8 @@ def _member(warps: list[int], axis: str = AXIS):
     return cond
 
 
-def _barriers(tree: KernelTree, programs) -> tuple[tuple[BarrierAlloc, ...], dict]:
+def _barriers(tree: KernelTree, programs, allocations: dict
+              ) -> tuple[tuple[BarrierAlloc, ...], dict]:
     counts: dict[tuple, int] = {}
     first_use: dict[tuple, Event] = {}
     tensor_core: set = set()
@@ -153,16 +155,26 @@ def _barriers(tree: KernelTree, programs) -> tuple[tuple[BarrierAlloc, ...], dic
     allocs, refs = [], {}
     for buffer, slots in by_buffer.items():
         slots.sort()
+        fields = sorted((key[2] // MBARRIER_BYTES, name) for key, name in allocations.items()
+                        if isinstance(key, tuple) and key[:2] == ("field", buffer))
+        starts = {start for start, _ in fields}          # a struct field starts a new run
         runs: list[list[int]] = []
         for s in slots:
             count = counts[(buffer, s * MBARRIER_BYTES)]
-            if runs and runs[-1][-1] == s - 1 and \
+            if runs and runs[-1][-1] == s - 1 and s not in starts and \
                     counts[(buffer, runs[-1][0] * MBARRIER_BYTES)] == count:
                 runs[-1].append(s)
             else:
                 runs.append([s])
         for run in runs:
-            name = buffer if len(runs) == 1 and run[0] == 0 else f"{buffer}_{run[0]}"
+            # the struct field the run lies in (`storage.full_bars`), and its slot in it
+            field = next(((start, name) for start, name in reversed(fields)
+                          if start <= run[0]), None)
+            if field is not None:
+                start, label = field
+                name = label if run[0] == start else f"{label}_{run[0] - start}"
+            else:
+                name = buffer if len(runs) == 1 and run[0] == 0 else f"{buffer}_{run[0]}"
             keys = [(buffer, s * MBARRIER_BYTES) for s in run]
             loc = first_use[keys[0]].loc
             alloc = BarrierAlloc(name, Const(counts[keys[0]]), (Const(len(run)),),

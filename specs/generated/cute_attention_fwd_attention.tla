@@ -10,50 +10,50 @@ EXTENDS InitBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,   \* 1: storage_0[0] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    1,   \* 2: storage_0[1] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    1,   \* 3: storage_0[2] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    1,   \* 4: storage_0[3] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    1,   \* 5: storage_0[4] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    32,  \* 6: storage_5[0] (Barrier)  examples/cute/attention_fwd.py:53
-    32,  \* 7: storage_5[1] (Barrier)  examples/cute/attention_fwd.py:53
-    32   \* 8: storage_5[2] (Barrier)  examples/cute/attention_fwd.py:53
+    1,   \* 1: kv_bars[0] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
+    1,   \* 2: kv_bars[1] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
+    1,   \* 3: kv_bars[2] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
+    1,   \* 4: kv_bars[3] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
+    1,   \* 5: s_bars (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:53
+    32,  \* 6: s_bars_1 (Barrier)  examples/cute/attention_fwd.py:53
+    32,  \* 7: p_bars[0] (Barrier)  examples/cute/attention_fwd.py:57
+    32   \* 8: p_bars[1] (Barrier)  examples/cute/attention_fwd.py:57
 >>
 
 \* Agent 1: warp0 (thread), 32 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                 \* pc 0: mbarrier_init(storage_0[0])  examples/cute/attention_fwd.py:49
-    mbarrier_init(2),                 \* pc 1: mbarrier_init(storage_0[1])  examples/cute/attention_fwd.py:49
-    mbarrier_init(3),                 \* pc 2: mbarrier_init(storage_0[2])  examples/cute/attention_fwd.py:49
-    mbarrier_init(4),                 \* pc 3: mbarrier_init(storage_0[3])  examples/cute/attention_fwd.py:49
+    mbarrier_init(1),                 \* pc 0: mbarrier_init(kv_bars[0])  examples/cute/attention_fwd.py:49
+    mbarrier_init(2),                 \* pc 1: mbarrier_init(kv_bars[1])  examples/cute/attention_fwd.py:49
+    mbarrier_init(3),                 \* pc 2: mbarrier_init(kv_bars[2])  examples/cute/attention_fwd.py:49
+    mbarrier_init(4),                 \* pc 3: mbarrier_init(kv_bars[3])  examples/cute/attention_fwd.py:49
     fence_mbarrier_init,              \* pc 4: fence_mbarrier_init()  examples/cute/attention_fwd.py:49
     hw_arrive(1, 32, 128, 6, 0, 1),   \* pc 5: syncthreads()  examples/cute/attention_fwd.py:49
     hw_wait(1, 1),                    \* pc 6: syncthreads()  examples/cute/attention_fwd.py:49
-    mbarrier_init(5),                 \* pc 7: mbarrier_init(storage_0[4])  examples/cute/attention_fwd.py:53
-    mbarrier_init(6),                 \* pc 8: mbarrier_init(storage_5[0])  examples/cute/attention_fwd.py:53
+    mbarrier_init(5),                 \* pc 7: mbarrier_init(s_bars)  examples/cute/attention_fwd.py:53
+    mbarrier_init(6),                 \* pc 8: mbarrier_init(s_bars_1)  examples/cute/attention_fwd.py:53
     fence_mbarrier_init,              \* pc 9: fence_mbarrier_init()  examples/cute/attention_fwd.py:53
     hw_arrive(1, 32, 128, 10, 0, 1),  \* pc 10: syncthreads()  examples/cute/attention_fwd.py:53
     hw_wait(1, 1),                    \* pc 11: syncthreads()  examples/cute/attention_fwd.py:53
-    mbarrier_init(7),                 \* pc 12: mbarrier_init(storage_5[1])  examples/cute/attention_fwd.py:57
-    mbarrier_init(8),                 \* pc 13: mbarrier_init(storage_5[2])  examples/cute/attention_fwd.py:57
+    mbarrier_init(7),                 \* pc 12: mbarrier_init(p_bars[0])  examples/cute/attention_fwd.py:57
+    mbarrier_init(8),                 \* pc 13: mbarrier_init(p_bars[1])  examples/cute/attention_fwd.py:57
     fence_mbarrier_init,              \* pc 14: fence_mbarrier_init()  examples/cute/attention_fwd.py:57
     hw_arrive(1, 32, 128, 14, 0, 1),  \* pc 15: syncthreads()  examples/cute/attention_fwd.py:57
     hw_wait(1, 1),                    \* pc 16: syncthreads()  examples/cute/attention_fwd.py:57
-    wait_parity(5, 0, 1),             \* pc 17: wait_parity(storage_0[4], 0)  examples/cute/attention_fwd.py:107
-    arrive(<<6>>, 32),                \* pc 18: arrive(storage_5[0], count=32)  examples/cute/attention_fwd.py:109
+    wait_parity(5, 0, 1),             \* pc 17: wait_parity(s_bars, 0)  examples/cute/attention_fwd.py:107
+    arrive(<<6>>, 32),                \* pc 18: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:109
     hw_arrive(2, 32, 64, 0, 0, 0),    \* pc 19: bar.arrive(3, 64)  examples/cute/attention_fwd.py:111
     hw_arrive(3, 32, 64, 18, 0, 2),   \* pc 20: bar.sync(4, 64)  examples/cute/attention_fwd.py:113
     hw_wait(3, 2),                    \* pc 21: bar.sync(4, 64)  examples/cute/attention_fwd.py:113
-    wait_parity(8, 1, 2),             \* pc 22: wait_parity(storage_5[2], 1)  examples/cute/attention_fwd.py:114
-    arrive(<<7>>, 32),                \* pc 23: arrive(storage_5[1], count=32)  examples/cute/attention_fwd.py:116
-    wait_parity(5, 1, 1),             \* pc 24: wait_parity(storage_0[4], 1)  examples/cute/attention_fwd.py:107
-    arrive(<<6>>, 32),                \* pc 25: arrive(storage_5[0], count=32)  examples/cute/attention_fwd.py:109
+    wait_parity(8, 1, 2),             \* pc 22: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:114
+    arrive(<<7>>, 32),                \* pc 23: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:116
+    wait_parity(5, 1, 1),             \* pc 24: wait_parity(s_bars, 1)  examples/cute/attention_fwd.py:107
+    arrive(<<6>>, 32),                \* pc 25: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:109
     hw_arrive(2, 32, 64, 0, 0, 0),    \* pc 26: bar.arrive(3, 64)  examples/cute/attention_fwd.py:111
     hw_arrive(3, 32, 64, 18, 0, 2),   \* pc 27: bar.sync(4, 64)  examples/cute/attention_fwd.py:113
     hw_wait(3, 2),                    \* pc 28: bar.sync(4, 64)  examples/cute/attention_fwd.py:113
-    wait_parity(8, 0, 2),             \* pc 29: wait_parity(storage_5[2], 0)  examples/cute/attention_fwd.py:114
-    arrive(<<7>>, 32),                \* pc 30: arrive(storage_5[1], count=32)  examples/cute/attention_fwd.py:116
-    wait_parity(8, 1, 2)              \* pc 31: wait_parity(storage_5[2], 1)  examples/cute/attention_fwd.py:118
+    wait_parity(8, 0, 2),             \* pc 29: wait_parity(p_bars[1], 0)  examples/cute/attention_fwd.py:114
+    arrive(<<7>>, 32),                \* pc 30: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:116
+    wait_parity(8, 1, 2)              \* pc 31: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:118
 >>
 
 \* Agent 2: warp1 (thread), 15 instruction(s).
@@ -86,23 +86,23 @@ Prog_3_warp2 == <<
     fence_mbarrier_init,              \* pc 6: fence_mbarrier_init()  examples/cute/attention_fwd.py:57
     hw_arrive(1, 32, 128, 14, 0, 5),  \* pc 7: syncthreads()  examples/cute/attention_fwd.py:57
     hw_wait(1, 5),                    \* pc 8: syncthreads()  examples/cute/attention_fwd.py:57
-    wait_parity(1, 0, 3),             \* pc 9: wait_parity(storage_0[0], 0)  examples/cute/attention_fwd.py:83
-    wait_parity(6, 1, 4),             \* pc 10: wait_parity(storage_5[0], 1)  examples/cute/attention_fwd.py:84
-    issue_tcgen05(1),                 \* pc 11: tcgen05_commit_arrive(storage_0[4])  examples/cute/attention_fwd.py:86
-    issue_tcgen05(2),                 \* pc 12: tcgen05_commit_arrive(storage_0[2])  examples/cute/attention_fwd.py:88
-    wait_parity(2, 0, 5),             \* pc 13: wait_parity(storage_0[1], 0)  examples/cute/attention_fwd.py:90
-    wait_parity(7, 0, 6),             \* pc 14: wait_parity(storage_5[1], 0)  examples/cute/attention_fwd.py:91
-    arrive(<<8>>, 32),                \* pc 15: arrive(storage_5[2], count=32)  examples/cute/attention_fwd.py:97
-    issue_tcgen05(3),                 \* pc 16: tcgen05_commit_arrive(storage_0[3])  examples/cute/attention_fwd.py:99
-    wait_parity(1, 1, 3),             \* pc 17: wait_parity(storage_0[0], 1)  examples/cute/attention_fwd.py:83
-    wait_parity(6, 0, 4),             \* pc 18: wait_parity(storage_5[0], 0)  examples/cute/attention_fwd.py:84
-    issue_tcgen05(1),                 \* pc 19: tcgen05_commit_arrive(storage_0[4])  examples/cute/attention_fwd.py:86
-    issue_tcgen05(2),                 \* pc 20: tcgen05_commit_arrive(storage_0[2])  examples/cute/attention_fwd.py:88
-    wait_parity(2, 1, 5),             \* pc 21: wait_parity(storage_0[1], 1)  examples/cute/attention_fwd.py:90
-    wait_parity(7, 1, 6),             \* pc 22: wait_parity(storage_5[1], 1)  examples/cute/attention_fwd.py:91
-    arrive(<<8>>, 32),                \* pc 23: arrive(storage_5[2], count=32)  examples/cute/attention_fwd.py:97
-    issue_tcgen05(3),                 \* pc 24: tcgen05_commit_arrive(storage_0[3])  examples/cute/attention_fwd.py:99
-    wait_parity(6, 1, 4)              \* pc 25: wait_parity(storage_5[0], 1)  examples/cute/attention_fwd.py:101
+    wait_parity(1, 0, 3),             \* pc 9: wait_parity(kv_bars[0], 0)  examples/cute/attention_fwd.py:83
+    wait_parity(6, 1, 4),             \* pc 10: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:84
+    issue_tcgen05(1),                 \* pc 11: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:86
+    issue_tcgen05(2),                 \* pc 12: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:88
+    wait_parity(2, 0, 5),             \* pc 13: wait_parity(kv_bars[1], 0)  examples/cute/attention_fwd.py:90
+    wait_parity(7, 0, 6),             \* pc 14: wait_parity(p_bars[0], 0)  examples/cute/attention_fwd.py:91
+    arrive(<<8>>, 32),                \* pc 15: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:97
+    issue_tcgen05(3),                 \* pc 16: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:99
+    wait_parity(1, 1, 3),             \* pc 17: wait_parity(kv_bars[0], 1)  examples/cute/attention_fwd.py:83
+    wait_parity(6, 0, 4),             \* pc 18: wait_parity(s_bars_1, 0)  examples/cute/attention_fwd.py:84
+    issue_tcgen05(1),                 \* pc 19: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:86
+    issue_tcgen05(2),                 \* pc 20: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:88
+    wait_parity(2, 1, 5),             \* pc 21: wait_parity(kv_bars[1], 1)  examples/cute/attention_fwd.py:90
+    wait_parity(7, 1, 6),             \* pc 22: wait_parity(p_bars[0], 1)  examples/cute/attention_fwd.py:91
+    arrive(<<8>>, 32),                \* pc 23: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:97
+    issue_tcgen05(3),                 \* pc 24: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:99
+    wait_parity(6, 1, 4)              \* pc 25: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:101
 >>
 
 \* Agent 4: warp3 (thread), 23 instruction(s).
@@ -116,20 +116,20 @@ Prog_4_warp3 == <<
     fence_mbarrier_init,              \* pc 6: fence_mbarrier_init()  examples/cute/attention_fwd.py:57
     hw_arrive(1, 32, 128, 14, 0, 6),  \* pc 7: syncthreads()  examples/cute/attention_fwd.py:57
     hw_wait(1, 6),                    \* pc 8: syncthreads()  examples/cute/attention_fwd.py:57
-    wait_parity(3, 1, 7),             \* pc 9: wait_parity(storage_0[2], 1)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<1>>, 8192),    \* pc 10: arrive_expect_tx(storage_0[0], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<1>>),   \* pc 11: tma_load(storage_0[0], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(4, 1, 8),             \* pc 12: wait_parity(storage_0[3], 1)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<2>>, 8192),    \* pc 13: arrive_expect_tx(storage_0[1], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<2>>),   \* pc 14: tma_load(storage_0[1], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(3, 0, 7),             \* pc 15: wait_parity(storage_0[2], 0)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<1>>, 8192),    \* pc 16: arrive_expect_tx(storage_0[0], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<1>>),   \* pc 17: tma_load(storage_0[0], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(4, 0, 8),             \* pc 18: wait_parity(storage_0[3], 0)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<2>>, 8192),    \* pc 19: arrive_expect_tx(storage_0[1], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<2>>),   \* pc 20: tma_load(storage_0[1], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(3, 1, 7),             \* pc 21: wait_parity(storage_0[2], 1)  examples/cute/attention_fwd.py:76
-    wait_parity(4, 1, 8)              \* pc 22: wait_parity(storage_0[3], 1)  examples/cute/attention_fwd.py:76
+    wait_parity(3, 1, 7),             \* pc 9: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:72
+    arrive_expect_tx(<<1>>, 8192),    \* pc 10: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:72
+    issue_async(<<>>, 8192, <<1>>),   \* pc 11: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:73
+    wait_parity(4, 1, 8),             \* pc 12: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:72
+    arrive_expect_tx(<<2>>, 8192),    \* pc 13: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:72
+    issue_async(<<>>, 8192, <<2>>),   \* pc 14: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:73
+    wait_parity(3, 0, 7),             \* pc 15: wait_parity(kv_bars[2], 0)  examples/cute/attention_fwd.py:72
+    arrive_expect_tx(<<1>>, 8192),    \* pc 16: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:72
+    issue_async(<<>>, 8192, <<1>>),   \* pc 17: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:73
+    wait_parity(4, 0, 8),             \* pc 18: wait_parity(kv_bars[3], 0)  examples/cute/attention_fwd.py:72
+    arrive_expect_tx(<<2>>, 8192),    \* pc 19: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:72
+    issue_async(<<>>, 8192, <<2>>),   \* pc 20: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:73
+    wait_parity(3, 1, 7),             \* pc 21: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:76
+    wait_parity(4, 1, 8)              \* pc 22: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:76
 >>
 
 KernelProg == <<
@@ -141,40 +141,40 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 5, 24>>,  \* 1: warp0 waits on storage_0[4], last at pc 24
-    <<1, 8, 31>>,  \* 2: warp0 waits on storage_5[2], last at pc 31
-    <<3, 1, 17>>,  \* 3: warp2 waits on storage_0[0], last at pc 17
-    <<3, 6, 25>>,  \* 4: warp2 waits on storage_5[0], last at pc 25
-    <<3, 2, 21>>,  \* 5: warp2 waits on storage_0[1], last at pc 21
-    <<3, 7, 22>>,  \* 6: warp2 waits on storage_5[1], last at pc 22
-    <<4, 3, 21>>,  \* 7: warp3 waits on storage_0[2], last at pc 21
-    <<4, 4, 22>>   \* 8: warp3 waits on storage_0[3], last at pc 22
+    <<1, 5, 24>>,  \* 1: warp0 waits on s_bars, last at pc 24
+    <<1, 8, 31>>,  \* 2: warp0 waits on p_bars[1], last at pc 31
+    <<3, 1, 17>>,  \* 3: warp2 waits on kv_bars[0], last at pc 17
+    <<3, 6, 25>>,  \* 4: warp2 waits on s_bars_1, last at pc 25
+    <<3, 2, 21>>,  \* 5: warp2 waits on kv_bars[1], last at pc 21
+    <<3, 7, 22>>,  \* 6: warp2 waits on p_bars[0], last at pc 22
+    <<4, 3, 21>>,  \* 7: warp3 waits on kv_bars[2], last at pc 21
+    <<4, 4, 22>>   \* 8: warp3 waits on kv_bars[3], last at pc 22
 >>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
-    <<3>>,  \* storage_0[0]
-    <<5>>,  \* storage_0[1]
-    <<7>>,  \* storage_0[2]
-    <<8>>,  \* storage_0[3]
-    <<1>>,  \* storage_0[4]
-    <<4>>,  \* storage_5[0]
-    <<6>>,  \* storage_5[1]
-    <<2>>   \* storage_5[2]
+    <<3>>,  \* kv_bars[0]
+    <<5>>,  \* kv_bars[1]
+    <<7>>,  \* kv_bars[2]
+    <<8>>,  \* kv_bars[3]
+    <<1>>,  \* s_bars
+    <<4>>,  \* s_bars_1
+    <<6>>,  \* p_bars[0]
+    <<2>>   \* p_bars[1]
 >>
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 8192),  \* 1: tma landing on storage_0[0]
-    complete_tx_slot(2, 8192)   \* 2: tma landing on storage_0[1]
+    complete_tx_slot(1, 8192),  \* 1: tma landing on kv_bars[0]
+    complete_tx_slot(2, 8192)   \* 2: tma landing on kv_bars[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<5>>,  \* set 1: storage_0[4]
-    <<3>>,  \* set 2: storage_0[2]
-    <<4>>   \* set 3: storage_0[3]
+    <<5>>,  \* set 1: s_bars
+    <<3>>,  \* set 2: kv_bars[2]
+    <<4>>   \* set 3: kv_bars[3]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
@@ -222,14 +222,14 @@ KernelTopAgents == {1, 2, 3, 4}
 
 \* The block of each mbarrier instance.
 KernelInstBlock == <<
-    1,  \* storage_0[0]
-    1,  \* storage_0[1]
-    1,  \* storage_0[2]
-    1,  \* storage_0[3]
-    1,  \* storage_0[4]
-    1,  \* storage_5[0]
-    1,  \* storage_5[1]
-    1   \* storage_5[2]
+    1,  \* kv_bars[0]
+    1,  \* kv_bars[1]
+    1,  \* kv_bars[2]
+    1,  \* kv_bars[3]
+    1,  \* s_bars
+    1,  \* s_bars_1
+    1,  \* p_bars[0]
+    1   \* p_bars[1]
 >>
 
 KernelBlockThreads == 128
@@ -239,42 +239,42 @@ KernelRemoteSlots == {}
 
 \* Explicit-init entries: the mbarrier instance of each.
 KernelInitOf == <<
-    1,  \* storage_0[0]
-    2,  \* storage_0[1]
-    3,  \* storage_0[2]
-    4,  \* storage_0[3]
-    5,  \* storage_0[4]
-    6,  \* storage_5[0]
-    7,  \* storage_5[1]
-    8   \* storage_5[2]
+    1,  \* kv_bars[0]
+    2,  \* kv_bars[1]
+    3,  \* kv_bars[2]
+    4,  \* kv_bars[3]
+    5,  \* s_bars
+    6,  \* s_bars_1
+    7,  \* p_bars[0]
+    8   \* p_bars[1]
 >>
 
 \* Release fields: <<entry, hardware barrier>>.
 KernelRelOf == <<
-    <<1, 1>>,  \* storage_0[0] released on named_bar[0]
-    <<1, 2>>,  \* storage_0[0] released on named_bar[3]
-    <<1, 3>>,  \* storage_0[0] released on named_bar[4]
-    <<2, 1>>,  \* storage_0[1] released on named_bar[0]
-    <<2, 2>>,  \* storage_0[1] released on named_bar[3]
-    <<2, 3>>,  \* storage_0[1] released on named_bar[4]
-    <<3, 1>>,  \* storage_0[2] released on named_bar[0]
-    <<3, 2>>,  \* storage_0[2] released on named_bar[3]
-    <<3, 3>>,  \* storage_0[2] released on named_bar[4]
-    <<4, 1>>,  \* storage_0[3] released on named_bar[0]
-    <<4, 2>>,  \* storage_0[3] released on named_bar[3]
-    <<4, 3>>,  \* storage_0[3] released on named_bar[4]
-    <<5, 1>>,  \* storage_0[4] released on named_bar[0]
-    <<5, 2>>,  \* storage_0[4] released on named_bar[3]
-    <<5, 3>>,  \* storage_0[4] released on named_bar[4]
-    <<6, 1>>,  \* storage_5[0] released on named_bar[0]
-    <<6, 2>>,  \* storage_5[0] released on named_bar[3]
-    <<6, 3>>,  \* storage_5[0] released on named_bar[4]
-    <<7, 1>>,  \* storage_5[1] released on named_bar[0]
-    <<7, 2>>,  \* storage_5[1] released on named_bar[3]
-    <<7, 3>>,  \* storage_5[1] released on named_bar[4]
-    <<8, 1>>,  \* storage_5[2] released on named_bar[0]
-    <<8, 2>>,  \* storage_5[2] released on named_bar[3]
-    <<8, 3>>   \* storage_5[2] released on named_bar[4]
+    <<1, 1>>,  \* kv_bars[0] released on named_bar[0]
+    <<1, 2>>,  \* kv_bars[0] released on named_bar[3]
+    <<1, 3>>,  \* kv_bars[0] released on named_bar[4]
+    <<2, 1>>,  \* kv_bars[1] released on named_bar[0]
+    <<2, 2>>,  \* kv_bars[1] released on named_bar[3]
+    <<2, 3>>,  \* kv_bars[1] released on named_bar[4]
+    <<3, 1>>,  \* kv_bars[2] released on named_bar[0]
+    <<3, 2>>,  \* kv_bars[2] released on named_bar[3]
+    <<3, 3>>,  \* kv_bars[2] released on named_bar[4]
+    <<4, 1>>,  \* kv_bars[3] released on named_bar[0]
+    <<4, 2>>,  \* kv_bars[3] released on named_bar[3]
+    <<4, 3>>,  \* kv_bars[3] released on named_bar[4]
+    <<5, 1>>,  \* s_bars released on named_bar[0]
+    <<5, 2>>,  \* s_bars released on named_bar[3]
+    <<5, 3>>,  \* s_bars released on named_bar[4]
+    <<6, 1>>,  \* s_bars_1 released on named_bar[0]
+    <<6, 2>>,  \* s_bars_1 released on named_bar[3]
+    <<6, 3>>,  \* s_bars_1 released on named_bar[4]
+    <<7, 1>>,  \* p_bars[0] released on named_bar[0]
+    <<7, 2>>,  \* p_bars[0] released on named_bar[3]
+    <<7, 3>>,  \* p_bars[0] released on named_bar[4]
+    <<8, 1>>,  \* p_bars[1] released on named_bar[0]
+    <<8, 2>>,  \* p_bars[1] released on named_bar[3]
+    <<8, 3>>   \* p_bars[1] released on named_bar[4]
 >>
 
 KernelClusterHw == 0

@@ -11,36 +11,36 @@ EXTENDS InitBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,   \* 1: storage_0[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 2: storage_0[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 3: storage_0[2] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 4: storage_0[3] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 5: storage_0[4] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 6: storage_0[5] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    64,  \* 7: storage_6[0] (Barrier)  examples/cute/umma_persistent.py:66
-    64   \* 8: storage_6[1] (Barrier)  examples/cute/umma_persistent.py:66
+    1,   \* 1: ab_bars[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 2: ab_bars[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 3: ab_bars[2] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 4: ab_bars[3] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
+    1,   \* 5: acc_bars[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:66
+    1,   \* 6: acc_bars[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:66
+    64,  \* 7: acc_bars_2[0] (Barrier)  examples/cute/umma_persistent.py:66
+    64   \* 8: acc_bars_2[1] (Barrier)  examples/cute/umma_persistent.py:66
 >>
 
 \* Agent 1: warp0 (thread), 20 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                 \* pc 0: mbarrier_init(storage_0[0])  examples/cute/umma_persistent.py:61
-    mbarrier_init(2),                 \* pc 1: mbarrier_init(storage_0[1])  examples/cute/umma_persistent.py:61
-    mbarrier_init(3),                 \* pc 2: mbarrier_init(storage_0[2])  examples/cute/umma_persistent.py:61
-    mbarrier_init(4),                 \* pc 3: mbarrier_init(storage_0[3])  examples/cute/umma_persistent.py:61
+    mbarrier_init(1),                 \* pc 0: mbarrier_init(ab_bars[0])  examples/cute/umma_persistent.py:61
+    mbarrier_init(2),                 \* pc 1: mbarrier_init(ab_bars[1])  examples/cute/umma_persistent.py:61
+    mbarrier_init(3),                 \* pc 2: mbarrier_init(ab_bars[2])  examples/cute/umma_persistent.py:61
+    mbarrier_init(4),                 \* pc 3: mbarrier_init(ab_bars[3])  examples/cute/umma_persistent.py:61
     fence_mbarrier_init,              \* pc 4: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
     hw_arrive(1, 32, 128, 6, 0, 1),   \* pc 5: syncthreads()  examples/cute/umma_persistent.py:61
     hw_wait(1, 1),                    \* pc 6: syncthreads()  examples/cute/umma_persistent.py:61
-    mbarrier_init(5),                 \* pc 7: mbarrier_init(storage_0[4])  examples/cute/umma_persistent.py:66
-    mbarrier_init(6),                 \* pc 8: mbarrier_init(storage_0[5])  examples/cute/umma_persistent.py:66
-    mbarrier_init(7),                 \* pc 9: mbarrier_init(storage_6[0])  examples/cute/umma_persistent.py:66
-    mbarrier_init(8),                 \* pc 10: mbarrier_init(storage_6[1])  examples/cute/umma_persistent.py:66
+    mbarrier_init(5),                 \* pc 7: mbarrier_init(acc_bars[0])  examples/cute/umma_persistent.py:66
+    mbarrier_init(6),                 \* pc 8: mbarrier_init(acc_bars[1])  examples/cute/umma_persistent.py:66
+    mbarrier_init(7),                 \* pc 9: mbarrier_init(acc_bars_2[0])  examples/cute/umma_persistent.py:66
+    mbarrier_init(8),                 \* pc 10: mbarrier_init(acc_bars_2[1])  examples/cute/umma_persistent.py:66
     fence_mbarrier_init,              \* pc 11: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
     hw_arrive(1, 32, 128, 12, 0, 1),  \* pc 12: syncthreads()  examples/cute/umma_persistent.py:66
     hw_wait(1, 1),                    \* pc 13: syncthreads()  examples/cute/umma_persistent.py:66
     hw_arrive(2, 32, 96, 13, 0, 2),   \* pc 14: bar.sync(2, 96)  examples/cute/umma_persistent.py:114
     hw_wait(2, 2),                    \* pc 15: bar.sync(2, 96)  examples/cute/umma_persistent.py:114
-    wait_parity(5, 0, 1),             \* pc 16: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:117
-    arrive(<<7>>, 32),                \* pc 17: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:119
+    wait_parity(5, 0, 1),             \* pc 16: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),                \* pc 17: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:119
     hw_arrive(3, 32, 64, 16, 0, 3),   \* pc 18: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
     hw_wait(3, 3)                     \* pc 19: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
 >>
@@ -55,8 +55,8 @@ Prog_2_warp1 == <<
     hw_wait(1, 4),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
     hw_arrive(2, 32, 96, 13, 0, 5),   \* pc 6: bar.sync(2, 96)  examples/cute/umma_persistent.py:114
     hw_wait(2, 5),                    \* pc 7: bar.sync(2, 96)  examples/cute/umma_persistent.py:114
-    wait_parity(5, 0, 2),             \* pc 8: wait_parity(storage_0[4], 0)  examples/cute/umma_persistent.py:117
-    arrive(<<7>>, 32),                \* pc 9: arrive(storage_6[0], count=32)  examples/cute/umma_persistent.py:119
+    wait_parity(5, 0, 2),             \* pc 8: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),                \* pc 9: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:119
     hw_arrive(3, 32, 64, 16, 0, 6),   \* pc 10: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
     hw_wait(3, 6)                     \* pc 11: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
 >>
@@ -71,11 +71,11 @@ Prog_3_warp2 == <<
     hw_wait(1, 7),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
     hw_arrive(2, 32, 96, 17, 0, 8),   \* pc 6: bar.sync(2, 96)  examples/cute/umma_persistent.py:98
     hw_wait(2, 8),                    \* pc 7: bar.sync(2, 96)  examples/cute/umma_persistent.py:98
-    wait_parity(7, 1, 3),             \* pc 8: wait_parity(storage_6[0], 1)  examples/cute/umma_persistent.py:102
-    wait_parity(1, 0, 4),             \* pc 9: wait_parity(storage_0[0], 0)  examples/cute/umma_persistent.py:104
-    issue_tcgen05(1),                 \* pc 10: tcgen05_commit_arrive(storage_0[2])  examples/cute/umma_persistent.py:106
-    issue_tcgen05(2),                 \* pc 11: tcgen05_commit_arrive(storage_0[4])  examples/cute/umma_persistent.py:108
-    wait_parity(7, 0, 3)              \* pc 12: wait_parity(storage_6[0], 0)  examples/cute/umma_persistent.py:110
+    wait_parity(7, 1, 3),             \* pc 8: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:102
+    wait_parity(1, 0, 4),             \* pc 9: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:104
+    issue_tcgen05(1),                 \* pc 10: tcgen05_commit_arrive(ab_bars[2])  examples/cute/umma_persistent.py:106
+    issue_tcgen05(2),                 \* pc 11: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:108
+    wait_parity(7, 0, 3)              \* pc 12: wait_parity(acc_bars_2[0], 0)  examples/cute/umma_persistent.py:110
 >>
 
 \* Agent 4: warp3 (thread), 11 instruction(s).
@@ -86,11 +86,11 @@ Prog_4_warp3 == <<
     fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
     hw_arrive(1, 32, 128, 12, 0, 9),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:66
     hw_wait(1, 9),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
-    wait_parity(3, 1, 5),             \* pc 6: wait_parity(storage_0[2], 1)  examples/cute/umma_persistent.py:90
-    arrive_expect_tx(<<1>>, 16384),   \* pc 7: arrive_expect_tx(storage_0[0], 16384B)  examples/cute/umma_persistent.py:90
-    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(storage_0[0], 16384B)  examples/cute/umma_persistent.py:91
-    wait_parity(4, 1, 6),             \* pc 9: wait_parity(storage_0[3], 1)  examples/cute/umma_persistent.py:94
-    wait_parity(3, 0, 5)              \* pc 10: wait_parity(storage_0[2], 0)  examples/cute/umma_persistent.py:94
+    wait_parity(3, 1, 5),             \* pc 6: wait_parity(ab_bars[2], 1)  examples/cute/umma_persistent.py:90
+    arrive_expect_tx(<<1>>, 16384),   \* pc 7: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:90
+    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:91
+    wait_parity(4, 1, 6),             \* pc 9: wait_parity(ab_bars[3], 1)  examples/cute/umma_persistent.py:94
+    wait_parity(3, 0, 5)              \* pc 10: wait_parity(ab_bars[2], 0)  examples/cute/umma_persistent.py:94
 >>
 
 KernelProg == <<
@@ -102,36 +102,36 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 5, 16>>,  \* 1: warp0 waits on storage_0[4], last at pc 16
-    <<2, 5, 8>>,   \* 2: warp1 waits on storage_0[4], last at pc 8
-    <<3, 7, 12>>,  \* 3: warp2 waits on storage_6[0], last at pc 12
-    <<3, 1, 9>>,   \* 4: warp2 waits on storage_0[0], last at pc 9
-    <<4, 3, 10>>,  \* 5: warp3 waits on storage_0[2], last at pc 10
-    <<4, 4, 9>>    \* 6: warp3 waits on storage_0[3], last at pc 9
+    <<1, 5, 16>>,  \* 1: warp0 waits on acc_bars[0], last at pc 16
+    <<2, 5, 8>>,   \* 2: warp1 waits on acc_bars[0], last at pc 8
+    <<3, 7, 12>>,  \* 3: warp2 waits on acc_bars_2[0], last at pc 12
+    <<3, 1, 9>>,   \* 4: warp2 waits on ab_bars[0], last at pc 9
+    <<4, 3, 10>>,  \* 5: warp3 waits on ab_bars[2], last at pc 10
+    <<4, 4, 9>>    \* 6: warp3 waits on ab_bars[3], last at pc 9
 >>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
-    <<4>>,     \* storage_0[0]
-    <<>>,      \* storage_0[1]
-    <<5>>,     \* storage_0[2]
-    <<6>>,     \* storage_0[3]
-    <<1, 2>>,  \* storage_0[4]
-    <<>>,      \* storage_0[5]
-    <<3>>,     \* storage_6[0]
-    <<>>       \* storage_6[1]
+    <<4>>,     \* ab_bars[0]
+    <<>>,      \* ab_bars[1]
+    <<5>>,     \* ab_bars[2]
+    <<6>>,     \* ab_bars[3]
+    <<1, 2>>,  \* acc_bars[0]
+    <<>>,      \* acc_bars[1]
+    <<3>>,     \* acc_bars_2[0]
+    <<>>       \* acc_bars_2[1]
 >>
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 16384)   \* 1: tma landing on storage_0[0]
+    complete_tx_slot(1, 16384)   \* 1: tma landing on ab_bars[0]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<3>>,  \* set 1: storage_0[2]
-    <<5>>   \* set 2: storage_0[4]
+    <<3>>,  \* set 1: ab_bars[2]
+    <<5>>   \* set 2: acc_bars[0]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
@@ -182,14 +182,14 @@ KernelTopAgents == {1, 2, 3, 4}
 
 \* The block of each mbarrier instance.
 KernelInstBlock == <<
-    1,  \* storage_0[0]
-    1,  \* storage_0[1]
-    1,  \* storage_0[2]
-    1,  \* storage_0[3]
-    1,  \* storage_0[4]
-    1,  \* storage_0[5]
-    1,  \* storage_6[0]
-    1   \* storage_6[1]
+    1,  \* ab_bars[0]
+    1,  \* ab_bars[1]
+    1,  \* ab_bars[2]
+    1,  \* ab_bars[3]
+    1,  \* acc_bars[0]
+    1,  \* acc_bars[1]
+    1,  \* acc_bars_2[0]
+    1   \* acc_bars_2[1]
 >>
 
 KernelBlockThreads == 128
@@ -199,42 +199,42 @@ KernelRemoteSlots == {}
 
 \* Explicit-init entries: the mbarrier instance of each.
 KernelInitOf == <<
-    1,  \* storage_0[0]
-    2,  \* storage_0[1]
-    3,  \* storage_0[2]
-    4,  \* storage_0[3]
-    5,  \* storage_0[4]
-    6,  \* storage_0[5]
-    7,  \* storage_6[0]
-    8   \* storage_6[1]
+    1,  \* ab_bars[0]
+    2,  \* ab_bars[1]
+    3,  \* ab_bars[2]
+    4,  \* ab_bars[3]
+    5,  \* acc_bars[0]
+    6,  \* acc_bars[1]
+    7,  \* acc_bars_2[0]
+    8   \* acc_bars_2[1]
 >>
 
 \* Release fields: <<entry, hardware barrier>>.
 KernelRelOf == <<
-    <<1, 1>>,  \* storage_0[0] released on named_bar[0]
-    <<1, 2>>,  \* storage_0[0] released on named_bar[2]
-    <<1, 3>>,  \* storage_0[0] released on named_bar[1]
-    <<2, 1>>,  \* storage_0[1] released on named_bar[0]
-    <<2, 2>>,  \* storage_0[1] released on named_bar[2]
-    <<2, 3>>,  \* storage_0[1] released on named_bar[1]
-    <<3, 1>>,  \* storage_0[2] released on named_bar[0]
-    <<3, 2>>,  \* storage_0[2] released on named_bar[2]
-    <<3, 3>>,  \* storage_0[2] released on named_bar[1]
-    <<4, 1>>,  \* storage_0[3] released on named_bar[0]
-    <<4, 2>>,  \* storage_0[3] released on named_bar[2]
-    <<4, 3>>,  \* storage_0[3] released on named_bar[1]
-    <<5, 1>>,  \* storage_0[4] released on named_bar[0]
-    <<5, 2>>,  \* storage_0[4] released on named_bar[2]
-    <<5, 3>>,  \* storage_0[4] released on named_bar[1]
-    <<6, 1>>,  \* storage_0[5] released on named_bar[0]
-    <<6, 2>>,  \* storage_0[5] released on named_bar[2]
-    <<6, 3>>,  \* storage_0[5] released on named_bar[1]
-    <<7, 1>>,  \* storage_6[0] released on named_bar[0]
-    <<7, 2>>,  \* storage_6[0] released on named_bar[2]
-    <<7, 3>>,  \* storage_6[0] released on named_bar[1]
-    <<8, 1>>,  \* storage_6[1] released on named_bar[0]
-    <<8, 2>>,  \* storage_6[1] released on named_bar[2]
-    <<8, 3>>   \* storage_6[1] released on named_bar[1]
+    <<1, 1>>,  \* ab_bars[0] released on named_bar[0]
+    <<1, 2>>,  \* ab_bars[0] released on named_bar[2]
+    <<1, 3>>,  \* ab_bars[0] released on named_bar[1]
+    <<2, 1>>,  \* ab_bars[1] released on named_bar[0]
+    <<2, 2>>,  \* ab_bars[1] released on named_bar[2]
+    <<2, 3>>,  \* ab_bars[1] released on named_bar[1]
+    <<3, 1>>,  \* ab_bars[2] released on named_bar[0]
+    <<3, 2>>,  \* ab_bars[2] released on named_bar[2]
+    <<3, 3>>,  \* ab_bars[2] released on named_bar[1]
+    <<4, 1>>,  \* ab_bars[3] released on named_bar[0]
+    <<4, 2>>,  \* ab_bars[3] released on named_bar[2]
+    <<4, 3>>,  \* ab_bars[3] released on named_bar[1]
+    <<5, 1>>,  \* acc_bars[0] released on named_bar[0]
+    <<5, 2>>,  \* acc_bars[0] released on named_bar[2]
+    <<5, 3>>,  \* acc_bars[0] released on named_bar[1]
+    <<6, 1>>,  \* acc_bars[1] released on named_bar[0]
+    <<6, 2>>,  \* acc_bars[1] released on named_bar[2]
+    <<6, 3>>,  \* acc_bars[1] released on named_bar[1]
+    <<7, 1>>,  \* acc_bars_2[0] released on named_bar[0]
+    <<7, 2>>,  \* acc_bars_2[0] released on named_bar[2]
+    <<7, 3>>,  \* acc_bars_2[0] released on named_bar[1]
+    <<8, 1>>,  \* acc_bars_2[1] released on named_bar[0]
+    <<8, 2>>,  \* acc_bars_2[1] released on named_bar[2]
+    <<8, 3>>   \* acc_bars_2[1] released on named_bar[1]
 >>
 
 KernelClusterHw == 0
