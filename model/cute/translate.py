@@ -7,8 +7,8 @@ the warp index. Every mbarrier is a slot of a shared-memory allocation (the Pyth
 assigned to); slots initialised with the same arrival count next to each other form one
 BarrierAlloc, named after the allocation, with its first slot when the allocation holds several
 groups (a 2-stage pipeline's full and empty barriers: `bars_0` and `bars_2`). A pipeline given
-a struct field (`storage.ab_bars.data_ptr()`) names its barriers after the field (`ab_bars`,
-`ab_bars_2`), and a field always starts a group of its own. The barriers are
+a struct field (`storage.pipeline_bars.data_ptr()`) names its barriers after the field
+(`pipeline_bars`, `pipeline_bars_2`), and a field always starts a group of its own. The barriers are
 initialised by the kernel itself (explicit_init), so init visibility is checked too.
 
 A kernel that reads its block index (a tile scheduler, a leader test on `bidx`) is run once per
