@@ -63,7 +63,11 @@ def test_pipeline_mainloop_translation():
     # arrival: the producer's arrive.expect_tx) then empty barriers (one per consumer warp)
     counts = [(b.name, repr(b.num_arrivals), repr(b.shape[0]), b.explicit_init)
               for b in kernel.barriers]
-    assert counts == [("pipeline_bars", "1", "2", True), ("pipeline_bars_2", "4", "2", True)]
+    # initialised, fenced and published by the create's __syncthreads before any use: the
+    # kernel is checked from there with initialised barriers
+    assert counts == [("pipeline_bars", "1", "2", False), ("pipeline_bars_2", "4", "2", False)]
+    assert not any(op.kind in ("mbarrier_init", "fence_mbarrier_init") for op in kernel.ops())
+    assert any("published by a block-wide barrier" in n for n in kernel.notes)
     ops = list(kernel.ops())
     tma = [op for op in ops if op.kind == "tma_load"]
     expect_tx = [op for op in ops if op.kind == "arrive_expect_tx"]
@@ -390,3 +394,40 @@ def test_barriers_are_named_after_their_struct_fields():
     # separate fields.
     assert names == {"kv_bars": ("1", "4"), "s_bars": ("1", "1"), "s_bars_1": ("32", "1"),
                      "p_bars": ("32", "2")}
+
+
+def _set_up(fenced: bool):
+    """Warp 0 initialises a barrier (then fences it, or not), both warps __syncthreads, then
+    arrive on it; a fence.proxy.async follows (as before a TMA store)."""
+    one = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 2})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    warp = _op("nvvm.read.ptx.sreg.tid.x", results=(4,), types=("i32",))
+    first = _op("arith.cmpi", operands=(4, 5), results=(6,), types=("i1",),
+                attrs={"predicate": 2})
+    width = _op("arith.constant", results=(5,), types=("i32",), attrs={"value": 32})
+    init = [_op("nvvm.mbarrier.init", operands=(3, 1), line=3)]
+    if fenced:
+        init.append(_op("nvvm.fence.mbarrier.init", line=4))
+    branch = _op("scf.if", operands=(6,), regions=((Block((), tuple(init)),),), line=3)
+    sync = _op("nvvm.barrier0", line=5)
+    elect = _op("nvvm.elect.sync", results=(7,), types=("i1",), line=6)
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=7)
+    once = _op("scf.if", operands=(7,), regions=((Block((), (arrive,)),),), line=6)
+    fence = _op("nvvm.fence.proxy", attrs={"kind": "#nvvm.proxy_kind<async.shared>"}, line=8)
+    return KernelTree("k", "k", Block((), (one, alloca, warp, width, first, branch, sync, elect,
+                                           once, fence)), (), (64, 1, 1), None, (1, 1, 1),
+                      Loc("k.py", 1, "k"))
+
+
+def test_a_published_set_up_starts_the_check_with_initialised_barriers():
+    from barrierproof.model.cute.translate import kernel_ir
+    published = kernel_ir(_set_up(fenced=True))
+    assert [b.explicit_init for b in published.barriers] == [False]
+    assert [op.kind for op in published.ops()] == ["arrive"]      # no set-up, no fences
+    verdict = check_kernel(published)                  # the reductions are on: no traceback
+    assert verdict.verdict == "verified", verdict.label
+    unfenced = kernel_ir(_set_up(fenced=False))        # init visibility left to the checker
+    assert [b.explicit_init for b in unfenced.barriers] == [True]
+    assert "mbarrier_init" in [op.kind for op in unfenced.ops()]
+    # an arrive is a generic-proxy access, which the __syncthreads alone publishes to
+    assert check_kernel(unfenced).verdict == "verified"

@@ -56,8 +56,20 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
         cut = Event("unmodeled", tree.loc, name=f"a cluster of {cluster} blocks")
         by_block = {tuple((cut,) + tuple(e for e in p if e.kind == "unmodeled")
                           for p in programs): b for programs, b in by_block.items()}
+    published = cluster == 1 and all(_init_prefix(programs) is not None
+                                     for programs in by_block)
     barriers, refs = _barriers(tree, [p for programs in by_block for p in programs],
-                               allocations)
+                               allocations, explicit_init=not published)
+    if published:   # the barriers start initialised: the rendezvous before their use is gone
+        trimmed: dict[tuple, list[int]] = {}
+        for programs, members in by_block.items():
+            cuts = _init_prefix(programs)
+            # later init fences order nothing once the barriers start initialised (a
+            # fence.proxy.async before a TMA store orders data, which is not checked)
+            key = tuple(tuple(e for e in p[cut:] if e.kind not in _INIT_FENCES)
+                        for p, cut in zip(programs, cuts))
+            trimmed.setdefault(key, []).extend(members)
+        by_block = {key: sorted(members) for key, members in trimmed.items()}
     made: dict = {}
     variants = sorted(by_block.items(), key=lambda kv: kv[1][0])
     body = _roles(tree, variants[-1][0], refs, made)
@@ -66,6 +78,10 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
         body = (When(_member(members, BLOCK_AXIS), ops, body, tree.loc or Loc(tree.name, 0)),)
     grid = ((BLOCK_AXIS, Const(len(blocks))),) if len(variants) > 1 else ()
     notes = (f"one agent per warp: {warps} warps of {tree.name}",)
+    if published:
+        notes += ("every mbarrier is initialised, fenced (fence.mbarrier_init) and published "
+                  "by a block-wide barrier before any warp uses one: checked from there on "
+                  "with initialised barriers",)
     if len(variants) > 1:
         notes += (f"{len(blocks)} blocks, {len(variants)} distinct block programs "
                   f"(grid axis `{BLOCK_AXIS}`: the block's linear index)",)
@@ -73,6 +89,43 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
     return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(warps),
                   thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent", grid=grid,
                   loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=notes)
+
+
+_INIT_FENCES = ("fence_mbarrier_init", "fence_proxy_async")
+_PREFIX_KINDS = ("mbarrier_init", "bar_sync") + _INIT_FENCES
+
+
+def _init_prefix(programs) -> list[int] | None:
+    """Where the barrier set-up ends in each warp of one block, when it is a rendezvous the
+    rest cannot see into (else None): up to the cut each warp runs only inits, init fences and
+    the block's `__syncthreads`, every warp the same barriers at the same instructions; each
+    init is followed by its warp's fence.mbarrier_init and then by one of those barriers; no
+    barrier is initialised after the cut. Every init is then visible to every warp and to the
+    async proxy before any use, and the kernel can be checked from the cut with its barriers
+    initialised (fewer states: the explorer's reductions do not track init visibility)."""
+    cuts, sites = [], None
+    for events in programs:
+        cut, seen, fenced, pending = 0, [], True, False
+        for i, e in enumerate(events):
+            if e.kind not in _PREFIX_KINDS or (e.kind == "bar_sync" and e.name != "syncthreads"):
+                break
+            if e.kind == "mbarrier_init":
+                fenced, pending = False, True
+            elif e.kind == "fence_mbarrier_init":
+                fenced = True
+            elif e.kind == "bar_sync":
+                seen.append(e.site)
+                pending = pending and not fenced
+                cut = i + 1
+        if pending or any(e.kind == "mbarrier_init" for e in events[cut:]):
+            return None
+        synced = tuple(seen[:sum(e.kind == "bar_sync" for e in events[:cut])])
+        if sites is None:
+            sites = synced
+        if not synced or synced != sites:
+            return None
+        cuts.append(cut)
+    return cuts
 
 
 def _reads_block_index(tree: KernelTree) -> bool:
@@ -126,7 +179,7 @@ def _member(warps: list[int], axis: str = AXIS):
     return cond
 
 
-def _barriers(tree: KernelTree, programs, allocations: dict
+def _barriers(tree: KernelTree, programs, allocations: dict, explicit_init: bool = True
               ) -> tuple[tuple[BarrierAlloc, ...], dict]:
     counts: dict[tuple, int] = {}
     first_use: dict[tuple, Event] = {}
@@ -181,7 +234,8 @@ def _barriers(tree: KernelTree, programs, allocations: dict
             loc = first_use[keys[0]].loc
             alloc = BarrierAlloc(name, Const(counts[keys[0]]), (Const(len(run)),),
                                  orders_tensor_core=any(k in tensor_core for k in keys),
-                                 loc=loc or tree.loc, scalar=len(run) == 1, explicit_init=True)
+                                 loc=loc or tree.loc, scalar=len(run) == 1,
+                                 explicit_init=explicit_init)
             allocs.append(alloc)
             for i, key in enumerate(keys):
                 refs[key] = BarrierRef(alloc, () if len(run) == 1 else (Const(i),))
