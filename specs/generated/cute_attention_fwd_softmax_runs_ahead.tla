@@ -6,7 +6,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS InitBarrier
+EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -20,110 +20,66 @@ KernelExpected == <<
     32   \* 8: p_bars[1] (Barrier)  examples/cute/attention_fwd.py:57
 >>
 
-\* Agent 1: warp0 (thread), 28 instruction(s).
+\* Agent 1: warp0 (thread), 11 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                 \* pc 0: mbarrier_init(kv_bars[0])  examples/cute/attention_fwd.py:49
-    mbarrier_init(2),                 \* pc 1: mbarrier_init(kv_bars[1])  examples/cute/attention_fwd.py:49
-    mbarrier_init(3),                 \* pc 2: mbarrier_init(kv_bars[2])  examples/cute/attention_fwd.py:49
-    mbarrier_init(4),                 \* pc 3: mbarrier_init(kv_bars[3])  examples/cute/attention_fwd.py:49
-    fence_mbarrier_init,              \* pc 4: fence_mbarrier_init()  examples/cute/attention_fwd.py:49
-    hw_arrive(1, 32, 128, 6, 0, 1),   \* pc 5: syncthreads()  examples/cute/attention_fwd.py:49
-    hw_wait(1, 1),                    \* pc 6: syncthreads()  examples/cute/attention_fwd.py:49
-    mbarrier_init(5),                 \* pc 7: mbarrier_init(s_bars)  examples/cute/attention_fwd.py:53
-    mbarrier_init(6),                 \* pc 8: mbarrier_init(s_bars_1)  examples/cute/attention_fwd.py:53
-    fence_mbarrier_init,              \* pc 9: fence_mbarrier_init()  examples/cute/attention_fwd.py:53
-    hw_arrive(1, 32, 128, 10, 0, 1),  \* pc 10: syncthreads()  examples/cute/attention_fwd.py:53
-    hw_wait(1, 1),                    \* pc 11: syncthreads()  examples/cute/attention_fwd.py:53
-    mbarrier_init(7),                 \* pc 12: mbarrier_init(p_bars[0])  examples/cute/attention_fwd.py:57
-    mbarrier_init(8),                 \* pc 13: mbarrier_init(p_bars[1])  examples/cute/attention_fwd.py:57
-    fence_mbarrier_init,              \* pc 14: fence_mbarrier_init()  examples/cute/attention_fwd.py:57
-    hw_arrive(1, 32, 128, 14, 0, 1),  \* pc 15: syncthreads()  examples/cute/attention_fwd.py:57
-    hw_wait(1, 1),                    \* pc 16: syncthreads()  examples/cute/attention_fwd.py:57
-    wait_parity(5, 0, 1),             \* pc 17: wait_parity(s_bars, 0)  examples/cute/attention_fwd.py:107
-    arrive(<<6>>, 32),                \* pc 18: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:109
-    hw_arrive(2, 32, 64, 0, 0, 0),    \* pc 19: bar.arrive(3, 64)  examples/cute/attention_fwd.py:111
-    wait_parity(8, 1, 2),             \* pc 20: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:114
-    arrive(<<7>>, 32),                \* pc 21: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:116
-    wait_parity(5, 1, 1),             \* pc 22: wait_parity(s_bars, 1)  examples/cute/attention_fwd.py:107
-    arrive(<<6>>, 32),                \* pc 23: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:109
-    hw_arrive(2, 32, 64, 0, 0, 0),    \* pc 24: bar.arrive(3, 64)  examples/cute/attention_fwd.py:111
-    wait_parity(8, 0, 2),             \* pc 25: wait_parity(p_bars[1], 0)  examples/cute/attention_fwd.py:114
-    arrive(<<7>>, 32),                \* pc 26: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:116
-    wait_parity(8, 1, 2)              \* pc 27: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:118
+    wait_parity(5, 0, 1),           \* pc 0: wait_parity(s_bars, 0)  examples/cute/attention_fwd.py:107
+    arrive(<<6>>, 32),              \* pc 1: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:109
+    hw_arrive(1, 32, 64, 0, 0, 0),  \* pc 2: bar.arrive(3, 64)  examples/cute/attention_fwd.py:111
+    wait_parity(8, 1, 2),           \* pc 3: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:114
+    arrive(<<7>>, 32),              \* pc 4: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:116
+    wait_parity(5, 1, 1),           \* pc 5: wait_parity(s_bars, 1)  examples/cute/attention_fwd.py:107
+    arrive(<<6>>, 32),              \* pc 6: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:109
+    hw_arrive(1, 32, 64, 0, 0, 0),  \* pc 7: bar.arrive(3, 64)  examples/cute/attention_fwd.py:111
+    wait_parity(8, 0, 2),           \* pc 8: wait_parity(p_bars[1], 0)  examples/cute/attention_fwd.py:114
+    arrive(<<7>>, 32),              \* pc 9: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:116
+    wait_parity(8, 1, 2)            \* pc 10: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:118
 >>
 
-\* Agent 2: warp1 (thread), 13 instruction(s).
+\* Agent 2: warp1 (thread), 4 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/attention_fwd.py:49
-    hw_arrive(1, 32, 128, 6, 0, 2),   \* pc 1: syncthreads()  examples/cute/attention_fwd.py:49
-    hw_wait(1, 2),                    \* pc 2: syncthreads()  examples/cute/attention_fwd.py:49
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/attention_fwd.py:53
-    hw_arrive(1, 32, 128, 10, 0, 2),  \* pc 4: syncthreads()  examples/cute/attention_fwd.py:53
-    hw_wait(1, 2),                    \* pc 5: syncthreads()  examples/cute/attention_fwd.py:53
-    fence_mbarrier_init,              \* pc 6: fence_mbarrier_init()  examples/cute/attention_fwd.py:57
-    hw_arrive(1, 32, 128, 14, 0, 2),  \* pc 7: syncthreads()  examples/cute/attention_fwd.py:57
-    hw_wait(1, 2),                    \* pc 8: syncthreads()  examples/cute/attention_fwd.py:57
-    hw_arrive(2, 32, 64, 23, 0, 3),   \* pc 9: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
-    hw_wait(2, 3),                    \* pc 10: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
-    hw_arrive(2, 32, 64, 23, 0, 3),   \* pc 11: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
-    hw_wait(2, 3)                     \* pc 12: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
+    hw_arrive(1, 32, 64, 9, 0, 1),  \* pc 0: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
+    hw_wait(1, 1),                  \* pc 1: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
+    hw_arrive(1, 32, 64, 9, 0, 1),  \* pc 2: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
+    hw_wait(1, 1)                   \* pc 3: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
 >>
 
-\* Agent 3: warp2 (thread), 26 instruction(s).
+\* Agent 3: warp2 (thread), 17 instruction(s).
 Prog_3_warp2 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/attention_fwd.py:49
-    hw_arrive(1, 32, 128, 6, 0, 4),   \* pc 1: syncthreads()  examples/cute/attention_fwd.py:49
-    hw_wait(1, 4),                    \* pc 2: syncthreads()  examples/cute/attention_fwd.py:49
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/attention_fwd.py:53
-    hw_arrive(1, 32, 128, 10, 0, 4),  \* pc 4: syncthreads()  examples/cute/attention_fwd.py:53
-    hw_wait(1, 4),                    \* pc 5: syncthreads()  examples/cute/attention_fwd.py:53
-    fence_mbarrier_init,              \* pc 6: fence_mbarrier_init()  examples/cute/attention_fwd.py:57
-    hw_arrive(1, 32, 128, 14, 0, 4),  \* pc 7: syncthreads()  examples/cute/attention_fwd.py:57
-    hw_wait(1, 4),                    \* pc 8: syncthreads()  examples/cute/attention_fwd.py:57
-    wait_parity(1, 0, 3),             \* pc 9: wait_parity(kv_bars[0], 0)  examples/cute/attention_fwd.py:83
-    wait_parity(6, 1, 4),             \* pc 10: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:84
-    issue_tcgen05(1),                 \* pc 11: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:86
-    issue_tcgen05(2),                 \* pc 12: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:88
-    wait_parity(2, 0, 5),             \* pc 13: wait_parity(kv_bars[1], 0)  examples/cute/attention_fwd.py:90
-    wait_parity(7, 0, 6),             \* pc 14: wait_parity(p_bars[0], 0)  examples/cute/attention_fwd.py:91
-    arrive(<<8>>, 32),                \* pc 15: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:97
-    issue_tcgen05(3),                 \* pc 16: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:99
-    wait_parity(1, 1, 3),             \* pc 17: wait_parity(kv_bars[0], 1)  examples/cute/attention_fwd.py:83
-    wait_parity(6, 0, 4),             \* pc 18: wait_parity(s_bars_1, 0)  examples/cute/attention_fwd.py:84
-    issue_tcgen05(1),                 \* pc 19: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:86
-    issue_tcgen05(2),                 \* pc 20: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:88
-    wait_parity(2, 1, 5),             \* pc 21: wait_parity(kv_bars[1], 1)  examples/cute/attention_fwd.py:90
-    wait_parity(7, 1, 6),             \* pc 22: wait_parity(p_bars[0], 1)  examples/cute/attention_fwd.py:91
-    arrive(<<8>>, 32),                \* pc 23: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:97
-    issue_tcgen05(3),                 \* pc 24: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:99
-    wait_parity(6, 1, 4)              \* pc 25: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:101
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(kv_bars[0], 0)  examples/cute/attention_fwd.py:83
+    wait_parity(6, 1, 4),  \* pc 1: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:84
+    issue_tcgen05(1),      \* pc 2: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:86
+    issue_tcgen05(2),      \* pc 3: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:88
+    wait_parity(2, 0, 5),  \* pc 4: wait_parity(kv_bars[1], 0)  examples/cute/attention_fwd.py:90
+    wait_parity(7, 0, 6),  \* pc 5: wait_parity(p_bars[0], 0)  examples/cute/attention_fwd.py:91
+    arrive(<<8>>, 32),     \* pc 6: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:97
+    issue_tcgen05(3),      \* pc 7: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:99
+    wait_parity(1, 1, 3),  \* pc 8: wait_parity(kv_bars[0], 1)  examples/cute/attention_fwd.py:83
+    wait_parity(6, 0, 4),  \* pc 9: wait_parity(s_bars_1, 0)  examples/cute/attention_fwd.py:84
+    issue_tcgen05(1),      \* pc 10: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:86
+    issue_tcgen05(2),      \* pc 11: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:88
+    wait_parity(2, 1, 5),  \* pc 12: wait_parity(kv_bars[1], 1)  examples/cute/attention_fwd.py:90
+    wait_parity(7, 1, 6),  \* pc 13: wait_parity(p_bars[0], 1)  examples/cute/attention_fwd.py:91
+    arrive(<<8>>, 32),     \* pc 14: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:97
+    issue_tcgen05(3),      \* pc 15: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:99
+    wait_parity(6, 1, 4)   \* pc 16: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:101
 >>
 
-\* Agent 4: warp3 (thread), 23 instruction(s).
+\* Agent 4: warp3 (thread), 14 instruction(s).
 Prog_4_warp3 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/attention_fwd.py:49
-    hw_arrive(1, 32, 128, 6, 0, 5),   \* pc 1: syncthreads()  examples/cute/attention_fwd.py:49
-    hw_wait(1, 5),                    \* pc 2: syncthreads()  examples/cute/attention_fwd.py:49
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/attention_fwd.py:53
-    hw_arrive(1, 32, 128, 10, 0, 5),  \* pc 4: syncthreads()  examples/cute/attention_fwd.py:53
-    hw_wait(1, 5),                    \* pc 5: syncthreads()  examples/cute/attention_fwd.py:53
-    fence_mbarrier_init,              \* pc 6: fence_mbarrier_init()  examples/cute/attention_fwd.py:57
-    hw_arrive(1, 32, 128, 14, 0, 5),  \* pc 7: syncthreads()  examples/cute/attention_fwd.py:57
-    hw_wait(1, 5),                    \* pc 8: syncthreads()  examples/cute/attention_fwd.py:57
-    wait_parity(3, 1, 7),             \* pc 9: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<1>>, 8192),    \* pc 10: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<1>>),   \* pc 11: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(4, 1, 8),             \* pc 12: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<2>>, 8192),    \* pc 13: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<2>>),   \* pc 14: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(3, 0, 7),             \* pc 15: wait_parity(kv_bars[2], 0)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<1>>, 8192),    \* pc 16: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<1>>),   \* pc 17: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(4, 0, 8),             \* pc 18: wait_parity(kv_bars[3], 0)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<2>>, 8192),    \* pc 19: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<2>>),   \* pc 20: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(3, 1, 7),             \* pc 21: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:76
-    wait_parity(4, 1, 8)              \* pc 22: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:76
+    wait_parity(3, 1, 7),            \* pc 0: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:72
+    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:72
+    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:73
+    wait_parity(4, 1, 8),            \* pc 3: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:72
+    arrive_expect_tx(<<2>>, 8192),   \* pc 4: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:72
+    issue_async(<<>>, 8192, <<2>>),  \* pc 5: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:73
+    wait_parity(3, 0, 7),            \* pc 6: wait_parity(kv_bars[2], 0)  examples/cute/attention_fwd.py:72
+    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:72
+    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:73
+    wait_parity(4, 0, 8),            \* pc 9: wait_parity(kv_bars[3], 0)  examples/cute/attention_fwd.py:72
+    arrive_expect_tx(<<2>>, 8192),   \* pc 10: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:72
+    issue_async(<<>>, 8192, <<2>>),  \* pc 11: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:73
+    wait_parity(3, 1, 7),            \* pc 12: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:76
+    wait_parity(4, 1, 8)             \* pc 13: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:76
 >>
 
 KernelProg == <<
@@ -135,14 +91,14 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 5, 22>>,  \* 1: warp0 waits on s_bars, last at pc 22
-    <<1, 8, 27>>,  \* 2: warp0 waits on p_bars[1], last at pc 27
-    <<3, 1, 17>>,  \* 3: warp2 waits on kv_bars[0], last at pc 17
-    <<3, 6, 25>>,  \* 4: warp2 waits on s_bars_1, last at pc 25
-    <<3, 2, 21>>,  \* 5: warp2 waits on kv_bars[1], last at pc 21
-    <<3, 7, 22>>,  \* 6: warp2 waits on p_bars[0], last at pc 22
-    <<4, 3, 21>>,  \* 7: warp3 waits on kv_bars[2], last at pc 21
-    <<4, 4, 22>>   \* 8: warp3 waits on kv_bars[3], last at pc 22
+    <<1, 5, 5>>,   \* 1: warp0 waits on s_bars, last at pc 5
+    <<1, 8, 10>>,  \* 2: warp0 waits on p_bars[1], last at pc 10
+    <<3, 1, 8>>,   \* 3: warp2 waits on kv_bars[0], last at pc 8
+    <<3, 6, 16>>,  \* 4: warp2 waits on s_bars_1, last at pc 16
+    <<3, 2, 12>>,  \* 5: warp2 waits on kv_bars[1], last at pc 12
+    <<3, 7, 13>>,  \* 6: warp2 waits on p_bars[0], last at pc 13
+    <<4, 3, 12>>,  \* 7: warp3 waits on kv_bars[2], last at pc 12
+    <<4, 4, 13>>   \* 8: warp3 waits on kv_bars[3], last at pc 13
 >>
 
 \* Participants: the seen entries of each instance.
@@ -181,23 +137,17 @@ KernelUnwaited == {}
 
 \* Hardware barriers: named barriers of one block, or the cluster barrier.
 KernelHwKind == <<
-    "named",  \* 1: named_bar[0]
-    "named"   \* 2: named_bar[3]
+    "named"   \* 1: named_bar[3]
 >>
 
 \* The block of each named barrier (0: the cluster barrier).
 KernelHwBlock == <<
-    1,  \* named_bar[0]
     1   \* named_bar[3]
 >>
 
 \* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
 KernelHwSeenOf == <<
-    <<1, 1>>,  \* warp0 waits at named_bar[0]
-    <<2, 1>>,  \* warp1 waits at named_bar[0]
-    <<2, 2>>,  \* warp1 waits at named_bar[3]
-    <<3, 1>>,  \* warp2 waits at named_bar[0]
-    <<4, 1>>   \* warp3 waits at named_bar[0]
+    <<2, 1>>   \* warp1 waits at named_bar[3]
 >>
 
 \* The block of each agent.
@@ -227,42 +177,5 @@ KernelBlockThreads == 128
 
 \* The slots some block issues into another block's barrier.
 KernelRemoteSlots == {}
-
-\* Explicit-init entries: the mbarrier instance of each.
-KernelInitOf == <<
-    1,  \* kv_bars[0]
-    2,  \* kv_bars[1]
-    3,  \* kv_bars[2]
-    4,  \* kv_bars[3]
-    5,  \* s_bars
-    6,  \* s_bars_1
-    7,  \* p_bars[0]
-    8   \* p_bars[1]
->>
-
-\* Release fields: <<entry, hardware barrier>>.
-KernelRelOf == <<
-    <<1, 1>>,  \* kv_bars[0] released on named_bar[0]
-    <<1, 2>>,  \* kv_bars[0] released on named_bar[3]
-    <<2, 1>>,  \* kv_bars[1] released on named_bar[0]
-    <<2, 2>>,  \* kv_bars[1] released on named_bar[3]
-    <<3, 1>>,  \* kv_bars[2] released on named_bar[0]
-    <<3, 2>>,  \* kv_bars[2] released on named_bar[3]
-    <<4, 1>>,  \* kv_bars[3] released on named_bar[0]
-    <<4, 2>>,  \* kv_bars[3] released on named_bar[3]
-    <<5, 1>>,  \* s_bars released on named_bar[0]
-    <<5, 2>>,  \* s_bars released on named_bar[3]
-    <<6, 1>>,  \* s_bars_1 released on named_bar[0]
-    <<6, 2>>,  \* s_bars_1 released on named_bar[3]
-    <<7, 1>>,  \* p_bars[0] released on named_bar[0]
-    <<7, 2>>,  \* p_bars[0] released on named_bar[3]
-    <<8, 1>>,  \* p_bars[1] released on named_bar[0]
-    <<8, 2>>   \* p_bars[1] released on named_bar[3]
->>
-
-KernelClusterHw == 0
-
-\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
-KernelRelaxedAt == {}
 
 ======================================================================================

@@ -7,7 +7,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS InitBarrier
+EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -21,76 +21,44 @@ KernelExpected == <<
     64   \* 8: acc_bars_2[1] (Barrier)  examples/cute/umma_persistent.py:66
 >>
 
-\* Agent 1: warp0 (thread), 20 instruction(s).
+\* Agent 1: warp0 (thread), 6 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                 \* pc 0: mbarrier_init(ab_bars[0])  examples/cute/umma_persistent.py:61
-    mbarrier_init(2),                 \* pc 1: mbarrier_init(ab_bars[1])  examples/cute/umma_persistent.py:61
-    mbarrier_init(3),                 \* pc 2: mbarrier_init(ab_bars[2])  examples/cute/umma_persistent.py:61
-    mbarrier_init(4),                 \* pc 3: mbarrier_init(ab_bars[3])  examples/cute/umma_persistent.py:61
-    fence_mbarrier_init,              \* pc 4: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
-    hw_arrive(1, 32, 128, 6, 0, 1),   \* pc 5: syncthreads()  examples/cute/umma_persistent.py:61
-    hw_wait(1, 1),                    \* pc 6: syncthreads()  examples/cute/umma_persistent.py:61
-    mbarrier_init(5),                 \* pc 7: mbarrier_init(acc_bars[0])  examples/cute/umma_persistent.py:66
-    mbarrier_init(6),                 \* pc 8: mbarrier_init(acc_bars[1])  examples/cute/umma_persistent.py:66
-    mbarrier_init(7),                 \* pc 9: mbarrier_init(acc_bars_2[0])  examples/cute/umma_persistent.py:66
-    mbarrier_init(8),                 \* pc 10: mbarrier_init(acc_bars_2[1])  examples/cute/umma_persistent.py:66
-    fence_mbarrier_init,              \* pc 11: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
-    hw_arrive(1, 32, 128, 12, 0, 1),  \* pc 12: syncthreads()  examples/cute/umma_persistent.py:66
-    hw_wait(1, 1),                    \* pc 13: syncthreads()  examples/cute/umma_persistent.py:66
-    hw_arrive(2, 32, 96, 13, 0, 2),   \* pc 14: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    hw_wait(2, 2),                    \* pc 15: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    wait_parity(5, 0, 1),             \* pc 16: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:117
-    arrive(<<7>>, 32),                \* pc 17: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:119
-    hw_arrive(3, 32, 64, 16, 0, 3),   \* pc 18: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
-    hw_wait(3, 3)                     \* pc 19: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_arrive(1, 32, 96, 1, 0, 1),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    hw_wait(1, 1),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    wait_parity(5, 0, 1),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:119
+    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_wait(2, 2)                   \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
 >>
 
-\* Agent 2: warp1 (thread), 12 instruction(s).
+\* Agent 2: warp1 (thread), 6 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
-    hw_arrive(1, 32, 128, 6, 0, 4),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:61
-    hw_wait(1, 4),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:61
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
-    hw_arrive(1, 32, 128, 12, 0, 4),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:66
-    hw_wait(1, 4),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
-    hw_arrive(2, 32, 96, 13, 0, 5),   \* pc 6: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    hw_wait(2, 5),                    \* pc 7: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    wait_parity(5, 0, 2),             \* pc 8: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:117
-    arrive(<<7>>, 32),                \* pc 9: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:119
-    hw_arrive(3, 32, 64, 16, 0, 6),   \* pc 10: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
-    hw_wait(3, 6)                     \* pc 11: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_arrive(1, 32, 96, 1, 0, 3),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    hw_wait(1, 3),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    wait_parity(5, 0, 2),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:117
+    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:119
+    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_wait(2, 4)                   \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
 >>
 
-\* Agent 3: warp2 (thread), 13 instruction(s).
+\* Agent 3: warp2 (thread), 7 instruction(s).
 Prog_3_warp2 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
-    hw_arrive(1, 32, 128, 6, 0, 7),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:61
-    hw_wait(1, 7),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:61
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
-    hw_arrive(1, 32, 128, 12, 0, 7),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:66
-    hw_wait(1, 7),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
-    hw_arrive(2, 32, 96, 13, 0, 8),   \* pc 6: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    hw_wait(2, 8),                    \* pc 7: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    wait_parity(7, 1, 3),             \* pc 8: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:102
-    wait_parity(1, 0, 4),             \* pc 9: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:104
-    issue_tcgen05(1),                 \* pc 10: tcgen05_commit_arrive(ab_bars[2])  examples/cute/umma_persistent.py:106
-    issue_tcgen05(2),                 \* pc 11: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:108
-    wait_parity(7, 0, 3)              \* pc 12: wait_parity(acc_bars_2[0], 0)  examples/cute/umma_persistent.py:110
+    hw_arrive(1, 32, 96, 1, 0, 5),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    hw_wait(1, 5),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
+    wait_parity(7, 1, 3),           \* pc 2: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:102
+    wait_parity(1, 0, 4),           \* pc 3: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:104
+    issue_tcgen05(1),               \* pc 4: tcgen05_commit_arrive(ab_bars[2])  examples/cute/umma_persistent.py:106
+    issue_tcgen05(2),               \* pc 5: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:108
+    wait_parity(7, 0, 3)            \* pc 6: wait_parity(acc_bars_2[0], 0)  examples/cute/umma_persistent.py:110
 >>
 
-\* Agent 4: warp3 (thread), 11 instruction(s).
+\* Agent 4: warp3 (thread), 5 instruction(s).
 Prog_4_warp3 == <<
-    fence_mbarrier_init,              \* pc 0: fence_mbarrier_init()  examples/cute/umma_persistent.py:61
-    hw_arrive(1, 32, 128, 6, 0, 9),   \* pc 1: syncthreads()  examples/cute/umma_persistent.py:61
-    hw_wait(1, 9),                    \* pc 2: syncthreads()  examples/cute/umma_persistent.py:61
-    fence_mbarrier_init,              \* pc 3: fence_mbarrier_init()  examples/cute/umma_persistent.py:66
-    hw_arrive(1, 32, 128, 12, 0, 9),  \* pc 4: syncthreads()  examples/cute/umma_persistent.py:66
-    hw_wait(1, 9),                    \* pc 5: syncthreads()  examples/cute/umma_persistent.py:66
-    wait_parity(3, 1, 5),             \* pc 6: wait_parity(ab_bars[2], 1)  examples/cute/umma_persistent.py:90
-    arrive_expect_tx(<<1>>, 8192),    \* pc 7: arrive_expect_tx(ab_bars[0], 8192B)  examples/cute/umma_persistent.py:90
-    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:91
-    wait_parity(4, 1, 6),             \* pc 9: wait_parity(ab_bars[3], 1)  examples/cute/umma_persistent.py:94
-    wait_parity(3, 0, 5)              \* pc 10: wait_parity(ab_bars[2], 0)  examples/cute/umma_persistent.py:94
+    wait_parity(3, 1, 5),             \* pc 0: wait_parity(ab_bars[2], 1)  examples/cute/umma_persistent.py:90
+    arrive_expect_tx(<<1>>, 8192),    \* pc 1: arrive_expect_tx(ab_bars[0], 8192B)  examples/cute/umma_persistent.py:90
+    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:91
+    wait_parity(4, 1, 6),             \* pc 3: wait_parity(ab_bars[3], 1)  examples/cute/umma_persistent.py:94
+    wait_parity(3, 0, 5)              \* pc 4: wait_parity(ab_bars[2], 0)  examples/cute/umma_persistent.py:94
 >>
 
 KernelProg == <<
@@ -102,12 +70,12 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 5, 16>>,  \* 1: warp0 waits on acc_bars[0], last at pc 16
-    <<2, 5, 8>>,   \* 2: warp1 waits on acc_bars[0], last at pc 8
-    <<3, 7, 12>>,  \* 3: warp2 waits on acc_bars_2[0], last at pc 12
-    <<3, 1, 9>>,   \* 4: warp2 waits on ab_bars[0], last at pc 9
-    <<4, 3, 10>>,  \* 5: warp3 waits on ab_bars[2], last at pc 10
-    <<4, 4, 9>>    \* 6: warp3 waits on ab_bars[3], last at pc 9
+    <<1, 5, 2>>,  \* 1: warp0 waits on acc_bars[0], last at pc 2
+    <<2, 5, 2>>,  \* 2: warp1 waits on acc_bars[0], last at pc 2
+    <<3, 7, 6>>,  \* 3: warp2 waits on acc_bars_2[0], last at pc 6
+    <<3, 1, 3>>,  \* 4: warp2 waits on ab_bars[0], last at pc 3
+    <<4, 3, 4>>,  \* 5: warp3 waits on ab_bars[2], last at pc 4
+    <<4, 4, 3>>   \* 6: warp3 waits on ab_bars[3], last at pc 3
 >>
 
 \* Participants: the seen entries of each instance.
@@ -144,29 +112,23 @@ KernelUnwaited == {}
 
 \* Hardware barriers: named barriers of one block, or the cluster barrier.
 KernelHwKind == <<
-    "named",  \* 1: named_bar[0]
-    "named",  \* 2: named_bar[2]
-    "named"   \* 3: named_bar[1]
+    "named",  \* 1: named_bar[2]
+    "named"   \* 2: named_bar[1]
 >>
 
 \* The block of each named barrier (0: the cluster barrier).
 KernelHwBlock == <<
-    1,  \* named_bar[0]
     1,  \* named_bar[2]
     1   \* named_bar[1]
 >>
 
 \* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
 KernelHwSeenOf == <<
-    <<1, 1>>,  \* warp0 waits at named_bar[0]
-    <<1, 2>>,  \* warp0 waits at named_bar[2]
-    <<1, 3>>,  \* warp0 waits at named_bar[1]
-    <<2, 1>>,  \* warp1 waits at named_bar[0]
-    <<2, 2>>,  \* warp1 waits at named_bar[2]
-    <<2, 3>>,  \* warp1 waits at named_bar[1]
-    <<3, 1>>,  \* warp2 waits at named_bar[0]
-    <<3, 2>>,  \* warp2 waits at named_bar[2]
-    <<4, 1>>   \* warp3 waits at named_bar[0]
+    <<1, 1>>,  \* warp0 waits at named_bar[2]
+    <<1, 2>>,  \* warp0 waits at named_bar[1]
+    <<2, 1>>,  \* warp1 waits at named_bar[2]
+    <<2, 2>>,  \* warp1 waits at named_bar[1]
+    <<3, 1>>   \* warp2 waits at named_bar[2]
 >>
 
 \* The block of each agent.
@@ -196,50 +158,5 @@ KernelBlockThreads == 128
 
 \* The slots some block issues into another block's barrier.
 KernelRemoteSlots == {}
-
-\* Explicit-init entries: the mbarrier instance of each.
-KernelInitOf == <<
-    1,  \* ab_bars[0]
-    2,  \* ab_bars[1]
-    3,  \* ab_bars[2]
-    4,  \* ab_bars[3]
-    5,  \* acc_bars[0]
-    6,  \* acc_bars[1]
-    7,  \* acc_bars_2[0]
-    8   \* acc_bars_2[1]
->>
-
-\* Release fields: <<entry, hardware barrier>>.
-KernelRelOf == <<
-    <<1, 1>>,  \* ab_bars[0] released on named_bar[0]
-    <<1, 2>>,  \* ab_bars[0] released on named_bar[2]
-    <<1, 3>>,  \* ab_bars[0] released on named_bar[1]
-    <<2, 1>>,  \* ab_bars[1] released on named_bar[0]
-    <<2, 2>>,  \* ab_bars[1] released on named_bar[2]
-    <<2, 3>>,  \* ab_bars[1] released on named_bar[1]
-    <<3, 1>>,  \* ab_bars[2] released on named_bar[0]
-    <<3, 2>>,  \* ab_bars[2] released on named_bar[2]
-    <<3, 3>>,  \* ab_bars[2] released on named_bar[1]
-    <<4, 1>>,  \* ab_bars[3] released on named_bar[0]
-    <<4, 2>>,  \* ab_bars[3] released on named_bar[2]
-    <<4, 3>>,  \* ab_bars[3] released on named_bar[1]
-    <<5, 1>>,  \* acc_bars[0] released on named_bar[0]
-    <<5, 2>>,  \* acc_bars[0] released on named_bar[2]
-    <<5, 3>>,  \* acc_bars[0] released on named_bar[1]
-    <<6, 1>>,  \* acc_bars[1] released on named_bar[0]
-    <<6, 2>>,  \* acc_bars[1] released on named_bar[2]
-    <<6, 3>>,  \* acc_bars[1] released on named_bar[1]
-    <<7, 1>>,  \* acc_bars_2[0] released on named_bar[0]
-    <<7, 2>>,  \* acc_bars_2[0] released on named_bar[2]
-    <<7, 3>>,  \* acc_bars_2[0] released on named_bar[1]
-    <<8, 1>>,  \* acc_bars_2[1] released on named_bar[0]
-    <<8, 2>>,  \* acc_bars_2[1] released on named_bar[2]
-    <<8, 3>>   \* acc_bars_2[1] released on named_bar[1]
->>
-
-KernelClusterHw == 0
-
-\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
-KernelRelaxedAt == {}
 
 ===================================================================================================
