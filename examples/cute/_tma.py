@@ -16,3 +16,12 @@ def staged_tiles(tensor: cute.Tensor, rows: int, cols: int, stages: int):
         cpasync.CopyBulkTensorTileG2SOp(), tensor, cute.slice_(layout, (None, None, 0)),
         (rows, cols))
     return layout, atom, tma_tensor
+
+
+def ring_in_smem(smem, layout):
+    """The ring of fp16 tiles `layout` (from staged_tiles) in shared memory, and the bytes of
+    one stage (what a stage's TMA copy lands; call it in a @cute.kernel)."""
+    import cutlass
+    ring = smem.allocate_tensor(cutlass.Float16, layout.outer, byte_alignment=128,
+                                swizzle=layout.inner)
+    return ring, cute.size_in_bytes(cutlass.Float16, cute.slice_(layout, (None, None, 0)))

@@ -14,7 +14,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.runtime import make_fake_compact_tensor
 
-from _tma import staged_tiles
+from _tma import ring_in_smem, staged_tiles
 
 TILE_N, HEAD_DIM = 64, 64
 KV_STAGES = 2
@@ -42,9 +42,7 @@ def attention_kernel(tma_atom: cute.CopyAtom, mKV: cute.Tensor, kv_layout: cute.
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
-    sKV = smem.allocate_tensor(cutlass.Float16, kv_layout.outer, byte_alignment=128,
-                               swizzle=kv_layout.inner)
-    tile_bytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(kv_layout, (None, None, 0)))
+    sKV, tile_bytes = ring_in_smem(smem, kv_layout)
 
     kv = pipeline.PipelineTmaUmma.create(
         barrier_storage=storage.kv_bars.data_ptr(), num_stages=KV_STAGES,

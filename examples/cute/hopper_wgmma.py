@@ -14,7 +14,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.cute.runtime import make_fake_compact_tensor
 
-from _tma import staged_tiles
+from _tma import ring_in_smem, staged_tiles
 
 TILE_M, TILE_N, TILE_K = 64, 64, 64
 STAGES = 2
@@ -40,12 +40,8 @@ def wgmma_kernel(atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, 
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
-    sA = smem.allocate_tensor(cutlass.Float16, a_layout.outer, byte_alignment=128,
-                              swizzle=a_layout.inner)
-    sB = smem.allocate_tensor(cutlass.Float16, b_layout.outer, byte_alignment=128,
-                              swizzle=b_layout.inner)
-    a_bytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(a_layout, (None, None, 0)))
-    b_bytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(b_layout, (None, None, 0)))
+    sA, a_bytes = ring_in_smem(smem, a_layout)
+    sB, b_bytes = ring_in_smem(smem, b_layout)
     tx_bytes = a_bytes
     if cutlass.const_expr(operands_counted == 2):
         tx_bytes = a_bytes + b_bytes

@@ -14,7 +14,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.runtime import make_fake_compact_tensor
 
-from _tma import staged_tiles
+from _tma import ring_in_smem, staged_tiles
 
 TILE_M, TILE_K = 64, 64
 CONSUMER_WARPS = 4                      # the producer is the warp after the consumers
@@ -47,10 +47,8 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(SharedStorage)
-    sA = smem.allocate_tensor(cutlass.Float16, a_smem_layout.outer, byte_alignment=128,
-                              swizzle=a_smem_layout.inner)
-    stage_layout = cute.slice_(a_smem_layout, (None, None, 0))
-    tma_bytes = cute.size_in_bytes(cutlass.Float16, stage_layout) * tx_scale
+    sA, stage_bytes = ring_in_smem(smem, a_smem_layout)
+    tma_bytes = stage_bytes * tx_scale
 
     pipeline_kind = pipeline.PipelineTmaAsync
     if cutlass.const_expr(umma):

@@ -19,7 +19,7 @@ import cutlass.utils as utils
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.runtime import make_fake_compact_tensor
 
-from _tma import staged_tiles
+from _tma import ring_in_smem, staged_tiles
 
 TILE_M, TILE_K = 128, 64
 AB_STAGES, ACC_STAGES = 2, 2
@@ -54,9 +54,7 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
     grid_x, _, _ = cute.arch.grid_dim()
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
-    sA = smem.allocate_tensor(cutlass.Float16, a_smem_layout.outer, byte_alignment=128,
-                              swizzle=a_smem_layout.inner)
-    stage_bytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(a_smem_layout, (None, None, 0)))
+    sA, stage_bytes = ring_in_smem(smem, a_smem_layout)
 
     ab_pipeline = pipeline.PipelineTmaUmma.create(
         barrier_storage=storage.ab_bars.data_ptr(), num_stages=AB_STAGES,

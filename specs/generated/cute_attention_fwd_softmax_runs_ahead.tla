@@ -10,76 +10,76 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,   \* 1: kv_bars[0] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    1,   \* 2: kv_bars[1] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    1,   \* 3: kv_bars[2] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    1,   \* 4: kv_bars[3] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:49
-    1,   \* 5: s_bars (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:53
-    32,  \* 6: s_bars_1 (Barrier)  examples/cute/attention_fwd.py:53
-    32,  \* 7: p_bars[0] (Barrier)  examples/cute/attention_fwd.py:57
-    32   \* 8: p_bars[1] (Barrier)  examples/cute/attention_fwd.py:57
+    1,   \* 1: kv_bars[0] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:47
+    1,   \* 2: kv_bars[1] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:47
+    1,   \* 3: kv_bars[2] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:47
+    1,   \* 4: kv_bars[3] (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:47
+    1,   \* 5: s_bars (Barrier, orders_tensor_core)  examples/cute/attention_fwd.py:51
+    32,  \* 6: s_bars_1 (Barrier)  examples/cute/attention_fwd.py:51
+    32,  \* 7: p_bars[0] (Barrier)  examples/cute/attention_fwd.py:55
+    32   \* 8: p_bars[1] (Barrier)  examples/cute/attention_fwd.py:55
 >>
 
 \* Agent 1: warp0 (thread), 11 instruction(s).
 Prog_1_warp0 == <<
-    wait_parity(5, 0, 1),           \* pc 0: wait_parity(s_bars, 0)  examples/cute/attention_fwd.py:107
-    arrive(<<6>>, 32),              \* pc 1: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:109
-    hw_arrive(1, 32, 64, 0, 0, 0),  \* pc 2: bar.arrive(3, 64)  examples/cute/attention_fwd.py:111
-    wait_parity(8, 1, 2),           \* pc 3: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:114
-    arrive(<<7>>, 32),              \* pc 4: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:116
-    wait_parity(5, 1, 1),           \* pc 5: wait_parity(s_bars, 1)  examples/cute/attention_fwd.py:107
-    arrive(<<6>>, 32),              \* pc 6: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:109
-    hw_arrive(1, 32, 64, 0, 0, 0),  \* pc 7: bar.arrive(3, 64)  examples/cute/attention_fwd.py:111
-    wait_parity(8, 0, 2),           \* pc 8: wait_parity(p_bars[1], 0)  examples/cute/attention_fwd.py:114
-    arrive(<<7>>, 32),              \* pc 9: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:116
-    wait_parity(8, 1, 2)            \* pc 10: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:118
+    wait_parity(5, 0, 1),           \* pc 0: wait_parity(s_bars, 0)  examples/cute/attention_fwd.py:105
+    arrive(<<6>>, 32),              \* pc 1: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:107
+    hw_arrive(1, 32, 64, 0, 0, 0),  \* pc 2: bar.arrive(3, 64)  examples/cute/attention_fwd.py:109
+    wait_parity(8, 1, 2),           \* pc 3: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:112
+    arrive(<<7>>, 32),              \* pc 4: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:114
+    wait_parity(5, 1, 1),           \* pc 5: wait_parity(s_bars, 1)  examples/cute/attention_fwd.py:105
+    arrive(<<6>>, 32),              \* pc 6: arrive(s_bars_1, count=32)  examples/cute/attention_fwd.py:107
+    hw_arrive(1, 32, 64, 0, 0, 0),  \* pc 7: bar.arrive(3, 64)  examples/cute/attention_fwd.py:109
+    wait_parity(8, 0, 2),           \* pc 8: wait_parity(p_bars[1], 0)  examples/cute/attention_fwd.py:112
+    arrive(<<7>>, 32),              \* pc 9: arrive(p_bars[0], count=32)  examples/cute/attention_fwd.py:114
+    wait_parity(8, 1, 2)            \* pc 10: wait_parity(p_bars[1], 1)  examples/cute/attention_fwd.py:116
 >>
 
 \* Agent 2: warp1 (thread), 4 instruction(s).
 Prog_2_warp1 == <<
-    hw_arrive(1, 32, 64, 9, 0, 1),  \* pc 0: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
-    hw_wait(1, 1),                  \* pc 1: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
-    hw_arrive(1, 32, 64, 9, 0, 1),  \* pc 2: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
-    hw_wait(1, 1)                   \* pc 3: bar.sync(3, 64)  examples/cute/attention_fwd.py:122
+    hw_arrive(1, 32, 64, 9, 0, 1),  \* pc 0: bar.sync(3, 64)  examples/cute/attention_fwd.py:120
+    hw_wait(1, 1),                  \* pc 1: bar.sync(3, 64)  examples/cute/attention_fwd.py:120
+    hw_arrive(1, 32, 64, 9, 0, 1),  \* pc 2: bar.sync(3, 64)  examples/cute/attention_fwd.py:120
+    hw_wait(1, 1)                   \* pc 3: bar.sync(3, 64)  examples/cute/attention_fwd.py:120
 >>
 
 \* Agent 3: warp2 (thread), 17 instruction(s).
 Prog_3_warp2 == <<
-    wait_parity(1, 0, 3),  \* pc 0: wait_parity(kv_bars[0], 0)  examples/cute/attention_fwd.py:83
-    wait_parity(6, 1, 4),  \* pc 1: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:84
-    issue_tcgen05(1),      \* pc 2: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:86
-    issue_tcgen05(2),      \* pc 3: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:88
-    wait_parity(2, 0, 5),  \* pc 4: wait_parity(kv_bars[1], 0)  examples/cute/attention_fwd.py:90
-    wait_parity(7, 0, 6),  \* pc 5: wait_parity(p_bars[0], 0)  examples/cute/attention_fwd.py:91
-    arrive(<<8>>, 32),     \* pc 6: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:97
-    issue_tcgen05(3),      \* pc 7: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:99
-    wait_parity(1, 1, 3),  \* pc 8: wait_parity(kv_bars[0], 1)  examples/cute/attention_fwd.py:83
-    wait_parity(6, 0, 4),  \* pc 9: wait_parity(s_bars_1, 0)  examples/cute/attention_fwd.py:84
-    issue_tcgen05(1),      \* pc 10: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:86
-    issue_tcgen05(2),      \* pc 11: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:88
-    wait_parity(2, 1, 5),  \* pc 12: wait_parity(kv_bars[1], 1)  examples/cute/attention_fwd.py:90
-    wait_parity(7, 1, 6),  \* pc 13: wait_parity(p_bars[0], 1)  examples/cute/attention_fwd.py:91
-    arrive(<<8>>, 32),     \* pc 14: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:97
-    issue_tcgen05(3),      \* pc 15: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:99
-    wait_parity(6, 1, 4)   \* pc 16: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:101
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(kv_bars[0], 0)  examples/cute/attention_fwd.py:81
+    wait_parity(6, 1, 4),  \* pc 1: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:82
+    issue_tcgen05(1),      \* pc 2: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:84
+    issue_tcgen05(2),      \* pc 3: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:86
+    wait_parity(2, 0, 5),  \* pc 4: wait_parity(kv_bars[1], 0)  examples/cute/attention_fwd.py:88
+    wait_parity(7, 0, 6),  \* pc 5: wait_parity(p_bars[0], 0)  examples/cute/attention_fwd.py:89
+    arrive(<<8>>, 32),     \* pc 6: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:95
+    issue_tcgen05(3),      \* pc 7: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:97
+    wait_parity(1, 1, 3),  \* pc 8: wait_parity(kv_bars[0], 1)  examples/cute/attention_fwd.py:81
+    wait_parity(6, 0, 4),  \* pc 9: wait_parity(s_bars_1, 0)  examples/cute/attention_fwd.py:82
+    issue_tcgen05(1),      \* pc 10: tcgen05_commit_arrive(s_bars)  examples/cute/attention_fwd.py:84
+    issue_tcgen05(2),      \* pc 11: tcgen05_commit_arrive(kv_bars[2])  examples/cute/attention_fwd.py:86
+    wait_parity(2, 1, 5),  \* pc 12: wait_parity(kv_bars[1], 1)  examples/cute/attention_fwd.py:88
+    wait_parity(7, 1, 6),  \* pc 13: wait_parity(p_bars[0], 1)  examples/cute/attention_fwd.py:89
+    arrive(<<8>>, 32),     \* pc 14: arrive(p_bars[1], count=32)  examples/cute/attention_fwd.py:95
+    issue_tcgen05(3),      \* pc 15: tcgen05_commit_arrive(kv_bars[3])  examples/cute/attention_fwd.py:97
+    wait_parity(6, 1, 4)   \* pc 16: wait_parity(s_bars_1, 1)  examples/cute/attention_fwd.py:99
 >>
 
 \* Agent 4: warp3 (thread), 14 instruction(s).
 Prog_4_warp3 == <<
-    wait_parity(3, 1, 7),            \* pc 0: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(4, 1, 8),            \* pc 3: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<2>>, 8192),   \* pc 4: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<2>>),  \* pc 5: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(3, 0, 7),            \* pc 6: wait_parity(kv_bars[2], 0)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(4, 0, 8),            \* pc 9: wait_parity(kv_bars[3], 0)  examples/cute/attention_fwd.py:72
-    arrive_expect_tx(<<2>>, 8192),   \* pc 10: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:72
-    issue_async(<<>>, 8192, <<2>>),  \* pc 11: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:73
-    wait_parity(3, 1, 7),            \* pc 12: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:76
-    wait_parity(4, 1, 8)             \* pc 13: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:76
+    wait_parity(3, 1, 7),            \* pc 0: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:71
+    wait_parity(4, 1, 8),            \* pc 3: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:70
+    arrive_expect_tx(<<2>>, 8192),   \* pc 4: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:70
+    issue_async(<<>>, 8192, <<2>>),  \* pc 5: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:71
+    wait_parity(3, 0, 7),            \* pc 6: wait_parity(kv_bars[2], 0)  examples/cute/attention_fwd.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(kv_bars[0], 8192B)  examples/cute/attention_fwd.py:71
+    wait_parity(4, 0, 8),            \* pc 9: wait_parity(kv_bars[3], 0)  examples/cute/attention_fwd.py:70
+    arrive_expect_tx(<<2>>, 8192),   \* pc 10: arrive_expect_tx(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:70
+    issue_async(<<>>, 8192, <<2>>),  \* pc 11: tma_load(kv_bars[1], 8192B)  examples/cute/attention_fwd.py:71
+    wait_parity(3, 1, 7),            \* pc 12: wait_parity(kv_bars[2], 1)  examples/cute/attention_fwd.py:74
+    wait_parity(4, 1, 8)             \* pc 13: wait_parity(kv_bars[3], 1)  examples/cute/attention_fwd.py:74
 >>
 
 KernelProg == <<

@@ -10,68 +10,68 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: mainloop_bars[0] (Barrier)  examples/cute/hopper_wgmma.py:53
-    1,  \* 2: mainloop_bars[1] (Barrier)  examples/cute/hopper_wgmma.py:53
-    4,  \* 3: mainloop_bars_2[0] (Barrier)  examples/cute/hopper_wgmma.py:53
-    4   \* 4: mainloop_bars_2[1] (Barrier)  examples/cute/hopper_wgmma.py:53
+    1,  \* 1: mainloop_bars[0] (Barrier)  examples/cute/hopper_wgmma.py:49
+    1,  \* 2: mainloop_bars[1] (Barrier)  examples/cute/hopper_wgmma.py:49
+    4,  \* 3: mainloop_bars_2[0] (Barrier)  examples/cute/hopper_wgmma.py:49
+    4   \* 4: mainloop_bars_2[1] (Barrier)  examples/cute/hopper_wgmma.py:49
 >>
 
 \* Agent 1: warp0 (thread), 6 instruction(s).
 Prog_1_warp0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(mainloop_bars[0], 0)  examples/cute/hopper_wgmma.py:81
-    wait_parity(2, 0, 2),  \* pc 1: wait_parity(mainloop_bars[1], 0)  examples/cute/hopper_wgmma.py:81
-    arrive(<<3>>, 1),      \* pc 2: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:87
-    wait_parity(1, 1, 1),  \* pc 3: wait_parity(mainloop_bars[0], 1)  examples/cute/hopper_wgmma.py:81
-    arrive(<<4>>, 1),      \* pc 4: arrive(mainloop_bars_2[1])  examples/cute/hopper_wgmma.py:87
-    arrive(<<3>>, 1)       \* pc 5: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:92
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(mainloop_bars[0], 0)  examples/cute/hopper_wgmma.py:77
+    wait_parity(2, 0, 2),  \* pc 1: wait_parity(mainloop_bars[1], 0)  examples/cute/hopper_wgmma.py:77
+    arrive(<<3>>, 1),      \* pc 2: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:83
+    wait_parity(1, 1, 1),  \* pc 3: wait_parity(mainloop_bars[0], 1)  examples/cute/hopper_wgmma.py:77
+    arrive(<<4>>, 1),      \* pc 4: arrive(mainloop_bars_2[1])  examples/cute/hopper_wgmma.py:83
+    arrive(<<3>>, 1)       \* pc 5: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:88
 >>
 
 \* Agent 2: warp1 (thread), 6 instruction(s).
 Prog_2_warp1 == <<
-    wait_parity(1, 0, 3),  \* pc 0: wait_parity(mainloop_bars[0], 0)  examples/cute/hopper_wgmma.py:81
-    wait_parity(2, 0, 4),  \* pc 1: wait_parity(mainloop_bars[1], 0)  examples/cute/hopper_wgmma.py:81
-    arrive(<<3>>, 1),      \* pc 2: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:87
-    wait_parity(1, 1, 3),  \* pc 3: wait_parity(mainloop_bars[0], 1)  examples/cute/hopper_wgmma.py:81
-    arrive(<<4>>, 1),      \* pc 4: arrive(mainloop_bars_2[1])  examples/cute/hopper_wgmma.py:87
-    arrive(<<3>>, 1)       \* pc 5: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:92
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(mainloop_bars[0], 0)  examples/cute/hopper_wgmma.py:77
+    wait_parity(2, 0, 4),  \* pc 1: wait_parity(mainloop_bars[1], 0)  examples/cute/hopper_wgmma.py:77
+    arrive(<<3>>, 1),      \* pc 2: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:83
+    wait_parity(1, 1, 3),  \* pc 3: wait_parity(mainloop_bars[0], 1)  examples/cute/hopper_wgmma.py:77
+    arrive(<<4>>, 1),      \* pc 4: arrive(mainloop_bars_2[1])  examples/cute/hopper_wgmma.py:83
+    arrive(<<3>>, 1)       \* pc 5: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:88
 >>
 
 \* Agent 3: warp2 (thread), 6 instruction(s).
 Prog_3_warp2 == <<
-    wait_parity(1, 0, 5),  \* pc 0: wait_parity(mainloop_bars[0], 0)  examples/cute/hopper_wgmma.py:81
-    wait_parity(2, 0, 6),  \* pc 1: wait_parity(mainloop_bars[1], 0)  examples/cute/hopper_wgmma.py:81
-    arrive(<<3>>, 1),      \* pc 2: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:87
-    wait_parity(1, 1, 5),  \* pc 3: wait_parity(mainloop_bars[0], 1)  examples/cute/hopper_wgmma.py:81
-    arrive(<<4>>, 1),      \* pc 4: arrive(mainloop_bars_2[1])  examples/cute/hopper_wgmma.py:87
-    arrive(<<3>>, 1)       \* pc 5: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:92
+    wait_parity(1, 0, 5),  \* pc 0: wait_parity(mainloop_bars[0], 0)  examples/cute/hopper_wgmma.py:77
+    wait_parity(2, 0, 6),  \* pc 1: wait_parity(mainloop_bars[1], 0)  examples/cute/hopper_wgmma.py:77
+    arrive(<<3>>, 1),      \* pc 2: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:83
+    wait_parity(1, 1, 5),  \* pc 3: wait_parity(mainloop_bars[0], 1)  examples/cute/hopper_wgmma.py:77
+    arrive(<<4>>, 1),      \* pc 4: arrive(mainloop_bars_2[1])  examples/cute/hopper_wgmma.py:83
+    arrive(<<3>>, 1)       \* pc 5: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:88
 >>
 
 \* Agent 4: warp3 (thread), 6 instruction(s).
 Prog_4_warp3 == <<
-    wait_parity(1, 0, 7),  \* pc 0: wait_parity(mainloop_bars[0], 0)  examples/cute/hopper_wgmma.py:81
-    wait_parity(2, 0, 8),  \* pc 1: wait_parity(mainloop_bars[1], 0)  examples/cute/hopper_wgmma.py:81
-    arrive(<<3>>, 1),      \* pc 2: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:87
-    wait_parity(1, 1, 7),  \* pc 3: wait_parity(mainloop_bars[0], 1)  examples/cute/hopper_wgmma.py:81
-    arrive(<<4>>, 1),      \* pc 4: arrive(mainloop_bars_2[1])  examples/cute/hopper_wgmma.py:87
-    arrive(<<3>>, 1)       \* pc 5: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:92
+    wait_parity(1, 0, 7),  \* pc 0: wait_parity(mainloop_bars[0], 0)  examples/cute/hopper_wgmma.py:77
+    wait_parity(2, 0, 8),  \* pc 1: wait_parity(mainloop_bars[1], 0)  examples/cute/hopper_wgmma.py:77
+    arrive(<<3>>, 1),      \* pc 2: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:83
+    wait_parity(1, 1, 7),  \* pc 3: wait_parity(mainloop_bars[0], 1)  examples/cute/hopper_wgmma.py:77
+    arrive(<<4>>, 1),      \* pc 4: arrive(mainloop_bars_2[1])  examples/cute/hopper_wgmma.py:83
+    arrive(<<3>>, 1)       \* pc 5: arrive(mainloop_bars_2[0])  examples/cute/hopper_wgmma.py:88
 >>
 
 \* Agent 5: warp4 (thread), 14 instruction(s).
 Prog_5_warp4 == <<
-    wait_parity(3, 1, 9),            \* pc 0: wait_parity(mainloop_bars_2[0], 1)  examples/cute/hopper_wgmma.py:69
-    arrive_expect_tx(<<1>>, 16384),  \* pc 1: arrive_expect_tx(mainloop_bars[0], 16384B)  examples/cute/hopper_wgmma.py:69
-    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:71
-    issue_async(<<>>, 8192, <<1>>),  \* pc 3: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:72
-    wait_parity(4, 1, 10),           \* pc 4: wait_parity(mainloop_bars_2[1], 1)  examples/cute/hopper_wgmma.py:69
-    arrive_expect_tx(<<2>>, 16384),  \* pc 5: arrive_expect_tx(mainloop_bars[1], 16384B)  examples/cute/hopper_wgmma.py:69
-    issue_async(<<>>, 8192, <<2>>),  \* pc 6: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:71
-    issue_async(<<>>, 8192, <<2>>),  \* pc 7: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:72
-    wait_parity(3, 0, 9),            \* pc 8: wait_parity(mainloop_bars_2[0], 0)  examples/cute/hopper_wgmma.py:69
-    arrive_expect_tx(<<1>>, 16384),  \* pc 9: arrive_expect_tx(mainloop_bars[0], 16384B)  examples/cute/hopper_wgmma.py:69
-    issue_async(<<>>, 8192, <<1>>),  \* pc 10: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:71
-    issue_async(<<>>, 8192, <<1>>),  \* pc 11: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:72
-    wait_parity(4, 0, 10),           \* pc 12: wait_parity(mainloop_bars_2[1], 0)  examples/cute/hopper_wgmma.py:75
-    wait_parity(3, 1, 9)             \* pc 13: wait_parity(mainloop_bars_2[0], 1)  examples/cute/hopper_wgmma.py:75
+    wait_parity(3, 1, 9),            \* pc 0: wait_parity(mainloop_bars_2[0], 1)  examples/cute/hopper_wgmma.py:65
+    arrive_expect_tx(<<1>>, 16384),  \* pc 1: arrive_expect_tx(mainloop_bars[0], 16384B)  examples/cute/hopper_wgmma.py:65
+    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:67
+    issue_async(<<>>, 8192, <<1>>),  \* pc 3: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:68
+    wait_parity(4, 1, 10),           \* pc 4: wait_parity(mainloop_bars_2[1], 1)  examples/cute/hopper_wgmma.py:65
+    arrive_expect_tx(<<2>>, 16384),  \* pc 5: arrive_expect_tx(mainloop_bars[1], 16384B)  examples/cute/hopper_wgmma.py:65
+    issue_async(<<>>, 8192, <<2>>),  \* pc 6: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:67
+    issue_async(<<>>, 8192, <<2>>),  \* pc 7: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:68
+    wait_parity(3, 0, 9),            \* pc 8: wait_parity(mainloop_bars_2[0], 0)  examples/cute/hopper_wgmma.py:65
+    arrive_expect_tx(<<1>>, 16384),  \* pc 9: arrive_expect_tx(mainloop_bars[0], 16384B)  examples/cute/hopper_wgmma.py:65
+    issue_async(<<>>, 8192, <<1>>),  \* pc 10: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:67
+    issue_async(<<>>, 8192, <<1>>),  \* pc 11: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:68
+    wait_parity(4, 0, 10),           \* pc 12: wait_parity(mainloop_bars_2[1], 0)  examples/cute/hopper_wgmma.py:71
+    wait_parity(3, 1, 9)             \* pc 13: wait_parity(mainloop_bars_2[0], 1)  examples/cute/hopper_wgmma.py:71
 >>
 
 KernelProg == <<

@@ -10,76 +10,76 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,    \* 1: pipeline_bars[0] (Barrier)  examples/cute/pipeline_tma.py:58
-    1,    \* 2: pipeline_bars[1] (Barrier)  examples/cute/pipeline_tma.py:58
-    128,  \* 3: pipeline_bars_2[0] (Barrier)  examples/cute/pipeline_tma.py:58
-    128   \* 4: pipeline_bars_2[1] (Barrier)  examples/cute/pipeline_tma.py:58
+    1,    \* 1: pipeline_bars[0] (Barrier)  examples/cute/pipeline_tma.py:56
+    1,    \* 2: pipeline_bars[1] (Barrier)  examples/cute/pipeline_tma.py:56
+    128,  \* 3: pipeline_bars_2[0] (Barrier)  examples/cute/pipeline_tma.py:56
+    128   \* 4: pipeline_bars_2[1] (Barrier)  examples/cute/pipeline_tma.py:56
 >>
 
 \* Agent 1: warp0 (thread), 8 instruction(s).
 Prog_1_warp0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:96
-    wait_parity(2, 0, 2),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 1, 1),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:96
-    wait_parity(2, 1, 2),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 0, 2),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 1),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 1, 2),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
 >>
 
 \* Agent 2: warp1 (thread), 8 instruction(s).
 Prog_2_warp1 == <<
-    wait_parity(1, 0, 3),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:96
-    wait_parity(2, 0, 4),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 1, 3),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:96
-    wait_parity(2, 1, 4),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 0, 4),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 3),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 1, 4),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
 >>
 
 \* Agent 3: warp2 (thread), 8 instruction(s).
 Prog_3_warp2 == <<
-    wait_parity(1, 0, 5),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:96
-    wait_parity(2, 0, 6),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 1, 5),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:96
-    wait_parity(2, 1, 6),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 0, 5),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 0, 6),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 5),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 1, 6),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
 >>
 
 \* Agent 4: warp3 (thread), 8 instruction(s).
 Prog_4_warp3 == <<
-    wait_parity(1, 0, 7),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:96
-    wait_parity(2, 0, 8),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 1, 7),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:96
-    wait_parity(2, 1, 8),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 0, 7),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 0, 8),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 7),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 1, 8),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
 >>
 
 \* Agent 5: warp4 (thread), 14 instruction(s).
 Prog_5_warp4 == <<
-    wait_parity(3, 1, 9),            \* pc 0: wait_parity(pipeline_bars_2[0], 1)  examples/cute/pipeline_tma.py:72
-    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:72
-    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:73
-    wait_parity(4, 1, 10),           \* pc 3: wait_parity(pipeline_bars_2[1], 1)  examples/cute/pipeline_tma.py:72
-    arrive_expect_tx(<<2>>, 8192),   \* pc 4: arrive_expect_tx(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:72
-    issue_async(<<>>, 8192, <<2>>),  \* pc 5: tma_load(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:73
-    wait_parity(3, 0, 9),            \* pc 6: wait_parity(pipeline_bars_2[0], 0)  examples/cute/pipeline_tma.py:72
-    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:72
-    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:73
-    wait_parity(4, 0, 10),           \* pc 9: wait_parity(pipeline_bars_2[1], 0)  examples/cute/pipeline_tma.py:72
-    arrive_expect_tx(<<2>>, 8192),   \* pc 10: arrive_expect_tx(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:72
-    issue_async(<<>>, 8192, <<2>>),  \* pc 11: tma_load(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:73
-    wait_parity(3, 1, 9),            \* pc 12: wait_parity(pipeline_bars_2[0], 1)  examples/cute/pipeline_tma.py:77
-    wait_parity(4, 1, 10)            \* pc 13: wait_parity(pipeline_bars_2[1], 1)  examples/cute/pipeline_tma.py:77
+    wait_parity(3, 1, 9),            \* pc 0: wait_parity(pipeline_bars_2[0], 1)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(4, 1, 10),           \* pc 3: wait_parity(pipeline_bars_2[1], 1)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<2>>, 8192),   \* pc 4: arrive_expect_tx(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<2>>),  \* pc 5: tma_load(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(3, 0, 9),            \* pc 6: wait_parity(pipeline_bars_2[0], 0)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(4, 0, 10),           \* pc 9: wait_parity(pipeline_bars_2[1], 0)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<2>>, 8192),   \* pc 10: arrive_expect_tx(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<2>>),  \* pc 11: tma_load(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(3, 1, 9),            \* pc 12: wait_parity(pipeline_bars_2[0], 1)  examples/cute/pipeline_tma.py:75
+    wait_parity(4, 1, 10)            \* pc 13: wait_parity(pipeline_bars_2[1], 1)  examples/cute/pipeline_tma.py:75
 >>
 
 KernelProg == <<

@@ -10,62 +10,62 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: pipeline_bars (Barrier)  examples/cute/pipeline_tma.py:58
-    4   \* 2: pipeline_bars_1 (Barrier)  examples/cute/pipeline_tma.py:58
+    1,  \* 1: pipeline_bars (Barrier)  examples/cute/pipeline_tma.py:56
+    4   \* 2: pipeline_bars_1 (Barrier)  examples/cute/pipeline_tma.py:56
 >>
 
 \* Agent 1: warp0 (thread), 6 instruction(s).
 Prog_1_warp0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 1, 1),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 0, 1),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 1),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 1),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
 >>
 
 \* Agent 2: warp1 (thread), 6 instruction(s).
 Prog_2_warp1 == <<
-    wait_parity(1, 0, 2),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 1, 2),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 0, 2),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 0, 2),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 2),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 2),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
 >>
 
 \* Agent 3: warp2 (thread), 6 instruction(s).
 Prog_3_warp2 == <<
-    wait_parity(1, 0, 3),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 1, 3),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 0, 3),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 3),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 3),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
 >>
 
 \* Agent 4: warp3 (thread), 6 instruction(s).
 Prog_4_warp3 == <<
-    wait_parity(1, 0, 4),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 1, 4),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
-    wait_parity(1, 0, 4),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:92
-    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:96
+    wait_parity(1, 0, 4),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 4),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 4),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
 >>
 
 \* Agent 5: warp4 (thread), 10 instruction(s).
 Prog_5_warp4 == <<
-    wait_parity(2, 1, 5),            \* pc 0: wait_parity(pipeline_bars_1, 1)  examples/cute/pipeline_tma.py:72
-    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:72
-    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:73
-    wait_parity(2, 0, 5),            \* pc 3: wait_parity(pipeline_bars_1, 0)  examples/cute/pipeline_tma.py:72
-    arrive_expect_tx(<<1>>, 8192),   \* pc 4: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:72
-    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:73
-    wait_parity(2, 1, 5),            \* pc 6: wait_parity(pipeline_bars_1, 1)  examples/cute/pipeline_tma.py:72
-    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:72
-    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:73
-    wait_parity(2, 0, 5)             \* pc 9: wait_parity(pipeline_bars_1, 0)  examples/cute/pipeline_tma.py:77
+    wait_parity(2, 1, 5),            \* pc 0: wait_parity(pipeline_bars_1, 1)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(2, 0, 5),            \* pc 3: wait_parity(pipeline_bars_1, 0)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 4: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(2, 1, 5),            \* pc 6: wait_parity(pipeline_bars_1, 1)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(2, 0, 5)             \* pc 9: wait_parity(pipeline_bars_1, 0)  examples/cute/pipeline_tma.py:75
 >>
 
 KernelProg == <<

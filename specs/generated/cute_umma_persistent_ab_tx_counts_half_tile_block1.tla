@@ -11,54 +11,54 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,   \* 1: ab_bars[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 2: ab_bars[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 3: ab_bars[2] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 4: ab_bars[3] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:61
-    1,   \* 5: acc_bars[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:66
-    1,   \* 6: acc_bars[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:66
-    64,  \* 7: acc_bars_2[0] (Barrier)  examples/cute/umma_persistent.py:66
-    64   \* 8: acc_bars_2[1] (Barrier)  examples/cute/umma_persistent.py:66
+    1,   \* 1: ab_bars[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
+    1,   \* 2: ab_bars[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
+    1,   \* 3: ab_bars[2] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
+    1,   \* 4: ab_bars[3] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:59
+    1,   \* 5: acc_bars[0] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:64
+    1,   \* 6: acc_bars[1] (Barrier, orders_tensor_core)  examples/cute/umma_persistent.py:64
+    64,  \* 7: acc_bars_2[0] (Barrier)  examples/cute/umma_persistent.py:64
+    64   \* 8: acc_bars_2[1] (Barrier)  examples/cute/umma_persistent.py:64
 >>
 
 \* Agent 1: warp0 (thread), 6 instruction(s).
 Prog_1_warp0 == <<
-    hw_arrive(1, 32, 96, 1, 0, 1),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    hw_wait(1, 1),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    wait_parity(5, 0, 1),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:117
-    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:119
-    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
-    hw_wait(2, 2)                   \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_arrive(1, 32, 96, 1, 0, 1),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
+    hw_wait(1, 1),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
+    wait_parity(5, 0, 1),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:115
+    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:117
+    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
+    hw_wait(2, 2)                   \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
 >>
 
 \* Agent 2: warp1 (thread), 6 instruction(s).
 Prog_2_warp1 == <<
-    hw_arrive(1, 32, 96, 1, 0, 3),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    hw_wait(1, 3),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    wait_parity(5, 0, 2),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:117
-    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:119
-    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
-    hw_wait(2, 4)                   \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:122
+    hw_arrive(1, 32, 96, 1, 0, 3),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
+    hw_wait(1, 3),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
+    wait_parity(5, 0, 2),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:115
+    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:117
+    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
+    hw_wait(2, 4)                   \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:120
 >>
 
 \* Agent 3: warp2 (thread), 7 instruction(s).
 Prog_3_warp2 == <<
-    hw_arrive(1, 32, 96, 1, 0, 5),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    hw_wait(1, 5),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:84
-    wait_parity(7, 1, 3),           \* pc 2: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:102
-    wait_parity(1, 0, 4),           \* pc 3: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:104
-    issue_tcgen05(1),               \* pc 4: tcgen05_commit_arrive(ab_bars[2])  examples/cute/umma_persistent.py:106
-    issue_tcgen05(2),               \* pc 5: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:108
-    wait_parity(7, 0, 3)            \* pc 6: wait_parity(acc_bars_2[0], 0)  examples/cute/umma_persistent.py:110
+    hw_arrive(1, 32, 96, 1, 0, 5),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
+    hw_wait(1, 5),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:82
+    wait_parity(7, 1, 3),           \* pc 2: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:100
+    wait_parity(1, 0, 4),           \* pc 3: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:102
+    issue_tcgen05(1),               \* pc 4: tcgen05_commit_arrive(ab_bars[2])  examples/cute/umma_persistent.py:104
+    issue_tcgen05(2),               \* pc 5: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:106
+    wait_parity(7, 0, 3)            \* pc 6: wait_parity(acc_bars_2[0], 0)  examples/cute/umma_persistent.py:108
 >>
 
 \* Agent 4: warp3 (thread), 5 instruction(s).
 Prog_4_warp3 == <<
-    wait_parity(3, 1, 5),             \* pc 0: wait_parity(ab_bars[2], 1)  examples/cute/umma_persistent.py:90
-    arrive_expect_tx(<<1>>, 8192),    \* pc 1: arrive_expect_tx(ab_bars[0], 8192B)  examples/cute/umma_persistent.py:90
-    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:91
-    wait_parity(4, 1, 6),             \* pc 3: wait_parity(ab_bars[3], 1)  examples/cute/umma_persistent.py:94
-    wait_parity(3, 0, 5)              \* pc 4: wait_parity(ab_bars[2], 0)  examples/cute/umma_persistent.py:94
+    wait_parity(3, 1, 5),             \* pc 0: wait_parity(ab_bars[2], 1)  examples/cute/umma_persistent.py:88
+    arrive_expect_tx(<<1>>, 8192),    \* pc 1: arrive_expect_tx(ab_bars[0], 8192B)  examples/cute/umma_persistent.py:88
+    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:89
+    wait_parity(4, 1, 6),             \* pc 3: wait_parity(ab_bars[3], 1)  examples/cute/umma_persistent.py:92
+    wait_parity(3, 0, 5)              \* pc 4: wait_parity(ab_bars[2], 0)  examples/cute/umma_persistent.py:92
 >>
 
 KernelProg == <<
