@@ -22,7 +22,8 @@ from conftest import EXAMPLES                                           # noqa: 
 
 FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
-                   "async_pipeline.py")]
+                   "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py",
+                   "attention_fwd.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 _BUILT: dict = {}
 SECONDS: dict = {}
@@ -58,11 +59,15 @@ def test_pipeline_mainloop_translation():
     kernel = _kernel(_target("mainloop"))
     assert kernel.source == "cute" and kernel.thread_axis == "warp" and kernel.num_warps == 1
     assert repr(kernel.num_threads) == "5"                  # 160 threads: 5 warps, 1 agent each
-    # PipelineTmaAsync's barrier array: full barriers (1 arrival: the producer's
-    # arrive.expect_tx) then empty barriers (one arrival per consumer warp)
+    # PipelineTmaAsync's barrier array, named after its struct field: full barriers (1
+    # arrival: the producer's arrive.expect_tx) then empty barriers (one per consumer warp)
     counts = [(b.name, repr(b.num_arrivals), repr(b.shape[0]), b.explicit_init)
               for b in kernel.barriers]
-    assert counts == [("storage_0", "1", "2", True), ("storage_2", "4", "2", True)]
+    # initialised, fenced and published by the create's __syncthreads before any use: the
+    # kernel is checked from there with initialised barriers
+    assert counts == [("pipeline_bars", "1", "2", False), ("pipeline_bars_2", "4", "2", False)]
+    assert not any(op.kind in ("mbarrier_init", "fence_mbarrier_init") for op in kernel.ops())
+    assert any("published by a block-wide barrier" in n for n in kernel.notes)
     ops = list(kernel.ops())
     tma = [op for op in ops if op.kind == "tma_load"]
     expect_tx = [op for op in ops if op.kind == "arrive_expect_tx"]
@@ -114,7 +119,8 @@ def test_expected_verdict_and_replayed_counterexample(target):
         assert d.location and d.location.startswith(os.path.relpath(target.path)), d.location
     if verdict.verdict == "violation" and verdict.trace is not None:
         trace = verdict.trace
-        run = replay(System(kernel, trace.params, trace.grid_position), trace.actions)
+        run = replay(System(kernel, trace.params, trace.grid_position), trace.actions,
+                     witness=trace.witness_actions)    # parity aliasing: the other schedule
         assert run.violation is not None and run.violation.code == verdict.codes[0]
         # every step a warp takes is at a CuTe line (a BP147 at the start has no steps)
         located = [s.location for s in trace.steps if s.agent_kind in ("thread", "warp")]
@@ -274,3 +280,154 @@ def test_compile_time_per_kernel_is_measured_and_small():
         seconds = float(re.search(r"in ([\d.]+) s", note).group(1))
         assert 0 < seconds <= SECONDS[target.ref] + 0.01
         assert SECONDS[target.ref] < 20, (target.ref, SECONDS[target.ref])
+
+
+def _grid_tree(grid, *ops, cluster=(1, 1, 1)):
+    return KernelTree("k", "k", Block((), tuple(ops)), (), (32, 1, 1), grid, cluster,
+                      Loc("k.py", 1, "k"))
+
+
+def _leader_branch(*then):
+    """`if bidx == 0: then`, with the barrier the ops in `then` use (operand 3)."""
+    one = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 1})
+    zero = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 0})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 1))
+    bidx = _op("nvvm.read.ptx.sreg.ctaid.x", results=(4,), types=("i32",))
+    leader = _op("arith.cmpi", operands=(4, 2), results=(5,), types=("i1",),
+                 attrs={"predicate": 0})
+    branch = _op("scf.if", operands=(5,), line=8, regions=((Block((), tuple(then)),),))
+    return (one, zero, alloca, init, bidx, leader, branch)
+
+
+def test_a_branch_on_the_block_index_is_a_grid_axis_when_the_grid_is_small():
+    from barrierproof.model.cute.translate import kernel_ir
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    kernel = kernel_ir(_grid_tree((3, 1, 1), *_leader_branch(arrive)))
+    assert [(a, repr(n)) for a, n in kernel.grid] == [("block", "3")]
+    [when] = [s for s in kernel.body if isinstance(s, When)]
+    assert [op.kind for op in iter_ops(when.then)] == ["mbarrier_init", "arrive"]
+    assert [op.kind for op in iter_ops(when.orelse)] == ["mbarrier_init"]
+    # a grid too large to enumerate leaves the index unknown: BP190 at the branch
+    large = kernel_ir(_grid_tree((64, 1, 1), *_leader_branch(arrive)))
+    [cut] = [op for op in large.ops() if op.kind == "unmodeled"]
+    assert "block index" in cut.name and "64 blocks" in cut.name and cut.loc.line == 8
+    assert not large.grid
+
+
+def test_the_persistent_tile_loop_is_read_per_block():
+    kernel = _kernel(_target("persistent"))
+    assert [(a, repr(n)) for a, n in kernel.grid] == [("block", "2")]
+    [per_block] = [s for s in kernel.body if isinstance(s, When)]
+    assert "block" in repr(per_block.cond)
+    loads = [sum(op.kind == "tma_load" for op in iter_ops(side))
+             for side in (per_block.then, per_block.orelse)]
+    assert loads == [2, 1]                      # block 0: tiles 0 and 2; block 1: tile 1
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+
+
+def test_ops_that_only_look_like_synchronization_are_not_bp190():
+    from barrierproof.model.cute.handlers import synchronizes
+    for name in ("cute.select", "cf.assert", "cute_nvgpu.arch.sm100.alloc_tmem",
+                 "cute_nvgpu.arch.sm100.retrieve_tmem_ptr", "nvvm.wgmma.wait.group.sync.aligned"):
+        assert not synchronizes(_op(name)), name
+    for name in ("nvvm.mbarrier.try_wait.parity.timelimit", "nvvm.barrier.cta.red",
+                 "nvvm.cp.async.mbarrier.arrive"):
+        assert synchronizes(_op(name)), name
+
+
+def test_named_barriers_without_a_count_and_unaligned():
+    const = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 1})
+    count = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 64})
+    whole = _op("nvvm.barrier", operands=(1,), attrs={"operandSegmentSizes":
+                                                      "array<i32: 1, 0>"})
+    unaligned = _op("nvvm.barrier.cta.sync", operands=(1, 2), attrs={"aligned": False})
+    arrive = _op("nvvm.barrier.cta.arrive", operands=(1, 2), attrs={"aligned": True})
+    legacy = _op("nvvm.barrier.arrive", operands=(1, 2))     # barrierId, numberOfThreads
+    events = Warp(_tree(const, count, whole, unaligned, arrive, legacy), 0, {}).run()
+    assert [(e.kind, e.bar_id, e.count, e.aligned) for e in events] == [
+        ("bar_sync", 1, 64, True), ("bar_sync", 1, 64, False), ("bar_arrive", 1, 64, True),
+        ("bar_arrive", 1, 64, True)]
+
+
+def test_a_peer_address_is_the_block_itself_only_without_clusters():
+    from barrierproof.model.cute.translate import kernel_ir
+    rank = _op("arith.constant", results=(6,), types=("i32",), attrs={"value": 0})
+    peer = _op("nvvm.mapa", operands=(3, 6), results=(7,), types=("!llvm.ptr<7>",))
+    arrive = Node("nvvm.mbarrier.arrive", (7,), (), (), ("!llvm.ptr<7>",), {}, (),
+                  Loc("k.py", 9, "k"))
+    local = kernel_ir(_grid_tree((1, 1, 1), *_leader_branch(rank, peer, arrive)))
+    assert [op.kind for op in local.ops()] == ["mbarrier_init", "arrive"]
+    other = _op("arith.constant", results=(6,), types=("i32",), attrs={"value": 1})
+    remote = kernel_ir(_grid_tree((1, 1, 1), *_leader_branch(other, peer, arrive)))
+    [cut] = [op for op in remote.ops() if op.kind == "unmodeled"]
+    assert "rank 1" in cut.name and cut.loc.line == 9
+    # in a cluster of two, every warp keeps only what was not read: unknown, never a finding
+    clustered = kernel_ir(_grid_tree((1, 1, 1), *_leader_branch(rank, peer, arrive),
+                                     cluster=(2, 1, 1)))
+    assert {op.kind for op in clustered.ops()} == {"unmodeled"}
+
+
+def test_static_cute_tuples_and_scheduler_arithmetic():
+    from barrierproof.model.cute.handlers import static_value
+    assert static_value('!cute.int_tuple<"(2,1,1)">') == (2, 1, 1)
+    assert static_value('!cute.shape<"128">') == 128
+    assert static_value('!cute.int_tuple<"?">') is None
+    assert static_value('!cute.shape<"((64,128),1)">') is None      # nested: not a number
+    seven = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 7})
+    three = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 3})
+    div = _op("cute.fast_divmod.create_divisor", operands=(2,), results=(3,),
+              types=("!cute.fast_divmod_divisor<32>",))
+    qr = _op("cute.fast_divmod.compute", operands=(1, 3), results=(4, 5), types=("i32", "i32"))
+    size = _op("cute.size", results=(6,), types=('!cute.int_tuple<"2">',))
+    warp = Warp(_tree(seven, three, div, qr, size), 0, {})
+    warp.run()
+    assert (warp.env[4], warp.env[5], warp.env[6]) == (2, 1, 2)
+
+
+def test_barriers_are_named_after_their_struct_fields():
+    kernel = _kernel(_target("attention"))
+    names = {b.name: (repr(b.num_arrivals), repr(b.shape[0])) for b in kernel.barriers}
+    # kv_bars: 2 full (the TMA's expect_tx) and 2 empty (a tcgen05.commit), one arrival each;
+    # s_bars: full (a commit) then empty (32 threads); p_bars: full and empty, 32 threads
+    # each. The empty barrier of s_bars and the full one of p_bars count alike but are
+    # separate fields.
+    assert names == {"kv_bars": ("1", "4"), "s_bars": ("1", "1"), "s_bars_1": ("32", "1"),
+                     "p_bars": ("32", "2")}
+
+
+def _set_up(fenced: bool):
+    """Warp 0 initialises a barrier (then fences it, or not), both warps __syncthreads, then
+    arrive on it; a fence.proxy.async follows (as before a TMA store)."""
+    one = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 2})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    warp = _op("nvvm.read.ptx.sreg.tid.x", results=(4,), types=("i32",))
+    first = _op("arith.cmpi", operands=(4, 5), results=(6,), types=("i1",),
+                attrs={"predicate": 2})
+    width = _op("arith.constant", results=(5,), types=("i32",), attrs={"value": 32})
+    init = [_op("nvvm.mbarrier.init", operands=(3, 1), line=3)]
+    if fenced:
+        init.append(_op("nvvm.fence.mbarrier.init", line=4))
+    branch = _op("scf.if", operands=(6,), regions=((Block((), tuple(init)),),), line=3)
+    sync = _op("nvvm.barrier0", line=5)
+    elect = _op("nvvm.elect.sync", results=(7,), types=("i1",), line=6)
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=7)
+    once = _op("scf.if", operands=(7,), regions=((Block((), (arrive,)),),), line=6)
+    fence = _op("nvvm.fence.proxy", attrs={"kind": "#nvvm.proxy_kind<async.shared>"}, line=8)
+    return KernelTree("k", "k", Block((), (one, alloca, warp, width, first, branch, sync, elect,
+                                           once, fence)), (), (64, 1, 1), None, (1, 1, 1),
+                      Loc("k.py", 1, "k"))
+
+
+def test_a_published_set_up_starts_the_check_with_initialised_barriers():
+    from barrierproof.model.cute.translate import kernel_ir
+    published = kernel_ir(_set_up(fenced=True))
+    assert [b.explicit_init for b in published.barriers] == [False]
+    assert [op.kind for op in published.ops()] == ["arrive"]      # no set-up, no fences
+    verdict = check_kernel(published)                  # the reductions are on: no traceback
+    assert verdict.verdict == "verified", verdict.label
+    unfenced = kernel_ir(_set_up(fenced=False))        # init visibility left to the checker
+    assert [b.explicit_init for b in unfenced.barriers] == [True]
+    assert "mbarrier_init" in [op.kind for op in unfenced.ops()]
+    # an arrive is a generic-proxy access, which the __syncthreads alone publishes to
+    assert check_kernel(unfenced).verdict == "verified"

@@ -14,6 +14,8 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.runtime import make_fake_compact_tensor
 
+from _tma import ring_in_smem, staged_tiles
+
 TILE_M, TILE_K = 64, 64
 CONSUMER_WARPS = 4                      # the producer is the warp after the consumers
 
@@ -45,10 +47,8 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(SharedStorage)
-    sA = smem.allocate_tensor(cutlass.Float16, a_smem_layout.outer, byte_alignment=128,
-                              swizzle=a_smem_layout.inner)
-    stage_layout = cute.slice_(a_smem_layout, (None, None, 0))
-    tma_bytes = cute.size_in_bytes(cutlass.Float16, stage_layout) * tx_scale
+    sA, stage_bytes = ring_in_smem(smem, a_smem_layout)
+    tma_bytes = stage_bytes * tx_scale
 
     pipeline_kind = pipeline.PipelineTmaAsync
     if cutlass.const_expr(umma):
@@ -101,12 +101,7 @@ def mainloop_host(mA: cute.Tensor, stages: cutlass.Constexpr, k_tiles: cutlass.C
                   release_offset: cutlass.Constexpr,
                   consumer_phase_of_producer: cutlass.Constexpr, peek: cutlass.Constexpr,
                   consumer_warps: cutlass.Constexpr, umma: cutlass.Constexpr):
-    a_smem_layout = cute.make_composed_layout(
-        cute.make_swizzle(3, 4, 3), 0,
-        cute.make_ordered_layout((TILE_M, TILE_K, stages), order=(1, 0, 2)))
-    tma_atom, tma_tensor = cpasync.make_tiled_tma_atom(
-        cpasync.CopyBulkTensorTileG2SOp(), mA, cute.slice_(a_smem_layout, (None, None, 0)),
-        (TILE_M, TILE_K))
+    a_smem_layout, tma_atom, tma_tensor = staged_tiles(mA, TILE_M, TILE_K, stages)
     mainloop_kernel(tma_atom, tma_tensor, a_smem_layout, stages, k_tiles, consumer_arrivals,
                     tx_scale, release_offset, consumer_phase_of_producer, peek,
                     consumer_warps, umma).launch(grid=[1, 1, 1],

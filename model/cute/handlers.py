@@ -18,10 +18,19 @@ LOCAL = frozenset({
     "nvvm.fence.proxy.acquire", "nvvm.fence.proxy.release", "nvvm.fence.sc.cluster",
     "nvvm.memory.barrier", "nvvm.cp.async.bulk.commit.group", "nvvm.cp.async.bulk.wait_group",
     "nvvm.wgmma.fence.aligned", "nvvm.tcgen05.fence", "nvvm.shfl.sync", "nvvm.vote.sync",
-    "cute_nvgpu.arch.make_warp_uniform",
+    "cute_nvgpu.arch.make_warp_uniform", "cf.assert",
+    # a warpgroup waiting for its own WGMMAs: the tensor core always completes them, and what
+    # they read is memory, which this frontend does not check for races
+    "nvvm.wgmma.wait.group.sync.aligned", "nvvm.wgmma.commit.group.sync.aligned",
+    # TMEM allocation: one warp writes the columns' address to shared memory and the others
+    # read it after a named barrier (which is read); allocation is a resource of the SM, not a
+    # barrier phase
+    "cute_nvgpu.arch.sm100.alloc_tmem", "cute_nvgpu.arch.sm100.dealloc_tmem",
+    "cute_nvgpu.arch.sm100.relinquish_tmem_alloc_permit",
+    "cute_nvgpu.arch.sm100.retrieve_tmem_ptr",
 })
 LOCAL_PREFIXES = ("arith.", "cute.", "math.", "vector.", "llvm.", "builtin.")
-_SYNC_NAME = re.compile(r"mbarrier|barrier|cluster\.(arrive|wait)|tcgen05\.commit|elect|"
+_SYNC_NAME = re.compile(r"mbarrier|barrier|cluster\.(arrive|wait)|tcgen05\.commit|\belect\b|"
                         r"clusterlaunchcontrol|cp\.async\.bulk\.tensor\.shared|arrive|wait|"
                         r"^cute_nvgpu\.arch\.|^cf\.|^func\.call|^gpu\.")
 
@@ -53,6 +62,36 @@ def _thread(axis: int):
 
 def _block_dim(axis: int):
     return lambda warp, node, active: [warp.kernel.block_dim[axis]]
+
+
+_AXES = "xyz"
+
+
+def _block_index(axis: int):
+    """ctaid: the block this run is for (translate.py runs the warps once per block of a small
+    grid), else Unknown: a grid axis whose size is not known or too large to enumerate."""
+    def rule(warp, node, active):
+        if warp.block_index is not None:
+            return [warp.block_index[axis]]
+        return [Unknown(f"the block index ({node.name.rsplit('.', 2)[-2]}.{_AXES[axis]}) of a "
+                        f"grid of {warp.grid_why}")]
+    return rule
+
+
+def _grid_dim(axis: int):
+    def rule(warp, node, active):
+        grid = warp.kernel.grid_dim
+        return [grid[axis]] if grid else [Unknown("the grid size, set at run time")]
+    return rule
+
+
+def _single_block_cluster(value):
+    """A cluster register of a kernel launched without clusters (one block each), else Unknown."""
+    def rule(warp, node, active):
+        if warp.kernel.cluster_dim != (1, 1, 1):
+            return [Unknown(f"{node.name}: the block's place in a cluster of several")]
+        return value(warp, node, active)
+    return rule
 
 
 def _lane(warp, node, active):
@@ -121,16 +160,35 @@ def _recast(warp, node, active):
     ptr = warp.get(node.operands[0])
     size = elem_bytes(node.types[0])
     if isinstance(ptr, Ptr) and size:
-        return [Ptr(ptr.buffer, ptr.offset, size, ptr.space)]
+        recast = Ptr(ptr.buffer, ptr.offset, size, ptr.space)
+        _label_field(warp, node, recast)
+        return [recast]
     return [Unknown("a recast pointer")]
+
+
+_FIELD = re.compile(r"\b(\w+)\.(\w+)\.(?:data_ptr\(\)|ptr\b)")
 
 
 def _add_offset(warp, node, active):
     ptr, offset = warp.args(node)[:2]
     offset = uniform(offset, active) if isinstance(offset, (int, Lanes)) else offset
     if isinstance(ptr, Ptr) and isinstance(offset, int):
-        return [Ptr(ptr.buffer, ptr.offset + offset * ptr.elem_bytes, ptr.elem_bytes, ptr.space)]
+        moved = Ptr(ptr.buffer, ptr.offset + offset * ptr.elem_bytes, ptr.elem_bytes, ptr.space)
+        _label_field(warp, node, moved)
+        return [moved]
     return [Unknown("a pointer offset")]
+
+
+def _label_field(warp, node, ptr: Ptr) -> None:
+    """`storage.full_bars.data_ptr()` on the op's line: the struct field the address is, so the
+    barriers initialised from it are named after the field rather than a byte offset."""
+    import linecache
+    import os
+    if node.loc is None:
+        return
+    m = _FIELD.search(linecache.getline(os.path.abspath(node.loc.file), node.loc.line))
+    if m and m.group(1) == ptr.buffer:
+        warp.allocations.setdefault(("field", ptr.buffer, ptr.offset), m.group(2))
 
 
 def _make_view(warp, node, active):
@@ -156,12 +214,73 @@ def _make_int_tuple(warp, node, active):
     return [tuple(leaves)]
 
 
+_STATIC = re.compile(r'^!cute\.(?:int_tuple|shape|stride|coord)<"([-\d(),\s]+)">$')
+
+
+def static_value(type_text: str):
+    """The value of a fully static CuTe int tuple type (`!cute.int_tuple<"(2,1,1)">`: the DSL
+    folds what it knows at trace time into the type), else None."""
+    m = _STATIC.match(type_text)
+    if not m:
+        return None
+    text = m.group(1).replace(" ", "")
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"\((-?\d+,)*-?\d+\)", text):      # a flat tuple
+        return tuple(int(x) for x in text[1:-1].split(","))
+    return None
+
+
+def _tuple_arith(fn):
+    """cute.tuple_add / tuple_mul / ... on scalars (what index arithmetic makes of them)."""
+    def rule(warp, node, active):
+        static = static_value(node.types[0])
+        if static is not None:
+            return [static]
+        a, b = warp.args(node)[:2]
+        from .arith import binary
+        if fn == "arith.floordivsi" and not (isinstance(a, int) and isinstance(b, int)
+                                             and b and a % b == 0):
+            # CuTe's shape division rounds other quotients its own way: not guessed
+            return [Unknown(f"{node.name} of {a} by {b}")]
+        return [binary(fn, a, b)]
+    return rule
+
+
+def _size(warp, node, active):
+    """cute.size of an int tuple: the product of its leaves (of every mode)."""
+    static = static_value(node.types[0])
+    if static is not None:
+        return [static]
+    value = warp.get(node.operands[0])
+    mode = str(node.attrs.get("mode", "array<i32>")).replace(" ", "")
+    leaves = value if isinstance(value, tuple) else (value,)
+    if mode != "array<i32>" or not all(isinstance(v, int) for v in leaves):
+        return [Unknown("cute.size of a dynamic shape")]
+    total = 1
+    for v in leaves:
+        total *= v
+    return [total]
+
+
+def _divisor(warp, node, active):
+    """cute.fast_divmod.create_divisor: the divisor itself, as a number."""
+    return [warp.get(node.operands[0])]
+
+
+def _divmod(warp, node, active):
+    from .arith import binary
+    a, d = warp.args(node)[:2]
+    return [binary("arith.floordivsi", a, d), binary("arith.remsi", a, d)]
+
+
 def _leaves(warp, node, active):
     value = warp.get(node.operands[0])
     leaves = list(value) if isinstance(value, tuple) else [value]
     if len(leaves) != len(node.results):
-        return None
-    return leaves
+        leaves = [Unknown(node.name)] * len(node.results)
+    return [static_value(t) if static_value(t) is not None else v
+            for t, v in zip(node.types, leaves)]
 
 
 # -- copy atoms --------------------------------------------------------------------------------
@@ -207,7 +326,8 @@ def _copy(warp, node, active):
     if not isinstance(atom, Atom) or not isinstance(atom.barrier, Ptr):
         warp.unmodeled(node, "a TMA load whose mbarrier is not known")
         return None
-    if not re.search(r"num_cta = 1\b", atom_type) or "mcast" in atom.text:
+    if not re.search(r"num_cta = 1\b", atom_type) or \
+            ("mcast" in atom.text and not _alone(warp)):
         warp.unmodeled(node, "a multicast TMA load (cluster)")
         return None
     nbytes = _tile_bytes(node.operand_types[2]) if len(node.operand_types) > 2 else None
@@ -223,12 +343,29 @@ def _key(ptr: Ptr) -> tuple:
     return (ptr.buffer, ptr.offset)
 
 
+def _alone(warp) -> bool:
+    """Launched without clusters: a multicast can only reach the block itself."""
+    return warp.kernel.cluster_dim == (1, 1, 1)
+
+
+def _mapa(warp, node, active):
+    """nvvm.mapa: a shared::cluster address of a block's variable. In a kernel launched
+    without clusters rank 0 is the block itself (its own barrier); any other is not read."""
+    ptr, rank = warp.args(node)[:2]
+    rank = uniform(rank, active) if isinstance(rank, (int, Lanes)) else rank
+    if _alone(warp) and rank == 0 and isinstance(ptr, Ptr):
+        return [ptr]
+    why = f"rank {rank}" if isinstance(rank, int) else "a rank not known"
+    return [Unknown(f"another block's address (mapa to {why})")]
+
+
 def _barrier(warp, node, active, index: int = 0):
     """The mbarrier an op addresses, or None after recording why it is not known."""
     ptr = warp.get(node.operands[index])
     operand_type = node.operand_types[index] if node.operand_types else ""
-    if "ptr<7>" in operand_type:
-        warp.unmodeled(node, f"{node.name} on another block's barrier (shared::cluster)")
+    if "ptr<7>" in operand_type and not isinstance(ptr, Ptr):
+        why = f": {ptr.why}" if isinstance(ptr, Unknown) else ""
+        warp.unmodeled(node, f"{node.name} on another block's barrier (shared::cluster{why})")
         return None
     if not isinstance(ptr, Ptr) or ptr.space != "smem":
         why = ptr.why if isinstance(ptr, Unknown) else type(ptr).__name__
@@ -262,7 +399,7 @@ def _mbarrier_init(warp, node, active):
 
 def _mbarrier_arrive(warp, node, active):
     segments = _segments(node)
-    if segments and len(segments) > 2 and segments[2]:
+    if segments and len(segments) > 2 and segments[2] and not _alone(warp):
         warp.unmodeled(node, "a multicast mbarrier arrive (cluster)")
         return None
     bar = _barrier(warp, node, active)
@@ -288,7 +425,7 @@ def _mbarrier_arrive_expect_tx(warp, node, active):
 
 def _mbarrier_expect_tx(warp, node, active):
     segments = _segments(node)
-    if segments and len(segments) > 2 and segments[2]:
+    if segments and len(segments) > 2 and segments[2] and not _alone(warp):
         warp.unmodeled(node, "a multicast expect_tx (cluster)")
         return None
     bar = _barrier(warp, node, active)
@@ -320,7 +457,7 @@ def _mbarrier_wait_or_test(warp, node, active):
 
 
 def _tcgen05_commit(warp, node, active):
-    if len(node.operands) > 1:
+    if len(node.operands) > 1 and not _alone(warp):
         warp.unmodeled(node, "a multicast tcgen05.commit (cluster)")
         return None
     bar = _barrier(warp, node, active)
@@ -342,8 +479,9 @@ def _named_barrier(kind: str):
         if not _whole_warp(warp, node, active):
             return None
         segments = _segments(node)
-        if kind == "bar_arrive":      # numberOfThreads, then the optional barrierId
-            count_at, id_at = 0, (1 if len(node.operands) > 1 else None)
+        if kind == "bar_arrive":      # the optional barrierId first, then numberOfThreads
+            two = len(node.operands) > 1
+            id_at, count_at = (0, 1) if two else (None, 0)
         elif segments:
             id_at = 0 if segments[0] else None
             count_at = segments[0] if len(segments) > 1 and segments[1] else None
@@ -355,13 +493,36 @@ def _named_barrier(kind: str):
             if count_at is not None else None
         if bar_id is None or (count_at is not None and count is None):
             return None
-        if count is None:
-            if bar_id != 0 or kind != "bar_sync":
+        if count is None:          # PTX: every thread of the block takes part
+            if kind != "bar_sync":
                 warp.unmodeled(node, f"{node.name} without a thread count")
                 return None
-            warp.emit("bar_sync", node, bar_id=0, count=0, name="syncthreads")
+            if bar_id == 0:
+                warp.emit("bar_sync", node, bar_id=0, count=0, name="syncthreads")
+            else:
+                bx, by, bz = warp.kernel.block_dim
+                warp.emit("bar_sync", node, bar_id=bar_id, count=bx * by * bz)
         else:
             warp.emit(kind, node, bar_id=bar_id, count=count)
+        return None
+    return rule
+
+
+def _cta_barrier(kind: str):
+    """nvvm.barrier.cta.sync / .arrive (barrierId, threadCount): the spelling with an explicit
+    `aligned` attribute (NamedBarrier.arrive_unaligned emits the unaligned arrive)."""
+    def rule(warp, node, active):
+        if not _whole_warp(warp, node, active):
+            return None
+        bar_id = _number(warp, node, active, 0, "barrier id")
+        if len(node.operands) > 1:
+            count = _number(warp, node, active, 1, "thread count")
+        else:                      # sync without a count: every thread of the block
+            bx, by, bz = warp.kernel.block_dim
+            count = bx * by * bz
+        if bar_id is not None and count is not None:
+            warp.emit(kind, node, bar_id=bar_id, count=count,
+                      aligned=bool(node.attrs.get("aligned", False)))
         return None
     return rule
 
@@ -387,6 +548,16 @@ RULES = {
     "nvvm.read.ptx.sreg.tid.z": _thread(2), "nvvm.read.ptx.sreg.ntid.x": _block_dim(0),
     "nvvm.read.ptx.sreg.ntid.y": _block_dim(1), "nvvm.read.ptx.sreg.ntid.z": _block_dim(2),
     "nvvm.read.ptx.sreg.laneid": _lane,
+    **{f"nvvm.read.ptx.sreg.ctaid.{a}": _block_index(i) for i, a in enumerate(_AXES)},
+    **{f"nvvm.read.ptx.sreg.nctaid.{a}": _grid_dim(i) for i, a in enumerate(_AXES)},
+    **{f"nvvm.read.ptx.sreg.clusterid.{a}": _single_block_cluster(_block_index(i))
+       for i, a in enumerate(_AXES)},
+    **{f"nvvm.read.ptx.sreg.nclusterid.{a}": _single_block_cluster(_grid_dim(i))
+       for i, a in enumerate(_AXES)},
+    **{f"nvvm.read.ptx.sreg.cluster.ctaid.{a}": _single_block_cluster(lambda *_: [0])
+       for a in _AXES},
+    **{f"nvvm.read.ptx.sreg.cluster.nctaid.{a}": _single_block_cluster(lambda *_: [1])
+       for a in _AXES},
     "nvvm.read.ptx.sreg.cluster.ctarank": _cluster_rank,
     "nvvm.read.ptx.sreg.cluster.nctarank": _cluster_size,
     "nvvm.elect.sync": _elect,
@@ -396,8 +567,13 @@ RULES = {
     "cute.add_offset": _add_offset, "cute.make_view": _make_view,
     "cute.make_int_tuple": _make_int_tuple, "cute.get_leaves": _leaves,
     "cute.get_scalars": _leaves,
+    "cute.tuple_add": _tuple_arith("arith.addi"), "cute.tuple_sub": _tuple_arith("arith.subi"),
+    "cute.tuple_mul": _tuple_arith("arith.muli"),
+    "cute.tuple_div": _tuple_arith("arith.floordivsi"),
+    "cute.size": _size, "cute.fast_divmod.create_divisor": _divisor, "cute.fast_divmod.compute": _divmod,
     "cute_nvgpu.atom.make_exec_tma": _make_exec_tma, "cute_nvgpu.atom.set_value": _set_value,
     "cute.copy": _copy,
+    "nvvm.mapa": _mapa,
     "nvvm.mbarrier.init": _mbarrier_init,
     "nvvm.mbarrier.arrive": _mbarrier_arrive,
     "nvvm.mbarrier.arrive.expect_tx": _mbarrier_arrive_expect_tx,
@@ -407,6 +583,8 @@ RULES = {
     "nvvm.tcgen05.commit": _tcgen05_commit,
     "nvvm.barrier": _named_barrier("bar_sync"), "nvvm.barrier0": _named_barrier("bar_sync"),
     "nvvm.barrier.arrive": _named_barrier("bar_arrive"),
+    "nvvm.barrier.cta.sync": _cta_barrier("bar_sync"),
+    "nvvm.barrier.cta.arrive": _cta_barrier("bar_arrive"),
     "nvvm.cluster.arrive": _plain("cluster_arrive"),
     "nvvm.cluster.arrive.relaxed": _plain("cluster_arrive", "relaxed"),
     "nvvm.cluster.wait": _plain("cluster_wait"),
@@ -417,4 +595,4 @@ RULES = {
 # Rows that only compute values (no event): an op among them never counts as synchronizing.
 _VALUES = frozenset(name for name in RULES if name.startswith(
     ("nvvm.read.", "cute.", "cute_nvgpu.", "builtin.")) and name != "cute.copy") \
-    | {"nvvm.elect.sync"}
+    | {"nvvm.elect.sync", "nvvm.mapa"}

@@ -38,6 +38,7 @@ class Event:
     parity: int | None = None
     bar_id: int | None = None
     name: str = ""                     # unmodeled: what was not read
+    aligned: bool = True               # a named barrier: bar.sync (aligned) or barrier.sync
     site: int = 0                      # the MLIR op: one IR op per op and operands, so warps
     #                                    running the same bar.sync share its instruction
 
@@ -49,9 +50,12 @@ class _Stop(Exception):
 class Warp:
     """The interpreter for one warp of one kernel."""
 
-    def __init__(self, kernel: KernelTree, warp: int, allocations: dict):
+    def __init__(self, kernel: KernelTree, warp: int, allocations: dict,
+                 block: tuple[int, int, int] | None = None, grid_why: str = ""):
         self.kernel = kernel
         self.warp = warp
+        self.block_index = block                # this block's index, if runs are per block
+        self.grid_why = grid_why                # else why not: for the BP190 message
         self.env: dict[int, object] = {}
         self.events: list[Event] = []
         self.allocations = allocations          # alloca node id -> buffer name (shared)
@@ -135,7 +139,9 @@ class Warp:
         Unknown (layout algebra, math, memory access: nothing a barrier depends on)."""
         if synchronizes(node) or (node.regions and self.region_synchronizes(node)):
             self.unmodeled(node, node.name)
-        return None
+        from .handlers import static_value      # a CuTe op whose result type is its value
+        return [static_value(t) if static_value(t) is not None else Unknown(node.name)
+                for t in node.types]
 
     # -- control flow ------------------------------------------------------------------------
     def scf_if(self, node: Node, active) -> list | None:

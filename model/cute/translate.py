@@ -6,8 +6,14 @@ assume they run in lockstep. Warps whose event sequences are equal share a role,
 the warp index. Every mbarrier is a slot of a shared-memory allocation (the Python name it was
 assigned to); slots initialised with the same arrival count next to each other form one
 BarrierAlloc, named after the allocation, with its first slot when the allocation holds several
-groups (a 2-stage pipeline's full and empty barriers: `bars_0` and `bars_2`). The barriers are
+groups (a 2-stage pipeline's full and empty barriers: `bars_0` and `bars_2`). A pipeline given
+a struct field (`storage.pipeline_bars.data_ptr()`) names its barriers after the field
+(`pipeline_bars`, `pipeline_bars_2`), and a field always starts a group of its own. The barriers are
 initialised by the kernel itself (explicit_init), so init visibility is checked too.
+
+A kernel that reads its block index (a tile scheduler, a leader test on `bidx`) is run once per
+block of a grid of at most MAX_BLOCKS blocks; blocks with different programs are positions of a
+grid axis `block`, each checked (model/grid.py).
 """
 
 from __future__ import annotations
@@ -20,6 +26,11 @@ from .values import WARP
 
 MBARRIER_BYTES = 8
 AXIS = "warp"
+BLOCK_AXIS = "block"
+# Blocks of a grid the warps are run for one by one when the program reads its block index;
+# a larger grid leaves the index unknown (BP190 where it decides synchronization).
+MAX_BLOCKS = 16
+_BLOCK_REGISTERS = ("nvvm.read.ptx.sreg.ctaid.", "nvvm.read.ptx.sreg.clusterid.")
 
 
 def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
@@ -29,40 +40,136 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
                          "reads blocks of whole warps", loc=tree.loc,
                          hint="launch with block=[a multiple of 32, 1, 1]")
     allocations: dict = {}
-    programs = [Warp(tree, w, allocations).run() for w in range(threads // WARP)]
+    warps = threads // WARP
+    blocks, why = _blocks(tree)
+    # one run per block when the program reads its block index and the grid is small; blocks
+    # whose warps run the same programs are one grid position
+    by_block: dict[tuple, list[int]] = {}
+    for b, block in enumerate(blocks):
+        programs = [Warp(tree, w, allocations, block, why).run() for w in range(warps)]
+        by_block.setdefault(tuple(map(tuple, programs)), []).append(b)
     cluster = tree.cluster_dim[0] * tree.cluster_dim[1] * tree.cluster_dim[2]
-    if cluster > 1:   # the peers of a cluster are not modelled: say so at the kernel
+    if cluster > 1:
+        # the peers of a cluster are not modelled: a block alone would lose their multicast
+        # copies, remote arrivals and commits (a violation found without them is no finding),
+        # so each warp keeps only what was not read, the cluster first: `unknown`, not a guess
         cut = Event("unmodeled", tree.loc, name=f"a cluster of {cluster} blocks")
-        programs = [[cut] + p for p in programs]
-    barriers, refs = _barriers(tree, programs)
+        by_block = {tuple((cut,) + tuple(e for e in p if e.kind == "unmodeled")
+                          for p in programs): b for programs, b in by_block.items()}
+    published = cluster == 1 and all(_init_prefix(programs) is not None
+                                     for programs in by_block)
+    barriers, refs = _barriers(tree, [p for programs in by_block for p in programs],
+                               allocations, explicit_init=not published)
+    if published:   # the barriers start initialised: the rendezvous before their use is gone
+        trimmed: dict[tuple, list[int]] = {}
+        for programs, members in by_block.items():
+            cuts = _init_prefix(programs)
+            # later init fences order nothing once the barriers start initialised (a
+            # fence.proxy.async before a TMA store orders data, which is not checked)
+            key = tuple(tuple(e for e in p[cut:] if e.kind not in _INIT_FENCES)
+                        for p, cut in zip(programs, cuts))
+            trimmed.setdefault(key, []).extend(members)
+        by_block = {key: sorted(members) for key, members in trimmed.items()}
+    made: dict = {}
+    variants = sorted(by_block.items(), key=lambda kv: kv[1][0])
+    body = _roles(tree, variants[-1][0], refs, made)
+    for programs, members in reversed(variants[:-1]):   # `when block in B: ... else: ...`
+        ops = _roles(tree, programs, refs, made)
+        body = (When(_member(members, BLOCK_AXIS), ops, body, tree.loc or Loc(tree.name, 0)),)
+    grid = ((BLOCK_AXIS, Const(len(blocks))),) if len(variants) > 1 else ()
+    notes = (f"one agent per warp: {warps} warps of {tree.name}",)
+    if published:
+        notes += ("every mbarrier is initialised, fenced (fence.mbarrier_init) and published "
+                  "by a block-wide barrier before any warp uses one: checked from there on "
+                  "with initialised barriers",)
+    if len(variants) > 1:
+        notes += (f"{len(blocks)} blocks, {len(variants)} distinct block programs "
+                  f"(grid axis `{BLOCK_AXIS}`: the block's linear index)",)
+    # warp_axis must differ from the thread axis: the agents are the warps themselves
+    return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(warps),
+                  thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent", grid=grid,
+                  loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=notes)
+
+
+_INIT_FENCES = ("fence_mbarrier_init", "fence_proxy_async")
+_PREFIX_KINDS = ("mbarrier_init", "bar_sync") + _INIT_FENCES
+
+
+def _init_prefix(programs) -> list[int] | None:
+    """Where the barrier set-up ends in each warp of one block, when it is a rendezvous the
+    rest cannot see into (else None): up to the cut each warp runs only inits, init fences and
+    the block's `__syncthreads`, every warp the same barriers at the same instructions; each
+    init is followed by its warp's fence.mbarrier_init and then by one of those barriers; no
+    barrier is initialised after the cut. Every init is then visible to every warp and to the
+    async proxy before any use, and the kernel can be checked from the cut with its barriers
+    initialised (fewer states: the explorer's reductions do not track init visibility)."""
+    cuts, sites = [], None
+    for events in programs:
+        cut, seen, fenced, pending = 0, [], True, False
+        for i, e in enumerate(events):
+            if e.kind not in _PREFIX_KINDS or (e.kind == "bar_sync" and e.name != "syncthreads"):
+                break
+            if e.kind == "mbarrier_init":
+                fenced, pending = False, True
+            elif e.kind == "fence_mbarrier_init":
+                fenced = True
+            elif e.kind == "bar_sync":
+                seen.append(e.site)
+                pending = pending and not fenced
+                cut = i + 1
+        if pending or any(e.kind == "mbarrier_init" for e in events[cut:]):
+            return None
+        synced = tuple(seen[:sum(e.kind == "bar_sync" for e in events[:cut])])
+        if sites is None:
+            sites = synced
+        if not synced or synced != sites:
+            return None
+        cuts.append(cut)
+    return cuts
+
+
+def _reads_block_index(tree: KernelTree) -> bool:
+    return any(op.name.startswith(_BLOCK_REGISTERS) for top in tree.body.ops
+               for op in top.walk())
+
+
+def _blocks(tree: KernelTree) -> tuple[list, str]:
+    """The blocks to run the warps for (None: one run, the block index unknown) and why the
+    index is unknown when it is."""
+    if not _reads_block_index(tree):
+        return [None], ""
+    if tree.grid_dim is None:
+        return [None], "a size set at run time"
+    gx, gy, gz = tree.grid_dim
+    if gx * gy * gz > MAX_BLOCKS:
+        return [None], f"{gx * gy * gz} blocks (more than {MAX_BLOCKS} are not enumerated)"
+    return [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)], ""
+
+
+def _roles(tree: KernelTree, programs, refs, made) -> tuple:
+    """One block's warps as roles: warps with equal programs share one."""
     roles: dict[tuple, list[int]] = {}
     for w, events in enumerate(programs):
         roles.setdefault(tuple(events), []).append(w)
     groups = sorted(roles.items(), key=lambda kv: kv[1][0])
-    made: dict = {}
     if len(groups) == 1:
-        body = _ops(groups[0][0], refs, made)
-    else:
-        body = ()       # a chain of roles: `when warp in A: ... else: when warp in B: ...`
-        for events, warps in reversed(groups):
-            ops = _ops(events, refs, made)
-            body = (When(_member(warps), ops, body, ops[0].loc if ops else tree.loc),)
-    # warp_axis must differ from the thread axis: the agents are the warps themselves
-    return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(len(programs)),
-                  thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent",
-                  loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=(f"one agent per warp: {len(programs)} warps of "
-                                        f"{tree.name}",))
+        return _ops(groups[0][0], refs, made)
+    body = ()       # a chain of roles: `when warp in A: ... else: when warp in B: ...`
+    for events, warps in reversed(groups):
+        ops = _ops(events, refs, made)
+        body = (When(_member(warps), ops, body, ops[0].loc if ops else tree.loc),)
+    return body
 
 
-def _member(warps: list[int]):
-    """`warp` is one of these (as ranges: consecutive warps are one comparison pair)."""
+def _member(warps: list[int], axis: str = AXIS):
+    """`axis` is one of these (as ranges: consecutive values are one comparison pair)."""
     runs: list[list[int]] = []
     for w in warps:
         if runs and runs[-1][1] == w - 1:
             runs[-1][1] = w
         else:
             runs.append([w, w])
-    var = Var(AXIS)
+    var = Var(axis)
     terms = [BinOp("==", var, Const(a)) if a == b else
              BinOp("and", BinOp(">=", var, Const(a)), BinOp("<=", var, Const(b)))
              for a, b in runs]
@@ -72,7 +179,8 @@ def _member(warps: list[int]):
     return cond
 
 
-def _barriers(tree: KernelTree, programs) -> tuple[tuple[BarrierAlloc, ...], dict]:
+def _barriers(tree: KernelTree, programs, allocations: dict, explicit_init: bool = True
+              ) -> tuple[tuple[BarrierAlloc, ...], dict]:
     counts: dict[tuple, int] = {}
     first_use: dict[tuple, Event] = {}
     tensor_core: set = set()
@@ -102,21 +210,32 @@ def _barriers(tree: KernelTree, programs) -> tuple[tuple[BarrierAlloc, ...], dic
     allocs, refs = [], {}
     for buffer, slots in by_buffer.items():
         slots.sort()
+        fields = sorted((key[2] // MBARRIER_BYTES, name) for key, name in allocations.items()
+                        if isinstance(key, tuple) and key[:2] == ("field", buffer))
+        starts = {start for start, _ in fields}          # a struct field starts a new run
         runs: list[list[int]] = []
         for s in slots:
             count = counts[(buffer, s * MBARRIER_BYTES)]
-            if runs and runs[-1][-1] == s - 1 and \
+            if runs and runs[-1][-1] == s - 1 and s not in starts and \
                     counts[(buffer, runs[-1][0] * MBARRIER_BYTES)] == count:
                 runs[-1].append(s)
             else:
                 runs.append([s])
         for run in runs:
-            name = buffer if len(runs) == 1 and run[0] == 0 else f"{buffer}_{run[0]}"
+            # the struct field the run lies in (`storage.full_bars`), and its slot in it
+            field = next(((start, name) for start, name in reversed(fields)
+                          if start <= run[0]), None)
+            if field is not None:
+                start, label = field
+                name = label if run[0] == start else f"{label}_{run[0] - start}"
+            else:
+                name = buffer if len(runs) == 1 and run[0] == 0 else f"{buffer}_{run[0]}"
             keys = [(buffer, s * MBARRIER_BYTES) for s in run]
             loc = first_use[keys[0]].loc
             alloc = BarrierAlloc(name, Const(counts[keys[0]]), (Const(len(run)),),
                                  orders_tensor_core=any(k in tensor_core for k in keys),
-                                 loc=loc or tree.loc, scalar=len(run) == 1, explicit_init=True)
+                                 loc=loc or tree.loc, scalar=len(run) == 1,
+                                 explicit_init=explicit_init)
             allocs.append(alloc)
             for i, key in enumerate(keys):
                 refs[key] = BarrierRef(alloc, () if len(run) == 1 else (Const(i),))
@@ -149,7 +268,7 @@ def _ops(events, refs, made: dict) -> tuple[Op, ...]:
             out.append(Op(e.kind, ref, loc=loc))
         elif e.kind in ("bar_sync", "bar_arrive"):
             out.append(Op(e.kind, None, count=Const(e.count), bar_id=Const(e.bar_id),
-                          name=e.name, loc=loc))
+                          name=e.name, aligned=e.aligned, loc=loc))
         elif e.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
                         "fence_proxy_async", "unmodeled"):
             out.append(Op(e.kind, None, name=e.name, loc=loc))

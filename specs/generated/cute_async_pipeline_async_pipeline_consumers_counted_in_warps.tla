@@ -6,7 +6,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS InitBarrier
+EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -16,49 +16,36 @@ KernelExpected == <<
     2    \* 4: bars_2[1] (Barrier)  examples/cute/async_pipeline.py:27
 >>
 
-\* Agent 1: warp0 (thread), 13 instruction(s).
+\* Agent 1: warp0 (thread), 6 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),               \* pc 0: mbarrier_init(bars_0[0])  examples/cute/async_pipeline.py:27
-    mbarrier_init(2),               \* pc 1: mbarrier_init(bars_0[1])  examples/cute/async_pipeline.py:27
-    mbarrier_init(3),               \* pc 2: mbarrier_init(bars_2[0])  examples/cute/async_pipeline.py:27
-    mbarrier_init(4),               \* pc 3: mbarrier_init(bars_2[1])  examples/cute/async_pipeline.py:27
-    fence_mbarrier_init,            \* pc 4: fence_mbarrier_init()  examples/cute/async_pipeline.py:27
-    hw_arrive(1, 32, 96, 6, 0, 1),  \* pc 5: syncthreads()  examples/cute/async_pipeline.py:27
-    hw_wait(1, 1),                  \* pc 6: syncthreads()  examples/cute/async_pipeline.py:27
-    wait_parity(1, 0, 1),           \* pc 7: wait_parity(bars_0[0], 0)  examples/cute/async_pipeline.py:44
-    arrive(<<3>>, 32),              \* pc 8: arrive(bars_2[0], count=32)  examples/cute/async_pipeline.py:45
-    wait_parity(2, 0, 2),           \* pc 9: wait_parity(bars_0[1], 0)  examples/cute/async_pipeline.py:44
-    arrive(<<4>>, 32),              \* pc 10: arrive(bars_2[1], count=32)  examples/cute/async_pipeline.py:45
-    wait_parity(1, 1, 1),           \* pc 11: wait_parity(bars_0[0], 1)  examples/cute/async_pipeline.py:44
-    arrive(<<3>>, 32)               \* pc 12: arrive(bars_2[0], count=32)  examples/cute/async_pipeline.py:45
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(bars_0[0], 0)  examples/cute/async_pipeline.py:44
+    arrive(<<3>>, 32),     \* pc 1: arrive(bars_2[0], count=32)  examples/cute/async_pipeline.py:45
+    wait_parity(2, 0, 2),  \* pc 2: wait_parity(bars_0[1], 0)  examples/cute/async_pipeline.py:44
+    arrive(<<4>>, 32),     \* pc 3: arrive(bars_2[1], count=32)  examples/cute/async_pipeline.py:45
+    wait_parity(1, 1, 1),  \* pc 4: wait_parity(bars_0[0], 1)  examples/cute/async_pipeline.py:44
+    arrive(<<3>>, 32)      \* pc 5: arrive(bars_2[0], count=32)  examples/cute/async_pipeline.py:45
 >>
 
-\* Agent 2: warp1 (thread), 9 instruction(s).
+\* Agent 2: warp1 (thread), 6 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,            \* pc 0: fence_mbarrier_init()  examples/cute/async_pipeline.py:27
-    hw_arrive(1, 32, 96, 6, 0, 2),  \* pc 1: syncthreads()  examples/cute/async_pipeline.py:27
-    hw_wait(1, 2),                  \* pc 2: syncthreads()  examples/cute/async_pipeline.py:27
-    wait_parity(1, 0, 3),           \* pc 3: wait_parity(bars_0[0], 0)  examples/cute/async_pipeline.py:44
-    arrive(<<3>>, 32),              \* pc 4: arrive(bars_2[0], count=32)  examples/cute/async_pipeline.py:45
-    wait_parity(2, 0, 4),           \* pc 5: wait_parity(bars_0[1], 0)  examples/cute/async_pipeline.py:44
-    arrive(<<4>>, 32),              \* pc 6: arrive(bars_2[1], count=32)  examples/cute/async_pipeline.py:45
-    wait_parity(1, 1, 3),           \* pc 7: wait_parity(bars_0[0], 1)  examples/cute/async_pipeline.py:44
-    arrive(<<3>>, 32)               \* pc 8: arrive(bars_2[0], count=32)  examples/cute/async_pipeline.py:45
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(bars_0[0], 0)  examples/cute/async_pipeline.py:44
+    arrive(<<3>>, 32),     \* pc 1: arrive(bars_2[0], count=32)  examples/cute/async_pipeline.py:45
+    wait_parity(2, 0, 4),  \* pc 2: wait_parity(bars_0[1], 0)  examples/cute/async_pipeline.py:44
+    arrive(<<4>>, 32),     \* pc 3: arrive(bars_2[1], count=32)  examples/cute/async_pipeline.py:45
+    wait_parity(1, 1, 3),  \* pc 4: wait_parity(bars_0[0], 1)  examples/cute/async_pipeline.py:44
+    arrive(<<3>>, 32)      \* pc 5: arrive(bars_2[0], count=32)  examples/cute/async_pipeline.py:45
 >>
 
-\* Agent 3: warp2 (thread), 11 instruction(s).
+\* Agent 3: warp2 (thread), 8 instruction(s).
 Prog_3_warp2 == <<
-    fence_mbarrier_init,            \* pc 0: fence_mbarrier_init()  examples/cute/async_pipeline.py:27
-    hw_arrive(1, 32, 96, 6, 0, 3),  \* pc 1: syncthreads()  examples/cute/async_pipeline.py:27
-    hw_wait(1, 3),                  \* pc 2: syncthreads()  examples/cute/async_pipeline.py:27
-    wait_parity(3, 1, 5),           \* pc 3: wait_parity(bars_2[0], 1)  examples/cute/async_pipeline.py:36
-    arrive(<<1>>, 32),              \* pc 4: arrive(bars_0[0], count=32)  examples/cute/async_pipeline.py:37
-    wait_parity(4, 1, 6),           \* pc 5: wait_parity(bars_2[1], 1)  examples/cute/async_pipeline.py:36
-    arrive(<<2>>, 32),              \* pc 6: arrive(bars_0[1], count=32)  examples/cute/async_pipeline.py:37
-    wait_parity(3, 0, 5),           \* pc 7: wait_parity(bars_2[0], 0)  examples/cute/async_pipeline.py:36
-    arrive(<<1>>, 32),              \* pc 8: arrive(bars_0[0], count=32)  examples/cute/async_pipeline.py:37
-    wait_parity(4, 0, 6),           \* pc 9: wait_parity(bars_2[1], 0)  examples/cute/async_pipeline.py:40
-    wait_parity(3, 1, 5)            \* pc 10: wait_parity(bars_2[0], 1)  examples/cute/async_pipeline.py:40
+    wait_parity(3, 1, 5),  \* pc 0: wait_parity(bars_2[0], 1)  examples/cute/async_pipeline.py:36
+    arrive(<<1>>, 32),     \* pc 1: arrive(bars_0[0], count=32)  examples/cute/async_pipeline.py:37
+    wait_parity(4, 1, 6),  \* pc 2: wait_parity(bars_2[1], 1)  examples/cute/async_pipeline.py:36
+    arrive(<<2>>, 32),     \* pc 3: arrive(bars_0[1], count=32)  examples/cute/async_pipeline.py:37
+    wait_parity(3, 0, 5),  \* pc 4: wait_parity(bars_2[0], 0)  examples/cute/async_pipeline.py:36
+    arrive(<<1>>, 32),     \* pc 5: arrive(bars_0[0], count=32)  examples/cute/async_pipeline.py:37
+    wait_parity(4, 0, 6),  \* pc 6: wait_parity(bars_2[1], 0)  examples/cute/async_pipeline.py:40
+    wait_parity(3, 1, 5)   \* pc 7: wait_parity(bars_2[0], 1)  examples/cute/async_pipeline.py:40
 >>
 
 KernelProg == <<
@@ -69,12 +56,12 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 1, 11>>,  \* 1: warp0 waits on bars_0[0], last at pc 11
-    <<1, 2, 9>>,   \* 2: warp0 waits on bars_0[1], last at pc 9
-    <<2, 1, 7>>,   \* 3: warp1 waits on bars_0[0], last at pc 7
-    <<2, 2, 5>>,   \* 4: warp1 waits on bars_0[1], last at pc 5
-    <<3, 3, 10>>,  \* 5: warp2 waits on bars_2[0], last at pc 10
-    <<3, 4, 9>>    \* 6: warp2 waits on bars_2[1], last at pc 9
+    <<1, 1, 4>>,  \* 1: warp0 waits on bars_0[0], last at pc 4
+    <<1, 2, 2>>,  \* 2: warp0 waits on bars_0[1], last at pc 2
+    <<2, 1, 4>>,  \* 3: warp1 waits on bars_0[0], last at pc 4
+    <<2, 2, 2>>,  \* 4: warp1 waits on bars_0[1], last at pc 2
+    <<3, 3, 7>>,  \* 5: warp2 waits on bars_2[0], last at pc 7
+    <<3, 4, 6>>   \* 6: warp2 waits on bars_2[1], last at pc 6
 >>
 
 \* Participants: the seen entries of each instance.
@@ -98,66 +85,5 @@ KernelQueueAgents == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
-
-\* Hardware barriers: named barriers of one block, or the cluster barrier.
-KernelHwKind == <<
-    "named"   \* 1: named_bar[0]
->>
-
-\* The block of each named barrier (0: the cluster barrier).
-KernelHwBlock == <<
-    1   \* named_bar[0]
->>
-
-\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
-KernelHwSeenOf == <<
-    <<1, 1>>,  \* warp0 waits at named_bar[0]
-    <<2, 1>>,  \* warp1 waits at named_bar[0]
-    <<3, 1>>   \* warp2 waits at named_bar[0]
->>
-
-\* The block of each agent.
-KernelBlockOf == <<
-    1,  \* warp0
-    1,  \* warp1
-    1   \* warp2
->>
-
-\* The agents that are warpgroups (a warp that ends has joined, not exited).
-KernelTopAgents == {1, 2, 3}
-
-\* The block of each mbarrier instance.
-KernelInstBlock == <<
-    1,  \* bars_0[0]
-    1,  \* bars_0[1]
-    1,  \* bars_2[0]
-    1   \* bars_2[1]
->>
-
-KernelBlockThreads == 96
-
-\* The slots some block issues into another block's barrier.
-KernelRemoteSlots == {}
-
-\* Explicit-init entries: the mbarrier instance of each.
-KernelInitOf == <<
-    1,  \* bars_0[0]
-    2,  \* bars_0[1]
-    3,  \* bars_2[0]
-    4   \* bars_2[1]
->>
-
-\* Release fields: <<entry, hardware barrier>>.
-KernelRelOf == <<
-    <<1, 1>>,  \* bars_0[0] released on named_bar[0]
-    <<2, 1>>,  \* bars_0[1] released on named_bar[0]
-    <<3, 1>>,  \* bars_2[0] released on named_bar[0]
-    <<4, 1>>   \* bars_2[1] released on named_bar[0]
->>
-
-KernelClusterHw == 0
-
-\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
-KernelRelaxedAt == {}
 
 ==============================================================================================================

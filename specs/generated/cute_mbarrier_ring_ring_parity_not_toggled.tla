@@ -6,7 +6,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS InitBarrier
+EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -16,42 +16,32 @@ KernelExpected == <<
     32   \* 4: empty[1] (Barrier)  examples/cute/mbarrier_ring.py:34
 >>
 
-\* Agent 1: warp0 (thread), 17 instruction(s).
+\* Agent 1: warp0 (thread), 10 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),               \* pc 0: mbarrier_init(full[0])  examples/cute/mbarrier_ring.py:33
-    mbarrier_init(3),               \* pc 1: mbarrier_init(empty[0])  examples/cute/mbarrier_ring.py:34
-    mbarrier_init(2),               \* pc 2: mbarrier_init(full[1])  examples/cute/mbarrier_ring.py:33
-    mbarrier_init(4),               \* pc 3: mbarrier_init(empty[1])  examples/cute/mbarrier_ring.py:34
-    fence_mbarrier_init,            \* pc 4: fence_mbarrier_init()  examples/cute/mbarrier_ring.py:36
-    hw_arrive(1, 32, 64, 6, 0, 1),  \* pc 5: syncthreads()  examples/cute/mbarrier_ring.py:37
-    hw_wait(1, 1),                  \* pc 6: syncthreads()  examples/cute/mbarrier_ring.py:37
-    wait_parity(3, 1, 1),           \* pc 7: wait_parity(empty[0], 1)  examples/cute/mbarrier_ring.py:46
-    arrive(<<1>>, 1),               \* pc 8: arrive(full[0])  examples/cute/mbarrier_ring.py:48
-    wait_parity(4, 1, 2),           \* pc 9: wait_parity(empty[1], 1)  examples/cute/mbarrier_ring.py:46
-    arrive(<<2>>, 1),               \* pc 10: arrive(full[1])  examples/cute/mbarrier_ring.py:48
-    wait_parity(3, 1, 1),           \* pc 11: wait_parity(empty[0], 1)  examples/cute/mbarrier_ring.py:46
-    arrive(<<1>>, 1),               \* pc 12: arrive(full[0])  examples/cute/mbarrier_ring.py:48
-    wait_parity(4, 1, 2),           \* pc 13: wait_parity(empty[1], 1)  examples/cute/mbarrier_ring.py:46
-    arrive(<<2>>, 1),               \* pc 14: arrive(full[1])  examples/cute/mbarrier_ring.py:48
-    wait_parity(3, 1, 1),           \* pc 15: wait_parity(empty[0], 1)  examples/cute/mbarrier_ring.py:46
-    arrive(<<1>>, 1)                \* pc 16: arrive(full[0])  examples/cute/mbarrier_ring.py:48
+    wait_parity(3, 1, 1),  \* pc 0: wait_parity(empty[0], 1)  examples/cute/mbarrier_ring.py:46
+    arrive(<<1>>, 1),      \* pc 1: arrive(full[0])  examples/cute/mbarrier_ring.py:48
+    wait_parity(4, 1, 2),  \* pc 2: wait_parity(empty[1], 1)  examples/cute/mbarrier_ring.py:46
+    arrive(<<2>>, 1),      \* pc 3: arrive(full[1])  examples/cute/mbarrier_ring.py:48
+    wait_parity(3, 1, 1),  \* pc 4: wait_parity(empty[0], 1)  examples/cute/mbarrier_ring.py:46
+    arrive(<<1>>, 1),      \* pc 5: arrive(full[0])  examples/cute/mbarrier_ring.py:48
+    wait_parity(4, 1, 2),  \* pc 6: wait_parity(empty[1], 1)  examples/cute/mbarrier_ring.py:46
+    arrive(<<2>>, 1),      \* pc 7: arrive(full[1])  examples/cute/mbarrier_ring.py:48
+    wait_parity(3, 1, 1),  \* pc 8: wait_parity(empty[0], 1)  examples/cute/mbarrier_ring.py:46
+    arrive(<<1>>, 1)       \* pc 9: arrive(full[0])  examples/cute/mbarrier_ring.py:48
 >>
 
-\* Agent 2: warp1 (thread), 13 instruction(s).
+\* Agent 2: warp1 (thread), 10 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,            \* pc 0: fence_mbarrier_init()  examples/cute/mbarrier_ring.py:36
-    hw_arrive(1, 32, 64, 6, 0, 2),  \* pc 1: syncthreads()  examples/cute/mbarrier_ring.py:37
-    hw_wait(1, 2),                  \* pc 2: syncthreads()  examples/cute/mbarrier_ring.py:37
-    wait_parity(1, 0, 3),           \* pc 3: wait_parity(full[0], 0)  examples/cute/mbarrier_ring.py:57
-    arrive(<<3>>, 32),              \* pc 4: arrive(empty[0], count=32)  examples/cute/mbarrier_ring.py:58
-    wait_parity(2, 0, 4),           \* pc 5: wait_parity(full[1], 0)  examples/cute/mbarrier_ring.py:57
-    arrive(<<4>>, 32),              \* pc 6: arrive(empty[1], count=32)  examples/cute/mbarrier_ring.py:58
-    wait_parity(1, 0, 3),           \* pc 7: wait_parity(full[0], 0)  examples/cute/mbarrier_ring.py:57
-    arrive(<<3>>, 32),              \* pc 8: arrive(empty[0], count=32)  examples/cute/mbarrier_ring.py:58
-    wait_parity(2, 0, 4),           \* pc 9: wait_parity(full[1], 0)  examples/cute/mbarrier_ring.py:57
-    arrive(<<4>>, 32),              \* pc 10: arrive(empty[1], count=32)  examples/cute/mbarrier_ring.py:58
-    wait_parity(1, 0, 3),           \* pc 11: wait_parity(full[0], 0)  examples/cute/mbarrier_ring.py:57
-    arrive(<<3>>, 32)               \* pc 12: arrive(empty[0], count=32)  examples/cute/mbarrier_ring.py:58
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(full[0], 0)  examples/cute/mbarrier_ring.py:57
+    arrive(<<3>>, 32),     \* pc 1: arrive(empty[0], count=32)  examples/cute/mbarrier_ring.py:58
+    wait_parity(2, 0, 4),  \* pc 2: wait_parity(full[1], 0)  examples/cute/mbarrier_ring.py:57
+    arrive(<<4>>, 32),     \* pc 3: arrive(empty[1], count=32)  examples/cute/mbarrier_ring.py:58
+    wait_parity(1, 0, 3),  \* pc 4: wait_parity(full[0], 0)  examples/cute/mbarrier_ring.py:57
+    arrive(<<3>>, 32),     \* pc 5: arrive(empty[0], count=32)  examples/cute/mbarrier_ring.py:58
+    wait_parity(2, 0, 4),  \* pc 6: wait_parity(full[1], 0)  examples/cute/mbarrier_ring.py:57
+    arrive(<<4>>, 32),     \* pc 7: arrive(empty[1], count=32)  examples/cute/mbarrier_ring.py:58
+    wait_parity(1, 0, 3),  \* pc 8: wait_parity(full[0], 0)  examples/cute/mbarrier_ring.py:57
+    arrive(<<3>>, 32)      \* pc 9: arrive(empty[0], count=32)  examples/cute/mbarrier_ring.py:58
 >>
 
 KernelProg == <<
@@ -61,10 +51,10 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 3, 15>>,  \* 1: warp0 waits on empty[0], last at pc 15
-    <<1, 4, 13>>,  \* 2: warp0 waits on empty[1], last at pc 13
-    <<2, 1, 11>>,  \* 3: warp1 waits on full[0], last at pc 11
-    <<2, 2, 9>>    \* 4: warp1 waits on full[1], last at pc 9
+    <<1, 3, 8>>,  \* 1: warp0 waits on empty[0], last at pc 8
+    <<1, 4, 6>>,  \* 2: warp0 waits on empty[1], last at pc 6
+    <<2, 1, 8>>,  \* 3: warp1 waits on full[0], last at pc 8
+    <<2, 2, 6>>   \* 4: warp1 waits on full[1], last at pc 6
 >>
 
 \* Participants: the seen entries of each instance.
@@ -88,64 +78,5 @@ KernelQueueAgents == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
-
-\* Hardware barriers: named barriers of one block, or the cluster barrier.
-KernelHwKind == <<
-    "named"   \* 1: named_bar[0]
->>
-
-\* The block of each named barrier (0: the cluster barrier).
-KernelHwBlock == <<
-    1   \* named_bar[0]
->>
-
-\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
-KernelHwSeenOf == <<
-    <<1, 1>>,  \* warp0 waits at named_bar[0]
-    <<2, 1>>   \* warp1 waits at named_bar[0]
->>
-
-\* The block of each agent.
-KernelBlockOf == <<
-    1,  \* warp0
-    1   \* warp1
->>
-
-\* The agents that are warpgroups (a warp that ends has joined, not exited).
-KernelTopAgents == {1, 2}
-
-\* The block of each mbarrier instance.
-KernelInstBlock == <<
-    1,  \* full[0]
-    1,  \* full[1]
-    1,  \* empty[0]
-    1   \* empty[1]
->>
-
-KernelBlockThreads == 64
-
-\* The slots some block issues into another block's barrier.
-KernelRemoteSlots == {}
-
-\* Explicit-init entries: the mbarrier instance of each.
-KernelInitOf == <<
-    1,  \* full[0]
-    2,  \* full[1]
-    3,  \* empty[0]
-    4   \* empty[1]
->>
-
-\* Release fields: <<entry, hardware barrier>>.
-KernelRelOf == <<
-    <<1, 1>>,  \* full[0] released on named_bar[0]
-    <<2, 1>>,  \* full[1] released on named_bar[0]
-    <<3, 1>>,  \* empty[0] released on named_bar[0]
-    <<4, 1>>   \* empty[1] released on named_bar[0]
->>
-
-KernelClusterHw == 0
-
-\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
-KernelRelaxedAt == {}
 
 ===========================================================================================

@@ -6,7 +6,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS InitBarrier
+EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -16,24 +16,14 @@ KernelExpected == <<
     32   \* 4: empty[1] (Barrier)  examples/cute/mbarrier_ring.py:34
 >>
 
-\* Agent 1: warp0 (thread), 8 instruction(s).
+\* Agent 1: warp0 (thread), 1 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),               \* pc 0: mbarrier_init(full[0])  examples/cute/mbarrier_ring.py:33
-    mbarrier_init(3),               \* pc 1: mbarrier_init(empty[0])  examples/cute/mbarrier_ring.py:34
-    mbarrier_init(2),               \* pc 2: mbarrier_init(full[1])  examples/cute/mbarrier_ring.py:33
-    mbarrier_init(4),               \* pc 3: mbarrier_init(empty[1])  examples/cute/mbarrier_ring.py:34
-    fence_mbarrier_init,            \* pc 4: fence_mbarrier_init()  examples/cute/mbarrier_ring.py:36
-    hw_arrive(1, 32, 64, 6, 0, 1),  \* pc 5: syncthreads()  examples/cute/mbarrier_ring.py:37
-    hw_wait(1, 1),                  \* pc 6: syncthreads()  examples/cute/mbarrier_ring.py:37
-    unmodeled                       \* pc 7: scf.for with a trip count from kernel argument 0 (i32) (not modelled)  examples/cute/mbarrier_ring.py:44
+    unmodeled   \* pc 0: scf.for with a trip count from kernel argument 0 (i32) (not modelled)  examples/cute/mbarrier_ring.py:44
 >>
 
-\* Agent 2: warp1 (thread), 4 instruction(s).
+\* Agent 2: warp1 (thread), 1 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,            \* pc 0: fence_mbarrier_init()  examples/cute/mbarrier_ring.py:36
-    hw_arrive(1, 32, 64, 6, 0, 2),  \* pc 1: syncthreads()  examples/cute/mbarrier_ring.py:37
-    hw_wait(1, 2),                  \* pc 2: syncthreads()  examples/cute/mbarrier_ring.py:37
-    unmodeled                       \* pc 3: scf.for with a trip count from kernel argument 0 (i32) (not modelled)  examples/cute/mbarrier_ring.py:51
+    unmodeled   \* pc 0: scf.for with a trip count from kernel argument 0 (i32) (not modelled)  examples/cute/mbarrier_ring.py:51
 >>
 
 KernelProg == <<
@@ -65,64 +55,5 @@ KernelQueueAgents == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
-
-\* Hardware barriers: named barriers of one block, or the cluster barrier.
-KernelHwKind == <<
-    "named"   \* 1: named_bar[0]
->>
-
-\* The block of each named barrier (0: the cluster barrier).
-KernelHwBlock == <<
-    1   \* named_bar[0]
->>
-
-\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
-KernelHwSeenOf == <<
-    <<1, 1>>,  \* warp0 waits at named_bar[0]
-    <<2, 1>>   \* warp1 waits at named_bar[0]
->>
-
-\* The block of each agent.
-KernelBlockOf == <<
-    1,  \* warp0
-    1   \* warp1
->>
-
-\* The agents that are warpgroups (a warp that ends has joined, not exited).
-KernelTopAgents == {1, 2}
-
-\* The block of each mbarrier instance.
-KernelInstBlock == <<
-    1,  \* full[0]
-    1,  \* full[1]
-    1,  \* empty[0]
-    1   \* empty[1]
->>
-
-KernelBlockThreads == 64
-
-\* The slots some block issues into another block's barrier.
-KernelRemoteSlots == {}
-
-\* Explicit-init entries: the mbarrier instance of each.
-KernelInitOf == <<
-    1,  \* full[0]
-    2,  \* full[1]
-    3,  \* empty[0]
-    4   \* empty[1]
->>
-
-\* Release fields: <<entry, hardware barrier>>.
-KernelRelOf == <<
-    <<1, 1>>,  \* full[0] released on named_bar[0]
-    <<2, 1>>,  \* full[1] released on named_bar[0]
-    <<3, 1>>,  \* empty[0] released on named_bar[0]
-    <<4, 1>>   \* empty[1] released on named_bar[0]
->>
-
-KernelClusterHw == 0
-
-\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
-KernelRelaxedAt == {}
 
 ===============================================================================================

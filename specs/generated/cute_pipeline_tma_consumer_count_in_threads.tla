@@ -6,99 +6,80 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS InitBarrier
+EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,    \* 1: storage_0[0] (Barrier)  examples/cute/pipeline_tma.py:56
-    1,    \* 2: storage_0[1] (Barrier)  examples/cute/pipeline_tma.py:56
-    128,  \* 3: storage_2[0] (Barrier)  examples/cute/pipeline_tma.py:56
-    128   \* 4: storage_2[1] (Barrier)  examples/cute/pipeline_tma.py:56
+    1,    \* 1: pipeline_bars[0] (Barrier)  examples/cute/pipeline_tma.py:56
+    1,    \* 2: pipeline_bars[1] (Barrier)  examples/cute/pipeline_tma.py:56
+    128,  \* 3: pipeline_bars_2[0] (Barrier)  examples/cute/pipeline_tma.py:56
+    128   \* 4: pipeline_bars_2[1] (Barrier)  examples/cute/pipeline_tma.py:56
 >>
 
-\* Agent 1: warp0 (thread), 15 instruction(s).
+\* Agent 1: warp0 (thread), 8 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                \* pc 0: mbarrier_init(storage_0[0])  examples/cute/pipeline_tma.py:56
-    mbarrier_init(2),                \* pc 1: mbarrier_init(storage_0[1])  examples/cute/pipeline_tma.py:56
-    mbarrier_init(3),                \* pc 2: mbarrier_init(storage_2[0])  examples/cute/pipeline_tma.py:56
-    mbarrier_init(4),                \* pc 3: mbarrier_init(storage_2[1])  examples/cute/pipeline_tma.py:56
-    fence_mbarrier_init,             \* pc 4: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 1),  \* pc 5: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 1),                   \* pc 6: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 1),            \* pc 7: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 0, 2),            \* pc 9: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1),                \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 1),            \* pc 11: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 12: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 1, 2),            \* pc 13: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1)                 \* pc 14: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 0, 2),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 1),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 1, 2),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
 >>
 
-\* Agent 2: warp1 (thread), 11 instruction(s).
+\* Agent 2: warp1 (thread), 8 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 2),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 2),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 3),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 0, 4),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 3),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 1, 4),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 0, 4),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 3),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 1, 4),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
 >>
 
-\* Agent 3: warp2 (thread), 11 instruction(s).
+\* Agent 3: warp2 (thread), 8 instruction(s).
 Prog_3_warp2 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 3),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 3),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 5),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 0, 6),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 5),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 1, 6),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 5),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 0, 6),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 5),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 1, 6),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
 >>
 
-\* Agent 4: warp3 (thread), 11 instruction(s).
+\* Agent 4: warp3 (thread), 8 instruction(s).
 Prog_4_warp3 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 4),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 4),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 7),            \* pc 3: wait_parity(storage_0[0], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 4: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 0, 8),            \* pc 5: wait_parity(storage_0[1], 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1),                \* pc 6: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 7),            \* pc 7: wait_parity(storage_0[0], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<3>>, 1),                \* pc 8: arrive(storage_2[0])  examples/cute/pipeline_tma.py:94
-    wait_parity(2, 1, 8),            \* pc 9: wait_parity(storage_0[1], 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<4>>, 1)                 \* pc 10: arrive(storage_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 7),  \* pc 0: wait_parity(pipeline_bars[0], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 1: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 0, 8),  \* pc 2: wait_parity(pipeline_bars[1], 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1),      \* pc 3: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 7),  \* pc 4: wait_parity(pipeline_bars[0], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<3>>, 1),      \* pc 5: arrive(pipeline_bars_2[0])  examples/cute/pipeline_tma.py:94
+    wait_parity(2, 1, 8),  \* pc 6: wait_parity(pipeline_bars[1], 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<4>>, 1)       \* pc 7: arrive(pipeline_bars_2[1])  examples/cute/pipeline_tma.py:94
 >>
 
-\* Agent 5: warp4 (thread), 17 instruction(s).
+\* Agent 5: warp4 (thread), 14 instruction(s).
 Prog_5_warp4 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 6, 0, 5),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 5),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(3, 1, 9),            \* pc 3: wait_parity(storage_2[0], 1)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<1>>, 8192),   \* pc 4: arrive_expect_tx(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(4, 1, 10),           \* pc 6: wait_parity(storage_2[1], 1)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<2>>, 8192),   \* pc 7: arrive_expect_tx(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<2>>),  \* pc 8: tma_load(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(3, 0, 9),            \* pc 9: wait_parity(storage_2[0], 0)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<1>>, 8192),   \* pc 10: arrive_expect_tx(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<1>>),  \* pc 11: tma_load(storage_0[0], 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(4, 0, 10),           \* pc 12: wait_parity(storage_2[1], 0)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<2>>, 8192),   \* pc 13: arrive_expect_tx(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<2>>),  \* pc 14: tma_load(storage_0[1], 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(3, 1, 9),            \* pc 15: wait_parity(storage_2[0], 1)  examples/cute/pipeline_tma.py:75
-    wait_parity(4, 1, 10)            \* pc 16: wait_parity(storage_2[1], 1)  examples/cute/pipeline_tma.py:75
+    wait_parity(3, 1, 9),            \* pc 0: wait_parity(pipeline_bars_2[0], 1)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(4, 1, 10),           \* pc 3: wait_parity(pipeline_bars_2[1], 1)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<2>>, 8192),   \* pc 4: arrive_expect_tx(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<2>>),  \* pc 5: tma_load(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(3, 0, 9),            \* pc 6: wait_parity(pipeline_bars_2[0], 0)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(pipeline_bars[0], 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(4, 0, 10),           \* pc 9: wait_parity(pipeline_bars_2[1], 0)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<2>>, 8192),   \* pc 10: arrive_expect_tx(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<2>>),  \* pc 11: tma_load(pipeline_bars[1], 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(3, 1, 9),            \* pc 12: wait_parity(pipeline_bars_2[0], 1)  examples/cute/pipeline_tma.py:75
+    wait_parity(4, 1, 10)            \* pc 13: wait_parity(pipeline_bars_2[1], 1)  examples/cute/pipeline_tma.py:75
 >>
 
 KernelProg == <<
@@ -111,30 +92,30 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 1, 11>>,  \* 1: warp0 waits on storage_0[0], last at pc 11
-    <<1, 2, 13>>,  \* 2: warp0 waits on storage_0[1], last at pc 13
-    <<2, 1, 7>>,   \* 3: warp1 waits on storage_0[0], last at pc 7
-    <<2, 2, 9>>,   \* 4: warp1 waits on storage_0[1], last at pc 9
-    <<3, 1, 7>>,   \* 5: warp2 waits on storage_0[0], last at pc 7
-    <<3, 2, 9>>,   \* 6: warp2 waits on storage_0[1], last at pc 9
-    <<4, 1, 7>>,   \* 7: warp3 waits on storage_0[0], last at pc 7
-    <<4, 2, 9>>,   \* 8: warp3 waits on storage_0[1], last at pc 9
-    <<5, 3, 15>>,  \* 9: warp4 waits on storage_2[0], last at pc 15
-    <<5, 4, 16>>   \* 10: warp4 waits on storage_2[1], last at pc 16
+    <<1, 1, 4>>,   \* 1: warp0 waits on pipeline_bars[0], last at pc 4
+    <<1, 2, 6>>,   \* 2: warp0 waits on pipeline_bars[1], last at pc 6
+    <<2, 1, 4>>,   \* 3: warp1 waits on pipeline_bars[0], last at pc 4
+    <<2, 2, 6>>,   \* 4: warp1 waits on pipeline_bars[1], last at pc 6
+    <<3, 1, 4>>,   \* 5: warp2 waits on pipeline_bars[0], last at pc 4
+    <<3, 2, 6>>,   \* 6: warp2 waits on pipeline_bars[1], last at pc 6
+    <<4, 1, 4>>,   \* 7: warp3 waits on pipeline_bars[0], last at pc 4
+    <<4, 2, 6>>,   \* 8: warp3 waits on pipeline_bars[1], last at pc 6
+    <<5, 3, 12>>,  \* 9: warp4 waits on pipeline_bars_2[0], last at pc 12
+    <<5, 4, 13>>   \* 10: warp4 waits on pipeline_bars_2[1], last at pc 13
 >>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
-    <<1, 3, 5, 7>>,  \* storage_0[0]
-    <<2, 4, 6, 8>>,  \* storage_0[1]
-    <<9>>,           \* storage_2[0]
-    <<10>>           \* storage_2[1]
+    <<1, 3, 5, 7>>,  \* pipeline_bars[0]
+    <<2, 4, 6, 8>>,  \* pipeline_bars[1]
+    <<9>>,           \* pipeline_bars_2[0]
+    <<10>>           \* pipeline_bars_2[1]
 >>
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 8192),  \* 1: tma landing on storage_0[0]
-    complete_tx_slot(2, 8192)   \* 2: tma landing on storage_0[1]
+    complete_tx_slot(1, 8192),  \* 1: tma landing on pipeline_bars[0]
+    complete_tx_slot(2, 8192)   \* 2: tma landing on pipeline_bars[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -147,70 +128,5 @@ KernelQueueAgents == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
-
-\* Hardware barriers: named barriers of one block, or the cluster barrier.
-KernelHwKind == <<
-    "named"   \* 1: named_bar[0]
->>
-
-\* The block of each named barrier (0: the cluster barrier).
-KernelHwBlock == <<
-    1   \* named_bar[0]
->>
-
-\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
-KernelHwSeenOf == <<
-    <<1, 1>>,  \* warp0 waits at named_bar[0]
-    <<2, 1>>,  \* warp1 waits at named_bar[0]
-    <<3, 1>>,  \* warp2 waits at named_bar[0]
-    <<4, 1>>,  \* warp3 waits at named_bar[0]
-    <<5, 1>>   \* warp4 waits at named_bar[0]
->>
-
-\* The block of each agent.
-KernelBlockOf == <<
-    1,  \* warp0
-    1,  \* warp1
-    1,  \* warp2
-    1,  \* warp3
-    1   \* warp4
->>
-
-\* The agents that are warpgroups (a warp that ends has joined, not exited).
-KernelTopAgents == {1, 2, 3, 4, 5}
-
-\* The block of each mbarrier instance.
-KernelInstBlock == <<
-    1,  \* storage_0[0]
-    1,  \* storage_0[1]
-    1,  \* storage_2[0]
-    1   \* storage_2[1]
->>
-
-KernelBlockThreads == 160
-
-\* The slots some block issues into another block's barrier.
-KernelRemoteSlots == {}
-
-\* Explicit-init entries: the mbarrier instance of each.
-KernelInitOf == <<
-    1,  \* storage_0[0]
-    2,  \* storage_0[1]
-    3,  \* storage_2[0]
-    4   \* storage_2[1]
->>
-
-\* Release fields: <<entry, hardware barrier>>.
-KernelRelOf == <<
-    <<1, 1>>,  \* storage_0[0] released on named_bar[0]
-    <<2, 1>>,  \* storage_0[1] released on named_bar[0]
-    <<3, 1>>,  \* storage_2[0] released on named_bar[0]
-    <<4, 1>>   \* storage_2[1] released on named_bar[0]
->>
-
-KernelClusterHw == 0
-
-\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
-KernelRelaxedAt == {}
 
 ============================================================================================

@@ -6,83 +6,66 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS InitBarrier
+EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: storage_0 (Barrier)  examples/cute/pipeline_tma.py:56
-    4   \* 2: storage_1 (Barrier)  examples/cute/pipeline_tma.py:56
+    1,  \* 1: pipeline_bars (Barrier)  examples/cute/pipeline_tma.py:56
+    4   \* 2: pipeline_bars_1 (Barrier)  examples/cute/pipeline_tma.py:56
 >>
 
-\* Agent 1: warp0 (thread), 11 instruction(s).
+\* Agent 1: warp0 (thread), 6 instruction(s).
 Prog_1_warp0 == <<
-    mbarrier_init(1),                \* pc 0: mbarrier_init(storage_0)  examples/cute/pipeline_tma.py:56
-    mbarrier_init(2),                \* pc 1: mbarrier_init(storage_1)  examples/cute/pipeline_tma.py:56
-    fence_mbarrier_init,             \* pc 2: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 4, 0, 1),  \* pc 3: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 1),                   \* pc 4: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 1),            \* pc 5: wait_parity(storage_0, 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1),                \* pc 6: arrive(storage_1)  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 1),            \* pc 7: wait_parity(storage_0, 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1),                \* pc 8: arrive(storage_1)  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 0, 1),            \* pc 9: wait_parity(storage_0, 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1)                 \* pc 10: arrive(storage_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 1),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 1),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
 >>
 
-\* Agent 2: warp1 (thread), 9 instruction(s).
+\* Agent 2: warp1 (thread), 6 instruction(s).
 Prog_2_warp1 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 4, 0, 2),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 2),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 2),            \* pc 3: wait_parity(storage_0, 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1),                \* pc 4: arrive(storage_1)  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 2),            \* pc 5: wait_parity(storage_0, 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1),                \* pc 6: arrive(storage_1)  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 0, 2),            \* pc 7: wait_parity(storage_0, 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1)                 \* pc 8: arrive(storage_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 2),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 2),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 2),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
 >>
 
-\* Agent 3: warp2 (thread), 9 instruction(s).
+\* Agent 3: warp2 (thread), 6 instruction(s).
 Prog_3_warp2 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 4, 0, 3),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 3),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 3),            \* pc 3: wait_parity(storage_0, 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1),                \* pc 4: arrive(storage_1)  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 3),            \* pc 5: wait_parity(storage_0, 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1),                \* pc 6: arrive(storage_1)  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 0, 3),            \* pc 7: wait_parity(storage_0, 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1)                 \* pc 8: arrive(storage_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 3),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 3),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
 >>
 
-\* Agent 4: warp3 (thread), 9 instruction(s).
+\* Agent 4: warp3 (thread), 6 instruction(s).
 Prog_4_warp3 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 4, 0, 4),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 4),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(1, 0, 4),            \* pc 3: wait_parity(storage_0, 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1),                \* pc 4: arrive(storage_1)  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 1, 4),            \* pc 5: wait_parity(storage_0, 1)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1),                \* pc 6: arrive(storage_1)  examples/cute/pipeline_tma.py:94
-    wait_parity(1, 0, 4),            \* pc 7: wait_parity(storage_0, 0)  examples/cute/pipeline_tma.py:90
-    arrive(<<2>>, 1)                 \* pc 8: arrive(storage_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 4),  \* pc 0: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 1: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 1, 4),  \* pc 2: wait_parity(pipeline_bars, 1)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1),      \* pc 3: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
+    wait_parity(1, 0, 4),  \* pc 4: wait_parity(pipeline_bars, 0)  examples/cute/pipeline_tma.py:90
+    arrive(<<2>>, 1)       \* pc 5: arrive(pipeline_bars_1)  examples/cute/pipeline_tma.py:94
 >>
 
-\* Agent 5: warp4 (thread), 13 instruction(s).
+\* Agent 5: warp4 (thread), 10 instruction(s).
 Prog_5_warp4 == <<
-    fence_mbarrier_init,             \* pc 0: fence_mbarrier_init()  examples/cute/pipeline_tma.py:56
-    hw_arrive(1, 32, 160, 4, 0, 5),  \* pc 1: syncthreads()  examples/cute/pipeline_tma.py:56
-    hw_wait(1, 5),                   \* pc 2: syncthreads()  examples/cute/pipeline_tma.py:56
-    wait_parity(2, 1, 5),            \* pc 3: wait_parity(storage_1, 1)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<1>>, 8192),   \* pc 4: arrive_expect_tx(storage_0, 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(storage_0, 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(2, 0, 5),            \* pc 6: wait_parity(storage_1, 0)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(storage_0, 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(storage_0, 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(2, 1, 5),            \* pc 9: wait_parity(storage_1, 1)  examples/cute/pipeline_tma.py:70
-    arrive_expect_tx(<<1>>, 8192),   \* pc 10: arrive_expect_tx(storage_0, 8192B)  examples/cute/pipeline_tma.py:70
-    issue_async(<<>>, 8192, <<1>>),  \* pc 11: tma_load(storage_0, 8192B)  examples/cute/pipeline_tma.py:71
-    wait_parity(2, 0, 5)             \* pc 12: wait_parity(storage_1, 0)  examples/cute/pipeline_tma.py:75
+    wait_parity(2, 1, 5),            \* pc 0: wait_parity(pipeline_bars_1, 1)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(2, 0, 5),            \* pc 3: wait_parity(pipeline_bars_1, 0)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 4: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 5: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(2, 1, 5),            \* pc 6: wait_parity(pipeline_bars_1, 1)  examples/cute/pipeline_tma.py:70
+    arrive_expect_tx(<<1>>, 8192),   \* pc 7: arrive_expect_tx(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:70
+    issue_async(<<>>, 8192, <<1>>),  \* pc 8: tma_load(pipeline_bars, 8192B)  examples/cute/pipeline_tma.py:71
+    wait_parity(2, 0, 5)             \* pc 9: wait_parity(pipeline_bars_1, 0)  examples/cute/pipeline_tma.py:75
 >>
 
 KernelProg == <<
@@ -95,22 +78,22 @@ KernelProg == <<
 
 \* Seen entries: <<agent, instance, pc of its last wait on it>> for every agent that waits on an instance.
 KernelSeenOf == <<
-    <<1, 1, 9>>,   \* 1: warp0 waits on storage_0, last at pc 9
-    <<2, 1, 7>>,   \* 2: warp1 waits on storage_0, last at pc 7
-    <<3, 1, 7>>,   \* 3: warp2 waits on storage_0, last at pc 7
-    <<4, 1, 7>>,   \* 4: warp3 waits on storage_0, last at pc 7
-    <<5, 2, 12>>   \* 5: warp4 waits on storage_1, last at pc 12
+    <<1, 1, 4>>,  \* 1: warp0 waits on pipeline_bars, last at pc 4
+    <<2, 1, 4>>,  \* 2: warp1 waits on pipeline_bars, last at pc 4
+    <<3, 1, 4>>,  \* 3: warp2 waits on pipeline_bars, last at pc 4
+    <<4, 1, 4>>,  \* 4: warp3 waits on pipeline_bars, last at pc 4
+    <<5, 2, 9>>   \* 5: warp4 waits on pipeline_bars_1, last at pc 9
 >>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
-    <<1, 2, 3, 4>>,  \* storage_0
-    <<5>>            \* storage_1
+    <<1, 2, 3, 4>>,  \* pipeline_bars
+    <<5>>            \* pipeline_bars_1
 >>
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 8192)   \* 1: tma landing on storage_0
+    complete_tx_slot(1, 8192)   \* 1: tma landing on pipeline_bars
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -123,64 +106,5 @@ KernelQueueAgents == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
-
-\* Hardware barriers: named barriers of one block, or the cluster barrier.
-KernelHwKind == <<
-    "named"   \* 1: named_bar[0]
->>
-
-\* The block of each named barrier (0: the cluster barrier).
-KernelHwBlock == <<
-    1   \* named_bar[0]
->>
-
-\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
-KernelHwSeenOf == <<
-    <<1, 1>>,  \* warp0 waits at named_bar[0]
-    <<2, 1>>,  \* warp1 waits at named_bar[0]
-    <<3, 1>>,  \* warp2 waits at named_bar[0]
-    <<4, 1>>,  \* warp3 waits at named_bar[0]
-    <<5, 1>>   \* warp4 waits at named_bar[0]
->>
-
-\* The block of each agent.
-KernelBlockOf == <<
-    1,  \* warp0
-    1,  \* warp1
-    1,  \* warp2
-    1,  \* warp3
-    1   \* warp4
->>
-
-\* The agents that are warpgroups (a warp that ends has joined, not exited).
-KernelTopAgents == {1, 2, 3, 4, 5}
-
-\* The block of each mbarrier instance.
-KernelInstBlock == <<
-    1,  \* storage_0
-    1   \* storage_1
->>
-
-KernelBlockThreads == 160
-
-\* The slots some block issues into another block's barrier.
-KernelRemoteSlots == {}
-
-\* Explicit-init entries: the mbarrier instance of each.
-KernelInitOf == <<
-    1,  \* storage_0
-    2   \* storage_1
->>
-
-\* Release fields: <<entry, hardware barrier>>.
-KernelRelOf == <<
-    <<1, 1>>,  \* storage_0 released on named_bar[0]
-    <<2, 1>>   \* storage_1 released on named_bar[0]
->>
-
-KernelClusterHw == 0
-
-\* <<agent, pc>> of each barrier.cluster.arrive.relaxed.
-KernelRelaxedAt == {}
 
 =====================================================================================
