@@ -38,11 +38,18 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
-                 WarpRegion, evaluate, iter_ops, walk)
+                 WarpRegion, evaluate, free_vars, iter_ops, walk)
 
 PALLAS_WAIT = "barrier_wait"
 PALLAS_TEST = "barrier_test"     # a barrier_wait that does not block
 PARITY_WAIT = "wait_parity"
+
+# Hardware barriers (PTX `bar` / `barrier`, `barrier.cluster`) count hardware threads.
+WARP_THREADS = 32
+NAMED_BARRIERS = 16          # barrier ids 0..15 per block
+LANE = "lane"                # a thread's lane in its warp: a branch on it splits the warp
+IN_REGION = " in a warp region"   # env marks (not valid names, so no program can bind them)
+LANE_SPLIT = " in a lane branch"
 
 
 class ReferenceError(Exception):
@@ -114,19 +121,29 @@ class Machine:
     observed: dict[tuple[str, str], int] = field(default_factory=dict)   # phase at last wait
     landings: list[tuple[str, str, int]] = field(default_factory=list)   # in-flight, any order
     queues: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    # Named barriers: (block, id) -> (completed phases, threads arrived in the open phase, the
+    # open phase's count or None, the site of its first aligned bar.sync or None).
+    named: dict[tuple, tuple] = field(default_factory=dict)
+    # The cluster barrier: (completed phases, threads arrived in the open phase).
+    cluster_bar: tuple[int, int] = (0, 0)
+    # thread -> the phase of a hardware barrier it arrived in and has not yet waited for
+    hw_arrived: dict[tuple[str, object], int] = field(default_factory=dict)
 
     def clone(self) -> "Machine":
         threads = {n: Thread(t.name, t.block, t.thread, t.warp, t.actions, t.pc)
                    for n, t in self.threads.items()}
         return Machine(threads, copy.deepcopy(self.barriers), dict(self.waits),
                        dict(self.observed), list(self.landings),
-                       {n: list(q) for n, q in self.queues.items()})
+                       {n: list(q) for n, q in self.queues.items()}, dict(self.named),
+                       self.cluster_bar, dict(self.hw_arrived))
 
     def key(self) -> tuple:
         return (tuple(t.pc for t in self.threads.values()),
                 tuple((b.phase, b.pending, b.tx, b.expected) for b in self.barriers.values()),
                 tuple(sorted(self.waits.items())), tuple(sorted(self.observed.items())),
-                tuple(sorted(self.landings)), tuple((n, tuple(q)) for n, q in self.queues.items()))
+                tuple(sorted(self.landings)), tuple((n, tuple(q)) for n, q in self.queues.items()),
+                tuple(sorted(self.named.items(), key=repr)), self.cluster_bar,
+                tuple(sorted(self.hw_arrived.items(), key=repr)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,6 +188,7 @@ class Cluster:
         for thread in list(self.threads.values()):
             if thread.warp is None:
                 self._walk(kernel.body, self._thread_env(thread), thread)
+        self.cluster_order()
 
     def _allocate(self, alloc) -> None:
         arrivals = evaluate(alloc.num_arrivals, self.env)
@@ -226,6 +244,13 @@ class Cluster:
                 else:
                     env[stmt.var] = outer
             elif isinstance(stmt, When):
+                if LANE in free_vars(stmt.cond):
+                    # A branch on the lane splits the warp: it runs both sides, each with part
+                    # of its threads (SIMT divergence).
+                    split = {**env, LANE_SPLIT: 1}
+                    self._walk(stmt.then, split, thread)
+                    self._walk(stmt.orelse, split, thread)
+                    continue
                 self._walk(stmt.then if evaluate(stmt.cond, env) else stmt.orelse, env, thread)
             elif isinstance(stmt, WarpRegion):
                 self._region(stmt, env, thread)
@@ -241,9 +266,11 @@ class Cluster:
             warp = self.threads[f"{parent.name}.{self.kernel.warp_axis}{w}"]
             warp.actions.append(Action("enter", f"core_map({region.axis}): enter", region.loc,
                                        link=(parent.name, fork_index)))
-            self._walk(region.body, {**env, region.axis: w, self.kernel.warp_axis: w}, warp)
+            self._walk(region.body, {**env, region.axis: w, self.kernel.warp_axis: w,
+                                     IN_REGION: 1}, warp)
             ends.append((warp.name, len(warp.actions)))
-        self._walk(region.body, {**env, region.axis: 0, self.kernel.warp_axis: 0}, parent)
+        self._walk(region.body, {**env, region.axis: 0, self.kernel.warp_axis: 0, IN_REGION: 1},
+                   parent)
         parent.actions.append(Action("join", f"core_map({region.axis}): join warps", region.loc,
                                      link=tuple(ends)))
 
@@ -294,6 +321,9 @@ class Cluster:
         add = thread.actions.append
         if kind == "unmodeled":
             add(Action("nop", op.describe(), loc))
+            return
+        if kind in HW_BARRIER_KINDS:
+            self._hw_barrier(op, env, thread)
             return
         if op.barrier is None:
             if kind != "tcgen05_mma":
@@ -375,6 +405,61 @@ class Cluster:
         else:
             raise ModelError(f"unknown operation kind {kind!r}", loc=loc)
 
+    # -- hardware barriers (PTX bar / barrier, barrier.cluster) --------------------------------
+
+    def _hw_barrier(self, op: Op, env, thread: Thread) -> None:
+        """bar.sync / bar.arrive on a named barrier of the block (syncthreads: id 0, every
+        thread), barrier.cluster.arrive / wait. A thread arrives with its hardware threads: a
+        whole warpgroup outside a warp region, one warp inside."""
+        loc, add = op.loc, thread.actions.append
+        width = WARP_THREADS if IN_REGION in env else self.kernel.num_warps * WARP_THREADS
+        if op.kind in ("cluster_arrive", "cluster_wait"):
+            text = "cluster_arrive(relaxed=True)" if op.name == "relaxed" else f"{op.kind}()"
+            add(Action(op.kind, text, loc, amount=width))
+            return
+        nthreads = evaluate(self.kernel.num_threads, self.env) * self.kernel.num_warps * \
+            WARP_THREADS
+        everyone = op.name == "syncthreads"
+        bar_id = 0 if everyone else evaluate(op.bar_id, env)
+        count = nthreads if everyone else evaluate(op.count, env)
+        if not 0 <= bar_id < NAMED_BARRIERS:
+            self.findings.append(Finding("BP143", f"named barrier id {bar_id}", loc))
+            return
+        if count < WARP_THREADS or count % WARP_THREADS or count > nthreads:
+            self.findings.append(Finding("BP140", f"named barrier {bar_id} counts {count} "
+                                         f"threads (a block has {nthreads})", loc))
+            return
+        if everyone:
+            text = "syncthreads()"
+        else:
+            spelled = "bar.arrive" if op.kind == "bar_arrive" else \
+                "bar.sync" if op.aligned else "barrier.sync"
+            text = f"{spelled}({bar_id}, {count})"
+        key = (thread.block, bar_id)
+        site = (loc.file, loc.line) if op.kind == "bar_sync" and op.aligned else None
+        if LANE_SPLIT in env:
+            # Part of a warp at this copy of the instruction: the aligned form requires the
+            # whole warp at one instruction (PTX), and none of the copies ever sees it.
+            add(Action("hw_split", text, loc))
+            return
+        add(Action("hw_arrive", text, loc, (key,), width,
+                   link=(count, site, op.kind == "bar_sync")))
+        if op.kind == "bar_sync":
+            add(Action("hw_wait", text, loc, (key,), link=everyone))
+
+    def cluster_order(self) -> None:
+        """BP145, read off each thread's actions: barrier.cluster.arrive and .wait alternate,
+        starting with the arrive."""
+        for thread in self.threads.values():
+            armed = False
+            for action in thread.actions:
+                if action.kind == "cluster_arrive" or action.kind == "cluster_wait":
+                    if (action.kind == "cluster_arrive") == armed:
+                        self.findings.append(Finding(
+                            "BP145", f"{thread.name}: {action.text} out of order", action.loc))
+                        break
+                    armed = not armed
+
     # -- the initial machine ------------------------------------------------------------------
 
     def machine(self) -> Machine:
@@ -388,15 +473,23 @@ class Cluster:
 # What the reference models: mbarriers (Pallas and PTX level), TMA, tcgen05, warp regions. The
 # hardware barriers (bar.sync / bar.arrive, the cluster barrier) and global semaphores are
 # outside it.
-COVERED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+HW_BARRIER_KINDS = {"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"}
+COVERED = HW_BARRIER_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
            "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
            "async_store_smem", "barrier_test"}
 
 
 def uncovered(kernel: Kernel) -> list[str]:
-    """The operation kinds of `kernel` the reference does not model, sorted."""
-    return sorted({op.kind for op in iter_ops(kernel.body)} - COVERED)
+    """The operation kinds of `kernel` the reference does not model, sorted. The unaligned
+    barrier.sync in a branch on the lane (part of a warp arriving) is not modelled."""
+    out = {op.kind for op in iter_ops(kernel.body)} - COVERED
+    for stmt in walk(kernel.body):
+        if isinstance(stmt, When) and LANE in free_vars(stmt.cond):
+            if any(op.kind == "bar_sync" and not op.aligned
+                   for op in iter_ops(stmt.then + stmt.orelse)):
+                out.add("bar_sync(aligned=False) in a lane branch")
+    return sorted(out)
 
 
 def covers(kernel: Kernel) -> bool:
@@ -484,6 +577,16 @@ class Rules:
             if op.barrier is not None:
                 alloc = op.barrier.alloc.name
                 pallas_only[alloc] = pallas_only.get(alloc, True) and op.kind in pallas_kinds
+        # Hardware threads of the cluster (the cluster barrier's count), and which threads
+        # arrive on each named barrier (those a waiting phase counts, with every thread of the
+        # block for syncthreads).
+        self.cluster_threads = sum(1 for t in cluster.threads.values() if t.warp is None) * \
+            cluster.kernel.num_warps * WARP_THREADS
+        self.named_users: dict[tuple, set[str]] = {}
+        for name, thread in cluster.threads.items():
+            for action in thread.actions:
+                if action.kind == "hw_arrive":
+                    self.named_users.setdefault(action.targets[0], set()).add(name)
         waited = {bar for last in self.last_wait.values() for bar in last}
         self.unwaited = {inst for (alloc, _, _), inst in cluster.instance_of.items()
                          if pallas_only.get(alloc) and inst not in waited}
@@ -543,6 +646,12 @@ class Rules:
             if action.link is not None:      # the phase meant: pass once its parity is current
                 return m.barriers[action.wait_on].phase % 2 == action.link % 2
             return m.barriers[action.wait_on].phase % 2 != action.amount
+        if action.kind == "hw_wait":     # bar.sync: until the phase it arrived in completes
+            key = action.targets[0]
+            return m.named[key][0] > m.hw_arrived[(thread.name, key)]
+        if action.kind == "cluster_wait":
+            arrived = m.hw_arrived.get((thread.name, "cluster"))
+            return arrived is None or m.cluster_bar[0] > arrived
         if action.kind == "enter":
             parent, fork_index = action.link
             return m.threads[parent].pc >= fork_index
@@ -603,8 +712,59 @@ class Rules:
         found = [r for r in results if r is not None]
         return found[0] if found else None
 
+    def named_arrive(self, m: Machine, agent: str, action: Action) -> Finding | None:
+        """bar.sync / bar.arrive: the thread's hardware threads arrive on the open phase; the
+        phase completes at its count and the barrier resets (PTX bar)."""
+        key = action.targets[0]
+        count, site, sync = action.link
+        phase, arrived, open_count, open_site = m.named.get(key, (0, 0, None, None))
+        label = f"named barrier {key[1]}" + (f" of block {key[0]}" if self.cluster.multi_block
+                                              else "")
+        if open_count is not None and open_count != count:
+            return Finding("BP142", f"{agent} arrives on {label} counting {count} threads while "
+                           f"its open phase counts {open_count}", action.loc)
+        if site is not None:
+            if open_site is not None and open_site != site:
+                return Finding("BP141", f"{agent}'s aligned bar.sync on {label} is not the "
+                               "instruction its open phase started at", action.loc)
+            open_site = site
+        arrived += action.amount
+        if arrived > count:
+            return Finding("BP142", f"{arrived} threads arrive on {label}, which counts {count}",
+                           action.loc)
+        if sync:
+            m.hw_arrived[(agent, key)] = phase
+        m.named[key] = (phase + 1, 0, None, None) if arrived == count else \
+            (phase, arrived, count, open_site)
+        return None
+
+    def cluster_arrive(self, m: Machine, agent: str, action: Action) -> Finding | None:
+        """barrier.cluster.arrive: completes the phase once every thread of the cluster did."""
+        if (agent, "cluster") in m.hw_arrived:
+            return Finding("BP145", f"{agent} arrives twice on the cluster barrier", action.loc)
+        phase, arrived = m.cluster_bar
+        m.hw_arrived[(agent, "cluster")] = phase
+        arrived += action.amount
+        m.cluster_bar = (phase + 1, 0) if arrived == self.cluster_threads else (phase, arrived)
+        return None
+
     def thread_effect(self, m: Machine, agent: str, action: Action) -> Finding | None:
         kind = action.kind
+        if kind == "hw_arrive":
+            return self.named_arrive(m, agent, action)
+        if kind == "hw_wait":
+            del m.hw_arrived[(agent, action.targets[0])]
+            return None
+        if kind == "hw_split":
+            return Finding("BP141", f"{agent} reaches {action.text} from a branch on the lane: "
+                           "part of a warp at each copy of the instruction", action.loc)
+        if kind == "cluster_arrive":
+            return self.cluster_arrive(m, agent, action)
+        if kind == "cluster_wait":
+            if m.hw_arrived.pop((agent, "cluster"), None) is None:
+                return Finding("BP145", f"{agent} waits on the cluster barrier without arriving",
+                               action.loc)
+            return None
         if kind == "arrive":
             return self.first(self.arrive(m, b, action.amount) for b in action.targets)
         if kind == "arrive_drop":
@@ -760,6 +920,19 @@ class Rules:
                 b = m.barriers[action.wait_on]
                 if b.pending == 0 and b.tx != 0:
                     return Finding("BP130", f"{b.name}: tx-count {b.tx} never returns to zero")
+        # A bar.sync phase waits for a thread that has exited (PTX: a named barrier counts the
+        # threads it was given; one that left never arrives): BP144.
+        for name, thread in m.threads.items():
+            action = thread.next()
+            if action is not None and action.kind == "hw_wait":
+                key = action.targets[0]
+                counted = {n for n, t in m.threads.items() if t.block == key[0]} \
+                    if action.link else self.named_users.get(key, set())
+                gone = sorted(n for n in counted if m.threads[n].done and
+                              m.threads[n].block == key[0])
+                if gone:
+                    return Finding("BP144", f"{name} waits on named barrier {key[1]} for "
+                                   f"{', '.join(gone)}, which exited")
         return Finding("BP100", "deadlock")
 
     def judge(self, m: Machine, ignore: frozenset[str]) -> tuple[str, Finding | None]:
