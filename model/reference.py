@@ -436,7 +436,9 @@ class Cluster:
                 "bar.sync" if op.aligned else "barrier.sync"
             text = f"{spelled}({bar_id}, {count})"
         key = (thread.block, bar_id)
-        site = (loc.file, loc.line) if op.kind == "bar_sync" and op.aligned else None
+        # The instruction is the IR operation, not its source line: a helper that emits
+        # `bar.sync` from two branches puts two instructions on one line.
+        site = id(op) if op.kind == "bar_sync" and op.aligned else None
         if LANE_SPLIT in env:
             # Part of a warp at this copy of the instruction: the aligned form requires the
             # whole warp at one instruction (PTX), and none of the copies ever sees it.
