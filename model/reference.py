@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
-                 WarpRegion, evaluate, free_vars, iter_ops, walk)
+                 WarpRegion, Const, evaluate, free_vars, iter_ops, walk)
 
 PALLAS_WAIT = "barrier_wait"
 PALLAS_TEST = "barrier_test"     # a barrier_wait that does not block
@@ -128,6 +128,8 @@ class Machine:
     cluster_bar: tuple[int, int] = (0, 0)
     # thread -> the phase of a hardware barrier it arrived in and has not yet waited for
     hw_arrived: dict[tuple[str, object], int] = field(default_factory=dict)
+    # semaphore_signal_parallel's signals in flight: (semaphore, increment, issuing thread)
+    signals: list[tuple[str, int, str]] = field(default_factory=list)
 
     def clone(self) -> "Machine":
         threads = {n: Thread(t.name, t.block, t.thread, t.warp, t.actions, t.pc)
@@ -135,7 +137,7 @@ class Machine:
         return Machine(threads, copy.deepcopy(self.barriers), dict(self.waits),
                        dict(self.observed), list(self.landings),
                        {n: list(q) for n, q in self.queues.items()}, dict(self.named),
-                       self.cluster_bar, dict(self.hw_arrived))
+                       self.cluster_bar, dict(self.hw_arrived), list(self.signals))
 
     def key(self) -> tuple:
         return (tuple(t.pc for t in self.threads.values()),
@@ -143,7 +145,7 @@ class Machine:
                 tuple(sorted(self.waits.items())), tuple(sorted(self.observed.items())),
                 tuple(sorted(self.landings)), tuple((n, tuple(q)) for n, q in self.queues.items()),
                 tuple(sorted(self.named.items(), key=repr)), self.cluster_bar,
-                tuple(sorted(self.hw_arrived.items(), key=repr)))
+                tuple(sorted(self.hw_arrived.items(), key=repr)), tuple(sorted(self.signals)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -191,6 +193,9 @@ class Cluster:
         self.cluster_order()
 
     def _allocate(self, alloc) -> None:
+        if alloc.semaphore:
+            self._allocate_semaphore(alloc)
+            return
         arrivals = evaluate(alloc.num_arrivals, self.env)
         expected = arrivals
         if alloc.cluster:
@@ -218,6 +223,58 @@ class Cluster:
                     name += "@" + ",".join(map(str, block))
                 self.instance_of[(alloc.name, index, block)] = name
                 self.barriers[name] = Mbarrier(name, expected, pending=expected)
+
+    def _allocate_semaphore(self, alloc) -> None:
+        """A global semaphore is one counter for the whole grid, whichever block names it. Its
+        value shows as the barrier view's phase (no arrivals, no count)."""
+        shape = [evaluate(n, self.env) for n in alloc.shape]
+        if any(n < 1 for n in shape):
+            raise ModelError(f"`{alloc.name}` has an empty dimension", loc=alloc.loc)
+        for index in itertools.product(*[range(n) for n in shape]):
+            name = alloc.name if alloc.scalar else \
+                alloc.name + "[" + ",".join(map(str, index)) + "]"
+            for block in self.blocks:
+                self.instance_of[(alloc.name, index, block)] = name
+            self.barriers[name] = Mbarrier(name, 0)
+
+    def _semaphore(self, op: Op, env, thread: Thread) -> None:
+        """semaphore_signal: value += inc, times the clusters that signal in lockstep with this
+        one; semaphore_wait: until value >= n, then value -= n if it decrements;
+        semaphore_signal_parallel: on one semaphore the signals in turn, on several one signal
+        in flight each, landing in any order, all before the thread goes on."""
+        loc, add = op.loc, thread.actions.append
+        refs = [ref for ref, _ in op.signals] if op.kind == "semaphore_signal_parallel" \
+            else [op.barrier]
+        found = [self._instance(ref, env, thread.block, loc) for ref in refs]
+        if any(f is None for f in found):
+            return
+        for ref in refs:
+            if not ref.alloc.semaphore:
+                raise ModelError(f"{op.kind} on `{ref.alloc.name}`, which is not a semaphore",
+                                 loc=loc)
+        copies = [evaluate(ref.alloc.copies, env) for ref in refs]
+        if op.kind == "semaphore_wait":
+            n = evaluate(op.count, env)
+            text = f"semaphore_wait({op.barrier.alloc.name}, >={n}" + \
+                (", decrement)" if op.decrement else ")")
+            add(Action("sem_wait", text, loc, (found[0][0],), n, link=op.decrement))
+            return
+        if op.kind == "semaphore_signal":
+            n = evaluate(op.count, env)
+            text = f"semaphore_signal({op.barrier.alloc.name}, +{n}" + \
+                (f" x{copies[0]} clusters)" if copies[0] > 1 else ")")
+            add(Action("sem_signal", text, loc, (found[0][0],), n * copies[0]))
+            return
+        signals = [(f[0], evaluate(inc, env) * c)
+                   for f, (_, inc), c in zip(found, op.signals, copies)]
+        text = "semaphore_signal_parallel(" + ", ".join(f"{s} +{n}" for s, n in signals) + ")"
+        if len({s for s, _ in signals}) == 1:
+            for sem, n in signals:
+                add(Action("sem_signal", text, loc, (sem,), n))
+            return
+        add(Action("sem_send", text, loc, landings=tuple(("signal", s, n) for s, n in signals)))
+        add(Action("sem_landed", "semaphore_signal_parallel: signals landed", loc,
+                   link=len(thread.actions) - 1))
 
     def _thread_env(self, thread: Thread) -> dict[str, int]:
         env = dict(self.env)
@@ -324,6 +381,9 @@ class Cluster:
             return
         if kind in HW_BARRIER_KINDS:
             self._hw_barrier(op, env, thread)
+            return
+        if kind in SEMAPHORE_KINDS:
+            self._semaphore(op, env, thread)
             return
         if op.barrier is None:
             if kind != "tcgen05_mma":
@@ -476,7 +536,8 @@ class Cluster:
 # hardware barriers (bar.sync / bar.arrive, the cluster barrier) and global semaphores are
 # outside it.
 HW_BARRIER_KINDS = {"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"}
-COVERED = HW_BARRIER_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+SEMAPHORE_KINDS = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"}
+COVERED = HW_BARRIER_KINDS | SEMAPHORE_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
            "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
            "async_store_smem", "barrier_test"}
@@ -491,6 +552,13 @@ def uncovered(kernel: Kernel) -> list[str]:
             if any(op.kind == "bar_sync" and not op.aligned
                    for op in iter_ops(stmt.then + stmt.orelse)):
                 out.add("bar_sync(aligned=False) in a lane branch")
+    # Lockstep clusters whose decrementing waits take from one counter would each need their
+    # own blocks; the reference models the semaphore's `copies` only for monotone waits.
+    for op in iter_ops(kernel.body):
+        if op.kind == "semaphore_wait" and op.decrement and op.barrier is not None and \
+                not (isinstance(op.barrier.alloc.copies, Const) and
+                     op.barrier.alloc.copies.value == 1):
+            out.add("semaphore_wait(decrement=True) with lockstep copies")
     return sorted(out)
 
 
@@ -651,6 +719,10 @@ class Rules:
         if action.kind == "hw_wait":     # bar.sync: until the phase it arrived in completes
             key = action.targets[0]
             return m.named[key][0] > m.hw_arrived[(thread.name, key)]
+        if action.kind == "sem_wait":
+            return m.barriers[action.targets[0]].phase >= action.amount
+        if action.kind == "sem_landed":
+            return all(owner != thread.name for _, _, owner in m.signals)
         if action.kind == "cluster_wait":
             arrived = m.hw_arrived.get((thread.name, "cluster"))
             return arrived is None or m.cluster_bar[0] > arrived
@@ -666,6 +738,8 @@ class Rules:
         out = [(n, t.next().text) for n, t in m.threads.items() if self.can_move(m, t)]
         for kind, bar, nbytes in sorted(set(m.landings)):
             out.append((kind, self.landing_text(kind, bar, nbytes)))
+        for sem, n in sorted({(sem, n) for sem, n, _ in m.signals}):
+            out.append(("async", f"signals {sem} (+{n})"))
         for name, queue in m.queues.items():
             if queue:
                 out.append((f"tcgen05({name})", self.tcgen05_text(queue[0])))
@@ -693,6 +767,12 @@ class Rules:
                 raise ReferenceError(f"{agent} cannot take {text}: it is blocked")
             thread.pc += 1
             return self.thread_effect(m, agent, action)
+        if agent == "async":
+            for signal in m.signals:
+                if f"signals {signal[0]} (+{signal[1]})" == text:
+                    m.signals.remove(signal)     # identical signals land alike
+                    m.barriers[signal[0]].phase += signal[1]
+                    return None
         if agent in ("tma", "async"):
             for landing in m.landings:
                 if landing[0] == agent and self.landing_text(*landing) == text:
@@ -762,6 +842,16 @@ class Rules:
                            "part of a warp at each copy of the instruction", action.loc)
         if kind == "cluster_arrive":
             return self.cluster_arrive(m, agent, action)
+        if kind == "sem_signal":
+            m.barriers[action.targets[0]].phase += action.amount
+            return None
+        if kind == "sem_wait":
+            if action.link:
+                m.barriers[action.targets[0]].phase -= action.amount
+            return None
+        if kind == "sem_send":
+            m.signals.extend((sem, n, agent) for _, sem, n in action.landings)
+            return None
         if kind == "cluster_wait":
             if m.hw_arrived.pop((agent, "cluster"), None) is None:
                 return Finding("BP145", f"{agent} waits on the cluster barrier without arriving",
