@@ -130,6 +130,14 @@ class Machine:
     hw_arrived: dict[tuple[str, object], int] = field(default_factory=dict)
     # semaphore_signal_parallel's signals in flight: (semaphore, increment, issuing thread)
     signals: list[tuple[str, int, str]] = field(default_factory=list)
+    # Init visibility of explicit_init barriers (PTX mbarrier.init): the instances each thread
+    # sees initialised, those it released at cluster scope (fence.mbarrier_init), those the
+    # async proxy sees, and what each hardware barrier phase publishes to the threads that
+    # wait for it ((barrier, phase) -> instances; "open" phases still take arrivals).
+    sees: dict[str, frozenset] = field(default_factory=dict)
+    released: dict[str, frozenset] = field(default_factory=dict)
+    async_sees: frozenset = frozenset()
+    published: dict[tuple, frozenset] = field(default_factory=dict)
 
     def clone(self) -> "Machine":
         threads = {n: Thread(t.name, t.block, t.thread, t.warp, t.actions, t.pc)
@@ -137,7 +145,9 @@ class Machine:
         return Machine(threads, copy.deepcopy(self.barriers), dict(self.waits),
                        dict(self.observed), list(self.landings),
                        {n: list(q) for n, q in self.queues.items()}, dict(self.named),
-                       self.cluster_bar, dict(self.hw_arrived), list(self.signals))
+                       self.cluster_bar, dict(self.hw_arrived), list(self.signals),
+                       dict(self.sees), dict(self.released), self.async_sees,
+                       dict(self.published))
 
     def key(self) -> tuple:
         return (tuple(t.pc for t in self.threads.values()),
@@ -145,7 +155,12 @@ class Machine:
                 tuple(sorted(self.waits.items())), tuple(sorted(self.observed.items())),
                 tuple(sorted(self.landings)), tuple((n, tuple(q)) for n, q in self.queues.items()),
                 tuple(sorted(self.named.items(), key=repr)), self.cluster_bar,
-                tuple(sorted(self.hw_arrived.items(), key=repr)), tuple(sorted(self.signals)))
+                tuple(sorted(self.hw_arrived.items(), key=repr)), tuple(sorted(self.signals)),
+                tuple(sorted((n, tuple(sorted(v))) for n, v in self.sees.items() if v)),
+                tuple(sorted((n, tuple(sorted(v))) for n, v in self.released.items() if v)),
+                tuple(sorted(self.async_sees)),
+                tuple(sorted(((repr(k), tuple(sorted(v))) for k, v in self.published.items()
+                              if v))))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -385,6 +400,9 @@ class Cluster:
         if kind in SEMAPHORE_KINDS:
             self._semaphore(op, env, thread)
             return
+        if kind in ("fence_mbarrier_init", "fence_proxy_async"):
+            add(Action(kind, f"{kind}()", loc))
+            return
         if op.barrier is None:
             if kind != "tcgen05_mma":
                 raise ModelError(f"{kind} needs a barrier", loc=loc)
@@ -449,6 +467,8 @@ class Cluster:
             expects = (name,) if kind != "tma_load" else ()
             add(Action("copy", f"{kind}({name}, {nbytes}B)", loc, expects, nbytes,
                        landings=landings))
+        elif kind == "mbarrier_init":
+            add(Action(kind, f"mbarrier_init({name})", loc, (name,)))
         elif kind == "try_cluster_cancel":
             if alloc.cluster:
                 return
@@ -475,7 +495,7 @@ class Cluster:
         width = WARP_THREADS if IN_REGION in env else self.kernel.num_warps * WARP_THREADS
         if op.kind in ("cluster_arrive", "cluster_wait"):
             text = "cluster_arrive(relaxed=True)" if op.name == "relaxed" else f"{op.kind}()"
-            add(Action(op.kind, text, loc, amount=width))
+            add(Action(op.kind, text, loc, amount=width, link=op.name))
             return
         nthreads = evaluate(self.kernel.num_threads, self.env) * self.kernel.num_warps * \
             WARP_THREADS
@@ -537,7 +557,8 @@ class Cluster:
 # outside it.
 HW_BARRIER_KINDS = {"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"}
 SEMAPHORE_KINDS = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"}
-COVERED = HW_BARRIER_KINDS | SEMAPHORE_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+INIT_KINDS = {"mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"}
+COVERED = HW_BARRIER_KINDS | SEMAPHORE_KINDS | INIT_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
            "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
            "async_store_smem", "barrier_test"}
@@ -559,6 +580,10 @@ def uncovered(kernel: Kernel) -> list[str]:
                 not (isinstance(op.barrier.alloc.copies, Const) and
                      op.barrier.alloc.copies.value == 1):
             out.add("semaphore_wait(decrement=True) with lockstep copies")
+    # Whether a warpgroup's fork hands its inits to its warps is not stated here.
+    if any(a.explicit_init for a in kernel.barriers) and \
+            any(isinstance(s, WarpRegion) for s in walk(kernel.body)):
+        out.add("explicit_init barriers with warp regions")
     return sorted(out)
 
 
@@ -657,6 +682,8 @@ class Rules:
             for action in thread.actions:
                 if action.kind == "hw_arrive":
                     self.named_users.setdefault(action.targets[0], set()).add(name)
+        self.explicit = {inst for (alloc, _, _), inst in cluster.instance_of.items()
+                         if cluster.allocs[alloc].explicit_init}
         waited = {bar for last in self.last_wait.values() for bar in last}
         self.unwaited = {inst for (alloc, _, _), inst in cluster.instance_of.items()
                          if pallas_only.get(alloc) and inst not in waited}
@@ -794,6 +821,64 @@ class Rules:
         found = [r for r in results if r is not None]
         return found[0] if found else None
 
+    # -- mbarrier init visibility (explicit_init) ----------------------------------------------
+
+    def publish(self, m: Machine, agent: str, key, phase: int, release: bool) -> None:
+        """An arrival on a hardware barrier phase publishes the inits the thread sees (a relaxed
+        cluster arrive: only those it released with fence.mbarrier_init) to the threads that
+        wait for that phase."""
+        if not self.explicit:
+            return
+        mine = m.sees.get(agent, frozenset()) if release else m.released.get(agent, frozenset())
+        if mine:
+            m.published[(key, phase)] = m.published.get((key, phase), frozenset()) | mine
+
+    def acquire(self, m: Machine, agent: str, key, phase: int) -> None:
+        got = m.published.get((key, phase))
+        if got:
+            m.sees[agent] = m.sees.get(agent, frozenset()) | got
+
+    def init_effect(self, m: Machine, agent: str, action: Action) -> None:
+        mine = m.sees.get(agent, frozenset())
+        if action.kind == "mbarrier_init":
+            bar = action.targets[0]
+            b = m.barriers[bar]
+            b.phase, b.pending, b.tx = 0, b.expected, 0
+            m.sees[agent] = mine | {bar}
+        elif action.kind == "fence_mbarrier_init":
+            m.released[agent] = m.released.get(agent, frozenset()) | mine
+            m.async_sees = m.async_sees | mine
+        else:                                   # fence.proxy.async: to the async proxy only
+            m.async_sees = m.async_sees | mine
+
+    def init_not_visible(self, m: Machine) -> list[Finding]:
+        """BP147: a thread at an operation on an explicit_init barrier whose init it does not
+        see, or whose asynchronous arrival (a copy's landing, a tcgen05 commit) would reach a
+        barrier the async proxy does not see initialised."""
+        if not self.explicit:
+            return []
+        out = []
+        for name, thread in m.threads.items():
+            action = thread.next()
+            if action is None or action.kind in ("mbarrier_init", "hw_arrive", "hw_wait") or \
+                    action.kind.startswith("sem_"):
+                continue
+            by_proxy = [bar for _, bar, _ in action.landings] + \
+                list(action.tcgen05_targets or ())
+            used = list(action.targets) + [action.wait_on] + by_proxy
+            hidden = [b for b in used if b in self.explicit
+                      and b not in m.sees.get(name, frozenset())]
+            if hidden:
+                out.append(Finding("BP147", f"{name} is at {action.text}, which uses "
+                                   f"{hidden[0]} before its init is visible to it", action.loc))
+                continue
+            hidden = [b for b in by_proxy if b in self.explicit and b not in m.async_sees]
+            if hidden:
+                out.append(Finding("BP147", f"{name} is at {action.text}: its asynchronous "
+                                   f"arrival reaches {hidden[0]}, whose init the async proxy "
+                                   "does not see", action.loc))
+        return out
+
     def named_arrive(self, m: Machine, agent: str, action: Action) -> Finding | None:
         """bar.sync / bar.arrive: the thread's hardware threads arrive on the open phase; the
         phase completes at its count and the barrier resets (PTX bar)."""
@@ -816,6 +901,7 @@ class Rules:
                            action.loc)
         if sync:
             m.hw_arrived[(agent, key)] = phase
+        self.publish(m, agent, key, phase, True)
         m.named[key] = (phase + 1, 0, None, None) if arrived == count else \
             (phase, arrived, count, open_site)
         return None
@@ -826,6 +912,7 @@ class Rules:
             return Finding("BP145", f"{agent} arrives twice on the cluster barrier", action.loc)
         phase, arrived = m.cluster_bar
         m.hw_arrived[(agent, "cluster")] = phase
+        self.publish(m, agent, "cluster", phase, action.link != "relaxed")
         arrived += action.amount
         m.cluster_bar = (phase + 1, 0) if arrived == self.cluster_threads else (phase, arrived)
         return None
@@ -835,7 +922,11 @@ class Rules:
         if kind == "hw_arrive":
             return self.named_arrive(m, agent, action)
         if kind == "hw_wait":
-            del m.hw_arrived[(agent, action.targets[0])]
+            phase = m.hw_arrived.pop((agent, action.targets[0]))
+            self.acquire(m, agent, action.targets[0], phase)
+            return None
+        if kind in INIT_KINDS:
+            self.init_effect(m, agent, action)
             return None
         if kind == "hw_split":
             return Finding("BP141", f"{agent} reaches {action.text} from a branch on the lane: "
@@ -853,9 +944,11 @@ class Rules:
             m.signals.extend((sem, n, agent) for _, sem, n in action.landings)
             return None
         if kind == "cluster_wait":
-            if m.hw_arrived.pop((agent, "cluster"), None) is None:
+            phase = m.hw_arrived.pop((agent, "cluster"), None)
+            if phase is None:
                 return Finding("BP145", f"{agent} waits on the cluster barrier without arriving",
                                action.loc)
+            self.acquire(m, agent, "cluster", phase)
             return None
         if kind == "arrive":
             return self.first(self.arrive(m, b, action.amount) for b in action.targets)
@@ -1030,7 +1123,7 @@ class Rules:
     def judge(self, m: Machine, ignore: frozenset[str]) -> tuple[str, Finding | None]:
         """(outcome, finding) of a state reached without a rule break in its last step."""
         found = [f for f in self.parity_run_past(m) + self.late_joins(m) + self.peer_exited(m)
-                 if f.code not in ignore]
+                 + self.init_not_visible(m) if f.code not in ignore]
         if not found and all(t.done for t in m.threads.values()):
             found = [f for f in self.at_exit(m) if f.code not in ignore]
             if not found:
