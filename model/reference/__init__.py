@@ -19,9 +19,12 @@ Everything else is its own: threads are objects with a list of actions built by 
 structured program, barriers are objects with phase / pending / tx / expected, a Pallas wait
 keeps the thread's private parity bit (flipped at each successful wait, as Pallas lowers
 `barrier_wait`), in-flight TMA landings are a plain list, tcgen05 queues are per-thread FIFOs.
-It is one file on purpose, read beside SEMANTICS.md from top to bottom, and slow on purpose:
-clarity over speed. `replay` decides the violation code of a trace on its
-own; `explore` is a plain breadth-first search for small models, to cross-check `verified`.
+It is read beside SEMANTICS.md from top to bottom, and slow on purpose: clarity over speed. The
+core is this module; the hardware barriers (`hardware.py`: named / block barriers, the cluster
+barrier), global semaphores (`semaphores.py`) and mbarrier init visibility (`inits.py`) are one
+module each, importing nothing of the model but the IR either. `replay` decides the violation
+code of a trace on its own; `explore` is a plain breadth-first search for small models, to
+cross-check `verified`.
 
 >>> from barrierproof.model.samples import lost_arrival
 >>> result = replay(lost_arrival.build(), [("wg0", "barrier_arrive(bar)")])
@@ -37,137 +40,19 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
-                 WarpRegion, Const, evaluate, free_vars, iter_ops, walk)
-
-PALLAS_WAIT = "barrier_wait"
-PALLAS_TEST = "barrier_test"     # a barrier_wait that does not block
-PARITY_WAIT = "wait_parity"
-
-# Hardware barriers (PTX `bar` / `barrier`, `barrier.cluster`) count hardware threads.
-WARP_THREADS = 32
-NAMED_BARRIERS = 16          # barrier ids 0..15 per block
-LANE = "lane"                # a thread's lane in its warp: a branch on it splits the warp
-IN_REGION = " in a warp region"   # env marks (not valid names, so no program can bind them)
-LANE_SPLIT = " in a lane branch"
-
-
-class ReferenceError(Exception):
-    """The trace asks for a step the reference rules do not allow: the engines and the reference
-    disagree."""
-
-
-@dataclass
-class Finding:
-    code: str
-    message: str
-    loc: Loc | None = None
-
-
-@dataclass
-class Mbarrier:
-    """One mbarrier instance (PTX): completions so far, missing arrivals, tx bytes, count."""
-
-    name: str
-    expected: int
-    phase: int = 0
-    pending: int = 0
-    tx: int = 0
-
-    def view(self) -> dict:
-        return {"phase": self.phase, "arrived": self.expected - self.pending,
-                "expected": self.expected, "tx": self.tx}
-
-
-@dataclass
-class Action:
-    """One step a thread takes. `kind` is the IR's operation kind, or fork / enter / join / nop."""
-
-    kind: str
-    text: str
-    loc: Loc | None
-    targets: tuple[str, ...] = ()       # barrier instances it arrives on / expects bytes on
-    amount: int = 0                     # arrival count, bytes, or parity
-    wait_on: str | None = None          # the instance a wait waits on
-    landings: tuple[tuple[str, str, int], ...] = ()   # (kind, barrier, bytes) put in flight
-    tcgen05_targets: tuple[str, ...] | None = None    # queued tcgen05 op: where it arrives
-    link: object = None                 # enter: (parent, fork index); join: ((warp, end), ...)
-
-
-@dataclass
-class Thread:
-    name: str
-    block: tuple[int, ...]
-    thread: int
-    warp: int | None
-    actions: list[Action] = field(default_factory=list)
-    pc: int = 0
-
-    @property
-    def done(self) -> bool:
-        return self.pc >= len(self.actions)
-
-    def next(self) -> Action | None:
-        return None if self.done else self.actions[self.pc]
-
-
-@dataclass
-class Machine:
-    """The whole cluster at one moment."""
-
-    threads: dict[str, Thread]
-    barriers: dict[str, Mbarrier]
-    waits: dict[tuple[str, str], int] = field(default_factory=dict)      # barrier_waits
-    observed: dict[tuple[str, str], int] = field(default_factory=dict)   # phase at last wait
-    landings: list[tuple[str, str, int]] = field(default_factory=list)   # in-flight, any order
-    queues: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
-    # Named barriers: (block, id) -> (completed phases, threads arrived in the open phase, the
-    # open phase's count or None, the site of its first aligned bar.sync or None).
-    named: dict[tuple, tuple] = field(default_factory=dict)
-    # The cluster barrier: (completed phases, threads arrived in the open phase).
-    cluster_bar: tuple[int, int] = (0, 0)
-    # thread -> the phase of a hardware barrier it arrived in and has not yet waited for
-    hw_arrived: dict[tuple[str, object], int] = field(default_factory=dict)
-    # semaphore_signal_parallel's signals in flight: (semaphore, increment, issuing thread)
-    signals: list[tuple[str, int, str]] = field(default_factory=list)
-    # Init visibility of explicit_init barriers (PTX mbarrier.init): the instances each thread
-    # sees initialised, those it released at cluster scope (fence.mbarrier_init), those the
-    # async proxy sees, and what each hardware barrier phase publishes to the threads that
-    # wait for it ((barrier, phase) -> instances; "open" phases still take arrivals).
-    sees: dict[str, frozenset] = field(default_factory=dict)
-    released: dict[str, frozenset] = field(default_factory=dict)
-    async_sees: frozenset = frozenset()
-    published: dict[tuple, frozenset] = field(default_factory=dict)
-
-    def clone(self) -> "Machine":
-        threads = {n: Thread(t.name, t.block, t.thread, t.warp, t.actions, t.pc)
-                   for n, t in self.threads.items()}
-        return Machine(threads, copy.deepcopy(self.barriers), dict(self.waits),
-                       dict(self.observed), list(self.landings),
-                       {n: list(q) for n, q in self.queues.items()}, dict(self.named),
-                       self.cluster_bar, dict(self.hw_arrived), list(self.signals),
-                       dict(self.sees), dict(self.released), self.async_sees,
-                       dict(self.published))
-
-    def key(self) -> tuple:
-        return (tuple(t.pc for t in self.threads.values()),
-                tuple((b.phase, b.pending, b.tx, b.expected) for b in self.barriers.values()),
-                tuple(sorted(self.waits.items())), tuple(sorted(self.observed.items())),
-                tuple(sorted(self.landings)), tuple((n, tuple(q)) for n, q in self.queues.items()),
-                tuple(sorted(self.named.items(), key=repr)), self.cluster_bar,
-                tuple(sorted(self.hw_arrived.items(), key=repr)), tuple(sorted(self.signals)),
-                tuple(sorted((n, tuple(sorted(v))) for n, v in self.sees.items() if v)),
-                tuple(sorted((n, tuple(sorted(v))) for n, v in self.released.items() if v)),
-                tuple(sorted(self.async_sees)),
-                tuple(sorted(((repr(k), tuple(sorted(v))) for k, v in self.published.items()
-                              if v))))
-
+from ..ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Const, Kernel, Loop, ModelError, Op, When,
+                  WarpRegion, evaluate, free_vars, iter_ops, walk)
+from .hardware import ClusterHardware, RulesHardware
+from .inits import RulesInits
+from .machine import (IN_REGION, LANE, LANE_SPLIT, PALLAS_TEST, PALLAS_WAIT, PARITY_WAIT,
+                      WARP_THREADS, Action, Finding, Machine, Mbarrier, ReferenceError, Thread)
+from .semaphores import ClusterSemaphores
 
 # ----------------------------------------------------------------------------------------------
 # Building the cluster: threads with their actions, barrier instances, static findings
 # ----------------------------------------------------------------------------------------------
 
-class Cluster:
+class Cluster(ClusterHardware, ClusterSemaphores):
     """One cluster of blocks at one grid position, for concrete parameter values."""
 
     def __init__(self, kernel: Kernel, params: Mapping[str, int] | None = None,
@@ -238,58 +123,6 @@ class Cluster:
                     name += "@" + ",".join(map(str, block))
                 self.instance_of[(alloc.name, index, block)] = name
                 self.barriers[name] = Mbarrier(name, expected, pending=expected)
-
-    def _allocate_semaphore(self, alloc) -> None:
-        """A global semaphore is one counter for the whole grid, whichever block names it. Its
-        value shows as the barrier view's phase (no arrivals, no count)."""
-        shape = [evaluate(n, self.env) for n in alloc.shape]
-        if any(n < 1 for n in shape):
-            raise ModelError(f"`{alloc.name}` has an empty dimension", loc=alloc.loc)
-        for index in itertools.product(*[range(n) for n in shape]):
-            name = alloc.name if alloc.scalar else \
-                alloc.name + "[" + ",".join(map(str, index)) + "]"
-            for block in self.blocks:
-                self.instance_of[(alloc.name, index, block)] = name
-            self.barriers[name] = Mbarrier(name, 0)
-
-    def _semaphore(self, op: Op, env, thread: Thread) -> None:
-        """semaphore_signal: value += inc, times the clusters that signal in lockstep with this
-        one; semaphore_wait: until value >= n, then value -= n if it decrements;
-        semaphore_signal_parallel: on one semaphore the signals in turn, on several one signal
-        in flight each, landing in any order, all before the thread goes on."""
-        loc, add = op.loc, thread.actions.append
-        refs = [ref for ref, _ in op.signals] if op.kind == "semaphore_signal_parallel" \
-            else [op.barrier]
-        found = [self._instance(ref, env, thread.block, loc) for ref in refs]
-        if any(f is None for f in found):
-            return
-        for ref in refs:
-            if not ref.alloc.semaphore:
-                raise ModelError(f"{op.kind} on `{ref.alloc.name}`, which is not a semaphore",
-                                 loc=loc)
-        copies = [evaluate(ref.alloc.copies, env) for ref in refs]
-        if op.kind == "semaphore_wait":
-            n = evaluate(op.count, env)
-            text = f"semaphore_wait({op.barrier.alloc.name}, >={n}" + \
-                (", decrement)" if op.decrement else ")")
-            add(Action("sem_wait", text, loc, (found[0][0],), n, link=op.decrement))
-            return
-        if op.kind == "semaphore_signal":
-            n = evaluate(op.count, env)
-            text = f"semaphore_signal({op.barrier.alloc.name}, +{n}" + \
-                (f" x{copies[0]} clusters)" if copies[0] > 1 else ")")
-            add(Action("sem_signal", text, loc, (found[0][0],), n * copies[0]))
-            return
-        signals = [(f[0], evaluate(inc, env) * c)
-                   for f, (_, inc), c in zip(found, op.signals, copies)]
-        text = "semaphore_signal_parallel(" + ", ".join(f"{s} +{n}" for s, n in signals) + ")"
-        if len({s for s, _ in signals}) == 1:
-            for sem, n in signals:
-                add(Action("sem_signal", text, loc, (sem,), n))
-            return
-        add(Action("sem_send", text, loc, landings=tuple(("signal", s, n) for s, n in signals)))
-        add(Action("sem_landed", "semaphore_signal_parallel: signals landed", loc,
-                   link=len(thread.actions) - 1))
 
     def _thread_env(self, thread: Thread) -> dict[str, int]:
         env = dict(self.env)
@@ -485,63 +318,6 @@ class Cluster:
         else:
             raise ModelError(f"unknown operation kind {kind!r}", loc=loc)
 
-    # -- hardware barriers (PTX bar / barrier, barrier.cluster) --------------------------------
-
-    def _hw_barrier(self, op: Op, env, thread: Thread) -> None:
-        """bar.sync / bar.arrive on a named barrier of the block (syncthreads: id 0, every
-        thread), barrier.cluster.arrive / wait. A thread arrives with its hardware threads: a
-        whole warpgroup outside a warp region, one warp inside."""
-        loc, add = op.loc, thread.actions.append
-        width = WARP_THREADS if IN_REGION in env else self.kernel.num_warps * WARP_THREADS
-        if op.kind in ("cluster_arrive", "cluster_wait"):
-            text = "cluster_arrive(relaxed=True)" if op.name == "relaxed" else f"{op.kind}()"
-            add(Action(op.kind, text, loc, amount=width, link=op.name))
-            return
-        nthreads = evaluate(self.kernel.num_threads, self.env) * self.kernel.num_warps * \
-            WARP_THREADS
-        everyone = op.name == "syncthreads"
-        bar_id = 0 if everyone else evaluate(op.bar_id, env)
-        count = nthreads if everyone else evaluate(op.count, env)
-        if not 0 <= bar_id < NAMED_BARRIERS:
-            self.findings.append(Finding("BP143", f"named barrier id {bar_id}", loc))
-            return
-        if count < WARP_THREADS or count % WARP_THREADS or count > nthreads:
-            self.findings.append(Finding("BP140", f"named barrier {bar_id} counts {count} "
-                                         f"threads (a block has {nthreads})", loc))
-            return
-        if everyone:
-            text = "syncthreads()"
-        else:
-            spelled = "bar.arrive" if op.kind == "bar_arrive" else \
-                "bar.sync" if op.aligned else "barrier.sync"
-            text = f"{spelled}({bar_id}, {count})"
-        key = (thread.block, bar_id)
-        # The instruction is the IR operation, not its source line: a helper that emits
-        # `bar.sync` from two branches puts two instructions on one line.
-        site = id(op) if op.kind == "bar_sync" and op.aligned else None
-        if LANE_SPLIT in env:
-            # Part of a warp at this copy of the instruction: the aligned form requires the
-            # whole warp at one instruction (PTX), and none of the copies ever sees it.
-            add(Action("hw_split", text, loc))
-            return
-        add(Action("hw_arrive", text, loc, (key,), width,
-                   link=(count, site, op.kind == "bar_sync")))
-        if op.kind == "bar_sync":
-            add(Action("hw_wait", text, loc, (key,), link=everyone))
-
-    def cluster_order(self) -> None:
-        """BP145, read off each thread's actions: barrier.cluster.arrive and .wait alternate,
-        starting with the arrive."""
-        for thread in self.threads.values():
-            armed = False
-            for action in thread.actions:
-                if action.kind == "cluster_arrive" or action.kind == "cluster_wait":
-                    if (action.kind == "cluster_arrive") == armed:
-                        self.findings.append(Finding(
-                            "BP145", f"{thread.name}: {action.text} out of order", action.loc))
-                        break
-                    armed = not armed
-
     # -- the initial machine ------------------------------------------------------------------
 
     def machine(self) -> Machine:
@@ -642,7 +418,7 @@ def static_findings(kernel: Kernel, params: Mapping[str, int] | None = None) -> 
 # The rules
 # ----------------------------------------------------------------------------------------------
 
-class Rules:
+class Rules(RulesHardware, RulesInits):
     """The step rules of SEMANTICS.md on a Machine. Each method returns the first rule the step
     breaks (a Finding) or None."""
 
@@ -820,102 +596,6 @@ class Rules:
         # Every target receives its arrival (the hardware does them all); report the first rule.
         found = [r for r in results if r is not None]
         return found[0] if found else None
-
-    # -- mbarrier init visibility (explicit_init) ----------------------------------------------
-
-    def publish(self, m: Machine, agent: str, key, phase: int, release: bool) -> None:
-        """An arrival on a hardware barrier phase publishes the inits the thread sees (a relaxed
-        cluster arrive: only those it released with fence.mbarrier_init) to the threads that
-        wait for that phase."""
-        if not self.explicit:
-            return
-        mine = m.sees.get(agent, frozenset()) if release else m.released.get(agent, frozenset())
-        if mine:
-            m.published[(key, phase)] = m.published.get((key, phase), frozenset()) | mine
-
-    def acquire(self, m: Machine, agent: str, key, phase: int) -> None:
-        got = m.published.get((key, phase))
-        if got:
-            m.sees[agent] = m.sees.get(agent, frozenset()) | got
-
-    def init_effect(self, m: Machine, agent: str, action: Action) -> None:
-        mine = m.sees.get(agent, frozenset())
-        if action.kind == "mbarrier_init":
-            bar = action.targets[0]
-            b = m.barriers[bar]
-            b.phase, b.pending, b.tx = 0, b.expected, 0
-            m.sees[agent] = mine | {bar}
-        elif action.kind == "fence_mbarrier_init":
-            m.released[agent] = m.released.get(agent, frozenset()) | mine
-            m.async_sees = m.async_sees | mine
-        else:                                   # fence.proxy.async: to the async proxy only
-            m.async_sees = m.async_sees | mine
-
-    def init_not_visible(self, m: Machine) -> list[Finding]:
-        """BP147: a thread at an operation on an explicit_init barrier whose init it does not
-        see, or whose asynchronous arrival (a copy's landing, a tcgen05 commit) would reach a
-        barrier the async proxy does not see initialised."""
-        if not self.explicit:
-            return []
-        out = []
-        for name, thread in m.threads.items():
-            action = thread.next()
-            if action is None or action.kind in ("mbarrier_init", "hw_arrive", "hw_wait") or \
-                    action.kind.startswith("sem_"):
-                continue
-            by_proxy = [bar for _, bar, _ in action.landings] + \
-                list(action.tcgen05_targets or ())
-            used = list(action.targets) + [action.wait_on] + by_proxy
-            hidden = [b for b in used if b in self.explicit
-                      and b not in m.sees.get(name, frozenset())]
-            if hidden:
-                out.append(Finding("BP147", f"{name} is at {action.text}, which uses "
-                                   f"{hidden[0]} before its init is visible to it", action.loc))
-                continue
-            hidden = [b for b in by_proxy if b in self.explicit and b not in m.async_sees]
-            if hidden:
-                out.append(Finding("BP147", f"{name} is at {action.text}: its asynchronous "
-                                   f"arrival reaches {hidden[0]}, whose init the async proxy "
-                                   "does not see", action.loc))
-        return out
-
-    def named_arrive(self, m: Machine, agent: str, action: Action) -> Finding | None:
-        """bar.sync / bar.arrive: the thread's hardware threads arrive on the open phase; the
-        phase completes at its count and the barrier resets (PTX bar)."""
-        key = action.targets[0]
-        count, site, sync = action.link
-        phase, arrived, open_count, open_site = m.named.get(key, (0, 0, None, None))
-        label = f"named barrier {key[1]}" + (f" of block {key[0]}" if self.cluster.multi_block
-                                              else "")
-        if open_count is not None and open_count != count:
-            return Finding("BP142", f"{agent} arrives on {label} counting {count} threads while "
-                           f"its open phase counts {open_count}", action.loc)
-        if site is not None:
-            if open_site is not None and open_site != site:
-                return Finding("BP141", f"{agent}'s aligned bar.sync on {label} is not the "
-                               "instruction its open phase started at", action.loc)
-            open_site = site
-        arrived += action.amount
-        if arrived > count:
-            return Finding("BP142", f"{arrived} threads arrive on {label}, which counts {count}",
-                           action.loc)
-        if sync:
-            m.hw_arrived[(agent, key)] = phase
-        self.publish(m, agent, key, phase, True)
-        m.named[key] = (phase + 1, 0, None, None) if arrived == count else \
-            (phase, arrived, count, open_site)
-        return None
-
-    def cluster_arrive(self, m: Machine, agent: str, action: Action) -> Finding | None:
-        """barrier.cluster.arrive: completes the phase once every thread of the cluster did."""
-        if (agent, "cluster") in m.hw_arrived:
-            return Finding("BP145", f"{agent} arrives twice on the cluster barrier", action.loc)
-        phase, arrived = m.cluster_bar
-        m.hw_arrived[(agent, "cluster")] = phase
-        self.publish(m, agent, "cluster", phase, action.link != "relaxed")
-        arrived += action.amount
-        m.cluster_bar = (phase + 1, 0) if arrived == self.cluster_threads else (phase, arrived)
-        return None
 
     def thread_effect(self, m: Machine, agent: str, action: Action) -> Finding | None:
         kind = action.kind
