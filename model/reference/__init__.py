@@ -453,6 +453,7 @@ class Rules(RulesHardware, RulesInits):
         # block for syncthreads).
         self.cluster_threads = sum(1 for t in cluster.threads.values() if t.warp is None) * \
             cluster.kernel.num_warps * WARP_THREADS
+        self.block_threads = self.cluster_threads // len(cluster.blocks)
         self.named_users: dict[tuple, set[str]] = {}
         for name, thread in cluster.threads.items():
             for action in thread.actions:
@@ -785,14 +786,15 @@ class Rules(RulesHardware, RulesInits):
                 b = m.barriers[action.wait_on]
                 if b.pending == 0 and b.tx != 0:
                     return Finding("BP130", f"{b.name}: tx-count {b.tx} never returns to zero")
-        # A bar.sync phase waits for a thread that has exited (PTX: a named barrier counts the
-        # threads it was given; one that left never arrives): BP144.
+        # A bar.sync phase waits for a thread that has exited (one that left never arrives):
+        # BP144. The phase counts the threads that arrive on the barrier, and every thread of
+        # the block when its count is the whole block (syncthreads, `bar.sync id, blockDim`).
         for name, thread in m.threads.items():
             action = thread.next()
             if action is not None and action.kind == "hw_wait":
                 key = action.targets[0]
                 counted = {n for n, t in m.threads.items() if t.block == key[0]} \
-                    if action.link else self.named_users.get(key, set())
+                    if action.amount == self.block_threads else self.named_users.get(key, set())
                 gone = sorted(n for n in counted if m.threads[n].done and
                               m.threads[n].block == key[0])
                 if gone:

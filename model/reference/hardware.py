@@ -53,7 +53,7 @@ class ClusterHardware:
         add(Action("hw_arrive", text, loc, (key,), width,
                    link=(count, site, op.kind == "bar_sync")))
         if op.kind == "bar_sync":
-            add(Action("hw_wait", text, loc, (key,), link=everyone))
+            add(Action("hw_wait", text, loc, (key,), count))
 
     def cluster_order(self) -> None:
         """BP145, read off each thread's actions: barrier.cluster.arrive and .wait alternate,
