@@ -181,6 +181,12 @@ def test_the_reference_finds_the_hardware_barrier_rules_on_its_own():
             k.syncthreads()
 
     @protocol
+    def whole_block_count(k):               # BP144: a count of the whole block counts everyone
+        k.threads(3)
+        with k.when(k.thread == 1):
+            k.named_barrier(1, 384).sync()
+
+    @protocol
     def one_warp_only(k):                   # BP100: the cluster barrier counts every thread
         k.cluster(x=2)
         k.threads(1)
@@ -215,11 +221,20 @@ def test_the_reference_finds_the_hardware_barrier_rules_on_its_own():
         k.cluster_wait()
 
     cases = {two_sites: "BP141", two_counts: "BP142", early_exit: "BP144",
-             one_warp_only: "BP100", too_few_signals: "BP100", init_unsynced: "BP147"}
+             whole_block_count: "BP144", one_warp_only: "BP100", too_few_signals: "BP100", init_unsynced: "BP147"}
     for case, code in cases.items():
         search = reference.explore(case.build())
         assert search.status == "violation" and search.finding.code == code, (case, search)
     assert {f.code for f in reference.static_findings(wait_first.build())} == {"BP145"}
+
+    @protocol
+    def init_twice(k):                      # re-initialisation is not stated: refused
+        k.threads(2)
+        bar = k.Barrier(num_arrivals=1, explicit_init=True)
+        k.mbarrier_init(bar)
+
+    with pytest.raises(ModelError, match="initialised more than once"):
+        reference.Cluster(init_twice.build())
 
 
 def test_the_reference_does_not_import_the_main_semantics():

@@ -43,7 +43,7 @@ from typing import Iterable, Mapping, Sequence
 from ..ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Const, Kernel, Loop, ModelError, Op, When,
                   WarpRegion, evaluate, free_vars, iter_ops, walk)
 from .hardware import ClusterHardware, RulesHardware
-from .inits import RulesInits
+from .inits import RulesInits, single_inits
 from .machine import (IN_REGION, LANE, LANE_SPLIT, PALLAS_TEST, PALLAS_WAIT, PARITY_WAIT,
                       WARP_THREADS, Action, Finding, Machine, Mbarrier, ReferenceError, Thread)
 from .semaphores import ClusterSemaphores
@@ -91,6 +91,7 @@ class Cluster(ClusterHardware, ClusterSemaphores):
             if thread.warp is None:
                 self._walk(kernel.body, self._thread_env(thread), thread)
         self.cluster_order()
+        single_inits(self.threads)
 
     def _allocate(self, alloc) -> None:
         if alloc.semaphore:

@@ -3,7 +3,21 @@ fence.mbarrier_init, fence.proxy.async, and the barrier phases that publish an i
 
 from __future__ import annotations
 
-from .machine import Action, Finding, Machine
+from ..ir import ModelError
+from .machine import Action, Finding, Machine, Thread
+
+
+def single_inits(threads: dict[str, Thread]) -> None:
+    """Each instance is initialised at most once: a second mbarrier.init needs an
+    mbarrier.inval first, which these rules do not state (an input the reference refuses)."""
+    seen: dict[str, Action] = {}
+    for thread in threads.values():
+        for action in thread.actions:
+            if action.kind == "mbarrier_init":
+                bar = action.targets[0]
+                if bar in seen:
+                    raise ModelError(f"{bar} is initialised more than once", loc=action.loc)
+                seen[bar] = action
 
 
 class RulesInits:
