@@ -708,7 +708,7 @@ def _replay_one(args, data: dict) -> int:
                      f"{got or run.outcome}")
     from .model import reference
     if not reference.covers(kernel):
-        print("independent reference (model/reference.py): does not model "
+        print("independent reference (model/reference): does not model "
               + ", ".join(reference.uncovered(kernel)))
         return 1 if run.violation else 0
     try:
@@ -716,7 +716,7 @@ def _replay_one(args, data: dict) -> int:
     except reference.ReferenceError as err:
         return _fail(f"{args.trace}: the independent reference refuses it: {err}",
                      "the engine and the reference rules disagree: please report it")
-    print(f"independent reference (model/reference.py): {ref.outcome}"
+    print(f"independent reference (model/reference): {ref.outcome}"
           + (f" {ref.code}" if ref.code else ""))
     if ref.code != got or ref.barrier_mismatches:
         return _fail(f"{args.trace}: the independent reference ends {ref.code or ref.outcome}"

@@ -228,13 +228,12 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
 
 
 def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str) -> None:
-    """The independent reference (model/reference.py, written without semantics.py) replays the
+    """The independent reference (model/reference/, written without semantics.py) replays the
     trace by agent names and step texts and must reach the same code with the same barrier
     states; otherwise one of the two statements of the rules is wrong and nothing is printed."""
     if not reference.covers(kernel):
-        # Named / cluster hardware barriers, semaphores, mbarrier init visibility
-        # (explicit_init) and memory effects (races) are outside the reference: such traces
-        # are replayed on the interpreter only.
+        # Memory-only operations (races) and the few shapes `reference.uncovered` names are
+        # outside the reference: such traces are replayed on the interpreter only.
         return
     try:
         result = reference.replay_trace(kernel, trace, ignored)

@@ -68,7 +68,7 @@ def test_replay_round_trip(tmp_path):
     code, out, err = run_cli("replay", str(trace), "--protocol", "examples/cutlass.py")
     assert code == 1, err
     assert "BP130" in out and "replayed" in out
-    assert "independent reference (model/reference.py): deadlock BP130" in out
+    assert "independent reference (model/reference): deadlock BP130" in out
     # A trace whose recorded barrier states are wrong is refused by the reference.
     data = json.loads(trace.read_text())
     step = next(s for s in data["steps"] if s["barriers"])

@@ -423,5 +423,5 @@ def test_the_cli_replays_both_schedules_of_a_trace_file(tmp_path, capsys):
     captured = capsys.readouterr()
     out = captured.out
     assert code == 1, captured.err
-    assert "the other schedule:" in out and "independent reference (model/reference.py): " \
+    assert "the other schedule:" in out and "independent reference (model/reference): " \
         "violation BP101" in out

@@ -19,9 +19,12 @@ Everything else is its own: threads are objects with a list of actions built by 
 structured program, barriers are objects with phase / pending / tx / expected, a Pallas wait
 keeps the thread's private parity bit (flipped at each successful wait, as Pallas lowers
 `barrier_wait`), in-flight TMA landings are a plain list, tcgen05 queues are per-thread FIFOs.
-It is one file on purpose, read beside SEMANTICS.md from top to bottom, and slow on purpose:
-clarity over speed. `replay` decides the violation code of a trace on its
-own; `explore` is a plain breadth-first search for small models, to cross-check `verified`.
+It is read beside SEMANTICS.md from top to bottom, and slow on purpose: clarity over speed. The
+core is this module; the hardware barriers (`hardware.py`: named / block barriers, the cluster
+barrier), global semaphores (`semaphores.py`) and mbarrier init visibility (`inits.py`) are one
+module each, importing nothing of the model but the IR either. `replay` decides the violation
+code of a trace on its own; `explore` is a plain breadth-first search for small models, to
+cross-check `verified`.
 
 >>> from barrierproof.model.samples import lost_arrival
 >>> result = replay(lost_arrival.build(), [("wg0", "barrier_arrive(bar)")])
@@ -37,103 +40,19 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
-                 WarpRegion, evaluate, iter_ops, walk)
-
-PALLAS_WAIT = "barrier_wait"
-PALLAS_TEST = "barrier_test"     # a barrier_wait that does not block
-PARITY_WAIT = "wait_parity"
-
-
-class ReferenceError(Exception):
-    """The trace asks for a step the reference rules do not allow: the engines and the reference
-    disagree."""
-
-
-@dataclass
-class Finding:
-    code: str
-    message: str
-    loc: Loc | None = None
-
-
-@dataclass
-class Mbarrier:
-    """One mbarrier instance (PTX): completions so far, missing arrivals, tx bytes, count."""
-
-    name: str
-    expected: int
-    phase: int = 0
-    pending: int = 0
-    tx: int = 0
-
-    def view(self) -> dict:
-        return {"phase": self.phase, "arrived": self.expected - self.pending,
-                "expected": self.expected, "tx": self.tx}
-
-
-@dataclass
-class Action:
-    """One step a thread takes. `kind` is the IR's operation kind, or fork / enter / join / nop."""
-
-    kind: str
-    text: str
-    loc: Loc | None
-    targets: tuple[str, ...] = ()       # barrier instances it arrives on / expects bytes on
-    amount: int = 0                     # arrival count, bytes, or parity
-    wait_on: str | None = None          # the instance a wait waits on
-    landings: tuple[tuple[str, str, int], ...] = ()   # (kind, barrier, bytes) put in flight
-    tcgen05_targets: tuple[str, ...] | None = None    # queued tcgen05 op: where it arrives
-    link: object = None                 # enter: (parent, fork index); join: ((warp, end), ...)
-
-
-@dataclass
-class Thread:
-    name: str
-    block: tuple[int, ...]
-    thread: int
-    warp: int | None
-    actions: list[Action] = field(default_factory=list)
-    pc: int = 0
-
-    @property
-    def done(self) -> bool:
-        return self.pc >= len(self.actions)
-
-    def next(self) -> Action | None:
-        return None if self.done else self.actions[self.pc]
-
-
-@dataclass
-class Machine:
-    """The whole cluster at one moment."""
-
-    threads: dict[str, Thread]
-    barriers: dict[str, Mbarrier]
-    waits: dict[tuple[str, str], int] = field(default_factory=dict)      # barrier_waits
-    observed: dict[tuple[str, str], int] = field(default_factory=dict)   # phase at last wait
-    landings: list[tuple[str, str, int]] = field(default_factory=list)   # in-flight, any order
-    queues: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
-
-    def clone(self) -> "Machine":
-        threads = {n: Thread(t.name, t.block, t.thread, t.warp, t.actions, t.pc)
-                   for n, t in self.threads.items()}
-        return Machine(threads, copy.deepcopy(self.barriers), dict(self.waits),
-                       dict(self.observed), list(self.landings),
-                       {n: list(q) for n, q in self.queues.items()})
-
-    def key(self) -> tuple:
-        return (tuple(t.pc for t in self.threads.values()),
-                tuple((b.phase, b.pending, b.tx, b.expected) for b in self.barriers.values()),
-                tuple(sorted(self.waits.items())), tuple(sorted(self.observed.items())),
-                tuple(sorted(self.landings)), tuple((n, tuple(q)) for n, q in self.queues.items()))
-
+from ..ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Const, Kernel, Loop, ModelError, Op, When,
+                  WarpRegion, evaluate, free_vars, iter_ops, walk)
+from .hardware import ClusterHardware, RulesHardware
+from .inits import RulesInits, single_inits
+from .machine import (IN_REGION, LANE, LANE_SPLIT, PALLAS_TEST, PALLAS_WAIT, PARITY_WAIT,
+                      WARP_THREADS, Action, Finding, Machine, Mbarrier, ReferenceError, Thread)
+from .semaphores import ClusterSemaphores
 
 # ----------------------------------------------------------------------------------------------
 # Building the cluster: threads with their actions, barrier instances, static findings
 # ----------------------------------------------------------------------------------------------
 
-class Cluster:
+class Cluster(ClusterHardware, ClusterSemaphores):
     """One cluster of blocks at one grid position, for concrete parameter values."""
 
     def __init__(self, kernel: Kernel, params: Mapping[str, int] | None = None,
@@ -171,8 +90,13 @@ class Cluster:
         for thread in list(self.threads.values()):
             if thread.warp is None:
                 self._walk(kernel.body, self._thread_env(thread), thread)
+        self.cluster_order()
+        single_inits(self.threads)
 
     def _allocate(self, alloc) -> None:
+        if alloc.semaphore:
+            self._allocate_semaphore(alloc)
+            return
         arrivals = evaluate(alloc.num_arrivals, self.env)
         expected = arrivals
         if alloc.cluster:
@@ -226,6 +150,13 @@ class Cluster:
                 else:
                     env[stmt.var] = outer
             elif isinstance(stmt, When):
+                if LANE in free_vars(stmt.cond):
+                    # A branch on the lane splits the warp: it runs both sides, each with part
+                    # of its threads (SIMT divergence).
+                    split = {**env, LANE_SPLIT: 1}
+                    self._walk(stmt.then, split, thread)
+                    self._walk(stmt.orelse, split, thread)
+                    continue
                 self._walk(stmt.then if evaluate(stmt.cond, env) else stmt.orelse, env, thread)
             elif isinstance(stmt, WarpRegion):
                 self._region(stmt, env, thread)
@@ -241,9 +172,11 @@ class Cluster:
             warp = self.threads[f"{parent.name}.{self.kernel.warp_axis}{w}"]
             warp.actions.append(Action("enter", f"core_map({region.axis}): enter", region.loc,
                                        link=(parent.name, fork_index)))
-            self._walk(region.body, {**env, region.axis: w, self.kernel.warp_axis: w}, warp)
+            self._walk(region.body, {**env, region.axis: w, self.kernel.warp_axis: w,
+                                     IN_REGION: 1}, warp)
             ends.append((warp.name, len(warp.actions)))
-        self._walk(region.body, {**env, region.axis: 0, self.kernel.warp_axis: 0}, parent)
+        self._walk(region.body, {**env, region.axis: 0, self.kernel.warp_axis: 0, IN_REGION: 1},
+                   parent)
         parent.actions.append(Action("join", f"core_map({region.axis}): join warps", region.loc,
                                      link=tuple(ends)))
 
@@ -294,6 +227,15 @@ class Cluster:
         add = thread.actions.append
         if kind == "unmodeled":
             add(Action("nop", op.describe(), loc))
+            return
+        if kind in HW_BARRIER_KINDS:
+            self._hw_barrier(op, env, thread)
+            return
+        if kind in SEMAPHORE_KINDS:
+            self._semaphore(op, env, thread)
+            return
+        if kind in ("fence_mbarrier_init", "fence_proxy_async"):
+            add(Action(kind, f"{kind}()", loc))
             return
         if op.barrier is None:
             if kind != "tcgen05_mma":
@@ -359,6 +301,8 @@ class Cluster:
             expects = (name,) if kind != "tma_load" else ()
             add(Action("copy", f"{kind}({name}, {nbytes}B)", loc, expects, nbytes,
                        landings=landings))
+        elif kind == "mbarrier_init":
+            add(Action(kind, f"mbarrier_init({name})", loc, (name,)))
         elif kind == "try_cluster_cancel":
             if alloc.cluster:
                 return
@@ -388,15 +332,36 @@ class Cluster:
 # What the reference models: mbarriers (Pallas and PTX level), TMA, tcgen05, warp regions. The
 # hardware barriers (bar.sync / bar.arrive, the cluster barrier) and global semaphores are
 # outside it.
-COVERED = {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+HW_BARRIER_KINDS = {"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"}
+SEMAPHORE_KINDS = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"}
+INIT_KINDS = {"mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"}
+COVERED = HW_BARRIER_KINDS | SEMAPHORE_KINDS | INIT_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
            "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
            "async_store_smem", "barrier_test"}
 
 
 def uncovered(kernel: Kernel) -> list[str]:
-    """The operation kinds of `kernel` the reference does not model, sorted."""
-    return sorted({op.kind for op in iter_ops(kernel.body)} - COVERED)
+    """The operation kinds of `kernel` the reference does not model, sorted. The unaligned
+    barrier.sync in a branch on the lane (part of a warp arriving) is not modelled."""
+    out = {op.kind for op in iter_ops(kernel.body)} - COVERED
+    for stmt in walk(kernel.body):
+        if isinstance(stmt, When) and LANE in free_vars(stmt.cond):
+            if any(op.kind == "bar_sync" and not op.aligned
+                   for op in iter_ops(stmt.then + stmt.orelse)):
+                out.add("bar_sync(aligned=False) in a lane branch")
+    # Lockstep clusters whose decrementing waits take from one counter would each need their
+    # own blocks; the reference models the semaphore's `copies` only for monotone waits.
+    for op in iter_ops(kernel.body):
+        if op.kind == "semaphore_wait" and op.decrement and op.barrier is not None and \
+                not (isinstance(op.barrier.alloc.copies, Const) and
+                     op.barrier.alloc.copies.value == 1):
+            out.add("semaphore_wait(decrement=True) with lockstep copies")
+    # Whether a warpgroup's fork hands its inits to its warps is not stated here.
+    if any(a.explicit_init for a in kernel.barriers) and \
+            any(isinstance(s, WarpRegion) for s in walk(kernel.body)):
+        out.add("explicit_init barriers with warp regions")
+    return sorted(out)
 
 
 def covers(kernel: Kernel) -> bool:
@@ -454,7 +419,7 @@ def static_findings(kernel: Kernel, params: Mapping[str, int] | None = None) -> 
 # The rules
 # ----------------------------------------------------------------------------------------------
 
-class Rules:
+class Rules(RulesHardware, RulesInits):
     """The step rules of SEMANTICS.md on a Machine. Each method returns the first rule the step
     breaks (a Finding) or None."""
 
@@ -484,6 +449,19 @@ class Rules:
             if op.barrier is not None:
                 alloc = op.barrier.alloc.name
                 pallas_only[alloc] = pallas_only.get(alloc, True) and op.kind in pallas_kinds
+        # Hardware threads of the cluster (the cluster barrier's count), and which threads
+        # arrive on each named barrier (those a waiting phase counts, with every thread of the
+        # block for syncthreads).
+        self.cluster_threads = sum(1 for t in cluster.threads.values() if t.warp is None) * \
+            cluster.kernel.num_warps * WARP_THREADS
+        self.block_threads = self.cluster_threads // len(cluster.blocks)
+        self.named_users: dict[tuple, set[str]] = {}
+        for name, thread in cluster.threads.items():
+            for action in thread.actions:
+                if action.kind == "hw_arrive":
+                    self.named_users.setdefault(action.targets[0], set()).add(name)
+        self.explicit = {inst for (alloc, _, _), inst in cluster.instance_of.items()
+                         if cluster.allocs[alloc].explicit_init}
         waited = {bar for last in self.last_wait.values() for bar in last}
         self.unwaited = {inst for (alloc, _, _), inst in cluster.instance_of.items()
                          if pallas_only.get(alloc) and inst not in waited}
@@ -543,6 +521,16 @@ class Rules:
             if action.link is not None:      # the phase meant: pass once its parity is current
                 return m.barriers[action.wait_on].phase % 2 == action.link % 2
             return m.barriers[action.wait_on].phase % 2 != action.amount
+        if action.kind == "hw_wait":     # bar.sync: until the phase it arrived in completes
+            key = action.targets[0]
+            return m.named[key][0] > m.hw_arrived[(thread.name, key)]
+        if action.kind == "sem_wait":
+            return m.barriers[action.targets[0]].phase >= action.amount
+        if action.kind == "sem_landed":
+            return all(owner != thread.name for _, _, owner in m.signals)
+        if action.kind == "cluster_wait":
+            arrived = m.hw_arrived.get((thread.name, "cluster"))
+            return arrived is None or m.cluster_bar[0] > arrived
         if action.kind == "enter":
             parent, fork_index = action.link
             return m.threads[parent].pc >= fork_index
@@ -555,6 +543,8 @@ class Rules:
         out = [(n, t.next().text) for n, t in m.threads.items() if self.can_move(m, t)]
         for kind, bar, nbytes in sorted(set(m.landings)):
             out.append((kind, self.landing_text(kind, bar, nbytes)))
+        for sem, n in sorted({(sem, n) for sem, n, _ in m.signals}):
+            out.append(("async", f"signals {sem} (+{n})"))
         for name, queue in m.queues.items():
             if queue:
                 out.append((f"tcgen05({name})", self.tcgen05_text(queue[0])))
@@ -582,6 +572,12 @@ class Rules:
                 raise ReferenceError(f"{agent} cannot take {text}: it is blocked")
             thread.pc += 1
             return self.thread_effect(m, agent, action)
+        if agent == "async":
+            for signal in m.signals:
+                if f"signals {signal[0]} (+{signal[1]})" == text:
+                    m.signals.remove(signal)     # identical signals land alike
+                    m.barriers[signal[0]].phase += signal[1]
+                    return None
         if agent in ("tma", "async"):
             for landing in m.landings:
                 if landing[0] == agent and self.landing_text(*landing) == text:
@@ -605,6 +601,37 @@ class Rules:
 
     def thread_effect(self, m: Machine, agent: str, action: Action) -> Finding | None:
         kind = action.kind
+        if kind == "hw_arrive":
+            return self.named_arrive(m, agent, action)
+        if kind == "hw_wait":
+            phase = m.hw_arrived.pop((agent, action.targets[0]))
+            self.acquire(m, agent, action.targets[0], phase)
+            return None
+        if kind in INIT_KINDS:
+            self.init_effect(m, agent, action)
+            return None
+        if kind == "hw_split":
+            return Finding("BP141", f"{agent} reaches {action.text} from a branch on the lane: "
+                           "part of a warp at each copy of the instruction", action.loc)
+        if kind == "cluster_arrive":
+            return self.cluster_arrive(m, agent, action)
+        if kind == "sem_signal":
+            m.barriers[action.targets[0]].phase += action.amount
+            return None
+        if kind == "sem_wait":
+            if action.link:
+                m.barriers[action.targets[0]].phase -= action.amount
+            return None
+        if kind == "sem_send":
+            m.signals.extend((sem, n, agent) for _, sem, n in action.landings)
+            return None
+        if kind == "cluster_wait":
+            phase = m.hw_arrived.pop((agent, "cluster"), None)
+            if phase is None:
+                return Finding("BP145", f"{agent} waits on the cluster barrier without arriving",
+                               action.loc)
+            self.acquire(m, agent, "cluster", phase)
+            return None
         if kind == "arrive":
             return self.first(self.arrive(m, b, action.amount) for b in action.targets)
         if kind == "arrive_drop":
@@ -760,12 +787,26 @@ class Rules:
                 b = m.barriers[action.wait_on]
                 if b.pending == 0 and b.tx != 0:
                     return Finding("BP130", f"{b.name}: tx-count {b.tx} never returns to zero")
+        # A bar.sync phase waits for a thread that has exited (one that left never arrives):
+        # BP144. The phase counts the threads that arrive on the barrier, and every thread of
+        # the block when its count is the whole block (syncthreads, `bar.sync id, blockDim`).
+        for name, thread in m.threads.items():
+            action = thread.next()
+            if action is not None and action.kind == "hw_wait":
+                key = action.targets[0]
+                counted = {n for n, t in m.threads.items() if t.block == key[0]} \
+                    if action.amount == self.block_threads else self.named_users.get(key, set())
+                gone = sorted(n for n in counted if m.threads[n].done and
+                              m.threads[n].block == key[0])
+                if gone:
+                    return Finding("BP144", f"{name} waits on named barrier {key[1]} for "
+                                   f"{', '.join(gone)}, which exited")
         return Finding("BP100", "deadlock")
 
     def judge(self, m: Machine, ignore: frozenset[str]) -> tuple[str, Finding | None]:
         """(outcome, finding) of a state reached without a rule break in its last step."""
         found = [f for f in self.parity_run_past(m) + self.late_joins(m) + self.peer_exited(m)
-                 if f.code not in ignore]
+                 + self.init_not_visible(m) if f.code not in ignore]
         if not found and all(t.done for t in m.threads.values()):
             found = [f for f in self.at_exit(m) if f.code not in ignore]
             if not found:
