@@ -36,8 +36,9 @@ states, and re-exports the tables the engines read (opcodes, `OPCODE_NAMES`, `CO
 - violations.py: the BP codes and `Violation`; static_rules.py: the rules checked before any
   parameter is fixed (`static_findings`);
 - grid.py: the cluster positions of the grid, lockstep clusters, multicast peers.
-Barrier kinds with rules of their own live beside them (hw_barriers.py for named and cluster
-barriers, init_visibility.py for explicit init, memory.py for races) and register in their tables.
+Barrier kinds with rules of their own live beside them as plug-ins (hw_barriers.py for named and
+cluster barriers, init_visibility.py for explicit init), which plugins.py installs into these
+tables and whose hooks (extensions.py) this module calls; memory.py states the races.
 """
 
 from __future__ import annotations
