@@ -7,8 +7,11 @@ from .model.pallas.family import sizes
 from .checker.check import Options, check_kernel
 from .checker.engines.explore import Limits
 from .checker.verdict import Diagnostic, Verdict
+from .checker.engine_settings import ProveSettings, TlcSettings
+from .api import check
 
 __version__ = "0.1.0"
 
-__all__ = ["protocol", "minimum", "maximum", "Protocol", "Kernel", "ModelError", "Options", "check_kernel", "Limits",
+__all__ = ["protocol", "minimum", "maximum", "Protocol", "Kernel", "ModelError", "Options", "check_kernel", "check",
+           "ProveSettings", "TlcSettings", "Limits",
            "Diagnostic", "Verdict", "sizes", "__version__"]

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import __version__
-from .checker.check import WALL_NET_FACTOR, Options, check_kernel, error_verdict
+from .checker.check import Options, error_verdict
+from .checker.engine_registry import ENGINES
 from .checker.engines.explore import Limits
 from .checker.report.text import timeline
 from .checker.report.views import trace_stem
@@ -24,60 +25,24 @@ from .config import apply_config
 from . import guard
 from .guard import GRACE_SECONDS, Interrupts, LimitReached, Watchdog
 from .loader import Target, resolve
-from .outputs import REPORTERS, add_flags as add_ci_flags, exit_status, render, write_reports
+from .outputs import (REPORTERS, add_flags as add_ci_flags, exit_status, output_paths, render,
+                      write_reports)
 from . import suppress
-from .model.ir import Kernel, ModelError
+from .model.ir import ModelError
 from .validate import check_args, check_codes, writable_dir
 from . import streams
 from .safe_write import refuse_overwriting_inputs, write_into_dir, write_output
 from .exhausted import EXHAUSTED, exhausted_verdict
-
-# Engines by name: module and function(kernel, params, options, source, args) -> Verdict.
-ENGINES = {
-    "explore": None,
-    "tlc": ("barrierproof.checker.engines.tlc", "check_kernel_tlc"),
-    "symbolic": ("barrierproof.checker.symbolic.prove", "prove_kernel"),
-}
+from .flags import fail as _fail, params_for as _params_for, parse_params
 
 
 def _steps(n: int) -> str:
     return f"{n} step" if n == 1 else f"{n} steps"
 
 
-def _fail(message: str, hint: str | None = None) -> int:
-    print(f"error: {message}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
-    return 3
-
-
-def parse_params(items: Sequence[str]) -> dict[str, int]:
-    params = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise ModelError(f"--param {item!r} is not NAME=VALUE", hint="e.g. --param stages=3")
-        try:
-            params[name.strip()] = int(value, 0)
-        except ValueError:
-            raise ModelError(f"--param {item!r}: {value!r} is not an integer",
-                             hint="parameters are integers, e.g. --param steps=8") from None
-    return params
-
-
 def parse_codes(text: str | None, flag: str = "--select/--ignore") -> frozenset[str]:
     """Codes of --select/--ignore; an unknown one is an input error, never a silent pass."""
     return check_codes(text, flag)
-
-
-def _engine(name: str) -> Callable | None:
-    spec = ENGINES[name]
-    if spec is None:
-        return None
-    module, fn = spec
-    try:
-        return getattr(importlib.import_module(module), fn)
-    except (ImportError, AttributeError) as err:
-        raise ModelError(f"engine {name!r} is not available: {err}",
-                         hint="install the extra it needs (barrierproof[tla] for tlc)") from None
 
 
 class _Progress:
@@ -123,10 +88,6 @@ def _not_checked(target: Target, why: str) -> Verdict:
                    expected=target.expect)
 
 
-def _params_for(kernel: Kernel, params: dict[str, int]) -> dict[str, int]:
-    return {k: v for k, v in params.items() if k in kernel.params}
-
-
 def _error_or_violation(target: Target, err: ModelError, name: str | None = None,
                         ref: str | None = None) -> Verdict:
     verdict = error_verdict(name or target.name, err, ref or target.ref)
@@ -137,10 +98,10 @@ def _error_or_violation(target: Target, err: ModelError, name: str | None = None
 def _stopped(target: Target, name: str, ref: str, what: str, engine: str) -> Verdict:
     """The watchdog stopped a build or an engine: a limit, so `bounded` (`unknown` for the
     prover, whose verdicts have no partial coverage)."""
-    kind = "unknown" if engine == "symbolic" else "bounded"
+    kind = ENGINES[engine].when_stopped
     verdict = Verdict(name, kind, source=ref, coverage=f"stopped: {what}; nothing was concluded",
                       expected=target.expect, engine=engine)
-    if engine == "symbolic" and "wall-clock" in what:
+    if ENGINES[engine].wall_factor != 1.0 and "wall-clock" in what:    # a work budget (prove)
         verdict.notes.append("the prover's work budget for this --timeout was not spent: its "
                              "verdict depends on input and budget only, but this machine was "
                              "too slow to spend it in time; a larger --timeout gives it room")
@@ -314,16 +275,18 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
               engine: str, args, progress: _Progress, cache=None,
               interrupts: Interrupts | None = None) -> tuple[list[Verdict], set[str], bool]:
     verdicts = []
-    engine_fn = _engine(engine)
+    chosen = ENGINES[engine]
+    engine_fn = chosen.load()
+    settings = chosen.make_settings(args)   # its flags, parsed by argparse, as its dataclass
     used: set[str] = set()
     build_failed = False
     limits = options.limits
     # The engines keep their own limits; the watchdog is the net behind them.
     # prove's --timeout is a work budget (checker/symbolic/prove.py Budget): its net is far
     # behind, so load does not change its verdict.
-    factor = WALL_NET_FACTOR if engine == "symbolic" else 1.0
+    factor = chosen.wall_factor
     net = None if limits.timeout is None else limits.timeout * factor + GRACE_SECONDS
-    stop_solver = _interrupt_z3 if engine == "symbolic" else None
+    stop_solver = chosen.stop_solver if chosen.interrupt else None
     mem_text = None if limits.max_memory_mb is None else (
         f"memory limit (--max-memory {limits.max_memory_mb} MB + 25% headroom)")
     net_text = None if net is None else (
@@ -331,7 +294,7 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
         + (f" x {factor:g}" if factor != 1.0 else "") + f" + {GRACE_SECONDS:g}s grace)")
     for n, target in enumerate(targets):
         progress.label = target.name
-        family = engine == "symbolic" and target.build_family is not None
+        family = chosen.reads_families and target.build_family is not None
         try:
             kernels = [target.build_family()] if family else target.build_all()
         except ModelError as err:
@@ -365,9 +328,7 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
                     with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
                                   f"checking {kernel.name}", net_text, stop_solver, mem_text):
-                        if engine_fn is None:
-                            return check_kernel(kernel, kp, options, ref)
-                        return engine_fn(kernel, kp, options, ref, args)
+                        return engine_fn(kernel, kp, options, ref, settings)
                 verdict = compute() if cache is None else \
                     cache.check(kernel, kp, options, engine, ref, args, compute)
                 if family and verdict.verdict == "violation" and verdict.trace is not None:
@@ -393,12 +354,6 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
                          for t in targets[n + 1:]]
             return verdicts, used, build_failed
     return verdicts, used, build_failed
-
-
-def _interrupt_z3() -> None:
-    """Make a running Z3 query return (unknown) so the watchdog's stop can land."""
-    import z3
-    z3.main_ctx().interrupt()
 
 
 def _why(interrupts: Interrupts | None) -> str:
@@ -467,7 +422,7 @@ def _attach_fixes(verdicts: list[Verdict], targets: list[Target], params: dict[s
 
 def cmd_check(args, engine: str | None = None) -> int:
     config = apply_config(args)      # [tool.barrierproof] in pyproject.toml, under the flags
-    refuse_overwriting_inputs(args, config.path)
+    refuse_overwriting_inputs(args, output_paths(args), config.path)
     if not args.paths:
         return _fail("nothing to check", "give PATH arguments, or `paths` under "
                      "[tool.barrierproof] in pyproject.toml")
@@ -902,13 +857,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE.dot", help="default: stdout")
     p.add_argument("--max-states", type=int, default=2000, metavar="N",
                    help="refuse larger graphs (default 2000)")
-    p.set_defaults(run=_delegate("barrierproof.checker.report.graph", "cli_main"))
+    p.set_defaults(run=_delegate("barrierproof.commands", "cmd_graph"))
 
     p = sub.add_parser("tla", help="emit TLA+ specs (and their TLC configs)")
     p.add_argument("paths", nargs="+", metavar="PATH[::NAME]")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
-    p.set_defaults(run=_delegate("barrierproof.checker.engines.tla_files", "cli_main"))
+    p.set_defaults(run=_delegate("barrierproof.commands", "cmd_tla"))
 
     p = sub.add_parser("confirm", help="run a Pallas kernel in JAX's GPU interpret mode")
     p.add_argument("paths", nargs="+", metavar="PATH::NAME")
@@ -935,7 +890,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_args(args)
         streams.require_stdout(args, closed)
-        refuse_overwriting_inputs(args)
+        refuse_overwriting_inputs(args, output_paths(args))
         with Interrupts() as interrupts:     # SIGTERM as Ctrl-C, for every command
             code = args.run(args)
         sys.stdout.flush()      # here, not at exit: a closed pipe must change the exit code

@@ -31,6 +31,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .checker.engine_registry import ENGINES
 from .model.ir import Loc, ModelError
 from .validate import check_codes, check_limit
 
@@ -61,7 +62,7 @@ KEYS = {
     "max-memory": ("max_memory", "an integer (MB)"),
     "build-timeout": ("build_timeout", "a number of seconds"),
     "reduction": ("reduction", "true or false"),
-    "engine": ("engine", "explore, tlc or symbolic"),
+    "engine": ("engine", f"{', '.join(list(ENGINES)[:-1])} or {list(ENGINES)[-1]}"),
     "expect": ("expect", "true or false"),
     "cache": ("cache", "true or false"),
     "cache-dir": ("cache_dir", "a path"),
@@ -208,7 +209,7 @@ def load_config(path: str) -> Config:
             if not isinstance(value, bool):
                 raise _bad(path, key)
         elif key == "engine":
-            if value not in ("explore", "tlc", "symbolic"):
+            if not isinstance(value, str) or value not in ENGINES:
                 raise _bad(path, key)
         elif key == "cache-dir":
             if not isinstance(value, str):

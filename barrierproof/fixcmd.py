@@ -62,7 +62,7 @@ def _one_target(spec: str):
 
 
 def cmd_fix(args) -> int:
-    from .cli import parse_params
+    from .flags import parse_params
     params = parse_params(args.param)
     target = _one_target(args.path)
     if target.kind != "dsl":

@@ -2,7 +2,7 @@
 
 A DSL file defines protocols with `@protocol`; a Pallas or CuTe DSL file names its kernel
 functions in a module-level `EXPECT = {"fn": "verified", ...}` (or is addressed as
-`file.py::fn`); FUNCTION_FRONTENDS says which frontend a function belongs to. Importing a
+`file.py::fn`); FRONTENDS says which frontend an object belongs to, each asked in turn. Importing a
 user's file runs their code: any error there becomes a one-line ModelError at their line.
 """
 
@@ -29,7 +29,7 @@ from .model.ir import Kernel, Loc, ModelError
 class Target:
     ref: str                       # path::name
     name: str
-    kind: str                      # "dsl", "pallas", "gluon" or "cute"
+    kind: str                      # its frontend's name (set from FRONTENDS), or "error"
     build: Callable[[], Kernel]
     expect: str | None
     path: str
@@ -59,10 +59,9 @@ def _user_error(err: BaseException, path: str) -> ModelError:
     if isinstance(err, SyntaxError):
         loc = Loc(err.filename or path, err.lineno or 0)
     hint = "fix the Python error in the protocol file"
-    if isinstance(err, ModuleNotFoundError) and err.name in ("jax", "jaxlib"):
-        hint = "install the Pallas extra: pip install 'barrierproof[pallas]'"
-    if isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == "cutlass":
-        hint = "install the CuTe DSL extra: pip install 'barrierproof[cute]'"
+    if isinstance(err, ModuleNotFoundError):   # a frontend's framework is missing: its extra
+        root = (err.name or "").split(".")[0]
+        hint = next((f.install for f in FRONTENDS if root in f.frameworks), hint)
     if isinstance(err, RecursionError):
         hint = "an expression or a call nests too deeply; build it in smaller steps"
     return ModelError(f"{type(err).__name__}: {safe_text(err)}", loc=loc, hint=hint)
@@ -108,14 +107,20 @@ def _dsl_target(path: str, name: str, proto: Protocol) -> Target:
                 return proto.build()
         except Exception as err:  # an error in the protocol body
             raise _user_error(err, path) from None
-    return Target(f"{path}::{name}", proto.name, "dsl", build, proto.expect, path,
+    return Target(f"{path}::{name}", proto.name, "", build, proto.expect, path,
                   ignore=proto.ignore)
 
 
-def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
+def _check_expect(path: str, name: str, expect: str | None) -> None:
+    """An EXPECT entry's verdict is one barrierproof can give (read without importing jax)."""
     if expect is not None:
-        from .model.pallas import check_expect, expect_loc   # no jax import
+        from .model.pallas import check_expect, expect_loc
         check_expect(expect, name, expect_loc(path))
+
+
+def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
+    _check_expect(path, name, expect)
+
     def build() -> Kernel:
         from .model import pallas  # jax is imported only for Pallas kernels
         with user_code(path, f"tracing {name}"):
@@ -125,7 +130,7 @@ def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Ta
         from .model import pallas
         with user_code(path, f"tracing {name}"):
             return pallas.load(fn, name=name)
-    target = Target(f"{path}::{name}", name, "pallas", build, expect, path, build_many)
+    target = Target(f"{path}::{name}", name, "", build, expect, path, build_many)
     from .model.pallas.family import SIZES_ATTR     # no jax import
     if getattr(fn, SIZES_ATTR, None):
         def build_family() -> Kernel:
@@ -142,15 +147,13 @@ def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Ta
 
 
 def _gluon_target(path: str, name: str, launch, expect: str | None) -> Target:
-    if expect is not None:
-        from .model.pallas import check_expect, expect_loc   # no jax import
-        check_expect(expect, name, expect_loc(path))
+    _check_expect(path, name, expect)
 
     def build() -> Kernel:
         from .model import gluon    # triton is imported only when the kernel is compiled
         with user_code(path, f"compiling {name}"):
             return gluon.load(launch, name=name, expect=expect)
-    return Target(f"{path}::{name}", name, "gluon", build, expect, path)
+    return Target(f"{path}::{name}", name, "", build, expect, path)
 
 
 def _is_gluon_launch(obj) -> bool:
@@ -158,16 +161,9 @@ def _is_gluon_launch(obj) -> bool:
     return is_launch(obj)
 
 
-# Frontends that claim a module attribute by what it is: (claims, target maker). A DSL
-# protocol and a plain function (a Pallas kernel) are the defaults when none claims it.
-FRONTENDS: list[tuple[Callable, Callable]] = [(_is_gluon_launch, _gluon_target)]
-
-
-def _claimed(obj):
-    return next((make for claims, make in FRONTENDS if claims(obj)), None)
-
-
 def _cute_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
+    _check_expect(path, name, expect)
+
     def build() -> Kernel:
         from .model import cute      # the DSL is imported only for CuTe kernels
         with user_code(path, f"compiling {name}"):
@@ -177,27 +173,58 @@ def _cute_target(path: str, name: str, fn: Callable, expect: str | None) -> Targ
         from .model import cute
         with user_code(path, f"compiling {name}"):
             return cute.load(fn, name=name, expect=expect)
-    return Target(f"{path}::{name}", name, "cute", build, expect, path, build_many)
+    return Target(f"{path}::{name}", name, "", build, expect, path, build_many)
 
 
-# Frontends for kernel functions, tried in order: (claims(fn), make_target); a function no
-# frontend claims is a Pallas target. `claims` reads the function's module, importing nothing.
-def _claims_cute(fn: Callable) -> bool:
-    from .model.cute.targets import claims
-    return claims(fn)
+def _claims_cute(fn) -> bool:
+    from .model.cute.targets import claims     # reads the function's module, imports no DSL
+    return callable(fn) and claims(fn)
 
 
-FUNCTION_FRONTENDS: list[tuple[Callable, Callable]] = [(_claims_cute, _cute_target)]
+def _claims_protocol(obj) -> bool:
+    return isinstance(obj, Protocol)
 
 
-def _function_target(path: str, name: str, fn: Callable, expect: str | None) -> Target:
-    if expect is not None:
-        from .model.pallas import check_expect, expect_loc   # no jax import
-        check_expect(expect, name, expect_loc(path))
-    for claims, make in FUNCTION_FRONTENDS:
-        if claims(fn):
-            return make(path, name, fn, expect)
-    return _pallas_target(path, name, fn, expect)
+@dataclass(frozen=True)
+class Frontend:
+    """A frontend as the loader sees it: whether a module attribute is its own (cheap: the
+    frontend's framework is not imported), and the Target that builds its IR."""
+
+    name: str                                   # the kind of its targets
+    claims: Callable[[object], bool]
+    make: Callable[[str, str, object, "str | None"], Target]    # (path, attribute, it, EXPECT's verdict)
+    frameworks: tuple[str, ...] = ()            # modules it imports to build, when missing ...
+    install: str = ""                           # ... the hint that names its extra
+    # (attribute, object) of a module that are targets without an EXPECT entry (DSL
+    # protocols, each object once); the other frontends' are found by EXPECT or `::NAME`.
+    discover: Callable[[object], list] | None = None
+    # Takes any callable no frontend before it claims: `available` names only the public
+    # functions a file defines, not every callable it imports.
+    any_function: bool = False
+
+
+# Asked in order; the first that claims an attribute builds it.
+FRONTENDS: list[Frontend] = [
+    Frontend("gluon", _is_gluon_launch, _gluon_target, ("triton",),
+             "install the Gluon extra: pip install 'barrierproof[gluon]'"),
+    Frontend("dsl", _claims_protocol, lambda path, name, proto, expect: _dsl_target(path, name, proto),
+             discover=protocols_of),
+    Frontend("cute", _claims_cute, _cute_target, ("cutlass",),
+             "install the CuTe DSL extra: pip install 'barrierproof[cute]'"),
+    Frontend("pallas", callable, _pallas_target, ("jax", "jaxlib"),
+             "install the Pallas extra: pip install 'barrierproof[pallas]'", any_function=True),
+]
+
+
+def build_target(frontend: Frontend, path: str, name: str, obj, expect: str | None) -> Target:
+    target = frontend.make(path, name, obj, expect)
+    target.kind = frontend.name
+    return target
+
+
+def claimant(obj, among: Sequence[Frontend] | None = None) -> Frontend | None:
+    """The first frontend that claims `obj`, or None."""
+    return next((f for f in (FRONTENDS if among is None else among) if f.claims(obj)), None)
 
 
 def _broken_target(path: str, err: BaseException) -> Target:
@@ -208,12 +235,16 @@ def _broken_target(path: str, err: BaseException) -> Target:
 
 
 def available(module) -> list[str]:
-    """What `file.py::NAME` accepts in this module: its protocols, the kernels its EXPECT names,
-    and the public functions defined in it (a Pallas kernel needs no EXPECT entry to be named)."""
-    names = [n for n, v in vars(module).items() if isinstance(v, Protocol)]
+    """What `file.py::NAME` accepts in this module: the objects a frontend finds by itself (its
+    protocols), the kernels its EXPECT names, what a frontend claims by its kind, and the
+    public functions defined in it (a Pallas kernel needs no EXPECT entry to be named)."""
+    names = [n for n, v in vars(module).items()
+             if (f := claimant(v)) is not None and f.discover is not None]
     expect = getattr(module, "EXPECT", None)
     names += [k for k in expect if isinstance(k, str)] if isinstance(expect, dict) else []
-    names += [n for n, v in vars(module).items() if _claimed(v) is not None]
+    names += [n for n, v in vars(module).items()       # functions: only those defined here
+              if not inspect.isfunction(v) and (f := claimant(v)) is not None
+              and not f.any_function]
     names += [n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
               and v.__module__ == module.__name__]
     return list(dict.fromkeys(names))
@@ -227,29 +258,25 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
             raise ModelError(f"{path} has no protocol or kernel function named {only!r}",
                              hint=f"available: {', '.join(available(module)) or 'none'}")
         obj = getattr(module, only)
-        make = _claimed(obj)
-        if make is not None:
-            return [make(path, only, obj, expect.get(only))]
-        if isinstance(obj, Protocol):
-            return [_dsl_target(path, only, obj)]
-        if callable(obj):
-            return [_function_target(path, only, obj, expect.get(only))]
-        raise ModelError(f"{path}::{only} is a {type(obj).__name__}, not a protocol or function",
-                         hint="use @protocol or a zero-argument kernel function")
-    for attr, obj in protocols_of(module):
-        found.append(_dsl_target(path, attr, obj))
+        frontend = claimant(obj)
+        if frontend is None:
+            raise ModelError(f"{path}::{only} is a {type(obj).__name__}, not a protocol or "
+                             "function", hint="use @protocol or a zero-argument kernel function")
+        return [build_target(frontend, path, only, obj, expect.get(only))]
+    for frontend in FRONTENDS:
+        if frontend.discover is not None:
+            found += [build_target(frontend, path, attr, obj, None)
+                      for attr, obj in frontend.discover(module)]
+    named = [f for f in FRONTENDS if f.discover is None]    # what EXPECT names
     for fn_name, verdict in expect.items():
-        fn = getattr(module, fn_name, None)
-        make = _claimed(fn)
-        if make is not None:
-            found.append(make(path, fn_name, fn, verdict))
-            continue
-        if not callable(fn):
+        obj = getattr(module, fn_name, None)
+        frontend = claimant(obj, named)
+        if frontend is None:
             from .model.pallas import expect_loc   # no jax import
             raise ModelError(f"EXPECT names {fn_name!r}, which {path} does not define",
                              loc=expect_loc(path) or Loc(path, 1),
                              hint="EXPECT maps kernel function names to verdicts")
-        found.append(_function_target(path, fn_name, fn, verdict))
+        found.append(build_target(frontend, path, fn_name, obj, verdict))
     return found
 
 

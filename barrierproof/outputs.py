@@ -52,6 +52,12 @@ def split_output(value: str) -> tuple[str | None, str]:
     return None, value
 
 
+def output_paths(args) -> list[str]:
+    """The paths of `-o [FORMAT=]PATH` (repeatable)."""
+    values = getattr(args, "output", None) or []
+    return [split_output(v)[1] for v in ([values] if isinstance(values, str) else values)]
+
+
 def plan(args) -> tuple[str | None, list[tuple[str, str]]]:
     """(the console's format, or None when a plain -o takes its place; [(format, path)])."""
     default = getattr(args, "format", None) or "text"

@@ -48,15 +48,13 @@ def _inside(path: str, directory: str) -> bool:
     return not rel.startswith("..")
 
 
-def refuse_overwriting_inputs(args, config_path: str | None = None) -> None:
-    """`-o` must not name an input, a Python file inside an input directory, the config file
-    read, or any pyproject.toml."""
+def refuse_overwriting_inputs(args, outputs: list[str], config_path: str | None = None) -> None:
+    """`-o` (its paths: `outputs`) must not name an input, a Python file inside an input
+    directory, the config file read, or any pyproject.toml."""
     if getattr(args, "command", None) == "tla":
         return
-    values = getattr(args, "output", None) or []
-    from .outputs import split_output          # -o [FORMAT=]PATH, repeatable
-    for value in [values] if isinstance(values, str) else values:
-        _refuse(split_output(value)[1], args, config_path)
+    for path in outputs:
+        _refuse(path, args, config_path)
 
 
 def _refuse(output: str, args, config_path: str | None) -> None:

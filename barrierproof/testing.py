@@ -21,67 +21,13 @@ unmodelled synchronization (`unknown`) and an input error all fail, each saying 
 
 from __future__ import annotations
 
-import inspect
-import os
-from typing import Callable
-
-from .checker.check import Options, check_kernel
-from .checker.engines.explore import Limits
+from .api import _kernels, check
+from .checker.check import Options
 from .checker.report.text import describe
 from .checker.verdict import Verdict
-from .model.dsl import Protocol
-from .model.ir import Kernel, ModelError
+from .model.ir import ModelError
 
 __all__ = ["check", "assert_deadlock_free", "assert_violation"]
-
-
-def _kernels(target) -> list[tuple[Kernel, str | None]]:
-    """(kernel, path::name) for a Protocol, a Kernel, or a Pallas kernel function."""
-    if isinstance(target, Protocol):
-        return [(target.build(), f"{_path(target.fn)}::{target.name}")]
-    if isinstance(target, Kernel):
-        return [(target, None)]
-    if callable(target):
-        from .model import pallas  # jax is imported only for Pallas kernels
-        name = getattr(target, "__name__", "kernel")
-        return [(k, f"{_path(target)}::{k.name}") for k in pallas.load(target, name=name)]
-    raise TypeError(f"{target!r} is not a @protocol, a Kernel or a Pallas kernel function")
-
-
-def _path(fn: Callable) -> str:
-    try:
-        path = inspect.getsourcefile(fn) or "<unknown>"
-    except TypeError:
-        return "<unknown>"
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
-
-
-def check(target, *, options: Options | None = None, max_states: int | None = None,
-          ignore: tuple[str, ...] = (), **params: int) -> list[Verdict]:
-    """Check a protocol, kernel or Pallas kernel function; one Verdict per kernel it holds.
-
-    An input error (a Python error in the protocol, a missing parameter value) becomes an
-    `error` verdict, as on the command line.
-    """
-    if options is None:
-        limits = Limits() if max_states is None else Limits(max_states=max_states)
-        options = Options(limits, ignore=frozenset(ignore))
-    try:
-        kernels = _kernels(target)
-    except ModelError as err:
-        from .checker.check import error_verdict
-        return [error_verdict(getattr(target, "name", getattr(target, "__name__", "kernel")),
-                              err)]
-    verdicts = []
-    for kernel, source in kernels:
-        own = {k: v for k, v in params.items() if k in kernel.params}
-        unknown = sorted(set(params) - set(kernel.params))
-        if unknown and len(kernels) == 1:
-            raise TypeError(f"{kernel.name} has no parameter {', '.join(unknown)} (its "
-                            f"parameters: {', '.join(kernel.params) or 'none'})")
-        verdicts.append(check_kernel(kernel, own, options, source))
-    return verdicts
 
 
 def assert_deadlock_free(target, *, options: Options | None = None,

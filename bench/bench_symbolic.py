@@ -17,7 +17,6 @@ import os
 import platform
 import sys
 import time
-from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -25,6 +24,7 @@ sys.path.insert(0, ROOT)
 
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.checker.engines.explore import Limits  # noqa: E402
+from barrierproof.checker.engine_settings import ProveSettings  # noqa: E402
 from barrierproof.checker.symbolic.prove import prove_kernel  # noqa: E402
 from barrierproof.loader import resolve  # noqa: E402
 
@@ -73,7 +73,7 @@ def run(only: list[str] | None, floor: float) -> list[dict]:
         kernel = target.build()
         symbolic = [p.name for p in kernel.params.values() if p.symbolic]
         t0 = time.perf_counter()
-        verdict = prove_kernel(kernel, {}, Options(), ref, SimpleNamespace(symbolic=symbolic))
+        verdict = prove_kernel(kernel, {}, Options(), ref, ProveSettings(tuple(symbolic)))
         proof = time.perf_counter() - t0
         budget = max(proof, floor)
         best = stopped = None
@@ -189,7 +189,7 @@ def bugs_table() -> str:
         kernel = target.build()
         symbolic = [p.name for p in kernel.params.values() if p.symbolic]
         t0 = time.perf_counter()
-        v = prove_kernel(kernel, {}, Options(), name, SimpleNamespace(symbolic=symbolic))
+        v = prove_kernel(kernel, {}, Options(), name, ProveSettings(tuple(symbolic)))
         took = time.perf_counter() - t0
         lines.append(f"| symbolic_bugs.py::{name} | {v.label} | {took:.1f}s | "
                      f"{fmt({n: v.params[n] for n in symbolic})} |")

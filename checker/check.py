@@ -261,3 +261,11 @@ def check_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     """
     options = options or Options()
     return run_engine(kernel, params, options, source, explorer_search(options))
+
+
+def explore_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
+                   options: Options | None = None, source: str | None = None,
+                   settings=None) -> Verdict:
+    """The `explore` engine (checker/engine_registry.py): `check_kernel`, whose settings are all
+    in `options`."""
+    return check_kernel(kernel, params, options, source)

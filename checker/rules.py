@@ -211,3 +211,17 @@ def coverage_table() -> list[tuple[str, str, dict[str, bool]]]:
     return [(code, rule.name, {e: e in rule.decided_by for e in ENGINES})
             for code, rule in sorted(RULES.items())]
 
+
+def coverage_markdown() -> str:
+    """The table of docs/diagnostics.md "Which engine decides each rule" (tests compare)."""
+    def cell(rule: Rule, engine: str) -> str:
+        if engine not in rule.decided_by:
+            return "no"
+        left = [feature for feature, engines in rule.narrowed if engine not in engines]
+        return f"yes, but not with {', '.join(left)}" if left else "yes"
+    lines = ["| code | name | " + " | ".join(ENGINES) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in ENGINES) + " |"]
+    lines += [f"| {code} | {rule.name} | " + " | ".join(cell(rule, e) for e in ENGINES) + " |"
+              for code, rule in sorted(RULES.items())]
+    return "\n".join(lines) + "\n"
+

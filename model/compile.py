@@ -14,16 +14,16 @@ from __future__ import annotations
 import itertools
 from typing import Mapping
 
-from . import hw_barriers as hw
-from . import init_visibility as init
 from . import ir
+from .extensions import EXTENSIONS, compiler_of
 from .grid import LOCKSTEP_AXIS, lockstep_blocks, peer_blocks
 from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_FIELDS,
                            BARRIER_TEST, COMPLETE_TX, EFFECT_ARRIVE, EFFECT_COMPLETE_TX,
-                           EFFECT_SIGNAL, EXPECT_TX, FORK, HARDWARE_BARRIER_KINDS, ISSUE_ASYNC,
+                           EFFECT_SIGNAL, EXPECT_TX, FORK, ISSUE_ASYNC,
                            ISSUE_TCGEN05, JOIN, PALLAS_WAITS, PARITY_WAITS, SEM_SIGNAL,
                            SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, UNMODELED, WAIT, WAIT_PARITY,
                            WAIT_PHASE, WAITS, Agent, Instance, Instr, Slot, Source)
+from .lanes import IN_WARP_REGION, LANES_SPLIT, lane_split
 from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
                  WarpRegion, evaluate, walk)
 from .memory import Access, MemoryLayout
@@ -72,7 +72,7 @@ class CompiledKernel:
                                           kernel.loc)
         self.uses_warps = any(isinstance(s, WarpRegion) for s in walk(kernel.body))
         self._build_instances(env)
-        self.hw_instances: list[hw.HwInstance] = []
+        self.hw_instances: list = []       # hardware barriers (hw_barriers.HwInstance)
         self.hw_index: dict[tuple, int] = {}
         self._build_agents()
         # Memory effects are compiled only when races are checked: without them copies to
@@ -93,7 +93,9 @@ class CompiledKernel:
             if agent.warp is None:
                 self._unroll(kernel.body, self._agent_env(env, agent), a)
         self.programs = [tuple(p) for p in self.programs]  # type: ignore[misc]
-        hw.static_order_findings(self)
+        for ext in EXTENSIONS:
+            if ext.after_programs is not None:
+                ext.after_programs(self)
         self._layout()
         self.unwaited = self._unwaited_pallas_barriers()
 
@@ -317,9 +319,9 @@ class CompiledKernel:
                 else:
                     env[stmt.var] = saved
             elif isinstance(stmt, When):
-                if hw.lane_split(ir.free_vars(stmt.cond)):
+                if lane_split(ir.free_vars(stmt.cond)):
                     # A branch on the lane index splits a warp: each side runs with part of it.
-                    split = {**env, hw.LANES_SPLIT: 1}
+                    split = {**env, LANES_SPLIT: 1}
                     self._unroll(stmt.then, split, agent)
                     self._unroll(stmt.orelse, split, agent)
                     continue
@@ -343,11 +345,11 @@ class CompiledKernel:
         for w in range(1, self.kernel.num_warps):
             wa = self._agent_index[(me.block, me.thread, w)]
             self._emit(wa, Instr(AWAIT_FORK, None, 0, (agent, fork_pc), enter))
-            wenv = {**env, hw.IN_WARP_REGION: 1}
+            wenv = {**env, IN_WARP_REGION: 1}
             wenv[region.axis] = wenv[self.kernel.warp_axis] = w
             self._unroll(region.body, wenv, wa)
             joins.append((wa, len(self.programs[wa])))
-        wenv = {**env, hw.IN_WARP_REGION: 1}
+        wenv = {**env, IN_WARP_REGION: 1}
         wenv[region.axis] = wenv[self.kernel.warp_axis] = 0
         self._unroll(region.body, wenv, agent)
         self._emit(agent, Instr(JOIN, None, 0, tuple(joins), join))
@@ -358,16 +360,14 @@ class CompiledKernel:
             if self.memory is not None:
                 self._unroll_memory(op, env, agent, block)
             return
-        if kind in HARDWARE_BARRIER_KINDS:
-            hw.compile_op(self, op, env, agent, block)
-            return
-        if kind in init.INIT_KINDS:
-            init.compile_op(self, op, env, agent, block)
+        ext = compiler_of(kind)
+        if ext is not None:         # a plug-in's primitive (extensions.py)
+            ext.compile_op(self, op, env, agent, block)
             return
         if kind == "semaphore_signal_parallel":
             self._unroll_signal_parallel(op, env, agent, block)
             return
-        if env.get(hw.LANES_SPLIT):
+        if env.get(LANES_SPLIT):
             raise ModelError(f"`{op.describe()}` in a branch on the lane index is not modelled",
                              loc=op.loc, hint="only named barriers may be reached from a branch "
                                               "that splits a warp")
@@ -598,7 +598,11 @@ class CompiledKernel:
         self.queue_pos = {a: pos + j for j, a in enumerate(self.queue_agents)}
         self.queue_base = pos
         self.queue_end = pos + len(self.queue_agents)
-        self.width = init.layout(self, hw.layout(self, self.queue_end))
+        pos = self.queue_end
+        for ext in EXTENSIONS:
+            if ext.layout is not None:
+                pos = ext.layout(self, pos)
+        self.width = pos
         self.block_agents = {b: [a for a, ag in enumerate(self.agents) if ag.block == b]
                              for b in self.blocks} if len(self.blocks) > 1 else {}
         # Asynchronous deliveries into another block than their issuer's (multicast shares,

@@ -32,14 +32,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from .extensions import Extension
+from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, HW_ARRIVE,
+                           HW_WAIT, ISSUE_ASYNC, Instr)
 from .ir import ModelError, Op, evaluate
+from .lanes import IN_WARP_REGION, LANE, LANES_SPLIT, lane_split  # noqa: F401 (re-exported)
+from .static_rules import StaticFinding
+from .violations import Violation
 
 if TYPE_CHECKING:  # pragma: no cover
     from .semantics import System
 
-# Opcodes (the range 20-29 is this module's).
-HW_ARRIVE = 20      # target=hw instance, amount=threads arriving, aux=HwArrival
-HW_WAIT = 21        # target=hw instance, aux=position of the agent's arrived_in entry
+# HW_ARRIVE: target=hw instance, amount=threads arriving, aux=HwArrival
+# HW_WAIT: target=hw instance, aux=position of the agent's arrived_in entry
 
 HARDWARE_BARRIER_KINDS = frozenset({"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"})
 
@@ -50,10 +55,6 @@ WARP_SIZE = 32
 HW_PHASE, HW_ARRIVED, HW_COUNT, HW_SITE = 0, 1, 2, 3
 HW_FIELDS = 4
 
-# Keys the unroller puts in an agent's environment (not identifiers, so no name can clash).
-IN_WARP_REGION = "·warp-region"
-LANES_SPLIT = "·lanes-split"
-LANE = "lane"
 # Op.name of a bar_sync without a count operand (__syncthreads): every thread of the block.
 ALL_THREADS = "syncthreads"
 
@@ -78,7 +79,6 @@ class HwInstance:
 
 class HwArrival(NamedTuple):
     """What one HW_ARRIVE carries besides its thread count."""
-
     count: int          # threads the phase needs (the instruction's count operand)
     site: int           # source index + 1 of a blocking aligned sync (bar.sync), else 0
     partial: bool       # reached from a branch on the lane index: part of a warp only
@@ -110,9 +110,6 @@ def _instance(system: "System", kind: str, block, bar_id: int) -> int:
 
 def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
     """Unroll one hardware-barrier operation of `agent` into HW_ARRIVE / HW_WAIT."""
-    from .instructions import Instr
-    from .static_rules import StaticFinding
-
     threads = agent_threads(system, env)
     partial = bool(env.get(LANES_SPLIT))
     text = op.describe()
@@ -165,15 +162,9 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
         system._emit(agent, Instr(HW_WAIT, inst, 0, -1, src))
 
 
-def lane_split(cond_vars: set[str]) -> bool:
-    return LANE in cond_vars
-
-
 def static_order_findings(system: "System") -> None:
     """BP145: every thread alternates barrier.cluster.arrive and barrier.cluster.wait,
     starting with an arrive."""
-    from .static_rules import StaticFinding
-
     for prog in system.programs:
         arrived: dict[int, bool] = {}
         for instr in prog:
@@ -238,7 +229,6 @@ def guard_wait(system: "System", state, instr) -> bool:
 
 
 def effect_arrive(system: "System", s: list, instr, agent: int, events):
-    from .violations import Violation
 
     b = system.hw_base + HW_FIELDS * instr.target
     arrival: HwArrival = instr.aux
@@ -331,9 +321,6 @@ def peer_exit_violations(system: "System", state) -> list:
     """BP146: a thread is about to touch a barrier in the shared memory of a block of its
     cluster whose threads have all exited (no cluster barrier kept the block alive), or an
     asynchronous delivery another block issued is still in flight into such a block."""
-    from .instructions import ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE_ASYNC
-    from .violations import Violation
-
     gone = [blk for blk, members in system.block_agents.items()
             if all(state[m] >= system.lengths[m] for m in members)]
     if not gone:
@@ -388,3 +375,29 @@ def peer_exit_violations(system: "System", state) -> list:
                      "block exits while a peer still reaches into its shared memory"]))
                 break
     return found
+
+
+def deadlock(system: "System", state) -> tuple[list[str], Violation | None]:
+    """The lines of a deadlock for agents blocked at a hardware barrier, and BP144 when a thread
+    exited while others wait at one (its details are the deadlock's, filled in by the caller)."""
+    if not system.hw_instances:
+        return [], None
+    lines, left = deadlock_details(system, state)
+    if left is None:
+        return lines, None
+    waiter = next(a for a in range(system.n_agents) if (i := system.current(state, a)) is not None
+                  and i.op == HW_WAIT and i.target == left)
+    return lines, Violation("BP144", f"a thread exited while {system.hw_instances[left].name} "
+                            "still waits for its arrival: deadlock", waiter, None,
+                            system.current(state, waiter).src)
+
+
+def state_violations(system: "System", state) -> list:
+    return peer_exit_violations(system, state) if system.block_agents else []
+
+
+EXTENSION = Extension(
+    "hardware barriers", codes=CODES, kinds=HARDWARE_BARRIER_KINDS,
+    guards={HW_ARRIVE: None, HW_WAIT: guard_wait}, effects={HW_ARRIVE: effect_arrive, HW_WAIT: None},
+    compile_op=compile_op, after_programs=static_order_findings, layout=layout,
+    initial_fields=initial_fields, state_violations=state_violations, deadlock=deadlock)

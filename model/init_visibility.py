@@ -43,16 +43,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .hw_barriers import HW_ARRIVE
+from .extensions import Extension
+from .hw_barriers import HW_FIELDS, effect_arrive
+from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, FENCE_ASYNC,
+                           FENCE_INIT, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05, MBAR_INIT,
+                           WAITS, Instr)
 from .ir import ModelError, Op
+from .violations import Violation
 
 if TYPE_CHECKING:  # pragma: no cover
     from .semantics import System
 
-# Opcodes (the range 60-69 is this module's).
-MBAR_INIT = 60        # target=instance
-FENCE_INIT = 61       # fence.mbarrier_init.release.cluster: no operand
-FENCE_ASYNC = 62      # fence.proxy.async.shared::cta: no operand
+# MBAR_INIT: target=instance; FENCE_INIT (fence.mbarrier_init.release.cluster) and FENCE_ASYNC
+# (fence.proxy.async.shared::cta): no operand
 
 INIT_KINDS = frozenset({"mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"})
 
@@ -61,8 +64,6 @@ CODES = {"BP147": "init-not-visible"}
 
 def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
     """Unroll one init or fence of `agent`."""
-    from .instructions import Instr
-
     if op.kind == "mbarrier_init":
         inst = system._resolve(op.barrier, env, block, op.loc)
         alloc = system.instances[inst].alloc
@@ -130,9 +131,6 @@ def layout(system: "System", pos: int) -> int:
 def _uses(system: "System", instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(instances the thread itself touches, instances the async proxy will update) of one
     instruction, explicit-init instances only."""
-    from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX,
-                               ISSUE_ASYNC, ISSUE_TCGEN05, WAITS)
-
     mine, proxy = [], []
     op = instr.op
     if op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
@@ -175,8 +173,6 @@ def effect_fence(system: "System", s: list, instr, agent: int, events) -> None:
 def effect_hw_arrive(system: "System", s: list, instr, agent: int, events):
     """A hardware barrier arrival (hw_barriers.py), which also releases the inits the arriving
     agent sees into the phase it arrives in."""
-    from .hw_barriers import HW_FIELDS, effect_arrive
-
     h = instr.target
     phase = s[system.hw_base + HW_FIELDS * h]
     violation = effect_arrive(system, s, instr, agent, events)
@@ -226,8 +222,6 @@ def effect_hw_wait(system: "System", s: list, instr, agent: int, events) -> None
 def violations(system: "System", state) -> list:
     """BP147: an agent stands at an operation on an explicit-init instance whose init it does
     not see (or, for a copy or commit that will arrive on it, the async proxy does not)."""
-    from .violations import Violation
-
     found = []
     for a in range(system.n_agents):
         pc = state[a]
@@ -277,3 +271,13 @@ def violations(system: "System", state) -> list:
                 break
     return found
 
+
+EXTENSION = Extension(
+    "mbarrier init visibility", codes=CODES, kinds=INIT_KINDS,
+    guards={MBAR_INIT: None, FENCE_INIT: None, FENCE_ASYNC: None},
+    # a hardware barrier's arrival and wait also publish the inits their agent sees
+    effects={MBAR_INIT: effect_init, FENCE_INIT: effect_fence, FENCE_ASYNC: effect_fence,
+             HW_ARRIVE: effect_hw_arrive, HW_WAIT: effect_hw_wait},
+    wraps=frozenset({HW_ARRIVE, HW_WAIT}),
+    compile_op=compile_op, layout=layout, initial_fields=initial_fields,
+    state_violations=lambda system, state: violations(system, state) if system.init_insts else [])

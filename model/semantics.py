@@ -36,17 +36,17 @@ states, and re-exports the tables the engines read (opcodes, `OPCODE_NAMES`, `CO
 - violations.py: the BP codes and `Violation`; static_rules.py: the rules checked before any
   parameter is fixed (`static_findings`);
 - grid.py: the cluster positions of the grid, lockstep clusters, multicast peers.
-Barrier kinds with rules of their own live beside them (hw_barriers.py for named and cluster
-barriers, init_visibility.py for explicit init, memory.py for races) and register in their tables.
+Barrier kinds with rules of their own live beside them as plug-ins (hw_barriers.py for named and
+cluster barriers, init_visibility.py for explicit init), which plugins.py installs into these
+tables and whose hooks (extensions.py) this module calls; memory.py states the races.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from . import hw_barriers as hw
-from . import init_visibility as init
 from .compile import CompiledKernel
+from .extensions import EXTENSIONS
 from .grid import grid_positions
 from .instructions import (  # noqa: F401  (the opcode tables are re-exported: engines read them here)
     ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_FIELDS, BARRIER_TEST, COMPLETE_TX,
@@ -73,8 +73,9 @@ class System(CompiledKernel):
         s += [-1] * len(self.seen_pos)
         s += [0] * len(self.slots)
         s += [()] * len(self.queue_agents)
-        s += hw.initial_fields(self)
-        s += init.initial_fields(self)
+        for ext in EXTENSIONS:
+            if ext.initial_fields is not None:
+                s += ext.initial_fields(self)
         return tuple(s)
 
     def barrier(self, state: tuple, inst: int) -> tuple[int, int, int, int]:
@@ -285,10 +286,9 @@ class System(CompiledKernel):
                         f"{self.instances[instr.target].name} for the first time after "
                         f"{phase} completions: its parity bit points at the wrong phase",
                         a, instr.target, instr.src))
-        if self.block_agents:
-            found += hw.peer_exit_violations(self, state)
-        if self.init_insts:
-            found += init.violations(self, state)
+        for ext in EXTENSIONS:
+            if ext.state_violations is not None:
+                found += ext.state_violations(self, state)
         if not found and self.is_done(state):
             found = self.exit_violations(state)
         if self.memory is not None:
@@ -383,20 +383,21 @@ class System(CompiledKernel):
                 details.append(f"{agent.name} waits for its warpgroup to enter the warp region")
             elif instr.op == JOIN:
                 details.append(f"{agent.name} waits for its warps to leave the warp region")
-        hw_lines, left = hw.deadlock_details(self, state) if self.hw_instances else ([], None)
-        details += hw_lines
+        claimed = None      # a plug-in's name for this deadlock (hw_barriers.py: BP144)
+        for ext in EXTENSIONS:
+            if ext.deadlock is not None:
+                lines, found = ext.deadlock(self, state)
+                details += lines
+                claimed = claimed or found
         blocked = [a for a in range(self.n_agents) if self.current(state, a) is not None]
         first = blocked[0] if blocked else None
         src = self.current(state, first).src if first is not None else None
         if tx_blocked is not None:
             return Violation("BP130", f"{self.instances[tx_blocked].name} can never complete: its "
                              "tx-count never returns to zero", first, tx_blocked, src, details)
-        if left is not None:
-            waiter = next(a for a in blocked if self.current(state, a).op == HW_WAIT
-                          and self.current(state, a).target == left)
-            return Violation("BP144", f"a thread exited while {self.hw_instances[left].name} "
-                             "still waits for its arrival: deadlock", waiter,
-                             None, self.current(state, waiter).src, details)
+        if claimed is not None:
+            claimed.details = details
+            return claimed
         return Violation("BP100", f"deadlock: {len(blocked)} agent(s) blocked forever", first,
                          None, src, details)
 

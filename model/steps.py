@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import hw_barriers as hw
-from . import init_visibility as init
 from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_FIELDS,
-                           BARRIER_TEST, COMPLETE_TX, EXPECT_TX, EXPECTED, FENCE_ASYNC,
-                           FENCE_INIT, FORK, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05,
-                           JOIN, MBAR_INIT, SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED,
-                           UNMODELED, WAIT, WAIT_PARITY, WAIT_PHASE, Instr)
+                           BARRIER_TEST, COMPLETE_TX, EXPECT_TX, EXPECTED, FORK, ISSUE_ASYNC,
+                           ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT,
+                           SIGNALS_LANDED, UNMODELED, WAIT, WAIT_PARITY, WAIT_PHASE, Instr)
 from .violations import Violation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -190,19 +187,14 @@ GUARDS = {
     WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
     FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
     WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
-    HW_ARRIVE: None, HW_WAIT: hw.guard_wait, BARRIER_TEST: None,
-    MBAR_INIT: None, FENCE_INIT: None, FENCE_ASYNC: None,
-    SEM_SIGNAL_SET: None, SIGNALS_LANDED: guard_signals_landed,
-}
+    BARRIER_TEST: None, SEM_SIGNAL_SET: None, SIGNALS_LANDED: guard_signals_landed,
+}   # and the plug-ins' (extensions.py)
 EFFECTS = {
     ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
     ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
     WAIT_PARITY: effect_wait_parity, ISSUE_ASYNC: effect_issue_async,
     ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
     UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
-    SEM_WAIT: effect_sem_wait,
-    UNMODELED: None, HW_ARRIVE: init.effect_hw_arrive, HW_WAIT: init.effect_hw_wait,
-    BARRIER_TEST: effect_barrier_test,
-    MBAR_INIT: init.effect_init, FENCE_INIT: init.effect_fence, FENCE_ASYNC: init.effect_fence,
+    SEM_WAIT: effect_sem_wait, BARRIER_TEST: effect_barrier_test,
     SEM_SIGNAL_SET: effect_sem_signal_set, SIGNALS_LANDED: None,
-}
+}   # and the plug-ins' (extensions.py)

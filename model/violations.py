@@ -1,15 +1,13 @@
 """Rule violations found while stepping a System: the BP codes and the record every engine reports.
 
-SEMANTICS.md section 3 states the rules; hw_barriers.py and init_visibility.py add the codes of
-their own rules. A violation is terminal: the state that shows it is not expanded.
+SEMANTICS.md section 3 states the rules; the plug-ins (hw_barriers.py, init_visibility.py) add
+the codes of their own rules when plugins.py installs them. A violation is terminal: the state that shows it is not expanded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import hw_barriers as hw
-from . import init_visibility as init
 from .ir import Loc
 
 # Diagnostic codes and names (SEMANTICS.md section 3).
@@ -29,8 +27,7 @@ CODES = {
     "BP190": "unmodeled-sync",
     "BP200": "smem-race",
     "BP201": "tmem-race",
-    **hw.CODES,
-    **init.CODES,
+    # and the codes of the plug-ins (extensions.py), installed by plugins.py
 }
 
 

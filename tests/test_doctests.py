@@ -17,7 +17,7 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.checker.engines.tla_state", "barrierproof.checker.engines.tlc",
            "barrierproof.checker.rules", "barrierproof.loader", "barrierproof.outputs",
            "barrierproof.suppress", "barrierproof.checker.report.github",
-           "barrierproof.checker.repair.spelling"]
+           "barrierproof.checker.repair.spelling", "barrierproof.api"]
 
 
 @pytest.mark.parametrize("name", MODULES)

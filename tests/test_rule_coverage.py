@@ -80,6 +80,24 @@ def test_the_registry_has_one_row_per_code_and_names_only_known_engines():
         assert rule.help
 
 
+def test_the_diagnostics_table_lists_the_registry_by_its_names():
+    """docs/diagnostics.md's code table (the one the README points to) has one row per code of
+    the registry, in its order, each with the registry's name."""
+    import os
+    import re
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "diagnostics.md")
+    rows = re.findall(r"^\| \[(BP\d+)\]\(rules/\1\.md\) \| ([\w-]+) \|", open(path).read(), re.M)
+    assert rows == sorted((code, rule.name) for code, rule in RULES.items())
+
+
+def test_the_docs_table_of_which_engine_decides_what_is_the_registrys():
+    import os
+    from barrierproof.checker.rules import coverage_markdown
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "diagnostics.md")
+    text = open(path).read()
+    assert coverage_markdown() in text.split("## Which engine decides each rule")[1]
+
+
 def test_features_put_only_the_rules_they_concern_in_play():
     kernel = clc_trailing_remote_arrive.build()
     assert features(kernel) == {PEER}

@@ -159,32 +159,3 @@ def generated_specs(root: str | os.PathLike) -> dict[str, str]:
     files[f"{INIT_LIBRARY}.tla"] = library_text(INIT_LIBRARY)
     files["README.md"] = index_text(emitted)
     return files
-
-
-def cli_main(args) -> int:
-    """`barrierproof tla PATH[::NAME] [--param N=V] -o DIR`."""
-    import sys
-    from ...cli import parse_params
-    from ...loader import resolve
-    try:
-        params = parse_params(args.param)
-        targets = []
-        for spec in args.paths:
-            targets += resolve(spec)
-    except ModelError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 3
-    if not targets:
-        print(f"error: no protocols found in {' '.join(args.paths)}", file=sys.stderr)
-        return 3
-    emitted = emit_targets(targets, params, output=args.output)
-    write_emitted(emitted, args.output)
-    status = 0
-    for item in emitted:
-        if item.skipped:
-            print(f"{item.ref}: not emitted: {item.skipped}")
-            if item.skipped.startswith("input error"):
-                status = 3
-        for m in item.modules:
-            print(f"{item.ref}: wrote {os.path.join(args.output, m.name)}.tla and .cfg")
-    return status

@@ -514,13 +514,13 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
 
 
 def check_kernel_tlc(kernel: Kernel, params: Mapping[str, int] | None = None, options=None,
-                     source: str | None = None, args=None) -> Verdict:
-    """The `tlc` engine of `barrierproof check --engine tlc` (barrierproof/cli.py ENGINES)."""
-    workers = getattr(args, "workers", None) or 1
-    distributed = getattr(args, "distributed", None) or 0
-    port = getattr(args, "port", None)
-    bind = getattr(args, "bind", None)
-    timeout = getattr(args, "timeout", None)
+                     source: str | None = None, settings=None) -> Verdict:
+    """The `tlc` engine (checker/engine_registry.py); `settings` is a TlcSettings."""
+    from ..engine_settings import TlcSettings, settings_of
+    settings = settings_of(TlcSettings, settings)
+    workers = settings.workers or 1
+    distributed = settings.distributed or 0
+    port, bind, timeout = settings.port, settings.bind, settings.timeout
     if timeout is None and options is not None:
         timeout = options.limits.timeout
     try:

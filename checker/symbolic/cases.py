@@ -56,7 +56,7 @@ def prove_by_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, 
         first_ok, first_text = check_at(at, {**fixed, n: v})
         first = None
     if not first_ok:
-        from .prove import Proof
+        from .proofs import Proof
         return Proof("failed" if first is None or first.status == "failed" else first.status,
                      time.perf_counter() - start,
                      f"the case {n} = {v}: {first_text}",

@@ -23,6 +23,7 @@ from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, I
                        CSegment)
 from .hw import SYNC_ARRIVAL, is_named_barrier
 from .semaphores import semaphore_cops
+from .plain import Plain as _Plain
 from .races import access_cops, attach_async, attach_queued
 from .terms import CMP, Unsupported, evaluate, linear_in, nonlinear, z_bool, z_int
 
@@ -414,40 +415,6 @@ class ClassBuilder:
         if not self.frag.solver.valid(c >= 0):
             raise Unsupported(f"the ring position i + ({z3.simplify(c)}) may be negative "
                               f"in {self.cls.name}", loc)
-
-
-class _Plain:
-    """Expressions with the loop variable as the class coordinate k (concrete class)."""
-
-    def __init__(self, frag, env, var, shift=None):
-        self.frag = frag
-        self.env = dict(env)
-        self.var = var
-        self.shift = z3.IntVal(0) if shift is None else shift
-        if var is not None:
-            self.env[var] = z3.simplify(K - self.shift)
-
-    def int(self, e, parity=False):
-        t = z3.simplify(z_int(e, self.env, parity))
-        if nonlinear(t):
-            raise Unsupported(f"`{e}` is not linear in the parameters and the loop variable")
-        return t
-
-    def bool(self, e):
-        t = z3.simplify(z_bool(e, self.env))
-        if nonlinear(t):
-            raise Unsupported(f"`{e}` is not linear in the parameters and the loop variable")
-        return t
-
-    def guard(self, conds):
-        return z3.simplify(z3.And([self.bool(c) if pos else z3.Not(self.bool(c))
-                                   for c, pos in conds] or [z3.BoolVal(True)]))
-
-    def require_in_range(self, inside, ref):
-        self.frag.require_always(inside, f"the index of `{ref}` is within num_barriers", self)
-
-    def domain(self):
-        return [] if self.var is None else [K >= self.shift]
 
 
 class _Lattice(_Plain):

@@ -151,7 +151,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import z3
 from typing import Mapping, Sequence
@@ -163,6 +163,7 @@ from ...model.static_rules import static_findings
 from ..check import (RACE_CODES, WALL_NET_FACTOR, Options, check_assumptions, check_kernel,
                      error_verdict)
 from ..engines.explore import Limits
+from ..engine_settings import ProveSettings, settings_of
 from ..rules import RULES, describe, in_play, undecided
 from ..verdict import Verdict
 from .encode import Encoder
@@ -182,31 +183,10 @@ from . import work
 from .chc import prove_class
 from .invariants import Candidate, InvariantResult, guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
+from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
 from .races import assign_buffers
 from .terms import Unsupported
 from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
-
-
-@dataclass
-class ClassProof:
-    name: str
-    status: str                 # proved, failed, unknown
-    seconds: float
-    reason: str = ""
-    invariant_size: int = 0
-    samples: int = 0
-
-
-@dataclass
-class Proof:
-    status: str                 # proved, failed, unknown
-    seconds: float
-    reason: str = ""
-    classes: list[ClassProof] = field(default_factory=list)
-    side_conditions: list[str] = field(default_factory=list)
-    roles: list[str] = field(default_factory=list)
-    tau: str = ""
-    cases: list[str] = field(default_factory=list)     # case splits (cases.py)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -844,6 +824,11 @@ def _points_text(values: Sequence[Mapping[str, int]], symbolic: Sequence[str]) -
 # The engine of `barrierproof prove` and `check --engine symbolic`
 # ----------------------------------------------------------------------------------------------
 
+def interrupt_solver() -> None:
+    """Make a running Z3 query return (unknown), so a watchdog's stop can land."""
+    z3.main_ctx().interrupt()
+
+
 def _conditions_text(kernel: Kernel, symbolic: Sequence[str]) -> str:
     conds = [repr(a) for a in kernel.assumptions]
     text = ", ".join(symbolic)
@@ -852,12 +837,13 @@ def _conditions_text(kernel: Kernel, symbolic: Sequence[str]) -> str:
 
 def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                  options: Options | None = None, source: str | None = None,
-                 args=None) -> Verdict:
-    """Prove for every value of the symbolic parameters, or find the smallest breaking ones."""
+                 settings=None) -> Verdict:
+    """Prove for every value of the symbolic parameters, or find the smallest breaking ones
+    (the `symbolic` engine, checker/engine_registry.py; `settings` is a ProveSettings)."""
     start = time.perf_counter()
     options = options or Options()
     params = dict(params or {})
-    requested = list(getattr(args, "symbolic", None) or [])
+    requested = list(settings_of(ProveSettings, settings).symbolic)
     symbolic = requested or [p.name for p in kernel.params.values() if p.symbolic]
 
     def verdict(kind: str, diags=(), **kw) -> Verdict:

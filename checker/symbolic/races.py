@@ -69,6 +69,7 @@ from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, _ring_indexed, placed, ring_lhs
 from .counters import ACCESS, K, COp
 from .own_copies import own_copies_retired, private_buffers
+from .plain import Plain
 from .terms import Unsupported, linear_in, z_int
 
 if TYPE_CHECKING:
@@ -596,7 +597,6 @@ def _queued_ways(builder: "ClassBuilder", role: "Role", i: int, b: int
     """The operations of this class the thread can reach from the queued MMA at (item i, body
     index b) up to a tcgen05 arrival on the class, along every way: ((item, body index, shift),
     "member" or "arrival"), shift the iterations after the MMA's (0, 1) or None (any)."""
-    from .program import _Plain
     cls, frag = builder.cls, builder.frag
     items = role.items
     item = items[i]
@@ -631,7 +631,7 @@ def _queued_ways(builder: "ClassBuilder", role: "Role", i: int, b: int
             if _queued(builder, it.op):
                 out.append(((j, 0, None), "member"))
                 continue
-            plain = _Plain(frag, role.env, None)
+            plain = Plain(frag, role.env, None)
             if _arrival(builder, it.op) and runs_with(plain.guard(it.conds), mine):
                 out.append(((j, 0, None), "arrival"))
                 return out
@@ -640,7 +640,7 @@ def _queued_ways(builder: "ClassBuilder", role: "Role", i: int, b: int
         fail("no tcgen05 arrival of its thread on the class follows it")
 
     if item.kind != "loop":
-        return after(i + 1, _Plain(frag, role.env, None).guard(item.conds))
+        return after(i + 1, Plain(frag, role.env, None).guard(item.conds))
     ctx = builder.context(role, item)
     mine = ctx.guard(ops[b].conds)
     deltas = builder.op_offsets(role, item)[1] if cls.ring is not None else None
@@ -676,7 +676,7 @@ def _queued_ways(builder: "ClassBuilder", role: "Role", i: int, b: int
         # no arrival in the body: every iteration's queued MMAs stay live to the loop's end
         out[:] = [((i, n, None), "member") for n, o in enumerate(ops)
                   if _queued(builder, o.op)]
-    return after(i + 1, _Plain(frag, role.env, None).guard(item.conds))
+    return after(i + 1, Plain(frag, role.env, None).guard(item.conds))
 
 
 def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]) -> None:

@@ -420,7 +420,7 @@ def prove_tiles(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     """`prove(kernel, symbolic, fixed, timeout)`, through one tile when the body is a tile
     loop over a symbolic parameter (module doc); `check_at(kernel, values)` -> (ok, text) is
     the explorer for a tile with nothing symbolic left."""
-    from .prove import Proof
+    from .proofs import Proof
     start = time.perf_counter()
     # only a loop around loops: a single loop is the prover's own business
     name = next((n for n in symbolic if tile_loop(kernel.body, n) is not None and any(

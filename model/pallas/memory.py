@@ -34,7 +34,7 @@ class MemoryHandlers:
         """Give an SMEM / TMEM ref an IR buffer (called where it is allocated)."""
         if not isinstance(value, MemRef) or value.space not in SPACES:
             return value
-        from .translate import _clean_name
+        from .values import _clean_name
         shape = tuple(int(n) for n in value.shape)
         name = self._fresh(_clean_name(pname) if pname else value.space)
         # Every dimension for now; `slots_by_use` keeps those the kernel indexes with integers.

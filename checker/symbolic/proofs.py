@@ -1,0 +1,28 @@
+"""What the prover concludes: a Proof of a kernel and the ClassProof of each barrier class (the
+records prove.py returns and cases.py / tiles.py build for their splits)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ClassProof:
+    name: str
+    status: str                 # proved, failed, unknown
+    seconds: float
+    reason: str = ""
+    invariant_size: int = 0
+    samples: int = 0
+
+
+@dataclass
+class Proof:
+    status: str                 # proved, failed, unknown
+    seconds: float
+    reason: str = ""
+    classes: list[ClassProof] = field(default_factory=list)
+    side_conditions: list[str] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)
+    tau: str = ""
+    cases: list[str] = field(default_factory=list)     # case splits (cases.py)

@@ -1,0 +1,75 @@
+"""How a family of primitives outside the mbarrier core plugs into a System.
+
+The core (instructions.py, violations.py, steps.py, compile.py, semantics.py) names no plug-in:
+a plug-in module (hw_barriers.py, init_visibility.py) describes itself as an `Extension` and
+plugins.py, the one registration module, installs them in order. `install` puts its codes
+into violations.CODES and its step rules into steps.GUARDS / EFFECTS; the compiler and the
+System call its hooks in installation order (which fixes the layout of the state vector).
+`check_complete` then makes an opcode without a guard and an effect an error at import, never
+a step that does nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .instructions import OPCODE_NAMES
+from .steps import EFFECTS, GUARDS
+from .violations import CODES
+
+
+@dataclass(frozen=True)
+class Extension:
+    name: str
+    codes: dict[str, str] = field(default_factory=dict)         # BP code -> rule name
+    kinds: frozenset[str] = frozenset()         # IR op kinds it compiles
+    guards: dict[int, Callable | None] = field(default_factory=dict)    # opcode -> guard
+    effects: dict[int, Callable | None] = field(default_factory=dict)   # opcode -> effect
+    # opcodes of an extension installed before whose effect this one takes over (and calls)
+    wraps: frozenset[int] = frozenset()
+    # (system, op, env, agent, block) -> None: unroll one op of `kinds` into instructions
+    compile_op: Callable | None = None
+    after_programs: Callable | None = None      # (system) -> None: once every program is built
+    layout: Callable | None = None              # (system, pos) -> pos: place its state fields
+    initial_fields: Callable | None = None      # (system) -> list: their initial values
+    state_violations: Callable | None = None    # (system, state) -> [Violation]
+    # (system, state) -> (detail lines, the Violation a deadlock is, or None)
+    deadlock: Callable | None = None
+
+
+EXTENSIONS: list[Extension] = []
+_BY_KIND: dict[str, Extension] = {}
+
+
+def install(ext: Extension) -> None:
+    clash = set(ext.codes) & set(CODES)
+    if clash:
+        raise AssertionError(f"{ext.name}: codes {sorted(clash)} are already taken")
+    for op in ext.guards:
+        if op in GUARDS:
+            raise AssertionError(f"{ext.name}: {OPCODE_NAMES[op]} already has a guard")
+    for op in ext.effects:
+        if op in EFFECTS and op not in ext.wraps:
+            raise AssertionError(f"{ext.name}: {OPCODE_NAMES[op]} already has an effect")
+    for kind in ext.kinds:
+        if kind in _BY_KIND:
+            raise AssertionError(f"{ext.name}: {kind} is compiled by {_BY_KIND[kind].name}")
+        _BY_KIND[kind] = ext
+    CODES.update(ext.codes)
+    GUARDS.update(ext.guards)
+    EFFECTS.update(ext.effects)
+    EXTENSIONS.append(ext)
+
+
+def compiler_of(kind: str) -> Extension | None:
+    """The extension that compiles an IR op kind, or None (the core's own)."""
+    return _BY_KIND.get(kind)
+
+
+def check_complete() -> None:
+    """Every opcode has a step rule (a guard and an effect, each possibly None)."""
+    for op, name in OPCODE_NAMES.items():
+        if op not in GUARDS or op not in EFFECTS:
+            raise AssertionError(f"opcode {name} has no {'guard' if op not in GUARDS else 'effect'}"
+                                 " in steps.py's tables: install its extension (model/plugins.py)")
