@@ -232,8 +232,8 @@ def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str
     trace by agent names and step texts and must reach the same code with the same barrier
     states; otherwise one of the two statements of the rules is wrong and nothing is printed."""
     if not reference.covers(kernel):
-        # Memory-only operations (races) and the few shapes `reference.uncovered` names are
-        # outside the reference: such traces are replayed on the interpreter only.
+        # The few shapes `reference.uncovered` names are outside the reference: such traces
+        # are replayed on the interpreter only.
         return
     try:
         result = reference.replay_trace(kernel, trace, ignored)
@@ -241,10 +241,7 @@ def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str
         raise ReplayError(f"{kernel.name}: the {engine} counterexample does not replay on the "
                           f"independent reference: {err}") from None
     claimed = trace.violation["code"] if trace.violation else None
-    # Races are memory rules, outside the reference: it checks the barrier states up to the
-    # racing step (no barrier rule broken on the way); the interpreter replays the race itself.
-    expected = None if claimed in RACE_CODES else claimed
-    if result.code != expected or result.barrier_mismatches:
+    if result.code != claimed or result.barrier_mismatches:
         raise ReplayError(f"{kernel.name}: the {engine} counterexample ({claimed}) replays on the "
                           f"independent reference to {result.outcome} {result.code or ''}"
                           + (f"; {result.barrier_mismatches[0]}" if result.barrier_mismatches

@@ -40,10 +40,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from ..ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Const, Kernel, Loop, ModelError, Op, When,
-                  WarpRegion, evaluate, free_vars, iter_ops, walk)
+from ..ir import (MAX_ARRIVALS, MAX_TX, MEMORY_KINDS, BarrierRef, Const, Kernel, Loop,
+                  ModelError, Op, When, WarpRegion, evaluate, free_vars, iter_ops, walk)
 from .hardware import ClusterHardware, RulesHardware
 from .inits import RulesInits, single_inits
+from .memory import ClusterMemory, RulesMemory, unmatched
 from .machine import (IN_REGION, LANE, LANE_SPLIT, PALLAS_TEST, PALLAS_WAIT, PARITY_WAIT,
                       WARP_THREADS, Action, Finding, Machine, Mbarrier, ReferenceError, Thread)
 from .semaphores import ClusterSemaphores
@@ -52,7 +53,7 @@ from .semaphores import ClusterSemaphores
 # Building the cluster: threads with their actions, barrier instances, static findings
 # ----------------------------------------------------------------------------------------------
 
-class Cluster(ClusterHardware, ClusterSemaphores):
+class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
     """One cluster of blocks at one grid position, for concrete parameter values."""
 
     def __init__(self, kernel: Kernel, params: Mapping[str, int] | None = None,
@@ -73,6 +74,8 @@ class Cluster(ClusterHardware, ClusterSemaphores):
         self.allocs = {a.name: a for a in kernel.barriers}
         for alloc in kernel.barriers:
             self._allocate(alloc)
+        self.block_of_instance = {name: block for (_, _, block), name in self.instance_of.items()}
+        self._memory_setup()
         self.threads: dict[str, Thread] = {}
         nthreads = evaluate(kernel.num_threads, self.env)
         if nthreads < 1:
@@ -90,6 +93,7 @@ class Cluster(ClusterHardware, ClusterSemaphores):
         for thread in list(self.threads.values()):
             if thread.warp is None:
                 self._walk(kernel.body, self._thread_env(thread), thread)
+        self._memory_finish()
         self.cluster_order()
         single_inits(self.threads)
 
@@ -177,6 +181,8 @@ class Cluster(ClusterHardware, ClusterSemaphores):
             ends.append((warp.name, len(warp.actions)))
         self._walk(region.body, {**env, region.axis: 0, self.kernel.warp_axis: 0, IN_REGION: 1},
                    parent)
+        for warp, end in ends:      # the join orders each warp's tail of the region
+            self.joined[(warp, end)] = (parent.name, len(parent.actions))
         parent.actions.append(Action("join", f"core_map({region.axis}): join warps", region.loc,
                                      link=tuple(ends)))
 
@@ -228,6 +234,9 @@ class Cluster(ClusterHardware, ClusterSemaphores):
         if kind == "unmodeled":
             add(Action("nop", op.describe(), loc))
             return
+        if kind in MEMORY_KINDS:
+            self._memory_op(op, env, thread)
+            return
         if kind in HW_BARRIER_KINDS:
             self._hw_barrier(op, env, thread)
             return
@@ -240,7 +249,8 @@ class Cluster(ClusterHardware, ClusterSemaphores):
         if op.barrier is None:
             if kind != "tcgen05_mma":
                 raise ModelError(f"{kind} needs a barrier", loc=loc)
-            add(Action(kind, "tcgen05_mma()", loc, tcgen05_targets=()))
+            add(Action(kind, "tcgen05_mma()", loc, tcgen05_targets=(),
+                       memory=self.mma_accesses(op, env, thread)))
             return
         found = self._instance(op.barrier, env, thread.block, loc)
         if found is None:
@@ -300,7 +310,8 @@ class Cluster(ClusterHardware, ClusterSemaphores):
                               nbytes // len(peers)) for p in peers)
             expects = (name,) if kind != "tma_load" else ()
             add(Action("copy", f"{kind}({name}, {nbytes}B)", loc, expects, nbytes,
-                       landings=landings))
+                       landings=landings,
+                       memory=self.copy_accesses(op, env, thread, landings)))
         elif kind == "mbarrier_init":
             add(Action(kind, f"mbarrier_init({name})", loc, (name,)))
         elif kind == "try_cluster_cancel":
@@ -315,7 +326,8 @@ class Cluster(ClusterHardware, ClusterSemaphores):
             if op.collective_axes:
                 targets = tuple(self.instance_of[(alloc.name, index, p)]
                                 for p in self._peers(thread.block, op.collective_axes, loc))
-            add(Action(kind, f"{kind}({name})", loc, tcgen05_targets=targets))
+            add(Action(kind, f"{kind}({name})", loc, tcgen05_targets=targets,
+                       memory=self.mma_accesses(op, env, thread)))
         else:
             raise ModelError(f"unknown operation kind {kind!r}", loc=loc)
 
@@ -326,7 +338,9 @@ class Cluster(ClusterHardware, ClusterSemaphores):
                         for n, t in self.threads.items()},
                        copy.deepcopy(self.barriers),
                        queues={n: [] for n, t in self.threads.items()
-                               if any(a.tcgen05_targets is not None for a in t.actions)})
+                               if any(a.tcgen05_targets is not None for a in t.actions)},
+                       mma_memory={n: [] for n, t in self.threads.items()
+                                   if any(a.tcgen05_targets is not None for a in t.actions)})
 
 
 # What the reference models: mbarriers (Pallas and PTX level), TMA, tcgen05, warp regions. The
@@ -338,13 +352,13 @@ INIT_KINDS = {"mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"}
 COVERED = HW_BARRIER_KINDS | SEMAPHORE_KINDS | INIT_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
            "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
            "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
-           "async_store_smem", "barrier_test"}
+           "async_store_smem", "barrier_test"} | MEMORY_KINDS
 
 
 def uncovered(kernel: Kernel) -> list[str]:
     """The operation kinds of `kernel` the reference does not model, sorted. The unaligned
     barrier.sync in a branch on the lane (part of a warp arriving) is not modelled."""
-    out = {op.kind for op in iter_ops(kernel.body)} - COVERED
+    out = ({op.kind for op in iter_ops(kernel.body)} - COVERED) | unmatched(kernel)
     for stmt in walk(kernel.body):
         if isinstance(stmt, When) and LANE in free_vars(stmt.cond):
             if any(op.kind == "bar_sync" and not op.aligned
@@ -419,7 +433,7 @@ def static_findings(kernel: Kernel, params: Mapping[str, int] | None = None) -> 
 # The rules
 # ----------------------------------------------------------------------------------------------
 
-class Rules(RulesHardware, RulesInits):
+class Rules(RulesHardware, RulesInits, RulesMemory):
     """The step rules of SEMANTICS.md on a Machine. Each method returns the first rule the step
     breaks (a Finding) or None."""
 
@@ -582,6 +596,10 @@ class Rules(RulesHardware, RulesInits):
             for landing in m.landings:
                 if landing[0] == agent and self.landing_text(*landing) == text:
                     m.landings.remove(landing)
+                    for entry in m.copy_memory:     # the first copy issued of those alike
+                        if entry[0] == landing:
+                            m.copy_memory.remove(entry)
+                            break
                     kind, bar, nbytes = landing
                     return self.add_tx(m, bar, -nbytes) if kind == "tma" else \
                         self.arrive(m, bar, 1)
@@ -590,6 +608,7 @@ class Rules(RulesHardware, RulesInits):
             queue = m.queues[agent[8:-1]]
             if not queue or self.tcgen05_text(queue[0]) != text:
                 raise ReferenceError(f"{agent} has no queued op that {text}")
+            m.mma_memory[agent[8:-1]].pop(0)
             return self.first(self.arrive(m, bar, 1) for bar in queue.pop(0))
         raise ReferenceError(f"no agent named {agent}")
 
@@ -649,6 +668,8 @@ class Rules(RulesHardware, RulesInits):
             found = self.first(r for b in action.targets for r in
                                (self.add_tx(m, b, action.amount), self.arrive(m, b, 1)))
             m.landings.extend(action.landings)
+            m.copy_memory.extend((landing, accesses) for landing, accesses in
+                                 zip(action.landings, action.memory) if accesses)
             return found
         if kind == PALLAS_TEST:
             # Passes (and flips the private bit, like a barrier_wait) only if a wait would.
@@ -673,6 +694,7 @@ class Rules(RulesHardware, RulesInits):
             return None
         if action.tcgen05_targets is not None:
             m.queues[agent].append(action.tcgen05_targets)
+            m.mma_memory[agent].append(action.memory)
         return None
 
     # -- judging a state -----------------------------------------------------------------------
@@ -806,7 +828,7 @@ class Rules(RulesHardware, RulesInits):
     def judge(self, m: Machine, ignore: frozenset[str]) -> tuple[str, Finding | None]:
         """(outcome, finding) of a state reached without a rule break in its last step."""
         found = [f for f in self.parity_run_past(m) + self.late_joins(m) + self.peer_exited(m)
-                 + self.init_not_visible(m) if f.code not in ignore]
+                 + self.init_not_visible(m) + self.races(m) if f.code not in ignore]
         if not found and all(t.done for t in m.threads.values()):
             found = [f for f in self.at_exit(m) if f.code not in ignore]
             if not found:

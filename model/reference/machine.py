@@ -59,6 +59,7 @@ class Action:
     landings: tuple[tuple[str, str, int], ...] = ()   # (kind, barrier, bytes) put in flight
     tcgen05_targets: tuple[str, ...] | None = None    # queued tcgen05 op: where it arrives
     link: object = None                 # enter: (parent, fork index); join: ((warp, end), ...)
+    memory: tuple = ()                  # copy: the accesses of each landing; MMA: its accesses
 
 
 @dataclass
@@ -105,6 +106,10 @@ class Machine:
     released: dict[str, frozenset] = field(default_factory=dict)
     async_sees: frozenset = frozenset()
     published: dict[tuple, frozenset] = field(default_factory=dict)
+    # Memory effects in flight (memory.py): each landing with the destination it writes, and
+    # each queued tcgen05 op's accesses, beside `queues`.
+    copy_memory: list[tuple[tuple, tuple]] = field(default_factory=list)
+    mma_memory: dict[str, list[tuple]] = field(default_factory=dict)
 
     def clone(self) -> "Machine":
         threads = {n: Thread(t.name, t.block, t.thread, t.warp, t.actions, t.pc)
@@ -114,7 +119,8 @@ class Machine:
                        {n: list(q) for n, q in self.queues.items()}, dict(self.named),
                        self.cluster_bar, dict(self.hw_arrived), list(self.signals),
                        dict(self.sees), dict(self.released), self.async_sees,
-                       dict(self.published))
+                       dict(self.published), list(self.copy_memory),
+                       {n: list(q) for n, q in self.mma_memory.items()})
 
     def key(self) -> tuple:
         return (tuple(t.pc for t in self.threads.values()),
@@ -127,6 +133,10 @@ class Machine:
                 tuple(sorted((n, tuple(sorted(v))) for n, v in self.released.items() if v)),
                 tuple(sorted(self.async_sees)),
                 tuple(sorted(((repr(k), tuple(sorted(v))) for k, v in self.published.items()
-                              if v))))
+                              if v))),
+                tuple(sorted((landing, tuple(a.uid for a in accesses))
+                             for landing, accesses in self.copy_memory)),
+                tuple((n, tuple(tuple(a.uid for a in e) for e in q))
+                      for n, q in self.mma_memory.items()))
 
 
