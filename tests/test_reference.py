@@ -25,11 +25,11 @@ ALL_DSL = [t for f in FILES for t in targets_in_module(f, import_file(f)) if t.k
 DSL = [t for t in ALL_DSL if reference.covers(t.build())]
 # Outside the reference: an unaligned barrier.sync by part of a warp, lockstep clusters taking
 # from one semaphore, init visibility across a warpgroup's fork; memory regions indexed by the
-# lane (a warp is one thread of the reference) and memory effects of other operation kinds.
+# lane or in a branch on it (a warp is one thread of the reference).
 OUTSIDE = {"bar_sync(aligned=False) in a lane branch",
            "semaphore_wait(decrement=True) with lockstep copies",
            "explicit_init barriers with warp regions",
-           "memory regions indexed by the lane"}
+           "memory regions indexed by the lane", "memory effects in a branch on the lane"}
 PALLAS = os.path.join(EXAMPLES, "pallas")
 PALLAS_FILES = sorted(os.path.basename(f) for f in glob.glob(os.path.join(PALLAS, "*.py"))
                       if not os.path.basename(f).startswith("_"))
@@ -338,8 +338,8 @@ def test_the_reference_finds_the_race_rules_on_its_own():
 
 
 def test_memory_shapes_outside_the_reference_are_named():
-    """A region indexed by the lane is not stated (a warp is one thread here): named, not
-    judged."""
+    """A region indexed by the lane, or an access in a branch on it, is not stated (a warp is
+    one thread here): named, not judged."""
     @protocol
     def per_lane(k):
         k.threads(1)
@@ -348,7 +348,19 @@ def test_memory_shapes_outside_the_reference_are_named():
         with k.warp_region():
             k.write(v.at[k.ds(k.lane, 1)])
 
+    @protocol
+    def elected_lane_writes(k):
+        k.threads(1)
+        k.warps(1)
+        v = k.SMEM()
+        with k.warp_region():
+            with k.when(k.lane == 0):
+                k.write(v)
+            k.read(v)
+
     assert reference.uncovered(per_lane.build()) == ["memory regions indexed by the lane"]
+    assert reference.uncovered(elected_lane_writes.build()) == \
+        ["memory effects in a branch on the lane"]
 
 
 def test_the_reference_does_not_import_the_main_semantics():

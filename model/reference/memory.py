@@ -24,7 +24,8 @@ dimension) and two references meet iff every dimension's sets meet. Copies that 
 barrier instance are parts of one transaction and do not conflict with each other.
 
 What it does not state, `unmatched` names (fail closed): memory effects of an operation kind
-not listed here, and regions whose indices depend on the lane.
+not listed here, regions whose indices depend on the lane, and accesses in a branch on the lane
+(a warp is one thread here, so its lanes' accesses could not conflict).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 
-from ..ir import MemRef, ModelError, Op, evaluate, free_vars, iter_ops
+from ..ir import MemRef, ModelError, Op, When, evaluate, free_vars, iter_ops, walk
 from .machine import LANE, Finding, Machine, Thread
 
 NEVER = float("inf")
@@ -79,6 +80,12 @@ def unmatched(kernel) -> set[str]:
             out.add(f"memory effects of {op.kind}")
         if any(LANE in free_vars(e) for r in refs for e in r.exprs()):
             out.add("memory regions indexed by the lane")
+    # The lanes on the two sides of a branch on the lane are different hardware threads; here
+    # a warp is one thread, so their accesses would never conflict.
+    for stmt in walk(kernel.body):
+        if isinstance(stmt, When) and LANE in free_vars(stmt.cond) and \
+                any(op.reads or op.writes for op in iter_ops(stmt.then + stmt.orelse)):
+            out.add("memory effects in a branch on the lane")
     return out
 
 
