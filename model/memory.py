@@ -133,17 +133,25 @@ class MemoryLayout:
             live: list[list[Access]] = [[] for _ in range(length + 1)]
             own: dict[int, tuple[Access, Access]] = {}
             outstanding: dict[str, list[tuple[int, tuple[Access, ...]]]] = {}
+
+            def clash(pc: int, accesses) -> None:
+                """Program order: an access, or a new asynchronous one, meets every access the
+                thread still has in flight (PTX orders none of them: two cp.async without a
+                wait between, a TMA store of a cp.async destination, two tcgen05.st)."""
+                for acc in accesses:
+                    for _, issued in (x for g in outstanding.values() for x in g):
+                        for other in issued:
+                            if pc not in own and acc.mask & other.mask and \
+                                    (acc.write or other.write):
+                                own[pc] = (acc, other)
+
             for event in self.events[a]:
                 kind, pc = event[0], event[1]
                 if kind == "access":
                     live[pc].extend(event[3])
-                    for acc in event[3]:
-                        for _, issued in (x for g in outstanding.values() for x in g):
-                            for other in issued:
-                                if pc not in own and acc.mask & other.mask and \
-                                        (acc.write or other.write):
-                                    own[pc] = (acc, other)
+                    clash(pc, event[3])
                 elif kind == "issue":
+                    clash(pc, event[3])
                     outstanding.setdefault(event[2], []).append((pc, event[3]))
                 else:                                   # a wait retires all but the newest n
                     group, keep = event[2], event[3]

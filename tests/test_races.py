@@ -381,3 +381,35 @@ def test_a_race_of_operations_the_reference_models_is_reported_not_refused():
     v = check_kernel(two_copies_into_one_slot.build())
     assert v.label == "violation:BP200", (v.label, v.coverage)
     assert v.trace is not None and len(v.trace.actions) == 2
+
+
+def _own_async(first, second, wait_between):
+    """One thread issues two asynchronous accesses of buffer `a`, with or without the wait
+    that retires the first one before the second is issued."""
+    @protocol
+    def own(k):
+        k.threads(1)
+        a = k.TMEM() if "tcgen05_store" in (first, second) else k.SMEM()
+        for i, kind in enumerate((first, second)):
+            getattr(k, kind)(a)
+            if wait_between or i == 1:
+                k.wait_gmem_to_smem(0) if kind == "cp_async" else \
+                    k.wait_smem_to_gmem(0) if kind == "copy_smem_to_gmem" else \
+                    k.tcgen05_wait_store()
+    return own.build()
+
+
+@pytest.mark.parametrize("first,second,code", [("cp_async", "cp_async", "BP200"),
+                                               ("cp_async", "copy_smem_to_gmem", "BP200"),
+                                               ("tcgen05_store", "tcgen05_store", "BP201")])
+def test_a_threads_own_asynchronous_accesses_in_flight_together_race(first, second, code):
+    """PTX orders no two cp.async without a wait between them, nor a TMA store of a cp.async
+    destination, nor two tcgen05.st: one thread's two such accesses of one buffer, both in
+    flight, race; the explorer and the independent reference both say so, and the wait that
+    retires the first fixes it."""
+    from barrierproof.model import reference
+    racy, fixed = _own_async(first, second, False), _own_async(first, second, True)
+    assert check_kernel(racy).codes == [code]
+    assert reference.explore(racy).finding.code == code
+    assert check_kernel(fixed).verdict == "verified"
+    assert reference.explore(fixed).status == "verified"
