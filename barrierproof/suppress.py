@@ -98,24 +98,30 @@ def apply(verdict: Verdict, protocol_ignore: frozenset[str],
     silenced: list[dict] = []
     ignored: frozenset[str] = frozenset()
     places: frozenset[Place] = frozenset()
-    while verdict.verdict == "violation" and verdict.diagnostics:
-        first = verdict.diagnostics[0]
-        by = suppressed_by(first, protocol_ignore)
-        if by is None:
+    while verdict.verdict == "violation":
+        # every suppressed one of its findings (found statically there may be several)
+        marked = [(d, by) for d in verdict.diagnostics
+                  if (by := suppressed_by(d, protocol_ignore)) is not None]
+        new = []
+        for d, by in marked:
+            at = _place(d) if precise and by.startswith("#") else None
+            if d.code in ignored or at in places:
+                # checked again with it suppressed, the engine still reports it (a finding
+                # made while tracing, before any search): it stands, and the note says why
+                verdict.notes.append(f"{by} at {d.location} could not be applied: checked "
+                                     f"again with it suppressed, the finding stands "
+                                     f"({verdict.coverage or 'before any search'})")
+            else:
+                new.append((d, by, at))
+        if not new:
             break
-        at = _place(first) if precise and by.startswith("#") else None
-        if first.code in ignored or at in places:
-            # checked again with it suppressed, the engine still reports it (a finding made
-            # while tracing, before any search): it stands, and the note says why
-            verdict.notes.append(f"{by} at {first.location} could not be applied: the finding "
-                                 f"is made {verdict.coverage or 'before the search'}")
-            break
-        silenced.append({"code": first.code, "name": first.name, "message": first.message,
-                         "location": first.location, "by": by, "place": at is not None})
-        if at is not None:
-            places |= {at}
-        else:
-            ignored |= {first.code}
+        for d, by, at in new:
+            silenced.append({"code": d.code, "name": d.name, "message": d.message,
+                             "location": d.location, "by": by, "place": at is not None})
+            if at is not None:
+                places |= {at}
+            else:
+                ignored |= {d.code}
         verdict = recheck(ignored, places)
     if silenced:
         verdict.suppressed = [{k: v for k, v in s.items() if k != "place"} for s in silenced] \

@@ -147,8 +147,9 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
     unique, seen = [], set()
     for f in findings:
         key = (f.code, str(f.loc))  # one finding per place, not per loop iteration
-        if key not in seen and f.code not in ignored and place(f.code, f.loc) not in \
-                options.tolerate:
+        accepted = options.tolerate and f.loc is not None and \
+            place(f.code, f.loc) in options.tolerate       # suppressed at its line
+        if key not in seen and f.code not in ignored and not accepted:
             seen.add(key)
             unique.append(Diagnostic(f.code, f.message, str(f.loc), f.hint or HELP.get(f.code)))
 

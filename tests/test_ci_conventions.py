@@ -296,6 +296,30 @@ def test_what_lies_only_beyond_a_suppressed_finding_is_not_reported_and_the_note
     assert "a finding reachable only through it is not looked for" in out
 
 
+@pytest.mark.parametrize("line", [8, 9])
+def test_a_comment_silences_one_of_several_static_findings(project, capsys, monkeypatch, line):
+    """BP110 twice, found before any search and reported together: either may be suppressed."""
+    source = textwrap.dedent('''
+        from barrierproof import protocol
+
+        @protocol(expect="violation:BP110")
+        def unordered(k):
+            k.threads(1, name="wg")
+            a = k.Barrier(num_arrivals=1)
+            b = k.Barrier(num_arrivals=1)
+            k.tcgen05_commit_arrive(a)
+            k.tcgen05_commit_arrive(b)
+            k.barrier_wait(a)
+            k.barrier_wait(b)
+        ''').lstrip().splitlines()
+    source[line - 1] += IGNORE.format("BP110")
+    (project / "k" / "bad.py").write_text("\n".join(source) + "\n")
+    code, out, _ = run(capsys, project, monkeypatch, "k/bad.py")
+    other = 17 - line
+    assert code == 1 and f"k/bad.py:{other}: BP110" in out and f"k/bad.py:{line}: BP110" not in out
+    assert f"suppressed: BP110 [tensor-core-order] at k/bad.py:{line}" in out
+
+
 def test_an_engine_that_cannot_place_a_finding_ignores_its_code_and_says_so(
         project, capsys, monkeypatch):
     (project / "k" / "bad.py").write_text(
