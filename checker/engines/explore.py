@@ -28,8 +28,12 @@ violation, of the same code elsewhere or of another code. Not expanding it is th
 past a broken rule the model follows a run the hardware need not (an arrival beyond the count
 is undefined behaviour, a wait past its phase returns for the wrong one), so whatever it found
 there could be an artefact of the accepted finding; what lies only beyond it is not searched,
-and the verdict says so (a note). A bare parity wait whose aliasing is accepted is left out of
-the cross-schedule table: its states are ordinary ones and are searched as usual.
+and the verdict says so (a note). Partial-order reduction is off then (a dead end breaks its
+persistent sets, which put steps off to later on every path). A race is not invariant under
+the thread symmetry, so a state whose only broken rule is a tolerated race is expanded for the
+images it stands for that do not race. A bare parity wait whose aliasing is accepted is left
+out of the cross-schedule table: its states are ordinary ones and are searched as usual.
+tests/test_suppress_places.py compares all of this with a plain walk of every schedule.
 """
 
 from __future__ import annotations
