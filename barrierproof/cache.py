@@ -109,7 +109,9 @@ def options_image(options: Options) -> dict:
             "timeout": limits.timeout, "max_memory_mb": limits.max_memory_mb,
             "reduction": options.reduction, "ignore": sorted(options.ignore),
             "select": None if options.select is None else sorted(options.select),
-            "store": options.store, "order": options.order}
+            "store": options.store, "order": options.order,
+            # suppressed places (suppress.py); absent when none, so older entries still match
+            **({"tolerate": sorted(options.tolerate)} if options.tolerate else {})}
 
 
 def engine_args(args) -> dict:

@@ -462,7 +462,10 @@ def cmd_check(args, engine: str | None = None) -> int:
                 def again(target: Target, opts: Options) -> list[Verdict]:
                     return run_targets([target], params, opts, engine or args.engine, args,
                                        progress, cache, interrupts)
-                verdicts, rechecks = suppress.apply_all(verdicts, targets, options, again)
+                chosen = engine or args.engine
+                verdicts, rechecks = suppress.apply_all(
+                    verdicts, targets, options, again,
+                    chosen in ENGINES and ENGINES[chosen].locates_suppressions, chosen)
             if getattr(args, "fix", False) and not interrupts.seen:
                 _attach_fixes(verdicts, targets, params, options)
         finally:

@@ -37,6 +37,9 @@ class Engine:
     when_stopped: str = "bounded"
     # reads one IR for every size of a Pallas function that declares its sizes (@sizes)
     reads_families: bool = False
+    # suppresses a finding at its place only (Options.tolerate, checker/engines/explore.py);
+    # otherwise a suppressed finding's code is ignored for the whole target (suppress.py)
+    locates_suppressions: bool = False
 
     def load(self) -> Callable[..., Verdict]:
         try:
@@ -56,7 +59,8 @@ class Engine:
 EXTRAS = "install the extra it needs (barrierproof[tla] for tlc)"
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (
-    Engine("explore", ".check", "explore_kernel", ExploreSettings, EXTRAS),
+    Engine("explore", ".check", "explore_kernel", ExploreSettings, EXTRAS,
+           locates_suppressions=True),
     Engine("tlc", ".engines.tlc", "check_kernel_tlc", TlcSettings, EXTRAS),
     Engine("symbolic", ".symbolic.prove", "prove_kernel", ProveSettings, EXTRAS,
            wall_factor=WALL_NET_FACTOR, interrupt="interrupt_solver", when_stopped="unknown",

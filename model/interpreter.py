@@ -141,13 +141,17 @@ def barrier_view(system: System, state: tuple, inst: int) -> dict:
 
 
 def _settle(system: System, state: tuple, violation: Violation | None,
-            ignore: frozenset[str] = frozenset()) -> tuple[str, Violation | None]:
-    """Classify where a run stands after its last step; `ignore`d codes do not count."""
+            ignore: frozenset[str] = frozenset(), tolerated=None) -> tuple[str, Violation | None]:
+    """Classify where a run stands after its last step; `ignore`d codes do not count, and a
+    run whose every broken rule is `tolerated` (a suppressed finding) ends "suppressed"."""
+    def shown(v: Violation) -> bool:
+        return tolerated is None or not tolerated(v)
     if violation is not None and violation.code not in ignore:
-        return "violation", violation
+        return ("violation", violation) if shown(violation) else ("suppressed", None)
     found = [v for v in system.state_violations(state) if v.code not in ignore]
     if found:
-        return "violation", primary(found)
+        left = [v for v in found if shown(v)]
+        return ("violation", primary(left)) if left else ("suppressed", None)
     if system.is_done(state):
         return "terminated", None
     if not any(system.enabled(state, a) for a in range(system.n_actions)):
@@ -157,9 +161,11 @@ def _settle(system: System, state: tuple, violation: Violation | None,
 
 
 def replay(system: System, actions: Sequence[int], ignore: frozenset[str] = frozenset(),
-           witness: Sequence[int] | None = None) -> Run:
+           witness: Sequence[int] | None = None, tolerated=None) -> Run:
     """Execute `actions` in order; each must be enabled. A run that broke a rule (other than the
-    `ignore`d ones, which an engine was told to pass over) must end there. With a `witness`
+    `ignore`d ones, which an engine was told to pass over) must end there; at its end a
+    `tolerated` violation (a suppressed finding, model/violations.py) is not the one it shows,
+    and mid-run it is a broken rule like any other (a search does not go past it). With a `witness`
     schedule the claim is parity aliasing (model/parity.py): both runs end with one agent's
     step off the same bare parity wait, after different completions."""
     if witness is not None:
@@ -168,6 +174,8 @@ def replay(system: System, actions: Sequence[int], ignore: frozenset[str] = froz
         if violation is None:
             raise ReplayError("the two schedules do not end with one bare parity wait "
                               "returning after two different completions")
+        if tolerated is not None and tolerated(violation):
+            raise ReplayError("the two schedules show a parity aliasing that is suppressed")
         steps = [" ".join(system.action_text(st, a)[0].split()) for st, a in
                  zip(other.states, other.actions)]
         names = [system.action_name(a)[0] for a in other.actions]
@@ -190,7 +198,7 @@ def replay(system: System, actions: Sequence[int], ignore: frozenset[str] = froz
         states.append(state)
         events.append(step_events)
         done.append(action)
-    outcome, violation = _settle(system, state, violation, ignore)
+    outcome, violation = _settle(system, state, violation, ignore, tolerated)
     return Run(system, states, done, events, outcome, violation)
 
 

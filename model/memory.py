@@ -255,18 +255,19 @@ class MemoryLayout:
         return kept[0] if kept else None
 
     def violations(self, system: "System", state: tuple) -> list["Violation"]:
-        """One race per code (BP200, BP201) that `state` exhibits, in code order."""
+        """One race per code (BP200, BP201) and place (its first access) that `state`
+        exhibits, in code order."""
         from .violations import Violation
         if not self.racing(system, state):
             return []
-        found: dict[str, Violation] = {}
+        found: dict[tuple, Violation] = {}
         for a in self.active_agents:
             pair = self.self_races[a].get(state[a])
             if pair is not None:
                 name = system.agents[a].name
                 first, second = pair if pair[0].write else pair[::-1]
                 race = self._violation(system, (first, name, a), (second, name, a), Violation)
-                found.setdefault(race.code, race)
+                found.setdefault((race.code, race.src), race)
         owners = self.owners(system, state)
         for (l1, a1, x1), (l2, a2, x2) in itertools.combinations(owners, 2):
             for p in x1:
@@ -277,8 +278,10 @@ class MemoryLayout:
                     first, second = ((q, l2, a2), (p, l1, a1)) \
                         if q.write and not p.write else ((p, l1, a1), (q, l2, a2))
                     race = self._violation(system, first, second, Violation)
-                    found.setdefault(race.code, race)
-        return [found[code] for code in sorted(found)]
+                    found.setdefault((race.code, race.src), race)
+        # by code, the first found of each first (what `violation` and `primary` report);
+        # one per place, so a suppressed race does not hide another of its code
+        return [v for _, v in sorted(found.items(), key=lambda kv: kv[0][0])]
 
     def _violation(self, system, first, second, Violation) -> "Violation":
         (acc1, lane1, agent1), (acc2, lane2, agent2) = first, second

@@ -6,7 +6,9 @@ the codes of their own rules when plugins.py installs them. A violation is termi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .ir import Loc
 
@@ -50,3 +52,28 @@ def primary(violations: list[Violation]) -> Violation:
     """The violation to report when several hold at once: the lowest code, so every engine and
     the interpreter name the same one whatever order they found them in."""
     return min(violations, key=lambda v: v.code)
+
+
+# A finding accepted at one place (barrierproof/suppress.py): its code, the real path of the
+# file and the line its diagnostic points at.
+Place = tuple[str, str, int]
+
+
+def place(code: str, loc: Loc) -> Place:
+    return code, os.path.realpath(loc.file), loc.line
+
+
+def tolerance(system, tolerate: frozenset[Place]) -> Callable[[Violation], bool] | None:
+    """Whether a violation of `system` is one of the accepted findings `tolerate`: its code, at
+    the location its report would print (`system.location`). None when nothing is accepted, so
+    a search without suppressions pays nothing for them."""
+    if not tolerate:
+        return None
+    memo: dict[tuple, bool] = {}
+
+    def tolerated(v: Violation) -> bool:
+        key = (v.code, v.src, v.inst)
+        if key not in memo:
+            memo[key] = place(v.code, system.location(v)) in tolerate
+        return memo[key]
+    return tolerated

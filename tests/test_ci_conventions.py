@@ -193,6 +193,143 @@ def test_a_suppression_silences_one_finding_and_the_next_is_still_reported(proje
     assert code == 1 and "violation:BP100" in out
 
 
+# Two undrained barriers: BP103 twice, at the allocations of `done` and `left`, in one state.
+TWO_UNDRAINED = '''
+from barrierproof import protocol
+
+@protocol(expect="violation:BP103")
+def undrained(k):
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1)
+    done = k.Barrier(num_arrivals=1){done}
+    left = k.Barrier(num_arrivals=1){left}
+    with k.when(k.thread == 0):
+        k.barrier_arrive(full)
+    with k.otherwise():
+        k.barrier_wait(full)
+        k.barrier_arrive(done)
+        k.barrier_arrive(left)
+'''
+DONE_LINE, LEFT_LINE = 8, 9
+# Two producers that overrun their consumers: BP101 at two arrivals, on different schedules.
+TWO_OVERRUNS = '''
+from barrierproof import protocol
+
+@protocol(expect="violation:BP101")
+def overruns(k):
+    k.threads(4, name="wg")
+    a = k.Barrier(num_arrivals=1)
+    b = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 0):
+        with k.loop(2):
+            k.barrier_arrive(a){a}
+    with k.when(k.thread == 1):
+        with k.loop(2):
+            k.barrier_wait(a)
+    with k.when(k.thread == 2):
+        with k.loop(2):
+            k.barrier_arrive(b){b}
+    with k.when(k.thread == 3):
+        with k.loop(2):
+            k.barrier_wait(b)
+'''
+A_LINE, B_LINE = 11, 17
+IGNORE = "  # barrierproof: ignore[{}]"
+
+
+def test_a_comment_silences_its_line_only_and_the_same_code_elsewhere_still_fails(
+        project, capsys, monkeypatch):
+    (project / "k" / "bad.py").write_text(
+        TWO_UNDRAINED.format(done=IGNORE.format("BP103"), left=""))
+    (project / "r").mkdir()
+    code, out, _ = run(capsys, project, monkeypatch, "k/bad.py", "-o", "json=r/bp.json",
+                       "-o", "sarif=r/bp.sarif")
+    assert code == 1
+    assert f"k/bad.py:{LEFT_LINE}: BP103" in out and "replayed on the interpreter" in out
+    assert f"suppressed: BP103 [unobserved-completion] at k/bad.py:{DONE_LINE} by " \
+           "# barrierproof: ignore[BP103]; that place only" in out
+    (v,) = json.loads((project / "r" / "bp.json").read_text())
+    assert [(d["code"], d["location"]) for d in v["diagnostics"]] == \
+        [("BP103", f"k/bad.py:{LEFT_LINE}")]
+    assert v["trace"]["violation"]["code"] == "BP103"
+    assert [(s["code"], s["location"]) for s in v["suppressed"]] == \
+        [("BP103", f"k/bad.py:{DONE_LINE}")]
+    results = json.loads((project / "r" / "bp.sarif").read_text())["runs"][0]["results"]
+    lines = {r["locations"][0]["physicalLocation"]["region"]["startLine"]: r for r in results}
+    assert sorted(lines) == [DONE_LINE, LEFT_LINE]
+    assert "suppressions" in lines[DONE_LINE] and "suppressions" not in lines[LEFT_LINE]
+
+
+def test_a_comment_on_each_finding_passes_and_reports_both(project, capsys, monkeypatch):
+    (project / "k" / "bad.py").write_text(TWO_UNDRAINED.format(
+        done=IGNORE.format("BP103"), left=IGNORE.format("BP103")).replace(
+        'expect="violation:BP103"', 'expect="verified"'))
+    code, out, _ = run(capsys, project, monkeypatch, "k/bad.py", "--expect")
+    assert code == 0
+    assert out.rstrip().endswith("1/1 as expected; 2 finding(s) suppressed")
+    for line in (DONE_LINE, LEFT_LINE):
+        assert f"suppressed: BP103 [unobserved-completion] at k/bad.py:{line}" in out
+
+
+@pytest.mark.parametrize("flags", [(), ("--search", "bfs"), ("--no-reduction",)])
+def test_a_suppressed_step_is_a_dead_end_and_the_other_schedule_still_fails(
+        project, capsys, monkeypatch, flags):
+    """The same code at another arrival, on other schedules: found by every search order,
+    reduced or not, with its own counterexample."""
+    (project / "k" / "bad.py").write_text(TWO_OVERRUNS.format(a=IGNORE.format("BP101"), b=""))
+    code, out, _ = run(capsys, project, monkeypatch, "k/bad.py", *flags)
+    assert code == 1 and f"k/bad.py:{B_LINE}: BP101" in out
+    assert "replayed on the interpreter" in out and "barrier_arrive(b)" in out
+    assert f"the search did not go past the suppressed BP101 at k/bad.py:{A_LINE}" in out
+
+
+def test_what_lies_only_beyond_a_suppressed_finding_is_not_reported_and_the_note_says_so(
+        project, capsys, monkeypatch):
+    """Ignoring BP101 lets the search go on past the overrun, to the late join it causes
+    (BP102); suppressing both overruns stops there, so the kernel passes with both reported."""
+    both = TWO_OVERRUNS.format(a=IGNORE.format("BP101"), b=IGNORE.format("BP101"))
+    (project / "k" / "bad.py").write_text(both)
+    code, out, _ = run(capsys, project, monkeypatch, "k/bad.py", "--ignore", "BP101")
+    assert code == 1 and "violation:BP102" in out
+    code, out, _ = run(capsys, project, monkeypatch, "k/bad.py")
+    assert code == 0 and "2 finding(s) suppressed" in out
+    assert "a finding reachable only through it is not looked for" in out
+
+
+@pytest.mark.parametrize("line", [8, 9])
+def test_a_comment_silences_one_of_several_static_findings(project, capsys, monkeypatch, line):
+    """BP110 twice, found before any search and reported together: either may be suppressed."""
+    source = textwrap.dedent('''
+        from barrierproof import protocol
+
+        @protocol(expect="violation:BP110")
+        def unordered(k):
+            k.threads(1, name="wg")
+            a = k.Barrier(num_arrivals=1)
+            b = k.Barrier(num_arrivals=1)
+            k.tcgen05_commit_arrive(a)
+            k.tcgen05_commit_arrive(b)
+            k.barrier_wait(a)
+            k.barrier_wait(b)
+        ''').lstrip().splitlines()
+    source[line - 1] += IGNORE.format("BP110")
+    (project / "k" / "bad.py").write_text("\n".join(source) + "\n")
+    code, out, _ = run(capsys, project, monkeypatch, "k/bad.py")
+    other = 17 - line
+    assert code == 1 and f"k/bad.py:{other}: BP110" in out and f"k/bad.py:{line}: BP110" not in out
+    assert f"suppressed: BP110 [tensor-core-order] at k/bad.py:{line}" in out
+
+
+def test_an_engine_that_cannot_place_a_finding_ignores_its_code_and_says_so(
+        project, capsys, monkeypatch):
+    (project / "k" / "bad.py").write_text(
+        TWO_UNDRAINED.format(done=IGNORE.format("BP103"), left=""))
+    code, out, _ = run(capsys, project, monkeypatch, "k/bad.py", "--engine", "symbolic")
+    assert code == 0      # the BP103 of `left` is hidden too: the note says so
+    assert "the symbolic engine cannot suppress at one place, so BP103 is then ignored for " \
+           "this target and no other BP103 in it is reported" in out
+
+
 def test_protocol_ignore_suppresses_for_the_protocol_and_says_so(project, capsys, monkeypatch):
     (project / "k" / "bad.py").write_text(ring(expect="verified", extra=', ignore=["BP103"]'))
     code, out, _ = run(capsys, project, monkeypatch, "k/bad.py", "--statistics")

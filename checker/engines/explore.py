@@ -20,6 +20,20 @@ renamed with the blocks, onto its image's (symmetry.py), so races are invariant 
 Bare parity waits are judged across schedules (model/parity.py): a side table records, per
 dynamic wait, the completions it returns after with the shallowest state showing each
 (parity_returns.py); two of them are a violation reported as two concrete schedules.
+
+Suppressed findings (barrierproof/suppress.py) are `tolerate`d places, (code, file, line): a
+violation there is not reported, and its state is a dead end, as every violation's state is
+(model/violations.py), so the search goes on along every other path and reports any other
+violation, of the same code elsewhere or of another code. Not expanding it is the sound choice:
+past a broken rule the model follows a run the hardware need not (an arrival beyond the count
+is undefined behaviour, a wait past its phase returns for the wrong one), so whatever it found
+there could be an artefact of the accepted finding; what lies only beyond it is not searched,
+and the verdict says so (a note). Partial-order reduction is off then (a dead end breaks its
+persistent sets, which put steps off to later on every path). A race is not invariant under
+the thread symmetry, so a state whose only broken rule is a tolerated race is expanded for the
+images it stands for that do not race. A bare parity wait whose aliasing is accepted is left
+out of the cross-schedule table: its states are ordinary ones and are searched as usual.
+tests/test_suppress_places.py compares all of this with a plain walk of every schedule.
 """
 
 from __future__ import annotations
@@ -32,7 +46,7 @@ from typing import Callable
 
 from ...model.parity import aliasing
 from ...model.semantics import System
-from ...model.violations import Violation, primary
+from ...model.violations import Place, Violation, primary, tolerance
 from .parity_returns import Conflict, ParityReturns
 from .por import leaves_nothing_out, persistent_sets
 from .store import StateStore
@@ -90,7 +104,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             ignore: frozenset[str] = frozenset(),
             progress: Callable[[dict], None] | None = None,
             block_symmetry: bool = True, store_mode: str = "tuple",
-            partial_order: bool = True, order: str = "bfs") -> ExploreResult:
+            partial_order: bool = True, order: str = "bfs",
+            tolerate: frozenset[Place] = frozenset()) -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
 
     `order="dfs"` walks the same reduced graph depth first (the reductions depend on the state
@@ -115,8 +130,15 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     after_step = symmetry.after_step() if symmetry is not None else None
     twins = symmetry.twins() if symmetry is not None else None
     classes = symmetry.classes if symmetry is not None else []
-    local = persistent_sets(system, classes) if reduction and partial_order else None
     notes: list[str] = []
+    if tolerate and reduction and partial_order:
+        # The persistent sets put steps off, trusting them to be taken later on every path; a
+        # suppressed finding's state is a dead end that breaks that trust (a finding past it
+        # on one order of independent steps is lost): off.
+        partial_order = False
+        notes.append("partial-order reduction switched off: a suppressed finding's state is a "
+                     "dead end, which the persistent sets do not account for")
+    local = persistent_sets(system, classes) if reduction and partial_order else None
     if local is not None:
         # A reduction whose sets leave nothing out costs time and saves no state: off. Decided
         # on a fixed sample of the graph (por.py), so both search orders decide alike.
@@ -134,13 +156,38 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
              for perm in perms]
     # What each bare parity wait returns after, state by state (parity_returns.py); off when
     # BP101 is ignored or the kernel has no bare parity wait.
-    returns = ParityReturns(system, symmetry) if "BP101" not in ignore else None
+    tolerated = tolerance(system, tolerate)
+    returns = ParityReturns(system, symmetry, tolerated) if "BP101" not in ignore else None
     returns = returns if returns else None
+    # violations not reported because their place is tolerated (their states: dead ends)
+    accepted: set[tuple] = set()
+
+    def accept(v: Violation, st: tuple | None = None) -> bool:
+        """Whether `v` is a tolerated finding: then its state is a dead end, noted when it
+        leaves a step unexplored (`st`: the state that shows it; None: a step shows it)."""
+        if tolerated is None or not tolerated(v):
+            return False
+        if st is None or any(system.enabled(st, a) for a in range(system.n_actions)):
+            accepted.add((v.code, v.src, v.inst))
+        return True
 
     def violations(st: tuple) -> tuple[list[Violation], dict[int, int] | None]:
         """The rules `st` breaks, or else a race of one of its symmetric images (with the
-        permutation that makes it)."""
+        permutation that makes it); `[DEAD_END]` when all it breaks is tolerated. A race is
+        not invariant under the symmetry: a state whose only broken rules are tolerated races
+        stands for images that may not race, so it is expanded (what lies past the accepted
+        race may then be reported: more, never less)."""
         bad = kept(system.state_violations(st))
+        if bad and tolerated is not None:
+            shown = [v for v in bad if not tolerated(v)]
+            if shown:
+                bad = shown
+            elif not moves or not any(v.code in RACES for v in bad):
+                for v in bad:
+                    accept(v, st)
+                return [DEAD_END], None
+            else:
+                bad = []
         if not bad:
             for perm, pairs in moves:
                 image = list(st)
@@ -148,7 +195,11 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     image[pb] = st[pa]
                 image = tuple(image)
                 if system.memory.racing(system, image):
-                    race = system.memory.violation(system, image, ignore)
+                    if tolerated is None:
+                        race = system.memory.violation(system, image, ignore)
+                    else:
+                        race = next((v for v in system.memory.violations(system, image)
+                                     if v.code not in ignore and not tolerated(v)), None)
                     if race is not None:
                         return [race], perm
         return bad, None
@@ -160,6 +211,13 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         return max(_rss_bytes() - rss_start, 0) / max(len(seen), 1)
 
     def result(status, **kw) -> ExploreResult:
+        if accepted:
+            shown = ", ".join(f"{c} at {system.location(Violation(c, '', None, i, s))}"
+                              for c, s, i in sorted(accepted, key=str))
+            note = (f"the search did not go past the suppressed {shown} (a violation's state "
+                    "is not expanded): a finding reachable only through it is not looked for")
+            if note not in notes:
+                notes.append(note)
         return ExploreResult(status, len(seen), transitions, depth,
                              time.perf_counter() - start, reduction=reduction,
                              symmetry_classes=symmetry.describe() if symmetry else [],
@@ -184,7 +242,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         reduced graph (else the caller says why not)."""
         nonlocal depth
         actions, last = _concretize(system, canon, key, path, pred, action, ignore,
-                                    step_code=violation.code if by_step else None)
+                                    step_code=violation.code if by_step else None,
+                                    tolerated=tolerated)
         if last is not None:
             violation = last
         if perm:
@@ -225,7 +284,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # A deadlock at this depth shows only when its state is expanded: one level more.
             bound = Limits(limits.max_states, depth + 1, left, limits.max_memory_mb)
             again = explore(system, bound, reduction, ignore, progress, block_symmetry,
-                            store_mode, partial_order=False)
+                            store_mode, partial_order=False, tolerate=tolerate)
             if again.status == "violation":   # its counts: the search that found it
                 again.seconds = time.perf_counter() - start
                 return again
@@ -287,7 +346,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         succ = expand(init)
         if not succ and not system.is_done(init):
             stuck = system.deadlock(init)
-            if stuck.code not in ignore:
+            if stuck.code not in ignore and not accept(stuck, init):
                 return found_on([], init, None, stuck)
         pending = [succ]
         cut = False                      # a state at the depth limit was not expanded
@@ -308,8 +367,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 state = stack[-1]
                 length = len(stack)          # of a path to nxt
                 transitions += 1
-                violation = _orbit_code(orbit, state, action, violation, ignore)
+                violation = _orbit_code(orbit, state, action, violation, ignore, tolerated)
                 if violation is not None and violation.code not in ignore:
+                    if accept(violation):
+                        continue             # a dead end, as a violation's state is
                     if better(length, violation.code):
                         best[:] = [(length, False, violation.code), list(path), state, action,
                                    violation, True, None]
@@ -326,7 +387,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 seen.add(k)
                 bad, perm = violations(nxt)
                 if bad:
-                    if better(length, primary(bad).code):
+                    if bad[0] is not DEAD_END and better(length, primary(bad).code):
                         best[:] = [(length, False, primary(bad).code), list(path), state, action,
                                    primary(bad), False, perm]
                     continue
@@ -343,7 +404,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 after = expand(nxt)
                 if not after and not system.is_done(nxt):
                     stuck = system.deadlock(nxt)
-                    if stuck.code not in ignore and better(length, stuck.code, True):
+                    if stuck.code not in ignore and not accept(stuck, nxt) and \
+                            better(length, stuck.code, True):
                         best[:] = [(length, True, stuck.code), path + [k], nxt, None, stuck, False,
                                    None]
                     continue
@@ -390,6 +452,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     depth = 0
     first, perm = violations(init)
     if first:
+        if first[0] is DEAD_END:
+            return result("verified")
         return found(None, None, primary(first), False, perm)
     if order == "dfs":
         gc_was_enabled = gc.isenabled()
@@ -434,12 +498,15 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     succ = system.successors(state, twins(state) if twins is not None else None)
                 if not succ and not system.is_done(state):
                     stuck = system.deadlock(state)
-                    if stuck.code not in ignore and (dead is None or stuck.code < dead[2].code):
+                    if stuck.code not in ignore and not accept(stuck, state) and \
+                            (dead is None or stuck.code < dead[2].code):
                         dead = (n, None, stuck, False, None)
                 for action, nxt, violation in succ:
                     transitions += 1
-                    violation = _orbit_code(orbit, state, action, violation, ignore)
+                    violation = _orbit_code(orbit, state, action, violation, ignore, tolerated)
                     if violation is not None and violation.code not in ignore:
+                        if accept(violation):
+                            continue
                         if best is None or violation.code < best[2].code:
                             best = (n, action, violation, True, None)
                         continue
@@ -457,7 +524,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     seen.add(k)
                     bad, perm = violations(nxt)
                     if bad:
-                        if best is None or primary(bad).code < best[2].code:
+                        if bad[0] is not DEAD_END and \
+                                (best is None or primary(bad).code < best[2].code):
                             best = (n, action, primary(bad), False, perm)
                         continue
                     next_frontier.append(p)
@@ -503,6 +571,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
 
 # The best violation of a depth-first search is a parity conflict (parity_returns.py).
 ALIASING = object()
+# The memory rules: not invariant under the symmetry between threads (race_permutations).
+RACES = frozenset({"BP200", "BP201"})
+# What a state that breaks only tolerated rules shows: nothing to report, nothing to expand.
+DEAD_END = Violation("", "a tolerated violation")
 
 
 def _states(system: System, actions: list[int]) -> list[tuple]:
@@ -533,7 +605,8 @@ def _toward(system: System, classes: list[list[int]], actions: list[int],
 
 
 def _concretize(system: System, canon, key, path: list, pred: tuple | None, action: int | None,
-                ignore: frozenset[str], step_code: str | None = None
+                ignore: frozenset[str], step_code: str | None = None,
+                tolerated: Callable[[Violation], bool] | None = None
                 ) -> tuple[list[int], Violation | None]:
     """Map a path of stored keys (orbit representatives) to one concrete schedule. A last step
     that breaks a rule itself is matched by its code `step_code` (the least of its orbit, see
@@ -564,18 +637,18 @@ def _concretize(system: System, canon, key, path: list, pred: tuple | None, acti
     for b in range(system.n_actions):
         if system.enabled(current, b):
             _, v = system.step(current, b)
-            if v is not None and v.code == step_code:
+            if v is not None and v.code == step_code and not (tolerated and tolerated(v)):
                 actions.append(b)
                 return actions, v
     raise AssertionError("the reduced search lost the last step of the counterexample")
 
 
-def _orbit_code(orbit, state, action, violation, ignore):
+def _orbit_code(orbit, state, action, violation, ignore, tolerated=None):
     """A step's violation under block symmetry reports the least code over its block images
-    (docs/POR.md), as the unreduced search would at that depth."""
+    (docs/POR.md), as the unreduced search would at that depth; tolerated ones do not count."""
     if violation is None or orbit is None:
         return violation
-    code = orbit(state, action, violation.code, ignore)
-    if code is not None and code != violation.code:
+    code = orbit(state, action, violation.code, ignore, tolerated)
+    if code is not None and (code != violation.code or (tolerated and tolerated(violation))):
         return Violation(code, violation.message)
     return violation

@@ -21,6 +21,7 @@ from typing import Callable
 
 from ...model.parity import bare_waits, returning
 from ...model.semantics import System
+from ...model.violations import Violation
 from .symmetry import Symmetry, permute_action
 
 
@@ -48,9 +49,15 @@ class Conflict:
 
 
 class ParityReturns:
-    def __init__(self, system: System, symmetry: Symmetry | None):
+    def __init__(self, system: System, symmetry: Symmetry | None, tolerated=None):
+        """`tolerated(v)`: a suppressed finding (explore.py); a wait whose aliasing is one is
+        not tracked."""
         self.system = system
         self.waits = bare_waits(system)
+        if tolerated is not None:
+            self.waits = [(a, kept) for a, at in self.waits
+                          if (kept := {pc: w for pc, w in at.items() if not tolerated(
+                              _aliasing_at(system, a, pc))})]
         self.symmetry = symmetry
         parent = list(range(system.n_agents))
 
@@ -118,3 +125,9 @@ class ParityReturns:
                 swap = {image: dst, dst: image}
                 return [permute_action(system, x, swap) for x in moved]
         raise AssertionError("no symmetry maps the two returning agents onto each other")
+
+
+def _aliasing_at(system: System, agent: int, pc: int) -> Violation:
+    """The place an aliasing of the bare parity wait at `pc` is reported at (model/parity.py)."""
+    instr = system.programs[agent][pc]
+    return Violation("BP101", "", agent, instr.target, instr.src)

@@ -443,14 +443,21 @@ class Symmetry:
             return skip
         return redundant
 
-    def orbit_code(self, state: tuple, action: int, code: str, ignore: frozenset) -> str | None:
+    def orbit_code(self, state: tuple, action: int, code: str, ignore: frozenset,
+                   tolerated=None) -> str | None:
         """The least violation code, not ignored, that this step or a block image of it reports
-        (see the module doc); None when every one is ignored."""
-        code = None if code in ignore else code
+        (see the module doc); None when every one is ignored. `tolerated(v)`: a suppressed
+        finding (explore.py), which counts as none."""
+        skip = (lambda v: v.code in ignore or (tolerated is not None and tolerated(v)))
+        if code in ignore:
+            code = None
+        elif tolerated is not None:     # the step's own violation: asked again, with its place
+            _, own = self.system.step(state, action)
+            code = None if own is None or skip(own) else code
         for g, apply in self._block_pairs:
             image = apply(state)
             _, v = self.system.step(image, g.action(self.system, action))
-            if v is not None and v.code not in ignore and (code is None or v.code < code):
+            if v is not None and not skip(v) and (code is None or v.code < code):
                 code = v.code
         return code
 
