@@ -82,6 +82,14 @@ def _cpu_children() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _notes(result) -> list[str]:
+    """The search's notes, with the partial-order reduction's switch-off among them (the
+    verdict leaves that out: it is a matter of speed, and this table is about speed)."""
+    off = [f"partial-order reduction switched off: {result.partial_order_off}"] \
+        if result.partial_order_off else []
+    return list(result.notes) + off
+
+
 def _explore(system: System, repeat: int, **kw) -> tuple:
     """The search and its least CPU time over `repeat` runs."""
     best = None
@@ -122,7 +130,7 @@ def measure(row: Row, with_tlc: bool = True, timed: bool = True) -> dict:
             # small searches are timed over a few runs: their least CPU time is the steadier
             cpu = min(cpu, _explore(system, 2, **kw)[1])
         out["settings"][name] = {"status": result.status, "states": result.states,
-                                 "cpu": round(cpu, 4), "notes": result.notes}
+                                 "cpu": round(cpu, 4), "notes": _notes(result)}
     statuses = {s["status"] for s in out["settings"].values()}
     if len(statuses) != 1:
         raise SystemExit(f"{row.label}: the explorer's settings disagree: {statuses}")

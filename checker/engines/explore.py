@@ -84,6 +84,9 @@ class ExploreResult:
     bytes_per_state: float = 0.0         # resident memory grown per distinct state
     collision_probability: float | None = None   # fingerprint store only
     notes: list[str] = field(default_factory=list)   # what the search decided on its own
+    # Why partial-order reduction was switched off, if it was: a matter of speed, never of the
+    # verdict (a full expansion is always a persistent set), so not a note of the verdict.
+    partial_order_off: str | None = None
 
 
 def symmetry_classes(system: System) -> list[list[int]]:
@@ -131,13 +134,14 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     twins = symmetry.twins() if symmetry is not None else None
     classes = symmetry.classes if symmetry is not None else []
     notes: list[str] = []
+    partial_order_off = None
     if tolerate and reduction and partial_order:
         # The persistent sets put steps off, trusting them to be taken later on every path; a
         # suppressed finding's state is a dead end that breaks that trust (a finding past it
         # on one order of independent steps is lost): off.
         partial_order = False
-        notes.append("partial-order reduction switched off: a suppressed finding's state is a "
-                     "dead end, which the persistent sets do not account for")
+        partial_order_off = ("a suppressed finding's state is a dead end, which the persistent "
+                             "sets do not account for")
     local = persistent_sets(system, classes) if reduction and partial_order else None
     if local is not None:
         # A reduction whose sets leave nothing out costs time and saves no state: off. Decided
@@ -145,8 +149,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         watched = leaves_nothing_out(system, local, reduce or (lambda s: s), POR_SAMPLE)
         if watched is not None:
             local = None
-            notes.append(f"partial-order reduction switched off: its persistent sets held every "
-                         f"enabled step in the first {watched:,} states")
+            partial_order_off = (f"its persistent sets held every enabled step in the first "
+                                 f"{watched:,} states")
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
@@ -223,7 +227,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                              symmetry_classes=symmetry.describe() if symmetry else [],
                              store=store.mode, bytes_per_state=round(per_state(), 1),
                              collision_probability=store.collision_probability(transitions),
-                             notes=list(notes), **kw)
+                             notes=list(notes), partial_order_off=partial_order_off, **kw)
 
     def found(index: int | None, action: int | None, violation: Violation,
               by_step: bool = False, perm: dict[int, int] | None = None) -> ExploreResult:
