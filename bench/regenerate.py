@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for path in (HERE, os.path.join(ROOT, "examples")):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
 
 from barrierproof.checker.engines.explore import Limits, explore  # noqa: E402
+from barrierproof.loader import import_file  # noqa: E402
 from barrierproof.model.semantics import System  # noqa: E402
 
 RECORD = os.path.join(HERE, "FIGURES.json")
@@ -58,7 +58,11 @@ class Row:
         return f"{self.protocol}({', '.join(f'{k}={v}' for k, v in self.params)})"
 
     def system(self, races: bool = True) -> System:
-        module = __import__(self.module)
+        # by its path, under a private name: examples/cutlass.py must not become `cutlass`
+        # (the CuTe DSL's package) for the rest of the process
+        folder = next(d for d in (os.path.join(ROOT, "examples"), HERE)
+                      if os.path.exists(os.path.join(d, self.module + ".py")))
+        module = import_file(os.path.join(folder, self.module + ".py"))
         return System(getattr(module, self.protocol).build(), dict(self.params), races=races)
 
 

@@ -630,6 +630,9 @@ class Rules(RulesHardware, RulesInits, RulesMemory):
             self.init_effect(m, agent, action)
             return None
         if kind == "hw_split":
+            if action.link:         # a bar.sync: the thread waits for the phase it reached
+                key = action.targets[0]
+                m.hw_arrived[(agent, key)] = m.named.get(key, (0,))[0]
             return Finding("BP141", f"{agent} reaches {action.text} from a branch on the lane: "
                            "part of a warp at each copy of the instruction", action.loc)
         if kind == "cluster_arrive":
@@ -818,8 +821,10 @@ class Rules(RulesHardware, RulesInits, RulesMemory):
                 key = action.targets[0]
                 counted = {n for n, t in m.threads.items() if t.block == key[0]} \
                     if action.amount == self.block_threads else self.named_users.get(key, set())
+                # a warp that finishes its part of a warp region joins its warpgroup: only
+                # a warpgroup (a thread outside warp regions) exits
                 gone = sorted(n for n in counted if m.threads[n].done and
-                              m.threads[n].block == key[0])
+                              m.threads[n].warp is None and m.threads[n].block == key[0])
                 if gone:
                     return Finding("BP144", f"{name} waits on named barrier {key[1]} for "
                                    f"{', '.join(gone)}, which exited")

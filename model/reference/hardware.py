@@ -48,7 +48,9 @@ class ClusterHardware:
         if LANE_SPLIT in env:
             # Part of a warp at this copy of the instruction: the aligned form requires the
             # whole warp at one instruction (PTX), and none of the copies ever sees it.
-            add(Action("hw_split", text, loc))
+            add(Action("hw_split", text, loc, (key,), width, link=op.kind == "bar_sync"))
+            if op.kind == "bar_sync":       # and then at its wait, for a phase left open
+                add(Action("hw_wait", text, loc, (key,), count))
             return
         add(Action("hw_arrive", text, loc, (key,), width,
                    link=(count, site, op.kind == "bar_sync")))
@@ -80,6 +82,10 @@ class RulesHardware:
         phase, arrived, open_count, open_site = m.named.get(key, (0, 0, None, None))
         label = f"named barrier {key[1]}" + (f" of block {key[0]}" if self.cluster.multi_block
                                               else "")
+        # The thread is at the barrier whatever rule its arrival breaks: with that rule
+        # ignored, its wait is for this phase, which the uncounted arrival leaves open.
+        if sync:
+            m.hw_arrived[(agent, key)] = phase
         if open_count is not None and open_count != count:
             return Finding("BP142", f"{agent} arrives on {label} counting {count} threads while "
                            f"its open phase counts {open_count}", action.loc)
@@ -92,8 +98,6 @@ class RulesHardware:
         if arrived > count:
             return Finding("BP142", f"{arrived} threads arrive on {label}, which counts {count}",
                            action.loc)
-        if sync:
-            m.hw_arrived[(agent, key)] = phase
         self.publish(m, agent, key, phase, True)
         m.named[key] = (phase + 1, 0, None, None) if arrived == count else \
             (phase, arrived, count, open_site)
