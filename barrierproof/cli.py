@@ -1,6 +1,10 @@
 """The command line: `barrierproof check|prove|replay|tla|confirm ...`.
 
 Exit codes: 0 verified/proved, 1 violation, 2 bounded/unknown, 3 input error.
+
+This module is parsing and running: one parser per command, the run loop (in this process or in
+a pool of workers, with the cache, signals and limits) and the summary. Engines, reporters and
+the other commands' work live elsewhere (checker/engine_registry.py, outputs.py, commands.py).
 """
 
 from __future__ import annotations

@@ -21,8 +21,11 @@ keeps the thread's private parity bit (flipped at each successful wait, as Palla
 `barrier_wait`), in-flight TMA landings are a plain list, tcgen05 queues are per-thread FIFOs.
 It is read beside SEMANTICS.md from top to bottom, and slow on purpose: clarity over speed. The
 core is this module; the hardware barriers (`hardware.py`: named / block barriers, the cluster
-barrier), global semaphores (`semaphores.py`) and mbarrier init visibility (`inits.py`) are one
-module each, importing nothing of the model but the IR either. `replay` decides the violation
+barrier), global semaphores (`semaphores.py`), mbarrier init visibility (`inits.py`) and memory
+effects with races (`memory.py`) are one module each, importing nothing of the model but the IR
+either. The core stays one module of about a thousand lines: the actions, the mbarrier step
+rules, judging a state, replay and the search are one statement of the rules, read top to bottom
+beside SEMANTICS.md; split, they would scatter what an auditor compares. `replay` decides the violation
 code of a trace on its own; `explore` is a plain breadth-first search for small models, to
 cross-check `verified`.
 
