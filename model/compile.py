@@ -250,6 +250,8 @@ class CompiledKernel:
                                    f"{tuple(shape) if len(shape) > 1 else shape[0]}", loc)
         if ref.block is not None:
             target = tuple(evaluate(c, env) for c in ref.block)
+            if self.lockstep > 1:       # a peer in the thread's own lockstep copy of the cluster
+                target += block[len(target):]
             if target not in self.blocks:
                 raise _IndexOutOfRange(f"block {target} is not in the cluster "
                                        f"{tuple(self.cluster_shape)}", loc)

@@ -242,6 +242,38 @@ def test_the_reference_finds_the_hardware_barrier_rules_on_its_own():
         reference.Cluster(init_twice.build())
 
 
+def test_lockstep_copies_are_clusters_of_their_own_in_both():
+    """A decrementing wait on a semaphore two lockstep clusters share: both the tool and the
+    reference build the copies as clusters of their own (one counter), and a remote arrive
+    reaches the peer in its own copy. Taking one signal each terminates; taking two starves
+    the last two threads (the counter holds four signals for eight takes)."""
+    def peer_then_semaphore(needed):
+        @protocol
+        def lockstep(k):
+            k.cluster(x=2)
+            k.threads(1, name="wg")
+            sem = k.Semaphore(copies=2)
+            bar = k.Barrier(num_arrivals=1)
+            with k.when(k.block("x") == 1):
+                k.barrier_arrive(bar.on(0))
+            with k.otherwise():
+                k.barrier_wait(bar)
+            k.semaphore_signal(sem)
+            k.semaphore_wait(sem, needed, decrement=True)
+        return lockstep.build()
+
+    for needed, want in ((1, "verified"), (2, "violation")):
+        kernel = peer_then_semaphore(needed)
+        assert reference.covers(kernel), reference.uncovered(kernel)
+        assert len(reference.Cluster(kernel).threads) == 4
+        search = reference.explore(kernel)
+        assert search.status == want, search
+        verdict = check_kernel(kernel, options=Options())
+        assert verdict.verdict == want, verdict.label
+        assert cross_check(kernel, "lockstep") in ("search", "trace")
+    assert verdict.codes == ["BP100"] and search.finding.code == "BP100"
+
+
 def test_the_reference_finds_the_race_rules_on_its_own():
     """Its own search finds each race of SEMANTICS.md (BP200 shared, BP201 tensor memory) on
     the smallest protocol that has it, and none in the fixed one: exact region overlap, a TMA

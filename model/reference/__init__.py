@@ -70,6 +70,12 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
         self.shape = [evaluate(n, self.env) for _, n in kernel.cluster]
         if any(n < 1 for n in self.shape):
             raise ModelError(f"cluster shape {self.shape} has an empty axis", loc=kernel.loc)
+        # Clusters that take from a shared semaphore in lockstep with this one: clusters of
+        # their own, as one more cluster axis (see `lockstep_copies`).
+        self.lockstep = lockstep_copies(kernel, self.env)
+        if self.lockstep > 1:
+            self.axes.append(LOCKSTEP)
+            self.shape.append(self.lockstep)
         self.blocks = list(itertools.product(*[range(n) for n in self.shape]))
         self.multi_block = len(self.blocks) > 1
         self.barriers: dict[str, Mbarrier] = {}
@@ -201,7 +207,9 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
                                          loc))
             return None
         if ref.block is not None:
-            block = tuple(evaluate(c, env) for c in ref.block)
+            # a peer of the thread's own cluster: a lockstep copy reaches its own copy's peers
+            block = tuple(evaluate(c, env) for c in ref.block) + \
+                (block[len(ref.block):] if self.lockstep > 1 else ())
             if block not in self.blocks:
                 self.findings.append(Finding("BP120", f"block {block} not in the cluster", loc))
                 return None
@@ -367,18 +375,45 @@ def uncovered(kernel: Kernel) -> list[str]:
             if any(op.kind == "bar_sync" and not op.aligned
                    for op in iter_ops(stmt.then + stmt.orelse)):
                 out.add("bar_sync(aligned=False) in a lane branch")
-    # Lockstep clusters whose decrementing waits take from one counter would each need their
-    # own blocks; the reference models the semaphore's `copies` only for monotone waits.
-    for op in iter_ops(kernel.body):
-        if op.kind == "semaphore_wait" and op.decrement and op.barrier is not None and \
-                not (isinstance(op.barrier.alloc.copies, Const) and
-                     op.barrier.alloc.copies.value == 1):
+    # Lockstep copies are clusters of their own only when one count of copies stands for every
+    # semaphore and no cluster barrier would have to span them.
+    if _decrementing_lockstep(kernel):
+        counts = {str(a.copies) for a in kernel.barriers if a.semaphore}
+        if len(counts) > 1 or any(op.kind in ("cluster_arrive", "cluster_wait")
+                                  for op in iter_ops(kernel.body)):
             out.add("semaphore_wait(decrement=True) with lockstep copies")
     # Whether a warpgroup's fork hands its inits to its warps is not stated here.
     if any(a.explicit_init for a in kernel.barriers) and \
             any(isinstance(s, WarpRegion) for s in walk(kernel.body)):
         out.add("explicit_init barriers with warp regions")
     return sorted(out)
+
+
+# The lockstep copies' cluster axis: not an identifier, so no name of a protocol can clash.
+LOCKSTEP = "(lockstep)"
+
+
+def _decrementing_lockstep(kernel: Kernel) -> bool:
+    """A decrementing wait on a semaphore that other clusters signal in lockstep (copies > 1,
+    or a count only the parameters fix)."""
+    return any(op.kind == "semaphore_wait" and op.decrement and op.barrier is not None and
+               not (isinstance(op.barrier.alloc.copies, Const) and
+                    op.barrier.alloc.copies.value == 1)
+               for op in iter_ops(kernel.body))
+
+
+def lockstep_copies(kernel: Kernel, env: Mapping[str, int]) -> int:
+    """How many clusters the reference builds along the lockstep axis (1: none).
+
+    `copies` clusters run the same program and signal a global semaphore alongside this one. A
+    wait that only reads the counter sees the same value whichever of them it is in, so one
+    cluster whose signals count `copies` times stands for all. A decrementing wait takes what
+    the other clusters' waits then lack, so every copy is a cluster of its own: its own
+    threads, barriers and shared memory, the one counter shared by all."""
+    if not _decrementing_lockstep(kernel):
+        return 1
+    counts = {evaluate(a.copies, env) for a in kernel.barriers if a.semaphore}
+    return max(1, counts.pop()) if len(counts) == 1 else 1
 
 
 def covers(kernel: Kernel) -> bool:

@@ -40,7 +40,8 @@ class ClusterSemaphores:
             if not ref.alloc.semaphore:
                 raise ModelError(f"{op.kind} on `{ref.alloc.name}`, which is not a semaphore",
                                  loc=loc)
-        copies = [evaluate(ref.alloc.copies, env) for ref in refs]
+        # the lockstep copies signal from clusters of their own when the reference builds them
+        copies = [1 if self.lockstep > 1 else evaluate(ref.alloc.copies, env) for ref in refs]
         if op.kind == "semaphore_wait":
             n = evaluate(op.count, env)
             text = f"semaphore_wait({op.barrier.alloc.name}, >={n}" + \
