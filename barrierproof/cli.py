@@ -177,9 +177,13 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
             interrupts.seen = True
         _wind_down(pool, futures, results)
     finally:
-        # Joined before returning: Python 3.11's exit hook would otherwise race the pool's
-        # manager thread for its wake-up pipe and print a traceback. The workers are done or
-        # killed by now, so this does not wait on a search.
+        # Every result is in (or the run was interrupted): a worker's exit could wait forever
+        # on a thread the user's code left running, so the workers end here. Joined before
+        # returning: Python 3.11's exit hook would otherwise race the pool's manager thread for
+        # its wake-up pipe and print a traceback.
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            if process.is_alive():
+                process.kill()
         pool.shutdown(wait=True, cancel_futures=True)
     for n, t in enumerate(targets):
         if results[n] is None:
@@ -227,28 +231,13 @@ def _worker_signals(parent: int) -> None:
     It dies with the run: a SIGKILL of barrierproof (a CI runner's last resort) leaves no
     worker searching on with nobody to report to."""
     import signal as signals
-    _die_with(parent)
+    guard.die_with_parent(parent)
 
     def remember(signum, frame):
         global _WORKER_INTERRUPTED
         _WORKER_INTERRUPTED = True
     for sig in Interrupts.SIGNALS:
         signals.signal(sig, remember)
-
-
-def _die_with(parent: int) -> None:
-    """Linux: ask the kernel for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG); a
-    parent already gone before the request is caught by the parent pid check after it."""
-    import ctypes
-    import signal as signals
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signals.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:
@@ -887,6 +876,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "by check --trace-dir, or a JSON report) on the interpreter's threads")
     p.set_defaults(run=_delegate("barrierproof.confirm", "cli_main"))
     return parser
+
+
+def run() -> None:
+    """The console command: main(), then an exit that no thread of a user's code holds up."""
+    guard.exit_process(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,6 +49,25 @@ def rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+class _AsyncStop(LimitReached):
+    """The watchdog's stop delivered as an asynchronous exception (CPython raises it in the main
+    thread between two bytecodes), for code that took SIGUSR1 away from the watchdog. CPython
+    instantiates it without arguments: the message is the firing watchdog's."""
+
+    def __init__(self, *args):
+        super().__init__(args[0] if args else (_firing or "limit reached"))
+
+
+_firing: str | None = None
+
+
+def _raise_in(thread_id: int, exc: type[BaseException] | None) -> None:
+    """Schedule `exc` in the thread (None: cancel what is scheduled)."""
+    import ctypes
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc is not None else None)
+
+
 class Watchdog:
     """Raise LimitReached in the main thread once `seconds` have passed or resident memory
     exceeds `max_memory_mb`. Polls from a helper thread; the stop arrives as a signal (SIGUSR1)
@@ -56,6 +75,9 @@ class Watchdog:
     it does nothing."""
 
     POLL = 0.05
+    # After firing, seconds for the main thread to stop before the process ends with exit 2:
+    # user code blocked in native code with the watchdog's signal ignored cannot be unwound.
+    LAST_RESORT = 10.0
 
     def __init__(self, seconds: float | None, max_memory_mb: float | None, doing: str,
                  time_text: str | None = None, on_fire: Callable[[], None] | None = None,
@@ -89,7 +111,9 @@ class Watchdog:
             raise LimitReached(self.fired)
 
     def _watch(self) -> None:
+        global _firing
         next_kick = 0.0
+        fired_at = None
         while not self._stop.wait(self.POLL):
             now = time.monotonic()
             if self.fired is None:
@@ -99,6 +123,7 @@ class Watchdog:
                 elif self.max_memory_mb is not None and rss_mb() > self.max_memory_mb:
                     self.fired = (f"{self.memory_text or f'memory limit {self.max_memory_mb:g} MB'}"
                                   f" reached while {self.doing}")
+                fired_at = now
             # Again every half second: code that catches BaseException once is stopped anyway.
             if self.fired is not None and now >= next_kick:
                 next_kick = now + 0.5
@@ -107,7 +132,13 @@ class Watchdog:
                         self.on_fire()
                     except Exception:   # a stop that cannot stop: the signal still goes out
                         pass
-                signal.pthread_kill(self._main, signal.SIGUSR1)
+                if signal.getsignal(signal.SIGUSR1) == self._handler:
+                    signal.pthread_kill(self._main, signal.SIGUSR1)
+                else:       # the user's code took the signal: stop it between bytecodes
+                    _firing = self.fired
+                    _raise_in(self._main, _AsyncStop)
+                if now - fired_at > self.LAST_RESORT:
+                    _last_resort(self.fired)
 
     def __exit__(self, *exc) -> None:
         if not self._active:
@@ -115,7 +146,19 @@ class Watchdog:
         self._active = False
         self._stop.set()
         self._thread.join()
+        if self.fired is not None:
+            _raise_in(self._main, None)     # a stop scheduled as the region ended: dropped
         signal.signal(signal.SIGUSR1, self._previous)
+
+
+def _last_resort(what: str) -> None:
+    """The main thread did not stop: end the process with the limits' exit code, saying why."""
+    try:
+        sys.stderr.write(f"barrierproof: {what}; the code under way does not stop (it blocks "
+                         "in native code or ignores signals): exiting without a report\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(2)
 
 
 def _in_finalizer(frame) -> bool:
@@ -200,6 +243,7 @@ def user_code(path: str, doing: str) -> Iterator[None]:
     argv, stdout = sys.argv, sys.stdout
     sys.argv = [path]
     sys.stdout = sys.stderr
+    pid = os.getpid()
     try:
         with Watchdog(budget[0], budget[1], doing):
             yield
@@ -217,7 +261,47 @@ def user_code(path: str, doing: str) -> Iterator[None]:
                        f"{safe_text(err)}", "a protocol must raise Exception subclasses "
                        "only (BaseException ends programs)") from None
     finally:
+        if os.getpid() != pid:
+            os._exit(0)     # a fork of the user's code never goes on with barrierproof's work
         sys.argv, sys.stdout = argv, stdout
+
+
+def die_with_parent(parent: int) -> None:
+    """Linux: ask the kernel for SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG); a
+    parent already gone before the request is caught by the parent pid check after it."""
+    import ctypes
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _forked() -> None:
+    """A process the user's code forks dies with the barrierproof process it forked from."""
+    parent = os.getppid()
+    die_with_parent(parent)
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def exit_process(code: int) -> None:
+    """The console command's end: flush, then exit without waiting for threads the user's code
+    started and left running (Python would join them at exit, after the report, forever)."""
+    user_threads = [t for t in threading.enumerate()
+                    if t is not threading.main_thread() and not t.daemon]
+    if not user_threads:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def safe_text(err: BaseException, limit: int = 300) -> str:

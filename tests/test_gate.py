@@ -609,3 +609,76 @@ def test_the_readme_ci_snippets_are_what_the_tool_accepts(tmp_path):
     parser.parse_args(["check", "--format", "sarif", "-o", "x.sarif", "--no-cache",
                        "--config", "pyproject.toml", "--progress", "--cache-dir", "d"])
     parser.parse_args(["graph", "x.py::p", "-o", "x.dot", "--max-states", "10"])
+
+
+# -- user code that tries to outlive or block the run ------------------------------------------
+
+SIGNAL_TAKEN = '''
+import signal
+from barrierproof import protocol
+
+@protocol
+def spins(k):
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)     # the watchdog's signal, taken away
+    while True:
+        pass
+'''
+
+THREAD_LEFT = '''
+import threading, time
+from barrierproof import protocol
+
+threading.Thread(target=time.sleep, args=(3600,)).start()   # not a daemon: Python would join it
+
+@protocol(expect="verified")
+def handoff(k):
+    k.threads(2)
+    bar = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 0):
+        k.barrier_arrive(bar)
+    with k.otherwise():
+        k.barrier_wait(bar)
+'''
+
+FORKS = '''
+import os, time
+from barrierproof import protocol
+
+@protocol(expect="verified")
+def forks(k):
+    if os.fork() == 0:
+        time.sleep(3600)            # the fork would hold the output pipe open for an hour
+    k.threads(1)
+
+@protocol(expect="violation:BP100")
+def starved(k):
+    k.threads(1)
+    k.barrier_wait(k.Barrier(num_arrivals=1))
+'''
+
+
+def test_user_code_that_takes_the_watchdogs_signal_is_stopped_at_its_timeout(tmp_path):
+    (tmp_path / "spin.py").write_text(SIGNAL_TAKEN)
+    start = time.monotonic()
+    code, out, err = cli("check", "spin.py", "--timeout", "2", "--no-cache", cwd=tmp_path,
+                         timeout=60)
+    assert code == 2 and "bounded" in out and "time limit 2s" in out, (code, out, err)
+    assert time.monotonic() - start < 30
+
+
+def test_a_thread_left_running_by_user_code_does_not_hold_the_run(tmp_path):
+    (tmp_path / "thread.py").write_text(THREAD_LEFT)
+    code, out, err = cli("check", "thread.py", "--no-cache", cwd=tmp_path, timeout=60)
+    assert code == 0 and "verified" in out, (code, out, err)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_fork_in_user_code_neither_holds_the_pipe_nor_goes_on_checking(tmp_path, jobs):
+    """The run's stdout is a pipe (as in CI): it must reach end-of-file when barrierproof ends,
+    though the user's fork sleeps on; the fork never prints a second report."""
+    (tmp_path / "forks.py").write_text(FORKS)
+    code, out, err = cli("check", "forks.py", "--no-cache", "--jobs", jobs, cwd=tmp_path,
+                         timeout=60)
+    assert code == 1, (code, out, err)
+    assert out.count("2 checked") == 1 and "forks: verified" in out, out
+    assert "starved: violation:BP100" in out, out
