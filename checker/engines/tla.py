@@ -429,8 +429,8 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
             "\\* numbered from 1 here (from 0 in semantics.py).",
             f"EXTENDS {(LIBRARY, HW_LIBRARY, INIT_LIBRARY)[level(system)]}", ""]
     if has_memory_effects(kernel) and system.memory is None:
-        out[-2:-2] = ["\\* Not modelled here: the kernel's memory effects (compiled without races:",
-                      "\\* BP200/BP201 ignored). TLC checks its barrier protocol only."]
+        out[-2:-2] = ["\\* Not modelled here: the kernel's memory effects (its System was compiled",
+                      "\\* without races). TLC checks its barrier protocol only."]
 
     # Barrier instances.
     rows = []
