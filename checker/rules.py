@@ -117,15 +117,16 @@ RULES: dict[str, Rule] = {r.code: r for r in (
           _NOT_REFERENCE, INIT),
     _rule("BP190", "the verdict cannot be verified while it is ignored; --ignore BP190 accepts "
           "the risk"),
-    # TLC's specs carry no memory effects (checker/engines/tla.py); the reference states them
-    # (model/reference/memory.py) except regions indexed by the lane, which `uncovered` names.
+    # TLC's specs state them as pairs of holders whose accesses conflict (model/race_pairs.py,
+    # MBarrier.tla's Racing); the reference states them (model/reference/memory.py) except
+    # regions indexed by the lane, which `uncovered` names.
     _rule("BP200", "order the two accesses: wait on the barrier the writer's completion arrives "
           "on before reading, and release a slot (arrive on its `empty` barrier, or "
           "tcgen05_commit_arrive after an MMA) only after its last use",
-          {"explore", "symbolic", "reference"}, MEMORY),
+          _ALL, MEMORY),
     _rule("BP201", "order the tensor-memory accesses: wait on the MMA's barrier before reading "
           "the accumulator, double-buffer it, and wait for tcgen05.st before arriving",
-          {"explore", "symbolic", "reference"}, MEMORY),
+          _ALL, MEMORY),
 )}
 
 HELP = {code: rule.help for code, rule in RULES.items()}

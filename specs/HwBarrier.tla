@@ -195,4 +195,8 @@ Exact_BP141 == [][~(Counts("BP141") /\ Breaks141)]_allvars
 Exact_BP142 == [][~(Counts("BP142") /\ Breaks142)]_allvars
 Exact_BP146 == [][~(~HwStepBreaks /\ Counts("BP146") /\ PeerExited'
                     /\ ~(Counts("BP102") /\ LateJoin'))]_allvars
+\* Races (MBarrier's RaceCode) yield to these rules too.
+HwBreaksRule == BreaksBarrierRule \/ (Counts("BP146") /\ PeerExited')
+HwExact_BP200 == [][~(~HwStepBreaks /\ ~HwBreaksRule /\ RaceCode("BP200"))]_allvars
+HwExact_BP201 == [][~(~HwStepBreaks /\ ~HwBreaksRule /\ RaceCode("BP201"))]_allvars
 =============================================================================

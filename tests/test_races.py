@@ -201,28 +201,28 @@ def test_bad_memory_references_are_input_errors_with_a_location():
         not_a_buffer.build()
 
 
-def test_tla_models_the_barrier_protocol_and_says_races_are_not_in_it():
+def test_tla_states_the_races_unless_memory_is_left_out():
     from barrierproof.checker.engines import tla
     kernel = TARGETS["ring_release_before_read"].build()
     module = tla.emit_module(kernel)
-    assert "races (BP200/BP201) are checked by the explorer" in module.tla
-    with pytest.raises(ModelError, match="cannot hold its memory effects"):
-        tla.emit_system(System(kernel))
+    assert '<<"BP200", <<"pc", 1,' in module.tla and "INVARIANT BP200_NoSmemRace" in module.cfg
+    barrier_only = tla.emit_system(System(kernel, races=False))
+    assert "Not modelled here: the kernel's memory effects" in barrier_only.tla
+    assert "KernelRaces == <<>>" in barrier_only.tla and "BP200" not in barrier_only.cfg
 
 
-def test_tlc_verdict_is_unknown_while_races_are_unchecked(monkeypatch):
-    """TLC checks the barrier protocol only: on a kernel with memory effects its `verified`
-    becomes `unknown` with the reason (the search itself is replaced by the explorer here, so
-    the test needs no Java)."""
+def test_tlc_decides_races(monkeypatch):
+    """TLC's spec carries the races, so its `verified` on a kernel with memory effects stays
+    `verified` (the search itself is replaced by the explorer here, so the test needs no Java;
+    tests/test_tlc_races.py runs TLC)."""
     from barrierproof.checker import check
     from barrierproof.checker.engines import tlc
     monkeypatch.setattr(tlc, "tlc_search",
                         lambda workers, *args, **kw: check.explorer_search(Options()))
     v = tlc.run_tlc(TARGETS["ring_slot_reuse"].build())
-    assert v.verdict == "unknown" and "not in the TLA+ model" in v.coverage
-    v = tlc.run_tlc(TARGETS["ring_slot_reuse"].build(),
-                    options=Options(ignore=frozenset({"BP200", "BP201"})))
-    assert v.verdict == "verified"
+    assert v.verdict == "verified" and "not in the TLA+ model" not in v.coverage
+    v = tlc.run_tlc(TARGETS["ring_release_before_read"].build())
+    assert v.label == "violation:BP200"
 
 
 def test_the_races_page_shows_the_report_as_printed():

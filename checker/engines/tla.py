@@ -4,8 +4,11 @@ specs/MBarrier.tla states the step rules of model/semantics.py in TLA+ over the 
 (variable for variable: pc, phase, pending, tx, expected, seen, inflight, queue), so the module
 emitted here only supplies data: each agent's unrolled program (one instruction per line, with
 the operation's text and source line as a comment), the arrival counts, who waits on what, the
-in-flight slots and tcgen05 queues. TLC then searches exactly the state graph the explorer
-searches with reductions off: the same distinct-state count, by construction.
+in-flight slots and tcgen05 queues, and, where the kernel declares its memory effects, the
+pairs of holders (a thread at a gap, an in-flight copy, a queued tcgen05 op) whose accesses
+conflict, for the race rules BP200/BP201 (model/race_pairs.py). TLC then searches exactly the
+state graph the explorer searches with reductions off: the same distinct-state count, by
+construction.
 
 The .cfg checks deadlock (TLC's default: never pass `-deadlock`, which turns it off); a finished
 kernel stutters (`Done` in MBarrier), so it is not a deadlock. One invariant or property per rule.
@@ -30,6 +33,7 @@ from typing import Iterable, Mapping
 from ...resources import specs_dir
 from ...model.ir import MAX_TX, Kernel, Loc, ModelError, has_memory_effects
 from ...model import hw_barriers as hw
+from ...model.race_pairs import Holder, race_pairs
 from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_TEST,
                                COMPLETE_TX,
                                EFFECT_COMPLETE_TX, EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT,
@@ -96,6 +100,12 @@ HW_RULES = {
 }
 # The rule InitBarrier adds.
 INIT_RULES = {"BP147": ("INVARIANT", "BP147_InitVisible")}
+# The race rules (model/memory.py), checked where the System carries memory effects: an
+# invariant each, and the Exact_ property of each library level.
+RACE_RULES = {"BP200": ("INVARIANT", "BP200_NoSmemRace"),
+              "BP201": ("INVARIANT", "BP201_NoTmemRace")}
+RACE_EXACT = {level: {code: f"{prefix}Exact_{code}" for code in RACE_RULES}
+              for level, prefix in enumerate(("", "Hw", "Init"))}
 # Deadlock flavours as invariants, for a search that must find one and not the other.
 DEADLOCKS = {"BP100": "BP100_NoDeadlock", "BP130": "BP130_NoTxDeadlock"}
 HW_DEADLOCKS = {"BP100": "HwBP100_NoDeadlock", "BP130": "HwBP130_NoTxDeadlock",
@@ -121,9 +131,10 @@ def level(system: System) -> int:
     return INIT if uses_init(system) else HW if uses_hw(system) else MBARRIER
 
 
-def rules_of(hw: int) -> dict:
-    """The rules the library of level `hw` checks."""
-    return {**RULES, **(HW_RULES if hw else {}), **(INIT_RULES if hw == INIT else {})}
+def rules_of(hw: int, races: bool = False) -> dict:
+    """The rules the library of level `hw` checks (`races`: and the race rules)."""
+    return {**RULES, **(HW_RULES if hw else {}), **(INIT_RULES if hw == INIT else {}),
+            **(RACE_RULES if races else {})}
 
 
 def deadlocks_of(hw: int) -> dict:
@@ -144,10 +155,10 @@ class Checks:
     hw: int = MBARRIER            # the library the module extends: MBARRIER, HW or INIT
 
 
-def default_checks(ignore: Iterable[str] = (), hw: bool = False) -> Checks:
+def default_checks(ignore: Iterable[str] = (), hw: bool = False, races: bool = False) -> Checks:
     """Every rule not ignored, cheapest form: what the emitted .cfg checks."""
     ignore = frozenset(ignore)
-    rules = rules_of(hw)
+    rules = rules_of(hw, races)
     lines = tuple(f"{kind} {name}" for code, (kind, name) in rules.items() if code not in ignore)
     return deadlock_checks(ignore, lines, hw=hw)
 
@@ -167,13 +178,18 @@ def deadlock_checks(ignore: Iterable[str] = (), lines: tuple[str, ...] = (),
 def exact_checks(codes: Iterable[str], ignore: Iterable[str] = (),
                  depth: int | None = None, hw: bool = False) -> Checks:
     """Steps that semantics.py reports with one of `codes`; no deadlock check."""
-    return Checks(tuple(f"PROPERTY {EXACT[c]}" for c in codes), False, depth,
+    return Checks(tuple(f"PROPERTY {exact_name(c, hw)}" for c in codes), False, depth,
                   frozenset(ignore), hw)
 
 
-def exact_codes(hw: bool) -> list[str]:
+def exact_name(code: str, hw: int) -> str:
+    """The Exact_ property of `code` in the library of level `hw`."""
+    return RACE_EXACT[hw][code] if code in RACE_RULES else EXACT[code]
+
+
+def exact_codes(hw: bool, races: bool = False) -> list[str]:
     """The codes with an Exact_ property in the module's library."""
-    return sorted(rules_of(hw))
+    return sorted(rules_of(hw, races))
 
 
 VARIABLES = ("pc", "phase", "pending", "tx", "expected", "seen", "inflight", "queue")
@@ -207,6 +223,11 @@ class TlaModule:
     @property
     def hw(self) -> int:
         return level(self.system)
+
+    @property
+    def races(self) -> bool:
+        """Whether the module states the race rules (the System carries memory effects)."""
+        return self.system.memory is not None
 
 
 def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
@@ -374,6 +395,7 @@ def cfg_text(checks: Checks | None = None) -> str:
         "    ArrivalSets <- KernelArrivalSets",
         "    QueueAgents <- KernelQueueAgents",
         "    Unwaited <- KernelUnwaited",
+        "    Races <- KernelRaces",
         f"    MaxTx = {MAX_TX}",
         f"    Ignored = {{{ignored}}}",
         *hw_constants,
@@ -390,11 +412,6 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
                 command: str | None = None) -> TlaModule:
     """The module and .cfg of one compiled System."""
     kernel = system.kernel
-    if system.memory is not None:
-        raise ModelError(f"the TLA+ model of {kernel.name} cannot hold its memory effects "
-                         "(races, BP200/BP201)", loc=kernel.loc,
-                         hint="compile the System with races=False for the barrier protocol "
-                              "alone, and check races with the explorer")
     name = module_name(name or kernel.name)
     params = ", ".join(f"{k}={v}" for k, v in sorted(system.params.items())) or "none"
     seen_base = system.n_agents + 4 * len(system.instances)
@@ -411,9 +428,9 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
             "\\* model/semantics.py; agents, instances, seen entries, slots and queues are",
             "\\* numbered from 1 here (from 0 in semantics.py).",
             f"EXTENDS {(LIBRARY, HW_LIBRARY, INIT_LIBRARY)[level(system)]}", ""]
-    if has_memory_effects(kernel):
-        out[-2:-2] = ["\\* Not modelled here: the kernel's memory effects. TLC checks its barrier",
-                      "\\* protocol only; races (BP200/BP201) are checked by the explorer."]
+    if has_memory_effects(kernel) and system.memory is None:
+        out[-2:-2] = ["\\* Not modelled here: the kernel's memory effects (its System was compiled",
+                      "\\* without races). TLC checks its barrier protocol only."]
 
     # Barrier instances.
     rows = []
@@ -493,6 +510,7 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     out.append("\\* tcgen05 queues: the agent that issues into each.")
     out += _table("KernelQueueAgents", rows)
     out.append("")
+    out += _race_table(system, root)
     out.append("\\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).")
     out.append("KernelUnwaited == {" + ", ".join(str(i + 1) for i in system.unwaited) + "}")
     out.append("")
@@ -501,8 +519,45 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     if uses_init(system):
         out += _init_tables(system)
     out.append("=" * (len(out[0])))
-    checks = default_checks(ignore, hw=level(system))
+    checks = default_checks(ignore, hw=level(system), races=system.memory is not None)
     return TlaModule(name, "\n".join(out) + "\n", cfg_text(checks), system, checks)
+
+
+def _holder(system: System, x: Holder) -> str:
+    """A holder of live accesses in MBarrier's syntax (agents, slots, queues from 1)."""
+    members = ", ".join(str(m + 1 if x.kind == "slots" else m) for m in x.members)
+    index = system.queue_agents.index(x.index) if x.kind == "queue" else x.index
+    return f'<<"{x.kind}", {index + 1}, {{{members}}}>>'
+
+
+def _race_table(system: System, root: str | None) -> list[str]:
+    """KernelRaces: the pairs of holders whose accesses conflict (model/race_pairs.py), each
+    with one pair of accesses that makes it as its comment."""
+    def who(x: Holder) -> str:
+        if x.kind == "pc":
+            return _ascii(system.agents[x.index].name)
+        if x.kind == "slots":
+            return "TMA copy"
+        return f"tcgen05({_ascii(system.agents[x.index].name)})"
+
+    def access(x: Holder, acc) -> str:
+        where = _where(system.sources[acc.src].loc, root)
+        return (f"{who(x)} {'writes' if acc.write else 'reads'} {_ascii(acc.text)}"
+                f"{' (' + where + ')' if where else ''}")
+
+    rows = []
+    for row in race_pairs(system):
+        comment = f"{access(row.x, row.first)} / {access(row.y, row.second)}"
+        if row.y is row.x:
+            comment = f"own program: {comment}"
+        rows.append((f'<<"{row.code}", {_holder(system, row.x)}, {_holder(system, row.y)}>>',
+                     comment))
+    out = ["\\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live)."]
+    if system.memory is None:
+        out[0] = "\\* Races: none modelled (no memory effects compiled)."
+    out += _table("KernelRaces", rows)
+    out.append("")
+    return out
 
 
 def _hw_tables(system: System) -> list[str]:
@@ -584,7 +639,7 @@ def position_suffix(system) -> str:
 def emit_modules(kernel: Kernel, params: Mapping[str, int] | None = None,
                  name: str | None = None, **kw) -> list[TlaModule]:
     """One module per distinct cluster behaviour of the kernel (usually one)."""
-    systems = compile_systems(kernel, params, races=False)   # barrier protocol only
+    systems = compile_systems(kernel, params)
     base = name or kernel.name
     if len(systems) == 1:
         return [emit_system(systems[0], base, **kw)]

@@ -74,7 +74,7 @@ def emit_targets(targets, params: Mapping[str, int] | None = None, root: str | N
             try:
                 kp = {k: v for k, v in params.items() if k in kernel.params}
                 findings = static_findings(kernel)
-                systems = compile_systems(kernel, kp, races=False)
+                systems = compile_systems(kernel, kp)
             except ModelError as err:
                 reasons.append(f"input error: {err}")
                 continue

@@ -32,8 +32,8 @@ from typing import Mapping
 
 from ...model.ir import Kernel, ModelError
 from ...model.semantics import WAIT, WAIT_PARITY, System
-from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, INIT_DEADLOCKS, INIT_RULES, RULES,
-                  Checks, deadlocks_of, exact_codes,
+from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, INIT_DEADLOCKS, INIT_RULES,
+                  RACE_EXACT, RACE_RULES, RULES, Checks, deadlocks_of, exact_codes,
                   TlaModule, bounded_wrapper, deadlock_checks,
                   default_checks, emit_system, exact_checks, library_text)
 from .tla_state import decode_state, parse_value
@@ -326,11 +326,14 @@ def tlc_code(system: System, run: TlcRun) -> str:
                 if pending[inst] == 0 and tx[inst] != 0:
                     return "BP130"
         return "BP100"
-    names = {name: code for code, (_, name) in {**RULES, **HW_RULES, **INIT_RULES}.items()}
+    names = {name: code for code, (_, name) in {**RULES, **HW_RULES, **INIT_RULES,
+                                                 **RACE_RULES}.items()}
     names.update({name: code for code, name in DEADLOCKS.items()})
     names.update({name: code for code, name in HW_DEADLOCKS.items()})
     names.update({name: code for code, name in INIT_DEADLOCKS.items()})
     names.update({name: code for code, name in EXACT.items()})
+    names.update({name: code for by_level in RACE_EXACT.values()
+                  for code, name in by_level.items()})
     if run.violated not in names:
         raise TlcError(f"TLC reports {run.violated!r} violated, which is no rule of MBarrier.tla")
     return names[run.violated]
@@ -399,8 +402,8 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                 return answer(named, length)
             return actions, tlc_code(system, run), _kind(run)
 
-        hw = module.hw
-        first = go(default_checks(ignored, hw=hw), first=True)
+        hw, races = module.hw, module.races
+        first = go(default_checks(ignored, hw=hw, races=races), first=True)
         if first.status == "timeout":
             return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
                                  reason=f"TLC time limit reached after {first.distinct} "
@@ -409,7 +412,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             return SearchOutcome("verified", first.distinct, first.generated, first.depth)
         if workers > 1 or distributed:
             # a parallel search's first violation need not be a shortest one
-            first = go(default_checks(ignored, hw=hw))
+            first = go(default_checks(ignored, hw=hw, races=races))
             if first.status == "timeout":
                 return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
                                      reason="parallel TLC found a violation; the time limit "
@@ -427,17 +430,28 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                 length = len(actions)
         if kind == "rule" and length == 0:
             # The initial state breaks a state rule (no step to ask Exact_* about): the code is
-            # the lowest among the invariants it breaks, each asked alone.
-            for c, (keyword, name) in sorted(tla.rules_of(hw).items()):
-                if c < code and c not in ignored and keyword == "INVARIANT":
-                    lower = go(Checks((f"INVARIANT {name}",), False, 0, ignored, hw))
-                    if lower.status == "invariant" and not trace_actions(system, lower):
+            # the lowest among the invariants it breaks, each asked alone once one run with
+            # all of the lower ones shows that it breaks one (races at the start are common).
+            lower = [(c, name) for c, (keyword, name) in sorted(tla.rules_of(hw, races).items())
+                     if c < code and c not in ignored and keyword == "INVARIANT"]
+
+            def breaks(rules) -> bool:
+                run = go(Checks(tuple(f"INVARIANT {name}" for _, name in rules), False, 0,
+                                ignored, hw))
+                return run.status == "invariant" and not trace_actions(system, run)
+
+            if lower and breaks(lower):
+                for c, name in lower:
+                    if breaks([(c, name)]):
                         code = c
                         break
+                else:
+                    raise TlcError("the initial state breaks TLC's invariants taken together "
+                                   "but none alone")
             return SearchOutcome("violation", first.distinct, first.generated, first.depth,
                                  actions, code)
         if kind == "rule":
-            wanted = [c for c in exact_codes(hw) if c not in ignored]
+            wanted = [c for c in exact_codes(hw, races) if c not in ignored]
             found = answer(go(exact_checks(wanted, ignored, depth=length, hw=hw)), length)
             if found is None:
                 raise TlcError(f"TLC names {first.violated} violated, but no Exact_* property "
@@ -445,7 +459,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             actions, code, kind = found
         while True:
             if kind == "rule":
-                lower = [c for c in exact_codes(hw) if c < code and c not in ignored]
+                lower = [c for c in exact_codes(hw, races) if c < code and c not in ignored]
                 checks = exact_checks(lower, ignored, depth=length, hw=hw)
             else:
                 lower = [c for c in ("BP100",) if c < code and c not in ignored]
@@ -473,8 +487,6 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
     kernel and parameters it was compiled from. `workers`: TLC's worker threads;
     `distributed=K`: TLC's distributed mode, a server and K worker processes on this machine
     (its RMI registry on `port`, default a free one)."""
-    import dataclasses
-
     from ..check import Options, run_engine
     from ..rules import describe, undecided
     from .explore import Limits
@@ -491,7 +503,6 @@ def run_tlc(kernel_or_system: Kernel | System, params: Mapping[str, int] | None 
     # Rules the TLA+ model does not state (checker/rules.py): a kernel that can break one of
     # them cannot be called verified by TLC.
     left_open = undecided(kernel, "tlc", options.ignored())
-    options = dataclasses.replace(options, races=False)
     search = tlc_search(workers, java_heap(options.limits.max_memory_mb, distributed),
                         distributed=distributed, port=port, bind=bind)
     threads = f"{workers} worker thread{'s' if workers > 1 else ''}"

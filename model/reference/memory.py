@@ -236,11 +236,13 @@ class RulesMemory:
         return out
 
     def races(self, m: Machine) -> list[Finding]:
-        live = self.live(m)
-        for a, b in itertools.combinations(live, 2):
+        """The first race of each code: one ignored code must not hide the other."""
+        found: dict[str, Finding] = {}
+        for a, b in itertools.combinations(self.live(m), 2):
             if (a.write or b.write) and overlap(a, b) and not ordered(a, b):
                 code = "BP201" if a.space == "tmem" else "BP200"
-                return [Finding(code, f"{a.describe()} while {b.describe()}", a.loc)]
-        return []
+                found.setdefault(code, Finding(code, f"{a.describe()} while {b.describe()}",
+                                               a.loc))
+        return [found[code] for code in sorted(found)]
 
 

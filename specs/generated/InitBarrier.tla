@@ -146,4 +146,8 @@ Exact_BP147 == [][~(/\ ~HwStepBreaks /\ Counts("BP147") /\ InitHidden'
                     /\ ~(Counts("BP101") /\ ParityAhead')
                     /\ ~(Counts("BP102") /\ LateJoin')
                     /\ ~(Counts("BP146") /\ PeerExited'))]_initallvars
+\* Races (MBarrier's RaceCode) yield to BP147 too.
+InitBreaksRule == HwBreaksRule \/ (Counts("BP147") /\ InitHidden')
+InitExact_BP200 == [][~(~HwStepBreaks /\ ~InitBreaksRule /\ RaceCode("BP200"))]_initallvars
+InitExact_BP201 == [][~(~HwStepBreaks /\ ~InitBreaksRule /\ RaceCode("BP201"))]_initallvars
 =============================================================================

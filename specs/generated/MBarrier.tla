@@ -42,6 +42,8 @@ CONSTANTS
     QueueAgents,   \* QueueAgents[q]: the agent whose tcgen05 queue is queue[q]
     Unwaited,      \* instances of barriers used only through Pallas operations that no thread
                    \* waits on (Pallas rule 2 holds them to no completion at all)
+    Races,         \* Races[n] = <<code, x, y>>: holders x and y make conflicting accesses (a
+                   \* race of code "BP200" or "BP201") when both are live; see Live below
     MaxTx,         \* hardware range of the tx-count: |tx| <= MaxTx (2^20 - 1)
     Ignored        \* diagnostic codes the user ignores ({"BP104"}, ...): used only by the
                    \* Exact_* properties, which mirror which rule semantics.py reports
@@ -557,6 +559,30 @@ BP130_TxBalanced ==
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
+(* Races (model/memory.py): a state in which two live accesses of          *)
+(* different agents overlap and one of them writes.  Accesses are fixed at *)
+(* compile time by who holds them, so the generated module lists the pairs *)
+(* of holders whose accesses conflict (model/race_pairs.py) and a state    *)
+(* races iff both holders of a pair are live.  A holder is                 *)
+(*   <<"pc", a, P>>     agent a stands at a gap (its pc) in P: its loads   *)
+(*                      and stores there, its own asynchronous accesses    *)
+(*                      still live, or its own program racing there;       *)
+(*   <<"slots", g, K>>  a TMA copy of some slot in K is in flight;         *)
+(*   <<"queue", q, E>>  queue q holds a tcgen05 op of an entry in E.       *)
+(***************************************************************************)
+Live(x) ==
+    CASE x[1] = "pc"    -> pc[x[2]] \in x[3]
+      [] x[1] = "slots" -> \E k \in x[3] : inflight[k] > 0
+      [] x[1] = "queue" -> \E k \in DOMAIN queue[x[2]] : queue[x[2]][k] \in x[3]
+Racing(code) ==
+    \E n \in DOMAIN Races : Races[n][1] = code /\ Live(Races[n][2]) /\ Live(Races[n][3])
+
+\* BP200 smem-race, BP201 tmem-race.
+BP200_NoSmemRace == ~Racing("BP200")
+BP201_NoTmemRace == ~Racing("BP201")
+
+-----------------------------------------------------------------------------
+(***************************************************************************)
 (* Deadlock, in the two flavours semantics.py names.  TLC's own deadlock   *)
 (* check finds both; these invariants (which need ENABLED) let a search    *)
 (* look for one flavour only, e.g. when the user ignores the other.        *)
@@ -614,6 +640,15 @@ Exact_BP103 == [][~(~StepBreaks /\ StateCode("BP103"))]_vars
 Exact_BP104 == [][~(~StepBreaks /\ StateCode("BP104"))]_vars
 Exact_BP105 == [][~(~StepBreaks /\ StateCode("BP105"))]_vars
 Exact_BP130 == [][~(~StepBreaks /\ StateCode("BP130"))]_vars
+
+\* A race is reported when the step breaks no rule itself and the new state breaks no rule of a
+\* lower code (every BP1xx; BP201 yields to BP200).
+BreaksBarrierRule == \E c \in DOMAIN LowerCodes : StateBreaks(c)
+RaceCode(code) ==
+    /\ Counts(code) /\ Racing(code)'
+    /\ code = "BP201" => ~(Counts("BP200") /\ Racing("BP200")')
+Exact_BP200 == [][~(~StepBreaks /\ ~BreaksBarrierRule /\ RaceCode("BP200"))]_vars
+Exact_BP201 == [][~(~StepBreaks /\ ~BreaksBarrierRule /\ RaceCode("BP201"))]_vars
 
 \* Type invariant: the shape of the state (not checked by default; useful when editing).
 TypeOK ==

@@ -57,6 +57,9 @@ KernelQueueAgents == <<
     1   \* queue 1: tcgen05 ops of wg0
 >>
 
+\* Races: none modelled (no memory effects compiled).
+KernelRaces == <<>>
+
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
 

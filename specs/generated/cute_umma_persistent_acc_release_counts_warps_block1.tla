@@ -107,6 +107,9 @@ KernelQueueAgents == <<
     3   \* queue 1: tcgen05 ops of warp2
 >>
 
+\* Races: none modelled (no memory effects compiled).
+KernelRaces == <<>>
+
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
 

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -90,46 +88,46 @@ Prog_2_partition1 == <<
 Prog_3_partition2 == <<
     wait_parity(9, 1, 6),    \* pc 0: wait_parity(acc_empty_bars[0], 1)  examples/gluon/persistent_matmul.py:80
     wait_parity(1, 0, 7),    \* pc 1: wait_parity(ready_bars[0], 0)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 2: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(1),        \* pc 3: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(1),        \* pc 2: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(2),        \* pc 3: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/persistent_matmul.py:85
     wait_parity(2, 0, 8),    \* pc 4: wait_parity(ready_bars[1], 0)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 5: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(2),        \* pc 6: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(3),        \* pc 5: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(4),        \* pc 6: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/persistent_matmul.py:85
     wait_parity(3, 0, 9),    \* pc 7: wait_parity(ready_bars[2], 0)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 8: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(3),        \* pc 9: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(5),        \* pc 8: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(6),        \* pc 9: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/persistent_matmul.py:85
     wait_parity(1, 1, 7),    \* pc 10: wait_parity(ready_bars[0], 1)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 11: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(1),        \* pc 12: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(4),        \* pc 13: tcgen05_commit_arrive(acc_ready_bars[0])  examples/gluon/persistent_matmul.py:89
+    issue_tcgen05(1),        \* pc 11: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(2),        \* pc 12: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(7),        \* pc 13: tcgen05_commit_arrive(acc_ready_bars[0])  examples/gluon/persistent_matmul.py:89
     wait_parity(10, 1, 10),  \* pc 14: wait_parity(acc_empty_bars[1], 1)  examples/gluon/persistent_matmul.py:80
     wait_parity(2, 1, 8),    \* pc 15: wait_parity(ready_bars[1], 1)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 16: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(2),        \* pc 17: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(8),        \* pc 16: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(4),        \* pc 17: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/persistent_matmul.py:85
     wait_parity(3, 1, 9),    \* pc 18: wait_parity(ready_bars[2], 1)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 19: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(3),        \* pc 20: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(9),        \* pc 19: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(6),        \* pc 20: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/persistent_matmul.py:85
     wait_parity(1, 0, 7),    \* pc 21: wait_parity(ready_bars[0], 0)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 22: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(1),        \* pc 23: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(10),       \* pc 22: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(2),        \* pc 23: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/persistent_matmul.py:85
     wait_parity(2, 0, 8),    \* pc 24: wait_parity(ready_bars[1], 0)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 25: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(2),        \* pc 26: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(5),        \* pc 27: tcgen05_commit_arrive(acc_ready_bars[1])  examples/gluon/persistent_matmul.py:89
+    issue_tcgen05(8),        \* pc 25: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(4),        \* pc 26: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(11),       \* pc 27: tcgen05_commit_arrive(acc_ready_bars[1])  examples/gluon/persistent_matmul.py:89
     wait_parity(9, 0, 6),    \* pc 28: wait_parity(acc_empty_bars[0], 0)  examples/gluon/persistent_matmul.py:80
     wait_parity(3, 0, 9),    \* pc 29: wait_parity(ready_bars[2], 0)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 30: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(3),        \* pc 31: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(5),        \* pc 30: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(6),        \* pc 31: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/persistent_matmul.py:85
     wait_parity(1, 1, 7),    \* pc 32: wait_parity(ready_bars[0], 1)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 33: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(1),        \* pc 34: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(1),        \* pc 33: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(2),        \* pc 34: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/persistent_matmul.py:85
     wait_parity(2, 1, 8),    \* pc 35: wait_parity(ready_bars[1], 1)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 36: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(2),        \* pc 37: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(3),        \* pc 36: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(4),        \* pc 37: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/persistent_matmul.py:85
     wait_parity(3, 1, 9),    \* pc 38: wait_parity(ready_bars[2], 1)  examples/gluon/persistent_matmul.py:84
-    issue_tcgen05(0),        \* pc 39: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(3),        \* pc 40: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/persistent_matmul.py:85
-    issue_tcgen05(4)         \* pc 41: tcgen05_commit_arrive(acc_ready_bars[0])  examples/gluon/persistent_matmul.py:89
+    issue_tcgen05(5),        \* pc 39: tcgen05_mma()  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(6),        \* pc 40: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/persistent_matmul.py:85
+    issue_tcgen05(7)         \* pc 41: tcgen05_commit_arrive(acc_ready_bars[0])  examples/gluon/persistent_matmul.py:89
 >>
 
 KernelProg == <<
@@ -176,16 +174,38 @@ KernelSlots == <<
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<4>>,  \* set 1: empty_bars[0]
-    <<5>>,  \* set 2: empty_bars[1]
-    <<6>>,  \* set 3: empty_bars[2]
-    <<7>>,  \* set 4: acc_ready_bars[0]
-    <<8>>   \* set 5: acc_ready_bars[1]
+    <<>>,   \* set 1: no barrier
+    <<4>>,  \* set 2: empty_bars[0]
+    <<>>,   \* set 3: no barrier
+    <<5>>,  \* set 4: empty_bars[1]
+    <<>>,   \* set 5: no barrier
+    <<6>>,  \* set 6: empty_bars[2]
+    <<7>>,  \* set 7: acc_ready_bars[0]
+    <<>>,   \* set 8: no barrier
+    <<>>,   \* set 9: no barrier
+    <<>>,   \* set 10: no barrier
+    <<8>>   \* set 11: acc_ready_bars[1]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     3   \* queue 1: tcgen05 ops of partition2
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP201", <<"pc", 1, {2, 6}>>, <<"queue", 1, {1}>>>>,   \* partition0 reads acc_bufs[0,:] (examples/gluon/persistent_matmul.py:102) / tcgen05(partition2) writes acc_bufs[0,:] (examples/gluon/persistent_matmul.py:85)
+    <<"BP201", <<"pc", 1, {2, 6}>>, <<"queue", 1, {3}>>>>,   \* partition0 reads acc_bufs[0,:] (examples/gluon/persistent_matmul.py:102) / tcgen05(partition2) writes acc_bufs[0,:] (examples/gluon/persistent_matmul.py:85)
+    <<"BP201", <<"pc", 1, {2, 6}>>, <<"queue", 1, {5}>>>>,   \* partition0 reads acc_bufs[0,:] (examples/gluon/persistent_matmul.py:102) / tcgen05(partition2) writes acc_bufs[0,:] (examples/gluon/persistent_matmul.py:85)
+    <<"BP201", <<"pc", 1, {4}>>, <<"queue", 1, {8}>>>>,      \* partition0 reads acc_bufs[1,:] (examples/gluon/persistent_matmul.py:102) / tcgen05(partition2) writes acc_bufs[1,:] (examples/gluon/persistent_matmul.py:85)
+    <<"BP201", <<"pc", 1, {4}>>, <<"queue", 1, {9}>>>>,      \* partition0 reads acc_bufs[1,:] (examples/gluon/persistent_matmul.py:102) / tcgen05(partition2) writes acc_bufs[1,:] (examples/gluon/persistent_matmul.py:85)
+    <<"BP201", <<"pc", 1, {4}>>, <<"queue", 1, {10}>>>>,     \* partition0 reads acc_bufs[1,:] (examples/gluon/persistent_matmul.py:102) / tcgen05(partition2) writes acc_bufs[1,:] (examples/gluon/persistent_matmul.py:85)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,   \* TMA copy writes a_bufs[0] (examples/gluon/persistent_matmul.py:65) / tcgen05(partition2) reads a_bufs[0] (examples/gluon/persistent_matmul.py:85)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {10}>>>>,  \* TMA copy writes a_bufs[0] (examples/gluon/persistent_matmul.py:65) / tcgen05(partition2) reads a_bufs[0] (examples/gluon/persistent_matmul.py:85)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>,   \* TMA copy writes a_bufs[1] (examples/gluon/persistent_matmul.py:65) / tcgen05(partition2) reads a_bufs[1] (examples/gluon/persistent_matmul.py:85)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {8}>>>>,   \* TMA copy writes a_bufs[1] (examples/gluon/persistent_matmul.py:65) / tcgen05(partition2) reads a_bufs[1] (examples/gluon/persistent_matmul.py:85)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {5}>>>>,   \* TMA copy writes a_bufs[2] (examples/gluon/persistent_matmul.py:65) / tcgen05(partition2) reads a_bufs[2] (examples/gluon/persistent_matmul.py:85)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {9}>>>>    \* TMA copy writes a_bufs[2] (examples/gluon/persistent_matmul.py:65) / tcgen05(partition2) reads a_bufs[2] (examples/gluon/persistent_matmul.py:85)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -26,8 +24,8 @@ Prog_1_partition0 == <<
     issue_async(<<>>, 16384, <<1>>),  \* pc 1: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:26
     issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(1, 0, 1),             \* pc 3: wait_parity(load_bars[0], 0)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 4: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(1),                 \* pc 5: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(1),                 \* pc 4: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(2),                 \* pc 5: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
     wait_parity(4, 0, 2)              \* pc 6: wait_parity(mma_bars[0], 0)  examples/gluon/tcgen05_pipeline.py:63
 >>
 
@@ -59,12 +57,18 @@ KernelSlots == <<
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<4>>   \* set 1: mma_bars[0]
+    <<>>,   \* set 1: no barrier
+    <<4>>   \* set 2: mma_bars[0]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     1   \* queue 1: tcgen05 ops of partition0
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>   \* TMA copy writes a_bufs[0] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[0] (examples/gluon/tcgen05_pipeline.py:54)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

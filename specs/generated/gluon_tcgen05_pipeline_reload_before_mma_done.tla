@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -29,47 +27,47 @@ Prog_1_partition0 == <<
     issue_async(<<>>, 16384, <<2>>),  \* pc 4: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
     issue_async(<<>>, 16384, <<2>>),  \* pc 5: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(1, 0, 1),             \* pc 6: wait_parity(load_bars[0], 0)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 7: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(1),                 \* pc 8: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(1),                 \* pc 7: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(2),                 \* pc 8: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
     arrive_expect_tx(<<3>>, 32768),   \* pc 9: arrive_expect_tx(load_bars[2], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<3>>),  \* pc 10: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:26
     issue_async(<<>>, 16384, <<3>>),  \* pc 11: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(2, 0, 2),             \* pc 12: wait_parity(load_bars[1], 0)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 13: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(2),                 \* pc 14: tcgen05_commit_arrive(mma_bars[1])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(3),                 \* pc 13: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(4),                 \* pc 14: tcgen05_commit_arrive(mma_bars[1])  examples/gluon/tcgen05_pipeline.py:54
     arrive_expect_tx(<<1>>, 32768),   \* pc 15: arrive_expect_tx(load_bars[0], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<1>>),  \* pc 16: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:26
     issue_async(<<>>, 16384, <<1>>),  \* pc 17: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(3, 0, 3),             \* pc 18: wait_parity(load_bars[2], 0)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 19: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(3),                 \* pc 20: tcgen05_commit_arrive(mma_bars[2])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(5),                 \* pc 19: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(6),                 \* pc 20: tcgen05_commit_arrive(mma_bars[2])  examples/gluon/tcgen05_pipeline.py:54
     arrive_expect_tx(<<2>>, 32768),   \* pc 21: arrive_expect_tx(load_bars[1], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<2>>),  \* pc 22: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
     issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(1, 1, 1),             \* pc 24: wait_parity(load_bars[0], 1)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 25: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(1),                 \* pc 26: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(1),                 \* pc 25: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(2),                 \* pc 26: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
     arrive_expect_tx(<<3>>, 32768),   \* pc 27: arrive_expect_tx(load_bars[2], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<3>>),  \* pc 28: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:26
     issue_async(<<>>, 16384, <<3>>),  \* pc 29: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(2, 1, 2),             \* pc 30: wait_parity(load_bars[1], 1)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 31: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(2),                 \* pc 32: tcgen05_commit_arrive(mma_bars[1])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(3),                 \* pc 31: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(4),                 \* pc 32: tcgen05_commit_arrive(mma_bars[1])  examples/gluon/tcgen05_pipeline.py:54
     arrive_expect_tx(<<1>>, 32768),   \* pc 33: arrive_expect_tx(load_bars[0], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<1>>),  \* pc 34: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:26
     issue_async(<<>>, 16384, <<1>>),  \* pc 35: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(3, 1, 3),             \* pc 36: wait_parity(load_bars[2], 1)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 37: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(3),                 \* pc 38: tcgen05_commit_arrive(mma_bars[2])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(5),                 \* pc 37: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(6),                 \* pc 38: tcgen05_commit_arrive(mma_bars[2])  examples/gluon/tcgen05_pipeline.py:54
     arrive_expect_tx(<<2>>, 32768),   \* pc 39: arrive_expect_tx(load_bars[1], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<2>>),  \* pc 40: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
     issue_async(<<>>, 16384, <<2>>),  \* pc 41: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(1, 0, 1),             \* pc 42: wait_parity(load_bars[0], 0)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 43: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(1),                 \* pc 44: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(1),                 \* pc 43: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(2),                 \* pc 44: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
     wait_parity(2, 0, 2),             \* pc 45: wait_parity(load_bars[1], 0)  examples/gluon/tcgen05_pipeline.py:53
-    issue_tcgen05(0),                 \* pc 46: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
-    issue_tcgen05(2),                 \* pc 47: tcgen05_commit_arrive(mma_bars[1])  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(3),                 \* pc 46: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
+    issue_tcgen05(4),                 \* pc 47: tcgen05_commit_arrive(mma_bars[1])  examples/gluon/tcgen05_pipeline.py:54
     wait_parity(5, 0, 4)              \* pc 48: wait_parity(mma_bars[1], 0)  examples/gluon/tcgen05_pipeline.py:63
 >>
 
@@ -105,14 +103,24 @@ KernelSlots == <<
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<4>>,  \* set 1: mma_bars[0]
-    <<5>>,  \* set 2: mma_bars[1]
-    <<6>>   \* set 3: mma_bars[2]
+    <<>>,   \* set 1: no barrier
+    <<4>>,  \* set 2: mma_bars[0]
+    <<>>,   \* set 3: no barrier
+    <<5>>,  \* set 4: mma_bars[1]
+    <<>>,   \* set 5: no barrier
+    <<6>>   \* set 6: mma_bars[2]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     1   \* queue 1: tcgen05 ops of partition0
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_bufs[0] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[0] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes a_bufs[1] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[1] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes a_bufs[2] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[2] (examples/gluon/tcgen05_pipeline.py:54)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

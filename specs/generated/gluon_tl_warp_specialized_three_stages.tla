@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -37,30 +35,30 @@ Prog_1_partition0 == <<
 Prog_2_partition1 == <<
     wait_parity(9, 0, 4),  \* pc 0: wait_parity(warp_specialize_start, 0)  examples/gluon/tl_warp_specialized.py:15
     wait_parity(6, 0, 5),  \* pc 1: wait_parity(acc6[0], 0)  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(0),      \* pc 2: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(1),      \* pc 3: tcgen05_commit_arrive(acc5[0])  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(1),      \* pc 2: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(2),      \* pc 3: tcgen05_commit_arrive(acc5[0])  examples/gluon/tl_warp_specialized.py:22
     wait_parity(7, 0, 6),  \* pc 4: wait_parity(acc6[1], 0)  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(0),      \* pc 5: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(2),      \* pc 6: tcgen05_commit_arrive(acc5[1])  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(3),      \* pc 5: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(4),      \* pc 6: tcgen05_commit_arrive(acc5[1])  examples/gluon/tl_warp_specialized.py:22
     wait_parity(8, 0, 7),  \* pc 7: wait_parity(acc6[2], 0)  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(0),      \* pc 8: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(3),      \* pc 9: tcgen05_commit_arrive(acc5[2])  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(5),      \* pc 8: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(6),      \* pc 9: tcgen05_commit_arrive(acc5[2])  examples/gluon/tl_warp_specialized.py:22
     wait_parity(6, 1, 5),  \* pc 10: wait_parity(acc6[0], 1)  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(0),      \* pc 11: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(1),      \* pc 12: tcgen05_commit_arrive(acc5[0])  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(1),      \* pc 11: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(2),      \* pc 12: tcgen05_commit_arrive(acc5[0])  examples/gluon/tl_warp_specialized.py:22
     wait_parity(7, 1, 6),  \* pc 13: wait_parity(acc6[1], 1)  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(0),      \* pc 14: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(2),      \* pc 15: tcgen05_commit_arrive(acc5[1])  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(3),      \* pc 14: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(4),      \* pc 15: tcgen05_commit_arrive(acc5[1])  examples/gluon/tl_warp_specialized.py:22
     wait_parity(8, 1, 7),  \* pc 16: wait_parity(acc6[2], 1)  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(0),      \* pc 17: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(3),      \* pc 18: tcgen05_commit_arrive(acc5[2])  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(5),      \* pc 17: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(6),      \* pc 18: tcgen05_commit_arrive(acc5[2])  examples/gluon/tl_warp_specialized.py:22
     wait_parity(6, 0, 5),  \* pc 19: wait_parity(acc6[0], 0)  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(0),      \* pc 20: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(1),      \* pc 21: tcgen05_commit_arrive(acc5[0])  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(1),      \* pc 20: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(2),      \* pc 21: tcgen05_commit_arrive(acc5[0])  examples/gluon/tl_warp_specialized.py:22
     wait_parity(7, 0, 6),  \* pc 22: wait_parity(acc6[1], 0)  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(0),      \* pc 23: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(2),      \* pc 24: tcgen05_commit_arrive(acc5[1])  examples/gluon/tl_warp_specialized.py:22
-    issue_tcgen05(4),      \* pc 25: tcgen05_commit_arrive(acc2[0])  examples/gluon/tl_warp_specialized.py:19
+    issue_tcgen05(3),      \* pc 23: tcgen05_mma()  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(4),      \* pc 24: tcgen05_commit_arrive(acc5[1])  examples/gluon/tl_warp_specialized.py:22
+    issue_tcgen05(7),      \* pc 25: tcgen05_commit_arrive(acc2[0])  examples/gluon/tl_warp_specialized.py:19
     arrive(<<10>>, 1)      \* pc 26: arrive(warp_specialize_end)  examples/gluon/tl_warp_specialized.py:15
 >>
 
@@ -147,15 +145,31 @@ KernelSlots == <<
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<3>>,  \* set 1: acc5[0]
-    <<4>>,  \* set 2: acc5[1]
-    <<5>>,  \* set 3: acc5[2]
-    <<2>>   \* set 4: acc2[0]
+    <<>>,   \* set 1: no barrier
+    <<3>>,  \* set 2: acc5[0]
+    <<>>,   \* set 3: no barrier
+    <<4>>,  \* set 4: acc5[1]
+    <<>>,   \* set 5: no barrier
+    <<5>>,  \* set 6: acc5[2]
+    <<2>>   \* set 7: acc2[0]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of partition1
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {1}>>>>,     \* partition0 writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {3}>>>>,     \* partition0 writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {5}>>>>,     \* partition0 writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP201", <<"pc", 1, {4}>>, <<"queue", 1, {1}>>>>,     \* partition0 reads acc3[0,:] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP201", <<"pc", 1, {4}>>, <<"queue", 1, {3}>>>>,     \* partition0 reads acc3[0,:] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP201", <<"pc", 1, {4}>>, <<"queue", 1, {5}>>>>,     \* partition0 reads acc3[0,:] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a[0] (examples/gluon/tl_warp_specialized.py:20) / tcgen05(partition1) reads a[0] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes a[1] (examples/gluon/tl_warp_specialized.py:20) / tcgen05(partition1) reads a[1] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes a[2] (examples/gluon/tl_warp_specialized.py:20) / tcgen05(partition1) reads a[2] (examples/gluon/tl_warp_specialized.py:22)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

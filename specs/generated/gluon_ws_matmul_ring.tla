@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -65,30 +63,30 @@ Prog_2_partition1 == <<
 \* Agent 3: partition2 (thread), 25 instruction(s).
 Prog_3_partition2 == <<
     wait_parity(1, 0, 5),  \* pc 0: wait_parity(ready_bars[0], 0)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(0),      \* pc 1: tcgen05_mma()  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(1),      \* pc 2: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(1),      \* pc 1: tcgen05_mma()  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(2),      \* pc 2: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/ws_matmul.py:56
     wait_parity(2, 0, 6),  \* pc 3: wait_parity(ready_bars[1], 0)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(0),      \* pc 4: tcgen05_mma()  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(2),      \* pc 5: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(3),      \* pc 4: tcgen05_mma()  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(4),      \* pc 5: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/ws_matmul.py:56
     wait_parity(3, 0, 7),  \* pc 6: wait_parity(ready_bars[2], 0)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(0),      \* pc 7: tcgen05_mma()  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(3),      \* pc 8: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(5),      \* pc 7: tcgen05_mma()  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(6),      \* pc 8: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/ws_matmul.py:56
     wait_parity(1, 1, 5),  \* pc 9: wait_parity(ready_bars[0], 1)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(0),      \* pc 10: tcgen05_mma()  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(1),      \* pc 11: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(1),      \* pc 10: tcgen05_mma()  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(2),      \* pc 11: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/ws_matmul.py:56
     wait_parity(2, 1, 6),  \* pc 12: wait_parity(ready_bars[1], 1)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(0),      \* pc 13: tcgen05_mma()  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(2),      \* pc 14: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(3),      \* pc 13: tcgen05_mma()  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(4),      \* pc 14: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/ws_matmul.py:56
     wait_parity(3, 1, 7),  \* pc 15: wait_parity(ready_bars[2], 1)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(0),      \* pc 16: tcgen05_mma()  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(3),      \* pc 17: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(5),      \* pc 16: tcgen05_mma()  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(6),      \* pc 17: tcgen05_commit_arrive(empty_bars[2])  examples/gluon/ws_matmul.py:56
     wait_parity(1, 0, 5),  \* pc 18: wait_parity(ready_bars[0], 0)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(0),      \* pc 19: tcgen05_mma()  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(1),      \* pc 20: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(1),      \* pc 19: tcgen05_mma()  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(2),      \* pc 20: tcgen05_commit_arrive(empty_bars[0])  examples/gluon/ws_matmul.py:56
     wait_parity(2, 0, 6),  \* pc 21: wait_parity(ready_bars[1], 0)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(0),      \* pc 22: tcgen05_mma()  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(2),      \* pc 23: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/ws_matmul.py:56
-    issue_tcgen05(4)       \* pc 24: tcgen05_commit_arrive(acc_bar)  examples/gluon/ws_matmul.py:60
+    issue_tcgen05(3),      \* pc 22: tcgen05_mma()  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(4),      \* pc 23: tcgen05_commit_arrive(empty_bars[1])  examples/gluon/ws_matmul.py:56
+    issue_tcgen05(7)       \* pc 24: tcgen05_commit_arrive(acc_bar)  examples/gluon/ws_matmul.py:60
 >>
 
 KernelProg == <<
@@ -129,15 +127,28 @@ KernelSlots == <<
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<4>>,  \* set 1: empty_bars[0]
-    <<5>>,  \* set 2: empty_bars[1]
-    <<6>>,  \* set 3: empty_bars[2]
-    <<7>>   \* set 4: acc_bar
+    <<>>,   \* set 1: no barrier
+    <<4>>,  \* set 2: empty_bars[0]
+    <<>>,   \* set 3: no barrier
+    <<5>>,  \* set 4: empty_bars[1]
+    <<>>,   \* set 5: no barrier
+    <<6>>,  \* set 6: empty_bars[2]
+    <<7>>   \* set 7: acc_bar
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     3   \* queue 1: tcgen05 ops of partition2
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {1}>>>>,     \* partition0 reads acc_tmem[0,:] (examples/gluon/ws_matmul.py:66) / tcgen05(partition2) writes acc_tmem[0,:] (examples/gluon/ws_matmul.py:56)
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {3}>>>>,     \* partition0 reads acc_tmem[0,:] (examples/gluon/ws_matmul.py:66) / tcgen05(partition2) writes acc_tmem[0,:] (examples/gluon/ws_matmul.py:56)
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {5}>>>>,     \* partition0 reads acc_tmem[0,:] (examples/gluon/ws_matmul.py:66) / tcgen05(partition2) writes acc_tmem[0,:] (examples/gluon/ws_matmul.py:56)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_bufs[0] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[0] (examples/gluon/ws_matmul.py:56)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes a_bufs[1] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[1] (examples/gluon/ws_matmul.py:56)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes a_bufs[2] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[2] (examples/gluon/ws_matmul.py:56)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -55,10 +53,10 @@ Prog_2_wg0_warp1 == <<
     issue_tcgen05(2),  \* pc 4: tcgen05_mma(consumed[1])  examples/pallas/audit_kernels.py:267
     issue_tcgen05(3),  \* pc 5: tcgen05_commit_arrive(mma_done[0])  examples/pallas/audit_kernels.py:270
     wait(3, 3),        \* pc 6: barrier_wait(loaded[0])  examples/pallas/audit_kernels.py:266
-    issue_tcgen05(1),  \* pc 7: tcgen05_mma(consumed[0])  examples/pallas/audit_kernels.py:267
+    issue_tcgen05(4),  \* pc 7: tcgen05_mma(consumed[0])  examples/pallas/audit_kernels.py:267
     wait(4, 4),        \* pc 8: barrier_wait(loaded[1])  examples/pallas/audit_kernels.py:266
-    issue_tcgen05(2),  \* pc 9: tcgen05_mma(consumed[1])  examples/pallas/audit_kernels.py:267
-    issue_tcgen05(4),  \* pc 10: tcgen05_commit_arrive(mma_done[1])  examples/pallas/audit_kernels.py:270
+    issue_tcgen05(5),  \* pc 9: tcgen05_mma(consumed[1])  examples/pallas/audit_kernels.py:267
+    issue_tcgen05(6),  \* pc 10: tcgen05_commit_arrive(mma_done[1])  examples/pallas/audit_kernels.py:270
     wait(7, 5),        \* pc 11: barrier_wait(store_done[0])  examples/pallas/audit_kernels.py:261
     wait(3, 3),        \* pc 12: barrier_wait(loaded[0])  examples/pallas/audit_kernels.py:266
     issue_tcgen05(1),  \* pc 13: tcgen05_mma(consumed[0])  examples/pallas/audit_kernels.py:267
@@ -145,12 +143,22 @@ KernelArrivalSets == <<
     <<1>>,  \* set 1: consumed[0]
     <<2>>,  \* set 2: consumed[1]
     <<5>>,  \* set 3: mma_done[0]
-    <<6>>   \* set 4: mma_done[1]
+    <<1>>,  \* set 4: consumed[0]
+    <<2>>,  \* set 5: consumed[1]
+    <<6>>   \* set 6: mma_done[1]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of wg0.warp1
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[0] (examples/pallas/audit_kernels.py:267)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {4}>>>>,  \* TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[0] (examples/pallas/audit_kernels.py:267)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {2}>>>>,  \* TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[1] (examples/pallas/audit_kernels.py:267)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[1] (examples/pallas/audit_kernels.py:267)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -148,6 +146,12 @@ KernelArrivalSets == <<
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of wg0.warp1
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[0] (examples/pallas/audit_kernels.py:267)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {2}>>>>   \* TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[1] (examples/pallas/audit_kernels.py:267)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

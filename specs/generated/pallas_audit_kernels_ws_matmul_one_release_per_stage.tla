@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -110,6 +108,16 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {1, 7}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads a_smem[0,0:8] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 1, {3, 9}>>, <<"slots", 2, {2}>>>>,  \* wg0 reads a_smem[1,0:8] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 1, {5}>>, <<"slots", 3, {3}>>>>,     \* wg0 reads a_smem[2,0:8] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[2] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 2, {1, 7}>>, <<"slots", 1, {1}>>>>,  \* wg1 reads a_smem[0,8:16] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 2, {3, 9}>>, <<"slots", 2, {2}>>>>,  \* wg1 reads a_smem[1,8:16] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 2, {5}>>, <<"slots", 3, {3}>>>>      \* wg1 reads a_smem[2,8:16] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[2] (examples/pallas/audit_kernels.py:67)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -57,6 +55,12 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 1, {1}>>>>,  \* b0.thread0 reads smem@0 (examples/pallas/hardware.py:253) / TMA copy writes smem@0 (examples/pallas/hardware.py:251)
+    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 2, {2}>>>>   \* b1.thread0 reads smem@1 (examples/pallas/hardware.py:253) / TMA copy writes smem@1 (examples/pallas/hardware.py:251)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -17,8 +15,8 @@ KernelExpected == <<
 
 \* Agent 1: thread0 (thread), 3 instruction(s).
 Prog_1_thread0 == <<
-    issue_tcgen05(0),  \* pc 0: tcgen05_mma()  examples/pallas/hardware.py:281
-    issue_tcgen05(1),  \* pc 1: tcgen05_commit_arrive(mma_done)  examples/pallas/hardware.py:282
+    issue_tcgen05(1),  \* pc 0: tcgen05_mma()  examples/pallas/hardware.py:281
+    issue_tcgen05(2),  \* pc 1: tcgen05_commit_arrive(mma_done)  examples/pallas/hardware.py:282
     wait(1, 1)         \* pc 2: barrier_wait(mma_done)  examples/pallas/hardware.py:283
 >>
 
@@ -42,13 +40,17 @@ KernelSlots == <<>>
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<1>>   \* set 1: mma_done
+    <<>>,   \* set 1: no barrier
+    <<1>>   \* set 2: mma_done
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     1   \* queue 1: tcgen05 ops of thread0
 >>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -7,8 +7,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -119,6 +117,19 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 1, {1}>>>>,   \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:407)
+    <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 2, {2}>>>>,   \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:447) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:408)
+    <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 5, {5}>>>>,   \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
+    <<"BP200", <<"pc", 1, {10, 16}>>, <<"slots", 5, {5}>>>>,  \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:458) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
+    <<"BP200", <<"pc", 1, {12, 18}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:407)
+    <<"BP200", <<"pc", 1, {12, 18}>>, <<"slots", 2, {2}>>>>,  \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:447) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:408)
+    <<"BP200", <<"pc", 1, {12, 18}>>, <<"slots", 6, {6}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
+    <<"BP200", <<"pc", 1, {13, 19}>>, <<"slots", 6, {6}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:458) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
+    <<"BP200", <<"pc", 1, {20}>>, <<"slots", 1, {1}>>>>       \* wg0 writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:428) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:407)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -7,8 +7,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -145,6 +143,22 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {5, 15}>>, <<"slots", 1, {1}>>>>,   \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:500)
+    <<"BP200", <<"pc", 1, {5, 15}>>, <<"slots", 3, {3}>>>>,   \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {6, 16}>>, <<"slots", 2, {2}>>>>,   \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:551) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:504)
+    <<"BP200", <<"pc", 1, {6, 16}>>, <<"slots", 3, {3}>>>>,   \* wg0 reads in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:550) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {8, 18}>>, <<"slots", 3, {3}>>>>,   \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:565) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {10, 20}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:500)
+    <<"BP200", <<"pc", 1, {10, 20}>>, <<"slots", 4, {5}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {11, 21}>>, <<"slots", 2, {2}>>>>,  \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:551) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:504)
+    <<"BP200", <<"pc", 1, {11, 21}>>, <<"slots", 4, {5}>>>>,  \* wg0 reads in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:550) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {13, 23}>>, <<"slots", 4, {5}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:565) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {24}>>, <<"slots", 1, {1}>>>>,      \* wg0 writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:517) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:500)
+    <<"BP200", <<"pc", 1, {24}>>, <<"slots", 2, {2}>>>>       \* wg0 writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:518) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:504)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

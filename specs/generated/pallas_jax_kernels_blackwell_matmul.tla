@@ -7,8 +7,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -97,14 +95,14 @@ Prog_2_wg0_warp1 == <<
     issue_tcgen05(3),   \* pc 9: tcgen05_commit_arrive(mma_done_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:179
     await_fork(1, 17),  \* pc 10: core_map(warp): enter  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:126
     wait(1, 7),         \* pc 11: barrier_wait(ab_tma_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:165
-    issue_tcgen05(1),   \* pc 12: tcgen05_mma(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169
+    issue_tcgen05(4),   \* pc 12: tcgen05_mma(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169
     wait(2, 8),         \* pc 13: barrier_wait(ab_tma_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:165
-    issue_tcgen05(2),   \* pc 14: tcgen05_mma(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169
+    issue_tcgen05(5),   \* pc 14: tcgen05_mma(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169
     wait(1, 7),         \* pc 15: barrier_wait(ab_tma_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:165
-    issue_tcgen05(1),   \* pc 16: tcgen05_mma(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169
+    issue_tcgen05(4),   \* pc 16: tcgen05_mma(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169
     wait(2, 8),         \* pc 17: barrier_wait(ab_tma_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:165
-    issue_tcgen05(2),   \* pc 18: tcgen05_mma(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169
-    issue_tcgen05(4),   \* pc 19: tcgen05_commit_arrive(mma_done_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:179
+    issue_tcgen05(5),   \* pc 18: tcgen05_mma(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169
+    issue_tcgen05(6),   \* pc 19: tcgen05_commit_arrive(mma_done_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:179
     await_fork(1, 35),  \* pc 20: core_map(warp): enter  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:126
     wait(7, 9),         \* pc 21: barrier_wait(store_done_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:160
     wait(1, 7),         \* pc 22: barrier_wait(ab_tma_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:165
@@ -223,12 +221,22 @@ KernelArrivalSets == <<
     <<3>>,  \* set 1: consumed_barrier[0]
     <<4>>,  \* set 2: consumed_barrier[1]
     <<5>>,  \* set 3: mma_done_barrier[0]
-    <<6>>   \* set 4: mma_done_barrier[1]
+    <<3>>,  \* set 4: consumed_barrier[0]
+    <<4>>,  \* set 5: consumed_barrier[1]
+    <<6>>   \* set 6: mma_done_barrier[1]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of wg0.warp1
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {4}>>>>,  \* TMA copy writes a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {2}>>>>,  \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -7,8 +7,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -62,6 +60,15 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {5}>>, <<"slots", 1, {1}>>>>,                   \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {6, 7, 8, 9, 10, 11}>>, <<"slots", 1, {1}>>>>,  \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {6, 7, 8, 9, 10, 11}>>, <<"slots", 2, {2}>>>>,  \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {12}>>, <<"slots", 1, {1}>>>>,                  \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {12}>>, <<"slots", 2, {2}>>>>                   \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -7,8 +7,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -59,6 +57,18 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {9}>>, <<"pc", 1, {9}>>>>,        \* own program: thread0 writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:118) / thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:137)
+    <<"BP200", <<"pc", 1, {5}>>, <<"slots", 1, {1}>>>>,     \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:109) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:147)
+    <<"BP200", <<"pc", 1, {6}>>, <<"slots", 1, {1}>>>>,     \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:137) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:147)
+    <<"BP200", <<"pc", 1, {6}>>, <<"slots", 2, {2}>>>>,     \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:109) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:147)
+    <<"BP200", <<"pc", 1, {7, 8}>>, <<"slots", 1, {1}>>>>,  \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:137) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:147)
+    <<"BP200", <<"pc", 1, {7, 8}>>, <<"slots", 2, {2}>>>>,  \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:137) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:147)
+    <<"BP200", <<"pc", 1, {9}>>, <<"slots", 1, {1}>>>>,     \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:109) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:147)
+    <<"BP200", <<"pc", 1, {9}>>, <<"slots", 2, {2}>>>>      \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:137) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/transposed_ragged_dot_mgpu.py:147)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -85,6 +83,14 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads in_smem_refs_0[0,0:64] (examples/pallas/regions.py:110) / TMA copy writes in_smem_refs_0[0] (examples/pallas/regions.py:119)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {2}>>>>,     \* wg0 reads in_smem_refs_0[1,0:64] (examples/pallas/regions.py:110) / TMA copy writes in_smem_refs_0[1] (examples/pallas/regions.py:119)
+    <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg1 reads in_smem_refs_0[0,64:128] (examples/pallas/regions.py:110) / TMA copy writes in_smem_refs_0[0] (examples/pallas/regions.py:119)
+    <<"BP200", <<"pc", 2, {3}>>, <<"slots", 2, {2}>>>>      \* wg1 reads in_smem_refs_0[1,64:128] (examples/pallas/regions.py:110) / TMA copy writes in_smem_refs_0[1] (examples/pallas/regions.py:119)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

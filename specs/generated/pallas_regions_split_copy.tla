@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -67,6 +65,12 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {1}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads stage[0:64] (examples/pallas/regions.py:153) / TMA copy writes stage[0:64] (examples/pallas/regions.py:147)
+    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 2, {2}>>>>   \* wg1 reads stage[64:128] (examples/pallas/regions.py:153) / TMA copy writes stage[64:128] (examples/pallas/regions.py:147)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

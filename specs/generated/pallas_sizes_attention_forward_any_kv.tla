@@ -7,8 +7,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -180,6 +178,24 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {3, 4, 5, 19, 20, 21}>>, <<"slots", 1, {3}>>>>,     \* wg0 reads args_0_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:170) / TMA copy writes args_0_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:266)
+    <<"BP200", <<"pc", 1, {3, 4, 5, 19, 20, 21}>>, <<"slots", 5, {1}>>>>,     \* wg0 reads args_0_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:170) / TMA copy writes args_0_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:139)
+    <<"BP200", <<"pc", 1, {9, 10, 25, 26}>>, <<"slots", 3, {4}>>>>,           \* wg0 reads args_0_2[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:209) / TMA copy writes args_0_2[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:267)
+    <<"BP200", <<"pc", 1, {11, 12, 13, 27, 28, 29}>>, <<"slots", 2, {5}>>>>,  \* wg0 reads args_0_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:170) / TMA copy writes args_0_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:266)
+    <<"BP200", <<"pc", 1, {11, 12, 13, 27, 28, 29}>>, <<"slots", 5, {1}>>>>,  \* wg0 reads args_0_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:170) / TMA copy writes args_0_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:139)
+    <<"BP200", <<"pc", 1, {17, 18, 33}>>, <<"slots", 4, {6}>>>>,              \* wg0 reads args_0_2[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:209) / TMA copy writes args_0_2[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:267)
+    <<"BP200", <<"pc", 1, {36}>>, <<"slots", 5, {1}>>>>,                      \* wg0 writes args_0_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:245) / TMA copy writes args_0_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:139)
+    <<"BP200", <<"pc", 2, {5, 6, 7, 21, 22, 23}>>, <<"slots", 1, {3}>>>>,     \* wg1 reads args_0_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:170) / TMA copy writes args_0_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:266)
+    <<"BP200", <<"pc", 2, {5, 6, 7, 21, 22, 23}>>, <<"slots", 6, {2}>>>>,     \* wg1 reads args_0_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:170) / TMA copy writes args_0_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:139)
+    <<"BP200", <<"pc", 2, {11, 12, 27, 28}>>, <<"slots", 3, {4}>>>>,          \* wg1 reads args_0_2[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:209) / TMA copy writes args_0_2[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:267)
+    <<"BP200", <<"pc", 2, {13, 14, 15, 29, 30, 31}>>, <<"slots", 2, {5}>>>>,  \* wg1 reads args_0_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:170) / TMA copy writes args_0_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:266)
+    <<"BP200", <<"pc", 2, {13, 14, 15, 29, 30, 31}>>, <<"slots", 6, {2}>>>>,  \* wg1 reads args_0_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:170) / TMA copy writes args_0_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:139)
+    <<"BP200", <<"pc", 2, {19, 20, 35}>>, <<"slots", 4, {6}>>>>,              \* wg1 reads args_0_2[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:209) / TMA copy writes args_0_2[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:267)
+    <<"BP200", <<"pc", 2, {36}>>, <<"slots", 6, {2}>>>>                       \* wg1 writes args_0_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:245) / TMA copy writes args_0_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:139)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -120,6 +120,9 @@ KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of b0.wg1
 >>
 
+\* Races: none modelled (no memory effects compiled).
+KernelRaces == <<>>
+
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {3, 4, 10}
 

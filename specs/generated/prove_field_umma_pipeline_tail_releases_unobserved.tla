@@ -96,6 +96,9 @@ KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of wg0.warp1
 >>
 
+\* Races: none modelled (no memory effects compiled).
+KernelRaces == <<>>
+
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {4}
 

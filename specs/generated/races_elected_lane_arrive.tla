@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -58,6 +56,13 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 4, {1}>>>>,  \* t0 writes w[0] (examples/races.py:316) / t3 reads w (examples/races.py:324)
+    <<"BP200", <<"pc", 2, {0}>>, <<"pc", 4, {1}>>>>,  \* t1 writes w[1] (examples/races.py:316) / t3 reads w (examples/races.py:324)
+    <<"BP200", <<"pc", 3, {0}>>, <<"pc", 4, {1}>>>>   \* t2 writes w[2] (examples/races.py:316) / t3 reads w (examples/races.py:324)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -108,6 +106,14 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* b0.wg0 reads tiles[0]@0 (examples/races.py:94) / TMA copy writes tiles[0]@0 (examples/races.py:87)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {3}>>>>,     \* b0.wg0 reads tiles[1]@0 (examples/races.py:94) / TMA copy writes tiles[1]@0 (examples/races.py:87)
+    <<"BP200", <<"pc", 3, {1, 5}>>, <<"slots", 3, {2}>>>>,  \* b1.wg0 reads tiles[0]@1 (examples/races.py:94) / TMA copy writes tiles[0]@1 (examples/races.py:87)
+    <<"BP200", <<"pc", 3, {3}>>, <<"slots", 4, {4}>>>>      \* b1.wg0 reads tiles[1]@1 (examples/races.py:94) / TMA copy writes tiles[1]@1 (examples/races.py:87)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -76,6 +74,12 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {2, 6}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads tiles[0] (examples/races.py:35) / TMA copy writes tiles[0] (examples/races.py:27)
+    <<"BP200", <<"pc", 1, {4, 8}>>, <<"slots", 2, {2}>>>>   \* wg0 reads tiles[1] (examples/races.py:35) / TMA copy writes tiles[1] (examples/races.py:27)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -23,13 +21,13 @@ KernelExpected == <<
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
     wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:139
-    issue_tcgen05(0),  \* pc 1: tcgen05_mma()  examples/races.py:140
-    issue_tcgen05(1),  \* pc 2: tcgen05_commit_arrive(empty[0])  examples/races.py:142
-    issue_tcgen05(2),  \* pc 3: tcgen05_commit_arrive(acc_full)  examples/races.py:145
+    issue_tcgen05(1),  \* pc 1: tcgen05_mma()  examples/races.py:140
+    issue_tcgen05(2),  \* pc 2: tcgen05_commit_arrive(empty[0])  examples/races.py:142
+    issue_tcgen05(3),  \* pc 3: tcgen05_commit_arrive(acc_full)  examples/races.py:145
     wait(2, 2),        \* pc 4: barrier_wait(full[1])  examples/races.py:139
-    issue_tcgen05(0),  \* pc 5: tcgen05_mma()  examples/races.py:140
-    issue_tcgen05(3),  \* pc 6: tcgen05_commit_arrive(empty[1])  examples/races.py:142
-    issue_tcgen05(2)   \* pc 7: tcgen05_commit_arrive(acc_full)  examples/races.py:145
+    issue_tcgen05(4),  \* pc 5: tcgen05_mma()  examples/races.py:140
+    issue_tcgen05(5),  \* pc 6: tcgen05_commit_arrive(empty[1])  examples/races.py:142
+    issue_tcgen05(3)   \* pc 7: tcgen05_commit_arrive(acc_full)  examples/races.py:145
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
@@ -80,14 +78,24 @@ KernelSlots == <<
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<3>>,  \* set 1: empty[0]
-    <<5>>,  \* set 2: acc_full
-    <<4>>   \* set 3: empty[1]
+    <<>>,   \* set 1: no barrier
+    <<3>>,  \* set 2: empty[0]
+    <<5>>,  \* set 3: acc_full
+    <<>>,   \* set 4: no barrier
+    <<4>>   \* set 5: empty[1]
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     1   \* queue 1: tcgen05 ops of wg0
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP201", <<"pc", 3, {1, 2}>>, <<"queue", 1, {1}>>>>,  \* wg2 reads acc (examples/races.py:151) / tcgen05(wg0) writes acc (examples/races.py:140)
+    <<"BP201", <<"pc", 3, {1, 2}>>, <<"queue", 1, {4}>>>>,  \* wg2 reads acc (examples/races.py:151) / tcgen05(wg0) writes acc (examples/races.py:140)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a[0] (examples/races.py:129) / tcgen05(wg0) reads a[0] (examples/races.py:140)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {4}>>>>   \* TMA copy writes a[1] (examples/races.py:129) / tcgen05(wg0) reads a[1] (examples/races.py:140)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -23,20 +21,20 @@ KernelExpected == <<
 \* Agent 1: wg0 (thread), 16 instruction(s).
 Prog_1_wg0 == <<
     wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:139
-    issue_tcgen05(0),  \* pc 1: tcgen05_mma()  examples/races.py:140
-    issue_tcgen05(1),  \* pc 2: tcgen05_commit_arrive(empty[0])  examples/races.py:142
+    issue_tcgen05(1),  \* pc 1: tcgen05_mma()  examples/races.py:140
+    issue_tcgen05(2),  \* pc 2: tcgen05_commit_arrive(empty[0])  examples/races.py:142
     wait(2, 2),        \* pc 3: barrier_wait(full[1])  examples/races.py:139
-    issue_tcgen05(0),  \* pc 4: tcgen05_mma()  examples/races.py:140
-    issue_tcgen05(2),  \* pc 5: tcgen05_commit_arrive(empty[1])  examples/races.py:142
-    issue_tcgen05(3),  \* pc 6: tcgen05_commit_arrive(acc_full)  examples/races.py:145
+    issue_tcgen05(3),  \* pc 4: tcgen05_mma()  examples/races.py:140
+    issue_tcgen05(4),  \* pc 5: tcgen05_commit_arrive(empty[1])  examples/races.py:142
+    issue_tcgen05(5),  \* pc 6: tcgen05_commit_arrive(acc_full)  examples/races.py:145
     wait(6, 3),        \* pc 7: barrier_wait(acc_empty)  examples/races.py:136
     wait(1, 1),        \* pc 8: barrier_wait(full[0])  examples/races.py:139
-    issue_tcgen05(0),  \* pc 9: tcgen05_mma()  examples/races.py:140
-    issue_tcgen05(1),  \* pc 10: tcgen05_commit_arrive(empty[0])  examples/races.py:142
+    issue_tcgen05(1),  \* pc 9: tcgen05_mma()  examples/races.py:140
+    issue_tcgen05(2),  \* pc 10: tcgen05_commit_arrive(empty[0])  examples/races.py:142
     wait(2, 2),        \* pc 11: barrier_wait(full[1])  examples/races.py:139
-    issue_tcgen05(0),  \* pc 12: tcgen05_mma()  examples/races.py:140
-    issue_tcgen05(2),  \* pc 13: tcgen05_commit_arrive(empty[1])  examples/races.py:142
-    issue_tcgen05(3),  \* pc 14: tcgen05_commit_arrive(acc_full)  examples/races.py:145
+    issue_tcgen05(3),  \* pc 12: tcgen05_mma()  examples/races.py:140
+    issue_tcgen05(4),  \* pc 13: tcgen05_commit_arrive(empty[1])  examples/races.py:142
+    issue_tcgen05(5),  \* pc 14: tcgen05_commit_arrive(acc_full)  examples/races.py:145
     wait(6, 3)         \* pc 15: barrier_wait(acc_empty)  examples/races.py:147
 >>
 
@@ -95,14 +93,24 @@ KernelSlots == <<
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<3>>,  \* set 1: empty[0]
-    <<4>>,  \* set 2: empty[1]
-    <<5>>   \* set 3: acc_full
+    <<>>,   \* set 1: no barrier
+    <<3>>,  \* set 2: empty[0]
+    <<>>,   \* set 3: no barrier
+    <<4>>,  \* set 4: empty[1]
+    <<5>>   \* set 5: acc_full
 >>
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<
     1   \* queue 1: tcgen05 ops of wg0
+>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP201", <<"pc", 3, {1, 3}>>, <<"queue", 1, {1}>>>>,  \* wg2 reads acc (examples/races.py:151) / tcgen05(wg0) writes acc (examples/races.py:140)
+    <<"BP201", <<"pc", 3, {1, 3}>>, <<"queue", 1, {3}>>>>,  \* wg2 reads acc (examples/races.py:151) / tcgen05(wg0) writes acc (examples/races.py:140)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a[0] (examples/races.py:129) / tcgen05(wg0) reads a[0] (examples/races.py:140)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes a[1] (examples/races.py:129) / tcgen05(wg0) reads a[1] (examples/races.py:140)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -62,6 +60,13 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 4, {1}>>>>,  \* w0 writes tile[:,0:2] (examples/regions.py:67) / w3 reads tile (examples/regions.py:71)
+    <<"BP200", <<"pc", 2, {0}>>, <<"pc", 4, {1}>>>>,  \* w1 writes tile[:,2:4] (examples/regions.py:67) / w3 reads tile (examples/regions.py:71)
+    <<"BP200", <<"pc", 3, {0}>>, <<"pc", 4, {1}>>>>   \* w2 writes tile[:,4:6] (examples/regions.py:67) / w3 reads tile (examples/regions.py:71)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -96,6 +94,22 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 2, {1, 5}>>>>,  \* wg0 writes acc[0:4] (examples/regions.py:38) / wg1 writes acc[3:7] (examples/regions.py:38)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 2, {3}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:38) / wg1 writes acc[3:7] (examples/regions.py:38)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 4, {1}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:38) / wg3 reads acc (examples/regions.py:43)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads tiles[0] (examples/regions.py:37) / TMA copy writes tiles[0] (examples/regions.py:31)
+    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 2, {1, 5}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:38) / wg1 writes acc[3:7] (examples/regions.py:38)
+    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 2, {3}>>>>,        \* wg0 writes acc[0:4] (examples/regions.py:38) / wg1 writes acc[3:7] (examples/regions.py:38)
+    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 4, {1}>>>>,        \* wg0 writes acc[0:4] (examples/regions.py:38) / wg3 reads acc (examples/regions.py:43)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {2}>>>>,     \* wg0 reads tiles[1] (examples/regions.py:37) / TMA copy writes tiles[1] (examples/regions.py:31)
+    <<"BP200", <<"pc", 2, {1, 5}>>, <<"pc", 4, {1}>>>>,     \* wg1 writes acc[3:7] (examples/regions.py:38) / wg3 reads acc (examples/regions.py:43)
+    <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg1 reads tiles[0] (examples/regions.py:37) / TMA copy writes tiles[0] (examples/regions.py:31)
+    <<"BP200", <<"pc", 2, {3}>>, <<"pc", 4, {1}>>>>,        \* wg1 writes acc[3:7] (examples/regions.py:38) / wg3 reads acc (examples/regions.py:43)
+    <<"BP200", <<"pc", 2, {3}>>, <<"slots", 2, {2}>>>>      \* wg1 reads tiles[1] (examples/regions.py:37) / TMA copy writes tiles[1] (examples/regions.py:31)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

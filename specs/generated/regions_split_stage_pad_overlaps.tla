@@ -6,8 +6,6 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-\* Not modelled here: the kernel's memory effects. TLC checks its barrier
-\* protocol only; races (BP200/BP201) are checked by the explorer.
 EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
@@ -53,6 +51,13 @@ KernelArrivalSets == <<
 
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
+
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
+KernelRaces == <<
+    <<"BP200", <<"pc", 1, {2}>>, <<"pc", 2, {1}>>>>,     \* wg0 writes stage[3:5] (examples/regions.py:132) / wg1 reads stage[0:4] (examples/regions.py:135)
+    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 1, {1}>>>>,  \* wg0 writes stage[3:5] (examples/regions.py:132) / TMA copy writes stage[2:4] (examples/regions.py:131)
+    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 1, {1}>>>>   \* wg1 reads stage[0:4] (examples/regions.py:135) / TMA copy writes stage[0:2] (examples/regions.py:130)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}

