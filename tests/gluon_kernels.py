@@ -818,6 +818,153 @@ ragged_tiles = _ragged()
 # the consumer advances past the tiles without data too: it waits on a slot never filled
 ragged_consumer_always_advances = _ragged(ALWAYS_ADVANCE=True)
 
+# -- 10. Hopper, one warpgroup: a TMA prefetch ring feeding async wgmma, refilled behind it -----
+
+@gluon.jit
+def prefetch_wgmma(a_desc, b_desc, K, STAGES: gl.constexpr, BOTH_BYTES: gl.constexpr,
+                   LOOKAHEAD: gl.constexpr, num_warps: gl.constexpr):
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(bars.index(i), count=1)
+    if BOTH_BYTES:
+        nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    else:
+        nbytes: gl.constexpr = a_desc.block_type.nbytes
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    # the prologue loads the first LOOKAHEAD tiles (every stage but one)
+    for i in gl.static_range(LOOKAHEAD):
+        mbarrier.expect(bars.index(i), nbytes, pred=i < k_tiles)
+        tma.async_load(a_desc, [0, i * BLOCK_K], bars.index(i), a_bufs.index(i), pred=i < k_tiles)
+        tma.async_load(b_desc, [i * BLOCK_K, 0], bars.index(i), b_bufs.index(i), pred=i < k_tiles)
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                     instr_shape=[16, 64, 16])
+    acc = gl.zeros((64, 64), gl.float32, layout)
+    for k in range(k_tiles):
+        s = k % STAGES
+        mbarrier.wait(bars.index(s), (k // STAGES) & 1)
+        acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=[acc])
+        # the wgmma of step k - 1 is done: its stage takes tile k - 1 + STAGES
+        nxt = k + LOOKAHEAD
+        r = nxt % STAGES
+        go = nxt < k_tiles
+        mbarrier.expect(bars.index(r), nbytes, pred=go)
+        tma.async_load(a_desc, [0, nxt * BLOCK_K], bars.index(r), a_bufs.index(r), pred=go)
+        tma.async_load(b_desc, [nxt * BLOCK_K, 0], bars.index(r), b_bufs.index(r), pred=go)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+
+
+def _prefetch(**knobs):
+    args = dict(a_desc=tensor_desc("fp16", [64, 64]), b_desc=tensor_desc("fp16", [64, 64]),
+                K=384, STAGES=3, BOTH_BYTES=True, LOOKAHEAD=2)
+    args.update(knobs)
+    return Launch(prefetch_wgmma, args=args, num_warps=4, target="cuda:90")
+
+
+prefetch = _prefetch()
+prefetch_two_stages = _prefetch(STAGES=2, LOOKAHEAD=1)
+# the expect counts A's bytes only: the stage reads as landed while B is still arriving
+prefetch_expect_one_of_two_loads = _prefetch(BOTH_BYTES=False)
+# one tile further ahead: the stage of the wgmma left in flight is refilled under it
+prefetch_refill_in_flight = _prefetch(LOOKAHEAD=3)
+
+
+# -- 11. persistent, one partition: a carried load ring, tcgen05 commit, double-buffered stores --
+
+@aggregate
+class Phases:
+    """The slot and phase of a ring, kept by the caller across tiles."""
+
+    index: gl.tensor
+    phase: gl.tensor
+    depth: gl.constexpr
+
+    @gluon.jit
+    def zero(depth: gl.constexpr):
+        return Phases(gl.to_tensor(0), gl.to_tensor(0), depth)
+
+    @gluon.must_use_result
+    @gluon.jit
+    def bump(self):
+        if self.depth == 1:
+            return Phases(self.index, self.phase ^ 1, self.depth)
+        up = self.index + 1
+        wrap = up == self.depth
+        return Phases(gl.where(wrap, 0, up), gl.where(wrap, self.phase ^ 1, self.phase),
+                      self.depth)
+
+
+@gluon.jit
+def persistent_one_partition(a_desc, b_desc, c_desc, STAGES: gl.constexpr,
+                             RESET_PER_TILE: gl.constexpr, STORES_LEFT: gl.constexpr,
+                             num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+    load_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(load_bars.index(i), count=1)
+    mma_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(mma_bar, count=1)
+    acc = allocate_tensor_memory(gl.float32, [BLOCK_M, BLOCK_N],
+                                 TensorMemoryLayout([BLOCK_M, BLOCK_N], col_stride=1))
+    num_tiles = gl.cdiv(c_desc.shape[0], BLOCK_M) * gl.cdiv(c_desc.shape[1], BLOCK_N)
+    loads = Phases.zero(STAGES)
+    mma = Phases.zero(1)
+    n_out = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        if RESET_PER_TILE:
+            loads = Phases.zero(STAGES)
+        for k in range(0, a_desc.shape[1], BLOCK_K):
+            bar = load_bars.index(loads.index)
+            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma.async_load(a_desc, [0, k], bar, a_bufs.index(loads.index))
+            tma.async_load(b_desc, [0, k], bar, b_bufs.index(loads.index))
+            mbarrier.wait(bar, loads.phase)
+            tcgen05_mma(a_bufs.index(loads.index), b_bufs.index(loads.index).permute((1, 0)), acc,
+                        use_acc=k > 0)
+            tcgen05_commit(mma_bar)
+            mbarrier.wait(mma_bar, mma.phase)
+            mma = mma.bump()
+            loads = loads.bump()
+        out = acc.load(acc.get_reg_layout(num_warps=num_warps))
+        c = c_bufs.index(n_out % 2)
+        # the store issued from this buffer two tiles ago has read it
+        tma.store_wait(STORES_LEFT)
+        c.store(out.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_store(c_desc, [0, 0], c)
+        n_out += 1
+    tma.store_wait(0)
+
+
+def _one_partition(**knobs):
+    args = dict(a_desc=tensor_desc("fp16", [128, 64], shape=(256, 192)),
+                b_desc=tensor_desc("fp16", [128, 64], shape=(128, 192)),
+                c_desc=tensor_desc("fp16", [128, 128], shape=(256, 256)),
+                STAGES=2, RESET_PER_TILE=False, STORES_LEFT=1)
+    args.update(knobs)
+    return Launch(persistent_one_partition, args=args, num_warps=4, target="cuda:100")
+
+
+one_partition = _one_partition()
+# the load ring restarts at slot 0, phase 0 on every tile: slot 1 waits for a phase that
+# its loads of this tile never complete
+one_partition_phase_reset_per_tile = _one_partition(RESET_PER_TILE=True)
+# two stores left in flight over two buffers: the buffer is rewritten while its store reads it
+one_partition_store_in_flight = _one_partition(STORES_LEFT=2)
+
+
 EXPECT = {
     "add": "verified",
     "add_three_store_buffers": "verified",
@@ -846,4 +993,11 @@ EXPECT = {
     "block_scaled_no_wait": "violation:BP201",
     "ragged_tiles": "verified",
     "ragged_consumer_always_advances": "violation:BP100",
+    "prefetch": "verified",
+    "prefetch_two_stages": "verified",
+    "prefetch_expect_one_of_two_loads": "violation:BP200",
+    "prefetch_refill_in_flight": "violation:BP200",
+    "one_partition": "verified",
+    "one_partition_phase_reset_per_tile": "violation:BP100",
+    "one_partition_store_in_flight": "violation:BP200",
 }

@@ -28,6 +28,7 @@ EXAMPLE = os.path.join(EXAMPLES, "gluon", "ws_matmul.py")
 PERSISTENT = os.path.join(EXAMPLES, "gluon", "persistent_matmul.py")
 AUTO_WS = os.path.join(EXAMPLES, "gluon", "tl_warp_specialized.py")
 PIPELINED = os.path.join(EXAMPLES, "gluon", "tcgen05_pipeline.py")
+ATTENTION = os.path.join(EXAMPLES, "gluon", "attention_forward.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -345,7 +346,7 @@ def test_the_loader_finds_every_launch_of_the_example():
                                          "ready_counts_two_arrivals"}
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
     assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS,
-                                                                 PIPELINED}
+                                                                 PIPELINED, ATTENTION}
     assert all(t.expect for t in ALL_TARGETS)
 
 
@@ -439,3 +440,19 @@ def test_reductions_scans_and_elementwise_maps_are_local_data():
     kernel = load(Launch(data_between_barriers, args=dict(ptr="*fp32")))
     assert [op.kind for op in kernel.ops()] == ["arrive", "wait_parity"]
     assert verdict_of(kernel).verdict == "verified"
+
+
+def test_attention_rings_keep_their_loops_and_rows_of_a_buffer_are_slots():
+    """The K/V ring advanced twice per block (`((c + 1) % S + 1) % S`, its phase xor'ed with one
+    wrap test per advance) has a closed form, so the loops stay loops over N_CTX; and the two
+    softmax partitions' rows of the [2, M] alpha buffer (`alpha_smem.index(h)`) are slots of
+    their own, not one buffer both write."""
+    for name in ("attention", "attention_persistent"):
+        kernel = next(t for t in ALL_TARGETS if t.name == name).build()
+        assert not any(n.startswith("checked at") for n in kernel.notes), kernel.notes
+        assert "N_CTX" in kernel.params
+        [alpha] = [b for b in kernel.buffers if b.name == "alpha_smem"]
+        assert not alpha.scalar and [int(d.value) for d in alpha.shape] == [2]
+        rows = {tuple(int(i.value) for i in r.index) for op in kernel.ops()
+                for r in op.writes if r.alloc.name == "alpha_smem"}
+        assert rows == {(0,), (1,)}, rows

@@ -113,7 +113,30 @@ class MemoryRules:
         index = [self.value(i) for i in idx]
         if not all(isinstance(i, Expr) for i in index):
             index = [opaque("index") for _ in index]
+        buf = self.buffers.get(mem.alloc)
+        if buf is not None and buf.space == "smem" and buf.scalar and not mem.index \
+                and len(mem.alloc.dims) >= 2:
+            # a 2-D allocation indexed along its leading dimension (`alpha.index(h)` of a
+            # [2, M] buffer): its rows are slots too (`restore_slots` fixes earlier accesses)
+            self.buffers[mem.alloc] = dataclasses.replace(
+                buf, shape=(Const(mem.alloc.dims[0]),), scalar=False)
         return [dataclasses.replace(mem, index=mem.index + tuple(index))]
+
+    def restore_slots(self, program: tuple) -> tuple:
+        """Accesses translated before their buffer was found to have slots name it whole."""
+        from ..ir import map_ops
+        current = {b.name: b for b in self.buffers.values()}
+
+        def refs(rs):
+            return tuple(dataclasses.replace(r, alloc=current[r.alloc.name])
+                         if current.get(r.alloc.name, r.alloc) is not r.alloc else r
+                         for r in rs)
+
+        def fix(op: Op) -> Op:
+            if not op.reads and not op.writes:
+                return op
+            return dataclasses.replace(op, reads=refs(op.reads), writes=refs(op.writes))
+        return map_ops(program, fix)
 
     def view(self, op: Operation, out):
         """A view of the same slots (transpose, subslice along inner dims, reinterpret); a

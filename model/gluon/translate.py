@@ -185,7 +185,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 return f"partition{k} = {what} ({warps} warp{'s' if warps != 1 else ''}{where})"
             self.notes.append("threads: " + "; ".join(
                 role(k, *t) for k, t in enumerate(threads)))
-        program = self._granules(self._unsolved(self._pin(program)))
+        program = self._granules(self._unsolved(self._pin(self.restore_slots(program))))
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
