@@ -15,7 +15,9 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
                                                                  TensorMemoryScalesLayout,
                                                                  allocate_tensor_memory,
                                                                  tcgen05_commit, tcgen05_mma,
+                                                                 tcgen05_copy,
                                                                  tcgen05_mma_scaled)
+from triton.experimental.gluon.language.nvidia.blackwell import tma as blackwell_tma
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                              warpgroup_mma, warpgroup_mma_wait)
 from triton.language.core import _aggregate as aggregate
@@ -958,11 +960,176 @@ def _one_partition(**knobs):
 
 
 one_partition = _one_partition()
-# the load ring restarts at slot 0, phase 0 on every tile: slot 1 waits for a phase that
-# its loads of this tile never complete
+# the load ring restarts at slot 0, phase 0 on every tile: on the second tile slot 1's wait
+# for phase 0 sees the first tile's completion, and the MMA reads the slot still being loaded
 one_partition_phase_reset_per_tile = _one_partition(RESET_PER_TILE=True)
 # two stores left in flight over two buffers: the buffer is rewritten while its store reads it
 one_partition_store_in_flight = _one_partition(STORES_LEFT=2)
+
+
+# -- 12. rows gathered by TMA (tile::gather4) into a double-buffered ring feeding tcgen05 -------
+
+@gluon.jit
+def gather_mma(x_desc, w_desc, n_blocks, ROW_BYTES_ONLY: gl.constexpr, num_warps: gl.constexpr):
+    ROWS: gl.constexpr = 128
+    COLS: gl.constexpr = x_desc.block_type.shape[1]
+    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [2, ROWS, COLS], x_desc.layout)
+    w_smem = gl.allocate_shared_memory(w_desc.dtype, w_desc.block_type.shape, w_desc.layout)
+    load_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mma_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    w_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(load_bars.index(i), count=1)
+        mbarrier.init(mma_bars.index(i), count=1)
+    mbarrier.init(w_bar, count=1)
+    acc = allocate_tensor_memory(gl.float32, [ROWS, w_desc.block_type.shape[0]],
+                                 TensorMemoryLayout([ROWS, w_desc.block_type.shape[0]],
+                                                    col_stride=1))
+    mbarrier.expect(w_bar, w_desc.block_type.nbytes)
+    tma.async_load(w_desc, [0, 0], w_bar, w_smem)
+    if ROW_BYTES_ONLY:      # the descriptor's block is one row: a gather brings ROWS of them
+        nbytes: gl.constexpr = x_desc.block_type.nbytes
+    else:
+        nbytes: gl.constexpr = ROWS * x_desc.block_type.nbytes
+    idx_layout: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 4], [32, 1],
+                                                                  [1, num_warps], [1, 0]))
+    mbarrier.wait(w_bar, 0)
+    for i in range(n_blocks):
+        s = i % 2
+        # the MMA that read this buffer two blocks ago is done
+        mbarrier.wait(mma_bars.index(s), ((i // 2) & 1) ^ 1, pred=i >= 2)
+        rows = gl.arange(0, ROWS, idx_layout) + i * ROWS
+        mbarrier.expect(load_bars.index(s), nbytes)
+        blackwell_tma.async_gather(x_desc, rows, 0, load_bars.index(s), x_bufs.index(s))
+        mbarrier.wait(load_bars.index(s), (i // 2) & 1)
+        tcgen05_mma(x_bufs.index(s), w_smem.permute((1, 0)), acc, use_acc=i > 0,
+                    mbarriers=[mma_bars.index(s)])
+    last = n_blocks - 1
+    mbarrier.wait(mma_bars.index(last % 2), (last // 2) & 1, pred=n_blocks > 0)
+    out = acc.load(acc.get_reg_layout(num_warps=num_warps))
+
+
+def _gather(**knobs):
+    args = dict(x_desc=tensor_desc("fp16", [1, 64]), w_desc=tensor_desc("fp16", [64, 64]),
+                n_blocks=5, ROW_BYTES_ONLY=False)
+    args.update(knobs)
+    return Launch(gather_mma, args=args, num_warps=4, target="cuda:100")
+
+
+gathered = _gather()
+# the expect counts one row (the descriptor's block) of the 128 the gather brings: the bytes
+# overshoot the expected count and the phase never completes
+gathered_expect_one_row = _gather(ROW_BYTES_ONLY=True)
+
+
+# -- 13. D = A @ B + C: C copied into the accumulator by tcgen05_copy, in order with the MMAs ---
+
+@gluon.jit
+def acc_loader(a_desc, b_desc, c_desc, a_bufs, b_bufs, load_empty, load_ready, c_buf, c_empty,
+               c_ready, n_tiles):
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    c_phase = 1
+    at = Counter.create(1, load_empty.shape[0])
+    for t in range(n_tiles):
+        mbarrier.wait(c_empty, c_phase)
+        mbarrier.expect(c_ready, c_desc.block_type.nbytes)
+        tma.async_load(c_desc, [t * c_desc.block_type.shape[0], 0], c_ready, c_buf)
+        c_phase ^= 1
+        for k in range(0, a_desc.shape[1], BLOCK_K):
+            bar = load_ready.index(at.index)
+            mbarrier.wait(load_empty.index(at.index), at.phase)
+            mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma.async_load(a_desc, [0, k], bar, a_bufs.index(at.index))
+            tma.async_load(b_desc, [k, 0], bar, b_bufs.index(at.index))
+            at = at.next()
+
+
+@gluon.jit
+def acc_mma(a_desc, a_bufs, b_bufs, load_empty, load_ready, c_buf, c_empty, c_ready, accs,
+            acc_empty, acc_ready, n_tiles, RELEASE_C_AT_ISSUE: gl.constexpr):
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    c_phase = 0
+    at = Counter.create(0, load_empty.shape[0])
+    acc_at = Counter.create(1, acc_empty.shape[0])
+    for t in range(n_tiles):
+        mbarrier.wait(c_ready, c_phase)
+        mbarrier.wait(acc_empty.index(acc_at.index), acc_at.phase)
+        acc = accs.index(acc_at.index)
+        tcgen05_copy(c_buf, acc)
+        if RELEASE_C_AT_ISSUE:          # the copy is asynchronous: it may still read c_buf
+            mbarrier.arrive(c_empty, count=1)
+        else:
+            tcgen05_commit(c_empty)
+        c_phase ^= 1
+        for k in range(0, a_desc.shape[1], BLOCK_K):
+            mbarrier.wait(load_ready.index(at.index), at.phase)
+            # in order after the copy on the tensor pipe: accumulates onto C
+            tcgen05_mma(a_bufs.index(at.index), b_bufs.index(at.index), acc, use_acc=True,
+                        mbarriers=[load_empty.index(at.index)])
+            at = at.next()
+        tcgen05_commit(acc_ready.index(acc_at.index))
+        acc_at = acc_at.next()
+
+
+@gluon.jit
+def acc_epilogue(accs, acc_empty, acc_ready, n_tiles, num_warps: gl.constexpr):
+    acc_at = Counter.create(0, acc_empty.shape[0])
+    for t in range(n_tiles):
+        mbarrier.wait(acc_ready.index(acc_at.index), acc_at.phase)
+        acc = accs.index(acc_at.index)
+        d = acc.load(acc.get_reg_layout(num_warps=num_warps))
+        mbarrier.arrive(acc_empty.index(acc_at.index), count=1)
+        acc_at = acc_at.next()
+
+
+@gluon.jit
+def matmul_plus_c(a_desc, b_desc, c_desc, n_tiles, STAGES: gl.constexpr,
+                  RELEASE_C_AT_ISSUE: gl.constexpr, num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    load_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    load_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(load_empty.index(i), count=1)
+        mbarrier.init(load_ready.index(i), count=1)
+    c_buf = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    c_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(c_empty, count=1)
+    mbarrier.init(c_ready, count=1)
+    accs = allocate_tensor_memory(gl.float32, [2, BLOCK_M, BLOCK_N],
+                                  TensorMemoryLayout([BLOCK_M, BLOCK_N], col_stride=1))
+    acc_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    acc_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(acc_empty.index(i), count=1)
+        mbarrier.init(acc_ready.index(i), count=1)
+    gl.warp_specialize([
+        (acc_epilogue, (accs, acc_empty, acc_ready, n_tiles, num_warps)),
+        (acc_loader, (a_desc, b_desc, c_desc, a_bufs, b_bufs, load_empty, load_ready, c_buf,
+                      c_empty, c_ready, n_tiles)),
+        (acc_mma, (a_desc, a_bufs, b_bufs, load_empty, load_ready, c_buf, c_empty, c_ready, accs,
+                   acc_empty, acc_ready, n_tiles, RELEASE_C_AT_ISSUE)),
+    ], [1, 1], [24, 24])
+
+
+def _plus_c(**knobs):
+    c_layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    args = dict(a_desc=tensor_desc("fp16", [128, 64], shape=(128, 192)),
+                b_desc=tensor_desc("fp16", [64, 64]),
+                c_desc=tensor_desc("fp32", [128, 64], layout=c_layout),
+                n_tiles=3, STAGES=4, RELEASE_C_AT_ISSUE=False)
+    args.update(knobs)
+    return Launch(matmul_plus_c, args=args, num_warps=4, target="cuda:100")
+
+
+plus_c = _plus_c()
+# c_buf handed back when the copy is issued, not when it is done: the next C load overwrites it
+plus_c_released_at_issue = _plus_c(RELEASE_C_AT_ISSUE=True)
 
 
 EXPECT = {
@@ -998,6 +1165,10 @@ EXPECT = {
     "prefetch_expect_one_of_two_loads": "violation:BP200",
     "prefetch_refill_in_flight": "violation:BP200",
     "one_partition": "verified",
-    "one_partition_phase_reset_per_tile": "violation:BP100",
+    "one_partition_phase_reset_per_tile": "violation:BP200",
     "one_partition_store_in_flight": "violation:BP200",
+    "gathered": "verified",
+    "gathered_expect_one_row": "violation:BP130",
+    "plus_c": "verified",
+    "plus_c_released_at_issue": "violation:BP200",
 }

@@ -105,3 +105,25 @@ def test_the_proxy_fence_note_is_about_shared_memory_only():
         kernel = next(t for t in TARGETS if t.name == name).build()
         return any(n.startswith("fence_async_shared") for n in kernel.notes)
     assert noted("add") and not noted("borrowed") and not noted("block_scaled")
+
+
+def test_an_mma_without_barriers_is_waited_at_once_with_its_operands_read():
+    """Triton lowers `tcgen05_mma` without `mbarriers=` to the MMA, a commit on a barrier of its
+    own and a wait: its operands are accesses (a slot still being loaded races with it), and
+    the wait covers the thread's earlier tcgen05 ops (a tcgen05_copy into the accumulator)."""
+    kernel = next(t for t in TARGETS if t.name == "one_partition").build()
+    kinds = [op.kind for op in kernel.ops()]
+    at = kinds.index("tcgen05_mma")
+    assert kinds[at:at + 3] == ["tcgen05_mma", "tcgen05_commit_arrive", "barrier_wait"]
+    mma = list(kernel.ops())[at]
+    assert {r.alloc.name for r in mma.reads} == {"a_bufs", "b_bufs"}
+    assert {r.alloc.name for r in mma.writes} == {"acc"}
+
+
+def test_a_gather_completes_the_bytes_of_every_row_it_brings():
+    """tile::gather4 into a [128, 64] fp16 buffer: 16 KiB on the barrier, not the descriptor's
+    one-row block."""
+    kernel = next(t for t in TARGETS if t.name == "gathered").build()
+    [gather] = [op for op in kernel.ops() if op.kind == "tma_load"
+                and op.writes and op.writes[0].alloc.name == "x_bufs"]
+    assert gather.bytes.value == 128 * 64 * 2

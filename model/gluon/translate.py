@@ -10,8 +10,10 @@ operands the translator cannot follow, becomes an `unmodeled` op (BP190) at its 
 
 Gluon's mbarrier operations are the PTX ones, issued once per partition: `barrier_expect` is
 arrive.expect_tx (one arrival), `arrive_barrier` arrives `count` times, `wait_barrier` waits for
-the phase of the given parity, a TMA load only completes its bytes, and an MMA's `mbarriers=` are
-tcgen05.commit arrivals issued right after it.
+the phase of the given parity, a TMA load (or gather) only completes its bytes, and an MMA's
+`mbarriers=` are tcgen05.commit arrivals issued right after it. An MMA without barriers is
+synchronous: Triton commits it to a barrier of its own and waits (the thread's parity).
+`tcgen05_copy` is a tcgen05 op like an MMA, in order with them on the tensor pipe.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         # parameters fixed at their launch values by loops unrolled there (control.py), why
         self.pinned: list[tuple[set[str], str]] = []
         self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
+        self.sync_barriers: dict = {}        # synchronous MMA (its line) -> its own barrier
         self.inited: set = set()
         self.loop_vars: list[str] = []
         self.threads: list[tuple[str, int, list]] = []
@@ -418,6 +421,8 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                                    loc=self.where(op)), op)
 
     def tma_load(self, op: Operation, out):
+        """A TMA load (and a gather of rows, `tile::gather4`): writes its destination and
+        completes the destination's bytes on the barrier."""
         head = op.text.split(" : ")[0]
         if "multicast" in op.text:
             raise Unread("a multicast TMA load is not modelled yet")
@@ -442,15 +447,22 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             else Const(1)
         barriers = args[at + 2:]
         asynchronous = "is_async" in op.text or barriers
-        if not asynchronous:
-            return None                  # a synchronous MMA completes before the next op
         loc = self.where(op)
         operand = [re.sub(r"\[.*\]$", "", a) for a in args[:at]]
         reads = self.memref(operand[0]) + self.memref(operand[1])
         for scale in operand[3:]:        # the scale factors, in tensor memory
             reads += self.memref(scale)
-        self.guarded(out, pred, Op("tcgen05_mma", None, loc=loc, reads=reads,
-                                   writes=self.memref(operand[2])), op)
+        issue = Op("tcgen05_mma", None, loc=loc, reads=reads, writes=self.memref(operand[2]))
+        if not asynchronous:
+            # Triton lowers an MMA without barriers to the MMA, a commit on a barrier of its
+            # own and a wait for it: the thread goes on once it and every earlier tcgen05 op
+            # of the thread (a tcgen05_copy into its accumulator) are done
+            done = self._sync_barrier(op)
+            for step in (issue, Op("tcgen05_commit_arrive", done, loc=loc),
+                         Op("barrier_wait", done, loc=loc)):
+                self.guarded(out, pred, step, op)
+            return None
+        self.guarded(out, pred, issue, op)
         for spec in barriers:
             m = re.match(r"^(%[\w.$#-]+)\[(%[\w.$#-]+)?\]$", spec)
             if not m:
@@ -458,6 +470,26 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             bar = self.barrier(m.group(1))
             when = mk("and", pred, self._pred(m.group(2))) if m.group(2) else pred
             self.guarded(out, when, Op("tcgen05_commit_arrive", bar, loc=loc), op)
+        return None
+
+    def _sync_barrier(self, op: Operation) -> BarrierRef:
+        """The barrier Triton gives a synchronous MMA, one per op (each partition translates
+        its own ops), waited by the thread's own parity: only it commits to it and waits."""
+        if op.line not in self.sync_barriers:
+            name = self.fresh("mma_done")
+            bar = BarrierAlloc(name, Const(1), loc=self.where(op), orders_tensor_core=True)
+            self.barriers[Alloc(name, (1,), "i64", "smem", bar.loc)] = bar
+            self.sync_barriers[op.line] = BarrierRef(bar)
+        return self.sync_barriers[op.line]
+
+    def tmem_copy(self, op: Operation, out):
+        """tcgen05.cp: an asynchronous tensor-core op of the issuing thread, in order with its
+        MMAs, from shared to tensor memory; a later tcgen05_commit arrives once it is done."""
+        args = [a.strip() for a in split_operands(op.text[len(op.name):].split(" : ")[0])]
+        if len(args) != 2:
+            raise Unread("a tcgen05 copy with a completion barrier is not modelled yet")
+        out.append(Op("tcgen05_mma", None, loc=self.where(op),
+                      reads=self.memref(args[0]), writes=self.memref(args[1])))
         return None
 
     def mma_scaled(self, op: Operation, out):
@@ -507,6 +539,9 @@ HANDLERS: dict[str, Callable] = {
     "ttng.arrive_barrier": Translator.arrive_barrier,
     "ttng.wait_barrier": Translator.wait_barrier,
     "ttng.async_tma_copy_global_to_local": Translator.tma_load,
+    "ttng.async_tma_gather": Translator.tma_load,
+    "ttng.async_tma_scatter": Translator.tma_store,
+    "ttng.tmem_copy": Translator.tmem_copy,
     "ttng.tc_gen5_mma": Translator.mma,
     "ttng.tc_gen5_mma_scaled": Translator.mma_scaled,
     "ttng.tc_gen5_commit": Translator.commit,
