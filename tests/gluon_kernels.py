@@ -17,6 +17,7 @@ from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLay
                                                                  tcgen05_commit, tcgen05_mma,
                                                                  tcgen05_copy,
                                                                  tcgen05_mma_scaled)
+from triton.experimental.gluon.language.nvidia.blackwell import clc
 from triton.experimental.gluon.language.nvidia.blackwell import tma as blackwell_tma
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                              warpgroup_mma, warpgroup_mma_wait)
@@ -1132,6 +1133,53 @@ plus_c = _plus_c()
 plus_c_released_at_issue = _plus_c(RELEASE_C_AT_ISSUE=True)
 
 
+# -- 14. cluster launch control: each tile's worker asks for the next one with clc.try_cancel --
+
+@gluon.jit
+def clc_worker(desc, out, n_tiles, EXPECT_RESPONSE: gl.constexpr, READ_EARLY: gl.constexpr,
+               num_warps: gl.constexpr):
+    BLOCK: gl.constexpr = desc.block_type.shape[0]
+    tile = gl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
+    response = gl.allocate_shared_memory(gl.int64, [2], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    load_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    clc_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(load_bar, count=1)
+    mbarrier.init(clc_bar, count=1)
+    layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
+    pid = gl.program_id(0)
+    for t in range(n_tiles):
+        # ask for the next tile while this one loads: the response lands 16 bytes on clc_bar
+        if EXPECT_RESPONSE:
+            mbarrier.expect(clc_bar, 16)
+        clc.try_cancel(response, clc_bar)
+        mbarrier.expect(load_bar, desc.block_type.nbytes)
+        tma.async_load(desc, [pid * BLOCK, 0], load_bar, tile)
+        mbarrier.wait(load_bar, t & 1)
+        x = tile.load(layout)
+        if not READ_EARLY:
+            mbarrier.wait(clc_bar, t & 1)
+        r = clc.load_result(response)
+        if READ_EARLY:
+            mbarrier.wait(clc_bar, t & 1)
+        gl.store(out + t, gl.where(r.is_canceled(), r.program_id(0), -1))
+        pid = r.program_id(0)
+
+
+def _clc(**knobs):
+    args = dict(desc=tensor_desc("fp32", [32, 64]), out="*i32", n_tiles=3,
+                EXPECT_RESPONSE=True, READ_EARLY=False)
+    args.update(knobs)
+    return Launch(clc_worker, args=args, num_warps=4, target="cuda:100")
+
+
+clc_next_tile = _clc()
+# the response is read before its barrier completes: the request may still be writing it
+clc_response_read_early = _clc(READ_EARLY=True)
+# no `mbarrier.expect(clc_bar, 16)`: the request completes bytes but never arrives, so the
+# barrier's phase never completes
+clc_response_not_expected = _clc(EXPECT_RESPONSE=False)
+
+
 EXPECT = {
     "add": "verified",
     "add_three_store_buffers": "verified",
@@ -1171,4 +1219,7 @@ EXPECT = {
     "gathered_expect_one_row": "violation:BP130",
     "plus_c": "verified",
     "plus_c_released_at_issue": "violation:BP200",
+    "clc_next_tile": "verified",
+    "clc_response_read_early": "violation:BP200",
+    "clc_response_not_expected": "violation:BP100",
 }

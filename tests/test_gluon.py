@@ -10,7 +10,7 @@ pytest.importorskip("triton")
 
 from triton.experimental import gluon  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
-from triton.experimental.gluon.language.nvidia.blackwell import tcgen05_commit  # noqa: E402
+from triton.experimental.gluon.language.nvidia.blackwell import clc, tcgen05_commit  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma,  # noqa: E402
                                                              warpgroup_mma, warpgroup_mma_wait)
 
@@ -456,3 +456,33 @@ def test_attention_rings_keep_their_loops_and_rows_of_a_buffer_are_slots():
         rows = {tuple(int(i.value) for i in r.index) for op in kernel.ops()
                 for r in op.writes if r.alloc.name == "alpha_smem"}
         assert rows == {(0,), (1,)}, rows
+
+
+@gluon.jit
+def clc_scheduled(desc, out):
+    """The tutorials' CLC scheduler: work while the last request cancelled a launch."""
+    response = gl.allocate_shared_memory(gl.int64, [2], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    has_work = gl.to_tensor(True)
+    phase = 0
+    tile = gl.program_id(0)
+    while has_work:
+        clc.try_cancel(response, bar)
+        mbarrier.expect(bar, 16)
+        gl.store(out + tile, tile)
+        mbarrier.wait(bar, phase)
+        result = clc.load_result(response)
+        has_work = result.is_canceled()
+        tile = result.program_id(0)
+        phase ^= 1
+
+
+def test_a_loop_on_a_cluster_launch_control_answer_is_unmodelled_at_its_line():
+    """The request and its response are read (16 bytes on the barrier, the response buffer
+    written asynchronously); a loop whose exit is the response is data: BP190 at the loop."""
+    kernel = load(Launch(clc_scheduled, args=dict(desc=DESC, out="*i32")))
+    unmodeled = [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert [op.name.split(":")[0] for op in unmodeled] == ["scf.while"]
+    assert unmodeled[0].loc.line == line_of(clc_scheduled, "while has_work")
+    assert verdict_of(kernel).verdict == "unknown"

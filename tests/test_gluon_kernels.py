@@ -41,7 +41,7 @@ def test_verdict_counterexample_and_lines(target):
         assert "mbarrier.wait" in text, text
     elif v.codes[0] == "BP200":                        # one of the two racing accesses
         assert any(w in text for w in ("tma.", "tcgen05", "warpgroup_mma", ".load(",
-                                       ".store(")), text
+                                       ".store(", "clc.")), text
     if v.trace is not None:
         run = replay(System(kernel, v.trace.params, v.trace.grid_position), v.trace.actions,
                      witness=v.trace.witness_actions)

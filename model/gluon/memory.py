@@ -71,6 +71,27 @@ class MemoryRules:
             index = ()
         return (MemRef(buf, tuple(index)),)
 
+    def clc_try_cancel(self, op: Operation, out):
+        """clusterlaunchcontrol.try_cancel (PTX): asynchronously writes its 16-byte response to
+        shared memory and completes 16 bytes (mbarrier::complete_tx::bytes) on the barrier; the
+        issuing thread expects them (`mbarrier.expect(bar, 16)`). Reading the response
+        (`clc.load_result`) before the barrier's phase completes races with that write."""
+        if len(op.operands) != 2:
+            raise Unread("the response buffer and barrier of the request cannot be read")
+        if "multicast" in op.text and (self.module.int_attr("ttg.num-ctas") or 1) > 1:
+            raise Unread("a request multicast to the CTAs of a cluster is not modelled yet")
+        response, barrier = op.operands
+        mem = self.value(response)
+        if isinstance(mem, Mem) and mem.alloc not in self.buffers \
+                and mem.alloc not in self.barriers:
+            # an int64x2 response (or a ring of them) is data, not an mbarrier array
+            slotted = len(mem.alloc.dims) >= 2
+            self.buffers[mem.alloc] = MemAlloc(
+                mem.alloc.name, "smem", (Const(mem.alloc.dims[0]) if slotted else Const(1),),
+                mem.alloc.loc, scalar=not slotted)
+        out.append(Op("tma_load", self.barrier(barrier), bytes=Const(16),
+                      writes=self.memref(response), loc=self.where(op)))
+
     def local_load(self, op: Operation, out):
         out.append(Op("read", reads=self.memref(op.operands[0]), loc=self.where(op)))
 

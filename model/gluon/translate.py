@@ -47,7 +47,7 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"ttg\.(convert_layout|local_dealloc|memdesc_trans|"
                    r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
                    r"warp_return|fp4_to_fp|upcast_mxfp)$|"
-                   r"ttng\.(tmem_subslice|fence_async_shared|"
+                   r"ttng\.(tmem_subslice|fence_async_shared|clc_get_program_id|clc_is_canceled|"
                    r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire)$|"
                    r"scf\.yield$)")
 
@@ -542,6 +542,8 @@ HANDLERS: dict[str, Callable] = {
     "ttng.async_tma_gather": Translator.tma_load,
     "ttng.async_tma_scatter": Translator.tma_store,
     "ttng.tmem_copy": Translator.tmem_copy,
+    "ttng.clc_try_cancel": Translator.clc_try_cancel,
+    "ttng.clc_load_result": Translator.local_load,
     "ttng.tc_gen5_mma": Translator.mma,
     "ttng.tc_gen5_mma_scaled": Translator.mma_scaled,
     "ttng.tc_gen5_commit": Translator.commit,
