@@ -486,3 +486,23 @@ def test_a_loop_on_a_cluster_launch_control_answer_is_unmodelled_at_its_line():
     assert [op.name.split(":")[0] for op in unmodeled] == ["scf.while"]
     assert unmodeled[0].loc.line == line_of(clc_scheduled, "while has_work")
     assert verdict_of(kernel).verdict == "unknown"
+
+
+@gluon.jit
+def one_cta_layout(a_desc):
+    a_s = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, a_desc.block_type.nbytes)
+    tma.async_load(a_desc, [0, 0], bar, a_s)
+    mbarrier.wait(bar, 0)
+
+
+def test_a_launch_the_verifier_rejects_is_an_input_error_at_the_kernels_line(capfd):
+    """Two CTAs with a descriptor laid out for one: MLIR's verifier prints its error and Triton
+    raises a bare RuntimeError; the error says what the verifier said, at the user's line."""
+    with pytest.raises(ModelError) as err:
+        load(Launch(one_cta_layout, args=dict(a_desc=DESC), num_ctas=2))
+    assert "CTAs per CGA" in str(err.value) and "num_ctas=2" in (err.value.hint or "")
+    assert err.value.loc.line == line_of(one_cta_layout, "a_s = ")
+    assert "error:" not in capfd.readouterr().err          # said once, by the report

@@ -11,10 +11,12 @@ like hand-written ones.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import inspect
 import os
 import re
 import sys
+import tempfile
 import warnings
 
 from ..ir import ModelError
@@ -146,22 +148,78 @@ def to_ttgir(launch: Launch) -> str:
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    try:
-        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
-                             backend.get_module_map(), context)
-    except Exception as err:     # Triton's code generator: the user's kernel does not compile
-        raise _compile_error(err, launch) from None
-    try:
-        if gluon:
-            module = backend.gluon_to_ttgir(module, {}, options, target.arch)
-        else:    # a `tl` kernel: Triton's own pipeline, warp specialization included
-            metadata: dict = {}
-            module = backend.make_ttir(module, metadata, options, target.arch)
-            module = backend.make_ttgir(module, metadata, options, target.arch)
-    except RuntimeError as err:       # a pass failed on the user's kernel
-        raise ModelError(f"Triton's compiler failed on {launch.kernel.__name__}: {err}",
-                         hint="the kernel must compile for the target") from None
+    with _diagnostics() as said:
+        try:
+            module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                                 backend.get_module_map(), context)
+        except Exception as err:     # Triton's code generator: the kernel does not compile
+            raise _diagnosed(said(), launch) or _compile_error(err, launch) from None
+        try:
+            if gluon:
+                module = backend.gluon_to_ttgir(module, {}, options, target.arch)
+            else:    # a `tl` kernel: Triton's own pipeline, warp specialization included
+                metadata: dict = {}
+                module = backend.make_ttir(module, metadata, options, target.arch)
+                module = backend.make_ttgir(module, metadata, options, target.arch)
+        except RuntimeError as err:       # a pass failed on the user's kernel
+            raise _diagnosed(said(), launch) or ModelError(
+                f"Triton's compiler failed on {launch.kernel.__name__}: {err}",
+                hint="the kernel must compile for the target") from None
     return module.str()
+
+
+@contextlib.contextmanager
+def _diagnostics():
+    """MLIR prints a failed verification (`file:line:col: error: ...`) on the process's stderr
+    and raises a bare RuntimeError; what it printed is captured, for the error to say, and
+    passed on when nothing failed."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield lambda: ""
+        return
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        text: list[str] = []
+
+        def said() -> str:
+            if not text:
+                sys.stderr.flush()
+                sink.seek(0)
+                text.append(sink.read().decode("utf-8", "replace"))
+            return text[0]
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            rest = said()
+            failed = sys.exc_info()[0] is not None
+            if rest and not failed:
+                sys.stderr.write(rest)
+
+
+def _diagnosed(text: str, launch: Launch) -> ModelError | None:
+    """The first MLIR error in `text`, at its line of the kernel's source: the message runs
+    to the echo of the source line, which the caret line under it marks."""
+    from ..ir import Loc
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        m = re.match(r"^(.+?):(\d+):\d+: error: (.*)$", line)
+        if not m:
+            continue
+        message = [m.group(3)]
+        caret = next((j for j in range(k + 1, len(lines)) if re.match(r"^\s*\^\s*$", lines[j])),
+                     None)
+        if caret is not None:
+            message += lines[k + 1:caret - 1]
+        text = " ".join(part.strip() for part in message if part.strip())
+        return ModelError(f"the Gluon kernel does not compile for its launch: {text}",
+                          loc=Loc(m.group(1), int(m.group(2))),
+                          hint=f"fix the kernel or its Launch (num_ctas={launch.num_ctas}, "
+                               f"target={launch.target}) so that triton compiles it")
+    return None
 
 
 def _compile_error(err: BaseException, launch: Launch) -> ModelError:
