@@ -1,0 +1,169 @@
+"""Loops rolled back from a warp's run, and runs at several values joined into one IR.
+
+The interpreter runs an `scf.for` to its trip count, so a warp's events are the loop unrolled
+(marked: `begin`, one `iteration` mark per iteration, `end`). `join` finds the one statement
+list that gives each iteration's (or each run's) operations from an integer `t`: the
+operations must be the same but for ring slots, parities, counts and bytes, each of which must
+be one of these expressions of `t` at every point seen (never a guess on fewer):
+
+- a ring slot of a barrier array of S barriers: `(t + c) % S`;
+- a parity: `((t + c) // S + d) % 2`, S the ring of the same operation's barrier (the phase
+  flips each lap), or `(t + d) % 2`, or a constant;
+- anything else: a constant, affine, or affine clipped by a constant (pallas' `fit_1d`).
+
+Iterations that do not join stay unrolled: the IR is then the concrete run, exact at these
+values. Within a loop `t` is the iteration number (the IR loop variable, from 0); across runs it
+is a kernel argument's value (translate.py: a trip count from a runtime argument).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..expr import mk
+from ..ir import BarrierRef, Const, Expr, Loop, Op, Var, evaluate
+from ..pallas.antiunify import fit_1d
+
+
+@dataclass(frozen=True)
+class Iterations:
+    """A loop of a warp's run: the events of each iteration (nested loops as Iterations)."""
+
+    site: int
+    loc: object
+    bodies: tuple[tuple, ...]
+
+
+def nest(events: Sequence) -> list:
+    """The events with each marked loop turned into Iterations."""
+    out: list = []
+    stack: list[tuple[list, list, object]] = []   # (outer list, iterations, begin event)
+    current = out
+    for e in events:
+        if e.kind != "loop":
+            current.append(e)
+        elif e.name == "begin":
+            stack.append((current, [], e))
+            current = None
+        elif e.name == "iteration":
+            outer, bodies, begin = stack[-1]
+            bodies.append([])
+            current = bodies[-1]
+        else:
+            outer, bodies, begin = stack.pop()
+            outer.append(Iterations(begin.site, begin.loc, tuple(tuple(b) for b in bodies)))
+            current = outer
+    return out
+
+
+class NoJoin(Exception):
+    """The sequences differ in more than the expressions `join` fits."""
+
+
+def _ring(ref: BarrierRef | None) -> int:
+    if ref is None or not ref.index:
+        return 1
+    size = ref.alloc.shape[0]
+    return size.value if isinstance(size, Const) else 1
+
+
+def _fit_slot(ts, ys, t: Expr, ring: int) -> Expr | None:
+    for c in range(ring):
+        if all((x + c) % ring == y for x, y in zip(ts, ys)):
+            return mk("%", mk("+", t, Const(c)), Const(ring))
+    return None
+
+
+def _fit_parity(ts, ys, t: Expr, ring: int) -> Expr | None:
+    for size in dict.fromkeys((ring, 1)):
+        for c in range(size):
+            for d in (0, 1):
+                if all(((x + c) // size + d) % 2 == y for x, y in zip(ts, ys)):
+                    lap = mk("//", mk("+", t, Const(c)), Const(size)) if size > 1 else \
+                        mk("+", t, Const(c))
+                    return mk("%", mk("+", lap, Const(d)), Const(2))
+    return None
+
+
+def _values(exprs: Sequence[Expr]) -> list[int] | None:
+    try:
+        return [evaluate(e, {}) for e in exprs]
+    except Exception:       # an expression with free names: not a constant
+        return None
+
+
+def _expr(exprs: Sequence[Expr], ts, t: Expr, how: str = "", ring: int = 1) -> Expr:
+    if all(repr(e) == repr(exprs[0]) for e in exprs):
+        return exprs[0]
+    ys = _values(exprs)
+    if ys is None:
+        raise NoJoin(f"expressions {exprs[0]!r} and {exprs[-1]!r}")
+    fitted = None
+    if how == "slot" and ring > 1:
+        fitted = _fit_slot(ts, ys, t, ring)
+    elif how == "parity":
+        fitted = _fit_parity(ts, ys, t, ring)
+    if fitted is None and len(set(ts)) >= 3:
+        fitted = fit_1d(ts, ys, t)
+    if fitted is None:
+        raise NoJoin(f"values {ys} at {list(ts)}")
+    return fitted
+
+
+def _op(ops: Sequence[Op], ts, t: Expr) -> Op:
+    first = ops[0]
+    for op in ops[1:]:
+        if (op.kind, op.name, op.aligned, op.loc, repr(op.bar_id)) != \
+                (first.kind, first.name, first.aligned, first.loc, repr(first.bar_id)):
+            raise NoJoin(f"{first.describe()} and {op.describe()}")
+        if (op.barrier is None) != (first.barrier is None) or (
+                op.barrier is not None and op.barrier.alloc is not first.barrier.alloc):
+            raise NoJoin(f"{first.describe()} and {op.describe()} on different barriers")
+    ring = _ring(first.barrier)
+    barrier = first.barrier
+    if barrier is not None and barrier.index:
+        index = tuple(_expr([op.barrier.index[k] for op in ops], ts, t, "slot", ring)
+                      for k in range(len(barrier.index)))
+        barrier = BarrierRef(barrier.alloc, index, barrier.block)
+    parity = None if first.parity is None else \
+        _expr([op.parity for op in ops], ts, t, "parity", ring)
+    return dataclasses.replace(first, barrier=barrier, parity=parity,
+                               count=_expr([op.count for op in ops], ts, t),
+                               bytes=_expr([op.bytes for op in ops], ts, t))
+
+
+def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr) -> tuple:
+    """One statement list that is seqs[k] at t = ts[k], or NoJoin."""
+    first = seqs[0]
+    if any(len(s) != len(first) for s in seqs):
+        raise NoJoin("a different number of operations")
+    out = []
+    for k, stmt in enumerate(first):
+        column = [s[k] for s in seqs]
+        if isinstance(stmt, Op) and all(isinstance(s, Op) for s in column):
+            out.append(_op(column, ts, t))
+        elif isinstance(stmt, Loop) and all(isinstance(s, Loop) and s.var == stmt.var
+                                            for s in column):
+            out.append(Loop(stmt.var, _expr([s.trip for s in column], ts, t),
+                            join([s.body for s in column], ts, t), stmt.loc))
+        elif all(s is stmt for s in column):
+            out.append(stmt)
+        else:
+            raise NoJoin(f"{type(stmt).__name__} statements that differ")
+    return tuple(out)
+
+
+def roll(bodies: Sequence[tuple], var: str, loc) -> tuple:
+    """A loop's iterations (each a statement tuple) as one Loop, or unrolled if they do not
+    join."""
+    if not bodies:
+        return ()
+    if not any(bodies):
+        return ()
+    try:
+        body = join(bodies, list(range(len(bodies))), Var(var))
+    except NoJoin:
+        return tuple(s for b in bodies for s in b)
+    return (Loop(var, Const(len(bodies)), body, loc),)
