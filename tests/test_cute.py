@@ -177,18 +177,49 @@ def test_check_on_the_command_line(capsys):
     assert "BP121" in out and f"{path}:" in out
 
 
-def test_a_trip_count_known_only_at_run_time_is_bp190_at_the_loop():
+def test_a_trip_count_from_a_runtime_argument_is_a_parameter():
+    """`for i in cutlass.range(steps)` with `steps: cutlass.Int32`: the kernel read at several
+    values of steps and joined; the loops run `steps` times, slots and parities in i."""
+    from barrierproof.model.ir import Loop
     target = _target("ring_trip_count_at_run_time")
-    verdict = check_kernel(_kernel(target), source=target.ref)
-    assert verdict.verdict == "unknown"
-    unmodeled = [d for d in verdict.diagnostics if d.code == "BP190"]
-    assert unmodeled and all("scf.for" in d.message and "kernel argument" in d.message
-                             for d in unmodeled)
-    # the DSL gives scf.for no line of its own: the diagnostic is at its body's first line
-    path, line = unmodeled[0].location.rsplit(":", 1)
-    assert "cutlass.range(n)" in _source_line(Loc(path, int(line) - 1))
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["steps"] and kernel.params["steps"].symbolic
+    loops = [s for s in kernel.body[0].then if isinstance(s, Loop)] + \
+        [s for s in kernel.body[0].orelse[0].then if isinstance(s, Loop)]
+    assert [repr(loop.trip) for loop in loops] == ["steps", "steps"]
+    waits = [op for op in iter_ops(loops) if op.kind == "wait_parity"]
+    assert {repr(op.barrier.index[0]) for op in waits} == {"(i0 % 2)"}
+    assert {repr(op.parity) for op in waits} == {"(((i0 // 2) + 1) % 2)", "((i0 // 2) % 2)"}
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    assert check_kernel(kernel, source=target.ref).verdict == "verified"
 
 
+def test_prove_answers_for_every_runtime_trip_count():
+    """`prove` quantifies over the runtime argument: proved for every steps >= 1 on the
+    correct ring; on a mainloop whose consumers never flip their phase it finds the smallest
+    breaking K (the first K that laps the three stages) and replays it."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    target = _target("ring_trip_count_at_run_time")
+    proved = prove_kernel(_kernel(target), source=target.ref)
+    assert proved.verdict == "proved", (proved.label, proved.notes)
+    assert "for all steps" in proved.coverage and "steps >= 1" in proved.coverage
+    stuck = next(t for t in UNSEEN if t.name == "runtime_k_consumer_phase_stuck")
+    refuted = prove_kernel(_kernel(stuck), source=stuck.ref)
+    assert refuted.verdict == "violation" and refuted.codes[0] == "BP100"
+    assert any("smallest breaking values found: k_tiles=4" in n for n in refuted.notes)
+
+
+def test_a_trip_count_from_data_is_still_bp190_at_the_loop():
+    """A loop bound no kernel argument gives (here a value defined outside the kernel) is not
+    guessed: BP190 at the loop."""
+    zero = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 0})
+    one = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 1})
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    loop = _op("scf.for", operands=(1, 99, 2), regions=((Block((5,), (arrive,)),),), line=8)
+    events = Warp(_tree(zero, one, loop), 0, {}).run()
+    assert [e.kind for e in events] == ["unmodeled"]
+    assert "scf.for with a trip count from a value defined outside" in events[0].name
+    assert events[0].loc.line == 8
 def _tree(*ops):
     return KernelTree("k", "k", Block((), tuple(ops)), (), (64, 1, 1), None, (1, 1, 1),
                       Loc("k.py", 1, "k"))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..expr import mk
-from ..ir import BarrierRef, Const, Expr, Loop, Op, Var, evaluate
+from ..ir import BarrierRef, Const, Expr, Loop, Op, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
 
 
@@ -69,16 +69,19 @@ def _ring(ref: BarrierRef | None) -> int:
     return size.value if isinstance(size, Const) else 1
 
 
-def _fit_slot(ts, ys, t: Expr, ring: int) -> Expr | None:
+def _fit_slot(ts, ys, t: Expr, ring: int) -> tuple[Expr, int] | None:
     for c in range(ring):
         if all((x + c) % ring == y for x, y in zip(ts, ys)):
-            return mk("%", mk("+", t, Const(c)), Const(ring))
+            return mk("%", mk("+", t, Const(c)), Const(ring)), c
     return None
 
 
-def _fit_parity(ts, ys, t: Expr, ring: int) -> Expr | None:
+def _fit_parity(ts, ys, t: Expr, ring: int, offset: int | None) -> Expr | None:
+    """The lap form first, with the slot's offset when the op has one: the same kernel run
+    for fewer iterations than a lap (a constant parity) then gets the form a longer run has."""
     for size in dict.fromkeys((ring, 1)):
-        for c in range(size):
+        offsets = [offset] if offset is not None and size == ring else []
+        for c in offsets + [c for c in range(size) if c != offset]:
             for d in (0, 1):
                 if all(((x + c) // size + d) % 2 == y for x, y in zip(ts, ys)):
                     lap = mk("//", mk("+", t, Const(c)), Const(size)) if size > 1 else \
@@ -94,25 +97,74 @@ def _values(exprs: Sequence[Expr]) -> list[int] | None:
         return None
 
 
-def _expr(exprs: Sequence[Expr], ts, t: Expr, how: str = "", ring: int = 1) -> Expr:
+def _assignments(ranges: dict[str, int]):
+    import itertools
+    names = sorted(ranges)
+    for values in itertools.product(*(range(ranges[n]) for n in names)):
+        yield dict(zip(names, values))
+
+
+MAX_AGREE = 4096        # loop-variable assignments compared before two forms are told apart
+
+
+def _agreeing(exprs: Sequence[Expr], ranges: Sequence[dict]) -> Expr | None:
+    """Runs whose loops chose different forms for one field (a short run's constant parity,
+    a long run's lap form): the form of the run with the most iterations, if it gives every
+    run's values at every iteration that run has."""
+    sizes = []
+    for r in ranges:
+        n = 1
+        for trip in r.values():
+            n *= max(trip, 0)
+        sizes.append(n)
+    if sum(sizes) > MAX_AGREE:
+        return None
+    pick = exprs[max(range(len(exprs)), key=lambda k: sizes[k])]
+    try:
+        for e, r in zip(exprs, ranges):
+            if any(evaluate(pick, env) != evaluate(e, env) for env in _assignments(r)):
+                return None
+    except Exception:       # a name no loop binds
+        return None
+    return pick
+
+
+def _expr(exprs: Sequence[Expr], ts, t: Expr, ranges=None) -> Expr:
+    """A count, byte count or trip count: the same everywhere, or fit_1d's affine forms."""
     if all(repr(e) == repr(exprs[0]) for e in exprs):
         return exprs[0]
     ys = _values(exprs)
-    if ys is None:
-        raise NoJoin(f"expressions {exprs[0]!r} and {exprs[-1]!r}")
-    fitted = None
-    if how == "slot" and ring > 1:
-        fitted = _fit_slot(ts, ys, t, ring)
-    elif how == "parity":
-        fitted = _fit_parity(ts, ys, t, ring)
-    if fitted is None and len(set(ts)) >= 3:
-        fitted = fit_1d(ts, ys, t)
+    if ys is None and ranges is not None:
+        agreed = _agreeing(exprs, ranges)
+        if agreed is not None:
+            return agreed
+    fitted = fit_1d(ts, ys, t) if ys is not None and len(set(ts)) >= 3 else None
     if fitted is None:
-        raise NoJoin(f"values {ys} at {list(ts)}")
+        raise NoJoin(f"{exprs[0]!r} and {exprs[-1]!r} at {list(ts)}")
     return fitted
 
 
-def _op(ops: Sequence[Op], ts, t: Expr) -> Op:
+def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: Expr,
+                ring: int, ranges=None) -> tuple[Expr | None, Expr | None]:
+    """A ring slot and a parity, as functions of t: in the ring forms whenever they fit (a
+    constant slot of a ring of one run is the ring form of another), else as _expr."""
+    slot_values = _values(slots) if slots else None
+    offset = None
+    slot = None
+    if slots:
+        fitted = _fit_slot(ts, slot_values, t, ring) if slot_values is not None and ring > 1 \
+            else None
+        slot, offset = fitted if fitted else (_expr(slots, ts, t, ranges), None)
+    parity = None
+    if parities is not None:
+        ys = _values(parities)
+        parity = _fit_parity(ts, ys, t, ring, offset) if ys is not None else None
+        if parity is None:
+            parity = _expr(parities, ts, t, ranges)
+    return slot, parity
+
+
+def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
     first = ops[0]
     for op in ops[1:]:
         if (op.kind, op.name, op.aligned, op.loc, repr(op.bar_id)) != \
@@ -123,19 +175,25 @@ def _op(ops: Sequence[Op], ts, t: Expr) -> Op:
             raise NoJoin(f"{first.describe()} and {op.describe()} on different barriers")
     ring = _ring(first.barrier)
     barrier = first.barrier
-    if barrier is not None and barrier.index:
-        index = tuple(_expr([op.barrier.index[k] for op in ops], ts, t, "slot", ring)
-                      for k in range(len(barrier.index)))
-        barrier = BarrierRef(barrier.alloc, index, barrier.block)
-    parity = None if first.parity is None else \
-        _expr([op.parity for op in ops], ts, t, "parity", ring)
+    one_index = barrier is not None and len(barrier.index) == 1
+    slots = [op.barrier.index[0] for op in ops] if one_index else []
+    parities = None if first.parity is None else [op.parity for op in ops]
+    slot, parity = _ring_exprs(slots, parities, ts, t, ring, ranges)
+    if one_index:
+        barrier = BarrierRef(barrier.alloc, (slot,), barrier.block)
+    elif barrier is not None and barrier.index:
+        barrier = BarrierRef(barrier.alloc, tuple(
+            _expr([op.barrier.index[k] for op in ops], ts, t, ranges)
+            for k in range(len(barrier.index))), barrier.block)
     return dataclasses.replace(first, barrier=barrier, parity=parity,
-                               count=_expr([op.count for op in ops], ts, t),
-                               bytes=_expr([op.bytes for op in ops], ts, t))
+                               count=_expr([op.count for op in ops], ts, t, ranges),
+                               bytes=_expr([op.bytes for op in ops], ts, t, ranges))
 
 
-def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr) -> tuple:
-    """One statement list that is seqs[k] at t = ts[k], or NoJoin."""
+def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None) -> tuple:
+    """One statement list that is seqs[k] at t = ts[k], or NoJoin. `ranges`: per sequence, the
+    trip count of each loop around it (filled in while descending)."""
+    ranges = ranges if ranges is not None else [{} for _ in seqs]
     first = seqs[0]
     if any(len(s) != len(first) for s in seqs):
         raise NoJoin("a different number of operations")
@@ -143,11 +201,18 @@ def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr) -> tuple:
     for k, stmt in enumerate(first):
         column = [s[k] for s in seqs]
         if isinstance(stmt, Op) and all(isinstance(s, Op) for s in column):
-            out.append(_op(column, ts, t))
+            out.append(_op(column, ts, t, ranges))
         elif isinstance(stmt, Loop) and all(isinstance(s, Loop) and s.var == stmt.var
                                             for s in column):
-            out.append(Loop(stmt.var, _expr([s.trip for s in column], ts, t),
-                            join([s.body for s in column], ts, t), stmt.loc))
+            trips = _values([s.trip for s in column])
+            inner = None if trips is None else \
+                [dict(r, **{stmt.var: n}) for r, n in zip(ranges, trips)]
+            out.append(Loop(stmt.var, _expr([s.trip for s in column], ts, t, ranges),
+                            join([s.body for s in column], ts, t, inner), stmt.loc))
+        elif isinstance(stmt, When) and all(isinstance(s, When) and repr(s.cond) == repr(stmt.cond)
+                                            for s in column):
+            out.append(When(stmt.cond, join([s.then for s in column], ts, t, ranges),
+                            join([s.orelse for s in column], ts, t, ranges), stmt.loc))
         elif all(s is stmt for s in column):
             out.append(stmt)
         else:

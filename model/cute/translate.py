@@ -35,6 +35,15 @@ _BLOCK_REGISTERS = ("nvvm.read.ptx.sreg.ctaid.", "nvvm.read.ptx.sreg.clusterid."
 
 
 def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
+    """The kernel's IR; a trip count from an integer kernel argument becomes a parameter
+    (family.py), else it is BP190 at its loop."""
+    from .family import runtime_family
+    return runtime_family(tree, expect, kernel_at) or kernel_at(tree, expect)
+
+
+def kernel_at(tree: KernelTree, expect: str | None = None,
+              bindings: dict[int, int] | None = None) -> Kernel:
+    """The kernel's IR with the integer kernel arguments in `bindings` at those values."""
     threads = tree.block_dim[0] * tree.block_dim[1] * tree.block_dim[2]
     if threads <= 0 or threads % WARP:
         raise ModelError(f"{tree.name} launches blocks of {threads} threads; the CuTe frontend "
@@ -47,7 +56,8 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
     # whose warps run the same programs are one grid position
     by_block: dict[tuple, list[int]] = {}
     for b, block in enumerate(blocks):
-        programs = [Warp(tree, w, allocations, block, why).run() for w in range(warps)]
+        programs = [Warp(tree, w, allocations, block, why, bindings).run()
+                    for w in range(warps)]
         by_block.setdefault(tuple(map(tuple, programs)), []).append(b)
     cluster = tree.cluster_dim[0] * tree.cluster_dim[1] * tree.cluster_dim[2]
     if cluster > 1:

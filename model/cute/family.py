@@ -1,0 +1,106 @@
+"""A trip count from a runtime kernel argument, as a parameter of the IR.
+
+`cute.compile` leaves an `Int32` kernel argument a value of the MLIR function, so a loop
+`for k in cutlass.range(n)` over it has no trip count in the IR. The MLIR is the same for every
+value of `n`, so the frontend runs the kernel's warps with `n` bound to several values
+(SAMPLES, the last ones a check of the fit on values it did not need), rolls each run's loops
+(roll.py) and joins the runs: every trip count, ring slot and parity that varies with `n` must
+be one of roll.py's expressions of `n` at every value run. The joined IR has a parameter named
+after the argument (symbolic: `prove` quantifies over it, with `n >= 1`); `check` explores it
+at DEFAULT. Runs that do not join leave the loop BP190, as before.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from typing import Callable
+
+from ..expr import mk
+from ..ir import (BarrierRef, BinOp, Const, Kernel, Loop, ModelError, Param, Var, When,
+                  map_ops)
+from .roll import NoJoin, join
+from .tree import KernelTree
+
+SAMPLES = (1, 2, 3, 4, 5, 6, 7, 9, 12)
+DEFAULT = 4
+_FROM_ARGUMENT = re.compile(r"trip count from kernel argument (\d+) \((i\d+)\)")
+
+
+def _trip_arguments(kernel: Kernel) -> set[int]:
+    """The integer kernel arguments a BP190 trip count comes from."""
+    found = set()
+    for op in kernel.ops():
+        m = _FROM_ARGUMENT.search(op.name) if op.kind == "unmodeled" else None
+        if m:
+            found.add(int(m.group(1)))
+    return found
+
+
+def argument_name(tree: KernelTree, index: int) -> str:
+    """The Python name of the kernel's index-th runtime argument (its Constexpr parameters are
+    not MLIR arguments), else `arg<index>`."""
+    fallback = f"arg{index}"
+    if tree.loc is None:
+        return fallback
+    try:
+        with open(os.path.abspath(tree.loc.file), encoding="utf-8") as f:
+            module = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return fallback
+    for node in ast.walk(module):
+        if isinstance(node, ast.FunctionDef) and node.name == tree.name:
+            names = [a.arg for a in node.args.args
+                     if "Constexpr" not in (ast.unparse(a.annotation) if a.annotation else "")]
+            if len(names) == len(tree.arg_types) and index < len(names):
+                return names[index]
+    return fallback
+
+
+def _rebind(kernel: Kernel, allocs: dict) -> tuple:
+    """The body with each barrier reference on the allocation of the same name in `allocs`."""
+    def swap(op):
+        if op.barrier is None:
+            return op
+        import dataclasses
+        alloc = allocs[op.barrier.alloc.name]
+        return dataclasses.replace(op, barrier=BarrierRef(alloc, op.barrier.index,
+                                                          op.barrier.block))
+    return map_ops(kernel.body, swap)
+
+
+def _shape(kernel: Kernel) -> tuple:
+    return (tuple((b.name, repr(b.num_arrivals), repr(b.shape), b.explicit_init)
+                  for b in kernel.barriers), repr(kernel.num_threads), repr(kernel.grid))
+
+
+def runtime_family(tree: KernelTree, expect, kernel_at: Callable) -> Kernel | None:
+    """The kernel with a parameter for the one integer argument its trip counts come from, or
+    None (no such argument, several, or runs that do not join: kernel_at's BP190 stands)."""
+    first = kernel_at(tree, expect)
+    arguments = _trip_arguments(first)
+    if len(arguments) != 1:
+        return None
+    [index] = arguments
+    name = argument_name(tree, index)
+    try:
+        runs = [kernel_at(tree, expect, {index: v}) for v in SAMPLES]
+    except ModelError:
+        return None
+    base = runs[0]
+    if any(_shape(k) != _shape(base) for k in runs) or \
+            any(op.kind == "unmodeled" and _FROM_ARGUMENT.search(op.name)
+                for k in runs for op in k.ops()):
+        return None
+    allocs = {b.name: b for b in base.barriers}
+    try:
+        body = join([_rebind(k, allocs) for k in runs], list(SAMPLES), Var(name))
+    except NoJoin:
+        return None
+    notes = tuple(n for n in base.notes) + (
+        f"the trip count from the kernel argument `{name}` is the parameter {name} "
+        f"(read at {name} = {', '.join(map(str, SAMPLES))}; prove: every {name} >= 1; "
+        f"check: {name} = {DEFAULT})",)
+    return base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},
+                        assumptions=(mk(">=", Var(name), Const(1)),), notes=notes)
