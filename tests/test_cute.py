@@ -196,13 +196,25 @@ def test_a_trip_count_from_a_runtime_argument_is_a_parameter():
 
 def test_prove_answers_for_every_runtime_trip_count():
     """`prove` quantifies over the runtime argument: proved for every steps >= 1 on the
-    correct ring; on a mainloop whose consumers never flip their phase it finds the smallest
-    breaking K (the first K that laps the three stages) and replays it."""
+    correct ring and for every K on a TMA mainloop with the producer's tail; on the mainloop
+    whose consumers never flip their phase it finds the smallest breaking K (the first K that
+    laps the three stages) and replays it."""
     from barrierproof.checker.symbolic.prove import prove_kernel
+    from barrierproof.model.ir import Loop
     target = _target("ring_trip_count_at_run_time")
     proved = prove_kernel(_kernel(target), source=target.ref)
     assert proved.verdict == "proved", (proved.label, proved.notes)
     assert "for all steps" in proved.coverage and "steps >= 1" in proved.coverage
+    gemm = next(t for t in UNSEEN if t.name == "runtime_k")
+    kernel = _kernel(gemm)
+    # the producer_tail after K iterations: one wait per stage, from the slot K reached
+    [tail] = [s for s in kernel.body[0].orelse[0].then if isinstance(s, Loop) and s.var == "j0"]
+    [wait] = tail.body
+    assert repr(wait.barrier.index[0]) == "((j0 + k_tiles) % 3)"
+    assert repr(wait.parity) == "((((j0 + k_tiles) // 3) + 1) % 2)"
+    every_k = prove_kernel(kernel, source=gemm.ref)
+    assert every_k.verdict == "proved", (every_k.label, every_k.notes)
+    assert "for all k_tiles" in every_k.coverage
     stuck = next(t for t in UNSEEN if t.name == "runtime_k_consumer_phase_stuck")
     refuted = prove_kernel(_kernel(stuck), source=stuck.ref)
     assert refuted.verdict == "violation" and refuted.codes[0] == "BP100"

@@ -151,6 +151,10 @@ def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: E
     slot_values = _values(slots) if slots else None
     offset = None
     slot = None
+    if slots and slot_values is None and ranges is not None and ring > 1:
+        moved = _moving_ring(slots, parities, ts, t, ring, ranges)
+        if moved is not None:
+            return moved
     if slots:
         fitted = _fit_slot(ts, slot_values, t, ring) if slot_values is not None and ring > 1 \
             else None
@@ -162,6 +166,52 @@ def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: E
         if parity is None:
             parity = _expr(parities, ts, t, ranges)
     return slot, parity
+
+
+def _offset_of(e: Expr, ring: int) -> tuple[str, int] | None:
+    """(i, c) when e is `(i + c) % ring` or `i % ring`."""
+    from ..ir import BinOp
+    if not (isinstance(e, BinOp) and e.op == "%" and isinstance(e.rhs, Const)
+            and e.rhs.value == ring):
+        return None
+    inner = e.lhs
+    if isinstance(inner, Var):
+        return inner.name, 0
+    if isinstance(inner, BinOp) and inner.op == "+" and isinstance(inner.lhs, Var) \
+            and isinstance(inner.rhs, Const):
+        return inner.lhs.name, inner.rhs.value
+    return None
+
+
+def _moving_ring(slots, parities, ts, t: Expr, ring: int, ranges):
+    """Runs whose loop walks the ring from a slot that moves with t (a producer_tail after a
+    loop of t iterations: `(j + c) % S` with c = (t + c0) % S in each run): the slot
+    `(j + t + c0) % S` and the parity `((j + t + c0) // S + d) % 2`, if they give every
+    run's values at every iteration it has."""
+    forms = [_offset_of(e, ring) for e in slots]
+    if any(f is None for f in forms) or len({f[0] for f in forms}) != 1:
+        return None
+    var = Var(forms[0][0])
+    c0s = {(c - x) % ring for (_, c), x in zip(forms, ts)}
+    if len(c0s) != 1:
+        return None
+    start = mk("+", mk("+", var, t), Const(c0s.pop()))
+    slot = mk("%", start, Const(ring))
+    candidates = [None] if parities is None else [
+        mk("%", mk("+", mk("//", start, Const(ring)), Const(d)), Const(2)) for d in (0, 1)]
+
+    def agrees(pick, exprs) -> bool:
+        try:
+            return all(evaluate(pick, dict(env, **{t.name: x})) == evaluate(e, env)
+                       for e, r, x in zip(exprs, ranges, ts) for env in _assignments(r))
+        except Exception:
+            return False
+    if not agrees(slot, slots):
+        return None
+    for parity in candidates:
+        if parity is None or agrees(parity, parities):
+            return slot, parity
+    return None
 
 
 def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
@@ -217,6 +267,33 @@ def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None) -> t
             out.append(stmt)
         else:
             raise NoJoin(f"{type(stmt).__name__} statements that differ")
+    return tuple(out)
+
+
+ROLLED_KINDS = ("wait_parity", "arrive", "arrive_expect_tx", "expect_tx", "tma_load",
+                "tcgen05_commit_arrive")
+
+
+def roll_runs(stmts: Sequence, var: str) -> tuple:
+    """Consecutive mbarrier operations of one kind at one line (a loop the Python unrolled
+    while tracing, such as a producer_tail's wait on every stage) as one Loop when they join;
+    a lone one, or a run that does not join, as it is."""
+    out: list = []
+    k = 0
+    while k < len(stmts):
+        first = stmts[k]
+        end = k + 1
+        if isinstance(first, Op) and first.kind in ROLLED_KINDS and first.barrier is not None:
+            while end < len(stmts) and isinstance(stmts[end], Op) and \
+                    (stmts[end].kind, stmts[end].loc) == (first.kind, first.loc) and \
+                    stmts[end].barrier is not None and \
+                    stmts[end].barrier.alloc is first.barrier.alloc:
+                end += 1
+        if end - k >= 2:
+            out.extend(roll([(s,) for s in stmts[k:end]], var, first.loc))
+        else:
+            out.append(first)
+        k = end
     return tuple(out)
 
 

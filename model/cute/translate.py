@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Op, Var,
                   When)
 from .interpreter import Event, Warp
-from .roll import Iterations, nest, roll
+from .roll import Iterations, nest, roll, roll_runs
 from .tree import KernelTree
 from .values import WARP
 
@@ -269,7 +269,7 @@ def _ops(events, refs, made: dict, depth: int = 0) -> tuple:
             out.extend(roll(bodies, f"i{depth}", item.loc or Loc("<unknown>", 0)))
         else:
             out.append(_op(item, refs, made))
-    return tuple(out)
+    return roll_runs(out, f"j{depth}")
 
 
 def _op(e: Event, refs, made: dict) -> Op:
