@@ -23,7 +23,7 @@ from conftest import EXAMPLES                                           # noqa: 
 FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
                    "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py",
-                   "attention_fwd.py")]
+                   "attention_fwd.py", "mainloop_every_k.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 # Kernels written in the style of CUTLASS's CuTe DSL examples and pipelines after the frontend
 # was built, with field bugs (tests/cute_unseen/): the frontend was not shaped on them.
@@ -205,7 +205,7 @@ def test_prove_answers_for_every_runtime_trip_count():
     proved = prove_kernel(_kernel(target), source=target.ref)
     assert proved.verdict == "proved", (proved.label, proved.notes)
     assert "for all steps" in proved.coverage and "steps >= 1" in proved.coverage
-    gemm = next(t for t in UNSEEN if t.name == "runtime_k")
+    gemm = _target("runtime_k")
     kernel = _kernel(gemm)
     # the producer_tail after K iterations: one wait per stage, from the slot K reached
     [tail] = [s for s in kernel.body[0].orelse[0].then if isinstance(s, Loop) and s.var == "j0"]
@@ -215,7 +215,7 @@ def test_prove_answers_for_every_runtime_trip_count():
     every_k = prove_kernel(kernel, source=gemm.ref)
     assert every_k.verdict == "proved", (every_k.label, every_k.notes)
     assert "for all k_tiles" in every_k.coverage
-    stuck = next(t for t in UNSEEN if t.name == "runtime_k_consumer_phase_stuck")
+    stuck = _target("runtime_k_consumer_phase_stuck")
     refuted = prove_kernel(_kernel(stuck), source=stuck.ref)
     assert refuted.verdict == "violation" and refuted.codes[0] == "BP100"
     assert any("smallest breaking values found: k_tiles=4" in n for n in refuted.notes)

@@ -1,7 +1,11 @@
 """A warp-specialized TMA mainloop whose K-tile count is a runtime kernel argument
 (`k_tiles: cutlass.Int32`), as CUTLASS's GEMMs take it from the problem shape: one producer
 warp, two consumer warps, a `PipelineTmaAsync` ring of three stages with the producer's tail.
-The frontend reads the trip count as the parameter `k_tiles`, so `prove` covers every K.
+The frontend reads the trip count as the parameter `k_tiles` (the kernel read at several
+values and joined), so `check` explores k_tiles = 4 and `prove` answers for every K:
+
+    barrierproof prove examples/cute/mainloop_every_k.py::runtime_k
+    ... proved (proved for all k_tiles with (k_tiles >= 1): ...)
 """
 
 import cutlass
