@@ -221,6 +221,38 @@ def test_prove_answers_for_every_runtime_trip_count():
     assert any("smallest breaking values found: k_tiles=4" in n for n in refuted.notes)
 
 
+def _runtime_loop_tree(branch_on_argument: bool):
+    """`for i in range(n): arrive(bar)` with n the kernel's first argument (an i32), then
+    `if n > 16: arrive(bar)` or an unconditional arrive."""
+    zero = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 0})
+    one = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 1})
+    sixteen = _op("arith.constant", results=(4,), types=("i32",), attrs={"value": 16})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 2))
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    loop = _op("scf.for", operands=(1, 50, 2), regions=((Block((5,), (arrive,)),),), line=8)
+    large = _op("arith.cmpi", operands=(50 if branch_on_argument else 2, 4), results=(6,),
+                types=("i1",), attrs={"predicate": 4})
+    late = _op("nvvm.mbarrier.arrive", operands=(3,), line=11)
+    branch = _op("scf.if", operands=(6,), regions=((Block((), (late,)),),), line=10)
+    return KernelTree("k", "k", Block((50,), (zero, one, sixteen, alloca, init, loop, large,
+                                               branch)), ("i32",), (32, 1, 1), None,
+                      (1, 1, 1), Loc("k.py", 1, "k"))
+
+
+def test_a_runtime_trip_count_is_a_parameter_only_if_no_branch_depends_on_it():
+    """Runs at 1..12 cannot stand for `n > 16`: a branch around synchronization on the
+    argument leaves the loop BP190; the same kernel without it gets the parameter."""
+    from barrierproof.model.cute.translate import kernel_ir
+    plain = kernel_ir(_runtime_loop_tree(branch_on_argument=False))
+    assert list(plain.params) == ["arg0"] and not any(op.kind == "unmodeled"
+                                                      for op in plain.ops())
+    guarded = kernel_ir(_runtime_loop_tree(branch_on_argument=True))
+    assert not guarded.params
+    assert any(op.kind == "unmodeled" and "kernel argument 0" in op.name
+               for op in guarded.ops())
+
+
 def test_a_trip_count_from_data_is_still_bp190_at_the_loop():
     """A loop bound no kernel argument gives (here a value defined outside the kernel) is not
     guessed: BP190 at the loop."""

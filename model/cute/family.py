@@ -4,7 +4,8 @@
 `for k in cutlass.range(n)` over it has no trip count in the IR. The MLIR is the same for every
 value of `n`, so the frontend runs the kernel's warps with `n` bound to several values
 (SAMPLES, the last ones a check of the fit on values it did not need), rolls each run's loops
-(roll.py) and joins the runs: every trip count, ring slot and parity that varies with `n` must
+(roll.py) and joins the runs (only when no branch around synchronization depends on the
+argument: it could go the other way at a value not run): every trip count, ring slot and parity that varies with `n` must
 be one of roll.py's expressions of `n` at every value run. The joined IR has a parameter named
 after the argument (symbolic: `prove` quantifies over it, with `n >= 1`); `check` explores it
 at DEFAULT. Runs that do not join leave the loop BP190, as before.
@@ -58,6 +59,36 @@ def argument_name(tree: KernelTree, index: int) -> str:
     return fallback
 
 
+def _branch_on(tree: KernelTree, index: int):
+    """The first branch or while loop around synchronization whose condition depends on the
+    kernel argument (through any arithmetic, or through the results of a loop it bounds), or
+    None. Such a branch could take another side at values the runs did not read (`if k_tiles
+    > 16`), so the runs do not stand for every value."""
+    from .handlers import synchronizes
+    tainted = {tree.body.args[index]} if index < len(tree.body.args) else set()
+    order = [op for top in tree.body.ops for op in top.walk()]
+    owner = {}                  # a terminator -> the region op whose results it yields
+    for op in order:
+        for region in op.regions:
+            for block in region:
+                if block.ops and block.ops[-1].name in ("scf.yield", "scf.condition"):
+                    owner[id(block.ops[-1])] = op
+    for _ in range(8):                       # values carried through loops: a few sweeps
+        before = len(tainted)
+        for node in order:
+            if not any(k in tainted for k in node.operands):
+                continue
+            tainted.update(node.results)
+            if id(node) in owner:
+                tainted.update(owner[id(node)].results)
+            if node.name in ("scf.if", "scf.while") and \
+                    any(synchronizes(op) for op in node.walk() if op is not node):
+                return node
+        if len(tainted) == before:
+            break
+    return None
+
+
 def _rebind(kernel: Kernel, allocs: dict) -> tuple:
     """The body with each barrier reference on the allocation of the same name in `allocs`."""
     def swap(op):
@@ -83,6 +114,8 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable) -> Kernel | No
     if len(arguments) != 1:
         return None
     [index] = arguments
+    if _branch_on(tree, index) is not None:
+        return None
     name = argument_name(tree, index)
     try:
         runs = [kernel_at(tree, expect, {index: v}) for v in SAMPLES]
