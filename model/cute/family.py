@@ -4,12 +4,12 @@
 `for k in cutlass.range(n)` over it has no trip count in the IR. The MLIR is the same for every
 value of `n`, so the frontend runs the kernel's warps with `n` bound to several values
 (SAMPLES, the last ones a check of the fit on values it did not need), rolls each run's loops
-(roll.py) and joins the runs (only when no branch around synchronization depends on the
-argument: it could go the other way at a value not run): every trip count, ring slot and parity that varies with `n` must
-be one of roll.py's expressions of `n` at every value run. The joined IR has a parameter named
-after the argument (symbolic: `prove` quantifies over it, with `n >= 1`); `check` explores it
-at DEFAULT. Runs that do not join leave the loop BP190, as before.
-"""
+(roll.py) and joins the runs: every trip count, ring slot and parity that varies with `n` must
+be one of roll.py's expressions of `n` at every value run. Only when no branch around
+synchronization depends on the argument: such a branch could go the other way at a value not
+run. The joined IR has a parameter named after the argument (symbolic: `prove` quantifies over
+it, with `n >= 1`); `check` explores it at DEFAULT. Runs that do not join leave the loop BP190,
+as before."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ import re
 from typing import Callable
 
 from ..expr import mk
-from ..ir import (BarrierRef, BinOp, Const, Kernel, Loop, ModelError, Param, Var, When,
-                  map_ops)
+from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
 from .roll import NoJoin, join
 from .tree import KernelTree
 
