@@ -240,6 +240,20 @@ def _runtime_loop_tree(branch_on_argument: bool):
                       (1, 1, 1), Loc("k.py", 1, "k"))
 
 
+def test_a_k_from_a_tensor_extent_set_at_run_time_is_a_parameter():
+    """`k_tiles = cute.size(gA, mode=[2])` of a tensor whose K extent is symbolic: the runs
+    bind that size, and the parameter is named after the Python variable. The pipeline's
+    full and empty barriers share one array of four: slots `b + i % 2`."""
+    target = next(t for t in UNSEEN if t.name == "dynamic_k")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["k_tiles"] and kernel.params["k_tiles"].symbolic
+    assert any("size of a tensor mode set at run time" in n for n in kernel.notes)
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    slots = {repr(op.barrier.index[0]) for op in kernel.ops() if op.kind == "wait_parity"}
+    assert {"(i0 % 2)", "((i0 % 2) + 2)", "(((j0 + k_tiles) % 2) + 2)"} <= slots, slots
+    assert check_kernel(kernel, source=target.ref).verdict == "verified"
+
+
 def test_a_runtime_trip_count_is_a_parameter_only_if_no_branch_depends_on_it():
     """Runs at 1..12 cannot stand for `n > 16`: a branch around synchronization on the
     argument leaves the loop BP190; the same kernel without it gets the parameter."""

@@ -58,13 +58,13 @@ def argument_name(tree: KernelTree, index: int) -> str:
     return fallback
 
 
-def _branch_on(tree: KernelTree, index: int):
+def _branch_on(tree: KernelTree, seeds: set):
     """The first branch or while loop around synchronization whose condition depends on the
     kernel argument (through any arithmetic, or through the results of a loop it bounds), or
     None. Such a branch could take another side at values the runs did not read (`if k_tiles
     > 16`), so the runs do not stand for every value."""
     from .handlers import synchronizes
-    tainted = {tree.body.args[index]} if index < len(tree.body.args) else set()
+    tainted = set(seeds)
     order = [op for top in tree.body.ops for op in top.walk()]
     owner = {}                  # a terminator -> the region op whose results it yields
     for op in order:
@@ -105,24 +105,61 @@ def _shape(kernel: Kernel) -> tuple:
                   for b in kernel.barriers), repr(kernel.num_threads), repr(kernel.grid))
 
 
+def _dynamic_sizes(tree: KernelTree) -> list:
+    """`cute.size` ops whose value is dynamic (a mode of a tensor whose extent is set at run
+    time, `k_tiles = cute.size(gA, mode=[2])`) and reaches the bound of an `scf.for`."""
+    order = [op for top in tree.body.ops for op in top.walk()]
+    found = []
+    for node in order:
+        if node.name != "cute.size" or '"?"' not in node.types[0]:
+            continue
+        reach = set(node.results)
+        for op in order:
+            if any(k in reach for k in op.operands):
+                if op.name == "scf.for" and len(op.operands) > 1 and op.operands[1] in reach:
+                    found.append(node)
+                    break
+                reach.update(op.results)
+    return found
+
+
+def _assigned_name(node, fallback: str) -> str:
+    """The Python name the op's line assigns (`k_tiles = cute.size(...)`)."""
+    import linecache
+    if node.loc is None:
+        return fallback
+    text = linecache.getline(os.path.abspath(node.loc.file), node.loc.line)
+    m = re.match(r"\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]", text)
+    return m.group(1) if m else fallback
+
+
 def runtime_family(tree: KernelTree, expect, kernel_at: Callable) -> Kernel | None:
-    """The kernel with a parameter for the one integer argument its trip counts come from, or
-    None (no such argument, several, or runs that do not join: kernel_at's BP190 stands)."""
+    """The kernel with a parameter for the one runtime value its trip counts come from (an
+    integer argument, or the size of a tensor mode set at run time), or None (no such value,
+    several, or runs that do not join: kernel_at's BP190 stands)."""
     first = kernel_at(tree, expect)
     arguments = _trip_arguments(first)
-    if len(arguments) != 1:
+    sizes = _dynamic_sizes(tree) if not arguments else []
+    if len(arguments) == 1:
+        [index] = arguments
+        key, seeds = index, {tree.body.args[index]} if index < len(tree.body.args) else set()
+        name, what = argument_name(tree, index), "the kernel argument"
+    elif not arguments and len(sizes) == 1:
+        [node] = sizes
+        key, seeds = ("node", id(node)), set(node.results)
+        name = _assigned_name(node, "tiles")
+        what = "the size of a tensor mode set at run time,"
+    else:
         return None
-    [index] = arguments
-    if _branch_on(tree, index) is not None:
+    if _branch_on(tree, seeds) is not None:
         return None
-    name = argument_name(tree, index)
     try:
-        runs = [kernel_at(tree, expect, {index: v}) for v in SAMPLES]
+        runs = [kernel_at(tree, expect, {key: v}) for v in SAMPLES]
     except ModelError:
         return None
     base = runs[0]
     if any(_shape(k) != _shape(base) for k in runs) or \
-            any(op.kind == "unmodeled" and _FROM_ARGUMENT.search(op.name)
+            any(op.kind == "unmodeled" and ("trip count from" in op.name)
                 for k in runs for op in k.ops()):
         return None
     allocs = {b.name: b for b in base.barriers}
@@ -131,7 +168,7 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable) -> Kernel | No
     except NoJoin:
         return None
     notes = tuple(n for n in base.notes) + (
-        f"the trip count from the kernel argument `{name}` is the parameter {name} "
+        f"the trip count from {what} `{name}` is the parameter {name} "
         f"(read at {name} = {', '.join(map(str, SAMPLES))}; prove: every {name} >= 1; "
         f"check: {name} = {DEFAULT})",)
     return base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},

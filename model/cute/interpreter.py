@@ -54,7 +54,8 @@ class Warp:
                  block: tuple[int, int, int] | None = None, grid_why: str = "",
                  bindings: dict[int, int] | None = None):
         self.kernel = kernel
-        self.bindings = bindings or {}          # kernel argument index -> its value in this run
+        # kernel argument index, or ("node", id) of an op, -> its value in this run
+        self.bindings = bindings or {}
         self.warp = warp
         self.block_index = block                # this block's index, if runs are per block
         self.grid_why = grid_why                # else why not: for the BP190 message
@@ -119,7 +120,10 @@ class Warp:
 
     def step(self, node: Node, active: tuple[int, ...]) -> None:
         control = _CONTROL.get(node.name)
-        if control is not None:
+        bound = self.bindings.get(("node", id(node)))
+        if bound is not None:               # a runtime value this run fixes (family.py)
+            results = [bound]
+        elif control is not None:
             results = control(self, node, active)
         else:
             rule = RULES.get(node.name)

@@ -6,8 +6,9 @@ list that gives each iteration's (or each run's) operations from an integer `t`:
 operations must be the same but for ring slots, parities, counts and bytes, each of which must
 be one of these expressions of `t` at every point seen (never a guess on fewer):
 
-- a ring slot of a barrier array of S barriers: `(t + c) % S`;
-- a parity: `((t + c) // S + d) % 2`, S the ring of the same operation's barrier (the phase
+- a ring slot of a barrier array of S barriers: `b + (t + c) % m`, m dividing S (a
+  pipeline's full and empty barriers can be one array of 2m);
+- a parity: `((t + c) // m + d) % 2`, m the period of the same operation's slot (the phase
   flips each lap), or `(t + d) % 2`, or a constant;
 - anything else: a constant, affine, or affine clipped by a constant (pallas' `fit_1d`).
 
@@ -69,16 +70,22 @@ def _ring(ref: BarrierRef | None) -> int:
     return size.value if isinstance(size, Const) else 1
 
 
-def _fit_slot(ts, ys, t: Expr, ring: int) -> tuple[Expr, int] | None:
-    for c in range(ring):
-        if all((x + c) % ring == y for x, y in zip(ts, ys)):
-            return mk("%", mk("+", t, Const(c)), Const(ring)), c
+def _fit_slot(ts, ys, t: Expr, ring: int) -> tuple[Expr, int, int] | None:
+    """`b + (t + c) % m` for m dividing the array's size (the shortest period first: a
+    pipeline's full and empty barriers may share one array of 2*S), with c and m."""
+    for m in (m for m in range(1, ring + 1) if ring % m == 0):
+        for b in range(0, ring - m + 1):
+            for c in range(m):
+                if all(b + (x + c) % m == y for x, y in zip(ts, ys)):
+                    walk = mk("%", mk("+", t, Const(c)), Const(m)) if m > 1 else Const(0)
+                    return mk("+", walk, Const(b)), c, m
     return None
 
 
 def _fit_parity(ts, ys, t: Expr, ring: int, offset: int | None) -> Expr | None:
-    """The lap form first, with the slot's offset when the op has one: the same kernel run
-    for fewer iterations than a lap (a constant parity) then gets the form a longer run has."""
+    """The lap form first, with the slot's offset and period when the op has them: the same
+    kernel run for fewer iterations than a lap (a constant parity) then gets the form a
+    longer run has."""
     for size in dict.fromkeys((ring, 1)):
         offsets = [offset] if offset is not None and size == ring else []
         for c in offsets + [c for c in range(size) if c != offset]:
@@ -150,6 +157,7 @@ def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: E
     constant slot of a ring of one run is the ring form of another), else as _expr."""
     slot_values = _values(slots) if slots else None
     offset = None
+    period = ring
     slot = None
     if slots and slot_values is None and ranges is not None and ring > 1:
         moved = _moving_ring(slots, parities, ts, t, ring, ranges)
@@ -158,47 +166,50 @@ def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: E
     if slots:
         fitted = _fit_slot(ts, slot_values, t, ring) if slot_values is not None and ring > 1 \
             else None
-        slot, offset = fitted if fitted else (_expr(slots, ts, t, ranges), None)
+        slot, offset, period = fitted if fitted else (_expr(slots, ts, t, ranges), None, ring)
     parity = None
     if parities is not None:
         ys = _values(parities)
-        parity = _fit_parity(ts, ys, t, ring, offset) if ys is not None else None
+        parity = _fit_parity(ts, ys, t, period, offset) if ys is not None else None
         if parity is None:
             parity = _expr(parities, ts, t, ranges)
     return slot, parity
 
 
-def _offset_of(e: Expr, ring: int) -> tuple[str, int] | None:
-    """(i, c) when e is `(i + c) % ring` or `i % ring`."""
+def _offset_of(e: Expr) -> tuple[str, int, int, int] | None:
+    """(i, c, m, b) when e is `b + (i + c) % m` (b may be absent, c may be 0)."""
     from ..ir import BinOp
-    if not (isinstance(e, BinOp) and e.op == "%" and isinstance(e.rhs, Const)
-            and e.rhs.value == ring):
+    base = 0
+    if isinstance(e, BinOp) and e.op == "+" and isinstance(e.rhs, Const):
+        e, base = e.lhs, e.rhs.value
+    if not (isinstance(e, BinOp) and e.op == "%" and isinstance(e.rhs, Const)):
         return None
-    inner = e.lhs
+    inner, m = e.lhs, e.rhs.value
     if isinstance(inner, Var):
-        return inner.name, 0
+        return inner.name, 0, m, base
     if isinstance(inner, BinOp) and inner.op == "+" and isinstance(inner.lhs, Var) \
             and isinstance(inner.rhs, Const):
-        return inner.lhs.name, inner.rhs.value
+        return inner.lhs.name, inner.rhs.value, m, base
     return None
 
 
 def _moving_ring(slots, parities, ts, t: Expr, ring: int, ranges):
     """Runs whose loop walks the ring from a slot that moves with t (a producer_tail after a
-    loop of t iterations: `(j + c) % S` with c = (t + c0) % S in each run): the slot
-    `(j + t + c0) % S` and the parity `((j + t + c0) // S + d) % 2`, if they give every
+    loop of t iterations: `b + (j + c) % m` with c = (t + c0) % m in each run): the slot
+    `b + (j + t + c0) % m` and the parity `((j + t + c0) // m + d) % 2`, if they give every
     run's values at every iteration it has."""
-    forms = [_offset_of(e, ring) for e in slots]
-    if any(f is None for f in forms) or len({f[0] for f in forms}) != 1:
+    forms = [_offset_of(e) for e in slots]
+    if any(f is None for f in forms) or len({(f[0], f[2], f[3]) for f in forms}) != 1:
         return None
-    var = Var(forms[0][0])
-    c0s = {(c - x) % ring for (_, c), x in zip(forms, ts)}
+    name, _, m, base = forms[0]
+    var = Var(name)
+    c0s = {(c - x) % m for (_, c, _, _), x in zip(forms, ts)}
     if len(c0s) != 1:
         return None
     start = mk("+", mk("+", var, t), Const(c0s.pop()))
-    slot = mk("%", start, Const(ring))
+    slot = mk("+", mk("%", start, Const(m)), Const(base))
     candidates = [None] if parities is None else [
-        mk("%", mk("+", mk("//", start, Const(ring)), Const(d)), Const(2)) for d in (0, 1)]
+        mk("%", mk("+", mk("//", start, Const(m)), Const(d)), Const(2)) for d in (0, 1)]
 
     def agrees(pick, exprs) -> bool:
         try:
