@@ -133,11 +133,11 @@ def _assigned_name(node, fallback: str) -> str:
     return m.group(1) if m else fallback
 
 
-def runtime_family(tree: KernelTree, expect, kernel_at: Callable) -> Kernel | None:
+def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
+                   first: Kernel) -> Kernel | None:
     """The kernel with a parameter for the one runtime value its trip counts come from (an
     integer argument, or the size of a tensor mode set at run time), or None (no such value,
-    several, or runs that do not join: kernel_at's BP190 stands)."""
-    first = kernel_at(tree, expect)
+    several, or runs that do not join: `first`, the kernel read without them, stands)."""
     arguments = _trip_arguments(first)
     sizes = _dynamic_sizes(tree) if not arguments else []
     if len(arguments) == 1:

@@ -38,7 +38,8 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
     """The kernel's IR; a trip count from an integer kernel argument becomes a parameter
     (family.py), else it is BP190 at its loop."""
     from .family import runtime_family
-    return runtime_family(tree, expect, kernel_at) or kernel_at(tree, expect)
+    first = kernel_at(tree, expect)
+    return runtime_family(tree, expect, kernel_at, first) or first
 
 
 def kernel_at(tree: KernelTree, expect: str | None = None,
