@@ -13,6 +13,8 @@ MLIR module without a GPU. The package follows the path of a kernel:
   cluster barriers, fences, TMA, tcgen05 commits);
 - arith.py: the integer arithmetic of the index computations;
 - translate.py: warps with equal programs become roles; barriers become allocations.
+- roll.py: a loop's iterations rolled back into one IR loop (ring slots and parities in i);
+- family.py: a trip count from an integer kernel argument as a parameter (runs joined).
 
 The cutlass.pipeline classes (PipelineTmaAsync, PipelineAsync, PipelineState, ...) lower to
 these ops, so the frontend reads them without knowing them. An op that synchronizes and has no

@@ -51,8 +51,11 @@ class Warp:
     """The interpreter for one warp of one kernel."""
 
     def __init__(self, kernel: KernelTree, warp: int, allocations: dict,
-                 block: tuple[int, int, int] | None = None, grid_why: str = ""):
+                 block: tuple[int, int, int] | None = None, grid_why: str = "",
+                 bindings: dict[int, int] | None = None):
         self.kernel = kernel
+        # kernel argument index, or ("node", id) of an op, -> its value in this run
+        self.bindings = bindings or {}
         self.warp = warp
         self.block_index = block                # this block's index, if runs are per block
         self.grid_why = grid_why                # else why not: for the BP190 message
@@ -101,7 +104,7 @@ class Warp:
         body = self.kernel.body
         from .handlers import kernel_argument
         for i, (key, text) in enumerate(zip(body.args, self.kernel.arg_types)):
-            self.env[key] = kernel_argument(i, text)
+            self.env[key] = self.bindings[i] if i in self.bindings else kernel_argument(i, text)
         self.block(body, tuple(range(WARP)), ())
         return self.events
 
@@ -117,7 +120,10 @@ class Warp:
 
     def step(self, node: Node, active: tuple[int, ...]) -> None:
         control = _CONTROL.get(node.name)
-        if control is not None:
+        bound = self.bindings.get(("node", id(node)))
+        if bound is not None:               # a runtime value this run fixes (family.py)
+            results = [bound]
+        elif control is not None:
             results = control(self, node, active)
         else:
             rule = RULES.get(node.name)
@@ -202,8 +208,17 @@ class Warp:
             return None
         body = node.regions[0][0]
         carried = list(init)
+        # iteration marks around a loop that synchronizes: translate.py rolls the iterations
+        # back into one IR loop when they differ only in ring slots and parities
+        marked = self.region_synchronizes(node)
+        if marked:
+            self.emit("loop", node, name="begin")
         for i in range(lo, hi, st):
+            if marked:
+                self.emit("loop", node, name="iteration")
             carried = self.block(body, active, [i] + carried) or []
+        if marked:
+            self.emit("loop", node, name="end")
         return carried
 
     def scf_while(self, node: Node, active) -> list | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Op, Var,
                   When)
 from .interpreter import Event, Warp
+from .roll import Iterations, nest, roll, roll_runs
 from .tree import KernelTree
 from .values import WARP
 
@@ -34,6 +35,16 @@ _BLOCK_REGISTERS = ("nvvm.read.ptx.sreg.ctaid.", "nvvm.read.ptx.sreg.clusterid."
 
 
 def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
+    """The kernel's IR; a trip count from an integer kernel argument becomes a parameter
+    (family.py), else it is BP190 at its loop."""
+    from .family import runtime_family
+    first = kernel_at(tree, expect)
+    return runtime_family(tree, expect, kernel_at, first) or first
+
+
+def kernel_at(tree: KernelTree, expect: str | None = None,
+              bindings: dict[int, int] | None = None) -> Kernel:
+    """The kernel's IR with the integer kernel arguments in `bindings` at those values."""
     threads = tree.block_dim[0] * tree.block_dim[1] * tree.block_dim[2]
     if threads <= 0 or threads % WARP:
         raise ModelError(f"{tree.name} launches blocks of {threads} threads; the CuTe frontend "
@@ -46,7 +57,8 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
     # whose warps run the same programs are one grid position
     by_block: dict[tuple, list[int]] = {}
     for b, block in enumerate(blocks):
-        programs = [Warp(tree, w, allocations, block, why).run() for w in range(warps)]
+        programs = [Warp(tree, w, allocations, block, why, bindings).run()
+                    for w in range(warps)]
         by_block.setdefault(tuple(map(tuple, programs)), []).append(b)
     cluster = tree.cluster_dim[0] * tree.cluster_dim[1] * tree.cluster_dim[2]
     if cluster > 1:
@@ -248,32 +260,39 @@ def _spell(key: tuple) -> str:
         else f"{buffer}+{offset}B"
 
 
-def _ops(events, refs, made: dict) -> tuple[Op, ...]:
-    """The IR of a warp's events; `made` keeps one Op per distinct event across warps."""
-    out = []
-    for e in events:
-        if e in made:
-            out.append(made[e])
-            continue
-        n = len(out)
-        loc = e.loc or Loc("<unknown>", 0)
-        ref = refs.get(e.barrier) if e.barrier is not None else None
-        if e.kind == "arrive":
-            out.append(Op("arrive", ref, count=Const(e.count), loc=loc))
-        elif e.kind in ("arrive_expect_tx", "expect_tx", "tma_load"):
-            out.append(Op(e.kind, ref, bytes=Const(e.bytes), loc=loc))
-        elif e.kind == "wait_parity":
-            out.append(Op("wait_parity", ref, parity=Const(e.parity), loc=loc))
-        elif e.kind in ("mbarrier_init", "tcgen05_commit_arrive"):
-            out.append(Op(e.kind, ref, loc=loc))
-        elif e.kind in ("bar_sync", "bar_arrive"):
-            out.append(Op(e.kind, None, count=Const(e.count), bar_id=Const(e.bar_id),
-                          name=e.name, aligned=e.aligned, loc=loc))
-        elif e.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
-                        "fence_proxy_async", "unmodeled"):
-            out.append(Op(e.kind, None, name=e.name, loc=loc))
-        else:   # pragma: no cover - every event kind has a row above
-            raise ModelError(f"no IR for the CuTe event {e.kind}", loc=loc)
-        if len(out) == n + 1:
-            made[e] = out[-1]
-    return tuple(out)
+def _ops(events, refs, made: dict, depth: int = 0) -> tuple:
+    """The IR of a warp's events (marked loops rolled back, roll.py); `made` keeps one Op per
+    distinct event across warps."""
+    out: list = []
+    for item in nest(events) if depth == 0 else events:
+        if isinstance(item, Iterations):
+            bodies = [_ops(body, refs, made, depth + 1) for body in item.bodies]
+            out.extend(roll(bodies, f"i{depth}", item.loc or Loc("<unknown>", 0)))
+        else:
+            out.append(_op(item, refs, made))
+    return roll_runs(out, f"j{depth}")
+
+
+def _op(e: Event, refs, made: dict) -> Op:
+    if e in made:
+        return made[e]
+    loc = e.loc or Loc("<unknown>", 0)
+    ref = refs.get(e.barrier) if e.barrier is not None else None
+    if e.kind == "arrive":
+        op = Op("arrive", ref, count=Const(e.count), loc=loc)
+    elif e.kind in ("arrive_expect_tx", "expect_tx", "tma_load"):
+        op = Op(e.kind, ref, bytes=Const(e.bytes), loc=loc)
+    elif e.kind == "wait_parity":
+        op = Op("wait_parity", ref, parity=Const(e.parity), loc=loc)
+    elif e.kind in ("mbarrier_init", "tcgen05_commit_arrive"):
+        op = Op(e.kind, ref, loc=loc)
+    elif e.kind in ("bar_sync", "bar_arrive"):
+        op = Op(e.kind, None, count=Const(e.count), bar_id=Const(e.bar_id),
+                name=e.name, aligned=e.aligned, loc=loc)
+    elif e.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
+                    "fence_proxy_async", "unmodeled"):
+        op = Op(e.kind, None, name=e.name, loc=loc)
+    else:   # pragma: no cover - every event kind has a row above
+        raise ModelError(f"no IR for the CuTe event {e.kind}", loc=loc)
+    made[e] = op
+    return op

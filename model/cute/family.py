@@ -1,0 +1,175 @@
+"""A trip count from a runtime kernel argument, as a parameter of the IR.
+
+`cute.compile` leaves an `Int32` kernel argument a value of the MLIR function, so a loop
+`for k in cutlass.range(n)` over it has no trip count in the IR. The MLIR is the same for every
+value of `n`, so the frontend runs the kernel's warps with `n` bound to several values
+(SAMPLES, the last ones a check of the fit on values it did not need), rolls each run's loops
+(roll.py) and joins the runs: every trip count, ring slot and parity that varies with `n` must
+be one of roll.py's expressions of `n` at every value run. Only when no branch around
+synchronization depends on the argument: such a branch could go the other way at a value not
+run. The joined IR has a parameter named after the argument (symbolic: `prove` quantifies over
+it, with `n >= 1`); `check` explores it at DEFAULT. Runs that do not join leave the loop BP190,
+as before."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from typing import Callable
+
+from ..expr import mk
+from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
+from .roll import NoJoin, join
+from .tree import KernelTree
+
+SAMPLES = (1, 2, 3, 4, 5, 6, 7, 9, 12)
+DEFAULT = 4
+_FROM_ARGUMENT = re.compile(r"trip count from kernel argument (\d+) \((i\d+)\)")
+
+
+def _trip_arguments(kernel: Kernel) -> set[int]:
+    """The integer kernel arguments a BP190 trip count comes from."""
+    found = set()
+    for op in kernel.ops():
+        m = _FROM_ARGUMENT.search(op.name) if op.kind == "unmodeled" else None
+        if m:
+            found.add(int(m.group(1)))
+    return found
+
+
+def argument_name(tree: KernelTree, index: int) -> str:
+    """The Python name of the kernel's index-th runtime argument (its Constexpr parameters are
+    not MLIR arguments), else `arg<index>`."""
+    fallback = f"arg{index}"
+    if tree.loc is None:
+        return fallback
+    try:
+        with open(os.path.abspath(tree.loc.file), encoding="utf-8") as f:
+            module = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return fallback
+    for node in ast.walk(module):
+        if isinstance(node, ast.FunctionDef) and node.name == tree.name:
+            names = [a.arg for a in node.args.args
+                     if "Constexpr" not in (ast.unparse(a.annotation) if a.annotation else "")]
+            if len(names) == len(tree.arg_types) and index < len(names):
+                return names[index]
+    return fallback
+
+
+def _branch_on(tree: KernelTree, seeds: set):
+    """The first branch or while loop around synchronization whose condition depends on the
+    kernel argument (through any arithmetic, or through the results of a loop it bounds), or
+    None. Such a branch could take another side at values the runs did not read (`if k_tiles
+    > 16`), so the runs do not stand for every value."""
+    from .handlers import synchronizes
+    tainted = set(seeds)
+    order = [op for top in tree.body.ops for op in top.walk()]
+    owner = {}                  # a terminator -> the region op whose results it yields
+    for op in order:
+        for region in op.regions:
+            for block in region:
+                if block.ops and block.ops[-1].name in ("scf.yield", "scf.condition"):
+                    owner[id(block.ops[-1])] = op
+    for _ in range(8):                       # values carried through loops: a few sweeps
+        before = len(tainted)
+        for node in order:
+            if not any(k in tainted for k in node.operands):
+                continue
+            tainted.update(node.results)
+            if id(node) in owner:
+                tainted.update(owner[id(node)].results)
+            if node.name in ("scf.if", "scf.while") and \
+                    any(synchronizes(op) for op in node.walk() if op is not node):
+                return node
+        if len(tainted) == before:
+            break
+    return None
+
+
+def _rebind(kernel: Kernel, allocs: dict) -> tuple:
+    """The body with each barrier reference on the allocation of the same name in `allocs`."""
+    def swap(op):
+        if op.barrier is None:
+            return op
+        import dataclasses
+        alloc = allocs[op.barrier.alloc.name]
+        return dataclasses.replace(op, barrier=BarrierRef(alloc, op.barrier.index,
+                                                          op.barrier.block))
+    return map_ops(kernel.body, swap)
+
+
+def _shape(kernel: Kernel) -> tuple:
+    return (tuple((b.name, repr(b.num_arrivals), repr(b.shape), b.explicit_init)
+                  for b in kernel.barriers), repr(kernel.num_threads), repr(kernel.grid))
+
+
+def _dynamic_sizes(tree: KernelTree) -> list:
+    """`cute.size` ops whose value is dynamic (a mode of a tensor whose extent is set at run
+    time, `k_tiles = cute.size(gA, mode=[2])`) and reaches the bound of an `scf.for`."""
+    order = [op for top in tree.body.ops for op in top.walk()]
+    found = []
+    for node in order:
+        if node.name != "cute.size" or '"?"' not in node.types[0]:
+            continue
+        reach = set(node.results)
+        for op in order:
+            if any(k in reach for k in op.operands):
+                if op.name == "scf.for" and len(op.operands) > 1 and op.operands[1] in reach:
+                    found.append(node)
+                    break
+                reach.update(op.results)
+    return found
+
+
+def _assigned_name(node, fallback: str) -> str:
+    """The Python name the op's line assigns (`k_tiles = cute.size(...)`)."""
+    import linecache
+    if node.loc is None:
+        return fallback
+    text = linecache.getline(os.path.abspath(node.loc.file), node.loc.line)
+    m = re.match(r"\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]", text)
+    return m.group(1) if m else fallback
+
+
+def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
+                   first: Kernel) -> Kernel | None:
+    """The kernel with a parameter for the one runtime value its trip counts come from (an
+    integer argument, or the size of a tensor mode set at run time), or None (no such value,
+    several, or runs that do not join: `first`, the kernel read without them, stands)."""
+    arguments = _trip_arguments(first)
+    sizes = _dynamic_sizes(tree) if not arguments else []
+    if len(arguments) == 1:
+        [index] = arguments
+        key, seeds = index, {tree.body.args[index]} if index < len(tree.body.args) else set()
+        name, what = argument_name(tree, index), "the kernel argument"
+    elif not arguments and len(sizes) == 1:
+        [node] = sizes
+        key, seeds = ("node", id(node)), set(node.results)
+        name = _assigned_name(node, "tiles")
+        what = "the size of a tensor mode set at run time,"
+    else:
+        return None
+    if _branch_on(tree, seeds) is not None:
+        return None
+    try:
+        runs = [kernel_at(tree, expect, {key: v}) for v in SAMPLES]
+    except ModelError:
+        return None
+    base = runs[0]
+    if any(_shape(k) != _shape(base) for k in runs) or \
+            any(op.kind == "unmodeled" and ("trip count from" in op.name)
+                for k in runs for op in k.ops()):
+        return None
+    allocs = {b.name: b for b in base.barriers}
+    try:
+        body = join([_rebind(k, allocs) for k in runs], list(SAMPLES), Var(name))
+    except NoJoin:
+        return None
+    notes = tuple(n for n in base.notes) + (
+        f"the trip count from {what} `{name}` is the parameter {name} "
+        f"(read at {name} = {', '.join(map(str, SAMPLES))}; prove: every {name} >= 1; "
+        f"check: {name} = {DEFAULT})",)
+    return base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},
+                        assumptions=(mk(">=", Var(name), Const(1)),), notes=notes)

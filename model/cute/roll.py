@@ -1,0 +1,322 @@
+"""Loops rolled back from a warp's run, and runs at several values joined into one IR.
+
+The interpreter runs an `scf.for` to its trip count, so a warp's events are the loop unrolled
+(marked: `begin`, one `iteration` mark per iteration, `end`). `join` finds the one statement
+list that gives each iteration's (or each run's) operations from an integer `t`: the
+operations must be the same but for ring slots, parities, counts and bytes, each of which must
+be one of these expressions of `t` at every point seen (never a guess on fewer):
+
+- a ring slot of a barrier array of S barriers: `b + (t + c) % m`, m dividing S (a
+  pipeline's full and empty barriers can be one array of 2m);
+- a parity: `((t + c) // m + d) % 2`, m the period of the same operation's slot (the phase
+  flips each lap), or `(t + d) % 2`, or a constant;
+- anything else: a constant, affine, or affine clipped by a constant (pallas' `fit_1d`).
+
+Iterations that do not join stay unrolled: the IR is then the concrete run, exact at these
+values. Within a loop `t` is the iteration number (the IR loop variable, from 0); across runs it
+is a kernel argument's value (translate.py: a trip count from a runtime argument).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..expr import mk
+from ..ir import BarrierRef, Const, Expr, Loop, Op, Var, When, evaluate
+from ..pallas.antiunify import fit_1d
+
+
+@dataclass(frozen=True)
+class Iterations:
+    """A loop of a warp's run: the events of each iteration (nested loops as Iterations)."""
+
+    site: int
+    loc: object
+    bodies: tuple[tuple, ...]
+
+
+def nest(events: Sequence) -> list:
+    """The events with each marked loop turned into Iterations."""
+    out: list = []
+    stack: list[tuple[list, list, object]] = []   # (outer list, iterations, begin event)
+    current = out
+    for e in events:
+        if e.kind != "loop":
+            current.append(e)
+        elif e.name == "begin":
+            stack.append((current, [], e))
+            current = None
+        elif e.name == "iteration":
+            outer, bodies, begin = stack[-1]
+            bodies.append([])
+            current = bodies[-1]
+        else:
+            outer, bodies, begin = stack.pop()
+            outer.append(Iterations(begin.site, begin.loc, tuple(tuple(b) for b in bodies)))
+            current = outer
+    return out
+
+
+class NoJoin(Exception):
+    """The sequences differ in more than the expressions `join` fits."""
+
+
+def _ring(ref: BarrierRef | None) -> int:
+    if ref is None or not ref.index:
+        return 1
+    size = ref.alloc.shape[0]
+    return size.value if isinstance(size, Const) else 1
+
+
+def _fit_slot(ts, ys, t: Expr, ring: int) -> tuple[Expr, int, int] | None:
+    """`b + (t + c) % m` for m dividing the array's size (the shortest period first: a
+    pipeline's full and empty barriers may share one array of 2*S), with c and m."""
+    for m in (m for m in range(1, ring + 1) if ring % m == 0):
+        for b in range(0, ring - m + 1):
+            for c in range(m):
+                if all(b + (x + c) % m == y for x, y in zip(ts, ys)):
+                    walk = mk("%", mk("+", t, Const(c)), Const(m)) if m > 1 else Const(0)
+                    return mk("+", walk, Const(b)), c, m
+    return None
+
+
+def _fit_parity(ts, ys, t: Expr, ring: int, offset: int | None) -> Expr | None:
+    """The lap form first, with the slot's offset and period when the op has them: the same
+    kernel run for fewer iterations than a lap (a constant parity) then gets the form a
+    longer run has."""
+    for size in dict.fromkeys((ring, 1)):
+        offsets = [offset] if offset is not None and size == ring else []
+        for c in offsets + [c for c in range(size) if c != offset]:
+            for d in (0, 1):
+                if all(((x + c) // size + d) % 2 == y for x, y in zip(ts, ys)):
+                    lap = mk("//", mk("+", t, Const(c)), Const(size)) if size > 1 else \
+                        mk("+", t, Const(c))
+                    return mk("%", mk("+", lap, Const(d)), Const(2))
+    return None
+
+
+def _values(exprs: Sequence[Expr]) -> list[int] | None:
+    try:
+        return [evaluate(e, {}) for e in exprs]
+    except Exception:       # an expression with free names: not a constant
+        return None
+
+
+def _assignments(ranges: dict[str, int]):
+    import itertools
+    names = sorted(ranges)
+    for values in itertools.product(*(range(ranges[n]) for n in names)):
+        yield dict(zip(names, values))
+
+
+MAX_AGREE = 4096        # loop-variable assignments compared before two forms are told apart
+
+
+def _agreeing(exprs: Sequence[Expr], ranges: Sequence[dict]) -> Expr | None:
+    """Runs whose loops chose different forms for one field (a short run's constant parity,
+    a long run's lap form): the form of the run with the most iterations, if it gives every
+    run's values at every iteration that run has."""
+    sizes = []
+    for r in ranges:
+        n = 1
+        for trip in r.values():
+            n *= max(trip, 0)
+        sizes.append(n)
+    if sum(sizes) > MAX_AGREE:
+        return None
+    pick = exprs[max(range(len(exprs)), key=lambda k: sizes[k])]
+    try:
+        for e, r in zip(exprs, ranges):
+            if any(evaluate(pick, env) != evaluate(e, env) for env in _assignments(r)):
+                return None
+    except Exception:       # a name no loop binds
+        return None
+    return pick
+
+
+def _expr(exprs: Sequence[Expr], ts, t: Expr, ranges=None) -> Expr:
+    """A count, byte count or trip count: the same everywhere, or fit_1d's affine forms."""
+    if all(repr(e) == repr(exprs[0]) for e in exprs):
+        return exprs[0]
+    ys = _values(exprs)
+    if ys is None and ranges is not None:
+        agreed = _agreeing(exprs, ranges)
+        if agreed is not None:
+            return agreed
+    fitted = fit_1d(ts, ys, t) if ys is not None and len(set(ts)) >= 3 else None
+    if fitted is None:
+        raise NoJoin(f"{exprs[0]!r} and {exprs[-1]!r} at {list(ts)}")
+    return fitted
+
+
+def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: Expr,
+                ring: int, ranges=None) -> tuple[Expr | None, Expr | None]:
+    """A ring slot and a parity, as functions of t: in the ring forms whenever they fit (a
+    constant slot of a ring of one run is the ring form of another), else as _expr."""
+    slot_values = _values(slots) if slots else None
+    offset = None
+    period = ring
+    slot = None
+    if slots and slot_values is None and ranges is not None and ring > 1:
+        moved = _moving_ring(slots, parities, ts, t, ring, ranges)
+        if moved is not None:
+            return moved
+    if slots:
+        fitted = _fit_slot(ts, slot_values, t, ring) if slot_values is not None and ring > 1 \
+            else None
+        slot, offset, period = fitted if fitted else (_expr(slots, ts, t, ranges), None, ring)
+    parity = None
+    if parities is not None:
+        ys = _values(parities)
+        parity = _fit_parity(ts, ys, t, period, offset) if ys is not None else None
+        if parity is None:
+            parity = _expr(parities, ts, t, ranges)
+    return slot, parity
+
+
+def _offset_of(e: Expr) -> tuple[str, int, int, int] | None:
+    """(i, c, m, b) when e is `b + (i + c) % m` (b may be absent, c may be 0)."""
+    from ..ir import BinOp
+    base = 0
+    if isinstance(e, BinOp) and e.op == "+" and isinstance(e.rhs, Const):
+        e, base = e.lhs, e.rhs.value
+    if not (isinstance(e, BinOp) and e.op == "%" and isinstance(e.rhs, Const)):
+        return None
+    inner, m = e.lhs, e.rhs.value
+    if isinstance(inner, Var):
+        return inner.name, 0, m, base
+    if isinstance(inner, BinOp) and inner.op == "+" and isinstance(inner.lhs, Var) \
+            and isinstance(inner.rhs, Const):
+        return inner.lhs.name, inner.rhs.value, m, base
+    return None
+
+
+def _moving_ring(slots, parities, ts, t: Expr, ring: int, ranges):
+    """Runs whose loop walks the ring from a slot that moves with t (a producer_tail after a
+    loop of t iterations: `b + (j + c) % m` with c = (t + c0) % m in each run): the slot
+    `b + (j + t + c0) % m` and the parity `((j + t + c0) // m + d) % 2`, if they give every
+    run's values at every iteration it has."""
+    forms = [_offset_of(e) for e in slots]
+    if any(f is None for f in forms) or len({(f[0], f[2], f[3]) for f in forms}) != 1:
+        return None
+    name, _, m, base = forms[0]
+    var = Var(name)
+    c0s = {(c - x) % m for (_, c, _, _), x in zip(forms, ts)}
+    if len(c0s) != 1:
+        return None
+    start = mk("+", mk("+", var, t), Const(c0s.pop()))
+    slot = mk("+", mk("%", start, Const(m)), Const(base))
+    candidates = [None] if parities is None else [
+        mk("%", mk("+", mk("//", start, Const(m)), Const(d)), Const(2)) for d in (0, 1)]
+
+    def agrees(pick, exprs) -> bool:
+        try:
+            return all(evaluate(pick, dict(env, **{t.name: x})) == evaluate(e, env)
+                       for e, r, x in zip(exprs, ranges, ts) for env in _assignments(r))
+        except Exception:
+            return False
+    if not agrees(slot, slots):
+        return None
+    for parity in candidates:
+        if parity is None or agrees(parity, parities):
+            return slot, parity
+    return None
+
+
+def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
+    first = ops[0]
+    for op in ops[1:]:
+        if (op.kind, op.name, op.aligned, op.loc, repr(op.bar_id)) != \
+                (first.kind, first.name, first.aligned, first.loc, repr(first.bar_id)):
+            raise NoJoin(f"{first.describe()} and {op.describe()}")
+        if (op.barrier is None) != (first.barrier is None) or (
+                op.barrier is not None and op.barrier.alloc is not first.barrier.alloc):
+            raise NoJoin(f"{first.describe()} and {op.describe()} on different barriers")
+    ring = _ring(first.barrier)
+    barrier = first.barrier
+    one_index = barrier is not None and len(barrier.index) == 1
+    slots = [op.barrier.index[0] for op in ops] if one_index else []
+    parities = None if first.parity is None else [op.parity for op in ops]
+    slot, parity = _ring_exprs(slots, parities, ts, t, ring, ranges)
+    if one_index:
+        barrier = BarrierRef(barrier.alloc, (slot,), barrier.block)
+    elif barrier is not None and barrier.index:
+        barrier = BarrierRef(barrier.alloc, tuple(
+            _expr([op.barrier.index[k] for op in ops], ts, t, ranges)
+            for k in range(len(barrier.index))), barrier.block)
+    return dataclasses.replace(first, barrier=barrier, parity=parity,
+                               count=_expr([op.count for op in ops], ts, t, ranges),
+                               bytes=_expr([op.bytes for op in ops], ts, t, ranges))
+
+
+def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None) -> tuple:
+    """One statement list that is seqs[k] at t = ts[k], or NoJoin. `ranges`: per sequence, the
+    trip count of each loop around it (filled in while descending)."""
+    ranges = ranges if ranges is not None else [{} for _ in seqs]
+    first = seqs[0]
+    if any(len(s) != len(first) for s in seqs):
+        raise NoJoin("a different number of operations")
+    out = []
+    for k, stmt in enumerate(first):
+        column = [s[k] for s in seqs]
+        if isinstance(stmt, Op) and all(isinstance(s, Op) for s in column):
+            out.append(_op(column, ts, t, ranges))
+        elif isinstance(stmt, Loop) and all(isinstance(s, Loop) and s.var == stmt.var
+                                            for s in column):
+            trips = _values([s.trip for s in column])
+            inner = None if trips is None else \
+                [dict(r, **{stmt.var: n}) for r, n in zip(ranges, trips)]
+            out.append(Loop(stmt.var, _expr([s.trip for s in column], ts, t, ranges),
+                            join([s.body for s in column], ts, t, inner), stmt.loc))
+        elif isinstance(stmt, When) and all(isinstance(s, When) and repr(s.cond) == repr(stmt.cond)
+                                            for s in column):
+            out.append(When(stmt.cond, join([s.then for s in column], ts, t, ranges),
+                            join([s.orelse for s in column], ts, t, ranges), stmt.loc))
+        elif all(s is stmt for s in column):
+            out.append(stmt)
+        else:
+            raise NoJoin(f"{type(stmt).__name__} statements that differ")
+    return tuple(out)
+
+
+ROLLED_KINDS = ("wait_parity", "arrive", "arrive_expect_tx", "expect_tx", "tma_load",
+                "tcgen05_commit_arrive")
+
+
+def roll_runs(stmts: Sequence, var: str) -> tuple:
+    """Consecutive mbarrier operations of one kind at one line (a loop the Python unrolled
+    while tracing, such as a producer_tail's wait on every stage) as one Loop when they join;
+    a lone one, or a run that does not join, as it is."""
+    out: list = []
+    k = 0
+    while k < len(stmts):
+        first = stmts[k]
+        end = k + 1
+        if isinstance(first, Op) and first.kind in ROLLED_KINDS and first.barrier is not None:
+            while end < len(stmts) and isinstance(stmts[end], Op) and \
+                    (stmts[end].kind, stmts[end].loc) == (first.kind, first.loc) and \
+                    stmts[end].barrier is not None and \
+                    stmts[end].barrier.alloc is first.barrier.alloc:
+                end += 1
+        if end - k >= 2:
+            out.extend(roll([(s,) for s in stmts[k:end]], var, first.loc))
+        else:
+            out.append(first)
+        k = end
+    return tuple(out)
+
+
+def roll(bodies: Sequence[tuple], var: str, loc) -> tuple:
+    """A loop's iterations (each a statement tuple) as one Loop, or unrolled if they do not
+    join."""
+    if not bodies:
+        return ()
+    if not any(bodies):
+        return ()
+    try:
+        body = join(bodies, list(range(len(bodies))), Var(var))
+    except NoJoin:
+        return tuple(s for b in bodies for s in b)
+    return (Loop(var, Const(len(bodies)), body, loc),)
