@@ -61,7 +61,7 @@ def _bare(op) -> bool:
         and op.barrier is not None
 
 
-def _run(system, pick_last: bool) -> list[tuple[int, int, int]]:
+def _run(system, pick_last: bool) -> list[tuple[int, int, int, int]]:
     """(agent, pc, completion count, observed before) of every bare parity wait passed on one
     schedule: the first (or last) enabled action at every step, to the end or a stuck state."""
     state = system.initial_state()
@@ -104,7 +104,7 @@ def infer_phases(kernel: Kernel, points: Sequence[Mapping[str, int]]
         try:
             systems = compile_systems(kernel, values, races=False)
             copies = compile_systems(copy, values, races=False)
-        except ModelError:
+        except (ModelError, ArithmeticError):     # a point the bits cannot be evaluated at
             continue
         if len(systems) != len(copies):
             continue
