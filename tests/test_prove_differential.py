@@ -107,7 +107,60 @@ def slot_ring(m):
     return ring
 
 
-# Every switch of every family: 56 protocols, each judged whole (about a minute in all).
+def bare_turns(m):
+    """A producer hands round r to consumer r % 2 and waits for its ack, every wait a bare
+    parity bit: each consumer skips the other's phases of `data` on purpose, which only its
+    turns make safe (the ping-pong's order barrier); the bits may be off by one."""
+    @protocol(symbolic=("pairs",))
+    def alternating(k, pairs=2):
+        k.threads(3, name="wg")
+        k.assume(pairs >= 0)
+        data = k.Barrier(num_arrivals=1)
+        ack = k.Barrier(num_arrivals=1)
+        turn = k.Barrier(num_arrivals=1, num_barriers=2)
+        with k.when(k.thread == 2):
+            with k.loop(2 * pairs) as r:
+                k.arrive(data)
+                k.wait_parity(ack, (r + m["ack_bit"]) % 2)
+        with k.otherwise():
+            w = k.thread
+            with k.loop(pairs) as i:
+                if m["turns"]:
+                    k.wait_parity(turn.at[w], (i - 1 + w + m["turn_bit"]) % 2)
+                k.wait_parity(data, (2 * i + w + m["data_bit"]) % 2)
+                k.arrive(ack)
+                if m["turns"]:
+                    k.arrive(turn.at[1 - w])
+    return alternating
+
+
+def bare_skip(m):
+    """The waiter wants only the odd completions of `full`, with bare parity bits; `hold` keeps
+    it from reaching its next wait before the completion it skips."""
+    @protocol(symbolic=("steps",))
+    def skipping(k, steps=2):
+        k.threads(2, name="wg")
+        k.assume(steps >= 0)
+        full = k.Barrier(num_arrivals=1)
+        ack = k.Barrier(num_arrivals=1)
+        after = k.Barrier(num_arrivals=1)
+        with k.when(k.thread == 0):
+            with k.loop(steps) as i:
+                k.arrive(full)
+                k.wait_parity(ack, i % 2)
+                k.arrive(full)
+                if m["hold"]:
+                    k.arrive(after)
+        with k.otherwise():
+            with k.loop(steps) as i:
+                k.wait_parity(full, (2 * i + m["full_bit"]) % 2 if m["lap"] else m["full_bit"])
+                k.arrive(ack)
+                if m["hold"]:
+                    k.wait_parity(after, i % 2)
+    return skipping
+
+
+# Every switch of every family: 80 protocols, each judged whole (a few minutes in all).
 FAMILIES = {
     "cluster_handoff": (cluster_handoff, "tiles", dict(
         done_wait=[True, False], trips=["all", "fewer"], trailing=[True, False],
@@ -117,6 +170,10 @@ FAMILIES = {
         close=[True, False])),
     "slot_ring": (slot_ring, "steps", dict(
         early_refill=[0, 1], read_first=[True, False], release_first=[True, False])),
+    "bare_turns": (bare_turns, "pairs", dict(
+        turns=[True, False], ack_bit=[0, 1], turn_bit=[0, 1], data_bit=[0, 1])),
+    "bare_skip": (bare_skip, "steps", dict(hold=[True, False], lap=[True, False],
+                                           full_bit=[0, 1])),
 }
 DRAWS = [(family, dict(zip(switches, combo)))
          for family, (_, _, switches) in FAMILIES.items()
@@ -150,6 +207,8 @@ def test_each_family_has_a_correct_member_that_is_proved():
                                 final_sync=True),
         "named_turns": dict(counts_agree=True, first_turn=True, skip_last=False, close=False),
         "slot_ring": dict(early_refill=0, read_first=False, release_first=False),
+        "bare_turns": dict(turns=True, ack_bit=0, turn_bit=0, data_bit=0),
+        "bare_skip": dict(hold=True, lap=True, full_bit=0),
     }
     for family, m in correct.items():
         make, param, _ = FAMILIES[family]

@@ -125,10 +125,14 @@ only in arrive-wait pairs (`cluster_sync()`), outside warp regions, in a cluster
 along one axis at most (cluster_sync.py: then a ClusterBarrier of one arrival per thread, and
 BP145 holds by the pairing). Non-blocking tests are outside. Before the fragment is built, loops of concrete trip count
 nested in others are unrolled and a loop of c * X iterations is strip-mined into X iterations
-of c (unroll.py): the same program, aligned with the loops that run X times. A
+of c (unroll.py; c the product of the trip's concrete factors, as in `2 * tiles * k_tiles`):
+the same program, aligned with the loops that run X times. A
 `wait_parity(phase=n)` (the thread's own phase count) is held to the hardware's rule on phase n
 (encode.py: a wrong phase on return, phase-ahead while waiting), with n linear like a parity and
-never mixed with observed-parity waits on one barrier in one thread. Barriers the kernel
+never mixed with observed-parity waits on one barrier in one thread. A bare
+`wait_parity(bar, L % 2)` on a barrier some wait of which skips phases in sampled runs is held
+to `phase=L + 2c` when its sampled returns agree on c (phases.py), else it keeps the rule of
+observed parity. Barriers the kernel
 initialises itself (`explicit_init=True`) only in the CUTLASS shape that init_prefix.py checks
 statically (one thread inits every instance once and fences, then one top-level syncthreads()
 before any use, one block): the rest is proved on barriers that start initialised. Races: a
@@ -174,6 +178,7 @@ from .fuse import fuse_peeled_loops
 from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
+from .phases import infer_phases
 from .semaphores import lower_lockstep
 from .signs import sign_cases
 from .init_prefix import publish_inits
@@ -311,6 +316,8 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                      f"outside the supported fragment: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
+    # bare parity waits that skip phases: the phase they return after, stated (phases.py)
+    kernel, parity_notes = infer_phases(kernel, _sample_points(kernel, symbolic, fixed))
     work = ClassWork()          # a class built alike by two partitions is proved once
     # Concrete arrays used as rings first, at one representative slot (a smaller system whose
     # invariants close far faster), with two thirds of the budget; then hand-off pairs of
@@ -334,7 +341,15 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         last = result
         if result.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
             break
+    if last is not None and last.status != "proved" and parity_notes:
+        last.reason = "; ".join([last.reason] + parity_notes)
     return last
+
+
+def _sample_points(kernel: Kernel, symbolic, fixed) -> list[dict[str, int]]:
+    """Small parameter points at which the concrete runs propose what bare parity waits return
+    after (phases.py): the points candidate orders are replayed on."""
+    return _tau_points(kernel, symbolic, fixed, None)[:4]
 
 
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,

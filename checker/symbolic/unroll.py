@@ -10,7 +10,9 @@ Loops of c * X iterations. A producer that loads `tiles * ksteps` tiles in one l
 consumer that loops over `tiles` with an inner loop of `ksteps`: with ksteps = c concrete, the
 producer's loop is the same program as a loop over X = tiles whose body is its old body c times,
 for i = c*t + 0, ..., c*t + c - 1. Rewritten so when another loop of the kernel runs X times,
-the two loops can be aligned iteration by iteration in the static order.
+the two loops can be aligned iteration by iteration in the static order. c is the product of
+every concrete factor of the trip count: the ping-pong's producer loads `2 * tiles * ksteps`
+tiles for two consumers that each loop over `tiles`, 2 * ksteps loads per tile.
 
 Arrays with one symbolic dimension. `order[depth, groups]` with a symbolic `depth` and a concrete
 number of groups, every access naming its group by a constant, is `groups` rings of `depth`
@@ -81,20 +83,35 @@ def unroll_fixed_loops(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
     return kernel.replace(body=_unroll(kernel.body, fixed, False))
 
 
+def _factors(e) -> list:
+    """The factors of a product, flattened: `2 * tiles * ksteps` is [2, tiles, ksteps]."""
+    if isinstance(e, BinOp) and e.op == "*":
+        return _factors(e.lhs) + _factors(e.rhs)
+    return [e]
+
+
 def _split_trip(trip, fixed: Mapping[str, int]):
-    """(c, X) when `trip` is c * X with c a number of at most MAX_UNROLL once `fixed` is in."""
-    if not (isinstance(trip, BinOp) and trip.op == "*"):
+    """(c, X) when `trip` is c * X with c a number of at most MAX_UNROLL once `fixed` is in:
+    the product of the trip's concrete factors, X the product of the others (a producer that
+    loads `2 * tiles * ksteps` tiles for two consumers looping over `tiles` is 2 * ksteps
+    loads per tile)."""
+    factors = _factors(trip)
+    concrete = [f for f in factors if not free_vars(f) - set(fixed)]
+    rest = [f for f in factors if free_vars(f) - set(fixed)]
+    if not concrete or not rest:
         return None
-    for c, x in ((trip.lhs, trip.rhs), (trip.rhs, trip.lhs)):
-        if free_vars(c) - set(fixed) or not free_vars(x) - set(fixed):
-            continue
-        try:
-            n = evaluate(c, fixed)
-        except Exception:
-            continue
-        if 2 <= n <= MAX_UNROLL:
-            return n, x
-    return None
+    try:
+        n = 1
+        for f in concrete:
+            n *= evaluate(f, fixed)
+    except Exception:
+        return None
+    if not 2 <= n <= MAX_UNROLL:
+        return None
+    x = rest[0]
+    for f in rest[1:]:
+        x = BinOp("*", x, f)
+    return n, x
 
 
 def strip_mine_loops(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:

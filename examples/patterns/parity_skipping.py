@@ -60,11 +60,12 @@ def _pingpong(k, stages, k_tiles, tiles_per_wg, *, order=True, depth=2):
                     k.arrive(turn.at[r % depth, 1 - w])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("tiles_per_wg",))
 def pingpong_bare_parity(k, stages=2, k_tiles=3, tiles_per_wg=2):
     """The ping-pong mainloop with the parity bits CUTLASS's PipelineState computes: each
     warpgroup skips the other's phases of every slot, and every wait returns after the
-    completion of its own load on every schedule."""
+    completion of its own load on every schedule. `prove` proves it for every tile count."""
+    k.assume(tiles_per_wg >= 0)
     _pingpong(k, stages, k_tiles, tiles_per_wg)
 
 
