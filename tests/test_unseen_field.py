@@ -158,3 +158,34 @@ def test_stuck_states_are_guarded_by_exactly_the_opcodes_that_can_block():
     stated |= set(re.findall(r'AllBlocked\(BlockingOps \\cup \{"(\w+)"\}\)', hw))
     # barrier_test is a wait that never blocks: listing it only weakens the pre-check
     assert guarded <= stated and stated - guarded <= {"barrier_test"}
+
+
+PROTOCOL_FILE = '''
+from barrierproof import protocol
+
+@protocol(expect="violation:BP130")
+def short_of_bytes(k):
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 0):
+        k.arrive_expect_tx(full, 2048)
+        k.tma_load(full, 1024)
+    with k.otherwise():
+        k.wait_parity(full, phase=0)
+'''
+
+
+@needs_tlc
+def test_an_engine_fault_is_unknown_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """A counterexample that does not replay to its engine's code is barrierproof's fault:
+    `unknown` with exit 2 and a note, never a traceback whose exit status 1 reads as a
+    violation."""
+    from barrierproof.cli import main
+    path = tmp_path / "proto.py"
+    path.write_text(PROTOCOL_FILE)
+    monkeypatch.setattr(tlc, "tlc_code", lambda system, run: "BP100")   # a wrong code
+    code = main(["tlc", f"{path}::short_of_bytes", "--no-cache", "--jobs", "1", "--no-config"])
+    out = capsys.readouterr()
+    assert code == 2
+    assert "unknown" in out.out and "internal error" in out.out
+    assert "Traceback" not in out.out + out.err
