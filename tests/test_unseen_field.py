@@ -189,3 +189,67 @@ def test_an_engine_fault_is_unknown_not_a_traceback(tmp_path, monkeypatch, capsy
     assert code == 2
     assert "unknown" in out.out and "internal error" in out.out
     assert "Traceback" not in out.out + out.err
+
+
+# -- A Pallas kernel in the style of JAX's warp-specialized *_mgpu.py ops: wg2 streams K tiles
+#    through a TMA ring, wg0 and wg1 each reduce into their own rows of one SMEM accumulator.
+
+def _two_halves(overlap=False, early_release=False, k_steps=3):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+    tm, tk, stages = 128, 64, 2
+    f32 = jnp.float32
+    scratch = [plgpu.SMEM((stages, tm, tk), f32), plgpu.SMEM((tm, tk), f32),
+               plgpu.Barrier(num_barriers=stages),
+               plgpu.Barrier(num_arrivals=2, num_barriers=stages), plgpu.Barrier(num_arrivals=2)]
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((tm, tk), f32), num_threads=3,
+                  thread_name="wg", scratch_types=scratch)
+    def kernel(x_ref, o_ref, ring, acc, full, empty, done):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 2)
+        def _producer():
+            @pl.loop(0, k_steps)
+            def _(i):
+                @pl.when(i >= stages)
+                def _():
+                    plgpu.barrier_wait(empty.at[i % stages])
+                plgpu.copy_gmem_to_smem(x_ref.at[i], ring.at[i % stages], full.at[i % stages])
+
+            @pl.loop(0, stages)
+            def _(j):
+                plgpu.barrier_wait(empty.at[(k_steps - stages + j) % stages])
+            plgpu.barrier_wait(done)
+            o_ref[...] = acc[...]
+
+        @pl.when(wg < 2)
+        def _consumers():
+            half = tm // 2
+            rows = pl.ds(0, half) if overlap else pl.ds(wg * half, half)
+
+            @pl.loop(0, k_steps)
+            def _(i):
+                s = i % stages
+                plgpu.barrier_wait(full.at[s])
+                if early_release:
+                    plgpu.barrier_arrive(empty.at[s])
+                acc[rows] = ring[s, pl.ds(wg * half, half)] + 1.0
+                if not early_release:
+                    plgpu.barrier_arrive(empty.at[s])
+            plgpu.barrier_arrive(done)
+
+    return kernel(jnp.zeros((k_steps, tm, tk), f32))
+
+
+@pytest.mark.parametrize("variant, expected", [
+    ({}, "verified"),
+    ({"overlap": True}, "violation:BP200"),          # both write rows 0..63
+    ({"early_release": True}, "violation:BP200"),    # the slot released before it is read
+])
+def test_pallas_two_consumers_own_halves_of_one_accumulator(variant, expected):
+    from barrierproof.model import pallas
+    (kernel,) = pallas.load(lambda: _two_halves(**variant), name="two_halves")
+    assert _code(check_kernel(kernel, {}, Options(Limits(timeout=60)))) == expected
