@@ -33,6 +33,7 @@ from .outputs import (REPORTERS, add_flags as add_ci_flags, exit_status, output_
                       write_reports)
 from . import suppress
 from .model.ir import ModelError
+from .model.interpreter import ReplayError
 from .validate import check_args, check_codes, writable_dir
 from . import streams
 from .safe_write import refuse_overwriting_inputs, write_into_dir, write_output
@@ -109,6 +110,18 @@ def _stopped(target: Target, name: str, ref: str, what: str, engine: str) -> Ver
         verdict.notes.append("the prover's work budget for this --timeout was not spent: its "
                              "verdict depends on input and budget only, but this machine was "
                              "too slow to spend it in time; a larger --timeout gives it room")
+    return verdict
+
+
+def _engine_fault(target: Target, name: str, ref: str, err: ReplayError,
+                  engine: str) -> Verdict:
+    """An engine's counterexample that the interpreter does not replay to the engine's code:
+    a fault of barrierproof, never a verdict on the kernel, so `unknown` (exit 2), not a
+    traceback whose exit status would read as a violation."""
+    verdict = Verdict(name, "unknown", source=ref, expected=target.expect, engine=engine,
+                      coverage=f"internal error: {guard.safe_text(err)}; nothing was concluded")
+    verdict.notes.append("the engines disagree on this protocol: please report it; "
+                         "`--engine explore` may still decide it")
     return verdict
 
 
@@ -328,6 +341,8 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
                     verdict = target.replay_family(verdict, options)
             except ModelError as err:
                 verdict = _error_or_violation(target, err, kernel.name, ref)
+            except ReplayError as err:
+                verdict = _engine_fault(target, kernel.name, ref, err, engine)
             except LimitReached as stop:
                 verdict = _stopped(target, kernel.name, ref, stop.what, engine)
             except EXHAUSTED as err:

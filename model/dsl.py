@@ -620,7 +620,10 @@ class KernelBuilder:
 
     def tma_load(self, barrier, bytes: ExprLike,
                  collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
-        """cp.async.bulk with mbarrier::complete_tx: no arrival, only bytes when it lands."""
+        """cp.async.bulk with mbarrier::complete_tx: no arrival, only bytes when it lands.
+        With `collective_axes`, `bytes` is the whole tile each block of the axes receives:
+        this block's copy is an even share of it, multicast to every block (as
+        `copy_gmem_to_smem`), so every block issuing its share fills `bytes` in each."""
         self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes, writes=dst)
 
     def wait_parity(self, barrier, parity: ExprLike | None = None, *,

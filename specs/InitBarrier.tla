@@ -135,7 +135,7 @@ InitHidden ==
 BP147_InitVisible == ~InitHidden
 
 \* Deadlock flavours over this module's steps (as HwBarrier's).
-InitStuck == ~Terminated /\ ~ENABLED InitProgress
+InitStuck == ~Terminated /\ AllBlocked(BlockingOps \cup {"hw_wait"}) /\ ~ENABLED InitProgress
 InitBP100_NoDeadlock   == ~(InitStuck /\ ~TxStuck /\ ~ExitStuck)
 InitBP130_NoTxDeadlock == ~(InitStuck /\ TxStuck)
 InitBP144_NoExitDeadlock == ~(InitStuck /\ ~TxStuck /\ ExitStuck)

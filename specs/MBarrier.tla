@@ -587,7 +587,14 @@ BP201_NoTmemRace == ~Racing("BP201")
 (* check finds both; these invariants (which need ENABLED) let a search    *)
 (* look for one flavour only, e.g. when the user ignores the other.        *)
 (***************************************************************************)
-Stuck == ~Terminated /\ ~ENABLED Progress
+\* The opcodes whose step has a guard (steps.py GUARDS); at any other opcode a running thread
+\* can always move.  A stuck state has every running thread at one of them: checked first, it
+\* spares TLC the ENABLED of multi-target arrivals, which it evaluates without sharing the
+\* LETs of OnTargets (minutes for one state of a 2x2 cluster barrier).
+BlockingOps == WaitOps \cup {"await_fork", "join", "sem_wait", "signals_landed"}
+AllBlocked(ops) == \A a \in Agents : Running(a) => Cur(a).op \in ops
+
+Stuck == ~Terminated /\ AllBlocked(BlockingOps) /\ ~ENABLED Progress
 
 \* A blocked wait whose phase has all its arrivals but not all its bytes.
 TxStuck ==

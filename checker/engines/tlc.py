@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ...model.ir import Kernel, ModelError
-from ...model.semantics import WAIT, WAIT_PARITY, System
+from ...model.semantics import WAITS, System
 from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, INIT_DEADLOCKS, INIT_RULES,
                   RACE_EXACT, RACE_RULES, RULES, Checks, deadlocks_of, exact_codes,
                   TlaModule, bounded_wrapper, deadlock_checks,
@@ -312,8 +312,8 @@ VIOLATIONS = ("deadlock", "invariant", "property")
 def tlc_code(system: System, run: TlcRun) -> str:
     """The diagnostic code of TLC's own verdict: the invariant or property it names as
     violated, or, for its built-in deadlock check, the flavour TLC's last state shows (a thread
-    blocked at a wait whose phase has every arrival but not every byte is BP130, as
-    `TxStuck` in MBarrier.tla says; any other deadlock BP100). This reads TLC's report only,
+    blocked at a wait of any kind, `WaitOps` in MBarrier.tla, whose phase has every arrival but
+    not every byte is BP130, as `TxStuck` says; any other deadlock BP100). This reads TLC's report only,
     never semantics.py's step rules."""
     if run.status == "deadlock":
         if not run.states:
@@ -321,7 +321,7 @@ def tlc_code(system: System, run: TlcRun) -> str:
         last = run.states[-1]
         pc, pending, tx = last["pc"], last["pending"], last["tx"]
         for a, program in enumerate(system.programs):
-            if pc[a] < len(program) and program[pc[a]].op in (WAIT, WAIT_PARITY):
+            if pc[a] < len(program) and program[pc[a]].op in WAITS:
                 inst = program[pc[a]].target
                 if pending[inst] == 0 and tx[inst] != 0:
                     return "BP130"

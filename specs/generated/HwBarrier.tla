@@ -169,7 +169,7 @@ BP146_NoPeerExited == ~PeerExited
 
 \* Deadlock, in the three flavours semantics.py names: BP130 (a phase with all arrivals but
 \* not all bytes), BP144 (a warpgroup counted in a named barrier's open phase has exited), BP100.
-HwStuck == ~Terminated /\ ~ENABLED HwProgress
+HwStuck == ~Terminated /\ AllBlocked(BlockingOps \cup {"hw_wait"}) /\ ~ENABLED HwProgress
 ArrivesOn(o, h) == \E k \in DOMAIN Prog[o] : Prog[o][k].op = "hw_arrive" /\ Prog[o][k].inst = h
 ExitStuck ==
     \E a \in Agents :
