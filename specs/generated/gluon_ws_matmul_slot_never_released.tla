@@ -16,7 +16,8 @@ KernelExpected == <<
     1,  \* 4: empty_bars[0] (Barrier, orders_tensor_core)  examples/gluon/ws_matmul.py:86
     1,  \* 5: empty_bars[1] (Barrier, orders_tensor_core)  examples/gluon/ws_matmul.py:86
     1,  \* 6: empty_bars[2] (Barrier, orders_tensor_core)  examples/gluon/ws_matmul.py:86
-    1   \* 7: acc_bar (Barrier, orders_tensor_core)  examples/gluon/ws_matmul.py:87
+    1,  \* 7: acc_bar (Barrier, orders_tensor_core)  examples/gluon/ws_matmul.py:87
+    1   \* 8: mma_done (Barrier, orders_tensor_core)  examples/gluon/ws_matmul.py:59
 >>
 
 \* Agent 1: partition0 (thread), 1 instruction(s).
@@ -60,17 +61,41 @@ Prog_2_partition1 == <<
     issue_async(<<>>, 16384, <<2>>)   \* pc 31: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:44
 >>
 
-\* Agent 3: partition2 (thread), 9 instruction(s).
+\* Agent 3: partition2 (thread), 33 instruction(s).
 Prog_3_partition2 == <<
     wait_parity(1, 0, 5),  \* pc 0: wait_parity(ready_bars[0], 0)  examples/gluon/ws_matmul.py:53
-    wait_parity(2, 0, 6),  \* pc 1: wait_parity(ready_bars[1], 0)  examples/gluon/ws_matmul.py:53
-    wait_parity(3, 0, 7),  \* pc 2: wait_parity(ready_bars[2], 0)  examples/gluon/ws_matmul.py:53
-    wait_parity(1, 1, 5),  \* pc 3: wait_parity(ready_bars[0], 1)  examples/gluon/ws_matmul.py:53
-    wait_parity(2, 1, 6),  \* pc 4: wait_parity(ready_bars[1], 1)  examples/gluon/ws_matmul.py:53
-    wait_parity(3, 1, 7),  \* pc 5: wait_parity(ready_bars[2], 1)  examples/gluon/ws_matmul.py:53
-    wait_parity(1, 0, 5),  \* pc 6: wait_parity(ready_bars[0], 0)  examples/gluon/ws_matmul.py:53
-    wait_parity(2, 0, 6),  \* pc 7: wait_parity(ready_bars[1], 0)  examples/gluon/ws_matmul.py:53
-    issue_tcgen05(1)       \* pc 8: tcgen05_commit_arrive(acc_bar)  examples/gluon/ws_matmul.py:60
+    issue_tcgen05(1),      \* pc 1: tcgen05_mma()  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(2),      \* pc 2: tcgen05_commit_arrive(mma_done)  examples/gluon/ws_matmul.py:59
+    wait(8, 6),            \* pc 3: barrier_wait(mma_done)  examples/gluon/ws_matmul.py:59
+    wait_parity(2, 0, 7),  \* pc 4: wait_parity(ready_bars[1], 0)  examples/gluon/ws_matmul.py:53
+    issue_tcgen05(3),      \* pc 5: tcgen05_mma()  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(2),      \* pc 6: tcgen05_commit_arrive(mma_done)  examples/gluon/ws_matmul.py:59
+    wait(8, 6),            \* pc 7: barrier_wait(mma_done)  examples/gluon/ws_matmul.py:59
+    wait_parity(3, 0, 8),  \* pc 8: wait_parity(ready_bars[2], 0)  examples/gluon/ws_matmul.py:53
+    issue_tcgen05(4),      \* pc 9: tcgen05_mma()  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(2),      \* pc 10: tcgen05_commit_arrive(mma_done)  examples/gluon/ws_matmul.py:59
+    wait(8, 6),            \* pc 11: barrier_wait(mma_done)  examples/gluon/ws_matmul.py:59
+    wait_parity(1, 1, 5),  \* pc 12: wait_parity(ready_bars[0], 1)  examples/gluon/ws_matmul.py:53
+    issue_tcgen05(1),      \* pc 13: tcgen05_mma()  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(2),      \* pc 14: tcgen05_commit_arrive(mma_done)  examples/gluon/ws_matmul.py:59
+    wait(8, 6),            \* pc 15: barrier_wait(mma_done)  examples/gluon/ws_matmul.py:59
+    wait_parity(2, 1, 7),  \* pc 16: wait_parity(ready_bars[1], 1)  examples/gluon/ws_matmul.py:53
+    issue_tcgen05(3),      \* pc 17: tcgen05_mma()  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(2),      \* pc 18: tcgen05_commit_arrive(mma_done)  examples/gluon/ws_matmul.py:59
+    wait(8, 6),            \* pc 19: barrier_wait(mma_done)  examples/gluon/ws_matmul.py:59
+    wait_parity(3, 1, 8),  \* pc 20: wait_parity(ready_bars[2], 1)  examples/gluon/ws_matmul.py:53
+    issue_tcgen05(4),      \* pc 21: tcgen05_mma()  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(2),      \* pc 22: tcgen05_commit_arrive(mma_done)  examples/gluon/ws_matmul.py:59
+    wait(8, 6),            \* pc 23: barrier_wait(mma_done)  examples/gluon/ws_matmul.py:59
+    wait_parity(1, 0, 5),  \* pc 24: wait_parity(ready_bars[0], 0)  examples/gluon/ws_matmul.py:53
+    issue_tcgen05(1),      \* pc 25: tcgen05_mma()  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(2),      \* pc 26: tcgen05_commit_arrive(mma_done)  examples/gluon/ws_matmul.py:59
+    wait(8, 6),            \* pc 27: barrier_wait(mma_done)  examples/gluon/ws_matmul.py:59
+    wait_parity(2, 0, 7),  \* pc 28: wait_parity(ready_bars[1], 0)  examples/gluon/ws_matmul.py:53
+    issue_tcgen05(3),      \* pc 29: tcgen05_mma()  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(2),      \* pc 30: tcgen05_commit_arrive(mma_done)  examples/gluon/ws_matmul.py:59
+    wait(8, 6),            \* pc 31: barrier_wait(mma_done)  examples/gluon/ws_matmul.py:59
+    issue_tcgen05(5)       \* pc 32: tcgen05_commit_arrive(acc_bar)  examples/gluon/ws_matmul.py:60
 >>
 
 KernelProg == <<
@@ -85,20 +110,22 @@ KernelSeenOf == <<
     <<2, 4, 24>>,  \* 2: partition1 waits on empty_bars[0], last at pc 24
     <<2, 5, 28>>,  \* 3: partition1 waits on empty_bars[1], last at pc 28
     <<2, 6, 20>>,  \* 4: partition1 waits on empty_bars[2], last at pc 20
-    <<3, 1, 6>>,   \* 5: partition2 waits on ready_bars[0], last at pc 6
-    <<3, 2, 7>>,   \* 6: partition2 waits on ready_bars[1], last at pc 7
-    <<3, 3, 5>>    \* 7: partition2 waits on ready_bars[2], last at pc 5
+    <<3, 1, 24>>,  \* 5: partition2 waits on ready_bars[0], last at pc 24
+    <<3, 8, 31>>,  \* 6: partition2 waits on mma_done, last at pc 31
+    <<3, 2, 28>>,  \* 7: partition2 waits on ready_bars[1], last at pc 28
+    <<3, 3, 20>>   \* 8: partition2 waits on ready_bars[2], last at pc 20
 >>
 
 \* Participants: the seen entries of each instance.
 KernelParticipants == <<
     <<5>>,  \* ready_bars[0]
-    <<6>>,  \* ready_bars[1]
-    <<7>>,  \* ready_bars[2]
+    <<7>>,  \* ready_bars[1]
+    <<8>>,  \* ready_bars[2]
     <<2>>,  \* empty_bars[0]
     <<3>>,  \* empty_bars[1]
     <<4>>,  \* empty_bars[2]
-    <<1>>   \* acc_bar
+    <<1>>,  \* acc_bar
+    <<6>>   \* mma_done
 >>
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
@@ -111,7 +138,11 @@ KernelSlots == <<
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
 KernelArrivalSets == <<
     <<>>,   \* set 0: no barrier
-    <<7>>   \* set 1: acc_bar
+    <<>>,   \* set 1: no barrier
+    <<8>>,  \* set 2: mma_done
+    <<>>,   \* set 3: no barrier
+    <<>>,   \* set 4: no barrier
+    <<7>>   \* set 5: acc_bar
 >>
 
 \* tcgen05 queues: the agent that issues into each.
@@ -120,7 +151,14 @@ KernelQueueAgents == <<
 >>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
-KernelRaces == <<>>
+KernelRaces == <<
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {1}>>>>,     \* partition0 reads acc_tmem[0,:] (examples/gluon/ws_matmul.py:66) / tcgen05(partition2) writes acc_tmem[0,:] (examples/gluon/ws_matmul.py:59)
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {3}>>>>,     \* partition0 reads acc_tmem[0,:] (examples/gluon/ws_matmul.py:66) / tcgen05(partition2) writes acc_tmem[0,:] (examples/gluon/ws_matmul.py:59)
+    <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {4}>>>>,     \* partition0 reads acc_tmem[0,:] (examples/gluon/ws_matmul.py:66) / tcgen05(partition2) writes acc_tmem[0,:] (examples/gluon/ws_matmul.py:59)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_bufs[0] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[0] (examples/gluon/ws_matmul.py:59)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes a_bufs[1] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[1] (examples/gluon/ws_matmul.py:59)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {4}>>>>   \* TMA copy writes a_bufs[2] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[2] (examples/gluon/ws_matmul.py:59)
+>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
