@@ -179,6 +179,7 @@ from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
 from .phases import infer_phases
+from .param_values import sample_values
 from .semaphores import lower_lockstep
 from .signs import sign_cases
 from .init_prefix import publish_inits
@@ -280,15 +281,20 @@ def _satisfies(kernel: Kernel, values: Mapping[str, int], extra=()) -> bool:
 def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], top: int,
            limit: int | None = None, seed: int = 0,
            negative: frozenset[str] = frozenset()) -> list[dict[str, int]]:
-    """Parameter values 0..top for the symbolic parameters, in order of their sum, that satisfy
-    the assumptions (at most `limit` of them, a deterministic spread when more exist); -1..-1-top
+    """Parameter values 0..top for the symbolic parameters (or their top + 1 smallest values the
+    kernel tells apart, `sample_values`), in order of their sum, that satisfy the assumptions (at most `limit` of them, a deterministic spread when more exist); -1..-1-top
     for those in `negative`."""
+    # Each parameter at its top + 1 smallest values the kernel tells apart (param_values.py:
+    # a trip count N // 128 is sampled at 0, 128, 256, ...); ordered by the sum of their ranks.
+    scales = [list(range(top + 1)) if n in negative else sample_values(kernel, n, fixed, top + 1)
+              for n in symbolic]
     combos = sorted(itertools.product(range(top + 1), repeat=len(symbolic)),
                     key=lambda c: (sum(c), c))
     out = []
     for combo in combos:
         values = dict(fixed)
-        values.update((n, -1 - c if n in negative else c) for n, c in zip(symbolic, combo))
+        values.update((n, -1 - c if n in negative else scale[c])
+                      for n, c, scale in zip(symbolic, combo, scales))
         if _satisfies(kernel, values):
             out.append(values)
     if limit is not None and len(out) > limit:
