@@ -215,16 +215,14 @@ def test_argv_and_prints_of_user_code_stay_out_of_the_report(tmp_path, capsys):
     path = write(tmp_path, "p.py", textwrap.dedent('''
         import argparse, sys
         print("{ not json")
-        SEEN = list(sys.argv)
+        print("argv:", sys.argv, file=sys.stderr)
         argparse.ArgumentParser().parse_args()     # sees only its own path
     ''') + GOOD.replace("k.threads(2", "print('noise', end=''); k.threads(2"))
     code, out, err = run(capsys, "check", path, "--no-cache", "--format", "json")
     assert code == 0, err
     assert json.loads(out)[0]["verdict"] == "verified"
     assert "{ not json" in err and "noise" in err
-    module = next(m for n, m in sys.modules.items() if n.startswith("_barrierproof_user_p_")
-                  and getattr(m, "__file__", "") == path)
-    assert module.SEEN == [path]
+    assert f"argv: {[path]}" in err, err
 
 
 def test_an_endless_loop_in_a_body_ends_at_the_timeout(tmp_path):
