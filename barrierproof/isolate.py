@@ -306,14 +306,27 @@ def _describe(spec: str, build: bool, family: bool) -> list[dict]:
     """In the child: the targets of one file (or file::NAME) as data, built when asked."""
     from .loader import resolve
     out = []
-    for t in resolve(spec):
+    targets = resolve(spec)
+    constants = _constants(spec.partition("::")[0])
+    for t in targets:
         entry = {"ref": t.ref, "name": t.name, "kind": t.kind, "expect": t.expect,
                  "path": t.path, "ignore": sorted(t.ignore),
-                 "family": t.build_family is not None}
+                 "family": t.build_family is not None, "constants": constants}
         if build:
             entry["built"] = _build(t, family and t.build_family is not None)
         out.append(entry)
     return out
+
+
+def _constants(path: str) -> dict[str, int]:
+    """The module-level integer constants of the file's module (a repair spells its counts
+    with them: checker/repair/spelling.py)."""
+    from .checker.repair.spelling import module_constants
+    want = os.path.realpath(path)
+    for module in list(sys.modules.values()):
+        if os.path.realpath(getattr(module, "__file__", None) or "") == want:
+            return module_constants(vars(module))
+    return {}
 
 
 def _build(t, family: bool) -> tuple:
@@ -342,6 +355,9 @@ def _target(entry: dict, family: bool):
     from .loader import Target
     ref, path, name = entry["ref"], entry["path"], entry["name"]
     built = entry.get("built")
+    if entry.get("constants"):
+        from .checker.repair.spelling import remember_constants
+        remember_constants(path, entry["constants"])
     cache: dict[bool, list[Kernel]] = {}
     if built is not None and built[0] == "ok":
         cache[built[1]] = built[2]
