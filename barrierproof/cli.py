@@ -28,10 +28,10 @@ from .checker.verdict import EXIT_CODES, Verdict
 from .config import apply_config
 from . import guard
 from .guard import GRACE_SECONDS, Interrupts, LimitReached, Watchdog
-from .loader import Target, resolve
+from .loader import Target
 from .outputs import (REPORTERS, add_flags as add_ci_flags, exit_status, output_paths, render,
                       write_reports)
-from . import suppress
+from . import isolate, suppress
 from .model.ir import ModelError
 from .model.interpreter import ReplayError
 from .validate import check_args, check_codes, writable_dir
@@ -259,10 +259,12 @@ def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:
     ref, expect, params, options, engine, args, budget = task
     guard.budget = budget           # the limits for user code (build, trace) of this run
     try:
-        matches = resolve(ref)
-    except ModelError as err:
-        return [Verdict(ref.rpartition("::")[2], "error", [], source=ref, expected=expect,
-                        coverage=f"could not load {ref} again: {err.message}")], set(), True, 0
+        matches = isolate.resolve(ref, family=ENGINES[engine].reads_families)
+    except (ModelError, LimitReached, *EXHAUSTED) as err:   # its import or build: its verdict
+        from .loader import _broken_target
+        broken = _broken_target(ref.partition("::")[0], err)
+        broken.ref, broken.name = ref, ref.rpartition("::")[2]
+        matches = [broken]
     for t in matches:
         t.expect = t.expect or expect
     from .cache import Cache
@@ -271,8 +273,14 @@ def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:
     if _WORKER_INTERRUPTED:
         return [_not_checked(t, "not checked: interrupted") for t in matches], set(), False, 0
     with Interrupts() as interrupts:
-        found = _run_here(matches, params, options, engine, args, _Progress(False), cache,
-                          interrupts)
+        # A signal passed on by the parent is a real interrupt, not the user's own
+        # KeyboardInterrupt: user_code tells them apart by the run's Interrupts.
+        guard.current = interrupts
+        try:
+            found = _run_here(matches, params, options, engine, args, _Progress(False), cache,
+                              interrupts)
+        finally:
+            guard.current = None
     _WORKER_INTERRUPTED = _WORKER_INTERRUPTED or interrupts.seen
     return (*found, cache.hits if cache is not None else 0)
 
@@ -458,8 +466,15 @@ def cmd_check(args, engine: str | None = None) -> int:
     with Interrupts() as interrupts:
         guard.current = interrupts
         try:
+            chosen = engine or args.engine
+            # Run one at a time, each file is built as it is imported (one child per file);
+            # in parallel, the workers build.
+            parallel = (getattr(args, "jobs", None) or os.cpu_count() or 1) > 1
             targets, verdicts = _collect(args.paths, interrupts,
-                                         getattr(args, "verbose", False), args.exclude)
+                                         getattr(args, "verbose", False), args.exclude,
+                                         build=not parallel,
+                                         family=chosen in ENGINES and
+                                         ENGINES[chosen].reads_families)
             if not targets and not verdicts:
                 return _fail(f"no protocols found in {' '.join(args.paths)}",
                              "define protocols with @protocol, or name Pallas kernels in EXPECT")
@@ -517,7 +532,8 @@ def confirm_in_jax(verdicts: list[Verdict], kinds: dict[str, str]) -> None:
 
 
 def _collect(specs: list[str], interrupts: Interrupts, verbose: bool = False,
-             exclude: Sequence[str] = ()) -> tuple[list[Target], list[Verdict]]:
+             exclude: Sequence[str] = (), build: bool = True, family: bool = False
+             ) -> tuple[list[Target], list[Verdict]]:
     """The targets of every path. A file that cannot be imported is its own `error` verdict
     when several paths are given (one file must not hide the others), a plain input error when
     it is the only one; a signal while importing reports what was not reached as `bounded`."""
@@ -525,7 +541,7 @@ def _collect(specs: list[str], interrupts: Interrupts, verbose: bool = False,
     skipped: list[tuple[str, str]] = []
     for n, spec in enumerate(specs):
         try:
-            targets += resolve(spec, skipped, exclude)
+            targets += isolate.resolve(spec, skipped, exclude, build=build, family=family)
             if verbose:     # -v: the files of a directory that were not checked, and why
                 for path, why in skipped:
                     print(f"skipped {path}: {why}", file=sys.stderr)
@@ -603,7 +619,7 @@ def _replay_targets(trace_path: str, source: str | None, given: str | None) -> l
                          f"says which (the trace names {source!r}, which is not imported)",
                          hint=f"barrierproof replay {trace_path} --protocol "
                               f"{source or 'PATH::NAME'}")
-    targets = resolve(given)
+    targets = isolate.resolve(given)
     if len(targets) > 1 and source:
         name = source.partition("::")[2].partition("#")[0]
         targets = [t for t in targets if name in (t.name, t.ref.rpartition("::")[2])] or targets
@@ -649,8 +665,7 @@ def _replay_one(args, data: dict) -> int:
     if len(targets) != 1:
         return _fail(f"{shown} names {len(targets)} protocols; a trace replays on one",
                      "pass --protocol PATH::NAME")
-    with guard.user_code(targets[0].path, f"building {targets[0].name}"):
-        kernel = targets[0].build()
+    kernel = targets[0].build()
     try:
         system = System(kernel, trace.params, trace.grid_position)
         run = replay(system, trace.actions, witness=trace.witness_actions)
@@ -698,7 +713,7 @@ def cmd_run(args) -> int:
     params = parse_params(args.param)
     codes = set()
     for spec in args.paths:
-        for target in resolve(spec):
+        for target in isolate.resolve(spec):
             kernel = target.build()
             system = compile_systems(kernel, _params_for(kernel, params))[0]
             run = random_run(system, args.seed, args.max_steps)

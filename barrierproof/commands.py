@@ -8,7 +8,7 @@ import os
 import sys
 
 from .flags import fail, params_for, parse_params
-from .loader import resolve
+from .isolate import resolve
 from .model.ir import ModelError
 
 

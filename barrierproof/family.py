@@ -33,19 +33,41 @@ def replay_by_retracing(fn: Callable, name: str, expect: str | None, verdict: Ve
                         options: Options) -> Verdict:
     """Trace the kernel at the sizes of a violation found on its family and check it there:
     the note says whether the kernel's own trace shows the same violation."""
+    return judge_member(verdict, name, retrace_member(fn, name, expect, verdict.params),
+                        options)
+
+
+def retrace_member(fn: Callable, name: str, expect: str | None,
+                   values: dict | None) -> tuple[str, Kernel] | str | None:
+    """The user's code half of the replay (run where user code runs): the kernel traced at the
+    violation's sizes, with the sizes shown; a note when it cannot be traced; None when the
+    violation does not fix every size."""
     from .model import pallas
     from .model.pallas.family import size_params, trace_member
     sizes = size_params(fn, name) or []
-    values = verdict.params or {}
+    values = values or {}
     if any(p.name not in values for p in sizes):
-        return verdict
+        return None
     at = {p.name: values[p.name] for p in sizes}
     shown = ", ".join(f"{p.arg}={p.unit * at[p.name]} ({p.name}={at[p.name]})" for p in sizes)
     try:
         member = trace_member(fn, name, expect, sizes, at, pallas.load)
     except ModelError as err:
-        verdict.notes.append(f"re-tracing {name} at {shown} failed: {err.message}")
+        return f"re-tracing {name} at {shown} failed: {err.message}"
+    return shown, member
+
+
+def judge_member(verdict: Verdict, name: str, retraced: tuple[str, Kernel] | str | None,
+                 options: Options) -> Verdict:
+    """The checker's half: the traced member checked, and the verdict kept (with a note) when
+    it shows the same violation, else an error."""
+    if retraced is None:
         return verdict
+    if isinstance(retraced, str):
+        verdict.notes.append(retraced)
+        return verdict
+    shown, member = retraced
+    values = verdict.params or {}
     rest = {n: v for n, v in values.items() if n in member.params}
     again = check_kernel(member, rest, options, verdict.source)
     want = verdict.codes[0] if verdict.codes else None

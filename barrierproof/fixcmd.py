@@ -14,7 +14,8 @@ import tempfile
 from .checker.check import Options, check_kernel
 from .checker.repair import repairable, suggest_fixes
 from .checker.repair.source import SourceEdit, apply_edits
-from .loader import forget_file, resolve
+from .isolate import resolve
+from .loader import forget_file
 from .model.ir import Kernel, ModelError
 
 

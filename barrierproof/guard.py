@@ -1,8 +1,9 @@
 """The walls around a user's code and around a run: signals, limits, argv and stdout.
 
-A protocol file is a Python program. Importing it, building its protocols and tracing its
-kernels run that program inside barrierproof's own process, so what it does must not decide the
-gate's exit code:
+A protocol file is a Python program. The command line imports and builds it in a child
+process (isolate.py), so nothing it does there reaches the verdicts; these walls stand inside
+that child (and around a library caller's `barrierproof.check`, which runs the user's code in
+its own process), so that what it does ends in a clear verdict:
 
 - `sys.exit()` or a stray `KeyboardInterrupt` in the user's code is that file's `error` verdict;
 - it sees `sys.argv == [its own path]`, not barrierproof's flags, and what it prints goes to
@@ -154,9 +155,13 @@ class Watchdog:
 def _last_resort(what: str) -> None:
     """The main thread did not stop: end the process with the limits' exit code, saying why."""
     try:
-        sys.stderr.write(f"barrierproof: {what}; the code under way does not stop (it blocks "
-                         "in native code or ignores signals): exiting without a report\n")
-        sys.stderr.flush()
+        if on_last_resort is not None:
+            on_last_resort(what)
+        else:
+            sys.stderr.write(f"barrierproof: {what}; the code under way does not stop (it "
+                             "blocks in native code or ignores signals): exiting without a "
+                             "report\n")
+            sys.stderr.flush()
     finally:
         os._exit(2)
 
@@ -229,6 +234,13 @@ DEFAULT_BUILD_TIMEOUT = 120.0
 budget: tuple[float | None, float | None] = (DEFAULT_BUILD_TIMEOUT, None)
 
 
+# In a child that runs user code (isolate.py): tells the parent a new piece of it starts, so
+# each piece has the whole build limit.
+on_user_code: Callable[[str], None] | None = None
+# In such a child: how the watchdog's last resort tells the parent it was a limit.
+on_last_resort: Callable[[str], None] | None = None
+
+
 def build_limit(build_timeout: float | None, timeout: float | None) -> float:
     """Seconds for user code: --build-timeout, else --timeout, else DEFAULT_BUILD_TIMEOUT."""
     for seconds in (build_timeout, timeout):
@@ -240,10 +252,13 @@ def build_limit(build_timeout: float | None, timeout: float | None) -> float:
 @contextlib.contextmanager
 def user_code(path: str, doing: str) -> Iterator[None]:
     """Run a user's code (import, build, trace) behind the walls described above."""
+    if on_user_code is not None:
+        on_user_code(doing)
     argv, stdout = sys.argv, sys.stdout
     sys.argv = [path]
     sys.stdout = sys.stderr
     pid = os.getpid()
+    depth = sys.getrecursionlimit()
     try:
         with Watchdog(budget[0], budget[1], doing):
             yield
@@ -264,6 +279,8 @@ def user_code(path: str, doing: str) -> Iterator[None]:
         if os.getpid() != pid:
             os._exit(0)     # a fork of the user's code never goes on with barrierproof's work
         sys.argv, sys.stdout = argv, stdout
+        # A recursion limit the user's code lowered is its own, not barrierproof's.
+        sys.setrecursionlimit(max(depth, sys.getrecursionlimit()))
 
 
 def die_with_parent(parent: int) -> None:

@@ -41,6 +41,9 @@ class Target:
     replay_family: Callable | None = None
     # Codes the target's own declaration suppresses (`@protocol(ignore=...)`; suppress.py).
     ignore: frozenset[str] = frozenset()
+    # The user's code half of replay_family: the kernel traced at a violation's sizes
+    # (family.retrace_member), for a caller that runs user code in a child (isolate.py).
+    retrace: Callable | None = None
 
     def build_all(self) -> list[Kernel]:
         return self.build_many() if self.build_many is not None else [self.build()]
@@ -138,11 +141,16 @@ def _pallas_target(path: str, name: str, fn: Callable, expect: str | None) -> Ta
             with user_code(path, f"tracing {name} at several sizes"):
                 return family_kernel(fn, name, expect)
 
-        def replay_family(verdict, options):
-            from .family import replay_by_retracing
+        def retrace(values):
+            from .family import retrace_member
             with user_code(path, f"tracing {name} again"):
-                return replay_by_retracing(fn, name, expect, verdict, options)
+                return retrace_member(fn, name, expect, values)
+
+        def replay_family(verdict, options):
+            from .family import judge_member
+            return judge_member(verdict, name, retrace(verdict.params), options)
         target.build_family, target.replay_family = build_family, replay_family
+        target.retrace = retrace
     return target
 
 

@@ -18,10 +18,13 @@ from .rules import HELP
 from .verdict import Diagnostic, Verdict
 
 RACE_CODES = frozenset({"BP200", "BP201"})
-# `prove --timeout T` buys T seconds of work at a reference speed; its wall-clock net is this
-# many times T (checker/symbolic/prove.py Budget), so load changes when a verdict comes, not
-# which one.
+# `prove --timeout T` buys T seconds of work at a reference speed; its net is this many times T
+# of the process's CPU time (checker/symbolic/prove.py Budget), so load changes when a verdict
+# comes, not which one.
 WALL_NET_FACTOR = 4.0
+# The wall clock's net behind it, this many times further: a machine that much busier than idle
+# still reaches the CPU net first.
+LOAD_ALLOWANCE = 4.0
 # Static findings that mean the input cannot be modelled as written.
 INPUT_ERRORS = {"BP120", "BP121"}
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ..model.ir import Kernel, ModelError
-from .check import WALL_NET_FACTOR
+from .check import LOAD_ALLOWANCE, WALL_NET_FACTOR
 from .engine_settings import ExploreSettings, ProveSettings, TlcSettings, settings_of
 from .verdict import Verdict
 
@@ -63,7 +63,7 @@ ENGINES: dict[str, Engine] = {e.name: e for e in (
            locates_suppressions=True),
     Engine("tlc", ".engines.tlc", "check_kernel_tlc", TlcSettings, EXTRAS),
     Engine("symbolic", ".symbolic.prove", "prove_kernel", ProveSettings, EXTRAS,
-           wall_factor=WALL_NET_FACTOR, interrupt="interrupt_solver", when_stopped="unknown",
+           wall_factor=WALL_NET_FACTOR * LOAD_ALLOWANCE, interrupt="interrupt_solver", when_stopped="unknown",
            reads_families=True),
 )}
 

@@ -451,6 +451,36 @@ def test_user_code_has_a_default_build_timeout(tmp_path, capsys, monkeypatch):
     assert code == 2 and "reached while building spins" in out, out + err
 
 
+def test_prove_gives_the_same_verdict_idle_and_under_load(tmp_path):
+    """`prove --timeout T` buys work (Z3 units) with a net in CPU seconds: a second CPU-bound
+    process beside it changes when the verdict comes, not which. RING's proof costs about
+    0.35 s of units and over a second of uncounted Python work; 0.4 s proves it only because
+    none of that is measured on the wall clock, 0.1 s never does."""
+    write(tmp_path, "ring.py", RING)
+
+    def prove(seconds: str):
+        proc = subprocess.run([sys.executable, "-m", "barrierproof", "prove", "ring.py",
+                               "--timeout", seconds, "--no-cache", "--no-config", "--format",
+                               "json"], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=120)
+        [v] = json.loads(proc.stdout)
+        return proc.returncode, v["verdict"], v["coverage"]
+
+    idle = {t: prove(t) for t in ("0.4", "0.1")}
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        loaded = {t: prove(t) for t in ("0.4", "0.1")}
+    finally:
+        burner.kill()
+        burner.wait()
+    # the same verdict, and an `unknown` for the same counted reason (a proof's coverage
+    # also says how long it took)
+    assert [v[:2] for v in idle.values()] == [v[:2] for v in loaded.values()], (idle, loaded)
+    assert idle["0.1"] == loaded["0.1"], (idle, loaded)
+    assert idle["0.4"][:2] == (0, "proved") and idle["0.1"][:2] == (2, "unknown"), idle
+    assert "work budget of --timeout 0.1 spent" in idle["0.1"][2], idle
+
+
 def test_replay_is_bounded(tmp_path, capsys):
     write(tmp_path, "p.py", BAD)
     cwd = os.getcwd()

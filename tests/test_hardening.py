@@ -215,16 +215,14 @@ def test_argv_and_prints_of_user_code_stay_out_of_the_report(tmp_path, capsys):
     path = write(tmp_path, "p.py", textwrap.dedent('''
         import argparse, sys
         print("{ not json")
-        SEEN = list(sys.argv)
+        print("argv:", sys.argv, file=sys.stderr)
         argparse.ArgumentParser().parse_args()     # sees only its own path
     ''') + GOOD.replace("k.threads(2", "print('noise', end=''); k.threads(2"))
     code, out, err = run(capsys, "check", path, "--no-cache", "--format", "json")
     assert code == 0, err
     assert json.loads(out)[0]["verdict"] == "verified"
     assert "{ not json" in err and "noise" in err
-    module = next(m for n, m in sys.modules.items() if n.startswith("_barrierproof_user_p_")
-                  and getattr(m, "__file__", "") == path)
-    assert module.SEEN == [path]
+    assert f"argv: {[path]}" in err, err
 
 
 def test_an_endless_loop_in_a_body_ends_at_the_timeout(tmp_path):
@@ -535,19 +533,24 @@ def test_prove_verdict_depends_on_input_and_budget_only():
         assert z3_work() - before <= 1.05 * seconds * Z3_UNITS_PER_SECOND + 10_000
 
 
-def test_prove_returns_within_its_wall_clock_net_plus_a_small_constant():
-    """`--timeout` is prove's work budget; the wall clock stops it at WALL_NET_FACTOR times
-    that at the latest (plus the watchdog's grace)."""
-    from barrierproof.checker.check import WALL_NET_FACTOR
+def test_prove_returns_within_its_nets_plus_a_small_constant():
+    """`--timeout` is prove's work budget; its net stops it at WALL_NET_FACTOR times that in
+    CPU seconds at the latest (plus a grace), and the wall clock LOAD_ALLOWANCE times later."""
+    import resource
+    from barrierproof.checker.check import LOAD_ALLOWANCE, WALL_NET_FACTOR
     start = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     code, out, err = cli("prove", "examples/hopper_ring.py::tma_ring", "--timeout", "1",
                          "--no-cache", "--format", "json")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.monotonic() - start
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     [v] = json.loads(out)
     assert (code, v["verdict"]) in ((0, "proved"), (2, "unknown")), v
     if v["verdict"] == "unknown":
-        assert "--timeout 1" in v["coverage"] or "wall-clock" in v["coverage"], v
-    assert wall < WALL_NET_FACTOR * 1 + 2 + 6, wall   # 6 s: starting Python and importing
+        assert "--timeout 1" in v["coverage"] or "net" in v["coverage"], v
+    assert cpu < WALL_NET_FACTOR * 1 + 2 + 8, cpu   # 8 s: starting Python, importing, building
+    assert wall < WALL_NET_FACTOR * LOAD_ALLOWANCE * 1 + 2 + 8, wall
 
 
 def test_a_cluster_deadlock_names_the_block_that_never_arrives(capsys):

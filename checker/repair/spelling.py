@@ -33,9 +33,26 @@ _ARITHMETIC = (ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load, ast.Add
                ast.Mult, ast.FloorDiv, ast.Mod, ast.USub)
 
 
+# A file's module-level integer constants, as a process that imported it in a child sent them
+# (barrierproof/isolate.py): the command line never imports the user's module itself.
+_SENT: dict[str, dict[str, int]] = {}
+
+
+def remember_constants(file: str, constants: dict[str, int]) -> None:
+    _SENT[os.path.realpath(file)] = dict(constants)
+
+
+def module_constants(namespace: dict) -> dict[str, int]:
+    """The integer constants of a module's globals (what a spelling may name)."""
+    return {k: v for k, v in namespace.items() if isinstance(k, str) and type(v) is int}
+
+
 def _module_namespace(file: str) -> dict:
-    """The globals of the module the loader imported from `file` (empty if none)."""
+    """The globals of the module the loader imported from `file`, or the constants a child sent
+    for it (empty if neither)."""
     want = os.path.realpath(file)
+    if want in _SENT:
+        return _SENT[want]
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if path and os.path.realpath(path) == want:

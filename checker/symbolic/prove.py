@@ -164,8 +164,8 @@ from ...model.ir import (Const, Kernel, ModelError, evaluate, free_vars, has_mem
                          has_regions, whole_buffers, without_memory)
 from ...model.semantics import compile_systems
 from ...model.static_rules import static_findings
-from ..check import (RACE_CODES, WALL_NET_FACTOR, Options, check_assumptions, check_kernel,
-                     error_verdict)
+from ..check import (LOAD_ALLOWANCE, RACE_CODES, WALL_NET_FACTOR, Options, check_assumptions,
+                     check_kernel, error_verdict)
 from ..engines.explore import Limits
 from ..engine_settings import ProveSettings, settings_of
 from ..rules import RULES, describe, in_play, undecided
@@ -202,10 +202,12 @@ from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
 # `--timeout T` buys T seconds of work at a reference speed: Z3 resource units (`rlimit`, counted
 # by Z3 itself, the same on every machine and under any load), candidate orders tried, and
 # explicit states for the search for breaking values. So the verdict depends on the input and T
-# only; the wall clock is a net far behind it (WALL_NET_FACTOR times T plus a grace period:
-# cli's watchdog, and each Z3 query's own timeout), so a loaded or slower machine spends the
-# same work and reaches the same verdict, only later; a machine so slow that the net hits first
-# is reported as such.
+# only. The net behind it counts this process's CPU seconds (WALL_NET_FACTOR times T plus a
+# grace period), not wall seconds: the Python work around the queries is not counted in units,
+# and a second CPU-bound process beside this one slows it down without adding to its CPU time,
+# so the net lands at the same point of the work, idle or loaded. The wall clock is a net
+# further still (LOAD_ALLOWANCE times that: cli's watchdog, and each Z3 query's own timeout),
+# reported as such when a machine is so busy that it hits first.
 Z3_UNITS_PER_SECOND = 1_000_000
 STATES_PER_SECOND = 5_000
 ORDERS_PER_SECOND = 0.5
@@ -220,7 +222,7 @@ class Budget:
     seconds: float
 
     def __post_init__(self) -> None:
-        self.start = time.perf_counter()
+        self.start = cpu_seconds()
         self.z3_start = z3_work()
         self.z3_units = int(self.seconds * Z3_UNITS_PER_SECOND)
         self.orders = max(MIN_ORDERS, int(self.seconds * ORDERS_PER_SECOND))
@@ -230,17 +232,27 @@ class Budget:
         return self.z3_units - (z3_work() - self.z3_start)
 
     def net_left(self) -> float:
-        """Seconds until the wall-clock net (WALL_NET_FACTOR * T + NET_GRACE), at least one."""
+        """CPU seconds until the net (WALL_NET_FACTOR * T + NET_GRACE), at least one."""
         return max(1.0, self.seconds * WALL_NET_FACTOR + NET_GRACE
-                   - (time.perf_counter() - self.start))
+                   - (cpu_seconds() - self.start))
+
+    def query_timeout(self) -> float:
+        """A Z3 query's own timeout, in wall seconds: what the CPU net leaves, with room for a
+        busy machine (a query cut by it is the wall clock's net, not the budget's)."""
+        return self.net_left() * LOAD_ALLOWANCE
 
     def spent_text(self) -> str:
         if self.z3_left() > 0:
-            return (f"wall-clock net ({WALL_NET_FACTOR:g} x {self.seconds:g}s) reached before "
-                    "the work budget was spent (a machine far slower or busier than the budget "
-                    "assumes)")
+            return (f"CPU-time net ({WALL_NET_FACTOR:g} x {self.seconds:g}s) reached before "
+                    "the work budget was spent (work the units do not count took longer than "
+                    "the budget assumes)")
         return (f"work budget of --timeout {self.seconds:g} spent "
                 f"({self.z3_units:,} Z3 resource units)")
+
+
+def cpu_seconds() -> float:
+    """CPU seconds this process has run (every thread, Z3's included)."""
+    return time.process_time()
 
 
 def z3_work() -> int:
@@ -476,7 +488,7 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
         if not system.roles:
             continue
         enc = Encoder(system).build()
-        bad = enc.check_sane(timeout=budget.net_left())
+        bad = enc.check_sane(timeout=budget.query_timeout())
         if bad is not None:
             return "unknown", f"internal: construction facts of {cls.name} fail at `{bad}`"
         vals = [v for p in mine for v in frag.valuations(cls, system, p)]
@@ -636,8 +648,8 @@ def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int
             break
         # Z3's own wall-clock timeout is only the net (a query cannot outlive the run).
         with z3_limits(budget):
-            result = houdini(enc, cands, timeout=budget.net_left(),
-                             query_timeout=budget.net_left())
+            result = houdini(enc, cands, timeout=budget.query_timeout(),
+                             query_timeout=budget.query_timeout())
         if result.status in ("proved", "failed"):
             done[(pairs, hulls)] = result
         elif result.alive:
@@ -658,7 +670,7 @@ def _strengthen_by_chc(enc: Encoder, houdini_result: InvariantResult, budget: Bu
     # a quarter of what is left, so the partitions tried after this one keep theirs
     share = Budget(max(0.0, budget.z3_left()) / Z3_UNITS_PER_SECOND / 4)
     with z3_limits(share):
-        found = prove_class(enc, facts, timeout=min(budget.net_left(), share.net_left()))
+        found = prove_class(enc, facts, timeout=min(budget.query_timeout(), share.query_timeout()))
     if found.status == "proved":
         extra = Candidate(found.invariant, "Spacer's invariant, re-checked by Z3")
         return InvariantResult("proved", houdini_result.seconds + found.seconds,
@@ -682,7 +694,7 @@ def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, d
         if budget.z3_left() <= 0 or budget.net_left() <= 1.0:
             return f"{case.text}: {budget.spent_text()}"
         enc = Encoder(case.system).build()
-        if enc.check_sane(timeout=budget.net_left()) is not None:
+        if enc.check_sane(timeout=budget.query_timeout()) is not None:
             return f"{case.text}: construction facts not inductive"
         work = done.setdefault(("sign", case.text), {})
         if "states" not in work:
