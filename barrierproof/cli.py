@@ -171,7 +171,7 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
             failed = True
         else:
             futures[n] = pool.submit(_check_one, (t.ref, t.expect, params, quiet, engine,
-                                                  plain, guard.budget))
+                                                  plain, guard.budget, t.entry))
     try:
         for n, future in futures.items():
             try:
@@ -256,10 +256,13 @@ def _worker_signals(parent: int) -> None:
 def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:
     """A worker: find the target again by its reference and check it; also how many of its
     verdicts came from the cache."""
-    ref, expect, params, options, engine, args, budget = task
+    ref, expect, params, options, engine, args, budget, entry = task
     guard.budget = budget           # the limits for user code (build, trace) of this run
     try:
-        matches = isolate.resolve(ref, family=ENGINES[engine].reads_families)
+        family = ENGINES[engine].reads_families
+        # Built by the parent's child as it imported the file: the kernels come as data.
+        matches = [isolate.target_of(entry, family)] if entry is not None and \
+            entry.get("built") is not None else isolate.resolve(ref, family=family)
     except (ModelError, LimitReached, *EXHAUSTED) as err:   # its import or build: its verdict
         from .loader import _broken_target
         broken = _broken_target(ref.partition("::")[0], err)
@@ -467,12 +470,11 @@ def cmd_check(args, engine: str | None = None) -> int:
         guard.current = interrupts
         try:
             chosen = engine or args.engine
-            # Run one at a time, each file is built as it is imported (one child per file);
-            # in parallel, the workers build.
-            parallel = (getattr(args, "jobs", None) or os.cpu_count() or 1) > 1
+            # Each file is built as it is imported (one child per file, whose kernels come
+            # back as data); in parallel, the workers are sent those kernels.
             targets, verdicts = _collect(args.paths, interrupts,
                                          getattr(args, "verbose", False), args.exclude,
-                                         build=not parallel,
+                                         build=True,
                                          family=chosen in ENGINES and
                                          ENGINES[chosen].reads_families)
             if not targets and not verdicts:

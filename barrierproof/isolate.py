@@ -379,11 +379,17 @@ def _target(entry: dict, family: bool):
         from .family import judge_member
         return judge_member(verdict, name, retrace(verdict.params), options)
     t = Target(ref, name, entry["kind"], lambda: kernels(False)[0], entry["expect"], path,
-               lambda: kernels(False), ignore=frozenset(entry["ignore"]))
+               lambda: kernels(False), ignore=frozenset(entry["ignore"]), entry=entry)
     if entry["family"]:
         t.build_family = lambda: kernels(True)[0]
         t.replay_family, t.retrace = replay_family, retrace
     return t
+
+
+def target_of(entry: dict, family: bool):
+    """A target sent as data (`Target.entry`) made a Target again, in a pool's worker: what the
+    child built is used as it is; anything else is built in a child of the worker's."""
+    return _target(entry, family)
 
 
 def _built_or_raise(ref: str, family: bool) -> list[Kernel]:

@@ -44,6 +44,9 @@ class Target:
     # The user's code half of replay_family: the kernel traced at a violation's sizes
     # (family.retrace_member), for a caller that runs user code in a child (isolate.py).
     retrace: Callable | None = None
+    # The target as plain data (isolate.py): its kernels as a child built them, sent to a
+    # worker of a parallel run instead of building them again there.
+    entry: dict | None = None
 
     def build_all(self) -> list[Kernel]:
         return self.build_many() if self.build_many is not None else [self.build()]
