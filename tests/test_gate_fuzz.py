@@ -5,13 +5,20 @@ Every generated protocol lets thread 1 wait on a barrier no one arrives at, behi
 names (axes, loops, parameters spelled alike), conditions (symbolic or Python values), hostile
 exceptions, sizes and names. Whatever the tangle, the verdict is a deadlock (exit 1), an input
 error (3) or a limit (2): exit 0 would be a false pass. Runs in-process, a few dozen cases per
-test (well under a minute); BARRIERPROOF_FUZZ_EXAMPLES=N draws N per test.
+test (well under a minute); BARRIERPROOF_FUZZ_EXAMPLES=N draws N per test. One more test writes
+3,000 protocols of the same grammar (a seeded walk) into one directory and checks it with one
+`barrierproof check DIR`, as a user would: no traceback, every file accounted for, none
+verified (about a minute and a half; BARRIERPROOF_FUZZ_BATCH=N sets the count).
 """
 
 import contextlib
 import io
 import itertools
+import json
 import os
+import random
+import subprocess
+import sys
 import time
 
 from hypothesis import HealthCheck, event, given, settings
@@ -49,27 +56,49 @@ HOSTILE = [
 PROTOCOL_NAMES = [None, "42", "''", "'a\\ud800b'", "'x\\ufffey'", "'../../up'", "'[bold]'"]
 
 
-@st.composite
-def protocols(draw) -> str:
+class Choices:
+    """The generator's choices, made by hypothesis (`draw`) or by a seeded random walk."""
+
+    def __init__(self, draw=None, rng: random.Random | None = None):
+        self.draw, self.rng = draw, rng
+
+    def one(self, options):
+        return self.draw(st.sampled_from(options)) if self.draw else self.rng.choice(options)
+
+    def flag(self) -> bool:
+        return self.draw(st.booleans()) if self.draw else self.rng.random() < 0.5
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self.draw(st.integers(lo, hi)) if self.draw else self.rng.randint(lo, hi)
+
+    def some(self, options, lo: int, hi: int, unique: bool) -> list:
+        if self.draw:
+            return self.draw(st.lists(st.sampled_from(options), min_size=lo, max_size=hi,
+                                      unique=unique))
+        n = self.rng.randint(lo, hi)
+        return self.rng.sample(options, n) if unique else \
+            [self.rng.choice(options) for _ in range(n)]
+
+
+def protocol_text(pick: "Choices") -> str:
     """A protocol file whose thread 1 waits forever, under generated names and extras."""
-    spelled = draw(st.sampled_from(["as", "name="]))
+    spelled = pick.one(["as", "name="])
     # Half the cases plain (a deadlock to find), half with hostile twists.
-    plain = draw(st.booleans())
+    plain = pick.flag()
     if plain:
-        axis = draw(st.sampled_from(["thread", "wg"]))
-        loop = draw(st.sampled_from(["i", None]))
-        params = draw(st.sampled_from([[], ["rounds"]]))
+        axis = pick.one(["thread", "wg"])
+        loop = pick.one(["i", None])
+        params = pick.one([[], ["rounds"]])
     else:
-        axis, loop, *params = draw(st.lists(st.sampled_from(NAMES), min_size=2, max_size=4,
-                                            unique=draw(st.booleans())))
+        axis, loop, *params = pick.some(NAMES, 2, 4, unique=pick.flag())
         loop = None if loop == "n" else loop
-    grid = None if plain else draw(st.sampled_from([None, *NAMES]))
-    cluster = None if plain else draw(st.sampled_from([None, *NAMES]))
-    cond = "k.thread == 1" if plain else draw(st.sampled_from(CONDITIONS))
-    extra = "" if plain else draw(st.sampled_from(HOSTILE))
-    name = None if plain else draw(st.sampled_from(PROTOCOL_NAMES))
-    threads = draw(st.integers(2, 3))
-    trip = draw(st.integers(1, 3))
+    grid = None if plain else pick.one([None, *NAMES])
+    cluster = None if plain else pick.one([None, *NAMES])
+    cond = "k.thread == 1" if plain else pick.one(CONDITIONS)
+    extra = "" if plain else pick.one(HOSTILE)
+    name = None if plain else pick.one(PROTOCOL_NAMES)
+    threads = pick.integer(2, 3)
+    trip = pick.integer(1, 3)
     signature = "".join(f", {p}=1" for p in params)
     decorator = "@protocol" if name is None else f"@protocol(name={name})"
     lines = [f"{decorator}", f"def p(k{signature}):", f"    k.threads({threads}, name={axis!r})"]
@@ -98,6 +127,18 @@ def protocols(draw) -> str:
         "    pass",
         "",
         *lines, ""])
+
+
+@st.composite
+def protocols(draw) -> str:
+    return protocol_text(Choices(draw=draw))
+
+
+def batch(n: int, seed: int) -> list[str]:
+    """`n` protocols of the same grammar from a seeded random walk: thousands of cases at the
+    cost of one command, not one hypothesis example each."""
+    rng = random.Random(seed)
+    return [protocol_text(Choices(rng=rng)) for _ in range(n)]
 
 
 def call(argv) -> tuple[int, str]:
@@ -161,3 +202,28 @@ def test_any_expect_table_is_read_or_refused(tmp_path_factory, expect):
     path = root / f"fuzz_{next(_files)}.py"
     path.write_text(f"EXPECT = {expect!r}\n", encoding="utf-8", errors="surrogatepass")
     call(["check", str(path), "--no-cache", "--no-config", "--jobs", "1"])
+
+
+# The batch: BATCH generated protocols in one directory, checked by one `barrierproof check DIR`
+# as a user runs it (every file imported and built in a child of its own). None may pass.
+BATCH = int(os.environ.get("BARRIERPROOF_FUZZ_BATCH", "3000"))
+
+
+def test_thousands_of_refuted_protocols_in_one_run_never_pass(tmp_path):
+    texts = batch(BATCH, seed=2026)
+    for n, text in enumerate(texts):
+        (tmp_path / f"fuzz_{n}.py").write_text(text, encoding="utf-8", errors="surrogatepass")
+    run = subprocess.run([sys.executable, "-m", "barrierproof", "check", str(tmp_path),
+                          "--no-cache", "--no-config", "--jobs", "2", "--timeout", str(LIMIT),
+                          "--build-timeout", str(LIMIT), "--format", "json"],
+                         capture_output=True, text=True, timeout=1800, cwd=tmp_path)
+    assert "Traceback" not in run.stdout + run.stderr, run.stderr[-3000:]
+    assert run.returncode in (1, 2, 3), (run.returncode, run.stderr[-3000:])
+    verdicts = json.loads(run.stdout)
+    passed = [v for v in verdicts if v["verdict"] in ("verified", "proved")]
+    assert not passed, passed[:3]
+    # every file is accounted for: a verdict of its own, or its import error
+    seen = {os.path.basename(str(v.get("source") or v.get("name") or "")).partition("::")[0]
+            for v in verdicts}
+    missing = [f"fuzz_{n}.py" for n in range(BATCH) if f"fuzz_{n}.py" not in seen]
+    assert not missing, (missing[:5], verdicts[:2])
