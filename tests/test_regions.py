@@ -1,5 +1,5 @@
 """Regions: races judged on the slots two accesses share (rows, column stripes, strided lanes,
-halves of a stage), exactly, in the explorer; the prover judges whole buffers and says so."""
+halves of a stage), exactly, in the explorer and in the prover (tests/test_region_proofs.py)."""
 
 import itertools
 import os
@@ -11,7 +11,7 @@ from barrierproof import confirm as oracle
 from barrierproof import protocol
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines import tlc
-from barrierproof.checker.symbolic.prove import REGIONS_OPEN, Budget, prove_races
+from barrierproof.checker.symbolic.prove import Budget, prove_races
 from barrierproof.loader import import_file, targets_in_module
 from barrierproof.model import pallas
 from barrierproof.model.interpreter import replay
@@ -181,12 +181,33 @@ def test_whole_buffers_widen_every_region():
     assert _check(whole_buffers(kernel)).codes == ["BP200"]
 
 
-# -- the prover judges whole buffers ------------------------------------------------------------
+# -- the prover judges regions slot by slot ------------------------------------------------------
 
-def test_prover_answers_unknown_naming_regions_it_does_not_decide():
-    kernel = TARGETS["column_stripes"].build()
-    proof = prove_races(kernel, [], {"warps": 3, "width": 2}, Budget(30))
-    assert proof.status == "unknown" and proof.reason.startswith(REGIONS_OPEN), proof.reason
+def test_prover_proves_disjoint_stripes_and_refutes_overlapping_ones():
+    fixed = {"warps": 3, "width": 2}
+    proof = prove_races(TARGETS["column_stripes"].build(), [], fixed, Budget(30))
+    assert proof.status == "proved", proof.reason
+    proof = prove_races(TARGETS["column_stripes_overlap"].build(), [], fixed, Budget(30))
+    assert proof.status == "failed", proof.reason
+
+
+def test_regions_outside_the_fragment_fall_back_to_whole_buffers():
+    @protocol(symbolic=("width",))
+    def symbolic_stripes(k, width=2):
+        k.threads(3, name="w")
+        written = k.Barrier(num_arrivals=2)
+        tile = k.SMEM(slots=(2 * width,))             # a symbolic shape: no cells per slot
+        with k.when(k.thread < 2):
+            k.write(tile.at[k.ds(k.thread * width, width)])
+            k.barrier_arrive(written)
+        with k.otherwise():
+            k.barrier_wait(written)
+            k.read(tile)
+    proof = prove_races(symbolic_stripes.build(), ["width"], {}, Budget(30))
+    # judged whole, the two writers race: never proved, and the reason says the regions were
+    # judged whole
+    assert proof.status != "proved" and "regions judged as whole slots of `tile`" in \
+        proof.reason, proof.reason
 
 
 def test_prover_proves_regions_that_whole_buffers_already_order():

@@ -273,7 +273,8 @@ class Fragment:
                 mem_a, mem_b = oa.reads + oa.writes, ob.reads + ob.writes
                 if len(oa.reads) != len(ob.reads) or len(mem_a) != len(mem_b) or any(
                         ma.alloc is not mb.alloc or len(ma.index) != len(mb.index) or
-                        not all(same_int(x, y, ea, eb) for x, y in zip(ma.index, mb.index))
+                        len(ma.region) != len(mb.region) or
+                        not all(same_int(x, y, ea, eb) for x, y in zip(ma.exprs(), mb.exprs()))
                         for ma, mb in zip(mem_a, mem_b)):
                     return False            # other memory: other accesses (races.py)
                 if oa.barrier is not None:
@@ -291,7 +292,7 @@ class Fragment:
                     for e in [oa.count, oa.bytes, oa.parity, oa.phase] + \
                             (list(oa.barrier.index) + list(oa.barrier.block or ())
                              if oa.barrier is not None else []) + \
-                            [i for m in mem_a for i in m.index]:
+                            [i for m in mem_a for i in m.exprs()]:
                         if e is not None and axis in free_vars(e):
                             return False
         return True

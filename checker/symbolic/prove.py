@@ -544,10 +544,6 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
     return None
 
 
-REGIONS_OPEN = ("regions (slices of a buffer) are not in the symbolic fragment, which judges "
-                "each access as its whole buffer (or slot); on whole buffers: ")
-
-
 def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                 budget: Budget) -> Proof:
     """Prove `kernel` free of BP200/BP201 races for every value of `symbolic` (races.py), on
@@ -562,13 +558,21 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     sound for races: every access to a cell is an operation of the cell's class system
     (races.py), so every race on it is a race of that system."""
     start = time.perf_counter()
-    if has_regions(kernel):
-        # regions (slices) are not in the fragment: a proof on whole buffers covers them;
-        # a failure says nothing about the regions, so it is no verdict (see _regions_open)
-        proof = prove_races(whole_buffers(kernel), symbolic, fixed, budget)
-        if proof.status != "proved":
-            proof = replace(proof, status="unknown", reason=REGIONS_OPEN + proof.reason)
-        return proof
+    proof = _prove_races_of(kernel, symbolic, fixed, budget, start)
+    if proof.status == "unknown" and has_regions(kernel) and budget.z3_left() > 0 and \
+            budget.net_left() > 1.0:
+        # regions outside the fragment (a symbolic shape or stride, a region depending on the
+        # thread inside a counted role): judged as their whole buffers, coarser, a proof still
+        # holds; a failure there says nothing about the regions, so the first answer stands
+        whole = _prove_races_of(whole_buffers(kernel), symbolic, fixed, budget, start)
+        if whole.status == "proved":
+            return replace(whole, reason=(whole.reason + "; " if whole.reason else "") +
+                           "regions judged as their whole buffers")
+    return proof
+
+
+def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+                    budget: Budget, start: float) -> Proof:
     try:
         kernel = lower_cluster_sync(lower_lockstep(lower_named_barriers(kernel, fixed), fixed))
     except Unsupported as err:
@@ -618,7 +622,11 @@ def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
     side = [text for _, text in frag.side_conditions]
     seconds = time.perf_counter() - start
     if failed is not None:
-        return Proof(failed[0], seconds, failed[1], proofs, side)
+        coarse = sorted(getattr(frag, "coarse_regions", ()))
+        why = failed[1] + ("; regions judged as whole slots of " + ", ".join(
+            f"`{n}`" for n in coarse) + " (a ring slot, or a symbolic number of slots)"
+            if coarse else "")
+        return Proof(failed[0], seconds, why, proofs, side)
     return Proof("proved", seconds, "", proofs, side)
 
 

@@ -30,6 +30,14 @@ write, is a race. The prover checks it on the class systems of prove.py:
   from issue to that wait, i.e. in one gap, so a load or store there over-approximates them.
 - A buffer of a symbolic number of slots that threads index by their own index and others use
   whole: one cell; two accesses to their own slots by threads of one role never conflict.
+- Regions (`buf.at[i, k.ds(start, size, stride)]`) of a buffer of concrete shape: one cell per
+  slot, and an access covers slot c under the exact condition (over the parameters and the
+  loop coordinate) that c lies in its run in every dimension (`_run_member`; the stride must be
+  a number, the run within the buffer for every value). So accesses to disjoint regions never
+  share a cell, for every parameter value. A region of a ring's representative slot or of a
+  thread-private buffer is judged as that whole slot (`coarse_regions`, named in the reason of
+  a failed proof); prove.py retries a kernel whose regions are outside the fragment on whole
+  buffers (coarser, so a proof there holds too).
 
 - The same accesses in a ring loop retired later (`wgmma_wait(1)` keeping one WGMMA in
   flight), when no class event of their slot lies between issue and retirement on any way the
@@ -257,10 +265,14 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
              block) -> list[tuple[z3.BoolRef, int]]:
     """(guard over the class coordinate, cell) pairs a reference may touch in `block`."""
     frag, cls = builder.frag, builder.cls
+    if ref.region and (cls.ring is not None or
+                       ref.alloc.name in getattr(frag, "private_buffers", ())):
+        # one cell for the slot (or the thread's slot): the region judged whole, coarser
+        frag.__dict__.setdefault("coarse_regions", set()).add(ref.alloc.name)
     if ref.alloc.name in getattr(frag, "private_buffers", ()):
         return [(z3.BoolVal(True), cls.cell(ref.alloc, None, block))]
     if role.thread_free and frag.kernel.thread_axis in set().union(
-            *[free_vars(i) for i in ref.index]):
+            *[free_vars(i) for i in ref.exprs()]):
         raise Unsupported(f"`{ref}` depends on the thread index inside a group of threads "
                           "whose size is symbolic", op.loc)
     if cls.ring is not None:
@@ -283,12 +295,39 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
     terms = [ctx.int(i) for i in ref.index]
     inside = z3.And([z3.And(t >= 0, t < n) for t, n in zip(terms, shape)] or [z3.BoolVal(True)])
     frag.require_always(inside, f"the slot of `{ref}` is within the buffer", ctx)
+    members = [lambda c, t=t: t == c for t in terms]
+    members += [_run_member(frag, ref, s, n, op, ctx)
+                for s, n in zip(ref.region, shape[len(terms):])]
     out = []
     for combo in itertools.product(*[range(n) for n in shape]):
-        g = z3.simplify(z3.And([t == c for t, c in zip(terms, combo)] or [z3.BoolVal(True)]))
+        g = z3.simplify(z3.And([m(c) for m, c in zip(members, combo)] or [z3.BoolVal(True)]))
         if not z3.is_false(g):
             out.append((g, cls.cell(ref.alloc, combo, block)))
     return out
+
+
+def _run_member(frag, ref, s, n: int, op, ctx):
+    """Slot c of a dimension of n slots is in the run `k.ds(start, size, stride)` (s) of `ref`:
+    a guard over the class coordinate, exact for every parameter value (model/regions.py's
+    runs, symbolically). The run must lie within the dimension (as the explorer requires, or a
+    side condition) and its stride be a number once the fixed parameters are (a symbolic
+    stride would make membership nonlinear: Unsupported)."""
+    start, size = ctx.int(s.start), ctx.int(s.size)
+    stride = z3.simplify(ctx.int(s.stride))
+    if z3.is_int_value(size) and size.as_long() == 1:
+        stride = z3.IntVal(1)                    # one slot: the stride says nothing
+    if not z3.is_int_value(stride):
+        raise Unsupported(f"the stride of `{ref}` is symbolic: regions of a symbolic stride are "
+                          "outside the prover's fragment", op.loc)
+    m = stride.as_long()
+    if m < 1:
+        raise Unsupported(f"`{ref}`: a region's stride must be at least 1", op.loc)
+    last = z3.simplify(start + (size - 1) * m)
+    frag.require_always(z3.And(size >= 1, start >= 0, last < n),
+                        f"the region of `{ref}` is within the buffer", ctx)
+    if m == 1:
+        return lambda c: z3.And(start <= c, c <= last)
+    return lambda c: z3.And(start <= c, c <= last, (c - start) % m == 0)
 
 
 def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp", ctx,
