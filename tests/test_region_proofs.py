@@ -135,3 +135,22 @@ def test_prove_agrees_with_the_explorer_on_generated_layouts(kind):
         if kind in OVERLAPPING and kind != "walk_wrap":
             assert raced and proof.status != "proved", (n, raced, proof.status)
     assert proved == (3 if kind in DISJOINT else 0)
+
+
+# -- cells of the frontend's granule -------------------------------------------------------------
+
+def test_pallas_regions_are_judged_in_cells_of_their_granule():
+    from barrierproof.model import pallas
+    pallas_regions = os.path.join(EXAMPLES, "pallas", "regions.py")
+    (split,) = pallas.load_target(f"{pallas_regions}::split_copy")
+    assert next(b for b in split.buffers if b.name == "stage").granule == (64,)
+    proof = prove_races(split, [], {}, Budget(30))
+    assert proof.status == "proved", proof.reason
+    (wrong,) = pallas.load_target(f"{pallas_regions}::split_copy_wrong_barrier")
+    proof = prove_races(wrong, [], {}, Budget(30))
+    # a copy's half and a read half are one cell of 64 rows, named by its rows
+    assert proof.status != "proved" and ("on stage[64:128]" in proof.reason or
+                                         "on stage[0:64]" in proof.reason), proof.reason
+    (off,) = pallas.load_target(f"{pallas_regions}::row_halves_off_by_one")
+    proof = prove_races(off, [], {}, Budget(30))
+    assert proof.status != "proved" and "on acc[63]" in proof.reason, proof.reason

@@ -133,9 +133,36 @@ def assign_buffers(frag: "Fragment") -> None:
                     cls.cell_names.append(alloc.name + "[thread]" + (
                         "@" + ",".join(map(str, block)) if len(frag.blocks) > 1 else ""))
                 continue
-            for key, name in placed(frag, alloc, cls.ring, "the slots of a buffer"):
+            for key, name in (placed(frag, alloc, cls.ring, "the slots of a buffer")
+                              if cls.ring is not None else _granule_cells(frag, alloc)):
                 cls.cells.append(key)
                 cls.cell_names.append(name)
+
+
+def _granule(frag: "Fragment", alloc) -> tuple[list[int], list[int]]:
+    """The buffer's shape and, per dimension, its cell size (the frontend's granule: the
+    explorer judges races per cell, model/memory.py)."""
+    shape = [frag.concrete(d, "the slots of a buffer") for d in alloc.shape]
+    granule = list(getattr(alloc, "granule", ()) or ())
+    granule = [max(1, g) for g in granule] + [1] * (len(shape) - len(granule))
+    return shape, granule[:len(shape)]
+
+
+def _granule_cells(frag: "Fragment", alloc) -> list[tuple[tuple, str]]:
+    """((alloc, cell index, block), name) of each cell of a buffer of concrete shape, the name
+    the slots the cell holds (`acc[64:128]`)."""
+    shape, granule = _granule(frag, alloc)
+    out = []
+    for block in frag.blocks:
+        for combo in itertools.product(*[range(-(-n // g)) for n, g in zip(shape, granule)]):
+            name = alloc.name
+            if not alloc.scalar:
+                name += "[" + ",".join(str(c) if g == 1 else f"{c * g}:{min(n, c * g + g)}"
+                                       for c, g, n in zip(combo, granule, shape)) + "]"
+            if len(frag.blocks) > 1:
+                name += "@" + ",".join(map(str, block))
+            out.append(((alloc, combo, block), name))
+    return out
 
 
 def _concrete_ring_of(frag: "Fragment", alloc, dims) -> BarrierClass | None:
@@ -291,27 +318,32 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
             if not frag.solver.equal(here, there):
                 raise Unsupported(f"`{op.describe()}` addresses two slots of one ring", op.loc)
         return [(z3.BoolVal(True), cls.cell(ref.alloc, None, block))]
-    shape = [frag.concrete(d, "the slots of a buffer") for d in ref.alloc.shape]
+    shape, granule = _granule(frag, ref.alloc)
     terms = [ctx.int(i) for i in ref.index]
     inside = z3.And([z3.And(t >= 0, t < n) for t, n in zip(terms, shape)] or [z3.BoolVal(True)])
     frag.require_always(inside, f"the slot of `{ref}` is within the buffer", ctx)
-    members = [lambda c, t=t: t == c for t in terms]
-    members += [_run_member(frag, ref, s, n, op, ctx)
-                for s, n in zip(ref.region, shape[len(terms):])]
+    # per dimension, the condition that cell c (slots c*g .. c*g + g - 1) holds a slot of ref
+    members = [lambda c, t=t, g=g: z3.And(c * g <= t, t < c * g + g)
+               for t, g in zip(terms, granule)]
+    members += [_run_member(frag, ref, s, n, g, op, ctx)
+                for s, n, g in zip(ref.region, shape[len(terms):], granule[len(terms):])]
     out = []
-    for combo in itertools.product(*[range(n) for n in shape]):
+    cells = [range(-(-n // g)) for n, g in zip(shape, granule)]
+    for combo in itertools.product(*cells):
         g = z3.simplify(z3.And([m(c) for m, c in zip(members, combo)] or [z3.BoolVal(True)]))
         if not z3.is_false(g):
             out.append((g, cls.cell(ref.alloc, combo, block)))
     return out
 
 
-def _run_member(frag, ref, s, n: int, op, ctx):
-    """Slot c of a dimension of n slots is in the run `k.ds(start, size, stride)` (s) of `ref`:
-    a guard over the class coordinate, exact for every parameter value (model/regions.py's
-    runs, symbolically). The run must lie within the dimension (as the explorer requires, or a
-    side condition) and its stride be a number once the fixed parameters are (a symbolic
-    stride would make membership nonlinear: Unsupported)."""
+def _run_member(frag, ref, s, n: int, g: int, op, ctx):
+    """The condition that cell c (slots c*g .. c*g + g - 1 of a dimension of n slots) holds a
+    slot of the run `k.ds(start, size, stride)` (s) of `ref`: a guard over the class
+    coordinate, for every parameter value (model/regions.py's runs, symbolically); exact for
+    a contiguous run or one-slot cells, else the run's hull (coarser). The run must lie within
+    the dimension (as the explorer requires, or a side condition) and its stride be a number
+    once the fixed parameters are (a symbolic stride would make membership nonlinear:
+    Unsupported)."""
     start, size = ctx.int(s.start), ctx.int(s.size)
     stride = z3.simplify(ctx.int(s.stride))
     if z3.is_int_value(size) and size.as_long() == 1:
@@ -325,8 +357,8 @@ def _run_member(frag, ref, s, n: int, op, ctx):
     last = z3.simplify(start + (size - 1) * m)
     frag.require_always(z3.And(size >= 1, start >= 0, last < n),
                         f"the region of `{ref}` is within the buffer", ctx)
-    if m == 1:
-        return lambda c: z3.And(start <= c, c <= last)
+    if m == 1 or g > 1:
+        return lambda c: z3.And(start < c * g + g, c * g <= last)
     return lambda c: z3.And(start <= c, c <= last, (c - start) % m == 0)
 
 
