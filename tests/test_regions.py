@@ -384,3 +384,21 @@ def test_pallas_rows_of_a_tiled_swizzled_buffer_by_whole_tiles():
     # a start off the tile grid covers every tile: coarser, never narrower
     (shifted,) = pallas.load(lambda: _tiled_kernel(lambda wg: wg * 63), name="shifted")
     assert check_kernel(shifted).codes == ["BP200"]
+
+
+def test_a_region_of_each_thread_of_a_counted_role_is_proved_as_the_whole_buffer():
+    @protocol(symbolic=("n",))
+    def readers(k, n=3):
+        k.threads(n + 1, name="t")
+        k.assume(n <= 8)
+        ready = k.Barrier(num_arrivals=1)
+        buf = k.SMEM(slots=(8,))
+        with k.when(k.thread == 0):
+            k.write(buf)
+            k.barrier_arrive(ready)
+        with k.otherwise():                              # n readers: a counted role
+            k.barrier_wait(ready)
+            k.read(buf.at[k.ds(k.thread - 1, 1)])
+    proof = prove_races(readers.build(), ["n"], {}, Budget(30))
+    assert proof.status == "proved", proof.reason
+    assert "regions judged as their whole buffers" in proof.reason

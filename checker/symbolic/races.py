@@ -30,11 +30,13 @@ write, is a race. The prover checks it on the class systems of prove.py:
   from issue to that wait, i.e. in one gap, so a load or store there over-approximates them.
 - A buffer of a symbolic number of slots that threads index by their own index and others use
   whole: one cell; two accesses to their own slots by threads of one role never conflict.
-- Regions (`buf.at[i, k.ds(start, size, stride)]`) of a buffer of concrete shape: one cell per
-  slot, and an access covers slot c under the exact condition (over the parameters and the
-  loop coordinate) that c lies in its run in every dimension (`_run_member`; the stride must be
-  a number, the run within the buffer for every value). So accesses to disjoint regions never
-  share a cell, for every parameter value. A region of a ring's representative slot or of a
+- Regions (`buf.at[i, k.ds(start, size, stride)]`) of a buffer of concrete shape: its cells
+  are the explorer's (the frontend's granule, model/memory.py), and an access covers a cell
+  under the condition (over the parameters and the loop coordinate) that its run reaches the
+  cell in every dimension (`_run_member`: exact for one-slot cells or contiguous runs, the
+  hull of a strided run over wider cells; the stride must be a number, the run within the
+  buffer for every value). So accesses to disjoint regions never share a cell, for every
+  parameter value. A region of a ring's representative slot or of a
   thread-private buffer is judged as that whole slot (`coarse_regions`, named in the reason of
   a failed proof); prove.py retries a kernel whose regions are outside the fragment on whole
   buffers (coarser, so a proof there holds too).
