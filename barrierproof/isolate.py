@@ -430,8 +430,7 @@ def resolve(spec: str, skipped: list[tuple[str, str]] | None = None,
     """loader.resolve with every import and build of user code in a child: the targets of one
     argument, built at once (`build`, the family IR where `family`) or on first use, each in
     a child of its own."""
-    from .collect import candidates
-    from .loader import _broken_target, excluded
+    from .loader import directory_targets
     path, _, only = spec.partition("::")
     if not os.path.exists(path):
         raise ModelError(f"{path} does not exist", loc=None,
@@ -443,23 +442,5 @@ def resolve(spec: str, skipped: list[tuple[str, str]] | None = None,
         return [_target(e, family) for e in entries]
     if only:
         raise ModelError(f"{spec}: ::NAME needs a file, not a directory")
-    out = []
-    chosen, passed = candidates(Path(path))
-    for file, why in passed:
-        if skipped is not None:
-            skipped.append((str(file), f"not imported: {why}"))
-    for file in chosen:
-        if excluded(file, Path(path), exclude):
-            if skipped is not None:
-                skipped.append((str(file), "excluded"))
-            continue
-        try:
-            found = resolve(str(file), build=build, family=family)
-        except (ModelError, LimitReached) as err:   # one broken file must not hide the others
-            out.append(_broken_target(str(file), err))
-            continue
-        if not found and skipped is not None:
-            skipped.append((str(file), "imported, but it defines no protocol and its EXPECT "
-                                       "names no kernel"))
-        out += found
-    return out
+    return directory_targets(path, skipped, exclude,
+                             lambda file: resolve(file, build=build, family=family))

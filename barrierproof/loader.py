@@ -335,6 +335,33 @@ def excluded(file: Path, root: Path, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(n, g) for g in patterns for n in names)
 
 
+def directory_targets(path: str, skipped: list[tuple[str, str]] | None, exclude,
+                      read: Callable[[str], list[Target]]) -> list[Target]:
+    """The targets of the files below a directory that declare protocols, each read by
+    `read(file)`; a file that cannot be read is its own error target (one broken file must not
+    hide the others), and the files passed over go to `skipped` with the reason."""
+    out: list[Target] = []
+    chosen, passed = candidates(Path(path))
+    for file, why in passed:
+        if skipped is not None:
+            skipped.append((str(file), f"not imported: {why}"))
+    for file in chosen:
+        if excluded(file, Path(path), exclude):
+            if skipped is not None:
+                skipped.append((str(file), "excluded"))
+            continue
+        try:
+            found = read(str(file))
+        except (ModelError, LimitReached) as err:
+            out.append(_broken_target(str(file), err))
+            continue
+        if not found and skipped is not None:
+            skipped.append((str(file), "imported, but it defines no protocol and its EXPECT "
+                                       "names no kernel"))
+        out += found
+    return out
+
+
 def resolve(spec: str, skipped: list[tuple[str, str]] | None = None,
             exclude: Sequence[str] = ()) -> list[Target]:
     """All targets named by one command-line argument; files of a directory that are not
@@ -347,25 +374,7 @@ def resolve(spec: str, skipped: list[tuple[str, str]] | None = None,
     if os.path.isdir(path):
         if only:
             raise ModelError(f"{spec}: ::NAME needs a file, not a directory")
-        out: list[Target] = []
-        chosen, passed = candidates(Path(path))
-        for file, why in passed:
-            if skipped is not None:
-                skipped.append((str(file), f"not imported: {why}"))
-        for file in chosen:
-            if excluded(file, Path(path), exclude):
-                if skipped is not None:
-                    skipped.append((str(file), "excluded"))
-                continue
-            try:
-                found = targets_in_module(str(file), import_file(str(file)))
-            except (ModelError, LimitReached) as err:  # one broken file must not hide the others
-                out.append(_broken_target(str(file), err))
-                continue
-            if not found and skipped is not None:
-                skipped.append((str(file), "imported, but it defines no protocol and its EXPECT "
-                                           "names no kernel"))
-            out += found
-        return out
+        return directory_targets(path, skipped, exclude,
+                                 lambda file: targets_in_module(file, import_file(file)))
     module = import_file(path)
     return targets_in_module(path, module, only or None)
