@@ -293,11 +293,10 @@ def _satisfies(kernel: Kernel, values: Mapping[str, int], extra=()) -> bool:
 def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], top: int,
            limit: int | None = None, seed: int = 0,
            negative: frozenset[str] = frozenset()) -> list[dict[str, int]]:
-    """Parameter values 0..top for the symbolic parameters (or their top + 1 smallest values the
-    kernel tells apart, `sample_values`), in order of their sum, that satisfy the assumptions (at most `limit` of them, a deterministic spread when more exist); -1..-1-top
-    for those in `negative`."""
-    # Each parameter at its top + 1 smallest values the kernel tells apart (param_values.py:
-    # a trip count N // 128 is sampled at 0, 128, 256, ...); ordered by the sum of their ranks.
+    """Parameter values for the symbolic parameters, each at its top + 1 smallest values the
+    kernel tells apart (`sample_values`: 0..top, or 0, 128, 256, ... for a trip count N // 128),
+    in order of the sum of their ranks, that satisfy the assumptions (at most `limit` of them,
+    a deterministic spread when more exist); -1..-1-top for those in `negative`."""
     scales = [list(range(top + 1)) if n in negative else sample_values(kernel, n, fixed, top + 1)
               for n in symbolic]
     combos = sorted(itertools.product(range(top + 1), repeat=len(symbolic)),
