@@ -160,7 +160,29 @@ def bare_skip(m):
     return skipping
 
 
-# Every switch of every family: 80 protocols, each judged whole (a few minutes in all).
+def own_async(m):
+    """One thread stages tiles in its own buffer for an access it waits for itself (a TMA store
+    of the tile, or a WGMMA reading it), keeping up to `keep` of them in flight: safe iff no
+    access still in flight reads the slot it writes next (`keep < slots`), or it only reads."""
+    @protocol(symbolic=("tiles",))
+    def staging(k, tiles=3):
+        k.threads(1, name="wg")
+        k.assume(tiles >= 0)
+        buf = k.SMEM(slots=m["slots"])
+        wait = k.wait_smem_to_gmem if m["kind"] == "store" else k.wgmma_wait
+        with k.loop(tiles) as t:
+            wait(m["keep"])
+            (k.write if m["touch"] == "write" else k.read)(buf.at[t % m["slots"]])
+            if m["kind"] == "store":
+                k.copy_smem_to_gmem(buf.at[t % m["slots"]])
+            else:
+                k.wgmma(a=buf.at[t % m["slots"]])
+        if m["drain"]:
+            wait(0)
+    return staging
+
+
+# Every switch of every family: 128 protocols, each judged whole (a few minutes in all).
 FAMILIES = {
     "cluster_handoff": (cluster_handoff, "tiles", dict(
         done_wait=[True, False], trips=["all", "fewer"], trailing=[True, False],
@@ -174,6 +196,8 @@ FAMILIES = {
         turns=[True, False], ack_bit=[0, 1], turn_bit=[0, 1], data_bit=[0, 1])),
     "bare_skip": (bare_skip, "steps", dict(hold=[True, False], lap=[True, False],
                                            full_bit=[0, 1])),
+    "own_async": (own_async, "tiles", dict(kind=["store", "wgmma"], slots=[1, 2], keep=[0, 1, 2],
+                                           touch=["write", "read"], drain=[True, False])),
 }
 DRAWS = [(family, dict(zip(switches, combo)))
          for family, (_, _, switches) in FAMILIES.items()

@@ -1,12 +1,15 @@
-"""cp.async copies into buffers of one thread, proved race-free along that thread's own program.
+"""Accesses a thread waits for itself, into buffers of that thread alone, proved race-free along
+its own program.
 
-A pre-Hopper `cp.async` (`k.cp_async`) is awaited only by the thread that issued it
-(`wait_gmem_to_smem(n)`: at most n of its copies still in flight; copies retire in order), and
-no barrier hears of it. When the copied-into buffers are touched by one thread only (its
-copies, loads and stores), every race on them is between that thread and its own copies in
-flight, and whether one exists is a question about the thread's program alone: for every copy,
-on every way the program can go after it, is it retired before the thread touches an
-overlapping cell again (a load, a store, another copy)?
+A pre-Hopper `cp.async` (`k.cp_async`), a TMA store (`copy_smem_to_gmem`), a WGMMA and a
+`tcgen05.st` are awaited only by the thread that issued them (`wait_gmem_to_smem(n)`,
+`wait_smem_to_gmem(n)`, `wgmma_wait(n)`: at most n of its group still in flight, retired in
+order; `tcgen05_wait_store`: none), and no barrier hears of them. When the buffers they touch
+are touched by one thread only (these accesses, its loads and stores), every race on them is
+between that thread and its own accesses in flight, and whether one exists is a question about
+the thread's program alone: for every such "copy" (any of them), on every way the program can
+go after it, is it retired before the thread touches an overlapping cell again, one of the two
+writing (a store into a TMA store's source, a load of a cp.async destination, another copy)?
 
 `own_copies_retired` answers it with Z3, for every parameter value: from the copy at iteration i
 of its loop (i symbolic) or outside loops, it follows the program forward, splitting on every
@@ -31,12 +34,14 @@ if TYPE_CHECKING:
     from .fragment import BodyOp, Fragment, Item, Role
 
 HORIZON = 3          # iterations a copy may stay in flight along one path
-COPY = "cp_async"
+# What may touch a thread-private buffer: the thread's loads and stores, and the accesses it
+# waits for itself (cp.async copies, TMA stores, WGMMA operands, tcgen05.st)
+OWN_KINDS = frozenset(ASYNC_GROUPS) | {"read", "write"}
 
 
 def private_buffers(frag: "Fragment", role: "Role", op) -> bool:
-    """The buffers `op` copies into are touched by `role` alone, a single thread, through
-    copies, loads and stores only."""
+    """The buffers `op` touches are touched by `role` alone, a single thread, through loads,
+    stores and accesses it waits for itself only."""
     names = {m.alloc.name for m in op.reads + op.writes}
     if not role.single or not names:
         return False
@@ -46,7 +51,7 @@ def private_buffers(frag: "Fragment", role: "Role", op) -> bool:
                 mine = [m for m in bop.op.reads + bop.op.writes if m.alloc.name in names]
                 if not mine:
                     continue
-                if other is not role or bop.op.kind not in (COPY, "read", "write"):
+                if other is not role or bop.op.kind not in OWN_KINDS:
                     return False
     return True
 
@@ -72,26 +77,31 @@ def own_copies_retired(frag: "Fragment", role: "Role", item: "Item", bop: "BodyO
         cond = _conds(item.conds, env)
         here = env
     try:
-        cells = [[z_int(e, here) for e in m.index] for m in op.writes + op.reads]
+        cells = [([z_int(e, here) for e in m.index], m.alloc.name, write)
+                 for m, write in [(w, True) for w in op.writes] + [(r, False) for r in op.reads]]
     except Unsupported:
         return False
-    names = {m.alloc.name for m in op.writes + op.reads}
+    names = {name for _, name, _ in cells}
     solver = frag.solver
 
     def feasible(path) -> bool:
         return solver.possible(z3.And(path), *facts)
 
     def overlaps(other, env_other, path) -> bool:
-        for m in other.reads + other.writes:
+        """`other` may touch a cell of the access in flight, one of the two writing."""
+        for m, write in [(w, True) for w in other.writes] + [(r, False) for r in other.reads]:
             if m.alloc.name not in names:
                 continue
+            mine_here = [c for c, name, w in cells if name == m.alloc.name and (w or write)]
+            if not mine_here:
+                continue                   # two reads never conflict
             if not m.index:
                 return True
             try:
                 theirs = [z_int(e, env_other) for e in m.index]
             except Unsupported:
                 return True
-            for mine in cells:
+            for mine in mine_here:
                 if not mine or len(mine) != len(theirs):
                     return True
                 same = z3.And([a == b for a, b in zip(mine, theirs)])

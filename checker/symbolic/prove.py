@@ -138,8 +138,9 @@ statically (one thread inits every instance once and fences, then one top-level 
 before any use, one block): the rest is proved on barriers that start initialised. Races: a
 thread's load or store; a TMA copy's or MMA's memory while in flight; an access its thread
 waits for itself (TMA store, WGMMA, tcgen05.st) retired by the next instruction, or, in a ring
-loop, before the thread's next event on its slot; cp.async copies into buffers of their thread
-alone, retired along its program before an overlapping access (own_copies.py); a tcgen05 MMA
+loop, before the thread's next event on its slot; cp.async copies, TMA stores, WGMMAs and
+tcgen05.st on buffers of their thread alone, retired along its program before an overlapping
+access (own_copies.py); a tcgen05 MMA
 that arrives on no barrier of its cells' class, live until the next tcgen05 arrival of its
 thread on that class lands (its queue completes in order), when that arrival follows it, past
 only other such MMAs, on every way. Race proofs try concrete rings at one representative slot,

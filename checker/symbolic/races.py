@@ -44,8 +44,9 @@ write, is a race. The prover checks it on the class systems of prove.py:
 - The same accesses in a ring loop retired later (`wgmma_wait(1)` keeping one WGMMA in
   flight), when no class event of their slot lies between issue and retirement on any way the
   thread can go (`_retired_before_next_slot_event`): the ACCESS at the issue still covers them.
-- cp.async copies into buffers only their own thread touches: proved along that thread's
-  program (own_copies.py), with no place in the class systems.
+- cp.async copies, TMA stores, WGMMAs and tcgen05.st into (from) buffers only their own
+  thread touches: proved along that thread's program (own_copies.py), with no place in the
+  class systems.
 - A tcgen05 MMA that arrives on no barrier of the class owning its cells (a plain MMA, whose
   operands a commit releases in one class and whose accumulator another commit hands off in
   another): its thread's tensor-core queue completes in order, so it is done once a later
@@ -381,6 +382,9 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
     if op.kind in WAITED_KINDS:
+        if private_buffers(builder.frag, role, op) and \
+                own_copies_retired(builder.frag, role, item, bop):
+            return []           # only its own thread touches the cells, never while in flight
         if not _waited_next(builder, role, item, bop, ctx) and \
                 not _retired_before_next_slot_event(builder, role, item, bop):
             raise Unsupported(f"`{op.describe()}` stays live until a later wait of its thread "
