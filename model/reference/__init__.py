@@ -43,6 +43,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from .. import kinds
 from ..ir import (MAX_ARRIVALS, MAX_TX, MEMORY_KINDS, BarrierRef, Const, Kernel, Loop,
                   ModelError, Op, When, WarpRegion, evaluate, free_vars, iter_ops, walk)
 from .hardware import ClusterHardware, RulesHardware
@@ -354,16 +355,13 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
                                    if any(a.tcgen05_targets is not None for a in t.actions)})
 
 
-# What the reference models: mbarriers (Pallas and PTX level), TMA, tcgen05, warp regions. The
-# hardware barriers (bar.sync / bar.arrive, the cluster barrier) and global semaphores are
-# outside it.
+# What the reference models: every kind whose primitive names a module of model/reference/
+# (`Primitive.reference`; "uncovered" for one it does not re-state). The family tables below
+# are its own statement of which rules apply to which kinds.
 HW_BARRIER_KINDS = {"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"}
 SEMAPHORE_KINDS = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"}
 INIT_KINDS = {"mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"}
-COVERED = HW_BARRIER_KINDS | SEMAPHORE_KINDS | INIT_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-           "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
-           "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
-           "async_store_smem", "barrier_test"} | MEMORY_KINDS
+COVERED = kinds.kinds_where(lambda p: p.reference != "uncovered")
 
 
 def uncovered(kernel: Kernel) -> list[str]:
