@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,16 @@ def test_the_compiler_emits_only_the_opcodes_a_primitive_declares():
                     assert name in kinds.PRIMITIVES[op.kind].opcodes, (op.kind, name)
                     emitted.add(op.kind)
     assert len(emitted) >= 15       # the DSL examples drive 15 kinds that emit instructions
+
+
+def test_the_declared_dsl_spelling_and_reference_exist():
+    import re
+
+    from barrierproof.model import reference
+    from barrierproof.model.dsl import KernelBuilder
+    modules = {p.stem for p in Path(reference.__file__).parent.glob("*.py")}
+    for prim in kinds.PRIMITIVES.values():
+        for spelling in prim.dsl.split(" / "):
+            name = re.match(r"\w+", spelling).group()
+            assert hasattr(KernelBuilder, name), (prim.kind, spelling)
+        assert prim.reference in modules | {"uncovered"}, (prim.kind, prim.reference)
