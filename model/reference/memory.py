@@ -36,19 +36,18 @@ from dataclasses import dataclass
 
 from ..ir import MemRef, ModelError, Op, When, evaluate, free_vars, iter_ops, walk
 from .machine import LANE, Finding, Machine, Thread
-from .. import primitives as K
 
 NEVER = float("inf")
 
 # Operations retired by the thread's own wait: kind -> (the unit that runs it, its wait kind).
-PROGRAM_ASYNC = {K.WGMMA: ("a WGMMA", "wgmma_wait"),
-                 K.COPY_SMEM_TO_GMEM: ("a TMA store", "wait_smem_to_gmem"),
-                 K.CP_ASYNC: ("a cp.async copy", "wait_gmem_to_smem"),
-                 K.TCGEN05_STORE: ("a tcgen05.st", "tcgen05_wait_store")}
+PROGRAM_ASYNC = {"wgmma": ("a WGMMA", "wgmma_wait"),
+                 "copy_smem_to_gmem": ("a TMA store", "wait_smem_to_gmem"),
+                 "cp_async": ("a cp.async copy", "wait_gmem_to_smem"),
+                 "tcgen05_store": ("a tcgen05.st", "tcgen05_wait_store")}
 WAITS = {wait: kind for kind, (_, wait) in PROGRAM_ASYNC.items()}
-PLAIN = (K.READ, K.WRITE)
+PLAIN = ("read", "write")
 # Operations whose memory effects are retired by an asynchronous step of the machine.
-STEP_ASYNC = (K.COPY_GMEM_TO_SMEM, K.TMA_LOAD, K.ASYNC_STORE_SMEM, K.TCGEN05_MMA)
+STEP_ASYNC = ("copy_gmem_to_smem", "tma_load", "async_store_smem", "tcgen05_mma")
 STATED = set(PLAIN) | set(PROGRAM_ASYNC) | set(WAITS) | set(STEP_ASYNC)
 
 
@@ -147,7 +146,7 @@ class ClusterMemory:
             self._pending.setdefault((thread.name, op.kind), []).append(issued)
         elif op.kind in WAITS:
             pending = self._pending.get((thread.name, WAITS[op.kind]), [])
-            keep = 0 if op.kind == K.TCGEN05_WAIT_STORE else evaluate(op.count, env)
+            keep = 0 if op.kind == "tcgen05_wait_store" else evaluate(op.count, env)
             done, pending[:] = pending[:max(0, len(pending) - keep)], \
                 pending[max(0, len(pending) - keep):]
             for group in done:

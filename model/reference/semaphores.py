@@ -6,7 +6,6 @@ import itertools
 
 from ..ir import ModelError, Op, evaluate
 from .machine import Action, Mbarrier, Thread
-from .. import primitives as K
 
 
 class ClusterSemaphores:
@@ -32,7 +31,7 @@ class ClusterSemaphores:
         semaphore_signal_parallel: on one semaphore the signals in turn, on several one signal
         in flight each, landing in any order, all before the thread goes on."""
         loc, add = op.loc, thread.actions.append
-        refs = [ref for ref, _ in op.signals] if op.kind == K.SEMAPHORE_SIGNAL_PARALLEL \
+        refs = [ref for ref, _ in op.signals] if op.kind == "semaphore_signal_parallel" \
             else [op.barrier]
         found = [self._instance(ref, env, thread.block, loc) for ref in refs]
         if any(f is None for f in found):
@@ -43,13 +42,13 @@ class ClusterSemaphores:
                                  loc=loc)
         # the lockstep copies signal from clusters of their own when the reference builds them
         copies = [1 if self.lockstep > 1 else evaluate(ref.alloc.copies, env) for ref in refs]
-        if op.kind == K.SEMAPHORE_WAIT:
+        if op.kind == "semaphore_wait":
             n = evaluate(op.count, env)
             text = f"semaphore_wait({op.barrier.alloc.name}, >={n}" + \
                 (", decrement)" if op.decrement else ")")
             add(Action("sem_wait", text, loc, (found[0][0],), n, link=op.decrement))
             return
-        if op.kind == K.SEMAPHORE_SIGNAL:
+        if op.kind == "semaphore_signal":
             n = evaluate(op.count, env)
             text = f"semaphore_signal({op.barrier.alloc.name}, +{n}" + \
                 (f" x{copies[0]} clusters)" if copies[0] > 1 else ")")
