@@ -420,7 +420,7 @@ _NAMED = dict(needs=frozenset({"bar_id", "count"}), reference="hardware",
               prover="hardware barriers (hw.py)", repair=frozenset(), describe=describe_named)
 _CLUSTER = dict(needs=frozenset(), dsl="cluster_arrive", reference="hardware",
                 prover="hardware barriers (hw.py)", repair=frozenset(),
-                describe=describe_cluster)
+                describe=describe_cluster, cluster_wide=True)
 
 EXTENSION = Extension(
     "hardware barriers", codes=CODES, primitives=(

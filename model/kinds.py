@@ -60,6 +60,8 @@ class Primitive:
     tensor_core: bool = False       # arrives through the tensor core (BP110)
     local_wait: bool = False        # observes its own block's instance only (BP112)
     unmodelled: bool = False        # synchronization the model does not cover (BP190)
+    cluster_wide: bool = False      # synchronizes every thread of every block of the cluster
+    consumes: bool = False          # takes what it waits for from a shared counter (decrement)
     shows: tuple[str, ...] = ()     # operands `describe` prints (generic form)
     # (op) -> str: its own description, replacing the generic form
     describe: Callable | None = None

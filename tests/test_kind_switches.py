@@ -17,8 +17,7 @@ kind name elsewhere (an event called "arrive" in a report).
 `NOT_YET_MIGRATED` lists the modules that still switch on kind strings with their count: a
 module may only lower its count (then lower the number here), a module not listed must have
 none. checker/symbolic/ and model/cute/ were being edited elsewhere while the registry was
-built; they migrate next. model/grid.py is core (it may not import the families' constants)
-and asks about two kinds no registry class names yet.
+built; they migrate next.
 
 `INDEPENDENT` is not debt: model/reference/ re-states the rules in its own words for the
 cross-check and imports nothing of the model but ir.py (tests/test_reference.py), so it names
@@ -58,7 +57,6 @@ NOT_YET_MIGRATED = {
     "model/cute/interpreter.py": 1,
     "model/cute/roll.py": 6,
     "model/cute/translate.py": 27,
-    "model/grid.py": 3,
 }
 
 

@@ -88,7 +88,7 @@ EXTENSION = Extension("semaphores", primitives=(
     Primitive(SEMAPHORE_WAIT, "block until value >= count; then value -= count if decrement",
               needs=frozenset({"barrier", "count"}), blocking=True,
               opcodes=("sem_wait", "unmodeled"), dsl="semaphore_wait", shows=("value",),
-              compile=compile_wait, **_COMMON),
+              consumes=True, compile=compile_wait, **_COMMON),
     Primitive(SEMAPHORE_SIGNAL_PARALLEL, "one signal per (semaphore, increment), landing in no "
               "guaranteed order, all before the thread goes on", needs=frozenset({"signals"}),
               blocking=True, opcodes=("sem_signal", "sem_signal_set", "signals_landed"),
