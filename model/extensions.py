@@ -48,7 +48,11 @@ class Extension:
         return frozenset(p.kind for p in self.primitives)
 
 
+INSTALLED: list[Extension] = []
+# The installed extensions with a hook the compiler or the System calls, in installation order
+# (families that only declare primitives stay off the stepping path).
 EXTENSIONS: list[Extension] = []
+_HOOKS = ("after_programs", "layout", "initial_fields", "state_violations", "deadlock")
 
 
 def install(ext: Extension) -> None:
@@ -66,7 +70,9 @@ def install(ext: Extension) -> None:
     CODES.update(ext.codes)
     GUARDS.update(ext.guards)
     EFFECTS.update(ext.effects)
-    EXTENSIONS.append(ext)
+    INSTALLED.append(ext)
+    if any(getattr(ext, hook) is not None for hook in _HOOKS):
+        EXTENSIONS.append(ext)
 
 
 def check_complete() -> None:
