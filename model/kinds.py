@@ -19,6 +19,7 @@ plug-ins were installed still sees every kind.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -100,7 +101,6 @@ def register(prim: Primitive, family: str, compile_op: Callable | None) -> Primi
 
 
 def _with(prim: Primitive, **changes) -> Primitive:
-    import dataclasses
     return dataclasses.replace(prim, **changes)
 
 
