@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..model import primitives as K
+from ..model.init_visibility import INIT_KINDS
 from ..model.ir import Kernel, has_memory_effects
 from ..model.violations import CODES
 
@@ -161,18 +163,18 @@ def features(kernel: Kernel) -> frozenset[str]:
     (a feature present in any operation counts, whatever the parameters)."""
     found = set()
     for op in kernel.ops():
-        if op.kind in ("bar_sync", "bar_arrive"):
+        if op.kind in (K.BAR_SYNC, K.BAR_ARRIVE):
             found.add(NAMED)
-        elif op.kind in ("cluster_arrive", "cluster_wait"):
+        elif op.kind in (K.CLUSTER_ARRIVE, K.CLUSTER_WAIT):
             found.add(CLUSTER_BARRIER)
-        elif op.kind in ("mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"):
+        elif op.kind in INIT_KINDS:
             found.add(INIT)
         ref = op.barrier
-        if op.kind == "wait_parity" and op.phase is None:
+        if op.kind == K.WAIT_PARITY and op.phase is None:
             found.add(BARE_PARITY)
         if ref is not None:
             if ref.block is not None or ref.alloc.cluster or op.collective_axes \
-                    or op.kind == "async_store_smem":
+                    or op.kind == K.ASYNC_STORE_SMEM:
                 found.add(PEER)
             if ref.alloc.explicit_init:
                 found.add(INIT)

@@ -3,10 +3,11 @@ instances, in-flight slots and the layout of the state vector (SEMANTICS.md).
 
 `CompiledKernel` does the compiling; `System` (semantics.py) inherits it and steps the state
 it lays out. Control flow never depends on barrier state, so every agent's program unrolls to
-straight-line instructions (instructions.py) at concrete parameter values. Barrier kinds with
-rules of their own compile their operations here through the same methods (hw_barriers.py
-`compile_op`, init_visibility.py `compile_op`) and lay out their fields after these
-(`hw_barriers.layout`, `init_visibility.layout`).
+straight-line instructions (instructions.py) at concrete parameter values. Each operation
+compiles through the hook its primitive declares (model/kinds.py; the families are
+model/primitives/, hw_barriers.py and init_visibility.py) with the shared methods below
+(`barrier_site`, `_emit`, `_slot`, ...); families with state of their own lay out their fields
+after these (`hw_barriers.layout`, `init_visibility.layout`).
 """
 
 from __future__ import annotations
@@ -14,33 +15,24 @@ from __future__ import annotations
 import itertools
 from typing import Mapping
 
-from . import ir
-from .extensions import EXTENSIONS, compiler_of
+from . import ir, kinds
+from .extensions import EXTENSIONS
 from .grid import LOCKSTEP_AXIS, lockstep_blocks, peer_blocks
-from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_FIELDS,
-                           BARRIER_TEST, COMPLETE_TX, EFFECT_ARRIVE, EFFECT_COMPLETE_TX,
-                           EFFECT_SIGNAL, EXPECT_TX, FORK, ISSUE_ASYNC,
-                           ISSUE_TCGEN05, JOIN, PALLAS_WAITS, PARITY_WAITS, SEM_SIGNAL,
-                           SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, UNMODELED, WAIT, WAIT_PARITY,
-                           WAIT_PHASE, WAITS, Agent, Instance, Instr, Slot, Source)
+from .instructions import (AWAIT_FORK, BARRIER_FIELDS, EFFECT_SIGNAL, FORK, ISSUE_ASYNC,
+                           ISSUE_TCGEN05, JOIN, PALLAS_WAITS, PARITY_WAITS, WAIT, WAITS, Agent,
+                           Instance, Instr, Slot, Source)
 from .lanes import IN_WARP_REGION, LANES_SPLIT, lane_split
-from .ir import (MAX_ARRIVALS, MAX_TX, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
+from .ir import (MAX_ARRIVALS, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
                  WarpRegion, evaluate, walk)
 from .memory import Access, MemoryLayout
 from .static_rules import StaticFinding
 
-# Asynchronous accesses a thread waits for itself: issuing kind -> group; waiting kind ->
-# (group, whether it leaves `count` of the newest in flight).
-ASYNC_GROUPS = {"copy_smem_to_gmem": "TMA store", "tcgen05_store": "tcgen05.st",
-                "wgmma": "WGMMA", "cp_async": "cp.async"}
-ASYNC_WAITS = {"wait_smem_to_gmem": ("TMA store", True),
-               "tcgen05_wait_store": ("tcgen05.st", False), "wgmma_wait": ("WGMMA", True),
-               "wait_gmem_to_smem": ("cp.async", True)}
-
-# Operations of Pallas's own API (the rest are PTX-level, for CUTLASS-style protocols).
-PALLAS_KINDS = frozenset({"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-                          "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem",
-                          "barrier_test"})
+# Asynchronous accesses a thread waits for itself (issuing kind -> group; waiting kind ->
+# (group, whether it leaves `count` of the newest in flight)) and the operations of Pallas's
+# own API (the rest are PTX-level): the primitive registry's tables, re-exported.
+ASYNC_GROUPS = kinds.ASYNC_GROUPS
+ASYNC_WAITS = kinds.ASYNC_WAITS
+PALLAS_KINDS = kinds.PALLAS_KINDS
 
 
 class CompiledKernel:
@@ -357,195 +349,40 @@ class CompiledKernel:
         self._emit(agent, Instr(JOIN, None, 0, tuple(joins), join))
 
     def _unroll_op(self, op: Op, env: dict[str, int], agent: int, block: tuple[int, ...]) -> None:
-        kind = op.kind
-        if kind in ir.MEMORY_KINDS:
-            if self.memory is not None:
-                self._unroll_memory(op, env, agent, block)
-            return
-        ext = compiler_of(kind)
-        if ext is not None:         # a plug-in's primitive (extensions.py)
-            ext.compile_op(self, op, env, agent, block)
-            return
-        if kind == "semaphore_signal_parallel":
-            self._unroll_signal_parallel(op, env, agent, block)
-            return
+        prim = kinds.lookup(op.kind)
+        if prim is None:
+            raise ModelError(f"unknown operation kind {op.kind!r}", loc=op.loc)
+        prim.compile(self, op, env, agent, block)   # its family's hook (model/kinds.py)
+
+    # -- what the families' compile hooks share ----------------------------------------------
+
+    def refuse_lane_split(self, op: Op, env: Mapping[str, int]) -> None:
+        """Only named barriers may be reached from a branch that splits a warp."""
         if env.get(LANES_SPLIT):
             raise ModelError(f"`{op.describe()}` in a branch on the lane index is not modelled",
                              loc=op.loc, hint="only named barriers may be reached from a branch "
                                               "that splits a warp")
-        if kind == "unmodeled":
-            self._emit(agent, Instr(UNMODELED, None, 0, None,
-                                    self._source(op, op.describe(), op.loc)))
-            return
+
+    def resolve_operand(self, op: Op, env: Mapping[str, int], block: tuple[int, ...]) -> int:
+        """The instance of the barrier or semaphore an op names (warp-uniform code only)."""
+        self.refuse_lane_split(op, env)
         if op.barrier is None:
-            if kind == "tcgen05_mma":
-                src = self._source(op, "tcgen05_mma()", op.loc)
-                accesses = self._accesses(op, "tcgen05", env, block, src) \
-                    if self.memory is not None else ()
-                self._emit(agent, Instr(ISSUE_TCGEN05, None, 0,
-                                        self._tcgen05_entry((), accesses), src))
-                return
-            raise ModelError(f"{kind} needs a barrier", loc=op.loc)
-        inst = self._resolve(op.barrier, env, block, op.loc)
-        if self.instances[inst].alloc.semaphore or kind in ("semaphore_signal", "semaphore_wait"):
-            self._unroll_semaphore_op(op, env, agent, inst)
-            return
+            raise ModelError(f"{op.kind} needs a barrier", loc=op.loc)
+        return self._resolve(op.barrier, env, block, op.loc)
+
+    def barrier_site(self, op: Op, env: Mapping[str, int],
+                     block: tuple[int, ...]) -> tuple[int, int, int]:
+        """An mbarrier operation's instance, source (its text at these values) and bytes."""
+        inst = self.resolve_operand(op, env, block)
+        alloc = self.instances[inst].alloc
+        if alloc.semaphore:
+            raise ModelError(f"{op.kind} on `{alloc.name}`, which is a semaphore", loc=op.loc,
+                             hint="signal and wait on semaphores; arrive and wait on barriers")
         name = self.instances[inst].name
         nbytes = evaluate(op.bytes, env)
-        text = _op_text(op, name, nbytes, env)
-        src = self._source(op, text, op.loc)
-        if kind in ("barrier_arrive", "arrive", "arrive_drop", "expect_tx", "arrive_expect_tx",
-                    "complete_tx"):
-            # A remote arrive (`bar.on(block)`) reaches exactly that block's instance, as
-            # mbarrier.arrive.shared::cluster does; only a local ClusterBarrier arrive fans out.
-            targets = (inst,) if op.barrier.block is not None else self._fan_out(inst)
-            if kind in ("barrier_arrive", "arrive"):
-                count = evaluate(op.count, env)
-                if not 1 <= count <= MAX_ARRIVALS:
-                    self.findings.append(StaticFinding(
-                        "BP121", f"arrive count {count} is outside 1..{MAX_ARRIVALS}", op.loc))
-                    return
-                self._emit(agent, Instr(ARRIVE, targets, count, None, src))
-            elif kind == "arrive_drop":
-                self._emit(agent, Instr(ARRIVE_DROP, targets, 1, None, src))
-            else:
-                if not 0 <= nbytes <= MAX_TX:
-                    self.findings.append(StaticFinding(
-                        "BP121", f"tx-count {nbytes} is outside 0..{MAX_TX}", op.loc))
-                    return
-                code = {"expect_tx": EXPECT_TX, "arrive_expect_tx": ARRIVE_TX,
-                        "complete_tx": COMPLETE_TX}[kind]
-                self._emit(agent, Instr(code, targets, nbytes, None, src))
-        elif kind in ("barrier_wait", "wait_parity", "barrier_test"):
-            if op.barrier.block is not None and self.instances[inst].block != block:
-                return  # reported statically as BP112
-            if kind == "barrier_wait":
-                self._emit(agent, Instr(WAIT, inst, 0, None, src))
-            elif kind == "barrier_test":
-                self._emit(agent, Instr(BARRIER_TEST, inst, 0, None, src))
-            elif op.phase is not None:
-                phase = evaluate(op.phase, env)
-                if phase < -1:
-                    raise ModelError(f"wait_parity means phase {phase}; phases count from 0 "
-                                     "(-1: the one before the first)", loc=op.loc)
-                self._emit(agent, Instr(WAIT_PHASE, inst, phase + 1, None, src))
-            else:
-                parity = evaluate(op.parity, env) % 2
-                self._emit(agent, Instr(WAIT_PARITY, inst, parity, None, src))
-        elif kind in ("copy_gmem_to_smem", "tma_load", "async_store_smem"):
-            # async_store_smem: st.async into a peer's shared memory; the issuer's
-            # arrive.expect_tx and the landing's complete_tx both go to the destination block's
-            # barrier (`op.barrier.block`), a copy with one receiving block.
-            if self.instances[inst].alloc.cluster:
-                return  # BP111, reported statically
-            if not 0 <= nbytes <= MAX_TX:
-                self.findings.append(StaticFinding(
-                    "BP121", f"copy of {nbytes} bytes exceeds the tx-count range 0..{MAX_TX}",
-                    op.loc))
-                return
-            peers = self._peers(self.instances[inst].block, op.collective_axes, op.loc)
-            if nbytes % len(peers):
-                raise ModelError(f"a multicast copy of {nbytes} bytes cannot be split evenly "
-                                 f"among {len(peers)} blocks", loc=op.loc)
-            share = nbytes // len(peers)
-            inst_index = self.instances[inst].index
-            slots = tuple(self._slot(EFFECT_COMPLETE_TX,
-                                     self._inst_index[(op.barrier.alloc.name, inst_index, p)],
-                                     share, "tma", self._copy_write(op, env, p, src))
-                          for p in peers)
-            arrive = (inst,) if kind != "tma_load" else ()
-            self._emit(agent, Instr(ISSUE_ASYNC, arrive, nbytes, slots, src))
-        elif kind == "try_cluster_cancel":
-            if self.instances[inst].alloc.cluster:
-                return
-            slot = self._slot(EFFECT_ARRIVE, inst, 1, "async")
-            self._emit(agent, Instr(ISSUE_ASYNC, (), 0, (slot,), src))
-        elif kind in ("tcgen05_mma", "tcgen05_commit_arrive"):
-            alloc = self.instances[inst].alloc
-            if alloc.cluster or not alloc.orders_tensor_core:
-                return  # BP110 / BP111, reported statically
-            targets = (inst,)
-            if op.collective_axes:
-                targets = tuple(self._inst_index[(alloc.name, self.instances[inst].index, p)]
-                                for p in self._peers(block, op.collective_axes, op.loc))
-            accesses = self._accesses(op, "tcgen05", env, block, src) \
-                if self.memory is not None else ()
-            self._emit(agent, Instr(ISSUE_TCGEN05, None, 0,
-                                    self._tcgen05_entry(targets, accesses), src))
-        else:
-            raise ModelError(f"unknown operation kind {kind!r}", loc=op.loc)
-
-    def _unroll_memory(self, op: Op, env: dict[str, int], agent: int,
-                       block: tuple[int, ...]) -> None:
-        """Recorded in program order at the gap before the agent's next instruction: thread
-        loads/stores, the issue of a TMA store / WGMMA / tcgen05.st, the waits that retire them
-        (model/memory.py turns them into live accesses per gap)."""
-        kind = op.kind
-        pc = len(self.programs[agent])
-        if kind in ("read", "write") or kind in ASYNC_GROUPS:
-            texts = [self.memory.resolve(r, env, block, op.loc)[1] for r in op.reads + op.writes]
-            src = self._source(op, f"{kind}({', '.join(texts)})", op.loc)
-            who = "thread" if kind in ("read", "write") else ASYNC_GROUPS[kind]
-            accesses = self._accesses(op, who, env, block, src)
-            self.memory.events[agent].append(("access" if who == "thread" else "issue", pc,
-                                              who, accesses))
-        else:
-            group, counted = ASYNC_WAITS[kind]
-            keep = evaluate(op.count, env) if counted else 0
-            self.memory.events[agent].append(("wait", pc, group, keep))
-    def _unroll_semaphore_op(self, op: Op, env: dict[str, int], agent: int, inst: int) -> None:
-        alloc = self.instances[inst].alloc
-        if not alloc.semaphore or op.kind not in ("semaphore_signal", "semaphore_wait"):
-            what = "a semaphore" if alloc.semaphore else f"a {alloc.kind}"
-            raise ModelError(f"{op.kind} on `{alloc.name}`, which is {what}", loc=op.loc,
-                             hint="signal and wait on semaphores; arrive and wait on barriers")
-        copies = 1 if self.lockstep > 1 else evaluate(alloc.copies, env)
-        amount = evaluate(op.count, env)
-        text = (f"semaphore_signal({alloc.name}, +{amount}"
-                + (f" x{copies} clusters)" if copies > 1 else ")")
-                if op.kind == "semaphore_signal" else
-                f"semaphore_wait({alloc.name}, >={amount}"
-                + (", decrement)" if op.decrement else ")"))
-        src = self._source(op, text, op.loc)
-        if op.kind == "semaphore_signal":
-            self._emit(agent, Instr(SEM_SIGNAL, inst, amount * copies, None, src))
-        elif op.decrement and copies > 1:
-            # lockstep copies of a decrementing wait would race for one counter
-            self.findings.append(StaticFinding(
-                "BP190", f"a decrementing semaphore_wait on `{alloc.name}`, which {copies} "
-                "clusters signal in lockstep, is outside the model", op.loc,
-                "the lockstep model of a global semaphore needs monotone waits "
-                "(decrement=False)"))
-            self._emit(agent, Instr(UNMODELED, None, 0, None, src))
-        else:
-            self._emit(agent, Instr(SEM_WAIT, inst, amount, int(op.decrement), src))
-
-    def _unroll_signal_parallel(self, op: Op, env: dict[str, int], agent: int,
-                                block: tuple[int, ...]) -> None:
-        """Signals that land in no guaranteed order (JAX: "the target device might observe a
-        signal on semaphores[1] before it observes a signal on semaphores[0]"), all before the
-        thread's next operation. On one semaphore the order cannot matter: the signals one
-        after the other. On several: one in-flight slot per signal, delivered in any order."""
-        signals = []
-        for ref, inc in op.signals:
-            inst = self._resolve(ref, env, block, op.loc)
-            alloc = self.instances[inst].alloc
-            if not alloc.semaphore:
-                raise ModelError(f"semaphore_signal_parallel signals `{alloc.name}`, which is a "
-                                 f"{alloc.kind}", loc=op.loc, hint="signal semaphores only")
-            copies = 1 if self.lockstep > 1 else evaluate(alloc.copies, env)
-            signals.append((inst, evaluate(inc, env) * copies))
-        names = ", ".join(f"{self.instances[i].name} +{n}" for i, n in signals)
-        src = self._source(op, f"semaphore_signal_parallel({names})", op.loc)
-        if len({i for i, _ in signals}) == 1:
-            for inst, amount in signals:
-                self._emit(agent, Instr(SEM_SIGNAL, inst, amount, None, src))
-            return
-        slots = tuple(self._slot(EFFECT_SIGNAL, inst, amount, "async", owner=(agent, src, n))
-                      for n, (inst, amount) in enumerate(signals))
-        self._emit(agent, Instr(SEM_SIGNAL_SET, (), 0, slots, src))
-        landed = self._source(op, "semaphore_signal_parallel: signals landed", op.loc)
-        self._emit(agent, Instr(SIGNALS_LANDED, (), 0, slots, landed))
+        text_of = kinds.lookup(op.kind).text
+        text = text_of(op, name, nbytes, env) if text_of else f"{op.kind}({name})"
+        return inst, self._source(op, text, op.loc), nbytes
 
     def _reject_mixed_waits(self) -> None:
         """A thread waits on one barrier either with barrier_wait or with parity waits: Pallas's
@@ -671,17 +508,3 @@ def _check_names(kernel: Kernel) -> None:
                              hint=f"rename the {'loop variable' if name in loops else 'axis'}, "
                                   f"e.g. `{name}_idx`")
 
-
-def _op_text(op: Op, barrier_name: str, nbytes: int, env: Mapping[str, int]) -> str:
-    kind = op.kind
-    if kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx", "complete_tx",
-                "async_store_smem"):
-        return f"{kind}({barrier_name}, {nbytes}B)"
-    if kind == "wait_parity":
-        if op.phase is not None:
-            return f"wait_parity({barrier_name}, phase={evaluate(op.phase, env)})"
-        return f"wait_parity({barrier_name}, {evaluate(op.parity, env) % 2})"
-    if kind == "arrive":
-        count = evaluate(op.count, env)
-        return f"arrive({barrier_name}{'' if count == 1 else f', count={count}'})"
-    return f"{kind}({barrier_name})"

@@ -30,6 +30,7 @@ from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, 
                  Loop, MemAlloc, MemRef, ModelError, Op, Param, Slice, Var, WarpRegion, When,
                  as_expr, unique_name)
 from .scope import LANE, Scope
+from . import primitives as K
 from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
 from .ir import emin as minimum  # noqa: F401
 
@@ -339,7 +340,7 @@ class KernelBuilder:
 
     def semaphore_signal(self, sem, inc: ExprLike = 1) -> None:
         """`pl.semaphore_signal(sem, inc)`: add `inc` to the counter (never blocks)."""
-        self._op("semaphore_signal", sem, count=inc)
+        self._op(K.SEMAPHORE_SIGNAL, sem, count=inc)
 
     def semaphore_signal_parallel(self, *signals) -> None:
         """`plgpu.semaphore_signal_parallel(*signals)`: each signal is a semaphore or a
@@ -352,13 +353,13 @@ class KernelBuilder:
         for sig in signals:
             sem, inc = sig if isinstance(sig, tuple) else (sig, 1)
             out.append((self._ref(sem, loc), _int_expr(inc, loc, "inc")))
-        self._stack[-1].append(Op("semaphore_signal_parallel", None, signals=tuple(out),
+        self._stack[-1].append(Op(K.SEMAPHORE_SIGNAL_PARALLEL, None, signals=tuple(out),
                                   loc=loc))
 
     def semaphore_wait(self, sem, value: ExprLike = 1, decrement: bool = True) -> None:
         """`pl.semaphore_wait(sem, value, decrement=)`: block until the counter reaches `value`,
         then take `value` off it if `decrement`."""
-        self._op("semaphore_wait", sem, count=value, decrement=bool(decrement))
+        self._op(K.SEMAPHORE_WAIT, sem, count=value, decrement=bool(decrement))
 
     def Barrier(self, num_arrivals: ExprLike = 1, num_barriers=None,
                 orders_tensor_core: bool = False, name: str | None = None,
@@ -515,10 +516,10 @@ class KernelBuilder:
         self._stack[-1].append(Op(kind, ref, loc=loc, **fields))
 
     def barrier_arrive(self, barrier) -> None:
-        self._op("barrier_arrive", barrier)
+        self._op(K.BARRIER_ARRIVE, barrier)
 
     def barrier_wait(self, barrier) -> None:
-        self._op("barrier_wait", barrier)
+        self._op(K.BARRIER_WAIT, barrier)
 
     def barrier_test(self, barrier, retry: bool = False) -> None:
         """`plgpu.barrier_test(barrier)` (warp context): a non-blocking barrier_wait. If the
@@ -526,13 +527,13 @@ class KernelBuilder:
         flips, so a later barrier_wait waits for the next one); else nothing changes. The
         protocol does not branch on the answer. `retry=True`: a poll repeated until it
         succeeds (`while not barrier_test(b)`), which is a barrier_wait."""
-        self._op("barrier_wait" if retry else "barrier_test", barrier)
+        self._op(K.BARRIER_WAIT if retry else K.BARRIER_TEST, barrier)
 
     def copy_gmem_to_smem(self, barrier, bytes: ExprLike = 1024,
                           collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
         """TMA load that arrives on `barrier` once its `bytes` land; it writes `dst` (in every
         block a multicast reaches) until then."""
-        self._op("copy_gmem_to_smem", barrier, bytes=bytes, collective_axes=collective_axes,
+        self._op(K.COPY_GMEM_TO_SMEM, barrier, bytes=bytes, collective_axes=collective_axes,
                  writes=dst)
 
     def tcgen05_mma(self, barrier=None, a=None, b=None, acc=None) -> None:
@@ -540,83 +541,83 @@ class KernelBuilder:
         operands `a`, `b` (SMEM or TMEM) and writes the accumulator `acc` (TMEM)."""
         loc, _ = _caller()
         reads = self._mem(a, loc, "a") + self._mem(b, loc, "b")
-        self._op("tcgen05_mma", barrier, reads=reads, writes=acc)
+        self._op(K.TCGEN05_MMA, barrier, reads=reads, writes=acc)
 
     # -- memory effects ----------------------------------------------------------------------
 
     def read(self, *refs) -> None:
         """The thread loads from these buffers (ref loads, ld.shared, a waited tcgen05.ld)."""
-        self._op("read", reads=refs)
+        self._op(K.READ, reads=refs)
 
     def write(self, *refs) -> None:
         """The thread stores to these buffers (ref stores, st.shared)."""
-        self._op("write", writes=refs)
+        self._op(K.WRITE, writes=refs)
 
     def copy_smem_to_gmem(self, src) -> None:
         """TMA store: reads `src` until a `wait_smem_to_gmem` covers it."""
-        self._op("copy_smem_to_gmem", reads=src)
+        self._op(K.COPY_SMEM_TO_GMEM, reads=src)
 
     def wait_smem_to_gmem(self, n: ExprLike = 0) -> None:
         """Wait until at most `n` of this thread's TMA stores are still reading their source."""
-        self._op("wait_smem_to_gmem", count=n)
+        self._op(K.WAIT_SMEM_TO_GMEM, count=n)
 
     def cp_async(self, dst) -> None:
         """`plgpu.copy_gmem_to_smem(src, dst)` without a barrier (cp.async, pre-Hopper GPUs):
         writes `dst` until a `wait_gmem_to_smem` covers it; no barrier hears of it."""
-        self._op("cp_async", writes=dst)
+        self._op(K.CP_ASYNC, writes=dst)
 
     def wait_gmem_to_smem(self, n: ExprLike = 0) -> None:
         """`plgpu.wait_gmem_to_smem(n)`: at most `n` of this thread's cp.async copies are still
         in flight."""
-        self._op("wait_gmem_to_smem", count=n)
+        self._op(K.WAIT_GMEM_TO_SMEM, count=n)
 
     def tcgen05_store(self, dst) -> None:
         """tcgen05.st: writes `dst` (TMEM) asynchronously until `tcgen05_wait_store`."""
-        self._op("tcgen05_store", writes=dst)
+        self._op(K.TCGEN05_STORE, writes=dst)
 
     def tcgen05_wait_store(self) -> None:
         """tcgen05.wait::st: every earlier tcgen05.st of this thread has written TMEM."""
-        self._op("tcgen05_wait_store")
+        self._op(K.TCGEN05_WAIT_STORE)
 
     def wgmma(self, a=None, b=None) -> None:
         """Hopper WGMMA (`plgpu.wgmma`): reads its SMEM operands until a `wgmma_wait` covers
         it (the accumulator lives in registers)."""
         loc, _ = _caller()
-        self._op("wgmma", reads=self._mem(a, loc, "a") + self._mem(b, loc, "b"))
+        self._op(K.WGMMA, reads=self._mem(a, loc, "a") + self._mem(b, loc, "b"))
 
     def wgmma_wait(self, n: ExprLike = 0) -> None:
         """`plgpu.wgmma_wait(n)`: at most `n` of this thread's WGMMAs are still in flight."""
-        self._op("wgmma_wait", count=n)
+        self._op(K.WGMMA_WAIT, count=n)
 
     def tcgen05_commit_arrive(self, barrier, collective_axis: str | None = None) -> None:
         """Arrive on `barrier` after every earlier tcgen05 op of this thread completes."""
-        self._op("tcgen05_commit_arrive", barrier, collective_axes=collective_axis)
+        self._op(K.TCGEN05_COMMIT_ARRIVE, barrier, collective_axes=collective_axis)
 
     def async_store_smem(self, barrier, bytes: ExprLike, dst=None) -> None:
         """`plgpu.async_store_smem(src, ref, barrier, cluster_idx=, cluster_dim=)`: st.async of
         registers into the shared memory of the block `barrier.on(...)` names (or this block).
         The issuer does arrive.expect_tx(bytes) on that block's barrier at once; the bytes
         complete there when the store lands. It writes `dst` there until then."""
-        self._op("async_store_smem", barrier, bytes=bytes, writes=dst)
+        self._op(K.ASYNC_STORE_SMEM, barrier, bytes=bytes, writes=dst)
 
     def try_cluster_cancel(self, barrier) -> None:
-        self._op("try_cluster_cancel", barrier)
+        self._op(K.TRY_CLUSTER_CANCEL, barrier)
 
     # PTX-level operations for CUTLASS-style protocols.
     def arrive(self, barrier, count: ExprLike = 1) -> None:
-        self._op("arrive", barrier, count=count)
+        self._op(K.ARRIVE, barrier, count=count)
 
     def arrive_drop(self, barrier) -> None:
-        self._op("arrive_drop", barrier)
+        self._op(K.ARRIVE_DROP, barrier)
 
     def expect_tx(self, barrier, bytes: ExprLike) -> None:
-        self._op("expect_tx", barrier, bytes=bytes)
+        self._op(K.EXPECT_TX, barrier, bytes=bytes)
 
     def arrive_expect_tx(self, barrier, bytes: ExprLike) -> None:
-        self._op("arrive_expect_tx", barrier, bytes=bytes)
+        self._op(K.ARRIVE_EXPECT_TX, barrier, bytes=bytes)
 
     def complete_tx(self, barrier, bytes: ExprLike) -> None:
-        self._op("complete_tx", barrier, bytes=bytes)
+        self._op(K.COMPLETE_TX, barrier, bytes=bytes)
 
     def tma_load(self, barrier, bytes: ExprLike,
                  collective_axes: str | Iterable[str] | None = None, dst=None) -> None:
@@ -624,7 +625,7 @@ class KernelBuilder:
         With `collective_axes`, `bytes` is the whole tile each block of the axes receives:
         this block's copy is an even share of it, multicast to every block (as
         `copy_gmem_to_smem`), so every block issuing its share fills `bytes` in each."""
-        self._op("tma_load", barrier, bytes=bytes, collective_axes=collective_axes, writes=dst)
+        self._op(K.TMA_LOAD, barrier, bytes=bytes, collective_axes=collective_axes, writes=dst)
 
     def wait_parity(self, barrier, parity: ExprLike | None = None, *,
                     phase: ExprLike | None = None) -> None:
@@ -642,7 +643,7 @@ class KernelBuilder:
                                            "k.wait_parity(bar, phase=i // stages)")
         if phase is not None:
             parity = as_expr(phase) % 2
-        self._op("wait_parity", barrier, parity=parity, phase=phase)
+        self._op(K.WAIT_PARITY, barrier, parity=parity, phase=phase)
 
     # Hardware barriers that are not mbarriers (PTX bar / barrier.cluster).
     def named_barrier(self, id: ExprLike, count: ExprLike) -> "NamedBarrier":
@@ -655,7 +656,7 @@ class KernelBuilder:
     def syncthreads(self) -> None:
         """`__syncthreads()` / `bar.sync 0`: every thread of the block, at one instruction."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("bar_sync", None, count=Const(0), bar_id=Const(0),
+        self._stack[-1].append(Op(K.BAR_SYNC, None, count=Const(0), bar_id=Const(0),
                                   name="syncthreads", loc=loc))
 
     def cluster_arrive(self, relaxed: bool = False) -> None:
@@ -664,19 +665,19 @@ class KernelBuilder:
         the threads that then pass cluster_wait; `relaxed=True` (`.relaxed`, CUTLASS
         `cluster_arrive_relaxed`) does not, so an init needs `fence_mbarrier_init` first."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("cluster_arrive", None, name="relaxed" if relaxed else "",
+        self._stack[-1].append(Op(K.CLUSTER_ARRIVE, None, name="relaxed" if relaxed else "",
                                   loc=loc))
 
     def cluster_wait(self) -> None:
         """`barrier.cluster.wait`: until every thread of every block of the cluster arrived."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("cluster_wait", None, loc=loc))
+        self._stack[-1].append(Op(K.CLUSTER_WAIT, None, loc=loc))
 
     def cluster_sync(self) -> None:
         """CUTLASS `cute::cluster_sync()`: cluster_arrive then cluster_wait."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("cluster_arrive", None, loc=loc))
-        self._stack[-1].append(Op("cluster_wait", None, loc=loc))
+        self._stack[-1].append(Op(K.CLUSTER_ARRIVE, None, loc=loc))
+        self._stack[-1].append(Op(K.CLUSTER_WAIT, None, loc=loc))
 
     # PTX-level mbarrier initialisation (barriers declared with explicit_init=True).
     def mbarrier_init(self, barrier) -> None:
@@ -684,25 +685,25 @@ class KernelBuilder:
         num_arrivals). Until a CTA sync (syncthreads, a named barrier, the cluster barrier) in
         which this thread arrives after the init, no other thread may use it; remote blocks
         need `fence_mbarrier_init` before the cluster barrier, the async proxy a fence."""
-        self._op("mbarrier_init", barrier)
+        self._op(K.MBARRIER_INIT, barrier)
 
     def fence_mbarrier_init(self) -> None:
         """`fence.mbarrier_init.release.cluster` (CUTLASS `fence_barrier_init`): the inits
         this thread sees are released to the cluster (for the next cluster barrier) and made
         visible to the async proxy."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("fence_mbarrier_init", None, loc=loc))
+        self._stack[-1].append(Op(K.FENCE_MBARRIER_INIT, None, loc=loc))
 
     def fence_proxy_async(self) -> None:
         """`fence.proxy.async.shared::cta` (CUTLASS `fence_view_async_shared`): the inits this
         thread sees become visible to the async proxy (TMA landings, tcgen05 commits)."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("fence_proxy_async", None, loc=loc))
+        self._stack[-1].append(Op(K.FENCE_PROXY_ASYNC, None, loc=loc))
 
     def unmodeled(self, name: str) -> None:
         """Synchronization outside the model (kept so the verdict says so)."""
         loc, _ = _caller()
-        self._stack[-1].append(Op("unmodeled", None, name=name, loc=loc))
+        self._stack[-1].append(Op(K.UNMODELED, None, name=name, loc=loc))
 
     def build(self, expect: str | None, symbolic: Sequence[str]) -> Kernel:
         if len(self._stack) != 1:
@@ -757,13 +758,13 @@ class NamedBarrier:
     def sync(self, aligned: bool = True) -> None:
         """`bar.sync id, count` (arrive, then wait for the phase); `aligned=False` is the
         unaligned `barrier.sync`, which participants may reach from different branches."""
-        self._op("bar_sync", aligned)
+        self._op(K.BAR_SYNC, aligned)
 
     arrive_and_wait = sync
 
     def arrive(self) -> None:
         """`bar.arrive id, count`: arrive without waiting."""
-        self._op("bar_arrive")
+        self._op(K.BAR_ARRIVE)
 
     def __repr__(self) -> str:
         return f"<NamedBarrier {self.bar_id!r}, {self.count!r} threads>"

@@ -5,8 +5,12 @@ a plug-in module (hw_barriers.py, init_visibility.py) describes itself as an `Ex
 plugins.py, the one registration module, installs them in order. `install` puts its codes
 into violations.CODES and its step rules into steps.GUARDS / EFFECTS; the compiler and the
 System call its hooks in installation order (which fixes the layout of the state vector).
-`check_complete` then makes an opcode without a guard and an effect an error at import, never
-a step that does nothing.
+A family's `primitives` (model/kinds.py) declare its IR kinds: `install` enters them in the
+primitive registry, where the core finds each kind's compile hook (the primitive's own, else
+the extension's `compile_op`). The families of the mbarrier core (model/primitives/) join the
+same way. `check_complete` then makes an opcode without a guard and an effect, or without a
+primitive, and a primitive without a compile hook an error at import, never a step that does
+nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import kinds as _kinds
 from .instructions import OPCODE_NAMES
 from .steps import EFFECTS, GUARDS
 from .violations import CODES
@@ -23,7 +28,7 @@ from .violations import CODES
 class Extension:
     name: str
     codes: dict[str, str] = field(default_factory=dict)         # BP code -> rule name
-    kinds: frozenset[str] = frozenset()         # IR op kinds it compiles
+    primitives: tuple = ()                      # kinds.Primitive: the IR op kinds it declares
     guards: dict[int, Callable | None] = field(default_factory=dict)    # opcode -> guard
     effects: dict[int, Callable | None] = field(default_factory=dict)   # opcode -> effect
     # opcodes of an extension installed before whose effect this one takes over (and calls)
@@ -37,9 +42,17 @@ class Extension:
     # (system, state) -> (detail lines, the Violation a deadlock is, or None)
     deadlock: Callable | None = None
 
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The IR op kinds it declares."""
+        return frozenset(p.kind for p in self.primitives)
 
+
+INSTALLED: list[Extension] = []
+# The installed extensions with a hook the compiler or the System calls, in installation order
+# (families that only declare primitives stay off the stepping path).
 EXTENSIONS: list[Extension] = []
-_BY_KIND: dict[str, Extension] = {}
+_HOOKS = ("after_programs", "layout", "initial_fields", "state_violations", "deadlock")
 
 
 def install(ext: Extension) -> None:
@@ -52,24 +65,21 @@ def install(ext: Extension) -> None:
     for op in ext.effects:
         if op in EFFECTS and op not in ext.wraps:
             raise AssertionError(f"{ext.name}: {OPCODE_NAMES[op]} already has an effect")
-    for kind in ext.kinds:
-        if kind in _BY_KIND:
-            raise AssertionError(f"{ext.name}: {kind} is compiled by {_BY_KIND[kind].name}")
-        _BY_KIND[kind] = ext
+    for prim in ext.primitives:
+        _kinds.register(prim, ext.name, ext.compile_op)
     CODES.update(ext.codes)
     GUARDS.update(ext.guards)
     EFFECTS.update(ext.effects)
-    EXTENSIONS.append(ext)
-
-
-def compiler_of(kind: str) -> Extension | None:
-    """The extension that compiles an IR op kind, or None (the core's own)."""
-    return _BY_KIND.get(kind)
+    INSTALLED.append(ext)
+    if any(getattr(ext, hook) is not None for hook in _HOOKS):
+        EXTENSIONS.append(ext)
 
 
 def check_complete() -> None:
-    """Every opcode has a step rule (a guard and an effect, each possibly None)."""
+    """Every opcode has a step rule (a guard and an effect, each possibly None) and belongs to
+    a primitive; every primitive compiles."""
     for op, name in OPCODE_NAMES.items():
         if op not in GUARDS or op not in EFFECTS:
             raise AssertionError(f"opcode {name} has no {'guard' if op not in GUARDS else 'effect'}"
                                  " in steps.py's tables: install its extension (model/plugins.py)")
+    _kinds.check_complete(OPCODE_NAMES.values())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import Mapping
 
+from . import kinds
 from .ir import Kernel, evaluate
 
 # Above this many cluster positions a grid is checked at a few positions per axis (the check
@@ -34,8 +35,9 @@ def lockstep_blocks(kernel: Kernel, env: Mapping[str, int], blocks: int) -> int:
     if len(copies) != 1 or (n := copies.pop()) <= 1 or n * blocks > LOCKSTEP_LIMIT:
         return 1
     ops = list(kernel.ops())
-    if not any(op.kind == "semaphore_wait" and op.decrement for op in ops) or \
-            any(op.kind in ("cluster_arrive", "cluster_wait") for op in ops):
+    classes = [kinds.lookup(op.kind) for op in ops]
+    if not any(p is not None and p.consumes and op.decrement for p, op in zip(classes, ops)) \
+            or any(p is not None and p.cluster_wide for p in classes):
         return 1
     return n
 

@@ -36,6 +36,7 @@ from .extensions import Extension
 from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, HW_ARRIVE,
                            HW_WAIT, ISSUE_ASYNC, Instr)
 from .ir import ModelError, Op, evaluate
+from .kinds import Primitive
 from .lanes import IN_WARP_REGION, LANE, LANES_SPLIT, lane_split  # noqa: F401 (re-exported)
 from .static_rules import StaticFinding
 from .violations import Violation
@@ -46,7 +47,12 @@ if TYPE_CHECKING:  # pragma: no cover
 # HW_ARRIVE: target=hw instance, amount=threads arriving, aux=HwArrival
 # HW_WAIT: target=hw instance, aux=position of the agent's arrived_in entry
 
-HARDWARE_BARRIER_KINDS = frozenset({"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"})
+# IR kinds of the family (model/kinds.py: their declarations are EXTENSION's primitives).
+BAR_SYNC = "bar_sync"
+BAR_ARRIVE = "bar_arrive"
+CLUSTER_ARRIVE = "cluster_arrive"
+CLUSTER_WAIT = "cluster_wait"
+HARDWARE_BARRIER_KINDS = frozenset({BAR_SYNC, BAR_ARRIVE, CLUSTER_ARRIVE, CLUSTER_WAIT})
 
 NAMED_BARRIERS = 16
 WARP_SIZE = 32
@@ -113,13 +119,13 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
     threads = agent_threads(system, env)
     partial = bool(env.get(LANES_SPLIT))
     text = op.describe()
-    if op.kind in ("cluster_arrive", "cluster_wait"):
+    if op.kind in (CLUSTER_ARRIVE, CLUSTER_WAIT):
         if partial:
             raise ModelError(f"`{text}` in a branch on the lane index is not modelled", loc=op.loc,
                              hint="reach the cluster barrier from warp-uniform code")
         inst = _instance(system, "cluster", None, 0)
         src = system._source(op, text, op.loc)
-        if op.kind == "cluster_arrive":
+        if op.kind == CLUSTER_ARRIVE:
             count = block_threads(system) * len(system.blocks)
             system._emit(agent, Instr(HW_ARRIVE, inst, threads, HwArrival(count, 0, False, -1),
                                       src))
@@ -151,11 +157,11 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
     if op.name == ALL_THREADS:
         concrete = "syncthreads()"
     else:
-        spelled = "bar.arrive" if op.kind == "bar_arrive" else \
+        spelled = "bar.arrive" if op.kind == BAR_ARRIVE else \
             "bar.sync" if op.aligned else "barrier.sync"
         concrete = f"{spelled}({bar_id}, {count})"
     src = system._source(op, concrete, op.loc)
-    blocking = op.kind == "bar_sync"
+    blocking = op.kind == BAR_SYNC
     site = src + 1 if blocking and op.aligned else 0
     system._emit(agent, Instr(HW_ARRIVE, inst, threads, HwArrival(count, site, partial, -1), src))
     if blocking:
@@ -396,8 +402,40 @@ def state_violations(system: "System", state) -> list:
     return peer_exit_violations(system, state) if system.block_agents else []
 
 
+def describe_named(op: Op) -> str:
+    if op.name == ALL_THREADS:
+        return "syncthreads()"
+    spelled = ("bar.sync" if op.aligned else "barrier.sync") if op.kind == BAR_SYNC \
+        else "bar.arrive"
+    return f"{spelled}({op.bar_id!r}, {op.count!r})"
+
+
+def describe_cluster(op: Op) -> str:
+    if op.kind == CLUSTER_ARRIVE and op.name == "relaxed":
+        return "cluster_arrive(relaxed=True)"
+    return f"{op.kind}()"
+
+
+_NAMED = dict(needs=frozenset({"bar_id", "count"}), reference="hardware",
+              prover="hardware barriers (hw.py)", repair=frozenset(), describe=describe_named)
+_CLUSTER = dict(needs=frozenset(), dsl="cluster_arrive", reference="hardware",
+                prover="hardware barriers (hw.py)", repair=frozenset(),
+                describe=describe_cluster, cluster_wide=True)
+
 EXTENSION = Extension(
-    "hardware barriers", codes=CODES, kinds=HARDWARE_BARRIER_KINDS,
+    "hardware barriers", codes=CODES, primitives=(
+        Primitive(BAR_SYNC, "named barrier `bar.sync id, count` (name \"syncthreads\": every "
+                  "thread of the block); arrive, then wait", blocking=True,
+                  opcodes=("hw_arrive", "hw_wait"), dsl="named_barrier(...).sync / syncthreads",
+                  **_NAMED),
+        Primitive(BAR_ARRIVE, "`bar.arrive id, count`: arrive without waiting", blocking=False,
+                  opcodes=("hw_arrive",), dsl="named_barrier(...).arrive", **_NAMED),
+        Primitive(CLUSTER_ARRIVE, "barrier.cluster.arrive: this thread reached the cluster "
+                  "barrier", blocking=False, opcodes=("hw_arrive",), **_CLUSTER),
+        Primitive(CLUSTER_WAIT, "barrier.cluster.wait: until every thread of the cluster "
+                  "arrived", blocking=True, opcodes=("hw_wait",),
+                  **dict(_CLUSTER, dsl="cluster_wait")),
+    ),
     guards={HW_ARRIVE: None, HW_WAIT: guard_wait}, effects={HW_ARRIVE: effect_arrive, HW_WAIT: None},
     compile_op=compile_op, after_programs=static_order_findings, layout=layout,
     initial_fields=initial_fields, state_violations=state_violations, deadlock=deadlock)

@@ -44,11 +44,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .extensions import Extension
-from .hw_barriers import HW_FIELDS, effect_arrive
+from .hw_barriers import CLUSTER_ARRIVE, HW_FIELDS, effect_arrive
 from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, FENCE_ASYNC,
                            FENCE_INIT, HW_ARRIVE, HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05, MBAR_INIT,
                            WAITS, Instr)
 from .ir import ModelError, Op
+from .kinds import Primitive
 from .violations import Violation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,14 +58,18 @@ if TYPE_CHECKING:  # pragma: no cover
 # MBAR_INIT: target=instance; FENCE_INIT (fence.mbarrier_init.release.cluster) and FENCE_ASYNC
 # (fence.proxy.async.shared::cta): no operand
 
-INIT_KINDS = frozenset({"mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"})
+# IR kinds of the family (model/kinds.py: their declarations are EXTENSION's primitives).
+MBARRIER_INIT = "mbarrier_init"
+FENCE_MBARRIER_INIT = "fence_mbarrier_init"
+FENCE_PROXY_ASYNC = "fence_proxy_async"
+INIT_KINDS = frozenset({MBARRIER_INIT, FENCE_MBARRIER_INIT, FENCE_PROXY_ASYNC})
 
 CODES = {"BP147": "init-not-visible"}
 
 
 def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
     """Unroll one init or fence of `agent`."""
-    if op.kind == "mbarrier_init":
+    if op.kind == MBARRIER_INIT:
         inst = system._resolve(op.barrier, env, block, op.loc)
         alloc = system.instances[inst].alloc
         if alloc.semaphore or not alloc.explicit_init:
@@ -78,7 +83,7 @@ def compile_op(system: "System", op: Op, env, agent: int, block) -> None:
         src = system._source(op, f"mbarrier_init({system.instances[inst].name})", op.loc)
         system._emit(agent, Instr(MBAR_INIT, inst, 0, None, src))
         return
-    code = FENCE_INIT if op.kind == "fence_mbarrier_init" else FENCE_ASYNC
+    code = FENCE_INIT if op.kind == FENCE_MBARRIER_INIT else FENCE_ASYNC
     src = system._source(op, f"{op.kind}()", op.loc)
     system._emit(agent, Instr(code, None, 0, None, src))
 
@@ -123,7 +128,7 @@ def layout(system: "System", pos: int) -> int:
     system.init_relaxed = frozenset(
         (a, pc) for a, prog in enumerate(system.programs) for pc, instr in enumerate(prog)
         if instr.op == HW_ARRIVE and system.sources[instr.src].op is not None
-        and system.sources[instr.src].op.kind == "cluster_arrive"
+        and system.sources[instr.src].op.kind == CLUSTER_ARRIVE
         and system.sources[instr.src].op.name == "relaxed")
     return pos
 
@@ -272,8 +277,23 @@ def violations(system: "System", state) -> list:
     return found
 
 
+_COMMON = dict(blocking=False, reference="inits", prover="init prefix (init_prefix.py)",
+               repair=frozenset())
+
 EXTENSION = Extension(
-    "mbarrier init visibility", codes=CODES, kinds=INIT_KINDS,
+    "mbarrier init visibility", codes=CODES, primitives=(
+        Primitive(MBARRIER_INIT, "mbarrier.init: this thread initialises one instance",
+                  needs=frozenset({"barrier"}), opcodes=("mbarrier_init",), dsl="mbarrier_init",
+                  **_COMMON),
+        Primitive(FENCE_MBARRIER_INIT, "fence.mbarrier_init.release.cluster: the thread's inits "
+                  "are released to the cluster and to the async proxy", needs=frozenset(),
+                  opcodes=("fence_mbarrier_init",), dsl="fence_mbarrier_init",
+                  describe=lambda op: f"{op.kind}()", **_COMMON),
+        Primitive(FENCE_PROXY_ASYNC, "fence.proxy.async.shared::cta: the thread's inits are "
+                  "visible to the async proxy (TMA, tcgen05)", needs=frozenset(),
+                  opcodes=("fence_proxy_async",), dsl="fence_proxy_async",
+                  describe=lambda op: f"{op.kind}()", **_COMMON),
+    ),
     guards={MBAR_INIT: None, FENCE_INIT: None, FENCE_ASYNC: None},
     # a hardware barrier's arrival and wait also publish the inits their agent sees
     effects={MBAR_INIT: effect_init, FENCE_INIT: effect_fence, FENCE_ASYNC: effect_fence,

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence, Union
 
+from . import kinds as _kinds
+
 # Hardware limits of an mbarrier (PTX ISA): arrival counts and tx-counts must stay below 2^20.
 MAX_ARRIVALS = (1 << 20) - 1
 MAX_TX = (1 << 20) - 1
@@ -367,61 +369,30 @@ def has_regions(kernel: "Kernel") -> bool:
 # Program
 # ----------------------------------------------------------------------------------------------
 
-# Operation kinds. Each compiles to opcodes (model/compile.py) with one row each in
-# steps.GUARDS / steps.EFFECTS, tla.ACTIONS and the prover's ClassBuilder.cops.
-OP_KINDS = {
-    # thread-level, Pallas names
-    "barrier_arrive",        # 1 logical arrival (ClusterBarrier: fan-out along collective axes)
-    "barrier_wait",          # wait for the next completion (private parity bit per thread)
-    "barrier_test",          # non-blocking barrier_wait: observes that completion if it has
-    #                          happened (flipping the bit), else nothing; never blocks
-    "copy_gmem_to_smem",     # TMA load: arrive.expect_tx(bytes) at issue, complete_tx at landing
-    "tcgen05_mma",           # tensor-core op; arrives on `barrier` (if any) when it completes
-    "tcgen05_commit_arrive",  # arrives once all earlier tcgen05 ops of the thread completed
-    "try_cluster_cancel",    # asynchronous arrival
-    "async_store_smem",      # st.async into a (peer) block's SMEM: the issuer's arrive.expect_tx
-    #                          and the landing's complete_tx on the destination block's barrier
-    # PTX-level, for CUTLASS-style protocols
-    "arrive",                # arrive(count)
-    "arrive_drop",           # lower the expected count for later phases, then arrive
-    "expect_tx",             # tx += bytes
-    "arrive_expect_tx",      # tx += bytes, then arrive(1)
-    "complete_tx",           # tx -= bytes (by the thread itself)
-    "tma_load",              # TMA load that only does complete_tx(bytes) when it lands
-    "wait_parity",           # try_wait.parity(parity) until it succeeds
-    # memory effects (races, BP200/BP201); `reads` / `writes` name the buffers
-    "read",                  # thread loads (ref loads, ld.shared, tcgen05.ld waited at once)
-    "write",                 # thread stores (ref stores, st.shared)
-    "copy_smem_to_gmem",     # TMA store: reads its source until a covering wait_smem_to_gmem
-    "wait_smem_to_gmem",     # wait until at most `count` TMA stores of the thread are in flight
-    "tcgen05_store",         # tcgen05.st: writes TMEM asynchronously until tcgen05_wait_store
-    "tcgen05_wait_store",    # tcgen05.wait::st: every earlier tcgen05.st of the thread is done
-    "wgmma",                 # Hopper WGMMA: reads its SMEM operands until a covering wgmma_wait
-    "wgmma_wait",            # wgmma.wait_group(count): at most `count` WGMMAs still in flight
-    "cp_async",              # copy_gmem_to_smem without a barrier (cp.async, pre-Hopper): writes
-    #                          its destination until a covering wait_gmem_to_smem
-    "wait_gmem_to_smem",     # cp.async.wait_group(count): at most `count` copies in flight
-    "wait_parity",           # try_wait.parity(parity) until it succeeds (phase: which one)
-    # global semaphores (counters, no phases)
-    "semaphore_signal",      # value += count (times the lockstep copies)
-    "semaphore_wait",        # block until value >= count; then value -= count if decrement
-    "semaphore_signal_parallel",  # `signals`: one signal per (semaphore, increment), landing
-    #                               in no guaranteed order, all before the thread goes on
-    # hardware barriers that are not mbarriers (PTX bar/barrier, barrier.cluster)
-    "bar_sync",              # named barrier `bar.sync id, count` (name "syncthreads": every
-    #                          thread of the block, __syncthreads / bar.sync 0); arrive, then wait
-    "bar_arrive",            # `bar.arrive id, count`: arrive without waiting
-    "cluster_arrive",        # barrier.cluster.arrive: this thread reached the cluster barrier
-    "cluster_wait",          # barrier.cluster.wait: until every thread of the cluster arrived
-    # mbarrier initialisation and its visibility (barriers declared explicit_init=True)
-    "mbarrier_init",         # mbarrier.init: this thread initialises one instance
-    "fence_mbarrier_init",   # fence.mbarrier_init.release.cluster: the thread's inits are
-    #                          released to the cluster and to the async proxy
-    "fence_proxy_async",     # fence.proxy.async.shared::cta: the thread's inits are visible to
-    #                          the async proxy (TMA, tcgen05)
-    # synchronization the model does not cover: kept so the verdict can say so
-    "unmodeled",
-}
+# Operation kinds: the primitive registry (model/kinds.py), filled by the families that
+# declare them (model/primitives/, hw_barriers.py, init_visibility.py) when the package is
+# imported. Each kind's doc line, operands, opcodes and compile hook are its `Primitive`.
+OP_KINDS = _kinds.PRIMITIVES
+
+
+def _describe_args(op: "Op", show: str) -> list[str]:
+    """The arguments `describe` prints for one of a primitive's `shows`."""
+    if show == "bytes":
+        return [f"bytes={op.bytes!r}"]
+    if show == "count_if_not_1":
+        return [] if isinstance(op.count, Const) and op.count.value == 1 \
+            else [f"count={op.count!r}"]
+    if show == "signals":
+        return [f"{ref!r} +{inc!r}" for ref, inc in op.signals]
+    if show == "inc":
+        return [f"inc={op.count!r}"]
+    if show == "value":
+        return [f"value={op.count!r}"] + ([] if op.decrement else ["decrement=False"])
+    if show == "parity":
+        return [f"phase={op.phase!r}" if op.phase is not None else f"parity={op.parity!r}"]
+    if show == "count_last":
+        return []           # after the collective axes (`describe`)
+    raise AssertionError(f"{op.kind}: unknown `shows` entry {show!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -448,40 +419,18 @@ class Op:
     signals: tuple = ()             # semaphore_signal_parallel: ((BarrierRef, inc Expr), ...)
 
     def describe(self) -> str:
-        bar = repr(self.barrier) if self.barrier is not None else ""
-        if self.kind == "unmodeled":
-            return f"{self.name} (not modelled)"
-        if self.kind in ("bar_sync", "bar_arrive"):
-            if self.name == "syncthreads":
-                return "syncthreads()"
-            spelled = ("bar.sync" if self.aligned else "barrier.sync") \
-                if self.kind == "bar_sync" else "bar.arrive"
-            return f"{spelled}({self.bar_id!r}, {self.count!r})"
-        if self.kind == "cluster_arrive" and self.name == "relaxed":
-            return "cluster_arrive(relaxed=True)"
-        if self.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
-                         "fence_proxy_async"):
-            return f"{self.kind}()"
-        args = [bar] if bar else []
-        if self.kind in ("copy_gmem_to_smem", "tma_load", "expect_tx", "arrive_expect_tx",
-                         "complete_tx", "async_store_smem"):
-            args.append(f"bytes={self.bytes!r}")
-        if self.kind == "arrive" and not (isinstance(self.count, Const) and self.count.value == 1):
-            args.append(f"count={self.count!r}")
-        if self.kind == "semaphore_signal_parallel":
-            args += [f"{ref!r} +{inc!r}" for ref, inc in self.signals]
-        if self.kind == "semaphore_signal":
-            args.append(f"inc={self.count!r}")
-        if self.kind == "semaphore_wait":
-            args.append(f"value={self.count!r}")
-            if not self.decrement:
-                args.append("decrement=False")
-        if self.kind == "wait_parity":
-            args.append(f"phase={self.phase!r}" if self.phase is not None
-                        else f"parity={self.parity!r}")
+        """The op as the user would write it (its primitive's `describe`, else its kind, its
+        barrier and the operands its primitive `shows`)."""
+        prim = _kinds.lookup(self.kind)
+        if prim is not None and prim.describe is not None:
+            return prim.describe(self)
+        shows = prim.shows if prim is not None else ()
+        args = [repr(self.barrier)] if self.barrier is not None else []
+        for show in shows:
+            args += _describe_args(self, show)
         if self.collective_axes:
             args.append(f"collective_axes={self.collective_axes}")
-        if self.kind in ("wait_smem_to_gmem", "wgmma_wait", "wait_gmem_to_smem"):
+        if "count_last" in shows:
             args.append(f"{self.count!r}")
         args += [f"reads={r!r}" for r in self.reads] + [f"writes={w!r}" for w in self.writes]
         return f"{self.kind}({', '.join(args)})"
@@ -629,10 +578,8 @@ def whole_buffers(kernel: Kernel) -> Kernel:
     return kernel.replace(body=map_ops(kernel.body, widen)) if has_regions(kernel) else kernel
 
 
-# Kinds that exist only for their memory effects.
-MEMORY_KINDS = frozenset({"read", "write", "copy_smem_to_gmem", "wait_smem_to_gmem",
-                          "tcgen05_store", "tcgen05_wait_store", "wgmma", "wgmma_wait",
-                          "cp_async", "wait_gmem_to_smem"})
+# Kinds that exist only for their memory effects (their primitives' `memory` class).
+MEMORY_KINDS = _kinds.MEMORY_KINDS
 
 
 def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:

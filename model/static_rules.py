@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import kinds
 from .ir import BarrierAlloc, Kernel, Loc
 
 
@@ -24,12 +25,14 @@ class StaticFinding:
 def _arrival_targets_ok(alloc: BarrierAlloc, kind: str, loc: Loc) -> list[StaticFinding]:
     """BP110 / BP111: which barriers an asynchronous arrival may target."""
     findings = []
-    if kind in ("tcgen05_mma", "tcgen05_commit_arrive", "copy_gmem_to_smem", "tma_load",
-                "try_cluster_cancel", "async_store_smem") and alloc.cluster:
+    prim = kinds.lookup(kind)
+    if prim is None:
+        return findings     # an unknown kind: the compiler refuses it
+    if prim.async_arrival and alloc.cluster:
         findings.append(StaticFinding(
             "BP111", f"{kind} arrives on ClusterBarrier `{alloc.name}`: Unsupported barrier type",
             loc, "asynchronous arrivals (TMA, tcgen05) need a plain plgpu.Barrier"))
-    elif kind in ("tcgen05_mma", "tcgen05_commit_arrive") and not alloc.orders_tensor_core:
+    elif prim.tensor_core and not alloc.orders_tensor_core:
         findings.append(StaticFinding(
             "BP110", f"{kind} arrives on `{alloc.name}`, a Barrier that does not order the "
             "tensor core", loc, f"declare `{alloc.name}` with orders_tensor_core=True"))
@@ -41,7 +44,8 @@ def static_findings(kernel: Kernel) -> list[StaticFinding]:
     BP190 (unmodelled synchronization)."""
     findings: list[StaticFinding] = []
     for op in kernel.ops():
-        if op.kind == "unmodeled":
+        prim = kinds.lookup(op.kind)
+        if prim is not None and prim.unmodelled:
             findings.append(StaticFinding(
                 "BP190", f"`{op.name}` is synchronization the model does not cover", op.loc,
                 "the verdict cannot be verified while it is ignored; pass --ignore BP190 to "
@@ -55,7 +59,7 @@ def static_findings(kernel: Kernel) -> list[StaticFinding]:
             findings.append(StaticFinding(
                 "BP120", f"array barrier `{ref.alloc.name}` used without an index", op.loc,
                 f"index it: {ref.alloc.name}.at[i]"))
-        if ref.block is not None and op.kind in ("barrier_wait", "wait_parity", "barrier_test"):
+        if ref.block is not None and prim is not None and prim.local_wait:
             findings.append(StaticFinding(
                 "BP112", f"wait on another block's instance of `{ref.alloc.name}`", op.loc,
                 "waits are local: wait on your own block's barrier"))

@@ -17,12 +17,13 @@ from . import ir_edit as E
 from .spelling import argument_text, spellings, written_value
 from .source import (SourceEdit, Sources, dsl_expr, dsl_op, insert_lines, replace_argument,
                      replace_condition, unwrap_block)
+from ...model import kinds, primitives as K
 
-ARRIVING = ("barrier_arrive", "arrive", "arrive_drop", "arrive_expect_tx", "copy_gmem_to_smem",
-            "tcgen05_mma", "tcgen05_commit_arrive", "try_cluster_cancel", "async_store_smem")
-FILLING = ("copy_gmem_to_smem", "arrive_expect_tx", "barrier_arrive", "arrive")
-WAITING = ("barrier_wait", "wait_parity")
-TENSOR_CORE = ("tcgen05_mma", "tcgen05_commit_arrive")
+# The repair classes of the primitive registry (model/kinds.py REPAIR_CLASSES).
+ARRIVING = kinds.having("arrives")
+FILLING = kinds.having("fills")
+WAITING = kinds.having("waits")
+TENSOR_CORE = kinds.kinds_where(lambda p: p.tensor_core)
 
 
 @dataclass
@@ -127,7 +128,7 @@ def barrier_kind(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
     tensor_core = {op.barrier.alloc for op in kernel.ops()
                    if op.kind in TENSOR_CORE and op.barrier is not None}
     async_arrivals = tensor_core | {op.barrier.alloc for op in kernel.ops() if op.barrier is not None
-                                    and op.kind in ("copy_gmem_to_smem", "try_cluster_cancel")}
+                                    and op.kind in (K.COPY_GMEM_TO_SMEM, K.TRY_CLUSTER_CANCEL)}
     for alloc in kernel.barriers:
         if alloc in tensor_core and not alloc.orders_tensor_core:
             edit = (replace_argument(src, alloc.loc, "orders_tensor_core", "False", "True")
@@ -223,7 +224,7 @@ def missing_trip_guard(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
                     trips.setdefault(op.barrier.alloc, {})[repr(stmt.trip)] = stmt.trip
     for path, stmt, scope in E.walk_paths(kernel.body):
         if not (isinstance(stmt, Op) and stmt.barrier is not None and stmt.kind in
-                FILLING + WAITING) or any(isinstance(s, Loop) for s in scope):
+                FILLING | WAITING) or any(isinstance(s, Loop) for s in scope):
             continue
         index = stmt.barrier.index
         if len(index) != 1 or not isinstance(index[0], Const):
@@ -290,21 +291,21 @@ def _has_sync(body: tuple) -> bool:
 # -- 4. the missing wait before refilling a slot --------------------------------------------------
 
 def _style(kernel: Kernel) -> str:
-    return "parity" if any(op.kind == "wait_parity" for op in kernel.ops()) else "pallas"
+    return "parity" if any(op.kind == K.WAIT_PARITY for op in kernel.ops()) else "pallas"
 
 
 def _released(kernel: Kernel) -> list:
     """Barriers on which some role arrives without copying: the `empty` side of a ring."""
     out = []
     for op in kernel.ops():
-        if op.barrier is not None and op.kind in ("barrier_arrive", "arrive", "tcgen05_mma",
-                                                  "tcgen05_commit_arrive") \
+        if op.barrier is not None and op.kind in (K.BARRIER_ARRIVE, K.ARRIVE, K.TCGEN05_MMA,
+                                                  K.TCGEN05_COMMIT_ARRIVE) \
                 and op.barrier.alloc not in out:
             out.append(op.barrier.alloc)
     return out
 
 
-REFILLING = FILLING + ("tcgen05_commit_arrive", "try_cluster_cancel")
+REFILLING = FILLING | kinds.having("refills")
 
 
 def missing_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
@@ -337,12 +338,12 @@ def missing_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
                 i = Var(stmt.var)
                 first_reuse = BinOp(">=", i, size) if ring else BinOp(">", i, Const(0))
                 if style == "parity" and ring:
-                    wait = Op("wait_parity", ref,
+                    wait = Op(K.WAIT_PARITY, ref,
                               parity=BinOp("xor", (position // size) % 2, Const(1)), loc=fill.loc)
                     new: tuple = (wait,)
                     code = [dsl_op(wait, kernel)]
                 else:
-                    wait = Op("barrier_wait", ref, loc=fill.loc)
+                    wait = Op(K.BARRIER_WAIT, ref, loc=fill.loc)
                     new = (When(first_reuse, (wait,), (), fill.loc),)
                     code = [f"with k.when({_text(first_reuse, kernel)}):",
                             f"    {dsl_op(wait, kernel)}"]
@@ -382,13 +383,13 @@ def drain(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
         n, j = stmt.trip, Var(var)
         if style == "parity":
             v = n + j
-            op = Op("wait_parity", BarrierRef(alloc, (v % size,)),
+            op = Op(K.WAIT_PARITY, BarrierRef(alloc, (v % size,)),
                     parity=BinOp("xor", (v // size) % 2, Const(1)), loc=stmt.loc)
             loop = Loop(var, size, (op,), stmt.loc)
             code = [f"with k.loop({_text(size, kernel)}) as {var}:", f"    {dsl_op(op, kernel)}"]
         else:
             tail = emin(n, size)
-            op = Op("barrier_wait", BarrierRef(alloc, ((n - tail + j) % size,)), loc=stmt.loc)
+            op = Op(K.BARRIER_WAIT, BarrierRef(alloc, ((n - tail + j) % size,)), loc=stmt.loc)
             loop = Loop(var, tail, (op,), stmt.loc)
             code = [f"with k.loop({_text(tail, kernel)}) as {var}:", f"    {dsl_op(op, kernel)}"]
         repaired = kernel.replace(body=E.insert(kernel.body, path, (loop,), after=True))
@@ -403,7 +404,7 @@ def final_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
     """A barrier waited on in every iteration but the first (its slot is the same each time):
     after the loop, observe the last completion too."""
     for path, stmt, scope in E.walk_paths(kernel.body):
-        if not (isinstance(stmt, Op) and stmt.kind == "barrier_wait" and stmt.barrier is not None):
+        if not (isinstance(stmt, Op) and stmt.kind == K.BARRIER_WAIT and stmt.barrier is not None):
             continue
         outer = next((n for n, s in enumerate(scope) if isinstance(s, Loop)), None)
         if outer is None:
@@ -423,7 +424,7 @@ def final_wait(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
                 roles.append(cond)
         loop_path = path[:2 * outer + 1]
         guard = E.conjoin(roles + [BinOp(">", loop.trip, Const(0))])
-        wait = Op("barrier_wait", stmt.barrier, loc=loop.loc)
+        wait = Op(K.BARRIER_WAIT, stmt.barrier, loc=loop.loc)
         new = When(guard, (wait,), (), loop.loc)
         code = [f"with k.when({_text(guard, kernel)}):", f"    {dsl_op(wait, kernel)}"]
         edit = insert_lines(src, loop.loc, src.indent(loop.loc), code, after_block=True) \
@@ -493,7 +494,7 @@ def index_and_parity(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
         if size is not None and ref.index and E.ring_position(ref) is None \
                 and not isinstance(ref.index[0], Const):
             yield _slot_index(kernel, src, ref, size)
-        if stmt.kind != "wait_parity" or not loops:
+        if stmt.kind != K.WAIT_PARITY or not loops:
             continue
         position = E.ring_position(ref) if size is not None else None
         if position is None:
@@ -564,15 +565,15 @@ def _op_candidate(kernel: Kernel, src: Sources, path, old: Op, new: Op, fix_clas
 
 def tx_bytes(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
     for path, stmt, scope in E.walk_paths(kernel.body):
-        if not isinstance(stmt, Op) or stmt.kind not in ("arrive_expect_tx", "expect_tx"):
+        if not isinstance(stmt, Op) or stmt.kind not in (K.ARRIVE_EXPECT_TX, K.EXPECT_TX):
             continue
         parent_path, index = path[:-1], path[-1]
         seq = kernel.body if len(path) == 1 else getattr(E.get(kernel.body, path[:-2]), path[-2])
         same = lambda op: (isinstance(op, Op) and op.barrier is not None  # noqa: E731
                            and repr(op.barrier) == repr(stmt.barrier))
-        loads = [(n, op) for n, op in enumerate(seq) if same(op) and op.kind == "tma_load"]
+        loads = [(n, op) for n, op in enumerate(seq) if same(op) and op.kind == K.TMA_LOAD]
         if not loads:
-            load = Op("tma_load", stmt.barrier, bytes=stmt.bytes, loc=stmt.loc)
+            load = Op(K.TMA_LOAD, stmt.barrier, bytes=stmt.bytes, loc=stmt.loc)
             repaired = kernel.replace(body=E.insert(kernel.body, path, (load,), after=True))
             code = dsl_op(load, kernel)
             edit = insert_lines(src, stmt.loc, src.indent(stmt.loc), [code]) \
@@ -605,7 +606,7 @@ def move_into_branch(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
     into that branch, just before the copy."""
     for path, stmt, scope in E.walk_paths(kernel.body):
         if not (isinstance(stmt, Op) and stmt.barrier is not None
-                and stmt.kind in ("expect_tx", "arrive_expect_tx", "arrive", "barrier_arrive")):
+                and stmt.kind in (K.EXPECT_TX, K.ARRIVE_EXPECT_TX, K.ARRIVE, K.BARRIER_ARRIVE)):
             continue
         seq_path, index = path[:-1], path[-1]
         seq = kernel.body if len(path) == 1 else getattr(E.get(kernel.body, path[:-2]), path[-2])
@@ -615,7 +616,7 @@ def move_into_branch(kernel: Kernel, src: Sources) -> Iterator[Candidate]:
             for branch in ("then", "orelse"):
                 body = getattr(other, branch)
                 copies = [m for m, op in enumerate(body) if isinstance(op, Op) and op.kind in
-                          ("tma_load", "copy_gmem_to_smem") and op.barrier is not None
+                          (K.TMA_LOAD, K.COPY_GMEM_TO_SMEM) and op.barrier is not None
                           and repr(op.barrier) == repr(stmt.barrier)]
                 if not copies:
                     continue

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ...model.ir import BarrierRef, BinOp, Const, Expr, Kernel, Loc, Op, UnOp, Var
+from ...model import primitives as K
 
 # Python precedence of the DSL operators: comparisons bind loosest, then | ^ &, + -, * // %.
 _PREC = {"or": 2, "xor": 3, "and": 4, "+": 6, "-": 6, "*": 7, "//": 7, "%": 7,
@@ -85,23 +86,23 @@ def dsl_op(op: Op, kernel: Kernel) -> str:
     """One operation as its DSL call, e.g. `k.barrier_wait(empty.at[i % stages])`."""
     bar = dsl_ref(op.barrier, kernel) if op.barrier is not None else ""
     e = lambda x: dsl_expr(x, kernel)  # noqa: E731
-    if op.kind in ("copy_gmem_to_smem",):
+    if op.kind in (K.COPY_GMEM_TO_SMEM,):
         args = [bar, f"bytes={e(op.bytes)}"]
-    elif op.kind in ("tma_load", "expect_tx", "arrive_expect_tx", "complete_tx"):
+    elif op.kind in (K.TMA_LOAD, K.EXPECT_TX, K.ARRIVE_EXPECT_TX, K.COMPLETE_TX):
         args = [bar, e(op.bytes)]
-    elif op.kind == "wait_parity":
+    elif op.kind == K.WAIT_PARITY:
         args = [bar, f"phase={e(op.phase)}" if op.phase is not None else e(op.parity)]
-    elif op.kind == "semaphore_signal":
+    elif op.kind == K.SEMAPHORE_SIGNAL:
         args = [bar, e(op.count)]
-    elif op.kind == "semaphore_wait":
+    elif op.kind == K.SEMAPHORE_WAIT:
         args = [bar, e(op.count)] + ([] if op.decrement else ["decrement=False"])
-    elif op.kind == "arrive" and repr(op.count) != "1":
+    elif op.kind == K.ARRIVE and repr(op.count) != "1":
         args = [bar, e(op.count)]
-    elif op.kind == "tcgen05_mma":
+    elif op.kind == K.TCGEN05_MMA:
         args = [f"barrier={bar}"] if bar else []
     else:
         args = [bar] if bar else []
-    if op.collective_axes and op.kind in ("copy_gmem_to_smem", "tma_load"):
+    if op.collective_axes and op.kind in (K.COPY_GMEM_TO_SMEM, K.TMA_LOAD):
         axes = op.collective_axes
         args.append(f"collective_axes={axes[0]!r}" if len(axes) == 1 else
                     f"collective_axes={axes!r}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ...model.interpreter import Trace
 from .text import barrier_state
+from ...model import primitives as K
 
 _LOC_IN_TEXT = re.compile(r"\(([^()\s]+):(\d+)\)")
 
@@ -139,8 +140,8 @@ def event_kind(step) -> str:
         return "mma"
     if "wait" in text:
         return "wait"
-    if text.startswith(("copy_gmem_to_smem", "tma_load", "try_cluster_cancel",
-                        "async_store_smem")):
+    if text.startswith((K.COPY_GMEM_TO_SMEM, K.TMA_LOAD, K.TRY_CLUSTER_CANCEL,
+                        K.ASYNC_STORE_SMEM)):
         return "copy"
     if text.startswith(("tcgen05",)):
         return "mma"

@@ -10,6 +10,7 @@ from ..ir import BarrierAlloc, BarrierRef, Const, Expr, Loop, Op, Var, When, fre
 from .carries import discharged, solve
 from .ttgir import Operation, Region
 from .values import CARRY_PREFIX, Alloc, Unread
+from .. import primitives as K
 
 UNROLL_LIMIT = 64        # a loop whose carries have no closed form is unrolled up to this trip
 
@@ -44,15 +45,15 @@ class ControlRules:
         if pre:
             start = BarrierAlloc("warp_specialize_start", Const(1), loc=loc)
             self.barriers[Alloc("warp_specialize_start", (1,), "i64", "smem", loc)] = start
-            pre = pre + [Op("arrive", BarrierRef(start), loc=loc)]
-            workers = [(lb, w, [Op("wait_parity", BarrierRef(start), parity=Const(0), loc=loc)]
+            pre = pre + [Op(K.ARRIVE, BarrierRef(start), loc=loc)]
+            workers = [(lb, w, [Op(K.WAIT_PARITY, BarrierRef(start), parity=Const(0), loc=loc)]
                         + list(stmts)) for lb, w, stmts in workers]
         if post:
             end = BarrierAlloc("warp_specialize_end", Const(len(workers)), loc=loc)
             self.barriers[Alloc("warp_specialize_end", (1,), "i64", "smem", loc)] = end
-            workers = [(lb, w, list(stmts) + [Op("arrive", BarrierRef(end), loc=loc)])
+            workers = [(lb, w, list(stmts) + [Op(K.ARRIVE, BarrierRef(end), loc=loc)])
                        for lb, w, stmts in workers]
-            post = [Op("wait_parity", BarrierRef(end), parity=Const(0), loc=loc)] + post
+            post = [Op(K.WAIT_PARITY, BarrierRef(end), parity=Const(0), loc=loc)] + post
         return [(label, warps, pre + inner + post)] + workers
 
     def scf_for(self, op: Operation, out: list):

@@ -13,6 +13,7 @@ from ..expr import opaque, opaque_vars
 from ..ir import Const, Expr, MemAlloc, MemRef, Op, Slice
 from .ttgir import Operation, split_operands
 from .values import _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
+from .. import primitives as K
 
 
 class MemoryRules:
@@ -89,20 +90,20 @@ class MemoryRules:
             self.buffers[mem.alloc] = MemAlloc(
                 mem.alloc.name, "smem", (Const(mem.alloc.dims[0]) if slotted else Const(1),),
                 mem.alloc.loc, scalar=not slotted)
-        out.append(Op("tma_load", self.barrier(barrier), bytes=Const(16),
+        out.append(Op(K.TMA_LOAD, self.barrier(barrier), bytes=Const(16),
                       writes=self.memref(response), loc=self.where(op)))
 
     def local_load(self, op: Operation, out):
-        out.append(Op("read", reads=self.memref(op.operands[0]), loc=self.where(op)))
+        out.append(Op(K.READ, reads=self.memref(op.operands[0]), loc=self.where(op)))
 
     def local_store(self, op: Operation, out):
-        out.append(Op("write", writes=self.memref(op.operands[1]), loc=self.where(op)))
+        out.append(Op(K.WRITE, writes=self.memref(op.operands[1]), loc=self.where(op)))
 
     def tma_store(self, op: Operation, out):
         m = re.match(r"^\S+\s+%[\w.$#-]+\[[^\]]*\]\s+(%[\w.$#-]+)", op.text)
         if not m:
             raise Unread("the source of the store cannot be read")
-        out.append(Op("copy_smem_to_gmem", reads=self.memref(m.group(1)), loc=self.where(op)))
+        out.append(Op(K.COPY_SMEM_TO_GMEM, reads=self.memref(m.group(1)), loc=self.where(op)))
 
     def wgmma(self, op: Operation, out):
         """Hopper's warpgroup MMA reads its shared-memory operands (register ones are data)
@@ -111,20 +112,20 @@ class MemoryRules:
         reads = tuple(r for a in args if isinstance(self.value(a), Mem) for r in self.memref(a))
         if reads:
             asynchronous = re.search(r"isAsync\s*=\s*true", op.text) is not None
-            out.append(Op("wgmma" if asynchronous else "read", reads=reads, loc=self.where(op)))
+            out.append(Op(K.WGMMA if asynchronous else K.READ, reads=reads, loc=self.where(op)))
         return [self.value(a) for a in op.operands[2:3]]
 
     def wgmma_wait(self, op: Operation, out):
         m = re.search(r"pendings\s*=\s*(\d+)", op.text)
         if not m:
             raise Unread("the number of MMAs left in flight cannot be read")
-        out.append(Op("wgmma_wait", count=Const(int(m.group(1))), loc=self.where(op)))
+        out.append(Op(K.WGMMA_WAIT, count=Const(int(m.group(1))), loc=self.where(op)))
 
     def store_wait(self, op: Operation, out):
         m = re.search(r"pendings\s*=\s*(\d+)", op.text)
         if not m:
             raise Unread("the number of stores left in flight cannot be read")
-        out.append(Op("wait_smem_to_gmem", count=Const(int(m.group(1))), loc=self.where(op)))
+        out.append(Op(K.WAIT_SMEM_TO_GMEM, count=Const(int(m.group(1))), loc=self.where(op)))
 
     def memdesc_index(self, op: Operation, out):
         src, *idx = op.operands

@@ -33,6 +33,7 @@ from .control import ControlRules
 from .memory import MemoryRules
 from .ttgir import Module, Operation, split_operands
 from .values import CARRY_PREFIX, _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
+from .. import primitives as K
 
 # Ops that neither synchronize nor compute an integer the protocol depends on.
 LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|remsi|remui|andi|"
@@ -98,7 +99,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         return Loc(*frames[0]) if frames else self.loc
 
     def unmodeled(self, op: Operation, reason: str) -> Op:
-        return Op("unmodeled", name=f"{op.name}: {reason}", loc=self.where(op))
+        return Op(K.UNMODELED, name=f"{op.name}: {reason}", loc=self.where(op))
 
     # -- values ------------------------------------------------------------------------------
 
@@ -169,7 +170,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         body = self.block(fn.body, top=True)
         ctas = self.module.int_attr("ttg.num-ctas") or 1
         if ctas > 1:     # multi-CTA: remote arrivals and multicast go to other blocks' barriers
-            body = [Op("unmodeled", name=f"num_ctas={ctas}: multi-CTA kernels are not modelled "
+            body = [Op(K.UNMODELED, name=f"num_ctas={ctas}: multi-CTA kernels are not modelled "
                        "by the Gluon frontend yet", loc=self.loc)] + body
         if not self.threads:
             threads = [("kernel", self.launch.num_warps, body)]
@@ -196,8 +197,8 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         # no proxy to fence)
         kinds = {op.kind for op in iter_ops(program)
                  if any(r.alloc.space == "smem" for r in op.reads + op.writes)}
-        if kinds & {"read", "write"} and kinds & {"tma_load", "tcgen05_mma", "wgmma",
-                                                  "copy_smem_to_gmem"}:
+        if kinds & {K.READ, K.WRITE} and kinds & {K.TMA_LOAD, K.TCGEN05_MMA, K.WGMMA,
+                                                  K.COPY_SMEM_TO_GMEM}:
             self.notes.append("fence_async_shared (the order between the threads' and the "
                               "async proxy's accesses to shared memory) is not checked")
         return Kernel(
@@ -290,7 +291,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 exprs += list(op.barrier.index)
             if any(e is not None and (opaque_vars(e) or any(
                     v.startswith(CARRY_PREFIX) for v in free_vars(e))) for e in exprs):
-                return Op("unmodeled", name=f"{op.describe()}: depends on a value the model "
+                return Op(K.UNMODELED, name=f"{op.describe()}: depends on a value the model "
                           "does not track", loc=op.loc)
             return op
         return map_ops(program, check)
@@ -401,12 +402,12 @@ class Translator(ArithRules, MemoryRules, ControlRules):
 
     def barrier_expect(self, op: Operation, out):
         bar, nbytes, pred = self._barrier_number_pred(op, "expected byte count")
-        self.guarded(out, pred, Op("arrive_expect_tx", bar, bytes=nbytes, loc=self.where(op)),
+        self.guarded(out, pred, Op(K.ARRIVE_EXPECT_TX, bar, bytes=nbytes, loc=self.where(op)),
                      op)
 
     def arrive_barrier(self, op: Operation, out):
         bar, count, pred = self._barrier_number_pred(op, "arrival count")
-        self.guarded(out, pred, Op("arrive", bar, count=count, loc=self.where(op)), op)
+        self.guarded(out, pred, Op(K.ARRIVE, bar, count=count, loc=self.where(op)), op)
 
     def wait_barrier(self, op: Operation, out):
         # `%bar, %phase[, %pred][ deps %buffers...]`: the deps only order buffer lifetimes
@@ -417,7 +418,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         bar = self.barrier(op.operands[0])
         phase = self.int_value(args[1], "the phase")
         pred = self._pred(args[2] if len(args) > 2 and args[2].startswith("%") else None)
-        self.guarded(out, pred, Op("wait_parity", bar, parity=mk("%", phase, Const(2)),
+        self.guarded(out, pred, Op(K.WAIT_PARITY, bar, parity=mk("%", phase, Const(2)),
                                    loc=self.where(op)), op)
 
     def tma_load(self, op: Operation, out):
@@ -434,7 +435,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         bar = self.barrier(m.group(2))
         nbytes = math.prod(desc[0]) * _ELEM_BYTES[desc[1]]
         pred = self._pred(m.group(3))
-        self.guarded(out, pred, Op("tma_load", bar, bytes=Const(nbytes), loc=self.where(op),
+        self.guarded(out, pred, Op(K.TMA_LOAD, bar, bytes=Const(nbytes), loc=self.where(op),
                                    writes=self.memref(m.group(1))), op)
 
     def mma(self, op: Operation, out, scales: int = 0):
@@ -452,14 +453,14 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         reads = self.memref(operand[0]) + self.memref(operand[1])
         for scale in operand[3:]:        # the scale factors, in tensor memory
             reads += self.memref(scale)
-        issue = Op("tcgen05_mma", None, loc=loc, reads=reads, writes=self.memref(operand[2]))
+        issue = Op(K.TCGEN05_MMA, None, loc=loc, reads=reads, writes=self.memref(operand[2]))
         if not asynchronous:
             # Triton lowers an MMA without barriers to the MMA, a commit on a barrier of its
             # own and a wait for it: the thread goes on once it and every earlier tcgen05 op
             # of the thread (a tcgen05_copy into its accumulator) are done
             done = self._sync_barrier(op)
-            for step in (issue, Op("tcgen05_commit_arrive", done, loc=loc),
-                         Op("barrier_wait", done, loc=loc)):
+            for step in (issue, Op(K.TCGEN05_COMMIT_ARRIVE, done, loc=loc),
+                         Op(K.BARRIER_WAIT, done, loc=loc)):
                 self.guarded(out, pred, step, op)
             return None
         self.guarded(out, pred, issue, op)
@@ -469,7 +470,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 raise Unread(f"the completion barrier {spec!r} cannot be read")
             bar = self.barrier(m.group(1))
             when = mk("and", pred, self._pred(m.group(2))) if m.group(2) else pred
-            self.guarded(out, when, Op("tcgen05_commit_arrive", bar, loc=loc), op)
+            self.guarded(out, when, Op(K.TCGEN05_COMMIT_ARRIVE, bar, loc=loc), op)
         return None
 
     def _sync_barrier(self, op: Operation) -> BarrierRef:
@@ -488,7 +489,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         args = [a.strip() for a in split_operands(op.text[len(op.name):].split(" : ")[0])]
         if len(args) != 2:
             raise Unread("a tcgen05 copy with a completion barrier is not modelled yet")
-        out.append(Op("tcgen05_mma", None, loc=self.where(op),
+        out.append(Op(K.TCGEN05_MMA, None, loc=self.where(op),
                       reads=self.memref(args[0]), writes=self.memref(args[1])))
         return None
 
@@ -507,7 +508,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         if len(args) > 2:
             raise Unread("the operands of the commit cannot be read")
         pred = self._pred(args[1]) if len(args) > 1 and args[1].startswith("%") else Const(1)
-        self.guarded(out, pred, Op("tcgen05_commit_arrive", bar, loc=self.where(op)), op)
+        self.guarded(out, pred, Op(K.TCGEN05_COMMIT_ARRIVE, bar, loc=self.where(op)), op)
 
 
 _BINARY = ("addi", "subi", "muli", "divsi", "divui", "remsi", "remui", "andi", "ori", "xori",

@@ -14,6 +14,7 @@ from ..expr import mk, opaque_vars
 from ..expr import opaque
 from ..ir import BarrierAlloc, BarrierRef, Const, Expr, ModelError, Op, Var, When
 from .values import BarrierVal, MemRef, _clean_name
+from .. import primitives as K
 
 
 class SyncHandlers:
@@ -103,13 +104,13 @@ class SyncHandlers:
     def _op_barrier_arrive(self, eqn, env, frame, out):
         ref = self.read(env, eqn.invars[0])
         t = self._transforms(env, eqn.params["transforms_treedef"], eqn.invars[1:])
-        out.append(Op("barrier_arrive", self._barrier(ref, t, frame), loc=self.where(frame)))
+        out.append(Op(K.BARRIER_ARRIVE, self._barrier(ref, t, frame), loc=self.where(frame)))
         return []
 
     def _op_barrier_wait(self, eqn, env, frame, out):
         ref = self.read(env, eqn.invars[0])
         t = self._transforms(env, eqn.params["transforms_treedef"], eqn.invars[1:])
-        out.append(Op("barrier_wait", self._barrier(ref, t, frame), loc=self.where(frame)))
+        out.append(Op(K.BARRIER_WAIT, self._barrier(ref, t, frame), loc=self.where(frame)))
         return []
 
     def _op_barrier_test(self, eqn, env, frame, out):
@@ -117,7 +118,7 @@ class SyncHandlers:
         on it that synchronizes is reported as an error, never guessed)."""
         ref = self.read(env, eqn.invars[0])
         t = self._transforms(env, eqn.params["transforms_treedef"], eqn.invars[1:])
-        out.append(Op("barrier_test", self._barrier(ref, t, frame), loc=self.where(frame)))
+        out.append(Op(K.BARRIER_TEST, self._barrier(ref, t, frame), loc=self.where(frame)))
         return opaque("barrier_test")
 
     def _op_copy_gmem_to_smem(self, eqn, env, frame, out):
@@ -131,7 +132,7 @@ class SyncHandlers:
             ns = p["src_transforms_treedef"].num_leaves
             dst_t = self._transforms(env, p["dst_transforms_treedef"], leaves[ns:ns + nd])
             target = self._mem_ref(self.read(env, dst), dst_t)
-            out.append(Op("cp_async", writes=(target,) if target is not None else (), loc=loc))
+            out.append(Op(K.CP_ASYNC, writes=(target,) if target is not None else (), loc=loc))
             if p.get("has_user_predicate"):
                 self._note(f"{loc}: a predicated cp.async copy is taken as always issued")
             return []
@@ -158,7 +159,7 @@ class SyncHandlers:
         if opaque_vars(n):
             raise ModelError("the count of wait_gmem_to_smem depends on data loaded from "
                              "memory; barrierproof cannot follow it", loc=self.where(frame))
-        out.append(Op("wait_gmem_to_smem", count=n, loc=self.where(frame)))
+        out.append(Op(K.WAIT_GMEM_TO_SMEM, count=n, loc=self.where(frame)))
         return []
 
     def _op_copy_gmem_to_smem_unpredicated(self, eqn, env, frame, out, src, dst, bar, leaves):
@@ -175,7 +176,7 @@ class SyncHandlers:
         axes = tuple(self._axis(a) for a in (p.get("collective_axes") or ()))
         leader = p.get("leader_tracked")
         if leader is None or not axes:
-            out.append(Op("copy_gmem_to_smem", ref, bytes=Const(nbytes), collective_axes=axes,
+            out.append(Op(K.COPY_GMEM_TO_SMEM, ref, bytes=Const(nbytes), collective_axes=axes,
                           loc=loc, writes=writes))
             return []
         # Leader-tracked (partitioned or replicated) copy: only the first block along the axis
@@ -185,9 +186,9 @@ class SyncHandlers:
         n = self.axis_sizes.get(axis, 1)
         leader_block = tuple(Const(0) if a == axis else Var(a) for a, _ in self.cluster)
         out.append(When(mk("==", Var(axis), Const(0)),
-                        (Op("arrive_expect_tx", ref, bytes=Const(nbytes * n), loc=loc),), (),
+                        (Op(K.ARRIVE_EXPECT_TX, ref, bytes=Const(nbytes * n), loc=loc),), (),
                         loc))
-        out.append(Op("tma_load", BarrierRef(ref.alloc, ref.index, leader_block),
+        out.append(Op(K.TMA_LOAD, BarrierRef(ref.alloc, ref.index, leader_block),
                       bytes=Const(nbytes), loc=loc, writes=writes))
         self._note(f"{loc}: leader-tracked copy: block 0 along `{axis}` expects "
                    f"{n}x{nbytes} bytes, every block's TMA completes on block 0's barrier")
@@ -213,7 +214,7 @@ class SyncHandlers:
                       for i, (a, _) in enumerate(self.cluster))
         nbytes = self._bytes(self.read(env, dst), dst_t, loc)
         target = self._mem_ref(self.read(env, dst), dst_t)
-        out.append(Op("async_store_smem", BarrierRef(ref.alloc, ref.index, block),
+        out.append(Op(K.ASYNC_STORE_SMEM, BarrierRef(ref.alloc, ref.index, block),
                       bytes=Const(nbytes), loc=loc, writes=(target,) if target is not None else ()))
         return []
 
@@ -228,7 +229,7 @@ class SyncHandlers:
         reads, writes = self._mma_operands(eqn, env,
                                            list(eqn.invars[4 + n_bar + n_scales + n_meta:]))
         if not p.get("arrive"):
-            out.append(Op("tcgen05_mma", None, collective_axes=axes, loc=loc, reads=reads,
+            out.append(Op(K.TCGEN05_MMA, None, collective_axes=axes, loc=loc, reads=reads,
                           writes=writes))
             return []
         leaves = list(eqn.invars[5 + n_scales + n_meta:])
@@ -240,7 +241,7 @@ class SyncHandlers:
         nb = tree.num_leaves if tree is not None else 0
         t = self._transforms(env, tree, leaves[skip:skip + nb])
         ref = self._barrier(self.read(env, eqn.invars[4]), t, frame)
-        out.append(Op("tcgen05_mma", ref, collective_axes=axes, loc=loc, reads=reads,
+        out.append(Op(K.TCGEN05_MMA, ref, collective_axes=axes, loc=loc, reads=reads,
                       writes=writes))
         return []
 
@@ -250,7 +251,7 @@ class SyncHandlers:
         ref = self._barrier(self.read(env, eqn.invars[0]), t, frame)
         axis = p.get("collective_axis")
         axes = (self._axis(axis),) if axis is not None else ()
-        out.append(Op("tcgen05_commit_arrive", ref, collective_axes=axes, loc=self.where(frame)))
+        out.append(Op(K.TCGEN05_COMMIT_ARRIVE, ref, collective_axes=axes, loc=self.where(frame)))
         return []
 
     # -- global semaphores ---------------------------------------------------------------------
@@ -288,7 +289,7 @@ class SyncHandlers:
         if not isinstance(ref, BarrierVal) or not ref.alloc.semaphore or transforms \
                 or not isinstance(inc, Const):
             return self._unmodeled(eqn, env, frame, out)
-        out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()), count=inc,
+        out.append(Op(K.SEMAPHORE_SIGNAL, BarrierRef(ref.alloc, ()), count=inc,
                       loc=self.where(frame)))
         return []
 
@@ -302,12 +303,12 @@ class SyncHandlers:
                 or any(transforms) or any(not isinstance(i, Const) for i in incs):
             return self._unmodeled(eqn, env, frame, out)
         if len({id(r.alloc) for r in refs}) > 1:
-            out.append(Op("semaphore_signal_parallel", None, loc=self.where(frame),
+            out.append(Op(K.SEMAPHORE_SIGNAL_PARALLEL, None, loc=self.where(frame),
                           signals=tuple((BarrierRef(r.alloc, ()), inc)
                                         for r, inc in zip(refs, incs))))
             return []
         for ref, inc in zip(refs, incs):
-            out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()), count=inc,
+            out.append(Op(K.SEMAPHORE_SIGNAL, BarrierRef(ref.alloc, ()), count=inc,
                           loc=self.where(frame)))
         return []
 
@@ -323,7 +324,7 @@ class SyncHandlers:
                 or not isinstance(value, Const) or any(n not in self.axis_sizes for n in names):
             return self._unmodeled(eqn, env, frame, out)
         devices = math.prod(self.axis_sizes[n] for n in names)
-        out.append(Op("semaphore_signal", BarrierRef(ref.alloc, ()),
+        out.append(Op(K.SEMAPHORE_SIGNAL, BarrierRef(ref.alloc, ()),
                       count=Const(value.value * devices), loc=self.where(frame)))
         if devices > 1:
             self._note(f"{self.where(frame)}: semaphore_signal_multicast: each of the {devices} "
@@ -339,7 +340,7 @@ class SyncHandlers:
                 or not isinstance(value, Expr) or opaque_vars(value) \
                 or not isinstance(decrement, bool):
             return self._unmodeled(eqn, env, frame, out)
-        out.append(Op("semaphore_wait", BarrierRef(ref.alloc, ()), count=value,
+        out.append(Op(K.SEMAPHORE_WAIT, BarrierRef(ref.alloc, ()), count=value,
                       decrement=decrement, loc=self.where(frame)))
         return []
 
@@ -349,7 +350,7 @@ class SyncHandlers:
         nr = rtree.num_leaves if rtree is not None else 0
         t = self._transforms(env, p.get("barrier_transforms_tree"), eqn.invars[2 + nr:])
         ref = self._barrier(self.read(env, eqn.invars[1]), t, frame)
-        out.append(Op("try_cluster_cancel", ref, loc=self.where(frame)))
+        out.append(Op(K.TRY_CLUSTER_CANCEL, ref, loc=self.where(frame)))
         return []
 
 
@@ -361,7 +362,7 @@ def _arrival_only(body) -> list:
         if isinstance(stmt, When):
             out.append(When(stmt.cond, tuple(_arrival_only(stmt.then)),
                             tuple(_arrival_only(stmt.orelse)), stmt.loc))
-        elif stmt.kind in ("copy_gmem_to_smem", "arrive_expect_tx"):
-            out.append(Op("barrier_arrive", stmt.barrier, loc=stmt.loc))
+        elif stmt.kind in (K.COPY_GMEM_TO_SMEM, K.ARRIVE_EXPECT_TX):
+            out.append(Op(K.BARRIER_ARRIVE, stmt.barrier, loc=stmt.loc))
         # tma_load (the bytes of a leader-tracked copy) is not issued
     return out

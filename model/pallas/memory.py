@@ -23,6 +23,7 @@ from ..ir import MemRef as IRMemRef
 from ..expr import mk, opaque_vars
 from ..regions import divisor, granules
 from .values import MemRef
+from .. import primitives as K
 
 SPACES = {"smem": "smem", "tmem": "tmem"}
 
@@ -166,7 +167,7 @@ class MemoryHandlers:
     def _mem_op(self, kind: str, frame, out, reads=(), writes=(), **fields) -> None:
         reads = tuple(r for r in reads if r is not None)
         writes = tuple(w for w in writes if w is not None)
-        if reads or writes or kind in ("wait_smem_to_gmem", "wgmma_wait", "tcgen05_wait_store"):
+        if reads or writes or kind in (K.WAIT_SMEM_TO_GMEM, K.WGMMA_WAIT, K.TCGEN05_WAIT_STORE):
             out.append(Op(kind, None, reads=reads, writes=writes, loc=self.where(frame),
                           **fields))
 
@@ -175,12 +176,12 @@ class MemoryHandlers:
     def _mem_get(self, eqn, env, frame, out) -> None:
         tree = eqn.params.get("tree")
         t = self._transforms(env, tree, eqn.invars[1:])
-        self._mem_op("read", frame, out, reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        self._mem_op(K.READ, frame, out, reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
 
     def _mem_swap(self, eqn, env, frame, out) -> None:
         tree = eqn.params.get("tree")
         t = self._transforms(env, tree, eqn.invars[2:])
-        self._mem_op("write", frame, out,
+        self._mem_op(K.WRITE, frame, out,
                      writes=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
 
     # -- asynchronous accesses ---------------------------------------------------------------
@@ -189,7 +190,7 @@ class MemoryHandlers:
         p = eqn.params
         ns = p["src_transforms_treedef"].num_leaves
         t = self._transforms(env, p["src_transforms_treedef"], eqn.invars[2:2 + ns])
-        self._mem_op("copy_smem_to_gmem", frame, out,
+        self._mem_op(K.COPY_SMEM_TO_GMEM, frame, out,
                      reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
         return []
 
@@ -198,7 +199,7 @@ class MemoryHandlers:
         if not isinstance(n, Const):
             raise ModelError("wait_smem_to_gmem with a data-dependent count",
                              loc=self.where(frame), hint="pass a Python int")
-        self._mem_op("wait_smem_to_gmem", frame, out, count=n)
+        self._mem_op(K.WAIT_SMEM_TO_GMEM, frame, out, count=n)
         return []
 
     def _op_wgmma_ref(self, eqn, env, frame, out):
@@ -209,7 +210,7 @@ class MemoryHandlers:
         sizes = [tr.num_leaves if tr is not None else 0 for tr in trees]
         a_t = self._transforms(env, trees[1], leaves[sizes[0]:sizes[0] + sizes[1]])
         b_t = self._transforms(env, trees[2], leaves[sum(sizes[:2]):sum(sizes)])
-        self._mem_op("wgmma", frame, out,
+        self._mem_op(K.WGMMA, frame, out,
                      reads=(self._mem_ref(self.read(env, eqn.invars[1]), a_t),
                             self._mem_ref(self.read(env, eqn.invars[2]), b_t)))
         return []
@@ -218,29 +219,29 @@ class MemoryHandlers:
         n = self.read(env, eqn.invars[0]) if eqn.invars else Const(int(eqn.params.get("n", 0)))
         if not isinstance(n, Const):
             raise ModelError("wgmma_wait with a data-dependent count", loc=self.where(frame))
-        self._mem_op("wgmma_wait", frame, out, count=n)
+        self._mem_op(K.WGMMA_WAIT, frame, out, count=n)
         return []
 
     def _op_wgmma_accumulator_deref(self, eqn, env, frame, out):
         """`acc_ref[...]`: reading a WGMMA accumulator waits for the WGMMAs (all but `wait_n`)."""
         n = eqn.params.get("wait_n", 0)
         if n is not None:
-            self._mem_op("wgmma_wait", frame, out, count=Const(int(n)))
+            self._mem_op(K.WGMMA_WAIT, frame, out, count=Const(int(n)))
         return None
 
     def _op_async_load_tmem(self, eqn, env, frame, out):
         t = self._transforms(env, eqn.params.get("tree"), eqn.invars[1:])
-        self._mem_op("read", frame, out, reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        self._mem_op(K.READ, frame, out, reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
         return None
 
     def _op_async_store_tmem(self, eqn, env, frame, out):
         t = self._transforms(env, eqn.params.get("tree"), eqn.invars[2:])
-        self._mem_op("tcgen05_store", frame, out,
+        self._mem_op(K.TCGEN05_STORE, frame, out,
                      writes=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
         return []
 
     def _op_commit_tmem(self, eqn, env, frame, out):
-        self._mem_op("tcgen05_wait_store", frame, out)
+        self._mem_op(K.TCGEN05_WAIT_STORE, frame, out)
         return []
 
     def _mma_operands(self, eqn, env, leaves) -> tuple[tuple, tuple]:

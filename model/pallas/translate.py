@@ -30,6 +30,7 @@ from .loops import LoopRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
                          _is_fence, _pallas_primitives, bar_operation)
 from .values import BarrierVal, Cell, MemRef, _clean_name, _Frame
+from .. import primitives as K
 
 
 class Translator(LoopRules, SyncHandlers, MemoryHandlers):
@@ -280,7 +281,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
             raise ModelError("a pallas_call inside a Mosaic GPU kernel is not supported",
                              loc=self.where(frame),
                              hint="write the kernel with plgpu.kernel")
-        out.append(Op("unmodeled", name=name, loc=self.where(frame)))   # BP190, statically
+        out.append(Op(K.UNMODELED, name=name, loc=self.where(frame)))   # BP190, statically
         return opaques(name, len(eqn.outvars))
 
     def _named_barrier(self, eqn, env, frame, operation, bar_id, count, aligned) -> Op | None:
@@ -326,9 +327,9 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         loc = self.loc
         self._note(f"{loc}: collective TMEM: the kernel ends with Mosaic GPU's block and "
                    "cluster barriers")
-        return (Op("bar_sync", None, count=Const(0), bar_id=Const(0), name="syncthreads",
+        return (Op(K.BAR_SYNC, None, count=Const(0), bar_id=Const(0), name="syncthreads",
                    loc=loc),
-                Op("cluster_arrive", None, loc=loc), Op("cluster_wait", None, loc=loc))
+                Op(K.CLUSTER_ARRIVE, None, loc=loc), Op(K.CLUSTER_WAIT, None, loc=loc))
 
     def _allocate(self, var, pname, collective, frame) -> Any:
         aval = var.aval
@@ -417,7 +418,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
             args.append(Cell(v, frame.control) if isinstance(v, Expr) else v)
         self._inline(jaxpr, (), args, frame, out)
         # Its lowering waits for every WGMMA before it hands the accumulators back.
-        self._mem_op("wgmma_wait", frame, out, count=Const(0))
+        self._mem_op(K.WGMMA_WAIT, frame, out, count=Const(0))
         return [a.value if isinstance(a, Cell) else a for a in args]
 
     def _get(self, eqn, env, frame, out):

@@ -1,0 +1,27 @@
+"""Family: cluster launch control (try_cluster_cancel), whose response arrives asynchronously
+on an mbarrier, once."""
+
+from __future__ import annotations
+
+from .. import instructions as ins
+from ..extensions import Extension
+from ..kinds import Primitive
+
+TRY_CLUSTER_CANCEL = "try_cluster_cancel"
+
+
+def compile_cancel(system, op, env, agent: int, block) -> None:
+    inst, src, _ = system.barrier_site(op, env, block)
+    if system.instances[inst].alloc.cluster:
+        return  # BP111, reported statically
+    slot = system._slot(ins.EFFECT_ARRIVE, inst, 1, "async")
+    system._emit(agent, ins.Instr(ins.ISSUE_ASYNC, (), 0, (slot,), src))
+
+
+EXTENSION = Extension("cluster launch control", primitives=(
+    Primitive(TRY_CLUSTER_CANCEL, "asynchronous arrival (the cancellation's response)",
+              needs=frozenset({"barrier"}), blocking=False, opcodes=("issue_async",),
+              dsl="try_cluster_cancel", reference="machine",
+              prover="counter program (program.py)", repair=frozenset({"arrives", "refills"}),
+              pallas=True, async_arrival=True, compile=compile_cancel),
+))
