@@ -182,6 +182,7 @@ from .phases import infer_phases
 from .param_values import sample_values
 from .semaphores import lower_lockstep
 from .signs import sign_cases
+from .strides import stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
@@ -412,10 +413,12 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         if tried >= budget.orders:      # counted, not timed: the same cut on every machine
             break
     if chosen is None:
+        strided = stride_mismatch(kernel, fixed)
         return Proof("failed", spent(), f"none of the {tried} static event order(s) tried "
                      f"lets every wait pass in order at small parameter values, so this proof "
                      f"method does not apply (the last one: {why}; that is the order's "
-                     "failure, not a deadlock of the protocol)", roles=[r.name for r in roles])
+                     "failure, not a deadlock of the protocol)"
+                     + (f"; {strided}" if strided else ""), roles=[r.name for r in roles])
     tau_text = _describe_tau(frag, search, chosen)
     try:
         systems = frag.build_systems()
