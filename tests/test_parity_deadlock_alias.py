@@ -49,8 +49,9 @@ def test_a_deadlock_past_an_early_return_is_reported_as_the_aliasing(ref):
     # the unreduced search and the independent reference agree on the code and the length
     system = System(kernel)
     reduced, full = explore(system), explore(system, reduction=False)
-    assert reduced.violation.code == full.violation.code == "BP101"
-    assert len(reduced.actions) == len(full.actions)
+    dfs = explore(system, order="dfs")
+    assert reduced.violation.code == full.violation.code == dfs.violation.code == "BP101"
+    assert len(reduced.actions) == len(full.actions) == len(dfs.actions)
     assert reference.explore(kernel, max_states=50_000).finding.code == "BP101"
 
 

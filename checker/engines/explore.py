@@ -299,13 +299,15 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
 
     def confirmed(actions: list[int], violation: Violation, shortest: bool,
                   witness: list[int] | None = None) -> ExploreResult:
-        if returns is not None and witness is None and violation.code == "BP100" and \
-                not (local is not None and shortest):
-            # a deadlock at a bare parity wait that returns on another schedule before the
-            # barrier got this far: reported as the parity aliasing it follows from
-            alias = deadlock_alias(actions)
-            if alias is not None:
-                violation, witness = alias
+        def explained(violation: Violation, witness: list[int] | None):
+            """A deadlock at a bare parity wait that returns on another schedule before the
+            barrier got this far: reported as the parity aliasing it follows from."""
+            if returns is not None and witness is None and violation.code == "BP100":
+                alias = deadlock_alias(actions)
+                if alias is not None:
+                    return alias
+            return violation, witness
+
         if local is not None and shortest:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
@@ -321,10 +323,12 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 again.seconds = time.perf_counter() - start
                 return again
             # stopped by a limit first: the counterexample found stands, maybe not shortest
+            violation, witness = explained(violation, witness)
             return result("violation", actions=actions, violation=violation, witness=witness,
                           reason=f"found with partial-order reduction; the search without it "
                                  f"to depth {depth + 1} stopped ({again.reason}), so a shorter one "
                                  "may exist")
+        violation, witness = explained(violation, witness)
         return result("violation", actions=actions, violation=violation, witness=witness)
 
     def expand(state: tuple) -> list:
