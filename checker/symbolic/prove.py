@@ -114,7 +114,8 @@ The fragment (anything else is `unknown` with the reason): concrete cluster shap
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
 nested; trip counts, guards, counts and bytes linear in the parameters and the loop variable;
 barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S` in loops or
-`c % S` outside; parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
+`c % S` outside; loops of different roles that step through one ring at one stride (strides.py
+names two that do not, when no order is found); parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
 tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread (later in the same
 loop iteration, or after the loop); named barriers with concrete ids and counts, one count per
 id and at most one aligned `bar.sync` instruction per id, none reached from a branch on the
