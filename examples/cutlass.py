@@ -47,13 +47,15 @@ def expect_tx_without_copy(k, stages=2, consumers=1, steps=2):
     pipeline(k, stages, consumers, steps, copy=False)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP101")
 def ring_parity_on_single_slot(k, steps=3):
     """The ring formula (i // stages) % 2 with stages=2 used on a single-slot barrier: the wait
     of iteration 1 asks for the parity of iteration 0 again. Where it comes before the second
     copy lands it passes at once, after the completion it already saw (stale data: a race where
-    memory is declared); where the copy landed first it never passes: deadlock. (Judged by the
-    phase it was guessed to mean, this was BP101 at the early pass.)"""
+    memory is declared); where the copy landed first the barrier is a phase past that one and
+    it never passes. The same wait returns after completion 1 on one schedule and is passed by
+    completion 2 on the other: parity aliasing, reported with both schedules (the deadlock
+    follows from it)."""
     k.threads(2, name="wg")
     done = k.Barrier(num_arrivals=1)
     ack = k.Barrier(num_arrivals=1)
@@ -81,9 +83,10 @@ def two_producers_expect_tx(k):
         k.wait_parity(full, 0)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP101")
 def parity_not_toggled(k, stages=1, consumers=1, steps=3):
     """The consumer always waits for parity 0: on the second use of the slot its wait passes at
-    once on the phase it already saw, or, once the second fill is in, never: deadlock. (Judged
-    by the phase it was guessed to mean, this was BP101 at the early pass.)"""
+    once on the phase it already saw (after completion 1), or, once the second fill is in,
+    never (completion 2 has the parity it waits out): parity aliasing, reported with both
+    schedules (the deadlock follows from it)."""
     pipeline(k, stages, consumers, steps, consumer_parity=lambda i: 0)

@@ -217,7 +217,7 @@ def test_prove_answers_for_every_runtime_trip_count():
     assert "for all k_tiles" in every_k.coverage
     stuck = _target("runtime_k_consumer_phase_stuck")
     refuted = prove_kernel(_kernel(stuck), source=stuck.ref)
-    assert refuted.verdict == "violation" and refuted.codes[0] == "BP100"
+    assert refuted.verdict == "violation" and refuted.codes[0] == "BP101"
     assert any("smallest breaking values found: k_tiles=4" in n for n in refuted.notes)
 
 

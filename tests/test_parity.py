@@ -139,15 +139,23 @@ def stale_bit(k, steps=2):
             k.arrive(ack)
 
 
-def test_a_stale_parity_bit_that_can_only_return_early_deadlocks_on_another_schedule():
-    """Judged by behaviour, the second wait returns after completion 1 wherever it returns (no
-    second completion to alias with), and blocks forever where the producer's second arrival
-    came first: BP100. (The old guess of intent called it BP101 at the early return; the stale
-    data it reads there is a race, BP200, where memory effects are declared: see
-    test_stale_parity_behind_a_handshake_is_a_race_only.)"""
+def test_a_stale_parity_bit_returns_early_or_is_passed_by_the_next_fill():
+    """Judged by behaviour, the second wait returns after completion 1 on one schedule, and on
+    the one where the producer's second arrival came first the barrier stands at completion 2,
+    a phase of the parity its bit waits out, so it never returns: the same wait's phase
+    depends on the schedule, BP101, reported on the deadlock schedule with the early return
+    as the other one, both replayed (tilelang#3087's single-slot stale bit). The stale data it
+    reads at the early return is a race, BP200, where memory effects are declared: see
+    test_stale_parity_behind_a_handshake_is_a_race_only."""
     v = verdict(stale_bit)
-    assert v.label == "violation:BP100"
-    assert any("wg1 blocked at wait_parity(data, 0)" in d for d in v.diagnostics[0].details)
+    assert v.label == "violation:BP101", v.label
+    text = v.diagnostics[0].message
+    assert "wg1's wait_parity(data, 0)" in text, text
+    assert "returns after completion 1 of data on another schedule" in text, text
+    assert "has already completed 2 time(s)" in text, text
+    assert v.trace is not None and v.trace.witness is not None
+    # a genuine deadlock with no early return stays BP100
+    assert verdict(stale_bit, steps=1).label == "verified"
 
 
 def test_the_prover_proves_phase_skipping_for_every_pair_count():
@@ -163,7 +171,7 @@ def test_the_prover_proves_phase_skipping_for_every_pair_count():
 def test_the_prover_catches_a_stale_parity_bit():
     k = stale_bit.build()
     v = prove_kernel(k, {}, Options(), "stale", SimpleNamespace(symbolic=["steps"]))
-    assert v.verdict == "violation" and v.codes[0] == "BP100", (v.verdict, v.coverage)
+    assert v.verdict == "violation" and v.codes[0] == "BP101", (v.verdict, v.coverage)
 
 
 # -- Pallas rule 2 on a barrier nobody waits on ------------------------------------------------

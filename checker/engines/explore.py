@@ -47,7 +47,7 @@ from typing import Callable
 from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.violations import Place, Violation, primary, tolerance
-from .parity_returns import Conflict, ParityReturns
+from .parity_returns import Conflict, ParityReturns, search_return
 from .por import leaves_nothing_out, persistent_sets
 from .store import StateStore
 from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,
@@ -276,8 +276,38 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         depth = len(this)
         return confirmed(this, violation, shortest, witness=other)
 
+    def deadlock_alias(actions: list[int]) -> tuple[Violation, list[int]] | None:
+        """BP101 for a deadlock whose blocked bare parity wait returned, on another schedule,
+        after a completion below the one the barrier stands at here (model/parity.py): the
+        other schedule from the parity table, else a bounded search without reduction."""
+        states = _states(system, actions)
+        for agent, pc, phase in returns.blocked(states[-1]):
+            shown = returns.earlier(agent, pc, phase)
+            other = None
+            if shown is not None:
+                other, _ = _concretize(system, canon, key, shown.other.keys, None, None, ignore)
+                end = _states(system, other)[-1]
+                theirs = returns.returning_agent(end, shown, shown.other.completion)
+                other = returns.onto(other, theirs, agent) + [agent]
+            else:
+                other = search_return(system, agent, pc, phase, ignore, ALIAS_SEARCH)
+            if other is not None:
+                violation = aliasing(system, states, _states(system, other))
+                if violation is not None:
+                    return violation, other
+        return None
+
     def confirmed(actions: list[int], violation: Violation, shortest: bool,
                   witness: list[int] | None = None) -> ExploreResult:
+        def explained(violation: Violation, witness: list[int] | None):
+            """A deadlock at a bare parity wait that returns on another schedule before the
+            barrier got this far: reported as the parity aliasing it follows from."""
+            if returns is not None and witness is None and violation.code == "BP100":
+                alias = deadlock_alias(actions)
+                if alias is not None:
+                    return alias
+            return violation, witness
+
         if local is not None and shortest:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
@@ -293,10 +323,12 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 again.seconds = time.perf_counter() - start
                 return again
             # stopped by a limit first: the counterexample found stands, maybe not shortest
+            violation, witness = explained(violation, witness)
             return result("violation", actions=actions, violation=violation, witness=witness,
                           reason=f"found with partial-order reduction; the search without it "
                                  f"to depth {depth + 1} stopped ({again.reason}), so a shorter one "
                                  "may exist")
+        violation, witness = explained(violation, witness)
         return result("violation", actions=actions, violation=violation, witness=witness)
 
     def expand(state: tuple) -> list:
@@ -575,6 +607,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
 
 # The best violation of a depth-first search is a parity conflict (parity_returns.py).
 ALIASING = object()
+# States the search for a blocked parity wait's earlier return may visit, unreduced, when the
+# reduced search's table has none (parity_returns.search_return): past it the deadlock stands.
+ALIAS_SEARCH = 20_000
 # The memory rules: not invariant under the symmetry between threads (race_permutations).
 RACES = frozenset({"BP200", "BP201"})
 # What a state that breaks only tolerated rules shows: nothing to report, nothing to expand.

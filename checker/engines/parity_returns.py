@@ -16,10 +16,11 @@ which depth first reproduces (explore.py).
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from ...model.parity import bare_waits, returning
+from ...model.parity import bare_waits, blocked, returning
 from ...model.semantics import System
 from ...model.violations import Violation
 from .symmetry import Symmetry, permute_action
@@ -109,6 +110,20 @@ class ParityReturns:
                 return a
         raise AssertionError("the concrete schedule lost the parity wait it was built for")
 
+    def blocked(self, state: tuple) -> list[tuple[int, int, int]]:
+        """(agent, pc, completions so far) of the tracked bare parity waits agents sit at in
+        the deadlock `state`."""
+        return blocked(self.system, state, self.waits)
+
+    def earlier(self, agent: int, pc: int, below: int) -> Conflict | None:
+        """The shallowest state met in which the dynamic wait (agent's orbit, pc) returns after
+        a completion below `below`, as a conflict whose `other` shows it."""
+        shown = [s for n, s in self.table.get((self.root[agent], pc), {}).items() if n < below]
+        if not shown:
+            return None
+        first = min(shown, key=lambda s: s.depth)
+        return Conflict(self.orbit(self.root[agent]), pc, first, first)
+
     def onto(self, actions: list[int], src: int, dst: int) -> list[int]:
         """Rename a concrete schedule by a symmetry that maps agent `src` onto `dst` (a block
         permutation, then a swap inside a thread class): the image is a schedule too."""
@@ -131,3 +146,36 @@ def _aliasing_at(system: System, agent: int, pc: int) -> Violation:
     """The place an aliasing of the bare parity wait at `pc` is reported at (model/parity.py)."""
     instr = system.programs[agent][pc]
     return Violation("BP101", "", agent, instr.target, instr.src)
+
+
+def search_return(system: System, agent: int, pc: int, below: int, ignore: frozenset[str],
+                  cap: int) -> list[int] | None:
+    """A shortest schedule, through states that break no rule, that ends with `agent`'s step
+    off the bare parity wait at `pc` returning after a completion below `below`: breadth first
+    over every interleaving, without reduction, up to `cap` states (None past it or when there
+    is none). Used where the reduced search's table did not meet such a return before it
+    stopped at a deadlock of that wait (explore.py)."""
+    waits = [(a, {pc: at[pc]}) for a, at in bare_waits(system) if a == agent and pc in at]
+    if not waits:
+        return None
+    start = system.initial_state()
+    parent: dict[tuple, tuple | None] = {start: None}
+    todo = deque([start])
+    while todo:
+        state = todo.popleft()
+        if any(v.code not in ignore for v in system.state_violations(state)):
+            continue
+        if any(n < below for _, _, n in returning(system, state, waits)):
+            actions = [agent]
+            while parent[state] is not None:
+                state, action = parent[state]
+                actions.append(action)
+            return actions[::-1]
+        for action, nxt, violation in system.successors(state):
+            if (violation is not None and violation.code not in ignore) or nxt in parent:
+                continue
+            parent[nxt] = (state, action)
+            if len(parent) > cap:
+                return None
+            todo.append(nxt)
+    return None

@@ -114,7 +114,8 @@ The fragment (anything else is `unknown` with the reason): concrete cluster shap
 warpgroup; threads per block concrete or cut into roles by comparisons `thread OP expr`; loops not
 nested; trip counts, guards, counts and bytes linear in the parameters and the loop variable;
 barrier arrays of concrete size, or of one symbolic size S indexed `(i + c) % S` in loops or
-`c % S` outside; parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
+`c % S` outside; loops of different roles that step through one ring at one stride (strides.py
+names two that do not, when no order is found); parities of `wait_parity` linear in `(i + c) // S` (xor allowed there); a plain
 tcgen05_mma followed, unconditionally, by a tcgen05 arrival of its thread (later in the same
 loop iteration, or after the loop); named barriers with concrete ids and counts, one count per
 id and at most one aligned `bar.sync` instruction per id, none reached from a branch on the
@@ -183,6 +184,7 @@ from .phases import infer_phases
 from .param_values import sample_values
 from .semaphores import lower_lockstep
 from .signs import sign_cases
+from .strides import stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
@@ -413,10 +415,12 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         if tried >= budget.orders:      # counted, not timed: the same cut on every machine
             break
     if chosen is None:
+        strided = stride_mismatch(kernel, fixed)
         return Proof("failed", spent(), f"none of the {tried} static event order(s) tried "
                      f"lets every wait pass in order at small parameter values, so this proof "
                      f"method does not apply (the last one: {why}; that is the order's "
-                     "failure, not a deadlock of the protocol)", roles=[r.name for r in roles])
+                     "failure, not a deadlock of the protocol)"
+                     + (f"; {strided}" if strided else ""), roles=[r.name for r in roles])
     tau_text = _describe_tau(frag, search, chosen)
     try:
         systems = frag.build_systems()

@@ -20,7 +20,7 @@ CONSUMERS = 2
 EXPECT = {
     "runtime_k": "verified",
     "runtime_k_tx_doubled": "violation:BP130",
-    "runtime_k_consumer_phase_stuck": "violation:BP100",
+    "runtime_k_consumer_phase_stuck": "violation:BP101",
 }
 
 

@@ -10,7 +10,7 @@ from cutlass.cute.runtime import make_fake_compact_tensor
 
 EXPECT = {
     "ring": "verified",
-    "ring_parity_not_toggled": "violation:BP100",
+    "ring_parity_not_toggled": "violation:BP101",
     "ring_empty_counts_one_arrival": "violation:BP121",
     "ring_without_init_fence_and_sync": "violation:BP147",
     "ring_trip_count_at_run_time": "verified",

@@ -24,9 +24,9 @@ EXPECT = {
     "mainloop_one_stage": "verified",
     "mainloop_peeking": "verified",
     "consumer_count_in_threads": "violation:BP100",
-    "release_wrong_slot": "violation:BP100",
+    "release_wrong_slot": "violation:BP101",
     "tx_count_doubled": "violation:BP130",
-    "consumer_starts_in_producer_phase": "violation:BP100",
+    "consumer_starts_in_producer_phase": "violation:BP101",
     "mainloop_umma": "verified",
     "mainloop_umma_two_releases_expected": "violation:BP100",
 }

@@ -52,13 +52,13 @@ def pipeline_async(k, stages=2, consumers=2, steps=3):
 
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP101")
 def pipeline_async_tail_parity_stale(k, stages=2, consumers=1, steps=3):
     """The consumer's phase bit is not toggled for the tail iteration (it reuses iteration
     steps-2's bit). With steps=3, stages=2 the consumer's wait on full[0] at i=2 asks for the
     parity of i=0's phase: it passes at once after completion 1 (stale), or, once the second
-    fill is in, never: deadlock. (Judged by the phase it was guessed to mean, this was BP101 at
-    the early pass.)"""
+    fill is in, never: a wait whose phase depends on the schedule (parity aliasing, BP101 with
+    both schedules; the deadlock follows from it)."""
     _pipeline_async(k, stages, consumers, steps, tail_parity_bug=True)
 
 

@@ -76,12 +76,14 @@ def pingpong_bare_parity_deep_ring(k, stages=3, k_tiles=2, tiles_per_wg=2):
     _pingpong(k, stages, k_tiles, tiles_per_wg)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP101")
 def pingpong_bare_parity_without_order_barrier(k, stages=2, k_tiles=3, tiles_per_wg=1):
     """Without the order barrier the second warpgroup's first wait (load 3: slot 1, bit 1) can
     come before slot 1 completed at all, and bit 1 passes on the initial phase (after
     completion 0, where a schedule with turns returns after completion 2). Its early release
-    and the first warpgroup's release of slot 0 leave the ring out of step: deadlock."""
+    completes empty[1] before the producer acquires it for load 1: that acquire returns after
+    completion 0 where the release came later, and is passed by completion 1 where it came
+    first, then never returns (BP101 with both schedules; the deadlock follows from it)."""
     _pingpong(k, stages, k_tiles, tiles_per_wg, order=False)
 
 
@@ -142,11 +144,13 @@ def alternate_k_blocks_overtaken(k, stages=3, k_blocks=4):
     _alternating(k, stages, k_blocks, turns=False, formula=False)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP101")
 def alternate_k_blocks_odd_stages_shortcut(k, stages=3, k_blocks=6):
     """The shortcut bit with an odd stage count names the wrong phase: consumer 0's wait for
-    block 2 (slot 2, first fill, bit 0) asks for bit 1 and passes on the initial phase, its
-    release lets the producer refill slot 2 early, and the waits left block forever."""
+    block 2 (slot 2, first fill, bit 0) asks for bit 1 and passes on the initial phase, and its
+    release completes empty[2] before the producer acquired slot 2: that acquire returns after
+    completion 0 on a schedule where the producer came first, and is passed by completion 1
+    here, then never returns (BP101 with both schedules; the deadlock follows from it)."""
     _alternating(k, stages, k_blocks, turns=True, formula=True)
 
 
@@ -193,18 +197,21 @@ def _ring(k, stages, steps, bit):
             k.arrive(empty.at[i % stages])
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP101")
 def parity_from_the_loop_index(k, stages=2, steps=4):
-    """The phase bit taken from the loop index, i % 2, instead of the lap, (i // stages) % 2:
-    with two stages slot 0 is waited on with bit 0 in every lap, and its second wait passes at
-    once on the phase it saw or, once the next fill is in, never."""
+    """The phase bit taken from the loop index, i % 2, instead of the lap, (i // stages) % 2
+    (tilelang#2927): the first wait on slot 1 asks for bit 1 and passes on the slot's initial
+    phase (after completion 0) or, once its fill is in, never (completion 1 has the parity it
+    waits out): BP101 with both schedules; the deadlock follows from it."""
     _ring(k, stages, steps, lambda i: i % 2)
 
 
-@protocol(expect="violation:BP100")
+@protocol(expect="violation:BP101")
 def phase_flipped_one_step_early(k, stages=2, steps=4):
-    """The bit flips one iteration before the slot index wraps, ((i + 1) // stages) % 2: the
-    first wait on slot 1 asks for bit 1, which passes on the slot's initial phase before its
-    fill (after completion 0), or, where the fill came first, waits for a second completion
-    that needs its own release: deadlock."""
+    """The bit flips one iteration before the slot index wraps, ((i + 1) // stages) % 2
+    (cutlass#2404): the first wait on slot 1 asks for bit 1, which passes on the slot's initial
+    phase before its fill (after completion 0), and its release completes empty[1] before the
+    producer acquires slot 1: that acquire returns after completion 0 where the release came
+    later, and is passed by completion 1 where it came first, then never returns (BP101 with
+    both schedules; the deadlock follows from it)."""
     _ring(k, stages, steps, lambda i: ((i + 1) // stages) % 2)

@@ -947,28 +947,54 @@ def replay_trace(kernel: Kernel, trace, ignore: Iterable[str] = ()) -> Result:
 
 
 def replay_pair(kernel: Kernel, this: dict, other: dict, ignore: Iterable[str] = ()) -> Result:
-    """BP101 iff two schedules (trace dicts) end with one thread passing one bare parity wait
-    (same thread, same position in its actions) after different completion counts."""
-    ends, mismatches = [], []
-    for data in (this, other):
+    """BP101 iff two schedules (trace dicts) show one bare parity wait (same thread, same
+    position in its actions) returning after different completion counts: both end with the
+    thread passing it, or `other` does and `this` ends in a deadlock with the thread at that
+    wait while the barrier has completed more often than when it passed on `other`."""
+
+    def passing(data: dict):
         steps = [(s["agent"], s["text"]) for s in data["steps"]]
         if not steps:
-            raise ReferenceError("an empty schedule cannot end with a parity wait")
+            return None, []
         *before, (agent, text) = steps
         result = replay(kernel, before, data["params"], data["grid_position"], ignore,
                         [s["barriers"] for s in data["steps"][:-1]], keep=True)
-        mismatches += result.barrier_mismatches
         m, rules = result.machine
-        passing = [r for r in rules.bare_returns(m) if r[0] == agent]
-        if not passing or m.threads[agent].next().text != text:
-            raise ReferenceError(f"the last step ({agent}: {text}) is not a bare parity wait "
-                                 "that passes")
-        ends.append(passing[0])
-    (a, pc, n), (b, pc2, k) = ends
-    if (a, pc) != (b, pc2) or n == k:
+        found = [r for r in rules.bare_returns(m) if r[0] == agent]
+        if not found or m.threads[agent].next().text != text:
+            return None, result.barrier_mismatches
+        return found[0], result.barrier_mismatches
+
+    theirs, mismatches = passing(other)
+    if theirs is None:
+        raise ReferenceError("the other schedule does not end with a bare parity wait that "
+                             "passes")
+    b, pc2, k = theirs
+    mine, more = passing(this)
+    mismatches += more
+    if mine is not None and mine[:2] == (b, pc2):
+        if mine[2] == k:
+            return Result("terminated", None, mismatches)
+        return Result("violation", Finding("BP101", f"{b}'s wait at its step {pc2 + 1} returns "
+                                           f"after completion {mine[2]} on one schedule, {k} "
+                                           "on another"), mismatches)
+    steps = [(s["agent"], s["text"]) for s in this["steps"]]
+    result = replay(kernel, steps, this["params"], this["grid_position"], ignore,
+                    [s["barriers"] for s in this["steps"]], keep=True)
+    mismatches = [x for x in mismatches if x not in more] + result.barrier_mismatches
+    m, rules = result.machine
+    thread = m.threads[b]
+    action = thread.next()
+    if rules.moves(m) or all(t.done for t in m.threads.values()) or action is None or \
+            thread.pc != pc2 or action.kind != PARITY_WAIT or action.link is not None:
+        raise ReferenceError(f"this schedule neither ends with {b} passing its wait nor in a "
+                             f"deadlock with {b} at it")
+    n = m.barriers[action.wait_on].phase
+    if n <= k:
         return Result("terminated", None, mismatches)
-    return Result("violation", Finding("BP101", f"{a}'s wait at its step {pc + 1} returns after "
-                                       f"completion {n} on one schedule, {k} on another"),
+    return Result("violation", Finding("BP101", f"{b}'s wait at its step {pc2 + 1} returns "
+                                       f"after completion {k} on one schedule and is passed "
+                                       f"by completion {n} on another, where nothing moves"),
                   mismatches)
 
 
@@ -995,6 +1021,10 @@ def explore(kernel: Kernel, params=None, grid_position=None, max_states: int = 2
         m, depth = frontier.popleft()
         outcome, finding = rules.judge(m, ignore)
         if finding is not None:
+            if outcome == "deadlock" and "BP101" not in ignore:
+                # a blocked bare parity wait that returns on another schedule before its
+                # barrier got this far: the parity aliasing the deadlock follows from
+                finding = _passed_by(cluster, rules, m, ignore, max_states) or finding
             return Search("violation", len(seen), finding, depth)
         if "BP101" not in ignore:
             for name, pc, phase in rules.bare_returns(m):
@@ -1016,6 +1046,43 @@ def explore(kernel: Kernel, params=None, grid_position=None, max_states: int = 2
                 seen.add(key)
                 frontier.append((nxt, depth + 1))
     return Search("verified", len(seen))
+
+
+def _passed_by(cluster: Cluster, rules: Rules, stuck: Machine, ignore: frozenset[str],
+               max_states: int) -> Finding | None:
+    """BP101 when a thread blocked at a bare parity wait in the deadlock `stuck` passes that
+    wait on some schedule (through states breaking no rule) after fewer completions than its
+    barrier has in `stuck`; a search of its own, up to `max_states` states."""
+    want = {}
+    for name, thread in stuck.threads.items():
+        action = thread.next()
+        if action is not None and action.kind == PARITY_WAIT and action.link is None:
+            want[(name, thread.pc)] = stuck.barriers[action.wait_on].phase
+    if not want:
+        return None
+    start = cluster.machine()
+    seen = {start.key()}
+    frontier = deque([start])
+    while frontier:
+        m = frontier.popleft()
+        outcome, finding = rules.judge(m, ignore)
+        if finding is not None:
+            continue
+        for name, pc, phase in rules.bare_returns(m):
+            if phase < want.get((name, pc), -1):
+                return Finding("BP101", f"{name}'s wait at its step {pc + 1} returns after "
+                               f"completion {phase} on one schedule and is passed by completion "
+                               f"{want[(name, pc)]} on another, where nothing moves")
+        for agent, text in rules.moves(m):
+            nxt = m.clone()
+            broke = rules.step(nxt, agent, text)
+            if broke is not None and broke.code not in ignore:
+                continue
+            key = nxt.key()
+            if key not in seen and len(seen) < max_states:
+                seen.add(key)
+                frontier.append(nxt)
+    return None
 
 
 def random_run(kernel: Kernel, params=None, grid_position=None, seed: int = 0,

@@ -10,31 +10,31 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: done (Barrier)  examples/cutlass.py:58
-    1   \* 2: ack (Barrier)  examples/cutlass.py:59
+    1,  \* 1: done (Barrier)  examples/cutlass.py:60
+    1   \* 2: ack (Barrier)  examples/cutlass.py:61
 >>
 
 \* Agent 1: wg0 (thread), 9 instruction(s).
 Prog_1_wg0 == <<
-    arrive_expect_tx(<<1>>, 1024),   \* pc 0: arrive_expect_tx(done, 1024B)  examples/cutlass.py:62
-    issue_async(<<>>, 1024, <<1>>),  \* pc 1: tma_load(done, 1024B)  examples/cutlass.py:63
-    wait_parity(2, 0, 1),            \* pc 2: wait_parity(ack, 0)  examples/cutlass.py:64
-    arrive_expect_tx(<<1>>, 1024),   \* pc 3: arrive_expect_tx(done, 1024B)  examples/cutlass.py:62
-    issue_async(<<>>, 1024, <<1>>),  \* pc 4: tma_load(done, 1024B)  examples/cutlass.py:63
-    wait_parity(2, 1, 1),            \* pc 5: wait_parity(ack, 1)  examples/cutlass.py:64
-    arrive_expect_tx(<<1>>, 1024),   \* pc 6: arrive_expect_tx(done, 1024B)  examples/cutlass.py:62
-    issue_async(<<>>, 1024, <<1>>),  \* pc 7: tma_load(done, 1024B)  examples/cutlass.py:63
-    wait_parity(2, 0, 1)             \* pc 8: wait_parity(ack, 0)  examples/cutlass.py:64
+    arrive_expect_tx(<<1>>, 1024),   \* pc 0: arrive_expect_tx(done, 1024B)  examples/cutlass.py:64
+    issue_async(<<>>, 1024, <<1>>),  \* pc 1: tma_load(done, 1024B)  examples/cutlass.py:65
+    wait_parity(2, 0, 1),            \* pc 2: wait_parity(ack, 0)  examples/cutlass.py:66
+    arrive_expect_tx(<<1>>, 1024),   \* pc 3: arrive_expect_tx(done, 1024B)  examples/cutlass.py:64
+    issue_async(<<>>, 1024, <<1>>),  \* pc 4: tma_load(done, 1024B)  examples/cutlass.py:65
+    wait_parity(2, 1, 1),            \* pc 5: wait_parity(ack, 1)  examples/cutlass.py:66
+    arrive_expect_tx(<<1>>, 1024),   \* pc 6: arrive_expect_tx(done, 1024B)  examples/cutlass.py:64
+    issue_async(<<>>, 1024, <<1>>),  \* pc 7: tma_load(done, 1024B)  examples/cutlass.py:65
+    wait_parity(2, 0, 1)             \* pc 8: wait_parity(ack, 0)  examples/cutlass.py:66
 >>
 
 \* Agent 2: wg1 (thread), 6 instruction(s).
 Prog_2_wg1 == <<
-    wait_parity(1, 0, 2),  \* pc 0: wait_parity(done, 0)  examples/cutlass.py:67
-    arrive(<<2>>, 1),      \* pc 1: arrive(ack)  examples/cutlass.py:68
-    wait_parity(1, 0, 2),  \* pc 2: wait_parity(done, 0)  examples/cutlass.py:67
-    arrive(<<2>>, 1),      \* pc 3: arrive(ack)  examples/cutlass.py:68
-    wait_parity(1, 1, 2),  \* pc 4: wait_parity(done, 1)  examples/cutlass.py:67
-    arrive(<<2>>, 1)       \* pc 5: arrive(ack)  examples/cutlass.py:68
+    wait_parity(1, 0, 2),  \* pc 0: wait_parity(done, 0)  examples/cutlass.py:69
+    arrive(<<2>>, 1),      \* pc 1: arrive(ack)  examples/cutlass.py:70
+    wait_parity(1, 0, 2),  \* pc 2: wait_parity(done, 0)  examples/cutlass.py:69
+    arrive(<<2>>, 1),      \* pc 3: arrive(ack)  examples/cutlass.py:70
+    wait_parity(1, 1, 2),  \* pc 4: wait_parity(done, 1)  examples/cutlass.py:69
+    arrive(<<2>>, 1)       \* pc 5: arrive(ack)  examples/cutlass.py:70
 >>
 
 KernelProg == <<

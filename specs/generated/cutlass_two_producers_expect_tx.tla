@@ -10,24 +10,24 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1   \* 1: full (Barrier)  examples/cutlass.py:76
+    1   \* 1: full (Barrier)  examples/cutlass.py:78
 >>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    arrive_expect_tx(<<1>>, 4096),   \* pc 0: arrive_expect_tx(full, 4096B)  examples/cutlass.py:78
-    issue_async(<<>>, 4096, <<1>>)   \* pc 1: tma_load(full, 4096B)  examples/cutlass.py:79
+    arrive_expect_tx(<<1>>, 4096),   \* pc 0: arrive_expect_tx(full, 4096B)  examples/cutlass.py:80
+    issue_async(<<>>, 4096, <<1>>)   \* pc 1: tma_load(full, 4096B)  examples/cutlass.py:81
 >>
 
 \* Agent 2: wg1 (thread), 2 instruction(s).
 Prog_2_wg1 == <<
-    arrive_expect_tx(<<1>>, 4096),   \* pc 0: arrive_expect_tx(full, 4096B)  examples/cutlass.py:78
-    issue_async(<<>>, 4096, <<1>>)   \* pc 1: tma_load(full, 4096B)  examples/cutlass.py:79
+    arrive_expect_tx(<<1>>, 4096),   \* pc 0: arrive_expect_tx(full, 4096B)  examples/cutlass.py:80
+    issue_async(<<>>, 4096, <<1>>)   \* pc 1: tma_load(full, 4096B)  examples/cutlass.py:81
 >>
 
 \* Agent 3: wg2 (thread), 1 instruction(s).
 Prog_3_wg2 == <<
-    wait_parity(1, 0, 1)   \* pc 0: wait_parity(full, 0)  examples/cutlass.py:81
+    wait_parity(1, 0, 1)   \* pc 0: wait_parity(full, 0)  examples/cutlass.py:83
 >>
 
 KernelProg == <<

@@ -1,0 +1,52 @@
+"""Why no static order fits: loops that step through one ring at different strides.
+
+The static order tau (order.py) aligns loops of different roles iteration by iteration, with a
+shift of the key: loop b's iteration i meets loop a's iteration i + c. Two consumers that take
+alternate k-blocks of one ring (consumer c's iteration j is block 2j + c) step through the ring
+two slots per iteration while the producer steps one: no shift aligns them, the order that
+would (the producer's iteration 2j + c beside consumer c's j) scales the key, which the method
+does not. This module finds that shape so that an `unknown` names it instead of only saying
+that no candidate order passed.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ...model.ir import BinOp, Loop, Op, evaluate, free_vars, walk
+
+
+def _stride(position, var: str, fixed: Mapping[str, int]) -> int | None:
+    """How far `position` moves per iteration of `var`, when it moves by the same amount at
+    every step (others at their fixed values, or 0: thread and block indices only shift it)."""
+    env = {n: fixed.get(n, 0) for n in free_vars(position)}
+    try:
+        at = [evaluate(position, {**env, var: v}) for v in range(3)]
+    except Exception:       # an expression the values cannot evaluate is not diagnosed
+        return None
+    return at[1] - at[0] if at[2] - at[1] == at[1] - at[0] else None
+
+
+def stride_mismatch(kernel, fixed: Mapping[str, int]) -> str | None:
+    """A sentence naming two loops that step through one barrier ring at different strides
+    (`(2*j + c) % S` beside `n % S`), or None."""
+    seen: dict[str, dict[int, tuple]] = {}      # barrier -> stride -> (loop, op, position)
+    for loop in (s for s in walk(kernel.body) if isinstance(s, Loop)):
+        for op in walk(loop.body):
+            if not isinstance(op, Op) or op.barrier is None:
+                continue
+            for e in op.barrier.index:
+                if not (isinstance(e, BinOp) and e.op == "%") or loop.var not in free_vars(e.lhs):
+                    continue
+                step = _stride(e.lhs, loop.var, fixed)
+                if step is not None and step != 0:
+                    seen.setdefault(op.barrier.alloc.name, {}).setdefault(step, (loop, op, e))
+    for name, by_step in seen.items():
+        if len(by_step) > 1:
+            (sa, (la, oa, ea)), (sb, (lb, ob, eb)) = sorted(by_step.items())[:2]
+            return (f"the loop over {la.var} at {la.loc} steps through `{name}` {sa} slot(s) per "
+                    f"iteration (`{oa.describe()}` at slot `{ea}`) and the loop over {lb.var} at "
+                    f"{lb.loc} {sb} (`{ob.describe()}` at slot `{eb}`): a static order aligns "
+                    "loops by a shift of their iterations, not by a stride, so no order fits "
+                    "(loops taking every other ring position are outside this proof method)")
+    return None
