@@ -25,7 +25,9 @@ from .tree import KernelTree
 
 SAMPLES = (1, 2, 3, 4, 5, 6, 7, 9, 12)
 DEFAULT = 4
-_FROM_ARGUMENT = re.compile(r"trip count from kernel argument (\d+) \((i\d+)\)")
+# a loop's count from an integer argument: an scf.for's bound, or an scf.while's condition
+# (a tile scheduler's `while work.is_valid_tile`, the tile index against the tile count)
+_FROM_ARGUMENT = re.compile(r"(?:trip count from|scf\.while on) kernel argument (\d+) \((i\d+)\)")
 
 
 def _trip_arguments(kernel: Kernel) -> set[int]:
@@ -59,10 +61,12 @@ def argument_name(tree: KernelTree, index: int) -> str:
 
 
 def _branch_on(tree: KernelTree, seeds: set):
-    """The first branch or while loop around synchronization whose condition depends on the
-    kernel argument (through any arithmetic, or through the results of a loop it bounds), or
-    None. Such a branch could take another side at values the runs did not read (`if k_tiles
-    > 16`), so the runs do not stand for every value."""
+    """The first branch around synchronization whose condition depends on the kernel argument
+    (through any arithmetic, or through the results of a loop it bounds), or None. Such a
+    branch could take another side at values the runs did not read (`if k_tiles > 16`), so
+    the runs do not stand for every value. A while loop on the argument (a tile scheduler's
+    `while work.is_valid_tile`) is a loop whose trip count comes from it, as an scf.for's
+    bound is: the join checks its count at every value run."""
     from .handlers import synchronizes
     tainted = set(seeds)
     order = [op for top in tree.body.ops for op in top.walk()]
@@ -80,7 +84,7 @@ def _branch_on(tree: KernelTree, seeds: set):
             tainted.update(node.results)
             if id(node) in owner:
                 tainted.update(owner[id(node)].results)
-            if node.name in ("scf.if", "scf.while") and \
+            if node.name == "scf.if" and \
                     any(synchronizes(op) for op in node.walk() if op is not node):
                 return node
         if len(tainted) == before:
