@@ -30,13 +30,15 @@ DEFAULT = 4
 _FROM_ARGUMENT = re.compile(r"(?:trip count from|scf\.while on) kernel argument (\d+) \((i\d+)\)")
 
 
-def _trip_arguments(kernel: Kernel) -> set[int]:
-    """The integer kernel arguments a BP190 trip count comes from."""
-    found = set()
+def _trip_arguments(kernel: Kernel) -> dict[int, bool]:
+    """The integer kernel arguments a BP190 trip count comes from, each with whether a while
+    loop (a tile scheduler's) runs on it."""
+    found: dict[int, bool] = {}
     for op in kernel.ops():
         m = _FROM_ARGUMENT.search(op.name) if op.kind == "unmodeled" else None
         if m:
-            found.add(int(m.group(1)))
+            index = int(m.group(1))
+            found[index] = found.get(index, False) or "scf.while" in op.name
     return found
 
 
@@ -144,10 +146,19 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
     several, or runs that do not join: `first`, the kernel read without them, stands)."""
     arguments = _trip_arguments(first)
     sizes = _dynamic_sizes(tree) if not arguments else []
+    if len(arguments) + len(sizes) > 1 or (arguments and _dynamic_sizes(tree)):
+        return first.replace(notes=first.notes + (
+            "trip counts from several runtime values (a tile count and K, say): the frontend "
+            "joins runs over one runtime value (a ring slot of a K loop inside a tile loop "
+            "would be `(t * k_tiles + k) % stages`, a product of both, and nested loops of "
+            "symbolic counts are outside the prover's fragment), so the loops on them stay "
+            "BP190",))
     if len(arguments) == 1:
-        [index] = arguments
+        [(index, scheduled)] = arguments.items()
         key, seeds = index, {tree.body.args[index]} if index < len(tree.body.args) else set()
         name, what = argument_name(tree, index), "the kernel argument"
+        if scheduled and name == f"arg{index}":     # a scheduler's parameters, flattened
+            name, what = "tiles", f"kernel argument {index} (a tile scheduler's tile count),"
     elif not arguments and len(sizes) == 1:
         [node] = sizes
         key, seeds = ("node", id(node)), set(node.results)
