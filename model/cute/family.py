@@ -20,6 +20,7 @@ from typing import Callable
 
 from ..expr import mk
 from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
+from .groups import split_rings
 from .roll import NoJoin, join
 from .tree import KernelTree
 
@@ -186,5 +187,5 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
         f"the trip count from {what} `{name}` is the parameter {name} "
         f"(read at {name} = {', '.join(map(str, SAMPLES))}; prove: every {name} >= 1; "
         f"check: {name} = {DEFAULT})",)
-    return base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},
-                        assumptions=(mk(">=", Var(name), Const(1)),), notes=notes)
+    return split_rings(base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},
+                                    assumptions=(mk(">=", Var(name), Const(1)),), notes=notes))
