@@ -455,7 +455,7 @@ class CompiledKernel:
                           for p in peers)
             arrive = (inst,) if kind != "tma_load" else ()
             self._emit(agent, Instr(ISSUE_ASYNC, arrive, nbytes, slots, src))
-        elif kind == "try_cluster_cancel":
+        elif kind in ("try_cluster_cancel", "cp_async_arrive"):
             if self.instances[inst].alloc.cluster:
                 return
             slot = self._slot(EFFECT_ARRIVE, inst, 1, "async")

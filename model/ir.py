@@ -379,6 +379,9 @@ OP_KINDS = {
     "tcgen05_mma",           # tensor-core op; arrives on `barrier` (if any) when it completes
     "tcgen05_commit_arrive",  # arrives once all earlier tcgen05 ops of the thread completed
     "try_cluster_cancel",    # asynchronous arrival
+    "cp_async_arrive",       # cp.async.mbarrier.arrive.noinc: an asynchronous arrive(1) once the
+    #                          thread's earlier cp.async copies are done (at any time after
+    #                          issue: the copies themselves are not tracked)
     "async_store_smem",      # st.async into a (peer) block's SMEM: the issuer's arrive.expect_tx
     #                          and the landing's complete_tx on the destination block's barrier
     # PTX-level, for CUTLASS-style protocols

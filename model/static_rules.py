@@ -25,7 +25,7 @@ def _arrival_targets_ok(alloc: BarrierAlloc, kind: str, loc: Loc) -> list[Static
     """BP110 / BP111: which barriers an asynchronous arrival may target."""
     findings = []
     if kind in ("tcgen05_mma", "tcgen05_commit_arrive", "copy_gmem_to_smem", "tma_load",
-                "try_cluster_cancel", "async_store_smem") and alloc.cluster:
+                "try_cluster_cancel", "cp_async_arrive", "async_store_smem") and alloc.cluster:
         findings.append(StaticFinding(
             "BP111", f"{kind} arrives on ClusterBarrier `{alloc.name}`: Unsupported barrier type",
             loc, "asynchronous arrivals (TMA, tcgen05) need a plain plgpu.Barrier"))

@@ -23,7 +23,8 @@ from conftest import EXAMPLES                                           # noqa: 
 FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
                    "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py",
-                   "attention_fwd.py", "mainloop_every_k.py", "persistent_every_tile.py")]
+                   "attention_fwd.py", "mainloop_every_k.py", "persistent_every_tile.py",
+                   "cp_async_pipeline.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 # Kernels written in the style of CUTLASS's CuTe DSL examples and pipelines after the frontend
 # was built, with field bugs (tests/cute_unseen/): the frontend was not shaped on them.
@@ -500,6 +501,25 @@ def test_ops_that_only_look_like_synchronization_are_not_bp190():
     for name in ("nvvm.mbarrier.try_wait.parity.timelimit", "nvvm.barrier.cta.red",
                  "nvvm.cp.async.mbarrier.arrive"):
         assert synchronizes(_op(name)), name
+
+
+def test_cp_async_arrive_noinc_is_one_asynchronous_arrival_per_thread():
+    """cp.async.mbarrier.arrive.noinc from every lane of a warp: 32 asynchronous arrivals
+    (PipelineCpAsync's producer_commit rolls them into one loop); without .noinc the
+    pending-count increment at issue is not modelled: BP190 at its line."""
+    one = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 32})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 2))
+    noinc = _op("nvvm.cp.async.mbarrier.arrive", operands=(3,), attrs={"noinc": True}, line=5)
+    plain = _op("nvvm.cp.async.mbarrier.arrive", operands=(3,), line=6)
+    events = Warp(_tree(one, alloca, init, noinc, plain), 0, {}).run()
+    assert [e.kind for e in events].count("cp_async_arrive") == 32
+    [cut] = [e for e in events if e.kind == "unmodeled"]
+    assert "without .noinc" in cut.name and cut.loc.line == 6
+    kernel = _kernel(_target("cp_async_ring"))
+    commits = [s for s in iter_ops(kernel.body) if s.kind == "cp_async_arrive"]
+    assert commits and not any(op.kind == "unmodeled" for op in kernel.ops())
+    assert {repr(b.num_arrivals) for b in kernel.barriers} == {"32"}
 
 
 def test_named_barriers_without_a_count_and_unaligned():

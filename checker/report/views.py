@@ -140,7 +140,7 @@ def event_kind(step) -> str:
     if "wait" in text:
         return "wait"
     if text.startswith(("copy_gmem_to_smem", "tma_load", "try_cluster_cancel",
-                        "async_store_smem")):
+                        "cp_async_arrive", "async_store_smem")):
         return "copy"
     if text.startswith(("tcgen05",)):
         return "mma"

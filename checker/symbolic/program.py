@@ -287,7 +287,7 @@ class ClassBuilder:
                 arrive = (inst,) if kind != "tma_load" else ()
                 out.append(COp(ISSUE, arrive, nbytes, slots=slots, guard=gg, rank=rank,
                                text=text))
-            elif kind == "try_cluster_cancel":
+            elif kind in ("try_cluster_cancel", "cp_async_arrive"):
                 out.append(COp(ISSUE, (), z3.IntVal(0),
                                slots=(self.slot("arrive", inst, z3.IntVal(1), "async"),),
                                guard=gg, rank=rank, text=text))

@@ -454,6 +454,26 @@ def _mbarrier_arrive(warp, node, active):
     return None
 
 
+def _cp_async_arrive(warp, node, active):
+    """cp.async.mbarrier.arrive.noinc: each executing thread's arrival, made asynchronously
+    once its earlier cp.async copies are done, counts towards the phase (the barrier's count
+    includes it). One asynchronous arrival per lane. Without .noinc the barrier's pending count
+    is raised at issue and lowered by the arrival, which the IR has no operation for: BP190."""
+    if not _flag(node.attrs.get("noinc")):
+        warp.unmodeled(node, "cp.async.mbarrier.arrive without .noinc (its pending-count "
+                             "increment at issue)")
+        return None
+    bar = _barrier(warp, node, active)
+    if bar is not None:
+        for _ in active:
+            warp.emit("cp_async_arrive", node, barrier=bar)
+    return None
+
+
+def _flag(attr) -> bool:
+    return attr is not None and str(attr).strip().lower() not in ("false", "0")
+
+
 def _mbarrier_arrive_expect_tx(warp, node, active):
     bar = _barrier(warp, node, active)
     nbytes = _number(warp, node, active, 1, "tx count")
@@ -621,6 +641,8 @@ RULES = {
     "nvvm.mapa": _mapa,
     "nvvm.mbarrier.init": _mbarrier_init,
     "nvvm.mbarrier.arrive": _mbarrier_arrive,
+    "nvvm.cp.async.mbarrier.arrive": _cp_async_arrive,
+    "nvvm.cp.async.mbarrier.arrive.shared": _cp_async_arrive,
     "nvvm.mbarrier.arrive.expect_tx": _mbarrier_arrive_expect_tx,
     "nvvm.mbarrier.expect_tx": _mbarrier_expect_tx,
     "nvvm.mbarrier.try_wait.parity": _mbarrier_wait_parity,

@@ -338,7 +338,7 @@ def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None,
 
 
 ROLLED_KINDS = ("wait_parity", "arrive", "arrive_expect_tx", "expect_tx", "tma_load",
-                "tcgen05_commit_arrive")
+                "tcgen05_commit_arrive", "cp_async_arrive")
 
 
 def roll_runs(stmts: Sequence, var: str) -> tuple:
