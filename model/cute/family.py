@@ -159,7 +159,7 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
         key, seeds = index, {tree.body.args[index]} if index < len(tree.body.args) else set()
         name, what = argument_name(tree, index), "the kernel argument"
         if scheduled and name == f"arg{index}":     # a scheduler's parameters, flattened
-            name, what = "tiles", f"kernel argument {index} (a tile scheduler's tile count),"
+            name, what = "tiles", f"kernel argument {index} (a tile scheduler's tile count)"
     elif not arguments and len(sizes) == 1:
         [node] = sizes
         key, seeds = ("node", id(node)), set(node.results)
