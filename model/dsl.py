@@ -603,6 +603,11 @@ class KernelBuilder:
     def try_cluster_cancel(self, barrier) -> None:
         self._op(K.TRY_CLUSTER_CANCEL, barrier)
 
+    def cp_async_arrive(self, barrier) -> None:
+        """cp.async.mbarrier.arrive.noinc: one arrival on `barrier`, landing once this thread's
+        earlier cp.async copies are done (at any time after it is issued)."""
+        self._op(K.CP_ASYNC_ARRIVE, barrier)
+
     # PTX-level operations for CUTLASS-style protocols.
     def arrive(self, barrier, count: ExprLike = 1) -> None:
         self._op(K.ARRIVE, barrier, count=count)

@@ -23,7 +23,8 @@ from conftest import EXAMPLES                                           # noqa: 
 FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
                    "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py",
-                   "attention_fwd.py", "mainloop_every_k.py")]
+                   "attention_fwd.py", "mainloop_every_k.py", "persistent_every_tile.py",
+                   "cp_async_pipeline.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 # Kernels written in the style of CUTLASS's CuTe DSL examples and pipelines after the frontend
 # was built, with field bugs (tests/cute_unseen/): the frontend was not shaped on them.
@@ -246,12 +247,57 @@ def test_a_k_from_a_tensor_extent_set_at_run_time_is_a_parameter():
     full and empty barriers share one array of four: slots `b + i % 2`."""
     target = next(t for t in UNSEEN if t.name == "dynamic_k")
     kernel = _kernel(target)
+    from barrierproof.checker.symbolic.prove import prove_kernel
     assert list(kernel.params) == ["k_tiles"] and kernel.params["k_tiles"].symbolic
     assert any("size of a tensor mode set at run time" in n for n in kernel.notes)
     assert not any(op.kind == "unmodeled" for op in kernel.ops())
-    slots = {repr(op.barrier.index[0]) for op in kernel.ops() if op.kind == "wait_parity"}
-    assert {"(i0 % 2)", "((i0 % 2) + 2)", "(((j0 + k_tiles) % 2) + 2)"} <= slots, slots
+    # one array of four walked as two rings (`b + i % 2`, b = 0 or 2): split into two arrays
+    assert {(b.name, repr(b.shape[0])) for b in kernel.barriers} == {("bars", "2"),
+                                                                     ("bars_2", "2")}
+    slots = {(op.barrier.alloc.name, repr(op.barrier.index[0])) for op in kernel.ops()
+             if op.kind == "wait_parity"}
+    assert {("bars", "(i0 % 2)"), ("bars_2", "(i0 % 2)"),
+            ("bars_2", "((j0 + k_tiles) % 2)")} <= slots, slots
     assert check_kernel(kernel, source=target.ref).verdict == "verified"
+    every_k = prove_kernel(kernel, source=target.ref)           # about 3 s
+    assert every_k.verdict == "proved", (every_k.label, every_k.notes)
+    assert "for all k_tiles" in every_k.coverage
+
+
+def test_a_tile_schedulers_tile_count_is_a_parameter():
+    """StaticPersistentTileScheduler's `while work.is_valid_tile` over C's runtime M: each
+    role's tile loop runs `tiles` times, the K loop inside walks the ring from 2*t (two K steps
+    a tile), and the joined kernel is checked against the explorer at several tile counts; the
+    twin that never advances its accumulator fails at each of them. With K at run time too,
+    the loops stay BP190 and the note says why."""
+    from barrierproof.model.ir import Loop
+    target = _target("persistent_tiles")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["tiles"] and kernel.params["tiles"].symbolic
+    assert [repr(a) for a in kernel.assumptions] == ["(tiles >= 1)"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+
+    def loops(body):
+        for s in body:
+            if isinstance(s, Loop):
+                yield s
+                yield from loops(s.body)
+            elif isinstance(s, When):
+                yield from loops(s.then)
+                yield from loops(s.orelse)
+    tile_loops = [lp for lp in loops(kernel.body) if lp.var == "i0"]
+    assert len(tile_loops) == 3 and {repr(lp.trip) for lp in tile_loops} == {"tiles"}
+    k_slots = {repr(op.barrier.index[0]) for lp in loops(kernel.body) if lp.var == "i1"
+               for op in lp.body if op.kind == "wait_parity"}
+    assert k_slots == {"(((i0 * 2) + i1) % 2)"}, k_slots
+    stuck = _kernel(_target("persistent_tiles_acc_never_advanced"))
+    for tiles in (1, 2, 3, 5):
+        assert check_kernel(kernel, {"tiles": tiles}, source=target.ref).verdict == "verified"
+        found = check_kernel(stuck, {"tiles": tiles}).verdict
+        assert found == ("verified" if tiles == 1 else "violation"), (tiles, found)
+    both = _kernel(_target("persistent_tiles_and_k"))
+    assert not both.params and any(op.kind == "unmodeled" for op in both.ops())
+    assert any("several runtime values" in n for n in both.notes)
 
 
 def test_a_runtime_trip_count_is_a_parameter_only_if_no_branch_depends_on_it():
@@ -455,6 +501,25 @@ def test_ops_that_only_look_like_synchronization_are_not_bp190():
     for name in ("nvvm.mbarrier.try_wait.parity.timelimit", "nvvm.barrier.cta.red",
                  "nvvm.cp.async.mbarrier.arrive"):
         assert synchronizes(_op(name)), name
+
+
+def test_cp_async_arrive_noinc_is_one_asynchronous_arrival_per_thread():
+    """cp.async.mbarrier.arrive.noinc from every lane of a warp: 32 asynchronous arrivals
+    (PipelineCpAsync's producer_commit rolls them into one loop); without .noinc the
+    pending-count increment at issue is not modelled: BP190 at its line."""
+    one = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 32})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 2))
+    noinc = _op("nvvm.cp.async.mbarrier.arrive", operands=(3,), attrs={"noinc": True}, line=5)
+    plain = _op("nvvm.cp.async.mbarrier.arrive", operands=(3,), line=6)
+    events = Warp(_tree(one, alloca, init, noinc, plain), 0, {}).run()
+    assert [e.kind for e in events].count("cp_async_arrive") == 32
+    [cut] = [e for e in events if e.kind == "unmodeled"]
+    assert "without .noinc" in cut.name and cut.loc.line == 6
+    kernel = _kernel(_target("cp_async_ring"))
+    commits = [s for s in iter_ops(kernel.body) if s.kind == "cp_async_arrive"]
+    assert commits and not any(op.kind == "unmodeled" for op in kernel.ops())
+    assert {repr(b.num_arrivals) for b in kernel.barriers} == {"32"}
 
 
 def test_named_barriers_without_a_count_and_unaligned():

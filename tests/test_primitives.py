@@ -20,7 +20,7 @@ from conftest import EXAMPLES
 
 
 def test_every_kind_has_a_family_and_every_declaration():
-    assert len(kinds.PRIMITIVES) == 36
+    assert len(kinds.PRIMITIVES) == 37
     for prim in kinds.PRIMITIVES.values():
         assert prim.family and prim.compile is not None and prim.doc
         assert prim.memory != "none" or prim.opcodes, f"{prim.kind} compiles to nothing"
@@ -81,3 +81,28 @@ def test_the_declared_dsl_spelling_and_reference_exist():
             name = re.match(r"\w+", spelling).group()
             assert hasattr(KernelBuilder, name), (prim.kind, spelling)
         assert prim.reference in modules | {"uncovered"}, (prim.kind, prim.reference)
+
+
+def test_a_primitive_added_by_its_module_alone_is_read_by_every_engine():
+    """cp_async_arrive joined as one family module (model/primitives/cp_async_arrive.py) plus its
+    DSL spelling: the explorer verifies a PipelineCpAsync-style hand-off, and a barrier that
+    counts one arrival too many deadlocks."""
+    from barrierproof.checker.check import check_kernel
+    from barrierproof.model.dsl import protocol
+
+    def handoff(arrivals):
+        @protocol()
+        def cp_async_handoff(k):
+            k.threads(3, name="wg")
+            full = k.Barrier(num_arrivals=arrivals)
+            with k.when(k.thread < 2):                 # two producers, one arrival each
+                k.cp_async_arrive(full)
+            with k.otherwise():
+                k.wait_parity(full, 0)
+        return cp_async_handoff.build()
+
+    assert kinds.lookup("cp_async_arrive").family == "cp.async arrivals"
+    good = check_kernel(handoff(2), {})
+    assert good.verdict == "verified", good.label
+    bad = check_kernel(handoff(3), {})
+    assert bad.verdict == "violation" and bad.codes == ["BP100"], (bad.label, bad.codes)

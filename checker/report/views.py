@@ -141,7 +141,7 @@ def event_kind(step) -> str:
     if "wait" in text:
         return "wait"
     if text.startswith((K.COPY_GMEM_TO_SMEM, K.TMA_LOAD, K.TRY_CLUSTER_CANCEL,
-                        K.ASYNC_STORE_SMEM)):
+                        K.CP_ASYNC_ARRIVE, K.ASYNC_STORE_SMEM)):
         return "copy"
     if text.startswith(("tcgen05",)):
         return "mma"

@@ -17,6 +17,7 @@ import z3
 
 from ...model.ir import MAX_ARRIVALS, MAX_TX, BinOp, Expr, UnOp, free_vars
 from ...model.grid import peer_blocks
+from ...model.primitives import CP_ASYNC_ARRIVE, TRY_CLUSTER_CANCEL
 from .classes import BarrierClass, ring_lhs
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K, WAIT,
                        WAIT_PARITY, WAIT_PHASE, AsyncSlot, CInst, COp, CounterSystem, CRole,
@@ -287,7 +288,7 @@ class ClassBuilder:
                 arrive = (inst,) if kind != "tma_load" else ()
                 out.append(COp(ISSUE, arrive, nbytes, slots=slots, guard=gg, rank=rank,
                                text=text))
-            elif kind == "try_cluster_cancel":
+            elif kind in (TRY_CLUSTER_CANCEL, CP_ASYNC_ARRIVE):
                 out.append(COp(ISSUE, (), z3.IntVal(0),
                                slots=(self.slot("arrive", inst, z3.IntVal(1), "async"),),
                                guard=gg, rank=rank, text=text))

@@ -20,21 +20,26 @@ from typing import Callable
 
 from ..expr import mk
 from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
+from .groups import split_rings
 from .roll import NoJoin, join
 from .tree import KernelTree
 
 SAMPLES = (1, 2, 3, 4, 5, 6, 7, 9, 12)
 DEFAULT = 4
-_FROM_ARGUMENT = re.compile(r"trip count from kernel argument (\d+) \((i\d+)\)")
+# a loop's count from an integer argument: an scf.for's bound, or an scf.while's condition
+# (a tile scheduler's `while work.is_valid_tile`, the tile index against the tile count)
+_FROM_ARGUMENT = re.compile(r"(?:trip count from|scf\.while on) kernel argument (\d+) \((i\d+)\)")
 
 
-def _trip_arguments(kernel: Kernel) -> set[int]:
-    """The integer kernel arguments a BP190 trip count comes from."""
-    found = set()
+def _trip_arguments(kernel: Kernel) -> dict[int, bool]:
+    """The integer kernel arguments a BP190 trip count comes from, each with whether a while
+    loop (a tile scheduler's) runs on it."""
+    found: dict[int, bool] = {}
     for op in kernel.ops():
         m = _FROM_ARGUMENT.search(op.name) if op.kind == "unmodeled" else None
         if m:
-            found.add(int(m.group(1)))
+            index = int(m.group(1))
+            found[index] = found.get(index, False) or "scf.while" in op.name
     return found
 
 
@@ -59,10 +64,12 @@ def argument_name(tree: KernelTree, index: int) -> str:
 
 
 def _branch_on(tree: KernelTree, seeds: set):
-    """The first branch or while loop around synchronization whose condition depends on the
-    kernel argument (through any arithmetic, or through the results of a loop it bounds), or
-    None. Such a branch could take another side at values the runs did not read (`if k_tiles
-    > 16`), so the runs do not stand for every value."""
+    """The first branch around synchronization whose condition depends on the kernel argument
+    (through any arithmetic, or through the results of a loop it bounds), or None. Such a
+    branch could take another side at values the runs did not read (`if k_tiles > 16`), so
+    the runs do not stand for every value. A while loop on the argument (a tile scheduler's
+    `while work.is_valid_tile`) is a loop whose trip count comes from it, as an scf.for's
+    bound is: the join checks its count at every value run."""
     from .handlers import synchronizes
     tainted = set(seeds)
     order = [op for top in tree.body.ops for op in top.walk()]
@@ -80,7 +87,7 @@ def _branch_on(tree: KernelTree, seeds: set):
             tainted.update(node.results)
             if id(node) in owner:
                 tainted.update(owner[id(node)].results)
-            if node.name in ("scf.if", "scf.while") and \
+            if node.name == "scf.if" and \
                     any(synchronizes(op) for op in node.walk() if op is not node):
                 return node
         if len(tainted) == before:
@@ -140,10 +147,19 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
     several, or runs that do not join: `first`, the kernel read without them, stands)."""
     arguments = _trip_arguments(first)
     sizes = _dynamic_sizes(tree) if not arguments else []
+    if len(arguments) + len(sizes) > 1 or (arguments and _dynamic_sizes(tree)):
+        return first.replace(notes=first.notes + (
+            "trip counts from several runtime values (a tile count and K, say): the frontend "
+            "joins runs over one runtime value (a ring slot of a K loop inside a tile loop "
+            "would be `(t * k_tiles + k) % stages`, a product of both, and nested loops of "
+            "symbolic counts are outside the prover's fragment), so the loops on them stay "
+            "BP190",))
     if len(arguments) == 1:
-        [index] = arguments
+        [(index, scheduled)] = arguments.items()
         key, seeds = index, {tree.body.args[index]} if index < len(tree.body.args) else set()
         name, what = argument_name(tree, index), "the kernel argument"
+        if scheduled and name == f"arg{index}":     # a scheduler's parameters, flattened
+            name, what = "tiles", f"kernel argument {index} (a tile scheduler's tile count)"
     elif not arguments and len(sizes) == 1:
         [node] = sizes
         key, seeds = ("node", id(node)), set(node.results)
@@ -171,5 +187,5 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
         f"the trip count from {what} `{name}` is the parameter {name} "
         f"(read at {name} = {', '.join(map(str, SAMPLES))}; prove: every {name} >= 1; "
         f"check: {name} = {DEFAULT})",)
-    return base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},
-                        assumptions=(mk(">=", Var(name), Const(1)),), notes=notes)
+    return split_rings(base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},
+                                    assumptions=(mk(">=", Var(name), Const(1)),), notes=notes))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from .values import WARP, Atom, Lanes, Ptr, Tested, Unknown, elem_bytes, uniform
+from .values import (WARP, Atom, Lanes, Layout, Ptr, Tested, Unknown, elem_bytes, lift,
+                     uniform)
 
 # Ops that look like synchronization by name but only order memory or move data: no thread
 # waits on them and no barrier phase depends on them.
@@ -196,7 +197,7 @@ def _make_view(warp, node, active):
     return [ptr if isinstance(ptr, Ptr) else Unknown("a tensor view")]
 
 
-_TUPLE_TYPE = re.compile(r'int_tuple<"([^"]*)">')
+_TUPLE_TYPE = re.compile(r'(?:int_tuple|shape)<"([^"]*)">')
 
 
 def _make_int_tuple(warp, node, active):
@@ -253,14 +254,57 @@ def _size(warp, node, active):
     if static is not None:
         return [static]
     value = warp.get(node.operands[0])
+    if isinstance(value, Layout):            # the size of a layout is the size of its shape
+        value = value.shape
     mode = str(node.attrs.get("mode", "array<i32>")).replace(" ", "")
     leaves = value if isinstance(value, tuple) else (value,)
     if mode != "array<i32>" or not all(isinstance(v, int) for v in leaves):
+        # a leaf from a kernel argument keeps its origin (a trip count from it, family.py)
+        unknown = next((v for v in leaves if isinstance(v, Unknown)), None)
+        if mode == "array<i32>" and unknown is not None and \
+                unknown.why.startswith("kernel argument"):
+            return [unknown]
         return [Unknown("cute.size of a dynamic shape")]
     total = 1
     for v in leaves:
         total *= v
     return [total]
+
+
+_TILE_MODES = re.compile(r'tile<"\[([^"]*)\]">')
+
+
+def _ceil_div(warp, node, active):
+    """cute.ceil_div of an int tuple by a tile of static sizes (`[128:1;64:1]`, a mode each)
+    or by a static int tuple: mode by mode; a leaf from a kernel argument stays that unknown
+    (the tile count it gives is the argument's, read at each value the family binds)."""
+    value = warp.get(node.operands[0])
+    kind = node.operand_types[1] if len(node.operand_types) > 1 else ""
+    tile = _TILE_MODES.search(kind)
+    if tile:
+        sizes = [re.match(r"\s*(\d+)", mode) for mode in tile.group(1).split(";")]
+        if not all(sizes):
+            return warp.other(node, active)
+        divisors = [int(m.group(1)) for m in sizes]
+    else:
+        divisors = static_value(kind)
+        if divisors is None:
+            return warp.other(node, active)
+        divisors = list(divisors) if isinstance(divisors, tuple) else [divisors]
+    leaves = list(value) if isinstance(value, tuple) else [value]
+    if len(divisors) > len(leaves) or any(d <= 0 for d in divisors):
+        return warp.other(node, active)
+    out = [lift(lambda x, d=d: -(-x // d), v) if k < len(divisors) and (d := divisors[k])
+           else v for k, v in enumerate(leaves)]
+    return [tuple(out) if isinstance(value, tuple) else out[0]]
+
+
+def _make_layout(warp, node, active):
+    """cute.make_layout: its shape (the first operand), for cute.size."""
+    if not node.operands or not node.operand_types[0].startswith(("!cute.int_tuple",
+                                                                   "!cute.shape")):
+        return warp.other(node, active)
+    return [Layout(warp.get(node.operands[0]))]
 
 
 def _divisor(warp, node, active):
@@ -408,6 +452,26 @@ def _mbarrier_arrive(warp, node, active):
     if bar is not None and count is not None:
         warp.emit("arrive", node, barrier=bar, count=count * len(active))
     return None
+
+
+def _cp_async_arrive(warp, node, active):
+    """cp.async.mbarrier.arrive.noinc: each executing thread's arrival, made asynchronously
+    once its earlier cp.async copies are done, counts towards the phase (the barrier's count
+    includes it). One asynchronous arrival per lane. Without .noinc the barrier's pending count
+    is raised at issue and lowered by the arrival, which the IR has no operation for: BP190."""
+    if not _flag(node.attrs.get("noinc")):
+        warp.unmodeled(node, "cp.async.mbarrier.arrive without .noinc (its pending-count "
+                             "increment at issue)")
+        return None
+    bar = _barrier(warp, node, active)
+    if bar is not None:
+        for _ in active:
+            warp.emit("cp_async_arrive", node, barrier=bar)
+    return None
+
+
+def _flag(attr) -> bool:
+    return attr is not None and str(attr).strip().lower() not in ("false", "0")
 
 
 def _mbarrier_arrive_expect_tx(warp, node, active):
@@ -570,12 +634,15 @@ RULES = {
     "cute.tuple_add": _tuple_arith("arith.addi"), "cute.tuple_sub": _tuple_arith("arith.subi"),
     "cute.tuple_mul": _tuple_arith("arith.muli"),
     "cute.tuple_div": _tuple_arith("arith.floordivsi"),
-    "cute.size": _size, "cute.fast_divmod.create_divisor": _divisor, "cute.fast_divmod.compute": _divmod,
+    "cute.size": _size, "cute.make_layout": _make_layout, "cute.ceil_div": _ceil_div,
+    "cute.make_shape": _make_int_tuple, "cute.fast_divmod.create_divisor": _divisor, "cute.fast_divmod.compute": _divmod,
     "cute_nvgpu.atom.make_exec_tma": _make_exec_tma, "cute_nvgpu.atom.set_value": _set_value,
     "cute.copy": _copy,
     "nvvm.mapa": _mapa,
     "nvvm.mbarrier.init": _mbarrier_init,
     "nvvm.mbarrier.arrive": _mbarrier_arrive,
+    "nvvm.cp.async.mbarrier.arrive": _cp_async_arrive,
+    "nvvm.cp.async.mbarrier.arrive.shared": _cp_async_arrive,
     "nvvm.mbarrier.arrive.expect_tx": _mbarrier_arrive_expect_tx,
     "nvvm.mbarrier.expect_tx": _mbarrier_expect_tx,
     "nvvm.mbarrier.try_wait.parity": _mbarrier_wait_parity,

@@ -224,18 +224,32 @@ class Warp:
     def scf_while(self, node: Node, active) -> list | None:
         before, after = node.regions[0][0], node.regions[1][0]
         carried = self.args(node)
+        # iteration marks, as scf.for's, when only the body synchronizes (a tile scheduler's
+        # `while work.is_valid_tile`): each iteration is one run of the body
+        marked = self.region_synchronizes(node) and \
+            not any(synchronizes(op) for top in before.ops for op in top.walk())
+        if marked:
+            self.emit("loop", node, name="begin")
         for _ in range(MAX_TRIPS):
             cond, *passed = self.block(before, active, carried) or [Unknown("scf.while")]
             cond = uniform(cond, active)
             if not isinstance(cond, int):
+                if marked:
+                    self.emit("loop", node, name="end")
                 if self.region_synchronizes(node):
                     why = cond.why if isinstance(cond, Unknown) else "lanes that disagree"
                     self.unmodeled(node, f"scf.while on {why}")
                 return None
             if not cond:
+                if marked:
+                    self.emit("loop", node, name="end")
                 return passed
+            if marked:
+                self.emit("loop", node, name="iteration")
             carried = self.block(after, active, passed) or []
-        if self.region_synchronizes(node):
+        if marked:
+            self.emit("loop", node, name="end")
+        if self.region_synchronizes(node):      # after the marks: outside the loop
             self.unmodeled(node, f"scf.while of more than {MAX_TRIPS} iterations")
         return None
 

@@ -23,6 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
+from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Expr, Loop, Op, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
@@ -163,6 +164,12 @@ def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: E
         moved = _moving_ring(slots, parities, ts, t, ring, ranges)
         if moved is not None:
             return moved
+    varying = (slots and slot_values is None) or \
+        (parities is not None and _values(parities) is None)
+    if varying and ranges is not None and any(ranges):
+        counted = _counted_ring(slots, parities, ts, t, ring, ranges)
+        if counted is not None:
+            return counted
     if slots:
         fitted = _fit_slot(ts, slot_values, t, ring) if slot_values is not None and ring > 1 \
             else None
@@ -174,6 +181,49 @@ def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: E
         if parity is None:
             parity = _expr(parities, ts, t, ranges)
     return slot, parity
+
+
+def _counted_ring(slots, parities, ts, t: Expr, ring: int, ranges):
+    """An inner loop's ring slot and parity across the iterations t of the loop around it (a
+    k loop inside a persistent kernel's tile loop): the ring advances once per inner iteration
+    v, so both are functions of the count n = a*t + v, a the inner trip count when it is the
+    same in every t: the slot `b + (n + c) % m` (m dividing the array), the parity
+    `((n + c) // m + d) % 2`, checked at every (t, v) seen. Only a multiplier that agrees with
+    every point is taken; the inner trip count is tried first, then the residues below 2 * m
+    (the parity sees n only modulo 2 * m, so these are the same function at every point)."""
+    names = {name for r in ranges for name in r}
+    if len(names) != 1:
+        return None
+    [v] = names
+    points = []
+    try:
+        for k, (x, r) in enumerate(zip(ts, ranges)):
+            for j in range(r.get(v, 0)):
+                points.append((x, j, evaluate(slots[k], {v: j}) if slots else 0,
+                               None if parities is None else evaluate(parities[k], {v: j})))
+    except Exception:       # a name no loop binds
+        return None
+    if not points:
+        return None
+    trips = {r.get(v) for r in ranges}
+    size = ring if slots else 1
+    firsts = [trips.pop()] if len(trips) == 1 else []
+    for a in dict.fromkeys(firsts + list(range(2 * size))):
+        for m in (m for m in range(1, size + 1) if size % m == 0):
+            for b in range(size - m + 1):
+                for c in range(m):
+                    if any(b + (a * x + j + c) % m != y for x, j, y, _ in points):
+                        continue
+                    for d in (0, 1):
+                        if parities is not None and any(
+                                ((a * x + j + c) // m + d) % 2 != p for x, j, _, p in points):
+                            continue
+                        n = mk("+", mk("+", mk("*", Const(a), t), Var(v)), Const(c))
+                        slot = mk("+", mk("%", n, Const(m)), Const(b)) if slots else None
+                        parity = None if parities is None else \
+                            mk("%", mk("+", mk("//", n, Const(m)), Const(d)), Const(2))
+                        return slot, parity
+    return None
 
 
 def _offset_of(e: Expr) -> tuple[str, int, int, int] | None:
@@ -251,10 +301,14 @@ def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
                                bytes=_expr([op.bytes for op in ops], ts, t, ranges))
 
 
-def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None) -> tuple:
+def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None,
+         made: dict | None = None) -> tuple:
     """One statement list that is seqs[k] at t = ts[k], or NoJoin. `ranges`: per sequence, the
-    trip count of each loop around it (filled in while descending)."""
+    trip count of each loop around it (filled in while descending). `made`: the joined op of
+    each column of ops already joined, so an instruction two roles share (a named barrier both
+    reach at one line) stays one op."""
     ranges = ranges if ranges is not None else [{} for _ in seqs]
+    made = made if made is not None else {}
     first = seqs[0]
     if any(len(s) != len(first) for s in seqs):
         raise NoJoin("a different number of operations")
@@ -262,18 +316,21 @@ def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None) -> t
     for k, stmt in enumerate(first):
         column = [s[k] for s in seqs]
         if isinstance(stmt, Op) and all(isinstance(s, Op) for s in column):
-            out.append(_op(column, ts, t, ranges))
+            key = (tuple(map(id, column)), tuple(tuple(sorted(r.items())) for r in ranges))
+            if key not in made:
+                made[key] = _op(column, ts, t, ranges)
+            out.append(made[key])
         elif isinstance(stmt, Loop) and all(isinstance(s, Loop) and s.var == stmt.var
                                             for s in column):
             trips = _values([s.trip for s in column])
             inner = None if trips is None else \
                 [dict(r, **{stmt.var: n}) for r, n in zip(ranges, trips)]
             out.append(Loop(stmt.var, _expr([s.trip for s in column], ts, t, ranges),
-                            join([s.body for s in column], ts, t, inner), stmt.loc))
+                            join([s.body for s in column], ts, t, inner, made), stmt.loc))
         elif isinstance(stmt, When) and all(isinstance(s, When) and repr(s.cond) == repr(stmt.cond)
                                             for s in column):
-            out.append(When(stmt.cond, join([s.then for s in column], ts, t, ranges),
-                            join([s.orelse for s in column], ts, t, ranges), stmt.loc))
+            out.append(When(stmt.cond, join([s.then for s in column], ts, t, ranges, made),
+                            join([s.orelse for s in column], ts, t, ranges, made), stmt.loc))
         elif all(s is stmt for s in column):
             out.append(stmt)
         else:
@@ -282,7 +339,7 @@ def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None) -> t
 
 
 ROLLED_KINDS = ("wait_parity", "arrive", "arrive_expect_tx", "expect_tx", "tma_load",
-                "tcgen05_commit_arrive")
+                "tcgen05_commit_arrive", K.CP_ASYNC_ARRIVE)
 
 
 def roll_runs(stmts: Sequence, var: str) -> tuple:

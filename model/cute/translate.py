@@ -18,6 +18,7 @@ grid axis `block`, each checked (model/grid.py).
 
 from __future__ import annotations
 
+from .. import primitives as K
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Op, Var,
                   When)
 from .interpreter import Event, Warp
@@ -284,7 +285,7 @@ def _op(e: Event, refs, made: dict) -> Op:
         op = Op(e.kind, ref, bytes=Const(e.bytes), loc=loc)
     elif e.kind == "wait_parity":
         op = Op("wait_parity", ref, parity=Const(e.parity), loc=loc)
-    elif e.kind in ("mbarrier_init", "tcgen05_commit_arrive"):
+    elif e.kind in ("mbarrier_init", "tcgen05_commit_arrive", K.CP_ASYNC_ARRIVE):
         op = Op(e.kind, ref, loc=loc)
     elif e.kind in ("bar_sync", "bar_arrive"):
         op = Op(e.kind, None, count=Const(e.count), bar_id=Const(e.bar_id),

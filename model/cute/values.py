@@ -47,6 +47,14 @@ class Ptr:
 
 
 @dataclass(frozen=True)
+class Layout:
+    """A layout whose shape is known (a tile scheduler's problem layout, built in the kernel
+    from the tile counts it was given): what `cute.size` of it needs."""
+
+    shape: object                    # an int, a tuple of ints, or Unknown
+
+
+@dataclass(frozen=True)
 class Atom:
     kind: str                        # "tma_load", "tma_store", "other"
     text: str                        # its MLIR type

@@ -7,9 +7,10 @@ them, never through string literals. model/plugins.py installs the families (the
 hw_barriers.py and init_visibility.py, which own state of their own).
 """
 
-from . import clc, mbarrier, memory, semaphores, tcgen05, tma, unmodeled, waits
+from . import clc, cp_async_arrive, mbarrier, memory, semaphores, tcgen05, tma, unmodeled, waits
 from .. import hw_barriers, init_visibility
 from .clc import TRY_CLUSTER_CANCEL
+from .cp_async_arrive import CP_ASYNC_ARRIVE
 from .mbarrier import (ARRIVE, ARRIVE_DROP, ARRIVE_EXPECT_TX, BARRIER_ARRIVE, COMPLETE_TX,
                        EXPECT_TX)
 from .memory import (COPY_SMEM_TO_GMEM, CP_ASYNC, READ, TCGEN05_STORE, TCGEN05_WAIT_STORE,
@@ -23,6 +24,7 @@ from ..hw_barriers import BAR_ARRIVE, BAR_SYNC, CLUSTER_ARRIVE, CLUSTER_WAIT
 from ..init_visibility import FENCE_MBARRIER_INIT, FENCE_PROXY_ASYNC, MBARRIER_INIT
 
 # The families without state of their own, in installation order.
-CORE_FAMILIES = (mbarrier, waits, tma, tcgen05, clc, semaphores, memory, unmodeled)
+CORE_FAMILIES = (mbarrier, waits, tma, tcgen05, clc, cp_async_arrive, semaphores, memory,
+                 unmodeled)
 # Every family module, the two with state included.
 FAMILIES = CORE_FAMILIES + (hw_barriers, init_visibility)

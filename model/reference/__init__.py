@@ -325,10 +325,10 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
                        memory=self.copy_accesses(op, env, thread, landings)))
         elif kind == "mbarrier_init":
             add(Action(kind, f"mbarrier_init({name})", loc, (name,)))
-        elif kind == "try_cluster_cancel":
+        elif kind in ("try_cluster_cancel", "cp_async_arrive"):
             if alloc.cluster:
                 return
-            add(Action("copy", f"try_cluster_cancel({name})", loc, (), 0,
+            add(Action("copy", f"{kind}({name})", loc, (), 0,
                        landings=(("async", name, 0),)))
         elif kind in ("tcgen05_mma", "tcgen05_commit_arrive"):
             if alloc.cluster or not alloc.orders_tensor_core:
@@ -361,7 +361,8 @@ HW_BARRIER_KINDS = {"bar_sync", "bar_arrive", "cluster_arrive", "cluster_wait"}
 SEMAPHORE_KINDS = {"semaphore_signal", "semaphore_wait", "semaphore_signal_parallel"}
 INIT_KINDS = {"mbarrier_init", "fence_mbarrier_init", "fence_proxy_async"}
 COVERED = HW_BARRIER_KINDS | SEMAPHORE_KINDS | INIT_KINDS | {"barrier_arrive", "barrier_wait", "copy_gmem_to_smem", "tcgen05_mma",
-           "tcgen05_commit_arrive", "try_cluster_cancel", "arrive", "arrive_drop", "expect_tx",
+           "tcgen05_commit_arrive", "try_cluster_cancel", "cp_async_arrive", "arrive",
+           "arrive_drop", "expect_tx",
            "arrive_expect_tx", "complete_tx", "tma_load", "wait_parity", "unmodeled",
            "async_store_smem", "barrier_test"} | MEMORY_KINDS
 
@@ -433,7 +434,7 @@ def syntactic_findings(kernel: Kernel) -> list[Finding]:
         if ref is None:
             continue
         asynchronous = op.kind in ("copy_gmem_to_smem", "tma_load", "try_cluster_cancel",
-                                   "async_store_smem",
+                                   "cp_async_arrive", "async_store_smem",
                                    "tcgen05_mma", "tcgen05_commit_arrive")
         if asynchronous and ref.alloc.cluster:
             out.append(Finding("BP111", f"{op.kind} on ClusterBarrier", op.loc))

@@ -1,0 +1,33 @@
+"""Family: cp.async's mbarrier arrival (`cp.async.mbarrier.arrive.noinc`), CuTe's
+PipelineCpAsync producer commit.
+
+Each executing thread's arrival reaches the barrier asynchronously, once the thread's earlier
+cp.async copies are done; the copies themselves are not tracked, so the arrival may land at any
+time after it is issued (as try_cluster_cancel's response does). The form without `.noinc`
+also raises the expected count for the phase; it is not modelled (the frontend says BP190).
+"""
+
+from __future__ import annotations
+
+from .. import instructions as ins
+from ..extensions import Extension
+from ..kinds import Primitive
+
+CP_ASYNC_ARRIVE = "cp_async_arrive"
+
+
+def compile_arrive(system, op, env, agent: int, block) -> None:
+    inst, src, _ = system.barrier_site(op, env, block)
+    if system.instances[inst].alloc.cluster:
+        return  # BP111, reported statically
+    slot = system._slot(ins.EFFECT_ARRIVE, inst, 1, "async")
+    system._emit(agent, ins.Instr(ins.ISSUE_ASYNC, (), 0, (slot,), src))
+
+
+EXTENSION = Extension("cp.async arrivals", primitives=(
+    Primitive(CP_ASYNC_ARRIVE, "an asynchronous arrive(1) once the thread's earlier cp.async "
+              "copies are done", needs=frozenset({"barrier"}), blocking=False,
+              opcodes=("issue_async",), dsl="cp_async_arrive", reference="machine",
+              prover="counter program (program.py)", repair=frozenset({"arrives"}),
+              async_arrival=True, compile=compile_arrive),
+))
