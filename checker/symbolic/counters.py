@@ -117,3 +117,6 @@ class CounterSystem:
     cells: list[tuple[str, str]] = field(default_factory=list)  # (name, "smem"/"tmem")
     races_only: bool = False              # the error conditions are the races alone
     notes: list[str] = field(default_factory=list)
+    # tcgen05 slots every real exit finds landed, their queue's tail being held to the exit
+    # rules (queue_tail.py): the exit conditions are checked once they are empty
+    drained: frozenset = frozenset()

@@ -42,7 +42,8 @@ observers are, as in model/semantics.py) and, besides, must never pass stale nor
 checks for them (return for the completion meant, never wait on a barrier that ran past it), so
 a proof is sound for it; a kernel that skips phases on purpose states them (`phase=`).
     exit         every role finished its class program: BP103 (for barrier_wait observers, as
-                 model/semantics.py), BP104, BP105, BP130
+                 model/semantics.py), BP104, BP105, BP130; checked once the tcgen05 slots
+                 that a later arrival of their queue proves landed are empty (queue_tail.py)
     progress     a thread blocked at a wait while every event that precedes the wait in the
                  static order tau has happened and nothing is in flight (prove.py explains
                  why this rules out deadlocks)
@@ -698,13 +699,15 @@ class Encoder:
         return z3.And(conds)
 
     def exit_bad(self, st: SymState):
-        bad = [f > 0 for f in st.fly]
+        drained = self.system.drained
+        bad = [f > 0 for q, f in enumerate(st.fly) if q not in drained]
         for inst, ci in enumerate(self.system.instances):
             # an open phase of a named barrier at exit is legal on hardware (hw.py)
             open_phase = [] if ci.hw else [st.pend[inst] != st.exp[inst]]
             bad += [st.tx[inst] != 0, self.observing(st, inst, J1, pallas_only=True) > 0] + \
                 open_phase
-        return z3.And(self.all_done(st), z3.Or(bad))
+        landed = [st.fly[q] == 0 for q in sorted(drained)]
+        return z3.And([self.all_done(st)] + landed + [z3.Or(bad)])
 
     def key_less(self, r2: int, p2: Pos, k2, r: int, p: Pos, k):
         """Do the events of a thread at p2 (loop coordinate k2) all come before the event at p

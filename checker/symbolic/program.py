@@ -25,6 +25,7 @@ from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, I
 from .hw import SYNC_ARRIVAL, is_named_barrier
 from .semaphores import semaphore_cops
 from .plain import Plain as _Plain
+from .queue_tail import drained_slots
 from .races import access_cops, attach_async, attach_queued
 from .terms import CMP, Unsupported, evaluate, linear_in, nonlinear, z_bool, z_int
 
@@ -531,7 +532,8 @@ def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, C
                  for n, e, key in zip(cls.names, cls.expected, cls.instances)]
         system = CounterSystem(f"{self.kernel.name}:{cls.name}", frozen, constraints, insts,
                                builder.slots, croles,
-                               cells=[(n, c[0].space) for n, c in zip(cls.cell_names, cls.cells)])
+                               cells=[(n, c[0].space) for n, c in zip(cls.cell_names, cls.cells)],
+                               drained=drained_slots(self, builder, croles))
         out.append((cls, system, builder))
     return out
 

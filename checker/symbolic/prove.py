@@ -28,7 +28,10 @@ How a proof works
    therefore has every interleaving of class events the real system has (and more): a wait on
    another class may pass at any time there, tcgen05 completions need not wait for their queue,
    a fork or join orders nothing. Rules BP101-BP105, BP121 are about one instance at a time, so
-   checking them on every class system checks them on the kernel. (That the projection of every
+   checking them on every class system checks them on the kernel. The order of a thread's
+   tcgen05 queue is lost between classes, except at exit: releases followed by the thread's last
+   tcgen05 arrival, which its own class holds to the exit rules, are checked landed there
+   (queue_tail.py). (That the projection of every
    reachable state of model/semantics.py is reached by the class system is tested at small
    parameter values: tests/crosscheck.py.)
 2. Rings. In a loop over i whose ring operations use `(i + c) % S`, slot s is used at the

@@ -13,7 +13,7 @@ reads a tile still in flight), the MMA
 partition never releasing its slot, and `ready` initialised for two arrivals that never come.
 
     barrierproof check examples/gluon/ws_matmul.py
-    barrierproof prove examples/gluon/ws_matmul.py::ring      # every K
+    barrierproof prove examples/gluon/ws_matmul.py::ring   # proved for every K
 """
 
 from triton.experimental import gluon
