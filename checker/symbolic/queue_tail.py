@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...model import kinds
 from .counters import ISSUE, CRole
 
 if TYPE_CHECKING:
     from ...model.ir import Op
     from .fragment import Fragment, Role
 
-QUEUED = ("tcgen05_mma", "tcgen05_commit_arrive")
+# The ops of a thread's tensor-core queue (they complete in issue order).
+QUEUED = kinds.kinds_where(lambda p: p.tensor_core)
 
 
 def tail(role: "Role") -> "Op | None":
