@@ -29,7 +29,9 @@ write, is a race. The prover checks it on the class systems of prove.py:
   instruction (a wait of their group leaving none in flight, under the same conditions): live
   from issue to that wait, i.e. in one gap, so a load or store there over-approximates them.
 - A buffer of a symbolic number of slots that threads index by their own index and others use
-  whole: one cell; two accesses to their own slots by threads of one role never conflict.
+  whole: one cell; two accesses to their own slots by threads of one role never conflict, nor
+  two accesses to regions indexed by the thread that Z3 proves no two distinct threads share
+  (own_regions.py: `acc.at[k.ds(k.thread * rows, rows)]` in a group of symbolic size).
 - Regions (`buf.at[i, k.ds(start, size, stride)]`) of a buffer of concrete shape: its cells
   are the explorer's (the frontend's granule, model/memory.py), and an access covers a cell
   under the condition (over the parameters and the loop coordinate) that its run reaches the
