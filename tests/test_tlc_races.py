@@ -187,3 +187,21 @@ def test_the_spec_states_the_race_rules_only_where_memory_is_modelled():
     barrier_only = tla.emit_module(handoff.build())
     assert "KernelRaces == <<>>" in barrier_only.tla
     assert "BP200" not in barrier_only.cfg and "Races <- KernelRaces" in barrier_only.cfg
+
+
+@needs_tlc
+def test_a_violation_whose_settling_runs_run_out_of_time_is_bounded(monkeypatch):
+    """TLC found a race, and the later runs that pick the shortest one and its code reach the
+    time limit: the verdict is bounded with that reason, never an error or a guessed code."""
+    real, calls = tlc.run_module, []
+
+    def first_only(module, checks=None, **kw):
+        calls.append(checks)
+        if len(calls) == 1:
+            return real(module, checks, **kw)
+        return tlc.TlcRun("timeout", None)
+
+    monkeypatch.setattr(tlc, "run_module", first_only)
+    v = tlc.run_tlc(sync_then_unordered_read.build())
+    assert len(calls) >= 2 and v.verdict == "bounded", (v.label, v.coverage)
+    assert "while it settled the shortest one" in v.coverage

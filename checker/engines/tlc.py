@@ -339,6 +339,10 @@ def tlc_code(system: System, run: TlcRun) -> str:
     return names[run.violated]
 
 
+class _OutOfTime(Exception):
+    """A TLC run after the first reached the time limit."""
+
+
 def _kind(run: TlcRun) -> str:
     """"deadlock" when TLC's verdict is a deadlock (its own check or a deadlock invariant)."""
     deadlocks = {*DEADLOCKS.values(), *HW_DEADLOCKS.values(), *INIT_DEADLOCKS.values()}
@@ -366,6 +370,19 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
     from ..check import SearchOutcome
 
     def search(system: System, ignored: frozenset, remaining: float | None):
+        firsts: list[TlcRun] = []
+        try:
+            return settle(system, ignored, remaining, firsts)
+        except _OutOfTime:
+            # A violation was found; the runs that pick the shortest one and its code did not
+            # finish in time: undecided, never a guessed code.
+            first = firsts[0]
+            return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
+                                 reason="TLC found a violation; its time limit was reached "
+                                        "while it settled the shortest one and its code")
+
+    def settle(system: System, ignored: frozenset, remaining: float | None,
+               firsts: list[TlcRun]):
         start = time.perf_counter()
         module = emit_system(system, ignore=ignored)
 
@@ -380,6 +397,10 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             if run.status == "error":
                 raise TlcError(f"TLC failed on the emitted spec (exit code {run.exit_code}):\n"
                                + (_tail(run.output) or "no output"))
+            if first:
+                firsts.append(run)
+            elif run.status == "timeout":
+                raise _OutOfTime()
             return run
 
         def answer(run: TlcRun, length: int | None = None):
@@ -412,12 +433,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             return SearchOutcome("verified", first.distinct, first.generated, first.depth)
         if workers > 1 or distributed:
             # a parallel search's first violation need not be a shortest one
-            first = go(default_checks(ignored, hw=hw, races=races))
-            if first.status == "timeout":
-                return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
-                                     reason="parallel TLC found a violation; the time limit "
-                                            "was reached while one-worker TLC looked for the "
-                                            "shortest")
+            first = go(default_checks(ignored, hw=hw, races=races))   # in time, or bounded
             if first.status == "ok":
                 raise TlcError("parallel TLC found a violation that one-worker TLC does not "
                                "find: the runs disagree")

@@ -29,7 +29,9 @@ write, is a race. The prover checks it on the class systems of prove.py:
   instruction (a wait of their group leaving none in flight, under the same conditions): live
   from issue to that wait, i.e. in one gap, so a load or store there over-approximates them.
 - A buffer of a symbolic number of slots that threads index by their own index and others use
-  whole: one cell; two accesses to their own slots by threads of one role never conflict.
+  whole: one cell; two accesses to their own slots by threads of one role never conflict, nor
+  two accesses to regions indexed by the thread that Z3 proves no two distinct threads share
+  (own_regions.py: `acc.at[k.ds(k.thread * rows, rows)]` in a group of symbolic size).
 - Regions (`buf.at[i, k.ds(start, size, stride)]`) of a buffer of concrete shape: its cells
   are the explorer's (the frontend's granule, model/memory.py), and an access covers a cell
   under the condition (over the parameters and the loop coordinate) that its run reaches the
@@ -80,6 +82,7 @@ from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, _ring_indexed, placed, ring_lhs
 from .counters import ACCESS, K, COp
 from .own_copies import own_copies_retired, private_buffers
+from .own_regions import own_region_keys, ref_key
 from .plain import Plain
 from .terms import Unsupported, linear_in, z_int
 
@@ -103,11 +106,13 @@ def assign_buffers(frag: "Fragment") -> None:
     k = frag.kernel
     concretes = [c for c in frag.classes if c.ring is None]
     frag.private_buffers = set()
+    frag.own_regions = set()
     for alloc in k.buffers:
         dims = [z3.simplify(z_int(d, frag.base_env)) for d in alloc.shape]
         private = not all(z3.is_int_value(d) for d in dims) and _thread_private(k, alloc)
         if private:
             frag.private_buffers.add(alloc.name)
+            frag.own_regions |= own_region_keys(frag, alloc)
         ring = None if private else _concrete_ring_of(frag, alloc, dims)
         if ring is not None:
             ring.buffers.append(alloc)
@@ -414,9 +419,11 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
 
 
 def _private_ref(builder: "ClassBuilder", ref) -> bool:
-    """An access to the issuing thread's own slot of a thread-private buffer."""
-    return ref.alloc.name in getattr(builder.frag, "private_buffers", ()) and \
-        _own_slot(builder.frag.kernel, ref)
+    """An access to the issuing thread's own slot of a thread-private buffer, or to a region
+    own_regions.py proves no other thread's region meets."""
+    frag = builder.frag
+    return ref.alloc.name in getattr(frag, "private_buffers", ()) and \
+        (_own_slot(frag.kernel, ref) or ref_key(ref) in getattr(frag, "own_regions", ()))
 
 
 def _waited_next(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp",
