@@ -102,16 +102,21 @@ def rows_of(paths: list[str], timeout: float, log) -> tuple[list[dict], int]:
     return rows, without
 
 
+def _no_verdict(answer: str) -> bool:
+    """TLC gave neither a verification nor a violation (its limit, its unknown, its failure)."""
+    return answer.startswith(("unknown", "bounded")) or answer == "error"
+
+
 def section(rows: list[dict], without: int, command: str, load) -> list[str]:
     agree = sum(r["agree"] for r in rows)
-    unknown_tlc = [r for r in rows if r["tlc"].startswith("unknown") or r["tlc"] == "error"]
+    unknown_tlc = [r for r in rows if _no_verdict(r["tlc"])]
     unknown_explore = [r for r in rows if r["explore"].startswith("unknown")]
     by_frontend: dict[str, list[int]] = {}
     for r in rows:
         counts = by_frontend.setdefault(r["frontend"], [0, 0, 0])
         counts[0] += 1
         counts[1] += r["agree"]
-        counts[2] += r["tlc"].startswith("unknown") or r["tlc"] == "error"
+        counts[2] += _no_verdict(r["tlc"])
     states = [r for r in rows if r["states_agree"] is not None]
     out = [MARK, "## TLC and the explorer on kernels with memory effects", "",
            f"Produced by `{command}` (bench/tlc_memory.py) on {platform.machine()} with "
@@ -122,11 +127,12 @@ def section(rows: list[dict], without: int, command: str, load) -> list[str]:
            f"- verdict and code agree (on the rules TLC states): **{agree} of {len(rows)}**",
            f"- kernels with a rule TLA+ does not state (compared with it ignored): "
            f"{sum(bool(r['open']) for r in rows)}",
-           f"- TLC unknown or error: {len(unknown_tlc)}; explorer unknown: "
+           f"- TLC without a verdict (unknown, bounded or error): {len(unknown_tlc)}; "
+           "explorer unknown: "
            f"{len(unknown_explore)}",
            f"- verified by both with the explorer's unreduced state count equal to TLC's: "
            f"{sum(r['states_agree'] for r in states)} of {len(states)}", "",
-           "| frontend | kernels | agree | TLC unknown |", "| --- | --- | --- | --- |"]
+           "| frontend | kernels | agree | TLC without a verdict |", "| --- | --- | --- | --- |"]
     for frontend, (n, ok, unk) in sorted(by_frontend.items()):
         out.append(f"| {frontend} | {n} | {ok} | {unk} |")
     out += ["", "| kernel | explorer, every rule | not in TLA+ | explorer | TLC | TLC s | agree |",
