@@ -425,15 +425,16 @@ _CLUSTER = dict(needs=frozenset(), dsl="cluster_arrive", reference="hardware",
 EXTENSION = Extension(
     "hardware barriers", codes=CODES, primitives=(
         Primitive(BAR_SYNC, "named barrier `bar.sync id, count` (name \"syncthreads\": every "
-                  "thread of the block); arrive, then wait", blocking=True,
+                  "thread of the block); arrive, then wait", blocking=True, waits_for="hardware",
                   opcodes=("hw_arrive", "hw_wait"), dsl="named_barrier(...).sync / syncthreads",
                   **_NAMED),
         Primitive(BAR_ARRIVE, "`bar.arrive id, count`: arrive without waiting", blocking=False,
+                  waits_for="",
                   opcodes=("hw_arrive",), dsl="named_barrier(...).arrive", **_NAMED),
         Primitive(CLUSTER_ARRIVE, "barrier.cluster.arrive: this thread reached the cluster "
-                  "barrier", blocking=False, opcodes=("hw_arrive",), **_CLUSTER),
+                  "barrier", blocking=False, waits_for="", opcodes=("hw_arrive",), **_CLUSTER),
         Primitive(CLUSTER_WAIT, "barrier.cluster.wait: until every thread of the cluster "
-                  "arrived", blocking=True, opcodes=("hw_wait",),
+                  "arrived", blocking=True, waits_for="hardware", opcodes=("hw_wait",),
                   **dict(_CLUSTER, dsl="cluster_wait")),
     ),
     guards={HW_ARRIVE: None, HW_WAIT: guard_wait}, effects={HW_ARRIVE: effect_arrive, HW_WAIT: None},

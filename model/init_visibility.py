@@ -277,8 +277,8 @@ def violations(system: "System", state) -> list:
     return found
 
 
-_COMMON = dict(blocking=False, reference="inits", prover="init prefix (init_prefix.py)",
-               repair=frozenset())
+_COMMON = dict(blocking=False, waits_for="", reference="inits",
+               prover="init prefix (init_prefix.py)", repair=frozenset())
 
 EXTENSION = Extension(
     "mbarrier init visibility", codes=CODES, primitives=(

@@ -6,7 +6,8 @@ extension (model/plugins.py) enters them here. The core reads this table and nev
 module: `Op.describe`, the compiler's dispatch (`compile`), the memory classification
 (`MEMORY_KINDS`, `ASYNC_GROUPS`, `ASYNC_WAITS`), the static rules' classes (`async_arrival`,
 `tensor_core`, `local_wait`), Pallas's own API (`PALLAS_KINDS`). Engines and the repair search
-ask `having(tag)` / `kinds_where(...)` rather than listing kind strings.
+ask `having(tag)` / `kinds_where(...)` / `blocking_waits(...)` rather than listing kind
+strings.
 
 Fail closed: every field without a default must be declared (a family that leaves one out
 fails at import), `check_complete` refuses an unknown tag or opcode name, an opcode no
@@ -36,6 +37,11 @@ MEMORY_CLASSES = frozenset({"none", "thread", "issue", "retire"})
 # barrier, now or when it lands), "fills" (a producer's release of a ring slot), "refills" (also
 # counts as the release that refills a slot), "waits" (a wait a fix may insert or move).
 REPAIR_CLASSES = frozenset({"arrives", "fills", "refills", "waits"})
+# What a thread waits for at an op (`Primitive.waits_for`; with `blocking`: whether it stops
+# there): "" (nothing another thread does), "phase" (a completion of its mbarrier's phase, or a
+# test for one), "value" (a semaphore reaching a value), "hardware" (the phase of a named or
+# cluster hardware barrier).
+WAIT_TARGETS = frozenset({"", "phase", "value", "hardware"})
 # Opcodes that belong to no primitive: the warp regions' fork and join (ir.WarpRegion).
 STRUCTURAL_OPCODES = frozenset({"fork", "await_fork", "join"})
 
@@ -48,6 +54,7 @@ class Primitive:
     doc: str                        # one line: what it does (the step rule is SEMANTICS.md's)
     needs: frozenset[str]           # its operands (OPERANDS)
     blocking: bool                  # a thread may stop at it
+    waits_for: str                  # what a thread waits for (or tests) at it (WAIT_TARGETS)
     opcodes: tuple[str, ...]        # the opcodes it compiles to (instructions.OPCODE_NAMES)
     dsl: str                        # its model/dsl.py KernelBuilder spelling ("" if none)
     reference: str                  # the model/reference module that re-states it, or "uncovered"
@@ -110,11 +117,14 @@ def _check_fields(prim: Primitive, family: str) -> None:
         raise AssertionError(f"{where} needs a doc line, a reference and a prover status")
     for name, got, allowed in (("needs", prim.needs, OPERANDS),
                                ("repair", prim.repair, REPAIR_CLASSES),
-                               ("memory", {prim.memory}, MEMORY_CLASSES)):
+                               ("memory", {prim.memory}, MEMORY_CLASSES),
+                               ("waits_for", {prim.waits_for}, WAIT_TARGETS)):
         if not set(got) <= allowed:
             raise AssertionError(f"{where}: {name} {sorted(set(got) - allowed)} unknown")
     if prim.memory in ("issue", "retire") and not prim.group:
         raise AssertionError(f"{where}: an asynchronous access needs its group")
+    if prim.local_wait and prim.waits_for != "phase":
+        raise AssertionError(f"{where}: a local wait waits for its mbarrier's phase")
 
 
 def lookup(kind: str) -> Primitive | None:
@@ -132,6 +142,15 @@ def having(repair_class: str) -> frozenset[str]:
     if repair_class not in REPAIR_CLASSES:
         raise KeyError(repair_class)
     return kinds_where(lambda p: repair_class in p.repair)
+
+
+def blocking_waits(*targets: str) -> frozenset[str]:
+    """The kinds at which a thread stops until another thread's action gives it one of
+    `targets` (WAIT_TARGETS): `blocking_waits("phase")` are the waits on an mbarrier."""
+    unknown = set(targets) - (WAIT_TARGETS - {""})
+    if unknown:
+        raise KeyError(sorted(unknown))
+    return kinds_where(lambda p: p.blocking and p.waits_for in targets)
 
 
 def family_kinds(family: str) -> frozenset[str]:

@@ -35,6 +35,11 @@ def test_a_missing_declaration_is_an_error_at_import():
         kinds._check_fields(dataclasses.replace(prim, repair=frozenset({"teleports"})), "test")
     with pytest.raises(AssertionError, match="group"):
         kinds._check_fields(dataclasses.replace(prim, memory="issue"), "test")
+    with pytest.raises(AssertionError, match="waits_for"):
+        kinds._check_fields(dataclasses.replace(prim, waits_for="a miracle"), "test")
+    wait = kinds.PRIMITIVES[primitives.BARRIER_WAIT]
+    with pytest.raises(AssertionError, match="local wait"):
+        kinds._check_fields(dataclasses.replace(wait, waits_for="value"), "test")
     with pytest.raises(AssertionError, match="belong to no primitive"):
         kinds.check_complete([*OPCODE_NAMES.values(), "orphan_opcode"])
     with pytest.raises(AssertionError, match="already|declared by"):
@@ -106,3 +111,17 @@ def test_a_primitive_added_by_its_module_alone_is_read_by_every_engine():
     assert good.verdict == "verified", good.label
     bad = check_kernel(handoff(3), {})
     assert bad.verdict == "violation" and bad.codes == ["BP100"], (bad.label, bad.codes)
+
+
+def test_what_a_thread_waits_for_is_declared_and_asked():
+    assert kinds.blocking_waits("phase") == {primitives.BARRIER_WAIT, primitives.WAIT_PARITY}
+    assert kinds.blocking_waits("value") == {primitives.SEMAPHORE_WAIT}
+    assert kinds.blocking_waits("hardware") == {primitives.BAR_SYNC, primitives.CLUSTER_WAIT}
+    # a test waits for a phase without stopping; a wait blocks
+    assert kinds.PRIMITIVES[primitives.BARRIER_TEST].waits_for == "phase"
+    assert all(p.blocking for k in kinds.blocking_waits("phase", "value", "hardware")
+               for p in [kinds.PRIMITIVES[k]])
+    with pytest.raises(KeyError):
+        kinds.blocking_waits("")
+    with pytest.raises(KeyError):
+        kinds.blocking_waits("a miracle")

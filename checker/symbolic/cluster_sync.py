@@ -32,12 +32,13 @@ explicit-init barriers is left outside (init_prefix.py's own rules decide those)
 
 from __future__ import annotations
 
+from ...model import primitives as K
 from ...model.hw_barriers import LANE
 from ...model.ir import (BarrierAlloc, BarrierRef, Const, Kernel, Loop, Op, WarpRegion, When,
                          free_vars, map_ops)
 from .terms import Unsupported
 
-KINDS = ("cluster_arrive", "cluster_wait")
+KINDS = (K.CLUSTER_ARRIVE, K.CLUSTER_WAIT)
 NAME = "barrier.cluster"        # no identifier: no allocation of a protocol carries it
 
 
@@ -47,13 +48,13 @@ def _pairs_ok(body, in_region: bool = False, lane: bool = False) -> Op | None:
         if isinstance(stmt, Op) and stmt.kind in KINDS:
             if in_region or lane:
                 return stmt
-            if stmt.kind == "cluster_arrive":
+            if stmt.kind == K.CLUSTER_ARRIVE:
                 nxt = body[n + 1] if n + 1 < len(body) else None
-                if not (isinstance(nxt, Op) and nxt.kind == "cluster_wait"):
+                if not (isinstance(nxt, Op) and nxt.kind == K.CLUSTER_WAIT):
                     return stmt
             else:
                 prev = body[n - 1] if n > 0 else None
-                if not (isinstance(prev, Op) and prev.kind == "cluster_arrive"):
+                if not (isinstance(prev, Op) and prev.kind == K.CLUSTER_ARRIVE):
                     return stmt
         elif isinstance(stmt, Loop):
             bad = _pairs_ok(stmt.body, in_region, lane)
@@ -105,10 +106,10 @@ def lower_cluster_sync(kernel: Kernel) -> Kernel:
     ref = BarrierRef(alloc)
 
     def lower(op: Op):
-        if op.kind == "cluster_arrive":
-            return Op("barrier_arrive", ref, loc=op.loc)
-        if op.kind == "cluster_wait":
-            return Op("barrier_wait", ref, loc=op.loc)
+        if op.kind == K.CLUSTER_ARRIVE:
+            return Op(K.BARRIER_ARRIVE, ref, loc=op.loc)
+        if op.kind == K.CLUSTER_WAIT:
+            return Op(K.BARRIER_WAIT, ref, loc=op.loc)
         return op
 
     return kernel.replace(body=map_ops(kernel.body, lower),

@@ -26,13 +26,22 @@ from typing import Iterator, Mapping, Sequence
 
 import z3
 
+from ...model import kinds, primitives
 from ...model.ir import BinOp, Expr, Kernel, Loop, Op, UnOp, WarpRegion, When, free_vars, walk
-from ...model.compile import PALLAS_KINDS
 from ...model.hw_barriers import HARDWARE_BARRIER_KINDS
 from .classes import BarrierClass, build_classes
 from .counters import K, CounterSystem
 from .program import ClassBuilder, build_systems, valuations
+from .semaphores import takes
 from .terms import CMP, FLIP, LOOPVAR, Solver, Unsupported, consts, linear_in, z_bool, z_int
+
+# Waits on an mbarrier's phase, and tests for one that may observe nothing.
+PHASE_WAITS = kinds.blocking_waits("phase")
+TESTS = kinds.kinds_where(lambda p: p.waits_for != "" and not p.blocking)
+# Pallas operations that wait for nothing: its arrivals (Pallas's rule 2 is about them).
+PALLAS_ARRIVALS = kinds.kinds_where(lambda p: p.pallas and p.waits_for == "")
+# Arrivals through the tensor core (on a barrier, if the op names one).
+TENSOR_CORE = kinds.kinds_where(lambda p: p.tensor_core)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -104,7 +113,7 @@ class Fragment:
                 # abstraction has no class for them, and dropping them would be unsound.
                 raise Unsupported(f"`{op.describe()}` (a named or cluster hardware barrier) is "
                                   "outside the prover's fragment", op.loc)
-            if op.kind == "barrier_test":
+            if op.kind in TESTS:
                 # Whether a test observes a completion depends on the schedule: the counter
                 # abstraction's waits always do.
                 raise Unsupported(f"`{op.describe()}` (a non-blocking wait that may or may not "
@@ -153,14 +162,14 @@ class Fragment:
     def build_roles(self) -> list[Role]:
         k = self.kernel
         waited = {op.barrier.alloc.name for op in k.ops()
-                  if op.kind in ("barrier_wait", "wait_parity") and op.barrier is not None}
+                  if op.kind in PHASE_WAITS and op.barrier is not None}
         for op in k.ops():
             if op.barrier is not None and op.barrier.alloc.name not in waited \
-                    and op.kind in PALLAS_KINDS and op.kind != "barrier_wait":
+                    and op.kind in PALLAS_ARRIVALS:
                 # Pallas rule 2 on a barrier nobody waits on is left to the explorer
                 raise Unsupported(f"`{op.barrier.alloc.name}` receives Pallas arrivals but no "
                                   "thread waits on it", op.loc)
-            if op.kind == "semaphore_signal_parallel":
+            if op.kind == primitives.SEMAPHORE_SIGNAL_PARALLEL:
                 raise Unsupported(f"`{op.describe()}`: signals landing in no guaranteed order "
                                   "are left to the explorer", op.loc)
         self.cluster_axes = [a for a, _ in k.cluster]
@@ -205,7 +214,7 @@ class Fragment:
         # Decrementing semaphore waits take any thread's signal, so threads of one program may
         # drift apart without bound: a counter role's offset bound would fail, single threads
         # keep their own positions.
-        drift = any(op.kind == "semaphore_wait" and op.decrement for op in self.kernel.ops())
+        drift = any(takes(op) for op in self.kernel.ops())
         for role in roles:
             prev = out[-1] if out else None
             if prev is not None and not drift and prev.block == role.block and \
@@ -479,13 +488,12 @@ def _check_plain_mma(role: Role) -> None:
         for bop in item.ops:
             flat.append((item, bop))
     plain = [n for n, (_, bop) in enumerate(flat)
-             if bop.op.kind == "tcgen05_mma" and bop.op.barrier is None]
+             if bop.op.kind == primitives.TCGEN05_MMA and bop.op.barrier is None]
     if not plain:
         return
 
     def arrives(bop) -> bool:
-        return bop.op.kind in ("tcgen05_mma", "tcgen05_commit_arrive") and \
-            bop.op.barrier is not None
+        return bop.op.kind in TENSOR_CORE and bop.op.barrier is not None
 
     # In a loop, each iteration's plain MMAs may be covered by an unconditional arrival later in
     # the same iteration (a K-loop's MMA and its commit): every instance is then followed by one.
@@ -517,9 +525,9 @@ def _check_phase_waits(role: Role) -> None:
     for item in role.items:
         for bop in item.ops:
             op = bop.op
-            if op.kind not in ("barrier_wait", "wait_parity") or op.barrier is None:
+            if op.kind not in PHASE_WAITS or op.barrier is None:
                 continue
-            stated = op.kind == "wait_parity" and op.phase is not None
+            stated = op.kind == primitives.WAIT_PARITY and op.phase is not None
             name = op.barrier.alloc.name
             seen = kinds.setdefault(name, (stated, op))
             if seen[0] != stated:

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from ...model import kinds
 from .order import Tau
 
 if TYPE_CHECKING:
     from .order import Alignment, TauRun, TauSearch
 
-WAITS = ("barrier_wait", "wait_parity")
+WAITS = kinds.blocking_waits("phase")
 
 
 def guided_candidates(search: "TauSearch", runs: list["TauRun"]) -> Iterator[Tau]:

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ...model import primitives as K
 from ...model.hw_barriers import ALL_THREADS, LANE, NAMED_BARRIERS, WARP_SIZE
 from ...model.ir import (BarrierAlloc, BarrierRef, Const, Kernel, Loop, ModelError, Op,
                          WarpRegion, When, evaluate, free_vars, map_ops)
 from .terms import Unsupported
 
-NAMED_KINDS = ("bar_sync", "bar_arrive")
+NAMED_KINDS = (K.BAR_SYNC, K.BAR_ARRIVE)
 # Op.name of the arrival half of a lowered bar.sync: program.py marks its COp `sync`.
 SYNC_ARRIVAL = "bar.sync arrival"
 PREFIX = "named_bar["
@@ -100,7 +101,7 @@ def lower_named_barriers(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
             raise Unsupported(f"named barrier {bar} is used with thread counts {first[0]} "
                               f"({first[1].loc}) and {count} (BP142 is left to the explorer)",
                               op.loc)
-        if op.kind == "bar_sync" and op.aligned:
+        if op.kind == K.BAR_SYNC and op.aligned:
             sites = sync_sites.setdefault(bar, [])
             if not any(s is op for s in sites):
                 sites.append(op)
@@ -119,10 +120,10 @@ def lower_named_barriers(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
         bar, _, region = lowered[id(op)]
         ref = BarrierRef(allocs[bar])
         amount = Const(per_agent[region])
-        if op.kind == "bar_arrive":
-            return Op("arrive", ref, count=amount, loc=op.loc)
-        return (Op("arrive", ref, count=amount, name=SYNC_ARRIVAL, loc=op.loc),
-                Op("barrier_wait", ref, loc=op.loc))
+        if op.kind == K.BAR_ARRIVE:
+            return Op(K.ARRIVE, ref, count=amount, loc=op.loc)
+        return (Op(K.ARRIVE, ref, count=amount, name=SYNC_ARRIVAL, loc=op.loc),
+                Op(K.BARRIER_WAIT, ref, loc=op.loc))
 
     def rewrite(body) -> tuple:
         return map_ops(body, lower)

@@ -35,12 +35,13 @@ from typing import Mapping, Sequence
 
 import z3
 
+from ...model import primitives as K
 from ...model.init_visibility import INIT_KINDS
 from ...model.ir import (BarrierRef, Const, Kernel, Loop, Op, Var, WarpRegion, When, free_vars,
                          map_ops, walk)
 from .terms import Solver, Unsupported, z_bool, z_int
 
-SYNC = "bar_sync"
+SYNC = K.BAR_SYNC
 
 
 def publish_inits(kernel: Kernel, symbolic: Sequence[str],
@@ -87,17 +88,17 @@ def publish_inits(kernel: Kernel, symbolic: Sequence[str],
             raise Unsupported(f"`{op.describe()}` runs under other conditions than the other "
                               "inits: one thread must initialise and fence", op.loc)
     _one_thread(kernel, conds, env, solver, ops[0][0].loc)
-    last_init = max(n for n, (op, _, _) in enumerate(ops) if op.kind == "mbarrier_init")
-    if not any(op.kind in ("fence_mbarrier_init", "fence_proxy_async")
+    last_init = max(n for n, (op, _, _) in enumerate(ops) if op.kind == K.MBARRIER_INIT)
+    if not any(op.kind in (K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC)
                for op, _, _ in ops[last_init + 1:]):
         raise Unsupported("no fence_mbarrier_init after the last mbarrier_init: the async "
                           "proxy may not see the inits (BP147 is left to the explorer)",
                           ops[last_init][0].loc)
     for alloc in explicit:
         _initialised_once(alloc, [(op, loops) for op, _, loops in ops
-                                  if op.kind == "mbarrier_init"], env, solver)
+                                  if op.kind == K.MBARRIER_INIT], env, solver)
     for op, _, _ in ops:
-        if op.kind == "mbarrier_init" and not op.barrier.alloc.explicit_init:
+        if op.kind == K.MBARRIER_INIT and not op.barrier.alloc.explicit_init:
             raise Unsupported(f"`{op.describe()}` initialises a barrier that starts "
                               "initialised", op.loc)
     started = {b.name: dataclasses.replace(b, explicit_init=False) for b in explicit}

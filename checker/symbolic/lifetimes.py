@@ -33,21 +33,26 @@ shares, peer stores, collective commits) may land after the sync, so their barri
 
 from __future__ import annotations
 
+from ...model import kinds, primitives as K
 from ...model.compile import PALLAS_KINDS
 from ...model.ir import Const, Kernel, Op
 
-# Pallas operations whose every effect on a barrier leaves a trace at the end of a run.
-TRACED_KINDS = PALLAS_KINDS - {"barrier_test"}
-# Operations whose effect on a peer's barrier is a thread's own step (not an in-flight landing).
-THREAD_KINDS = frozenset({"barrier_arrive", "arrive", "arrive_drop", "expect_tx",
-                          "arrive_expect_tx", "complete_tx"})
+# Pallas operations whose every effect on a barrier leaves a trace at the end of a run: all
+# but the tests, which may observe a completion or nothing.
+TRACED_KINDS = PALLAS_KINDS - kinds.kinds_where(lambda p: p.waits_for != "" and not p.blocking)
+# Landings that bring bytes to their barrier (complete_tx when they land).
+BYTE_LANDINGS = kinds.kinds_where(lambda p: p.async_arrival and "bytes" in p.needs)
+# Operations whose effect on a peer's barrier is a thread's own step (not an in-flight landing):
+# the mbarrier arrivals lemma 2 was argued for; any other kind is left to lemma 1.
+THREAD_KINDS = frozenset({K.BARRIER_ARRIVE, K.ARRIVE, K.ARRIVE_DROP, K.EXPECT_TX,
+                          K.ARRIVE_EXPECT_TX, K.COMPLETE_TX})
 
 
 def reaches_peer(op: Op) -> bool:
     """Whether `op` may touch a barrier instance of another block than its thread's."""
     ref = op.barrier
     return ref is not None and (ref.block is not None or ref.alloc.cluster
-                                or bool(op.collective_axes) or op.kind == "async_store_smem")
+                                or bool(op.collective_axes) or op.kind == K.ASYNC_STORE_SMEM)
 
 
 def peer_lifetime_gap(kernel: Kernel) -> str | None:
@@ -78,7 +83,7 @@ def _untraced(kernel: Kernel, name: str) -> str | None:
         if op.kind not in TRACED_KINDS:
             return (f"is also driven by `{op.kind}` ({op.loc}), which can touch it without a "
                     "trace at the end of the run")
-        if reaches_peer(op) and op.kind in ("copy_gmem_to_smem", "async_store_smem") and not (
+        if reaches_peer(op) and op.kind in BYTE_LANDINGS and not (
                 isinstance(op.bytes, Const) and op.bytes.value > 0):
             return (f"receives `{op.kind}` of {op.bytes!r} bytes ({op.loc}), not a positive "
                     "constant: an empty landing would leave no trace at the end")
@@ -92,8 +97,8 @@ def _final_cluster_sync(kernel: Kernel) -> str | None:
     if len(long_axes) != 1 or len(body) < 2:
         return None
     arrive, wait = body[-2], body[-1]
-    if not (isinstance(arrive, Op) and isinstance(wait, Op) and arrive.kind == "barrier_arrive"
-            and wait.kind == "barrier_wait" and arrive.barrier is not None
+    if not (isinstance(arrive, Op) and isinstance(wait, Op) and arrive.kind == K.BARRIER_ARRIVE
+            and wait.kind == K.BARRIER_WAIT and arrive.barrier is not None
             and wait.barrier is not None and arrive.barrier.alloc is wait.barrier.alloc
             and arrive.barrier.block is None and wait.barrier.block is None):
         return None

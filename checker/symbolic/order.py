@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 import z3
 
+from ...model import kinds
 from ...model.ir import Loop, Op, WarpRegion, When
 from .classes import BarrierClass
 from .hw import legal_at_exit
@@ -23,6 +24,9 @@ from .terms import Unsupported, evaluate, nonlinear, z_int
 
 if TYPE_CHECKING:
     from .fragment import Fragment, Item, Role
+
+# Where a thread waits for others: a wait on an mbarrier's phase or on a semaphore's value.
+WAITS = kinds.blocking_waits("phase", "value")
 
 
 @dataclass
@@ -306,7 +310,7 @@ class TauSearch:
                 for bop in item.ops:
                     if bop.op.barrier is None:
                         continue
-                    if bop.op.kind in ("barrier_wait", "wait_parity", "semaphore_wait"):
+                    if bop.op.kind in WAITS:
                         if node.kind == "op":
                             w.add(bop.op.barrier.alloc.name)
                     else:
@@ -343,7 +347,7 @@ class TauSearch:
 
         def is_wait(m, k):
             op = frag.roles[m[0]].items[m[1]].ops[k].op
-            return op.kind in ("barrier_wait", "wait_parity", "semaphore_wait")
+            return op.kind in WAITS
 
         def rec(pos, taken, ranks):
             nonlocal count

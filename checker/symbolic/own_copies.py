@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import z3
 
+from ...model import kinds
 from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
 from .terms import Unsupported, z_bool, z_int
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 HORIZON = 3          # iterations a copy may stay in flight along one path
 # What may touch a thread-private buffer: the thread's loads and stores, and the accesses it
 # waits for itself (cp.async copies, TMA stores, WGMMA operands, tcgen05.st)
-OWN_KINDS = frozenset(ASYNC_GROUPS) | {"read", "write"}
+OWN_KINDS = kinds.kinds_where(lambda p: p.memory in ("thread", "issue"))
 
 
 def private_buffers(frag: "Fragment", role: "Role", op) -> bool:

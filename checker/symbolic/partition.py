@@ -21,10 +21,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
+from ...model import kinds
 from ...model.ir import (BarrierRef, Const, Kernel, ModelError, evaluate, free_vars, iter_ops,
                          map_ops)
 
-WAIT_KINDS = ("barrier_wait", "wait_parity")
+WAIT_KINDS = kinds.blocking_waits("phase")
 
 
 def _rewrite(body, ref) -> tuple:

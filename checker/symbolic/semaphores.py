@@ -28,6 +28,7 @@ from typing import Mapping
 
 import z3
 
+from ...model import kinds, primitives as K
 from ...model.grid import LOCKSTEP_AXIS, lockstep_blocks
 from ...model.ir import Const, Kernel, ModelError, Op, evaluate, free_vars, map_ops
 from .counters import COp
@@ -37,6 +38,12 @@ SEM_SIGNAL, SEM_WAIT, SEM_TAKE = "sem_signal", "sem_wait", "sem_take"   # COp ki
 SEM_WAITS = (SEM_WAIT, SEM_TAKE)
 
 
+def takes(op: Op) -> bool:
+    """Does `op` take what it waits for from its counter (a decrementing semaphore wait)?"""
+    prim = kinds.lookup(op.kind)
+    return prim is not None and prim.consumes and op.decrement
+
+
 def lower_lockstep(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
     """The kernel with the lockstep copies of its semaphores made blocks of an explicit cluster
     axis, when compile.py models them so (decrementing waits); else the kernel itself."""
@@ -44,7 +51,7 @@ def lower_lockstep(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
     if not sems:
         return kernel
     for op in kernel.ops():
-        if op.kind == "semaphore_signal_parallel":
+        if op.kind == K.SEMAPHORE_SIGNAL_PARALLEL:
             raise Unsupported(f"`{op.describe()}` (signals landing in no guaranteed order) is "
                               "outside the prover's fragment", op.loc)
     env = dict(fixed)
@@ -63,7 +70,7 @@ def lower_lockstep(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
     n = lockstep_blocks(kernel, env, blocks)
     if n == 1:
         if any(c > 1 for c in copies) and any(
-                op.kind == "semaphore_wait" and op.decrement for op in kernel.ops()):
+                takes(op) for op in kernel.ops()):
             # compile.py reports these as unmodelled (BP190): nothing to prove
             raise Unsupported("decrementing semaphore waits on a semaphore signalled by "
                               "lockstep copies the model cannot make blocks of", sems[0].loc)
@@ -95,14 +102,14 @@ def semaphore_cops(builder, op: Op, ctx, guard, rank: int, inst: int) -> list[CO
     """The class operations of one semaphore operation (program.py's `_cops`)."""
     text = op.describe()
     amount = ctx.int(op.count)
-    if op.kind == "semaphore_signal":
+    if op.kind == K.SEMAPHORE_SIGNAL:
         copies = z_int(op.barrier.alloc.copies, builder.frag.base_env)
         if free_vars(op.barrier.alloc.copies) - set(builder.frag.params):
             raise Unsupported(f"`{text}`: the lockstep copies are not a parameter expression",
                               op.loc)
         return [COp(SEM_SIGNAL, (inst,), z3.simplify(amount * copies), guard=guard, rank=rank,
                     text=text, primary=inst)]
-    if op.kind == "semaphore_wait":
+    if op.kind == K.SEMAPHORE_WAIT:
         return [COp(SEM_TAKE if op.decrement else SEM_WAIT, (inst,), amount, guard=guard,
                     rank=rank, text=text, primary=inst)]
     raise Unsupported(f"{op.kind} on semaphore `{op.barrier.alloc.name}`", op.loc)

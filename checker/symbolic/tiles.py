@@ -73,13 +73,15 @@ from typing import Callable, Mapping, Sequence
 
 import z3
 
+from ...model import primitives as K
 from ...model.expr import mk, mk_not, stmt_vars, substitute
 from ...model.ir import (Const, Expr, Kernel, Loop, ModelError, Op, Var, WarpRegion, When,
                          evaluate, free_vars, iter_ops, walk)
 from .terms import Unsupported, z_bool, z_int
 
-KINDS = ("barrier_wait", "barrier_arrive", "copy_gmem_to_smem")
-ARRIVING = ("barrier_arrive", "copy_gmem_to_smem")
+# The Pallas operations the argument is made for (module doc, condition 1).
+KINDS = (K.BARRIER_WAIT, K.BARRIER_ARRIVE, K.COPY_GMEM_TO_SMEM)
+ARRIVING = (K.BARRIER_ARRIVE, K.COPY_GMEM_TO_SMEM)
 WITNESSES = 4       # iterations tried from each end of a loop as the one that waits
 
 
@@ -189,7 +191,7 @@ def _waits_on(prog, alloc, index: list, facts: _Facts) -> bool:
     for item in prog:
         ops = [(item, None)] if isinstance(item, Op) else [(op, item) for op in item.body]
         for op, loop in ops:
-            if op.kind != "barrier_wait" or op.barrier.alloc is not alloc:
+            if op.kind != K.BARRIER_WAIT or op.barrier.alloc is not alloc:
                 continue
             if loop is None:
                 envs = [({}, z3.BoolVal(True))]
@@ -261,7 +263,7 @@ def _first_arrivals(prog, alloc, index, count: int, facts: _Facts, bound: int = 
             same = z3.And([a == b for a, b in zip(_index(op, env, facts), index)])
             if facts.valid(z3.Not(same)):
                 continue
-            n = 1 if op.kind == "copy_gmem_to_smem" else _const(op.count, facts)
+            n = 1 if op.kind == K.COPY_GMEM_TO_SMEM else _const(op.count, facts)
             if n is None or not facts.valid(same):
                 return None
             out.append((op, env))
@@ -288,9 +290,9 @@ def _pair_conditions(progs, c: int, firsts, facts: _Facts, axis: str) -> str | N
                 return (f"no thread but the closer {c} waits on `{alloc.name}[{x}]` for every "
                         "size (the other block's closer could still be arriving on it)")
     # 6. the closer waits only on barriers the other threads arrive on, without copies
-    for alloc in {op.barrier.alloc for op in closer_ops if op.kind == "barrier_wait"}:
+    for alloc in {op.barrier.alloc for op in closer_ops if op.kind == K.BARRIER_WAIT}:
         if any(op.barrier.alloc is alloc and op.kind in ARRIVING for op in closer_ops) or \
-                any(op.barrier.alloc is alloc and op.kind == "copy_gmem_to_smem"
+                any(op.barrier.alloc is alloc and op.kind == K.COPY_GMEM_TO_SMEM
                     for op in other_ops):
             return (f"the closer {c} waits on `{alloc.name}`, which copies or the closer "
                     "itself arrive on (its last waits may not be enabled when the other "
@@ -309,7 +311,7 @@ def _pair_conditions(progs, c: int, firsts, facts: _Facts, axis: str) -> str | N
         if ops is None:
             return (f"the arrivals that open thread {j}'s first wait on `{alloc.name}` are "
                     "not the same operations for every size")
-        if not any(op.kind == "copy_gmem_to_smem" and axis in op.collective_axes and
+        if not any(op.kind == K.COPY_GMEM_TO_SMEM and axis in op.collective_axes and
                    facts.valid(facts.int(substitute(op.bytes, e)) > 0) for op, e in ops):
             return (f"thread {j}'s first wait on `{alloc.name}` does not need the other "
                     "block's share of a multicast copy (a block could start its next tile "
@@ -348,7 +350,7 @@ def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequ
         if any(f is None for f in firsts):
             return "a thread's first operation depends on the parameters"
         closers = [j for j, (op, _) in enumerate(firsts)
-                   if op is not None and op.kind != "barrier_wait"]
+                   if op is not None and op.kind != K.BARRIER_WAIT]
         if len(closers) != 1:
             return (f"{len(closers)} threads start a tile without waiting (one closer whose "
                     "end orders the tile is needed)")
@@ -368,7 +370,7 @@ def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequ
                 return (f"`{alloc.name}`, which thread {j} waits on first, is also arrived on "
                         f"by a thread other than {c} (`{others[0].describe()}`)")
             last = _last(prog, facts)
-            if last is None or last[0].kind != "barrier_arrive":
+            if last is None or last[0].kind != K.BARRIER_ARRIVE:
                 return f"thread {j} does not end its tile with a barrier_arrive"
             op, env = last
             if not _waits_on(progs[c], op.barrier.alloc, _index(op, env, facts), facts):
@@ -382,7 +384,7 @@ def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequ
             if why is not None:
                 return why
         for alloc in {op.barrier.alloc for op in iter_ops(loop.body)
-                      if op.kind == "copy_gmem_to_smem"}:
+                      if op.kind == K.COPY_GMEM_TO_SMEM}:
             shape = [evaluate(d, fixed) for d in alloc.shape]
             if len(shape) != 1:
                 return f"`{alloc.name}` is not a one-dimensional array"

@@ -20,7 +20,7 @@ def compile_cancel(system, op, env, agent: int, block) -> None:
 
 EXTENSION = Extension("cluster launch control", primitives=(
     Primitive(TRY_CLUSTER_CANCEL, "asynchronous arrival (the cancellation's response)",
-              needs=frozenset({"barrier"}), blocking=False, opcodes=("issue_async",),
+              needs=frozenset({"barrier"}), blocking=False, waits_for="", opcodes=("issue_async",),
               dsl="try_cluster_cancel", reference="machine",
               prover="counter program (program.py)", repair=frozenset({"arrives", "refills"}),
               pallas=True, async_arrival=True, compile=compile_cancel),

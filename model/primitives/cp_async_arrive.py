@@ -26,7 +26,7 @@ def compile_arrive(system, op, env, agent: int, block) -> None:
 
 EXTENSION = Extension("cp.async arrivals", primitives=(
     Primitive(CP_ASYNC_ARRIVE, "an asynchronous arrive(1) once the thread's earlier cp.async "
-              "copies are done", needs=frozenset({"barrier"}), blocking=False,
+              "copies are done", needs=frozenset({"barrier"}), blocking=False, waits_for="",
               opcodes=("issue_async",), dsl="cp_async_arrive", reference="machine",
               prover="counter program (program.py)", repair=frozenset({"arrives"}),
               async_arrival=True, compile=compile_arrive),

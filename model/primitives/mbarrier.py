@@ -63,7 +63,8 @@ def arrive_text(op, name: str, nbytes: int, env) -> str:
     return f"arrive({name}{'' if count == 1 else f', count={count}'})"
 
 
-_COMMON = dict(blocking=False, reference="machine", prover="counter program (program.py)")
+_COMMON = dict(blocking=False, waits_for="", reference="machine",
+               prover="counter program (program.py)")
 _TX = dict(_COMMON, needs=frozenset({"barrier", "bytes"}), shows=("bytes",), text=bytes_text)
 
 EXTENSION = Extension("mbarrier arrivals", primitives=(

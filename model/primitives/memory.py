@@ -44,7 +44,7 @@ def compile_access(system, op, env, agent: int, block) -> None:
 def _access(kind: str, doc: str, dsl: str, memory: str, group: str = "",
             counted: bool = False) -> Primitive:
     return Primitive(kind, doc, needs=frozenset({"count"} if counted else {"memory"}),
-                     blocking=False, opcodes=(), dsl=dsl, reference="memory",
+                     blocking=False, waits_for="", opcodes=(), dsl=dsl, reference="memory",
                      prover="races (races.py)", repair=frozenset(), memory=memory,
                      group=group, counted=counted, shows=("count_last",) if counted else (),
                      compile=compile_access)

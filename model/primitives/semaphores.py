@@ -83,15 +83,17 @@ _COMMON = dict(reference="semaphores", prover="semaphores (semaphores.py)", repa
 
 EXTENSION = Extension("semaphores", primitives=(
     Primitive(SEMAPHORE_SIGNAL, "value += count (times the lockstep copies)",
-              needs=frozenset({"barrier", "count"}), blocking=False, opcodes=("sem_signal",),
-              dsl="semaphore_signal", shows=("inc",), compile=compile_signal, **_COMMON),
+              needs=frozenset({"barrier", "count"}), blocking=False, waits_for="",
+              opcodes=("sem_signal",), dsl="semaphore_signal", shows=("inc",),
+              compile=compile_signal, **_COMMON),
     Primitive(SEMAPHORE_WAIT, "block until value >= count; then value -= count if decrement",
-              needs=frozenset({"barrier", "count"}), blocking=True,
+              needs=frozenset({"barrier", "count"}), blocking=True, waits_for="value",
               opcodes=("sem_wait", "unmodeled"), dsl="semaphore_wait", shows=("value",),
               consumes=True, compile=compile_wait, **_COMMON),
     Primitive(SEMAPHORE_SIGNAL_PARALLEL, "one signal per (semaphore, increment), landing in no "
               "guaranteed order, all before the thread goes on", needs=frozenset({"signals"}),
-              blocking=True, opcodes=("sem_signal", "sem_signal_set", "signals_landed"),
+              blocking=True, waits_for="",    # only for its own signals to land
+              opcodes=("sem_signal", "sem_signal_set", "signals_landed"),
               dsl="semaphore_signal_parallel", shows=("signals",),
               compile=compile_signal_parallel, **_COMMON),
 ))

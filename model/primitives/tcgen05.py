@@ -40,7 +40,7 @@ def compile_tcgen05(system, op, env, agent: int, block) -> None:
                                   _entry(system, op, env, block, src, targets), src))
 
 
-_COMMON = dict(blocking=False, opcodes=("issue_tcgen05",), reference="machine",
+_COMMON = dict(blocking=False, waits_for="", opcodes=("issue_tcgen05",), reference="machine",
                prover="counter program (program.py)", pallas=True, async_arrival=True,
                tensor_core=True, compile=compile_tcgen05)
 

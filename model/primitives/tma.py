@@ -44,7 +44,7 @@ def _compile_copy(arrives: bool):
     return compile_copy
 
 
-_COMMON = dict(needs=frozenset({"barrier", "bytes", "memory"}), blocking=False,
+_COMMON = dict(needs=frozenset({"barrier", "bytes", "memory"}), blocking=False, waits_for="",
                opcodes=("issue_async",), reference="machine",
                prover="counter program (program.py)", async_arrival=True, shows=("bytes",),
                text=bytes_text)

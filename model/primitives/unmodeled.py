@@ -18,7 +18,7 @@ def compile_unmodeled(system, op, env, agent: int, block) -> None:
 
 EXTENSION = Extension("unmodelled synchronization", primitives=(
     Primitive(UNMODELED, "synchronization the model does not cover (BP190)",
-              needs=frozenset({"name"}), blocking=False, opcodes=("unmodeled",),
+              needs=frozenset({"name"}), blocking=False, waits_for="", opcodes=("unmodeled",),
               dsl="unmodeled", reference="machine", prover="outside: BP190, unknown",
               repair=frozenset(), unmodelled=True, describe=lambda op: f"{op.name} (not modelled)",
               compile=compile_unmodeled),

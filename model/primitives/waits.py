@@ -55,7 +55,8 @@ def parity_text(op, name: str, nbytes: int, env) -> str:
     return f"wait_parity({name}, {evaluate(op.parity, env) % 2})"
 
 
-_COMMON = dict(needs=frozenset({"barrier"}), reference="machine", local_wait=True)
+_COMMON = dict(needs=frozenset({"barrier"}), waits_for="phase", reference="machine",
+               local_wait=True)
 
 EXTENSION = Extension("mbarrier waits", primitives=(
     Primitive(BARRIER_WAIT, "wait for the next completion (private parity bit per thread)",
