@@ -17,7 +17,7 @@ LOADER = CONSUMERS
 EXPECT = {
     "elected": "verified",
     "elected_half_the_bytes": "violation:BP130",
-    "elected_phase_not_toggled": "violation:BP100",
+    "elected_phase_not_toggled": "violation:BP101",
     "elected_every_lane_releases": "violation:BP121",
     "elected_no_init_fence": "violation:BP147",
 }

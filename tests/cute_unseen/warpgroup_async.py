@@ -14,8 +14,8 @@ WG = 128
 EXPECT = {
     "warpgroups": "verified",
     "warpgroups_consumer_counted_in_warps": "violation:BP121",
-    "warpgroups_phase_not_toggled": "violation:BP100",
-    "warpgroups_producer_skips_acquire": "violation:BP100",
+    "warpgroups_phase_not_toggled": "violation:BP101",
+    "warpgroups_producer_skips_acquire": "violation:BP101",
 }
 
 
