@@ -10,7 +10,9 @@ from ..kinds import Primitive
 TRY_CLUSTER_CANCEL = "try_cluster_cancel"
 
 
-def compile_cancel(system, op, env, agent: int, block) -> None:
+def compile_async_arrival(system, op, env, agent: int, block) -> None:
+    """One arrival that lands on its barrier at some time after the issue (an in-flight slot);
+    also cp.async's arrival (cp_async_arrive.py)."""
     inst, src, _ = system.barrier_site(op, env, block)
     if system.instances[inst].alloc.cluster:
         return  # BP111, reported statically
@@ -23,5 +25,5 @@ EXTENSION = Extension("cluster launch control", primitives=(
               needs=frozenset({"barrier"}), blocking=False, waits_for="", opcodes=("issue_async",),
               dsl="try_cluster_cancel", reference="machine",
               prover="counter program (program.py)", repair=frozenset({"arrives", "refills"}),
-              pallas=True, async_arrival=True, compile=compile_cancel),
+              pallas=True, async_arrival=True, compile=compile_async_arrival),
 ))

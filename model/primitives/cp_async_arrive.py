@@ -9,25 +9,16 @@ also raises the expected count for the phase; it is not modelled (the frontend s
 
 from __future__ import annotations
 
-from .. import instructions as ins
 from ..extensions import Extension
 from ..kinds import Primitive
+from .clc import compile_async_arrival
 
 CP_ASYNC_ARRIVE = "cp_async_arrive"
-
-
-def compile_arrive(system, op, env, agent: int, block) -> None:
-    inst, src, _ = system.barrier_site(op, env, block)
-    if system.instances[inst].alloc.cluster:
-        return  # BP111, reported statically
-    slot = system._slot(ins.EFFECT_ARRIVE, inst, 1, "async")
-    system._emit(agent, ins.Instr(ins.ISSUE_ASYNC, (), 0, (slot,), src))
-
 
 EXTENSION = Extension("cp.async arrivals", primitives=(
     Primitive(CP_ASYNC_ARRIVE, "an asynchronous arrive(1) once the thread's earlier cp.async "
               "copies are done", needs=frozenset({"barrier"}), blocking=False, waits_for="",
               opcodes=("issue_async",), dsl="cp_async_arrive", reference="machine",
               prover="counter program (program.py)", repair=frozenset({"arrives"}),
-              async_arrival=True, compile=compile_arrive),
+              async_arrival=True, compile=compile_async_arrival),
 ))
