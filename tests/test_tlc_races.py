@@ -205,3 +205,31 @@ def test_a_violation_whose_settling_runs_run_out_of_time_is_bounded(monkeypatch)
     v = tlc.run_tlc(sync_then_unordered_read.build())
     assert len(calls) >= 2 and v.verdict == "bounded", (v.label, v.coverage)
     assert "while it settled the shortest one" in v.coverage
+
+
+def test_a_java_that_fails_to_start_now_and_then_is_started_again(monkeypatch):
+    """An exec failure a loaded machine gives now and then (EFAULT, EAGAIN, ENOMEM) is tried
+    again; one that stays, or any other, is a TlcError naming the program, not a traceback."""
+    import errno
+    import subprocess
+
+    from barrierproof.checker.engines import tlc
+
+    real, calls = subprocess.run, []
+
+    def flaky(cmd, **kwargs):
+        calls.append(cmd[0])
+        if len(calls) == 1:
+            raise OSError(errno.EFAULT, "Bad address", cmd[0])
+        return real(["true"], **kwargs)
+
+    monkeypatch.setattr(tlc.time, "sleep", lambda s: None)
+    monkeypatch.setattr(subprocess, "run", flaky)
+    assert tlc.run_java(["java", "-version"]).returncode == 0 and len(calls) == 2
+
+    def broken(cmd, **kwargs):
+        raise OSError(errno.ENOENT, "No such file or directory", cmd[0])
+
+    monkeypatch.setattr(subprocess, "run", broken)
+    with pytest.raises(tlc.TlcError, match="could not start java: No such file"):
+        tlc.run_java(["java", "-version"])

@@ -20,6 +20,7 @@ BP100 is ignored); SANY exits 0 on semantic errors (its output is read); TLC's e
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -102,14 +103,34 @@ def available() -> bool:
         return False
 
 
+# exec failures a loaded machine gives now and then (fork/exec under memory pressure): tried
+# again before the run is given up
+TRANSIENT_EXEC = {errno.EAGAIN, errno.ENOMEM, errno.EFAULT}
+EXEC_TRIES = 3
+
+
+def run_java(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run of a java command; a failure to start it is a TlcError naming the
+    command's program, after EXEC_TRIES tries where the error is transient."""
+    for attempt in range(EXEC_TRIES):
+        try:
+            return subprocess.run(cmd, **kwargs)
+        except OSError as err:
+            if err.errno in TRANSIENT_EXEC and attempt + 1 < EXEC_TRIES:
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            raise TlcError(f"could not start {cmd[0]}: {err.strerror or err}") from err
+    raise AssertionError("unreachable")
+
+
 def sany(tla_path: str | os.PathLike) -> list[str]:
     """Parse and check a module with SANY; the errors it reports (it exits 0 on semantic errors,
     so its output decides)."""
     path = Path(tla_path)
     with tempfile.TemporaryDirectory(prefix="barrierproof-sany-") as tmp:
-        proc = subprocess.run([java_executable(), f"-Djava.io.tmpdir={tmp}", "-cp",
-                               tla2tools_jar(), "tla2sany.SANY", path.name],
-                              cwd=path.parent, capture_output=True, text=True)
+        proc = run_java([java_executable(), f"-Djava.io.tmpdir={tmp}", "-cp",
+                         tla2tools_jar(), "tla2sany.SANY", path.name],
+                        cwd=path.parent, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     errors = []
     if proc.returncode != 0 or "***Parse Error***" in out or "Fatal errors" in out:
@@ -261,8 +282,8 @@ def run_module(module: TlaModule, checks: Checks | None = None, workers: int = 1
                "-cp", tla2tools_jar(), "tlc2.TLC", "-workers", str(workers), *options, root]
         start = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, cwd=directory, capture_output=True, text=True,
-                                  timeout=timeout)
+            proc = run_java(cmd, cwd=directory, capture_output=True, text=True,
+                            timeout=timeout)
         except subprocess.TimeoutExpired as err:
             out = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
             run = parse_output(out, None)
