@@ -5,6 +5,8 @@ Exit codes: 0 verified/proved, 1 violation, 2 bounded/unknown, 3 input error.
 This module is parsing and running: one parser per command, the run loop (in this process or in
 a pool of workers, with the cache, signals and limits) and the summary. Engines, reporters and
 the other commands' work live elsewhere (checker/engine_registry.py, outputs.py, commands.py).
+It stays one module of about 950 lines because the parsers and the run loop share the option
+names, the exit-code rules and the signal handling; split, each half would re-state them.
 """
 
 from __future__ import annotations
