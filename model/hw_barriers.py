@@ -39,6 +39,7 @@ from .ir import ModelError, Op, evaluate
 from .kinds import Primitive
 from .lanes import IN_WARP_REGION, LANE, LANES_SPLIT, lane_split  # noqa: F401 (re-exported)
 from .static_rules import StaticFinding
+from .steps import HARDWARE, Step, Tla, Touch
 from .violations import Violation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -422,8 +423,32 @@ _CLUSTER = dict(needs=frozenset(), dsl="cluster_arrive", reference="hardware",
                 prover="hardware barriers (hw.py)", repair=frozenset(),
                 describe=describe_cluster, cluster_wide=True)
 
+def _tla_pos(system: "System", pos: int) -> int:
+    """The TLA+ index (from 1) of an agent's arrived_in entry."""
+    return pos - (system.hw_base + HW_FIELDS * len(system.hw_instances)) + 1
+
+
+def _arrive_text(system: "System", instr) -> str:
+    arrival = instr.aux
+    pos = _tla_pos(system, arrival.pos) if arrival.pos >= 0 else 0
+    return (f"hw_arrive({instr.target + 1}, {instr.amount}, {arrival.count}, {arrival.site}, "
+            f"{int(arrival.partial)}, {pos})")
+
+
+STEPS = (
+    Step(HW_ARRIVE, guard=None, effect=effect_arrive,
+         touches=lambda system, agent, instr: Touch(writes=((HARDWARE, instr.target),)),
+         resources="writes H(target)", waits=False, symmetry="hw arrival",
+         tla=Tla("hw_arrive(h, threads, count, site, partial, pos)", "HwArrive", _arrive_text)),
+    Step(HW_WAIT, guard=guard_wait, effect=None,
+         touches=lambda system, agent, instr: Touch(reads=((HARDWARE, instr.target),)),
+         resources="reads H(target)", waits=True, symmetry="hw wait",
+         tla=Tla("hw_wait(h, pos)", "HwWait", lambda system, instr:
+                 f"hw_wait({instr.target + 1}, {_tla_pos(system, instr.aux)})")),
+)
+
 EXTENSION = Extension(
-    "hardware barriers", codes=CODES, primitives=(
+    "hardware barriers", codes=CODES, steps=STEPS, primitives=(
         Primitive(BAR_SYNC, "named barrier `bar.sync id, count` (name \"syncthreads\": every "
                   "thread of the block); arrive, then wait", blocking=True, waits_for="hardware",
                   opcodes=("hw_arrive", "hw_wait"), dsl="named_barrier(...).sync / syncthreads",
@@ -437,6 +462,5 @@ EXTENSION = Extension(
                   "arrived", blocking=True, waits_for="hardware", opcodes=("hw_wait",),
                   **dict(_CLUSTER, dsl="cluster_wait")),
     ),
-    guards={HW_ARRIVE: None, HW_WAIT: guard_wait}, effects={HW_ARRIVE: effect_arrive, HW_WAIT: None},
     compile_op=compile_op, after_programs=static_order_findings, layout=layout,
     initial_fields=initial_fields, state_violations=state_violations, deadlock=deadlock)

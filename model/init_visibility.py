@@ -50,6 +50,7 @@ from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_T
                            WAITS, Instr)
 from .ir import ModelError, Op
 from .kinds import Primitive
+from .steps import UNREDUCED, Step, Tla
 from .violations import Violation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -277,6 +278,21 @@ def violations(system: "System", state) -> list:
     return found
 
 
+def _init_step(opcode: int, effect, constructor: str, text) -> Step:
+    # Neither reduction models what an init or fence publishes: both are off where one occurs.
+    return Step(opcode, guard=None, effect=effect, touches=UNREDUCED, resources=UNREDUCED,
+                waits=False, symmetry=UNREDUCED, tla=Tla(constructor, "InitThreadStep", text))
+
+
+STEPS = (
+    _init_step(MBAR_INIT, effect_init, "mbarrier_init(inst)",
+               lambda system, instr: f"mbarrier_init({instr.target + 1})"),
+    _init_step(FENCE_INIT, effect_fence, "fence_mbarrier_init",
+               lambda system, instr: "fence_mbarrier_init"),
+    _init_step(FENCE_ASYNC, effect_fence, "fence_proxy_async",
+               lambda system, instr: "fence_proxy_async"),
+)
+
 _COMMON = dict(blocking=False, waits_for="", reference="inits",
                prover="init prefix (init_prefix.py)", repair=frozenset())
 
@@ -294,10 +310,8 @@ EXTENSION = Extension(
                   opcodes=("fence_proxy_async",), dsl="fence_proxy_async",
                   describe=lambda op: f"{op.kind}()", **_COMMON),
     ),
-    guards={MBAR_INIT: None, FENCE_INIT: None, FENCE_ASYNC: None},
+    steps=STEPS,
     # a hardware barrier's arrival and wait also publish the inits their agent sees
-    effects={MBAR_INIT: effect_init, FENCE_INIT: effect_fence, FENCE_ASYNC: effect_fence,
-             HW_ARRIVE: effect_hw_arrive, HW_WAIT: effect_hw_wait},
-    wraps=frozenset({HW_ARRIVE, HW_WAIT}),
+    wraps={HW_ARRIVE: effect_hw_arrive, HW_WAIT: effect_hw_wait},
     compile_op=compile_op, layout=layout, initial_fields=initial_fields,
     state_violations=lambda system, state: violations(system, state) if system.init_insts else [])

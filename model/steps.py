@@ -1,47 +1,169 @@
-"""The step rules: one guard and one effect per opcode of an unrolled program (SEMANTICS.md).
+"""The opcode table: one `Step` per opcode of an unrolled program, declared by the family module
+that owns the opcode (model/primitives/*, hw_barriers.py, init_visibility.py) and entered here
+when model/plugins.py installs its extension (extensions.py).
 
-A guard says when a thread may take the step (None: always); an effect changes the barrier state
-of a `System` and returns the rule it breaks, if any (None: only the program counter moves).
-`System.step` and `System.successors` (semantics.py) apply them; the barrier micro-steps they
-share (an arrival, a tx change, a phase completion) are `System` methods, as the state layout
-they index is. The TLA+ emitter and the Z3 encoding each have one row per opcode too.
+A step row holds everything an engine needs about one opcode, so a primitive with a new opcode
+touches no engine:
+
+- `guard` and `effect`: the step rule (SEMANTICS.md). A guard says when a thread may take the
+  step (None: always); an effect changes the state of a `System` and returns the rule it breaks,
+  if any (None: only the program counter moves). `System.step` and `System.successors`
+  (semantics.py) apply them through `GUARDS` / `EFFECTS`; the barrier micro-steps they share (an
+  arrival, a tx change, a phase completion) are `System` methods, as the state layout is.
+- `touches`: what the step reads and writes (a `Touch`), for partial-order reduction
+  (checker/engines/por.py), with `resources` saying it in words; or `UNREDUCED`: the explorer
+  turns the reductions off where the opcode occurs. `waits`: a thread's horizon may end there.
+- `symmetry`: how block symmetry carries its operands onto their image (one of the classes
+  checker/engines/symmetry.py names), or `UNREDUCED`.
+- `tla`: its instruction in TLA+ (`Tla`: the specs' constructor and action, and the text of one
+  instruction), or `NOT_IN_TLA`, which the emitter refuses with a reason (never a silent skip).
+
+Fail closed: `register` refuses a row that leaves one of these out, naming it; `check_complete`
+refuses an opcode without a row. The tables are filled in place, so a module that imported one
+before the plug-ins were installed still sees every opcode.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
-from .instructions import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_FIELDS,
-                           BARRIER_TEST, COMPLETE_TX, EXPECT_TX, EXPECTED, FORK, ISSUE_ASYNC,
-                           ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT,
-                           SIGNALS_LANDED, UNMODELED, WAIT, WAIT_PARITY, WAIT_PHASE, Instr)
-from .violations import Violation
+from .instructions import BARRIER_FIELDS, OPCODE_NAMES, WAIT_PHASE, Instr
 
 if TYPE_CHECKING:  # pragma: no cover
     from .semantics import System
 
+# A reduction that does not apply where the opcode occurs (por.py and symmetry.py then leave
+# the whole System unreduced); the TLA+ emitter's refusal.
+UNREDUCED = "unreduced"
+NOT_IN_TLA = "not in TLA+"
 
-def _phase(system: System, state, inst: int) -> int:
+# The shared objects a step can touch (`Touch`), each with an index: a barrier or semaphore
+# instance's counters, a hardware barrier instance's, the fork of a warpgroup (agent), the end
+# of a warp (agent) that a join waits for.
+BARRIER, HARDWARE, FORKED, ENDED = "barrier", "hardware", "forked", "ended"
+RESOURCE_SPACES = frozenset({BARRIER, HARDWARE, FORKED, ENDED})
+
+
+class Touch(NamedTuple):
+    """What one instruction's step touches (resources are (space, index) pairs)."""
+
+    reads: tuple = ()           # read by the step (and its guard)
+    writes: tuple = ()
+    guard_reads: tuple = ()     # read by the guard only while it is false (it stays true after)
+    issues: tuple = ()          # in-flight slots it issues: each delivery writes its instance
+    enqueues: int | None = None     # the tcgen05 arrival set whose completion it queues
+    reaches: tuple = ()         # instances it arrives on (a peer block's: BP146)
+    # (instance, seen position) of a Pallas wait: a thread moving onto it is read by a
+    # completion of that instance while it has observed nothing (BP101)
+    standing: tuple | None = None
+    # writes charged to another agent's step: ((agent, pc, resource), ...) (a join: the last
+    # step of each warp it waits for ends that warp)
+    writes_at: tuple = ()
+
+
+class Tla(NamedTuple):
+    constructor: str            # specs/MBarrier.tla's constructor (with its operands)
+    action: str                 # the action that executes it
+    text: Callable              # (system, instr) -> the instruction in constructor syntax
+
+
+_MISSING = object()
+# The rows every step declares, and what each means (the message of a missing one).
+ROWS = {
+    "guard": "its guard (None: always enabled)",
+    "effect": "its effect (None: only the program counter moves)",
+    "touches": "what it reads and writes for partial-order reduction ((system, agent, instr) "
+               "-> Touch), or UNREDUCED",
+    "resources": "the same in words (por.py's RESOURCES)",
+    "waits": "whether a thread's reduction horizon may end at it (True for a wait)",
+    "symmetry": "how block symmetry maps its operands (a class of checker/engines/symmetry.py)"
+                ", or UNREDUCED",
+    "tla": "its TLA+ instruction (Tla), or NOT_IN_TLA",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """Everything the engines know about one opcode."""
+
+    opcode: int
+    guard: Callable | None = _MISSING
+    effect: Callable | None = _MISSING
+    touches: Callable | str = _MISSING
+    resources: str = _MISSING
+    waits: bool = _MISSING
+    symmetry: str = _MISSING
+    tla: Tla | str = _MISSING
+    family: str = ""            # filled in by `register`
+
+
+STEPS: dict[int, Step] = {}
+GUARDS: dict[int, Callable | None] = {}
+EFFECTS: dict[int, Callable | None] = {}
+
+
+def missing_rows(step: Step) -> list[str]:
+    return [f.name for f in fields(Step) if getattr(step, f.name) is _MISSING]
+
+
+def check_step(step: Step, family: str) -> None:
+    """Refuse a row that leaves out a declaration or names an unknown opcode."""
+    name = OPCODE_NAMES.get(step.opcode)
+    if name is None:
+        raise AssertionError(f"{family}: opcode {step.opcode} is not allocated "
+                             "(instructions.opcode)")
+    for row in missing_rows(step):
+        raise AssertionError(f"{family}: opcode {name} has no `{row}` row: {ROWS[row]}")
+    if step.touches != UNREDUCED and not callable(step.touches):
+        raise AssertionError(f"{family}: opcode {name}: `touches` is a function or UNREDUCED")
+    if step.tla != NOT_IN_TLA and not isinstance(step.tla, Tla):
+        raise AssertionError(f"{family}: opcode {name}: `tla` is a Tla or NOT_IN_TLA")
+    if (step.touches == UNREDUCED) != (step.symmetry == UNREDUCED):
+        raise AssertionError(f"{family}: opcode {name}: both reductions are off where it "
+                             "occurs, or neither (the explorer turns them off together)")
+
+
+def register(step: Step, family: str) -> None:
+    """Enter one opcode's row (extensions.install calls this)."""
+    check_step(step, family)
+    if step.opcode in STEPS:
+        raise AssertionError(f"{family}: opcode {OPCODE_NAMES[step.opcode]} is declared by "
+                             f"{STEPS[step.opcode].family}")
+    STEPS[step.opcode] = Step(**{**{f.name: getattr(step, f.name) for f in fields(Step)},
+                                 "family": family})
+    GUARDS[step.opcode] = step.guard
+    EFFECTS[step.opcode] = step.effect
+
+
+def check_complete(opcode_names=OPCODE_NAMES) -> None:
+    """Every opcode has a row."""
+    for op, name in opcode_names.items():
+        if op not in STEPS:
+            raise AssertionError(f"opcode {name} has no step row: declare a `Step` in the "
+                                 "`steps` of the family that owns it (model/steps.py)")
+
+
+# Helpers the families' rows share.
+
+def phase(system: System, state, inst: int) -> int:
+    """The phase (a semaphore's value) of barrier instance `inst`."""
     return state[system.barrier_base + BARRIER_FIELDS * inst]
 
 
-def guard_wait(system: System, state, instr: Instr) -> bool:
-    """barrier_wait: the thread's private parity bit counts its own waits; it waits for the phase
-    after the last one it observed. Passes iff the current parity differs from that bit."""
-    seen = state[instr.aux]
-    parity = seen & 1 if seen > 0 else 0
-    return (_phase(system, state, instr.target) & 1) != parity
+def barriers(instances) -> tuple:
+    return tuple((BARRIER, i) for i in instances)
 
 
-def guard_wait_parity(system: System, state, instr: Instr) -> bool:
-    """try_wait.parity(P): true iff the phase with parity P has completed (current parity != P)."""
-    return (_phase(system, state, instr.target) & 1) != instr.amount
+def tla_seq(items) -> str:
+    """A TLA+ sequence."""
+    items = list(items)
+    return "<<" + ", ".join(str(i) for i in items) + ">>" if items else "<<>>"
 
 
-def guard_wait_phase(system: System, state, instr: Instr) -> bool:
-    """try_wait.parity((c - 1) % 2) for the thread's completion c: passes iff the barrier's
-    parity is that of c."""
-    return (_phase(system, state, instr.target) & 1) == (instr.amount & 1)
+def tla_seen(system: System, pos: int) -> int:
+    """The TLA+ index (from 1) of a state position in the `seen` entries."""
+    return pos - (system.n_agents + BARRIER_FIELDS * len(system.instances)) + 1
 
 
 def intended_completion(instr: Instr, seen: int) -> int:
@@ -55,6 +177,7 @@ def intended_completion(instr: Instr, seen: int) -> int:
     seen + 1 or seen + 2. A fresh barrier (seen -1) with P = 1 means completion 0: the initial
     phase, which has already passed (CUTLASS's producer_acquire).
 
+    >>> from .instructions import WAIT_PARITY
     >>> [intended_completion(Instr(WAIT_PARITY, 0, p, 0, 0), -1) for p in (1, 0)]
     [0, 1]
     >>> intended_completion(Instr(WAIT_PARITY, 0, 0, 0, 0), 1)   # parity not toggled
@@ -63,138 +186,3 @@ def intended_completion(instr: Instr, seen: int) -> int:
     if instr.op == WAIT_PHASE:
         return instr.amount
     return seen + 1 if (seen - instr.amount) % 2 == 0 else seen + 2
-
-
-def guard_sem_wait(system: System, state, instr: Instr) -> bool:
-    """semaphore_wait: the counter has reached the value."""
-    return _phase(system, state, instr.target) >= instr.amount
-
-
-def effect_sem_signal(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    s[system.barrier_base + BARRIER_FIELDS * instr.target] += instr.amount
-
-
-def effect_sem_wait(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    if instr.aux:
-        s[system.barrier_base + BARRIER_FIELDS * instr.target] -= instr.amount
-
-
-def guard_await_fork(system: System, state, instr: Instr) -> bool:
-    parent, fork_pc = instr.aux
-    return state[parent] >= fork_pc
-
-
-def guard_join(system: System, state, instr: Instr) -> bool:
-    return all(state[w] >= end for w, end in instr.aux)
-
-
-def effect_arrive(system: System, s: list, instr: Instr, agent: int, events) -> Violation | None:
-    violation = None
-    for inst in instr.target:
-        violation = violation or system._arrive(s, inst, instr.amount, agent, instr.src, events)
-    return violation
-
-
-def effect_arrive_drop(system: System, s: list, instr: Instr, agent: int, events):
-    violation = None
-    for inst in instr.target:
-        b = system.barrier_base + BARRIER_FIELDS * inst
-        s[b + EXPECTED] -= 1
-        if s[b + EXPECTED] < 0 and violation is None:
-            violation = Violation("BP121", f"arrive_drop lowers the expected count of "
-                                  f"{system.instances[inst].name} below zero",
-                                  agent, inst, instr.src)
-        violation = violation or system._arrive(s, inst, 1, agent, instr.src, events)
-    return violation
-
-
-def effect_expect_tx(system: System, s: list, instr: Instr, agent: int, events):
-    violation = None
-    for inst in instr.target:
-        violation = violation or system._tx(s, inst, instr.amount, agent, instr.src, events)
-    return violation
-
-
-def effect_arrive_expect_tx(system: System, s: list, instr: Instr, agent: int, events):
-    violation = None
-    for inst in instr.target:
-        violation = violation or system._tx(s, inst, instr.amount, agent, instr.src, events)
-        violation = violation or system._arrive(s, inst, 1, agent, instr.src, events)
-    return violation
-
-
-def effect_complete_tx(system: System, s: list, instr: Instr, agent: int, events):
-    violation = None
-    for inst in instr.target:
-        violation = violation or system._tx(s, inst, -instr.amount, agent, instr.src, events)
-    return violation
-
-
-def effect_wait(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    # The wait observed every completion so far.
-    s[instr.aux] = _phase(system, s, instr.target)
-
-
-def effect_barrier_test(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    """barrier_test: true iff barrier_wait would pass now; then it flips the private bit, as
-    the wait would (Mosaic GPU stores the new parity only when the test succeeds). The
-    protocol's control flow does not depend on the answer."""
-    if guard_wait(system, s, instr):
-        s[instr.aux] = _phase(system, s, instr.target)
-
-
-def effect_wait_parity(system: System, s: list, instr: Instr, agent: int, events):
-    """A wait for a stated phase must return for it. (One the barrier has already run past is
-    caught before, as a state: `state_violations`.) A bare parity wait states no phase: what it
-    returns after is judged across schedules (model/parity.py)."""
-    phase = _phase(system, s, instr.target)
-    s[instr.aux] = phase
-    if instr.op != WAIT_PHASE:
-        return None
-    meant = instr.amount
-    if phase != meant:
-        return Violation(
-            "BP101", f"{system.agents[agent].name}'s wait on {system.instances[instr.target].name} "
-            f"means completion {meant} but returns after completion {phase}, a phase it does "
-            "not mean (its parity bit is stale)", agent, instr.target, instr.src)
-    return None
-
-
-def effect_issue_async(system: System, s: list, instr: Instr, agent: int, events):
-    # The issuer's arrive.expect_tx (Pallas copies), then the copy is in flight.
-    violation = effect_arrive_expect_tx(system, s, instr, agent, events)
-    for slot in instr.aux:
-        s[system.slot_base + slot] += 1
-    return violation
-
-
-def effect_sem_signal_set(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    for slot in instr.aux:
-        s[system.slot_base + slot] += 1
-
-
-def guard_signals_landed(system: System, state, instr: Instr) -> bool:
-    return not any(state[system.slot_base + slot] for slot in instr.aux)
-
-
-def effect_issue_tcgen05(system: System, s: list, instr: Instr, agent: int, events) -> None:
-    q = system.queue_pos[agent]
-    s[q] = s[q] + (instr.aux,)
-
-
-GUARDS = {
-    ARRIVE: None, ARRIVE_DROP: None, EXPECT_TX: None, ARRIVE_TX: None, COMPLETE_TX: None,
-    WAIT: guard_wait, WAIT_PARITY: guard_wait_parity, ISSUE_ASYNC: None, ISSUE_TCGEN05: None,
-    FORK: None, AWAIT_FORK: guard_await_fork, JOIN: guard_join, UNMODELED: None,
-    WAIT_PHASE: guard_wait_phase, SEM_SIGNAL: None, SEM_WAIT: guard_sem_wait,
-    BARRIER_TEST: None, SEM_SIGNAL_SET: None, SIGNALS_LANDED: guard_signals_landed,
-}   # and the plug-ins' (extensions.py)
-EFFECTS = {
-    ARRIVE: effect_arrive, ARRIVE_DROP: effect_arrive_drop, EXPECT_TX: effect_expect_tx,
-    ARRIVE_TX: effect_arrive_expect_tx, COMPLETE_TX: effect_complete_tx, WAIT: effect_wait,
-    WAIT_PARITY: effect_wait_parity, ISSUE_ASYNC: effect_issue_async,
-    ISSUE_TCGEN05: effect_issue_tcgen05, FORK: None, AWAIT_FORK: None, JOIN: None,
-    UNMODELED: None, WAIT_PHASE: effect_wait_parity, SEM_SIGNAL: effect_sem_signal,
-    SEM_WAIT: effect_sem_wait, BARRIER_TEST: effect_barrier_test,
-    SEM_SIGNAL_SET: effect_sem_signal_set, SIGNALS_LANDED: None,
-}   # and the plug-ins' (extensions.py)

@@ -41,38 +41,21 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Callable
 
-from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_TEST,
-                                COMPLETE_TX, EXPECT_TX, FENCE_ASYNC, FENCE_INIT, FORK, HW_ARRIVE,
-                                HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, MBAR_INIT, OPCODE_NAMES,
-                                SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, UNMODELED,
-                                WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System)
-from ...model.steps import GUARDS
+from ...model.semantics import OPCODE_NAMES, System
+from ...model.steps import (BARRIER, ENDED, FORKED, GUARDS, HARDWARE, RESOURCE_SPACES, STEPS,
+                            UNREDUCED)
 from .opcode_classes import require_classified
 
-ARRIVALS = (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, ISSUE_ASYNC)
-
-# What each opcode's step reads and writes (the branches of `PersistentSets.__init__`).
-# "unreduced": the explorer turns the reductions off wherever the opcode occurs.
-RESOURCES = {
-    ARRIVE: "writes P(its arrival set)", ARRIVE_DROP: "writes P(its arrival set)",
-    EXPECT_TX: "writes P(its arrival set)", ARRIVE_TX: "writes P(its arrival set)",
-    COMPLETE_TX: "writes P(its arrival set)",
-    ISSUE_ASYNC: "writes P(its arrival set), causes P(its slots' instances)",
-    WAIT: "reads P(target)", WAIT_PARITY: "reads P(target)", WAIT_PHASE: "reads P(target)",
-    BARRIER_TEST: "reads P(target)",
-    SEM_SIGNAL: "writes P(target)", SEM_WAIT: "reads P(target), writes it if it decrements",
-    SEM_SIGNAL_SET: "causes P(its slots' instances)", SIGNALS_LANDED: "reads P(its slots)",
-    HW_ARRIVE: "writes H(target)", HW_WAIT: "reads H(target)",
-    FORK: "writes F(self)", AWAIT_FORK: "guard reads F(parent)", JOIN: "guard reads J(warps)",
-    ISSUE_TCGEN05: "causes P(its arrival set)",
-    UNMODELED: "local: a no-op",
-    MBAR_INIT: "unreduced", FENCE_INIT: "unreduced", FENCE_ASYNC: "unreduced",
-}
+# What each opcode's step reads and writes, in words (its family's `Step.touches` states it
+# for the branches of `PersistentSets.__init__`). "unreduced": the explorer turns the
+# reductions off wherever the opcode occurs. As imported (the engine reads STEPS).
+RESOURCES = {op: step.resources for op, step in STEPS.items()}
 
 
-def check_classified(opcodes=OPCODE_NAMES) -> None:
+def check_classified(opcodes=OPCODE_NAMES, steps=STEPS) -> None:
     """Every opcode is classified (run at import; tests run it on a grown opcode table)."""
-    require_classified(RESOURCES, opcodes, "partial-order reduction", "checker/engines/por.py")
+    require_classified({op: step.resources for op, step in steps.items()}, opcodes,
+                       "partial-order reduction", "its family's `Step` (model/steps.py)")
 
 
 check_classified()
@@ -114,68 +97,51 @@ class PersistentSets:
         # and commutes with everything, so what its guard reads matters only while disabled.
         guard_only = [[0] * len(p) for p in system.programs]
         remote = [[0] * (len(p) + 1) for p in system.programs]   # E bits a step reaches into
+        bits = {BARRIER: P, HARDWARE: H, FORKED: F, ENDED: J}
+        assert set(bits) == RESOURCE_SPACES
+
+        def mask(resources) -> int:
+            out = 0
+            for space, index in resources:
+                out |= bits[space][index]
+            return out
+
+        touched = []
         for a, prog in enumerate(system.programs):
             own = system.agents[a].block
+            row = []
             for pc, instr in enumerate(prog):
-                op = instr.op
-                if RESOURCES[op] == "unreduced":
-                    raise ValueError(f"partial-order reduction on a {OPCODE_NAMES[op]} step: "
-                                     f"the explorer turns the reductions off where it occurs")
-                r = w = 0
-                if op in ARRIVALS:
-                    for i in instr.target:
-                        w |= P[i]
-                    insts = list(instr.target)
-                    if op == ISSUE_ASYNC:
-                        insts += [system.slots[k].inst for k in instr.aux]
-                        for k in instr.aux:
-                            causes[a][pc] |= P[system.slots[k].inst]
-                    if E:
-                        for i in insts:
-                            if inst_block(i) != own and inst_block(i) in E:
-                                remote[a][pc] |= E[inst_block(i)]
-                elif op in WAITS:
-                    r |= P[instr.target]
-                elif op == SEM_SIGNAL:
-                    w |= P[instr.target]
-                elif op == SEM_WAIT:
-                    r |= P[instr.target]
-                    if instr.aux:
-                        w |= P[instr.target]
-                elif op == SEM_SIGNAL_SET:
-                    for k in instr.aux:        # its signals land later, as deliveries
-                        causes[a][pc] |= P[system.slots[k].inst]
-                elif op == SIGNALS_LANDED:     # waits for those deliveries
-                    for k in instr.aux:
-                        r |= P[system.slots[k].inst]
-                elif op == HW_ARRIVE:
-                    w |= H[instr.target]
-                elif op == HW_WAIT:
-                    r |= H[instr.target]
-                elif op == FORK:
-                    w |= F[a]
-                elif op == AWAIT_FORK:
-                    parent, fork_pc = instr.aux
-                    if fork_pc > 0:
-                        guard_only[a][pc] = F[parent]
-                elif op == JOIN:
-                    for warp, end in instr.aux:
-                        if end > 0:
-                            guard_only[a][pc] |= J[warp]
-                elif op == ISSUE_TCGEN05:
-                    for i in system.arrival_sets[instr.aux]:
+                touches = STEPS[instr.op].touches
+                if touches == UNREDUCED:
+                    raise ValueError(f"partial-order reduction on a {OPCODE_NAMES[instr.op]} "
+                                     "step: the explorer turns the reductions off where it "
+                                     "occurs")
+                t = touches(system, a, instr)
+                row.append(t)
+                reads[a][pc] |= mask(t.reads)
+                writes[a][pc] |= mask(t.writes)
+                guard_only[a][pc] |= mask(t.guard_reads)
+                for k in t.issues:          # deliveries write the slots' instances later
+                    causes[a][pc] |= P[system.slots[k].inst]
+                if t.enqueues is not None:  # so does the tcgen05 completion
+                    for i in system.arrival_sets[t.enqueues]:
                         causes[a][pc] |= P[i]
+                if E:
+                    for i in t.reaches:
+                        if inst_block(i) != own and inst_block(i) in E:
+                            remote[a][pc] |= E[inst_block(i)]
+            touched.append(row)
+            for pc in range(len(prog) - 1):
                 # moving onto a Pallas wait: a completion of its barrier reads whether a
                 # waiter that has observed nothing yet stands at it (BP101)
-                if pc + 1 < len(prog) and prog[pc + 1].op == WAIT:
-                    onto[a][pc] = (P[prog[pc + 1].target], prog[pc + 1].aux)
-                reads[a][pc] |= r
-                writes[a][pc] |= w
-            for instr in prog:
-                if instr.op == JOIN:
-                    for warp, end in instr.aux:
-                        if end > 0:
-                            writes[warp][end - 1] |= J[warp]
+                standing = row[pc + 1].standing
+                if standing is not None:
+                    onto[a][pc] = (P[standing[0]], standing[1])
+        for row in touched:
+            for t in row:
+                for agent, pc, resource in t.writes_at:
+                    writes[agent][pc] |= mask((resource,))
+        self.touched = touched
         self.reads, self.writes = reads, writes
         self.guard_only = guard_only
         # BP146 reads whether a thread stands at an access into an exited block: a seed may
@@ -194,9 +160,7 @@ class PersistentSets:
                        for a, p in enumerate(system.programs)]
         # Instructions that can block: a thread's horizon may end at one whose guard is false
         # for good on paths outside the set.
-        self.blocking = [[pc for pc, i in enumerate(p)
-                          if i.op in WAITS or i.op in (HW_WAIT, SEM_WAIT, AWAIT_FORK, JOIN,
-                                                       SIGNALS_LANDED)]
+        self.blocking = [[pc for pc, i in enumerate(p) if STEPS[i.op].waits]
                          for p in system.programs]
         self.fut_r, self.fut_w = [], []
         for a, prog in enumerate(system.programs):
@@ -279,12 +243,11 @@ class PersistentSets:
             for pc in range(n - 1, -1, -1):
                 r, w = gap_r[a][pc], gap_w[a][pc]
                 for m in members:
-                    instr = system.programs[m][pc]
-                    if instr.op == ISSUE_ASYNC:
-                        for k in instr.aux:
-                            w |= self.slot_mem[k]
-                    elif instr.op == ISSUE_TCGEN05:
-                        er, ew = self.entry_mem[instr.aux]
+                    t = self.touched[m][pc]
+                    for k in t.issues:
+                        w |= self.slot_mem[k]
+                    if t.enqueues is not None:
+                        er, ew = self.entry_mem[t.enqueues]
                         r |= er
                         w |= ew
                 fr[pc] = fr[pc + 1] | r

@@ -32,36 +32,48 @@ import math
 from operator import itemgetter
 from typing import Callable
 
-from ...model.semantics import (BARRIER_FIELDS, ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK,
-                                BARRIER_TEST, COMPLETE_TX, EXPECT_TX, FENCE_ASYNC, FENCE_INIT, FORK, HW_ARRIVE,
-                                HW_WAIT, ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, MBAR_INIT, OPCODE_NAMES,
-                                SEM_SIGNAL, SEM_SIGNAL_SET, SEM_WAIT, SIGNALS_LANDED, UNMODELED,
-                                WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System)
-from .opcode_classes import require_classified
+from ...model.semantics import BARRIER_FIELDS, OPCODE_NAMES, System
+from ...model.steps import STEPS, UNREDUCED
+from .opcode_classes import UnclassifiedOpcode, require_classified
 
-# How block symmetry carries each opcode's operands onto its image (`_automorphism`):
-# "arrival set" / "instance" / "semaphore" are renamed with the blocks; "literal" must be equal
-# (an object of no block, or no symmetry); "unreduced": the explorer turns the reductions
-# off there.
-OPERANDS = {
-    ARRIVE: "arrival set", ARRIVE_DROP: "arrival set", EXPECT_TX: "arrival set",
-    ARRIVE_TX: "arrival set", COMPLETE_TX: "arrival set",
-    WAIT: "instance", WAIT_PARITY: "instance", WAIT_PHASE: "instance", BARRIER_TEST: "instance",
-    SEM_SIGNAL: "semaphore", SEM_WAIT: "semaphore",
-    ISSUE_ASYNC: "arrival set and slots", ISSUE_TCGEN05: "tcgen05 arrival set",
-    AWAIT_FORK: "parent agent", JOIN: "warp agents",
-    FORK: "literal", UNMODELED: "literal", HW_ARRIVE: "literal", HW_WAIT: "literal",
-    SEM_SIGNAL_SET: "literal", SIGNALS_LANDED: "literal",
-    MBAR_INIT: "unreduced", FENCE_INIT: "unreduced", FENCE_ASYNC: "unreduced",
+# How block symmetry carries an opcode's operands onto its image (`_automorphism`); each
+# opcode's family names its class (`Step.symmetry`, model/steps.py).
+OPERAND_CLASSES = {
+    "arrival set": "its target instances are renamed with the blocks (compared as a set)",
+    "instance": "its target instance is renamed; aux is the thread's own seen position",
+    "semaphore": "its target instance is renamed; aux (decrement) must be equal",
+    "arrival set and slots": "its targets and its in-flight slots are renamed",
+    "tcgen05 arrival set": "its tcgen05 arrival set is renamed (consistently)",
+    "parent agent": "aux names the warpgroup it waits for (renamed) and a program counter",
+    "warp agents": "aux names warps (renamed) and program counters",
+    "fork": "no operand; it links the warps of a warpgroup to it",
+    "hw wait": "literal; aux is the thread's own arrived_in position",
+    "hw arrival": "literal; aux.pos is the thread's own position",
+    "literal": "its operands must be equal (an object of no block)",
+    UNREDUCED: "the explorer turns the reductions off where it occurs",
 }
+# Opcodes whose operands name other agents: their threads are not interchangeable.
+LINKS = frozenset({"fork", "parent agent", "warp agents"})
+# Opcodes whose aux holds the thread's own position (compared without it).
+OWN_POSITION = frozenset({"instance", "hw wait"})
+OWN_POSITION_FIELD = frozenset({"hw arrival"})
 
 
-def check_classified(opcodes=OPCODE_NAMES) -> None:
-    """Every opcode is classified (run at import; tests run it on a grown opcode table)."""
-    require_classified(OPERANDS, opcodes, "symmetry reduction", "checker/engines/symmetry.py")
+def check_classified(opcodes=OPCODE_NAMES, steps=STEPS) -> None:
+    """Every opcode is classified, with a class this module knows (run at import; tests run
+    it on a grown opcode table)."""
+    table = {op: step.symmetry for op, step in steps.items()}
+    require_classified(table, opcodes, "symmetry reduction",
+                       "its family's `Step` (model/steps.py)")
+    unknown = {opcodes[op]: c for op, c in table.items() if c not in OPERAND_CLASSES}
+    if unknown:
+        raise UnclassifiedOpcode(f"symmetry reduction does not know the operand class(es) "
+                                 f"{unknown}: one of {sorted(OPERAND_CLASSES)}")
 
 
 check_classified()
+# opcode -> operand class, as imported (the engine reads STEPS, which grows in place)
+OPERANDS = {op: step.symmetry for op, step in STEPS.items()}
 
 # Above this many candidate block permutations (the product over cluster axes of n!), block
 # symmetry is not tried: the canonical form takes the least of all images.
@@ -73,11 +85,12 @@ def thread_classes(system: System) -> list[list[int]]:
     groups: dict[tuple, list[int]] = {}
     for a, agent in enumerate(system.agents):
         prog = system.programs[a]
-        if any(i.op in (FORK, AWAIT_FORK, JOIN) for i in prog):
+        if any(STEPS[i.op].symmetry in LINKS for i in prog):
             continue
         # Waits carry the agent's own seen position; compare programs without it.
-        prog = tuple(i._replace(aux=None) if i.op in WAITS + (HW_WAIT,) else
-                     i._replace(aux=i.aux._replace(pos=None)) if i.op == HW_ARRIVE else i
+        prog = tuple(i._replace(aux=None) if STEPS[i.op].symmetry in OWN_POSITION else
+                     i._replace(aux=i.aux._replace(pos=None))
+                     if STEPS[i.op].symmetry in OWN_POSITION_FIELD else i
                      for i in prog)
         groups.setdefault((agent.block, prog), []).append(a)
     classes = [g for g in groups.values() if len(g) > 1]
@@ -241,9 +254,8 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
             here, there = system.sources[mine.src], system.sources[theirs.src]
             if here.op is not there.op or here.loc != there.loc:
                 return None
-            op = mine.op
-            kind = OPERANDS[op]
-            if kind == "unreduced":
+            kind = STEPS[mine.op].symmetry
+            if kind == UNREDUCED:
                 return None
             if kind == "arrival set":
                 same = targets(mine.target) == tuple(sorted(theirs.target))
@@ -251,20 +263,20 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
                 same = instances[mine.target] == theirs.target
             elif kind == "semaphore":
                 same = instances[mine.target] == theirs.target and mine.aux == theirs.aux
-            elif op == ISSUE_ASYNC:
+            elif kind == "arrival set and slots":
                 same = (targets(mine.target) == tuple(sorted(theirs.target)) and
                         sorted(slots[k] for k in mine.aux) == sorted(theirs.aux))
-            elif op == ISSUE_TCGEN05:
+            elif kind == "tcgen05 arrival set":
                 same = targets(system.arrival_sets[mine.aux]) == \
                     tuple(sorted(system.arrival_sets[theirs.aux]))
                 if arrival_sets.setdefault(mine.aux, theirs.aux) != theirs.aux:
                     return None
-            elif op == AWAIT_FORK:
+            elif kind == "parent agent":
                 parent, pc = mine.aux
                 same = theirs.aux == (agents[parent], pc)
-            elif op == JOIN:
+            elif kind == "warp agents":
                 same = theirs.aux == tuple((agents[w], end) for w, end in mine.aux)
-            else:   # literal
+            else:   # literal, fork, hw wait, hw arrival
                 same = mine.target == theirs.target and mine.aux == theirs.aux
             if not same:
                 return None

@@ -34,13 +34,9 @@ from ...resources import specs_dir
 from ...model.ir import MAX_TX, Kernel, Loc, ModelError, has_memory_effects
 from ...model import hw_barriers as hw
 from ...model.race_pairs import Holder, race_pairs
-from ...model.semantics import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_TEST,
-                               COMPLETE_TX,
-                               EFFECT_COMPLETE_TX, EXPECT_TX, FORK, HW_ARRIVE, HW_WAIT,
-                               ISSUE_ASYNC, ISSUE_TCGEN05, JOIN, SEM_SIGNAL, SEM_WAIT, UNMODELED,
-                               WAIT, WAIT_PARITY, WAIT_PHASE, WAITS, System, compile_systems,
-                               MBAR_INIT, FENCE_INIT, FENCE_ASYNC, EFFECT_SIGNAL,
-                               SEM_SIGNAL_SET, SIGNALS_LANDED)
+from ...model.semantics import (EFFECT_COMPLETE_TX, EFFECT_SIGNAL, OPCODE_NAMES, WAITS, System,
+                               compile_systems)
+from ...model.steps import NOT_IN_TLA, STEPS
 
 LIBRARY = "MBarrier"
 # Named and cluster barriers, and the rule on blocks that exit under a peer's arrival: kernels
@@ -52,34 +48,12 @@ INIT_LIBRARY = "InitBarrier"
 # Library levels: which module a kernel's spec extends (Checks.hw holds one).
 MBARRIER, HW, INIT = 0, 1, 2
 
-# One row per opcode of semantics.py: how its instruction is written in TLA+ (the constructors
-# of MBarrier.tla) and the MBarrier action that executes it.
-ACTIONS = {
-    ARRIVE: ("arrive(tgt, amount)", "Arrive"),
-    ARRIVE_DROP: ("arrive_drop(tgt)", "ArriveDrop"),
-    EXPECT_TX: ("expect_tx(tgt, amount)", "ExpectTx"),
-    ARRIVE_TX: ("arrive_expect_tx(tgt, amount)", "ArriveExpectTx"),
-    COMPLETE_TX: ("complete_tx(tgt, amount)", "CompleteTx"),
-    WAIT: ("wait(inst, pos)", "Wait"),
-    BARRIER_TEST: ("barrier_test(inst, pos)", "BarrierTest"),
-    WAIT_PARITY: ("wait_parity(inst, amount, pos)", "WaitParity"),
-    WAIT_PHASE: ("wait_phase(inst, amount, pos)", "WaitPhase"),
-    SEM_SIGNAL: ("sem_signal(inst, amount)", "SemSignal"),
-    SEM_WAIT: ("sem_wait(inst, amount, decrement)", "SemWait"),
-    ISSUE_ASYNC: ("issue_async(tgt, amount, slots)", "IssueAsync"),
-    ISSUE_TCGEN05: ("issue_tcgen05(set)", "IssueTcgen05"),
-    FORK: ("fork", "Fork"),
-    AWAIT_FORK: ("await_fork(parent, at)", "AwaitFork"),
-    JOIN: ("join(joins)", "Join"),
-    UNMODELED: ("unmodeled", "Unmodeled"),
-    HW_ARRIVE: ("hw_arrive(h, threads, count, site, partial, pos)", "HwArrive"),
-    HW_WAIT: ("hw_wait(h, pos)", "HwWait"),
-    MBAR_INIT: ("mbarrier_init(inst)", "InitThreadStep"),
-    FENCE_INIT: ("fence_mbarrier_init", "InitThreadStep"),
-    FENCE_ASYNC: ("fence_proxy_async", "InitThreadStep"),
-    SEM_SIGNAL_SET: ("sem_signal_set(slots)", "SemSignalSet"),
-    SIGNALS_LANDED: ("signals_landed(slots)", "SignalsLanded"),
-}
+# One row per opcode: how its instruction is written in TLA+ (the constructors of
+# MBarrier.tla) and the MBarrier action that executes it. Each opcode's family declares it
+# (`Step.tla`, model/steps.py), or that the opcode is not in the TLA+ model. As imported (the
+# emitter reads STEPS).
+ACTIONS = {op: (step.tla.constructor, step.tla.action) for op, step in STEPS.items()
+           if step.tla != NOT_IN_TLA}
 
 # Rules checked by TLC, by diagnostic code: (cfg keyword, MBarrier definition). Deadlock (BP100,
 # and its tx flavour BP130) is TLC's own check; every other rule is one invariant or property.
@@ -286,63 +260,15 @@ def _where(loc: Loc | None, root: str | None) -> str:
 
 
 def _instruction(system: System, agent: int, instr) -> str:
-    """One instruction of semantics.py in MBarrier's constructor syntax (TLA+ indices from 1)."""
-    op = instr.op
-    seen_base = system.n_agents + 4 * len(system.instances)
-    if op in (ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX):
-        tgt = _seq(i + 1 for i in instr.target)
-        if op == ARRIVE:
-            return f"arrive({tgt}, {instr.amount})"
-        if op == ARRIVE_DROP:
-            return f"arrive_drop({tgt})"
-        name = {EXPECT_TX: "expect_tx", ARRIVE_TX: "arrive_expect_tx",
-                COMPLETE_TX: "complete_tx"}[op]
-        return f"{name}({tgt}, {instr.amount})"
-    if op == WAIT:
-        return f"wait({instr.target + 1}, {instr.aux - seen_base + 1})"
-    if op == BARRIER_TEST:
-        return f"barrier_test({instr.target + 1}, {instr.aux - seen_base + 1})"
-    if op == WAIT_PARITY:
-        return f"wait_parity({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
-    if op == WAIT_PHASE:
-        return f"wait_phase({instr.target + 1}, {instr.amount}, {instr.aux - seen_base + 1})"
-    if op == SEM_SIGNAL:
-        return f"sem_signal({instr.target + 1}, {instr.amount})"
-    if op == SEM_WAIT:
-        return f"sem_wait({instr.target + 1}, {instr.amount}, {instr.aux})"
-    if op == ISSUE_ASYNC:
-        return (f"issue_async({_seq(i + 1 for i in instr.target)}, {instr.amount}, "
-                f"{_seq(k + 1 for k in instr.aux)})")
-    if op == ISSUE_TCGEN05:
-        return f"issue_tcgen05({instr.aux})"
-    if op == FORK:
-        return "fork"
-    if op == AWAIT_FORK:
-        parent, at = instr.aux
-        return f"await_fork({parent + 1}, {at})"
-    if op == JOIN:
-        return "join(" + _seq(f"<<{w + 1}, {end}>>" for w, end in instr.aux) + ")"
-    if op == UNMODELED:
-        return "unmodeled"
-    if op in (SEM_SIGNAL_SET, SIGNALS_LANDED):
-        name = "sem_signal_set" if op == SEM_SIGNAL_SET else "signals_landed"
-        return f"{name}({_seq(k + 1 for k in instr.aux)})"
-    if op == MBAR_INIT:
-        return f"mbarrier_init({instr.target + 1})"
-    if op == FENCE_INIT:
-        return "fence_mbarrier_init"
-    if op == FENCE_ASYNC:
-        return "fence_proxy_async"
-    hw_seen_base = system.hw_base + hw.HW_FIELDS * len(system.hw_instances)
-    if op == HW_ARRIVE:
-        arrival = instr.aux
-        pos = arrival.pos - hw_seen_base + 1 if arrival.pos >= 0 else 0
-        return (f"hw_arrive({instr.target + 1}, {instr.amount}, {arrival.count}, {arrival.site}, "
-                f"{int(arrival.partial)}, {pos})")
-    if op == HW_WAIT:
-        return f"hw_wait({instr.target + 1}, {instr.aux - hw_seen_base + 1})"
-    raise ModelError(f"the TLA+ emitter has no row for opcode {op}",
-                     hint="add it to checker/engines/tla.py ACTIONS and specs/MBarrier.tla")
+    """One instruction of semantics.py in MBarrier's constructor syntax (TLA+ indices from 1),
+    as its family writes it."""
+    step = STEPS.get(instr.op)
+    if step is None or step.tla == NOT_IN_TLA:
+        name = OPCODE_NAMES.get(instr.op, instr.op)
+        family = f" ({step.family})" if step is not None else ""
+        raise ModelError(f"opcode {name}{family} is not in the TLA+ model",
+                         hint="check this kernel with the explorer (`--engine explore`)")
+    return step.tla.text(system, instr)
 
 
 def _table(name: str, rows: list[tuple[str, str]], indent: str = "    ") -> list[str]:

@@ -1,13 +1,16 @@
 """The primitive families: one module per family of IR operation kinds, each declaring its
 kinds (`kinds.Primitive`: operands, opcodes, compile hook, memory class, Pallas or PTX, rule
-classes, reference, prover status, repair classes, DSL spelling) in its `EXTENSION`.
+classes, reference, prover status, repair classes, DSL spelling) and the rows of the opcodes
+it owns (`steps.Step`: step rule, partial-order reduction, symmetry, TLA+ action) in its
+`EXTENSION`.
 
 The kind names are constants exported here: frontends and engines build and test ops through
 them, never through string literals. model/plugins.py installs the families (these first, then
 hw_barriers.py and init_visibility.py, which own state of their own).
 """
 
-from . import clc, cp_async_arrive, mbarrier, memory, semaphores, tcgen05, tma, unmodeled, waits
+from . import (clc, cp_async_arrive, mbarrier, memory, semaphores, tcgen05, tma, unmodeled,
+               waits, warp_regions)
 from .. import hw_barriers, init_visibility
 from .clc import TRY_CLUSTER_CANCEL
 from .cp_async_arrive import CP_ASYNC_ARRIVE
@@ -25,6 +28,6 @@ from ..init_visibility import FENCE_MBARRIER_INIT, FENCE_PROXY_ASYNC, MBARRIER_I
 
 # The families without state of their own, in installation order.
 CORE_FAMILIES = (mbarrier, waits, tma, tcgen05, clc, cp_async_arrive, semaphores, memory,
-                 unmodeled)
+                 unmodeled, warp_regions)
 # Every family module, the two with state included.
 FAMILIES = CORE_FAMILIES + (hw_barriers, init_visibility)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from .. import instructions as ins
 from ..extensions import Extension
+from ..instructions import BARRIER_FIELDS, EXPECTED
 from ..ir import MAX_ARRIVALS, MAX_TX, evaluate
 from ..kinds import Primitive
 from ..static_rules import StaticFinding
+from ..steps import Step, Tla, Touch, barriers, tla_seq
+from ..violations import Violation
 
 BARRIER_ARRIVE = "barrier_arrive"
 ARRIVE = "arrive"
@@ -63,11 +66,81 @@ def arrive_text(op, name: str, nbytes: int, env) -> str:
     return f"arrive({name}{'' if count == 1 else f', count={count}'})"
 
 
+# Step rules (SEMANTICS.md): each arrives or moves the tx-count on every instance of its
+# arrival set.
+
+def effect_arrive(system, s: list, instr, agent: int, events) -> Violation | None:
+    violation = None
+    for inst in instr.target:
+        violation = violation or system._arrive(s, inst, instr.amount, agent, instr.src, events)
+    return violation
+
+
+def effect_arrive_drop(system, s: list, instr, agent: int, events):
+    violation = None
+    for inst in instr.target:
+        b = system.barrier_base + BARRIER_FIELDS * inst
+        s[b + EXPECTED] -= 1
+        if s[b + EXPECTED] < 0 and violation is None:
+            violation = Violation("BP121", f"arrive_drop lowers the expected count of "
+                                  f"{system.instances[inst].name} below zero",
+                                  agent, inst, instr.src)
+        violation = violation or system._arrive(s, inst, 1, agent, instr.src, events)
+    return violation
+
+
+def effect_expect_tx(system, s: list, instr, agent: int, events):
+    violation = None
+    for inst in instr.target:
+        violation = violation or system._tx(s, inst, instr.amount, agent, instr.src, events)
+    return violation
+
+
+def effect_arrive_expect_tx(system, s: list, instr, agent: int, events):
+    violation = None
+    for inst in instr.target:
+        violation = violation or system._tx(s, inst, instr.amount, agent, instr.src, events)
+        violation = violation or system._arrive(s, inst, 1, agent, instr.src, events)
+    return violation
+
+
+def effect_complete_tx(system, s: list, instr, agent: int, events):
+    violation = None
+    for inst in instr.target:
+        violation = violation or system._tx(s, inst, -instr.amount, agent, instr.src, events)
+    return violation
+
+
+def touches_arrival_set(system, agent: int, instr) -> Touch:
+    return Touch(writes=barriers(instr.target), reaches=tuple(instr.target))
+
+
+def _arrival_step(opcode: int, effect, constructor: str, action: str, amount: bool) -> Step:
+    name = constructor.split("(")[0]
+
+    def text(system, instr) -> str:
+        tgt = tla_seq(i + 1 for i in instr.target)
+        return f"{name}({tgt}, {instr.amount})" if amount else f"{name}({tgt})"
+    return Step(opcode, guard=None, effect=effect, touches=touches_arrival_set,
+                resources="writes P(its arrival set)", waits=False, symmetry="arrival set",
+                tla=Tla(constructor, action, text))
+
+
+STEPS = (
+    _arrival_step(ins.ARRIVE, effect_arrive, "arrive(tgt, amount)", "Arrive", True),
+    _arrival_step(ins.ARRIVE_DROP, effect_arrive_drop, "arrive_drop(tgt)", "ArriveDrop", False),
+    _arrival_step(ins.EXPECT_TX, effect_expect_tx, "expect_tx(tgt, amount)", "ExpectTx", True),
+    _arrival_step(ins.ARRIVE_TX, effect_arrive_expect_tx, "arrive_expect_tx(tgt, amount)",
+                  "ArriveExpectTx", True),
+    _arrival_step(ins.COMPLETE_TX, effect_complete_tx, "complete_tx(tgt, amount)", "CompleteTx",
+                  True),
+)
+
 _COMMON = dict(blocking=False, waits_for="", reference="machine",
                prover="counter program (program.py)")
 _TX = dict(_COMMON, needs=frozenset({"barrier", "bytes"}), shows=("bytes",), text=bytes_text)
 
-EXTENSION = Extension("mbarrier arrivals", primitives=(
+EXTENSION = Extension("mbarrier arrivals", steps=STEPS, primitives=(
     Primitive(BARRIER_ARRIVE, "1 logical arrival (ClusterBarrier: fan-out along collective axes)",
               needs=frozenset({"barrier"}), opcodes=("arrive",), dsl="barrier_arrive",
               repair=frozenset({"arrives", "fills"}), pallas=True, compile=compile_arrive,

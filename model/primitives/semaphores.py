@@ -9,6 +9,7 @@ from ..extensions import Extension
 from ..ir import ModelError, evaluate
 from ..kinds import Primitive
 from ..static_rules import StaticFinding
+from ..steps import BARRIER, Step, Tla, Touch, barriers, phase, tla_seq
 
 SEMAPHORE_SIGNAL = "semaphore_signal"
 SEMAPHORE_WAIT = "semaphore_wait"
@@ -79,9 +80,66 @@ def compile_signal_parallel(system, op, env, agent: int, block) -> None:
     system._emit(agent, ins.Instr(ins.SIGNALS_LANDED, (), 0, slots, landed))
 
 
+# Step rules (SEMANTICS.md): a semaphore's value is its instance's phase field.
+
+def effect_signal(system, s: list, instr, agent: int, events) -> None:
+    s[system.barrier_base + ins.BARRIER_FIELDS * instr.target] += instr.amount
+
+
+def guard_wait(system, state, instr) -> bool:
+    """semaphore_wait: the counter has reached the value."""
+    return phase(system, state, instr.target) >= instr.amount
+
+
+def effect_wait(system, s: list, instr, agent: int, events) -> None:
+    if instr.aux:
+        s[system.barrier_base + ins.BARRIER_FIELDS * instr.target] -= instr.amount
+
+
+def effect_signal_set(system, s: list, instr, agent: int, events) -> None:
+    for slot in instr.aux:
+        s[system.slot_base + slot] += 1
+
+
+def guard_signals_landed(system, state, instr) -> bool:
+    return not any(state[system.slot_base + slot] for slot in instr.aux)
+
+
+def _slots_text(name: str):
+    return lambda system, instr: f"{name}({tla_seq(k + 1 for k in instr.aux)})"
+
+
+STEPS = (
+    Step(ins.SEM_SIGNAL, guard=None, effect=effect_signal,
+         touches=lambda system, agent, instr: Touch(writes=barriers((instr.target,))),
+         resources="writes P(target)", waits=False, symmetry="semaphore",
+         tla=Tla("sem_signal(inst, amount)", "SemSignal",
+                 lambda system, instr: f"sem_signal({instr.target + 1}, {instr.amount})")),
+    Step(ins.SEM_WAIT, guard=guard_wait, effect=effect_wait,
+         touches=lambda system, agent, instr: Touch(
+             reads=((BARRIER, instr.target),),
+             writes=((BARRIER, instr.target),) if instr.aux else ()),
+         resources="reads P(target), writes it if it decrements", waits=True,
+         symmetry="semaphore",
+         tla=Tla("sem_wait(inst, amount, decrement)", "SemWait",
+                 lambda system, instr: f"sem_wait({instr.target + 1}, {instr.amount}, "
+                                       f"{instr.aux})")),
+    # its signals land later, as deliveries
+    Step(ins.SEM_SIGNAL_SET, guard=None, effect=effect_signal_set,
+         touches=lambda system, agent, instr: Touch(issues=tuple(instr.aux)),
+         resources="causes P(its slots' instances)", waits=False, symmetry="literal",
+         tla=Tla("sem_signal_set(slots)", "SemSignalSet", _slots_text("sem_signal_set"))),
+    # waits for those deliveries
+    Step(ins.SIGNALS_LANDED, guard=guard_signals_landed, effect=None,
+         touches=lambda system, agent, instr: Touch(
+             reads=barriers(system.slots[k].inst for k in instr.aux)),
+         resources="reads P(its slots)", waits=True, symmetry="literal",
+         tla=Tla("signals_landed(slots)", "SignalsLanded", _slots_text("signals_landed"))),
+)
+
 _COMMON = dict(reference="semaphores", prover="semaphores (semaphores.py)", repair=frozenset())
 
-EXTENSION = Extension("semaphores", primitives=(
+EXTENSION = Extension("semaphores", steps=STEPS, primitives=(
     Primitive(SEMAPHORE_SIGNAL, "value += count (times the lockstep copies)",
               needs=frozenset({"barrier", "count"}), blocking=False, waits_for="",
               opcodes=("sem_signal",), dsl="semaphore_signal", shows=("inc",),

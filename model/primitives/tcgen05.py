@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import instructions as ins
 from ..extensions import Extension
 from ..kinds import Primitive, lookup
+from ..steps import Step, Tla, Touch
 
 TCGEN05_MMA = "tcgen05_mma"
 TCGEN05_COMMIT_ARRIVE = "tcgen05_commit_arrive"
@@ -40,11 +41,24 @@ def compile_tcgen05(system, op, env, agent: int, block) -> None:
                                   _entry(system, op, env, block, src, targets), src))
 
 
+def effect_issue_tcgen05(system, s: list, instr, agent: int, events) -> None:
+    q = system.queue_pos[agent]
+    s[q] = s[q] + (instr.aux,)
+
+
+STEPS = (
+    Step(ins.ISSUE_TCGEN05, guard=None, effect=effect_issue_tcgen05,
+         touches=lambda system, agent, instr: Touch(enqueues=instr.aux),
+         resources="causes P(its arrival set)", waits=False, symmetry="tcgen05 arrival set",
+         tla=Tla("issue_tcgen05(set)", "IssueTcgen05",
+                 lambda system, instr: f"issue_tcgen05({instr.aux})")),
+)
+
 _COMMON = dict(blocking=False, waits_for="", opcodes=("issue_tcgen05",), reference="machine",
                prover="counter program (program.py)", pallas=True, async_arrival=True,
                tensor_core=True, compile=compile_tcgen05)
 
-EXTENSION = Extension("tcgen05", primitives=(
+EXTENSION = Extension("tcgen05", steps=STEPS, primitives=(
     Primitive(TCGEN05_MMA, "tensor-core op; arrives on `barrier` (if any) when it completes",
               needs=frozenset({"barrier?", "memory"}), dsl="tcgen05_mma",
               repair=frozenset({"arrives"}), **_COMMON),

@@ -12,7 +12,8 @@ from ..extensions import Extension
 from ..ir import MAX_TX, ModelError
 from ..kinds import Primitive
 from ..static_rules import StaticFinding
-from .mbarrier import bytes_text
+from ..steps import Step, Tla, Touch, barriers, tla_seq
+from .mbarrier import bytes_text, effect_arrive_expect_tx
 
 COPY_GMEM_TO_SMEM = "copy_gmem_to_smem"
 TMA_LOAD = "tma_load"
@@ -44,12 +45,37 @@ def _compile_copy(arrives: bool):
     return compile_copy
 
 
+def effect_issue_async(system, s: list, instr, agent: int, events):
+    # The issuer's arrive.expect_tx (Pallas copies), then the copy is in flight.
+    violation = effect_arrive_expect_tx(system, s, instr, agent, events)
+    for slot in instr.aux:
+        s[system.slot_base + slot] += 1
+    return violation
+
+
+def touches_issue(system, agent: int, instr) -> Touch:
+    landing = tuple(system.slots[k].inst for k in instr.aux)
+    return Touch(writes=barriers(instr.target), issues=tuple(instr.aux),
+                 reaches=tuple(instr.target) + landing)
+
+
+# Also the step of try_cluster_cancel's and cp.async's asynchronous arrivals (clc.py,
+# cp_async_arrive.py): an issue with no arrival set and one slot.
+STEPS = (
+    Step(ins.ISSUE_ASYNC, guard=None, effect=effect_issue_async, touches=touches_issue,
+         resources="writes P(its arrival set), causes P(its slots' instances)", waits=False,
+         symmetry="arrival set and slots",
+         tla=Tla("issue_async(tgt, amount, slots)", "IssueAsync",
+                 lambda system, instr: f"issue_async({tla_seq(i + 1 for i in instr.target)}, "
+                                       f"{instr.amount}, {tla_seq(k + 1 for k in instr.aux)})")),
+)
+
 _COMMON = dict(needs=frozenset({"barrier", "bytes", "memory"}), blocking=False, waits_for="",
                opcodes=("issue_async",), reference="machine",
                prover="counter program (program.py)", async_arrival=True, shows=("bytes",),
                text=bytes_text)
 
-EXTENSION = Extension("TMA copies", primitives=(
+EXTENSION = Extension("TMA copies", steps=STEPS, primitives=(
     Primitive(COPY_GMEM_TO_SMEM, "TMA load: arrive.expect_tx(bytes) at issue, complete_tx at "
               "landing", dsl="copy_gmem_to_smem", pallas=True,
               repair=frozenset({"arrives", "fills"}), compile=_compile_copy(True), **_COMMON),

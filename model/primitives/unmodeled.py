@@ -6,6 +6,7 @@ from __future__ import annotations
 from .. import instructions as ins
 from ..extensions import Extension
 from ..kinds import Primitive
+from ..steps import Step, Tla, Touch
 
 UNMODELED = "unmodeled"
 
@@ -16,7 +17,13 @@ def compile_unmodeled(system, op, env, agent: int, block) -> None:
                                   system._source(op, op.describe(), op.loc)))
 
 
-EXTENSION = Extension("unmodelled synchronization", primitives=(
+STEPS = (
+    Step(ins.UNMODELED, guard=None, effect=None, touches=lambda system, agent, instr: Touch(),
+         resources="local: a no-op", waits=False, symmetry="literal",
+         tla=Tla("unmodeled", "Unmodeled", lambda system, instr: "unmodeled")),
+)
+
+EXTENSION = Extension("unmodelled synchronization", steps=STEPS, primitives=(
     Primitive(UNMODELED, "synchronization the model does not cover (BP190)",
               needs=frozenset({"name"}), blocking=False, waits_for="", opcodes=("unmodeled",),
               dsl="unmodeled", reference="machine", prover="outside: BP190, unknown",

@@ -11,6 +11,8 @@ from .. import instructions as ins
 from ..extensions import Extension
 from ..ir import ModelError, evaluate
 from ..kinds import Primitive
+from ..steps import Step, Tla, Touch, barriers, phase, tla_seen
+from ..violations import Violation
 
 BARRIER_WAIT = "barrier_wait"
 BARRIER_TEST = "barrier_test"
@@ -55,10 +57,93 @@ def parity_text(op, name: str, nbytes: int, env) -> str:
     return f"wait_parity({name}, {evaluate(op.parity, env) % 2})"
 
 
+# Step rules (SEMANTICS.md). A wait's aux is the thread's seen entry for its instance.
+
+def guard_wait(system, state, instr) -> bool:
+    """barrier_wait: the thread's private parity bit counts its own waits; it waits for the phase
+    after the last one it observed. Passes iff the current parity differs from that bit."""
+    seen = state[instr.aux]
+    parity = seen & 1 if seen > 0 else 0
+    return (phase(system, state, instr.target) & 1) != parity
+
+
+def guard_wait_parity(system, state, instr) -> bool:
+    """try_wait.parity(P): true iff the phase with parity P has completed (current parity != P)."""
+    return (phase(system, state, instr.target) & 1) != instr.amount
+
+
+def guard_wait_phase(system, state, instr) -> bool:
+    """try_wait.parity((c - 1) % 2) for the thread's completion c: passes iff the barrier's
+    parity is that of c."""
+    return (phase(system, state, instr.target) & 1) == (instr.amount & 1)
+
+
+def effect_wait(system, s: list, instr, agent: int, events) -> None:
+    # The wait observed every completion so far.
+    s[instr.aux] = phase(system, s, instr.target)
+
+
+def effect_barrier_test(system, s: list, instr, agent: int, events) -> None:
+    """barrier_test: true iff barrier_wait would pass now; then it flips the private bit, as
+    the wait would (Mosaic GPU stores the new parity only when the test succeeds). The
+    protocol's control flow does not depend on the answer."""
+    if guard_wait(system, s, instr):
+        s[instr.aux] = phase(system, s, instr.target)
+
+
+def effect_wait_parity(system, s: list, instr, agent: int, events):
+    """A wait for a stated phase must return for it. (One the barrier has already run past is
+    caught before, as a state: `state_violations`.) A bare parity wait states no phase: what it
+    returns after is judged across schedules (model/parity.py)."""
+    now = phase(system, s, instr.target)
+    s[instr.aux] = now
+    if instr.op != ins.WAIT_PHASE:
+        return None
+    meant = instr.amount
+    if now != meant:
+        return Violation(
+            "BP101", f"{system.agents[agent].name}'s wait on {system.instances[instr.target].name} "
+            f"means completion {meant} but returns after completion {now}, a phase it does "
+            "not mean (its parity bit is stale)", agent, instr.target, instr.src)
+    return None
+
+
+def touches_instance(system, agent: int, instr) -> Touch:
+    return Touch(reads=barriers((instr.target,)))
+
+
+def touches_pallas_wait(system, agent: int, instr) -> Touch:
+    return Touch(reads=barriers((instr.target,)), standing=(instr.target, instr.aux))
+
+
+def _wait_step(opcode: int, guard, effect, touches, constructor: str, action: str,
+               amount: bool) -> Step:
+    name = constructor.split("(")[0]
+
+    def text(system, instr) -> str:
+        mid = f"{instr.amount}, " if amount else ""
+        return f"{name}({instr.target + 1}, {mid}{tla_seen(system, instr.aux)})"
+    # barrier_test never blocks, but counts among the waits where a horizon may end
+    return Step(opcode, guard=guard, effect=effect, touches=touches,
+                resources="reads P(target)", waits=True, symmetry="instance",
+                tla=Tla(constructor, action, text))
+
+
+STEPS = (
+    _wait_step(ins.WAIT, guard_wait, effect_wait, touches_pallas_wait, "wait(inst, pos)",
+               "Wait", False),
+    _wait_step(ins.WAIT_PARITY, guard_wait_parity, effect_wait_parity, touches_instance,
+               "wait_parity(inst, amount, pos)", "WaitParity", True),
+    _wait_step(ins.WAIT_PHASE, guard_wait_phase, effect_wait_parity, touches_instance,
+               "wait_phase(inst, amount, pos)", "WaitPhase", True),
+    _wait_step(ins.BARRIER_TEST, None, effect_barrier_test, touches_instance,
+               "barrier_test(inst, pos)", "BarrierTest", False),
+)
+
 _COMMON = dict(needs=frozenset({"barrier"}), waits_for="phase", reference="machine",
                local_wait=True)
 
-EXTENSION = Extension("mbarrier waits", primitives=(
+EXTENSION = Extension("mbarrier waits", steps=STEPS, primitives=(
     Primitive(BARRIER_WAIT, "wait for the next completion (private parity bit per thread)",
               blocking=True, opcodes=("wait",), dsl="barrier_wait", pallas=True,
               prover="counter program (program.py)", repair=frozenset({"waits"}),
