@@ -167,7 +167,10 @@ def effect_init(system: "System", s: list, instr, agent: int, events) -> None:
 
 def effect_fence(system: "System", s: list, instr, agent: int, events) -> None:
     """Every init this agent sees becomes visible to the async proxy (and, for
-    fence.mbarrier_init, released at cluster scope for the next cluster barrier)."""
+    fence.mbarrier_init, released at cluster scope for the next cluster barrier). Without
+    explicit-init barriers there is nothing to publish."""
+    if not system.init_insts:
+        return
     bits = system.init_async_bit | (system.init_fenced_bit if instr.op == FENCE_INIT else 0)
     me = 1 << agent
     for i in system.init_insts:

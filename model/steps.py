@@ -144,6 +144,13 @@ def check_complete(opcode_names=OPCODE_NAMES) -> None:
                                  "`steps` of the family that owns it (model/steps.py)")
 
 
+def opcodes_in(system: System, test: Callable[[Step], bool]) -> list[str]:
+    """The names of the opcodes in `system`'s programs whose row passes `test` (e.g. the
+    ones outside a reduction: `lambda s: s.touches == UNREDUCED`)."""
+    ops = {instr.op for prog in system.programs for instr in prog}
+    return sorted(OPCODE_NAMES[op] for op in ops if test(STEPS[op]))
+
+
 # Helpers the families' rows share.
 
 def phase(system: System, state, inst: int) -> int:

@@ -46,6 +46,7 @@ from typing import Callable
 
 from ...model.parity import aliasing
 from ...model.semantics import System
+from ...model.steps import UNREDUCED, opcodes_in
 from ...model.violations import Place, Violation, primary, tolerance
 from .parity_returns import Conflict, ParityReturns, search_return
 from .por import leaves_nothing_out, persistent_sets
@@ -125,8 +126,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     limits = limits or Limits()
     start = time.perf_counter()
     # Init visibility (model/init_visibility.py) keeps a bit per agent and is written by hardware
-    # barrier waits: neither thread symmetry nor the persistent sets account for it.
-    reduction = reduction and not getattr(system, "init_insts", ())
+    # barrier waits: neither thread symmetry nor the persistent sets account for it; nor for an
+    # opcode whose family declares it outside them (model/steps.py: UNREDUCED).
+    reduction = reduction and not getattr(system, "init_insts", ()) and \
+        not opcodes_in(system, lambda step: step.touches == UNREDUCED)
     symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
     reduce = symmetry.canonicalizer() if symmetry is not None else None
     # From a canonical state, only the mover's class can fall out of order.

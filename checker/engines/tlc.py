@@ -33,6 +33,7 @@ from typing import Mapping
 
 from ...model.ir import Kernel, ModelError
 from ...model.semantics import WAITS, System
+from ...model.steps import NOT_IN_TLA, opcodes_in
 from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, INIT_DEADLOCKS, INIT_RULES,
                   RACE_EXACT, RACE_RULES, RULES, Checks, deadlocks_of, exact_codes,
                   TlaModule, bounded_wrapper, deadlock_checks,
@@ -404,6 +405,11 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
 
     def settle(system: System, ignored: frozenset, remaining: float | None,
                firsts: list[TlcRun]):
+        outside = opcodes_in(system, lambda step: step.tla == NOT_IN_TLA)
+        if outside:
+            # its family declares the opcode outside the TLA+ model: TLC decides nothing
+            return SearchOutcome("bounded", reason=f"{', '.join(outside)} not in the TLA+ "
+                                 "model; check this kernel with the explorer")
         start = time.perf_counter()
         module = emit_system(system, ignore=ignored)
 
