@@ -2,8 +2,9 @@
 
 A reduction that met an opcode it does not know would have to guess (no resources: "local";
 no operands: "the same"), and a guess makes the reduction unsound the day a primitive is
-added. So each reduction keeps a table over every opcode of `OPCODE_NAMES` and checks it when
-it is imported: a missing opcode is an error there, before any kernel is explored."""
+added. So each reduction reads a table over every opcode of `OPCODE_NAMES`, assembled from the
+rows the families declare (model/steps.py), and checks it when it is imported: a missing opcode
+is an error there, before any kernel is explored."""
 
 from __future__ import annotations
 
