@@ -16,11 +16,12 @@ TILE = 16384
 
 
 def ring_over_tiles(k, stages, consumers, tiles, ksteps, *, consumer_resets=False,
-                    first_lap_per_tile=False, consumer_ksteps=None):
+                    first_lap_per_tile=False, consumer_ksteps=None, consumer_tiles=None):
     """A TMA producer fills a ring of `stages` slots with the K steps of each tile; `consumers`
     warpgroups wait on each slot's phase and release it. The knobs break it: the consumers
     restart their pipeline state at every tile (`consumer_resets`), the producer skips its
-    acquire on the first lap of every tile, the consumers run `consumer_ksteps` per tile."""
+    acquire on the first lap of every tile, the consumers run `consumer_ksteps` per tile or
+    `consumer_tiles` tiles."""
     k.threads(consumers + 1, name="wg")
     full = k.Barrier(num_arrivals=1, num_barriers=stages)
     empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
@@ -38,7 +39,7 @@ def ring_over_tiles(k, stages, consumers, tiles, ksteps, *, consumer_resets=Fals
             v = steps - last + j
             k.wait_parity(empty.at[v % stages], (v // stages) % 2)
     with k.otherwise():                                        # the math warpgroups
-        with k.loop(tiles) as t:
+        with k.loop(tiles if consumer_tiles is None else consumer_tiles) as t:
             with k.loop(ksteps if consumer_ksteps is None else consumer_ksteps) as kk:
                 i = kk if consumer_resets else t * ksteps + kk
                 k.wait_parity(full.at[i % stages], (i // stages) % 2)
@@ -82,3 +83,21 @@ def consumer_one_k_step_short(k, stages=2, consumers=1, tiles=2, ksteps=3):
     """The consumers run one K step fewer per tile than the producer loads."""
     k.assume(tiles >= 0, ksteps >= 1)
     ring_over_tiles(k, stages, consumers, tiles, ksteps, consumer_ksteps=ksteps - 1)
+
+
+@protocol(expect="verified", symbolic=("tiles", "ksteps"))
+def persistent_ceil_tiles_ring(k, stages=2, consumers=1, tiles=5, blocks=2, ksteps=2):
+    """A static persistent schedule: each of `blocks` blocks walks ceil(tiles / blocks) tiles
+    (CUTLASS's StaticPersistentTileScheduler, the tail predicated inside), its ring running on
+    across them: correct for every tile count and K."""
+    k.assume(tiles >= 0, blocks >= 1, ksteps >= 0)
+    ring_over_tiles(k, stages, consumers, (tiles + blocks - 1) // blocks, ksteps)
+
+
+@protocol(expect="violation:BP100", symbolic=("tiles", "ksteps"))
+def persistent_consumer_counts_floor(k, stages=2, consumers=1, tiles=5, blocks=2, ksteps=2):
+    """The consumers count floor(tiles / blocks) tiles, the producer ceil: when the blocks do
+    not divide the tiles, the producer's tail waits for releases nobody makes."""
+    k.assume(tiles >= 0, blocks >= 1, ksteps >= 0)
+    ring_over_tiles(k, stages, consumers, (tiles + blocks - 1) // blocks, ksteps,
+                    consumer_tiles=tiles // blocks)

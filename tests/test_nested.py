@@ -35,21 +35,38 @@ def _outcome(verdict):
     return verdict.verdict, tuple(verdict.codes), verdict.coverage.split(" distinct states")[0]
 
 
-@pytest.mark.parametrize("name", ["persistent_ring", "persistent_ring_two_stages"])
-def test_the_flattened_program_is_the_nested_one_on_a_grid_of_tiles_and_k(name):
-    """The explorer at (tiles, ksteps) and at tiles_x_ksteps = tiles * ksteps: same verdict,
+@pytest.mark.parametrize("name, per_block", [
+    ("persistent_ring", lambda tiles: tiles),
+    ("persistent_ring_two_stages", lambda tiles: tiles),
+    # ceil(tiles / 2) tiles per block: the product of an expression and K
+    ("persistent_ceil_tiles_ring", lambda tiles: (tiles + 1) // 2),
+])
+def test_the_flattened_program_is_the_nested_one_on_a_grid_of_tiles_and_k(name, per_block):
+    """The explorer at (tiles, ksteps) and at P = (tiles per block) * ksteps: same verdict,
     same rules, same number of states (the positions are the (t, kk) pairs in order).
-    20 grid points per kernel, about 2 s."""
+    25 grid points per kernel, about 2 s."""
     kernel = _kernel(name)
-    flat = flatten_nested(kernel, SYMBOLIC)
-    assert flat is not None and flat.symbolic == ["tiles_x_ksteps"]
+    flat = flatten_nested(kernel, SYMBOLIC, {"blocks": 2} if "ceil" in name else {})
+    assert flat is not None and len(flat.symbolic) == 1
+    (positions,) = flat.symbolic
     assert "tiles" not in flat.kernel.params and "ksteps" not in flat.kernel.params
-    for tiles in range(0, 4):
+    for tiles in range(0, 5):
         for ksteps in range(1, 6):
             nested = check_kernel(kernel, {"tiles": tiles, "ksteps": ksteps})
-            one = check_kernel(flat.kernel, {"tiles_x_ksteps": tiles * ksteps})
+            one = check_kernel(flat.kernel, {positions: per_block(tiles) * ksteps})
             assert nested.verdict == "verified", (tiles, ksteps, nested.label)
             assert _outcome(one) == _outcome(nested), (tiles, ksteps)
+
+
+def test_a_ceil_tile_count_is_proved_for_every_tile_count_and_k(capsys):
+    """About 10 s: the tile count ceil(tiles / blocks) at blocks = 2."""
+    code, report = _prove(capsys, f"{NESTED}::persistent_ceil_tiles_ring", "--timeout", "120")
+    assert (code, report["verdict"]) == (0, "proved"), report
+    kernel = _kernel("persistent_ceil_tiles_ring")
+    for tiles in range(0, 6):
+        for ksteps in range(0, 4):
+            found = check_kernel(kernel, {"tiles": tiles, "ksteps": ksteps})
+            assert found.verdict == "verified", (tiles, ksteps, found.label)
 
 
 def test_nested_persistent_ring_is_proved_for_every_tile_count_and_k_and_the_explorer_agrees(
@@ -90,7 +107,10 @@ def test_nested_persistent_ring_is_proved_for_every_stage_consumer_tile_count_an
      "is not a function of the running position"),
     # the two roles' inner loops run different counts
     ("consumer_one_k_step_short", {"tiles": 1, "ksteps": 1}, "BP100",
-     "the trip count `(ksteps - 1)` is not one symbolic parameter"),
+     "nested loops over different counts"),
+    # floor(tiles / blocks) tiles against ceil(tiles / blocks)
+    ("persistent_consumer_counts_floor", {"tiles": 1, "ksteps": 1}, "BP100",
+     "nested loops over different counts"),
 ])
 def test_buggy_twins_are_refused_by_the_rewrite_and_refuted_at_their_smallest_sizes(
         capsys, name, smallest, code, why):

@@ -41,6 +41,7 @@ ACCOUNTED = {
     "examples/persistent.py::persistent_multicast_pair": T_TILES,
     "examples/persistent_nested.py::persistent_ring": T_NESTED,
     "examples/persistent_nested.py::persistent_ring_two_stages": T_NESTED,
+    "examples/persistent_nested.py::persistent_ceil_tiles_ring": T_NESTED,
     "examples/races.py::ring_slot_reuse": T_RACES,
     "examples/races.py::multicast_ring_cluster_release": T_SYMBOLIC,
     "examples/races.py::tcgen05_pipeline": T_SYMBOLIC,

@@ -23,8 +23,9 @@ subset of the P proved).
 Nothing here is taken on trust: the rewritten program is obtained by substitution (t := 0,
 kk := p, then T := P, K := 1), and Z3 proves, for every expression the substitution changed,
 that it equals the original at p = t*K + kk, P = T*K for every 0 <= t < T, 0 <= kk < K and
-every value of the other variables allowed by the assumptions (floor division, remainder and
-xor as uninterpreted functions: only congruence is used, never an identity of theirs). A Z3
+every value of the other variables allowed by the assumptions (floor division and remainder
+exact for a positive divisor, uninterpreted otherwise, as xor is: only congruence is used there,
+never an identity of theirs). A Z3
 `unknown`, a 3-level nest, an operation beside the inner loop (a per-tile operation), two
 nests over different counts, or an expression that reads t or T alone keeps the kernel as it
 is, and the verdict names the construct (tests/test_nested.py checks the rewrite against the
@@ -38,9 +39,9 @@ from typing import Iterator, Mapping, Sequence
 
 import z3
 
-from ...model.expr import substitute, substitute_stmts
-from ...model.ir import (BarrierRef, BinOp, Const, Expr, Kernel, Loop, Op, Param, UnOp, Var,
-                         WarpRegion, When, free_vars, unique_name, walk)
+from ...model.expr import substitute_stmts
+from ...model.ir import (BinOp, Const, Expr, Kernel, Loop, Op, Param, UnOp, Var, WarpRegion,
+                         When, evaluate, free_vars, unique_name, walk)
 from .terms import Unsupported
 
 LOWER_BOUND_SCAN = 8        # lower bounds of T and K looked for among 0..8
@@ -75,7 +76,8 @@ def _term(e: Expr, env: Mapping[str, z3.ArithRef]) -> z3.ArithRef:
                   "and": lambda: z3.If(z3.And(a != 0, b != 0), 1, 0),
                   "or": lambda: z3.If(z3.Or(a != 0, b != 0), 1, 0),
                   "min": lambda: z3.If(a <= b, a, b), "max": lambda: z3.If(a >= b, a, b),
-                  "//": lambda: _DIV(a, b), "%": lambda: _MOD(a, b), "xor": lambda: _XOR(a, b)}
+                  "//": lambda: z3.If(b > 0, a / b, _DIV(a, b)),
+                  "%": lambda: z3.If(b > 0, a % b, _MOD(a, b)), "xor": lambda: _XOR(a, b)}
         if e.op in simple:
             return simple[e.op]()
     raise Unsupported(f"nested loops: cannot compare `{e}`")
@@ -99,8 +101,8 @@ def _nests(body) -> list[Loop]:
             any(isinstance(x, Loop) for x in walk(s.body))]
 
 
-def _shape(outer: Loop, symbolic: Sequence[str]) -> tuple[str, str]:
-    """(T, K) when `outer` is `loop t < T: loop kk < K: B` over two symbolic parameters."""
+def _shape(outer: Loop, params: Mapping) -> tuple[Expr, Expr]:
+    """(T, K) when `outer` is `loop t < T: loop kk < K: B`, both counts over parameters."""
     where = f"line {outer.loc.line}" if outer.loc and outer.loc.line else "a loop"
     if len(outer.body) != 1 or not isinstance(outer.body[0], Loop):
         raise Unsupported(f"nested loops: the outer loop ({where}) runs operations beside its "
@@ -110,31 +112,64 @@ def _shape(outer: Loop, symbolic: Sequence[str]) -> tuple[str, str]:
     if any(isinstance(s, (Loop, WarpRegion)) for s in walk(inner.body)):
         raise Unsupported(f"nested loops: a third level of loops (or a warp region) inside "
                           f"the loops at {where}", outer.loc)
-    names = []
     for loop in (outer, inner):
-        if not (isinstance(loop.trip, Var) and loop.trip.name in symbolic):
-            raise Unsupported(f"nested loops: the trip count `{loop.trip}` is not one symbolic "
-                              "parameter", loop.loc)
-        names.append(loop.trip.name)
-    if names[0] == names[1]:
-        raise Unsupported(f"nested loops: both loops run `{names[0]}` times", outer.loc)
-    return names[0], names[1]
+        if not free_vars(loop.trip) <= set(params):
+            raise Unsupported(f"nested loops: the trip count `{loop.trip}` reads more than the "
+                              "kernel's parameters", loop.loc)
+    return outer.trip, inner.trip
 
 
-def _flatten(body, nests: set[int], p: str) -> tuple:
+def _map_exprs(body, fn) -> tuple:
+    """The statements with `fn` applied to every expression (no constant folding: the shape
+    stays, so the checker can pair old and new)."""
+    out = []
+    for s in body:
+        if isinstance(s, Op):
+            ref = s.barrier
+            if ref is not None:
+                ref = dataclasses.replace(ref, index=tuple(fn(e) for e in ref.index),
+                                          block=None if ref.block is None else
+                                          tuple(fn(e) for e in ref.block))
+            out.append(dataclasses.replace(
+                s, barrier=ref, count=fn(s.count), bytes=fn(s.bytes),
+                parity=None if s.parity is None else fn(s.parity),
+                phase=None if s.phase is None else fn(s.phase)))
+        elif isinstance(s, Loop):
+            out.append(Loop(s.var, fn(s.trip), _map_exprs(s.body, fn), s.loc))
+        elif isinstance(s, When):
+            out.append(When(fn(s.cond), _map_exprs(s.then, fn), _map_exprs(s.orelse, fn), s.loc))
+        elif isinstance(s, WarpRegion):
+            out.append(WarpRegion(s.axis, _map_exprs(s.body, fn), s.loc))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def _replace(e: Expr, shapes: set[str], by: Expr) -> Expr:
+    """`e` with every subexpression spelled like one of `shapes` replaced by `by`."""
+    if repr(e) in shapes:
+        return by
+    if isinstance(e, BinOp):
+        return BinOp(e.op, _replace(e.lhs, shapes, by), _replace(e.rhs, shapes, by))
+    if isinstance(e, UnOp):
+        return UnOp(e.op, _replace(e.arg, shapes, by))
+    return e
+
+
+def _flatten(body, nests: set[int], p: str, P: str) -> tuple:
     out = []
     for s in body:
         if isinstance(s, Loop) and id(s) in nests:
             inner = s.body[0]
             b = substitute_stmts(inner.body, {s.var: Const(0), inner.var: Var(p)})
-            out.append(Loop(p, BinOp("*", s.trip, inner.trip), b, s.loc))
+            out.append(Loop(p, Var(P), b, s.loc))
         elif isinstance(s, Loop):
-            out.append(Loop(s.var, s.trip, _flatten(s.body, nests, p), s.loc))
+            out.append(Loop(s.var, s.trip, _flatten(s.body, nests, p, P), s.loc))
         elif isinstance(s, When):
-            out.append(When(s.cond, _flatten(s.then, nests, p), _flatten(s.orelse, nests, p),
-                            s.loc))
+            out.append(When(s.cond, _flatten(s.then, nests, p, P),
+                            _flatten(s.orelse, nests, p, P), s.loc))
         elif isinstance(s, WarpRegion):
-            out.append(WarpRegion(s.axis, _flatten(s.body, nests, p), s.loc))
+            out.append(WarpRegion(s.axis, _flatten(s.body, nests, p, P), s.loc))
         else:
             out.append(s)
     return tuple(out)
@@ -149,10 +184,13 @@ def _op_exprs(op: Op) -> list[Expr | None]:
 class _Prover:
     """Z3 obligations: each rewritten expression equals the original one."""
 
-    def __init__(self, kernel: Kernel, T: str, K: str, P: str, p: str):
+    def __init__(self, kernel: Kernel, fixed: Mapping[str, int], T: Expr, K: Expr, P: str,
+                 p: str):
         self.T, self.K, self.P, self.p = T, K, P, p
-        self.facts = [_term(a, {}) != 0 for a in kernel.assumptions]
-        self.zT, self.zK = z3.Int(T), z3.Int(K)
+        self.moved = free_vars(T) | free_vars(K)
+        self.facts = [_term(a, {}) != 0 for a in kernel.assumptions] + \
+            [z3.Int(n) == v for n, v in fixed.items()]
+        self.zT, self.zK = _term(T, {}), _term(K, {})
         self.checked = 0
 
     def valid(self, claim, *extra) -> bool:
@@ -161,11 +199,11 @@ class _Prover:
         s.add(*self.facts, *extra, z3.Not(claim))
         return s.check() == z3.unsat
 
-    def lower_bound(self, name: str) -> int:
+    def lower_bound(self, e: Expr) -> int:
         for c in range(LOWER_BOUND_SCAN, -1, -1):
-            if self.valid(z3.Int(name) >= c):
+            if self.valid(_term(e, {}) >= c):
                 return c
-        raise Unsupported(f"nested loops: the assumptions do not keep `{name}` >= 0 (a "
+        raise Unsupported(f"nested loops: the assumptions do not keep `{e}` >= 0 (a "
                           "negative trip count runs no iteration, the product would)")
 
     def same(self, old: Expr | None, new: Expr | None, nest: tuple[str, str] | None) -> None:
@@ -173,7 +211,7 @@ class _Prover:
             raise Unsupported("nested loops: the rewrite changed an operation's shape")
         if old is None:
             return
-        moved = {self.T, self.K} | (set(nest) if nest else set())
+        moved = self.moved | (set(nest) if nest else set())
         if not (free_vars(old) & moved) and repr(old) == repr(new):
             return
         extra = [self.zT >= 0, self.zK >= 0]
@@ -185,10 +223,10 @@ class _Prover:
         self.checked += 1
         if not self.valid(_term(old, {}) == _term(new, env), *extra):
             where = f" inside the nested loops {nest}" if nest else ""
+            position = f"{nest[0]} * {self.K} + {nest[1]}" if nest else f"{self.T} * {self.K}"
             raise Unsupported(f"nested loops: `{old}`{where} is not a function of the running "
-                              f"position `{nest[0] if nest else self.T} * {self.K}"
-                              f"{' + ' + nest[1] if nest else ''}` alone (Z3 does not prove "
-                              f"it equal to `{new}`)")
+                              f"position `{position}` alone (Z3 does not prove it equal to "
+                              f"`{new}`)")
 
     def body(self, old, new, nests: set[int], nest=None) -> None:
         if len(old) != len(new):
@@ -200,7 +238,7 @@ class _Prover:
                     raise Unsupported("nested loops: an operation with memory effects or "
                                       "several signals", a.loc)
                 if a.bar_id is not None and free_vars(a.bar_id) & (
-                        {self.T, self.K} | set(nest or ())):
+                        self.moved | set(nest or ())):
                     raise Unsupported("nested loops: a named-barrier id moves with the loops",
                                       a.loc)
                 for x, y in zip(_op_exprs(a), _op_exprs(b), strict=True):
@@ -221,46 +259,61 @@ class _Prover:
                 raise Unsupported("nested loops: the rewrite changed the program's shape")
 
 
-def flatten_nested(kernel: Kernel, symbolic: Sequence[str]) -> Flat | None:
+def _kernel_vars(kernel: Kernel, body) -> set[str]:
+    exprs = [kernel.num_threads] + [e for _, e in kernel.cluster + kernel.grid] + \
+        [e for b in kernel.barriers for e in (b.num_arrivals, b.copies, *b.shape)]
+    names = set().union(*(free_vars(e) for e in exprs))
+    _map_exprs(body, lambda e: names.update(free_vars(e)) or e)
+    return names
+
+
+def flatten_nested(kernel: Kernel, symbolic: Sequence[str],
+                   fixed: Mapping[str, int] | None = None) -> Flat | None:
     """The kernel with its nested loops over T x K as one loop over P = T*K (module doc);
     None when it has no nested loops; Unsupported naming the construct when it has some that
     do not flatten."""
+    fixed = dict(fixed or {})
     nests = _nests(kernel.body)
     if not nests:
         return None
-    shapes = {_shape(n, symbolic) for n in nests}
+    shapes = {(repr(t), repr(k)): (t, k) for t, k in (_shape(n, kernel.params) for n in nests)}
     if len(shapes) != 1:
         raise Unsupported("nested loops over different counts: "
                           + ", ".join(f"{t} x {k}" for t, k in sorted(shapes)))
-    (T, K), = shapes
-    taken = set(kernel.params) | {v for s in walk(kernel.body) if isinstance(s, Loop)
-                                  for v in (s.var,)}
-    P = unique_name(f"{T}_x_{K}", taken)
+    (T, K), = shapes.values()
+    if not (free_vars(T) | free_vars(K)) & set(symbolic):
+        return None             # concrete counts: unroll.py's business
+    taken = set(kernel.params) | {s.var for s in walk(kernel.body) if isinstance(s, Loop)}
+    named = isinstance(T, Var) and isinstance(K, Var)
+    P = unique_name(f"{T.name}_x_{K.name}" if named else "positions", taken)
     p = unique_name("pos", taken)
-    outside = [kernel.num_threads] + [e for _, e in kernel.cluster + kernel.grid] + \
-        [e for b in kernel.barriers for e in (b.num_arrivals, b.copies, *b.shape)]
-    if any(free_vars(e) & {T, K} for e in outside):
-        raise Unsupported(f"nested loops: `{T}` or `{K}` sizes the block, the cluster or a "
-                          "barrier array")
-    flat = _flatten(kernel.body, {id(n) for n in nests}, p)
-    body = substitute_stmts(flat, {T: Var(P), K: Const(1)})
-    check = _Prover(kernel, T, K, P, p)
+    ids = {id(n) for n in nests}
+    product = {repr(BinOp("*", T, K)), repr(BinOp("*", K, T))}
+    body = _map_exprs(_flatten(kernel.body, ids, p, P), lambda e: _replace(e, product, Var(P)))
+    check = _Prover(kernel, fixed, T, K, P, p)
     lo = check.lower_bound(T) * check.lower_bound(K)
-    check.body(kernel.body, body, {id(n) for n in nests})
-    params = {n: q for n, q in kernel.params.items() if n not in (T, K)}
-    dt, dk = kernel.params[T].default, kernel.params[K].default
-    params[P] = Param(P, None if dt is None or dk is None else dt * dk, symbolic=True)
-    kept = tuple(a for a in kernel.assumptions if not free_vars(a) & {T, K})
+    check.body(kernel.body, body, ids)
+    used = _kernel_vars(kernel, body)
+    params = {n: q for n, q in kernel.params.items() if n in used or n not in symbolic}
+    dt = dk = None
+    try:
+        values = kernel.param_values(fixed)
+        dt, dk = evaluate(T, values), evaluate(K, values)
+    except Exception:       # a parameter without a default: P has none either
+        pass
+    params[P] = Param(P, None if dt is None else max(dt, 0) * max(dk, 0), symbolic=True)
+    kept = tuple(a for a in kernel.assumptions if free_vars(a) <= set(params))
     dropped = len(kernel.assumptions) - len(kept)
     new = kernel.replace(body=body, params=params,
                          assumptions=kept + (BinOp(">=", Var(P), Const(lo)),))
+    gone = sorted(set(kernel.params) - set(params))
     note = (f"nested loops: `loop t < {T}: loop kk < {K}` read through the running position "
             f"t*{K} + kk only, so they are one loop over {P} = {T}*{K} positions "
             f"(checker/symbolic/nested.py; {check.checked} rewritten expression(s) proved "
             f"equal by Z3), proved for every {P} >= {lo}, which covers every product"
-            + (f" ({dropped} assumption(s) on {T}, {K} dropped: a wider range)" if dropped
-               else ""))
-    return Flat(new, [n for n in symbolic if n not in (T, K)] + [P], note)
+            + (f" (no longer read: {', '.join(gone)}; {dropped} assumption(s) on them dropped, "
+               "a wider range)" if gone else ""))
+    return Flat(new, [n for n in symbolic if n in params] + [P], note)
 
 
 __all__ = ["Flat", "flatten_nested"]

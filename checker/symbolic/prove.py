@@ -340,7 +340,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                      f"outside the supported fragment: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     try:    # tiles x K-steps nests read through the running position: one loop (nested.py)
-        flat = flatten_nested(kernel, symbolic)
+        flat = flatten_nested(kernel, symbolic, fixed)
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment: {err}")

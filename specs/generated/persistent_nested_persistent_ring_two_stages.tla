@@ -10,64 +10,64 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/persistent_nested.py:25
-    1,  \* 2: full[1] (Barrier)  examples/persistent_nested.py:25
-    2,  \* 3: empty[0] (Barrier)  examples/persistent_nested.py:26
-    2   \* 4: empty[1] (Barrier)  examples/persistent_nested.py:26
+    1,  \* 1: full[0] (Barrier)  examples/persistent_nested.py:26
+    1,  \* 2: full[1] (Barrier)  examples/persistent_nested.py:26
+    2,  \* 3: empty[0] (Barrier)  examples/persistent_nested.py:27
+    2   \* 4: empty[1] (Barrier)  examples/persistent_nested.py:27
 >>
 
 \* Agent 1: wg0 (thread), 12 instruction(s).
 Prog_1_wg0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/persistent_nested.py:44
-    arrive(<<3>>, 1),      \* pc 1: arrive(empty[0])  examples/persistent_nested.py:45
-    wait_parity(2, 0, 2),  \* pc 2: wait_parity(full[1], 0)  examples/persistent_nested.py:44
-    arrive(<<4>>, 1),      \* pc 3: arrive(empty[1])  examples/persistent_nested.py:45
-    wait_parity(1, 1, 1),  \* pc 4: wait_parity(full[0], 1)  examples/persistent_nested.py:44
-    arrive(<<3>>, 1),      \* pc 5: arrive(empty[0])  examples/persistent_nested.py:45
-    wait_parity(2, 1, 2),  \* pc 6: wait_parity(full[1], 1)  examples/persistent_nested.py:44
-    arrive(<<4>>, 1),      \* pc 7: arrive(empty[1])  examples/persistent_nested.py:45
-    wait_parity(1, 0, 1),  \* pc 8: wait_parity(full[0], 0)  examples/persistent_nested.py:44
-    arrive(<<3>>, 1),      \* pc 9: arrive(empty[0])  examples/persistent_nested.py:45
-    wait_parity(2, 0, 2),  \* pc 10: wait_parity(full[1], 0)  examples/persistent_nested.py:44
-    arrive(<<4>>, 1)       \* pc 11: arrive(empty[1])  examples/persistent_nested.py:45
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/persistent_nested.py:45
+    arrive(<<3>>, 1),      \* pc 1: arrive(empty[0])  examples/persistent_nested.py:46
+    wait_parity(2, 0, 2),  \* pc 2: wait_parity(full[1], 0)  examples/persistent_nested.py:45
+    arrive(<<4>>, 1),      \* pc 3: arrive(empty[1])  examples/persistent_nested.py:46
+    wait_parity(1, 1, 1),  \* pc 4: wait_parity(full[0], 1)  examples/persistent_nested.py:45
+    arrive(<<3>>, 1),      \* pc 5: arrive(empty[0])  examples/persistent_nested.py:46
+    wait_parity(2, 1, 2),  \* pc 6: wait_parity(full[1], 1)  examples/persistent_nested.py:45
+    arrive(<<4>>, 1),      \* pc 7: arrive(empty[1])  examples/persistent_nested.py:46
+    wait_parity(1, 0, 1),  \* pc 8: wait_parity(full[0], 0)  examples/persistent_nested.py:45
+    arrive(<<3>>, 1),      \* pc 9: arrive(empty[0])  examples/persistent_nested.py:46
+    wait_parity(2, 0, 2),  \* pc 10: wait_parity(full[1], 0)  examples/persistent_nested.py:45
+    arrive(<<4>>, 1)       \* pc 11: arrive(empty[1])  examples/persistent_nested.py:46
 >>
 
 \* Agent 2: wg1 (thread), 12 instruction(s).
 Prog_2_wg1 == <<
-    wait_parity(1, 0, 3),  \* pc 0: wait_parity(full[0], 0)  examples/persistent_nested.py:44
-    arrive(<<3>>, 1),      \* pc 1: arrive(empty[0])  examples/persistent_nested.py:45
-    wait_parity(2, 0, 4),  \* pc 2: wait_parity(full[1], 0)  examples/persistent_nested.py:44
-    arrive(<<4>>, 1),      \* pc 3: arrive(empty[1])  examples/persistent_nested.py:45
-    wait_parity(1, 1, 3),  \* pc 4: wait_parity(full[0], 1)  examples/persistent_nested.py:44
-    arrive(<<3>>, 1),      \* pc 5: arrive(empty[0])  examples/persistent_nested.py:45
-    wait_parity(2, 1, 4),  \* pc 6: wait_parity(full[1], 1)  examples/persistent_nested.py:44
-    arrive(<<4>>, 1),      \* pc 7: arrive(empty[1])  examples/persistent_nested.py:45
-    wait_parity(1, 0, 3),  \* pc 8: wait_parity(full[0], 0)  examples/persistent_nested.py:44
-    arrive(<<3>>, 1),      \* pc 9: arrive(empty[0])  examples/persistent_nested.py:45
-    wait_parity(2, 0, 4),  \* pc 10: wait_parity(full[1], 0)  examples/persistent_nested.py:44
-    arrive(<<4>>, 1)       \* pc 11: arrive(empty[1])  examples/persistent_nested.py:45
+    wait_parity(1, 0, 3),  \* pc 0: wait_parity(full[0], 0)  examples/persistent_nested.py:45
+    arrive(<<3>>, 1),      \* pc 1: arrive(empty[0])  examples/persistent_nested.py:46
+    wait_parity(2, 0, 4),  \* pc 2: wait_parity(full[1], 0)  examples/persistent_nested.py:45
+    arrive(<<4>>, 1),      \* pc 3: arrive(empty[1])  examples/persistent_nested.py:46
+    wait_parity(1, 1, 3),  \* pc 4: wait_parity(full[0], 1)  examples/persistent_nested.py:45
+    arrive(<<3>>, 1),      \* pc 5: arrive(empty[0])  examples/persistent_nested.py:46
+    wait_parity(2, 1, 4),  \* pc 6: wait_parity(full[1], 1)  examples/persistent_nested.py:45
+    arrive(<<4>>, 1),      \* pc 7: arrive(empty[1])  examples/persistent_nested.py:46
+    wait_parity(1, 0, 3),  \* pc 8: wait_parity(full[0], 0)  examples/persistent_nested.py:45
+    arrive(<<3>>, 1),      \* pc 9: arrive(empty[0])  examples/persistent_nested.py:46
+    wait_parity(2, 0, 4),  \* pc 10: wait_parity(full[1], 0)  examples/persistent_nested.py:45
+    arrive(<<4>>, 1)       \* pc 11: arrive(empty[1])  examples/persistent_nested.py:46
 >>
 
 \* Agent 3: wg2 (thread), 18 instruction(s).
 Prog_3_wg2 == <<
-    arrive_expect_tx(<<1>>, 16384),   \* pc 0: arrive_expect_tx(full[0], 16384B)  examples/persistent_nested.py:33
-    issue_async(<<>>, 16384, <<1>>),  \* pc 1: tma_load(full[0], 16384B)  examples/persistent_nested.py:34
-    arrive_expect_tx(<<2>>, 16384),   \* pc 2: arrive_expect_tx(full[1], 16384B)  examples/persistent_nested.py:33
-    issue_async(<<>>, 16384, <<2>>),  \* pc 3: tma_load(full[1], 16384B)  examples/persistent_nested.py:34
-    wait_parity(3, 0, 5),             \* pc 4: wait_parity(empty[0], 0)  examples/persistent_nested.py:32
-    arrive_expect_tx(<<1>>, 16384),   \* pc 5: arrive_expect_tx(full[0], 16384B)  examples/persistent_nested.py:33
-    issue_async(<<>>, 16384, <<1>>),  \* pc 6: tma_load(full[0], 16384B)  examples/persistent_nested.py:34
-    wait_parity(4, 0, 6),             \* pc 7: wait_parity(empty[1], 0)  examples/persistent_nested.py:32
-    arrive_expect_tx(<<2>>, 16384),   \* pc 8: arrive_expect_tx(full[1], 16384B)  examples/persistent_nested.py:33
-    issue_async(<<>>, 16384, <<2>>),  \* pc 9: tma_load(full[1], 16384B)  examples/persistent_nested.py:34
-    wait_parity(3, 1, 5),             \* pc 10: wait_parity(empty[0], 1)  examples/persistent_nested.py:32
-    arrive_expect_tx(<<1>>, 16384),   \* pc 11: arrive_expect_tx(full[0], 16384B)  examples/persistent_nested.py:33
-    issue_async(<<>>, 16384, <<1>>),  \* pc 12: tma_load(full[0], 16384B)  examples/persistent_nested.py:34
-    wait_parity(4, 1, 6),             \* pc 13: wait_parity(empty[1], 1)  examples/persistent_nested.py:32
-    arrive_expect_tx(<<2>>, 16384),   \* pc 14: arrive_expect_tx(full[1], 16384B)  examples/persistent_nested.py:33
-    issue_async(<<>>, 16384, <<2>>),  \* pc 15: tma_load(full[1], 16384B)  examples/persistent_nested.py:34
-    wait_parity(3, 0, 5),             \* pc 16: wait_parity(empty[0], 0)  examples/persistent_nested.py:39
-    wait_parity(4, 0, 6)              \* pc 17: wait_parity(empty[1], 0)  examples/persistent_nested.py:39
+    arrive_expect_tx(<<1>>, 16384),   \* pc 0: arrive_expect_tx(full[0], 16384B)  examples/persistent_nested.py:34
+    issue_async(<<>>, 16384, <<1>>),  \* pc 1: tma_load(full[0], 16384B)  examples/persistent_nested.py:35
+    arrive_expect_tx(<<2>>, 16384),   \* pc 2: arrive_expect_tx(full[1], 16384B)  examples/persistent_nested.py:34
+    issue_async(<<>>, 16384, <<2>>),  \* pc 3: tma_load(full[1], 16384B)  examples/persistent_nested.py:35
+    wait_parity(3, 0, 5),             \* pc 4: wait_parity(empty[0], 0)  examples/persistent_nested.py:33
+    arrive_expect_tx(<<1>>, 16384),   \* pc 5: arrive_expect_tx(full[0], 16384B)  examples/persistent_nested.py:34
+    issue_async(<<>>, 16384, <<1>>),  \* pc 6: tma_load(full[0], 16384B)  examples/persistent_nested.py:35
+    wait_parity(4, 0, 6),             \* pc 7: wait_parity(empty[1], 0)  examples/persistent_nested.py:33
+    arrive_expect_tx(<<2>>, 16384),   \* pc 8: arrive_expect_tx(full[1], 16384B)  examples/persistent_nested.py:34
+    issue_async(<<>>, 16384, <<2>>),  \* pc 9: tma_load(full[1], 16384B)  examples/persistent_nested.py:35
+    wait_parity(3, 1, 5),             \* pc 10: wait_parity(empty[0], 1)  examples/persistent_nested.py:33
+    arrive_expect_tx(<<1>>, 16384),   \* pc 11: arrive_expect_tx(full[0], 16384B)  examples/persistent_nested.py:34
+    issue_async(<<>>, 16384, <<1>>),  \* pc 12: tma_load(full[0], 16384B)  examples/persistent_nested.py:35
+    wait_parity(4, 1, 6),             \* pc 13: wait_parity(empty[1], 1)  examples/persistent_nested.py:33
+    arrive_expect_tx(<<2>>, 16384),   \* pc 14: arrive_expect_tx(full[1], 16384B)  examples/persistent_nested.py:34
+    issue_async(<<>>, 16384, <<2>>),  \* pc 15: tma_load(full[1], 16384B)  examples/persistent_nested.py:35
+    wait_parity(3, 0, 5),             \* pc 16: wait_parity(empty[0], 0)  examples/persistent_nested.py:40
+    wait_parity(4, 0, 6)              \* pc 17: wait_parity(empty[1], 0)  examples/persistent_nested.py:40
 >>
 
 KernelProg == <<
