@@ -101,3 +101,28 @@ def persistent_consumer_counts_floor(k, stages=2, consumers=1, tiles=5, blocks=2
     k.assume(tiles >= 0, blocks >= 1, ksteps >= 0)
     ring_over_tiles(k, stages, consumers, (tiles + blocks - 1) // blocks, ksteps,
                     consumer_tiles=tiles // blocks)
+
+
+@protocol(expect="verified", symbolic=("tiles", "ksteps"))
+def flat_producer_nested_consumers(k, stages=2, consumers=2, tiles=2, ksteps=3):
+    """The producer walks all `tiles * ksteps` loads in one loop (JAX's Blackwell matmul's TMA
+    warp), the consumers tile by tile: the same positions, correct for every tile count and K."""
+    k.assume(tiles >= 0, ksteps >= 1)
+    k.threads(consumers + 1, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=consumers, num_barriers=stages)
+    steps = tiles * ksteps
+    with k.when(k.thread == consumers):
+        with k.loop(steps) as i:
+            with k.when(i >= stages):
+                k.barrier_wait(empty.at[i % stages])
+            k.copy_gmem_to_smem(full.at[i % stages], bytes=TILE)
+        last = minimum(steps, stages)
+        with k.loop(last) as j:
+            k.barrier_wait(empty.at[(steps - last + j) % stages])
+    with k.otherwise():
+        with k.loop(tiles) as t:
+            with k.loop(ksteps) as kk:
+                i = t * ksteps + kk
+                k.barrier_wait(full.at[i % stages])
+                k.barrier_arrive(empty.at[i % stages])

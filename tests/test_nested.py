@@ -40,6 +40,8 @@ def _outcome(verdict):
     ("persistent_ring_two_stages", lambda tiles: tiles),
     # ceil(tiles / 2) tiles per block: the product of an expression and K
     ("persistent_ceil_tiles_ring", lambda tiles: (tiles + 1) // 2),
+    # a producer loop over tiles * ksteps beside the consumers' nest
+    ("flat_producer_nested_consumers", lambda tiles: tiles),
 ])
 def test_the_flattened_program_is_the_nested_one_on_a_grid_of_tiles_and_k(name, per_block):
     """The explorer at (tiles, ksteps) and at P = (tiles per block) * ksteps: same verdict,
@@ -58,13 +60,17 @@ def test_the_flattened_program_is_the_nested_one_on_a_grid_of_tiles_and_k(name, 
             assert _outcome(one) == _outcome(nested), (tiles, ksteps)
 
 
-def test_a_ceil_tile_count_is_proved_for_every_tile_count_and_k(capsys):
-    """About 10 s: the tile count ceil(tiles / blocks) at blocks = 2."""
-    code, report = _prove(capsys, f"{NESTED}::persistent_ceil_tiles_ring", "--timeout", "120")
+@pytest.mark.parametrize("name", ["persistent_ceil_tiles_ring",
+                                  "flat_producer_nested_consumers"])
+def test_a_ceil_tile_count_and_a_flat_producer_are_proved_for_every_tile_count_and_k(
+        capsys, name):
+    """About 10 s each: the tile count ceil(tiles / blocks) at blocks = 2; a producer loop
+    over tiles * ksteps beside the consumers' nest."""
+    code, report = _prove(capsys, f"{NESTED}::{name}", "--timeout", "120")
     assert (code, report["verdict"]) == (0, "proved"), report
-    kernel = _kernel("persistent_ceil_tiles_ring")
+    kernel = _kernel(name)
     for tiles in range(0, 6):
-        for ksteps in range(0, 4):
+        for ksteps in range(1, 4):
             found = check_kernel(kernel, {"tiles": tiles, "ksteps": ksteps})
             assert found.verdict == "verified", (tiles, ksteps, found.label)
 

@@ -42,6 +42,7 @@ ACCOUNTED = {
     "examples/persistent_nested.py::persistent_ring": T_NESTED,
     "examples/persistent_nested.py::persistent_ring_two_stages": T_NESTED,
     "examples/persistent_nested.py::persistent_ceil_tiles_ring": T_NESTED,
+    "examples/persistent_nested.py::flat_producer_nested_consumers": T_NESTED,
     "examples/races.py::ring_slot_reuse": T_RACES,
     "examples/races.py::multicast_ring_cluster_release": T_SYMBOLIC,
     "examples/races.py::tcgen05_pipeline": T_SYMBOLIC,
