@@ -35,7 +35,7 @@ explorer on a grid of T x K).
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import z3
 
@@ -113,6 +113,9 @@ def _shape(outer: Loop, params: Mapping) -> tuple[Expr, Expr]:
         raise Unsupported(f"nested loops: a third level of loops (or a warp region) inside "
                           f"the loops at {where}", outer.loc)
     for loop in (outer, inner):
+        if loop.var in params:
+            raise Unsupported(f"nested loops: the loop variable `{loop.var}` shadows a "
+                              "parameter", loop.loc)
         if not free_vars(loop.trip) <= set(params):
             raise Unsupported(f"nested loops: the trip count `{loop.trip}` reads more than the "
                               "kernel's parameters", loop.loc)
@@ -283,7 +286,9 @@ def flatten_nested(kernel: Kernel, symbolic: Sequence[str],
     (T, K), = shapes.values()
     if not (free_vars(T) | free_vars(K)) & set(symbolic):
         return None             # concrete counts: unroll.py's business
-    taken = set(kernel.params) | {s.var for s in walk(kernel.body) if isinstance(s, Loop)}
+    taken = set(kernel.params) | {s.var for s in walk(kernel.body) if isinstance(s, Loop)} | \
+        {kernel.thread_axis, kernel.warp_axis} | {a for a, _ in kernel.cluster + kernel.grid} | \
+        {s.axis for s in walk(kernel.body) if isinstance(s, WarpRegion)}
     named = isinstance(T, Var) and isinstance(K, Var)
     P = unique_name(f"{T.name}_x_{K.name}" if named else "positions", taken)
     p = unique_name("pos", taken)
