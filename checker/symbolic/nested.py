@@ -8,28 +8,29 @@ nested loop of the kernel is
 
     loop t < T: loop kk < K: B        (nothing else in the outer body)
 
-with the same two parameters T and K, and B reads t and kk only through the running position
-p = t*K + kk, the pair runs B at p = 0, 1, ..., T*K - 1 in that order (for T, K >= 0: the
-iterations in lexicographic order are the positions in increasing order), which is
+with the same two counts T and K (expressions over parameters: `tiles`, or a static
+schedule's `(tiles + blocks - 1) // blocks`), and B reads t and kk only through the running
+position p = t*K + kk, the pair runs B at p = 0, 1, ..., T*K - 1 in that order (for T, K >= 0:
+the iterations in lexicographic order are the positions in increasing order), which is
 
     loop p < P: B[p]                  with P = T * K a parameter of its own,
 
-and when everything else reads T and K only through their product too (a producer tail over
-`min(T*K, stages)` slots), the kernel is a kernel of P and the other parameters. Proving it for
-every P >= lo(T) * lo(K) (the assumptions' lower bounds) proves the original for every T and K:
-every product is such a P. Assumptions naming T or K are dropped (their product's values are a
-subset of the P proved).
+and where everything else reads T and K through their product (a producer tail over
+`min(T*K, stages)` slots, a producer loop over all `T*K` loads), it reads P. Proving the new
+kernel for every P >= lo(T) * lo(K) (the assumptions' lower bounds) and every value of the
+parameters it still reads proves the original for every T and K: every product is such a P.
+The assumptions on parameters no longer read are dropped (a wider range, so still sound).
 
 Nothing here is taken on trust: the rewritten program is obtained by substitution (t := 0,
-kk := p, then T := P, K := 1), and Z3 proves, for every expression the substitution changed,
-that it equals the original at p = t*K + kk, P = T*K for every 0 <= t < T, 0 <= kk < K and
-every value of the other variables allowed by the assumptions (floor division and remainder
-exact for a positive divisor, uninterpreted otherwise, as xor is: only congruence is used there,
-never an identity of theirs). A Z3
-`unknown`, a 3-level nest, an operation beside the inner loop (a per-tile operation), two
-nests over different counts, or an expression that reads t or T alone keeps the kernel as it
-is, and the verdict names the construct (tests/test_nested.py checks the rewrite against the
-explorer on a grid of T x K).
+kk := p in B, then every `T * K` spelled out replaced by P), and Z3 proves, for every
+expression the rewrite changed, that it equals the original at p = t*K + kk, P = T*K for every
+0 <= t < T, 0 <= kk < K and every value of the other variables allowed by the assumptions
+(floor division and remainder exact for a positive divisor, uninterpreted otherwise, as xor
+is: only congruence is used there, never an identity of theirs). A Z3 `unknown`, a 3-level
+nest, an operation beside the inner loop (a per-tile operation), two nests over different
+counts, a count that may be negative, or an expression that reads t or kk alone keeps the
+kernel as it is, and the verdict names the construct (tests/test_nested.py checks the rewrite
+against the explorer on a grid of T x K).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ TIMEOUT_MS = 5000           # per equivalence query
 
 
 # ----------------------------------------------------------------------------------------------
-# IR expressions as Z3 terms (division, remainder and xor uninterpreted)
+# IR expressions as Z3 terms (division and remainder by a non-positive value, xor: uninterpreted)
 # ----------------------------------------------------------------------------------------------
 
 _DIV = z3.Function("floordiv!", z3.IntSort(), z3.IntSort(), z3.IntSort())
