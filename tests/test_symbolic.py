@@ -233,11 +233,12 @@ def test_buggy_examples_are_never_proved(ref):
 # Honest verdicts
 # ----------------------------------------------------------------------------------------------
 
-def nested(k, steps, inner):
+def nested(k, steps, inner, per_step=False):
     k.threads(2)
     k.assume(steps >= 0)
     data = k.Barrier(num_arrivals=1)
     ack = k.Barrier(num_arrivals=1)
+    done = k.Barrier(num_arrivals=2)
     with k.loop(steps):
         with k.loop(inner):
             with k.when(k.thread == 0):
@@ -246,13 +247,17 @@ def nested(k, steps, inner):
             with k.otherwise():
                 k.barrier_wait(data)
                 k.barrier_arrive(ack)
+        if per_step:
+            k.barrier_arrive(done)
+            k.barrier_wait(done)
 
 
 @protocol(symbolic=("steps", "inner"))
 def nested_loops(k, steps=2, inner=2):
-    """Both trip counts symbolic: the inner loop cannot be unrolled."""
+    """Both trip counts symbolic, and a sync of both threads after each inner loop: the inner
+    loop cannot be unrolled, nor the two loops made one (checker/symbolic/nested.py)."""
     k.assume(inner >= 0)
-    nested(k, steps, inner)
+    nested(k, steps, inner, per_step=True)
 
 
 @protocol(symbolic=("steps",))
@@ -265,6 +270,7 @@ def test_outside_the_fragment_is_unknown_not_proved():
     v = prove_kernel(nested_loops.build())
     assert v.verdict == "unknown"
     assert "nested loops" in v.coverage and "no violation" in v.coverage
+    assert "operations beside its inner loop" in v.coverage
 
 
 def test_a_nested_loop_of_concrete_trip_count_is_unrolled_and_proved():

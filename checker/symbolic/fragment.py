@@ -3,7 +3,8 @@
 Supported (anything else raises `Unsupported`, and the verdict says why):
 - cluster shape, warps per warpgroup: concrete; the number of threads may be symbolic when the
   roles are cut out of the thread range by comparisons `thread OP expr` (OP in == != < <= > >=);
-- loops are not nested; trip counts, conditions, counts and bytes are linear in the parameters
+- loops are not nested (unroll.py and nested.py have made the nests they can one level);
+  trip counts, conditions, counts and bytes are linear in the parameters
   and the loop variable (division and modulo by constants allowed);
 - barrier arrays have a concrete number of barriers, or one symbolic dimension S (a ring) indexed
   with `(i + c) % S` (i the loop variable, c free of it) or `c % S` outside loops;

@@ -77,7 +77,9 @@ How a proof works
    consecution on every transition, every error condition) before it counts.
 
 6. Rewrites first (the same program): loops of concrete length nested in others are unrolled
-   and arrays with one symbolic dimension split into rings (unroll.py); a pipeline's peeled
+   and arrays with one symbolic dimension split into rings (unroll.py); nests `loop t < T:
+   loop kk < K: B` whose B reads t, kk only through t*K + kk become one loop over a parameter
+   P = T*K, each changed expression proved equal by Z3 (nested.py); a pipeline's peeled
    prologue is joined with its steady-state loop when Z3 proves they run the same operations
    (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
    (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v); a
@@ -180,6 +182,7 @@ from .fragment import Fragment
 from .cases import prove_by_cases
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
+from .nested import flatten_nested
 from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
@@ -338,6 +341,13 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    try:    # tiles x K-steps nests read through the running position: one loop (nested.py)
+        flat = flatten_nested(kernel, symbolic, fixed)
+    except Unsupported as err:
+        return Proof("unknown", time.perf_counter() - start,
+                     f"outside the supported fragment: {err}")
+    if flat is not None:
+        kernel, symbolic = flat.kernel, flat.symbolic
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     # bare parity waits that skip phases: the phase they return after, stated (phases.py)
     kernel, parity_notes = infer_phases(kernel, _sample_points(kernel, symbolic, fixed))
@@ -366,6 +376,11 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
             break
     if last is not None and last.status != "proved" and parity_notes:
         last.reason = "; ".join([last.reason] + parity_notes)
+    if last is not None and flat is not None:
+        if last.status == "proved":
+            last.cases = last.cases + [flat.note]
+        else:
+            last.reason = f"{last.reason} (after {flat.note.replace('proved for', 'to prove for')})"
     return last
 
 
@@ -1037,7 +1052,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                                                            else [])))
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
-        notes += [c if c.startswith("per tile") else f"proved by cases: {c}" for c in proof.cases]
+        notes += [c if c.startswith(("per tile", "nested loops")) else f"proved by cases: {c}"
+                  for c in proof.cases]
         if init_note:
             notes.append(init_note)
         if proof.tau:
