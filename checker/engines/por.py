@@ -321,83 +321,41 @@ class PersistentSets:
             table.append(rows)
         return table
 
-    def _walker(self, state: tuple, act: list[int], f_r: list[int], f_w: list[int],
-                writers: Callable[[int], int]) -> Callable[[int, int], tuple[int, int]]:
-        """The horizon walked instruction by instruction in each state: the reference the
-        tables of `_stops` are tested against (tests/test_por_tables.py)."""
-        system, programs, guards = self.system, self.system.programs, self.guards
-        step_r, step_w, blocking = self.step_r, self.step_w, self.blocking
-        reads, guard_only = self.reads, self.guard_only
-
-        def horizon(j: int, inside: int) -> tuple[int, int]:
-            """Thread j's future up to the first instruction it cannot pass on a path
-            outside `inside`: a blocking step whose guard is false now and whose inputs
-            nothing outside `inside` can change (no other actor outside it writes what
-            the guard reads; j itself neither writes it nor waits on it before). Taken
-            with the set as it is now: the set only grows, which only shortens horizons,
-            so this one stays a safe over-approximation."""
-            a = act[j]
-            pc = state[a]
-            srow, wrow, base = step_r[a], step_w[a], reads[a]
-            hr = hw = own = 0
-            q = pc
-            ahead = blocking[a]
-            first = bisect_right(ahead, pc)
-            # a few waits ahead at most: past them the whole future is cheaper and as good
-            for b in ahead[first:first + HORIZON_WAITS]:
-                while q < b:
-                    hr |= srow[q]
-                    hw |= wrow[q]
-                    own |= base[q] | wrow[q]
-                    q += 1
-                gr = reads[a][b] | guard_only[a][b]
-                if own & gr:
-                    continue
-                if writers(gr) & ~inside & ~(1 << j):
-                    continue
-                guard = guards[a][b]
-                if guard is not None and not guard(system, state, programs[a][b]):
-                    return hr, hw
-            return f_r[j], f_w[j]
-
-        return horizon
-
-    def chooser(self, walk: bool = False) -> Callable[[tuple], list[int] | None]:
-        """`walk`: horizons walked per state (the reference) instead of read from the
-        tables."""
+    def chooser(self) -> Callable[[tuple], list[int] | None]:
+        """The per-state choice. Everything a program point decides is read from the tables
+        built above; a state adds only its guards, which actors exist (finished threads,
+        in-flight copies, queue entries) and, per distinct resource mask a step reads or
+        writes, which actors' futures touch it (computed once per state and mask, whatever
+        number of actors share the step)."""
         system = self.system
         A = self.n_threads
         n_slots = self.n_slots
-        programs = system.programs
         lengths = system.lengths
-        guards = self.guards
-        reads, writes = self.reads, self.writes
-        onto = self.onto
-        guard_only, leaves, block_bit = self.guard_only, self.leaves, self.block_bit
-        fut_r, fut_w = self.fut_r, self.fut_w
-        stop_table = self.stop_table
+        leaves, block_bit = self.leaves, self.block_bit
         slot_base, queue_base, queue_end = system.slot_base, system.queue_base, system.queue_end
         slot_w, entry_w = self.slot_w, self.entry_w
         n_queues = queue_end - queue_base
         has_memory = self.has_memory
         if has_memory:
-            gap_r, gap_w = self.gap_r, self.gap_w
             release_r, release_w = self.release_r, self.release_w
             fmem_r, fmem_w = self.fmem_r, self.fmem_w
             slot_mem, entry_mem = self.slot_mem, self.entry_mem
 
         # Per thread and position: (reads, writes, future reads, future writes, guard, instr,
-        # (P bit, seen position) of a wait next or None, guard-only reads, local), where local
-        # means the step touches nothing shared (nor memory it stops touching, nor a block it
-        # stops reaching into): enabled, it is a persistent set on its own.
+        # (P bit, seen position) of a wait next or None, guard-only reads, the horizon's
+        # candidate stops that have a guard, local), where local means the step touches
+        # nothing shared (nor memory it stops touching, nor a block it stops reaching into):
+        # enabled, it is a persistent set on its own.
         info = []
-        for a, prog in enumerate(programs):
+        for a, prog in enumerate(system.programs):
             row = []
             for pc, instr in enumerate(prog):
                 released = (release_r[a][pc] | release_w[a][pc]) if has_memory else 0
-                local = not (reads[a][pc] | writes[a][pc] | leaves[a][pc] | released)
-                row.append((reads[a][pc], writes[a][pc], fut_r[a][pc], fut_w[a][pc],
-                            guards[a][pc], instr, onto[a].get(pc), guard_only[a][pc], local))
+                r, w = self.reads[a][pc], self.writes[a][pc]
+                local = not (r | w | leaves[a][pc] | released)
+                stops = tuple(s for s in self.stop_table[a][pc] if s[1] is not None)
+                row.append((r, w, self.fut_r[a][pc], self.fut_w[a][pc], self.guards[a][pc],
+                            instr, self.onto[a].get(pc), self.guard_only[a][pc], stops, local))
             info.append(row)
 
         # the threads with a local step somewhere, and where (most protocols have none)
@@ -410,32 +368,38 @@ class PersistentSets:
             for a, pcs in local_at:
                 pc = state[a]
                 if pc in pcs:
-                    r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
+                    x = info[a][pc]
+                    wait_next, guard = x[6], x[4]
                     if (wait_next is None or state[wait_next[1]] >= 0) and \
-                            (guard is None or guard(system, state, instr)):
+                            (guard is None or guard(system, state, x[5])):
                         return [a]
             # The actors that can still move: action number, current step's reads and writes,
-            # future reads and writes; indices into these lists are bits below.
-            act, cur_r, cur_w, f_r, f_w = [], [], [], [], []
-            on = 0
+            # future reads and writes (and their union); indices into these lists are bits.
+            act, cur_r, cur_w, f_r, f_w, f_t, stops_of = [], [], [], [], [], [], []
+            on = staged = 0
             seeds = []
             for a in range(A):
                 pc = state[a]
                 if pc >= lengths[a]:
                     continue
-                r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
+                r, w, fr, fw, guard, instr, wait_next, only, stops, local = info[a][pc]
+                j = len(act)
                 if wait_next is not None and state[wait_next[1]] < 0:
                     r |= wait_next[0]
                 if guard is None or guard(system, state, instr):
-                    on |= 1 << len(act)
-                    seeds.append(len(act))
+                    on |= 1 << j
+                    seeds.append(j)
                 else:
                     r |= only
+                if stops:
+                    staged |= 1 << j
                 act.append(a)
                 cur_r.append(r)
                 cur_w.append(w)
                 f_r.append(fr)
                 f_w.append(fw)
+                f_t.append(fr | fw)
+                stops_of.append(stops)
             n_threads = len(act)
             for k in range(n_slots):
                 if state[slot_base + k]:
@@ -445,6 +409,7 @@ class PersistentSets:
                     cur_w.append(slot_w[k])
                     f_r.append(0)
                     f_w.append(slot_w[k])
+                    f_t.append(slot_w[k])
             for j in range(n_queues):
                 queue = state[queue_base + j]
                 if queue:
@@ -457,28 +422,50 @@ class PersistentSets:
                     cur_w.append(entry_w[queue[0]])
                     f_r.append(0)
                     f_w.append(w)
+                    f_t.append(w)
             n_on = on.bit_count()
             if n_on <= 1:
                 return None
             if n_threads:
                 # an in-flight copy or a tcgen05 queue may seed a set too (after the threads)
-                seeds += [j for j in range(n_threads, len(act))]
+                seeds += range(n_threads, len(act))
             L = len(act)
+            bits = [1 << j for j in range(L)]
+            writers_of: dict[int, int] = {0: 0}
+            touchers_of: dict[int, int] = {0: 0}
+
+            def writers(m: int) -> int:
+                """The actors whose future writes something of the resources `m`."""
+                out = writers_of.get(m)
+                if out is None:
+                    out = 0
+                    for j in range(L):
+                        if m & f_w[j]:
+                            out |= bits[j]
+                    writers_of[m] = out
+                return out
+
+            def touchers(m: int) -> int:
+                """The actors whose future reads or writes something of `m`."""
+                out = touchers_of.get(m)
+                if out is None:
+                    out = 0
+                    for j in range(L):
+                        if m & f_t[j]:
+                            out |= bits[j]
+                    touchers_of[m] = out
+                return out
+
             conflicts: dict[int, int] = {}
 
             def conflict(i: int) -> int:
-                """The actors that must join a set holding actor i (see the module doc)."""
-                r, w = cur_r[i], cur_w[i]
-                out = 0
+                """The actors that must join a set holding actor i (see the module doc): an
+                enabled step conflicts with the futures that touch what it writes or write
+                what it reads; a disabled one with the futures that write what it reads."""
                 if (on >> i) & 1:
-                    if r | w:
-                        for j in range(L):
-                            if w & (f_r[j] | f_w[j]) or r & f_w[j]:
-                                out |= 1 << j
-                elif r:
-                    for j in range(L):
-                        if r & f_w[j]:
-                            out |= 1 << j
+                    out = touchers(cur_w[i]) | writers(cur_r[i])
+                else:
+                    out = writers(cur_r[i])
                 conflicts[i] = out
                 return out
 
@@ -507,12 +494,7 @@ class PersistentSets:
 
             def enabling(j: int) -> int:
                 """The other actors whose future writes what blocked thread j's step reads."""
-                r = cur_r[j]
-                out = 0
-                for k in range(L):
-                    if k != j and r & f_w[k]:
-                        out |= 1 << k
-                enablers[j] = out
+                out = enablers[j] = writers(cur_r[j]) & ~bits[j]
                 return out
 
             best, best_size = 0, n_on
@@ -520,6 +502,7 @@ class PersistentSets:
             # into must not exit outside the set (BP146): one unfinished thread of each such
             # block in the set is enough.
             starts = []
+
             def quietest(candidates: list[int]) -> int:
                 """The thread that drags the fewest actors in with it: a blocked one with the
                 fewest enablers, else the first."""
@@ -550,41 +533,22 @@ class PersistentSets:
                     if members:
                         extra |= 1 << quietest(members)
                 starts.append((seed, extra))
-            threads = (1 << n_threads) - 1
-            writers_of: dict[int, int] = {}
+            stops: dict[int, list] = {}
 
-            def writers(gr: int) -> int:
-                """The actors whose future writes what a guard reading `gr` reads."""
-                wr = writers_of.get(gr)
-                if wr is None:
-                    wr = 0
-                    for k in range(L):
-                        if gr & f_w[k]:
-                            wr |= 1 << k
-                    writers_of[gr] = wr
-                return wr
-
-            if walk:
-                horizon = self._walker(state, act, f_r, f_w, writers)
-            else:
-                stops: dict[int, list] = {}
-
-                def horizon(j: int, inside: int) -> tuple[int, int]:
-                    """Thread j's future up to the first wait ahead (of its table, `stop_table`)
-                    whose guard is false now and whose other writers are all in `inside`. The
-                    guards and writers depend on the state only, so they are taken once per
-                    state and thread; each set then only picks the first stop it covers."""
-                    mine = stops.get(j)
-                    if mine is None:
-                        a = act[j]
-                        mine = stops[j] = [
-                            (writers(gr) & ~(1 << j), hr, hw)
-                            for gr, guard, instr, hr, hw in stop_table[a][state[a]]
-                            if guard is not None and not guard(system, state, instr)]
-                    for need, hr, hw in mine:
-                        if not need & ~inside:
-                            return hr, hw
-                    return f_r[j], f_w[j]
+            def horizon(j: int, inside: int) -> tuple[int, int]:
+                """Thread j's future up to the first stop of its table whose guard is false
+                now and whose other writers are all in `inside` (its whole future if none).
+                The guards and writers depend on the state only, so they are taken once per
+                state and thread; each set then only picks the first stop it covers."""
+                mine = stops.get(j)
+                if mine is None:
+                    mine = stops[j] = [(writers(gr) & ~bits[j], hr, hw)
+                                       for gr, guard, instr, hr, hw in stops_of[j]
+                                       if not guard(system, state, instr)]
+                for need, hr, hw in mine:
+                    if not need & ~inside:
+                        return hr, hw
+                return f_r[j], f_w[j]
 
             # the seeds with the fewest direct conflicts first: a set of one ends the search
             starts.sort(key=lambda st: ((conflicts[st[0]] if st[0] in conflicts
@@ -604,10 +568,9 @@ class PersistentSets:
                             for j, (mr, mw) in enumerate(mem or memory()):
                                 if sr & mw or sw & (mr | mw):
                                     inside |= 1 << j
-                else:
-                    a = act[seed]
-                if has_memory and seed < n_threads:
+                elif has_memory:
                     # who could race with what the seed's thread stops touching
+                    a = act[seed]
                     sr, sw = release_r[a][state[a]], release_w[a][state[a]]
                     if sr | sw:
                         for j, (mr, mw) in enumerate(mem or memory()):
@@ -635,11 +598,12 @@ class PersistentSets:
                                 e = enabling(j)
                             if not e & ~inside:
                                 new ^= low
-                    if new & threads:
-                        # a thread that cannot pass a wait outside the set matters only up to
-                        # that wait (its horizon)
+                    # A thread that cannot pass a wait outside the set matters only up to that
+                    # wait (its horizon). One without a stop in its table has its whole future
+                    # as horizon, which conflicts with step i since it is in `c`: it stays.
+                    m = new & staged
+                    if m:
                         r, w, enabled_u = cur_r[i], cur_w[i], (on >> i) & 1
-                        m = new & threads
                         while m:
                             low = m & -m
                             m ^= low
