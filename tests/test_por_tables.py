@@ -35,13 +35,14 @@ def _compare(system: System, cap: int = CAP) -> int:
     sets = PersistentSets(system, symmetry.classes)
     reference = ReferenceSets(sets)
     chosen, tables, walked = sets.chooser(), reference.chooser(), reference.chooser(walk=True)
+    remembered = sets.chooser(always_remember=True)
     start = canon(system.initial_state())
     seen, frontier = {start}, [start]
     while frontier and len(seen) < cap:
         nxt = []
         for state in frontier:
             got = chosen(state)
-            assert got == tables(state) == walked(state), state
+            assert got == tables(state) == walked(state) == remembered(state), state
             for _, succ, violation in system.successors(state):
                 succ = canon(succ)
                 if violation is None and succ not in seen and len(seen) < cap:

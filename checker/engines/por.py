@@ -321,7 +321,7 @@ class PersistentSets:
             table.append(rows)
         return table
 
-    def chooser(self) -> Callable[[tuple], list[int] | None]:
+    def chooser(self, always_remember: bool = False) -> Callable[[tuple], list[int] | None]:
         """The per-state choice. Everything a program point decides is read from the tables
         built above; a state adds only its guards, which actors exist (finished threads,
         in-flight copies, queue entries) and, per distinct resource mask a step reads or
@@ -378,14 +378,25 @@ class PersistentSets:
             act, cur_r, cur_w, f_r, f_w, f_t, stops_of = [], [], [], [], [], [], []
             on = staged = 0
             seeds = []
+            remember = memo.active
+            if remember:
+                # what the choice reads of the state beyond the program counters and what is
+                # in flight, as bits: onto-wait flags and the stops' guards (taken now), one
+                # bit each, so many as the program counters say there are
+                signature = 0
+                falses = []
             for a in range(A):
                 pc = state[a]
                 if pc >= lengths[a]:
                     continue
                 r, w, fr, fw, guard, instr, wait_next, only, stops, local = info[a][pc]
                 j = len(act)
-                if wait_next is not None and state[wait_next[1]] < 0:
-                    r |= wait_next[0]
+                if wait_next is not None:
+                    unseen = state[wait_next[1]] < 0
+                    if unseen:
+                        r |= wait_next[0]
+                    if remember:
+                        signature = (signature << 1) | unseen
                 if guard is None or guard(system, state, instr):
                     on |= 1 << j
                     seeds.append(j)
@@ -393,6 +404,13 @@ class PersistentSets:
                     r |= only
                 if stops:
                     staged |= 1 << j
+                    if remember:
+                        false = [not guard(system, state, instr) for _, guard, instr, _, _ in stops]
+                        for x in false:
+                            signature = (signature << 1) | x
+                        falses.append(false)
+                elif remember:
+                    falses.append(())
                 act.append(a)
                 cur_r.append(r)
                 cur_w.append(w)
@@ -401,8 +419,10 @@ class PersistentSets:
                 f_t.append(fr | fw)
                 stops_of.append(stops)
             n_threads = len(act)
+            occupied = 0
             for k in range(n_slots):
                 if state[slot_base + k]:
+                    occupied |= 1 << k
                     on |= 1 << len(act)
                     act.append(A + k)
                     cur_r.append(0)
@@ -426,6 +446,12 @@ class PersistentSets:
             n_on = on.bit_count()
             if n_on <= 1:
                 return None
+            if remember:
+                key = (state[:A], occupied, state[queue_base:queue_end], on, signature)
+                hit = memo.get(key)
+                if hit is not None:
+                    memo.hits += 1
+                    return hit[0]
             if n_threads:
                 # an in-flight copy or a tcgen05 queue may seed a set too (after the threads)
                 seeds += range(n_threads, len(act))
@@ -542,9 +568,15 @@ class PersistentSets:
                 state and thread; each set then only picks the first stop it covers."""
                 mine = stops.get(j)
                 if mine is None:
-                    mine = stops[j] = [(writers(gr) & ~bits[j], hr, hw)
-                                       for gr, guard, instr, hr, hw in stops_of[j]
-                                       if not guard(system, state, instr)]
+                    if remember:
+                        mine = [(writers(gr) & ~bits[j], hr, hw)
+                                for (gr, _, _, hr, hw), false in zip(stops_of[j], falses[j])
+                                if false]
+                    else:
+                        mine = [(writers(gr) & ~bits[j], hr, hw)
+                                for gr, guard, instr, hr, hw in stops_of[j]
+                                if not guard(system, state, instr)]
+                    stops[j] = mine
                 for need, hr, hw in mine:
                     if not need & ~inside:
                         return hr, hw
@@ -625,11 +657,41 @@ class PersistentSets:
                     if size == 1:
                         break
             if not best:
-                return None
-            chosen = best & on
-            return [act[i] for i in range(L) if (chosen >> i) & 1]
+                chosen = None
+            else:
+                best &= on
+                chosen = [act[i] for i in range(L) if (best >> i) & 1]
+            if remember:
+                memo.store(key, chosen)
+            return chosen
 
+        memo = _Memo(always_remember)
         return choose
+
+
+class _Memo(dict):
+    """Persistent sets by what the choice reads of a state: the program counters, what is in
+    flight, which steps are enabled, which threads move onto a wait they have seen nothing of,
+    and the guards of the horizons' stops. States that differ elsewhere (barrier counts, tx
+    bytes, phases the guards do not tell apart) share their set. Remembering costs the stops'
+    guards up front and memory, so it stops where few states share one (most protocols: the
+    program counters tell the barriers' state apart) and starts afresh when it grows large."""
+
+    TRIAL, MIN_SHARE, LIMIT = 500, 0.25, 100_000
+
+    def __init__(self, always: bool = False):
+        super().__init__()
+        self.active, self.hits, self.always = True, 0, always
+
+    def store(self, key: tuple, chosen: list[int] | None) -> None:
+        self[key] = (chosen,)
+        if len(self) == self.TRIAL and not self.always:
+            self.always = True      # tried once: kept from here on
+            if self.hits < self.MIN_SHARE * (self.TRIAL + self.hits):
+                self.active = False
+                self.clear()
+        elif len(self) >= self.LIMIT:
+            self.clear()
 
 
 def _masks_of(items) -> tuple[int, int]:
