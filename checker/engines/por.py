@@ -457,43 +457,35 @@ class PersistentSets:
                 seeds += range(n_threads, len(act))
             L = len(act)
             bits = [1 << j for j in range(L)]
+            # Per distinct resource mask a step reads or writes: the actors whose future
+            # writes (touches) something of it. Actors that stand at like steps share them.
             writers_of: dict[int, int] = {0: 0}
             touchers_of: dict[int, int] = {0: 0}
-
-            def writers(m: int) -> int:
-                """The actors whose future writes something of the resources `m`."""
-                out = writers_of.get(m)
-                if out is None:
-                    out = 0
+            conflicts = []      # per actor: the actors that must join a set holding it
+            for i in range(L):
+                m = cur_r[i]
+                wr = writers_of.get(m)
+                if wr is None:
+                    wr = 0
                     for j in range(L):
                         if m & f_w[j]:
-                            out |= bits[j]
-                    writers_of[m] = out
-                return out
-
-            def touchers(m: int) -> int:
-                """The actors whose future reads or writes something of `m`."""
-                out = touchers_of.get(m)
-                if out is None:
-                    out = 0
-                    for j in range(L):
-                        if m & f_t[j]:
-                            out |= bits[j]
-                    touchers_of[m] = out
-                return out
-
-            conflicts: dict[int, int] = {}
-
-            def conflict(i: int) -> int:
-                """The actors that must join a set holding actor i (see the module doc): an
-                enabled step conflicts with the futures that touch what it writes or write
-                what it reads; a disabled one with the futures that write what it reads."""
+                            wr |= bits[j]
+                    writers_of[m] = wr
                 if (on >> i) & 1:
-                    out = touchers(cur_w[i]) | writers(cur_r[i])
-                else:
-                    out = writers(cur_r[i])
-                conflicts[i] = out
-                return out
+                    # an enabled step: the futures that write what it reads or touch what
+                    # it writes
+                    m = cur_w[i]
+                    to = touchers_of.get(m)
+                    if to is None:
+                        to = 0
+                        for j in range(L):
+                            if m & f_t[j]:
+                                to |= bits[j]
+                        touchers_of[m] = to
+                    wr |= to
+                # a disabled one: the futures that write what its guard reads (for a blocked
+                # thread, with itself taken out, its enablers)
+                conflicts.append(wr)
 
             mem: list[tuple[int, int]] = []
 
@@ -516,13 +508,6 @@ class PersistentSets:
                 return mem
 
             blocked = ((1 << n_threads) - 1) & ~on      # threads at a step not enabled
-            enablers: dict[int, int] = {}
-
-            def enabling(j: int) -> int:
-                """The other actors whose future writes what blocked thread j's step reads."""
-                out = enablers[j] = writers(cur_r[j]) & ~bits[j]
-                return out
-
             best, best_size = 0, n_on
             # (seed, actors in the set from the start). A block a thread seed stops reaching
             # into must not exit outside the set (BP146): one unfinished thread of each such
@@ -535,8 +520,7 @@ class PersistentSets:
                 stuck = [k for k in candidates if not (on >> k) & 1]
                 if not stuck:
                     return candidates[0]
-                return min(stuck, key=lambda k: (enablers.get(k) if k in enablers
-                                                 else enabling(k)).bit_count())
+                return min(stuck, key=lambda k: (conflicts[k] & ~bits[k]).bit_count())
 
             anchor = None
             for seed in seeds:
@@ -545,12 +529,10 @@ class PersistentSets:
                     # unfinished thread in the set keeps every path outside it short of the exit
                     if anchor is None:
                         anchor = quietest(list(range(n_threads)))
-                    starts.append((seed, 1 << anchor))
+                    starts.append(((conflicts[seed] | bits[anchor]).bit_count(), seed,
+                                   bits[anchor]))
                     continue
                 gone = leaves[act[seed]][state[act[seed]]]
-                if not gone:
-                    starts.append((seed, 0))
-                    continue
                 extra = 0
                 while gone:
                     low = gone & -gone
@@ -558,35 +540,18 @@ class PersistentSets:
                     members = [k for k in range(n_threads) if block_bit[act[k]] & low]
                     if members:
                         extra |= 1 << quietest(members)
-                starts.append((seed, extra))
+                starts.append(((conflicts[seed] | extra).bit_count(), seed, extra))
+            # Per thread, the horizon's stops whose guard is false now, with their other
+            # writers: taken once per state, when first needed.
             stops: dict[int, list] = {}
 
-            def horizon(j: int, inside: int) -> tuple[int, int]:
-                """Thread j's future up to the first stop of its table whose guard is false
-                now and whose other writers are all in `inside` (its whole future if none).
-                The guards and writers depend on the state only, so they are taken once per
-                state and thread; each set then only picks the first stop it covers."""
-                mine = stops.get(j)
-                if mine is None:
-                    if remember:
-                        mine = [(writers(gr) & ~bits[j], hr, hw)
-                                for (gr, _, _, hr, hw), false in zip(stops_of[j], falses[j])
-                                if false]
-                    else:
-                        mine = [(writers(gr) & ~bits[j], hr, hw)
-                                for gr, guard, instr, hr, hw in stops_of[j]
-                                if not guard(system, state, instr)]
-                    stops[j] = mine
-                for need, hr, hw in mine:
-                    if not need & ~inside:
-                        return hr, hw
-                return f_r[j], f_w[j]
-
             # the seeds with the fewest direct conflicts first: a set of one ends the search
-            starts.sort(key=lambda st: ((conflicts[st[0]] if st[0] in conflicts
-                                         else conflict(st[0])) | st[1]).bit_count())
-            for seed, extra in starts:
-                inside = (1 << seed) | extra
+            starts.sort(key=_first)
+            sure = on & ~staged     # enabled actors a conflict always adds (no horizon)
+            for _, seed, extra in starts:
+                inside = bits[seed] | extra
+                if ((inside | (conflicts[seed] & sure)) & on).bit_count() >= best_size:
+                    continue            # it ends with them at least: no smaller set
                 horizons: dict[int, tuple[int, int]] = {}
                 if seed >= n_threads:
                     # a delivery or completion may end a copy's or an MMA's accesses
@@ -613,26 +578,21 @@ class PersistentSets:
                     low = todo & -todo
                     todo ^= low
                     i = low.bit_length() - 1
-                    c = conflicts.get(i)
-                    if c is None:
-                        c = conflict(i)
-                    new = c & ~inside
-                    if new & blocked:
+                    new = conflicts[i] & ~inside
+                    m = new & blocked
+                    while m:
                         # a blocked thread whose enablers are all in the set stays where it is
                         # on every path outside the set: its future does not matter
-                        m = new & blocked
-                        while m:
-                            low = m & -m
-                            m ^= low
-                            j = low.bit_length() - 1
-                            e = enablers.get(j)
-                            if e is None:
-                                e = enabling(j)
-                            if not e & ~inside:
-                                new ^= low
+                        low = m & -m
+                        m ^= low
+                        if not conflicts[low.bit_length() - 1] & ~inside & ~low:
+                            new ^= low
                     # A thread that cannot pass a wait outside the set matters only up to that
-                    # wait (its horizon). One without a stop in its table has its whole future
-                    # as horizon, which conflicts with step i since it is in `c`: it stays.
+                    # wait (its horizon): the first of its stops whose guard is false now and
+                    # whose other writers are all in the set, taken with the set as it is when
+                    # the thread is first met (the set only grows, which only shortens
+                    # horizons). One without a stop has its whole future as horizon, which
+                    # conflicts with step i since it is in `conflicts[i]`: it stays.
                     m = new & staged
                     if m:
                         r, w, enabled_u = cur_r[i], cur_w[i], (on >> i) & 1
@@ -642,7 +602,31 @@ class PersistentSets:
                             j = low.bit_length() - 1
                             hz = horizons.get(j)
                             if hz is None:
-                                hz = horizons[j] = horizon(j, inside)
+                                mine = stops.get(j)
+                                if mine is None:
+                                    if remember:
+                                        mine = [(gr, hr, hw) for (gr, _, _, hr, hw), false
+                                                in zip(stops_of[j], falses[j]) if false]
+                                    else:
+                                        mine = [(gr, hr, hw)
+                                                for gr, guard, instr, hr, hw in stops_of[j]
+                                                if not guard(system, state, instr)]
+                                    for n, (gr, hr, hw) in enumerate(mine):
+                                        wr = writers_of.get(gr)
+                                        if wr is None:
+                                            wr = 0
+                                            for k in range(L):
+                                                if gr & f_w[k]:
+                                                    wr |= bits[k]
+                                            writers_of[gr] = wr
+                                        mine[n] = (wr & ~low, hr, hw)
+                                    stops[j] = mine
+                                hz = f_r[j], f_w[j]
+                                for need, hr, hw in mine:
+                                    if not need & ~inside:
+                                        hz = hr, hw
+                                        break
+                                horizons[j] = hz
                             hr, hw = hz
                             if (not (w & (hr | hw) or r & hw)) if enabled_u else not r & hw:
                                 new ^= low
@@ -692,6 +676,10 @@ class _Memo(dict):
                 self.clear()
         elif len(self) >= self.LIMIT:
             self.clear()
+
+
+def _first(start: tuple) -> int:
+    return start[0]
 
 
 def _masks_of(items) -> tuple[int, int]:
