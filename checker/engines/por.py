@@ -33,7 +33,10 @@ explorer's race permutations): memory is then taken over a thread's whole symmet
 
 What depends on the program alone is tabled when the chooser is built (resources, futures and
 each position's candidate horizon stops, `_stops`); a state evaluates only guards and who may
-write their inputs. `leaves_nothing_out` tells the explorer where the reduction saves nothing.
+write their inputs, once per distinct resource mask, and the set is remembered by what it reads
+of the state where states share that (`_Memo`). `leaves_nothing_out` tells the explorer where
+the reduction saves nothing. tests/por_reference.py keeps the chooser before these savings as
+the oracle this one is compared with.
 """
 
 from __future__ import annotations
