@@ -624,6 +624,9 @@ class PersistentSets:
                                             writers_of[gr] = wr
                                         mine[n] = (wr & ~low, hr, hw)
                                     stops[j] = mine
+                                    if not mine:
+                                        # no stop holds it back now: its whole future counts
+                                        staged ^= low
                                 hz = f_r[j], f_w[j]
                                 for need, hr, hw in mine:
                                     if not need & ~inside:
