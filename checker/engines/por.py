@@ -333,7 +333,6 @@ class PersistentSets:
         system = self.system
         A = self.n_threads
         n_slots = self.n_slots
-        lengths = system.lengths
         leaves, block_bit = self.leaves, self.block_bit
         slot_base, queue_base, queue_end = system.slot_base, system.queue_base, system.queue_end
         slot_w, entry_w = self.slot_w, self.entry_w
@@ -344,11 +343,11 @@ class PersistentSets:
             fmem_r, fmem_w = self.fmem_r, self.fmem_w
             slot_mem, entry_mem = self.slot_mem, self.entry_mem
 
-        # Per thread and position: (reads, writes, future reads, future writes, guard, instr,
-        # (P bit, seen position) of a wait next or None, guard-only reads, the horizon's
-        # candidate stops that have a guard, local), where local means the step touches
-        # nothing shared (nor memory it stops touching, nor a block it stops reaching into):
-        # enabled, it is a persistent set on its own.
+        # Per thread and position: (reads, writes, future reads, future writes, future reads or
+        # writes, guard, instr, (P bit, seen position) of a wait next or None, guard-only
+        # reads, the horizon's candidate stops that have a guard, local), where local means
+        # the step touches nothing shared (nor memory it stops touching, nor a block it stops
+        # reaching into): enabled, it is a persistent set on its own. None past the end.
         info = []
         for a, prog in enumerate(system.programs):
             row = []
@@ -357,12 +356,14 @@ class PersistentSets:
                 r, w = self.reads[a][pc], self.writes[a][pc]
                 local = not (r | w | leaves[a][pc] | released)
                 stops = tuple(s for s in self.stop_table[a][pc] if s[1] is not None)
-                row.append((r, w, self.fut_r[a][pc], self.fut_w[a][pc], self.guards[a][pc],
-                            instr, self.onto[a].get(pc), self.guard_only[a][pc], stops, local))
+                fr, fw = self.fut_r[a][pc], self.fut_w[a][pc]
+                row.append((r, w, fr, fw, fr | fw, self.guards[a][pc], instr,
+                            self.onto[a].get(pc), self.guard_only[a][pc], stops, local))
+            row.append(None)        # finished
             info.append(row)
 
         # the threads with a local step somewhere, and where (most protocols have none)
-        local_at = [(a, frozenset(pc for pc, x in enumerate(row) if x[-1]))
+        local_at = [(a, frozenset(pc for pc, x in enumerate(row) if x is not None and x[-1]))
                     for a, row in enumerate(info)]
         local_at = [(a, pcs) for a, pcs in local_at if pcs]
 
@@ -372,9 +373,9 @@ class PersistentSets:
                 pc = state[a]
                 if pc in pcs:
                     x = info[a][pc]
-                    wait_next, guard = x[6], x[4]
+                    wait_next, guard = x[7], x[5]
                     if (wait_next is None or state[wait_next[1]] >= 0) and \
-                            (guard is None or guard(system, state, x[5])):
+                            (guard is None or guard(system, state, x[6])):
                         return [a]
             # The actors that can still move: action number, current step's reads and writes,
             # future reads and writes (and their union); indices into these lists are bits.
@@ -389,10 +390,10 @@ class PersistentSets:
                 signature = 0
                 falses = []
             for a in range(A):
-                pc = state[a]
-                if pc >= lengths[a]:
+                x = info[a][state[a]]
+                if x is None:
                     continue
-                r, w, fr, fw, guard, instr, wait_next, only, stops, local = info[a][pc]
+                r, w, fr, fw, ft, guard, instr, wait_next, only, stops, _ = x
                 j = len(act)
                 if wait_next is not None:
                     unseen = state[wait_next[1]] < 0
@@ -419,7 +420,7 @@ class PersistentSets:
                 cur_w.append(w)
                 f_r.append(fr)
                 f_w.append(fw)
-                f_t.append(fr | fw)
+                f_t.append(ft)
                 stops_of.append(stops)
             n_threads = len(act)
             occupied = 0
@@ -626,7 +627,7 @@ class PersistentSets:
                                     stops[j] = mine
                                     if not mine:
                                         # no stop holds it back now: its whole future counts
-                                        staged ^= low
+                                        staged &= ~low
                                 hz = f_r[j], f_w[j]
                                 for need, hr, hw in mine:
                                     if not need & ~inside:
@@ -667,7 +668,7 @@ class _Memo(dict):
     guards up front and memory, so it stops where few states share one (most protocols: the
     program counters tell the barriers' state apart) and starts afresh when it grows large."""
 
-    TRIAL, MIN_SHARE, LIMIT = 500, 0.25, 100_000
+    TRIAL, MIN_SHARE, LIMIT = 500, 0.25, 50_000
 
     def __init__(self, always: bool = False):
         super().__init__()
