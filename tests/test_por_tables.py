@@ -1,8 +1,10 @@
-"""The persistent sets read from the compile-time tables (checker/engines/por.py, `_stops`) are
-the sets of the horizon walked instruction by instruction in each state, on every state the
-search meets (up to a cap) of every example, of the CUTLASS pipeline and multicast pair at
-larger sizes, and of random protocols; and the explorer's switch that turns a reduction off
-where it left nothing out keeps verdicts and shortest counterexamples."""
+"""The persistent sets of checker/engines/por.py are, state by state, the sets of the reference
+chooser (tests/por_reference.py: the chooser before its per-state work was cut down) with its
+horizons read from the compile-time tables (`_stops`) and with them walked instruction by
+instruction in each state, on every state the search meets (up to a cap) of every example, of
+the CUTLASS pipeline and multicast pair at larger sizes, of the benchmark family, and of random
+protocols; and the explorer's switch that turns a reduction off where it left nothing out keeps
+verdicts and shortest counterexamples."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +16,7 @@ from barrierproof.checker.engines.symmetry import Symmetry
 from barrierproof.model.ir import ModelError
 from barrierproof.model.semantics import System, compile_systems
 
+from por_reference import ReferenceSets
 from test_examples import TARGETS
 from test_por import local_step_protocols
 from test_por_memory import memory_protocols
@@ -22,7 +25,7 @@ CAP = 400       # states compared per system
 
 
 def _compare(system: System, cap: int = CAP) -> int:
-    """Both choosers on the states of a breadth-first search over the symmetry-reduced graph
+    """The three choosers on the states of a breadth-first search over the symmetry-reduced graph
     (every enabled step expanded, so states a persistent set would skip are compared too)."""
     if getattr(system, "init_insts", ()) or system.n_agents + len(system.slots) + \
             len(system.queue_agents) <= 1:
@@ -30,13 +33,16 @@ def _compare(system: System, cap: int = CAP) -> int:
     symmetry = Symmetry(system)
     canon = symmetry.canonicalizer() or (lambda s: s)
     sets = PersistentSets(system, symmetry.classes)
-    tables, walked = sets.chooser(), sets.chooser(walk=True)
+    reference = ReferenceSets(sets)
+    chosen, tables, walked = sets.chooser(), reference.chooser(), reference.chooser(walk=True)
+    remembered = sets.chooser(always_remember=True)
     start = canon(system.initial_state())
     seen, frontier = {start}, [start]
     while frontier and len(seen) < cap:
         nxt = []
         for state in frontier:
-            assert tables(state) == walked(state), state
+            got = chosen(state)
+            assert got == tables(state) == walked(state) == remembered(state), state
             for _, succ, violation in system.successors(state):
                 succ = canon(succ)
                 if violation is None and succ not in seen and len(seen) < cap:

@@ -33,7 +33,10 @@ explorer's race permutations): memory is then taken over a thread's whole symmet
 
 What depends on the program alone is tabled when the chooser is built (resources, futures and
 each position's candidate horizon stops, `_stops`); a state evaluates only guards and who may
-write their inputs. `leaves_nothing_out` tells the explorer where the reduction saves nothing.
+write their inputs, once per distinct resource mask, and the set is remembered by what it reads
+of the state where states share that (`_Memo`). `leaves_nothing_out` tells the explorer where
+the reduction saves nothing. tests/por_reference.py keeps the chooser before these savings as
+the oracle this one is compared with.
 """
 
 from __future__ import annotations
@@ -284,87 +287,46 @@ class PersistentSets:
             table.append(rows)
         return table
 
-    def _walker(self, state: tuple, act: list[int], f_r: list[int], f_w: list[int],
-                writers: Callable[[int], int]) -> Callable[[int, int], tuple[int, int]]:
-        """The horizon walked instruction by instruction in each state: the reference the
-        tables of `_stops` are tested against (tests/test_por_tables.py)."""
-        system, programs, guards = self.system, self.system.programs, self.guards
-        step_r, step_w, blocking = self.step_r, self.step_w, self.blocking
-        reads, guard_only = self.reads, self.guard_only
-
-        def horizon(j: int, inside: int) -> tuple[int, int]:
-            """Thread j's future up to the first instruction it cannot pass on a path
-            outside `inside`: a blocking step whose guard is false now and whose inputs
-            nothing outside `inside` can change (no other actor outside it writes what
-            the guard reads; j itself neither writes it nor waits on it before). Taken
-            with the set as it is now: the set only grows, which only shortens horizons,
-            so this one stays a safe over-approximation."""
-            a = act[j]
-            pc = state[a]
-            srow, wrow, base = step_r[a], step_w[a], reads[a]
-            hr = hw = own = 0
-            q = pc
-            ahead = blocking[a]
-            first = bisect_right(ahead, pc)
-            # a few waits ahead at most: past them the whole future is cheaper and as good
-            for b in ahead[first:first + HORIZON_WAITS]:
-                while q < b:
-                    hr |= srow[q]
-                    hw |= wrow[q]
-                    own |= base[q] | wrow[q]
-                    q += 1
-                gr = reads[a][b] | guard_only[a][b]
-                if own & gr:
-                    continue
-                if writers(gr) & ~inside & ~(1 << j):
-                    continue
-                guard = guards[a][b]
-                if guard is not None and not guard(system, state, programs[a][b]):
-                    return hr, hw
-            return f_r[j], f_w[j]
-
-        return horizon
-
-    def chooser(self, walk: bool = False) -> Callable[[tuple], list[int] | None]:
-        """`walk`: horizons walked per state (the reference) instead of read from the
-        tables."""
+    def chooser(self, always_remember: bool = False) -> Callable[[tuple], list[int] | None]:
+        """The per-state choice. Everything a program point decides is read from the tables
+        built above; a state adds only its guards, which actors exist (finished threads,
+        in-flight copies, queue entries) and, per distinct resource mask a step reads or
+        writes, which actors' futures touch it (computed once per state and mask, whatever
+        number of actors share the step)."""
         system = self.system
         A = self.n_threads
         n_slots = self.n_slots
-        programs = system.programs
-        lengths = system.lengths
-        guards = self.guards
-        reads, writes = self.reads, self.writes
-        onto = self.onto
-        guard_only, leaves, block_bit = self.guard_only, self.leaves, self.block_bit
-        fut_r, fut_w = self.fut_r, self.fut_w
-        stop_table = self.stop_table
+        leaves, block_bit = self.leaves, self.block_bit
         slot_base, queue_base, queue_end = system.slot_base, system.queue_base, system.queue_end
         slot_w, entry_w = self.slot_w, self.entry_w
         n_queues = queue_end - queue_base
         has_memory = self.has_memory
         if has_memory:
-            gap_r, gap_w = self.gap_r, self.gap_w
             release_r, release_w = self.release_r, self.release_w
             fmem_r, fmem_w = self.fmem_r, self.fmem_w
             slot_mem, entry_mem = self.slot_mem, self.entry_mem
 
-        # Per thread and position: (reads, writes, future reads, future writes, guard, instr,
-        # (P bit, seen position) of a wait next or None, guard-only reads, local), where local
-        # means the step touches nothing shared (nor memory it stops touching, nor a block it
-        # stops reaching into): enabled, it is a persistent set on its own.
+        # Per thread and position: (reads, writes, future reads, future writes, future reads or
+        # writes, guard, instr, (P bit, seen position) of a wait next or None, guard-only
+        # reads, the horizon's candidate stops that have a guard, local), where local means
+        # the step touches nothing shared (nor memory it stops touching, nor a block it stops
+        # reaching into): enabled, it is a persistent set on its own. None past the end.
         info = []
-        for a, prog in enumerate(programs):
+        for a, prog in enumerate(system.programs):
             row = []
             for pc, instr in enumerate(prog):
                 released = (release_r[a][pc] | release_w[a][pc]) if has_memory else 0
-                local = not (reads[a][pc] | writes[a][pc] | leaves[a][pc] | released)
-                row.append((reads[a][pc], writes[a][pc], fut_r[a][pc], fut_w[a][pc],
-                            guards[a][pc], instr, onto[a].get(pc), guard_only[a][pc], local))
+                r, w = self.reads[a][pc], self.writes[a][pc]
+                local = not (r | w | leaves[a][pc] | released)
+                stops = tuple(s for s in self.stop_table[a][pc] if s[1] is not None)
+                fr, fw = self.fut_r[a][pc], self.fut_w[a][pc]
+                row.append((r, w, fr, fw, fr | fw, self.guards[a][pc], instr,
+                            self.onto[a].get(pc), self.guard_only[a][pc], stops, local))
+            row.append(None)        # finished
             info.append(row)
 
         # the threads with a local step somewhere, and where (most protocols have none)
-        local_at = [(a, frozenset(pc for pc, x in enumerate(row) if x[-1]))
+        local_at = [(a, frozenset(pc for pc, x in enumerate(row) if x is not None and x[-1]))
                     for a, row in enumerate(info)]
         local_at = [(a, pcs) for a, pcs in local_at if pcs]
 
@@ -373,41 +335,68 @@ class PersistentSets:
             for a, pcs in local_at:
                 pc = state[a]
                 if pc in pcs:
-                    r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
+                    x = info[a][pc]
+                    wait_next, guard = x[7], x[5]
                     if (wait_next is None or state[wait_next[1]] >= 0) and \
-                            (guard is None or guard(system, state, instr)):
+                            (guard is None or guard(system, state, x[6])):
                         return [a]
             # The actors that can still move: action number, current step's reads and writes,
-            # future reads and writes; indices into these lists are bits below.
-            act, cur_r, cur_w, f_r, f_w = [], [], [], [], []
-            on = 0
+            # future reads and writes (and their union); indices into these lists are bits.
+            act, cur_r, cur_w, f_r, f_w, f_t, stops_of = [], [], [], [], [], [], []
+            on = staged = 0
             seeds = []
+            remember = memo.active
+            if remember:
+                # what the choice reads of the state beyond the program counters and what is
+                # in flight, as bits: onto-wait flags and the stops' guards (taken now), one
+                # bit each, so many as the program counters say there are
+                signature = 0
+                falses = []
             for a in range(A):
-                pc = state[a]
-                if pc >= lengths[a]:
+                x = info[a][state[a]]
+                if x is None:
                     continue
-                r, w, fr, fw, guard, instr, wait_next, only, local = info[a][pc]
-                if wait_next is not None and state[wait_next[1]] < 0:
-                    r |= wait_next[0]
+                r, w, fr, fw, ft, guard, instr, wait_next, only, stops, _ = x
+                j = len(act)
+                if wait_next is not None:
+                    unseen = state[wait_next[1]] < 0
+                    if unseen:
+                        r |= wait_next[0]
+                    if remember:
+                        signature = (signature << 1) | unseen
                 if guard is None or guard(system, state, instr):
-                    on |= 1 << len(act)
-                    seeds.append(len(act))
+                    on |= 1 << j
+                    seeds.append(j)
                 else:
                     r |= only
+                if stops:
+                    staged |= 1 << j
+                    if remember:
+                        false = [not guard(system, state, instr) for _, guard, instr, _, _ in stops]
+                        for x in false:
+                            signature = (signature << 1) | x
+                        falses.append(false)
+                elif remember:
+                    falses.append(())
                 act.append(a)
                 cur_r.append(r)
                 cur_w.append(w)
                 f_r.append(fr)
                 f_w.append(fw)
+                f_t.append(ft)
+                stops_of.append(stops)
             n_threads = len(act)
+            occupied = 0
             for k in range(n_slots):
                 if state[slot_base + k]:
+                    occupied |= 1 << k
                     on |= 1 << len(act)
                     act.append(A + k)
                     cur_r.append(0)
                     cur_w.append(slot_w[k])
                     f_r.append(0)
                     f_w.append(slot_w[k])
+                    f_t.append(slot_w[k])
             for j in range(n_queues):
                 queue = state[queue_base + j]
                 if queue:
@@ -420,30 +409,50 @@ class PersistentSets:
                     cur_w.append(entry_w[queue[0]])
                     f_r.append(0)
                     f_w.append(w)
+                    f_t.append(w)
             n_on = on.bit_count()
             if n_on <= 1:
                 return None
+            if remember:
+                key = (state[:A], occupied, state[queue_base:queue_end], on, signature)
+                hit = memo.get(key)
+                if hit is not None:
+                    memo.hits += 1
+                    return hit[0]
             if n_threads:
                 # an in-flight copy or a tcgen05 queue may seed a set too (after the threads)
-                seeds += [j for j in range(n_threads, len(act))]
+                seeds += range(n_threads, len(act))
             L = len(act)
-            conflicts: dict[int, int] = {}
-
-            def conflict(i: int) -> int:
-                """The actors that must join a set holding actor i (see the module doc)."""
-                r, w = cur_r[i], cur_w[i]
-                out = 0
-                if (on >> i) & 1:
-                    if r | w:
-                        for j in range(L):
-                            if w & (f_r[j] | f_w[j]) or r & f_w[j]:
-                                out |= 1 << j
-                elif r:
+            bits = [1 << j for j in range(L)]
+            # Per distinct resource mask a step reads or writes: the actors whose future
+            # writes (touches) something of it. Actors that stand at like steps share them.
+            writers_of: dict[int, int] = {0: 0}
+            touchers_of: dict[int, int] = {0: 0}
+            conflicts = []      # per actor: the actors that must join a set holding it
+            for i in range(L):
+                m = cur_r[i]
+                wr = writers_of.get(m)
+                if wr is None:
+                    wr = 0
                     for j in range(L):
-                        if r & f_w[j]:
-                            out |= 1 << j
-                conflicts[i] = out
-                return out
+                        if m & f_w[j]:
+                            wr |= bits[j]
+                    writers_of[m] = wr
+                if (on >> i) & 1:
+                    # an enabled step: the futures that write what it reads or touch what
+                    # it writes
+                    m = cur_w[i]
+                    to = touchers_of.get(m)
+                    if to is None:
+                        to = 0
+                        for j in range(L):
+                            if m & f_t[j]:
+                                to |= bits[j]
+                        touchers_of[m] = to
+                    wr |= to
+                # a disabled one: the futures that write what its guard reads (for a blocked
+                # thread, with itself taken out, its enablers)
+                conflicts.append(wr)
 
             mem: list[tuple[int, int]] = []
 
@@ -466,31 +475,19 @@ class PersistentSets:
                 return mem
 
             blocked = ((1 << n_threads) - 1) & ~on      # threads at a step not enabled
-            enablers: dict[int, int] = {}
-
-            def enabling(j: int) -> int:
-                """The other actors whose future writes what blocked thread j's step reads."""
-                r = cur_r[j]
-                out = 0
-                for k in range(L):
-                    if k != j and r & f_w[k]:
-                        out |= 1 << k
-                enablers[j] = out
-                return out
-
             best, best_size = 0, n_on
             # (seed, actors in the set from the start). A block a thread seed stops reaching
             # into must not exit outside the set (BP146): one unfinished thread of each such
             # block in the set is enough.
             starts = []
+
             def quietest(candidates: list[int]) -> int:
                 """The thread that drags the fewest actors in with it: a blocked one with the
                 fewest enablers, else the first."""
                 stuck = [k for k in candidates if not (on >> k) & 1]
                 if not stuck:
                     return candidates[0]
-                return min(stuck, key=lambda k: (enablers.get(k) if k in enablers
-                                                 else enabling(k)).bit_count())
+                return min(stuck, key=lambda k: (conflicts[k] & ~bits[k]).bit_count())
 
             anchor = None
             for seed in seeds:
@@ -499,12 +496,10 @@ class PersistentSets:
                     # unfinished thread in the set keeps every path outside it short of the exit
                     if anchor is None:
                         anchor = quietest(list(range(n_threads)))
-                    starts.append((seed, 1 << anchor))
+                    starts.append(((conflicts[seed] | bits[anchor]).bit_count(), seed,
+                                   bits[anchor]))
                     continue
                 gone = leaves[act[seed]][state[act[seed]]]
-                if not gone:
-                    starts.append((seed, 0))
-                    continue
                 extra = 0
                 while gone:
                     low = gone & -gone
@@ -512,48 +507,18 @@ class PersistentSets:
                     members = [k for k in range(n_threads) if block_bit[act[k]] & low]
                     if members:
                         extra |= 1 << quietest(members)
-                starts.append((seed, extra))
-            threads = (1 << n_threads) - 1
-            writers_of: dict[int, int] = {}
-
-            def writers(gr: int) -> int:
-                """The actors whose future writes what a guard reading `gr` reads."""
-                wr = writers_of.get(gr)
-                if wr is None:
-                    wr = 0
-                    for k in range(L):
-                        if gr & f_w[k]:
-                            wr |= 1 << k
-                    writers_of[gr] = wr
-                return wr
-
-            if walk:
-                horizon = self._walker(state, act, f_r, f_w, writers)
-            else:
-                stops: dict[int, list] = {}
-
-                def horizon(j: int, inside: int) -> tuple[int, int]:
-                    """Thread j's future up to the first wait ahead (of its table, `stop_table`)
-                    whose guard is false now and whose other writers are all in `inside`. The
-                    guards and writers depend on the state only, so they are taken once per
-                    state and thread; each set then only picks the first stop it covers."""
-                    mine = stops.get(j)
-                    if mine is None:
-                        a = act[j]
-                        mine = stops[j] = [
-                            (writers(gr) & ~(1 << j), hr, hw)
-                            for gr, guard, instr, hr, hw in stop_table[a][state[a]]
-                            if guard is not None and not guard(system, state, instr)]
-                    for need, hr, hw in mine:
-                        if not need & ~inside:
-                            return hr, hw
-                    return f_r[j], f_w[j]
+                starts.append(((conflicts[seed] | extra).bit_count(), seed, extra))
+            # Per thread, the horizon's stops whose guard is false now, with their other
+            # writers: taken once per state, when first needed.
+            stops: dict[int, list] = {}
 
             # the seeds with the fewest direct conflicts first: a set of one ends the search
-            starts.sort(key=lambda st: ((conflicts[st[0]] if st[0] in conflicts
-                                         else conflict(st[0])) | st[1]).bit_count())
-            for seed, extra in starts:
-                inside = (1 << seed) | extra
+            starts.sort(key=_first)
+            sure = on & ~staged     # enabled actors a conflict always adds (no horizon)
+            for _, seed, extra in starts:
+                inside = bits[seed] | extra
+                if ((inside | (conflicts[seed] & sure)) & on).bit_count() >= best_size:
+                    continue            # it ends with them at least: no smaller set
                 horizons: dict[int, tuple[int, int]] = {}
                 if seed >= n_threads:
                     # a delivery or completion may end a copy's or an MMA's accesses
@@ -567,10 +532,9 @@ class PersistentSets:
                             for j, (mr, mw) in enumerate(mem or memory()):
                                 if sr & mw or sw & (mr | mw):
                                     inside |= 1 << j
-                else:
-                    a = act[seed]
-                if has_memory and seed < n_threads:
+                elif has_memory:
                     # who could race with what the seed's thread stops touching
+                    a = act[seed]
                     sr, sw = release_r[a][state[a]], release_w[a][state[a]]
                     if sr | sw:
                         for j, (mr, mw) in enumerate(mem or memory()):
@@ -581,35 +545,58 @@ class PersistentSets:
                     low = todo & -todo
                     todo ^= low
                     i = low.bit_length() - 1
-                    c = conflicts.get(i)
-                    if c is None:
-                        c = conflict(i)
-                    new = c & ~inside
-                    if new & blocked:
+                    new = conflicts[i] & ~inside
+                    m = new & blocked
+                    while m:
                         # a blocked thread whose enablers are all in the set stays where it is
                         # on every path outside the set: its future does not matter
-                        m = new & blocked
-                        while m:
-                            low = m & -m
-                            m ^= low
-                            j = low.bit_length() - 1
-                            e = enablers.get(j)
-                            if e is None:
-                                e = enabling(j)
-                            if not e & ~inside:
-                                new ^= low
-                    if new & threads:
-                        # a thread that cannot pass a wait outside the set matters only up to
-                        # that wait (its horizon)
+                        low = m & -m
+                        m ^= low
+                        if not conflicts[low.bit_length() - 1] & ~inside & ~low:
+                            new ^= low
+                    # A thread that cannot pass a wait outside the set matters only up to that
+                    # wait (its horizon): the first of its stops whose guard is false now and
+                    # whose other writers are all in the set, taken with the set as it is when
+                    # the thread is first met (the set only grows, which only shortens
+                    # horizons). One without a stop has its whole future as horizon, which
+                    # conflicts with step i since it is in `conflicts[i]`: it stays.
+                    m = new & staged
+                    if m:
                         r, w, enabled_u = cur_r[i], cur_w[i], (on >> i) & 1
-                        m = new & threads
                         while m:
                             low = m & -m
                             m ^= low
                             j = low.bit_length() - 1
                             hz = horizons.get(j)
                             if hz is None:
-                                hz = horizons[j] = horizon(j, inside)
+                                mine = stops.get(j)
+                                if mine is None:
+                                    if remember:
+                                        mine = [(gr, hr, hw) for (gr, _, _, hr, hw), false
+                                                in zip(stops_of[j], falses[j]) if false]
+                                    else:
+                                        mine = [(gr, hr, hw)
+                                                for gr, guard, instr, hr, hw in stops_of[j]
+                                                if not guard(system, state, instr)]
+                                    for n, (gr, hr, hw) in enumerate(mine):
+                                        wr = writers_of.get(gr)
+                                        if wr is None:
+                                            wr = 0
+                                            for k in range(L):
+                                                if gr & f_w[k]:
+                                                    wr |= bits[k]
+                                            writers_of[gr] = wr
+                                        mine[n] = (wr & ~low, hr, hw)
+                                    stops[j] = mine
+                                    if not mine:
+                                        # no stop holds it back now: its whole future counts
+                                        staged &= ~low
+                                hz = f_r[j], f_w[j]
+                                for need, hr, hw in mine:
+                                    if not need & ~inside:
+                                        hz = hr, hw
+                                        break
+                                horizons[j] = hz
                             hr, hw = hz
                             if (not (w & (hr | hw) or r & hw)) if enabled_u else not r & hw:
                                 new ^= low
@@ -624,11 +611,45 @@ class PersistentSets:
                     if size == 1:
                         break
             if not best:
-                return None
-            chosen = best & on
-            return [act[i] for i in range(L) if (chosen >> i) & 1]
+                chosen = None
+            else:
+                best &= on
+                chosen = [act[i] for i in range(L) if (best >> i) & 1]
+            if remember:
+                memo.store(key, chosen)
+            return chosen
 
+        memo = _Memo(always_remember)
         return choose
+
+
+class _Memo(dict):
+    """Persistent sets by what the choice reads of a state: the program counters, what is in
+    flight, which steps are enabled, which threads move onto a wait they have seen nothing of,
+    and the guards of the horizons' stops. States that differ elsewhere (barrier counts, tx
+    bytes, phases the guards do not tell apart) share their set. Remembering costs the stops'
+    guards up front and memory, so it stops where few states share one (most protocols: the
+    program counters tell the barriers' state apart) and starts afresh when it grows large."""
+
+    TRIAL, MIN_SHARE, LIMIT = 500, 0.25, 50_000
+
+    def __init__(self, always: bool = False):
+        super().__init__()
+        self.active, self.hits, self.always = True, 0, always
+
+    def store(self, key: tuple, chosen: list[int] | None) -> None:
+        self[key] = (chosen,)
+        if len(self) == self.TRIAL and not self.always:
+            self.always = True      # tried once: kept from here on
+            if self.hits < self.MIN_SHARE * (self.TRIAL + self.hits):
+                self.active = False
+                self.clear()
+        elif len(self) >= self.LIMIT:
+            self.clear()
+
+
+def _first(start: tuple) -> int:
+    return start[0]
 
 
 def _masks_of(items) -> tuple[int, int]:
