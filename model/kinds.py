@@ -5,9 +5,9 @@ that declares its kinds as `Primitive`s in the `primitives` of its `Extension`; 
 extension (model/plugins.py) enters them here. The core reads this table and never a family
 module: `Op.describe`, the compiler's dispatch (`compile`), the memory classification
 (`MEMORY_KINDS`, `ASYNC_GROUPS`, `ASYNC_WAITS`), the static rules' classes (`async_arrival`,
-`tensor_core`, `local_wait`), Pallas's own API (`PALLAS_KINDS`). Engines and the repair search
-ask `having(tag)` / `kinds_where(...)` / `blocking_waits(...)` rather than listing kind
-strings.
+`tensor_core`, `local_wait`), Pallas's own API (`PALLAS_KINDS`), the prover's counter program
+(`counter`). Engines and the repair search ask `having(tag)` / `kinds_where(...)` /
+`blocking_waits(...)` rather than listing kind strings.
 
 Fail closed: every field without a default must be declared (a family that leaves one out
 fails at import), `check_complete` refuses an unknown tag or opcode name, an opcode no
