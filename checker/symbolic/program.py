@@ -241,13 +241,14 @@ class ClassBuilder:
             return semaphore_cops(self, op, ctx, guard, rank, inst)
         prim = kinds.lookup(op.kind)
         encode = _ENCODINGS.get(prim.counter) if prim is not None else None
-        if encode is None:
-            raise Unsupported(f"operation {op.kind} is outside the supported fragment", op.loc)
         out = []
         for g, inst in self.targets(role, ref, ctx):
             gg = z3.simplify(z3.And(guard, g))
             if z3.is_false(gg):
                 continue
+            if encode is None:
+                raise Unsupported(f"operation {op.kind} is outside the supported fragment",
+                                  op.loc)
             out.append(encode(self, role, op, ctx, inst, gg, rank, prim.counter))
             out[-1].primary = inst
         return out
