@@ -1,5 +1,5 @@
-"""Kind strings switched on outside the primitive registry: the debt, per module, may only go
-down.
+"""No module outside the primitive registry switches on a kind string (the independent
+reference apart, held at its counts).
 
 What a primitive *is* lives in its family module (model/primitives/, hw_barriers.py,
 init_visibility.py; model/kinds.py reads them). Anywhere else a consumer should ask the
@@ -14,7 +14,10 @@ a registered kind name that
 Building an op (`Op("arrive", ...)`) is not counted, and neither are words that merely equal a
 kind name elsewhere (an event called "arrive" in a report).
 
-A module outside the registry must have none.
+A module outside the registry must have none. A table of kind constants alone
+(`NAMED_KINDS = (K.BAR_SYNC, K.BAR_ARRIVE)`) is not counted: most name the kinds an argument
+was made for, so a new kind falls outside it (`Unsupported`), and no syntax tells those apart
+from a classification the registry should answer (docs/ARCHITECTURE.md, "Add a primitive").
 
 `INDEPENDENT` is not debt: model/reference/ re-states the rules in its own words for the
 cross-check and imports nothing of the model but ir.py (tests/test_reference.py), so it names
@@ -124,7 +127,7 @@ def test_the_counter_sees_the_three_forms_and_nothing_else():
     assert kind_switches('if event == "arrive": pass', names) == 0
 
 
-def test_kind_switches_only_go_down():
+def test_no_module_outside_the_registry_switches_on_a_kind_string():
     found = debt()
     grown = {m: (n, INDEPENDENT.get(m, 0)) for m, n in found.items()
              if n > INDEPENDENT.get(m, 0)}
