@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..model import primitives as K
+from ..model import kinds, primitives as K
 from ..model.init_visibility import INIT_KINDS
 from ..model.ir import Kernel, has_memory_effects
 from ..model.violations import CODES
@@ -33,6 +33,10 @@ NAMED, CLUSTER_BARRIER, PEER, INIT, MEMORY = ("named barriers", "the cluster bar
                                               "explicitly initialised barriers",
                                               "memory effects")
 BARE_PARITY = "parity waits without a stated phase"
+# The registry's classes that put the hardware barriers' rules in play: a named barrier is
+# named by its id, the cluster barrier synchronizes the whole cluster.
+NAMED_KINDS = kinds.kinds_where(lambda p: "bar_id" in p.needs)
+CLUSTER_KINDS = kinds.kinds_where(lambda p: p.cluster_wide)
 
 _ALL = frozenset(ENGINES)
 _NOT_REFERENCE = frozenset({"explore", "tlc", "symbolic"})
@@ -163,9 +167,9 @@ def features(kernel: Kernel) -> frozenset[str]:
     (a feature present in any operation counts, whatever the parameters)."""
     found = set()
     for op in kernel.ops():
-        if op.kind in (K.BAR_SYNC, K.BAR_ARRIVE):
+        if op.kind in NAMED_KINDS:
             found.add(NAMED)
-        elif op.kind in (K.CLUSTER_ARRIVE, K.CLUSTER_WAIT):
+        elif op.kind in CLUSTER_KINDS:
             found.add(CLUSTER_BARRIER)
         elif op.kind in INIT_KINDS:
             found.add(INIT)

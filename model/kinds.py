@@ -5,9 +5,9 @@ that declares its kinds as `Primitive`s in the `primitives` of its `Extension`; 
 extension (model/plugins.py) enters them here. The core reads this table and never a family
 module: `Op.describe`, the compiler's dispatch (`compile`), the memory classification
 (`MEMORY_KINDS`, `ASYNC_GROUPS`, `ASYNC_WAITS`), the static rules' classes (`async_arrival`,
-`tensor_core`, `local_wait`), Pallas's own API (`PALLAS_KINDS`). Engines and the repair search
-ask `having(tag)` / `kinds_where(...)` / `blocking_waits(...)` rather than listing kind
-strings.
+`tensor_core`, `local_wait`), Pallas's own API (`PALLAS_KINDS`), the prover's counter program
+(`counter`). Engines and the repair search ask `having(tag)` / `kinds_where(...)` /
+`blocking_waits(...)` rather than listing kind strings.
 
 Fail closed: every field without a default must be declared (a family that leaves one out
 fails at import), `check_complete` refuses an unknown tag or opcode name, an opcode no
@@ -42,6 +42,19 @@ REPAIR_CLASSES = frozenset({"arrives", "fills", "refills", "waits"})
 # test for one), "value" (a semaphore reaching a value), "hardware" (the phase of a named or
 # cluster hardware barrier).
 WAIT_TARGETS = frozenset({"", "phase", "value", "hardware"})
+# What the prover's counter program (checker/symbolic/program.py) makes of an op on a barrier
+# of the class (`Primitive.counter`; "" for a kind it does not encode there, whose `prover`
+# then says which part of the prover decides it, or "outside"): "arrive" (arrive(count),
+# fanned out along a ClusterBarrier's axes), "arrive_drop", "expect_tx", "arrive_tx",
+# "complete_tx" (the transaction counts), "wait" (Pallas's wait on its private parity bit),
+# "wait_parity" (a stated phase, or a bare parity), "copy" (the issuer's arrive.expect_tx, the
+# landing's complete_tx on every block the copy reaches), "landing" (a copy's complete_tx only),
+# "async_arrival" (one arrival landing after the issue), "tcgen05" (an arrival when the
+# issuing thread's tensor-core queue drains).
+COUNTER_OPS = frozenset({"arrive", "arrive_drop", "expect_tx", "arrive_tx", "complete_tx",
+                         "wait", "wait_parity", "copy", "landing", "async_arrival", "tcgen05"})
+# The `prover` status of a kind with a counter-program op.
+IN_COUNTER_PROGRAM = "counter program (program.py)"
 # Opcodes that belong to no primitive: the warp regions' fork and join (ir.WarpRegion).
 STRUCTURAL_OPCODES = frozenset({"fork", "await_fork", "join"})
 
@@ -60,6 +73,7 @@ class Primitive:
     reference: str                  # the model/reference module that re-states it, or "uncovered"
     prover: str                     # how `prove` decides it, or "outside: why"
     repair: frozenset[str]          # its repair classes (REPAIR_CLASSES)
+    counter: str = ""               # its op in the prover's counter program (COUNTER_OPS)
     memory: str = "none"            # MEMORY_CLASSES
     group: str = ""                 # issue/retire: the asynchronous group ("TMA store", ...)
     counted: bool = False           # retire: leaves `count` of the newest in flight
@@ -123,6 +137,11 @@ def _check_fields(prim: Primitive, family: str) -> None:
             raise AssertionError(f"{where}: {name} {sorted(set(got) - allowed)} unknown")
     if prim.memory in ("issue", "retire") and not prim.group:
         raise AssertionError(f"{where}: an asynchronous access needs its group")
+    if prim.counter and prim.counter not in COUNTER_OPS:
+        raise AssertionError(f"{where}: counter-program op {prim.counter!r} unknown")
+    if bool(prim.counter) != prim.prover.startswith(IN_COUNTER_PROGRAM):
+        raise AssertionError(f"{where}: the prover status {prim.prover!r} and the counter-"
+                             f"program op {prim.counter!r} disagree")
     if prim.local_wait and prim.waits_for != "phase":
         raise AssertionError(f"{where}: a local wait waits for its mbarrier's phase")
 

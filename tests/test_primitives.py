@@ -125,3 +125,18 @@ def test_what_a_thread_waits_for_is_declared_and_asked():
         kinds.blocking_waits("")
     with pytest.raises(KeyError):
         kinds.blocking_waits("a miracle")
+
+
+def test_the_prover_encodes_a_kind_by_its_counter_op_or_not_at_all():
+    from barrierproof.checker.symbolic import program
+    assert set(program._ENCODINGS) == kinds.COUNTER_OPS
+    encoded = kinds.kinds_where(lambda p: p.counter != "")
+    assert encoded == kinds.kinds_where(lambda p: p.prover.startswith(kinds.IN_COUNTER_PROGRAM))
+    assert primitives.BARRIER_TEST not in encoded and primitives.WAIT_PARITY in encoded
+    prim = kinds.PRIMITIVES[primitives.ARRIVE]
+    with pytest.raises(AssertionError, match="counter-program op"):
+        kinds._check_fields(dataclasses.replace(prim, counter="teleport"), "test")
+    with pytest.raises(AssertionError, match="disagree"):
+        kinds._check_fields(dataclasses.replace(prim, counter=""), "test")
+    with pytest.raises(AssertionError, match="disagree"):
+        kinds._check_fields(dataclasses.replace(prim, prover="outside: a test"), "test")

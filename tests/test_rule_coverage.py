@@ -108,6 +108,15 @@ def test_features_put_only_the_rules_they_concern_in_play():
     assert undecided(kernel, "explore") == set()
 
 
+def test_every_hardware_barrier_kind_puts_its_rules_in_play():
+    """The features are registry classes, so a new hardware-barrier kind cannot slip past them
+    and leave its rules out of play (a verdict claimed without deciding them)."""
+    from barrierproof.checker.rules import CLUSTER_KINDS, NAMED_KINDS
+    from barrierproof.model.hw_barriers import HARDWARE_BARRIER_KINDS
+    assert NAMED_KINDS | CLUSTER_KINDS == HARDWARE_BARRIER_KINDS
+    assert not NAMED_KINDS & CLUSTER_KINDS
+
+
 def test_the_explorer_finds_the_trailing_remote_arrive():
     v = check_kernel(clc_trailing_remote_arrive.build())
     assert v.verdict == "violation" and v.codes == ["BP146"]

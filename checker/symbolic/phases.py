@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Sequence
 
+from ...model import primitives
 from ...model.instructions import BARRIER_FIELDS, WAIT_PARITY, WAIT_PHASE
 from ...model.ir import BinOp, Const, Kernel, ModelError, Op, map_ops, walk
 from ...model.semantics import compile_systems
@@ -57,7 +58,7 @@ def _is_two(e) -> bool:
 
 
 def _bare(op) -> bool:
-    return isinstance(op, Op) and op.kind == "wait_parity" and op.phase is None \
+    return isinstance(op, Op) and op.kind == primitives.WAIT_PARITY and op.phase is None \
         and op.barrier is not None
 
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Mapping
 
 import z3
 
+from ...model import kinds
 from ...model.ir import MAX_ARRIVALS, MAX_TX, BinOp, Expr, UnOp, free_vars
 from ...model.grid import peer_blocks
-from ...model.primitives import CP_ASYNC_ARRIVE, TRY_CLUSTER_CANCEL
 from .classes import BarrierClass, ring_lhs
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, K, WAIT,
                        WAIT_PARITY, WAIT_PHASE, AsyncSlot, CInst, COp, CounterSystem, CRole,
@@ -217,7 +217,8 @@ class ClassBuilder:
 
     def cops(self, role: Role, item: Item, bop: BodyOp, ctx, rank: int) -> list[COp]:
         op = bop.op
-        if op.kind == "unmodeled":
+        prim = kinds.lookup(op.kind)
+        if prim is not None and prim.unmodelled:     # no effect here; BP190, reported statically
             return []
         ref = op.barrier
         if self.cls.buffers and (op.reads or op.writes):
@@ -238,74 +239,87 @@ class ClassBuilder:
         if ref.alloc.semaphore:     # one counter for the cluster, whichever block names it
             inst = self.cls.inst(ref.alloc, (0,), self.frag.blocks[0])
             return semaphore_cops(self, op, ctx, guard, rank, inst)
+        prim = kinds.lookup(op.kind)
+        encode = _ENCODINGS.get(prim.counter) if prim is not None else None
         out = []
         for g, inst in self.targets(role, ref, ctx):
             gg = z3.simplify(z3.And(guard, g))
             if z3.is_false(gg):
                 continue
-            text = op.describe()
-            kind = op.kind
-            if kind in ("barrier_arrive", "arrive"):
-                count = ctx.int(op.count)
-                self.frag.require_always(z3.And(count >= 1, count <= MAX_ARRIVALS),
-                                         f"the arrival count of `{text}` is within "
-                                         f"1..{MAX_ARRIVALS}", ctx)
-                out.append(COp(ARRIVE, self.fan_out(inst), count, guard=gg, rank=rank,
-                               text=text, sync=op.name == SYNC_ARRIVAL))
-            elif kind == "arrive_drop":
-                out.append(COp(ARRIVE_DROP, self.fan_out(inst), z3.IntVal(1), guard=gg,
-                               rank=rank, text=text))
-            elif kind in ("expect_tx", "arrive_expect_tx", "complete_tx"):
-                nbytes = ctx.int(op.bytes)
-                self.frag.require_always(z3.And(nbytes >= 0, nbytes <= MAX_TX),
-                                         f"the byte count of `{text}` is within 0..{MAX_TX}", ctx)
-                code = {"expect_tx": EXPECT_TX, "arrive_expect_tx": ARRIVE_TX,
-                        "complete_tx": COMPLETE_TX}[kind]
-                out.append(COp(code, self.fan_out(inst), nbytes, guard=gg, rank=rank, text=text))
-            elif kind in ("barrier_wait", "wait_parity"):
-                if ref.block is not None and self.cls.instances[inst][2] != role.block:
-                    raise Unsupported("a wait on another block's barrier (BP112)", op.loc)
-                if kind == "wait_parity" and op.phase is not None:
-                    out.append(COp(WAIT_PHASE, (inst,), phase=ctx.int(op.phase), guard=gg,
-                                   rank=rank, text=text))
-                    out[-1].primary = inst
-                    continue
-                parity = ctx.int(op.parity, parity=True) if kind == "wait_parity" else None
-                out.append(COp(WAIT if kind == "barrier_wait" else WAIT_PARITY, (inst,),
-                               parity=parity, guard=gg, rank=rank, text=text))
-            elif kind in ("copy_gmem_to_smem", "tma_load", "async_store_smem"):
-                nbytes = ctx.int(op.bytes)
-                self.frag.require_always(z3.And(nbytes >= 0, nbytes <= MAX_TX),
-                                         f"the byte count of `{text}` is within 0..{MAX_TX}", ctx)
-                alloc, index, block = self.cls.instances[inst]
-                peers = self.peers(block, op.collective_axes)
-                share = z3.simplify(nbytes / len(peers)) if len(peers) > 1 else nbytes
-                if len(peers) > 1:
-                    self.frag.require_always(nbytes % len(peers) == 0,
-                                             f"`{text}` splits evenly among {len(peers)} blocks",
-                                             ctx)
-                slots = tuple(self.slot("tx", self.cls.inst(alloc, index, p), share, "tma")
-                              for p in peers)
-                arrive = (inst,) if kind != "tma_load" else ()
-                out.append(COp(ISSUE, arrive, nbytes, slots=slots, guard=gg, rank=rank,
-                               text=text))
-            elif kind in (TRY_CLUSTER_CANCEL, CP_ASYNC_ARRIVE):
-                out.append(COp(ISSUE, (), z3.IntVal(0),
-                               slots=(self.slot("arrive", inst, z3.IntVal(1), "async"),),
-                               guard=gg, rank=rank, text=text))
-            elif kind in ("tcgen05_mma", "tcgen05_commit_arrive"):
-                alloc, index, block = self.cls.instances[inst]
-                targets = [inst]
-                if op.collective_axes:
-                    targets = [self.cls.inst(alloc, index, p)
-                               for p in self.peers(role.block, op.collective_axes)]
-                slots = tuple(self.slot("arrive", t, z3.IntVal(1), "tcgen05") for t in targets)
-                out.append(COp(ISSUE, (), z3.IntVal(0), slots=slots, guard=gg, rank=rank,
-                               text=text))
-            else:
-                raise Unsupported(f"operation {kind} is outside the supported fragment", op.loc)
+            if encode is None:
+                raise Unsupported(f"operation {op.kind} is outside the supported fragment",
+                                  op.loc)
+            out.append(encode(self, role, op, ctx, inst, gg, rank, prim.counter))
             out[-1].primary = inst
         return out
+
+    # -- the counter-program op of each `Primitive.counter` (kinds.COUNTER_OPS) ---------------
+    # (role, op, ctx, instance, guard, rank, counter op) -> COp
+
+    def _arrive(self, role, op, ctx, inst, gg, rank, how) -> COp:
+        text = op.describe()
+        count = ctx.int(op.count)
+        self.frag.require_always(z3.And(count >= 1, count <= MAX_ARRIVALS),
+                                 f"the arrival count of `{text}` is within "
+                                 f"1..{MAX_ARRIVALS}", ctx)
+        return COp(ARRIVE, self.fan_out(inst), count, guard=gg, rank=rank, text=text,
+                   sync=op.name == SYNC_ARRIVAL)
+
+    def _arrive_drop(self, role, op, ctx, inst, gg, rank, how) -> COp:
+        return COp(ARRIVE_DROP, self.fan_out(inst), z3.IntVal(1), guard=gg, rank=rank,
+                   text=op.describe())
+
+    def _tx(self, role, op, ctx, inst, gg, rank, how) -> COp:
+        text = op.describe()
+        nbytes = ctx.int(op.bytes)
+        self.frag.require_always(z3.And(nbytes >= 0, nbytes <= MAX_TX),
+                                 f"the byte count of `{text}` is within 0..{MAX_TX}", ctx)
+        code = {"expect_tx": EXPECT_TX, "arrive_tx": ARRIVE_TX, "complete_tx": COMPLETE_TX}[how]
+        return COp(code, self.fan_out(inst), nbytes, guard=gg, rank=rank, text=text)
+
+    def _wait(self, role, op, ctx, inst, gg, rank, how) -> COp:
+        text = op.describe()
+        if op.barrier.block is not None and self.cls.instances[inst][2] != role.block:
+            raise Unsupported("a wait on another block's barrier (BP112)", op.loc)
+        if how == "wait_parity" and op.phase is not None:
+            return COp(WAIT_PHASE, (inst,), phase=ctx.int(op.phase), guard=gg, rank=rank,
+                       text=text)
+        parity = ctx.int(op.parity, parity=True) if how == "wait_parity" else None
+        return COp(WAIT if how == "wait" else WAIT_PARITY, (inst,), parity=parity, guard=gg,
+                   rank=rank, text=text)
+
+    def _copy(self, role, op, ctx, inst, gg, rank, how) -> COp:
+        """A copy's bytes land on every block it reaches, an even share each; "copy" also
+        arrives (arrive.expect_tx) at issue, "landing" only completes them."""
+        text = op.describe()
+        nbytes = ctx.int(op.bytes)
+        self.frag.require_always(z3.And(nbytes >= 0, nbytes <= MAX_TX),
+                                 f"the byte count of `{text}` is within 0..{MAX_TX}", ctx)
+        alloc, index, block = self.cls.instances[inst]
+        peers = self.peers(block, op.collective_axes)
+        share = z3.simplify(nbytes / len(peers)) if len(peers) > 1 else nbytes
+        if len(peers) > 1:
+            self.frag.require_always(nbytes % len(peers) == 0,
+                                     f"`{text}` splits evenly among {len(peers)} blocks", ctx)
+        slots = tuple(self.slot("tx", self.cls.inst(alloc, index, p), share, "tma")
+                      for p in peers)
+        arrive = (inst,) if how == "copy" else ()
+        return COp(ISSUE, arrive, nbytes, slots=slots, guard=gg, rank=rank, text=text)
+
+    def _async_arrival(self, role, op, ctx, inst, gg, rank, how) -> COp:
+        return COp(ISSUE, (), z3.IntVal(0),
+                   slots=(self.slot("arrive", inst, z3.IntVal(1), "async"),),
+                   guard=gg, rank=rank, text=op.describe())
+
+    def _tcgen05(self, role, op, ctx, inst, gg, rank, how) -> COp:
+        alloc, index, block = self.cls.instances[inst]
+        targets = [inst]
+        if op.collective_axes:
+            targets = [self.cls.inst(alloc, index, p)
+                       for p in self.peers(role.block, op.collective_axes)]
+        slots = tuple(self.slot("arrive", t, z3.IntVal(1), "tcgen05") for t in targets)
+        return COp(ISSUE, (), z3.IntVal(0), slots=slots, guard=gg, rank=rank,
+                   text=op.describe())
 
     def segments(self, role: Role) -> list[CSegment]:
         """The role's class program; `self.where[(role, item, op, instance)]` records where each
@@ -507,6 +521,20 @@ class _Lattice(_Plain):
 
     def require_in_range(self, inside, ref):
         pass   # (i + c) % S is always within 0..S-1
+
+
+# Primitive.counter -> how the class program encodes it; every counter op the registry knows
+# has one (checked at import: a kind whose op had none would be dropped, not refused).
+_ENCODINGS = {
+    "arrive": ClassBuilder._arrive, "arrive_drop": ClassBuilder._arrive_drop,
+    "expect_tx": ClassBuilder._tx, "arrive_tx": ClassBuilder._tx, "complete_tx": ClassBuilder._tx,
+    "wait": ClassBuilder._wait, "wait_parity": ClassBuilder._wait,
+    "copy": ClassBuilder._copy, "landing": ClassBuilder._copy,
+    "async_arrival": ClassBuilder._async_arrival, "tcgen05": ClassBuilder._tcgen05,
+}
+if set(_ENCODINGS) != kinds.COUNTER_OPS:
+    raise ImportError("checker/symbolic/program.py encodes the counter ops "
+                      f"{sorted(_ENCODINGS)}, the registry declares {sorted(kinds.COUNTER_OPS)}")
 
 
 def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, ClassBuilder]]:

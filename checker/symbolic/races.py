@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING
 
 import z3
 
+from ...model import kinds, primitives
 from ...model.ir import Var, free_vars
 from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, _ring_indexed, placed, ring_lhs
@@ -92,9 +93,15 @@ if TYPE_CHECKING:
     from .program import ClassBuilder
 
 SPACE_CODE = {"smem": "BP200", "tmem": "BP201"}
-COPY_KINDS = ("copy_gmem_to_smem", "tma_load")
-# accesses live until a later wait of the issuing thread (model/memory.py)
-WAITED_KINDS = ("copy_smem_to_gmem", "wgmma", "tcgen05_store")
+# TMA loads: their destination, in every block the copy reaches, is live until it lands (the
+# memory of an st.async into a peer's SMEM is left to the explorer)
+COPY_KINDS = (primitives.COPY_GMEM_TO_SMEM, primitives.TMA_LOAD)
+# a thread's own loads and stores, live in the gap where it stands
+THREAD_ACCESSES = kinds.kinds_where(lambda p: p.memory == "thread")
+# accesses live until a later wait of the issuing thread (model/memory.py), but cp.async,
+# which has a rule of its own (access_cops: thread-private destinations only)
+WAITED_KINDS = kinds.kinds_where(lambda p: p.memory == "issue") - {primitives.CP_ASYNC}
+PHASE_WAITS = kinds.blocking_waits("phase")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -208,11 +215,11 @@ def _concrete_class_of(frag: "Fragment", alloc, concretes: list[BarrierClass]) -
         for item in role.items:
             for bop in item.ops:
                 op = bop.op
-                if op.barrier is not None and op.kind in ("barrier_wait", "wait_parity"):
+                if op.barrier is not None and op.kind in PHASE_WAITS:
                     last = class_of(op.barrier)
                 if not any(m.alloc is alloc for m in op.reads + op.writes):
                     continue
-                if op.kind in ("read", "write") + WAITED_KINDS:
+                if op.kind in THREAD_ACCESSES | WAITED_KINDS:
                     found = last
                 elif op.barrier is not None:
                     found = class_of(op.barrier)
@@ -378,7 +385,7 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
     refs = _refs(builder, op)
     if not refs:
         return None
-    if op.kind in ("read", "write"):
+    if op.kind in THREAD_ACCESSES:
         access = []
         for ref, write in refs:
             own = _private_ref(builder, ref)
@@ -403,12 +410,12 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
                     access=tuple(access))]
     if _queued(builder, op):
         return queue_access(builder, role, item, bop, ctx, rank)
-    if op.kind in COPY_KINDS or op.kind == "tcgen05_mma":
+    if op.kind in COPY_KINDS or op.kind == primitives.TCGEN05_MMA:
         if op.barrier is None or op.barrier.alloc not in builder.cls.allocs:
             raise Unsupported(f"`{op.describe()}` touches a buffer of one barrier class and "
                               "completes on a barrier of another (or on none)", op.loc)
         return None
-    if op.kind == "cp_async" and private_buffers(builder.frag, role, op):
+    if op.kind == primitives.CP_ASYNC and private_buffers(builder.frag, role, op):
         if own_copies_retired(builder.frag, role, item, bop):
             return []           # only its own thread touches the cells, never while in flight
         raise Unsupported(f"`{op.describe()}` may still be in flight when its thread touches "
@@ -561,14 +568,14 @@ def _ring_offset(builder: "ClassBuilder", op, env, var):
 # tcgen05 MMAs whose completion this class observes through a later tcgen05 arrival
 # ----------------------------------------------------------------------------------------------
 
-TCGEN05_ARRIVALS = ("tcgen05_mma", "tcgen05_commit_arrive")
+TCGEN05_ARRIVALS = kinds.kinds_where(lambda p: p.tensor_core)
 
 
 def _queued(builder: "ClassBuilder", op) -> bool:
     """A tcgen05 MMA touching this class's buffers that arrives on no barrier of the class (no
     barrier at all, or one of another class): its accesses here end, at the latest, when a
     later tcgen05 arrival of its thread on this class lands (queued_plan)."""
-    return op.kind == "tcgen05_mma" and bool(_refs(builder, op)) and (
+    return op.kind == primitives.TCGEN05_MMA and bool(_refs(builder, op)) and (
         op.barrier is None or op.barrier.alloc not in builder.cls.allocs)
 
 
@@ -689,7 +696,7 @@ def _queued_ways(builder: "ClassBuilder", role: "Role", i: int, b: int
     out: list = []
 
     def c_op(op) -> bool:
-        return op.kind != "unmodeled" and bool(builder.class_refs(op))
+        return op.kind != primitives.UNMODELED and bool(builder.class_refs(op))
 
     def fail(why: str):
         raise Unsupported(f"`{mma.describe()}` touches memory of {cls.name} and arrives on none "

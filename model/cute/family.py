@@ -18,6 +18,7 @@ import os
 import re
 from typing import Callable
 
+from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
 from .groups import split_rings
@@ -36,7 +37,7 @@ def _trip_arguments(kernel: Kernel) -> dict[int, bool]:
     loop (a tile scheduler's) runs on it."""
     found: dict[int, bool] = {}
     for op in kernel.ops():
-        m = _FROM_ARGUMENT.search(op.name) if op.kind == "unmodeled" else None
+        m = _FROM_ARGUMENT.search(op.name) if op.kind == K.UNMODELED else None
         if m:
             index = int(m.group(1))
             found[index] = found.get(index, False) or "scf.while" in op.name
@@ -175,7 +176,7 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
         return None
     base = runs[0]
     if any(_shape(k) != _shape(base) for k in runs) or \
-            any(op.kind == "unmodeled" and ("trip count from" in op.name)
+            any(op.kind == K.UNMODELED and ("trip count from" in op.name)
                 for k in runs for op in k.ops()):
         return None
     allocs = {b.name: b for b in base.barriers}

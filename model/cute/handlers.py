@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from .. import kinds, primitives as K
 from .values import (WARP, Atom, Lanes, Layout, Ptr, Tested, Unknown, elem_bytes, lift,
                      uniform)
 
@@ -378,7 +379,7 @@ def _copy(warp, node, active):
     if nbytes is None:
         warp.unmodeled(node, "a TMA load whose byte count is not static")
         return None
-    warp.emit("tma_load", node, barrier=_key(atom.barrier), bytes=nbytes)
+    warp.emit(K.TMA_LOAD, node, barrier=_key(atom.barrier), bytes=nbytes)
     return None
 
 
@@ -438,7 +439,7 @@ def _mbarrier_init(warp, node, active):
     count = _number(warp, node, active, 1, "count")
     if bar is not None and count is not None:
         # every active lane initialises the same barrier with the same count: one init
-        warp.emit("mbarrier_init", node, barrier=bar, count=count)
+        warp.emit(K.MBARRIER_INIT, node, barrier=bar, count=count)
 
 
 def _mbarrier_arrive(warp, node, active):
@@ -450,7 +451,7 @@ def _mbarrier_arrive(warp, node, active):
     has_count = segments[1] if segments else len(node.operands) > 1
     count = _number(warp, node, active, 1, "count") if has_count else 1
     if bar is not None and count is not None:
-        warp.emit("arrive", node, barrier=bar, count=count * len(active))
+        warp.emit(K.ARRIVE, node, barrier=bar, count=count * len(active))
     return None
 
 
@@ -466,7 +467,7 @@ def _cp_async_arrive(warp, node, active):
     bar = _barrier(warp, node, active)
     if bar is not None:
         for _ in active:
-            warp.emit("cp_async_arrive", node, barrier=bar)
+            warp.emit(K.CP_ASYNC_ARRIVE, node, barrier=bar)
     return None
 
 
@@ -480,10 +481,10 @@ def _mbarrier_arrive_expect_tx(warp, node, active):
     if bar is None or nbytes is None:
         return None
     if len(active) == 1:
-        warp.emit("arrive_expect_tx", node, barrier=bar, bytes=nbytes)
+        warp.emit(K.ARRIVE_EXPECT_TX, node, barrier=bar, bytes=nbytes)
     else:      # every lane: expect_tx then arrive, lane after lane
-        warp.emit("expect_tx", node, barrier=bar, bytes=nbytes * len(active))
-        warp.emit("arrive", node, barrier=bar, count=len(active))
+        warp.emit(K.EXPECT_TX, node, barrier=bar, bytes=nbytes * len(active))
+        warp.emit(K.ARRIVE, node, barrier=bar, count=len(active))
     return None
 
 
@@ -495,14 +496,14 @@ def _mbarrier_expect_tx(warp, node, active):
     bar = _barrier(warp, node, active)
     nbytes = _number(warp, node, active, 1, "tx count")
     if bar is not None and nbytes is not None:
-        warp.emit("expect_tx", node, barrier=bar, bytes=nbytes * len(active))
+        warp.emit(K.EXPECT_TX, node, barrier=bar, bytes=nbytes * len(active))
 
 
 def _mbarrier_wait_parity(warp, node, active):
     bar = _barrier(warp, node, active)
     parity = _number(warp, node, active, 1, "parity")
     if bar is not None and parity is not None:
-        warp.emit("wait_parity", node, barrier=bar, parity=parity & 1)
+        warp.emit(K.WAIT_PARITY, node, barrier=bar, parity=parity & 1)
 
 
 def _mbarrier_wait_or_test(warp, node, active):
@@ -527,7 +528,7 @@ def _tcgen05_commit(warp, node, active):
     bar = _barrier(warp, node, active)
     if bar is not None:
         for _ in active:
-            warp.emit("tcgen05_commit_arrive", node, barrier=bar)
+            warp.emit(K.TCGEN05_COMMIT_ARRIVE, node, barrier=bar)
 
 
 # -- hardware barriers and fences --------------------------------------------------------------
@@ -543,7 +544,7 @@ def _named_barrier(kind: str):
         if not _whole_warp(warp, node, active):
             return None
         segments = _segments(node)
-        if kind == "bar_arrive":      # the optional barrierId first, then numberOfThreads
+        if kind == K.BAR_ARRIVE:      # the optional barrierId first, then numberOfThreads
             two = len(node.operands) > 1
             id_at, count_at = (0, 1) if two else (None, 0)
         elif segments:
@@ -558,14 +559,14 @@ def _named_barrier(kind: str):
         if bar_id is None or (count_at is not None and count is None):
             return None
         if count is None:          # PTX: every thread of the block takes part
-            if kind != "bar_sync":
+            if kind != K.BAR_SYNC:
                 warp.unmodeled(node, f"{node.name} without a thread count")
                 return None
             if bar_id == 0:
-                warp.emit("bar_sync", node, bar_id=0, count=0, name="syncthreads")
+                warp.emit(K.BAR_SYNC, node, bar_id=0, count=0, name="syncthreads")
             else:
                 bx, by, bz = warp.kernel.block_dim
-                warp.emit("bar_sync", node, bar_id=bar_id, count=bx * by * bz)
+                warp.emit(K.BAR_SYNC, node, bar_id=bar_id, count=bx * by * bz)
         else:
             warp.emit(kind, node, bar_id=bar_id, count=count)
         return None
@@ -593,7 +594,8 @@ def _cta_barrier(kind: str):
 
 def _plain(kind: str, name: str = ""):
     def rule(warp, node, active):
-        if kind in ("cluster_arrive", "cluster_wait") and not _whole_warp(warp, node, active):
+        # a cluster barrier counts every thread of the cluster: a part of a warp is BP190
+        if kinds.lookup(kind).cluster_wide and not _whole_warp(warp, node, active):
             return None
         warp.emit(kind, node, name=name)
         return None
@@ -603,7 +605,7 @@ def _plain(kind: str, name: str = ""):
 def _fence_proxy(warp, node, active):
     kind = " ".join(str(v) for v in node.attrs.values())
     if "async" in kind and "shared" in kind or kind.strip() in ("#nvvm.proxy_kind<async>",):
-        warp.emit("fence_proxy_async", node)
+        warp.emit(K.FENCE_PROXY_ASYNC, node)
     return None
 
 
@@ -648,14 +650,14 @@ RULES = {
     "nvvm.mbarrier.try_wait.parity": _mbarrier_wait_parity,
     "nvvm.mbarrier.wait.parity": _mbarrier_wait_or_test,
     "nvvm.tcgen05.commit": _tcgen05_commit,
-    "nvvm.barrier": _named_barrier("bar_sync"), "nvvm.barrier0": _named_barrier("bar_sync"),
-    "nvvm.barrier.arrive": _named_barrier("bar_arrive"),
-    "nvvm.barrier.cta.sync": _cta_barrier("bar_sync"),
-    "nvvm.barrier.cta.arrive": _cta_barrier("bar_arrive"),
-    "nvvm.cluster.arrive": _plain("cluster_arrive"),
-    "nvvm.cluster.arrive.relaxed": _plain("cluster_arrive", "relaxed"),
-    "nvvm.cluster.wait": _plain("cluster_wait"),
-    "nvvm.fence.mbarrier.init": _plain("fence_mbarrier_init"),
+    "nvvm.barrier": _named_barrier(K.BAR_SYNC), "nvvm.barrier0": _named_barrier(K.BAR_SYNC),
+    "nvvm.barrier.arrive": _named_barrier(K.BAR_ARRIVE),
+    "nvvm.barrier.cta.sync": _cta_barrier(K.BAR_SYNC),
+    "nvvm.barrier.cta.arrive": _cta_barrier(K.BAR_ARRIVE),
+    "nvvm.cluster.arrive": _plain(K.CLUSTER_ARRIVE),
+    "nvvm.cluster.arrive.relaxed": _plain(K.CLUSTER_ARRIVE, "relaxed"),
+    "nvvm.cluster.wait": _plain(K.CLUSTER_WAIT),
+    "nvvm.fence.mbarrier.init": _plain(K.FENCE_MBARRIER_INIT),
     "nvvm.fence.proxy": _fence_proxy,
 }
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import primitives as K
 from ..ir import Loc, ModelError
 from . import arith
 from .handlers import RULES, synchronizes
@@ -91,7 +92,7 @@ class Warp:
         return located or self.kernel.loc
 
     def unmodeled(self, node: Node, what: str) -> None:
-        self.emit("unmodeled", node, name=what)
+        self.emit(K.UNMODELED, node, name=what)
 
     def region_synchronizes(self, node: Node) -> bool:
         key = id(node)
@@ -185,7 +186,7 @@ class Warp:
             sides.append((out, self.events[mark:]))
             del self.events[mark:]
         (out_failed, waits), (out_passed, others) = sides
-        if not others and len(waits) == 1 and waits[0].kind == "wait_parity" \
+        if not others and len(waits) == 1 and waits[0].kind == K.WAIT_PARITY \
                 and (waits[0].barrier, waits[0].parity) == (test.barrier, test.parity):
             self.events.extend(waits)
             return out_failed if out_failed == out_passed else None

@@ -338,8 +338,8 @@ def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None,
     return tuple(out)
 
 
-ROLLED_KINDS = ("wait_parity", "arrive", "arrive_expect_tx", "expect_tx", "tma_load",
-                "tcgen05_commit_arrive", K.CP_ASYNC_ARRIVE)
+ROLLED_KINDS = (K.WAIT_PARITY, K.ARRIVE, K.ARRIVE_EXPECT_TX, K.EXPECT_TX, K.TMA_LOAD,
+                K.TCGEN05_COMMIT_ARRIVE, K.CP_ASYNC_ARRIVE)
 
 
 def roll_runs(stmts: Sequence, var: str) -> tuple:

@@ -18,7 +18,7 @@ grid axis `block`, each checked (model/grid.py).
 
 from __future__ import annotations
 
-from .. import primitives as K
+from .. import kinds, primitives as K
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Op, Var,
                   When)
 from .interpreter import Event, Warp
@@ -66,8 +66,8 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
         # the peers of a cluster are not modelled: a block alone would lose their multicast
         # copies, remote arrivals and commits (a violation found without them is no finding),
         # so each warp keeps only what was not read, the cluster first: `unknown`, not a guess
-        cut = Event("unmodeled", tree.loc, name=f"a cluster of {cluster} blocks")
-        by_block = {tuple((cut,) + tuple(e for e in p if e.kind == "unmodeled")
+        cut = Event(K.UNMODELED, tree.loc, name=f"a cluster of {cluster} blocks")
+        by_block = {tuple((cut,) + tuple(e for e in p if e.kind == K.UNMODELED)
                           for p in programs): b for programs, b in by_block.items()}
     published = cluster == 1 and all(_init_prefix(programs) is not None
                                      for programs in by_block)
@@ -104,8 +104,8 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
                   loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=notes)
 
 
-_INIT_FENCES = ("fence_mbarrier_init", "fence_proxy_async")
-_PREFIX_KINDS = ("mbarrier_init", "bar_sync") + _INIT_FENCES
+_INIT_FENCES = (K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC)
+_PREFIX_KINDS = (K.MBARRIER_INIT, K.BAR_SYNC) + _INIT_FENCES
 
 
 def _init_prefix(programs) -> list[int] | None:
@@ -120,19 +120,19 @@ def _init_prefix(programs) -> list[int] | None:
     for events in programs:
         cut, seen, fenced, pending = 0, [], True, False
         for i, e in enumerate(events):
-            if e.kind not in _PREFIX_KINDS or (e.kind == "bar_sync" and e.name != "syncthreads"):
+            if e.kind not in _PREFIX_KINDS or (e.kind == K.BAR_SYNC and e.name != "syncthreads"):
                 break
-            if e.kind == "mbarrier_init":
+            if e.kind == K.MBARRIER_INIT:
                 fenced, pending = False, True
-            elif e.kind == "fence_mbarrier_init":
+            elif e.kind == K.FENCE_MBARRIER_INIT:
                 fenced = True
-            elif e.kind == "bar_sync":
+            elif e.kind == K.BAR_SYNC:
                 seen.append(e.site)
                 pending = pending and not fenced
                 cut = i + 1
-        if pending or any(e.kind == "mbarrier_init" for e in events[cut:]):
+        if pending or any(e.kind == K.MBARRIER_INIT for e in events[cut:]):
             return None
-        synced = tuple(seen[:sum(e.kind == "bar_sync" for e in events[:cut])])
+        synced = tuple(seen[:sum(e.kind == K.BAR_SYNC for e in events[:cut])])
         if sites is None:
             sites = synced
         if not synced or synced != sites:
@@ -202,9 +202,9 @@ def _barriers(tree: KernelTree, programs, allocations: dict, explicit_init: bool
             if e.barrier is None:
                 continue
             first_use.setdefault(e.barrier, e)
-            if e.kind == "tcgen05_commit_arrive":
+            if kinds.lookup(e.kind).tensor_core:     # it must order the tensor core (BP110)
                 tensor_core.add(e.barrier)
-            if e.kind == "mbarrier_init":
+            if e.kind == K.MBARRIER_INIT:
                 if counts.setdefault(e.barrier, e.count) != e.count:
                     raise ModelError(f"mbarrier {_spell(e.barrier)} is initialised with "
                                      f"{counts[e.barrier]} and with {e.count} arrivals",
@@ -274,26 +274,26 @@ def _ops(events, refs, made: dict, depth: int = 0) -> tuple:
     return roll_runs(out, f"j{depth}")
 
 
+# The operands an event carries (Primitive.needs); a kind needing another is no event's.
+_EVENT_OPERANDS = frozenset({"barrier", "barrier?", "count", "bytes", "parity", "bar_id",
+                             "name", "memory"})
+
+
 def _op(e: Event, refs, made: dict) -> Op:
+    """The IR op of an event: its kind with the operands its primitive needs (memory effects
+    are not read, so a copy carries none)."""
     if e in made:
         return made[e]
     loc = e.loc or Loc("<unknown>", 0)
-    ref = refs.get(e.barrier) if e.barrier is not None else None
-    if e.kind == "arrive":
-        op = Op("arrive", ref, count=Const(e.count), loc=loc)
-    elif e.kind in ("arrive_expect_tx", "expect_tx", "tma_load"):
-        op = Op(e.kind, ref, bytes=Const(e.bytes), loc=loc)
-    elif e.kind == "wait_parity":
-        op = Op("wait_parity", ref, parity=Const(e.parity), loc=loc)
-    elif e.kind in ("mbarrier_init", "tcgen05_commit_arrive", K.CP_ASYNC_ARRIVE):
-        op = Op(e.kind, ref, loc=loc)
-    elif e.kind in ("bar_sync", "bar_arrive"):
-        op = Op(e.kind, None, count=Const(e.count), bar_id=Const(e.bar_id),
-                name=e.name, aligned=e.aligned, loc=loc)
-    elif e.kind in ("cluster_arrive", "cluster_wait", "fence_mbarrier_init",
-                    "fence_proxy_async", "unmodeled"):
-        op = Op(e.kind, None, name=e.name, loc=loc)
-    else:   # pragma: no cover - every event kind has a row above
+    prim = kinds.lookup(e.kind)
+    if prim is None or not prim.needs <= _EVENT_OPERANDS:  # pragma: no cover - no such event
         raise ModelError(f"no IR for the CuTe event {e.kind}", loc=loc)
+    needs = prim.needs
+    op = Op(e.kind, refs.get(e.barrier) if e.barrier is not None else None,
+            count=Const(e.count) if "count" in needs else Const(1),
+            bytes=Const(e.bytes) if "bytes" in needs else Const(0),
+            parity=Const(e.parity) if "parity" in needs else None,
+            bar_id=Const(e.bar_id) if "bar_id" in needs else None,
+            name=e.name, aligned=e.aligned, loc=loc)
     made[e] = op
     return op

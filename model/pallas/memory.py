@@ -23,7 +23,7 @@ from ..ir import MemRef as IRMemRef
 from ..expr import mk, opaque_vars
 from ..regions import divisor, granules
 from .values import MemRef
-from .. import primitives as K
+from .. import kinds, primitives as K
 
 SPACES = {"smem": "smem", "tmem": "tmem"}
 
@@ -167,7 +167,8 @@ class MemoryHandlers:
     def _mem_op(self, kind: str, frame, out, reads=(), writes=(), **fields) -> None:
         reads = tuple(r for r in reads if r is not None)
         writes = tuple(w for w in writes if w is not None)
-        if reads or writes or kind in (K.WAIT_SMEM_TO_GMEM, K.WGMMA_WAIT, K.TCGEN05_WAIT_STORE):
+        # a wait retiring a group touches no memory itself, but orders what it retires
+        if reads or writes or kinds.lookup(kind).memory == "retire":
             out.append(Op(kind, None, reads=reads, writes=writes, loc=self.where(frame),
                           **fields))
 

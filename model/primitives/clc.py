@@ -25,5 +25,6 @@ EXTENSION = Extension("cluster launch control", primitives=(
               needs=frozenset({"barrier"}), blocking=False, waits_for="", opcodes=("issue_async",),
               dsl="try_cluster_cancel", reference="machine",
               prover="counter program (program.py)", repair=frozenset({"arrives", "refills"}),
-              pallas=True, async_arrival=True, compile=compile_async_arrival),
+              counter="async_arrival", pallas=True, async_arrival=True,
+              compile=compile_async_arrival),
 ))

@@ -20,5 +20,5 @@ EXTENSION = Extension("cp.async arrivals", primitives=(
               "copies are done", needs=frozenset({"barrier"}), blocking=False, waits_for="",
               opcodes=("issue_async",), dsl="cp_async_arrive", reference="machine",
               prover="counter program (program.py)", repair=frozenset({"arrives"}),
-              async_arrival=True, compile=compile_async_arrival),
+              counter="async_arrival", async_arrival=True, compile=compile_async_arrival),
 ))

@@ -55,8 +55,8 @@ STEPS = (
 )
 
 _COMMON = dict(blocking=False, waits_for="", opcodes=("issue_tcgen05",), reference="machine",
-               prover="counter program (program.py)", pallas=True, async_arrival=True,
-               tensor_core=True, compile=compile_tcgen05)
+               prover="counter program (program.py)", counter="tcgen05", pallas=True,
+               async_arrival=True, tensor_core=True, compile=compile_tcgen05)
 
 EXTENSION = Extension("tcgen05", steps=STEPS, primitives=(
     Primitive(TCGEN05_MMA, "tensor-core op; arrives on `barrier` (if any) when it completes",

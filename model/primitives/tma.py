@@ -78,11 +78,13 @@ _COMMON = dict(needs=frozenset({"barrier", "bytes", "memory"}), blocking=False, 
 EXTENSION = Extension("TMA copies", steps=STEPS, primitives=(
     Primitive(COPY_GMEM_TO_SMEM, "TMA load: arrive.expect_tx(bytes) at issue, complete_tx at "
               "landing", dsl="copy_gmem_to_smem", pallas=True,
-              repair=frozenset({"arrives", "fills"}), compile=_compile_copy(True), **_COMMON),
+              repair=frozenset({"arrives", "fills"}), counter="copy", compile=_compile_copy(True),
+              **_COMMON),
     Primitive(TMA_LOAD, "TMA load that only does complete_tx(bytes) when it lands",
-              dsl="tma_load", repair=frozenset(), compile=_compile_copy(False), **_COMMON),
+              dsl="tma_load", repair=frozenset(), counter="landing", compile=_compile_copy(False),
+              **_COMMON),
     Primitive(ASYNC_STORE_SMEM, "st.async into a (peer) block's SMEM: the issuer's "
               "arrive.expect_tx and the landing's complete_tx on the destination's barrier",
-              dsl="async_store_smem", pallas=True, repair=frozenset({"arrives"}),
+              dsl="async_store_smem", pallas=True, repair=frozenset({"arrives"}), counter="copy",
               compile=_compile_copy(True), **_COMMON),
 ))

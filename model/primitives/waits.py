@@ -146,7 +146,7 @@ _COMMON = dict(needs=frozenset({"barrier"}), waits_for="phase", reference="machi
 EXTENSION = Extension("mbarrier waits", steps=STEPS, primitives=(
     Primitive(BARRIER_WAIT, "wait for the next completion (private parity bit per thread)",
               blocking=True, opcodes=("wait",), dsl="barrier_wait", pallas=True,
-              prover="counter program (program.py)", repair=frozenset({"waits"}),
+              prover="counter program (program.py)", repair=frozenset({"waits"}), counter="wait",
               compile=_compile_pallas(ins.WAIT), **_COMMON),
     Primitive(BARRIER_TEST, "non-blocking barrier_wait: observes that completion if it has "
               "happened (flipping the bit), else nothing", blocking=False,
@@ -156,7 +156,7 @@ EXTENSION = Extension("mbarrier waits", steps=STEPS, primitives=(
     Primitive(WAIT_PARITY, "try_wait.parity(parity) until it succeeds (phase: which one)",
               blocking=True, opcodes=("wait_parity", "wait_phase"), dsl="wait_parity",
               prover="counter program (program.py); bare parities through phases.py",
-              repair=frozenset({"waits"}), shows=("parity",), text=parity_text,
-              compile=compile_wait_parity,
+              repair=frozenset({"waits"}), counter="wait_parity", shows=("parity",),
+              text=parity_text, compile=compile_wait_parity,
               **dict(_COMMON, needs=frozenset({"barrier", "parity"}))),
 ))
