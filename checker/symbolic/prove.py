@@ -979,13 +979,14 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         left = max(1.0, timeout - (time.perf_counter() - start))
         races = prove_races(published, symbolic, fixed, Budget(left))
     open_exit = None
-    if proof.status == "proved" and "BP105" not in options.ignored():
+    if proof.status == "proved" and "BP105" not in options.ignored() and \
+            (races is None or races.status == "proved"):
         # the barrier proof has no memory effects: a store left running at exit is proved here
         open_exit = exit_open(published, symbolic, fixed)
         if open_exit is not None:
             races = Proof("unknown", time.perf_counter() - start, open_exit)
-    what, undo = ("races (BP200/BP201)", "--ignore BP200,BP201") if open_exit is None else \
-        ("asynchronous accesses at exit (BP105)", "--ignore BP105")
+    what, codes, undo = ("races", " (BP200/BP201)", "--ignore BP200,BP201") \
+        if open_exit is None else ("asynchronous accesses at exit", " (BP105)", "--ignore BP105")
     if races is not None and races.status != "proved":
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                              states=max(1000, int(timeout * STATES_PER_SECOND)))
@@ -999,10 +1000,10 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
             return found
         return verdict("unknown", params=fixed,
                        coverage=f"barrier rules (deadlock, BP1xx) proved for {conditions}; "
-                       f"{what} not proved ({races.reason}); the explorer found "
+                       f"{what}{codes} not proved ({races.reason}); the explorer found "
                        f"none in {searched}",
-                       notes=[f"check {what.split(' (')[0]} for given values with `barrierproof "
-                              f"check`, or {undo} to prove the barrier rules alone"])
+                       notes=[f"check {what} for given values with `barrierproof check`, or "
+                              f"{undo} to prove the barrier rules alone"])
     if proof.status == "proved":
         # The rules the class systems do not encode, and the explorer's word at the smallest
         # points: a proof is never stronger than a search.
