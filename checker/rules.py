@@ -85,7 +85,7 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     _rule("BP103", "wait on the last completions before the kernel ends (drain the pipeline)"),
     _rule("BP104", "every phase that receives arrivals must complete: match the arrivals to "
           "num_arrivals"),
-    _rule("BP105", "wait for every TMA copy and tcgen05 op before the kernel ends"),
+    _rule("BP105", "wait for every TMA copy, TMA store, WGMMA and tcgen05 op before the kernel ends"),
     _rule("BP110", "declare the barrier with orders_tensor_core=True"),
     _rule("BP111", "TMA and tcgen05 arrivals need a plain plgpu.Barrier"),
     _rule("BP112", "wait on your own block's barrier instance"),

@@ -179,27 +179,47 @@ def tcgen05_accumulator_reuse(k, steps=1, tiles_n=2):
 # Epilogue TMA stores: a staging buffer may be rewritten only after its store read it
 # ---------------------------------------------------------------------------------------------
 
-def _epilogue(k, tiles_n, wait):
+def _epilogue(k, tiles_n, wait, final_wait=True):
     k.threads(1, name="wg")
     out = k.SMEM()
     with k.loop(tiles_n):
+        if wait == "before":
+            k.wait_smem_to_gmem(0)                      # the previous tile's store is done
         k.write(out)
         k.copy_smem_to_gmem(out)
-        if wait:
+        if wait == "after":
             k.wait_smem_to_gmem(0)
+    if final_wait:
+        k.wait_smem_to_gmem(0)                          # the last store, before the exit
 
 
 @protocol(expect="verified", symbolic=("tiles_n",))
 def epilogue_store_waited(k, tiles_n=2):
     """wait_smem_to_gmem(0) before the staging buffer is rewritten."""
     k.assume(tiles_n >= 0)
-    _epilogue(k, tiles_n, wait=True)
+    _epilogue(k, tiles_n, wait="after")
 
 
 @protocol(expect="violation:BP200")
 def epilogue_store_unwaited(k, tiles_n=2):
     """The next tile's results overwrite the staging buffer the TMA store still reads."""
-    _epilogue(k, tiles_n, wait=False)
+    _epilogue(k, tiles_n, wait=None)
+
+
+@protocol(expect="verified", symbolic=("tiles_n",))
+def epilogue_store_drained(k, tiles_n=2):
+    """Each tile waits for the previous store before rewriting the staging buffer, and the last
+    store is waited for after the loop."""
+    k.assume(tiles_n >= 0)
+    _epilogue(k, tiles_n, wait="before")
+
+
+@protocol(expect="violation:BP105")
+def epilogue_exits_with_store_in_flight(k, tiles_n=2):
+    """As epilogue_store_drained without the wait after the loop: the kernel exits while the
+    last TMA store still reads the staging buffer, whose shared memory the next block on the SM
+    may already be writing (Mosaic GPU and Triton add no wait at the end of a kernel)."""
+    _epilogue(k, tiles_n, wait="before", final_wait=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from .instructions import (AWAIT_FORK, BARRIER_FIELDS, EFFECT_SIGNAL, FORK, ISSU
 from .lanes import IN_WARP_REGION, LANES_SPLIT, lane_split
 from .ir import (MAX_ARRIVALS, BarrierRef, Kernel, Loc, Loop, ModelError, Op, When,
                  WarpRegion, evaluate, walk)
+from . import exit_async
 from .memory import Access, MemoryLayout
 from .static_rules import StaticFinding
 
@@ -73,6 +74,8 @@ class CompiledKernel:
             if races and kernel.buffers else None
         if self.memory is not None:
             self.memory.events = [[] for _ in self.agents]
+        # each agent's asynchronous shared-memory issues and waits, for BP105 at exit
+        self.async_ledger: list[list[tuple]] = [[] for _ in self.agents]
         self.sources: list[Source] = []
         self._source_index: dict[tuple, int] = {}
         self.arrival_sets: list[tuple[int, ...]] = [()]
@@ -472,6 +475,7 @@ class CompiledKernel:
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
         if self.memory is not None:
             self.memory.finish(list(self.lengths), [slot.inst for slot in self.slots])
+        self.exit_live = exit_async.finish(self)
 
     def _unwaited_pallas_barriers(self) -> tuple[int, ...]:
         """Instances of barriers used only through Pallas operations that no thread waits on:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from . import exit_async
 from .compile import CompiledKernel
 from .extensions import EXTENSIONS
 from .grid import grid_positions
@@ -308,6 +309,7 @@ class System(CompiledKernel):
                 found.append(Violation(
                     "BP105", f"the kernel exits with {len(state[self.queue_pos[a]])} tcgen05 "
                     f"operation(s) of {self.agents[a].name} still in flight", a, None))
+        found += exit_async.exit_violations(self)   # a thread's own, running past its end
         for inst, instance in enumerate(self.instances):
             phase, pending, tx, expected = self.barrier(state, inst)
             if tx != 0:

@@ -137,6 +137,7 @@ def _staging(k, buffers, keep):
         k.write(out.at[i % buffers])
         k.copy_smem_to_gmem(out.at[i % buffers])
         k.wait_smem_to_gmem(keep)
+    k.wait_smem_to_gmem(0)          # the last stores, before the exit (BP105 otherwise)
 
 
 def test_wait_smem_to_gmem_leaves_the_newest_stores_in_flight():
@@ -386,16 +387,20 @@ def test_a_race_of_operations_the_reference_models_is_reported_not_refused():
 def _own_async(first, second, wait_between):
     """One thread issues two asynchronous accesses of buffer `a`, with or without the wait
     that retires the first one before the second is issued."""
+    def retire(k, kind):
+        k.wait_gmem_to_smem(0) if kind == "cp_async" else \
+            k.wait_smem_to_gmem(0) if kind == "copy_smem_to_gmem" else k.tcgen05_wait_store()
+
     @protocol
     def own(k):
         k.threads(1)
         a = k.TMEM() if "tcgen05_store" in (first, second) else k.SMEM()
-        for i, kind in enumerate((first, second)):
-            getattr(k, kind)(a)
-            if wait_between or i == 1:
-                k.wait_gmem_to_smem(0) if kind == "cp_async" else \
-                    k.wait_smem_to_gmem(0) if kind == "copy_smem_to_gmem" else \
-                    k.tcgen05_wait_store()
+        getattr(k, first)(a)
+        if wait_between:
+            retire(k, first)
+        getattr(k, second)(a)
+        for kind in dict.fromkeys((first, second)):     # none left running at the exit
+            retire(k, kind)
     return own.build()
 
 

@@ -334,6 +334,7 @@ def test_the_reference_finds_the_race_rules_on_its_own():
                 k.copy_smem_to_gmem(out)
                 if wait:
                     k.wait_smem_to_gmem(0)
+            k.wait_smem_to_gmem(0)              # none left running at the exit (BP105)
         return epilogue
 
     def wgmma_keeps_one(release_current):

@@ -44,14 +44,15 @@ def _reachable(system, limit=200_000):
 
 @pytest.mark.parametrize("target", WITH_MEMORY, ids=lambda t: t.ref.split("examples/")[-1])
 def test_the_race_table_is_the_race_rule_in_every_reachable_state(target):
-    racy = 0
+    racy = exits_running = 0
     for system in compile_systems(target.build()):
+        exits_running += bool(system.exit_live)     # BP105 at exit, no race (exit_async.py)
         table = race_pairs.race_pairs(system)
         for state in _reachable(system):
             want = frozenset(v.code for v in system.memory.violations(system, state))
             assert race_pairs.codes(system, table, state) == want, state
             racy += bool(want)
-    assert racy or target.expect == "verified"
+    assert racy or target.expect == "verified" or exits_running
 
 
 # -- small protocols for the library levels ----------------------------------------------------

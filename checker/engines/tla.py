@@ -321,6 +321,7 @@ def cfg_text(checks: Checks | None = None) -> str:
         "    ArrivalSets <- KernelArrivalSets",
         "    QueueAgents <- KernelQueueAgents",
         "    Unwaited <- KernelUnwaited",
+        "    ExitLive <- KernelExitLive",
         "    Races <- KernelRaces",
         f"    MaxTx = {MAX_TX}",
         f"    Ignored = {{{ignored}}}",
@@ -440,6 +441,7 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
     out.append("\\* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).")
     out.append("KernelUnwaited == {" + ", ".join(str(i + 1) for i in system.unwaited) + "}")
     out.append("")
+    out += _exit_live(system, root)
     if uses_hw(system):
         out += _hw_tables(system)
     if uses_init(system):
@@ -482,6 +484,22 @@ def _race_table(system: System, root: str | None) -> list[str]:
     if system.memory is None:
         out[0] = "\\* Races: none modelled (no memory effects compiled)."
     out += _table("KernelRaces", rows)
+    out.append("")
+    return out
+
+
+def _exit_live(system: System, root: str | None) -> list[str]:
+    """KernelExitLive: the agents whose asynchronous shared-memory accesses outlive their
+    program (model/exit_async.py), each access as a comment."""
+    out = ["\\* Agents that end with their own asynchronous shared-memory access still running "
+           "(BP105 at exit)."]
+    for acc in system.exit_live:
+        where = _where(system.sources[acc.src].loc, root)
+        out.append(f"\\*   {_ascii(system.agents[acc.agent].name)}: {acc.group} "
+                   f"{'writing' if acc.write else 'reading'} {_ascii(acc.text)}"
+                   + (f" ({where})" if where else ""))
+    agents = sorted({acc.agent + 1 for acc in system.exit_live})
+    out.append("KernelExitLive == {" + ", ".join(map(str, agents)) + "}")
     out.append("")
     return out
 

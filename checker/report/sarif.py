@@ -49,7 +49,7 @@ MEANING = {
              "every completion of it.",
     "BP104": "At kernel exit a barrier holds arrivals of a phase that never completed.",
     "BP105": "At kernel exit a TMA copy or tcgen05 operation that arrives on a barrier is still in "
-             "flight.",
+             "flight, or a thread's TMA store, WGMMA or cp.async still runs on shared memory.",
     "BP110": "tcgen05_mma or tcgen05_commit_arrive arrives on a Barrier declared without "
              "orders_tensor_core=True.",
     "BP111": "A TMA or tcgen05 arrival targets a ClusterBarrier or another object that is not a "

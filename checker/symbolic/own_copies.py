@@ -57,9 +57,11 @@ def private_buffers(frag: "Fragment", role: "Role", op) -> bool:
     return True
 
 
-def own_copies_retired(frag: "Fragment", role: "Role", item: "Item", bop: "BodyOp") -> bool:
+def own_copies_retired(frag: "Fragment", role: "Role", item: "Item", bop: "BodyOp",
+                       touches: bool = True) -> bool:
     """Whether the copy `bop` is retired, on every way its thread can go, before the thread
-    touches a cell the copy may write (module doc)."""
+    touches a cell the copy may write (module doc); with `touches` False, only whether it is
+    retired before the thread ends (BP105 at the kernel's exit: checker/symbolic/exit_async.py)."""
     op = bop.op
     group = ASYNC_GROUPS[op.kind]
     items = role.items
@@ -79,7 +81,8 @@ def own_copies_retired(frag: "Fragment", role: "Role", item: "Item", bop: "BodyO
         here = env
     try:
         cells = [([z_int(e, here) for e in m.index], m.alloc.name, write)
-                 for m, write in [(w, True) for w in op.writes] + [(r, False) for r in op.reads]]
+                 for m, write in [(w, True) for w in op.writes] + [(r, False) for r in op.reads]
+                 if touches]
     except Unsupported:
         return False
     names = {name for _, name, _ in cells}

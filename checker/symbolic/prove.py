@@ -200,6 +200,7 @@ from .invariants import Candidate, InvariantResult, guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
 from .races import assign_buffers
+from .exit_async import exit_open
 from .terms import Unsupported
 from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
 
@@ -992,6 +993,15 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         # the races get what the barrier proof left of --timeout
         left = max(1.0, timeout - (time.perf_counter() - start))
         races = prove_races(published, symbolic, fixed, Budget(left))
+    open_exit = None
+    if proof.status == "proved" and "BP105" not in options.ignored() and \
+            (races is None or races.status == "proved"):
+        # the barrier proof has no memory effects: a store left running at exit is proved here
+        open_exit = exit_open(published, symbolic, fixed)
+        if open_exit is not None:
+            races = Proof("unknown", time.perf_counter() - start, open_exit)
+    what, codes, undo = ("races", " (BP200/BP201)", "--ignore BP200,BP201") \
+        if open_exit is None else ("asynchronous accesses at exit", " (BP105)", "--ignore BP105")
     if races is not None and races.status != "proved":
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                              states=max(1000, int(timeout * STATES_PER_SECOND)))
@@ -1001,14 +1011,14 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
             shown = ", ".join(f"{n}={found.params[n]}" for n in symbolic)
             found.notes.append(f"smallest breaking values found: {shown} (bounded search: "
                                f"{searched}; the barrier protocol itself is proved)")
-            found.notes.append(f"why races are not proved: {races.reason}")
+            found.notes.append(f"why {what} are not proved: {races.reason}")
             return found
         return verdict("unknown", params=fixed,
                        coverage=f"barrier rules (deadlock, BP1xx) proved for {conditions}; "
-                       f"races (BP200/BP201) not proved ({races.reason}); the explorer found "
+                       f"{what}{codes} not proved ({races.reason}); the explorer found "
                        f"none in {searched}",
-                       notes=["check races for given values with `barrierproof check`, or "
-                              "--ignore BP200,BP201 to prove the barrier rules alone"])
+                       notes=[f"check {what} for given values with `barrierproof check`, or "
+                              f"{undo} to prove the barrier rules alone"])
     if proof.status == "proved":
         # The rules the class systems do not encode, and the explorer's word at the smallest
         # points: a proof is never stronger than a search.

@@ -3,6 +3,10 @@
 The consumer (warpgroup 0) reads slot `i % SLOTS` of the ring and releases it on `empty[slot]`;
 the producer (warpgroup 1) refills a slot once it is released. Releasing before reading lets the
 next copy land under the read: BP200, with the copy's and the load's lines from the jaxpr.
+
+The epilogue pair stores a tile from shared memory with a TMA store: the store reads its source
+until `wait_smem_to_gmem`, and Mosaic GPU adds no wait at the kernel's end, so leaving it out
+lets the kernel exit while the store still reads memory the block gives up (BP105).
 """
 
 import jax
@@ -16,6 +20,8 @@ SLOTS = 2
 EXPECT = {
     "ring_read_then_release": "verified",
     "ring_release_then_read": "violation:BP200",
+    "epilogue_store_waited": "verified",
+    "epilogue_exits_with_store_in_flight": "violation:BP105",
 }
 
 
@@ -66,3 +72,26 @@ def ring_read_then_release(steps=4):
 def ring_release_then_read(steps=4):
     """Release the slot, then read it: the producer's next copy into it may land mid-read."""
     return _ring(steps, release_first=True)
+
+
+def _epilogue(wait):
+    def body(o_gmem, out_smem):
+        out_smem[...] = jnp.ones((TILE, TILE), jnp.float32)
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(out_smem, o_gmem)
+        if wait:
+            plgpu.wait_smem_to_gmem(0)
+
+    kernel = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((TILE, TILE), jnp.float32),
+                          scratch_types=[plgpu.SMEM((TILE, TILE), jnp.float32)])
+    return kernel()
+
+
+def epilogue_store_waited():
+    """The store's read of the tile is waited for before the kernel ends."""
+    return _epilogue(wait=True)
+
+
+def epilogue_exits_with_store_in_flight():
+    """No wait after the store: the kernel may exit while the TMA store still reads the tile."""
+    return _epilogue(wait=False)

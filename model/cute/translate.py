@@ -95,6 +95,11 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
         notes += ("every mbarrier is initialised, fenced (fence.mbarrier_init) and published "
                   "by a block-wide barrier before any warp uses one: checked from there on "
                   "with initialised barriers",)
+    if _issues_tma_stores(tree):
+        notes += ("TMA stores are not modelled (this frontend reads no memory effects): a "
+                  "kernel that exits before `cp.async.bulk.wait_group` (PipelineTmaStore."
+                  "producer_tail) lets its last store finish reading shared memory is not "
+                  "flagged (BP105)",)
     if len(variants) > 1:
         notes += (f"{len(blocks)} blocks, {len(variants)} distinct block programs "
                   f"(grid axis `{BLOCK_AXIS}`: the block's linear index)",)
@@ -102,6 +107,11 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
     return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(warps),
                   thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent", grid=grid,
                   loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=notes)
+
+
+def _issues_tma_stores(tree: KernelTree) -> bool:
+    return any(op.name == "cute.copy" and op.operand_types and "tma_store" in op.operand_types[0]
+               for top in tree.body.ops for op in top.walk())
 
 
 _INIT_FENCES = (K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC)

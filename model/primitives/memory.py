@@ -6,6 +6,7 @@ store, a WGMMA, a tcgen05.st, a cp.async) stays live until a wait of its group r
 
 from __future__ import annotations
 
+from .. import exit_async
 from ..extensions import Extension
 from ..ir import evaluate
 from ..kinds import Primitive, lookup
@@ -23,18 +24,27 @@ WAIT_GMEM_TO_SMEM = "wait_gmem_to_smem"
 
 
 def compile_access(system, op, env, agent: int, block) -> None:
-    """Recorded in program order at the gap before the agent's next instruction (only when
-    races are checked)."""
-    if system.memory is None:
-        return
+    """Recorded in program order at the gap before the agent's next instruction: for races
+    (only when they are checked), and an asynchronous access to shared memory for BP105 at the
+    kernel's exit (model/exit_async.py) in any case."""
     prim = lookup(op.kind)
     pc = len(system.programs[agent])
     if prim.memory == "retire":
         keep = evaluate(op.count, env) if prim.counted else 0
-        system.memory.events[agent].append(("wait", pc, prim.group, keep))
+        exit_async.record_wait(system, prim.group, keep, agent, pc)
+        if system.memory is not None:
+            system.memory.events[agent].append(("wait", pc, prim.group, keep))
         return
-    texts = [system.memory.resolve(r, env, block, op.loc)[1] for r in op.reads + op.writes]
+    if system.memory is None and prim.memory == "thread":
+        return
+    texts = [system.memory.resolve(r, env, block, op.loc)[1] if system.memory is not None
+             else exit_async.ref_text(r, env, block, len(system.blocks) > 1, op.loc)
+             for r in op.reads + op.writes]
     src = system._source(op, f"{op.kind}({', '.join(texts)})", op.loc)
+    if prim.memory != "thread":
+        exit_async.record_issue(system, op, prim.group, src, texts, agent, pc)
+    if system.memory is None:
+        return
     who = "thread" if prim.memory == "thread" else prim.group
     accesses = system._accesses(op, who, env, block, src)
     system.memory.events[agent].append(("access" if prim.memory == "thread" else "issue", pc,

@@ -828,6 +828,7 @@ class Rules(RulesHardware, RulesInits, RulesMemory):
         out = []
         if m.landings or any(m.queues.values()):
             out.append(Finding("BP105", "asynchronous operations still in flight at exit"))
+        out += self.running_past_exit()
         for bar, b in m.barriers.items():
             if b.tx:
                 out.append(Finding("BP130", f"{bar} ends with tx-count {b.tx}"))
@@ -872,11 +873,14 @@ class Rules(RulesHardware, RulesInits, RulesMemory):
     def judge(self, m: Machine, ignore: frozenset[str]) -> tuple[str, Finding | None]:
         """(outcome, finding) of a state reached without a rule break in its last step."""
         found = [f for f in self.parity_run_past(m) + self.late_joins(m) + self.peer_exited(m)
-                 + self.init_not_visible(m) + self.races(m) if f.code not in ignore]
+                 + self.init_not_visible(m) if f.code not in ignore]
+        races = [f for f in self.races(m) if f.code not in ignore]
         if not found and all(t.done for t in m.threads.values()):
+            # at the exit, its obligations and a race in the final gaps are judged together
             found = [f for f in self.at_exit(m) if f.code not in ignore]
-            if not found:
+            if not found and not races:
                 return "terminated", None
+        found += races
         if found:
             return "violation", min(found, key=lambda f: f.code)
         if not self.moves(m):

@@ -13,7 +13,9 @@ An access is in progress ("live") while it may still be happening:
   `wgmma_wait(n)` leaves at most n later WGMMAs in flight (`wgmma.wait_group`), a TMA store's
   source until `wait_smem_to_gmem(n)` (`cp.async.bulk.wait_group.read`), a cp.async
   destination until `wait_gmem_to_smem(n)` (`cp.async.wait_group`), a tcgen05.st's destination
-  until `tcgen05_wait_store` (`tcgen05.wait::st`); one never waited for stays live.
+  until `tcgen05_wait_store` (`tcgen05.wait::st`); one never waited for stays live, and if it
+  touches shared memory the kernel's exit breaks BP105 (the block's shared memory is released
+  while the access may still be running).
 
 A state in which two live accesses of different agents touch a common slot of one buffer in one
 block, one of them a write, is a race. Two accesses in one thread's program are ordered by their
@@ -234,6 +236,15 @@ class RulesMemory:
             for accesses in queue:
                 out += accesses
         return out
+
+    def running_past_exit(self) -> list[Finding]:
+        """BP105: a thread's own asynchronous access to shared memory that no wait of its
+        program retires is still running when the kernel ends, on memory the block no longer
+        owns (a TMA store reading its source, a WGMMA its operands, a cp.async writing)."""
+        return [Finding("BP105", f"{a.agent} is still running at exit on {a.buffer} in shared "
+                        "memory, never waited for", a.loc)
+                for accesses in self.cluster.program_async.values() for a in accesses
+                if a.end == (NEVER, NEVER) and a.space == "smem"]
 
     def races(self, m: Machine) -> list[Finding]:
         """The first race of each code: one ignored code must not hide the other."""

@@ -42,6 +42,8 @@ CONSTANTS
     QueueAgents,   \* QueueAgents[q]: the agent whose tcgen05 queue is queue[q]
     Unwaited,      \* instances of barriers used only through Pallas operations that no thread
                    \* waits on (Pallas rule 2 holds them to no completion at all)
+    ExitLive,      \* agents whose program ends with an asynchronous shared-memory access no
+                   \* wait of theirs retired (a TMA store reading its source, a WGMMA, a cp.async)
     Races,         \* Races[n] = <<code, x, y>>: holders x and y make conflicting accesses (a
                    \* race of code "BP200" or "BP201") when both are live; see Live below
     MaxTx,         \* hardware range of the tx-count: |tx| <= MaxTx (2^20 - 1)
@@ -549,10 +551,12 @@ BP103_AllCompletionsObserved ==
 \* BP104 pending-arrivals: no phase has arrivals that never completed it.
 BP104_NoPendingArrivals ==
     Terminated => \A i \in Insts : tx[i] # 0 \/ pending[i] = expected[i]
-\* BP105 async-in-flight: no TMA copy, async arrival or tcgen05 op still in flight.
+\* BP105 async-in-flight: no TMA copy, async arrival or tcgen05 op still in flight, and no
+\* thread's own asynchronous access still running on the shared memory the exit releases.
 BP105_NoAsyncInFlight ==
     Terminated => /\ \A k \in DOMAIN Slots : inflight[k] = 0
                   /\ \A q \in DOMAIN QueueAgents : queue[q] = <<>>
+                  /\ ExitLive = {}
 \* BP130 tx-imbalance: every tx-count returned to zero.
 BP130_TxBalanced ==
     Terminated => \A i \in Insts : tx[i] = 0

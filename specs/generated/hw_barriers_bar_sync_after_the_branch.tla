@@ -65,6 +65,9 @@ KernelRaces == <<>>
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
 
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
+
 \* Hardware barriers: named barriers of one block, or the cluster barrier.
 KernelHwKind == <<
     "named"   \* 1: named_bar[14]

@@ -10,34 +10,34 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/pallas/races.py:58
-    1,  \* 2: full[1] (Barrier)  examples/pallas/races.py:58
-    1,  \* 3: empty[0] (Barrier)  examples/pallas/races.py:58
-    1   \* 4: empty[1] (Barrier)  examples/pallas/races.py:58
+    1,  \* 1: full[0] (Barrier)  examples/pallas/races.py:64
+    1,  \* 2: full[1] (Barrier)  examples/pallas/races.py:64
+    1,  \* 3: empty[0] (Barrier)  examples/pallas/races.py:64
+    1   \* 4: empty[1] (Barrier)  examples/pallas/races.py:64
 >>
 
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/pallas/races.py:46
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/pallas/races.py:48
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/pallas/races.py:46
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/pallas/races.py:48
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/pallas/races.py:46
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/pallas/races.py:48
-    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/pallas/races.py:46
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/pallas/races.py:48
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/pallas/races.py:52
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/pallas/races.py:54
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/pallas/races.py:52
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/pallas/races.py:54
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/pallas/races.py:52
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/pallas/races.py:54
+    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/pallas/races.py:52
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/pallas/races.py:54
 >>
 
 \* Agent 2: wg1 (thread), 8 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/races.py:35
-    issue_async(<<2>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/races.py:35
-    wait(3, 3),                      \* pc 2: barrier_wait(empty[0])  examples/pallas/races.py:34
-    issue_async(<<1>>, 512, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 512B)  examples/pallas/races.py:35
-    wait(4, 4),                      \* pc 4: barrier_wait(empty[1])  examples/pallas/races.py:34
-    issue_async(<<2>>, 512, <<2>>),  \* pc 5: copy_gmem_to_smem(full[1], 512B)  examples/pallas/races.py:35
-    wait(3, 3),                      \* pc 6: barrier_wait(empty[0])  examples/pallas/races.py:39
-    wait(4, 4)                       \* pc 7: barrier_wait(empty[1])  examples/pallas/races.py:39
+    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/races.py:41
+    issue_async(<<2>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/races.py:41
+    wait(3, 3),                      \* pc 2: barrier_wait(empty[0])  examples/pallas/races.py:40
+    issue_async(<<1>>, 512, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 512B)  examples/pallas/races.py:41
+    wait(4, 4),                      \* pc 4: barrier_wait(empty[1])  examples/pallas/races.py:40
+    issue_async(<<2>>, 512, <<2>>),  \* pc 5: copy_gmem_to_smem(full[1], 512B)  examples/pallas/races.py:41
+    wait(3, 3),                      \* pc 6: barrier_wait(empty[0])  examples/pallas/races.py:45
+    wait(4, 4)                       \* pc 7: barrier_wait(empty[1])  examples/pallas/races.py:45
 >>
 
 KernelProg == <<
@@ -77,11 +77,14 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {2, 6}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads smem[0] (examples/pallas/races.py:49) / TMA copy writes smem[0] (examples/pallas/races.py:35)
-    <<"BP200", <<"pc", 1, {4, 8}>>, <<"slots", 2, {2}>>>>   \* wg0 reads smem[1] (examples/pallas/races.py:49) / TMA copy writes smem[1] (examples/pallas/races.py:35)
+    <<"BP200", <<"pc", 1, {2, 6}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads smem[0] (examples/pallas/races.py:55) / TMA copy writes smem[0] (examples/pallas/races.py:41)
+    <<"BP200", <<"pc", 1, {4, 8}>>, <<"slots", 2, {2}>>>>   \* wg0 reads smem[1] (examples/pallas/races.py:55) / TMA copy writes smem[1] (examples/pallas/races.py:41)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
+
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
 
 ====================================================================================

@@ -242,4 +242,8 @@ KernelRaces == <<
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {8}
 
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+\*   wg1: TMA store reading acc_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:199)
+KernelExitLive == {5}
+
 ====================================================================================

@@ -37,10 +37,13 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 1, {0}>>>>   \* own program: wg0 writes out (examples/races.py:186) / wg0 reads out (examples/races.py:187)
+    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 1, {0}>>>>   \* own program: wg0 writes out (examples/races.py:188) / wg0 reads out (examples/races.py:189)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
+
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
 
 ==============================================================================

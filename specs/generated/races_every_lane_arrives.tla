@@ -10,27 +10,27 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    3   \* 1: loaded (Barrier)  examples/races.py:313
+    3   \* 1: loaded (Barrier)  examples/races.py:333
 >>
 
 \* Agent 1: t0 (thread), 1 instruction(s).
 Prog_1_t0 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:318
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:338
 >>
 
 \* Agent 2: t1 (thread), 1 instruction(s).
 Prog_2_t1 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:318
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:338
 >>
 
 \* Agent 3: t2 (thread), 1 instruction(s).
 Prog_3_t2 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:318
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(loaded)  examples/races.py:338
 >>
 
 \* Agent 4: t3 (thread), 1 instruction(s).
 Prog_4_t3 == <<
-    wait(1, 1)   \* pc 0: barrier_wait(loaded)  examples/races.py:323
+    wait(1, 1)   \* pc 0: barrier_wait(loaded)  examples/races.py:343
 >>
 
 KernelProg == <<
@@ -63,12 +63,15 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 4, {1}>>>>,  \* t0 writes w[0] (examples/races.py:316) / t3 reads w (examples/races.py:324)
-    <<"BP200", <<"pc", 2, {0}>>, <<"pc", 4, {1}>>>>,  \* t1 writes w[1] (examples/races.py:316) / t3 reads w (examples/races.py:324)
-    <<"BP200", <<"pc", 3, {0}>>, <<"pc", 4, {1}>>>>   \* t2 writes w[2] (examples/races.py:316) / t3 reads w (examples/races.py:324)
+    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 4, {1}>>>>,  \* t0 writes w[0] (examples/races.py:336) / t3 reads w (examples/races.py:344)
+    <<"BP200", <<"pc", 2, {0}>>, <<"pc", 4, {1}>>>>,  \* t1 writes w[1] (examples/races.py:336) / t3 reads w (examples/races.py:344)
+    <<"BP200", <<"pc", 3, {0}>>, <<"pc", 4, {1}>>>>   \* t2 writes w[2] (examples/races.py:336) / t3 reads w (examples/races.py:344)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
+
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
 
 =========================================================================

@@ -10,32 +10,32 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready (Barrier)  examples/races.py:345
-    2   \* 2: free (Barrier)  examples/races.py:346
+    1,  \* 1: ready (Barrier)  examples/races.py:365
+    2   \* 2: free (Barrier)  examples/races.py:366
 >>
 
 \* Agent 1: w0 (thread), 4 instruction(s).
 Prog_1_w0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready)  examples/races.py:353
-    wait(2, 1),        \* pc 1: barrier_wait(free)  examples/races.py:351
-    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(ready)  examples/races.py:353
-    wait(2, 1)         \* pc 3: barrier_wait(free)  examples/races.py:354
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(ready)  examples/races.py:373
+    wait(2, 1),        \* pc 1: barrier_wait(free)  examples/races.py:371
+    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(ready)  examples/races.py:373
+    wait(2, 1)         \* pc 3: barrier_wait(free)  examples/races.py:374
 >>
 
 \* Agent 2: w1 (thread), 4 instruction(s).
 Prog_2_w1 == <<
-    wait(1, 2),        \* pc 0: barrier_wait(ready)  examples/races.py:357
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(free)  examples/races.py:362
-    wait(1, 2),        \* pc 2: barrier_wait(ready)  examples/races.py:357
-    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(free)  examples/races.py:362
+    wait(1, 2),        \* pc 0: barrier_wait(ready)  examples/races.py:377
+    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(free)  examples/races.py:382
+    wait(1, 2),        \* pc 2: barrier_wait(ready)  examples/races.py:377
+    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(free)  examples/races.py:382
 >>
 
 \* Agent 3: w2 (thread), 4 instruction(s).
 Prog_3_w2 == <<
-    wait(1, 3),        \* pc 0: barrier_wait(ready)  examples/races.py:357
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(free)  examples/races.py:362
-    wait(1, 3),        \* pc 2: barrier_wait(ready)  examples/races.py:357
-    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(free)  examples/races.py:362
+    wait(1, 3),        \* pc 0: barrier_wait(ready)  examples/races.py:377
+    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(free)  examples/races.py:382
+    wait(1, 3),        \* pc 2: barrier_wait(ready)  examples/races.py:377
+    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(free)  examples/races.py:382
 >>
 
 KernelProg == <<
@@ -70,11 +70,14 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {0, 2}>>, <<"pc", 2, {2, 4}>>>>,  \* w0 writes mailbox (examples/races.py:352) / w1 reads mailbox (examples/races.py:363)
-    <<"BP200", <<"pc", 1, {0, 2}>>, <<"pc", 3, {2, 4}>>>>   \* w0 writes mailbox (examples/races.py:352) / w2 reads mailbox (examples/races.py:363)
+    <<"BP200", <<"pc", 1, {0, 2}>>, <<"pc", 2, {2, 4}>>>>,  \* w0 writes mailbox (examples/races.py:372) / w1 reads mailbox (examples/races.py:383)
+    <<"BP200", <<"pc", 1, {0, 2}>>, <<"pc", 3, {2, 4}>>>>   \* w0 writes mailbox (examples/races.py:372) / w2 reads mailbox (examples/races.py:383)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
+
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
 
 ==============================================================================

@@ -10,24 +10,24 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: turn[0] (Barrier)  examples/races.py:212
-    1   \* 2: turn[1] (Barrier)  examples/races.py:212
+    1,  \* 1: turn[0] (Barrier)  examples/races.py:232
+    1   \* 2: turn[1] (Barrier)  examples/races.py:232
 >>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<2>>, 1),  \* pc 0: barrier_arrive(turn[1])  examples/races.py:222
-    wait(1, 1),        \* pc 1: barrier_wait(turn[0])  examples/races.py:218
-    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(turn[1])  examples/races.py:222
-    wait(1, 1)         \* pc 3: barrier_wait(turn[0])  examples/races.py:224
+    arrive(<<2>>, 1),  \* pc 0: barrier_arrive(turn[1])  examples/races.py:242
+    wait(1, 1),        \* pc 1: barrier_wait(turn[0])  examples/races.py:238
+    arrive(<<2>>, 1),  \* pc 2: barrier_arrive(turn[1])  examples/races.py:242
+    wait(1, 1)         \* pc 3: barrier_wait(turn[0])  examples/races.py:244
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    wait(2, 2),        \* pc 0: barrier_wait(turn[1])  examples/races.py:218
-    arrive(<<1>>, 1),  \* pc 1: barrier_arrive(turn[0])  examples/races.py:222
-    wait(2, 2),        \* pc 2: barrier_wait(turn[1])  examples/races.py:218
-    arrive(<<1>>, 1)   \* pc 3: barrier_arrive(turn[0])  examples/races.py:222
+    wait(2, 2),        \* pc 0: barrier_wait(turn[1])  examples/races.py:238
+    arrive(<<1>>, 1),  \* pc 1: barrier_arrive(turn[0])  examples/races.py:242
+    wait(2, 2),        \* pc 2: barrier_wait(turn[1])  examples/races.py:238
+    arrive(<<1>>, 1)   \* pc 3: barrier_arrive(turn[0])  examples/races.py:242
 >>
 
 KernelProg == <<
@@ -60,10 +60,13 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {0, 2}>>, <<"pc", 2, {1, 3}>>>>   \* wg0 writes staging (examples/races.py:219) / wg1 writes staging (examples/races.py:219)
+    <<"BP200", <<"pc", 1, {0, 2}>>, <<"pc", 2, {1, 3}>>>>   \* wg0 writes staging (examples/races.py:239) / wg1 writes staging (examples/races.py:239)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
+
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
 
 ==========================================================================

@@ -10,24 +10,24 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: stats_full (Barrier)  examples/races.py:382
-    1   \* 2: stats_empty (Barrier)  examples/races.py:383
+    1,  \* 1: stats_full (Barrier)  examples/races.py:402
+    1   \* 2: stats_empty (Barrier)  examples/races.py:403
 >>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(stats_full)  examples/races.py:392
-    wait(2, 1),        \* pc 1: barrier_wait(stats_empty)  examples/races.py:388
-    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(stats_full)  examples/races.py:392
-    wait(2, 1)         \* pc 3: barrier_wait(stats_empty)  examples/races.py:393
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(stats_full)  examples/races.py:412
+    wait(2, 1),        \* pc 1: barrier_wait(stats_empty)  examples/races.py:408
+    arrive(<<1>>, 1),  \* pc 2: barrier_arrive(stats_full)  examples/races.py:412
+    wait(2, 1)         \* pc 3: barrier_wait(stats_empty)  examples/races.py:413
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 2),        \* pc 0: barrier_wait(stats_full)  examples/races.py:396
-    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(stats_empty)  examples/races.py:398
-    wait(1, 2),        \* pc 2: barrier_wait(stats_full)  examples/races.py:396
-    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(stats_empty)  examples/races.py:398
+    wait(1, 2),        \* pc 0: barrier_wait(stats_full)  examples/races.py:416
+    arrive(<<2>>, 1),  \* pc 1: barrier_arrive(stats_empty)  examples/races.py:418
+    wait(1, 2),        \* pc 2: barrier_wait(stats_full)  examples/races.py:416
+    arrive(<<2>>, 1)   \* pc 3: barrier_arrive(stats_empty)  examples/races.py:418
 >>
 
 KernelProg == <<
@@ -60,11 +60,14 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP201", <<"pc", 1, {2}>>, <<"pc", 1, {2}>>>>,                 \* own program: wg0 writes stats (examples/races.py:389) / wg0 writes stats (examples/races.py:389)
-    <<"BP201", <<"pc", 1, {0, 1, 2, 3, 4}>>, <<"pc", 2, {1, 3}>>>>   \* wg0 writes stats (examples/races.py:389) / wg1 reads stats (examples/races.py:397)
+    <<"BP201", <<"pc", 1, {2}>>, <<"pc", 1, {2}>>>>,                 \* own program: wg0 writes stats (examples/races.py:409) / wg0 writes stats (examples/races.py:409)
+    <<"BP201", <<"pc", 1, {0, 1, 2, 3, 4}>>, <<"pc", 2, {1, 3}>>>>   \* wg0 writes stats (examples/races.py:409) / wg1 reads stats (examples/races.py:417)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
+
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
 
 ==========================================================================

@@ -10,30 +10,30 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/races.py:250
-    1,  \* 2: full[1] (Barrier)  examples/races.py:250
-    1,  \* 3: empty[0] (Barrier)  examples/races.py:251
-    1   \* 4: empty[1] (Barrier)  examples/races.py:251
+    1,  \* 1: full[0] (Barrier)  examples/races.py:270
+    1,  \* 2: full[1] (Barrier)  examples/races.py:270
+    1,  \* 3: empty[0] (Barrier)  examples/races.py:271
+    1   \* 4: empty[1] (Barrier)  examples/races.py:271
 >>
 
 \* Agent 1: wg0 (thread), 6 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:262
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/races.py:268
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/races.py:262
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/races.py:268
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/races.py:262
-    arrive(<<3>>, 1)   \* pc 5: barrier_arrive(empty[0])  examples/races.py:268
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/races.py:282
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/races.py:288
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/races.py:282
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/races.py:288
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/races.py:282
+    arrive(<<3>>, 1)   \* pc 5: barrier_arrive(empty[0])  examples/races.py:288
 >>
 
 \* Agent 2: wg1 (thread), 6 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:257
-    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:257
-    wait(3, 3),                       \* pc 2: barrier_wait(empty[0])  examples/races.py:256
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:257
-    wait(4, 4),                       \* pc 4: barrier_wait(empty[1])  examples/races.py:259
-    wait(3, 3)                        \* pc 5: barrier_wait(empty[0])  examples/races.py:259
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:277
+    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/races.py:277
+    wait(3, 3),                       \* pc 2: barrier_wait(empty[0])  examples/races.py:276
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/races.py:277
+    wait(4, 4),                       \* pc 4: barrier_wait(empty[1])  examples/races.py:279
+    wait(3, 3)                        \* pc 5: barrier_wait(empty[0])  examples/races.py:279
 >>
 
 KernelProg == <<
@@ -73,11 +73,14 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads a[0] (examples/races.py:265) / TMA copy writes a[0] (examples/races.py:257)
-    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {2}>>>>      \* wg0 reads a[1] (examples/races.py:265) / TMA copy writes a[1] (examples/races.py:257)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads a[0] (examples/races.py:285) / TMA copy writes a[0] (examples/races.py:277)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {2}>>>>      \* wg0 reads a[1] (examples/races.py:285) / TMA copy writes a[1] (examples/races.py:277)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
+
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
 
 ===============================================================================
