@@ -95,4 +95,7 @@ KernelRaces == <<>>
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
 KernelUnwaited == {}
 
+\* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
+KernelExitLive == {}
+
 ==================================================================================
