@@ -153,6 +153,8 @@ then the single concrete class, then the hand-off classes.
 This module is the method's outline and its orchestration (partitions tried in turn, budgets,
 the per-class loop over templates and sign cases, the verdict's text); every step it calls is a
 module of its own, so what is left here is the order in which they run, kept in one place.
+`--timeout` is one budget for the whole run (budget.py): each phase enters its name there (what
+progress shows, and what an `unknown` for a spent budget names) and draws from what is left.
 """
 
 from __future__ import annotations
