@@ -36,11 +36,6 @@ Z3_UNITS_PER_SECOND = 1_000_000
 UNITS_PER_SAMPLED_STATE = 100       # a state of a class system explored for samples
 UNITS_PER_FACT_ROW = 1              # one sampled state read for one place's candidate facts
 UNITS_PER_REPLAYED_EVENT = 50       # an event of a candidate order's concrete replay
-# a class system's transitions times its variables: building its encoding, and the part of the
-# construction check Z3 spends preprocessing the transitions' disjunction, which its own
-# counter barely counts (measured: 2,764 transitions of 541 variables, 15 s and 25 s)
-UNITS_PER_ENCODED_CELL = 10
-UNITS_PER_CHECKED_CELL = 15
 STATES_PER_SECOND = 5_000           # explicit explorer states (the explorer counts them itself)
 UNITS_PER_EXPLORED_STATE = Z3_UNITS_PER_SECOND // STATES_PER_SECOND
 ORDERS_PER_SECOND = 0.5
@@ -179,6 +174,5 @@ class z3_limits:
 
 
 __all__ = ["Budget", "BudgetSpent", "MIN_ORDERS", "NET_GRACE", "ORDERS_PER_SECOND",
-           "STATES_PER_SECOND", "UNITS_PER_EXPLORED_STATE", "UNITS_PER_CHECKED_CELL", "UNITS_PER_ENCODED_CELL", "UNITS_PER_FACT_ROW",
-           "UNITS_PER_REPLAYED_EVENT", "UNITS_PER_SAMPLED_STATE",
+           "STATES_PER_SECOND", "UNITS_PER_EXPLORED_STATE", "UNITS_PER_FACT_ROW", "UNITS_PER_REPLAYED_EVENT", "UNITS_PER_SAMPLED_STATE",
            "Z3_UNITS_PER_SECOND", "cpu_seconds", "units_spent", "z3_limits", "z3_work"]

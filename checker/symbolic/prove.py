@@ -192,13 +192,13 @@ from .strides import stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
-from .work import charge as charge_work, tick
+from .work import charge as charge_work
 from .chc import prove_class
 from .invariants import Candidate, InvariantResult, guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
 from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_STATE,  # noqa: F401
-                     UNITS_PER_CHECKED_CELL, UNITS_PER_ENCODED_CELL, UNITS_PER_REPLAYED_EVENT,
+                     UNITS_PER_REPLAYED_EVENT,
                      Z3_UNITS_PER_SECOND, cpu_seconds, units_spent, z3_limits, z3_work)
 from .races import assign_buffers
 from .terms import Unsupported
@@ -452,12 +452,8 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
                  ) -> tuple[str, str] | None:
     """Houdini on one class system (with sign cases, then Spacer); None when proved."""
     t0 = time.perf_counter()
-    budget.enter(f"encoding class {cls.name}")
     enc = Encoder(system).build()
-    cells = len(enc.steps) * len(enc.vars)
-    tick(cells * UNITS_PER_ENCODED_CELL)      # counted work (budget.py)
     budget.enter(f"construction check of class {cls.name}")
-    tick(cells * UNITS_PER_CHECKED_CELL)      # Z3's preprocessing, which rlimit barely counts
     bad = enc.check_sane(timeout=budget.query_timeout())
     if bad is not None:
         if budget.exhausted():
