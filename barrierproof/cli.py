@@ -66,12 +66,19 @@ class _Progress:
     def callback(self, info: dict) -> None:
         if not self.enabled:
             return
+        if "phase" in info:     # the prover: the phase it is in, and how much budget is spent
+            self.show(f"{self.label}: prove: {info['phase']} ({min(1.0, info['spent']):.0%} of "
+                      f"the --timeout {info['seconds']:g} budget spent)")
+            return
         text = (f"{self.label}: {info['states']:,} states, depth {info['depth']}, "
                 f"{info['rate']:,.0f} states/s")
         if info.get("bytes_per_state"):
             text += f", {info['bytes_per_state']:,.0f} bytes/state"
         if info.get("shortest_found"):      # depth first: a violation in hand, being shortened
             text += f", a violation in {info['shortest_found']} steps (shortening)"
+        self.show(text)
+
+    def show(self, text: str) -> None:
         if not self.live:
             if time.monotonic() >= self.next_line:
                 self.next_line = time.monotonic() + 10

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sys
 
 import pytest
@@ -331,9 +332,12 @@ NEWLY_ORDERED = {
         _grid(stages=[1, 2, 3], blocks=range(1, 6))),
     "cluster_matmul": (cluster_matmul.build, _grid(steps=range(2, 6))),
 }
-# cluster_matmul's invariants close neither at 300 s nor at 100 s; its order is found within
-# the 50 orders a 100 s budget tries, which is what the test needs of it
-BUDGET = {"cluster_matmul": 100}
+# cluster_matmul's invariants close neither at 300 s nor at 100 s; its order is found by the
+# first order built on the runs, in each partition, which is what the test needs of it: 10 s of
+# the one budget (checker/symbolic/budget.py) reach the every-barrier partition past its order
+# (its encoding and construction check, 2,764 transitions of 541 variables, then cost ~40 CPU s
+# the budget's units do not see: Python, and Z3's preprocessing, which its counter barely counts)
+BUDGET = {"cluster_matmul": 10}
 
 
 @pytest.mark.slow
@@ -345,6 +349,8 @@ def test_a_newly_ordered_protocol_is_never_proved_beyond_the_explorer(name):
     assert v.verdict in ("proved", "unknown"), (v.label, v.coverage)
     if v.verdict == "unknown":      # the order is found: what is left is the invariants
         assert "static event order" not in (v.coverage or ""), v.coverage
+        if name in BUDGET:          # the budget ran out, and the verdict names the phase
+            assert re.search(r"(spent|reached) during \w", v.coverage), v.coverage
         return                      # nothing claimed, so nothing for the explorer to contradict
     for values in grid:
         found = check_kernel(k, values, Options(Limits(max_states=400_000)))

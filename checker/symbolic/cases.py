@@ -61,9 +61,9 @@ def prove_by_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, 
                      time.perf_counter() - start,
                      f"the case {n} = {v}: {first_text}",
                      classes=first.classes if first else [])
-    second = prove_by_cases(rest, symbolic, fixed, max(1.0, timeout - (time.perf_counter()
-                                                                         - start)),
-                            prove, check_at)
+    # the rest of the budget: `prove` draws from the run's one budget (prove.py), whose count,
+    # not the clock, caps what the second case spends
+    second = prove_by_cases(rest, symbolic, fixed, timeout, prove, check_at)
     second.seconds = time.perf_counter() - start
     case_text = f"case {n} = {v}: " + ("verified by the explorer" if first is None
                                        else "proved") + f"; case {n} != {v}"

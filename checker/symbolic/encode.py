@@ -61,6 +61,7 @@ import z3
 
 from ...model.ir import MAX_TX
 from .semaphores import SEM_SIGNAL, SEM_TAKE, SEM_WAITS
+from .work import checked
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, WAIT,
                        WAIT_PARITY, WAIT_PHASE, BLOCKING, WAITS, K, CounterSystem, COp, CRole,
                        CSegment)
@@ -883,14 +884,14 @@ class Encoder:
         solver.set("timeout", int(timeout * 1000))
         init = SymState(self.layout, self.init_head)
         solver.add(self.init_body, z3.Not(z3.And(self.sane_of(init))))
-        if solver.check() != z3.unsat:
+        if checked(solver) != z3.unsat:     # within the budget in force (work.py)
             return "initial state"
         post, relation, frame = self.transition_relation()
         solver = z3.Solver()
         solver.set("timeout", int(timeout * 1000))
         solver.add(*self.sane, relation, *frame,
                    z3.Not(z3.And(self.sane_of(SymState(self.layout, post)))))
-        r = solver.check()
+        r = checked(solver)
         if r == z3.unsat:
             return None
         if r == z3.unknown:

@@ -37,7 +37,8 @@ import z3
 from z3.z3 import _to_expr_ref
 
 from .encode import Encoder
-from .work import checked, limit
+from .budget import UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
+from .work import checked, limit, tick
 
 # ----------------------------------------------------------------------------------------------
 # Z3 terms as Python functions of the state vector
@@ -197,6 +198,7 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
                         if t not in seen:
                             seen.add(t)
                             nxt.append(t)
+            tick(len(frontier) * UNITS_PER_SAMPLED_STATE)   # counted work (budget.py)
             frontier = nxt
         states.extend(seen)
     return Samples(states, errors, truncated)
@@ -587,6 +589,8 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         if hulls else {}
     out += _global_facets(variables, names, numeric, glob_proj, list(state_pairs()))
     for cond, ctext, holds in atoms:
+        # counted work (budget.py): the states read for this place, once per fact kind
+        tick(len(states) * UNITS_PER_FACT_ROW * (2 + len(pair_list)))
         subset = [r for r, s in enumerate(states) if holds(s)]
         if not subset or len(subset) == len(states):
             continue

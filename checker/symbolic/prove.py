@@ -155,6 +155,8 @@ then the single concrete class, then the hand-off classes.
 This module is the method's outline and its orchestration (partitions tried in turn, budgets,
 the per-class loop over templates and sign cases, the verdict's text); every step it calls is a
 module of its own, so what is left here is the order in which they run, kept in one place.
+`--timeout` is one budget for the whole run (budget.py): each phase enters its name there (what
+progress shows, and what an `unknown` for a spent budget names) and draws from what is left.
 """
 
 from __future__ import annotations
@@ -171,8 +173,7 @@ from ...model.ir import (Const, Kernel, ModelError, evaluate, free_vars, has_mem
                          has_regions, whole_buffers, without_memory)
 from ...model.semantics import compile_systems
 from ...model.static_rules import static_findings
-from ..check import (LOAD_ALLOWANCE, RACE_CODES, WALL_NET_FACTOR, Options, check_assumptions,
-                     check_kernel, error_verdict)
+from ..check import RACE_CODES, Options, check_assumptions, check_kernel, error_verdict
 from ..engines.explore import Limits
 from ..engine_settings import ProveSettings, settings_of
 from ..rules import RULES, describe, in_play, undecided
@@ -194,98 +195,18 @@ from .strides import stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
-from . import work
+from .work import charge as charge_work
 from .chc import prove_class
 from .invariants import Candidate, InvariantResult, guess, houdini, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
+from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_STATE,  # noqa: F401
+                     UNITS_PER_REPLAYED_EVENT,
+                     Z3_UNITS_PER_SECOND, cpu_seconds, units_spent, z3_limits, z3_work)
 from .races import assign_buffers
 from .exit_async import exit_open
 from .terms import Unsupported
 from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
-
-
-# ----------------------------------------------------------------------------------------------
-# Budgets in work, not seconds
-# ----------------------------------------------------------------------------------------------
-
-# `--timeout T` buys T seconds of work at a reference speed: Z3 resource units (`rlimit`, counted
-# by Z3 itself, the same on every machine and under any load), candidate orders tried, and
-# explicit states for the search for breaking values. So the verdict depends on the input and T
-# only. The net behind it counts this process's CPU seconds (WALL_NET_FACTOR times T plus a
-# grace period), not wall seconds: the Python work around the queries is not counted in units,
-# and a second CPU-bound process beside this one slows it down without adding to its CPU time,
-# so the net lands at the same point of the work, idle or loaded. The wall clock is a net
-# further still (LOAD_ALLOWANCE times that: cli's watchdog, and each Z3 query's own timeout),
-# reported as such when a machine is so busy that it hits first.
-Z3_UNITS_PER_SECOND = 1_000_000
-STATES_PER_SECOND = 5_000
-ORDERS_PER_SECOND = 0.5
-MIN_ORDERS = 8
-NET_GRACE = 2.0     # as the CLI's watchdog
-
-
-@dataclass
-class Budget:
-    """What `--timeout seconds` allows, and the wall-clock net behind it."""
-
-    seconds: float
-
-    def __post_init__(self) -> None:
-        self.start = cpu_seconds()
-        self.z3_start = z3_work()
-        self.z3_units = int(self.seconds * Z3_UNITS_PER_SECOND)
-        self.orders = max(MIN_ORDERS, int(self.seconds * ORDERS_PER_SECOND))
-        self.states = int(self.seconds * STATES_PER_SECOND)
-
-    def z3_left(self) -> int:
-        return self.z3_units - (z3_work() - self.z3_start)
-
-    def net_left(self) -> float:
-        """CPU seconds until the net (WALL_NET_FACTOR * T + NET_GRACE), at least one."""
-        return max(1.0, self.seconds * WALL_NET_FACTOR + NET_GRACE
-                   - (cpu_seconds() - self.start))
-
-    def query_timeout(self) -> float:
-        """A Z3 query's own timeout, in wall seconds: what the CPU net leaves, with room for a
-        busy machine (a query cut by it is the wall clock's net, not the budget's)."""
-        return self.net_left() * LOAD_ALLOWANCE
-
-    def spent_text(self) -> str:
-        if self.z3_left() > 0:
-            return (f"CPU-time net ({WALL_NET_FACTOR:g} x {self.seconds:g}s) reached before "
-                    "the work budget was spent (work the units do not count took longer than "
-                    "the budget assumes)")
-        return (f"work budget of --timeout {self.seconds:g} spent "
-                f"({self.z3_units:,} Z3 resource units)")
-
-
-def cpu_seconds() -> float:
-    """CPU seconds this process has run (every thread, Z3's included)."""
-    return time.process_time()
-
-
-def z3_work() -> int:
-    """Z3's resource counter for this process (every solver adds to it)."""
-    stats = z3.Solver().statistics()
-    return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
-
-
-class z3_limits:
-    """Each Z3 query inside may use at most what the budget has left (`rlimit`, deterministic)
-    and the wall-clock time left (the net)."""
-
-    def __init__(self, budget: Budget):
-        self.budget = budget
-
-    def __enter__(self):
-        z3.set_param("rlimit", max(1, self.budget.z3_left()))
-        work.push(self.budget.z3_left)      # and, query by query, what is left (work.py)
-        return self
-
-    def __exit__(self, *exc):
-        work.pop()
-        z3.set_param("rlimit", 0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -333,9 +254,15 @@ def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], to
 def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
           timeout: float = 240.0, budget: Budget | None = None) -> Proof:
     """Prove `kernel` deadlock-free and rule-clean for every value of `symbolic` satisfying the
-    assumptions (the other parameters at `fixed`), within the work `timeout` buys (Budget)."""
+    assumptions (the other parameters at `fixed`), within the work `timeout` buys, or within
+    `budget` (the run's, or a share of it: budget.py)."""
     start = time.perf_counter()
     budget = budget or Budget(timeout)
+    with z3_limits(budget):     # every query of the proof within what is left (work.py)
+        return _prove(kernel, symbolic, fixed, budget, start)
+
+
+def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Proof:
     try:
         kernel = lower_cluster_sync(lower_lockstep(lower_named_barriers(kernel, fixed), fixed))
     except Unsupported as err:
@@ -351,30 +278,38 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
         kernel, symbolic = flat.kernel, flat.symbolic
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     # bare parity waits that skip phases: the phase they return after, stated (phases.py)
+    budget.enter("inferring the phases of bare parity waits")
     kernel, parity_notes = infer_phases(kernel, _sample_points(kernel, symbolic, fixed))
     work = ClassWork()          # a class built alike by two partitions is proved once
     # Concrete arrays used as rings first, at one representative slot (a smaller system whose
     # invariants close far faster), with two thirds of the budget; then hand-off pairs of
     # concrete barriers as classes of their own (partition.py) with a third; then every
     # concrete barrier as it is, with what is left. Any partition is sound; the order only decides
-    # which proof is found first.
-    tries = [lambda: _prove_fragment(kernel, symbolic, fixed, Budget(budget.seconds * 2 / 3), start,
-                                     concrete_rings=True, work=work),
-             lambda: _prove_fragment(split_constant_arrays(kernel, fixed), symbolic, fixed,
-                                     Budget(budget.seconds / 3), start, concrete_rings=False,
-                                     handoffs=True, work=work),
-             lambda: _prove_fragment(kernel, symbolic, fixed, budget, start,
-                                     concrete_rings=False, work=work),
-             lambda: _prove_fragment(kernel, symbolic, fixed, budget, start,
-                                     concrete_rings=False, join_named=True, work=work)]
+    # which proof is found first. Every share is drawn from the one budget of the run.
+    tries = [("concrete rings at one slot", lambda: _prove_fragment(
+                 kernel, symbolic, fixed, budget.share(2 / 3), start, concrete_rings=True,
+                 work=work)),
+             ("hand-off pairs", lambda: _prove_fragment(
+                 split_constant_arrays(kernel, fixed), symbolic, fixed, budget.share(1 / 3),
+                 start, concrete_rings=False, handoffs=True, work=work)),
+             ("every concrete barrier", lambda: _prove_fragment(
+                 kernel, symbolic, fixed, budget, start, concrete_rings=False, work=work)),
+             ("named barriers joined", lambda: _prove_fragment(
+                 kernel, symbolic, fixed, budget, start, concrete_rings=False, join_named=True,
+                 work=work))]
     last = None
-    for attempt in tries:
+    for name, attempt in tries:
+        budget.enter(f"partition: {name}")
         result = attempt()
         if result is None:
             continue
         last = result
-        if result.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+        if result.status == "proved" or budget.exhausted():
             break
+    if last is not None and last.status != "proved" and budget.exhausted() and \
+            "--timeout" not in last.reason and " net " not in last.reason:
+        # the last partition failed on its own share; the run's budget is spent too
+        last.reason = f"{last.reason}; {budget.spent_text()}"
     if last is not None and last.status != "proved" and parity_notes:
         last.reason = "; ".join([last.reason] + parity_notes)
     if last is not None and flat is not None:
@@ -421,6 +356,10 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
     chosen = None
     why = "no candidate"
     tried = 0
+    budget.enter("static order search")
+    # a replay's cost, counted: the events of every run
+    replay_units = UNITS_PER_REPLAYED_EVENT * sum(len(rows) for run in runs
+                                                  for rows in run.annotations)
     # orders built on the runs themselves first (guided.py), then the blind enumeration
     for tau in itertools.chain(guided_candidates(search, runs), search.candidates()):
         if not tau_static_ok(frag, search, tau):
@@ -428,11 +367,15 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         search.apply(tau)
         tried += 1
         why = next((r for r in (run.check(search) for run in runs) if r), None)
+        charge_work(replay_units)       # counted work (budget.py)
         if why is None:
             chosen = tau
             break
         if tried >= budget.orders:      # counted, not timed: the same cut on every machine
             break
+        if budget.exhausted():
+            return Proof("unknown", spent(), f"{budget.spent_text()} after {tried} static "
+                         "event order(s)", roles=[r.name for r in roles])
     if chosen is None:
         strided = stride_mismatch(kernel, fixed)
         return Proof("failed", spent(), f"none of the {tried} static event order(s) tried "
@@ -447,7 +390,8 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         return Proof("unknown", spent(), f"outside the supported fragment: {err}")
     side = [text for _, text in frag.side_conditions]
     proofs: list[ClassProof] = []
-    failed = _prove_systems(frag, systems, kernel, symbolic, fixed, budget, proofs, work)
+    with z3_limits(budget):
+        failed = _prove_systems(frag, systems, kernel, symbolic, fixed, budget, proofs, work)
     if failed is not None:
         status, reason = failed
         return Proof(status, spent(), reason, proofs, side, tau=tau_text)
@@ -507,63 +451,81 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
     mine = points(kernel, symbolic, fixed, 3)
     check = points(kernel, symbolic, fixed, 7, limit=60)
     for cls, system, builder in systems:
-        t0 = time.perf_counter()
         if not system.roles:
             continue
-        enc = Encoder(system).build()
-        bad = enc.check_sane(timeout=budget.query_timeout())
-        if bad is not None:
-            return "unknown", f"internal: construction facts of {cls.name} fail at `{bad}`"
-        vals = [v for p in mine for v in frag.valuations(cls, system, p)]
-        more = [v for p in check for v in frag.valuations(cls, system, p)]
-        done = (work or ClassWork()).entry(enc, vals, more)
-        # Sampling stops at a number of states, never at a time: the candidates it yields, and
-        # so the proof, must not depend on the machine's speed.
-        if "small" not in done:
-            done["small"] = sample(enc, vals, limit=20000, budget=float("inf"))
-        small = done["small"]
-        if small.errors:
-            label, frozen = next(iter(small.errors.items()))
-            values = dict(zip([str(v) for v in system.frozen], frozen))
-            proofs.append(ClassProof(cls.name, "failed", time.perf_counter() - t0,
-                                     f"{label} at {values}"))
-            return "failed", (f"{cls.name}: the abstraction reaches `{label}` at "
-                              f"{_params_only(values, symbolic)}")
-        if "large" not in done:
-            done["large"] = sample(enc, more, limit=60000, budget=float("inf"))
-        large = done["large"]
-        result = None
-        for tier in range(len(TEMPLATES)):
-            result = _invariant(enc, small.states + large.states, budget, done, tier)
-            if result is None or result.status != "failed":
-                break
-            # the candidates sampled at parameters >= 0 may fail at negative ones only
-            # (signs.py): the class again, case by case on the parameters' signs, with the
-            # same templates before richer ones
-            split = _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget, done,
-                                   tier)
-            if isinstance(split, InvariantResult):
-                result = split
-                break
-            if budget.z3_left() <= 0 or budget.net_left() <= 1.0:
-                result = replace(result, status="unknown", reason=budget.spent_text())
-                break
-            if split is not None and tier == len(TEMPLATES) - 1:
-                result = replace(result, reason=f"{result.reason}; by the sign of the "
-                                 f"parameters: {split}")
-        if result is not None and result.status == "failed" and budget.z3_left() > 0 \
-                and budget.net_left() > 1.0:
-            # the samples' candidates do not close: Spacer looks for the missing facts, and
-            # plain Z3 re-checks whatever it proposes (chc.py)
-            result = _strengthen_by_chc(enc, result, budget)
-        seconds = time.perf_counter() - t0
-        if result is None:
-            return "unknown", budget.spent_text()
-        proofs.append(ClassProof(cls.name, result.status, seconds, result.reason,
-                                 len(result.invariant), len(small.states)))
-        if result.status != "proved":
-            status = "unknown" if result.status == "unknown" else "failed"
-            return status, f"{cls.name}: {result.reason}"
+        try:
+            failed = _prove_class(frag, cls, system, kernel, symbolic, fixed, budget, proofs,
+                                  work, mine, check)
+        except BudgetSpent as spent:
+            return "unknown", f"{cls.name}: {spent}"
+        if failed is not None:
+            return failed
+    return None
+
+
+def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
+                 proofs: list[ClassProof], work: ClassWork | None, mine, check
+                 ) -> tuple[str, str] | None:
+    """Houdini on one class system (with sign cases, then Spacer); None when proved."""
+    t0 = time.perf_counter()
+    enc = Encoder(system).build()
+    budget.enter(f"construction check of class {cls.name}")
+    bad = enc.check_sane(timeout=budget.query_timeout())
+    if bad is not None:
+        if budget.exhausted():
+            return "unknown", f"{cls.name}: {budget.spent_text()}"
+        return "unknown", f"internal: construction facts of {cls.name} fail at `{bad}`"
+    vals = [v for p in mine for v in frag.valuations(cls, system, p)]
+    more = [v for p in check for v in frag.valuations(cls, system, p)]
+    done = (work or ClassWork()).entry(enc, vals, more)
+    # Sampling stops at a number of states, never at a time: the candidates it yields, and
+    # so the proof, must not depend on the machine's speed.
+    budget.enter(f"sampling class {cls.name}")
+    if "small" not in done:
+        done["small"] = sample(enc, vals, limit=20000, budget=float("inf"))
+    small = done["small"]
+    if small.errors:
+        label, frozen = next(iter(small.errors.items()))
+        values = dict(zip([str(v) for v in system.frozen], frozen))
+        proofs.append(ClassProof(cls.name, "failed", time.perf_counter() - t0,
+                                 f"{label} at {values}"))
+        return "failed", (f"{cls.name}: the abstraction reaches `{label}` at "
+                          f"{_params_only(values, symbolic)}")
+    if "large" not in done:
+        done["large"] = sample(enc, more, limit=60000, budget=float("inf"))
+    large = done["large"]
+    result = None
+    for tier in range(len(TEMPLATES)):
+        result = _invariant(enc, small.states + large.states, budget, done, tier, cls.name)
+        if result is None or result.status != "failed":
+            break
+        # the candidates sampled at parameters >= 0 may fail at negative ones only
+        # (signs.py): the class again, case by case on the parameters' signs, with the
+        # same templates before richer ones
+        split = _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget, done,
+                               tier)
+        if isinstance(split, InvariantResult):
+            result = split
+            break
+        if budget.exhausted():
+            result = replace(result, status="unknown", reason=budget.spent_text())
+            break
+        if split is not None and tier == len(TEMPLATES) - 1:
+            result = replace(result, reason=f"{result.reason}; by the sign of the "
+                             f"parameters: {split}")
+    if result is not None and result.status == "failed" and not budget.exhausted():
+        # the samples' candidates do not close: Spacer looks for the missing facts, and
+        # plain Z3 re-checks whatever it proposes (chc.py)
+        budget.enter(f"Spacer on class {cls.name}")
+        result = _strengthen_by_chc(enc, result, budget)
+    seconds = time.perf_counter() - t0
+    if result is None:
+        return "unknown", f"{cls.name}: {budget.spent_text()}"
+    proofs.append(ClassProof(cls.name, result.status, seconds, result.reason,
+                             len(result.invariant), len(small.states)))
+    if result.status != "proved":
+        status = "unknown" if result.status == "unknown" else "failed"
+        return status, f"{cls.name}: {result.reason}"
     return None
 
 
@@ -582,8 +544,7 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     (races.py), so every race on it is a race of that system."""
     start = time.perf_counter()
     proof = _prove_races_of(kernel, symbolic, fixed, budget, start)
-    if proof.status == "unknown" and has_regions(kernel) and budget.z3_left() > 0 and \
-            budget.net_left() > 1.0:
+    if proof.status == "unknown" and has_regions(kernel) and not budget.exhausted():
         # regions outside the fragment (a symbolic shape or stride, a region depending on the
         # thread inside a counted role): judged as their whole buffers, coarser, a proof still
         # holds; a failure there says nothing about the regions, so the first answer stands
@@ -605,12 +566,12 @@ def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str,
     # Concrete rings at one representative slot first, with a third of the budget: where
     # they apply, their class is far smaller than the one holding every instance (a multicast
     # ring's all-instance class is sampled in hundreds of thousands of states).
-    rings = _prove_races_on(kernel, symbolic, fixed, Budget(budget.seconds / 3), start,
+    rings = _prove_races_on(kernel, symbolic, fixed, budget.share(1 / 3), start,
                             concrete_rings=True)
     if rings is not None and rings.status == "proved":
         return rings
     first = _prove_races_on(kernel, symbolic, fixed, budget, start)
-    if first.status == "proved" or budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+    if first.status == "proved" or budget.exhausted():
         return first
     other = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed, budget, start,
                             handoffs=True)
@@ -641,7 +602,8 @@ def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         system.progress = False
         system.races_only = True
     proofs: list[ClassProof] = []
-    failed = _prove_systems(frag, systems, kernel, symbolic, fixed, budget, proofs)
+    with z3_limits(budget):
+        failed = _prove_systems(frag, systems, kernel, symbolic, fixed, budget, proofs)
     side = [text for _, text in frag.side_conditions]
     seconds = time.perf_counter() - start
     if failed is not None:
@@ -660,7 +622,8 @@ def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
 TEMPLATES = ((False, False), (True, True))
 
 
-def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int):
+def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int,
+               name: str = ""):
     """Houdini on a class system from the candidates its samples `states` propose, with the
     templates up to TEMPLATES[tier] in turn until one proves; None when the budget is spent
     first. `done` keeps Z3's verdicts (ClassWork), so a template already tried is not again."""
@@ -673,10 +636,12 @@ def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int
             continue
         # Houdini stopped undecided on this class in an earlier partition: resumed from
         # the candidates it had not dropped (the same largest inductive subset)
+        budget.enter(f"candidate facts of class {name}" + (" (pairs, hulls)" if pairs else ""))
         cands = done.get(("alive", pairs, hulls)) or guess(
             enc, states, (), conditional_pairs=pairs, hulls=hulls)
         if budget.z3_left() <= 0:
             break
+        budget.enter(f"Houdini on class {name}" + (" (pairs, hulls)" if pairs else ""))
         # Z3's own wall-clock timeout is only the net (a query cannot outlive the run).
         with z3_limits(budget):
             result = houdini(enc, cands, timeout=budget.query_timeout(),
@@ -685,8 +650,7 @@ def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int
             done[(pairs, hulls)] = result
         elif result.alive:
             done[("alive", pairs, hulls)] = result.alive
-        if result.status == "unknown" and (budget.z3_left() <= 0
-                                           or budget.net_left() <= 1.0):
+        if result.status == "unknown" and budget.exhausted():
             result.reason = budget.spent_text()
         if result.status == "proved" or result.status == "unknown":
             break
@@ -699,7 +663,7 @@ def _strengthen_by_chc(enc: Encoder, houdini_result: InvariantResult, budget: Bu
     Houdini's facts, Z3 checks inductive and safe (chc.py)."""
     facts = [c.formula for c in houdini_result.invariant]
     # a quarter of what is left, so the partitions tried after this one keep theirs
-    share = Budget(max(0.0, budget.z3_left()) / Z3_UNITS_PER_SECOND / 4)
+    share = budget.share_of_left(1 / 4)
     with z3_limits(share):
         found = prove_class(enc, facts, timeout=min(budget.query_timeout(), share.query_timeout()))
     if found.status == "proved":
@@ -722,10 +686,13 @@ def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, d
     start = time.perf_counter()
     invariant, candidates = [], 0
     for case in cases:
-        if budget.z3_left() <= 0 or budget.net_left() <= 1.0:
+        if budget.exhausted():
             return f"{case.text}: {budget.spent_text()}"
+        budget.enter(f"sign case {case.text} of class {cls.name}")
         enc = Encoder(case.system).build()
         if enc.check_sane(timeout=budget.query_timeout()) is not None:
+            if budget.exhausted():
+                return f"{case.text}: {budget.spent_text()}"
             return f"{case.text}: construction facts not inductive"
         work = done.setdefault(("sign", case.text), {})
         if "states" not in work:
@@ -743,7 +710,7 @@ def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, d
                 work["states"] = small.states + large.states
         if isinstance(work["states"], str):
             return f"{case.text}: {work['states']}"
-        result = _invariant(enc, work["states"], budget, work, tier)
+        result = _invariant(enc, work["states"], budget, work, tier, cls.name)
         if result is None or result.status != "proved":
             return f"{case.text}: {result.reason if result else budget.spent_text()}"
         invariant += result.invariant
@@ -828,6 +795,7 @@ def smallest_violation(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[s
                         max_memory_mb=base.limits.max_memory_mb)
         opts = Options(limits, base.reduction, base.ignore, base.select)
         verdict = check_kernel(kernel, values, opts, source)
+        charge_work(verdict.states * UNITS_PER_EXPLORED_STATE)  # drawn from the budget
         left -= max(1, verdict.states)
         checked += 1
         last = values
@@ -868,6 +836,7 @@ def explorer_net(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, in
                         max_memory_mb=options.limits.max_memory_mb)
         found = check_kernel(kernel, values, Options(limits, options.reduction, options.ignore,
                                                      options.select), source)
+        charge_work(found.states * UNITS_PER_EXPLORED_STATE)     # drawn from the budget
         left -= max(1, found.states)
         searched.append(values)
         if found.verdict == "violation" or (found.verdict == "error" and found.codes
@@ -970,8 +939,15 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     # The Z3 encoding has no memory effects: with them, a proof covers the barrier rules only.
     races_open = has_memory_effects(kernel) and not RACE_CODES <= options.ignored()
     timeout = options.limits.timeout or 300.0
+    # one budget for the whole run: every phase below draws from it (budget.py)
+    budget = Budget(timeout, progress=options.progress)
+
     def check_case(case: Kernel, values) -> tuple[bool, str]:
-        found = check_kernel(case, values, Options(options.limits, options.reduction))
+        # a case or tile with nothing symbolic left: the explorer, within the run's deadline
+        budget.enter(f"explorer on the case {_points_text([values], list(values))}")
+        limits = replace(options.limits, timeout=max(1.0, budget.wall_left()))
+        found = check_kernel(case, values, Options(limits, options.reduction))
+        charge_work(found.states * UNITS_PER_EXPLORED_STATE)
         return found.verdict == "verified", f"{found.label} ({found.coverage})"
 
     try:
@@ -983,16 +959,18 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         proof = Proof("unknown", time.perf_counter() - start,
                       f"outside the supported fragment: {err}")
     if published is not None:
+        # a case or a tile gets its share `t` of the budget, within what the run has left
         proof = prove_by_cases(without_memory(published), symbolic, fixed, timeout,
                                lambda k, s, f, t: prove_tiles(
-                                   k, s, f, t, lambda k, s, f, t: prove(k, s, f, timeout=t),
+                                   k, s, f, t, lambda k, s, f, t: prove(
+                                       k, s, f, budget=Budget(t, parent=budget)),
                                    check_case), check_case)
     conditions = _conditions_text(kernel, symbolic)
     races = None
     if proof.status == "proved" and races_open:
-        # the races get what the barrier proof left of --timeout
-        left = max(1.0, timeout - (time.perf_counter() - start))
-        races = prove_races(published, symbolic, fixed, Budget(left))
+        # the races get what the barrier proof left of the budget
+        budget.enter("race proof")
+        races = prove_races(published, symbolic, fixed, budget)
     open_exit = None
     if proof.status == "proved" and "BP105" not in options.ignored() and \
             (races is None or races.status == "proved"):
@@ -1002,9 +980,13 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
             races = Proof("unknown", time.perf_counter() - start, open_exit)
     what, codes, undo = ("races", " (BP200/BP201)", "--ignore BP200,BP201") \
         if open_exit is None else ("asynchronous accesses at exit", " (BP105)", "--ignore BP105")
+    # the explorer's searches: what the proofs left, at least a quarter of --timeout's
+    # states for breaking values (a protocol whose proof spent the budget is still searched)
+    search_states = budget.states_left(floor=max(1000, int(timeout * STATES_PER_SECOND / 4)))
     if races is not None and races.status != "proved":
+        budget.enter("search for breaking values")
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
-                                             states=max(1000, int(timeout * STATES_PER_SECOND)))
+                                             states=search_states)
         if found is not None:
             found.engine = "symbolic"
             found.seconds = time.perf_counter() - start
@@ -1029,8 +1011,9 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         left_open = undecided(kernel, "symbolic", options.ignored(),
                               also_decided=(() if gap else ("BP146",))
                               + (("BP145",) if paired else ()))
-        found, net = explorer_net(kernel, symbolic, fixed, options, source,
-                                  states=max(20_000, int(timeout * STATES_PER_SECOND / 4)))
+        budget.enter("explorer cross-check of the proof")
+        found, net = explorer_net(kernel, symbolic, fixed, options, source, states=max(
+            20_000, min(int(timeout * STATES_PER_SECOND / 4), budget.states_left())))
         if found is not None:
             found.engine = "symbolic"
             found.seconds = time.perf_counter() - start
@@ -1079,8 +1062,9 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         return verdict("proved", params=fixed, notes=notes,
                        coverage=f"proved for {conditions}: {what}, inductive invariants of "
                        f"{facts} facts checked by Z3")
+    budget.enter("search for breaking values")
     found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
-                                         states=max(1000, int(timeout * STATES_PER_SECOND)))
+                                         states=search_states)
     if found is not None:
         found.engine = "symbolic"
         found.seconds = time.perf_counter() - start
