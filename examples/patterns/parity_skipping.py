@@ -93,6 +93,7 @@ def _alternating(k, stages, k_blocks, *, turns, formula, tma=True):
     (k // stages) % 2 for even stage counts only; else (k // stages) % 2 itself. `turns`: the
     consumers take turns on a barrier pair, as the ping-pong's order barrier does."""
     k.threads(3, name="wg")
+    k.assume(k_blocks >= 0)
     full = k.Barrier(num_arrivals=1, num_barriers=stages)
     empty = k.Barrier(num_arrivals=1, num_barriers=stages)
     turn = k.Barrier(num_arrivals=1, num_barriers=2)
