@@ -1,0 +1,129 @@
+"""The stride rewrite of checker/symbolic/stride_split.py: consumers that take alternate k-blocks
+of one ring (stride 2 beside the producer's stride 1) become, per residue of the trip count,
+loops that all step one slot of a relabelled (sub-)ring per iteration. The rewrite must be the
+same program: every case keeps the explorer's verdict (and first rule) at every point of a grid,
+on the correct protocols and on their broken twins, and what it cannot rewrite it refuses with
+a reason."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from barrierproof.checker.check import check_kernel
+from barrierproof.checker.symbolic.stride_split import stride_cases
+from barrierproof.checker.symbolic.strides import stride_mismatch
+from barrierproof.model.dsl import protocol
+from barrierproof.model.ir import Loop, Op, walk
+
+
+def _example(name):
+    from barrierproof.loader import resolve
+    from conftest import EXAMPLES
+    (target,) = resolve(os.path.join(EXAMPLES, "patterns", "parity_skipping.py") + "::" + name)
+    return target.build()
+
+
+def _fixed(kernel, symbolic):
+    return {n: p.default for n, p in kernel.params.items() if n not in symbolic}
+
+
+def _residue(case):
+    """(M, b) of a case labelled `K = M*X + b`."""
+    _, rhs = case.label.split(" = ")
+    m, b = rhs.split(" + ")
+    return int(m.split("*")[0]), int(b)
+
+
+# (example, grid of the new parameter): each check at one point takes 0.05 - 0.5 s
+STRIDED = ["alternate_k_blocks", "alternate_k_blocks_in_turn",
+           "alternate_k_blocks_no_turns_in_order", "alternate_k_blocks_overtaken",
+           "alternate_k_blocks_odd_stages_shortcut"]
+
+
+@pytest.mark.parametrize("name", STRIDED)
+def test_every_residue_case_keeps_the_explorers_verdict_on_a_grid(name):
+    """~1-3 s each: 2 residues x 4 points (k_blocks 0..7), the rewritten and the original
+    kernel checked; a broken twin must break somewhere on the grid (else nothing is compared)."""
+    k = _example(name)
+    fixed = _fixed(k, ["k_blocks"])
+    cases, why = stride_cases(k, ["k_blocks"], fixed)
+    assert why is None and cases, why
+    verdicts = set()
+    assert [c.label for c in cases] == ["k_blocks = 2*k_blocks_q + 0",
+                                        "k_blocks = 2*k_blocks_q + 1"]
+    for case in cases:
+        m, b = _residue(case)
+        (q,) = case.symbolic
+        # every loop on the rewritten rings steps one slot per iteration
+        assert stride_mismatch(case.kernel, fixed) is None
+        for x in range(4):
+            got = check_kernel(case.kernel, {**fixed, q: x})
+            want = check_kernel(k, {**fixed, "k_blocks": m * x + b})
+            assert (got.verdict, got.codes[:1]) == (want.verdict, want.codes[:1]), \
+                (case.label, x, got.label, want.label)
+            verdicts.add(want.verdict)
+    assert verdicts == ({"verified"} if k.expect == "verified" else {"verified", "violation"})
+
+
+def test_an_even_ring_splits_into_one_sub_ring_per_consumer():
+    """Stride 2 on 4 slots: two sub-rings of 2 (slots 0, 2 and 1, 3), each consumer's blocks
+    in one of them, one slot per iteration; the phase bit is the sub-ring's lap."""
+    k = _example("alternate_k_blocks")
+    cases, _ = stride_cases(k, ["k_blocks"], {"stages": 4})
+    case = cases[0]
+    names = [a.name for a in case.kernel.barriers]
+    assert {"full[0::2]", "full[1::2]", "empty[0::2]", "empty[1::2]"} <= set(names), names
+    waits = [op.describe() for op in walk(case.kernel.body) if isinstance(op, Op)
+             and op.kind == "wait_parity" and op.barrier.alloc.name.startswith("empty")]
+    assert "wait_parity(empty[0::2][(n_t % 2)], parity=(((n_t // 2) + 1) % 2))" in waits, waits
+    loops = [s for s in walk(case.kernel.body) if isinstance(s, Loop)]
+    assert all(repr(lp.trip) == "k_blocks_q" for lp in loops), [lp.trip for lp in loops]
+
+
+@protocol(expect="verified", symbolic=("k_blocks",))
+def alternate_without_lower_bound(k, stages=4, k_blocks=4):
+    """Correct, but nothing says k_blocks >= 0: k_blocks = 2q + b with q >= 0 would not cover
+    negative values, so the rewrite refuses."""
+    k.threads(3, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.when(k.thread == 2):
+        with k.loop(k_blocks) as n:
+            k.wait_parity(empty.at[n % stages], (n // stages + 1) % 2)
+            k.arrive(full.at[n % stages])
+    with k.otherwise():
+        c = k.thread
+        with k.loop((k_blocks + 1 - c) // 2) as j:
+            kb = 2 * j + c
+            k.wait_parity(full.at[kb % stages], (kb // stages) % 2)
+            k.arrive(empty.at[kb % stages])
+
+
+@protocol(expect="verified", symbolic=("k_blocks",))
+def alternate_on_a_symbolic_ring(k, stages=4, k_blocks=4):
+    k.threads(3, name="wg")
+    k.assume(k_blocks >= 0, stages >= 2)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.when(k.thread == 2):
+        with k.loop(k_blocks) as n:
+            k.wait_parity(empty.at[n % stages], (n // stages + 1) % 2)
+            k.arrive(full.at[n % stages])
+    with k.otherwise():
+        c = k.thread
+        with k.loop((k_blocks + 1 - c) // 2) as j:
+            kb = 2 * j + c
+            k.wait_parity(full.at[kb % stages], (kb // stages) % 2)
+            k.arrive(empty.at[kb % stages])
+
+
+def test_the_rewrite_refuses_what_it_cannot_show_equal_and_says_why():
+    k = alternate_without_lower_bound.build()
+    cases, why = stride_cases(k, ["k_blocks"], {"stages": 4})
+    assert cases is None and "k_blocks >= 0" in why, why
+    assert "k_blocks >= 0" in stride_mismatch(k, {"stages": 4})
+    k = alternate_on_a_symbolic_ring.build()
+    cases, why = stride_cases(k, ["k_blocks", "stages"], {})
+    assert cases is None and "symbolic size" in why, why
