@@ -127,3 +127,15 @@ def test_the_rewrite_refuses_what_it_cannot_show_equal_and_says_why():
     k = alternate_on_a_symbolic_ring.build()
     cases, why = stride_cases(k, ["k_blocks", "stages"], {})
     assert cases is None and "symbolic size" in why, why
+
+
+def test_the_overtaken_consumer_is_an_over_arrival_first_as_its_docstring_says():
+    """~1 s: the over-arrival (16 steps) is shorter than the longer of the two schedules the
+    parity alias needs (20 steps); ignoring BP121 shows the alias."""
+    from barrierproof.checker.check import Options
+    k = _example("alternate_k_blocks_overtaken")
+    v = check_kernel(k)
+    assert v.codes[:1] == ["BP121"] and len(v.trace.actions) == 16, (v.label, v.trace.actions)
+    v = check_kernel(k, None, Options(ignore=frozenset({"BP121"})))
+    assert v.codes[:1] == ["BP101"] and len(v.trace.actions) == 20, v.label
+    assert v.trace.witness is not None

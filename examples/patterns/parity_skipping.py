@@ -141,7 +141,14 @@ def alternate_k_blocks_overtaken(k, stages=3, k_blocks=4):
     bit 1) passes on slot 0's initial phase while the copy of block 0 is still in flight
     (returning after completion 0, where another schedule returns after completion 2); its
     release lets the producer re-arm slot 0 while that phase is open: more arrivals than its
-    count."""
+    count.
+
+    BP121 is reported, not BP101, and rightly: the explorer reports the rule broken on the
+    shortest trace, and the over-arrival is reached in 16 steps while the parity alias needs
+    two schedules, the longer of 20 steps (wg1's wait on full[0] returns after completion 0 on
+    one and after completion 2 on the other). The over-arrival is the alias's first effect on
+    the hardware (a second arrive_expect_tx on a phase still waiting for its bytes corrupts
+    it); with --ignore BP121 the same search reports the BP101 with both schedules."""
     _alternating(k, stages, k_blocks, turns=False, formula=False)
 
 
