@@ -12,9 +12,10 @@ moves one slot per iteration:
    b < M (X >= 0 a new parameter; the assumptions must give K >= 0), M the smallest modulus
    that makes every trip count p*X + r with p, r numbers (Z3 proves the identity for X >= 0):
    the consumers' (K + 1 - c) // 2 is X + r_c when K = 2X + b.
-3. Strip-mining: a loop of p*X + r iterations at stride s is X iterations doing the old
-   iterations p*t + u (u < p) each, then the r left over at i = p*X + u; every loop on the ring
-   must then move A = p*s ring positions per iteration, the same A for all.
+3. Strip-mining: a loop of p*X + r iterations at stride s is its first r iterations, then X
+   iterations doing the old iterations r + p*t + u (u < p) each; every loop on the ring must
+   then move A = p*s ring positions per iteration, the same A for all. (A loop of a concrete
+   trip count, a producer tail over the stages, is strip-mined alike.)
 4. Slots relabelled: with g = gcd(A, S), slot g*q + r of the ring of S is slot q' of sub-ring r
    (an array of S/g), q' = inv * q mod S/g, inv the inverse of A/g modulo S/g: an index
    (A*t + beta) % S becomes sub-ring beta % g at (t + c) % (S/g), one slot per iteration. A
@@ -44,6 +45,7 @@ from .unroll import MAX_UNROLL, unroll_fixed_loops
 
 MAX_THREADS = 8         # threads specialised one copy each
 MAX_MODULUS = 8         # residues tried for the symbolic trip count
+X_NAME = "X"            # the new parameter in a plan (renamed when the case is built)
 
 
 @dataclass
@@ -163,23 +165,10 @@ def _specialise_threads(kernel: Kernel, arrays, fixed) -> Kernel:
     return kernel.replace(body=go(kernel.body, []))
 
 
-def _unroll_concrete(kernel: Kernel, arrays, fixed) -> Kernel:
-    """Nested loops of concrete trip unrolled (unroll.py), then top-level ones on the strided
-    rings too (CUTLASS's producer_tail over the stages)."""
-    kernel = unroll_fixed_loops(kernel, fixed)
-
-    def unroll(lp: Loop) -> tuple:
-        if not _touches(lp.body, arrays) or free_vars(lp.trip) - set(fixed):
-            return (lp,)
-        trip = max(0, evaluate(lp.trip, fixed))
-        if trip > MAX_UNROLL:
-            return (lp,)
-        out = []
-        for v in range(trip):
-            out.extend(substitute_stmts(lp.body, {lp.var: Const(v)}))
-        return tuple(out)
-
-    return kernel.replace(body=_map_loops(kernel.body, unroll))
+def _unroll_nested(kernel: Kernel, fixed) -> Kernel:
+    """Nested loops of concrete trip unrolled (unroll.py): the ping-pong's k-tile loop inside
+    its tile loop."""
+    return unroll_fixed_loops(kernel, fixed)
 
 
 def _env(kernel: Kernel, fixed, extra: Mapping[str, z3.ArithRef]) -> dict:
@@ -207,11 +196,14 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
                 raise Refused(f"`{alloc.name}` is a ring of symbolic size: its slots cannot be "
                               "relabelled to one slot per iteration")
             sizes[alloc.name] = evaluate(alloc.shape[0], fixed)
-    k = _unroll_concrete(_specialise_threads(kernel, arrays, fixed), arrays, fixed)
+    k = _unroll_nested(_specialise_threads(kernel, arrays, fixed), fixed)
     loops = [lp for lp in _loops(k.body) if _touches(lp.body, arrays)]
     if any(isinstance(s, Loop) for lp in loops for s in walk(lp.body)):
         raise Refused("a loop on the strided ring holds another loop")
     params = sorted({n for lp in loops for n in free_vars(lp.trip) if n in symbolic})
+    if any(free_vars(lp.trip) - set(fixed) - set(symbolic) for lp in loops):
+        raise Refused("a trip count of a loop on the strided ring names the thread index or "
+                      "another loop's variable")
     if len(params) != 1:
         raise Refused(f"the loops on the strided ring have trip counts over "
                       f"{', '.join(params) or 'no symbolic parameter'}, not over one")
@@ -238,14 +230,22 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
 
 
 def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
-    """Per residue b < M: (A, {id(loop): (p, r)}), or None when M does not fit."""
+    """Per residue b < M: (A, {id(loop): (p, trip, r)}), or None when M does not fit. A loop of
+    p*X + r iterations does p old ones per new one (r peeled first, then X new ones); a loop of
+    a concrete trip T (a producer tail over the stages) A / s (T % p peeled, then T // p)."""
     out = []
     for b in range(M):
         env = _env(k, fixed, {n: z3.Int(n) for n in symbolic})
         env[K] = M * x + b
         solver = Solver([x >= 0] + [z_bool(a, env) for a in k.assumptions])
-        plan, common = {}, None
+        plan, common, concrete = {}, None, []
         for lp in loops:
+            s = _stride(lp, env, arrays)
+            if s is None:
+                return None
+            if not free_vars(lp.trip) - set(fixed):
+                concrete.append((lp, s))
+                continue
             try:
                 t = z_int(lp.trip, env)
             except Unsupported:
@@ -258,14 +258,19 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
             p, r = p.as_long(), r.as_long()
             if not solver.valid(t == p * x + r):
                 return None
-            s = _stride(lp, env, arrays)
-            if s is None:
-                return None
             if common is None:
                 common = p * s
             elif common != p * s:
                 return None
-            plan[id(lp)] = (p, r)
+            plan[id(lp)] = (p, Var(X_NAME), r)
+        if common is None:
+            return None
+        for lp, s in concrete:
+            T = max(0, evaluate(lp.trip, fixed))
+            if s < 1 or common % s or common // s > MAX_UNROLL:
+                return None
+            p = common // s
+            plan[id(lp)] = (p, Const(T // p), T % p)
         out.append((common, plan))
     return out
 
@@ -302,16 +307,19 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> 
         if id(lp) not in plan:
             (new,) = substitute_stmts((lp,), sub)
             return (new,)
-        p, r = plan[id(lp)]
+        p, trip, r = plan[id(lp)]
+        trip = Var(X) if isinstance(trip, Var) else trip
         t = Var(lp.var + "_t")
+        # the r left over first, at constant positions (slots and phases that are numbers,
+        # which a ring class reads most easily), then i = r + p*t + u
+        out = []
+        for u in range(r):
+            out.extend(substitute_stmts(lp.body, {**sub, lp.var: Const(u)}))
         body = []
         for u in range(p):
-            body.extend(substitute_stmts(lp.body, {**sub, lp.var: mk("+", mk("*", t, Const(p)),
-                                                                        Const(u))}))
-        out = [Loop(t.name, Var(X), tuple(body), lp.loc)]
-        for u in range(r):
-            out.extend(substitute_stmts(lp.body, {**sub, lp.var: mk("+", mk("*", Var(X), Const(p)),
-                                                                      Const(u))}))
+            body.extend(substitute_stmts(lp.body, {**sub, lp.var: mk(
+                "+", mk("*", t, Const(p)), Const(r + u))}))
+        out.append(Loop(t.name, trip, tuple(body), lp.loc))
         return tuple(out)
 
     body = _map_loops(k.body, strip)
@@ -432,9 +440,10 @@ def _relabel(k: Kernel, A: int, X: str, symbolic, fixed, arrays, sizes) -> Kerne
 
 
 def _fold_div(e, names, env, solver: Solver, fixed):
-    """`e` with every `(a*v + beta) // D` (a > 1 dividing D, beta a number) written
-    `(v + beta // a) // (D / a)`: the same value for every integer v, and the lap count of the
-    relabelled ring that the fragment reads from a ring loop's phase bit (`(i + c) // S`)."""
+    """`e` with every `(a*v + a*w + beta) // D` (a > 1 dividing D, beta a number) written
+    `(v + w + beta // a) // (D / a)`: the same value for all integers v, w, and the lap count
+    of the relabelled ring that the fragment reads from a ring loop's phase bit
+    (`(i + c) // S`)."""
     if e is None or not isinstance(e, BinOp):
         return e
     lhs = _fold_div(e.lhs, names, env, solver, fixed)
@@ -448,17 +457,23 @@ def _fold_div(e, names, env, solver: Solver, fixed):
     except Unsupported:
         return out
     moving = [n for n in names if n in free_vars(lhs)]
-    if len(moving) != 1 or D < 2:
+    if not moving or D < 2:
         return out
-    v = env[moving[0]]
-    beta = z3.simplify(z3.substitute(t, (v, z3.IntVal(0))))
-    a = z3.simplify(z3.substitute(t, (v, z3.IntVal(1))) - beta)
-    if not (z3.is_int_value(a) and z3.is_int_value(beta)):
+    zero = [(env[n], z3.IntVal(0)) for n in moving]
+    beta = z3.simplify(z3.substitute(t, *zero))
+    coef = [z3.simplify(z3.substitute(t, *[(env[m], z3.IntVal(int(m == n))) for m in moving])
+                        - beta) for n in moving]
+    if not (z3.is_int_value(beta) and all(z3.is_int_value(c) for c in coef)):
         return out
-    a, beta = a.as_long(), beta.as_long()
-    if a < 2 or D % a or not solver.valid(t == a * v + beta):
+    beta, coef = beta.as_long(), [c.as_long() for c in coef]
+    a = math.gcd(*coef)
+    if a < 2 or D % a or not solver.valid(t == beta + sum(c * env[n]
+                                                         for c, n in zip(coef, moving))):
         return out
-    folded = mk("//", mk("+", Var(moving[0]), Const(beta // a)), Const(D // a))
+    folded: Expr = Const(beta // a)
+    for c, n in zip(coef, moving):
+        folded = mk("+", mk("*", Var(n), Const(c // a)), folded)
+    folded = mk("//", folded, Const(D // a))
     if not solver.valid(z_int(folded, env) == z_int(out, env)):
         return out
     return folded
