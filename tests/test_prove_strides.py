@@ -36,18 +36,54 @@ def _residue(case):
     return int(m.split("*")[0]), int(b)
 
 
-# (example, grid of the new parameter): each check at one point takes 0.05 - 0.5 s
-STRIDED = ["alternate_k_blocks", "alternate_k_blocks_in_turn",
-           "alternate_k_blocks_no_turns_in_order", "alternate_k_blocks_overtaken",
-           "alternate_k_blocks_odd_stages_shortcut"]
+# (example, its stage count for the rewrite: an even one, which the rewrite takes; the
+# defaults of the odd-stage examples are refused, see below), whether it breaks on the grid
+STRIDED = [("alternate_k_blocks", 4, False), ("alternate_k_blocks_in_turn", 4, False),
+           ("alternate_k_blocks_no_turns_in_order", 4, False),
+           ("alternate_k_blocks_overtaken", 4, False),
+           ("alternate_k_blocks_odd_stages_shortcut", 6, False),
+           ("bit_from_the_loop_index", 4, True), ("bit_flipped_one_block_early", 4, True)]
 
 
-@pytest.mark.parametrize("name", STRIDED)
-def test_every_residue_case_keeps_the_explorers_verdict_on_a_grid(name):
+def _alternate(k, stages, k_blocks, bit):
+    """Consumers on alternate k-blocks (as in the examples) with `bit(j, kb)` as the phase bit
+    of consumer c's j-th block kb = 2j + c."""
+    k.threads(3, name="wg")
+    k.assume(k_blocks >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.when(k.thread == 2):
+        with k.loop(k_blocks) as n:
+            k.wait_parity(empty.at[n % stages], (n // stages + 1) % 2)
+            k.arrive_expect_tx(full.at[n % stages], 4096)
+            k.tma_load(full.at[n % stages], 4096)
+    with k.otherwise():
+        c = k.thread
+        with k.loop((k_blocks + 1 - c) // 2) as j:
+            kb = 2 * j + c
+            k.wait_parity(full.at[kb % stages], bit(j, kb, stages))
+            k.arrive(empty.at[kb % stages])
+
+
+@protocol(expect="violation:BP101", symbolic=("k_blocks",))
+def bit_from_the_loop_index(k, stages=4, k_blocks=4):
+    """The consumer's bit is j % 2 where its lap is j // 2 (tilelang#2927's shape)."""
+    _alternate(k, stages, k_blocks, lambda j, kb, s: j % 2)
+
+
+@protocol(expect="violation:BP101", symbolic=("k_blocks",))
+def bit_flipped_one_block_early(k, stages=4, k_blocks=4):
+    """The bit flips one block before the lap ends, ((kb + 1) // stages) % 2 (cutlass#2404's
+    shape)."""
+    _alternate(k, stages, k_blocks, lambda j, kb, s: ((kb + 1) // s) % 2)
+
+
+@pytest.mark.parametrize("name,stages,breaks", STRIDED)
+def test_every_residue_case_keeps_the_explorers_verdict_on_a_grid(name, stages, breaks):
     """~1-3 s each: 2 residues x 4 points (k_blocks 0..7), the rewritten and the original
-    kernel checked; a broken twin must break somewhere on the grid (else nothing is compared)."""
-    k = _example(name)
-    fixed = _fixed(k, ["k_blocks"])
+    kernel checked; a broken one must break somewhere on the grid (else nothing is compared)."""
+    k = globals()[name].build() if name in globals() else _example(name)
+    fixed = {"stages": stages}
     cases, why = stride_cases(k, ["k_blocks"], fixed)
     assert why is None and cases, why
     verdicts = set()
@@ -64,7 +100,20 @@ def test_every_residue_case_keeps_the_explorers_verdict_on_a_grid(name):
             assert (got.verdict, got.codes[:1]) == (want.verdict, want.codes[:1]), \
                 (case.label, x, got.label, want.label)
             verdicts.add(want.verdict)
-    assert verdicts == ({"verified"} if k.expect == "verified" else {"verified", "violation"})
+    assert verdicts == ({"verified", "violation"} if breaks else {"verified"}), verdicts
+
+
+@pytest.mark.parametrize("name,K", [("alternate_k_blocks_in_turn", "k_blocks"),
+                                    ("pingpong_bare_parity_deep_ring", "tiles_per_wg")])
+def test_a_stride_that_does_not_divide_the_ring_is_refused_naming_the_phase_terms(name, K):
+    """Stride 2 on 3 slots (or the deep-ring ping-pong's 4 blocks per tile on 3): a slot is
+    filled more than once per lap, its phase bit counts blocks, and the ring classes have no
+    term for that; the `unknown` says so."""
+    k = _example(name)
+    fixed = _fixed(k, [K])
+    cases, why = stride_cases(k, [K], fixed)
+    assert cases is None and "do not divide the 3 slots" in why, why
+    assert "phase bit counts blocks" in stride_mismatch(k, fixed)
 
 
 def test_an_even_ring_splits_into_one_sub_ring_per_consumer():

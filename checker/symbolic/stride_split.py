@@ -208,11 +208,6 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
         raise Refused(f"the loops on the strided ring have trip counts over "
                       f"{', '.join(params) or 'no symbolic parameter'}, not over one")
     K = params[0]
-    base = _env(k, fixed, {n: z3.Int(n) for n in symbolic})
-    solver = Solver([z_bool(a, base) for a in k.assumptions])
-    if not solver.valid(base[K] >= 0):
-        raise Refused(f"the assumptions do not give {K} >= 0 (state it with k.assume), so "
-                      f"{K} is not a multiple of a modulus plus a residue")
     X = unique_name(f"{K}_q", set(k.params) | {lp.var for lp in _loops(k.body)})
     x = z3.Int(X)
     for M in range(1, MAX_MODULUS + 1):
@@ -223,6 +218,30 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
         raise Refused(f"no modulus M <= {MAX_MODULUS} makes every trip count of the loops on "
                       f"the strided ring p*X + r with {K} = M*X + b, and every loop move the "
                       "same number of ring positions per iteration")
+    for A, _ in plans:
+        for name, S in sizes.items():
+            if A % S == 0:
+                raise Refused(f"every loop iteration takes {A} ring positions, a multiple of "
+                              f"the {S} slots of `{name}`: every slot is a number already, "
+                              "and the kernel is proved as it is")
+            if S % A:
+                # Relabelled, the ring is one (sub-)ring that one loop iteration's A blocks
+                # reach at A different slots: a slot is filled A/gcd(A, S) times per lap, and
+                # its phase at block A*t + u is (A*t + u) // S, not the one-completion-per-lap
+                # count (i + c) // S' that the ring classes read (program.py, fragment.py).
+                raise Refused(
+                    f"every loop iteration takes {A} ring positions, which do not divide the "
+                    f"{S} slots of `{name}`: relabelled, a slot is filled {A // math.gcd(A, S)} "
+                    f"times per lap of {S // math.gcd(A, S)} iterations, so its phase bit "
+                    f"counts blocks (({A}*t + u) // {S}), not laps of one slot ((t + c) // "
+                    f"{S // math.gcd(A, S)}), and the ring classes have no term for it; "
+                    f"strip-mining {S // math.gcd(A, S)} times further makes every slot a "
+                    f"number, the concrete class of all {S}-slot barriers, which is not tried")
+    base = _env(k, fixed, {n: z3.Int(n) for n in symbolic})
+    solver = Solver([z_bool(a, base) for a in k.assumptions])
+    if not solver.valid(base[K] >= 0):
+        raise Refused(f"the assumptions do not give {K} >= 0 (state it with k.assume), so "
+                      f"{K} is not a multiple of a modulus plus a residue")
     cases = []
     for b, (A, plan) in enumerate(plans):
         cases.append(_rewrite(k, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes))
