@@ -190,3 +190,31 @@ def test_the_overtaken_consumer_is_an_over_arrival_first_as_its_docstring_says()
     v = check_kernel(k, None, Options(ignore=frozenset({"BP121"})))
     assert v.codes[:1] == ["BP101"] and len(v.trace.actions) == 20, v.label
     assert v.trace.witness is not None
+
+
+@pytest.mark.slow
+def test_alternate_k_blocks_is_proved_for_every_k_blocks_and_agrees_with_the_explorer():
+    """~25 s (the proof of two residue cases ~20 s, the explorer's cross-check and grid ~3 s):
+    the example's consumers take alternate k-blocks of a ring of 4 with bare parity waits."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    k = _example("alternate_k_blocks")
+    for n in range(6):
+        assert check_kernel(k, {"k_blocks": n}).verdict == "verified", n
+    v = prove_kernel(k)
+    assert v.verdict == "proved", v.coverage
+    assert "proved for all k_blocks" in v.coverage
+    assert any("k_blocks = 2*k_blocks_q + 1" in n for n in v.notes), v.notes
+
+
+@pytest.mark.parametrize("proto", [bit_from_the_loop_index, bit_flipped_one_block_early])
+def test_broken_alternating_consumers_are_refuted_at_their_smallest_values(proto):
+    """~2-5 s each: no proof (the residue cases fail), and the explorer's smallest breaking
+    k_blocks, whose violation `check` confirms."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    k = proto.build()
+    v = prove_kernel(k)
+    assert v.verdict == "violation" and v.matches(proto.expect), (v.label, v.coverage)
+    n = v.params["k_blocks"]
+    again = check_kernel(k, {"k_blocks": n})
+    assert again.verdict == "violation" and again.codes == v.codes
+    assert all(check_kernel(k, {"k_blocks": m}).verdict == "verified" for m in range(n))

@@ -112,10 +112,12 @@ def _alternating(k, stages, k_blocks, *, turns, formula, tma=True):
                 k.arrive(turn.at[1 - c])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("k_blocks",))
 def alternate_k_blocks(k, stages=4, k_blocks=8):
     """Even stage count: each consumer owns every other slot, and the shortcut phase bit is
-    right."""
+    right. `prove` proves it for every k_blocks: per parity of k_blocks, the ring of 4 is two
+    sub-rings of 2 that the producer and one consumer each step through one slot per iteration
+    (checker/symbolic/stride_split.py)."""
     _alternating(k, stages, k_blocks, turns=False, formula=True)
 
 
@@ -135,7 +137,7 @@ def alternate_k_blocks_no_turns_in_order(k, stages=3, k_blocks=7):
     _alternating(k, stages, k_blocks, turns=False, formula=False, tma=False)
 
 
-@protocol(expect="violation:BP121")
+@protocol(expect="violation:BP121", symbolic=("k_blocks",))
 def alternate_k_blocks_overtaken(k, stages=3, k_blocks=4):
     """The same with TMA fills, which land in any order: consumer 1's wait for block 3 (slot 0,
     bit 1) passes on slot 0's initial phase while the copy of block 0 is still in flight
@@ -152,7 +154,7 @@ def alternate_k_blocks_overtaken(k, stages=3, k_blocks=4):
     _alternating(k, stages, k_blocks, turns=False, formula=False)
 
 
-@protocol(expect="violation:BP101")
+@protocol(expect="violation:BP101", symbolic=("k_blocks",))
 def alternate_k_blocks_odd_stages_shortcut(k, stages=3, k_blocks=6):
     """The shortcut bit with an odd stage count names the wrong phase: consumer 0's wait for
     block 2 (slot 2, first fill, bit 0) asks for bit 1 and passes on the initial phase, and its
