@@ -171,6 +171,17 @@ def _unroll_nested(kernel: Kernel, fixed) -> Kernel:
     return unroll_fixed_loops(kernel, fixed)
 
 
+def _exprs_of(alloc) -> list:
+    """The size expressions of a buffer allocation (whatever fields it has)."""
+    out = []
+    for f in dataclasses.fields(alloc):
+        v = getattr(alloc, f.name)
+        for e in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(e, Expr):
+                out.append(e)
+    return out
+
+
 def _env(kernel: Kernel, fixed, extra: Mapping[str, z3.ArithRef]) -> dict:
     env = {n: z3.IntVal(v) for n, v in fixed.items()}
     env.update(extra)
@@ -208,6 +219,10 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
         raise Refused(f"the loops on the strided ring have trip counts over "
                       f"{', '.join(params) or 'no symbolic parameter'}, not over one")
     K = params[0]
+    elsewhere = [e for a in k.barriers for e in (a.num_arrivals, *a.shape, a.copies)] + \
+        [e for _, e in k.cluster + k.grid] + [e for m in k.buffers for e in _exprs_of(m)]
+    if any(K in free_vars(e) for e in elsewhere):
+        raise Refused(f"{K} also sizes a barrier, buffer, cluster or grid")
     X = unique_name(f"{K}_q", set(k.params) | {lp.var for lp in _loops(k.body)})
     x = z3.Int(X)
     for M in range(1, MAX_MODULUS + 1):
@@ -321,6 +336,7 @@ def _stride(lp: Loop, env, arrays) -> int | None:
 def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> StrideCase:
     value = mk("+", mk("*", Var(X), Const(M)), Const(b))
     sub = {K: value}
+    taken = set(k.params) | {X} | {s.var for s in walk(k.body) if isinstance(s, Loop)}
 
     def strip(lp: Loop) -> tuple:
         if id(lp) not in plan:
@@ -328,7 +344,7 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> 
             return (new,)
         p, trip, r = plan[id(lp)]
         trip = Var(X) if isinstance(trip, Var) else trip
-        t = Var(lp.var + "_t")
+        t = Var(unique_name(lp.var + "_t", taken))
         # the r left over first, at constant positions (slots and phases that are numbers,
         # which a ring class reads most easily), then i = r + p*t + u
         out = []
