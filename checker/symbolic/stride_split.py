@@ -45,7 +45,6 @@ from .unroll import MAX_UNROLL, unroll_fixed_loops
 
 MAX_THREADS = 8         # threads specialised one copy each
 MAX_MODULUS = 8         # residues tried for the symbolic trip count
-X_NAME = "X"            # the new parameter in a plan (renamed when the case is built)
 
 
 @dataclass
@@ -165,12 +164,6 @@ def _specialise_threads(kernel: Kernel, arrays, fixed) -> Kernel:
     return kernel.replace(body=go(kernel.body, []))
 
 
-def _unroll_nested(kernel: Kernel, fixed) -> Kernel:
-    """Nested loops of concrete trip unrolled (unroll.py): the ping-pong's k-tile loop inside
-    its tile loop."""
-    return unroll_fixed_loops(kernel, fixed)
-
-
 def _exprs_of(alloc) -> list:
     """The size expressions of a buffer allocation (whatever fields it has)."""
     out = []
@@ -207,7 +200,8 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
                 raise Refused(f"`{alloc.name}` is a ring of symbolic size: its slots cannot be "
                               "relabelled to one slot per iteration")
             sizes[alloc.name] = evaluate(alloc.shape[0], fixed)
-    k = _unroll_nested(_specialise_threads(kernel, arrays, fixed), fixed)
+    # nested loops of concrete trip unrolled (unroll.py): the ping-pong's k-tiles in a tile
+    k = unroll_fixed_loops(_specialise_threads(kernel, arrays, fixed), fixed)
     loops = [lp for lp in _loops(k.body) if _touches(lp.body, arrays)]
     if any(isinstance(s, Loop) for lp in loops for s in walk(lp.body)):
         raise Refused("a loop on the strided ring holds another loop")
@@ -284,8 +278,8 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
                 t = z_int(lp.trip, env)
             except Unsupported:
                 return None
-            p = z3.simplify(z3.substitute(t, (x, z3.IntVal(1))) - z3.substitute(t, (x, z3.IntVal(0))))
             r = z3.simplify(z3.substitute(t, (x, z3.IntVal(0))))
+            p = z3.simplify(z3.substitute(t, (x, z3.IntVal(1))) - r)
             if not (z3.is_int_value(p) and z3.is_int_value(r)) or p.as_long() < 1 or \
                     not 0 <= r.as_long() <= MAX_UNROLL or p.as_long() > MAX_UNROLL:
                 return None
@@ -296,7 +290,7 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
                 common = p * s
             elif common != p * s:
                 return None
-            plan[id(lp)] = (p, Var(X_NAME), r)
+            plan[id(lp)] = (p, None, r)         # None: X new iterations
         if common is None:
             return None
         for lp, s in concrete:
@@ -343,7 +337,7 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> 
             (new,) = substitute_stmts((lp,), sub)
             return (new,)
         p, trip, r = plan[id(lp)]
-        trip = Var(X) if isinstance(trip, Var) else trip
+        trip = Var(X) if trip is None else trip
         t = Var(unique_name(lp.var + "_t", taken))
         # the r left over first, at constant positions (slots and phases that are numbers,
         # which a ring class reads most easily), then i = r + p*t + u
