@@ -37,8 +37,8 @@ from typing import Mapping, Sequence
 import z3
 
 from ...model.expr import mk, substitute, substitute_stmts
-from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Kernel, Loop, Op, Param,
-                         Var, WarpRegion, When, evaluate, free_vars, unique_name, walk)
+from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Kernel, Loop, ModelError,
+                         Op, Param, Var, WarpRegion, When, evaluate, free_vars, unique_name, walk)
 from .strides import strided_arrays
 from .terms import Solver, Unsupported, z_bool, z_int
 from .unroll import MAX_UNROLL, unroll_fixed_loops
@@ -68,7 +68,8 @@ def stride_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, in
         return None, None
     try:
         return _cases(kernel, list(symbolic), fixed, arrays), None
-    except (Refused, Unsupported) as err:
+    except (Refused, Unsupported, ModelError, KeyError, ZeroDivisionError) as err:
+        # an expression the values cannot evaluate is outside the rewrite, too
         return None, f"the stride rewrite (stride_split.py) does not apply: {err}"
 
 
