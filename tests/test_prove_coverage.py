@@ -99,7 +99,7 @@ ACCOUNTED = {
         "not proved: time limit (the table's 60 s; prove's default budget proves it: "
         "test_prove_bare_parity.py)",
     "examples/patterns/parity_skipping.py::pingpong_bare_parity_deep_ring": NOT_DECLARED,
-    "examples/patterns/parity_skipping.py::alternate_k_blocks": NOT_DECLARED,
+    "examples/patterns/parity_skipping.py::alternate_k_blocks": "test_prove_strides.py",
     "examples/patterns/parity_skipping.py::alternate_k_blocks_in_turn": NOT_DECLARED,
     "examples/patterns/parity_skipping.py::alternate_k_blocks_no_turns_in_order": NOT_DECLARED,
 }

@@ -27,10 +27,9 @@ def _stride(position, var: str, fixed: Mapping[str, int]) -> int | None:
     return at[1] - at[0] if at[2] - at[1] == at[1] - at[0] else None
 
 
-def stride_mismatch(kernel, fixed: Mapping[str, int]) -> str | None:
-    """A sentence naming two loops that step through one barrier ring at different strides
-    (`(2*j + c) % S` beside `n % S`), or None."""
-    seen: dict[str, dict[int, tuple]] = {}      # barrier -> stride -> (loop, op, position)
+def _strides(kernel, fixed: Mapping[str, int]) -> dict[str, dict[int, tuple]]:
+    """barrier array -> stride -> (loop, op, slot expression) of its accesses `v % S` in loops."""
+    seen: dict[str, dict[int, tuple]] = {}
     for loop in (s for s in walk(kernel.body) if isinstance(s, Loop)):
         for op in walk(loop.body):
             if not isinstance(op, Op) or op.barrier is None:
@@ -41,12 +40,27 @@ def stride_mismatch(kernel, fixed: Mapping[str, int]) -> str | None:
                 step = _stride(e.lhs, loop.var, fixed)
                 if step is not None and step != 0:
                     seen.setdefault(op.barrier.alloc.name, {}).setdefault(step, (loop, op, e))
-    for name, by_step in seen.items():
+    return seen
+
+
+def strided_arrays(kernel, fixed: Mapping[str, int]) -> set[str]:
+    """The barrier arrays two loops step through at different strides."""
+    return {name for name, by_step in _strides(kernel, fixed).items() if len(by_step) > 1}
+
+
+def stride_mismatch(kernel, fixed: Mapping[str, int]) -> str | None:
+    """A sentence naming two loops that step through one barrier ring at different strides
+    (`(2*j + c) % S` beside `n % S`), and why the rewrite of stride_split.py, which makes
+    them step alike, did not apply; or None."""
+    for name, by_step in _strides(kernel, fixed).items():
         if len(by_step) > 1:
             (sa, (la, oa, ea)), (sb, (lb, ob, eb)) = sorted(by_step.items())[:2]
+            from .stride_split import stride_cases
+            symbolic = [n for n in kernel.params if n not in fixed]
+            _, why = stride_cases(kernel, symbolic, fixed)
             return (f"the loop over {la.var} at {la.loc} steps through `{name}` {sa} slot(s) per "
                     f"iteration (`{oa.describe()}` at slot `{ea}`) and the loop over {lb.var} at "
                     f"{lb.loc} {sb} (`{ob.describe()}` at slot `{eb}`): a static order aligns "
-                    "loops by a shift of their iterations, not by a stride, so no order fits "
-                    "(loops taking every other ring position are outside this proof method)")
+                    "loops by a shift of their iterations, not by a stride, so no order fits"
+                    + (f"; {why}" if why else ""))
     return None

@@ -1,0 +1,220 @@
+"""The stride rewrite of checker/symbolic/stride_split.py: consumers that take alternate k-blocks
+of one ring (stride 2 beside the producer's stride 1) become, per residue of the trip count,
+loops that all step one slot of a relabelled (sub-)ring per iteration. The rewrite must be the
+same program: every case keeps the explorer's verdict (and first rule) at every point of a grid,
+on the correct protocols and on their broken twins, and what it cannot rewrite it refuses with
+a reason."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from barrierproof.checker.check import check_kernel
+from barrierproof.checker.symbolic.stride_split import stride_cases
+from barrierproof.checker.symbolic.strides import stride_mismatch
+from barrierproof.model.dsl import protocol
+from barrierproof.model.ir import Loop, Op, walk
+
+
+def _example(name):
+    from barrierproof.loader import resolve
+    from conftest import EXAMPLES
+    (target,) = resolve(os.path.join(EXAMPLES, "patterns", "parity_skipping.py") + "::" + name)
+    return target.build()
+
+
+def _fixed(kernel, symbolic):
+    return {n: p.default for n, p in kernel.params.items() if n not in symbolic}
+
+
+def _residue(case):
+    """(M, b) of a case labelled `K = M*X + b`."""
+    _, rhs = case.label.split(" = ")
+    m, b = rhs.split(" + ")
+    return int(m.split("*")[0]), int(b)
+
+
+# (example, its stage count for the rewrite: an even one, which the rewrite takes; the
+# defaults of the odd-stage examples are refused, see below), whether it breaks on the grid
+STRIDED = [("alternate_k_blocks", 4, False), ("alternate_k_blocks_in_turn", 4, False),
+           ("alternate_k_blocks_no_turns_in_order", 4, False),
+           ("alternate_k_blocks_overtaken", 4, False),
+           ("alternate_k_blocks_odd_stages_shortcut", 6, False),
+           ("bit_from_the_loop_index", 4, True), ("bit_flipped_one_block_early", 4, True)]
+
+
+def _alternate(k, stages, k_blocks, bit):
+    """Consumers on alternate k-blocks (as in the examples) with `bit(j, kb)` as the phase bit
+    of consumer c's j-th block kb = 2j + c."""
+    k.threads(3, name="wg")
+    k.assume(k_blocks >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.when(k.thread == 2):
+        with k.loop(k_blocks) as n:
+            k.wait_parity(empty.at[n % stages], (n // stages + 1) % 2)
+            k.arrive_expect_tx(full.at[n % stages], 4096)
+            k.tma_load(full.at[n % stages], 4096)
+    with k.otherwise():
+        c = k.thread
+        with k.loop((k_blocks + 1 - c) // 2) as j:
+            kb = 2 * j + c
+            k.wait_parity(full.at[kb % stages], bit(j, kb, stages))
+            k.arrive(empty.at[kb % stages])
+
+
+@protocol(expect="violation:BP101", symbolic=("k_blocks",))
+def bit_from_the_loop_index(k, stages=4, k_blocks=4):
+    """The consumer's bit is j % 2 where its lap is j // 2 (tilelang#2927's shape)."""
+    _alternate(k, stages, k_blocks, lambda j, kb, s: j % 2)
+
+
+@protocol(expect="violation:BP101", symbolic=("k_blocks",))
+def bit_flipped_one_block_early(k, stages=4, k_blocks=4):
+    """The bit flips one block before the lap ends, ((kb + 1) // stages) % 2 (cutlass#2404's
+    shape)."""
+    _alternate(k, stages, k_blocks, lambda j, kb, s: ((kb + 1) // s) % 2)
+
+
+@pytest.mark.parametrize("name,stages,breaks", STRIDED)
+def test_every_residue_case_keeps_the_explorers_verdict_on_a_grid(name, stages, breaks):
+    """~1-3 s each: 2 residues x 4 points (k_blocks 0..7), the rewritten and the original
+    kernel checked; a broken one must break somewhere on the grid (else nothing is compared)."""
+    k = globals()[name].build() if name in globals() else _example(name)
+    fixed = {"stages": stages}
+    cases, why = stride_cases(k, ["k_blocks"], fixed)
+    assert why is None and cases, why
+    verdicts = set()
+    assert [c.label for c in cases] == ["k_blocks = 2*k_blocks_q + 0",
+                                        "k_blocks = 2*k_blocks_q + 1"]
+    for case in cases:
+        m, b = _residue(case)
+        (q,) = case.symbolic
+        # every loop on the rewritten rings steps one slot per iteration
+        assert stride_mismatch(case.kernel, fixed) is None
+        for x in range(4):
+            got = check_kernel(case.kernel, {**fixed, q: x})
+            want = check_kernel(k, {**fixed, "k_blocks": m * x + b})
+            assert (got.verdict, got.codes[:1]) == (want.verdict, want.codes[:1]), \
+                (case.label, x, got.label, want.label)
+            verdicts.add(want.verdict)
+    assert verdicts == ({"verified", "violation"} if breaks else {"verified"}), verdicts
+
+
+@pytest.mark.parametrize("name,K", [("alternate_k_blocks_in_turn", "k_blocks"),
+                                    ("pingpong_bare_parity_deep_ring", "tiles_per_wg")])
+def test_a_stride_that_does_not_divide_the_ring_is_refused_naming_the_phase_terms(name, K):
+    """Stride 2 on 3 slots (or the deep-ring ping-pong's 4 blocks per tile on 3): a slot is
+    filled more than once per lap, its phase bit counts blocks, and the ring classes have no
+    term for that; the `unknown` says so."""
+    k = _example(name)
+    fixed = _fixed(k, [K])
+    cases, why = stride_cases(k, [K], fixed)
+    assert cases is None and "do not divide the 3 slots" in why, why
+    assert "phase bit counts blocks" in stride_mismatch(k, fixed)
+
+
+def test_an_even_ring_splits_into_one_sub_ring_per_consumer():
+    """Stride 2 on 4 slots: two sub-rings of 2 (slots 0, 2 and 1, 3), each consumer's blocks
+    in one of them, one slot per iteration; the phase bit is the sub-ring's lap."""
+    k = _example("alternate_k_blocks")
+    cases, _ = stride_cases(k, ["k_blocks"], {"stages": 4})
+    case = cases[0]
+    names = [a.name for a in case.kernel.barriers]
+    assert {"full[0::2]", "full[1::2]", "empty[0::2]", "empty[1::2]"} <= set(names), names
+    waits = [op.describe() for op in walk(case.kernel.body) if isinstance(op, Op)
+             and op.kind == "wait_parity" and op.barrier.alloc.name.startswith("empty")]
+    assert "wait_parity(empty[0::2][(n_t % 2)], parity=(((n_t // 2) + 1) % 2))" in waits, waits
+    # the producer's loop, its tail over the 4 stages (2 sub-ring positions per iteration), the
+    # consumers' loops
+    loops = [repr(s.trip) for s in walk(case.kernel.body) if isinstance(s, Loop)]
+    assert loops == ["k_blocks_q", "2", "k_blocks_q", "k_blocks_q"], loops
+
+
+@protocol(expect="verified", symbolic=("k_blocks",))
+def alternate_without_lower_bound(k, stages=4, k_blocks=4):
+    """Correct, but nothing says k_blocks >= 0: k_blocks = 2q + b with q >= 0 would not cover
+    negative values, so the rewrite refuses."""
+    k.threads(3, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.when(k.thread == 2):
+        with k.loop(k_blocks) as n:
+            k.wait_parity(empty.at[n % stages], (n // stages + 1) % 2)
+            k.arrive(full.at[n % stages])
+    with k.otherwise():
+        c = k.thread
+        with k.loop((k_blocks + 1 - c) // 2) as j:
+            kb = 2 * j + c
+            k.wait_parity(full.at[kb % stages], (kb // stages) % 2)
+            k.arrive(empty.at[kb % stages])
+
+
+@protocol(expect="verified", symbolic=("k_blocks",))
+def alternate_on_a_symbolic_ring(k, stages=4, k_blocks=4):
+    k.threads(3, name="wg")
+    k.assume(k_blocks >= 0, stages >= 2)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.when(k.thread == 2):
+        with k.loop(k_blocks) as n:
+            k.wait_parity(empty.at[n % stages], (n // stages + 1) % 2)
+            k.arrive(full.at[n % stages])
+    with k.otherwise():
+        c = k.thread
+        with k.loop((k_blocks + 1 - c) // 2) as j:
+            kb = 2 * j + c
+            k.wait_parity(full.at[kb % stages], (kb // stages) % 2)
+            k.arrive(empty.at[kb % stages])
+
+
+def test_the_rewrite_refuses_what_it_cannot_show_equal_and_says_why():
+    k = alternate_without_lower_bound.build()
+    cases, why = stride_cases(k, ["k_blocks"], {"stages": 4})
+    assert cases is None and "k_blocks >= 0" in why, why
+    assert "k_blocks >= 0" in stride_mismatch(k, {"stages": 4})
+    k = alternate_on_a_symbolic_ring.build()
+    cases, why = stride_cases(k, ["k_blocks", "stages"], {})
+    assert cases is None and "symbolic size" in why, why
+
+
+def test_the_overtaken_consumer_is_an_over_arrival_first_as_its_docstring_says():
+    """~1 s: the over-arrival (16 steps) is shorter than the longer of the two schedules the
+    parity alias needs (20 steps); ignoring BP121 shows the alias."""
+    from barrierproof.checker.check import Options
+    k = _example("alternate_k_blocks_overtaken")
+    v = check_kernel(k)
+    assert v.codes[:1] == ["BP121"] and len(v.trace.actions) == 16, (v.label, v.trace.actions)
+    v = check_kernel(k, None, Options(ignore=frozenset({"BP121"})))
+    assert v.codes[:1] == ["BP101"] and len(v.trace.actions) == 20, v.label
+    assert v.trace.witness is not None
+
+
+@pytest.mark.slow
+def test_alternate_k_blocks_is_proved_for_every_k_blocks_and_agrees_with_the_explorer():
+    """~25 s (the proof of two residue cases ~20 s, the explorer's cross-check and grid ~3 s):
+    the example's consumers take alternate k-blocks of a ring of 4 with bare parity waits."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    k = _example("alternate_k_blocks")
+    for n in range(6):
+        assert check_kernel(k, {"k_blocks": n}).verdict == "verified", n
+    v = prove_kernel(k)
+    assert v.verdict == "proved", v.coverage
+    assert "proved for all k_blocks" in v.coverage
+    assert any("k_blocks = 2*k_blocks_q + 1" in n for n in v.notes), v.notes
+
+
+@pytest.mark.parametrize("proto", [bit_from_the_loop_index, bit_flipped_one_block_early])
+def test_broken_alternating_consumers_are_refuted_at_their_smallest_values(proto):
+    """~2-5 s each: no proof (the residue cases fail), and the explorer's smallest breaking
+    k_blocks, whose violation `check` confirms."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    k = proto.build()
+    v = prove_kernel(k)
+    assert v.verdict == "violation" and v.matches(proto.expect), (v.label, v.coverage)
+    n = v.params["k_blocks"]
+    again = check_kernel(k, {"k_blocks": n})
+    assert again.verdict == "violation" and again.codes == v.codes
+    assert all(check_kernel(k, {"k_blocks": m}).verdict == "verified" for m in range(n))
