@@ -182,7 +182,8 @@ from .fragment import Fragment
 from .cases import prove_by_cases
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
-from .nested import flatten_nested
+from .nested import PerTileOps, flatten_nested
+from .pertile import prove_per_tile
 from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
@@ -343,6 +344,8 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     try:    # tiles x K-steps nests read through the running position: one loop (nested.py)
         flat = flatten_nested(kernel, symbolic, fixed)
+    except PerTileOps as err:   # per-tile operations: two projections (pertile.py)
+        return prove_per_tile(kernel, symbolic, fixed, budget, start, err)
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment: {err}")
@@ -1052,7 +1055,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                                                            else [])))
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
-        notes += [c if c.startswith(("per tile", "nested loops")) else f"proved by cases: {c}"
+        notes += [c if c.startswith(("per tile", "per-tile operations", "nested loops")) else f"proved by cases: {c}"
                   for c in proof.cases]
         if init_note:
             notes.append(init_note)
