@@ -90,6 +90,9 @@ def _classes(kernel: Kernel) -> tuple[set[str], set[str]]:
         if op.barrier is None or op.bar_id is not None:
             raise Unsupported(f"per-tile operations: `{op.describe()}` names no mbarrier",
                               op.loc)
+    if not tile_ops:
+        raise Unsupported("per-tile operations: the outer loop's other statements run no "
+                          "operation")
     tile = {_barrier(op) for op in tile_ops}
     both = sorted(n for n in tile & inner if n is not None)
     if both:
