@@ -79,7 +79,9 @@ How a proof works
 6. Rewrites first (the same program): loops of concrete length nested in others are unrolled
    and arrays with one symbolic dimension split into rings (unroll.py); nests `loop t < T:
    loop kk < K: B` whose B reads t, kk only through t*K + kk become one loop over a parameter
-   P = T*K, each changed expression proved equal by Z3 (nested.py); a pipeline's peeled
+   P = T*K, each changed expression proved equal by Z3 (nested.py), or, with operations
+   beside the inner loop on barriers of their own, two projections are proved (pertile.py); a
+   pipeline's peeled
    prologue is joined with its steady-state loop when Z3 proves they run the same operations
    (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
    (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v); a
