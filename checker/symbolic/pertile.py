@@ -33,9 +33,10 @@ Why both proofs prove the kernel (for every T and K the projections are proved f
    with one empty W the projection's own deadlock freedom applies directly.
 
 Blocks interact through barriers only when an operation names another block's barrier or
-multicasts; then the single mixing agent must be one for the whole grid. Operations with memory
-effects or semaphore signals are refused (races are not split here), and so is any operation
-the checks do not take: the verdict stays `unknown` and names it.
+multicasts (or the barrier is a cluster barrier); then the mixing agent must be one for the
+whole grid. Operations with memory effects are refused (races are not split here), and so are
+hardware barriers, cluster syncs, semaphores and anything unmodelled: the steps above speak of
+mbarrier phases only. The verdict then stays `unknown` and names the operation.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import Callable, Mapping
 
 import z3
 
+from ...model import kinds
 from ...model.ir import Kernel, Loop, Op, WarpRegion, When, walk
 from .nested import _term
 from .terms import Unsupported
@@ -159,7 +161,7 @@ def _one_mixing_agent(kernel: Kernel, a: set[str], b: set[str],
                           "warp regions (a warpgroup waiting for its warps is not modelled in "
                           "the split)")
     remote = any(g[0].barrier.block is not None or g[0].collective_axes or
-                 g[0].kind.startswith("semaphore") for g in ops)
+                 g[0].barrier.alloc.cluster for g in ops)
     blocks = [n for n, _ in kernel.cluster + kernel.grid]
     sizes = {n: e for n, e in kernel.cluster + kernel.grid}
     facts = [_term(x, {}) != 0 for x in kernel.assumptions] + \
@@ -217,8 +219,12 @@ def split_per_tile(kernel: Kernel, fixed: Mapping[str, int] | None = None) -> Sp
         if op.reads or op.writes or op.signals:
             raise Unsupported("per-tile operations: an operation with memory effects or "
                               "semaphore signals (races are not split by barrier class)", op.loc)
-        if op.bar_id is not None:
-            raise Unsupported("per-tile operations: a named barrier left unlowered", op.loc)
+        prim = kinds.lookup(op.kind)
+        if op.bar_id is not None or prim is None or prim.unmodelled or prim.cluster_wide or \
+                prim.waits_for not in ("", "phase") or op.kind.startswith("semaphore"):
+            # hardware barriers, cluster syncs and semaphores are not split by class here
+            raise Unsupported(f"per-tile operations: `{op.describe()}` is not an mbarrier "
+                              "operation", op.loc)
     a, b = _classes(kernel)
     _one_mixing_agent(kernel, a, b, fixed)
     inner_loops = frozenset(id(s.body[i]) for s in _nests(kernel.body)
