@@ -48,7 +48,7 @@ from typing import Callable, Mapping
 import z3
 
 from ...model import kinds
-from ...model.ir import Kernel, Loop, Op, WarpRegion, When, walk
+from ...model.ir import Kernel, Loop, Op, WarpRegion, When, free_vars, walk
 from .nested import _term
 from .terms import Unsupported
 
@@ -189,6 +189,11 @@ def _one_mixing_agent(kernel: Kernel, a: set[str], b: set[str],
         if warp is not None:
             local[warp] = env["!warp"]
         for kind, x, y in guards:
+            stray = free_vars(y if kind == "loop" else x) - set(local) - set(kernel.params)
+            if stray:       # a name both agents would share: refuse rather than assume
+                raise Unsupported("per-tile operations: a guard reads "
+                                  + ", ".join(f"`{n}`" for n in sorted(stray))
+                                  + ", neither a parameter nor the agent's index", op.loc)
             if kind == "loop":
                 conds += [local[x] >= 0, local[x] < _term(y, local)]
             else:
