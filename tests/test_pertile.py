@@ -10,7 +10,7 @@ import pytest
 from barrierproof import minimum, protocol
 from barrierproof.checker.check import check_kernel
 from barrierproof.checker.symbolic.nested import PerTileOps, flatten_nested
-from barrierproof.checker.symbolic.pertile import split_per_tile
+from barrierproof.checker.symbolic.pertile import _classes, _project, split_per_tile
 from barrierproof.checker.symbolic.prove import prove
 from barrierproof.checker.symbolic.terms import Unsupported
 from barrierproof.cli import main
@@ -126,7 +126,8 @@ def test_the_blackwell_persistent_gemm_is_proved_for_every_tile_count_and_k(caps
 
 def _crossed(k, tiles=1, ksteps=1):
     """Thread 0 waits x per tile then arrives y per K step; thread 1 waits y per K step, then
-    arrives x per tile: each projection alone is deadlock-free, the kernel deadlocks."""
+    arrives x per tile: at one tile of one K step each projection runs clean, the kernel
+    deadlocks."""
     k.assume(tiles >= 0, ksteps >= 1)
     k.threads(2, name="wg")
     x = k.Barrier(num_arrivals=1)
@@ -134,7 +135,7 @@ def _crossed(k, tiles=1, ksteps=1):
     with k.when(k.thread == 0):
         with k.loop(tiles) as t:
             k.wait_parity(x, t % 2)
-            with k.loop(ksteps) as kk:
+            with k.loop(ksteps):
                 k.arrive(y)
     with k.otherwise():
         with k.loop(tiles) as t:
@@ -151,6 +152,13 @@ def test_two_agents_on_both_classes_are_refused_and_the_deadlock_is_found(capsys
     assert proof.status == "unknown" and "two agents" in proof.reason, proof.reason
     found = check_kernel(kernel, {"tiles": 1, "ksteps": 1})
     assert found.verdict == "violation" and found.codes[0] == "BP100", found.label
+    inner, tile = _classes(kernel)
+    for drop in (tile, inner):      # why the split needs one agent at most on both classes
+        body = _project(kernel.body, lambda op, _: op.barrier.alloc.name in drop)
+        projection = kernel.replace(body=body, barriers=tuple(
+            x for x in kernel.barriers if x.name not in drop))
+        alone = check_kernel(projection, {"tiles": 1, "ksteps": 1})
+        assert alone.verdict == "verified", (sorted(drop), alone.label)
 
 
 def test_a_per_tile_operation_on_a_k_loop_barrier_is_refused():
@@ -159,8 +167,8 @@ def test_a_per_tile_operation_on_a_k_loop_barrier_is_refused():
         k.threads(2, name="wg")
         full = k.Barrier(num_arrivals=1)
         with k.when(k.thread == 0):
-            with k.loop(tiles) as t:
-                with k.loop(ksteps) as kk:
+            with k.loop(tiles):
+                with k.loop(ksteps):
                     k.arrive(full)
                 k.arrive(full)
         with k.otherwise():

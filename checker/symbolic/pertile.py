@@ -202,7 +202,10 @@ def _one_mixing_agent(kernel: Kernel, a: set[str], b: set[str],
         return z3.And(conds)
 
     x, y = agent("x"), agent("y")
-    on = lambda env, cls: z3.Or([runs(env, g) for g in ops if g[0].barrier.alloc.name in cls])  # noqa
+
+    def on(env, cls) -> z3.BoolRef:
+        return z3.Or([runs(env, g) for g in ops if g[0].barrier.alloc.name in cls])
+
     same = z3.And(x[kernel.thread_axis] == y[kernel.thread_axis], x["!warp"] == y["!warp"],
                   *[x[n] == y[n] for n in blocks])
     s = z3.Solver()
