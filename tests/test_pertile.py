@@ -152,7 +152,8 @@ def test_two_agents_on_both_classes_are_refused_and_the_deadlock_is_found(capsys
     assert proof.status == "unknown" and "two agents" in proof.reason, proof.reason
     found = check_kernel(kernel, {"tiles": 1, "ksteps": 1})
     assert found.verdict == "violation" and found.codes[0] == "BP100", found.label
-    inner, tile = _classes(kernel)
+    inner, tile, rest = _classes(kernel)
+    assert not rest
     for drop in (tile, inner):      # why the split needs one agent at most on both classes
         body = _project(kernel.body, lambda op, _: op.barrier.alloc.name in drop)
         projection = kernel.replace(body=body, barriers=tuple(

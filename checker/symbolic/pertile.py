@@ -7,8 +7,9 @@ The MMA warp of a persistent GEMM runs
 where B (the K steps: wait full, MMA, commit empty) reads t and kk through t*K + kk and the
 operations beside the inner loop (per-tile operations) use other barriers. nested.py takes the
 nest only without those. Here the barriers are split into class A (every barrier an operation
-of an inner loop touches, and every barrier no per-tile operation touches) and class B (the
-barriers of the per-tile operations); A and B must be disjoint. Two kernels are proved:
+of an inner loop touches) and class B (the barriers of the per-tile operations), which must be
+disjoint; the barriers neither touches go to A, else to B, whichever passes step 2 below (any
+split is sound). Two kernels are proved:
 
 - projection A: every operation on a B barrier deleted. Its nests have nothing beside their
   inner loop, so nested.py makes them one loop over P = T*K (its own Z3 checks).
@@ -59,7 +60,8 @@ TIMEOUT_MS = 10000
 class Split:
     inner: Kernel           # projection A
     tile: Kernel            # projection B
-    note: str
+    note: str               # what a proof rests on
+    split: str              # the two classes
 
 
 def _barrier(op: Op) -> str | None:
@@ -71,8 +73,8 @@ def _nests(body) -> list[Loop]:
             any(isinstance(x, Loop) for x in walk(s.body))]
 
 
-def _classes(kernel: Kernel) -> tuple[set[str], set[str]]:
-    """(A, B): barriers of the inner loops, barriers of the per-tile operations."""
+def _classes(kernel: Kernel) -> tuple[set[str], set[str], set[str]]:
+    """Barriers of the inner loops, of the per-tile operations, and the others."""
     inner_ids, tile_ops = set(), []
     for outer in _nests(kernel.body):
         loops = [s for s in outer.body if isinstance(s, Loop)]
@@ -100,8 +102,8 @@ def _classes(kernel: Kernel) -> tuple[set[str], set[str]]:
     if both:
         raise Unsupported("per-tile operations on a barrier the inner loop uses too: "
                           + ", ".join(f"`{n}`" for n in both))
-    a = {b.name for b in kernel.barriers} - tile
-    return a, tile
+    inner = {n for n in inner if n is not None}
+    return inner, tile, {b.name for b in kernel.barriers} - inner - tile
 
 
 def _project(body, drop: Callable[[Op, bool], bool], in_inner: bool = False,
@@ -233,20 +235,27 @@ def split_per_tile(kernel: Kernel, fixed: Mapping[str, int] | None = None) -> Sp
             # hardware barriers, cluster syncs and semaphores are not split by class here
             raise Unsupported(f"per-tile operations: `{op.describe()}` is not an mbarrier "
                               "operation", op.loc)
-    a, b = _classes(kernel)
-    _one_mixing_agent(kernel, a, b, fixed)
+    inner, tile, rest = _classes(kernel)
+    for a, b in ((inner | rest, tile), (inner, tile | rest)):   # either split is sound
+        try:
+            _one_mixing_agent(kernel, a, b, fixed)
+            break
+        except Unsupported as err:
+            refused = err
+    else:
+        raise refused
     inner_loops = frozenset(id(s.body[i]) for s in _nests(kernel.body)
                             for i in range(len(s.body)) if isinstance(s.body[i], Loop))
     proj_a = _project(kernel.body, lambda op, _: _barrier(op) in b)
     proj_b = _project(kernel.body, lambda op, inner: _barrier(op) in a or
                       (inner and op.barrier is None), inner_loops=inner_loops)
     keep = lambda names: tuple(x for x in kernel.barriers if x.name in names)  # noqa: E731
-    note = ("per-tile operations: the barriers split into the K loop's ("
-            + ", ".join(sorted(a)) + ") and the per-tile ones (" + ", ".join(sorted(b))
-            + "), each proved in a projection of its own (checker/symbolic/pertile.py); "
+    split = ("per-tile operations: the barriers split into the K loop's ("
+             + ", ".join(sorted(a)) + ") and the per-tile ones (" + ", ".join(sorted(b)) + ")")
+    note = (split + ", each proved in a projection of its own (checker/symbolic/pertile.py); "
             "Z3 shows at most one agent touches both, so a wait on one cannot hold up the other")
     return Split(kernel.replace(body=proj_a, barriers=keep(a)),
-                 kernel.replace(body=proj_b, barriers=keep(b)), note)
+                 kernel.replace(body=proj_b, barriers=keep(b)), note, split)
 
 
 def prove_per_tile(kernel: Kernel, symbolic, fixed, budget, start: float,
@@ -268,7 +277,8 @@ def prove_per_tile(kernel: Kernel, symbolic, fixed, budget, start: float,
         proof = prove(part, symbolic, fixed, budget=Budget(budget.seconds / 2))
         if proof.status != "proved":
             return Proof("unknown", time.perf_counter() - start,
-                         f"{split.note}: the projection on {name} is not proved: {proof.reason}")
+                         f"{split.split}; the projection on {name} is not proved: "
+                         f"{proof.reason}")
         parts.append(proof)
     inner, tile = parts
     return dataclasses.replace(
