@@ -124,28 +124,40 @@ def test_the_blackwell_persistent_gemm_is_proved_for_every_tile_count_and_k(caps
 
 # -- splits that would not be sound, each refused with its construct
 
-def _crossed(k, tiles=1, ksteps=1):
-    """Thread 0 waits x per tile then arrives y per K step; thread 1 waits y per K step, then
+def _crossed(k, tiles, ksteps, first, second):
+    """`first` waits x per tile then arrives y per K step; `second` waits y per K step, then
     arrives x per tile: at one tile of one K step each projection runs clean, the kernel
     deadlocks."""
     k.assume(tiles >= 0, ksteps >= 1)
-    k.threads(2, name="wg")
     x = k.Barrier(num_arrivals=1)
     y = k.Barrier(num_arrivals=1)
-    with k.when(k.thread == 0):
+    with k.when(first):
         with k.loop(tiles) as t:
             k.wait_parity(x, t % 2)
             with k.loop(ksteps):
                 k.arrive(y)
-    with k.otherwise():
+    with k.when(second):
         with k.loop(tiles) as t:
             with k.loop(ksteps) as kk:
                 k.wait_parity(y, (t * ksteps + kk) % 2)
             k.arrive(x)
 
 
-def test_two_agents_on_both_classes_are_refused_and_the_deadlock_is_found(capsys):
-    kernel = protocol(symbolic=SYMBOLIC)(_crossed).build()
+def _crossed_threads(k, tiles=1, ksteps=1):
+    k.threads(2, name="wg")
+    _crossed(k, tiles, ksteps, k.thread == 0, k.thread == 1)
+
+
+def _crossed_warps(k, tiles=1, ksteps=1):
+    k.threads(1, name="wg")
+    k.warps(4)
+    with k.warp_region() as w:
+        _crossed(k, tiles, ksteps, w == 3, w == 1)
+
+
+@pytest.mark.parametrize("build", [_crossed_threads, _crossed_warps])
+def test_two_agents_on_both_classes_are_refused_and_the_deadlock_is_found(build):
+    kernel = protocol(symbolic=SYMBOLIC)(build).build()
     with pytest.raises(Unsupported, match="two agents"):
         split_per_tile(kernel)
     proof = prove(kernel, SYMBOLIC, {}, timeout=30)
