@@ -84,7 +84,9 @@ PROVED = {
     # a test loop polls until full
     "patterns/polling.py::poll_until_full": grid(steps=range(0, 8)),
     "patterns/cluster_stores.py::exchange_through_peer_smem": grid(steps=range(1, 7)),
-    "patterns/blackwell_persistent.py::umma_persistent_gemm": grid(tiles=range(0, 4)),
+    # per-tile accumulator hand-off beside the K loop: two projections (pertile.py)
+    "patterns/blackwell_persistent.py::umma_persistent_gemm": grid(tiles=range(0, 4),
+                                                                   ksteps=range(1, 4)),
     # the v ring's counts past the producer's loop (encode.py: k after a loop is its bound)
     "patterns/flash_attention.py::fa3_forward_pingpong": grid(stages=[1, 2, 3],
                                                               blocks=range(1, 6)),

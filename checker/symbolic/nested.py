@@ -88,6 +88,10 @@ def _term(e: Expr, env: Mapping[str, z3.ArithRef]) -> z3.ArithRef:
 # The shape
 # ----------------------------------------------------------------------------------------------
 
+class PerTileOps(Unsupported):
+    """A nest with operations beside its inner loop (pertile.py may split it)."""
+
+
 @dataclasses.dataclass
 class Flat:
     """The flattened kernel and what it rests on."""
@@ -106,7 +110,7 @@ def _shape(outer: Loop, params: Mapping) -> tuple[Expr, Expr]:
     """(T, K) when `outer` is `loop t < T: loop kk < K: B`, both counts over parameters."""
     where = f"line {outer.loc.line}" if outer.loc and outer.loc.line else "a loop"
     if len(outer.body) != 1 or not isinstance(outer.body[0], Loop):
-        raise Unsupported(f"nested loops: the outer loop ({where}) runs operations beside its "
+        raise PerTileOps(f"nested loops: the outer loop ({where}) runs operations beside its "
                           "inner loop (per-tile operations), which one loop over the running "
                           "position cannot hold", outer.loc)
     inner = outer.body[0]
@@ -322,4 +326,4 @@ def flatten_nested(kernel: Kernel, symbolic: Sequence[str],
     return Flat(new, [n for n in symbolic if n in params] + [P], note)
 
 
-__all__ = ["Flat", "flatten_nested"]
+__all__ = ["Flat", "PerTileOps", "flatten_nested"]

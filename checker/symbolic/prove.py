@@ -79,7 +79,9 @@ How a proof works
 6. Rewrites first (the same program): loops of concrete length nested in others are unrolled
    and arrays with one symbolic dimension split into rings (unroll.py); nests `loop t < T:
    loop kk < K: B` whose B reads t, kk only through t*K + kk become one loop over a parameter
-   P = T*K, each changed expression proved equal by Z3 (nested.py); a pipeline's peeled
+   P = T*K, each changed expression proved equal by Z3 (nested.py), or, with operations
+   beside the inner loop on barriers of their own, two projections are proved (pertile.py); a
+   pipeline's peeled
    prologue is joined with its steady-state loop when Z3 proves they run the same operations
    (fuse.py); a program that is one branch on a parameter (`n == v`) is proved case by case
    (cases.py: the explorer at n = v when nothing else is symbolic, the prover for n != v); a
@@ -183,7 +185,8 @@ from .fragment import Fragment
 from .cases import prove_by_cases
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
-from .nested import flatten_nested
+from .nested import PerTileOps, flatten_nested
+from .pertile import prove_per_tile
 from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
@@ -271,6 +274,8 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     try:    # tiles x K-steps nests read through the running position: one loop (nested.py)
         flat = flatten_nested(kernel, symbolic, fixed)
+    except PerTileOps as err:   # per-tile operations: two projections (pertile.py)
+        return prove_per_tile(kernel, symbolic, fixed, budget, start, err)
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment: {err}")
@@ -1045,7 +1050,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                                                            else [])))
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
-        notes += [c if c.startswith(("per tile", "nested loops")) else f"proved by cases: {c}"
+        notes += [c if c.startswith(("per tile", "per-tile operations", "nested loops")) else f"proved by cases: {c}"
                   for c in proof.cases]
         if init_note:
             notes.append(init_note)

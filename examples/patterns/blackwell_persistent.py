@@ -53,7 +53,7 @@ def umma_persistent(k, stages, tiles, ksteps, *, acc_empty_count=2, mma_waits_ac
                 k.barrier_arrive(acc_empty.at[t % 2])
 
 
-@protocol(expect="verified", symbolic=("tiles",))
+@protocol(expect="verified", symbolic=("tiles", "ksteps"))
 def umma_persistent_gemm(k, stages=2, tiles=3, ksteps=2):
     """TMA -> tcgen05 ring with commit-released slots, double-buffered TMEM accumulator with
     per-tile acc_full / acc_empty, drained on both sides: correct."""
