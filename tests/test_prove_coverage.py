@@ -47,6 +47,7 @@ ACCOUNTED = {
     "examples/races.py::multicast_ring_cluster_release": T_SYMBOLIC,
     "examples/races.py::tcgen05_pipeline": T_SYMBOLIC,
     "examples/races.py::epilogue_store_waited": T_RACES,
+    "examples/races.py::epilogue_store_drained": T_RACES,
     "examples/races.py::ping_pong_attention": T_RACES,
     "examples/races.py::wgmma_release_after_wait": T_RACES,
     "examples/races.py::wgmma_release_previous": T_WINDOWS,

@@ -13,7 +13,7 @@ import pytest
 
 from barrierproof.checker.check import check_kernel
 from barrierproof.checker.symbolic.stride_split import stride_cases
-from barrierproof.checker.symbolic.strides import stride_mismatch
+from barrierproof.checker.symbolic.stride_split import stride_mismatch
 from barrierproof.model.dsl import protocol
 from barrierproof.model.ir import Loop, Op, walk
 

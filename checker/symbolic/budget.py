@@ -29,6 +29,7 @@ import z3
 
 from ..check import LOAD_ALLOWANCE, WALL_NET_FACTOR
 from . import work
+from .work import BudgetSpent  # noqa: F401  (raised by work.tick, caught by the phases)
 
 Z3_UNITS_PER_SECOND = 1_000_000
 # the reference speed of the counted Python work, in units of the same scale (one unit is a
@@ -41,10 +42,6 @@ UNITS_PER_EXPLORED_STATE = Z3_UNITS_PER_SECOND // STATES_PER_SECOND
 ORDERS_PER_SECOND = 0.5
 MIN_ORDERS = 8
 NET_GRACE = 2.0     # as the CLI's watchdog
-
-
-class BudgetSpent(Exception):
-    """Raised by counted Python work when the budget in force is spent (`work.tick`)."""
 
 
 def cpu_seconds() -> float:

@@ -51,6 +51,7 @@ import z3
 from ...model import kinds
 from ...model.ir import Kernel, Loop, Op, WarpRegion, When, free_vars, walk
 from .nested import _term
+from .proofs import Proof
 from .terms import Unsupported
 
 TIMEOUT_MS = 10000
@@ -259,11 +260,11 @@ def split_per_tile(kernel: Kernel, fixed: Mapping[str, int] | None = None) -> Sp
 
 
 def prove_per_tile(kernel: Kernel, symbolic, fixed, budget, start: float,
-                   refused: Unsupported):
+                   refused: Unsupported, prove: Callable[..., Proof]):
     """A nest with per-tile operations: each barrier class proved in its projection, both
     needed; anything short of two proofs is unknown (a projection runs more schedules, so its
-    violation need not be the kernel's: the bounded search decides those)."""
-    from .prove import Budget, Proof, prove      # prove.py calls this: imported late
+    violation need not be the kernel's: the bounded search decides those). `prove` is
+    prove.py's entry, passed in so that this module does not import its caller."""
 
     try:
         split = split_per_tile(kernel, fixed)
@@ -274,7 +275,7 @@ def prove_per_tile(kernel: Kernel, symbolic, fixed, budget, start: float,
     parts = []
     for name, part in (("the K loop's barriers", split.inner),
                        ("the per-tile barriers", split.tile)):
-        proof = prove(part, symbolic, fixed, budget=Budget(budget.seconds / 2))
+        proof = prove(part, symbolic, fixed, budget=budget.share(1 / 2))
         if proof.status != "proved":
             return Proof("unknown", time.perf_counter() - start,
                          f"{split.split}; the projection on {name} is not proved: "

@@ -194,7 +194,7 @@ from .phases import infer_phases
 from .param_values import sample_values
 from .semaphores import lower_lockstep
 from .signs import sign_cases
-from .strides import stride_mismatch
+from .stride_split import stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
@@ -275,7 +275,7 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
     try:    # tiles x K-steps nests read through the running position: one loop (nested.py)
         flat = flatten_nested(kernel, symbolic, fixed)
     except PerTileOps as err:   # per-tile operations: two projections (pertile.py)
-        return prove_per_tile(kernel, symbolic, fixed, budget, start, err)
+        return prove_per_tile(kernel, symbolic, fixed, budget, start, err, prove)
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment: {err}")

@@ -39,7 +39,7 @@ import z3
 from ...model.expr import mk, substitute, substitute_stmts
 from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Kernel, Loop, ModelError,
                          Op, Param, Var, WarpRegion, When, evaluate, free_vars, unique_name, walk)
-from .strides import strided_arrays
+from .strides import ring_strides, strided_arrays
 from .terms import Solver, Unsupported, z_bool, z_int
 from .unroll import MAX_UNROLL, unroll_fixed_loops
 
@@ -507,3 +507,20 @@ def _fold_div(e, names, env, solver: Solver, fixed):
     if not solver.valid(z_int(folded, env) == z_int(out, env)):
         return out
     return folded
+
+
+def stride_mismatch(kernel, fixed: Mapping[str, int]) -> str | None:
+    """A sentence naming two loops that step through one barrier ring at different strides
+    (`(2*j + c) % S` beside `n % S`), and why the rewrite of stride_split.py, which makes
+    them step alike, did not apply; or None."""
+    for name, by_step in ring_strides(kernel, fixed).items():
+        if len(by_step) > 1:
+            (sa, (la, oa, ea)), (sb, (lb, ob, eb)) = sorted(by_step.items())[:2]
+            symbolic = [n for n in kernel.params if n not in fixed]
+            _, why = stride_cases(kernel, symbolic, fixed)
+            return (f"the loop over {la.var} at {la.loc} steps through `{name}` {sa} slot(s) per "
+                    f"iteration (`{oa.describe()}` at slot `{ea}`) and the loop over {lb.var} at "
+                    f"{lb.loc} {sb} (`{ob.describe()}` at slot `{eb}`): a static order aligns "
+                    "loops by a shift of their iterations, not by a stride, so no order fits"
+                    + (f"; {why}" if why else ""))
+    return None

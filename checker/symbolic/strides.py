@@ -5,8 +5,9 @@ shift of the key: loop b's iteration i meets loop a's iteration i + c. Two consu
 alternate k-blocks of one ring (consumer c's iteration j is block 2j + c) step through the ring
 two slots per iteration while the producer steps one: no shift aligns them, the order that
 would (the producer's iteration 2j + c beside consumer c's j) scales the key, which the method
-does not. This module finds that shape so that an `unknown` names it instead of only saying
-that no candidate order passed.
+does not. This module finds that shape: stride_split.py rewrites it where it can, and its
+`stride_mismatch` names it in an `unknown` where it cannot, instead of only saying that no
+candidate order passed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _stride(position, var: str, fixed: Mapping[str, int]) -> int | None:
     return at[1] - at[0] if at[2] - at[1] == at[1] - at[0] else None
 
 
-def _strides(kernel, fixed: Mapping[str, int]) -> dict[str, dict[int, tuple]]:
+def ring_strides(kernel, fixed: Mapping[str, int]) -> dict[str, dict[int, tuple]]:
     """barrier array -> stride -> (loop, op, slot expression) of its accesses `v % S` in loops."""
     seen: dict[str, dict[int, tuple]] = {}
     for loop in (s for s in walk(kernel.body) if isinstance(s, Loop)):
@@ -45,22 +46,4 @@ def _strides(kernel, fixed: Mapping[str, int]) -> dict[str, dict[int, tuple]]:
 
 def strided_arrays(kernel, fixed: Mapping[str, int]) -> set[str]:
     """The barrier arrays two loops step through at different strides."""
-    return {name for name, by_step in _strides(kernel, fixed).items() if len(by_step) > 1}
-
-
-def stride_mismatch(kernel, fixed: Mapping[str, int]) -> str | None:
-    """A sentence naming two loops that step through one barrier ring at different strides
-    (`(2*j + c) % S` beside `n % S`), and why the rewrite of stride_split.py, which makes
-    them step alike, did not apply; or None."""
-    for name, by_step in _strides(kernel, fixed).items():
-        if len(by_step) > 1:
-            (sa, (la, oa, ea)), (sb, (lb, ob, eb)) = sorted(by_step.items())[:2]
-            from .stride_split import stride_cases
-            symbolic = [n for n in kernel.params if n not in fixed]
-            _, why = stride_cases(kernel, symbolic, fixed)
-            return (f"the loop over {la.var} at {la.loc} steps through `{name}` {sa} slot(s) per "
-                    f"iteration (`{oa.describe()}` at slot `{ea}`) and the loop over {lb.var} at "
-                    f"{lb.loc} {sb} (`{ob.describe()}` at slot `{eb}`): a static order aligns "
-                    "loops by a shift of their iterations, not by a stride, so no order fits"
-                    + (f"; {why}" if why else ""))
-    return None
+    return {name for name, by_step in ring_strides(kernel, fixed).items() if len(by_step) > 1}

@@ -14,6 +14,11 @@ _budgets: list = []     # the budgets in force, innermost last (budget.Budget)
 _ticks = 0              # counted Python work of this process, in units
 
 
+
+class BudgetSpent(Exception):
+    """Raised by counted Python work when the budget in force is spent (`tick`)."""
+
+
 def push(budget) -> None:
     _budgets.append(budget)
 
@@ -35,7 +40,6 @@ def tick(units: int) -> None:
     global _ticks
     _ticks += units
     if _budgets and _budgets[-1].exhausted():
-        from .budget import BudgetSpent
         raise BudgetSpent(_budgets[-1].spent_text())
 
 
