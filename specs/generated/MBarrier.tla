@@ -577,7 +577,7 @@ Live(x) ==
 \* The pairs by code, as sets: definitions of no argument over constants, which TLC evaluates
 \* once at startup.  Races itself is substituted from the kernel's module (Races <- KernelRaces),
 \* and TLC evaluates such a substitution again at every reference (it keeps it lazy on purpose:
-\* tlaplus issue 648): read per state, a table of 50 pairs cost TLC 15 times the rest of a step.
+\* tlaplus issue 648): read per state, a table of a few dozen pairs cost more than the step.
 RacePairs == {Races[n] : n \in DOMAIN Races}
 SmemRacePairs == {r \in RacePairs : r[1] = "BP200"}
 TmemRacePairs == {r \in RacePairs : r[1] = "BP201"}
