@@ -142,12 +142,12 @@ InitBP144_NoExitDeadlock == ~(InitStuck /\ ~TxStuck /\ ExitStuck)
 
 \* semantics.py reports BP147 for a step that breaks no rule itself when the new state breaks
 \* no rule of a lower code (BP101's parity state, BP102, BP146).
-Exact_BP147 == [][~(/\ ~HwStepBreaks /\ Counts("BP147") /\ InitHidden'
+Exact_BP147 == [][~(/\ Counts("BP147") /\ InitHidden' /\ ~HwStepBreaks
                     /\ ~(Counts("BP101") /\ ParityAhead')
                     /\ ~(Counts("BP102") /\ LateJoin')
                     /\ ~(Counts("BP146") /\ PeerExited'))]_initallvars
 \* Races (MBarrier's RaceCode) yield to BP147 too.
 InitBreaksRule == HwBreaksRule \/ (Counts("BP147") /\ InitHidden')
-InitExact_BP200 == [][~(~HwStepBreaks /\ ~InitBreaksRule /\ RaceCode("BP200"))]_initallvars
-InitExact_BP201 == [][~(~HwStepBreaks /\ ~InitBreaksRule /\ RaceCode("BP201"))]_initallvars
+InitExact_BP200 == [][~(RaceCode("BP200") /\ ~HwStepBreaks /\ ~InitBreaksRule)]_initallvars
+InitExact_BP201 == [][~(RaceCode("BP201") /\ ~HwStepBreaks /\ ~InitBreaksRule)]_initallvars
 =============================================================================

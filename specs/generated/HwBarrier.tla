@@ -193,10 +193,10 @@ HwStepBreaks ==
     \/ Counts("BP142") /\ Breaks142
 Exact_BP141 == [][~(Counts("BP141") /\ Breaks141)]_allvars
 Exact_BP142 == [][~(Counts("BP142") /\ Breaks142)]_allvars
-Exact_BP146 == [][~(~HwStepBreaks /\ Counts("BP146") /\ PeerExited'
+Exact_BP146 == [][~(Counts("BP146") /\ PeerExited' /\ ~HwStepBreaks
                     /\ ~(Counts("BP102") /\ LateJoin'))]_allvars
 \* Races (MBarrier's RaceCode) yield to these rules too.
 HwBreaksRule == BreaksBarrierRule \/ (Counts("BP146") /\ PeerExited')
-HwExact_BP200 == [][~(~HwStepBreaks /\ ~HwBreaksRule /\ RaceCode("BP200"))]_allvars
-HwExact_BP201 == [][~(~HwStepBreaks /\ ~HwBreaksRule /\ RaceCode("BP201"))]_allvars
+HwExact_BP200 == [][~(RaceCode("BP200") /\ ~HwStepBreaks /\ ~HwBreaksRule)]_allvars
+HwExact_BP201 == [][~(RaceCode("BP201") /\ ~HwStepBreaks /\ ~HwBreaksRule)]_allvars
 =============================================================================
