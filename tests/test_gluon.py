@@ -29,6 +29,7 @@ PERSISTENT = os.path.join(EXAMPLES, "gluon", "persistent_matmul.py")
 AUTO_WS = os.path.join(EXAMPLES, "gluon", "tl_warp_specialized.py")
 PIPELINED = os.path.join(EXAMPLES, "gluon", "tcgen05_pipeline.py")
 ATTENTION = os.path.join(EXAMPLES, "gluon", "attention_forward.py")
+STORE = os.path.join(EXAMPLES, "gluon", "store_epilogue.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -346,7 +347,7 @@ def test_the_loader_finds_every_launch_of_the_example():
                                          "ready_counts_two_arrivals"}
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
     assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS,
-                                                                 PIPELINED, ATTENTION}
+                                                                 PIPELINED, ATTENTION, STORE}
     assert all(t.expect for t in ALL_TARGETS)
 
 
