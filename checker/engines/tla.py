@@ -24,6 +24,7 @@ specs/generated/) is tla_files.py.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -92,12 +93,32 @@ EXACT = {code: f"Exact_{code}" for code in sorted({*RULES, *HW_RULES, *INIT_RULE
 
 def uses_hw(system: System) -> bool:
     """Whether the system's module extends HwBarrier (or InitBarrier, which extends it)."""
-    return bool(system.hw_instances) or len(system.blocks) > 1 or uses_init(system)
+    return (bool(system.hw_instances) or len(system.blocks) > 1 or uses_init(system)
+            or _instruction_level(system) >= HW)
 
 
 def uses_init(system: System) -> bool:
-    """Whether the system's module extends InitBarrier (explicit-init barriers)."""
-    return bool(getattr(system, "init_insts", ()))
+    """Whether the system's module extends InitBarrier: explicit-init barriers, or an
+    instruction only InitBarrier's actions execute (a fence in a kernel whose barriers all
+    start initialised)."""
+    return bool(getattr(system, "init_insts", ())) or _instruction_level(system) == INIT
+
+
+def _instruction_level(system: System) -> int:
+    """The lowest library level whose actions execute every instruction of the system."""
+    return max((_action_level(STEPS[instr.op].tla.action) for prog in system.programs
+                for instr in prog if instr.op in STEPS and STEPS[instr.op].tla != NOT_IN_TLA),
+               default=MBARRIER)
+
+
+@functools.cache
+def _action_level(action: str) -> int:
+    """The level of the library that defines `action` (read from specs/*.tla)."""
+    for lvl, name in ((MBARRIER, LIBRARY), (HW, HW_LIBRARY), (INIT, INIT_LIBRARY)):
+        if re.search(rf"^{re.escape(action)}\(", library_text(name), re.M):
+            return lvl
+    raise ModelError(f"no TLA+ library defines the action {action}",
+                     hint="reinstall barrierproof (specs/*.tla ship as package data)")
 
 
 def level(system: System) -> int:

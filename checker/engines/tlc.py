@@ -422,7 +422,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                              java_options=java_options,
                              distributed=distributed if first else 0, port=port, bind=bind)
             if run.status == "error":
-                raise TlcError(f"TLC failed on the emitted spec (exit code {run.exit_code}):\n"
+                raise TlcError(f"TLC failed on the emitted spec (exit code {run.exit_code}): "
                                + (_tail(run.output) or "no output"))
             if first:
                 firsts.append(run)
@@ -608,9 +608,17 @@ def _loopback(address: str) -> bool:
     return is_loopback(address)
 
 
+# TLC's chatter around an error: the banner, the files it parses, its progress lines.
+_CHATTER = re.compile(r"^(TLC2 Version|Running |Starting|Parsing file|Semantic processing|"
+                      r"SANY finished|Finished in|Implied-temporal|Computing initial)")
+
+
 def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(re.sub(r"@!@!@(START|END)MSG[^@]*@!@!@", "", text).strip()
-                     .splitlines()[-lines:])
+    """The last lines of TLC's output that say something, without the chatter, on one line
+    (reports print a message on one line)."""
+    kept = [line.strip() for line in re.sub(r"@!@!@(START|END)MSG[^@]*@!@!@", "", text)
+            .splitlines() if line.strip() and not _CHATTER.match(line.strip())]
+    return " / ".join(kept[-lines:])
 
 
 __all__ = ["run_tlc", "check_kernel_tlc", "tlc_search", "run_module", "trace_actions", "sany",
