@@ -488,7 +488,9 @@ def cmd_check(args, engine: str | None = None) -> int:
                                          ENGINES[chosen].reads_families)
             if not targets and not verdicts:
                 return _fail(f"no protocols found in {' '.join(args.paths)}",
-                             "define protocols with @protocol, or name Pallas kernels in EXPECT")
+                             "define protocols with @protocol, declare Gluon launches with Launch(...), "
+                             "name Pallas or CuTe DSL kernel functions in EXPECT, or give "
+                             "file.py::NAME")
             if not interrupts.seen:
                 verdicts += run_targets(targets, params, options, engine or args.engine, args,
                                         progress, cache, interrupts)

@@ -1,7 +1,8 @@
 """Find what to check: `PATH`, `PATH::NAME` or a directory of Python files.
 
-A DSL file defines protocols with `@protocol`; a Pallas or CuTe DSL file names its kernel
-functions in a module-level `EXPECT = {"fn": "verified", ...}` (or is addressed as
+A DSL file defines protocols with `@protocol`, a Gluon file declares `Launch(...)`s (each at
+module level is a target; EXPECT may give its verdict); a Pallas or CuTe DSL file names its
+kernel functions in a module-level `EXPECT = {"fn": "verified", ...}` (or is addressed as
 `file.py::fn`); FRONTENDS says which frontend an object belongs to, each asked in turn. Importing a
 user's file runs their code: any error there becomes a one-line ModelError at their line.
 """
@@ -187,6 +188,18 @@ def _cute_target(path: str, name: str, fn: Callable, expect: str | None) -> Targ
     return Target(f"{path}::{name}", name, "", build, expect, path, build_many)
 
 
+def _declared_launches(module) -> list:
+    """(attribute, launch) for every Gluon launch a module declares at its top level, each
+    object once: a `Launch` is an explicit declaration, so it needs no EXPECT entry."""
+    seen: set[int] = set()
+    found = []
+    for attr, obj in vars(module).items():
+        if not attr.startswith("_") and _is_gluon_launch(obj) and id(obj) not in seen:
+            seen.add(id(obj))
+            found.append((attr, obj))
+    return found
+
+
 def _claims_cute(fn) -> bool:
     from .model.cute.targets import claims     # reads the function's module, imports no DSL
     return callable(fn) and claims(fn)
@@ -217,7 +230,8 @@ class Frontend:
 # Asked in order; the first that claims an attribute builds it.
 FRONTENDS: list[Frontend] = [
     Frontend("gluon", _is_gluon_launch, _gluon_target, ("triton",),
-             "install the Gluon extra: pip install 'barrierproof[gluon]'"),
+             "install the Gluon extra: pip install 'barrierproof[gluon]'",
+             discover=_declared_launches),
     Frontend("dsl", _claims_protocol, lambda path, name, proto, expect: _dsl_target(path, name, proto),
              discover=protocols_of),
     Frontend("cute", _claims_cute, _cute_target, ("cutlass",),
@@ -274,12 +288,17 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
             raise ModelError(f"{path}::{only} is a {type(obj).__name__}, not a protocol or "
                              "function", hint="use @protocol or a zero-argument kernel function")
         return [build_target(frontend, path, only, obj, expect.get(only))]
+    discovered: set[str] = set()
     for frontend in FRONTENDS:
         if frontend.discover is not None:
-            found += [build_target(frontend, path, attr, obj, None)
-                      for attr, obj in frontend.discover(module)]
+            for attr, obj in frontend.discover(module):
+                # (a DSL protocol states its own expectation; its frontend ignores EXPECT's)
+                found.append(build_target(frontend, path, attr, obj, expect.get(attr)))
+                discovered.add(attr)
     named = [f for f in FRONTENDS if f.discover is None]    # what EXPECT names
     for fn_name, verdict in expect.items():
+        if fn_name in discovered:
+            continue
         obj = getattr(module, fn_name, None)
         frontend = claimant(obj, named)
         if frontend is None:

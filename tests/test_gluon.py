@@ -351,6 +351,18 @@ def test_the_loader_finds_every_launch_of_the_example():
     assert all(t.expect for t in ALL_TARGETS)
 
 
+def test_a_launch_needs_no_expect_entry(tmp_path):
+    """A module-level Launch is a declaration: without EXPECT it is still a target (with no
+    expected verdict), and EXPECT, where given, gives its verdict."""
+    src = open(EXAMPLE).read()
+    bare = tmp_path / "bare.py"
+    bare.write_text(src[:src.index("EXPECT = {")])
+    found = resolve(str(bare))
+    assert {t.name for t in found} == {t.name for t in TARGETS}
+    assert all(t.kind == "gluon" and not t.expect for t in found)
+    assert {t.name: t.expect for t in TARGETS}["wrong_empty_phase"] == "violation:BP100"
+
+
 def test_carried_counters_across_tiles_of_a_persistent_kernel():
     """The tutorials' Counter aggregate, kept across tiles: closed forms of nested carries."""
     kernel = next(t for t in ALL_TARGETS if t.name == "persistent").build()
