@@ -181,6 +181,9 @@ class KernelBuilder:
         self._thread_axis = "thread"
         self._num_warps = 4
         self._warp_axis = "warp"
+        # Whether the body names the warp axis (k.warp, k.warp_region): a default name it never
+        # uses yields to the user's names (a thread axis called "warp" is common)
+        self._warp_axis_used = False
         self._cluster: list[tuple[str, Expr]] = []
         self._grid: list[tuple[str, Expr]] = []
         self._assumptions: list[Expr] = []
@@ -253,6 +256,7 @@ class KernelBuilder:
 
     @property
     def warp(self) -> Var:
+        self._warp_axis_used = True
         return Var(self._warp_axis)
 
     @property
@@ -460,6 +464,7 @@ class KernelBuilder:
     def warp_region(self):
         """`pl.core_map(plgpu.WarpMesh(axis_name=...))`: every warp runs the body."""
         loc, _ = _caller()
+        self._warp_axis_used = True
         self._stack.append([])
         yield Var(self._warp_axis)
         body = self._stack.pop()
@@ -738,6 +743,8 @@ class KernelBuilder:
         for pname in self.params:
             scope.declare(pname, "parameter", self.loc)
         scope.declare(self._thread_axis, "thread axis", self._axis_locs.get("thread"))
+        if "warp" not in self._axis_locs and not self._warp_axis_used:
+            self._warp_axis = _fresh(self._warp_axis, _names_in(self, scope))
         scope.declare(self._warp_axis, "warp axis", self._axis_locs.get("warp"))
         scope.declare(LANE, "lane index (k.lane)", None)
         for axis, _ in self._cluster:
@@ -745,6 +752,31 @@ class KernelBuilder:
         for axis, _ in self._grid:
             scope.declare(axis, "grid axis", self._axis_locs.get("grid"))
         scope.check_loops(self._stack[0])
+
+
+def _names_in(builder: "KernelBuilder", scope: Scope) -> set[str]:
+    """Every name a protocol binds: its scope so far, its axes, its loop variables."""
+    names = set(scope.names) | {LANE} | {a for a, _ in builder._cluster} | {
+        a for a, _ in builder._grid}
+
+    def walk(body) -> None:
+        for stmt in body:
+            if isinstance(stmt, Loop):
+                names.add(stmt.var)
+                walk(stmt.body)
+            elif isinstance(stmt, When):
+                walk(stmt.then)
+                walk(stmt.orelse)
+            elif isinstance(stmt, WarpRegion):
+                walk(stmt.body)
+    walk(builder._stack[0])
+    return names
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    """`name`, or `name_axis`, `name_axis2`, ... : the first not in `taken`."""
+    candidates = [name, f"{name}_axis"] + [f"{name}_axis{n}" for n in range(2, len(taken) + 3)]
+    return next(c for c in candidates if c not in taken)
 
 
 class NamedBarrier:

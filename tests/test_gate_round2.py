@@ -69,14 +69,23 @@ SHADOWS = {
                 with k.when(k.thread == 1):
                     k.barrier_wait(b)
         ''', "loop variable 'thread' of p has the same name as its thread axis"),
-    "thread_axis_named_warp": ('''
+    "thread_axis_named_warp_with_the_warp_axis_used": ('''
         @protocol
         def p(k):
             k.threads(2, name="warp")
             b = k.Barrier(num_arrivals=1)
-            with k.when(k.thread == 1):
+            with k.when((k.thread == 1) & (k.warp == 0)):
                 k.barrier_wait(b)
         ''', "warp axis 'warp' of p has the same name as its thread axis (line 5)"),
+    "warp_axis_named_like_the_thread_axis": ('''
+        @protocol
+        def p(k):
+            k.threads(2, name="wg")
+            k.warps(4, name="wg")
+            b = k.Barrier(num_arrivals=1)
+            with k.when(k.thread == 1):
+                k.barrier_wait(b)
+        ''', "warp axis 'wg' of p has the same name as its thread axis (line 5)"),
     "loop_named_like_grid_axis": ('''
         @protocol
         def p(k):
@@ -137,6 +146,24 @@ def test_a_name_that_shadows_an_index_is_an_input_error(tmp_path, capsys, case):
         assert code == 3, (command, out, err)
         assert needle in out, out
         assert "Traceback" not in out + err
+
+
+def test_a_thread_axis_named_warp_is_the_thread_index_when_the_warp_axis_is_unused(
+        tmp_path, capsys):
+    """The default warp axis is named `warp`; a body that never reads it lets the user's names
+    have that one (the warp axis takes another), so `k.thread` still means the thread index and
+    thread 1's wait is the deadlock it is, in every engine."""
+    path = protocol_file(tmp_path, '''
+        @protocol
+        def p(k):
+            k.threads(2, name="warp")
+            b = k.Barrier(num_arrivals=1)
+            with k.when(k.thread == 1):
+                k.barrier_wait(b)
+        ''')
+    for command in ("check", "prove"):
+        code, out, err = run(capsys, command, path, "--no-cache", "--no-config", "--jobs", "1")
+        assert code == 1 and "BP100" in out, (command, out, err)
 
 
 def test_sequential_loops_may_reuse_a_name(tmp_path, capsys):
