@@ -319,7 +319,10 @@ def _memory(columns: Sequence[tuple], ts, t: Expr, ranges) -> tuple:
         slots = _values([ref.alloc.shape[0]])
         ring = slots[0] if slots else 1
         if len(ref.index) == 1 and not ref.region:
-            slot, _ = _ring_exprs([r.index[0] for r in refs], None, ts, t, ring, ranges)
+            slots = [r.index[0] for r in refs]
+            slot = _strided_slot(slots, ts, t, ring)
+            if slot is None:
+                slot, _ = _ring_exprs(slots, None, ts, t, ring, ranges)
             out.append(MemRef(ref.alloc, (slot,)))
         elif not ref.index and len(ref.region) == 1:
             size = _expr([r.region[0].size for r in refs], ts, t, ranges)
@@ -331,6 +334,24 @@ def _memory(columns: Sequence[tuple], ts, t: Expr, ranges) -> tuple:
         else:
             out.append(ref)
     return tuple(out)
+
+
+def _strided_slot(slots, ts, t: Expr, ring: int) -> Expr | None:
+    """`b + z * ((t + c) % m)`: one slot of each group of z, walking a ring of ring // z
+    groups (a warp's rows of each stage), for constant slots that are not a plain ring."""
+    ys = _values(slots)
+    if ys is None or len(set(ys)) < 2:
+        return None
+    for z in range(2, ring + 1):
+        if ring % z:
+            continue
+        b = min(ys) % z
+        if any((y - b) % z for y in ys):
+            continue
+        fitted = _fit_slot(ts, [(y - b) // z for y in ys], t, ring // z)
+        if fitted is not None:
+            return mk("+", mk("*", fitted[0], Const(z)), Const(b))
+    return None
 
 
 def _start(starts, size: Expr, ts, t: Expr, ring: int, ranges) -> Expr:
