@@ -23,9 +23,6 @@ LOCAL = frozenset({
     "nvvm.memory.barrier",
     "nvvm.wgmma.fence.aligned", "nvvm.tcgen05.fence", "nvvm.shfl.sync", "nvvm.vote.sync",
     "cute_nvgpu.arch.make_warp_uniform", "cf.assert",
-    # a warpgroup waiting for its own WGMMAs: the tensor core always completes them, and what
-    # they read is memory, which this frontend does not check for races
-    "nvvm.wgmma.wait.group.sync.aligned", "nvvm.wgmma.commit.group.sync.aligned",
     # TMEM allocation: one warp writes the columns' address to shared memory and the others
     # read it after a named barrier (which is read); allocation is a resource of the SM, not a
     # barrier phase
@@ -40,8 +37,8 @@ _SYNC_NAME = re.compile(r"mbarrier|barrier|cluster\.(arrive|wait)|tcgen05\.commi
 
 
 def synchronizes(node) -> bool:
-    if node.name == "cute.copy":          # a TMA store's wait is an event too (BP105)
-        return any("tma_load" in t or "tma_store" in t for t in node.operand_types[:1])
+    if node.name == "cute.copy":
+        return any("tma_load" in t for t in node.operand_types[:1])
     if node.name in RULES or node.name in LOCAL:
         return node.name in RULES and node.name not in _VALUES
     return bool(_SYNC_NAME.search(node.name))
@@ -695,4 +692,4 @@ RULES.update(smem.RULES)
 # Rows that only compute values (no event): an op among them never counts as synchronizing.
 _VALUES = frozenset(name for name in RULES if name.startswith(
     ("nvvm.read.", "cute.", "cute_nvgpu.", "builtin.")) and name != "cute.copy") \
-    | {"nvvm.elect.sync", "nvvm.mapa"}
+    | {"nvvm.elect.sync", "nvvm.mapa"} | smem.MEMORY_ONLY

@@ -72,6 +72,11 @@ class Warp:
         self.memory_notes: dict[tuple[str, str], Loc | None] = {}
         self.bulk_pending = 0
         self.bulk_groups: list[int] = []
+        # WGMMAs of the commit group being built, each group's count, and the event count
+        # after the last MMA (the next one joins it when nothing came between)
+        self.wgmma_open = 0
+        self.wgmma_groups: list[int] = []
+        self.mma_joinable = -1
 
     # -- values ------------------------------------------------------------------------------
     def get(self, key: int):

@@ -88,8 +88,16 @@ def tma_partition(warp, node, active):
 
 
 def slice_(warp, node, active):
-    """`tensor[coord]` of a shared-memory tensor: the offset of the coordinate's element."""
+    """`tensor[coord]` of a shared-memory tensor: the offset of the coordinate's element (of
+    descriptors: of the tensor they describe, whose remaining modes they keep)."""
     data = data_of(warp.get(node.operands[0]))
+    if data is not None and data.desc is not None:
+        shape, stride, block = data.desc
+        coord = warp.get(node.operands[1])
+        index = element_index((shape, stride), coord)
+        rest = _remaining(shape, stride, coord.tree) if isinstance(coord, Coord) else None
+        return [Data(node.name, data.buffer, _moved(data.offset, index, data.elem_bytes),
+                     data.elem_bytes, rest + (block,) if rest and index is not None else None)]
     if data is None or not _smem_type(node.operand_types[0]):
         return warp.other(node, active)
     coord = warp.get(node.operands[1])
@@ -98,9 +106,39 @@ def slice_(warp, node, active):
                  data.elem_bytes)]
 
 
-def element_index(type_text: str, coord):
-    """The element index of a coordinate in a tensor of this type (int or Lanes), or None."""
-    layout = layout_of(type_text)
+def _remaining(shape, stride, coord):
+    """(shape, stride) of the modes a coordinate leaves (`_`), or None."""
+    if coord == "_":
+        return shape, stride
+    if not isinstance(coord, tuple):
+        return (), ()
+    if not isinstance(shape, tuple) or len(coord) != len(shape):
+        return None
+    kept = [_remaining(s, d, c) for s, d, c in zip(shape, stride, coord)]
+    if any(k is None for k in kept):
+        return None
+    kept = [k for k in kept if k != ((), ())]
+    return tuple(k[0] for k in kept), tuple(k[1] for k in kept)
+
+
+def make_fragment(warp, node, active):
+    """`tiled_mma.make_fragment_A(smem tensor)`: descriptors of the tensor, one per MMA
+    block; slicing them slices the tensor (same modes after the first, which the descriptor
+    covers whole)."""
+    data = data_of(warp.get(node.operands[1])) if len(node.operands) > 1 else None
+    layout = layout_of(node.operand_types[1]) if data is not None else None
+    if data is None or not _smem_type(node.operand_types[1]):
+        return [Unknown(node.name)]
+    if layout is None:
+        return [Data(node.name, data.buffer, None, data.elem_bytes)]
+    return [Data(node.name, data.buffer, data.offset, data.elem_bytes,
+                 layout + (swizzle_block(node.operand_types[1]),))]
+
+
+def element_index(type_text, coord):
+    """The element index of a coordinate in a tensor of this type (or (shape, stride)), as an
+    int or Lanes, or None."""
+    layout = layout_of(type_text) if isinstance(type_text, str) else type_text
     if layout is None or not isinstance(coord, Coord):
         return None
     leaves = []
@@ -141,17 +179,30 @@ def _moved(offset, index, size: int):
 
 
 def smem_result(warp, node, active) -> list | None:
-    """An op with no row that makes a shared-memory tensor from one: the whole buffer (not
-    followed). None when no result is such a tensor."""
+    """An op with no row that makes a shared-memory tensor from one: a view holds some of the
+    tensor's elements, so one whose layout reaches as far as the tensor's (equal cosize, same
+    element type) starts at its first element (an MMA's partition of an operand tile);
+    otherwise the whole buffer (not followed). None when no result is such a tensor."""
     if not any(_smem_type(t) for t in node.types):
         return None
-    data = next((d for d in map(data_of, warp.args(node)) if d is not None), None)
-    if data is None:
+    found = next(((d, t) for d, t in zip(map(data_of, warp.args(node)), node.operand_types)
+                  if d is not None), None)
+    if found is None:
         return None
+    data, source = found
+    if len(node.types) == 1 and _smem_type(source) and data.offset is not None and \
+            _same_reach(source, node.types[0]):
+        return [Data(node.name, data.buffer, data.offset, data.elem_bytes)]
     warp.memory_note(node, data.buffer, f"the view `{node.name}` of `{data.buffer}` is not "
                                         "followed: its accesses count as the whole buffer")
     return [Data(node.name, data.buffer, None, data.elem_bytes) if _smem_type(t)
             else Unknown(node.name) for t in node.types]
+
+
+def _same_reach(source: str, result: str) -> bool:
+    a, b = layout_of(source), layout_of(result)
+    return a is not None and b is not None and elem_bytes(source) == elem_bytes(result) and \
+        cosize(*a) == cosize(*b) and swizzle_block(source) == swizzle_block(result)
 
 
 def unread_access(warp, node, active) -> None:
@@ -170,10 +221,15 @@ def unread_access(warp, node, active) -> None:
 
 # -- footprints --------------------------------------------------------------------------------
 def footprint(warp, node, data: Data, type_text: str, active, index=None) -> Footprint:
-    """The bytes an access through `data` (of this type) covers in the active lanes: the
-    tensor's cosize, or one element at `index`; the whole buffer when not known."""
-    layout = layout_of(type_text)
-    size = elem_bytes(type_text) or data.elem_bytes
+    """The bytes an access through `data` (of this type, or of its descriptors' layout) covers
+    in the active lanes: the tensor's cosize, or one element at `index`; the whole buffer when
+    not known."""
+    if data.desc is not None:
+        layout, block = data.desc[:2], data.desc[2]
+        size = data.elem_bytes
+    else:
+        layout, block = layout_of(type_text), swizzle_block(type_text)
+        size = elem_bytes(type_text) or data.elem_bytes
     offset = data.offset if index is None else _moved(data.offset, index, size)
     if offset is None or layout is None:
         warp.memory_note(node, data.buffer, f"an access to `{data.buffer}` whose place in it "
@@ -182,7 +238,6 @@ def footprint(warp, node, data: Data, type_text: str, active, index=None) -> Foo
     span = size if index is not None else cosize(*layout) * size
     starts = [lane_values(offset, lane) for lane in active]
     lo, hi = min(starts), max(starts) + span
-    block = swizzle_block(type_text)
     if block > 1:
         lo, hi = lo - lo % block, -(-hi // block) * block
     total = warp.allocations.get(("bytes", data.buffer))
@@ -257,6 +312,76 @@ def tma_store(warp, node, active) -> None:
     warp.emit(K.COPY_SMEM_TO_GMEM, node, reads=(fp,))
 
 
+def gemm(warp, node, active):
+    """`cute.gemm(tiled_mma, d, a, b, c)` with shared-memory descriptors for a and b: a Hopper
+    WGMMA reads them until the warp's wgmma.wait_group retires its commit group; a Blackwell
+    tcgen05 MMA until it completes in the issuing thread's tensor-core queue (before a later
+    tcgen05.commit arrives). Consecutive MMAs of one warp with nothing between them are one
+    access (one commit group, one queue entry): the hull of their footprints per buffer."""
+    kind_text = node.operand_types[0] if node.operand_types else ""
+    kind = K.WGMMA if ".sm90." in kind_text else K.TCGEN05_MMA \
+        if ".sm100." in kind_text or "tcgen05" in kind_text else None
+    operands = [(warp.get(node.operands[k]), node.operand_types[k]) for k in (2, 3)
+                if k < len(node.operands)]
+    sources = [(data_of(v), t) for v, t in operands if data_of(v) is not None]
+    if kind is None:
+        if sources:
+            unread_access(warp, node, active)
+        return None
+    if not sources:
+        return None
+    reads = [footprint(warp, node, d, t, [min(active)]) for d, t in sources]
+    last = warp.events[-1] if warp.events else None
+    if last is not None and last.kind == kind and last.barrier is None and \
+            warp.mma_joinable == len(warp.events):
+        reads = _hulls(last.reads + tuple(reads))
+        warp.events.pop()
+    elif kind == K.WGMMA:
+        warp.wgmma_open += 1            # WGMMAs of the commit group being built
+    warp.emit(kind, node, reads=tuple(reads))
+    warp.mma_joinable = len(warp.events)
+    return None
+
+
+def _hulls(fps) -> tuple:
+    out: dict[str, tuple] = {}
+    for buffer, lo, hi in fps:
+        if buffer in out:
+            _, a, b = out[buffer]
+            out[buffer] = (buffer, None, None) if lo is None or a is None else \
+                (buffer, min(a, lo), max(b, hi))
+        else:
+            out[buffer] = (buffer, lo, hi)
+    return tuple(out.values())
+
+
+def wgmma_commit(warp, node, active):
+    """wgmma.commit_group: the WGMMAs since the last commit are one group."""
+    warp.wgmma_groups.append(warp.wgmma_open)
+    warp.wgmma_open = 0
+    warp.mma_joinable = -1
+    return None
+
+
+def wgmma_wait(warp, node, active):
+    """wgmma.wait_group(n): all but the newest n commit groups are done. Emitted once the warp
+    has issued a WGMMA that reads shared memory (before, it waits for nothing this model
+    tracks); n > 0 needs each group to be one access (its MMAs back to back)."""
+    if not any(e.kind == K.WGMMA for e in warp.events):
+        return None
+    n = node.attrs.get("group")
+    if not isinstance(n, int):
+        warp.unmodeled(node, "wgmma.wait_group with a group count not known")
+    elif warp.wgmma_open:
+        warp.unmodeled(node, "wgmma.wait_group after a WGMMA not committed to a group")
+    elif n and any(size != 1 for size in warp.wgmma_groups if size):
+        warp.unmodeled(node, f"wgmma.wait_group({n}) after a commit group of WGMMAs split by "
+                             "other operations")
+    else:
+        warp.emit(K.WGMMA_WAIT, node, count=n)
+    return None
+
+
 def bulk_commit(warp, node, active):
     """cp.async.bulk.commit_group: the stores issued since the last commit are one group."""
     if warp.bulk_pending:
@@ -287,7 +412,8 @@ def bulk_wait(warp, node, active):
 
 def touches_memory(node) -> bool:
     """Does the op access shared-memory data (a row of this module)?"""
-    if node.name in ("cute.memref.load", "cute.memref.store"):
+    if node.name in ("cute.memref.load", "cute.memref.store", "cute.gemm") or \
+            node.name in MEMORY_ONLY:
         return True
     return node.name == "cute.copy" and any(_smem_type(t) for t in node.operand_types[1:])
 
@@ -299,8 +425,18 @@ SAME_ITERATOR = ("cute.group_modes", "cute.logical_divide", "cute.zipped_divide"
                  "cute.make_view", "cute.get_iter", "cute.recast_iter", "cute.filter_zeros",
                  "cute.memref.make_view")
 
+# Rows that order or issue memory accesses only: no thread waits on them for another, so they
+# never count as synchronizing (a wait skipped under a branch on data keeps accesses live
+# longer: more races, never fewer).
+MEMORY_ONLY = frozenset({"nvvm.cp.async.bulk.commit.group", "nvvm.cp.async.bulk.wait_group",
+                         "nvvm.wgmma.commit.group.sync.aligned",
+                         "nvvm.wgmma.wait.group.sync.aligned"})
+
 RULES = {
     "cute.make_coord": make_coord, "cute.slice": slice_,
+    "cute.mma.make_fragment": make_fragment, "cute.gemm": gemm,
+    "nvvm.wgmma.commit.group.sync.aligned": wgmma_commit,
+    "nvvm.wgmma.wait.group.sync.aligned": wgmma_wait,
     "cute_nvgpu.atom.tma_partition": tma_partition,
     "cute.memref.load": memref_load, "cute.memref.store": memref_store,
     "nvvm.cp.async.bulk.commit.group": bulk_commit,

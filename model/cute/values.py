@@ -57,6 +57,9 @@ class Data(Unknown):
     buffer: str = ""
     offset: object = None
     elem_bytes: int = 1
+    # an MMA's shared-memory descriptors (`make_fragment_A`): the layout of the tensor they
+    # were made from, (shape, stride, swizzle block), which a slice of them slices too
+    desc: object = None
 
 
 @dataclass(frozen=True)
