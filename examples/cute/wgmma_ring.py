@@ -43,7 +43,7 @@ def wgmma_ring_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.T
                       release_behind: cutlass.Constexpr, drain: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     tidx, _, _ = cute.arch.thread_idx()
-    smem = cutlass.utils.SmemAllocator()
+    smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(SharedStorage)
     sA = smem.allocate_tensor(cutlass.Float16, a_layout.outer, byte_alignment=1024,
                               swizzle=a_layout.inner)
