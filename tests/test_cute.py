@@ -24,7 +24,8 @@ FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
                    "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py",
                    "attention_fwd.py", "mainloop_every_k.py", "persistent_every_tile.py",
-                   "cp_async_pipeline.py", "ring_reads.py", "wgmma_ring.py")]
+                   "cp_async_pipeline.py", "ring_reads.py", "wgmma_ring.py",
+                   "umma_ring.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 # Kernels written in the style of CUTLASS's CuTe DSL examples and pipelines after the frontend
 # was built, with field bugs (tests/cute_unseen/): the frontend was not shaped on them.
@@ -649,6 +650,7 @@ def test_a_tma_ring_read_by_simt_consumers_has_stage_regions():
     ("ring_reads_released_before_read", "BP200", ("cute.copy(", "cute.autovec_copy(")),
     ("ring_reads_refill_without_acquire", "BP200", ("cute.copy(", "cute.autovec_copy(")),
     ("wgmma_ring_releases_the_stage_in_flight", "BP200", ("cute.copy(", "cute.gemm(")),
+    ("umma_ring_released_before_the_mma", "BP200", ("cute.copy(", "cute.gemm(")),
     ("ring_reads_store_not_drained", "BP105", ("cute.copy(tma_c",)),
     ("wgmma_ring_exits_with_wgmmas_in_flight", "BP105", ("cute.gemm(",))])
 def test_a_race_or_an_access_in_flight_at_exit_names_the_users_lines(name, code, lines):
@@ -676,6 +678,22 @@ def test_wgmma_operands_are_read_until_the_wait_that_retires_their_group():
                                                     ("wgmma_wait", [], "1"))] + \
         [("wgmma_wait", [], "0")]
     assert all("cute.gemm(" in _source_line(op.loc) for op in kernel.ops() if op.kind == "wgmma")
+
+
+def test_tcgen05_mma_operands_are_read_until_the_commit_after_them():
+    """A Blackwell MMA warp's K-block MMAs of a stage are one tcgen05 queue entry reading the
+    stage of A and B; the stage's release is a tcgen05.commit after them, so the correct ring's
+    producer refills a stage only after they complete, and releasing first is a race."""
+    kernel = _kernel(_target("umma_ring"))
+    ops = [op for op in _unrolled(kernel.body) if op.kind in ("tcgen05_mma",
+                                                              "tcgen05_commit_arrive")]
+    assert [op.kind for op in ops] == ["tcgen05_mma", "tcgen05_commit_arrive"] * 4
+    # one rolled loop of 4 K tiles: the stage walks the ring with the loop variable
+    assert {tuple(repr(r) for r in op.reads) for op in ops[::2]} == \
+        {("sA[(i0 % 2)]", "sB[(i0 % 2)]")}
+    assert all(op.barrier is None and "cute.gemm(" in _source_line(op.loc) for op in ops[::2])
+    verdict = check_kernel(_kernel(_target("umma_ring_released_before_the_mma")))
+    assert verdict.codes[0] == "BP200"
 
 
 def _typed(name, operands=(), results=(), types=(), operand_types=(), attrs=None, line=2,
