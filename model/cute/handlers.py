@@ -187,7 +187,7 @@ def _add_offset(warp, node, active):
         return [moved]
     data = smem.data_of(ptr)
     if data is not None and isinstance(offset, (int, Lanes)):   # a thread's own place in data
-        moved = smem._moved(data.offset, offset, data.elem_bytes)
+        moved = smem.moved(data.offset, offset, data.elem_bytes)
         return [Data("a pointer offset", data.buffer, moved, data.elem_bytes)]
     return [Unknown("a pointer offset")]
 
@@ -404,7 +404,7 @@ def _copy(warp, node, active):
     writes = (smem.footprint(warp, node, dst, node.operand_types[2], [min(active)]),) \
         if dst is not None else ()
     if dst is None:
-        smem.unread_access(warp, node, active)
+        smem.not_followed(warp, node, "a TMA load")
     warp.emit(K.TMA_LOAD, node, barrier=_key(atom.barrier), bytes=nbytes, writes=writes)
     return None
 

@@ -27,7 +27,7 @@ import re
 
 from .. import primitives as K
 from .layouts import crd2idx, cosize, layout_of, parse_tuple, swizzle_block
-from .values import WARP, Coord, Data, Lanes, Ptr, Unknown, elem_bytes, lane_values, uniform
+from .values import WARP, Coord, Data, Lanes, Ptr, Unknown, elem_bytes, lane_values
 
 # (buffer, first byte, one past the last byte) of an access; (buffer, None, None): the whole
 # buffer
@@ -77,14 +77,13 @@ def same_iterator(warp, node, active):
 
 
 def tma_partition(warp, node, active):
-    """cpasync.tma_partition(atom, cta coord, cta layout, smem tensor, gmem tensor): the shared-
-    memory side keeps the tensor's first element (one block, no multicast slices)."""
+    """cpasync.tma_partition(atom, cta coord, cta layout, smem tensor, gmem tensor): with one
+    block in the CTA layout the shared-memory side keeps the tensor's first element; a
+    multicast's slice of it is not followed (the whole buffer)."""
     data = data_of(warp.get(node.operands[3])) if len(node.operands) > 3 else None
-    smem = [Data(node.name, data.buffer, data.offset, data.elem_bytes)
-            if data is not None and _smem_type(t) and "num_cta" not in node.operand_types[0]
-            else Data(node.name, data.buffer, None, data.elem_bytes)
+    alone = len(node.operand_types) > 2 and node.operand_types[2] == '!cute.layout<"1:0">'
+    return [Data(node.name, data.buffer, data.offset if alone else None, data.elem_bytes)
             if data is not None and _smem_type(t) else Unknown(node.name) for t in node.types]
-    return smem
 
 
 def slice_(warp, node, active):
@@ -96,13 +95,13 @@ def slice_(warp, node, active):
         coord = warp.get(node.operands[1])
         index = element_index((shape, stride), coord)
         rest = _remaining(shape, stride, coord.tree) if isinstance(coord, Coord) else None
-        return [Data(node.name, data.buffer, _moved(data.offset, index, data.elem_bytes),
+        return [Data(node.name, data.buffer, moved(data.offset, index, data.elem_bytes),
                      data.elem_bytes, rest + (block,) if rest and index is not None else None)]
     if data is None or not _smem_type(node.operand_types[0]):
         return warp.other(node, active)
     coord = warp.get(node.operands[1])
     index = element_index(node.operand_types[0], coord)
-    return [Data(node.name, data.buffer, _moved(data.offset, index, data.elem_bytes),
+    return [Data(node.name, data.buffer, moved(data.offset, index, data.elem_bytes),
                  data.elem_bytes)]
 
 
@@ -169,7 +168,7 @@ def element_index(type_text, coord):
     return Lanes(tuple(values)) if lanes and len(set(values)) > 1 else values[0]
 
 
-def _moved(offset, index, size: int):
+def moved(offset, index, size: int):
     if offset is None or index is None:
         return None
     if isinstance(offset, int) and isinstance(index, int):
@@ -230,7 +229,7 @@ def footprint(warp, node, data: Data, type_text: str, active, index=None) -> Foo
     else:
         layout, block = layout_of(type_text), swizzle_block(type_text)
         size = elem_bytes(type_text) or data.elem_bytes
-    offset = data.offset if index is None else _moved(data.offset, index, size)
+    offset = data.offset if index is None else moved(data.offset, index, size)
     if offset is None or layout is None:
         warp.memory_note(node, data.buffer, f"an access to `{data.buffer}` whose place in it "
                                             "is not known counts as the whole buffer")
@@ -241,7 +240,11 @@ def footprint(warp, node, data: Data, type_text: str, active, index=None) -> Foo
     if block > 1:
         lo, hi = lo - lo % block, -(-hi // block) * block
     total = warp.allocations.get(("bytes", data.buffer))
-    if lo < 0 or total is None or hi > total:
+    if total is None:
+        warp.memory_note(node, data.buffer, f"the size of `{data.buffer}` is not known: its "
+                                            "accesses count as the whole buffer")
+        return (data.buffer, None, None)
+    if lo < 0 or hi > total:
         warp.memory_note(node, data.buffer, f"an access to `{data.buffer}` outside the bytes "
                                             "it allocates counts as the whole buffer")
         return (data.buffer, None, None)
@@ -255,19 +258,39 @@ def _access(warp, node, active, reads=(), writes=()) -> None:
         warp.emit(K.WRITE, node, writes=tuple(writes))
 
 
-def simt_copy(warp, node, active) -> bool:
+def simt_copy(warp, node, active) -> None:
     """`cute.copy(atom, src, dst)` with a SIMT atom: the threads read src and write dst (the
-    shared-memory ones of them). True when it was read."""
+    shared-memory ones of them)."""
     reads, writes = [], []
     for k, out in ((1, reads), (2, writes)):
         if k < len(node.operands) and _smem_type(node.operand_types[k]):
             data = data_of(warp.get(node.operands[k]))
             if data is None:
-                unread_access(warp, node, active)
+                not_followed(warp, node, "a copy")
                 continue
             out.append(footprint(warp, node, data, node.operand_types[k], active))
     _access(warp, node, active, reads, writes)
-    return True
+
+
+def not_followed(warp, node, what: str) -> None:
+    """An access to shared memory whose tensor was not followed to a buffer: not read."""
+    warp.memory_note(node, "", f"{what} whose shared-memory tensor is not followed to its "
+                               f"allocation (`{node.name}`): its accesses are not checked")
+
+
+def memref_vec(tensor_at: int, write: bool):
+    """`tensor.load()` / `tensor.store(v)` of a shared-memory tensor: every element of it."""
+    def rule(warp, node, active):
+        if len(node.operands) <= tensor_at or not _smem_type(node.operand_types[tensor_at]):
+            return None
+        data = data_of(warp.get(node.operands[tensor_at]))
+        if data is None:
+            not_followed(warp, node, "a tensor load or store")
+            return None
+        fp = footprint(warp, node, data, node.operand_types[tensor_at], active)
+        _access(warp, node, active, writes=[fp]) if write else _access(warp, node, active, [fp])
+        return None
+    return rule
 
 
 def memref_load(warp, node, active):
@@ -287,7 +310,7 @@ def _element(warp, node, active, tensor_at: int, write: bool) -> None:
         return
     data = data_of(warp.get(node.operands[tensor_at]))
     if data is None:
-        unread_access(warp, node, active)
+        not_followed(warp, node, "an element access")
         return
     coord = warp.get(node.operands[tensor_at + 1]) if len(node.operands) > tensor_at + 1 \
         else None
@@ -305,7 +328,7 @@ def tma_store(warp, node, active) -> None:
     cp.async.bulk.wait_group retires its bulk group (one per warp: issued from one lane)."""
     data = data_of(warp.get(node.operands[1]))
     if data is None:
-        unread_access(warp, node, active)
+        not_followed(warp, node, "a TMA store")
         return
     fp = footprint(warp, node, data, node.operand_types[1], [min(active)])
     warp.bulk_pending += 1
@@ -412,7 +435,8 @@ def bulk_wait(warp, node, active):
 
 def touches_memory(node) -> bool:
     """Does the op access shared-memory data (a row of this module)?"""
-    if node.name in ("cute.memref.load", "cute.memref.store", "cute.gemm") or \
+    if node.name in ("cute.memref.load", "cute.memref.store", "cute.memref.load_vec",
+                     "cute.memref.store_vec", "cute.gemm") or \
             node.name in MEMORY_ONLY:
         return True
     return node.name == "cute.copy" and any(_smem_type(t) for t in node.operand_types[1:])
@@ -439,6 +463,7 @@ RULES = {
     "nvvm.wgmma.wait.group.sync.aligned": wgmma_wait,
     "cute_nvgpu.atom.tma_partition": tma_partition,
     "cute.memref.load": memref_load, "cute.memref.store": memref_store,
+    "cute.memref.load_vec": memref_vec(0, False), "cute.memref.store_vec": memref_vec(1, True),
     "nvvm.cp.async.bulk.commit.group": bulk_commit,
     "nvvm.cp.async.bulk.wait_group": bulk_wait,
     **{name: same_iterator for name in SAME_ITERATOR
