@@ -694,6 +694,7 @@ def test_tcgen05_mma_operands_are_read_until_the_commit_after_them():
     assert all(op.barrier is None and "cute.gemm(" in _source_line(op.loc) for op in ops[::2])
     verdict = check_kernel(_kernel(_target("umma_ring_released_before_the_mma")))
     assert verdict.codes[0] == "BP200"
+    assert any("tensor memory is not read" in n for n in kernel.notes)       # the accumulator
 
 
 def _typed(name, operands=(), results=(), types=(), operand_types=(), attrs=None, line=2,
@@ -798,3 +799,22 @@ def test_cute_layouts_index_coordinates_and_widen_swizzled_partial_blocks():
     events = W(_tree(*ops), 0, {}).run()
     # element (9, 0) of stage 1 is byte 8192 + 1152: the 1024-byte block it lies in is read
     assert [e.reads for e in events if e.kind == "read"] == [(("smem0", 9216, 10240),)]
+
+
+def test_accesses_under_a_branch_on_data_count_as_made_and_said():
+    """A branch on data around shared-memory accesses only (no synchronization): both sides'
+    accesses count as made (coarser, never missing a race), and the notes say so; a whole
+    tensor's load() reads its every element."""
+    from barrierproof.model.cute.interpreter import Warp as W
+    flag = _typed("llvm.load", results=(20,), types=("i1",))
+    stage = _typed("cute.make_view", (2,), (4,), (_STAGE,))
+    read = _typed("cute.memref.load_vec", (4,), (5,), ("vector<4096xf16>",), (_STAGE,),
+                  line=5)
+    write = _typed("cute.memref.store_vec", (5, 4), (), (), ("vector<4096xf16>", _STAGE),
+                   line=6)
+    branch = _typed("scf.if", (20,), regions=((Block((), (read,)),), (Block((), (write,)),)))
+    warp = W(_tree(*_ring_ops(flag, stage, branch)), 0, {})
+    events = warp.run()
+    assert [(e.kind, e.loc.line, e.reads + e.writes) for e in events] == [
+        ("read", 5, (("smem0", 0, 8192),)), ("write", 6, (("smem0", 0, 8192),))]
+    assert any("branch on data" in what for _, what in warp.memory_notes)

@@ -118,8 +118,10 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
 
 
 def _allocates_tmem(tree: KernelTree) -> bool:
-    return any(op.name == "cute_nvgpu.arch.sm100.alloc_tmem"
-               for top in tree.body.ops for op in top.walk())
+    """Does the kernel allocate tensor memory or issue tcgen05 MMAs (their accumulators)?"""
+    return any(op.name == "cute_nvgpu.arch.sm100.alloc_tmem" or (
+        op.name == "cute.gemm" and ".sm100." in "".join(op.operand_types[:1]))
+        for top in tree.body.ops for op in top.walk())
 
 
 _INIT_FENCES = (K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC)
