@@ -787,6 +787,7 @@ def test_cute_layouts_index_coordinates_and_widen_swizzled_partial_blocks():
     assert crd2idx(("_", "_", 2, 1), shape, stride) == 2 * 16 + 4096
     assert crd2idx((5, 0, 0, 1), shape, stride) == 5 * 64 + 4096     # colexicographic mode
     assert layout_of('!cute.memref<f16, gmem, "(?,64):(64,1)">') is None
+    assert layout_of('!cute.memref<f16, smem, "(4,8):(-8,1)">') is None     # not from its start
     assert swizzle_block("S<3,4,3>") == 1024 and swizzle_block("no swizzle") == 1
     from barrierproof.model.cute.interpreter import Warp as W
     swizzled = '!cute.memref<f16, smem, align<128>, S<3,4,3>, "(64,64,2):(64,1,4096)">'

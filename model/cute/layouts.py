@@ -53,6 +53,8 @@ def layout_of(type_text: str):
         return None
     if not _congruent(shape, stride) or None in _leaves(shape) + _leaves(stride):
         return None
+    if any(d < 0 for d in _leaves(stride)):     # its first element is then not its lowest
+        return None
     return shape, stride
 
 
@@ -74,8 +76,9 @@ def _congruent(a, b) -> bool:
 
 
 def cosize(shape, stride) -> int:
-    """One past the largest element index the layout reaches (its strides are not negative)."""
-    return 1 + sum((n - 1) * abs(d) for n, d in zip(_leaves(shape), _leaves(stride)))
+    """One past the largest element index the layout reaches (layout_of admits no negative
+    stride)."""
+    return 1 + sum((n - 1) * d for n, d in zip(_leaves(shape), _leaves(stride)))
 
 
 def _size(shape) -> int:
