@@ -746,9 +746,13 @@ def test_a_view_not_followed_is_the_whole_buffer_and_said():
     odd = _typed("cute.local_partition", (3,), (4,), (_STAGE,), (_SMEM,))
     load = _typed("cute.memref.load_vec", (4,), (5,), ("vector<4096xf16>",), (_STAGE,), line=5)
     unread = _typed("nvvm.ldmatrix", (3,), (6,), ("i32",), (_SMEM,), line=6)
-    warp = W(_tree(*_ring_ops(odd, load, unread)), 0, {})
-    warp.run()
+    async_copy = _typed("cute.copy", (9, 0, 3), (), (), (
+        "!cute_nvgpu.atom.simt_async_copy<f16, 128 b>", "gmem", _SMEM), line=7)
+    warp = W(_tree(*_ring_ops(odd, load, unread, async_copy)), 0, {})
+    events = warp.run()
+    assert not any(e.loc.line == 7 for e in events)          # cp.async: not read, said
     notes = " | ".join(what for _, what in warp.memory_notes)
+    assert "cp.async copies into shared memory are not read" in notes
     assert "cute.local_partition" in notes and "whole buffer" in notes
     assert "`nvvm.ldmatrix` uses `smem0`" in notes and "not checked" in notes
 

@@ -384,7 +384,12 @@ def _copy(warp, node, active):
         smem.tma_store(warp, node, active)
         return None
     if "tma_load" not in atom_type:
-        if smem.touches_memory(node):
+        if "async" in atom_type and smem.touches_memory(node):
+            # cp.async: written until a cp.async.wait_group or the mbarrier its arrive.noinc
+            # completes, which the frontend does not tie to the copy
+            warp.memory_note(node, "", "cp.async copies into shared memory are not read: "
+                                       "races on their destinations are not checked")
+        elif smem.touches_memory(node):
             smem.simt_copy(warp, node, active)
         elif any(smem.data_of(v) is not None for v in warp.args(node)[1:]):
             smem.unread_access(warp, node, active)
