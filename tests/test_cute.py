@@ -24,7 +24,8 @@ FILES = [os.path.join(EXAMPLES, "cute", f)
          for f in ("pipeline_tma.py", "mbarrier_ring.py", "named_barrier.py",
                    "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py",
                    "attention_fwd.py", "mainloop_every_k.py", "persistent_every_tile.py",
-                   "cp_async_pipeline.py")]
+                   "cp_async_pipeline.py", "ring_reads.py", "wgmma_ring.py",
+                   "umma_ring.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 # Kernels written in the style of CUTLASS's CuTe DSL examples and pipelines after the frontend
 # was built, with field bugs (tests/cute_unseen/): the frontend was not shaped on them.
@@ -617,3 +618,208 @@ def test_a_published_set_up_starts_the_check_with_initialised_barriers():
     assert "mbarrier_init" in [op.kind for op in unfenced.ops()]
     # an arrive is a generic-proxy access, which the __syncthreads alone publishes to
     assert check_kernel(unfenced).verdict == "verified"
+
+
+# -- shared-memory data (model/cute/smem.py): regions, races, accesses in flight at exit -------
+def _mem(kernel):
+    """Every memory effect of a kernel, as (kind, reads, writes) texts, loops rolled."""
+    return [(op.kind, [repr(r) for r in op.reads], [repr(w) for w in op.writes])
+            for op in kernel.ops() if op.reads or op.writes or op.kind.startswith("wait_")
+            or op.kind == "wgmma_wait"]
+
+
+def test_a_tma_ring_read_by_simt_consumers_has_stage_regions():
+    """The ring is cut where the accesses start and end: each consumer warp's rows of a stage
+    (32 rows of 128 B) are one slot, a stage two; the slots walk the ring in the rolled loops
+    on both sides, so a warp's read and the producer's copy meet only in the same stage."""
+    kernel = _kernel(_target("ring_reads"))
+    assert {(b.name, repr(b.shape[0])) for b in kernel.buffers} == {("ring", "4"), ("sC", "2")}
+    effects = _mem(kernel)
+    assert ("tma_load", [], ["ring[ds(((i0 % 2) * 2), 2)]"]) in effects
+    assert ("read", ["ring[((i0 % 2) * 2)]"], []) in effects          # warp 0's rows
+    assert ("read", ["ring[(((i0 % 2) * 2) + 1)]"], []) in effects    # warp 1's rows
+    assert ("write", [], ["sC[0]"]) in effects and ("write", [], ["sC[1]"]) in effects
+    assert ("copy_smem_to_gmem", ["sC[ds(0, 2)]"], []) in effects
+    assert any(op.kind == "wait_smem_to_gmem" and repr(op.count) == "0" for op in kernel.ops())
+    reads = [op for op in kernel.ops() if op.kind == "read"]
+    assert all("autovec_copy" in _source_line(op.loc) for op in reads)
+    assert not any("not read" in n or "whole buffer" in n for n in kernel.notes)
+
+
+@pytest.mark.parametrize("name, code, lines", [
+    ("ring_reads_released_before_read", "BP200", ("cute.copy(", "cute.autovec_copy(")),
+    ("ring_reads_refill_without_acquire", "BP200", ("cute.copy(", "cute.autovec_copy(")),
+    ("wgmma_ring_releases_the_stage_in_flight", "BP200", ("cute.copy(", "cute.gemm(")),
+    ("umma_ring_released_before_the_mma", "BP200", ("cute.copy(", "cute.gemm(")),
+    ("ring_reads_store_not_drained", "BP105", ("cute.copy(tma_c",)),
+    ("wgmma_ring_exits_with_wgmmas_in_flight", "BP105", ("cute.gemm(",))])
+def test_a_race_or_an_access_in_flight_at_exit_names_the_users_lines(name, code, lines):
+    verdict = check_kernel(_kernel(_target(name)))
+    assert verdict.codes[0] == code
+    [d] = [d for d in verdict.diagnostics if d.code == code]
+    at = [d.location] + [r["location"] for r in d.related]
+    texts = []
+    for where in at:
+        path, line = where.rsplit(":", 2)[:2] if where.count(":") >= 2 else where.split(":")
+        texts.append(_source_line(Loc(path, int(line))))
+    for line in lines:
+        assert any(line in t for t in texts), (line, texts)
+
+
+def test_wgmma_operands_are_read_until_the_wait_that_retires_their_group():
+    """The four K-block WGMMAs of a stage, issued back to back, are one access of the stage of
+    A and of B (their commit group); wait_group(1) retires all but the newest group."""
+    kernel = _kernel(_target("wgmma_ring"))
+    consumer = kernel.body[0].then                     # warp 0..3: the warpgroup
+    issued = [(op.kind, [repr(r) for r in op.reads], repr(op.count))
+              for op in _unrolled(consumer) if op.kind in ("wgmma", "wgmma_wait")]
+    stage = [["sA[0]", "sB[0]"], ["sA[1]", "sB[1]"]]
+    assert issued == [x for k in range(4) for x in (("wgmma", stage[k % 2], "1"),
+                                                    ("wgmma_wait", [], "1"))] + \
+        [("wgmma_wait", [], "0")]
+    assert all("cute.gemm(" in _source_line(op.loc) for op in kernel.ops() if op.kind == "wgmma")
+
+
+def test_tcgen05_mma_operands_are_read_until_the_commit_after_them():
+    """A Blackwell MMA warp's K-block MMAs of a stage are one tcgen05 queue entry reading the
+    stage of A and B; the stage's release is a tcgen05.commit after them, so the correct ring's
+    producer refills a stage only after they complete, and releasing first is a race."""
+    kernel = _kernel(_target("umma_ring"))
+    ops = [op for op in _unrolled(kernel.body) if op.kind in ("tcgen05_mma",
+                                                              "tcgen05_commit_arrive")]
+    assert [op.kind for op in ops] == ["tcgen05_mma", "tcgen05_commit_arrive"] * 4
+    # one rolled loop of 4 K tiles: the stage walks the ring with the loop variable
+    assert {tuple(repr(r) for r in op.reads) for op in ops[::2]} == \
+        {("sA[(i0 % 2)]", "sB[(i0 % 2)]")}
+    assert all(op.barrier is None and "cute.gemm(" in _source_line(op.loc) for op in ops[::2])
+    verdict = check_kernel(_kernel(_target("umma_ring_released_before_the_mma")))
+    assert verdict.codes[0] == "BP200"
+    assert any("tensor memory is not read" in n for n in kernel.notes)       # the accumulator
+
+
+def _typed(name, operands=(), results=(), types=(), operand_types=(), attrs=None, line=2,
+           regions=()):
+    return Node(name, tuple(operands), tuple(results), tuple(types), tuple(operand_types),
+                attrs or {}, tuple(regions), Loc("k.py", line, "k"))
+
+
+_SMEM = '!cute.memref<f16, smem, align<128>, "(64,64,2):(64,1,4096)">'
+_STAGE = '!cute.memref<f16, smem, align<128>, "(64,64):(64,1)">'
+_ROW = '!cute.memref<f16, smem, align<128>, "(64):(1)">'
+_RMEM = '!cute.memref<f16, rmem, align<32>, "(64):(1)">'
+
+
+def _ring_ops(*tail):
+    alloca = _typed("cute.memref.alloca", results=(1,),
+                    types=('!cute.memref<i8, smem, align<128>, "16384:1">',))
+    recast = _typed("cute.recast_iter", (1,), (2,), ("!cute.ptr<f16, smem, align<128>>",))
+    view = _typed("cute.make_view", (2,), (3,), (_SMEM,))
+    return (alloca, recast, view) + tail
+
+
+def test_a_slice_by_thread_and_stage_is_the_hull_of_the_lanes_rows():
+    """`sA[(tidx, None, 1)]` read by warp 1 of a (64, 64, 2) fp16 ring: rows 32..63 of stage 1,
+    bytes 8192 + 4096 .. 16384; an element load is one element per lane."""
+    from barrierproof.model.cute.interpreter import Warp as W
+    tid = _typed("nvvm.read.ptx.sreg.tid.x", results=(4,), types=("i32",))
+    coord = _typed("cute.make_coord", (4,), (5,), ('!cute.coord<"(?,_,1)">',))
+    row = _typed("cute.slice", (3, 5), (6,), (_ROW,), (_SMEM, '!cute.coord<"(?,_,1)">'))
+    reg = _typed("cute.memref.alloca", results=(7,), types=(_RMEM,))
+    atom = _typed("cute.make_atom", results=(8,), types=("!cute_nvgpu.atom.universal_copy<f16>",))
+    copy = _typed("cute.copy", (8, 6, 7), (), (), ("!cute_nvgpu.atom.universal_copy<f16>",
+                                                  _ROW, _RMEM), line=7)
+    zero = _typed("arith.constant", results=(9,), types=("i32",), attrs={"value": 0})
+    c2 = _typed("cute.make_coord", (4, 9), (10,), ('!cute.coord<"(?,?,0)">',))
+    load = _typed("cute.memref.load", (3, 10), (11,), ("f16",), (_SMEM, "coord"), line=8)
+    events = W(_tree(*_ring_ops(tid, coord, row, reg, atom, copy, zero, c2, load)), 1,
+               {}).run()
+    reads = [(e.loc.line, e.reads) for e in events if e.kind == "read"]
+    assert reads == [(7, (("smem0", 8192 + 32 * 128, 16384),)),
+                     (8, (("smem0", 32 * 128, 64 * 128 - 126),))]
+
+
+def test_a_view_not_followed_is_the_whole_buffer_and_said():
+    """An op that makes a shared-memory tensor the frontend has no row for (and that may not
+    start where its source does) covers the whole buffer; an op that passes shared-memory data
+    to something unread (an ldmatrix, a raw load) is named in the notes."""
+    from barrierproof.model.cute.interpreter import Warp as W
+    odd = _typed("cute.local_partition", (3,), (4,), (_STAGE,), (_SMEM,))
+    load = _typed("cute.memref.load_vec", (4,), (5,), ("vector<4096xf16>",), (_STAGE,), line=5)
+    unread = _typed("nvvm.ldmatrix", (3,), (6,), ("i32",), (_SMEM,), line=6)
+    async_copy = _typed("cute.copy", (9, 0, 3), (), (), (
+        "!cute_nvgpu.atom.simt_async_copy<f16, 128 b>", "gmem", _SMEM), line=7)
+    warp = W(_tree(*_ring_ops(odd, load, unread, async_copy)), 0, {})
+    events = warp.run()
+    assert not any(e.loc.line == 7 for e in events)          # cp.async: not read, said
+    notes = " | ".join(what for _, what in warp.memory_notes)
+    assert "cp.async copies into shared memory are not read" in notes
+    assert "cute.local_partition" in notes and "whole buffer" in notes
+    assert "`nvvm.ldmatrix` uses `smem0`" in notes and "not checked" in notes
+
+
+def test_bulk_wait_groups_are_read_only_where_stores_and_groups_agree():
+    """wait_group(0) retires every store; wait_group(n > 0) counts groups, which the model can
+    count as stores only when each group holds one; a store not committed before the wait is
+    not waited for: both BP190 at the wait."""
+    from barrierproof.model.cute.interpreter import Warp as W
+    stored = '!cute.memref<f16, smem, align<128>, "(64,64):(64,1)">'
+    atom = _typed("cute_nvgpu.atom.make_exec_tma", results=(9,),
+                  types=("!cute_nvgpu.atom.tma_store<f16>",))
+    half = _typed("cute.make_view", (2,), (4,), (stored,))
+
+    def store(line):
+        return _typed("cute.copy", (9, 4, 0), (), (), ("!cute_nvgpu.atom.tma_store<f16>",
+                                                       stored, "gmem"), line=line)
+    commit = _typed("nvvm.cp.async.bulk.commit.group")
+
+    def wait(n, line):
+        return _typed("nvvm.cp.async.bulk.wait_group", attrs={"group": n}, line=line)
+    ops = _ring_ops(atom, half, store(3), store(4), commit, wait(1, 5), store(6), wait(0, 7),
+                    commit, wait(0, 8))
+    events = W(_tree(*ops), 0, {}).run()
+    assert [(e.kind, e.loc.line) for e in events] == [
+        ("copy_smem_to_gmem", 3), ("copy_smem_to_gmem", 4), ("unmodeled", 5),
+        ("copy_smem_to_gmem", 6), ("unmodeled", 7), ("wait_smem_to_gmem", 8)]
+    assert events[0].reads == (("smem0", 0, 8192),)
+
+
+def test_cute_layouts_index_coordinates_and_widen_swizzled_partial_blocks():
+    from barrierproof.model.cute.layouts import crd2idx, cosize, layout_of, swizzle_block
+    shape, stride = layout_of('!cute.memref<f16, smem, S<3,4,3>, "((64,16),1,4,(1,2)):'
+                              '((64,1),0,16,(0,4096))">')
+    assert cosize(shape, stride) == 8192
+    assert crd2idx(("_", "_", 2, 1), shape, stride) == 2 * 16 + 4096
+    assert crd2idx((5, 0, 0, 1), shape, stride) == 5 * 64 + 4096     # colexicographic mode
+    assert layout_of('!cute.memref<f16, gmem, "(?,64):(64,1)">') is None
+    assert layout_of('!cute.memref<f16, smem, "(4,8):(-8,1)">') is None     # not from its start
+    assert swizzle_block("S<3,4,3>") == 1024 and swizzle_block("no swizzle") == 1
+    from barrierproof.model.cute.interpreter import Warp as W
+    swizzled = '!cute.memref<f16, smem, align<128>, S<3,4,3>, "(64,64,2):(64,1,4096)">'
+    ops = (_ring_ops()[0], _typed("cute.recast_iter", (1,), (2,), ("!cute.ptr<f16, smem>",)),
+           _typed("cute.make_view", (2,), (3,), (swizzled,)),
+           _typed("arith.constant", results=(4,), types=("i32",), attrs={"value": 9}),
+           _typed("arith.constant", results=(5,), types=("i32",), attrs={"value": 0}),
+           _typed("cute.make_coord", (4, 5), (6,), ('!cute.coord<"(?,?,1)">',)),
+           _typed("cute.memref.load", (3, 6), (7,), ("f16",), (swizzled, "coord")))
+    events = W(_tree(*ops), 0, {}).run()
+    # element (9, 0) of stage 1 is byte 8192 + 1152: the 1024-byte block it lies in is read
+    assert [e.reads for e in events if e.kind == "read"] == [(("smem0", 9216, 10240),)]
+
+
+def test_accesses_under_a_branch_on_data_count_as_made_and_said():
+    """A branch on data around shared-memory accesses only (no synchronization): both sides'
+    accesses count as made (coarser, never missing a race), and the notes say so; a whole
+    tensor's load() reads its every element."""
+    from barrierproof.model.cute.interpreter import Warp as W
+    flag = _typed("llvm.load", results=(20,), types=("i1",))
+    stage = _typed("cute.make_view", (2,), (4,), (_STAGE,))
+    read = _typed("cute.memref.load_vec", (4,), (5,), ("vector<4096xf16>",), (_STAGE,),
+                  line=5)
+    write = _typed("cute.memref.store_vec", (5, 4), (), (), ("vector<4096xf16>", _STAGE),
+                   line=6)
+    branch = _typed("scf.if", (20,), regions=((Block((), (read,)),), (Block((), (write,)),)))
+    warp = W(_tree(*_ring_ops(flag, stage, branch)), 0, {})
+    events = warp.run()
+    assert [(e.kind, e.loc.line, e.reads + e.writes) for e in events] == [
+        ("read", 5, (("smem0", 0, 8192),)), ("write", 6, (("smem0", 0, 8192),))]
+    assert any("branch on data" in what for _, what in warp.memory_notes)

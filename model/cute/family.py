@@ -99,9 +99,13 @@ def _branch_on(tree: KernelTree, seeds: set):
 def _rebind(kernel: Kernel, allocs: dict) -> tuple:
     """The body with each barrier reference on the allocation of the same name in `allocs`."""
     def swap(op):
+        import dataclasses
+        if op.reads or op.writes:      # shared-memory data: the buffer of the same name too
+            op = dataclasses.replace(op, **{field: tuple(
+                dataclasses.replace(ref, alloc=allocs[("buffer", ref.alloc.name)])
+                for ref in getattr(op, field)) for field in ("reads", "writes")})
         if op.barrier is None:
             return op
-        import dataclasses
         alloc = allocs[op.barrier.alloc.name]
         return dataclasses.replace(op, barrier=BarrierRef(alloc, op.barrier.index,
                                                           op.barrier.block))
@@ -110,7 +114,8 @@ def _rebind(kernel: Kernel, allocs: dict) -> tuple:
 
 def _shape(kernel: Kernel) -> tuple:
     return (tuple((b.name, repr(b.num_arrivals), repr(b.shape), b.explicit_init)
-                  for b in kernel.barriers), repr(kernel.num_threads), repr(kernel.grid))
+                  for b in kernel.barriers), repr(kernel.num_threads), repr(kernel.grid),
+            tuple((b.name, repr(b.shape), b.granule) for b in kernel.buffers))
 
 
 def _dynamic_sizes(tree: KernelTree) -> list:
@@ -180,6 +185,7 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
                 for k in runs for op in k.ops()):
         return None
     allocs = {b.name: b for b in base.barriers}
+    allocs.update({("buffer", b.name): b for b in base.buffers})
     try:
         body = join([_rebind(k, allocs) for k in runs], list(SAMPLES), Var(name))
     except NoJoin:

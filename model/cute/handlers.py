@@ -11,19 +11,18 @@ from __future__ import annotations
 import re
 
 from .. import kinds, primitives as K
-from .values import (WARP, Atom, Lanes, Layout, Ptr, Tested, Unknown, elem_bytes, lift,
+from . import smem
+from .layouts import cosize, layout_of
+from .values import (WARP, Atom, Data, Lanes, Layout, Ptr, Tested, Unknown, elem_bytes, lift,
                      uniform)
 
 # Ops that look like synchronization by name but only order memory or move data: no thread
 # waits on them and no barrier phase depends on them.
 LOCAL = frozenset({
     "nvvm.fence.proxy.acquire", "nvvm.fence.proxy.release", "nvvm.fence.sc.cluster",
-    "nvvm.memory.barrier", "nvvm.cp.async.bulk.commit.group", "nvvm.cp.async.bulk.wait_group",
+    "nvvm.memory.barrier",
     "nvvm.wgmma.fence.aligned", "nvvm.tcgen05.fence", "nvvm.shfl.sync", "nvvm.vote.sync",
     "cute_nvgpu.arch.make_warp_uniform", "cf.assert",
-    # a warpgroup waiting for its own WGMMAs: the tensor core always completes them, and what
-    # they read is memory, which this frontend does not check for races
-    "nvvm.wgmma.wait.group.sync.aligned", "nvvm.wgmma.commit.group.sync.aligned",
     # TMEM allocation: one warp writes the columns' address to shared memory and the others
     # read it after a named barrier (which is read); allocation is a resource of the SM, not a
     # barrier phase
@@ -138,7 +137,11 @@ def _alloca(warp, node, active):
             name = f"{base}{n}"
         warp.allocations[id(node)] = name
     space = "smem" if "smem" in node.types[0] else "rmem"
-    return [Ptr(name, 0, elem_bytes(node.types[0]) or 1, space)]
+    size = elem_bytes(node.types[0]) or 1
+    layout = layout_of(node.types[0])
+    if space == "smem" and layout is not None:     # its bytes, for data accesses (smem.py)
+        warp.allocations[("bytes", name)] = cosize(*layout) * size
+    return [Ptr(name, 0, size, space)]
 
 
 def _buffer_name(node, n: int) -> str:
@@ -155,6 +158,8 @@ def _buffer_name(node, n: int) -> str:
 
 def _get_iter(warp, node, active):
     value = warp.get(node.operands[0])
+    if isinstance(value, Data):
+        return [Data("the iterator of a tensor", value.buffer, value.offset, value.elem_bytes)]
     return [value if isinstance(value, Ptr) else Unknown("the iterator of a tensor")]
 
 
@@ -165,6 +170,8 @@ def _recast(warp, node, active):
         recast = Ptr(ptr.buffer, ptr.offset, size, ptr.space)
         _label_field(warp, node, recast)
         return [recast]
+    if isinstance(ptr, Data) and size:
+        return [Data("a recast pointer", ptr.buffer, ptr.offset, size)]
     return [Unknown("a recast pointer")]
 
 
@@ -178,6 +185,10 @@ def _add_offset(warp, node, active):
         moved = Ptr(ptr.buffer, ptr.offset + offset * ptr.elem_bytes, ptr.elem_bytes, ptr.space)
         _label_field(warp, node, moved)
         return [moved]
+    data = smem.data_of(ptr)
+    if data is not None and isinstance(offset, (int, Lanes)):   # a thread's own place in data
+        moved = smem.moved(data.offset, offset, data.elem_bytes)
+        return [Data("a pointer offset", data.buffer, moved, data.elem_bytes)]
     return [Unknown("a pointer offset")]
 
 
@@ -195,6 +206,9 @@ def _label_field(warp, node, ptr: Ptr) -> None:
 
 def _make_view(warp, node, active):
     ptr = warp.get(node.operands[0])
+    if isinstance(ptr, Data):
+        return [Data("a tensor view", ptr.buffer, ptr.offset,
+                     elem_bytes(node.types[0]) or ptr.elem_bytes)]
     return [ptr if isinstance(ptr, Ptr) else Unknown("a tensor view")]
 
 
@@ -366,7 +380,19 @@ def _copy(warp, node, active):
     reaches it issues it once, whatever lanes are active."""
     atom = warp.get(node.operands[0])
     atom_type = node.operand_types[0] if node.operand_types else ""
+    if "tma_store" in atom_type:
+        smem.tma_store(warp, node, active)
+        return None
     if "tma_load" not in atom_type:
+        if "async" in atom_type and smem.touches_memory(node):
+            # cp.async: written until a cp.async.wait_group or the mbarrier its arrive.noinc
+            # completes, which the frontend does not tie to the copy
+            warp.memory_note(node, "", "cp.async copies into shared memory are not read: "
+                                       "races on their destinations are not checked")
+        elif smem.touches_memory(node):
+            smem.simt_copy(warp, node, active)
+        elif any(smem.data_of(v) is not None for v in warp.args(node)[1:]):
+            smem.unread_access(warp, node, active)
         return None
     if not isinstance(atom, Atom) or not isinstance(atom.barrier, Ptr):
         warp.unmodeled(node, "a TMA load whose mbarrier is not known")
@@ -379,7 +405,12 @@ def _copy(warp, node, active):
     if nbytes is None:
         warp.unmodeled(node, "a TMA load whose byte count is not static")
         return None
-    warp.emit(K.TMA_LOAD, node, barrier=_key(atom.barrier), bytes=nbytes)
+    dst = smem.data_of(warp.get(node.operands[2]))
+    writes = (smem.footprint(warp, node, dst, node.operand_types[2], [min(active)]),) \
+        if dst is not None else ()
+    if dst is None:
+        smem.not_followed(warp, node, "a TMA load")
+    warp.emit(K.TMA_LOAD, node, barrier=_key(atom.barrier), bytes=nbytes, writes=writes)
     return None
 
 
@@ -661,7 +692,9 @@ RULES = {
     "nvvm.fence.proxy": _fence_proxy,
 }
 
+RULES.update(smem.RULES)
+
 # Rows that only compute values (no event): an op among them never counts as synchronizing.
 _VALUES = frozenset(name for name in RULES if name.startswith(
     ("nvvm.read.", "cute.", "cute_nvgpu.", "builtin.")) and name != "cute.copy") \
-    | {"nvvm.elect.sync", "nvvm.mapa"}
+    | {"nvvm.elect.sync", "nvvm.mapa"} | smem.MEMORY_ONLY

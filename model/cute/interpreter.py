@@ -19,7 +19,7 @@ from ..ir import Loc, ModelError
 from . import arith
 from .handlers import RULES, synchronizes
 from .tree import Block, KernelTree, Node
-from .values import WARP, Lanes, Tested, Unknown, uniform
+from .values import WARP, Coord, Data, Lanes, Tested, Unknown, uniform
 
 # Iterations of one loop the interpreter runs before it gives up on it (BP190), and the
 # synchronizing operations one warp may run before the kernel is too large to explore.
@@ -42,6 +42,8 @@ class Event:
     aligned: bool = True               # a named barrier: bar.sync (aligned) or barrier.sync
     site: int = 0                      # the MLIR op: one IR op per op and operands, so warps
     #                                    running the same bar.sync share its instruction
+    reads: tuple = ()                  # shared-memory footprints (smem.py) it reads
+    writes: tuple = ()                 # and writes
 
 
 class _Stop(Exception):
@@ -65,6 +67,16 @@ class Warp:
         self.allocations = allocations          # alloca node id -> buffer name (shared)
         self._syncs: dict[int, bool] = {}
         self.defined_at: dict[tuple, Loc] = {}    # (value,) -> the line that computed it
+        # shared-memory data (smem.py): what was not read exactly, per buffer, for the notes;
+        # TMA stores issued since the last bulk commit, and the size of each group committed
+        self.memory_notes: dict[tuple[str, str], Loc | None] = {}
+        self.bulk_pending = 0
+        self.bulk_groups: list[int] = []
+        # WGMMAs of the commit group being built, each group's count, and the event count
+        # after the last MMA (the next one joins it when nothing came between)
+        self.wgmma_open = 0
+        self.wgmma_groups: list[int] = []
+        self.mma_joinable = -1
 
     # -- values ------------------------------------------------------------------------------
     def get(self, key: int):
@@ -93,6 +105,15 @@ class Warp:
 
     def unmodeled(self, node: Node, what: str) -> None:
         self.emit(K.UNMODELED, node, name=what)
+
+    def memory_note(self, node: Node, buffer: str, what: str) -> None:
+        """A shared-memory access read coarsely or not at all: said in the verdict's notes
+        (translate.py drops the ones about buffers that hold only barriers)."""
+        self.memory_notes.setdefault((buffer, what), self.where(node))
+
+    def region_touches_memory(self, node: Node) -> bool:
+        from .smem import touches_memory
+        return any(touches_memory(op) for op in node.walk() if op is not node)
 
     def region_synchronizes(self, node: Node) -> bool:
         key = id(node)
@@ -146,6 +167,11 @@ class Warp:
         Unknown (layout algebra, math, memory access: nothing a barrier depends on)."""
         if synchronizes(node) or (node.regions and self.region_synchronizes(node)):
             self.unmodeled(node, node.name)
+        from . import smem
+        views = smem.smem_result(self, node, active)     # a view of shared-memory data
+        if views is not None:
+            return views
+        smem.unread_access(self, node, active)
         from .handlers import static_value      # a CuTe op whose result type is its value
         return [static_value(t) if static_value(t) is not None else Unknown(node.name)
                 for t in node.types]
@@ -160,6 +186,13 @@ class Warp:
         if isinstance(cond, Unknown):
             if self.region_synchronizes(node):
                 self.unmodeled(node, f"scf.if on {cond.why}")
+            elif self.region_touches_memory(node):
+                # shared-memory accesses on either side count as made (coarser, never missing)
+                self.memory_note(node, "", "shared-memory accesses under a branch on data "
+                                           "count as always made")
+                for block in (then, orelse):
+                    if block is not None:
+                        self.block(block, active, ())
             return None
         if not isinstance(cond, Lanes):
             chosen = then if cond else orelse
@@ -201,11 +234,15 @@ class Warp:
                 why = next((v.why for v in (lower, upper, step) if isinstance(v, Unknown)),
                            "bounds that differ between lanes")
                 self.unmodeled(node, f"scf.for with a trip count from {why}")
+            elif self.region_touches_memory(node):
+                self._loop_left_out(node)
             return None
         lo, hi, st = bounds
         if (hi - lo + st - 1) // st > MAX_TRIPS:
             if self.region_synchronizes(node):
                 self.unmodeled(node, f"scf.for of more than {MAX_TRIPS} iterations")
+            elif self.region_touches_memory(node):
+                self._loop_left_out(node)
             return None
         body = node.regions[0][0]
         carried = list(init)
@@ -221,6 +258,11 @@ class Warp:
         if marked:
             self.emit("loop", node, name="end")
         return carried
+
+    def _loop_left_out(self, node: Node) -> None:
+        self.memory_note(node, "", "the shared-memory accesses of a loop that holds nothing "
+                                   "else and whose trip count is not known are not read: "
+                                   "races through them are not checked")
 
     def scf_while(self, node: Node, active) -> list | None:
         before, after = node.regions[0][0], node.regions[1][0]
@@ -257,6 +299,12 @@ class Warp:
 
 def _merge(a, b, taken: set):
     """A result of a split branch: lane by lane from the side that lane took."""
+    if isinstance(a, (Data, Coord)) or isinstance(b, (Data, Coord)):
+        # a data pointer from either side: the same on both, else not followed (smem.py)
+        return a if a == b else Data(a.why if isinstance(a, Unknown) else b.why,
+                                     a.buffer, None, a.elem_bytes) \
+            if isinstance(a, Data) and isinstance(b, Data) and a.buffer == b.buffer \
+            else Unknown("a value that differs between the lanes of a warp")
     if isinstance(a, Unknown):
         return a
     if isinstance(b, Unknown):

@@ -25,7 +25,7 @@ from typing import Sequence
 
 from .. import primitives as K
 from ..expr import mk
-from ..ir import BarrierRef, Const, Expr, Loop, Op, Var, When, evaluate
+from ..ir import BarrierRef, Const, Expr, Loop, MemRef, Op, Slice, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
 
 
@@ -298,7 +298,71 @@ def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
             for k in range(len(barrier.index))), barrier.block)
     return dataclasses.replace(first, barrier=barrier, parity=parity,
                                count=_expr([op.count for op in ops], ts, t, ranges),
-                               bytes=_expr([op.bytes for op in ops], ts, t, ranges))
+                               bytes=_expr([op.bytes for op in ops], ts, t, ranges),
+                               reads=_memory([op.reads for op in ops], ts, t, ranges),
+                               writes=_memory([op.writes for op in ops], ts, t, ranges))
+
+
+def _memory(columns: Sequence[tuple], ts, t: Expr, ranges) -> tuple:
+    """The shared-memory regions of joined ops: a slot as a ring slot of the buffer's slots
+    (a pipeline's stage), a run of slots by its start (a ring of runs of one size: the start
+    is the size times a ring slot) and size."""
+    first = columns[0]
+    if any(len(c) != len(first) for c in columns):
+        raise NoJoin("accesses to a different number of buffers")
+    out = []
+    for k, ref in enumerate(first):
+        refs = [c[k] for c in columns]
+        if any(r.alloc is not ref.alloc or len(r.index) != len(ref.index)
+               or len(r.region) != len(ref.region) for r in refs):
+            raise NoJoin(f"accesses to {ref!r} and {refs[-1]!r}")
+        slots = _values([ref.alloc.shape[0]])
+        ring = slots[0] if slots else 1
+        if len(ref.index) == 1 and not ref.region:
+            slots = [r.index[0] for r in refs]
+            slot = _strided_slot(slots, ts, t, ring)
+            if slot is None:
+                slot, _ = _ring_exprs(slots, None, ts, t, ring, ranges)
+            out.append(MemRef(ref.alloc, (slot,)))
+        elif not ref.index and len(ref.region) == 1:
+            size = _expr([r.region[0].size for r in refs], ts, t, ranges)
+            starts = [r.region[0].start for r in refs]
+            out.append(MemRef(ref.alloc, (), (Slice(_start(starts, size, ts, t, ring, ranges),
+                                                    size),)))
+        elif any(repr(r) != repr(ref) for r in refs):
+            raise NoJoin(f"accesses to {ref!r} and {refs[-1]!r}")
+        else:
+            out.append(ref)
+    return tuple(out)
+
+
+def _strided_slot(slots, ts, t: Expr, ring: int) -> Expr | None:
+    """`b + z * ((t + c) % m)`: one slot of each group of z, walking a ring of ring // z
+    groups (a warp's rows of each stage), for constant slots that are not a plain ring."""
+    ys = _values(slots)
+    if ys is None or len(set(ys)) < 2:
+        return None
+    for z in range(2, ring + 1):
+        if ring % z:
+            continue
+        b = min(ys) % z
+        if any((y - b) % z for y in ys):
+            continue
+        fitted = _fit_slot(ts, [(y - b) // z for y in ys], t, ring // z)
+        if fitted is not None:
+            return mk("+", mk("*", fitted[0], Const(z)), Const(b))
+    return None
+
+
+def _start(starts, size: Expr, ts, t: Expr, ring: int, ranges) -> Expr:
+    """A run's start: `size * slot` for a ring slot of runs of that size, else _expr."""
+    ys, width = _values(starts), _values([size])
+    if ys is not None and width and width[0] > 0 and all(y % width[0] == 0 for y in ys) \
+            and ring % width[0] == 0:
+        z = width[0]
+        slot, _ = _ring_exprs([Const(y // z) for y in ys], None, ts, t, ring // z, ranges)
+        return mk("*", slot, Const(z))
+    return _expr(starts, ts, t, ranges)
 
 
 def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from .. import kinds, primitives as K
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Op, Var,
                   When)
+from .buffers import data_buffers, memory_notes
 from .interpreter import Event, Warp
 from .roll import Iterations, nest, roll, roll_runs
 from .tree import KernelTree
@@ -57,9 +58,11 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
     # one run per block when the program reads its block index and the grid is small; blocks
     # whose warps run the same programs are one grid position
     by_block: dict[tuple, list[int]] = {}
+    runs: list[Warp] = []
     for b, block in enumerate(blocks):
-        programs = [Warp(tree, w, allocations, block, why, bindings).run()
-                    for w in range(warps)]
+        ran = [Warp(tree, w, allocations, block, why, bindings) for w in range(warps)]
+        programs = [warp.run() for warp in ran]
+        runs.extend(ran)
         by_block.setdefault(tuple(map(tuple, programs)), []).append(b)
     cluster = tree.cluster_dim[0] * tree.cluster_dim[1] * tree.cluster_dim[2]
     if cluster > 1:
@@ -73,6 +76,11 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
                                      for programs in by_block)
     barriers, refs = _barriers(tree, [p for programs in by_block for p in programs],
                                allocations, explicit_init=not published)
+    holders = {key[0] for key in refs}                 # allocations that hold barriers
+    buffers, mem_refs = data_buffers([p for programs in by_block for p in programs],
+                                     allocations, holders | {b.name for b in barriers},
+                                     tree.loc or Loc(tree.name, 0))
+    refs.update(mem_refs)
     if published:   # the barriers start initialised: the rendezvous before their use is gone
         trimmed: dict[tuple, list[int]] = {}
         for programs, members in by_block.items():
@@ -95,23 +103,25 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
         notes += ("every mbarrier is initialised, fenced (fence.mbarrier_init) and published "
                   "by a block-wide barrier before any warp uses one: checked from there on "
                   "with initialised barriers",)
-    if _issues_tma_stores(tree):
-        notes += ("TMA stores are not modelled (this frontend reads no memory effects): a "
-                  "kernel that exits before `cp.async.bulk.wait_group` (PipelineTmaStore."
-                  "producer_tail) lets its last store finish reading shared memory is not "
-                  "flagged (BP105)",)
+    notes += memory_notes(runs, buffers, holders)
+    if _allocates_tmem(tree):
+        notes += ("tensor memory is not read (tcgen05 MMA accumulators, tcgen05.ld/st): "
+                  "races on it (BP201) are not checked",)
     if len(variants) > 1:
         notes += (f"{len(blocks)} blocks, {len(variants)} distinct block programs "
                   f"(grid axis `{BLOCK_AXIS}`: the block's linear index)",)
     # warp_axis must differ from the thread axis: the agents are the warps themselves
-    return Kernel(name=tree.name, body=body, barriers=barriers, num_threads=Const(warps),
+    return Kernel(name=tree.name, body=body, barriers=barriers, buffers=buffers,
+                  num_threads=Const(warps),
                   thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent", grid=grid,
                   loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=notes)
 
 
-def _issues_tma_stores(tree: KernelTree) -> bool:
-    return any(op.name == "cute.copy" and op.operand_types and "tma_store" in op.operand_types[0]
-               for top in tree.body.ops for op in top.walk())
+def _allocates_tmem(tree: KernelTree) -> bool:
+    """Does the kernel allocate tensor memory or issue tcgen05 MMAs (their accumulators)?"""
+    return any(op.name == "cute_nvgpu.arch.sm100.alloc_tmem" or (
+        op.name == "cute.gemm" and ".sm100." in "".join(op.operand_types[:1]))
+        for top in tree.body.ops for op in top.walk())
 
 
 _INIT_FENCES = (K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC)
@@ -290,8 +300,8 @@ _EVENT_OPERANDS = frozenset({"barrier", "barrier?", "count", "bytes", "parity", 
 
 
 def _op(e: Event, refs, made: dict) -> Op:
-    """The IR op of an event: its kind with the operands its primitive needs (memory effects
-    are not read, so a copy carries none)."""
+    """The IR op of an event: its kind with the operands its primitive needs, and the
+    shared-memory regions it reads and writes (buffers.py)."""
     if e in made:
         return made[e]
     loc = e.loc or Loc("<unknown>", 0)
@@ -299,7 +309,10 @@ def _op(e: Event, refs, made: dict) -> Op:
     if prim is None or not prim.needs <= _EVENT_OPERANDS:  # pragma: no cover - no such event
         raise ModelError(f"no IR for the CuTe event {e.kind}", loc=loc)
     needs = prim.needs
+    memory = "memory" in needs or prim.memory != "none"
     op = Op(e.kind, refs.get(e.barrier) if e.barrier is not None else None,
+            reads=tuple(refs[("mem",) + fp] for fp in e.reads) if memory else (),
+            writes=tuple(refs[("mem",) + fp] for fp in e.writes) if memory else (),
             count=Const(e.count) if "count" in needs else Const(1),
             bytes=Const(e.bytes) if "bytes" in needs else Const(0),
             parity=Const(e.parity) if "parity" in needs else None,

@@ -47,6 +47,30 @@ class Ptr:
 
 
 @dataclass(frozen=True)
+class Data(Unknown):
+    """A tensor or pointer into a shared-memory buffer that holds data (smem.py): unknown to
+    everything that synchronizes (`why` is what the value was before data was tracked), but
+    its position is kept for the footprint of the accesses made through it. `offset`: bytes
+    from the buffer's start, an int, Lanes (one per lane), or None (not followed: the whole
+    buffer)."""
+
+    buffer: str = ""
+    offset: object = None
+    elem_bytes: int = 1
+    # an MMA's shared-memory descriptors (`make_fragment_A`): the layout of the tensor they
+    # were made from, (shape, stride, swizzle block), which a slice of them slices too
+    desc: object = None
+
+
+@dataclass(frozen=True)
+class Coord(Unknown):
+    """A CuTe coordinate (`cute.make_coord`): nested tuples of ints, Lanes, Unknown and `_`;
+    unknown to everything but the slices and element accesses that read it (smem.py)."""
+
+    tree: object = None
+
+
+@dataclass(frozen=True)
 class Layout:
     """A layout whose shape is known (a tile scheduler's problem layout, built in the kernel
     from the tile counts it was given): what `cute.size` of it needs."""
@@ -77,7 +101,8 @@ def lift(fn, *args):
     """Apply an integer function lane by lane; Unknown in, Unknown out."""
     for a in args:
         if isinstance(a, Unknown):
-            return Unknown(a.why) if isinstance(a, Tested) else a
+            # a test's answer, a data pointer or a coordinate is no operand of arithmetic
+            return Unknown(a.why) if isinstance(a, (Tested, Data, Coord)) else a
     if not all(isinstance(a, (int, Lanes)) for a in args):
         kinds = ", ".join(type(a).__name__ for a in args)
         return Unknown(f"integer arithmetic on ({kinds})")

@@ -126,7 +126,7 @@ KernelArrivalSets == <<
 \* tcgen05 queues: the agent that issues into each.
 KernelQueueAgents == <<>>
 
-\* Races: none modelled (no memory effects compiled).
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

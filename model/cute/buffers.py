@@ -1,0 +1,62 @@
+"""The IR buffers of a CuTe kernel's shared-memory data, from the footprints its warps
+recorded (smem.py): one MemAlloc per allocation that is read or written, in units of the
+largest byte count that divides every footprint's bounds (a ring read by stage is one slot per
+stage; rows read per warp are one slot per warp's rows), and each footprint as the slot, the
+run of slots, or the whole buffer it covers.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import Const, Loc, MemAlloc, MemRef, Slice
+
+MAX_CELLS = 256          # cells per buffer the explorer tracks; wider footprints join cells
+
+
+def data_buffers(programs, allocations: dict, barrier_names: set[str], loc: Loc):
+    """(buffers, refs): the MemAllocs, and for each footprint its MemRef (keyed
+    ("mem", buffer, lo, hi))."""
+    seen: dict[str, list] = {}
+    where: dict[str, Loc] = {}
+    for events in programs:
+        for e in events:
+            for fp in e.reads + e.writes:
+                seen.setdefault(fp[0], []).append(fp)
+                where.setdefault(fp[0], e.loc or loc)
+    buffers, refs = [], {}
+    for buffer, fps in seen.items():
+        total = allocations.get(("bytes", buffer))
+        bounds = [b for fp in fps for b in fp[1:] if b is not None]
+        unit = math.gcd(total or 0, *bounds) if bounds and total else (total or 1)
+        slots = (total or unit) // unit
+        granule = -(-slots // MAX_CELLS)
+        name = buffer if buffer not in barrier_names else f"{buffer}_data"
+        alloc = MemAlloc(name, "smem", (Const(slots),), where[buffer], scalar=False,
+                         granule=(granule,) if granule > 1 else ())
+        buffers.append(alloc)
+        for fp in set(fps):
+            _, lo, hi = fp
+            if lo is None:
+                ref = MemRef(alloc)
+            elif hi - lo == unit:
+                ref = MemRef(alloc, (Const(lo // unit),))
+            else:
+                ref = MemRef(alloc, (), (Slice(Const(lo // unit), Const((hi - lo) // unit)),))
+            refs[("mem",) + fp] = ref
+    return tuple(buffers), refs
+
+
+def memory_notes(warps, buffers, barrier_names: set[str]) -> tuple[str, ...]:
+    """The notes of what was read coarsely or not at all, once each, skipping buffers that
+    hold only barriers (a pipeline's storage passed around is no data access)."""
+    data = {b.name for b in buffers} | {b.name[:-len("_data")] for b in buffers
+                                        if b.name.endswith("_data")}
+    out: dict[str, None] = {}
+    for warp in warps:
+        for (buffer, what), where in warp.memory_notes.items():
+            if buffer and buffer in barrier_names and buffer not in data:
+                continue
+            at = f"{where.file}:{where.line}: " if where is not None else ""
+            out.setdefault(at + what, None)
+    return tuple(out)
