@@ -357,6 +357,75 @@ def test_prove_answers_for_every_tile_count_and_k():
     assert any("not a function of the running position" in n for n in refuted.notes)
 
 
+def _nest_tree(depth: int, branch_on: int | None = None):
+    """`n = 0; for i0 in range(arg0): for i1 in range(arg1): ...: arrive(bar); wait(bar,
+    parity n); n += 1` over `depth` i32 kernel arguments (a state carried through every
+    level), then `if arg<branch_on> > 1: arrive(bar)` when asked."""
+    zero = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 0})
+    one = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 1})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 2))
+    state = 100 + depth                     # the count each level receives
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    wait = _op("nvvm.mbarrier.try_wait.parity", operands=(3, state), line=10)
+    advance = _op("arith.addi", operands=(state, 2), results=(200,), types=("i32",), line=11)
+    body = (arrive, wait, advance, _op("scf.yield", operands=(200,)))
+    for level in reversed(range(depth)):
+        loop = _op("scf.for", operands=(1, 50 + level, 2, 1 if level == 0 else 100 + level),
+                   results=(300 + level,), types=("i32",), line=8 - level,
+                   regions=((Block((60 + level, 101 + level), body),),))
+        body = (loop,) if level == 0 else (loop, _op("scf.yield", operands=(300 + level,)))
+    tail = ()
+    if branch_on is not None:
+        test = _op("arith.cmpi", operands=(50 + branch_on, 2), results=(7,), types=("i1",),
+                   attrs={"predicate": 4})
+        late = _op("nvvm.mbarrier.arrive", operands=(3,), line=13)
+        tail = (test, _op("scf.if", operands=(7,), regions=((Block((), (late,)),),), line=12))
+    args = tuple(50 + level for level in range(depth))
+    return KernelTree("k", "k", Block(args, (zero, one, alloca, init) + body + tail),
+                      ("i32",) * depth, (32, 1, 1), None, (1, 1, 1), Loc("k.py", 1, "k"))
+
+
+def test_nested_loops_over_runtime_arguments_of_any_depth():
+    """Three loops, each over a kernel argument, with one state advanced across all of them:
+    each argument is a parameter (found level by level), each loop runs its argument's count,
+    and the parity is the running count `i0*arg1*arg2 + i1*arg2 + i2` modulo 2 at every point
+    of a grid the fit did not see. A branch on one argument around synchronization leaves the
+    loops BP190, with the reason in a note."""
+    from barrierproof.model.cute.translate import kernel_ir
+    from barrierproof.model.ir import evaluate
+    kernel = kernel_ir(_nest_tree(3))
+    assert list(kernel.params) == ["arg0", "arg1", "arg2"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    loops = list(_loops(kernel.body))
+    assert [(lp.var, repr(lp.trip)) for lp in loops] == \
+        [("i0", "arg0"), ("i1", "arg1"), ("i2", "arg2")]
+    [wait] = [op for op in loops[-1].body if op.kind == "wait_parity"]
+    for a0, a1, a2 in ((2, 4, 5), (4, 3, 3), (5, 2, 7)):
+        for i0 in range(a0):
+            for i1 in range(a1):
+                for i2 in range(a2):
+                    env = {"arg1": a1, "arg2": a2, "i0": i0, "i1": i1, "i2": i2}
+                    assert evaluate(wait.parity, env) == (i0 * a1 * a2 + i1 * a2 + i2) % 2
+    guarded = kernel_ir(_nest_tree(2, branch_on=1))
+    assert not guarded.params and any(op.kind == "unmodeled" for op in guarded.ops())
+    assert any("a branch around synchronization depends on one of them" in n
+               for n in guarded.notes)
+
+
+def test_a_field_with_no_running_count_form_does_not_join():
+    """counts.py reads a multilinear form off a cube of points and checks it at every point:
+    `(n * t + 1) % 4` is found; a slot `(n * n) % 3` has no such form and is refused."""
+    from barrierproof.model.cute.counts import NoJoin, Scope, fit_ring, multilinear
+    from barrierproof.model.ir import Const
+    scope = Scope([{"n": v} for v in (1, 2, 3, 5)], ["n"])
+    assert multilinear([({"n": v, "t": t}, (v * t + 1) % 4) for v in range(1, 6)
+                        for t in range(4)], ["n", "t"], modulus=4) == {("n", "t"): 1, (): 1}
+    squares = [Const((v * v) % 3) for v in (1, 2, 3, 5)]
+    with pytest.raises(NoJoin):
+        fit_ring(squares, None, 3, scope)
+
+
 def test_a_runtime_trip_count_is_a_parameter_only_if_no_branch_depends_on_it():
     """Runs at 1..12 cannot stand for `n > 16`: a branch around synchronization on the
     argument leaves the loop BP190; the same kernel without it gets the parameter."""

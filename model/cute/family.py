@@ -33,6 +33,7 @@ DEFAULT = 4
 # whole read of the kernel: 16 runs for a tile count and K), and their value for `check`
 GRID_SAMPLES = {2: (1, 2, 3, 5), 3: (1, 2, 3)}
 GRID_DEFAULT = 3
+MAX_VALUES = 3          # runtime values read together
 # a loop's count from an integer argument: an scf.for's bound, or an scf.while's condition
 # (a tile scheduler's `while work.is_valid_tile`, the tile index against the tile count)
 _FROM_ARGUMENT = re.compile(r"(?:trip count from|scf\.while on) kernel argument (\d+) \((i\d+)\)")
@@ -147,18 +148,35 @@ def _assigned_name(node, fallback: str) -> str:
     return m.group(1) if m else fallback
 
 
-def _runtime_values(tree: KernelTree, first: Kernel) -> list[tuple]:
+def _runtime_values(tree: KernelTree, expect, kernel_at: Callable, first: Kernel) -> list:
     """(binding key, seeds, name, what) of each runtime value trip counts come from: an integer
     kernel argument (a tile scheduler's tile count, flattened into arguments, is `tiles`), or
-    the size of a tensor mode set at run time (named after the Python name it is assigned)."""
+    the size of a tensor mode set at run time (named after the Python name it is assigned).
+    A loop inside a loop on one is read only once that one has a value: the kernel is read
+    again with the values found bound, until no new one appears (a nest of any depth)."""
+    arguments = _trip_arguments(first)
+    sizes = _dynamic_sizes(tree)
+    keys = list(arguments) + [("node", id(n)) for n in sizes]
+    for _ in range(MAX_VALUES):
+        if not keys:
+            break
+        try:
+            probe = kernel_at(tree, expect, {key: 2 for key in keys})
+        except ModelError:
+            break
+        more = {i: s for i, s in _trip_arguments(probe).items() if i not in arguments}
+        if not more:
+            break
+        arguments.update(more)
+        keys += list(more)
     found, names = [], set()
-    for index, scheduled in sorted(_trip_arguments(first).items()):
+    for index, scheduled in sorted(arguments.items()):
         name, what = argument_name(tree, index), "the kernel argument"
         if scheduled and name == f"arg{index}":     # a scheduler's parameters, flattened
             name, what = "tiles", f"kernel argument {index} (a tile scheduler's tile count)"
         seeds = {tree.body.args[index]} if index < len(tree.body.args) else set()
         found.append((index, seeds, name, what))
-    for node in _dynamic_sizes(tree):
+    for node in sizes:
         found.append((("node", id(node)), set(node.results), _assigned_name(node, "extent"),
                       "the size of a tensor mode set at run time,"))
     out = []
@@ -191,7 +209,7 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
     """The kernel with a parameter for each runtime value its trip counts come from (an
     integer argument, or the size of a tensor mode set at run time), or None (no such value,
     or runs that do not join: `first`, the kernel read without them, stands)."""
-    values = _runtime_values(tree, first)
+    values = _runtime_values(tree, expect, kernel_at, first)
     if len(values) > 1:
         return _grid_family(tree, expect, kernel_at, first, values)
     if not values:
@@ -228,8 +246,8 @@ def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
         return first.replace(notes=first.notes + (
             f"trip counts from several runtime values ({spelled}): {why}, so the loops on them "
             "stay BP190",))
-    if len(values) > max(GRID_SAMPLES):
-        return refused(f"more than {max(GRID_SAMPLES)} runtime values are not read together")
+    if len(values) > MAX_VALUES:
+        return refused(f"more than {MAX_VALUES} runtime values are not read together")
     branch = _branch_on(tree, set().union(*(seeds for _, seeds, _, _ in values)))
     if branch is not None:
         line = f" (line {branch.loc.line})" if branch.loc else ""

@@ -375,5 +375,20 @@ def roll(bodies: Sequence[tuple], var: str, loc) -> tuple:
     try:
         body = join(bodies, list(range(len(bodies))), Var(var))
     except NoJoin:
-        return tuple(s for b in bodies for s in b)
+        body = _nested(bodies, var)
+        if body is None:
+            return tuple(s for b in bodies for s in b)
     return (Loop(var, Const(len(bodies)), body, loc),)
+
+
+def _nested(bodies: Sequence[tuple], var: str) -> tuple | None:
+    """Iterations holding loops of several levels whose ring position runs on across all of
+    them (`i0 * K * J + i1 * J + i2`, which the fits above in one inner variable miss): the
+    running-count fits of counts.py, with this loop's variable as the value of each body."""
+    if not any(isinstance(s, Loop) for b in bodies for s in b):
+        return None
+    from .counts import Scope, join_grid
+    try:
+        return join_grid(bodies, Scope([{var: i} for i in range(len(bodies))], [var]))
+    except NoJoin:
+        return None
