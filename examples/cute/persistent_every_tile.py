@@ -140,7 +140,8 @@ def gemm_host(mA: cute.Tensor, mC: cute.Tensor, tx_scale: cutlass.Constexpr,
     tiles_mn = cute.ceil_div(mC.shape, (TILE_M, TILE_N))
     schedule = utils.PersistentTileSchedulerParams((tiles_mn[0], tiles_mn[1], 1), (1, 1, 1))
     gemm_kernel(tma_atom, tma_tensor, a_smem_layout, schedule, tx_scale, advance_acc,
-                acc_consumers, ab_state_per_tile).launch(grid=[1, 1, 1], block=[32 * (TMA_WARP + 1), 1, 1])
+                acc_consumers, ab_state_per_tile).launch(grid=[1, 1, 1],
+                                                         block=[32 * (TMA_WARP + 1), 1, 1])
 
 
 def _compile(tx_scale=1, advance_acc=True, acc_consumers=32, runtime_k=False,

@@ -263,7 +263,8 @@ def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
     base = runs[0]
     allocs = {b.name: b for b in base.barriers}
     try:
-        body = join_grid([_rebind(k, allocs) for k in runs], Scope([dict(zip(names, p)) for p in grid], names))
+        body = join_grid([_rebind(k, allocs) for k in runs],
+                         Scope([dict(zip(names, p)) for p in grid], names))
     except NoJoin as e:
         return refused(f"the runs at a grid of their values do not join ({e})")
     read = ", ".join(map(str, samples))
