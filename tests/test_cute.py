@@ -416,14 +416,15 @@ def test_nested_loops_over_runtime_arguments_of_any_depth():
 def test_a_field_with_no_running_count_form_does_not_join():
     """counts.py reads a multilinear form off a cube of points and checks it at every point:
     `(n * t + 1) % 4` is found; a slot `(n * n) % 3` has no such form and is refused."""
-    from barrierproof.model.cute.counts import NoJoin, Scope, fit_ring, multilinear
-    from barrierproof.model.ir import Const
-    scope = Scope([{"n": v} for v in (1, 2, 3, 5)], ["n"])
+    from barrierproof.model.cute.counts import NoJoin, Scope, join_grid, multilinear
+    from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Op
     assert multilinear([({"n": v, "t": t}, (v * t + 1) % 4) for v in range(1, 6)
                         for t in range(4)], ["n", "t"], modulus=4) == {("n", "t"): 1, (): 1}
-    squares = [Const((v * v) % 3) for v in (1, 2, 3, 5)]
-    with pytest.raises(NoJoin):
-        fit_ring(squares, None, 3, scope)
+    bars = BarrierAlloc("bars", Const(1), (Const(3),))
+    runs = [(Op("wait_parity", BarrierRef(bars, (Const((v * v) % 3),)), parity=Const(0),
+                loc=Loc("k.py", 7, "k")),) for v in (1, 2, 3, 5)]
+    with pytest.raises(NoJoin, match=r"wait_parity \(line 7\): a ring slot or parity"):
+        join_grid(runs, Scope([{"n": v} for v in (1, 2, 3, 5)], ["n"]))
 
 
 def test_a_runtime_trip_count_is_a_parameter_only_if_no_branch_depends_on_it():

@@ -259,6 +259,14 @@ def fit_ring(slots: Sequence[Expr] | None, parities: Sequence[Expr] | None, ring
 # ----------------------------------------------------------------------------------------------
 
 def _op(ops: Sequence[Op], scope: Scope) -> Op:
+    try:
+        return _fit_op(ops, scope)
+    except NoJoin as e:     # the line whose pipeline state has no form, for the note
+        where = f" (line {ops[0].loc.line})" if ops[0].loc and ops[0].loc.line else ""
+        raise NoJoin(f"{ops[0].kind}{where}: {e}") from None
+
+
+def _fit_op(ops: Sequence[Op], scope: Scope) -> Op:
     first = ops[0]
     for op in ops[1:]:
         if (op.kind, op.name, op.aligned, op.loc, repr(op.bar_id)) != \
