@@ -413,6 +413,25 @@ def test_nested_loops_over_runtime_arguments_of_any_depth():
                for n in guarded.notes)
 
 
+def test_a_loop_from_one_to_a_runtime_count_is_a_parameter():
+    """`for k in range(1, n)` (a consumer that peeled its first K step): at n = 1 the loop runs
+    no iteration, which says nothing of its body; the trip count is joined over every run
+    (`arg0 - 1`), the body over the runs that iterate."""
+    from barrierproof.model.cute.translate import kernel_ir
+    zero = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 0})
+    one = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 1})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 2))
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    loop = _op("scf.for", operands=(2, 50, 2), regions=((Block((5,), (arrive,)),),), line=8)
+    tree = KernelTree("k", "k", Block((50,), (zero, one, alloca, init, loop)), ("i32",),
+                      (32, 1, 1), None, (1, 1, 1), Loc("k.py", 1, "k"))
+    kernel = kernel_ir(tree)
+    assert list(kernel.params) == ["arg0"]
+    assert [repr(lp.trip) for lp in _loops(kernel.body)] == ["(arg0 - 1)"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+
+
 def test_a_field_with_no_running_count_form_does_not_join():
     """counts.py reads a multilinear form off a cube of points and checks it at every point:
     `(n * t + 1) % 4` is found; a slot `(n * n) % 3` has no such form and is refused."""

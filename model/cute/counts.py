@@ -149,6 +149,10 @@ class Scope:
                      [dict(r, **{var: n}) for r, n in zip(self.ranges, trips)],
                      self.loops + [var])
 
+    def only(self, runs: Sequence[int]) -> "Scope":
+        return Scope([self.envs[k] for k in runs], self.order,
+                     [self.ranges[k] for k in runs], self.loops)
+
     @property
     def names(self) -> list[str]:
         return self.loops + self.order
@@ -315,9 +319,10 @@ def join_grid(seqs: Sequence[Sequence], scope: Scope, made: dict | None = None) 
                 raise NoJoin(f"a loop whose trip count is not a number in a run ({stmt.loc})") \
                     from None
             trip = fit_value([s.trip for s in column], scope)
-            out.append(Loop(stmt.var, trip,
-                            join_grid([s.body for s in column], scope.inside(stmt.var, trips),
-                                      made), stmt.loc))
+            live = [k for k, n in enumerate(trips) if n > 0]    # runs with an iteration
+            body = () if not live else join_grid(
+                [column[k].body for k in live], scope.inside(stmt.var, trips).only(live), made)
+            out.append(Loop(stmt.var, trip, body, stmt.loc))
         elif isinstance(stmt, When) and all(isinstance(s, When) and repr(s.cond) == repr(stmt.cond)
                                             for s in column):
             out.append(When(stmt.cond, join_grid([s.then for s in column], scope, made),
