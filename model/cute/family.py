@@ -9,7 +9,13 @@ be one of roll.py's expressions of `n` at every value run. Only when no branch a
 synchronization depends on the argument: such a branch could go the other way at a value not
 run. The joined IR has a parameter named after the argument (symbolic: `prove` quantifies over
 it, with `n >= 1`); `check` explores it at DEFAULT. Runs that do not join leave the loop BP190,
-as before."""
+as before.
+
+Several runtime values (a tile count and K: a tile loop around a K loop, found level by level)
+are read together at every point of a grid of their values (GRID_SAMPLES) and joined by
+counts.py, whose fits are functions of all of them and of the loop variables (the K step's ring
+slot `(t * k_tiles + k) % S`); each value is a parameter, and a note says why when they do not
+join."""
 
 from __future__ import annotations
 
