@@ -269,26 +269,15 @@ def test_a_tile_schedulers_tile_count_is_a_parameter():
     """StaticPersistentTileScheduler's `while work.is_valid_tile` over C's runtime M: each
     role's tile loop runs `tiles` times, the K loop inside walks the ring from 2*t (two K steps
     a tile), and the joined kernel is checked against the explorer at several tile counts; the
-    twin that never advances its accumulator fails at each of them. With K at run time too,
-    the loops stay BP190 and the note says why."""
-    from barrierproof.model.ir import Loop
+    twin that never advances its accumulator fails at each of them."""
     target = _target("persistent_tiles")
     kernel = _kernel(target)
     assert list(kernel.params) == ["tiles"] and kernel.params["tiles"].symbolic
     assert [repr(a) for a in kernel.assumptions] == ["(tiles >= 1)"]
     assert not any(op.kind == "unmodeled" for op in kernel.ops())
-
-    def loops(body):
-        for s in body:
-            if isinstance(s, Loop):
-                yield s
-                yield from loops(s.body)
-            elif isinstance(s, When):
-                yield from loops(s.then)
-                yield from loops(s.orelse)
-    tile_loops = [lp for lp in loops(kernel.body) if lp.var == "i0"]
+    tile_loops = [lp for lp in _loops(kernel.body) if lp.var == "i0"]
     assert len(tile_loops) == 3 and {repr(lp.trip) for lp in tile_loops} == {"tiles"}
-    k_slots = {repr(op.barrier.index[0]) for lp in loops(kernel.body) if lp.var == "i1"
+    k_slots = {repr(op.barrier.index[0]) for lp in _loops(kernel.body) if lp.var == "i1"
                for op in lp.body if op.kind == "wait_parity"}
     assert k_slots == {"(((i0 * 2) + i1) % 2)"}, k_slots
     stuck = _kernel(_target("persistent_tiles_acc_never_advanced"))
@@ -296,9 +285,166 @@ def test_a_tile_schedulers_tile_count_is_a_parameter():
         assert check_kernel(kernel, {"tiles": tiles}, source=target.ref).verdict == "verified"
         found = check_kernel(stuck, {"tiles": tiles}).verdict
         assert found == ("verified" if tiles == 1 else "violation"), (tiles, found)
-    both = _kernel(_target("persistent_tiles_and_k"))
-    assert not both.params and any(op.kind == "unmodeled" for op in both.ops())
-    assert any("several runtime values" in n for n in both.notes)
+
+
+def _loops(body):
+    from barrierproof.model.ir import Loop
+    for s in body:
+        if isinstance(s, Loop):
+            yield s
+            yield from _loops(s.body)
+        elif isinstance(s, When):
+            yield from _loops(s.then)
+            yield from _loops(s.orelse)
+
+
+def test_a_tile_count_and_k_at_run_time_are_nested_loops_over_two_parameters():
+    """Tiles from the scheduler and K from A's runtime extent: the kernel read at a grid of
+    both and joined (model/cute/counts.py). The K loop runs `k_tiles` times inside the tile
+    loop's `tiles`, its ring slots run on across tiles (`i0 * k_tiles + i1`), the producer's
+    tail starts where both loops left the ring; check explores a few points of the grid and
+    the twin whose consumer restarts its K ring per tile breaks from the second tile on."""
+    target = _target("persistent_tiles_and_k")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["tiles", "k_tiles"]
+    assert all(p.symbolic for p in kernel.params.values())
+    assert [repr(a) for a in kernel.assumptions] == ["(tiles >= 1)", "(k_tiles >= 1)"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    loops = list(_loops(kernel.body))
+    assert {repr(lp.trip) for lp in loops if lp.var == "i0"} == {"tiles"}
+    k_loops = [lp for lp in loops if lp.var == "i1"]
+    assert len(k_loops) == 2 and {repr(lp.trip) for lp in k_loops} == {"k_tiles"}
+    slots = {repr(op.barrier.index[0]) for lp in k_loops for op in lp.body}
+    assert slots == {"(((i0 * k_tiles) + i1) % 2)"}, slots
+    [tail] = [lp for lp in loops if lp.var == "j0"]
+    [wait] = tail.body
+    assert repr(wait.barrier.index[0]) == "(((tiles * k_tiles) + j0) % 2)"
+    assert repr(wait.parity) == "(((((tiles * k_tiles) + j0) // 2) + 1) % 2)"
+    twin = _target("persistent_tiles_and_k_ab_state_per_tile")
+    restarted = _kernel(twin)
+    assert list(restarted.params) == ["tiles", "k_tiles"]
+    for tiles, k_tiles in ((1, 1), (1, 3), (2, 1), (3, 2)):
+        values = {"tiles": tiles, "k_tiles": k_tiles}
+        assert check_kernel(kernel, values, source=target.ref).verdict == "verified", values
+        found = check_kernel(restarted, values).verdict
+        assert found == ("verified" if tiles == 1 else "violation"), (values, found)
+
+
+def test_prove_answers_for_every_tile_count_and_k():
+    """The K ring of the persistent GEMM with both counts at run time (the accumulator ring's
+    operations left out: pertile.py proves that projection apart, in minutes; see
+    docs/frontends.md) is proved for every tiles and k_tiles: nested.py makes the nest one loop
+    over tiles * k_tiles positions. The twin that restarts its K ring per tile is refuted at the
+    smallest breaking values, and the nest's rewrite names why it has no proof. About 25 s."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    from barrierproof.model.ir import map_ops
+    target = _target("persistent_tiles_and_k")
+    kernel = _kernel(target)
+    acc = {b.name for b in kernel.barriers if b.name.startswith("acc_bars")}
+    assert acc == {"acc_bars", "acc_bars_2"}
+    k_ring = kernel.replace(
+        body=map_ops(kernel.body, lambda op: () if op.barrier is not None and
+                     op.barrier.alloc.name in acc else op),
+        barriers=tuple(b for b in kernel.barriers if b.name not in acc))
+    proved = prove_kernel(k_ring, source=target.ref)
+    assert proved.verdict == "proved", (proved.label, proved.notes)
+    assert "for all tiles, k_tiles" in proved.coverage
+    assert any("one loop over tiles_x_k_tiles = tiles*k_tiles positions" in n
+               for n in proved.notes)
+    twin = _target("persistent_tiles_and_k_ab_state_per_tile")
+    refuted = prove_kernel(_kernel(twin), source=twin.ref)
+    assert refuted.verdict == "violation" and refuted.codes[0] == "BP101"
+    assert any("smallest breaking values found: tiles=2, k_tiles=1" in n for n in refuted.notes)
+    assert any("not a function of the running position" in n for n in refuted.notes)
+
+
+def _nest_tree(depth: int, branch_on: int | None = None):
+    """`n = 0; for i0 in range(arg0): for i1 in range(arg1): ...: arrive(bar); wait(bar,
+    parity n); n += 1` over `depth` i32 kernel arguments (a state carried through every
+    level), then `if arg<branch_on> > 1: arrive(bar)` when asked."""
+    zero = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 0})
+    one = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 1})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 2))
+    state = 100 + depth                     # the count each level receives
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    wait = _op("nvvm.mbarrier.try_wait.parity", operands=(3, state), line=10)
+    advance = _op("arith.addi", operands=(state, 2), results=(200,), types=("i32",), line=11)
+    body = (arrive, wait, advance, _op("scf.yield", operands=(200,)))
+    for level in reversed(range(depth)):
+        loop = _op("scf.for", operands=(1, 50 + level, 2, 1 if level == 0 else 100 + level),
+                   results=(300 + level,), types=("i32",), line=8 - level,
+                   regions=((Block((60 + level, 101 + level), body),),))
+        body = (loop,) if level == 0 else (loop, _op("scf.yield", operands=(300 + level,)))
+    tail = ()
+    if branch_on is not None:
+        test = _op("arith.cmpi", operands=(50 + branch_on, 2), results=(7,), types=("i1",),
+                   attrs={"predicate": 4})
+        late = _op("nvvm.mbarrier.arrive", operands=(3,), line=13)
+        tail = (test, _op("scf.if", operands=(7,), regions=((Block((), (late,)),),), line=12))
+    args = tuple(50 + level for level in range(depth))
+    return KernelTree("k", "k", Block(args, (zero, one, alloca, init) + body + tail),
+                      ("i32",) * depth, (32, 1, 1), None, (1, 1, 1), Loc("k.py", 1, "k"))
+
+
+def test_nested_loops_over_runtime_arguments_of_any_depth():
+    """Three loops, each over a kernel argument, with one state advanced across all of them:
+    each argument is a parameter (found level by level), each loop runs its argument's count,
+    and the parity is the running count `i0*arg1*arg2 + i1*arg2 + i2` modulo 2 at every point
+    of a grid the fit did not see. A branch on one argument around synchronization leaves the
+    loops BP190, with the reason in a note."""
+    from barrierproof.model.cute.translate import kernel_ir
+    from barrierproof.model.ir import evaluate
+    kernel = kernel_ir(_nest_tree(3))
+    assert list(kernel.params) == ["arg0", "arg1", "arg2"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    loops = list(_loops(kernel.body))
+    assert [(lp.var, repr(lp.trip)) for lp in loops] == \
+        [("i0", "arg0"), ("i1", "arg1"), ("i2", "arg2")]
+    [wait] = [op for op in loops[-1].body if op.kind == "wait_parity"]
+    for a0, a1, a2 in ((2, 4, 5), (4, 3, 3), (5, 2, 7)):
+        for i0 in range(a0):
+            for i1 in range(a1):
+                for i2 in range(a2):
+                    env = {"arg1": a1, "arg2": a2, "i0": i0, "i1": i1, "i2": i2}
+                    assert evaluate(wait.parity, env) == (i0 * a1 * a2 + i1 * a2 + i2) % 2
+    guarded = kernel_ir(_nest_tree(2, branch_on=1))
+    assert not guarded.params and any(op.kind == "unmodeled" for op in guarded.ops())
+    assert any("a branch around synchronization depends on one of them" in n
+               for n in guarded.notes)
+
+
+def test_a_loop_from_one_to_a_runtime_count_is_a_parameter():
+    """`for k in range(1, n)` (a consumer that peeled its first K step): at n = 1 the loop runs
+    no iteration, which says nothing of its body; the trip count is joined over every run
+    (`arg0 - 1`), the body over the runs that iterate."""
+    from barrierproof.model.cute.translate import kernel_ir
+    zero = _op("arith.constant", results=(1,), types=("i32",), attrs={"value": 0})
+    one = _op("arith.constant", results=(2,), types=("i32",), attrs={"value": 1})
+    alloca = _op("cute.memref.alloca", results=(3,), types=('!cute.memref<i64, smem, "1:1">',))
+    init = _op("nvvm.mbarrier.init", operands=(3, 2))
+    arrive = _op("nvvm.mbarrier.arrive", operands=(3,), line=9)
+    loop = _op("scf.for", operands=(2, 50, 2), regions=((Block((5,), (arrive,)),),), line=8)
+    tree = KernelTree("k", "k", Block((50,), (zero, one, alloca, init, loop)), ("i32",),
+                      (32, 1, 1), None, (1, 1, 1), Loc("k.py", 1, "k"))
+    kernel = kernel_ir(tree)
+    assert list(kernel.params) == ["arg0"]
+    assert [repr(lp.trip) for lp in _loops(kernel.body)] == ["(arg0 - 1)"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+
+
+def test_a_field_with_no_running_count_form_does_not_join():
+    """counts.py reads a multilinear form off a cube of points and checks it at every point:
+    `(n * t + 1) % 4` is found; a slot `(n * n) % 3` has no such form and is refused."""
+    from barrierproof.model.cute.counts import NoJoin, Scope, join_grid, multilinear
+    from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Op
+    assert multilinear([({"n": v, "t": t}, (v * t + 1) % 4) for v in range(1, 6)
+                        for t in range(4)], ["n", "t"], modulus=4) == {("n", "t"): 1, (): 1}
+    bars = BarrierAlloc("bars", Const(1), (Const(3),))
+    runs = [(Op("wait_parity", BarrierRef(bars, (Const((v * v) % 3),)), parity=Const(0),
+                loc=Loc("k.py", 7, "k")),) for v in (1, 2, 3, 5)]
+    with pytest.raises(NoJoin, match=r"wait_parity \(line 7\): a ring slot or parity"):
+        join_grid(runs, Scope([{"n": v} for v in (1, 2, 3, 5)], ["n"]))
 
 
 def test_a_runtime_trip_count_is_a_parameter_only_if_no_branch_depends_on_it():

@@ -18,8 +18,18 @@ several tile counts and joined; the K loop inside rolls with ring slots `(2*t + 
 One block walks every tile here; a grid of B blocks gives block b the tiles b, b + B, ...: the
 same program for another tile count, and the blocks share no barrier (no cluster). With K also
 set at run time (`persistent_tiles_and_k`) the ring slots of the K loop are `(t * k_tiles + k)
-% stages`, a product of the two runtime values, which the frontend does not join: those loops
-stay BP190 (unknown).
+% stages`, a product of the two runtime values: the frontend reads the kernel at a grid of both
+(model/cute/counts.py) and joins the runs into nested loops over the parameters `tiles` and
+`k_tiles`; `prove` flattens the K steps of all tiles into one loop over `tiles * k_tiles`
+positions (checker/symbolic/nested.py) and proves the per-tile accumulator ring apart
+(pertile.py), for every tile count and K:
+
+    barrierproof prove examples/cute/persistent_every_tile.py::persistent_tiles_and_k
+    ... proved (proved for all tiles, k_tiles with (tiles >= 1) and (k_tiles >= 1): ...)
+
+Its twin `persistent_tiles_and_k_ab_state_per_tile` makes the MMA warp's K-ring state anew for
+each tile while the TMA warp's runs on across tiles: from the second tile on, the consumer waits
+on the slot and parity of the first tile's K steps.
 """
 
 import cutlass
@@ -40,7 +50,8 @@ EXPECT = {
     "persistent_tiles_acc_never_advanced": "violation:BP101",
     "persistent_tiles_tx_doubled": "violation:BP130",
     "persistent_tiles_acc_counted_in_warps": "violation:BP121",
-    "persistent_tiles_and_k": "unknown",
+    "persistent_tiles_and_k": "verified",
+    "persistent_tiles_and_k_ab_state_per_tile": "violation:BP101",
 }
 
 
@@ -53,7 +64,8 @@ class SharedStorage:
 @cute.kernel
 def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.ComposedLayout,
                 schedule: utils.PersistentTileSchedulerParams, tx_scale: cutlass.Constexpr,
-                advance_acc: cutlass.Constexpr, acc_consumers: cutlass.Constexpr):
+                advance_acc: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
+                ab_state_per_tile: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
@@ -92,6 +104,9 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
         acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, ACC_STAGES)
         work = scheduler.initial_work_tile_info()
         while work.is_valid_tile:
+            if cutlass.const_expr(ab_state_per_tile):
+                ab_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer,
+                                                        AB_STAGES)
             acc_pipeline.producer_acquire(acc_state)
             for k in cutlass.range(k_tiles):
                 ab_pipeline.consumer_wait(ab_state)
@@ -119,19 +134,23 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
 
 @cute.jit
 def gemm_host(mA: cute.Tensor, mC: cute.Tensor, tx_scale: cutlass.Constexpr,
-              advance_acc: cutlass.Constexpr, acc_consumers: cutlass.Constexpr):
+              advance_acc: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
+              ab_state_per_tile: cutlass.Constexpr):
     a_smem_layout, tma_atom, tma_tensor = staged_tiles(mA, TILE_M, TILE_K, AB_STAGES)
     tiles_mn = cute.ceil_div(mC.shape, (TILE_M, TILE_N))
     schedule = utils.PersistentTileSchedulerParams((tiles_mn[0], tiles_mn[1], 1), (1, 1, 1))
     gemm_kernel(tma_atom, tma_tensor, a_smem_layout, schedule, tx_scale, advance_acc,
-                acc_consumers).launch(grid=[1, 1, 1], block=[32 * (TMA_WARP + 1), 1, 1])
+                acc_consumers, ab_state_per_tile).launch(grid=[1, 1, 1],
+                                                         block=[32 * (TMA_WARP + 1), 1, 1])
 
 
-def _compile(tx_scale=1, advance_acc=True, acc_consumers=32, runtime_k=False):
+def _compile(tx_scale=1, advance_acc=True, acc_consumers=32, runtime_k=False,
+             ab_state_per_tile=False):
     k = cute.sym_int() if runtime_k else TILE_K * 2
     mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
     mC = make_fake_compact_tensor(cutlass.Float16, (cute.sym_int(), TILE_N), stride_order=(1, 0))
-    return cute.compile(gemm_host, mA, mC, tx_scale, advance_acc, acc_consumers)
+    return cute.compile(gemm_host, mA, mC, tx_scale, advance_acc, acc_consumers,
+                        ab_state_per_tile)
 
 
 def persistent_tiles():
@@ -160,3 +179,10 @@ def persistent_tiles_acc_counted_in_warps():
 def persistent_tiles_and_k():
     """K set at run time as well: two runtime trip counts, the tile loop around the K loop."""
     return _compile(runtime_k=True)
+
+
+def persistent_tiles_and_k_ab_state_per_tile():
+    """The MMA warp starts its K ring at stage 0, phase 0 on every tile; the TMA warp does not.
+    With one K step a tile, the second tile's wait on stage 0 with the first phase's parity
+    can return on the first tile's load (parity aliasing)."""
+    return _compile(runtime_k=True, ab_state_per_tile=True)

@@ -14,7 +14,9 @@ MLIR module without a GPU. The package follows the path of a kernel:
 - arith.py: the integer arithmetic of the index computations;
 - translate.py: warps with equal programs become roles; barriers become allocations.
 - roll.py: a loop's iterations rolled back into one IR loop (ring slots and parities in i);
-- family.py: a trip count from an integer kernel argument as a parameter (runs joined).
+- family.py: a trip count from an integer kernel argument as a parameter (runs joined);
+- counts.py: several runtime counts (tiles and K) read at a grid of values, joined into
+  nested loops whose ring positions are running counts over both.
 
 The cutlass.pipeline classes (PipelineTmaAsync, PipelineAsync, PipelineState, ...) lower to
 these ops, so the frontend reads them without knowing them. An op that synchronizes and has no

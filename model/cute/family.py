@@ -9,11 +9,18 @@ be one of roll.py's expressions of `n` at every value run. Only when no branch a
 synchronization depends on the argument: such a branch could go the other way at a value not
 run. The joined IR has a parameter named after the argument (symbolic: `prove` quantifies over
 it, with `n >= 1`); `check` explores it at DEFAULT. Runs that do not join leave the loop BP190,
-as before."""
+as before.
+
+Several runtime values (a tile count and K: a tile loop around a K loop, found level by level)
+are read together at every point of a grid of their values (GRID_SAMPLES) and joined by
+counts.py, whose fits are functions of all of them and of the loop variables (the K step's ring
+slot `(t * k_tiles + k) % S`); each value is a parameter, and a note says why when they do not
+join."""
 
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
 from typing import Callable
@@ -21,12 +28,18 @@ from typing import Callable
 from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
+from .counts import Scope, join_grid
 from .groups import split_rings
 from .roll import NoJoin, join
 from .tree import KernelTree
 
 SAMPLES = (1, 2, 3, 4, 5, 6, 7, 9, 12)
 DEFAULT = 4
+# several runtime values: the grid of their values read, by how many there are (each run is a
+# whole read of the kernel: 16 runs for a tile count and K), and their value for `check`
+GRID_SAMPLES = {2: (1, 2, 3, 5), 3: (1, 2, 3)}
+GRID_DEFAULT = 3
+MAX_VALUES = 3          # runtime values read together
 # a loop's count from an integer argument: an scf.for's bound, or an scf.while's condition
 # (a tile scheduler's `while work.is_valid_tile`, the tile index against the tile count)
 _FROM_ARGUMENT = re.compile(r"(?:trip count from|scf\.while on) kernel argument (\d+) \((i\d+)\)")
@@ -146,44 +159,79 @@ def _assigned_name(node, fallback: str) -> str:
     return m.group(1) if m else fallback
 
 
-def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
-                   first: Kernel) -> Kernel | None:
-    """The kernel with a parameter for the one runtime value its trip counts come from (an
-    integer argument, or the size of a tensor mode set at run time), or None (no such value,
-    several, or runs that do not join: `first`, the kernel read without them, stands)."""
+def _runtime_values(tree: KernelTree, expect, kernel_at: Callable, first: Kernel) -> list:
+    """(binding key, seeds, name, what) of each runtime value trip counts come from: an integer
+    kernel argument (a tile scheduler's tile count, flattened into arguments, is `tiles`), or
+    the size of a tensor mode set at run time (named after the Python name it is assigned).
+    A loop inside a loop on one is read only once that one has a value: the kernel is read
+    again with the values found bound, until no new one appears (a nest of any depth)."""
     arguments = _trip_arguments(first)
-    sizes = _dynamic_sizes(tree) if not arguments else []
-    if len(arguments) + len(sizes) > 1 or (arguments and _dynamic_sizes(tree)):
-        return first.replace(notes=first.notes + (
-            "trip counts from several runtime values (a tile count and K, say): the frontend "
-            "joins runs over one runtime value (a ring slot of a K loop inside a tile loop "
-            "would be `(t * k_tiles + k) % stages`, a product of both, and nested loops of "
-            "symbolic counts are outside the prover's fragment), so the loops on them stay "
-            "BP190",))
-    if len(arguments) == 1:
-        [(index, scheduled)] = arguments.items()
-        key, seeds = index, {tree.body.args[index]} if index < len(tree.body.args) else set()
+    sizes = _dynamic_sizes(tree)
+    keys = list(arguments) + [("node", id(n)) for n in sizes]
+    for _ in range(MAX_VALUES):
+        if not keys:
+            break
+        try:
+            probe = kernel_at(tree, expect, {key: 2 for key in keys})
+        except ModelError:
+            break
+        more = {i: s for i, s in _trip_arguments(probe).items() if i not in arguments}
+        if not more:
+            break
+        arguments.update(more)
+        keys += list(more)
+    found, names = [], set()
+    for index, scheduled in sorted(arguments.items()):
         name, what = argument_name(tree, index), "the kernel argument"
         if scheduled and name == f"arg{index}":     # a scheduler's parameters, flattened
             name, what = "tiles", f"kernel argument {index} (a tile scheduler's tile count)"
-    elif not arguments and len(sizes) == 1:
-        [node] = sizes
-        key, seeds = ("node", id(node)), set(node.results)
-        name = _assigned_name(node, "tiles")
-        what = "the size of a tensor mode set at run time,"
-    else:
-        return None
-    if _branch_on(tree, seeds) is not None:
-        return None
+        seeds = {tree.body.args[index]} if index < len(tree.body.args) else set()
+        found.append((index, seeds, name, what))
+    for node in sizes:
+        found.append((("node", id(node)), set(node.results), _assigned_name(node, "extent"),
+                      "the size of a tensor mode set at run time,"))
+    out = []
+    for key, seeds, name, what in found:        # two values never share a name
+        unique, k = name, 2
+        while unique in names:
+            unique, k = f"{name}_{k}", k + 1
+        names.add(unique)
+        out.append((key, seeds, unique, what))
+    return out
+
+
+def _runs(tree: KernelTree, expect, kernel_at: Callable, bindings: list[dict]) -> list | None:
+    """The kernel read at each binding, when every run has the same barriers and no loop left
+    on a runtime value, else None."""
     try:
-        runs = [kernel_at(tree, expect, {key: v}) for v in SAMPLES]
+        runs = [kernel_at(tree, expect, b) for b in bindings]
     except ModelError:
         return None
-    base = runs[0]
-    if any(_shape(k) != _shape(base) for k in runs) or \
-            any(op.kind == K.UNMODELED and ("trip count from" in op.name)
+    if any(_shape(k) != _shape(runs[0]) for k in runs) or \
+            any(op.kind == K.UNMODELED and ("trip count from" in op.name or
+                                             "scf.while on kernel argument" in op.name)
                 for k in runs for op in k.ops()):
         return None
+    return runs
+
+
+def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
+                   first: Kernel) -> Kernel | None:
+    """The kernel with a parameter for each runtime value its trip counts come from (an
+    integer argument, or the size of a tensor mode set at run time), or None (no such value,
+    or runs that do not join: `first`, the kernel read without them, stands)."""
+    values = _runtime_values(tree, expect, kernel_at, first)
+    if len(values) > 1:
+        return _grid_family(tree, expect, kernel_at, first, values)
+    if not values:
+        return None
+    [(key, seeds, name, what)] = values
+    if _branch_on(tree, seeds) is not None:
+        return None
+    runs = _runs(tree, expect, kernel_at, [{key: v} for v in SAMPLES])
+    if runs is None:
+        return None
+    base = runs[0]
     allocs = {b.name: b for b in base.barriers}
     allocs.update({("buffer", b.name): b for b in base.buffers})
     try:
@@ -196,3 +244,47 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
         f"check: {name} = {DEFAULT})",)
     return split_rings(base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},
                                     assumptions=(mk(">=", Var(name), Const(1)),), notes=notes))
+
+
+def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
+                 values: list[tuple]) -> Kernel:
+    """Several runtime values (a tile count and K): the kernel read at every point of a grid
+    of their values and joined (counts.py), one parameter each; else `first` with a note
+    saying why the loops on them stay BP190."""
+    names = [name for _, _, name, _ in values]
+    spelled = ", ".join(f"`{n}`" for n in names)
+
+    def refused(why: str) -> Kernel:
+        return first.replace(notes=first.notes + (
+            f"trip counts from several runtime values ({spelled}): {why}, so the loops on them "
+            "stay BP190",))
+    if len(values) > MAX_VALUES:
+        return refused(f"more than {MAX_VALUES} runtime values are not read together")
+    branch = _branch_on(tree, set().union(*(seeds for _, seeds, _, _ in values)))
+    if branch is not None:
+        line = f" (line {branch.loc.line})" if branch.loc else ""
+        return refused(f"a branch around synchronization depends on one of them{line}, and "
+                       "could go the other way at values not run")
+    samples = GRID_SAMPLES[len(values)]
+    grid = list(itertools.product(samples, repeat=len(values)))
+    runs = _runs(tree, expect, kernel_at,
+                 [{key: v for (key, _, _, _), v in zip(values, point)} for point in grid])
+    if runs is None:
+        return refused("the runs at a grid of their values differ in their barriers, or "
+                       "leave a loop unread")
+    base = runs[0]
+    allocs = {b.name: b for b in base.barriers}
+    try:
+        body = join_grid([_rebind(k, allocs) for k in runs],
+                         Scope([dict(zip(names, p)) for p in grid], names))
+    except NoJoin as e:
+        return refused(f"the runs at a grid of their values do not join ({e})")
+    read = ", ".join(map(str, samples))
+    notes = base.notes + (
+        "the trip counts from " + "; ".join(f"{what} `{name}`" for _, _, name, what in values)
+        + f" are the parameters {', '.join(names)} (the kernel read at every combination of "
+        f"{read} and joined, counts.py; prove: every {' and '.join(n + ' >= 1' for n in names)};"
+        f" check: {', '.join(f'{n} = {GRID_DEFAULT}' for n in names)})",)
+    return split_rings(base.replace(
+        body=body, params={n: Param(n, GRID_DEFAULT, symbolic=True) for n in names},
+        assumptions=tuple(mk(">=", Var(n), Const(1)) for n in names), notes=notes))

@@ -389,8 +389,14 @@ def join(seqs: Sequence[Sequence], ts: Sequence[int], t: Expr, ranges=None,
             trips = _values([s.trip for s in column])
             inner = None if trips is None else \
                 [dict(r, **{stmt.var: n}) for r, n in zip(ranges, trips)]
+            # a run where the loop has no iteration (`range(1, k)` at k = 1) says nothing of
+            # its body: the body is joined over the others, the trip count over all
+            live = [k for k in range(len(column)) if trips is None or trips[k] > 0]
+            body = () if not live else join(
+                [column[k].body for k in live], [ts[k] for k in live], t,
+                None if inner is None else [inner[k] for k in live], made)
             out.append(Loop(stmt.var, _expr([s.trip for s in column], ts, t, ranges),
-                            join([s.body for s in column], ts, t, inner, made), stmt.loc))
+                            body, stmt.loc))
         elif isinstance(stmt, When) and all(isinstance(s, When) and repr(s.cond) == repr(stmt.cond)
                                             for s in column):
             out.append(When(stmt.cond, join([s.then for s in column], ts, t, ranges, made),
@@ -432,12 +438,27 @@ def roll_runs(stmts: Sequence, var: str) -> tuple:
 def roll(bodies: Sequence[tuple], var: str, loc) -> tuple:
     """A loop's iterations (each a statement tuple) as one Loop, or unrolled if they do not
     join."""
-    if not bodies:
-        return ()
+    if not bodies:      # no iteration in this run: kept for the join of runs, then dropped
+        return (Loop(var, Const(0), (), loc),)
     if not any(bodies):
         return ()
     try:
         body = join(bodies, list(range(len(bodies))), Var(var))
     except NoJoin:
-        return tuple(s for b in bodies for s in b)
+        body = _nested(bodies, var)
+        if body is None:
+            return tuple(s for b in bodies for s in b)
     return (Loop(var, Const(len(bodies)), body, loc),)
+
+
+def _nested(bodies: Sequence[tuple], var: str) -> tuple | None:
+    """Iterations holding loops of several levels whose ring position runs on across all of
+    them (`i0 * K * J + i1 * J + i2`, which the fits above in one inner variable miss): the
+    running-count fits of counts.py, with this loop's variable as the value of each body."""
+    if not any(isinstance(s, Loop) for b in bodies for s in b):
+        return None
+    from .counts import Scope, join_grid
+    try:
+        return join_grid(bodies, Scope([{var: i} for i in range(len(bodies))], [var]))
+    except NoJoin:
+        return None

@@ -19,8 +19,8 @@ grid axis `block`, each checked (model/grid.py).
 from __future__ import annotations
 
 from .. import kinds, primitives as K
-from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Op, Var,
-                  When)
+from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Loop, Op,
+                  Var, When)
 from .buffers import data_buffers, memory_notes
 from .interpreter import Event, Warp
 from .roll import Iterations, nest, roll, roll_runs
@@ -41,7 +41,25 @@ def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
     (family.py), else it is BP190 at its loop."""
     from .family import runtime_family
     first = kernel_at(tree, expect)
-    return runtime_family(tree, expect, kernel_at, first) or first
+    kernel = runtime_family(tree, expect, kernel_at, first) or first
+    return kernel.replace(body=_without_empty_loops(kernel.body))
+
+
+def _without_empty_loops(body) -> tuple:
+    """The body without loops that hold no operation (a loop of no iteration in a run is kept
+    as one until the runs are joined, roll.py)."""
+    out = []
+    for s in body:
+        if isinstance(s, Loop):
+            inner = _without_empty_loops(s.body)
+            if inner:
+                out.append(Loop(s.var, s.trip, inner, s.loc))
+        elif isinstance(s, When):
+            out.append(When(s.cond, _without_empty_loops(s.then),
+                            _without_empty_loops(s.orelse), s.loc))
+        else:
+            out.append(s)
+    return tuple(out)
 
 
 def kernel_at(tree: KernelTree, expect: str | None = None,

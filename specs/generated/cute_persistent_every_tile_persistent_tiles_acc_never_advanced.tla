@@ -10,85 +10,85 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,   \* 1: ab_bars[0] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:61
-    1,   \* 2: ab_bars[1] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:61
-    1,   \* 3: ab_bars_2[0] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:61
-    1,   \* 4: ab_bars_2[1] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:61
-    1,   \* 5: acc_bars[0] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:66
-    1,   \* 6: acc_bars[1] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:66
-    32,  \* 7: acc_bars_2[0] (Barrier)  examples/cute/persistent_every_tile.py:66
-    32   \* 8: acc_bars_2[1] (Barrier)  examples/cute/persistent_every_tile.py:66
+    1,   \* 1: ab_bars[0] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:73
+    1,   \* 2: ab_bars[1] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:73
+    1,   \* 3: ab_bars_2[0] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:73
+    1,   \* 4: ab_bars_2[1] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:73
+    1,   \* 5: acc_bars[0] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:78
+    1,   \* 6: acc_bars[1] (Barrier, orders_tensor_core)  examples/cute/persistent_every_tile.py:78
+    32,  \* 7: acc_bars_2[0] (Barrier)  examples/cute/persistent_every_tile.py:78
+    32   \* 8: acc_bars_2[1] (Barrier)  examples/cute/persistent_every_tile.py:78
 >>
 
 \* Agent 1: warp0 (thread), 8 instruction(s).
 Prog_1_warp0 == <<
-    wait_parity(5, 0, 1),  \* pc 0: wait_parity(acc_bars[0], 0)  examples/cute/persistent_every_tile.py:111
-    arrive(<<7>>, 32),     \* pc 1: arrive(acc_bars_2[0], count=32)  examples/cute/persistent_every_tile.py:113
-    wait_parity(5, 0, 1),  \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/persistent_every_tile.py:111
-    arrive(<<7>>, 32),     \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/persistent_every_tile.py:113
-    wait_parity(5, 0, 1),  \* pc 4: wait_parity(acc_bars[0], 0)  examples/cute/persistent_every_tile.py:111
-    arrive(<<7>>, 32),     \* pc 5: arrive(acc_bars_2[0], count=32)  examples/cute/persistent_every_tile.py:113
-    wait_parity(5, 0, 1),  \* pc 6: wait_parity(acc_bars[0], 0)  examples/cute/persistent_every_tile.py:111
-    arrive(<<7>>, 32)      \* pc 7: arrive(acc_bars_2[0], count=32)  examples/cute/persistent_every_tile.py:113
+    wait_parity(5, 0, 1),  \* pc 0: wait_parity(acc_bars[0], 0)  examples/cute/persistent_every_tile.py:126
+    arrive(<<7>>, 32),     \* pc 1: arrive(acc_bars_2[0], count=32)  examples/cute/persistent_every_tile.py:128
+    wait_parity(5, 0, 1),  \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/persistent_every_tile.py:126
+    arrive(<<7>>, 32),     \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/persistent_every_tile.py:128
+    wait_parity(5, 0, 1),  \* pc 4: wait_parity(acc_bars[0], 0)  examples/cute/persistent_every_tile.py:126
+    arrive(<<7>>, 32),     \* pc 5: arrive(acc_bars_2[0], count=32)  examples/cute/persistent_every_tile.py:128
+    wait_parity(5, 0, 1),  \* pc 6: wait_parity(acc_bars[0], 0)  examples/cute/persistent_every_tile.py:126
+    arrive(<<7>>, 32)      \* pc 7: arrive(acc_bars_2[0], count=32)  examples/cute/persistent_every_tile.py:128
 >>
 
 \* Agent 2: warp1 (thread), 25 instruction(s).
 Prog_2_warp1 == <<
-    wait_parity(7, 1, 2),  \* pc 0: wait_parity(acc_bars_2[0], 1)  examples/cute/persistent_every_tile.py:95
-    wait_parity(1, 0, 3),  \* pc 1: wait_parity(ab_bars[0], 0)  examples/cute/persistent_every_tile.py:97
-    issue_tcgen05(1),      \* pc 2: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/persistent_every_tile.py:99
-    wait_parity(2, 0, 4),  \* pc 3: wait_parity(ab_bars[1], 0)  examples/cute/persistent_every_tile.py:97
-    issue_tcgen05(2),      \* pc 4: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/persistent_every_tile.py:99
-    issue_tcgen05(3),      \* pc 5: tcgen05_commit_arrive(acc_bars[0])  examples/cute/persistent_every_tile.py:101
-    wait_parity(8, 1, 5),  \* pc 6: wait_parity(acc_bars_2[1], 1)  examples/cute/persistent_every_tile.py:95
-    wait_parity(1, 1, 3),  \* pc 7: wait_parity(ab_bars[0], 1)  examples/cute/persistent_every_tile.py:97
-    issue_tcgen05(1),      \* pc 8: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/persistent_every_tile.py:99
-    wait_parity(2, 1, 4),  \* pc 9: wait_parity(ab_bars[1], 1)  examples/cute/persistent_every_tile.py:97
-    issue_tcgen05(2),      \* pc 10: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/persistent_every_tile.py:99
-    issue_tcgen05(4),      \* pc 11: tcgen05_commit_arrive(acc_bars[1])  examples/cute/persistent_every_tile.py:101
-    wait_parity(7, 0, 2),  \* pc 12: wait_parity(acc_bars_2[0], 0)  examples/cute/persistent_every_tile.py:95
-    wait_parity(1, 0, 3),  \* pc 13: wait_parity(ab_bars[0], 0)  examples/cute/persistent_every_tile.py:97
-    issue_tcgen05(1),      \* pc 14: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/persistent_every_tile.py:99
-    wait_parity(2, 0, 4),  \* pc 15: wait_parity(ab_bars[1], 0)  examples/cute/persistent_every_tile.py:97
-    issue_tcgen05(2),      \* pc 16: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/persistent_every_tile.py:99
-    issue_tcgen05(3),      \* pc 17: tcgen05_commit_arrive(acc_bars[0])  examples/cute/persistent_every_tile.py:101
-    wait_parity(8, 0, 5),  \* pc 18: wait_parity(acc_bars_2[1], 0)  examples/cute/persistent_every_tile.py:95
-    wait_parity(1, 1, 3),  \* pc 19: wait_parity(ab_bars[0], 1)  examples/cute/persistent_every_tile.py:97
-    issue_tcgen05(1),      \* pc 20: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/persistent_every_tile.py:99
-    wait_parity(2, 1, 4),  \* pc 21: wait_parity(ab_bars[1], 1)  examples/cute/persistent_every_tile.py:97
-    issue_tcgen05(2),      \* pc 22: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/persistent_every_tile.py:99
-    issue_tcgen05(4),      \* pc 23: tcgen05_commit_arrive(acc_bars[1])  examples/cute/persistent_every_tile.py:101
-    wait_parity(8, 1, 5)   \* pc 24: wait_parity(acc_bars_2[1], 1)  examples/cute/persistent_every_tile.py:105
+    wait_parity(7, 1, 2),  \* pc 0: wait_parity(acc_bars_2[0], 1)  examples/cute/persistent_every_tile.py:110
+    wait_parity(1, 0, 3),  \* pc 1: wait_parity(ab_bars[0], 0)  examples/cute/persistent_every_tile.py:112
+    issue_tcgen05(1),      \* pc 2: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/persistent_every_tile.py:114
+    wait_parity(2, 0, 4),  \* pc 3: wait_parity(ab_bars[1], 0)  examples/cute/persistent_every_tile.py:112
+    issue_tcgen05(2),      \* pc 4: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/persistent_every_tile.py:114
+    issue_tcgen05(3),      \* pc 5: tcgen05_commit_arrive(acc_bars[0])  examples/cute/persistent_every_tile.py:116
+    wait_parity(8, 1, 5),  \* pc 6: wait_parity(acc_bars_2[1], 1)  examples/cute/persistent_every_tile.py:110
+    wait_parity(1, 1, 3),  \* pc 7: wait_parity(ab_bars[0], 1)  examples/cute/persistent_every_tile.py:112
+    issue_tcgen05(1),      \* pc 8: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/persistent_every_tile.py:114
+    wait_parity(2, 1, 4),  \* pc 9: wait_parity(ab_bars[1], 1)  examples/cute/persistent_every_tile.py:112
+    issue_tcgen05(2),      \* pc 10: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/persistent_every_tile.py:114
+    issue_tcgen05(4),      \* pc 11: tcgen05_commit_arrive(acc_bars[1])  examples/cute/persistent_every_tile.py:116
+    wait_parity(7, 0, 2),  \* pc 12: wait_parity(acc_bars_2[0], 0)  examples/cute/persistent_every_tile.py:110
+    wait_parity(1, 0, 3),  \* pc 13: wait_parity(ab_bars[0], 0)  examples/cute/persistent_every_tile.py:112
+    issue_tcgen05(1),      \* pc 14: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/persistent_every_tile.py:114
+    wait_parity(2, 0, 4),  \* pc 15: wait_parity(ab_bars[1], 0)  examples/cute/persistent_every_tile.py:112
+    issue_tcgen05(2),      \* pc 16: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/persistent_every_tile.py:114
+    issue_tcgen05(3),      \* pc 17: tcgen05_commit_arrive(acc_bars[0])  examples/cute/persistent_every_tile.py:116
+    wait_parity(8, 0, 5),  \* pc 18: wait_parity(acc_bars_2[1], 0)  examples/cute/persistent_every_tile.py:110
+    wait_parity(1, 1, 3),  \* pc 19: wait_parity(ab_bars[0], 1)  examples/cute/persistent_every_tile.py:112
+    issue_tcgen05(1),      \* pc 20: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/persistent_every_tile.py:114
+    wait_parity(2, 1, 4),  \* pc 21: wait_parity(ab_bars[1], 1)  examples/cute/persistent_every_tile.py:112
+    issue_tcgen05(2),      \* pc 22: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/persistent_every_tile.py:114
+    issue_tcgen05(4),      \* pc 23: tcgen05_commit_arrive(acc_bars[1])  examples/cute/persistent_every_tile.py:116
+    wait_parity(8, 1, 5)   \* pc 24: wait_parity(acc_bars_2[1], 1)  examples/cute/persistent_every_tile.py:120
 >>
 
 \* Agent 3: warp2 (thread), 26 instruction(s).
 Prog_3_warp2 == <<
-    wait_parity(3, 1, 6),             \* pc 0: wait_parity(ab_bars_2[0], 1)  examples/cute/persistent_every_tile.py:82
-    arrive_expect_tx(<<1>>, 16384),   \* pc 1: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:83
-    wait_parity(4, 1, 7),             \* pc 3: wait_parity(ab_bars_2[1], 1)  examples/cute/persistent_every_tile.py:82
-    arrive_expect_tx(<<2>>, 16384),   \* pc 4: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:82
-    issue_async(<<>>, 16384, <<2>>),  \* pc 5: tma_load(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:83
-    wait_parity(3, 0, 6),             \* pc 6: wait_parity(ab_bars_2[0], 0)  examples/cute/persistent_every_tile.py:82
-    arrive_expect_tx(<<1>>, 16384),   \* pc 7: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:83
-    wait_parity(4, 0, 7),             \* pc 9: wait_parity(ab_bars_2[1], 0)  examples/cute/persistent_every_tile.py:82
-    arrive_expect_tx(<<2>>, 16384),   \* pc 10: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:82
-    issue_async(<<>>, 16384, <<2>>),  \* pc 11: tma_load(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:83
-    wait_parity(3, 1, 6),             \* pc 12: wait_parity(ab_bars_2[0], 1)  examples/cute/persistent_every_tile.py:82
-    arrive_expect_tx(<<1>>, 16384),   \* pc 13: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 14: tma_load(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:83
-    wait_parity(4, 1, 7),             \* pc 15: wait_parity(ab_bars_2[1], 1)  examples/cute/persistent_every_tile.py:82
-    arrive_expect_tx(<<2>>, 16384),   \* pc 16: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:82
-    issue_async(<<>>, 16384, <<2>>),  \* pc 17: tma_load(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:83
-    wait_parity(3, 0, 6),             \* pc 18: wait_parity(ab_bars_2[0], 0)  examples/cute/persistent_every_tile.py:82
-    arrive_expect_tx(<<1>>, 16384),   \* pc 19: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 20: tma_load(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:83
-    wait_parity(4, 0, 7),             \* pc 21: wait_parity(ab_bars_2[1], 0)  examples/cute/persistent_every_tile.py:82
-    arrive_expect_tx(<<2>>, 16384),   \* pc 22: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:82
-    issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:83
-    wait_parity(3, 1, 6),             \* pc 24: wait_parity(ab_bars_2[0], 1)  examples/cute/persistent_every_tile.py:88
-    wait_parity(4, 1, 7)              \* pc 25: wait_parity(ab_bars_2[1], 1)  examples/cute/persistent_every_tile.py:88
+    wait_parity(3, 1, 6),             \* pc 0: wait_parity(ab_bars_2[0], 1)  examples/cute/persistent_every_tile.py:94
+    arrive_expect_tx(<<1>>, 16384),   \* pc 1: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:94
+    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:95
+    wait_parity(4, 1, 7),             \* pc 3: wait_parity(ab_bars_2[1], 1)  examples/cute/persistent_every_tile.py:94
+    arrive_expect_tx(<<2>>, 16384),   \* pc 4: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:94
+    issue_async(<<>>, 16384, <<2>>),  \* pc 5: tma_load(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:95
+    wait_parity(3, 0, 6),             \* pc 6: wait_parity(ab_bars_2[0], 0)  examples/cute/persistent_every_tile.py:94
+    arrive_expect_tx(<<1>>, 16384),   \* pc 7: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:94
+    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:95
+    wait_parity(4, 0, 7),             \* pc 9: wait_parity(ab_bars_2[1], 0)  examples/cute/persistent_every_tile.py:94
+    arrive_expect_tx(<<2>>, 16384),   \* pc 10: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:94
+    issue_async(<<>>, 16384, <<2>>),  \* pc 11: tma_load(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:95
+    wait_parity(3, 1, 6),             \* pc 12: wait_parity(ab_bars_2[0], 1)  examples/cute/persistent_every_tile.py:94
+    arrive_expect_tx(<<1>>, 16384),   \* pc 13: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:94
+    issue_async(<<>>, 16384, <<1>>),  \* pc 14: tma_load(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:95
+    wait_parity(4, 1, 7),             \* pc 15: wait_parity(ab_bars_2[1], 1)  examples/cute/persistent_every_tile.py:94
+    arrive_expect_tx(<<2>>, 16384),   \* pc 16: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:94
+    issue_async(<<>>, 16384, <<2>>),  \* pc 17: tma_load(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:95
+    wait_parity(3, 0, 6),             \* pc 18: wait_parity(ab_bars_2[0], 0)  examples/cute/persistent_every_tile.py:94
+    arrive_expect_tx(<<1>>, 16384),   \* pc 19: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:94
+    issue_async(<<>>, 16384, <<1>>),  \* pc 20: tma_load(ab_bars[0], 16384B)  examples/cute/persistent_every_tile.py:95
+    wait_parity(4, 0, 7),             \* pc 21: wait_parity(ab_bars_2[1], 0)  examples/cute/persistent_every_tile.py:94
+    arrive_expect_tx(<<2>>, 16384),   \* pc 22: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:94
+    issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(ab_bars[1], 16384B)  examples/cute/persistent_every_tile.py:95
+    wait_parity(3, 1, 6),             \* pc 24: wait_parity(ab_bars_2[0], 1)  examples/cute/persistent_every_tile.py:100
+    wait_parity(4, 1, 7)              \* pc 25: wait_parity(ab_bars_2[1], 1)  examples/cute/persistent_every_tile.py:100
 >>
 
 KernelProg == <<
