@@ -336,6 +336,7 @@ def test_prove_answers_for_every_tile_count_and_k():
     docs/frontends.md) is proved for every tiles and k_tiles: nested.py makes the nest one loop
     over tiles * k_tiles positions. The twin that restarts its K ring per tile is refuted at the
     smallest breaking values, and the nest's rewrite names why it has no proof. About 25 s."""
+    from barrierproof.checker.check import Options
     from barrierproof.checker.symbolic.prove import prove_kernel
     from barrierproof.model.ir import map_ops
     target = _target("persistent_tiles_and_k")
@@ -346,7 +347,12 @@ def test_prove_answers_for_every_tile_count_and_k():
         body=map_ops(kernel.body, lambda op: () if op.barrier is not None and
                      op.barrier.alloc.name in acc else op),
         barriers=tuple(b for b in kernel.barriers if b.name not in acc))
-    proved = prove_kernel(k_ring, source=target.ref)
+    # its TMA copies write the ring's stages: races on a nest are not proved (a note says so)
+    with_races = prove_kernel(k_ring, source=target.ref)
+    assert with_races.verdict == "unknown" and any("--ignore BP200,BP201" in n
+                                                    for n in with_races.notes)
+    proved = prove_kernel(k_ring, source=target.ref,
+                          options=Options(ignore=frozenset({"BP200", "BP201"})))
     assert proved.verdict == "proved", (proved.label, proved.notes)
     assert "for all tiles, k_tiles" in proved.coverage
     assert any("one loop over tiles_x_k_tiles = tiles*k_tiles positions" in n

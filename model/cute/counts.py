@@ -29,7 +29,7 @@ import itertools
 from typing import Mapping, Sequence
 
 from ..expr import mk
-from ..ir import BarrierRef, Const, Expr, Loop, Op, Var, When, evaluate
+from ..ir import BarrierRef, Const, Expr, Loop, MemRef, Op, Slice, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
 from .roll import NoJoin, _ring
 
@@ -294,7 +294,64 @@ def _fit_op(ops: Sequence[Op], scope: Scope) -> Op:
             for k in range(len(barrier.index))), barrier.block)
     return dataclasses.replace(first, barrier=barrier, parity=parity,
                                count=fit_value([op.count for op in ops], scope),
-                               bytes=fit_value([op.bytes for op in ops], scope))
+                               bytes=fit_value([op.bytes for op in ops], scope),
+                               reads=_fit_memory([op.reads for op in ops], scope),
+                               writes=_fit_memory([op.writes for op in ops], scope))
+
+
+def _fit_memory(columns: Sequence[tuple], scope: Scope) -> tuple:
+    """The shared-memory regions of joined ops (as roll.py's `_memory` joins one count's runs):
+    a slot as a ring slot of the buffer's slots, a run of slots by its size and its start, the
+    start a ring slot of runs of that size where no plainer form fits."""
+    first = columns[0]
+    if any(len(c) != len(first) for c in columns):
+        raise NoJoin("accesses to a different number of buffers")
+    out = []
+    for k, ref in enumerate(first):
+        refs = [c[k] for c in columns]
+        if any(r.alloc is not ref.alloc or len(r.index) != len(ref.index)
+               or len(r.region) != len(ref.region) for r in refs):
+            raise NoJoin(f"accesses to {ref!r} and {refs[-1]!r}")
+        ring = ref.alloc.shape[0].value if ref.alloc.shape and isinstance(
+            ref.alloc.shape[0], Const) else 1
+        if len(ref.index) == 1 and not ref.region:
+            slots = [r.index[0] for r in refs]
+            try:
+                slot, _ = fit_ring(slots, None, ring, scope)
+            except NoJoin:
+                slot = fit_value(slots, scope)
+            out.append(MemRef(ref.alloc, (slot,)))
+        elif not ref.index and len(ref.region) == 1:
+            size = fit_value([r.region[0].size for r in refs], scope)
+            starts = [r.region[0].start for r in refs]
+            out.append(MemRef(ref.alloc, (), (Slice(_fit_start(starts, size, ring, scope),
+                                                    size),)))
+        elif any(repr(r) != repr(ref) for r in refs):
+            raise NoJoin(f"accesses to {ref!r} and {refs[-1]!r}")
+        else:
+            out.append(ref)
+    return tuple(out)
+
+
+def _fit_start(starts: Sequence[Expr], size: Expr, ring: int, scope: Scope) -> Expr:
+    """A run's start: a plain form, else `size * slot` for a ring slot of runs of that size
+    (every start a multiple of the size, checked at every point)."""
+    try:
+        return fit_value(starts, scope)
+    except NoJoin:
+        if not isinstance(size, Const) or size.value <= 0 or ring % size.value:
+            raise
+    z = size.value
+    try:
+        ys = [y for _, y in scope.points(starts)]
+    except NoJoin:
+        raise
+    except Exception:
+        raise NoJoin(f"{starts[0]!r} reads a value no loop or parameter gives") from None
+    if any(y % z for y in ys):
+        raise NoJoin(f"a run start {starts[0]!r} that is not a multiple of its size {z}")
+    slot, _ = fit_ring([mk("//", e, Const(z)) for e in starts], None, ring // z, scope)
+    return mk("*", slot, Const(z))
 
 
 def join_grid(seqs: Sequence[Sequence], scope: Scope, made: dict | None = None) -> tuple:

@@ -274,6 +274,7 @@ def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
                        "leave a loop unread")
     base = runs[0]
     allocs = {b.name: b for b in base.barriers}
+    allocs.update({("buffer", b.name): b for b in base.buffers})
     try:
         body = join_grid([_rebind(k, allocs) for k in runs],
                          Scope([dict(zip(names, p)) for p in grid], names))
