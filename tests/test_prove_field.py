@@ -169,9 +169,9 @@ def test_a_certificate_is_checked_for_all_three_obligations():
     enc = _counter_system()
     n, x = enc.vars
     assert check_certificate(enc, z3.And(x >= 0, x <= n), 10) is None
-    assert check_certificate(enc, x >= 1, 10) == "initiation"
-    assert check_certificate(enc, x == 0, 10) == "consecution on `count`"
-    assert check_certificate(enc, x >= 0, 10) == "safety on `past n`"
+    assert check_certificate(enc, x >= 1, 10) == "fails initiation"
+    assert check_certificate(enc, x == 0, 10) == "fails consecution on `count`"
+    assert check_certificate(enc, x >= 0, 10) == "fails safety on `past n`"
 
 
 def test_spacer_proves_the_counter_and_its_answer_is_rechecked():
