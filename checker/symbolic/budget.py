@@ -22,6 +22,7 @@ busy machine, not the input, decided the verdict.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Callable
 
@@ -49,10 +50,52 @@ def cpu_seconds() -> float:
     return time.process_time()
 
 
-def z3_work() -> int:
-    """Z3's resource counter for this process (every solver adds to it)."""
-    stats = z3.Solver().statistics()
+def _context_work() -> int:
+    """The resource counter of the Z3 context in force (every solver of it adds to it), read
+    off one idle solver of the context: making a solver costs a unit, so a reading that made
+    one would make the count depend on how often it is read (the progress display reads it)."""
+    global _reader
+    ctx = z3.main_ctx()
+    if _reader is None or _reader.ctx is not ctx:
+        _reader = z3.Solver(ctx=ctx)
+    stats = _reader.statistics()
     return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
+
+
+_reader: z3.Solver | None = None    # the idle solver of the context last read
+_work_elsewhere = 0     # Z3 units of the contexts this process left, net of the one in force
+
+
+def z3_work() -> int:
+    """Z3's resource units spent by this process, in every context it used (own_context)."""
+    return _work_elsewhere + _context_work()
+
+
+@contextlib.contextmanager
+def own_context():
+    """Every Z3 term, solver and counter made inside in a fresh Z3 context (the one
+    z3.main_ctx() returns meanwhile): Z3 numbers its terms in the order a context makes them
+    and breaks ties by those numbers, and Spacer's and the solvers' courses follow, so in a
+    shared context a proof could take another course, and spend other units, after other
+    proofs. Nested: the context in force stays. What is spent inside still counts for the
+    process (z3_work), so a budget made outside keeps its account."""
+    global _work_elsewhere, _reader
+    if _own:
+        yield
+        return
+    outer, outer_work = z3.main_ctx(), _context_work()
+    _work_elsewhere += outer_work
+    _own.append(z3.Context())
+    z3.z3._main_ctx = _own[-1]
+    try:
+        yield
+    finally:
+        _work_elsewhere += _context_work() - outer_work
+        z3.z3._main_ctx, _reader = outer, None      # the proof's context is freed with its terms
+        _own.pop()
+
+
+_own: list = []     # the proof's own context while one is in force
 
 
 def units_spent() -> int:
@@ -172,4 +215,5 @@ class z3_limits:
 
 __all__ = ["Budget", "BudgetSpent", "MIN_ORDERS", "NET_GRACE", "ORDERS_PER_SECOND",
            "STATES_PER_SECOND", "UNITS_PER_EXPLORED_STATE", "UNITS_PER_FACT_ROW", "UNITS_PER_REPLAYED_EVENT", "UNITS_PER_SAMPLED_STATE",
-           "Z3_UNITS_PER_SECOND", "cpu_seconds", "units_spent", "z3_limits", "z3_work"]
+           "Z3_UNITS_PER_SECOND", "cpu_seconds", "own_context", "units_spent", "z3_limits",
+           "z3_work"]

@@ -81,28 +81,29 @@ def spacer_invariant(enc: Encoder, houdini: list[z3.BoolRef], timeout: float
 def check_certificate(enc: Encoder, invariant: z3.BoolRef, timeout: float) -> str | None:
     """None when `invariant` (over enc.vars) holds initially, is preserved by every
     transition and excludes every error condition, each asked of a fresh Z3 solver; else
-    the obligation that is not discharged."""
+    the obligation that is not discharged, and whether Z3 refuted it or left it undecided."""
     xs = enc.vars
     nf = len(enc.system.frozen)
     init = z3.substitute(invariant, *zip(xs, enc.init_head))
 
-    def unsat(*facts) -> bool:
+    def open_(obligation: str, *facts) -> str | None:
         s = z3.Solver()
         s.set("timeout", max(1, int(timeout * 1000)))
         s.add(*facts)
-        return checked(s) == z3.unsat
+        answer = checked(s)
+        if answer == z3.unsat:
+            return None
+        return f"fails {obligation}" if answer == z3.sat else \
+            f"leaves {obligation} undecided ({s.reason_unknown()})"
 
-    if not unsat(enc.init_body, z3.Not(init)):
-        return "initiation"
+    why = open_("initiation", enc.init_body, z3.Not(init))
     for label, pre, nxt in enc.steps:
         post = list(xs[:nf]) + list(nxt[nf:])
-        if not unsat(enc.init_body, invariant, pre,
-                     z3.Not(z3.substitute(invariant, *zip(xs, post)))):
-            return f"consecution on `{label}`"
+        why = why or open_(f"consecution on `{label}`", enc.init_body, invariant, pre,
+                           z3.Not(z3.substitute(invariant, *zip(xs, post))))
     for label, cond in enc.bad:
-        if not unsat(enc.init_body, invariant, cond):
-            return f"safety on `{label}`"
-    return None
+        why = why or open_(f"safety on `{label}`", enc.init_body, invariant, cond)
+    return why
 
 
 def prove_class(enc: Encoder, houdini: list[z3.BoolRef], timeout: float) -> ChcResult:
@@ -117,7 +118,7 @@ def prove_class(enc: Encoder, houdini: list[z3.BoolRef], timeout: float) -> ChcR
     open_ = check_certificate(enc, certificate, left)
     seconds = time.perf_counter() - start
     if open_ is not None:
-        return ChcResult("unknown", seconds, f"Spacer's invariant fails {open_} when re-checked")
+        return ChcResult("unknown", seconds, f"Spacer's invariant {open_} when re-checked")
     return ChcResult("proved", seconds, invariant=certificate,
                      facts=len(_conjuncts(z3.simplify(inv))) + len(houdini))
 

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 
 import z3
 
-# Placeholder for the loop coordinate in guards, amounts and parities of loop bodies.
-K = z3.Int("k!")
+def K() -> z3.ArithRef:
+    """Placeholder for the loop coordinate in guards, amounts and parities of loop bodies (a
+    function: the term of the Z3 context in force, budget.own_context)."""
+    return z3.Int("k!")
 
 # Operation kinds of a class program.
 ARRIVE, ARRIVE_DROP, EXPECT_TX, ARRIVE_TX, COMPLETE_TX, WAIT, WAIT_PARITY, ISSUE = (

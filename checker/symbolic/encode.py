@@ -68,7 +68,14 @@ from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, I
 
 # What a thread has observed of an instance it waits on.
 UNJOINED, J0, J1 = 0, 1, 2
-TRUE, FALSE = z3.BoolVal(True), z3.BoolVal(False)
+
+
+def TRUE() -> z3.BoolRef:       # functions: the terms of the Z3 context in force (own_context)
+    return z3.BoolVal(True)
+
+
+def FALSE() -> z3.BoolRef:
+    return z3.BoolVal(False)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class Pos:
 def _subst(term, frozen_src: Sequence, frozen_dst: Sequence, k=None):
     pairs = [(a, b) for a, b in zip(frozen_src, frozen_dst) if not a.eq(b)]
     if k is not None:
-        pairs.append((K, k))
+        pairs.append((K(), k))
     return z3.substitute(term, *pairs) if pairs else term
 
 
@@ -479,13 +486,13 @@ class Encoder:
             return st.ph[inst] % 2 != self.term(st, op.phase, k) % 2
         if op.kind in SEM_WAITS:
             return st.ph[inst] >= self.term(st, op.amount, k)
-        return TRUE
+        return TRUE()
 
     def wrong_phase(self, st: SymState, op: COp, k):
         """A stated-phase wait that passes returns for completion ph: the hardware's rule
         wants the completion it means, phase + 1 (docs/parity.md, steps.effect_wait_parity)."""
         if op.kind != WAIT_PHASE:
-            return FALSE
+            return FALSE()
         return st.ph[op.targets[0]] != self.term(st, op.phase, k) + 1
 
     def entry(self, st: SymState, seg: CSegment):
@@ -501,7 +508,7 @@ class Encoder:
             return k + 1 < self.term(st, seg.hi)
         if how == "leave" and seg.loop:
             return k + 1 >= self.term(st, seg.hi)
-        return TRUE
+        return TRUE()
 
     # -- moves of a single thread ---------------------------------------------------------------
 
@@ -519,10 +526,10 @@ class Encoder:
                 new.pos[r] = z3.IntVal(index[Pos("at", p.seg, 0)])
                 if seg.loop:
                     new.k[r][p.seg] = lo
-                yield (f"{code.role.name} enters {seg.text}", [here, enter], new, FALSE)
+                yield (f"{code.role.name} enters {seg.text}", [here, enter], new, FALSE())
                 new = st.copy()
                 new.pos[r] = z3.IntVal(index[Pos("head", p.seg + 1)])
-                yield (f"{code.role.name} skips {seg.text}", [here, z3.Not(enter)], new, FALSE)
+                yield (f"{code.role.name} skips {seg.text}", [here, z3.Not(enter)], new, FALSE())
                 continue
             op = code.op(p)
             seg = code.role.segments[p.seg]
@@ -540,8 +547,8 @@ class Encoder:
                 if how == "iter" or (how == "leave" and seg.loop):
                     moved.k[r][p.seg] = k + 1
                 yield (f"{code.role.name} skips {op.text}", [here, cond, z3.Not(guard)], moved,
-                       FALSE)
-                stale = FALSE
+                       FALSE())
+                stale = FALSE()
                 if op.kind in WAITS:
                     moved = moved.copy()
                     moved.obs[r][op.targets[0]] = z3.IntVal(J0)
@@ -553,7 +560,7 @@ class Encoder:
                 for conds, after, viols in self.effects(moved, (r, moved.obs[r]), op, k):
                     viols = viols + [stale] if not z3.is_false(stale) else viols
                     yield (f"{code.role.name}: {op.text}", [here, cond, guard, enabled] + conds,
-                           after, z3.Or(viols) if viols else FALSE)
+                           after, z3.Or(viols) if viols else FALSE())
 
     # -- moves of a counter role ------------------------------------------------------------------
 
@@ -626,15 +633,15 @@ class Encoder:
                 seg = code.role.segments[p.seg]
                 enter, lo = self.entry(st, seg)
                 # kref[j] stays at lo while a thread is before segment j: entering is offset 0.
-                stale = st.k[r][p.seg] != lo if seg.loop else FALSE
+                stale = st.k[r][p.seg] != lo if seg.loop else FALSE()
                 for conds, new, ovf in self.counter_move(st, r, (p, sigma),
                                                          (Pos("at", p.seg, 0), sigma)):
                     yield (f"{code.role.name} enters {seg.text}", [here, enter] + conds, new,
-                           FALSE, z3.Or(stale, z3.BoolVal(ovf)))
+                           FALSE(), z3.Or(stale, z3.BoolVal(ovf)))
                 for conds, new, ovf in self.counter_move(st, r, (p, sigma),
                                                          (Pos("head", p.seg + 1), sigma)):
                     yield (f"{code.role.name} skips {seg.text}", [here, z3.Not(enter)] + conds,
-                           new, FALSE, z3.BoolVal(ovf))
+                           new, FALSE(), z3.BoolVal(ovf))
                 continue
             op = code.op(p)
             seg = code.role.segments[p.seg]
@@ -644,7 +651,7 @@ class Encoder:
                 cond = self.continues(st, seg, how, k)
                 for conds, moved, ovf in self.counter_move(st, r, (p, sigma), (q, sigma)):
                     yield (f"{code.role.name} skips {op.text}",
-                           [here, cond, z3.Not(guard)] + conds, moved, FALSE, z3.BoolVal(ovf))
+                           [here, cond, z3.Not(guard)] + conds, moved, FALSE(), z3.BoolVal(ovf))
                 new_sigma = sigma
                 stale = False
                 if op.kind in WAITS:
@@ -658,11 +665,11 @@ class Encoder:
                 actor_obs = {b: z3.IntVal(s) for b, s in zip(code.waited, new_sigma)}
                 for conds, moved, ovf in self.counter_move(st, r, (p, sigma), (q, new_sigma)):
                     for conds2, after, viols in self.effects(moved, (r, actor_obs), op, k):
-                        viols = viols + [TRUE] if stale else viols
+                        viols = viols + [TRUE()] if stale else viols
                         viols = viols + [wrong] if not z3.is_false(wrong) else viols
                         yield (f"{code.role.name}: {op.text}",
                                [here, cond, guard, enabled] + conds + conds2, after,
-                               z3.Or(viols) if viols else FALSE, z3.BoolVal(ovf))
+                               z3.Or(viols) if viols else FALSE(), z3.BoolVal(ovf))
 
     # -- state predicates -------------------------------------------------------------------------
 
@@ -674,7 +681,7 @@ class Encoder:
             waiting = self.waiting(st, inst, UNJOINED, kinds=(WAIT, WAIT_PARITY))
             if not z3.is_false(z3.simplify(waiting > 0)):
                 bad.append(z3.And(waiting > 0, st.ph[inst] >= 2))
-        return z3.Or(bad) if bad else FALSE
+        return z3.Or(bad) if bad else FALSE()
 
     def phase_ahead(self, st: SymState):
         """A thread at a stated-phase wait (guard true) while the barrier has completed more
@@ -687,7 +694,7 @@ class Encoder:
             ahead = st.ph[op.targets[0]] > self.term(st, op.phase, k) + 1
             return z3.simplify(z3.And(self.guard(st, r, p, k), ahead))
         n = self.count(st, select)
-        return FALSE if z3.is_false(z3.simplify(n > 0)) else n > 0
+        return FALSE() if z3.is_false(z3.simplify(n > 0)) else n > 0
 
     def all_done(self, st: SymState):
         conds = []
@@ -718,7 +725,7 @@ class Encoder:
         g = seg.group
         if p2.where == "head":
             if p2.seg == code2.nseg:
-                return FALSE
+                return FALSE()
             return z3.BoolVal(code2.role.segments[p2.seg].group <= g)
         seg2 = code2.role.segments[p2.seg]
         if seg2.group != g:
@@ -746,7 +753,7 @@ class Encoder:
                         prefix.append(z3.Implies(less, c2 == 0) if not z3.is_true(less)
                                       else c2 == 0)
                 bad.append(z3.And([c >= 1, self.guard(st, r, p, k), blocked] + quiet + prefix))
-        return z3.Or(bad) if bad else FALSE
+        return z3.Or(bad) if bad else FALSE()
 
     # -- the whole system -------------------------------------------------------------------------
 
@@ -775,7 +782,7 @@ class Encoder:
             return self
         sysm = self.system
         cur = SymState(self.layout, self.vars)
-        self.init_body = z3.And([self.term(cur, c) for c in sysm.constraints] or [TRUE])
+        self.init_body = z3.And([self.term(cur, c) for c in sysm.constraints] or [TRUE()])
         self.init_head = self.initial()
         self.steps: list[tuple[str, z3.BoolRef, list]] = []
         self.bad: list[tuple[str, z3.BoolRef]] = []
@@ -802,14 +809,14 @@ class Encoder:
         for r, code in enumerate(self.codes):
             if code.role.single:
                 for label, conds, new, viol in self.single_transitions(cur, r):
-                    add(label, conds, new, viol, FALSE)
+                    add(label, conds, new, viol, FALSE())
             else:
                 for label, conds, new, viol, ovf in self.counter_transitions(cur, r):
                     add(label, conds, new, viol, ovf)
         for q, slot in enumerate(sysm.slots):
             label = f"{slot.kind} lands on {sysm.instances[slot.inst].name}"
             for conds, new, viols in self.landing(cur, q):
-                add(label, conds, new, z3.Or(viols) if viols else FALSE, FALSE)
+                add(label, conds, new, z3.Or(viols) if viols else FALSE(), FALSE())
         self.bad.append(("late-join (BP102)", self.late_join(cur)))
         self.bad.append(("phase-ahead (BP101)", self.phase_ahead(cur)))
         self.bad.append(("exit (BP103/BP104/BP105/BP130)", self.exit_bad(cur)))

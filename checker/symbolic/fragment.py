@@ -266,7 +266,7 @@ class Fragment:
             if ia.kind == "loop":
                 if not same_int(ia.loop.trip, ib.loop.trip, ea, eb):
                     return False
-                ea[ia.loop.var], eb[ib.loop.var] = LOOPVAR, LOOPVAR
+                ea[ia.loop.var], eb[ib.loop.var] = LOOPVAR(), LOOPVAR()
                 if len(ia.body) != len(ib.body):
                     return False
             for ba, bb in zip(ia.ops, ib.ops):
@@ -460,7 +460,7 @@ class Fragment:
 
     def require_always(self, claim, text, ctx):
         """A range fact over every loop coordinate: proved, or kept as a side condition."""
-        if any(c.eq(K) for c in consts(claim)):
+        if any(c.eq(K()) for c in consts(claim)):
             if self.solver.valid(claim, *ctx.domain()):
                 return
             raise Unsupported(f"cannot show that {text} in every iteration")

@@ -53,9 +53,10 @@ TIMEOUT_MS = 5000           # per equivalence query
 # IR expressions as Z3 terms (division and remainder by a non-positive value, xor: uninterpreted)
 # ----------------------------------------------------------------------------------------------
 
-_DIV = z3.Function("floordiv!", z3.IntSort(), z3.IntSort(), z3.IntSort())
-_MOD = z3.Function("mod!", z3.IntSort(), z3.IntSort(), z3.IntSort())
-_XOR = z3.Function("xor!", z3.IntSort(), z3.IntSort(), z3.IntSort())
+def _uninterpreted(name: str):
+    """An uninterpreted Int x Int -> Int of the Z3 context in force (budget.own_context)."""
+    return z3.Function(name, z3.IntSort(), z3.IntSort(), z3.IntSort())
+
 _CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 
@@ -77,8 +78,9 @@ def _term(e: Expr, env: Mapping[str, z3.ArithRef]) -> z3.ArithRef:
                   "and": lambda: z3.If(z3.And(a != 0, b != 0), 1, 0),
                   "or": lambda: z3.If(z3.Or(a != 0, b != 0), 1, 0),
                   "min": lambda: z3.If(a <= b, a, b), "max": lambda: z3.If(a >= b, a, b),
-                  "//": lambda: z3.If(b > 0, a / b, _DIV(a, b)),
-                  "%": lambda: z3.If(b > 0, a % b, _MOD(a, b)), "xor": lambda: _XOR(a, b)}
+                  "//": lambda: z3.If(b > 0, a / b, _uninterpreted("floordiv!")(a, b)),
+                  "%": lambda: z3.If(b > 0, a % b, _uninterpreted("mod!")(a, b)),
+                  "xor": lambda: _uninterpreted("xor!")(a, b)}
         if e.op in simple:
             return simple[e.op]()
     raise Unsupported(f"nested loops: cannot compare `{e}`")

@@ -18,7 +18,7 @@ class Plain:
         self.var = var
         self.shift = z3.IntVal(0) if shift is None else shift
         if var is not None:
-            self.env[var] = z3.simplify(K - self.shift)
+            self.env[var] = z3.simplify(K() - self.shift)
 
     def int(self, e, parity=False):
         t = z3.simplify(z_int(e, self.env, parity))
@@ -40,4 +40,4 @@ class Plain:
         self.frag.require_always(inside, f"the index of `{ref}` is within num_barriers", self)
 
     def domain(self):
-        return [] if self.var is None else [K >= self.shift]
+        return [] if self.var is None else [K() >= self.shift]

@@ -351,8 +351,8 @@ class ClassBuilder:
                         cop.rank = (d, cop.rank)
                         if spread:               # the laps of this operation's offset only
                             c, trip = octx.c, z_int(item.loop.trip, role.env)
-                            cop.guard = z3.simplify(z3.And(cop.guard, K >= self.U(c),
-                                                           K < self.U(c + trip)))
+                            cop.guard = z3.simplify(z3.And(cop.guard, K() >= self.U(c),
+                                                           K() < self.U(c + trip)))
                 for cop in made:
                     placed.append((b, cop, deltas[b] or 0))
                 cops += made
@@ -455,7 +455,7 @@ class _Lattice(_Plain):
             if self.frag.solver.equal(rhs, self.S):
                 lin = linear_in(e.lhs, self.var, self.env, self.frag.solver)
                 if lin is not None and lin[0] == 1 and self.frag.solver.equal(lin[1], self.c):
-                    return K if e.op == "//" else self.s
+                    return K() if e.op == "//" else self.s
             rhs = z3.simplify(rhs)
             if z3.is_int_value(rhs) and rhs.as_long() > 0:
                 lhs = self.int(e.lhs, parity)
@@ -509,14 +509,14 @@ class _Lattice(_Plain):
         """v OP x for the lattice point v = s + k*S, as a condition on k."""
         U = self.builder.U
         if op == "<":
-            return K < U(x)
+            return K() < U(x)
         if op == "<=":
-            return K < U(x + 1)
+            return K() < U(x + 1)
         if op == ">":
-            return K >= U(x + 1)
+            return K() >= U(x + 1)
         if op == ">=":
-            return K >= U(x)
-        eq = z3.And(K >= U(x), K < U(x + 1))
+            return K() >= U(x)
+        eq = z3.And(K() >= U(x), K() < U(x + 1))
         return eq if op == "==" else z3.Not(eq)
 
     def require_in_range(self, inside, ref):

@@ -205,7 +205,8 @@ from .order import TauRun, TauSearch, tau_static_ok
 from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
 from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_STATE,  # noqa: F401
                      UNITS_PER_REPLAYED_EVENT,
-                     Z3_UNITS_PER_SECOND, cpu_seconds, units_spent, z3_limits, z3_work)
+                     Z3_UNITS_PER_SECOND, cpu_seconds, own_context, units_spent, z3_limits,
+                     z3_work)
 from .races import assign_buffers
 from .exit_async import exit_open
 from .terms import Unsupported
@@ -254,6 +255,7 @@ def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], to
 # The proof
 # ----------------------------------------------------------------------------------------------
 
+@own_context()     # the same course and units after any other proof (budget.py)
 def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
           timeout: float = 240.0, budget: Budget | None = None) -> Proof:
     """Prove `kernel` deadlock-free and rule-clean for every value of `symbolic` satisfying the
@@ -534,6 +536,7 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
     return None
 
 
+@own_context()     # the same course and units after any other proof (budget.py)
 def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                 budget: Budget) -> Proof:
     """Prove `kernel` free of BP200/BP201 races for every value of `symbolic` (races.py), on
@@ -873,6 +876,7 @@ def _conditions_text(kernel: Kernel, symbolic: Sequence[str]) -> str:
     return f"all {text}" + (f" with {' and '.join(conds)}" if conds else "")
 
 
+@own_context()     # the same course and units after any other proof (budget.py)
 def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                  options: Options | None = None, source: str | None = None,
                  settings=None) -> Verdict:

@@ -678,7 +678,7 @@ def queued_plan(builder: "ClassBuilder", role: "Role") -> tuple[dict, dict]:
                     if shift is None:          # some earlier iteration, or outside the loop
                         g = z3.BoolVal(True)
                     elif shift:                # the MMA ran one iteration before
-                        g = z3.substitute(g, (K, K - shift))
+                        g = z3.substitute(g, (K(), K() - shift))
                     dest.setdefault((j, n), []).append((cell, write, z3.simplify(g)))
     return members, arrivals
 
@@ -748,7 +748,7 @@ def _queued_ways(builder: "ClassBuilder", role: "Role", i: int, b: int
             return False
         theirs = ctx.guard(o.conds)
         if shift:
-            theirs = z3.substitute(theirs, (K, K + shift))
+            theirs = z3.substitute(theirs, (K(), K() + shift))
         if _arrival(builder, o.op) and runs_with(theirs, mine):
             out.append(((i, n, shift), "arrival"))
             return True

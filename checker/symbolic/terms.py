@@ -22,7 +22,9 @@ class Unsupported(Exception):
         return self.message + where
 
 
-LOOPVAR = z3.Int("i!loop")       # the loop variable while translating loop bodies
+def LOOPVAR() -> z3.ArithRef:
+    """The loop variable while translating loop bodies (in the Z3 context in force)."""
+    return z3.Int("i!loop")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -126,14 +128,14 @@ def linear_in(e, var: str, env: Mapping, solver: Solver) -> tuple[int, z3.ArithR
     try:
         t0 = z3.simplify(z_int(e, {**env, var: z3.IntVal(0)}))
         t1 = z3.simplify(z_int(e, {**env, var: z3.IntVal(1)}))
-        tx = z_int(e, {**env, var: LOOPVAR})
+        tx = z_int(e, {**env, var: LOOPVAR()})
     except Unsupported:
         return None
     a = z3.simplify(t1 - t0)
     if not z3.is_int_value(a):
         return None
     a = a.as_long()
-    if not solver.valid(tx == a * LOOPVAR + t0):
+    if not solver.valid(tx == a * LOOPVAR() + t0):
         return None
     return a, t0
 
