@@ -105,6 +105,11 @@ How a proof works
    barriers, and barriers joined by a thread's "wait on one, then signal the other" form the
    classes (a two-slot pipeline's `full[c]`, `empty[c]`), tried with a third of the budget
    after the concrete rings and before one class holds every concrete barrier. Any partition is sound (point 1).
+   Then, on the kernel with ring slots that are numbers written so (number_slots.py: a loop
+   that takes a multiple of the ring's size per iteration), each hand-off pair joined with the
+   barriers no hand-off joins (order barriers: the ping-pong's math warpgroups take a ring's
+   slots in turn only through theirs), with two thirds of what is left: a cover, not a
+   partition, as sound (every instance is in some class, every wait proved enabled by one).
    A class that two partitions build alike (points 7 and 9: the same Z3 terms, sampled at the
    same values) is worked on once (ClassWork): its samples and candidates are reused, a
    verdict Z3 gave on it stands, and a Houdini run the first partition's budget cut short
@@ -186,6 +191,7 @@ from .cases import prove_by_cases
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
 from .nested import PerTileOps, flatten_nested
+from .number_slots import number_slots
 from .pertile import prove_per_tile
 from .guided import guided_candidates
 from .hw import lower_named_barriers
@@ -297,6 +303,10 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
              ("hand-off pairs", lambda: _prove_fragment(
                  split_constant_arrays(kernel, fixed), symbolic, fixed, budget.share(1 / 3),
                  start, concrete_rings=False, handoffs=True, work=work)),
+             ("hand-off pairs with their order barriers", lambda: _prove_fragment(
+                 split_constant_arrays(number_slots(kernel, symbolic, fixed), fixed, dims=8),
+                 symbolic, fixed, budget.share(2 / 3), start, concrete_rings=False,
+                 handoffs=True, cover=True, work=work)),
              ("every concrete barrier", lambda: _prove_fragment(
                  kernel, symbolic, fixed, budget, start, concrete_rings=False, work=work)),
              ("named barriers joined", lambda: _prove_fragment(
@@ -333,7 +343,8 @@ def _sample_points(kernel: Kernel, symbolic, fixed) -> list[dict[str, int]]:
 
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
                     concrete_rings: bool, handoffs: bool = False,
-                    work: ClassWork | None = None, join_named: bool = False) -> Proof | None:
+                    work: ClassWork | None = None, join_named: bool = False,
+                    cover: bool = False) -> Proof | None:
     """The proof on one partition into classes; None when `concrete_rings`, `handoffs` or
     `join_named` changes nothing."""
 
@@ -341,7 +352,8 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         return time.perf_counter() - start
 
     try:
-        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs, join_named)
+        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs, join_named,
+                          cover)
         if frag is None:
             return None
         roles = frag.roles
@@ -404,11 +416,14 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
 
 
 def _partition(kernel: Kernel, symbolic, fixed, concrete_rings: bool,
-               handoffs: bool, join_named: bool = False) -> Fragment | None:
-    """The fragment with its roles and classes on one partition; None when `concrete_rings`,
-    `handoffs` or `join_named` changes nothing."""
+               handoffs: bool, join_named: bool = False, cover: bool = False
+               ) -> Fragment | None:
+    """The fragment with its roles and classes on one partition (with `cover`, hand-off pairs
+    joined with their order barriers: classes.py); None when `concrete_rings`, `handoffs`,
+    `join_named` or `cover` changes nothing."""
     frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
     frag.handoff_classes = handoffs
+    frag.handoff_cover = cover
     frag.join_named = join_named
     frag.build_roles()
     classes = frag.build_classes()
