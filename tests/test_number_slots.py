@@ -76,24 +76,6 @@ def test_lap_counts_are_folded_linear():
     assert waits and not any(divides(op.parity) for op in waits)
 
 
-def test_the_bare_parity_pingpong_is_proved_by_pairs_ordered_by_the_turn_barrier():
-    """prove at 2 stages and 3 k-tiles for every tiles_per_wg: each slot's hand-off pair
-    (full[c], empty[c]) joined with the MMA turn barriers that order the warpgroups, and the
-    epilogue turn pair with them; the explorer agrees on tiles_per_wg = 0..3. About 15 s of
-    CPU (three class proofs; minutes of wall time on a loaded machine)."""
-    (target,) = resolve(f"{SKIPPING}::pingpong_bare_parity")
-    kernel = target.build()
-    fixed = {"stages": 2, "k_tiles": 3}
-    proof = prove(kernel, ["tiles_per_wg"], fixed, timeout=60)
-    assert proof.status == "proved", proof.reason
-    assert [c.name for c in proof.classes] == [
-        "barriers (full[0], empty[0]; ordered by turn[0,0], turn[0,1])",
-        "barriers (full[1], empty[1]; ordered by turn[0,0], turn[0,1])",
-        "barriers (turn[1,0], turn[1,1]; ordered by turn[0,0], turn[0,1])"]
-    for tiles in range(4):
-        assert check_kernel(kernel, {**fixed, "tiles_per_wg": tiles}).verdict == "verified"
-
-
 def test_without_the_turn_barrier_the_pairs_are_no_proof():
     """The broken twin (no order barrier) has no barrier to join its pairs with: no proof,
     and the explorer's BP101 at tiles_per_wg = 1 says why. About 4 s."""

@@ -207,8 +207,9 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
                          for g in groups.values()]
             self.handoff_split = True
             if getattr(self, "handoff_cover", False):
-                concretes = _with_order_barriers(groups)
-                self.handoff_split = concretes is not None
+                covered = _with_order_barriers(groups)
+                concretes = covered or concretes
+                self.handoff_split = covered is not None
     self.joined_named = False
     if getattr(self, "join_named", False) and named.allocs and len(concretes) == 1 \
             and concrete.allocs:
