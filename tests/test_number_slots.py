@@ -56,11 +56,18 @@ def test_numbered_slots_are_the_same_program_on_a_grid(name, stages, k_tiles):
         assert _outcome(after) == _outcome(before), (name, tiles)
 
 
-def test_a_ring_stepped_one_slot_per_iteration_is_left_as_it_is():
-    """Stages 3 and 2 k-tiles: a tile takes 4 positions of a 3-slot ring, so no slot is a
-    number and nothing is rewritten."""
+def test_a_ring_stepped_by_a_non_multiple_of_its_size_is_left_as_it_is():
+    """Stages 3 and 2 k-tiles: a tile takes 4 positions of the 3-slot ring, so no slot of
+    `full` or `empty` is a number and they keep their ring indices (the turn barriers, 2 turns
+    per tile on a depth of 2, become numbers)."""
     kernel, fixed = _prepared("pingpong_bare_parity_deep_ring")
-    assert number_slots(kernel, ["tiles_per_wg"], fixed) is kernel
+    numbered = number_slots(kernel, ["tiles_per_wg"], fixed)
+    ring = [op.barrier.index[0] for op in walk(numbered.body) if isinstance(op, Op)
+            and op.barrier is not None and op.barrier.alloc.name in ("full", "empty")]
+    assert ring and all(isinstance(e, BinOp) and e.op == "%" for e in ring), ring
+    turns = [op.barrier.index for op in walk(numbered.body) if isinstance(op, Op)
+             and op.barrier is not None and op.barrier.alloc.name == "turn"]
+    assert turns and all(isinstance(e, Const) for ix in turns for e in ix), turns
 
 
 def test_lap_counts_are_folded_linear():

@@ -249,11 +249,12 @@ def _with_order_barriers(groups: dict[int, list]) -> list | None:
     whose system over-approximates the kernel on it, and every wait is proved enabled in tau
     by a class that holds it). The ping-pong's math warpgroups take a ring's slots in turn
     only through their order barrier: the pair alone lets the second one's wait pass on the
-    slot's earlier phase. None when there is no such barrier, or fewer than two pairs (one
-    class of every barrier is the partition prove.py tries next)."""
+    slot's earlier phase. None when there is no such barrier, fewer than two pairs (one
+    class of every barrier is the partition prove.py tries next), or a pair holds a whole
+    array (a ring whose slots are no numbers: its class is hardly smaller than that one)."""
     single = [g[0] for g in groups.values() if len(g) == 1]
     pairs = [g for g in groups.values() if len(g) > 1]
-    if not single or len(pairs) < 2:
+    if not single or len(pairs) < 2 or not all(a.scalar for g in pairs for a in g):
         return None
     return [BarrierClass(f"barriers ({', '.join(a.name for a in g)}; ordered by "
                          f"{', '.join(a.name for a in single)})", None, g + single)

@@ -200,7 +200,7 @@ from .phases import infer_phases
 from .param_values import sample_values
 from .semaphores import lower_lockstep
 from .signs import sign_cases
-from .stride_split import stride_mismatch
+from .stride_split import stride_cases, stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
 from .tiles import promotable, prove_tiles
@@ -272,6 +272,7 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
 
 
 def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Proof:
+    given = (kernel, list(symbolic))       # as written: what the stride rewrite would read
     try:
         kernel = lower_cluster_sync(lower_lockstep(lower_named_barriers(kernel, fixed), fixed))
     except Unsupported as err:
@@ -325,6 +326,12 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
             "--timeout" not in last.reason and " net " not in last.reason:
         # the last partition failed on its own share; the run's budget is spent too
         last.reason = f"{last.reason}; {budget.spent_text()}"
+    if last is not None and last.status != "proved" and "stride_split" not in last.reason:
+        # a ring stepped at a stride beside one stepped slot by slot: why the rewrite that
+        # makes them alike (and the classes of rings, of numbered slots) did not apply
+        _, why = stride_cases(*given, fixed)
+        if why:
+            last.reason = f"{last.reason}; {why}"
     if last is not None and last.status != "proved" and parity_notes:
         last.reason = "; ".join([last.reason] + parity_notes)
     if last is not None and flat is not None:
