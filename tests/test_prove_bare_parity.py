@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from barrierproof.checker.check import check_kernel
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.engines.explore import Limits
 from barrierproof.checker.symbolic.phases import infer_phases, lift
 from barrierproof.checker.symbolic.prove import prove_kernel
 from barrierproof.checker.symbolic.unroll import strip_mine_loops
@@ -129,14 +130,17 @@ def test_a_ring_whose_waiters_observe_every_phase_is_left_as_it_is():
     assert stated is k and not notes
 
 
-@pytest.mark.slow
 def test_the_cutlass_pingpong_with_bare_parity_is_proved_for_every_tile_count():
+    """Within `--timeout 60` (the coverage table's budget): each slot's hand-off pair joined
+    with the MMA turn barriers that order the warpgroups (checker/symbolic/number_slots.py,
+    classes.py), and the epilogue's turn pair with them. About 15 s of CPU."""
     k = _example("pingpong_bare_parity").build()
-    for n in range(3):
+    for n in range(4):
         assert check_kernel(k, {"tiles_per_wg": n}).verdict == "verified", n
-    v = prove_kernel(k)
+    v = prove_kernel(k, options=Options(Limits(timeout=60)))
     assert v.verdict == "proved", v.coverage
     assert "tiles_per_wg" in v.coverage
+    assert "full[0], empty[0]; ordered by turn[0,0], turn[0,1]" in v.coverage, v.coverage
 
 
 @pytest.mark.parametrize("proto", [second_state_not_advanced, order_barrier_bit_not_offset,

@@ -206,6 +206,10 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
             concretes = [BarrierClass(f"barriers ({', '.join(a.name for a in g)})", None, g)
                          for g in groups.values()]
             self.handoff_split = True
+            if getattr(self, "handoff_cover", False):
+                covered = _with_order_barriers(groups)
+                concretes = covered or concretes
+                self.handoff_split = covered is not None
     self.joined_named = False
     if getattr(self, "join_named", False) and named.allocs and len(concretes) == 1 \
             and concrete.allocs:
@@ -236,6 +240,25 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
                 cls.names.append(name)
                 cls.expected.append(expected)
     return classes
+
+
+def _with_order_barriers(groups: dict[int, list]) -> list | None:
+    """Each hand-off pair's class joined with every barrier no hand-off joins to another (an
+    order barrier: a thread waits on it, then on a slot of the ring): a cover of the barriers,
+    not a partition, which is as sound (prove.py, point 1: every instance is in some class,
+    whose system over-approximates the kernel on it, and every wait is proved enabled in tau
+    by a class that holds it). The ping-pong's math warpgroups take a ring's slots in turn
+    only through their order barrier: the pair alone lets the second one's wait pass on the
+    slot's earlier phase. None when there is no such barrier, fewer than two pairs (one
+    class of every barrier is the partition prove.py tries next), or a pair holds a whole
+    array (a ring whose slots are no numbers: its class is hardly smaller than that one)."""
+    single = [g[0] for g in groups.values() if len(g) == 1]
+    pairs = [g for g in groups.values() if len(g) > 1]
+    if not single or len(pairs) < 2 or not all(a.scalar for g in pairs for a in g):
+        return None
+    return [BarrierClass(f"barriers ({', '.join(a.name for a in g)}; ordered by "
+                         f"{', '.join(a.name for a in single)})", None, g + single)
+            for g in pairs]
 
 
 def placed(frag: "Fragment", alloc, ring, what: str) -> list[tuple[tuple, str]]:

@@ -32,35 +32,38 @@ def _rewrite(body, ref) -> tuple:
     return map_ops(body, lambda op: dataclasses.replace(op, barrier=ref(op.barrier)))
 
 
-def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
-    """The kernel with each concrete 1-D barrier array (not a cluster barrier, not a semaphore)
-    whose every use names a constant index split into scalar barriers, one per index."""
-    parts: dict[str, dict[int, object]] = {}
+def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int], dims: int = 1) -> Kernel:
+    """The kernel with each concrete barrier array of at most `dims` dimensions (not a cluster
+    barrier, not a semaphore) whose every use names constant indices split into scalar
+    barriers, one per index."""
+    parts: dict[str, dict[tuple, object]] = {}
     ops = list(iter_ops(kernel.body))
     for alloc in kernel.barriers:
-        if alloc.cluster or alloc.semaphore or alloc.scalar or len(alloc.shape) != 1 or \
-                free_vars(alloc.shape[0]) - set(fixed):
-            continue
-        try:
-            n = evaluate(alloc.shape[0], fixed)
-            idx = [evaluate(op.barrier.index[0], fixed) for op in ops
-                   if op.barrier is not None and op.barrier.alloc is alloc
-                   if len(op.barrier.index) == 1 and not free_vars(op.barrier.index[0]) - set(fixed)]
-        except ModelError:
+        if alloc.cluster or alloc.semaphore or alloc.scalar or not 1 <= len(alloc.shape) <= dims \
+                or any(free_vars(d) - set(fixed) for d in alloc.shape):
             continue
         uses = [op for op in ops if op.barrier is not None and op.barrier.alloc is alloc]
-        if len(idx) != len(uses) or not uses or not all(0 <= i < n for i in idx):
+        try:
+            n = [evaluate(d, fixed) for d in alloc.shape]
+            idx = [tuple(evaluate(e, fixed) for e in op.barrier.index) for op in uses
+                   if len(op.barrier.index) == len(n)
+                   and not any(free_vars(e) - set(fixed) for e in op.barrier.index)]
+        except ModelError:
             continue
-        parts[alloc.name] = {i: dataclasses.replace(alloc, name=f"{alloc.name}[{i}]",
-                                                    shape=(Const(1),), scalar=True)
-                             for i in sorted(set(idx))}
+        if len(idx) != len(uses) or not uses or \
+                not all(0 <= i < d for ix in idx for i, d in zip(ix, n)):
+            continue
+        parts[alloc.name] = {ix: dataclasses.replace(
+            alloc, name=f"{alloc.name}[{','.join(map(str, ix))}]", shape=(Const(1),),
+            scalar=True) for ix in sorted(set(idx))}
     if not parts:
         return kernel
 
     def ref(r):
         if r is None or r.alloc.name not in parts:
             return r
-        return BarrierRef(parts[r.alloc.name][evaluate(r.index[0], fixed)], (), r.block)
+        ix = tuple(evaluate(e, fixed) for e in r.index)
+        return BarrierRef(parts[r.alloc.name][ix], (), r.block)
 
     barriers = []
     for alloc in kernel.barriers:

@@ -233,7 +233,7 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
             if A % S == 0:
                 raise Refused(f"every loop iteration takes {A} ring positions, a multiple of "
                               f"the {S} slots of `{name}`: every slot is a number already, "
-                              "and the kernel is proved as it is")
+                              "and the kernel is proved as it is (number_slots.py)")
             if S % A:
                 # Relabelled, the ring is one (sub-)ring that one loop iteration's A blocks
                 # reach at A different slots: a slot is filled A/gcd(A, S) times per lap, and
@@ -245,8 +245,9 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
                     f"times per lap of {S // math.gcd(A, S)} iterations, so its phase bit "
                     f"counts blocks (({A}*t + u) // {S}), not laps of one slot ((t + c) // "
                     f"{S // math.gcd(A, S)}), and the ring classes have no term for it; "
-                    f"strip-mining {S // math.gcd(A, S)} times further makes every slot a "
-                    f"number, the concrete class of all {S}-slot barriers, which is not tried")
+                    f"strip-mining {S // math.gcd(A, S)} times further (a case per residue "
+                    f"of the trip count) would make every slot a number (number_slots.py), "
+                    f"which is not tried")
     base = _env(k, fixed, {n: z3.Int(n) for n in symbolic})
     solver = Solver([z_bool(a, base) for a in k.assumptions])
     if not solver.valid(base[K] >= 0):

@@ -10,50 +10,50 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/patterns/parity_skipping.py:97
-    1,  \* 2: full[1] (Barrier)  examples/patterns/parity_skipping.py:97
-    1,  \* 3: full[2] (Barrier)  examples/patterns/parity_skipping.py:97
-    1,  \* 4: empty[0] (Barrier)  examples/patterns/parity_skipping.py:98
-    1,  \* 5: empty[1] (Barrier)  examples/patterns/parity_skipping.py:98
-    1,  \* 6: empty[2] (Barrier)  examples/patterns/parity_skipping.py:98
-    1,  \* 7: turn[0] (Barrier)  examples/patterns/parity_skipping.py:99
-    1   \* 8: turn[1] (Barrier)  examples/patterns/parity_skipping.py:99
+    1,  \* 1: full[0] (Barrier)  examples/patterns/parity_skipping.py:99
+    1,  \* 2: full[1] (Barrier)  examples/patterns/parity_skipping.py:99
+    1,  \* 3: full[2] (Barrier)  examples/patterns/parity_skipping.py:99
+    1,  \* 4: empty[0] (Barrier)  examples/patterns/parity_skipping.py:100
+    1,  \* 5: empty[1] (Barrier)  examples/patterns/parity_skipping.py:100
+    1,  \* 6: empty[2] (Barrier)  examples/patterns/parity_skipping.py:100
+    1,  \* 7: turn[0] (Barrier)  examples/patterns/parity_skipping.py:101
+    1   \* 8: turn[1] (Barrier)  examples/patterns/parity_skipping.py:101
 >>
 
 \* Agent 1: wg0 (thread), 16 instruction(s).
 Prog_1_wg0 == <<
-    wait_parity(7, 1, 1),  \* pc 0: wait_parity(turn[0], 1)  examples/patterns/parity_skipping.py:107
-    wait_parity(1, 0, 2),  \* pc 1: wait_parity(full[0], 0)  examples/patterns/parity_skipping.py:109
-    arrive(<<4>>, 1),      \* pc 2: arrive(empty[0])  examples/patterns/parity_skipping.py:110
-    arrive(<<8>>, 1),      \* pc 3: arrive(turn[1])  examples/patterns/parity_skipping.py:112
-    wait_parity(7, 0, 1),  \* pc 4: wait_parity(turn[0], 0)  examples/patterns/parity_skipping.py:107
-    wait_parity(3, 0, 3),  \* pc 5: wait_parity(full[2], 0)  examples/patterns/parity_skipping.py:109
-    arrive(<<6>>, 1),      \* pc 6: arrive(empty[2])  examples/patterns/parity_skipping.py:110
-    arrive(<<8>>, 1),      \* pc 7: arrive(turn[1])  examples/patterns/parity_skipping.py:112
-    wait_parity(7, 1, 1),  \* pc 8: wait_parity(turn[0], 1)  examples/patterns/parity_skipping.py:107
-    wait_parity(2, 1, 4),  \* pc 9: wait_parity(full[1], 1)  examples/patterns/parity_skipping.py:109
-    arrive(<<5>>, 1),      \* pc 10: arrive(empty[1])  examples/patterns/parity_skipping.py:110
-    arrive(<<8>>, 1),      \* pc 11: arrive(turn[1])  examples/patterns/parity_skipping.py:112
-    wait_parity(7, 0, 1),  \* pc 12: wait_parity(turn[0], 0)  examples/patterns/parity_skipping.py:107
-    wait_parity(1, 0, 2),  \* pc 13: wait_parity(full[0], 0)  examples/patterns/parity_skipping.py:109
-    arrive(<<4>>, 1),      \* pc 14: arrive(empty[0])  examples/patterns/parity_skipping.py:110
-    arrive(<<8>>, 1)       \* pc 15: arrive(turn[1])  examples/patterns/parity_skipping.py:112
+    wait_parity(7, 1, 1),  \* pc 0: wait_parity(turn[0], 1)  examples/patterns/parity_skipping.py:109
+    wait_parity(1, 0, 2),  \* pc 1: wait_parity(full[0], 0)  examples/patterns/parity_skipping.py:111
+    arrive(<<4>>, 1),      \* pc 2: arrive(empty[0])  examples/patterns/parity_skipping.py:112
+    arrive(<<8>>, 1),      \* pc 3: arrive(turn[1])  examples/patterns/parity_skipping.py:114
+    wait_parity(7, 0, 1),  \* pc 4: wait_parity(turn[0], 0)  examples/patterns/parity_skipping.py:109
+    wait_parity(3, 0, 3),  \* pc 5: wait_parity(full[2], 0)  examples/patterns/parity_skipping.py:111
+    arrive(<<6>>, 1),      \* pc 6: arrive(empty[2])  examples/patterns/parity_skipping.py:112
+    arrive(<<8>>, 1),      \* pc 7: arrive(turn[1])  examples/patterns/parity_skipping.py:114
+    wait_parity(7, 1, 1),  \* pc 8: wait_parity(turn[0], 1)  examples/patterns/parity_skipping.py:109
+    wait_parity(2, 1, 4),  \* pc 9: wait_parity(full[1], 1)  examples/patterns/parity_skipping.py:111
+    arrive(<<5>>, 1),      \* pc 10: arrive(empty[1])  examples/patterns/parity_skipping.py:112
+    arrive(<<8>>, 1),      \* pc 11: arrive(turn[1])  examples/patterns/parity_skipping.py:114
+    wait_parity(7, 0, 1),  \* pc 12: wait_parity(turn[0], 0)  examples/patterns/parity_skipping.py:109
+    wait_parity(1, 0, 2),  \* pc 13: wait_parity(full[0], 0)  examples/patterns/parity_skipping.py:111
+    arrive(<<4>>, 1),      \* pc 14: arrive(empty[0])  examples/patterns/parity_skipping.py:112
+    arrive(<<8>>, 1)       \* pc 15: arrive(turn[1])  examples/patterns/parity_skipping.py:114
 >>
 
 \* Agent 2: wg1 (thread), 12 instruction(s).
 Prog_2_wg1 == <<
-    wait_parity(8, 0, 5),  \* pc 0: wait_parity(turn[1], 0)  examples/patterns/parity_skipping.py:107
-    wait_parity(2, 0, 6),  \* pc 1: wait_parity(full[1], 0)  examples/patterns/parity_skipping.py:109
-    arrive(<<5>>, 1),      \* pc 2: arrive(empty[1])  examples/patterns/parity_skipping.py:110
-    arrive(<<7>>, 1),      \* pc 3: arrive(turn[0])  examples/patterns/parity_skipping.py:112
-    wait_parity(8, 1, 5),  \* pc 4: wait_parity(turn[1], 1)  examples/patterns/parity_skipping.py:107
-    wait_parity(1, 1, 7),  \* pc 5: wait_parity(full[0], 1)  examples/patterns/parity_skipping.py:109
-    arrive(<<4>>, 1),      \* pc 6: arrive(empty[0])  examples/patterns/parity_skipping.py:110
-    arrive(<<7>>, 1),      \* pc 7: arrive(turn[0])  examples/patterns/parity_skipping.py:112
-    wait_parity(8, 0, 5),  \* pc 8: wait_parity(turn[1], 0)  examples/patterns/parity_skipping.py:107
-    wait_parity(3, 1, 8),  \* pc 9: wait_parity(full[2], 1)  examples/patterns/parity_skipping.py:109
-    arrive(<<6>>, 1),      \* pc 10: arrive(empty[2])  examples/patterns/parity_skipping.py:110
-    arrive(<<7>>, 1)       \* pc 11: arrive(turn[0])  examples/patterns/parity_skipping.py:112
+    wait_parity(8, 0, 5),  \* pc 0: wait_parity(turn[1], 0)  examples/patterns/parity_skipping.py:109
+    wait_parity(2, 0, 6),  \* pc 1: wait_parity(full[1], 0)  examples/patterns/parity_skipping.py:111
+    arrive(<<5>>, 1),      \* pc 2: arrive(empty[1])  examples/patterns/parity_skipping.py:112
+    arrive(<<7>>, 1),      \* pc 3: arrive(turn[0])  examples/patterns/parity_skipping.py:114
+    wait_parity(8, 1, 5),  \* pc 4: wait_parity(turn[1], 1)  examples/patterns/parity_skipping.py:109
+    wait_parity(1, 1, 7),  \* pc 5: wait_parity(full[0], 1)  examples/patterns/parity_skipping.py:111
+    arrive(<<4>>, 1),      \* pc 6: arrive(empty[0])  examples/patterns/parity_skipping.py:112
+    arrive(<<7>>, 1),      \* pc 7: arrive(turn[0])  examples/patterns/parity_skipping.py:114
+    wait_parity(8, 0, 5),  \* pc 8: wait_parity(turn[1], 0)  examples/patterns/parity_skipping.py:109
+    wait_parity(3, 1, 8),  \* pc 9: wait_parity(full[2], 1)  examples/patterns/parity_skipping.py:111
+    arrive(<<6>>, 1),      \* pc 10: arrive(empty[2])  examples/patterns/parity_skipping.py:112
+    arrive(<<7>>, 1)       \* pc 11: arrive(turn[0])  examples/patterns/parity_skipping.py:114
 >>
 
 \* Agent 3: wg2 (thread), 24 instruction(s).

@@ -10,30 +10,30 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/patterns/parity_skipping.py:97
-    1,  \* 2: full[1] (Barrier)  examples/patterns/parity_skipping.py:97
-    1,  \* 3: full[2] (Barrier)  examples/patterns/parity_skipping.py:97
-    1,  \* 4: empty[0] (Barrier)  examples/patterns/parity_skipping.py:98
-    1,  \* 5: empty[1] (Barrier)  examples/patterns/parity_skipping.py:98
-    1,  \* 6: empty[2] (Barrier)  examples/patterns/parity_skipping.py:98
-    1,  \* 7: turn[0] (Barrier)  examples/patterns/parity_skipping.py:99
-    1   \* 8: turn[1] (Barrier)  examples/patterns/parity_skipping.py:99
+    1,  \* 1: full[0] (Barrier)  examples/patterns/parity_skipping.py:99
+    1,  \* 2: full[1] (Barrier)  examples/patterns/parity_skipping.py:99
+    1,  \* 3: full[2] (Barrier)  examples/patterns/parity_skipping.py:99
+    1,  \* 4: empty[0] (Barrier)  examples/patterns/parity_skipping.py:100
+    1,  \* 5: empty[1] (Barrier)  examples/patterns/parity_skipping.py:100
+    1,  \* 6: empty[2] (Barrier)  examples/patterns/parity_skipping.py:100
+    1,  \* 7: turn[0] (Barrier)  examples/patterns/parity_skipping.py:101
+    1   \* 8: turn[1] (Barrier)  examples/patterns/parity_skipping.py:101
 >>
 
 \* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/patterns/parity_skipping.py:109
-    arrive(<<4>>, 1),      \* pc 1: arrive(empty[0])  examples/patterns/parity_skipping.py:110
-    wait_parity(3, 0, 2),  \* pc 2: wait_parity(full[2], 0)  examples/patterns/parity_skipping.py:109
-    arrive(<<6>>, 1)       \* pc 3: arrive(empty[2])  examples/patterns/parity_skipping.py:110
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/patterns/parity_skipping.py:111
+    arrive(<<4>>, 1),      \* pc 1: arrive(empty[0])  examples/patterns/parity_skipping.py:112
+    wait_parity(3, 0, 2),  \* pc 2: wait_parity(full[2], 0)  examples/patterns/parity_skipping.py:111
+    arrive(<<6>>, 1)       \* pc 3: arrive(empty[2])  examples/patterns/parity_skipping.py:112
 >>
 
 \* Agent 2: wg1 (thread), 4 instruction(s).
 Prog_2_wg1 == <<
-    wait_parity(2, 0, 3),  \* pc 0: wait_parity(full[1], 0)  examples/patterns/parity_skipping.py:109
-    arrive(<<5>>, 1),      \* pc 1: arrive(empty[1])  examples/patterns/parity_skipping.py:110
-    wait_parity(1, 1, 4),  \* pc 2: wait_parity(full[0], 1)  examples/patterns/parity_skipping.py:109
-    arrive(<<4>>, 1)       \* pc 3: arrive(empty[0])  examples/patterns/parity_skipping.py:110
+    wait_parity(2, 0, 3),  \* pc 0: wait_parity(full[1], 0)  examples/patterns/parity_skipping.py:111
+    arrive(<<5>>, 1),      \* pc 1: arrive(empty[1])  examples/patterns/parity_skipping.py:112
+    wait_parity(1, 1, 4),  \* pc 2: wait_parity(full[0], 1)  examples/patterns/parity_skipping.py:111
+    arrive(<<4>>, 1)       \* pc 3: arrive(empty[0])  examples/patterns/parity_skipping.py:112
 >>
 
 \* Agent 3: wg2 (thread), 15 instruction(s).

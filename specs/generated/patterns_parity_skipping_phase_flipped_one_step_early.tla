@@ -10,22 +10,22 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/patterns/parity_skipping.py:200
-    1,  \* 2: full[1] (Barrier)  examples/patterns/parity_skipping.py:200
-    1,  \* 3: empty[0] (Barrier)  examples/patterns/parity_skipping.py:201
-    1   \* 4: empty[1] (Barrier)  examples/patterns/parity_skipping.py:201
+    1,  \* 1: full[0] (Barrier)  examples/patterns/parity_skipping.py:202
+    1,  \* 2: full[1] (Barrier)  examples/patterns/parity_skipping.py:202
+    1,  \* 3: empty[0] (Barrier)  examples/patterns/parity_skipping.py:203
+    1   \* 4: empty[1] (Barrier)  examples/patterns/parity_skipping.py:203
 >>
 
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/patterns/parity_skipping.py:206
-    arrive(<<3>>, 1),      \* pc 1: arrive(empty[0])  examples/patterns/parity_skipping.py:207
-    wait_parity(2, 1, 2),  \* pc 2: wait_parity(full[1], 1)  examples/patterns/parity_skipping.py:206
-    arrive(<<4>>, 1),      \* pc 3: arrive(empty[1])  examples/patterns/parity_skipping.py:207
-    wait_parity(1, 1, 1),  \* pc 4: wait_parity(full[0], 1)  examples/patterns/parity_skipping.py:206
-    arrive(<<3>>, 1),      \* pc 5: arrive(empty[0])  examples/patterns/parity_skipping.py:207
-    wait_parity(2, 0, 2),  \* pc 6: wait_parity(full[1], 0)  examples/patterns/parity_skipping.py:206
-    arrive(<<4>>, 1)       \* pc 7: arrive(empty[1])  examples/patterns/parity_skipping.py:207
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full[0], 0)  examples/patterns/parity_skipping.py:208
+    arrive(<<3>>, 1),      \* pc 1: arrive(empty[0])  examples/patterns/parity_skipping.py:209
+    wait_parity(2, 1, 2),  \* pc 2: wait_parity(full[1], 1)  examples/patterns/parity_skipping.py:208
+    arrive(<<4>>, 1),      \* pc 3: arrive(empty[1])  examples/patterns/parity_skipping.py:209
+    wait_parity(1, 1, 1),  \* pc 4: wait_parity(full[0], 1)  examples/patterns/parity_skipping.py:208
+    arrive(<<3>>, 1),      \* pc 5: arrive(empty[0])  examples/patterns/parity_skipping.py:209
+    wait_parity(2, 0, 2),  \* pc 6: wait_parity(full[1], 0)  examples/patterns/parity_skipping.py:208
+    arrive(<<4>>, 1)       \* pc 7: arrive(empty[1])  examples/patterns/parity_skipping.py:209
 >>
 
 \* Agent 2: wg1 (thread), 10 instruction(s).

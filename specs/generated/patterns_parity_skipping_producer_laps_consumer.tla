@@ -10,21 +10,21 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1   \* 1: full (Barrier)  examples/patterns/parity_skipping.py:172
+    1   \* 1: full (Barrier)  examples/patterns/parity_skipping.py:174
 >>
 
 \* Agent 1: wg0 (thread), 3 instruction(s).
 Prog_1_wg0 == <<
-    arrive(<<1>>, 1),  \* pc 0: arrive(full)  examples/patterns/parity_skipping.py:175
-    arrive(<<1>>, 1),  \* pc 1: arrive(full)  examples/patterns/parity_skipping.py:175
-    arrive(<<1>>, 1)   \* pc 2: arrive(full)  examples/patterns/parity_skipping.py:175
+    arrive(<<1>>, 1),  \* pc 0: arrive(full)  examples/patterns/parity_skipping.py:177
+    arrive(<<1>>, 1),  \* pc 1: arrive(full)  examples/patterns/parity_skipping.py:177
+    arrive(<<1>>, 1)   \* pc 2: arrive(full)  examples/patterns/parity_skipping.py:177
 >>
 
 \* Agent 2: wg1 (thread), 3 instruction(s).
 Prog_2_wg1 == <<
-    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full, 0)  examples/patterns/parity_skipping.py:178
-    wait_parity(1, 1, 1),  \* pc 1: wait_parity(full, 1)  examples/patterns/parity_skipping.py:178
-    wait_parity(1, 0, 1)   \* pc 2: wait_parity(full, 0)  examples/patterns/parity_skipping.py:178
+    wait_parity(1, 0, 1),  \* pc 0: wait_parity(full, 0)  examples/patterns/parity_skipping.py:180
+    wait_parity(1, 1, 1),  \* pc 1: wait_parity(full, 1)  examples/patterns/parity_skipping.py:180
+    wait_parity(1, 0, 1)   \* pc 2: wait_parity(full, 0)  examples/patterns/parity_skipping.py:180
 >>
 
 KernelProg == <<
