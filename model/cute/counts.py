@@ -31,7 +31,18 @@ from typing import Mapping, Sequence
 from ..expr import mk
 from ..ir import BarrierRef, Const, Expr, Loop, MemRef, Op, Slice, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
-from .roll import NoJoin, _ring
+
+class NoJoin(Exception):
+    """The runs differ in more than the expressions a join fits (here or in roll.py)."""
+
+
+def ring_size(ref: BarrierRef | None) -> int:
+    """The number of barriers of the array a reference indexes (1: a single one)."""
+    if ref is None or not ref.index:
+        return 1
+    size = ref.alloc.shape[0]
+    return size.value if isinstance(size, Const) else 1
+
 
 MAX_VARIABLES = 6       # a cube of 2**6 corners; deeper nests of symbolic counts are refused
 MAX_POINTS = 20_000     # points a field is checked at
@@ -285,7 +296,7 @@ def _fit_op(ops: Sequence[Op], scope: Scope) -> Op:
     parities = None if first.parity is None else [op.parity for op in ops]
     slot, parity = (None, None)
     if slots is not None or parities is not None:
-        slot, parity = fit_ring(slots, parities, _ring(barrier), scope)
+        slot, parity = fit_ring(slots, parities, ring_size(barrier), scope)
     if one_index:
         barrier = BarrierRef(barrier.alloc, (slot,), barrier.block)
     elif barrier is not None and barrier.index:

@@ -28,9 +28,9 @@ from typing import Callable
 from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
-from .counts import Scope, join_grid
+from .counts import NoJoin, Scope, join_grid
 from .groups import split_rings
-from .roll import NoJoin, join
+from .roll import join
 from .tree import KernelTree
 
 SAMPLES = (1, 2, 3, 4, 5, 6, 7, 9, 12)

@@ -27,6 +27,7 @@ from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Expr, Loop, MemRef, Op, Slice, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
+from .counts import NoJoin, Scope, join_grid, ring_size as _ring
 
 
 @dataclass(frozen=True)
@@ -58,17 +59,6 @@ def nest(events: Sequence) -> list:
             outer.append(Iterations(begin.site, begin.loc, tuple(tuple(b) for b in bodies)))
             current = outer
     return out
-
-
-class NoJoin(Exception):
-    """The sequences differ in more than the expressions `join` fits."""
-
-
-def _ring(ref: BarrierRef | None) -> int:
-    if ref is None or not ref.index:
-        return 1
-    size = ref.alloc.shape[0]
-    return size.value if isinstance(size, Const) else 1
 
 
 def _fit_slot(ts, ys, t: Expr, ring: int) -> tuple[Expr, int, int] | None:
@@ -457,7 +447,6 @@ def _nested(bodies: Sequence[tuple], var: str) -> tuple | None:
     running-count fits of counts.py, with this loop's variable as the value of each body."""
     if not any(isinstance(s, Loop) for b in bodies for s in b):
         return None
-    from .counts import Scope, join_grid
     try:
         return join_grid(bodies, Scope([{var: i} for i in range(len(bodies))], [var]))
     except NoJoin:
