@@ -142,7 +142,7 @@ KernelQueueAgents == <<
     2   \* queue 1: tcgen05 ops of warp1
 >>
 
-\* Races: none modelled (no memory effects compiled).
+\* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<>>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
