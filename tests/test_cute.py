@@ -975,3 +975,20 @@ def test_accesses_under_a_branch_on_data_count_as_made_and_said():
     assert [(e.kind, e.loc.line, e.reads + e.writes) for e in events] == [
         ("read", 5, (("smem0", 0, 8192),)), ("write", 6, (("smem0", 0, 8192),))]
     assert any("branch on data" in what for _, what in warp.memory_notes)
+
+
+def test_a_pipeline_created_on_the_line_that_names_its_storage_field(tmp_path):
+    """`create(barrier_storage=storage.bars.data_ptr(), ...)` on one line: the pipeline's own
+    offsets to each of its barriers carry that line too, and only the lowest address is where
+    the field starts (every barrier used to be named after the field, and the kernel failed)."""
+    src = open(os.path.join(EXAMPLES, "cute", "persistent_every_tile.py")).read()
+    one_line = src.replace("create(\n        barrier_storage=", "create(barrier_storage=")
+    assert one_line.count("create(barrier_storage=storage.") == 2
+    path = tmp_path / "persistent_every_tile.py"
+    path.write_text(one_line)
+    target = next(t for t in resolve(str(path)) if t.name == "persistent_tiles")
+    kernel = target.build()
+    names = [b.name for b in kernel.barriers]
+    assert len(names) == len(set(names))
+    assert {b.name for b in _kernel(_target("persistent_tiles")).barriers} == set(names)
+    assert check_kernel(kernel).verdict == "verified"

@@ -200,8 +200,17 @@ def _label_field(warp, node, ptr: Ptr) -> None:
     if node.loc is None:
         return
     m = _FIELD.search(linecache.getline(os.path.abspath(node.loc.file), node.loc.line))
-    if m and m.group(1) == ptr.buffer:
-        warp.allocations.setdefault(("field", ptr.buffer, ptr.offset), m.group(2))
+    if not m or m.group(1) != ptr.buffer:
+        return
+    # A pipeline's `create(barrier_storage=storage.bars.data_ptr(), ...)` on one line also
+    # offsets that address to each of its barriers there: the field starts at the lowest.
+    same = [key for key, name in warp.allocations.items() if isinstance(key, tuple)
+            and key[:2] == ("field", ptr.buffer) and name == m.group(2)]
+    if any(key[2] <= ptr.offset for key in same):
+        return
+    for key in same:
+        del warp.allocations[key]
+    warp.allocations[("field", ptr.buffer, ptr.offset)] = m.group(2)
 
 
 def _make_view(warp, node, active):
