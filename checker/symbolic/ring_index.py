@@ -43,7 +43,8 @@ def normalise_ring_indices(kernel: Kernel, symbolic: Sequence[str],
     ring-like indices left as they were."""
     rw = _Rewriter(kernel, symbolic, fixed)
     body = rw.body(kernel.body)
-    return (kernel.replace(body=body) if rw.changed else kernel), rw.notes
+    kernel = kernel.replace(body=body) if rw.changed else kernel
+    return relabel_strided_rings(kernel, rw), rw.notes
 
 
 class _Rewriter:
@@ -264,3 +265,169 @@ def _mentions_remainder(e: Expr, var: str) -> bool:
     if isinstance(e, UnOp):
         return _mentions_remainder(e.arg, var)
     return False
+
+
+# ----------------------------------------------------------------------------------------------
+# Rings stepped at a stride
+# ----------------------------------------------------------------------------------------------
+
+def relabel_strided_rings(kernel: Kernel, rw: _Rewriter) -> Kernel:
+    """Arrays (barriers or buffers) of a concrete size S that every loop steps through at one
+    stride A, coprime with S and not 1 (a K and a V tile per iteration: slots 2i % 3 and
+    (2i + 1) % 3), with their slots renamed q -> inv*q % S (inv*A = 1 mod S): every index
+    `(A*i + b) % S` becomes `(i + inv*b % S) % S`, one slot per iteration, and a constant
+    slot q becomes inv*q % S. Renaming the slots of one array in every reference to it changes
+    no completion count and no access (its slots are alike: one init count, one slot size),
+    so it is the same program. A `wait_parity` on a renamed ring slot, whose phase counts laps
+    of the old position v = A*i + b, is rewritten over the new position t = i + c' (v // S is
+    A*(t // S) + (A*(t % S)) // S minus a constant) when Z3 proves the two parities equal."""
+    uses: dict[int, list] = {}
+    _collect(kernel.body, [], uses)
+    plan = {}
+    for alloc, refs in uses.values():
+        found = _stride_of(alloc, refs, rw.fixed)
+        if found is not None:
+            plan[id(alloc)] = found
+    if not plan:
+        return kernel
+    relabel = _Relabel(rw, plan)
+    body = relabel.body(kernel.body)
+    return kernel.replace(body=body) if relabel.changed else kernel
+
+
+def _collect(stmts, loops: list[str], uses: dict) -> None:
+    for s in stmts:
+        if isinstance(s, Op):
+            for ref in ([s.barrier] if s.barrier is not None else []) + list(s.reads) + \
+                    list(s.writes):
+                entry = uses.setdefault(id(ref.alloc), [ref.alloc, []])
+                entry[1].append((tuple(loops), ref))
+        elif isinstance(s, Loop):
+            _collect(s.body, loops + [s.var], uses)
+        elif isinstance(s, When):
+            _collect(s.then, loops, uses)
+            _collect(s.orelse, loops, uses)
+        elif isinstance(s, WarpRegion):
+            _collect(s.body, loops, uses)
+
+
+def _stride_of(alloc, refs, fixed) -> tuple[int, int] | None:
+    """(S, A) when every reference of the array names its first dimension by a constant or by
+    `(A*i + b) % S` in its innermost loop over i (b a number), one A for all, 1 < A < S
+    coprime with S; None otherwise."""
+    try:
+        S = evaluate(alloc.shape[0], fixed)
+    except (ModelError, IndexError):
+        return None
+    strides = set()
+    for loops, ref in refs:
+        if not ref.index:
+            if getattr(ref, "region", ()):
+                return None         # a region along the renamed dimension
+            continue                # the whole array: the same under any renaming
+        e = ref.index[0]
+        inner = [v for v in loops if v in free_vars(e)]
+        if not inner:
+            if not free_vars(e) <= set(fixed):
+                return None
+            continue
+        if len(inner) > 1 or not (isinstance(e, BinOp) and e.op == "%"):
+            return None
+        found = _affine(e.lhs, inner[0], None)
+        if found is None or not free_vars(e.rhs) <= set(fixed) or \
+                not free_vars(found[1]) <= set(fixed) or evaluate(e.rhs, fixed) != S:
+            return None
+        strides.add(found[0] % S)
+    if len(strides) != 1:
+        return None
+    A = strides.pop()
+    if S < 3 or A <= 1 or _gcd(A, S) != 1:
+        return None
+    return S, A
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+class _Relabel:
+    def __init__(self, rw: _Rewriter, plan: dict):
+        self.rw = rw
+        self.plan = plan            # id(alloc) -> (S, A)
+        self.changed = 0
+
+    def body(self, stmts) -> tuple:
+        out = []
+        for s in stmts:
+            if isinstance(s, Op):
+                s = self.op(s)
+            elif isinstance(s, Loop):
+                self.rw.loops.append((s, z3.Int(f"{s.var}!ring")))
+                try:
+                    s = Loop(s.var, s.trip, self.body(s.body), s.loc)
+                finally:
+                    self.rw.loops.pop()
+            elif isinstance(s, When):
+                s = When(s.cond, self.body(s.then), self.body(s.orelse), s.loc)
+            elif isinstance(s, WarpRegion):
+                s = WarpRegion(s.axis, self.body(s.body), s.loc)
+            out.append(s)
+        return tuple(out)
+
+    def index(self, ref):
+        """(the renamed index, (A, c', S) when it is a ring slot of the innermost loop)."""
+        S, A = self.plan[id(ref.alloc)]
+        inv = pow(A, -1, S)
+        e = ref.index[0]
+        loops = [loop for loop, _ in self.rw.loops if loop.var in free_vars(e)]
+        if not loops:
+            return (Const(inv * evaluate(e, self.rw.fixed) % S),) + tuple(ref.index[1:]), None
+        loop = loops[0]
+        if self.rw.loops[-1][0] is not loop:
+            raise Unsupported("renamed slot outside its innermost loop")
+        _, b = _affine(e.lhs, loop.var, None)
+        c = inv * evaluate(b, self.rw.fixed) % S
+        new = mk("%", mk("+", Var(loop.var), Const(c)), Const(S))
+        if not self.rw.equal(mk("%", mk("*", e, Const(inv)), Const(S)), new, loop):
+            raise Unsupported(f"`{e}` renamed is not `{new}`")
+        return (new,) + tuple(ref.index[1:]), (A, c, S)
+
+    def op(self, op: Op) -> Op:
+        changes = {}
+        ring = None
+        try:
+            if op.barrier is not None and id(op.barrier.alloc) in self.plan and op.barrier.index:
+                index, ring = self.index(op.barrier)
+                changes["barrier"] = BarrierRef(op.barrier.alloc, index, op.barrier.block)
+            for field in ("reads", "writes"):
+                refs = list(getattr(op, field))
+                for n, ref in enumerate(refs):
+                    if id(ref.alloc) in self.plan and ref.index:
+                        refs[n] = dataclasses.replace(ref, index=self.index(ref)[0])
+                        changes[field] = tuple(refs)
+        except Unsupported as err:
+            self.rw.notes.append(f"the slots of `{op.describe()}` ({op.loc}) are not renamed "
+                                 f"to one per iteration: {err}")
+            return op
+        if ring is not None and op.kind == WAIT_PARITY and op.phase is None and \
+                op.parity is not None:
+            loop = self.rw.loops[-1][0]
+            A, c, S = ring
+            t = mk("+", Var(loop.var), Const(c))
+            lap = mk("+", mk("*", mk("//", t, Const(S)), Const(A)),
+                     mk("//", mk("*", mk("%", t, Const(S)), Const(A)), Const(S)))
+            for d in (0, 1):
+                canon = mk("%", mk("+", lap, Const(d)), Const(2))
+                if self.rw.equal(mk("%", op.parity, Const(2)), canon, loop, parity=True):
+                    changes["parity"] = canon
+                    break
+            else:
+                self.rw.notes.append(f"the parity `{op.parity}` of `{op.describe()}` "
+                                     f"({op.loc}) is not provably a parity of the laps of "
+                                     f"slot ({t}) % {S} at stride {A}")
+        if not changes:
+            return op
+        self.changed += 1
+        return dataclasses.replace(op, **changes)
