@@ -152,8 +152,15 @@ class _Rewriter:
         found = _affine(e, var, S)
         if found is not None:
             a, c = found
-            if isinstance(c, Const) and isinstance(S, Const) and S.value > 0:
-                c = Const(c.value % S.value)
+            # the offset in [0, S) where it can be: laps then count from the ring's first slot
+            try:
+                n = evaluate(S, self.fixed)
+                if n > 0:
+                    seen.append((a, Const(evaluate(c, self.fixed) % n)))
+            except ModelError:
+                less = mk("-", c, S)
+                if isinstance(less, Const):
+                    seen.append((a, less))
             seen.append((a, c))
         # from its values at i = 0, 1 when nothing else in it is unknown
         values = dict(self.fixed)
@@ -291,7 +298,11 @@ def relabel_strided_rings(kernel: Kernel, rw: _Rewriter) -> Kernel:
     if not plan:
         return kernel
     relabel = _Relabel(rw, plan)
-    body = relabel.body(kernel.body)
+    try:
+        body = relabel.body(kernel.body)
+    except Unsupported as err:      # every reference renamed, or none
+        rw.notes.append(f"the strided rings are not renamed: {err}")
+        return kernel
     return kernel.replace(body=body) if relabel.changed else kernel
 
 
@@ -315,6 +326,8 @@ def _stride_of(alloc, refs, fixed) -> tuple[int, int] | None:
     """(S, A) when every reference of the array names its first dimension by a constant or by
     `(A*i + b) % S` in its innermost loop over i (b a number), one A for all, 1 < A < S
     coprime with S; None otherwise."""
+    if any(g != 1 for g in getattr(alloc, "granule", ())[:1]):
+        return None                 # cells of several slots: renaming would regroup them
     try:
         S = evaluate(alloc.shape[0], fixed)
     except (ModelError, IndexError):
@@ -327,6 +340,8 @@ def _stride_of(alloc, refs, fixed) -> tuple[int, int] | None:
             continue                # the whole array: the same under any renaming
         e = ref.index[0]
         inner = [v for v in loops if v in free_vars(e)]
+        if inner and inner != [loops[-1]]:
+            return None             # a slot of an enclosing loop, or of two loops
         if not inner:
             if not free_vars(e) <= set(fixed):
                 return None
@@ -386,31 +401,26 @@ class _Relabel:
             return (Const(inv * evaluate(e, self.rw.fixed) % S),) + tuple(ref.index[1:]), None
         loop = loops[0]
         if self.rw.loops[-1][0] is not loop:
-            raise Unsupported("renamed slot outside its innermost loop")
+            raise Unsupported(f"`{e}` is a slot of an enclosing loop")
         _, b = _affine(e.lhs, loop.var, None)
         c = inv * evaluate(b, self.rw.fixed) % S
         new = mk("%", mk("+", Var(loop.var), Const(c)), Const(S))
         if not self.rw.equal(mk("%", mk("*", e, Const(inv)), Const(S)), new, loop):
-            raise Unsupported(f"`{e}` renamed is not `{new}`")
+            raise Unsupported(f"`{e}` renamed is not provably `{new}`")
         return (new,) + tuple(ref.index[1:]), (A, c, S)
 
     def op(self, op: Op) -> Op:
         changes = {}
         ring = None
-        try:
-            if op.barrier is not None and id(op.barrier.alloc) in self.plan and op.barrier.index:
-                index, ring = self.index(op.barrier)
-                changes["barrier"] = BarrierRef(op.barrier.alloc, index, op.barrier.block)
-            for field in ("reads", "writes"):
-                refs = list(getattr(op, field))
-                for n, ref in enumerate(refs):
-                    if id(ref.alloc) in self.plan and ref.index:
-                        refs[n] = dataclasses.replace(ref, index=self.index(ref)[0])
-                        changes[field] = tuple(refs)
-        except Unsupported as err:
-            self.rw.notes.append(f"the slots of `{op.describe()}` ({op.loc}) are not renamed "
-                                 f"to one per iteration: {err}")
-            return op
+        if op.barrier is not None and id(op.barrier.alloc) in self.plan and op.barrier.index:
+            index, ring = self.index(op.barrier)
+            changes["barrier"] = BarrierRef(op.barrier.alloc, index, op.barrier.block)
+        for field in ("reads", "writes"):
+            refs = list(getattr(op, field))
+            for n, ref in enumerate(refs):
+                if id(ref.alloc) in self.plan and ref.index:
+                    refs[n] = dataclasses.replace(ref, index=self.index(ref)[0])
+                    changes[field] = tuple(refs)
         if ring is not None and op.kind == WAIT_PARITY and op.phase is None and \
                 op.parity is not None:
             loop = self.rw.loops[-1][0]
