@@ -56,7 +56,7 @@ def triton_ring_wrapped(k, stages=3, steps=4):
     _triton_ring(k, stages, steps, wrapper=2)
 
 
-@protocol(expect="violation:BP100", symbolic=("steps",))
+@protocol(expect="violation:BP101", symbolic=("steps",))
 def triton_ring_wrong_phase(k, stages=3, steps=4):
     _triton_ring(k, stages, steps, flip=1)
 
@@ -68,7 +68,7 @@ def two_tiles_per_step(k, stages=3, steps=4):
     _two_tiles(k, stages, steps)
 
 
-@protocol(expect="violation:BP100", symbolic=("steps",))
+@protocol(expect="violation:BP101", symbolic=("steps",))
 def two_tiles_v_phase_without_wrap(k, stages=3, steps=4):
     """The V tile's consumer forgets the wrap flip of its phase (the bit of slot 2i % 3)."""
     _two_tiles(k, stages, steps, v_wrap=False)
@@ -192,7 +192,8 @@ def test_prove_reads_the_long_way_and_agrees_with_the_explorer(proto, want):
     if want == "violation":
         assert v.matches(proto.expect)
         n = v.params["steps"]
-        assert check_kernel(k, {"steps": n}).verdict == "violation"
+        again = check_kernel(k, {"steps": n})
+        assert again.verdict == "violation" and again.codes == v.codes
         assert all(check_kernel(k, {"steps": m}).verdict == "verified" for m in range(n))
     else:
         assert all(check_kernel(k, {"steps": m}).verdict == "verified" for m in range(6))
