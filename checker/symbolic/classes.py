@@ -103,10 +103,12 @@ def _ring_groups(self: "Fragment", allocs: list[BarrierAlloc], S) -> list[list[B
                 offsets.setdefault(ref.alloc.name, []).append(lin[1])
             names = list(offsets)
             for name in names:
+                # one array at offsets a constant apart (a K and a V tile per iteration) is one
+                # ring whose lap orders its operations by offset (program.py's op_offsets)
                 first = offsets[name][0]
-                if any(not self.solver.equal(first, o) for o in offsets[name][1:]):
-                    raise Unsupported(f"`{name}` is used with two offsets in one loop",
-                                      item.loop.loc)
+                if any(not z3.is_int_value(z3.simplify(first - o)) for o in offsets[name][1:]):
+                    raise Unsupported(f"`{name}` is used with two offsets in one loop that "
+                                      "differ by a non-constant amount", item.loop.loc)
             for a, b in itertools.combinations(names, 2):
                 if self.solver.equal(offsets[a][0], offsets[b][0]):
                     parent[find(a)] = find(b)

@@ -214,6 +214,7 @@ from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_
                      Z3_UNITS_PER_SECOND, cpu_seconds, own_context, units_spent, z3_limits,
                      z3_work)
 from .races import assign_buffers
+from .ring_index import normalise_ring_indices
 from .exit_async import exit_open
 from .terms import Unsupported
 from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
@@ -281,6 +282,8 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    # ring slots and phases the long way (Triton's `((i + 2) % 3 + 1) % 3`), proved canonical
+    kernel, ring_notes = normalise_ring_indices(kernel, symbolic, fixed)
     try:    # tiles x K-steps nests read through the running position: one loop (nested.py)
         flat = flatten_nested(kernel, symbolic, fixed)
     except PerTileOps as err:   # per-tile operations: two projections (pertile.py)
@@ -334,8 +337,8 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
         _, why = stride_cases(*given, fixed)
         if why:
             last.reason = f"{last.reason}; {why}"
-    if last is not None and last.status != "proved" and parity_notes:
-        last.reason = "; ".join([last.reason] + parity_notes)
+    if last is not None and last.status != "proved" and parity_notes + ring_notes:
+        last.reason = "; ".join([last.reason] + parity_notes + ring_notes)
     if last is not None and flat is not None:
         if last.status == "proved":
             last.cases = last.cases + [flat.note]
@@ -593,6 +596,7 @@ def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str,
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
+    kernel, _ = normalise_ring_indices(kernel, symbolic, fixed)
     # Concrete rings at one representative slot first, with a third of the budget: where
     # they apply, their class is far smaller than the one holding every instance (a multicast
     # ring's all-instance class is sampled in hundreds of thousands of states).
