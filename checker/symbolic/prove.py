@@ -213,8 +213,9 @@ from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
 
 # What a class's sampling may spend of the budget left when it starts (counted units): the
 # samples only propose candidates; a class system of a cluster ring has hundreds of
-# thousands of states at the sampled values, which would otherwise leave Z3 nothing.
-SAMPLING_SHARE = 1 / 3
+# thousands of states at the sampled values, whose sampling and then the candidate facts read
+# off them (about twice the sampling's cost) would otherwise leave Z3 nothing.
+SAMPLING_SHARE = 1 / 8
 
 
 # ----------------------------------------------------------------------------------------------
