@@ -622,12 +622,9 @@ def test_sign_cases_cover_every_value_and_skip_parameters_bounded_below():
     assert [c.negative for c in cases] == [frozenset(), frozenset({"m"}), frozenset({"n"})]
 
 
-def test_sampling_stops_at_its_share_and_reuses_what_is_complete():
-    """A class's sampling spends at most the units it is given (prove.py SAMPLING_SHARE: a
-    cluster ring's class has hundreds of thousands of states at the sampled values), cut short
-    as `truncated`; a second sample of the same system takes the valuations the first explored
-    to the end as they are (the same states, no work)."""
-    from barrierproof.checker.symbolic.budget import UNITS_PER_SAMPLED_STATE
+def test_a_second_sample_reuses_the_valuations_explored_to_the_end():
+    """The large sample of a class takes the valuations the small one explored to the end as
+    they are (the same states in the same order, no work counted), and explores the others."""
     from barrierproof.checker.symbolic.encode import Encoder
     from barrierproof.checker.symbolic.invariants import sample
     frag, sym, fixed, systems = _fragment("hopper_ring.py::tma_ring")
@@ -635,13 +632,11 @@ def test_sampling_stops_at_its_share_and_reuses_what_is_complete():
     (cls, system, _), = [s for s in systems if s[1].roles][:1]
     enc = Encoder(system).build()
     vals = [v for p in points(k, sym, fixed, 2) for v in frag.valuations(cls, system, p)]
-    whole = sample(enc, vals, limit=20000, budget=float("inf"))
-    assert not whole.truncated and len(whole.complete) == len(vals)
-    cap = whole.units // 4
-    cut = sample(enc, vals, limit=20000, budget=float("inf"), units=cap)
-    assert cut.truncated and len(set(cut.states)) < len(set(whole.states))
-    # it stops at the first level past its share: one level of one valuation at most beyond
-    assert cap <= cut.units <= cap + max(len(s) for s in whole.complete.values()) * \
-        UNITS_PER_SAMPLED_STATE
-    again = sample(enc, vals, limit=60000, budget=float("inf"), known=whole)
-    assert again.units == 0 and again.states == whole.states
+    more = [v for p in points(k, sym, fixed, 3) for v in frag.valuations(cls, system, p)]
+    small = sample(enc, vals, limit=20000, budget=float("inf"))
+    assert not small.truncated and len(small.complete) == len(vals) and small.units > 0
+    again = sample(enc, vals, limit=60000, budget=float("inf"), known=small)
+    assert again.units == 0 and again.states == small.states
+    alone = sample(enc, more, limit=60000, budget=float("inf"))
+    reused = sample(enc, more, limit=60000, budget=float("inf"), known=small)
+    assert reused.states == alone.states and 0 < reused.units < alone.units

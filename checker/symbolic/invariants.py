@@ -154,12 +154,10 @@ class Samples:
 
 
 def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4000,
-           budget: float = 20.0, units: int | None = None,
-           known: "Samples | None" = None) -> Samples:
-    """Explore the counter system for each concrete valuation of the frozen variables: at most
-    `limit` states each, and, given `units`, at most that much counted work in all (the rest
-    is left unexplored: `truncated`). The valuations `known` explored to the end are taken
-    from it (same system, same states)."""
+           budget: float = 20.0, known: "Samples | None" = None) -> Samples:
+    """Explore the counter system for each concrete valuation of the frozen variables, at most
+    `limit` states each. The valuations `known` explored to the end are taken from it as they
+    are (the same system: the same states, in the same order, at no cost)."""
     nf = len(encoder.system.frozen)
     comp = Compiler(encoder.vars)
     keyed, unkeyed = _steps_by_position(encoder, comp)
@@ -181,9 +179,6 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
             complete[frozen] = known.complete[frozen]
             states.extend(complete[frozen])
             continue
-        if units is not None and ticks() - first >= units:
-            truncated = True
-            break
         seed = frozen + (0,) * (len(encoder.vars) - nf)
         if not init_ok(seed):
             continue
@@ -191,8 +186,7 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
         seen = {s0}
         frontier = [s0]
         while frontier:
-            if len(seen) > limit or time.perf_counter() - start > budget or \
-                    units is not None and ticks() - first >= units:
+            if len(seen) > limit or time.perf_counter() - start > budget:
                 truncated = True
                 break
             nxt = []

@@ -211,12 +211,6 @@ from .exit_async import exit_open
 from .terms import Unsupported
 from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
 
-# What a class's sampling may spend of the budget left when it starts (counted units): the
-# samples only propose candidates; a class system of a cluster ring has hundreds of
-# thousands of states at the sampled values, whose sampling and then the candidate facts read
-# off them (about twice the sampling's cost) would otherwise leave Z3 nothing.
-SAMPLING_SHARE = 1 / 8
-
 
 # ----------------------------------------------------------------------------------------------
 # Parameter points
@@ -492,11 +486,8 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
     # Sampling stops at a number of states, never at a time: the candidates it yields, and
     # so the proof, must not depend on the machine's speed.
     budget.enter(f"sampling class {cls.name}")
-    # sampling only proposes: it may spend a share of what is left, the rest is Z3's (a large
-    # class's samples are cut short rather than leave its checks nothing)
-    cap = int(max(0, budget.z3_left()) * SAMPLING_SHARE)
     if "small" not in done:
-        done["small"] = sample(enc, vals, limit=20000, budget=float("inf"), units=cap)
+        done["small"] = sample(enc, vals, limit=20000, budget=float("inf"))
     small = done["small"]
     if small.errors:
         label, frozen = next(iter(small.errors.items()))
@@ -506,8 +497,8 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
         return "failed", (f"{cls.name}: the abstraction reaches `{label}` at "
                           f"{_params_only(values, symbolic)}")
     if "large" not in done:
-        done["large"] = sample(enc, more, limit=60000, budget=float("inf"), known=small,
-                               units=max(0, cap - small.units))
+        # the valuations the small sample explored to the end are taken as they are
+        done["large"] = sample(enc, more, limit=60000, budget=float("inf"), known=small)
     large = done["large"]
     result = None
     for tier in range(len(TEMPLATES)):
@@ -713,13 +704,11 @@ def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, d
         if "states" not in work:
             mine = points(kernel, symbolic, fixed, 3, negative=case.negative)
             check = points(kernel, symbolic, fixed, 7, limit=60, negative=case.negative)
-            cap = int(max(0, budget.z3_left()) * SAMPLING_SHARE)
             small = sample(enc, [v for p in mine for v in frag.valuations(cls, case.system, p)],
-                           limit=20000, budget=float("inf"), units=cap)
+                           limit=20000, budget=float("inf"))
             large = sample(enc, [v for p in check
                                  for v in frag.valuations(cls, case.system, p)],
-                           limit=60000, budget=float("inf"), known=small,
-                           units=max(0, cap - small.units))
+                           limit=60000, budget=float("inf"), known=small)
             if small.errors or large.errors:
                 label, _ = next(iter({**large.errors, **small.errors}.items()))
                 work["states"] = f"the abstraction reaches `{label}`"
