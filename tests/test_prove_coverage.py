@@ -54,10 +54,12 @@ ACCOUNTED = {
     "examples/races.py::every_lane_arrives": T_RACES,
     "examples/races.py::mailbox_ack_after_copy": T_RACES,
     "examples/races.py::tmem_stats_waited": T_RACES,
-    "examples/prove_field.py::umma_2cta_synchronized_exit": "not proved: time limit",
+    "examples/prove_field.py::umma_2cta_synchronized_exit":
+        "not proved: work budget (the class system of a 2-block cluster ring; bench/SYMBOLIC.md)",
     "examples/prove_field.py::elected_lane_handoff_per_warp": T_FIELD,
     "examples/prove_field.py::pingpong_predicated_wait": T_FIELD,
-    "examples/prove_field.py::multicast_ring_cluster_consumers": "not proved: time limit",
+    "examples/prove_field.py::multicast_ring_cluster_consumers":
+        "not proved: work budget (the class system of a 2-block cluster ring; bench/SYMBOLIC.md)",
     "examples/prove_field.py::single_stage_async_dot": T_FIELD,
     "examples/prove_field.py::umma_pipeline_without_producer_tail": T_FIELD,
     "examples/prove_field.py::fa3_round_robin_tokens": T_FIELD,
@@ -74,11 +76,13 @@ ACCOUNTED = {
     "examples/patterns/cp_async.py::double_buffered_cp_async": T_WINDOWS,
     "examples/patterns/cutlass_pipelines.py::pipeline_async": T_SYMBOLIC,
     "examples/patterns/cutlass_pipelines.py::mainloop_release_lag": T_SYMBOLIC,
-    "examples/patterns/cutlass_pipelines.py::tma_multicast_2x1": "not proved: time limit",
+    "examples/patterns/cutlass_pipelines.py::tma_multicast_2x1":
+        "not proved: work budget (the class system of a 2-block cluster ring; bench/SYMBOLIC.md)",
     "examples/patterns/flash_attention.py::fa3_forward_pingpong": T_SYMBOLIC,
     "examples/patterns/hopper_ws.py::hopper_ws_matmul": T_SYMBOLIC,
     "examples/patterns/leader_tracked.py::leader_collects_both_blocks":
-        "not proved: BP146 open (a PTX arrive into the peer's barrier; rules.py)",
+        "not proved: BP146 open (a PTX arrive into the peer's barrier, an instance the peer "
+        "may not have joined; lifetimes.py, bench/SYMBOLIC.md)",
     "examples/patterns/mbarrier_init.py::tma_ring_init_fenced_and_synced": T_INIT,
     "examples/patterns/ordered_sequence.py::ordered_sequence_2wg": T_SYMBOLIC,
     "examples/patterns/ordered_sequence.py::ordered_sequence_2wg_as_in_cutlass": T_SYMBOLIC,

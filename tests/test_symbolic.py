@@ -620,3 +620,23 @@ def test_sign_cases_cover_every_value_and_skip_parameters_bounded_below():
     # an empty case (n < 0 is excluded once m < 0) is left out
     cases = sign_cases(system([z3.Implies(m < 0, n >= 0)]), params, ["n", "m"])
     assert [c.negative for c in cases] == [frozenset(), frozenset({"m"}), frozenset({"n"})]
+
+
+def test_a_second_sample_reuses_the_valuations_explored_to_the_end():
+    """The large sample of a class takes the valuations the small one explored to the end as
+    they are (the same states in the same order, no work counted), and explores the others."""
+    from barrierproof.checker.symbolic.encode import Encoder
+    from barrierproof.checker.symbolic.invariants import sample
+    frag, sym, fixed, systems = _fragment("hopper_ring.py::tma_ring")
+    k = kernel("hopper_ring.py::tma_ring")
+    (cls, system, _), = [s for s in systems if s[1].roles][:1]
+    enc = Encoder(system).build()
+    vals = [v for p in points(k, sym, fixed, 2) for v in frag.valuations(cls, system, p)]
+    more = [v for p in points(k, sym, fixed, 3) for v in frag.valuations(cls, system, p)]
+    small = sample(enc, vals, limit=20000, budget=float("inf"))
+    assert not small.truncated and len(small.complete) == len(vals) and small.units > 0
+    again = sample(enc, vals, limit=60000, budget=float("inf"), known=small)
+    assert again.units == 0 and again.states == small.states
+    alone = sample(enc, more, limit=60000, budget=float("inf"))
+    reused = sample(enc, more, limit=60000, budget=float("inf"), known=small)
+    assert reused.states == alone.states and 0 < reused.units < alone.units

@@ -38,7 +38,7 @@ from z3.z3 import _to_expr_ref
 
 from .encode import Encoder
 from .budget import UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
-from .work import checked, limit, tick
+from .work import checked, limit, tick, ticks
 
 # ----------------------------------------------------------------------------------------------
 # Z3 terms as Python functions of the state vector
@@ -147,11 +147,17 @@ class Samples:
     states: list[tuple]
     errors: dict[str, tuple]           # error label -> a frozen valuation that reaches it
     truncated: bool = False
+    # frozen valuation -> its reachable states, for the valuations explored to the end (a
+    # later sample of the same system with a larger limit takes them as they are)
+    complete: dict[tuple, set] = field(default_factory=dict)
+    units: int = 0                     # the counted work it took
 
 
 def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4000,
-           budget: float = 20.0) -> Samples:
-    """Explore the counter system for each concrete valuation of the frozen variables."""
+           budget: float = 20.0, known: "Samples | None" = None) -> Samples:
+    """Explore the counter system for each concrete valuation of the frozen variables, at most
+    `limit` states each. The valuations `known` explored to the end are taken from it as they
+    are (the same system: the same states, in the same order, at no cost)."""
     nf = len(encoder.system.frozen)
     comp = Compiler(encoder.vars)
     keyed, unkeyed = _steps_by_position(encoder, comp)
@@ -163,10 +169,17 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
     init = comp.function(encoder.init_head)
     states: list[tuple] = []
     errors: dict[str, tuple] = {}
+    complete: dict[tuple, set] = {}
     truncated = False
     start = time.perf_counter()
+    first = ticks()
     for frozen in valuations:
-        seed = tuple(frozen) + (0,) * (len(encoder.vars) - nf)
+        frozen = tuple(frozen)
+        if known is not None and frozen in known.complete:
+            complete[frozen] = known.complete[frozen]
+            states.extend(complete[frozen])
+            continue
+        seed = frozen + (0,) * (len(encoder.vars) - nf)
         if not init_ok(seed):
             continue
         s0 = init(seed)
@@ -179,12 +192,12 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
             nxt = []
             for s in frontier:
                 if not sane(s):
-                    errors.setdefault("construction invariant broken", tuple(frozen))
+                    errors.setdefault("construction invariant broken", frozen)
                     continue
                 if any_bad(s):
                     for label, bad in bads:
                         if bad(s):
-                            errors.setdefault(label, tuple(frozen))
+                            errors.setdefault(label, frozen)
                 for i, table in keyed:
                     for pre, post in table.get(s[i], ()):
                         if pre(s):
@@ -200,8 +213,10 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
                             nxt.append(t)
             tick(len(frontier) * UNITS_PER_SAMPLED_STATE)   # counted work (budget.py)
             frontier = nxt
+        else:
+            complete[frozen] = seen
         states.extend(seen)
-    return Samples(states, errors, truncated)
+    return Samples(states, errors, truncated, complete, ticks() - first)
 
 
 def _steps_by_position(encoder: Encoder, comp: Compiler):

@@ -524,7 +524,8 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
         return "failed", (f"{cls.name}: the abstraction reaches `{label}` at "
                           f"{_params_only(values, symbolic)}")
     if "large" not in done:
-        done["large"] = sample(enc, more, limit=60000, budget=float("inf"))
+        # the valuations the small sample explored to the end are taken as they are
+        done["large"] = sample(enc, more, limit=60000, budget=float("inf"), known=small)
     large = done["large"]
     result = None
     for tier in range(len(TEMPLATES)):
@@ -736,7 +737,7 @@ def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, d
                            limit=20000, budget=float("inf"))
             large = sample(enc, [v for p in check
                                  for v in frag.valuations(cls, case.system, p)],
-                           limit=60000, budget=float("inf"))
+                           limit=60000, budget=float("inf"), known=small)
             if small.errors or large.errors:
                 label, _ = next(iter({**large.errors, **small.errors}.items()))
                 work["states"] = f"the abstraction reaches `{label}`"
