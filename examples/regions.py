@@ -5,6 +5,11 @@ slots both touch.
 
 `k.SMEM(slots=(rows, cols))` declares the buffer's slots; `buf.at[i, k.ds(start, size,
 stride)]` names one slot of the leading dimension and a strided range of the next.
+
+`symbolic=` names the parameters `barrierproof prove` keeps symbolic, sizes of the regions
+included: the prover judges a buffer of symbolic size as one cell, except that regions split by
+the thread index are proved disjoint between threads. `split_stage` declares none: its two
+halves are split by the copies, not by the thread.
 """
 
 from barrierproof import protocol
@@ -43,13 +48,13 @@ def _row_halves(k, rows, steps, first_row):
         k.read(acc)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("rows", "steps"))
 def row_halves(k, rows=8, steps=3):
     """wg0 owns rows 0..3, wg1 rows 4..7: disjoint, race-free without a barrier between them."""
     _row_halves(k, rows, steps, lambda wg, half: wg * half)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("rows", "steps"))
 def row_halves_off_by_one(k, rows=8, steps=3):
     """wg1's half starts one row early (rows 3..6): row 3 is written by both warpgroups."""
     _row_halves(k, rows, steps, lambda wg, half: wg * (half - 1))
@@ -71,13 +76,13 @@ def _column_stripes(k, warps, width, stripe_of):
         k.read(tile)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("width",))
 def column_stripes(k, warps=3, width=2):
     """Warp w writes columns w*width .. w*width+width-1 of every row."""
     _column_stripes(k, warps, width, lambda w, width: w * width)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("width",))
 def column_stripes_overlap(k, warps=3, width=2):
     """Stripes placed one column apart instead of `width`: neighbours share a column."""
     _column_stripes(k, warps, width, lambda w, width: w)
@@ -104,13 +109,13 @@ def _lanes(k, lanes, per_lane, stride):
         k.read(vec)
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("per_lane",))
 def lanes_interleaved(k, lanes=3, per_lane=2):
     """Stride `lanes`: lane t's elements t, t+lanes never meet another lane's."""
     _lanes(k, lanes, per_lane, stride=lanes)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("per_lane",))
 def lanes_stride_too_short(k, lanes=3, per_lane=2):
     """Stride lanes-1: lane 0's second element (2) is lane 2's first."""
     _lanes(k, lanes, per_lane, stride=lanes - 1)
@@ -159,13 +164,13 @@ def _walk(k, rows_each, trips, row):
         k.write(acc.at[k.ds(row(k.thread, i, rows_each), 1)])
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("trips",))
 def loop_rows_own(k, rows_each=2, trips=4):
     """Row wg*rows_each + i % rows_each: every trip stays in the warpgroup's own rows."""
     _walk(k, rows_each, trips, lambda wg, i, n: wg * n + i % n)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("trips",))
 def loop_rows_wrap(k, rows_each=2, trips=3):
     """Row (wg*rows_each + i) % (2*rows_each): the third trip wraps onto the other's rows."""
     _walk(k, rows_each, trips, lambda wg, i, n: (wg * n + i) % (2 * n))

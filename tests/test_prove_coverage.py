@@ -96,11 +96,11 @@ ACCOUNTED = {
     "examples/patterns/semaphores.py::step_semaphore_in_lockstep": T_HW,
     "examples/patterns/semaphores.py::step_semaphore_each_takes_its_own_signal": T_HW,
     "examples/patterns/split_k.py::split_k_dsmem": T_SYMBOLIC,
-    "examples/regions.py::row_halves": NOT_DECLARED,
-    "examples/regions.py::column_stripes": NOT_DECLARED,
-    "examples/regions.py::lanes_interleaved": NOT_DECLARED,
+    "examples/regions.py::row_halves": "test_region_proofs.py",
+    "examples/regions.py::column_stripes": "test_region_proofs.py",
+    "examples/regions.py::lanes_interleaved": "test_region_proofs.py",
     "examples/regions.py::split_stage": NOT_DECLARED,
-    "examples/regions.py::loop_rows_own": NOT_DECLARED,
+    "examples/regions.py::loop_rows_own": "test_region_proofs.py",
     "examples/patterns/parity_skipping.py::pingpong_bare_parity": "test_prove_bare_parity.py",
     "examples/patterns/parity_skipping.py::pingpong_bare_parity_deep_ring":
         "not proved: 4 ring positions per tile on 3 slots, so no slot is a number (a case per "

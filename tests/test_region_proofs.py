@@ -77,6 +77,22 @@ def test_overlapping_regions_are_refuted_and_never_proved(name):
     assert proof.status != "proved", proof.reason
 
 
+# the sizes of regions split by the thread, symbolic: the lemma of own_regions.py per pair of
+# the threads that run them (lanes: the consumer, which writes none, is not among them)
+# (rows: `wg * (rows // 2)`, the warpgroups' halves of the examples' first layout)
+SIZES = [("column_stripes", ["width"], True), ("lanes_interleaved", ["per_lane"], True),
+         ("row_halves", ["rows"], True), ("column_stripes_overlap", ["width"], False),
+         ("lanes_stride_too_short", ["per_lane"], False), ("row_halves_off_by_one", ["rows"], False)]
+
+
+@pytest.mark.parametrize("name,symbolic,disjoint", SIZES, ids=[s[0] for s in SIZES])
+def test_regions_of_a_symbolic_size_split_by_the_thread(name, symbolic, disjoint):
+    kernel = TARGETS[name].build()
+    assert set(symbolic) <= {n for n, p in kernel.params.items() if p.symbolic}   # declared
+    proof = prove_races(kernel, symbolic, _fixed(kernel, symbolic), Budget(30))
+    assert (proof.status == "proved") == disjoint, proof.reason
+
+
 # -- a differential test over generated layouts --------------------------------------------------
 
 def _layout(kind: str):

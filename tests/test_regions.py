@@ -191,23 +191,53 @@ def test_prover_proves_disjoint_stripes_and_refutes_overlapping_ones():
     assert proof.status == "failed", proof.reason
 
 
-def test_regions_outside_the_fragment_fall_back_to_whole_buffers():
+def _symbolic_stripes(start):
     @protocol(symbolic=("width",))
     def symbolic_stripes(k, width=2):
         k.threads(3, name="w")
         written = k.Barrier(num_arrivals=2)
         tile = k.SMEM(slots=(2 * width,))             # a symbolic shape: no cells per slot
         with k.when(k.thread < 2):
-            k.write(tile.at[k.ds(k.thread * width, width)])
+            k.write(tile.at[k.ds(start(k.thread, width), width)])
             k.barrier_arrive(written)
         with k.otherwise():
             k.barrier_wait(written)
             k.read(tile)
-    proof = prove_races(symbolic_stripes.build(), ["width"], {}, Budget(30))
+    return symbolic_stripes.build()
+
+
+def test_regions_split_by_the_thread_with_a_symbolic_size_are_proved():
+    """`w * width` with `width` symbolic is not linear: the lemma is asked again for each pair
+    of the two writers' indices. Stripes one slot short of apart are never proved."""
+    proof = prove_races(_symbolic_stripes(lambda w, width: w * width), ["width"], {}, Budget(30))
+    assert proof.status == "proved", proof.reason
+    proof = prove_races(_symbolic_stripes(lambda w, width: w * (width - 1)), ["width"], {},
+                        Budget(30))
+    assert proof.status != "proved" and "regions judged as whole slots of `tile`" in \
+        proof.reason, proof.reason
+
+
+def test_regions_outside_the_fragment_fall_back_to_whole_buffers():
+    @protocol(symbolic=("width",))
+    def halves_by_branch(k, width=2):
+        k.threads(3, name="w")
+        written = k.Barrier(num_arrivals=2)
+        tile = k.SMEM(slots=(2 * width,))             # a symbolic shape: no cells per slot
+        with k.when(k.thread == 0):
+            k.write(tile.at[k.ds(0, width)])          # halves told apart by the branch, not
+            k.barrier_arrive(written)                 # by the thread index
+        with k.when(k.thread == 1):
+            k.write(tile.at[k.ds(width, width)])
+            k.barrier_arrive(written)
+        with k.when(k.thread == 2):
+            k.barrier_wait(written)
+            k.read(tile)
+    proof = prove_races(halves_by_branch.build(), ["width"], {}, Budget(30))
     # judged whole, the two writers race: never proved, and the reason says the regions were
     # judged whole
     assert proof.status != "proved" and "regions judged as whole slots of `tile`" in \
         proof.reason, proof.reason
+    assert check_kernel(halves_by_branch.build()).verdict == "verified"
 
 
 def test_prover_proves_regions_that_whole_buffers_already_order():

@@ -234,3 +234,26 @@ def test_a_java_that_fails_to_start_now_and_then_is_started_again(monkeypatch):
     monkeypatch.setattr(subprocess, "run", broken)
     with pytest.raises(tlc.TlcError, match="could not start java: No such file"):
         tlc.run_java(["java", "-version"])
+
+
+@needs_tlc
+def test_the_runs_that_settle_a_code_judge_only_the_steps_of_its_length():
+    """`Judged` (MBarrier.tla), overridden by the .cfg of a settling run: the Exact_* properties
+    fail on the violation's own length only, in a run bounded one step short of it (TLC judges
+    the steps out of the last states it expands)."""
+    kernel = _example("races.py::ring_release_before_read").build()
+    (system,) = compile_systems(kernel)
+    module = tla.emit_system(system)
+    length = len(check_kernel(kernel, options=Options(reduction=False)).trace.actions)
+
+    def run(judged):
+        return tlc.run_module(module, tla.exact_checks(["BP200"], depth=length - 1,
+                                                        hw=module.hw, judged=judged))
+    found = run(length)
+    assert found.status == "property" and found.violated == "Exact_BP200"
+    assert len(tlc.trace_actions(system, found)) == length
+    assert run(length - 1).status == "ok"          # a step of another length is not judged
+    assert "Judged <- JudgedSteps" in tla.cfg_text(tla.exact_checks(["BP200"], depth=3,
+                                                                    judged=4))
+    with pytest.raises(ValueError, match="needs a depth bound"):
+        tla.cfg_text(tla.exact_checks(["BP200"], judged=4))

@@ -141,13 +141,16 @@ def deadlocks_of(hw: int) -> dict:
 class Checks:
     """What one TLC run checks: cfg lines (INVARIANT/PROPERTY), whether TLC's own deadlock
     check stays on (off means passing `-deadlock`), an optional depth bound (states at most
-    `depth` steps from the initial state), and the codes the user ignores."""
+    `depth` steps from the initial state), and the codes the user ignores. `judged`, with a
+    depth bound: the Exact_* properties judge only the steps `judged` long (MBarrier's
+    `Judged`), for a run that settles the code of a violation of that length."""
 
     lines: tuple[str, ...]
     deadlock: bool = True
     depth: int | None = None
     ignored: frozenset = frozenset()
     hw: int = MBARRIER            # the library the module extends: MBARRIER, HW or INIT
+    judged: int | None = None
 
 
 def default_checks(ignore: Iterable[str] = (), hw: bool = False, races: bool = False) -> Checks:
@@ -171,10 +174,12 @@ def deadlock_checks(ignore: Iterable[str] = (), lines: tuple[str, ...] = (),
 
 
 def exact_checks(codes: Iterable[str], ignore: Iterable[str] = (),
-                 depth: int | None = None, hw: bool = False) -> Checks:
-    """Steps that semantics.py reports with one of `codes`; no deadlock check."""
-    return Checks(tuple(f"PROPERTY {exact_name(c, hw)}" for c in codes), False, depth,
-                  frozenset(ignore), hw)
+                 depth: int | None = None, hw: bool = False, deadlock: bool = False,
+                 judged: int | None = None) -> Checks:
+    """Steps that semantics.py reports with one of `codes` (only those `judged` long, when
+    given); TLC's own deadlock check when `deadlock`."""
+    return Checks(tuple(f"PROPERTY {exact_name(c, hw)}" for c in codes), deadlock, depth,
+                  frozenset(ignore), hw, judged)
 
 
 def exact_name(code: str, hw: int) -> str:
@@ -225,14 +230,23 @@ class TlaModule:
         return self.system.memory is not None
 
 
-def bounded_wrapper(module: TlaModule, depth: int) -> tuple[str, str]:
+def bounded_wrapper(module: TlaModule, depth: int,
+                    judged: int | None = None) -> tuple[str, str]:
     """A root module for a depth-bounded run: the kernel's module plus a state constraint that
     stops the search `depth` steps from the initial state (TLCGet("level") of the state being
-    expanded). It adds no variable: the states it keeps are the kernel module's."""
+    expanded). It adds no variable: the states it keeps are the kernel module's. `judged`: the
+    Exact_* properties judge only the steps `judged` long, those from a state of that level
+    (the initial state's is 1), by `Judged` of MBarrier, which the .cfg overrides. TLC judges
+    the steps out of the last states it expands too, whose successors it does not keep."""
     name = f"{module.name}_Within{depth}"
+    judging = ""
+    if judged is not None:
+        name += f"_Judging{judged}"
+        judging = f"JudgedSteps == TLCGet(\"level\") = {judged}\n"
     text = (f"---- MODULE {name} ----\n"
             f"EXTENDS {module.name}, TLC\n"
             f"WithinDepth == TLCGet(\"level\") <= {depth}\n"
+            f"{judging}"
             "====\n")
     return name, text
 
@@ -349,6 +363,10 @@ def cfg_text(checks: Checks | None = None) -> str:
         *hw_constants,
         *init_constants,
     ]
+    if checks.judged is not None:
+        if checks.depth is None:
+            raise ValueError("judging the steps of one length needs a depth bound")
+        lines.append("    Judged <- JudgedSteps")
     lines += list(checks.lines)
     if checks.depth is not None:
         lines.append("CONSTRAINT WithinDepth")

@@ -239,7 +239,7 @@ def prepare_run(module: TlaModule, checks: Checks | None, directory: Path,
         from .tla import cfg_text
         cfg = cfg_text(checks)
         if checks.depth is not None:
-            root, text = bounded_wrapper(module, checks.depth)
+            root, text = bounded_wrapper(module, checks.depth, checks.judged)
             (directory / f"{root}.tla").write_text(text)
     if dispatch == "named":
         cfg = re.sub(r"^SPECIFICATION (Hw)?Spec$", r"SPECIFICATION \1NamedSpec", cfg, flags=re.M)
@@ -386,7 +386,9 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
     (a phase overrun that also leaves a late joiner), so a rule violation is re-asked of the
     `Exact_*` properties, which fail exactly on the steps of their code. The choice among
     equally short violations (a deadlock one step shorter; then the lowest code) is settled by
-    more TLC runs bounded to that depth, each with only the properties of the lower codes.
+    more TLC runs bounded to that depth, the first with every Exact_* property and each later
+    one with only those of the lower codes, each with the deadlock check while a deadlock one
+    step shorter is still open; their properties judge only the steps of that length.
     run_engine then replays the trace on the interpreter and on the reference and refuses a
     code that differs from TLC's."""
     from ..check import SearchOutcome
@@ -430,6 +432,48 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                 raise _OutOfTime()
             return run
 
+        def settle_rule(length: int, own_deadlock: bool):
+            """The violation breadth first meets first, given that the first run's first one
+            breaks a rule `length` steps in: a deadlock one step shorter, else the lowest code
+            among the steps `length` long (TLC names one per run; each later run asks only for
+            the lower codes). TLC's own deadlock check (`own_deadlock`) finds a deadlock as it
+            expands a state, so the first run may have stopped before expanding a deadlocked
+            state one step in front of its violation: the runs that ask for the codes check
+            that as well; invariant flavours were checked on every state the first run found.
+            The Exact_* properties judge only the steps `length` long (`Judged`): the first
+            run saw no rule broken before, and every run after it here is one full search."""
+            wanted = [c for c in exact_codes(hw, races) if c not in ignored]
+            best, deadlock_open = None, own_deadlock
+            while wanted or deadlock_open:
+                if wanted:
+                    # bounded one step short: TLC expands the states `length - 1` steps in
+                    # (their deadlock, their steps judged), and queues none past them
+                    checks = exact_checks(wanted, ignored, depth=length - 1, hw=hw,
+                                          deadlock=deadlock_open, judged=length)
+                else:
+                    checks = deadlock_checks(ignored, depth=length - 1, hw=hw)
+                run = go(checks)
+                if run.status == "deadlock":
+                    found = answer(run, length - 1)
+                    if found is not None:
+                        return found
+                    # a deadlock `length` steps in: every shorter state was expanded, and no
+                    # step of the wanted codes was met
+                    break
+                if run.status == "ok":
+                    break
+                found = answer(run, length)
+                if found is None:
+                    raise TlcError(f"TLC reports {run.violated} violated off the steps "
+                                   f"{length} long that it judges: MBarrier.tla disagrees "
+                                   "with itself")
+                best = found
+                wanted = [c for c in wanted if c < found[1]]
+            if best is None:
+                raise TlcError(f"TLC names {first.violated} violated, but no Exact_* property "
+                               f"fails within {length} steps: MBarrier.tla disagrees with itself")
+            return best
+
         def answer(run: TlcRun, length: int | None = None):
             """(schedule, TLC's code, kind) of a violating run; None when it found none of
             the wanted length."""
@@ -451,7 +495,8 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             return actions, tlc_code(system, run), _kind(run)
 
         hw, races = module.hw, module.races
-        first = go(default_checks(ignored, hw=hw, races=races), first=True)
+        first_checks = default_checks(ignored, hw=hw, races=races)
+        first = go(first_checks, first=True)
         if first.status == "timeout":
             return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
                                  reason=f"TLC time limit reached after {first.distinct} "
@@ -460,17 +505,12 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             return SearchOutcome("verified", first.distinct, first.generated, first.depth)
         if workers > 1 or distributed:
             # a parallel search's first violation need not be a shortest one
-            first = go(default_checks(ignored, hw=hw, races=races))   # in time, or bounded
+            first = go(first_checks)   # in time, or bounded
             if first.status == "ok":
                 raise TlcError("parallel TLC found a violation that one-worker TLC does not "
                                "find: the runs disagree")
         actions, code, kind = answer(first)
         length = len(actions)
-        if kind == "rule" and length >= 1:
-            found = answer(go(deadlock_checks(ignored, depth=length - 1, hw=hw)), length - 1)
-            if found is not None and found[2] == "deadlock":
-                actions, code, kind = found
-                length = len(actions)
         if kind == "rule" and length == 0:
             # The initial state breaks a state rule (no step to ask Exact_* about): the code is
             # the lowest among the invariants it breaks, each asked alone once one run with
@@ -494,23 +534,15 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
             return SearchOutcome("violation", first.distinct, first.generated, first.depth,
                                  actions, code)
         if kind == "rule":
-            wanted = [c for c in exact_codes(hw, races) if c not in ignored]
-            found = answer(go(exact_checks(wanted, ignored, depth=length, hw=hw)), length)
-            if found is None:
-                raise TlcError(f"TLC names {first.violated} violated, but no Exact_* property "
-                               f"fails within {length} steps: MBarrier.tla disagrees with itself")
-            actions, code, kind = found
-        while True:
-            if kind == "rule":
-                lower = [c for c in exact_codes(hw, races) if c < code and c not in ignored]
-                checks = exact_checks(lower, ignored, depth=length, hw=hw)
-            else:
-                lower = [c for c in ("BP100",) if c < code and c not in ignored]
-                checks = Checks((f"INVARIANT {deadlocks_of(hw)['BP100']}",), False,
-                                length, ignored, hw)
+            actions, code, kind = settle_rule(length, first_checks.deadlock)
+            length = len(actions)
+        while kind == "deadlock":
+            # a deadlock of a higher code than BP100 (BP130, BP144): is there a BP100 as short?
+            lower = [c for c in ("BP100",) if c < code and c not in ignored]
             if not lower:
                 break
-            found = answer(go(checks), length)
+            found = answer(go(Checks((f"INVARIANT {deadlocks_of(hw)['BP100']}",), False,
+                                     length, ignored, hw)), length)
             if found is None or found[2] != kind or found[1] >= code:
                 break
             actions, code, kind = found

@@ -388,7 +388,7 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
     if op.kind in THREAD_ACCESSES:
         access = []
         for ref, write in refs:
-            own = _private_ref(builder, ref)
+            own = _owner(builder, role, ref)
             for g, cell in cells_of(builder, role, op, ref, ctx, role.block):
                 access.append((cell, write, g, own, False))
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
@@ -404,7 +404,7 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
                               "races are left to the explorer", op.loc)
         # Covered at issue: live only inside the gap of its thread's position, like a load or
         # store there.
-        access = [(cell, write, g, _private_ref(builder, ref), False) for ref, write in refs
+        access = [(cell, write, g, _owner(builder, role, ref), False) for ref, write in refs
                   for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
@@ -423,6 +423,12 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
                           "are left to the explorer", op.loc)
     raise Unsupported(f"the memory effects of `{op.describe()}` are outside the prover's "
                       "fragment", op.loc)
+
+
+def _owner(builder: "ClassBuilder", role: "Role", ref):
+    """Who owns the access (`_private_ref`): its role's warp (the warpgroup agent: None), the
+    agents whose threads are told apart by their thread index alone; None when not owned."""
+    return ("warp", role.warp) if _private_ref(builder, ref) else None
 
 
 def _private_ref(builder: "ClassBuilder", ref) -> bool:
@@ -593,7 +599,7 @@ def queue_access(builder: "ClassBuilder", role: "Role", item: "Item", bop: "Body
     op = bop.op
     plan = queued_plan(builder, role)
     guard = ctx.guard(bop.conds)
-    access = [(cell, write, z3.simplify(z3.And(guard, g)), _private_ref(builder, ref), True)
+    access = [(cell, write, z3.simplify(z3.And(guard, g)), _owner(builder, role, ref), True)
               for ref, write in _refs(builder, op)
               for g, cell in cells_of(builder, role, op, ref, ctx, role.block)]
     access += [(cell, write, g, False, True)
@@ -820,7 +826,7 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
     def code(cell):
         return SPACE_CODE[names[cell][1]]
 
-    # thread accesses: (role, (segment, pc), cell, writes, guard, text, own slot, queued: of
+    # thread accesses: (role, (segment, pc), cell, writes, guard, text, owner (_owner), queued: of
     # the thread's tensor-core queue, queue_access)
     entries = []
     for r, c in enumerate(enc.codes):
@@ -849,8 +855,11 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
     for e1, e2 in itertools.combinations_with_replacement(entries, 2):
         if e1[2] != e2[2] or not (e1[3] or e2[3]):
             continue
-        if e1[6] and e2[6] and e1[0] == e2[0]:
-            continue        # threads of one role (one warp, distinct threads): their own slots
+        if e1[6] and e2[6] and (e1[0] == e2[0] or
+                                (e1[6] == e2[6] and not (e1[7] or e2[7]))):
+            # distinct threads' own slots or regions: threads of one role, or of two roles of
+            # one warp (disjoint thread ranges; a role of another warp may be the same thread)
+            continue
         single = enc.codes[e1[0]].role.single
         if e1[0] == e2[0]:
             if single:

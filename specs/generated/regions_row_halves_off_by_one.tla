@@ -10,48 +10,48 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: full[0] (Barrier)  examples/regions.py:21
-    1,  \* 2: full[1] (Barrier)  examples/regions.py:21
-    2,  \* 3: empty[0] (Barrier)  examples/regions.py:22
-    2,  \* 4: empty[1] (Barrier)  examples/regions.py:22
-    2   \* 5: done (Barrier)  examples/regions.py:23
+    1,  \* 1: full[0] (Barrier)  examples/regions.py:26
+    1,  \* 2: full[1] (Barrier)  examples/regions.py:26
+    2,  \* 3: empty[0] (Barrier)  examples/regions.py:27
+    2,  \* 4: empty[1] (Barrier)  examples/regions.py:27
+    2   \* 5: done (Barrier)  examples/regions.py:28
 >>
 
 \* Agent 1: wg0 (thread), 7 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/regions.py:36
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/regions.py:39
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/regions.py:36
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/regions.py:39
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/regions.py:36
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/regions.py:39
-    arrive(<<5>>, 1)   \* pc 6: barrier_arrive(done)  examples/regions.py:40
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/regions.py:41
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/regions.py:44
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/regions.py:41
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/regions.py:44
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/regions.py:41
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/regions.py:44
+    arrive(<<5>>, 1)   \* pc 6: barrier_arrive(done)  examples/regions.py:45
 >>
 
 \* Agent 2: wg1 (thread), 7 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 3),        \* pc 0: barrier_wait(full[0])  examples/regions.py:36
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/regions.py:39
-    wait(2, 4),        \* pc 2: barrier_wait(full[1])  examples/regions.py:36
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/regions.py:39
-    wait(1, 3),        \* pc 4: barrier_wait(full[0])  examples/regions.py:36
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/regions.py:39
-    arrive(<<5>>, 1)   \* pc 6: barrier_arrive(done)  examples/regions.py:40
+    wait(1, 3),        \* pc 0: barrier_wait(full[0])  examples/regions.py:41
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/regions.py:44
+    wait(2, 4),        \* pc 2: barrier_wait(full[1])  examples/regions.py:41
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/regions.py:44
+    wait(1, 3),        \* pc 4: barrier_wait(full[0])  examples/regions.py:41
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/regions.py:44
+    arrive(<<5>>, 1)   \* pc 6: barrier_arrive(done)  examples/regions.py:45
 >>
 
 \* Agent 3: wg2 (thread), 6 instruction(s).
 Prog_3_wg2 == <<
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/regions.py:31
-    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/regions.py:31
-    wait(3, 5),                       \* pc 2: barrier_wait(empty[0])  examples/regions.py:30
-    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/regions.py:31
-    wait(4, 6),                       \* pc 4: barrier_wait(empty[1])  examples/regions.py:33
-    wait(3, 5)                        \* pc 5: barrier_wait(empty[0])  examples/regions.py:33
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 4096B)  examples/regions.py:36
+    issue_async(<<2>>, 4096, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 4096B)  examples/regions.py:36
+    wait(3, 5),                       \* pc 2: barrier_wait(empty[0])  examples/regions.py:35
+    issue_async(<<1>>, 4096, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 4096B)  examples/regions.py:36
+    wait(4, 6),                       \* pc 4: barrier_wait(empty[1])  examples/regions.py:38
+    wait(3, 5)                        \* pc 5: barrier_wait(empty[0])  examples/regions.py:38
 >>
 
 \* Agent 4: wg3 (thread), 1 instruction(s).
 Prog_4_wg3 == <<
-    wait(5, 7)   \* pc 0: barrier_wait(done)  examples/regions.py:42
+    wait(5, 7)   \* pc 0: barrier_wait(done)  examples/regions.py:47
 >>
 
 KernelProg == <<
@@ -97,18 +97,18 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 2, {1, 5}>>>>,  \* wg0 writes acc[0:4] (examples/regions.py:38) / wg1 writes acc[3:7] (examples/regions.py:38)
-    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 2, {3}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:38) / wg1 writes acc[3:7] (examples/regions.py:38)
-    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 4, {1}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:38) / wg3 reads acc (examples/regions.py:43)
-    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads tiles[0] (examples/regions.py:37) / TMA copy writes tiles[0] (examples/regions.py:31)
-    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 2, {1, 5}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:38) / wg1 writes acc[3:7] (examples/regions.py:38)
-    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 2, {3}>>>>,        \* wg0 writes acc[0:4] (examples/regions.py:38) / wg1 writes acc[3:7] (examples/regions.py:38)
-    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 4, {1}>>>>,        \* wg0 writes acc[0:4] (examples/regions.py:38) / wg3 reads acc (examples/regions.py:43)
-    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {2}>>>>,     \* wg0 reads tiles[1] (examples/regions.py:37) / TMA copy writes tiles[1] (examples/regions.py:31)
-    <<"BP200", <<"pc", 2, {1, 5}>>, <<"pc", 4, {1}>>>>,     \* wg1 writes acc[3:7] (examples/regions.py:38) / wg3 reads acc (examples/regions.py:43)
-    <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg1 reads tiles[0] (examples/regions.py:37) / TMA copy writes tiles[0] (examples/regions.py:31)
-    <<"BP200", <<"pc", 2, {3}>>, <<"pc", 4, {1}>>>>,        \* wg1 writes acc[3:7] (examples/regions.py:38) / wg3 reads acc (examples/regions.py:43)
-    <<"BP200", <<"pc", 2, {3}>>, <<"slots", 2, {2}>>>>      \* wg1 reads tiles[1] (examples/regions.py:37) / TMA copy writes tiles[1] (examples/regions.py:31)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 2, {1, 5}>>>>,  \* wg0 writes acc[0:4] (examples/regions.py:43) / wg1 writes acc[3:7] (examples/regions.py:43)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 2, {3}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:43) / wg1 writes acc[3:7] (examples/regions.py:43)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"pc", 4, {1}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:43) / wg3 reads acc (examples/regions.py:48)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads tiles[0] (examples/regions.py:42) / TMA copy writes tiles[0] (examples/regions.py:36)
+    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 2, {1, 5}>>>>,     \* wg0 writes acc[0:4] (examples/regions.py:43) / wg1 writes acc[3:7] (examples/regions.py:43)
+    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 2, {3}>>>>,        \* wg0 writes acc[0:4] (examples/regions.py:43) / wg1 writes acc[3:7] (examples/regions.py:43)
+    <<"BP200", <<"pc", 1, {3}>>, <<"pc", 4, {1}>>>>,        \* wg0 writes acc[0:4] (examples/regions.py:43) / wg3 reads acc (examples/regions.py:48)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {2}>>>>,     \* wg0 reads tiles[1] (examples/regions.py:42) / TMA copy writes tiles[1] (examples/regions.py:36)
+    <<"BP200", <<"pc", 2, {1, 5}>>, <<"pc", 4, {1}>>>>,     \* wg1 writes acc[3:7] (examples/regions.py:43) / wg3 reads acc (examples/regions.py:48)
+    <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg1 reads tiles[0] (examples/regions.py:42) / TMA copy writes tiles[0] (examples/regions.py:36)
+    <<"BP200", <<"pc", 2, {3}>>, <<"pc", 4, {1}>>>>,        \* wg1 writes acc[3:7] (examples/regions.py:43) / wg3 reads acc (examples/regions.py:48)
+    <<"BP200", <<"pc", 2, {3}>>, <<"slots", 2, {2}>>>>      \* wg1 reads tiles[1] (examples/regions.py:42) / TMA copy writes tiles[1] (examples/regions.py:36)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
