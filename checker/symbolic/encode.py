@@ -714,14 +714,15 @@ class Encoder:
         return z3.And(conds)
 
     def exit_bad(self, st: SymState):
-        drained = self.system.drained
-        bad = [f > 0 for q, f in enumerate(st.fly) if q not in drained]
+        drained = {q: self.term(st, c) for q, c in self.system.drained.items()}
+        bad = [f > 0 if q not in drained else z3.And(z3.Not(drained[q]), f > 0)
+               for q, f in enumerate(st.fly)]
         for inst, ci in enumerate(self.system.instances):
             # an open phase of a named barrier at exit is legal on hardware (hw.py)
             open_phase = [] if ci.hw else [st.pend[inst] != st.exp[inst]]
             bad += [st.tx[inst] != 0, self.observing(st, inst, J1, pallas_only=True) > 0] + \
                 open_phase
-        landed = [st.fly[q] == 0 for q in sorted(drained)]
+        landed = [z3.Implies(drained[q], st.fly[q] == 0) for q in sorted(drained)]
         return z3.And([self.all_done(st)] + landed + [z3.Or(bad)])
 
     def key_less(self, r2: int, p2: Pos, k2, r: int, p: Pos, k):

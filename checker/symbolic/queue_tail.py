@@ -21,8 +21,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import dataclasses
+
+import z3
+
 from ...model import kinds
+from .classes import ring_lhs
 from .counters import ISSUE, CRole
+from .terms import Unsupported, z_int
 
 if TYPE_CHECKING:
     from ...model.ir import Op
@@ -49,11 +55,55 @@ def tail(role: "Role") -> "Op | None":
     return op
 
 
-def drained_slots(frag: "Fragment", builder, croles: list[CRole]) -> frozenset[int]:
-    """The tcgen05 slots of one class system that every real exit finds landed: issued only by
-    roles with a tail, and not on the barrier of any role's tail."""
+def loop_tail(role: "Role"):
+    """(loop item, op) when every queued tcgen05 op of the role is in one loop and the last one
+    of its body arrives on one barrier, unconditionally, not multicast: on every run that
+    issues anything, that op's last iteration is the queue's newest op (CUTLASS's and Gluon's
+    MMA warp releasing each ring slot by a commit)."""
+    found = [(item, bop) for item in role.items for bop in item.ops
+             if bop.op.kind in QUEUED]
+    if not found or any(item is not found[0][0] for item, _ in found):
+        return None
+    item, bop = found[-1]
+    op = bop.op
+    if item.kind != "loop" or bop.conds or op.barrier is None or op.collective_axes:
+        return None
+    return item, op
+
+
+def _not_last(frag: "Fragment", role: "Role", item, op, builder, inst: int):
+    """Z3: the instance `inst` of the class is not the one the loop tail's last iteration
+    arrives on (None when its index cannot be read)."""
+    alloc, index, _ = builder.cls.instances[inst]
+    env = dict(role.env)
+    env[item.loop.var] = z_int(item.loop.trip, role.env) - 1
+    try:
+        if index is None:                       # the ring class's representative slot s
+            S = builder.cls.ring
+            last = z_int(ring_lhs(frag, op.barrier, role.env, S), env)
+            return last % S != builder.cls.s
+        index = index if isinstance(index, tuple) else (index,)
+        exprs = list(op.barrier.index)
+        if len(exprs) != len(index):
+            return None
+        return z3.Not(z3.And([z_int(e, env) == v for e, v in zip(exprs, index)]))
+    except Unsupported:
+        return None
+
+
+def drained_slots(frag: "Fragment", builder, croles: list[CRole]) -> dict[int, z3.BoolRef]:
+    """The tcgen05 slots of one class system that every real exit finds landed, each with the
+    condition on the frozen values under which it does: issued only by roles with a tail, and
+    not on the barrier of any role's tail (always); on the barrier of a role's loop tail and
+    issued by that role alone, when the slot is not the one of the tail's last iteration (the
+    class that holds that one checks it, module doc)."""
     tails = {role.name: tail(role) for role in frag.roles}
     final = {op.barrier.alloc for op in tails.values() if op is not None}
+    loops = {role.name: loop_tail(role) for role in frag.roles if tails[role.name] is None}
+    loops = {name: lt for name, lt in loops.items() if lt is not None}
+    roles = {role.name: role for role in frag.roles}
+    tails.update({name: op for name, (_, op) in loops.items()})
+    looped = {op.barrier.alloc: name for name, (_, op) in loops.items()}
     issuers: dict[int, set[str]] = {}
     for crole in croles:
         for seg in crole.segments:
@@ -61,11 +111,42 @@ def drained_slots(frag: "Fragment", builder, croles: list[CRole]) -> frozenset[i
                 if cop.kind == ISSUE:
                     for q in cop.slots:
                         issuers.setdefault(q, set()).add(crole.name)
-    out = set()
+    out = {}
     for q, names in issuers.items():
         slot = builder.slots[q]
         alloc = builder.cls.instances[slot.inst][0]
-        if slot.kind == "tcgen05" and alloc not in final and \
-                all(tails.get(n) is not None for n in names):
-            out.add(q)
-    return frozenset(out)
+        if slot.kind != "tcgen05" or alloc in final or \
+                not all(tails.get(n) is not None for n in names):
+            continue
+        if alloc not in looped:
+            out[q] = z3.BoolVal(True)
+        elif names == {looped[alloc]}:
+            item, op = loops[looped[alloc]]
+            cond = _not_last(frag, roles[looped[alloc]], item, op, builder, slot.inst)
+            if cond is not None:
+                out[q] = cond
+    return out
+
+
+def drain_cases(system) -> list:
+    """The class system case by case on which conditionally drained slot holds the loop tail's
+    last iteration (none, or one of them), for `prove`'s case split (signs.py): the frozen
+    values fix the case of every run, and the cases cover every value, so invariants proved on
+    each case's system cover every run. Facts such as "the drain has seen the last release"
+    hold on one side only, where a linear fact over both is out of the templates' reach."""
+    from .signs import SignCase
+    conds = [(q, c) for q, c in sorted(system.drained.items()) if not z3.is_true(c)]
+    if not conds:
+        return []
+    cases = [("no drained slot holds the last release", z3.And([c for _, c in conds]))]
+    cases += [(f"slot {q} holds the last release", z3.Not(c)) for q, c in conds]
+    out = []
+    for text, cond in cases:
+        solver = z3.Solver()
+        solver.set("timeout", 10_000)
+        solver.add(*system.constraints, cond)
+        if solver.check() != z3.unsat:      # undecided: kept, and so proved like the others
+            out.append(SignCase(text, frozenset(), dataclasses.replace(
+                system, constraints=list(system.constraints) + [cond])))
+    return out
+
