@@ -39,6 +39,8 @@ ACCOUNTED = {
     "examples/hw_barriers.py::syncthreads_uniform": T_HW,
     "examples/persistent.py::persistent_ring": T_TILES,
     "examples/persistent.py::persistent_multicast_pair": T_TILES,
+    "examples/patterns/tcgen05_drain.py::mma_ring_bare_parity": "test_prove_queue_order.py",
+    "examples/patterns/tcgen05_drain.py::mma_ring_stated_phase": "test_prove_queue_order.py",
     "examples/persistent_nested.py::persistent_ring": T_NESTED,
     "examples/persistent_nested.py::persistent_ring_two_stages": T_NESTED,
     "examples/persistent_nested.py::persistent_ceil_tiles_ring": T_NESTED,
