@@ -21,11 +21,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import contextvars
 import dataclasses
 
 import z3
 
 from ...model import kinds
+from ...model.instructions import ISSUE_TCGEN05
 from .classes import ring_lhs
 from .counters import ISSUE, CRole
 from .terms import Unsupported, z_int
@@ -36,6 +38,23 @@ if TYPE_CHECKING:
 
 # The ops of a thread's tensor-core queue (they complete in issue order).
 QUEUED = kinds.kinds_where(lambda p: p.tensor_core)
+
+# Source locations of tcgen05 ops whose queue another projection of the kernel proves landed
+# at every exit (pertile.py: the per-tile commit that closes the MMA warp's queue): set while
+# the K loop's projection is proved, where that commit is not.
+CLOSED: contextvars.ContextVar[frozenset] = contextvars.ContextVar("closed_queues",
+                                                                   default=frozenset())
+
+
+def closed_at_exit(system, violation) -> bool:
+    """BP105 of a tcgen05 queue whose every op is in CLOSED (replays of candidate orders)."""
+    closed = CLOSED.get()
+    if not closed or violation.code != "BP105" or violation.agent is None or \
+            violation.inst is not None:
+        return False
+    locs = [system.sources[i.src].loc for i in system.programs[violation.agent]
+            if i.op == ISSUE_TCGEN05]
+    return bool(locs) and all(loc in closed for loc in locs)
 
 
 def tail(role: "Role") -> "Op | None":
@@ -104,6 +123,10 @@ def drained_slots(frag: "Fragment", builder, croles: list[CRole]) -> dict[int, z
     roles = {role.name: role for role in frag.roles}
     tails.update({name: op for name, (_, op) in loops.items()})
     looped = {op.barrier.alloc: name for name, (_, op) in loops.items()}
+    closed = CLOSED.get()
+    shut = {role.name for role in frag.roles if closed and
+            all(bop.op.loc in closed for item in role.items for bop in item.ops
+                if bop.op.kind in QUEUED)}
     issuers: dict[int, set[str]] = {}
     for crole in croles:
         for seg in crole.segments:
@@ -115,6 +138,9 @@ def drained_slots(frag: "Fragment", builder, croles: list[CRole]) -> dict[int, z
     for q, names in issuers.items():
         slot = builder.slots[q]
         alloc = builder.cls.instances[slot.inst][0]
+        if slot.kind == "tcgen05" and names <= shut:
+            out[q] = z3.BoolVal(True)
+            continue
         if slot.kind != "tcgen05" or alloc in final or \
                 not all(tails.get(n) is not None for n in names):
             continue
