@@ -41,6 +41,7 @@ ACCOUNTED = {
     "examples/persistent.py::persistent_multicast_pair": T_TILES,
     "examples/patterns/tcgen05_drain.py::mma_ring_bare_parity": "test_prove_queue_order.py",
     "examples/patterns/tcgen05_drain.py::mma_ring_stated_phase": "test_prove_queue_order.py",
+    "examples/patterns/tcgen05_drain.py::persistent_umma_gemm": "test_prove_queue_order.py",
     "examples/persistent_nested.py::persistent_ring": T_NESTED,
     "examples/persistent_nested.py::persistent_ring_two_stages": T_NESTED,
     "examples/persistent_nested.py::persistent_ceil_tiles_ring": T_NESTED,

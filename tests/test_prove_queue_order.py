@@ -167,3 +167,67 @@ def test_the_broken_twins_are_refuted_as_the_explorer_says(name, code):
     found = prove_kernel(kernel, options=Options(Limits(timeout=60)))
     assert found.verdict == "violation" and found.codes == [code]
     assert check_kernel(kernel, found.params).codes == [code]
+
+
+def umma_gemm(epilogue_waits=True, tail_commit=True):
+    """A persistent UMMA GEMM (TMA warp, MMA warp, epilogue warp; double-buffered TMEM
+    accumulator), CUTLASS's producer-start-phase-1 bare parities, no assumption on the counts:
+    the MMA warp's per-tile commit on `acc_full` closes its queue."""
+    @protocol(symbolic=("tiles", "ksteps"))
+    def gemm(k, tiles=2, ksteps=2, stages=2):
+        k.threads(3, name="w")
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        empty = k.Barrier(num_arrivals=1, num_barriers=stages, orders_tensor_core=True)
+        acc_full = k.Barrier(num_arrivals=1, num_barriers=2, orders_tensor_core=True)
+        acc_empty = k.Barrier(num_arrivals=1, num_barriers=2)
+        with k.when(k.thread == 0):
+            with k.loop(tiles) as t:
+                with k.loop(ksteps) as kk:
+                    p = t * ksteps + kk
+                    k.wait_parity(empty.at[p % stages], (p // stages + 1) % 2)
+                    k.copy_gmem_to_smem(full.at[p % stages], bytes=8192)
+        with k.when(k.thread == 1):
+            with k.loop(tiles) as t:
+                if epilogue_waits:
+                    k.wait_parity(acc_empty.at[t % 2], (t // 2 + 1) % 2)
+                with k.loop(ksteps) as kk:
+                    p = t * ksteps + kk
+                    k.wait_parity(full.at[p % stages], (p // stages) % 2)
+                    k.tcgen05_mma()
+                    k.tcgen05_commit_arrive(empty.at[p % stages])
+                if tail_commit:
+                    k.tcgen05_commit_arrive(acc_full.at[t % 2])
+                else:
+                    k.arrive(acc_full.at[t % 2])
+        if epilogue_waits:
+            with k.when(k.thread == 2):
+                with k.loop(tiles) as t:
+                    k.wait_parity(acc_full.at[t % 2], (t // 2) % 2)
+                    k.arrive(acc_empty.at[t % 2])
+    return gemm
+
+
+def test_the_per_tile_commit_closes_the_mma_queue_of_the_k_loop():
+    from barrierproof.checker.symbolic.pertile import closing_tail
+    assert len(closing_tail(umma_gemm().build())) == 2          # the MMA and its commit
+    assert closing_tail(umma_gemm(tail_commit=False).build()) == frozenset()
+
+
+def test_a_persistent_umma_gemm_is_proved_for_every_tile_and_k_count():
+    """examples/patterns/tcgen05_drain.py::persistent_umma_gemm. About 30 s on the reference
+    machine (two projections); the explorer agrees on a grid, negative counts included (a
+    negative count runs no iteration)."""
+    kernel = _drain_example("persistent_umma_gemm")
+    for tiles, ksteps in itertools.product(range(-1, 4), range(-1, 3)):
+        assert check_kernel(kernel, {"tiles": tiles, "ksteps": ksteps}).verdict == "verified"
+    proof = prove_kernel(kernel, options=Options(Limits(timeout=60)))
+    assert proof.verdict == "proved", proof.coverage
+
+
+def test_an_accumulator_nobody_waits_for_is_not_proved():
+    """No epilogue: nobody waits for `acc_full`, and the explorer finds the last commits in
+    flight at exit (BP105); `prove` must not prove it, and its bounded search finds the same."""
+    kernel = umma_gemm(epilogue_waits=False).build()
+    assert check_kernel(kernel, {"tiles": 1, "ksteps": 1}).codes == ["BP105"]
+    found = prove_kernel(kernel, options=Options(Limits(timeout=60)))
+    assert found.verdict == "violation" and found.codes == ["BP105"]

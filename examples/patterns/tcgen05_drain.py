@@ -65,3 +65,35 @@ def mma_ring_producer_never_acquires(k, steps=4, stages=2):
 def mma_ring_no_drain(k, steps=4, stages=2):
     """Nobody waits for the last releases: the kernel can exit with commits in flight."""
     _ring(k, steps, stages, drain=False)
+
+
+@protocol(expect="verified", symbolic=("tiles", "ksteps"))
+def persistent_umma_gemm(k, tiles=3, ksteps=2, stages=2):
+    """A persistent UMMA GEMM: a TMA warp, an MMA warp and an epilogue warp over tiles x K-steps,
+    a double-buffered TMEM accumulator (acc_full / acc_empty), producer-start-phase-1 bare
+    parities and no assumption on the counts. Nobody drains `empty`: the MMA warp's per-tile
+    commit on `acc_full`, which the epilogue waits for, is the last op of its queue."""
+    k.threads(3, name="w")      # 0: TMA, 1: MMA, 2: epilogue
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages, orders_tensor_core=True)
+    acc_full = k.Barrier(num_arrivals=1, num_barriers=2, orders_tensor_core=True)
+    acc_empty = k.Barrier(num_arrivals=1, num_barriers=2)
+    with k.when(k.thread == 0):
+        with k.loop(tiles) as t:
+            with k.loop(ksteps) as kk:
+                p = t * ksteps + kk
+                k.wait_parity(empty.at[p % stages], (p // stages + 1) % 2)
+                k.copy_gmem_to_smem(full.at[p % stages], bytes=8192)
+    with k.when(k.thread == 1):
+        with k.loop(tiles) as t:
+            k.wait_parity(acc_empty.at[t % 2], (t // 2 + 1) % 2)
+            with k.loop(ksteps) as kk:
+                p = t * ksteps + kk
+                k.wait_parity(full.at[p % stages], (p // stages) % 2)
+                k.tcgen05_mma()
+                k.tcgen05_commit_arrive(empty.at[p % stages])
+            k.tcgen05_commit_arrive(acc_full.at[t % 2])
+    with k.when(k.thread == 2):
+        with k.loop(tiles) as t:
+            k.wait_parity(acc_full.at[t % 2], (t // 2) % 2)
+            k.arrive(acc_empty.at[t % 2])
