@@ -15,14 +15,25 @@ same queue. A tcgen05 slot of a class system whose issuers all have a tail is th
 in the projection of every real exit state: the class system checks its exit conditions only
 where those slots are empty (encode.py, `exit_bad`), after the landings every such state can
 still make. The proof then rests on every class of its partition, as it always does.
+
+A loop tail (CUTLASS's and Gluon's MMA warp that releases each slot by a commit and drains by
+waiting for its last release): every tcgen05 op of a one-thread role is in one loop whose body
+ends with an unconditional commit on one barrier. On every run that issues anything, that
+commit's last iteration is the queue's newest op. A slot of its barrier is drained under the
+condition (on the frozen values) that it is not the slot of that last iteration; the class that
+holds that slot checks it at exit: after the landings of the other slots (always possible), a
+state with it in flight is an error state there. So at every real exit the newest op, and with
+it the queue, has landed. A class with such a slot is proved case by case on which slot holds
+the last iteration (`drain_cases`, the sign cases' argument: the frozen values fix the case).
+In a per-tile split (pertile.py), the per-tile commit that closes the queue is in the other
+projection, which proves it landed: `CLOSED` names the ops whose queue is closed so.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import contextvars
 import dataclasses
+from typing import TYPE_CHECKING
 
 import z3
 
@@ -81,7 +92,8 @@ def loop_tail(role: "Role"):
     MMA warp releasing each ring slot by a commit)."""
     found = [(item, bop) for item in role.items for bop in item.ops
              if bop.op.kind in QUEUED]
-    if not found or any(item is not found[0][0] for item, _ in found):
+    # one thread: its queue's newest op is one instance of the tail, at one index
+    if not role.single or not found or any(item is not found[0][0] for item, _ in found):
         return None
     item, bop = found[-1]
     op = bop.op
