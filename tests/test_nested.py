@@ -2,6 +2,7 @@
 (checker/symbolic/nested.py): the rewrite checked against the explorer on a grid of (tiles, K),
 the proofs re-checked on that grid, and the nests the rewrite must refuse, each named."""
 
+import itertools
 import json
 import os
 
@@ -178,12 +179,32 @@ def test_nests_outside_the_rewrite_are_refused_with_their_construct(knobs, why):
         flatten_nested(kernel, ["tiles", "ksteps", "other"])
 
 
-def test_a_trip_count_that_may_be_negative_is_refused():
-    """With T, K < 0 the nest runs nothing while T * K > 0 positions would run."""
+def test_counts_that_may_be_negative_flatten_from_zero_positions():
+    """A parameter ranges over every integer the assumptions allow (signs.py). With T or K < 0
+    the nest runs nothing, as at P = 0: where T and K are read only as the nest's counts, the
+    flattened program over P >= 0 has every run of the nest (the explorer agrees on a grid,
+    negative counts included)."""
     def build(k, tiles=2, ksteps=2):
         _ring(k, tiles, ksteps)
     kernel = protocol(symbolic=("tiles", "ksteps"))(build).build()
-    with pytest.raises(Unsupported, match="do not keep `tiles` >= 0"):
+    flat = flatten_nested(kernel, SYMBOLIC)
+    assert [repr(a) for a in flat.kernel.assumptions] == ["(tiles_x_ksteps >= 0)"]
+    for tiles, ksteps in itertools.product(range(-2, 3), repeat=2):
+        nested = check_kernel(kernel, {"tiles": tiles, "ksteps": ksteps})
+        one = check_kernel(flat.kernel, {"tiles_x_ksteps": max(tiles, 0) * max(ksteps, 0)})
+        assert nested.verdict == one.verdict == "verified", (tiles, ksteps)
+        assert nested.states == one.states, (tiles, ksteps)
+
+
+def test_a_count_that_may_be_negative_and_is_read_outside_the_nest_is_refused():
+    """Outside the nest a negative T keeps its value, which P does not carry."""
+    def build(k, tiles=2, ksteps=2):
+        _ring(k, tiles, ksteps)
+        with k.when(k.thread == 0):
+            with k.when(tiles >= 5):
+                k.arrive(k.Barrier(num_arrivals=1, name="late"))
+    kernel = protocol(symbolic=("tiles", "ksteps"))(build).build()
+    with pytest.raises(Unsupported, match="do not keep `tiles` >= 0 and it is read outside"):
         flatten_nested(kernel, SYMBOLIC)
 
 

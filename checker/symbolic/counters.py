@@ -120,5 +120,6 @@ class CounterSystem:
     races_only: bool = False              # the error conditions are the races alone
     notes: list[str] = field(default_factory=list)
     # tcgen05 slots every real exit finds landed, their queue's tail being held to the exit
-    # rules (queue_tail.py): the exit conditions are checked once they are empty
-    drained: frozenset = frozenset()
+    # rules (queue_tail.py): the exit conditions are checked once they are empty, each slot
+    # under its condition on the frozen values (True: always)
+    drained: dict = field(default_factory=dict)

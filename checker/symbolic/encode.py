@@ -21,6 +21,8 @@ State variables:
     (counter abstraction)          segment j), n[L] (how many threads are in local state L: a
                                    position with loop offset d = k - kref[j] and an observation
                                    for every instance the role waits on)
+    newest[role]                   the slot of a one-thread role's newest tcgen05 op while it is
+                                   in flight, -1 once landed: its queue's order (queue_order.py)
 
 An observation is `U` (never waited: seen = -1), `J0` (seen = phase) or `J1` (seen = phase - 1).
 A thread that falls two completions behind breaks BP101 at that completion, so three values are
@@ -60,6 +62,7 @@ from typing import Iterator, Sequence
 import z3
 
 from ...model.ir import MAX_TX
+from . import queue_order
 from .semaphores import SEM_SIGNAL, SEM_TAKE, SEM_WAITS
 from .work import checked
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, WAIT,
@@ -173,6 +176,8 @@ class Layout:
                 self.counter_locals.append(locs)
                 names += [f"n[{rname},{_pos_name(p)}{_sig_name(s)}]" for p, s in locs]
             self.role_vars.append(entry)
+        self.queues = queue_order.queues(system)
+        names += [f"newest[{system.roles[r].name}]" for r in sorted(self.queues)]
         self.names = names
         self.single_positions = [code.positions(0) if code.role.single else []
                                  for code in self.codes]
@@ -221,6 +226,7 @@ class SymState:
                 self.pos.append(None)
                 self.obs.append({})
                 self.n.append([next(it) for _ in layout.counter_locals[r]])
+        self.newest = {r: next(it) for r in sorted(layout.queues)}
 
     def vector(self) -> list[z3.ArithRef]:
         out = list(self.frozen)
@@ -234,6 +240,7 @@ class SymState:
                 out += [self.obs[r][b] for b in code.waited]
             else:
                 out += self.n[r]
+        out += [self.newest[r] for r in sorted(self.newest)]
         return out
 
     def copy(self) -> "SymState":
@@ -247,6 +254,7 @@ class SymState:
         new.pos = list(self.pos)
         new.obs = [dict(o) for o in self.obs]
         new.n = [list(c) for c in self.n]
+        new.newest = dict(self.newest)
         return new
 
 
@@ -454,6 +462,8 @@ class Encoder:
                 new = s.copy()
                 for q in op.slots:
                     new.fly[q] = s.fly[q] + 1
+                if actor is not None:
+                    queue_order.issue(new, actor[0], op, self.layout.queues)
                 return [(conds, new, viols)]
             each(fly)
         return branches
@@ -470,10 +480,14 @@ class Encoder:
         slot = self.system.slots[q]
         new = st.copy()
         new.fly[q] = st.fly[q] - 1
-        br = ([st.fly[q] >= 1], new, [])
-        if slot.effect == "tx":
-            return self.add_tx(br, slot.inst, -self.term(st, slot.amount), None)
-        return self.arrive(br, slot.inst, 1, None)
+        out = []
+        for conds, landed in queue_order.landing(st, new, q, self.layout.queues):
+            br = ([st.fly[q] >= 1] + conds, landed, [])
+            if slot.effect == "tx":
+                out += self.add_tx(br, slot.inst, -self.term(st, slot.amount), None)
+            else:
+                out += self.arrive(br, slot.inst, 1, None)
+        return out
 
     def enabled(self, st: SymState, op: COp, obs: dict, k):
         inst = op.targets[0] if op.targets else None
@@ -707,14 +721,15 @@ class Encoder:
         return z3.And(conds)
 
     def exit_bad(self, st: SymState):
-        drained = self.system.drained
-        bad = [f > 0 for q, f in enumerate(st.fly) if q not in drained]
+        drained = {q: self.term(st, c) for q, c in self.system.drained.items()}
+        bad = [f > 0 if q not in drained else z3.And(z3.Not(drained[q]), f > 0)
+               for q, f in enumerate(st.fly)]
         for inst, ci in enumerate(self.system.instances):
             # an open phase of a named barrier at exit is legal on hardware (hw.py)
             open_phase = [] if ci.hw else [st.pend[inst] != st.exp[inst]]
             bad += [st.tx[inst] != 0, self.observing(st, inst, J1, pallas_only=True) > 0] + \
                 open_phase
-        landed = [st.fly[q] == 0 for q in sorted(drained)]
+        landed = [z3.Implies(drained[q], st.fly[q] == 0) for q in sorted(drained)]
         return z3.And([self.all_done(st)] + landed + [z3.Or(bad)])
 
     def key_less(self, r2: int, p2: Pos, k2, r: int, p: Pos, k):
@@ -775,6 +790,7 @@ class Encoder:
                                                       (UNJOINED,) * len(code.waited))]
                 vals += [self.term(cur, code.role.size) if i == start else z3.IntVal(0)
                          for i in range(len(self.layout.counter_locals[r]))]
+        vals += [z3.IntVal(queue_order.NONE)] * len(self.layout.queues)
         return vals
 
     def build(self) -> "Encoder":
@@ -872,7 +888,7 @@ class Encoder:
                     out.append(z3.Implies(z3.And(before == 0, inside > 0), at0 >= 1))
                     out.append(z3.Implies(before > 0,
                                           st.k[r][j] == self.term(st, code.role.segments[j].lo)))
-        return out
+        return out + queue_order.facts(st, self.layout.queues)
 
     def transition_relation(self):
         """(post-state variables, the disjunction of all transitions, frozen frame)."""

@@ -499,7 +499,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     feat_terms, feat_names, feat_cols = [], [], []
     for i in varying:
         name = names[i]
-        if name.startswith(("pos[", "obs[")):
+        if name.startswith(("pos[", "obs[", "newest[")):
             for v in values_of[i]:
                 feat_terms.append(z3.If(variables[i] == v, 1, 0))
                 feat_names.append(f"[{name}=={v}]")
@@ -511,7 +511,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     table = [tuple((s[i] if v is None else int(s[i] == v)) for i, v in feat_cols)
              for s in states]
     counts = [i for i in varying if names[i].startswith("n[")]
-    numeric = [i for i in varying if i not in counts and not names[i].startswith(("pos[", "obs["))]
+    numeric = [i for i in varying if i not in counts and not names[i].startswith(("pos[", "obs[", "newest["))]
 
     def state_pairs():
         """Pairs of numeric variables, not both frozen (two constants of the system)."""

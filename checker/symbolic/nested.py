@@ -209,12 +209,13 @@ class _Prover:
         s.add(*self.facts, *extra, z3.Not(claim))
         return s.check() == z3.unsat
 
-    def lower_bound(self, e: Expr) -> int:
+    def lower_bound(self, e: Expr) -> int | None:
+        """The largest c <= LOWER_BOUND_SCAN with e >= c under the assumptions; None when they
+        do not keep e >= 0 (a parameter's domain is every integer they allow, signs.py)."""
         for c in range(LOWER_BOUND_SCAN, -1, -1):
             if self.valid(_term(e, {}) >= c):
                 return c
-        raise Unsupported(f"nested loops: the assumptions do not keep `{e}` >= 0 (a "
-                          "negative trip count runs no iteration, the product would)")
+        return None
 
     def same(self, old: Expr | None, new: Expr | None, nest: tuple[str, str] | None) -> None:
         if (old is None) != (new is None):
@@ -303,9 +304,18 @@ def flatten_nested(kernel: Kernel, symbolic: Sequence[str],
     product = {repr(BinOp("*", T, K)), repr(BinOp("*", K, T))}
     body = _map_exprs(_flatten(kernel.body, ids, p, P), lambda e: _replace(e, product, Var(P)))
     check = _Prover(kernel, fixed, T, K, P, p)
-    lo = check.lower_bound(T) * check.lower_bound(K)
+    bounds = {e: check.lower_bound(e) for e in (T, K)}
     check.body(kernel.body, body, ids)
     used = _kernel_vars(kernel, body)
+    for e, bound in bounds.items():
+        # A count read only as the nest's trip: at a negative value the nest runs no
+        # iteration, as at 0, so its runs are those of P = 0 (covered: the bound is then 0).
+        # A count read elsewhere too would keep its negative values there: refused.
+        if bound is None and free_vars(e) & used:
+            raise Unsupported(f"nested loops: the assumptions do not keep `{e}` >= 0 and it "
+                              "is read outside the nest (a negative trip count runs no "
+                              "iteration, the product would)")
+    lo = (bounds[T] or 0) * (bounds[K] or 0)
     params = {n: q for n, q in kernel.params.items() if n in used or n not in symbolic}
     dt = dk = None
     try:

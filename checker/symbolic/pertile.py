@@ -52,6 +52,7 @@ from ...model import kinds
 from ...model.ir import Kernel, Loop, Op, WarpRegion, When, free_vars, walk
 from .nested import _term
 from .proofs import Proof
+from .queue_tail import CLOSED, QUEUED
 from .terms import Unsupported
 
 TIMEOUT_MS = 10000
@@ -259,6 +260,33 @@ def split_per_tile(kernel: Kernel, fixed: Mapping[str, int] | None = None) -> Sp
                  kernel.replace(body=proj_b, barriers=keep(b)), note, split)
 
 
+def closing_tail(kernel: Kernel) -> frozenset:
+    """Source locations of the inner loop's tcgen05 ops when a per-tile tcgen05 op closes their
+    queue: every tcgen05 op of the kernel is in one nest, the last one of the outer loop's body
+    is a per-tile op directly in it (after the inner loop, unconditional, one barrier, not
+    multicast). On every run its last tile's instance is then the newest op of each queue that
+    issued anything, and projection B (which keeps it) proves it landed at every exit (its own
+    loop tail, queue_tail.py); the queue completing in order, nothing of it is in flight at any
+    exit of the kernel, so projection A, where that op is deleted, may take its inner loop's
+    tcgen05 ops as landed at exit (queue_tail.CLOSED). Empty when the shape differs."""
+    queued = [x for x in walk(kernel.body) if isinstance(x, Op) and x.kind in QUEUED]
+    for outer in _nests(kernel.body):
+        mine = [x for x in walk(outer.body) if isinstance(x, Op) and x.kind in QUEUED]
+        if len(mine) != len(queued):
+            continue
+        direct = [x for x in outer.body if isinstance(x, Op) and x.kind in QUEUED]
+        inner = [s for s in outer.body if isinstance(s, Loop)]
+        if not direct or len(inner) != 1 or direct[-1] is not mine[-1]:
+            continue
+        tail = direct[-1]
+        if tail.barrier is None or tail.collective_axes or \
+                outer.body.index(tail) < outer.body.index(inner[0]):
+            continue
+        return frozenset(x.loc for x in walk(inner[0].body)
+                         if isinstance(x, Op) and x.kind in QUEUED)
+    return frozenset()
+
+
 def prove_per_tile(kernel: Kernel, symbolic, fixed, budget, start: float,
                    refused: Unsupported, prove: Callable[..., Proof]):
     """A nest with per-tile operations: each barrier class proved in its projection, both
@@ -273,9 +301,14 @@ def prove_per_tile(kernel: Kernel, symbolic, fixed, budget, start: float,
                      f"outside the supported fragment: {refused}; not split by barrier class: "
                      f"{err}")
     parts = []
+    closed = closing_tail(kernel)
     for name, part in (("the K loop's barriers", split.inner),
                        ("the per-tile barriers", split.tile)):
-        proof = prove(part, symbolic, fixed, budget=budget.share(1 / 2))
+        token = CLOSED.set(closed if part is split.inner else frozenset())
+        try:
+            proof = prove(part, symbolic, fixed, budget=budget.share(1 / 2))
+        finally:
+            CLOSED.reset(token)
         if proof.status != "proved":
             return Proof("unknown", time.perf_counter() - start,
                          f"{split.split}; the projection on {name} is not proved: "

@@ -5,7 +5,10 @@ v = i + c that are lattice points v = s + k*S; a comparison of v with a threshol
 comparison of k with U(x) = #{k >= 0 : s + k*S < x}, a fresh integer about which the module
 states only facts that hold for every value: U(x) >= 0, U(x) >= 1 iff x > s, monotonicity, and
 U(y) - U(x) <= m (>= m) when 0 <= x and y - x <= m*S (>= m*S). So the class program stays linear
-and over-approximates the real slot-s behaviour.
+and over-approximates the real slot-s behaviour. A ring of a concrete size S also gets U's
+definition itself, still linear: U(x) = 0 when x <= s, else S*(U(x) - 1) < x - s <= S*U(x)
+(tests/test_prove_drain.py checks it against the count on a grid); a drain's phase
+`(steps - 1) // S` is then the lap count of the last slot it waits on.
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ from .terms import CMP, Unsupported, evaluate, linear_in, nonlinear, z_bool, z_i
 
 if TYPE_CHECKING:
     from .fragment import BodyOp, Fragment, Item, Role
+
+
+def exact_threshold(x, u, s, S) -> list[z3.BoolRef]:
+    """U(x) = #{k >= 0 : s + k*S < x} for a ring of concrete size S (linear in x, s, U)."""
+    return [z3.Implies(x <= s, u == 0),
+            z3.Implies(x > s, z3.And(S * (u - 1) < x - s, x - s <= S * u))]
 
 
 class ClassBuilder:
@@ -65,6 +74,9 @@ class ClassBuilder:
             for m in (1, 2):
                 out.append(z3.Implies(z3.And(x >= 0, y - x <= m * S), w - u <= m))
                 out.append(z3.Implies(z3.And(x >= 0, y - x >= m * S), w - u >= m))
+        if z3.is_int_value(z3.simplify(S)):
+            for x, u in th:
+                out += exact_threshold(x, u, s, z3.simplify(S))
         return out
 
     # -- slots ---------------------------------------------------------------------------------

@@ -200,6 +200,7 @@ from .phases import infer_phases
 from .param_values import sample_values
 from .semaphores import lower_lockstep
 from .signs import sign_cases
+from .queue_tail import drain_cases
 from .stride_split import stride_cases, stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import peer_lifetime_gap
@@ -715,7 +716,8 @@ def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, d
     proved InvariantResult, None when there are no cases, or why a case is not proved. Its
     `invariant` lists every case's facts, for the count reported only: each case's facts hold
     on its own side, not as one conjunction over every run."""
-    cases = sign_cases(system, frag.params, symbolic)
+    # (no sign to split on: the drain's cases, queue_tail.py)
+    cases = sign_cases(system, frag.params, symbolic) or drain_cases(system)
     if not cases:
         return None
     start = time.perf_counter()
