@@ -310,10 +310,10 @@ def _fit_op(ops: Sequence[Op], scope: Scope) -> Op:
                                writes=_fit_memory([op.writes for op in ops], scope))
 
 
-def _fit_memory(columns: Sequence[tuple], scope: Scope) -> tuple:
-    """The shared-memory regions of joined ops (as roll.py's `_memory` joins one count's runs):
-    a slot as a ring slot of the buffer's slots, a run of slots by its size and its start, the
-    start a ring slot of runs of that size where no plainer form fits."""
+def join_memory(columns: Sequence[tuple], slot, value, start) -> tuple:
+    """The shared-memory regions of joined ops, each field fitted by the caller's fits
+    (`slot(slots, ring)`, `value(exprs)`, `start(starts, size, ring)`): a slot as a ring slot of
+    the buffer's slots (a pipeline's stage), a run of slots by its start and its size."""
     first = columns[0]
     if any(len(c) != len(first) for c in columns):
         raise NoJoin("accesses to a different number of buffers")
@@ -326,22 +326,27 @@ def _fit_memory(columns: Sequence[tuple], scope: Scope) -> tuple:
         ring = ref.alloc.shape[0].value if ref.alloc.shape and isinstance(
             ref.alloc.shape[0], Const) else 1
         if len(ref.index) == 1 and not ref.region:
-            slots = [r.index[0] for r in refs]
-            try:
-                slot, _ = fit_ring(slots, None, ring, scope)
-            except NoJoin:
-                slot = fit_value(slots, scope)
-            out.append(MemRef(ref.alloc, (slot,)))
+            out.append(MemRef(ref.alloc, (slot([r.index[0] for r in refs], ring),)))
         elif not ref.index and len(ref.region) == 1:
-            size = fit_value([r.region[0].size for r in refs], scope)
-            starts = [r.region[0].start for r in refs]
-            out.append(MemRef(ref.alloc, (), (Slice(_fit_start(starts, size, ring, scope),
-                                                    size),)))
+            size = value([r.region[0].size for r in refs])
+            begin = start([r.region[0].start for r in refs], size, ring)
+            out.append(MemRef(ref.alloc, (), (Slice(begin, size),)))
         elif any(repr(r) != repr(ref) for r in refs):
             raise NoJoin(f"accesses to {ref!r} and {refs[-1]!r}")
         else:
             out.append(ref)
     return tuple(out)
+
+
+def _fit_memory(columns: Sequence[tuple], scope: Scope) -> tuple:
+    """join_memory with the grid's fits: a ring slot where one fits, else a plain value."""
+    def slot(slots, ring):
+        try:
+            return fit_ring(slots, None, ring, scope)[0]
+        except NoJoin:
+            return fit_value(slots, scope)
+    return join_memory(columns, slot, lambda exprs: fit_value(exprs, scope),
+                       lambda starts, size, ring: _fit_start(starts, size, ring, scope))
 
 
 def _fit_start(starts: Sequence[Expr], size: Expr, ring: int, scope: Scope) -> Expr:

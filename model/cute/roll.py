@@ -27,7 +27,7 @@ from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Expr, Loop, MemRef, Op, Slice, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
-from .counts import NoJoin, Scope, join_grid, ring_size as _ring
+from .counts import NoJoin, Scope, join_grid, join_memory, ring_size as _ring
 
 
 @dataclass(frozen=True)
@@ -294,36 +294,13 @@ def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
 
 
 def _memory(columns: Sequence[tuple], ts, t: Expr, ranges) -> tuple:
-    """The shared-memory regions of joined ops: a slot as a ring slot of the buffer's slots
-    (a pipeline's stage), a run of slots by its start (a ring of runs of one size: the start
-    is the size times a ring slot) and size."""
-    first = columns[0]
-    if any(len(c) != len(first) for c in columns):
-        raise NoJoin("accesses to a different number of buffers")
-    out = []
-    for k, ref in enumerate(first):
-        refs = [c[k] for c in columns]
-        if any(r.alloc is not ref.alloc or len(r.index) != len(ref.index)
-               or len(r.region) != len(ref.region) for r in refs):
-            raise NoJoin(f"accesses to {ref!r} and {refs[-1]!r}")
-        slots = _values([ref.alloc.shape[0]])
-        ring = slots[0] if slots else 1
-        if len(ref.index) == 1 and not ref.region:
-            slots = [r.index[0] for r in refs]
-            slot = _strided_slot(slots, ts, t, ring)
-            if slot is None:
-                slot, _ = _ring_exprs(slots, None, ts, t, ring, ranges)
-            out.append(MemRef(ref.alloc, (slot,)))
-        elif not ref.index and len(ref.region) == 1:
-            size = _expr([r.region[0].size for r in refs], ts, t, ranges)
-            starts = [r.region[0].start for r in refs]
-            out.append(MemRef(ref.alloc, (), (Slice(_start(starts, size, ts, t, ring, ranges),
-                                                    size),)))
-        elif any(repr(r) != repr(ref) for r in refs):
-            raise NoJoin(f"accesses to {ref!r} and {refs[-1]!r}")
-        else:
-            out.append(ref)
-    return tuple(out)
+    """The shared-memory regions of joined ops (counts.join_memory), with this module's fits:
+    a slot as a strided or plain ring slot, a run's start as the size times a ring slot."""
+    def slot(slots, ring):
+        found = _strided_slot(slots, ts, t, ring)
+        return found if found is not None else _ring_exprs(slots, None, ts, t, ring, ranges)[0]
+    return join_memory(columns, slot, lambda exprs: _expr(exprs, ts, t, ranges),
+                       lambda starts, size, ring: _start(starts, size, ts, t, ring, ranges))
 
 
 def _strided_slot(slots, ts, t: Expr, ring: int) -> Expr | None:
