@@ -1118,7 +1118,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
             if not any(n in free_vars(a) for a in kernel.assumptions)]
     if free:
         notes.append(f"no k.assume(...) constrains {', '.join(free)}, so the proof must cover "
-                     f"every value from 0 up (e.g. {free[0]} = 0); if the protocol is meant "
+                     f"every integer value, 0 and negative ones included (a loop of a negative "
+                     f"count runs no iteration); if the protocol is meant "
                      f"for a range only, state it, e.g. k.assume({free[0]} >= 1)")
     return verdict("unknown", params=fixed, notes=notes,
                    coverage=f"not proved for {conditions}: {proof.reason}; no violation in "
