@@ -245,3 +245,38 @@ def test_named_barriers_are_carried_through_the_rewrite():
     proof = prove_kernel(kernel, {}, Options(Limits(timeout=20.0)))
     assert proof.verdict == "proved", proof.coverage
     assert any(n.startswith("nested loops:") for n in proof.notes), proof.notes
+
+
+def test_a_phase_split_into_the_bits_of_the_tile_base_and_the_k_step_is_flattened():
+    """Triton's compiled carries spell the phase of position t*K + kk as the xor of the bit
+    of the tile's base position and the bit of the K steps past it. On bits, a ^ b is
+    (a + b) % 2, so Z3 proves it the running position's phase and the nest flattens (with xor
+    uninterpreted it was refused); the explorer agrees on a grid."""
+    def build(k, tiles=2, ksteps=2):
+        k.assume(tiles >= 0, ksteps >= 0)
+        k.threads(2, name="wg")
+        full = k.Barrier(num_arrivals=1, num_barriers=2)
+        empty = k.Barrier(num_arrivals=1, num_barriers=2)
+        with k.when(k.thread == 0):
+            with k.loop(tiles) as t:
+                with k.loop(ksteps) as kk:
+                    i = t * ksteps + kk
+                    with k.when(i >= 2):
+                        k.wait_parity(empty.at[i % 2], ((i // 2) % 2) ^ 1)
+                    k.arrive(full.at[i % 2])
+        with k.otherwise():
+            with k.loop(tiles) as t:
+                with k.loop(ksteps) as kk:
+                    i = t * ksteps + kk
+                    base = t * ksteps
+                    k.wait_parity(full.at[i % 2],
+                                  ((base // 2) % 2) ^ ((((base % 2) + kk) // 2) % 2))
+                    k.arrive(empty.at[i % 2])
+    kernel = protocol(symbolic=("tiles", "ksteps"))(build).build()
+    flat = flatten_nested(kernel, SYMBOLIC)
+    assert flat is not None and flat.symbolic == ["tiles_x_ksteps"]
+    for tiles, ksteps in itertools.product(range(0, 4), range(1, 4)):
+        nested = check_kernel(kernel, {"tiles": tiles, "ksteps": ksteps})
+        one = check_kernel(flat.kernel, {"tiles_x_ksteps": tiles * ksteps})
+        assert nested.verdict == one.verdict == "verified", (tiles, ksteps)
+        assert nested.states == one.states, (tiles, ksteps)

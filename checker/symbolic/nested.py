@@ -25,8 +25,8 @@ Nothing here is taken on trust: the rewritten program is obtained by substitutio
 kk := p in B, then every `T * K` spelled out replaced by P), and Z3 proves, for every
 expression the rewrite changed, that it equals the original at p = t*K + kk, P = T*K for every
 0 <= t < T, 0 <= kk < K and every value of the other variables allowed by the assumptions
-(floor division and remainder exact for a positive divisor, uninterpreted otherwise, as xor
-is: only congruence is used there, never an identity of theirs). A Z3 `unknown`, a 3-level
+(floor division and remainder exact for a positive divisor, xor exact on bits, where a ^ b is
+(a + b) % 2; uninterpreted otherwise: only congruence is used there, never an identity). A Z3 `unknown`, a 3-level
 nest, an operation beside the inner loop (a per-tile operation), two nests over different
 counts, a count that may be negative, or an expression that reads t or kk alone keeps the
 kernel as it is, and the verdict names the construct (tests/test_nested.py checks the rewrite
@@ -80,7 +80,9 @@ def _term(e: Expr, env: Mapping[str, z3.ArithRef]) -> z3.ArithRef:
                   "min": lambda: z3.If(a <= b, a, b), "max": lambda: z3.If(a >= b, a, b),
                   "//": lambda: z3.If(b > 0, a / b, _uninterpreted("floordiv!")(a, b)),
                   "%": lambda: z3.If(b > 0, a % b, _uninterpreted("mod!")(a, b)),
-                  "xor": lambda: _uninterpreted("xor!")(a, b)}
+                  # on bits (a parity's terms), a ^ b is (a + b) % 2 exactly
+                  "xor": lambda: z3.If(z3.And(a >= 0, a <= 1, b >= 0, b <= 1), (a + b) % 2,
+                                       _uninterpreted("xor!")(a, b))}
         if e.op in simple:
             return simple[e.op]()
     raise Unsupported(f"nested loops: cannot compare `{e}`")
