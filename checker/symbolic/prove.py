@@ -191,6 +191,7 @@ from .cases import prove_by_cases
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
 from .nested import PerTileOps, flatten_nested
+from .opaque_counts import opaque_trip_counts
 from .number_slots import number_slots
 from .pertile import prove_per_tile
 from .guided import guided_candidates
@@ -294,6 +295,8 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
                      f"outside the supported fragment: {err}")
     if flat is not None:
         kernel, symbolic = flat.kernel, flat.symbolic
+    # a schedule's non-linear tile count, read only as a trip count: a parameter of its own
+    kernel, symbolic, opaque_notes = opaque_trip_counts(kernel, symbolic, fixed)
     kernel, _ = fuse_peeled_loops(kernel, symbolic, fixed)
     # bare parity waits that skip phases: the phase they return after, stated (phases.py)
     budget.enter("inferring the phases of bare parity waits")
@@ -345,6 +348,11 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
             last.cases = last.cases + [flat.note]
         else:
             last.reason = f"{last.reason} (after {flat.note.replace('proved for', 'to prove for')})"
+    if last is not None and opaque_notes:
+        if last.status == "proved":
+            last.cases = last.cases + opaque_notes
+        else:
+            last.reason = f"{last.reason} (after: {'; '.join(opaque_notes)})"
     return last
 
 
