@@ -281,7 +281,9 @@ def _op(ops: Sequence[Op], scope: Scope) -> Op:
         raise NoJoin(f"{ops[0].kind}{where}: {e}") from None
 
 
-def _fit_op(ops: Sequence[Op], scope: Scope) -> Op:
+def same_instruction(ops: Sequence[Op]) -> Op:
+    """The first of ops that are one instruction (same kind, line, barrier array) in every run,
+    or NoJoin: only their slots, parities, counts and bytes may differ."""
     first = ops[0]
     for op in ops[1:]:
         if (op.kind, op.name, op.aligned, op.loc, repr(op.bar_id)) != \
@@ -290,6 +292,11 @@ def _fit_op(ops: Sequence[Op], scope: Scope) -> Op:
         if (op.barrier is None) != (first.barrier is None) or (
                 op.barrier is not None and op.barrier.alloc is not first.barrier.alloc):
             raise NoJoin(f"{first.describe()} and {op.describe()} on different barriers")
+    return first
+
+
+def _fit_op(ops: Sequence[Op], scope: Scope) -> Op:
+    first = same_instruction(ops)
     barrier = first.barrier
     one_index = barrier is not None and len(barrier.index) == 1
     slots = [op.barrier.index[0] for op in ops] if one_index else None

@@ -27,7 +27,8 @@ from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Expr, Loop, MemRef, Op, Slice, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
-from .counts import NoJoin, Scope, join_grid, join_memory, ring_size as _ring
+from .counts import NoJoin, Scope, join_grid, join_memory, ring_size as _ring, \
+    same_instruction
 
 
 @dataclass(frozen=True)
@@ -266,14 +267,7 @@ def _moving_ring(slots, parities, ts, t: Expr, ring: int, ranges):
 
 
 def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
-    first = ops[0]
-    for op in ops[1:]:
-        if (op.kind, op.name, op.aligned, op.loc, repr(op.bar_id)) != \
-                (first.kind, first.name, first.aligned, first.loc, repr(first.bar_id)):
-            raise NoJoin(f"{first.describe()} and {op.describe()}")
-        if (op.barrier is None) != (first.barrier is None) or (
-                op.barrier is not None and op.barrier.alloc is not first.barrier.alloc):
-            raise NoJoin(f"{first.describe()} and {op.describe()} on different barriers")
+    first = same_instruction(ops)
     ring = _ring(first.barrier)
     barrier = first.barrier
     one_index = barrier is not None and len(barrier.index) == 1
