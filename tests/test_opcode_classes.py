@@ -38,14 +38,9 @@ def test_a_reduction_never_meets_an_unreduced_opcode():
     assert unreduced == {op for op, kind in symmetry.OPERANDS.items() if kind == "unreduced"}
 
 
-def test_the_explorer_turns_the_reductions_off_where_an_unreduced_opcode_occurs():
-    """fence.proxy.async is outside both reductions (init_visibility.py declares it
-    UNREDUCED); in a kernel without explicit-init barriers the explorer used to hand it to the
-    persistent sets, which refused it. Now the search runs unreduced, to the same states."""
-    from barrierproof.checker.check import check_kernel
-    from barrierproof.checker.engines.explore import explore
+def _fenced():
+    """A fence.proxy.async in a kernel whose barriers start initialised."""
     from barrierproof.model.dsl import protocol
-    from barrierproof.model.semantics import System
 
     @protocol()
     def fenced(k):
@@ -56,7 +51,18 @@ def test_the_explorer_turns_the_reductions_off_where_an_unreduced_opcode_occurs(
             k.arrive(full)
         with k.otherwise():
             k.wait_parity(full, 0)
+    return fenced
 
+
+def test_the_explorer_turns_the_reductions_off_where_an_unreduced_opcode_occurs():
+    """fence.proxy.async is outside both reductions (init_visibility.py declares it
+    UNREDUCED); in a kernel without explicit-init barriers the explorer used to hand it to the
+    persistent sets, which refused it. Now the search runs unreduced, to the same states."""
+    from barrierproof.checker.check import check_kernel
+    from barrierproof.checker.engines.explore import explore
+    from barrierproof.model.semantics import System
+
+    fenced = _fenced()
     system = System(fenced.build())
     assert explore(system).states == explore(system, reduction=False).states == 6
     assert check_kernel(fenced.build()).verdict == "verified"
@@ -69,20 +75,9 @@ def test_tlc_reads_a_fence_in_a_kernel_whose_barriers_start_initialised():
     SANY refused the unknown operator). TLC finds the explorer's state space."""
     from barrierproof.checker.engines import tla
     from barrierproof.checker.engines.explore import explore
-    from barrierproof.model.dsl import protocol
     from barrierproof.model.semantics import CODES, System
 
-    @protocol()
-    def fenced(k):
-        k.threads(3, name="wg")
-        full = k.Barrier(num_arrivals=1)
-        with k.when(k.thread == 0):
-            k.fence_proxy_async()
-            k.arrive(full)
-        with k.otherwise():
-            k.wait_parity(full, 0)
-
-    system = System(fenced.build())
+    system = System(_fenced().build())
     assert tla.level(system) == tla.INIT
     run = tlc.run_module(tla.emit_system(system, ignore=frozenset(CODES)))
     assert run.status == "ok", run.output[-2000:]
