@@ -254,3 +254,98 @@ def test_the_ownership_lemma_agrees_with_enumeration(kind):
                 for n in range(2, 6) for a in range(n) for b in range(n) if a != b)
     assert not (lemma and clash), kind
     assert lemma == (kind in ("rows", "rows_shifted")), kind
+
+
+
+# -- regions of a buffer of symbolic size apart by their bounds; thread counts symbolic --------
+# The examples' layouts (examples/regions.py) with the thread count or the region size
+# symbolic, and the range the layout is meant for stated (no kernel has 0 warps).
+
+MODULE = import_file(REGIONS)
+
+
+@protocol(symbolic=("rows",))
+def split_stage_any_rows(k, rows=4):
+    k.assume(rows >= 2)
+    MODULE._split_stage(k, rows, pad_start=rows)
+
+
+@protocol(symbolic=("rows",))
+def split_stage_pad_overlaps_any_rows(k, rows=4):
+    k.assume(rows >= 2)
+    MODULE._split_stage(k, rows, pad_start=rows - 1)
+
+
+@protocol(symbolic=("warps", "width"))
+def column_stripes_any_warps(k, warps=3, width=2):
+    k.assume(warps >= 1)
+    MODULE._column_stripes(k, warps, width, lambda w, width: w * width)
+
+
+@protocol(symbolic=("warps", "width"))
+def column_stripes_overlap_any_warps(k, warps=3, width=2):
+    k.assume(warps >= 1)
+    MODULE._column_stripes(k, warps, width, lambda w, width: w)
+
+
+@protocol(symbolic=("rows_each", "trips"))
+def loop_rows_own_any_rows(k, rows_each=2, trips=4):
+    k.assume(rows_each >= 1)
+    MODULE._walk(k, rows_each, trips, lambda wg, i, n: wg * n + i % n)
+
+
+@protocol(symbolic=("rows_each", "trips"))
+def loop_rows_wrap_any_rows(k, rows_each=2, trips=3):
+    k.assume(rows_each >= 1)
+    MODULE._walk(k, rows_each, trips, lambda wg, i, n: (wg * n + i) % (2 * n))
+
+
+ANY = [(split_stage_any_rows, True), (split_stage_pad_overlaps_any_rows, False),
+       (column_stripes_any_warps, True), (column_stripes_overlap_any_warps, False),
+       (loop_rows_own_any_rows, True), (loop_rows_wrap_any_rows, False)]
+
+
+@pytest.mark.parametrize("target,disjoint", ANY, ids=[t.name for t, _ in ANY])
+def test_layouts_with_symbolic_counts_and_sizes_are_proved_or_refuted(target, disjoint):
+    """Every parameter symbolic: the disjoint layouts are proved race-free for every value the
+    assumptions allow, the overlapping twins refuted with a trace that replays to BP200."""
+    kernel = target.build()
+    symbolic = [n for n, p in kernel.params.items() if p.symbolic]
+    v = prove_kernel(kernel, {}, Options(), None, SimpleNamespace(symbolic=symbolic))
+    if disjoint:
+        assert v.verdict == "proved" and "race-free (BP200/BP201)" in v.coverage, \
+            (v.label, v.coverage)
+        return
+    assert v.label == "violation:BP200", (v.label, v.coverage)
+    run = replay(System(kernel, v.trace.params, v.trace.grid_position), v.trace.actions)
+    assert run.violation is not None and run.violation.code == "BP200"
+    proof = prove_races(kernel, symbolic, {}, Budget(30))
+    assert proof.status != "proved", proof.reason
+    if target is split_stage_pad_overlaps_any_rows:   # the halves apart, the padding not
+        assert "regions of `stage` judged by the pairs" in proof.reason, proof.reason
+
+
+def test_a_stage_split_by_its_copies_has_a_cell_per_pair_of_regions_that_may_meet():
+    """region_cells.py: the two copied halves, the padding and the consumer's rows of a stage
+    of symbolic size; the padding meets none of the others, every other pair may meet (the
+    halves meet the consumer's rows). The padding one row early meets the second half."""
+    from barrierproof.checker.symbolic.fragment import Fragment
+    from barrierproof.checker.symbolic.region_cells import buffer_refs, may_meet, region_cells
+
+    for target, pad_apart in ((split_stage_any_rows, True),
+                              (split_stage_pad_overlaps_any_rows, False)):
+        kernel = target.build()
+        frag = Fragment(kernel, ["rows"], {})
+        stage = next(b for b in kernel.buffers if b.name == "stage")
+        first, second, pad, consumer = buffer_refs(kernel, stage)
+        assert may_meet(frag, first, consumer) and may_meet(frag, second, consumer)
+        assert not may_meet(frag, first, second)
+        assert not may_meet(frag, pad, first)
+        assert may_meet(frag, pad, second) != pad_apart
+        assert may_meet(frag, pad, consumer) != pad_apart     # row rows-1: the consumer's too
+        cells, of_ref = region_cells(frag, stage)
+        # each with itself, both halves with the consumer's rows (and the early padding with
+        # the second half and the consumer's rows)
+        assert len(cells) == (6 if pad_apart else 8)
+        from barrierproof.checker.symbolic.own_regions import ref_key
+        assert len(of_ref[ref_key(pad)]) == (1 if pad_apart else 3)

@@ -190,10 +190,9 @@ def test_the_spec_states_the_race_rules_only_where_memory_is_modelled():
     assert "BP200" not in barrier_only.cfg and "Races <- KernelRaces" in barrier_only.cfg
 
 
-@needs_tlc
-def test_a_violation_whose_settling_runs_run_out_of_time_is_bounded(monkeypatch):
-    """TLC found a race, and the later runs that pick the shortest one and its code reach the
-    time limit: the verdict is bounded with that reason, never an error or a guessed code."""
+def _settling_out_of_time(monkeypatch):
+    """TLC's first run as it is; every later run (the ones that settle the shortest violation
+    and its code) reaches the time limit."""
     real, calls = tlc.run_module, []
 
     def first_only(module, checks=None, **kw):
@@ -203,8 +202,35 @@ def test_a_violation_whose_settling_runs_run_out_of_time_is_bounded(monkeypatch)
         return tlc.TlcRun("timeout", None)
 
     monkeypatch.setattr(tlc, "run_module", first_only)
+    return calls
+
+
+@needs_tlc
+def test_a_violation_whose_settling_runs_run_out_of_time_is_the_first_runs_trace(monkeypatch):
+    """TLC found a race, and the later runs that pick the shortest one and its code reach the
+    time limit: the verdict is the first run's race, replayed to the code TLC named, and says
+    that it was not settled as the shortest (never an error or a guessed code)."""
+    calls = _settling_out_of_time(monkeypatch)
+    kernel = sync_then_unordered_read.build()
+    v = tlc.run_tlc(kernel)
+    assert len(calls) >= 2 and v.label == "violation:BP200", (v.label, v.coverage)
+    assert "breadth-first search met BP200_NoSmemRace first" in v.coverage
+    assert "shortest counterexample" not in v.coverage
+    run = replay(System(kernel, v.trace.params, v.trace.grid_position), v.trace.actions)
+    assert run.violation is not None and run.violation.code == "BP200"
+    assert v.codes == check_kernel(kernel).codes
+
+
+@needs_tlc
+def test_an_unsettled_violation_the_interpreter_replays_otherwise_is_bounded(monkeypatch):
+    """When the interpreter does not replay TLC's first trace to the code TLC named, nothing is
+    claimed: the verdict stays bounded with the reason."""
+    _settling_out_of_time(monkeypatch)
+    real = tlc.tlc_code
+    monkeypatch.setattr(tlc, "tlc_code", lambda system, run: "BP201" if run.violated ==
+                        "BP200_NoSmemRace" else real(system, run))
     v = tlc.run_tlc(sync_then_unordered_read.build())
-    assert len(calls) >= 2 and v.verdict == "bounded", (v.label, v.coverage)
+    assert v.verdict == "bounded", (v.label, v.coverage)
     assert "while it settled the shortest one" in v.coverage
 
 

@@ -371,6 +371,32 @@ def _kind(run: TlcRun) -> str:
     return "deadlock" if run.status == "deadlock" or run.violated in deadlocks else "rule"
 
 
+def _first_violation(system: System, ignored: frozenset, first: TlcRun,
+                     met: list[tuple[list[int], str]]):
+    """The first run's violation as the answer when the runs settling the shortest one and its
+    code ran out of time: its breadth-first trace, kept only if the interpreter replays it to
+    the code TLC named (a plain invariant may name a rule the state breaks while the step broke
+    another: then nothing is claimed)."""
+    from ..check import SearchOutcome
+    from ...model.interpreter import ReplayError, replay
+    if not met:
+        return None
+    actions, code = met[0]
+    try:
+        run = replay(system, actions, ignored)
+    except ReplayError:        # a replay that fails claims nothing; run_engine would refuse it
+        return None
+    if run.violation is None or run.violation.code != code:
+        return None
+    steps = f"{len(actions)} step{'' if len(actions) == 1 else 's'}"
+    return SearchOutcome(
+        "violation", first.distinct, first.generated, first.depth, actions, code,
+        reason=f"TLC's breadth-first search met {first.violated or 'a deadlock'} first, "
+               f"{steps} in; its time limit was reached while later runs settled whether an "
+               "equally short violation of a lower code, or a deadlock one step shorter, "
+               "comes first")
+
+
 def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParallelGC",),
                distributed: int = 0, port: int | None = None, bind: str | None = None):
     """TLC as a search engine for checker.check.run_engine.
@@ -395,18 +421,25 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
 
     def search(system: System, ignored: frozenset, remaining: float | None):
         firsts: list[TlcRun] = []
+        met: list[tuple[list[int], str]] = []
         try:
-            return settle(system, ignored, remaining, firsts)
+            return settle(system, ignored, remaining, firsts, met)
         except _OutOfTime:
             # A violation was found; the runs that pick the shortest one and its code did not
-            # finish in time: undecided, never a guessed code.
+            # finish in time. TLC's first trace is still a real run: reported as a violation of
+            # the code TLC named when the interpreter replays it to that code (run_engine
+            # replays it again, and on the reference), said to be unsettled; else undecided,
+            # never a guessed code.
             first = firsts[0]
+            fallback = _first_violation(system, ignored, first, met)
+            if fallback is not None:
+                return fallback
             return SearchOutcome("bounded", first.distinct, first.generated, first.depth,
                                  reason="TLC found a violation; its time limit was reached "
                                         "while it settled the shortest one and its code")
 
     def settle(system: System, ignored: frozenset, remaining: float | None,
-               firsts: list[TlcRun]):
+               firsts: list[TlcRun], met: list[tuple[list[int], str]]):
         outside = opcodes_in(system, lambda step: step.tla == NOT_IN_TLA)
         if outside:
             # its family declares the opcode outside the TLA+ model: TLC decides nothing
@@ -510,6 +543,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                 raise TlcError("parallel TLC found a violation that one-worker TLC does not "
                                "find: the runs disagree")
         actions, code, kind = answer(first)
+        met.append((actions, code))
         length = len(actions)
         if kind == "rule" and length == 0:
             # The initial state breaks a state rule (no step to ask Exact_* about): the code is

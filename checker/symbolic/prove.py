@@ -655,6 +655,9 @@ def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         why = failed[1] + ("; regions judged as whole slots of " + ", ".join(
             f"`{n}`" for n in coarse) + " (a ring slot, or a symbolic number of slots)"
             if coarse else "")
+        paired = sorted(getattr(frag, "paired_regions", ()))
+        why += ("; regions of " + ", ".join(f"`{n}`" for n in paired) + " judged by the pairs "
+                "that may meet at some parameter values and loop positions" if paired else "")
         return Proof(failed[0], seconds, why, proofs, side)
     return Proof("proved", seconds, "", proofs, side)
 

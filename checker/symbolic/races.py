@@ -32,6 +32,9 @@ write, is a race. The prover checks it on the class systems of prove.py:
   whole: one cell; two accesses to their own slots by threads of one role never conflict, nor
   two accesses to regions indexed by the thread that Z3 proves no two distinct threads share
   (own_regions.py: `acc.at[k.ds(k.thread * rows, rows)]` in a group of symbolic size).
+- Regions of such a buffer that Z3 proves apart for every parameter value (the two halves of
+  a stage two copies fill, the padding past them): one cell per pair of its references that
+  may meet (region_cells.py), so accesses to regions that never meet never conflict.
 - Regions (`buf.at[i, k.ds(start, size, stride)]`) of a buffer of concrete shape: its cells
   are the explorer's (the frontend's granule, model/memory.py), and an access covers a cell
   under the condition (over the parameters and the loop coordinate) that its run reaches the
@@ -84,6 +87,7 @@ from .classes import BarrierClass, _ring_indexed, placed, ring_lhs
 from .counters import ACCESS, K, COp
 from .own_copies import own_copies_retired, private_buffers
 from .own_regions import own_region_keys, ref_key
+from .region_cells import region_cells
 from .plain import Plain
 from .terms import Unsupported, linear_in, z_int
 
@@ -114,12 +118,16 @@ def assign_buffers(frag: "Fragment") -> None:
     concretes = [c for c in frag.classes if c.ring is None]
     frag.private_buffers = set()
     frag.own_regions = set()
+    frag.region_cells = {}
     for alloc in k.buffers:
         dims = [z3.simplify(z_int(d, frag.base_env)) for d in alloc.shape]
         private = not all(z3.is_int_value(d) for d in dims) and _thread_private(k, alloc)
         if private:
             frag.private_buffers.add(alloc.name)
             frag.own_regions |= own_region_keys(frag, alloc)
+            split = region_cells(frag, alloc)
+            if split is not None:
+                frag.region_cells[alloc.name] = split
         ring = None if private else _concrete_ring_of(frag, alloc, dims)
         if ring is not None:
             ring.buffers.append(alloc)
@@ -143,10 +151,12 @@ def assign_buffers(frag: "Fragment") -> None:
     for cls in frag.classes:
         for alloc in cls.buffers:
             if alloc.name in frag.private_buffers:       # one cell: the slot of "the thread"
+                split = frag.region_cells.get(alloc.name)  # or one per pair that may meet
                 for block in frag.blocks:
-                    cls.cells.append((alloc, None, block))
-                    cls.cell_names.append(alloc.name + "[thread]" + (
-                        "@" + ",".join(map(str, block)) if len(frag.blocks) > 1 else ""))
+                    at = "@" + ",".join(map(str, block)) if len(frag.blocks) > 1 else ""
+                    for key, name in split[0] if split else [(None, alloc.name + "[thread]")]:
+                        cls.cells.append((alloc, key, block))
+                        cls.cell_names.append(name + at)
                 continue
             for key, name in (placed(frag, alloc, cls.ring, "the slots of a buffer")
                               if cls.ring is not None else _granule_cells(frag, alloc)):
@@ -307,11 +317,17 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
              block) -> list[tuple[z3.BoolRef, int]]:
     """(guard over the class coordinate, cell) pairs a reference may touch in `block`."""
     frag, cls = builder.frag, builder.cls
+    split = getattr(frag, "region_cells", {}).get(ref.alloc.name)
     if ref.region and (cls.ring is not None or
                        ref.alloc.name in getattr(frag, "private_buffers", ())):
-        # one cell for the slot (or the thread's slot): the region judged whole, coarser
-        frag.__dict__.setdefault("coarse_regions", set()).add(ref.alloc.name)
+        # one cell for the slot (or the thread's slot): the region judged whole, coarser;
+        # or the cells of the pairs it may meet (region_cells.py), coarser over loops
+        frag.__dict__.setdefault("paired_regions" if split else "coarse_regions",
+                                 set()).add(ref.alloc.name)
     if ref.alloc.name in getattr(frag, "private_buffers", ()):
+        if split:
+            return [(z3.BoolVal(True), cls.cell(ref.alloc, key, block))
+                    for key in split[1][ref_key(ref)]]
         return [(z3.BoolVal(True), cls.cell(ref.alloc, None, block))]
     if role.thread_free and frag.kernel.thread_axis in set().union(
             *[free_vars(i) for i in ref.exprs()]):
