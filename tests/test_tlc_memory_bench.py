@@ -42,3 +42,15 @@ def test_a_merged_row_replaces_its_kernel_and_a_new_files_row_is_added_in_path_o
     assert f"**{agree} of {len(rows) + 1}**" in text
     assert "| cute | 1 | 1 | 0 |" in text and "Rows of `x --merge` replaced." in text
     assert f"{tlc_memory._name(gluon)} | " in text and "TLC bounded (TLC time limit" in text
+
+
+def test_the_tla_doc_states_the_files_agreement():
+    rows, _, _, _ = tlc_memory.read_back(TEXT)
+    both = [r for r in rows if r["states_agree"] is not None]
+    doc = " ".join(open(os.path.join(ROOT, "docs", "tla.md")).read().split())
+    agree = sum(r["agree"] for r in rows)
+    stated = (f"agree on all {len(rows)} kernels" if agree == len(rows)
+              else f"agree on {agree} of the {len(rows)} kernels")
+    assert stated in doc
+    assert f"equal state counts on all {len(both)} verified by both" in doc
+    assert all(r["states_agree"] for r in both)
