@@ -349,3 +349,16 @@ def test_a_stage_split_by_its_copies_has_a_cell_per_pair_of_regions_that_may_mee
         assert len(cells) == (6 if pad_apart else 8)
         from barrierproof.checker.symbolic.own_regions import ref_key
         assert len(of_ref[ref_key(pad)]) == (1 if pad_apart else 3)
+
+
+def test_the_shipped_split_stage_is_proved_for_every_size_with_its_regions_stated():
+    """examples/regions.py::split_stage with `rows` symbolic and no range assumed: race-free
+    for every size at which its regions lie within the stage, which the proof states (below 2
+    rows a half is empty: the explorer rejects the kernel there)."""
+    kernel = TARGETS["split_stage"].build()
+    proof = prove_races(kernel, ["rows"], {}, Budget(30))
+    assert proof.status == "proved", proof.reason
+    assert any("is within the buffer" in str(c) for c in proof.side_conditions), \
+        proof.side_conditions
+    assert check_kernel(kernel, {"rows": 1}).verdict == "error"
+    assert check_kernel(kernel, {"rows": 2}).verdict == "verified"
