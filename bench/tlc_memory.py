@@ -141,9 +141,14 @@ def section(rows: list[dict], without: int, command: str, load,
     out = [MARK, "## TLC and the explorer on kernels with memory effects", "",
            f"Produced by `{command}` (bench/tlc_memory.py) on {platform.machine()} with "
            f"{os.cpu_count()} CPUs, Python {platform.python_version()}; 1-minute load average "
-           f"{load[0]:.1f} at the start, {load[1]:.1f} at the end. Every kernel of examples/ "
-           f"that declares memory effects ({len(rows)}; {without} kernels without any are not "
-           "listed), checked by the explorer and by TLC on the emitted spec.", "",
+           f"{load[0]:.1f} at the start, {load[1]:.1f} at the end. " + (
+               f"Every kernel of examples/ that declares memory effects ({len(rows)}; {without} "
+               "kernels without any are not listed), checked by the explorer and by TLC on the "
+               "emitted spec." if not merged else
+               f"The kernels with memory effects of that run and of the runs merged below "
+               f"({len(rows)}; that run counted {without} kernels without any, not listed; "
+               "kernels that gained memory effects since and are in no merged run are not "
+               "listed either), checked by the explorer and by TLC on the emitted spec."), "",
            *[line for m in merged for line in (m, "")],
            f"- verdict and code agree (on the rules TLC states): **{agree} of {len(rows)}**",
            f"- kernels with a rule TLA+ does not state (compared with it ignored): "
@@ -215,7 +220,7 @@ def read_back(text: str) -> tuple[list[dict], int, list[str]]:
             r["odd_line"] = reasons[odd]
         if _name(r) in notes:
             r["tlc_unsettled"] = notes[_name(r)].split(": ", 1)[1]
-    m = re.search(r"\((\d+); (\d+) kernels without any are not listed\)", text)
+    m = re.search(r"\((\d+); (?:that run counted )?(\d+) kernels without any", text)
     merged = [line for line in text.splitlines() if line.startswith("Rows of `")]
     head = re.search(r"^Produced by `(.*?)`.*load average ([\d.]+) at the start, ([\d.]+) at "
                      r"the end", text, re.M)
@@ -265,8 +270,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"{out} names no run to merge into")
         run = (f"Rows of `{command} --merge` replaced or added ({len(rows)}) on "
                f"{platform.machine()} with {os.cpu_count()} CPUs; 1-minute load average "
-               f"{load[0]:.1f} at the start, {load[1]:.1f} at the end (the kernels without "
-               "memory effects are counted as the first run found them).")
+               f"{load[0]:.1f} at the start, {load[1]:.1f} at the end.")
         text = "\n".join(section(merge(old, rows), old_without, first[0], first[1],
                                  merged + [run]))
     else:

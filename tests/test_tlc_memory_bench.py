@@ -29,7 +29,7 @@ def test_a_merged_row_replaces_its_kernel_and_a_new_files_row_is_added_in_path_o
     changed = dict(gluon, tlc="bounded", agree=False, states_agree=None,
                    explore_why="", tlc_why="TLC time limit reached")
     changed.pop("odd_line", None)
-    new = {"ref": "examples/cute/umma_ring.py::umma_ring", "kernel": "umma_ring",
+    new = {"ref": "examples/cute/a_new_file.py::a_new", "kernel": "a_new",
            "frontend": "cute", "explore_all": "verified", "open": [], "explore": "verified",
            "tlc": "verified", "t_tlc": 1.0, "agree": True, "states_agree": True}
     out = tlc_memory.merge(rows, [changed, new])
@@ -40,7 +40,9 @@ def test_a_merged_row_replaces_its_kernel_and_a_new_files_row_is_added_in_path_o
     text = _section(out, without, first, merged + ["Rows of `x --merge` replaced."])
     agree = sum(r["agree"] for r in out)
     assert f"**{agree} of {len(rows) + 1}**" in text
-    assert "| cute | 1 | 1 | 0 |" in text and "Rows of `x --merge` replaced." in text
+    cute = [r for r in out if r["frontend"] == "cute"]
+    assert f"| cute | {len(cute)} | {sum(r['agree'] for r in cute)} | 0 |" in text
+    assert "Rows of `x --merge` replaced." in text
     assert f"{tlc_memory._name(gluon)} | " in text and "TLC bounded (TLC time limit" in text
 
 
