@@ -7,9 +7,9 @@ slots both touch.
 stride)]` names one slot of the leading dimension and a strided range of the next.
 
 `symbolic=` names the parameters `barrierproof prove` keeps symbolic, sizes of the regions
-included: the prover judges a buffer of symbolic size as one cell, except that regions split by
-the thread index are proved disjoint between threads. `split_stage` declares none: its two
-halves are split by the copies, not by the thread.
+included: the prover judges a buffer of symbolic size by the pairs of its regions that may meet
+(two regions Z3 proves apart for every value never conflict), and regions split by the thread
+index are proved disjoint between threads.
 """
 
 from barrierproof import protocol
@@ -140,14 +140,14 @@ def _split_stage(k, rows, pad_start):
         k.read(stage.at[k.ds(0, rows)])               # the copied rows, not the padding
 
 
-@protocol(expect="verified")
+@protocol(expect="verified", symbolic=("rows",))
 def split_stage(k, rows=4):
     """The padding rows lie past both halves: nothing overlaps the copies in flight, and the
     consumer reads only the copied rows (the padding is not published to it)."""
     _split_stage(k, rows, pad_start=rows)
 
 
-@protocol(expect="violation:BP200")
+@protocol(expect="violation:BP200", symbolic=("rows",))
 def split_stage_pad_overlaps(k, rows=4):
     """The padding starts one row early, inside the second copy's half."""
     _split_stage(k, rows, pad_start=rows - 1)

@@ -106,7 +106,7 @@ ACCOUNTED = {
     "examples/regions.py::row_halves": "test_region_proofs.py",
     "examples/regions.py::column_stripes": "test_region_proofs.py",
     "examples/regions.py::lanes_interleaved": "test_region_proofs.py",
-    "examples/regions.py::split_stage": NOT_DECLARED,
+    "examples/regions.py::split_stage": "test_region_proofs.py",
     "examples/regions.py::loop_rows_own": "test_region_proofs.py",
     "examples/patterns/parity_skipping.py::pingpong_bare_parity": "test_prove_bare_parity.py",
     "examples/patterns/parity_skipping.py::pingpong_bare_parity_deep_ring":
