@@ -87,7 +87,7 @@ from .classes import BarrierClass, _ring_indexed, placed, ring_lhs
 from .counters import ACCESS, K, COp
 from .own_copies import own_copies_retired, private_buffers
 from .own_regions import own_region_keys, ref_key
-from .region_cells import region_cells
+from .region_cells import region_cells, within_buffer
 from .plain import Plain
 from .terms import Unsupported, linear_in, z_int
 
@@ -326,7 +326,7 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
                                  set()).add(ref.alloc.name)
     if ref.alloc.name in getattr(frag, "private_buffers", ()):
         if split:
-            _within_buffer(frag, ref, ctx, op)
+            within_buffer(frag, ref, ctx)
             return [(z3.BoolVal(True), cls.cell(ref.alloc, key, block))
                     for key in split[1][ref_key(ref)]]
         return [(z3.BoolVal(True), cls.cell(ref.alloc, None, block))]
@@ -366,23 +366,6 @@ def cells_of(builder: "ClassBuilder", role: "Role", op, ref, ctx,
         if not z3.is_false(g):
             out.append((g, cls.cell(ref.alloc, combo, block)))
     return out
-
-
-def _within_buffer(frag, ref, ctx, op) -> None:
-    """A region of a buffer of symbolic size judged by the pairs that may meet lies within the
-    buffer and is not empty, as the explorer requires (proved, or a side condition the verdict
-    states): a proof for sizes where the kernel is no kernel would claim too much. Regions that
-    depend on the thread index are left to own_regions.py's lemma, as before."""
-    if frag.kernel.thread_axis in set().union(*[free_vars(e) for e in ref.exprs()]):
-        return
-    shape = ref.alloc.shape[len(ref.index):]
-    for s, n in zip(ref.region, shape):
-        start, size, stride = ctx.int(s.start), ctx.int(s.size), z3.simplify(ctx.int(s.stride))
-        if not z3.is_int_value(stride):
-            return                      # nonlinear: the pair lemma alone, as for whole cells
-        frag.require_always(z3.And(size >= 1, stride >= 1, start >= 0,
-                                   start + (size - 1) * stride < ctx.int(n)),
-                            f"the region of `{ref}` is within the buffer", ctx)
 
 
 def _run_member(frag, ref, s, n: int, g: int, op, ctx):

@@ -21,7 +21,7 @@ import itertools
 
 import z3
 
-from ...model.ir import MemRef
+from ...model.ir import MemRef, free_vars
 from .own_regions import _never_meet, ref_key
 from .terms import z_int
 
@@ -66,3 +66,20 @@ def region_cells(frag, alloc) -> tuple[list[tuple[Pair, str]], dict[str, list[Pa
         if j != i:
             of_ref[ref_key(refs[j])].append(key)
     return cells, of_ref
+
+
+def within_buffer(frag, ref, ctx) -> None:
+    """A region of a buffer of symbolic size judged by the pairs that may meet lies within the
+    buffer and is not empty, as the explorer requires (proved, or a side condition the verdict
+    states): a proof for sizes where the kernel is no kernel would claim too much. Regions that
+    depend on the thread index are left to own_regions.py's lemma, as before."""
+    if frag.kernel.thread_axis in set().union(*[free_vars(e) for e in ref.exprs()]):
+        return
+    shape = ref.alloc.shape[len(ref.index):]
+    for s, n in zip(ref.region, shape):
+        start, size, stride = ctx.int(s.start), ctx.int(s.size), z3.simplify(ctx.int(s.stride))
+        if not z3.is_int_value(stride):
+            return                      # nonlinear: the pair lemma alone, as for whole cells
+        frag.require_always(z3.And(size >= 1, stride >= 1, start >= 0,
+                                   start + (size - 1) * stride < ctx.int(n)),
+                            f"the region of `{ref}` is within the buffer", ctx)
