@@ -66,6 +66,7 @@ def row_halves_off_by_one(k, rows=8, steps=3):
 
 def _column_stripes(k, warps, width, stripe_of):
     k.threads(warps + 1, name="w")                    # w0..: stripe writers, the last: reader
+    k.assume(warps >= 1)
     written = k.Barrier(num_arrivals=warps)
     tile = k.SMEM(slots=(4, warps * width))
     with k.when(k.thread < warps):
@@ -76,13 +77,13 @@ def _column_stripes(k, warps, width, stripe_of):
         k.read(tile)
 
 
-@protocol(expect="verified", symbolic=("width",))
+@protocol(expect="verified", symbolic=("warps", "width"))
 def column_stripes(k, warps=3, width=2):
     """Warp w writes columns w*width .. w*width+width-1 of every row."""
     _column_stripes(k, warps, width, lambda w, width: w * width)
 
 
-@protocol(expect="violation:BP200", symbolic=("width",))
+@protocol(expect="violation:BP200", symbolic=("warps", "width"))
 def column_stripes_overlap(k, warps=3, width=2):
     """Stripes placed one column apart instead of `width`: neighbours share a column."""
     _column_stripes(k, warps, width, lambda w, width: w)
@@ -95,6 +96,7 @@ def column_stripes_overlap(k, warps=3, width=2):
 
 def _lanes(k, lanes, per_lane, stride):
     k.threads(lanes + 1, name="t")                    # t0..: lanes; the last: consumer
+    k.assume(lanes >= 1)
     stored = k.Barrier(num_arrivals=lanes)
     published = k.Barrier(num_arrivals=1)
     vec = k.SMEM(slots=lanes * per_lane)
@@ -109,7 +111,7 @@ def _lanes(k, lanes, per_lane, stride):
         k.read(vec)
 
 
-@protocol(expect="verified", symbolic=("per_lane",))
+@protocol(expect="verified", symbolic=("lanes", "per_lane"))
 def lanes_interleaved(k, lanes=3, per_lane=2):
     """Stride `lanes`: lane t's elements t, t+lanes never meet another lane's."""
     _lanes(k, lanes, per_lane, stride=lanes)
@@ -159,18 +161,19 @@ def split_stage_pad_overlaps(k, rows=4):
 
 def _walk(k, rows_each, trips, row):
     k.threads(2, name="wg")
+    k.assume(rows_each >= 1)
     acc = k.SMEM(slots=(2 * rows_each,))
     with k.loop(trips) as i:
         k.write(acc.at[k.ds(row(k.thread, i, rows_each), 1)])
 
 
-@protocol(expect="verified", symbolic=("trips",))
+@protocol(expect="verified", symbolic=("rows_each", "trips"))
 def loop_rows_own(k, rows_each=2, trips=4):
     """Row wg*rows_each + i % rows_each: every trip stays in the warpgroup's own rows."""
     _walk(k, rows_each, trips, lambda wg, i, n: wg * n + i % n)
 
 
-@protocol(expect="violation:BP200", symbolic=("trips",))
+@protocol(expect="violation:BP200", symbolic=("rows_each", "trips"))
 def loop_rows_wrap(k, rows_each=2, trips=3):
     """Row (wg*rows_each + i) % (2*rows_each): the third trip wraps onto the other's rows."""
     _walk(k, rows_each, trips, lambda wg, i, n: (wg * n + i) % (2 * n))

@@ -10,27 +10,27 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    3   \* 1: written (Barrier)  examples/regions.py:69
+    3   \* 1: written (Barrier)  examples/regions.py:70
 >>
 
 \* Agent 1: w0 (thread), 1 instruction(s).
 Prog_1_w0 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(written)  examples/regions.py:73
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(written)  examples/regions.py:74
 >>
 
 \* Agent 2: w1 (thread), 1 instruction(s).
 Prog_2_w1 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(written)  examples/regions.py:73
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(written)  examples/regions.py:74
 >>
 
 \* Agent 3: w2 (thread), 1 instruction(s).
 Prog_3_w2 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(written)  examples/regions.py:73
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(written)  examples/regions.py:74
 >>
 
 \* Agent 4: w3 (thread), 1 instruction(s).
 Prog_4_w3 == <<
-    wait(1, 1)   \* pc 0: barrier_wait(written)  examples/regions.py:75
+    wait(1, 1)   \* pc 0: barrier_wait(written)  examples/regions.py:76
 >>
 
 KernelProg == <<
@@ -63,9 +63,9 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 4, {1}>>>>,  \* w0 writes tile[:,0:2] (examples/regions.py:72) / w3 reads tile (examples/regions.py:76)
-    <<"BP200", <<"pc", 2, {0}>>, <<"pc", 4, {1}>>>>,  \* w1 writes tile[:,2:4] (examples/regions.py:72) / w3 reads tile (examples/regions.py:76)
-    <<"BP200", <<"pc", 3, {0}>>, <<"pc", 4, {1}>>>>   \* w2 writes tile[:,4:6] (examples/regions.py:72) / w3 reads tile (examples/regions.py:76)
+    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 4, {1}>>>>,  \* w0 writes tile[:,0:2] (examples/regions.py:73) / w3 reads tile (examples/regions.py:77)
+    <<"BP200", <<"pc", 2, {0}>>, <<"pc", 4, {1}>>>>,  \* w1 writes tile[:,2:4] (examples/regions.py:73) / w3 reads tile (examples/regions.py:77)
+    <<"BP200", <<"pc", 3, {0}>>, <<"pc", 4, {1}>>>>   \* w2 writes tile[:,4:6] (examples/regions.py:73) / w3 reads tile (examples/regions.py:77)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -10,30 +10,30 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    3,  \* 1: stored (Barrier)  examples/regions.py:98
-    1   \* 2: published (Barrier)  examples/regions.py:99
+    3,  \* 1: stored (Barrier)  examples/regions.py:100
+    1   \* 2: published (Barrier)  examples/regions.py:101
 >>
 
 \* Agent 1: t0 (thread), 3 instruction(s).
 Prog_1_t0 == <<
-    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(stored)  examples/regions.py:103
-    wait(1, 1),        \* pc 1: barrier_wait(stored)  examples/regions.py:105
-    arrive(<<2>>, 1)   \* pc 2: barrier_arrive(published)  examples/regions.py:106
+    arrive(<<1>>, 1),  \* pc 0: barrier_arrive(stored)  examples/regions.py:105
+    wait(1, 1),        \* pc 1: barrier_wait(stored)  examples/regions.py:107
+    arrive(<<2>>, 1)   \* pc 2: barrier_arrive(published)  examples/regions.py:108
 >>
 
 \* Agent 2: t1 (thread), 1 instruction(s).
 Prog_2_t1 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(stored)  examples/regions.py:103
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(stored)  examples/regions.py:105
 >>
 
 \* Agent 3: t2 (thread), 1 instruction(s).
 Prog_3_t2 == <<
-    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(stored)  examples/regions.py:103
+    arrive(<<1>>, 1)   \* pc 0: barrier_arrive(stored)  examples/regions.py:105
 >>
 
 \* Agent 4: t3 (thread), 1 instruction(s).
 Prog_4_t3 == <<
-    wait(2, 2)   \* pc 0: barrier_wait(published)  examples/regions.py:108
+    wait(2, 2)   \* pc 0: barrier_wait(published)  examples/regions.py:110
 >>
 
 KernelProg == <<
@@ -68,9 +68,9 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 4, {1}>>>>,  \* t0 writes vec[0:4:3] (examples/regions.py:102) / t3 reads vec (examples/regions.py:109)
-    <<"BP200", <<"pc", 2, {0}>>, <<"pc", 4, {1}>>>>,  \* t1 writes vec[1:5:3] (examples/regions.py:102) / t3 reads vec (examples/regions.py:109)
-    <<"BP200", <<"pc", 3, {0}>>, <<"pc", 4, {1}>>>>   \* t2 writes vec[2:6:3] (examples/regions.py:102) / t3 reads vec (examples/regions.py:109)
+    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 4, {1}>>>>,  \* t0 writes vec[0:4:3] (examples/regions.py:104) / t3 reads vec (examples/regions.py:111)
+    <<"BP200", <<"pc", 2, {0}>>, <<"pc", 4, {1}>>>>,  \* t1 writes vec[1:5:3] (examples/regions.py:104) / t3 reads vec (examples/regions.py:111)
+    <<"BP200", <<"pc", 3, {0}>>, <<"pc", 4, {1}>>>>   \* t2 writes vec[2:6:3] (examples/regions.py:104) / t3 reads vec (examples/regions.py:111)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -41,7 +41,7 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 2, {0}>>>>   \* wg0 writes acc[0] (examples/regions.py:164) / wg1 writes acc[0] (examples/regions.py:164)
+    <<"BP200", <<"pc", 1, {0}>>, <<"pc", 2, {0}>>>>   \* wg0 writes acc[0] (examples/regions.py:167) / wg1 writes acc[0] (examples/regions.py:167)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -10,18 +10,18 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    2   \* 1: full (Barrier)  examples/regions.py:131
+    2   \* 1: full (Barrier)  examples/regions.py:133
 >>
 
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
-    issue_async(<<1>>, 2048, <<1>>),  \* pc 0: copy_gmem_to_smem(full, 2048B)  examples/regions.py:135
-    issue_async(<<1>>, 2048, <<1>>)   \* pc 1: copy_gmem_to_smem(full, 2048B)  examples/regions.py:136
+    issue_async(<<1>>, 2048, <<1>>),  \* pc 0: copy_gmem_to_smem(full, 2048B)  examples/regions.py:137
+    issue_async(<<1>>, 2048, <<1>>)   \* pc 1: copy_gmem_to_smem(full, 2048B)  examples/regions.py:138
 >>
 
 \* Agent 2: wg1 (thread), 1 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 1)   \* pc 0: barrier_wait(full)  examples/regions.py:139
+    wait(1, 1)   \* pc 0: barrier_wait(full)  examples/regions.py:141
 >>
 
 KernelProg == <<
@@ -54,9 +54,9 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {2}>>, <<"pc", 2, {1}>>>>,     \* wg0 writes stage[3:5] (examples/regions.py:137) / wg1 reads stage[0:4] (examples/regions.py:140)
-    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 1, {1}>>>>,  \* wg0 writes stage[3:5] (examples/regions.py:137) / TMA copy writes stage[2:4] (examples/regions.py:136)
-    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 1, {1}>>>>   \* wg1 reads stage[0:4] (examples/regions.py:140) / TMA copy writes stage[0:2] (examples/regions.py:135)
+    <<"BP200", <<"pc", 1, {2}>>, <<"pc", 2, {1}>>>>,     \* wg0 writes stage[3:5] (examples/regions.py:139) / wg1 reads stage[0:4] (examples/regions.py:142)
+    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 1, {1}>>>>,  \* wg0 writes stage[3:5] (examples/regions.py:139) / TMA copy writes stage[2:4] (examples/regions.py:138)
+    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 1, {1}>>>>   \* wg1 reads stage[0:4] (examples/regions.py:142) / TMA copy writes stage[0:2] (examples/regions.py:137)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
