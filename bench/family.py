@@ -80,3 +80,6 @@ PIPELINE = [(pipeline, dict(stages=s, consumers=c, steps=n))
 CLUSTER = [(cluster, dict(blocks=b, consumers=c, steps=n))
            for b, c, n in [(2, 1, 4), (2, 2, 2), (2, 1, 8), (3, 1, 2), (2, 2, 4)]]
 FAMILY = PIPELINE + CLUSTER
+
+# the family's protocols by name (tables name members `name(param=value, ...)`)
+MEMBERS_BY_NAME = {p.name: p for p in (pipeline, cluster, pipeline_buffers, cluster_buffers)}

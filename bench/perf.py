@@ -302,8 +302,10 @@ def main() -> None:
         "",
         f"Produced by `python bench/perf.py` in one run of {time.time() - start:.0f} s on "
         f"{machine}, shared with other work while it ran: compare ratios within a table; "
-        "absolute times must be measured again on an idle machine. Only the last section "
-        "(bench/regenerate.py) is re-measured by a test.",
+        "absolute times must be measured again on an idle machine. Times are re-measured by "
+        "a test only in the section of bench/regenerate.py (as ratios within one run); the "
+        "state counts of the reductions table, for members up to 10,000 states, by "
+        "tests/test_bench_figures.py.",
         "",
         GOALS_HEAD,
         "",

@@ -126,8 +126,10 @@ def main(argv=None) -> int:
            "(reductions on).", "",
            f"Machine load (1-minute load average) at the start: {load_start:.1f}, at the end: "
            f"{os.getloadavg()[0]:.1f}; other jobs shared the CPUs, so absolute times are "
-           "inflated, most of all TLC's (several JVM threads). See bench/README.md for what the "
-           "figures say.", ""]
+           "inflated, most of all TLC's (several JVM threads), and no test re-measures them: "
+           "the explorer-vs-TLC ratios a test does re-measure are bench/regenerate.py's "
+           "(bench/PERF.md). tests/test_bench_figures.py re-measures the state counts of the "
+           "members up to 10,000 states. See bench/README.md for what the figures say.", ""]
     out += table(rows, workers)
     out.append("")
     # bench/races.py keeps its section at the end of the file: carry it over.

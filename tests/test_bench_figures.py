@@ -72,3 +72,69 @@ def test_the_ratios_are_taken_from_one_run():
     assert regenerate.por_saving(row) == pytest.approx(5)
     assert regenerate.por_cost(row) == pytest.approx(2)
     assert regenerate.por_speedup(row) == pytest.approx(2.5)
+
+
+# -- the older tables' state counts (bench/run.py's RESULTS.md, bench/perf.py's PERF.md) -------
+# Their wall-clock times were taken at other loads and are not re-measured (the tables say so;
+# bench/regenerate.py's section is the one whose ratios are); their state counts are, here,
+# for the members small enough to search in a test.
+import re  # noqa: E402
+
+from family import MEMBERS_BY_NAME  # noqa: E402
+
+from barrierproof.checker.check import Options, check_kernel  # noqa: E402
+
+SMALL = 10_000      # distinct states without reduction: the members searched here (~1 s each)
+
+
+def _table_rows(path: str, first_header: str) -> list[list[str]]:
+    """The cells of the first markdown table whose header starts with `first_header`."""
+    lines = open(path).read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| " + first_header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def _member(label: str):
+    name, args = re.fullmatch(r"(\w+)\((.*)\)", label).groups()
+    params = {k: int(v) for k, v in (a.split("=") for a in args.split(", "))}
+    return MEMBERS_BY_NAME[name], params
+
+
+def _count(cell: str) -> int:
+    return int(cell.split(" ")[0].replace(",", ""))
+
+
+RESULTS_ROWS = [r for r in _table_rows(os.path.join(ROOT, "bench", "RESULTS.md"),
+                                       "member | states | reduced") if _count(r[1]) <= SMALL]
+
+
+@pytest.mark.parametrize("cells", RESULTS_ROWS, ids=lambda r: r[0])
+def test_results_state_counts_are_the_explorers(cells):
+    protocol, params = _member(cells[0])
+    kernel = protocol.build()
+    full = check_kernel(kernel, params, Options(reduction=False))
+    reduced = check_kernel(kernel, params, Options())
+    assert (full.states, reduced.states) == (_count(cells[1]), _count(cells[2])), cells[0]
+
+
+PERF_ROWS = [r for r in _table_rows(regenerate.PERF, "member | none: states / time")
+             if "bounded" not in r[1] and _count(r[1]) <= SMALL]
+
+
+@pytest.mark.parametrize("cells", PERF_ROWS, ids=lambda r: r[0])
+def test_perf_reduction_state_counts_are_the_explorers(cells):
+    """bench/perf.py's reductions, one added per column: none, thread symmetry, + block
+    symmetry, + partial-order reduction."""
+    from barrierproof.checker.engines.explore import Limits, explore
+    from barrierproof.model.semantics import System
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import perf
+    protocol, params = _member(cells[0])
+    system = System(protocol.build(), params)
+    got = [explore(system, Limits(max_states=None), **kw).states for _, kw in perf.LEVELS]
+    assert got == [_count(c) for c in cells[1:1 + len(perf.LEVELS)]], cells[0]
