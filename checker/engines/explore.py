@@ -49,6 +49,8 @@ from ...model.semantics import System
 from ...model.steps import UNREDUCED, opcodes_in
 from ...model.violations import Place, Violation, primary, tolerance
 from .parity_returns import Conflict, ParityReturns, search_return
+from .compiled import Refused, available, explore_compiled
+from .compiled import chosen as chosen_core
 from .por import leaves_nothing_out, persistent_sets
 from .store import StateStore
 from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,
@@ -109,7 +111,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             progress: Callable[[dict], None] | None = None,
             block_symmetry: bool = True, store_mode: str = "tuple",
             partial_order: bool = True, order: str = "bfs",
-            tolerate: frozenset[Place] = frozenset()) -> ExploreResult:
+            tolerate: frozenset[Place] = frozenset(), core: str | None = None) -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
 
     `order="dfs"` walks the same reduced graph depth first (the reductions depend on the state
@@ -117,6 +119,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     the search then goes on for shorter ones (branch and bound, `depth_first`). Run to the end
     it reports what the breadth-first search reports; stopped by a limit, the shortest found
     so far, with the reason it may not be shortest.
+
+    The raw breadth-first search (no reduction, nothing tolerated) runs on the compiled core
+    when it is built and accepts the System (compiled.py; `core`: auto, python or compiled).
 
     >>> from barrierproof.model.samples import lost_arrival
     >>> result = explore(System(lost_arrival.build()))
@@ -130,6 +135,13 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     # opcode whose family declares it outside them (model/steps.py: UNREDUCED).
     reduction = reduction and not getattr(system, "init_insts", ()) and \
         not opcodes_in(system, lambda step: step.touches == UNREDUCED)
+    refused = None
+    if not reduction and order == "bfs" and not tolerate and chosen_core(core) != "python" \
+            and available():
+        try:
+            return explore_compiled(system, limits, ignore)
+        except Refused as why:      # outside the compiled core: the Python search, the same
+            refused = str(why)
     symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
     reduce = symmetry.canonicalizer() if symmetry is not None else None
     # From a canonical state, only the mover's class can fall out of order.
@@ -137,6 +149,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     twins = symmetry.twins() if symmetry is not None else None
     classes = symmetry.classes if symmetry is not None else []
     notes: list[str] = []
+    if refused is not None and chosen_core(core) == "compiled":
+        notes.append(f"searched by the Python explorer: the compiled core does not state "
+                     f"{refused}")
     partial_order_off = None
     if tolerate and reduction and partial_order:
         # The persistent sets put steps off, trusting them to be taken later on every path; a

@@ -1,0 +1,631 @@
+/* The compiled exploration core: the explorer's raw breadth-first search (no symmetry, no
+ * partial-order reduction) over the flat integer states of `semantics.System`, for the opcodes
+ * flatten.py accepts. compiled.py rebuilds and replays what it finds with the Python rules.
+ *
+ * A state is the System's tuple as int32 words:
+ *   pc[agent]                              next instruction of each thread
+ *   (phase, pending, tx, expected)[inst]   completions so far, missing arrivals of the open
+ *                                          phase, tx bytes outstanding, arrival count
+ *   seen[...]                              completions a thread observed at its last wait
+ *   in_flight[slot]                        TMA landings / async arrivals not yet delivered
+ * Every rule returns its code as an integer (101 for BP101); 0 is "no rule broken". The order
+ * of every check follows semantics.py and model/primitives, including where a broken rule
+ * stops the rest of a step (`violation or ...` there), since a step whose code the user
+ * ignores goes on to be searched.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Opcodes as flatten.py numbers them (its CORE_OPS). */
+enum { OP_ARRIVE, OP_ARRIVE_DROP, OP_EXPECT_TX, OP_ARRIVE_TX, OP_COMPLETE_TX, OP_WAIT,
+       OP_WAIT_PARITY, OP_WAIT_PHASE, OP_BARRIER_TEST, OP_ISSUE_ASYNC, OP_NOP, OP_SEM_SIGNAL,
+       OP_SEM_WAIT };
+/* Barrier instance fields; effects an in-flight slot delivers (instructions.py). */
+enum { PHASE, PENDING, TX, EXPECTED, FIELDS };
+enum { EFFECT_COMPLETE_TX, EFFECT_ARRIVE, EFFECT_SIGNAL };
+/* Search outcomes (compiled.py names them). */
+enum { VERIFIED, VIOLATION, STATE_LIMIT, TIME_LIMIT, MEMORY_LIMIT, DEPTH_LIMIT, INTERRUPTED };
+/* What a violation is: the initial state's, a step's, a new state's, a deadlock, two returns
+ * of one bare parity wait. */
+enum { AT_INITIAL, BY_STEP, IN_STATE, DEADLOCK, ALIASING };
+
+typedef struct {
+    int W, A, n_inst, slot_base, n_slots, max_tx, exit_async, track_returns;
+    int *len, *off;                         /* per agent: program length, first instruction */
+    int *op, *t0, *t1, *amount, *x0, *x1;   /* per instruction: opcode and operands */
+    int *insts, *slot_list;                 /* arrival sets, issued slot lists */
+    int *slot_effect, *slot_inst, *slot_amount;
+    /* per instance: its Pallas waiters (seen entry, last pc waiting on it), exit rules */
+    int *part_off, *part_waiter, *part_pos, *part_last, *unwaited;
+    char ignored[1000];
+} Model;
+
+static int barrier(const Model *m, int inst) { return m->A + FIELDS * inst; }
+
+static int is_wait(int op) {
+    return op == OP_WAIT || op == OP_WAIT_PARITY || op == OP_WAIT_PHASE || op == OP_BARRIER_TEST;
+}
+
+/* -- the barrier micro-steps (System._arrive, _tx, _maybe_complete) ------------------------ */
+
+static int waits_on(const Model *m, const int32_t *s, int agent, int inst) {
+    int pc = s[agent];
+    if (pc >= m->len[agent]) return 0;
+    int i = m->off[agent] + pc;
+    return is_wait(m->op[i]) && m->t0[i] == inst;
+}
+
+/* A phase completes when its arrivals and its tx bytes are all in; a Pallas waiter that will
+ * wait again and has fallen a completion behind aliases its parity (BP101). */
+static int maybe_complete(const Model *m, int32_t *s, int inst) {
+    int b = barrier(m, inst);
+    if (s[b + PENDING] != 0 || s[b + TX] != 0) return 0;
+    int completed = s[b + PHASE];
+    s[b + PHASE] = completed + 1;
+    s[b + PENDING] = s[b + EXPECTED];
+    for (int k = m->part_off[inst]; k < m->part_off[inst + 1]; k++) {
+        int waiter = m->part_waiter[k], seen = s[m->part_pos[k]];
+        if ((seen > 0 ? seen : 0) >= completed) continue;
+        if (s[waiter] > m->part_last[k]) continue;       /* it never waits on inst again */
+        if (seen >= 0 || waits_on(m, s, waiter, inst)) return 101;
+    }
+    return 0;
+}
+
+static int arrive(const Model *m, int32_t *s, int inst, int count) {
+    int b = barrier(m, inst);
+    int pending = s[b + PENDING] - count;
+    s[b + PENDING] = pending;
+    if (pending > 0) return 0;
+    if (pending < 0) return 121;                          /* more arrivals than the count */
+    return maybe_complete(m, s, inst);
+}
+
+static int tx_bytes(const Model *m, int32_t *s, int inst, int delta) {
+    int b = barrier(m, inst);
+    int64_t tx = (int64_t)s[b + TX] + delta;
+    s[b + TX] = (int32_t)tx;
+    if (tx < -m->max_tx || tx > m->max_tx) return 121;    /* tx-count out of range */
+    if (tx || s[b + PENDING]) return 0;
+    return maybe_complete(m, s, inst);
+}
+
+/* -- guards and effects (model/primitives/: mbarrier, waits, tma, semaphores) -------------- */
+
+static int phase_of(const Model *m, const int32_t *s, int inst) { return s[barrier(m, inst)]; }
+
+/* barrier_wait: passes iff the barrier's parity differs from the private parity bit (the
+ * parity of the completions the thread observed at its last wait). */
+static int pallas_passes(const Model *m, const int32_t *s, int i) {
+    int seen = s[m->x0[i]];
+    return (phase_of(m, s, m->t0[i]) & 1) != (seen > 0 ? seen & 1 : 0);
+}
+
+static int guard(const Model *m, const int32_t *s, int i) {
+    switch (m->op[i]) {
+    case OP_WAIT:
+        return pallas_passes(m, s, i);
+    case OP_WAIT_PARITY:         /* the phase of parity P has completed */
+        return (phase_of(m, s, m->t0[i]) & 1) != m->amount[i];
+    case OP_WAIT_PHASE:          /* the barrier's parity is that of the completion meant */
+        return (phase_of(m, s, m->t0[i]) & 1) == (m->amount[i] & 1);
+    case OP_SEM_WAIT:            /* the semaphore has reached the value */
+        return phase_of(m, s, m->t0[i]) >= m->amount[i];
+    default:
+        return 1;
+    }
+}
+
+/* Apply instruction i of `agent` (its pc already moved on); the code of the rule it breaks. */
+static int effect(const Model *m, int32_t *s, int i) {
+    int v = 0;
+    switch (m->op[i]) {
+    case OP_ARRIVE:
+        for (int k = m->t0[i]; k < m->t1[i]; k++)
+            if (!v) v = arrive(m, s, m->insts[k], m->amount[i]);
+        return v;
+    case OP_ARRIVE_DROP:
+        for (int k = m->t0[i]; k < m->t1[i]; k++) {
+            int b = barrier(m, m->insts[k]);
+            s[b + EXPECTED] -= 1;                  /* arrive_drop lowers the count below 0 */
+            if (s[b + EXPECTED] < 0 && !v) v = 121;
+            if (!v) v = arrive(m, s, m->insts[k], 1);
+        }
+        return v;
+    case OP_EXPECT_TX:
+        for (int k = m->t0[i]; k < m->t1[i]; k++)
+            if (!v) v = tx_bytes(m, s, m->insts[k], m->amount[i]);
+        return v;
+    case OP_ISSUE_ASYNC:         /* the issuer's arrive.expect_tx, then the copies fly */
+    case OP_ARRIVE_TX:
+        for (int k = m->t0[i]; k < m->t1[i]; k++) {
+            if (!v) v = tx_bytes(m, s, m->insts[k], m->amount[i]);
+            if (!v) v = arrive(m, s, m->insts[k], 1);
+        }
+        if (m->op[i] == OP_ISSUE_ASYNC)
+            for (int k = m->x0[i]; k < m->x1[i]; k++) s[m->slot_base + m->slot_list[k]] += 1;
+        return v;
+    case OP_COMPLETE_TX:
+        for (int k = m->t0[i]; k < m->t1[i]; k++)
+            if (!v) v = tx_bytes(m, s, m->insts[k], -m->amount[i]);
+        return v;
+    case OP_WAIT:                /* observes every completion so far */
+        s[m->x0[i]] = phase_of(m, s, m->t0[i]);
+        return 0;
+    case OP_BARRIER_TEST:        /* flips the private bit only if the wait would pass */
+        if (pallas_passes(m, s, i)) s[m->x0[i]] = phase_of(m, s, m->t0[i]);
+        return 0;
+    case OP_WAIT_PARITY:
+    case OP_WAIT_PHASE: {        /* a stated phase must be the one it returns after */
+        int now = phase_of(m, s, m->t0[i]);
+        s[m->x0[i]] = now;
+        return (m->op[i] == OP_WAIT_PHASE && now != m->amount[i]) ? 101 : 0;
+    }
+    case OP_SEM_SIGNAL:
+        s[barrier(m, m->t0[i])] += m->amount[i];
+        return 0;
+    case OP_SEM_WAIT:
+        if (m->x0[i]) s[barrier(m, m->t0[i])] -= m->amount[i];
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* Whether `action` (an agent, then an in-flight slot) is enabled in s. */
+static int enabled(const Model *m, const int32_t *s, int action) {
+    if (action < m->A) {
+        int pc = s[action];
+        return pc < m->len[action] && guard(m, s, m->off[action] + pc);
+    }
+    return s[m->slot_base + action - m->A] > 0;
+}
+
+/* Take an enabled action in place; the code of the rule the step breaks, or 0. */
+static int step(const Model *m, int32_t *s, int action) {
+    if (action < m->A) {
+        int i = m->off[action] + s[action];
+        s[action] += 1;
+        return effect(m, s, i);
+    }
+    int k = action - m->A;
+    s[m->slot_base + k] -= 1;
+    int inst = m->slot_inst[k];
+    if (m->slot_effect[k] == EFFECT_COMPLETE_TX) return tx_bytes(m, s, inst, -m->slot_amount[k]);
+    if (m->slot_effect[k] == EFFECT_SIGNAL) { s[barrier(m, inst)] += m->slot_amount[k]; return 0; }
+    return arrive(m, s, inst, 1);
+}
+
+/* -- rules judged on a state (System.state_violations, exit_violations, deadlock) ---------- */
+
+#define SEE(c) do { int c_ = (c); if (!m->ignored[c_] && (best == 0 || c_ < best)) best = c_; } while (0)
+
+static int is_done(const Model *m, const int32_t *s) {
+    for (int a = 0; a < m->A; a++)
+        if (s[a] < m->len[a]) return 0;
+    return 1;
+}
+
+/* The least code, among those not ignored, of the rules state s breaks (0: none). */
+static int state_code(const Model *m, const int32_t *s) {
+    int best = 0, done = 1;
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        done = 0;
+        int i = m->off[a] + s[a];
+        if (m->op[i] == OP_WAIT_PHASE && phase_of(m, s, m->t0[i]) > m->amount[i])
+            SEE(101);            /* a wait for a phase the barrier has already run past */
+        else if (m->op[i] == OP_WAIT && s[m->x0[i]] < 0 && phase_of(m, s, m->t0[i]) >= 2)
+            SEE(102);            /* a first wait after two completions: a late join */
+    }
+    if (!done) return best;
+    /* at kernel exit */
+    for (int k = 0; k < m->n_slots; k++)
+        if (s[m->slot_base + k]) SEE(105);        /* copies still in flight */
+    if (m->exit_async) SEE(105);                  /* a thread's own accesses left running */
+    for (int inst = 0; inst < m->n_inst; inst++) {
+        const int32_t *b = s + barrier(m, inst);
+        if (b[TX] != 0) SEE(130);                 /* tx bytes never delivered or expected */
+        else if (b[PENDING] != b[EXPECTED]) SEE(104);   /* a phase left half arrived */
+        if (b[PHASE] && m->unwaited[inst]) SEE(103);
+        for (int k = m->part_off[inst]; k < m->part_off[inst + 1]; k++)
+            if (s[m->part_pos[k]] < b[PHASE]) SEE(103);  /* completions a waiter never saw */
+    }
+    return best;
+}
+
+/* The code of a deadlock: BP130 when a blocked waiter's barrier has every arrival but its tx
+ * bytes never come, else BP100. */
+static int deadlock_code(const Model *m, const int32_t *s) {
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        int i = m->off[a] + s[a];
+        if (!is_wait(m->op[i])) continue;
+        const int32_t *b = s + barrier(m, m->t0[i]);
+        if (b[PENDING] == 0 && b[TX] != 0) return 130;
+    }
+    return 100;
+}
+
+/* -- the visited set: every state once, packed in one array, found by open addressing ------ */
+
+typedef struct {
+    int W;
+    int32_t *states;            /* state id -> its W words */
+    int32_t *parent, *action;   /* the breadth-first tree (-1 at the initial state) */
+    size_t n, cap;              /* states stored, room for */
+    uint64_t *table;            /* 0 empty, else (hash high 32 bits << 32) | (id + 1) */
+    size_t table_cap;
+} Store;
+
+static uint64_t hash_state(const int32_t *s, int W) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)W;
+    for (int k = 0; k < W; k++) {
+        h ^= (uint32_t)s[k];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
+}
+
+static size_t store_bytes(const Store *st) {
+    return st->cap * (st->W * 4 + 8) + st->table_cap * 8;
+}
+
+static int store_grow_table(Store *st) {
+    size_t cap = st->table_cap * 2;
+    uint64_t *t = calloc(cap, sizeof(uint64_t));
+    if (!t) return -1;
+    for (size_t k = 0; k < st->table_cap; k++) {
+        uint64_t e = st->table[k];
+        if (!e) continue;
+        size_t id = (size_t)(e & 0xffffffffu) - 1;
+        uint64_t h = hash_state(st->states + id * st->W, st->W);
+        size_t j = h & (cap - 1);
+        while (t[j]) j = (j + 1) & (cap - 1);
+        t[j] = e;
+    }
+    free(st->table);
+    st->table = t;
+    st->table_cap = cap;
+    return 0;
+}
+
+/* The id of state s, adding it (with its place in the tree) if new; *is_new says which;
+ * -1 when out of memory. */
+static int64_t store_add(Store *st, const int32_t *s, int parent, int action, int *is_new) {
+    uint64_t h = hash_state(s, st->W);
+    uint64_t tag = h >> 32;
+    size_t j = h & (st->table_cap - 1);
+    for (;;) {
+        uint64_t e = st->table[j];
+        if (!e) break;
+        if ((e >> 32) == tag) {
+            size_t id = (size_t)(e & 0xffffffffu) - 1;
+            if (!memcmp(st->states + id * st->W, s, st->W * sizeof(int32_t))) {
+                *is_new = 0;
+                return (int64_t)id;
+            }
+        }
+        j = (j + 1) & (st->table_cap - 1);
+    }
+    if (st->n == st->cap) {
+        size_t cap = st->cap * 2;
+        int32_t *states = realloc(st->states, cap * st->W * sizeof(int32_t));
+        if (!states) return -1;
+        st->states = states;
+        int32_t *p = realloc(st->parent, cap * sizeof(int32_t));
+        if (!p) return -1;
+        st->parent = p;
+        int32_t *a = realloc(st->action, cap * sizeof(int32_t));
+        if (!a) return -1;
+        st->action = a;
+        st->cap = cap;
+    }
+    size_t id = st->n++;
+    memcpy(st->states + id * st->W, s, st->W * sizeof(int32_t));
+    st->parent[id] = parent;
+    st->action[id] = action;
+    st->table[j] = (tag << 32) | (uint64_t)(id + 1);
+    *is_new = 1;
+    if (st->n * 2 > st->table_cap && store_grow_table(st) < 0) return -1;
+    return (int64_t)id;
+}
+
+static void store_free(Store *st) {
+    free(st->states);
+    free(st->parent);
+    free(st->action);
+    free(st->table);
+}
+
+/* -- the side table of bare parity waits (parity_returns.py) ------------------------------- */
+
+/* Per instruction that is a bare parity wait: the completions it was seen returning after, in
+ * the order met (breadth first: by depth), each with the shallowest state showing it. A second
+ * completion is a conflict and ends the search at the end of its level, so two suffice. */
+typedef struct {
+    int *count, *completion, *depth, *id;   /* 2 entries per instruction */
+} Returns;
+
+/* Note the returns state s (id, met at depth) shows; the instruction of a conflict, or -1. */
+static int record_returns(const Model *m, Returns *r, const int32_t *s, int depth, int id) {
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        int i = m->off[a] + s[a];
+        if (m->op[i] != OP_WAIT_PARITY) continue;
+        int phase = phase_of(m, s, m->t0[i]);
+        if ((phase & 1) == m->amount[i]) continue;        /* it cannot return yet */
+        int n = r->count[i];
+        if ((n > 0 && r->completion[2 * i] == phase) || (n > 1 && r->completion[2 * i + 1] == phase))
+            continue;                                      /* shown before, no deeper */
+        if (n == 2) continue;
+        r->completion[2 * i + n] = phase;
+        r->depth[2 * i + n] = depth;
+        r->id[2 * i + n] = id;
+        r->count[i] = n + 1;
+        if (n + 1 == 2) return i;                          /* two completions: aliasing */
+    }
+    return -1;
+}
+
+/* -- the breadth-first search -------------------------------------------------------------- */
+
+typedef struct {
+    int status, kind, code, depth, unexpanded, conflict;
+    int64_t pred, action, transitions;
+} Outcome;
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef struct { int32_t *ids; size_t n, cap; } Ids;
+
+static int ids_push(Ids *v, int32_t id) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 1024;
+        int32_t *p = realloc(v->ids, cap * sizeof(int32_t));
+        if (!p) return -1;
+        v->ids = p;
+        v->cap = cap;
+    }
+    v->ids[v->n++] = id;
+    return 0;
+}
+
+/* Limits: max_states, max_depth (-1: none), timeout seconds (< 0: none), memory bytes. */
+static int search(const Model *m, Store *st, Returns *r, const int32_t *init, int64_t max_states,
+                  int64_t max_depth, double timeout, int64_t max_bytes, Outcome *out) {
+    int W = m->W, n_actions = m->A + m->n_slots, is_new;
+    double start = now_seconds();
+    int32_t *cur = malloc(W * sizeof(int32_t)), *next = malloc(W * sizeof(int32_t));
+    Ids frontier = {0}, upcoming = {0};
+    memset(out, 0, sizeof(*out));
+    out->conflict = -1;
+    if (!cur || !next || store_add(st, init, -1, -1, &is_new) < 0) goto oom;
+    int code = state_code(m, init);
+    if (code) {
+        out->status = VIOLATION; out->kind = AT_INITIAL; out->code = code;
+        goto done;
+    }
+    if (ids_push(&frontier, 0) < 0) goto oom;
+    while (frontier.n) {
+        if (max_depth >= 0 && out->depth >= max_depth) {
+            out->status = DEPTH_LIMIT; out->unexpanded = (int)frontier.n;
+            goto done;
+        }
+        upcoming.n = 0;
+        /* The level is finished before a verdict; ties go to the lowest code, then the first
+         * met, as the Python explorer decides. */
+        int dead = 0, best = 0, best_kind = 0, conflict = -1;
+        int64_t dead_id = 0, best_pred = 0, best_action = 0;
+        for (size_t n = 0; n < frontier.n; n++) {
+            int32_t id = frontier.ids[n];
+            memcpy(cur, st->states + (size_t)id * W, W * sizeof(int32_t));
+            if (m->track_returns && conflict < 0)
+                conflict = record_returns(m, r, cur, out->depth, id);
+            int moves = 0;
+            for (int action = 0; action < n_actions; action++) {
+                if (!enabled(m, cur, action)) continue;
+                moves++;
+                out->transitions++;
+                memcpy(next, cur, W * sizeof(int32_t));
+                int v = step(m, next, action);
+                if (v && !m->ignored[v]) {             /* the step itself breaks a rule */
+                    if (!best || v < best) {
+                        best = v; best_kind = BY_STEP; best_pred = id; best_action = action;
+                    }
+                    continue;
+                }
+                int64_t nid = store_add(st, next, id, action, &is_new);
+                if (nid < 0) goto oom;
+                if (!is_new) continue;
+                int c = state_code(m, next);
+                if (c) {                               /* the state reached breaks a rule */
+                    if (!best || c < best) {
+                        best = c; best_kind = IN_STATE; best_pred = id; best_action = action;
+                    }
+                    continue;
+                }
+                if (ids_push(&upcoming, (int32_t)nid) < 0) goto oom;
+            }
+            if (!moves && !is_done(m, cur)) {
+                int c = deadlock_code(m, cur);
+                if (!m->ignored[c] && (!dead || c < dead)) { dead = c; dead_id = id; }
+            }
+            if ((n & 255) == 0) {
+                if (timeout >= 0 && now_seconds() - start > timeout) {
+                    out->status = TIME_LIMIT; goto done;
+                }
+                if (max_states >= 0 && (int64_t)st->n > max_states) {
+                    out->status = STATE_LIMIT; goto done;
+                }
+                if (max_bytes >= 0 && (int64_t)(store_bytes(st) + 4 * (frontier.cap +
+                                                   upcoming.cap)) > max_bytes) {
+                    out->status = MEMORY_LIMIT; goto done;
+                }
+                if (PyErr_CheckSignals() < 0) {
+                    PyErr_Clear();
+                    out->status = INTERRUPTED; goto done;
+                }
+            }
+        }
+        if (dead) {
+            out->status = VIOLATION; out->kind = DEADLOCK; out->code = dead; out->pred = dead_id;
+            goto done;
+        }
+        if (best && (conflict < 0 || best <= 101)) {
+            out->status = VIOLATION; out->kind = best_kind; out->code = best;
+            out->pred = best_pred; out->action = best_action;
+            goto done;
+        }
+        if (conflict >= 0) {
+            out->status = VIOLATION; out->kind = ALIASING; out->code = 101;
+            out->conflict = conflict;
+            goto done;
+        }
+        if (upcoming.n) out->depth++;
+        Ids t = frontier; frontier = upcoming; upcoming = t;
+    }
+    out->status = VERIFIED;
+done:
+    free(cur); free(next); free(frontier.ids); free(upcoming.ids);
+    return 0;
+oom:
+    free(cur); free(next); free(frontier.ids); free(upcoming.ids);
+    return -1;
+}
+
+/* -- Python glue --------------------------------------------------------------------------- */
+
+/* A sequence of ints as a freshly allocated int array (at least one element). */
+static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of ints");
+    if (!fast) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    int *a = malloc((n ? n : 1) * sizeof(int));
+    if (!a) { Py_DECREF(fast); PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, k));
+        if (v == -1 && PyErr_Occurred()) { free(a); Py_DECREF(fast); return -1; }
+        a[k] = (int)v;
+    }
+    Py_DECREF(fast);
+    *out = a;
+    if (n_out) *n_out = n;
+    return 0;
+}
+
+#define N_ARRAYS 17
+
+static PyObject *core_explore(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *scalars, *arrays, *ignored, *init_obj;
+    long long max_states, max_depth, max_bytes;
+    double timeout;
+    if (!PyArg_ParseTuple(args, "OOOOLLdL", &scalars, &arrays, &ignored, &init_obj, &max_states,
+                          &max_depth, &timeout, &max_bytes))
+        return NULL;
+    Model m;
+    memset(&m, 0, sizeof(m));
+    int *sc = NULL, *ign = NULL, *init = NULL;
+    Py_ssize_t n_sc, n_ign, n_init;
+    int **slots[N_ARRAYS] = {&m.len, &m.off, &m.op, &m.t0, &m.t1, &m.amount, &m.x0, &m.x1,
+                             &m.insts, &m.slot_list, &m.slot_effect, &m.slot_inst, &m.slot_amount,
+                             &m.part_off, &m.part_waiter, &m.part_pos, &m.part_last};
+    PyObject *result = NULL;
+    Store st = {0};
+    Returns r = {0};
+    int *unwaited = NULL;
+    int ok = ints(scalars, &sc, &n_sc) == 0 && n_sc == 8 && ints(ignored, &ign, &n_ign) == 0 &&
+             ints(init_obj, &init, &n_init) == 0 && PySequence_Check(arrays) &&
+             PySequence_Size(arrays) == N_ARRAYS + 1;
+    for (int k = 0; ok && k <= N_ARRAYS; k++) {
+        PyObject *item = PySequence_GetItem(arrays, k);
+        ok = item && ints(item, k < N_ARRAYS ? slots[k] : &unwaited, NULL) == 0;
+        Py_XDECREF(item);
+    }
+    if (!ok) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "malformed flattened System");
+        goto cleanup;
+    }
+    m.W = sc[0]; m.A = sc[1]; m.n_inst = sc[2]; m.slot_base = sc[3]; m.n_slots = sc[4];
+    m.max_tx = sc[5]; m.exit_async = sc[6]; m.track_returns = sc[7];
+    m.unwaited = unwaited;
+    for (Py_ssize_t k = 0; k < n_ign; k++)
+        if (ign[k] >= 0 && ign[k] < 1000) m.ignored[ign[k]] = 1;
+    if (n_init != m.W) {
+        PyErr_SetString(PyExc_ValueError, "initial state of the wrong width");
+        goto cleanup;
+    }
+    int n_instr = m.off[m.A];
+    st.W = m.W;
+    st.cap = 1024;
+    st.table_cap = 4096;
+    st.states = malloc(st.cap * m.W * sizeof(int32_t));
+    st.parent = malloc(st.cap * sizeof(int32_t));
+    st.action = malloc(st.cap * sizeof(int32_t));
+    st.table = calloc(st.table_cap, sizeof(uint64_t));
+    r.count = calloc(n_instr + 1, sizeof(int));
+    r.completion = calloc(2 * n_instr + 2, sizeof(int));
+    r.depth = calloc(2 * n_instr + 2, sizeof(int));
+    r.id = calloc(2 * n_instr + 2, sizeof(int));
+    int32_t *init32 = (int32_t *)init;     /* int is 32 bits on every platform CPython runs on */
+    Outcome out;
+    if (!st.states || !st.parent || !st.action || !st.table || !r.count || !r.completion ||
+        !r.depth || !r.id ||
+        search(&m, &st, &r, init32, max_states, max_depth, timeout, max_bytes, &out) < 0) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    PyObject *table = PyList_New(0);
+    if (!table) goto cleanup;
+    for (int i = 0; i < n_instr; i++)
+        for (int k = 0; k < r.count[i]; k++) {
+            PyObject *row = Py_BuildValue("(iiii)", i, r.completion[2 * i + k],
+                                          r.depth[2 * i + k], r.id[2 * i + k]);
+            if (!row || PyList_Append(table, row) < 0) { Py_XDECREF(row); Py_DECREF(table); goto cleanup; }
+            Py_DECREF(row);
+        }
+    /* The tree: each state's predecessor and the action that reached it, as int32 bytes. */
+    PyObject *parents = PyBytes_FromStringAndSize((const char *)st.parent, st.n * sizeof(int32_t));
+    PyObject *actions = PyBytes_FromStringAndSize((const char *)st.action, st.n * sizeof(int32_t));
+    if (parents && actions)
+        result = Py_BuildValue("{s:i,s:n,s:L,s:i,s:i,s:i,s:i,s:L,s:L,s:i,s:O,s:O,s:O,s:n}",
+                               "status", out.status, "states", (Py_ssize_t)st.n,
+                               "transitions", (long long)out.transitions, "depth", out.depth,
+                               "unexpanded", out.unexpanded, "kind", out.kind, "code", out.code,
+                               "pred", (long long)out.pred, "action", (long long)out.action,
+                               "conflict", out.conflict, "parents", parents, "actions", actions,
+                               "returns", table, "bytes", (Py_ssize_t)store_bytes(&st));
+    Py_XDECREF(parents);
+    Py_XDECREF(actions);
+    Py_DECREF(table);
+cleanup:
+    store_free(&st);
+    free(r.count); free(r.completion); free(r.depth); free(r.id);
+    free(sc); free(ign); free(init); free(unwaited);
+    for (int k = 0; k < N_ARRAYS; k++) free(*slots[k]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"explore", core_explore, METH_VARARGS,
+     "explore(scalars, arrays, ignored, initial, max_states, max_depth, timeout, max_bytes) -> "
+     "dict: the raw breadth-first search of a flattened System (checker/engines/flatten.py)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core",
+                                    "The compiled exploration core (checker/engines/compiled.py).",
+                                    -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }
