@@ -19,6 +19,6 @@ def packages() -> list[str]:
 
 
 CORE = Extension("barrierproof.checker.engines._core", sources=["checker/engines/_core.c"],
-                 extra_compile_args=["-O2"], optional=True)
+                 extra_compile_args=["-O3"], optional=True)
 
 setup(packages=packages(), ext_modules=[CORE])

@@ -253,30 +253,75 @@ static int deadlock_code(const Model *m, const int32_t *s) {
 
 /* -- the visited set: every state once, packed in one array, found by open addressing ------ */
 
+/* States are stored in 16-bit words when every value fits (pcs, phase counts, arrivals and tx
+ * bytes of real protocols do), else in 32-bit ones: a value beyond 16 bits stops a narrow
+ * search (WIDE) and compiled.py runs it again wide. */
 typedef struct {
-    int W;
-    int32_t *states;            /* state id -> its W words */
+    int W, word;                /* fields per state, bytes per field (2 or 4) */
+    size_t bytes;               /* W * word */
+    uint8_t *states;            /* state id -> its packed fields */
     int32_t *parent, *action;   /* the breadth-first tree (-1 at the initial state) */
     size_t n, cap;              /* states stored, room for */
-    uint64_t *table;            /* 0 empty, else (hash high 32 bits << 32) | (id + 1) */
+    /* 0 empty, else (hash high 32 bits << 32) | (id + 1); the slot is taken from the same
+     * high 32 bits, so the table grows without reading a state again */
+    uint64_t *table;
     size_t table_cap;
 } Store;
 
-static uint64_t hash_state(const int32_t *s, int W) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)W;
-    for (int k = 0; k < W; k++) {
-        h ^= (uint32_t)s[k];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
+/* Pack an int32 state into the store's words; -1 if a value does not fit. */
+static int pack(const Store *st, const int32_t *s, uint8_t *out) {
+    if (st->word == 4) {
+        memcpy(out, s, st->bytes);
+        return 0;
     }
+    int16_t *w = (int16_t *)out;
+    uint32_t beyond = 0;          /* no early exit: the loop vectorizes */
+    for (int k = 0; k < st->W; k++) {
+        beyond |= (uint32_t)(s[k] - INT16_MIN) > (uint32_t)(INT16_MAX - INT16_MIN);
+        w[k] = (int16_t)s[k];
+    }
+    return beyond ? -1 : 0;
+}
+
+static void unpack(const Store *st, size_t id, int32_t *s) {
+    const uint8_t *p = st->states + id * st->bytes;
+    if (st->word == 4) { memcpy(s, p, st->bytes); return; }
+    const int16_t *w = (const int16_t *)p;
+    for (int k = 0; k < st->W; k++) s[k] = w[k];
+}
+
+/* Two independent multiply-xorshift lanes over 8-byte words, then a final mix. */
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h1 = 0x9E3779B97F4A7C15ull ^ n, h2 = 0xC2B2AE3D27D4EB4Full;
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        uint64_t a, b;
+        memcpy(&a, p + k, 8);
+        memcpy(&b, p + k + 8, 8);
+        h1 = (h1 ^ a) * 0xff51afd7ed558ccdull;
+        h2 = (h2 ^ b) * 0xc4ceb9fe1a85ec53ull;
+        h1 ^= h1 >> 31;
+        h2 ^= h2 >> 29;
+    }
+    uint64_t tail = 0;
+    if (k < n) memcpy(&tail, p + k, n - k < 8 ? n - k : 8);
+    h1 = (h1 ^ tail) * 0xff51afd7ed558ccdull;
+    if (k + 8 < n) {
+        tail = 0;
+        memcpy(&tail, p + k + 8, n - k - 8);
+        h2 = (h2 ^ tail) * 0xc4ceb9fe1a85ec53ull;
+    }
+    uint64_t h = h1 ^ (h2 >> 17) ^ (h2 << 47);
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ull;
     return h ^ (h >> 32);
 }
 
 static size_t store_bytes(const Store *st) {
-    return st->cap * (st->W * 4 + 8) + st->table_cap * 8;
+    return st->cap * (st->bytes + 8) + st->table_cap * 8;
 }
+
+static size_t slot_of(uint64_t h, size_t cap) { return (size_t)(h >> 32) & (cap - 1); }
 
 static int store_grow_table(Store *st) {
     size_t cap = st->table_cap * 2;
@@ -285,9 +330,7 @@ static int store_grow_table(Store *st) {
     for (size_t k = 0; k < st->table_cap; k++) {
         uint64_t e = st->table[k];
         if (!e) continue;
-        size_t id = (size_t)(e & 0xffffffffu) - 1;
-        uint64_t h = hash_state(st->states + id * st->W, st->W);
-        size_t j = h & (cap - 1);
+        size_t j = slot_of(e, cap);
         while (t[j]) j = (j + 1) & (cap - 1);
         t[j] = e;
     }
@@ -297,18 +340,22 @@ static int store_grow_table(Store *st) {
     return 0;
 }
 
-/* The id of state s, adding it (with its place in the tree) if new; *is_new says which;
- * -1 when out of memory. */
-static int64_t store_add(Store *st, const int32_t *s, int parent, int action, int *is_new) {
-    uint64_t h = hash_state(s, st->W);
+static void store_prefetch(const Store *st, uint64_t h) {
+    __builtin_prefetch(st->table + slot_of(h, st->table_cap));
+}
+
+/* The id of the packed state p (hash h), adding it (with its place in the tree) if new;
+ * *is_new says which; -1 when out of memory. */
+static int64_t store_add(Store *st, const uint8_t *p, uint64_t h, int parent, int action,
+                         int *is_new) {
     uint64_t tag = h >> 32;
-    size_t j = h & (st->table_cap - 1);
+    size_t j = slot_of(h, st->table_cap);
     for (;;) {
         uint64_t e = st->table[j];
         if (!e) break;
         if ((e >> 32) == tag) {
             size_t id = (size_t)(e & 0xffffffffu) - 1;
-            if (!memcmp(st->states + id * st->W, s, st->W * sizeof(int32_t))) {
+            if (!memcmp(st->states + id * st->bytes, p, st->bytes)) {
                 *is_new = 0;
                 return (int64_t)id;
             }
@@ -317,19 +364,19 @@ static int64_t store_add(Store *st, const int32_t *s, int parent, int action, in
     }
     if (st->n == st->cap) {
         size_t cap = st->cap * 2;
-        int32_t *states = realloc(st->states, cap * st->W * sizeof(int32_t));
+        uint8_t *states = realloc(st->states, cap * st->bytes);
         if (!states) return -1;
         st->states = states;
-        int32_t *p = realloc(st->parent, cap * sizeof(int32_t));
-        if (!p) return -1;
-        st->parent = p;
-        int32_t *a = realloc(st->action, cap * sizeof(int32_t));
-        if (!a) return -1;
-        st->action = a;
+        int32_t *pa = realloc(st->parent, cap * sizeof(int32_t));
+        if (!pa) return -1;
+        st->parent = pa;
+        int32_t *ac = realloc(st->action, cap * sizeof(int32_t));
+        if (!ac) return -1;
+        st->action = ac;
         st->cap = cap;
     }
     size_t id = st->n++;
-    memcpy(st->states + id * st->W, s, st->W * sizeof(int32_t));
+    memcpy(st->states + id * st->bytes, p, st->bytes);
     st->parent[id] = parent;
     st->action[id] = action;
     st->table[j] = (tag << 32) | (uint64_t)(id + 1);
@@ -402,22 +449,31 @@ static int ids_push(Ids *v, int32_t id) {
     return 0;
 }
 
-/* Limits: max_states, max_depth (-1: none), timeout seconds (< 0: none), memory bytes. */
+/* Limits: max_states, max_depth (-1: none), timeout seconds (< 0: none), memory bytes.
+ * 0 when done (out says how), -1 out of memory, -2 a value beyond the store's words. */
 static int search(const Model *m, Store *st, Returns *r, const int32_t *init, int64_t max_states,
                   int64_t max_depth, double timeout, int64_t max_bytes, Outcome *out) {
-    int W = m->W, n_actions = m->A + m->n_slots, is_new;
+    int W = m->W, n_actions = m->A + m->n_slots, is_new, fail = -1;
     double start = now_seconds();
-    int32_t *cur = malloc(W * sizeof(int32_t)), *next = malloc(W * sizeof(int32_t));
+    /* one state's successors, generated before any is looked up, so that the table slots
+     * they land in are fetched from memory together */
+    int32_t *cur = malloc(W * sizeof(int32_t));
+    int32_t *succ = malloc((size_t)(n_actions + 1) * W * sizeof(int32_t));
+    uint8_t *packed = malloc((size_t)(n_actions + 1) * st->bytes);
+    uint64_t *hashes = malloc((n_actions + 1) * sizeof(uint64_t));
+    int *codes = malloc((n_actions + 1) * sizeof(int)), *taken = malloc((n_actions + 1) * sizeof(int));
     Ids frontier = {0}, upcoming = {0};
     memset(out, 0, sizeof(*out));
     out->conflict = -1;
-    if (!cur || !next || store_add(st, init, -1, -1, &is_new) < 0) goto oom;
+    if (!cur || !succ || !packed || !hashes || !codes || !taken) goto fail;
+    if (pack(st, init, packed) < 0) { fail = -2; goto fail; }
+    if (store_add(st, packed, hash_bytes(packed, st->bytes), -1, -1, &is_new) < 0) goto fail;
     int code = state_code(m, init);
     if (code) {
         out->status = VIOLATION; out->kind = AT_INITIAL; out->code = code;
         goto done;
     }
-    if (ids_push(&frontier, 0) < 0) goto oom;
+    if (ids_push(&frontier, 0) < 0) goto fail;
     while (frontier.n) {
         if (max_depth >= 0 && out->depth >= max_depth) {
             out->status = DEPTH_LIMIT; out->unexpanded = (int)frontier.n;
@@ -430,33 +486,45 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
         int64_t dead_id = 0, best_pred = 0, best_action = 0;
         for (size_t n = 0; n < frontier.n; n++) {
             int32_t id = frontier.ids[n];
-            memcpy(cur, st->states + (size_t)id * W, W * sizeof(int32_t));
+            unpack(st, id, cur);
             if (m->track_returns && conflict < 0)
                 conflict = record_returns(m, r, cur, out->depth, id);
             int moves = 0;
             for (int action = 0; action < n_actions; action++) {
                 if (!enabled(m, cur, action)) continue;
-                moves++;
-                out->transitions++;
+                int32_t *next = succ + (size_t)moves * W;
                 memcpy(next, cur, W * sizeof(int32_t));
-                int v = step(m, next, action);
+                codes[moves] = step(m, next, action);
+                taken[moves] = action;
+                if (!codes[moves] || m->ignored[codes[moves]]) {
+                    uint8_t *p = packed + (size_t)moves * st->bytes;
+                    if (pack(st, next, p) < 0) { fail = -2; goto fail; }
+                    hashes[moves] = hash_bytes(p, st->bytes);
+                    store_prefetch(st, hashes[moves]);
+                }
+                moves++;
+            }
+            out->transitions += moves;
+            for (int k = 0; k < moves; k++) {
+                int v = codes[k], action = taken[k];
                 if (v && !m->ignored[v]) {             /* the step itself breaks a rule */
                     if (!best || v < best) {
                         best = v; best_kind = BY_STEP; best_pred = id; best_action = action;
                     }
                     continue;
                 }
-                int64_t nid = store_add(st, next, id, action, &is_new);
-                if (nid < 0) goto oom;
+                int64_t nid = store_add(st, packed + (size_t)k * st->bytes, hashes[k], id,
+                                        action, &is_new);
+                if (nid < 0) goto fail;
                 if (!is_new) continue;
-                int c = state_code(m, next);
+                int c = state_code(m, succ + (size_t)k * W);
                 if (c) {                               /* the state reached breaks a rule */
                     if (!best || c < best) {
                         best = c; best_kind = IN_STATE; best_pred = id; best_action = action;
                     }
                     continue;
                 }
-                if (ids_push(&upcoming, (int32_t)nid) < 0) goto oom;
+                if (ids_push(&upcoming, (int32_t)nid) < 0) goto fail;
             }
             if (!moves && !is_done(m, cur)) {
                 int c = deadlock_code(m, cur);
@@ -498,11 +566,11 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
     }
     out->status = VERIFIED;
 done:
-    free(cur); free(next); free(frontier.ids); free(upcoming.ids);
-    return 0;
-oom:
-    free(cur); free(next); free(frontier.ids); free(upcoming.ids);
-    return -1;
+    fail = 0;
+fail:
+    free(cur); free(succ); free(packed); free(hashes); free(codes); free(taken);
+    free(frontier.ids); free(upcoming.ids);
+    return fail;
 }
 
 /* -- Python glue --------------------------------------------------------------------------- */
@@ -532,8 +600,9 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     PyObject *scalars, *arrays, *ignored, *init_obj;
     long long max_states, max_depth, max_bytes;
     double timeout;
-    if (!PyArg_ParseTuple(args, "OOOOLLdL", &scalars, &arrays, &ignored, &init_obj, &max_states,
-                          &max_depth, &timeout, &max_bytes))
+    int word;
+    if (!PyArg_ParseTuple(args, "OOOOLLdLi", &scalars, &arrays, &ignored, &init_obj, &max_states,
+                          &max_depth, &timeout, &max_bytes, &word))
         return NULL;
     Model m;
     memset(&m, 0, sizeof(m));
@@ -569,9 +638,11 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     }
     int n_instr = m.off[m.A];
     st.W = m.W;
+    st.word = word == 2 ? 2 : 4;
+    st.bytes = (size_t)m.W * st.word;
     st.cap = 1024;
     st.table_cap = 4096;
-    st.states = malloc(st.cap * m.W * sizeof(int32_t));
+    st.states = malloc(st.cap * st.bytes);
     st.parent = malloc(st.cap * sizeof(int32_t));
     st.action = malloc(st.cap * sizeof(int32_t));
     st.table = calloc(st.table_cap, sizeof(uint64_t));
@@ -581,9 +652,15 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     r.id = calloc(2 * n_instr + 2, sizeof(int));
     int32_t *init32 = (int32_t *)init;     /* int is 32 bits on every platform CPython runs on */
     Outcome out;
-    if (!st.states || !st.parent || !st.action || !st.table || !r.count || !r.completion ||
-        !r.depth || !r.id ||
-        search(&m, &st, &r, init32, max_states, max_depth, timeout, max_bytes, &out) < 0) {
+    int done = -1;
+    if (st.states && st.parent && st.action && st.table && r.count && r.completion && r.depth &&
+        r.id)
+        done = search(&m, &st, &r, init32, max_states, max_depth, timeout, max_bytes, &out);
+    if (done == -2) {                  /* a value beyond 16 bits: compiled.py searches wide */
+        result = Py_BuildValue("{s:s}", "status", "wide");
+        goto cleanup;
+    }
+    if (done < 0) {
         PyErr_NoMemory();
         goto cleanup;
     }
@@ -620,7 +697,8 @@ cleanup:
 
 static PyMethodDef methods[] = {
     {"explore", core_explore, METH_VARARGS,
-     "explore(scalars, arrays, ignored, initial, max_states, max_depth, timeout, max_bytes) -> "
+     "explore(scalars, arrays, ignored, initial, max_states, max_depth, timeout, max_bytes, "
+     "word) -> "
      "dict: the raw breadth-first search of a flattened System (checker/engines/flatten.py)"},
     {NULL, NULL, 0, NULL}};
 

@@ -71,10 +71,13 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
     scalars, arrays, codes, init = flatten(system, ignore)
     budget = -1 if limits.max_memory_mb is None else \
         max(limits.max_memory_mb * 2**20 - _rss_bytes(), 0)
-    out = _core.explore(scalars, arrays, codes, init,
-                        -1 if limits.max_states is None else limits.max_states,
-                        -1 if limits.max_depth is None else limits.max_depth,
-                        -1.0 if limits.timeout is None else float(limits.timeout), budget)
+    bounds = (-1 if limits.max_states is None else limits.max_states,
+              -1 if limits.max_depth is None else limits.max_depth,
+              -1.0 if limits.timeout is None else float(limits.timeout), budget)
+    # states in 16-bit words; a value beyond them: the search again in 32-bit ones
+    out = _core.explore(scalars, arrays, codes, init, *bounds, 2)
+    if out["status"] == "wide":
+        out = _core.explore(scalars, arrays, codes, init, *bounds, 4)
     parents, actions = array("i"), array("i")
     parents.frombytes(out["parents"])
     actions.frombytes(out["actions"])
@@ -116,7 +119,8 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
 
     identity = (lambda s: s)
     kind = out["kind"]
-    returns = _returns(system, out, path, ignore)
+    # the side table is rebuilt (a replay per entry) only where a verdict reads it
+    returns = _returns(system, out, path, ignore) if kind in (ALIASING, DEADLOCK) else None
     if kind == AT_INITIAL:
         bad = [v for v in system.state_violations(system.initial_state()) if v.code not in ignore]
         return result("violation", actions=[], violation=agree(primary(bad)), depth=0)
