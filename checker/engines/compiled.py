@@ -38,7 +38,8 @@ except ImportError:     # built without a C compiler: the Python explorer runs e
 CORES = ("auto", "python", "compiled")
 VERIFIED, VIOLATION, STATE_LIMIT, TIME_LIMIT, MEMORY_LIMIT, DEPTH_LIMIT, INTERRUPTED = range(7)
 AT_INITIAL, BY_STEP, IN_STATE, DEADLOCK, ALIASING = range(5)
-NOTE = "searched by the compiled core (C): the same states and verdict as the Python explorer"
+NOTE = ("searched breadth first by the compiled core (C), which reaches the states, verdict and "
+        "shortest counterexample of the Python explorer's breadth-first search")
 # States the search for a blocked parity wait's earlier return may visit (explore.py's).
 ALIAS_SEARCH = 20_000
 

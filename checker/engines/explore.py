@@ -120,8 +120,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     it reports what the breadth-first search reports; stopped by a limit, the shortest found
     so far, with the reason it may not be shortest.
 
-    The raw breadth-first search (no reduction, nothing tolerated) runs on the compiled core
+    A raw breadth-first search (no reduction, nothing tolerated) runs on the compiled core
     when it is built and accepts the System (compiled.py; `core`: auto, python or compiled).
+    Asked for explicitly (`core="compiled"`), it runs a raw depth-first one too, breadth first:
+    run to the end both orders report the same verdict and a shortest counterexample.
 
     >>> from barrierproof.model.samples import lost_arrival
     >>> result = explore(System(lost_arrival.build()))
@@ -136,7 +138,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     reduction = reduction and not getattr(system, "init_insts", ()) and \
         not opcodes_in(system, lambda step: step.touches == UNREDUCED)
     refused = None
-    if not reduction and order == "bfs" and not tolerate and chosen_core(core) != "python" \
+    if not reduction and not tolerate and chosen_core(core) != "python" and \
+            (order == "bfs" or chosen_core(core) == "compiled") \
             and available():
         try:
             return explore_compiled(system, limits, ignore)

@@ -1,0 +1,178 @@
+"""The compiled exploration core (checker/engines/_core.c) against the Python explorer's raw
+breadth-first search: the same distinct states, transitions, depth, verdict and code, and the
+same counterexample (schedule and witness), on every example it accepts and on generated
+protocols; what it refuses is named and searched by Python. About 8 s on one core."""
+
+import collections
+import os
+import shutil
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.engines import compiled
+from barrierproof.checker.engines.explore import Limits, explore
+from barrierproof.checker.engines.flatten import flatten, refusal
+from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Kernel, ModelError, Op, Var, When
+from barrierproof.model.semantics import System, compile_systems
+
+from test_examples import TARGETS
+from test_properties import protocols
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+from family import pipeline  # noqa: E402
+
+CAP = Limits(max_states=50_000, timeout=None)
+built = pytest.mark.skipif(not compiled.available(), reason="the compiled core is not built")
+
+
+def _outcome(r):
+    return (r.status, r.states, r.transitions, r.depth, r.reason,
+            r.violation.code if r.violation else None, r.actions, r.witness)
+
+
+def _same(system, ignore=frozenset(), limits=CAP):
+    """Both cores on one System; the compiled one must have run (its note)."""
+    python = explore(system, limits, reduction=False, ignore=ignore, order="bfs", core="python")
+    core = explore(system, limits, reduction=False, ignore=ignore, order="bfs", core="compiled")
+    assert compiled.NOTE in core.notes and compiled.NOTE not in python.notes
+    assert _outcome(core) == _outcome(python)
+    if core.violation is not None:
+        assert core.violation.message == python.violation.message
+    return core
+
+
+def test_the_core_is_built_where_a_compiler_is():
+    """pip builds the extension wherever a C compiler is (CI has gcc): optional only for a
+    user without one."""
+    if shutil.which("gcc") or shutil.which("cc"):
+        assert compiled.available()
+
+
+@built
+def test_every_accepted_example_searches_the_same_graph():
+    accepted, refused = 0, collections.Counter()
+    for target in TARGETS:
+        try:
+            systems = compile_systems(target.build())
+        except ModelError:          # input errors: covered by test_examples
+            continue
+        for system in systems:
+            why = refusal(system)
+            if why is not None:
+                refused[why.split(",")[0] if why.startswith("opcode") else why] += 1
+                continue
+            _same(system)
+            accepted += 1
+    print(f"\ncompiled core: {accepted} example systems accepted; refused: "
+          + "; ".join(f"{n} x {why}" for why, n in refused.most_common()))
+    assert accepted >= 80
+    assert all(why.startswith(("opcode ", "memory effects", "a cluster of several blocks",
+                               "explicit mbarrier init", "hardware barriers", "tcgen05"))
+               for why in refused), refused
+
+
+@built
+@pytest.mark.parametrize("ignore", [frozenset(), frozenset({"BP101"}), frozenset({"BP121"}),
+                                    frozenset({"BP100", "BP103", "BP104"})],
+                         ids=["none", "BP101", "BP121", "BP100-104"])
+def test_ignored_codes_are_searched_past_alike(ignore):
+    """An ignored step violation goes on to be searched; BP101 ignored drops the bare parity
+    table: both cores alike."""
+    n = 0
+    for target in TARGETS[::3]:
+        try:
+            systems = compile_systems(target.build())
+        except ModelError:
+            continue
+        for system in systems:
+            if refusal(system) is None:
+                _same(system, ignore)
+                n += 1
+    assert n > 20
+
+
+@built
+@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(protocols(), st.sampled_from([frozenset(), frozenset({"BP121"}), frozenset({"BP101"})]))
+def test_generated_protocols_search_the_same_graph(kernel, ignore):
+    system = System(kernel)
+    if refusal(system) is None:          # tcgen05 ops are refused: the Python explorer's
+        _same(system, ignore)
+    else:
+        assert refusal(system) == "opcode issue_tcgen05"
+
+
+@built
+@pytest.mark.parametrize("params", [dict(stages=2, consumers=2, steps=4),
+                                    dict(stages=3, consumers=2, steps=5)])
+def test_the_pipeline_family_searches_the_same_graph(params):
+    assert _same(System(pipeline.build(), params)).states > 100
+
+
+@built
+def test_limits_stop_both_cores_alike():
+    system = System(pipeline.build(), dict(stages=2, consumers=3, steps=4))
+    for limits in (Limits(max_states=300, timeout=None), Limits(max_depth=7, timeout=None)):
+        assert _same(system, limits=limits).status == "bounded"
+
+
+def _big_copy(nbytes: int) -> Kernel:
+    """A TMA copy of `nbytes` and a wait for it: tx-counts beyond 16-bit words."""
+    bar = BarrierAlloc("full", Const(1), (Const(1),), scalar=False)
+    ref = BarrierRef(bar, (Const(0),))
+    body = (When(Var("t") == 0, (Op("copy_gmem_to_smem", ref, bytes=Const(nbytes)),),
+                 (Op("barrier_wait", ref),)),)
+    return Kernel("big_copy", body, (bar,), num_threads=Const(2), thread_axis="t")
+
+
+@built
+def test_values_beyond_16_bits_are_searched_in_wider_words():
+    system = System(_big_copy(100_000))
+    narrow = compiled._core.explore(*flatten(system, frozenset()), -1, -1, -1.0, -1, 2)
+    assert narrow == {"status": "wide"}
+    assert _same(system).status == "verified"
+
+
+@built
+def test_a_refused_system_runs_on_python_and_says_why():
+    hw = next(s for t in TARGETS for s in _systems(t)
+              if refusal(s) is not None and "hw_wait" in refusal(s))
+    r = explore(hw, CAP, reduction=False, order="bfs", core="compiled")
+    assert compiled.NOTE not in r.notes
+    assert any(n.startswith("searched by the Python explorer: the compiled core does not state "
+                            "opcode") for n in r.notes), r.notes
+
+
+def _systems(target):
+    try:
+        return compile_systems(target.build())
+    except ModelError:
+        return []
+
+
+@built
+def test_the_verdict_pipeline_replays_the_compiled_counterexample():
+    """check_kernel replays the schedule and agrees with the independent reference; the
+    verdict names the core in its notes and nothing else differs."""
+    bad = next(t for t in TARGETS if t.name == "early_exit_skips_wait")
+    python = check_kernel(bad.build(), options=Options(reduction=False, order="bfs",
+                                                       core="python"))
+    core = check_kernel(bad.build(), options=Options(reduction=False, order="bfs",
+                                                     core="compiled"))
+    assert compiled.NOTE in core.notes
+    assert (core.label, core.codes, core.states, core.trace.actions) == \
+        (python.label, python.codes, python.states, python.trace.actions)
+
+
+def test_asking_for_a_core_that_is_not_built_is_an_error(monkeypatch):
+    monkeypatch.setattr(compiled, "_core", None)
+    with pytest.raises(RuntimeError, match="not built"):
+        compiled.chosen("compiled")
+    assert compiled.chosen("auto") == "auto"
+    monkeypatch.setenv("BARRIERPROOF_CORE", "python")
+    assert compiled.chosen(None) == "python"
