@@ -23,7 +23,7 @@
 /* Opcodes as flatten.py numbers them (its CORE_OPS). */
 enum { OP_ARRIVE, OP_ARRIVE_DROP, OP_EXPECT_TX, OP_ARRIVE_TX, OP_COMPLETE_TX, OP_WAIT,
        OP_WAIT_PARITY, OP_WAIT_PHASE, OP_BARRIER_TEST, OP_ISSUE_ASYNC, OP_NOP, OP_SEM_SIGNAL,
-       OP_SEM_WAIT };
+       OP_SEM_WAIT, OP_AWAIT_FORK, OP_JOIN };
 /* Barrier instance fields; effects an in-flight slot delivers (instructions.py). */
 enum { PHASE, PENDING, TX, EXPECTED, FIELDS };
 enum { EFFECT_COMPLETE_TX, EFFECT_ARRIVE, EFFECT_SIGNAL };
@@ -115,6 +115,12 @@ static int guard(const Model *m, const int32_t *s, int i) {
         return (phase_of(m, s, m->t0[i]) & 1) == (m->amount[i] & 1);
     case OP_SEM_WAIT:            /* the semaphore has reached the value */
         return phase_of(m, s, m->t0[i]) >= m->amount[i];
+    case OP_AWAIT_FORK:          /* a warp waits for its warpgroup to fork (pc past the fork) */
+        return s[m->t0[i]] >= m->amount[i];
+    case OP_JOIN:                /* the warpgroup waits for every warp to end its body */
+        for (int k = m->t0[i]; k < m->t1[i]; k += 2)
+            if (s[m->insts[k]] < m->insts[k + 1]) return 0;
+        return 1;
     default:
         return 1;
     }
@@ -449,12 +455,34 @@ static int ids_push(Ids *v, int32_t id) {
     return 0;
 }
 
+/* Report progress to the Python callable every quarter second, as explore.py does; -1 when it
+ * raised. */
+static int report(PyObject *progress, const Store *st, int depth, size_t frontier, double start,
+                  double *next_report) {
+    double now = now_seconds();
+    if (progress == Py_None || now < *next_report) return 0;
+    *next_report = now + 0.25;
+    double seconds = now - start;
+    PyObject *info = Py_BuildValue("{s:n,s:i,s:n,s:d,s:d,s:d}", "states", (Py_ssize_t)st->n,
+                                   "depth", depth, "frontier", (Py_ssize_t)frontier, "rate",
+                                   st->n / (seconds > 1e-9 ? seconds : 1e-9), "seconds", seconds,
+                                   "bytes_per_state", (double)store_bytes(st) / st->n);
+    if (!info) return -1;
+    PyObject *res = PyObject_CallOneArg(progress, info);
+    Py_DECREF(info);
+    if (!res) return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
 /* Limits: max_states, max_depth (-1: none), timeout seconds (< 0: none), memory bytes.
- * 0 when done (out says how), -1 out of memory, -2 a value beyond the store's words. */
+ * 0 when done (out says how), -1 out of memory, -2 a value beyond the store's words, -3 a
+ * Python exception (from the progress callable, or a signal handler's other than Ctrl-C's). */
 static int search(const Model *m, Store *st, Returns *r, const int32_t *init, int64_t max_states,
-                  int64_t max_depth, double timeout, int64_t max_bytes, Outcome *out) {
+                  int64_t max_depth, double timeout, int64_t max_bytes, PyObject *progress,
+                  Outcome *out) {
     int W = m->W, n_actions = m->A + m->n_slots, is_new, fail = -1;
-    double start = now_seconds();
+    double start = now_seconds(), next_report = start + 0.25;
     /* one state's successors, generated before any is looked up, so that the table slots
      * they land in are fetched from memory together */
     int32_t *cur = malloc(W * sizeof(int32_t));
@@ -541,10 +569,13 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
                                                    upcoming.cap)) > max_bytes) {
                     out->status = MEMORY_LIMIT; goto done;
                 }
-                if (PyErr_CheckSignals() < 0) {
+                if (PyErr_CheckSignals() < 0) {     /* Ctrl-C stops the search, reported */
+                    if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) { fail = -3; goto fail; }
                     PyErr_Clear();
                     out->status = INTERRUPTED; goto done;
                 }
+                if (report(progress, st, out->depth, frontier.n - n + upcoming.n, start,
+                           &next_report) < 0) { fail = -3; goto fail; }
             }
         }
         if (dead) {
@@ -597,12 +628,12 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
 
 static PyObject *core_explore(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *scalars, *arrays, *ignored, *init_obj;
+    PyObject *scalars, *arrays, *ignored, *init_obj, *progress = Py_None;
     long long max_states, max_depth, max_bytes;
     double timeout;
     int word;
-    if (!PyArg_ParseTuple(args, "OOOOLLdLi", &scalars, &arrays, &ignored, &init_obj, &max_states,
-                          &max_depth, &timeout, &max_bytes, &word))
+    if (!PyArg_ParseTuple(args, "OOOOLLdLi|O", &scalars, &arrays, &ignored, &init_obj,
+                          &max_states, &max_depth, &timeout, &max_bytes, &word, &progress))
         return NULL;
     Model m;
     memset(&m, 0, sizeof(m));
@@ -655,7 +686,9 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     int done = -1;
     if (st.states && st.parent && st.action && st.table && r.count && r.completion && r.depth &&
         r.id)
-        done = search(&m, &st, &r, init32, max_states, max_depth, timeout, max_bytes, &out);
+        done = search(&m, &st, &r, init32, max_states, max_depth, timeout, max_bytes, progress,
+                      &out);
+    if (done == -3) goto cleanup;      /* the Python exception propagates */
     if (done == -2) {                  /* a value beyond 16 bits: compiled.py searches wide */
         result = Py_BuildValue("{s:s}", "status", "wide");
         goto cleanup;
@@ -698,7 +731,7 @@ cleanup:
 static PyMethodDef methods[] = {
     {"explore", core_explore, METH_VARARGS,
      "explore(scalars, arrays, ignored, initial, max_states, max_depth, timeout, max_bytes, "
-     "word) -> "
+     "word, progress=None) -> "
      "dict: the raw breadth-first search of a flattened System (checker/engines/flatten.py)"},
     {NULL, NULL, 0, NULL}};
 

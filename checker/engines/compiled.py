@@ -64,7 +64,8 @@ def _rss_bytes() -> int:
     return rss()
 
 
-def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset()):
+def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(),
+                     progress=None):
     """The raw breadth-first search of explore.py on the compiled core (an ExploreResult);
     raises `Refused` for a System outside it."""
     from .explore import ExploreResult, _concretize, _states
@@ -76,9 +77,9 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
               -1 if limits.max_depth is None else limits.max_depth,
               -1.0 if limits.timeout is None else float(limits.timeout), budget)
     # states in 16-bit words; a value beyond them: the search again in 32-bit ones
-    out = _core.explore(scalars, arrays, codes, init, *bounds, 2)
+    out = _core.explore(scalars, arrays, codes, init, *bounds, 2, progress)
     if out["status"] == "wide":
-        out = _core.explore(scalars, arrays, codes, init, *bounds, 4)
+        out = _core.explore(scalars, arrays, codes, init, *bounds, 4, progress)
     parents, actions = array("i"), array("i")
     parents.frombytes(out["parents"])
     actions.frombytes(out["actions"])

@@ -142,7 +142,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             (order == "bfs" or chosen_core(core) == "compiled") \
             and available():
         try:
-            return explore_compiled(system, limits, ignore)
+            return explore_compiled(system, limits, ignore, progress)
         except Refused as why:      # outside the compiled core: the Python search, the same
             refused = str(why)
     symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None

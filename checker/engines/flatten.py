@@ -2,8 +2,8 @@
 
 The compiled core states the step rules of a subset of the opcodes again, in C: the mbarrier
 arrivals and tx-counts, the waits (Pallas barrier_wait and barrier_test, parity waits bare and
-with a stated phase), TMA and other asynchronous issues with their in-flight slots, semaphores
-and the no-op of unmodelled synchronization; the rules a state is judged by (BP101, BP102, and
+with a stated phase), TMA and other asynchronous issues with their in-flight slots, semaphores,
+warp regions' fork and join and the no-op of unmodelled synchronization; the rules a state is judged by (BP101, BP102, and
 at exit BP103, BP104, BP105, BP130), deadlocks (BP100, BP130) and the side table of bare parity
 waits (BP101 aliasing, parity_returns.py). Anything else is refused here by name and the Python
 explorer runs instead: fail closed, never a different verdict. A step rule that a plug-in has
@@ -12,7 +12,8 @@ replaced (extensions.py `wraps`) is refused too, since the C statement would no 
 The arrays: per agent its program length and first instruction; per instruction its opcode
 (`CORE_OPS`), two operand ranges (`t0:t1` into the arrival-set list, or the instance of a wait
 or semaphore in `t0`; `x0:x1` into the slot list of an issue, or a wait's seen position in
-`x0`) and its amount (count, bytes, parity, stated completion or semaphore value); per slot its
+`x0`; a join's (warp, end pc) pairs in `t0:t1`, an await_fork's warpgroup in `t0`) and its
+amount (count, bytes, parity, stated completion, semaphore value, an await_fork's pc); per slot its
 effect, instance and amount; per instance its Pallas waiters (seen position and the last pc at
 which the waiter waits on it) and whether Pallas holds it to no completion (BP103).
 """
@@ -23,7 +24,7 @@ from ...model import exit_async
 from ...model import instructions as ins
 from ...model.extensions import EXTENSIONS
 from ...model.ir import MAX_TX
-from ...model.primitives import mbarrier, semaphores, tma, waits
+from ...model.primitives import mbarrier, semaphores, tma, waits, warp_regions
 from ...model.semantics import System
 from ...model.steps import EFFECTS, GUARDS
 
@@ -42,6 +43,9 @@ CORE_OPS = {
     ins.UNMODELED: (10, None, None),
     ins.SEM_SIGNAL: (11, None, semaphores.effect_signal),
     ins.SEM_WAIT: (12, semaphores.guard_wait, semaphores.effect_wait),
+    ins.FORK: (10, None, None),
+    ins.AWAIT_FORK: (13, warp_regions.guard_await_fork, None),
+    ins.JOIN: (14, warp_regions.guard_join, None),
 }
 # Extensions whose hooks add nothing to a System without their barriers (checked below).
 QUIET_EXTENSIONS = frozenset({"hardware barriers", "mbarrier init visibility"})
@@ -97,9 +101,17 @@ def flatten(system: System, ignore: frozenset[str]) -> tuple:
             if instr.op in ins.WAITS or instr.op in (ins.SEM_SIGNAL, ins.SEM_WAIT):
                 t0.append(instr.target)
                 t1.append(instr.target)
-            elif instr.op == ins.UNMODELED:
+            elif instr.op in (ins.UNMODELED, ins.FORK):
                 t0.append(0)
                 t1.append(0)
+            elif instr.op == ins.AWAIT_FORK:        # the warpgroup's agent and pc after FORK
+                t0.append(instr.aux[0])
+                t1.append(instr.aux[0])
+                amount[-1] = instr.aux[1]
+            elif instr.op == ins.JOIN:              # (warp, pc at the end of its body) pairs
+                t0.append(len(insts))
+                insts.extend(x for pair in instr.aux for x in pair)
+                t1.append(len(insts))
             else:                                   # an arrival set
                 t0.append(len(insts))
                 insts.extend(instr.target)
