@@ -41,6 +41,9 @@ typedef struct {
     int *slot_effect, *slot_inst, *slot_amount;
     /* per instance: its Pallas waiters (seen entry, last pc waiting on it), exit rules */
     int *part_off, *part_waiter, *part_pos, *part_last, *unwaited;
+    /* a cluster of several blocks: each agent's and instance's block, and the slots whose
+     * deliveries go into another block than their issuer's (BP146 once it has exited) */
+    int n_blocks, n_remote, *agent_block, *inst_block, *remote_slots;
     char ignored[1000];
 } Model;
 
@@ -216,6 +219,40 @@ static int is_done(const Model *m, const int32_t *s) {
     return 1;
 }
 
+/* BP146: some block's threads have all exited while a peer still reaches into its shared
+ * memory: an arrival or tx step of a thread standing at it, or a delivery in flight into it
+ * from another block (hw_barriers.peer_exit_violations). Only while some thread runs. */
+static int peer_exit(const Model *m, const int32_t *s) {
+    char gone[256];
+    int any = 0;
+    for (int b = 0; b < m->n_blocks; b++) gone[b] = 1;
+    for (int a = 0; a < m->A; a++)
+        if (s[a] < m->len[a]) gone[m->agent_block[a]] = 0;
+    for (int b = 0; b < m->n_blocks; b++) any |= gone[b];
+    if (!any) return 0;
+    for (int k = 0; k < m->n_remote; k++) {
+        int slot = m->remote_slots[k];
+        if (s[m->slot_base + slot] && gone[m->inst_block[m->slot_inst[slot]]]) return 146;
+    }
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        int i = m->off[a] + s[a], op = m->op[i], own = m->agent_block[a];
+        if (op != OP_ARRIVE && op != OP_ARRIVE_DROP && op != OP_EXPECT_TX && op != OP_ARRIVE_TX &&
+            op != OP_COMPLETE_TX && op != OP_ISSUE_ASYNC)
+            continue;
+        for (int k = m->t0[i]; k < m->t1[i]; k++) {
+            int b = m->inst_block[m->insts[k]];
+            if (b != own && gone[b]) return 146;
+        }
+        if (op == OP_ISSUE_ASYNC)
+            for (int k = m->x0[i]; k < m->x1[i]; k++) {
+                int b = m->inst_block[m->slot_inst[m->slot_list[k]]];
+                if (b != own && gone[b]) return 146;
+            }
+    }
+    return 0;
+}
+
 /* The least code, among those not ignored, of the rules state s breaks (0: none). */
 static int state_code(const Model *m, const int32_t *s) {
     int best = 0, done = 1;
@@ -228,7 +265,13 @@ static int state_code(const Model *m, const int32_t *s) {
         else if (m->op[i] == OP_WAIT && s[m->x0[i]] < 0 && phase_of(m, s, m->t0[i]) >= 2)
             SEE(102);            /* a first wait after two completions: a late join */
     }
-    if (!done) return best;
+    if (!done) {
+        if (m->n_blocks > 1) {
+            int c = peer_exit(m, s);
+            if (c) SEE(c);
+        }
+        return best;
+    }
     /* at kernel exit */
     for (int k = 0; k < m->n_slots; k++)
         if (s[m->slot_base + k]) SEE(105);        /* copies still in flight */
@@ -624,7 +667,7 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
     return 0;
 }
 
-#define N_ARRAYS 17
+#define N_ARRAYS 20
 
 static PyObject *core_explore(PyObject *self, PyObject *args) {
     (void)self;
@@ -641,12 +684,13 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     Py_ssize_t n_sc, n_ign, n_init;
     int **slots[N_ARRAYS] = {&m.len, &m.off, &m.op, &m.t0, &m.t1, &m.amount, &m.x0, &m.x1,
                              &m.insts, &m.slot_list, &m.slot_effect, &m.slot_inst, &m.slot_amount,
-                             &m.part_off, &m.part_waiter, &m.part_pos, &m.part_last};
+                             &m.part_off, &m.part_waiter, &m.part_pos, &m.part_last,
+                             &m.agent_block, &m.inst_block, &m.remote_slots};
     PyObject *result = NULL;
     Store st = {0};
     Returns r = {0};
     int *unwaited = NULL;
-    int ok = ints(scalars, &sc, &n_sc) == 0 && n_sc == 8 && ints(ignored, &ign, &n_ign) == 0 &&
+    int ok = ints(scalars, &sc, &n_sc) == 0 && n_sc == 10 && ints(ignored, &ign, &n_ign) == 0 &&
              ints(init_obj, &init, &n_init) == 0 && PySequence_Check(arrays) &&
              PySequence_Size(arrays) == N_ARRAYS + 1;
     for (int k = 0; ok && k <= N_ARRAYS; k++) {
@@ -660,6 +704,11 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     }
     m.W = sc[0]; m.A = sc[1]; m.n_inst = sc[2]; m.slot_base = sc[3]; m.n_slots = sc[4];
     m.max_tx = sc[5]; m.exit_async = sc[6]; m.track_returns = sc[7];
+    m.n_blocks = sc[8]; m.n_remote = sc[9];
+    if (m.n_blocks < 1 || m.n_blocks > 256) {
+        PyErr_SetString(PyExc_ValueError, "1 to 256 blocks");
+        goto cleanup;
+    }
     m.unwaited = unwaited;
     for (Py_ssize_t k = 0; k < n_ign; k++)
         if (ign[k] >= 0 && ign[k] < 1000) m.ignored[ign[k]] = 1;

@@ -3,9 +3,10 @@
 The compiled core states the step rules of a subset of the opcodes again, in C: the mbarrier
 arrivals and tx-counts, the waits (Pallas barrier_wait and barrier_test, parity waits bare and
 with a stated phase), TMA and other asynchronous issues with their in-flight slots, semaphores,
-warp regions' fork and join and the no-op of unmodelled synchronization; the rules a state is judged by (BP101, BP102, and
-at exit BP103, BP104, BP105, BP130), deadlocks (BP100, BP130) and the side table of bare parity
-waits (BP101 aliasing, parity_returns.py). Anything else is refused here by name and the Python
+warp regions' fork and join and the no-op of unmodelled synchronization; the rules a state is
+judged by (BP101, BP102, BP146 peer exits in a cluster, and at exit BP103, BP104, BP105,
+BP130), deadlocks (BP100, BP130) and the side table of bare parity waits (BP101 aliasing,
+parity_returns.py). Anything else is refused here by name and the Python
 explorer runs instead: fail closed, never a different verdict. A step rule that a plug-in has
 replaced (extensions.py `wraps`) is refused too, since the C statement would no longer be it.
 
@@ -15,7 +16,8 @@ or semaphore in `t0`; `x0:x1` into the slot list of an issue, or a wait's seen p
 `x0`; a join's (warp, end pc) pairs in `t0:t1`, an await_fork's warpgroup in `t0`) and its
 amount (count, bytes, parity, stated completion, semaphore value, an await_fork's pc); per slot its
 effect, instance and amount; per instance its Pallas waiters (seen position and the last pc at
-which the waiter waits on it) and whether Pallas holds it to no completion (BP103).
+which the waiter waits on it) and whether Pallas holds it to no completion (BP103); the block
+of each agent and instance and the slots delivering into another block (BP146 peer exits).
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ def refusal(system: System) -> str | None:
             return f"the step rule of {ins.OPCODE_NAMES[op]} is replaced by a plug-in"
     if system.memory is not None:
         return "memory effects (races)"
-    if len(system.blocks) > 1:
-        return "a cluster of several blocks (peer exits, BP146)"
+    if len(system.blocks) > 256:
+        return "a cluster of more than 256 blocks"
     if system.queue_agents:
         return "tcgen05 queues"
     if system.hw_instances:
@@ -144,15 +146,19 @@ def flatten(system: System, ignore: frozenset[str]) -> tuple:
     part_off.append(len(part_pos))
     unwaited = [1 if i in system.unwaited else 0 for i in range(len(system.instances))]
     slots = system.slots
+    block = {b: n for n, b in enumerate(system.blocks)}
     arrays = (lengths, offsets, op, t0, t1, amount, x0, x1, insts, slot_list,
               [s.effect for s in slots], [s.inst for s in slots], [s.amount for s in slots],
-              part_off, part_waiter, part_pos, part_last, unwaited)
+              part_off, part_waiter, part_pos, part_last,
+              [block[a.block] for a in system.agents], [block[i.block] for i in system.instances],
+              list(system.remote_slots), unwaited)
     if any(abs(v) > INT32 for a in arrays for v in a):
         raise Refused("an operand beyond 32 bits")
     # the side table of bare parity waits: kept unless BP101 is ignored (explore.py)
     track = "BP101" not in ignore and any(i.op == ins.WAIT_PARITY
                                           for p in system.programs for i in p)
     scalars = (system.width, system.n_agents, len(system.instances), system.slot_base,
-               len(slots), MAX_TX, 1 if exit_async.exit_violations(system) else 0, int(track))
+               len(slots), MAX_TX, 1 if exit_async.exit_violations(system) else 0, int(track),
+               len(system.blocks), len(system.remote_slots))
     codes = [int(c[2:]) for c in ignore if c[:2] == "BP" and c[2:].isdigit()]
     return scalars, arrays, codes, list(system.initial_state())
