@@ -120,8 +120,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     it reports what the breadth-first search reports; stopped by a limit, the shortest found
     so far, with the reason it may not be shortest.
 
-    A raw breadth-first search (no reduction, nothing tolerated) runs on the compiled core
-    when it is built and accepts the System (compiled.py; `core`: auto, python or compiled).
+    A raw breadth-first search (no reduction, or no partial-order reduction and a symmetry
+    that relates nothing; nothing tolerated) runs on the compiled core when it is built and
+    accepts the System (compiled.py; `core`: auto, python or compiled).
     Asked for explicitly (`core="compiled"`), it runs a raw depth-first one too, breadth first:
     run to the end both orders report the same verdict and a shortest counterexample.
 
@@ -137,15 +138,18 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     # opcode whose family declares it outside them (model/steps.py: UNREDUCED).
     reduction = reduction and not getattr(system, "init_insts", ()) and \
         not opcodes_in(system, lambda step: step.touches == UNREDUCED)
+    symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
+    # Without partial-order reduction, a symmetry that relates nothing leaves the raw search
+    # (the search confirming a shortest counterexample, on a kernel whose threads all differ).
+    raw = symmetry is None or (not partial_order and not symmetry.classes and
+                               not symmetry.blocks)
     refused = None
-    if not reduction and not tolerate and chosen_core(core) != "python" and \
-            (order == "bfs" or chosen_core(core) == "compiled") \
-            and available():
+    if raw and not tolerate and chosen_core(core) != "python" and \
+            (order == "bfs" or chosen_core(core) == "compiled") and available():
         try:
             return explore_compiled(system, limits, ignore, progress)
         except Refused as why:      # outside the compiled core: the Python search, the same
             refused = str(why)
-    symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
     reduce = symmetry.canonicalizer() if symmetry is not None else None
     # From a canonical state, only the mover's class can fall out of order.
     after_step = symmetry.after_step() if symmetry is not None else None
@@ -339,7 +343,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # A deadlock at this depth shows only when its state is expanded: one level more.
             bound = Limits(limits.max_states, depth + 1, left, limits.max_memory_mb)
             again = explore(system, bound, reduction, ignore, progress, block_symmetry,
-                            store_mode, partial_order=False, tolerate=tolerate)
+                            store_mode, partial_order=False, tolerate=tolerate, core=core)
             if again.status == "violation":   # its counts: the search that found it
                 again.seconds = time.perf_counter() - start
                 return again
