@@ -450,8 +450,11 @@ typedef struct {
     int *count, *completion, *depth, *id;   /* 2 entries per instruction */
 } Returns;
 
-/* Note the returns state s (id, met at depth) shows; the instruction of a conflict, or -1. */
+/* Note the returns state s (id, met at depth) shows; the instruction of its first conflict, or
+ * -1. Every agent's return is noted, past a conflict too, as parity_returns.py does: a deadlock
+ * in the same level reads the table. */
 static int record_returns(const Model *m, Returns *r, const int32_t *s, int depth, int id) {
+    int conflict = -1;
     for (int a = 0; a < m->A; a++) {
         if (s[a] >= m->len[a]) continue;
         int i = m->off[a] + s[a];
@@ -466,9 +469,9 @@ static int record_returns(const Model *m, Returns *r, const int32_t *s, int dept
         r->depth[2 * i + n] = depth;
         r->id[2 * i + n] = id;
         r->count[i] = n + 1;
-        if (n + 1 == 2) return i;                          /* two completions: aliasing */
+        if (n + 1 == 2 && conflict < 0) conflict = i;      /* two completions: aliasing */
     }
-    return -1;
+    return conflict;
 }
 
 /* -- the breadth-first search -------------------------------------------------------------- */
