@@ -1,8 +1,10 @@
 """The package list, discovered from the layout: pyproject.toml's package-dir maps the top-level
 folders (barrierproof/, model/, checker/, specs/) into the `barrierproof` namespace, and every
-folder under them with an __init__.py is a subpackage. Nothing else is configured here."""
+folder under them with an __init__.py is a subpackage. And the one C extension, the compiled
+exploration core (checker/engines/_core.c): optional, so an install without a C compiler
+succeeds and runs the pure-Python explorer (the same verdicts, slower)."""
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 # The import name of each top-level folder (the same table as pyproject.toml's package-dir).
 LAYOUT = {"barrierproof": "barrierproof", "barrierproof.model": "model",
@@ -16,4 +18,7 @@ def packages() -> list[str]:
     return found
 
 
-setup(packages=packages())
+CORE = Extension("barrierproof.checker.engines._core", sources=["checker/engines/_core.c"],
+                 extra_compile_args=["-O3"], optional=True)
+
+setup(packages=packages(), ext_modules=[CORE])

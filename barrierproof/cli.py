@@ -465,7 +465,10 @@ def cmd_check(args, engine: str | None = None) -> int:
     options = Options(limits, not args.no_reduction, parse_codes(args.ignore, "--ignore"),
                       parse_codes(args.select, "--select") or None, progress.callback,
                       store=getattr(args, "store", None) or "tuple",
-                      order=getattr(args, "search", None) or "dfs")
+                      # unreduced, breadth first unless asked: the compiled core runs it
+                      order=getattr(args, "search", None) or
+                      ("bfs" if args.no_reduction else "dfs"),
+                      core=getattr(args, "core", None))
     for spec in args.paths:     # every path exists before any file is imported
         path = spec.partition("::")[0]
         if not os.path.exists(path):
@@ -783,7 +786,12 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search", choices=["dfs", "bfs"], default=None,
                    help="explorer order: dfs (default: depth first, a violation early, then "
                         "shortened to the shortest unless a limit stops it), bfs (breadth "
-                        "first: a bounded search covers every state to its depth)")
+                        "first: a bounded search covers every state to its depth; the default with "
+                        "--no-reduction, where the compiled core runs it)")
+    p.add_argument("--core", choices=["auto", "python", "compiled"], default=None,
+                   help="what runs the unreduced search: auto (default, or $BARRIERPROOF_CORE: "
+                        "the compiled C core where it is built and accepts the protocol), "
+                        "python, compiled (an error if it is not built); only speed differs")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated codes to ignore")
     p.add_argument("--select", metavar="CODES", help="only these codes count")
     p.add_argument("--trace-dir", metavar="DIR", help="write each counterexample as JSON here")

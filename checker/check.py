@@ -47,6 +47,10 @@ class Options:
     # and a search does not go past them (explore.py); engines that cannot say where a finding
     # is do not read this (engine_registry.py `locates_suppressions`)
     tolerate: frozenset[Place] = frozenset()
+    # which core runs the explorer's unreduced search: auto (the compiled one where it is
+    # built and accepts the System), python or compiled (checker/engines/compiled.py); None:
+    # BARRIERPROOF_CORE, else auto. Only the speed differs.
+    core: str | None = None
 
     def ignored(self) -> frozenset[str]:
         if self.select is None:
@@ -121,7 +125,8 @@ def explorer_search(options: Options) -> Search:
         if remaining is not None:
             limits = Limits(limits.max_states, limits.max_depth, remaining, limits.max_memory_mb)
         r = explore(system, limits, options.reduction, ignored, options.progress,
-                     store_mode=options.store, order=options.order, tolerate=options.tolerate)
+                     store_mode=options.store, order=options.order, tolerate=options.tolerate,
+                     core=options.core)
         return SearchOutcome(r.status, r.states, r.transitions, r.depth, r.actions,
                              r.violation.code if r.violation else None, r.reason,
                              r.bytes_per_state, r.collision_probability, r.witness, r.notes)

@@ -29,7 +29,8 @@ def expected_files() -> set[str]:
     files = set()
     for folder, package in LAYOUT.items():
         for path in glob.glob(os.path.join(ROOT, folder, "**", "*.py"), recursive=True) + \
-                glob.glob(os.path.join(ROOT, folder, "**", "*.java"), recursive=True):
+                glob.glob(os.path.join(ROOT, folder, "**", "*.java"), recursive=True) + \
+                glob.glob(os.path.join(ROOT, folder, "**", "*.c"), recursive=True):
             rel = os.path.relpath(path, os.path.join(ROOT, folder))
             files.add(f"{package}/{rel}")
     from barrierproof.resources import SCHEMA_FILE, specs_dir
@@ -44,7 +45,8 @@ def wheel(tmp_path_factory) -> str:
     """The wheel built from a copy of the tree (a build writes build/ and *.egg-info)."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "*.egg-info", *SKIP_DIRS))
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "*.egg-info", "*.so",
+                                                                 *SKIP_DIRS))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
                            str(tmp / "dist"), str(src)], capture_output=True, text=True,
                           timeout=600)
@@ -59,6 +61,10 @@ def test_wheel_holds_every_module_and_data_file(wheel):
     assert len([f for f in expected if f.startswith("barrierproof/checker/repair/")]) > 1
     assert len([f for f in expected if f.endswith(".tla")]) == 3
     assert expected - names == set()
+    # The compiled exploration core: its source always, its module where pip had a compiler.
+    if shutil.which("gcc") or shutil.which("cc"):
+        assert [n for n in names if n.startswith("barrierproof/checker/engines/_core.")
+                and n.endswith((".so", ".pyd"))], "the compiled core was not built"
     # Test-only code stays out of the package.
     assert not [n for n in names if n.startswith("tests/") or "crosscheck" in n]
 

@@ -49,6 +49,8 @@ from ...model.semantics import System
 from ...model.steps import UNREDUCED, opcodes_in
 from ...model.violations import Place, Violation, primary, tolerance
 from .parity_returns import Conflict, ParityReturns, search_return
+from .compiled import Refused, available, explore_compiled
+from .compiled import chosen as chosen_core
 from .por import leaves_nothing_out, persistent_sets
 from .store import StateStore
 from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,
@@ -109,7 +111,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             progress: Callable[[dict], None] | None = None,
             block_symmetry: bool = True, store_mode: str = "tuple",
             partial_order: bool = True, order: str = "bfs",
-            tolerate: frozenset[Place] = frozenset()) -> ExploreResult:
+            tolerate: frozenset[Place] = frozenset(), core: str | None = None) -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
 
     `order="dfs"` walks the same reduced graph depth first (the reductions depend on the state
@@ -117,6 +119,12 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     the search then goes on for shorter ones (branch and bound, `depth_first`). Run to the end
     it reports what the breadth-first search reports; stopped by a limit, the shortest found
     so far, with the reason it may not be shortest.
+
+    A raw breadth-first search (no reduction, or no partial-order reduction and a symmetry
+    that relates nothing; nothing tolerated) runs on the compiled core when it is built and
+    accepts the System (compiled.py; `core`: auto, python or compiled).
+    Asked for explicitly (`core="compiled"`), it runs a raw depth-first one too, breadth first:
+    run to the end both orders report the same verdict and a shortest counterexample.
 
     >>> from barrierproof.model.samples import lost_arrival
     >>> result = explore(System(lost_arrival.build()))
@@ -131,12 +139,26 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     reduction = reduction and not getattr(system, "init_insts", ()) and \
         not opcodes_in(system, lambda step: step.touches == UNREDUCED)
     symmetry = Symmetry(system, blocks=block_symmetry) if reduction else None
+    # Without partial-order reduction, a symmetry that relates nothing leaves the raw search
+    # (the search confirming a shortest counterexample, on a kernel whose threads all differ).
+    raw = symmetry is None or (not partial_order and not symmetry.classes and
+                               not symmetry.blocks)
+    refused = None
+    if raw and not tolerate and chosen_core(core) != "python" and \
+            (order == "bfs" or chosen_core(core) == "compiled") and available():
+        try:
+            return explore_compiled(system, limits, ignore, progress)
+        except Refused as why:      # outside the compiled core: the Python search, the same
+            refused = str(why)
     reduce = symmetry.canonicalizer() if symmetry is not None else None
     # From a canonical state, only the mover's class can fall out of order.
     after_step = symmetry.after_step() if symmetry is not None else None
     twins = symmetry.twins() if symmetry is not None else None
     classes = symmetry.classes if symmetry is not None else []
     notes: list[str] = []
+    if refused is not None and chosen_core(core) == "compiled":
+        notes.append(f"searched by the Python explorer: the compiled core does not state "
+                     f"{refused}")
     partial_order_off = None
     if tolerate and reduction and partial_order:
         # The persistent sets put steps off, trusting them to be taken later on every path; a
@@ -321,7 +343,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # A deadlock at this depth shows only when its state is expanded: one level more.
             bound = Limits(limits.max_states, depth + 1, left, limits.max_memory_mb)
             again = explore(system, bound, reduction, ignore, progress, block_symmetry,
-                            store_mode, partial_order=False, tolerate=tolerate)
+                            store_mode, partial_order=False, tolerate=tolerate, core=core)
             if again.status == "violation":   # its counts: the search that found it
                 again.seconds = time.perf_counter() - start
                 return again

@@ -1,0 +1,794 @@
+/* The compiled exploration core: the explorer's raw breadth-first search (no symmetry, no
+ * partial-order reduction) over the flat integer states of `semantics.System`, for the opcodes
+ * flatten.py accepts. compiled.py rebuilds and replays what it finds with the Python rules.
+ *
+ * A state is the System's tuple as int32 words:
+ *   pc[agent]                              next instruction of each thread
+ *   (phase, pending, tx, expected)[inst]   completions so far, missing arrivals of the open
+ *                                          phase, tx bytes outstanding, arrival count
+ *   seen[...]                              completions a thread observed at its last wait
+ *   in_flight[slot]                        TMA landings / async arrivals not yet delivered
+ * Every rule returns its code as an integer (101 for BP101); 0 is "no rule broken". The order
+ * of every check follows semantics.py and model/primitives, including where a broken rule
+ * stops the rest of a step (`violation or ...` there), since a step whose code the user
+ * ignores goes on to be searched.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Opcodes as flatten.py numbers them (its CORE_OPS). */
+enum { OP_ARRIVE, OP_ARRIVE_DROP, OP_EXPECT_TX, OP_ARRIVE_TX, OP_COMPLETE_TX, OP_WAIT,
+       OP_WAIT_PARITY, OP_WAIT_PHASE, OP_BARRIER_TEST, OP_ISSUE_ASYNC, OP_NOP, OP_SEM_SIGNAL,
+       OP_SEM_WAIT, OP_AWAIT_FORK, OP_JOIN };
+/* Barrier instance fields; effects an in-flight slot delivers (instructions.py). */
+enum { PHASE, PENDING, TX, EXPECTED, FIELDS };
+enum { EFFECT_COMPLETE_TX, EFFECT_ARRIVE, EFFECT_SIGNAL };
+/* Search outcomes (compiled.py names them). */
+enum { VERIFIED, VIOLATION, STATE_LIMIT, TIME_LIMIT, MEMORY_LIMIT, DEPTH_LIMIT, INTERRUPTED };
+/* What a violation is: the initial state's, a step's, a new state's, a deadlock, two returns
+ * of one bare parity wait. */
+enum { AT_INITIAL, BY_STEP, IN_STATE, DEADLOCK, ALIASING };
+
+typedef struct {
+    int W, A, n_inst, slot_base, n_slots, max_tx, exit_async, track_returns;
+    int *len, *off;                         /* per agent: program length, first instruction */
+    int *op, *t0, *t1, *amount, *x0, *x1;   /* per instruction: opcode and operands */
+    int *insts, *slot_list;                 /* arrival sets, issued slot lists */
+    int *slot_effect, *slot_inst, *slot_amount;
+    /* per instance: its Pallas waiters (seen entry, last pc waiting on it), exit rules */
+    int *part_off, *part_waiter, *part_pos, *part_last, *unwaited;
+    /* a cluster of several blocks: each agent's and instance's block, and the slots whose
+     * deliveries go into another block than their issuer's (BP146 once it has exited) */
+    int n_blocks, n_remote, *agent_block, *inst_block, *remote_slots;
+    char ignored[1000];
+} Model;
+
+static int barrier(const Model *m, int inst) { return m->A + FIELDS * inst; }
+
+static int is_wait(int op) {
+    return op == OP_WAIT || op == OP_WAIT_PARITY || op == OP_WAIT_PHASE || op == OP_BARRIER_TEST;
+}
+
+/* -- the barrier micro-steps (System._arrive, _tx, _maybe_complete) ------------------------ */
+
+static int waits_on(const Model *m, const int32_t *s, int agent, int inst) {
+    int pc = s[agent];
+    if (pc >= m->len[agent]) return 0;
+    int i = m->off[agent] + pc;
+    return is_wait(m->op[i]) && m->t0[i] == inst;
+}
+
+/* A phase completes when its arrivals and its tx bytes are all in; a Pallas waiter that will
+ * wait again and has fallen a completion behind aliases its parity (BP101). */
+static int maybe_complete(const Model *m, int32_t *s, int inst) {
+    int b = barrier(m, inst);
+    if (s[b + PENDING] != 0 || s[b + TX] != 0) return 0;
+    int completed = s[b + PHASE];
+    s[b + PHASE] = completed + 1;
+    s[b + PENDING] = s[b + EXPECTED];
+    for (int k = m->part_off[inst]; k < m->part_off[inst + 1]; k++) {
+        int waiter = m->part_waiter[k], seen = s[m->part_pos[k]];
+        if ((seen > 0 ? seen : 0) >= completed) continue;
+        if (s[waiter] > m->part_last[k]) continue;       /* it never waits on inst again */
+        if (seen >= 0 || waits_on(m, s, waiter, inst)) return 101;
+    }
+    return 0;
+}
+
+static int arrive(const Model *m, int32_t *s, int inst, int count) {
+    int b = barrier(m, inst);
+    int pending = s[b + PENDING] - count;
+    s[b + PENDING] = pending;
+    if (pending > 0) return 0;
+    if (pending < 0) return 121;                          /* more arrivals than the count */
+    return maybe_complete(m, s, inst);
+}
+
+static int tx_bytes(const Model *m, int32_t *s, int inst, int delta) {
+    int b = barrier(m, inst);
+    int64_t tx = (int64_t)s[b + TX] + delta;
+    s[b + TX] = (int32_t)tx;
+    if (tx < -m->max_tx || tx > m->max_tx) return 121;    /* tx-count out of range */
+    if (tx || s[b + PENDING]) return 0;
+    return maybe_complete(m, s, inst);
+}
+
+/* -- guards and effects (model/primitives/: mbarrier, waits, tma, semaphores) -------------- */
+
+static int phase_of(const Model *m, const int32_t *s, int inst) { return s[barrier(m, inst)]; }
+
+/* barrier_wait: passes iff the barrier's parity differs from the private parity bit (the
+ * parity of the completions the thread observed at its last wait). */
+static int pallas_passes(const Model *m, const int32_t *s, int i) {
+    int seen = s[m->x0[i]];
+    return (phase_of(m, s, m->t0[i]) & 1) != (seen > 0 ? seen & 1 : 0);
+}
+
+static int guard(const Model *m, const int32_t *s, int i) {
+    switch (m->op[i]) {
+    case OP_WAIT:
+        return pallas_passes(m, s, i);
+    case OP_WAIT_PARITY:         /* the phase of parity P has completed */
+        return (phase_of(m, s, m->t0[i]) & 1) != m->amount[i];
+    case OP_WAIT_PHASE:          /* the barrier's parity is that of the completion meant */
+        return (phase_of(m, s, m->t0[i]) & 1) == (m->amount[i] & 1);
+    case OP_SEM_WAIT:            /* the semaphore has reached the value */
+        return phase_of(m, s, m->t0[i]) >= m->amount[i];
+    case OP_AWAIT_FORK:          /* a warp waits for its warpgroup to fork (pc past the fork) */
+        return s[m->t0[i]] >= m->amount[i];
+    case OP_JOIN:                /* the warpgroup waits for every warp to end its body */
+        for (int k = m->t0[i]; k < m->t1[i]; k += 2)
+            if (s[m->insts[k]] < m->insts[k + 1]) return 0;
+        return 1;
+    default:
+        return 1;
+    }
+}
+
+/* Apply instruction i of `agent` (its pc already moved on); the code of the rule it breaks. */
+static int effect(const Model *m, int32_t *s, int i) {
+    int v = 0;
+    switch (m->op[i]) {
+    case OP_ARRIVE:
+        for (int k = m->t0[i]; k < m->t1[i]; k++)
+            if (!v) v = arrive(m, s, m->insts[k], m->amount[i]);
+        return v;
+    case OP_ARRIVE_DROP:
+        for (int k = m->t0[i]; k < m->t1[i]; k++) {
+            int b = barrier(m, m->insts[k]);
+            s[b + EXPECTED] -= 1;                  /* arrive_drop lowers the count below 0 */
+            if (s[b + EXPECTED] < 0 && !v) v = 121;
+            if (!v) v = arrive(m, s, m->insts[k], 1);
+        }
+        return v;
+    case OP_EXPECT_TX:
+        for (int k = m->t0[i]; k < m->t1[i]; k++)
+            if (!v) v = tx_bytes(m, s, m->insts[k], m->amount[i]);
+        return v;
+    case OP_ISSUE_ASYNC:         /* the issuer's arrive.expect_tx, then the copies fly */
+    case OP_ARRIVE_TX:
+        for (int k = m->t0[i]; k < m->t1[i]; k++) {
+            if (!v) v = tx_bytes(m, s, m->insts[k], m->amount[i]);
+            if (!v) v = arrive(m, s, m->insts[k], 1);
+        }
+        if (m->op[i] == OP_ISSUE_ASYNC)
+            for (int k = m->x0[i]; k < m->x1[i]; k++) s[m->slot_base + m->slot_list[k]] += 1;
+        return v;
+    case OP_COMPLETE_TX:
+        for (int k = m->t0[i]; k < m->t1[i]; k++)
+            if (!v) v = tx_bytes(m, s, m->insts[k], -m->amount[i]);
+        return v;
+    case OP_WAIT:                /* observes every completion so far */
+        s[m->x0[i]] = phase_of(m, s, m->t0[i]);
+        return 0;
+    case OP_BARRIER_TEST:        /* flips the private bit only if the wait would pass */
+        if (pallas_passes(m, s, i)) s[m->x0[i]] = phase_of(m, s, m->t0[i]);
+        return 0;
+    case OP_WAIT_PARITY:
+    case OP_WAIT_PHASE: {        /* a stated phase must be the one it returns after */
+        int now = phase_of(m, s, m->t0[i]);
+        s[m->x0[i]] = now;
+        return (m->op[i] == OP_WAIT_PHASE && now != m->amount[i]) ? 101 : 0;
+    }
+    case OP_SEM_SIGNAL:
+        s[barrier(m, m->t0[i])] += m->amount[i];
+        return 0;
+    case OP_SEM_WAIT:
+        if (m->x0[i]) s[barrier(m, m->t0[i])] -= m->amount[i];
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* Whether `action` (an agent, then an in-flight slot) is enabled in s. */
+static int enabled(const Model *m, const int32_t *s, int action) {
+    if (action < m->A) {
+        int pc = s[action];
+        return pc < m->len[action] && guard(m, s, m->off[action] + pc);
+    }
+    return s[m->slot_base + action - m->A] > 0;
+}
+
+/* Take an enabled action in place; the code of the rule the step breaks, or 0. */
+static int step(const Model *m, int32_t *s, int action) {
+    if (action < m->A) {
+        int i = m->off[action] + s[action];
+        s[action] += 1;
+        return effect(m, s, i);
+    }
+    int k = action - m->A;
+    s[m->slot_base + k] -= 1;
+    int inst = m->slot_inst[k];
+    if (m->slot_effect[k] == EFFECT_COMPLETE_TX) return tx_bytes(m, s, inst, -m->slot_amount[k]);
+    if (m->slot_effect[k] == EFFECT_SIGNAL) { s[barrier(m, inst)] += m->slot_amount[k]; return 0; }
+    return arrive(m, s, inst, 1);
+}
+
+/* -- rules judged on a state (System.state_violations, exit_violations, deadlock) ---------- */
+
+#define SEE(c) do { int c_ = (c); if (!m->ignored[c_] && (best == 0 || c_ < best)) best = c_; } while (0)
+
+static int is_done(const Model *m, const int32_t *s) {
+    for (int a = 0; a < m->A; a++)
+        if (s[a] < m->len[a]) return 0;
+    return 1;
+}
+
+/* BP146: some block's threads have all exited while a peer still reaches into its shared
+ * memory: an arrival or tx step of a thread standing at it, or a delivery in flight into it
+ * from another block (hw_barriers.peer_exit_violations). Only while some thread runs. */
+static int peer_exit(const Model *m, const int32_t *s) {
+    char gone[256];
+    int any = 0;
+    for (int b = 0; b < m->n_blocks; b++) gone[b] = 1;
+    for (int a = 0; a < m->A; a++)
+        if (s[a] < m->len[a]) gone[m->agent_block[a]] = 0;
+    for (int b = 0; b < m->n_blocks; b++) any |= gone[b];
+    if (!any) return 0;
+    for (int k = 0; k < m->n_remote; k++) {
+        int slot = m->remote_slots[k];
+        if (s[m->slot_base + slot] && gone[m->inst_block[m->slot_inst[slot]]]) return 146;
+    }
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        int i = m->off[a] + s[a], op = m->op[i], own = m->agent_block[a];
+        if (op != OP_ARRIVE && op != OP_ARRIVE_DROP && op != OP_EXPECT_TX && op != OP_ARRIVE_TX &&
+            op != OP_COMPLETE_TX && op != OP_ISSUE_ASYNC)
+            continue;
+        for (int k = m->t0[i]; k < m->t1[i]; k++) {
+            int b = m->inst_block[m->insts[k]];
+            if (b != own && gone[b]) return 146;
+        }
+        if (op == OP_ISSUE_ASYNC)
+            for (int k = m->x0[i]; k < m->x1[i]; k++) {
+                int b = m->inst_block[m->slot_inst[m->slot_list[k]]];
+                if (b != own && gone[b]) return 146;
+            }
+    }
+    return 0;
+}
+
+/* The least code, among those not ignored, of the rules state s breaks (0: none). */
+static int state_code(const Model *m, const int32_t *s) {
+    int best = 0, done = 1;
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        done = 0;
+        int i = m->off[a] + s[a];
+        if (m->op[i] == OP_WAIT_PHASE && phase_of(m, s, m->t0[i]) > m->amount[i])
+            SEE(101);            /* a wait for a phase the barrier has already run past */
+        else if (m->op[i] == OP_WAIT && s[m->x0[i]] < 0 && phase_of(m, s, m->t0[i]) >= 2)
+            SEE(102);            /* a first wait after two completions: a late join */
+    }
+    if (!done) {
+        if (m->n_blocks > 1) {
+            int c = peer_exit(m, s);
+            if (c) SEE(c);
+        }
+        return best;
+    }
+    /* at kernel exit */
+    for (int k = 0; k < m->n_slots; k++)
+        if (s[m->slot_base + k]) SEE(105);        /* copies still in flight */
+    if (m->exit_async) SEE(105);                  /* a thread's own accesses left running */
+    for (int inst = 0; inst < m->n_inst; inst++) {
+        const int32_t *b = s + barrier(m, inst);
+        if (b[TX] != 0) SEE(130);                 /* tx bytes never delivered or expected */
+        else if (b[PENDING] != b[EXPECTED]) SEE(104);   /* a phase left half arrived */
+        if (b[PHASE] && m->unwaited[inst]) SEE(103);
+        for (int k = m->part_off[inst]; k < m->part_off[inst + 1]; k++)
+            if (s[m->part_pos[k]] < b[PHASE]) SEE(103);  /* completions a waiter never saw */
+    }
+    return best;
+}
+
+/* The code of a deadlock: BP130 when a blocked waiter's barrier has every arrival but its tx
+ * bytes never come, else BP100. */
+static int deadlock_code(const Model *m, const int32_t *s) {
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        int i = m->off[a] + s[a];
+        if (!is_wait(m->op[i])) continue;
+        const int32_t *b = s + barrier(m, m->t0[i]);
+        if (b[PENDING] == 0 && b[TX] != 0) return 130;
+    }
+    return 100;
+}
+
+/* -- the visited set: every state once, packed in one array, found by open addressing ------ */
+
+/* States are stored in 16-bit words when every value fits (pcs, phase counts, arrivals and tx
+ * bytes of real protocols do), else in 32-bit ones: a value beyond 16 bits stops a narrow
+ * search (WIDE) and compiled.py runs it again wide. */
+typedef struct {
+    int W, word;                /* fields per state, bytes per field (2 or 4) */
+    size_t bytes;               /* W * word */
+    uint8_t *states;            /* state id -> its packed fields */
+    int32_t *parent, *action;   /* the breadth-first tree (-1 at the initial state) */
+    size_t n, cap;              /* states stored, room for */
+    /* 0 empty, else (hash high 32 bits << 32) | (id + 1); the slot is taken from the same
+     * high 32 bits, so the table grows without reading a state again */
+    uint64_t *table;
+    size_t table_cap;
+} Store;
+
+/* Pack an int32 state into the store's words; -1 if a value does not fit. */
+static int pack(const Store *st, const int32_t *s, uint8_t *out) {
+    if (st->word == 4) {
+        memcpy(out, s, st->bytes);
+        return 0;
+    }
+    int16_t *w = (int16_t *)out;
+    uint32_t beyond = 0;          /* no early exit: the loop vectorizes */
+    for (int k = 0; k < st->W; k++) {
+        beyond |= (uint32_t)(s[k] - INT16_MIN) > (uint32_t)(INT16_MAX - INT16_MIN);
+        w[k] = (int16_t)s[k];
+    }
+    return beyond ? -1 : 0;
+}
+
+static void unpack(const Store *st, size_t id, int32_t *s) {
+    const uint8_t *p = st->states + id * st->bytes;
+    if (st->word == 4) { memcpy(s, p, st->bytes); return; }
+    const int16_t *w = (const int16_t *)p;
+    for (int k = 0; k < st->W; k++) s[k] = w[k];
+}
+
+/* Two independent multiply-xorshift lanes over 8-byte words, then a final mix. */
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h1 = 0x9E3779B97F4A7C15ull ^ n, h2 = 0xC2B2AE3D27D4EB4Full;
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        uint64_t a, b;
+        memcpy(&a, p + k, 8);
+        memcpy(&b, p + k + 8, 8);
+        h1 = (h1 ^ a) * 0xff51afd7ed558ccdull;
+        h2 = (h2 ^ b) * 0xc4ceb9fe1a85ec53ull;
+        h1 ^= h1 >> 31;
+        h2 ^= h2 >> 29;
+    }
+    uint64_t tail = 0;
+    if (k < n) memcpy(&tail, p + k, n - k < 8 ? n - k : 8);
+    h1 = (h1 ^ tail) * 0xff51afd7ed558ccdull;
+    if (k + 8 < n) {
+        tail = 0;
+        memcpy(&tail, p + k + 8, n - k - 8);
+        h2 = (h2 ^ tail) * 0xc4ceb9fe1a85ec53ull;
+    }
+    uint64_t h = h1 ^ (h2 >> 17) ^ (h2 << 47);
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
+}
+
+static size_t store_bytes(const Store *st) {
+    return st->cap * (st->bytes + 8) + st->table_cap * 8;
+}
+
+static size_t slot_of(uint64_t h, size_t cap) { return (size_t)(h >> 32) & (cap - 1); }
+
+static int store_grow_table(Store *st) {
+    size_t cap = st->table_cap * 2;
+    uint64_t *t = calloc(cap, sizeof(uint64_t));
+    if (!t) return -1;
+    for (size_t k = 0; k < st->table_cap; k++) {
+        uint64_t e = st->table[k];
+        if (!e) continue;
+        size_t j = slot_of(e, cap);
+        while (t[j]) j = (j + 1) & (cap - 1);
+        t[j] = e;
+    }
+    free(st->table);
+    st->table = t;
+    st->table_cap = cap;
+    return 0;
+}
+
+static void store_prefetch(const Store *st, uint64_t h) {
+    __builtin_prefetch(st->table + slot_of(h, st->table_cap));
+}
+
+/* The id of the packed state p (hash h), adding it (with its place in the tree) if new;
+ * *is_new says which; -1 when out of memory. */
+static int64_t store_add(Store *st, const uint8_t *p, uint64_t h, int parent, int action,
+                         int *is_new) {
+    uint64_t tag = h >> 32;
+    size_t j = slot_of(h, st->table_cap);
+    for (;;) {
+        uint64_t e = st->table[j];
+        if (!e) break;
+        if ((e >> 32) == tag) {
+            size_t id = (size_t)(e & 0xffffffffu) - 1;
+            if (!memcmp(st->states + id * st->bytes, p, st->bytes)) {
+                *is_new = 0;
+                return (int64_t)id;
+            }
+        }
+        j = (j + 1) & (st->table_cap - 1);
+    }
+    if (st->n == st->cap) {
+        size_t cap = st->cap * 2;
+        uint8_t *states = realloc(st->states, cap * st->bytes);
+        if (!states) return -1;
+        st->states = states;
+        int32_t *pa = realloc(st->parent, cap * sizeof(int32_t));
+        if (!pa) return -1;
+        st->parent = pa;
+        int32_t *ac = realloc(st->action, cap * sizeof(int32_t));
+        if (!ac) return -1;
+        st->action = ac;
+        st->cap = cap;
+    }
+    size_t id = st->n++;
+    memcpy(st->states + id * st->bytes, p, st->bytes);
+    st->parent[id] = parent;
+    st->action[id] = action;
+    st->table[j] = (tag << 32) | (uint64_t)(id + 1);
+    *is_new = 1;
+    if (st->n * 2 > st->table_cap && store_grow_table(st) < 0) return -1;
+    return (int64_t)id;
+}
+
+static void store_free(Store *st) {
+    free(st->states);
+    free(st->parent);
+    free(st->action);
+    free(st->table);
+}
+
+/* -- the side table of bare parity waits (parity_returns.py) ------------------------------- */
+
+/* Per instruction that is a bare parity wait: the completions it was seen returning after, in
+ * the order met (breadth first: by depth), each with the shallowest state showing it. A second
+ * completion is a conflict and ends the search at the end of its level, so two suffice. */
+typedef struct {
+    int *count, *completion, *depth, *id;   /* 2 entries per instruction */
+} Returns;
+
+/* Note the returns state s (id, met at depth) shows; the instruction of its first conflict, or
+ * -1. Every agent's return is noted, past a conflict too, as parity_returns.py does: a deadlock
+ * in the same level reads the table. */
+static int record_returns(const Model *m, Returns *r, const int32_t *s, int depth, int id) {
+    int conflict = -1;
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        int i = m->off[a] + s[a];
+        if (m->op[i] != OP_WAIT_PARITY) continue;
+        int phase = phase_of(m, s, m->t0[i]);
+        if ((phase & 1) == m->amount[i]) continue;        /* it cannot return yet */
+        int n = r->count[i];
+        if ((n > 0 && r->completion[2 * i] == phase) || (n > 1 && r->completion[2 * i + 1] == phase))
+            continue;                                      /* shown before, no deeper */
+        if (n == 2) continue;
+        r->completion[2 * i + n] = phase;
+        r->depth[2 * i + n] = depth;
+        r->id[2 * i + n] = id;
+        r->count[i] = n + 1;
+        if (n + 1 == 2 && conflict < 0) conflict = i;      /* two completions: aliasing */
+    }
+    return conflict;
+}
+
+/* -- the breadth-first search -------------------------------------------------------------- */
+
+typedef struct {
+    int status, kind, code, depth, unexpanded, conflict;
+    int64_t pred, action, transitions;
+} Outcome;
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef struct { int32_t *ids; size_t n, cap; } Ids;
+
+static int ids_push(Ids *v, int32_t id) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 1024;
+        int32_t *p = realloc(v->ids, cap * sizeof(int32_t));
+        if (!p) return -1;
+        v->ids = p;
+        v->cap = cap;
+    }
+    v->ids[v->n++] = id;
+    return 0;
+}
+
+/* Report progress to the Python callable every quarter second, as explore.py does; -1 when it
+ * raised. */
+static int report(PyObject *progress, const Store *st, int depth, size_t frontier, double start,
+                  double *next_report) {
+    double now = now_seconds();
+    if (progress == Py_None || now < *next_report) return 0;
+    *next_report = now + 0.25;
+    double seconds = now - start;
+    PyObject *info = Py_BuildValue("{s:n,s:i,s:n,s:d,s:d,s:d}", "states", (Py_ssize_t)st->n,
+                                   "depth", depth, "frontier", (Py_ssize_t)frontier, "rate",
+                                   st->n / (seconds > 1e-9 ? seconds : 1e-9), "seconds", seconds,
+                                   "bytes_per_state", (double)store_bytes(st) / st->n);
+    if (!info) return -1;
+    PyObject *res = PyObject_CallOneArg(progress, info);
+    Py_DECREF(info);
+    if (!res) return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
+/* Limits: max_states, max_depth (-1: none), timeout seconds (< 0: none), memory bytes.
+ * 0 when done (out says how), -1 out of memory, -2 a value beyond the store's words, -3 a
+ * Python exception (from the progress callable, or a signal handler's other than Ctrl-C's). */
+static int search(const Model *m, Store *st, Returns *r, const int32_t *init, int64_t max_states,
+                  int64_t max_depth, double timeout, int64_t max_bytes, PyObject *progress,
+                  Outcome *out) {
+    int W = m->W, n_actions = m->A + m->n_slots, is_new, fail = -1;
+    double start = now_seconds(), next_report = start + 0.25;
+    /* one state's successors, generated before any is looked up, so that the table slots
+     * they land in are fetched from memory together */
+    int32_t *cur = malloc(W * sizeof(int32_t));
+    int32_t *succ = malloc((size_t)(n_actions + 1) * W * sizeof(int32_t));
+    uint8_t *packed = malloc((size_t)(n_actions + 1) * st->bytes);
+    uint64_t *hashes = malloc((n_actions + 1) * sizeof(uint64_t));
+    int *codes = malloc((n_actions + 1) * sizeof(int)), *taken = malloc((n_actions + 1) * sizeof(int));
+    Ids frontier = {0}, upcoming = {0};
+    memset(out, 0, sizeof(*out));
+    out->conflict = -1;
+    if (!cur || !succ || !packed || !hashes || !codes || !taken) goto fail;
+    if (pack(st, init, packed) < 0) { fail = -2; goto fail; }
+    if (store_add(st, packed, hash_bytes(packed, st->bytes), -1, -1, &is_new) < 0) goto fail;
+    int code = state_code(m, init);
+    if (code) {
+        out->status = VIOLATION; out->kind = AT_INITIAL; out->code = code;
+        goto done;
+    }
+    if (ids_push(&frontier, 0) < 0) goto fail;
+    while (frontier.n) {
+        if (max_depth >= 0 && out->depth >= max_depth) {
+            out->status = DEPTH_LIMIT; out->unexpanded = (int)frontier.n;
+            goto done;
+        }
+        upcoming.n = 0;
+        /* The level is finished before a verdict; ties go to the lowest code, then the first
+         * met, as the Python explorer decides. */
+        int dead = 0, best = 0, best_kind = 0, conflict = -1;
+        int64_t dead_id = 0, best_pred = 0, best_action = 0;
+        for (size_t n = 0; n < frontier.n; n++) {
+            int32_t id = frontier.ids[n];
+            unpack(st, id, cur);
+            if (m->track_returns && conflict < 0)
+                conflict = record_returns(m, r, cur, out->depth, id);
+            int moves = 0;
+            for (int action = 0; action < n_actions; action++) {
+                if (!enabled(m, cur, action)) continue;
+                int32_t *next = succ + (size_t)moves * W;
+                memcpy(next, cur, W * sizeof(int32_t));
+                codes[moves] = step(m, next, action);
+                taken[moves] = action;
+                if (!codes[moves] || m->ignored[codes[moves]]) {
+                    uint8_t *p = packed + (size_t)moves * st->bytes;
+                    if (pack(st, next, p) < 0) { fail = -2; goto fail; }
+                    hashes[moves] = hash_bytes(p, st->bytes);
+                    store_prefetch(st, hashes[moves]);
+                }
+                moves++;
+            }
+            out->transitions += moves;
+            for (int k = 0; k < moves; k++) {
+                int v = codes[k], action = taken[k];
+                if (v && !m->ignored[v]) {             /* the step itself breaks a rule */
+                    if (!best || v < best) {
+                        best = v; best_kind = BY_STEP; best_pred = id; best_action = action;
+                    }
+                    continue;
+                }
+                int64_t nid = store_add(st, packed + (size_t)k * st->bytes, hashes[k], id,
+                                        action, &is_new);
+                if (nid < 0) goto fail;
+                if (!is_new) continue;
+                int c = state_code(m, succ + (size_t)k * W);
+                if (c) {                               /* the state reached breaks a rule */
+                    if (!best || c < best) {
+                        best = c; best_kind = IN_STATE; best_pred = id; best_action = action;
+                    }
+                    continue;
+                }
+                if (ids_push(&upcoming, (int32_t)nid) < 0) goto fail;
+            }
+            if (!moves && !is_done(m, cur)) {
+                int c = deadlock_code(m, cur);
+                if (!m->ignored[c] && (!dead || c < dead)) { dead = c; dead_id = id; }
+            }
+            if ((n & 255) == 0) {
+                if (timeout >= 0 && now_seconds() - start > timeout) {
+                    out->status = TIME_LIMIT; goto done;
+                }
+                if (max_states >= 0 && (int64_t)st->n > max_states) {
+                    out->status = STATE_LIMIT; goto done;
+                }
+                if (max_bytes >= 0 && (int64_t)(store_bytes(st) + 4 * (frontier.cap +
+                                                   upcoming.cap)) > max_bytes) {
+                    out->status = MEMORY_LIMIT; goto done;
+                }
+                if (PyErr_CheckSignals() < 0) {     /* Ctrl-C stops the search, reported */
+                    if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) { fail = -3; goto fail; }
+                    PyErr_Clear();
+                    out->status = INTERRUPTED; goto done;
+                }
+                if (report(progress, st, out->depth, frontier.n - n + upcoming.n, start,
+                           &next_report) < 0) { fail = -3; goto fail; }
+            }
+        }
+        if (dead) {
+            out->status = VIOLATION; out->kind = DEADLOCK; out->code = dead; out->pred = dead_id;
+            goto done;
+        }
+        if (best && (conflict < 0 || best <= 101)) {
+            out->status = VIOLATION; out->kind = best_kind; out->code = best;
+            out->pred = best_pred; out->action = best_action;
+            goto done;
+        }
+        if (conflict >= 0) {
+            out->status = VIOLATION; out->kind = ALIASING; out->code = 101;
+            out->conflict = conflict;
+            goto done;
+        }
+        if (upcoming.n) out->depth++;
+        Ids t = frontier; frontier = upcoming; upcoming = t;
+    }
+    out->status = VERIFIED;
+done:
+    fail = 0;
+fail:
+    free(cur); free(succ); free(packed); free(hashes); free(codes); free(taken);
+    free(frontier.ids); free(upcoming.ids);
+    return fail;
+}
+
+/* -- Python glue --------------------------------------------------------------------------- */
+
+/* A sequence of ints as a freshly allocated int array (at least one element). */
+static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of ints");
+    if (!fast) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    int *a = malloc((n ? n : 1) * sizeof(int));
+    if (!a) { Py_DECREF(fast); PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, k));
+        if (v == -1 && PyErr_Occurred()) { free(a); Py_DECREF(fast); return -1; }
+        a[k] = (int)v;
+    }
+    Py_DECREF(fast);
+    *out = a;
+    if (n_out) *n_out = n;
+    return 0;
+}
+
+#define N_ARRAYS 20
+
+static PyObject *core_explore(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *scalars, *arrays, *ignored, *init_obj, *progress = Py_None;
+    long long max_states, max_depth, max_bytes;
+    double timeout;
+    int word;
+    if (!PyArg_ParseTuple(args, "OOOOLLdLi|O", &scalars, &arrays, &ignored, &init_obj,
+                          &max_states, &max_depth, &timeout, &max_bytes, &word, &progress))
+        return NULL;
+    Model m;
+    memset(&m, 0, sizeof(m));
+    int *sc = NULL, *ign = NULL, *init = NULL;
+    Py_ssize_t n_sc, n_ign, n_init;
+    int **slots[N_ARRAYS] = {&m.len, &m.off, &m.op, &m.t0, &m.t1, &m.amount, &m.x0, &m.x1,
+                             &m.insts, &m.slot_list, &m.slot_effect, &m.slot_inst, &m.slot_amount,
+                             &m.part_off, &m.part_waiter, &m.part_pos, &m.part_last,
+                             &m.agent_block, &m.inst_block, &m.remote_slots};
+    PyObject *result = NULL;
+    Store st = {0};
+    Returns r = {0};
+    int *unwaited = NULL;
+    int ok = ints(scalars, &sc, &n_sc) == 0 && n_sc == 10 && ints(ignored, &ign, &n_ign) == 0 &&
+             ints(init_obj, &init, &n_init) == 0 && PySequence_Check(arrays) &&
+             PySequence_Size(arrays) == N_ARRAYS + 1;
+    for (int k = 0; ok && k <= N_ARRAYS; k++) {
+        PyObject *item = PySequence_GetItem(arrays, k);
+        ok = item && ints(item, k < N_ARRAYS ? slots[k] : &unwaited, NULL) == 0;
+        Py_XDECREF(item);
+    }
+    if (!ok) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "malformed flattened System");
+        goto cleanup;
+    }
+    m.W = sc[0]; m.A = sc[1]; m.n_inst = sc[2]; m.slot_base = sc[3]; m.n_slots = sc[4];
+    m.max_tx = sc[5]; m.exit_async = sc[6]; m.track_returns = sc[7];
+    m.n_blocks = sc[8]; m.n_remote = sc[9];
+    if (m.n_blocks < 1 || m.n_blocks > 256) {
+        PyErr_SetString(PyExc_ValueError, "1 to 256 blocks");
+        goto cleanup;
+    }
+    m.unwaited = unwaited;
+    for (Py_ssize_t k = 0; k < n_ign; k++)
+        if (ign[k] >= 0 && ign[k] < 1000) m.ignored[ign[k]] = 1;
+    if (n_init != m.W) {
+        PyErr_SetString(PyExc_ValueError, "initial state of the wrong width");
+        goto cleanup;
+    }
+    int n_instr = m.off[m.A];
+    st.W = m.W;
+    st.word = word == 2 ? 2 : 4;
+    st.bytes = (size_t)m.W * st.word;
+    st.cap = 1024;
+    st.table_cap = 4096;
+    st.states = malloc(st.cap * st.bytes);
+    st.parent = malloc(st.cap * sizeof(int32_t));
+    st.action = malloc(st.cap * sizeof(int32_t));
+    st.table = calloc(st.table_cap, sizeof(uint64_t));
+    r.count = calloc(n_instr + 1, sizeof(int));
+    r.completion = calloc(2 * n_instr + 2, sizeof(int));
+    r.depth = calloc(2 * n_instr + 2, sizeof(int));
+    r.id = calloc(2 * n_instr + 2, sizeof(int));
+    int32_t *init32 = (int32_t *)init;     /* int is 32 bits on every platform CPython runs on */
+    Outcome out;
+    int done = -1;
+    if (st.states && st.parent && st.action && st.table && r.count && r.completion && r.depth &&
+        r.id)
+        done = search(&m, &st, &r, init32, max_states, max_depth, timeout, max_bytes, progress,
+                      &out);
+    if (done == -3) goto cleanup;      /* the Python exception propagates */
+    if (done == -2) {                  /* a value beyond 16 bits: compiled.py searches wide */
+        result = Py_BuildValue("{s:s}", "status", "wide");
+        goto cleanup;
+    }
+    if (done < 0) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    PyObject *table = PyList_New(0);
+    if (!table) goto cleanup;
+    for (int i = 0; i < n_instr; i++)
+        for (int k = 0; k < r.count[i]; k++) {
+            PyObject *row = Py_BuildValue("(iiii)", i, r.completion[2 * i + k],
+                                          r.depth[2 * i + k], r.id[2 * i + k]);
+            if (!row || PyList_Append(table, row) < 0) { Py_XDECREF(row); Py_DECREF(table); goto cleanup; }
+            Py_DECREF(row);
+        }
+    /* The tree: each state's predecessor and the action that reached it, as int32 bytes. */
+    PyObject *parents = PyBytes_FromStringAndSize((const char *)st.parent, st.n * sizeof(int32_t));
+    PyObject *actions = PyBytes_FromStringAndSize((const char *)st.action, st.n * sizeof(int32_t));
+    if (parents && actions)
+        result = Py_BuildValue("{s:i,s:n,s:L,s:i,s:i,s:i,s:i,s:L,s:L,s:i,s:O,s:O,s:O,s:n}",
+                               "status", out.status, "states", (Py_ssize_t)st.n,
+                               "transitions", (long long)out.transitions, "depth", out.depth,
+                               "unexpanded", out.unexpanded, "kind", out.kind, "code", out.code,
+                               "pred", (long long)out.pred, "action", (long long)out.action,
+                               "conflict", out.conflict, "parents", parents, "actions", actions,
+                               "returns", table, "bytes", (Py_ssize_t)store_bytes(&st));
+    Py_XDECREF(parents);
+    Py_XDECREF(actions);
+    Py_DECREF(table);
+cleanup:
+    store_free(&st);
+    free(r.count); free(r.completion); free(r.depth); free(r.id);
+    free(sc); free(ign); free(init); free(unwaited);
+    for (int k = 0; k < N_ARRAYS; k++) free(*slots[k]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"explore", core_explore, METH_VARARGS,
+     "explore(scalars, arrays, ignored, initial, max_states, max_depth, timeout, max_bytes, "
+     "word, progress=None) -> "
+     "dict: the raw breadth-first search of a flattened System (checker/engines/flatten.py)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core",
+                                    "The compiled exploration core (checker/engines/compiled.py).",
+                                    -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }

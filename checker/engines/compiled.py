@@ -1,0 +1,212 @@
+"""The explorer's raw search (no reduction) on the compiled core, where it accepts the System.
+
+`_core` (checker/engines/_core.c, built by pip when a C compiler is there) runs the
+breadth-first search of explore.py over the same flat states, with the same order of actions,
+the same visited set semantics, the same tie-breaks at a level (lowest code, then the first
+met) and the same limits, and returns its counts and the breadth-first tree. What it finds is
+rebuilt here into the schedule the Python explorer would report: the path of states from the
+tree, matched step by step with `_concretize` (the lowest action reaching each state, as the
+Python search's path is), the violation recomputed by semantics.py and checked to have the code
+the core claims; the driver then replays it as every counterexample is. The side table of bare
+parity waits comes back too, for the aliasing (and the deadlock it explains) to be rebuilt by
+parity_returns.py as the Python search would.
+
+Which core runs: `core` "auto" (the default; also the environment variable BARRIERPROOF_CORE)
+uses the compiled core whenever it is built and accepts the System (flatten.py names what it
+refuses), "python" never, "compiled" insists that it is built (an error otherwise) and still
+falls back, with a note naming the reason, for a System it refuses. Without a C compiler at
+install time the extension is absent and every search is the Python one: only speed differs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from array import array
+
+from ...model.parity import aliasing
+from ...model.semantics import System
+from ...model.violations import Violation, primary
+from .flatten import Refused, flatten
+from .parity_returns import Conflict, ParityReturns, Shown, search_return
+
+try:
+    from . import _core
+except ImportError:     # built without a C compiler: the Python explorer runs every search
+    _core = None
+
+CORES = ("auto", "python", "compiled")
+VERIFIED, VIOLATION, STATE_LIMIT, TIME_LIMIT, MEMORY_LIMIT, DEPTH_LIMIT, INTERRUPTED = range(7)
+AT_INITIAL, BY_STEP, IN_STATE, DEADLOCK, ALIASING = range(5)
+NOTE = ("searched breadth first by the compiled core (C), which reaches the states, verdict and "
+        "shortest counterexample of the Python explorer's breadth-first search")
+# States the search for a blocked parity wait's earlier return may visit (explore.py's).
+ALIAS_SEARCH = 20_000
+
+
+def available() -> bool:
+    return _core is not None
+
+
+def chosen(core: str | None) -> str:
+    """The core asked for: the argument, else BARRIERPROOF_CORE, else auto."""
+    core = core or os.environ.get("BARRIERPROOF_CORE") or "auto"
+    if core not in CORES:
+        raise ValueError(f"unknown exploration core {core!r}; choose one of {', '.join(CORES)}")
+    if core == "compiled" and _core is None:
+        raise RuntimeError("the compiled exploration core is not built (no C compiler when "
+                           "barrierproof was installed): use --core python or auto")
+    return core
+
+
+def _rss_bytes() -> int:
+    from .explore import _rss_bytes as rss
+    return rss()
+
+
+def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(),
+                     progress=None):
+    """The raw breadth-first search of explore.py on the compiled core (an ExploreResult);
+    raises `Refused` for a System outside it."""
+    from .explore import ExploreResult, _concretize, _states
+    start = time.perf_counter()
+    scalars, arrays, codes, init = flatten(system, ignore)
+    budget = -1 if limits.max_memory_mb is None else \
+        max(limits.max_memory_mb * 2**20 - _rss_bytes(), 0)
+    bounds = (-1 if limits.max_states is None else limits.max_states,
+              -1 if limits.max_depth is None else limits.max_depth,
+              -1.0 if limits.timeout is None else float(limits.timeout), budget)
+    # states in 16-bit words; a value beyond them: the search again in 32-bit ones
+    out = _core.explore(scalars, arrays, codes, init, *bounds, 2, progress)
+    if out["status"] == "wide":
+        out = _core.explore(scalars, arrays, codes, init, *bounds, 4, progress)
+    parents, actions = array("i"), array("i")
+    parents.frombytes(out["parents"])
+    actions.frombytes(out["actions"])
+    depth, status = out["depth"], out["status"]
+
+    def result(kind: str, **kw) -> ExploreResult:
+        return ExploreResult(kind, out["states"], out["transitions"], kw.pop("depth", depth),
+                             time.perf_counter() - start, reduction=False, store="compiled",
+                             bytes_per_state=round(out["bytes"] / max(out["states"], 1), 1),
+                             notes=[NOTE], **kw)
+
+    if status != VIOLATION:
+        reasons = {STATE_LIMIT: f"state limit {limits.max_states} reached at depth {depth}",
+                   TIME_LIMIT: f"time limit {limits.timeout:g}s reached at depth {depth}"
+                   if limits.timeout is not None else "",
+                   MEMORY_LIMIT: f"memory limit {limits.max_memory_mb} MB reached at depth "
+                                 f"{depth}",
+                   DEPTH_LIMIT: f"depth limit {limits.max_depth} reached with "
+                                f"{out['unexpanded']} states unexpanded",
+                   INTERRUPTED: f"interrupted at depth {depth}"}
+        if status == VERIFIED:
+            return result("verified")
+        return result("bounded", reason=reasons[status])
+
+    def path(state_id: int) -> list[tuple]:
+        """The states from the initial one's successor to state `state_id` of the tree."""
+        moves = []
+        while parents[state_id] >= 0:
+            moves.append(actions[state_id])
+            state_id = parents[state_id]
+        return _states(system, moves[::-1])[1:]
+
+    def agree(violation: Violation) -> Violation:
+        claimed = f"BP{out['code']:03d}"
+        if violation.code != claimed:
+            raise AssertionError(f"the compiled core claims {claimed} where semantics.py finds "
+                                 f"{violation.code}: the two statements of the rules differ")
+        return violation
+
+    identity = (lambda s: s)
+    kind = out["kind"]
+    # the side table is rebuilt (a replay per entry) only where a verdict reads it
+    returns = _returns(system, out, path, ignore) if kind in (ALIASING, DEADLOCK) else None
+    if kind == AT_INITIAL:
+        bad = [v for v in system.state_violations(system.initial_state()) if v.code not in ignore]
+        return result("violation", actions=[], violation=agree(primary(bad)), depth=0)
+    if kind == ALIASING:
+        conflict = _conflict(system, out, returns)
+        ends = []
+        for shown in (conflict.deeper, conflict.other):
+            moves, _ = _concretize(system, identity, identity, shown.keys, None, None, ignore)
+            ends.append(moves)
+        agent = next(iter(conflict.orbit))
+        this, other = ends[0] + [agent], ends[1] + [agent]
+        violation = aliasing(system, _states(system, this), _states(system, other))
+        assert violation is not None, "the compiled core's parity conflict does not replay"
+        return result("violation", actions=this, violation=agree(violation), witness=other,
+                      depth=len(this))
+    keys = path(out["pred"])
+    pred = keys[-1] if keys else system.initial_state()
+    if kind == DEADLOCK:
+        moves, _ = _concretize(system, identity, identity, keys, pred, None, ignore)
+        violation, witness = agree(system.deadlock(pred)), None
+        if returns is not None and violation.code == "BP100":
+            alias = _deadlock_alias(system, returns, moves, ignore)
+            if alias is not None:
+                violation, witness = alias
+        return result("violation", actions=moves, violation=violation, witness=witness,
+                      depth=len(moves))
+    code = f"BP{out['code']:03d}" if kind == BY_STEP else None
+    moves, last = _concretize(system, identity, identity, keys, pred, out["action"], ignore,
+                              step_code=code)
+    if kind == BY_STEP:
+        violation = last
+    else:
+        end = _states(system, moves)[-1]
+        violation = primary([v for v in system.state_violations(end) if v.code not in ignore])
+    return result("violation", actions=moves, violation=agree(violation), depth=len(moves))
+
+
+def _returns(system: System, out: dict, path, ignore) -> ParityReturns | None:
+    """The side table of bare parity waits as parity_returns.py keeps it (no symmetry: each
+    agent its own orbit), filled from the core's."""
+    if "BP101" in ignore:
+        return None
+    returns = ParityReturns(system, None)
+    if not returns:
+        return None
+    where = _instructions(system)
+    for index, completion, depth, state_id in out["returns"]:
+        agent, pc = where[index]
+        returns.table.setdefault((agent, pc), {})[completion] = \
+            Shown(completion, depth, path(state_id) if depth else [])
+    return returns
+
+
+def _instructions(system: System) -> list[tuple[int, int]]:
+    """(agent, pc) of each instruction in the core's numbering."""
+    return [(a, pc) for a, prog in enumerate(system.programs) for pc in range(len(prog))]
+
+
+def _conflict(system: System, out: dict, returns: ParityReturns) -> Conflict:
+    agent, pc = _instructions(system)[out["conflict"]]
+    first, second = list(returns.table[(agent, pc)].values())[:2]
+    return Conflict(frozenset({agent}), pc, second, first)
+
+
+def _deadlock_alias(system: System, returns: ParityReturns, actions: list[int], ignore):
+    """explore.py's deadlock_alias without symmetry: a deadlock at a bare parity wait that
+    returned, on another schedule, after an earlier completion is that aliasing."""
+    from .explore import _concretize, _states
+    identity = (lambda s: s)
+    states = _states(system, actions)
+    for agent, pc, phase in returns.blocked(states[-1]):
+        shown = returns.earlier(agent, pc, phase)
+        other = None
+        if shown is not None:
+            other, _ = _concretize(system, identity, identity, shown.other.keys, None, None,
+                                   ignore)
+            other = other + [agent]
+        else:
+            other = search_return(system, agent, pc, phase, ignore, ALIAS_SEARCH)
+        if other is not None:
+            violation = aliasing(system, states, _states(system, other))
+            if violation is not None:
+                return violation, other
+    return None
+
+
+__all__ = ["CORES", "NOTE", "Refused", "available", "chosen", "explore_compiled"]

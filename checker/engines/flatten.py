@@ -1,0 +1,164 @@
+"""A System as the integer arrays the compiled core (_core.c) searches, or the reason it cannot be.
+
+The compiled core states the step rules of a subset of the opcodes again, in C: the mbarrier
+arrivals and tx-counts, the waits (Pallas barrier_wait and barrier_test, parity waits bare and
+with a stated phase), TMA and other asynchronous issues with their in-flight slots, semaphores,
+warp regions' fork and join and the no-op of unmodelled synchronization; the rules a state is
+judged by (BP101, BP102, BP146 peer exits in a cluster, and at exit BP103, BP104, BP105,
+BP130), deadlocks (BP100, BP130) and the side table of bare parity waits (BP101 aliasing,
+parity_returns.py). Anything else is refused here by name and the Python
+explorer runs instead: fail closed, never a different verdict. A step rule that a plug-in has
+replaced (extensions.py `wraps`) is refused too, since the C statement would no longer be it.
+
+The arrays: per agent its program length and first instruction; per instruction its opcode
+(`CORE_OPS`), two operand ranges (`t0:t1` into the arrival-set list, or the instance of a wait
+or semaphore in `t0`; `x0:x1` into the slot list of an issue, or a wait's seen position in
+`x0`; a join's (warp, end pc) pairs in `t0:t1`, an await_fork's warpgroup in `t0`) and its
+amount (count, bytes, parity, stated completion, semaphore value, an await_fork's pc); per slot its
+effect, instance and amount; per instance its Pallas waiters (seen position and the last pc at
+which the waiter waits on it) and whether Pallas holds it to no completion (BP103); the block
+of each agent and instance and the slots delivering into another block (BP146 peer exits).
+"""
+
+from __future__ import annotations
+
+from ...model import exit_async
+from ...model import instructions as ins
+from ...model.extensions import EXTENSIONS
+from ...model.ir import MAX_TX
+from ...model.primitives import mbarrier, semaphores, tma, waits, warp_regions
+from ...model.semantics import System
+from ...model.steps import EFFECTS, GUARDS
+
+# opcode -> (the core's opcode, the guard and the effect it states again)
+CORE_OPS = {
+    ins.ARRIVE: (0, None, mbarrier.effect_arrive),
+    ins.ARRIVE_DROP: (1, None, mbarrier.effect_arrive_drop),
+    ins.EXPECT_TX: (2, None, mbarrier.effect_expect_tx),
+    ins.ARRIVE_TX: (3, None, mbarrier.effect_arrive_expect_tx),
+    ins.COMPLETE_TX: (4, None, mbarrier.effect_complete_tx),
+    ins.WAIT: (5, waits.guard_wait, waits.effect_wait),
+    ins.WAIT_PARITY: (6, waits.guard_wait_parity, waits.effect_wait_parity),
+    ins.WAIT_PHASE: (7, waits.guard_wait_phase, waits.effect_wait_parity),
+    ins.BARRIER_TEST: (8, None, waits.effect_barrier_test),
+    ins.ISSUE_ASYNC: (9, None, tma.effect_issue_async),
+    ins.UNMODELED: (10, None, None),
+    ins.SEM_SIGNAL: (11, None, semaphores.effect_signal),
+    ins.SEM_WAIT: (12, semaphores.guard_wait, semaphores.effect_wait),
+    ins.FORK: (10, None, None),
+    ins.AWAIT_FORK: (13, warp_regions.guard_await_fork, None),
+    ins.JOIN: (14, warp_regions.guard_join, None),
+}
+# Extensions whose hooks add nothing to a System without their barriers (checked below).
+QUIET_EXTENSIONS = frozenset({"hardware barriers", "mbarrier init visibility"})
+INT32 = 2**31 - 1
+
+
+class Refused(Exception):
+    """What in a System the compiled core does not state (the Python explorer runs it)."""
+
+
+def refusal(system: System) -> str | None:
+    """Why the compiled core cannot search `system`, or None when it can."""
+    names = sorted({ins.OPCODE_NAMES[i.op] for p in system.programs for i in p
+                    if i.op not in CORE_OPS})
+    if names:
+        return "opcode " + ", ".join(names)
+    for op in {i.op for p in system.programs for i in p}:
+        core, guard, effect = CORE_OPS[op]
+        if GUARDS[op] is not guard or EFFECTS[op] is not effect:
+            return f"the step rule of {ins.OPCODE_NAMES[op]} is replaced by a plug-in"
+    if system.memory is not None:
+        return "memory effects (races)"
+    if len(system.blocks) > 256:
+        return "a cluster of more than 256 blocks"
+    if system.queue_agents:
+        return "tcgen05 queues"
+    if system.hw_instances:
+        return "hardware barriers"
+    if getattr(system, "init_insts", ()):
+        return "explicit mbarrier init"
+    if system.width != system.slot_base + len(system.slots):
+        return "state fields of a plug-in"
+    others = [e.name for e in EXTENSIONS if e.name not in QUIET_EXTENSIONS]
+    if others:
+        return "extension " + ", ".join(others)
+    return None
+
+
+def flatten(system: System, ignore: frozenset[str]) -> tuple:
+    """The arguments of `_core.explore` before the limits: scalars, arrays, ignored codes and
+    the initial state. Raises `Refused` with the reason."""
+    why = refusal(system)
+    if why is not None:
+        raise Refused(why)
+    lengths, offsets = [], []
+    op, t0, t1, amount, x0, x1, insts, slot_list = ([] for _ in range(8))
+    for prog in system.programs:
+        offsets.append(len(op))
+        lengths.append(len(prog))
+        for instr in prog:
+            op.append(CORE_OPS[instr.op][0])
+            amount.append(instr.amount)
+            if instr.op in ins.WAITS or instr.op in (ins.SEM_SIGNAL, ins.SEM_WAIT):
+                t0.append(instr.target)
+                t1.append(instr.target)
+            elif instr.op in (ins.UNMODELED, ins.FORK):
+                t0.append(0)
+                t1.append(0)
+            elif instr.op == ins.AWAIT_FORK:        # the warpgroup's agent and pc after FORK
+                t0.append(instr.aux[0])
+                t1.append(instr.aux[0])
+                amount[-1] = instr.aux[1]
+            elif instr.op == ins.JOIN:              # (warp, pc at the end of its body) pairs
+                t0.append(len(insts))
+                insts.extend(x for pair in instr.aux for x in pair)
+                t1.append(len(insts))
+            else:                                   # an arrival set
+                t0.append(len(insts))
+                insts.extend(instr.target)
+                t1.append(len(insts))
+            if instr.op == ins.ISSUE_ASYNC:
+                x0.append(len(slot_list))
+                slot_list.extend(instr.aux)
+                x1.append(len(slot_list))
+            elif instr.op in ins.WAITS:
+                x0.append(instr.aux)
+                x1.append(instr.aux)
+            elif instr.op == ins.SEM_WAIT:
+                x0.append(1 if instr.aux else 0)
+                x1.append(0)
+            else:
+                x0.append(0)
+                x1.append(0)
+    offsets.append(len(op))
+    part_off, part_waiter, part_pos, part_last = [], [], [], []
+    for inst in range(len(system.instances)):
+        part_off.append(len(part_pos))
+        for waiter, pos in system.participants[inst]:
+            if pos not in system.pallas_seen:
+                continue
+            last = max(pc for pc, i in enumerate(system.programs[waiter])
+                       if i.op in ins.WAITS and i.target == inst)
+            part_waiter.append(waiter)
+            part_pos.append(pos)
+            part_last.append(last)
+    part_off.append(len(part_pos))
+    unwaited = [1 if i in system.unwaited else 0 for i in range(len(system.instances))]
+    slots = system.slots
+    block = {b: n for n, b in enumerate(system.blocks)}
+    arrays = (lengths, offsets, op, t0, t1, amount, x0, x1, insts, slot_list,
+              [s.effect for s in slots], [s.inst for s in slots], [s.amount for s in slots],
+              part_off, part_waiter, part_pos, part_last,
+              [block[a.block] for a in system.agents], [block[i.block] for i in system.instances],
+              list(system.remote_slots), unwaited)
+    if any(abs(v) > INT32 for a in arrays for v in a):
+        raise Refused("an operand beyond 32 bits")
+    # the side table of bare parity waits: kept unless BP101 is ignored (explore.py)
+    track = "BP101" not in ignore and any(i.op == ins.WAIT_PARITY
+                                          for p in system.programs for i in p)
+    scalars = (system.width, system.n_agents, len(system.instances), system.slot_base,
+               len(slots), MAX_TX, 1 if exit_async.exit_violations(system) else 0, int(track),
+               len(system.blocks), len(system.remote_slots))
+    codes = [int(c[2:]) for c in ignore if c[:2] == "BP" and c[2:].isdigit()]
+    return scalars, arrays, codes, list(system.initial_state())

@@ -1,0 +1,214 @@
+"""The compiled exploration core (checker/engines/_core.c) against the Python explorer's raw
+breadth-first search: the same distinct states, transitions, depth, verdict and code, and the
+same counterexample (schedule and witness), on every example it accepts and on generated
+protocols; what it refuses is named and searched by Python. About 8 s on one core."""
+
+import collections
+import os
+import shutil
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from barrierproof.checker.check import Options, check_kernel
+from barrierproof.checker.engines import compiled
+from barrierproof.checker.engines.explore import Limits, explore
+from barrierproof.checker.engines.flatten import flatten, refusal
+from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Kernel, ModelError, Op, Var, When
+from barrierproof.model.semantics import System, compile_systems
+
+from test_examples import TARGETS
+from test_properties import protocols
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+from family import cluster, pipeline  # noqa: E402
+
+CAP = Limits(max_states=50_000, timeout=None)
+built = pytest.mark.skipif(not compiled.available(), reason="the compiled core is not built")
+
+
+def _outcome(r):
+    return (r.status, r.states, r.transitions, r.depth, r.reason,
+            r.violation.code if r.violation else None, r.actions, r.witness)
+
+
+def _same(system, ignore=frozenset(), limits=CAP):
+    """Both cores on one System; the compiled one must have run (its note)."""
+    python = explore(system, limits, reduction=False, ignore=ignore, order="bfs", core="python")
+    core = explore(system, limits, reduction=False, ignore=ignore, order="bfs", core="compiled")
+    assert compiled.NOTE in core.notes and compiled.NOTE not in python.notes
+    assert _outcome(core) == _outcome(python)
+    if core.violation is not None:
+        assert core.violation.message == python.violation.message
+    return core
+
+
+def test_the_core_is_built_where_a_compiler_is():
+    """pip builds the extension wherever a C compiler is (CI has gcc): optional only for a
+    user without one."""
+    if shutil.which("gcc") or shutil.which("cc"):
+        assert compiled.available()
+
+
+@pytest.fixture(scope="module")
+def examples():
+    """Every distinct cluster behaviour of every example kernel: (accepted, refusal counts)."""
+    accepted, refused = [], collections.Counter()
+    for target in TARGETS:
+        try:
+            systems = compile_systems(target.build())
+        except ModelError:          # input errors: covered by test_examples
+            continue
+        for system in systems:
+            why = refusal(system)
+            if why is None:
+                accepted.append(system)
+            else:
+                refused[why.split(",")[0] if why.startswith("opcode") else why] += 1
+    return accepted, refused
+
+
+@built
+def test_every_accepted_example_searches_the_same_graph(examples):
+    systems, refused = examples
+    for system in systems:
+        _same(system)
+    accepted = len(systems)
+    print(f"\ncompiled core: {accepted} example systems accepted; refused: "
+          + "; ".join(f"{n} x {why}" for why, n in refused.most_common()))
+    assert accepted >= 110
+    assert all(why.startswith(("opcode ", "memory effects")) for why in refused), refused
+
+
+@built
+@pytest.mark.parametrize("ignore", [frozenset({"BP101"}), frozenset({"BP121", "BP146"}),
+                                    frozenset({"BP100", "BP103", "BP104"})],
+                         ids=["BP101", "BP121-146", "BP100-104"])
+def test_ignored_codes_are_searched_past_alike(ignore, examples):
+    """An ignored step violation goes on to be searched; BP101 ignored drops the bare parity
+    table: both cores alike (every third accepted example)."""
+    systems = examples[0][::3]
+    for system in systems:
+        _same(system, ignore)
+    assert len(systems) > 30
+
+
+@built
+@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(protocols(), st.sampled_from([frozenset(), frozenset({"BP121"}), frozenset({"BP101"})]))
+def test_generated_protocols_search_the_same_graph(kernel, ignore):
+    system = System(kernel)
+    if refusal(system) is None:          # tcgen05 ops are refused: the Python explorer's
+        _same(system, ignore)
+    else:
+        assert refusal(system) == "opcode issue_tcgen05"
+
+
+@built
+@pytest.mark.parametrize("proto, params", [(pipeline, dict(stages=2, consumers=2, steps=4)),
+                                           (pipeline, dict(stages=3, consumers=2, steps=5)),
+                                           (cluster, dict(blocks=2, consumers=1, steps=4)),
+                                           (cluster, dict(blocks=3, consumers=1, steps=2))],
+                         ids=["pipeline-2-2-4", "pipeline-3-2-5", "cluster-2-1-4",
+                              "cluster-3-1-2"])
+def test_the_bench_families_search_the_same_graph(proto, params):
+    assert _same(System(proto.build(), params)).states > 100
+
+
+@built
+def test_limits_stop_both_cores_alike():
+    system = System(pipeline.build(), dict(stages=2, consumers=3, steps=4))
+    for limits in (Limits(max_states=300, timeout=None), Limits(max_depth=7, timeout=None)):
+        assert _same(system, limits=limits).status == "bounded"
+
+
+def _big_copy(nbytes: int) -> Kernel:
+    """A TMA copy of `nbytes` and a wait for it: tx-counts beyond 16-bit words."""
+    bar = BarrierAlloc("full", Const(1), (Const(1),), scalar=False)
+    ref = BarrierRef(bar, (Const(0),))
+    body = (When(Var("t") == 0, (Op("copy_gmem_to_smem", ref, bytes=Const(nbytes)),),
+                 (Op("barrier_wait", ref),)),)
+    return Kernel("big_copy", body, (bar,), num_threads=Const(2), thread_axis="t")
+
+
+@built
+def test_values_beyond_16_bits_are_searched_in_wider_words():
+    system = System(_big_copy(100_000))
+    narrow = compiled._core.explore(*flatten(system, frozenset()), -1, -1, -1.0, -1, 2)
+    assert narrow == {"status": "wide"}
+    assert _same(system).status == "verified"
+
+
+@built
+def test_a_refused_system_runs_on_python_and_says_why():
+    hw = next(s for t in TARGETS for s in _systems(t)
+              if refusal(s) is not None and "hw_wait" in refusal(s))
+    r = explore(hw, CAP, reduction=False, order="bfs", core="compiled")
+    assert compiled.NOTE not in r.notes
+    assert any(n.startswith("searched by the Python explorer: the compiled core does not state "
+                            "opcode") for n in r.notes), r.notes
+
+
+def _systems(target):
+    try:
+        return compile_systems(target.build())
+    except ModelError:
+        return []
+
+
+@built
+def test_the_verdict_pipeline_replays_the_compiled_counterexample():
+    """check_kernel replays the schedule and agrees with the independent reference; the
+    verdict names the core in its notes and nothing else differs."""
+    bad = next(t for t in TARGETS if t.name == "early_exit_skips_wait")
+    python = check_kernel(bad.build(), options=Options(reduction=False, order="bfs",
+                                                       core="python"))
+    core = check_kernel(bad.build(), options=Options(reduction=False, order="bfs",
+                                                     core="compiled"))
+    assert compiled.NOTE in core.notes
+    assert (core.label, core.codes, core.states, core.trace.actions) == \
+        (python.label, python.codes, python.states, python.trace.actions)
+
+
+def test_asking_for_a_core_that_is_not_built_is_an_error(monkeypatch):
+    monkeypatch.setattr(compiled, "_core", None)
+    with pytest.raises(RuntimeError, match="not built"):
+        compiled.chosen("compiled")
+    assert compiled.chosen("auto") == "auto"
+    monkeypatch.setenv("BARRIERPROOF_CORE", "python")
+    assert compiled.chosen(None) == "python"
+
+
+def test_the_readme_quotes_the_last_bench_run():
+    """README's performance figures are bench/COMPILED.md's (python bench/compiled_core.py
+    --tlc-big): the 3,6,8 member's compiled states per CPU second, its CPU ratio to Python and
+    TLC's time over the compiled core's."""
+    root = os.path.join(os.path.dirname(__file__), "..")
+    with open(os.path.join(root, "bench", "COMPILED.md")) as f:
+        rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+                for line in f if line.startswith("| pipeline_tma_async")}
+    with open(os.path.join(root, "README.md")) as f:
+        readme = " ".join(f.read().split())
+    big = rows["pipeline_tma_async(stages=3, consumers=6, steps=8)"]
+    per_cpu = int(big[4].split("(")[1].rstrip(")").replace(",", ""))
+    assert f"({big[0]} states) at {per_cpu / 1e6:.2f}M states per CPU second, " \
+           f"{big[5].split('(')[1].rstrip(')')} Python, TLC {big[7]} slower" in readme
+
+
+@built
+def test_a_reduced_search_confirms_its_shortest_counterexample_alike(examples):
+    """With partial-order reduction a violation is confirmed shortest by a search without it;
+    where the symmetry relates nothing that search is raw and runs on the compiled core: the
+    outcome is the Python one's."""
+    compared = 0
+    for system in examples[0]:
+        auto = explore(system, CAP)
+        if auto.status != "violation" or auto.partial_order_off is not None:
+            continue
+        python = explore(system, CAP, core="python")
+        assert _outcome(auto) == _outcome(python)
+        compared += compiled.NOTE in auto.notes
+    assert compared >= 5
