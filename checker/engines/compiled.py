@@ -60,7 +60,7 @@ def chosen(core: str | None) -> str:
 
 
 def _rss_bytes() -> int:
-    from .explore import _rss_bytes as rss
+    from .search_result import _rss_bytes as rss
     return rss()
 
 
@@ -68,7 +68,7 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
                      progress=None):
     """The raw breadth-first search of explore.py on the compiled core (an ExploreResult);
     raises `Refused` for a System outside it."""
-    from .explore import ExploreResult, _concretize, _states
+    from .search_result import ExploreResult, _concretize, _states
     start = time.perf_counter()
     scalars, arrays, codes, init = flatten(system, ignore)
     budget = -1 if limits.max_memory_mb is None else \
@@ -190,7 +190,7 @@ def _conflict(system: System, out: dict, returns: ParityReturns) -> Conflict:
 def _deadlock_alias(system: System, returns: ParityReturns, actions: list[int], ignore):
     """explore.py's deadlock_alias without symmetry: a deadlock at a bare parity wait that
     returned, on another schedule, after an earlier completion is that aliasing."""
-    from .explore import _concretize, _states
+    from .search_result import _concretize, _states
     identity = (lambda s: s)
     states = _states(system, actions)
     for agent, pc, phase in returns.blocked(states[-1]):
