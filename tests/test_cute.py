@@ -223,6 +223,79 @@ def test_prove_answers_for_every_runtime_trip_count():
     assert any("smallest breaking values found: k_tiles=4" in n for n in refuted.notes)
 
 
+def _arrive_at(slot: int, line: int):
+    from barrierproof.model.ir import BarrierRef, Const, Op
+    return Op("arrive", BarrierRef(_PEEL_BARS, (Const(slot),)), loc=Loc("k.py", line, "k"))
+
+
+def _peel_bars():
+    from barrierproof.model.ir import BarrierAlloc, Const
+    return BarrierAlloc("bars", Const(1), (Const(2),), scalar=False)
+
+
+_PEEL_BARS = _peel_bars()
+
+
+def test_a_loop_whose_first_iteration_differs_rolls_after_a_prologue():
+    """A consumer that releases the previous stage releases nothing in its first iteration:
+    that iteration is kept as it is and the rest rolls, its variable counting from the first
+    rolled iteration. A shorter run of the same family takes the peel the longest run found
+    (PEELS), so every run has the same shape; without the hint a run of one iteration rolls
+    whole."""
+    from barrierproof.model.cute.roll import PEELS, roll
+    from barrierproof.model.ir import Loop
+
+    def run(n):     # iteration t: arrive on slot t % 2 (its wait), then on (t - 1) % 2 if t > 0
+        return [(_arrive_at(t % 2, 3),) + ((_arrive_at((t - 1) % 2, 4),) if t else ())
+                for t in range(n)]
+    first, loop = roll(run(5), "i0", Loc("k.py", 2, "k"))
+    assert repr(first.barrier.index[0]) == "0"
+    assert isinstance(loop, Loop) and repr(loop.trip) == "4"
+    assert [repr(op.barrier.index[0]) for op in loop.body] == ["((i0 + 1) % 2)", "(i0 % 2)"]
+    # a run of one iteration: one loop alone, unless the family's longest run peeled it
+    [whole] = roll(run(1), "i0", None, site="for")
+    assert isinstance(whole, Loop) and repr(whole.trip) == "1"
+    token = PEELS.set({})
+    try:
+        long = roll(run(6), "i0", None, site="for")
+        short = roll(run(1), "i0", None, site="for")
+    finally:
+        PEELS.reset(token)
+    assert [type(s).__name__ for s in long] == [type(s).__name__ for s in short] == \
+        ["Op", "Loop"]
+    assert repr(short[1].trip) == "0" and repr(long[1].trip) == "5"
+
+
+def test_a_consumer_releasing_the_previous_stage_is_read_for_every_k():
+    """hopper_wgmma: K from A's shape at run time and a consumer warpgroup that releases the
+    stage before the one it waited for (one WGMMA group in flight): its first wait is a
+    prologue, the loop of the other k_tiles - 1 steps joins over every run, and the release of
+    the last stage after the loop is on the slot K reached. `check` at several K agrees with
+    the explorer; `prove` refutes both twins at the smallest K (the correct kernel's proof is
+    not in reach of the prover's ring invariants with four consumer warps each holding a
+    stage: see docs/frontends.md). About 8 s."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    target = _target("wgmma_mainloop")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["k_tiles"] and kernel.params["k_tiles"].symbolic
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    consumer = kernel.body[0].then
+    first, loop, last = consumer
+    assert first.kind == "wait_parity" and repr(first.barrier.index[0]) == "0"
+    assert repr(loop.trip) == "(k_tiles - 1)"
+    assert [(op.kind, repr(op.barrier.index[0])) for op in loop.body] == [
+        ("wait_parity", "((i0 + 1) % 2)"), ("arrive", "(i0 % 2)")]
+    assert last.kind == "arrive" and repr(last.barrier.index[0]) == "((k_tiles + 1) % 2)"
+    for k_tiles in (1, 2, 5):
+        assert check_kernel(kernel, {"k_tiles": k_tiles}, source=target.ref).verdict == \
+            "verified", k_tiles
+    for name, code in (("last_stage_never_released", "BP100"), ("expect_tx_of_a_only", "BP105")):
+        twin = _target(name)
+        refuted = prove_kernel(_kernel(twin), source=twin.ref)
+        assert refuted.verdict == "violation" and refuted.codes[0] == code, name
+        assert any("smallest breaking values found: k_tiles=1" in n for n in refuted.notes)
+
+
 def _runtime_loop_tree(branch_on_argument: bool):
     """`for i in range(n): arrive(bar)` with n the kernel's first argument (an i32), then
     `if n > 16: arrive(bar)` or an unconditional arrive."""
