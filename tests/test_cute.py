@@ -65,6 +65,26 @@ def _unrolled(body):
             yield stmt
 
 
+def _unrolled_at(body, env):
+    """(op, the loop variables' values) of every operation of a body at the parameter values
+    `env`, its loops unrolled."""
+    from barrierproof.model.ir import Loop, evaluate
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            for v in range(evaluate(stmt.trip, env)):
+                yield from _unrolled_at(stmt.body, {**env, stmt.var: v})
+        elif isinstance(stmt, When):
+            yield from _unrolled_at(stmt.then, env)
+            yield from _unrolled_at(stmt.orelse, env)
+        else:
+            yield stmt, env
+
+
+def _slots_at(refs, env) -> list[str]:
+    from barrierproof.model.ir import evaluate
+    return [f"{r.alloc.name}[{', '.join(str(evaluate(i, env)) for i in r.index)}]" for r in refs]
+
+
 def _source_line(loc: Loc) -> str:
     with open(loc.file, encoding="utf-8") as f:
         return f.read().splitlines()[loc.line - 1]
@@ -896,8 +916,9 @@ def test_wgmma_operands_are_read_until_the_wait_that_retires_their_group():
     A and of B (their commit group); wait_group(1) retires all but the newest group."""
     kernel = _kernel(_target("wgmma_ring"))
     consumer = kernel.body[0].then                     # warp 0..3: the warpgroup
-    issued = [(op.kind, [repr(r) for r in op.reads], repr(op.count))
-              for op in _unrolled(consumer) if op.kind in ("wgmma", "wgmma_wait")]
+    issued = [(op.kind, _slots_at(op.reads, at), repr(op.count))
+              for op, at in _unrolled_at(consumer, {"k_tiles": 4})
+              if op.kind in ("wgmma", "wgmma_wait")]
     stage = [["sA[0]", "sB[0]"], ["sA[1]", "sB[1]"]]
     assert issued == [x for k in range(4) for x in (("wgmma", stage[k % 2], "1"),
                                                     ("wgmma_wait", [], "1"))] + \
@@ -910,10 +931,10 @@ def test_tcgen05_mma_operands_are_read_until_the_commit_after_them():
     stage of A and B; the stage's release is a tcgen05.commit after them, so the correct ring's
     producer refills a stage only after they complete, and releasing first is a race."""
     kernel = _kernel(_target("umma_ring"))
-    ops = [op for op in _unrolled(kernel.body) if op.kind in ("tcgen05_mma",
-                                                              "tcgen05_commit_arrive")]
+    ops = [op for op, _ in _unrolled_at(kernel.body, {"k_tiles": 4})
+           if op.kind in ("tcgen05_mma", "tcgen05_commit_arrive")]
     assert [op.kind for op in ops] == ["tcgen05_mma", "tcgen05_commit_arrive"] * 4
-    # one rolled loop of 4 K tiles: the stage walks the ring with the loop variable
+    # one rolled loop of the K tiles: the stage walks the ring with the loop variable
     assert {tuple(repr(r) for r in op.reads) for op in ops[::2]} == \
         {("sA[(i0 % 2)]", "sB[(i0 % 2)]")}
     assert all(op.barrier is None and "cute.gemm(" in _source_line(op.loc) for op in ops[::2])
