@@ -316,6 +316,26 @@ def test_a_consumer_releasing_the_previous_stage_is_read_for_every_k():
         assert any("smallest breaking values found: k_tiles=1" in n for n in refuted.notes)
 
 
+def test_prove_answers_for_every_k_on_the_blackwell_ring():
+    """umma_ring with K from A's shape: the MMA warp's tcgen05 commits release each stage, so
+    the ring is proved for every K (barriers and races); the twin that commits before its
+    MMAs is refuted at the smallest K. About 5 s."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    target = _target("umma_ring")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["k_tiles"]
+    proved = prove_kernel(kernel, source=target.ref)
+    assert proved.verdict == "proved", (proved.label, proved.notes)
+    assert "for all k_tiles" in proved.coverage and "race-free" in proved.coverage
+    twin = _target("umma_ring_released_before_the_mma")
+    refuted = prove_kernel(_kernel(twin), source=twin.ref)
+    assert refuted.verdict == "violation"
+    assert any("smallest breaking values found: k_tiles=1" in n for n in refuted.notes)
+    # the explorer's first finding at that K (the MMA still reading at exit, before the race
+    # a second stage shows)
+    assert refuted.codes[0] == check_kernel(_kernel(twin), {"k_tiles": 1}).codes[0]
+
+
 def _runtime_loop_tree(branch_on_argument: bool):
     """`for i in range(n): arrive(bar)` with n the kernel's first argument (an i32), then
     `if n > 16: arrive(bar)` or an unconditional arrive."""
