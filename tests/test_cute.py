@@ -336,6 +336,27 @@ def test_prove_answers_for_every_k_on_the_blackwell_ring():
     assert refuted.codes[0] == check_kernel(_kernel(twin), {"k_tiles": 1}).codes[0]
 
 
+def test_an_unseen_gemm_with_k_at_run_time_and_a_named_barrier_epilogue():
+    """tests/cute_unseen/tma_epilogue.py with K from A's shape: the consumers' K loop from 1
+    (`range(1, k_tiles)`) joins with its first step before it, the explorer verifies it at
+    several K, and `prove` refutes the twin whose transaction counts A's tile only at the
+    smallest K. About 6 s."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    target = next(t for t in UNSEEN if t.name == "gemm_epilogue")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["k_tiles"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    assert {repr(lp.trip) for lp in _loops(kernel.body) if lp.var == "i0"} == \
+        {"k_tiles", "(k_tiles - 1)"}
+    for k_tiles in (1, 2, 4):
+        assert check_kernel(kernel, {"k_tiles": k_tiles}, source=target.ref).verdict == \
+            "verified", k_tiles
+    twin = next(t for t in UNSEEN if t.name == "gemm_epilogue_tx_of_a_only")
+    refuted = prove_kernel(_kernel(twin), source=twin.ref)
+    assert refuted.verdict == "violation" and refuted.codes[0] == "BP105"
+    assert any("smallest breaking values found: k_tiles=1" in n for n in refuted.notes)
+
+
 def _runtime_loop_tree(branch_on_argument: bool):
     """`for i in range(n): arrive(bar)` with n the kernel's first argument (an i32), then
     `if n > 16: arrive(bar)` or an unconditional arrive."""
