@@ -14,8 +14,9 @@ be one of these expressions of `t` at every point seen (never a guess on fewer):
 
 A loop whose first iterations (up to MAX_PEEL) differ from the others keeps them unrolled
 before the loop of the rest; iterations that do not join otherwise stay unrolled: the IR is
-then the concrete run, exact at these values. Within a loop `t` is the iteration number (the IR loop variable, from 0); across runs it
-is a kernel argument's value (translate.py: a trip count from a runtime argument).
+then the concrete run, exact at these values. Within a loop `t` is the iteration number (the
+IR loop variable, from 0, counted from the first rolled iteration); across runs it is a kernel
+argument's value (translate.py: a trip count from a runtime argument).
 """
 
 from __future__ import annotations
