@@ -65,6 +65,26 @@ def _unrolled(body):
             yield stmt
 
 
+def _unrolled_at(body, env):
+    """(op, the loop variables' values) of every operation of a body at the parameter values
+    `env`, its loops unrolled."""
+    from barrierproof.model.ir import Loop, evaluate
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            for v in range(evaluate(stmt.trip, env)):
+                yield from _unrolled_at(stmt.body, {**env, stmt.var: v})
+        elif isinstance(stmt, When):
+            yield from _unrolled_at(stmt.then, env)
+            yield from _unrolled_at(stmt.orelse, env)
+        else:
+            yield stmt, env
+
+
+def _slots_at(refs, env) -> list[str]:
+    from barrierproof.model.ir import evaluate
+    return [f"{r.alloc.name}[{', '.join(str(evaluate(i, env)) for i in r.index)}]" for r in refs]
+
+
 def _source_line(loc: Loc) -> str:
     with open(loc.file, encoding="utf-8") as f:
         return f.read().splitlines()[loc.line - 1]
@@ -221,6 +241,120 @@ def test_prove_answers_for_every_runtime_trip_count():
     refuted = prove_kernel(_kernel(stuck), source=stuck.ref)
     assert refuted.verdict == "violation" and refuted.codes[0] == "BP101"
     assert any("smallest breaking values found: k_tiles=4" in n for n in refuted.notes)
+
+
+def _arrive_at(slot: int, line: int):
+    from barrierproof.model.ir import BarrierRef, Const, Op
+    return Op("arrive", BarrierRef(_PEEL_BARS, (Const(slot),)), loc=Loc("k.py", line, "k"))
+
+
+def _peel_bars():
+    from barrierproof.model.ir import BarrierAlloc, Const
+    return BarrierAlloc("bars", Const(1), (Const(2),), scalar=False)
+
+
+_PEEL_BARS = _peel_bars()
+
+
+def test_a_loop_whose_first_iteration_differs_rolls_after_a_prologue():
+    """A consumer that releases the previous stage releases nothing in its first iteration:
+    that iteration is kept as it is and the rest rolls, its variable counting from the first
+    rolled iteration. A shorter run of the same family takes the peel the longest run found
+    (PEELS), so every run has the same shape; without the hint a run of one iteration rolls
+    whole."""
+    from barrierproof.model.cute.roll import PEELS, roll
+    from barrierproof.model.ir import Loop
+
+    def run(n):     # iteration t: arrive on slot t % 2 (its wait), then on (t - 1) % 2 if t > 0
+        return [(_arrive_at(t % 2, 3),) + ((_arrive_at((t - 1) % 2, 4),) if t else ())
+                for t in range(n)]
+    first, loop = roll(run(5), "i0", Loc("k.py", 2, "k"))
+    assert repr(first.barrier.index[0]) == "0"
+    assert isinstance(loop, Loop) and repr(loop.trip) == "4"
+    assert [repr(op.barrier.index[0]) for op in loop.body] == ["((i0 + 1) % 2)", "(i0 % 2)"]
+    # a run of one iteration: one loop alone, unless the family's longest run peeled it
+    [whole] = roll(run(1), "i0", None, site="for")
+    assert isinstance(whole, Loop) and repr(whole.trip) == "1"
+    token = PEELS.set({})
+    try:
+        long = roll(run(6), "i0", None, site="for")
+        short = roll(run(1), "i0", None, site="for")
+    finally:
+        PEELS.reset(token)
+    assert [type(s).__name__ for s in long] == [type(s).__name__ for s in short] == \
+        ["Op", "Loop"]
+    assert repr(short[1].trip) == "0" and repr(long[1].trip) == "5"
+
+
+def test_a_consumer_releasing_the_previous_stage_is_read_for_every_k():
+    """hopper_wgmma: K from A's shape at run time and a consumer warpgroup that releases the
+    stage before the one it waited for (one WGMMA group in flight): its first wait is a
+    prologue, the loop of the other k_tiles - 1 steps joins over every run, and the release of
+    the last stage after the loop is on the slot K reached. `check` at several K agrees with
+    the explorer; `prove` refutes both twins at the smallest K (the correct kernel's proof is
+    not in reach of the prover's ring invariants with four consumer warps each holding a
+    stage: see docs/frontends.md). About 8 s."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    target = _target("wgmma_mainloop")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["k_tiles"] and kernel.params["k_tiles"].symbolic
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    consumer = kernel.body[0].then
+    first, loop, last = consumer
+    assert first.kind == "wait_parity" and repr(first.barrier.index[0]) == "0"
+    assert repr(loop.trip) == "(k_tiles - 1)"
+    assert [(op.kind, repr(op.barrier.index[0])) for op in loop.body] == [
+        ("wait_parity", "((i0 + 1) % 2)"), ("arrive", "(i0 % 2)")]
+    assert last.kind == "arrive" and repr(last.barrier.index[0]) == "((k_tiles + 1) % 2)"
+    for k_tiles in (1, 2, 5):
+        assert check_kernel(kernel, {"k_tiles": k_tiles}, source=target.ref).verdict == \
+            "verified", k_tiles
+    for name, code in (("last_stage_never_released", "BP100"), ("expect_tx_of_a_only", "BP105")):
+        twin = _target(name)
+        refuted = prove_kernel(_kernel(twin), source=twin.ref)
+        assert refuted.verdict == "violation" and refuted.codes[0] == code, name
+        assert any("smallest breaking values found: k_tiles=1" in n for n in refuted.notes)
+
+
+def test_prove_answers_for_every_k_on_the_blackwell_ring():
+    """umma_ring with K from A's shape: the MMA warp's tcgen05 commits release each stage, so
+    the ring is proved for every K (barriers and races); the twin that commits before its
+    MMAs is refuted at the smallest K. About 5 s."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    target = _target("umma_ring")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["k_tiles"]
+    proved = prove_kernel(kernel, source=target.ref)
+    assert proved.verdict == "proved", (proved.label, proved.notes)
+    assert "for all k_tiles" in proved.coverage and "race-free" in proved.coverage
+    twin = _target("umma_ring_released_before_the_mma")
+    refuted = prove_kernel(_kernel(twin), source=twin.ref)
+    assert refuted.verdict == "violation"
+    assert any("smallest breaking values found: k_tiles=1" in n for n in refuted.notes)
+    # the explorer's first finding at that K (the MMA still reading at exit, before the race
+    # a second stage shows)
+    assert refuted.codes[0] == check_kernel(_kernel(twin), {"k_tiles": 1}).codes[0]
+
+
+def test_an_unseen_gemm_with_k_at_run_time_and_a_named_barrier_epilogue():
+    """tests/cute_unseen/tma_epilogue.py with K from A's shape: the consumers' K loop from 1
+    (`range(1, k_tiles)`) joins with its first step before it, the explorer verifies it at
+    several K, and `prove` refutes the twin whose transaction counts A's tile only at the
+    smallest K. About 6 s."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    target = next(t for t in UNSEEN if t.name == "gemm_epilogue")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["k_tiles"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    assert {repr(lp.trip) for lp in _loops(kernel.body) if lp.var == "i0"} == \
+        {"k_tiles", "(k_tiles - 1)"}
+    for k_tiles in (1, 2, 4):
+        assert check_kernel(kernel, {"k_tiles": k_tiles}, source=target.ref).verdict == \
+            "verified", k_tiles
+    twin = next(t for t in UNSEEN if t.name == "gemm_epilogue_tx_of_a_only")
+    refuted = prove_kernel(_kernel(twin), source=twin.ref)
+    assert refuted.verdict == "violation" and refuted.codes[0] == "BP105"
+    assert any("smallest breaking values found: k_tiles=1" in n for n in refuted.notes)
 
 
 def _runtime_loop_tree(branch_on_argument: bool):
@@ -823,8 +957,9 @@ def test_wgmma_operands_are_read_until_the_wait_that_retires_their_group():
     A and of B (their commit group); wait_group(1) retires all but the newest group."""
     kernel = _kernel(_target("wgmma_ring"))
     consumer = kernel.body[0].then                     # warp 0..3: the warpgroup
-    issued = [(op.kind, [repr(r) for r in op.reads], repr(op.count))
-              for op in _unrolled(consumer) if op.kind in ("wgmma", "wgmma_wait")]
+    issued = [(op.kind, _slots_at(op.reads, at), repr(op.count))
+              for op, at in _unrolled_at(consumer, {"k_tiles": 4})
+              if op.kind in ("wgmma", "wgmma_wait")]
     stage = [["sA[0]", "sB[0]"], ["sA[1]", "sB[1]"]]
     assert issued == [x for k in range(4) for x in (("wgmma", stage[k % 2], "1"),
                                                     ("wgmma_wait", [], "1"))] + \
@@ -837,10 +972,10 @@ def test_tcgen05_mma_operands_are_read_until_the_commit_after_them():
     stage of A and B; the stage's release is a tcgen05.commit after them, so the correct ring's
     producer refills a stage only after they complete, and releasing first is a race."""
     kernel = _kernel(_target("umma_ring"))
-    ops = [op for op in _unrolled(kernel.body) if op.kind in ("tcgen05_mma",
-                                                              "tcgen05_commit_arrive")]
+    ops = [op for op, _ in _unrolled_at(kernel.body, {"k_tiles": 4})
+           if op.kind in ("tcgen05_mma", "tcgen05_commit_arrive")]
     assert [op.kind for op in ops] == ["tcgen05_mma", "tcgen05_commit_arrive"] * 4
-    # one rolled loop of 4 K tiles: the stage walks the ring with the loop variable
+    # one rolled loop of the K tiles: the stage walks the ring with the loop variable
     assert {tuple(repr(r) for r in op.reads) for op in ops[::2]} == \
         {("sA[(i0 % 2)]", "sB[(i0 % 2)]")}
     assert all(op.barrier is None and "cute.gemm(" in _source_line(op.loc) for op in ops[::2])

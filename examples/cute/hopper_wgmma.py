@@ -35,7 +35,7 @@ class SharedStorage:
 @cute.kernel
 def wgmma_kernel(atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, mB: cute.Tensor,
                  a_layout: cute.ComposedLayout, b_layout: cute.ComposedLayout,
-                 k_tiles: cutlass.Constexpr, release_last: cutlass.Constexpr,
+                 release_last: cutlass.Constexpr,
                  operands_counted: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.utils.SmemAllocator()
@@ -54,6 +54,7 @@ def wgmma_kernel(atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, 
 
     gA = cute.local_tile(mA, (TILE_M, TILE_K), (0, None))
     gB = cute.local_tile(mB, (TILE_N, TILE_K), (0, None))
+    k_tiles = cute.size(gA, mode=[2])       # K from A's shape, set at run time
     tAsA, tAgA = cpasync.tma_partition(atom_a, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
     tBsB, tBgB = cpasync.tma_partition(atom_b, 0, cute.make_layout(1),
@@ -89,18 +90,19 @@ def wgmma_kernel(atom_a: cute.CopyAtom, mA: cute.Tensor, atom_b: cute.CopyAtom, 
 
 
 @cute.jit
-def wgmma_host(mA: cute.Tensor, mB: cute.Tensor, k_tiles: cutlass.Constexpr,
-               release_last: cutlass.Constexpr, operands_counted: cutlass.Constexpr):
+def wgmma_host(mA: cute.Tensor, mB: cute.Tensor, release_last: cutlass.Constexpr,
+               operands_counted: cutlass.Constexpr):
     a_layout, atom_a, tma_a = staged_tiles(mA, TILE_M, TILE_K, STAGES)
     b_layout, atom_b, tma_b = staged_tiles(mB, TILE_N, TILE_K, STAGES)
-    wgmma_kernel(atom_a, tma_a, atom_b, tma_b, a_layout, b_layout, k_tiles, release_last,
+    wgmma_kernel(atom_a, tma_a, atom_b, tma_b, a_layout, b_layout, release_last,
                  operands_counted).launch(grid=[1, 1, 1], block=[32 * (CONSUMER_WARPS + 1), 1, 1])
 
 
-def _compile(k_tiles=3, release_last=True, operands_counted=2):
-    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K * k_tiles), stride_order=(1, 0))
-    mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, TILE_K * k_tiles), stride_order=(1, 0))
-    return cute.compile(wgmma_host, mA, mB, k_tiles, release_last, operands_counted,
+def _compile(release_last=True, operands_counted=2):
+    k = cute.sym_int()                      # A and B share K, set at run time
+    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
+    mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, k), stride_order=(1, 0))
+    return cute.compile(wgmma_host, mA, mB, release_last, operands_counted,
                         options="--gpu-arch sm_90a")
 
 

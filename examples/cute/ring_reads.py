@@ -42,9 +42,8 @@ class SharedStorage:
 @cute.kernel
 def ring_reads_kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, a_layout: cute.ComposedLayout,
                       tma_c: cute.CopyAtom, mC: cute.Tensor, c_layout: cute.Layout,
-                      stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
-                      release_first: cutlass.Constexpr, acquire: cutlass.Constexpr,
-                      drain: cutlass.Constexpr):
+                      stages: cutlass.Constexpr, release_first: cutlass.Constexpr,
+                      acquire: cutlass.Constexpr, drain: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     tidx, _, _ = cute.arch.thread_idx()
     smem = cutlass.memory.SmemAllocator()
@@ -61,6 +60,7 @@ def ring_reads_kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, a_layout: cute.Comp
     epilogue = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER,
                                      num_threads=32 * CONSUMER_WARPS)
     gA = cute.local_tile(mA, (TILE_M, TILE_K), (0, None))
+    k_tiles = cute.size(gA, mode=[2])       # K from A's shape, set at run time
     tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
 
@@ -111,22 +111,23 @@ def ring_reads_kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, a_layout: cute.Comp
 
 @cute.jit
 def ring_reads_host(mA: cute.Tensor, mC: cute.Tensor, stages: cutlass.Constexpr,
-                    k_tiles: cutlass.Constexpr, release_first: cutlass.Constexpr,
+                    release_first: cutlass.Constexpr,
                     acquire: cutlass.Constexpr, drain: cutlass.Constexpr):
     a_layout, tma_a, tma_tensor = staged_tiles(mA, TILE_M, TILE_K, stages)
     c_layout = cute.make_ordered_layout((TILE_M, TILE_K), order=(1, 0))
     tma_c, tma_c_tensor = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mC,
                                                       c_layout, (TILE_M, TILE_K))
     ring_reads_kernel(tma_a, tma_tensor, a_layout, tma_c, tma_c_tensor, c_layout, stages,
-                      k_tiles, release_first, acquire, drain).launch(
+                      release_first, acquire, drain).launch(
         grid=[1, 1, 1], block=[32 * (CONSUMER_WARPS + 1), 1, 1])
 
 
-def _compile(stages=2, k_tiles=4, release_first=False, acquire=True, drain=True):
-    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K * k_tiles),
+def _compile(stages=2, release_first=False, acquire=True, drain=True):
+    k = cute.sym_int()                      # A's K, set at run time
+    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k),
                                   stride_order=(1, 0))
     mC = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K), stride_order=(1, 0))
-    return cute.compile(ring_reads_host, mA, mC, stages, k_tiles, release_first, acquire,
+    return cute.compile(ring_reads_host, mA, mC, stages, release_first, acquire,
                         drain, options="--generate-line-info")
 
 

@@ -37,8 +37,7 @@ class SharedStorage:
 @cute.kernel
 def umma_ring_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor,
                      tma_b: cute.CopyAtom, mB: cute.Tensor, a_layout: cute.ComposedLayout,
-                     b_layout: cute.ComposedLayout, k_tiles: cutlass.Constexpr,
-                     release_first: cutlass.Constexpr):
+                     b_layout: cute.ComposedLayout, release_first: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(SharedStorage)
@@ -57,6 +56,7 @@ def umma_ring_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Te
     )
     thr_mma = tiled_mma.get_slice(0)
     gA = cute.local_tile(mA, (TILE_M, TILE_N, TILE_K), (0, 0, None), proj=(1, None, 1))
+    k_tiles = cute.size(gA, mode=[2])       # K from A's shape, set at run time
     gB = cute.local_tile(mB, (TILE_M, TILE_N, TILE_K), (0, 0, None), proj=(None, 1, 1))
     tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 3),
@@ -93,8 +93,7 @@ def umma_ring_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Te
 
 
 @cute.jit
-def umma_ring_host(mA: cute.Tensor, mB: cute.Tensor, k_tiles: cutlass.Constexpr,
-                   release_first: cutlass.Constexpr):
+def umma_ring_host(mA: cute.Tensor, mB: cute.Tensor, release_first: cutlass.Constexpr):
     tiled_mma = sm100_utils.make_trivial_tiled_mma(
         cutlass.Float16, tcgen05.OperandMajorMode.K, tcgen05.OperandMajorMode.K,
         cutlass.Float32, tcgen05.CtaGroup.ONE, (TILE_M, TILE_N))
@@ -106,16 +105,17 @@ def umma_ring_host(mA: cute.Tensor, mB: cute.Tensor, k_tiles: cutlass.Constexpr,
         op, mA, cute.slice_(a_layout, (None, None, None, 0)), tile, tiled_mma)
     tma_b, tb = cute.nvgpu.make_tiled_tma_atom_B(
         op, mB, cute.slice_(b_layout, (None, None, None, 0)), tile, tiled_mma)
-    umma_ring_kernel(tiled_mma, tma_a, ta, tma_b, tb, a_layout, b_layout, k_tiles,
+    umma_ring_kernel(tiled_mma, tma_a, ta, tma_b, tb, a_layout, b_layout,
                      release_first).launch(grid=[1, 1, 1], block=[64, 1, 1])
 
 
-def _compile(k_tiles=4, release_first=False):
-    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K * k_tiles),
+def _compile(release_first=False):
+    k = cute.sym_int()                      # K, shared by A and B, set at run time
+    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k),
                                   stride_order=(1, 0))
-    mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, TILE_K * k_tiles),
+    mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, k),
                                   stride_order=(1, 0))
-    return cute.compile(umma_ring_host, mA, mB, k_tiles, release_first,
+    return cute.compile(umma_ring_host, mA, mB, release_first,
                         options="--generate-line-info")
 
 

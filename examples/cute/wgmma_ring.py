@@ -39,8 +39,8 @@ class SharedStorage:
 @cute.kernel
 def wgmma_ring_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor,
                       tma_b: cute.CopyAtom, mB: cute.Tensor, a_layout: cute.ComposedLayout,
-                      b_layout: cute.ComposedLayout, k_tiles: cutlass.Constexpr,
-                      release_behind: cutlass.Constexpr, drain: cutlass.Constexpr):
+                      b_layout: cute.ComposedLayout, release_behind: cutlass.Constexpr,
+                      drain: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     tidx, _, _ = cute.arch.thread_idx()
     smem = cutlass.memory.SmemAllocator()
@@ -59,6 +59,7 @@ def wgmma_ring_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.T
         tx_count=stage_tx,
     )
     gA = cute.local_tile(mA, (TILE_M, TILE_K), (0, None))
+    k_tiles = cute.size(gA, mode=[2])       # K from A's shape, set at run time
     gB = cute.local_tile(mB, (TILE_N, TILE_K), (0, None))
     tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
@@ -107,8 +108,8 @@ def wgmma_ring_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.T
 
 
 @cute.jit
-def wgmma_ring_host(mA: cute.Tensor, mB: cute.Tensor, k_tiles: cutlass.Constexpr,
-                    release_behind: cutlass.Constexpr, drain: cutlass.Constexpr):
+def wgmma_ring_host(mA: cute.Tensor, mB: cute.Tensor, release_behind: cutlass.Constexpr,
+                    drain: cutlass.Constexpr):
     tiled_mma = sm90_utils.make_trivial_tiled_mma(
         cutlass.Float16, cutlass.Float16, cute.nvgpu.OperandMajorMode.K,
         cute.nvgpu.OperandMajorMode.K, cutlass.Float32, (1, 1, 1), (TILE_M, TILE_N))
@@ -123,17 +124,18 @@ def wgmma_ring_host(mA: cute.Tensor, mB: cute.Tensor, k_tiles: cutlass.Constexpr
     tma_b, tb = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mB,
                                             cute.slice_(b_layout, (None, None, 0)),
                                             (TILE_N, TILE_K))
-    wgmma_ring_kernel(tiled_mma, tma_a, ta, tma_b, tb, a_layout, b_layout, k_tiles,
-                      release_behind, drain).launch(
+    wgmma_ring_kernel(tiled_mma, tma_a, ta, tma_b, tb, a_layout, b_layout, release_behind,
+                      drain).launch(
         grid=[1, 1, 1], block=[32 * (CONSUMER_WARPS + 1), 1, 1])
 
 
-def _compile(k_tiles=4, release_behind=True, drain=True):
-    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K * k_tiles),
+def _compile(release_behind=True, drain=True):
+    k = cute.sym_int()                      # K, shared by A and B, set at run time
+    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k),
                                   stride_order=(1, 0))
-    mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, TILE_K * k_tiles),
+    mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, k),
                                   stride_order=(1, 0))
-    return cute.compile(wgmma_ring_host, mA, mB, k_tiles, release_behind, drain,
+    return cute.compile(wgmma_ring_host, mA, mB, release_behind, drain,
                         options="--generate-line-info --gpu-arch sm_90a")
 
 

@@ -30,7 +30,7 @@ from ..expr import mk
 from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
 from .counts import NoJoin, Scope, join_grid
 from .groups import split_rings
-from .roll import join
+from .roll import PEELS, join
 from .tree import KernelTree
 
 SAMPLES = (1, 2, 3, 4, 5, 6, 7, 9, 12)
@@ -203,10 +203,13 @@ def _runtime_values(tree: KernelTree, expect, kernel_at: Callable, first: Kernel
 def _runs(tree: KernelTree, expect, kernel_at: Callable, bindings: list[dict]) -> list | None:
     """The kernel read at each binding, when every run has the same barriers and no loop left
     on a runtime value, else None."""
-    try:
-        runs = [kernel_at(tree, expect, b) for b in bindings]
+    token = PEELS.set({})
+    try:        # the longest run first: the iterations its loops peel, the shorter runs peel
+        runs = [kernel_at(tree, expect, b) for b in reversed(bindings)][::-1]
     except ModelError:
         return None
+    finally:
+        PEELS.reset(token)
     if any(_shape(k) != _shape(runs[0]) for k in runs) or \
             any(op.kind == K.UNMODELED and ("trip count from" in op.name or
                                              "scf.while on kernel argument" in op.name)

@@ -12,14 +12,17 @@ be one of these expressions of `t` at every point seen (never a guess on fewer):
   flips each lap), or `(t + d) % 2`, or a constant;
 - anything else: a constant, affine, or affine clipped by a constant (pallas' `fit_1d`).
 
-Iterations that do not join stay unrolled: the IR is then the concrete run, exact at these
-values. Within a loop `t` is the iteration number (the IR loop variable, from 0); across runs it
-is a kernel argument's value (translate.py: a trip count from a runtime argument).
+A loop whose first iterations (up to MAX_PEEL) differ from the others keeps them unrolled
+before the loop of the rest; iterations that do not join otherwise stay unrolled: the IR is
+then the concrete run, exact at these values. Within a loop `t` is the iteration number (the
+IR loop variable, from 0, counted from the first rolled iteration); across runs it is a kernel
+argument's value (translate.py: a trip count from a runtime argument).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -396,20 +399,38 @@ def roll_runs(stmts: Sequence, var: str) -> tuple:
     return tuple(out)
 
 
-def roll(bodies: Sequence[tuple], var: str, loc) -> tuple:
+# The iterations of each loop (by its MLIR op) kept unrolled before the rolled ones while
+# several runs of a kernel are read (family.py): set by the longest run, which reads them off
+# its iterations, and used by the shorter runs, whose few iterations would not show them.
+PEELS: ContextVar[dict | None] = ContextVar("PEELS", default=None)
+MAX_PEEL = 2            # first iterations that may differ from the rest (a pipeline's prologue)
+
+
+def roll(bodies: Sequence[tuple], var: str, loc, site: object = None) -> tuple:
     """A loop's iterations (each a statement tuple) as one Loop, or unrolled if they do not
-    join."""
+    join. A loop whose first p iterations differ from the rest (a consumer that releases the
+    previous stage, so its first iteration releases nothing) is those p iterations as they
+    are, then one Loop of the rest, its variable counting from the first rolled iteration."""
     if not bodies:      # no iteration in this run: kept for the join of runs, then dropped
         return (Loop(var, Const(0), (), loc),)
     if not any(bodies):
         return ()
-    try:
-        body = join(bodies, list(range(len(bodies))), Var(var))
-    except NoJoin:
-        body = _nested(bodies, var)
-        if body is None:
-            return tuple(s for b in bodies for s in b)
-    return (Loop(var, Const(len(bodies)), body, loc),)
+    peels = PEELS.get()
+    least = peels.get(site, 0) if peels is not None and site is not None else 0
+    for p in range(least, MAX_PEEL + 1):
+        prologue = tuple(s for b in bodies[:p] for s in b)
+        rest = bodies[p:]
+        if not rest:    # fewer iterations than the longest run peeled: a loop of none
+            return prologue + (Loop(var, Const(0), (), loc),)
+        try:
+            body = join(rest, list(range(len(rest))), Var(var))
+        except NoJoin:
+            body = _nested(rest, var)
+        if body is not None:
+            if peels is not None and site is not None and p > least:
+                peels[site] = p
+            return prologue + (Loop(var, Const(len(rest)), body, loc),)
+    return tuple(s for b in bodies for s in b)
 
 
 def _nested(bodies: Sequence[tuple], var: str) -> tuple | None:

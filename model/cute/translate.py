@@ -306,7 +306,7 @@ def _ops(events, refs, made: dict, depth: int = 0) -> tuple:
     for item in nest(events) if depth == 0 else events:
         if isinstance(item, Iterations):
             bodies = [_ops(body, refs, made, depth + 1) for body in item.bodies]
-            out.extend(roll(bodies, f"i{depth}", item.loc or Loc("<unknown>", 0)))
+            out.extend(roll(bodies, f"i{depth}", item.loc or Loc("<unknown>", 0), item.site))
         else:
             out.append(_op(item, refs, made))
     return roll_runs(out, f"j{depth}")

@@ -39,9 +39,8 @@ def _smem_layout(rows, cols, stages):
 @cute.kernel
 def gemm_kernel(tma_a: cute.CopyAtom, tma_b: cute.CopyAtom, mA: cute.Tensor, mB: cute.Tensor,
                 a_layout: cute.ComposedLayout, b_layout: cute.ComposedLayout,
-                stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
-                tx_both: cutlass.Constexpr, epilogue_threads: cutlass.Constexpr,
-                drain: cutlass.Constexpr):
+                stages: cutlass.Constexpr, tx_both: cutlass.Constexpr,
+                epilogue_threads: cutlass.Constexpr, drain: cutlass.Constexpr):
     warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(Storage)
@@ -64,6 +63,7 @@ def gemm_kernel(tma_a: cute.CopyAtom, tma_b: cute.CopyAtom, mA: cute.Tensor, mB:
     epilogue_ready = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER_ID,
                                            num_threads=epilogue_threads)
     gA = cute.local_tile(mA, (BM, BK), (0, None))
+    k_tiles = cute.size(gA, mode=[2])       # K from A's shape, set at run time
     gB = cute.local_tile(mB, (BN, BK), (0, None))
     tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
@@ -100,7 +100,7 @@ def gemm_kernel(tma_a: cute.CopyAtom, tma_b: cute.CopyAtom, mA: cute.Tensor, mB:
 
 @cute.jit
 def gemm_host(mA: cute.Tensor, mB: cute.Tensor, stages: cutlass.Constexpr,
-              k_tiles: cutlass.Constexpr, tx_both: cutlass.Constexpr,
+              tx_both: cutlass.Constexpr,
               epilogue_threads: cutlass.Constexpr, drain: cutlass.Constexpr):
     a_layout = _smem_layout(BM, BK, stages)
     b_layout = _smem_layout(BN, BK, stages)
@@ -108,15 +108,16 @@ def gemm_host(mA: cute.Tensor, mB: cute.Tensor, stages: cutlass.Constexpr,
                                             cute.slice_(a_layout, (None, None, 0)), (BM, BK))
     tma_b, tb = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mB,
                                             cute.slice_(b_layout, (None, None, 0)), (BN, BK))
-    gemm_kernel(tma_a, tma_b, ta, tb, a_layout, b_layout, stages, k_tiles, tx_both,
+    gemm_kernel(tma_a, tma_b, ta, tb, a_layout, b_layout, stages, tx_both,
                 epilogue_threads, drain).launch(grid=[1, 1, 1], block=[32 * 6, 1, 1])
 
 
-def _compile(stages=3, k_tiles=5, tx_both=True, epilogue_threads=32 * (MMA_WARPS + 1),
+def _compile(stages=3, tx_both=True, epilogue_threads=32 * (MMA_WARPS + 1),
              drain=True):
-    mA = make_fake_compact_tensor(cutlass.Float16, (BM, BK * k_tiles), stride_order=(1, 0))
-    mB = make_fake_compact_tensor(cutlass.Float16, (BN, BK * k_tiles), stride_order=(1, 0))
-    return cute.compile(gemm_host, mA, mB, stages, k_tiles, tx_both, epilogue_threads, drain)
+    k = cute.sym_int()                      # K, shared by A and B, set at run time
+    mA = make_fake_compact_tensor(cutlass.Float16, (BM, k), stride_order=(1, 0))
+    mB = make_fake_compact_tensor(cutlass.Float16, (BN, k), stride_order=(1, 0))
+    return cute.compile(gemm_host, mA, mB, stages, tx_both, epilogue_threads, drain)
 
 
 def gemm_epilogue():
