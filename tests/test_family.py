@@ -217,7 +217,7 @@ def test_readme_family_table_fast_rows():
                                                       "blackwell_matmul_any_k")]
     table = family_table.run(fast)
     assert family_table.compare(table, readme) == []
-    for (label, name), row in zip(fast, table):
+    for (label, name, _), row in zip(fast, table):
         assert row[2] == MODULE.PROVE[name]
 
 

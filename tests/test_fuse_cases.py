@@ -63,6 +63,43 @@ def test_loops_that_do_not_run_the_same_operations_stay_apart():
     assert fuse_peeled_loops(kernel, ["steps"], {})[1] == 0
 
 
+def test_a_ring_of_symbolic_size_keeps_its_slots_when_joined():
+    """The prologue fills all `stages` slots, the steady state moved back by `stages` indexes
+    `(v - stages) % stages`, folded to `v % stages` (a ring position counted from 0); the
+    joined program is the same at every point of a grid."""
+    @protocol(symbolic=("stages", "extra"))
+    def ring(k, stages=2, extra=2):
+        k.threads(2, name="wg")
+        k.assume(stages >= 2, extra >= 1)
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+        with k.when(k.thread == 1):
+            with k.loop(stages) as i:
+                k.copy_gmem_to_smem(full.at[i], bytes=512)
+            with k.loop(extra) as i:
+                k.barrier_wait(empty.at[i % stages])
+                k.copy_gmem_to_smem(full.at[i % stages], bytes=512)
+            with k.loop(stages) as j:
+                k.barrier_wait(empty.at[(j + extra) % stages])
+        with k.when(k.thread == 0):
+            with k.loop(stages + extra) as i:
+                k.barrier_wait(full.at[i % stages])
+                k.barrier_arrive(empty.at[i % stages])
+
+    kernel = ring.build()
+    fused, n = fuse_peeled_loops(kernel, ["stages", "extra"], {})
+    assert n == 1
+    joined = _loops(fused)[0]
+    waits = [repr(op.barrier.index[0]) for op in walk(joined.body)
+             if getattr(op, "kind", None) == "barrier_wait"]
+    assert waits == [f"({joined.var} % stages)"], waits
+    for stages in (2, 3):
+        for extra in (1, 2, 3):
+            values = {"stages": stages, "extra": extra}
+            a, b = check_kernel(kernel, values), check_kernel(fused, values)
+            assert (a.label, a.states) == (b.label, b.states) == ("verified", a.states)
+
+
 def _branchy():
     @protocol(symbolic=("n",))
     def branchy(k, n=3):

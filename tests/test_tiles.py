@@ -1,6 +1,7 @@
 """Persistent kernels proved for every tile count through one tile (checker/symbolic/tiles.py),
 re-checked by the explorer on a grid of small sizes, and the kernels the reduction must refuse."""
 
+import itertools
 import json
 import os
 from types import SimpleNamespace
@@ -180,30 +181,85 @@ def test_pair_tiles_are_not_reduced_to_one_when_a_condition_fails(tmp_path, vari
             verdict.coverage
 
 
+STAGED = """from barrierproof import protocol
+@protocol(expect="verified", symbolic=("tiles", "stages", "extra"))
+def staged(k, tiles=2, stages=2, extra=2):
+    k.threads(2, name="wg")
+    k.assume(tiles >= 0, stages >= 2, extra >= 1)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.loop(tiles):
+        with k.when(k.thread == 1):
+            with k.loop(stages) as p:
+                k.copy_gmem_to_smem(full.at[p], bytes=512)
+            with k.loop(extra) as i:
+                k.barrier_wait(empty.at[i % stages])
+                k.copy_gmem_to_smem(full.at[i % stages], bytes=512)
+            with k.loop(stages) as j:
+                k.barrier_wait(empty.at[(j + extra) % stages])
+        with k.otherwise():
+            with k.loop({consumed}) as i:
+                k.barrier_wait(full.at[i % stages])
+                k.barrier_arrive(empty.at[i % stages])
+"""
+
+
+@pytest.mark.parametrize("consumed, why", [
+    ("stages + extra", None),
+    # the consumers take only `extra` steps: with extra < stages some slot's load is never
+    # waited on (BP103), which no witness iteration of their loop covers for every size
+    ("extra", "no thread waits on every instance of `full`"),
+])
+def test_tiles_of_a_ring_of_symbolic_size_are_separated_at_a_symbolic_slot(tmp_path, consumed,
+                                                                           why):
+    """Condition 2's 'every instance a copy arrives on is waited on', for a ring of `stages`
+    slots: checked at a symbolic slot 0 <= x < stages (the consumers' iteration x takes it)."""
+    src = tmp_path / "staged.py"
+    src.write_text(STAGED.format(consumed=consumed))
+    kernel = _kernel(str(src), "staged")
+    found = why_not(kernel, tile_loop(kernel.body, "tiles"), {}, ["stages", "extra"])
+    assert (found is None) if why is None else (found is not None and why in found), found
+    if why is None:
+        for tiles in (1, 2):
+            for stages, extra in ((2, 1), (3, 1), (2, 3)):
+                values = {"tiles": tiles, "stages": stages, "extra": extra}
+                assert check_kernel(kernel, values).verdict == "verified", values
+    else:
+        found = check_kernel(kernel, {"tiles": 1, "stages": 3, "extra": 1})
+        assert found.verdict == "violation", found.label
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name, k_steps", [
-    ("hopper_matmul_any_k", range(1, 5)),
+@pytest.mark.parametrize("name, grid", [
+    ("hopper_matmul_any_k", {"k_steps": range(1, 5)}),
     # a cluster of two blocks along M (B multicast to both): its tiles are separated as a
     # pair's, and one tile of the pair is proved
-    ("hopper_matmul_cluster_any_k", range(1, 4)),
+    ("hopper_matmul_cluster_any_k", {"k_steps": range(1, 4)}),
+    # the stage count a size too: a ring of `stages` slots, its prologue joined with the
+    # steady state (fuse.py) and every slot's load shown waited on at a symbolic slot
+    ("hopper_matmul_any_stages", {"extra_steps": range(1, 3), "stages": range(2, 4)}),
 ])
-def test_jax_hopper_matmul_is_proved_for_every_k_and_tile_count(capsys, name, k_steps):
-    """JAX's Hopper matmul (examples/pallas/sizes.py): proved for every K and every number of
-    tiles, and its family's IR verified by the explorer on a grid of small sizes."""
+def test_jax_hopper_matmul_is_proved_for_every_k_and_tile_count(capsys, name, grid):
+    """JAX's Hopper matmul (examples/pallas/sizes.py): proved for every K (and stage count) and
+    every number of tiles, and its family's IR verified by the explorer on a grid of small
+    sizes."""
     # the tile count is quantified over only when asked: no parameter becomes symbolic unasked
+    sizes = list(grid)
+    asked = [a for n in sizes + ["tiles"] for a in ("--symbolic", n)]
     code, report = _prove(capsys, f"{SIZES}::{name}", "--ignore", "BP200,BP201",
-                          "--timeout", "200", "--symbolic", "k_steps", "--symbolic", "tiles")
+                          "--timeout", "200", *asked)
     assert (code, report["verdict"]) == (0, "proved"), report
-    assert "all k_steps, tiles with (k_steps >= 1) and (tiles >= 0)" in report["coverage"]
+    assert f"all {', '.join(sizes)}, tiles with" in report["coverage"], report["coverage"]
     assert any(n.startswith("per tile (tiles)") for n in report["notes"])
     (target,) = resolve(f"{SIZES}::{name}")
     family = without_memory(target.build_family())
-    for body, conds in leaves(family.body, ["k_steps", "tiles"]):
+    for body, conds in leaves(family.body, sizes + ["tiles"]):
         assert tile_loop(body, "tiles") is not None
     for tiles in (0, 1, 2):
-        for k in k_steps:
-            found = check_kernel(family, {"tiles": tiles, "k_steps": k})
-            assert found.verdict == "verified", (tiles, k, found.label)
+        for values in itertools.product(*grid.values()):
+            at = {"tiles": tiles, **dict(zip(sizes, values))}
+            found = check_kernel(family, at)
+            assert found.verdict == "verified", (at, found.label)
 
 
 def test_a_ring_of_two_concrete_slots_is_proved_at_one_representative_slot(capsys):

@@ -171,15 +171,20 @@ class _Fuser:
 
 def _fold_mod(e: Expr) -> Expr:
     """`(x + c) % m` with c outside 0..m-1 as `(x + c mod m) % m` (the same value for every
-    integer x: the remainder takes the sign of m > 0). The steady state moved back by the
-    prologue's length indexes its ring `(v - 2) % 2`; the ring classes count laps from slot
-    position 0, so the offset is kept in 0..m-1."""
+    integer x: the remainder takes the sign of m > 0), and `(x +- m) % m` as `x % m` for a
+    symbolic m (the same value for every m != 0). The steady state moved back by the
+    prologue's length indexes its ring `(v - 2) % 2`, or `(v - S) % S`; the ring classes count
+    laps from slot position 0, so the offset is kept in 0..m-1."""
     if isinstance(e, BinOp):
         lhs, rhs = _fold_mod(e.lhs), _fold_mod(e.rhs)
         if e.op == "%" and isinstance(rhs, Const) and rhs.value > 0 and isinstance(lhs, BinOp) \
                 and lhs.op in ("+", "-") and isinstance(lhs.rhs, Const):
             c = lhs.rhs.value if lhs.op == "+" else -lhs.rhs.value
             return mk("%", mk("+", lhs.lhs, Const(c % rhs.value)), rhs)
+        if e.op == "%" and isinstance(lhs, BinOp) and lhs.op in ("+", "-") and \
+                repr(lhs.rhs) == repr(rhs):
+            # `(x - S) % S` is `x % S` for a ring of symbolic size S (the prologue's length)
+            return mk("%", lhs.lhs, rhs)
         return mk(e.op, lhs, rhs)
     return e
 

@@ -185,9 +185,12 @@ def _index(op: Op, env: dict, facts: _Facts) -> list:
     return [facts.int(substitute(e, env)) for e in op.barrier.index]
 
 
-def _waits_on(prog, alloc, index: list, facts: _Facts) -> bool:
+def _waits_on(prog, alloc, index: list, facts: _Facts, given=None) -> bool:
     """Does the program wait, for every parameter value, on the instance `alloc[index]`?
-    (A witness iteration is looked for at either end of each loop.)"""
+    (A witness iteration is looked for at either end of each loop; with `given`, the premise
+    on a symbolic instance (INSTANCE) of an array of symbolic size, also at iteration
+    INSTANCE.)"""
+    premise = z3.BoolVal(True) if given is None else given
     for item in prog:
         ops = [(item, None)] if isinstance(item, Op) else [(op, item) for op in item.body]
         for op, loop in ops:
@@ -200,11 +203,35 @@ def _waits_on(prog, alloc, index: list, facts: _Facts) -> bool:
                 envs = [({loop.var: Const(d)}, trip > d) for d in range(WITNESSES)] + \
                     [({loop.var: mk("-", loop.trip, Const(d + 1))}, trip > d)
                      for d in range(WITNESSES)]
+                if given is not None:
+                    envs.append(({loop.var: Var(INSTANCE)}, trip > z3.Int(INSTANCE)))
             for env, inside in envs:
                 got = _index(op, env, facts)
-                if facts.valid(z3.And([inside] + [a == b for a, b in zip(got, index)])):
+                if facts.valid(z3.Implies(premise, z3.And(
+                        [inside] + [a == b for a, b in zip(got, index)]))):
                     return True
     return False
+
+
+INSTANCE = "instance__"     # a symbolic slot of an array of symbolic size
+
+
+def _every_instance_waited(progs, alloc, facts: _Facts) -> bool:
+    """Is every instance of the one-dimensional `alloc` waited on by some thread, for every
+    size? A concrete size instance by instance; a symbolic size S at a symbolic slot
+    0 <= x < S, each loop tried at iteration x too (a ring loop `i < T` waiting on `i % S`
+    with T >= S takes slot x at iteration x)."""
+    size = _const(alloc.shape[0], facts)
+    if size is not None:
+        return all(any(_waits_on(p, alloc, [z3.IntVal(x)], facts) for p in progs)
+                   for x in range(size))
+    x = z3.Int(INSTANCE)
+    facts.env[INSTANCE] = x
+    try:
+        given = z3.And(x >= 0, x < facts.int(alloc.shape[0]))
+        return any(_waits_on(p, alloc, [x], facts, given) for p in progs)
+    finally:
+        del facts.env[INSTANCE]
 
 
 def _pair_axis(kernel: Kernel, fixed) -> tuple[str | None, str | None]:
@@ -385,12 +412,10 @@ def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequ
                 return why
         for alloc in {op.barrier.alloc for op in iter_ops(loop.body)
                       if op.kind == K.COPY_GMEM_TO_SMEM}:
-            shape = [evaluate(d, fixed) for d in alloc.shape]
-            if len(shape) != 1:
+            if len(alloc.shape) != 1:
                 return f"`{alloc.name}` is not a one-dimensional array"
-            for x in range(shape[0]):
-                if not any(_waits_on(p, alloc, [z3.IntVal(x)], facts) for p in progs):
-                    return f"no thread waits on `{alloc.name}[{x}]` for every size"
+            if not _every_instance_waited(progs, alloc, facts):
+                return f"no thread waits on every instance of `{alloc.name}` for every size"
     except (Unsupported, ModelError) as err:
         return str(err)
     return None
