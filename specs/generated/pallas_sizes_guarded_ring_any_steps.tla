@@ -18,26 +18,26 @@ KernelExpected == <<
 
 \* Agent 1: wg0 (thread), 8 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/pallas/sizes.py:88
-    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/pallas/sizes.py:90
-    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/pallas/sizes.py:88
-    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/pallas/sizes.py:90
-    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/pallas/sizes.py:88
-    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/pallas/sizes.py:90
-    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/pallas/sizes.py:88
-    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/pallas/sizes.py:90
+    wait(1, 1),        \* pc 0: barrier_wait(full[0])  examples/pallas/sizes.py:89
+    arrive(<<3>>, 1),  \* pc 1: barrier_arrive(empty[0])  examples/pallas/sizes.py:91
+    wait(2, 2),        \* pc 2: barrier_wait(full[1])  examples/pallas/sizes.py:89
+    arrive(<<4>>, 1),  \* pc 3: barrier_arrive(empty[1])  examples/pallas/sizes.py:91
+    wait(1, 1),        \* pc 4: barrier_wait(full[0])  examples/pallas/sizes.py:89
+    arrive(<<3>>, 1),  \* pc 5: barrier_arrive(empty[0])  examples/pallas/sizes.py:91
+    wait(2, 2),        \* pc 6: barrier_wait(full[1])  examples/pallas/sizes.py:89
+    arrive(<<4>>, 1)   \* pc 7: barrier_arrive(empty[1])  examples/pallas/sizes.py:91
 >>
 
 \* Agent 2: wg1 (thread), 8 instruction(s).
 Prog_2_wg1 == <<
-    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/sizes.py:78
-    issue_async(<<2>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/sizes.py:78
-    wait(3, 3),                      \* pc 2: barrier_wait(empty[0])  examples/pallas/sizes.py:77
-    issue_async(<<1>>, 512, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 512B)  examples/pallas/sizes.py:78
-    wait(4, 4),                      \* pc 4: barrier_wait(empty[1])  examples/pallas/sizes.py:77
-    issue_async(<<2>>, 512, <<2>>),  \* pc 5: copy_gmem_to_smem(full[1], 512B)  examples/pallas/sizes.py:78
-    wait(3, 3),                      \* pc 6: barrier_wait(empty[0])  examples/pallas/sizes.py:82
-    wait(4, 4)                       \* pc 7: barrier_wait(empty[1])  examples/pallas/sizes.py:82
+    issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(full[0], 512B)  examples/pallas/sizes.py:79
+    issue_async(<<2>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(full[1], 512B)  examples/pallas/sizes.py:79
+    wait(3, 3),                      \* pc 2: barrier_wait(empty[0])  examples/pallas/sizes.py:78
+    issue_async(<<1>>, 512, <<1>>),  \* pc 3: copy_gmem_to_smem(full[0], 512B)  examples/pallas/sizes.py:79
+    wait(4, 4),                      \* pc 4: barrier_wait(empty[1])  examples/pallas/sizes.py:78
+    issue_async(<<2>>, 512, <<2>>),  \* pc 5: copy_gmem_to_smem(full[1], 512B)  examples/pallas/sizes.py:79
+    wait(3, 3),                      \* pc 6: barrier_wait(empty[0])  examples/pallas/sizes.py:83
+    wait(4, 4)                       \* pc 7: barrier_wait(empty[1])  examples/pallas/sizes.py:83
 >>
 
 KernelProg == <<
@@ -77,8 +77,8 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads smem[0] (examples/pallas/sizes.py:89) / TMA copy writes smem[0] (examples/pallas/sizes.py:78)
-    <<"BP200", <<"pc", 1, {3, 7}>>, <<"slots", 2, {2}>>>>   \* wg0 reads smem[1] (examples/pallas/sizes.py:89) / TMA copy writes smem[1] (examples/pallas/sizes.py:78)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads smem[0] (examples/pallas/sizes.py:90) / TMA copy writes smem[0] (examples/pallas/sizes.py:79)
+    <<"BP200", <<"pc", 1, {3, 7}>>, <<"slots", 2, {2}>>>>   \* wg0 reads smem[1] (examples/pallas/sizes.py:90) / TMA copy writes smem[1] (examples/pallas/sizes.py:79)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
