@@ -45,6 +45,7 @@ from .unroll import MAX_UNROLL, unroll_fixed_loops
 
 MAX_THREADS = 8         # threads specialised one copy each
 MAX_MODULUS = 8         # residues tried for the symbolic trip count
+MAX_LAP_UNROLL = 16     # old iterations per new one when strip-mined to whole laps of a ring
 
 
 @dataclass
@@ -228,26 +229,36 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
         raise Refused(f"no modulus M <= {MAX_MODULUS} makes every trip count of the loops on "
                       f"the strided ring p*X + r with {K} = M*X + b, and every loop move the "
                       "same number of ring positions per iteration")
+    relabel = True
     for A, _ in plans:
         for name, S in sizes.items():
-            if A % S == 0:
+            if A % S == 0 and M == 1:
                 raise Refused(f"every loop iteration takes {A} ring positions, a multiple of "
                               f"the {S} slots of `{name}`: every slot is a number already, "
                               "and the kernel is proved as it is (number_slots.py)")
-            if S % A:
-                # Relabelled, the ring is one (sub-)ring that one loop iteration's A blocks
-                # reach at A different slots: a slot is filled A/gcd(A, S) times per lap, and
-                # its phase at block A*t + u is (A*t + u) // S, not the one-completion-per-lap
-                # count (i + c) // S' that the ring classes read (program.py, fragment.py).
-                raise Refused(
-                    f"every loop iteration takes {A} ring positions, which do not divide the "
-                    f"{S} slots of `{name}`: relabelled, a slot is filled {A // math.gcd(A, S)} "
-                    f"times per lap of {S // math.gcd(A, S)} iterations, so its phase bit "
-                    f"counts blocks (({A}*t + u) // {S}), not laps of one slot ((t + c) // "
-                    f"{S // math.gcd(A, S)}), and the ring classes have no term for it; "
-                    f"strip-mining {S // math.gcd(A, S)} times further (a case per residue "
-                    f"of the trip count) would make every slot a number (number_slots.py), "
-                    f"which is not tried")
+    if any(A % S and S % A for A, _ in plans for S in sizes.values()):
+        # Relabelled, such a ring would be one (sub-)ring that one loop iteration's A blocks
+        # reach at A different slots: its phase at block A*t + u is (A*t + u) // S, not the
+        # one-completion-per-lap count (i + c) // S' the ring classes read. Strip-mined
+        # S / gcd(A, S) times further instead, every iteration takes a multiple of S
+        # positions, so every slot is a number (number_slots.py reads the cases so).
+        A = plans[0][0]
+        name, S = next((n, S) for n, S in sizes.items() if A % S and S % A)
+        lap = math.lcm(*(S // math.gcd(A, S) for S in sizes.values()))
+        further = _plan(k, loops, symbolic, fixed, K, M * lap, x, arrays, sizes,
+                        MAX_LAP_UNROLL) \
+            if M * lap <= MAX_MODULUS else None
+        if further is None or any(A2 % S2 for A2, _ in further for S2 in sizes.values()):
+            raise Refused(
+                f"every loop iteration takes {A} ring positions, which do not divide the "
+                f"{S} slots of `{name}`: relabelled, a slot is filled {A // math.gcd(A, S)} "
+                f"times per lap of {S // math.gcd(A, S)} iterations, so its phase bit "
+                f"counts blocks (({A}*t + u) // {S}), not laps of one slot ((t + c) // "
+                f"{S // math.gcd(A, S)}), and the ring classes have no term for it; "
+                f"strip-mining {lap} times further (a case per residue of {K} modulo "
+                f"{M * lap}) to make every slot a number (number_slots.py) needs a modulus "
+                f"<= {MAX_MODULUS} and at most {MAX_LAP_UNROLL} old iterations per new one")
+        M, plans, relabel = M * lap, further, False
     base = _env(k, fixed, {n: z3.Int(n) for n in symbolic})
     solver = Solver([z_bool(a, base) for a in k.assumptions])
     if not solver.valid(base[K] >= 0):
@@ -255,11 +266,12 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
                       f"{K} is not a multiple of a modulus plus a residue")
     cases = []
     for b, (A, plan) in enumerate(plans):
-        cases.append(_rewrite(k, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes))
+        cases.append(_rewrite(k, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
+                              relabel))
     return cases
 
 
-def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
+def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes, most=MAX_UNROLL):
     """Per residue b < M: (A, {id(loop): (p, trip, r)}), or None when M does not fit. A loop of
     p*X + r iterations does p old ones per new one (r peeled first, then X new ones); a loop of
     a concrete trip T (a producer tail over the stages) A / s (T % p peeled, then T // p)."""
@@ -283,7 +295,7 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
             r = z3.simplify(z3.substitute(t, (x, z3.IntVal(0))))
             p = z3.simplify(z3.substitute(t, (x, z3.IntVal(1))) - r)
             if not (z3.is_int_value(p) and z3.is_int_value(r)) or p.as_long() < 1 or \
-                    not 0 <= r.as_long() <= MAX_UNROLL or p.as_long() > MAX_UNROLL:
+                    not 0 <= r.as_long() <= most or p.as_long() > most:
                 return None
             p, r = p.as_long(), r.as_long()
             if not solver.valid(t == p * x + r):
@@ -297,7 +309,7 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
             return None
         for lp, s in concrete:
             T = max(0, evaluate(lp.trip, fixed))
-            if s < 1 or common % s or common // s > MAX_UNROLL:
+            if s < 1 or common % s or common // s > most:
                 return None
             p = common // s
             plan[id(lp)] = (p, Const(T // p), T % p)
@@ -329,7 +341,8 @@ def _stride(lp: Loop, env, arrays) -> int | None:
     return found
 
 
-def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> StrideCase:
+def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
+             relabel: bool = True) -> StrideCase:
     value = mk("+", mk("*", Var(X), Const(M)), Const(b))
     sub = {K: value}
     taken = set(k.params) | {X} | {s.var for s in walk(k.body) if isinstance(s, Loop)}
@@ -363,7 +376,8 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> 
                        assumptions=tuple(substitute(a, sub) for a in k.assumptions)
                        + (Var(X) >= 0,),
                        num_threads=substitute(k.num_threads, sub))
-    kernel = _relabel(kernel, A, X, symbolic, fixed, arrays, sizes)
+    if relabel:     # else every slot is a number: number_slots.py writes it so in the proof
+        kernel = _relabel(kernel, A, X, symbolic, fixed, arrays, sizes)
     label = f"{K} = {M}*{X} + {b}" if M > 1 else f"{K} = {X}"
     return StrideCase(label, kernel, [s if s != K else X for s in symbolic])
 
