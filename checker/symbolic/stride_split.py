@@ -21,6 +21,11 @@ moves one slot per iteration:
    (A*t + beta) % S becomes sub-ring beta % g at (t + c) % (S/g), one slot per iteration. A
    bijection of barrier instances changes no completion count, so every wait, parity and
    arrival means what it meant; Z3 checks each rewritten index against the old one.
+   When A neither divides S nor is a multiple of it (4 positions per ping-pong tile on 3
+   slots), a relabelled slot would be filled more than once per lap; the loops are instead
+   strip-mined S / gcd(A, S) times further (M grows alike, a case per residue), so every
+   iteration takes whole laps and every slot is a number (number_slots.py rewrites them in the
+   proof; nothing is relabelled here).
 
 Every step is the same program (each checked as it is made); anything outside these shapes is
 left as it is and the reason returned, for the `unknown` (strides.py). A case whose program no
@@ -229,7 +234,6 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
         raise Refused(f"no modulus M <= {MAX_MODULUS} makes every trip count of the loops on "
                       f"the strided ring p*X + r with {K} = M*X + b, and every loop move the "
                       "same number of ring positions per iteration")
-    relabel = True
     for A, _ in plans:
         for name, S in sizes.items():
             if A % S == 0 and M == 1:
@@ -258,7 +262,10 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
                 f"strip-mining {lap} times further (a case per residue of {K} modulo "
                 f"{M * lap}) to make every slot a number (number_slots.py) needs a modulus "
                 f"<= {MAX_MODULUS} and at most {MAX_LAP_UNROLL} old iterations per new one")
-        M, plans, relabel = M * lap, further, False
+        M, plans = M * lap, further
+    # whole laps per iteration: every slot is a number (number_slots.py writes it so), nothing
+    # to relabel
+    relabel = any(A % S for A, _ in plans for S in sizes.values())
     base = _env(k, fixed, {n: z3.Int(n) for n in symbolic})
     solver = Solver([z_bool(a, base) for a in k.assumptions])
     if not solver.valid(base[K] >= 0):
