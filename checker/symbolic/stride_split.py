@@ -363,6 +363,19 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
         t = Var(unique_name(lp.var + "_t", taken))
         # the r left over first, at constant positions (slots and phases that are numbers,
         # which a ring class reads most easily), then i = r + p*t + u
+        if not relabel:
+            # whole laps: the loop first, i = p*t + u, then the r left over, i = p*trip + u
+            # (their slots are numbers too, and the static order reads one tail after the
+            # loops more easily than a prefix of several tiles beside them)
+            body = []
+            for u in range(p):
+                body.extend(substitute_stmts(lp.body, {**sub, lp.var: mk(
+                    "+", mk("*", t, Const(p)), Const(u))}))
+            out = [Loop(t.name, trip, tuple(body), lp.loc)]
+            for u in range(r):
+                out.extend(substitute_stmts(lp.body, {**sub, lp.var: mk(
+                    "+", mk("*", trip, Const(p)), Const(u))}))
+            return tuple(out)
         out = []
         for u in range(r):
             out.extend(substitute_stmts(lp.body, {**sub, lp.var: Const(u)}))
