@@ -69,12 +69,14 @@ def test_ignoring_bp101_keeps_the_deadlock():
 
 
 def test_alternate_k_blocks_name_the_stride_that_keeps_prove_from_an_order():
-    """On 3 slots the consumers' stride 2 does not divide the ring: the stride rewrite
-    (stride_split.py, which proves the 4-slot alternate_k_blocks) does not apply, and the
-    `unknown` says so, naming both loops and the phase terms the ring classes lack."""
-    v = prove_kernel(_example("patterns/parity_skipping.py::alternate_k_blocks_in_turn"), {},
-                     Options(), "alt", {"symbolic": ["k_blocks"]})
+    """On 5 slots the consumers' stride 2 does not divide the ring, and whole laps (stride 10)
+    need k_blocks modulo 10, past the rewrite's 8 residues: the stride rewrite
+    (stride_split.py, which proves the 4-slot alternate_k_blocks and strip-mines the 3-slot
+    one to whole laps) does not apply, and the `unknown` says so, naming both loops and the
+    phase terms the ring classes lack."""
+    v = prove_kernel(_example("patterns/parity_skipping.py::alternate_k_blocks_in_turn"),
+                     {"stages": 5}, Options(), "alt", {"symbolic": ["k_blocks"]})
     assert v.verdict == "unknown", (v.verdict, v.coverage)
     assert "steps through `empty` 1 slot(s) per iteration" in v.coverage, v.coverage
     assert "not by a stride" in v.coverage and "(((2 * j) + wg) % stages)" in v.coverage
-    assert "do not divide the 3 slots" in v.coverage
+    assert "do not divide the 5 slots" in v.coverage and "modulo 10" in v.coverage
