@@ -371,7 +371,9 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
             for u in range(p):
                 body.extend(substitute_stmts(lp.body, {**sub, lp.var: mk(
                     "+", mk("*", t, Const(p)), Const(u))}))
-            out = [Loop(t.name, trip, tuple(body), lp.loc)]
+            # a loop of no iteration (a producer tail shorter than a lap) runs nothing
+            out = [] if isinstance(trip, Const) and trip.value <= 0 else \
+                [Loop(t.name, trip, tuple(body), lp.loc)]
             for u in range(r):
                 out.extend(substitute_stmts(lp.body, {**sub, lp.var: mk(
                     "+", mk("*", trip, Const(p)), Const(u))}))
