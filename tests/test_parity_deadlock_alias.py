@@ -70,11 +70,16 @@ def test_ignoring_bp101_keeps_the_deadlock():
 
 def test_alternate_k_blocks_name_the_stride_that_keeps_prove_from_an_order():
     """On 3 slots the consumers' stride 2 does not divide the ring: the stride rewrite
-    (stride_split.py, which proves the 4-slot alternate_k_blocks) does not apply, and the
-    `unknown` says so, naming both loops and the phase terms the ring classes lack."""
-    v = prove_kernel(_example("patterns/parity_skipping.py::alternate_k_blocks_in_turn"), {},
-                     Options(), "alt", {"symbolic": ["k_blocks"]})
-    assert v.verdict == "unknown", (v.verdict, v.coverage)
-    assert "steps through `empty` 1 slot(s) per iteration" in v.coverage, v.coverage
-    assert "not by a stride" in v.coverage and "(((2 * j) + wg) % stages)" in v.coverage
-    assert "do not divide the 3 slots" in v.coverage
+    (stride_split.py) strip-mines the loops to whole laps, a case per residue of k_blocks
+    modulo 6. On 5 slots that needs k_blocks modulo 10, past its 8 residues: it refuses, and
+    the sentence an `unknown` carries names both loops and the phase terms the ring classes
+    lack (the full proof is not run here: minutes)."""
+    from barrierproof.checker.symbolic.stride_split import stride_cases, stride_mismatch
+    k = _example("patterns/parity_skipping.py::alternate_k_blocks_in_turn")
+    cases, why = stride_cases(k, ["k_blocks"], {"stages": 3})
+    assert why is None and len(cases) == 6, why
+    cases, why = stride_cases(k, ["k_blocks"], {"stages": 5})
+    assert cases is None and "do not divide the 5 slots" in why and "modulo 10" in why, why
+    text = stride_mismatch(k, {"stages": 5})
+    assert "steps through `empty` 1 slot(s) per iteration" in text, text
+    assert "not by a stride" in text and "(((2 * j) + wg) % stages)" in text

@@ -97,9 +97,11 @@ ACCOUNTED = {
     "examples/patterns/ordered_sequence.py::ordered_sequence_2wg_as_in_cutlass": T_SYMBOLIC,
     "examples/patterns/ordered_sequence.py::ordered_sequence_3wg": T_SYMBOLIC,
     "examples/patterns/pingpong.py::pingpong_offset_states":
-        "not proved: ring index (2m + w) * k_tiles % stages",
+        "not proved: beyond the method (ring index (2m + w) * k_tiles % stages: 2 * k_tiles "
+        "positions per tile on a ring of symbolic size, no lap count; docs/parity.md)",
     "examples/patterns/pingpong.py::pingpong_more_stages_than_k_tiles":
-        "not proved: ring index (2m + w) * k_tiles % stages",
+        "not proved: beyond the method (ring index (2m + w) * k_tiles % stages: 2 * k_tiles "
+        "positions per tile on a ring of symbolic size, no lap count; docs/parity.md)",
     "examples/patterns/polling.py::poll_until_full": T_SYMBOLIC,
     "examples/patterns/semaphores.py::step_semaphore_two_blocks": T_HW,
     "examples/patterns/semaphores.py::step_semaphore_in_lockstep": T_HW,
@@ -112,8 +114,9 @@ ACCOUNTED = {
     "examples/regions.py::loop_rows_own": "test_region_proofs.py",
     "examples/patterns/parity_skipping.py::pingpong_bare_parity": "test_prove_bare_parity.py",
     "examples/patterns/parity_skipping.py::pingpong_bare_parity_deep_ring":
-        "not proved: 4 ring positions per tile on 3 slots, so no slot is a number (a case per "
-        "residue of tiles_per_wg mod 3 is not tried)",
+        "not proved: work budget (4 ring positions per tile on 3 slots: a case per residue of "
+        "tiles_per_wg mod 3, three tiles per iteration; the rewrite is grid-checked in "
+        "test_prove_strides.py; bench/SYMBOLIC.md)",
     "examples/patterns/parity_skipping.py::alternate_k_blocks": "test_prove_strides.py",
     "examples/patterns/parity_skipping.py::alternate_k_blocks_in_turn": NOT_DECLARED,
     "examples/patterns/parity_skipping.py::alternate_k_blocks_no_turns_in_order": NOT_DECLARED,

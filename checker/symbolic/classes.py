@@ -18,6 +18,7 @@ import z3
 from ...model.ir import MAX_ARRIVALS, BarrierAlloc, BinOp, Expr
 from .hw import is_named_barrier
 from .partition import handoff_components
+from .strides import ring_step_reason
 from .terms import Unsupported, linear_in, nonlinear, z_int
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def _ring_groups(self: "Fragment", allocs: list[BarrierAlloc], S) -> list[list[B
                 lhs = ring_lhs(self, ref, role.env, S)
                 lin = linear_in(lhs, item.loop.var, role.env, self.solver)
                 if lin is None or lin[0] != 1:
-                    raise Unsupported(f"ring index `{ref}` is not (i + c) % {S}", bop.op.loc)
+                    raise Unsupported(ring_step_reason(ref, item.loop.var, lin, S), bop.op.loc)
                 offsets.setdefault(ref.alloc.name, []).append(lin[1])
             names = list(offsets)
             for name in names:

@@ -27,6 +27,7 @@ from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, I
                        CSegment)
 from .hw import SYNC_ARRIVAL, is_named_barrier
 from .semaphores import semaphore_cops
+from .strides import ring_step_reason
 from .plain import Plain as _Plain
 from .queue_tail import drained_slots
 from .races import access_cops, attach_async, attach_queued
@@ -132,7 +133,7 @@ class ClassBuilder:
                 lhs = self.ring_lhs(ref, role.env)
                 lin = linear_in(lhs, item.loop.var, role.env, frag.solver)
                 if lin is None or lin[0] != 1:
-                    raise Unsupported(f"ring index `{ref}` is not (i + c) % {self.cls.ring}",
+                    raise Unsupported(ring_step_reason(ref, item.loop.var, lin, self.cls.ring),
                                       bop.op.loc)
                 if here is None:
                     here = lin[1]

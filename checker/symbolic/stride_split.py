@@ -21,6 +21,11 @@ moves one slot per iteration:
    (A*t + beta) % S becomes sub-ring beta % g at (t + c) % (S/g), one slot per iteration. A
    bijection of barrier instances changes no completion count, so every wait, parity and
    arrival means what it meant; Z3 checks each rewritten index against the old one.
+   When A neither divides S nor is a multiple of it (4 positions per ping-pong tile on 3
+   slots), a relabelled slot would be filled more than once per lap; the loops are instead
+   strip-mined S / gcd(A, S) times further (M grows alike, a case per residue), so every
+   iteration takes whole laps and every slot is a number (number_slots.py rewrites them in the
+   proof; nothing is relabelled here).
 
 Every step is the same program (each checked as it is made); anything outside these shapes is
 left as it is and the reason returned, for the `unknown` (strides.py). A case whose program no
@@ -45,6 +50,7 @@ from .unroll import MAX_UNROLL, unroll_fixed_loops
 
 MAX_THREADS = 8         # threads specialised one copy each
 MAX_MODULUS = 8         # residues tried for the symbolic trip count
+MAX_LAP_UNROLL = 16     # old iterations per new one when strip-mined to whole laps of a ring
 
 
 @dataclass
@@ -230,24 +236,36 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
                       "same number of ring positions per iteration")
     for A, _ in plans:
         for name, S in sizes.items():
-            if A % S == 0:
+            if A % S == 0 and M == 1:
                 raise Refused(f"every loop iteration takes {A} ring positions, a multiple of "
                               f"the {S} slots of `{name}`: every slot is a number already, "
                               "and the kernel is proved as it is (number_slots.py)")
-            if S % A:
-                # Relabelled, the ring is one (sub-)ring that one loop iteration's A blocks
-                # reach at A different slots: a slot is filled A/gcd(A, S) times per lap, and
-                # its phase at block A*t + u is (A*t + u) // S, not the one-completion-per-lap
-                # count (i + c) // S' that the ring classes read (program.py, fragment.py).
-                raise Refused(
-                    f"every loop iteration takes {A} ring positions, which do not divide the "
-                    f"{S} slots of `{name}`: relabelled, a slot is filled {A // math.gcd(A, S)} "
-                    f"times per lap of {S // math.gcd(A, S)} iterations, so its phase bit "
-                    f"counts blocks (({A}*t + u) // {S}), not laps of one slot ((t + c) // "
-                    f"{S // math.gcd(A, S)}), and the ring classes have no term for it; "
-                    f"strip-mining {S // math.gcd(A, S)} times further (a case per residue "
-                    f"of the trip count) would make every slot a number (number_slots.py), "
-                    f"which is not tried")
+    if any(A % S and S % A for A, _ in plans for S in sizes.values()):
+        # Relabelled, such a ring would be one (sub-)ring that one loop iteration's A blocks
+        # reach at A different slots: its phase at block A*t + u is (A*t + u) // S, not the
+        # one-completion-per-lap count (i + c) // S' the ring classes read. Strip-mined
+        # S / gcd(A, S) times further instead, every iteration takes a multiple of S
+        # positions, so every slot is a number (number_slots.py reads the cases so).
+        A = plans[0][0]
+        name, S = next((n, S) for n, S in sizes.items() if A % S and S % A)
+        lap = math.lcm(*(S // math.gcd(A, S) for S in sizes.values()))
+        further = _plan(k, loops, symbolic, fixed, K, M * lap, x, arrays, sizes,
+                        MAX_LAP_UNROLL) \
+            if M * lap <= MAX_MODULUS else None
+        if further is None or any(A2 % S2 for A2, _ in further for S2 in sizes.values()):
+            raise Refused(
+                f"every loop iteration takes {A} ring positions, which do not divide the "
+                f"{S} slots of `{name}`: relabelled, a slot is filled {A // math.gcd(A, S)} "
+                f"times per lap of {S // math.gcd(A, S)} iterations, so its phase bit "
+                f"counts blocks (({A}*t + u) // {S}), not laps of one slot ((t + c) // "
+                f"{S // math.gcd(A, S)}), and the ring classes have no term for it; "
+                f"strip-mining {lap} times further (a case per residue of {K} modulo "
+                f"{M * lap}) to make every slot a number (number_slots.py) needs a modulus "
+                f"<= {MAX_MODULUS} and at most {MAX_LAP_UNROLL} old iterations per new one")
+        M, plans = M * lap, further
+    # whole laps per iteration: every slot is a number (number_slots.py writes it so), nothing
+    # to relabel
+    relabel = any(A % S for A, _ in plans for S in sizes.values())
     base = _env(k, fixed, {n: z3.Int(n) for n in symbolic})
     solver = Solver([z_bool(a, base) for a in k.assumptions])
     if not solver.valid(base[K] >= 0):
@@ -255,11 +273,12 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
                       f"{K} is not a multiple of a modulus plus a residue")
     cases = []
     for b, (A, plan) in enumerate(plans):
-        cases.append(_rewrite(k, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes))
+        cases.append(_rewrite(k, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
+                              relabel))
     return cases
 
 
-def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
+def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes, most=MAX_UNROLL):
     """Per residue b < M: (A, {id(loop): (p, trip, r)}), or None when M does not fit. A loop of
     p*X + r iterations does p old ones per new one (r peeled first, then X new ones); a loop of
     a concrete trip T (a producer tail over the stages) A / s (T % p peeled, then T // p)."""
@@ -283,7 +302,7 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
             r = z3.simplify(z3.substitute(t, (x, z3.IntVal(0))))
             p = z3.simplify(z3.substitute(t, (x, z3.IntVal(1))) - r)
             if not (z3.is_int_value(p) and z3.is_int_value(r)) or p.as_long() < 1 or \
-                    not 0 <= r.as_long() <= MAX_UNROLL or p.as_long() > MAX_UNROLL:
+                    not 0 <= r.as_long() <= most or p.as_long() > most:
                 return None
             p, r = p.as_long(), r.as_long()
             if not solver.valid(t == p * x + r):
@@ -297,7 +316,7 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes):
             return None
         for lp, s in concrete:
             T = max(0, evaluate(lp.trip, fixed))
-            if s < 1 or common % s or common // s > MAX_UNROLL:
+            if s < 1 or common % s or common // s > most:
                 return None
             p = common // s
             plan[id(lp)] = (p, Const(T // p), T % p)
@@ -329,7 +348,8 @@ def _stride(lp: Loop, env, arrays) -> int | None:
     return found
 
 
-def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> StrideCase:
+def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
+             relabel: bool = True) -> StrideCase:
     value = mk("+", mk("*", Var(X), Const(M)), Const(b))
     sub = {K: value}
     taken = set(k.params) | {X} | {s.var for s in walk(k.body) if isinstance(s, Loop)}
@@ -343,6 +363,21 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> 
         t = Var(unique_name(lp.var + "_t", taken))
         # the r left over first, at constant positions (slots and phases that are numbers,
         # which a ring class reads most easily), then i = r + p*t + u
+        if not relabel:
+            # whole laps: the loop first, i = p*t + u, then the r left over, i = p*trip + u
+            # (their slots are numbers too, and the static order reads one tail after the
+            # loops more easily than a prefix of several tiles beside them)
+            body = []
+            for u in range(p):
+                body.extend(substitute_stmts(lp.body, {**sub, lp.var: mk(
+                    "+", mk("*", t, Const(p)), Const(u))}))
+            # a loop of no iteration (a producer tail shorter than a lap) runs nothing
+            out = [] if isinstance(trip, Const) and trip.value <= 0 else \
+                [Loop(t.name, trip, tuple(body), lp.loc)]
+            for u in range(r):
+                out.extend(substitute_stmts(lp.body, {**sub, lp.var: mk(
+                    "+", mk("*", trip, Const(p)), Const(u))}))
+            return tuple(out)
         out = []
         for u in range(r):
             out.extend(substitute_stmts(lp.body, {**sub, lp.var: Const(u)}))
@@ -363,7 +398,8 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes) -> 
                        assumptions=tuple(substitute(a, sub) for a in k.assumptions)
                        + (Var(X) >= 0,),
                        num_threads=substitute(k.num_threads, sub))
-    kernel = _relabel(kernel, A, X, symbolic, fixed, arrays, sizes)
+    if relabel:     # else every slot is a number: number_slots.py writes it so in the proof
+        kernel = _relabel(kernel, A, X, symbolic, fixed, arrays, sizes)
     label = f"{K} = {M}*{X} + {b}" if M > 1 else f"{K} = {X}"
     return StrideCase(label, kernel, [s if s != K else X for s in symbolic])
 

@@ -47,3 +47,23 @@ def ring_strides(kernel, fixed: Mapping[str, int]) -> dict[str, dict[int, tuple]
 def strided_arrays(kernel, fixed: Mapping[str, int]) -> set[str]:
     """The barrier arrays two loops step through at different strides."""
     return {name for name, by_step in ring_strides(kernel, fixed).items() if len(by_step) > 1}
+
+
+def ring_step_reason(ref, var: str, lin, S) -> str:
+    """Why a ring index is outside the ring classes' `(i + c) % S`: not linear in the loop
+    index, or linear at a step a != 1. A ring class reads a slot's phase as the lap count
+    (i + c) // S of one loop counter; a loop that takes a positions per iteration (a thread
+    that reads k_tiles of every 2*k_tiles positions, as a ping-pong warpgroup skipping the
+    other's loads does, strip-mined per tile) passes one slot (a*i + c) // S times, which is no
+    lap count when S is symbolic. With S concrete the rewrites of stride_split.py (strip-mined
+    to whole laps, or relabelled into sub-rings) and number_slots.py apply instead."""
+    if lin is None:
+        return f"ring index `{ref}` is not (i + c) % {S}"
+    a = lin[0]
+    return (f"ring index `{ref}` moves {a} ring positions per iteration of {var}, not one: "
+            f"a ring class of symbolic size {S} reads a slot's phase as one loop counter's lap "
+            f"count (i + c) // {S}, and a loop taking {a} positions per iteration reaches one "
+            f"slot a number of times per iteration that depends on {S} (({a}*i + c) // {S} "
+            f"is not linear in a lap count), so a symbolic ring size is beyond the method "
+            f"here; with {S} fixed the ring is strip-mined to whole laps or relabelled "
+            f"(stride_split.py) or its slots are numbers (number_slots.py)")
