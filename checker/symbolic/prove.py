@@ -342,7 +342,10 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
         if why:
             last.reason = f"{last.reason}; {why}"
     if last is not None and last.status != "proved" and parity_notes + ring_notes:
-        last.reason = "; ".join([last.reason] + parity_notes + ring_notes)
+        # one ring index stands for its kind: a strided ring names every op of every loop
+        shown = ring_notes[:2] + ([f"{len(ring_notes) - 2} more ring indices alike"]
+                                  if len(ring_notes) > 2 else [])
+        last.reason = "; ".join([last.reason] + parity_notes + shown)
     if last is not None and flat is not None:
         if last.status == "proved":
             last.cases = last.cases + [flat.note]
