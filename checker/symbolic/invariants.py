@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Sequence
 import z3
 from z3.z3 import _to_expr_ref
 
-from .encode import Encoder, _pos_name, _sig_name
+from .encode import Encoder
 from .budget import UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
 from .work import checked, limit, tick, ticks
 
@@ -606,7 +606,6 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 fn = comp.function([size])
                 atoms.append((variables[i] == size, f"{name} == size",
                               lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
-    atoms += _segment_split_atoms(layout, variables, sizes)
     pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
     glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
                           max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
@@ -678,40 +677,6 @@ def _ring_hits(names, nf) -> list:
         if nxt in found and not rest.lstrip("-").isdigit():
             out.append((f"[U[{nxt}]-U[{text}]]", (i, found[nxt])))
     return out
-
-
-def _segment_split_atoms(layout, variables, sizes, most: int = 4) -> list:
-    """Places of a counted role of concrete size N (2 <= N <= most): `c` of its threads have
-    not yet left segment j, for each boundary j and each c in 0..N. A thread past a loop has
-    made all of the loop's arrivals, a thread inside it as many as its lap says, so what a
-    barrier has received is linear in the state only once the split is fixed (several
-    consumers each holding a stage, one lap apart, leave the loop at different times)."""
-    atoms = []
-    index = {name: i for i, name in enumerate(layout.names)}
-    for code, locs in zip(layout.codes, layout.counter_locals):
-        if code.role.single or code.nseg < 2:
-            continue
-        size = z3.simplify(sizes.get(code.role.name, z3.IntVal(0)))
-        if not z3.is_int_value(size) or not 2 <= size.as_long() <= most:
-            continue
-        rname = code.role.name
-        for j in range(1, code.nseg):
-            before = [index[f"n[{rname},{_pos_name(p)}{_sig_name(sig)}]"] for p, sig in locs
-                      if (p.seg < j if p.where == "at" else p.seg < j)]
-            if not before:
-                continue
-            total = z3.Sum([variables[i] for i in before])
-            for c in range(size.as_long() + 1):
-                atoms.append((total == c, f"#{rname} before segment {j} == {c}",
-                              lambda s, before=before, c=c: sum(s[i] for i in before) == c))
-                if 0 < c < size.as_long():
-                    # where the threads still inside are
-                    for i in before:
-                        atoms.append((z3.And(total == c, variables[i] >= 1),
-                                      f"#{rname} before segment {j} == {c} & {layout.names[i]} >= 1",
-                                      lambda s, before=before, c=c, i=i:
-                                      s[i] >= 1 and sum(s[b] for b in before) == c))
-    return atoms
 
 
 # ----------------------------------------------------------------------------------------------
