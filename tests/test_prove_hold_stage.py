@@ -78,3 +78,10 @@ def test_the_twins_are_refuted_where_the_explorer_fails(twin):
     steps = int(at.split("steps=")[1].split()[0].rstrip(",;"))
     explored = _explored(kernel, steps)
     assert explored.verdict == "violation" and explored.codes[0] == v.codes[0], explored.label
+
+
+def test_ring_hits_pair_the_lap_counts_one_position_apart():
+    from barrierproof.checker.symbolic.invariants import _ring_hits
+    names = ["steps", "s", "U[steps]", "U[-1 + steps]", "U[1 + steps]", "U[0]", "U[-1]"]
+    hits = dict(_ring_hits(names, len(names)))
+    assert hits == {"[U[1 + steps]-U[steps]]": (2, 4), "[U[steps]-U[-1 + steps]]": (3, 2)}
