@@ -291,9 +291,8 @@ def test_a_consumer_releasing_the_previous_stage_is_read_for_every_k():
     stage before the one it waited for (one WGMMA group in flight): its first wait is a
     prologue, the loop of the other k_tiles - 1 steps joins over every run, and the release of
     the last stage after the loop is on the slot K reached. `check` at several K agrees with
-    the explorer; `prove` refutes both twins at the smallest K (the correct kernel's proof is
-    not in reach of the prover's ring invariants with four consumer warps each holding a
-    stage: see docs/frontends.md). About 8 s."""
+    the explorer; `prove` proves it for every K (barriers and races: four consumer warps each
+    holding a stage, docs/frontends.md) and refutes both twins at the smallest K. About 25 s."""
     from barrierproof.checker.symbolic.prove import prove_kernel
     target = _target("wgmma_mainloop")
     kernel = _kernel(target)
@@ -309,6 +308,9 @@ def test_a_consumer_releasing_the_previous_stage_is_read_for_every_k():
     for k_tiles in (1, 2, 5):
         assert check_kernel(kernel, {"k_tiles": k_tiles}, source=target.ref).verdict == \
             "verified", k_tiles
+    proved = prove_kernel(kernel, source=target.ref)
+    assert proved.verdict == "proved", (proved.label, proved.notes)
+    assert "for all k_tiles" in proved.coverage and "race-free" in proved.coverage
     for name, code in (("last_stage_never_released", "BP100"), ("expect_tx_of_a_only", "BP105")):
         twin = _target(name)
         refuted = prove_kernel(_kernel(twin), source=twin.ref)

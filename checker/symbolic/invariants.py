@@ -508,7 +508,16 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             feat_terms.append(variables[i])
             feat_names.append(name)
             feat_cols.append((i, None))
-    table = [tuple((s[i] if v is None else int(s[i] == v)) for i, v in feat_cols)
+    for hit, (a, b) in _ring_hits(names, nf):
+        # threads at a place times whether a ring position lands on the slot (U[x+1] - U[x],
+        # 0 or 1): what the threads past that position added to the slot's barrier
+        for i in varying:
+            if names[i].startswith("n["):
+                feat_terms.append(z3.If(variables[b] - variables[a] == 1, variables[i], 0))
+                feat_names.append(f"{hit}*{names[i]}")
+                feat_cols.append((i, (a, b)))
+    table = [tuple((s[i] if v is None else int(s[i] == v) if not isinstance(v, tuple)
+                    else s[i] * (s[v[1]] - s[v[0]] == 1)) for i, v in feat_cols)
              for s in states]
     counts = [i for i in varying if names[i].startswith("n[")]
     numeric = [i for i in varying if i not in counts and not names[i].startswith(("pos[", "obs[", "newest["))]
@@ -649,6 +658,24 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             if all(fn(s) for s in check):
                 kept.append(c)
         out = kept
+    return out
+
+
+def _ring_hits(names, nf) -> list:
+    """Pairs of frozen lap counts U[x], U[x + 1] of one ring (U(x) = #{k >= 0 : s + k*S < x}):
+    their difference says whether position x is the class's slot."""
+    found = {}
+    for i in range(nf):
+        m = re.fullmatch(r"U\[(.*)\]", names[i])
+        if m:
+            found[m.group(1)] = i
+    out = []
+    for text, i in found.items():
+        step = re.fullmatch(r"(-?\d+) \+ (.*)", text)
+        base, rest = (int(step.group(1)), step.group(2)) if step else (0, text)
+        nxt = f"{base + 1} + {rest}" if base + 1 else rest
+        if nxt in found and not rest.lstrip("-").isdigit():
+            out.append((f"[U[{nxt}]-U[{text}]]", (i, found[nxt])))
     return out
 
 
