@@ -84,10 +84,7 @@ ACCOUNTED = {
     "examples/patterns/cutlass_pipelines.py::mainloop_release_lag": T_SYMBOLIC,
     "examples/patterns/cutlass_pipelines.py::tma_multicast_2x1":
         "not proved: work budget (the class system of a 2-block cluster ring; bench/SYMBOLIC.md)",
-    "examples/patterns/flash_attention.py::fa3_forward_pingpong":
-        "not proved: time limit (the table's 60 s: its proof is on the hand-off partition, "
-        "~39M work units, 24M of them Houdini's on the V ring, and that partition gets a third, "
-        "20M; prove's default budget proves it: test_symbolic.py)",
+    "examples/patterns/flash_attention.py::fa3_forward_pingpong": T_SYMBOLIC,
     "examples/patterns/hopper_ws.py::hopper_ws_matmul": T_SYMBOLIC,
     "examples/patterns/leader_tracked.py::leader_collects_both_blocks":
         "not proved: BP146 open (a PTX arrive into the peer's barrier, an instance the peer "
