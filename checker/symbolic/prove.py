@@ -104,7 +104,9 @@ How a proof works
 9. Hand-off pairs (partition.py): concrete arrays indexed only by constants become scalar
    barriers, and barriers joined by a thread's "wait on one, then signal the other" form the
    classes (a two-slot pipeline's `full[c]`, `empty[c]`), tried with a third of the budget
-   after the concrete rings and before one class holds every concrete barrier. Any partition is sound (point 1).
+   (plus what the concrete rings left of theirs: a partition skipped or refused under its
+   share passes the rest on, budget.py) after the concrete rings and before one class holds
+   every concrete barrier. Any partition is sound (point 1).
    Then, on the kernel with ring slots that are numbers written so (number_slots.py: a loop
    that takes a multiple of the ring's size per iteration), each hand-off pair joined with the
    barriers no hand-off joins (order barriers: the ping-pong's math warpgroups take a ring's
