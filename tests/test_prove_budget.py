@@ -73,3 +73,19 @@ def test_a_share_is_spent_for_its_parent_and_capped_by_it():
 
 def test_enough_budget_still_proves():
     assert _prove(20).verdict == "proved"
+
+
+def test_a_part_that_ends_early_passes_its_unused_share_on():
+    """Partitions tried in turn: one that ends under its share adds what it left to the next
+    one's (prove.py), still within what the run has left."""
+    run = Budget(1.0)
+    first = run.share(2 / 3)
+    assert first.unused() == first.units            # skipped: nothing spent
+    from barrierproof.checker.symbolic import work
+    work.charge(100_000)
+    assert first.unused() <= first.units - 100_000
+    second = run.share(1 / 3, first.unused())
+    assert abs(second.units - (Z3_UNITS_PER_SECOND // 3 + first.unused())) <= 2
+    assert second.z3_left() <= run.z3_left()
+    work.charge(first.units)
+    assert first.unused() == 0

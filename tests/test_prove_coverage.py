@@ -39,9 +39,9 @@ ACCOUNTED = {
     "examples/hw_barriers.py::syncthreads_uniform": T_HW,
     "examples/persistent.py::persistent_ring": T_TILES,
     "examples/persistent.py::persistent_multicast_pair":
-        "not proved: time limit (the table's 60 s: its pair's ring class needs ~65M work "
-        "units, 57M of them Houdini's, the first partition gets 40M; prove proves it at "
-        "--timeout 200: test_tiles.py)",
+        "not proved: time limit (the table's 60 s: its pair's ring class needs ~47M work "
+        "units, 38M of them Houdini's, the first partition gets 40M; prove proves it at "
+        "--timeout 100: test_tiles.py)",
     "examples/patterns/tcgen05_drain.py::mma_ring_bare_parity": "test_prove_queue_order.py",
     "examples/patterns/tcgen05_drain.py::mma_ring_stated_phase": "test_prove_queue_order.py",
     "examples/patterns/tcgen05_drain.py::persistent_umma_gemm": "test_prove_queue_order.py",
@@ -84,10 +84,7 @@ ACCOUNTED = {
     "examples/patterns/cutlass_pipelines.py::mainloop_release_lag": T_SYMBOLIC,
     "examples/patterns/cutlass_pipelines.py::tma_multicast_2x1":
         "not proved: work budget (the class system of a 2-block cluster ring; bench/SYMBOLIC.md)",
-    "examples/patterns/flash_attention.py::fa3_forward_pingpong":
-        "not proved: time limit (the table's 60 s: its proof is on the hand-off partition, "
-        "~39M work units, 24M of them Houdini's on the V ring, and that partition gets a third, "
-        "20M; prove's default budget proves it: test_symbolic.py)",
+    "examples/patterns/flash_attention.py::fa3_forward_pingpong": T_SYMBOLIC,
     "examples/patterns/hopper_ws.py::hopper_ws_matmul": T_SYMBOLIC,
     "examples/patterns/leader_tracked.py::leader_collects_both_blocks":
         "not proved: BP146 open (a PTX arrive into the peer's barrier, an instance the peer "

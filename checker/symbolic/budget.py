@@ -11,6 +11,9 @@ Every phase draws from the one budget of the run (prove_kernel makes it): the pa
 cases and tiles of the barrier proof, the race proof after it and the explorer's searches
 (the cross-check of a proof, the search for breaking values) get what the phases before them
 left; a share (`share`) caps what one part may spend, and what it spends is spent for the run.
+Parts tried in turn pass on what they leave: a part that ends under its share (skipped,
+refused, proved) adds the unused units to the next part's share (`unused`), so a fixed split
+never strands budget that a later part needs. Units are counted, so the carry is too.
 
 The nets behind the count are wall-clock and CPU time, one deadline each for the whole run:
 this process's CPU seconds (WALL_NET_FACTOR times T plus a grace: a second CPU-bound process
@@ -134,9 +137,15 @@ class Budget:
         left = self.units - self.spent()
         return left if self.parent is None else min(left, self.parent.z3_left())
 
-    def share(self, fraction: float) -> "Budget":
-        """A part of this budget: `fraction` of it, within what is left of it."""
-        return Budget(self.seconds * fraction, parent=self)
+    def share(self, fraction: float, carried: int = 0) -> "Budget":
+        """A part of this budget: `fraction` of it, plus `carried` units (what the parts tried
+        before it left unused: `unused`), within what is left of it."""
+        return Budget(self.seconds * fraction + carried / Z3_UNITS_PER_SECOND, parent=self)
+
+    def unused(self) -> int:
+        """Units of this share not spent (0 once spent or over): what a part that ended early
+        -- proved, refused or skipped under its share -- passes on to the parts after it."""
+        return max(0, self.units - self.spent())
 
     def share_of_left(self, fraction: float) -> "Budget":
         return Budget(max(0.0, self.z3_left()) / Z3_UNITS_PER_SECOND * fraction, parent=self)

@@ -301,14 +301,17 @@ def prove_per_tile(kernel: Kernel, symbolic, fixed, budget, start: float,
                      f"outside the supported fragment: {refused}; not split by barrier class: "
                      f"{err}")
     parts = []
+    carried = 0         # what the first projection left of its half, added to the second's
     closed = closing_tail(kernel)
     for name, part in (("the K loop's barriers", split.inner),
                        ("the per-tile barriers", split.tile)):
         token = CLOSED.set(closed if part is split.inner else frozenset())
         try:
-            proof = prove(part, symbolic, fixed, budget=budget.share(1 / 2))
+            half = budget.share(1 / 2, carried)
+            proof = prove(part, symbolic, fixed, budget=half)
         finally:
             CLOSED.reset(token)
+        carried = half.unused()
         if proof.status != "proved":
             return Proof("unknown", time.perf_counter() - start,
                          f"{split.split}; the projection on {name} is not proved: "

@@ -104,7 +104,9 @@ How a proof works
 9. Hand-off pairs (partition.py): concrete arrays indexed only by constants become scalar
    barriers, and barriers joined by a thread's "wait on one, then signal the other" form the
    classes (a two-slot pipeline's `full[c]`, `empty[c]`), tried with a third of the budget
-   after the concrete rings and before one class holds every concrete barrier. Any partition is sound (point 1).
+   (plus what the concrete rings left of theirs: a partition skipped or refused under its
+   share passes the rest on, budget.py) after the concrete rings and before one class holds
+   every concrete barrier. Any partition is sound (point 1).
    Then, on the kernel with ring slots that are numbers written so (number_slots.py: a loop
    that takes a multiple of the ring's size per iteration), each hand-off pair joined with the
    barriers no hand-off joins (order barriers: the ping-pong's math warpgroups take a ring's
@@ -306,26 +308,30 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
     # invariants close far faster), with two thirds of the budget; then hand-off pairs of
     # concrete barriers as classes of their own (partition.py) with a third; then every
     # concrete barrier as it is, with what is left. Any partition is sound; the order only decides
-    # which proof is found first. Every share is drawn from the one budget of the run.
-    tries = [("concrete rings at one slot", lambda: _prove_fragment(
-                 kernel, symbolic, fixed, budget.share(2 / 3), start, concrete_rings=True,
+    # which proof is found first. Every share is drawn from the one budget of the run, and
+    # what a partition leaves of its share (skipped, refused) is added to the next one's.
+    tries = [("concrete rings at one slot", 2 / 3, lambda part: _prove_fragment(
+                 kernel, symbolic, fixed, part, start, concrete_rings=True,
                  work=work)),
-             ("hand-off pairs", lambda: _prove_fragment(
-                 split_constant_arrays(kernel, fixed), symbolic, fixed, budget.share(1 / 3),
+             ("hand-off pairs", 1 / 3, lambda part: _prove_fragment(
+                 split_constant_arrays(kernel, fixed), symbolic, fixed, part,
                  start, concrete_rings=False, handoffs=True, work=work)),
-             ("hand-off pairs with their order barriers", lambda: _prove_fragment(
+             ("hand-off pairs with their order barriers", 2 / 3, lambda part: _prove_fragment(
                  split_constant_arrays(number_slots(kernel, symbolic, fixed), fixed, dims=8),
-                 symbolic, fixed, budget.share(2 / 3), start, concrete_rings=False,
+                 symbolic, fixed, part, start, concrete_rings=False,
                  handoffs=True, cover=True, work=work)),
-             ("every concrete barrier", lambda: _prove_fragment(
-                 kernel, symbolic, fixed, budget, start, concrete_rings=False, work=work)),
-             ("named barriers joined", lambda: _prove_fragment(
-                 kernel, symbolic, fixed, budget, start, concrete_rings=False, join_named=True,
+             ("every concrete barrier", None, lambda part: _prove_fragment(
+                 kernel, symbolic, fixed, part, start, concrete_rings=False, work=work)),
+             ("named barriers joined", None, lambda part: _prove_fragment(
+                 kernel, symbolic, fixed, part, start, concrete_rings=False, join_named=True,
                  work=work))]
     last = None
-    for name, attempt in tries:
+    carried = 0
+    for name, fraction, attempt in tries:
         budget.enter(f"partition: {name}")
-        result = attempt()
+        part = budget if fraction is None else budget.share(fraction, carried)
+        result = attempt(part)
+        carried = 0 if fraction is None else part.unused()
         if result is None:
             continue
         last = result
