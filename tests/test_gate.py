@@ -373,13 +373,15 @@ BIG_THEN_SMALL = textwrap.dedent('''
 
 
 def test_ctrl_c_ends_with_a_bounded_verdict(tmp_path):
+    # The Python explorer's interrupt (the compiled core reaches the state limit of `big` in
+    # seconds, before any signal; its interrupt path is the same KeyboardInterrupt, raised in C)
     (tmp_path / "two.py").write_text(BIG_THEN_SMALL)
     # importing and building take longer on a loaded machine: interrupted before the search of
     # `big` began, it covered nothing; then wait longer, until it is well into the search
     for delay in (4, 10, 25):
         proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", str(tmp_path),
-                                 "--no-reduction", "--no-cache", "--format", "json",
-                                 "--timeout", "120", "--jobs", "1"], cwd=ROOT,
+                                 "--no-reduction", "--core", "python", "--no-cache",
+                                 "--format", "json", "--timeout", "120", "--jobs", "1"], cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
@@ -400,8 +402,8 @@ def test_ctrl_c_keeps_what_parallel_workers_covered(tmp_path):
     the workers, which report their searches as `bounded`; a protocol done before is kept."""
     (tmp_path / "two.py").write_text(BIG_THEN_SMALL)
     proc = subprocess.Popen([sys.executable, "-m", "barrierproof", "check", str(tmp_path),
-                             "--no-reduction", "--no-cache", "--format", "json",
-                             "--timeout", "120", "--jobs", "2"], cwd=ROOT,
+                             "--no-reduction", "--core", "python", "--no-cache",
+                             "--format", "json", "--timeout", "120", "--jobs", "2"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(12)    # two workers spawned; `small` done, `big` well into its search
     proc.send_signal(signal.SIGTERM)

@@ -108,7 +108,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     if raw and not tolerate and chosen_core(core) != "python" and \
             (order == "bfs" or chosen_core(core) == "compiled") and available():
         try:
-            return explore_compiled(system, limits, ignore, progress)
+            found = explore_compiled(system, limits, ignore, progress)
+            if store_mode == "fingerprint":     # its visited set keeps whole states: no
+                found.collision_probability = 0.0   # state can be lost to a collision
+            return found
         except Refused as why:      # outside the compiled core: the Python search, the same
             refused = str(why)
     reduce = symmetry.canonicalizer() if symmetry is not None else None

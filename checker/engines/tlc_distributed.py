@@ -149,6 +149,12 @@ def status_from_messages(run) -> str:
     return "error"
 
 
+# TLCServer's own failure when a worker registers as the last states are done (its queue is
+# gone: a NullPointerException on `this.states`): a matter of timing on small models, not of
+# the spec, so the run is made once more.
+LATE_WORKER = 'because "this.states" is null'
+
+
 def run_distributed(directory: Path, root: str, options: list[str], workers: int,
                     threads: int = 1, timeout: float | None = None,
                     java_options: tuple[str, ...] = ("-XX:+UseParallelGC",),
@@ -156,6 +162,16 @@ def run_distributed(directory: Path, root: str, options: list[str], workers: int
     """Check `root` (written into `directory` by tlc.prepare_run) with a TLCServer and
     `workers` TLCWorker processes of `threads` threads each on this machine, every RMI socket
     bound to `bind`; a TlcRun."""
+    run = _run_once(directory, root, options, workers, threads, timeout, java_options, port, bind)
+    if run.status == "error" and LATE_WORKER in run.output:
+        run = _run_once(directory, root, options, workers, threads, timeout, java_options, port,
+                        bind)
+    return run
+
+
+def _run_once(directory: Path, root: str, options: list[str], workers: int, threads: int,
+              timeout: float | None, java_options: tuple[str, ...], port: int | None,
+              bind: str):
     tlc = _tlc()
     if workers < 1 or threads < 1:
         raise tlc.TlcError(f"distributed TLC needs at least one worker process of one thread, "
