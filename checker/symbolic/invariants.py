@@ -946,7 +946,6 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
         steps.append((label, pre, nxt, relevant))
     solvers: dict[int, z3.Solver] = {}
     assumed: dict[int, list[int]] = {}      # transition -> the candidates its solver assumes
-    needed: dict[int, None] = {}            # candidates some model made a solver assume
 
     def assume(t: int, keys) -> None:
         solvers[t].add(_fast_and([hypothesis[k] for k in keys]))
@@ -960,10 +959,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             sub = Substitution(variables, nxt)
             s.add(sub(_fast_and([defines[id(c)] for c in relevant])))
             solvers[t], assumed[t] = s, []
-            # the candidates it asks about, and those other transitions' models needed
-            seed = [id(c) for c in relevant]
-            asked = set(seed)
-            assume(t, seed + [k for k in needed if k not in dead and k not in asked])
+            assume(t, [id(c) for c in relevant])
         return solvers[t]
 
     around = _Neighbourhood(encoder, comp, steps, holds)
@@ -1005,7 +1001,6 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
                        and not holds[id(c)](pre_state)]
             if missing:         # a pre-state Houdini's hypotheses do not allow: assume more
                 assume(t, missing)
-                needed.update(dict.fromkeys(missing))
                 continue
             values = tuple(m.eval(x, model_completion=True).as_long() for x in nxt)
             gone = {id(c) for c in goals if not holds[id(c)](values)}
