@@ -914,15 +914,8 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     it (the pre-state satisfies it and nothing it reads changes), so the transition's query
     asks only whether one of the candidates over what it writes breaks. Its unsat core names
     the candidates the answer rests on: the transition is asked again only when one of them is
-    dropped (a query under fewer hypotheses about fewer candidates).
-
-    The hypotheses are assumed lazily: a transition's solver first assumes only the candidates
-    it asks about, and a model whose pre-state breaks an alive candidate it did not assume
-    (evaluated on the compiled candidates) adds those to what it assumes and asks again. So a
-    candidate is dropped only on a pre-state that satisfies every alive candidate (as with all
-    of them assumed), and an unsat answer under fewer hypotheses holds under all of them; each
-    query only carries the hypotheses it needs (thousands of assumed facts cost Z3 per query).
-    Returns (the inductive candidates, why undecided or None, the number of queries)."""
+    dropped (a query under fewer hypotheses about fewer candidates). Returns (the inductive
+    candidates, why undecided or None, the number of queries)."""
     variables = encoder.vars
     nf = len(encoder.system.frozen)
     reads = {id(c): {int(x) for x in _STATE_INDEX.findall(comp.expr(c.formula))}
@@ -933,8 +926,9 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     # conjunction, and `f_i == candidate_i` (substituted per transition in one call).
     ctx = variables[0].ctx
     ref = ctx.ref()
-    hypothesis = {id(c): z3.BoolRef(z3.Z3_mk_implies(ref, lits[id(c)].as_ast(),
-                                                     c.formula.as_ast()), ctx) for c in alive}
+    hypotheses = _fast_and([z3.BoolRef(z3.Z3_mk_implies(ref, lits[id(c)].as_ast(),
+                                                         c.formula.as_ast()), ctx)
+                            for c in alive])
     flags = {id(c): z3.Bool(f"f!{i}") for i, c in enumerate(alive)}
     broken = {id(c): z3.Not(flags[id(c)]) for c in alive}
     defines = {id(c): z3.BoolRef(z3.Z3_mk_eq(ref, flags[id(c)].as_ast(), c.formula.as_ast()),
@@ -945,21 +939,15 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
         relevant = [c for c in alive if reads[id(c)] & writes]
         steps.append((label, pre, nxt, relevant))
     solvers: dict[int, z3.Solver] = {}
-    assumed: dict[int, list[int]] = {}      # transition -> the candidates its solver assumes
-
-    def assume(t: int, keys) -> None:
-        solvers[t].add(_fast_and([hypothesis[k] for k in keys]))
-        assumed[t].extend(keys)
 
     def solver_of(t: int) -> z3.Solver:
         if t not in solvers:
             label, pre, nxt, relevant = steps[t]
             s = z3.Solver()
-            s.add(encoder.init_body, *encoder.sane, pre)
+            s.add(encoder.init_body, *encoder.sane, pre, hypotheses)
             sub = Substitution(variables, nxt)
             s.add(sub(_fast_and([defines[id(c)] for c in relevant])))
-            solvers[t], assumed[t] = s, []
-            assume(t, [id(c) for c in relevant])
+            solvers[t] = s
         return solvers[t]
 
     around = _Neighbourhood(encoder, comp, steps, holds)
@@ -986,7 +974,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             s.add(z3.Implies(goal, _fast_or([broken[id(c)] for c in goals])))
             s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
             checks += 1
-            r = _fast_check(s, [goal] + [lits[k] for k in assumed[t] if k not in dead])
+            r = _fast_check(s, [goal] + [lits[id(c)] for c in alive if id(c) not in dead])
             if r == z3.unsat:
                 cores[t] = {by_lit[x.get_id()] for x in s.unsat_core()
                             if x.get_id() in by_lit}
@@ -995,13 +983,6 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
                 return ([c for c in alive if id(c) not in dead],
                         f"{label}: {s.reason_unknown()}", checks)
             m = s.model()
-            pre_state = tuple(m.eval(x, model_completion=True).as_long() for x in variables)
-            unassumed = set(assumed[t])
-            missing = [id(c) for c in alive if id(c) not in dead and id(c) not in unassumed
-                       and not holds[id(c)](pre_state)]
-            if missing:         # a pre-state Houdini's hypotheses do not allow: assume more
-                assume(t, missing)
-                continue
             values = tuple(m.eval(x, model_completion=True).as_long() for x in nxt)
             gone = {id(c) for c in goals if not holds[id(c)](values)}
             if not gone:     # (never expected) fall back to Z3's evaluation of the flags
@@ -1013,6 +994,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             dead |= gone
             # The model's pre-state satisfies every alive candidate: so may its successors
             # by other transitions; each successor that breaks a candidate drops it too.
+            pre_state = tuple(m.eval(x, model_completion=True).as_long() for x in variables)
             more = around.drops(pre_state, {id(c) for c in alive} - dead)
             dead |= more
             gone |= more
