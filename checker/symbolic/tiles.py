@@ -77,6 +77,7 @@ from ...model import primitives as K
 from ...model.expr import mk, mk_not, stmt_vars, substitute
 from ...model.ir import (Const, Expr, Kernel, Loop, ModelError, Op, Var, WarpRegion, When,
                          evaluate, free_vars, iter_ops, walk)
+from .named_tiles import HOW as NAMED_HOW, is_named_tile, why_not_named
 from .terms import Unsupported, z_bool, z_int
 
 # The Pallas operations the argument is made for (module doc, condition 1).
@@ -350,6 +351,14 @@ def why_not(kernel: Kernel, loop: Loop, fixed: Mapping[str, int], symbolic: Sequ
             extra=()) -> str | None:
     """None when the tiles of `loop` are separated by the kernel's synchronization (conditions
     1-3 of the module doc), else what fails."""
+    if is_named_tile(loop):
+        # hardware barriers: tiles closed by a sync of the whole block (named_tiles.py)
+        try:
+            facts = _Facts(kernel, symbolic, fixed, extra)
+        except (Unsupported, ModelError) as err:
+            return str(err)
+        return why_not_named(kernel, loop, fixed, facts, lambda j: _program(
+            loop.body, kernel.thread_axis, j, fixed))
     axis, why = _pair_axis(kernel, fixed)
     if why is not None:
         return why
@@ -464,8 +473,9 @@ def prove_tiles(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
                             f"without that: {proof.reason}")
         return proof
     tile = one_tile(kernel, loop, name)
-    how = (f"per tile ({name}): every tile runs from a reset barrier state, ordered after the previous "
-           "tile by the kernel's own waits (checker/symbolic/tiles.py), so one tile is checked")
+    how = (f"per tile ({name}): " + (NAMED_HOW if is_named_tile(loop) else
+           "every tile runs from a reset barrier state, ordered after the previous tile by "
+           "the kernel's own waits (checker/symbolic/tiles.py)") + ", so one tile is checked")
     if rest:
         proof = prove(tile, rest, fixed, timeout)
         proof.cases = proof.cases + [how + " for every size"]
