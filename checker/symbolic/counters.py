@@ -97,6 +97,7 @@ class CRole:
     size: z3.ArithRef
     segments: list[CSegment]
     single: bool = False                  # provably one thread: explicit encoding
+    block: tuple | None = None            # the block its threads run in (a cluster)
 
 
 @dataclass
@@ -104,6 +105,9 @@ class CInst:
     name: str
     expected: z3.ArithRef
     hw: bool = False                      # a lowered named barrier (hw.py): no BP104 at exit
+    block: tuple | None = None            # the block whose shared memory holds it
+    alloc: str = ""                       # the allocation it is an instance of
+    peer_exit: bool = False               # other blocks' arrivals on it are BP146 obligations
 
 
 @dataclass

@@ -63,6 +63,7 @@ import z3
 
 from ...model.ir import MAX_TX
 from . import queue_order
+from .peer_exit import peer_exit_conditions
 from .semaphores import SEM_SIGNAL, SEM_TAKE, SEM_WAITS
 from .work import checked
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, WAIT,
@@ -836,6 +837,7 @@ class Encoder:
         self.bad.append(("late-join (BP102)", self.late_join(cur)))
         self.bad.append(("phase-ahead (BP101)", self.phase_ahead(cur)))
         self.bad.append(("exit (BP103/BP104/BP105/BP130)", self.exit_bad(cur)))
+        self.bad += peer_exit_conditions(self, cur)
         if sysm.progress:
             self.bad.append(("progress (deadlock)", self.progress_bad(cur)))
         if sysm.cells:

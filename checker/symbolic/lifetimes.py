@@ -55,9 +55,10 @@ def reaches_peer(op: Op) -> bool:
                                 or bool(op.collective_axes) or op.kind == K.ASYNC_STORE_SMEM)
 
 
-def peer_lifetime_gap(kernel: Kernel) -> str | None:
+def peer_lifetime_gap(kernel: Kernel, encoded: frozenset = frozenset()) -> str | None:
     """None when BP146 follows from the other rules for `kernel` (lemma 1 or 2 for every barrier
-    a peer reaches), else why it does not."""
+    a peer reaches, or the class systems' peer-exit condition proved for the barriers in
+    `encoded`, peer_exit.py), else why it does not."""
     reached = [op for op in kernel.ops() if reaches_peer(op)]
     if not reached:
         return None
@@ -67,12 +68,45 @@ def peer_lifetime_gap(kernel: Kernel) -> str | None:
         if synced is not None and op.kind in THREAD_KINDS and name != synced:
             continue                                                  # lemma 2
         why = _untraced(kernel, name)                                 # lemma 1
+        if why and op.kind in THREAD_KINDS and name in encoded:
+            continue                                                  # peer_exit.py
         if why:
             sync = ("" if op.kind not in THREAD_KINDS else
                     "; nor does the kernel end with a cluster-wide barrier_arrive + "
                     "barrier_wait on a ClusterBarrier in every thread")
             return f"`{name}` is reached from a peer block ({op.loc}) and {why}{sync}"
     return None
+
+
+def peer_exit_obligations(kernel: Kernel) -> frozenset[str]:
+    """The barriers whose arrivals from peer blocks neither lemma covers: their class systems
+    carry BP146 as an error condition (peer_exit.py). Only a thread's own arrivals are
+    encoded there; a barrier also reached by a landing keeps its gap."""
+    synced = _final_cluster_sync(kernel)
+    out = set()
+    for op in kernel.ops():
+        if not reaches_peer(op) or op.kind not in THREAD_KINDS:
+            continue
+        name = op.barrier.alloc.name
+        if synced is not None and name != synced:
+            continue
+        if _untraced(kernel, name):
+            out.add(name)
+    return frozenset(out)
+
+
+def bp146_note(kernel: Kernel, encoded: frozenset) -> str:
+    """How a proof decided BP146 (for the verdict's notes)."""
+    mine = sorted(encoded & peer_exit_obligations(kernel))
+    if not mine:
+        return ("BP146 (peer-exited) follows from the proved exit rules: every barrier a peer "
+                "block reaches is driven by Pallas operations only, or released by a final "
+                "cluster sync (checker/symbolic/lifetimes.py)")
+    return ("BP146 (peer-exited) proved by Z3 as an error condition of the class systems for "
+            f"the peer arrivals on {', '.join(f'`{n}`' for n in mine)} (no thread arrives on a "
+            "peer block's barrier once the peer's threads have finished: "
+            "checker/symbolic/peer_exit.py), and from the proved exit rules for the rest "
+            "(checker/symbolic/lifetimes.py)")
 
 
 def _untraced(kernel: Kernel, name: str) -> str | None:

@@ -26,6 +26,7 @@ from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, I
                        WAIT_PARITY, WAIT_PHASE, AsyncSlot, CInst, COp, CounterSystem, CRole,
                        CSegment)
 from .hw import SYNC_ARRIVAL, is_named_barrier
+from .lifetimes import peer_exit_obligations
 from .semaphores import semaphore_cops
 from .strides import ring_step_reason
 from .plain import Plain as _Plain
@@ -552,6 +553,7 @@ if set(_ENCODINGS) != kinds.COUNTER_OPS:
 
 def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, ClassBuilder]]:
     built = []
+    peer_exit = peer_exit_obligations(self.kernel)
     for cls in self.classes:
         cls.thresholds = []
         builder = ClassBuilder(self, cls)
@@ -559,7 +561,7 @@ def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, C
         for role in self.roles:
             segs = builder.segments(role)
             if segs:
-                croles.append(CRole(role.name, role.size, segs, role.single))
+                croles.append(CRole(role.name, role.size, segs, role.single, role.block))
         built.append((cls, croles, builder))
     out = []
     for cls, croles, builder in built:
@@ -569,7 +571,9 @@ def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, C
         if cls.ring is not None:
             frozen += [cls.s] + [u for _, u in cls.thresholds]
             constraints += [cls.ring >= 1, cls.s >= 0, cls.s < cls.ring] + builder.facts()
-        insts = [CInst(n, e, is_named_barrier(key[0]))
+        # BP146 encoded where lifetimes.py's lemmas do not give it (peer_exit.py)
+        insts = [CInst(n, e, is_named_barrier(key[0]), key[2], key[0].name,
+                       key[0].name in peer_exit)
                  for n, e, key in zip(cls.names, cls.expected, cls.instances)]
         system = CounterSystem(f"{self.kernel.name}:{cls.name}", frozen, constraints, insts,
                                builder.slots, croles,

@@ -14,6 +14,7 @@ class ClassProof:
     reason: str = ""
     invariant_size: int = 0
     samples: int = 0
+    peer_exit: tuple[str, ...] = ()     # barriers whose BP146 condition it proves (peer_exit.py)
 
 
 @dataclass

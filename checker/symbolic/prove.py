@@ -206,7 +206,7 @@ from .signs import sign_cases
 from .queue_tail import drain_cases
 from .stride_split import stride_cases, stride_mismatch
 from .init_prefix import publish_inits
-from .lifetimes import peer_lifetime_gap
+from .lifetimes import bp146_note, peer_lifetime_gap
 from .tiles import promotable, prove_tiles
 from .work import charge as charge_work
 from .chc import prove_class
@@ -573,7 +573,8 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
     if result is None:
         return "unknown", f"{cls.name}: {budget.spent_text()}"
     proofs.append(ClassProof(cls.name, result.status, seconds, result.reason,
-                             len(result.invariant), len(small.states)))
+                             len(result.invariant), len(small.states),
+                             tuple(sorted({i.alloc for i in system.instances if i.peer_exit}))))
     if result.status != "proved":
         status = "unknown" if result.status == "unknown" else "failed"
         return status, f"{cls.name}: {result.reason}"
@@ -1065,7 +1066,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         # a cluster barrier used in arrive-wait pairs is a ClusterBarrier of the proof, and
         # BP145 holds by the pairing itself (cluster_sync.py)
         paired = uses_cluster_barrier(kernel) and alternates(kernel) is None
-        gap = peer_lifetime_gap(lower_cluster_sync(kernel) if paired else kernel)
+        encoded = frozenset(a for c in proof.classes if c.status == "proved" for a in c.peer_exit)
+        gap = peer_lifetime_gap(lower_cluster_sync(kernel) if paired else kernel, encoded)
         left_open = undecided(kernel, "symbolic", options.ignored(),
                               also_decided=(() if gap else ("BP146",))
                               + (("BP145",) if paired else ()))
@@ -1097,8 +1099,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                          "cluster barrier is proved as a ClusterBarrier of one arrival per "
                          "thread (checker/symbolic/cluster_sync.py)")
         if "BP146" in in_play(kernel) and "BP146" not in options.ignored():
-            notes.append("BP146 (peer-exited) follows from the proved exit rules: every barrier "
-                         "a peer block reaches is driven by Pallas operations only")
+            notes.append(bp146_note(lower_cluster_sync(kernel) if paired else kernel, encoded))
         side = list(dict.fromkeys(proof.side_conditions + (races.side_conditions if races
                                                            else [])))
         if side:
