@@ -1,0 +1,140 @@
+"""BP146 (peer-exited) proved by Z3 as an error condition of the class systems
+(checker/symbolic/peer_exit.py) for PTX arrivals into a peer block, which lifetimes.py's lemmas
+do not cover; a remote arrival that can come after the peer's exit is refuted at its smallest
+breaking value, the explorer agreeing."""
+
+import json
+
+import pytest
+
+from barrierproof.checker.check import check_kernel
+from barrierproof.checker.symbolic.lifetimes import peer_exit_obligations
+from barrierproof.cli import main
+from barrierproof.loader import resolve
+
+SOURCE = '''from barrierproof import protocol
+
+
+def _exchange(k, steps, drain_last=True):
+    k.cluster(x=2)
+    k.threads(1, name="wg")
+    k.assume(steps >= 0)
+    full = k.Barrier(num_arrivals=1)      # the peer's: the leader arrives on it remotely
+    empty = k.Barrier(num_arrivals=1)     # the leader's: the peer arrives on it remotely
+    with k.loop(steps) as i:
+        with k.when(k.block("x") == 0):
+            if drain_last:
+                k.arrive(full.on(1))
+                k.barrier_wait(empty)
+            else:
+                with k.when(i > 0):
+                    k.barrier_wait(empty)
+                k.arrive(full.on(1))
+        with k.otherwise():
+            k.barrier_wait(full)
+            k.arrive(empty.on(0))
+
+
+@protocol(expect="verified", symbolic=("steps",))
+def peer_releases_into_leader(k, steps=2):
+    """Each step the leader fills the peer's `full` and waits for the peer's release on its own
+    `empty`: both remote arrivals come before the block they reach is done."""
+    _exchange(k, steps)
+
+
+@protocol(expect="violation:BP146", symbolic=("steps",))
+def leader_skips_last_drain(k, steps=2):
+    """The leader waits for the previous step's release before filling (never for the last):
+    the peer's last release can reach the leader after it exited."""
+    _exchange(k, steps, drain_last=False)
+
+
+@protocol(expect="violation:BP146", symbolic=("steps",))
+def peer_leaves_before_release(k, steps=2):
+    """The peer signals the leader but never waits for the release: the leader's remote
+    arrive can reach the peer after it exited."""
+    k.cluster(x=2)
+    k.threads(1, name="wg")
+    k.assume(steps >= 0)
+    ready = k.ClusterBarrier(collective_axes="x", leader_tracked=True)
+    released = k.Barrier(num_arrivals=1)
+    with k.loop(steps):
+        k.barrier_arrive(ready)
+        with k.when(k.block("x") == 0):
+            k.barrier_wait(ready)
+            k.arrive(released.on(1))
+'''
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    path = tmp_path_factory.mktemp("peer") / "peer_exit.py"
+    path.write_text(SOURCE)
+    return str(path)
+
+
+def _prove(capsys, target):
+    code = main(["prove", target, "--format", "json", "--no-cache", "--timeout", "60"])
+    (report,) = json.loads(capsys.readouterr().out)
+    return code, report
+
+
+def _kernel(source, name):
+    (target,) = resolve(f"{source}::{name}")
+    return target.build()
+
+
+@pytest.mark.parametrize("target", ["examples/patterns/leader_tracked.py::"
+                                    "leader_collects_both_blocks", "peer_releases_into_leader"])
+def test_ptx_arrivals_into_a_peer_are_proved_for_every_step_count(source, capsys, target):
+    if "::" not in target:
+        target = f"{source}::{target}"
+    code, report = _prove(capsys, target)
+    assert (code, report["verdict"]) == (0, "proved"), report
+    (note,) = [n for n in report["notes"] if n.startswith("BP146")]
+    assert "proved by Z3 as an error condition" in note and "peer_exit.py" in note
+    path, name = target.split("::")
+    kernel = _kernel(path, name)
+    assert peer_exit_obligations(kernel)
+    for steps in range(5):
+        assert check_kernel(kernel, {"steps": steps}).verdict == "verified", steps
+
+
+@pytest.mark.parametrize("name", ["leader_skips_last_drain", "peer_leaves_before_release"])
+def test_a_remote_arrival_after_the_peers_exit_is_refuted_at_its_smallest_value(
+        source, capsys, name):
+    kernel = _kernel(source, name)
+    assert check_kernel(kernel, {"steps": 0}).verdict == "verified"
+    assert check_kernel(kernel, {"steps": 1}).label == "violation:BP146"
+    code, report = _prove(capsys, f"{source}::{name}")
+    assert (code, report["verdict"], report["params"]) == (1, "violation", {"steps": 1})
+    assert report["diagnostics"][0]["code"] == "BP146"
+
+
+def test_the_encoded_condition_is_checked_and_not_vacuous(source, capsys, monkeypatch):
+    """The proof of peer_releases_into_leader discharges one peer-exit condition per remote
+    arrival site, each satisfiable by some valuation of the class system's variables (so it is
+    the invariant, not the condition, that excludes it)."""
+    import z3
+    from barrierproof.checker.symbolic import encode
+    labels = []
+    original = encode.peer_exit_conditions
+
+    def capture(enc, st):
+        found = original(enc, st)
+        for label, cond in found:
+            solver = z3.Solver(ctx=cond.ctx)
+            solver.add(enc.init_body, cond)
+            assert solver.check() == z3.sat, label
+            labels.append(label)
+        return found
+
+    monkeypatch.setattr(encode, "peer_exit_conditions", capture)
+    code, report = _prove(capsys, f"{source}::peer_releases_into_leader")
+    assert report["verdict"] == "proved"
+    labels = sorted(set(labels))
+    assert sorted(labels) == [
+        "peer-exit (BP146): arrive(empty@block(0)) by b1.wg0 reaches block 0 after its threads "
+        "exited",
+        "peer-exit (BP146): arrive(full@block(1)) by b0.wg0 reaches block 1 after its threads "
+        "exited"]
