@@ -4,6 +4,7 @@ the explorer agreeing on a grid; tiles whose named barriers run their phases acr
 refused and refuted at their smallest breaking sizes."""
 
 import json
+import os
 import types
 
 import pytest
@@ -12,6 +13,7 @@ from barrierproof.checker.check import check_kernel
 from barrierproof.checker.symbolic.tiles import tile_loop, why_not
 from barrierproof.cli import main
 from barrierproof.loader import resolve
+from conftest import ROOT
 
 SOURCE = '''from barrierproof import protocol
 
@@ -92,15 +94,18 @@ def _kernel(source, name):
     return target.build()
 
 
-@pytest.mark.parametrize("name", ["epilogue_after_k_loop", "syncthreads_epilogue"])
+@pytest.mark.parametrize("name", ["epilogue_after_k_loop", "syncthreads_epilogue",
+                                  "examples/prove_field.py::named_barriers_nested_tile_k"])
 def test_named_barrier_tiles_are_proved_for_every_size_and_the_explorer_agrees(
         source, capsys, name):
-    code, report = _prove(capsys, f"{source}::{name}")
+    path, name = name.split("::") if "::" in name else (source, name)
+    path = os.path.join(ROOT, path)
+    code, report = _prove(capsys, f"{path}::{name}")
     assert (code, report["verdict"]) == (0, "proved"), report
     assert "all tiles, ksteps" in report["coverage"]
     (how,) = [n for n in report["notes"] if n.startswith("per tile (tiles)")]
     assert "checked by Z3" in how and "named_tiles.py" in how
-    kernel = _kernel(source, name)
+    kernel = _kernel(path, name)
     for tiles in range(4):
         for ksteps in range(4):
             found = check_kernel(kernel, {"tiles": tiles, "ksteps": ksteps})

@@ -4,6 +4,7 @@ do not cover; a remote arrival that can come after the peer's exit is refuted at
 breaking value, the explorer agreeing."""
 
 import json
+import os
 
 import pytest
 
@@ -11,6 +12,7 @@ from barrierproof.checker.check import check_kernel
 from barrierproof.checker.symbolic.lifetimes import peer_exit_obligations
 from barrierproof.cli import main
 from barrierproof.loader import resolve
+from conftest import ROOT
 
 SOURCE = '''from barrierproof import protocol
 
@@ -87,8 +89,7 @@ def _kernel(source, name):
 @pytest.mark.parametrize("target", ["examples/patterns/leader_tracked.py::"
                                     "leader_collects_both_blocks", "peer_releases_into_leader"])
 def test_ptx_arrivals_into_a_peer_are_proved_for_every_step_count(source, capsys, target):
-    if "::" not in target:
-        target = f"{source}::{target}"
+    target = os.path.join(ROOT, target) if "::" in target else f"{source}::{target}"
     code, report = _prove(capsys, target)
     assert (code, report["verdict"]) == (0, "proved"), report
     (note,) = [n for n in report["notes"] if n.startswith("BP146")]

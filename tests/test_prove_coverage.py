@@ -70,9 +70,7 @@ ACCOUNTED = {
     "examples/prove_field.py::umma_pipeline_without_producer_tail": T_FIELD,
     "examples/prove_field.py::fa3_round_robin_tokens": T_FIELD,
     "examples/prove_field.py::arrive_drop_early_exit": T_FIELD,
-    "examples/prove_field.py::named_barriers_nested_tile_k":
-        "not proved: a sync per tile that both roles join, beside K loops inside role branches "
-        "(nested.py and pertile.py take one K loop right in the tile loop)",
+    "examples/prove_field.py::named_barriers_nested_tile_k": "test_named_tiles.py",
     "examples/prove_field.py::persistent_ceil_tiles": T_FIELD,
     "examples/prove_field.py::split_k_cluster_synchronized": T_FIELD,
     "examples/prove_field.py::mbarrier_handoff_then_syncthreads": T_FIELD,
@@ -86,9 +84,7 @@ ACCOUNTED = {
         "not proved: work budget (the class system of a 2-block cluster ring; bench/SYMBOLIC.md)",
     "examples/patterns/flash_attention.py::fa3_forward_pingpong": T_SYMBOLIC,
     "examples/patterns/hopper_ws.py::hopper_ws_matmul": T_SYMBOLIC,
-    "examples/patterns/leader_tracked.py::leader_collects_both_blocks":
-        "not proved: BP146 open (a PTX arrive into the peer's barrier, an instance the peer "
-        "may not have joined; lifetimes.py, bench/SYMBOLIC.md)",
+    "examples/patterns/leader_tracked.py::leader_collects_both_blocks": "test_peer_exit.py",
     "examples/patterns/mbarrier_init.py::tma_ring_init_fenced_and_synced": T_INIT,
     "examples/patterns/ordered_sequence.py::ordered_sequence_2wg": T_SYMBOLIC,
     "examples/patterns/ordered_sequence.py::ordered_sequence_2wg_as_in_cutlass": T_SYMBOLIC,
