@@ -5,8 +5,8 @@ anything.
 The protocols here are a cluster-launch-control loop of two blocks in the style of Triton TLX's
 (block 0 answers tile requests for both blocks; block 1's consumer releases each answer with a
 remote arrive on block 0's barriers). After the final "no more work" answer, block 1 still
-arrives on a barrier of block 0, which may have exited: BP146, a rule the class systems of the
-prover do not encode."""
+arrives on a barrier of block 0, which may have exited: BP146, which lifetimes.py's lemmas do not
+give for a PTX arrive, so the class systems carry it as an error condition (peer_exit.py)."""
 
 from __future__ import annotations
 
@@ -123,21 +123,25 @@ def test_the_explorer_finds_the_trailing_remote_arrive():
 
 
 def test_prove_never_proves_what_the_explorer_refutes():
-    """Before the explorer net, `prove` said `proved` here: the class systems have no BP146."""
+    """Before the explorer net, `prove` said `proved` here: the class systems had no BP146.
+    Now their peer-exit condition is reached, and the explorer gives the trace."""
     v = _prove(clc_trailing_remote_arrive)
     assert v.verdict == "violation" and v.codes == ["BP146"], v.coverage
     assert v.trace is not None                         # replayed on the interpreter
-    assert any("does not decide" in n for n in v.notes)
+    assert any("reaches `peer-exit (BP146)" in n for n in v.notes)
 
 
-def test_a_rule_left_open_at_every_small_point_is_unknown_naming_the_rule():
-    """Broken only from three tiles on: beyond the explorer's smallest points, so neither a
-    violation nor a proof; the verdict names the open rule."""
-    assert check_kernel(clc_trailing_remote_arrive_from_three_tiles.build()).codes == ["BP146"]
+def test_a_violation_beyond_the_smallest_points_is_refuted_through_the_encoded_rule():
+    """Broken only from three tiles on: beyond the explorer's smallest points (it used to be
+    `unknown`, BP146 open). The class system reaches its peer-exit condition at tiles = 3, and
+    the bounded search confirms it there, the smallest breaking value."""
+    kernel = clc_trailing_remote_arrive_from_three_tiles.build()
+    assert [check_kernel(kernel, {"tiles": t}).verdict for t in range(3)] == ["verified"] * 3
+    assert check_kernel(kernel, {"tiles": 3}).codes == ["BP146"]
     v = _prove(clc_trailing_remote_arrive_from_three_tiles)
-    assert v.verdict == "unknown", v.coverage
-    assert "except BP146" in v.coverage and "tiles=0; tiles=1" in v.coverage
-    assert any("--ignore BP146" in n for n in v.notes)
+    assert v.verdict == "violation" and v.codes == ["BP146"], v.coverage
+    assert v.params == {"tiles": 3}
+    assert any("peer-exit (BP146)" in n and "{'tiles': 3}" in n for n in v.notes)
 
 
 def test_an_ignored_open_rule_leaves_the_proof_of_the_others():

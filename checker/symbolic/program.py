@@ -27,6 +27,7 @@ from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, I
                        CSegment)
 from .hw import SYNC_ARRIVAL, is_named_barrier
 from .lifetimes import peer_exit_obligations
+from .peer_exit import ENCODED as PEER_EXIT_ENCODED
 from .semaphores import semaphore_cops
 from .strides import ring_step_reason
 from .plain import Plain as _Plain
@@ -553,7 +554,7 @@ if set(_ENCODINGS) != kinds.COUNTER_OPS:
 
 def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, ClassBuilder]]:
     built = []
-    peer_exit = peer_exit_obligations(self.kernel)
+    peer_exit = peer_exit_obligations(self.kernel) if PEER_EXIT_ENCODED.get() else frozenset()
     for cls in self.classes:
         cls.thresholds = []
         builder = ClassBuilder(self, cls)

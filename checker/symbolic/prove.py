@@ -207,6 +207,7 @@ from .queue_tail import drain_cases
 from .stride_split import stride_cases, stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import bp146_note, peer_lifetime_gap
+from .peer_exit import ENCODED as PEER_EXIT_ENCODED
 from .tiles import promotable, prove_tiles
 from .work import charge as charge_work
 from .chc import prove_class
@@ -1019,11 +1020,16 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                       f"outside the supported fragment: {err}")
     if published is not None:
         # a case or a tile gets its share `t` of the budget, within what the run has left
-        proof = prove_by_cases(without_memory(published), symbolic, fixed, timeout,
-                               lambda k, s, f, t: prove_tiles(
-                                   k, s, f, t, lambda k, s, f, t: prove(
-                                       k, s, f, budget=Budget(t, parent=budget)),
-                                   check_case), check_case)
+        # BP146 is an error condition of the class systems unless ignored (peer_exit.py)
+        encoding = PEER_EXIT_ENCODED.set("BP146" not in options.ignored())
+        try:
+            proof = prove_by_cases(without_memory(published), symbolic, fixed, timeout,
+                                   lambda k, s, f, t: prove_tiles(
+                                       k, s, f, t, lambda k, s, f, t: prove(
+                                           k, s, f, budget=Budget(t, parent=budget)),
+                                       check_case), check_case)
+        finally:
+            PEER_EXIT_ENCODED.reset(encoding)
     conditions = _conditions_text(kernel, symbolic)
     races = None
     if proof.status == "proved" and races_open:
