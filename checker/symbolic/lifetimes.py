@@ -29,6 +29,10 @@ proved), and B's threads exit only after that. A thread reaches into a peer's sh
 its own operations before its arrive on C, in program order, so no block it reaches has exited
 then. This covers a thread's own operations only; asynchronous deliveries into peers (multicast
 shares, peer stores, collective commits) may land after the sync, so their barriers need lemma 1.
+
+Where neither lemma covers a thread's own arrival on a peer's barrier (a PTX `arrive`), the
+class system of that barrier carries BP146 as an error condition instead (peer_exit.py,
+`peer_exit_obligations` names the barriers), and the proof decides it.
 """
 
 from __future__ import annotations
