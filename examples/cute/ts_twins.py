@@ -1,0 +1,179 @@
+"""A persistent Blackwell GEMM written as CuTe DSL pipelines, the twin of the task-scheduling
+(TS) kernel of bench/ts_gemm.py: the same warps (epilogue 0, MMA 1, TMA 2), the same rings (a
+two-stage `PipelineTmaUmma` for A/B, a two-stage `PipelineUmmaAsync` accumulator that every
+epilogue thread releases) and the same bugs. bench/nvidia_checker.py checks each pair with
+NVIDIA's exhaustive checker (the TS form, at a fixed tile count) and with barrierproof (this
+form, from its MLIR: `check` at the same tile count and K, `prove` for every tile count and K).
+
+The tile count and K are set at run time (C's M extent, A's K extent), so the frontend reads
+the scheduler's loop and the K loop as loops over the parameters `tiles` and `k_tiles`.
+"""
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.blackwell_helpers as sm100_utils
+from cutlass.cute.nvgpu import cpasync, tcgen05
+from cutlass.cute.runtime import make_fake_compact_tensor
+
+TILE_M, TILE_N, TILE_K = 128, 128, 64
+AB_STAGES, ACC_STAGES = 2, 2
+EPILOGUE_WARP, MMA_WARP, TMA_WARP = 0, 1, 2
+
+EXPECT = {
+    "persistent_gemm": "verified",
+    "persistent_gemm_released_before_the_mma": "violation:BP200",
+    "persistent_gemm_acc_counted_in_warps": "violation:BP121",
+    "persistent_gemm_acc_never_released": "violation:BP100",
+}
+
+
+@cute.struct
+class SharedStorage:
+    ab_bars: cute.struct.MemRange[cutlass.Int64, 2 * AB_STAGES]
+    acc_bars: cute.struct.MemRange[cutlass.Int64, 2 * ACC_STAGES]
+
+
+@cute.kernel
+def gemm_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor,
+                tma_b: cute.CopyAtom, mB: cute.Tensor, a_layout: cute.ComposedLayout,
+                b_layout: cute.ComposedLayout, schedule: utils.PersistentTileSchedulerParams,
+                release_first: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
+                release_acc: cutlass.Constexpr):
+    warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    smem = cutlass.utils.SmemAllocator()
+    storage = smem.allocate(SharedStorage)
+    sA = smem.allocate_tensor(cutlass.Float16, a_layout.outer, byte_alignment=1024,
+                              swizzle=a_layout.inner)
+    sB = smem.allocate_tensor(cutlass.Float16, b_layout.outer, byte_alignment=1024,
+                              swizzle=b_layout.inner)
+    stage_tx = cute.size_in_bytes(cutlass.Float16, cute.slice_(a_layout, (None, None, None, 0))) \
+        + cute.size_in_bytes(cutlass.Float16, cute.slice_(b_layout, (None, None, None, 0)))
+    ab = pipeline.PipelineTmaUmma.create(
+        barrier_storage=storage.ab_bars.data_ptr(), num_stages=AB_STAGES,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
+        tx_count=stage_tx)
+    acc_ring = pipeline.PipelineUmmaAsync.create(
+        barrier_storage=storage.acc_bars.data_ptr(), num_stages=ACC_STAGES,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, acc_consumers))
+    thr_mma = tiled_mma.get_slice(0)
+    gA = cute.local_tile(mA, (TILE_M, TILE_N, TILE_K), (0, 0, None), proj=(1, None, 1))
+    k_tiles = cute.size(gA, mode=[2])
+    gB = cute.local_tile(mB, (TILE_M, TILE_N, TILE_K), (0, 0, None), proj=(None, 1, 1))
+    tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
+                                       cute.group_modes(sA, 0, 3),
+                                       cute.group_modes(thr_mma.partition_A(gA), 0, 3))
+    tBsB, tBgB = cpasync.tma_partition(tma_b, 0, cute.make_layout(1),
+                                       cute.group_modes(sB, 0, 3),
+                                       cute.group_modes(thr_mma.partition_B(gB), 0, 3))
+    scheduler = utils.StaticPersistentTileScheduler.create(schedule, cute.arch.block_idx(),
+                                                           cute.arch.grid_dim())
+
+    if warp_idx == TMA_WARP:
+        write = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, AB_STAGES)
+        work = scheduler.initial_work_tile_info()
+        while work.is_valid_tile:
+            for k in cutlass.range(k_tiles):
+                ab.producer_acquire(write)
+                full = ab.producer_get_barrier(write)
+                cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, write.index)], tma_bar_ptr=full)
+                cute.copy(tma_b, tBgB[(None, k)], tBsB[(None, write.index)], tma_bar_ptr=full)
+                write.advance()
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+        ab.producer_tail(write)
+
+    if warp_idx == MMA_WARP:
+        tCrA = tiled_mma.make_fragment_A(sA)
+        tCrB = tiled_mma.make_fragment_B(sB)
+        acc = tiled_mma.make_fragment_C(tiled_mma.partition_shape_C((TILE_M, TILE_N)))
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, AB_STAGES)
+        acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, ACC_STAGES)
+        work = scheduler.initial_work_tile_info()
+        while work.is_valid_tile:
+            acc_ring.producer_acquire(acc_state)
+            for k in cutlass.range(k_tiles):
+                ab.consumer_wait(read)
+                if cutlass.const_expr(release_first):
+                    ab.consumer_release(read)        # commits the earlier stages' MMAs only
+                for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                              tCrB[(None, None, kb, read.index)], acc)
+                if cutlass.const_expr(not release_first):
+                    ab.consumer_release(read)        # arrives when these MMAs are done
+                read.advance()
+            acc_ring.producer_commit(acc_state)
+            acc_state.advance()
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+        acc_ring.producer_tail(acc_state)
+
+    if warp_idx == EPILOGUE_WARP:
+        acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, ACC_STAGES)
+        work = scheduler.initial_work_tile_info()
+        while work.is_valid_tile:
+            acc_ring.consumer_wait(acc_state)
+            # tcgen05.ld of the accumulator stage, then the stores to C
+            if cutlass.const_expr(release_acc):
+                acc_ring.consumer_release(acc_state)
+            acc_state.advance()
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+
+
+@cute.jit
+def gemm_host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
+              release_first: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
+              release_acc: cutlass.Constexpr):
+    tiled_mma = sm100_utils.make_trivial_tiled_mma(
+        cutlass.Float16, tcgen05.OperandMajorMode.K, tcgen05.OperandMajorMode.K,
+        cutlass.Float32, tcgen05.CtaGroup.ONE, (TILE_M, TILE_N))
+    tile = (TILE_M, TILE_N, TILE_K)
+    a_layout = sm100_utils.make_smem_layout_a(tiled_mma, tile, cutlass.Float16, AB_STAGES)
+    b_layout = sm100_utils.make_smem_layout_b(tiled_mma, tile, cutlass.Float16, AB_STAGES)
+    op = cpasync.CopyBulkTensorTileG2SOp(tcgen05.CtaGroup.ONE)
+    tma_a, ta = cute.nvgpu.make_tiled_tma_atom_A(
+        op, mA, cute.slice_(a_layout, (None, None, None, 0)), tile, tiled_mma)
+    tma_b, tb = cute.nvgpu.make_tiled_tma_atom_B(
+        op, mB, cute.slice_(b_layout, (None, None, None, 0)), tile, tiled_mma)
+    tiles_mn = cute.ceil_div(mC.shape, (TILE_M, TILE_N))
+    schedule = utils.PersistentTileSchedulerParams((tiles_mn[0], tiles_mn[1], 1), (1, 1, 1))
+    gemm_kernel(tiled_mma, tma_a, ta, tma_b, tb, a_layout, b_layout, schedule, release_first,
+                acc_consumers, release_acc).launch(grid=[1, 1, 1],
+                                                   block=[32 * (TMA_WARP + 1), 1, 1])
+
+
+def _compile(release_first=False, acc_consumers=32, release_acc=True):
+    k = cute.sym_int()                      # K, shared by A and B, set at run time
+    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
+    mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, k), stride_order=(1, 0))
+    mC = make_fake_compact_tensor(cutlass.Float16, (cute.sym_int(), TILE_N), stride_order=(1, 0))
+    return cute.compile(gemm_host, mA, mB, mC, release_first, acc_consumers, release_acc,
+                        options="--generate-line-info")
+
+
+def persistent_gemm():
+    """Every tile count and K: the MMA warp's tcgen05 commits release each A/B stage after its
+    MMAs, the epilogue's 32 threads release each accumulator stage."""
+    return _compile()
+
+
+def persistent_gemm_released_before_the_mma():
+    """consumer_release before the stage's MMAs: its commit does not cover them, so the next
+    copy into the stage may land while they read it."""
+    return _compile(release_first=True)
+
+
+def persistent_gemm_acc_counted_in_warps():
+    """The accumulator's consumer group is sized in warps (1), but consumer_release arrives from
+    every epilogue thread: 31 arrivals too many per release."""
+    return _compile(acc_consumers=1)
+
+
+def persistent_gemm_acc_never_released():
+    """The epilogue waits for each accumulator stage and never releases it: the MMA warp's
+    acquire of the third tile waits forever (two stages)."""
+    return _compile(release_acc=False)
