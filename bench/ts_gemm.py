@@ -1,17 +1,17 @@
-"""GEMM kernels written in the CuTe DSL's task-scheduling (TS) framework
-(`cutlass.experimental.task_scheduling`, nvidia-cutlass-dsl 4.8), for bench/nvidia_checker.py.
-Each is the twin of a CuTe DSL kernel of examples/cute/ts_twins.py: the same warps, rings,
-stage counts and bugs, once as TS tasks over resources (what NVIDIA's exhaustive checker
-reads) and once as CuTe pipelines (what barrierproof reads).
+"""A persistent GEMM written in the CuTe DSL's task-scheduling (TS) framework
+(`cutlass.experimental.task_scheduling`, nvidia-cutlass-dsl 4.8), for bench/nvidia_checker.py:
+the twin of the CuTe DSL kernel of examples/cute/ts_twins.py, with the same warps, rings, stage
+counts and bugs, once as TS tasks over resources (what NVIDIA's exhaustive checker reads) and
+once as CuTe pipelines (what barrierproof reads).
 
 The TS form declares, per resource, a pipeline type and its stage count; the tasks' schedules
 say acquire/work/commit on the producer side and wait/work/release on the consumer side, and
 the framework generates the mbarrier code from that. Only the schedules matter to the checker,
 so the work methods' bodies (the TMA copies, MMAs and stores) are left out here.
 
-    tasks = build("persistent_gemm", k_tiles=2)
-    check_all_interleavings(tasks.tasks, num_tiles=3)        # NVIDIA's exhaustive checker
-    TaskManager(tasks.tasks, tasks.graph, verbose=False)      # its structural checks, then it
+    kernel = persistent_gemm(k_tiles=2)
+    check_all_interleavings(kernel.tasks, num_tiles=3)       # NVIDIA's exhaustive checker
+    TaskManager(tasks=kernel.tasks, resource_dependency_graph=kernel.graph, verbose=False)
 """
 
 from __future__ import annotations
@@ -60,13 +60,12 @@ class SmemAb(MemoryResource):
         """The shared-memory descriptors of the stage the MMAs read."""
 
 
-class TmemAcc(MemoryResource):
-    """The accumulator in tensor memory, without a pipeline: a mainloop whose tile is not
-    drained here (examples/cute/umma_ring.py's shape)."""
+class TmemC(MemoryResource):
+    """The accumulator ring (ACC_STAGES tiles of TMEM): MMAs fill it, the epilogue drains it."""
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
-        self.columns = TmemAllocation("tmem_acc", TILE_N)
+        self.columns = TmemAllocation("tmem_c", TILE_N * ACC_STAGES)
 
     def get_tmem_requirements(self):
         return [self.columns]
@@ -74,14 +73,6 @@ class TmemAcc(MemoryResource):
     @producer_work
     def mma(self, stage_info: StageInfo) -> None:
         """tcgen05 MMAs of one K step, reading the A/B stage."""
-
-
-class TmemC(TmemAcc):
-    """The accumulator ring (ACC_STAGES tiles of TMEM): MMAs fill it, the epilogue drains it."""
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)
-        self.columns = TmemAllocation("tmem_c", TILE_N * ACC_STAGES)
 
     @consumer_work
     def load_tile(self, stage_info: StageInfo) -> None:
@@ -129,30 +120,6 @@ def _load_task(gmem: GmemAb, smem: SmemAb, k_tiles: int) -> Task:
             smem.commit()
     return Task(name="LoadTask", src_resources=[gmem], dst_resources=[smem], warp_idx=2,
                 num_warps=1, schedule=load(gmem, smem), num_registers=40)
-
-
-def mainloop(k_tiles: int, release_first: bool = False) -> TsKernel:
-    """TMA warp -> TmaUmma ring -> MMA warp (examples/cute/ts_twins.py::mainloop).
-    `release_first`: the MMA warp releases the stage before its MMAs read it."""
-    gmem, smem, acc = GmemAb(name="GmemAb"), _ab_ring(), TmemAcc(name="TmemAcc")
-
-    @schedule
-    def mma(smem, acc):
-        with domain_loop(0, k_tiles, 1):
-            smem.try_wait()
-            smem.wait()
-            smem.descriptors()
-            if release_first:
-                smem.release()
-            acc.mma()
-            if not release_first:
-                smem.release()
-
-    mma_task = Task(name="MmaTask", src_resources=[smem], dst_resources=[acc], warp_idx=1,
-                    num_warps=1, schedule=mma(smem, acc), num_registers=40)
-    return TsKernel([_load_task(gmem, smem, k_tiles), mma_task, _padding(k_tiles, 0),
-                     _padding(k_tiles, 3)],
-                    {smem: [gmem], acc: [smem]})
 
 
 def persistent_gemm(k_tiles: int, acc_consumer_arrivals: int = 32 * EPILOGUE_WARPS,

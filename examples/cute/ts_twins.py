@@ -6,7 +6,8 @@ NVIDIA's exhaustive checker (the TS form, at a fixed tile count) and with barrie
 form, from its MLIR: `check` at the same tile count and K, `prove` for every tile count and K).
 
 The tile count and K are set at run time (C's M extent, A's K extent), so the frontend reads
-the scheduler's loop and the K loop as loops over the parameters `tiles` and `k_tiles`.
+the scheduler's loop and the K loop as loops over the parameters `tiles` and `k_tiles`
+(`persistent_gemm_two_k_steps` fixes K at two steps).
 """
 
 import cutlass
@@ -23,6 +24,7 @@ EPILOGUE_WARP, MMA_WARP, TMA_WARP = 0, 1, 2
 
 EXPECT = {
     "persistent_gemm": "verified",
+    "persistent_gemm_two_k_steps": "verified",
     "persistent_gemm_released_before_the_mma": "violation:BP200",
     "persistent_gemm_acc_counted_in_warps": "violation:BP121",
     "persistent_gemm_acc_never_released": "violation:BP100",
@@ -146,8 +148,8 @@ def gemm_host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
                                                    block=[32 * (TMA_WARP + 1), 1, 1])
 
 
-def _compile(release_first=False, acc_consumers=32, release_acc=True):
-    k = cute.sym_int()                      # K, shared by A and B, set at run time
+def _compile(release_first=False, acc_consumers=32, release_acc=True, runtime_k=True):
+    k = cute.sym_int() if runtime_k else 2 * TILE_K     # K, shared by A and B
     mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
     mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, k), stride_order=(1, 0))
     mC = make_fake_compact_tensor(cutlass.Float16, (cute.sym_int(), TILE_N), stride_order=(1, 0))
@@ -159,6 +161,13 @@ def persistent_gemm():
     """Every tile count and K: the MMA warp's tcgen05 commits release each A/B stage after its
     MMAs, the epilogue's 32 threads release each accumulator stage."""
     return _compile()
+
+
+def persistent_gemm_two_k_steps():
+    """K fixed at two steps, the tile count at run time: `prove` covers every tile count,
+    races included (with K at run time too, the races of the nested loops are left to the
+    explorer)."""
+    return _compile(runtime_k=False)
 
 
 def persistent_gemm_released_before_the_mma():
