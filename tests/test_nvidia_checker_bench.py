@@ -53,13 +53,15 @@ def test_the_bound_is_the_one_taskmanager_uses():
     from cutlass.experimental.task_scheduling.task_manager import TaskManager
     source = inspect.getsource(TaskManager._exhaustive_aliasing_races)
     assert "max_states" not in source.split("check_all_interleavings(", 1)[1].split(")")[0]
-    assert f"max_states={bench.nvidia_max_states():,}" in open(WRITTEN).read()
+    with open(WRITTEN) as f:
+        assert f"max_states={bench.nvidia_max_states():,}" in f.read()
 
 
 def test_the_readme_quotes_the_table():
     """README's comparison table: NVIDIA's bound and the size that reaches it, barrierproof's
     states there, and the never-released accumulator's tile counts, all from the table."""
-    readme = " ".join(open(os.path.join(ROOT, "README.md")).read().split())
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = " ".join(f.read().split())
     fig = bench.facts(bench.table_rows(WRITTEN))
     assert f"up to {bench.nvidia_max_states():,} states (reached at {fig['bound_at']}:" in readme
     assert f"all (`check`: {fig['bound_bp_states']} states at {fig['bound_at']})" in readme

@@ -44,7 +44,7 @@ def gemm_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor,
                 release_first: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
                 release_acc: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-    smem = cutlass.utils.SmemAllocator()
+    smem = cutlass.memory.SmemAllocator()
     storage = smem.allocate(SharedStorage)
     sA = smem.allocate_tensor(cutlass.Float16, a_layout.outer, byte_alignment=1024,
                               swizzle=a_layout.inner)
@@ -131,7 +131,7 @@ def gemm_host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor,
               release_first: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
               release_acc: cutlass.Constexpr):
     tiled_mma = sm100_utils.make_trivial_tiled_mma(
-        cutlass.Float16, tcgen05.OperandMajorMode.K, tcgen05.OperandMajorMode.K,
+        cutlass.Float16, cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K,
         cutlass.Float32, tcgen05.CtaGroup.ONE, (TILE_M, TILE_N))
     tile = (TILE_M, TILE_N, TILE_K)
     a_layout = sm100_utils.make_smem_layout_a(tiled_mma, tile, cutlass.Float16, AB_STAGES)
