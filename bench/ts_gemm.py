@@ -9,7 +9,7 @@ say acquire/work/commit on the producer side and wait/work/release on the consum
 the framework generates the mbarrier code from that. Only the schedules matter to the checker,
 so the work methods' bodies (the TMA copies, MMAs and stores) are left out here.
 
-    kernel = persistent_gemm(k_tiles=2)
+    kernel = gemm(k_tiles=2)
     check_all_interleavings(kernel.tasks, num_tiles=3)       # NVIDIA's exhaustive checker
     TaskManager(tasks=kernel.tasks, resource_dependency_graph=kernel.graph, verbose=False)
 """
@@ -44,9 +44,9 @@ class GmemAb(MemoryResource):
 class SmemAb(MemoryResource):
     """The A/B ring in shared memory: TMA fills a stage, the tensor cores read it."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, stages: int, **kwargs: object) -> None:
         super().__init__(**kwargs)
-        self.ring = SmemAllocation("smem_ab", STAGE_BYTES * AB_STAGES, alignment=1024)
+        self.ring = SmemAllocation("smem_ab", STAGE_BYTES * stages, alignment=1024)
 
     def get_smem_requirements(self):
         return [self.ring]
@@ -93,12 +93,32 @@ class TsKernel:
     graph: dict
 
 
-def _ab_ring(stages: int = AB_STAGES) -> SmemAb:
-    return SmemAb(name="SmemAb", pipeline_config=PipelineConfig.create_tma_umma_pipeline_cfg(
-        num_stages=stages, num_bytes=STAGE_BYTES,
-        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-        cta_layout_vmnk=ONE_CTA))
+@dataclass(frozen=True)
+class Shape:
+    """Which warps run which task, the A/B ring's depth and the epilogue's registers."""
+    epilogue_warps: int
+    mma_warp: int
+    tma_warp: int
+    ab_stages: int
+    warps: int                      # the CTA's warps: the rest are padding
+    epilogue_registers: int = 40
+
+
+# examples/cute/ts_twins.py's PERSISTENT and TUTORIAL shapes (the latter the task-scheduling
+# tutorial GEMM's: epilogue warps 0-3, TMA warp 4, MMA warp 5, padding 6-7, three A/B stages).
+PERSISTENT = Shape(epilogue_warps=EPILOGUE_WARPS, mma_warp=1, tma_warp=2, ab_stages=AB_STAGES,
+                   warps=4)
+TUTORIAL = Shape(epilogue_warps=4, mma_warp=5, tma_warp=4, ab_stages=3, warps=8,
+                 epilogue_registers=160)
+
+
+def _ab_ring(stages: int) -> SmemAb:
+    return SmemAb(stages, name="SmemAb",
+                  pipeline_config=PipelineConfig.create_tma_umma_pipeline_cfg(
+                      num_stages=stages, num_bytes=STAGE_BYTES,
+                      producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                      consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                      cta_layout_vmnk=ONE_CTA))
 
 
 def _acc_ring(consumer_arrivals: int) -> TmemC:
@@ -109,7 +129,19 @@ def _acc_ring(consumer_arrivals: int) -> TmemC:
         cta_layout_vmnk=ONE_CTA))
 
 
-def _load_task(gmem: GmemAb, smem: SmemAb, k_tiles: int) -> Task:
+def gemm(k_tiles: int, shape: Shape = PERSISTENT, acc_consumer_arrivals: int | None = None,
+         release_acc: bool = True, release_first: bool = False) -> TsKernel:
+    """One tile's schedule: TMA warp -> TmaUmma ring -> MMA warp -> UmmaAsync accumulator ring
+    -> epilogue warps (the checker repeats it `num_tiles` times for a persistent kernel).
+    `acc_consumer_arrivals`: the accumulator's consumer group size (default: every epilogue
+    thread, as each arrives on release); `release_acc=False`: the epilogue never releases the
+    accumulator stage it waited for; `release_first`: the MMA warp releases the A/B stage
+    before its MMAs read it."""
+    if acc_consumer_arrivals is None:
+        acc_consumer_arrivals = 32 * shape.epilogue_warps
+    gmem, smem = GmemAb(name="GmemAb"), _ab_ring(shape.ab_stages)
+    acc, out = _acc_ring(acc_consumer_arrivals), GmemD(name="GmemD")
+
     @schedule
     def load(gmem, smem):
         with domain_loop(0, k_tiles, 1):
@@ -118,19 +150,6 @@ def _load_task(gmem: GmemAb, smem: SmemAb, k_tiles: int) -> Task:
             smem.acquire()
             smem.tma_load()
             smem.commit()
-    return Task(name="LoadTask", src_resources=[gmem], dst_resources=[smem], warp_idx=2,
-                num_warps=1, schedule=load(gmem, smem), num_registers=40)
-
-
-def persistent_gemm(k_tiles: int, acc_consumer_arrivals: int = 32 * EPILOGUE_WARPS,
-                    release_acc: bool = True, release_first: bool = False) -> TsKernel:
-    """One tile's schedule of the persistent GEMM (the checker repeats it `num_tiles` times):
-    TMA warp -> TmaUmma ring -> MMA warp -> UmmaAsync accumulator ring -> epilogue warp
-    (examples/cute/ts_twins.py::persistent_gemm). `acc_consumer_arrivals`: the accumulator's
-    consumer group size (every epilogue thread arrives on release: 32); `release_acc=False`:
-    the epilogue never releases the accumulator stage it waited for."""
-    gmem, smem = GmemAb(name="GmemAb"), _ab_ring()
-    acc, out = _acc_ring(acc_consumer_arrivals), GmemD(name="GmemD")
 
     @schedule
     def mma(smem, acc):
@@ -158,20 +177,26 @@ def persistent_gemm(k_tiles: int, acc_consumer_arrivals: int = 32 * EPILOGUE_WAR
             acc.release()
         out.store()
 
-    mma_task = Task(name="MmaTask", src_resources=[smem], dst_resources=[acc], warp_idx=1,
-                    num_warps=1, schedule=mma(smem, acc), num_registers=40)
-    store_task = Task(name="StoreTask", src_resources=[acc], dst_resources=[out], warp_idx=0,
-                      num_warps=EPILOGUE_WARPS, schedule=epilogue(acc, out), num_registers=40)
-    return TsKernel([_load_task(gmem, smem, k_tiles), mma_task, store_task,
-                     _padding(k_tiles, 3)],
-                    {smem: [gmem], acc: [smem], out: [acc]})
+    tasks = [
+        Task(name="LoadTask", src_resources=[gmem], dst_resources=[smem],
+             warp_idx=shape.tma_warp, num_warps=1, schedule=load(gmem, smem), num_registers=40),
+        Task(name="MmaTask", src_resources=[smem], dst_resources=[acc], warp_idx=shape.mma_warp,
+             num_warps=1, schedule=mma(smem, acc), num_registers=40),
+        Task(name="StoreTask", src_resources=[acc], dst_resources=[out], warp_idx=0,
+             num_warps=shape.epilogue_warps, schedule=epilogue(acc, out),
+             num_registers=shape.epilogue_registers),
+    ]
+    first_idle = max(shape.tma_warp, shape.mma_warp) + 1
+    if first_idle < shape.warps:
+        tasks.append(_padding(k_tiles, first_idle, shape.warps - first_idle))
+    return TsKernel(tasks, {smem: [gmem], acc: [smem], out: [acc]})
 
 
-def _padding(k_tiles: int, warp: int) -> Task:
-    """An idle warp of the warp group (register reallocation is per four warps)."""
+def _padding(k_tiles: int, warp: int, warps: int) -> Task:
+    """The idle warps of the last warp group (register reallocation is per four warps)."""
     @schedule
     def idle():
         with domain_loop(0, k_tiles, 1):
             pass
-    return Task(name=f"PaddingTask{warp}", src_resources=[], dst_resources=[], warp_idx=warp,
-                num_warps=1, schedule=idle(), num_registers=40)
+    return Task(name="PaddingTask", src_resources=[], dst_resources=[], warp_idx=warp,
+                num_warps=warps, schedule=idle(), num_registers=40)

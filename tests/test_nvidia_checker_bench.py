@@ -42,7 +42,7 @@ def test_each_pair_gets_the_verdicts_the_example_declares():
     for cells in bench.table_rows(WRITTEN):
         pair = bench.PAIRS[cells[0]]
         assert cells[9] == expect[pair.cute], cells[:3]
-        if pair.label == "correct":
+        if pair.label in ("correct", "tutorial GEMM"):
             assert cells[5] == "safe" or cells[5].startswith("bounded"), cells[:3]
 
 
