@@ -10,101 +10,101 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,   \* 1: ab_bars[0] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:55
-    1,   \* 2: ab_bars[1] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:55
-    1,   \* 3: ab_bars_2[0] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:55
-    1,   \* 4: ab_bars_2[1] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:55
-    1,   \* 5: acc_bars[0] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:60
-    1,   \* 6: acc_bars[1] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:60
-    32,  \* 7: acc_bars_2[0] (Barrier)  examples/cute/ts_twins.py:60
-    32   \* 8: acc_bars_2[1] (Barrier)  examples/cute/ts_twins.py:60
+    1,   \* 1: ab_bars[0] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:68
+    1,   \* 2: ab_bars[1] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:68
+    1,   \* 3: ab_bars_2[0] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:68
+    1,   \* 4: ab_bars_2[1] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:68
+    1,   \* 5: acc_bars[0] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:73
+    1,   \* 6: acc_bars[1] (Barrier, orders_tensor_core)  examples/cute/ts_twins.py:73
+    32,  \* 7: acc_bars_2[0] (Barrier)  examples/cute/ts_twins.py:73
+    32   \* 8: acc_bars_2[1] (Barrier)  examples/cute/ts_twins.py:73
 >>
 
 \* Agent 1: warp0 (thread), 3 instruction(s).
 Prog_1_warp0 == <<
-    wait_parity(5, 0, 1),  \* pc 0: wait_parity(acc_bars[0], 0)  examples/cute/ts_twins.py:120
-    wait_parity(6, 0, 2),  \* pc 1: wait_parity(acc_bars[1], 0)  examples/cute/ts_twins.py:120
-    wait_parity(5, 1, 1)   \* pc 2: wait_parity(acc_bars[0], 1)  examples/cute/ts_twins.py:120
+    wait_parity(5, 0, 1),  \* pc 0: wait_parity(acc_bars[0], 0)  examples/cute/ts_twins.py:133
+    wait_parity(6, 0, 2),  \* pc 1: wait_parity(acc_bars[1], 0)  examples/cute/ts_twins.py:133
+    wait_parity(5, 1, 1)   \* pc 2: wait_parity(acc_bars[0], 1)  examples/cute/ts_twins.py:133
 >>
 
 \* Agent 2: warp1 (thread), 34 instruction(s).
 Prog_2_warp1 == <<
-    wait_parity(7, 1, 3),  \* pc 0: wait_parity(acc_bars_2[0], 1)  examples/cute/ts_twins.py:99
-    wait_parity(1, 0, 4),  \* pc 1: wait_parity(ab_bars[0], 0)  examples/cute/ts_twins.py:101
-    issue_tcgen05(1),      \* pc 2: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(2),      \* pc 3: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:108
-    wait_parity(2, 0, 5),  \* pc 4: wait_parity(ab_bars[1], 0)  examples/cute/ts_twins.py:101
-    issue_tcgen05(3),      \* pc 5: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(4),      \* pc 6: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/ts_twins.py:108
-    wait_parity(1, 1, 4),  \* pc 7: wait_parity(ab_bars[0], 1)  examples/cute/ts_twins.py:101
-    issue_tcgen05(1),      \* pc 8: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(2),      \* pc 9: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:108
-    issue_tcgen05(5),      \* pc 10: tcgen05_commit_arrive(acc_bars[0])  examples/cute/ts_twins.py:110
-    wait_parity(8, 1, 6),  \* pc 11: wait_parity(acc_bars_2[1], 1)  examples/cute/ts_twins.py:99
-    wait_parity(2, 1, 5),  \* pc 12: wait_parity(ab_bars[1], 1)  examples/cute/ts_twins.py:101
-    issue_tcgen05(3),      \* pc 13: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(4),      \* pc 14: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/ts_twins.py:108
-    wait_parity(1, 0, 4),  \* pc 15: wait_parity(ab_bars[0], 0)  examples/cute/ts_twins.py:101
-    issue_tcgen05(1),      \* pc 16: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(2),      \* pc 17: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:108
-    wait_parity(2, 0, 5),  \* pc 18: wait_parity(ab_bars[1], 0)  examples/cute/ts_twins.py:101
-    issue_tcgen05(3),      \* pc 19: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(4),      \* pc 20: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/ts_twins.py:108
-    issue_tcgen05(6),      \* pc 21: tcgen05_commit_arrive(acc_bars[1])  examples/cute/ts_twins.py:110
-    wait_parity(7, 0, 3),  \* pc 22: wait_parity(acc_bars_2[0], 0)  examples/cute/ts_twins.py:99
-    wait_parity(1, 1, 4),  \* pc 23: wait_parity(ab_bars[0], 1)  examples/cute/ts_twins.py:101
-    issue_tcgen05(1),      \* pc 24: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(2),      \* pc 25: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:108
-    wait_parity(2, 1, 5),  \* pc 26: wait_parity(ab_bars[1], 1)  examples/cute/ts_twins.py:101
-    issue_tcgen05(3),      \* pc 27: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(4),      \* pc 28: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/ts_twins.py:108
-    wait_parity(1, 0, 4),  \* pc 29: wait_parity(ab_bars[0], 0)  examples/cute/ts_twins.py:101
-    issue_tcgen05(1),      \* pc 30: tcgen05_mma()  examples/cute/ts_twins.py:105
-    issue_tcgen05(2),      \* pc 31: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:108
-    issue_tcgen05(5),      \* pc 32: tcgen05_commit_arrive(acc_bars[0])  examples/cute/ts_twins.py:110
-    wait_parity(7, 1, 3)   \* pc 33: wait_parity(acc_bars_2[0], 1)  examples/cute/ts_twins.py:114
+    wait_parity(7, 1, 3),  \* pc 0: wait_parity(acc_bars_2[0], 1)  examples/cute/ts_twins.py:112
+    wait_parity(1, 0, 4),  \* pc 1: wait_parity(ab_bars[0], 0)  examples/cute/ts_twins.py:114
+    issue_tcgen05(1),      \* pc 2: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(2),      \* pc 3: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:121
+    wait_parity(2, 0, 5),  \* pc 4: wait_parity(ab_bars[1], 0)  examples/cute/ts_twins.py:114
+    issue_tcgen05(3),      \* pc 5: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(4),      \* pc 6: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/ts_twins.py:121
+    wait_parity(1, 1, 4),  \* pc 7: wait_parity(ab_bars[0], 1)  examples/cute/ts_twins.py:114
+    issue_tcgen05(1),      \* pc 8: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(2),      \* pc 9: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:121
+    issue_tcgen05(5),      \* pc 10: tcgen05_commit_arrive(acc_bars[0])  examples/cute/ts_twins.py:123
+    wait_parity(8, 1, 6),  \* pc 11: wait_parity(acc_bars_2[1], 1)  examples/cute/ts_twins.py:112
+    wait_parity(2, 1, 5),  \* pc 12: wait_parity(ab_bars[1], 1)  examples/cute/ts_twins.py:114
+    issue_tcgen05(3),      \* pc 13: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(4),      \* pc 14: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/ts_twins.py:121
+    wait_parity(1, 0, 4),  \* pc 15: wait_parity(ab_bars[0], 0)  examples/cute/ts_twins.py:114
+    issue_tcgen05(1),      \* pc 16: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(2),      \* pc 17: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:121
+    wait_parity(2, 0, 5),  \* pc 18: wait_parity(ab_bars[1], 0)  examples/cute/ts_twins.py:114
+    issue_tcgen05(3),      \* pc 19: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(4),      \* pc 20: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/ts_twins.py:121
+    issue_tcgen05(6),      \* pc 21: tcgen05_commit_arrive(acc_bars[1])  examples/cute/ts_twins.py:123
+    wait_parity(7, 0, 3),  \* pc 22: wait_parity(acc_bars_2[0], 0)  examples/cute/ts_twins.py:112
+    wait_parity(1, 1, 4),  \* pc 23: wait_parity(ab_bars[0], 1)  examples/cute/ts_twins.py:114
+    issue_tcgen05(1),      \* pc 24: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(2),      \* pc 25: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:121
+    wait_parity(2, 1, 5),  \* pc 26: wait_parity(ab_bars[1], 1)  examples/cute/ts_twins.py:114
+    issue_tcgen05(3),      \* pc 27: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(4),      \* pc 28: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/ts_twins.py:121
+    wait_parity(1, 0, 4),  \* pc 29: wait_parity(ab_bars[0], 0)  examples/cute/ts_twins.py:114
+    issue_tcgen05(1),      \* pc 30: tcgen05_mma()  examples/cute/ts_twins.py:118
+    issue_tcgen05(2),      \* pc 31: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/ts_twins.py:121
+    issue_tcgen05(5),      \* pc 32: tcgen05_commit_arrive(acc_bars[0])  examples/cute/ts_twins.py:123
+    wait_parity(7, 1, 3)   \* pc 33: wait_parity(acc_bars_2[0], 1)  examples/cute/ts_twins.py:127
 >>
 
 \* Agent 3: warp2 (thread), 38 instruction(s).
 Prog_3_warp2 == <<
-    wait_parity(3, 1, 7),             \* pc 0: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<1>>, 32768),   \* pc 1: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<1>>),  \* pc 3: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(4, 1, 8),             \* pc 4: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<2>>, 32768),   \* pc 5: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<2>>),  \* pc 6: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<2>>),  \* pc 7: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(3, 0, 7),             \* pc 8: wait_parity(ab_bars_2[0], 0)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<1>>, 32768),   \* pc 9: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 10: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<1>>),  \* pc 11: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(4, 0, 8),             \* pc 12: wait_parity(ab_bars_2[1], 0)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<2>>, 32768),   \* pc 13: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<2>>),  \* pc 14: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<2>>),  \* pc 15: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(3, 1, 7),             \* pc 16: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<1>>, 32768),   \* pc 17: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 18: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<1>>),  \* pc 19: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(4, 1, 8),             \* pc 20: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<2>>, 32768),   \* pc 21: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<2>>),  \* pc 22: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(3, 0, 7),             \* pc 24: wait_parity(ab_bars_2[0], 0)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<1>>, 32768),   \* pc 25: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 26: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<1>>),  \* pc 27: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(4, 0, 8),             \* pc 28: wait_parity(ab_bars_2[1], 0)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<2>>, 32768),   \* pc 29: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<2>>),  \* pc 30: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<2>>),  \* pc 31: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(3, 1, 7),             \* pc 32: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:82
-    arrive_expect_tx(<<1>>, 32768),   \* pc 33: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:82
-    issue_async(<<>>, 16384, <<1>>),  \* pc 34: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:84
-    issue_async(<<>>, 16384, <<1>>),  \* pc 35: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:85
-    wait_parity(4, 1, 8),             \* pc 36: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:89
-    wait_parity(3, 0, 7)              \* pc 37: wait_parity(ab_bars_2[0], 0)  examples/cute/ts_twins.py:89
+    wait_parity(3, 1, 7),             \* pc 0: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<1>>, 32768),   \* pc 1: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<1>>),  \* pc 3: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(4, 1, 8),             \* pc 4: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<2>>, 32768),   \* pc 5: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<2>>),  \* pc 6: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<2>>),  \* pc 7: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(3, 0, 7),             \* pc 8: wait_parity(ab_bars_2[0], 0)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<1>>, 32768),   \* pc 9: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<1>>),  \* pc 10: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<1>>),  \* pc 11: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(4, 0, 8),             \* pc 12: wait_parity(ab_bars_2[1], 0)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<2>>, 32768),   \* pc 13: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<2>>),  \* pc 14: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<2>>),  \* pc 15: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(3, 1, 7),             \* pc 16: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<1>>, 32768),   \* pc 17: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<1>>),  \* pc 18: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<1>>),  \* pc 19: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(4, 1, 8),             \* pc 20: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<2>>, 32768),   \* pc 21: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<2>>),  \* pc 22: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(3, 0, 7),             \* pc 24: wait_parity(ab_bars_2[0], 0)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<1>>, 32768),   \* pc 25: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<1>>),  \* pc 26: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<1>>),  \* pc 27: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(4, 0, 8),             \* pc 28: wait_parity(ab_bars_2[1], 0)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<2>>, 32768),   \* pc 29: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<2>>),  \* pc 30: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<2>>),  \* pc 31: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(3, 1, 7),             \* pc 32: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:95
+    arrive_expect_tx(<<1>>, 32768),   \* pc 33: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
+    issue_async(<<>>, 16384, <<1>>),  \* pc 34: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<1>>),  \* pc 35: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    wait_parity(4, 1, 8),             \* pc 36: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:102
+    wait_parity(3, 0, 7)              \* pc 37: wait_parity(ab_bars_2[0], 0)  examples/cute/ts_twins.py:102
 >>
 
 KernelProg == <<
@@ -161,8 +161,8 @@ KernelQueueAgents == <<
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes sA[0] (examples/cute/ts_twins.py:84) / tcgen05(warp1) reads sA[0] (examples/cute/ts_twins.py:105)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes sA[1] (examples/cute/ts_twins.py:84) / tcgen05(warp1) reads sA[1] (examples/cute/ts_twins.py:105)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes sA[0] (examples/cute/ts_twins.py:97) / tcgen05(warp1) reads sA[0] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes sA[1] (examples/cute/ts_twins.py:97) / tcgen05(warp1) reads sA[1] (examples/cute/ts_twins.py:118)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
