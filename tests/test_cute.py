@@ -25,7 +25,7 @@ FILES = [os.path.join(EXAMPLES, "cute", f)
                    "async_pipeline.py", "umma_persistent.py", "hopper_wgmma.py",
                    "attention_fwd.py", "mainloop_every_k.py", "persistent_every_tile.py",
                    "cp_async_pipeline.py", "ring_reads.py", "wgmma_ring.py",
-                   "umma_ring.py")]
+                   "umma_ring.py", "ts_twins.py")]
 TARGETS = [t for f in FILES for t in targets_in_module(f, import_file(f))]
 # Kernels written in the style of CUTLASS's CuTe DSL examples and pipelines after the frontend
 # was built, with field bugs (tests/cute_unseen/): the frontend was not shaped on them.
