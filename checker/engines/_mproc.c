@@ -20,10 +20,12 @@
 #include "_core.c"
 
 /* A record: packed state, then int64 parent rank, int32 move index, int32 action, int32
- * parent's global id. */
-#define META 20
+ * parent's global id, uint64 the state's hash. */
+#define META 28
+/* Records ahead whose visited-set slot insert fetches while it stores the current one. */
+#define AHEAD 8
 
-typedef struct { int64_t rank; int32_t j, action, pgid; } Meta;
+typedef struct { int64_t rank; int32_t j, action, pgid; } Meta;   /* a record's, less its hash */
 
 /* The first two distinct completions a bare parity wait was seen returning after, in this
  * partition: (completion, depth, rank, gid) each. */
@@ -32,9 +34,14 @@ typedef struct {
     int64_t *rank;
 } LocalReturns;
 
+/* A worker's outgoing records for one owner (kept from level to level: no page is faulted in
+ * again). */
+typedef struct { uint8_t *p; size_t n, cap; } Buf;
+
 typedef struct {
     Model m;
     Store st;
+    Buf *out;                   /* per owner */
     LocalReturns r;
     int n_workers, me, n_instr;
     int *sc, *ign;
@@ -45,7 +52,16 @@ typedef struct {
     int64_t *next_rank;
     size_t n_next, cap_next;
     int64_t violations;         /* states reached that break a rule (stored, not expanded) */
+    /* the successors sent most recently, one per slot of a direct-mapped cache: a successor
+     * equal to one sent before (at an earlier level, or earlier in this one, so with a smaller
+     * key) is stored by its owner with the parent it would get anyway, and is not sent again.
+     * Most successors of an interleaving are such repeats within a level (a diamond) */
+    uint8_t *sent, *sent_used;
 } Worker;
+
+#define SENT_SLOTS (1u << 16)
+
+static size_t sent_slot(uint64_t h) { return (size_t)(h >> 17) & (SENT_SLOTS - 1); }
 
 static int owner_of(const Worker *w, uint64_t h) {
     return (int)((uint32_t)h % (uint32_t)w->n_workers);   /* the table's slot: high 32 bits */
@@ -80,7 +96,9 @@ static void worker_free(PyObject *capsule) {
     store_free(&w->st);
     free(w->r.count); free(w->r.completion); free(w->r.depth); free(w->r.gid); free(w->r.rank);
     free(w->front); free(w->front_rank); free(w->next); free(w->next_rank);
-    free(w->sc); free(w->ign); free(w->m.unwaited);
+    if (w->out) for (int o = 0; o < w->n_workers; o++) free(w->out[o].p);
+    free(w->out);
+    free(w->sc); free(w->ign); free(w->m.unwaited); free(w->sent); free(w->sent_used);
     int **arrays[N_ARRAYS] = {&w->m.len, &w->m.off, &w->m.op, &w->m.t0, &w->m.t1, &w->m.amount,
                               &w->m.x0, &w->m.x1, &w->m.insts, &w->m.slot_list,
                               &w->m.slot_effect, &w->m.slot_inst, &w->m.slot_amount,
@@ -151,7 +169,10 @@ static PyObject *mp_worker(PyObject *self, PyObject *args) {
     w->r.depth = calloc(2 * n + 2, sizeof(int));
     w->r.gid = calloc(2 * n + 2, sizeof(int));
     w->r.rank = calloc(2 * n + 2, sizeof(int64_t));
-    if (!st->states || !st->parent || !st->action || !st->table || !w->r.count ||
+    w->out = calloc(n_workers, sizeof(Buf));
+    w->sent = malloc(SENT_SLOTS * st->bytes);
+    w->sent_used = calloc(SENT_SLOTS, 1);
+    if (!w->out || !w->sent || !w->sent_used || !st->states || !st->parent || !st->action || !st->table || !w->r.count ||
         !w->r.completion || !w->r.depth || !w->r.gid || !w->r.rank) {
         Py_DECREF(capsule);
         return PyErr_NoMemory();
@@ -209,7 +230,6 @@ static void note_returns(Worker *w, const int32_t *s, int depth, int64_t rank, i
     }
 }
 
-typedef struct { uint8_t *p; size_t n, cap; } Buf;
 
 static int buf_reserve(Buf *b, size_t more) {
     if (b->n + more <= b->cap) return 0;
@@ -247,12 +267,16 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
         }
     size_t rec = st->bytes + META;
     int32_t *cur = malloc(W * sizeof(int32_t)), *next = malloc(W * sizeof(int32_t));
-    Buf *out = calloc(N, sizeof(Buf));
+    uint8_t *packed = malloc((size_t)(n_actions + 1) * st->bytes);
+    uint64_t *hs = malloc((n_actions + 1) * sizeof(uint64_t));
+    int32_t *js = malloc((n_actions + 1) * sizeof(int32_t)), *acts = malloc((n_actions + 1) * sizeof(int32_t));
+    Buf *out = w->out;
+    for (int o = 0; o < N; o++) out[o].n = 0;
     int dead = 0, best = 0;
     int64_t dead_rank = 0, dead_gid = 0, best_rank = 0, best_j = 0, best_gid = 0, best_action = 0;
     int64_t transitions = 0;
     PyObject *result = NULL;
-    if (!cur || !next || !out) { oom = 1; goto end; }
+    if (!cur || !next || !packed || !hs || !js || !acts) { oom = 1; goto end; }
     Py_BEGIN_ALLOW_THREADS
     for (size_t n = 0; n < w->n_front && !wide && !oom; n++) {
         int32_t id = w->front[n];
@@ -260,7 +284,8 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
         int gid = (int)((int64_t)id * N + w->me);
         unpack(st, id, cur);
         if (m->track_returns) note_returns(w, cur, depth, rank, gid);
-        int moves = 0;
+        /* every successor first, its cache slot fetched; then each looked up and sent */
+        int moves = 0, kept = 0;
         for (int action = 0; action < n_actions; action++) {
             if (!enabled(m, cur, action)) continue;
             memcpy(next, cur, W * sizeof(int32_t));
@@ -271,21 +296,32 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
                 }
                 continue;
             }
-            uint8_t packed[4096];
-            uint8_t *p = st->bytes <= sizeof(packed) ? packed : malloc(st->bytes);
-            if (!p) { oom = 1; break; }
-            if (pack(st, next, p) < 0) { wide = 1; if (p != packed) free(p); break; }
-            int o = owner_of(w, hash_bytes(p, st->bytes));
-            Buf *b = &out[o];
-            if (buf_reserve(b, rec) < 0) { oom = 1; if (p != packed) free(p); break; }
-            memcpy(b->p + b->n, p, st->bytes);
-            Meta meta = {rank, j, action, gid};
-            memcpy(b->p + b->n + st->bytes, &meta.rank, 8);
-            memcpy(b->p + b->n + st->bytes + 8, &meta.j, 4);
-            memcpy(b->p + b->n + st->bytes + 12, &meta.action, 4);
-            memcpy(b->p + b->n + st->bytes + 16, &meta.pgid, 4);
+            uint8_t *p = packed + (size_t)kept * st->bytes;
+            if (pack(st, next, p) < 0) { wide = 1; break; }
+            hs[kept] = hash_bytes(p, st->bytes);
+            __builtin_prefetch(w->sent + sent_slot(hs[kept]) * st->bytes);
+            __builtin_prefetch(w->sent_used + sent_slot(hs[kept]));
+            js[kept] = j;
+            acts[kept++] = action;
+        }
+        for (int k = 0; k < kept && !wide; k++) {
+            const uint8_t *p = packed + (size_t)k * st->bytes;
+            uint64_t h = hs[k];
+            /* a successor sent before (to any owner, this worker among them) is no news */
+            uint8_t *seen = w->sent + sent_slot(h) * st->bytes;
+            if (w->sent_used[sent_slot(h)] && !memcmp(seen, p, st->bytes)) continue;
+            memcpy(seen, p, st->bytes);
+            w->sent_used[sent_slot(h)] = 1;
+            Buf *b = &out[owner_of(w, h)];
+            if (buf_reserve(b, rec) < 0) { oom = 1; break; }
+            uint8_t *r = b->p + b->n;
+            memcpy(r, p, st->bytes);
+            memcpy(r + st->bytes, &rank, 8);
+            memcpy(r + st->bytes + 8, &js[k], 4);
+            memcpy(r + st->bytes + 12, &acts[k], 4);
+            memcpy(r + st->bytes + 16, &gid, 4);
+            memcpy(r + st->bytes + 20, &h, 8);
             b->n += rec;
-            if (p != packed) free(p);
         }
         count[rank] = moves;
         transitions += moves;
@@ -324,8 +360,7 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
     Py_DECREF(buffers); Py_DECREF(rows); Py_XDECREF(deadlock); Py_XDECREF(by_step);
 end:
     if (oom && !PyErr_Occurred()) PyErr_NoMemory();
-    if (out) for (int o = 0; o < N; o++) free(out[o].p);
-    free(out); free(cur); free(next);
+    free(cur); free(next); free(packed); free(hs); free(js); free(acts);
     PyBuffer_Release(&counts);
     return result;
 }
@@ -387,8 +422,15 @@ static PyObject *mp_insert(PyObject *self, PyObject *args) {
         meta.rank = r_min; meta.j = j_min;
         memcpy(&meta.action, p + st->bytes + 12, 4);
         memcpy(&meta.pgid, p + st->bytes + 16, 4);
+        uint64_t h;
+        memcpy(&h, p + st->bytes + 20, 8);
+        if (p + AHEAD * rec < end[k_min]) {
+            uint64_t ahead;
+            memcpy(&ahead, p + AHEAD * rec + st->bytes + 20, 8);
+            store_prefetch(st, ahead);
+        }
         int is_new;
-        int64_t id = store_add(st, p, hash_bytes(p, st->bytes), meta.pgid, meta.action, &is_new);
+        int64_t id = store_add(st, p, h, meta.pgid, meta.action, &is_new);
         if (id < 0) { oom = 1; break; }
         if (!is_new) continue;
         added++;

@@ -244,9 +244,13 @@ class _Pool:
         return [answers[n] for n in range(len(self.ctrl))]
 
     def _death(self, n: int) -> str:
-        proc = self.procs[n]
-        proc.join(0.5)
-        return f"worker {n} ended (exit code {proc.exitcode})"
+        """Which workers ended, with their exit codes (one's death ends its peers in the
+        exchange, so whichever the coordinator noticed first, every one is named)."""
+        self.procs[n].join(0.5)
+        time.sleep(0.1)
+        ended = [f"worker {k} ended (exit code {p.exitcode})"
+                 for k, p in enumerate(self.procs) if p.exitcode is not None]
+        return "; ".join(ended)
 
     def close(self) -> None:
         for conn in self.ctrl:
