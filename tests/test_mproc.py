@@ -173,7 +173,8 @@ def test_ctrl_c_on_the_command_line_leaves_no_worker_behind(tmp_path):
     """A terminal's Ctrl-C (SIGINT to the process group) mid-search: the run reports a
     bounded verdict and every worker process is gone. About 3 s."""
     bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
-    cmd = [sys.executable, "-m", "barrierproof", "check", os.path.join(bench, "family.py::pipeline"),
+    cmd = [sys.executable, "-m", "barrierproof", "check",
+           os.path.join(bench, "family.py::pipeline"),
            "--no-reduction", "--workers", "2", "--no-cache", "--max-states", "100000000",
            "--param", "stages=3", "--param", "consumers=7", "--param", "steps=12"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

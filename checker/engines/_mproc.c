@@ -172,7 +172,8 @@ static PyObject *mp_worker(PyObject *self, PyObject *args) {
     w->out = calloc(n_workers, sizeof(Buf));
     w->sent = malloc(SENT_SLOTS * st->bytes);
     w->sent_used = calloc(SENT_SLOTS, 1);
-    if (!w->out || !w->sent || !w->sent_used || !st->states || !st->parent || !st->action || !st->table || !w->r.count ||
+    if (!w->out || !w->sent || !w->sent_used || !st->states || !st->parent || !st->action ||
+        !st->table || !w->r.count ||
         !w->r.completion || !w->r.depth || !w->r.gid || !w->r.rank) {
         Py_DECREF(capsule);
         return PyErr_NoMemory();
@@ -191,7 +192,11 @@ static PyObject *mp_seed(PyObject *self, PyObject *args) {
     int *init;
     Py_ssize_t n;
     if (ints(init_obj, &init, &n) < 0) return NULL;
-    if (n != w->m.W) { free(init); PyErr_SetString(PyExc_ValueError, "initial state width"); return NULL; }
+    if (n != w->m.W) {
+        free(init);
+        PyErr_SetString(PyExc_ValueError, "initial state width");
+        return NULL;
+    }
     uint8_t *p = malloc(w->st.bytes);
     if (!p) { free(init); return PyErr_NoMemory(); }
     if (pack(&w->st, (int32_t *)init, p) < 0) { free(init); free(p); Py_RETURN_NONE; }
@@ -219,7 +224,8 @@ static void note_returns(Worker *w, const int32_t *s, int depth, int64_t rank, i
         int phase = phase_of(m, s, m->t0[i]);
         if ((phase & 1) == m->amount[i]) continue;
         int n = r->count[i];
-        if ((n > 0 && r->completion[2 * i] == phase) || (n > 1 && r->completion[2 * i + 1] == phase))
+        if ((n > 0 && r->completion[2 * i] == phase) ||
+            (n > 1 && r->completion[2 * i + 1] == phase))
             continue;
         if (n == 2) continue;
         r->completion[2 * i + n] = phase;
@@ -269,7 +275,8 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
     int32_t *cur = malloc(W * sizeof(int32_t)), *next = malloc(W * sizeof(int32_t));
     uint8_t *packed = malloc((size_t)(n_actions + 1) * st->bytes);
     uint64_t *hs = malloc((n_actions + 1) * sizeof(uint64_t));
-    int32_t *js = malloc((n_actions + 1) * sizeof(int32_t)), *acts = malloc((n_actions + 1) * sizeof(int32_t));
+    int32_t *js = malloc((n_actions + 1) * sizeof(int32_t));
+    int32_t *acts = malloc((n_actions + 1) * sizeof(int32_t));
     Buf *out = w->out;
     for (int o = 0; o < N; o++) out[o].n = 0;
     int dead = 0, best = 0;
@@ -327,7 +334,9 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
         transitions += moves;
         if (!moves && !is_done(m, cur)) {
             int c = deadlock_code(m, cur);
-            if (!m->ignored[c] && (!dead || c < dead)) { dead = c; dead_rank = rank; dead_gid = gid; }
+            if (!m->ignored[c] && (!dead || c < dead)) {
+                dead = c; dead_rank = rank; dead_gid = gid;
+            }
         }
     }
     Py_END_ALLOW_THREADS
@@ -350,9 +359,11 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
             else Py_DECREF(row);
         }
     if (!rows) { Py_DECREF(buffers); goto end; }
-    PyObject *deadlock = dead ? Py_BuildValue("(iLL)", dead, (long long)dead_rank, (long long)dead_gid)
+    PyObject *deadlock = dead ? Py_BuildValue("(iLL)", dead, (long long)dead_rank,
+                                              (long long)dead_gid)
                               : (Py_INCREF(Py_None), Py_None);
-    PyObject *by_step = best ? Py_BuildValue("(iLLLL)", best, (long long)best_rank, (long long)best_j,
+    PyObject *by_step = best ? Py_BuildValue("(iLLLL)", best, (long long)best_rank,
+                                             (long long)best_j,
                                              (long long)best_gid, (long long)best_action)
                              : (Py_INCREF(Py_None), Py_None);
     if (deadlock && by_step)
@@ -386,7 +397,11 @@ static PyObject *mp_insert(PyObject *self, PyObject *args) {
     size_t rec = st->bytes + META;
     const uint8_t **at = calloc(N, sizeof(uint8_t *)), **end = calloc(N, sizeof(uint8_t *));
     int32_t *s = malloc(w->m.W * sizeof(int32_t));
-    if (!at || !end || !s) { free(at); free(end); free(s); PyBuffer_Release(&prefix); return PyErr_NoMemory(); }
+    if (!at || !end || !s) {
+        free(at); free(end); free(s);
+        PyBuffer_Release(&prefix);
+        return PyErr_NoMemory();
+    }
     for (int k = 0; k < N; k++) {
         PyObject *b = PyList_GET_ITEM(list, k);
         if (!PyBytes_Check(b)) {
@@ -413,7 +428,9 @@ static PyObject *mp_insert(PyObject *self, PyObject *args) {
             int64_t r; int32_t j;
             memcpy(&r, at[k] + st->bytes, 8);
             memcpy(&j, at[k] + st->bytes + 8, 4);
-            if (k_min < 0 || r < r_min || (r == r_min && j < j_min)) { k_min = k; r_min = r; j_min = j; }
+            if (k_min < 0 || r < r_min || (r == r_min && j < j_min)) {
+                k_min = k; r_min = r; j_min = j;
+            }
         }
         if (k_min < 0) break;
         const uint8_t *p = at[k_min];

@@ -68,7 +68,6 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
                      progress=None):
     """The raw breadth-first search of explore.py on the compiled core (an ExploreResult);
     raises `Refused` for a System outside it."""
-    from .search_result import ExploreResult, _concretize, _states
     start = time.perf_counter()
     scalars, arrays, codes, init = flatten(system, ignore)
     budget = -1 if limits.max_memory_mb is None else \

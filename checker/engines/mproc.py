@@ -36,6 +36,7 @@ import mmap
 import multiprocessing
 import multiprocessing.connection
 import os
+import resource
 import signal
 import threading
 import time
@@ -107,13 +108,16 @@ def parallel_or_why(system: System, limits: Limits, ignore: frozenset[str], work
 
 
 def explore_parallel(system: System, limits: Limits, ignore: frozenset[str], workers: int,
-                     progress=None) -> ExploreResult:
+                     progress=None, cpu: list | None = None) -> ExploreResult:
     """The raw breadth-first search in `workers` processes; raises `Refused` for a System the
-    compiled core does not state."""
+    compiled core does not state. `cpu`, if given, receives each worker's CPU seconds (for
+    bench/parallel.py: the busiest worker bounds the time on free cores)."""
     start = time.perf_counter()
     flat = flatten(system, ignore)
     for word in (2, 4):          # states in 16-bit words; a value beyond them: 32-bit ones
-        found = _search(system, flat, word, workers, limits, ignore, progress, start)
+        if cpu is not None:
+            cpu.clear()
+        found = _search(system, flat, word, workers, limits, ignore, progress, start, cpu)
         if found is not None:
             return found
     raise AssertionError("a state does not fit 32-bit words")
@@ -182,7 +186,9 @@ def _serve(me: int, n: int, flat: tuple, word: int, ctrl, peers: dict, fd: int) 
             inbound = None
         elif command[0] == "tree":
             ctrl.send(_mproc.tree(worker))
-        else:
+        else:                                        # stop: the CPU seconds it spent
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            ctrl.send(usage.ru_utime + usage.ru_stime)
             return
 
 
@@ -252,23 +258,33 @@ class _Pool:
                  for k, p in enumerate(self.procs) if p.exitcode is not None]
         return "; ".join(ended)
 
-    def close(self) -> None:
+    def close(self) -> list[float | None]:
+        """End the workers; the CPU seconds each reports spending (None: it did not say)."""
         for conn in self.ctrl:
             try:
                 conn.send(("stop",))
             except (OSError, ValueError):
                 pass
+        cpu: list[float | None] = []
+        deadline = time.monotonic() + 1.0
+        for conn in self.ctrl:
+            try:
+                cpu.append(conn.recv() if conn.poll(max(deadline - time.monotonic(), 0))
+                           else None)
+            except (EOFError, OSError):
+                cpu.append(None)
         for proc in self.procs:
-            proc.join(1.0)
+            proc.join(max(deadline - time.monotonic(), 0))
         for proc in self.procs:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
         for conn in self.ctrl:
             conn.close()
+        return cpu
 
 
-def _search(system, flat, word, n, limits, ignore, progress, start) -> ExploreResult | None:
+def _search(system, flat, word, n, limits, ignore, progress, start, cpu) -> ExploreResult | None:
     ranks = _Ranks()
     pool = _Pool(n, flat, word, ranks)
     budget = None if limits.max_memory_mb is None else \
@@ -298,8 +314,10 @@ def _search(system, flat, word, n, limits, ignore, progress, start) -> ExploreRe
                                         f"{why}", notes=[note])
         return _finish(system, out, pool, n, limits, ignore, start, note)
     finally:
-        pool.close()
+        spent = pool.close()
         ranks.close()
+        if cpu is not None:
+            cpu.extend(spent)
 
 
 def _levels(pool, ranks, out, n, limits, budget, progress, start) -> bool | None:
