@@ -7,6 +7,7 @@ processes: about 0.1 s)."""
 
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +45,13 @@ def _same(system, workers=2, ignore=frozenset(), limits=CAP):
     if one.violation is not None:
         assert many.violation.message == one.violation.message
     return many
+
+
+def test_the_workers_are_built_where_a_compiler_is():
+    """pip builds _mproc.c beside _core.c wherever a C compiler is: the tests below never skip
+    there."""
+    if shutil.which("gcc") or shutil.which("cc"):
+        assert mproc._mproc is not None
 
 
 @pytest.fixture(scope="module")
