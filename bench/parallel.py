@@ -126,28 +126,32 @@ PROSE = """\
 Each worker owns the states whose 64-bit hash falls in its partition (low 32 bits modulo the
 workers; its visited set's slots use the high 32): the visited set, the breadth-first tree and
 the frontier are each split N ways and never shared. A level is one round: every worker expands
-its frontier on the compiled core's rules, sends each successor to its owner over a pipe
-(`(N-1)/N` of them cross: the packed state, 2 bytes a field here, plus 20 bytes of parent rank,
-move index, action and parent id), and stores what it received. The only shared memory is the
-rank array, 8 bytes per transition of the level before, in which each parent writes its number
-of moves; the coordinator turns it into prefix sums (one linear pass) so that every owner ranks
-its new states in the order the one-process search queues them. That is what makes the verdict,
-the counts, the depth and the counterexample exactly that search's, not a tie-break argued.
+its frontier on the compiled core's rules, sends each successor to its owner over a pipe (the
+packed state, 2 bytes a field here, plus 28 bytes of parent rank, move index, action, parent id
+and hash), and stores what it received. A direct-mapped cache of the successors a worker sent
+drops the repeats it generates itself (the diamonds of an interleaving, most of the
+transitions); a state whose parents lie in two partitions is still sent by both, so the records
+per state grow with N, toward the number of distinct parent partitions of a state (at most its
+in-degree). The only shared memory is the rank array, 8 bytes per transition of the level
+before, in which each parent writes its number of moves; the coordinator turns it into prefix
+sums (one linear pass) so that every owner ranks its new states in the order the one-process
+search queues them. That is what makes the verdict, the counts, the depth and the
+counterexample exactly that search's, not a tie-break argued.
 
-On 16+ cores the work per level divides by N (expansion, hashing, the visited set) while what
-crosses grows as (N-1)/N of the successors, a constant per successor of about the state's size
-(tens of bytes, against about a microsecond of work per state here): memory bandwidth, not the
-pipes' count, bounds it. Two costs do not divide: the coordinator's prefix pass (about a
-nanosecond per transition, so 1/1000 of the expansion at 16 workers) and the barrier per level,
-about a millisecond with N pipes: protocols whose levels hold only a few hundred states (long,
-narrow state spaces) gain little, those of 10^5-10^7 states per level (the ones that need the
-cores) amortize it. Each partition's memory is 1/N of the store, so 16 workers also hold 16
-times the states before a memory limit, where the machine has the memory. A violation stops the
-search at the end of the level it is found in, as the one-process search does; the counterexample
-is rebuilt from the trees the workers hand back (8 bytes per state, once). Past one machine
-TLC's distributed mode is the engine (`--engine tlc --distributed K`); its rows above measure it
-on localhost workers, whose RMI traffic per state block is what makes it slower than one TLC
-process on a 2-core machine.
+What divides by N: the expansion (steps, packing, hashing), the visited set and its memory
+(each partition holds 1/N of the states, so 16 workers hold 16 times the states before a memory
+limit, where the machine has the memory). What does not: the records (written, piped, merged:
+a fixed cost per record, the `1 worker` row's CPU over the one process's), the cross-partition
+repeats above, the coordinator's prefix pass (about a nanosecond per transition) and the
+barrier per level (a round of small messages, about a millisecond). So N free cores give at
+most N divided by the `2 workers` row's total CPU over the one process's, less as the repeats
+grow; protocols whose levels hold a few hundred states (long, narrow state spaces) gain little,
+those of 10^5-10^7 states per level, the ones that need the cores, amortize the barrier. On this
+2-core machine shared with other work the gain is small, and the wall-clock rows show what the
+other work left. A violation stops the search at the end of the level it is found in, as in one
+process; the counterexample is rebuilt from the trees the workers hand back (8 bytes per state,
+once). Past one machine TLC's distributed mode is the engine (`--engine tlc --distributed K`);
+its rows above measure it on localhost workers against one TLC process.
 """
 
 
