@@ -163,7 +163,7 @@ def _serve(me: int, n: int, flat: tuple, word: int, ctrl, peers: dict, fd: int) 
     die_with_parent(os.getppid())
     scalars, arrays, codes, init = flat
     worker = _mproc.worker(scalars, arrays, codes, word, n, me)
-    room, ranks, inbound = 0, None, None
+    room, ranks, inbound, shown = 0, None, None, []
     while True:
         command = ctrl.recv()
         if command[0] == "seed":
@@ -178,8 +178,10 @@ def _serve(me: int, n: int, flat: tuple, word: int, ctrl, peers: dict, fd: int) 
             if got is None:                          # too wide: the others still exchange
                 ctrl.send(None)
                 got = ([b""] * n, 0, None, None, [])
-            else:
-                ctrl.send(got[1:])
+            else:        # the side table's rows only when they changed (None: as before)
+                rows = got[4] if got[4] != shown else None
+                shown = got[4] if rows is not None else shown
+                ctrl.send((*got[1:4], rows))
             inbound = _exchange(me, got[0], peers)
         elif command[0] == "insert":
             ctrl.send(_mproc.insert(worker, inbound, ranks))
@@ -322,7 +324,8 @@ def _search(system, flat, word, n, limits, ignore, progress, start, cpu) -> Expl
 
 def _levels(pool, ranks, out, n, limits, budget, progress, start) -> bool | None:
     """The levels, until a verdict or a limit (in `out`); None when a state is too wide."""
-    frontier, room, returns = 1, 1, []
+    frontier, room = 1, 1
+    returns: list[list] = [[] for _ in range(n)]     # each worker's side table rows
     while frontier:
         if limits.max_depth is not None and out["depth"] >= limits.max_depth:
             out.update(status=DEPTH_LIMIT, unexpanded=frontier)
@@ -342,8 +345,13 @@ def _levels(pool, ranks, out, n, limits, budget, progress, start) -> bool | None
         best = min([(e[2][:3], BY_STEP, e[2]) for e in expanded if e[2] is not None] +
                    [(i[2][:3], IN_STATE, i[2]) for i in inserted if i[2] is not None],
                    default=None)
-        rows = [row for e in expanded for row in e[3]]
-        conflict = _conflict(rows, out["depth"]) if rows else None
+        # a conflict needs a row new at this level: the table is merged again only then
+        changed = any(e[3] is not None for e in expanded)
+        for n_worker, e in enumerate(expanded):
+            if e[3] is not None:
+                returns[n_worker] = e[3]
+        rows = [row for part in returns for row in part]
+        conflict = _conflict(rows, out["depth"]) if rows and changed else None
         if dead is not None:
             out.update(status=VIOLATION, kind=DEADLOCK, code=dead[0], pred=dead[2])
         elif best is not None and (conflict is None or best[0][0] <= 101):
