@@ -5,8 +5,9 @@
  *
  * A level goes in two calls. `expand` takes the worker's frontier in rank order, steps every
  * enabled action, and returns one buffer of records per owner (the successor packed, the
- * parent's rank, the move's index among the parent's moves, the action and the parent's global
- * id), writing each parent's number of moves at its rank into the shared `counts` array. The
+ * parent's rank, the move's index among the parent's moves, the action, the parent's global id
+ * and the successor's hash; a successor it sent before is not sent again), writing each
+ * parent's number of moves at its rank into the shared `counts` array. The
  * coordinator turns counts into exclusive prefix sums; `insert` then merges the records every
  * worker sent it by (parent rank, move index), which is the order in which the one-process
  * search meets them, so the first record of a state is the parent and action that search

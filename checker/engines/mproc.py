@@ -18,13 +18,14 @@ of a state names the parent and action it stores and prefix[parent rank] + move 
 new state's rank. The counterexample is then rebuilt from the workers' trees and replayed by
 compiled.py's `outcome`, as the one-process core's is.
 
-Per level each worker sends the successors it generated that other workers own, (1 - 1/N) of
-them, each its packed state plus 20 bytes; it receives as many. The rank array holds 8 bytes per
-transition of the level before; the coordinator touches it once per level (a prefix sum, linear)
-and otherwise moves a few tuples per worker. Limits (states, time, memory) are checked between
-levels. Workers ignore Ctrl-C: the coordinator takes it, ends them, and reports what the levels
-completed covered; a worker that dies ends the search `bounded` with the reason (no verdict is
-drawn from part of the states).
+Per level each worker sends each successor it generated to its owner, itself included (the
+packed state plus 28 bytes), unless a cache of the successors it sent before holds it (a repeat
+is already stored by its owner, first met); the rank array holds 8 bytes per transition of the
+level before; the coordinator touches it once per level (a prefix sum, linear) and otherwise
+moves a few tuples per worker. Limits (states, time, memory: the partitions' stores) are checked
+between levels, so a level is finished past a time limit. Workers ignore Ctrl-C: the
+coordinator takes it, ends them, and reports what the levels completed covered; a worker that
+dies ends the search `bounded` with the reason (no verdict is drawn from part of the states).
 
 What it does not search (reductions on, a System the compiled core refuses, no fork or no
 memfd on this platform, the extension not built) runs the ordinary search with a note saying so.
@@ -300,7 +301,7 @@ def _search(system, flat, word, n, limits, ignore, progress, start, cpu) -> Expl
             seeds = pool.ask("seed")
             if any(s is None for s in seeds):
                 return None
-            owner, code = seeds[0]
+            _, code = seeds[0]                 # every worker judges the initial state
             if code:
                 out.update(status=VIOLATION, kind=AT_INITIAL, code=code)
                 return _finish(system, out, pool, n, limits, ignore, start, note)
