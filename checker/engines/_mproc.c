@@ -20,6 +20,10 @@
  */
 #include "_core.c"
 
+/* mp_worker and worker_free list the Model's arrays as core_explore does: a change there is
+ * made here too (this stops the build until it is). */
+_Static_assert(N_ARRAYS == 20, "the flattened System's arrays changed: mirror core_explore");
+
 /* A record: packed state, then int64 parent rank, int32 move index, int32 action, int32
  * parent's global id, uint64 the state's hash. */
 #define META 28
