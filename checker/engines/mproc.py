@@ -232,8 +232,11 @@ class _Pool:
                 conn.close()
 
     def ask(self, *command) -> list:
-        for conn in self.ctrl:
-            conn.send(command)
+        for n, conn in enumerate(self.ctrl):
+            try:
+                conn.send(command)
+            except OSError:                      # its end is closed: it has died
+                raise WorkerDied(self._death(n)) from None
         return self.gather()
 
     def gather(self) -> list:
