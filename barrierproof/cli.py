@@ -468,7 +468,8 @@ def cmd_check(args, engine: str | None = None) -> int:
                       # unreduced, breadth first unless asked: the compiled core runs it
                       order=getattr(args, "search", None) or
                       ("bfs" if args.no_reduction else "dfs"),
-                      core=getattr(args, "core", None))
+                      core=getattr(args, "core", None),
+                      workers=getattr(args, "workers", None) or 1)
     for spec in args.paths:     # every path exists before any file is imported
         path = spec.partition("::")[0]
         if not os.path.exists(path):
@@ -815,8 +816,19 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
     add_ci_flags(p)
 
 
+def _workers(value: str) -> int:
+    from .checker.engines.mproc import workers_count
+    try:
+        return workers_count(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a positive count or auto") from None
+
+
 def _add_tlc_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int, default=1, help="TLC worker threads (--engine tlc)")
+    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="parallel workers, a count or auto (every core): TLC worker threads "
+                        "(--engine tlc); explorer processes for its unreduced breadth-first "
+                        "search (--no-reduction; checker/engines/mproc.py)")
     p.add_argument("--distributed", type=int, metavar="K",
                    help="TLC's distributed mode (--engine tlc): a TLC server and K worker "
                         "processes of --workers threads each, on this machine")

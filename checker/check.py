@@ -51,6 +51,8 @@ class Options:
     # built and accepts the System), python or compiled (checker/engines/compiled.py); None:
     # BARRIERPROOF_CORE, else auto. Only the speed differs.
     core: str | None = None
+    # processes the explorer's unreduced breadth-first search runs on (checker/engines/mproc.py)
+    workers: int = 1
 
     def ignored(self) -> frozenset[str]:
         if self.select is None:
@@ -126,7 +128,7 @@ def explorer_search(options: Options) -> Search:
             limits = Limits(limits.max_states, limits.max_depth, remaining, limits.max_memory_mb)
         r = explore(system, limits, options.reduction, ignored, options.progress,
                      store_mode=options.store, order=options.order, tolerate=options.tolerate,
-                     core=options.core)
+                     core=options.core, workers=options.workers)
         return SearchOutcome(r.status, r.states, r.transitions, r.depth, r.actions,
                              r.violation.code if r.violation else None, r.reason,
                              r.bytes_per_state, r.collision_probability, r.witness, r.notes)

@@ -68,7 +68,6 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
                      progress=None):
     """The raw breadth-first search of explore.py on the compiled core (an ExploreResult);
     raises `Refused` for a System outside it."""
-    from .search_result import ExploreResult, _concretize, _states
     start = time.perf_counter()
     scalars, arrays, codes, init = flatten(system, ignore)
     budget = -1 if limits.max_memory_mb is None else \
@@ -83,13 +82,22 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
     parents, actions = array("i"), array("i")
     parents.frombytes(out["parents"])
     actions.frombytes(out["actions"])
+    return outcome(system, out, parents, actions, limits, ignore, start, [NOTE])
+
+
+def outcome(system: System, out: dict, parents, actions, limits, ignore: frozenset[str],
+            start: float, notes: list[str]):
+    """The ExploreResult of a compiled search's `out` (the multi-process one's too, mproc.py):
+    its counterexample rebuilt from the breadth-first tree (`parents`, `actions` by state id)
+    and recomputed by semantics.py."""
+    from .search_result import ExploreResult, _concretize, _states
     depth, status = out["depth"], out["status"]
 
     def result(kind: str, **kw) -> ExploreResult:
         return ExploreResult(kind, out["states"], out["transitions"], kw.pop("depth", depth),
                              time.perf_counter() - start, reduction=False, store="compiled",
                              bytes_per_state=round(out["bytes"] / max(out["states"], 1), 1),
-                             notes=[NOTE], **kw)
+                             notes=notes, **kw)
 
     if status != VIOLATION:
         reasons = {STATE_LIMIT: f"state limit {limits.max_states} reached at depth {depth}",
@@ -209,4 +217,4 @@ def _deadlock_alias(system: System, returns: ParityReturns, actions: list[int], 
     return None
 
 
-__all__ = ["CORES", "NOTE", "Refused", "available", "chosen", "explore_compiled"]
+__all__ = ["CORES", "NOTE", "Refused", "available", "chosen", "explore_compiled", "outcome"]

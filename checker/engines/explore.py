@@ -72,7 +72,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             progress: Callable[[dict], None] | None = None,
             block_symmetry: bool = True, store_mode: str = "tuple",
             partial_order: bool = True, order: str = "bfs",
-            tolerate: frozenset[Place] = frozenset(), core: str | None = None) -> ExploreResult:
+            tolerate: frozenset[Place] = frozenset(), core: str | None = None,
+            workers: int = 1) -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
 
     `order="dfs"` walks the same reduced graph depth first (the reductions depend on the state
@@ -83,7 +84,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
 
     A raw breadth-first search (no reduction, or no partial-order reduction and a symmetry
     that relates nothing; nothing tolerated) runs on the compiled core when it is built and
-    accepts the System (compiled.py; `core`: auto, python or compiled).
+    accepts the System (compiled.py; `core`: auto, python or compiled); with `workers` > 1, on
+    that many processes (mproc.py), else in one with a note saying why.
     Asked for explicitly (`core="compiled"`), it runs a raw depth-first one too, breadth first:
     run to the end both orders report the same verdict and a shortest counterexample.
 
@@ -104,6 +106,16 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     # (the search confirming a shortest counterexample, on a kernel whose threads all differ).
     raw = symmetry is None or (not partial_order and not symmetry.classes and
                                not symmetry.blocks)
+    if workers > 1:
+        from .mproc import parallel_or_why
+        found, why = parallel_or_why(system, limits, ignore, workers, progress, not raw,
+                                     tolerate, order, core)
+        if found is not None:
+            return found
+        found = explore(system, limits, reduction, ignore, progress, block_symmetry, store_mode,
+                        partial_order, order, tolerate, core)
+        found.notes.append(f"searched in one process, not {workers}: {why}")
+        return found
     refused = None
     if raw and not tolerate and chosen_core(core) != "python" and \
             (order == "bfs" or chosen_core(core) == "compiled") and available():
