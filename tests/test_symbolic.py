@@ -600,6 +600,33 @@ def test_houdini_transition_by_transition_keeps_the_same_invariant(ref):
         assert len(whole.invariant) < len(cands)     # Houdini had candidates to drop
 
 
+@pytest.mark.parametrize("ref", ["attention.py::pingpong_schedule", "blackwell.py::tma_mma_epilogue"])
+def test_guess_proposes_no_fact_its_condition_makes_true(ref):
+    """Where a thread is fixes the indicators of its position (and of what it observed there):
+    `pos == 5 => [pos == 1] == 0` holds by its condition alone, says nothing, and only weighs
+    on every Houdini query. No conditional candidate is valid on its own; the conditional
+    facts about other variables are still proposed, and the class is still proved."""
+    from barrierproof.checker.symbolic.encode import Encoder
+    from barrierproof.checker.symbolic.invariants import guess, houdini, sample
+    frag, sym, fixed, systems = _fragment(ref)
+    k = kernel(ref)
+    conditional = 0
+    for cls, system, _ in systems:
+        if not system.roles:
+            continue
+        enc = Encoder(system).build()
+        vals = [v for p in points(k, sym, fixed, 3) for v in frag.valuations(cls, system, p)]
+        cands = guess(enc, sample(enc, vals, limit=5000, budget=10).states, ())
+        for c in cands:
+            if " => " in c.text and " == 0" in c.text:
+                conditional += 1
+                s = z3.Solver()
+                s.add(z3.Not(c.formula))
+                assert s.check() == z3.sat, c.text
+        assert houdini(enc, cands, timeout=600).status == "proved"
+    assert conditional
+
+
 def test_sign_cases_cover_every_value_and_skip_parameters_bounded_below():
     """signs.py: one case per sign of each parameter the assumptions let be negative, together
     every integer; a parameter the assumptions keep >= 0 splits nothing."""

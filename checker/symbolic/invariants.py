@@ -516,6 +516,9 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 feat_terms.append(z3.If(variables[b] - variables[a] == 1, variables[i], 0))
                 feat_names.append(f"{hit}*{names[i]}")
                 feat_cols.append((i, (a, b)))
+    # the variable of an indicator feature ([pos[wg0]==3]), None for the other features
+    indicator_of = [i if v is not None and not isinstance(v, tuple) else None
+                    for i, v in feat_cols]
     table = [tuple((s[i] if v is None else int(s[i] == v) if not isinstance(v, tuple)
                     else s[i] * (s[v[1]] - s[v[0]] == 1)) for i, v in feat_cols)
              for s in states]
@@ -533,7 +536,10 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         return " + ".join(f"{c}*{feat_names[j]}" for j, c in enumerate(coeffs) if c) + \
             f" + {const} == 0"
 
-    def equalities(rows_idx, exclude_span=None):
+    def equalities(rows_idx, exclude_span=None, fixed=frozenset()):
+        """The equalities every row of `rows_idx` satisfies, less those in `exclude_span`;
+        `fixed`: the variables the rows' condition fixes (a place, what it observed), whose
+        indicators are constants there, so an equality over them alone says nothing."""
         rows = [(1,) + table[r] for r in rows_idx]
         found = []
         span = copy.deepcopy(exclude_span) if exclude_span is not None else None
@@ -542,6 +548,10 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 continue
             if span is not None and not span.add(ints):
                 continue
+            # kept in the span, so the other equalities found are the same ones
+            if fixed and all(c == 0 or indicator_of[j] in fixed
+                             for j, c in enumerate(ints[1:])):
+                continue        # `pos == 5 => [pos == 1] == 0`: true under its condition
             found.append(ints)
         return found
 
@@ -589,7 +599,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             obs = [o for o in range(n) if names[o].startswith(f"obs[{role},")]
             for value in values_of[i]:
                 atoms.append((variables[i] == value, f"{name} == {value}",
-                              lambda s, i=i, v=value: s[i] == v))
+                              lambda s, i=i, v=value: s[i] == v, {i}))
                 combos = sorted({tuple(s[o] for o in obs) for s in states if s[i] == value})
                 if len(combos) > 1:
                     for combo in combos:
@@ -597,28 +607,29 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                                       [variables[o] == c for o, c in zip(obs, combo)])
                         atoms.append((cond, f"{name} == {value} & obs == {combo}",
                                       lambda s, i=i, v=value, combo=combo, obs=obs:
-                                      s[i] == v and all(s[o] == c for o, c in zip(obs, combo))))
+                                      s[i] == v and all(s[o] == c for o, c in zip(obs, combo)),
+                                      {i, *obs}))
         elif name.startswith("n["):
-            atoms.append((variables[i] >= 1, f"{name} >= 1", lambda s, i=i: s[i] >= 1))
+            atoms.append((variables[i] >= 1, f"{name} >= 1", lambda s, i=i: s[i] >= 1, set()))
             role = name[2:].split(",")[0]
             size = sizes.get(role)
             if size is not None:
                 fn = comp.function([size])
                 atoms.append((variables[i] == size, f"{name} == size",
-                              lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
+                              lambda s, i=i, fn=fn: s[i] == fn(s)[0], set()))
     pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
     glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
                           max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
     glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
         if hulls else {}
     out += _global_facets(variables, names, numeric, glob_proj, list(state_pairs()))
-    for cond, ctext, holds in atoms:
+    for cond, ctext, holds, fixed in atoms:
         # counted work (budget.py): the states read for this place, once per fact kind
         tick(len(states) * UNITS_PER_FACT_ROW * (2 + len(pair_list)))
         subset = [r for r, s in enumerate(states) if holds(s)]
         if not subset or len(subset) == len(states):
             continue
-        for ints in equalities(subset, exclude_span=glob_span):
+        for ints in equalities(subset, exclude_span=glob_span, fixed=fixed):
             out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
                                  f"{ctext} => " + text_of(ints[1:], ints[0])))
         sub_proj = project(states[r] for r in subset)
