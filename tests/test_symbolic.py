@@ -627,6 +627,25 @@ def test_guess_proposes_no_fact_its_condition_makes_true(ref):
     assert conditional
 
 
+def test_houdini_reads_a_transitions_fixed_places_off_its_guard():
+    """A hypothesis conditioned on a place the guard excludes is not assumed, a candidate
+    conditioned on a place the successor cannot be at is not a goal: both hold there
+    whatever they say (the invariant kept is the same: the test above)."""
+    from barrierproof.checker.symbolic.invariants import (_condition_values, _excluded,
+                                                          _fixed_values)
+    pos, obs, x = z3.Ints("pos obs x")
+    v = [pos, obs, x]
+    guard = z3.And(pos == 3, x >= 1, 2 == obs)
+    assert _fixed_values(guard, v) == {0: 3, 1: 2}
+    at5 = _condition_values(z3.Implies(pos == 5, x <= 2), v)
+    at3 = _condition_values(z3.Implies(z3.And(pos == 3, obs == 1), x <= 2), v)
+    assert at5 == {0: 5} and at3 == {0: 3, 1: 1}
+    assert _condition_values(x <= 2, v) == {} and _condition_values(
+        z3.Implies(x >= 1, pos == 2), v) == {}
+    assert _excluded(at5, {0: 3}) and _excluded(at3, {0: 3, 1: 2})
+    assert not _excluded(at3, {0: 3}) and not _excluded({}, {0: 3})
+
+
 def test_sign_cases_cover_every_value_and_skip_parameters_bounded_below():
     """signs.py: one case per sign of each parameter the assumptions let be negative, together
     every integer; a parameter the assumptions keep >= 0 splits nothing."""

@@ -944,20 +944,34 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     broken = {id(c): z3.Not(flags[id(c)]) for c in alive}
     defines = {id(c): z3.BoolRef(z3.Z3_mk_eq(ref, flags[id(c)].as_ast(), c.formula.as_ast()),
                                  ctx) for c in alive}
+    where = {id(c): _condition_values(c.formula, variables) for c in alive}
     steps = []
     for label, pre, nxt in encoder.steps:
         writes = {i for i in range(nf, len(variables)) if not nxt[i].eq(variables[i])}
-        relevant = [c for c in alive if reads[id(c)] & writes]
+        # A candidate whose condition (`pos[wg0] == 5 => ...`) the transition's successor
+        # cannot meet holds there whatever it says: it cannot break across it.
+        after = {i: nxt[i].as_long() for i in writes if z3.is_int_value(nxt[i])}
+        relevant = [c for c in alive if reads[id(c)] & writes
+                    and not _excluded(where[id(c)], after)]
         steps.append((label, pre, nxt, relevant))
+    # Likewise a hypothesis whose condition the transition's guard excludes holds in every
+    # state the transition leaves: it is not assumed in that transition's queries (the same
+    # answer; a smaller query).
+    guards = [_fixed_values(pre, variables) for _, pre, _ in encoder.steps]
+    assumed = [{id(c) for c in alive if not _excluded(where[id(c)], g)} for g in guards]
     solvers: dict[int, z3.Solver] = {}
 
     def solver_of(t: int) -> z3.Solver:
         if t not in solvers:
             label, pre, nxt, relevant = steps[t]
             s = z3.Solver()
-            s.add(encoder.init_body, *encoder.sane, pre, hypotheses)
+            fixed = [(variables[i], z3.IntVal(v)) for i, v in guards[t].items()]
+            # the guard's values put into the hypotheses: where a thread is, read off once
+            s.add(encoder.init_body, *encoder.sane, pre,
+                  z3.simplify(z3.substitute(hypotheses, *fixed)) if fixed else hypotheses)
             sub = Substitution(variables, nxt)
-            s.add(sub(_fast_and([defines[id(c)] for c in relevant])))
+            post = sub(_fast_and([defines[id(c)] for c in relevant]))
+            s.add(z3.simplify(z3.substitute(post, *fixed)) if fixed else post)
             solvers[t] = s
         return solvers[t]
 
@@ -985,7 +999,8 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             s.add(z3.Implies(goal, _fast_or([broken[id(c)] for c in goals])))
             s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
             checks += 1
-            r = _fast_check(s, [goal] + [lits[id(c)] for c in alive if id(c) not in dead])
+            r = _fast_check(s, [goal] + [lits[id(c)] for c in alive
+                                         if id(c) not in dead and id(c) in assumed[t]])
             if r == z3.unsat:
                 cores[t] = {by_lit[x.get_id()] for x in s.unsat_core()
                             if x.get_id() in by_lit}
@@ -1016,6 +1031,50 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
                         queued.add(u)
                         todo.append(u)
     return [c for c in alive if id(c) not in dead], None, checks
+
+
+def _var_index(term, variables) -> int | None:
+    index = _VAR_INDEX.get(id(variables))
+    if index is None or index[0] is not variables:
+        index = (variables, {v.get_id(): i for i, v in enumerate(variables)})
+        _VAR_INDEX.clear()
+        _VAR_INDEX[id(variables)] = index
+    return index[1].get(term.get_id())
+
+
+_VAR_INDEX: dict = {}       # the last variable vector's index: id -> position
+
+
+def _equalities(formula, variables) -> dict[int, int]:
+    """{i: value} for the conjuncts `variables[i] == value` of `formula` (the rest ignored)."""
+    parts = formula.children() if z3.is_and(formula) else [formula]
+    out = {}
+    for part in parts:
+        if z3.is_eq(part):
+            a, b = part.children()
+            if z3.is_int_value(a):
+                a, b = b, a
+            if z3.is_int_value(b):
+                i = _var_index(a, variables)
+                if i is not None:
+                    out[i] = b.as_long()
+    return out
+
+
+def _condition_values(formula, variables) -> dict[int, int]:
+    """The values `cond => fact` fixes in its condition ({} for an unconditional fact)."""
+    if not z3.is_app_of(formula, z3.Z3_OP_IMPLIES):
+        return {}
+    return _equalities(formula.arg(0), variables)
+
+
+def _fixed_values(pre, variables) -> dict[int, int]:
+    """The values a transition's guard fixes (`pos[wg0] == 3`, one conjunct each)."""
+    return _equalities(pre, variables)
+
+
+def _excluded(condition: dict[int, int], fixed: dict[int, int]) -> bool:
+    return any(i in fixed and fixed[i] != v for i, v in condition.items())
 
 
 def _some_broken(s: z3.Solver, goal_name: str, alive: list, lits: dict, flags: dict,
