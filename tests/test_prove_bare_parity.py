@@ -185,3 +185,22 @@ def test_a_skipping_wait_with_no_lap_formula_is_unknown_naming_the_rule():
     assert v.verdict == "unknown", (v.verdict, v.coverage)
     assert "wait_parity(full, parity=0)" in v.coverage and "keeps its bare parity" in v.coverage
     assert "BP101" in v.coverage
+
+
+def test_fa3_with_bare_parity_is_proved_for_every_block_count():
+    """FA3's two-warpgroup K/V rings with the parity bits its PipelineStates compile to
+    (examples/patterns/flash_attention.py): both warpgroups wait on every phase, the order
+    barrier's bits skip wg0's first turn. Checked by the explorer on a grid, then proved for
+    every block count within `--timeout 60`. About 15 s of CPU."""
+    from barrierproof.loader import resolve
+    from conftest import EXAMPLES
+    (target,) = resolve(os.path.join(EXAMPLES, "patterns", "flash_attention.py")
+                        + "::fa3_forward_pingpong_bare_parity")
+    k = target.build()
+    for stages in (1, 2, 3):
+        for blocks in (1, 2, 4):
+            values = {"stages": stages, "blocks": blocks}
+            assert check_kernel(k, values).verdict == "verified", values
+    v = prove_kernel(k, options=Options(Limits(timeout=60)))
+    assert v.verdict == "proved", v.coverage
+    assert "blocks" in v.coverage

@@ -600,6 +600,52 @@ def test_houdini_transition_by_transition_keeps_the_same_invariant(ref):
         assert len(whole.invariant) < len(cands)     # Houdini had candidates to drop
 
 
+@pytest.mark.parametrize("ref", ["attention.py::pingpong_schedule", "blackwell.py::tma_mma_epilogue"])
+def test_guess_proposes_no_fact_its_condition_makes_true(ref):
+    """Where a thread is fixes the indicators of its position (and of what it observed there):
+    `pos == 5 => [pos == 1] == 0` holds by its condition alone, says nothing, and only weighs
+    on every Houdini query. No conditional candidate is valid on its own; the conditional
+    facts about other variables are still proposed, and the class is still proved."""
+    from barrierproof.checker.symbolic.encode import Encoder
+    from barrierproof.checker.symbolic.invariants import guess, houdini, sample
+    frag, sym, fixed, systems = _fragment(ref)
+    k = kernel(ref)
+    conditional = 0
+    for cls, system, _ in systems:
+        if not system.roles:
+            continue
+        enc = Encoder(system).build()
+        vals = [v for p in points(k, sym, fixed, 3) for v in frag.valuations(cls, system, p)]
+        cands = guess(enc, sample(enc, vals, limit=5000, budget=10).states, ())
+        for c in cands:
+            if " => " in c.text and " == 0" in c.text:
+                conditional += 1
+                s = z3.Solver()
+                s.add(z3.Not(c.formula))
+                assert s.check() == z3.sat, c.text
+        assert houdini(enc, cands, timeout=600).status == "proved"
+    assert conditional
+
+
+def test_houdini_reads_a_transitions_fixed_places_off_its_guard():
+    """A hypothesis conditioned on a place the guard excludes is not assumed, a candidate
+    conditioned on a place the successor cannot be at is not a goal: both hold there
+    whatever they say (the invariant kept is the same: the test above)."""
+    from barrierproof.checker.symbolic.invariants import (_condition_values, _excluded,
+                                                          _fixed_values)
+    pos, obs, x = z3.Ints("pos obs x")
+    v = [pos, obs, x]
+    guard = z3.And(pos == 3, x >= 1, 2 == obs)
+    assert _fixed_values(guard, v) == {0: 3, 1: 2}
+    at5 = _condition_values(z3.Implies(pos == 5, x <= 2), v)
+    at3 = _condition_values(z3.Implies(z3.And(pos == 3, obs == 1), x <= 2), v)
+    assert at5 == {0: 5} and at3 == {0: 3, 1: 1}
+    assert _condition_values(x <= 2, v) == {} and _condition_values(
+        z3.Implies(x >= 1, pos == 2), v) == {}
+    assert _excluded(at5, {0: 3}) and _excluded(at3, {0: 3, 1: 2})
+    assert not _excluded(at3, {0: 3}) and not _excluded({}, {0: 3})
+
+
 def test_sign_cases_cover_every_value_and_skip_parameters_bounded_below():
     """signs.py: one case per sign of each parameter the assumptions let be negative, together
     every integer; a parameter the assumptions keep >= 0 splits nothing."""

@@ -516,6 +516,9 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 feat_terms.append(z3.If(variables[b] - variables[a] == 1, variables[i], 0))
                 feat_names.append(f"{hit}*{names[i]}")
                 feat_cols.append((i, (a, b)))
+    # the variable of an indicator feature ([pos[wg0]==3]), None for the other features
+    indicator_of = [i if v is not None and not isinstance(v, tuple) else None
+                    for i, v in feat_cols]
     table = [tuple((s[i] if v is None else int(s[i] == v) if not isinstance(v, tuple)
                     else s[i] * (s[v[1]] - s[v[0]] == 1)) for i, v in feat_cols)
              for s in states]
@@ -533,7 +536,10 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         return " + ".join(f"{c}*{feat_names[j]}" for j, c in enumerate(coeffs) if c) + \
             f" + {const} == 0"
 
-    def equalities(rows_idx, exclude_span=None):
+    def equalities(rows_idx, exclude_span=None, fixed=frozenset()):
+        """The equalities every row of `rows_idx` satisfies, less those in `exclude_span`;
+        `fixed`: the variables the rows' condition fixes (a place, what it observed), whose
+        indicators are constants there, so an equality over them alone says nothing."""
         rows = [(1,) + table[r] for r in rows_idx]
         found = []
         span = copy.deepcopy(exclude_span) if exclude_span is not None else None
@@ -542,6 +548,10 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 continue
             if span is not None and not span.add(ints):
                 continue
+            # kept in the span, so the other equalities found are the same ones
+            if fixed and all(c == 0 or indicator_of[j] in fixed
+                             for j, c in enumerate(ints[1:])):
+                continue        # `pos == 5 => [pos == 1] == 0`: true under its condition
             found.append(ints)
         return found
 
@@ -589,7 +599,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             obs = [o for o in range(n) if names[o].startswith(f"obs[{role},")]
             for value in values_of[i]:
                 atoms.append((variables[i] == value, f"{name} == {value}",
-                              lambda s, i=i, v=value: s[i] == v))
+                              lambda s, i=i, v=value: s[i] == v, {i}))
                 combos = sorted({tuple(s[o] for o in obs) for s in states if s[i] == value})
                 if len(combos) > 1:
                     for combo in combos:
@@ -597,28 +607,29 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                                       [variables[o] == c for o, c in zip(obs, combo)])
                         atoms.append((cond, f"{name} == {value} & obs == {combo}",
                                       lambda s, i=i, v=value, combo=combo, obs=obs:
-                                      s[i] == v and all(s[o] == c for o, c in zip(obs, combo))))
+                                      s[i] == v and all(s[o] == c for o, c in zip(obs, combo)),
+                                      {i, *obs}))
         elif name.startswith("n["):
-            atoms.append((variables[i] >= 1, f"{name} >= 1", lambda s, i=i: s[i] >= 1))
+            atoms.append((variables[i] >= 1, f"{name} >= 1", lambda s, i=i: s[i] >= 1, set()))
             role = name[2:].split(",")[0]
             size = sizes.get(role)
             if size is not None:
                 fn = comp.function([size])
                 atoms.append((variables[i] == size, f"{name} == size",
-                              lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
+                              lambda s, i=i, fn=fn: s[i] == fn(s)[0], set()))
     pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
     glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
                           max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
     glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
         if hulls else {}
     out += _global_facets(variables, names, numeric, glob_proj, list(state_pairs()))
-    for cond, ctext, holds in atoms:
+    for cond, ctext, holds, fixed in atoms:
         # counted work (budget.py): the states read for this place, once per fact kind
         tick(len(states) * UNITS_PER_FACT_ROW * (2 + len(pair_list)))
         subset = [r for r, s in enumerate(states) if holds(s)]
         if not subset or len(subset) == len(states):
             continue
-        for ints in equalities(subset, exclude_span=glob_span):
+        for ints in equalities(subset, exclude_span=glob_span, fixed=fixed):
             out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
                                  f"{ctext} => " + text_of(ints[1:], ints[0])))
         sub_proj = project(states[r] for r in subset)
@@ -933,20 +944,34 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     broken = {id(c): z3.Not(flags[id(c)]) for c in alive}
     defines = {id(c): z3.BoolRef(z3.Z3_mk_eq(ref, flags[id(c)].as_ast(), c.formula.as_ast()),
                                  ctx) for c in alive}
+    where = {id(c): _condition_values(c.formula, variables) for c in alive}
     steps = []
     for label, pre, nxt in encoder.steps:
         writes = {i for i in range(nf, len(variables)) if not nxt[i].eq(variables[i])}
-        relevant = [c for c in alive if reads[id(c)] & writes]
+        # A candidate whose condition (`pos[wg0] == 5 => ...`) the transition's successor
+        # cannot meet holds there whatever it says: it cannot break across it.
+        after = {i: nxt[i].as_long() for i in writes if z3.is_int_value(nxt[i])}
+        relevant = [c for c in alive if reads[id(c)] & writes
+                    and not _excluded(where[id(c)], after)]
         steps.append((label, pre, nxt, relevant))
+    # Likewise a hypothesis whose condition the transition's guard excludes holds in every
+    # state the transition leaves: it is not assumed in that transition's queries (the same
+    # answer; a smaller query).
+    guards = [_fixed_values(pre, variables) for _, pre, _ in encoder.steps]
+    assumed = [{id(c) for c in alive if not _excluded(where[id(c)], g)} for g in guards]
     solvers: dict[int, z3.Solver] = {}
 
     def solver_of(t: int) -> z3.Solver:
         if t not in solvers:
             label, pre, nxt, relevant = steps[t]
             s = z3.Solver()
-            s.add(encoder.init_body, *encoder.sane, pre, hypotheses)
+            fixed = [(variables[i], z3.IntVal(v)) for i, v in guards[t].items()]
+            # the guard's values put into the hypotheses: where a thread is, read off once
+            s.add(encoder.init_body, *encoder.sane, pre,
+                  z3.simplify(z3.substitute(hypotheses, *fixed)) if fixed else hypotheses)
             sub = Substitution(variables, nxt)
-            s.add(sub(_fast_and([defines[id(c)] for c in relevant])))
+            post = sub(_fast_and([defines[id(c)] for c in relevant]))
+            s.add(z3.simplify(z3.substitute(post, *fixed)) if fixed else post)
             solvers[t] = s
         return solvers[t]
 
@@ -974,7 +999,8 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             s.add(z3.Implies(goal, _fast_or([broken[id(c)] for c in goals])))
             s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
             checks += 1
-            r = _fast_check(s, [goal] + [lits[id(c)] for c in alive if id(c) not in dead])
+            r = _fast_check(s, [goal] + [lits[id(c)] for c in alive
+                                         if id(c) not in dead and id(c) in assumed[t]])
             if r == z3.unsat:
                 cores[t] = {by_lit[x.get_id()] for x in s.unsat_core()
                             if x.get_id() in by_lit}
@@ -1005,6 +1031,50 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
                         queued.add(u)
                         todo.append(u)
     return [c for c in alive if id(c) not in dead], None, checks
+
+
+def _var_index(term, variables) -> int | None:
+    index = _VAR_INDEX.get(id(variables))
+    if index is None or index[0] is not variables:
+        index = (variables, {v.get_id(): i for i, v in enumerate(variables)})
+        _VAR_INDEX.clear()
+        _VAR_INDEX[id(variables)] = index
+    return index[1].get(term.get_id())
+
+
+_VAR_INDEX: dict = {}       # the last variable vector's index: id -> position
+
+
+def _equalities(formula, variables) -> dict[int, int]:
+    """{i: value} for the conjuncts `variables[i] == value` of `formula` (the rest ignored)."""
+    parts = formula.children() if z3.is_and(formula) else [formula]
+    out = {}
+    for part in parts:
+        if z3.is_eq(part):
+            a, b = part.children()
+            if z3.is_int_value(a):
+                a, b = b, a
+            if z3.is_int_value(b):
+                i = _var_index(a, variables)
+                if i is not None:
+                    out[i] = b.as_long()
+    return out
+
+
+def _condition_values(formula, variables) -> dict[int, int]:
+    """The values `cond => fact` fixes in its condition ({} for an unconditional fact)."""
+    if not z3.is_app_of(formula, z3.Z3_OP_IMPLIES):
+        return {}
+    return _equalities(formula.arg(0), variables)
+
+
+def _fixed_values(pre, variables) -> dict[int, int]:
+    """The values a transition's guard fixes (`pos[wg0] == 3`, one conjunct each)."""
+    return _equalities(pre, variables)
+
+
+def _excluded(condition: dict[int, int], fixed: dict[int, int]) -> bool:
+    return any(i in fixed and fixed[i] != v for i, v in condition.items())
 
 
 def _some_broken(s: z3.Solver, goal_name: str, alive: list, lits: dict, flags: dict,

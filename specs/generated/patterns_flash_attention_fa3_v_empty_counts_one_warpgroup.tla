@@ -25,65 +25,65 @@ KernelExpected == <<
 
 \* Agent 1: wg0 (thread), 19 instruction(s).
 Prog_1_wg0 == <<
-    wait(1, 1),         \* pc 0: barrier_wait(q_full)  examples/patterns/flash_attention.py:49
-    wait(2, 2),         \* pc 1: barrier_wait(k_full[0])  examples/patterns/flash_attention.py:51
-    arrive(<<11>>, 1),  \* pc 2: barrier_arrive(turn[1])  examples/patterns/flash_attention.py:58
-    arrive(<<4>>, 1),   \* pc 3: barrier_arrive(k_empty[0])  examples/patterns/flash_attention.py:59
-    wait(3, 3),         \* pc 4: barrier_wait(k_full[1])  examples/patterns/flash_attention.py:51
-    wait(10, 4),        \* pc 5: barrier_wait(turn[0])  examples/patterns/flash_attention.py:53
-    wait(6, 5),         \* pc 6: barrier_wait(v_full[0])  examples/patterns/flash_attention.py:56
-    arrive(<<11>>, 1),  \* pc 7: barrier_arrive(turn[1])  examples/patterns/flash_attention.py:58
-    arrive(<<5>>, 1),   \* pc 8: barrier_arrive(k_empty[1])  examples/patterns/flash_attention.py:59
-    arrive(<<8>>, 1),   \* pc 9: barrier_arrive(v_empty[0])  examples/patterns/flash_attention.py:61
-    wait(2, 2),         \* pc 10: barrier_wait(k_full[0])  examples/patterns/flash_attention.py:51
-    wait(10, 4),        \* pc 11: barrier_wait(turn[0])  examples/patterns/flash_attention.py:53
-    wait(7, 6),         \* pc 12: barrier_wait(v_full[1])  examples/patterns/flash_attention.py:56
-    arrive(<<11>>, 1),  \* pc 13: barrier_arrive(turn[1])  examples/patterns/flash_attention.py:58
-    arrive(<<4>>, 1),   \* pc 14: barrier_arrive(k_empty[0])  examples/patterns/flash_attention.py:59
-    arrive(<<9>>, 1),   \* pc 15: barrier_arrive(v_empty[1])  examples/patterns/flash_attention.py:61
-    wait(6, 5),         \* pc 16: barrier_wait(v_full[0])  examples/patterns/flash_attention.py:62
-    arrive(<<8>>, 1),   \* pc 17: barrier_arrive(v_empty[0])  examples/patterns/flash_attention.py:63
-    wait(10, 4)         \* pc 18: barrier_wait(turn[0])  examples/patterns/flash_attention.py:65
+    wait(1, 1),         \* pc 0: barrier_wait(q_full)  examples/patterns/flash_attention.py:63
+    wait(2, 2),         \* pc 1: barrier_wait(k_full[0])  examples/patterns/flash_attention.py:68
+    arrive(<<11>>, 1),  \* pc 2: barrier_arrive(turn[1])  examples/patterns/flash_attention.py:81
+    arrive(<<4>>, 1),   \* pc 3: barrier_arrive(k_empty[0])  examples/patterns/flash_attention.py:82
+    wait(3, 3),         \* pc 4: barrier_wait(k_full[1])  examples/patterns/flash_attention.py:68
+    wait(10, 4),        \* pc 5: barrier_wait(turn[0])  examples/patterns/flash_attention.py:73
+    wait(6, 5),         \* pc 6: barrier_wait(v_full[0])  examples/patterns/flash_attention.py:79
+    arrive(<<11>>, 1),  \* pc 7: barrier_arrive(turn[1])  examples/patterns/flash_attention.py:81
+    arrive(<<5>>, 1),   \* pc 8: barrier_arrive(k_empty[1])  examples/patterns/flash_attention.py:82
+    arrive(<<8>>, 1),   \* pc 9: barrier_arrive(v_empty[0])  examples/patterns/flash_attention.py:84
+    wait(2, 2),         \* pc 10: barrier_wait(k_full[0])  examples/patterns/flash_attention.py:68
+    wait(10, 4),        \* pc 11: barrier_wait(turn[0])  examples/patterns/flash_attention.py:73
+    wait(7, 6),         \* pc 12: barrier_wait(v_full[1])  examples/patterns/flash_attention.py:79
+    arrive(<<11>>, 1),  \* pc 13: barrier_arrive(turn[1])  examples/patterns/flash_attention.py:81
+    arrive(<<4>>, 1),   \* pc 14: barrier_arrive(k_empty[0])  examples/patterns/flash_attention.py:82
+    arrive(<<9>>, 1),   \* pc 15: barrier_arrive(v_empty[1])  examples/patterns/flash_attention.py:84
+    wait(6, 5),         \* pc 16: barrier_wait(v_full[0])  examples/patterns/flash_attention.py:88
+    arrive(<<8>>, 1),   \* pc 17: barrier_arrive(v_empty[0])  examples/patterns/flash_attention.py:89
+    wait(10, 4)         \* pc 18: barrier_wait(turn[0])  examples/patterns/flash_attention.py:94
 >>
 
 \* Agent 2: wg1 (thread), 19 instruction(s).
 Prog_2_wg1 == <<
-    wait(1, 7),         \* pc 0: barrier_wait(q_full)  examples/patterns/flash_attention.py:49
-    wait(2, 8),         \* pc 1: barrier_wait(k_full[0])  examples/patterns/flash_attention.py:51
-    wait(11, 9),        \* pc 2: barrier_wait(turn[1])  examples/patterns/flash_attention.py:53
-    arrive(<<10>>, 1),  \* pc 3: barrier_arrive(turn[0])  examples/patterns/flash_attention.py:58
-    arrive(<<4>>, 1),   \* pc 4: barrier_arrive(k_empty[0])  examples/patterns/flash_attention.py:59
-    wait(3, 10),        \* pc 5: barrier_wait(k_full[1])  examples/patterns/flash_attention.py:51
-    wait(11, 9),        \* pc 6: barrier_wait(turn[1])  examples/patterns/flash_attention.py:53
-    wait(6, 11),        \* pc 7: barrier_wait(v_full[0])  examples/patterns/flash_attention.py:56
-    arrive(<<10>>, 1),  \* pc 8: barrier_arrive(turn[0])  examples/patterns/flash_attention.py:58
-    arrive(<<5>>, 1),   \* pc 9: barrier_arrive(k_empty[1])  examples/patterns/flash_attention.py:59
-    arrive(<<8>>, 1),   \* pc 10: barrier_arrive(v_empty[0])  examples/patterns/flash_attention.py:61
-    wait(2, 8),         \* pc 11: barrier_wait(k_full[0])  examples/patterns/flash_attention.py:51
-    wait(11, 9),        \* pc 12: barrier_wait(turn[1])  examples/patterns/flash_attention.py:53
-    wait(7, 12),        \* pc 13: barrier_wait(v_full[1])  examples/patterns/flash_attention.py:56
-    arrive(<<10>>, 1),  \* pc 14: barrier_arrive(turn[0])  examples/patterns/flash_attention.py:58
-    arrive(<<4>>, 1),   \* pc 15: barrier_arrive(k_empty[0])  examples/patterns/flash_attention.py:59
-    arrive(<<9>>, 1),   \* pc 16: barrier_arrive(v_empty[1])  examples/patterns/flash_attention.py:61
-    wait(6, 11),        \* pc 17: barrier_wait(v_full[0])  examples/patterns/flash_attention.py:62
-    arrive(<<8>>, 1)    \* pc 18: barrier_arrive(v_empty[0])  examples/patterns/flash_attention.py:63
+    wait(1, 7),         \* pc 0: barrier_wait(q_full)  examples/patterns/flash_attention.py:63
+    wait(2, 8),         \* pc 1: barrier_wait(k_full[0])  examples/patterns/flash_attention.py:68
+    wait(11, 9),        \* pc 2: barrier_wait(turn[1])  examples/patterns/flash_attention.py:73
+    arrive(<<10>>, 1),  \* pc 3: barrier_arrive(turn[0])  examples/patterns/flash_attention.py:81
+    arrive(<<4>>, 1),   \* pc 4: barrier_arrive(k_empty[0])  examples/patterns/flash_attention.py:82
+    wait(3, 10),        \* pc 5: barrier_wait(k_full[1])  examples/patterns/flash_attention.py:68
+    wait(11, 9),        \* pc 6: barrier_wait(turn[1])  examples/patterns/flash_attention.py:73
+    wait(6, 11),        \* pc 7: barrier_wait(v_full[0])  examples/patterns/flash_attention.py:79
+    arrive(<<10>>, 1),  \* pc 8: barrier_arrive(turn[0])  examples/patterns/flash_attention.py:81
+    arrive(<<5>>, 1),   \* pc 9: barrier_arrive(k_empty[1])  examples/patterns/flash_attention.py:82
+    arrive(<<8>>, 1),   \* pc 10: barrier_arrive(v_empty[0])  examples/patterns/flash_attention.py:84
+    wait(2, 8),         \* pc 11: barrier_wait(k_full[0])  examples/patterns/flash_attention.py:68
+    wait(11, 9),        \* pc 12: barrier_wait(turn[1])  examples/patterns/flash_attention.py:73
+    wait(7, 12),        \* pc 13: barrier_wait(v_full[1])  examples/patterns/flash_attention.py:79
+    arrive(<<10>>, 1),  \* pc 14: barrier_arrive(turn[0])  examples/patterns/flash_attention.py:81
+    arrive(<<4>>, 1),   \* pc 15: barrier_arrive(k_empty[0])  examples/patterns/flash_attention.py:82
+    arrive(<<9>>, 1),   \* pc 16: barrier_arrive(v_empty[1])  examples/patterns/flash_attention.py:84
+    wait(6, 11),        \* pc 17: barrier_wait(v_full[0])  examples/patterns/flash_attention.py:88
+    arrive(<<8>>, 1)    \* pc 18: barrier_arrive(v_empty[0])  examples/patterns/flash_attention.py:89
 >>
 
 \* Agent 3: wg2 (thread), 13 instruction(s).
 Prog_3_wg2 == <<
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(q_full, 16384B)  examples/patterns/flash_attention.py:38
-    issue_async(<<2>>, 8192, <<2>>),   \* pc 1: copy_gmem_to_smem(k_full[0], 8192B)  examples/patterns/flash_attention.py:30
-    issue_async(<<3>>, 8192, <<3>>),   \* pc 2: copy_gmem_to_smem(k_full[1], 8192B)  examples/patterns/flash_attention.py:30
-    issue_async(<<6>>, 8192, <<4>>),   \* pc 3: copy_gmem_to_smem(v_full[0], 8192B)  examples/patterns/flash_attention.py:30
-    wait(4, 13),                       \* pc 4: barrier_wait(k_empty[0])  examples/patterns/flash_attention.py:29
-    issue_async(<<2>>, 8192, <<2>>),   \* pc 5: copy_gmem_to_smem(k_full[0], 8192B)  examples/patterns/flash_attention.py:30
-    issue_async(<<7>>, 8192, <<5>>),   \* pc 6: copy_gmem_to_smem(v_full[1], 8192B)  examples/patterns/flash_attention.py:30
-    wait(8, 14),                       \* pc 7: barrier_wait(v_empty[0])  examples/patterns/flash_attention.py:29
-    issue_async(<<6>>, 8192, <<4>>),   \* pc 8: copy_gmem_to_smem(v_full[0], 8192B)  examples/patterns/flash_attention.py:30
-    wait(5, 15),                       \* pc 9: barrier_wait(k_empty[1])  examples/patterns/flash_attention.py:35
-    wait(4, 13),                       \* pc 10: barrier_wait(k_empty[0])  examples/patterns/flash_attention.py:35
-    wait(9, 16),                       \* pc 11: barrier_wait(v_empty[1])  examples/patterns/flash_attention.py:35
-    wait(8, 14)                        \* pc 12: barrier_wait(v_empty[0])  examples/patterns/flash_attention.py:35
+    issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(q_full, 16384B)  examples/patterns/flash_attention.py:49
+    issue_async(<<2>>, 8192, <<2>>),   \* pc 1: copy_gmem_to_smem(k_full[0], 8192B)  examples/patterns/flash_attention.py:36
+    issue_async(<<3>>, 8192, <<3>>),   \* pc 2: copy_gmem_to_smem(k_full[1], 8192B)  examples/patterns/flash_attention.py:36
+    issue_async(<<6>>, 8192, <<4>>),   \* pc 3: copy_gmem_to_smem(v_full[0], 8192B)  examples/patterns/flash_attention.py:36
+    wait(4, 13),                       \* pc 4: barrier_wait(k_empty[0])  examples/patterns/flash_attention.py:35
+    issue_async(<<2>>, 8192, <<2>>),   \* pc 5: copy_gmem_to_smem(k_full[0], 8192B)  examples/patterns/flash_attention.py:36
+    issue_async(<<7>>, 8192, <<5>>),   \* pc 6: copy_gmem_to_smem(v_full[1], 8192B)  examples/patterns/flash_attention.py:36
+    wait(8, 14),                       \* pc 7: barrier_wait(v_empty[0])  examples/patterns/flash_attention.py:35
+    issue_async(<<6>>, 8192, <<4>>),   \* pc 8: copy_gmem_to_smem(v_full[0], 8192B)  examples/patterns/flash_attention.py:36
+    wait(5, 15),                       \* pc 9: barrier_wait(k_empty[1])  examples/patterns/flash_attention.py:46
+    wait(4, 13),                       \* pc 10: barrier_wait(k_empty[0])  examples/patterns/flash_attention.py:46
+    wait(9, 16),                       \* pc 11: barrier_wait(v_empty[1])  examples/patterns/flash_attention.py:46
+    wait(8, 14)                        \* pc 12: barrier_wait(v_empty[0])  examples/patterns/flash_attention.py:46
 >>
 
 KernelProg == <<
