@@ -104,3 +104,34 @@ def test_a_race_under_a_sound_barrier_protocol_is_found_before_the_barrier_proof
     k_bad = int(at.split("K=")[1].split()[0].rstrip(",;"))
     assert check_kernel(kernel, {"K": k_bad}).verdict == "violation"
     assert check_kernel(kernel, {"K": k_bad - 64}).verdict == "verified"
+
+
+def _guarded_mma(k, T, commit_from):
+    """A pipeline's steady state under `i >= 2`: the MMA and the commit that covers it."""
+    k.threads(1, name="wg")
+    done = k.Barrier(num_arrivals=1, num_barriers=3, orders_tensor_core=True)
+    with k.loop(T + 2) as i:
+        with k.when(i >= 2):
+            k.tcgen05_mma()
+        with k.when(i >= commit_from):
+            k.tcgen05_commit_arrive(done.at[(i - 2) % 3])
+    with k.when(T > 0):
+        k.wait_parity(done.at[(T - 1) % 3], ((T - 1) // 3) % 2)
+
+
+@protocol(symbolic=("T",))
+def mma_and_commit_under_one_guard(k, T=2):
+    _guarded_mma(k, T, 2)
+
+
+@protocol(symbolic=("T",))
+def mma_whose_first_commit_is_skipped(k, T=2):
+    _guarded_mma(k, T, 3)
+
+
+def test_an_mma_is_covered_by_a_commit_under_no_other_condition():
+    from barrierproof.checker.symbolic.fragment import Fragment
+    from barrierproof.checker.symbolic.terms import Unsupported
+    Fragment(mma_and_commit_under_one_guard.build(), ["T"], {}).build_roles()
+    with pytest.raises(Unsupported, match="not followed by"):
+        Fragment(mma_whose_first_commit_is_skipped.build(), ["T"], {}).build_roles()
