@@ -28,6 +28,7 @@ from typing import Iterator, Mapping, Sequence
 import z3
 
 from ...model import kinds, primitives
+from ...model.expr import same
 from ...model.ir import BinOp, Expr, Kernel, Loop, Op, UnOp, WarpRegion, When, free_vars, walk
 from ...model.hw_barriers import HARDWARE_BARRIER_KINDS
 from .classes import BarrierClass, build_classes
@@ -496,13 +497,18 @@ def _check_plain_mma(role: Role) -> None:
     def arrives(bop) -> bool:
         return bop.op.kind in TENSOR_CORE and bop.op.barrier is not None
 
-    # In a loop, each iteration's plain MMAs may be covered by an unconditional arrival later in
-    # the same iteration (a K-loop's MMA and its commit): every instance is then followed by one.
+    # In a loop, each iteration's plain MMAs may be covered by an arrival later in the same
+    # iteration (a K-loop's MMA and its commit) under no condition the MMA's own do not include
+    # (a pipeline's steady state guarded by `v >= stages`): every instance is then followed by
+    # one, since nothing between them changes the loop variable or the parameters.
     covered = set()
+
+    def implied(later_conds, conds) -> bool:
+        return all(any(same(c, d) and p == q for d, q in conds) for c, p in later_conds)
     for n in plain:
         item, bop = flat[n]
         if item.kind == "loop" and any(
-                arrives(later) and not later.conds
+                arrives(later) and implied(later.conds, bop.conds)
                 for later in item.body[next(i for i, b in enumerate(item.body) if b is bop) + 1:]):
             covered.add(n)
     plain = [n for n in plain if n not in covered]

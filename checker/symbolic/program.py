@@ -416,7 +416,7 @@ class ClassBuilder:
                 ref = self.class_refs(item.op)[0]
                 lhs = self.ring_lhs(ref, role.env)
                 c = z_int(lhs, role.env)
-                self._lattice_starts_at_zero(c, item.op.loc)
+                self._lattice_starts_at_zero(c, item.op.loc, guard)
                 segs.append(CSegment(True, cops, item.group, guard, self.U(c), self.U(c + 1),
                                      text=item.op.describe(), keyed=False))
             else:
@@ -440,10 +440,12 @@ class ClassBuilder:
                 raise Unsupported(f"the ring position {item.loop.var} + ({z3.simplify(c - delta)})"
                                   f" may be negative in {self.cls.name}", bop.op.loc)
 
-    def _lattice_starts_at_zero(self, c, loc) -> None:
+    def _lattice_starts_at_zero(self, c, loc, guard=True) -> None:
         """Laps are counted from slot position 0 (U counts k >= 0): a ring position i + c
-        that can be negative would lose its first iterations, so it is outside the fragment."""
-        if not self.frag.solver.valid(c >= 0):
+        that can be negative would lose its first iterations, so it is outside the fragment
+        (a position negative only where the op's own conditions leave it out is not reached:
+        the drain `when k_tiles > 0: wait(done[(k_tiles - 1) % S])`)."""
+        if not self.frag.solver.valid(z3.Implies(guard, c >= 0)):
             raise Unsupported(f"the ring position i + ({z3.simplify(c)}) may be negative "
                               f"in {self.cls.name}", loc)
 
@@ -471,6 +473,14 @@ class _Lattice(_Plain):
                 lin = linear_in(e.lhs, self.var, self.env, self.frag.solver)
                 if lin is not None and lin[0] == 1 and self.frag.solver.equal(lin[1], self.c):
                     return K() if e.op == "//" else self.s
+                d = None if lin is None or lin[0] != 1 else z3.simplify(lin[1] - self.c)
+                if d is not None and z3.is_int_value(d) and z3.is_int_value(z3.simplify(rhs)):
+                    # i + c' = v + d at the lattice point v = s + k*S: a phase a lap behind
+                    # its slot (`(i - 1) // S` beside slot `(i + S - 1) % S`) is k plus the
+                    # carry of s + d, the same value for every k since S > 0
+                    if e.op == "//":
+                        return K() + (self.s + d) / self.S
+                    return (self.s + d) % self.S
             rhs = z3.simplify(rhs)
             if z3.is_int_value(rhs) and rhs.as_long() > 0:
                 lhs = self.int(e.lhs, parity)

@@ -6,19 +6,26 @@ from __future__ import annotations
 import re
 
 from ..expr import is_bool, mk, mk_div, mk_not, mk_rem, mk_select, opaque, same
-from ..ir import BinOp, Const, Expr, Var
+from ..ir import BinOp, Const, Expr, Var, free_vars
 from .ttgir import Operation
 
-def _lower_bounds(pred: Expr) -> list[tuple[Expr, int]]:
-    """(x, c) for every `x >= c` (or `x > c - 1`) conjoined in `pred`."""
-    if isinstance(pred, BinOp) and pred.op == "and":
-        return _lower_bounds(pred.lhs) + _lower_bounds(pred.rhs)
-    if isinstance(pred, BinOp) and isinstance(pred.rhs, Const):
-        if pred.op == ">=":
-            return [(pred.lhs, pred.rhs.value)]
-        if pred.op == ">":
-            return [(pred.lhs, pred.rhs.value + 1)]
-    return []
+def _implied_nonneg(facts: list[Expr], x: Expr) -> bool:
+    """Do the facts imply `x >= 0` for every integer value of their variables (Z3)? Anything
+    Z3 cannot read or decide keeps the C form (the prover then reports it outside its
+    fragment)."""
+    import z3
+
+    from ...checker.symbolic.terms import Unsupported, z_bool, z_int
+    names = set(free_vars(x)).union(*(free_vars(f) for f in facts))
+    env = {n: z3.Int(n) for n in names}
+    try:
+        s = z3.Solver()
+        s.set("timeout", 2000)
+        s.add(*(z_bool(f, env) for f in facts))
+        s.add(z_int(x, env) < 0)
+        return s.check() == z3.unsat
+    except (Unsupported, z3.Z3Exception):
+        return False
 
 
 _CMP = {"eq": "==", "ne": "!=", "slt": "<", "ult": "<", "sle": "<=", "ule": "<=", "sgt": ">",
@@ -77,23 +84,16 @@ class ArithRules:
         return c_form
 
     def under(self, pred: Expr, e: Expr) -> Expr:
-        """`e` with the C divisions whose dividends `pred` keeps non-negative in floor form."""
+        """`e` with the C divisions whose dividends `pred` keeps non-negative in floor form:
+        Z3 proves the dividend non-negative from the predicate, the enclosing loops' ranges
+        and the launch's assumptions (`pred=k_tiles > 0` keeps `k_tiles - 1` non-negative)."""
         if not self.c_divisions:
             return e
-        lower = _lower_bounds(pred)
-        if not lower:
-            return e
-
-        def nonneg(a: Expr) -> bool:
-            for x, c in lower:
-                d = mk("-", a, x)
-                if isinstance(d, Const) and c + d.value >= 0:
-                    return True
-            return False
+        facts = [pred, *self.loop_ranges, *self.assumptions]
 
         def walk(e: Expr) -> Expr:
             hit = self.c_divisions.get(repr(e))
-            if hit is not None and nonneg(hit[0]):
+            if hit is not None and _implied_nonneg(facts, hit[0]):
                 return hit[1]
             if isinstance(e, BinOp):
                 lhs, rhs = walk(e.lhs), walk(e.rhs)

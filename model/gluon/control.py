@@ -86,10 +86,12 @@ class ControlRules:
             self.values[arg] = ph
         self.values[ivar] = index
         self.loop_vars.append(j.name)
+        self.loop_ranges.append(mk("and", j >= 0, j < trip))
         try:
             body = self.block(region.ops)
         finally:
             self.loop_vars.pop()
+            self.loop_ranges.pop()
         yields = self._yields(region)
         carries = {ph.name: (init if isinstance(init, Expr) else opaque("carry"),
                              yields[k] if k < len(yields) and isinstance(yields[k], Expr)

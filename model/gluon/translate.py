@@ -75,6 +75,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         self.sync_barriers: dict = {}        # synchronous MMA (its line) -> its own barrier
         self.inited: set = set()
         self.loop_vars: list[str] = []
+        self.loop_ranges: list[Expr] = []    # `0 <= j < trip` of the loops being read
         self.threads: list[tuple[str, int, list]] = []
         self._names: set[str] = set()
         self._ids = itertools.count()
