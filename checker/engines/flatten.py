@@ -1,23 +1,31 @@
 """A System as the integer arrays the compiled core (_core.c) searches, or the reason it cannot be.
 
-The compiled core states the step rules of a subset of the opcodes again, in C: the mbarrier
-arrivals and tx-counts, the waits (Pallas barrier_wait and barrier_test, parity waits bare and
-with a stated phase), TMA and other asynchronous issues with their in-flight slots, semaphores,
-warp regions' fork and join and the no-op of unmodelled synchronization; the rules a state is
-judged by (BP101, BP102, BP146 peer exits in a cluster, and at exit BP103, BP104, BP105,
-BP130), deadlocks (BP100, BP130) and the side table of bare parity waits (BP101 aliasing,
-parity_returns.py). Anything else is refused here by name and the Python
-explorer runs instead: fail closed, never a different verdict. A step rule that a plug-in has
-replaced (extensions.py `wraps`) is refused too, since the C statement would no longer be it.
+The compiled core states the step rules of the opcodes again, in C: the mbarrier arrivals and
+tx-counts, the waits (Pallas barrier_wait and barrier_test, parity waits bare and with a stated
+phase), TMA and other asynchronous issues with their in-flight slots, semaphores and parallel
+semaphore signals, tcgen05 ops with their in-order queue per issuer, named and cluster hardware
+barriers (hw_barriers.py), explicit mbarrier init and its fences (init_visibility.py, which wraps
+the hardware barriers' arrival and wait), warp regions' fork and join and the no-op of
+unmodelled synchronization; the rules a state is judged by (BP101, BP102, BP146 peer exits in
+a cluster, BP147 an init not visible, and at exit BP103, BP104, BP105, BP130), deadlocks
+(BP100, BP130, BP144) and the side table of bare parity waits (BP101 aliasing,
+parity_returns.py). Memory effects (races) are refused here and the Python explorer runs
+instead: fail closed, never a different verdict. A step rule that a plug-in has replaced
+(extensions.py `wraps`) beyond what is stated here is refused too, since the C statement would
+no longer be it.
 
 The arrays: per agent its program length and first instruction; per instruction its opcode
 (`CORE_OPS`), two operand ranges (`t0:t1` into the arrival-set list, or the instance of a wait
-or semaphore in `t0`; `x0:x1` into the slot list of an issue, or a wait's seen position in
-`x0`; a join's (warp, end pc) pairs in `t0:t1`, an await_fork's warpgroup in `t0`) and its
-amount (count, bytes, parity, stated completion, semaphore value, an await_fork's pc); per slot its
-effect, instance and amount; per instance its Pallas waiters (seen position and the last pc at
-which the waiter waits on it) and whether Pallas holds it to no completion (BP103); the block
-of each agent and instance and the slots delivering into another block (BP146 peer exits).
+or semaphore in `t0`; `x0:x1` into the slot list of an issue or parallel signal, or a wait's
+seen position in `x0`; a join's (warp, end pc) pairs in `t0:t1`, an await_fork's warpgroup in
+`t0`; a hardware arrival's instance, arrived_in entry, count and site in t0, t1, x0, x1 and
+its flags in `aux2`) and its amount; per slot its effect, instance and amount; per instance
+its Pallas waiters and whether Pallas holds it to no completion (BP103); the block of each
+agent and instance and the slots delivering into another block (BP146 peer exits); the tcgen05
+queues, hardware barriers and explicit-init instances (`_queues`, `_hardware`, `_inits`).
+A tcgen05 queue is one field, the entries it has delivered: with the issuer's pc it says the
+tuple semantics.py keeps (the entries issued before the pc, from that one on), so the core
+finds the same distinct states.
 """
 
 from __future__ import annotations
