@@ -79,8 +79,8 @@ def test_every_accepted_example_searches_the_same_graph(examples):
     accepted = len(systems)
     print(f"\ncompiled core: {accepted} example systems accepted; refused: "
           + "; ".join(f"{n} x {why}" for why, n in refused.most_common()))
-    assert accepted >= 170
-    assert set(refused) == {"memory effects (races)"}, refused
+    assert accepted >= 205
+    assert all(why.startswith("memory effects") for why in refused), refused
 
 
 @built
@@ -142,13 +142,18 @@ def test_values_beyond_16_bits_are_searched_in_wider_words():
 
 
 @built
-def test_a_refused_system_runs_on_python_and_says_why():
-    races = next(s for t in TARGETS for s in _systems(t)
-                 if refusal(s) == "memory effects (races)")
-    r = explore(races, CAP, reduction=False, order="bfs", core="compiled")
+def test_a_refused_system_runs_on_python_and_says_why(monkeypatch):
+    """A step rule a plug-in replaced (extensions.py `wraps`) is no longer the one _core.c
+    states: refused, searched by Python, with the reason in a note."""
+    from barrierproof.model import instructions as ins
+    from barrierproof.model.steps import EFFECTS
+    arrive = EFFECTS[ins.ARRIVE]
+    monkeypatch.setitem(EFFECTS, ins.ARRIVE, lambda *args: arrive(*args))
+    system = System(pipeline.build(), dict(stages=2, consumers=2, steps=3))
+    r = explore(system, CAP, reduction=False, order="bfs", core="compiled")
     assert compiled.NOTE not in r.notes
-    assert "searched by the Python explorer: the compiled core does not state memory effects " \
-        "(races)" in " ".join(r.notes), r.notes
+    assert "searched by the Python explorer: the compiled core does not state the step rule " \
+        "of arrive is replaced by a plug-in" in " ".join(r.notes), r.notes
 
 
 def _systems(target):
@@ -215,10 +220,12 @@ def test_a_reduced_search_confirms_its_shortest_counterexample_alike(examples):
 
 # Generated protocols over the families the core states beside the mbarrier core: tcgen05
 # commits (a 2-CTA one in a cluster), named barriers and the cluster barrier, explicit inits
-# with their fences, parallel semaphore signals. Thread 0 plays one role, the others another.
+# with their fences, parallel semaphore signals, and memory effects (the race rule, BP200 /
+# BP201). Thread 0 plays one role, the others another.
 HW_MENU = ["arrive", "wait", "copy", "mma", "commit", "commit_pair", "mma_bare", "sync",
            "bar_arrive", "bar_sync_half", "bar_arrive_one", "cluster_arrive", "cluster_arrive_relaxed",
-           "cluster_wait", "fence_init", "fence_async", "signal_parallel", "sem_wait"]
+           "cluster_wait", "fence_init", "fence_async", "signal_parallel", "sem_wait",
+           "read", "write", "load_tile", "mma_tiles", "read_acc", "store", "wait_store"]
 
 
 @st.composite
@@ -239,6 +246,7 @@ def hw_protocols(draw):
         bar = k.Barrier(num_arrivals=arrivals, orders_tensor_core=True, explicit_init=explicit)
         s0, s1 = k.Semaphore(), k.Semaphore()
         half, one = k.named_barrier(1, 256), k.named_barrier(1, 128)   # one: BP142 beside half
+        tiles, acc = k.SMEM(slots=2), k.TMEM()
 
         def play(role, first):
             if first and explicit and inits:
@@ -262,7 +270,14 @@ def hw_protocols(draw):
                  "fence_init": lambda: k.fence_mbarrier_init(),
                  "fence_async": lambda: k.fence_proxy_async(),
                  "signal_parallel": lambda: k.semaphore_signal_parallel(s0, (s1, 2)),
-                 "sem_wait": lambda: k.semaphore_wait(s0)}[what]()
+                 "sem_wait": lambda: k.semaphore_wait(s0),
+                 "read": lambda: k.read(tiles.at[0]),
+                 "write": lambda: k.write(tiles.at[1]),
+                 "load_tile": lambda: k.copy_gmem_to_smem(bar, bytes=64, dst=tiles.at[0]),
+                 "mma_tiles": lambda: k.tcgen05_mma(bar, a=tiles.at[0], b=tiles.at[1], acc=acc),
+                 "read_acc": lambda: k.read(acc),
+                 "store": lambda: k.copy_smem_to_gmem(tiles.at[1]),
+                 "wait_store": lambda: k.wait_smem_to_gmem(0)}[what]()
 
         with k.when(k.thread == 0):
             play(roles[0], True)
@@ -277,8 +292,9 @@ def hw_protocols(draw):
 @settings(max_examples=100, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(hw_protocols(), st.sampled_from([frozenset(), frozenset({"BP141", "BP142"}),
-                                        frozenset({"BP147"}), frozenset({"BP100", "BP144"})]))
-def test_generated_hardware_tcgen05_and_init_protocols_search_the_same_graph(kernel, ignore):
+                                        frozenset({"BP147", "BP200"}),
+                                        frozenset({"BP100", "BP144"})]))
+def test_generated_protocols_beyond_the_mbarrier_core_search_the_same_graph(kernel, ignore):
     try:
         systems = compile_systems(kernel)
     except ModelError:          # an input error (a thread mixing wait kinds, two inits)

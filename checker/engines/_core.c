@@ -63,6 +63,13 @@ typedef struct {
      * instance, rel[k, h] (-1: none), relc[k] (-1: none); per instruction its uses (k, and 1
      * when through the async proxy) in use_off ranges */
     int n_init, *init_vis, *init_inst, *init_rel, *init_relc, *use_off, *use_k, *use_proxy;
+    /* the race rule (memory.py), judged per space (0 smem: BP200, 1 tmem: BP201): per
+     * (agent, pc) at `issued`'s index its live accesses' entry (-1: none) and its self race's
+     * code; slot groups of (slot, entry); per tcgen05 queue entry its entry; the entries'
+     * (reads, writes) masks per space in `words` chunks of 30 bits; scratch for two masks */
+    int races, words, n_entries, n_groups, *lane, *self_code, *group_off, *group_slot,
+        *group_entry, *q_entry, *chunks;
+    uint32_t *scratch;
     char ignored[1000];
 } Model;
 
@@ -374,6 +381,75 @@ static int peer_exit(const Model *m, const int32_t *s) {
     return 0;
 }
 
+/* Entry e's reads (rw 0) or writes (rw 1) in space sp. */
+static const uint32_t *mask_of(const Model *m, int sp, int e, int rw) {
+    return (const uint32_t *)m->chunks + ((size_t)(sp * m->n_entries + e) * 2 + rw) * m->words;
+}
+
+/* One lane's reads and writes against those of the lanes before it (acc_r, acc_w): whether
+ * they conflict; then they join them. */
+static int lane_meets(const Model *m, uint32_t *acc_r, uint32_t *acc_w, const uint32_t *r,
+                      const uint32_t *w) {
+    uint32_t hit = 0;
+    for (int j = 0; j < m->words; j++) {
+        hit |= (w[j] & (acc_r[j] | acc_w[j])) | (r[j] & acc_w[j]);
+        acc_r[j] |= r[j];
+        acc_w[j] |= w[j];
+    }
+    return hit != 0;
+}
+
+/* memory.py's `racing` in space sp: two live accesses of different lanes (a thread, a group of
+ * copies landing on one instance, a thread's tcgen05 queue) overlap and one writes. */
+static int racing(const Model *m, const int32_t *s, int sp) {
+    int W = m->words;
+    uint32_t *acc_r = m->scratch, *acc_w = acc_r + W, *r = acc_w + W, *w = r + W;
+    memset(acc_r, 0, 2 * W * sizeof(uint32_t));
+    for (int a = 0; a < m->A; a++) {
+        int e = m->lane[m->off[a] + a + s[a]];
+        if (e >= 0 && lane_meets(m, acc_r, acc_w, mask_of(m, sp, e, 0), mask_of(m, sp, e, 1)))
+            return 1;
+    }
+    for (int g = 0; g < m->n_groups; g++) {       /* copies in flight write their slots */
+        int any = 0;
+        memset(r, 0, 2 * W * sizeof(uint32_t));
+        for (int k = m->group_off[g]; k < m->group_off[g + 1]; k++) {
+            if (!s[m->slot_base + m->group_slot[k]] || m->group_entry[k] < 0) continue;
+            const uint32_t *x = mask_of(m, sp, m->group_entry[k], 1);
+            for (int j = 0; j < W; j++) w[j] |= x[j];
+            any = 1;
+        }
+        if (any && lane_meets(m, acc_r, acc_w, r, w)) return 1;
+    }
+    for (int k = 0; k < m->n_queues; k++) {       /* queued tcgen05 ops read and write */
+        int any = 0;
+        memset(r, 0, 2 * W * sizeof(uint32_t));
+        for (int e = m->q_off[k] + s[m->queue_base + k]; e < m->q_off[k] + queued_to(m, s, k);
+             e++) {
+            int x = m->q_entry[e];
+            if (x < 0) continue;
+            const uint32_t *xr = mask_of(m, sp, x, 0), *xw = mask_of(m, sp, x, 1);
+            for (int j = 0; j < W; j++) { r[j] |= xr[j]; w[j] |= xw[j]; }
+            any = 1;
+        }
+        if (any && lane_meets(m, acc_r, acc_w, r, w)) return 1;
+    }
+    return 0;
+}
+
+/* The race codes state s shows (memory.py `violations`): a thread's own race at its gap, and
+ * per space a conflict between lanes. */
+static int race_code(const Model *m, const int32_t *s) {
+    int best = 0;
+    for (int a = 0; a < m->A; a++) {
+        int c = m->self_code[m->off[a] + a + s[a]];
+        if (c) SEE(c);
+    }
+    for (int sp = 0; sp < 2; sp++)
+        if (!m->ignored[200 + sp] && racing(m, s, sp)) SEE(200 + sp);
+    return best;
+}
+
 /* The least code, among those not ignored, of the rules state s breaks (0: none). */
 static int state_code(const Model *m, const int32_t *s) {
     int best = 0, done = 1;
@@ -389,6 +465,10 @@ static int state_code(const Model *m, const int32_t *s) {
             SEE(101);            /* a wait for a phase the barrier has already run past */
         else if (m->op[i] == OP_WAIT && s[m->x0[i]] < 0 && phase_of(m, s, m->t0[i]) >= 2)
             SEE(102);            /* a first wait after two completions: a late join */
+    }
+    if (m->races) {
+        int c = race_code(m, s);
+        if (c) SEE(c);
     }
     if (!done) {
         if (m->n_blocks > 1) {
@@ -809,8 +889,8 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
     return 0;
 }
 
-#define N_ARRAYS 40
-#define N_SCALARS 16
+#define N_ARRAYS 47
+#define N_SCALARS 20
 
 static PyObject *core_explore(PyObject *self, PyObject *args) {
     (void)self;
@@ -832,7 +912,9 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
                              &m.aux2, &m.issued, &m.queue_agent, &m.q_off, &m.q_t0, &m.q_t1,
                              &m.hw_kind, &m.hw_block, &m.hw_mem_off, &m.hw_mem, &m.hw_arr_off,
                              &m.hw_arr, &m.init_vis, &m.init_inst, &m.init_rel, &m.init_relc,
-                             &m.use_off, &m.use_k, &m.use_proxy};
+                             &m.use_off, &m.use_k, &m.use_proxy, &m.lane, &m.self_code,
+                             &m.group_off, &m.group_slot, &m.group_entry, &m.q_entry,
+                             &m.chunks};
     PyObject *result = NULL;
     Store st = {0};
     Returns r = {0};
@@ -853,6 +935,9 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     m.n_blocks = sc[8]; m.n_remote = sc[9];
     m.n_queues = sc[10]; m.queue_base = sc[11]; m.n_hw = sc[12]; m.hw_base = sc[13];
     m.block_threads = sc[14]; m.n_init = sc[15];
+    m.races = sc[16]; m.words = sc[17]; m.n_entries = sc[18]; m.n_groups = sc[19];
+    m.scratch = malloc(4 * (size_t)(m.words > 0 ? m.words : 1) * sizeof(uint32_t));
+    if (!m.scratch) { PyErr_NoMemory(); goto cleanup; }
     if (m.n_init && m.A + 2 > 31) {
         PyErr_SetString(PyExc_ValueError, "init visibility of more than 29 agents");
         goto cleanup;
@@ -923,7 +1008,7 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
 cleanup:
     store_free(&st);
     free(r.count); free(r.completion); free(r.depth); free(r.id);
-    free(sc); free(ign); free(init);
+    free(sc); free(ign); free(init); free(m.scratch);
     for (int k = 0; k < N_ARRAYS; k++) free(*slots[k]);
     return result;
 }

@@ -86,7 +86,9 @@ def refusal(system: System) -> str | None:
         if GUARDS[op] is not guard or EFFECTS[op] is not effect:
             return f"the step rule of {ins.OPCODE_NAMES[op]} is replaced by a plug-in"
     if system.memory is not None:
-        return "memory effects (races)"
+        why = _memory_refusal(system.memory)
+        if why:
+            return why
     if len(system.blocks) > 256:
         return "a cluster of more than 256 blocks"
     if system.init_insts and system.n_agents + 2 > 31:
@@ -207,9 +209,86 @@ def flatten(system: System, ignore: frozenset[str]) -> tuple:
                system.queue_base, len(system.hw_instances), getattr(system, "hw_base", 0),
                hw_barriers.block_threads(system), len(system.init_insts))
     codes = [int(c[2:]) for c in ignore if c[:2] == "BP" and c[2:].isdigit()]
+    mem_scalars, mem_arrays = _memory(system)
+    scalars, arrays = (*scalars, *mem_scalars), (*arrays, *mem_arrays)
     # a tcgen05 queue's field: the entries it has delivered (none at first)
     init = [0 if isinstance(v, tuple) else v for v in system.initial_state()]
     return scalars, arrays, codes, init
+
+
+# Race masks go to C in chunks of this many bits (an int32 each).
+CHUNK = 30
+SPACES = ("smem", "tmem")       # BP200, BP201 (memory.SPACE_CODE)
+
+
+def _memory_refusal(memory) -> str | None:
+    """Why the core cannot state the race rule of these memory effects, or None: it judges each
+    memory space apart, which is the rule when every access stays within one space."""
+    space = [alloc.space for alloc, _, _ in memory.cells]
+    if any(s not in SPACES for s in space):
+        return "memory effects in a space other than smem and tmem"
+    lists = [acc for live in memory.lists for accs in live for acc in accs]
+    lists += [acc for accs in memory.slot_access.values() for acc in accs]
+    lists += [acc for accs in memory.entry_accesses.values() for acc in accs]
+    for acc in lists:
+        if len({space[c] for c in range(acc.mask.bit_length()) if acc.mask >> c & 1}) > 1:
+            return "memory effects: an access spanning shared and tensor memory"
+    if any(not acc.write for k in memory.slot_access for acc in memory.slot_access[k]):
+        return "memory effects: an in-flight copy that reads"
+    return None
+
+
+def _memory(system: System) -> tuple[list, list]:
+    """The race rule (memory.py `racing`, per space): scalars (whether it is checked, chunks
+    per mask, entries, slot groups) and
+    arrays: per (agent, pc) its live accesses' entry (-1: none) and its self race's code (0:
+    none); per slot group its (slot, entry) pairs; per tcgen05 queue entry its entry; and the
+    masks of every entry, per space then per entry, (reads, writes) in CHUNK-bit chunks."""
+    memory = system.memory
+    if memory is None:
+        return [0, 0, 0, 0], [[], [], [0], [], [], [], [0]]
+    space = [alloc.space for alloc, _, _ in memory.cells]
+    split = [sum(1 << c for c, sp in enumerate(space) if sp == name) for name in SPACES]
+    words = max(1, -(-len(space) // CHUNK))
+    entries: list[tuple[int, int]] = []
+    index: dict[tuple[int, int], int] = {}
+
+    def entry(rw: tuple[int, int]) -> int:
+        if not rw[0] | rw[1]:
+            return -1
+        if rw not in index:
+            index[rw] = len(entries)
+            entries.append(rw)
+        return index[rw]
+
+    def code(pair) -> int:
+        overlap = pair[0].mask & pair[1].mask
+        alloc = memory.cells[(overlap & -overlap).bit_length() - 1][0]
+        return 200 if alloc.space == "smem" else 201
+
+    lane, self_code = [], []
+    for a, length in enumerate(system.lengths):
+        for pc in range(length + 1):
+            items = memory.items_at[a][pc]
+            lane.append(entry(items[0]) if items else -1)
+            pair = memory.self_races[a].get(pc)
+            self_code.append(0 if pair is None else code(pair))
+    group_off, group_slot, group_entry = [], [], []
+    for group in memory.slot_groups:
+        group_off.append(len(group_slot))
+        for k, mask in group:
+            group_slot.append(k)
+            group_entry.append(entry((0, mask)))
+    group_off.append(len(group_slot))
+    queued = [entry(memory.entry_masks.get(instr.aux, (0, 0))) for a in system.queue_agents
+              for instr in system.programs[a] if instr.op == ins.ISSUE_TCGEN05]
+    chunks = []
+    for sp in split:
+        for r, w in entries:
+            for mask in (r & sp, w & sp):
+                chunks.extend(mask >> (CHUNK * j) & (2**CHUNK - 1) for j in range(words))
+    return [1, words, len(entries), len(memory.slot_groups)], \
+        [lane, self_code, group_off, group_slot, group_entry, queued, chunks or [0]]
 
 
 def _queues(system: System, insts: list) -> tuple:
