@@ -278,6 +278,7 @@ static int effect(const Model *m, int32_t *s, int i, int agent) {
         return 0;
     case OP_FENCE_INIT:          /* the inits it sees: to the async proxy, released to the */
     case OP_FENCE_ASYNC: {       /* cluster (fence.mbarrier_init only) */
+        if (!m->n_init) return 0;                 /* nothing to publish (and A may be > 29) */
         int bits = (1 << m->A) | (m->op[i] == OP_FENCE_INIT ? 1 << (m->A + 1) : 0);
         for (int k = 0; k < m->n_init; k++)
             if (s[m->init_vis[k]] & (1 << agent)) s[m->init_vis[k]] |= bits;
