@@ -103,10 +103,13 @@ def coverage() -> list[str]:
             else:
                 refused[why] += 1
     total = accepted + sum(refused.values())
-    return [f"The compiled core accepts {accepted} of the {total} example systems (every "
+    head = (f"The compiled core accepts {accepted} of the {total} example systems (every "
             "distinct cluster behaviour of every example kernel, compiled with memory effects "
-            "as `check` compiles them); the Python explorer searches the others, for these "
-            "reasons:", "", "| systems | refused for |", "| --- | --- |",
+            "as `check` compiles them)")
+    if not refused:
+        return [head + "."]
+    return [head + "; the Python explorer searches the others, for these reasons:", "",
+            "| systems | refused for |", "| --- | --- |",
             *(f"| {n} | {why} |" for why, n in refused.most_common())]
 
 

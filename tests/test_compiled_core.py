@@ -302,3 +302,38 @@ def test_generated_protocols_beyond_the_mbarrier_core_search_the_same_graph(kern
     for system in systems:
         assert refusal(system) is None, refusal(system)
         _same(system, ignore)
+
+
+def _compiled_md() -> str:
+    with open(os.path.join(os.path.dirname(__file__), "..", "bench", "COMPILED.md")) as f:
+        return " ".join(f.read().split())
+
+
+def test_the_bench_names_the_example_systems_the_core_accepts(examples):
+    """bench/COMPILED.md's coverage sentence is what the examples give today."""
+    accepted, refused = examples
+    total = len(accepted) + sum(refused.values())
+    assert f"The compiled core accepts {len(accepted)} of the {total} example systems" \
+        in _compiled_md()
+
+
+@built
+def test_the_bench_jax_row_reproduces_its_states():
+    """A JAX kernel at K = 4096 (bench/compiled_core.py --jax): the compiled search finds the
+    verdict and distinct states its row records, exactly. About 3 s (tracing the kernel)."""
+    pytest.importorskip("jax")
+    from barrierproof.model import pallas
+    from jax_sizes import with_contraction
+    import compiled_core
+    row = _compiled_md().split("| hopper_matmul |")[1]
+    verdict, states = [c.strip() for c in row.split("|")[1:3]]
+    kernels = os.path.join(os.path.dirname(__file__), "..", "examples", "pallas",
+                           "jax_kernels.py")
+    module = with_contraction(pallas.import_file(kernels), compiled_core.JAX_K, square=True)
+    found = [explore(system, Limits(max_states=None, timeout=None), reduction=False,
+                     order="bfs", core="compiled")
+             for system in compile_systems(pallas.load(module.hopper_matmul,
+                                                       name="hopper_matmul")[0])]
+    assert all(compiled.NOTE in r.notes for r in found)
+    assert (verdict, states) == ("verified", f"{sum(r.states for r in found):,}")
+    assert all(r.status == "verified" for r in found)
