@@ -223,9 +223,10 @@ def test_a_reduced_search_confirms_its_shortest_counterexample_alike(examples):
 # with their fences, parallel semaphore signals, and memory effects (the race rule, BP200 /
 # BP201). Thread 0 plays one role, the others another.
 HW_MENU = ["arrive", "wait", "copy", "mma", "commit", "commit_pair", "mma_bare", "sync",
-           "bar_arrive", "bar_sync_half", "bar_arrive_one", "cluster_arrive", "cluster_arrive_relaxed",
-           "cluster_wait", "fence_init", "fence_async", "signal_parallel", "sem_wait",
-           "read", "write", "load_tile", "mma_tiles", "read_acc", "store", "wait_store"]
+           "bar_arrive", "bar_sync_half", "bar_arrive_one", "cluster_arrive",
+           "cluster_arrive_relaxed", "cluster_wait", "fence_init", "fence_async",
+           "signal_parallel", "sem_wait", "read", "write", "load_tile", "mma_tiles", "read_acc",
+           "store", "wait_store"]
 
 
 @st.composite
