@@ -7,12 +7,13 @@ semaphore signals, tcgen05 ops with their in-order queue per issuer, named and c
 barriers (hw_barriers.py), explicit mbarrier init and its fences (init_visibility.py, which wraps
 the hardware barriers' arrival and wait), warp regions' fork and join and the no-op of
 unmodelled synchronization; the rules a state is judged by (BP101, BP102, BP146 peer exits in
-a cluster, BP147 an init not visible, and at exit BP103, BP104, BP105, BP130), deadlocks
-(BP100, BP130, BP144) and the side table of bare parity waits (BP101 aliasing,
-parity_returns.py). Memory effects (races) are refused here and the Python explorer runs
-instead: fail closed, never a different verdict. A step rule that a plug-in has replaced
-(extensions.py `wraps`) beyond what is stated here is refused too, since the C statement would
-no longer be it.
+a cluster, BP147 an init not visible, BP200/BP201 races judged per memory space, and at exit
+BP103, BP104, BP105, BP130), deadlocks (BP100, BP130, BP144) and the side table of bare parity
+waits (BP101 aliasing, parity_returns.py). What it does not state is refused here by name and
+the Python explorer runs instead (fail closed, never a different verdict): memory effects whose
+race rule is not the per-space one (an access spanning shared and tensor memory, an in-flight
+copy that reads), a step rule that a plug-in has replaced (extensions.py `wraps`) beyond what is
+stated here, state fields of a plug-in.
 
 The arrays: per agent its program length and first instruction; per instruction its opcode
 (`CORE_OPS`), two operand ranges (`t0:t1` into the arrival-set list, or the instance of a wait
