@@ -67,7 +67,7 @@ CORE_OPS = {
     ins.FENCE_INIT: (21, None, init_visibility.effect_fence),
     ins.FENCE_ASYNC: (22, None, init_visibility.effect_fence),
 }
-# Extensions whose hooks add nothing to a System without their barriers (checked below).
+# Extensions whose hooks (state fields, rules on a state, deadlocks) _core.c states again.
 QUIET_EXTENSIONS = frozenset({"hardware barriers", "mbarrier init visibility"})
 INT32 = 2**31 - 1
 
