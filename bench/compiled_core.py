@@ -4,6 +4,7 @@ reasons for the others. Writes bench/COMPILED.md.
 
     python bench/compiled_core.py               # about 1-2 minutes on 2 shared CPUs
     python bench/compiled_core.py --tlc-big     # TLC on 3,6,8 too (about 2 minutes, 2.3 GB more)
+    python bench/compiled_core.py --jax         # and JAX's kernels at K = 4096 (up to 60 s each)
 
 Both cores search breadth first without reductions (the compiled one is that search only) and
 must find the same distinct states, transitions, depth and verdict (checked). States per second
@@ -102,16 +103,78 @@ def coverage() -> list[str]:
             else:
                 refused[why] += 1
     total = accepted + sum(refused.values())
-    return [f"The compiled core accepts {accepted} of the {total} example systems (every "
+    head = (f"The compiled core accepts {accepted} of the {total} example systems (every "
             "distinct cluster behaviour of every example kernel, compiled with memory effects "
-            "as `check` compiles them); the Python explorer searches the others, for these "
-            "reasons:", "", "| systems | refused for |", "| --- | --- |",
+            "as `check` compiles them)")
+    if not refused:
+        return [head + "."]
+    return [head + "; the Python explorer searches the others, for these reasons:", "",
+            "| systems | refused for |", "| --- | --- |",
             *(f"| {n} | {why} |" for why, n in refused.most_common())]
+
+
+JAX_K = 4096
+JAX_TIMEOUT = 60.0
+
+
+def jax_kernels() -> list[str]:
+    """Every kernel of examples/pallas/jax_kernels.py at K = 4096 (the 2-CTA Blackwell matmul at
+    4096^3) and JAX's 2-CTA Blackwell matmul at 1024^3 with 3 tiles per block, as `check`
+    compiles them (memory effects included): the compiled core's breadth-first search without
+    reductions, every System of a kernel within one limit of 60 s. A violation it finds is the
+    shortest (every level is finished first), recomputed and replayed in Python."""
+    from barrierproof.model import pallas
+    from jax_sizes import with_contraction
+    kernels = os.path.join(ROOT, "examples", "pallas", "jax_kernels.py")
+    lines = ["| kernel | expected (jax_kernels.py, its sizes) | compiled BFS verdict | distinct "
+             "states | depth | counterexample steps | compile s (cpu) | search s (cpu) | "
+             "verdict in <= 60 s |", "| --- |" + " --- |" * 8]
+    runs = []
+    module = with_contraction(pallas.import_file(kernels), JAX_K, square=True)
+    for name in list(module.EXPECT) + list(module.SLOW):
+        built = pallas.load(getattr(module, name), name=name)
+        for n, kernel in enumerate(built):
+            label = name if len(built) == 1 else f"{name} (kernel {n + 1} of {len(built)})"
+            if name == "blackwell_matmul_collective":
+                label += f" at {JAX_K}^3"
+            runs.append((label, {**module.EXPECT, **module.SLOW}[name], kernel))
+    module = with_contraction(pallas.import_file(kernels), 1024, square=True)
+    runs.append(("blackwell_matmul_collective at 1024^3, 3 tiles per block",
+                 module.SLOW["blackwell_matmul_collective"],
+                 pallas.load(module.blackwell_matmul_collective,
+                             name="blackwell_matmul_collective")[0]))
+    for label, expect, kernel in runs:
+        wall, cpu = time.perf_counter(), _cpu()
+        systems = compile_systems(kernel)
+        built_s, built_cpu = time.perf_counter() - wall, _cpu() - cpu
+        wall, cpu = time.perf_counter(), _cpu()
+        states = depth = 0
+        verdict, steps = "verified", "-"
+        for system in systems:
+            left = JAX_TIMEOUT - (time.perf_counter() - wall)
+            r = explore(system, Limits(max_states=None, timeout=max(left, 0.0)),
+                        reduction=False, order="bfs", core="compiled")
+            assert compiled.NOTE in r.notes, f"{label}: {r.notes}"
+            states, depth = states + r.states, max(depth, r.depth)
+            if r.status == "violation":
+                verdict, steps = f"violation:{r.violation.code}", str(len(r.actions))
+                break
+            if r.status == "bounded":
+                verdict = f"bounded (the {JAX_TIMEOUT:g} s limit, at depth {r.depth})"
+                break
+        seconds, cpu = time.perf_counter() - wall, _cpu() - cpu
+        met = "yes" if not verdict.startswith("bounded") and seconds + built_s <= JAX_TIMEOUT \
+            else "no"
+        lines.append(f"| {label} | {expect} | {verdict} | {states:,} | {depth} | {steps} | "
+                     f"{built_s:.1f} ({built_cpu:.1f}) | {seconds:.1f} ({cpu:.1f}) | {met} |")
+        print(lines[-1], flush=True)
+    return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tlc-big", action="store_true", help="TLC on the 1M-state member too")
+    ap.add_argument("--jax", action="store_true", help="JAX's kernels at K = 4096 too")
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "COMPILED.md"))
     args = ap.parse_args()
     if not compiled.available():
@@ -119,7 +182,9 @@ def main() -> None:
     start, load = time.time(), _load()
     rows = speed(args.tlc_big)
     cover = coverage()
-    command = "python bench/compiled_core.py" + (" --tlc-big" if args.tlc_big else "")
+    jax = jax_kernels() if args.jax else []
+    command = "python bench/compiled_core.py" + (" --tlc-big" if args.tlc_big else "") + \
+        (" --jax" if args.jax else "")
     text = "\n".join([
         "# The compiled exploration core",
         "",
@@ -135,6 +200,19 @@ def main() -> None:
         "",
         *cover,
         "",
+        *([f"## JAX's kernels at K = {JAX_K}, and the 2-CTA Blackwell matmul at 1024^3",
+           "",
+           "examples/pallas/jax_kernels.py with its contraction (key/value) length set to "
+           f"{JAX_K} (bench/jax_sizes.py; the 2-CTA Blackwell matmul square, {JAX_K}^3), and "
+           "the 2-CTA Blackwell matmul at 1024^3 with its default 3 tiles per block "
+           "(bench/perf.py's), compiled as `check` compiles them (memory effects included). "
+           "Each: the compiled core's breadth-first search without reductions over every "
+           f"System of the kernel, within one limit of {JAX_TIMEOUT:g} s for the search (compiling "
+           "the Systems, timed apart, is Python's and not limited). A violation found is the "
+           "shortest counterexample (every level is finished first), confirmed by the search "
+           "itself; it was recomputed and replayed in Python. The last column counts compile "
+           "and search together, wall clock.",
+           "", *jax, ""] if jax else []),
     ])
     with open(args.output, "w") as f:
         f.write(text)

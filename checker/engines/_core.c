@@ -8,6 +8,8 @@
  *                                          phase, tx bytes outstanding, arrival count
  *   seen[...]                              completions a thread observed at its last wait
  *   in_flight[slot]                        TMA landings / async arrivals not yet delivered
+ *   delivered[tcgen05 queue]              entries of the issuer's queue completed so far
+ *   (hardware barriers; init visibility)  as hw_barriers.py and init_visibility.py lay them
  * Every rule returns its code as an integer (101 for BP101); 0 is "no rule broken". The order
  * of every check follows semantics.py and model/primitives, including where a broken rule
  * stops the rest of a step (`violation or ...` there), since a step whose code the user
@@ -23,7 +25,11 @@
 /* Opcodes as flatten.py numbers them (its CORE_OPS). */
 enum { OP_ARRIVE, OP_ARRIVE_DROP, OP_EXPECT_TX, OP_ARRIVE_TX, OP_COMPLETE_TX, OP_WAIT,
        OP_WAIT_PARITY, OP_WAIT_PHASE, OP_BARRIER_TEST, OP_ISSUE_ASYNC, OP_NOP, OP_SEM_SIGNAL,
-       OP_SEM_WAIT, OP_AWAIT_FORK, OP_JOIN };
+       OP_SEM_WAIT, OP_AWAIT_FORK, OP_JOIN, OP_ISSUE_TCGEN05, OP_HW_ARRIVE, OP_HW_WAIT,
+       OP_SEM_SIGNAL_SET, OP_SIGNALS_LANDED, OP_MBAR_INIT, OP_FENCE_INIT, OP_FENCE_ASYNC };
+/* Hardware barrier fields (hw_barriers.py); an arrival's flags (its aux2 operand). */
+enum { HW_PHASE, HW_ARRIVED, HW_COUNT, HW_SITE, HW_FIELDS };
+enum { HW_PARTIAL = 1, HW_RELAXED = 2 };
 /* Barrier instance fields; effects an in-flight slot delivers (instructions.py). */
 enum { PHASE, PENDING, TX, EXPECTED, FIELDS };
 enum { EFFECT_COMPLETE_TX, EFFECT_ARRIVE, EFFECT_SIGNAL };
@@ -44,6 +50,26 @@ typedef struct {
     /* a cluster of several blocks: each agent's and instance's block, and the slots whose
      * deliveries go into another block than their issuer's (BP146 once it has exited) */
     int n_blocks, n_remote, *agent_block, *inst_block, *remote_slots;
+    int *aux2;                              /* per instruction: a hardware arrival's flags */
+    /* tcgen05 queues: a queue is the issuer's entries from `delivered` (its state field) to
+     * the number issued before its pc (`issued[off[a] + a + pc]`), so its one field and the
+     * pc say the tuple semantics.py keeps; per queue its agent and its entries' arrival sets */
+    int n_queues, queue_base, *issued, *queue_agent, *q_off, *q_t0, *q_t1;
+    /* hardware barriers (hw_barriers.py): per instance its kind (1 cluster) and block, the
+     * top-level agents of that block and those of them arriving on it (BP144) */
+    int n_hw, hw_base, block_threads, *hw_kind, *hw_block, *hw_mem_off, *hw_mem, *hw_arr_off,
+        *hw_arr;
+    /* explicit-init instances (init_visibility.py), numbered k: the position of vis[k], the
+     * instance, rel[k, h] (-1: none), relc[k] (-1: none); per instruction its uses (k, and 1
+     * when through the async proxy) in use_off ranges */
+    int n_init, *init_vis, *init_inst, *init_rel, *init_relc, *use_off, *use_k, *use_proxy;
+    /* the race rule (memory.py), judged per space (0 smem: BP200, 1 tmem: BP201): per
+     * (agent, pc) at `issued`'s index its live accesses' entry (-1: none) and its self race's
+     * code; slot groups of (slot, entry); per tcgen05 queue entry its entry; the entries'
+     * (reads, writes) masks per space in `words` chunks of 30 bits; scratch for two masks */
+    int races, words, n_entries, n_groups, *lane, *self_code, *group_off, *group_slot,
+        *group_entry, *q_entry, *chunks;
+    uint32_t *scratch;
     char ignored[1000];
 } Model;
 
@@ -97,6 +123,58 @@ static int tx_bytes(const Model *m, int32_t *s, int inst, int delta) {
     return maybe_complete(m, s, inst);
 }
 
+/* -- hardware barriers and init visibility (hw_barriers.py, init_visibility.py) ----------- */
+
+static int hw_field(const Model *m, int h) { return m->hw_base + HW_FIELDS * h; }
+
+/* bar.arrive / bar.sync's arrival / barrier.cluster.arrive (effect_arrive), then the inits the
+ * agent sees released into the phase it arrived in (effect_hw_arrive). */
+static int hw_arrive(const Model *m, int32_t *s, int i, int agent) {
+    int h = m->t0[i], b = hw_field(m, h), pos = m->t1[i], count = m->x0[i], site = m->x1[i];
+    int phase = s[b + HW_PHASE];
+    if (pos >= 0) s[pos] = phase;
+    if (m->aux2[i] & HW_PARTIAL) return 141;      /* part of a warp: divergent */
+    int open = s[b + HW_COUNT];
+    if (open && open != count) return 142;        /* another count for the open phase */
+    s[b + HW_COUNT] = count;
+    if (site) {
+        if (s[b + HW_SITE] && s[b + HW_SITE] != site) return 141;   /* another aligned sync */
+        s[b + HW_SITE] = site;
+    }
+    int arrived = s[b + HW_ARRIVED] + m->amount[i];
+    if (arrived > count) return 142;
+    if (arrived == count) {
+        s[b + HW_PHASE] += 1;
+        s[b + HW_ARRIVED] = 0; s[b + HW_COUNT] = 0; s[b + HW_SITE] = 0;
+    } else {
+        s[b + HW_ARRIVED] = arrived;
+    }
+    for (int k = 0; k < m->n_init; k++) {
+        int vis = s[m->init_vis[k]];
+        if (!(vis & (1 << agent))) continue;
+        int rel = m->init_rel[k * m->n_hw + h];
+        if (rel >= 0 && !s[rel]) s[rel] = phase + 1;
+        if (m->hw_kind[h] && ((vis & (1 << (m->A + 1))) || !(m->aux2[i] & HW_RELAXED))) {
+            rel = m->init_relc[k];
+            if (!s[rel]) s[rel] = phase + 1;
+        }
+    }
+    return 0;
+}
+
+/* Passing a hardware wait: the agent learns the inits released in the phase it arrived in or
+ * before (effect_hw_wait). */
+static void hw_wait_learns(const Model *m, int32_t *s, int i, int agent) {
+    int h = m->t0[i], upto = s[m->x0[i]] + 1;
+    for (int k = 0; k < m->n_init; k++) {
+        if (s[m->init_vis[k]] & (1 << agent)) continue;
+        int rel = m->inst_block[m->init_inst[k]] == m->agent_block[agent]
+                      ? m->init_rel[k * m->n_hw + h]
+                      : (m->hw_kind[h] ? m->init_relc[k] : -1);
+        if (rel >= 0 && s[rel] > 0 && s[rel] <= upto) s[m->init_vis[k]] |= 1 << agent;
+    }
+}
+
 /* -- guards and effects (model/primitives/: mbarrier, waits, tma, semaphores) -------------- */
 
 static int phase_of(const Model *m, const int32_t *s, int inst) { return s[barrier(m, inst)]; }
@@ -124,13 +202,19 @@ static int guard(const Model *m, const int32_t *s, int i) {
         for (int k = m->t0[i]; k < m->t1[i]; k += 2)
             if (s[m->insts[k]] < m->insts[k + 1]) return 0;
         return 1;
+    case OP_HW_WAIT:             /* the phase the agent arrived in has completed */
+        return s[hw_field(m, m->t0[i])] > s[m->x0[i]];
+    case OP_SIGNALS_LANDED:      /* every signal of its set has landed */
+        for (int k = m->x0[i]; k < m->x1[i]; k++)
+            if (s[m->slot_base + m->slot_list[k]]) return 0;
+        return 1;
     default:
         return 1;
     }
 }
 
 /* Apply instruction i of `agent` (its pc already moved on); the code of the rule it breaks. */
-static int effect(const Model *m, int32_t *s, int i) {
+static int effect(const Model *m, int32_t *s, int i, int agent) {
     int v = 0;
     switch (m->op[i]) {
     case OP_ARRIVE:
@@ -180,18 +264,47 @@ static int effect(const Model *m, int32_t *s, int i) {
     case OP_SEM_WAIT:
         if (m->x0[i]) s[barrier(m, m->t0[i])] -= m->amount[i];
         return 0;
-    default:
+    case OP_SEM_SIGNAL_SET:      /* one signal in flight per slot, landing in any order */
+        for (int k = m->x0[i]; k < m->x1[i]; k++) s[m->slot_base + m->slot_list[k]] += 1;
+        return 0;
+    case OP_HW_ARRIVE:
+        return hw_arrive(m, s, i, agent);
+    case OP_HW_WAIT:
+        hw_wait_learns(m, s, i, agent);
+        return 0;
+    case OP_MBAR_INIT:           /* visible to the initialising agent only */
+        for (int k = 0; k < m->n_init; k++)
+            if (m->init_inst[k] == m->t0[i]) s[m->init_vis[k]] |= 1 << agent;
+        return 0;
+    case OP_FENCE_INIT:          /* the inits it sees: to the async proxy, released to the */
+    case OP_FENCE_ASYNC: {       /* cluster (fence.mbarrier_init only) */
+        if (!m->n_init) return 0;                 /* nothing to publish (and A may be > 29) */
+        int bits = (1 << m->A) | (m->op[i] == OP_FENCE_INIT ? 1 << (m->A + 1) : 0);
+        for (int k = 0; k < m->n_init; k++)
+            if (s[m->init_vis[k]] & (1 << agent)) s[m->init_vis[k]] |= bits;
+        return 0;
+    }
+    default:                     /* ISSUE_TCGEN05: the queue grows with the pc */
         return 0;
     }
 }
 
-/* Whether `action` (an agent, then an in-flight slot) is enabled in s. */
+/* The tcgen05 entries queue k's agent has issued so far. */
+static int queued_to(const Model *m, const int32_t *s, int k) {
+    int a = m->queue_agent[k];
+    return m->issued[m->off[a] + a + s[a]];
+}
+
+/* Whether `action` (an agent, an in-flight slot, then a tcgen05 queue) is enabled in s. */
 static int enabled(const Model *m, const int32_t *s, int action) {
     if (action < m->A) {
         int pc = s[action];
         return pc < m->len[action] && guard(m, s, m->off[action] + pc);
     }
-    return s[m->slot_base + action - m->A] > 0;
+    int k = action - m->A;
+    if (k < m->n_slots) return s[m->slot_base + k] > 0;
+    k -= m->n_slots;
+    return s[m->queue_base + k] < queued_to(m, s, k);
 }
 
 /* Take an enabled action in place; the code of the rule the step breaks, or 0. */
@@ -199,9 +312,17 @@ static int step(const Model *m, int32_t *s, int action) {
     if (action < m->A) {
         int i = m->off[action] + s[action];
         s[action] += 1;
-        return effect(m, s, i);
+        return effect(m, s, i, action);
     }
     int k = action - m->A;
+    if (k >= m->n_slots) {       /* the oldest tcgen05 op completes: arrives on its set */
+        k -= m->n_slots;
+        int e = m->q_off[k] + s[m->queue_base + k], v = 0;
+        s[m->queue_base + k] += 1;
+        for (int j = m->q_t0[e]; j < m->q_t1[e]; j++)
+            if (!v) v = arrive(m, s, m->insts[j], 1);
+        return v;
+    }
     s[m->slot_base + k] -= 1;
     int inst = m->slot_inst[k];
     if (m->slot_effect[k] == EFFECT_COMPLETE_TX) return tx_bytes(m, s, inst, -m->slot_amount[k]);
@@ -234,6 +355,14 @@ static int peer_exit(const Model *m, const int32_t *s) {
         int slot = m->remote_slots[k];
         if (s[m->slot_base + slot] && gone[m->inst_block[m->slot_inst[slot]]]) return 146;
     }
+    for (int k = 0; k < m->n_queues; k++) {       /* a queued tcgen05 arrival into it */
+        int own = m->agent_block[m->queue_agent[k]], to = queued_to(m, s, k);
+        for (int e = m->q_off[k] + s[m->queue_base + k]; e < m->q_off[k] + to; e++)
+            for (int j = m->q_t0[e]; j < m->q_t1[e]; j++) {
+                int b = m->inst_block[m->insts[j]];
+                if (b != own && gone[b]) return 146;
+            }
+    }
     for (int a = 0; a < m->A; a++) {
         if (s[a] >= m->len[a]) continue;
         int i = m->off[a] + s[a], op = m->op[i], own = m->agent_block[a];
@@ -253,6 +382,75 @@ static int peer_exit(const Model *m, const int32_t *s) {
     return 0;
 }
 
+/* Entry e's reads (rw 0) or writes (rw 1) in space sp. */
+static const uint32_t *mask_of(const Model *m, int sp, int e, int rw) {
+    return (const uint32_t *)m->chunks + ((size_t)(sp * m->n_entries + e) * 2 + rw) * m->words;
+}
+
+/* One lane's reads and writes against those of the lanes before it (acc_r, acc_w): whether
+ * they conflict; then they join them. */
+static int lane_meets(const Model *m, uint32_t *acc_r, uint32_t *acc_w, const uint32_t *r,
+                      const uint32_t *w) {
+    uint32_t hit = 0;
+    for (int j = 0; j < m->words; j++) {
+        hit |= (w[j] & (acc_r[j] | acc_w[j])) | (r[j] & acc_w[j]);
+        acc_r[j] |= r[j];
+        acc_w[j] |= w[j];
+    }
+    return hit != 0;
+}
+
+/* memory.py's `racing` in space sp: two live accesses of different lanes (a thread, a group of
+ * copies landing on one instance, a thread's tcgen05 queue) overlap and one writes. */
+static int racing(const Model *m, const int32_t *s, int sp) {
+    int W = m->words;
+    uint32_t *acc_r = m->scratch, *acc_w = acc_r + W, *r = acc_w + W, *w = r + W;
+    memset(acc_r, 0, 2 * W * sizeof(uint32_t));
+    for (int a = 0; a < m->A; a++) {
+        int e = m->lane[m->off[a] + a + s[a]];
+        if (e >= 0 && lane_meets(m, acc_r, acc_w, mask_of(m, sp, e, 0), mask_of(m, sp, e, 1)))
+            return 1;
+    }
+    for (int g = 0; g < m->n_groups; g++) {       /* copies in flight write their slots */
+        int any = 0;
+        memset(r, 0, 2 * W * sizeof(uint32_t));
+        for (int k = m->group_off[g]; k < m->group_off[g + 1]; k++) {
+            if (!s[m->slot_base + m->group_slot[k]] || m->group_entry[k] < 0) continue;
+            const uint32_t *x = mask_of(m, sp, m->group_entry[k], 1);
+            for (int j = 0; j < W; j++) w[j] |= x[j];
+            any = 1;
+        }
+        if (any && lane_meets(m, acc_r, acc_w, r, w)) return 1;
+    }
+    for (int k = 0; k < m->n_queues; k++) {       /* queued tcgen05 ops read and write */
+        int any = 0;
+        memset(r, 0, 2 * W * sizeof(uint32_t));
+        for (int e = m->q_off[k] + s[m->queue_base + k]; e < m->q_off[k] + queued_to(m, s, k);
+             e++) {
+            int x = m->q_entry[e];
+            if (x < 0) continue;
+            const uint32_t *xr = mask_of(m, sp, x, 0), *xw = mask_of(m, sp, x, 1);
+            for (int j = 0; j < W; j++) { r[j] |= xr[j]; w[j] |= xw[j]; }
+            any = 1;
+        }
+        if (any && lane_meets(m, acc_r, acc_w, r, w)) return 1;
+    }
+    return 0;
+}
+
+/* The race codes state s shows (memory.py `violations`): a thread's own race at its gap, and
+ * per space a conflict between lanes. */
+static int race_code(const Model *m, const int32_t *s) {
+    int best = 0;
+    for (int a = 0; a < m->A; a++) {
+        int c = m->self_code[m->off[a] + a + s[a]];
+        if (c) SEE(c);
+    }
+    for (int sp = 0; sp < 2; sp++)
+        if (!m->ignored[200 + sp] && racing(m, s, sp)) SEE(200 + sp);
+    return best;
+}
+
 /* The least code, among those not ignored, of the rules state s breaks (0: none). */
 static int state_code(const Model *m, const int32_t *s) {
     int best = 0, done = 1;
@@ -260,10 +458,18 @@ static int state_code(const Model *m, const int32_t *s) {
         if (s[a] >= m->len[a]) continue;
         done = 0;
         int i = m->off[a] + s[a];
+        for (int u = m->use_off[i]; u < m->use_off[i + 1]; u++) {
+            int vis = s[m->init_vis[m->use_k[u]]];     /* BP147: an init it cannot see yet */
+            if (!(vis & (1 << (m->use_proxy[u] ? m->A : a)))) { SEE(147); break; }
+        }
         if (m->op[i] == OP_WAIT_PHASE && phase_of(m, s, m->t0[i]) > m->amount[i])
             SEE(101);            /* a wait for a phase the barrier has already run past */
         else if (m->op[i] == OP_WAIT && s[m->x0[i]] < 0 && phase_of(m, s, m->t0[i]) >= 2)
             SEE(102);            /* a first wait after two completions: a late join */
+    }
+    if (m->races) {
+        int c = race_code(m, s);
+        if (c) SEE(c);
     }
     if (!done) {
         if (m->n_blocks > 1) {
@@ -275,6 +481,8 @@ static int state_code(const Model *m, const int32_t *s) {
     /* at kernel exit */
     for (int k = 0; k < m->n_slots; k++)
         if (s[m->slot_base + k]) SEE(105);        /* copies still in flight */
+    for (int k = 0; k < m->n_queues; k++)
+        if (s[m->queue_base + k] < queued_to(m, s, k)) SEE(105);   /* tcgen05 ops too */
     if (m->exit_async) SEE(105);                  /* a thread's own accesses left running */
     for (int inst = 0; inst < m->n_inst; inst++) {
         const int32_t *b = s + barrier(m, inst);
@@ -296,6 +504,18 @@ static int deadlock_code(const Model *m, const int32_t *s) {
         if (!is_wait(m->op[i])) continue;
         const int32_t *b = s + barrier(m, m->t0[i]);
         if (b[PENDING] == 0 && b[TX] != 0) return 130;
+    }
+    /* BP144: a named barrier waits while a thread its open phase counts has exited (every
+     * thread of the block for a count-less bar.sync, else those arriving on it) */
+    for (int a = 0; a < m->A; a++) {
+        if (s[a] >= m->len[a]) continue;
+        int i = m->off[a] + s[a], h = m->t0[i];
+        if (m->op[i] != OP_HW_WAIT || m->hw_kind[h]) continue;
+        int everyone = s[hw_field(m, h) + HW_COUNT] == m->block_threads;
+        const int *who = everyone ? m->hw_mem : m->hw_arr;
+        const int *off = everyone ? m->hw_mem_off : m->hw_arr_off;
+        for (int k = off[h]; k < off[h + 1]; k++)
+            if (s[who[k]] >= m->len[who[k]]) return 144;
     }
     return 100;
 }
@@ -527,7 +747,7 @@ static int report(PyObject *progress, const Store *st, int depth, size_t frontie
 static int search(const Model *m, Store *st, Returns *r, const int32_t *init, int64_t max_states,
                   int64_t max_depth, double timeout, int64_t max_bytes, PyObject *progress,
                   Outcome *out) {
-    int W = m->W, n_actions = m->A + m->n_slots, is_new, fail = -1;
+    int W = m->W, n_actions = m->A + m->n_slots + m->n_queues, is_new, fail = -1;
     double start = now_seconds(), next_report = start + 0.25;
     /* one state's successors, generated before any is looked up, so that the table slots
      * they land in are fetched from memory together */
@@ -670,7 +890,8 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
     return 0;
 }
 
-#define N_ARRAYS 20
+#define N_ARRAYS 47
+#define N_SCALARS 20
 
 static PyObject *core_explore(PyObject *self, PyObject *args) {
     (void)self;
@@ -688,17 +909,22 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     int **slots[N_ARRAYS] = {&m.len, &m.off, &m.op, &m.t0, &m.t1, &m.amount, &m.x0, &m.x1,
                              &m.insts, &m.slot_list, &m.slot_effect, &m.slot_inst, &m.slot_amount,
                              &m.part_off, &m.part_waiter, &m.part_pos, &m.part_last,
-                             &m.agent_block, &m.inst_block, &m.remote_slots};
+                             &m.agent_block, &m.inst_block, &m.remote_slots, &m.unwaited,
+                             &m.aux2, &m.issued, &m.queue_agent, &m.q_off, &m.q_t0, &m.q_t1,
+                             &m.hw_kind, &m.hw_block, &m.hw_mem_off, &m.hw_mem, &m.hw_arr_off,
+                             &m.hw_arr, &m.init_vis, &m.init_inst, &m.init_rel, &m.init_relc,
+                             &m.use_off, &m.use_k, &m.use_proxy, &m.lane, &m.self_code,
+                             &m.group_off, &m.group_slot, &m.group_entry, &m.q_entry,
+                             &m.chunks};
     PyObject *result = NULL;
     Store st = {0};
     Returns r = {0};
-    int *unwaited = NULL;
-    int ok = ints(scalars, &sc, &n_sc) == 0 && n_sc == 10 && ints(ignored, &ign, &n_ign) == 0 &&
-             ints(init_obj, &init, &n_init) == 0 && PySequence_Check(arrays) &&
-             PySequence_Size(arrays) == N_ARRAYS + 1;
-    for (int k = 0; ok && k <= N_ARRAYS; k++) {
+    int ok = ints(scalars, &sc, &n_sc) == 0 && n_sc == N_SCALARS &&
+             ints(ignored, &ign, &n_ign) == 0 && ints(init_obj, &init, &n_init) == 0 &&
+             PySequence_Check(arrays) && PySequence_Size(arrays) == N_ARRAYS;
+    for (int k = 0; ok && k < N_ARRAYS; k++) {
         PyObject *item = PySequence_GetItem(arrays, k);
-        ok = item && ints(item, k < N_ARRAYS ? slots[k] : &unwaited, NULL) == 0;
+        ok = item && ints(item, slots[k], NULL) == 0;
         Py_XDECREF(item);
     }
     if (!ok) {
@@ -708,11 +934,19 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     m.W = sc[0]; m.A = sc[1]; m.n_inst = sc[2]; m.slot_base = sc[3]; m.n_slots = sc[4];
     m.max_tx = sc[5]; m.exit_async = sc[6]; m.track_returns = sc[7];
     m.n_blocks = sc[8]; m.n_remote = sc[9];
+    m.n_queues = sc[10]; m.queue_base = sc[11]; m.n_hw = sc[12]; m.hw_base = sc[13];
+    m.block_threads = sc[14]; m.n_init = sc[15];
+    m.races = sc[16]; m.words = sc[17]; m.n_entries = sc[18]; m.n_groups = sc[19];
+    m.scratch = malloc(4 * (size_t)(m.words > 0 ? m.words : 1) * sizeof(uint32_t));
+    if (!m.scratch) { PyErr_NoMemory(); goto cleanup; }
+    if (m.n_init && m.A + 2 > 31) {
+        PyErr_SetString(PyExc_ValueError, "init visibility of more than 29 agents");
+        goto cleanup;
+    }
     if (m.n_blocks < 1 || m.n_blocks > 256) {
         PyErr_SetString(PyExc_ValueError, "1 to 256 blocks");
         goto cleanup;
     }
-    m.unwaited = unwaited;
     for (Py_ssize_t k = 0; k < n_ign; k++)
         if (ign[k] >= 0 && ign[k] < 1000) m.ignored[ign[k]] = 1;
     if (n_init != m.W) {
@@ -775,7 +1009,7 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
 cleanup:
     store_free(&st);
     free(r.count); free(r.completion); free(r.depth); free(r.id);
-    free(sc); free(ign); free(init); free(unwaited);
+    free(sc); free(ign); free(init); free(m.scratch);
     for (int k = 0; k < N_ARRAYS; k++) free(*slots[k]);
     return result;
 }
