@@ -266,10 +266,14 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
     base = runs[0]
     allocs = {b.name: b for b in base.barriers}
     allocs.update({("buffer", b.name): b for b in base.buffers})
+    rebound = [_rebind(k, allocs) for k in runs]
     try:
-        body = join([_rebind(k, allocs) for k in runs], list(SAMPLES), Var(name))
+        body = join(rebound, list(SAMPLES), Var(name))
     except NoJoin:
-        return None
+        try:        # a K loop inside a loop of fixed count: its ring slot `(i0 * K + i1) % S`
+            body = join_grid(rebound, Scope([{name: v} for v in SAMPLES], [name]))
+        except NoJoin:
+            return None
     assumptions = (mk(">=", Var(name), Const(1)),)
     why = guards.unproved(body, [name], assumptions)
     if why is not None:

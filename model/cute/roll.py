@@ -287,6 +287,9 @@ def _moving_ring(slots, parities, ts, t: Expr, ring: int, ranges):
 
 def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
     first = same_instruction(ops)
+    if first.barrier is None and all(op is first for op in ops):
+        return first        # one instruction alike everywhere (a bar.sync): kept as it is, so
+        #                     blocks of a grid that run it stay at one instruction
     ring = _ring(first.barrier)
     barrier = first.barrier
     one_index = barrier is not None and len(barrier.index) == 1
