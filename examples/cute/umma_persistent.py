@@ -9,6 +9,12 @@ warps meet on named barrier 1 after each tile; the TMEM address written by the a
 is read after a 160-thread named barrier reached by the MMA and epilogue warps at one
 instruction.
 
+K comes from A's shape at run time (`k_tiles = cute.size(gA, mode=[2])`), as in CUTLASS's
+GEMMs, and so does the tile count when one block walks every tile (a kernel argument): the
+frontend reads the kernel at a grid of both and `prove` answers for every tile count and K. On
+the grid of two blocks the tile count is fixed at compile time (block b walks ceil((tiles - b)
+/ 2) tiles, a form the frontend's join does not read), K is still read for every value.
+
 Each target compiles the kernel on the CPU; the bug variants change one knob of it.
 """
 
