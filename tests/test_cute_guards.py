@@ -116,7 +116,7 @@ def test_the_peeking_mainloop_is_read_for_every_k_through_its_guards():
 
 def test_prove_answers_for_every_k_on_the_tma_mainloop():
     """pipeline_tma with K from A's shape: proved for every K (barriers and races), each twin
-    refuted at k_tiles=1 with the code the explorer finds there first. About 30 s."""
+    refuted at k_tiles=1 with the code the explorer finds there first. About 30 s of CPU."""
     from barrierproof.checker.check import check_kernel
     from barrierproof.checker.symbolic.prove import prove_kernel
     kernel, ref = _kernel("pipeline_tma.py", "mainloop")
@@ -134,7 +134,7 @@ def test_prove_answers_for_every_k_on_the_tma_mainloop():
 
 def test_prove_answers_for_every_k_on_the_peeking_mainloop():
     """The peeking consumer is proved for every K (its drain peel makes the classes larger than
-    the plain mainloop's). About 30-80 s: the slowest of these tests."""
+    the plain mainloop's). About 30 s of CPU: with the one above, the slowest of these tests."""
     from barrierproof.checker.symbolic.prove import prove_kernel
     kernel, ref = _kernel("pipeline_tma.py", "mainloop_peeking")
     proved = prove_kernel(kernel, source=ref)
@@ -146,8 +146,7 @@ def test_the_persistent_umma_gemm_takes_its_tile_count_and_k_at_run_time():
     """umma_persistent with one block walking every tile: the tile count (a kernel argument) and
     K (A's shape) are parameters; the explorer agrees at several points; prove proves the
     barrier rules for every tile count and K and names why races are not proved (the K loop
-    nested in the tile loop); the twin that never advances its accumulator state is refuted at
-    the smallest breaking point, as the explorer finds it. About 40 s."""
+    nested in the tile loop). About 30 s of CPU (two minutes on a loaded machine)."""
     from barrierproof.checker.symbolic.prove import prove_kernel
     kernel, ref = _kernel("umma_persistent.py", "persistent_one_block")
     assert list(kernel.params) == ["num_tiles", "k_tiles"]
