@@ -151,8 +151,8 @@ def _compile(num_tiles=3, blocks=2, acc_consumers=EPILOGUE_THREADS,
     # of several blocks block b walks ceil((tiles - b) / blocks) tiles, a form the frontend
     # does not read for every tile count, so the count is fixed at compile time there
     fixed = 0 if blocks == 1 else num_tiles
-    return cute.compile(gemm_host, mA, cutlass.Int32(num_tiles), fixed, blocks, acc_consumers, advance_acc,
-                        tmem_wait_per_role, tx_divisor)
+    return cute.compile(gemm_host, mA, cutlass.Int32(num_tiles), fixed, blocks, acc_consumers,
+                        advance_acc, tmem_wait_per_role, tx_divisor)
 
 
 def persistent():
