@@ -50,17 +50,18 @@ def _target(name):
     return next(t for t in TARGETS if t.name == name)
 
 
-def _unrolled(body):
+def _unrolled(body, params=None):
     """Every operation of a body with its loops unrolled (the CuTe frontend rolls a loop back
-    when its iterations differ only in ring slots and parities)."""
+    when its iterations differ only in ring slots and parities), at the parameter values
+    `params` (K set at run time)."""
     from barrierproof.model.ir import Loop, evaluate
     for stmt in body:
         if isinstance(stmt, Loop):
-            for _ in range(evaluate(stmt.trip, {})):
-                yield from _unrolled(stmt.body)
+            for _ in range(evaluate(stmt.trip, dict(params or {}))):
+                yield from _unrolled(stmt.body, params)
         elif isinstance(stmt, When):
-            yield from _unrolled(stmt.then)
-            yield from _unrolled(stmt.orelse)
+            yield from _unrolled(stmt.then, params)
+            yield from _unrolled(stmt.orelse, params)
         else:
             yield stmt
 
@@ -111,7 +112,8 @@ def test_pipeline_mainloop_translation():
     assert counts == [("pipeline_bars", "1", "2", False), ("pipeline_bars_2", "4", "2", False)]
     assert not any(op.kind in ("mbarrier_init", "fence_mbarrier_init") for op in kernel.ops())
     assert any("published by a block-wide barrier" in n for n in kernel.notes)
-    ops = list(_unrolled(kernel.body))
+    assert list(kernel.params) == ["k_tiles"]               # K from A's shape, at run time
+    ops = list(_unrolled(kernel.body, {"k_tiles": 4}))
     tma = [op for op in ops if op.kind == "tma_load"]
     expect_tx = [op for op in ops if op.kind == "arrive_expect_tx"]
     assert len(tma) == len(expect_tx) == 4                  # one per K tile, from one lane
@@ -128,7 +130,8 @@ def test_pipeline_mainloop_translation():
 
 def test_a_umma_consumer_releases_with_tcgen05_commits():
     kernel = _kernel(_target("mainloop_umma"))
-    commits = [op for op in _unrolled(kernel.body) if op.kind == "tcgen05_commit_arrive"]
+    commits = [op for op in _unrolled(kernel.body, {"k_tiles": 4})
+               if op.kind == "tcgen05_commit_arrive"]
     assert len(commits) == 4                                 # one per K tile, elected lane
     assert all(op.barrier.alloc.orders_tensor_core for op in commits)
     assert all("consumer_release" in _source_line(op.loc) for op in commits)
@@ -776,7 +779,7 @@ def test_the_persistent_tile_loop_is_read_per_block():
     assert [(a, repr(n)) for a, n in kernel.grid] == [("block", "2")]
     [per_block] = [s for s in kernel.body if isinstance(s, When)]
     assert "block" in repr(per_block.cond)
-    loads = [sum(op.kind == "tma_load" for op in _unrolled(side))
+    loads = [sum(op.kind == "tma_load" for op in _unrolled(side, {"k_tiles": 1}))
              for side in (per_block.then, per_block.orelse)]
     assert loads == [2, 1]                      # block 0: tiles 0 and 2; block 1: tile 1
     assert not any(op.kind == "unmodeled" for op in kernel.ops())

@@ -39,7 +39,7 @@ class SharedStorage:
 
 @cute.kernel
 def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.ComposedLayout,
-                    stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
+                    stages: cutlass.Constexpr,
                     consumer_arrivals: cutlass.Constexpr, tx_scale: cutlass.Constexpr,
                     release_offset: cutlass.Constexpr,
                     consumer_phase_of_producer: cutlass.Constexpr, peek: cutlass.Constexpr,
@@ -61,6 +61,7 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
         tx_count=tma_bytes,
     )
     gA = cute.local_tile(mA, (TILE_M, TILE_K), (0, None))
+    k_tiles = cute.size(gA, mode=[2])       # K from A's shape, set at run time
     tAsA, tAgA = cpasync.tma_partition(tma_atom, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
 
@@ -79,12 +80,14 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
         if cutlass.const_expr(consumer_phase_of_producer):
             user = pipeline.PipelineUserType.Producer
         consumer_state = pipeline.make_pipeline_state(user, stages)
+        full_status = cutlass.Boolean(1)
+        if cutlass.const_expr(peek):
+            # look at the first stage without blocking, as CUTLASS's mainloops do
+            if consumer_state.count < k_tiles:
+                full_status = mainloop_pipeline.consumer_try_wait(consumer_state)
         for k in cutlass.range(k_tiles):
             if cutlass.const_expr(peek):
-                # look at the stage without blocking; wait only if it has not landed yet
-                full_status = cutlass.Boolean(1)
-                if consumer_state.count < k_tiles:
-                    full_status = mainloop_pipeline.consumer_try_wait(consumer_state)
+                # blocks only when the peek found the stage not landed yet
                 mainloop_pipeline.consumer_wait(consumer_state, full_status)
             else:
                 mainloop_pipeline.consumer_wait(consumer_state)
@@ -93,26 +96,32 @@ def mainloop_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cut
                 release_state.advance()
             mainloop_pipeline.consumer_release(release_state)
             consumer_state.advance()
+            if cutlass.const_expr(peek):
+                # peek at the next stage while one is left: none after the last K tile
+                full_status = cutlass.Boolean(1)
+                if consumer_state.count < k_tiles:
+                    full_status = mainloop_pipeline.consumer_try_wait(consumer_state)
 
 
 @cute.jit
-def mainloop_host(mA: cute.Tensor, stages: cutlass.Constexpr, k_tiles: cutlass.Constexpr,
+def mainloop_host(mA: cute.Tensor, stages: cutlass.Constexpr,
                   consumer_arrivals: cutlass.Constexpr, tx_scale: cutlass.Constexpr,
                   release_offset: cutlass.Constexpr,
                   consumer_phase_of_producer: cutlass.Constexpr, peek: cutlass.Constexpr,
                   consumer_warps: cutlass.Constexpr, umma: cutlass.Constexpr):
     a_smem_layout, tma_atom, tma_tensor = staged_tiles(mA, TILE_M, TILE_K, stages)
-    mainloop_kernel(tma_atom, tma_tensor, a_smem_layout, stages, k_tiles, consumer_arrivals,
+    mainloop_kernel(tma_atom, tma_tensor, a_smem_layout, stages, consumer_arrivals,
                     tx_scale, release_offset, consumer_phase_of_producer, peek,
                     consumer_warps, umma).launch(grid=[1, 1, 1],
                                                  block=[32 * (consumer_warps + 1), 1, 1])
 
 
-def _compile(stages=2, k_tiles=4, consumer_arrivals=CONSUMER_WARPS, tx_scale=1,
+def _compile(stages=2, consumer_arrivals=CONSUMER_WARPS, tx_scale=1,
              release_offset=0, consumer_phase_of_producer=False, peek=False,
              consumer_warps=CONSUMER_WARPS, umma=False):
-    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K * k_tiles), stride_order=(1, 0))
-    return cute.compile(mainloop_host, mA, stages, k_tiles, consumer_arrivals, tx_scale,
+    k = cute.sym_int()                      # K, set at run time
+    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
+    return cute.compile(mainloop_host, mA, stages, consumer_arrivals, tx_scale,
                         release_offset, consumer_phase_of_producer, peek, consumer_warps,
                         umma, options="--generate-line-info")
 
@@ -125,12 +134,15 @@ def mainloop():
 
 def mainloop_one_stage():
     """One stage: the producer waits for every release before the next load."""
-    return _compile(stages=1, k_tiles=3)
+    return _compile(stages=1)
 
 
 def mainloop_peeking():
-    """The consumers peek at each stage with consumer_try_wait and pass the token to
-    consumer_wait, which blocks only when the peek failed (CUTLASS's mainloops do this)."""
+    """The consumers peek at each stage with consumer_try_wait before they need it (the first
+    before the loop, the next after each release, none after the last K tile) and pass the
+    answer to consumer_wait, which blocks only when the peek failed, as CUTLASS's mainloops do.
+    The peek branches on K, so the frontend reads each comparison with K as a guard proved
+    for every K (model/cute/guards.py), the last iteration peeled (no peek)."""
     return _compile(peek=True)
 
 

@@ -9,6 +9,12 @@ warps meet on named barrier 1 after each tile; the TMEM address written by the a
 is read after a 160-thread named barrier reached by the MMA and epilogue warps at one
 instruction.
 
+K comes from A's shape at run time (`k_tiles = cute.size(gA, mode=[2])`), as in CUTLASS's
+GEMMs, and so does the tile count when one block walks every tile (a kernel argument): the
+frontend reads the kernel at a grid of both and `prove` answers for every tile count and K. On
+the grid of two blocks the tile count is fixed at compile time (block b walks ceil((tiles - b)
+/ 2) tiles, a form the frontend's join does not read), K is still read for every value.
+
 Each target compiles the kernel on the CPU; the bug variants change one knob of it.
 """
 
@@ -46,7 +52,7 @@ class SharedStorage:
 
 @cute.kernel
 def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.ComposedLayout,
-                k_tiles: cutlass.Constexpr, num_tiles: cutlass.Constexpr,
+                num_tiles: cutlass.Int32, fixed_tiles: cutlass.Constexpr,
                 acc_consumers: cutlass.Constexpr, advance_acc: cutlass.Constexpr,
                 tmem_wait_per_role: cutlass.Constexpr, tx_divisor: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -72,6 +78,10 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
     epilogue_done = pipeline.NamedBarrier(barrier_id=1, num_threads=EPILOGUE_THREADS)
 
     gA = cute.local_tile(mA, (TILE_M, TILE_K), (0, None))
+    k_tiles = cute.size(gA, mode=[2])       # K from A's shape, set at run time
+    tiles = num_tiles                       # the tile count, set at run time
+    if cutlass.const_expr(fixed_tiles):
+        tiles = fixed_tiles                 # known when the kernel is compiled
     tAsA, tAgA = cpasync.tma_partition(tma_atom, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
 
@@ -83,7 +93,7 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
 
     if warp_idx == TMA_WARP:
         ab_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, AB_STAGES)
-        for _tile in cutlass.range(bidx, num_tiles, grid_x):
+        for _tile in cutlass.range(bidx, tiles, grid_x):
             for k in cutlass.range(k_tiles):
                 ab_pipeline.producer_acquire(ab_state)
                 cute.copy(tma_atom, tAgA[(None, k)], tAsA[(None, ab_state.index)],
@@ -96,7 +106,7 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
             tmem.wait_for_alloc()               # this role's own bar.sync
         ab_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, AB_STAGES)
         acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, ACC_STAGES)
-        for _tile in cutlass.range(bidx, num_tiles, grid_x):
+        for _tile in cutlass.range(bidx, tiles, grid_x):
             acc_pipeline.producer_acquire(acc_state)
             for k in cutlass.range(k_tiles):
                 ab_pipeline.consumer_wait(ab_state)
@@ -111,7 +121,7 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
         if cutlass.const_expr(tmem_wait_per_role):
             tmem.wait_for_alloc()               # a second bar.sync on the same phase
         acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, ACC_STAGES)
-        for _tile in cutlass.range(bidx, num_tiles, grid_x):
+        for _tile in cutlass.range(bidx, tiles, grid_x):
             acc_pipeline.consumer_wait(acc_state)
             # tcgen05.ld of the accumulator stage, then the stores to C
             acc_pipeline.consumer_release(acc_state)
@@ -123,22 +133,26 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
 
 
 @cute.jit
-def gemm_host(mA: cute.Tensor, k_tiles: cutlass.Constexpr, num_tiles: cutlass.Constexpr,
+def gemm_host(mA: cute.Tensor, num_tiles: cutlass.Int32, fixed_tiles: cutlass.Constexpr,
               blocks: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
               advance_acc: cutlass.Constexpr, tmem_wait_per_role: cutlass.Constexpr,
               tx_divisor: cutlass.Constexpr):
     a_smem_layout, tma_atom, tma_tensor = staged_tiles(mA, TILE_M, TILE_K, AB_STAGES)
-    gemm_kernel(tma_atom, tma_tensor, a_smem_layout, k_tiles, num_tiles, acc_consumers,
+    gemm_kernel(tma_atom, tma_tensor, a_smem_layout, num_tiles, fixed_tiles, acc_consumers,
                 advance_acc, tmem_wait_per_role, tx_divisor).launch(
         grid=[blocks, 1, 1], block=[32 * (TMA_WARP + 1), 1, 1])
 
 
-def _compile(k_tiles=1, num_tiles=3, blocks=2, acc_consumers=EPILOGUE_THREADS,
+def _compile(num_tiles=3, blocks=2, acc_consumers=EPILOGUE_THREADS,
              advance_acc=True, tmem_wait_per_role=False, tx_divisor=1):
-    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, TILE_K * k_tiles),
-                                  stride_order=(1, 0))
-    return cute.compile(gemm_host, mA, k_tiles, num_tiles, blocks, acc_consumers, advance_acc,
-                        tmem_wait_per_role, tx_divisor)
+    k = cute.sym_int()                      # K, set at run time
+    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
+    # one block walks every tile: the tile count is a kernel argument, as in CUTLASS; on a grid
+    # of several blocks block b walks ceil((tiles - b) / blocks) tiles, a form the frontend
+    # does not read for every tile count, so the count is fixed at compile time there
+    fixed = 0 if blocks == 1 else num_tiles
+    return cute.compile(gemm_host, mA, cutlass.Int32(num_tiles), fixed, blocks, acc_consumers,
+                        advance_acc, tmem_wait_per_role, tx_divisor)
 
 
 def persistent():

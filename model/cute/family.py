@@ -28,6 +28,7 @@ from typing import Callable
 from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
+from . import guards
 from .counts import NoJoin, Scope, join_grid
 from .groups import split_rings
 from .roll import PEELS, join
@@ -77,15 +78,37 @@ def argument_name(tree: KernelTree, index: int) -> str:
     return fallback
 
 
-def _branch_on(tree: KernelTree, seeds: set):
-    """The first branch around synchronization whose condition depends on the kernel argument
-    (through any arithmetic, or through the results of a loop it bounds), or None. Such a
-    branch could take another side at values the runs did not read (`if k_tiles > 16`), so
-    the runs do not stand for every value. A while loop on the argument (a tile scheduler's
-    `while work.is_valid_tile`) is a loop whose trip count comes from it, as an scf.for's
-    bound is: the join checks its count at every value run."""
-    from .handlers import synchronizes
+def _taint(order: list, owner: dict, seeds: set, pinned: set) -> set:
+    """The values computed from the seeds (through any arithmetic, and through the results of
+    a region op one of whose yields carries one), but not past a pinned comparison."""
     tainted = set(seeds)
+    for _ in range(8):                       # values carried through loops: a few sweeps
+        before = len(tainted)
+        for node in order:
+            if id(node) in pinned or not any(k in tainted for k in node.operands):
+                continue
+            tainted.update(node.results)
+            if id(node) in owner:
+                tainted.update(owner[id(node)].results)
+        if len(tainted) == before:
+            break
+    return tainted
+
+
+def _integer(type_: str) -> bool:
+    return type_ == "index" or re.fullmatch(r"i\d+", type_) is not None and type_ != "i1"
+
+
+def _branch_on(tree: KernelTree, seeds: set) -> tuple[object | None, frozenset]:
+    """The first branch around synchronization whose condition depends on the runtime value
+    other than through a comparison of integers, or None; and the comparisons of integers
+    that steer such a branch (guards.py: each evaluation is recorded, and the joined runs must
+    prove its outcome at every value). An unpinned branch could take another side at values
+    the runs did not read (`if (k_tiles & 16)`), so the runs do not stand for every value. A
+    while loop on the argument (a tile scheduler's `while work.is_valid_tile`) is a loop
+    whose trip count comes from it, as an scf.for's bound is: the join checks its count at
+    every value run."""
+    from .handlers import synchronizes
     order = [op for top in tree.body.ops for op in top.walk()]
     owner = {}                  # a terminator -> the region op whose results it yields
     for op in order:
@@ -93,20 +116,23 @@ def _branch_on(tree: KernelTree, seeds: set):
             for block in region:
                 if block.ops and block.ops[-1].name in ("scf.yield", "scf.condition"):
                     owner[id(block.ops[-1])] = op
-    for _ in range(8):                       # values carried through loops: a few sweeps
-        before = len(tainted)
-        for node in order:
-            if not any(k in tainted for k in node.operands):
-                continue
-            tainted.update(node.results)
-            if id(node) in owner:
-                tainted.update(owner[id(node)].results)
-            if node.name == "scf.if" and \
-                    any(synchronizes(op) for op in node.walk() if op is not node):
-                return node
-        if len(tainted) == before:
-            break
-    return None
+    branches = [node for node in order if node.name == "scf.if" and
+                any(synchronizes(op) for op in node.walk() if op is not node)]
+    tainted = _taint(order, owner, seeds, set())
+    comparisons = {id(node): node for node in order if node.name == "arith.cmpi" and
+                   any(k in tainted for k in node.operands) and
+                   all(_integer(t) for t in node.operand_types[:2])}
+    pinned = set(comparisons)
+    tainted = _taint(order, owner, seeds, pinned)
+    for node in branches:
+        if any(k in tainted for k in node.operands):
+            return node, frozenset()
+    steering = set()
+    for key, node in comparisons.items():    # the comparisons whose result reaches a branch
+        reach = _taint(order, owner, set(node.results), set())
+        if any(k in reach for b in branches for k in b.operands):
+            steering.add(key)
+    return None, frozenset(steering)
 
 
 def _rebind(kernel: Kernel, allocs: dict) -> tuple:
@@ -200,16 +226,18 @@ def _runtime_values(tree: KernelTree, expect, kernel_at: Callable, first: Kernel
     return out
 
 
-def _runs(tree: KernelTree, expect, kernel_at: Callable, bindings: list[dict]) -> list | None:
+def _runs(tree: KernelTree, expect, kernel_at: Callable, bindings: list[dict],
+          pinned: frozenset = frozenset()) -> list | None:
     """The kernel read at each binding, when every run has the same barriers and no loop left
-    on a runtime value, else None."""
-    token = PEELS.set({})
+    on a runtime value, else None. The comparisons `pinned` are guards in each run."""
+    token, marks = PEELS.set({}), guards.GUARDED.set(pinned)
     try:        # the longest run first: the iterations its loops peel, the shorter runs peel
         runs = [kernel_at(tree, expect, b) for b in reversed(bindings)][::-1]
     except ModelError:
         return None
     finally:
         PEELS.reset(token)
+        guards.GUARDED.reset(marks)
     if any(_shape(k) != _shape(runs[0]) for k in runs) or \
             any(op.kind == K.UNMODELED and ("trip count from" in op.name or
                                              "scf.while on kernel argument" in op.name)
@@ -229,24 +257,35 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
     if not values:
         return None
     [(key, seeds, name, what)] = values
-    if _branch_on(tree, seeds) is not None:
+    branch, pinned = _branch_on(tree, seeds)
+    if branch is not None:
         return None
-    runs = _runs(tree, expect, kernel_at, [{key: v} for v in SAMPLES])
+    runs = _runs(tree, expect, kernel_at, [{key: v} for v in SAMPLES], pinned)
     if runs is None:
         return None
     base = runs[0]
     allocs = {b.name: b for b in base.barriers}
     allocs.update({("buffer", b.name): b for b in base.buffers})
+    rebound = [_rebind(k, allocs) for k in runs]
     try:
-        body = join([_rebind(k, allocs) for k in runs], list(SAMPLES), Var(name))
+        body = join(rebound, list(SAMPLES), Var(name))
     except NoJoin:
-        return None
+        try:        # a K loop inside a loop of fixed count: its ring slot `(i0 * K + i1) % S`
+            body = join_grid(rebound, Scope([{name: v} for v in SAMPLES], [name]))
+        except NoJoin:
+            return None
+    assumptions = (mk(">=", Var(name), Const(1)),)
+    why = guards.unproved(body, [name], assumptions)
+    if why is not None:
+        return first.replace(notes=first.notes + (
+            f"the trip count from {what} `{name}` stays BP190: a branch steered by {why}",))
+    pinned_note, body = guards.note(body, [name]), guards.strip(body)
     notes = tuple(n for n in base.notes) + (
         f"the trip count from {what} `{name}` is the parameter {name} "
         f"(read at {name} = {', '.join(map(str, SAMPLES))}; prove: every {name} >= 1; "
-        f"check: {name} = {DEFAULT})",)
+        f"check: {name} = {DEFAULT})",) + pinned_note
     return split_rings(base.replace(body=body, params={name: Param(name, DEFAULT, symbolic=True)},
-                                    assumptions=(mk(">=", Var(name), Const(1)),), notes=notes))
+                                    assumptions=assumptions, notes=notes))
 
 
 def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
@@ -263,7 +302,7 @@ def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
             "stay BP190",))
     if len(values) > MAX_VALUES:
         return refused(f"more than {MAX_VALUES} runtime values are not read together")
-    branch = _branch_on(tree, set().union(*(seeds for _, seeds, _, _ in values)))
+    branch, pinned = _branch_on(tree, set().union(*(seeds for _, seeds, _, _ in values)))
     if branch is not None:
         line = f" (line {branch.loc.line})" if branch.loc else ""
         return refused(f"a branch around synchronization depends on one of them{line}, and "
@@ -271,7 +310,8 @@ def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
     samples = GRID_SAMPLES[len(values)]
     grid = list(itertools.product(samples, repeat=len(values)))
     runs = _runs(tree, expect, kernel_at,
-                 [{key: v for (key, _, _, _), v in zip(values, point)} for point in grid])
+                 [{key: v for (key, _, _, _), v in zip(values, point)} for point in grid],
+                 pinned)
     if runs is None:
         return refused("the runs at a grid of their values differ in their barriers, or "
                        "leave a loop unread")
@@ -283,12 +323,17 @@ def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
                          Scope([dict(zip(names, p)) for p in grid], names))
     except NoJoin as e:
         return refused(f"the runs at a grid of their values do not join ({e})")
+    assumptions = tuple(mk(">=", Var(n), Const(1)) for n in names)
+    why = guards.unproved(body, names, assumptions)
+    if why is not None:
+        return refused(f"a branch is steered by {why}")
+    pinned_note, body = guards.note(body, names), guards.strip(body)
     read = ", ".join(map(str, samples))
     notes = base.notes + (
         "the trip counts from " + "; ".join(f"{what} `{name}`" for _, _, name, what in values)
         + f" are the parameters {', '.join(names)} (the kernel read at every combination of "
         f"{read} and joined, counts.py; prove: every {' and '.join(n + ' >= 1' for n in names)};"
-        f" check: {', '.join(f'{n} = {GRID_DEFAULT}' for n in names)})",)
+        f" check: {', '.join(f'{n} = {GRID_DEFAULT}' for n in names)})",) + pinned_note
     return split_rings(base.replace(
         body=body, params={n: Param(n, GRID_DEFAULT, symbolic=True) for n in names},
-        assumptions=tuple(mk(">=", Var(n), Const(1)) for n in names), notes=notes))
+        assumptions=assumptions, notes=notes))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .. import primitives as K
 from ..ir import Loc, ModelError
-from . import arith
+from . import arith, guards
 from .handlers import RULES, synchronizes
 from .tree import Block, KernelTree, Node
 from .values import WARP, Coord, Data, Lanes, Tested, Unknown, uniform
@@ -336,7 +336,15 @@ def _cmpi(warp: Warp, node: Node):
         return [Tested(a.why, a.barrier, a.parity, same if predicate == 0 else 1 - same)]
     if not isinstance(predicate, int):
         return [Unknown(f"arith.cmpi {predicate}")]
-    return [arith.compare(predicate, a, b)]
+    outcome = arith.compare(predicate, a, b)
+    if id(node) in guards.GUARDED.get():    # a comparison with a runtime value that steers
+        if not (isinstance(a, int) and isinstance(b, int)):     # synchronization (guards.py)
+            warp.unmodeled(node, "a comparison with a runtime value that is not one number "
+                                 "per warp")
+        else:
+            warp.emit(guards.KIND, node, count=a, bytes=b,
+                      name=guards.describe(predicate, outcome))
+    return [outcome]
 
 
 def _cast(warp: Warp, node: Node):

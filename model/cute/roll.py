@@ -141,9 +141,25 @@ def _expr(exprs: Sequence[Expr], ts, t: Expr, ranges=None) -> Expr:
         if agreed is not None:
             return agreed
     fitted = fit_1d(ts, ys, t) if ys is not None and len(set(ts)) >= 3 else None
+    if fitted is None and ys is not None and len(set(ts)) == 2 and ONE_RUN.get():
+        fitted = _through_two(ts, ys, t)
     if fitted is None:
         raise NoJoin(f"{exprs[0]!r} and {exprs[-1]!r} at {list(ts)}")
     return fitted
+
+
+# Set while the iterations of one run's loop are joined: `t` is then the iteration number and
+# takes no value but those seen, so a line through two iterations is exact, not a guess (the
+# runs' join checks it against longer runs, _agreeing).
+ONE_RUN: ContextVar[bool] = ContextVar("ONE_RUN", default=False)
+
+
+def _through_two(ts, ys, t: Expr) -> Expr | None:
+    (x1, y1), (x2, y2) = sorted(set(zip(ts, ys)))[:2]
+    if len(set(zip(ts, ys))) != 2 or (y2 - y1) % (x2 - x1):
+        return None
+    a = (y2 - y1) // (x2 - x1)
+    return mk("+", mk("*", Const(a), t), Const(y1 - a * x1))
 
 
 def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: Expr,
@@ -271,6 +287,9 @@ def _moving_ring(slots, parities, ts, t: Expr, ring: int, ranges):
 
 def _op(ops: Sequence[Op], ts, t: Expr, ranges) -> Op:
     first = same_instruction(ops)
+    if first.barrier is None and all(op is first for op in ops):
+        return first        # one instruction alike everywhere (a bar.sync): kept as it is, so
+        #                     blocks of a grid that run it stay at one instruction
     ring = _ring(first.barrier)
     barrier = first.barrier
     one_index = barrier is not None and len(barrier.index) == 1
@@ -399,37 +418,54 @@ def roll_runs(stmts: Sequence, var: str) -> tuple:
     return tuple(out)
 
 
-# The iterations of each loop (by its MLIR op) kept unrolled before the rolled ones while
-# several runs of a kernel are read (family.py): set by the longest run, which reads them off
-# its iterations, and used by the shorter runs, whose few iterations would not show them.
+# The iterations of each loop (by its MLIR op) kept unrolled before and after the rolled ones
+# while several runs of a kernel are read (family.py): set by the longest run, which reads them
+# off its iterations, and used by the shorter runs, whose few iterations would not show them.
 PEELS: ContextVar[dict | None] = ContextVar("PEELS", default=None)
 MAX_PEEL = 2            # first iterations that may differ from the rest (a pipeline's prologue)
+MAX_DRAIN = 2           # last iterations that may differ (no peek past the last K tile)
+
+
+def _peels(least: tuple[int, int]) -> list[tuple[int, int]]:
+    """(first, last) iterations kept unrolled, fewest first, from `least` on."""
+    pairs = [(p, q) for p in range(least[0], MAX_PEEL + 1) for q in range(least[1], MAX_DRAIN + 1)]
+    return sorted(pairs, key=lambda pq: (pq[0] + pq[1], pq[1]))
 
 
 def roll(bodies: Sequence[tuple], var: str, loc, site: object = None) -> tuple:
     """A loop's iterations (each a statement tuple) as one Loop, or unrolled if they do not
     join. A loop whose first p iterations differ from the rest (a consumer that releases the
     previous stage, so its first iteration releases nothing) is those p iterations as they
-    are, then one Loop of the rest, its variable counting from the first rolled iteration."""
+    are, then one Loop of the rest, its variable counting from the first rolled iteration; a
+    loop whose last q iterations differ (a peek at the next stage while one is left: none in
+    the last iteration) is the Loop, then those q iterations as they are. A run with fewer
+    iterations than the peels the longest run took has another shape: it does not join."""
     if not bodies:      # no iteration in this run: kept for the join of runs, then dropped
         return (Loop(var, Const(0), (), loc),)
     if not any(bodies):
         return ()
     peels = PEELS.get()
-    least = peels.get(site, 0) if peels is not None and site is not None else 0
-    for p in range(least, MAX_PEEL + 1):
+    least = peels.get(site, (0, 0)) if peels is not None and site is not None else (0, 0)
+    for p, q in _peels(least):
         prologue = tuple(s for b in bodies[:p] for s in b)
-        rest = bodies[p:]
-        if not rest:    # fewer iterations than the longest run peeled: a loop of none
-            return prologue + (Loop(var, Const(0), (), loc),)
-        try:
-            body = join(rest, list(range(len(rest))), Var(var))
-        except NoJoin:
-            body = _nested(rest, var)
+        if len(bodies) < p + q:     # fewer iterations than the longest run peeled
+            return tuple(s for b in bodies for s in b) + (Loop(var, Const(0), (), loc),)
+        rest = bodies[p:len(bodies) - q]
+        drain = tuple(s for b in bodies[len(bodies) - q:] for s in b)
+        if not rest:
+            body: tuple | None = ()
+        else:
+            token = ONE_RUN.set(True)
+            try:
+                body = join(rest, list(range(len(rest))), Var(var))
+            except NoJoin:
+                body = _nested(rest, var)
+            finally:
+                ONE_RUN.reset(token)
         if body is not None:
-            if peels is not None and site is not None and p > least:
-                peels[site] = p
-            return prologue + (Loop(var, Const(len(rest)), body, loc),)
+            if peels is not None and site is not None and (p, q) != least:
+                peels[site] = (p, q)
+            return prologue + (Loop(var, Const(len(rest)), body, loc),) + drain
     return tuple(s for b in bodies for s in b)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from .. import kinds, primitives as K
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Loop, Op,
                   Var, When)
+from . import guards
 from .buffers import data_buffers, memory_notes
 from .interpreter import Event, Warp
 from .roll import Iterations, nest, roll, roll_runs
@@ -323,6 +324,9 @@ def _op(e: Event, refs, made: dict) -> Op:
     if e in made:
         return made[e]
     loc = e.loc or Loc("<unknown>", 0)
+    if e.kind == guards.KIND:       # a comparison's operands and outcome, for family.py
+        made[e] = Op(e.kind, count=Const(e.count), bytes=Const(e.bytes), name=e.name, loc=loc)
+        return made[e]
     prim = kinds.lookup(e.kind)
     if prim is None or not prim.needs <= _EVENT_OPERANDS:  # pragma: no cover - no such event
         raise ModelError(f"no IR for the CuTe event {e.kind}", loc=loc)
