@@ -1,7 +1,8 @@
 /* One worker of the multi-process breadth-first search (checker/engines/mproc.py): the states
  * whose hash falls in its partition, their part of the breadth-first tree, and the steps of a
- * level over the compiled core's rules (_core.c is included: the same step, rule, packing,
- * hashing and visited-set code, so the two searches cannot state a rule differently).
+ * level over the compiled core's rules (_core.c is included, and its model_load, successors,
+ * record_returns, packing, hashing and visited set are called here, not restated: the two
+ * searches cannot load a System or state a rule differently).
  *
  * A level goes in two calls. `expand` takes the worker's frontier in rank order, steps every
  * enabled action, and returns one buffer of records per owner (the successor packed, the
