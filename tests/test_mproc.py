@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines import compiled, mproc
 from barrierproof.checker.engines.explore import Limits, explore
-from barrierproof.checker.engines.flatten import refusal
+from barrierproof.checker.engines.flatten import _memory, refusal
 from barrierproof.model.ir import ModelError
 from barrierproof.model.semantics import System, compile_systems
 
@@ -69,13 +69,28 @@ def examples():
 @built
 def test_the_examples_search_the_same_graph_in_parallel(examples):
     """Every other accepted example on 2 workers, the rest on 3: violations of every kind
-    (deadlocks, steps, states, parity aliasing) with the same counterexample."""
-    verdicts = set()
+    (deadlocks, steps, states, parity aliasing, hardware barriers, memory races) with the same
+    counterexample."""
+    verdicts, features = set(), set()
     for n, system in enumerate(examples):
         r = _same(system, workers=2 + n % 2)
         verdicts.add(r.violation.code if r.violation else r.status)
-    assert len(examples) >= 110
-    assert {"verified", "BP100", "BP101"} <= verdicts, verdicts
+        features |= _features(system)
+    assert len(examples) >= 200
+    assert {"verified", "BP100", "BP101", "BP144", "BP200", "BP201"} <= verdicts, verdicts
+    # the widened core's state: every part of it is searched by the workers too
+    assert features == {"tcgen05 queues", "hardware barriers", "mbarrier init", "memory races",
+                        "clusters"}, features
+
+
+def _features(system) -> set[str]:
+    """The parts of the compiled core's state a System uses beyond barriers and slots."""
+    races = _memory(system)[0][0]
+    return {name for name, used in [("tcgen05 queues", system.queue_agents),
+                                    ("hardware barriers", system.hw_instances),
+                                    ("mbarrier init", system.init_insts),
+                                    ("memory races", races), ("clusters", len(system.blocks) > 1)]
+            if used}
 
 
 @built

@@ -668,12 +668,14 @@ static void store_free(Store *st) {
  * completion is a conflict and ends the search at the end of its level, so two suffice. */
 typedef struct {
     int *count, *completion, *depth, *id;   /* 2 entries per instruction */
+    int64_t *rank;                          /* the state's rank (_mproc.c), or NULL */
 } Returns;
 
 /* Note the returns state s (id, met at depth) shows; the instruction of its first conflict, or
  * -1. Every agent's return is noted, past a conflict too, as parity_returns.py does: a deadlock
  * in the same level reads the table. */
-static int record_returns(const Model *m, Returns *r, const int32_t *s, int depth, int id) {
+static int record_returns(const Model *m, Returns *r, const int32_t *s, int depth, int id,
+                          int64_t rank) {
     int conflict = -1;
     for (int a = 0; a < m->A; a++) {
         if (s[a] >= m->len[a]) continue;
@@ -688,6 +690,7 @@ static int record_returns(const Model *m, Returns *r, const int32_t *s, int dept
         r->completion[2 * i + n] = phase;
         r->depth[2 * i + n] = depth;
         r->id[2 * i + n] = id;
+        if (r->rank) r->rank[2 * i + n] = rank;
         r->count[i] = n + 1;
         if (n + 1 == 2 && conflict < 0) conflict = i;      /* two completions: aliasing */
     }
@@ -741,13 +744,40 @@ static int report(PyObject *progress, const Store *st, int depth, size_t frontie
     return 0;
 }
 
+/* The actions a state can take: each agent's next instruction, each in-flight slot's
+ * delivery, each tcgen05 queue's head. */
+static int n_actions_of(const Model *m) { return m->A + m->n_slots + m->n_queues; }
+
+/* Every enabled action of cur in action order (the one-process and the multi-process search
+ * both take a state's moves from here): move k's action taken[k], its step's code codes[k],
+ * its successor at succ + k * W, packed and hashed unless the step breaks a rule. The number of
+ * moves, or -2 when a value does not fit the store's words. */
+static int successors(const Model *m, const Store *st, const int32_t *cur, int32_t *succ,
+                      uint8_t *packed, uint64_t *hashes, int *codes, int *taken) {
+    int W = m->W, n_actions = n_actions_of(m), moves = 0;
+    for (int action = 0; action < n_actions; action++) {
+        if (!enabled(m, cur, action)) continue;
+        int32_t *next = succ + (size_t)moves * W;
+        memcpy(next, cur, W * sizeof(int32_t));
+        codes[moves] = step(m, next, action);
+        taken[moves] = action;
+        if (!codes[moves] || m->ignored[codes[moves]]) {
+            uint8_t *p = packed + (size_t)moves * st->bytes;
+            if (pack(st, next, p) < 0) return -2;
+            hashes[moves] = hash_bytes(p, st->bytes);
+        }
+        moves++;
+    }
+    return moves;
+}
+
 /* Limits: max_states, max_depth (-1: none), timeout seconds (< 0: none), memory bytes.
  * 0 when done (out says how), -1 out of memory, -2 a value beyond the store's words, -3 a
  * Python exception (from the progress callable, or a signal handler's other than Ctrl-C's). */
 static int search(const Model *m, Store *st, Returns *r, const int32_t *init, int64_t max_states,
                   int64_t max_depth, double timeout, int64_t max_bytes, PyObject *progress,
                   Outcome *out) {
-    int W = m->W, n_actions = m->A + m->n_slots + m->n_queues, is_new, fail = -1;
+    int W = m->W, n_actions = n_actions_of(m), is_new, fail = -1;
     double start = now_seconds(), next_report = start + 0.25;
     /* one state's successors, generated before any is looked up, so that the table slots
      * they land in are fetched from memory together */
@@ -782,22 +812,11 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
             int32_t id = frontier.ids[n];
             unpack(st, id, cur);
             if (m->track_returns && conflict < 0)
-                conflict = record_returns(m, r, cur, out->depth, id);
-            int moves = 0;
-            for (int action = 0; action < n_actions; action++) {
-                if (!enabled(m, cur, action)) continue;
-                int32_t *next = succ + (size_t)moves * W;
-                memcpy(next, cur, W * sizeof(int32_t));
-                codes[moves] = step(m, next, action);
-                taken[moves] = action;
-                if (!codes[moves] || m->ignored[codes[moves]]) {
-                    uint8_t *p = packed + (size_t)moves * st->bytes;
-                    if (pack(st, next, p) < 0) { fail = -2; goto fail; }
-                    hashes[moves] = hash_bytes(p, st->bytes);
-                    store_prefetch(st, hashes[moves]);
-                }
-                moves++;
-            }
+                conflict = record_returns(m, r, cur, out->depth, id, 0);
+            int moves = successors(m, st, cur, succ, packed, hashes, codes, taken);
+            if (moves < 0) { fail = -2; goto fail; }
+            for (int k = 0; k < moves; k++)
+                if (!codes[k] || m->ignored[codes[k]]) store_prefetch(st, hashes[k]);
             out->transitions += moves;
             for (int k = 0; k < moves; k++) {
                 int v = codes[k], action = taken[k];
@@ -893,6 +912,73 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
 #define N_ARRAYS 47
 #define N_SCALARS 20
 
+/* The Model's arrays in the order flatten.py lists them. */
+static void model_arrays(Model *m, int **slots[N_ARRAYS]) {
+    int **all[N_ARRAYS] = {&m->len, &m->off, &m->op, &m->t0, &m->t1, &m->amount, &m->x0,
+                           &m->x1, &m->insts, &m->slot_list, &m->slot_effect, &m->slot_inst,
+                           &m->slot_amount, &m->part_off, &m->part_waiter, &m->part_pos,
+                           &m->part_last, &m->agent_block, &m->inst_block, &m->remote_slots,
+                           &m->unwaited, &m->aux2, &m->issued, &m->queue_agent, &m->q_off,
+                           &m->q_t0, &m->q_t1, &m->hw_kind, &m->hw_block, &m->hw_mem_off,
+                           &m->hw_mem, &m->hw_arr_off, &m->hw_arr, &m->init_vis, &m->init_inst,
+                           &m->init_rel, &m->init_relc, &m->use_off, &m->use_k, &m->use_proxy,
+                           &m->lane, &m->self_code, &m->group_off, &m->group_slot,
+                           &m->group_entry, &m->q_entry, &m->chunks};
+    memcpy(slots, all, sizeof(all));
+}
+
+static void model_free(Model *m) {
+    int **slots[N_ARRAYS];
+    model_arrays(m, slots);
+    for (int k = 0; k < N_ARRAYS; k++) { free(*slots[k]); *slots[k] = NULL; }
+    free(m->scratch);
+    m->scratch = NULL;
+}
+
+/* A flattened System (flatten.py) into m, zeroed first; -1 with a Python exception set (what
+ * was loaded is freed by model_free). Both searches (this file's and _mproc.c's) load here. */
+static int model_load(Model *m, PyObject *scalars, PyObject *arrays, PyObject *ignored) {
+    memset(m, 0, sizeof(*m));
+    int **slots[N_ARRAYS];
+    model_arrays(m, slots);
+    int *sc = NULL, *ign = NULL, fail = -1;
+    Py_ssize_t n_sc, n_ign;
+    int ok = ints(scalars, &sc, &n_sc) == 0 && n_sc == N_SCALARS &&
+             ints(ignored, &ign, &n_ign) == 0 &&
+             PySequence_Check(arrays) && PySequence_Size(arrays) == N_ARRAYS;
+    for (int k = 0; ok && k < N_ARRAYS; k++) {
+        PyObject *item = PySequence_GetItem(arrays, k);
+        ok = item && ints(item, slots[k], NULL) == 0;
+        Py_XDECREF(item);
+    }
+    if (!ok) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "malformed flattened System");
+        goto end;
+    }
+    m->W = sc[0]; m->A = sc[1]; m->n_inst = sc[2]; m->slot_base = sc[3]; m->n_slots = sc[4];
+    m->max_tx = sc[5]; m->exit_async = sc[6]; m->track_returns = sc[7];
+    m->n_blocks = sc[8]; m->n_remote = sc[9];
+    m->n_queues = sc[10]; m->queue_base = sc[11]; m->n_hw = sc[12]; m->hw_base = sc[13];
+    m->block_threads = sc[14]; m->n_init = sc[15];
+    m->races = sc[16]; m->words = sc[17]; m->n_entries = sc[18]; m->n_groups = sc[19];
+    m->scratch = malloc(4 * (size_t)(m->words > 0 ? m->words : 1) * sizeof(uint32_t));
+    if (!m->scratch) { PyErr_NoMemory(); goto end; }
+    if (m->n_init && m->A + 2 > 31) {
+        PyErr_SetString(PyExc_ValueError, "init visibility of more than 29 agents");
+        goto end;
+    }
+    if (m->n_blocks < 1 || m->n_blocks > 256) {
+        PyErr_SetString(PyExc_ValueError, "1 to 256 blocks");
+        goto end;
+    }
+    for (Py_ssize_t k = 0; k < n_ign; k++)
+        if (ign[k] >= 0 && ign[k] < 1000) m->ignored[ign[k]] = 1;
+    fail = 0;
+end:
+    free(sc); free(ign);
+    return fail;
+}
+
 static PyObject *core_explore(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *scalars, *arrays, *ignored, *init_obj, *progress = Py_None;
@@ -903,52 +989,13 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
                           &max_states, &max_depth, &timeout, &max_bytes, &word, &progress))
         return NULL;
     Model m;
-    memset(&m, 0, sizeof(m));
-    int *sc = NULL, *ign = NULL, *init = NULL;
-    Py_ssize_t n_sc, n_ign, n_init;
-    int **slots[N_ARRAYS] = {&m.len, &m.off, &m.op, &m.t0, &m.t1, &m.amount, &m.x0, &m.x1,
-                             &m.insts, &m.slot_list, &m.slot_effect, &m.slot_inst, &m.slot_amount,
-                             &m.part_off, &m.part_waiter, &m.part_pos, &m.part_last,
-                             &m.agent_block, &m.inst_block, &m.remote_slots, &m.unwaited,
-                             &m.aux2, &m.issued, &m.queue_agent, &m.q_off, &m.q_t0, &m.q_t1,
-                             &m.hw_kind, &m.hw_block, &m.hw_mem_off, &m.hw_mem, &m.hw_arr_off,
-                             &m.hw_arr, &m.init_vis, &m.init_inst, &m.init_rel, &m.init_relc,
-                             &m.use_off, &m.use_k, &m.use_proxy, &m.lane, &m.self_code,
-                             &m.group_off, &m.group_slot, &m.group_entry, &m.q_entry,
-                             &m.chunks};
+    int *init = NULL;
+    Py_ssize_t n_init;
     PyObject *result = NULL;
     Store st = {0};
     Returns r = {0};
-    int ok = ints(scalars, &sc, &n_sc) == 0 && n_sc == N_SCALARS &&
-             ints(ignored, &ign, &n_ign) == 0 && ints(init_obj, &init, &n_init) == 0 &&
-             PySequence_Check(arrays) && PySequence_Size(arrays) == N_ARRAYS;
-    for (int k = 0; ok && k < N_ARRAYS; k++) {
-        PyObject *item = PySequence_GetItem(arrays, k);
-        ok = item && ints(item, slots[k], NULL) == 0;
-        Py_XDECREF(item);
-    }
-    if (!ok) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "malformed flattened System");
+    if (model_load(&m, scalars, arrays, ignored) < 0 || ints(init_obj, &init, &n_init) < 0)
         goto cleanup;
-    }
-    m.W = sc[0]; m.A = sc[1]; m.n_inst = sc[2]; m.slot_base = sc[3]; m.n_slots = sc[4];
-    m.max_tx = sc[5]; m.exit_async = sc[6]; m.track_returns = sc[7];
-    m.n_blocks = sc[8]; m.n_remote = sc[9];
-    m.n_queues = sc[10]; m.queue_base = sc[11]; m.n_hw = sc[12]; m.hw_base = sc[13];
-    m.block_threads = sc[14]; m.n_init = sc[15];
-    m.races = sc[16]; m.words = sc[17]; m.n_entries = sc[18]; m.n_groups = sc[19];
-    m.scratch = malloc(4 * (size_t)(m.words > 0 ? m.words : 1) * sizeof(uint32_t));
-    if (!m.scratch) { PyErr_NoMemory(); goto cleanup; }
-    if (m.n_init && m.A + 2 > 31) {
-        PyErr_SetString(PyExc_ValueError, "init visibility of more than 29 agents");
-        goto cleanup;
-    }
-    if (m.n_blocks < 1 || m.n_blocks > 256) {
-        PyErr_SetString(PyExc_ValueError, "1 to 256 blocks");
-        goto cleanup;
-    }
-    for (Py_ssize_t k = 0; k < n_ign; k++)
-        if (ign[k] >= 0 && ign[k] < 1000) m.ignored[ign[k]] = 1;
     if (n_init != m.W) {
         PyErr_SetString(PyExc_ValueError, "initial state of the wrong width");
         goto cleanup;
@@ -1009,8 +1056,8 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
 cleanup:
     store_free(&st);
     free(r.count); free(r.completion); free(r.depth); free(r.id);
-    free(sc); free(ign); free(init); free(m.scratch);
-    for (int k = 0; k < N_ARRAYS; k++) free(*slots[k]);
+    free(init);
+    model_free(&m);
     return result;
 }
 

@@ -1,7 +1,8 @@
 /* One worker of the multi-process breadth-first search (checker/engines/mproc.py): the states
  * whose hash falls in its partition, their part of the breadth-first tree, and the steps of a
- * level over the compiled core's rules (_core.c is included: the same step, rule, packing,
- * hashing and visited-set code, so the two searches cannot state a rule differently).
+ * level over the compiled core's rules (_core.c is included, and its model_load, successors,
+ * record_returns, packing, hashing and visited set are called here, not restated: the two
+ * searches cannot load a System or state a rule differently).
  *
  * A level goes in two calls. `expand` takes the worker's frontier in rank order, steps every
  * enabled action, and returns one buffer of records per owner (the successor packed, the
@@ -20,10 +21,6 @@
  */
 #include "_core.c"
 
-/* mp_worker and worker_free list the Model's arrays as core_explore does: a change there is
- * made here too (this stops the build until it is). */
-_Static_assert(N_ARRAYS == 20, "the flattened System's arrays changed: mirror core_explore");
-
 /* A record: packed state, then int64 parent rank, int32 move index, int32 action, int32
  * parent's global id, uint64 the state's hash. */
 #define META 28
@@ -31,13 +28,6 @@ _Static_assert(N_ARRAYS == 20, "the flattened System's arrays changed: mirror co
 #define AHEAD 8
 
 typedef struct { int64_t rank; int32_t j, action, pgid; } Meta;   /* a record's, less its hash */
-
-/* The first two distinct completions a bare parity wait was seen returning after, in this
- * partition: (completion, depth, rank, gid) each. */
-typedef struct {
-    int *count, *completion, *depth, *gid;
-    int64_t *rank;
-} LocalReturns;
 
 /* A worker's outgoing records for one owner (kept from level to level: no page is faulted in
  * again). */
@@ -47,9 +37,8 @@ typedef struct {
     Model m;
     Store st;
     Buf *out;                   /* per owner */
-    LocalReturns r;
+    Returns r;                  /* this partition's side table: id is the global id */
     int n_workers, me, n_instr;
-    int *sc, *ign;
     int32_t *front;             /* the frontier's local ids, in rank order */
     int64_t *front_rank;
     size_t n_front, cap_front;
@@ -99,18 +88,12 @@ static void worker_free(PyObject *capsule) {
     Worker *w = PyCapsule_GetPointer(capsule, "barrierproof.worker");
     if (!w) return;
     store_free(&w->st);
-    free(w->r.count); free(w->r.completion); free(w->r.depth); free(w->r.gid); free(w->r.rank);
+    free(w->r.count); free(w->r.completion); free(w->r.depth); free(w->r.id); free(w->r.rank);
     free(w->front); free(w->front_rank); free(w->next); free(w->next_rank);
     if (w->out) for (int o = 0; o < w->n_workers; o++) free(w->out[o].p);
     free(w->out);
-    free(w->sc); free(w->ign); free(w->m.unwaited); free(w->sent); free(w->sent_used);
-    int **arrays[N_ARRAYS] = {&w->m.len, &w->m.off, &w->m.op, &w->m.t0, &w->m.t1, &w->m.amount,
-                              &w->m.x0, &w->m.x1, &w->m.insts, &w->m.slot_list,
-                              &w->m.slot_effect, &w->m.slot_inst, &w->m.slot_amount,
-                              &w->m.part_off, &w->m.part_waiter, &w->m.part_pos,
-                              &w->m.part_last, &w->m.agent_block, &w->m.inst_block,
-                              &w->m.remote_slots};
-    for (int k = 0; k < N_ARRAYS; k++) free(*arrays[k]);
+    free(w->sent); free(w->sent_used);
+    model_free(&w->m);
     free(w);
 }
 
@@ -130,31 +113,15 @@ static PyObject *mp_worker(PyObject *self, PyObject *args) {
     PyObject *capsule = PyCapsule_New(w, "barrierproof.worker", worker_free);
     if (!capsule) { free(w); return NULL; }
     Model *m = &w->m;
-    int **slots[N_ARRAYS] = {&m->len, &m->off, &m->op, &m->t0, &m->t1, &m->amount, &m->x0,
-                             &m->x1, &m->insts, &m->slot_list, &m->slot_effect, &m->slot_inst,
-                             &m->slot_amount, &m->part_off, &m->part_waiter, &m->part_pos,
-                             &m->part_last, &m->agent_block, &m->inst_block, &m->remote_slots};
-    Py_ssize_t n_sc, n_ign;
-    int ok = ints(scalars, &w->sc, &n_sc) == 0 && n_sc == 10 &&
-             ints(ignored, &w->ign, &n_ign) == 0 && PySequence_Check(arrays) &&
-             PySequence_Size(arrays) == N_ARRAYS + 1 && n_workers >= 1 && me >= 0 &&
-             me < n_workers;
-    for (int k = 0; ok && k <= N_ARRAYS; k++) {
-        PyObject *item = PySequence_GetItem(arrays, k);
-        ok = item && ints(item, k < N_ARRAYS ? slots[k] : &m->unwaited, NULL) == 0;
-        Py_XDECREF(item);
-    }
-    if (!ok) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "malformed flattened System");
+    if (n_workers < 1 || me < 0 || me >= n_workers) {
+        PyErr_SetString(PyExc_ValueError, "a worker's number out of range");
         Py_DECREF(capsule);
         return NULL;
     }
-    int *sc = w->sc;
-    m->W = sc[0]; m->A = sc[1]; m->n_inst = sc[2]; m->slot_base = sc[3]; m->n_slots = sc[4];
-    m->max_tx = sc[5]; m->exit_async = sc[6]; m->track_returns = sc[7];
-    m->n_blocks = sc[8]; m->n_remote = sc[9];
-    for (Py_ssize_t k = 0; k < n_ign; k++)
-        if (w->ign[k] >= 0 && w->ign[k] < 1000) m->ignored[w->ign[k]] = 1;
+    if (model_load(m, scalars, arrays, ignored) < 0) {   /* _core.c's loading, shared */
+        Py_DECREF(capsule);
+        return NULL;
+    }
     w->n_workers = n_workers;
     w->me = me;
     w->n_instr = m->off[m->A];
@@ -172,14 +139,14 @@ static PyObject *mp_worker(PyObject *self, PyObject *args) {
     w->r.count = calloc(n + 1, sizeof(int));
     w->r.completion = calloc(2 * n + 2, sizeof(int));
     w->r.depth = calloc(2 * n + 2, sizeof(int));
-    w->r.gid = calloc(2 * n + 2, sizeof(int));
+    w->r.id = calloc(2 * n + 2, sizeof(int));
     w->r.rank = calloc(2 * n + 2, sizeof(int64_t));
     w->out = calloc(n_workers, sizeof(Buf));
     w->sent = malloc(SENT_SLOTS * st->bytes);
     w->sent_used = calloc(SENT_SLOTS, 1);
     if (!w->out || !w->sent || !w->sent_used || !st->states || !st->parent || !st->action ||
         !st->table || !w->r.count ||
-        !w->r.completion || !w->r.depth || !w->r.gid || !w->r.rank) {
+        !w->r.completion || !w->r.depth || !w->r.id || !w->r.rank) {
         Py_DECREF(capsule);
         return PyErr_NoMemory();
     }
@@ -218,30 +185,6 @@ static PyObject *mp_seed(PyObject *self, PyObject *args) {
     return Py_BuildValue("(ii)", owner, code);
 }
 
-/* record_returns of _core.c, each entry with its rank too. */
-static void note_returns(Worker *w, const int32_t *s, int depth, int64_t rank, int gid) {
-    const Model *m = &w->m;
-    LocalReturns *r = &w->r;
-    for (int a = 0; a < m->A; a++) {
-        if (s[a] >= m->len[a]) continue;
-        int i = m->off[a] + s[a];
-        if (m->op[i] != OP_WAIT_PARITY) continue;
-        int phase = phase_of(m, s, m->t0[i]);
-        if ((phase & 1) == m->amount[i]) continue;
-        int n = r->count[i];
-        if ((n > 0 && r->completion[2 * i] == phase) ||
-            (n > 1 && r->completion[2 * i + 1] == phase))
-            continue;
-        if (n == 2) continue;
-        r->completion[2 * i + n] = phase;
-        r->depth[2 * i + n] = depth;
-        r->rank[2 * i + n] = rank;
-        r->gid[2 * i + n] = gid;
-        r->count[i] = n + 1;
-    }
-}
-
-
 static int buf_reserve(Buf *b, size_t more) {
     if (b->n + more <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 4096;
@@ -267,7 +210,7 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
     if (!w) { PyBuffer_Release(&counts); return NULL; }
     const Model *m = &w->m;
     Store *st = &w->st;
-    int W = m->W, n_actions = m->A + m->n_slots, N = w->n_workers, wide = 0, oom = 0;
+    int W = m->W, n_actions = n_actions_of(m), N = w->n_workers, wide = 0, oom = 0;
     int64_t *count = counts.buf;
     Py_ssize_t room = counts.len / (Py_ssize_t)sizeof(int64_t);
     for (size_t n = 0; n < w->n_front; n++)
@@ -277,48 +220,44 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
             return NULL;
         }
     size_t rec = st->bytes + META;
-    int32_t *cur = malloc(W * sizeof(int32_t)), *next = malloc(W * sizeof(int32_t));
+    int32_t *cur = malloc(W * sizeof(int32_t));
+    int32_t *succ = malloc((size_t)(n_actions + 1) * W * sizeof(int32_t));
     uint8_t *packed = malloc((size_t)(n_actions + 1) * st->bytes);
     uint64_t *hs = malloc((n_actions + 1) * sizeof(uint64_t));
-    int32_t *js = malloc((n_actions + 1) * sizeof(int32_t));
-    int32_t *acts = malloc((n_actions + 1) * sizeof(int32_t));
+    int *codes = malloc((n_actions + 1) * sizeof(int));
+    int *acts = malloc((n_actions + 1) * sizeof(int));
     Buf *out = w->out;
     for (int o = 0; o < N; o++) out[o].n = 0;
     int dead = 0, best = 0;
     int64_t dead_rank = 0, dead_gid = 0, best_rank = 0, best_j = 0, best_gid = 0, best_action = 0;
     int64_t transitions = 0;
     PyObject *result = NULL;
-    if (!cur || !next || !packed || !hs || !js || !acts) { oom = 1; goto end; }
+    if (!cur || !succ || !packed || !hs || !codes || !acts) { oom = 1; goto end; }
     Py_BEGIN_ALLOW_THREADS
     for (size_t n = 0; n < w->n_front && !wide && !oom; n++) {
         int32_t id = w->front[n];
         int64_t rank = w->front_rank[n];
         int gid = (int)((int64_t)id * N + w->me);
         unpack(st, id, cur);
-        if (m->track_returns) note_returns(w, cur, depth, rank, gid);
+        if (m->track_returns) record_returns(m, &w->r, cur, depth, gid, rank);
         /* every successor first, its cache slot fetched; then each looked up and sent */
-        int moves = 0, kept = 0;
-        for (int action = 0; action < n_actions; action++) {
-            if (!enabled(m, cur, action)) continue;
-            memcpy(next, cur, W * sizeof(int32_t));
-            int v = step(m, next, action), j = moves++;
+        int moves = successors(m, st, cur, succ, packed, hs, codes, acts);   /* _core.c's */
+        if (moves < 0) { wide = 1; break; }
+        for (int j = 0; j < moves; j++)
+            if (!codes[j] || m->ignored[codes[j]]) {
+                __builtin_prefetch(w->sent + sent_slot(hs[j]) * st->bytes);
+                __builtin_prefetch(w->sent_used + sent_slot(hs[j]));
+            }
+        for (int j = 0; j < moves && !wide; j++) {
+            int v = codes[j];
             if (v && !m->ignored[v]) {              /* the step itself breaks a rule */
                 if (!best || v < best) {
-                    best = v; best_rank = rank; best_j = j; best_gid = gid; best_action = action;
+                    best = v; best_rank = rank; best_j = j; best_gid = gid; best_action = acts[j];
                 }
                 continue;
             }
-            uint8_t *p = packed + (size_t)kept * st->bytes;
-            if (pack(st, next, p) < 0) { wide = 1; break; }
-            hs[kept] = hash_bytes(p, st->bytes);
-            __builtin_prefetch(w->sent + sent_slot(hs[kept]) * st->bytes);
-            __builtin_prefetch(w->sent_used + sent_slot(hs[kept]));
-            js[kept] = j;
-            acts[kept++] = action;
-        }
-        for (int k = 0; k < kept && !wide; k++) {
-            const uint8_t *p = packed + (size_t)k * st->bytes;
-            uint64_t h = hs[k];
+            const uint8_t *p = packed + (size_t)j * st->bytes;
+            uint64_t h = hs[j];
             /* a successor sent before (to any owner, this worker among them) is no news */
             uint8_t *seen = w->sent + sent_slot(h) * st->bytes;
             if (w->sent_used[sent_slot(h)] && !memcmp(seen, p, st->bytes)) continue;
@@ -329,8 +268,9 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
             uint8_t *r = b->p + b->n;
             memcpy(r, p, st->bytes);
             memcpy(r + st->bytes, &rank, 8);
-            memcpy(r + st->bytes + 8, &js[k], 4);
-            memcpy(r + st->bytes + 12, &acts[k], 4);
+            int32_t jj = j, act = acts[j];
+            memcpy(r + st->bytes + 8, &jj, 4);
+            memcpy(r + st->bytes + 12, &act, 4);
             memcpy(r + st->bytes + 16, &gid, 4);
             memcpy(r + st->bytes + 20, &h, 8);
             b->n += rec;
@@ -359,7 +299,7 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
         for (int k = 0; k < w->r.count[i]; k++) {
             PyObject *row = Py_BuildValue("(iiiLi)", i, w->r.completion[2 * i + k],
                                           w->r.depth[2 * i + k], (long long)w->r.rank[2 * i + k],
-                                          w->r.gid[2 * i + k]);
+                                          w->r.id[2 * i + k]);
             if (!row || PyList_Append(rows, row) < 0) { Py_XDECREF(row); Py_CLEAR(rows); }
             else Py_DECREF(row);
         }
@@ -376,7 +316,7 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
     Py_DECREF(buffers); Py_DECREF(rows); Py_XDECREF(deadlock); Py_XDECREF(by_step);
 end:
     if (oom && !PyErr_Occurred()) PyErr_NoMemory();
-    free(cur); free(next); free(packed); free(hs); free(js); free(acts);
+    free(cur); free(succ); free(packed); free(hs); free(codes); free(acts);
     PyBuffer_Release(&counts);
     return result;
 }
