@@ -37,7 +37,7 @@ import z3
 from z3.z3 import _to_expr_ref
 
 from .encode import Encoder
-from .budget import UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
+from .budget import FACT_CELLS_PER_UNIT, UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
 from .work import checked, limit, tick, ticks
 
 # ----------------------------------------------------------------------------------------------
@@ -259,15 +259,12 @@ def _position_conjunct(pre, index: dict, nf: int):
 _PRIME = 2_147_483_647
 
 
-def _independent_rows(rows: Sequence[Sequence[int]]) -> list[Sequence[int]]:
-    """A maximal linearly independent subset of rows, found by elimination modulo a prime
-    (rows independent there are independent over the rationals; the exact work is then done on
-    these few rows only)."""
+def _eliminate(m, n_keep: int = 0) -> list[int]:
+    """Indices of a maximal linearly independent subset of the rows of `m` (an int64 array
+    reduced modulo _PRIME), by elimination there, column by column (the first row with a
+    nonzero entry is the pivot)."""
     import numpy as np
-    rows = list(dict.fromkeys(tuple(r) for r in rows))
-    if not rows:
-        return []
-    m = np.array(rows, dtype=np.int64) % _PRIME
+    m = m.copy()
     n, ncols = m.shape
     alive = np.ones(n, dtype=bool)
     chosen = []
@@ -276,7 +273,7 @@ def _independent_rows(rows: Sequence[Sequence[int]]) -> list[Sequence[int]]:
         if len(nz) == 0:
             continue
         r = nz[0]
-        chosen.append(r)
+        chosen.append(int(r))
         alive[r] = False
         inv = pow(int(m[r, c]), _PRIME - 2, _PRIME)
         pivot = (m[r] * inv) % _PRIME
@@ -284,7 +281,89 @@ def _independent_rows(rows: Sequence[Sequence[int]]) -> list[Sequence[int]]:
         if len(others):
             f = m[others, c][:, None]
             m[others] = (m[others] - (f * pivot[None, :]) % _PRIME) % _PRIME
-    return [rows[r] for r in chosen]
+    return chosen
+
+
+def _null_mod(m) -> list[list[int]]:
+    """A basis of the null space of the rows of `m` (independent modulo _PRIME) there."""
+    rows = [[int(x) % _PRIME for x in row] for row in m]
+    ncols = m.shape[1]
+    pivots = []
+    r = 0
+    for c in range(ncols):
+        p = next((i for i in range(r, len(rows)) if rows[i][c]), None)
+        if p is None:
+            continue
+        rows[r], rows[p] = rows[p], rows[r]
+        inv = pow(rows[r][c], _PRIME - 2, _PRIME)
+        rows[r] = [(x * inv) % _PRIME for x in rows[r]]
+        for i in range(len(rows)):
+            f = rows[i][c]
+            if i != r and f:
+                rows[i] = [(a - f * b) % _PRIME for a, b in zip(rows[i], rows[r])]
+        pivots.append(c)
+        r += 1
+    out = []
+    for f in (c for c in range(ncols) if c not in pivots):
+        vec = [0] * ncols
+        vec[f] = 1
+        for i, c in enumerate(pivots):
+            vec[c] = (-rows[i][f]) % _PRIME
+        out.append(vec)
+    return out
+
+
+# Rows (after removing duplicates) beyond which `_independent_rows` checks all of them against
+# the span of a few, instead of eliminating on every row
+_SPAN_CHECK_ROWS = 512
+_CHUNK_ROWS = 1 << 15
+
+
+def _independent_rows(rows) -> list[Sequence[int]]:
+    """A maximal linearly independent subset of rows, found by elimination modulo a prime
+    (rows independent there are independent over the rationals; the exact work is then done on
+    these few rows only). Many rows (a class's samples run to hundreds of thousands, of rank a
+    few dozen): the elimination runs on a few rows, then every row is tested against their span
+    at once (two random combinations of a basis of its orthogonal complement modulo the prime,
+    fixed seed: a row outside the span passes both with probability 2^-62), and the rows that
+    fail join the next round. The rows kept span the same space as before, so the exact null
+    space found from them is too; the work is counted (budget.py)."""
+    import numpy as np
+    if len(rows) == 0:
+        return []
+    m = np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
+    n, ncols = m.shape
+    tick(n * ncols // FACT_CELLS_PER_UNIT)
+    small = n <= _SPAN_CHECK_ROWS or ncols >= 1024 or max(-int(m.min()), int(m.max())) >= 1 << 20
+    if small:
+        m = np.unique(m, axis=0)
+        chosen = _eliminate(m % _PRIME)
+        return [tuple(int(x) for x in m[r]) for r in chosen]
+    rng = np.random.default_rng(0)
+    picked = np.arange(min(n, 2 * ncols + 8))
+    while True:
+        keep = _eliminate(m[picked] % _PRIME)
+        picked = picked[keep]
+        null = _null_mod(m[picked])
+        if not null:
+            break
+        mix = rng.integers(0, _PRIME, size=(len(null), 2)).tolist()
+        probe = np.array([[sum(v[c] * g[k] for v, g in zip(null, mix)) % _PRIME
+                           for k in range(2)] for c in range(ncols)], dtype=np.int64)
+        # m @ probe modulo the prime, exact in floating point: |m| < 2^20, probe split into
+        # halves < 2^16, ncols < 2^10, so every partial sum stays below 2^53
+        halves = np.hstack([probe & 0xFFFF, probe >> 16]).astype(np.float64)
+        outside = []
+        for first in range(0, n, _CHUNK_ROWS):       # a chunk at a time: bounded memory
+            part = (m[first:first + _CHUNK_ROWS].astype(np.float64) @ halves).astype(np.int64)
+            test = (part[:, 2:] % _PRIME * (1 << 16) + part[:, :2] % _PRIME) % _PRIME
+            outside.append(first + np.nonzero(test.any(axis=1))[0])
+        outside = np.concatenate(outside)
+        tick(n * ncols // FACT_CELLS_PER_UNIT)
+        if len(outside) == 0:
+            break
+        picked = np.concatenate([picked, outside[:2 * ncols + 8]])
+    return [tuple(int(x) for x in m[r]) for r in picked]
 
 
 def nullspace_primitive(rows: Sequence[Sequence[int]], ncols: int) -> list[list[int]]:
@@ -516,9 +595,17 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 feat_terms.append(z3.If(variables[b] - variables[a] == 1, variables[i], 0))
                 feat_names.append(f"{hit}*{names[i]}")
                 feat_cols.append((i, (a, b)))
-    table = [tuple((s[i] if v is None else int(s[i] == v) if not isinstance(v, tuple)
-                    else s[i] * (s[v[1]] - s[v[0]] == 1)) for i, v in feat_cols)
-             for s in states]
+    # the features of every state, one row each, with a first column of ones (the constant)
+    import numpy as np
+    at_state = np.array(states, dtype=np.int64)
+    columns = [np.ones(len(states), dtype=np.int64)]
+    for i, v in feat_cols:
+        x = at_state[:, i]
+        columns.append(x if v is None else (x == v).astype(np.int64) if not isinstance(v, tuple)
+                       else x * (at_state[:, v[1]] - at_state[:, v[0]] == 1))
+    table = np.column_stack(columns)
+    del at_state, columns
+    tick(table.size // FACT_CELLS_PER_UNIT)
     counts = [i for i in varying if names[i].startswith("n[")]
     numeric = [i for i in varying if i not in counts and not names[i].startswith(("pos[", "obs[", "newest["))]
 
@@ -534,7 +621,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             f" + {const} == 0"
 
     def equalities(rows_idx, exclude_span=None):
-        rows = [(1,) + table[r] for r in rows_idx]
+        rows = table[rows_idx]
         found = []
         span = copy.deepcopy(exclude_span) if exclude_span is not None else None
         for ints in nullspace_primitive(rows, len(feat_terms) + 1):
@@ -548,8 +635,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     def eq_formula(ints):
         return _linear(ints[1:], feat_terms, ints[0]) == 0
 
-    everything = list(range(len(states)))
-    glob = equalities(everything)
+    glob = equalities(slice(None))
     glob_span = _Span(glob) if glob else None
     for ints in glob:
         out.append(Candidate(eq_formula(ints), text_of(ints[1:], ints[0])))
