@@ -895,8 +895,25 @@ class Encoder:
         if not hasattr(self, "_relation"):
             nf = len(self.system.frozen)
             post = [z3.Int(f"{v}'") for v in self.vars]
-            relation = z3.Or([z3.And(pre, *[p == t for p, t in zip(post[nf:], nxt[nf:])])
-                              for _, pre, nxt in self.steps])
+            # Or(And(pre, post == next, ...), ...) built through the C API: the same terms as
+            # z3.Or/z3.And/== make, without the Python API's per-argument coercions (most of
+            # the time otherwise on a class of hundreds of transitions)
+            ctx = self.vars[0].ctx if self.vars else z3.main_ctx()
+            ref = ctx.ref()
+            posts = [p.as_ast() for p in post[nf:]]
+            post0 = post[0] if post else None
+            disjuncts = []
+            for _, pre, nxt in self.steps:
+                # (each new term held by a reference: Z3 may free an unreferenced one; a
+                # numeral on the right is asked first by Python's `==`, as a subclass)
+                eqs = [z3.BoolRef(z3.Z3_mk_eq(ref, *((t.as_ast(), p) if _reflected(post0, t)
+                                                     else (p, t.as_ast()))), ctx)
+                       for p, t in zip(posts, nxt[nf:])]
+                args = [pre.as_ast()] + [e.as_ast() for e in eqs]
+                disjuncts.append(z3.BoolRef(z3.Z3_mk_and(ref, len(args),
+                                                         (z3.Ast * len(args))(*args)), ctx))
+            relation = z3.BoolRef(z3.Z3_mk_or(ref, len(disjuncts), (z3.Ast * len(disjuncts))(
+                *[d.as_ast() for d in disjuncts])), ctx) if disjuncts else z3.Or([])
             frame = [p == v for p, v in zip(post[:nf], self.vars[:nf])]
             self._relation = (post, relation, frame)
         return self._relation
@@ -945,3 +962,8 @@ class Encoder:
         except z3.Z3Exception as exc:
             return f"unknown ({exc})"
         return {z3.unsat: "proved", z3.sat: "failed"}.get(answer, "unknown")
+
+
+def _reflected(left, right) -> bool:
+    """Does Python's `left == right` call right.__eq__(left) (a subclass on the right)?"""
+    return type(right) is not type(left) and isinstance(right, type(left))

@@ -567,7 +567,10 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     if not states:
         return out
     states = list(dict.fromkeys(states))
-    values_of = [sorted({s[i] for s in states}) for i in range(n)]
+    import numpy as np
+    at_state = np.array(states, dtype=np.int64).reshape(len(states), n)   # one row a state
+    tick(at_state.size // FACT_CELLS_PER_UNIT)
+    values_of = [np.unique(at_state[:, i]).tolist() for i in range(n)]
     varying = [i for i in range(n) if len(values_of[i]) > 1]
     for i in range(n):
         if len(values_of[i]) == 1:
@@ -596,15 +599,13 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 feat_names.append(f"{hit}*{names[i]}")
                 feat_cols.append((i, (a, b)))
     # the features of every state, one row each, with a first column of ones (the constant)
-    import numpy as np
-    at_state = np.array(states, dtype=np.int64)
     columns = [np.ones(len(states), dtype=np.int64)]
     for i, v in feat_cols:
         x = at_state[:, i]
         columns.append(x if v is None else (x == v).astype(np.int64) if not isinstance(v, tuple)
                        else x * (at_state[:, v[1]] - at_state[:, v[0]] == 1))
     table = np.column_stack(columns)
-    del at_state, columns
+    del columns
     tick(table.size // FACT_CELLS_PER_UNIT)
     counts = [i for i in varying if names[i].startswith("n[")]
     numeric = [i for i in varying if i not in counts and not names[i].startswith(("pos[", "obs[", "newest["))]
@@ -647,12 +648,12 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     # the states onto them (far fewer rows than states, which differ mostly in positions).
     at = {i: a for a, i in enumerate(numeric)}
 
-    def project(rows) -> list[tuple]:
-        return list({tuple(s[i] for i in numeric) for s in rows})
-    glob_proj = project(states)
-    if numeric:
-        import numpy as np
-        glob_table = np.array(glob_proj, dtype=np.int64)
+    def project(mask):
+        """The distinct projections onto the numeric variables of the states in `mask`."""
+        rows = at_state[mask][:, numeric]
+        return np.unique(rows, axis=0) if numeric else rows[:1]
+    glob_table = project(slice(None))
+    glob_proj = [tuple(p) for p in glob_table.tolist()]
     for i, j in state_pairs():
         xi, xj = variables[i], variables[j]
         diffs = glob_table[:, at[i]] - glob_table[:, at[j]]     # the same extremes as over states
@@ -674,42 +675,46 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             role = name[4:-1]
             obs = [o for o in range(n) if names[o].startswith(f"obs[{role},")]
             for value in values_of[i]:
-                atoms.append((variables[i] == value, f"{name} == {value}",
-                              lambda s, i=i, v=value: s[i] == v))
-                combos = sorted({tuple(s[o] for o in obs) for s in states if s[i] == value})
+                here = at_state[:, i] == value
+                atoms.append((variables[i] == value, f"{name} == {value}", here))
+                combos = [tuple(c) for c in np.unique(at_state[here][:, obs].reshape(-1, len(obs)),
+                                                      axis=0).tolist()]
                 if len(combos) > 1:
                     for combo in combos:
                         cond = z3.And([variables[i] == value] +
                                       [variables[o] == c for o, c in zip(obs, combo)])
                         atoms.append((cond, f"{name} == {value} & obs == {combo}",
-                                      lambda s, i=i, v=value, combo=combo, obs=obs:
-                                      s[i] == v and all(s[o] == c for o, c in zip(obs, combo))))
+                                      here & (at_state[:, obs] == combo).all(axis=1)))
         elif name.startswith("n["):
-            atoms.append((variables[i] >= 1, f"{name} >= 1", lambda s, i=i: s[i] >= 1))
+            atoms.append((variables[i] >= 1, f"{name} >= 1", at_state[:, i] >= 1))
             role = name[2:].split(",")[0]
             size = sizes.get(role)
             if size is not None:
                 fn = comp.function([size])
-                atoms.append((variables[i] == size, f"{name} == size",
-                              lambda s, i=i, fn=fn: s[i] == fn(s)[0]))
+                tick(len(states) * UNITS_PER_FACT_ROW)
+                atoms.append((variables[i] == size, f"{name} == size", np.fromiter(
+                    (s[i] == fn(s)[0] for s in states), dtype=bool, count=len(states))))
     pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
-    glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
-                          max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
+    glob_diff = {(i, j): (int((glob_table[:, at[i]] - glob_table[:, at[j]]).min()),
+                          int((glob_table[:, at[i]] - glob_table[:, at[j]]).max()))
+                 for i, j in pair_list}
     glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
         if hulls else {}
     out += _global_facets(variables, names, numeric, glob_proj, list(state_pairs()))
     for cond, ctext, holds in atoms:
-        # counted work (budget.py): the states read for this place, once per fact kind
-        tick(len(states) * UNITS_PER_FACT_ROW * (2 + len(pair_list)))
-        subset = [r for r, s in enumerate(states) if holds(s)]
-        if not subset or len(subset) == len(states):
+        subset = np.nonzero(holds)[0]
+        if not len(subset) or len(subset) == len(states):
             continue
         for ints in equalities(subset, exclude_span=glob_span):
             out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
                                  f"{ctext} => " + text_of(ints[1:], ints[0])))
-        sub_proj = project(states[r] for r in subset)
+        sub_proj = project(subset)
+        # counted work (budget.py): the states of this place, then its distinct projections
+        # once per pair of variables
+        tick(len(subset) * len(numeric) // FACT_CELLS_PER_UNIT
+             + len(sub_proj) * UNITS_PER_FACT_ROW * (2 + len(pair_list)))
         for i in numeric:
-            lo, hi = min(p[at[i]] for p in sub_proj), max(p[at[i]] for p in sub_proj)
+            lo, hi = int(sub_proj[:, at[i]].min()), int(sub_proj[:, at[i]].max())
             if lo > values_of[i][0]:
                 out.append(Candidate(z3.Implies(cond, variables[i] >= lo),
                                      f"{ctext} => {names[i]} >= {lo}"))
@@ -717,17 +722,18 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 out.append(Candidate(z3.Implies(cond, variables[i] <= hi),
                                      f"{ctext} => {names[i]} <= {hi}"))
         for i, j in (pair_list if conditional_pairs else ()):
-            diffs = [p[at[i]] - p[at[j]] for p in sub_proj]
+            diffs = sub_proj[:, at[i]] - sub_proj[:, at[j]]
+            dlo, dhi = int(diffs.min()), int(diffs.max())
             glo, ghi = glob_diff[(i, j)]
             xi, xj = variables[i], variables[j]
-            if max(diffs) < ghi:
-                out.append(Candidate(z3.Implies(cond, xi - xj <= max(diffs)),
-                                     f"{ctext} => {names[i]} - {names[j]} <= {max(diffs)}"))
-            if min(diffs) > glo:
-                out.append(Candidate(z3.Implies(cond, xi - xj >= min(diffs)),
-                                     f"{ctext} => {names[i]} - {names[j]} >= {min(diffs)}"))
+            if dhi < ghi:
+                out.append(Candidate(z3.Implies(cond, xi - xj <= dhi),
+                                     f"{ctext} => {names[i]} - {names[j]} <= {dhi}"))
+            if dlo > glo:
+                out.append(Candidate(z3.Implies(cond, xi - xj >= dlo),
+                                     f"{ctext} => {names[i]} - {names[j]} >= {dlo}"))
         for i, j in (pair_list if hulls else ()):
-            for ca, cb, cc in hull_facets([(p[at[i]], p[at[j]]) for p in sub_proj]):
+            for ca, cb, cc in hull_facets([tuple(p) for p in sub_proj[:, [at[i], at[j]]].tolist()]):
                 if abs(ca) == abs(cb) == 1 and ca != cb:
                     continue                  # a difference bound: above
                 if all(ca * x + cb * y <= cc for x, y in glob_points[(i, j)]):
