@@ -284,32 +284,35 @@ def _eliminate(m, n_keep: int = 0) -> list[int]:
     return chosen
 
 
-def _null_mod(m) -> list[list[int]]:
+def _null_mod(m):
     """A basis of the null space of the rows of `m` (independent modulo _PRIME) there."""
-    rows = [[int(x) % _PRIME for x in row] for row in m]
-    ncols = m.shape[1]
+    import numpy as np
+    rows = np.array(m, dtype=np.int64) % _PRIME
+    ncols = rows.shape[1]
     pivots = []
     r = 0
     for c in range(ncols):
-        p = next((i for i in range(r, len(rows)) if rows[i][c]), None)
-        if p is None:
+        nz = np.nonzero(rows[r:, c])[0]
+        if len(nz) == 0:
             continue
-        rows[r], rows[p] = rows[p], rows[r]
-        inv = pow(rows[r][c], _PRIME - 2, _PRIME)
-        rows[r] = [(x * inv) % _PRIME for x in rows[r]]
-        for i in range(len(rows)):
-            f = rows[i][c]
-            if i != r and f:
-                rows[i] = [(a - f * b) % _PRIME for a, b in zip(rows[i], rows[r])]
+        p = r + int(nz[0])
+        rows[[r, p]] = rows[[p, r]]
+        inv = pow(int(rows[r, c]), _PRIME - 2, _PRIME)
+        rows[r] = rows[r] * inv % _PRIME
+        f = rows[:, c].copy()
+        f[r] = 0
+        hit = np.nonzero(f)[0]
+        if len(hit):
+            rows[hit] = (rows[hit] - f[hit, None] * rows[r][None, :] % _PRIME) % _PRIME
         pivots.append(c)
         r += 1
-    out = []
-    for f in (c for c in range(ncols) if c not in pivots):
-        vec = [0] * ncols
-        vec[f] = 1
-        for i, c in enumerate(pivots):
-            vec[c] = (-rows[i][f]) % _PRIME
-        out.append(vec)
+        if r == len(rows):
+            break
+    free = [c for c in range(ncols) if c not in pivots]
+    out = np.zeros((len(free), ncols), dtype=np.int64)
+    out[np.arange(len(free)), free] = 1
+    if pivots and free:
+        out[:, pivots] = (-rows[:len(pivots)][:, free].T) % _PRIME
     return out
 
 
@@ -345,11 +348,12 @@ def _independent_rows(rows) -> list[Sequence[int]]:
         keep = _eliminate(m[picked] % _PRIME)
         picked = picked[keep]
         null = _null_mod(m[picked])
-        if not null:
+        if not len(null):
             break
-        mix = rng.integers(0, _PRIME, size=(len(null), 2)).tolist()
-        probe = np.array([[sum(v[c] * g[k] for v, g in zip(null, mix)) % _PRIME
-                           for k in range(2)] for c in range(ncols)], dtype=np.int64)
+        mix = rng.integers(0, _PRIME, size=(len(null), 2))
+        probe = np.zeros((ncols, 2), dtype=np.int64)
+        for v, g in zip(null, mix):         # every product < 2^62, every sum < 2^63
+            probe = (probe + v[:, None] * g[None, :] % _PRIME) % _PRIME
         # m @ probe modulo the prime, exact in floating point: |m| < 2^20, probe split into
         # halves < 2^16, ncols < 2^10, so every partial sum stays below 2^53
         halves = np.hstack([probe & 0xFFFF, probe >> 16]).astype(np.float64)
@@ -492,13 +496,15 @@ def hull_facets(points) -> list[tuple[int, int, int]]:
     return out
 
 
-def _local_states(encoder: Encoder, states: Sequence[tuple], values_of) -> list[Candidate]:
+def _local_states(encoder: Encoder, states, values_of) -> list[Candidate]:
     """`pos[r] == v => obs[r] is one of the combinations sampled at v`, for a one-thread role:
     the local states it is never seen in. A counter role gets the same from its constant
     candidates (n[L] == 0 for an unsampled local state L); for a one-thread role no linear fact
     says it, since an unsampled combination is usually in the affine span of sampled ones (a
     thread never waited on its second barrier while it has waited on its first: `U` then `J1`
-    is excluded, `U U`, `J0 U` and `J0 J1` are not). Houdini checks it like any candidate."""
+    is excluded, `U U`, `J0 U` and `J0 J1` are not). Houdini checks it like any candidate.
+    `states`: one row a state (an array)."""
+    import numpy as np
     names = encoder.layout.names
     variables = encoder.vars
     out = []
@@ -509,8 +515,8 @@ def _local_states(encoder: Encoder, states: Sequence[tuple], values_of) -> list[
         if not obs:
             continue
         seen: dict[int, set] = {}
-        for s in states:
-            seen.setdefault(s[i], set()).add(tuple(s[o] for o in obs))
+        for row in np.unique(np.asarray(states)[:, [i] + obs], axis=0).tolist():
+            seen.setdefault(row[0], set()).add(tuple(row[1:]))
         for value in values_of[i]:
             combos = sorted(seen[value])
             if len(combos) == 3 ** len(obs):          # UNJOINED, J0, J1 each: nothing excluded
@@ -648,11 +654,16 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     # the states onto them (far fewer rows than states, which differ mostly in positions).
     at = {i: a for a, i in enumerate(numeric)}
 
-    def project(mask):
-        """The distinct projections onto the numeric variables of the states in `mask`."""
-        rows = at_state[mask][:, numeric]
-        return np.unique(rows, axis=0) if numeric else rows[:1]
-    glob_table = project(slice(None))
+    # the distinct projections onto the numeric variables (sorted), and each state's
+    if numeric:
+        glob_table, proj_of = np.unique(at_state[:, numeric], axis=0, return_inverse=True)
+        proj_of = proj_of.reshape(-1)
+    else:       # one projection, the empty one
+        glob_table, proj_of = np.zeros((1, 0), dtype=np.int64), np.zeros(len(states), int)
+
+    def project(subset):
+        """The distinct projections of the states `subset` (sorted, as np.unique sorts)."""
+        return glob_table[np.unique(proj_of[subset])]
     glob_proj = [tuple(p) for p in glob_table.tolist()]
     for i, j in state_pairs():
         xi, xj = variables[i], variables[j]
@@ -660,7 +671,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         lo, hi = int(diffs.min()), int(diffs.max())
         out.append(Candidate(xi - xj <= hi, f"{names[i]} - {names[j]} <= {hi}"))
         out.append(Candidate(xi - xj >= lo, f"{names[i]} - {names[j]} >= {lo}"))
-    out += _local_states(encoder, states, values_of)
+    out += _local_states(encoder, at_state, values_of)
     # Where a thread is: pos == value for a one-thread role (alone and with what it observed),
     # n[L] >= 1 and n[L] == size for a counter role.
     atoms = []
@@ -677,8 +688,8 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             for value in values_of[i]:
                 here = at_state[:, i] == value
                 atoms.append((variables[i] == value, f"{name} == {value}", here))
-                combos = [tuple(c) for c in np.unique(at_state[here][:, obs].reshape(-1, len(obs)),
-                                                      axis=0).tolist()]
+                combos = [tuple(c) for c in np.unique(at_state[here][:, obs], axis=0).tolist()] \
+                    if obs else [()]
                 if len(combos) > 1:
                     for combo in combos:
                         cond = z3.And([variables[i] == value] +
