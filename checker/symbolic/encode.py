@@ -64,7 +64,8 @@ import z3
 from ...model.ir import MAX_TX
 from . import queue_order
 from .semaphores import SEM_SIGNAL, SEM_TAKE, SEM_WAITS
-from .work import checked
+from .work import checked, tick
+from .budget import UNITS_PER_ENCODED_CELL, UNITS_PER_ORDER_TERM
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, WAIT,
                        WAIT_PARITY, WAIT_PHASE, BLOCKING, WAITS, K, CounterSystem, COp, CRole,
                        CSegment)
@@ -752,6 +753,7 @@ class Encoder:
 
     def progress_bad(self, st: SymState):
         bad = []
+        pairs = 0       # (blocked place, place before it) terms built: counted work below
         quiet = [f == 0 for f in st.fly]
         for r, code in enumerate(self.codes):
             for p, obs, k, c in self.threads(st, r):
@@ -762,12 +764,14 @@ class Encoder:
                 prefix = []
                 for r2 in range(len(self.codes)):
                     for p2, obs2, k2, c2 in self.threads(st, r2):
+                        pairs += 1
                         less = z3.simplify(self.key_less(r2, p2, k2, r, p, k))
                         if z3.is_false(less):
                             continue
                         prefix.append(z3.Implies(less, c2 == 0) if not z3.is_true(less)
                                       else c2 == 0)
                 bad.append(z3.And([c >= 1, self.guard(st, r, p, k), blocked] + quiet + prefix))
+        tick(pairs * UNITS_PER_ORDER_TERM)
         return z3.Or(bad) if bad else FALSE()
 
     # -- the whole system -------------------------------------------------------------------------
@@ -848,6 +852,8 @@ class Encoder:
             self.bad += races
         self.sane = self.sane_of(cur)
         self.built = True
+        # counted work (budget.py): terms of every transition's successor built
+        tick(len(self.steps) * len(self.vars) * UNITS_PER_ENCODED_CELL)
         return self
 
     def sane_of(self, st: SymState) -> list:
