@@ -431,6 +431,30 @@ def test_integer_nullspace_and_span_against_numpy_ranks():
                 listed.append(vec)
 
 
+def test_many_rows_give_the_null_space_of_eliminating_them_all(monkeypatch):
+    """Past _SPAN_CHECK_ROWS rows the span comes from a few rows checked against every row at
+    once: the same null space as eliminating every row (and numpy's dimension), including rows
+    of rank a few that add a direction only far down the table."""
+    import random
+    import numpy as np
+    from barrierproof.checker.symbolic import invariants
+
+    rng = random.Random(3)
+    for _ in range(12):
+        ncols = rng.randint(3, 40)
+        base = [[rng.randint(-3, 3) for _ in range(ncols)] for _ in range(rng.randint(1, ncols))]
+        rows = [tuple(sum(c * b[j] for c, b in zip(cs, base[:-1])) for j in range(ncols))
+                for cs in ([rng.randint(-2, 2) for _ in base] for _ in range(1500))]
+        rows.append(tuple(base[-1]))            # the last direction, in the last row only
+        many = nullspace_primitive(rows, ncols)
+        with monkeypatch.context() as m:
+            m.setattr(invariants, "_SPAN_CHECK_ROWS", 10 ** 9)
+            assert nullspace_primitive(rows, ncols) == many
+        rank = int(np.linalg.matrix_rank(np.array(rows, dtype=float)))
+        assert len(many) == ncols - rank
+        assert all(sum(c * x for c, x in zip(vec, row)) == 0 for vec in many for row in rows)
+
+
 def test_compiled_terms_agree_with_z3():
     x, y = z3.Ints("x y")
     terms = [x % 2, (x + 3) / 2, z3.If(x < y, x - y, 7 * y), (-x) % 3]

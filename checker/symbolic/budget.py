@@ -40,6 +40,9 @@ Z3_UNITS_PER_SECOND = 1_000_000
 # microsecond at the reference speed)
 UNITS_PER_SAMPLED_STATE = 100       # a state of a class system explored for samples
 UNITS_PER_FACT_ROW = 1              # one sampled state read for one place's candidate facts
+FACT_CELLS_PER_UNIT = 20            # entries of a feature table passed over in array code
+UNITS_PER_ENCODED_CELL = 5          # a state variable of a transition's successor, as a Z3 term
+UNITS_PER_ORDER_TERM = 150          # a (blocked place, earlier place) deadlock term
 UNITS_PER_REPLAYED_EVENT = 50       # an event of a candidate order's concrete replay
 STATES_PER_SECOND = 5_000           # explicit explorer states (the explorer counts them itself)
 UNITS_PER_EXPLORED_STATE = Z3_UNITS_PER_SECOND // STATES_PER_SECOND
@@ -222,7 +225,8 @@ class z3_limits:
         z3.set_param("rlimit", max(1, work.top().z3_left()) if work.top() else 0)
 
 
-__all__ = ["Budget", "BudgetSpent", "MIN_ORDERS", "NET_GRACE", "ORDERS_PER_SECOND",
+__all__ = ["Budget", "BudgetSpent", "FACT_CELLS_PER_UNIT", "UNITS_PER_ENCODED_CELL",
+           "UNITS_PER_ORDER_TERM", "MIN_ORDERS", "NET_GRACE", "ORDERS_PER_SECOND",
            "STATES_PER_SECOND", "UNITS_PER_EXPLORED_STATE", "UNITS_PER_FACT_ROW", "UNITS_PER_REPLAYED_EVENT", "UNITS_PER_SAMPLED_STATE",
            "Z3_UNITS_PER_SECOND", "cpu_seconds", "own_context", "units_spent", "z3_limits",
            "z3_work"]

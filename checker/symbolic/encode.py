@@ -65,7 +65,8 @@ from ...model.ir import MAX_TX
 from . import queue_order
 from .peer_exit import peer_exit_conditions
 from .semaphores import SEM_SIGNAL, SEM_TAKE, SEM_WAITS
-from .work import checked
+from .work import checked, tick
+from .budget import UNITS_PER_ENCODED_CELL, UNITS_PER_ORDER_TERM
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, WAIT,
                        WAIT_PARITY, WAIT_PHASE, BLOCKING, WAITS, K, CounterSystem, COp, CRole,
                        CSegment)
@@ -753,6 +754,7 @@ class Encoder:
 
     def progress_bad(self, st: SymState):
         bad = []
+        pairs = 0       # (blocked place, place before it) terms built: counted work below
         quiet = [f == 0 for f in st.fly]
         for r, code in enumerate(self.codes):
             for p, obs, k, c in self.threads(st, r):
@@ -763,12 +765,14 @@ class Encoder:
                 prefix = []
                 for r2 in range(len(self.codes)):
                     for p2, obs2, k2, c2 in self.threads(st, r2):
+                        pairs += 1
                         less = z3.simplify(self.key_less(r2, p2, k2, r, p, k))
                         if z3.is_false(less):
                             continue
                         prefix.append(z3.Implies(less, c2 == 0) if not z3.is_true(less)
                                       else c2 == 0)
                 bad.append(z3.And([c >= 1, self.guard(st, r, p, k), blocked] + quiet + prefix))
+        tick(pairs * UNITS_PER_ORDER_TERM)
         return z3.Or(bad) if bad else FALSE()
 
     # -- the whole system -------------------------------------------------------------------------
@@ -850,6 +854,8 @@ class Encoder:
             self.bad += races
         self.sane = self.sane_of(cur)
         self.built = True
+        # counted work (budget.py): terms of every transition's successor built
+        tick(len(self.steps) * len(self.vars) * UNITS_PER_ENCODED_CELL)
         return self
 
     def sane_of(self, st: SymState) -> list:
@@ -897,8 +903,25 @@ class Encoder:
         if not hasattr(self, "_relation"):
             nf = len(self.system.frozen)
             post = [z3.Int(f"{v}'") for v in self.vars]
-            relation = z3.Or([z3.And(pre, *[p == t for p, t in zip(post[nf:], nxt[nf:])])
-                              for _, pre, nxt in self.steps])
+            # Or(And(pre, post == next, ...), ...) built through the C API: the same terms as
+            # z3.Or/z3.And/== make, without the Python API's per-argument coercions (most of
+            # the time otherwise on a class of hundreds of transitions)
+            ctx = self.vars[0].ctx if self.vars else z3.main_ctx()
+            ref = ctx.ref()
+            posts = [p.as_ast() for p in post[nf:]]
+            post0 = post[0] if post else None
+            disjuncts = []
+            for _, pre, nxt in self.steps:
+                # (each new term held by a reference: Z3 may free an unreferenced one; a
+                # numeral on the right is asked first by Python's `==`, as a subclass)
+                eqs = [z3.BoolRef(z3.Z3_mk_eq(ref, *((t.as_ast(), p) if _reflected(post0, t)
+                                                     else (p, t.as_ast()))), ctx)
+                       for p, t in zip(posts, nxt[nf:])]
+                args = [pre.as_ast()] + [e.as_ast() for e in eqs]
+                disjuncts.append(z3.BoolRef(z3.Z3_mk_and(ref, len(args),
+                                                         (z3.Ast * len(args))(*args)), ctx))
+            relation = z3.BoolRef(z3.Z3_mk_or(ref, len(disjuncts), (z3.Ast * len(disjuncts))(
+                *[d.as_ast() for d in disjuncts])), ctx) if disjuncts else z3.Or([])
             frame = [p == v for p, v in zip(post[:nf], self.vars[:nf])]
             self._relation = (post, relation, frame)
         return self._relation
@@ -947,3 +970,8 @@ class Encoder:
         except z3.Z3Exception as exc:
             return f"unknown ({exc})"
         return {z3.unsat: "proved", z3.sat: "failed"}.get(answer, "unknown")
+
+
+def _reflected(left, right) -> bool:
+    """Does Python's `left == right` call right.__eq__(left) (a subclass on the right)?"""
+    return type(right) is not type(left) and isinstance(right, type(left))

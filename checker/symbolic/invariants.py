@@ -37,7 +37,7 @@ import z3
 from z3.z3 import _to_expr_ref
 
 from .encode import Encoder
-from .budget import UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
+from .budget import FACT_CELLS_PER_UNIT, UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
 from .work import checked, limit, tick, ticks
 
 # ----------------------------------------------------------------------------------------------
@@ -259,15 +259,12 @@ def _position_conjunct(pre, index: dict, nf: int):
 _PRIME = 2_147_483_647
 
 
-def _independent_rows(rows: Sequence[Sequence[int]]) -> list[Sequence[int]]:
-    """A maximal linearly independent subset of rows, found by elimination modulo a prime
-    (rows independent there are independent over the rationals; the exact work is then done on
-    these few rows only)."""
+def _eliminate(m, n_keep: int = 0) -> list[int]:
+    """Indices of a maximal linearly independent subset of the rows of `m` (an int64 array
+    reduced modulo _PRIME), by elimination there, column by column (the first row with a
+    nonzero entry is the pivot)."""
     import numpy as np
-    rows = list(dict.fromkeys(tuple(r) for r in rows))
-    if not rows:
-        return []
-    m = np.array(rows, dtype=np.int64) % _PRIME
+    m = m.copy()
     n, ncols = m.shape
     alive = np.ones(n, dtype=bool)
     chosen = []
@@ -276,7 +273,7 @@ def _independent_rows(rows: Sequence[Sequence[int]]) -> list[Sequence[int]]:
         if len(nz) == 0:
             continue
         r = nz[0]
-        chosen.append(r)
+        chosen.append(int(r))
         alive[r] = False
         inv = pow(int(m[r, c]), _PRIME - 2, _PRIME)
         pivot = (m[r] * inv) % _PRIME
@@ -284,7 +281,93 @@ def _independent_rows(rows: Sequence[Sequence[int]]) -> list[Sequence[int]]:
         if len(others):
             f = m[others, c][:, None]
             m[others] = (m[others] - (f * pivot[None, :]) % _PRIME) % _PRIME
-    return [rows[r] for r in chosen]
+    return chosen
+
+
+def _null_mod(m):
+    """A basis of the null space of the rows of `m` (independent modulo _PRIME) there."""
+    import numpy as np
+    rows = np.array(m, dtype=np.int64) % _PRIME
+    ncols = rows.shape[1]
+    pivots = []
+    r = 0
+    for c in range(ncols):
+        nz = np.nonzero(rows[r:, c])[0]
+        if len(nz) == 0:
+            continue
+        p = r + int(nz[0])
+        rows[[r, p]] = rows[[p, r]]
+        inv = pow(int(rows[r, c]), _PRIME - 2, _PRIME)
+        rows[r] = rows[r] * inv % _PRIME
+        f = rows[:, c].copy()
+        f[r] = 0
+        hit = np.nonzero(f)[0]
+        if len(hit):
+            rows[hit] = (rows[hit] - f[hit, None] * rows[r][None, :] % _PRIME) % _PRIME
+        pivots.append(c)
+        r += 1
+        if r == len(rows):
+            break
+    free = [c for c in range(ncols) if c not in pivots]
+    out = np.zeros((len(free), ncols), dtype=np.int64)
+    out[np.arange(len(free)), free] = 1
+    if pivots and free:
+        out[:, pivots] = (-rows[:len(pivots)][:, free].T) % _PRIME
+    return out
+
+
+# Rows (after removing duplicates) beyond which `_independent_rows` checks all of them against
+# the span of a few, instead of eliminating on every row
+_SPAN_CHECK_ROWS = 512
+_CHUNK_ROWS = 1 << 15
+
+
+def _independent_rows(rows) -> list[Sequence[int]]:
+    """A maximal linearly independent subset of rows, found by elimination modulo a prime
+    (rows independent there are independent over the rationals; the exact work is then done on
+    these few rows only). Many rows (a class's samples run to hundreds of thousands, of rank a
+    few dozen): the elimination runs on a few rows, then every row is tested against their span
+    at once (two random combinations of a basis of its orthogonal complement modulo the prime,
+    fixed seed: a row outside the span passes both with probability 2^-62), and the rows that
+    fail join the next round. The rows kept span the same space as before, so the exact null
+    space found from them is too; the work is counted (budget.py)."""
+    import numpy as np
+    if len(rows) == 0:
+        return []
+    m = np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
+    n, ncols = m.shape
+    tick(n * ncols // FACT_CELLS_PER_UNIT)
+    small = n <= _SPAN_CHECK_ROWS or ncols >= 1024 or max(-int(m.min()), int(m.max())) >= 1 << 20
+    if small:
+        m = np.unique(m, axis=0)
+        chosen = _eliminate(m % _PRIME)
+        return [tuple(int(x) for x in m[r]) for r in chosen]
+    rng = np.random.default_rng(0)
+    picked = np.arange(min(n, 2 * ncols + 8))
+    while True:
+        keep = _eliminate(m[picked] % _PRIME)
+        picked = picked[keep]
+        null = _null_mod(m[picked])
+        if not len(null):
+            break
+        mix = rng.integers(0, _PRIME, size=(len(null), 2))
+        probe = np.zeros((ncols, 2), dtype=np.int64)
+        for v, g in zip(null, mix):         # every product < 2^62, every sum < 2^63
+            probe = (probe + v[:, None] * g[None, :] % _PRIME) % _PRIME
+        # m @ probe modulo the prime, exact in floating point: |m| < 2^20, probe split into
+        # halves < 2^16, ncols < 2^10, so every partial sum stays below 2^53
+        halves = np.hstack([probe & 0xFFFF, probe >> 16]).astype(np.float64)
+        outside = []
+        for first in range(0, n, _CHUNK_ROWS):       # a chunk at a time: bounded memory
+            part = (m[first:first + _CHUNK_ROWS].astype(np.float64) @ halves).astype(np.int64)
+            test = (part[:, 2:] % _PRIME * (1 << 16) + part[:, :2] % _PRIME) % _PRIME
+            outside.append(first + np.nonzero(test.any(axis=1))[0])
+        outside = np.concatenate(outside)
+        tick(n * ncols // FACT_CELLS_PER_UNIT)
+        if len(outside) == 0:
+            break
+        picked = np.concatenate([picked, outside[:2 * ncols + 8]])
+    return [tuple(int(x) for x in m[r]) for r in picked]
 
 
 def nullspace_primitive(rows: Sequence[Sequence[int]], ncols: int) -> list[list[int]]:
@@ -413,13 +496,15 @@ def hull_facets(points) -> list[tuple[int, int, int]]:
     return out
 
 
-def _local_states(encoder: Encoder, states: Sequence[tuple], values_of) -> list[Candidate]:
+def _local_states(encoder: Encoder, states, values_of) -> list[Candidate]:
     """`pos[r] == v => obs[r] is one of the combinations sampled at v`, for a one-thread role:
     the local states it is never seen in. A counter role gets the same from its constant
     candidates (n[L] == 0 for an unsampled local state L); for a one-thread role no linear fact
     says it, since an unsampled combination is usually in the affine span of sampled ones (a
     thread never waited on its second barrier while it has waited on its first: `U` then `J1`
-    is excluded, `U U`, `J0 U` and `J0 J1` are not). Houdini checks it like any candidate."""
+    is excluded, `U U`, `J0 U` and `J0 J1` are not). Houdini checks it like any candidate.
+    `states`: one row a state (an array)."""
+    import numpy as np
     names = encoder.layout.names
     variables = encoder.vars
     out = []
@@ -430,8 +515,8 @@ def _local_states(encoder: Encoder, states: Sequence[tuple], values_of) -> list[
         if not obs:
             continue
         seen: dict[int, set] = {}
-        for s in states:
-            seen.setdefault(s[i], set()).add(tuple(s[o] for o in obs))
+        for row in np.unique(np.asarray(states)[:, [i] + obs], axis=0).tolist():
+            seen.setdefault(row[0], set()).add(tuple(row[1:]))
         for value in values_of[i]:
             combos = sorted(seen[value])
             if len(combos) == 3 ** len(obs):          # UNJOINED, J0, J1 each: nothing excluded
@@ -488,7 +573,10 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     if not states:
         return out
     states = list(dict.fromkeys(states))
-    values_of = [sorted({s[i] for s in states}) for i in range(n)]
+    import numpy as np
+    at_state = np.array(states, dtype=np.int64).reshape(len(states), n)   # one row a state
+    tick(at_state.size // FACT_CELLS_PER_UNIT)
+    values_of = [np.unique(at_state[:, i]).tolist() for i in range(n)]
     varying = [i for i in range(n) if len(values_of[i]) > 1]
     for i in range(n):
         if len(values_of[i]) == 1:
@@ -519,9 +607,15 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     # the variable of an indicator feature ([pos[wg0]==3]), None for the other features
     indicator_of = [i if v is not None and not isinstance(v, tuple) else None
                     for i, v in feat_cols]
-    table = [tuple((s[i] if v is None else int(s[i] == v) if not isinstance(v, tuple)
-                    else s[i] * (s[v[1]] - s[v[0]] == 1)) for i, v in feat_cols)
-             for s in states]
+    # the features of every state, one row each, with a first column of ones (the constant)
+    columns = [np.ones(len(states), dtype=np.int64)]
+    for i, v in feat_cols:
+        x = at_state[:, i]
+        columns.append(x if v is None else (x == v).astype(np.int64) if not isinstance(v, tuple)
+                       else x * (at_state[:, v[1]] - at_state[:, v[0]] == 1))
+    table = np.column_stack(columns)
+    del columns
+    tick(table.size // FACT_CELLS_PER_UNIT)
     counts = [i for i in varying if names[i].startswith("n[")]
     numeric = [i for i in varying if i not in counts and not names[i].startswith(("pos[", "obs[", "newest["))]
 
@@ -540,7 +634,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         """The equalities every row of `rows_idx` satisfies, less those in `exclude_span`;
         `fixed`: the variables the rows' condition fixes (a place, what it observed), whose
         indicators are constants there, so an equality over them alone says nothing."""
-        rows = [(1,) + table[r] for r in rows_idx]
+        rows = table[rows_idx]
         found = []
         span = copy.deepcopy(exclude_span) if exclude_span is not None else None
         for ints in nullspace_primitive(rows, len(feat_terms) + 1):
@@ -558,8 +652,7 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     def eq_formula(ints):
         return _linear(ints[1:], feat_terms, ints[0]) == 0
 
-    everything = list(range(len(states)))
-    glob = equalities(everything)
+    glob = equalities(slice(None))
     glob_span = _Span(glob) if glob else None
     for ints in glob:
         out.append(Candidate(eq_formula(ints), text_of(ints[1:], ints[0])))
@@ -571,19 +664,24 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     # the states onto them (far fewer rows than states, which differ mostly in positions).
     at = {i: a for a, i in enumerate(numeric)}
 
-    def project(rows) -> list[tuple]:
-        return list({tuple(s[i] for i in numeric) for s in rows})
-    glob_proj = project(states)
+    # the distinct projections onto the numeric variables (sorted), and each state's
     if numeric:
-        import numpy as np
-        glob_table = np.array(glob_proj, dtype=np.int64)
+        glob_table, proj_of = np.unique(at_state[:, numeric], axis=0, return_inverse=True)
+        proj_of = proj_of.reshape(-1)
+    else:       # one projection, the empty one
+        glob_table, proj_of = np.zeros((1, 0), dtype=np.int64), np.zeros(len(states), int)
+
+    def project(subset):
+        """The distinct projections of the states `subset` (sorted, as np.unique sorts)."""
+        return glob_table[np.unique(proj_of[subset])]
+    glob_proj = [tuple(p) for p in glob_table.tolist()]
     for i, j in state_pairs():
         xi, xj = variables[i], variables[j]
         diffs = glob_table[:, at[i]] - glob_table[:, at[j]]     # the same extremes as over states
         lo, hi = int(diffs.min()), int(diffs.max())
         out.append(Candidate(xi - xj <= hi, f"{names[i]} - {names[j]} <= {hi}"))
         out.append(Candidate(xi - xj >= lo, f"{names[i]} - {names[j]} >= {lo}"))
-    out += _local_states(encoder, states, values_of)
+    out += _local_states(encoder, at_state, values_of)
     # Where a thread is: pos == value for a one-thread role (alone and with what it observed),
     # n[L] >= 1 and n[L] == size for a counter role.
     atoms = []
@@ -598,43 +696,47 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             role = name[4:-1]
             obs = [o for o in range(n) if names[o].startswith(f"obs[{role},")]
             for value in values_of[i]:
-                atoms.append((variables[i] == value, f"{name} == {value}",
-                              lambda s, i=i, v=value: s[i] == v, {i}))
-                combos = sorted({tuple(s[o] for o in obs) for s in states if s[i] == value})
+                here = at_state[:, i] == value
+                atoms.append((variables[i] == value, f"{name} == {value}", here, {i}))
+                combos = [tuple(c) for c in np.unique(at_state[here][:, obs], axis=0).tolist()] \
+                    if obs else [()]
                 if len(combos) > 1:
                     for combo in combos:
                         cond = z3.And([variables[i] == value] +
                                       [variables[o] == c for o, c in zip(obs, combo)])
                         atoms.append((cond, f"{name} == {value} & obs == {combo}",
-                                      lambda s, i=i, v=value, combo=combo, obs=obs:
-                                      s[i] == v and all(s[o] == c for o, c in zip(obs, combo)),
+                                      here & (at_state[:, obs] == combo).all(axis=1),
                                       {i, *obs}))
         elif name.startswith("n["):
-            atoms.append((variables[i] >= 1, f"{name} >= 1", lambda s, i=i: s[i] >= 1, set()))
+            atoms.append((variables[i] >= 1, f"{name} >= 1", at_state[:, i] >= 1, set()))
             role = name[2:].split(",")[0]
             size = sizes.get(role)
             if size is not None:
                 fn = comp.function([size])
-                atoms.append((variables[i] == size, f"{name} == size",
-                              lambda s, i=i, fn=fn: s[i] == fn(s)[0], set()))
+                tick(len(states) * UNITS_PER_FACT_ROW)
+                atoms.append((variables[i] == size, f"{name} == size", np.fromiter(
+                    (s[i] == fn(s)[0] for s in states), dtype=bool, count=len(states)), set()))
     pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
-    glob_diff = {(i, j): (min(p[at[i]] - p[at[j]] for p in glob_proj),
-                          max(p[at[i]] - p[at[j]] for p in glob_proj)) for i, j in pair_list}
+    glob_diff = {(i, j): (int((glob_table[:, at[i]] - glob_table[:, at[j]]).min()),
+                          int((glob_table[:, at[i]] - glob_table[:, at[j]]).max()))
+                 for i, j in pair_list}
     glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
         if hulls else {}
     out += _global_facets(variables, names, numeric, glob_proj, list(state_pairs()))
     for cond, ctext, holds, fixed in atoms:
-        # counted work (budget.py): the states read for this place, once per fact kind
-        tick(len(states) * UNITS_PER_FACT_ROW * (2 + len(pair_list)))
-        subset = [r for r, s in enumerate(states) if holds(s)]
-        if not subset or len(subset) == len(states):
+        subset = np.nonzero(holds)[0]
+        if not len(subset) or len(subset) == len(states):
             continue
         for ints in equalities(subset, exclude_span=glob_span, fixed=fixed):
             out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
                                  f"{ctext} => " + text_of(ints[1:], ints[0])))
-        sub_proj = project(states[r] for r in subset)
+        sub_proj = project(subset)
+        # counted work (budget.py): the states of this place, then its distinct projections
+        # once per pair of variables
+        tick(len(subset) * len(numeric) // FACT_CELLS_PER_UNIT
+             + len(sub_proj) * UNITS_PER_FACT_ROW * (2 + len(pair_list)))
         for i in numeric:
-            lo, hi = min(p[at[i]] for p in sub_proj), max(p[at[i]] for p in sub_proj)
+            lo, hi = int(sub_proj[:, at[i]].min()), int(sub_proj[:, at[i]].max())
             if lo > values_of[i][0]:
                 out.append(Candidate(z3.Implies(cond, variables[i] >= lo),
                                      f"{ctext} => {names[i]} >= {lo}"))
@@ -642,17 +744,18 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 out.append(Candidate(z3.Implies(cond, variables[i] <= hi),
                                      f"{ctext} => {names[i]} <= {hi}"))
         for i, j in (pair_list if conditional_pairs else ()):
-            diffs = [p[at[i]] - p[at[j]] for p in sub_proj]
+            diffs = sub_proj[:, at[i]] - sub_proj[:, at[j]]
+            dlo, dhi = int(diffs.min()), int(diffs.max())
             glo, ghi = glob_diff[(i, j)]
             xi, xj = variables[i], variables[j]
-            if max(diffs) < ghi:
-                out.append(Candidate(z3.Implies(cond, xi - xj <= max(diffs)),
-                                     f"{ctext} => {names[i]} - {names[j]} <= {max(diffs)}"))
-            if min(diffs) > glo:
-                out.append(Candidate(z3.Implies(cond, xi - xj >= min(diffs)),
-                                     f"{ctext} => {names[i]} - {names[j]} >= {min(diffs)}"))
+            if dhi < ghi:
+                out.append(Candidate(z3.Implies(cond, xi - xj <= dhi),
+                                     f"{ctext} => {names[i]} - {names[j]} <= {dhi}"))
+            if dlo > glo:
+                out.append(Candidate(z3.Implies(cond, xi - xj >= dlo),
+                                     f"{ctext} => {names[i]} - {names[j]} >= {dlo}"))
         for i, j in (pair_list if hulls else ()):
-            for ca, cb, cc in hull_facets([(p[at[i]], p[at[j]]) for p in sub_proj]):
+            for ca, cb, cc in hull_facets([tuple(p) for p in sub_proj[:, [at[i], at[j]]].tolist()]):
                 if abs(ca) == abs(cb) == 1 and ca != cb:
                     continue                  # a difference bound: above
                 if all(ca * x + cb * y <= cc for x, y in glob_points[(i, j)]):

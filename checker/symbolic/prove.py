@@ -519,6 +519,7 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
                  ) -> tuple[str, str] | None:
     """Houdini on one class system (with sign cases, then Spacer); None when proved."""
     t0 = time.perf_counter()
+    budget.enter(f"encoding class {cls.name}")
     enc = Encoder(system).build()
     budget.enter(f"construction check of class {cls.name}")
     bad = enc.check_sane(timeout=budget.query_timeout())
