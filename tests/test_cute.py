@@ -500,7 +500,12 @@ def test_prove_answers_for_every_tile_count_and_k():
     refuted = prove_kernel(_kernel(twin), source=twin.ref)
     assert refuted.verdict == "violation" and refuted.codes[0] == "BP101"
     assert any("smallest breaking values found: tiles=2, k_tiles=1" in n for n in refuted.notes)
-    assert any("not a function of the running position" in n for n in refuted.notes)
+    # with the race rules ignored no short search precedes the proof: the nest's rewrite runs
+    # and names why it has no proof before the search after it refutes
+    barriers_only = prove_kernel(_kernel(twin), source=twin.ref,
+                                 options=Options(ignore=frozenset({"BP200", "BP201"})))
+    assert barriers_only.verdict == "violation" and barriers_only.codes[0] == "BP101"
+    assert any("not a function of the running position" in n for n in barriers_only.notes)
 
 
 def _nest_tree(depth: int, branch_on: int | None = None):
@@ -629,12 +634,20 @@ def _op(name, operands=(), results=(), types=(), attrs=None, regions=(), line=2)
 @pytest.mark.parametrize("tried, plain", [("ring_consumer_tries_first", "ring"),
                                           ("mainloop_peeking", "mainloop")])
 def test_try_wait_then_wait_on_the_same_phase_is_one_wait(tried, plain):
-    def waits(kernel):
-        return [(op.barrier.alloc.name, repr(op.barrier.index), repr(op.parity))
-                for op in kernel.ops() if op.kind == "wait_parity"]
+    """The kernel that tries first runs the same instructions as the one that waits, at every
+    size tried (the peeking mainloop's loop is read with its last iteration peeled, so the two
+    IRs differ in shape, not in what they run)."""
+    from barrierproof.model.semantics import compile_systems
+
+    def programs(kernel, point):
+        return [[[(i.op, i.target, i.amount, i.aux) for i in program]
+                 for program in system.programs] for system in compile_systems(kernel, point)]
     tried, plain = _kernel(_target(tried)), _kernel(_target(plain))
-    assert waits(tried) == waits(plain)
     assert not any(op.kind == "unmodeled" for op in tried.ops())
+    assert list(tried.params) == list(plain.params)
+    points = [{name: v for name in tried.params} for v in (1, 2, 3, 5)] if tried.params else [None]
+    for point in points:
+        assert programs(tried, point) == programs(plain, point), point
 
 
 def _tested_branch(then_ops, else_ops=()):
