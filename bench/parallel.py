@@ -31,10 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from barrierproof.checker.engines import compiled, mproc  # noqa: E402
 from barrierproof.checker.engines.explore import Limits, explore  # noqa: E402
 
-from regenerate import _row  # noqa: E402
-
-MEMBERS = [_row("cutlass", "pipeline_tma_async", stages=3, consumers=5, steps=8),
-           _row("cutlass", "pipeline_tma_async", stages=3, consumers=6, steps=8)]
+from compiled_core import MEMBERS  # noqa: E402  (the same pipeline_tma_async members)
 UNLIMITED = Limits(max_states=None, timeout=None)
 
 

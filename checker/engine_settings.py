@@ -25,6 +25,10 @@ class TlcSettings:
 @dataclass(frozen=True)
 class ProveSettings:
     symbolic: tuple[str, ...] = ()      # parameters to quantify over; (): the declared ones
+    # with memory effects in play, search a little for breaking values before the proofs (a
+    # racy buffer under a correct barrier protocol is found without a barrier proof first);
+    # False runs the race proof on every kernel, what its soundness tests need
+    search_first: bool = True
 
 
 def settings_of(cls: type, values: Mapping[str, Any] | Any = None):

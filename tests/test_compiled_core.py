@@ -330,11 +330,18 @@ def test_the_bench_jax_row_reproduces_its_states():
     verdict, states = [c.strip() for c in row.split("|")[1:3]]
     kernels = os.path.join(os.path.dirname(__file__), "..", "examples", "pallas",
                            "jax_kernels.py")
-    module = with_contraction(pallas.import_file(kernels), compiled_core.JAX_K, square=True)
-    found = [explore(system, Limits(max_states=None, timeout=None), reduction=False,
-                     order="bfs", core="compiled")
-             for system in compile_systems(pallas.load(module.hopper_matmul,
-                                                       name="hopper_matmul")[0])]
+    module = pallas.import_file(kernels)
+    # with_contraction sets K in the module every test shares: put it back afterwards
+    saved = {name: getattr(module, name) for name in ("K", "_qkv", "blackwell_matmul_collective")}
+    try:
+        with_contraction(module, compiled_core.JAX_K, square=True)
+        found = [explore(system, Limits(max_states=None, timeout=None), reduction=False,
+                         order="bfs", core="compiled")
+                 for system in compile_systems(pallas.load(module.hopper_matmul,
+                                                           name="hopper_matmul")[0])]
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
     assert all(compiled.NOTE in r.notes for r in found)
     assert (verdict, states) == ("verified", f"{sum(r.states for r in found):,}")
     assert all(r.status == "verified" for r in found)

@@ -160,7 +160,8 @@ def test_copies_awaited_by_their_own_thread_are_race_free_for_every_trip_count()
     (prefetched_tile_read_by_another_thread.build(), 1),
 ])
 def test_copies_still_in_flight_are_refuted_at_the_smallest_trip_count(k, smallest):
-    v = prove_kernel(k)
+    # the race proof runs first (no short search): it must fail on them and say why
+    v = prove_kernel(k, settings={"search_first": False})
     assert v.label == "violation:BP200" and v.params["steps"] == smallest, (v.label, v.coverage)
     assert any("why races are not proved" in n for n in v.notes), v.notes
     for steps in range(1, smallest):

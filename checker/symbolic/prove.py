@@ -929,6 +929,16 @@ def _conditions_text(kernel: Kernel, symbolic: Sequence[str]) -> str:
 
 
 @own_context()     # the same course and units after any other proof (budget.py)
+def _refuted(found: Verdict, symbolic, start: float, searched: str) -> Verdict:
+    """The explorer's violation at the smallest breaking values, as prove's verdict."""
+    found.engine = "symbolic"
+    found.seconds = time.perf_counter() - start
+    shown = ", ".join(f"{n}={found.params[n]}" for n in symbolic)
+    found.notes.append(f"smallest breaking values found: {shown} (bounded search: {searched}; "
+                       "the trace is from the explicit explorer, replayed on the interpreter)")
+    return found
+
+
 def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                  options: Options | None = None, source: str | None = None,
                  settings=None) -> Verdict:
@@ -937,7 +947,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     start = time.perf_counter()
     options = options or Options()
     params = dict(params or {})
-    requested = list(settings_of(ProveSettings, settings).symbolic)
+    settings = settings_of(ProveSettings, settings)
+    requested = list(settings.symbolic)
     symbolic = requested or [p.name for p in kernel.params.values() if p.symbolic]
 
     def verdict(kind: str, diags=(), **kw) -> Verdict:
@@ -1011,7 +1022,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         charge_work(found.states * UNITS_PER_EXPLORED_STATE)
         return found.verdict == "verified", f"{found.label} ({found.coverage})"
 
-    if races_open:
+    if races_open and settings.search_first:
         # The barrier proof below has no memory effects, so a kernel whose barriers are right
         # and whose buffers race (a slot reloaded before the MMA reading it completed) would
         # pay a full barrier proof before its search: a short search for breaking values
@@ -1021,13 +1032,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                              states=int(timeout * STATES_PER_SECOND / 60))
         if found is not None:
-            found.engine = "symbolic"
-            found.seconds = time.perf_counter() - start
-            shown = ", ".join(f"{n}={found.params[n]}" for n in symbolic)
-            found.notes.append(f"smallest breaking values found: {shown} (bounded search: "
-                               f"{searched}, before any proof; the trace is from the explicit "
-                               "explorer, replayed on the interpreter)")
-            return found
+            return _refuted(found, symbolic, start, f"{searched}, before any proof")
     try:
         # barriers the kernel initialises itself: proved as initialised when a static check
         # shows every init published to every user before any use (init_prefix.py)
@@ -1149,12 +1154,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                          states=search_states)
     if found is not None:
-        found.engine = "symbolic"
-        found.seconds = time.perf_counter() - start
-        shown = ", ".join(f"{n}={found.params[n]}" for n in symbolic)
-        found.notes.append(f"smallest breaking values found: {shown} "
-                           f"(bounded search: {searched}; the trace is from the explicit "
-                           "explorer, replayed on the interpreter)")
+        _refuted(found, symbolic, start, searched)
         if proof.reason:
             found.notes.append(f"why there is no proof: {proof.reason}")
         return found
