@@ -301,3 +301,71 @@ def test_a_ring_position_that_may_be_negative_is_outside_the_fragment():
         for steps in (1, 2, 4):
             assert check_kernel(kernel, {"stages": stages, "steps": steps}).verdict == \
                 "verified"
+
+
+def test_a_fixed_tile_count_is_proved_through_one_tile_and_stays_fixed(capsys):
+    """The tile count not asked symbolic stays at its value (2) in the verdict; the tiles are
+    still separated (conditions checked for every tile count, 2 among them), so one tile is
+    proved for every K, and the explorer agrees at two tiles."""
+    code, report = _prove(capsys, f"{PERSISTENT}::persistent_ring", "--symbolic", "steps",
+                          "--timeout", "60")
+    assert (code, report["verdict"], report["params"]) == (0, "proved", {"tiles": 2}), report
+    assert "proved for all steps with" in report["coverage"]
+    assert any(n.startswith("per tile (tiles = 2, not symbolic)") for n in report["notes"])
+    kernel = _kernel(PERSISTENT, "persistent_ring")
+    for k_steps in range(2, 6):
+        assert check_kernel(kernel, {"tiles": 2, "steps": k_steps}).verdict == "verified"
+
+
+LAST_SIGNAL_UNACKED = """from barrierproof import protocol
+@protocol(expect="violation:BP101", symbolic=("steps",))
+def last_signal_unacked(k, tiles=2, steps=2):
+    k.threads(2, name="wg")
+    k.assume(tiles >= 0, steps >= 2)
+    ready = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    with k.loop(tiles):
+        with k.when(k.thread == 0):
+            with k.loop(steps - 1):
+                k.barrier_arrive(ready)
+                k.barrier_wait(ack)
+            k.barrier_arrive(ready)
+        with k.otherwise():
+            with k.loop(steps - 1):
+                k.barrier_wait(ready)
+                k.barrier_arrive(ack)
+            k.barrier_wait(ready)
+"""
+
+
+def test_a_fixed_tile_count_whose_tiles_are_not_separated_is_not_reduced(tmp_path, capsys):
+    """One tile of this hand-off is clean for every K, but its last signal is not acknowledged,
+    so the next tile's first signal overruns it: with the tile count fixed at 2 the one-tile
+    proof is refused (the waiting thread does not end its tile with an arrival) and the whole
+    kernel is refuted at the smallest K."""
+    src = tmp_path / "unacked.py"
+    src.write_text(LAST_SIGNAL_UNACKED)
+    kernel = _kernel(str(src), "last_signal_unacked")
+    for k_steps in (2, 3, 4):
+        assert check_kernel(kernel, {"tiles": 1, "steps": k_steps}).verdict == "verified"
+    assert "does not end its tile with a barrier_arrive" in why_not(
+        kernel, tile_loop(kernel.body, "tiles"), {}, ["steps"])
+    code, report = _prove(capsys, f"{src}::last_signal_unacked", "--timeout", "20")
+    assert (code, report["verdict"]) == (1, "violation"), report
+    assert report["params"] == {"tiles": 2, "steps": 2}
+    assert report["diagnostics"][0]["code"] == "BP101"
+    assert not any(n.startswith("per tile") for n in report["notes"])
+
+
+@pytest.mark.slow
+def test_jax_hopper_matmul_at_its_fixed_tile_count_is_proved_for_every_stage_count(capsys):
+    """Not asked symbolic, the tile count stays at 2 in the verdict (examples/pallas/sizes.py's
+    PROVE), and the proof goes through one tile (about 20 s: eleven traces and the proof)."""
+    name = "hopper_matmul_any_stages"
+    code, report = _prove(capsys, f"{SIZES}::{name}", "--ignore", "BP200,BP201",
+                          "--timeout", "120")
+    expected = import_file(SIZES).PROVE[name]
+    assert report["verdict"] == expected == "proved", report
+    assert (code, report["params"]) == (0, {"tiles": 2})
+    assert "proved for all extra_steps, stages with" in report["coverage"]
+    assert any(n.startswith("per tile (tiles = 2, not symbolic)") for n in report["notes"])

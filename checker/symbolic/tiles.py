@@ -64,6 +64,12 @@ on instances whose tile-u phases are complete and which the other closer's remai
 not read (6): they commute with those waits. Moving the waits before them gives a run whose
 tiles follow one another, and the one-block argument applies to it; a deadlock cannot leave a
 closer at an enabled wait.
+
+A tile count the user did not ask symbolic stays fixed in the verdict (no parameter becomes
+symbolic unasked), but the argument above is for every tile count, so when conditions 1-3 (and
+5-7) hold -- checked the same way, for every value of the asked parameters -- a proof of one tile
+for every size proves the fixed count too. Anything short of that proof falls back to the whole
+kernel at the fixed count.
 """
 
 from __future__ import annotations
@@ -459,9 +465,11 @@ def prove_tiles(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     from .proofs import Proof
     start = time.perf_counter()
     # only a loop around loops: a single loop is the prover's own business
-    name = next((n for n in symbolic if tile_loop(kernel.body, n) is not None and any(
-        isinstance(s, Loop) for s in walk(tile_loop(kernel.body, n).body))), None)
+    name = next((n for n in symbolic if _nest(kernel, n) is not None), None)
     if name is None:
+        held = next((n for n in fixed if _nest(kernel, n) is not None), None)
+        if held is not None and symbolic:
+            return _prove_fixed_tiles(kernel, held, symbolic, fixed, timeout, prove)
         return prove(kernel, symbolic, fixed, timeout)
     loop = tile_loop(kernel.body, name)
     rest = [n for n in symbolic if n != name]
@@ -473,9 +481,7 @@ def prove_tiles(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
                             f"without that: {proof.reason}")
         return proof
     tile = one_tile(kernel, loop, name)
-    how = (f"per tile ({name}): " + (NAMED_HOW if is_named_tile(loop) else
-           "every tile runs from a reset barrier state, ordered after the previous tile by "
-           "the kernel's own waits (checker/symbolic/tiles.py)") + ", so one tile is checked")
+    how = f"per tile ({name}): {_how(loop)}, so one tile is checked"
     if rest:
         proof = prove(tile, rest, fixed, timeout)
         proof.cases = proof.cases + [how + " for every size"]
@@ -485,6 +491,47 @@ def prove_tiles(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     if not ok:
         return Proof("failed", seconds, f"one tile at {dict(fixed)}: {text}")
     return Proof("proved", seconds, "", cases=[how + f" by the explorer at {dict(fixed)}"])
+
+
+def _how(loop: Loop) -> str:
+    return NAMED_HOW if is_named_tile(loop) else (
+        "every tile runs from a reset barrier state, ordered after the previous tile by the "
+        "kernel's own waits (checker/symbolic/tiles.py)")
+
+
+def _nest(kernel: Kernel, name: str) -> Loop | None:
+    """The tile loop over `name` when its tiles hold loops (a tile loop around K loops)."""
+    loop = tile_loop(kernel.body, name)
+    return loop if loop is not None and any(isinstance(s, Loop) for s in walk(loop.body)) \
+        else None
+
+
+def _prove_fixed_tiles(kernel: Kernel, name: str, symbolic: Sequence[str],
+                       fixed: Mapping[str, int], timeout: float, prove: Callable):
+    """A tile count the user did not ask symbolic, fixed at `fixed[name]`: when the kernel's
+    waits separate its tiles (conditions 1-3 and 5-7, checked for every value of the other
+    parameters and every tile count), a proof of one tile covers every tile count, the fixed
+    one among them, so the tile count stays fixed in the verdict and one tile is proved.
+    Anything short of a proof of the tile falls back to the whole kernel at the fixed count
+    (a tile refuted at values the kernel's assumptions on the tile count exclude is no
+    refutation of the kernel)."""
+    start = time.perf_counter()
+    loop = _nest(kernel, name)
+    rest = {n: v for n, v in fixed.items() if n != name}
+    if why_not(kernel, loop, rest, symbolic) is not None:
+        return prove(kernel, symbolic, fixed, timeout)      # not separated: the whole kernel
+    tile = prove(one_tile(kernel, loop, name), symbolic, rest, timeout)
+    if tile.status == "proved":
+        tile.seconds = time.perf_counter() - start
+        tile.cases = tile.cases + [
+            f"per tile ({name} = {fixed[name]}, not symbolic): {_how(loop)}, for every tile "
+            f"count, {name} = {fixed[name]} among them, so one tile is proved for every size"]
+        return tile
+    proof = prove(kernel, symbolic, fixed, max(1.0, timeout - (time.perf_counter() - start)))
+    if proof.status != "proved":
+        proof.reason = (f"one tile of `{name}` (separated, fixed at {fixed[name]}) is "
+                        f"{tile.status}: {tile.reason}; the whole kernel: {proof.reason}")
+    return proof
 
 
 __all__ = ["leaves", "one_tile", "promotable", "prove_tiles", "tile_loop", "why_not"]
