@@ -93,10 +93,12 @@ ACCOUNTED = {
     "examples/patterns/ordered_sequence.py::ordered_sequence_3wg": T_SYMBOLIC,
     "examples/patterns/pingpong.py::pingpong_offset_states":
         "not proved: beyond the method (ring index (2m + w) * k_tiles % stages: 2 * k_tiles "
-        "positions per tile on a ring of symbolic size, no lap count; docs/parity.md)",
+        "positions per tile on a ring of symbolic size, no lap count; docs/parity.md, "
+        "bench/SYMBOLIC.md)",
     "examples/patterns/pingpong.py::pingpong_more_stages_than_k_tiles":
         "not proved: beyond the method (ring index (2m + w) * k_tiles % stages: 2 * k_tiles "
-        "positions per tile on a ring of symbolic size, no lap count; docs/parity.md)",
+        "positions per tile on a ring of symbolic size, no lap count; docs/parity.md, "
+        "bench/SYMBOLIC.md)",
     "examples/patterns/polling.py::poll_until_full": T_SYMBOLIC,
     "examples/patterns/semaphores.py::step_semaphore_two_blocks": T_HW,
     "examples/patterns/semaphores.py::step_semaphore_in_lockstep": T_HW,
