@@ -103,13 +103,16 @@ def test_every_residue_case_keeps_the_explorers_verdict_on_a_grid(name, stages, 
     assert verdicts == ({"verified", "violation"} if breaks else {"verified"}), verdicts
 
 
-def _deep_ring(offset=True, order=True, turn_bit=1):
-    """The ping-pong with more stages than k-tiles (3 and 2: 4 ring positions per tile), broken
-    by the switches of tests/test_prove_bare_parity.py."""
+def _deep_ring(offset=True, order=True, turn_bit=1, stages=3, k_tiles=2):
+    """The ping-pong whose tile does not take whole laps of the ring (3 stages and 2 k-tiles:
+    4 ring positions per tile; 4 and 3: 6 per tile), broken by the switches of
+    tests/test_prove_bare_parity.py."""
     from test_prove_bare_parity import _pingpong
+    s, kt = stages, k_tiles
 
-    @protocol(expect="verified", symbolic=("tiles",))
-    def deep_ring(k, stages=3, k_tiles=2, tiles=2):
+    @protocol(expect="verified" if offset and order and turn_bit else "violation:BP101",
+              symbolic=("tiles",))
+    def deep_ring(k, stages=s, k_tiles=kt, tiles=2):
         _pingpong(k, stages, k_tiles, tiles, offset=offset, order=order, turn_bit=turn_bit)
     return deep_ring.build()
 
@@ -120,18 +123,21 @@ WHOLE_LAPS = [(lambda: _example("alternate_k_blocks_in_turn"), "k_blocks", 6, Fa
               (lambda: _example("alternate_k_blocks_odd_stages_shortcut"), "k_blocks", 6, True),
               (lambda: _example("pingpong_bare_parity_deep_ring"), "tiles_per_wg", 3, False),
               (lambda: _deep_ring(order=False), "tiles", 3, True),
-              (lambda: _deep_ring(offset=False), "tiles", 3, True)]
+              (lambda: _deep_ring(offset=False), "tiles", 3, True),
+              # 6 positions per tile on 4 slots: two tiles per iteration, tiles modulo 2
+              (lambda: _deep_ring(stages=4, k_tiles=3), "tiles", 2, False),
+              (lambda: _deep_ring(stages=4, k_tiles=3, turn_bit=0), "tiles", 2, True)]
 
 
 @pytest.mark.parametrize("make,K,M,breaks", WHOLE_LAPS, ids=[
     "in_turn", "odd_stages_shortcut", "deep_ring", "deep_ring_without_order",
-    "deep_ring_not_offset"])
+    "deep_ring_not_offset", "ring_of_4_by_3", "ring_of_4_by_3_turns_not_offset"])
 def test_a_stride_that_does_not_divide_the_ring_is_strip_mined_to_whole_laps(make, K, M, breaks):
-    """~2-6 s each: stride 2 on 3 slots (the deep-ring ping-pong's 4 positions per tile on 3)
-    becomes, per residue of K modulo M, loops that each take a multiple of 3 positions per
-    iteration, so number_slots.py writes every slot as a number; each case keeps the explorer's
-    verdict (and first rule) at q = 0, 1, 2 (a broken one at q = 0, where every residue
-    already breaks but the empty one)."""
+    """~2-6 s each: stride 2 on 3 slots (the deep-ring ping-pong's 4 positions per tile on 3;
+    its kin's 6 per tile on 4) becomes, per residue of K modulo M, loops that each take a
+    multiple of the ring's size per iteration, so number_slots.py writes every slot as a
+    number; each case keeps the explorer's verdict (and first rule) at q = 0, 1, 2 (a broken
+    one at q = 0, where every residue already breaks but the empty one)."""
     from barrierproof.checker.symbolic.number_slots import number_slots
     k = make()
     fixed = _fixed(k, [K])
@@ -142,10 +148,12 @@ def test_a_stride_that_does_not_divide_the_ring_is_strip_mined_to_whole_laps(mak
     for case in cases:
         m, b = _residue(case)
         (q,) = case.symbolic
-        numbered = number_slots(case.kernel, case.symbolic, fixed)
-        slots = [op.barrier.index for op in walk(numbered.body) if isinstance(op, Op)
-                 and op.barrier is not None and op.barrier.alloc.name == "full"]
-        assert slots and all(isinstance(i, Const) for ix in slots for i in ix), slots
+        # the case is made with its slots as numbers (every partition of the proof sees
+        # them so), and number_slots.py finds nothing more to write
+        for kernel in (case.kernel, number_slots(case.kernel, case.symbolic, fixed)):
+            slots = [op.barrier.index for op in walk(kernel.body) if isinstance(op, Op)
+                     and op.barrier is not None and op.barrier.alloc.name == "full"]
+            assert slots and all(isinstance(i, Const) for ix in slots for i in ix), slots
         for x in range(1 if breaks else 3):
             got = check_kernel(case.kernel, {**fixed, q: x})
             want = check_kernel(k, {**fixed, K: m * x + b})
@@ -153,6 +161,26 @@ def test_a_stride_that_does_not_divide_the_ring_is_strip_mined_to_whole_laps(mak
                 (case.label, x, got.label, want.label)
             verdicts.add(want.verdict)
     assert verdicts == ({"verified", "violation"} if breaks else {"verified"}), verdicts
+
+
+@pytest.mark.parametrize("stages,k_tiles", [(3, 2), (4, 3)])
+def test_the_explorer_verifies_the_deep_rings_on_a_grid_of_tile_counts(stages, k_tiles):
+    """~1-2 s each: what `prove` may claim for every tile count, the explorer finds at each of
+    0..4 tiles per warpgroup (the example's ring and one more of its family); the twins whose
+    turns are not offset break on the same grid from one tile on."""
+    for n in range(5):
+        values = {"stages": stages, "k_tiles": k_tiles, "tiles": n}
+        v = check_kernel(_deep_ring(stages=stages, k_tiles=k_tiles), values)
+        assert v.verdict == "verified", (values, v.label)
+    broken = {n: check_kernel(_deep_ring(stages=stages, k_tiles=k_tiles, turn_bit=0),
+                              {"stages": stages, "k_tiles": k_tiles, "tiles": n})
+              for n in range(3)}
+    assert [v.verdict for v in broken.values()] == ["verified", "violation", "violation"], \
+        {n: v.label for n, v in broken.items()}
+    assert broken[1].codes[:1] == ["BP101"], broken[1].label
+    example = _example("pingpong_bare_parity_deep_ring")
+    for n in range(5):
+        assert check_kernel(example, {"tiles_per_wg": n}).verdict == "verified", n
 
 
 def test_a_stride_that_needs_too_many_residues_is_refused_naming_the_phase_terms():
@@ -267,3 +295,18 @@ def test_broken_alternating_consumers_are_refuted_at_their_smallest_values(proto
     again = check_kernel(k, {"k_blocks": n})
     assert again.verdict == "violation" and again.codes == v.codes
     assert all(check_kernel(k, {"k_blocks": m}).verdict == "verified" for m in range(n))
+
+
+@pytest.mark.parametrize("stages,k_tiles", [(3, 2), (4, 3)])
+def test_broken_deep_rings_are_refuted_at_their_smallest_tile_count(stages, k_tiles):
+    """The twins whose order barriers start on one phase: `prove` refutes them at one tile per
+    warpgroup, the smallest count where the explorer breaks them, and the violation replays."""
+    from barrierproof.checker.check import Options
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    from barrierproof.checker.engines.explore import Limits
+    k = _deep_ring(stages=stages, k_tiles=k_tiles, turn_bit=0)
+    v = prove_kernel(k, options=Options(Limits(timeout=60)))
+    assert v.verdict == "violation" and v.codes[:1] == ["BP101"], (v.label, v.coverage)
+    assert v.params["tiles"] == 1 and v.trace is not None, v.params
+    again = check_kernel(k, {"stages": stages, "k_tiles": k_tiles, "tiles": 1})
+    assert again.verdict == "violation" and again.codes == v.codes

@@ -398,10 +398,17 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
                        assumptions=tuple(substitute(a, sub) for a in k.assumptions)
                        + (Var(X) >= 0,),
                        num_threads=substitute(k.num_threads, sub))
-    if relabel:     # else every slot is a number: number_slots.py writes it so in the proof
+    new_symbolic = [s if s != K else X for s in symbolic]
+    if relabel:
         kernel = _relabel(kernel, A, X, symbolic, fixed, arrays, sizes)
+    else:
+        # every slot is a number: written so now (number_slots.py, each step checked by Z3),
+        # so every partition of the proof sees scalar slots, not only the cover of hand-off
+        # pairs that writes them itself
+        from .number_slots import number_slots
+        kernel = number_slots(kernel, new_symbolic, fixed)
     label = f"{K} = {M}*{X} + {b}" if M > 1 else f"{K} = {X}"
-    return StrideCase(label, kernel, [s if s != K else X for s in symbolic])
+    return StrideCase(label, kernel, new_symbolic)
 
 
 def _outside(body, sub) -> tuple:
