@@ -150,7 +150,7 @@ def _compile(num_tiles=3, blocks=2, acc_consumers=EPILOGUE_THREADS,
     # one block walks every tile: the tile count is a kernel argument, as in CUTLASS; on a grid
     # of several blocks block b walks ceil((tiles - b) / blocks) tiles, a form the frontend
     # does not read for every tile count, so the count is fixed at compile time there
-    fixed = 0 if blocks == 1 else num_tiles
+    fixed = 0
     return cute.compile(gemm_host, mA, cutlass.Int32(num_tiles), fixed, blocks, acc_consumers,
                         advance_acc, tmem_wait_per_role, tx_divisor)
 
