@@ -274,6 +274,7 @@ def _read_and_join(tree: KernelTree, expect, kernel_at: Callable, bindings: list
                 continue
             if every_block:
                 walks.check(body, bindings, keys, strided)
+                body = walks.share_named_barriers(body, strided)
             return base, body
         finally:
             EVERY_BLOCK.reset(token)

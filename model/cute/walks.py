@@ -103,3 +103,48 @@ def check(body, bindings: list[dict], keys: dict, blocks: int) -> None:
             if solver.check() != z3.unsat:
                 raise NoJoin(f"the trip count {loop.trip!r} at {where} of block {b} is not "
                              f"proved to be its loop's count from {lo} by {st} below `{p}`")
+
+
+def _ops(body, blocks: frozenset):
+    """Each op of the body with the blocks whose grid position runs it."""
+    for s in body:
+        if isinstance(s, Loop):
+            yield from _ops(s.body, blocks)
+        elif isinstance(s, When):
+            if free_vars(s.cond) == {BLOCK_AXIS}:
+                inside = frozenset(b for b in blocks if evaluate(s.cond, {BLOCK_AXIS: b}))
+                yield from _ops(s.then, inside)
+                yield from _ops(s.orelse, blocks - inside)
+            else:
+                yield from _ops(s.then, blocks)
+                yield from _ops(s.orelse, blocks)
+        else:
+            yield s, blocks
+
+
+def share_named_barriers(body, blocks: int) -> tuple:
+    """The body with each named-barrier instruction one op in every grid position that runs it.
+    The runs join each block's program apart, so the bar.sync at one line of two blocks' epilogues
+    comes out as two ops, which would read as two aligned bar.sync instructions of one barrier
+    (BP141). An instruction is shared only when it is the only op of its kind, line, barrier id
+    and count in each position that runs it."""
+    from .. import primitives as K
+    from ..ir import map_ops
+    named = (K.BAR_SYNC, K.BAR_ARRIVE)
+    per_position: dict[tuple, dict[frozenset, set]] = {}
+    first: dict[tuple, object] = {}
+    for op, members in _ops(body, frozenset(range(blocks))):
+        if op.kind not in named:
+            continue
+        key = (op.kind, op.name, op.aligned, op.loc, repr(op.bar_id), repr(op.count))
+        per_position.setdefault(key, {}).setdefault(members, set()).add(id(op))
+        first.setdefault(key, op)
+    shared = {key for key, places in per_position.items()
+              if all(len(ids) == 1 for ids in places.values())}
+
+    def swap(op):
+        if op.kind not in named:
+            return op
+        key = (op.kind, op.name, op.aligned, op.loc, repr(op.bar_id), repr(op.count))
+        return first[key] if key in shared else op
+    return map_ops(body, swap)
