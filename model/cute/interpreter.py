@@ -275,8 +275,6 @@ class Warp:
             not any(synchronizes(op) for top in before.ops for op in top.walk())
         if marked:
             self.emit("loop", node, name="begin")
-            walks.record(self.kernel, self.block_index, self.where(node), self.bindings,
-                         lo, hi, st)
         for _ in range(MAX_TRIPS):
             cond, *passed = self.block(before, active, carried) or [Unknown("scf.while")]
             cond = uniform(cond, active)
