@@ -89,9 +89,12 @@ def check(body, bindings: list[dict], keys: dict, blocks: int) -> None:
             upper = [n for n in keys if all(hi == run.get(keys[n]) for run, _, hi, _, _ in seen)]
             peeled = {count - evaluate(loop.trip, {n: run[keys[n]] for n in names})
                       for run, _, _, _, count in seen if count}
-            if len(bounds) != 1 or len(upper) != 1 or len(peeled) > 1:
+            if len(bounds) != 1 or len(upper) != 1:
                 raise NoJoin(f"the loop at {where} of block {b} does not run from one start "
                              "by one step up to a runtime value")
+            if len(peeled) > 1:
+                raise NoJoin(f"the trip count {loop.trip!r} at {where} of block {b} is not "
+                             "its loop's count less one number of peeled iterations")
             [(lo, st)], [p], peels = bounds, upper, (peeled.pop() if peeled else 0)
             env = {n: z3.Int(n) for n in keys}
             from .guards import _z
