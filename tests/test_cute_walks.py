@@ -152,14 +152,16 @@ def _loops(body):
 def test_prove_names_the_explorers_finding_at_the_declared_values():
     """A stage released before its MMA: at the smallest K (1) the MMA is left running at exit
     (BP105), at the declared K (4) the next copy overwrites the stage it reads (BP200, what
-    `check` reports). prove's first code is the smallest values'; the declared values' finding
-    follows, so the example's expectation holds under both engines. A few seconds."""
+    `check` reports). prove's codes are the smallest values'; the declared values' finding is
+    kept apart, and the example's expectation holds under both engines. A few seconds."""
     from barrierproof.checker.check import check_kernel
     from barrierproof.checker.symbolic.prove import prove_kernel
     kernel, ref = _target("umma_ring.py", "umma_ring_released_before_the_mma")
     answer = prove_kernel(kernel, source=ref)
     assert answer.verdict == "violation"
-    assert answer.codes[0] == check_kernel(kernel, {"k_tiles": 1}).codes[0] == "BP105"
-    assert answer.codes[1:] == [check_kernel(kernel, {"k_tiles": 4}).codes[0]] == ["BP200"]
+    assert answer.codes == check_kernel(kernel, {"k_tiles": 1}).codes == ["BP105"]
+    declared = [d.code for d in answer.at_declared]
+    assert declared == [check_kernel(kernel, {"k_tiles": 4}).codes[0]] == ["BP200"]
+    assert answer.to_json()["at_declared"][0]["code"] == "BP200"
     assert any("at the declared values (k_tiles=4)" in n for n in answer.notes)
     assert answer.matches(kernel.expect)

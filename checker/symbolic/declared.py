@@ -7,9 +7,10 @@ leaves the MMA running at exit with one K step (BP105) and lets the next copy ov
 stage it reads with four (BP200). `check` explores the declared values (the parameters'
 defaults) and reports the latter. So that `prove`'s answer names what `check` names, the explorer
 is also run at the declared values, with the short search's state cap, and its first finding,
-when it is another rule, is added as a further diagnostic with a note (the verdict's first code
-stays the smallest values'). Nothing is weakened: both are findings of the explorer, each at
-its own values.
+when it is another rule, is kept apart from the verdict's own diagnostics (those stay the
+smallest values', with their trace) in `Verdict.at_declared`, with a note; an expectation,
+which states the declared values' verdict, is met by its code too. Nothing is weakened: both
+are findings of the explorer, each at its own values.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def add_declared_finding(found: Verdict, kernel: Kernel, symbolic: Sequence[str]
     if first.code in found.codes:
         return
     shown = ", ".join(f"{n}={v}" for n, v in declared.items())
-    found.diagnostics.append(first)
+    found.at_declared.append(first)
     found.notes.append(f"at the declared values ({shown}) the explorer's first finding is "
                        f"{first.code} ({first.name}): the same fault at other sizes; "
                        "`barrierproof check` shows its trace")
