@@ -143,13 +143,16 @@ def cache_key(kernel: Kernel, params: Mapping[str, int], options: Options, engin
 
 def verdict_from_json(data: dict) -> Verdict:
     """The inverse of Verdict.to_json."""
-    diags = [Diagnostic(d["code"], d["message"], d.get("location"), d.get("help"),
-                        list(d.get("details") or []), list(d.get("related") or []))
-             for d in data.get("diagnostics", [])]
+    def diags(key: str) -> list[Diagnostic]:
+        return [Diagnostic(d["code"], d["message"], d.get("location"), d.get("help"),
+                           list(d.get("details") or []), list(d.get("related") or []))
+                for d in data.get(key, [])]
     trace = Trace.from_json(data["trace"]) if data.get("trace") else None
-    names = {f.name for f in dataclasses.fields(Verdict)} - {"diagnostics", "trace"}
+    names = {f.name for f in dataclasses.fields(Verdict)} - {"diagnostics", "trace",
+                                                             "at_declared"}
     fields = {k: v for k, v in data.items() if k in names}
-    return Verdict(diagnostics=diags, trace=trace, **fields)
+    return Verdict(diagnostics=diags("diagnostics"), trace=trace,
+                   at_declared=diags("at_declared"), **fields)
 
 
 def entry_digest(key: str, verdict: Any) -> str:

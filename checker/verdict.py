@@ -77,6 +77,10 @@ class Verdict:
     # Findings a suppression silenced (barrierproof/suppress.py): each a Diagnostic's JSON plus
     # `by`, the comment or @protocol(ignore=...) that silenced it. Reported, never dropped.
     suppressed: list[dict] = field(default_factory=list)
+    # prove's refutation at its smallest breaking values: the explorer's first finding at the
+    # declared values, when it is another rule (checker/symbolic/declared.py). An expectation
+    # states the declared values' verdict, so it is met by these codes too.
+    at_declared: list[Diagnostic] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         assert self.verdict in VERDICTS, self.verdict
@@ -103,7 +107,7 @@ class Verdict:
             return True     # a proof for every parameter value covers the declared values too
         if verdict != self.verdict:
             return False
-        return not code or code in self.codes
+        return not code or code in self.codes or code in [d.code for d in self.at_declared]
 
     def to_json(self) -> dict:
         return {
@@ -127,4 +131,6 @@ class Verdict:
             "collision_probability": self.collision_probability,
             **({"fixes": [f.to_json() for f in self.fixes]} if self.fixes is not None else {}),
             **({"suppressed": self.suppressed} if self.suppressed else {}),
+            **({"at_declared": [d.to_json() for d in self.at_declared]}
+               if self.at_declared else {}),
         }

@@ -792,9 +792,12 @@ def test_the_persistent_tile_loop_is_read_per_block():
     assert [(a, repr(n)) for a, n in kernel.grid] == [("block", "2")]
     [per_block] = [s for s in kernel.body if isinstance(s, When)]
     assert "block" in repr(per_block.cond)
-    loads = [sum(op.kind == "tma_load" for op in _unrolled(side, {"k_tiles": 1}))
-             for side in (per_block.then, per_block.orelse)]
-    assert loads == [2, 1]                      # block 0: tiles 0 and 2; block 1: tile 1
+    # block b walks tiles b, b + 2, ... below the tile count: ceil((tiles - b) / 2) of them
+    for tiles in (1, 2, 3, 4, 7):
+        loads = [sum(op.kind == "tma_load"
+                     for op in _unrolled(side, {"num_tiles": tiles, "k_tiles": 2}))
+                 for side in (per_block.then, per_block.orelse)]
+        assert loads == [2 * ((tiles + 1) // 2), 2 * (tiles // 2)], tiles
     assert not any(op.kind == "unmodeled" for op in kernel.ops())
 
 

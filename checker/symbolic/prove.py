@@ -190,6 +190,7 @@ from ..verdict import Verdict
 from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases
+from .declared import add_declared_finding
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
 from .nested import PerTileOps, flatten_nested
@@ -1029,9 +1030,11 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         # first, at the same points in the same order as the one after the proofs (the
         # violation it finds is the one that search would find first).
         budget.enter("short search for breaking values")
+        short = int(timeout * STATES_PER_SECOND / 60)
         found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
-                                             states=int(timeout * STATES_PER_SECOND / 60))
+                                             states=short)
         if found is not None:
+            add_declared_finding(found, kernel, symbolic, fixed, options, source, short)
             return _refuted(found, symbolic, start, f"{searched}, before any proof")
     try:
         # barriers the kernel initialises itself: proved as initialised when a static check
@@ -1082,6 +1085,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
             found.notes.append(f"smallest breaking values found: {shown} (bounded search: "
                                f"{searched}; the barrier protocol itself is proved)")
             found.notes.append(f"why {what} are not proved: {races.reason}")
+            add_declared_finding(found, kernel, symbolic, fixed, options, source,
+                                 search_states)
             return found
         return verdict("unknown", params=fixed,
                        coverage=f"barrier rules (deadlock, BP1xx) proved for {conditions}; "
@@ -1154,6 +1159,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                          states=search_states)
     if found is not None:
+        add_declared_finding(found, kernel, symbolic, fixed, options, source, search_states)
         _refuted(found, symbolic, start, searched)
         if proof.reason:
             found.notes.append(f"why there is no proof: {proof.reason}")

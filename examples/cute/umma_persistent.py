@@ -10,10 +10,11 @@ is read after a 160-thread named barrier reached by the MMA and epilogue warps a
 instruction.
 
 K comes from A's shape at run time (`k_tiles = cute.size(gA, mode=[2])`), as in CUTLASS's
-GEMMs, and so does the tile count when one block walks every tile (a kernel argument): the
-frontend reads the kernel at a grid of both and `prove` answers for every tile count and K. On
-the grid of two blocks the tile count is fixed at compile time (block b walks ceil((tiles - b)
-/ 2) tiles, a form the frontend's join does not read), K is still read for every value.
+GEMMs, and so does the tile count (a kernel argument): the frontend reads the kernel at a grid
+of both and `prove` answers for every tile count and K. On the grid of two blocks, block b
+walks ceil((tiles - b) / 2) tiles, as under CUTLASS's static persistent scheduler: each block
+is a grid position whose trip counts are floor quotients of the tile count, each proved equal
+to its loop's count (model/cute/walks.py).
 
 Each target compiles the kernel on the CPU; the bug variants change one knob of it.
 """
@@ -52,8 +53,7 @@ class SharedStorage:
 
 @cute.kernel
 def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.ComposedLayout,
-                num_tiles: cutlass.Int32, fixed_tiles: cutlass.Constexpr,
-                acc_consumers: cutlass.Constexpr, advance_acc: cutlass.Constexpr,
+                num_tiles: cutlass.Int32, acc_consumers: cutlass.Constexpr, advance_acc: cutlass.Constexpr,
                 tmem_wait_per_role: cutlass.Constexpr, tx_divisor: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     bidx, _, _ = cute.arch.block_idx()
@@ -80,8 +80,6 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
     gA = cute.local_tile(mA, (TILE_M, TILE_K), (0, None))
     k_tiles = cute.size(gA, mode=[2])       # K from A's shape, set at run time
     tiles = num_tiles                       # the tile count, set at run time
-    if cutlass.const_expr(fixed_tiles):
-        tiles = fixed_tiles                 # known when the kernel is compiled
     tAsA, tAgA = cpasync.tma_partition(tma_atom, 0, cute.make_layout(1),
                                        cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
 
@@ -133,12 +131,11 @@ def gemm_kernel(tma_atom: cute.CopyAtom, mA: cute.Tensor, a_smem_layout: cute.Co
 
 
 @cute.jit
-def gemm_host(mA: cute.Tensor, num_tiles: cutlass.Int32, fixed_tiles: cutlass.Constexpr,
-              blocks: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
+def gemm_host(mA: cute.Tensor, num_tiles: cutlass.Int32, blocks: cutlass.Constexpr, acc_consumers: cutlass.Constexpr,
               advance_acc: cutlass.Constexpr, tmem_wait_per_role: cutlass.Constexpr,
               tx_divisor: cutlass.Constexpr):
     a_smem_layout, tma_atom, tma_tensor = staged_tiles(mA, TILE_M, TILE_K, AB_STAGES)
-    gemm_kernel(tma_atom, tma_tensor, a_smem_layout, num_tiles, fixed_tiles, acc_consumers,
+    gemm_kernel(tma_atom, tma_tensor, a_smem_layout, num_tiles, acc_consumers,
                 advance_acc, tmem_wait_per_role, tx_divisor).launch(
         grid=[blocks, 1, 1], block=[32 * (TMA_WARP + 1), 1, 1])
 
@@ -147,17 +144,15 @@ def _compile(num_tiles=3, blocks=2, acc_consumers=EPILOGUE_THREADS,
              advance_acc=True, tmem_wait_per_role=False, tx_divisor=1):
     k = cute.sym_int()                      # K, set at run time
     mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
-    # one block walks every tile: the tile count is a kernel argument, as in CUTLASS; on a grid
-    # of several blocks block b walks ceil((tiles - b) / blocks) tiles, a form the frontend
-    # does not read for every tile count, so the count is fixed at compile time there
-    fixed = 0 if blocks == 1 else num_tiles
-    return cute.compile(gemm_host, mA, cutlass.Int32(num_tiles), fixed, blocks, acc_consumers,
+    # the tile count is a kernel argument, as in CUTLASS; num_tiles is only the compile-time
+    # sample value of it
+    return cute.compile(gemm_host, mA, cutlass.Int32(num_tiles), blocks, acc_consumers,
                         advance_acc, tmem_wait_per_role, tx_divisor)
 
 
 def persistent():
-    """Three tiles on two blocks: block 0 computes tiles 0 and 2, block 1 tile 1; each
-    accumulator stage is committed by the MMA warp and released by the 128 epilogue threads."""
+    """Tiles on two blocks (three at the default: block 0 computes tiles 0 and 2, block 1
+    tile 1); each accumulator stage is committed by the MMA warp and released by the 128 epilogue threads."""
     return _compile()
 
 

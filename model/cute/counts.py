@@ -28,7 +28,7 @@ import dataclasses
 import itertools
 from typing import Mapping, Sequence
 
-from ..expr import mk
+from ..expr import mk, substitute
 from ..ir import BarrierRef, Const, Expr, Loop, MemRef, Op, Slice, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
 
@@ -149,20 +149,32 @@ class Scope:
 
     def __init__(self, envs: Sequence[Mapping[str, int]], order: Sequence[str],
                  ranges: Sequence[Mapping[str, int]] | None = None,
-                 loops: Sequence[str] = ()):
+                 loops: Sequence[str] = (), strides: Sequence[int] = ()):
         self.envs = list(envs)
         self.ranges = list(ranges) if ranges is not None else [{} for _ in envs]
         self.order = list(order)            # parameters, in the order of their products
         self.loops = list(loops)            # loop variables, outermost first
+        self.strides = tuple(strides)       # a grid's sizes its blocks stride a count by
 
     def inside(self, var: str, trips: Sequence[int]) -> "Scope":
         return Scope(self.envs, self.order,
                      [dict(r, **{var: n}) for r, n in zip(self.ranges, trips)],
-                     self.loops + [var])
+                     self.loops + [var], self.strides)
 
     def only(self, runs: Sequence[int]) -> "Scope":
         return Scope([self.envs[k] for k in runs], self.order,
-                     [self.ranges[k] for k in runs], self.loops)
+                     [self.ranges[k] for k in runs], self.loops, self.strides)
+
+    def quotients(self):
+        """This scope with one parameter p read as the floor quotient `(p + c) // m`, m a
+        stride of the grid: a block's walk count (module doc), with the quotient."""
+        for p in self.order:
+            for m in self.strides:
+                for c in range(m):
+                    q = mk("//", mk("+", Var(p), Const(c)), Const(m)) if c else \
+                        mk("//", Var(p), Const(m))
+                    yield Scope([dict(env, **{p: (env[p] + c) // m}) for env in self.envs],
+                                self.order, self.ranges, self.loops), p, q
 
     @property
     def names(self) -> list[str]:
@@ -195,7 +207,20 @@ def _used(points: Sequence[Point], names: Sequence[str]) -> list[str]:
 
 
 def fit_value(exprs: Sequence[Expr], scope: Scope) -> Expr:
-    """A count, byte count, trip count or index at every run and iteration (module doc)."""
+    """A count, byte count, trip count or index at every run and iteration (module doc); with
+    a grid's strides, also one of those forms of a block's walk count (module doc)."""
+    try:
+        return _fit_value(exprs, scope)
+    except NoJoin:
+        for inner, p, q in scope.quotients():
+            try:
+                return substitute(_fit_value(exprs, inner), {p: q})
+            except NoJoin:
+                continue
+        raise
+
+
+def _fit_value(exprs: Sequence[Expr], scope: Scope) -> Expr:
     if all(repr(e) == repr(exprs[0]) for e in exprs) and not _reads(exprs[0], scope.order):
         return exprs[0]
     try:
@@ -227,7 +252,22 @@ def _reads(e: Expr, names: Sequence[str]) -> bool:
 def fit_ring(slots: Sequence[Expr] | None, parities: Sequence[Expr] | None, ring: int,
              scope: Scope) -> tuple[Expr | None, Expr | None]:
     """A ring slot `n % m + b` and parity `(n // m + d) % 2`, n a multilinear polynomial
-    (module doc); a field alone (a parity on a single barrier) with m = 1."""
+    (module doc); a field alone (a parity on a single barrier) with m = 1. With a grid's
+    strides, n may be one of a block's walk count (a producer tail after a walk)."""
+    try:
+        return _fit_ring(slots, parities, ring, scope)
+    except NoJoin:
+        for inner, p, q in scope.quotients():
+            try:
+                slot, parity = _fit_ring(slots, parities, ring, inner)
+            except NoJoin:
+                continue
+            return tuple(None if e is None else substitute(e, {p: q}) for e in (slot, parity))
+        raise
+
+
+def _fit_ring(slots: Sequence[Expr] | None, parities: Sequence[Expr] | None, ring: int,
+              scope: Scope) -> tuple[Expr | None, Expr | None]:
     try:
         slot_points = scope.points(slots) if slots else None
         parity_points = scope.points(parities) if parities is not None else None

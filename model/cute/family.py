@@ -28,7 +28,7 @@ from typing import Callable
 from .. import primitives as K
 from ..expr import mk
 from ..ir import BarrierRef, Const, Kernel, ModelError, Param, Var, map_ops
-from . import guards
+from . import guards, walks
 from .counts import NoJoin, Scope, join_grid
 from .groups import split_rings
 from .roll import PEELS, join
@@ -246,6 +246,42 @@ def _runs(tree: KernelTree, expect, kernel_at: Callable, bindings: list[dict],
     return runs
 
 
+def _read_and_join(tree: KernelTree, expect, kernel_at: Callable, bindings: list[dict],
+                   pinned: frozenset, joined: Callable, keys: dict) -> tuple:
+    """The first run and the runs' joined body (`joined(runs, strides)`), or NoJoin. Blocks
+    whose programs differ at some values and not at others (a static persistent scheduler:
+    block b walks tiles b, b + grid, ... below the tile count, so ceil((tiles - b) / grid)
+    of them) are read again with every block its own grid position, the fits then also in
+    floor quotients of a value by the grid's size (counts.py); each such trip count is
+    proved equal to its loop's count at every value (walks.py)."""
+    from .translate import EVERY_BLOCK
+    strided = walks.grid_size(tree)
+    why = "the runs at a grid of their values differ in their barriers, or leave a loop unread"
+    for every_block in (False, True) if strided else (False,):
+        token, bounds = EVERY_BLOCK.set(every_block), walks.BOUNDS.set({})
+        try:
+            runs = _runs(tree, expect, kernel_at, bindings, pinned)
+            if runs is None:
+                continue
+            base = runs[0]
+            allocs = {b.name: b for b in base.barriers}
+            allocs.update({("buffer", b.name): b for b in base.buffers})
+            try:
+                body = joined([_rebind(k, allocs) for k in runs],
+                              (strided,) if every_block else ())
+            except NoJoin as e:
+                why = f"the runs at a grid of their values do not join ({e})"
+                continue
+            if every_block:
+                walks.check(body, bindings, keys, strided)
+                body = walks.share_named_barriers(body, strided)
+            return base, body
+        finally:
+            EVERY_BLOCK.reset(token)
+            walks.BOUNDS.reset(bounds)
+    raise NoJoin(why)
+
+
 def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
                    first: Kernel) -> Kernel | None:
     """The kernel with a parameter for each runtime value its trip counts come from (an
@@ -260,20 +296,20 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
     branch, pinned = _branch_on(tree, seeds)
     if branch is not None:
         return None
-    runs = _runs(tree, expect, kernel_at, [{key: v} for v in SAMPLES], pinned)
-    if runs is None:
-        return None
-    base = runs[0]
-    allocs = {b.name: b for b in base.barriers}
-    allocs.update({("buffer", b.name): b for b in base.buffers})
-    rebound = [_rebind(k, allocs) for k in runs]
+    def joined(rebound, strides):
+        if not strides:
+            try:
+                return join(rebound, list(SAMPLES), Var(name))
+            except NoJoin:
+                pass
+        # a K loop inside a loop of fixed count: its ring slot `(i0 * K + i1) % S`
+        return join_grid(rebound, Scope([{name: v} for v in SAMPLES], [name],
+                                        strides=strides))
     try:
-        body = join(rebound, list(SAMPLES), Var(name))
+        base, body = _read_and_join(tree, expect, kernel_at, [{key: v} for v in SAMPLES],
+                                    pinned, joined, {name: key})
     except NoJoin:
-        try:        # a K loop inside a loop of fixed count: its ring slot `(i0 * K + i1) % S`
-            body = join_grid(rebound, Scope([{name: v} for v in SAMPLES], [name]))
-        except NoJoin:
-            return None
+        return None
     assumptions = (mk(">=", Var(name), Const(1)),)
     why = guards.unproved(body, [name], assumptions)
     if why is not None:
@@ -309,20 +345,15 @@ def _grid_family(tree: KernelTree, expect, kernel_at: Callable, first: Kernel,
                        "could go the other way at values not run")
     samples = GRID_SAMPLES[len(values)]
     grid = list(itertools.product(samples, repeat=len(values)))
-    runs = _runs(tree, expect, kernel_at,
-                 [{key: v for (key, _, _, _), v in zip(values, point)} for point in grid],
-                 pinned)
-    if runs is None:
-        return refused("the runs at a grid of their values differ in their barriers, or "
-                       "leave a loop unread")
-    base = runs[0]
-    allocs = {b.name: b for b in base.barriers}
-    allocs.update({("buffer", b.name): b for b in base.buffers})
     try:
-        body = join_grid([_rebind(k, allocs) for k in runs],
-                         Scope([dict(zip(names, p)) for p in grid], names))
+        base, body = _read_and_join(
+            tree, expect, kernel_at,
+            [{key: v for (key, _, _, _), v in zip(values, point)} for point in grid], pinned,
+            lambda rebound, strides: join_grid(
+                rebound, Scope([dict(zip(names, p)) for p in grid], names, strides=strides)),
+            {name: key for key, _, name, _ in values})
     except NoJoin as e:
-        return refused(f"the runs at a grid of their values do not join ({e})")
+        return refused(str(e))
     assumptions = tuple(mk(">=", Var(n), Const(1)) for n in names)
     why = guards.unproved(body, names, assumptions)
     if why is not None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .. import primitives as K
 from ..ir import Loc, ModelError
-from . import arith, guards
+from . import arith, guards, walks
 from .handlers import RULES, synchronizes
 from .tree import Block, KernelTree, Node
 from .values import WARP, Coord, Data, Lanes, Tested, Unknown, uniform
@@ -251,6 +251,8 @@ class Warp:
         marked = self.region_synchronizes(node)
         if marked:
             self.emit("loop", node, name="begin")
+            walks.record(self.kernel, self.block_index, self.where(node), self.bindings,
+                         lo, hi, st)
         for i in range(lo, hi, st):
             if marked:
                 self.emit("loop", node, name="iteration")

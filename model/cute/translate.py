@@ -18,6 +18,8 @@ grid axis `block`, each checked (model/grid.py).
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from .. import kinds, primitives as K
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Loop, Op,
                   Var, When)
@@ -35,6 +37,10 @@ BLOCK_AXIS = "block"
 # a larger grid leaves the index unknown (BP190 where it decides synchronization).
 MAX_BLOCKS = 16
 _BLOCK_REGISTERS = ("nvvm.read.ptx.sreg.ctaid.", "nvvm.read.ptx.sreg.clusterid.")
+# Set while family.py reads runs whose blocks walk a runtime count from their index (a static
+# persistent scheduler: block b walks tiles b, b + grid, ...): every block is its own grid
+# position, so runs at values where two blocks happen to walk alike keep the same shape
+EVERY_BLOCK: ContextVar[bool] = ContextVar("EVERY_BLOCK", default=False)
 
 
 def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
@@ -82,36 +88,39 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
         ran = [Warp(tree, w, allocations, block, why, bindings) for w in range(warps)]
         programs = [warp.run() for warp in ran]
         runs.extend(ran)
-        by_block.setdefault(tuple(map(tuple, programs)), []).append(b)
+        tag = b if EVERY_BLOCK.get() else None    # (tag, programs): blocks alike share one
+        by_block.setdefault((tag, tuple(map(tuple, programs))), []).append(b)
     cluster = tree.cluster_dim[0] * tree.cluster_dim[1] * tree.cluster_dim[2]
     if cluster > 1:
         # the peers of a cluster are not modelled: a block alone would lose their multicast
         # copies, remote arrivals and commits (a violation found without them is no finding),
         # so each warp keeps only what was not read, the cluster first: `unknown`, not a guess
         cut = Event(K.UNMODELED, tree.loc, name=f"a cluster of {cluster} blocks")
-        by_block = {tuple((cut,) + tuple(e for e in p if e.kind == K.UNMODELED)
-                          for p in programs): b for programs, b in by_block.items()}
+        by_block = {(tag, tuple((cut,) + tuple(e for e in p if e.kind == K.UNMODELED)
+                                for p in programs)): b
+                    for (tag, programs), b in by_block.items()}
     published = cluster == 1 and all(_init_prefix(programs) is not None
-                                     for programs in by_block)
-    barriers, refs = _barriers(tree, [p for programs in by_block for p in programs],
+                                     for _, programs in by_block)
+    barriers, refs = _barriers(tree, [p for _, programs in by_block for p in programs],
                                allocations, explicit_init=not published)
     holders = {key[0] for key in refs}                 # allocations that hold barriers
-    buffers, mem_refs = data_buffers([p for programs in by_block for p in programs],
+    buffers, mem_refs = data_buffers([p for _, programs in by_block for p in programs],
                                      allocations, holders | {b.name for b in barriers},
                                      tree.loc or Loc(tree.name, 0))
     refs.update(mem_refs)
     if published:   # the barriers start initialised: the rendezvous before their use is gone
         trimmed: dict[tuple, list[int]] = {}
-        for programs, members in by_block.items():
+        for (tag, programs), members in by_block.items():
             cuts = _init_prefix(programs)
             # later init fences order nothing once the barriers start initialised (a
             # fence.proxy.async before a TMA store orders data, which is not checked)
             key = tuple(tuple(e for e in p[cut:] if e.kind not in _INIT_FENCES)
                         for p, cut in zip(programs, cuts))
-            trimmed.setdefault(key, []).extend(members)
+            trimmed.setdefault((tag, key), []).extend(members)
         by_block = {key: sorted(members) for key, members in trimmed.items()}
     made: dict = {}
-    variants = sorted(by_block.items(), key=lambda kv: kv[1][0])
+    variants = sorted(((programs, members) for (_, programs), members in by_block.items()),
+                      key=lambda kv: kv[1][0])
     body = _roles(tree, variants[-1][0], refs, made)
     for programs, members in reversed(variants[:-1]):   # `when block in B: ... else: ...`
         ops = _roles(tree, programs, refs, made)

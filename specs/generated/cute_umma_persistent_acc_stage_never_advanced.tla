@@ -22,102 +22,102 @@ KernelExpected == <<
 
 \* Agent 1: warp0 (thread), 14 instruction(s).
 Prog_1_warp0 == <<
-    hw_arrive(1, 32, 96, 1, 0, 1),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:92
-    hw_wait(1, 1),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:92
-    wait_parity(5, 0, 1),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:125
-    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:127
-    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    hw_wait(2, 2),                  \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    wait_parity(5, 0, 1),           \* pc 6: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:125
-    arrive(<<7>>, 32),              \* pc 7: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:127
-    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 8: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    hw_wait(2, 2),                  \* pc 9: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    wait_parity(5, 0, 1),           \* pc 10: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:125
-    arrive(<<7>>, 32),              \* pc 11: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:127
-    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 12: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    hw_wait(2, 2)                   \* pc 13: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
+    hw_arrive(1, 32, 96, 1, 0, 1),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:90
+    hw_wait(1, 1),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:90
+    wait_parity(5, 0, 1),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:123
+    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:125
+    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    hw_wait(2, 2),                  \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    wait_parity(5, 0, 1),           \* pc 6: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:123
+    arrive(<<7>>, 32),              \* pc 7: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:125
+    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 8: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    hw_wait(2, 2),                  \* pc 9: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    wait_parity(5, 0, 1),           \* pc 10: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:123
+    arrive(<<7>>, 32),              \* pc 11: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:125
+    hw_arrive(2, 32, 64, 4, 0, 2),  \* pc 12: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    hw_wait(2, 2)                   \* pc 13: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
 >>
 
 \* Agent 2: warp1 (thread), 14 instruction(s).
 Prog_2_warp1 == <<
-    hw_arrive(1, 32, 96, 1, 0, 3),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:92
-    hw_wait(1, 3),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:92
-    wait_parity(5, 0, 2),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:125
-    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:127
-    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    hw_wait(2, 4),                  \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    wait_parity(5, 0, 2),           \* pc 6: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:125
-    arrive(<<7>>, 32),              \* pc 7: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:127
-    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 8: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    hw_wait(2, 4),                  \* pc 9: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    wait_parity(5, 0, 2),           \* pc 10: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:125
-    arrive(<<7>>, 32),              \* pc 11: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:127
-    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 12: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
-    hw_wait(2, 4)                   \* pc 13: bar.sync(1, 64)  examples/cute/umma_persistent.py:130
+    hw_arrive(1, 32, 96, 1, 0, 3),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:90
+    hw_wait(1, 3),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:90
+    wait_parity(5, 0, 2),           \* pc 2: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:123
+    arrive(<<7>>, 32),              \* pc 3: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:125
+    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 4: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    hw_wait(2, 4),                  \* pc 5: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    wait_parity(5, 0, 2),           \* pc 6: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:123
+    arrive(<<7>>, 32),              \* pc 7: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:125
+    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 8: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    hw_wait(2, 4),                  \* pc 9: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    wait_parity(5, 0, 2),           \* pc 10: wait_parity(acc_bars[0], 0)  examples/cute/umma_persistent.py:123
+    arrive(<<7>>, 32),              \* pc 11: arrive(acc_bars_2[0], count=32)  examples/cute/umma_persistent.py:125
+    hw_arrive(2, 32, 64, 4, 0, 4),  \* pc 12: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
+    hw_wait(2, 4)                   \* pc 13: bar.sync(1, 64)  examples/cute/umma_persistent.py:128
 >>
 
 \* Agent 3: warp2 (thread), 27 instruction(s).
 Prog_3_warp2 == <<
-    hw_arrive(1, 32, 96, 1, 0, 5),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:92
-    hw_wait(1, 5),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:92
-    wait_parity(7, 1, 3),           \* pc 2: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:110
-    wait_parity(1, 0, 4),           \* pc 3: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(1),               \* pc 4: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:114
-    wait_parity(2, 0, 5),           \* pc 5: wait_parity(ab_bars[1], 0)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(2),               \* pc 6: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/umma_persistent.py:114
-    wait_parity(1, 1, 4),           \* pc 7: wait_parity(ab_bars[0], 1)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(1),               \* pc 8: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:114
-    issue_tcgen05(3),               \* pc 9: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:116
-    wait_parity(8, 1, 6),           \* pc 10: wait_parity(acc_bars_2[1], 1)  examples/cute/umma_persistent.py:110
-    wait_parity(2, 1, 5),           \* pc 11: wait_parity(ab_bars[1], 1)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(2),               \* pc 12: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/umma_persistent.py:114
-    wait_parity(1, 0, 4),           \* pc 13: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(1),               \* pc 14: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:114
-    wait_parity(2, 0, 5),           \* pc 15: wait_parity(ab_bars[1], 0)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(2),               \* pc 16: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/umma_persistent.py:114
-    issue_tcgen05(4),               \* pc 17: tcgen05_commit_arrive(acc_bars[1])  examples/cute/umma_persistent.py:116
-    wait_parity(7, 0, 3),           \* pc 18: wait_parity(acc_bars_2[0], 0)  examples/cute/umma_persistent.py:110
-    wait_parity(1, 1, 4),           \* pc 19: wait_parity(ab_bars[0], 1)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(1),               \* pc 20: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:114
-    wait_parity(2, 1, 5),           \* pc 21: wait_parity(ab_bars[1], 1)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(2),               \* pc 22: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/umma_persistent.py:114
-    wait_parity(1, 0, 4),           \* pc 23: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:112
-    issue_tcgen05(1),               \* pc 24: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:114
-    issue_tcgen05(3),               \* pc 25: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:116
-    wait_parity(7, 1, 3)            \* pc 26: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:118
+    hw_arrive(1, 32, 96, 1, 0, 5),  \* pc 0: bar.sync(2, 96)  examples/cute/umma_persistent.py:90
+    hw_wait(1, 5),                  \* pc 1: bar.sync(2, 96)  examples/cute/umma_persistent.py:90
+    wait_parity(7, 1, 3),           \* pc 2: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:108
+    wait_parity(1, 0, 4),           \* pc 3: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(1),               \* pc 4: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:112
+    wait_parity(2, 0, 5),           \* pc 5: wait_parity(ab_bars[1], 0)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(2),               \* pc 6: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/umma_persistent.py:112
+    wait_parity(1, 1, 4),           \* pc 7: wait_parity(ab_bars[0], 1)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(1),               \* pc 8: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:112
+    issue_tcgen05(3),               \* pc 9: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:114
+    wait_parity(8, 1, 6),           \* pc 10: wait_parity(acc_bars_2[1], 1)  examples/cute/umma_persistent.py:108
+    wait_parity(2, 1, 5),           \* pc 11: wait_parity(ab_bars[1], 1)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(2),               \* pc 12: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/umma_persistent.py:112
+    wait_parity(1, 0, 4),           \* pc 13: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(1),               \* pc 14: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:112
+    wait_parity(2, 0, 5),           \* pc 15: wait_parity(ab_bars[1], 0)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(2),               \* pc 16: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/umma_persistent.py:112
+    issue_tcgen05(4),               \* pc 17: tcgen05_commit_arrive(acc_bars[1])  examples/cute/umma_persistent.py:114
+    wait_parity(7, 0, 3),           \* pc 18: wait_parity(acc_bars_2[0], 0)  examples/cute/umma_persistent.py:108
+    wait_parity(1, 1, 4),           \* pc 19: wait_parity(ab_bars[0], 1)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(1),               \* pc 20: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:112
+    wait_parity(2, 1, 5),           \* pc 21: wait_parity(ab_bars[1], 1)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(2),               \* pc 22: tcgen05_commit_arrive(ab_bars_2[1])  examples/cute/umma_persistent.py:112
+    wait_parity(1, 0, 4),           \* pc 23: wait_parity(ab_bars[0], 0)  examples/cute/umma_persistent.py:110
+    issue_tcgen05(1),               \* pc 24: tcgen05_commit_arrive(ab_bars_2[0])  examples/cute/umma_persistent.py:112
+    issue_tcgen05(3),               \* pc 25: tcgen05_commit_arrive(acc_bars[0])  examples/cute/umma_persistent.py:114
+    wait_parity(7, 1, 3)            \* pc 26: wait_parity(acc_bars_2[0], 1)  examples/cute/umma_persistent.py:116
 >>
 
 \* Agent 4: warp3 (thread), 29 instruction(s).
 Prog_4_warp3 == <<
-    wait_parity(3, 1, 7),             \* pc 0: wait_parity(ab_bars_2[0], 1)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<1>>, 16384),   \* pc 1: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(4, 1, 8),             \* pc 3: wait_parity(ab_bars_2[1], 1)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<2>>, 16384),   \* pc 4: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<2>>),  \* pc 5: tma_load(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(3, 0, 7),             \* pc 6: wait_parity(ab_bars_2[0], 0)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<1>>, 16384),   \* pc 7: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(4, 0, 8),             \* pc 9: wait_parity(ab_bars_2[1], 0)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<2>>, 16384),   \* pc 10: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<2>>),  \* pc 11: tma_load(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(3, 1, 7),             \* pc 12: wait_parity(ab_bars_2[0], 1)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<1>>, 16384),   \* pc 13: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<1>>),  \* pc 14: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(4, 1, 8),             \* pc 15: wait_parity(ab_bars_2[1], 1)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<2>>, 16384),   \* pc 16: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<2>>),  \* pc 17: tma_load(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(3, 0, 7),             \* pc 18: wait_parity(ab_bars_2[0], 0)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<1>>, 16384),   \* pc 19: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<1>>),  \* pc 20: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(4, 0, 8),             \* pc 21: wait_parity(ab_bars_2[1], 0)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<2>>, 16384),   \* pc 22: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(3, 1, 7),             \* pc 24: wait_parity(ab_bars_2[0], 1)  examples/cute/umma_persistent.py:98
-    arrive_expect_tx(<<1>>, 16384),   \* pc 25: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:98
-    issue_async(<<>>, 16384, <<1>>),  \* pc 26: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:99
-    wait_parity(4, 1, 8),             \* pc 27: wait_parity(ab_bars_2[1], 1)  examples/cute/umma_persistent.py:102
-    wait_parity(3, 0, 7)              \* pc 28: wait_parity(ab_bars_2[0], 0)  examples/cute/umma_persistent.py:102
+    wait_parity(3, 1, 7),             \* pc 0: wait_parity(ab_bars_2[0], 1)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<1>>, 16384),   \* pc 1: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(4, 1, 8),             \* pc 3: wait_parity(ab_bars_2[1], 1)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<2>>, 16384),   \* pc 4: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<2>>),  \* pc 5: tma_load(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(3, 0, 7),             \* pc 6: wait_parity(ab_bars_2[0], 0)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<1>>, 16384),   \* pc 7: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<1>>),  \* pc 8: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(4, 0, 8),             \* pc 9: wait_parity(ab_bars_2[1], 0)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<2>>, 16384),   \* pc 10: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<2>>),  \* pc 11: tma_load(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(3, 1, 7),             \* pc 12: wait_parity(ab_bars_2[0], 1)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<1>>, 16384),   \* pc 13: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<1>>),  \* pc 14: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(4, 1, 8),             \* pc 15: wait_parity(ab_bars_2[1], 1)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<2>>, 16384),   \* pc 16: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<2>>),  \* pc 17: tma_load(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(3, 0, 7),             \* pc 18: wait_parity(ab_bars_2[0], 0)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<1>>, 16384),   \* pc 19: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<1>>),  \* pc 20: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(4, 0, 8),             \* pc 21: wait_parity(ab_bars_2[1], 0)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<2>>, 16384),   \* pc 22: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(ab_bars[1], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(3, 1, 7),             \* pc 24: wait_parity(ab_bars_2[0], 1)  examples/cute/umma_persistent.py:96
+    arrive_expect_tx(<<1>>, 16384),   \* pc 25: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:96
+    issue_async(<<>>, 16384, <<1>>),  \* pc 26: tma_load(ab_bars[0], 16384B)  examples/cute/umma_persistent.py:97
+    wait_parity(4, 1, 8),             \* pc 27: wait_parity(ab_bars_2[1], 1)  examples/cute/umma_persistent.py:100
+    wait_parity(3, 0, 7)              \* pc 28: wait_parity(ab_bars_2[0], 0)  examples/cute/umma_persistent.py:100
 >>
 
 KernelProg == <<
