@@ -40,7 +40,7 @@ import z3
 from ...model.expr import mk, substitute_stmts
 from ...model.ir import (BinOp, Const, Expr, Kernel, Loop, ModelError, Op, Var, WarpRegion,
                          When, evaluate, free_vars, map_ops, walk)
-from .stride_split import Refused, _specialise_threads
+from .per_thread import Refused, specialise_threads
 from .terms import Solver, Unsupported, z_bool, z_int
 from .unroll import MAX_UNROLL
 
@@ -223,7 +223,7 @@ def number_slots(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, in
     if not arrays:
         return original
     try:
-        k = _specialise_threads(kernel, arrays, fixed)
+        k = specialise_threads(kernel, arrays, fixed)
     except (Refused, ModelError):
         return original
     loop_vars = {s.var for s in walk(k.body) if isinstance(s, Loop)}

@@ -44,11 +44,11 @@ import z3
 from ...model.expr import mk, substitute, substitute_stmts
 from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Kernel, Loop, ModelError,
                          Op, Param, Var, WarpRegion, When, evaluate, free_vars, unique_name, walk)
+from .per_thread import Refused, outer_loops, map_loops, specialise_threads, touches
 from .strides import ring_strides, strided_arrays
 from .terms import Solver, Unsupported, z_bool, z_int
 from .unroll import MAX_UNROLL, unroll_fixed_loops
 
-MAX_THREADS = 8         # threads specialised one copy each
 MAX_MODULUS = 8         # residues tried for the symbolic trip count
 MAX_LAP_UNROLL = 16     # old iterations per new one when strip-mined to whole laps of a ring
 
@@ -58,10 +58,6 @@ class StrideCase:
     label: str              # "k_blocks = 2*k_blocks_q + 1"
     kernel: Kernel
     symbolic: list[str]
-
-
-class Refused(Exception):
-    """The kernel is not of a shape the rewrite handles; the message says which."""
 
 
 def stride_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int]
@@ -80,96 +76,6 @@ def stride_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, in
 
 
 # ----------------------------------------------------------------------------------------------
-
-def _touches(stmts, arrays) -> bool:
-    return any(isinstance(s, Op) and s.barrier is not None and s.barrier.alloc.name in arrays
-               for s in walk(stmts))
-
-
-def _mentions(stmt, name: str) -> bool:
-    """Does a loop's trip or anything in its body name `name`?"""
-    exprs = [stmt.trip]
-    for s in walk(stmt.body):
-        if isinstance(s, Op):
-            exprs += [s.count, s.bytes, s.parity, s.phase]
-            if s.barrier is not None:
-                exprs += list(s.barrier.index) + list(s.barrier.block or ())
-        elif isinstance(s, Loop):
-            exprs.append(s.trip)
-        elif isinstance(s, When):
-            exprs.append(s.cond)
-    return any(e is not None and name in free_vars(e) for e in exprs)
-
-
-def _map_loops(body, fn) -> tuple:
-    """The statements with every outermost loop replaced by fn(loop) (a tuple of statements)."""
-    out = []
-    for s in body:
-        if isinstance(s, Loop):
-            out.extend(fn(s))
-        elif isinstance(s, When):
-            out.append(When(s.cond, _map_loops(s.then, fn), _map_loops(s.orelse, fn), s.loc))
-        elif isinstance(s, WarpRegion):
-            out.append(WarpRegion(s.axis, _map_loops(s.body, fn), s.loc))
-        else:
-            out.append(s)
-    return tuple(out)
-
-
-def _loops(body) -> list[Loop]:
-    """The outermost loops."""
-    found = []
-    _map_loops(body, lambda lp: found.append(lp) or (lp,))
-    return found
-
-
-def _specialise_threads(kernel: Kernel, arrays, fixed) -> Kernel:
-    """Every loop on a strided ring that names the thread index, one copy per thread that can
-    reach it (the conditions around it, at that thread and the fixed values)."""
-    axis = kernel.thread_axis
-    if not any(_touches(lp.body, arrays) and _mentions(lp, axis) for lp in _loops(kernel.body)):
-        return kernel
-    if free_vars(kernel.num_threads) - set(fixed):
-        raise Refused("the thread count is symbolic, so the loops on the strided ring cannot "
-                      "be specialised per thread")
-    n = evaluate(kernel.num_threads, fixed)
-    if n > MAX_THREADS:
-        raise Refused(f"{n} threads: more than {MAX_THREADS} copies per thread")
-
-    def reaches(conds, c: int) -> bool:
-        for cond, holds in conds:
-            env = {**fixed, axis: c}
-            if free_vars(cond) - set(env):
-                continue                # undecided here: keep the copy
-            if bool(evaluate(cond, env)) != holds:
-                return False
-        return True
-
-    def per_thread(lp: Loop, conds) -> tuple:
-        if not (_touches(lp.body, arrays) and _mentions(lp, axis)):
-            return (lp,)
-        chain: tuple = ()
-        for c in reversed([c for c in range(n) if reaches(conds, c)]):
-            (copy,) = substitute_stmts((lp,), {axis: Const(c)})
-            chain = (When(BinOp("==", Var(axis), Const(c)), (copy,), chain, lp.loc),)
-        return chain
-
-    def go(body, conds) -> tuple:
-        out = []
-        for s in body:
-            if isinstance(s, Loop):
-                out.extend(per_thread(s, conds))
-            elif isinstance(s, When):
-                out.append(When(s.cond, go(s.then, conds + [(s.cond, True)]),
-                                go(s.orelse, conds + [(s.cond, False)]), s.loc))
-            elif isinstance(s, WarpRegion):
-                out.append(WarpRegion(s.axis, go(s.body, conds), s.loc))
-            else:
-                out.append(s)
-        return tuple(out)
-
-    return kernel.replace(body=go(kernel.body, []))
-
 
 def _exprs_of(alloc) -> list:
     """The size expressions of a buffer allocation (whatever fields it has)."""
@@ -208,8 +114,8 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
                               "relabelled to one slot per iteration")
             sizes[alloc.name] = evaluate(alloc.shape[0], fixed)
     # nested loops of concrete trip unrolled (unroll.py): the ping-pong's k-tiles in a tile
-    k = unroll_fixed_loops(_specialise_threads(kernel, arrays, fixed), fixed)
-    loops = [lp for lp in _loops(k.body) if _touches(lp.body, arrays)]
+    k = unroll_fixed_loops(specialise_threads(kernel, arrays, fixed), fixed)
+    loops = [lp for lp in outer_loops(k.body) if touches(lp.body, arrays)]
     if any(isinstance(s, Loop) for lp in loops for s in walk(lp.body)):
         raise Refused("a loop on the strided ring holds another loop")
     params = sorted({n for lp in loops for n in free_vars(lp.trip) if n in symbolic})
@@ -224,7 +130,7 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
         [e for _, e in k.cluster + k.grid] + [e for m in k.buffers for e in _exprs_of(m)]
     if any(K in free_vars(e) for e in elsewhere):
         raise Refused(f"{K} also sizes a barrier, buffer, cluster or grid")
-    X = unique_name(f"{K}_q", set(k.params) | {lp.var for lp in _loops(k.body)})
+    X = unique_name(f"{K}_q", set(k.params) | {lp.var for lp in outer_loops(k.body)})
     x = z3.Int(X)
     for M in range(1, MAX_MODULUS + 1):
         plans = _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes)
@@ -388,7 +294,7 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
         out.append(Loop(t.name, trip, tuple(body), lp.loc))
         return tuple(out)
 
-    body = _map_loops(k.body, strip)
+    body = map_loops(k.body, strip)
     # statements outside loops name K too (a producer tail after the loop)
     body = _outside(body, sub)
     params = {n: p for n, p in k.params.items() if n != K}

@@ -254,11 +254,10 @@ def _read_and_join(tree: KernelTree, expect, kernel_at: Callable, bindings: list
     of them) are read again with every block its own grid position, the fits then also in
     floor quotients of a value by the grid's size (counts.py); each such trip count is
     proved equal to its loop's count at every value (walks.py)."""
-    from .translate import EVERY_BLOCK
     strided = walks.grid_size(tree)
     why = "the runs at a grid of their values differ in their barriers, or leave a loop unread"
     for every_block in (False, True) if strided else (False,):
-        token, bounds = EVERY_BLOCK.set(every_block), walks.BOUNDS.set({})
+        token, bounds = walks.EVERY_BLOCK.set(every_block), walks.BOUNDS.set({})
         try:
             runs = _runs(tree, expect, kernel_at, bindings, pinned)
             if runs is None:
@@ -277,7 +276,7 @@ def _read_and_join(tree: KernelTree, expect, kernel_at: Callable, bindings: list
                 body = walks.share_named_barriers(body, strided)
             return base, body
         finally:
-            EVERY_BLOCK.reset(token)
+            walks.EVERY_BLOCK.reset(token)
             walks.BOUNDS.reset(bounds)
     raise NoJoin(why)
 

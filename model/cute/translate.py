@@ -18,16 +18,15 @@ grid axis `block`, each checked (model/grid.py).
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 
 from .. import kinds, primitives as K
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Loop, Op,
                   Var, When)
-from . import guards
+from . import guards, walks
 from .buffers import data_buffers, memory_notes
 from .interpreter import Event, Warp
 from .roll import Iterations, nest, roll, roll_runs
-from .tree import KernelTree
+from .tree import MAX_BLOCKS, KernelTree, reads_block_index
 from .values import WARP
 
 MBARRIER_BYTES = 8
@@ -35,12 +34,6 @@ AXIS = "warp"
 BLOCK_AXIS = "block"
 # Blocks of a grid the warps are run for one by one when the program reads its block index;
 # a larger grid leaves the index unknown (BP190 where it decides synchronization).
-MAX_BLOCKS = 16
-_BLOCK_REGISTERS = ("nvvm.read.ptx.sreg.ctaid.", "nvvm.read.ptx.sreg.clusterid.")
-# Set while family.py reads runs whose blocks walk a runtime count from their index (a static
-# persistent scheduler: block b walks tiles b, b + grid, ...): every block is its own grid
-# position, so runs at values where two blocks happen to walk alike keep the same shape
-EVERY_BLOCK: ContextVar[bool] = ContextVar("EVERY_BLOCK", default=False)
 
 
 def kernel_ir(tree: KernelTree, expect: str | None = None) -> Kernel:
@@ -88,7 +81,7 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
         ran = [Warp(tree, w, allocations, block, why, bindings) for w in range(warps)]
         programs = [warp.run() for warp in ran]
         runs.extend(ran)
-        tag = b if EVERY_BLOCK.get() else None    # (tag, programs): blocks alike share one
+        tag = b if walks.EVERY_BLOCK.get() else None    # (tag, programs): blocks alike share one
         by_block.setdefault((tag, tuple(map(tuple, programs))), []).append(b)
     cluster = tree.cluster_dim[0] * tree.cluster_dim[1] * tree.cluster_dim[2]
     if cluster > 1:
@@ -189,15 +182,10 @@ def _init_prefix(programs) -> list[int] | None:
     return cuts
 
 
-def _reads_block_index(tree: KernelTree) -> bool:
-    return any(op.name.startswith(_BLOCK_REGISTERS) for top in tree.body.ops
-               for op in top.walk())
-
-
 def _blocks(tree: KernelTree) -> tuple[list, str]:
     """The blocks to run the warps for (None: one run, the block index unknown) and why the
     index is unknown when it is."""
-    if not _reads_block_index(tree):
+    if not reads_block_index(tree):
         return [None], ""
     if tree.grid_dim is None:
         return [None], "a size set at run time"

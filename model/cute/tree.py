@@ -193,3 +193,14 @@ def kernels_of_module(module) -> list[KernelTree]:
                 _dims(facts, "exact_grid_dim"), cluster,
                 Loc(loc.file, loc.line, name) if loc else None, facts))
     return out
+
+
+# blocks of a grid enumerated one by one (translate.py); a bigger grid keeps its index unknown
+MAX_BLOCKS = 16
+_BLOCK_REGISTERS = ("nvvm.read.ptx.sreg.ctaid.", "nvvm.read.ptx.sreg.clusterid.")
+
+
+def reads_block_index(tree: KernelTree) -> bool:
+    """Does the kernel read its block (or cluster) index anywhere?"""
+    return any(op.name.startswith(_BLOCK_REGISTERS) for top in tree.body.ops
+               for op in top.walk())

@@ -17,20 +17,25 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from ..ir import BinOp, Const, Loop, When, evaluate, free_vars
+from ..ir import BinOp, Loop, When, evaluate, free_vars
 from .counts import NoJoin
+from .tree import MAX_BLOCKS, reads_block_index
 
 # (linear block index, loop's location) -> [(run's bindings, lo, hi, step, iterations)], filled
 # by the interpreter while family.py reads runs (None: not recording)
 BOUNDS: ContextVar[dict | None] = ContextVar("BOUNDS", default=None)
 BLOCK_AXIS = "block"
 
+# Set while family.py reads runs whose blocks walk a runtime count from their index (a static
+# persistent scheduler: block b walks tiles b, b + grid, ...): every block is its own grid
+# position, so runs at values where two blocks happen to walk alike keep the same shape
+EVERY_BLOCK: ContextVar[bool] = ContextVar("EVERY_BLOCK", default=False)
+
 
 def grid_size(tree) -> int | None:
     """The number of blocks the kernel is run for one by one (translate.py), if more than one
     and the kernel reads its block index; else None."""
-    from .translate import MAX_BLOCKS, _reads_block_index
-    if tree.grid_dim is None or not _reads_block_index(tree):
+    if tree.grid_dim is None or not reads_block_index(tree):
         return None
     gx, gy, gz = tree.grid_dim
     return gx * gy * gz if 1 < gx * gy * gz <= MAX_BLOCKS else None
