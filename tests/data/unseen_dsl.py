@@ -129,6 +129,56 @@ def named_barrier_count_misses_a_warpgroup(k):
     _named_epilogue(k, 256)
 
 
+@protocol(expect="violation:BP144")
+def named_barrier_counts_an_idle_warpgroup(k):
+    """The other way round: count 384 written for the whole block, but the producer warpgroup
+    exits without reaching the barrier, so the two math warpgroups wait for 128 threads
+    forever (a count of the whole block names every thread of it as a participant)."""
+    k.threads(3, name="wg")
+    with k.when(k.thread < 2):
+        k.named_barrier(4, 384).sync()
+
+
+# -- 3b. A leader consumer releases the slot for both consumer warpgroups (arrive count 2)
+#        while the other may still be behind: the producer refills the slot under it.
+
+def _leader_release(k, steps, leader_counts_both):
+    k.threads(3, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    empty = k.Barrier(num_arrivals=2, num_barriers=2)
+    tiles = k.SMEM(slots=2)
+    with k.when(k.thread == 2):
+        with k.loop(steps) as i:
+            with k.when(i >= 2):
+                k.barrier_wait(empty.at[i % 2])
+            k.copy_gmem_to_smem(full.at[i % 2], bytes=TILE_B, dst=tiles.at[i % 2])
+        tail = minimum(steps, 2)
+        with k.loop(tail) as j:
+            k.barrier_wait(empty.at[(steps - tail + j) % 2])
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.barrier_wait(full.at[i % 2])
+            k.read(tiles.at[i % 2])
+            if leader_counts_both:
+                with k.when(k.thread == 0):
+                    k.arrive(empty.at[i % 2], 2)
+            else:
+                k.barrier_arrive(empty.at[i % 2])
+
+
+@protocol(expect="verified", symbolic=("steps",))
+def each_consumer_releases_its_share(k, steps=4):
+    k.assume(steps >= 0)
+    _leader_release(k, steps, leader_counts_both=False)
+
+
+@protocol(expect="violation:BP101")
+def leader_releases_for_both_consumers(k, steps=4):
+    """wg0's arrive(count=2) completes `empty` before wg1 even waited: the producer refills the
+    slot and its copy completes `full` a second time while wg1 has not seen the first."""
+    _leader_release(k, steps, leader_counts_both=True)
+
+
 # -- 4. A persistent kernel whose k-loop restarts its stage index and phase at every tile
 #       instead of carrying one pipeline state across tiles.
 
