@@ -48,6 +48,8 @@ VERDICTS = {
     "cluster_sync_after_remote_arrive": "verified",
     "remote_arrive_awaited_inside_cluster_sync": "violation:BP100",
     "remote_arrive_awaited": "verified",
+    "dsmem_push_into_exited_peer": "violation:BP146",
+    "dsmem_push_awaited": "verified",
 }
 
 

@@ -288,3 +288,28 @@ def remote_arrive_awaited(k):
     """The other fix: no cluster sync; block 0 waits for the acknowledgement, so it cannot
     exit before it lands (block 1 has nothing of its own a peer reaches into after `ready`)."""
     _ack(k, None, wait_ack=True)
+
+
+# -- 5b. Distributed shared memory: block 0 pushes a partial result into block 1 with st.async;
+#        block 1 must not exit before the bytes land.
+
+def _push(k, peer_waits):
+    k.cluster(x=2)
+    k.threads(1, name="wg")
+    got = k.Barrier(num_arrivals=1)
+    with k.when(k.block("x") == 0):
+        k.async_store_smem(got.on(1), 4096)       # st.async into block 1's shared memory
+    with k.otherwise():
+        if peer_waits:
+            k.barrier_wait(got)
+
+
+@protocol(expect="violation:BP146")
+def dsmem_push_into_exited_peer(k):
+    """Block 1 has nothing to wait for in its own code path and exits at once."""
+    _push(k, peer_waits=False)
+
+
+@protocol(expect="verified")
+def dsmem_push_awaited(k):
+    _push(k, peer_waits=True)
