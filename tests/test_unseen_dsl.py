@@ -127,6 +127,16 @@ BAD = {
             with k.when(k.thread == 0):
                 k.barrier_arrive(bar)
         """, "num_arrivals=-1: an mbarrier needs 1..1048575 arrivals"),
+    "negative_bytes": ("""
+        @protocol
+        def p(k):
+            k.threads(2, name="wg")
+            bar = k.Barrier()
+            with k.when(k.thread == 0):
+                k.copy_gmem_to_smem(bar, bytes=-4096)
+            with k.otherwise():
+                k.barrier_wait(bar)
+        """, "copy of -4096 bytes is outside the tx-count range 0..1048575"),
 }
 
 
