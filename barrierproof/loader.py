@@ -9,6 +9,7 @@ user's file runs their code: any error there becomes a one-line ModelError at th
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import hashlib
 import importlib.util
@@ -280,8 +281,11 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
     expect = expect_table(path, module)
     if only is not None:
         if not hasattr(module, only):
+            names = available(module)
+            close = difflib.get_close_matches(only, names, n=1)
             raise ModelError(f"{path} has no protocol or kernel function named {only!r}",
-                             hint=f"available: {', '.join(available(module)) or 'none'}")
+                             hint=(f"did you mean {close[0]!r}? " if close else "")
+                             + f"available: {', '.join(names) or 'none'}")
         obj = getattr(module, only)
         frontend = claimant(obj)
         if frontend is None:

@@ -27,7 +27,7 @@ def _compile_copy(arrives: bool):
             return  # BP111, reported statically
         if not 0 <= nbytes <= MAX_TX:
             system.findings.append(StaticFinding(
-                "BP121", f"copy of {nbytes} bytes exceeds the tx-count range 0..{MAX_TX}",
+                "BP121", f"copy of {nbytes} bytes is outside the tx-count range 0..{MAX_TX}",
                 op.loc))
             return
         peers = system._peers(system.instances[inst].block, op.collective_axes, op.loc)

@@ -1,0 +1,315 @@
+"""Barrier bugs of the field written as a new user would, from their public descriptions, each
+beside its fix. Not in examples/ (no generated specs); tests/test_unseen_dsl.py checks them.
+
+Each `expect` was decided from the hardware semantics before running the checker; the test
+file says where the first guess was wrong and why.
+"""
+
+from barrierproof import minimum, protocol
+
+TILE_A, TILE_B = 8192, 4096
+
+
+# -- 1. A 3-stage ring feeding two consumer warpgroups, CUTLASS style: one arrive.expect_tx for
+#       the A and B tiles together, two bulk copies, each consumer releases with its own arrive.
+
+def _ab_ring(k, stages, steps, *, expect=TILE_A + TILE_B, early_release=False):
+    k.threads(3, name="wg")                            # wg0, wg1 consume; wg2 loads
+    k.assume(stages >= 1, steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=2, num_barriers=stages)
+    a, b = k.SMEM(slots=stages), k.SMEM(slots=stages)
+    with k.when(k.thread == 2):
+        with k.loop(steps) as i:
+            s, phase = i % stages, (i // stages) % 2
+            k.wait_parity(empty.at[s], phase ^ 1)      # producer_acquire: starts at phase 1
+            k.arrive_expect_tx(full.at[s], expect)
+            k.tma_load(full.at[s], TILE_A, dst=a.at[s])
+            k.tma_load(full.at[s], TILE_B, dst=b.at[s])
+        tail = minimum(steps, stages)                  # producer_tail
+        with k.loop(tail) as j:
+            v = steps - tail + j
+            k.wait_parity(empty.at[v % stages], (v // stages) % 2)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            s = i % stages
+            k.wait_parity(full.at[s], (i // stages) % 2)
+            if early_release:                          # only wg1 releases before its GEMM
+                with k.when(k.thread == 1):
+                    k.arrive(empty.at[s])
+                k.read(a.at[s], b.at[s])
+                with k.when(k.thread == 0):
+                    k.arrive(empty.at[s])
+            else:
+                k.read(a.at[s], b.at[s])
+                k.arrive(empty.at[s])
+
+
+@protocol(expect="verified", symbolic=("stages", "steps"))
+def ab_ring_two_consumers(k, stages=3, steps=5):
+    """Correct: `empty` counts both consumers, expect_tx covers both tiles."""
+    _ab_ring(k, stages, steps)
+
+
+@protocol(expect="violation:BP200")
+def ab_ring_one_consumer_releases_before_reading(k, stages=3, steps=5):
+    """wg1 arrives on `empty` before its GEMM reads the slot: once wg0 released too, the
+    producer refills the slot under wg1's reads."""
+    _ab_ring(k, stages, steps, early_release=True)
+
+
+@protocol(expect="violation:BP200")
+def ab_ring_expect_tx_for_a_only(k, stages=3, steps=5):
+    """expect_tx announces only the A tile. Not a hang: the phase completes when A lands (tx
+    back to 0), so the consumers read B while its copy is still in flight; B's bytes then
+    drive the next phase's tx negative."""
+    _ab_ring(k, stages, steps, expect=TILE_A)
+
+
+# -- 2. CUTLASS's producer start state: the producer's first wait on a fresh `empty` must be for
+#       parity 1 (PipelineState starts at phase 1), so it passes at once.
+
+def _parity_ring(k, stages, steps, producer_start_phase):
+    k.threads(2, name="wg")
+    k.assume(stages >= 1, steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    with k.when(k.thread == 1):
+        with k.loop(steps) as i:
+            s, phase = i % stages, (i // stages) % 2
+            k.wait_parity(empty.at[s], phase ^ producer_start_phase)
+            k.arrive_expect_tx(full.at[s], TILE_A)
+            k.tma_load(full.at[s], TILE_A)
+        with k.loop(stages) as j:                      # producer_tail (all slots)
+            v = steps + j
+            k.wait_parity(empty.at[v % stages], ((v // stages) % 2) ^ 1)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.wait_parity(full.at[i % stages], (i // stages) % 2)
+            k.arrive(empty.at[i % stages])
+
+
+@protocol(expect="verified", symbolic=("stages", "steps"))
+def producer_starts_at_phase_one(k, stages=2, steps=3):
+    _parity_ring(k, stages, steps, producer_start_phase=1)
+
+
+@protocol(expect="violation:BP100")
+def producer_starts_at_phase_zero(k, stages=2, steps=3):
+    """The producer waits for parity 0 on a fresh `empty`: that phase has not completed, and
+    only the consumer, which waits for the producer's first tile, could complete it."""
+    _parity_ring(k, stages, steps, producer_start_phase=0)
+
+
+# -- 3. A named barrier whose thread count leaves out a participant: a TMA warpgroup arrives,
+#       two math warpgroups sync, but the count was written for one math warpgroup.
+
+def _named_epilogue(k, count):
+    k.threads(3, name="wg")                            # wg0 stores, wg1 and wg2 compute
+    staged = k.named_barrier(3, count)
+    out = k.SMEM(slots=2)
+    with k.when(k.thread == 0):
+        staged.sync()
+        k.read(out.at[0], out.at[1])                   # the TMA store of both halves
+    with k.otherwise():
+        k.write(out.at[k.thread - 1])
+        staged.arrive()
+
+
+@protocol(expect="verified")
+def named_barrier_counts_every_participant(k):
+    _named_epilogue(k, 384)
+
+
+@protocol(expect="violation:BP200")
+def named_barrier_count_misses_a_warpgroup(k):
+    """Count 256 for three warpgroups: the storer and the first math warpgroup to arrive
+    complete the phase, so the store reads the other half while it is being written; the
+    late arrival opens a phase nobody completes."""
+    _named_epilogue(k, 256)
+
+
+@protocol(expect="violation:BP144")
+def named_barrier_counts_an_idle_warpgroup(k):
+    """The other way round: count 384 written for the whole block, but the producer warpgroup
+    exits without reaching the barrier, so the two math warpgroups wait for 128 threads
+    forever (a count of the whole block names every thread of it as a participant)."""
+    k.threads(3, name="wg")
+    with k.when(k.thread < 2):
+        k.named_barrier(4, 384).sync()
+
+
+# -- 3b. A leader consumer releases the slot for both consumer warpgroups (arrive count 2)
+#        while the other may still be behind: the producer refills the slot under it.
+
+def _leader_release(k, steps, leader_counts_both):
+    k.threads(3, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    empty = k.Barrier(num_arrivals=2, num_barriers=2)
+    tiles = k.SMEM(slots=2)
+    with k.when(k.thread == 2):
+        with k.loop(steps) as i:
+            with k.when(i >= 2):
+                k.barrier_wait(empty.at[i % 2])
+            k.copy_gmem_to_smem(full.at[i % 2], bytes=TILE_B, dst=tiles.at[i % 2])
+        tail = minimum(steps, 2)
+        with k.loop(tail) as j:
+            k.barrier_wait(empty.at[(steps - tail + j) % 2])
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.barrier_wait(full.at[i % 2])
+            k.read(tiles.at[i % 2])
+            if leader_counts_both:
+                with k.when(k.thread == 0):
+                    k.arrive(empty.at[i % 2], 2)
+            else:
+                k.barrier_arrive(empty.at[i % 2])
+
+
+@protocol(expect="verified", symbolic=("steps",))
+def each_consumer_releases_its_share(k, steps=4):
+    k.assume(steps >= 0)
+    _leader_release(k, steps, leader_counts_both=False)
+
+
+@protocol(expect="violation:BP101")
+def leader_releases_for_both_consumers(k, steps=4):
+    """wg0's arrive(count=2) completes `empty` before wg1 even waited: the producer refills the
+    slot and its copy completes `full` a second time while wg1 has not seen the first."""
+    _leader_release(k, steps, leader_counts_both=True)
+
+
+# -- 4. A persistent kernel whose k-loop restarts its stage index and phase at every tile
+#       instead of carrying one pipeline state across tiles.
+
+def _persistent(k, tiles, ksteps, stages, carry_state):
+    k.threads(2, name="wg")
+    k.assume(tiles >= 0, ksteps >= 1, stages >= 1)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    smem = k.SMEM(slots=stages)
+
+    def state(t, kk):
+        i = t * ksteps + kk if carry_state else kk
+        return i % stages, (i // stages) % 2
+
+    with k.when(k.thread == 1):
+        with k.loop(tiles) as t:
+            with k.loop(ksteps) as kk:
+                s, phase = state(t, kk)
+                k.wait_parity(empty.at[s], phase ^ 1)
+                k.arrive_expect_tx(full.at[s], TILE_A)
+                k.tma_load(full.at[s], TILE_A, dst=smem.at[s])
+        n = tiles * ksteps
+        tail = minimum(n, stages)
+        with k.loop(tail) as j:
+            v = n - tail + j
+            if carry_state:
+                k.wait_parity(empty.at[v % stages], (v // stages) % 2)
+            else:                                      # the same per-tile restart
+                vk = v % ksteps
+                k.wait_parity(empty.at[vk % stages], (vk // stages) % 2)
+    with k.otherwise():
+        with k.loop(tiles) as t:
+            with k.loop(ksteps) as kk:
+                s, phase = state(t, kk)
+                k.wait_parity(full.at[s], phase)
+                k.read(smem.at[s])
+                k.arrive(empty.at[s])
+
+
+@protocol(expect="verified", symbolic=("tiles", "ksteps", "stages"))
+def persistent_carries_pipeline_state(k, tiles=2, ksteps=3, stages=2):
+    _persistent(k, tiles, ksteps, stages, carry_state=True)
+
+
+@protocol(expect="violation:BP100")
+def persistent_resets_phase_per_tile(k, tiles=2, ksteps=3, stages=2):
+    """With 3 k-steps on 2 stages slot 1 is used once per tile. In tile 1 the consumer's
+    parity-0 wait on slot 1 passes at once on tile 0's completion (always: the producer is
+    held back on `empty` until that consumer releases), so it reads the stale tile; tile 1's
+    copy then completes a phase nobody waits for, and the producer's drain, also restarted,
+    waits for a parity `empty` already shows: it hangs."""
+    _persistent(k, tiles, ksteps, stages, carry_state=False)
+
+
+@protocol(expect="verified")
+def persistent_resets_phase_harmlessly(k, tiles=2, ksteps=4, stages=2):
+    """The same restart, but 4 k-steps on 2 stages use every slot an even number of times per
+    tile: the restarted phase equals the carried one, so it is correct at these values."""
+    _persistent(k, tiles, ksteps, stages, carry_state=False)
+
+
+# -- 5. A 2-block cluster where block 1 acknowledges through block 0's shared memory; the
+#       cluster sync meant to keep block 0 alive sits before the acknowledgement.
+
+def _ack(k, sync, wait_ack=False):
+    k.cluster(x=2)
+    k.threads(1, name="wg")
+    ready = k.Barrier(num_arrivals=1)
+    ack = k.Barrier(num_arrivals=1)
+    with k.when(k.block("x") == 0):
+        k.arrive(ready.on(1))
+        if wait_ack:
+            k.barrier_wait(ack)
+    with k.otherwise():
+        k.barrier_wait(ready)
+    if sync == "middle":
+        k.cluster_sync()
+    with k.when(k.block("x") == 1):
+        k.arrive(ack.on(0))                            # remote arrive into block 0
+    if sync == "end":
+        k.cluster_sync()
+
+
+@protocol(expect="violation:BP146")
+def cluster_sync_before_remote_arrive(k):
+    """Block 0 passes the cluster sync and exits; block 1's remote arrive then lands in the
+    shared memory of a block that has exited."""
+    _ack(k, "middle")
+
+
+@protocol(expect="verified")
+def cluster_sync_after_remote_arrive(k):
+    """The fix: the cluster sync is the last thing each block does. Nobody waits on `ack`,
+    so its completion has no observer to miss it."""
+    _ack(k, "end")
+
+
+@protocol(expect="violation:BP100")
+def remote_arrive_awaited_inside_cluster_sync(k):
+    """Block 0 waits for the acknowledgement before the cluster sync, block 1 sends it only
+    after the sync: each waits for the other."""
+    _ack(k, "middle", wait_ack=True)
+
+
+@protocol(expect="verified")
+def remote_arrive_awaited(k):
+    """The other fix: no cluster sync; block 0 waits for the acknowledgement, so it cannot
+    exit before it lands (block 1 has nothing of its own a peer reaches into after `ready`)."""
+    _ack(k, None, wait_ack=True)
+
+
+# -- 5b. Distributed shared memory: block 0 pushes a partial result into block 1 with st.async;
+#        block 1 must not exit before the bytes land.
+
+def _push(k, peer_waits):
+    k.cluster(x=2)
+    k.threads(1, name="wg")
+    got = k.Barrier(num_arrivals=1)
+    with k.when(k.block("x") == 0):
+        k.async_store_smem(got.on(1), 4096)       # st.async into block 1's shared memory
+    with k.otherwise():
+        if peer_waits:
+            k.barrier_wait(got)
+
+
+@protocol(expect="violation:BP146")
+def dsmem_push_into_exited_peer(k):
+    """Block 1 has nothing to wait for in its own code path and exits at once."""
+    _push(k, peer_waits=False)
+
+
+@protocol(expect="verified")
+def dsmem_push_awaited(k):
+    _push(k, peer_waits=True)
