@@ -70,6 +70,12 @@ typedef struct {
     int races, words, n_entries, n_groups, *lane, *self_code, *group_off, *group_slot,
         *group_entry, *q_entry, *chunks;
     uint32_t *scratch;
+    /* thread symmetry (symmetry.py, flatten.py `symmetric`): classes of interchangeable
+     * threads (cls_off ranges of cls_member, in agent order), each agent's local part (its
+     * loc_off range of state positions) and its class's first member (`root`, the key of the
+     * side table of bare parity waits); scratch for a class's local parts */
+    int n_classes, *cls_off, *cls_member, *loc_off, *loc_pos, *root;
+    int32_t *sym_scratch;
     char ignored[1000];
 } Model;
 
@@ -682,6 +688,7 @@ static int record_returns(const Model *m, Returns *r, const int32_t *s, int dept
         int i = m->off[a] + s[a];
         if (m->op[i] != OP_WAIT_PARITY) continue;
         int phase = phase_of(m, s, m->t0[i]);
+        i = m->off[m->root[a]] + s[a];    /* keyed by the orbit: its class's first member */
         if ((phase & 1) == m->amount[i]) continue;        /* it cannot return yet */
         int n = r->count[i];
         if ((n > 0 && r->completion[2 * i] == phase) || (n > 1 && r->completion[2 * i + 1] == phase))
@@ -744,6 +751,64 @@ static int report(PyObject *progress, const Store *st, int depth, size_t frontie
     return 0;
 }
 
+/* -- thread symmetry ------------------------------------------------------------------------ */
+
+/* Lexicographic order of two agents' local parts (equal widths within a class). */
+static int local_cmp(const Model *m, const int32_t *s, int a, int b) {
+    int w = m->loc_off[a + 1] - m->loc_off[a];
+    const int *pa = m->loc_pos + m->loc_off[a], *pb = m->loc_pos + m->loc_off[b];
+    for (int k = 0; k < w; k++)
+        if (s[pa[k]] != s[pb[k]]) return s[pa[k]] < s[pb[k]] ? -1 : 1;
+    return 0;
+}
+
+/* The representative of s's orbit under thread symmetry, in place: each class's local parts
+ * sorted (an insertion sort of the parts, then written back member by member). */
+static void canonical(const Model *m, int32_t *s) {
+    for (int c = 0; c < m->n_classes; c++) {
+        const int *mem = m->cls_member + m->cls_off[c];
+        int n = m->cls_off[c + 1] - m->cls_off[c], sorted = 1;
+        for (int k = 1; k < n && sorted; k++) sorted = local_cmp(m, s, mem[k - 1], mem[k]) <= 0;
+        if (sorted) continue;
+        int w = m->loc_off[mem[0] + 1] - m->loc_off[mem[0]];
+        int32_t *buf = m->sym_scratch;
+        for (int k = 0; k < n; k++) {
+            const int *pos = m->loc_pos + m->loc_off[mem[k]];
+            int32_t *part = buf + (size_t)k * w;
+            for (int j = 0; j < w; j++) part[j] = s[pos[j]];
+            for (int i = k; i > 0; i--) {           /* insert part among the sorted ones */
+                int32_t *lo = buf + (size_t)(i - 1) * w, *hi = buf + (size_t)i * w;
+                int j = 0;
+                while (j < w && lo[j] == hi[j]) j++;
+                if (j == w || lo[j] < hi[j]) break;
+                for (j = 0; j < w; j++) { int32_t t = lo[j]; lo[j] = hi[j]; hi[j] = t; }
+            }
+        }
+        for (int k = 0; k < n; k++) {
+            const int *pos = m->loc_pos + m->loc_off[mem[k]];
+            for (int j = 0; j < w; j++) s[pos[j]] = buf[(size_t)k * w + j];
+        }
+    }
+}
+
+/* Twin steps (symmetry.py `twins`): of a run of class members with equal local parts in a
+ * canonical state only the last steps (a symmetry fixing the state swaps them), and likewise
+ * its tcgen05 queue; marked in skip (n_actions entries, cleared here). */
+static void twins(const Model *m, const int32_t *s, char *skip) {
+    int n_actions = m->A + m->n_slots + m->n_queues;
+    memset(skip, 0, n_actions);
+    for (int c = 0; c < m->n_classes; c++) {
+        const int *mem = m->cls_member + m->cls_off[c];
+        int n = m->cls_off[c + 1] - m->cls_off[c];
+        for (int k = 1; k < n; k++) {
+            if (local_cmp(m, s, mem[k - 1], mem[k]) != 0) continue;
+            skip[mem[k - 1]] = 1;
+            for (int q = 0; q < m->n_queues; q++)
+                if (m->queue_agent[q] == mem[k - 1]) skip[m->A + m->n_slots + q] = 1;
+        }
+    }
+}
+
 /* The actions a state can take: each agent's next instruction, each in-flight slot's
  * delivery, each tcgen05 queue's head. */
 static int n_actions_of(const Model *m) { return m->A + m->n_slots + m->n_queues; }
@@ -755,12 +820,16 @@ static int n_actions_of(const Model *m) { return m->A + m->n_slots + m->n_queues
 static int successors(const Model *m, const Store *st, const int32_t *cur, int32_t *succ,
                       uint8_t *packed, uint64_t *hashes, int *codes, int *taken) {
     int W = m->W, n_actions = n_actions_of(m), moves = 0;
+    char *skip = (char *)(m->sym_scratch + m->W);
+    if (m->n_classes) twins(m, cur, skip);
     for (int action = 0; action < n_actions; action++) {
+        if (m->n_classes && skip[action]) continue;
         if (!enabled(m, cur, action)) continue;
         int32_t *next = succ + (size_t)moves * W;
         memcpy(next, cur, W * sizeof(int32_t));
         codes[moves] = step(m, next, action);
         taken[moves] = action;
+        if (m->n_classes) canonical(m, next);
         if (!codes[moves] || m->ignored[codes[moves]]) {
             uint8_t *p = packed + (size_t)moves * st->bytes;
             if (pack(st, next, p) < 0) return -2;
@@ -909,8 +978,8 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
     return 0;
 }
 
-#define N_ARRAYS 47
-#define N_SCALARS 20
+#define N_ARRAYS 52
+#define N_SCALARS 21
 
 /* The Model's arrays in the order flatten.py lists them. */
 static void model_arrays(Model *m, int **slots[N_ARRAYS]) {
@@ -923,7 +992,8 @@ static void model_arrays(Model *m, int **slots[N_ARRAYS]) {
                            &m->hw_mem, &m->hw_arr_off, &m->hw_arr, &m->init_vis, &m->init_inst,
                            &m->init_rel, &m->init_relc, &m->use_off, &m->use_k, &m->use_proxy,
                            &m->lane, &m->self_code, &m->group_off, &m->group_slot,
-                           &m->group_entry, &m->q_entry, &m->chunks};
+                           &m->group_entry, &m->q_entry, &m->chunks, &m->cls_off,
+                           &m->cls_member, &m->loc_off, &m->loc_pos, &m->root};
     memcpy(slots, all, sizeof(all));
 }
 
@@ -932,7 +1002,9 @@ static void model_free(Model *m) {
     model_arrays(m, slots);
     for (int k = 0; k < N_ARRAYS; k++) { free(*slots[k]); *slots[k] = NULL; }
     free(m->scratch);
+    free(m->sym_scratch);
     m->scratch = NULL;
+    m->sym_scratch = NULL;
 }
 
 /* A flattened System (flatten.py) into m, zeroed first; -1 with a Python exception set (what
@@ -961,8 +1033,11 @@ static int model_load(Model *m, PyObject *scalars, PyObject *arrays, PyObject *i
     m->n_queues = sc[10]; m->queue_base = sc[11]; m->n_hw = sc[12]; m->hw_base = sc[13];
     m->block_threads = sc[14]; m->n_init = sc[15];
     m->races = sc[16]; m->words = sc[17]; m->n_entries = sc[18]; m->n_groups = sc[19];
+    m->n_classes = sc[20];
     m->scratch = malloc(4 * (size_t)(m->words > 0 ? m->words : 1) * sizeof(uint32_t));
-    if (!m->scratch) { PyErr_NoMemory(); goto end; }
+    /* a class's local parts (at most the state's width), then the twin steps' marks */
+    m->sym_scratch = malloc((size_t)m->W * sizeof(int32_t) + m->A + m->n_slots + m->n_queues + 1);
+    if (!m->scratch || !m->sym_scratch) { PyErr_NoMemory(); goto end; }
     if (m->n_init && m->A + 2 > 31) {
         PyErr_SetString(PyExc_ValueError, "init visibility of more than 29 agents");
         goto end;

@@ -152,6 +152,21 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             local = None
             partial_order_off = (f"its persistent sets held every enabled step in the first "
                                  f"{watched:,} states")
+    # Thread symmetry alone, without partial-order reduction: the compiled core's too.
+    if local is None and symmetry is not None and symmetry.classes and not symmetry.blocks \
+            and not tolerate and refused is None and chosen_core(core) != "python" and \
+            (order == "bfs" or chosen_core(core) == "compiled") and available():
+        try:
+            found = explore_compiled(system, limits, ignore, progress, symmetry)
+            found.partial_order_off = partial_order_off
+            if store_mode == "fingerprint":
+                found.collision_probability = 0.0
+            return found
+        except Refused as why:
+            refused = str(why)
+            if chosen_core(core) == "compiled":
+                notes.append(f"searched by the Python explorer: the compiled core does not "
+                             f"state {refused}")
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)
