@@ -19,10 +19,10 @@ def packages() -> list[str]:
 
 
 CORE = Extension("barrierproof.checker.engines._core", sources=["checker/engines/_core.c"],
-                 extra_compile_args=["-O3"], optional=True)
+                 depends=["checker/engines/_por.c"], extra_compile_args=["-O3"], optional=True)
 
 # A worker of the multi-process explorer (checker/engines/mproc.py): _core.c's rules included.
 MPROC = Extension("barrierproof.checker.engines._mproc", sources=["checker/engines/_mproc.c"],
-                  depends=["checker/engines/_core.c"], extra_compile_args=["-O3"], optional=True)
+                  depends=["checker/engines/_core.c", "checker/engines/_por.c"], extra_compile_args=["-O3"], optional=True)
 
 setup(packages=packages(), ext_modules=[CORE, MPROC])

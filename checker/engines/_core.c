@@ -76,6 +76,7 @@ typedef struct {
      * side table of bare parity waits); scratch for a class's local parts */
     int n_classes, *cls_off, *cls_member, *loc_off, *loc_pos, *root;
     int32_t *sym_scratch;
+    struct Por *por;        /* partial-order reduction (_por.c), or NULL: every step */
     char ignored[1000];
 } Model;
 
@@ -813,6 +814,9 @@ static void twins(const Model *m, const int32_t *s, char *skip) {
  * delivery, each tcgen05 queue's head. */
 static int n_actions_of(const Model *m) { return m->A + m->n_slots + m->n_queues; }
 
+static int ints(PyObject *seq, int **out, Py_ssize_t *n_out);
+#include "_por.c"
+
 /* Every enabled action of cur in action order (the one-process and the multi-process search
  * both take a state's moves from here): move k's action taken[k], its step's code codes[k],
  * its successor at succ + k * W, packed and hashed unless the step breaks a rule. The number of
@@ -820,10 +824,15 @@ static int n_actions_of(const Model *m) { return m->A + m->n_slots + m->n_queues
 static int successors(const Model *m, const Store *st, const int32_t *cur, int32_t *succ,
                       uint8_t *packed, uint64_t *hashes, int *codes, int *taken) {
     int W = m->W, n_actions = n_actions_of(m), moves = 0;
-    char *skip = (char *)(m->sym_scratch + m->W);
-    if (m->n_classes) twins(m, cur, skip);
+    /* a persistent set's steps, else every step but the twins (explore.py `expand`) */
+    const char *keep = NULL, *skip = NULL;
+    if (m->por && choose(m, m->por, cur, m->por->keep)) keep = m->por->keep;
+    else if (m->n_classes) {
+        twins(m, cur, (char *)(m->sym_scratch + m->W));
+        skip = (const char *)(m->sym_scratch + m->W);
+    }
     for (int action = 0; action < n_actions; action++) {
-        if (m->n_classes && skip[action]) continue;
+        if (keep ? !keep[action] : (skip && skip[action])) continue;
         if (!enabled(m, cur, action)) continue;
         int32_t *next = succ + (size_t)moves * W;
         memcpy(next, cur, W * sizeof(int32_t));
@@ -1056,14 +1065,16 @@ end:
 
 static PyObject *core_explore(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *scalars, *arrays, *ignored, *init_obj, *progress = Py_None;
+    PyObject *scalars, *arrays, *ignored, *init_obj, *progress = Py_None, *tables = Py_None;
     long long max_states, max_depth, max_bytes;
     double timeout;
     int word;
-    if (!PyArg_ParseTuple(args, "OOOOLLdLi|O", &scalars, &arrays, &ignored, &init_obj,
-                          &max_states, &max_depth, &timeout, &max_bytes, &word, &progress))
+    if (!PyArg_ParseTuple(args, "OOOOLLdLi|OO", &scalars, &arrays, &ignored, &init_obj,
+                          &max_states, &max_depth, &timeout, &max_bytes, &word, &progress,
+                          &tables))
         return NULL;
     Model m;
+    Por por = {0};
     int *init = NULL;
     Py_ssize_t n_init;
     PyObject *result = NULL;
@@ -1071,6 +1082,10 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     Returns r = {0};
     if (model_load(&m, scalars, arrays, ignored) < 0 || ints(init_obj, &init, &n_init) < 0)
         goto cleanup;
+    if (tables != Py_None) {            /* partial-order reduction: flatten_por.py's tables */
+        if (por_load(&m, &por, tables) < 0) goto cleanup;
+        m.por = &por;
+    }
     if (n_init != m.W) {
         PyErr_SetString(PyExc_ValueError, "initial state of the wrong width");
         goto cleanup;
@@ -1132,6 +1147,7 @@ cleanup:
     store_free(&st);
     free(r.count); free(r.completion); free(r.depth); free(r.id);
     free(init);
+    por_free(&por);
     model_free(&m);
     return result;
 }

@@ -223,7 +223,8 @@ def outcome(system: System, out: dict, parents, actions, limits, ignore: frozens
     if kind == BY_STEP:
         violation = last
     else:
-        end = _states(system, moves)[-1]
+        # judged on the representative, as the Python search judges what it stores
+        end = canon(system.step(pred, out["action"])[0])
         violation = primary([v for v in system.state_violations(end) if v.code not in ignore])
     return result("violation", actions=moves, violation=agree(violation), depth=len(moves))
 
