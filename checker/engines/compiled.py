@@ -29,6 +29,7 @@ from ...model.semantics import System
 from ...model.violations import Violation, primary
 from ...model import instructions as ins
 from .flatten import Refused, flatten
+from .flatten_por import persistent_tables
 from .parity_returns import Conflict, ParityReturns, Shown, search_return
 from .symmetry import race_permutations
 
@@ -42,6 +43,9 @@ VERIFIED, VIOLATION, STATE_LIMIT, TIME_LIMIT, MEMORY_LIMIT, DEPTH_LIMIT, INTERRU
 AT_INITIAL, BY_STEP, IN_STATE, DEADLOCK, ALIASING = range(5)
 NOTE = ("searched breadth first by the compiled core (C), which reaches the states, verdict and "
         "shortest counterexample of the Python explorer's breadth-first search")
+POR_NOTE = ("searched breadth first by the compiled core (C) with partial-order reduction and "
+            "thread symmetry, which reaches the states, verdict and counterexample of the "
+            "Python explorer's reduced breadth-first search")
 SYMMETRY_NOTE = ("searched breadth first by the compiled core (C) with thread symmetry, which "
                  "reaches the orbits, verdict and shortest counterexample of the Python "
                  "explorer's breadth-first search without partial-order reduction")
@@ -70,11 +74,13 @@ def _rss_bytes() -> int:
 
 
 def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(),
-                     progress=None, symmetry=None):
+                     progress=None, symmetry=None, partial_order: bool = False):
     """The raw breadth-first search of explore.py on the compiled core (an ExploreResult);
     raises `Refused` for a System outside it. With `symmetry` (a Symmetry of thread classes
     only), the search explore.py makes without partial-order reduction: one state per orbit
-    (the core's representative, `thread_canon`), the twin steps left out."""
+    (the core's representative, `thread_canon`), the twin steps left out; and with
+    `partial_order` the persistent sets of por.py too (_por.c), which may reach a violation
+    later than the full graph: explore.py confirms it as it confirms its own."""
     start = time.perf_counter()
     classes = symmetry.classes if symmetry is not None else []
     if symmetry is not None and symmetry.blocks:
@@ -83,6 +89,7 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
         raise Refused("thread symmetry between threads that touch different memory (the race "
                       "rule looks at their images)")
     scalars, arrays, codes, init = flatten(system, ignore, classes)
+    tables = persistent_tables(system, classes) if partial_order else None
     canon = thread_canon(system, classes)
     init = [0 if isinstance(v, tuple) else v for v in canon(system.initial_state())]
     budget = -1 if limits.max_memory_mb is None else \
@@ -91,17 +98,17 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
               -1 if limits.max_depth is None else limits.max_depth,
               -1.0 if limits.timeout is None else float(limits.timeout), budget)
     # states in 16-bit words; a value beyond them: the search again in 32-bit ones
-    out = _core.explore(scalars, arrays, codes, init, *bounds, 2, progress)
+    out = _core.explore(scalars, arrays, codes, init, *bounds, 2, progress, tables)
     if out["status"] == "wide":
-        out = _core.explore(scalars, arrays, codes, init, *bounds, 4, progress)
+        out = _core.explore(scalars, arrays, codes, init, *bounds, 4, progress, tables)
     parents, actions = array("i"), array("i")
     parents.frombytes(out["parents"])
     actions.frombytes(out["actions"])
-    if not classes:
+    if not classes and not partial_order:
         return outcome(system, out, parents, actions, limits, ignore, start, [NOTE])
-    found = outcome(system, out, parents, actions, limits, ignore, start, [SYMMETRY_NOTE],
-                    symmetry, canon)
-    found.symmetry_classes = symmetry.describe()
+    found = outcome(system, out, parents, actions, limits, ignore, start,
+                    [POR_NOTE if partial_order else SYMMETRY_NOTE], symmetry, canon)
+    found.symmetry_classes = symmetry.describe() if symmetry is not None else []
     return found
 
 

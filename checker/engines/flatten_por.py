@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from ...model import instructions as ins
 from .flatten import CHUNK, Refused
-from .por import PersistentSets
+from bisect import bisect_right
+
+from .por import HORIZON_WAITS, PersistentSets
 
 # Actor sets are one 64-bit word in C.
 MAX_ACTORS = 64
@@ -25,6 +27,22 @@ def _words(bits: int) -> int:
 
 def _chunks(mask: int, words: int) -> list[int]:
     return [mask >> (CHUNK * j) & (2**CHUNK - 1) for j in range(words)]
+
+
+def _stop_pcs(p: PersistentSets, a: int, pc: int) -> list[int]:
+    """The program points of the horizon's candidate stops of agent a at pc, in the order of
+    por.py's table (`_stops`, which keeps the instructions, not where they are)."""
+    ahead = p.blocking[a]
+    first = bisect_right(ahead, pc)
+    own, q, found = 0, pc, []
+    for b in ahead[first:first + HORIZON_WAITS]:
+        while q < b:
+            own |= p.reads[a][q] | p.step_w[a][q]
+            q += 1
+        if not own & (p.reads[a][b] | p.guard_only[a][b]):
+            found.append(b)
+    assert len(found) == len(p.stop_table[a][pc]), "por.py's stops are not where they were"
+    return found
 
 
 def persistent_tables(system, classes) -> tuple:
@@ -83,10 +101,9 @@ def persistent_tables(system, classes) -> tuple:
             onto_pos.append(-1 if onto is None else onto[1])
             local.append(int(not (rr | ww | p.leaves[a][pc] | released)))
             st_off.append(len(st_instr))
-            for gr, guard, stop, hr, hw in p.stop_table[a][pc]:
+            for b, (gr, guard, _, hr, hw) in zip(_stop_pcs(p, a, pc), p.stop_table[a][pc]):
                 if guard is None:
                     continue
-                b = next(k for k in range(pc, len(prog)) if prog[k] is stop)
                 st_gr += _chunks(gr, RW)
                 st_instr.append(off + b)
                 st_hr += _chunks(hr, RW)
