@@ -98,3 +98,37 @@ def test_more_actors_than_a_word_are_refused_by_name():
     system = System(many.build())
     with pytest.raises(Refused, match="more than 64 actors"):
         persistent_tables(system, [])
+
+
+@built
+def test_the_bench_reduced_row_reproduces_its_states():
+    """bench/COMPILED.md's reduced search of the 2-CTA Blackwell matmul at 1024^3 to the end
+    (python bench/compiled_core.py --reduced): the same verdict, distinct states and depth,
+    exactly. About 15-25 s (tracing the kernel, 1.5M states): the slowest test of the file."""
+    pytest.importorskip("jax")
+    import os
+    import sys
+    from barrierproof.model import pallas
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+    import compiled_core
+    from jax_sizes import with_contraction
+    root = os.path.join(os.path.dirname(__file__), "..")
+    with open(os.path.join(root, "bench", "COMPILED.md")) as f:
+        text = f.read()
+    ignore = compiled_core.REDUCED_IGNORES[-1]
+    row = next(line for line in text.splitlines()
+               if line.startswith(f"| compiled | {', '.join(ignore)} |"))
+    verdict, states, depth = [c.strip() for c in row.split("|")[3:6]]
+    module = pallas.import_file(os.path.join(root, "examples", "pallas", "jax_kernels.py"))
+    saved = {name: getattr(module, name) for name in ("K", "_qkv", "blackwell_matmul_collective")}
+    try:
+        with_contraction(module, 1024, square=True)
+        system, = compile_systems(pallas.load(module.blackwell_matmul_collective,
+                                              name="blackwell_matmul_collective")[0])
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+    r = explore(system, Limits(max_states=None, timeout=None), order="bfs", core="compiled",
+                ignore=frozenset(ignore))
+    assert compiled.POR_NOTE in r.notes
+    assert (r.status, f"{r.states:,}", str(r.depth)) == (verdict, states, depth)

@@ -1,4 +1,6 @@
-"""The explorer's raw search (no reduction) on the compiled core, where it accepts the System.
+"""The explorer's breadth-first search on the compiled core, where it accepts the System: the
+raw one (no reduction), and the reduced ones of thread symmetry with or without por.py's
+persistent sets (_por.c; docs/POR.md "In the compiled core"), which reach the same graph.
 
 `_core` (checker/engines/_core.c, built by pip when a C compiler is there) runs the
 breadth-first search of explore.py over the same flat states, with the same order of actions,
@@ -43,10 +45,10 @@ VERIFIED, VIOLATION, STATE_LIMIT, TIME_LIMIT, MEMORY_LIMIT, DEPTH_LIMIT, INTERRU
 AT_INITIAL, BY_STEP, IN_STATE, DEADLOCK, ALIASING = range(5)
 NOTE = ("searched breadth first by the compiled core (C), which reaches the states, verdict and "
         "shortest counterexample of the Python explorer's breadth-first search")
-POR_NOTE = ("searched breadth first by the compiled core (C) with partial-order reduction and "
+POR_NOTE = ("searched by the compiled core (C), breadth first with partial-order reduction and "
             "thread symmetry, which reaches the states, verdict and counterexample of the "
             "Python explorer's reduced breadth-first search")
-SYMMETRY_NOTE = ("searched breadth first by the compiled core (C) with thread symmetry, which "
+SYMMETRY_NOTE = ("searched by the compiled core (C), breadth first with thread symmetry, which "
                  "reaches the orbits, verdict and shortest counterexample of the Python "
                  "explorer's breadth-first search without partial-order reduction")
 # States the search for a blocked parity wait's earlier return may visit (explore.py's).
