@@ -75,6 +75,9 @@ typedef struct {
      * loc_off range of state positions) and its class's first member (`root`, the key of the
      * side table of bare parity waits); scratch for a class's local parts */
     int n_classes, *cls_off, *cls_member, *loc_off, *loc_pos, *root;
+    /* the race rule under thread symmetry (symmetry.py `race_permutations`): per permutation
+     * of threads that touch different memory, the (from, to) state positions of its image */
+    int n_perms, *perm_off, *perm_from, *perm_to;
     int32_t *sym_scratch;
     struct Por *por;        /* partial-order reduction (_por.c), or NULL: every step */
     char ignored[1000];
@@ -709,6 +712,7 @@ static int record_returns(const Model *m, Returns *r, const int32_t *s, int dept
 
 typedef struct {
     int status, kind, code, depth, unexpanded, conflict;
+    int perm;                   /* a race in a symmetric image: its permutation (-1: none) */
     int64_t pred, action, transitions;
 } Outcome;
 
@@ -810,10 +814,11 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
     Ids frontier = {0}, upcoming = {0};
     memset(out, 0, sizeof(*out));
     out->conflict = -1;
+    out->perm = -1;
     if (!cur || !succ || !packed || !hashes || !codes || !taken) goto fail;
     if (pack(st, init, packed) < 0) { fail = -2; goto fail; }
     if (store_add(st, packed, hash_bytes(packed, st->bytes), -1, -1, &is_new) < 0) goto fail;
-    int code = state_code(m, init);
+    int code = state_code_images(m, init, &out->perm);
     if (code) {
         out->status = VIOLATION; out->kind = AT_INITIAL; out->code = code;
         goto done;
@@ -829,6 +834,7 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
          * met, as the Python explorer decides. */
         int dead = 0, best = 0, best_kind = 0, conflict = -1;
         int64_t dead_id = 0, best_pred = 0, best_action = 0;
+        int best_perm = -1;
         for (size_t n = 0; n < frontier.n; n++) {
             int32_t id = frontier.ids[n];
             unpack(st, id, cur);
@@ -851,10 +857,11 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
                                         action, &is_new);
                 if (nid < 0) goto fail;
                 if (!is_new) continue;
-                int c = state_code(m, succ + (size_t)k * W);
+                int perm = -1, c = state_code_images(m, succ + (size_t)k * W, &perm);
                 if (c) {                               /* the state reached breaks a rule */
                     if (!best || c < best) {
                         best = c; best_kind = IN_STATE; best_pred = id; best_action = action;
+                        best_perm = perm;
                     }
                     continue;
                 }
@@ -891,6 +898,7 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
         if (best && (conflict < 0 || best <= 101)) {
             out->status = VIOLATION; out->kind = best_kind; out->code = best;
             out->pred = best_pred; out->action = best_action;
+            out->perm = best_kind == IN_STATE ? best_perm : -1;
             goto done;
         }
         if (conflict >= 0) {
@@ -930,8 +938,8 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
     return 0;
 }
 
-#define N_ARRAYS 52
-#define N_SCALARS 21
+#define N_ARRAYS 55
+#define N_SCALARS 22
 
 /* The Model's arrays in the order flatten.py lists them. */
 static void model_arrays(Model *m, int **slots[N_ARRAYS]) {
@@ -945,7 +953,8 @@ static void model_arrays(Model *m, int **slots[N_ARRAYS]) {
                            &m->init_rel, &m->init_relc, &m->use_off, &m->use_k, &m->use_proxy,
                            &m->lane, &m->self_code, &m->group_off, &m->group_slot,
                            &m->group_entry, &m->q_entry, &m->chunks, &m->cls_off,
-                           &m->cls_member, &m->loc_off, &m->loc_pos, &m->root};
+                           &m->cls_member, &m->loc_off, &m->loc_pos, &m->root, &m->perm_off,
+                           &m->perm_from, &m->perm_to};
     memcpy(slots, all, sizeof(all));
 }
 
@@ -985,9 +994,9 @@ static int model_load(Model *m, PyObject *scalars, PyObject *arrays, PyObject *i
     m->n_queues = sc[10]; m->queue_base = sc[11]; m->n_hw = sc[12]; m->hw_base = sc[13];
     m->block_threads = sc[14]; m->n_init = sc[15];
     m->races = sc[16]; m->words = sc[17]; m->n_entries = sc[18]; m->n_groups = sc[19];
-    m->n_classes = sc[20];
+    m->n_classes = sc[20]; m->n_perms = sc[21];
     m->scratch = malloc(4 * (size_t)(m->words > 0 ? m->words : 1) * sizeof(uint32_t));
-    /* a class's local parts (at most the state's width), then the twin steps' marks */
+    /* a class's local parts or a race image (the state's width), then the twin steps' marks */
     m->sym_scratch = malloc((size_t)m->W * sizeof(int32_t) + m->A + m->n_slots + m->n_queues + 1);
     if (!m->scratch || !m->sym_scratch) { PyErr_NoMemory(); goto end; }
     if (m->n_init && m->A + 2 > 31) {
@@ -1076,12 +1085,13 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     PyObject *parents = PyBytes_FromStringAndSize((const char *)st.parent, st.n * sizeof(int32_t));
     PyObject *actions = PyBytes_FromStringAndSize((const char *)st.action, st.n * sizeof(int32_t));
     if (parents && actions)
-        result = Py_BuildValue("{s:i,s:n,s:L,s:i,s:i,s:i,s:i,s:L,s:L,s:i,s:O,s:O,s:O,s:n}",
+        result = Py_BuildValue("{s:i,s:n,s:L,s:i,s:i,s:i,s:i,s:L,s:L,s:i,s:i,s:O,s:O,s:O,s:n}",
                                "status", out.status, "states", (Py_ssize_t)st.n,
                                "transitions", (long long)out.transitions, "depth", out.depth,
                                "unexpanded", out.unexpanded, "kind", out.kind, "code", out.code,
                                "pred", (long long)out.pred, "action", (long long)out.action,
-                               "conflict", out.conflict, "parents", parents, "actions", actions,
+                               "conflict", out.conflict, "perm", out.perm, "parents", parents,
+                               "actions", actions,
                                "returns", table, "bytes", (Py_ssize_t)store_bytes(&st));
     Py_XDECREF(parents);
     Py_XDECREF(actions);

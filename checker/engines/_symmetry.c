@@ -57,3 +57,21 @@ static void twins(const Model *m, const int32_t *s, char *skip) {
     }
 }
 
+
+/* The rules state s breaks (state_code), or else a race of one of its images under the
+ * permutations of threads that touch different memory (explore.py `violations`): the first
+ * image, in flatten.py's order, whose race is not ignored; its permutation in *perm. */
+static int state_code_images(const Model *m, const int32_t *s, int *perm) {
+    *perm = -1;
+    int c = state_code(m, s);
+    if (c || !m->n_perms) return c;
+    int32_t *image = m->sym_scratch;
+    for (int k = 0; k < m->n_perms; k++) {
+        memcpy(image, s, m->W * sizeof(int32_t));
+        for (int j = m->perm_off[k]; j < m->perm_off[k + 1]; j++)
+            image[m->perm_to[j]] = s[m->perm_from[j]];
+        c = race_code(m, image);
+        if (c) { *perm = k; return c; }
+    }
+    return 0;
+}

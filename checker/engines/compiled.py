@@ -33,7 +33,7 @@ from ...model import instructions as ins
 from .flatten import Refused, flatten
 from .flatten_por import persistent_tables
 from .parity_returns import Conflict, ParityReturns, Shown, search_return
-from .symmetry import race_permutations
+from .symmetry import permute_state, race_permutations
 
 try:
     from . import _core
@@ -87,9 +87,6 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
     classes = symmetry.classes if symmetry is not None else []
     if symmetry is not None and symmetry.blocks:
         raise Refused("block symmetry")
-    if classes and race_permutations(system, classes):
-        raise Refused("thread symmetry between threads that touch different memory (the race "
-                      "rule looks at their images)")
     scalars, arrays, codes, init = flatten(system, ignore, classes)
     tables = persistent_tables(system, classes) if partial_order else None
     canon = thread_canon(system, classes)
@@ -152,6 +149,7 @@ def outcome(system: System, out: dict, parents, actions, limits, ignore: frozens
     its counterexample rebuilt from the breadth-first tree (`parents`, `actions` by state id)
     and recomputed by semantics.py. With thread symmetry the tree's states are
     representatives (`canon`) and its actions those of the representatives."""
+    from .explore import _toward
     from .search_result import ExploreResult, _concretize, _states
     depth, status = out["depth"], out["status"]
     canon = canon or (lambda s: s)
@@ -199,6 +197,20 @@ def outcome(system: System, out: dict, parents, actions, limits, ignore: frozens
     # the side table is rebuilt (a replay per entry) only where a verdict reads it
     returns = _returns(system, out, path, ignore, symmetry) \
         if kind in (ALIASING, DEADLOCK) else None
+    perm = out.get("perm", -1)
+    if perm >= 0:       # a race of a symmetric image of the state (explore.py `violations`)
+        moved = race_permutations(system, symmetry.classes)[perm]
+        end = canon(system.initial_state())
+        moves = []
+        if kind != AT_INITIAL:
+            keys = path(out["pred"])
+            pred = keys[-1] if keys else end
+            end = canon(system.step(pred, out["action"])[0])
+            moves, _ = _concretize(system, canon, identity, keys, pred, out["action"], ignore)
+        image = permute_state(system, end, moved)
+        moves = _toward(system, symmetry.classes, moves, image)
+        race = system.memory.violation(system, image, ignore)
+        return result("violation", actions=moves, violation=agree(race), depth=len(moves))
     if kind == AT_INITIAL:
         bad = [v for v in system.state_violations(system.initial_state()) if v.code not in ignore]
         return result("violation", actions=[], violation=agree(primary(bad)), depth=0)
