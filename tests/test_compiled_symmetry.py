@@ -50,7 +50,8 @@ def _same(system, ignore=frozenset(), limits=CAP):
 
 
 @built
-def test_every_example_with_interchangeable_threads_searches_the_same_orbits(examples):  # noqa: F811
+def test_every_example_with_interchangeable_threads_searches_the_same_orbits(
+        examples):  # noqa: F811
     systems = [s for s in examples[0] if _symmetric(s)]
     for system in systems:
         for ignore in IGNORES:

@@ -261,7 +261,10 @@ static int choose(const Model *m, Por *p, const int32_t *s, char *keep) {
                     }
                     const uint32_t *hr, *hw;
                     if (p->hz[j] == -1) { hr = p->f_r + j * RW; hw = p->f_w + j * RW; }
-                    else { hr = p->st_hr + (size_t)p->hz[j] * RW; hw = p->st_hw + (size_t)p->hz[j] * RW; }
+                    else {
+                        hr = p->st_hr + (size_t)p->hz[j] * RW;
+                        hw = p->st_hw + (size_t)p->hz[j] * RW;
+                    }
                     int clear = enabled_u ? !(any_and(w, hr, RW) || any_and(w, hw, RW) ||
                                               any_and(r, hw, RW))
                                           : !any_and(r, hw, RW);
