@@ -1,8 +1,9 @@
 """The package list, discovered from the layout: pyproject.toml's package-dir maps the top-level
 folders (barrierproof/, model/, checker/, specs/) into the `barrierproof` namespace, and every
 folder under them with an __init__.py is a subpackage. And the one C extension, the compiled
-exploration core (checker/engines/_core.c): optional, so an install without a C compiler
-succeeds and runs the pure-Python explorer (the same verdicts, slower)."""
+exploration core (checker/engines/_core.c, which includes _symmetry.c and _por.c): optional, so
+an install without a C compiler succeeds and runs the pure-Python explorer (the same verdicts,
+slower)."""
 
 from setuptools import Extension, find_packages, setup
 
@@ -19,10 +20,13 @@ def packages() -> list[str]:
 
 
 CORE = Extension("barrierproof.checker.engines._core", sources=["checker/engines/_core.c"],
+                 depends=["checker/engines/_por.c", "checker/engines/_symmetry.c"],
                  extra_compile_args=["-O3"], optional=True)
 
 # A worker of the multi-process explorer (checker/engines/mproc.py): _core.c's rules included.
 MPROC = Extension("barrierproof.checker.engines._mproc", sources=["checker/engines/_mproc.c"],
-                  depends=["checker/engines/_core.c"], extra_compile_args=["-O3"], optional=True)
+                  depends=["checker/engines/_core.c", "checker/engines/_por.c",
+                           "checker/engines/_symmetry.c"],
+                  extra_compile_args=["-O3"], optional=True)
 
 setup(packages=packages(), ext_modules=[CORE, MPROC])

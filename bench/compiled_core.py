@@ -5,6 +5,8 @@ reasons for the others. Writes bench/COMPILED.md.
     python bench/compiled_core.py               # about 1-2 minutes on 2 shared CPUs
     python bench/compiled_core.py --tlc-big     # TLC on 3,6,8 too (about 2 minutes, 2.3 GB more)
     python bench/compiled_core.py --jax         # and JAX's kernels at K = 4096 (up to 60 s each)
+    python bench/compiled_core.py --reduced     # only its section: the reduced searches of the
+                                                # 2-CTA Blackwell matmul at 1024^3 (about 5 min)
 
 Both cores search breadth first without reductions (the compiled one is that search only) and
 must find the same distinct states, transitions, depth and verdict (checked). States per second
@@ -171,14 +173,111 @@ def jax_kernels() -> list[str]:
     return lines
 
 
+REDUCED_MARK = "<!-- bench/compiled_core.py --reduced -->"
+REDUCED_END = "<!-- end bench/compiled_core.py --reduced -->"
+# The ignore sets of the reduced rows: none; the issue's; with the deadlock and exit rules too,
+# so that nothing stops the breadth-first search before the end of the reduced graph.
+REDUCED_IGNORES = [(), ("BP101", "BP102", "BP103"),
+                   ("BP100", "BP101", "BP102", "BP103", "BP104", "BP105")]
+
+
+def reduced_blackwell() -> list[str]:
+    """JAX's 2-CTA Blackwell matmul at 1024^3, 3 tiles per block, with the explorer's default
+    reductions (persistent sets and thread symmetry), breadth first within 60 s: on the
+    compiled core (_por.c) and on the Python explorer, the counterexample confirmed shortest
+    (or not) by the search without persistent sets in the time left, as explore.py does."""
+    from barrierproof.model import pallas
+    from jax_sizes import with_contraction
+    kernels = os.path.join(ROOT, "examples", "pallas", "jax_kernels.py")
+    module = with_contraction(pallas.import_file(kernels), 1024, square=True)
+    system, = compile_systems(pallas.load(module.blackwell_matmul_collective,
+                                          name="blackwell_matmul_collective")[0])
+    start, load = time.time(), _load()
+    lines = ["| core | ignored | verdict | distinct states | depth | counterexample steps | "
+             "confirmed shortest | s (cpu) | cpu µs per state | verdict and search to the end "
+             "in <= 60 s |",
+             "| --- |" + " --- |" * 9]
+    # (core, ignored, partial-order reduction): the last compiled row without it (thread
+    # symmetry only) prices the persistent sets per state against the states they save
+    runs = [("compiled", ignore, True) for ignore in REDUCED_IGNORES] + \
+        [("compiled", REDUCED_IGNORES[-1], False), ("python", REDUCED_IGNORES[0], True),
+         ("python", REDUCED_IGNORES[-1], True)]
+    for core, ignore, partial_order in runs:
+        wall, cpu = time.perf_counter(), _cpu()
+        r = explore(system, Limits(max_states=None, timeout=JAX_TIMEOUT), order="bfs",
+                    core=core, ignore=frozenset(ignore), partial_order=partial_order)
+        seconds, cpu = time.perf_counter() - wall, _cpu() - cpu
+        if core == "compiled":
+            assert any(n in r.notes for n in (compiled.POR_NOTE, compiled.SYMMETRY_NOTE,
+                                              compiled.NOTE)), r.notes
+        verdict = r.status + (f":{r.violation.code}" if r.violation else "")
+        steps = str(len(r.actions)) if r.actions is not None else "-"
+        if r.status == "violation":
+            shortest = "no: " + r.reason if r.reason else "yes"
+        else:
+            shortest = "-" if r.status == "verified" else f"- ({r.reason})"
+        met = "yes" if seconds <= JAX_TIMEOUT and (r.status == "verified" or (
+            r.status == "violation" and not r.reason)) else "no"
+        label = core if partial_order else f"{core}, thread symmetry only"
+        lines.append(f"| {label} | {', '.join(ignore) or 'none'} | {verdict} | {r.states:,} | "
+                     f"{r.depth} | {steps} | {shortest} | {seconds:.1f} ({cpu:.1f}) | "
+                     f"{cpu / max(r.states, 1) * 1e6:.1f} | {met} |")
+        print(lines[-1], flush=True)
+    return [REDUCED_MARK,
+            "## The 2-CTA Blackwell matmul at 1024^3 with the reductions",
+            "",
+            f"Produced by `python bench/compiled_core.py --reduced` in {time.time() - start:.0f} "
+            f"s; 1-minute load average {load} at the start, {_load()} at the end. JAX's 2-CTA "
+            "Blackwell matmul at 1024^3 with 3 tiles per block (as in the section above), the "
+            "explorer's default reductions (partial-order reduction by persistent sets, thread "
+            f"symmetry), breadth first, limit {JAX_TIMEOUT:g} s per row. The compiled core runs "
+            "por.py's chooser stated again in C (checker/engines/_por.c over flatten_por.py's "
+            "tables) and the thread symmetry (tests/test_compiled_por.py and "
+            "test_compiled_symmetry.py compare it with the Python search state for state). A "
+            "counterexample of the reduced graph is confirmed shortest by the search without "
+            "the persistent sets (thread symmetry only, also compiled), bounded by its depth, "
+            "in half the time left; `no` says where that search stopped. Times wall clock, CPU "
+            "seconds of this process in parentheses; CPU µs per state counts the whole row "
+            "(with a confirming search, its states too are spent but not counted).",
+            "", *lines, "", REDUCED_END]
+
+
+def _kept_reduced(path: str) -> list[str]:
+    """The --reduced section of the file as it is (kept by a run without --reduced)."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except OSError:
+        return []
+    if REDUCED_MARK not in old or REDUCED_END not in old:
+        return []
+    return old[old.index(REDUCED_MARK):old.index(REDUCED_END) + len(REDUCED_END)].splitlines()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tlc-big", action="store_true", help="TLC on the 1M-state member too")
     ap.add_argument("--jax", action="store_true", help="JAX's kernels at K = 4096 too")
+    ap.add_argument("--reduced", action="store_true",
+                    help="only the reduced searches of the 2-CTA Blackwell matmul at 1024^3 "
+                         "(its section of the file; the rest is kept)")
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "COMPILED.md"))
     args = ap.parse_args()
     if not compiled.available():
         raise SystemExit("the compiled core is not built (pip install needs a C compiler)")
+    if args.reduced:
+        section = reduced_blackwell()
+        kept = _kept_reduced(args.output)
+        with open(args.output) as f:
+            text = f.read()
+        if kept:
+            text = text.replace("\n".join(kept), "\n".join(section))
+        else:
+            text = text.rstrip("\n") + "\n\n" + "\n".join(section) + "\n"
+        with open(args.output, "w") as f:
+            f.write(text)
+        print(f"wrote {args.output}")
+        return
     start, load = time.time(), _load()
     rows = speed(args.tlc_big)
     cover = coverage()
@@ -213,6 +312,7 @@ def main() -> None:
            "itself; it was recomputed and replayed in Python. The last column counts compile "
            "and search together, wall clock.",
            "", *jax, ""] if jax else []),
+        *(["", *_kept_reduced(args.output), ""] if _kept_reduced(args.output) else []),
     ])
     with open(args.output, "w") as f:
         f.write(text)

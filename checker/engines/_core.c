@@ -70,6 +70,16 @@ typedef struct {
     int races, words, n_entries, n_groups, *lane, *self_code, *group_off, *group_slot,
         *group_entry, *q_entry, *chunks;
     uint32_t *scratch;
+    /* thread symmetry (symmetry.py, flatten.py `symmetric`): classes of interchangeable
+     * threads (cls_off ranges of cls_member, in agent order), each agent's local part (its
+     * loc_off range of state positions) and its class's first member (`root`, the key of the
+     * side table of bare parity waits); scratch for a class's local parts */
+    int n_classes, *cls_off, *cls_member, *loc_off, *loc_pos, *root;
+    /* the race rule under thread symmetry (symmetry.py `race_permutations`): per permutation
+     * of threads that touch different memory, the (from, to) state positions of its image */
+    int n_perms, *perm_off, *perm_from, *perm_to;
+    int32_t *sym_scratch;
+    struct Por *por;        /* partial-order reduction (_por.c), or NULL: every step */
     char ignored[1000];
 } Model;
 
@@ -682,6 +692,7 @@ static int record_returns(const Model *m, Returns *r, const int32_t *s, int dept
         int i = m->off[a] + s[a];
         if (m->op[i] != OP_WAIT_PARITY) continue;
         int phase = phase_of(m, s, m->t0[i]);
+        i = m->off[m->root[a]] + s[a];    /* keyed by the orbit: its class's first member */
         if ((phase & 1) == m->amount[i]) continue;        /* it cannot return yet */
         int n = r->count[i];
         if ((n > 0 && r->completion[2 * i] == phase) || (n > 1 && r->completion[2 * i + 1] == phase))
@@ -701,6 +712,7 @@ static int record_returns(const Model *m, Returns *r, const int32_t *s, int dept
 
 typedef struct {
     int status, kind, code, depth, unexpanded, conflict;
+    int perm;                   /* a race in a symmetric image: its permutation (-1: none) */
     int64_t pred, action, transitions;
 } Outcome;
 
@@ -748,6 +760,10 @@ static int report(PyObject *progress, const Store *st, int depth, size_t frontie
  * delivery, each tcgen05 queue's head. */
 static int n_actions_of(const Model *m) { return m->A + m->n_slots + m->n_queues; }
 
+static int ints(PyObject *seq, int **out, Py_ssize_t *n_out);
+#include "_symmetry.c"      /* thread symmetry: canonical, twins */
+#include "_por.c"           /* persistent sets: choose */
+
 /* Every enabled action of cur in action order (the one-process and the multi-process search
  * both take a state's moves from here): move k's action taken[k], its step's code codes[k],
  * its successor at succ + k * W, packed and hashed unless the step breaks a rule. The number of
@@ -755,12 +771,21 @@ static int n_actions_of(const Model *m) { return m->A + m->n_slots + m->n_queues
 static int successors(const Model *m, const Store *st, const int32_t *cur, int32_t *succ,
                       uint8_t *packed, uint64_t *hashes, int *codes, int *taken) {
     int W = m->W, n_actions = n_actions_of(m), moves = 0;
+    /* a persistent set's steps, else every step but the twins (explore.py `expand`) */
+    const char *keep = NULL, *skip = NULL;
+    if (m->por && choose(m, m->por, cur, m->por->keep)) keep = m->por->keep;
+    else if (m->n_classes) {
+        twins(m, cur, (char *)(m->sym_scratch + m->W));
+        skip = (const char *)(m->sym_scratch + m->W);
+    }
     for (int action = 0; action < n_actions; action++) {
+        if (keep ? !keep[action] : (skip && skip[action])) continue;
         if (!enabled(m, cur, action)) continue;
         int32_t *next = succ + (size_t)moves * W;
         memcpy(next, cur, W * sizeof(int32_t));
         codes[moves] = step(m, next, action);
         taken[moves] = action;
+        if (m->n_classes) canonical(m, next);
         if (!codes[moves] || m->ignored[codes[moves]]) {
             uint8_t *p = packed + (size_t)moves * st->bytes;
             if (pack(st, next, p) < 0) return -2;
@@ -789,10 +814,11 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
     Ids frontier = {0}, upcoming = {0};
     memset(out, 0, sizeof(*out));
     out->conflict = -1;
+    out->perm = -1;
     if (!cur || !succ || !packed || !hashes || !codes || !taken) goto fail;
     if (pack(st, init, packed) < 0) { fail = -2; goto fail; }
     if (store_add(st, packed, hash_bytes(packed, st->bytes), -1, -1, &is_new) < 0) goto fail;
-    int code = state_code(m, init);
+    int code = state_code_images(m, init, &out->perm);
     if (code) {
         out->status = VIOLATION; out->kind = AT_INITIAL; out->code = code;
         goto done;
@@ -808,6 +834,7 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
          * met, as the Python explorer decides. */
         int dead = 0, best = 0, best_kind = 0, conflict = -1;
         int64_t dead_id = 0, best_pred = 0, best_action = 0;
+        int best_perm = -1;
         for (size_t n = 0; n < frontier.n; n++) {
             int32_t id = frontier.ids[n];
             unpack(st, id, cur);
@@ -830,10 +857,11 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
                                         action, &is_new);
                 if (nid < 0) goto fail;
                 if (!is_new) continue;
-                int c = state_code(m, succ + (size_t)k * W);
+                int perm = -1, c = state_code_images(m, succ + (size_t)k * W, &perm);
                 if (c) {                               /* the state reached breaks a rule */
                     if (!best || c < best) {
                         best = c; best_kind = IN_STATE; best_pred = id; best_action = action;
+                        best_perm = perm;
                     }
                     continue;
                 }
@@ -870,6 +898,7 @@ static int search(const Model *m, Store *st, Returns *r, const int32_t *init, in
         if (best && (conflict < 0 || best <= 101)) {
             out->status = VIOLATION; out->kind = best_kind; out->code = best;
             out->pred = best_pred; out->action = best_action;
+            out->perm = best_kind == IN_STATE ? best_perm : -1;
             goto done;
         }
         if (conflict >= 0) {
@@ -909,8 +938,8 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
     return 0;
 }
 
-#define N_ARRAYS 47
-#define N_SCALARS 20
+#define N_ARRAYS 55
+#define N_SCALARS 22
 
 /* The Model's arrays in the order flatten.py lists them. */
 static void model_arrays(Model *m, int **slots[N_ARRAYS]) {
@@ -923,7 +952,9 @@ static void model_arrays(Model *m, int **slots[N_ARRAYS]) {
                            &m->hw_mem, &m->hw_arr_off, &m->hw_arr, &m->init_vis, &m->init_inst,
                            &m->init_rel, &m->init_relc, &m->use_off, &m->use_k, &m->use_proxy,
                            &m->lane, &m->self_code, &m->group_off, &m->group_slot,
-                           &m->group_entry, &m->q_entry, &m->chunks};
+                           &m->group_entry, &m->q_entry, &m->chunks, &m->cls_off,
+                           &m->cls_member, &m->loc_off, &m->loc_pos, &m->root, &m->perm_off,
+                           &m->perm_from, &m->perm_to};
     memcpy(slots, all, sizeof(all));
 }
 
@@ -932,7 +963,9 @@ static void model_free(Model *m) {
     model_arrays(m, slots);
     for (int k = 0; k < N_ARRAYS; k++) { free(*slots[k]); *slots[k] = NULL; }
     free(m->scratch);
+    free(m->sym_scratch);
     m->scratch = NULL;
+    m->sym_scratch = NULL;
 }
 
 /* A flattened System (flatten.py) into m, zeroed first; -1 with a Python exception set (what
@@ -961,8 +994,11 @@ static int model_load(Model *m, PyObject *scalars, PyObject *arrays, PyObject *i
     m->n_queues = sc[10]; m->queue_base = sc[11]; m->n_hw = sc[12]; m->hw_base = sc[13];
     m->block_threads = sc[14]; m->n_init = sc[15];
     m->races = sc[16]; m->words = sc[17]; m->n_entries = sc[18]; m->n_groups = sc[19];
+    m->n_classes = sc[20]; m->n_perms = sc[21];
     m->scratch = malloc(4 * (size_t)(m->words > 0 ? m->words : 1) * sizeof(uint32_t));
-    if (!m->scratch) { PyErr_NoMemory(); goto end; }
+    /* a class's local parts or a race image (the state's width), then the twin steps' marks */
+    m->sym_scratch = malloc((size_t)m->W * sizeof(int32_t) + m->A + m->n_slots + m->n_queues + 1);
+    if (!m->scratch || !m->sym_scratch) { PyErr_NoMemory(); goto end; }
     if (m->n_init && m->A + 2 > 31) {
         PyErr_SetString(PyExc_ValueError, "init visibility of more than 29 agents");
         goto end;
@@ -981,14 +1017,16 @@ end:
 
 static PyObject *core_explore(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *scalars, *arrays, *ignored, *init_obj, *progress = Py_None;
+    PyObject *scalars, *arrays, *ignored, *init_obj, *progress = Py_None, *tables = Py_None;
     long long max_states, max_depth, max_bytes;
     double timeout;
     int word;
-    if (!PyArg_ParseTuple(args, "OOOOLLdLi|O", &scalars, &arrays, &ignored, &init_obj,
-                          &max_states, &max_depth, &timeout, &max_bytes, &word, &progress))
+    if (!PyArg_ParseTuple(args, "OOOOLLdLi|OO", &scalars, &arrays, &ignored, &init_obj,
+                          &max_states, &max_depth, &timeout, &max_bytes, &word, &progress,
+                          &tables))
         return NULL;
     Model m;
+    Por por = {0};
     int *init = NULL;
     Py_ssize_t n_init;
     PyObject *result = NULL;
@@ -996,6 +1034,10 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     Returns r = {0};
     if (model_load(&m, scalars, arrays, ignored) < 0 || ints(init_obj, &init, &n_init) < 0)
         goto cleanup;
+    if (tables != Py_None) {            /* partial-order reduction: flatten_por.py's tables */
+        if (por_load(&m, &por, tables) < 0) goto cleanup;
+        m.por = &por;
+    }
     if (n_init != m.W) {
         PyErr_SetString(PyExc_ValueError, "initial state of the wrong width");
         goto cleanup;
@@ -1043,12 +1085,13 @@ static PyObject *core_explore(PyObject *self, PyObject *args) {
     PyObject *parents = PyBytes_FromStringAndSize((const char *)st.parent, st.n * sizeof(int32_t));
     PyObject *actions = PyBytes_FromStringAndSize((const char *)st.action, st.n * sizeof(int32_t));
     if (parents && actions)
-        result = Py_BuildValue("{s:i,s:n,s:L,s:i,s:i,s:i,s:i,s:L,s:L,s:i,s:O,s:O,s:O,s:n}",
+        result = Py_BuildValue("{s:i,s:n,s:L,s:i,s:i,s:i,s:i,s:L,s:L,s:i,s:i,s:O,s:O,s:O,s:n}",
                                "status", out.status, "states", (Py_ssize_t)st.n,
                                "transitions", (long long)out.transitions, "depth", out.depth,
                                "unexpanded", out.unexpanded, "kind", out.kind, "code", out.code,
                                "pred", (long long)out.pred, "action", (long long)out.action,
-                               "conflict", out.conflict, "parents", parents, "actions", actions,
+                               "conflict", out.conflict, "perm", out.perm, "parents", parents,
+                               "actions", actions,
                                "returns", table, "bytes", (Py_ssize_t)store_bytes(&st));
     Py_XDECREF(parents);
     Py_XDECREF(actions);
@@ -1057,6 +1100,7 @@ cleanup:
     store_free(&st);
     free(r.count); free(r.completion); free(r.depth); free(r.id);
     free(init);
+    por_free(&por);
     model_free(&m);
     return result;
 }

@@ -152,6 +152,37 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             local = None
             partial_order_off = (f"its persistent sets held every enabled step in the first "
                                  f"{watched:,} states")
+    # Thread symmetry, with or without the persistent sets: the compiled core's too.
+    if symmetry is not None and (symmetry.classes or local is not None) and \
+            not symmetry.blocks and not tolerate and refused is None and \
+            chosen_core(core) != "python" and \
+            (order == "bfs" or chosen_core(core) == "compiled") and available():
+        try:
+            found = explore_compiled(system, limits, ignore, progress, symmetry,
+                                     partial_order=local is not None)
+            found.partial_order_off = partial_order_off
+            if store_mode == "fingerprint":
+                found.collision_probability = 0.0
+            if local is None or found.status != "violation":
+                return found
+            # as `confirmed` below: the shortest is the search's without the persistent sets
+            left = None if limits.timeout is None else \
+                max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
+            bound = Limits(limits.max_states, found.depth + 1, left, limits.max_memory_mb)
+            again = explore(system, bound, reduction, ignore, progress, block_symmetry,
+                            store_mode, partial_order=False, tolerate=tolerate, core=core)
+            if again.status == "violation":
+                again.seconds = time.perf_counter() - start
+                return again
+            found.reason = (f"found with partial-order reduction; the search without it to "
+                            f"depth {found.depth + 1} stopped ({again.reason}), so a shorter "
+                            "one may exist")
+            return found
+        except Refused as why:
+            refused = str(why)
+            if chosen_core(core) == "compiled":
+                notes.append(f"searched by the Python explorer: the compiled core does not "
+                             f"state {refused}")
     # A step that breaks a rule reports the least code of its orbit (see symmetry.py).
     orbit = symmetry.orbit_code if symmetry is not None and symmetry.blocks else None
     canon = reduce or (lambda s: s)

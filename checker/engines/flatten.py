@@ -110,9 +110,10 @@ def _width(system: System) -> int:
             + len(system.init_relc_pos))
 
 
-def flatten(system: System, ignore: frozenset[str]) -> tuple:
+def flatten(system: System, ignore: frozenset[str], classes: list[list[int]] = ()) -> tuple:
     """The arguments of `_core.explore` before the limits: scalars, arrays, ignored codes and
-    the initial state. Raises `Refused` with the reason."""
+    the initial state; `classes`: interchangeable threads (symmetry.py) the core quotients by
+    (`symmetric`). Raises `Refused` with the reason."""
     why = refusal(system)
     if why is not None:
         raise Refused(why)
@@ -211,10 +212,48 @@ def flatten(system: System, ignore: frozenset[str]) -> tuple:
                hw_barriers.block_threads(system), len(system.init_insts))
     codes = [int(c[2:]) for c in ignore if c[:2] == "BP" and c[2:].isdigit()]
     mem_scalars, mem_arrays = _memory(system)
-    scalars, arrays = (*scalars, *mem_scalars), (*arrays, *mem_arrays)
+    sym_scalars, sym_arrays = symmetric(system, classes)
+    scalars, arrays = (*scalars, *mem_scalars, *sym_scalars), \
+        (*arrays, *mem_arrays, *sym_arrays)
     # a tcgen05 queue's field: the entries it has delivered (none at first)
     init = [0 if isinstance(v, tuple) else v for v in system.initial_state()]
     return scalars, arrays, codes, init
+
+
+def symmetric(system: System, classes) -> tuple:
+    """Thread symmetry as _core.c applies it: the classes (offsets, members), each member's
+    local part (symmetry.py `_local_fields`: pc, observed phases, hardware-barrier phases,
+    tcgen05 queue), each agent's key in the side table of bare parity waits (its class's
+    first member, as parity_returns.py roots an orbit), and per permutation of threads that
+    touch different memory the moves of its image (explore.py's race check of the images)."""
+    from .symmetry import _local_fields, race_permutations
+    root = list(range(system.n_agents))
+    cls_off, members = [], []
+    for cls in classes:
+        cls_off.append(len(members))
+        members.extend(cls)
+        for a in cls:
+            root[a] = cls[0]
+        if len({len(_local_fields(system, a)) for a in cls}) != 1:
+            raise Refused("thread symmetry between local parts of different widths")
+    cls_off.append(len(members))
+    loc_off, loc_pos = [], []
+    for a in range(system.n_agents):
+        loc_off.append(len(loc_pos))
+        if a in members:
+            loc_pos.extend(_local_fields(system, a))
+    loc_off.append(len(loc_pos))
+    perm_off, perm_from, perm_to = [], [], []
+    for perm in race_permutations(system, classes) if classes else []:
+        perm_off.append(len(perm_from))
+        for a, b in perm.items():
+            for pa, pb in zip(_local_fields(system, a), _local_fields(system, b)):
+                perm_from.append(pa)
+                perm_to.append(pb)
+    perm_off.append(len(perm_from))
+    return (len(classes), len(perm_off) - 1), \
+        (cls_off, members, loc_off, loc_pos or [0], root, perm_off, perm_from or [0],
+         perm_to or [0])
 
 
 # Race masks go to C in chunks of this many bits (an int32 each).
