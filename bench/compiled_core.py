@@ -7,6 +7,7 @@ reasons for the others. Writes bench/COMPILED.md.
     python bench/compiled_core.py --jax         # and JAX's kernels at K = 4096 (up to 60 s each)
     python bench/compiled_core.py --reduced     # only its section: the reduced searches of the
                                                 # 2-CTA Blackwell matmul at 1024^3 (about 5 min)
+    python bench/compiled_core.py --jax-only    # JAX's kernels alone (their section rewritten)
 
 Both cores search breadth first without reductions (the compiled one is that search only) and
 must find the same distinct states, transitions, depth and verdict (checked). States per second
@@ -252,6 +253,39 @@ def _kept_reduced(path: str) -> list[str]:
     if REDUCED_MARK not in old or REDUCED_END not in old:
         return []
     return old[old.index(REDUCED_MARK):old.index(REDUCED_END) + len(REDUCED_END)].splitlines()
+def jax_section(rows: list[str], produced: str = "") -> list[str]:
+    """bench/COMPILED.md's section of JAX's kernels: what was run, then `rows`."""
+    return [f"## JAX's kernels at K = {JAX_K}, and the 2-CTA Blackwell matmul at 1024^3",
+            "",
+            produced + "examples/pallas/jax_kernels.py with its contraction (key/value) length "
+            f"set to {JAX_K} (bench/jax_sizes.py; the 2-CTA Blackwell matmul square, {JAX_K}^3), "
+            "and the 2-CTA Blackwell matmul at 1024^3 with its default 3 tiles per block "
+            "(bench/perf.py's), compiled as `check` compiles them (memory effects included). "
+            "Each: the compiled core's breadth-first search without reductions over every "
+            f"System of the kernel, within one limit of {JAX_TIMEOUT:g} s for the search "
+            "(compiling the Systems, timed apart, is Python's and not limited). A violation found "
+            "is the shortest counterexample (every level is finished first), confirmed by the "
+            "search itself; it was recomputed and replayed in Python. The last column counts "
+            "compile and search together, wall clock.",
+            "", *rows, ""]
+
+
+def jax_only(path: str) -> None:
+    """Run JAX's kernels alone and replace that section of an existing bench/COMPILED.md."""
+    start, load = time.time(), _load()
+    rows = jax_kernels()
+    produced = (f"This section alone was produced by `python bench/compiled_core.py --jax-only` "
+                f"in {time.time() - start:.0f} s on {platform.machine()} with {os.cpu_count()} "
+                f"CPUs, Python {platform.python_version()}; 1-minute load average {load} at the "
+                f"start, {_load()} at the end. ")
+    with open(path) as f:
+        text = f.read()
+    head = text.split("## JAX's kernels")[0]
+    kept = _kept_reduced(path)
+    with open(path, "w") as f:
+        f.write(head + "\n".join(jax_section(rows, produced)
+                                 + (["", *kept, ""] if kept else [])))
+    print(f"wrote {path}")
 
 
 def main() -> None:
@@ -261,6 +295,8 @@ def main() -> None:
     ap.add_argument("--reduced", action="store_true",
                     help="only the reduced searches of the 2-CTA Blackwell matmul at 1024^3 "
                          "(its section of the file; the rest is kept)")
+    ap.add_argument("--jax-only", action="store_true",
+                    help="JAX's kernels alone: rewrite only their section of the output")
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "COMPILED.md"))
     args = ap.parse_args()
     if not compiled.available():
@@ -278,6 +314,8 @@ def main() -> None:
             f.write(text)
         print(f"wrote {args.output}")
         return
+    if args.jax_only:
+        return jax_only(args.output)
     start, load = time.time(), _load()
     rows = speed(args.tlc_big)
     cover = coverage()
@@ -299,19 +337,7 @@ def main() -> None:
         "",
         *cover,
         "",
-        *([f"## JAX's kernels at K = {JAX_K}, and the 2-CTA Blackwell matmul at 1024^3",
-           "",
-           "examples/pallas/jax_kernels.py with its contraction (key/value) length set to "
-           f"{JAX_K} (bench/jax_sizes.py; the 2-CTA Blackwell matmul square, {JAX_K}^3), and "
-           "the 2-CTA Blackwell matmul at 1024^3 with its default 3 tiles per block "
-           "(bench/perf.py's), compiled as `check` compiles them (memory effects included). "
-           "Each: the compiled core's breadth-first search without reductions over every "
-           f"System of the kernel, within one limit of {JAX_TIMEOUT:g} s for the search (compiling "
-           "the Systems, timed apart, is Python's and not limited). A violation found is the "
-           "shortest counterexample (every level is finished first), confirmed by the search "
-           "itself; it was recomputed and replayed in Python. The last column counts compile "
-           "and search together, wall clock.",
-           "", *jax, ""] if jax else []),
+        *(jax_section(jax) if jax else []),
         *(["", *_kept_reduced(args.output), ""] if _kept_reduced(args.output) else []),
     ])
     with open(args.output, "w") as f:

@@ -1,16 +1,19 @@
 """Where a System sits in the grid and what its cluster holds: the cluster positions a kernel's
 grid is checked at, the clusters modelled in lockstep as blocks of their own, and the blocks a
 multicast along cluster axes reaches. Pure functions of the kernel and its parameter values;
-semantics.py builds one System per position (`compile_systems`).
+semantics.py builds one System per behaviour (`compile_systems`), positions told apart first
+by `position_key`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from typing import Mapping
+from typing import Callable, Iterator, Mapping
 
 from . import kinds
-from .ir import Kernel, evaluate
+from .ir import BinOp, Expr, Kernel, Loop, ModelError, UnOp, WarpRegion, evaluate, free_vars
+from .lanes import IN_WARP_REGION, LANES_SPLIT
 
 # Above this many cluster positions a grid is checked at a few positions per axis (the check
 # says so).
@@ -72,3 +75,83 @@ def peer_blocks(block: tuple[int, ...], dims: list[int], shape: tuple[int, ...])
             b[d] = c
         peers.append(tuple(b))
     return peers
+
+
+def position_key(kernel: Kernel, values: Mapping[str, int]) -> Callable[[Mapping[str, int]], tuple]:
+    """A key of grid positions such that two positions with the same key compile to the same
+    System (but for the position it names): the values there of every expression of the kernel
+    the position enters. Compiling reads the position only by evaluating the kernel's
+    expressions, and an expression's value is fixed by its variables, so it suffices to key on
+    the largest sub-expressions over grid axes and parameters alone (`(sm < 16) + 124`, not the
+    loop variable beside it). A grid axis that the program rebinds, or an expression that cannot
+    be evaluated at a position (it may sit in a branch never taken there), keys the position
+    apart: no two positions are then merged that might differ."""
+    axes = {a for a, _ in kernel.grid}
+    bound = _bound_names(kernel)
+    if axes & bound:
+        return lambda position: tuple(sorted(position.items()))
+    fixed = (axes | set(values)) - bound
+    parts: dict[str, Expr] = {}
+    for expr in _exprs(kernel):
+        for part in _position_parts(expr, axes, fixed):
+            parts.setdefault(repr(part), part)
+    exprs = list(parts.values())
+
+    def key(position: Mapping[str, int]) -> tuple:
+        env = {**values, **position}
+        try:
+            return tuple(evaluate(e, env) for e in exprs)
+        except ModelError:
+            return ("apart",) + tuple(sorted(position.items()))
+    return key
+
+
+def _position_parts(expr: Expr, axes: set[str], fixed: set[str]) -> Iterator[Expr]:
+    """The largest sub-expressions of `expr` that name a grid axis and nothing but grid axes and
+    parameters (`fixed`)."""
+    names = free_vars(expr)
+    if not names & axes:
+        return
+    if names <= fixed:
+        yield expr
+    elif isinstance(expr, BinOp):
+        yield from _position_parts(expr.lhs, axes, fixed)
+        yield from _position_parts(expr.rhs, axes, fixed)
+    elif isinstance(expr, UnOp):
+        yield from _position_parts(expr.arg, axes, fixed)
+
+
+def _exprs(node, seen: set[int] | None = None) -> Iterator[Expr]:
+    """Every expression held by an IR node (statements, references, allocations, the kernel's
+    shape), each shared node visited once."""
+    seen = set() if seen is None else seen
+    if isinstance(node, Expr):
+        yield node
+    elif isinstance(node, (tuple, list)):
+        for x in node:
+            yield from _exprs(x, seen)
+    elif isinstance(node, dict):
+        for x in node.values():
+            yield from _exprs(x, seen)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type) and id(node) not in seen:
+        seen.add(id(node))
+        for f in dataclasses.fields(node):
+            yield from _exprs(getattr(node, f.name), seen)
+
+
+def _bound_names(kernel: Kernel) -> set[str]:
+    """Names compiling binds beside the parameters and the position (loop variables, warp
+    region axes, cluster, thread and warp axes): where one shadows an axis or parameter, its
+    value is not the position's."""
+    names = {"thread", "warp", kernel.thread_axis, kernel.warp_axis, LOCKSTEP_AXIS,
+             IN_WARP_REGION, LANES_SPLIT} | {a for a, _ in kernel.cluster}
+    stack = list(kernel.body)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, Loop):
+            names.add(s.var)
+        if isinstance(s, WarpRegion):
+            names.add(s.axis)
+        for f in ("body", "then", "orelse"):
+            stack.extend(getattr(s, f, ()))
+    return names

@@ -48,7 +48,7 @@ from typing import Mapping
 from . import exit_async
 from .compile import CompiledKernel
 from .extensions import EXTENSIONS
-from .grid import grid_positions
+from .grid import grid_positions, position_key
 from .instructions import (  # noqa: F401  (the opcode tables are re-exported: engines read them here)
     ARRIVE, ARRIVE_DROP, ARRIVE_TX, AWAIT_FORK, BARRIER_FIELDS, BARRIER_TEST, COMPLETE_TX,
     EFFECT_ARRIVE, EFFECT_COMPLETE_TX, EFFECT_SIGNAL, EXPECT_TX, EXPECTED, FENCE_ASYNC, FENCE_INIT,
@@ -493,7 +493,11 @@ def compile_systems(kernel: Kernel, params: Mapping[str, int] | None = None,
     identical need to be checked once. `races=False` leaves memory effects out."""
     seen: dict[tuple, System] = {}
     values = kernel.param_values(params)
+    same, keys = position_key(kernel, values), set()
     for position in grid_positions(kernel, values):
+        if (k := same(position)) in keys:
+            continue        # compiles as a position already compiled
+        keys.add(k)
         system = System(kernel, values, position, races=races)
         key = tuple(system.programs)
         if key not in seen:

@@ -61,7 +61,7 @@ def check(tmp_path, prelude: str, *flags, jobs="1", timeout=90, pipe=False, body
 PATCHES = {
     "rebinds_the_engine_and_the_exit_code": '''
         import barrierproof.checker.check as engine
-        import barrierproof.cli as cli
+        import barrierproof.check_cmd as cli
         _real = engine.run_engine
         def run_engine(*args, **kwargs):
             verdict = _real(*args, **kwargs)

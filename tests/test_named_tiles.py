@@ -3,7 +3,6 @@ nests on bar.sync / bar.arrive with a per-tile epilogue are proved for every til
 the explorer agreeing on a grid; tiles whose named barriers run their phases across tiles are
 refused and refuted at their smallest breaking sizes."""
 
-import json
 import os
 import types
 
@@ -11,9 +10,8 @@ import pytest
 
 from barrierproof.checker.check import check_kernel
 from barrierproof.checker.symbolic.tiles import tile_loop, why_not
-from barrierproof.cli import main
-from barrierproof.loader import resolve
 from conftest import ROOT
+from prove_files import build, prove, source_file
 
 SOURCE = '''from barrierproof import protocol
 
@@ -76,22 +74,11 @@ def prefetch_signal_after_epilogue(k, tiles=2, ksteps=2):
 '''
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    path = tmp_path_factory.mktemp("named") / "named_tiles.py"
-    path.write_text(SOURCE)
-    return str(path)
+source = source_file(SOURCE, "named_tiles.py")
 
 
 def _prove(capsys, target):
-    code = main(["prove", target, "--format", "json", "--no-cache", "--timeout", "60"])
-    (report,) = json.loads(capsys.readouterr().out)
-    return code, report
-
-
-def _kernel(source, name):
-    (target,) = resolve(f"{source}::{name}")
-    return target.build()
+    return prove(capsys, target, "--timeout", "60")
 
 
 @pytest.mark.parametrize("name", ["epilogue_after_k_loop", "syncthreads_epilogue",
@@ -105,7 +92,7 @@ def test_named_barrier_tiles_are_proved_for_every_size_and_the_explorer_agrees(
     assert "all tiles, ksteps" in report["coverage"]
     (how,) = [n for n in report["notes"] if n.startswith("per tile (tiles)")]
     assert "checked by Z3" in how and "named_tiles.py" in how
-    kernel = _kernel(path, name)
+    kernel = build(path, name)
     for tiles in range(4):
         for ksteps in range(4):
             found = check_kernel(kernel, {"tiles": tiles, "ksteps": ksteps})
@@ -113,7 +100,7 @@ def test_named_barrier_tiles_are_proved_for_every_size_and_the_explorer_agrees(
 
 
 def test_named_barriers_left_open_across_tiles_are_refused_and_refuted(source, capsys):
-    kernel = _kernel(source, "prefetch_signal_after_epilogue")
+    kernel = build(source, "prefetch_signal_after_epilogue")
     why = why_not(kernel, tile_loop(kernel.body, "tiles"), {}, ["ksteps"])
     assert why == "a thread does not end its tile with a bar.sync outside loops"
     # one tile is clean at every K; two break at K = 1 (at K = 0 the extra arrivals pair up)
@@ -144,6 +131,6 @@ def test_unmatched_arrivals_in_a_tile_are_found_by_z3(source):
 def test_two_consumer_tiles_are_separated(source):
     """With two consumer warpgroups (counts of 384) the tiles are still separated; proving the
     one tile of three roles is the class prover's business (it does not close within 60 s)."""
-    kernel = _kernel(source, "syncthreads_epilogue")
+    kernel = build(source, "syncthreads_epilogue")
     assert why_not(kernel, tile_loop(kernel.body, "tiles"), {"consumers": 1}, ["ksteps"]) is None
     assert why_not(kernel, tile_loop(kernel.body, "tiles"), {"consumers": 2}, ["ksteps"]) is None

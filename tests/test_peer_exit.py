@@ -3,16 +3,14 @@
 do not cover; a remote arrival that can come after the peer's exit is refuted at its smallest
 breaking value, the explorer agreeing."""
 
-import json
 import os
 
 import pytest
 
 from barrierproof.checker.check import check_kernel
 from barrierproof.checker.symbolic.lifetimes import peer_exit_obligations
-from barrierproof.cli import main
-from barrierproof.loader import resolve
 from conftest import ROOT
+from prove_files import build, prove, source_file
 
 SOURCE = '''from barrierproof import protocol
 
@@ -68,22 +66,11 @@ def peer_leaves_before_release(k, steps=2):
 '''
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    path = tmp_path_factory.mktemp("peer") / "peer_exit.py"
-    path.write_text(SOURCE)
-    return str(path)
+source = source_file(SOURCE, "peer_exit.py")
 
 
 def _prove(capsys, target):
-    code = main(["prove", target, "--format", "json", "--no-cache", "--timeout", "60"])
-    (report,) = json.loads(capsys.readouterr().out)
-    return code, report
-
-
-def _kernel(source, name):
-    (target,) = resolve(f"{source}::{name}")
-    return target.build()
+    return prove(capsys, target, "--timeout", "60")
 
 
 @pytest.mark.parametrize("target", ["examples/patterns/leader_tracked.py::"
@@ -95,7 +82,7 @@ def test_ptx_arrivals_into_a_peer_are_proved_for_every_step_count(source, capsys
     (note,) = [n for n in report["notes"] if n.startswith("BP146")]
     assert "proved by Z3 as an error condition" in note and "peer_exit.py" in note
     path, name = target.split("::")
-    kernel = _kernel(path, name)
+    kernel = build(path, name)
     assert peer_exit_obligations(kernel)
     for steps in range(5):
         assert check_kernel(kernel, {"steps": steps}).verdict == "verified", steps
@@ -104,7 +91,7 @@ def test_ptx_arrivals_into_a_peer_are_proved_for_every_step_count(source, capsys
 @pytest.mark.parametrize("name", ["leader_skips_last_drain", "peer_leaves_before_release"])
 def test_a_remote_arrival_after_the_peers_exit_is_refuted_at_its_smallest_value(
         source, capsys, name):
-    kernel = _kernel(source, name)
+    kernel = build(source, name)
     assert check_kernel(kernel, {"steps": 0}).verdict == "verified"
     assert check_kernel(kernel, {"steps": 1}).label == "violation:BP146"
     code, report = _prove(capsys, f"{source}::{name}")

@@ -7,7 +7,10 @@ from typing import Mapping, Sequence
 
 import z3
 
-from ...model.ir import BinOp, Const, Loc, UnOp, Var
+from ...model import zterms
+from ...model.ir import Loc
+from ...model.zterms import CMP  # noqa: F401 (the prover's modules take it from here)
+
 
 class Unsupported(Exception):
     """The kernel is outside the fragment the prover handles."""
@@ -31,60 +34,22 @@ def LOOPVAR() -> z3.ArithRef:
 # Integer expressions to Z3
 # ----------------------------------------------------------------------------------------------
 
-CMP = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}   # x OP y == y OP' x
 
 
 def z_int(e, env: Mapping[str, z3.ArithRef], parity: bool = False) -> z3.ArithRef:
-    """An IR expression as a Z3 integer term (comparisons and logic as 0/1, like the IR)."""
-    if isinstance(e, int):
-        return z3.IntVal(e)
-    if isinstance(e, Const):
-        return z3.IntVal(e.value)
-    if isinstance(e, Var):
-        if e.name not in env or env[e.name] is None:
-            raise Unsupported(f"`{e.name}` is not available here")
-        v = env[e.name]
-        return z3.IntVal(v) if isinstance(v, int) else v
-    if isinstance(e, UnOp):
-        if e.op == "neg":
-            return -z_int(e.arg, env, parity)
-        return z3.If(z_bool(e.arg, env), 0, 1)
-    if isinstance(e, BinOp):
-        if e.op in CMP or e.op in ("and", "or"):
-            return z3.If(z_bool(e, env), 1, 0)
-        a, b = z_int(e.lhs, env, parity), z_int(e.rhs, env, parity)
-        if e.op == "+":
-            return a + b
-        if e.op == "-":
-            return a - b
-        if e.op == "*":
-            return a * b
-        if e.op in ("//", "%"):
-            return a / b if e.op == "//" else a % b
-        if e.op == "min":
-            return z3.If(a <= b, a, b)
-        if e.op == "max":
-            return z3.If(a >= b, a, b)
-        if e.op == "xor":
-            if parity:      # only its parity is used: (a ^ b) % 2 == (a + b) % 2
-                return a + b
-            raise Unsupported(f"`{e}`: xor outside a parity is not supported")
-    raise Unsupported(f"cannot translate `{e}`")
+    """An IR expression as a Z3 integer term (model/zterms.py); what has none is Unsupported."""
+    try:
+        return zterms.z_int(e, env, parity)
+    except zterms.Untranslated as err:
+        raise Unsupported(err.message) from None
 
 
 def z_bool(e, env: Mapping[str, z3.ArithRef]) -> z3.BoolRef:
-    if isinstance(e, BinOp):
-        if e.op in CMP:
-            return CMP[e.op](z_int(e.lhs, env), z_int(e.rhs, env))
-        if e.op == "and":
-            return z3.And(z_bool(e.lhs, env), z_bool(e.rhs, env))
-        if e.op == "or":
-            return z3.Or(z_bool(e.lhs, env), z_bool(e.rhs, env))
-    if isinstance(e, UnOp) and e.op == "not":
-        return z3.Not(z_bool(e.arg, env))
-    return z_int(e, env) != 0
+    try:
+        return zterms.z_bool(e, env)
+    except zterms.Untranslated as err:
+        raise Unsupported(err.message) from None
 
 
 def nonlinear(t) -> bool:

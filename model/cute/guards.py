@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from ..ir import BinOp, Const, Loop, Op, UnOp, Var, When
+from ..ir import Loop, Op, When, free_vars
 
 KIND = "cute_guard"         # an Op of the runs only, never of a kernel that leaves family.py
 # the arith.cmpi ops (by id of the MLIR op) whose evaluations are guards, while runs are read
@@ -34,32 +34,16 @@ def describe(predicate: int, outcome: int) -> str:
 
 
 def _z(e, env):
-    import z3
-    if isinstance(e, Const):
-        return z3.IntVal(e.value)
-    if isinstance(e, Var):
-        if e.name not in env:
-            raise ValueError(f"`{e.name}` is bound by no loop or parameter")
-        return env[e.name]
-    if isinstance(e, UnOp) and e.op == "neg":
-        return -_z(e.arg, env)
-    if isinstance(e, BinOp):
-        a, b = _z(e.lhs, env), _z(e.rhs, env)
-        if e.op == "+":
-            return a + b
-        if e.op == "-":
-            return a - b
-        if e.op == "*":
-            return a * b
-        if e.op in ("//", "%") and isinstance(e.rhs, Const) and e.rhs.value > 0:
-            return a / b if e.op == "//" else a % b     # floor and nonnegative, as Python's
-        if e.op == "min":
-            return z3.If(a <= b, a, b)
-        if e.op == "max":
-            return z3.If(a >= b, a, b)
-        if e.op in ("<", "<=", ">", ">=", "==", "!="):
-            return z3.If(_compare(e.op, a, b), 1, 0)
-    raise ValueError(f"the expression {e!r} is not translated")
+    """A guard's operand as a Z3 term: names bound by its loops and the parameters, division
+    only where Z3's is Python's."""
+    from ..zterms import Untranslated, z_int
+    unbound = sorted(free_vars(e) - set(env))
+    if unbound:
+        raise ValueError(f"`{unbound[0]}` is bound by no loop or parameter")
+    try:
+        return z_int(e, env, exact_division=True)
+    except Untranslated:
+        raise ValueError(f"the expression {e!r} is not translated") from None
 
 
 def _compare(op: str, a, b):
