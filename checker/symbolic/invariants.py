@@ -37,6 +37,7 @@ import z3
 from z3.z3 import _to_expr_ref
 
 from .encode import Encoder
+from .symmetry import close, mirror
 from .budget import FACT_CELLS_PER_UNIT, UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
 from .work import checked, limit, tick, ticks
 
@@ -138,6 +139,14 @@ class Substitution:
         return _to_expr_ref(ast, self.ctx)
 
 
+def mirror_of(encoder: Encoder, comp: Compiler):
+    """The swap of a cluster's two blocks as Z3 checks it a symmetry of the class system
+    (symmetry.py), or None; found once per system."""
+    if not hasattr(encoder, "_mirror"):
+        encoder._mirror = mirror(encoder, comp, Substitution)
+    return encoder._mirror
+
+
 # ----------------------------------------------------------------------------------------------
 # Sampling
 # ----------------------------------------------------------------------------------------------
@@ -157,9 +166,15 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
            budget: float = 20.0, known: "Samples | None" = None) -> Samples:
     """Explore the counter system for each concrete valuation of the frozen variables, at most
     `limit` states each. The valuations `known` explored to the end are taken from it as they
-    are (the same system: the same states, in the same order, at no cost)."""
+    are (the same system: the same states, in the same order, at no cost).
+
+    On a class system Z3 checks symmetric under the swap of a cluster's two blocks
+    (symmetry.py) a state and its mirror are one: the search keeps the lesser of the two and
+    returns both (the same states, half of them explored; samples only propose candidates)."""
     nf = len(encoder.system.frozen)
     comp = Compiler(encoder.vars)
+    sym = mirror_of(encoder, comp)
+    perm = sym.perm if sym is not None else None
     keyed, unkeyed = _steps_by_position(encoder, comp)
     bads = [(label, comp.function([cond], "bool")) for label, cond in encoder.bad]
     # one call tells whether any error condition holds (a system has hundreds, rarely met)
@@ -183,6 +198,8 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
         if not init_ok(seed):
             continue
         s0 = init(seed)
+        if perm is not None:
+            s0 = min(s0, tuple([s0[j] for j in perm]))
         seen = {s0}
         frontier = [s0]
         while frontier:
@@ -198,22 +215,27 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
                     for label, bad in bads:
                         if bad(s):
                             errors.setdefault(label, frozen)
-                for i, table in keyed:
-                    for pre, post in table.get(s[i], ()):
-                        if pre(s):
-                            t = post(s)
-                            if t not in seen:
-                                seen.add(t)
-                                nxt.append(t)
-                for pre, post in unkeyed:
-                    if pre(s):
-                        t = post(s)
-                        if t not in seen:
-                            seen.add(t)
-                            nxt.append(t)
+                if perm is not None:
+                    twin = tuple([s[j] for j in perm])
+                    if not sane(twin):
+                        errors.setdefault("construction invariant broken", frozen)
+                    elif any_bad(twin):
+                        for label, bad in bads:
+                            if bad(twin):
+                                errors.setdefault(label, frozen)
+                succ = [post(s) for i, table in keyed for pre, post in table.get(s[i], ())
+                        if pre(s)] + [post(s) for pre, post in unkeyed if pre(s)]
+                for t in succ:
+                    if perm is not None:
+                        t = min(t, tuple([t[j] for j in perm]))
+                    if t not in seen:
+                        seen.add(t)
+                        nxt.append(t)
             tick(len(frontier) * UNITS_PER_SAMPLED_STATE)   # counted work (budget.py)
             frontier = nxt
-        else:
+        if perm is not None:
+            seen = seen | {tuple([t[j] for j in perm]) for t in seen}
+        if not frontier:
             complete[frozen] = seen
         states.extend(seen)
     return Samples(states, errors, truncated, complete, ticks() - first)
@@ -818,7 +840,7 @@ CONSECUTION = "transitions"
 
 def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.0,
             query_timeout: float = 60.0, per_step: bool = False,
-            consecution: str | None = None) -> InvariantResult:
+            consecution: str | None = None, symmetry: bool = True) -> InvariantResult:
     """The largest inductive subset of the candidates, then the error conditions.
 
     `consecution` says how Houdini asks Z3 whether a step breaks a candidate:
@@ -827,7 +849,11 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     transition only when a candidate its last unsat core used was dropped; "whole" asks about
     every transition at once, then transition by transition if that query is undecided
     (`per_step`: transition by transition from the start). The largest inductive subset is
-    unique, so every way keeps the same candidates; only the time differs."""
+    unique, so every way keeps the same candidates; only the time differs.
+
+    `symmetry`: on a 2-block cluster's class system that Z3 checks symmetric under the swap
+    of the blocks (symmetry.py), the candidates are closed under the swap, dropped in mirror
+    pairs, and only one transition of each mirror pair is asked."""
     start = time.perf_counter()
     consecution = consecution or CONSECUTION
     if consecution not in ("transitions", "whole"):
@@ -850,6 +876,11 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     alive = list(candidates)
     # Candidates as Python functions: a model's state is evaluated here, not through the API.
     comp = Compiler(variables)
+    sym = (mirror_of(encoder, comp)
+           if symmetry and consecution == "transitions" and not per_step else None)
+    image: dict[int, int] = {}
+    if sym is not None:
+        alive, image = close(alive, sym.perm, variables, Substitution)
     holds = {id(c): comp.function([c.formula], "bool") for c in alive}
 
     def survivors(model, vector, items, flag_of):
@@ -882,9 +913,13 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
             return result("unknown", f"Z3 could not decide initiation: {s.reason_unknown()}")
         m = s.model()
         alive = survivors(m, encoder.init_head, alive, lambda c: init_flags[id(c)])
+    if image:       # dropped in mirror pairs: the set stays closed under the swap
+        kept = {id(c) for c in alive}
+        alive = [c for c in alive if image[id(c)] in kept]
     if consecution == "transitions" and not per_step:
-        alive, why, more = _consecution_by_transition(encoder, alive, comp, holds, remaining,
-                                                      query_timeout)
+        alive, why, more = _consecution_by_transition(
+            encoder, alive, comp, holds, remaining, query_timeout,
+            asked=sym.asked if sym is not None else None, image=image)
         checks += more
         if why is not None:
             return result("unknown", f"Z3 could not decide consecution: {why}", alive=alive)
@@ -1021,15 +1056,19 @@ _STATE_INDEX = re.compile(r"s\[(\d+)\]")
 
 
 def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, holds: dict,
-                               remaining, query_timeout: float) -> tuple[list, str | None, int]:
+                               remaining, query_timeout: float, asked: list[int] | None = None,
+                               image: dict[int, int] | None = None
+                               ) -> tuple[list, str | None, int]:
     """Houdini's consecution one transition at a time, on one incremental solver each.
 
     A transition writes a few state variables; a candidate over none of them is preserved by
     it (the pre-state satisfies it and nothing it reads changes), so the transition's query
     asks only whether one of the candidates over what it writes breaks. Its unsat core names
     the candidates the answer rests on: the transition is asked again only when one of them is
-    dropped (a query under fewer hypotheses about fewer candidates). Returns (the inductive
-    candidates, why undecided or None, the number of queries)."""
+    dropped (a query under fewer hypotheses about fewer candidates). With a mirror
+    (symmetry.py) only the transitions `asked` are asked and a candidate is dropped with its
+    `image`. Returns (the inductive candidates, why undecided or None, the number of
+    queries)."""
     variables = encoder.vars
     nf = len(encoder.system.frozen)
     reads = {id(c): {int(x) for x in _STATE_INDEX.findall(comp.expr(c.formula))}
@@ -1083,7 +1122,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     rnd = 0
     dead: set[int] = set()
     cores: dict[int, set[int]] = {}          # transition -> candidates its last unsat rests on
-    todo = list(range(len(steps)))
+    todo = list(range(len(steps))) if asked is None else list(asked)
     queued = set(todo)
     while todo:
         t = todo.pop(0)
@@ -1127,6 +1166,10 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             more = around.drops(pre_state, {id(c) for c in alive} - dead)
             dead |= more
             gone |= more
+            if image:
+                more = {image[x] for x in gone} - dead
+                dead |= more
+                gone |= more
             for u, core in list(cores.items()):
                 if u != t and core & gone:
                     del cores[u]
