@@ -6,8 +6,8 @@ from __future__ import annotations
 import z3
 
 from barrierproof.checker.symbolic.encode import Encoder
-from barrierproof.checker.symbolic.invariants import (Compiler, Substitution, guess, houdini,
-                                                      sample)
+from barrierproof.checker.symbolic.houdini import houdini
+from barrierproof.checker.symbolic.invariants import Compiler, Substitution, guess, sample
 from barrierproof.checker.symbolic.symmetry import block_swap, close, mirror
 from test_symbolic import _fragment, kernel, points
 
