@@ -104,12 +104,14 @@ def block_swap(enc: Encoder) -> list[int] | None:
     return perm
 
 
-def mirror(enc: Encoder, comp, substitution, timeout_ms: int = 10_000) -> Mirror | None:
+def mirror(enc: Encoder, comp, substitution, timeout_ms: int = 60_000) -> Mirror | None:
     """sigma = block_swap(enc) checked by Z3 a symmetry of the system as far as Houdini uses
     it: the parameters' constraints and construction facts preserved, and each transition
     either asked or the checked image of one asked. None when sigma does not exist or does
     not preserve the construction facts. `substitution(src, dst)` makes the substituting
-    function (invariants.Substitution)."""
+    function (invariants.Substitution). Each query runs within the budget in force (`checked`:
+    counted units); `timeout_ms` is only a wall-clock net (these are equalities of terms that
+    differ by the order of their arguments, decided in a few units)."""
     perm = block_swap(enc)
     if perm is None:
         return None
