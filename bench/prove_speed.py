@@ -8,7 +8,7 @@ Each protocol is proved twice, each time in a fresh process, as `barrierproof pr
 consecution asked as one query over every transition (`whole`, the way it was asked before) and
 once transition by transition (`transitions`, the default: one incremental solver per
 transition, asked only about the candidates the transition writes, re-asked only when a
-candidate of its last unsat core is dropped; checker/symbolic/invariants.py). The `whole` runs
+candidate of its last unsat core is dropped; checker/symbolic/houdini.py). The `whole` runs
 get the same --timeout (the budget: Z3 units, static orders tried) but are stopped after
 --old-timeout wall seconds (default 60) so the table is produced in minutes; a row stopped so
 says it. The time of each phase of the `transitions` run is measured by
@@ -56,9 +56,9 @@ PHASES = ("sample", "guess", "houdini")
 def run_one(job: tuple[str, list, str, float]) -> dict:
     """One proof in this (fresh, forked) process, with the phases timed."""
     ref, extra, consecution, timeout = job
-    from barrierproof.checker.symbolic import invariants, prove
+    from barrierproof.checker.symbolic import houdini, prove
     from barrierproof.cli import main as cli
-    invariants.CONSECUTION = consecution
+    houdini.CONSECUTION = consecution
     spent = {p: 0.0 for p in PHASES}
     for name in PHASES:
         inner = getattr(prove, name)

@@ -38,10 +38,7 @@ ACCOUNTED = {
     "examples/hw_barriers.py::named_barrier_arrive_and_wait": T_HW,
     "examples/hw_barriers.py::syncthreads_uniform": T_HW,
     "examples/persistent.py::persistent_ring": T_TILES,
-    "examples/persistent.py::persistent_multicast_pair":
-        "not proved: time limit (the table's 60 s: its pair's ring class needs ~65M work "
-        "units, 57M of them Houdini's, the first partition gets 40M; prove proves it at "
-        "--timeout 100: test_tiles.py)",
+    "examples/persistent.py::persistent_multicast_pair": T_TILES,
     "examples/patterns/tcgen05_drain.py::mma_ring_bare_parity": "test_prove_queue_order.py",
     "examples/patterns/tcgen05_drain.py::mma_ring_stated_phase": "test_prove_queue_order.py",
     "examples/patterns/tcgen05_drain.py::persistent_umma_gemm": "test_prove_queue_order.py",

@@ -1,6 +1,6 @@
 """A class system's invariant found by Z3's CHC engine (Spacer), re-checked by plain Z3.
 
-Houdini (invariants.py) keeps the largest inductive subset of the candidates the samples
+Houdini (houdini.py) keeps the largest inductive subset of the candidates the samples
 propose; when that subset does not exclude an error, the facts that would are not among the
 candidates. Spacer (property-directed reachability over constrained Horn clauses) finds them
 instead of guessing: the class system becomes

@@ -4,9 +4,10 @@ This module knows nothing about the IR: `program.py` builds a `CounterSystem` (c
 roles of identical threads, each running a small "class program" over the barrier instances of
 one class, with symbolic loop bounds) and this module turns it into an initial condition, a list
 of guarded transitions and a list of error conditions over integer state variables, all in
-linear integer arithmetic (`invariants.py` proves them with Z3). It stays one module: the
-barrier micro-steps, the moves of each kind of role and the error conditions all read the same
-views of a state (places, observations, loop coordinates), which a split would pass around.
+linear integer arithmetic (`invariants.py` guesses, `houdini.py` proves with Z3). It stays one
+module: the barrier micro-steps, the moves of each kind of role and the error conditions all
+read the same views of a state (places, observations, loop coordinates), which a split would
+pass around.
 
 State variables:
 

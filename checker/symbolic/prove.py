@@ -64,11 +64,12 @@ How a proof works
    consumers' second tile of an unrolled cluster kernel with the producers' second tile). Each
    candidate is replayed concretely (the tau-ordered run of model/semantics.py must pass every
    wait at a few small parameter values); only the symbolic check counts.
-5. Invariants (invariants.py). Each class system is explored explicitly at small
+5. Invariants (invariants.py, houdini.py). Each class system is explored explicitly at small
    parameter values; linear equalities (null spaces of the sampled states), bounds and bounds on
    differences, globally and conditioned on where a thread is, are the candidates. Houdini keeps
    the largest subset Z3 proves inductive for ALL parameter values (initiation and consecution
-   over symbolic parameters), and Z3 then proves that no error state satisfies it. Spacer (Z3's
+   over symbolic parameters; on a 2-block cluster one transition of each mirror pair, the swap
+   of the blocks checked a symmetry by Z3: symmetry.py), and Z3 then proves that no error state satisfies it. Spacer (Z3's
    CHC engine) was tried first on the same transition systems and did not converge even on
    concrete 19-state instances in 60 s, so invariants are guessed from samples and checked by Z3:
    the samples only propose, Z3 decides. Where the largest inductive subset does not exclude
@@ -212,7 +213,8 @@ from .peer_exit import ENCODED as PEER_EXIT_ENCODED
 from .tiles import promotable, prove_tiles
 from .work import charge as charge_work
 from .chc import prove_class
-from .invariants import Candidate, InvariantResult, guess, houdini, sample
+from .houdini import InvariantResult, houdini
+from .invariants import Candidate, guess, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
 from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_STATE,  # noqa: F401

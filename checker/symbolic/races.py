@@ -22,7 +22,7 @@ write, is a race. The prover checks it on the class systems of prove.py:
   transaction (as in model/memory.py) and never race each other; tcgen05 deliveries of one
   issuing thread are its tensor-core queue, one agent.
 - The error condition "race" is the disjunction, over conflicting pairs, of both being live;
-  Houdini (invariants.py) must prove it unreachable for every parameter value, exactly as the
+  Houdini (houdini.py) must prove it unreachable for every parameter value, exactly as the
   barrier rules. `prove` then says race-free only where Z3 proved it.
 
 - Accesses a thread waits for itself (TMA stores, WGMMA, tcgen05.st) retired by the very next
