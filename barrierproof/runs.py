@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 
 from .checker.check import Options, error_verdict
@@ -24,7 +25,12 @@ from .flags import params_for as _params_for
 
 class Progress:
     """States, depth and rate on a terminal's stderr while a long search runs; with --progress
-    and no terminal (a CI log), one plain line every 10 seconds instead."""
+    and no terminal (a CI log), one plain line every 10 seconds instead: the latest state, held
+    back while a line is due within the window and written when it opens, so a phase entered
+    just after another line is shown, and a long phase is shown again every 10 s with its time
+    so far (the prover enters a phase once, whatever it costs)."""
+
+    INTERVAL = 10.0
 
     def __init__(self, enabled: bool, live: bool = True):
         self.enabled = enabled
@@ -32,13 +38,17 @@ class Progress:
         self.status = None
         self.label = ""
         self.next_line = 0.0
+        self.pending: str | None = None     # the latest text, not written yet
+        self.shown: tuple[str, float] | None = None     # the last phase written, and since when
+        self.timer = None
+        self.lock = threading.Lock()
 
     def callback(self, info: dict) -> None:
         if not self.enabled:
             return
         if "phase" in info:     # the prover: the phase it is in, and how much budget is spent
             self.show(f"{self.label}: prove: {info['phase']} ({min(1.0, info['spent']):.0%} of "
-                      f"the --timeout {info['seconds']:g} budget spent)")
+                      f"the --timeout {info['seconds']:g} budget spent)", phase=True)
             return
         text = (f"{self.label}: {info['states']:,} states, depth {info['depth']}, "
                 f"{info['rate']:,.0f} states/s")
@@ -48,11 +58,12 @@ class Progress:
             text += f", a violation in {info['shortest_found']} steps (shortening)"
         self.show(text)
 
-    def show(self, text: str) -> None:
+    def show(self, text: str, phase: bool = False) -> None:
         if not self.live:
-            if time.monotonic() >= self.next_line:
-                self.next_line = time.monotonic() + 10
-                print(text, file=sys.stderr, flush=True)
+            with self.lock:
+                self.pending = text
+                self.shown = (text, time.monotonic()) if phase else None
+                self._due()
             return
         if self.status is None:
             from rich.console import Console
@@ -61,7 +72,47 @@ class Progress:
         else:
             self.status.update(text)
 
+    def _due(self) -> None:
+        """Write the pending line if the window is open, else when it opens (under the lock)."""
+        now = time.monotonic()
+        if now >= self.next_line:
+            self._write(now)
+        elif self.timer is None:
+            self._arm(self.next_line - now)
+
+    def _tick(self) -> None:
+        with self.lock:
+            if self.timer is None:      # stopped meanwhile
+                return
+            self.timer = None
+            now = time.monotonic()
+            if now < self.next_line:    # a line was written meanwhile: wait for the next window
+                self._arm(self.next_line - now)
+                return
+            if self.pending is None and self.shown is not None:     # a phase still running
+                text, since = self.shown
+                self.pending = f"{text}, {now - since:.0f} s in this phase"
+            if self.pending is not None:
+                self._write(now)
+
+    def _arm(self, delay: float) -> None:
+        self.timer = threading.Timer(delay, self._tick)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _write(self, now: float) -> None:
+        print(self.pending, file=sys.stderr, flush=True)
+        self.pending = None
+        self.next_line = now + self.INTERVAL
+        if self.shown is not None and self.timer is None:   # shown again if it lasts
+            self._arm(self.INTERVAL)
+
     def stop(self) -> None:
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            self.pending = self.shown = None
         if self.status is not None:
             self.status.stop()
             self.status = None
