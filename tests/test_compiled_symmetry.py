@@ -63,7 +63,7 @@ def test_every_example_with_interchangeable_threads_searches_the_same_orbits(
 def test_threads_touching_different_memory_race_in_their_images_alike(examples):  # noqa: F811
     """The race rule is not invariant under a permutation of threads that touch different
     memory: both searches look at the images of each state (explore.py `violations`), and a
-    race found in an image is renamed onto a concrete schedule (`_toward`) alike."""
+    race found in an image is renamed onto a concrete schedule (`schedule_toward`) alike."""
     mixed = [s for s in examples[0] if _symmetric(s) and race_permutations(s, Symmetry(s).classes)]
     found = []
     for system in mixed:

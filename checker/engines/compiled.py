@@ -149,7 +149,7 @@ def outcome(system: System, out: dict, parents, actions, limits, ignore: frozens
     its counterexample rebuilt from the breadth-first tree (`parents`, `actions` by state id)
     and recomputed by semantics.py. With thread symmetry the tree's states are
     representatives (`canon`) and its actions those of the representatives."""
-    from .explore import _toward
+    from .symmetry import schedule_toward
     from .search_result import ExploreResult, _concretize, _states
     depth, status = out["depth"], out["status"]
     canon = canon or (lambda s: s)
@@ -208,7 +208,7 @@ def outcome(system: System, out: dict, parents, actions, limits, ignore: frozens
             end = canon(system.step(pred, out["action"])[0])
             moves, _ = _concretize(system, canon, identity, keys, pred, out["action"], ignore)
         image = permute_state(system, end, moved)
-        moves = _toward(system, symmetry.classes, moves, image)
+        moves = schedule_toward(system, symmetry.classes, moves, image)
         race = system.memory.violation(system, image, ignore)
         return result("violation", actions=moves, violation=agree(race), depth=len(moves))
     if kind == AT_INITIAL:

@@ -53,7 +53,7 @@ from .por import leaves_nothing_out, persistent_sets
 from .search_result import (ExploreResult, Limits, _concretize, _rss_bytes,  # noqa: F401
                             _states)
 from .store import StateStore
-from .symmetry import (Symmetry, _local_fields, permute_action, permute_state,
+from .symmetry import (Symmetry, _local_fields, permute_state, schedule_toward,
                        race_permutations, thread_classes)
 
 
@@ -284,7 +284,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             violation = last
         if perm:
             reached = init if action is None else canon(system.step(pred, action)[0])
-            actions = _toward(system, classes, actions, permute_state(system, reached, perm))
+            actions = schedule_toward(system, classes, actions, permute_state(system, reached, perm))
         depth = len(actions)
         return confirmed(actions, violation, shortest)
 
@@ -646,26 +646,6 @@ ALIAS_SEARCH = 20_000
 RACES = frozenset({"BP200", "BP201"})
 # What a state that breaks only tolerated rules shows: nothing to report, nothing to expand.
 DEAD_END = Violation("", "a tolerated violation")
-
-
-def _toward(system: System, classes: list[list[int]], actions: list[int],
-            racing: tuple) -> list[int]:
-    """The concrete schedule ends in some member of the racing state's orbit; rename its agents
-    (within their symmetry classes, whose barrier programs are equal, so the renamed schedule
-    is one too) so that it ends in the member that races."""
-    end = system.initial_state()
-    for a in actions:
-        end, _ = system.step(end, a)
-    rename: dict[int, int] = {}
-    for cls in classes:
-        free = list(cls)
-        for a in cls:
-            mine = tuple(end[p] for p in _local_fields(system, a))
-            b = next(b for b in free if tuple(racing[p] for p in _local_fields(system, b)) == mine)
-            free.remove(b)
-            rename[a] = b
-    assert permute_state(system, end, rename) == racing, "no renaming reaches the racing state"
-    return [permute_action(system, x, rename) for x in actions]
 
 
 def _orbit_code(orbit, state, action, violation, ignore, tolerated=None):

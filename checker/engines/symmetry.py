@@ -532,3 +532,23 @@ def _thread_sorter(system: System, classes: list[list[int]]) -> Callable[[tuple]
         return state if out is None else tuple(out)
 
     return canon
+
+
+def schedule_toward(system: System, classes: list[list[int]], actions: list[int],
+            racing: tuple) -> list[int]:
+    """The concrete schedule ends in some member of the racing state's orbit; rename its agents
+    (within their symmetry classes, whose barrier programs are equal, so the renamed schedule
+    is one too) so that it ends in the member that races."""
+    end = system.initial_state()
+    for a in actions:
+        end, _ = system.step(end, a)
+    rename: dict[int, int] = {}
+    for cls in classes:
+        free = list(cls)
+        for a in cls:
+            mine = tuple(end[p] for p in _local_fields(system, a))
+            b = next(b for b in free if tuple(racing[p] for p in _local_fields(system, b)) == mine)
+            free.remove(b)
+            rename[a] = b
+    assert permute_state(system, end, rename) == racing, "no renaming reaches the racing state"
+    return [permute_action(system, x, rename) for x in actions]
