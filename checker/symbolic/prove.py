@@ -219,6 +219,7 @@ from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_
                      Z3_UNITS_PER_SECOND, cpu_seconds, own_context, units_spent, z3_limits,
                      z3_work)
 from .races import assign_buffers
+from .races_nested import joined_race_proofs, race_kernels
 from .ring_index import normalise_ring_indices
 from .exit_async import exit_open
 from .terms import Unsupported
@@ -619,6 +620,16 @@ def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str,
                      f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     kernel, _ = normalise_ring_indices(kernel, symbolic, fixed)
+    try:    # nested loops: the barrier proof's rewrites, with the accesses (races_nested.py)
+        parts = race_kernels(kernel, symbolic, fixed)
+    except Unsupported as err:
+        return Proof("unknown", time.perf_counter() - start,
+                     f"outside the supported fragment for races: {err}")
+    return joined_race_proofs(parts, lambda k, s: _prove_races_flat(k, s, fixed, budget, start))
+
+
+def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+                      budget: Budget, start: float) -> Proof:
     # Concrete rings at one representative slot first, with a third of the budget: where
     # they apply, their class is far smaller than the one holding every instance (a multicast
     # ring's all-instance class is sampled in hundreds of thousands of states).
@@ -1135,6 +1146,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
         notes += [c if c.startswith(("per tile", "per-tile operations", "nested loops")) else f"proved by cases: {c}"
                   for c in proof.cases]
+        if races is not None:       # rewrites the race proof rests on (races_nested.py)
+            notes += [f"races: {c}" for c in races.cases]
         if init_note:
             notes.append(init_note)
         if proof.tau:
