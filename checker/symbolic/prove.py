@@ -625,7 +625,7 @@ def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str,
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment for races: {err}")
-    return joined_race_proofs(parts, lambda k, s: _prove_races_flat(k, s, fixed, budget, start))
+    return joined_race_proofs(parts, fixed, lambda k, s: _prove_races_flat(k, s, fixed, budget, start))
 
 
 def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],

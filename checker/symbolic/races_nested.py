@@ -27,10 +27,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Sequence
 
-from ...model.ir import Kernel, Loop, Op, WarpRegion, When, without_memory
+from ...model import kinds, primitives
+from ...model.ir import Kernel, Loop, Op, WarpRegion, When, free_vars, walk, without_memory
 from .nested import PerTileOps, flatten_nested
+from .opaque_counts import opaque_trip_counts
 from .pertile import _nests, _project, split_per_tile
 from .terms import Unsupported
+
+
+# barrier-less accesses whose repetition within one loop is covered by one run (_collapse)
+REPEATABLE = kinds.kinds_where(lambda p: p.memory == "thread") | {primitives.TCGEN05_MMA}
 
 
 @dataclasses.dataclass
@@ -69,19 +75,26 @@ def _projections(kernel: Kernel, symbolic, fixed, refused: PerTileOps) -> list[R
 
     inner_loops = frozenset(id(s.body[i]) for s in _nests(kernel.body)
                             for i in range(len(s.body)) if isinstance(s.body[i], Loop))
+    inner_ids = {id(x) for s in walk(kernel.body) if isinstance(s, Loop) and id(s) in
+                 inner_loops for x in walk(s.body) if isinstance(x, Op)}
+    # a K-loop operation without a barrier that touches memory (an MMA into the accumulator)
+    # is kept in projection B too, where its inner loop then collapses (_collapse)
+    repeated = lambda op, inner: inner and op.barrier is None and \
+        op.kind in REPEATABLE and bool(op.reads + op.writes)                   # noqa: E731
     drop_a = lambda op, _: bar(op) in b                                       # noqa: E731
-    drop_b = lambda op, inner: bar(op) in a or (inner and op.barrier is None)  # noqa: E731
+    drop_b = lambda op, inner: bar(op) in a or (inner and op.barrier is None and  # noqa: E731
+                                                not repeated(op, inner))
     kept = {"a": _kept(kernel.body, drop_a, inner_loops), "b": _kept(kernel.body, drop_b,
                                                                      inner_loops)}
     home: dict[str, str] = {}
     for alloc in kernel.buffers:
         users = [id(op) for op in kernel.ops()
                  if any(m.alloc is alloc for m in op.reads + op.writes)]
-        # a buffer of the K loop's operations is judged with the K loop's barriers; one only
-        # per-tile operations touch, with the per-tile barriers (any home keeping every user
-        # is sound; this is the one whose barriers order them)
-        in_loop = any(u in kept["a"] and u not in kept["b"] for u in users)
-        order = ("a", "b") if in_loop else ("b", "a")
+        # a buffer only the K loops touch is judged with the K loop's barriers; one per-tile
+        # operations touch too, with the per-tile barriers (any home keeping every user is
+        # sound; this is the one whose barriers order them)
+        per_tile = any(u not in inner_ids for u in users)
+        order = ("b", "a") if per_tile else ("a", "b")
         side = next((s for s in order if all(u in kept[s] for u in users)), None)
         if side is None:
             raise Unsupported(f"{split.split}: buffer `{alloc.name}` is touched by operations "
@@ -92,6 +105,9 @@ def _projections(kernel: Kernel, symbolic, fixed, refused: PerTileOps) -> list[R
     for side, drop, barriers in (("a", drop_a, a), ("b", drop_b, b)):
         mine = {n for n, s in home.items() if s == side}
         body = _only_buffers(_project(kernel.body, drop, inner_loops=inner_loops), mine)
+        if side == "b":
+            body = _collapse(body, {x.var for x in walk(kernel.body)
+                                    if isinstance(x, Loop) and id(x) in inner_loops})
         part = kernel.replace(body=body,
                               barriers=tuple(x for x in kernel.barriers if x.name in barriers),
                               buffers=tuple(m for m in kernel.buffers if m.name in mine))
@@ -108,6 +124,50 @@ def _projections(kernel: Kernel, symbolic, fixed, refused: PerTileOps) -> list[R
             else:
                 out.append(RaceKernel(sub.kernel, sub.symbolic, f"{note}; {sub.note}"))
     return out
+
+
+def _collapse(body, inner_vars: set[str]) -> tuple:
+    """Projection B's inner loops, which hold only barrier-less accesses (REPEATABLE) whose
+    references and guards do not read the K-step index, replaced by one run of their body,
+    unguarded. Sound for races: the same accesses repeated within one gap of their thread
+    (loads and stores), or queued one after another on its tensor core until a later arrival
+    (tcgen05 MMAs, completed in issue order), are live over the interval of one run, and one
+    run where the loop may run none only adds accesses. Anything else stays a loop (and the
+    projection is then refused as nested)."""
+    out = []
+    for s in body:
+        if isinstance(s, Loop) and s.var in inner_vars:
+            ops = [x for x in walk(s.body)]
+            if all(not isinstance(x, Loop) and not isinstance(x, WarpRegion) for x in ops) and \
+                    all(x.barrier is None and x.kind in REPEATABLE for x in ops
+                        if isinstance(x, Op)) and \
+                    s.var not in _reads(s.body):
+                out.extend(s.body)
+                continue
+            out.append(s)
+        elif isinstance(s, Loop):
+            out.append(Loop(s.var, s.trip, _collapse(s.body, inner_vars), s.loc))
+        elif isinstance(s, When):
+            out.append(When(s.cond, _collapse(s.then, inner_vars),
+                            _collapse(s.orelse, inner_vars), s.loc))
+        elif isinstance(s, WarpRegion):
+            out.append(WarpRegion(s.axis, _collapse(s.body, inner_vars), s.loc))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def _reads(body) -> set[str]:
+    """Every variable the statements read."""
+    names: set[str] = set()
+    for x in walk(body):
+        if isinstance(x, Op):
+            for e in [x.count, x.bytes] + [e for m in x.reads + x.writes for e in m.exprs()]:
+                if e is not None:
+                    names |= free_vars(e)
+        elif isinstance(x, When):
+            names |= free_vars(x.cond)
+    return names
 
 
 def _kept(body, drop, inner_loops) -> set[int]:
@@ -155,12 +215,18 @@ def _only_buffers(body, names: set[str]) -> tuple:
 __all__ = ["RaceKernel", "race_kernels"]
 
 
-def joined_race_proofs(parts: list[RaceKernel], prove_one) -> "Proof":
+def joined_race_proofs(parts: list[RaceKernel], fixed, prove_one) -> "Proof":
     """Each part proved by `prove_one(kernel, symbolic)`; proved only when all are, the notes
     of the rewrites among the proof's cases (a flattened count is proved for every product)."""
     from .proofs import Proof
     proofs = []
     for part in parts:
+        # a schedule's non-linear tile count read only as a trip count: a parameter of its
+        # own, as in the barrier proof (opaque_counts.py; every value of it covers every count)
+        kernel, symbolic, opaque = opaque_trip_counts(part.kernel, part.symbolic, fixed)
+        if opaque:
+            part = RaceKernel(kernel, symbolic, "; ".join(([part.note] if part.note else [])
+                                                          + opaque))
         proof = prove_one(part.kernel, part.symbolic)
         if proof.status != "proved":
             if part.note:
