@@ -642,15 +642,26 @@ def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[st
         return first
     other = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed, budget, start,
                             handoffs=True)
-    return other if other is not None and other.status == "proved" else first
+    if other is not None and other.status == "proved" or budget.exhausted():
+        return other if other is not None and other.status == "proved" else first
+    # a hand-off through a named barrier (warps writing their parts of a buffer, bar.sync, one
+    # of them storing it whole): the buffer is judged in the class of every concrete barrier,
+    # where the named barriers are apart; joined with them, its accesses meet their order
+    joined = _prove_races_on(kernel, symbolic, fixed, budget, start, join_named=True)
+    if joined is None or joined.status == "proved":
+        return joined or first
+    return replace(first, reason=f"{first.reason}; the named barriers are a class apart from "
+                   "the one judging the buffers, so a hand-off through bar.sync is not seen "
+                   f"there; with them joined to every concrete barrier: {joined.reason}")
 
 
 def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
-                    concrete_rings: bool = False, handoffs: bool = False) -> Proof | None:
+                    concrete_rings: bool = False, handoffs: bool = False,
+                    join_named: bool = False) -> Proof | None:
     """prove_races on one partition; None when `concrete_rings` or `handoffs` changes
     nothing."""
     try:
-        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs)
+        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs, join_named)
         if frag is None:
             return None
         assign_buffers(frag)
