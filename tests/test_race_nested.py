@@ -10,6 +10,7 @@ its smallest values and the race proof alone does not prove it."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from types import SimpleNamespace
 
@@ -187,6 +188,11 @@ def _symbolic(k) -> list[str]:
     return [p.name for p in k.params.values() if p.symbolic]
 
 
+@functools.lru_cache(maxsize=None)
+def _proved(proto):
+    return _prove(proto.build())
+
+
 def _prove(k):
     # no short search first: the race proof itself meets the racy twins and must fail on them
     return prove_kernel(k, {}, Options(), None,
@@ -201,7 +207,7 @@ def _holds(k, values) -> bool:
 @pytest.mark.parametrize("proto", list(RACE_FREE), ids=lambda p: p.name)
 def test_race_freedom_proved_and_the_explorer_agrees(proto):
     k = proto.build()
-    v = _prove(k)
+    v = _proved(proto)
     assert v.verdict == "proved", (v.label, v.coverage)
     assert "race-free (BP200/BP201)" in v.coverage
     checked = 0
@@ -214,7 +220,7 @@ def test_race_freedom_proved_and_the_explorer_agrees(proto):
 
 
 def test_nested_proofs_name_their_rewrites():
-    notes = " ".join(_prove(per_tile_accumulator.build()).notes)
+    notes = " ".join(_proved(per_tile_accumulator).notes)
     assert "races on acc judged in the projection on the per-tile barriers" in notes
     assert "races on ring judged in the projection on the K loop's barriers" in notes
 

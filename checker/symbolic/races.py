@@ -48,7 +48,8 @@ write, is a race. The prover checks it on the class systems of prove.py:
 
 - The same accesses in a ring loop retired later (`wgmma_wait(1)` keeping one WGMMA in
   flight), when no class event of their slot lies between issue and retirement on any way the
-  thread can go (`_retired_before_next_slot_event`): the ACCESS at the issue still covers them.
+  thread can go (retired.py, also for a peeled stage issued before the loop): the ACCESS at the
+  issue still covers them.
 - cp.async copies, TMA stores, WGMMAs and tcgen05.st into (from) buffers only their own
   thread touches: proved along that thread's program (own_copies.py), with no place in the
   class systems.

@@ -18,7 +18,10 @@ same rewrites, so that each race proof stands beside a barrier proof of the same
   at least as long (a thread's gap between its kept synchronization instructions holds its gap
   in the kernel; a deleted barrier-less wait retires nothing in the projection and a deleted
   issue leaves a wait(n) retiring fewer, both only longer). So a race on the buffer in the
-  kernel is a race in the projection. A buffer touched on both sides (a K-loop MMA's
+  kernel is a race in the projection. Projection B also keeps the K loop's barrier-less loads,
+  stores and tcgen05 MMAs (an MMA into the per-tile accumulator), which have no barrier effect,
+  so its barrier behaviour is the barrier proof's projection B; their inner loop is then taken
+  once (_collapse). A buffer touched on both sides (a K-loop MMA's
   accumulator read per tile with no barrier between them in one class) is refused, named.
 """
 
@@ -32,6 +35,7 @@ from ...model.ir import Kernel, Loop, Op, WarpRegion, When, free_vars, walk, wit
 from .nested import PerTileOps, flatten_nested
 from .opaque_counts import opaque_trip_counts
 from .pertile import _nests, _project, split_per_tile
+from .proofs import Proof
 from .terms import Unsupported
 
 
@@ -215,10 +219,9 @@ def _only_buffers(body, names: set[str]) -> tuple:
 __all__ = ["RaceKernel", "race_kernels"]
 
 
-def joined_race_proofs(parts: list[RaceKernel], fixed, prove_one) -> "Proof":
+def joined_race_proofs(parts: list[RaceKernel], fixed, prove_one) -> Proof:
     """Each part proved by `prove_one(kernel, symbolic)`; proved only when all are, the notes
     of the rewrites among the proof's cases (a flattened count is proved for every product)."""
-    from .proofs import Proof
     proofs = []
     for part in parts:
         # a schedule's non-linear tile count read only as a trip count: a parameter of its
