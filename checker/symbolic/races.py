@@ -193,11 +193,13 @@ def _granule_cells(frag: "Fragment", alloc) -> list[tuple[tuple, str]]:
 
 
 def _concrete_ring_of(frag: "Fragment", alloc, dims) -> BarrierClass | None:
-    """A buffer of concrete size S beside barriers of S slots analysed as a ring at one
-    representative slot (`concrete_rings`, classes.py): the ring class whose barriers every
-    loop touching it indexes at the same offset, when every use of it is a ring access too.
-    Then it is judged there, slot s for slot s, as a ring buffer of symbolic size is."""
-    if len(dims) != 1 or not z3.is_int_value(dims[0]):
+    """A buffer of concrete size S (its leading dimension) beside barriers of S slots analysed
+    as a ring at one representative slot (`concrete_rings`, classes.py): the ring class whose
+    barriers every loop touching it indexes at the same offset, when every use of it is a ring
+    access too. Then it is judged there, slot s for slot s, as a ring buffer of symbolic size is."""
+    # further concrete dimensions (an accumulator stage's rows: `acc.at[t % 2, ds(0, 128)]`)
+    # are judged whole at the slot, coarser (`coarse_regions`)
+    if not dims or not all(z3.is_int_value(d) for d in dims):
         return None
     rings = [c for c in frag.classes if c.ring is not None and frag.solver.equal(c.ring, dims[0])]
     if not rings or not _ring_indexed(frag, alloc, dims[0], memory=True):
