@@ -638,6 +638,12 @@ def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[st
     if rings is not None and rings.status == "proved":
         return rings
     first = _prove_races_on(kernel, symbolic, fixed, budget, start)
+    if rings is not None and rings.status != "proved" and first.status != "proved" and \
+            first.reason.startswith("outside the supported fragment") and \
+            not rings.reason.startswith("outside the supported fragment"):
+        # the rings' class is in the fragment and ran out or failed: that is the reason
+        first = replace(rings, reason=f"{rings.reason} (with every concrete barrier in one "
+                        f"class: {first.reason})")
     if first.status == "proved" or budget.exhausted():
         return first
     other = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed, budget, start,
