@@ -41,8 +41,8 @@ from typing import Mapping, Sequence
 import z3
 
 from ...model.expr import substitute_stmts
-from ...model.ir import (BinOp, Const, Expr, Kernel, Loop, Op, Param, UnOp, Var, WarpRegion,
-                         When, evaluate, free_vars, unique_name, walk)
+from ...model.ir import (BinOp, Const, Expr, Kernel, Loop, MemRef, Op, Param, Slice, UnOp, Var,
+                         WarpRegion, When, evaluate, free_vars, unique_name, walk)
 from .terms import Unsupported
 
 LOWER_BOUND_SCAN = 8        # lower bounds of T and K looked for among 0..8
@@ -144,6 +144,8 @@ def _map_exprs(body, fn) -> tuple:
                                           tuple(fn(e) for e in ref.block))
             out.append(dataclasses.replace(
                 s, barrier=ref, count=fn(s.count), bytes=fn(s.bytes),
+                reads=tuple(_map_mem(m, fn) for m in s.reads),
+                writes=tuple(_map_mem(m, fn) for m in s.writes),
                 parity=None if s.parity is None else fn(s.parity),
                 phase=None if s.phase is None else fn(s.phase)))
         elif isinstance(s, Loop):
@@ -155,6 +157,13 @@ def _map_exprs(body, fn) -> tuple:
         else:
             out.append(s)
     return tuple(out)
+
+
+def _map_mem(ref: MemRef, fn) -> MemRef:
+    """A memory reference with `fn` applied to its slot indices and region bounds."""
+    return dataclasses.replace(ref, index=tuple(fn(e) for e in ref.index),
+                               region=tuple(Slice(*(fn(e) for e in r.exprs()))
+                                            for r in ref.region))
 
 
 def _replace(e: Expr, shapes: set[str], by: Expr) -> Expr:
@@ -188,9 +197,13 @@ def _flatten(body, nests: set[int], p: str, P: str) -> tuple:
 
 
 def _op_exprs(op: Op) -> list[Expr | None]:
+    """Every expression of an operation the rewrite may change, in a fixed order: its counts,
+    its barrier's slot and block, and the slots and regions of its memory effects (races.py
+    judges those; each is proved equal at the running position like the rest)."""
     ref = op.barrier
     return [op.count, op.bytes, op.parity, op.phase] + \
-        ([] if ref is None else list(ref.index) + list(ref.block or ()))
+        ([] if ref is None else list(ref.index) + list(ref.block or ())) + \
+        [e for m in op.reads + op.writes for e in m.exprs()]
 
 
 class _Prover:
@@ -247,9 +260,12 @@ class _Prover:
                               "on the tile or K-step index alone?)")
         for a, b in zip(old, new):
             if isinstance(a, Op) and isinstance(b, Op) and a.kind == b.kind:
-                if a.reads or a.writes or a.signals or b.reads or b.writes or b.signals:
-                    raise Unsupported("nested loops: an operation with memory effects or "
-                                      "several signals", a.loc)
+                if a.signals or b.signals:
+                    raise Unsupported("nested loops: an operation with several signals", a.loc)
+                if [(m.alloc, len(m.index), len(m.region)) for m in a.reads + a.writes] != \
+                        [(m.alloc, len(m.index), len(m.region)) for m in b.reads + b.writes]:
+                    raise Unsupported("nested loops: the rewrite changed a memory reference's "
+                                      "shape", a.loc)
                 if a.bar_id is not None and free_vars(a.bar_id) & (
                         self.moved | set(nest or ())):
                     raise Unsupported("nested loops: a named-barrier id moves with the loops",
@@ -274,7 +290,8 @@ class _Prover:
 
 def _kernel_vars(kernel: Kernel, body) -> set[str]:
     exprs = [kernel.num_threads] + [e for _, e in kernel.cluster + kernel.grid] + \
-        [e for b in kernel.barriers for e in (b.num_arrivals, b.copies, *b.shape)]
+        [e for b in kernel.barriers for e in (b.num_arrivals, b.copies, *b.shape)] + \
+        [e for m in kernel.buffers for e in m.shape]
     names = set().union(*(free_vars(e) for e in exprs))
     _map_exprs(body, lambda e: names.update(free_vars(e)) or e)
     return names

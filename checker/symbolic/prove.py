@@ -222,6 +222,7 @@ from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_
                      Z3_UNITS_PER_SECOND, cpu_seconds, own_context, units_spent, z3_limits,
                      z3_work)
 from .races import assign_buffers
+from .races_nested import joined_race_proofs, race_kernels
 from .ring_index import normalise_ring_indices
 from .exit_async import exit_open
 from .terms import Unsupported
@@ -622,6 +623,16 @@ def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str,
                      f"outside the supported fragment for races: {err}")
     kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
     kernel, _ = normalise_ring_indices(kernel, symbolic, fixed)
+    try:    # nested loops: the barrier proof's rewrites, with the accesses (races_nested.py)
+        parts = race_kernels(kernel, symbolic, fixed)
+    except Unsupported as err:
+        return Proof("unknown", time.perf_counter() - start,
+                     f"outside the supported fragment for races: {err}")
+    return joined_race_proofs(parts, fixed, lambda k, s: _prove_races_flat(k, s, fixed, budget, start))
+
+
+def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
+                      budget: Budget, start: float) -> Proof:
     # Concrete rings at one representative slot first, with a third of the budget: where
     # they apply, their class is far smaller than the one holding every instance (a multicast
     # ring's all-instance class is sampled in hundreds of thousands of states).
@@ -630,19 +641,36 @@ def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str,
     if rings is not None and rings.status == "proved":
         return rings
     first = _prove_races_on(kernel, symbolic, fixed, budget, start)
+    if rings is not None and rings.status != "proved" and first.status != "proved" and \
+            first.reason.startswith("outside the supported fragment") and \
+            not rings.reason.startswith("outside the supported fragment"):
+        # the rings' class is in the fragment and ran out or failed: that is the reason
+        first = replace(rings, reason=f"{rings.reason} (with every concrete barrier in one "
+                        f"class: {first.reason})")
     if first.status == "proved" or budget.exhausted():
         return first
     other = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed, budget, start,
                             handoffs=True)
-    return other if other is not None and other.status == "proved" else first
+    if other is not None and other.status == "proved" or budget.exhausted():
+        return other if other is not None and other.status == "proved" else first
+    # a hand-off through a named barrier (warps writing their parts of a buffer, bar.sync, one
+    # of them storing it whole): the buffer is judged in the class of every concrete barrier,
+    # where the named barriers are apart; joined with them, its accesses meet their order
+    joined = _prove_races_on(kernel, symbolic, fixed, budget, start, join_named=True)
+    if joined is None or joined.status == "proved":
+        return joined or first
+    return replace(first, reason=f"{first.reason}; the named barriers are a class apart from "
+                   "the one judging the buffers, so a hand-off through bar.sync is not seen "
+                   f"there; with them joined to every concrete barrier: {joined.reason}")
 
 
 def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
-                    concrete_rings: bool = False, handoffs: bool = False) -> Proof | None:
+                    concrete_rings: bool = False, handoffs: bool = False,
+                    join_named: bool = False) -> Proof | None:
     """prove_races on one partition; None when `concrete_rings` or `handoffs` changes
     nothing."""
     try:
-        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs)
+        frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs, join_named)
         if frag is None:
             return None
         assign_buffers(frag)
@@ -1142,6 +1170,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
         notes += [c if c.startswith(("per tile", "per-tile operations", "nested loops")) else f"proved by cases: {c}"
                   for c in proof.cases]
+        if races is not None:       # rewrites the race proof rests on (races_nested.py)
+            notes += [f"races: {c}" for c in races.cases]
         if init_note:
             notes.append(init_note)
         if proof.tau:

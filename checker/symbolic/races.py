@@ -48,7 +48,8 @@ write, is a race. The prover checks it on the class systems of prove.py:
 
 - The same accesses in a ring loop retired later (`wgmma_wait(1)` keeping one WGMMA in
   flight), when no class event of their slot lies between issue and retirement on any way the
-  thread can go (`_retired_before_next_slot_event`): the ACCESS at the issue still covers them.
+  thread can go (retired.py, also for a peeled stage issued before the loop): the ACCESS at the
+  issue still covers them.
 - cp.async copies, TMA stores, WGMMAs and tcgen05.st into (from) buffers only their own
   thread touches: proved along that thread's program (own_copies.py), with no place in the
   class systems.
@@ -88,6 +89,7 @@ from .counters import ACCESS, K, COp
 from .own_copies import own_copies_retired, private_buffers
 from .own_regions import own_region_keys, ref_key
 from .region_cells import region_cells, within_buffer
+from .retired import retired_before_next_slot_event
 from .plain import Plain
 from .terms import Unsupported, linear_in, z_int
 
@@ -191,11 +193,13 @@ def _granule_cells(frag: "Fragment", alloc) -> list[tuple[tuple, str]]:
 
 
 def _concrete_ring_of(frag: "Fragment", alloc, dims) -> BarrierClass | None:
-    """A buffer of concrete size S beside barriers of S slots analysed as a ring at one
-    representative slot (`concrete_rings`, classes.py): the ring class whose barriers every
-    loop touching it indexes at the same offset, when every use of it is a ring access too.
-    Then it is judged there, slot s for slot s, as a ring buffer of symbolic size is."""
-    if len(dims) != 1 or not z3.is_int_value(dims[0]):
+    """A buffer of concrete size S (its leading dimension) beside barriers of S slots analysed
+    as a ring at one representative slot (`concrete_rings`, classes.py): the ring class whose
+    barriers every loop touching it indexes at the same offset, when every use of it is a ring
+    access too. Then it is judged there, slot s for slot s, as a ring buffer of symbolic size is."""
+    # further concrete dimensions (an accumulator stage's rows: `acc.at[t % 2, ds(0, 128)]`)
+    # are judged whole at the slot, coarser (`coarse_regions`)
+    if not dims or not all(z3.is_int_value(d) for d in dims):
         return None
     rings = [c for c in frag.classes if c.ring is not None and frag.solver.equal(c.ring, dims[0])]
     if not rings or not _ring_indexed(frag, alloc, dims[0], memory=True):
@@ -415,7 +419,7 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
                 own_copies_retired(builder.frag, role, item, bop):
             return []           # only its own thread touches the cells, never while in flight
         if not _waited_next(builder, role, item, bop, ctx) and \
-                not _retired_before_next_slot_event(builder, role, item, bop):
+                not retired_before_next_slot_event(builder, role, item, bop):
             raise Unsupported(f"`{op.describe()}` stays live until a later wait of its thread "
                               "(not the next instruction, or one that leaves it in flight): its "
                               "races are left to the explorer", op.loc)
@@ -482,109 +486,6 @@ def _waited_next(builder: "ClassBuilder", role: "Role", item: "Item", bop: "Body
             return False
     mine = list(bop.conds) if item.kind == "loop" else list(item.conds)
     return len(conds) <= len(mine) and all(c is m or c == m for c, m in zip(conds, mine))
-
-
-def _retired_before_next_slot_event(builder: "ClassBuilder", role: "Role", item: "Item",
-                                    bop: "BodyOp") -> bool:
-    """Whether an issue in a ring loop (CUTLASS's `wgmma_wait(1)` keeping one WGMMA in flight)
-    is retired before its thread's next event on the same slot of the ring.
-
-    The access is live from the issue at iteration i to the first wait of its group that
-    leaves at most n in flight with n later issues since (groups retire in order), along both
-    ways the thread can go: on in the same iteration, then through iteration i + 1 (at most
-    one more iteration), or out of the loop after iteration i. If no operation on that way is
-    a class event of slot (i + c) % S (they address other slots, proved for every ring size,
-    or other classes), the thread's class position does not change while the access is live:
-    the class system may keep the thread at the issue's ACCESS for the whole interval (the move
-    off an ACCESS has no effect, so delaying it to the thread's next class event is one of its
-    interleavings). Then the ACCESS at the issue covers the interval, as for an access retired
-    by the next instruction; the thread's own accesses on the way touch other slots, so it
-    cannot race its own access either."""
-    cls, frag = builder.cls, builder.frag
-    if cls.ring is None or item.kind != "loop":
-        return False
-    op = bop.op
-    group = ASYNC_GROUPS[op.kind]
-    var, env, S = item.loop.var, role.env, cls.ring
-    mine = _ring_offset(builder, op, env, var)
-    if mine is None:
-        return False
-    at = next(n for n, b in enumerate(item.body) if b is bop)
-    body = item.body
-
-    def other_slot(o, shift: int) -> bool:
-        """`o`, run `shift` iterations after the issue, addresses no slot-s class event."""
-        refs = builder.class_refs(o)
-        if not refs:
-            return True
-        c = _ring_offset(builder, o, env, var)
-        if c is None:
-            return False
-        d = z3.simplify(c + shift - mine)
-        if not z3.is_int_value(d) or d.as_long() == 0:
-            return False
-        return frag.solver.valid(S > abs(d.as_long()))
-
-    def retires(o, conds, later: int) -> bool:
-        wait = ASYNC_WAITS.get(o.kind)
-        if wait is None or wait[0] != group:
-            return False
-        if conds:                          # a wait that may be skipped retires nothing
-            return False
-        if not wait[1]:
-            return True
-        keep = z3.simplify(z_int(o.count, env))
-        return z3.is_int_value(keep) and keep.as_long() <= later
-
-    def counts(b) -> int:
-        return 1 if b.op.kind in ASYNC_GROUPS and ASYNC_GROUPS[b.op.kind] == group and \
-            not b.conds else 0
-
-    later = 0
-    for b in body[at + 1:]:                # on in the same iteration
-        if retires(b.op, b.conds, later):
-            return True
-        if not other_slot(b.op, 0):
-            return False
-        later += counts(b)
-    through, nxt = False, later            # through iteration i + 1 (and no further)
-    for b in body:
-        if retires(b.op, b.conds, nxt):
-            through = True
-            break
-        if not other_slot(b.op, 1):
-            break
-        nxt += counts(b)
-    if not through:
-        return False
-    items = role.items                     # out of the loop after iteration i
-    for after in items[items.index(item) + 1:]:
-        if after.kind != "op":
-            return False
-        if retires(after.op, after.conds, later):
-            return True
-        if builder.class_refs(after.op):
-            return False
-        later += 1 if after.op.kind in ASYNC_GROUPS and \
-            ASYNC_GROUPS[after.op.kind] == group and not after.conds else 0
-    return False
-
-
-def _ring_offset(builder: "ClassBuilder", op, env, var):
-    """c when every reference of `op` into the ring class is (i + c) % S, else None."""
-    found = None
-    for ref in builder.class_refs(op):
-        try:
-            lin = linear_in(ring_lhs(builder.frag, ref, env, builder.cls.ring), var, env,
-                            builder.frag.solver)
-        except Unsupported:
-            return None
-        if lin is None or lin[0] != 1:
-            return None
-        if found is not None and not builder.frag.solver.equal(found, lin[1]):
-            return None
-        found = lin[1]
-    return found
 
 
 # ----------------------------------------------------------------------------------------------
