@@ -94,3 +94,27 @@ def test_barrier_index_from_other_data_is_still_refused():
 
     with pytest.raises(ModelError, match="index of barrier `bar` depends on data"):
         pallas.load(lambda: kernel(jnp.array([1], jnp.int32)), name="data_slot")
+
+
+def test_epilogue_without_final_wait_exits_with_the_store_in_flight():
+    verdict, lines = _check("ws_epilogue_exits_in_flight")
+    assert [d.code for d in verdict.diagnostics] == ["BP105"], lines
+
+
+def test_manual_release_before_read_races_the_refill_of_that_half():
+    """Only warpgroup 1 releases early: the race is on its rows (64:128) of the input slot."""
+    verdict, lines = _check("ws_manual_release_before_read")
+    (diag,) = verdict.diagnostics
+    assert diag.code == "BP200", lines
+    assert any("[0,64:128]" in d for d in diag.details), diag.details
+    assert not any("[0,0:64]" in d for d in diag.details), diag.details
+
+
+def test_manual_release_skipped_last_blocks_the_pipeline_drain():
+    """The pipeline's memory warpgroup waits every consumed barrier before it exits; the last
+    step's slot (5 % 4 = 1) gets one of its two arrivals."""
+    verdict, lines = _check("ws_manual_release_skipped_last")
+    (diag,) = verdict.diagnostics
+    assert diag.code == "BP100", lines
+    assert any("consumed_barrier" in d and "[1]" in d and "1/2 arrivals" in d
+               for d in diag.details), diag.details

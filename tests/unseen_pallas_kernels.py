@@ -19,12 +19,15 @@ EXPECT = {
     "consumer_skips_last_release": "violation:BP100",
     "two_consumer_ring_any_length": "verified",
     "any_length_skips_last_release": "violation:BP100",
+    "ws_epilogue_exits_in_flight": "violation:BP105",
+    "ws_manual_release_before_read": "violation:BP200",
+    "ws_manual_release_skipped_last": "violation:BP100",
 }
 
 
 # --- 1/2: emit_pipeline_warp_specialized, 3 stages, a two-tile store epilogue per warpgroup ----
 
-def _ws_pipeline(steps, out_slots, store_wait):
+def _ws_pipeline(steps, out_slots, store_wait, final_wait=True):
     """A TMA warpgroup streams `steps` tiles through 3 buffers; two compute warpgroups add
     their half of each tile into an SMEM accumulator, then store it in two epilogue tiles of
     HALF/2 rows through `out_slots` staging buffers, waiting with wait_smem_to_gmem(store_wait)
@@ -45,7 +48,8 @@ def _ws_pipeline(steps, out_slots, store_wait):
                 plgpu.commit_smem()
                 plgpu.copy_smem_to_gmem(out_smem.at[wg, slot],
                                         o_gmem.at[pl.ds(wg * HALF + e * epi, epi)])
-            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+            if final_wait:
+                plgpu.wait_smem_to_gmem(0, wait_read_only=True)
 
         def step(_, x_smem, carry):
             acc[mine] += x_smem[mine]
@@ -74,6 +78,63 @@ def ws_epilogue_slot_reused_early():
     """One staging slot but still a wait of 1: the second epilogue tile overwrites the slot
     while the first bulk store may still be reading it."""
     return _ws_pipeline(steps=5, out_slots=1, store_wait=1)
+
+
+def ws_epilogue_exits_in_flight():
+    """Two slots, but no wait_smem_to_gmem(0) after the last store: the compute warpgroups may
+    exit while the second epilogue tile's bulk store still reads its staging slot."""
+    return _ws_pipeline(steps=5, out_slots=2, store_wait=1, final_wait=False)
+
+
+def _ws_manual(steps, release_first_wg=None, skip_last_wg=None):
+    """emit_pipeline_warp_specialized with manual consumed barriers (4 stages): each compute
+    warpgroup releases the input slot itself once it has read its half."""
+    def body(x_gmem, o_gmem):
+        wg = jax.lax.axis_index("wg")
+        mine = pl.ds(wg * HALF, HALF)
+
+        def step(idx, x_smem, consumed):
+            (i,) = idx
+            release = plgpu.barrier_arrive
+            if skip_last_wg is not None:
+                def release(b):
+                    @pl.when((wg != skip_last_wg) | (i < steps - 1))
+                    def _():
+                        plgpu.barrier_arrive(b)
+            if release_first_wg is None:
+                o_gmem[mine] = x_smem[mine]
+                release(consumed)
+            else:
+                @pl.when(wg == release_first_wg)
+                def _():
+                    release(consumed)
+                o_gmem[mine] = x_smem[mine]
+
+                @pl.when(wg != release_first_wg)
+                def _():
+                    release(consumed)
+
+        pipeline = plgpu.emit_pipeline_warp_specialized(
+            step, grid=(steps,), memory_registers=40, max_concurrent_steps=4,
+            num_compute_wgs=2, wg_axis="wg", manual_consumed_barriers=True,
+            in_specs=[plgpu.BlockSpec((ROWS, COLS), lambda i: (i, 0))])
+        pipeline(x_gmem)
+
+    kernel = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((ROWS, COLS), jnp.float32),
+                          num_threads=3, thread_name="wg")
+    return kernel(jnp.ones((steps * ROWS, COLS), jnp.float32))
+
+
+def ws_manual_release_before_read():
+    """Warpgroup 1 releases the slot before reading its half: the memory warpgroup's refill of
+    that slot (4 steps later) may land while it reads."""
+    return _ws_manual(6, release_first_wg=1)
+
+
+def ws_manual_release_skipped_last():
+    """Warpgroup 0 skips its release in the last step: the memory warpgroup's final wait on
+    every consumed barrier never returns."""
+    return _ws_manual(6, skip_last_wg=0)
 
 
 # --- 3/4/5: one TMA producer, two consumers releasing each slot together (num_arrivals=2) ------
