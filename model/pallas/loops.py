@@ -171,7 +171,7 @@ class LoopRules:
         branch lifted before it in program order), rewritten in it; other data is refused: a
         fresh default would pick a slot the kernel never computes."""
         before = set(self._lifted)
-        lifted = self._lift(e, op.loc, "data")
+        lifted = self._lift(e, op.loc, "data", slots=True)
         if set(self._lifted) != before:
             raise ModelError(f"the index of barrier `{op.barrier.alloc.name}` depends on data "
                              "loaded from memory; barrierproof cannot follow it", loc=op.loc,
@@ -179,14 +179,15 @@ class LoopRules:
                              "the trip counts of earlier loops")
         return lifted
 
-    def _lift(self, e: Expr, loc: Loc, role: str) -> Expr:
+    def _lift(self, e: Expr, loc: Loc, role: str, slots: bool = False) -> Expr:
         if not opaque_vars(e):
             return e
         structural = {"min", "max", "==", "!=", "<", "<=", ">", ">=", "and", "or"}
         if isinstance(e, BinOp) and (e.op in structural or (
                 e.op in ("+", "-", "*") and not (opaque_vars(e.lhs) and opaque_vars(e.rhs)))
-                or (e.op in ("%", "//") and not opaque_vars(e.rhs))):
-            return mk(e.op, self._lift(e.lhs, loc, role), self._lift(e.rhs, loc, role))
+                or (slots and e.op in ("%", "//") and not opaque_vars(e.rhs))):
+            return mk(e.op, self._lift(e.lhs, loc, role, slots),
+                      self._lift(e.rhs, loc, role, slots))
         if isinstance(e, UnOp) and e.op == "not":
             return mk_not(self._lift(e.arg, loc, role))
         key = repr(e)
