@@ -118,3 +118,27 @@ def test_manual_release_skipped_last_blocks_the_pipeline_drain():
     assert diag.code == "BP100", lines
     assert any("consumed_barrier" in d and "[1]" in d and "1/2 arrivals" in d
                for d in diag.details), diag.details
+
+
+def _flag_slot(wait_shift):
+    """A slot computed from data that decides a branch: the data becomes a grid axis checked
+    value by value, and the slot follows it."""
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((8,), jnp.float32),
+                  scratch_types=[plgpu.Barrier(num_barriers=2)])
+    def kernel(f_ref, o_ref, bar):
+        f = f_ref[0]
+
+        @pl.when(f > 0)
+        def _():
+            plgpu.barrier_arrive(bar.at[f % 2])
+            plgpu.barrier_wait(bar.at[(f + wait_shift) % 2])
+
+    (k,) = pallas.load(lambda: kernel(jnp.array([1], jnp.int32)), name="flag_slot")
+    return k
+
+
+def test_barrier_index_over_branch_data_follows_the_grid_axis():
+    assert check_kernel(_flag_slot(0)).verdict == "verified"
+    wrong = check_kernel(_flag_slot(1))
+    assert wrong.label == "violation:BP100"
+    assert any("bar[" in d for d in wrong.diagnostics[0].details)
