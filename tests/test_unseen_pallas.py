@@ -165,3 +165,12 @@ def test_two_copies_on_a_one_arrival_barrier():
 def test_known_false_alarm(name):
     verdict, lines = _check(name)
     assert verdict.label == MODULE.KNOWN_FALSE_ALARMS[name], (verdict.coverage, lines)
+
+
+def test_a_counterexample_the_reference_rejects_says_so_plainly():
+    """Until the false alarm above is fixed, the explorer's BP200 is refused by the reference
+    replay (fail closed), and the error says the reference found no violation."""
+    from barrierproof.checker.check import ReplayError
+    with pytest.raises(ReplayError, match=r"\(BP200\) replays on the independent reference to "
+                       r"no violation"):
+        check_kernel(_kernel("one_full_barrier_seen"))
