@@ -270,8 +270,10 @@ def _agree_with_reference(kernel: Kernel, trace, ignored: frozenset, engine: str
                           f"independent reference: {err}") from None
     claimed = trace.violation["code"] if trace.violation else None
     if result.code != claimed or result.barrier_mismatches:
+        found = f"{result.outcome} {result.code}" if result.code else \
+            f"no violation (the reference ends {result.outcome})"
         raise ReplayError(f"{kernel.name}: the {engine} counterexample ({claimed}) replays on the "
-                          f"independent reference to {result.outcome} {result.code or ''}"
+                          f"independent reference to {found}"
                           + (f"; {result.barrier_mismatches[0]}" if result.barrier_mismatches
                              else ""))
 

@@ -57,7 +57,9 @@ class SyncHandlers:
         index = tuple(fixed[d] for d in sorted(fixed))
         if value.prefix:
             index = value.prefix + (index or (Const(0),) * len(shape))
-        for e in index + (block or ()):
+        # an index over data is resolved by LoopRules._lift_stmts once the data's trip-count
+        # parameters exist (a drain's `(n - 1) % slots` after `pl.loop(0, n)`)
+        for e in block or ():
             if opaque_vars(e):
                 raise ModelError(f"the index of barrier `{alloc.name}` depends on data loaded "
                                  "from memory; barrierproof cannot follow it", loc=loc,

@@ -147,6 +147,10 @@ class LoopRules:
                     if opaque_vars(e):
                         raise ModelError(f"{s.kind} depends on data loaded from memory",
                                          loc=s.loc)
+                if s.barrier is not None and any(map(opaque_vars, s.barrier.index)):
+                    index = tuple(self._lift_known(e, s) for e in s.barrier.index)
+                    s = dataclasses.replace(s, barrier=dataclasses.replace(s.barrier,
+                                                                           index=index))
                 out.append(s)
             elif isinstance(s, Loop):
                 trip = self._lift(s.trip, s.loc, "trips")
@@ -162,13 +166,28 @@ class LoopRules:
                 out.append(WarpRegion(s.axis, self._lift_stmts(s.body), s.loc))
         return tuple(out)
 
-    def _lift(self, e: Expr, loc: Loc, role: str) -> Expr:
+    def _lift_known(self, e: Expr, op: Op) -> Expr:
+        """A barrier index over data that already stands for a parameter (a trip count or a
+        branch lifted before it in program order), rewritten in it; other data is refused: a
+        fresh default would pick a slot the kernel never computes."""
+        before = set(self._lifted)
+        lifted = self._lift(e, op.loc, "data", slots=True)
+        if set(self._lifted) != before:
+            raise ModelError(f"the index of barrier `{op.barrier.alloc.name}` depends on data "
+                             "loaded from memory; barrierproof cannot follow it", loc=op.loc,
+                             hint="compute barrier slots from loop indices, axis indices and "
+                             "the trip counts of earlier loops")
+        return lifted
+
+    def _lift(self, e: Expr, loc: Loc, role: str, slots: bool = False) -> Expr:
         if not opaque_vars(e):
             return e
         structural = {"min", "max", "==", "!=", "<", "<=", ">", ">=", "and", "or"}
         if isinstance(e, BinOp) and (e.op in structural or (
-                e.op in ("+", "-", "*") and not (opaque_vars(e.lhs) and opaque_vars(e.rhs)))):
-            return mk(e.op, self._lift(e.lhs, loc, role), self._lift(e.rhs, loc, role))
+                e.op in ("+", "-", "*") and not (opaque_vars(e.lhs) and opaque_vars(e.rhs)))
+                or (slots and e.op in ("%", "//") and not opaque_vars(e.rhs))):
+            return mk(e.op, self._lift(e.lhs, loc, role, slots),
+                      self._lift(e.rhs, loc, role, slots))
         if isinstance(e, UnOp) and e.op == "not":
             return mk_not(self._lift(e.arg, loc, role))
         key = repr(e)
