@@ -77,7 +77,7 @@ def _add_check_flags(p: argparse.ArgumentParser) -> None:
                         "first: a bounded search covers every state to its depth; the default with "
                         "--no-reduction, where the compiled core runs it)")
     p.add_argument("--core", choices=["auto", "python", "compiled"], default=None,
-                   help="what runs the unreduced search: auto (default, or $BARRIERPROOF_CORE: "
+                   help="what runs a breadth-first search: auto (default, or $BARRIERPROOF_CORE: "
                         "the compiled C core where it is built and accepts the protocol), "
                         "python, compiled (an error if it is not built); only speed differs")
     p.add_argument("--ignore", metavar="CODES", help="comma-separated codes to ignore")

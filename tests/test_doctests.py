@@ -11,7 +11,7 @@ MODULES = ["barrierproof.model.ir", "barrierproof.model.expr", "barrierproof.mod
            "barrierproof.checker.engines.explore", "barrierproof.checker.check",
            "barrierproof.checker.report.text", "barrierproof.checker.report.safe",
            "barrierproof.checker.report.views", "barrierproof.schema",
-           "barrierproof.cli", "barrierproof.checker.repair.source",
+           "barrierproof.check_cmd", "barrierproof.checker.repair.source",
            "barrierproof.checker.repair.search", "barrierproof.model.reference",
            "barrierproof.model.steps", "barrierproof.checker.engines.tla",
            "barrierproof.checker.engines.tla_state", "barrierproof.checker.engines.tlc",
