@@ -77,7 +77,7 @@ def _fragment(k, symbolic):
 
 def _first_order(k, symbolic, fixed, frag, budget):
     search = TauSearch(frag)
-    runs = [TauRun(frag, system, values) for values in P._tau_points(k, symbolic, fixed, frag)
+    runs = [TauRun(frag, system, values) for values in P.tau_points(k, symbolic, fixed, frag)
             for system in compile_systems(k, values, races=False)]
     tried = 0
     for tau in search.candidates():
@@ -175,7 +175,7 @@ def test_a_peeled_wait_on_another_slot_is_not_rotated():
 # -- static orders built on the tau-ordered runs (guided.py) ------------------------------------
 
 def _runs(k, symbolic, fixed, frag):
-    return [TauRun(frag, system, values) for values in P._tau_points(k, symbolic, fixed, frag)
+    return [TauRun(frag, system, values) for values in P.tau_points(k, symbolic, fixed, frag)
             for system in compile_systems(k, values, races=False)]
 
 

@@ -25,7 +25,7 @@ from barrierproof.checker.symbolic.hw import lower_named_barriers
 from crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
-from barrierproof.checker.symbolic.prove import _tau_points, points, prove, prove_kernel
+from barrierproof.checker.symbolic.prove import tau_points, points, prove, prove_kernel
 from barrierproof.checker.symbolic.semaphores import lower_lockstep
 from barrierproof.checker.symbolic.terms import Unsupported
 from barrierproof.loader import resolve
@@ -358,7 +358,7 @@ def _lowered_fragment(ref, handoffs=False):
     frag.build_roles()
     frag.build_classes()
     search = TauSearch(frag)
-    runs = [TauRun(frag, system, values) for values in _tau_points(k, sym, fixed, frag)
+    runs = [TauRun(frag, system, values) for values in tau_points(k, sym, fixed, frag)
             for system in compile_systems(k, values)]
     for tau in search.candidates():
         if tau_static_ok(frag, search, tau):

@@ -115,7 +115,7 @@ def test_class_systems_of_the_rest_cover_its_semantics():
     from crosscheck import simulation_gaps
     from barrierproof.checker.symbolic.fragment import Fragment
     from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
-    from barrierproof.checker.symbolic.prove import _tau_points
+    from barrierproof.checker.symbolic.prove import tau_points
     from barrierproof.model.semantics import compile_systems
     symbolic = ["stages", "steps"]
     rest, _ = publish_inits(example("tma_ring_init_fenced_and_synced"), symbolic, {})
@@ -123,7 +123,7 @@ def test_class_systems_of_the_rest_cover_its_semantics():
     frag.build_roles()
     frag.build_classes()
     search = TauSearch(frag)
-    runs = [TauRun(frag, system, values) for values in _tau_points(rest, symbolic, {}, frag)
+    runs = [TauRun(frag, system, values) for values in tau_points(rest, symbolic, {}, frag)
             for system in compile_systems(rest, values, races=False)]
     tau = next(t for t in search.candidates() if tau_static_ok(frag, search, t) and
                (search.apply(t) or True) and all(run.check(search) is None for run in runs))

@@ -13,7 +13,7 @@ from barrierproof.checker.check import check_kernel
 from crosscheck import simulation_gaps
 from barrierproof.checker.symbolic.fragment import Fragment
 from barrierproof.checker.symbolic.order import TauRun, TauSearch, tau_static_ok
-from barrierproof.checker.symbolic.prove import _tau_points, points, prove_kernel
+from barrierproof.checker.symbolic.prove import tau_points, points, prove_kernel
 from barrierproof.checker.symbolic.unroll import (split_ring_arrays, strip_mine_loops,
                                                   unroll_fixed_loops)
 from barrierproof.model.dsl import protocol
@@ -171,7 +171,7 @@ def _systems(k, symbolic):
     frag.build_roles()
     frag.build_classes()
     search = TauSearch(frag)
-    runs = [TauRun(frag, system, values) for values in _tau_points(k, symbolic, fixed, frag)
+    runs = [TauRun(frag, system, values) for values in tau_points(k, symbolic, fixed, frag)
             for system in compile_systems(k, values, races=False)]
     for tau in search.candidates():
         if tau_static_ok(frag, search, tau):

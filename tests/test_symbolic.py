@@ -141,7 +141,7 @@ def _fragment(ref):
     frag.build_roles()
     frag.build_classes()
     search = TauSearch(frag)
-    runs = [TauRun(frag, system, values) for values in S._tau_points(k, sym, fixed, frag)
+    runs = [TauRun(frag, system, values) for values in S.tau_points(k, sym, fixed, frag)
             for system in compile_systems(k, values)]
     from barrierproof.checker.symbolic.guided import guided_candidates
     for tau in itertools.chain(guided_candidates(search, runs), search.candidates()):
@@ -312,7 +312,7 @@ def test_a_static_order_exists_for_a_cluster_with_a_cluster_wide_exit_barrier():
     frag.build_roles()
     frag.build_classes()
     search = TauSearch(frag)
-    runs = [TauRun(frag, system, values) for values in S._tau_points(k, ["tiles"], fixed, frag)
+    runs = [TauRun(frag, system, values) for values in S.tau_points(k, ["tiles"], fixed, frag)
             for system in compile_systems(k, values)]
     assert len({tuple(sorted(v.items())) for v in (r.values for r in runs)}) >= 3
     for tau in search.candidates():
@@ -576,7 +576,7 @@ def test_hull_candidates_hold_the_invariant_of_two_loads_per_phase():
     frag.build_roles()
     frag.build_classes()
     search = TauSearch(frag)
-    runs = [TauRun(frag, system, values) for values in S._tau_points(k, ["steps"], {}, frag)
+    runs = [TauRun(frag, system, values) for values in S.tau_points(k, ["steps"], {}, frag)
             for system in compile_systems(k, values)]
     for tau in search.candidates():
         if tau_static_ok(frag, search, tau):

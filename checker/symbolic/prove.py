@@ -11,7 +11,7 @@
   effects, no reachable state races (BP200/BP201, model/memory.py), proved on the same class
   systems with the accesses added (`prove_races`, races.py). Every fact this rests on was
   proved by Z3; an `unknown` or a time-out from Z3 anywhere means no proof.
-- `violation`: the smallest breaking parameter values found by a bounded search (points in order
+- `violation`: the smallest breaking parameter values found by a bounded search (points.py: points in order
   of the sum of the symbolic values, then lexicographically), with the explicit explorer's
   shortest counterexample at those values, replayed on the interpreter.
 - `unknown`: neither, with the reason (outside the fragment, proof failed, time limit) and how
@@ -172,19 +172,17 @@ progress shows, and what an `unknown` for a spent budget names) and draws from w
 from __future__ import annotations
 
 import itertools
-import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import z3
 from typing import Mapping, Sequence
 
-from ...model.ir import (Const, Kernel, ModelError, evaluate, free_vars, has_memory_effects,
+from ...model.ir import (Kernel, ModelError, free_vars, has_memory_effects,
                          has_regions, whole_buffers, without_memory)
 from ...model.semantics import compile_systems
 from ...model.static_rules import static_findings
 from ..check import RACE_CODES, Options, check_assumptions, check_kernel, error_verdict
-from ..engines.explore import Limits
 from ..engine_settings import ProveSettings, settings_of
 from ..rules import RULES, describe, in_play, undecided
 from ..verdict import Verdict
@@ -202,7 +200,6 @@ from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
 from .phases import infer_phases
-from .param_values import sample_values
 from .semaphores import lower_lockstep
 from .signs import sign_cases
 from .queue_tail import drain_cases
@@ -212,6 +209,8 @@ from .lifetimes import bp146_note, peer_lifetime_gap
 from .peer_exit import ENCODED as PEER_EXIT_ENCODED
 from .tiles import promotable, prove_tiles
 from .work import charge as charge_work
+from .points import (explorer_net, points, points_text, smallest_points,  # noqa: F401
+                     smallest_violation, tau_points)
 from .chc import prove_class
 from .houdini import InvariantResult, houdini
 from .invariants import Candidate, guess, sample
@@ -227,44 +226,6 @@ from .ring_index import normalise_ring_indices
 from .exit_async import exit_open
 from .terms import Unsupported
 from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
-
-
-# ----------------------------------------------------------------------------------------------
-# Parameter points
-# ----------------------------------------------------------------------------------------------
-
-def _satisfies(kernel: Kernel, values: Mapping[str, int], extra=()) -> bool:
-    try:
-        return all(evaluate(a, values) for a in kernel.assumptions) and all(
-            evaluate(a, values) for a in extra)
-    except ModelError:
-        return False
-
-
-def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], top: int,
-           limit: int | None = None, seed: int = 0,
-           negative: frozenset[str] = frozenset()) -> list[dict[str, int]]:
-    """Parameter values for the symbolic parameters, each at its top + 1 smallest values the
-    kernel tells apart (`sample_values`: 0..top, or 0, 128, 256, ... for a trip count N // 128),
-    in order of the sum of their ranks, that satisfy the assumptions (at most `limit` of them,
-    a deterministic spread when more exist); -1..-1-top for those in `negative`."""
-    scales = [list(range(top + 1)) if n in negative else sample_values(kernel, n, fixed, top + 1)
-              for n in symbolic]
-    combos = sorted(itertools.product(range(top + 1), repeat=len(symbolic)),
-                    key=lambda c: (sum(c), c))
-    out = []
-    for combo in combos:
-        values = dict(fixed)
-        values.update((n, -1 - c if n in negative else scale[c])
-                      for n, c, scale in zip(symbolic, combo, scales))
-        if _satisfies(kernel, values):
-            out.append(values)
-    if limit is not None and len(out) > limit:
-        rng = random.Random(seed)
-        keep = out[: limit // 2]
-        keep += rng.sample(out[limit // 2:], limit - len(keep))
-        out = keep
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -373,7 +334,7 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
 def _sample_points(kernel: Kernel, symbolic, fixed) -> list[dict[str, int]]:
     """Small parameter points at which the concrete runs propose what bare parity waits return
     after (phases.py): the points candidate orders are replayed on."""
-    return _tau_points(kernel, symbolic, fixed, None)[:4]
+    return tau_points(kernel, symbolic, fixed, None)[:4]
 
 
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
@@ -397,7 +358,7 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
         return Proof("unknown", spent(), f"outside the supported fragment: {err}")
     side = [text for _, text in frag.side_conditions]
     # The order tau: candidates checked on the tau-ordered run of model/semantics.py.
-    check_points = _tau_points(kernel, symbolic, fixed, frag)
+    check_points = tau_points(kernel, symbolic, fixed, frag)
     runs = []
     try:
         for values in check_points:
@@ -815,33 +776,6 @@ def _params_only(values: Mapping[str, int], symbolic) -> dict:
     return {k: v for k, v in values.items() if k in symbolic}
 
 
-def _tau_points(kernel, symbolic, fixed, frag) -> list[dict[str, int]]:
-    """A few small, varied parameter points to replay candidate orders on."""
-    extra = []
-    out = []
-    for target in (2, 3, 1):
-        for values in points(kernel, symbolic, fixed, 4):
-            if all(values[n] == target or values[n] == target + 1 for n in symbolic) and \
-                    _satisfies(kernel, values, extra):
-                if values not in out:
-                    out.append(values)
-                break
-    # one parameter just above another (more steps than stages, and the reverse): an order
-    # that holds only on one side of a comparison fails there
-    for a, b in itertools.permutations(symbolic, 2):
-        for values in points(kernel, symbolic, fixed, 4):
-            if values[a] == values[b] + 1 and values[b] >= 2 and \
-                    _satisfies(kernel, values, extra):
-                if values not in out:
-                    out.append(values)
-                break
-    cap = len(out) + 3
-    for values in points(kernel, symbolic, fixed, 5, limit=6, seed=1):
-        if values not in out:
-            out.append(values)
-    return out[:max(6, cap)]
-
-
 def _describe_tau(frag, search, tau) -> str:
     parts = []
     nodes = tau.nodes if tau.nodes is not None else search.nodes
@@ -861,87 +795,6 @@ def _describe_tau(frag, search, tau) -> str:
                 items.append(f"{frag.roles[r].name}:{item.kind}")
         parts.append("{" + ", ".join(items) + "}")
     return " < ".join(parts)
-
-
-# ----------------------------------------------------------------------------------------------
-# Smallest breaking values
-# ----------------------------------------------------------------------------------------------
-
-def smallest_violation(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
-                       options: Options | None = None, source: str | None = None,
-                       states: int = 1_200_000, top: int = 8) -> tuple[Verdict | None, str]:
-    """Explore parameter values in order of their sum (then lexicographically) with the explicit
-    explorer, `states` distinct states in all (a count, not a time: the same points are
-    searched on every machine); the first violation is returned, its trace already replayed on
-    the interpreter."""
-    base = options or Options()
-    checked = 0
-    last = None
-    left = states
-    for values in points(kernel, symbolic, fixed, top):
-        if left <= 0:
-            break
-        cap = left if base.limits.max_states is None else min(left, base.limits.max_states)
-        limits = Limits(max_states=cap, max_depth=base.limits.max_depth, timeout=None,
-                        max_memory_mb=base.limits.max_memory_mb)
-        opts = Options(limits, base.reduction, base.ignore, base.select)
-        verdict = check_kernel(kernel, values, opts, source)
-        charge_work(verdict.states * UNITS_PER_EXPLORED_STATE)  # drawn from the budget
-        left -= max(1, verdict.states)
-        checked += 1
-        last = values
-        if verdict.verdict == "violation" or (
-                verdict.verdict == "error" and verdict.codes and verdict.codes[0] in
-                ("BP120", "BP121")):
-            return verdict, f"{checked} parameter point(s) explored in order of size"
-    what = f"{checked} parameter point(s) explored" + (f", up to {last}" if last else "")
-    return None, what
-
-
-def smallest_points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
-                    per_parameter: int = 2, top: int = 8) -> list[dict[str, int]]:
-    """Every combination of the `per_parameter` smallest values each symbolic parameter takes
-    in a point that satisfies the assumptions (0..top), kept where the assumptions hold."""
-    allowed = points(kernel, symbolic, fixed, top)
-    smallest = [sorted({p[n] for p in allowed})[:per_parameter] for n in symbolic]
-    grid = []
-    for combo in itertools.product(*smallest):
-        values = {**fixed, **dict(zip(symbolic, combo))}
-        if _satisfies(kernel, values):
-            grid.append(values)
-    return grid
-
-
-def explorer_net(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
-                 options: Options, source: str | None, states: int) -> tuple[Verdict | None, str]:
-    """The explicit explorer with every rule the user did not ignore, at the smallest points
-    (`smallest_points`), `states` distinct states in all (a count: the same points are searched
-    on every machine). The first violation is returned, replayed; else what was searched."""
-    grid = smallest_points(kernel, symbolic, fixed)
-    left, searched, bounded = states, [], 0
-    for values in grid:
-        if left <= 0:
-            break
-        cap = left if options.limits.max_states is None else min(left, options.limits.max_states)
-        limits = Limits(max_states=cap, max_depth=options.limits.max_depth, timeout=None,
-                        max_memory_mb=options.limits.max_memory_mb)
-        found = check_kernel(kernel, values, Options(limits, options.reduction, options.ignore,
-                                                     options.select), source)
-        charge_work(found.states * UNITS_PER_EXPLORED_STATE)     # drawn from the budget
-        left -= max(1, found.states)
-        searched.append(values)
-        if found.verdict == "violation" or (found.verdict == "error" and found.codes
-                                            and found.codes[0] in ("BP120", "BP121")):
-            return found, f"at {_points_text(searched[-1:], symbolic)}"
-        bounded += found.verdict in ("bounded", "unknown")
-    text = f"at {len(searched)} of {len(grid)} smallest point(s) ({_points_text(searched, symbolic)})"
-    if bounded:
-        text += f", {bounded} of them cut short by the state budget"
-    return None, text
-
-
-def _points_text(values: Sequence[Mapping[str, int]], symbolic: Sequence[str]) -> str:
-    return "; ".join(", ".join(f"{n}={v[n]}" for n in symbolic) for v in values) or "none"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1047,7 +900,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
 
     def check_case(case: Kernel, values) -> tuple[bool, str]:
         # a case or tile with nothing symbolic left: the explorer, within the run's deadline
-        budget.enter(f"explorer on the case {_points_text([values], list(values))}")
+        budget.enter(f"explorer on the case {points_text([values], list(values))}")
         limits = replace(options.limits, timeout=max(1.0, budget.wall_left()))
         found = check_kernel(case, values, Options(limits, options.reduction))
         charge_work(found.states * UNITS_PER_EXPLORED_STATE)
