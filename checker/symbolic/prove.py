@@ -11,9 +11,9 @@
   effects, no reachable state races (BP200/BP201, model/memory.py), proved on the same class
   systems with the accesses added (`prove_races`, races.py). Every fact this rests on was
   proved by Z3; an `unknown` or a time-out from Z3 anywhere means no proof.
-- `violation`: the smallest breaking parameter values found by a bounded search (points.py: points in order
-  of the sum of the symbolic values, then lexicographically), with the explicit explorer's
-  shortest counterexample at those values, replayed on the interpreter.
+- `violation`: the smallest breaking parameter values found by a bounded search (points.py:
+  points in order of the sum of the symbolic values, then lexicographically), with the explicit
+  explorer's shortest counterexample at those values, replayed on the interpreter.
 - `unknown`: neither, with the reason (outside the fragment, proof failed, time limit) and how
   far the bounded search went.
 
