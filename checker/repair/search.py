@@ -63,7 +63,7 @@ def _general(kernel: Kernel, params: Mapping[str, int], options: Options) -> boo
     symbolic = _symbolic(kernel)
     values = kernel.param_values(params)
     if symbolic:
-        from ..symbolic.prove import smallest_violation
+        from ..symbolic.points import smallest_violation
         fixed = {n: v for n, v in values.items() if n not in symbolic}
         found, _ = smallest_violation(kernel, symbolic, fixed, options, states=200_000, top=2)
         return None if found is not None else True
