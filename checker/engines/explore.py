@@ -49,13 +49,18 @@ from ...model.violations import Place, Violation, primary, tolerance
 from .parity_returns import Conflict, ParityReturns, search_return
 from .compiled import Refused, available, explore_compiled
 from .compiled import chosen as chosen_core
-from .por import leaves_nothing_out, persistent_sets
+from .por import depth_unkept, leaves_nothing_out, persistent_sets
 from .search_result import (ExploreResult, Limits, _concretize, _rss_bytes,  # noqa: F401
                             _states)
 from .store import StateStore
 from .symmetry import (Symmetry, _local_fields, permute_state, schedule_toward,
                        race_permutations, thread_classes)
 
+
+# A reduced search's counterexample needs no confirming search when every rule it may report is
+# one whose first violation the persistent sets keep at its depth (por.py `depth_unkept`).
+DEPTH_KEPT_NOTE = ("shortest without a confirming search: every rule not ignored is one the "
+                   "persistent sets meet at its depth in the full graph (docs/POR.md)")
 
 # States of the graph the persistent sets are tried on before a search (por.py,
 # `leaves_nothing_out`): if none of them leaves out an enabled step, the search runs without.
@@ -164,6 +169,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             if store_mode == "fingerprint":
                 found.collision_probability = 0.0
             if local is None or found.status != "violation":
+                return found
+            if not depth_unkept(system, ignore):
+                found.notes.append(DEPTH_KEPT_NOTE)
                 return found
             # as `confirmed` below: the shortest is the search's without the persistent sets
             left = None if limits.timeout is None else \
@@ -340,7 +348,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     return alias
             return violation, witness
 
-        if local is not None and shortest:
+        if local is not None and shortest and not depth_unkept(system, ignore):
+            # every rule left is one the persistent sets meet at its full-graph depth
+            notes.append(DEPTH_KEPT_NOTE)
+        elif local is not None and shortest:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
             # It gets half the time left: the violation in hand is reported within the limit

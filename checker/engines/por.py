@@ -667,6 +667,36 @@ def sum_bits(masks) -> int:
     return out
 
 
+# Shortest counterexamples (docs/POR.md): the rules no path made of steps outside a persistent
+# set can break, so that a breadth-first search over the sets meets their first violation at its
+# depth in the full graph. Deadlock states (BP100, BP130 for a tx-count that never returns to
+# zero, BP144) keep the seed enabled; exit states (BP103, BP104, BP105, BP130) need every thread
+# finished, and the set holds an unfinished one that does not move outside it.
+DEPTH_KEPT = frozenset({"BP100", "BP103", "BP104", "BP105", "BP130", "BP144"})
+# Judged before any search (model/static_rules.py, compile.py, hw_barriers.py's checks of the
+# program): no state is involved.
+NO_SEARCH = frozenset({"BP110", "BP111", "BP112", "BP120", "BP140", "BP143", "BP145", "BP190"})
+
+
+def depth_unkept(system: System, ignore: frozenset = frozenset()) -> list[str]:
+    """The rules, not ignored, whose first violation the persistent sets may put off to a greater
+    depth than the full graph's (every known code but those kept, and those the System cannot
+    raise: races without memory effects, hardware-barrier rules without hardware barriers,
+    peers that exit in a one-block System). Empty: the reduced breadth-first search's
+    counterexample is a shortest one as it stands."""
+    from ...model.violations import CODES
+    cannot = set(NO_SEARCH)
+    if system.memory is None:
+        cannot |= {"BP200", "BP201"}
+    if not getattr(system, "hw_instances", []):
+        cannot |= {"BP141", "BP142"}
+    if len(system.blocks) <= 1:
+        cannot.add("BP146")
+    if not getattr(system, "init_insts", ()):
+        cannot.add("BP147")
+    return sorted(set(CODES) - set(ignore) - DEPTH_KEPT - cannot)
+
+
 def persistent_sets(system: System, classes: list[list[int]] | None = None
                     ) -> Callable[[tuple], list[int] | None] | None:
     """The persistent-set chooser for `system`, or None when nothing can be reduced (a single
