@@ -1,0 +1,97 @@
+"""Shortest counterexamples without the confirming search (docs/POR.md, "Shortest
+counterexamples"): where every rule not ignored is one the persistent sets meet at its depth in
+the full graph (por.py `depth_unkept` is empty), the reduced breadth-first search's
+counterexample is reported as it stands, and it is as short as the unreduced search's, with the
+same code, on every example and on generated protocols, Python and compiled cores. Where a rule
+is left that they may put off (BP101 here), the confirmation stays."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from barrierproof.checker.engines import compiled, explore as explore_module
+from barrierproof.checker.engines.explore import DEPTH_KEPT_NOTE, Limits, explore
+from barrierproof.checker.engines.por import DEPTH_KEPT, depth_unkept
+from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Kernel, Op, Var, When
+from barrierproof.model.semantics import System
+from barrierproof.model.violations import CODES
+
+from test_compiled_core import examples  # noqa: F401 (a fixture)
+from test_properties import protocols
+
+CAP = Limits(max_states=50_000, timeout=None)
+# every rule but those the persistent sets keep at their depth
+ONLY_KEPT = frozenset(CODES) - DEPTH_KEPT
+CORES = ["python"] + (["compiled"] if compiled.available() else [])
+
+
+def _shortest(r):
+    return r.status, r.violation.code if r.violation else None, \
+        len(r.actions) if r.actions is not None else None
+
+
+def _compare(system, core, order="bfs"):
+    """The reduced search against the unreduced one; whether it skipped the confirmation."""
+    reduced = explore(system, CAP, ignore=ONLY_KEPT, order=order, core=core)
+    full = explore(system, CAP, reduction=False, ignore=ONLY_KEPT, order="bfs", core=core)
+    if "bounded" in (reduced.status, full.status):
+        return None
+    assert _shortest(reduced) == _shortest(full)
+    skipped = DEPTH_KEPT_NOTE in reduced.notes
+    # only a violation of a search that kept its persistent sets skips the confirmation
+    assert not skipped or (reduced.status == "violation" and reduced.partial_order_off is None)
+    return skipped
+
+
+def test_examples_keep_their_shortest_deadlocks_and_exit_violations(examples):  # noqa: F811
+    """Every accepted example, compiled core when built: about 3 s."""
+    core = CORES[-1]
+    skipped = [_compare(system, core) for system in examples[0]]
+    assert skipped.count(True) >= 40, skipped.count(True)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(protocols())
+def test_generated_protocols_keep_their_shortest_deadlocks_and_exit_violations(kernel):
+    """Both cores, breadth and depth first: about 3 s."""
+    system = System(kernel)
+    for core in CORES:
+        _compare(system, core)
+    _compare(system, "python", order="dfs")
+
+
+def test_rules_left_keep_the_confirmation():
+    ignore = frozenset({"BP101"})
+    system = System(_overrun())
+    assert "BP101" in depth_unkept(system) and "BP101" not in depth_unkept(system, ignore)
+    assert "BP121" in depth_unkept(system, ignore)
+
+
+def _overrun():
+    """Two threads commit tcgen05 arrivals on a barrier of count 1 and wait on it; a third
+    issues MMAs that touch no barrier. Completing the barrier twice before the second waiter
+    returns is BP101 in 4 steps; the third thread's MMA is a persistent set of its own, so the
+    reduced graph takes it first and meets that BP101 one step later."""
+    bar = BarrierAlloc("b0", Const(1), (Const(1),), orders_tensor_core=True, scalar=False)
+    ref = BarrierRef(bar, (Const(0),))
+    mma = Op("tcgen05_mma", ref, bytes=Const(64), parity=Const(0))
+    waiter = (Op("tcgen05_commit_arrive", ref, bytes=Const(0), parity=Const(0)),
+              Op("barrier_wait", ref, bytes=Const(0), parity=Const(1)))
+    body = (When(Var("t") == 0, (mma, mma), waiter),)
+    return Kernel("overrun", body, (bar,), num_threads=Const(3), thread_axis="t")
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_phase_overrun_the_persistent_sets_put_off_is_confirmed(core, monkeypatch):
+    """BP101 is not kept: the reduced graph's first overrun is deeper than the full graph's,
+    and the explorer reports the full graph's, found by the confirming search. Under 1 s."""
+    system = System(_overrun())
+    full = explore(system, CAP, reduction=False, order="bfs", core=core)
+    assert _shortest(full) == ("violation", "BP101", 4)
+    confirmed = explore(system, CAP, order="bfs", core=core)
+    assert _shortest(confirmed) == _shortest(full) and DEPTH_KEPT_NOTE not in confirmed.notes
+    # the reduced graph alone, were BP101 taken as kept
+    monkeypatch.setattr(explore_module, "depth_unkept", lambda system, ignore: [])
+    alone = explore(system, CAP, order="bfs", core=core)
+    assert _shortest(alone) == ("violation", "BP101", 5)
+    assert DEPTH_KEPT_NOTE in alone.notes
