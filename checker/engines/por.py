@@ -35,8 +35,10 @@ What depends on the program alone is tabled when the chooser is built (resources
 each position's candidate horizon stops, `_stops`); a state evaluates only guards and who may
 write their inputs, once per distinct resource mask, and the set is remembered by what it reads
 of the state where states share that (`_Memo`). `leaves_nothing_out` tells the explorer where
-the reduction saves nothing. tests/por_reference.py keeps the chooser before these savings as
-the oracle this one is compared with.
+the reduction saves nothing. `depth_unkept` names the rules whose shortest violation the sets
+may put off to a greater depth: where none is left, the reduced breadth-first search's
+counterexample is a shortest one without a confirming search. tests/por_reference.py keeps
+the chooser before these savings as the oracle this one is compared with.
 """
 
 from __future__ import annotations
