@@ -247,7 +247,9 @@ def reduced_blackwell() -> list[str]:
             "ignored is one whose shortest violation the persistent sets keep at its depth "
             "(deadlocks and the rules judged at exit; docs/POR.md, \"Shortest counterexamples "
             "without the confirming search\"), the reduced search's counterexample is the "
-            "shortest as it stands: `yes, no confirming search needed`. Times wall clock, CPU "
+            "shortest as it stands: `yes, no confirming search needed`; BP101, BP121, BP146 "
+            "and the races are not such rules (docs/POR.md says why), so the first two rows "
+            "keep their confirming search. Times wall clock, CPU "
             "seconds of this process in parentheses; CPU µs per state counts the whole row "
             "(with a confirming search, its states too are spent but not counted).",
             "", *lines, "", REDUCED_END]
