@@ -12,10 +12,11 @@ from barrierproof.checker.engines import compiled, explore as explore_module
 from barrierproof.checker.engines.explore import DEPTH_KEPT_NOTE, Limits, explore
 from barrierproof.checker.engines.por import DEPTH_KEPT, depth_unkept
 from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Kernel, Op, Var, When
-from barrierproof.model.semantics import System
+from barrierproof.model.ir import ModelError
+from barrierproof.model.semantics import System, compile_systems
 from barrierproof.model.violations import CODES
 
-from test_compiled_core import examples  # noqa: F401 (a fixture)
+from test_compiled_core import examples, hw_protocols  # noqa: F401 (a fixture)
 from test_properties import protocols
 
 CAP = Limits(max_states=50_000, timeout=None)
@@ -29,10 +30,10 @@ def _shortest(r):
         len(r.actions) if r.actions is not None else None
 
 
-def _compare(system, core, order="bfs"):
+def _compare(system, core, order="bfs", cap=CAP):
     """The reduced search against the unreduced one; whether it skipped the confirmation."""
-    reduced = explore(system, CAP, ignore=ONLY_KEPT, order=order, core=core)
-    full = explore(system, CAP, reduction=False, ignore=ONLY_KEPT, order="bfs", core=core)
+    reduced = explore(system, cap, ignore=ONLY_KEPT, order=order, core=core)
+    full = explore(system, cap, reduction=False, ignore=ONLY_KEPT, order="bfs", core=core)
     if "bounded" in (reduced.status, full.status):
         return None
     assert _shortest(reduced) == _shortest(full)
@@ -58,6 +59,21 @@ def test_generated_protocols_keep_their_shortest_deadlocks_and_exit_violations(k
     for core in CORES:
         _compare(system, core)
     _compare(system, "python", order="dfs")
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(hw_protocols())
+def test_generated_protocols_beyond_the_mbarrier_core_keep_them_too(kernel):
+    """tcgen05 commits, named and cluster barriers (BP144), semaphores, memory effects: both
+    cores, searches of up to 5,000 states: about 1-2 s."""
+    try:
+        systems = compile_systems(kernel)
+    except ModelError:
+        return
+    for system in systems:
+        for core in CORES:
+            _compare(system, core, cap=Limits(max_states=5_000, timeout=None))
 
 
 def test_rules_left_keep_the_confirmation():
