@@ -44,7 +44,7 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"map_elementwise\.return|extern_elementwise|unsplat|make_tensor_ptr|advance|"
                    r"dot|dot_scaled|fp_to_fp|bitcast|int_to_ptr|ptr_to_int|join|split|"
                    r"cat|histogram|gather|clampf|precise_sqrt|precise_divf|mulhiui|"
-                   r"descriptor_load|descriptor_store|assert|print|return|elementwise_inline_asm)$|"
+                   r"descriptor_load|descriptor_store|assert|print|return)$|"
                    r"ttg\.(convert_layout|local_dealloc|memdesc_trans|"
                    r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
                    r"warp_return|fp4_to_fp|upcast_mxfp)$|"
@@ -497,6 +497,15 @@ class Translator(ArithRules, MemoryRules, ControlRules):
     def mma_scaled(self, op: Operation, out):
         return self.mma(op, out, scales=2)
 
+    def inline_asm(self, op: Operation, out):
+        # hand-written PTX is opaque math unless it names a synchronizing instruction: an
+        # mbarrier arrive or a fence hidden there must not be dropped
+        asm = op.text[len(op.name):].partition('"')[2].partition('"')[0]
+        if SYNC_PTX.search(asm):
+            raise Unread(f"inline PTX that synchronizes ({SYNC_PTX.search(asm).group(0)}) is "
+                         "not modelled")
+        return None
+
     def commit(self, op: Operation, out):
         # `%bar[, %pred][ descs %a, %b]`: the descriptors say to which CTAs of the cluster the
         # commit is multicast (their shared layouts); in a one-CTA kernel, only to its own
@@ -512,6 +521,12 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         self.guarded(out, pred, Op(K.TCGEN05_COMMIT_ARRIVE, bar, loc=self.where(op)), op)
 
 
+# PTX instructions that order or signal: barriers, async copies and their completion, fences,
+# tensor-core queues, and atomics another thread may wait on
+SYNC_PTX = re.compile(r"\b(mbarrier|barrier|bar|cp\.async|cp\.reduce\.async|fence|membar|"
+                      r"tcgen05|wgmma|setmaxnreg|griddepcontrol|clusterlaunchcontrol|"
+                      r"red|atom|st\.async|red\.async)\b")
+
 _BINARY = ("addi", "subi", "muli", "divsi", "divui", "remsi", "remui", "andi", "ori", "xori",
            "minsi", "maxsi", "minui", "maxui", "shli", "shrsi", "shrui", "ceildivsi",
            "floordivsi")
@@ -524,6 +539,7 @@ HANDLERS: dict[str, Callable] = {
     "arith.select": Translator.select,
     **{f"arith.{k}": Translator.cast for k in ("extsi", "extui", "trunci", "index_cast",
                                                "bitcast")},
+    "tt.elementwise_inline_asm": Translator.inline_asm,
     "tt.get_program_id": Translator.program_id,
     "tt.get_num_programs": Translator.num_programs,
     "scf.for": Translator.scf_for,
