@@ -111,3 +111,22 @@ def test_inline_ptx_is_read_for_synchronization_only():
                 "bar.sync 1, 256;", "cp.async.bulk.tensor.2d.shared::cluster.global [$0];",
                 "red.release.gpu.global.add.u32 [$0], 1;"):
         assert SYNC_PTX.search(asm), asm
+
+
+def test_a_launch_for_hardware_that_lacks_its_operations_is_an_input_error(gluon):
+    """TTGIR is printed before Triton lowers to PTX, where a TMA on Ampere or wgmma on
+    Blackwell would fail: the frontend says so at the op's line instead of checking it."""
+    import dataclasses
+
+    from barrierproof.model.gluon import load
+    from barrierproof.model.ir import ModelError
+    from barrierproof.loader import import_file
+    data = import_file(os.path.join(DATA, "unseen_gluon.py"))
+    for launch, target, what in ((data.roundtrip_ok, "cuda:80", "TMA .* does not exist on cuda:80"),
+                                 (data.wgmma_ok, "cuda:100", "wgmma"),
+                                 (data.ring_sum_ok, "cuda:1000", "compute capability"),
+                                 (data.ring_sum_ok, "sm_100", "not a CUDA target")):
+        with pytest.raises(ModelError, match=what) as err:
+            load(dataclasses.replace(launch, target=target))
+        if target in ("cuda:80", "cuda:100"):
+            assert err.value.loc is not None and err.value.loc.file.endswith("unseen_gluon.py")

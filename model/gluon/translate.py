@@ -29,6 +29,7 @@ from ..expr import mk, opaque, opaque_vars, same, stmt_vars
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, MemAlloc, MemRef,
                   ModelError, Op, Param, Var, When, free_vars, iter_ops, unique_name)
 from .arith import ArithRules
+from .compile import arch_error
 from .control import ControlRules
 from .memory import MemoryRules
 from .ttgir import Module, Operation, split_operands
@@ -303,6 +304,11 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         out: list = []
         for op in ops:
             handler = HANDLERS.get(op.name)
+            wrong_arch = arch_error(op.name, self.launch.target) if self.launch else None
+            if wrong_arch:
+                raise ModelError(wrong_arch, loc=self.where(op),
+                                 hint="launch it with a target that has it (cuda:90 Hopper, "
+                                      "cuda:100 Blackwell)")
             try:
                 if handler is not None:
                     results = handler(self, op, out)
