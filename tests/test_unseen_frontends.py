@@ -47,11 +47,13 @@ CUTE = {
     "tiles_phase_reset_per_tile": "violation:BP200",
     "tiles_expect_counted_twice": "violation:BP130",
     "cluster_of_two": "unknown",
+    "ptx_named_barrier": "unknown",
 }
 # what each kernel outside the model leaves unread, on which source text
 UNREAD = {
     "asm_mbarrier_arrive": "gl.inline_asm_elementwise(",
     "tma_atomic_add": "tma.async_atomic_add(",
+    "ptx_named_barrier": "_bar_sync_ptx(1, 64)",
     # the launch's cluster shape is a fact of the kernel (the host's launch line is not in
     # its IR): named at the kernel's decorator, with the cluster size in the message
     "cluster_of_two": "@cute.kernel",
@@ -103,11 +105,14 @@ def test_cute_kernels(cute):
 
 
 def test_inline_ptx_is_read_for_synchronization_only():
-    """Hand-written math stays local; an mbarrier, fence or async copy in PTX is BP190."""
-    from barrierproof.model.gluon.translate import SYNC_PTX
+    """Hand-written math (and a fence or PDL wait, local as their named ops are) stays local;
+    an mbarrier, named barrier, async copy or atomic in PTX is BP190."""
+    from barrierproof.model.inline_ptx import SYNC_PTX
     assert not SYNC_PTX.search("cvt.rn.f16x2.f32 $0, $2, $1;")
     assert not SYNC_PTX.search("max.bf16x2 $0, $1, $2;")
-    for asm in ("mbarrier.arrive.shared::cta.b64 _, [$1];", "fence.proxy.async.shared::cta;",
+    assert not SYNC_PTX.search("griddepcontrol.wait;")
+    assert not SYNC_PTX.search("fence.proxy.async.shared::cta;")
+    for asm in ("mbarrier.arrive.shared::cta.b64 _, [$1];",
                 "bar.sync 1, 256;", "cp.async.bulk.tensor.2d.shared::cluster.global [$0];",
                 "red.release.gpu.global.add.u32 [$0], 1;"):
         assert SYNC_PTX.search(asm), asm

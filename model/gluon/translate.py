@@ -26,6 +26,7 @@ import re
 from typing import Any, Callable
 
 from ..expr import mk, opaque, opaque_vars, same, stmt_vars
+from ..inline_ptx import synchronizing_instruction
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, MemAlloc, MemRef,
                   ModelError, Op, Param, Var, When, free_vars, iter_ops, unique_name)
 from .arith import ArithRules
@@ -507,9 +508,9 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         # hand-written PTX is opaque math unless it names a synchronizing instruction: an
         # mbarrier arrive or a fence hidden there must not be dropped
         asm = op.text[len(op.name):].partition('"')[2].partition('"')[0]
-        if SYNC_PTX.search(asm):
-            raise Unread(f"inline PTX that synchronizes ({SYNC_PTX.search(asm).group(0)}) is "
-                         "not modelled")
+        instruction = synchronizing_instruction(asm)
+        if instruction:
+            raise Unread(f"inline PTX that synchronizes ({instruction}) is not modelled")
         return None
 
     def commit(self, op: Operation, out):
@@ -526,12 +527,6 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         pred = self._pred(args[1]) if len(args) > 1 and args[1].startswith("%") else Const(1)
         self.guarded(out, pred, Op(K.TCGEN05_COMMIT_ARRIVE, bar, loc=self.where(op)), op)
 
-
-# PTX instructions that order or signal: barriers, async copies and their completion, fences,
-# tensor-core queues, and atomics another thread may wait on
-SYNC_PTX = re.compile(r"\b(mbarrier|barrier|bar|cp\.async|cp\.reduce\.async|fence|membar|"
-                      r"tcgen05|wgmma|setmaxnreg|griddepcontrol|clusterlaunchcontrol|"
-                      r"red|atom|st\.async|red\.async)\b")
 
 _BINARY = ("addi", "subi", "muli", "divsi", "divui", "remsi", "remui", "andi", "ori", "xori",
            "minsi", "maxsi", "minui", "maxui", "shli", "shrsi", "shrui", "ceildivsi",
