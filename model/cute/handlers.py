@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from .. import kinds, primitives as K
+from ..inline_ptx import synchronizing_instruction
 from . import smem
 from .layouts import cosize, layout_of
 from .values import (WARP, Atom, Data, Lanes, Layout, Ptr, Tested, Unknown, elem_bytes, lift,
@@ -37,6 +38,8 @@ _SYNC_NAME = re.compile(r"mbarrier|barrier|cluster\.(arrive|wait)|tcgen05\.commi
 
 
 def synchronizes(node) -> bool:
+    if node.name == "llvm.inline_asm":         # hand-written PTX: math, or a hidden barrier
+        return synchronizing_instruction(str(node.attrs.get("asm_string", ""))) is not None
     if node.name == "cute.copy":
         return any("tma_load" in t for t in node.operand_types[:1])
     if node.name in RULES or node.name in LOCAL:

@@ -63,10 +63,28 @@ def _quiet_teardown() -> None:
 def _target(spec: str):
     from triton.backends.compiler import GPUTarget
     m = re.fullmatch(r"cuda:(\d+)", spec)
-    if not m:
-        raise ModelError(f"target {spec!r} is not a CUDA target",
+    if not m or not 70 <= int(m.group(1)) < 130:
+        what = "not a CUDA target" if not m else "not a compute capability Triton compiles for"
+        raise ModelError(f"target {spec!r} is {what}",
                          hint="give target='cuda:100' (Blackwell) or 'cuda:90' (Hopper)")
     return GPUTarget("cuda", int(m.group(1)), 32)
+
+
+# TTGIR ops the hardware has only on some compute capabilities, [low, high): Triton stops at
+# them only when it lowers to PTX, after the TTGIR the frontend reads
+_ARCH = (("ttng.async_tma_", 90, 1000, "TMA"), ("ttng.barrier_expect", 90, 1000, "mbarrier expect_tx"),
+         ("ttng.warp_group_dot", 90, 100, "wgmma (Hopper only)"),
+         ("ttng.tc_gen5_", 100, 120, "tcgen05"), ("ttng.tmem_", 100, 120, "tensor memory"),
+         ("ttng.clc_", 100, 1000, "cluster launch control"))
+
+
+def arch_error(op_name: str, target: str) -> str | None:
+    """Why `op_name` does not exist on the launch's target (None: it does)."""
+    cc = int(target.partition(":")[2])
+    for prefix, low, high, what in _ARCH:
+        if op_name.startswith(prefix) and not low <= cc < high:
+            return f"{what} ({op_name}) does not exist on cuda:{cc}"
+    return None
 
 
 def _desc_type(desc: TensorDesc, gluon: bool) -> str:

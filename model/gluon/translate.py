@@ -26,9 +26,11 @@ import re
 from typing import Any, Callable
 
 from ..expr import mk, opaque, opaque_vars, same, stmt_vars
+from ..inline_ptx import synchronizing_instruction
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, MemAlloc, MemRef,
                   ModelError, Op, Param, Var, When, free_vars, iter_ops, unique_name)
 from .arith import ArithRules
+from .compile import arch_error
 from .control import ControlRules
 from .memory import MemoryRules
 from .ttgir import Module, Operation, split_operands
@@ -44,7 +46,7 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"map_elementwise\.return|extern_elementwise|unsplat|make_tensor_ptr|advance|"
                    r"dot|dot_scaled|fp_to_fp|bitcast|int_to_ptr|ptr_to_int|join|split|"
                    r"cat|histogram|gather|clampf|precise_sqrt|precise_divf|mulhiui|"
-                   r"descriptor_load|descriptor_store|assert|print|return|elementwise_inline_asm)$|"
+                   r"descriptor_load|descriptor_store|assert|print|return)$|"
                    r"ttg\.(convert_layout|local_dealloc|memdesc_trans|"
                    r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
                    r"warp_return|fp4_to_fp|upcast_mxfp)$|"
@@ -303,6 +305,11 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         out: list = []
         for op in ops:
             handler = HANDLERS.get(op.name)
+            wrong_arch = arch_error(op.name, self.launch.target) if self.launch else None
+            if wrong_arch:
+                raise ModelError(wrong_arch, loc=self.where(op),
+                                 hint="launch it with a target that has it (cuda:90 Hopper, "
+                                      "cuda:100 Blackwell)")
             try:
                 if handler is not None:
                     results = handler(self, op, out)
@@ -497,6 +504,15 @@ class Translator(ArithRules, MemoryRules, ControlRules):
     def mma_scaled(self, op: Operation, out):
         return self.mma(op, out, scales=2)
 
+    def inline_asm(self, op: Operation, out):
+        # hand-written PTX is opaque math unless it names a synchronizing instruction: an
+        # mbarrier arrive or a fence hidden there must not be dropped
+        asm = op.text[len(op.name):].partition('"')[2].partition('"')[0]
+        instruction = synchronizing_instruction(asm)
+        if instruction:
+            raise Unread(f"inline PTX that synchronizes ({instruction}) is not modelled")
+        return None
+
     def commit(self, op: Operation, out):
         # `%bar[, %pred][ descs %a, %b]`: the descriptors say to which CTAs of the cluster the
         # commit is multicast (their shared layouts); in a one-CTA kernel, only to its own
@@ -524,6 +540,7 @@ HANDLERS: dict[str, Callable] = {
     "arith.select": Translator.select,
     **{f"arith.{k}": Translator.cast for k in ("extsi", "extui", "trunci", "index_cast",
                                                "bitcast")},
+    "tt.elementwise_inline_asm": Translator.inline_asm,
     "tt.get_program_id": Translator.program_id,
     "tt.get_num_programs": Translator.num_programs,
     "scf.for": Translator.scf_for,

@@ -1,0 +1,305 @@
+"""CuTe DSL kernels a new user wrote in the style of CUTLASS's CuTe DSL examples: a Hopper
+mainloop streaming A and B through one `PipelineTmaAsync` ring to a consumer warpgroup that reads
+the stages, and a persistent kernel on raw `cute.arch.mbarrier_*` calls and one TMA barrier,
+each correct and with the bugs people report, plus constructs outside the model (BP190).
+Checked by tests/test_unseen_cute.py; the verdicts there were decided before running."""
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import cpasync
+from cutlass._mlir.dialects import llvm
+from cutlass.cute.runtime import make_fake_compact_tensor
+from cutlass.cutlass_dsl import dsl_user_op
+
+BM, BN, BK = 64, 64, 64
+STAGES = 2
+CONSUMER_WARPS = 2
+PRODUCER_WARP = CONSUMER_WARPS
+
+
+def _swizzled(rows, cols, stages):
+    return cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0,
+                                     cute.make_ordered_layout((rows, cols, stages),
+                                                              order=(1, 0, 2)))
+
+
+def _tma_load(tensor, layout, rows, cols):
+    return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), tensor,
+                                       cute.slice_(layout, (None, None, 0)), (rows, cols))
+
+
+# -- 1. A and B through one PipelineTmaAsync ring, read by a consumer warpgroup ------------
+
+@cute.struct
+class RingStorage:
+    bars: cute.struct.MemRange[cutlass.Int64, 2 * STAGES]
+
+
+@cute.kernel
+def ab_kernel(a_atom: cute.CopyAtom, mA: cute.Tensor, b_atom: cute.CopyAtom, mB: cute.Tensor,
+              a_layout: cute.ComposedLayout, b_layout: cute.ComposedLayout,
+              k_tiles: cutlass.Constexpr, count_b: cutlass.Constexpr,
+              consumer_arrivals: cutlass.Constexpr, release_first: cutlass.Constexpr,
+              tail: cutlass.Constexpr):
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    smem = cutlass.memory.SmemAllocator()
+    storage = smem.allocate(RingStorage)
+    sA = smem.allocate_tensor(cutlass.Float16, a_layout.outer, byte_alignment=128,
+                              swizzle=a_layout.inner)
+    sB = smem.allocate_tensor(cutlass.Float16, b_layout.outer, byte_alignment=128,
+                              swizzle=b_layout.inner)
+    a_bytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(a_layout, (None, None, 0)))
+    b_bytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(b_layout, (None, None, 0)))
+    tx = a_bytes
+    if cutlass.const_expr(count_b):
+        tx = a_bytes + b_bytes
+    ring = pipeline.PipelineTmaAsync.create(
+        barrier_storage=storage.bars.data_ptr(), num_stages=STAGES,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumer_arrivals),
+        tx_count=tx)
+    gA = cute.local_tile(mA, (BM, BK), (0, None))
+    gB = cute.local_tile(mB, (BN, BK), (0, None))
+    tAsA, tAgA = cpasync.tma_partition(a_atom, 0, cute.make_layout(1),
+                                       cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+    tBsB, tBgB = cpasync.tma_partition(b_atom, 0, cute.make_layout(1),
+                                       cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+
+    if warp == PRODUCER_WARP:
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
+        for k in cutlass.range(k_tiles):
+            ring.producer_acquire(state)
+            full = ring.producer_get_barrier(state)
+            cute.copy(a_atom, tAgA[(None, k)], tAsA[(None, state.index)], tma_bar_ptr=full)
+            cute.copy(b_atom, tBgB[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
+            ring.producer_commit(state)
+            state.advance()
+        if cutlass.const_expr(tail):
+            ring.producer_tail(state)
+
+    if warp < CONSUMER_WARPS:
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        acc = cute.make_rmem_tensor((8,), cutlass.Float32)
+        acc.fill(0.0)
+        lane = cute.arch.lane_idx()
+        for k in cutlass.range(k_tiles):
+            ring.consumer_wait(state)
+            if cutlass.const_expr(release_first):
+                ring.consumer_release(state)
+            for i in cutlass.range_constexpr(8):
+                acc[i] += sA[(lane, warp * 8 + i, state.index)].to(cutlass.Float32) * \
+                    sB[(lane, warp * 8 + i, state.index)].to(cutlass.Float32)
+            if cutlass.const_expr(not release_first):
+                ring.consumer_release(state)
+            state.advance()
+
+
+@cute.jit
+def ab_host(mA: cute.Tensor, mB: cute.Tensor, k_tiles: cutlass.Constexpr,
+            count_b: cutlass.Constexpr, consumer_arrivals: cutlass.Constexpr,
+            release_first: cutlass.Constexpr, tail: cutlass.Constexpr):
+    a_layout = _swizzled(BM, BK, STAGES)
+    b_layout = _swizzled(BN, BK, STAGES)
+    a_atom, tA = _tma_load(mA, a_layout, BM, BK)
+    b_atom, tB = _tma_load(mB, b_layout, BN, BK)
+    ab_kernel(a_atom, tA, b_atom, tB, a_layout, b_layout, k_tiles, count_b, consumer_arrivals,
+              release_first, tail).launch(grid=[1, 1, 1], block=[32 * (CONSUMER_WARPS + 1), 1, 1])
+
+
+def _ab(k_tiles=3, count_b=True, consumer_arrivals=CONSUMER_WARPS, release_first=False,
+        tail=True):
+    mA = make_fake_compact_tensor(cutlass.Float16, (BM, BK * k_tiles), stride_order=(1, 0))
+    mB = make_fake_compact_tensor(cutlass.Float16, (BN, BK * k_tiles), stride_order=(1, 0))
+    return cute.compile(ab_host, mA, mB, k_tiles, count_b, consumer_arrivals, release_first,
+                        tail, options="--generate-line-info")
+
+
+def ab_ring():
+    """Three K tiles through two stages: A and B land on one full barrier per stage, whose
+    expect_tx counts both copies; each consumer warp releases the stage after reading it."""
+    return _ab()
+
+
+def ab_ring_expects_a_only():
+    """tx_count is A's bytes only: the stage completes when A lands, and the consumers read B
+    while its copy is still writing it (or B's bytes land on a phase already complete)."""
+    return _ab(count_b=False)
+
+
+def ab_ring_releases_before_reading():
+    """The consumers release the stage before reading it: the producer refills it under them."""
+    return _ab(release_first=True)
+
+
+def ab_ring_consumer_count_off_by_one():
+    """The consumer group is sized one more than the warps that release: `empty` never
+    completes and the producer hangs on its refill."""
+    return _ab(consumer_arrivals=CONSUMER_WARPS + 1)
+
+
+def ab_ring_without_producer_tail():
+    """The producer warp exits without producer_tail: the consumers' last releases complete
+    `empty` phases no one waits for. First guess BP103; in one block that is harmless (the
+    block's shared memory lives until its last warp exits, and an unobserved completion of a
+    PTX barrier breaks nothing): the tail matters when the releases come from another block of
+    a cluster, which may land after this block exited (BP146)."""
+    return _ab(tail=False)
+
+
+# -- 2. persistent tiles on one raw TMA barrier -------------------------------------------
+
+@cute.kernel
+def tiles_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayout,
+                 num_tiles: cutlass.Constexpr, reset_phase: cutlass.Constexpr,
+                 expect_twice: cutlass.Constexpr):
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    smem = cutlass.memory.SmemAllocator()
+    bar = smem.allocate_array(cutlass.Int64, 1)
+    sA = smem.allocate_tensor(cutlass.Float16, layout.outer, byte_alignment=128,
+                              swizzle=layout.inner)
+    nbytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(layout, (None, None, 0)))
+    if warp == 0:
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_init(bar, 1)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.barrier()
+    gA = cute.local_tile(mA, (BM, BK), (None, 0))
+    tAsA, tAgA = cpasync.tma_partition(atom, 0, cute.make_layout(1),
+                                       cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+    phase = cutlass.Int32(0)
+    for t in cutlass.range(num_tiles):
+        if cutlass.const_expr(reset_phase):
+            phase = cutlass.Int32(0)
+        if warp == 0:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
+                if cutlass.const_expr(expect_twice):
+                    cute.arch.mbarrier_expect_tx(bar, nbytes)
+            cute.copy(atom, tAgA[(None, t)], tAsA[(None, 0)], tma_bar_ptr=bar)
+        cute.arch.mbarrier_wait(bar, phase)
+        phase = phase ^ 1
+        tid, _, _ = cute.arch.thread_idx()
+        sA[(tid, 0, 0)] = sA[(tid, 0, 0)] * cutlass.Float16(2.0)
+        cute.arch.barrier()          # everyone is done with the tile before the next load
+
+
+@cute.jit
+def tiles_host(mA: cute.Tensor, num_tiles: cutlass.Constexpr, reset_phase: cutlass.Constexpr,
+               expect_twice: cutlass.Constexpr):
+    layout = _swizzled(BM, BK, 1)
+    atom, tA = _tma_load(mA, layout, BM, BK)
+    tiles_kernel(atom, tA, layout, num_tiles, reset_phase, expect_twice).launch(
+        grid=[1, 1, 1], block=[64, 1, 1])
+
+
+def _tiles(num_tiles=3, reset_phase=False, expect_twice=False):
+    mA = make_fake_compact_tensor(cutlass.Float16, (BM * num_tiles, BK), stride_order=(1, 0))
+    return cute.compile(tiles_host, mA, num_tiles, reset_phase, expect_twice,
+                        options="--generate-line-info")
+
+
+def tiles():
+    """Three tiles through one stage: the parity flips after every wait."""
+    return _tiles()
+
+
+def tiles_phase_reset_per_tile():
+    """The parity restarts at 0 on every tile: the second tile's wait passes on the first
+    tile's completion, and the threads read a tile still landing."""
+    return _tiles(reset_phase=True)
+
+
+def tiles_expect_counted_twice():
+    """arrive_and_expect_tx and a second expect_tx for the same copy: the barrier waits for
+    bytes that never come (first guess BP100; BP130 names the cause: tx never returns to 0)."""
+    return _tiles(expect_twice=True)
+
+
+# -- 3. outside the model ------------------------------------------------------------------
+
+@cute.kernel
+def cluster_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayout):
+    smem = cutlass.memory.SmemAllocator()
+    bar = smem.allocate_array(cutlass.Int64, 1)
+    sA = smem.allocate_tensor(cutlass.Float16, layout.outer, byte_alignment=128,
+                              swizzle=layout.inner)
+    nbytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(layout, (None, None, 0)))
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_init(bar, 1)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.cluster_arrive()
+    cute.arch.cluster_wait()
+    gA = cute.local_tile(mA, (BM, BK), (None, 0))
+    tAsA, tAgA = cpasync.tma_partition(atom, 0, cute.make_layout(1),
+                                       cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
+    cute.copy(atom, tAgA[(None, 0)], tAsA[(None, 0)], tma_bar_ptr=bar)
+    cute.arch.mbarrier_wait(bar, 0)
+    cute.arch.cluster_arrive()
+    cute.arch.cluster_wait()
+
+
+@cute.jit
+def cluster_host(mA: cute.Tensor):
+    layout = _swizzled(BM, BK, 1)
+    atom, tA = _tma_load(mA, layout, BM, BK)
+    cluster_kernel(atom, tA, layout).launch(grid=[2, 1, 1], block=[32, 1, 1],
+                                            cluster=[2, 1, 1])
+
+
+def cluster_of_two():
+    """A launch with clusters of two blocks: what a cluster shares is outside the one-block
+    model unless read; a single-block load per block, so either verified or BP190, never a
+    crash."""
+    mA = make_fake_compact_tensor(cutlass.Float16, (BM * 2, BK), stride_order=(1, 0))
+    return cute.compile(cluster_host, mA, options="--generate-line-info")
+
+
+EXPECT = {
+    "ab_ring": "verified",
+    "ab_ring_expects_a_only": "violation:BP200",
+    "ab_ring_releases_before_reading": "violation:BP200",
+    "ab_ring_consumer_count_off_by_one": "violation:BP100",
+    "ab_ring_without_producer_tail": "verified",
+    "tiles": "verified",
+    "tiles_phase_reset_per_tile": "violation:BP200",
+    "tiles_expect_counted_twice": "violation:BP130",
+    "cluster_of_two": "unknown",
+}
+
+
+@dsl_user_op
+def _bar_sync_ptx(barrier_id: int, threads: int, *, loc=None, ip=None):
+    """A named barrier written as inline PTX, as hand-tuned kernels do."""
+    llvm.inline_asm(None, [], f"bar.sync {barrier_id}, {threads};", "", has_side_effects=True,
+                    is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+
+
+@cute.kernel
+def handoff_kernel():
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    smem = cutlass.memory.SmemAllocator()
+    buf = smem.allocate_tensor(cutlass.Float32, cute.make_layout(64), byte_alignment=16)
+    tid, _, _ = cute.arch.thread_idx()
+    if warp == 0:
+        buf[tid] = cutlass.Float32(1.0)
+    _bar_sync_ptx(1, 64)
+    if warp == 1:
+        buf[tid - 32] = buf[tid - 32] + cutlass.Float32(1.0)
+
+
+@cute.jit
+def handoff_host(a: cute.Tensor):
+    handoff_kernel().launch(grid=[1, 1, 1], block=[64, 1, 1])
+
+
+def ptx_named_barrier():
+    """Warp 0 writes, both warps meet on `bar.sync 1, 64` in inline PTX, warp 1 reads: the
+    barrier is real but hidden in an asm string (BP190 at its line, never dropped)."""
+    return cute.compile(handoff_host, make_fake_compact_tensor(cutlass.Float32, (64,)),
+                        options="--generate-line-info")
+
+
+EXPECT["ptx_named_barrier"] = "unknown"
