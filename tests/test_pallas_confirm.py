@@ -18,6 +18,9 @@ from barrierproof.model import pallas
 
 from conftest import EXAMPLES, ROOT
 
+# The interpreter runs of the module fixtures below take a minute or two: one worker runs them.
+pytestmark = pytest.mark.xdist_group("pallas_confirm")
+
 PALLAS = os.path.join(EXAMPLES, "pallas")
 FILES = ["handoff.py", "ring.py", "roles.py", "hardware.py", "audit_kernels.py"]
 MODULES = {f: pallas.import_file(os.path.join(PALLAS, f)) for f in FILES}

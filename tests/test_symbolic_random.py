@@ -18,6 +18,8 @@ from barrierproof.checker.engines.explore import Limits
 from barrierproof.checker.symbolic.prove import prove_kernel
 from barrierproof.model.dsl import protocol
 
+pytestmark = pytest.mark.xdist_group("symbolic_random")
+
 WAIT_FROM = ["stages", "stages+1", "stages-1", "1"]
 EMPTY = ["consumers", "1", "consumers+1"]
 DRAIN = ["min", "stages", "none", "min-1"]
@@ -85,6 +87,20 @@ def build(m):
     return ring.build()
 
 
+SYMBOLIC = SimpleNamespace(symbolic=["stages", "consumers", "steps"])
+_PROVED: dict = {}
+
+
+def prove(m):
+    """`prove` on the ring `m` for every size, once per variant: the tests below draw the same
+    variants (the correct rings and the single mutations) and xdist_group keeps them in one worker.
+    The limit is the largest any of them allows; every variant is decided well within it."""
+    key = tuple(sorted(m.items()))
+    if key not in _PROVED:
+        _PROVED[key] = prove_kernel(build(m), {}, Options(Limits(timeout=120)), None, SYMBOLIC)
+    return _PROVED[key]
+
+
 GRID = [dict(stages=s, consumers=c, steps=n) for s in (1, 2, 3) for c in (1, 2)
         for n in range(0, 6)]
 
@@ -94,8 +110,7 @@ GRID = [dict(stages=s, consumers=c, steps=n) for s in (1, 2, 3) for c in (1, 2)
 @given(mutants())
 def test_prove_never_contradicts_explicit_exploration(m):
     kernel = build(m)
-    v = prove_kernel(kernel, {}, Options(Limits(timeout=60)), None,
-                     SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
+    v = prove(m)
     if v.verdict == "proved":
         for values in GRID:
             got = check_kernel(kernel, values, Options(Limits(max_states=100_000)))
@@ -106,8 +121,7 @@ def test_prove_never_contradicts_explicit_exploration(m):
 
 
 def test_the_correct_ring_is_among_the_mutants():
-    v = prove_kernel(build(CORRECT), {}, Options(), None,
-                     SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
+    v = prove(CORRECT)
     assert v.verdict == "proved", v.coverage
 
 
@@ -147,8 +161,7 @@ def test_the_prover_refutes_every_single_mutation_rather_than_giving_up():
     answers = {}
     for m in _variants(with_mutation=True):
         kernel = build(m)
-        v = prove_kernel(kernel, {}, Options(Limits(timeout=60)), None,
-                         SimpleNamespace(symbolic=["stages", "consumers", "steps"]))
+        v = prove(m)
         answers[tuple(sorted(m.items()))] = v.verdict
         if v.verdict == "violation":
             again = check_kernel(kernel, v.params)
@@ -166,7 +179,5 @@ MIN_PROVED = 1.0           # every correct variant is proved today
 def test_the_prover_proves_every_correct_variant():
     """The four correct rings (copy or expect_tx + load, Pallas or parity waits) are each proved
     for every stage count, consumer count and trip count."""
-    verdicts = [prove_kernel(build(m), {}, Options(Limits(timeout=120)), None,
-                             SimpleNamespace(symbolic=["stages", "consumers", "steps"])).verdict
-                for m in _variants(with_mutation=False)]
+    verdicts = [prove(m).verdict for m in _variants(with_mutation=False)]
     assert sum(v == "proved" for v in verdicts) / len(verdicts) >= MIN_PROVED, verdicts

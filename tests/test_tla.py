@@ -101,22 +101,38 @@ def _tlc(kind, arg):
     return _submit((kind, arg)).result()
 
 
+def _job_of(item):
+    """The TLC run a test waits for, or None."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    kind = {"test_tlc_agrees_with_the_explorer": ("check", "target"),
+            "test_same_state_space_with_every_rule_ignored": ("full", "target"),
+            "test_random_protocols_have_the_same_state_space": ("random", "seed")}.get(
+                item.originalname)
+    return (kind[0], callspec.params[kind[1]]) if kind else None
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _start_tlc_runs(request):
-    if not tlc.available():
+    # Under xdist every worker collects the whole session but runs only the tests it is sent:
+    # there each test starts its own run (below), or every worker would run every JVM.
+    if not tlc.available() or os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
     for item in request.session.items:
-        callspec = getattr(item, "callspec", None)
-        if item.module is not request.module or callspec is None:
-            continue
-        name = item.originalname
-        if name == "test_tlc_agrees_with_the_explorer":
-            _submit(("check", callspec.params["target"]))
-        elif name == "test_same_state_space_with_every_rule_ignored":
-            _submit(("full", callspec.params["target"]))
-        elif name == "test_random_protocols_have_the_same_state_space":
-            _submit(("random", callspec.params["seed"]))
+        job = _job_of(item) if item.module is request.module else None
+        if job is not None:
+            _submit(job)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _start_this_tlc_run(request):
+    """This test's TLC run starts before its explorer side, which then runs beside the JVM."""
+    job = _job_of(request.node)
+    if job is not None and tlc.available():
+        _submit(job)
     yield
 
 
