@@ -754,26 +754,34 @@ class Encoder:
         return z3.BoolVal(rank2 < rank)
 
     def progress_bad(self, st: SymState):
+        """A deadlock: some thread blocked, nothing in flight, and every thread ordered before
+        it (key_less) gone. The (blocked place, earlier place) terms are counted work, ticked
+        per blocked place so that a spent budget stops the build there (work.tick)."""
         bad = []
-        pairs = 0       # (blocked place, place before it) terms built: counted work below
         quiet = [f == 0 for f in st.fly]
+        # every place of every role once, with its `none there` term (the pairs below visit
+        # each of them for every blocked place)
+        places = [[(p2, k2, c2 == 0) for p2, _, k2, c2 in self.threads(st, r2)]
+                  for r2 in range(len(self.codes))]
         for r, code in enumerate(self.codes):
             for p, obs, k, c in self.threads(st, r):
                 op = code.op(p)
                 if op is None or op.kind not in BLOCKING + SEM_WAITS:
                     continue
                 blocked = z3.Not(self.enabled(st, op, obs, k))
-                prefix = []
-                for r2 in range(len(self.codes)):
-                    for p2, obs2, k2, c2 in self.threads(st, r2):
+                prefix, order, pairs = [], {}, 0
+                for r2, there in enumerate(places):
+                    for p2, k2, gone in there:
                         pairs += 1
-                        less = z3.simplify(self.key_less(r2, p2, k2, r, p, k))
+                        key = (r2, p2)
+                        if key not in order:
+                            order[key] = z3.simplify(self.key_less(r2, p2, k2, r, p, k))
+                        less = order[key]
                         if z3.is_false(less):
                             continue
-                        prefix.append(z3.Implies(less, c2 == 0) if not z3.is_true(less)
-                                      else c2 == 0)
+                        prefix.append(gone if z3.is_true(less) else z3.Implies(less, gone))
                 bad.append(z3.And([c >= 1, self.guard(st, r, p, k), blocked] + quiet + prefix))
-        tick(pairs * UNITS_PER_ORDER_TERM)
+                tick(pairs * UNITS_PER_ORDER_TERM)
         return z3.Or(bad) if bad else FALSE()
 
     # -- the whole system -------------------------------------------------------------------------
@@ -828,17 +836,26 @@ class Encoder:
             if not z3.is_false(step_pre):
                 self.steps.append((label, step_pre, new.vector()))
 
+        # counted work (budget.py): terms of every transition's successor built, ticked per
+        # role and delivery so that a spent budget stops the build there
+        def counted(made):
+            tick((len(self.steps) - made) * len(self.vars) * UNITS_PER_ENCODED_CELL)
+
         for r, code in enumerate(self.codes):
+            made = len(self.steps)
             if code.role.single:
                 for label, conds, new, viol in self.single_transitions(cur, r):
                     add(label, conds, new, viol, FALSE())
             else:
                 for label, conds, new, viol, ovf in self.counter_transitions(cur, r):
                     add(label, conds, new, viol, ovf)
+            counted(made)
         for q, slot in enumerate(sysm.slots):
+            made = len(self.steps)
             label = f"{slot.kind} lands on {sysm.instances[slot.inst].name}"
             for conds, new, viols in self.landing(cur, q):
                 add(label, conds, new, z3.Or(viols) if viols else FALSE(), FALSE())
+            counted(made)
         self.bad.append(("late-join (BP102)", self.late_join(cur)))
         self.bad.append(("phase-ahead (BP101)", self.phase_ahead(cur)))
         self.bad.append(("exit (BP103/BP104/BP105/BP130)", self.exit_bad(cur)))
@@ -855,8 +872,6 @@ class Encoder:
             self.bad += races
         self.sane = self.sane_of(cur)
         self.built = True
-        # counted work (budget.py): terms of every transition's successor built
-        tick(len(self.steps) * len(self.vars) * UNITS_PER_ENCODED_CELL)
         return self
 
     def sane_of(self, st: SymState) -> list:
@@ -927,29 +942,40 @@ class Encoder:
             self._relation = (post, relation, frame)
         return self._relation
 
-    def check_sane(self, timeout: float = 30.0) -> str | None:
-        """None when the construction facts are inductive, else the offending step."""
+    def check_sane(self, timeout: float = 30.0, asked: Sequence[int] | None = None
+                   ) -> str | None:
+        """None when the construction facts are inductive, else the offending step.
+
+        One query per transition (the disjunction of all of them is unsat exactly when each
+        disjunct is; one query over a class of hundreds of transitions is far harder for Z3
+        than its parts), all under the parameters' constraints (frozen: true in every state).
+        `asked`: only these transitions, when every other one is the mirror image of one asked
+        under a swap that maps the facts onto themselves (symmetry.py checks both with Z3):
+        from a state v with the facts, u = sigma(t) steps to sigma(t(sigma(v))), and
+        sigma(v) has the facts, so t's check covers u."""
         solver = z3.Solver()
         solver.set("timeout", int(timeout * 1000))
         init = SymState(self.layout, self.init_head)
         solver.add(self.init_body, z3.Not(z3.And(self.sane_of(init))))
         if checked(solver) != z3.unsat:     # within the budget in force (work.py)
             return "initial state"
-        post, relation, frame = self.transition_relation()
         solver = z3.Solver()
         solver.set("timeout", int(timeout * 1000))
-        solver.add(*self.sane, relation, *frame,
-                   z3.Not(z3.And(self.sane_of(SymState(self.layout, post)))))
-        r = checked(solver)
-        if r == z3.unsat:
-            return None
-        if r == z3.unknown:
-            return f"undecided ({solver.reason_unknown()})"
-        m = solver.model()
-        for label, pre, _ in self.steps:
-            if z3.is_true(m.eval(pre, model_completion=True)):
+        solver.add(self.init_body, *self.sane)
+        facts = z3.And(self.sane)
+        for t in (range(len(self.steps)) if asked is None else asked):
+            label, pre, nxt = self.steps[t]
+            after = z3.substitute(facts, *[(v, x) for v, x in zip(self.vars, nxt)]) \
+                if nxt else facts
+            solver.push()
+            solver.add(pre, z3.Not(after))
+            r = checked(solver)
+            solver.pop()
+            if r == z3.unknown:
+                return f"undecided ({solver.reason_unknown()})"
+            if r != z3.unsat:
                 return label
-        return "a transition"
+        return None
 
     def spacer(self, timeout: float = 60.0) -> str:
         """Ask Spacer directly (kept for comparison: it rarely converges on these systems)."""
