@@ -26,6 +26,9 @@ WAITS = (WAIT, WAIT_PARITY)
 # so it keeps no observation and may skip phases on purpose (encode.py: phase_ahead).
 WAIT_PHASE = "wait_phase"
 BLOCKING = WAITS + (WAIT_PHASE,)
+
+# What a thread has observed of an instance it waits on (encode.py).
+UNJOINED, J0, J1 = 0, 1, 2
 # A thread's loads and stores (races.py): no barrier effect; a thread that stops there has
 # them live, which covers every point of the gap between its neighbouring class events.
 ACCESS = "access"

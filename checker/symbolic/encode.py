@@ -64,16 +64,16 @@ import z3
 
 from ...model.ir import MAX_TX
 from . import queue_order
+from .error_states import exit_bad, late_join, phase_ahead, progress_bad
 from .peer_exit import peer_exit_conditions
 from .semaphores import SEM_SIGNAL, SEM_TAKE, SEM_WAITS
 from .work import checked, tick
-from .budget import UNITS_PER_ENCODED_CELL, UNITS_PER_ORDER_TERM
+from .budget import UNITS_PER_ENCODED_CELL
 from .counters import (ARRIVE, ARRIVE_DROP, ARRIVE_TX, COMPLETE_TX, EXPECT_TX, ISSUE, WAIT,
                        WAIT_PARITY, WAIT_PHASE, BLOCKING, WAITS, K, CounterSystem, COp, CRole,
                        CSegment)
+from .counters import J0, J1, UNJOINED  # noqa: F401  (observations; imported from here too)
 
-# What a thread has observed of an instance it waits on.
-UNJOINED, J0, J1 = 0, 1, 2
 
 
 def TRUE() -> z3.BoolRef:       # functions: the terms of the Z3 context in force (own_context)
@@ -688,94 +688,6 @@ class Encoder:
                                [here, cond, guard, enabled] + conds + conds2, after,
                                z3.Or(viols) if viols else FALSE(), z3.BoolVal(ovf))
 
-    # -- state predicates -------------------------------------------------------------------------
-
-    def late_join(self, st: SymState):
-        bad = []
-        for inst in range(len(self.system.instances)):
-            # (a parity wait's first wait means completion 0 or 1: two completions past it
-            # the barrier has run past the phase it means, as for a Pallas wait)
-            waiting = self.waiting(st, inst, UNJOINED, kinds=(WAIT, WAIT_PARITY))
-            if not z3.is_false(z3.simplify(waiting > 0)):
-                bad.append(z3.And(waiting > 0, st.ph[inst] >= 2))
-        return z3.Or(bad) if bad else FALSE()
-
-    def phase_ahead(self, st: SymState):
-        """A thread at a stated-phase wait (guard true) while the barrier has completed more
-        than the phase it means: the wait returns for a later phase, or never (BP101 for parity
-        waits, model/semantics.py: state_violations)."""
-        def select(r, p, obs, k):
-            op = self.codes[r].op(p)
-            if op is None or op.kind != WAIT_PHASE:
-                return None
-            ahead = st.ph[op.targets[0]] > self.term(st, op.phase, k) + 1
-            return z3.simplify(z3.And(self.guard(st, r, p, k), ahead))
-        n = self.count(st, select)
-        return FALSE() if z3.is_false(z3.simplify(n > 0)) else n > 0
-
-    def all_done(self, st: SymState):
-        conds = []
-        for r, code in enumerate(self.codes):
-            if code.role.single:
-                conds.append(st.pos[r] == self.layout.single_index[r][code.done])
-            else:
-                done = [c for p, obs, k, c in self.threads(st, r) if p == code.done]
-                conds.append(z3.Sum(done) == self.term(st, code.role.size))
-        return z3.And(conds)
-
-    def exit_bad(self, st: SymState):
-        drained = {q: self.term(st, c) for q, c in self.system.drained.items()}
-        bad = [f > 0 if q not in drained else z3.And(z3.Not(drained[q]), f > 0)
-               for q, f in enumerate(st.fly)]
-        for inst, ci in enumerate(self.system.instances):
-            # an open phase of a named barrier at exit is legal on hardware (hw.py)
-            open_phase = [] if ci.hw else [st.pend[inst] != st.exp[inst]]
-            bad += [st.tx[inst] != 0, self.observing(st, inst, J1, pallas_only=True) > 0] + \
-                open_phase
-        landed = [z3.Implies(drained[q], st.fly[q] == 0) for q in sorted(drained)]
-        return z3.And([self.all_done(st)] + landed + [z3.Or(bad)])
-
-    def key_less(self, r2: int, p2: Pos, k2, r: int, p: Pos, k):
-        """Do the events of a thread at p2 (loop coordinate k2) all come before the event at p
-        in the tau order? (A head precedes everything of its group: conservative.)"""
-        code2, code = self.codes[r2], self.codes[r]
-        seg = code.role.segments[p.seg]
-        g = seg.group
-        if p2.where == "head":
-            if p2.seg == code2.nseg:
-                return FALSE()
-            return z3.BoolVal(code2.role.segments[p2.seg].group <= g)
-        seg2 = code2.role.segments[p2.seg]
-        if seg2.group != g:
-            return z3.BoolVal(seg2.group < g)
-        rank2, rank = seg2.body[p2.pc].rank, seg.body[p.pc].rank
-        if seg.keyed and seg2.keyed:
-            return z3.Or(k2 < k, z3.And(k2 == k, rank2 < rank))
-        return z3.BoolVal(rank2 < rank)
-
-    def progress_bad(self, st: SymState):
-        bad = []
-        pairs = 0       # (blocked place, place before it) terms built: counted work below
-        quiet = [f == 0 for f in st.fly]
-        for r, code in enumerate(self.codes):
-            for p, obs, k, c in self.threads(st, r):
-                op = code.op(p)
-                if op is None or op.kind not in BLOCKING + SEM_WAITS:
-                    continue
-                blocked = z3.Not(self.enabled(st, op, obs, k))
-                prefix = []
-                for r2 in range(len(self.codes)):
-                    for p2, obs2, k2, c2 in self.threads(st, r2):
-                        pairs += 1
-                        less = z3.simplify(self.key_less(r2, p2, k2, r, p, k))
-                        if z3.is_false(less):
-                            continue
-                        prefix.append(z3.Implies(less, c2 == 0) if not z3.is_true(less)
-                                      else c2 == 0)
-                bad.append(z3.And([c >= 1, self.guard(st, r, p, k), blocked] + quiet + prefix))
-        tick(pairs * UNITS_PER_ORDER_TERM)
-        return z3.Or(bad) if bad else FALSE()
-
     # -- the whole system -------------------------------------------------------------------------
 
     def initial(self) -> list:
@@ -828,23 +740,32 @@ class Encoder:
             if not z3.is_false(step_pre):
                 self.steps.append((label, step_pre, new.vector()))
 
+        # counted work (budget.py): terms of every transition's successor built, ticked per
+        # role and delivery so that a spent budget stops the build there
+        def counted(made):
+            tick((len(self.steps) - made) * len(self.vars) * UNITS_PER_ENCODED_CELL)
+
         for r, code in enumerate(self.codes):
+            made = len(self.steps)
             if code.role.single:
                 for label, conds, new, viol in self.single_transitions(cur, r):
                     add(label, conds, new, viol, FALSE())
             else:
                 for label, conds, new, viol, ovf in self.counter_transitions(cur, r):
                     add(label, conds, new, viol, ovf)
+            counted(made)
         for q, slot in enumerate(sysm.slots):
+            made = len(self.steps)
             label = f"{slot.kind} lands on {sysm.instances[slot.inst].name}"
             for conds, new, viols in self.landing(cur, q):
                 add(label, conds, new, z3.Or(viols) if viols else FALSE(), FALSE())
-        self.bad.append(("late-join (BP102)", self.late_join(cur)))
-        self.bad.append(("phase-ahead (BP101)", self.phase_ahead(cur)))
-        self.bad.append(("exit (BP103/BP104/BP105/BP130)", self.exit_bad(cur)))
+            counted(made)
+        self.bad.append(("late-join (BP102)", late_join(self, cur)))
+        self.bad.append(("phase-ahead (BP101)", phase_ahead(self, cur)))
+        self.bad.append(("exit (BP103/BP104/BP105/BP130)", exit_bad(self, cur)))
         self.bad += peer_exit_conditions(self, cur)
         if sysm.progress:
-            self.bad.append(("progress (deadlock)", self.progress_bad(cur)))
+            self.bad.append(("progress (deadlock)", progress_bad(self, cur)))
         if sysm.cells:
             from .races import race_conditions
             races = race_conditions(self, cur)
@@ -855,8 +776,6 @@ class Encoder:
             self.bad += races
         self.sane = self.sane_of(cur)
         self.built = True
-        # counted work (budget.py): terms of every transition's successor built
-        tick(len(self.steps) * len(self.vars) * UNITS_PER_ENCODED_CELL)
         return self
 
     def sane_of(self, st: SymState) -> list:
@@ -927,14 +846,42 @@ class Encoder:
             self._relation = (post, relation, frame)
         return self._relation
 
-    def check_sane(self, timeout: float = 30.0) -> str | None:
-        """None when the construction facts are inductive, else the offending step."""
+    def check_sane(self, timeout: float = 30.0, asked: Sequence[int] | None = None
+                   ) -> str | None:
+        """None when the construction facts are inductive, else the offending step.
+
+        Without `asked`: one query over the disjunction of every transition. With `asked`:
+        only these transitions, one query each, when every other one is the mirror image of
+        one asked under a swap that maps the facts (and the parameters' constraints, assumed
+        here: frozen, true in every state) onto themselves (symmetry.py checks both with Z3):
+        from a state v with the facts, u = sigma(t) steps to sigma(t(sigma(v))), and sigma(v)
+        has the facts, so t's check covers u. (A query per transition is also far easier for
+        Z3 than the disjunction of hundreds.)"""
         solver = z3.Solver()
         solver.set("timeout", int(timeout * 1000))
         init = SymState(self.layout, self.init_head)
         solver.add(self.init_body, z3.Not(z3.And(self.sane_of(init))))
         if checked(solver) != z3.unsat:     # within the budget in force (work.py)
             return "initial state"
+        if asked is None:
+            return self._check_sane_at_once(timeout)
+        solver = z3.Solver()
+        solver.set("timeout", int(timeout * 1000))
+        solver.add(self.init_body, *self.sane)
+        facts = z3.And(self.sane)
+        for t in asked:
+            label, pre, nxt = self.steps[t]
+            solver.push()
+            solver.add(pre, z3.Not(z3.substitute(facts, *zip(self.vars, nxt))))
+            r = checked(solver)
+            solver.pop()
+            if r == z3.unknown:
+                return f"undecided ({solver.reason_unknown()})"
+            if r != z3.unsat:
+                return label
+        return None
+
+    def _check_sane_at_once(self, timeout: float) -> str | None:
         post, relation, frame = self.transition_relation()
         solver = z3.Solver()
         solver.set("timeout", int(timeout * 1000))

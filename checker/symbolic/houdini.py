@@ -15,6 +15,7 @@ no error state satisfies the invariant.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 import time
 from dataclasses import dataclass, field
 
@@ -42,6 +43,11 @@ class InvariantResult:
 
 # How Houdini's consecution asks Z3 (see `houdini`); bench/prove_speed.py compares the two.
 CONSECUTION = "transitions"
+# Incremental solvers kept alive at once, the least recently asked dropped first (a class of
+# hundreds of transitions with thousands of candidates held ~4 MB a solver, 1 GB in all); a
+# transition asked again after its solver was dropped gets a new one: the same question, so
+# the same largest inductive subset, only Z3's learned lemmas lost.
+LIVE_SOLVERS = 48
 
 
 def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.0,
@@ -307,10 +313,14 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     # answer; a smaller query).
     guards = [_fixed_values(pre, variables) for _, pre, _ in encoder.steps]
     assumed = [{id(c) for c in alive if not _excluded(where[id(c)], g)} for g in guards]
-    solvers: dict[int, z3.Solver] = {}
+    solvers: OrderedDict[int, z3.Solver] = OrderedDict()
 
     def solver_of(t: int) -> z3.Solver:
-        if t not in solvers:
+        if t in solvers:
+            solvers.move_to_end(t)
+        else:
+            if len(solvers) >= LIVE_SOLVERS:
+                solvers.popitem(last=False)
             label, pre, nxt, relevant = steps[t]
             s = z3.Solver()
             fixed = [(variables[i], z3.IntVal(v)) for i, v in guards[t].items()]

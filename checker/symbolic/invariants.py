@@ -137,6 +137,14 @@ def mirror_of(encoder: Encoder, comp: Compiler):
     return encoder._mirror
 
 
+def check_construction(encoder: Encoder, timeout: float) -> str | None:
+    """encoder.check_sane, asking on a 2-block cluster's class system only the transitions
+    Houdini asks (the others are the checked mirror images of those: symmetry.py); None when
+    the construction facts are inductive."""
+    sym = mirror_of(encoder, Compiler(encoder.vars))
+    return encoder.check_sane(timeout=timeout, asked=sym.asked if sym is not None else None)
+
+
 # ----------------------------------------------------------------------------------------------
 # Sampling
 # ----------------------------------------------------------------------------------------------

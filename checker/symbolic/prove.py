@@ -213,7 +213,7 @@ from .points import (explorer_net, points, points_text, smallest_points,  # noqa
                      smallest_violation, tau_points)
 from .chc import prove_class
 from .houdini import InvariantResult, houdini
-from .invariants import Candidate, guess, sample
+from .invariants import Candidate, check_construction, guess, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
 from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_STATE,  # noqa: F401
@@ -487,7 +487,7 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
     budget.enter(f"encoding class {cls.name}")
     enc = Encoder(system).build()
     budget.enter(f"construction check of class {cls.name}")
-    bad = enc.check_sane(timeout=budget.query_timeout())
+    bad = check_construction(enc, budget.query_timeout())
     if bad is not None:
         if budget.exhausted():
             return "unknown", f"{cls.name}: {budget.spent_text()}"
@@ -742,7 +742,7 @@ def _prove_by_sign(frag, cls, system, kernel, symbolic, fixed, budget: Budget, d
             return f"{case.text}: {budget.spent_text()}"
         budget.enter(f"sign case {case.text} of class {cls.name}")
         enc = Encoder(case.system).build()
-        if enc.check_sane(timeout=budget.query_timeout()) is not None:
+        if check_construction(enc, budget.query_timeout()) is not None:
             if budget.exhausted():
                 return f"{case.text}: {budget.spent_text()}"
             return f"{case.text}: construction facts not inductive"
