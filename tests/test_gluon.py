@@ -203,11 +203,13 @@ def test_carried_ring_counters_have_closed_forms_and_the_ring_is_verified():
     assert v.verdict == "verified", v.diagnostics
 
 
-def test_an_unguarded_slot_reads_as_floor_division_where_the_assumptions_keep_it_whole():
-    """C remainder of a loop position `n - 2 + j` is `%` when `assume` keeps it >= 0; without
+def test_a_drain_loop_runs_a_constant_count_and_its_slots_read_as_floor_division():
+    """A C remainder of a loop position `n - 2 + j` is `%` when `assume` keeps it >= 0; without
     the assumption the position may be negative and the C form stays (unknown to `prove`)."""
     def wait_of(**kw):
         kernel = load(Launch(drained, args=dict(desc=DESC, n=7, STAGES=3), **kw))
+        # `n - (n - 2)` iterations: 2, for every n
+        assert [repr(s.trip) for s in walk(kernel.body) if isinstance(s, Loop)] == ["2"]
         return next(op for op in iter_ops(kernel.body) if op.kind == "wait_parity")
     wait = wait_of(assume=lambda n: n >= 2)
     assert "max" not in repr(wait.barrier) and repr(wait.barrier).endswith("% 3)]")
