@@ -60,6 +60,19 @@ def counters(desc, n, STAGES: gl.constexpr):
 
 
 @gluon.jit
+def drained(desc, n, STAGES: gl.constexpr):
+    """A ring's last STAGES - 1 tiles consumed by a loop of their own (`range(n - 2, n)`)."""
+    bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_type.shape, desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(bars.index(i), count=1)
+    for k in range(n - (STAGES - 1), n):
+        mbarrier.expect(bars.index(k % STAGES), desc.block_type.nbytes)
+        tma.async_load(desc, [0, k * 64], bars.index(k % STAGES), bufs.index(k % STAGES))
+        mbarrier.wait(bars.index(k % STAGES), (k // STAGES) & 1)
+
+
+@gluon.jit
 def persistent(n_tiles, SKIP_ARRIVE: gl.constexpr):
     """`for tile in range(pid, n, num_programs)` with a predicated arrive and a branch."""
     bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -188,6 +201,20 @@ def test_carried_ring_counters_have_closed_forms_and_the_ring_is_verified():
     assert [b.name for b in kernel.buffers] == ["bufs"] and not kernel.buffers[0].scalar
     v = verdict_of(kernel)
     assert v.verdict == "verified", v.diagnostics
+
+
+def test_a_drain_loop_runs_a_constant_count_and_its_slots_read_as_floor_division():
+    """A C remainder of a loop position `n - 2 + j` is `%` when `assume` keeps it >= 0; without
+    the assumption the position may be negative and the C form stays (unknown to `prove`)."""
+    def wait_of(**kw):
+        kernel = load(Launch(drained, args=dict(desc=DESC, n=7, STAGES=3), **kw))
+        # `n - (n - 2)` iterations: 2, for every n
+        assert [repr(s.trip) for s in walk(kernel.body) if isinstance(s, Loop)] == ["2"]
+        return next(op for op in iter_ops(kernel.body) if op.kind == "wait_parity")
+    wait = wait_of(assume=lambda n: n >= 2)
+    assert "max" not in repr(wait.barrier) and repr(wait.barrier).endswith("% 3)]")
+    assert "max" not in repr(wait.parity)
+    assert "max" in repr(wait_of().barrier)
 
 
 def test_persistent_loop_predicates_and_branches():

@@ -13,6 +13,15 @@ def _implied_nonneg(facts: list[Expr], x: Expr) -> bool:
     """Do the facts imply `x >= 0` for every integer value of their variables (Z3)? Anything
     Z3 cannot read or decide keeps the C form (the prover then reports it outside its
     fragment)."""
+    return _implied(facts, x, lambda z: z >= 0)
+
+
+def implied_constant(facts: list[Expr], x: Expr, value: int) -> bool:
+    """Do the facts imply `x == value` for every integer value of their variables (Z3)?"""
+    return _implied(facts, x, lambda z: z == value)
+
+
+def _implied(facts: list[Expr], x: Expr, claim) -> bool:
     import z3
 
     from ...checker.symbolic.terms import Unsupported, z_bool, z_int
@@ -22,7 +31,7 @@ def _implied_nonneg(facts: list[Expr], x: Expr) -> bool:
         s = z3.Solver()
         s.set("timeout", 2000)
         s.add(*(z_bool(f, env) for f in facts))
-        s.add(z_int(x, env) < 0)
+        s.add(z3.Not(claim(z_int(x, env))))
         return s.check() == z3.unsat
     except (Unsupported, z3.Z3Exception):
         return False

@@ -7,6 +7,7 @@ import re
 
 from ..expr import mk, opaque, same, stmt_vars, substitute, substitute_stmts
 from ..ir import BarrierAlloc, BarrierRef, Const, Expr, Loop, Op, Var, When, free_vars
+from .arith import implied_constant
 from .carries import discharged, solve
 from .ttgir import Operation, Region
 from .values import CARRY_PREFIX, Alloc, Unread
@@ -67,7 +68,7 @@ class ControlRules:
         st = self.int_value(step, "the step")
         if not (isinstance(st, Const) and st.value > 0) and not free_vars(st):
             raise Unread("a loop step that is not positive")
-        span = mk("-", hi, lo)
+        span = self._constant_span(mk("-", hi, lo))
         trip = span if same(st, Const(1)) else mk("//", mk("+", span, mk("-", st, Const(1))), st)
         trip = trip if isinstance(trip, Const) and trip.value >= 0 else mk("max", Const(0), trip)
         if isinstance(trip, Const):
@@ -127,6 +128,20 @@ class ControlRules:
         if body:
             out.append(Loop(j.name, trip, tuple(body), self.where(op)))
         return [after.get(ph.name, opaque("carry")) for ph, _ in placeholders.values()]
+
+    def _constant_span(self, span: Expr) -> Expr:
+        """`hi - lo` as the constant it is for every parameter value (`range(n - 2, n)`, a
+        pipeline's drain, runs 2 iterations), proved by Z3 from the enclosing loops' ranges
+        and the launch's assumptions; otherwise as it is."""
+        names = free_vars(span)
+        if not names or any(n not in self.params or self.params[n].default is None
+                            for n in names):
+            return span
+        value = substitute(span, {n: Const(self.params[n].default) for n in names})
+        if isinstance(value, Const) and \
+                implied_constant([*self.loop_ranges, *self.assumptions], span, value.value):
+            return value
+        return span
 
     def _at_launch(self, trip: Expr) -> tuple[int, set[str]] | None:
         """The trip count at the parameters' launch values, if small enough to unroll."""

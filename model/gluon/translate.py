@@ -335,8 +335,8 @@ class Translator(ArithRules, MemoryRules, ControlRules):
 
     def guarded(self, out: list, pred: Expr, stmt, op: Operation) -> None:
         if isinstance(pred, Const):
-            if pred.value:
-                out.append(stmt)
+            if pred.value:      # unguarded: the loops' ranges and the assumptions still apply
+                out.append(self._under(pred, stmt))
             return
         out.append(When(pred, (self._under(pred, stmt),), (), self.where(op)))
 
