@@ -14,6 +14,8 @@ from barrierproof.checker import engine_registry
 from barrierproof.cli import main
 from barrierproof.safe_write import write_output
 
+from conftest import EXAMPLES
+
 PROTOCOL = '''
 from barrierproof import protocol
 
@@ -111,3 +113,33 @@ def test_ctrl_c_before_the_protocol_with_the_param_still_writes_the_report(tmp_p
     assert verdicts["plain"]["verdict"] == "bounded"
     assert "interrupted (Ctrl-C)" in verdicts["plain"]["coverage"]
     assert verdicts["handoff"]["coverage"] == "not checked: interrupted (Ctrl-C)"
+
+
+@pytest.fixture
+def overrun_trace(tmp_path, capsys):
+    """A counterexample of a bundled protocol, written as a user gets it (--trace-dir)."""
+    target = os.path.join(EXAMPLES, "handoff.py") + "::arrivals_without_waiter"
+    code, _, err = run(capsys, "check", target, "--no-cache", "--jobs", "1",
+                       "--trace-dir", str(tmp_path / "traces"))
+    assert code == 1, err
+    path = tmp_path / "traces" / "arrivals_without_waiter.trace.json"
+    return path, json.loads(path.read_text()), target
+
+
+def test_replay_names_an_action_the_protocol_does_not_have(overrun_trace, capsys):
+    path, trace, target = overrun_trace
+    trace["actions"] = [0, 10 ** 30]
+    path.write_text(json.dumps(trace))
+    code, _, err = run(capsys, "replay", str(path), "--protocol", target)
+    assert code == 3, err
+    assert f"action {10 ** 30} is none of the 2 actions of" in err, err
+
+
+def test_replay_of_parameters_that_do_not_build_says_so_with_one_hint(overrun_trace, capsys):
+    path, trace, target = overrun_trace
+    trace["params"] = {"stages": 3}
+    path.write_text(json.dumps(trace))
+    code, _, err = run(capsys, "replay", str(path), "--protocol", target)
+    assert code == 3, err
+    assert "its parameters {'stages': 3} do not build" in err, err
+    assert err.count("hint:") == 1 and "protocol changed" not in err
