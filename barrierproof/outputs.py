@@ -49,6 +49,11 @@ def split_output(value: str) -> tuple[str | None, str]:
             raise ModelError(f"-o {value}: no path after {fmt}=",
                              hint=f"e.g. -o {fmt}=barrierproof.{fmt}")
         return fmt, path
+    if sep and fmt.isidentifier():      # `-o xml=out.xml`: a format misspelt, not a file name
+        raise ModelError(f"-o {value}: {fmt!r} is not a report format (formats: "
+                         f"{', '.join(REPORTERS)})",
+                         hint=f"e.g. -o junit={path or 'report.xml'}; a file whose name has '=' "
+                              f"in it: -o ./{value}")
     return None, value
 
 

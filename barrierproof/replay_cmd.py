@@ -108,6 +108,16 @@ def _replay_one(args, data: dict) -> int:
     kernel = targets[0].build()
     try:
         system = System(kernel, trace.params, trace.grid_position)
+    except ModelError as err:       # the trace's parameters: its own hint says what to change
+        where = f"{err.loc}: " if err.loc else ""
+        return _fail(f"{args.trace}: its parameters {printable(str(trace.params))} do not build "
+                     f"{shown}: {where}{printable(err.message)}", err.hint)
+    # An action number the protocol does not have: the trace was edited or is another's.
+    for i, action in enumerate(trace.actions + (trace.witness_actions or [])):
+        if not 0 <= action < system.n_actions:
+            return _fail(f"{args.trace}: action {action} is none of the {system.n_actions} "
+                         f"actions of {shown}", "replay the trace on the protocol that wrote it")
+    try:
         run = replay(system, trace.actions, witness=trace.witness_actions)
     except (ReplayError, ModelError) as err:
         return _fail(f"{args.trace} does not replay on {shown}: {printable(str(err))}",

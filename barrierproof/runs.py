@@ -168,8 +168,10 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
         verdicts, used, build_failed = _run_here(targets, params, options, engine, args,
                                                  progress, cache, interrupts)
     unused = sorted(set(params) - used - set(getattr(args, "config_only_params", ())))
-    # A protocol that failed to build may be the one with the parameter: its error says more.
-    if unused and targets and not build_failed:
+    # A protocol that failed to build may be the one with the parameter: its error says more;
+    # after an interrupt the protocols not built yet may be the ones that have it.
+    interrupted = interrupts is not None and interrupts.seen
+    if unused and targets and not build_failed and not interrupted:
         raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
                          hint="check the spelling of --param")
     return verdicts

@@ -109,6 +109,9 @@ def write_into_dir(directory: str, name: str, text: str) -> None:
     dir_fd = _open_dir(directory)
     try:
         _write_at(dir_fd, directory, name, text)
+    except OSError as err:          # named by the file asked for, not its temporary
+        err.filename, err.filename2 = os.path.join(directory, name), None
+        raise
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
