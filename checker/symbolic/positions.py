@@ -13,8 +13,15 @@ kernel with its grid axes bound to b (a branch on them kept or dropped, model/ex
 substitution) and no grid left. The split is taken only when that binding is complete: every
 grid size a constant at the fixed parameters (not a symbolic one, which would make the set of
 positions depend on the values proved for), at most MAX_POSITIONS positions, no name of the
-program shadowing an axis, and no axis left in any expression afterwards; otherwise the
-kernel is proved as it is (and the nest names what stops it there).
+program shadowing an axis, no global semaphore (one counter the whole grid signals) and no
+axis left in any expression afterwards; otherwise the kernel is proved as it is (and the nest
+names what stops it there).
+
+In a position's program the tile count n is often read only through the block's share of it
+(`(n + 1) // 2`): that share is a parameter of its own there, proved from the least value Z3
+shows it takes (a wider range than the shares of n, and linear: the division leaves the
+invariant searches). Two positions whose programs then differ only in such lower bounds are one
+program, proved once from the lesser bound.
 """
 
 from __future__ import annotations
@@ -183,8 +190,9 @@ def split_positions(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str,
     quotient of the tile count read only as its loops' trip count, is a parameter of its own
     there (opaque_counts.py)."""
     axes = {a for a, _ in kernel.grid}
-    if not axes or axes & _bound_names(kernel) or not _nest_per_position(kernel.body, axes):
-        return None
+    if not axes or axes & _bound_names(kernel) or not _nest_per_position(kernel.body, axes) \
+            or any(b.semaphore for b in kernel.barriers):
+        return None             # (a global semaphore is one counter across the grid)
     sizes = []
     for axis, size in kernel.grid:
         if free_vars(size) - set(fixed):
