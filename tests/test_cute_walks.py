@@ -165,3 +165,59 @@ def test_prove_names_the_explorers_finding_at_the_declared_values():
     assert answer.to_json()["at_declared"][0]["code"] == "BP200"
     assert any("at the declared values (k_tiles=4)" in n for n in answer.notes)
     assert answer.matches(kernel.expect)
+
+
+def _two_position_kernel(grid=Const(2), bound_b1=None, extra=(), k1=Var("k")):
+    """Block 0 walks (n + 1) // 2 tiles of k steps, block 1 n // 2 (or `bound_b1`), each step
+    an arrive that two roles reach at one instruction."""
+    from barrierproof.model.ir import Kernel, Param, WarpRegion
+    arrive = Op("arrive", loc=LOC)
+    n, k = Var("n"), Var("k")
+
+    def nest(tiles, steps=k):
+        return (Loop("t", tiles, (Loop("kk", steps, (arrive,) + extra, LOC),), LOC),)
+    b1 = mk("//", n, Const(2)) if bound_b1 is None else bound_b1
+    body = (When(mk("==", Var("block"), Const(0)),
+                 nest(mk("//", mk("+", n, Const(1)), Const(2))), nest(b1, k1), LOC),
+            WarpRegion("w", (arrive,), LOC), WarpRegion("w", (arrive,), LOC))
+    return Kernel("two", body, params={"n": Param("n", 3, True), "k": Param("k", 2, True)},
+                  grid=(("block", grid),), assumptions=(mk(">=", n, Const(1)),
+                                                        mk(">=", k, Const(1))))
+
+
+def test_grid_positions_with_nests_of_their_own_are_proved_apart():
+    """positions.py: each block's program is the kernel with the axis bound (its branch kept),
+    an op held at two places stays one op, the block's share of n (read only through it) is a
+    parameter from its least value up (Z3), and positions alike but for that bound are one
+    program from the lesser bound. Instant."""
+    from barrierproof.checker.symbolic.positions import split_positions
+    from barrierproof.model.ir import iter_ops
+    kernel = _two_position_kernel()
+    [part] = split_positions(kernel, ["n", "k"], {})
+    assert part.positions == [{"block": 0}, {"block": 1}]
+    program = part.program
+    assert program.grid == () and "n" not in program.params
+    assert part.symbolic == ["k", "n_share"]
+    assert sorted(map(repr, program.assumptions)) == ["(k >= 1)", "(n_share >= 0)"]
+    [loop] = [s for s in program.body if isinstance(s, Loop)]
+    assert repr(loop.trip) == "n_share"
+    assert len({id(op) for op in iter_ops(program.body)}) == 1
+    # block 1 walks n // 3 tiles of k - 1 steps: two programs, each from its own bound
+    apart = split_positions(_two_position_kernel(bound_b1=mk("//", Var("n"), Const(3)),
+                                                 k1=mk("-", Var("k"), Const(1))), ["n", "k"], {})
+    assert [p.positions for p in apart] == [[{"block": 0}], [{"block": 1}]]
+    assert [[repr(a) for a in p.program.assumptions if "share" in repr(a)] for p in apart] \
+        == [["(n_share >= 1)"], ["(n_share >= 0)"]]
+    # n read beside its share (a slot index) stays n
+    beside = Op("arrive", barrier=None, count=mk("%", Var("n"), Const(2)), loc=LOC)
+    kept = split_positions(_two_position_kernel(extra=(beside,)), ["n", "k"], {})
+    assert all("n" in p.symbolic for p in kept)
+
+
+def test_grid_positions_are_not_split_when_the_grid_is_symbolic_or_large():
+    """A grid sized by a symbolic parameter, or of more than MAX_POSITIONS positions, is proved
+    as it is (the positions to prove would depend on the values). Instant."""
+    from barrierproof.checker.symbolic.positions import MAX_POSITIONS, split_positions
+    assert split_positions(_two_position_kernel(grid=Var("n")), ["n", "k"], {}) is None
+    assert split_positions(_two_position_kernel(grid=Const(MAX_POSITIONS + 1)),
+                           ["n", "k"], {}) is None

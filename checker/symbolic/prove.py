@@ -196,6 +196,7 @@ from .nested import PerTileOps, flatten_nested
 from .opaque_counts import opaque_trip_counts
 from .number_slots import number_slots
 from .pertile import prove_per_tile
+from .positions import by_position, split_positions
 from .guided import guided_candidates
 from .hw import lower_named_barriers
 from .partition import split_constant_arrays
@@ -241,6 +242,10 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
     start = time.perf_counter()
     budget = budget or Budget(timeout)
     with z3_limits(budget):     # every query of the proof within what is left (work.py)
+        parts = split_positions(kernel, symbolic, fixed)    # positions with nests of their own
+        if parts is not None:
+            return by_position(parts, budget, lambda k, names, share: _prove(
+                k, names, fixed, share, time.perf_counter()))
         return _prove(kernel, symbolic, fixed, budget, start)
 
 
@@ -563,6 +568,10 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     sound for races: every access to a cell is an operation of the cell's class system
     (races.py), so every race on it is a race of that system."""
     start = time.perf_counter()
+    parts = split_positions(kernel, symbolic, fixed)    # positions with nests of their own
+    if parts is not None:
+        return by_position(parts, budget, lambda k, names, share: prove_races(
+            k, names, fixed, share), " (races)")
     proof = _prove_races_of(kernel, symbolic, fixed, budget, start)
     if proof.status == "unknown" and has_regions(kernel) and not budget.exhausted():
         # regions outside the fragment (a symbolic shape or stride, a region depending on the

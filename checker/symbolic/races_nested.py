@@ -36,6 +36,7 @@ from .nested import PerTileOps, flatten_nested
 from .opaque_counts import opaque_trip_counts
 from .pertile import _nests, _project, split_per_tile
 from .proofs import Proof
+from .ring_rows import ring_rows
 from .terms import Unsupported
 
 
@@ -53,14 +54,18 @@ class RaceKernel:
 def race_kernels(kernel: Kernel, symbolic: Sequence[str],
                  fixed: Mapping[str, int]) -> list[RaceKernel]:
     """The kernels whose race-freedom, all proved, proves `kernel`'s (module doc); Unsupported
-    naming the construct otherwise."""
+    naming the construct otherwise. A flat buffer indexed stage by stage is first a ring's
+    stages of rows, judged at one ring slot (ring_rows.py)."""
+    kernel, rows = ring_rows(kernel, fixed)
     try:
         flat = flatten_nested(kernel, symbolic, fixed)
     except PerTileOps as err:
-        return _projections(kernel, symbolic, fixed, err)
-    if flat is None:
-        return [RaceKernel(kernel, list(symbolic), None)]
-    return [RaceKernel(flat.kernel, flat.symbolic, flat.note)]
+        parts = _projections(kernel, symbolic, fixed, err)
+    else:
+        parts = [RaceKernel(kernel, list(symbolic), None) if flat is None else
+                 RaceKernel(flat.kernel, flat.symbolic, flat.note)]
+    return [dataclasses.replace(p, note="; ".join(rows + ([p.note] if p.note else [])) or None)
+            for p in parts]
 
 
 def _barriers(k: Kernel) -> set[str]:
