@@ -181,37 +181,56 @@ def _consecution_whole(encoder: Encoder, alive: list, survivors, remaining,
         checks += more
         if why is not None:
             return alive, why, checks
-    variables = encoder.vars
     post, relation, frame = encoder.transition_relation()
-    sub = Substitution(variables, post)
+    s, lits, flags = _candidate_solver(encoder, alive, [relation, *frame], post)
+    alive, r, more, _ = _drop_broken(s, post, alive, lits, flags, survivors, remaining,
+                                     query_timeout, 0)
+    checks += more
+    if r == z3.unknown:
+        # The disjunction of every transition is too much at once: ask transition by
+        # transition (smaller queries; each solver keeps what it learned).
+        alive, why, more = _consecution_per_step(encoder, alive, survivors, remaining,
+                                                 query_timeout)
+        checks += more
+        if why is not None:
+            return alive, f"{s.reason_unknown()}; transition by transition: {why}", checks
+    elif r != z3.unsat:
+        return alive, r, checks
+    return alive, None, checks
+
+
+def _candidate_solver(encoder: Encoder, alive: list, step: list, post) -> tuple:
+    """An incremental solver for consecution across `step` (its constraints, with successor
+    vector `post`): candidate i is assumed through the literal a!i, and f!i is its value after
+    the step. Returns (the solver, the literals, the flags), keyed by id."""
     s = z3.Solver()
-    s.add(encoder.init_body, *encoder.sane, relation, *frame)
+    s.add(encoder.init_body, *encoder.sane, *step)
+    sub = Substitution(encoder.vars, post)
     lits, flags = {}, {}
     for i, c in enumerate(alive):
         lits[id(c)], flags[id(c)] = z3.Bool(f"a!{i}"), z3.Bool(f"f!{i}")
         _assert_candidate(s, lits[id(c)], flags[id(c)], c.formula, sub(c.formula))
-    rnd = 0
+    return s, lits, flags
+
+
+def _drop_broken(s: z3.Solver, post, alive: list, lits: dict, flags: dict, survivors,
+                 remaining, query_timeout: float, rnd: int) -> tuple:
+    """Ask `s` whether a step breaks an alive candidate, drop those its model breaks, until
+    none breaks. Returns (the alive candidates, z3.unsat when none breaks or none is left /
+    z3.unknown / "time limit", the number of queries, the next goal number): goal literals
+    are numbered from `rnd` so that none is reused on a solver."""
+    checks = 0
     while alive:
         if remaining() <= 0:
-            return alive, "time limit", checks
+            return alive, "time limit", checks, rnd
         checks += 1
         r = _some_broken(s, f"g!{rnd}", alive, lits, flags,
                          max(1.0, min(query_timeout, remaining())))
         rnd += 1
-        if r == z3.unsat:
-            break
-        if r == z3.unknown:
-            # The disjunction of every transition is too much at once: ask transition by
-            # transition (smaller queries; each solver keeps what it learned).
-            alive, why, more = _consecution_per_step(encoder, alive, survivors, remaining,
-                                                     query_timeout)
-            checks += more
-            if why is not None:
-                return alive, f"{s.reason_unknown()}; transition by transition: {why}", checks
-            break
-        m = s.model()
-        alive = survivors(m, post, alive, lambda c: flags[id(c)])
-    return alive, None, checks
+        if r != z3.sat:
+            return alive, r, checks, rnd
+        alive = survivors(s.model(), post, alive, lambda c: flags[id(c)])
+    return alive, z3.unsat, checks, rnd
 
 
 class _Neighbourhood:
@@ -498,34 +517,22 @@ def _consecution_per_step(encoder: Encoder, alive: list, survivors, remaining,
     transitions drops nothing. Returns (the inductive candidates, why undecided or None, the
     number of queries). Candidate c is assumed through a literal, as in `houdini`."""
     checks = 0
-    per_step = []
-    for label, pre, nxt in encoder.steps:
-        s = z3.Solver()
-        s.add(encoder.init_body, *encoder.sane, pre)
-        sub = Substitution(encoder.vars, nxt)
-        lits, flags = {}, {}
-        for i, c in enumerate(alive):
-            lits[id(c)], flags[id(c)] = z3.Bool(f"a!{i}"), z3.Bool(f"f!{i}")
-            s.add(z3.Implies(lits[id(c)], c.formula), flags[id(c)] == sub(c.formula))
-        per_step.append((label, s, nxt, lits, flags))
+    per_step = [(label, nxt) + _candidate_solver(encoder, alive, [pre], nxt)
+                for label, pre, nxt in encoder.steps]
     rnd = 0
     changed = True
     while changed:
         changed = False
-        for label, s, nxt, lits, flags in per_step:
-            while alive:
-                if remaining() <= 0:
-                    return alive, "time limit", checks
-                checks += 1
-                r = _some_broken(s, f"g!{rnd}", alive, lits, flags,
-                                 max(1.0, min(query_timeout, remaining())))
-                rnd += 1
-                if r == z3.unsat:
-                    break
-                if r == z3.unknown:
-                    return alive, f"{label}: {s.reason_unknown()}", checks
-                alive = survivors(s.model(), nxt, alive, lambda c: flags[id(c)])
-                changed = True
+        for label, nxt, s, lits, flags in per_step:
+            before = len(alive)
+            alive, r, more, rnd = _drop_broken(s, nxt, alive, lits, flags, survivors,
+                                               remaining, query_timeout, rnd)
+            checks += more
+            changed |= len(alive) < before
+            if r == z3.unknown:
+                return alive, f"{label}: {s.reason_unknown()}", checks
+            if r != z3.unsat:
+                return alive, r, checks
     return alive, None, checks
 
 
