@@ -1,7 +1,7 @@
 """Gluon and CuTe DSL kernels a new user wrote in the tutorials' style (tests/data/unseen_gluon.py,
 tests/data/unseen_cute.py), correct ones and the bugs the field reports. Each verdict in the
-tables was decided from the hardware semantics before running; where the first guess was wrong,
-the kernel's docstring or comment says why the checker is right. Synchronization the frontends
+tables follows from the hardware semantics; where a verdict may surprise (a code other than the
+obvious one), the kernel's docstring or comment says why. Synchronization the frontends
 do not read (hand-written PTX, a TMA reduction, a cluster launch) must be BP190 at its line.
 Cost: about 10 s (each kernel compiled once on the CPU, then explored)."""
 
