@@ -212,7 +212,7 @@ def tiles_phase_reset_per_tile():
 
 def tiles_expect_counted_twice():
     """arrive_and_expect_tx and a second expect_tx for the same copy: the barrier waits for
-    bytes that never come (first guess BP100; BP130 names the cause: tx never returns to 0)."""
+    bytes that never come: BP130 (tx never returns to 0) names the cause of the hang."""
     return _tiles(expect_twice=True)
 
 

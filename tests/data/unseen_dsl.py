@@ -1,8 +1,8 @@
 """Barrier bugs of the field written as a new user would, from their public descriptions, each
 beside its fix. Not in examples/ (no generated specs); tests/test_unseen_dsl.py checks them.
 
-Each `expect` was decided from the hardware semantics before running the checker; the test
-file says where the first guess was wrong and why.
+Each `expect` follows from the hardware semantics; where the code is not the obvious one, the
+test file says why.
 """
 
 from barrierproof import minimum, protocol
