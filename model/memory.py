@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from .ir import Loc, MemAlloc, MemRef, ModelError, evaluate
-from .regions import cell_runs, overlap, region_text, runs
+from .regions import cell_runs, dest_text, overlap, region_text, runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from .semantics import System
@@ -118,6 +118,10 @@ class MemoryLayout:
         if self.multi_block:
             text += "@" + ",".join(map(str, block))
         return mask, text, ((alloc.name, block, box),)
+
+    def destination(self, access: Access) -> str:
+        """What a copy writes, by its slots alone (`ring[1]`), its block left to its barrier."""
+        return ", ".join(dest_text(name, box, self._shape[name]) for name, _, box in access.boxes)
 
     def finish(self, lengths: list[int], slot_insts: list[int]) -> None:
         """From the recorded events, per agent and gap (program position): the mask of what the
