@@ -5,6 +5,7 @@ the verdicts that stand for a target not concluded (not checked, stopped, an eng
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import threading
@@ -160,12 +161,12 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
                 interrupts: Interrupts | None = None) -> list[Verdict]:
     jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs > 1 and len(targets) > 1:
-        verdicts, used, build_failed, hits = _run_in_parallel(targets, params, options, engine,
-                                                              args, jobs, interrupts)
+        verdicts, used, build_failed, known, hits = _run_in_parallel(
+            targets, params, options, engine, args, jobs, interrupts)
         if cache is not None:
             cache.hits += hits          # the workers' lookups, for the summary line
     else:
-        verdicts, used, build_failed = _run_here(targets, params, options, engine, args,
+        verdicts, used, build_failed, known = _run_here(targets, params, options, engine, args,
                                                  progress, cache, interrupts)
     unused = sorted(set(params) - used - set(getattr(args, "config_only_params", ())))
     # A protocol that failed to build may be the one with the parameter: its error says more;
@@ -173,13 +174,22 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     interrupted = interrupts is not None and interrupts.seen
     if unused and targets and not build_failed and not interrupted:
         raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
-                         hint="check the spelling of --param")
+                         hint=unknown_param_hint(unused, known))
     return verdicts
+
+
+def unknown_param_hint(unused: list[str], known: set[str]) -> str:
+    """The parameters the checked protocols do have, the closest to a misspelt one first."""
+    if not known:
+        return "the protocols checked take no parameters: drop --param"
+    close = [m for name in unused for m in difflib.get_close_matches(name, sorted(known), n=1)]
+    hint = f"did you mean {', '.join(f'--param {c}=...' for c in close)}? " if close else ""
+    return hint + f"the protocols' parameters: {', '.join(sorted(known))}"
 
 
 def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Options,
                      engine: str, args, jobs: int, interrupts: Interrupts | None = None
-                     ) -> tuple[list[Verdict], set[str], bool, int]:
+                     ) -> tuple[list[Verdict], set[str], bool, set[str], int]:
     """One target per task in `jobs` fresh processes (spawned: a traced JAX must not be
     forked); verdicts come back in the order of `targets`, through the same cache. Workers get
     this run's limits for user code; a Ctrl-C or SIGTERM ends them and keeps what is done."""
@@ -191,6 +201,7 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     context = multiprocessing.get_context("spawn")
     results: list = [None] * len(targets)
     used: set[str] = set()
+    known: set[str] = set()
     failed = False
     hits = 0
     pool = concurrent.futures.ProcessPoolExecutor(min(jobs, len(targets)), mp_context=context,
@@ -199,7 +210,7 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     futures = {}
     for n, t in enumerate(targets):
         if t.kind == "error":     # a file that does not import: reported here
-            results[n], _, _ = _run_here([t], params, quiet, engine, args, Progress(False))
+            results[n], _, _, _ = _run_here([t], params, quiet, engine, args, Progress(False))
             failed = True
         else:
             futures[n] = pool.submit(_check_one, (t.ref, t.expect, params, quiet, engine,
@@ -207,14 +218,15 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     try:
         for n, future in futures.items():
             try:
-                results[n], names, broken, found = future.result()
+                results[n], names, broken, theirs, found = future.result()
             except (RecursionError, MemoryError, TypeError, ValueError, AttributeError,
                     ImportError) as err:    # a result that did not come back (not picklable)
                 results[n] = [_error_or_violation(targets[n], ModelError(
                     f"the worker checking {targets[n].ref} failed: {type(err).__name__}: "
                     f"{guard.safe_text(err)}", hint="run it with --jobs 1 to see more"))]
-                names, broken, found = set(), True, 0
+                names, broken, theirs, found = set(), True, set(), 0
             used |= names
+            known |= theirs
             failed = failed or broken
             hits += found
     except (KeyboardInterrupt, concurrent.futures.process.BrokenProcessPool):
@@ -233,7 +245,7 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     for n, t in enumerate(targets):
         if results[n] is None:
             results[n] = [not_checked(t, f"not checked: {interrupt_reason(interrupts)}")]
-    return [v for found in results for v in found], used, failed, hits
+    return [v for found in results for v in found], used, failed, known, hits
 
 
 # Seconds the running workers get after an interrupt to hand back what they covered.
@@ -285,7 +297,7 @@ def _worker_signals(parent: int) -> None:
         signals.signal(sig, remember)
 
 
-def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:
+def _check_one(task) -> tuple[list[Verdict], set[str], bool, set[str], int]:
     """A worker: find the target again by its reference and check it; also how many of its
     verdicts came from the cache."""
     ref, expect, params, options, engine, args, budget, entry = task
@@ -306,7 +318,8 @@ def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:
     cache = None if args.no_cache else Cache(args.cache_dir)
     global _WORKER_INTERRUPTED
     if _WORKER_INTERRUPTED:
-        return [not_checked(t, "not checked: interrupted") for t in matches], set(), False, 0
+        return [not_checked(t, "not checked: interrupted") for t in matches], set(), False, \
+            set(), 0
     with Interrupts() as interrupts:
         # A signal passed on by the parent is a real interrupt, not the user's own
         # KeyboardInterrupt: user_code tells them apart by the run's Interrupts.
@@ -322,12 +335,16 @@ def _check_one(task) -> tuple[list[Verdict], set[str], bool, int]:
 
 def _run_here(targets: list[Target], params: dict[str, int], options: Options,
               engine: str, args, progress: Progress, cache=None,
-              interrupts: Interrupts | None = None) -> tuple[list[Verdict], set[str], bool]:
+              interrupts: Interrupts | None = None
+              ) -> tuple[list[Verdict], set[str], bool, set[str]]:
+    """The verdicts, the --param names some kernel used, whether a build failed, and every
+    parameter name of the kernels built (to name them when a --param is misspelt)."""
     verdicts = []
     chosen = ENGINES[engine]
     engine_fn = chosen.load()
     settings = chosen.make_settings(args)   # its flags, parsed by argparse, as its dataclass
     used: set[str] = set()
+    known: set[str] = set()
     build_failed = False
     limits = options.limits
     # The engines keep their own limits; the watchdog is the net behind them.
@@ -373,6 +390,7 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
                     kernel = kernel.replace(expect=target.expect)
                 kp = _params_for(kernel, params)
                 used |= set(kp)
+                known |= set(kernel.params)
 
                 def compute(kernel=kernel, kp=kp, ref=ref) -> Verdict:
                     with Watchdog(net, limits.max_memory_mb and limits.max_memory_mb * 1.25,
@@ -403,8 +421,8 @@ def _run_here(targets: list[Target], params: dict[str, int], options: Options,
         if interrupts is not None and interrupts.seen:
             verdicts += [not_checked(t, f"not checked: {interrupt_reason(interrupts)}")
                          for t in targets[n + 1:]]
-            return verdicts, used, build_failed
-    return verdicts, used, build_failed
+            return verdicts, used, build_failed, known
+    return verdicts, used, build_failed, known
 
 
 def interrupt_reason(interrupts: Interrupts | None) -> str:

@@ -69,7 +69,7 @@ class CompiledKernel:
         self.hw_index: dict[tuple, int] = {}
         self._build_agents()
         # Memory effects are compiled only when races are checked: without them copies to
-        # different buffers share one in-flight counter, as in the pure barrier protocol.
+        # different buffers share one in-flight counter (`_slot`), as in the barrier protocol.
         self.memory = MemoryLayout(kernel.buffers, self.blocks, env) \
             if races and kernel.buffers else None
         if self.memory is not None:
@@ -194,13 +194,16 @@ class CompiledKernel:
 
     def _slot(self, effect: int, inst: int, amount: int, kind: str,
               access: Access | None = None, owner: object = None) -> int:
-        # The counter is the barrier protocol's, memory effects or not: copies that complete the
-        # same bytes on the same instance share it, and while it is non-zero the destinations
-        # of all of them count as written (an over-approximation: never a missed race).
-        key = (effect, inst, amount, kind) + ((owner,) if owner is not None else ())
+        # One counter per destination: copies that complete the same bytes on the same
+        # instance but write different memory land in either order, and each destination is
+        # written until its own copy lands (one `full` barrier may serve two buffers). Copies
+        # of one destination share it (their landings are alike); without memory effects all
+        # alike copies do, as the barrier protocol cannot tell them apart.
+        dest = self.memory.destination(access) if access is not None else ""
+        key = (effect, inst, amount, kind, dest) + ((owner,) if owner is not None else ())
         if key not in self._slot_index:
             self._slot_index[key] = len(self.slots)
-            self.slots.append(Slot(effect, inst, amount, kind))
+            self.slots.append(Slot(effect, inst, amount, kind, dest))
         k = self._slot_index[key]
         if access is not None:
             known = self.memory.slot_access.setdefault(k, [])

@@ -421,6 +421,12 @@ class KernelBuilder:
         """`for i in range(trip)` with a symbolic trip count (fori_loop / scan)."""
         loc, text = _caller()
         trip_e = _int_expr(trip, loc, "trip count")
+        if isinstance(trip_e, Const) and trip_e.value < 0:
+            # range() of a negative count is empty: the body would silently never run
+            raise ModelError(f"k.loop({trip_e.value}): a negative trip count, so the loop body "
+                             "would never run", loc=loc,
+                             hint="a trip count is a number of iterations, 0 or more: "
+                                  "k.loop(n) runs i = 0 .. n-1")
         m = _WITH_AS.search(text)
         var = name or (m.group(1) if m else f"i{self._loops}")
         self._loops += 1

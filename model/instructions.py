@@ -129,9 +129,11 @@ class Instance:
 
 @dataclass(frozen=True)
 class Slot:
-    """An in-flight counter: deliveries of `effect` (`amount` bytes) to barrier `inst`."""
+    """An in-flight counter: deliveries of `effect` (`amount` bytes) to barrier `inst`, of
+    copies into the destination `dest` (races checked; "" when no memory is tracked)."""
 
     effect: int
     inst: int
     amount: int
     kind: str        # "tma" or "async"
+    dest: str = ""

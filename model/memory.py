@@ -18,10 +18,11 @@ An access is *live* in a state while it may still be happening:
   the thread itself, by program order, decided when the System is compiled (a "self race" at
   that gap).
 
-Copies that complete the same bytes on the same barrier instance share the barrier protocol's
-in-flight counter; while it is non-zero, the destinations of all of them count as written (an
-over-approximation: a race may be over-reported, never missed), and they never race each other
-(multicast slices, split tiles: disjoint parts of one transaction).
+Each destination has its own in-flight counter (compile.py `_slot`): copies that complete the
+same bytes on the same barrier instance but write different memory land in either order, and a
+destination counts as written until its own copy lands (one `full` barrier may serve two
+buffers). Copies that land on one instance never race each other (multicast slices, split
+tiles: disjoint parts of one transaction).
 
 The rule: a state in which two live accesses of different agents overlap and one of them writes
 is a race. Under interleaving semantics this is exactly a pair of conflicting accesses that
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from .ir import Loc, MemAlloc, MemRef, ModelError, evaluate
-from .regions import cell_runs, overlap, region_text, runs
+from .regions import cell_runs, dest_text, overlap, region_text, runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from .semantics import System
@@ -118,6 +119,10 @@ class MemoryLayout:
         if self.multi_block:
             text += "@" + ",".join(map(str, block))
         return mask, text, ((alloc.name, block, box),)
+
+    def destination(self, access: Access) -> str:
+        """What a copy writes, by its slots alone (`ring[1]`), its block left to its barrier."""
+        return ", ".join(dest_text(name, box, self._shape[name]) for name, _, box in access.boxes)
 
     def finish(self, lengths: list[int], slot_insts: list[int]) -> None:
         """From the recorded events, per agent and gap (program position): the mask of what the

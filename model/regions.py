@@ -70,6 +70,16 @@ def region_text(name: str, box: Sequence[Run], named: int, shape: Sequence[int])
     return name + "[" + ",".join(run_text(r, n) for r, n in zip(box[:named], shape)) + "]"
 
 
+def dest_text(name: str, box: Sequence[Run], shape: Sequence[int]) -> str:
+    """`ring[1]`, `acc[0:64]`: a region by its slots alone, however the reference spelled it
+    (whole trailing dimensions left out), so equal regions read alike. It names the destination
+    of a TMA copy in the step that lands it (the reference interpreter spells it the same)."""
+    parts = [":" if r == (0, n, 1) else run_text(r) for r, n in zip(box, shape)]
+    while parts and parts[-1] == ":":
+        parts.pop()
+    return name + ("[" + ",".join(parts) + "]" if parts else "")
+
+
 def meet(a: Run, b: Run) -> Run | None:
     """The slots two runs share, as one run (two progressions meet in a progression), or None."""
     (s1, n1, d1), (s2, n2, d2) = a, b

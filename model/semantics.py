@@ -467,7 +467,8 @@ class System(CompiledKernel):
         if k < len(self.slots):
             slot = self.slots[k]
             if slot.effect == EFFECT_COMPLETE_TX:
-                return f"lands on {self.instances[slot.inst].name} ({slot.amount}B)", None
+                into = f" into {slot.dest}" if slot.dest else ""
+                return f"lands on {self.instances[slot.inst].name} ({slot.amount}B){into}", None
             if slot.effect == EFFECT_SIGNAL:
                 return f"signals {self.instances[slot.inst].name} (+{slot.amount})", None
             return f"arrives on {self.instances[slot.inst].name}", None

@@ -147,8 +147,8 @@ def test_barrier_index_over_branch_data_follows_the_grid_axis():
 def test_two_copies_on_a_one_arrival_barrier():
     """Each problem the single count makes, one behind the other: an arrival on a phase with no
     arrival left (BP121), the second completion before the consumer's wait (BP101, and as its
-    first wait BP102), the read of the B tile while it lands (BP200; the report names the A
-    tile's copy, which shares B's in-flight counter: see KNOWN_FALSE_ALARMS)."""
+    first wait BP102), the read of the B tile while it lands (BP200, naming the B tile's copy:
+    each copy has its own in-flight counter)."""
     from barrierproof.checker.check import Options
     kernel = _kernel("two_operand_loads_counted_once")
     labels = []
@@ -156,21 +156,14 @@ def test_two_copies_on_a_one_arrival_barrier():
         labels.append(check_kernel(kernel, options=Options(ignore=frozenset(ignored))).label)
     assert labels == ["violation:BP121", "violation:BP101", "violation:BP102",
                       "violation:BP200"]
+    race = check_kernel(kernel, options=Options(ignore=frozenset({"BP121", "BP101", "BP102"})))
+    assert "a TMA copy writes b_ring[0]" in race.diagnostics[0].message
 
 
-@pytest.mark.xfail(strict=True, reason="copies of equal size on one barrier share one in-flight "
-                   "counter (model/compile.py _slot): the explorer reports a BP200 on the landed "
-                   "buffer, the reference interpreter does not replay it, the verdict is unknown")
-@pytest.mark.parametrize("name", sorted(MODULE.KNOWN_FALSE_ALARMS))
-def test_known_false_alarm(name):
-    verdict, lines = _check(name)
-    assert verdict.label == MODULE.KNOWN_FALSE_ALARMS[name], (verdict.coverage, lines)
-
-
-def test_a_counterexample_the_reference_rejects_says_so_plainly():
-    """Until the false alarm above is fixed, the explorer's BP200 is refused by the reference
-    replay (fail closed), and the error says the reference found no violation."""
-    from barrierproof.checker.check import ReplayError
-    with pytest.raises(ReplayError, match=r"\(BP200\) replays on the independent reference to "
-                       r"no violation"):
-        check_kernel(_kernel("one_full_barrier_seen"))
+def test_one_full_barrier_names_the_copy_that_lands():
+    """Each copy into `ring` has its own in-flight counter on `full`: a landing step names its
+    destination, so a trace says which buffer is written until when."""
+    from barrierproof.model.semantics import compile_systems
+    (system,) = compile_systems(_kernel("one_full_barrier_seen"))
+    dests = sorted(s.dest for s in system.slots if system.instances[s.inst].name == "full")
+    assert dests == ["ring[0]", "ring[1]"]

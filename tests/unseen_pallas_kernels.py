@@ -24,13 +24,8 @@ EXPECT = {
     "ws_manual_release_skipped_last": "violation:BP100",
     "two_operand_loads_one_barrier": "verified",
     "two_operand_loads_counted_once": "violation:BP121",
+    "one_full_barrier_seen": "verified",
 }
-
-
-# Hand-derived verdicts the checker does not reach yet (tests/test_unseen_pallas.py, xfail):
-# copies of equal size on one barrier share one in-flight counter (model/compile.py `_slot`), so
-# while copy i + 1 is in flight the landed copy i's buffer counts as written too.
-KNOWN_FALSE_ALARMS = {"one_full_barrier_seen": "verified"}
 
 
 # --- 1/2: emit_pipeline_warp_specialized, 3 stages, a two-tile store epilogue per warpgroup ----
@@ -325,7 +320,9 @@ def one_full_barrier_seen(steps=4):
     """A single `full` barrier serves both buffers: the producer issues copy i, waits for it to
     land and for the consumer's `seen` (so the consumer never falls a phase behind), then issues
     copy i + 1 into the other buffer while the consumer still reads buffer i % 2. Race-free on
-    the hardware: the copy in flight writes the other buffer. (See KNOWN_FALSE_ALARMS.)"""
+    the hardware: the copy in flight writes the other buffer (each copy has its own in-flight
+    counter, model/compile.py `_slot`, so the landed one's buffer is no longer counted as
+    written)."""
     def body(x_gmem, o_gmem, ring, full, seen, empty):
         wg = jax.lax.axis_index("wg")
 

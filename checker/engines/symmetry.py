@@ -229,10 +229,12 @@ def _automorphism(system: System, blocks: dict) -> BlockSymmetry | None:
         if image is None or system.instances[image].expected != inst.expected:
             return None
         instances.append(image)
-    slot_of = {(s.effect, s.inst, s.amount, s.kind): k for k, s in enumerate(system.slots)}
+    # a copy's destination is named without its block (that is its barrier's): it maps as is
+    slot_of = {(s.effect, s.inst, s.amount, s.kind, s.dest): k
+               for k, s in enumerate(system.slots)}
     slots = []
     for s in system.slots:
-        image = slot_of.get((s.effect, instances[s.inst], s.amount, s.kind))
+        image = slot_of.get((s.effect, instances[s.inst], s.amount, s.kind, s.dest))
         if image is None:
             return None
         slots.append(image)

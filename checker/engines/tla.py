@@ -24,6 +24,8 @@ specs/generated/) is tla_files.py.
 
 from __future__ import annotations
 
+import collections
+
 import functools
 import os
 import re
@@ -451,13 +453,18 @@ def emit_system(system: System, name: str | None = None, source: str | None = No
 
     # Asynchronous agents.
     rows = []
+    # landings alike but for their destinations (one slot each) are told apart by them
+    alike = collections.Counter((s.inst, s.amount) for s in system.slots
+                                if s.effect == EFFECT_COMPLETE_TX)
     for k, slot in enumerate(system.slots):
         if slot.effect == EFFECT_SIGNAL:
             rows.append((f"signal_slot({slot.inst + 1}, {slot.amount})",
                          f"{k + 1}: a signal of {_ascii(system.instances[slot.inst].name)}"))
         elif slot.effect == EFFECT_COMPLETE_TX:
             rows.append((f"complete_tx_slot({slot.inst + 1}, {slot.amount})",
-                         f"{k + 1}: {slot.kind} landing on {_ascii(system.instances[slot.inst].name)}"))
+                         f"{k + 1}: {slot.kind} landing on {_ascii(system.instances[slot.inst].name)}"
+                         + (f" into {_ascii(slot.dest)}" if alike[slot.inst, slot.amount] > 1
+                            else "")))
         else:
             rows.append((f"arrive_slot({slot.inst + 1})",
                          f"{k + 1}: {slot.kind} arrival on {_ascii(system.instances[slot.inst].name)}"))

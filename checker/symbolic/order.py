@@ -26,6 +26,11 @@ from .terms import Unsupported, evaluate, nonlinear, z_int
 if TYPE_CHECKING:
     from .fragment import Fragment, Item, Role
 
+def iterations(trip: z3.ArithRef) -> z3.ArithRef:
+    """How many times a loop of trip count `trip` runs its body."""
+    return z3.If(trip > 0, trip, 0)
+
+
 # Where a thread waits for others: a wait on an mbarrier's phase or on a semaphore's value.
 WAITS = kinds.blocking_waits("phase", "value")
 
@@ -127,7 +132,9 @@ class TauSearch:
             tb = z_int(itb.loop.trip, frag.roles[rb].env)
         except Unsupported:
             return None
-        same_trip = frag.solver.equal(ta, tb)
+        # as iteration counts: a loop of a negative count runs none, so `steps - 2` and
+        # `max(steps - 2, 0)` run the same iterations for every `steps`
+        same_trip = frag.solver.equal(iterations(ta), iterations(tb))
         if not relaxed:
             # ring accesses of a class both loops use must sit at the same virtual iterations
             pairs = self._shared_offsets(first, b) if same_trip else None

@@ -47,7 +47,7 @@ from ..ir import (MAX_ARRIVALS, MAX_TX, MEMORY_KINDS, BarrierRef, Const, Kernel,
                   ModelError, Op, When, WarpRegion, evaluate, free_vars, iter_ops, walk)
 from .hardware import ClusterHardware, RulesHardware
 from .inits import RulesInits, single_inits
-from .memory import ClusterMemory, RulesMemory, unmatched
+from .memory import ClusterMemory, RulesMemory, copy_dest, unmatched
 from .machine import (IN_REGION, LANE, LANE_SPLIT, PALLAS_TEST, PALLAS_WAIT, PARITY_WAIT,
                       WARP_THREADS, Action, Finding, Machine, Mbarrier, ReferenceError, Thread)
 from .semaphores import ClusterSemaphores
@@ -594,8 +594,17 @@ class Rules(RulesHardware, RulesInits, RulesMemory):
     def moves(self, m: Machine) -> list[tuple[str, str]]:
         """Every possible step as (agent, text), the way a trace names it."""
         out = [(n, t.next().text) for n, t in m.threads.items() if self.can_move(m, t)]
-        for kind, bar, nbytes in sorted(set(m.landings)):
-            out.append((kind, self.landing_text(kind, bar, nbytes)))
+        # Copies alike but for their destinations land in either order: one step each.
+        dests: dict[tuple, set[str]] = {}
+        tracked: dict[tuple, int] = {}
+        for landing, accesses in m.copy_memory:
+            dests.setdefault(landing, set()).add(copy_dest(accesses))
+            tracked[landing] = tracked.get(landing, 0) + 1
+        for landing in sorted(set(m.landings)):
+            text = self.landing_text(*landing)
+            out += [(landing[0], f"{text} into {d}") for d in sorted(dests.get(landing, ()))]
+            if m.landings.count(landing) > tracked.get(landing, 0):
+                out.append((landing[0], text))
         for sem, n in sorted({(sem, n) for sem, n, _ in m.signals}):
             out.append(("async", f"signals {sem} (+{n})"))
         for name, queue in m.queues.items():
@@ -633,15 +642,20 @@ class Rules(RulesHardware, RulesInits, RulesMemory):
                     return None
         if agent in ("tma", "async"):
             for landing in m.landings:
-                if landing[0] == agent and self.landing_text(*landing) == text:
-                    m.landings.remove(landing)
-                    for entry in m.copy_memory:     # the first copy issued of those alike
-                        if entry[0] == landing:
-                            m.copy_memory.remove(entry)
-                            break
-                    kind, bar, nbytes = landing
-                    return self.add_tx(m, bar, -nbytes) if kind == "tma" else \
-                        self.arrive(m, bar, 1)
+                base = self.landing_text(*landing)
+                if landing[0] != agent or not (text == base or text.startswith(base + " into ")):
+                    continue
+                dest = text[len(base) + len(" into "):] if text != base else None
+                # the first copy issued of those alike (into `dest`, when the step names it)
+                entry = next((e for e in m.copy_memory if e[0] == landing and
+                              (dest is None or copy_dest(e[1]) == dest)), None)
+                if dest is not None and entry is None:
+                    continue
+                m.landings.remove(landing)
+                if entry is not None:
+                    m.copy_memory.remove(entry)
+                kind, bar, nbytes = landing
+                return self.add_tx(m, bar, -nbytes) if kind == "tma" else self.arrive(m, bar, 1)
             raise ReferenceError(f"no {agent} operation in flight that {text}")
         if agent.startswith("tcgen05(") and agent[8:-1] in m.queues:
             queue = m.queues[agent[8:-1]]

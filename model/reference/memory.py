@@ -68,6 +68,7 @@ class Access:
     start: tuple = (0, 0)       # (gap, position) of the access or its issue, in the program
     end: tuple | None = None    # (gap, position) of the retiring wait; None: a plain access
     landing: tuple | None = None    # TMA: the landing it ends with
+    dest: str = ""              # TMA: the slots it writes, as its landing step names them
 
     def describe(self) -> str:
         return f"{self.agent} {'writes' if self.write else 'reads'} {self.buffer} ({self.loc})"
@@ -172,8 +173,27 @@ class ClusterMemory:
         for landing in landings:
             block = self.block_of_instance[landing[1]]
             out.append(tuple(self._access(w, env, True, "a TMA copy", thread, block, op.loc,
-                                          landing=landing) for w in op.writes))
+                                          landing=landing, dest=self._dest(w, env))
+                             for w in op.writes))
         return tuple(out)
+
+    def _dest(self, ref: MemRef, env) -> str:
+        """`ring[1]`, `acc[0:64]`: the slots a copy writes per dimension, whole trailing
+        dimensions left out (how a trace names the destination of a landing)."""
+        alloc, dims = self._slots(ref, env)
+        parts = []
+        for slots, n in zip(dims, (evaluate(x, env) for x in alloc.shape)):
+            xs = sorted(slots)
+            if xs == list(range(n)):
+                parts.append(":")
+            elif len(xs) == 1:
+                parts.append(str(xs[0]))
+            else:
+                stride = xs[1] - xs[0]
+                parts.append(f"{xs[0]}:{xs[-1] + 1}" + (f":{stride}" if stride != 1 else ""))
+        while parts and parts[-1] == ":":
+            parts.pop()
+        return alloc.name + ("[" + ",".join(parts) + "]" if parts else "")
 
     def mma_accesses(self, op: Op, env, thread: Thread) -> tuple:
         return tuple(self._accesses(op, env, f"a tcgen05 MMA of {thread.name}", thread,
@@ -187,6 +207,11 @@ class ClusterMemory:
             cache[key] = [a for a in self.plain.get(name, ()) if a.start[0] == gap] + \
                 [a for a in self.program_async.get(name, ()) if a.start[0] <= gap <= a.end[0]]
         return cache[key]
+
+
+def copy_dest(accesses: tuple) -> str:
+    """A copy's destination as its landing step names it (`lands on full (4096B) into ring[1]`)."""
+    return ", ".join(a.dest for a in accesses)
 
 
 def overlap(a: Access, b: Access) -> bool:

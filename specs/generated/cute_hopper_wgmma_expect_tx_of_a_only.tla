@@ -69,19 +69,19 @@ Prog_5_warp4 == <<
     wait_parity(3, 1, 9),            \* pc 0: wait_parity(mainloop_bars_2[0], 1)  examples/cute/hopper_wgmma.py:66
     arrive_expect_tx(<<1>>, 8192),   \* pc 1: arrive_expect_tx(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:66
     issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:68
-    issue_async(<<>>, 8192, <<1>>),  \* pc 3: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:69
+    issue_async(<<>>, 8192, <<2>>),  \* pc 3: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:69
     wait_parity(4, 1, 10),           \* pc 4: wait_parity(mainloop_bars_2[1], 1)  examples/cute/hopper_wgmma.py:66
     arrive_expect_tx(<<2>>, 8192),   \* pc 5: arrive_expect_tx(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:66
-    issue_async(<<>>, 8192, <<2>>),  \* pc 6: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:68
-    issue_async(<<>>, 8192, <<2>>),  \* pc 7: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:69
+    issue_async(<<>>, 8192, <<3>>),  \* pc 6: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:68
+    issue_async(<<>>, 8192, <<4>>),  \* pc 7: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:69
     wait_parity(3, 0, 9),            \* pc 8: wait_parity(mainloop_bars_2[0], 0)  examples/cute/hopper_wgmma.py:66
     arrive_expect_tx(<<1>>, 8192),   \* pc 9: arrive_expect_tx(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:66
     issue_async(<<>>, 8192, <<1>>),  \* pc 10: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:68
-    issue_async(<<>>, 8192, <<1>>),  \* pc 11: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:69
+    issue_async(<<>>, 8192, <<2>>),  \* pc 11: tma_load(mainloop_bars[0], 8192B)  examples/cute/hopper_wgmma.py:69
     wait_parity(4, 0, 10),           \* pc 12: wait_parity(mainloop_bars_2[1], 0)  examples/cute/hopper_wgmma.py:66
     arrive_expect_tx(<<2>>, 8192),   \* pc 13: arrive_expect_tx(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:66
-    issue_async(<<>>, 8192, <<2>>),  \* pc 14: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:68
-    issue_async(<<>>, 8192, <<2>>),  \* pc 15: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:69
+    issue_async(<<>>, 8192, <<3>>),  \* pc 14: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:68
+    issue_async(<<>>, 8192, <<4>>),  \* pc 15: tma_load(mainloop_bars[1], 8192B)  examples/cute/hopper_wgmma.py:69
     wait_parity(3, 1, 9),            \* pc 16: wait_parity(mainloop_bars_2[0], 1)  examples/cute/hopper_wgmma.py:72
     wait_parity(4, 1, 10)            \* pc 17: wait_parity(mainloop_bars_2[1], 1)  examples/cute/hopper_wgmma.py:72
 >>
@@ -118,8 +118,10 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 8192),  \* 1: tma landing on mainloop_bars[0]
-    complete_tx_slot(2, 8192)   \* 2: tma landing on mainloop_bars[1]
+    complete_tx_slot(1, 8192),  \* 1: tma landing on mainloop_bars[0] into ring[0]
+    complete_tx_slot(1, 8192),  \* 2: tma landing on mainloop_bars[0] into ring2[0]
+    complete_tx_slot(2, 8192),  \* 3: tma landing on mainloop_bars[1] into ring[1]
+    complete_tx_slot(2, 8192)   \* 4: tma landing on mainloop_bars[1] into ring2[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).

@@ -74,35 +74,35 @@ Prog_3_warp2 == <<
     wait_parity(3, 1, 7),             \* pc 0: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<1>>, 32768),   \* pc 1: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
     issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<1>>),  \* pc 3: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<2>>),  \* pc 3: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(4, 1, 8),             \* pc 4: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<2>>, 32768),   \* pc 5: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
-    issue_async(<<>>, 16384, <<2>>),  \* pc 6: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<2>>),  \* pc 7: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<3>>),  \* pc 6: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<4>>),  \* pc 7: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(3, 0, 7),             \* pc 8: wait_parity(ab_bars_2[0], 0)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<1>>, 32768),   \* pc 9: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
     issue_async(<<>>, 16384, <<1>>),  \* pc 10: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<1>>),  \* pc 11: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<2>>),  \* pc 11: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(4, 0, 8),             \* pc 12: wait_parity(ab_bars_2[1], 0)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<2>>, 32768),   \* pc 13: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
-    issue_async(<<>>, 16384, <<2>>),  \* pc 14: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<2>>),  \* pc 15: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<3>>),  \* pc 14: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<4>>),  \* pc 15: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(3, 1, 7),             \* pc 16: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<1>>, 32768),   \* pc 17: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
     issue_async(<<>>, 16384, <<1>>),  \* pc 18: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<1>>),  \* pc 19: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<2>>),  \* pc 19: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(4, 1, 8),             \* pc 20: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<2>>, 32768),   \* pc 21: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
-    issue_async(<<>>, 16384, <<2>>),  \* pc 22: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<3>>),  \* pc 22: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<4>>),  \* pc 23: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(3, 0, 7),             \* pc 24: wait_parity(ab_bars_2[0], 0)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<1>>, 32768),   \* pc 25: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
     issue_async(<<>>, 16384, <<1>>),  \* pc 26: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<1>>),  \* pc 27: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<2>>),  \* pc 27: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(4, 0, 8),             \* pc 28: wait_parity(ab_bars_2[1], 0)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<2>>, 32768),   \* pc 29: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
-    issue_async(<<>>, 16384, <<2>>),  \* pc 30: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<2>>),  \* pc 31: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<3>>),  \* pc 30: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<4>>),  \* pc 31: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(3, 1, 7),             \* pc 32: wait_parity(ab_bars_2[0], 1)  examples/cute/ts_twins.py:102
     wait_parity(4, 1, 8)              \* pc 33: wait_parity(ab_bars_2[1], 1)  examples/cute/ts_twins.py:102
 >>
@@ -139,8 +139,10 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 16384),  \* 1: tma landing on ab_bars[0]
-    complete_tx_slot(2, 16384)   \* 2: tma landing on ab_bars[1]
+    complete_tx_slot(1, 16384),  \* 1: tma landing on ab_bars[0] into sA[0]
+    complete_tx_slot(1, 16384),  \* 2: tma landing on ab_bars[0] into sB[0]
+    complete_tx_slot(2, 16384),  \* 3: tma landing on ab_bars[1] into sA[1]
+    complete_tx_slot(2, 16384)   \* 4: tma landing on ab_bars[1] into sB[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -162,7 +164,9 @@ KernelQueueAgents == <<
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes sA[0] (examples/cute/ts_twins.py:97) / tcgen05(warp1) reads sA[0] (examples/cute/ts_twins.py:118)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes sA[1] (examples/cute/ts_twins.py:97) / tcgen05(warp1) reads sA[1] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes sB[0] (examples/cute/ts_twins.py:98) / tcgen05(warp1) reads sB[0] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes sA[1] (examples/cute/ts_twins.py:97) / tcgen05(warp1) reads sA[1] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes sB[1] (examples/cute/ts_twins.py:98) / tcgen05(warp1) reads sB[1] (examples/cute/ts_twins.py:118)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

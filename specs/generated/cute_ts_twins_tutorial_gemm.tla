@@ -51,19 +51,19 @@ Prog_5_warp4 == <<
     wait_parity(4, 1, 5),             \* pc 0: wait_parity(ab_bars_3[0], 1)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<1>>, 32768),   \* pc 1: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
     issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<1>>),  \* pc 3: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<2>>),  \* pc 3: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(5, 1, 6),             \* pc 4: wait_parity(ab_bars_3[1], 1)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<2>>, 32768),   \* pc 5: arrive_expect_tx(ab_bars[1], 32768B)  examples/cute/ts_twins.py:95
-    issue_async(<<>>, 16384, <<2>>),  \* pc 6: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<2>>),  \* pc 7: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<3>>),  \* pc 6: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<4>>),  \* pc 7: tma_load(ab_bars[1], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(6, 1, 7),             \* pc 8: wait_parity(ab_bars_3[2], 1)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<3>>, 32768),   \* pc 9: arrive_expect_tx(ab_bars[2], 32768B)  examples/cute/ts_twins.py:95
-    issue_async(<<>>, 16384, <<3>>),  \* pc 10: tma_load(ab_bars[2], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<3>>),  \* pc 11: tma_load(ab_bars[2], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<5>>),  \* pc 10: tma_load(ab_bars[2], 16384B)  examples/cute/ts_twins.py:97
+    issue_async(<<>>, 16384, <<6>>),  \* pc 11: tma_load(ab_bars[2], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(4, 0, 5),             \* pc 12: wait_parity(ab_bars_3[0], 0)  examples/cute/ts_twins.py:95
     arrive_expect_tx(<<1>>, 32768),   \* pc 13: arrive_expect_tx(ab_bars[0], 32768B)  examples/cute/ts_twins.py:95
     issue_async(<<>>, 16384, <<1>>),  \* pc 14: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:97
-    issue_async(<<>>, 16384, <<1>>),  \* pc 15: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
+    issue_async(<<>>, 16384, <<2>>),  \* pc 15: tma_load(ab_bars[0], 16384B)  examples/cute/ts_twins.py:98
     wait_parity(5, 0, 6),             \* pc 16: wait_parity(ab_bars_3[1], 0)  examples/cute/ts_twins.py:102
     wait_parity(6, 0, 7),             \* pc 17: wait_parity(ab_bars_3[2], 0)  examples/cute/ts_twins.py:102
     wait_parity(4, 1, 5)              \* pc 18: wait_parity(ab_bars_3[0], 1)  examples/cute/ts_twins.py:102
@@ -136,9 +136,12 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 16384),  \* 1: tma landing on ab_bars[0]
-    complete_tx_slot(2, 16384),  \* 2: tma landing on ab_bars[1]
-    complete_tx_slot(3, 16384)   \* 3: tma landing on ab_bars[2]
+    complete_tx_slot(1, 16384),  \* 1: tma landing on ab_bars[0] into sA[0]
+    complete_tx_slot(1, 16384),  \* 2: tma landing on ab_bars[0] into sB[0]
+    complete_tx_slot(2, 16384),  \* 3: tma landing on ab_bars[1] into sA[1]
+    complete_tx_slot(2, 16384),  \* 4: tma landing on ab_bars[1] into sB[1]
+    complete_tx_slot(3, 16384),  \* 5: tma landing on ab_bars[2] into sA[2]
+    complete_tx_slot(3, 16384)   \* 6: tma landing on ab_bars[2] into sB[2]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -161,8 +164,11 @@ KernelQueueAgents == <<
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes sA[0] (examples/cute/ts_twins.py:97) / tcgen05(warp5) reads sA[0] (examples/cute/ts_twins.py:118)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes sA[1] (examples/cute/ts_twins.py:97) / tcgen05(warp5) reads sA[1] (examples/cute/ts_twins.py:118)
-    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes sA[2] (examples/cute/ts_twins.py:97) / tcgen05(warp5) reads sA[2] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes sB[0] (examples/cute/ts_twins.py:98) / tcgen05(warp5) reads sB[0] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes sA[1] (examples/cute/ts_twins.py:97) / tcgen05(warp5) reads sA[1] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes sB[1] (examples/cute/ts_twins.py:98) / tcgen05(warp5) reads sB[1] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 3, {5}>>, <<"queue", 1, {5}>>>>,  \* TMA copy writes sA[2] (examples/cute/ts_twins.py:97) / tcgen05(warp5) reads sA[2] (examples/cute/ts_twins.py:118)
+    <<"BP200", <<"slots", 3, {6}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes sB[2] (examples/cute/ts_twins.py:98) / tcgen05(warp5) reads sB[2] (examples/cute/ts_twins.py:118)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

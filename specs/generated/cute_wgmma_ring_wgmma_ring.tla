@@ -69,19 +69,19 @@ Prog_5_warp4 == <<
     wait_parity(3, 1, 9),            \* pc 0: wait_parity(ab_bars_2[0], 1)  examples/cute/wgmma_ring.py:72
     arrive_expect_tx(<<1>>, 16384),  \* pc 1: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/wgmma_ring.py:72
     issue_async(<<>>, 8192, <<1>>),  \* pc 2: tma_load(ab_bars[0], 8192B)  examples/cute/wgmma_ring.py:74
-    issue_async(<<>>, 8192, <<1>>),  \* pc 3: tma_load(ab_bars[0], 8192B)  examples/cute/wgmma_ring.py:75
+    issue_async(<<>>, 8192, <<2>>),  \* pc 3: tma_load(ab_bars[0], 8192B)  examples/cute/wgmma_ring.py:75
     wait_parity(4, 1, 10),           \* pc 4: wait_parity(ab_bars_2[1], 1)  examples/cute/wgmma_ring.py:72
     arrive_expect_tx(<<2>>, 16384),  \* pc 5: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/wgmma_ring.py:72
-    issue_async(<<>>, 8192, <<2>>),  \* pc 6: tma_load(ab_bars[1], 8192B)  examples/cute/wgmma_ring.py:74
-    issue_async(<<>>, 8192, <<2>>),  \* pc 7: tma_load(ab_bars[1], 8192B)  examples/cute/wgmma_ring.py:75
+    issue_async(<<>>, 8192, <<3>>),  \* pc 6: tma_load(ab_bars[1], 8192B)  examples/cute/wgmma_ring.py:74
+    issue_async(<<>>, 8192, <<4>>),  \* pc 7: tma_load(ab_bars[1], 8192B)  examples/cute/wgmma_ring.py:75
     wait_parity(3, 0, 9),            \* pc 8: wait_parity(ab_bars_2[0], 0)  examples/cute/wgmma_ring.py:72
     arrive_expect_tx(<<1>>, 16384),  \* pc 9: arrive_expect_tx(ab_bars[0], 16384B)  examples/cute/wgmma_ring.py:72
     issue_async(<<>>, 8192, <<1>>),  \* pc 10: tma_load(ab_bars[0], 8192B)  examples/cute/wgmma_ring.py:74
-    issue_async(<<>>, 8192, <<1>>),  \* pc 11: tma_load(ab_bars[0], 8192B)  examples/cute/wgmma_ring.py:75
+    issue_async(<<>>, 8192, <<2>>),  \* pc 11: tma_load(ab_bars[0], 8192B)  examples/cute/wgmma_ring.py:75
     wait_parity(4, 0, 10),           \* pc 12: wait_parity(ab_bars_2[1], 0)  examples/cute/wgmma_ring.py:72
     arrive_expect_tx(<<2>>, 16384),  \* pc 13: arrive_expect_tx(ab_bars[1], 16384B)  examples/cute/wgmma_ring.py:72
-    issue_async(<<>>, 8192, <<2>>),  \* pc 14: tma_load(ab_bars[1], 8192B)  examples/cute/wgmma_ring.py:74
-    issue_async(<<>>, 8192, <<2>>),  \* pc 15: tma_load(ab_bars[1], 8192B)  examples/cute/wgmma_ring.py:75
+    issue_async(<<>>, 8192, <<3>>),  \* pc 14: tma_load(ab_bars[1], 8192B)  examples/cute/wgmma_ring.py:74
+    issue_async(<<>>, 8192, <<4>>),  \* pc 15: tma_load(ab_bars[1], 8192B)  examples/cute/wgmma_ring.py:75
     wait_parity(3, 1, 9),            \* pc 16: wait_parity(ab_bars_2[0], 1)  examples/cute/wgmma_ring.py:78
     wait_parity(4, 1, 10)            \* pc 17: wait_parity(ab_bars_2[1], 1)  examples/cute/wgmma_ring.py:78
 >>
@@ -118,8 +118,10 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 8192),  \* 1: tma landing on ab_bars[0]
-    complete_tx_slot(2, 8192)   \* 2: tma landing on ab_bars[1]
+    complete_tx_slot(1, 8192),  \* 1: tma landing on ab_bars[0] into sA[0]
+    complete_tx_slot(1, 8192),  \* 2: tma landing on ab_bars[0] into sB[0]
+    complete_tx_slot(2, 8192),  \* 3: tma landing on ab_bars[1] into sA[1]
+    complete_tx_slot(2, 8192)   \* 4: tma landing on ab_bars[1] into sB[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -133,33 +135,61 @@ KernelQueueAgents == <<>>
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"pc", 1, {1}>>, <<"slots", 1, {1}>>>>,     \* warp0 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 1, {1}>>, <<"slots", 1, {2}>>>>,     \* warp0 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 1, {2}>>, <<"slots", 1, {1}>>>>,     \* warp0 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 2, {2}>>>>,     \* warp0 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 1, {3, 7}>>, <<"slots", 2, {2}>>>>,  \* warp0 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 1, {2}>>>>,     \* warp0 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 2, {3}>>>>,     \* warp0 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 2, {4}>>>>,     \* warp0 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 1, {3, 7}>>, <<"slots", 2, {3}>>>>,  \* warp0 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 1, {3, 7}>>, <<"slots", 2, {4}>>>>,  \* warp0 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 1, {4, 6}>>, <<"slots", 1, {1}>>>>,  \* warp0 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 1, {4, 6}>>, <<"slots", 2, {2}>>>>,  \* warp0 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 1, {4, 6}>>, <<"slots", 1, {2}>>>>,  \* warp0 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 1, {4, 6}>>, <<"slots", 2, {3}>>>>,  \* warp0 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 1, {4, 6}>>, <<"slots", 2, {4}>>>>,  \* warp0 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 1, {5}>>, <<"slots", 1, {1}>>>>,     \* warp0 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 1, {5}>>, <<"slots", 1, {2}>>>>,     \* warp0 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 2, {1}>>, <<"slots", 1, {1}>>>>,     \* warp1 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 1, {2}>>>>,     \* warp1 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 2, {2}>>, <<"slots", 1, {1}>>>>,     \* warp1 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 2, {2}>>, <<"slots", 2, {2}>>>>,     \* warp1 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 2, {3, 7}>>, <<"slots", 2, {2}>>>>,  \* warp1 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 2, {2}>>, <<"slots", 1, {2}>>>>,     \* warp1 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 2, {2}>>, <<"slots", 2, {3}>>>>,     \* warp1 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 2, {2}>>, <<"slots", 2, {4}>>>>,     \* warp1 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 2, {3, 7}>>, <<"slots", 2, {3}>>>>,  \* warp1 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 2, {3, 7}>>, <<"slots", 2, {4}>>>>,  \* warp1 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 2, {4, 6}>>, <<"slots", 1, {1}>>>>,  \* warp1 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 2, {4, 6}>>, <<"slots", 2, {2}>>>>,  \* warp1 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 2, {4, 6}>>, <<"slots", 1, {2}>>>>,  \* warp1 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 2, {4, 6}>>, <<"slots", 2, {3}>>>>,  \* warp1 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 2, {4, 6}>>, <<"slots", 2, {4}>>>>,  \* warp1 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 2, {5}>>, <<"slots", 1, {1}>>>>,     \* warp1 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 2, {5}>>, <<"slots", 1, {2}>>>>,     \* warp1 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 3, {1}>>, <<"slots", 1, {1}>>>>,     \* warp2 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 3, {1}>>, <<"slots", 1, {2}>>>>,     \* warp2 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 3, {2}>>, <<"slots", 1, {1}>>>>,     \* warp2 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 3, {2}>>, <<"slots", 2, {2}>>>>,     \* warp2 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 3, {3, 7}>>, <<"slots", 2, {2}>>>>,  \* warp2 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 3, {2}>>, <<"slots", 1, {2}>>>>,     \* warp2 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 3, {2}>>, <<"slots", 2, {3}>>>>,     \* warp2 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 3, {2}>>, <<"slots", 2, {4}>>>>,     \* warp2 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 3, {3, 7}>>, <<"slots", 2, {3}>>>>,  \* warp2 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 3, {3, 7}>>, <<"slots", 2, {4}>>>>,  \* warp2 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 3, {4, 6}>>, <<"slots", 1, {1}>>>>,  \* warp2 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 3, {4, 6}>>, <<"slots", 2, {2}>>>>,  \* warp2 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 3, {4, 6}>>, <<"slots", 1, {2}>>>>,  \* warp2 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 3, {4, 6}>>, <<"slots", 2, {3}>>>>,  \* warp2 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 3, {4, 6}>>, <<"slots", 2, {4}>>>>,  \* warp2 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 3, {5}>>, <<"slots", 1, {1}>>>>,     \* warp2 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 3, {5}>>, <<"slots", 1, {2}>>>>,     \* warp2 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 4, {1}>>, <<"slots", 1, {1}>>>>,     \* warp3 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 4, {1}>>, <<"slots", 1, {2}>>>>,     \* warp3 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 4, {2}>>, <<"slots", 1, {1}>>>>,     \* warp3 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 4, {2}>>, <<"slots", 2, {2}>>>>,     \* warp3 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 4, {3, 7}>>, <<"slots", 2, {2}>>>>,  \* warp3 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 4, {2}>>, <<"slots", 1, {2}>>>>,     \* warp3 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 4, {2}>>, <<"slots", 2, {3}>>>>,     \* warp3 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 4, {2}>>, <<"slots", 2, {4}>>>>,     \* warp3 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 4, {3, 7}>>, <<"slots", 2, {3}>>>>,  \* warp3 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 4, {3, 7}>>, <<"slots", 2, {4}>>>>,  \* warp3 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
     <<"BP200", <<"pc", 4, {4, 6}>>, <<"slots", 1, {1}>>>>,  \* warp3 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 4, {4, 6}>>, <<"slots", 2, {2}>>>>,  \* warp3 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
-    <<"BP200", <<"pc", 4, {5}>>, <<"slots", 1, {1}>>>>      \* warp3 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 4, {4, 6}>>, <<"slots", 1, {2}>>>>,  \* warp3 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 4, {4, 6}>>, <<"slots", 2, {3}>>>>,  \* warp3 reads sA[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[1] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 4, {4, 6}>>, <<"slots", 2, {4}>>>>,  \* warp3 reads sB[1] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[1] (examples/cute/wgmma_ring.py:75)
+    <<"BP200", <<"pc", 4, {5}>>, <<"slots", 1, {1}>>>>,     \* warp3 reads sA[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sA[0] (examples/cute/wgmma_ring.py:74)
+    <<"BP200", <<"pc", 4, {5}>>, <<"slots", 1, {2}>>>>      \* warp3 reads sB[0] (examples/cute/wgmma_ring.py:92) / TMA copy writes sB[0] (examples/cute/wgmma_ring.py:75)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -22,51 +22,51 @@ KernelExpected == <<
 Prog_1_partition0 == <<
     arrive_expect_tx(<<1>>, 32768),   \* pc 0: arrive_expect_tx(load_bars[0], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<1>>),  \* pc 1: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<2>>),  \* pc 2: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     arrive_expect_tx(<<2>>, 32768),   \* pc 3: arrive_expect_tx(load_bars[1], 32768B)  examples/gluon/tcgen05_pipeline.py:25
-    issue_async(<<>>, 16384, <<2>>),  \* pc 4: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<2>>),  \* pc 5: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<3>>),  \* pc 4: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
+    issue_async(<<>>, 16384, <<4>>),  \* pc 5: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(1, 0, 1),             \* pc 6: wait_parity(load_bars[0], 0)  examples/gluon/tcgen05_pipeline.py:53
     issue_tcgen05(1),                 \* pc 7: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
     issue_tcgen05(2),                 \* pc 8: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
     arrive_expect_tx(<<3>>, 32768),   \* pc 9: arrive_expect_tx(load_bars[2], 32768B)  examples/gluon/tcgen05_pipeline.py:25
-    issue_async(<<>>, 16384, <<3>>),  \* pc 10: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<3>>),  \* pc 11: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<5>>),  \* pc 10: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:26
+    issue_async(<<>>, 16384, <<6>>),  \* pc 11: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(2, 0, 2),             \* pc 12: wait_parity(load_bars[1], 0)  examples/gluon/tcgen05_pipeline.py:53
     issue_tcgen05(3),                 \* pc 13: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
     issue_tcgen05(4),                 \* pc 14: tcgen05_commit_arrive(mma_bars[1])  examples/gluon/tcgen05_pipeline.py:54
     wait_parity(4, 0, 3),             \* pc 15: wait_parity(mma_bars[0], 0)  examples/gluon/tcgen05_pipeline.py:59
     arrive_expect_tx(<<1>>, 32768),   \* pc 16: arrive_expect_tx(load_bars[0], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<1>>),  \* pc 17: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<1>>),  \* pc 18: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<2>>),  \* pc 18: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(3, 0, 4),             \* pc 19: wait_parity(load_bars[2], 0)  examples/gluon/tcgen05_pipeline.py:53
     issue_tcgen05(5),                 \* pc 20: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
     issue_tcgen05(6),                 \* pc 21: tcgen05_commit_arrive(mma_bars[2])  examples/gluon/tcgen05_pipeline.py:54
     wait_parity(5, 0, 5),             \* pc 22: wait_parity(mma_bars[1], 0)  examples/gluon/tcgen05_pipeline.py:59
     arrive_expect_tx(<<2>>, 32768),   \* pc 23: arrive_expect_tx(load_bars[1], 32768B)  examples/gluon/tcgen05_pipeline.py:25
-    issue_async(<<>>, 16384, <<2>>),  \* pc 24: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<2>>),  \* pc 25: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<3>>),  \* pc 24: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
+    issue_async(<<>>, 16384, <<4>>),  \* pc 25: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(1, 1, 1),             \* pc 26: wait_parity(load_bars[0], 1)  examples/gluon/tcgen05_pipeline.py:53
     issue_tcgen05(1),                 \* pc 27: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
     issue_tcgen05(2),                 \* pc 28: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
     wait_parity(6, 0, 6),             \* pc 29: wait_parity(mma_bars[2], 0)  examples/gluon/tcgen05_pipeline.py:59
     arrive_expect_tx(<<3>>, 32768),   \* pc 30: arrive_expect_tx(load_bars[2], 32768B)  examples/gluon/tcgen05_pipeline.py:25
-    issue_async(<<>>, 16384, <<3>>),  \* pc 31: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<3>>),  \* pc 32: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<5>>),  \* pc 31: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:26
+    issue_async(<<>>, 16384, <<6>>),  \* pc 32: tma_load(load_bars[2], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(2, 1, 2),             \* pc 33: wait_parity(load_bars[1], 1)  examples/gluon/tcgen05_pipeline.py:53
     issue_tcgen05(3),                 \* pc 34: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
     issue_tcgen05(4),                 \* pc 35: tcgen05_commit_arrive(mma_bars[1])  examples/gluon/tcgen05_pipeline.py:54
     wait_parity(4, 1, 3),             \* pc 36: wait_parity(mma_bars[0], 1)  examples/gluon/tcgen05_pipeline.py:59
     arrive_expect_tx(<<1>>, 32768),   \* pc 37: arrive_expect_tx(load_bars[0], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<1>>),  \* pc 38: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<1>>),  \* pc 39: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<2>>),  \* pc 39: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(3, 1, 4),             \* pc 40: wait_parity(load_bars[2], 1)  examples/gluon/tcgen05_pipeline.py:53
     issue_tcgen05(5),                 \* pc 41: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
     issue_tcgen05(6),                 \* pc 42: tcgen05_commit_arrive(mma_bars[2])  examples/gluon/tcgen05_pipeline.py:54
     wait_parity(5, 1, 5),             \* pc 43: wait_parity(mma_bars[1], 1)  examples/gluon/tcgen05_pipeline.py:59
     arrive_expect_tx(<<2>>, 32768),   \* pc 44: arrive_expect_tx(load_bars[1], 32768B)  examples/gluon/tcgen05_pipeline.py:25
-    issue_async(<<>>, 16384, <<2>>),  \* pc 45: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<2>>),  \* pc 46: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<3>>),  \* pc 45: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:26
+    issue_async(<<>>, 16384, <<4>>),  \* pc 46: tma_load(load_bars[1], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(1, 0, 1),             \* pc 47: wait_parity(load_bars[0], 0)  examples/gluon/tcgen05_pipeline.py:53
     issue_tcgen05(1),                 \* pc 48: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
     issue_tcgen05(2),                 \* pc 49: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
@@ -104,9 +104,12 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 16384),  \* 1: tma landing on load_bars[0]
-    complete_tx_slot(2, 16384),  \* 2: tma landing on load_bars[1]
-    complete_tx_slot(3, 16384)   \* 3: tma landing on load_bars[2]
+    complete_tx_slot(1, 16384),  \* 1: tma landing on load_bars[0] into a_bufs[0]
+    complete_tx_slot(1, 16384),  \* 2: tma landing on load_bars[0] into b_bufs[0]
+    complete_tx_slot(2, 16384),  \* 3: tma landing on load_bars[1] into a_bufs[1]
+    complete_tx_slot(2, 16384),  \* 4: tma landing on load_bars[1] into b_bufs[1]
+    complete_tx_slot(3, 16384),  \* 5: tma landing on load_bars[2] into a_bufs[2]
+    complete_tx_slot(3, 16384)   \* 6: tma landing on load_bars[2] into b_bufs[2]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -128,8 +131,11 @@ KernelQueueAgents == <<
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_bufs[0] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[0] (examples/gluon/tcgen05_pipeline.py:54)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes a_bufs[1] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[1] (examples/gluon/tcgen05_pipeline.py:54)
-    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes a_bufs[2] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[2] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes b_bufs[0] (examples/gluon/tcgen05_pipeline.py:27) / tcgen05(partition0) reads b_bufs[0] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes a_bufs[1] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[1] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes b_bufs[1] (examples/gluon/tcgen05_pipeline.py:27) / tcgen05(partition0) reads b_bufs[1] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 3, {5}>>, <<"queue", 1, {5}>>>>,  \* TMA copy writes a_bufs[2] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[2] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 3, {6}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes b_bufs[2] (examples/gluon/tcgen05_pipeline.py:27) / tcgen05(partition0) reads b_bufs[2] (examples/gluon/tcgen05_pipeline.py:54)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -22,7 +22,7 @@ KernelExpected == <<
 Prog_1_partition0 == <<
     arrive_expect_tx(<<1>>, 32768),   \* pc 0: arrive_expect_tx(load_bars[0], 32768B)  examples/gluon/tcgen05_pipeline.py:25
     issue_async(<<>>, 16384, <<1>>),  \* pc 1: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:26
-    issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
+    issue_async(<<>>, 16384, <<2>>),  \* pc 2: tma_load(load_bars[0], 16384B)  examples/gluon/tcgen05_pipeline.py:27
     wait_parity(1, 0, 1),             \* pc 3: wait_parity(load_bars[0], 0)  examples/gluon/tcgen05_pipeline.py:53
     issue_tcgen05(1),                 \* pc 4: tcgen05_mma()  examples/gluon/tcgen05_pipeline.py:54
     issue_tcgen05(2),                 \* pc 5: tcgen05_commit_arrive(mma_bars[0])  examples/gluon/tcgen05_pipeline.py:54
@@ -51,7 +51,8 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 16384)   \* 1: tma landing on load_bars[0]
+    complete_tx_slot(1, 16384),  \* 1: tma landing on load_bars[0] into a_bufs[0]
+    complete_tx_slot(1, 16384)   \* 2: tma landing on load_bars[0] into b_bufs[0]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -68,7 +69,8 @@ KernelQueueAgents == <<
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>   \* TMA copy writes a_bufs[0] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[0] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_bufs[0] (examples/gluon/tcgen05_pipeline.py:26) / tcgen05(partition0) reads a_bufs[0] (examples/gluon/tcgen05_pipeline.py:54)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>   \* TMA copy writes b_bufs[0] (examples/gluon/tcgen05_pipeline.py:27) / tcgen05(partition0) reads b_bufs[0] (examples/gluon/tcgen05_pipeline.py:54)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

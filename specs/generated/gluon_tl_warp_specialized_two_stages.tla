@@ -66,35 +66,35 @@ Prog_3_partition2 == <<
     wait_parity(3, 1, 8),             \* pc 1: wait_parity(acc5[0], 1)  examples/gluon/tl_warp_specialized.py:20
     arrive_expect_tx(<<5>>, 32768),   \* pc 2: arrive_expect_tx(acc6[0], 32768B)  examples/gluon/tl_warp_specialized.py:20
     issue_async(<<>>, 16384, <<1>>),  \* pc 3: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<1>>),  \* pc 4: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:22
+    issue_async(<<>>, 16384, <<2>>),  \* pc 4: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:22
     wait_parity(4, 1, 9),             \* pc 5: wait_parity(acc5[1], 1)  examples/gluon/tl_warp_specialized.py:20
     arrive_expect_tx(<<6>>, 32768),   \* pc 6: arrive_expect_tx(acc6[1], 32768B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<2>>),  \* pc 7: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<2>>),  \* pc 8: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:22
+    issue_async(<<>>, 16384, <<3>>),  \* pc 7: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:20
+    issue_async(<<>>, 16384, <<4>>),  \* pc 8: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:22
     wait_parity(3, 0, 8),             \* pc 9: wait_parity(acc5[0], 0)  examples/gluon/tl_warp_specialized.py:20
     arrive_expect_tx(<<5>>, 32768),   \* pc 10: arrive_expect_tx(acc6[0], 32768B)  examples/gluon/tl_warp_specialized.py:20
     issue_async(<<>>, 16384, <<1>>),  \* pc 11: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<1>>),  \* pc 12: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:22
+    issue_async(<<>>, 16384, <<2>>),  \* pc 12: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:22
     wait_parity(4, 0, 9),             \* pc 13: wait_parity(acc5[1], 0)  examples/gluon/tl_warp_specialized.py:20
     arrive_expect_tx(<<6>>, 32768),   \* pc 14: arrive_expect_tx(acc6[1], 32768B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<2>>),  \* pc 15: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<2>>),  \* pc 16: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:22
+    issue_async(<<>>, 16384, <<3>>),  \* pc 15: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:20
+    issue_async(<<>>, 16384, <<4>>),  \* pc 16: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:22
     wait_parity(3, 1, 8),             \* pc 17: wait_parity(acc5[0], 1)  examples/gluon/tl_warp_specialized.py:20
     arrive_expect_tx(<<5>>, 32768),   \* pc 18: arrive_expect_tx(acc6[0], 32768B)  examples/gluon/tl_warp_specialized.py:20
     issue_async(<<>>, 16384, <<1>>),  \* pc 19: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<1>>),  \* pc 20: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:22
+    issue_async(<<>>, 16384, <<2>>),  \* pc 20: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:22
     wait_parity(4, 1, 9),             \* pc 21: wait_parity(acc5[1], 1)  examples/gluon/tl_warp_specialized.py:20
     arrive_expect_tx(<<6>>, 32768),   \* pc 22: arrive_expect_tx(acc6[1], 32768B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<2>>),  \* pc 23: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<2>>),  \* pc 24: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:22
+    issue_async(<<>>, 16384, <<3>>),  \* pc 23: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:20
+    issue_async(<<>>, 16384, <<4>>),  \* pc 24: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:22
     wait_parity(3, 0, 8),             \* pc 25: wait_parity(acc5[0], 0)  examples/gluon/tl_warp_specialized.py:20
     arrive_expect_tx(<<5>>, 32768),   \* pc 26: arrive_expect_tx(acc6[0], 32768B)  examples/gluon/tl_warp_specialized.py:20
     issue_async(<<>>, 16384, <<1>>),  \* pc 27: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<1>>),  \* pc 28: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:22
+    issue_async(<<>>, 16384, <<2>>),  \* pc 28: tma_load(acc6[0], 16384B)  examples/gluon/tl_warp_specialized.py:22
     wait_parity(4, 0, 9),             \* pc 29: wait_parity(acc5[1], 0)  examples/gluon/tl_warp_specialized.py:20
     arrive_expect_tx(<<6>>, 32768),   \* pc 30: arrive_expect_tx(acc6[1], 32768B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<2>>),  \* pc 31: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:20
-    issue_async(<<>>, 16384, <<2>>),  \* pc 32: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:22
+    issue_async(<<>>, 16384, <<3>>),  \* pc 31: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:20
+    issue_async(<<>>, 16384, <<4>>),  \* pc 32: tma_load(acc6[1], 16384B)  examples/gluon/tl_warp_specialized.py:22
     arrive(<<8>>, 1)                  \* pc 33: arrive(warp_specialize_end)  examples/gluon/tl_warp_specialized.py:15
 >>
 
@@ -131,8 +131,10 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(5, 16384),  \* 1: tma landing on acc6[0]
-    complete_tx_slot(6, 16384)   \* 2: tma landing on acc6[1]
+    complete_tx_slot(5, 16384),  \* 1: tma landing on acc6[0] into a[0]
+    complete_tx_slot(5, 16384),  \* 2: tma landing on acc6[0] into acc4[0]
+    complete_tx_slot(6, 16384),  \* 3: tma landing on acc6[1] into a[1]
+    complete_tx_slot(6, 16384)   \* 4: tma landing on acc6[1] into acc4[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -157,7 +159,9 @@ KernelRaces == <<
     <<"BP201", <<"pc", 1, {4}>>, <<"queue", 1, {1}>>>>,     \* partition0 reads acc3[0,:] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22)
     <<"BP201", <<"pc", 1, {4}>>, <<"queue", 1, {3}>>>>,     \* partition0 reads acc3[0,:] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) writes acc3[0,:] (examples/gluon/tl_warp_specialized.py:22)
     <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a[0] (examples/gluon/tl_warp_specialized.py:20) / tcgen05(partition1) reads a[0] (examples/gluon/tl_warp_specialized.py:22)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes a[1] (examples/gluon/tl_warp_specialized.py:20) / tcgen05(partition1) reads a[1] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes acc4[0] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) reads acc4[0] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes a[1] (examples/gluon/tl_warp_specialized.py:20) / tcgen05(partition1) reads a[1] (examples/gluon/tl_warp_specialized.py:22)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes acc4[1] (examples/gluon/tl_warp_specialized.py:22) / tcgen05(partition1) reads acc4[1] (examples/gluon/tl_warp_specialized.py:22)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

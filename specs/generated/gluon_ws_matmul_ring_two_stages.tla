@@ -27,23 +27,23 @@ Prog_2_partition1 == <<
     wait_parity(3, 1, 2),             \* pc 0: wait_parity(empty_bars[0], 1)  examples/gluon/ws_matmul.py:37
     arrive_expect_tx(<<1>>, 32768),   \* pc 1: arrive_expect_tx(ready_bars[0], 32768B)  examples/gluon/ws_matmul.py:40
     issue_async(<<>>, 16384, <<1>>),  \* pc 2: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:43
-    issue_async(<<>>, 16384, <<1>>),  \* pc 3: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:44
+    issue_async(<<>>, 16384, <<2>>),  \* pc 3: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:44
     wait_parity(4, 1, 3),             \* pc 4: wait_parity(empty_bars[1], 1)  examples/gluon/ws_matmul.py:37
     arrive_expect_tx(<<2>>, 32768),   \* pc 5: arrive_expect_tx(ready_bars[1], 32768B)  examples/gluon/ws_matmul.py:40
-    issue_async(<<>>, 16384, <<2>>),  \* pc 6: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:43
-    issue_async(<<>>, 16384, <<2>>),  \* pc 7: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:44
+    issue_async(<<>>, 16384, <<3>>),  \* pc 6: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:43
+    issue_async(<<>>, 16384, <<4>>),  \* pc 7: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:44
     wait_parity(3, 0, 2),             \* pc 8: wait_parity(empty_bars[0], 0)  examples/gluon/ws_matmul.py:37
     arrive_expect_tx(<<1>>, 32768),   \* pc 9: arrive_expect_tx(ready_bars[0], 32768B)  examples/gluon/ws_matmul.py:40
     issue_async(<<>>, 16384, <<1>>),  \* pc 10: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:43
-    issue_async(<<>>, 16384, <<1>>),  \* pc 11: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:44
+    issue_async(<<>>, 16384, <<2>>),  \* pc 11: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:44
     wait_parity(4, 0, 3),             \* pc 12: wait_parity(empty_bars[1], 0)  examples/gluon/ws_matmul.py:37
     arrive_expect_tx(<<2>>, 32768),   \* pc 13: arrive_expect_tx(ready_bars[1], 32768B)  examples/gluon/ws_matmul.py:40
-    issue_async(<<>>, 16384, <<2>>),  \* pc 14: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:43
-    issue_async(<<>>, 16384, <<2>>),  \* pc 15: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:44
+    issue_async(<<>>, 16384, <<3>>),  \* pc 14: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:43
+    issue_async(<<>>, 16384, <<4>>),  \* pc 15: tma_load(ready_bars[1], 16384B)  examples/gluon/ws_matmul.py:44
     wait_parity(3, 1, 2),             \* pc 16: wait_parity(empty_bars[0], 1)  examples/gluon/ws_matmul.py:37
     arrive_expect_tx(<<1>>, 32768),   \* pc 17: arrive_expect_tx(ready_bars[0], 32768B)  examples/gluon/ws_matmul.py:40
     issue_async(<<>>, 16384, <<1>>),  \* pc 18: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:43
-    issue_async(<<>>, 16384, <<1>>)   \* pc 19: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:44
+    issue_async(<<>>, 16384, <<2>>)   \* pc 19: tma_load(ready_bars[0], 16384B)  examples/gluon/ws_matmul.py:44
 >>
 
 \* Agent 3: partition2 (thread), 16 instruction(s).
@@ -92,8 +92,10 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 16384),  \* 1: tma landing on ready_bars[0]
-    complete_tx_slot(2, 16384)   \* 2: tma landing on ready_bars[1]
+    complete_tx_slot(1, 16384),  \* 1: tma landing on ready_bars[0] into a_bufs[0]
+    complete_tx_slot(1, 16384),  \* 2: tma landing on ready_bars[0] into b_bufs[0]
+    complete_tx_slot(2, 16384),  \* 3: tma landing on ready_bars[1] into a_bufs[1]
+    complete_tx_slot(2, 16384)   \* 4: tma landing on ready_bars[1] into b_bufs[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -116,7 +118,9 @@ KernelRaces == <<
     <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {1}>>>>,     \* partition0 reads acc_tmem[0,:] (examples/gluon/ws_matmul.py:66) / tcgen05(partition2) writes acc_tmem[0,:] (examples/gluon/ws_matmul.py:56)
     <<"BP201", <<"pc", 1, {1}>>, <<"queue", 1, {3}>>>>,     \* partition0 reads acc_tmem[0,:] (examples/gluon/ws_matmul.py:66) / tcgen05(partition2) writes acc_tmem[0,:] (examples/gluon/ws_matmul.py:56)
     <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_bufs[0] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[0] (examples/gluon/ws_matmul.py:56)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes a_bufs[1] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[1] (examples/gluon/ws_matmul.py:56)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes b_bufs[0] (examples/gluon/ws_matmul.py:44) / tcgen05(partition2) reads b_bufs[0] (examples/gluon/ws_matmul.py:56)
+    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {3}>>>>,  \* TMA copy writes a_bufs[1] (examples/gluon/ws_matmul.py:43) / tcgen05(partition2) reads a_bufs[1] (examples/gluon/ws_matmul.py:56)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {3}>>>>   \* TMA copy writes b_bufs[1] (examples/gluon/ws_matmul.py:44) / tcgen05(partition2) reads b_bufs[1] (examples/gluon/ws_matmul.py:56)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -24,21 +24,21 @@ KernelExpected == <<
 Prog_1_wg0 == <<
     fork,                                     \* pc 0: core_map(warp): fork warps  examples/pallas/audit_kernels.py:230
     issue_async(<<3>>, 16384, <<1>>),         \* pc 1: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:244
-    issue_async(<<3>>, 16384, <<1>>),         \* pc 2: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:246
-    issue_async(<<4>>, 16384, <<2>>),         \* pc 3: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:244
-    issue_async(<<4>>, 16384, <<2>>),         \* pc 4: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:246
+    issue_async(<<3>>, 16384, <<2>>),         \* pc 2: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:246
+    issue_async(<<4>>, 16384, <<3>>),         \* pc 3: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:244
+    issue_async(<<4>>, 16384, <<4>>),         \* pc 4: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:246
     wait(1, 1),                               \* pc 5: barrier_wait(consumed[0])  examples/pallas/audit_kernels.py:243
     issue_async(<<3>>, 16384, <<1>>),         \* pc 6: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:244
-    issue_async(<<3>>, 16384, <<1>>),         \* pc 7: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:246
+    issue_async(<<3>>, 16384, <<2>>),         \* pc 7: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:246
     wait(2, 2),                               \* pc 8: barrier_wait(consumed[1])  examples/pallas/audit_kernels.py:243
-    issue_async(<<4>>, 16384, <<2>>),         \* pc 9: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:244
-    issue_async(<<4>>, 16384, <<2>>),         \* pc 10: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:246
+    issue_async(<<4>>, 16384, <<3>>),         \* pc 9: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:244
+    issue_async(<<4>>, 16384, <<4>>),         \* pc 10: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:246
     wait(1, 1),                               \* pc 11: barrier_wait(consumed[0])  examples/pallas/audit_kernels.py:243
     issue_async(<<3>>, 16384, <<1>>),         \* pc 12: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:244
-    issue_async(<<3>>, 16384, <<1>>),         \* pc 13: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:246
+    issue_async(<<3>>, 16384, <<2>>),         \* pc 13: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:246
     wait(2, 2),                               \* pc 14: barrier_wait(consumed[1])  examples/pallas/audit_kernels.py:243
-    issue_async(<<4>>, 16384, <<2>>),         \* pc 15: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:244
-    issue_async(<<4>>, 16384, <<2>>),         \* pc 16: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:246
+    issue_async(<<4>>, 16384, <<3>>),         \* pc 15: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:244
+    issue_async(<<4>>, 16384, <<4>>),         \* pc 16: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:246
     wait(1, 1),                               \* pc 17: barrier_wait(consumed[0])  examples/pallas/audit_kernels.py:251
     wait(2, 2),                               \* pc 18: barrier_wait(consumed[1])  examples/pallas/audit_kernels.py:251
     join(<<<<2, 19>>, <<3, 1>>, <<4, 1>>>>)   \* pc 19: core_map(warp): join warps  examples/pallas/audit_kernels.py:230
@@ -131,8 +131,10 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(3, 16384),  \* 1: tma landing on loaded[0]
-    complete_tx_slot(4, 16384)   \* 2: tma landing on loaded[1]
+    complete_tx_slot(3, 16384),  \* 1: tma landing on loaded[0] into a_smem[0]
+    complete_tx_slot(3, 16384),  \* 2: tma landing on loaded[0] into b_smem[0]
+    complete_tx_slot(4, 16384),  \* 3: tma landing on loaded[1] into a_smem[1]
+    complete_tx_slot(4, 16384)   \* 4: tma landing on loaded[1] into b_smem[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -151,7 +153,9 @@ KernelQueueAgents == <<
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[0] (examples/pallas/audit_kernels.py:267)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {2}>>>>   \* TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[1] (examples/pallas/audit_kernels.py:267)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes b_smem[0] (examples/pallas/audit_kernels.py:246) / tcgen05(wg0.warp1) reads b_smem[0] (examples/pallas/audit_kernels.py:267)
+    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {2}>>>>,  \* TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[1] (examples/pallas/audit_kernels.py:267)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {2}>>>>   \* TMA copy writes b_smem[1] (examples/pallas/audit_kernels.py:246) / tcgen05(wg0.warp1) reads b_smem[1] (examples/pallas/audit_kernels.py:267)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

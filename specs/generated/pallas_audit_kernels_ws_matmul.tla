@@ -49,17 +49,17 @@ Prog_2_wg1 == <<
 \* Agent 3: wg2 (thread), 15 instruction(s).
 Prog_3_wg2 == <<
     issue_async(<<1>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:67
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 1: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:69
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 2: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:67
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 3: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:69
-    issue_async(<<3>>, 16384, <<3>>),  \* pc 4: copy_gmem_to_smem(loaded[2], 16384B)  examples/pallas/audit_kernels.py:67
-    issue_async(<<3>>, 16384, <<3>>),  \* pc 5: copy_gmem_to_smem(loaded[2], 16384B)  examples/pallas/audit_kernels.py:69
+    issue_async(<<1>>, 16384, <<2>>),  \* pc 1: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:69
+    issue_async(<<2>>, 16384, <<3>>),  \* pc 2: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:67
+    issue_async(<<2>>, 16384, <<4>>),  \* pc 3: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:69
+    issue_async(<<3>>, 16384, <<5>>),  \* pc 4: copy_gmem_to_smem(loaded[2], 16384B)  examples/pallas/audit_kernels.py:67
+    issue_async(<<3>>, 16384, <<6>>),  \* pc 5: copy_gmem_to_smem(loaded[2], 16384B)  examples/pallas/audit_kernels.py:69
     wait(4, 7),                        \* pc 6: barrier_wait(released[0])  examples/pallas/audit_kernels.py:66
     issue_async(<<1>>, 16384, <<1>>),  \* pc 7: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:67
-    issue_async(<<1>>, 16384, <<1>>),  \* pc 8: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:69
+    issue_async(<<1>>, 16384, <<2>>),  \* pc 8: copy_gmem_to_smem(loaded[0], 16384B)  examples/pallas/audit_kernels.py:69
     wait(5, 8),                        \* pc 9: barrier_wait(released[1])  examples/pallas/audit_kernels.py:66
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 10: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:67
-    issue_async(<<2>>, 16384, <<2>>),  \* pc 11: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:69
+    issue_async(<<2>>, 16384, <<3>>),  \* pc 10: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:67
+    issue_async(<<2>>, 16384, <<4>>),  \* pc 11: copy_gmem_to_smem(loaded[1], 16384B)  examples/pallas/audit_kernels.py:69
     wait(6, 9),                        \* pc 12: barrier_wait(released[2])  examples/pallas/audit_kernels.py:74
     wait(4, 7),                        \* pc 13: barrier_wait(released[0])  examples/pallas/audit_kernels.py:74
     wait(5, 8)                         \* pc 14: barrier_wait(released[1])  examples/pallas/audit_kernels.py:74
@@ -96,9 +96,12 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 16384),  \* 1: tma landing on loaded[0]
-    complete_tx_slot(2, 16384),  \* 2: tma landing on loaded[1]
-    complete_tx_slot(3, 16384)   \* 3: tma landing on loaded[2]
+    complete_tx_slot(1, 16384),  \* 1: tma landing on loaded[0] into a_smem[0]
+    complete_tx_slot(1, 16384),  \* 2: tma landing on loaded[0] into b_smem[0]
+    complete_tx_slot(2, 16384),  \* 3: tma landing on loaded[1] into a_smem[1]
+    complete_tx_slot(2, 16384),  \* 4: tma landing on loaded[1] into b_smem[1]
+    complete_tx_slot(3, 16384),  \* 5: tma landing on loaded[2] into a_smem[2]
+    complete_tx_slot(3, 16384)   \* 6: tma landing on loaded[2] into b_smem[2]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -112,11 +115,17 @@ KernelQueueAgents == <<>>
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"pc", 1, {1, 7}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads a_smem[0,0:8] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:67)
-    <<"BP200", <<"pc", 1, {3, 9}>>, <<"slots", 2, {2}>>>>,  \* wg0 reads a_smem[1,0:8] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:67)
-    <<"BP200", <<"pc", 1, {5}>>, <<"slots", 3, {3}>>>>,     \* wg0 reads a_smem[2,0:8] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[2] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 1, {1, 7}>>, <<"slots", 1, {2}>>>>,  \* wg0 reads b_smem[0] (examples/pallas/audit_kernels.py:85) / TMA copy writes b_smem[0] (examples/pallas/audit_kernels.py:69)
+    <<"BP200", <<"pc", 1, {3, 9}>>, <<"slots", 2, {3}>>>>,  \* wg0 reads a_smem[1,0:8] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 1, {3, 9}>>, <<"slots", 2, {4}>>>>,  \* wg0 reads b_smem[1] (examples/pallas/audit_kernels.py:85) / TMA copy writes b_smem[1] (examples/pallas/audit_kernels.py:69)
+    <<"BP200", <<"pc", 1, {5}>>, <<"slots", 3, {5}>>>>,     \* wg0 reads a_smem[2,0:8] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[2] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 1, {5}>>, <<"slots", 3, {6}>>>>,     \* wg0 reads b_smem[2] (examples/pallas/audit_kernels.py:85) / TMA copy writes b_smem[2] (examples/pallas/audit_kernels.py:69)
     <<"BP200", <<"pc", 2, {1, 7}>>, <<"slots", 1, {1}>>>>,  \* wg1 reads a_smem[0,8:16] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:67)
-    <<"BP200", <<"pc", 2, {3, 9}>>, <<"slots", 2, {2}>>>>,  \* wg1 reads a_smem[1,8:16] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:67)
-    <<"BP200", <<"pc", 2, {5}>>, <<"slots", 3, {3}>>>>      \* wg1 reads a_smem[2,8:16] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[2] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 2, {1, 7}>>, <<"slots", 1, {2}>>>>,  \* wg1 reads b_smem[0] (examples/pallas/audit_kernels.py:85) / TMA copy writes b_smem[0] (examples/pallas/audit_kernels.py:69)
+    <<"BP200", <<"pc", 2, {3, 9}>>, <<"slots", 2, {3}>>>>,  \* wg1 reads a_smem[1,8:16] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[1] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 2, {3, 9}>>, <<"slots", 2, {4}>>>>,  \* wg1 reads b_smem[1] (examples/pallas/audit_kernels.py:85) / TMA copy writes b_smem[1] (examples/pallas/audit_kernels.py:69)
+    <<"BP200", <<"pc", 2, {5}>>, <<"slots", 3, {5}>>>>,     \* wg1 reads a_smem[2,8:16] (examples/pallas/audit_kernels.py:85) / TMA copy writes a_smem[2] (examples/pallas/audit_kernels.py:67)
+    <<"BP200", <<"pc", 2, {5}>>, <<"slots", 3, {6}>>>>      \* wg1 reads b_smem[2] (examples/pallas/audit_kernels.py:85) / TMA copy writes b_smem[2] (examples/pallas/audit_kernels.py:69)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

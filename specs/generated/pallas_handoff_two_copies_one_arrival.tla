@@ -16,7 +16,7 @@ KernelExpected == <<
 \* Agent 1: wg0 (thread), 3 instruction(s).
 Prog_1_wg0 == <<
     issue_async(<<1>>, 512, <<1>>),  \* pc 0: copy_gmem_to_smem(loaded, 512B)  examples/pallas/handoff.py:178
-    issue_async(<<1>>, 512, <<1>>),  \* pc 1: copy_gmem_to_smem(loaded, 512B)  examples/pallas/handoff.py:179
+    issue_async(<<1>>, 512, <<2>>),  \* pc 1: copy_gmem_to_smem(loaded, 512B)  examples/pallas/handoff.py:179
     wait(1, 1)                       \* pc 2: barrier_wait(loaded)  examples/pallas/handoff.py:180
 >>
 
@@ -36,7 +36,8 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 512)   \* 1: tma landing on loaded
+    complete_tx_slot(1, 512),  \* 1: tma landing on loaded into a_smem
+    complete_tx_slot(1, 512)   \* 2: tma landing on loaded into b_smem
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -49,7 +50,8 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 1, {1}>>>>   \* wg0 reads a_smem (examples/pallas/handoff.py:181) / TMA copy writes a_smem (examples/pallas/handoff.py:178)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads a_smem (examples/pallas/handoff.py:181) / TMA copy writes a_smem (examples/pallas/handoff.py:178)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 1, {2}>>>>   \* wg0 reads b_smem (examples/pallas/handoff.py:181) / TMA copy writes b_smem (examples/pallas/handoff.py:179)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -50,17 +50,17 @@ Prog_1_wg0 == <<
 \* Agent 2: wg1 (thread), 16 instruction(s).
 Prog_2_wg1 == <<
     issue_async(<<9>>, 8192, <<5>>),   \* pc 0: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
-    issue_async(<<9>>, 8192, <<5>>),   \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
-    issue_async(<<10>>, 8192, <<6>>),  \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
-    issue_async(<<10>>, 8192, <<6>>),  \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
+    issue_async(<<9>>, 8192, <<6>>),   \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
+    issue_async(<<10>>, 8192, <<7>>),  \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
+    issue_async(<<10>>, 8192, <<8>>),  \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
     wait(5, 7),                        \* pc 4: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
     issue_async(<<9>>, 8192, <<5>>),   \* pc 5: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
     wait(7, 8),                        \* pc 6: barrier_wait(consumed_barrier_refs_1[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
-    issue_async(<<9>>, 8192, <<5>>),   \* pc 7: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
+    issue_async(<<9>>, 8192, <<6>>),   \* pc 7: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
     wait(6, 9),                        \* pc 8: barrier_wait(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
-    issue_async(<<10>>, 8192, <<6>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
+    issue_async(<<10>>, 8192, <<7>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
     wait(8, 10),                       \* pc 10: barrier_wait(consumed_barrier_refs_1[1])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
-    issue_async(<<10>>, 8192, <<6>>),  \* pc 11: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
+    issue_async(<<10>>, 8192, <<8>>),  \* pc 11: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
     wait(5, 7),                        \* pc 12: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
     wait(7, 8),                        \* pc 13: barrier_wait(consumed_barrier_refs_1[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
     wait(6, 9),                        \* pc 14: barrier_wait(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:486
@@ -106,8 +106,10 @@ KernelSlots == <<
     complete_tx_slot(2, 8192),   \* 2: tma landing on buffer_barriers_1
     complete_tx_slot(4, 256),    \* 3: tma landing on buffer_barriers_3
     complete_tx_slot(3, 256),    \* 4: tma landing on buffer_barriers_2
-    complete_tx_slot(9, 8192),   \* 5: tma landing on in_smem_barrier_ref[0]
-    complete_tx_slot(10, 8192)   \* 6: tma landing on in_smem_barrier_ref[1]
+    complete_tx_slot(9, 8192),   \* 5: tma landing on in_smem_barrier_ref[0] into in_smem_refs_0[0]
+    complete_tx_slot(9, 8192),   \* 6: tma landing on in_smem_barrier_ref[0] into in_smem_refs_1[0]
+    complete_tx_slot(10, 8192),  \* 7: tma landing on in_smem_barrier_ref[1] into in_smem_refs_0[1]
+    complete_tx_slot(10, 8192)   \* 8: tma landing on in_smem_barrier_ref[1] into in_smem_refs_1[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -123,11 +125,13 @@ KernelRaces == <<
     <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 1, {1}>>>>,   \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:407)
     <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 2, {2}>>>>,   \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:447) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:408)
     <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 5, {5}>>>>,   \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
+    <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 5, {6}>>>>,   \* wg0 reads in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:447) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
     <<"BP200", <<"pc", 1, {10, 16}>>, <<"slots", 5, {5}>>>>,  \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:458) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
     <<"BP200", <<"pc", 1, {12, 18}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:407)
     <<"BP200", <<"pc", 1, {12, 18}>>, <<"slots", 2, {2}>>>>,  \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:447) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:408)
-    <<"BP200", <<"pc", 1, {12, 18}>>, <<"slots", 6, {6}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
-    <<"BP200", <<"pc", 1, {13, 19}>>, <<"slots", 6, {6}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:458) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
+    <<"BP200", <<"pc", 1, {12, 18}>>, <<"slots", 6, {7}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
+    <<"BP200", <<"pc", 1, {12, 18}>>, <<"slots", 6, {8}>>>>,  \* wg0 reads in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:447) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
+    <<"BP200", <<"pc", 1, {13, 19}>>, <<"slots", 6, {7}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:458) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)
     <<"BP200", <<"pc", 1, {20}>>, <<"slots", 1, {1}>>>>       \* wg0 writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:428) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:407)
 >>
 

@@ -56,29 +56,29 @@ Prog_1_wg0 == <<
 \* Agent 2: wg1 (thread), 32 instruction(s).
 Prog_2_wg1 == <<
     issue_async(<<11>>, 8192, <<3>>),  \* pc 0: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<11>>, 8192, <<3>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<11>>, 256, <<4>>),   \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[0], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<11>>, 256, <<4>>),   \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[0], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<12>>, 8192, <<5>>),  \* pc 4: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<12>>, 8192, <<5>>),  \* pc 5: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<12>>, 256, <<6>>),   \* pc 6: copy_gmem_to_smem(in_smem_barrier_ref[1], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<12>>, 256, <<6>>),   \* pc 7: copy_gmem_to_smem(in_smem_barrier_ref[1], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<11>>, 8192, <<4>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<11>>, 256, <<5>>),   \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[0], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<11>>, 256, <<6>>),   \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[0], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<12>>, 8192, <<7>>),  \* pc 4: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<12>>, 8192, <<8>>),  \* pc 5: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<12>>, 256, <<9>>),   \* pc 6: copy_gmem_to_smem(in_smem_barrier_ref[1], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<12>>, 256, <<10>>),  \* pc 7: copy_gmem_to_smem(in_smem_barrier_ref[1], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(3, 5),                        \* pc 8: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     issue_async(<<11>>, 8192, <<3>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(5, 6),                        \* pc 10: barrier_wait(consumed_barrier_refs_1[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<11>>, 8192, <<3>>),  \* pc 11: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<11>>, 8192, <<4>>),  \* pc 11: copy_gmem_to_smem(in_smem_barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(7, 7),                        \* pc 12: barrier_wait(consumed_barrier_refs_2[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<11>>, 256, <<4>>),   \* pc 13: copy_gmem_to_smem(in_smem_barrier_ref[0], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<11>>, 256, <<5>>),   \* pc 13: copy_gmem_to_smem(in_smem_barrier_ref[0], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(9, 8),                        \* pc 14: barrier_wait(consumed_barrier_refs_3[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<11>>, 256, <<4>>),   \* pc 15: copy_gmem_to_smem(in_smem_barrier_ref[0], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<11>>, 256, <<6>>),   \* pc 15: copy_gmem_to_smem(in_smem_barrier_ref[0], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(4, 9),                        \* pc 16: barrier_wait(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<12>>, 8192, <<5>>),  \* pc 17: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<12>>, 8192, <<7>>),  \* pc 17: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(6, 10),                       \* pc 18: barrier_wait(consumed_barrier_refs_1[1])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<12>>, 8192, <<5>>),  \* pc 19: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<12>>, 8192, <<8>>),  \* pc 19: copy_gmem_to_smem(in_smem_barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(8, 11),                       \* pc 20: barrier_wait(consumed_barrier_refs_2[1])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<12>>, 256, <<6>>),   \* pc 21: copy_gmem_to_smem(in_smem_barrier_ref[1], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<12>>, 256, <<9>>),   \* pc 21: copy_gmem_to_smem(in_smem_barrier_ref[1], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(10, 12),                      \* pc 22: barrier_wait(consumed_barrier_refs_3[1])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
-    issue_async(<<12>>, 256, <<6>>),   \* pc 23: copy_gmem_to_smem(in_smem_barrier_ref[1], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
+    issue_async(<<12>>, 256, <<10>>),  \* pc 23: copy_gmem_to_smem(in_smem_barrier_ref[1], 256B)  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(3, 5),                        \* pc 24: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(5, 6),                        \* pc 25: barrier_wait(consumed_barrier_refs_1[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
     wait(7, 7),                        \* pc 26: barrier_wait(consumed_barrier_refs_2[0])  jax/experimental/pallas/ops/gpu/attention_mgpu.py:597
@@ -130,10 +130,14 @@ KernelParticipants == <<
 KernelSlots == <<
     complete_tx_slot(1, 8192),   \* 1: tma landing on buffer_barriers_0
     complete_tx_slot(2, 8192),   \* 2: tma landing on buffer_barriers_1
-    complete_tx_slot(11, 8192),  \* 3: tma landing on in_smem_barrier_ref[0]
-    complete_tx_slot(11, 256),   \* 4: tma landing on in_smem_barrier_ref[0]
-    complete_tx_slot(12, 8192),  \* 5: tma landing on in_smem_barrier_ref[1]
-    complete_tx_slot(12, 256)    \* 6: tma landing on in_smem_barrier_ref[1]
+    complete_tx_slot(11, 8192),  \* 3: tma landing on in_smem_barrier_ref[0] into in_smem_refs_0[0]
+    complete_tx_slot(11, 8192),  \* 4: tma landing on in_smem_barrier_ref[0] into in_smem_refs_1[0]
+    complete_tx_slot(11, 256),   \* 5: tma landing on in_smem_barrier_ref[0] into in_smem_refs_2[0]
+    complete_tx_slot(11, 256),   \* 6: tma landing on in_smem_barrier_ref[0] into in_smem_refs_3[0]
+    complete_tx_slot(12, 8192),  \* 7: tma landing on in_smem_barrier_ref[1] into in_smem_refs_0[1]
+    complete_tx_slot(12, 8192),  \* 8: tma landing on in_smem_barrier_ref[1] into in_smem_refs_1[1]
+    complete_tx_slot(12, 256),   \* 9: tma landing on in_smem_barrier_ref[1] into in_smem_refs_2[1]
+    complete_tx_slot(12, 256)    \* 10: tma landing on in_smem_barrier_ref[1] into in_smem_refs_3[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -149,13 +153,13 @@ KernelRaces == <<
     <<"BP200", <<"pc", 1, {5, 15}>>, <<"slots", 1, {1}>>>>,   \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:500)
     <<"BP200", <<"pc", 1, {5, 15}>>, <<"slots", 3, {3}>>>>,   \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
     <<"BP200", <<"pc", 1, {6, 16}>>, <<"slots", 2, {2}>>>>,   \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:551) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:504)
-    <<"BP200", <<"pc", 1, {6, 16}>>, <<"slots", 3, {3}>>>>,   \* wg0 reads in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:550) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {6, 16}>>, <<"slots", 3, {4}>>>>,   \* wg0 reads in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:550) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
     <<"BP200", <<"pc", 1, {8, 18}>>, <<"slots", 3, {3}>>>>,   \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:565) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
     <<"BP200", <<"pc", 1, {10, 20}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:500)
-    <<"BP200", <<"pc", 1, {10, 20}>>, <<"slots", 4, {5}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {10, 20}>>, <<"slots", 4, {7}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:537) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
     <<"BP200", <<"pc", 1, {11, 21}>>, <<"slots", 2, {2}>>>>,  \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:551) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:504)
-    <<"BP200", <<"pc", 1, {11, 21}>>, <<"slots", 4, {5}>>>>,  \* wg0 reads in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:550) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
-    <<"BP200", <<"pc", 1, {13, 23}>>, <<"slots", 4, {5}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:565) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {11, 21}>>, <<"slots", 4, {8}>>>>,  \* wg0 reads in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:550) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
+    <<"BP200", <<"pc", 1, {13, 23}>>, <<"slots", 4, {7}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:565) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:597)
     <<"BP200", <<"pc", 1, {24}>>, <<"slots", 1, {1}>>>>,      \* wg0 writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:517) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:500)
     <<"BP200", <<"pc", 1, {24}>>, <<"slots", 2, {2}>>>>       \* wg0 writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:518) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:504)
 >>

@@ -48,15 +48,15 @@ Prog_2_b0_wg1 == <<
 \* Agent 3: b0.wg2 (thread), 12 instruction(s).
 Prog_3_b0_wg2 == <<
     issue_async(<<5>>, 16384, <<1>>),     \* pc 0: copy_gmem_to_smem(in_smem_barrier_ref[0]@0, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<5>>, 32768, <<1, 2>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0]@0, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<6>>, 16384, <<3>>),     \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[1]@0, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<6>>, 32768, <<3, 4>>),  \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[1]@0, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<5>>, 32768, <<2, 3>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0]@0, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<6>>, 16384, <<4>>),     \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[1]@0, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<6>>, 32768, <<5, 6>>),  \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[1]@0, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(1, 5),                           \* pc 4: barrier_wait(consumed_barrier_refs_0[0]@0)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     issue_async(<<5>>, 16384, <<1>>),     \* pc 5: copy_gmem_to_smem(in_smem_barrier_ref[0]@0, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<5>>, 32768, <<1, 2>>),  \* pc 6: copy_gmem_to_smem(in_smem_barrier_ref[0]@0, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<5>>, 32768, <<2, 3>>),  \* pc 6: copy_gmem_to_smem(in_smem_barrier_ref[0]@0, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(2, 6),                           \* pc 7: barrier_wait(consumed_barrier_refs_0[1]@0)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<6>>, 16384, <<3>>),     \* pc 8: copy_gmem_to_smem(in_smem_barrier_ref[1]@0, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<6>>, 32768, <<3, 4>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1]@0, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<6>>, 16384, <<4>>),     \* pc 8: copy_gmem_to_smem(in_smem_barrier_ref[1]@0, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<6>>, 32768, <<5, 6>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1]@0, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(1, 5),                           \* pc 10: barrier_wait(consumed_barrier_refs_0[0]@0)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(2, 6)                            \* pc 11: barrier_wait(consumed_barrier_refs_0[1]@0)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
 >>
@@ -87,16 +87,16 @@ Prog_5_b1_wg1 == <<
 
 \* Agent 6: b1.wg2 (thread), 12 instruction(s).
 Prog_6_b1_wg2 == <<
-    issue_async(<<7>>, 16384, <<2>>),     \* pc 0: copy_gmem_to_smem(in_smem_barrier_ref[0]@1, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<7>>, 32768, <<1, 2>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0]@1, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 16384, <<4>>),     \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[1]@1, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 32768, <<3, 4>>),  \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[1]@1, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<7>>, 16384, <<7>>),     \* pc 0: copy_gmem_to_smem(in_smem_barrier_ref[0]@1, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<7>>, 32768, <<2, 3>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0]@1, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 16384, <<8>>),     \* pc 2: copy_gmem_to_smem(in_smem_barrier_ref[1]@1, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 32768, <<5, 6>>),  \* pc 3: copy_gmem_to_smem(in_smem_barrier_ref[1]@1, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(3, 11),                          \* pc 4: barrier_wait(consumed_barrier_refs_0[0]@1)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<7>>, 16384, <<2>>),     \* pc 5: copy_gmem_to_smem(in_smem_barrier_ref[0]@1, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<7>>, 32768, <<1, 2>>),  \* pc 6: copy_gmem_to_smem(in_smem_barrier_ref[0]@1, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<7>>, 16384, <<7>>),     \* pc 5: copy_gmem_to_smem(in_smem_barrier_ref[0]@1, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<7>>, 32768, <<2, 3>>),  \* pc 6: copy_gmem_to_smem(in_smem_barrier_ref[0]@1, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(4, 12),                          \* pc 7: barrier_wait(consumed_barrier_refs_0[1]@1)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 16384, <<4>>),     \* pc 8: copy_gmem_to_smem(in_smem_barrier_ref[1]@1, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 32768, <<3, 4>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1]@1, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 16384, <<8>>),     \* pc 8: copy_gmem_to_smem(in_smem_barrier_ref[1]@1, 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 32768, <<5, 6>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1]@1, 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(3, 11),                          \* pc 10: barrier_wait(consumed_barrier_refs_0[0]@1)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(4, 12)                           \* pc 11: barrier_wait(consumed_barrier_refs_0[1]@1)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
 >>
@@ -140,10 +140,14 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(5, 16384),  \* 1: tma landing on in_smem_barrier_ref[0]@0
-    complete_tx_slot(7, 16384),  \* 2: tma landing on in_smem_barrier_ref[0]@1
-    complete_tx_slot(6, 16384),  \* 3: tma landing on in_smem_barrier_ref[1]@0
-    complete_tx_slot(8, 16384)   \* 4: tma landing on in_smem_barrier_ref[1]@1
+    complete_tx_slot(5, 16384),  \* 1: tma landing on in_smem_barrier_ref[0]@0 into in_smem_refs_0[0]
+    complete_tx_slot(5, 16384),  \* 2: tma landing on in_smem_barrier_ref[0]@0 into in_smem_refs_1[0]
+    complete_tx_slot(7, 16384),  \* 3: tma landing on in_smem_barrier_ref[0]@1 into in_smem_refs_1[0]
+    complete_tx_slot(6, 16384),  \* 4: tma landing on in_smem_barrier_ref[1]@0 into in_smem_refs_0[1]
+    complete_tx_slot(6, 16384),  \* 5: tma landing on in_smem_barrier_ref[1]@0 into in_smem_refs_1[1]
+    complete_tx_slot(8, 16384),  \* 6: tma landing on in_smem_barrier_ref[1]@1 into in_smem_refs_1[1]
+    complete_tx_slot(7, 16384),  \* 7: tma landing on in_smem_barrier_ref[0]@1 into in_smem_refs_0[0]
+    complete_tx_slot(8, 16384)   \* 8: tma landing on in_smem_barrier_ref[1]@1 into in_smem_refs_0[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -157,13 +161,21 @@ KernelQueueAgents == <<>>
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* b0.wg0 reads in_smem_refs_0[0]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {3, 7}>>, <<"slots", 2, {3}>>>>,  \* b0.wg0 reads in_smem_refs_0[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {2}>>>>,  \* b0.wg0 reads in_smem_refs_1[0,:,0:2]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {3, 7}>>, <<"slots", 2, {4}>>>>,  \* b0.wg0 reads in_smem_refs_0[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {3, 7}>>, <<"slots", 2, {5}>>>>,  \* b0.wg0 reads in_smem_refs_1[1,:,0:2]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 1, {1}>>>>,  \* b0.wg1 reads in_smem_refs_0[0]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {3, 7}>>, <<"slots", 2, {3}>>>>,  \* b0.wg1 reads in_smem_refs_0[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 4, {1, 5}>>, <<"slots", 3, {2}>>>>,  \* b1.wg0 reads in_smem_refs_0[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 4, {3, 7}>>, <<"slots", 4, {4}>>>>,  \* b1.wg0 reads in_smem_refs_0[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 5, {1, 5}>>, <<"slots", 3, {2}>>>>,  \* b1.wg1 reads in_smem_refs_0[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 5, {3, 7}>>, <<"slots", 4, {4}>>>>   \* b1.wg1 reads in_smem_refs_0[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 1, {2}>>>>,  \* b0.wg1 reads in_smem_refs_1[0,:,2:4]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {3, 7}>>, <<"slots", 2, {4}>>>>,  \* b0.wg1 reads in_smem_refs_0[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {3, 7}>>, <<"slots", 2, {5}>>>>,  \* b0.wg1 reads in_smem_refs_1[1,:,2:4]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1]@0 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 4, {1, 5}>>, <<"slots", 3, {3}>>>>,  \* b1.wg0 reads in_smem_refs_1[0,:,0:2]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 4, {1, 5}>>, <<"slots", 3, {7}>>>>,  \* b1.wg0 reads in_smem_refs_0[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 4, {3, 7}>>, <<"slots", 4, {6}>>>>,  \* b1.wg0 reads in_smem_refs_1[1,:,0:2]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 4, {3, 7}>>, <<"slots", 4, {8}>>>>,  \* b1.wg0 reads in_smem_refs_0[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 5, {1, 5}>>, <<"slots", 3, {3}>>>>,  \* b1.wg1 reads in_smem_refs_1[0,:,2:4]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 5, {1, 5}>>, <<"slots", 3, {7}>>>>,  \* b1.wg1 reads in_smem_refs_0[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 5, {3, 7}>>, <<"slots", 4, {6}>>>>,  \* b1.wg1 reads in_smem_refs_1[1,:,2:4]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 5, {3, 7}>>, <<"slots", 4, {8}>>>>   \* b1.wg1 reads in_smem_refs_0[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1]@1 (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
@@ -209,6 +221,6 @@ KernelInstBlock == <<
 KernelBlockThreads == 384
 
 \* The slots some block issues into another block's barrier.
-KernelRemoteSlots == {1, 2, 3, 4}
+KernelRemoteSlots == {2, 3, 5, 6}
 
 =======================================================================================================

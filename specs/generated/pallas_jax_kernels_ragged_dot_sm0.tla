@@ -18,16 +18,16 @@ KernelExpected == <<
 \* Agent 1: thread0 (thread), 12 instruction(s).
 Prog_1_thread0 == <<
     issue_async(<<1>>, 8192, <<1>>),  \* pc 0: copy_gmem_to_smem(barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
-    issue_async(<<1>>, 8192, <<1>>),  \* pc 1: copy_gmem_to_smem(barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
-    issue_async(<<2>>, 8192, <<2>>),  \* pc 2: copy_gmem_to_smem(barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
-    issue_async(<<2>>, 8192, <<2>>),  \* pc 3: copy_gmem_to_smem(barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
+    issue_async(<<1>>, 8192, <<2>>),  \* pc 1: copy_gmem_to_smem(barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
+    issue_async(<<2>>, 8192, <<3>>),  \* pc 2: copy_gmem_to_smem(barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
+    issue_async(<<2>>, 8192, <<4>>),  \* pc 3: copy_gmem_to_smem(barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
     wait(1, 1),                       \* pc 4: barrier_wait(barrier_ref[0])  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
     wait(2, 2),                       \* pc 5: barrier_wait(barrier_ref[1])  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
     issue_async(<<1>>, 8192, <<1>>),  \* pc 6: copy_gmem_to_smem(barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
-    issue_async(<<1>>, 8192, <<1>>),  \* pc 7: copy_gmem_to_smem(barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
+    issue_async(<<1>>, 8192, <<2>>),  \* pc 7: copy_gmem_to_smem(barrier_ref[0], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
     wait(1, 1),                       \* pc 8: barrier_wait(barrier_ref[0])  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
-    issue_async(<<2>>, 8192, <<2>>),  \* pc 9: copy_gmem_to_smem(barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
-    issue_async(<<2>>, 8192, <<2>>),  \* pc 10: copy_gmem_to_smem(barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
+    issue_async(<<2>>, 8192, <<3>>),  \* pc 9: copy_gmem_to_smem(barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
+    issue_async(<<2>>, 8192, <<4>>),  \* pc 10: copy_gmem_to_smem(barrier_ref[1], 8192B)  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
     wait(2, 2)                        \* pc 11: barrier_wait(barrier_ref[1])  jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143
 >>
 
@@ -49,8 +49,10 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 8192),  \* 1: tma landing on barrier_ref[0]
-    complete_tx_slot(2, 8192)   \* 2: tma landing on barrier_ref[1]
+    complete_tx_slot(1, 8192),  \* 1: tma landing on barrier_ref[0] into in_smem_refs_0[0]
+    complete_tx_slot(1, 8192),  \* 2: tma landing on barrier_ref[0] into in_smem_refs_1[0]
+    complete_tx_slot(2, 8192),  \* 3: tma landing on barrier_ref[1] into in_smem_refs_0[1]
+    complete_tx_slot(2, 8192)   \* 4: tma landing on barrier_ref[1] into in_smem_refs_1[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -64,10 +66,15 @@ KernelQueueAgents == <<>>
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"pc", 1, {5}>>, <<"slots", 1, {1}>>>>,                   \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {5}>>, <<"slots", 1, {2}>>>>,                   \* thread0 reads in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
     <<"BP200", <<"pc", 1, {6, 7, 8, 9, 10, 11}>>, <<"slots", 1, {1}>>>>,  \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
-    <<"BP200", <<"pc", 1, {6, 7, 8, 9, 10, 11}>>, <<"slots", 2, {2}>>>>,  \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {6, 7, 8, 9, 10, 11}>>, <<"slots", 1, {2}>>>>,  \* thread0 reads in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {6, 7, 8, 9, 10, 11}>>, <<"slots", 2, {3}>>>>,  \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {6, 7, 8, 9, 10, 11}>>, <<"slots", 2, {4}>>>>,  \* thread0 reads in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
     <<"BP200", <<"pc", 1, {12}>>, <<"slots", 1, {1}>>>>,                  \* thread0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
-    <<"BP200", <<"pc", 1, {12}>>, <<"slots", 2, {2}>>>>                   \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {12}>>, <<"slots", 1, {2}>>>>,                  \* thread0 reads in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {12}>>, <<"slots", 2, {3}>>>>,                  \* thread0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
+    <<"BP200", <<"pc", 1, {12}>>, <<"slots", 2, {4}>>>>                   \* thread0 reads in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:144) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/ragged_dot_mgpu.py:143)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -30,32 +30,32 @@ Prog_1_wg0 == <<
     issue_async(<<>>, 0, <<1>>),              \* pc 0: try_cluster_cancel(try_cancel_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
     fork,                                     \* pc 1: core_map(warp): fork warps  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:126
     issue_async(<<1>>, 16384, <<2>>),         \* pc 2: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<1>>, 16384, <<2>>),         \* pc 3: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 4: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 5: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<1>>, 16384, <<3>>),         \* pc 3: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<2>>, 16384, <<4>>),         \* pc 4: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
+    issue_async(<<2>>, 16384, <<5>>),         \* pc 5: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     wait(3, 1),                               \* pc 6: barrier_wait(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
     issue_async(<<1>>, 16384, <<2>>),         \* pc 7: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<1>>, 16384, <<2>>),         \* pc 8: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<1>>, 16384, <<3>>),         \* pc 8: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     wait(4, 2),                               \* pc 9: barrier_wait(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 10: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 11: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<2>>, 16384, <<4>>),         \* pc 10: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
+    issue_async(<<2>>, 16384, <<5>>),         \* pc 11: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     join(<<<<2, 10>>, <<3, 1>>, <<4, 1>>>>),  \* pc 12: core_map(warp): join warps  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:126
     wait(11, 3),                              \* pc 13: barrier_wait(try_cancel_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
     arrive(<<9>>, 1),                         \* pc 14: barrier_arrive(cancel_used_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
-    issue_async(<<>>, 0, <<4>>),              \* pc 15: try_cluster_cancel(try_cancel_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
+    issue_async(<<>>, 0, <<6>>),              \* pc 15: try_cluster_cancel(try_cancel_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
     fork,                                     \* pc 16: core_map(warp): fork warps  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:126
     wait(3, 1),                               \* pc 17: barrier_wait(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
     issue_async(<<1>>, 16384, <<2>>),         \* pc 18: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<1>>, 16384, <<2>>),         \* pc 19: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<1>>, 16384, <<3>>),         \* pc 19: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     wait(4, 2),                               \* pc 20: barrier_wait(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 21: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 22: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<2>>, 16384, <<4>>),         \* pc 21: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
+    issue_async(<<2>>, 16384, <<5>>),         \* pc 22: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     wait(3, 1),                               \* pc 23: barrier_wait(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
     issue_async(<<1>>, 16384, <<2>>),         \* pc 24: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<1>>, 16384, <<2>>),         \* pc 25: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<1>>, 16384, <<3>>),         \* pc 25: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     wait(4, 2),                               \* pc 26: barrier_wait(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 27: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 28: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<2>>, 16384, <<4>>),         \* pc 27: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
+    issue_async(<<2>>, 16384, <<5>>),         \* pc 28: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     join(<<<<2, 20>>, <<3, 2>>, <<4, 2>>>>),  \* pc 29: core_map(warp): join warps  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:126
     wait(12, 4),                              \* pc 30: barrier_wait(try_cancel_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
     arrive(<<10>>, 1),                        \* pc 31: barrier_arrive(cancel_used_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
@@ -64,16 +64,16 @@ Prog_1_wg0 == <<
     fork,                                     \* pc 34: core_map(warp): fork warps  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:126
     wait(3, 1),                               \* pc 35: barrier_wait(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
     issue_async(<<1>>, 16384, <<2>>),         \* pc 36: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<1>>, 16384, <<2>>),         \* pc 37: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<1>>, 16384, <<3>>),         \* pc 37: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     wait(4, 2),                               \* pc 38: barrier_wait(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 39: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 40: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<2>>, 16384, <<4>>),         \* pc 39: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
+    issue_async(<<2>>, 16384, <<5>>),         \* pc 40: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     wait(3, 1),                               \* pc 41: barrier_wait(consumed_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
     issue_async(<<1>>, 16384, <<2>>),         \* pc 42: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<1>>, 16384, <<2>>),         \* pc 43: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<1>>, 16384, <<3>>),         \* pc 43: copy_gmem_to_smem(ab_tma_barrier[0], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     wait(4, 2),                               \* pc 44: barrier_wait(consumed_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:137
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 45: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
-    issue_async(<<2>>, 16384, <<3>>),         \* pc 46: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
+    issue_async(<<2>>, 16384, <<4>>),         \* pc 45: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138
+    issue_async(<<2>>, 16384, <<5>>),         \* pc 46: copy_gmem_to_smem(ab_tma_barrier[1], 16384B)  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147
     join(<<<<2, 31>>, <<3, 3>>, <<4, 3>>>>),  \* pc 47: core_map(warp): join warps  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:126
     wait(11, 3),                              \* pc 48: barrier_wait(try_cancel_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
     arrive(<<9>>, 1),                         \* pc 49: barrier_arrive(cancel_used_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
@@ -137,7 +137,7 @@ Prog_5_wg1 == <<
     arrive(<<7>>, 1),             \* pc 2: barrier_arrive(store_done_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:202
     wait(11, 11),                 \* pc 3: barrier_wait(try_cancel_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
     arrive(<<9>>, 1),             \* pc 4: barrier_arrive(cancel_used_barrier[0])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
-    issue_async(<<>>, 0, <<4>>),  \* pc 5: try_cluster_cancel(try_cancel_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
+    issue_async(<<>>, 0, <<6>>),  \* pc 5: try_cluster_cancel(try_cancel_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
     wait(6, 12),                  \* pc 6: barrier_wait(mma_done_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:189
     arrive(<<8>>, 1),             \* pc 7: barrier_arrive(store_done_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:202
     wait(12, 13),                 \* pc 8: barrier_wait(try_cancel_barrier[1])  jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:107
@@ -210,9 +210,11 @@ KernelParticipants == <<
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
     arrive_slot(11),             \* 1: async arrival on try_cancel_barrier[0]
-    complete_tx_slot(1, 16384),  \* 2: tma landing on ab_tma_barrier[0]
-    complete_tx_slot(2, 16384),  \* 3: tma landing on ab_tma_barrier[1]
-    arrive_slot(12)              \* 4: async arrival on try_cancel_barrier[1]
+    complete_tx_slot(1, 16384),  \* 2: tma landing on ab_tma_barrier[0] into a_smem[0]
+    complete_tx_slot(1, 16384),  \* 3: tma landing on ab_tma_barrier[0] into b_smem[0]
+    complete_tx_slot(2, 16384),  \* 4: tma landing on ab_tma_barrier[1] into a_smem[1]
+    complete_tx_slot(2, 16384),  \* 5: tma landing on ab_tma_barrier[1] into b_smem[1]
+    arrive_slot(12)              \* 6: async arrival on try_cancel_barrier[1]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -235,8 +237,12 @@ KernelQueueAgents == <<
 KernelRaces == <<
     <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
     <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {4}>>>>,  \* TMA copy writes a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {2}>>>>,  \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 2, {3}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 1, {3}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 1, {3}>>, <<"queue", 1, {4}>>>>,  \* TMA copy writes b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {2}>>>>,  \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {5}>>>>,  \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {5}>>, <<"queue", 1, {2}>>>>,  \* TMA copy writes b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {5}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).

@@ -16,7 +16,7 @@ KernelExpected == <<
 \* Agent 1: wg0 (thread), 2 instruction(s).
 Prog_1_wg0 == <<
     issue_async(<<1>>, 2048, <<1>>),  \* pc 0: copy_gmem_to_smem(full, 2048B)  examples/regions.py:137
-    issue_async(<<1>>, 2048, <<1>>)   \* pc 1: copy_gmem_to_smem(full, 2048B)  examples/regions.py:138
+    issue_async(<<1>>, 2048, <<2>>)   \* pc 1: copy_gmem_to_smem(full, 2048B)  examples/regions.py:138
 >>
 
 \* Agent 2: wg1 (thread), 1 instruction(s).
@@ -41,7 +41,8 @@ KernelParticipants == <<
 
 \* In-flight slots: TMA landings (complete_tx) and asynchronous arrivals.
 KernelSlots == <<
-    complete_tx_slot(1, 2048)   \* 1: tma landing on full
+    complete_tx_slot(1, 2048),  \* 1: tma landing on full into stage[0:2]
+    complete_tx_slot(1, 2048)   \* 2: tma landing on full into stage[2:4]
 >>
 
 \* Arrival sets of tcgen05 ops (queue entries hold the set number, from 0).
@@ -55,8 +56,9 @@ KernelQueueAgents == <<>>
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
     <<"BP200", <<"pc", 1, {2}>>, <<"pc", 2, {1}>>>>,     \* wg0 writes stage[3:5] (examples/regions.py:139) / wg1 reads stage[0:4] (examples/regions.py:142)
-    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 1, {1}>>>>,  \* wg0 writes stage[3:5] (examples/regions.py:139) / TMA copy writes stage[2:4] (examples/regions.py:138)
-    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 1, {1}>>>>   \* wg1 reads stage[0:4] (examples/regions.py:142) / TMA copy writes stage[0:2] (examples/regions.py:137)
+    <<"BP200", <<"pc", 1, {2}>>, <<"slots", 1, {2}>>>>,  \* wg0 writes stage[3:5] (examples/regions.py:139) / TMA copy writes stage[2:4] (examples/regions.py:138)
+    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 1, {1}>>>>,  \* wg1 reads stage[0:4] (examples/regions.py:142) / TMA copy writes stage[0:2] (examples/regions.py:137)
+    <<"BP200", <<"pc", 2, {1}>>, <<"slots", 1, {2}>>>>   \* wg1 reads stage[0:4] (examples/regions.py:142) / TMA copy writes stage[2:4] (examples/regions.py:138)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
