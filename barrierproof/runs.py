@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import multiprocessing.context
 import os
+import signal
 import sys
 import threading
 import time
+import weakref
 
 from .checker.check import Options, error_verdict
 from .checker.engine_registry import ENGINES
@@ -195,10 +198,9 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
     this run's limits for user code; a Ctrl-C or SIGTERM ends them and keeps what is done."""
     import concurrent.futures
     import dataclasses
-    import multiprocessing
     plain = argparse.Namespace(**{k: v for k, v in vars(args).items() if not callable(v)})
     quiet = dataclasses.replace(options, progress=None)
-    context = multiprocessing.get_context("spawn")
+    context = _QuietSpawn()
     results: list = [None] * len(targets)
     used: set[str] = set()
     known: set[str] = set()
@@ -208,14 +210,17 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
                                                   initializer=_worker_signals,
                                                   initargs=(os.getpid(),))
     futures = {}
-    for n, t in enumerate(targets):
-        if t.kind == "error":     # a file that does not import: reported here
-            results[n], _, _, _ = _run_here([t], params, quiet, engine, args, Progress(False))
-            failed = True
-        else:
-            futures[n] = pool.submit(_check_one, (t.ref, t.expect, params, quiet, engine,
-                                                  plain, guard.budget, t.entry))
+    quiet_manager = _quiet_manager_thread()
     try:
+        # Submitting starts the workers: a Ctrl-C meanwhile also winds down those started.
+        for n, t in enumerate(targets):
+            if t.kind == "error":     # a file that does not import: reported here
+                results[n], _, _, _ = _run_here([t], params, quiet, engine, args,
+                                                Progress(False))
+                failed = True
+            else:
+                futures[n] = pool.submit(_check_one, (t.ref, t.expect, params, quiet, engine,
+                                                      plain, guard.budget, t.entry))
         for n, future in futures.items():
             try:
                 results[n], names, broken, theirs, found = future.result()
@@ -238,10 +243,14 @@ def _run_in_parallel(targets: list[Target], params: dict[str, int], options: Opt
         # on a thread the user's code left running, so the workers end here. Joined before
         # returning: Python 3.11's exit hook would otherwise race the pool's manager thread for
         # its wake-up pipe and print a traceback.
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
+        for process in {*(getattr(pool, "_processes", None) or {}).values(), *_STARTED}:
             if process.is_alive():
                 process.kill()
-        pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            pool.shutdown(wait=True, cancel_futures=True)
+        except RuntimeError:    # interrupted inside submit, before the pool's manager thread
+            pass                # started: no thread to join, its workers were killed above
+        quiet_manager()
     for n, t in enumerate(targets):
         if results[n] is None:
             results[n] = [not_checked(t, f"not checked: {interrupt_reason(interrupts)}")]
@@ -261,7 +270,7 @@ def _wind_down(pool, futures: dict, results: list) -> None:
     import concurrent.futures
     import signal as signals
     pending = {n: f for n, f in futures.items() if results[n] is None and not f.cancel()}
-    processes = list((getattr(pool, "_processes", None) or {}).values())
+    processes = list({*(getattr(pool, "_processes", None) or {}).values(), *_STARTED})
     for process in processes:
         try:
             os.kill(process.pid, signals.SIGINT)
@@ -277,6 +286,50 @@ def _wind_down(pool, futures: dict, results: list) -> None:
     for process in processes:
         if process.is_alive():
             process.kill()          # SIGKILL: a worker takes SIGTERM as one more interrupt
+
+
+class _QuietStart(multiprocessing.context.SpawnProcess):
+    """A spawned worker that starts with SIGINT blocked: a terminal's Ctrl-C while it is still
+    importing stays pending (not a KeyboardInterrupt traceback in its bootstrap) until
+    `_worker_signals` has its handler in place. Only the starting thread blocks it, only while
+    the child is forked: a blocked signal is deferred, not lost, so this process still takes
+    its own Ctrl-C at once. (Module level: the spawned child unpickles it.)"""
+
+    def start(self):
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            super().start()     # the child keeps the mask across its exec
+            _STARTED.add(self)  # a Ctrl-C due now may beat the pool's own record of it
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+_STARTED: "weakref.WeakSet[_QuietStart]" = weakref.WeakSet()
+
+
+class _QuietSpawn(multiprocessing.context.SpawnContext):
+    Process = _QuietStart
+
+
+def _quiet_manager_thread():
+    """Python 3.11's pool, when a worker is killed, fails a cancelled task again from its
+    manager thread (InvalidStateError, printed as a traceback): that one error is dropped while
+    the pool runs; the returned function puts the previous hook back."""
+    import concurrent.futures
+    import concurrent.futures.process as process
+    previous = threading.excepthook
+    manager = getattr(process, "_ExecutorManagerThread", ())   # private: absent, nothing dropped
+
+    def hook(info):
+        if not (isinstance(info.thread, manager)
+                and issubclass(info.exc_type, concurrent.futures.InvalidStateError)):
+            previous(info)
+    threading.excepthook = hook
+
+    def restore():
+        if threading.excepthook is hook:
+            threading.excepthook = previous
+    return restore
 
 
 _WORKER_INTERRUPTED = False
@@ -295,6 +348,8 @@ def _worker_signals(parent: int) -> None:
         _WORKER_INTERRUPTED = True
     for sig in Interrupts.SIGNALS:
         signals.signal(sig, remember)
+    # Started with SIGINT blocked (`_QuietStart`): a Ctrl-C pending since is taken now.
+    signals.pthread_sigmask(signals.SIG_UNBLOCK, {signals.SIGINT})
 
 
 def _check_one(task) -> tuple[list[Verdict], set[str], bool, set[str], int]:
