@@ -2,7 +2,7 @@
 mainloop streaming A and B through one `PipelineTmaAsync` ring to a consumer warpgroup that reads
 the stages, and a persistent kernel on raw `cute.arch.mbarrier_*` calls and one TMA barrier,
 each correct and with the bugs people report, plus constructs outside the model (BP190).
-Checked by tests/test_unseen_cute.py; the verdicts there were decided before running."""
+Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 import cutlass
 import cutlass.cute as cute

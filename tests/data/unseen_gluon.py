@@ -2,7 +2,7 @@
 a register consumer of a TMA ring, a persistent matmul with a double-buffered TMEM accumulator,
 a Hopper wgmma ring), each correct and with the bugs people report, plus kernels with
 synchronization the frontend does not read (it must be BP190 at its line, never dropped).
-Checked by tests/test_unseen_gluon.py; the verdicts there were decided before running."""
+Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
