@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Sequence
 from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, Kernel, Loc,
                  Loop, MemAlloc, MemRef, ModelError, Op, Param, Slice, Var, WarpRegion, When,
                  as_expr, unique_name)
+from .declaration import check_expect, check_ignore, check_name, def_loc, integer_params
 from .scope import LANE, Scope
 from . import primitives as K
 from .ir import emax as maximum  # noqa: F401  (symbolic max/min for protocol code)
@@ -813,34 +814,6 @@ class NamedBarrier:
         return f"<NamedBarrier {self.bar_id!r}, {self.count!r} threads>"
 
 
-_VERDICTS = ("proved", "verified", "bounded", "unknown", "violation", "error")
-
-
-def _check_expect(expect: str, fn: Callable) -> None:
-    from .semantics import CODES
-    verdict, _, code = expect.partition(":")
-    code_ok = not code or code in CODES or code == "input"
-    if verdict not in _VERDICTS or not code_ok:
-        c = fn.__code__
-        raise ModelError(f"expect={expect!r} is not a verdict", loc=Loc(c.co_filename,
-                                                                         c.co_firstlineno),
-                         hint="use e.g. 'verified', 'proved', 'unknown' or 'violation:BP100'")
-
-
-def _check_ignore(codes: Sequence[str] | str, fn: Callable) -> frozenset[str]:
-    """`@protocol(ignore=...)`: codes this protocol suppresses, each a known code (a typo must
-    not suppress nothing silently)."""
-    from .semantics import CODES
-    codes = [codes] if isinstance(codes, str) else list(codes)
-    unknown = [c for c in codes if c not in CODES]
-    if unknown:
-        c = fn.__code__
-        raise ModelError(f"ignore={unknown[0]!r} is not a diagnostic code",
-                         loc=Loc(c.co_filename, c.co_firstlineno),
-                         hint="e.g. @protocol(ignore=[\"BP103\"]); the codes are in docs/rules/")
-    return frozenset(codes)
-
-
 class Protocol:
     """A protocol function and how to build its IR."""
 
@@ -850,22 +823,9 @@ class Protocol:
         self.expect = expect
         self.symbolic = tuple(symbolic)
         self.name = name
-        self.ignore = _check_ignore(ignore, fn)
-        code = fn.__code__
-        self.loc = Loc(code.co_filename, code.co_firstlineno, fn.__name__)
-        sig = inspect.signature(fn)
-        names = list(sig.parameters)
-        if not names:
-            raise ModelError(f"protocol {name} must take the kernel builder as first argument",
-                             loc=self.loc, hint=f"def {fn.__name__}(k, ...):")
-        self.params: dict[str, Param] = {}
-        for pname in names[1:]:
-            p = sig.parameters[pname]
-            default = None if p.default is inspect.Parameter.empty else p.default
-            if default is not None and (isinstance(default, bool) or not isinstance(default, int)):
-                raise ModelError(f"parameter {pname}={default!r} of {name} is not an integer",
-                                 loc=self.loc, hint="protocol parameters are integers")
-            self.params[pname] = Param(pname, default)
+        self.ignore = check_ignore(ignore, fn)
+        self.loc = def_loc(fn)
+        self.params: dict[str, Param] = integer_params(fn, name)
 
     def build(self) -> Kernel:
         builder = KernelBuilder(self.name, self.loc, self.params)
@@ -888,17 +848,10 @@ def protocol(fn: Callable | None = None, *, expect: str | None = None,
             loc, _ = _caller()
             raise ModelError(f"@protocol decorates a function, not {type(f).__name__}", loc=loc,
                              hint="def my_protocol(k, ...): ... under @protocol")
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            c = f.__code__
-            raise ModelError(f"protocol name={name!r} is not a name", hint="name='ring', a "
-                             "non-empty string", loc=Loc(c.co_filename, c.co_firstlineno))
+        if name is not None:
+            check_name(name, f)
         if expect is not None:
-            if not isinstance(expect, str):
-                c = f.__code__
-                raise ModelError(f"expect={expect!r} is not a verdict",
-                                 loc=Loc(c.co_filename, c.co_firstlineno),
-                                 hint="use e.g. 'verified' or 'violation:BP100'")
-            _check_expect(expect, f)
+            check_expect(expect, f)
         return Protocol(f, expect, symbolic, name or f.__name__, ignore)
 
     return wrap(fn) if fn is not None else wrap

@@ -14,6 +14,7 @@ import re
 import sys
 from typing import Any, Callable
 
+from ..declaration import VERDICTS, is_verdict
 from ..ir import Kernel, Loc, ModelError, UNKNOWN_LOC
 from .device import DEFAULT_CORE_COUNT, device_facts, device_facts_of
 from .locations import _display_path, _loc_from_exception, _loc_of_function
@@ -77,17 +78,12 @@ def _check_arity(fn: Callable, name: str) -> None:
                               "zero-argument function that builds the inputs")
 
 
-VERDICT_NAMES = ("proved", "verified", "bounded", "unknown", "violation", "error")
+VERDICT_NAMES = VERDICTS
 
 
 def check_expect(expect: Any, name: str, where: Loc | None = None) -> None:
     """An `EXPECT` entry must be a verdict label such as "verified" or "violation:BP101"."""
-    from ..semantics import CODES
-    ok = isinstance(expect, str)
-    if ok:
-        verdict, _, code = expect.partition(":")
-        ok = verdict in VERDICT_NAMES and (not code or code in CODES or code == "input")
-    if not ok:
+    if not is_verdict(expect):
         raise ModelError(f"EXPECT[{name!r}] = {expect!r} is not a verdict", loc=where,
                          hint="use e.g. 'verified', 'unknown', 'violation:BP100' or "
                               "'error:BP120'")
