@@ -149,11 +149,40 @@ def test_junit_parses_with_one_case_per_protocol(verdicts):
         assert case.name == v.name
         kinds = {type(r).__name__ for r in case.result}
         expected = {"verified": set(), "proved": set(), "violation": {"Failure"},
-                    "error": {"Error"}, "bounded": {"Skipped"}, "unknown": {"Skipped"}}
+                    "error": {"Error"}, "bounded": {"Error"}, "unknown": {"Error"}}
         assert kinds == expected[v.verdict], (v.name, kinds)
     failed = by_name["wrong_arrival_count"].result[0]
     assert "BP100" in failed.message and "stuck: wg1 blocked" in failed.text
     assert by_name["wrong_arrival_count"].classname == "examples.handoff"
+
+
+def test_junit_shows_a_target_nobody_proved_as_an_error_unless_declared():
+    """bounded/unknown are an <error> of that type with the reason as message (a <skipped> shows
+    green in most CI dashboards); with --expect a declared verdict that matches passes."""
+    from barrierproof.checker.report.junit import junit_tree
+    from barrierproof.checker.verdict import Diagnostic, Verdict
+    unmodeled = Diagnostic("BP190", "`semaphore_signal` is synchronization the model does not "
+                           "cover", "k.py:7")
+    unknown = Verdict("u", "unknown", [unmodeled], source="k.py::u", expected="unknown",
+                      coverage="exhaustive for the modelled synchronization only")
+    bounded = Verdict("b", "bounded", source="k.py::b", expected="verified",
+                      coverage="stopped: state limit 50 reached")
+    root = junit_tree([unknown, bounded])
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert root.get("errors") == "2" and root.get("skipped") == "0" and root.get("failures") == "0"
+    u, b = cases["u"].find("error"), cases["b"].find("error")
+    assert u.get("type") == "unknown" and "k.py:7: BP190" in u.get("message")
+    assert b.get("type") == "bounded" and "state limit 50" in b.get("message")
+    assert "k.py::u: unknown" in u.text        # the whole report, as for a failure
+    # --expect: the declared unknown passes; a bounded search where verified was declared is
+    # still an error of type bounded, saying both
+    root = junit_tree([unknown, bounded], expect=True)
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert cases["u"].find("error") is None and cases["u"].find("failure") is None
+    b = cases["b"].find("error")
+    assert b.get("type") == "bounded" and b.get("message").startswith("expected verified, got "
+                                                                       "bounded: stopped")
+    assert root.get("errors") == "1"
 
 
 def test_one_run_of_the_examples_meets_expectations_in_text_junit_and_json(tmp_path):

@@ -2,8 +2,10 @@
 
 verified/proved pass; a violation is a <failure> (its message the diagnostic, its text the whole
 report with the counterexample timeline); an input error is an <error>; bounded and unknown are
-<skipped> with what was covered (nothing was proved, and the run's exit code says so). With
-`expect=True` a case passes exactly when the verdict matches the one the example declares.
+an <error> too, of type `bounded`/`unknown` with the reason as message: nothing was proved, and
+a viewer that counted them as skipped would show green for a target nobody checked (the run's
+exit code is 2). With `expect=True` a case passes exactly when the verdict matches the one the
+example declares (a declared `unknown` that stays unknown passes), and fails otherwise.
 
 >>> from barrierproof.checker.verdict import Verdict
 >>> print(junit_report([Verdict("p", "verified", source="k.py::p")]).splitlines()[1])
@@ -37,21 +39,32 @@ def _classname(verdict: Verdict) -> str:
     return stem.replace(os.sep, ".").replace("/", ".") or "barrierproof"
 
 
+def _unproved_reason(verdict: Verdict) -> str:
+    """Why a bounded or unknown verdict proved nothing: for unknown, the construct outside the
+    model (or what the engine left open); for bounded, the limit that stopped the search."""
+    first = verdict.diagnostics[0].one_line() if verdict.diagnostics else verdict.verdict
+    if verdict.verdict == "bounded" or not verdict.diagnostics:
+        return f"{verdict.verdict}: {verdict.coverage or first}"
+    return f"{verdict.verdict}: {first}"
+
+
 def _outcome(verdict: Verdict, expect: bool) -> tuple[str | None, str, str]:
     """(element or None for a pass, message, type)."""
+    unproved = verdict.verdict in ("bounded", "unknown")
     if expect:
         if verdict.expected and verdict.matches(verdict.expected):
             return None, "", ""
-        want = verdict.expected or "a declared expectation"
-        return "failure", f"expected {want}, got {verdict.label}", "expectation"
+        want = f"expected {verdict.expected or 'a declared expectation'}"
+        if unproved:
+            return "error", f"{want}, got {_unproved_reason(verdict)}", verdict.verdict
+        return "failure", f"{want}, got {verdict.label}", "expectation"
     if verdict.verdict in ("verified", "proved"):
         return None, "", ""
+    if unproved:
+        return "error", _unproved_reason(verdict), verdict.verdict
     first = verdict.diagnostics[0].one_line() if verdict.diagnostics else verdict.verdict
-    if verdict.verdict == "violation":
-        return "failure", first, verdict.diagnostics[0].code if verdict.diagnostics else "violation"
-    if verdict.verdict == "error":
-        return "error", first, verdict.diagnostics[0].code if verdict.diagnostics else "error"
-    return "skipped", f"{verdict.verdict}: {verdict.coverage or first}", verdict.verdict
+    code = verdict.diagnostics[0].code if verdict.diagnostics else verdict.verdict
+    return ("failure" if verdict.verdict == "violation" else "error"), first, code
 
 
 def junit_tree(verdicts: Sequence[Verdict], expect: bool = False) -> ET.Element:
@@ -69,8 +82,7 @@ def junit_tree(verdicts: Sequence[Verdict], expect: bool = False) -> ET.Element:
         if kind is not None:
             counts[kind] += 1
             element = ET.SubElement(case, kind, message=_clean(message), type=type_)
-            if kind != "skipped":
-                element.text = _clean(describe(v))
+            element.text = _clean(describe(v))
         out = ET.SubElement(case, "system-out")
         out.text = _clean(f"{v.label}: {v.coverage or ''} ({v.states} states, engine {v.engine})"
                           + "".join(f"\nsuppressed: {s['code']} at {s['location']} by {s['by']}"
