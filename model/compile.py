@@ -16,6 +16,7 @@ import itertools
 from typing import Mapping
 
 from . import ir, kinds
+from .block_limits import check_block_sizes
 from .extensions import EXTENSIONS
 from .grid import LOCKSTEP_AXIS, lockstep_blocks, peer_blocks
 from .instructions import (AWAIT_FORK, BARRIER_FIELDS, EFFECT_SIGNAL, FORK, ISSUE_ASYNC,
@@ -50,6 +51,7 @@ class CompiledKernel:
         self.findings: list[StaticFinding] = []
         _check_names(kernel)
         env = {**self.params, **self.grid_position}
+        check_block_sizes(kernel, env)       # before one object per thread or barrier is made
         self.cluster_axes = [a for a, _ in kernel.cluster]
         self.cluster_shape = [self._positive(evaluate(n, env), f"cluster size along {a}", kernel.loc)
                               for a, n in kernel.cluster]

@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Sequence
 from .ir import (MAX_ARRIVALS, BarrierAlloc, BarrierRef, Const, Expr, ExprLike, Kernel, Loc,
                  Loop, MemAlloc, MemRef, ModelError, Op, Param, Slice, Var, WarpRegion, When,
                  as_expr, unique_name)
+from .block_limits import MAX_BARRIER_INSTANCES
 from .declaration import check_expect, check_ignore, check_name, def_loc, integer_params
 from .scope import LANE, Scope
 from . import primitives as K
@@ -39,9 +40,6 @@ import contextlib as _contextlib
 
 # Frames of this module and of contextlib (the `with` blocks) are not the user's code.
 _SKIPPED = {os.path.abspath(__file__), os.path.abspath(_contextlib.__file__)}
-# 8-byte mbarriers in a block's shared memory (228 KB on Hopper and Blackwell): far above what
-# a kernel uses, and far below what would exhaust the checker's memory.
-MAX_BARRIER_INSTANCES = 2 ** 15
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=")
 _WITH_AS = re.compile(r"as\s+([A-Za-z_]\w*)\s*:")
 

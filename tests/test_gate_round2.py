@@ -615,6 +615,51 @@ def test_every_crash_class_is_a_clear_verdict(tmp_path, capsys, case, jobs):
     assert "Traceback" not in out + err
 
 
+SIZED = """
+    @protocol
+    def sized(k, stages=2, consumers=1, blocks=1, rows=4):
+        k.cluster(x=blocks)
+        k.threads(consumers + 1)
+        full = k.Barrier(num_arrivals=1, num_barriers=stages)
+        tile = k.SMEM(slots=(rows, rows))
+        with k.when(k.thread == 0):
+            k.barrier_arrive(full.at[0])
+            k.write(tile.at[0, 0])
+        with k.otherwise():
+            k.barrier_wait(full.at[0])
+    """
+
+
+@pytest.mark.parametrize("param, needle", [
+    ("stages=100000000", "`full` makes 100,000,000 barriers in one block; a block's shared "
+                         "memory holds at most 32,768 mbarriers"),
+    ("consumers=100000000", "100,000,001 threads in one block; a block runs at most 1,024"),
+    ("blocks=100000000", "a cluster of 100,000,000 blocks; a cluster holds at most 16 blocks"),
+    ("rows=100000", "`tile` makes 10,000,000,000 buffer cells in one block"),
+])
+def test_a_size_no_block_holds_is_refused_before_compiling(tmp_path, capsys, param, needle):
+    """A --param past the hardware's limits is an input error naming the limit, before the
+    compiler makes one object per barrier, thread or cell (minutes and gigabytes at 10^8,
+    before --timeout's search began); the report is still written. Cost: milliseconds."""
+    path = protocol_file(tmp_path, SIZED)
+    report = tmp_path / "r.json"
+    code, out, err = run(capsys, "check", path, "--param", param, "--timeout", "5",
+                         "--no-cache", "--no-config", "-o", f"json={report}")
+    assert code == 3 and "Traceback" not in out + err, out + err
+    assert needle in out, out
+    assert "sized with " in out and param in out and "the hardware's limit" in out, out
+    [verdict] = json.loads(report.read_text())
+    assert verdict["verdict"] == "error" and needle in verdict["diagnostics"][0]["message"]
+
+
+def test_the_most_barriers_a_block_holds_are_checked(tmp_path, capsys):
+    """The limit itself is within: 32,768 barriers compile and check as usual (about 1 s)."""
+    path = protocol_file(tmp_path, SIZED)
+    code, out, err = run(capsys, "check", path, "--param", "stages=32768", "--no-cache",
+                         "--no-config")
+    assert code == 0 and "sized: verified" in out, out + err
+
+
 @pytest.mark.parametrize("expect, needle", [
     ('["kernel"]', "not a list"),
     ('"kernel"', "not a str"),
