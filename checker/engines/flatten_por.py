@@ -45,8 +45,10 @@ def _stop_pcs(p: PersistentSets, a: int, pc: int) -> list[int]:
     return found
 
 
-def persistent_tables(system, classes) -> tuple:
+def persistent_tables(system, classes, overruns: bool = False) -> tuple:
     """(scalars, arrays) of the C chooser, or `Refused`."""
+    if overruns:
+        raise Refused("persistent sets that count arrivals (por_overrun.py)")
     actors = system.n_agents + len(system.slots) + len(system.queue_agents)
     if actors > MAX_ACTORS:
         raise Refused(f"partial-order reduction over more than {MAX_ACTORS} actors")
