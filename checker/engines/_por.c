@@ -62,6 +62,25 @@ static int quietest(const Por *p, uint64_t cands, uint64_t on) {
     return best >= 0 ? best : low_index(cands);
 }
 
+/* Actor j's stops whose guard is false now, with their other writers (once per state; a
+ * thread taken first by `overruns` keeps its place in `staged`, which changes no choice: its
+ * whole future, without a stop, conflicts with the step that pulls it in). */
+static void take_stops(const Model *m, Por *p, const int32_t *s, int L, int j) {
+    int RW = p->RW, a = p->act[j], ii = m->off[a] + s[a], n = 0, base = p->n_stops;
+    for (int t = p->st_off[ii]; t < p->st_off[ii + 1]; t++) {
+        if (guard(m, s, p->st_instr[t])) continue;
+        uint64_t wr = 0;
+        for (int k = 0; k < L; k++)
+            if (any_and(p->st_gr + (size_t)t * RW, p->f_w + k * RW, RW)) wr |= 1ULL << k;
+        p->stop_ids[base + n] = t;
+        p->stop_need[base + n] = wr & ~(1ULL << j);
+        n++;
+    }
+    p->stop_n[j] = n;
+    p->hz[j + 64] = base;     /* where its stops start */
+    p->n_stops += n;
+}
+
 /* por_overrun.py `completions`: 0, 1 or 2 (standing for more) completions of a barrier with
  * at most `arrivals` more. */
 static int ov_completions(int64_t arrivals, int wild, int pending, int expected) {
@@ -111,18 +130,15 @@ static uint64_t overruns(const Model *m, Por *p, const int32_t *s, int L, uint64
         int64_t total = 0;
         int wild = 0;
         for (uint64_t mm = out; mm; mm &= mm - 1) {
-            uint64_t low = mm & -mm;
-            int j = low_index(low), x = p->act[j];
+            int j = low_index(mm), x = p->act[j];
             if (x < A) {
-                int pc = s[x], end = m->len[x], i = m->off[x] + pc;
-                for (int t = p->st_off[i]; t < p->st_off[i + 1]; t++) {
-                    if (guard(m, s, p->st_instr[t])) continue;
-                    uint64_t need = 0;
-                    for (int q = 0; q < L; q++)
-                        if (any_and(p->st_gr + (size_t)t * RW, p->f_w + q * RW, RW))
-                            need |= 1ULL << q;
-                    if (!(need & ~low & ~inside)) { end = p->st_instr[t] - m->off[x]; break; }
-                }
+                int pc = s[x], end = m->len[x];
+                if (p->stop_n[j] < 0) take_stops(m, p, s, L, j);
+                for (int t = 0, base = p->hz[j + 64]; t < p->stop_n[j]; t++)
+                    if (!(p->stop_need[base + t] & ~inside)) {
+                        end = p->st_instr[p->stop_ids[base + t]] - m->off[x];
+                        break;
+                    }
                 size_t at = (size_t)(m->off[x] + x) * N + k;
                 if (p->ov_unb[at + (size_t)end * N] > p->ov_unb[at + (size_t)pc * N]) wild = 1;
                 total += p->ov_cum[at + (size_t)end * N] - p->ov_cum[at + (size_t)pc * N];
@@ -326,23 +342,9 @@ static int choose(const Model *m, Por *p, const int32_t *s, char *keep) {
                     uint64_t low = mm & -mm;
                     int j = low_index(low);
                     if (p->hz[j] == -2) {
-                        if (p->stop_n[j] < 0) {      /* its stops whose guard is false now */
-                            int a = p->act[j], ii = m->off[a] + s[a], n = 0;
-                            int base = p->n_stops;
-                            for (int t = p->st_off[ii]; t < p->st_off[ii + 1]; t++) {
-                                if (guard(m, s, p->st_instr[t])) continue;
-                                uint64_t wr = 0;
-                                for (int k = 0; k < L; k++)
-                                    if (any_and(p->st_gr + (size_t)t * RW, p->f_w + k * RW, RW))
-                                        wr |= 1ULL << k;
-                                p->stop_ids[base + n] = t;
-                                p->stop_need[base + n] = wr & ~low;
-                                n++;
-                            }
-                            p->stop_n[j] = n;
-                            p->hz[j + 64] = base;     /* where its stops start */
-                            p->n_stops += n;
-                            if (!n) staged &= ~low;
+                        if (p->stop_n[j] < 0) {
+                            take_stops(m, p, s, L, j);
+                            if (!p->stop_n[j]) staged &= ~low;
                         }
                         int hz = -1, base = p->hz[j + 64];
                         for (int t = 0; t < p->stop_n[j]; t++)
