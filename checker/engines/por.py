@@ -37,7 +37,9 @@ write their inputs, once per distinct resource mask, and the set is remembered b
 of the state where states share that (`_Memo`). `leaves_nothing_out` tells the explorer where
 the reduction saves nothing. `depth_unkept` names the rules whose shortest violation the sets
 may put off to a greater depth: where none is left, the reduced breadth-first search's
-counterexample is a shortest one without a confirming search. tests/por_reference.py keeps
+counterexample is a shortest one without a confirming search; `keeps_overruns` says where the
+chooser counts arrivals (`chooser(keep_overruns=True)`, por_overrun.py) so that BP101 and BP102
+are kept too. tests/por_reference.py keeps
 the chooser before these savings as the oracle this one is compared with.
 """
 
