@@ -167,3 +167,39 @@ def test_a_phase_overrun_a_naive_set_would_put_off_is_met_at_its_depth(core):
     assert _shortest(full) == _shortest(kept) == ("violation", "BP101", 4)
     assert DEPTH_KEPT_NOTE in kept.notes and kept.partial_order_off is None
     assert kept.states < full.states
+
+
+def _late_waiter():
+    """Thread 0 arrives twice on b0 (count 1), thread 1 waits on it twice, thread 2 arrives on
+    and waits for b1 of its own. The second completion of b0 before thread 1 observes the
+    first is BP101 in 2 steps; thread 2's steps touch only b1, so a set of its step alone is
+    persistent, and the search without the count meets the overrun 2 steps later."""
+    bars = [BarrierAlloc(f"b{k}", Const(1), (Const(1),), orders_tensor_core=False, scalar=False)
+            for k in range(2)]
+    b0, b1 = (BarrierRef(bar, (Const(0),)) for bar in bars)
+
+    def arrive(ref):
+        return Op("barrier_arrive", ref, bytes=Const(0), parity=Const(0))
+
+    def wait(ref):
+        return Op("barrier_wait", ref, bytes=Const(0), parity=Const(0))
+    body = (When(Var("t") == 0, (arrive(b0), arrive(b0)),
+                 (When(Var("t") == 1, (wait(b0), wait(b0)), (arrive(b1), wait(b1))),)),)
+    return Kernel("late_waiter", body, tuple(bars), num_threads=Const(3), thread_axis="t")
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_naive_set_hides_the_shortest_overrun_the_count_keeps(core, monkeypatch):
+    """Plain arrivals and Pallas waits: the count adds the arriving thread to thread 2's set,
+    and the reduced search meets the 2-step overrun; taken as kept without the count, the
+    reduced graph's first overrun is 4 steps deep. Under 1 s."""
+    system = System(_late_waiter())
+    ignore = frozenset({"BP121"})
+    full = explore(system, CAP, reduction=False, ignore=ignore, order="bfs", core=core)
+    kept = explore(system, CAP, ignore=ignore, order="bfs", core=core)
+    assert _shortest(full) == _shortest(kept) == ("violation", "BP101", 2)
+    assert DEPTH_KEPT_NOTE in kept.notes and kept.states < full.states
+    monkeypatch.setattr(explore_module, "keeps_overruns", lambda system, ignore: False)
+    monkeypatch.setattr(explore_module, "depth_unkept", lambda system, ignore, overruns=False: [])
+    naive = explore(system, CAP, ignore=ignore, order="bfs", core=core)
+    assert _shortest(naive) == ("violation", "BP101", 4) and DEPTH_KEPT_NOTE in naive.notes
