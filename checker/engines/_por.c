@@ -127,8 +127,9 @@ static uint64_t overruns(const Model *m, Por *p, const int32_t *s, int L, uint64
         if (behind >= 2) { add |= p->ov_to[r] & ~inside; continue; }
         uint64_t out = p->ov_wr[r] & ~inside;
         if (!out) continue;
-        int64_t total = 0;
-        int wild = 0;
+        int64_t total = 0, got;
+        int wild = 0, loose;
+        uint64_t arrivers = 0;
         for (uint64_t mm = out; mm; mm &= mm - 1) {
             int j = low_index(mm), x = p->act[j];
             if (x < A) {
@@ -140,23 +141,28 @@ static uint64_t overruns(const Model *m, Por *p, const int32_t *s, int L, uint64
                         break;
                     }
                 size_t at = (size_t)(m->off[x] + x) * N + k;
-                if (p->ov_unb[at + (size_t)end * N] > p->ov_unb[at + (size_t)pc * N]) wild = 1;
-                total += p->ov_cum[at + (size_t)end * N] - p->ov_cum[at + (size_t)pc * N];
+                loose = p->ov_unb[at + (size_t)end * N] > p->ov_unb[at + (size_t)pc * N];
+                got = p->ov_cum[at + (size_t)end * N] - p->ov_cum[at + (size_t)pc * N];
             } else if (x < A + m->n_slots) {
-                int sl = x - A;
-                if (p->ov_slot_k[sl] == k) {
-                    if (p->ov_slot_per[sl] < 0) wild = 1;
-                    else total += (int64_t)p->ov_slot_per[sl] * s[m->slot_base + sl];
-                }
+                int sl = x - A, mine = p->ov_slot_k[sl] == k;
+                loose = mine && p->ov_slot_per[sl] < 0;
+                got = mine && p->ov_slot_per[sl] > 0 ?
+                    (int64_t)p->ov_slot_per[sl] * s[m->slot_base + sl] : 0;
             } else {
                 int q = x - A - m->n_slots;
+                got = 0; loose = 0;
                 for (int e = s[m->queue_base + q]; e < queued_to(m, s, q); e++)
-                    total += p->ov_entry[(size_t)(m->q_off[q] + e) * N + k];
+                    got += p->ov_entry[(size_t)(m->q_off[q] + e) * N + k];
             }
+            total += got;
+            wild |= loose;
+            if (got || loose) arrivers |= 1ULL << j;
         }
         int b = barrier(m, p->ov_inst[k]);
+        /* those that arrive first (the set is checked again once closed), the writers that
+         * may complete a phase by tx bytes alone after */
         if (behind + ov_completions(total, wild, s[b + PENDING], s[b + EXPECTED]) > 1)
-            add |= out;
+            add |= arrivers ? arrivers : out;
     }
     return add;
 }

@@ -563,7 +563,7 @@ class PersistentSets:
                     out = wr & ~inside
                     if not out:
                         continue
-                    total, wild = 0, False
+                    total, wild, arrivers = 0, False, 0
                     m = out
                     while m:
                         low = m & -m
@@ -584,19 +584,25 @@ class PersistentSets:
                                     end = b
                                     break
                             cum, unb = arrivals.cum[x], arrivals.unbounded[x]
-                            wild = wild or unb[end][k] > unb[pc][k]
-                            total += cum[end][k] - cum[pc][k]
+                            loose = unb[end][k] > unb[pc][k]
+                            got = cum[end][k] - cum[pc][k]
                         elif x < A + n_slots:
                             kk, per = arrivals.slot[x - A]
-                            if kk == k:
-                                wild = wild or per < 0
-                                total += max(per, 0) * state[slot_base + x - A]
+                            loose = kk == k and per < 0
+                            got = max(per, 0) * state[slot_base + x - A] if kk == k else 0
                         else:
+                            got, loose = 0, False
                             for e in state[queue_base + x - A - n_slots]:
-                                total += arrivals.entry[e].count(k)
+                                got += arrivals.entry[e].count(k)
+                        total += got
+                        wild = wild or loose
+                        if got or loose:
+                            arrivers |= low
                     pending, expected = fields(system, state, arrivals.insts[k])
                     if behind + completions(total, wild, pending, expected) > 1:
-                        add |= out
+                        # those that arrive first (the set is checked again once closed),
+                        # the writers that may complete a phase by tx bytes alone after
+                        add |= arrivers or out
                 return add
 
             # the seeds with the fewest direct conflicts first: a set of one ends the search
