@@ -14,12 +14,16 @@ from barrierproof.checker.engines.flatten import Refused
 from barrierproof.checker.engines.flatten_por import persistent_tables
 from barrierproof.model.ir import ModelError
 from barrierproof.model.semantics import System, compile_systems
+from barrierproof.model.violations import CODES
+from barrierproof.checker.engines.por import DEPTH_KEPT, OVERRUNS, keeps_overruns
 
 from test_compiled_core import examples, hw_protocols  # noqa: F401 (a fixture)
 from test_properties import protocols
 
 CAP = Limits(max_states=50_000, timeout=None)
 IGNORES = [frozenset(), frozenset({"BP101", "BP102", "BP103"})]
+# every rule left but BP101 and BP102 is one the sets keep: they count arrivals (por_overrun.py)
+OVERRUNS_LEFT = frozenset(CODES) - DEPTH_KEPT - OVERRUNS
 built = pytest.mark.skipif(not compiled.available(), reason="the compiled core is not built")
 
 
@@ -61,9 +65,18 @@ def test_examples_search_the_same_reduced_graph(examples, reduced):  # noqa: F81
 
 
 @built
+def test_examples_search_the_same_graph_of_sets_that_keep_overruns(examples):  # noqa: F811
+    """Every accepted example whose sets count arrivals: about 3 s."""
+    kept = [system for system in examples[0] if keeps_overruns(system, OVERRUNS_LEFT)]
+    assert len(kept) >= 20, len(kept)
+    for system in kept:
+        _same(system, OVERRUNS_LEFT)
+
+
+@built
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(protocols(), st.sampled_from(IGNORES + [frozenset({"BP101"})]))
+@given(protocols(), st.sampled_from(IGNORES + [frozenset({"BP101"}), OVERRUNS_LEFT]))
 def test_generated_protocols_search_the_same_reduced_graph(kernel, ignore):
     _same(System(kernel), ignore)
 
@@ -72,7 +85,8 @@ def test_generated_protocols_search_the_same_reduced_graph(kernel, ignore):
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(hw_protocols(), st.sampled_from(IGNORES + [frozenset({"BP141", "BP142"}),
-                                                  frozenset({"BP147", "BP200"})]))
+                                                  frozenset({"BP147", "BP200"}),
+                                                  OVERRUNS_LEFT]))
 def test_generated_protocols_beyond_the_mbarrier_core_search_the_same_reduced_graph(kernel,
                                                                                     ignore):
     try:

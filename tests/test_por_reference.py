@@ -25,7 +25,10 @@ from family import cluster, cluster_buffers, pipeline, pipeline_buffers  # noqa:
 CAP = Limits(max_states=20_000, timeout=None)
 
 
-def _reference(system, classes=None):
+def _reference(system, classes=None, keep_overruns=False):
+    # the oracle is the chooser without the arrival count (por_overrun.py), which these
+    # searches (no rule ignored) do not ask for
+    assert not keep_overruns
     if system.n_agents + len(system.slots) + len(system.queue_agents) <= 1:
         return None
     return ReferenceSets(PersistentSets(system, classes)).chooser()

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 from barrierproof.checker.engines import compiled, explore as explore_module
 from barrierproof.checker.engines.explore import DEPTH_KEPT_NOTE, Limits, explore
-from barrierproof.checker.engines.por import DEPTH_KEPT, depth_unkept
+from barrierproof.checker.engines.por import DEPTH_KEPT, OVERRUNS, depth_unkept, keeps_overruns
 from barrierproof.model.ir import BarrierAlloc, BarrierRef, Const, Kernel, Op, Var, When
 from barrierproof.model.ir import ModelError
 from barrierproof.model.semantics import System, compile_systems
@@ -22,6 +22,8 @@ from test_properties import protocols
 CAP = Limits(max_states=50_000, timeout=None)
 # every rule but those the persistent sets keep at their depth
 ONLY_KEPT = frozenset(CODES) - DEPTH_KEPT
+# and BP101 and BP102 too, which sets that count arrivals keep (por_overrun.py)
+WITH_OVERRUNS = ONLY_KEPT - OVERRUNS
 CORES = ["python"] + (["compiled"] if compiled.available() else [])
 
 
@@ -30,10 +32,10 @@ def _shortest(r):
         len(r.actions) if r.actions is not None else None
 
 
-def _compare(system, core, order="bfs", cap=CAP):
+def _compare(system, core, order="bfs", cap=CAP, ignore=ONLY_KEPT):
     """The reduced search against the unreduced one; whether it skipped the confirmation."""
-    reduced = explore(system, cap, ignore=ONLY_KEPT, order=order, core=core)
-    full = explore(system, cap, reduction=False, ignore=ONLY_KEPT, order="bfs", core=core)
+    reduced = explore(system, cap, ignore=ignore, order=order, core=core)
+    full = explore(system, cap, reduction=False, ignore=ignore, order="bfs", core=core)
     if "bounded" in (reduced.status, full.status):
         return None
     assert _shortest(reduced) == _shortest(full)
@@ -107,7 +109,97 @@ def test_a_phase_overrun_the_persistent_sets_put_off_is_confirmed(core, monkeypa
     confirmed = explore(system, CAP, order="bfs", core=core)
     assert _shortest(confirmed) == _shortest(full) and DEPTH_KEPT_NOTE not in confirmed.notes
     # the reduced graph alone, were BP101 taken as kept
-    monkeypatch.setattr(explore_module, "depth_unkept", lambda system, ignore: [])
+    monkeypatch.setattr(explore_module, "depth_unkept", lambda system, ignore, overruns=False: [])
     alone = explore(system, CAP, order="bfs", core=core)
     assert _shortest(alone) == ("violation", "BP101", 5)
     assert DEPTH_KEPT_NOTE in alone.notes
+
+
+# -- BP101 and BP102 kept by counting arrivals (docs/POR.md, "Keeping BP101 and BP102") --------
+
+def test_examples_keep_their_shortest_overruns(examples):  # noqa: F811
+    """Every accepted example with BP101 and BP102 left, compiled core when built: about 3 s."""
+    kept = [system for system in examples[0] if keeps_overruns(system, WITH_OVERRUNS)]
+    assert len(kept) >= 20, len(kept)
+    skipped = [_compare(system, CORES[-1], ignore=WITH_OVERRUNS) for system in kept]
+    assert skipped.count(True) >= 10, skipped.count(True)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(protocols())
+def test_generated_protocols_keep_their_shortest_overruns(kernel):
+    """Both cores, breadth and depth first: about 3 s."""
+    system = System(kernel)
+    for core in CORES:
+        _compare(system, core, ignore=WITH_OVERRUNS)
+    _compare(system, "python", order="dfs", ignore=WITH_OVERRUNS)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(hw_protocols())
+def test_generated_hardware_protocols_keep_their_shortest_overruns(kernel):
+    """tcgen05 commits, named and cluster barriers, semaphores: searches of up to 5,000
+    states on the compiled core when built (tests/test_compiled_por.py compares it with the
+    Python one on these), about 3 s."""
+    try:
+        systems = compile_systems(kernel)
+    except ModelError:
+        return
+    for system in systems:
+        for core in CORES[-1:]:
+            _compare(system, core, cap=Limits(max_states=5_000, timeout=None),
+                     ignore=WITH_OVERRUNS)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_phase_overrun_a_naive_set_would_put_off_is_met_at_its_depth(core):
+    """The kernel above, where the MMA thread's step alone is a persistent set that puts the
+    overrun off by a step: counting the arrivals the other two threads can still make (two
+    commits on a barrier of count 1, no waiter behind yet: two completions) adds them to the
+    set, and the reduced search meets the 4-step overrun with no confirming search. Under 1 s."""
+    system = System(_overrun())
+    ignore = frozenset({"BP121"})
+    assert keeps_overruns(system, ignore) and not depth_unkept(system, ignore, True)
+    full = explore(system, CAP, reduction=False, ignore=ignore, order="bfs", core=core)
+    kept = explore(system, CAP, ignore=ignore, order="bfs", core=core)
+    assert _shortest(full) == _shortest(kept) == ("violation", "BP101", 4)
+    assert DEPTH_KEPT_NOTE in kept.notes and kept.partial_order_off is None
+    assert kept.states < full.states
+
+
+def _late_waiter():
+    """Thread 0 arrives twice on b0 (count 1), thread 1 waits on it twice, thread 2 arrives on
+    and waits for b1 of its own. The second completion of b0 before thread 1 observes the
+    first is BP101 in 2 steps; thread 2's steps touch only b1, so a set of its step alone is
+    persistent, and the search without the count meets the overrun 2 steps later."""
+    bars = [BarrierAlloc(f"b{k}", Const(1), (Const(1),), orders_tensor_core=False, scalar=False)
+            for k in range(2)]
+    b0, b1 = (BarrierRef(bar, (Const(0),)) for bar in bars)
+
+    def arrive(ref):
+        return Op("barrier_arrive", ref, bytes=Const(0), parity=Const(0))
+
+    def wait(ref):
+        return Op("barrier_wait", ref, bytes=Const(0), parity=Const(0))
+    body = (When(Var("t") == 0, (arrive(b0), arrive(b0)),
+                 (When(Var("t") == 1, (wait(b0), wait(b0)), (arrive(b1), wait(b1))),)),)
+    return Kernel("late_waiter", body, tuple(bars), num_threads=Const(3), thread_axis="t")
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_naive_set_hides_the_shortest_overrun_the_count_keeps(core, monkeypatch):
+    """Plain arrivals and Pallas waits: the count adds the arriving thread to thread 2's set,
+    and the reduced search meets the 2-step overrun; taken as kept without the count, the
+    reduced graph's first overrun is 4 steps deep. Under 1 s."""
+    system = System(_late_waiter())
+    ignore = frozenset({"BP121"})
+    full = explore(system, CAP, reduction=False, ignore=ignore, order="bfs", core=core)
+    kept = explore(system, CAP, ignore=ignore, order="bfs", core=core)
+    assert _shortest(full) == _shortest(kept) == ("violation", "BP101", 2)
+    assert DEPTH_KEPT_NOTE in kept.notes and kept.states < full.states
+    monkeypatch.setattr(explore_module, "keeps_overruns", lambda system, ignore: False)
+    monkeypatch.setattr(explore_module, "depth_unkept", lambda system, ignore, overruns=False: [])
+    naive = explore(system, CAP, ignore=ignore, order="bfs", core=core)
+    assert _shortest(naive) == ("violation", "BP101", 4) and DEPTH_KEPT_NOTE in naive.notes

@@ -23,9 +23,18 @@ typedef struct Por {
     uint64_t *conflicts, *stop_need;
     int n_stops;
     char *keep;                     /* per action: in the chosen set */
+    /* sets that keep BP101 and BP102 (por_overrun.py): per Pallas barrier k its resource bit,
+     * instance and waiters (agent, seen position, last pc waiting on it); per (agent, pc) at
+     * `issued`'s index the prefix sums of arrivals on each (and of uncounted steps); per slot
+     * its barrier k and arrivals per delivery (-1 uncounted); per queue entry its arrivals */
+    int overruns, n_ov;
+    int *ov_bit, *ov_inst, *ov_w_off, *ov_w_agent, *ov_w_pos, *ov_w_last, *ov_cum, *ov_unb,
+        *ov_slot_k, *ov_slot_per, *ov_entry;
+    int *ov_k, *ov_lag;             /* scratch: the barriers at risk in this state */
+    uint64_t *ov_wr, *ov_to;
 } Por;
 
-enum { POR_ARRAYS = 24, POR_SCALARS = 3 };
+enum { POR_ARRAYS = 35, POR_SCALARS = 5 };
 
 static int any_and(const uint32_t *a, const uint32_t *b, int n) {
     for (int k = 0; k < n; k++) if (a[k] & b[k]) return 1;
@@ -53,12 +62,117 @@ static int quietest(const Por *p, uint64_t cands, uint64_t on) {
     return best >= 0 ? best : low_index(cands);
 }
 
+/* Actor j's stops whose guard is false now, with their other writers (once per state; a
+ * thread taken first by `overruns` keeps its place in `staged`, which changes no choice: its
+ * whole future, without a stop, conflicts with the step that pulls it in). */
+static void take_stops(const Model *m, Por *p, const int32_t *s, int L, int j) {
+    int RW = p->RW, a = p->act[j], ii = m->off[a] + s[a], n = 0, base = p->n_stops;
+    for (int t = p->st_off[ii]; t < p->st_off[ii + 1]; t++) {
+        if (guard(m, s, p->st_instr[t])) continue;
+        uint64_t wr = 0;
+        for (int k = 0; k < L; k++)
+            if (any_and(p->st_gr + (size_t)t * RW, p->f_w + k * RW, RW)) wr |= 1ULL << k;
+        p->stop_ids[base + n] = t;
+        p->stop_need[base + n] = wr & ~(1ULL << j);
+        n++;
+    }
+    p->stop_n[j] = n;
+    p->hz[j + 64] = base;     /* where its stops start */
+    p->n_stops += n;
+}
+
+/* por_overrun.py `completions`: 0, 1 or 2 (standing for more) completions of a barrier with
+ * at most `arrivals` more. */
+static int ov_completions(int64_t arrivals, int wild, int pending, int expected) {
+    if (wild || expected <= 0) return 2;
+    int64_t c;
+    if (pending > 0) {
+        if (arrivals < pending) return 0;
+        c = 1 + (arrivals - pending) / expected;
+    } else c = 1 + arrivals / expected;
+    return c < 2 ? (int)c : 2;
+}
+
+/* por.py's `overruns`: the actors outside `inside` that must join it so that no path outside
+ * it leaves a Pallas waiter two completions behind. The barriers at risk (a waiter that will
+ * wait again) with their lag, writers and touchers are taken once per state (*risk_n < 0). */
+static uint64_t overruns(const Model *m, Por *p, const int32_t *s, int L, uint64_t inside,
+                         int *risk_n) {
+    int A = m->A, RW = p->RW, N = p->n_ov;
+    if (*risk_n < 0) {
+        int n = 0;
+        for (int k = 0; k < N; k++) {
+            int phase = s[barrier(m, p->ov_inst[k]) + PHASE], worst = -1;
+            for (int t = p->ov_w_off[k]; t < p->ov_w_off[k + 1]; t++) {
+                if (s[p->ov_w_agent[t]] > p->ov_w_last[t]) continue;
+                int seen = s[p->ov_w_pos[t]], behind = phase - (seen > 0 ? seen : 0);
+                if (behind > worst) worst = behind;
+            }
+            if (worst < 0) continue;
+            int word = p->ov_bit[k] / 30;
+            uint32_t b = 1u << (p->ov_bit[k] % 30);
+            uint64_t wr = 0, to = 0;
+            for (int j = 0; j < L; j++) {
+                if (p->f_w[j * RW + word] & b) wr |= 1ULL << j;
+                if (p->f_t[j * RW + word] & b) to |= 1ULL << j;
+            }
+            p->ov_k[n] = k; p->ov_lag[n] = worst; p->ov_wr[n] = wr; p->ov_to[n] = to;
+            n++;
+        }
+        *risk_n = n;
+    }
+    uint64_t add = 0;
+    for (int r = 0; r < *risk_n; r++) {
+        int k = p->ov_k[r], behind = p->ov_lag[r];
+        if (behind >= 2) { add |= p->ov_to[r] & ~inside; continue; }
+        uint64_t out = p->ov_wr[r] & ~inside;
+        if (!out) continue;
+        int64_t total = 0, got;
+        int wild = 0, loose;
+        uint64_t arrivers = 0;
+        for (uint64_t mm = out; mm; mm &= mm - 1) {
+            int j = low_index(mm), x = p->act[j];
+            if (x < A) {
+                int pc = s[x], end = m->len[x];
+                if (p->stop_n[j] < 0) take_stops(m, p, s, L, j);
+                for (int t = 0, base = p->hz[j + 64]; t < p->stop_n[j]; t++)
+                    if (!(p->stop_need[base + t] & ~inside)) {
+                        end = p->st_instr[p->stop_ids[base + t]] - m->off[x];
+                        break;
+                    }
+                size_t at = (size_t)(m->off[x] + x) * N + k;
+                loose = p->ov_unb[at + (size_t)end * N] > p->ov_unb[at + (size_t)pc * N];
+                got = p->ov_cum[at + (size_t)end * N] - p->ov_cum[at + (size_t)pc * N];
+            } else if (x < A + m->n_slots) {
+                int sl = x - A, mine = p->ov_slot_k[sl] == k;
+                loose = mine && p->ov_slot_per[sl] < 0;
+                got = mine && p->ov_slot_per[sl] > 0 ?
+                    (int64_t)p->ov_slot_per[sl] * s[m->slot_base + sl] : 0;
+            } else {
+                int q = x - A - m->n_slots;
+                got = 0; loose = 0;
+                for (int e = s[m->queue_base + q]; e < queued_to(m, s, q); e++)
+                    got += p->ov_entry[(size_t)(m->q_off[q] + e) * N + k];
+            }
+            total += got;
+            wild |= loose;
+            if (got || loose) arrivers |= 1ULL << j;
+        }
+        int b = barrier(m, p->ov_inst[k]);
+        /* those that arrive first (the set is checked again once closed), the writers that
+         * may complete a phase by tx bytes alone after */
+        if (behind + ov_completions(total, wild, s[b + PENDING], s[b + EXPECTED]) > 1)
+            add |= arrivers ? arrivers : out;
+    }
+    return add;
+}
+
 /* Mark in `keep` (n_actions entries) the enabled actions of the chosen persistent set; 0 when
  * the set is every enabled action (or no seed qualifies), 1 when chosen. */
 static int choose(const Model *m, Por *p, const int32_t *s, char *keep) {
     int A = m->A, RW = p->RW, MW = p->MW;
-    /* a local step first */
-    for (int a = 0; a < A; a++) {
+    /* a local step first (unless it must keep overruns: others may complete a barrier) */
+    for (int a = 0; a < A && !p->overruns; a++) {
         int pc = s[a];
         if (pc >= m->len[a]) continue;
         int i = m->off[a] + pc;
@@ -167,6 +281,7 @@ static int choose(const Model *m, Por *p, const int32_t *s, char *keep) {
     for (int j = 0; j < L; j++) p->stop_n[j] = -1;     /* stops not taken yet this state */
     p->n_stops = 0;
     uint64_t sure = on & ~staged;
+    int risk_n = -1;                /* the barriers at risk: taken when first needed */
     for (int x = 0; x < n_starts; x++) {
         int seed = seeds[x];
         uint64_t inside = (1ULL << seed) | extras[x];
@@ -233,23 +348,9 @@ static int choose(const Model *m, Por *p, const int32_t *s, char *keep) {
                     uint64_t low = mm & -mm;
                     int j = low_index(low);
                     if (p->hz[j] == -2) {
-                        if (p->stop_n[j] < 0) {      /* its stops whose guard is false now */
-                            int a = p->act[j], ii = m->off[a] + s[a], n = 0;
-                            int base = p->n_stops;
-                            for (int t = p->st_off[ii]; t < p->st_off[ii + 1]; t++) {
-                                if (guard(m, s, p->st_instr[t])) continue;
-                                uint64_t wr = 0;
-                                for (int k = 0; k < L; k++)
-                                    if (any_and(p->st_gr + (size_t)t * RW, p->f_w + k * RW, RW))
-                                        wr |= 1ULL << k;
-                                p->stop_ids[base + n] = t;
-                                p->stop_need[base + n] = wr & ~low;
-                                n++;
-                            }
-                            p->stop_n[j] = n;
-                            p->hz[j + 64] = base;     /* where its stops start */
-                            p->n_stops += n;
-                            if (!n) staged &= ~low;
+                        if (p->stop_n[j] < 0) {
+                            take_stops(m, p, s, L, j);
+                            if (!p->stop_n[j]) staged &= ~low;
                         }
                         int hz = -1, base = p->hz[j + 64];
                         for (int t = 0; t < p->stop_n[j]; t++)
@@ -276,6 +377,12 @@ static int choose(const Model *m, Por *p, const int32_t *s, char *keep) {
                 todo |= new_;
                 if (popcount64(inside & on) >= best_size) break;
             }
+            if (p->overruns && !todo) {
+                /* closed: the actors that could overrun a phase outside it join */
+                todo = overruns(m, p, s, L, inside, &risk_n);
+                inside |= todo;
+                if (todo && popcount64(inside & on) >= best_size) break;
+            }
         }
         int size = popcount64(inside & on);
         if (size < best_size) {
@@ -299,7 +406,10 @@ static void por_arrays(Por *p, void **slots[POR_ARRAYS]) {
         (void **)&p->st_gr, (void **)&p->st_instr, (void **)&p->st_hr, (void **)&p->st_hw,
         (void **)&p->fm_r, (void **)&p->fm_w, (void **)&p->block_bit, (void **)&p->slot_w,
         (void **)&p->slot_mem, (void **)&p->entry_w, (void **)&p->entry_r_mem,
-        (void **)&p->entry_w_mem};
+        (void **)&p->entry_w_mem, (void **)&p->ov_bit, (void **)&p->ov_inst,
+        (void **)&p->ov_w_off, (void **)&p->ov_w_agent, (void **)&p->ov_w_pos,
+        (void **)&p->ov_w_last, (void **)&p->ov_cum, (void **)&p->ov_unb, (void **)&p->ov_slot_k,
+        (void **)&p->ov_slot_per, (void **)&p->ov_entry};
     memcpy(slots, all, sizeof(all));
 }
 
@@ -310,6 +420,7 @@ static void por_free(Por *p) {
     free(p->cur_r); free(p->cur_w); free(p->f_r); free(p->f_w); free(p->f_t);
     free(p->mem_r); free(p->mem_w); free(p->act); free(p->hz); free(p->stop_n);
     free(p->stop_ids); free(p->conflicts); free(p->stop_need); free(p->keep);
+    free(p->ov_k); free(p->ov_lag); free(p->ov_wr); free(p->ov_to);
     memset(p, 0, sizeof(*p));
 }
 
@@ -326,7 +437,7 @@ static int por_load(const Model *m, Por *p, PyObject *tables) {
         PyErr_SetString(PyExc_ValueError, "malformed persistent-set tables");
         return -1;
     }
-    p->RW = sc[0]; p->MW = sc[1]; p->memory = sc[2];
+    p->RW = sc[0]; p->MW = sc[1]; p->memory = sc[2]; p->overruns = sc[3]; p->n_ov = sc[4];
     free(sc);
     void **slots[POR_ARRAYS];
     por_arrays(p, slots);
@@ -354,6 +465,10 @@ static int por_load(const Model *m, Por *p, PyObject *tables) {
     p->stop_need = malloc((size_t)64 * max_stops * sizeof(uint64_t));
     p->conflicts = malloc(64 * sizeof(uint64_t));
     p->keep = malloc(n_act + 1);
+    int n_ov = p->n_ov > 0 ? p->n_ov : 1;
+    p->ov_k = malloc(n_ov * sizeof(int)); p->ov_lag = malloc(n_ov * sizeof(int));
+    p->ov_wr = malloc(n_ov * sizeof(uint64_t)); p->ov_to = malloc(n_ov * sizeof(uint64_t));
+    if (!p->ov_k || !p->ov_lag || !p->ov_wr || !p->ov_to) { PyErr_NoMemory(); return -1; }
     if (!p->cur_r || !p->cur_w || !p->f_r || !p->f_w || !p->f_t || !p->mem_r || !p->mem_w ||
         !p->act || !p->hz || !p->stop_n || !p->stop_ids || !p->stop_need || !p->conflicts ||
         !p->keep) {

@@ -76,7 +76,8 @@ def _rss_bytes() -> int:
 
 
 def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(),
-                     progress=None, symmetry=None, partial_order: bool = False):
+                     progress=None, symmetry=None, partial_order: bool = False,
+                     overruns: bool = False):
     """The raw breadth-first search of explore.py on the compiled core (an ExploreResult);
     raises `Refused` for a System outside it. With `symmetry` (a Symmetry of thread classes
     only), the search explore.py makes without partial-order reduction: one state per orbit
@@ -88,7 +89,7 @@ def explore_compiled(system: System, limits, ignore: frozenset[str] = frozenset(
     if symmetry is not None and symmetry.blocks:
         raise Refused("block symmetry")
     scalars, arrays, codes, init = flatten(system, ignore, classes)
-    tables = persistent_tables(system, classes) if partial_order else None
+    tables = persistent_tables(system, classes, overruns) if partial_order else None
     canon = thread_canon(system, classes)
     init = [0 if isinstance(v, tuple) else v for v in canon(system.initial_state())]
     budget = -1 if limits.max_memory_mb is None else \

@@ -49,7 +49,7 @@ from ...model.violations import Place, Violation, primary, tolerance
 from .parity_returns import Conflict, ParityReturns, search_return
 from .compiled import Refused, available, explore_compiled
 from .compiled import chosen as chosen_core
-from .por import depth_unkept, leaves_nothing_out, persistent_sets
+from .por import depth_unkept, keeps_overruns, leaves_nothing_out, persistent_sets
 from .search_result import (ExploreResult, Limits, _concretize, _rss_bytes,  # noqa: F401
                             _states)
 from .store import StateStore
@@ -148,7 +148,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         partial_order = False
         partial_order_off = ("a suppressed finding's state is a dead end, which the persistent "
                              "sets do not account for")
-    local = persistent_sets(system, classes) if reduction and partial_order else None
+    # sets that keep BP101 and BP102 at their depth where they are the only rules left whose
+    # shortest violation the sets may put off (por_overrun.py)
+    overruns = reduction and partial_order and keeps_overruns(system, ignore)
+    local = persistent_sets(system, classes, overruns) if reduction and partial_order else None
     if local is not None:
         # A reduction whose sets leave nothing out costs time and saves no state: off. Decided
         # on a fixed sample of the graph (por.py), so both search orders decide alike.
@@ -164,13 +167,13 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             (order == "bfs" or chosen_core(core) == "compiled") and available():
         try:
             found = explore_compiled(system, limits, ignore, progress, symmetry,
-                                     partial_order=local is not None)
+                                     partial_order=local is not None, overruns=overruns)
             found.partial_order_off = partial_order_off
             if store_mode == "fingerprint":
                 found.collision_probability = 0.0
             if local is None or found.status != "violation":
                 return found
-            if not depth_unkept(system, ignore):
+            if not depth_unkept(system, ignore, overruns):
                 found.notes.append(DEPTH_KEPT_NOTE)
                 return found
             # as `confirmed` below: the shortest is the search's without the persistent sets
@@ -348,7 +351,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     return alias
             return violation, witness
 
-        if local is not None and shortest and not depth_unkept(system, ignore):
+        if local is not None and shortest and not depth_unkept(system, ignore, overruns):
             # every rule left is one the persistent sets meet at its full-graph depth
             notes.append(DEPTH_KEPT_NOTE)
         elif local is not None and shortest:

@@ -16,6 +16,7 @@ from .flatten import CHUNK, Refused
 from bisect import bisect_right
 
 from .por import HORIZON_WAITS, PersistentSets
+from .por_overrun import Arrivals
 
 # Actor sets are one 64-bit word in C.
 MAX_ACTORS = 64
@@ -45,7 +46,7 @@ def _stop_pcs(p: PersistentSets, a: int, pc: int) -> list[int]:
     return found
 
 
-def persistent_tables(system, classes) -> tuple:
+def persistent_tables(system, classes, overruns: bool = False) -> tuple:
     """(scalars, arrays) of the C chooser, or `Refused`."""
     actors = system.n_agents + len(system.slots) + len(system.queue_agents)
     if actors > MAX_ACTORS:
@@ -126,9 +127,38 @@ def persistent_tables(system, classes) -> tuple:
                 er, ew = p.entry_mem[instr.aux] if p.has_memory else (0, 0)
                 entry_r_mem += _chunks(er, MW)
                 entry_w_mem += _chunks(ew, MW)
-    scalars = [RW, MW, int(p.has_memory)]
+    n_ov, ov = _overrun_tables(system, p) if overruns else (0, [[0]] * 11)
+    scalars = [RW, MW, int(p.has_memory), int(overruns), n_ov]
     arrays = [r, w, fr, fw, only, leaves, rel_r, rel_w, onto_bit, onto_pos, local, st_off,
               st_gr or [0], st_instr or [0], st_hr or [0], st_hw or [0], fm_r, fm_w,
               block_bit, slot_w or [0], slot_mem or [0], entry_w or [0], entry_r_mem or [0],
-              entry_w_mem or [0]]
+              entry_w_mem or [0], *ov]
     return scalars, arrays
+
+
+def _overrun_tables(system, p: PersistentSets) -> tuple[int, list[list[int]]]:
+    """The number of Pallas barriers and por_overrun.py's `Arrivals` as _por.c's ov_ arrays
+    (per Pallas barrier; per (agent, pc) at `issued`'s index, the end included; per slot; per
+    queue entry in the core's numbering)."""
+    arr = Arrivals(system, p)
+    n = len(arr.insts)
+    bit = [b.bit_length() - 1 for b in arr.bits]
+    w_off, w_agent, w_pos, w_last = [0], [], [], []
+    for row in arr.waiters:
+        for a, pos, last in row:
+            w_agent.append(a)
+            w_pos.append(pos)
+            w_last.append(last)
+        w_off.append(len(w_agent))
+    cum = [c for rows in arr.cum for row in rows for c in row]
+    unb = [u for rows in arr.unbounded for row in rows for u in row]
+    slot_k = [k for k, _ in arr.slot]
+    slot_per = [d for _, d in arr.slot]
+    entry = []
+    for a in system.queue_agents:
+        for instr in system.programs[a]:
+            if instr.op == ins.ISSUE_TCGEN05:
+                entry += [arr.entry[instr.aux].count(k) for k in range(n)]
+    return n, [bit or [0], arr.insts or [0], w_off, w_agent or [0], w_pos or [0],
+            w_last or [0], cum or [0], unb or [0], slot_k or [0], slot_per or [0],
+            entry or [0]]

@@ -37,7 +37,9 @@ write their inputs, once per distinct resource mask, and the set is remembered b
 of the state where states share that (`_Memo`). `leaves_nothing_out` tells the explorer where
 the reduction saves nothing. `depth_unkept` names the rules whose shortest violation the sets
 may put off to a greater depth: where none is left, the reduced breadth-first search's
-counterexample is a shortest one without a confirming search. tests/por_reference.py keeps
+counterexample is a shortest one without a confirming search; `keeps_overruns` says where the
+chooser counts arrivals (`chooser(keep_overruns=True)`, por_overrun.py) so that BP101 and BP102
+are kept too. tests/por_reference.py keeps
 the chooser before these savings as the oracle this one is compared with.
 """
 
@@ -147,6 +149,7 @@ class PersistentSets:
                 for agent, pc, resource in t.writes_at:
                     writes[agent][pc] |= mask((resource,))
         self.touched = touched
+        self.P = P
         self.reads, self.writes = reads, writes
         self.guard_only = guard_only
         # BP146 reads whether a thread stands at an access into an exited block: a seed may
@@ -267,14 +270,16 @@ class PersistentSets:
         waits on before it. All of that depends on the program only; what is left for a state
         is whether the guard is false now and who else may write what it reads."""
         table = []
+        self.stop_pcs = []      # the same stops' program points
         for a, prog in enumerate(self.system.programs):
             srow, wrow, base = self.step_r[a], self.step_w[a], self.reads[a]
+            pcs_row = []
             ahead = self.blocking[a]
             rows = []
             for pc in range(len(prog)):
                 hr = hw = own = 0
                 q = pc
-                row = []
+                row, at = [], []
                 first = bisect_right(ahead, pc)
                 for b in ahead[first:first + HORIZON_WAITS]:
                     while q < b:
@@ -285,11 +290,15 @@ class PersistentSets:
                     gr = self.reads[a][b] | self.guard_only[a][b]
                     if not own & gr:
                         row.append((gr, self.guards[a][b], prog[b], hr, hw))
+                        at.append(b)
                 rows.append(tuple(row))
+                pcs_row.append(tuple(at))
             table.append(rows)
+            self.stop_pcs.append(pcs_row)
         return table
 
-    def chooser(self, always_remember: bool = False) -> Callable[[tuple], list[int] | None]:
+    def chooser(self, always_remember: bool = False, keep_overruns: bool = False
+                ) -> Callable[[tuple], list[int] | None]:
         """The per-state choice. Everything a program point decides is read from the tables
         built above; a state adds only its guards, which actors exist (finished threads,
         in-flight copies, queue entries) and, per distinct resource mask a step reads or
@@ -327,14 +336,27 @@ class PersistentSets:
             row.append(None)        # finished
             info.append(row)
 
+        # Keeping BP101 and BP102 at their depth (por_overrun.py): the arrivals each actor
+        # outside a set can still make on each Pallas barrier decide whether the set is safe.
+        keep = keep_overruns
+        if keep:
+            from .por_overrun import Arrivals, completions, fields, lag
+            arrivals = Arrivals(system, self)
+            # per thread and position: its stops that have a guard, with their program points
+            hz_at = [[tuple((st[0], st[1], st[2], b) for st, b in
+                            zip(self.stop_table[a][pc], self.stop_pcs[a][pc])
+                            if st[1] is not None) for pc in range(len(prog))]
+                     for a, prog in enumerate(system.programs)]
+
         # the threads with a local step somewhere, and where (most protocols have none)
         local_at = [(a, frozenset(pc for pc, x in enumerate(row) if x is not None and x[-1]))
                     for a, row in enumerate(info)]
         local_at = [(a, pcs) for a, pcs in local_at if pcs]
 
         def choose(state: tuple) -> list[int] | None:
-            # A local step first: nothing to compute.
-            for a, pcs in local_at:
+            # A local step first: nothing to compute (unless it must keep overruns: others
+            # may complete a barrier outside it).
+            for a, pcs in (() if keep else local_at):
                 pc = state[a]
                 if pc in pcs:
                     x = info[a][pc]
@@ -347,7 +369,7 @@ class PersistentSets:
             act, cur_r, cur_w, f_r, f_w, f_t, stops_of = [], [], [], [], [], [], []
             on = staged = 0
             seeds = []
-            remember = memo.active
+            remember = memo.active and not keep    # the safety reads counts and phases
             if remember:
                 # what the choice reads of the state beyond the program counters and what is
                 # in flight, as bits: onto-wait flags and the stops' guards (taken now), one
@@ -514,6 +536,75 @@ class PersistentSets:
             # writers: taken once per state, when first needed.
             stops: dict[int, list] = {}
 
+            at_risk = None
+
+            def overruns(inside: int) -> int:
+                """The actors outside `inside` that must join it so that no path outside
+                it leaves a Pallas waiter two completions behind (por_overrun.py)."""
+                nonlocal at_risk
+                if at_risk is None:
+                    at_risk = []
+                    for k, b in enumerate(arrivals.bits):
+                        behind = lag(system, arrivals, state, k)
+                        if behind < 0:
+                            continue
+                        wr = to = 0
+                        for j in range(L):
+                            if f_w[j] & b:
+                                wr |= bits[j]
+                            if f_t[j] & b:
+                                to |= bits[j]
+                        at_risk.append((k, behind, wr, to))
+                add = 0
+                for k, behind, wr, to in at_risk:
+                    if behind >= 2:
+                        add |= to & ~inside
+                        continue
+                    out = wr & ~inside
+                    if not out:
+                        continue
+                    total, wild, arrivers = 0, False, 0
+                    m = out
+                    while m:
+                        low = m & -m
+                        m ^= low
+                        j = low.bit_length() - 1
+                        x = act[j]
+                        if x < A:
+                            pc = state[x]
+                            end = len(system.programs[x])
+                            for gr, guard, instr, b in hz_at[x][pc]:
+                                if guard(system, state, instr):
+                                    continue
+                                need = 0
+                                for q in range(L):
+                                    if gr & f_w[q]:
+                                        need |= bits[q]
+                                if not need & ~low & ~inside:
+                                    end = b
+                                    break
+                            cum, unb = arrivals.cum[x], arrivals.unbounded[x]
+                            loose = unb[end][k] > unb[pc][k]
+                            got = cum[end][k] - cum[pc][k]
+                        elif x < A + n_slots:
+                            kk, per = arrivals.slot[x - A]
+                            loose = kk == k and per < 0
+                            got = max(per, 0) * state[slot_base + x - A] if kk == k else 0
+                        else:
+                            got, loose = 0, False
+                            for e in state[queue_base + x - A - n_slots]:
+                                got += arrivals.entry[e].count(k)
+                        total += got
+                        wild = wild or loose
+                        if got or loose:
+                            arrivers |= low
+                    pending, expected = fields(system, state, arrivals.insts[k])
+                    if behind + completions(total, wild, pending, expected) > 1:
+                        # those that arrive first (the set is checked again once closed),
+                        # the writers that may complete a phase by tx bytes alone after
+                        add |= arrivers or out
+                return add
+
             # the seeds with the fewest direct conflicts first: a set of one ends the search
             starts.sort(key=_first)
             sure = on & ~staged     # enabled actors a conflict always adds (no horizon)
@@ -607,6 +698,12 @@ class PersistentSets:
                         todo |= new
                         if (inside & on).bit_count() >= best_size:
                             break
+                    if keep and not todo:
+                        # closed: the actors that could overrun a phase outside it join
+                        todo = overruns(inside)
+                        inside |= todo
+                        if todo and (inside & on).bit_count() >= best_size:
+                            break
                 size = (inside & on).bit_count()
                 if size < best_size:
                     best, best_size = inside, size
@@ -680,7 +777,21 @@ DEPTH_KEPT = frozenset({"BP100", "BP103", "BP104", "BP105", "BP130", "BP144"})
 NO_SEARCH = frozenset({"BP110", "BP111", "BP112", "BP120", "BP140", "BP143", "BP145", "BP190"})
 
 
-def depth_unkept(system: System, ignore: frozenset = frozenset()) -> list[str]:
+# BP101 at a completion and BP102, kept where the chooser counts arrivals (por_overrun.py).
+OVERRUNS = frozenset({"BP101", "BP102"})
+
+
+def keeps_overruns(system: System, ignore: frozenset = frozenset()) -> bool:
+    """Whether the chooser should count arrivals: BP101 or BP102 is left, every other rule
+    left is kept anyway, and the System's BP101 is the completion rule alone. Elsewhere a
+    confirming search runs all the same, and the sets stay as small as they were."""
+    from .por_overrun import keepable
+    left = set(depth_unkept(system, ignore))
+    return bool(left) and left <= OVERRUNS and keepable(system)
+
+
+def depth_unkept(system: System, ignore: frozenset = frozenset(),
+                 overruns_kept: bool = False) -> list[str]:
     """The rules, not ignored, whose first violation the persistent sets may put off to a greater
     depth than the full graph's (every known code but those kept, and those the System cannot
     raise: races without memory effects, hardware-barrier rules without hardware barriers,
@@ -696,16 +807,18 @@ def depth_unkept(system: System, ignore: frozenset = frozenset()) -> list[str]:
         cannot.add("BP146")
     if not getattr(system, "init_insts", ()):
         cannot.add("BP147")
+    if overruns_kept:       # the chooser counts arrivals (por_overrun.py)
+        cannot |= OVERRUNS
     return sorted(set(CODES) - set(ignore) - DEPTH_KEPT - cannot)
 
 
-def persistent_sets(system: System, classes: list[list[int]] | None = None
-                    ) -> Callable[[tuple], list[int] | None] | None:
+def persistent_sets(system: System, classes: list[list[int]] | None = None,
+                    keep_overruns: bool = False) -> Callable[[tuple], list[int] | None] | None:
     """The persistent-set chooser for `system`, or None when nothing can be reduced (a single
-    agent)."""
+    agent); with `keep_overruns`, sets that keep BP101 and BP102 at their depth."""
     if system.n_agents + len(system.slots) + len(system.queue_agents) <= 1:
         return None
-    return PersistentSets(system, classes).chooser()
+    return PersistentSets(system, classes).chooser(keep_overruns=keep_overruns)
 
 
 def leaves_nothing_out(system: System, choose: Callable[[tuple], list[int] | None],
