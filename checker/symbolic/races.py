@@ -51,8 +51,9 @@ write, is a race. The prover checks it on the class systems of prove.py:
   thread can go (retired.py, also for a peeled stage issued before the loop): the ACCESS at the
   issue still covers them.
 - cp.async copies, TMA stores, WGMMAs and tcgen05.st into (from) buffers only their own
-  thread touches: proved along that thread's program (own_copies.py), with no place in the
-  class systems.
+  thread touches, or cells no other agent touches (own_cells: two warpgroups storing from
+  their own staging slots): proved along that thread's program (own_copies.py), with no place
+  in the class systems; a buffer all of whose accesses are so (owned_buffer) has none either.
 - A tcgen05 MMA that arrives on no barrier of the class owning its cells (a plain MMA, whose
   operands a commit releases in one class and whose accumulator another commit hands off in
   another): its thread's tensor-core queue completes in order, so it is done once a later
