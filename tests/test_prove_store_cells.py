@@ -95,3 +95,20 @@ def test_store_in_flight_across_a_k_loop_without_its_wait_is_refuted():
     assert proof.verdict == "violation" and proof.codes == ["BP200"], proof.coverage
     assert proof.params["steps"] == 1
     assert check_kernel(kernel, {"steps": 1}).codes == ["BP200"]
+
+
+def test_each_block_of_a_cluster_stores_from_its_own_copy_of_the_slot():
+    """The same slot index in two blocks is two blocks' memory: proved, the explorer agreeing."""
+    @protocol(symbolic=("tiles",))
+    def per_block(k, tiles=2):
+        k.cluster(x=2)
+        k.threads(1, name="wg")
+        k.assume(tiles >= 0)
+        out = k.SMEM(slots=1)
+        with k.loop(tiles):
+            k.wait_smem_to_gmem(0)
+            k.write(out.at[0])
+            k.copy_smem_to_gmem(out.at[0])
+        k.wait_smem_to_gmem(0)
+    proof = _agree(per_block.build(), "tiles")
+    assert proof.verdict == "proved", proof.coverage

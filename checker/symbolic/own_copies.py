@@ -93,6 +93,12 @@ def own_cells(frag: "Fragment", role: "Role", item: "Item", bop: "BodyOp") -> bo
                     refs, more = _refs_at(o, other, it, b, "other!")
                 except Unsupported:
                     return False
+                if other.block != role.block:      # another block: another grid position
+                    fresh = [(g, z3.FreshInt("grid")) for g in frag.grid_vars.values()]
+                    for r in refs:
+                        r[0].index = [z3.substitute(t, *fresh) if fresh else t
+                                      for t in r[0].index]
+                    more = [z3.substitute(f, *fresh) if fresh else f for f in more]
                 for m2, w2 in refs:
                     if not other.single and frag.kernel.thread_axis in \
                             set().union(*[free_vars(e) for e in m2.exprs()]):
