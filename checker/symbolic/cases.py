@@ -40,13 +40,14 @@ def top_case(kernel: Kernel, symbolic: Sequence[str]) -> tuple[str, int, Kernel,
 
 
 def prove_by_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
-                   timeout: float, prove: Callable, check_at: Callable):
+                   timeout: float, prove: Callable, check_at: Callable, strides: bool = True):
     """`prove(kernel, symbolic, fixed, timeout)`, split first on a top-level branch over a
     parameter (recursively); `check_at(kernel, values)` is the explorer for a case with nothing
-    symbolic left, returning (ok, text)."""
+    symbolic left, returning (ok, text). `strides`: also split a ring's strides into whole
+    laps (stride_split.py), as the barrier proof does."""
     case = top_case(kernel, symbolic)
     if case is None:
-        strided, _ = stride_cases(kernel, symbolic, fixed)
+        strided, _ = stride_cases(kernel, symbolic, fixed) if strides else (None, None)
         if strided:
             return _prove_strided(strided, fixed, timeout, prove, check_at)
         return prove(kernel, symbolic, fixed, timeout)
@@ -54,7 +55,7 @@ def prove_by_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, 
     n, v, at, rest = case
     left = [s for s in symbolic if s != n]
     if left:
-        first = prove_by_cases(at, left, {**fixed, n: v}, timeout / 2, prove, check_at)
+        first = prove_by_cases(at, left, {**fixed, n: v}, timeout / 2, prove, check_at, strides)
         first_ok, first_text = first.status == "proved", first.reason
     else:
         first_ok, first_text = check_at(at, {**fixed, n: v})
@@ -67,7 +68,7 @@ def prove_by_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, 
                      classes=first.classes if first else [])
     # the rest of the budget: `prove` draws from the run's one budget (prove.py), whose count,
     # not the clock, caps what the second case spends
-    second = prove_by_cases(rest, symbolic, fixed, timeout, prove, check_at)
+    second = prove_by_cases(rest, symbolic, fixed, timeout, prove, check_at, strides)
     second.seconds = time.perf_counter() - start
     case_text = f"case {n} = {v}: " + ("verified by the explorer" if first is None
                                        else "proved") + f"; case {n} != {v}"

@@ -29,6 +29,7 @@ import z3
 
 from ...model import kinds
 from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
+from ...model.ir import free_vars
 from .terms import Unsupported, z_bool, z_int
 
 if TYPE_CHECKING:
@@ -55,6 +56,122 @@ def private_buffers(frag: "Fragment", role: "Role", op) -> bool:
                 if other is not role or bop.op.kind not in OWN_KINDS:
                     return False
     return True
+
+
+def own_cells(frag: "Fragment", role: "Role", item: "Item", bop: "BodyOp") -> bool:
+    """No agent but `role`'s thread touches a cell the access `bop` touches, one of the two
+    writing, for every parameter value and loop position (two warpgroups each storing from its
+    own staging slot `out_smem.at[wg, slot]`): then, as for `private_buffers`, every race on
+    those cells is between the thread and its own accesses in flight (own_copies_retired).
+
+    Another role's reference is apart when Z3 proves that the slot indices the two name differ
+    in some dimension of their common prefix (the region dimensions after them are judged
+    whole, coarser), with each loop coordinate free within its trip count. Loads, stores and
+    accesses waited for by their own thread resolve in their own block (model/compile.py
+    `_accesses`), so another block's such accesses touch other memory; a TMA load may land in
+    any block (a multicast), so it is compared in every block. The thread's own loads, stores
+    and self-waited accesses are left to own_copies_retired; its other accesses (a TMA load it
+    issues, an MMA) are asynchronous agents of their own, compared like another role's."""
+    op = bop.op
+    if not role.single or not op.reads + op.writes:
+        return False
+    solver = frag.solver
+    try:
+        mine, facts = _refs_at(op, role, item, bop, "copy!")
+    except Unsupported:
+        return False
+    names = {m.alloc.name for m, _ in mine}
+    for other in frag.roles:
+        for it in other.items:
+            for b in it.ops:
+                o = b.op
+                theirs = [(m, w) for m, w in _refs(o) if m.alloc.name in names]
+                if not theirs or (o.kind in OWN_KINDS and (
+                        other is role or other.block != role.block)):
+                    continue
+                try:
+                    refs, more = _refs_at(o, other, it, b, "other!")
+                except Unsupported:
+                    return False
+                if other.block != role.block:      # another block: another grid position
+                    fresh = [(g, z3.FreshInt("grid")) for g in frag.grid_vars.values()]
+                    for r in refs:
+                        r[0].index = [z3.substitute(t, *fresh) if fresh else t
+                                      for t in r[0].index]
+                    more = [z3.substitute(f, *fresh) if fresh else f for f in more]
+                for m2, w2 in refs:
+                    if not other.single and frag.kernel.thread_axis in \
+                            set().union(*[free_vars(e) for e in m2.exprs()]):
+                        return False       # its threads' slots are not told apart here
+                    for m1, w1 in mine:
+                        if m1.alloc.name != m2.alloc.name or not (w1 or w2):
+                            continue
+                        if not _apart(m1, m2, facts + more, solver):
+                            return False
+    return True
+
+
+def owned_buffer(frag: "Fragment", alloc) -> bool:
+    """Every access to `alloc` is a load, store or self-waited access of a single thread to
+    cells no other agent touches (own_cells), each self-waited one retired before its thread
+    touches those cells again (own_copies_retired): no race on the buffer is possible, and it
+    needs no place in the class systems (the staging buffer of an epilogue whose warpgroups
+    each store from their own slots)."""
+    users = {id(op) for op in frag.kernel.ops()
+             if any(m.alloc is alloc for m in op.reads + op.writes)}
+    seen = set()
+    for role in frag.roles:
+        for item in role.items:
+            for bop in item.ops:
+                op = bop.op
+                if id(op) not in users:
+                    continue
+                seen.add(id(op))
+                if op.kind not in OWN_KINDS or not own_cells(frag, role, item, bop):
+                    return False
+                if op.kind in ASYNC_GROUPS and not own_copies_retired(frag, role, item, bop):
+                    return False
+    return bool(users) and seen == users
+
+
+def _refs(op) -> list:
+    return [(m, True) for m in op.writes] + [(m, False) for m in op.reads]
+
+
+def _refs_at(op, role: "Role", item: "Item", bop: "BodyOp", tag: str):
+    """The references of `op` as (ref, their index terms, writes) in its role's environment,
+    with the facts on its loop coordinate (`tag` names it apart) and the conditions it runs
+    under."""
+    env = dict(role.env)
+    facts = [_conds(item.conds, env)]
+    if item.kind == "loop":
+        i = z3.Int(f"{tag}{role.name}!{item.loop.var}")
+        facts += [i >= 0, i < z_int(item.loop.trip, env)]
+        env[item.loop.var] = i
+        facts.append(_conds(bop.conds, env))
+    return [(_Ref(m, [z_int(e, env) for e in m.index]), w) for m, w in _refs(op)], facts
+
+
+class _Ref:
+    """A memory reference with its slot indices as Z3 terms."""
+
+    def __init__(self, ref, index):
+        self.ref, self.alloc, self.index = ref, ref.alloc, index
+
+    def exprs(self):
+        return self.ref.exprs()
+
+
+def _apart(a: _Ref, b: _Ref, facts, solver) -> bool:
+    n = min(len(a.index), len(b.index))
+    if n == 0:
+        return False
+    for x, y in zip(a.index[:n], b.index[:n]):
+        x, y = z3.simplify(x), z3.simplify(y)
+        if z3.is_int_value(x) and z3.is_int_value(y) and x.as_long() != y.as_long():
+            return True                    # two numbers: no solver needed
+    return not solver.possible(z3.And([x == y for x, y in zip(a.index[:n], b.index[:n])]),
+                               *facts)
 
 
 def own_copies_retired(frag: "Fragment", role: "Role", item: "Item", bop: "BodyOp",
@@ -136,6 +253,11 @@ def own_copies_retired(frag: "Fragment", role: "Role", item: "Item", bop: "BodyO
             return False
         var, trip = cur.loop.var, z_int(cur.loop.trip, env)
         if b is None:                      # entering a loop after the copy
+            if _inert(cur, env, path, group, overlaps):
+                # no iteration touches the copy's cells or its group: past the loop, the copy
+                # is as it was (a K loop between one tile's stores and the next tile's wait)
+                work.append(((n + 1, None, None, stepped), later, path))
+                continue
             if stepped >= HORIZON:
                 return False
             runs = z3.And(_conds(cur.conds, env), trip >= 1)
@@ -156,6 +278,21 @@ def own_copies_retired(frag: "Fragment", role: "Role", item: "Item", bop: "BodyO
         for path2, later2, retired in step:
             if not retired:
                 work.append(((n, b + 1, it, stepped), later2, path2))
+    return True
+
+
+def _inert(loop: "Item", env, path, group, overlaps) -> bool:
+    """No iteration of `loop` issues or waits for an access of `group` or may touch the cells
+    of the copy in flight: every iteration, run or not, leaves the copy as it was."""
+    i = z3.Int(f"inert!{loop.loop.var}")
+    benv = {**env, loop.loop.var: i}
+    inside = path + [_conds(loop.conds, env), i >= 0, i < z_int(loop.loop.trip, env)]
+    for b in loop.body:
+        kind = b.op.kind
+        if ASYNC_GROUPS.get(kind) == group or ASYNC_WAITS.get(kind, (None,))[0] == group:
+            return False
+        if overlaps(b.op, benv, inside + [_conds(b.conds, benv)]):
+            return False
     return True
 
 

@@ -953,7 +953,11 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if proof.status == "proved" and races_open:
         # the races get what the barrier proof left of the budget
         budget.enter("race proof")
-        races = prove_races(published, symbolic, fixed, budget)
+        # split on a top-level branch over a parameter as the barrier proof is (cases.py:
+        # `k_steps == 1` by the explorer, races and all; the rest with `k_steps >= 2` assumed)
+        races = prove_by_cases(published, symbolic, fixed, timeout,
+                               lambda k, s, f, _: prove_races(k, s, f, budget), check_case,
+                               strides=False)
     open_exit = None
     if proof.status == "proved" and "BP105" not in options.ignored() and \
             (races is None or races.status == "proved"):

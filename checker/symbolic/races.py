@@ -51,8 +51,9 @@ write, is a race. The prover checks it on the class systems of prove.py:
   thread can go (retired.py, also for a peeled stage issued before the loop): the ACCESS at the
   issue still covers them.
 - cp.async copies, TMA stores, WGMMAs and tcgen05.st into (from) buffers only their own
-  thread touches: proved along that thread's program (own_copies.py), with no place in the
-  class systems.
+  thread touches, or cells no other agent touches (own_cells: two warpgroups storing from
+  their own staging slots): proved along that thread's program (own_copies.py), with no place
+  in the class systems; a buffer all of whose accesses are so (owned_buffer) has none either.
 - A tcgen05 MMA that arrives on no barrier of the class owning its cells (a plain MMA, whose
   operands a commit releases in one class and whose accumulator another commit hands off in
   another): its thread's tensor-core queue completes in order, so it is done once a later
@@ -86,7 +87,7 @@ from ...model.ir import Var, free_vars
 from ...model.compile import ASYNC_GROUPS, ASYNC_WAITS
 from .classes import BarrierClass, _ring_indexed, placed, ring_lhs
 from .counters import ACCESS, K, COp
-from .own_copies import own_copies_retired, private_buffers
+from .own_copies import own_cells, own_copies_retired, owned_buffer, private_buffers
 from .own_regions import own_region_keys, ref_key
 from .region_cells import region_cells, within_buffer
 from .retired import retired_before_next_slot_event
@@ -121,7 +122,11 @@ def assign_buffers(frag: "Fragment") -> None:
     frag.private_buffers = set()
     frag.own_regions = set()
     frag.region_cells = {}
+    frag.owned_buffers = set()
     for alloc in k.buffers:
+        if owned_buffer(frag, alloc):      # judged along its threads' programs alone
+            frag.owned_buffers.add(alloc.name)
+            continue
         dims = [z3.simplify(z_int(d, frag.base_env)) for d in alloc.shape]
         private = not all(z3.is_int_value(d) for d in dims) and _thread_private(k, alloc)
         if private:
@@ -415,8 +420,7 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
         return [COp(ACCESS, (), guard=ctx.guard(bop.conds), rank=rank, text=op.describe(),
                     access=tuple(access))]
     if op.kind in WAITED_KINDS:
-        if private_buffers(builder.frag, role, op) and \
-                own_copies_retired(builder.frag, role, item, bop):
+        if _own(builder, role, item, bop) and own_copies_retired(builder.frag, role, item, bop):
             return []           # only its own thread touches the cells, never while in flight
         if not _waited_next(builder, role, item, bop, ctx) and \
                 not retired_before_next_slot_event(builder, role, item, bop):
@@ -436,7 +440,7 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
             raise Unsupported(f"`{op.describe()}` touches a buffer of one barrier class and "
                               "completes on a barrier of another (or on none)", op.loc)
         return None
-    if op.kind == primitives.CP_ASYNC and private_buffers(builder.frag, role, op):
+    if op.kind == primitives.CP_ASYNC and _own(builder, role, item, bop):
         if own_copies_retired(builder.frag, role, item, bop):
             return []           # only its own thread touches the cells, never while in flight
         raise Unsupported(f"`{op.describe()}` may still be in flight when its thread touches "
@@ -444,6 +448,13 @@ def access_cops(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyO
                           "are left to the explorer", op.loc)
     raise Unsupported(f"the memory effects of `{op.describe()}` are outside the prover's "
                       "fragment", op.loc)
+
+
+def _own(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp") -> bool:
+    """Only the issuing thread touches what `bop` touches: its buffers, or its cells (own_cells:
+    two warpgroups storing from their own staging slots)."""
+    return private_buffers(builder.frag, role, bop.op) or \
+        own_cells(builder.frag, role, item, bop)
 
 
 def _owner(builder: "ClassBuilder", role: "Role", ref):
