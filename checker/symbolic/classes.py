@@ -144,9 +144,17 @@ def _ring_indexed(self: "Fragment", alloc, S, memory: bool = False) -> bool:
 
 
 def _ring_ref(self: "Fragment", role, item, ref, S) -> bool:
-    """`ref` is `(i + c) % S` in a loop over i, or a constant slot outside loops."""
-    if getattr(ref, "block", None) is not None or len(ref.index) != 1:
+    """`ref` is `(i + c) % S` in a loop over i, or a constant slot outside loops; on its own
+    block or on a block the fixed parameters name (a peer's slot: the class holds the slot
+    in every block, as a ring of symbolic size does)."""
+    if len(ref.index) != 1:
         return False
+    if getattr(ref, "block", None) is not None:
+        try:
+            for c in ref.block:
+                self.concrete(c, "a remote block", role.env)
+        except Unsupported:
+            return False
     try:
         lhs = ring_lhs(self, ref, role.env, S)
     except Unsupported:
