@@ -57,8 +57,7 @@ ACCOUNTED = {
     "examples/races.py::every_lane_arrives": T_RACES,
     "examples/races.py::mailbox_ack_after_copy": T_RACES,
     "examples/races.py::tmem_stats_waited": T_RACES,
-    "examples/prove_field.py::umma_2cta_synchronized_exit":
-        "not proved: work budget (the class system of a 2-block cluster ring; bench/SYMBOLIC.md)",
+    "examples/prove_field.py::umma_2cta_synchronized_exit": T_FIELD,
     "examples/prove_field.py::elected_lane_handoff_per_warp": T_FIELD,
     "examples/prove_field.py::pingpong_predicated_wait": T_FIELD,
     "examples/prove_field.py::multicast_ring_cluster_consumers":
@@ -78,9 +77,8 @@ ACCOUNTED = {
     "examples/patterns/cutlass_pipelines.py::pipeline_async": T_SYMBOLIC,
     "examples/patterns/cutlass_pipelines.py::mainloop_release_lag": T_SYMBOLIC,
     "examples/patterns/cutlass_pipelines.py::tma_multicast_2x1":
-        "not proved: its ring class of symbolic size reaches `arrive(empty)` of block 1 in the "
-        "samples at stages = consumers = steps = 1, where the explorer finds no violation (an "
-        "imprecision of that abstraction on a 2-block cluster ring; bench/SYMBOLIC.md)",
+        "not proved: work budget (the ring class holds both blocks' slot, 101 variables, "
+        "217,267 states at the small sample points; bench/SYMBOLIC.md)",
     "examples/patterns/flash_attention.py::fa3_forward_pingpong": T_SYMBOLIC,
     "examples/patterns/flash_attention.py::fa3_forward_pingpong_bare_parity":
         "test_prove_bare_parity.py",

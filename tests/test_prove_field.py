@@ -43,9 +43,9 @@ BENCH_PROVED = ["elected_lane_handoff_per_warp", "pingpong_predicated_wait",
                 "single_stage_async_dot", "umma_pipeline_without_producer_tail",
                 "fa3_round_robin_tokens", "arrive_drop_early_exit", "persistent_ceil_tiles",
                 "split_k_cluster_synchronized", "mbarrier_handoff_then_syncthreads",
-                "named_barriers_nested_tile_k"]
+                "named_barriers_nested_tile_k", "umma_2cta_synchronized_exit"]
 PROVED = ["arrive_drop_early_exit", "split_k_cluster_synchronized",
-          "named_barriers_nested_tile_k"]
+          "named_barriers_nested_tile_k", "umma_2cta_synchronized_exit"]
 # (every correct protocol here is proved: none is left outside the method)
 
 
@@ -84,6 +84,7 @@ def test_a_proved_protocol_is_verified_by_the_explorer_on_a_grid(name):
 
 
 @pytest.mark.parametrize("name", ["early_exit_arrives_without_drop",
+                                  "umma_2cta_full_counts_one_half",
                                   "split_k_cluster_sync_in_the_reducer_only",
                                   "nested_named_consumer_one_k_step_short"])
 def test_a_refutation_is_the_explorers_and_replays(name):

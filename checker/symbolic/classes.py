@@ -138,15 +138,25 @@ def _ring_indexed(self: "Fragment", alloc, S, memory: bool = False) -> bool:
                 for ref in refs:
                     if ref is None or ref.alloc is not alloc:
                         continue
-                    if not _ring_ref(self, role, item, ref, S):
+                    if not _ring_ref(self, role, item, ref, S, remote=not memory):
                         return False
     return True
 
 
-def _ring_ref(self: "Fragment", role, item, ref, S) -> bool:
-    """`ref` is `(i + c) % S` in a loop over i, or a constant slot outside loops."""
-    if getattr(ref, "block", None) is not None or len(ref.index) != 1:
+def _ring_ref(self: "Fragment", role, item, ref, S, remote: bool = False) -> bool:
+    """`ref` is `(i + c) % S` in a loop over i, or a constant slot outside loops; on its own
+    block or, with `remote` (barriers: the class holds the slot in every block, as a ring of
+    symbolic size does), on a block the fixed parameters name (a peer's slot)."""
+    if len(ref.index) != 1:
         return False
+    if getattr(ref, "block", None) is not None:
+        if not remote:
+            return False
+        try:
+            for c in ref.block:
+                self.concrete(c, "a remote block", role.env)
+        except Unsupported:
+            return False
     try:
         lhs = ring_lhs(self, ref, role.env, S)
     except Unsupported:

@@ -90,6 +90,8 @@ def houdini(encoder: Encoder, candidates: list[Candidate], timeout: float = 120.
     comp = Compiler(variables)
     sym = (mirror_of(encoder, comp)
            if symmetry and consecution == "transitions" and not per_step else None)
+    if sym is not None and not sym.closed:
+        sym = None           # a pair's drop needs both transitions in the system (symmetry.py)
     image: dict[int, int] = {}
     if sym is not None:
         alive, image = close(alive, sym.perm, variables, Substitution)

@@ -172,7 +172,7 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
     nf = len(encoder.system.frozen)
     comp = Compiler(encoder.vars)
     sym = mirror_of(encoder, comp)
-    perm = sym.perm if sym is not None else None
+    perm = sym.perm if sym is not None and sym.closed else None
     keyed, unkeyed = _steps_by_position(encoder, comp)
     bads = [(label, comp.function([cond], "bool")) for label, cond in encoder.bad]
     # one call tells whether any error condition holds (a system has hundreds, rarely met)

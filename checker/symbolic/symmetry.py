@@ -16,7 +16,12 @@ state of the construction facts) -- then:
 
 So Houdini's consecution asks only one transition of each mirror pair (about half of a
 cluster's), initiation and the error conditions are asked as always, and the invariant it
-returns is inductive for every transition. Nothing here is assumed: a twin that does not
+returns is inductive for every transition. Both uses need more than pairs: sigma must map the
+system's transitions onto themselves (`Mirror.closed`, checked by Z3), or a candidate dropped
+by t would take down its mirror that no transition refutes, and a sampled state's mirror
+need not be reachable (an error reached only there is no error of the system). A system
+that is not closed is sampled and asked as it is; its construction check still asks one
+transition of each pair (a fact set closed under sigma preserved by t is by sigma(t)). Nothing here is assumed: a twin that does not
 check is asked itself (only slower), and a system sigma does not preserve is proved as before.
 """
 
@@ -39,6 +44,9 @@ class Mirror:
     perm: list[int]
     asked: list[int]
     twin: dict[int, int]
+    # every transition's image is a transition too (checked by Z3): only then is the set of
+    # reachable states closed under sigma, so that a sampled state stands for its mirror
+    closed: bool = False
 
 
 def _twins(items, key) -> dict[int, int] | None:
@@ -162,7 +170,30 @@ def mirror(enc: Encoder, comp, substitution, timeout_ms: int = 60_000) -> Mirror
             twin[u] = found
     if not twin:
         return None
-    return Mirror(perm, asked, twin)
+    return Mirror(perm, asked, twin, _closed(enc, check, sig, perm, asked, twin))
+
+
+def _closed(enc: Encoder, check: z3.Solver, sig, perm: list[int], asked: list[int],
+            twin: dict[int, int]) -> bool:
+    """Is sigma's image of every asked transition a transition? A twin u is sigma(t) of the
+    t it is paired with; an asked t that is no twin's pair must be its own image (a role in no
+    block). Two blocks running one program in different orders (block b releasing its own
+    block's slot first) are not closed: a state's mirror need not be reachable then."""
+    paired = set(twin.values())
+    n = len(enc.vars)
+    for t in asked:
+        if t in paired:
+            continue
+        _, pre, nxt = enc.steps[t]
+        same = z3.And(pre == sig(pre),
+                      z3.Implies(pre, z3.And([nxt[i] == sig(nxt[perm[i]]) for i in range(n)])))
+        check.push()
+        check.add(z3.Not(same))
+        r = checked(check)
+        check.pop()
+        if r != z3.unsat:
+            return False
+    return True
 
 
 def close(candidates: list, perm: list[int], variables, substitution
