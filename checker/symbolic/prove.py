@@ -188,7 +188,8 @@ from ..rules import RULES, describe, in_play, undecided
 from ..verdict import Verdict
 from .encode import Encoder
 from .fragment import Fragment
-from .cases import prove_by_cases
+from .cases import prove_by_cases, prove_laps
+from .laps import lap_cases
 from .declared import add_declared_finding
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
@@ -634,6 +635,18 @@ def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[st
                    f"there; with them joined to every concrete barrier: {joined.reason}")
 
 
+def _races_of_lap_case(kernel: Kernel, symbolic, fixed, budget: Budget) -> Proof:
+    """Races of a case of laps.py: its slots are numbers, so hand-off pairs first (with half
+    of what is left), then the usual course."""
+    start = time.perf_counter()
+    with z3_limits(budget):
+        pairs = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed,
+                                budget.share_of_left(1 / 2), start, handoffs=True)
+    if pairs is not None and pairs.status == "proved":
+        return pairs
+    return prove_races(kernel, symbolic, fixed, budget)
+
+
 def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
                     concrete_rings: bool = False, handoffs: bool = False,
                     join_named: bool = False) -> Proof | None:
@@ -953,7 +966,11 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if proof.status == "proved" and races_open:
         # the races get what the barrier proof left of the budget
         budget.enter("race proof")
-        races = prove_races(published, symbolic, fixed, budget)
+        # a drained pipeline cut into laps (laps.py) is cut alike for its races
+        cut = lap_cases(published, symbolic, fixed)
+        races = prove_races(published, symbolic, fixed, budget) if cut is None else \
+            prove_laps(*cut, fixed, timeout, lambda k, s, f, t: _races_of_lap_case(
+                k, s, f, budget), check_case)
     open_exit = None
     if proof.status == "proved" and "BP105" not in options.ignored() and \
             (races is None or races.status == "proved"):
