@@ -22,12 +22,13 @@ kernel depends on K only through it, so cases over it cover every K.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import z3
 
-from ...model.expr import mk, substitute, substitute_stmts
+from ...model.expr import mk, substitute_stmts
 from ...model.ir import (BinOp, Const, Expr, Kernel, Loop, Op, Param, Var, When, evaluate,
                          free_vars, unique_name, walk)
 from .number_slots import number_slots
@@ -72,7 +73,6 @@ def _count_of(kernel: Kernel, p: str) -> Expr | None:
 
 
 def _map_exprs(stmts, f) -> tuple:
-    import dataclasses
     out = []
     for s in stmts:
         if isinstance(s, Loop):
@@ -182,8 +182,10 @@ def lap_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int]
     cases: list[LapCase] = []
     # n <= 0: the program at n = 0, each guard and count proved to take its value there
     at0 = _resolve(body, [zn <= 0], env)
+    # (what is left reads n only in loops that run no iteration)
     if any(isinstance(s, Loop) and not _valid([zn <= 0], z_int(s.trip, env) <= 0)
-           for s in at0) or any(isinstance(s, When) for s in at0):
+           for s in at0) or any(isinstance(s, When) for s in at0) or \
+            any(not isinstance(s, Loop) and n in free_vars(_map_probe(s)) for s in at0):
         return None
     cases.append(LapCase(f"{n} <= 0", base.replace(body=substitute_stmts(at0, {n: Const(0)})),
                          [], {n: 0}))
@@ -254,7 +256,6 @@ def _buffer_slot(env, facts):
 def _split_buffers(kernel: Kernel) -> Kernel:
     """Each 1-D buffer whose every use names one number split into one buffer per slot (a
     bijection of cells: the same accesses), so each slot goes with its hand-off pair."""
-    import dataclasses
     uses: dict[str, set] = {}
     whole = set()
     for op in walk(kernel.body):
@@ -287,7 +288,6 @@ def _split_buffers(kernel: Kernel) -> Kernel:
 
 
 def _map_refs(stmts, f) -> tuple:
-    import dataclasses
     out = []
     for s in stmts:
         if isinstance(s, Loop):
@@ -303,7 +303,6 @@ def _map_refs(stmts, f) -> tuple:
 
 
 def _map_mem(stmts, f) -> tuple:
-    import dataclasses
     out = []
     for s in stmts:
         if isinstance(s, Loop):
