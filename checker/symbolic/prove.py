@@ -89,7 +89,9 @@ How a proof works
    persistent loop around the program's loops is proved through one tile when the kernel's
    own waits separate its tiles, for one block or a pair of blocks (tiles.py), when the user
    declared the tile count symbolic (no parameter becomes symbolic unasked: the verdict only
-   says when `--symbolic tiles` would apply).
+   says when `--symbolic tiles` would apply). A one-thread pipeline whose drain names its last slot
+   by the trip count is cut into whole laps of its ring, case by case on the residue, short
+   trip counts to the explorer (laps.py).
 7. Classes of concrete rings: a 1-D barrier array of concrete size S used only as a ring
    (`(i + c) % S` in loops, constant slots outside) is tried first, with two thirds of the
    budget, as a ring class of constant size S at one representative slot (fewer variables,
