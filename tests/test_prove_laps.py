@@ -60,3 +60,13 @@ def test_a_drain_on_the_wrong_phase_is_not_proved():
                          expect=None)
     found = prove_kernel(bad, options=Options(ignore=frozenset({"BP200", "BP201"})))
     assert found.verdict == "violation", found.coverage
+
+
+def test_only_the_accumulator_leaves_the_race_proof():
+    """The accumulator only the thread's tcgen05 MMAs write has one agent, its queue, so no
+    race can involve it; the operand buffers, which TMA copies write, stay."""
+    from barrierproof.checker.symbolic.laps import queue_only_buffers_dropped
+    kernel = _pipelined()
+    kept = queue_only_buffers_dropped(kernel)
+    assert [b.name for b in kept.buffers] == ["a_bufs", "b_bufs"]
+    assert [b.name for b in kernel.buffers] == ["a_bufs", "b_bufs", "acc"]

@@ -191,7 +191,7 @@ from ..verdict import Verdict
 from .encode import Encoder
 from .fragment import Fragment
 from .cases import prove_by_cases, prove_laps
-from .laps import lap_cases
+from .laps import lap_cases, queue_only_buffers_dropped
 from .declared import add_declared_finding
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
@@ -642,7 +642,8 @@ def _races_of_lap_case(kernel: Kernel, symbolic, fixed, budget: Budget) -> Proof
     of what is left), then the usual course."""
     start = time.perf_counter()
     with z3_limits(budget):
-        pairs = _prove_races_on(split_constant_arrays(kernel, fixed), symbolic, fixed,
+        pairs = _prove_races_on(split_constant_arrays(queue_only_buffers_dropped(kernel), fixed),
+                                symbolic, fixed,
                                 budget.share_of_left(1 / 2), start, handoffs=True)
     if pairs is not None and pairs.status == "proved":
         return pairs
