@@ -14,6 +14,7 @@ import time
 from typing import Callable, Mapping, Sequence
 
 from ...model.ir import BinOp, Const, Kernel, Var, When
+from .laps import LapCase, lap_cases
 from .stride_split import StrideCase, stride_cases
 
 
@@ -50,6 +51,9 @@ def prove_by_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, 
         strided, _ = stride_cases(kernel, symbolic, fixed) if strides else (None, None)
         if strided:
             return _prove_strided(strided, fixed, timeout, prove, check_at)
+        cut = lap_cases(kernel, symbolic, fixed)
+        if cut is not None:
+            return prove_laps(*cut, fixed, timeout, prove, check_at)
         return prove(kernel, symbolic, fixed, timeout)
     start = time.perf_counter()
     n, v, at, rest = case
@@ -104,3 +108,34 @@ def _prove_strided(cases: list[StrideCase], fixed: Mapping[str, int], timeout: f
     return Proof("proved", time.perf_counter() - start, "", classes,
                  list(dict.fromkeys(s for p in done for s in p.side_conditions)),
                  last.roles, last.tau, [text] + [c for p in done for c in p.cases])
+
+
+def prove_laps(cases: list[LapCase], note: str, fixed: Mapping[str, int], timeout: float,
+                prove: Callable, check_at: Callable):
+    """The lap cases of a drained pipeline (laps.py): the concrete ones by the explorer, the
+    others proved; the kernel is proved iff every case is, and the first that is not says why."""
+    from .proofs import Proof
+    start = time.perf_counter()
+    classes, done = [], []
+    symbolic = [c for c in cases if c.symbolic]
+    for case in cases:
+        if not case.symbolic:
+            ok, text = check_at(case.kernel, {**fixed, **case.values})
+            if not ok:
+                return Proof("failed", time.perf_counter() - start,
+                             f"the case {case.label} (laps.py): {text}", classes=classes)
+            continue
+        left = max(1.0, (timeout - (time.perf_counter() - start))
+                   / (len(symbolic) - len(done)))
+        got = prove(case.kernel, case.symbolic, fixed, left)
+        classes += got.classes
+        if got.status != "proved":
+            got.reason = f"the case {case.label} (laps.py): {got.reason}"
+            got.seconds = time.perf_counter() - start
+            got.classes = classes
+            return got
+        done.append(got)
+    last = done[-1]
+    return Proof("proved", time.perf_counter() - start, "", classes,
+                 list(dict.fromkeys(s for p in done for s in p.side_conditions)),
+                 last.roles, last.tau, [note] + [c for p in done for c in p.cases])

@@ -89,7 +89,9 @@ How a proof works
    persistent loop around the program's loops is proved through one tile when the kernel's
    own waits separate its tiles, for one block or a pair of blocks (tiles.py), when the user
    declared the tile count symbolic (no parameter becomes symbolic unasked: the verdict only
-   says when `--symbolic tiles` would apply).
+   says when `--symbolic tiles` would apply). A one-thread pipeline whose drain names its last slot
+   by the trip count is cut into whole laps of its ring, case by case on the residue, short
+   trip counts to the explorer (laps.py).
 7. Classes of concrete rings: a 1-D barrier array of concrete size S used only as a ring
    (`(i + c) % S` in loops, constant slots outside) is tried first, with two thirds of the
    budget, as a ring class of constant size S at one representative slot (fewer variables,
@@ -188,7 +190,8 @@ from ..rules import RULES, describe, in_play, undecided
 from ..verdict import Verdict
 from .encode import Encoder
 from .fragment import Fragment
-from .cases import prove_by_cases
+from .cases import prove_by_cases, prove_laps
+from .laps import lap_cases, queue_only_buffers_dropped
 from .declared import add_declared_finding
 from .cluster_sync import alternates, lower_cluster_sync, uses_cluster_barrier
 from .fuse import fuse_peeled_loops
@@ -634,6 +637,19 @@ def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[st
                    f"there; with them joined to every concrete barrier: {joined.reason}")
 
 
+def _races_of_lap_case(kernel: Kernel, symbolic, fixed, budget: Budget) -> Proof:
+    """Races of a case of laps.py: its slots are numbers, so hand-off pairs first (with half
+    of what is left), then the usual course."""
+    start = time.perf_counter()
+    with z3_limits(budget):
+        pairs = _prove_races_on(split_constant_arrays(queue_only_buffers_dropped(kernel), fixed),
+                                symbolic, fixed,
+                                budget.share_of_left(1 / 2), start, handoffs=True)
+    if pairs is not None and pairs.status == "proved":
+        return pairs
+    return prove_races(kernel, symbolic, fixed, budget)
+
+
 def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
                     concrete_rings: bool = False, handoffs: bool = False,
                     join_named: bool = False) -> Proof | None:
@@ -953,11 +969,17 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if proof.status == "proved" and races_open:
         # the races get what the barrier proof left of the budget
         budget.enter("race proof")
-        # split on a top-level branch over a parameter as the barrier proof is (cases.py:
-        # `k_steps == 1` by the explorer, races and all; the rest with `k_steps >= 2` assumed)
-        races = prove_by_cases(published, symbolic, fixed, timeout,
-                               lambda k, s, f, _: prove_races(k, s, f, budget), check_case,
-                               strides=False)
+        # a drained pipeline cut into laps (laps.py) is cut alike for its races; otherwise split
+        # on a top-level branch over a parameter as the barrier proof is (cases.py: `k_steps ==
+        # 1` by the explorer, races and all; the rest with `k_steps >= 2` assumed)
+        cut = lap_cases(published, symbolic, fixed)
+        if cut is not None:
+            races = prove_laps(*cut, fixed, timeout, lambda k, s, f, t: _races_of_lap_case(
+                k, s, f, budget), check_case)
+        else:
+            races = prove_by_cases(published, symbolic, fixed, timeout,
+                                   lambda k, s, f, _: prove_races(k, s, f, budget), check_case,
+                                   strides=False)
     open_exit = None
     if proof.status == "proved" and "BP105" not in options.ignored() and \
             (races is None or races.status == "proved"):
