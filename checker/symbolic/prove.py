@@ -218,7 +218,7 @@ from .invariants import Candidate, check_construction, guess, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
 from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_STATE,  # noqa: F401
-                     UNITS_PER_FACT_ROW,
+                     FACT_CELLS_PER_UNIT, UNITS_PER_FACT_ROW,
                      UNITS_PER_REPLAYED_EVENT,
                      Z3_UNITS_PER_SECOND, cpu_seconds, own_context, units_spent, z3_limits,
                      z3_work)
@@ -523,9 +523,10 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
         # states one parameter point past the sampled ones: reachable, so a candidate they
         # break is in no inductive invariant (the same largest inductive subset, without the
         # Houdini rounds that would drop the bounds saying only how far the samples went)
-        done["far"] = _spread(sample(
+        done["far"] = _past(sample(
             enc, [v for p in far for v in frag.valuations(cls, system, p)],
-            limit=FAR_STATES, budget=float("inf")).states, FAR_ROWS)
+            limit=FAR_STATES, budget=float("inf")).states, small.states + large.states,
+            len(system.frozen))
     result = None
     for tier in range(len(TEMPLATES)):
         result = _invariant(enc, small.states + large.states, budget, done, tier, cls.name,
@@ -696,10 +697,20 @@ FAR_STATES = 4000      # states sampled at the point past the others (invariants
 FAR_ROWS = 1000        # of them, those each candidate is evaluated on (a spread)
 
 
-def _spread(states: list, most: int) -> list:
-    """At most `most` of `states`, spread evenly over them (deterministic)."""
-    step = -(-len(states) // most) if len(states) > most else 1
-    return states[::step]
+def _past(far: list, near: list, frozen: int, most: int = FAR_ROWS) -> list:
+    """The states of `far` with a state variable (past the `frozen` parameters, all past
+    there) outside the range `near` sampled it in (those that break a bound saying how far
+    the samples went), at most `most`, spread evenly."""
+    if not far or not near:
+        return []
+    import numpy as np
+    a = np.asarray(far, dtype=np.int64)[:, frozen:]
+    b = np.asarray(near, dtype=np.int64)[:, frozen:]
+    tick(a.size // FACT_CELLS_PER_UNIT)
+    out = ((a < b.min(axis=0)) | (a > b.max(axis=0))).any(axis=1)
+    rows = [far[i] for i in np.nonzero(out)[0].tolist()]
+    step = -(-len(rows) // most) if len(rows) > most else 1
+    return rows[::step]
 
 
 def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int,
