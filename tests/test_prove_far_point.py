@@ -6,6 +6,7 @@ from barrierproof.checker.symbolic.encode import Encoder
 from barrierproof.checker.symbolic.houdini import houdini
 from barrierproof.checker.symbolic.invariants import guess, sample
 from barrierproof.checker.symbolic.points import beyond, points
+from barrierproof.checker.symbolic.prove import _past
 from test_symbolic import _fragment, kernel
 
 REF = "attention.py::pingpong_schedule"
@@ -22,7 +23,7 @@ def test_far_point_drops_only_what_houdini_drops_and_saves_queries():
     states = sample(enc, [v for p in near for v in frag.valuations(cls, system, p)]).states
     past = sample(enc, frag.valuations(cls, system, far)).states
     every = guess(enc, states, ())
-    kept = guess(enc, states, past)
+    kept = guess(enc, states, _past(past, states, len(system.frozen)))   # as prove() does
     assert {c.text for c in kept} < {c.text for c in every}     # some bound refuted
     plain, refuted = houdini(enc, every), houdini(enc, kept)
     assert plain.status == refuted.status == "proved"
