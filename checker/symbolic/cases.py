@@ -87,12 +87,17 @@ def _prove_strided(cases: list[StrideCase], fixed: Mapping[str, int], timeout: f
                    prove: Callable, check_at: Callable):
     """Each residue case of a strided ring (stride_split.py) proved on its own; the kernel is
     proved iff every case is, and the first that is not says why."""
+    from .budget import Z3_UNITS_PER_SECOND, units_spent
     from .proofs import Proof
     start = time.perf_counter()
     done = []
     classes = []
+    first = units_spent()
     for n, case in enumerate(cases):
-        left = max(1.0, (timeout - (time.perf_counter() - start)) / (len(cases) - n))
+        # an equal part of the work left (counted, as the budget is: not the wall time, which
+        # the machine's load would make the verdict depend on)
+        spent = (units_spent() - first) / Z3_UNITS_PER_SECOND
+        left = max(1.0, (timeout - spent) / (len(cases) - n))
         got = prove_by_cases(case.kernel, case.symbolic, fixed, left, prove, check_at)
         classes += got.classes
         if got.status != "proved":

@@ -52,6 +52,20 @@ def points(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], to
     return out
 
 
+def beyond(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int], top: int,
+           tries: int = 3) -> list[dict[str, int]]:
+    """One point past `points(..., top)` in every symbolic parameter (each at a rank above
+    `top`, the least that satisfies the assumptions), or none: its states refute the candidate
+    bounds that only say how far the samples went (`k <= 6` where `k` ran to 6)."""
+    for extra in range(1, tries + 1):
+        values = dict(fixed)
+        for n in symbolic:
+            values[n] = sample_values(kernel, n, fixed, top + 1 + extra)[top + extra]
+        if _satisfies(kernel, values):
+            return [values]
+    return []
+
+
 def tau_points(kernel, symbolic, fixed, frag) -> list[dict[str, int]]:
     """A few small, varied parameter points to replay candidate orders on."""
     extra = []

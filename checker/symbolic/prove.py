@@ -212,15 +212,16 @@ from .init_prefix import publish_inits
 from .lifetimes import bp146_note, peer_lifetime_gap
 from .peer_exit import ENCODED as PEER_EXIT_ENCODED
 from .tiles import promotable, prove_tiles
-from .work import charge as charge_work
-from .points import (explorer_net, points, points_text, smallest_points,  # noqa: F401
-                     smallest_violation, tau_points)
+from .work import charge as charge_work, tick
+from .points import (beyond, explorer_net, points, points_text,  # noqa: F401
+                     smallest_points, smallest_violation, tau_points)
 from .chc import prove_class
 from .houdini import InvariantResult, houdini
 from .invariants import Candidate, check_construction, guess, sample
 from .order import TauRun, TauSearch, tau_static_ok
 from .proofs import ClassProof, Proof  # noqa: F401  (re-exported)
 from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_STATE,  # noqa: F401
+                     FACT_CELLS_PER_UNIT, UNITS_PER_FACT_ROW,
                      UNITS_PER_REPLAYED_EVENT,
                      Z3_UNITS_PER_SECOND, cpu_seconds, own_context, units_spent, z3_limits,
                      z3_work)
@@ -474,12 +475,13 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
     """Houdini on every class system; None when all are proved, else (status, reason)."""
     mine = points(kernel, symbolic, fixed, 3)
     check = points(kernel, symbolic, fixed, 7, limit=60)
+    far = beyond(kernel, symbolic, fixed, 7)
     for cls, system, builder in systems:
         if not system.roles:
             continue
         try:
             failed = _prove_class(frag, cls, system, kernel, symbolic, fixed, budget, proofs,
-                                  work, mine, check)
+                                  work, mine, check, far)
         except BudgetSpent as spent:
             return "unknown", f"{cls.name}: {spent}"
         if failed is not None:
@@ -488,7 +490,7 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
 
 
 def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
-                 proofs: list[ClassProof], work: ClassWork | None, mine, check
+                 proofs: list[ClassProof], work: ClassWork | None, mine, check, far=()
                  ) -> tuple[str, str] | None:
     """Houdini on one class system (with sign cases, then Spacer); None when proved."""
     t0 = time.perf_counter()
@@ -520,9 +522,18 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
         # the valuations the small sample explored to the end are taken as they are
         done["large"] = sample(enc, more, limit=60000, budget=float("inf"), known=small)
     large = done["large"]
+    if "far" not in done:
+        # states one parameter point past the sampled ones: reachable, so a candidate they
+        # break is in no inductive invariant (the same largest inductive subset, without the
+        # Houdini rounds that would drop the bounds saying only how far the samples went)
+        done["far"] = _past(sample(
+            enc, [v for p in far for v in frag.valuations(cls, system, p)],
+            limit=FAR_STATES, budget=float("inf")).states, small.states + large.states,
+            len(system.frozen))
     result = None
     for tier in range(len(TEMPLATES)):
-        result = _invariant(enc, small.states + large.states, budget, done, tier, cls.name)
+        result = _invariant(enc, small.states + large.states, budget, done, tier, cls.name,
+                            refute=done["far"])
         if result is None or result.status != "failed":
             break
         # the candidates sampled at parameters >= 0 may fail at negative ones only
@@ -698,8 +709,28 @@ def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
 TEMPLATES = ((False, False), (True, True))
 
 
+FAR_STATES = 4000      # states sampled at the point past the others (invariants.sample)
+FAR_ROWS = 1000        # of them, those each candidate is evaluated on (a spread)
+
+
+def _past(far: list, near: list, frozen: int, most: int = FAR_ROWS) -> list:
+    """The states of `far` with a state variable (past the `frozen` parameters, all past
+    there) outside the range `near` sampled it in (those that break a bound saying how far
+    the samples went), at most `most`, spread evenly."""
+    if not far or not near:
+        return []
+    import numpy as np
+    a = np.asarray(far, dtype=np.int64)[:, frozen:]
+    b = np.asarray(near, dtype=np.int64)[:, frozen:]
+    tick(a.size // FACT_CELLS_PER_UNIT)
+    out = ((a < b.min(axis=0)) | (a > b.max(axis=0))).any(axis=1)
+    rows = [far[i] for i in np.nonzero(out)[0].tolist()]
+    step = -(-len(rows) // most) if len(rows) > most else 1
+    return rows[::step]
+
+
 def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int,
-               name: str = ""):
+               name: str = "", refute: list = ()):
     """Houdini on a class system from the candidates its samples `states` propose, with the
     templates up to TEMPLATES[tier] in turn until one proves; None when the budget is spent
     first. `done` keeps Z3's verdicts (ClassWork), so a template already tried is not again."""
@@ -713,8 +744,10 @@ def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int
         # Houdini stopped undecided on this class in an earlier partition: resumed from
         # the candidates it had not dropped (the same largest inductive subset)
         budget.enter(f"candidate facts of class {name}" + (" (pairs, hulls)" if pairs else ""))
-        cands = done.get(("alive", pairs, hulls)) or guess(
-            enc, states, (), conditional_pairs=pairs, hulls=hulls)
+        cands = done.get(("alive", pairs, hulls))
+        if not cands:
+            cands = guess(enc, states, refute, conditional_pairs=pairs, hulls=hulls)
+            tick(len(cands) * len(refute) * UNITS_PER_FACT_ROW)    # (at most) evaluated
         if budget.z3_left() <= 0:
             break
         budget.enter(f"Houdini on class {name}" + (" (pairs, hulls)" if pairs else ""))
