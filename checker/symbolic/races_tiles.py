@@ -33,16 +33,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Mapping, Sequence
 
+from ...model import kinds, primitives as K
 from ...model.ir import (Kernel, Loop, ModelError, Op, Var, WarpRegion, When, evaluate,
-                         free_vars, walk)
+                         free_vars, iter_ops, walk, without_memory)
 from ...model.kinds import ASYNC_GROUPS, ASYNC_WAITS, MEMORY_KINDS
-from ...model import primitives as K
-from ...model.ir import without_memory
 from .proofs import Proof
 from .races_nested import _only_buffers
 from .terms import Unsupported
 from .tiles import ARRIVING, _Facts, _program, one_tile, tile_loop, why_not
 
+# a thread's loads and stores, over when it moves on
+SYNC = kinds.kinds_where(lambda p: p.memory == "thread")
 HOW = ("per tile ({name}): the kernel's waits separate its tiles and every access to {bounded} "
        "ends before its thread's last arrival in the tile, so one tile judges them"
        "{rest} (checker/symbolic/races_tiles.py)")
@@ -61,8 +62,8 @@ def prove_races_by_tile(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[
     if first.status == "proved" and own is not None:
         proofs.append(prove(own, list(symbolic), dict(fixed)))
     bad = next((p for p in proofs if p.status != "proved"), None)
-    rest = "" if not others else \
-        f"; {', '.join(others)} on the kernel without barriers and without the loops not touching them"
+    rest = "" if not others else (f"; {', '.join(others)} on the kernel without barriers and "
+                                  "without the loops not touching them")
     how = HOW.format(name=name, bounded=", ".join(bounded), rest=rest)
     if bad is not None:
         # one tile's race is the kernel's only where a single tile is a value of its tile count
@@ -111,7 +112,7 @@ def _cut(kernel: Kernel, symbolic, fixed):
                 if op.reads or op.writes:
                     if not _bounded(prog, i, p, op, facts):
                         unbounded |= {m.alloc.name for m in op.reads + op.writes}
-    names = {m.name for m in kernel.buffers}
+    names = {m.alloc.name for op in iter_ops(loop.body) for m in op.reads + op.writes}
     bounded = sorted(names - unbounded)
     if not bounded:
         return None
@@ -138,8 +139,10 @@ def _cut(kernel: Kernel, symbolic, fixed):
 def _bounded(prog, i: int, p, op: Op, facts) -> bool:
     """`op` (item i of the program, position p of its loop body or None) is over before an
     arrival of its thread that follows it in the tile (module doc)."""
-    if op.kind in ARRIVING and op.kind != K.BARRIER_ARRIVE and op.barrier is not None:
+    if op.kind == K.COPY_GMEM_TO_SMEM and op.barrier is not None:
         return True              # a barrier-tracked copy: an arrival itself
+    if op.kind not in ASYNC_GROUPS and op.kind not in SYNC:
+        return False             # an MMA completing on a barrier, or anything else
     seq = list(prog[i].body) if p is not None else list(prog)
     at = p if p is not None else i
     if op.kind in ASYNC_GROUPS:
