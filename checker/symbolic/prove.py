@@ -227,6 +227,7 @@ from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_
                      z3_work)
 from .races import assign_buffers
 from .races_nested import joined_race_proofs, race_kernels
+from .races_tiles import prove_races_by_tile
 from .ring_index import normalise_ring_indices
 from .exit_async import exit_open
 from .terms import Unsupported
@@ -596,6 +597,14 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
             return replace(whole, reason=(whole.reason + "; " if whole.reason else "") +
                            "regions judged as their whole buffers")
     return proof
+
+
+def _races_by_tile(kernel: Kernel, symbolic, fixed, budget: Budget) -> Proof:
+    """One tile of a persistent kernel where its accesses end within their tiles
+    (races_tiles.py), else the kernel whole."""
+    proof = prove_races_by_tile(kernel, symbolic, fixed,
+                                lambda k, s, f: prove_races(k, s, f, budget))
+    return proof if proof is not None else prove_races(kernel, symbolic, fixed, budget)
 
 
 def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
@@ -1011,7 +1020,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                 k, s, f, budget), check_case)
         else:
             races = prove_by_cases(published, symbolic, fixed, timeout,
-                                   lambda k, s, f, _: prove_races(k, s, f, budget), check_case,
+                                   lambda k, s, f, _: _races_by_tile(k, s, f, budget), check_case,
                                    strides=False)
     open_exit = None
     if proof.status == "proved" and "BP105" not in options.ignored() and \
