@@ -420,7 +420,12 @@ def _launch(**knobs):
                 N_CTX=1024, heads=1, STAGES=3, PERSISTENT=False, EMPTY_FLIP=0, EARLY_RELEASE=False,
                 KV_RESET_PER_TILE=False)
     args.update(knobs)
-    return Launch(attention_fwd, args=args, num_warps=4, target="cuda:100")
+    # N_CTX is a sequence length, a tensor extent: never negative. The proof covers that range
+    # only; with N_CTX < 0 the K/V loops run no block and the correction partition's post-loop
+    # wait on `o_ready` has no matching MMA commit, a deadlock the explorer shows
+    # (`check ...::attention --param N_CTX=-128`).
+    return Launch(attention_fwd, args=args, num_warps=4, target="cuda:100",
+                  assume=lambda N_CTX: N_CTX >= 0)
 
 
 attention = _launch()
