@@ -207,6 +207,7 @@ from .phases import infer_phases
 from .semaphores import lower_lockstep
 from .signs import sign_cases
 from .queue_tail import drain_cases
+from .quotients import quotient_rewrite, translate
 from .stride_split import stride_cases, stride_mismatch
 from .init_prefix import publish_inits
 from .lifetimes import bp146_note, peer_lifetime_gap
@@ -928,6 +929,12 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
         check_assumptions(kernel, fixed)
     except ModelError as err:
         return error_verdict(kernel.name, err, source)
+    # a parameter read only as `P // D` is proved as its quotient (quotients.py)
+    rewritten, quotients = quotient_rewrite(kernel, symbolic, fixed)
+    if quotients:
+        names = {q.param: q.name for q in quotients}
+        inner = replace(settings, symbolic=tuple(names.get(n, n) for n in requested))
+        return translate(prove_kernel(rewritten, params, options, source, inner), quotients)
     # No parameter becomes symbolic unless the user asked: a persistent loop's tile count that
     # tiles.py could prove for every value stays fixed, and the verdict says how to ask.
     hints = [f"`{t}` is fixed at {fixed[t]} (not declared symbolic); the kernel's own waits "
