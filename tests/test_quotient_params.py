@@ -65,9 +65,10 @@ def test_a_negative_length_is_never_proved():
 def test_values_of_the_quotient_are_reported_as_values_of_the_parameter():
     _, (q,) = quotient_rewrite(tail_wait(False), ["n_ctx"], {})
     v = translate(Verdict("handoff", "violation", params={q.name: -1},
-                          coverage=f"first found at {q.name}=2; {q.name} in 0..8"), [q])
+                          coverage=f"first found at {q.name}=2; {q.name} in 0..8; up to "
+                                   f"{{'{q.name}': 8}}"), [q])
     assert v.params == {"n_ctx": -1}
-    assert v.coverage == "first found at n_ctx=256; n_ctx // 128 in 0..8"
+    assert v.coverage == "first found at n_ctx=256; n_ctx // 128 in 0..8; up to {'n_ctx': 1024}"
 
 
 def test_a_parameter_also_read_directly_is_left_alone():

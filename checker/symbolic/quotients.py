@@ -221,6 +221,9 @@ def translate(verdict: Verdict, quotients: Sequence[Quotient]) -> Verdict:
         for q in quotients:     # a value of Q given as the P it stands for, the rest as P // D
             s = re.sub(rf"\b{re.escape(q.name)}=(-?\d+)",
                        lambda m, q=q: _value_text(q, int(m.group(1))), s)
+            s = re.sub(rf"'{re.escape(q.name)}': (-?\d+)",      # a printed dict of values
+                       lambda m, q=q: "'" + _value_text(q, int(m.group(1))).replace("=", "': "),
+                       s)
             s = s.replace(q.name, f"{q.param} // {q.divisor}")
         return s
     params = dict(verdict.params)
