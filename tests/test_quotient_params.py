@@ -1,8 +1,11 @@
 """A parameter read only as `P // D` is proved as its quotient, and the verdict still speaks of P
-(checker/symbolic/quotients.py). About 9 s."""
+(checker/symbolic/quotients.py). About 10 s."""
 
 from __future__ import annotations
 
+import pytest
+
+from barrierproof.checker.engine_settings import ProveSettings
 from barrierproof.checker.check import Options, check_kernel
 from barrierproof.checker.engines.explore import Limits
 from barrierproof.checker.symbolic.prove import prove_kernel
@@ -47,8 +50,9 @@ def test_the_quotient_stands_for_the_parameter_with_its_range_translated():
     assert [repr(a) for a in kernel.assumptions] == [f"({done[0].name} >= 0)"]
 
 
-def test_proved_over_the_quotient_and_reported_for_the_parameter():
-    v = prove_kernel(tail_wait(True), options=QUICK)
+@pytest.mark.parametrize("asked", [(), ("n_ctx",)])
+def test_proved_over_the_quotient_and_reported_for_the_parameter(asked):
+    v = prove_kernel(tail_wait(True), options=QUICK, settings=ProveSettings(symbolic=asked))
     assert v.verdict == "proved", v.coverage
     text = " ".join(v.notes) + (v.coverage or "")
     assert "n_ctx // 128" in text and "n_ctx_div_128" not in text
