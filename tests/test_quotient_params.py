@@ -103,3 +103,20 @@ def test_a_range_that_links_parameters_is_not_translated():
             k.barrier_wait(bar)
     kernel = linked.build()
     assert quotient_rewrite(kernel, ["n", "m"], {})[1] == []
+    # with m fixed the range is one of n alone: 128 * 2 <= n, so n // 128 >= 2
+    (q,) = quotient_rewrite(kernel, ["n"], {"m": 2})[1]
+    assert (q.lo, q.hi) == (2, None)
+
+
+def test_the_quotient_range_is_exact_or_not_taken():
+    from barrierproof.checker.symbolic.quotients import _quotient_range
+    from barrierproof.model.ir import BinOp, Const, Var
+    n = Var("n")
+    assert _quotient_range("n", 128, []) == (None, None)
+    assert _quotient_range("n", 128, [BinOp("<=", n, Const(-1))]) == (None, -1)
+    assert _quotient_range("n", 128, [BinOp(">=", n, Const(1)), BinOp("<=", n, Const(300))]) \
+        == (0, 2)
+    # multiples of 256 up to 512: quotients 0, 2, 4 by 128 -- no interval, no rewrite
+    gaps = [BinOp("==", BinOp("%", n, Const(256)), Const(0)), BinOp(">=", n, Const(0)),
+            BinOp("<=", n, Const(512))]
+    assert _quotient_range("n", 128, gaps) is None

@@ -59,14 +59,15 @@ def quotient_rewrite(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str
     the quotient (when the replacement is exact), and the replacements made."""
     done: list[Quotient] = []
     for name in symbolic:
-        found = _rewrite_one(kernel, name)
+        found = _rewrite_one(kernel, name, fixed)
         if found is not None:
             kernel, q = found
             done.append(q)
     return kernel, done
 
 
-def _rewrite_one(kernel: Kernel, name: str) -> tuple[Kernel, Quotient] | None:
+def _rewrite_one(kernel: Kernel, name: str, fixed: Mapping[str, int]
+                 ) -> tuple[Kernel, Quotient] | None:
     divisors: set[int] = set()
     for part in SHAPE_FIELDS:
         if not _only_quotients(getattr(kernel, part), name, divisors, set()):
@@ -74,7 +75,7 @@ def _rewrite_one(kernel: Kernel, name: str) -> tuple[Kernel, Quotient] | None:
     if len(divisors) != 1:
         return None
     (d,) = divisors
-    mine = tuple(a for a in kernel.assumptions if name in free_vars(a))
+    mine = tuple(_at_fixed(a, fixed) for a in kernel.assumptions if name in free_vars(a))
     if any(free_vars(a) != {name} for a in mine):
         return None      # a condition linking P to another parameter: not translated
     bounds = _quotient_range(name, d, mine)
@@ -97,6 +98,18 @@ def _rewrite_one(kernel: Kernel, name: str) -> tuple[Kernel, Quotient] | None:
     assumptions = tuple(a for a in kernel.assumptions if name not in free_vars(a)) + conds
     return (kernel.replace(params=params, assumptions=assumptions, **changes),
             Quotient(name, d, qname, lo, hi, mine))
+
+
+def _at_fixed(expr: Expr, fixed: Mapping[str, int]) -> Expr:
+    """`expr` with the fixed parameters' values put in, nothing folded (a folding simplifier
+    may take variables to be non-negative, which is the very question here)."""
+    if isinstance(expr, Var) and expr.name in fixed:
+        return Const(fixed[expr.name])
+    if isinstance(expr, BinOp):
+        return BinOp(expr.op, _at_fixed(expr.lhs, fixed), _at_fixed(expr.rhs, fixed))
+    if isinstance(expr, UnOp):
+        return UnOp(expr.op, _at_fixed(expr.arg, fixed))
+    return expr
 
 
 def _quotient_range(name: str, d: int, assumptions: Sequence[Expr]
