@@ -34,6 +34,7 @@ import z3
 from ...model.expr import mk, substitute_stmts
 from ...model.ir import (BinOp, Const, Expr, Kernel, Loop, Op, Param, Var, When, evaluate,
                          free_vars, unique_name, walk)
+from ...model.primitives import TCGEN05_MMA
 from .number_slots import number_slots
 from .terms import Unsupported, z_bool, z_int
 
@@ -353,7 +354,7 @@ def queue_only_buffers_dropped(kernel: Kernel) -> Kernel:
         if isinstance(op, Op):
             for r in op.reads + op.writes:
                 touched.setdefault(r.alloc.name, set()).add(op.kind)
-    gone = {n for n, kinds in touched.items() if kinds == {"tcgen05_mma"}}
+    gone = {n for n, kinds in touched.items() if kinds == {TCGEN05_MMA}}
     if not gone or repr(kernel.num_threads) != "1":
         return kernel
 
