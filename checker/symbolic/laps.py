@@ -33,7 +33,7 @@ import z3
 
 from ...model.expr import mk, substitute_stmts
 from ...model.ir import (BinOp, Const, Expr, Kernel, Loop, Op, Param, Var, When, evaluate,
-                         free_vars, unique_name, walk)
+                         free_vars, map_ops, unique_name, walk)
 from ...model.primitives import TCGEN05_MMA
 from .number_slots import number_slots
 from .terms import Unsupported, z_bool, z_int
@@ -292,36 +292,15 @@ def _split_buffers(kernel: Kernel) -> Kernel:
 
 
 def _map_refs(stmts, f) -> tuple:
-    out = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            out.append(Loop(s.var, s.trip, _map_refs(s.body, f), s.loc))
-        elif isinstance(s, When):
-            out.append(When(s.cond, _map_refs(s.then, f), _map_refs(s.orelse, f), s.loc))
-        elif isinstance(s, Op) and (s.reads or s.writes):
-            out.append(dataclasses.replace(s, reads=tuple(f(r) for r in s.reads),
-                                           writes=tuple(f(r) for r in s.writes)))
-        else:
-            out.append(s)
-    return tuple(out)
+    """Every memory reference of the operations mapped by `f`."""
+    return map_ops(stmts, lambda op: dataclasses.replace(
+        op, reads=tuple(f(r) for r in op.reads), writes=tuple(f(r) for r in op.writes))
+        if op.reads or op.writes else op)
 
 
 def _map_mem(stmts, f) -> tuple:
-    out = []
-    for s in stmts:
-        if isinstance(s, Loop):
-            out.append(Loop(s.var, s.trip, _map_mem(s.body, f), s.loc))
-        elif isinstance(s, When):
-            out.append(When(s.cond, _map_mem(s.then, f), _map_mem(s.orelse, f), s.loc))
-        elif isinstance(s, Op) and (s.reads or s.writes):
-            out.append(dataclasses.replace(
-                s, reads=tuple(dataclasses.replace(r, index=tuple(f(i) for i in r.index))
-                               for r in s.reads),
-                writes=tuple(dataclasses.replace(r, index=tuple(f(i) for i in r.index))
-                             for r in s.writes)))
-        else:
-            out.append(s)
-    return tuple(out)
+    """Every index expression of the operations' memory references mapped by `f`."""
+    return _map_refs(stmts, lambda r: dataclasses.replace(r, index=tuple(f(i) for i in r.index)))
 
 
 def _map_probe(s) -> Expr:

@@ -35,7 +35,7 @@ from typing import Callable, Mapping, Sequence
 
 from ...model import kinds, primitives as K
 from ...model.ir import (Kernel, Loop, ModelError, Op, Var, WarpRegion, When, evaluate,
-                         free_vars, iter_ops, walk, without_memory)
+                         free_vars, iter_ops, map_ops, walk, without_memory)
 from ...model.kinds import ASYNC_GROUPS, ASYNC_WAITS, MEMORY_KINDS
 from .proofs import Proof
 from .races_nested import _only_buffers
@@ -173,23 +173,10 @@ def _full_retire(op: Op, group: str) -> bool:
 def _drop_idle(body, groups: set[str]) -> tuple:
     """Memory-only ops left touching nothing, and retires of groups no kept access issues,
     left out (barrier-less: every run keeps its accesses, each live as long)."""
-    out = []
-    for s in body:
-        if isinstance(s, Op):
-            if s.barrier is None and not (s.reads or s.writes) and (
-                    s.kind in MEMORY_KINDS and ASYNC_WAITS.get(s.kind, ("",))[0] not in groups):
-                continue
-            out.append(s)
-        elif isinstance(s, Loop):
-            out.append(Loop(s.var, s.trip, _drop_idle(s.body, groups), s.loc))
-        elif isinstance(s, When):
-            out.append(When(s.cond, _drop_idle(s.then, groups), _drop_idle(s.orelse, groups),
-                            s.loc))
-        elif isinstance(s, WarpRegion):
-            out.append(WarpRegion(s.axis, _drop_idle(s.body, groups), s.loc))
-        else:
-            out.append(s)
-    return tuple(out)
+    def idle(op: Op) -> bool:
+        return op.barrier is None and not (op.reads or op.writes) and (
+            op.kind in MEMORY_KINDS and ASYNC_WAITS.get(op.kind, ("",))[0] not in groups)
+    return map_ops(body, lambda op: () if idle(op) else op)
 
 
 def _touches(s, names) -> bool:
