@@ -45,11 +45,11 @@ from typing import Callable
 from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.steps import UNREDUCED, opcodes_in
-from ...model.violations import Place, Violation, primary, tolerance
+from ...model.violations import CODES, Place, Violation, primary, tolerance
 from .parity_returns import Conflict, ParityReturns, search_return
 from .compiled import Refused, available, explore_compiled
 from .compiled import chosen as chosen_core
-from .por import depth_unkept, keeps_overruns, leaves_nothing_out, persistent_sets
+from .por import OVERRUNS, depth_unkept, keeps_overruns, leaves_nothing_out, persistent_sets
 from .search_result import (ExploreResult, Limits, _concretize, _rss_bytes,  # noqa: F401
                             _states)
 from .store import StateStore
@@ -61,6 +61,11 @@ from .symmetry import (Symmetry, _local_fields, permute_state, schedule_toward,
 # one whose first violation the persistent sets keep at its depth (por.py `depth_unkept`).
 DEPTH_KEPT_NOTE = ("shortest without a confirming search: every rule not ignored is one the "
                    "persistent sets meet at its depth in the full graph (docs/POR.md)")
+# ... or, where some are not, because those have no violation anywhere (`_absent_unkept`).
+ABSENT_NOTE = ("shortest without a confirming search: {rules}, the rules whose depth the "
+               "persistent sets may put off, have no violation anywhere (the reduced search "
+               "checking them alone met none, run to the end); every other rule not ignored is "
+               "one the persistent sets meet at its depth in the full graph (docs/POR.md)")
 
 # States of the graph the persistent sets are tried on before a search (por.py,
 # `leaves_nothing_out`): if none of them leaves out an enabled step, the search runs without.
@@ -78,7 +83,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             block_symmetry: bool = True, store_mode: str = "tuple",
             partial_order: bool = True, order: str = "bfs",
             tolerate: frozenset[Place] = frozenset(), core: str | None = None,
-            workers: int = 1) -> ExploreResult:
+            workers: int = 1, confirm: bool = True,
+            absent: frozenset[str] = frozenset()) -> ExploreResult:
     """Breadth-first search for the shortest violation; `verified` when the space is exhausted.
 
     `order="dfs"` walks the same reduced graph depth first (the reductions depend on the state
@@ -93,6 +99,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
     that many processes (mproc.py), else in one with a note saying why.
     Asked for explicitly (`core="compiled"`), it runs a raw depth-first one too, breadth first:
     run to the end both orders report the same verdict and a shortest counterexample.
+
+    A violation found with partial-order reduction is confirmed shortest (docs/POR.md) unless
+    `confirm` is False; `absent`: rules known to have no violation anywhere in the graph (a
+    search of them alone ran to the end), which the persistent sets then need not keep.
 
     >>> from barrierproof.model.samples import lost_arrival
     >>> result = explore(System(lost_arrival.build()))
@@ -150,8 +160,46 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                              "sets do not account for")
     # sets that keep BP101 and BP102 at their depth where they are the only rules left whose
     # shortest violation the sets may put off (por_overrun.py)
-    overruns = reduction and partial_order and keeps_overruns(system, ignore)
+    overruns = reduction and partial_order and keeps_overruns(system, ignore | absent)
     local = persistent_sets(system, classes, overruns) if reduction and partial_order else None
+
+    def kept_note() -> str:
+        return ABSENT_NOTE.format(rules=", ".join(sorted(absent))) if absent else \
+            DEPTH_KEPT_NOTE
+
+    def settle_unkept() -> tuple[str | None, ExploreResult | None]:
+        """Before a confirming search (docs/POR.md, "Rules with no violation anywhere"): the
+        rules whose depth the persistent sets may put off, BP101 and BP102 aside, searched
+        alone over the reduced graph to the end, in half the time left. None of them met: a note
+        that the violation in hand is a shortest one, or, where BP101 and BP102 are left and the
+        sets can keep them by counting arrivals, that search's result. Else (None, None)."""
+        unkept = [r for r in depth_unkept(system, ignore | absent, overruns)
+                  if r not in OVERRUNS]
+        if not unkept:
+            return None, None
+        alone = explore(system, Limits(limits.max_states, None, time_left(),
+                                       limits.max_memory_mb),
+                        reduction, frozenset(CODES) - frozenset(unkept), progress,
+                        block_symmetry, store_mode, order=order, tolerate=tolerate, core=core,
+                        confirm=False)
+        if alone.status != "verified":
+            return None, None
+        gone = absent | frozenset(unkept)
+        if not depth_unkept(system, ignore | gone, overruns):
+            return ABSENT_NOTE.format(rules=", ".join(sorted(gone))), None
+        if overruns or not keeps_overruns(system, ignore | gone):
+            return None, None
+        again = explore(system, Limits(limits.max_states, None, time_left(),
+                                       limits.max_memory_mb),
+                        reduction, ignore, progress, block_symmetry, store_mode, order=order,
+                        tolerate=tolerate, core=core, absent=gone)
+        settled = again.status == "violation" and not again.reason
+        return None, (again if settled else None)
+
+    def time_left() -> float | None:
+        return None if limits.timeout is None else \
+            max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
+
     if local is not None:
         # A reduction whose sets leave nothing out costs time and saves no state: off. Decided
         # on a fixed sample of the graph (por.py), so both search orders decide alike.
@@ -171,11 +219,18 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             found.partial_order_off = partial_order_off
             if store_mode == "fingerprint":
                 found.collision_probability = 0.0
-            if local is None or found.status != "violation":
+            if local is None or found.status != "violation" or not confirm:
                 return found
-            if not depth_unkept(system, ignore, overruns):
-                found.notes.append(DEPTH_KEPT_NOTE)
+            if not depth_unkept(system, ignore | absent, overruns):
+                found.notes.append(kept_note())
                 return found
+            note, again = settle_unkept()
+            if note is not None:
+                found.notes.append(note)
+                return found
+            if again is not None:
+                again.seconds = time.perf_counter() - start
+                return again
             # as `confirmed` below: the shortest is the search's without the persistent sets
             left = None if limits.timeout is None else \
                 max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
@@ -351,10 +406,19 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     return alias
             return violation, witness
 
-        if local is not None and shortest and not depth_unkept(system, ignore, overruns):
+        settled = None, None
+        if local is not None and shortest and confirm and \
+                depth_unkept(system, ignore | absent, overruns):
+            settled = settle_unkept()
+        if settled[1] is not None:
+            settled[1].seconds = time.perf_counter() - start
+            return settled[1]
+        if local is not None and shortest and not depth_unkept(system, ignore | absent, overruns):
             # every rule left is one the persistent sets meet at its full-graph depth
-            notes.append(DEPTH_KEPT_NOTE)
-        elif local is not None and shortest:
+            notes.append(kept_note())
+        elif local is not None and shortest and settled[0] is not None:
+            notes.append(settled[0])    # the rules left have no violation anywhere
+        elif local is not None and shortest and confirm:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
             # It gets half the time left: the violation in hand is reported within the limit
