@@ -3,6 +3,7 @@ examples' verdicts, and counterexamples on the kernel's own Python lines."""
 
 import inspect
 import os
+import sys
 
 import pytest
 
@@ -342,8 +343,28 @@ def test_a_kernel_that_does_not_compile_is_an_input_error_at_its_line():
 
 
 def test_a_missing_argument_is_an_input_error():
-    with pytest.raises(ModelError, match="argument 'n' of counters has no value"):
+    with pytest.raises(ModelError, match="argument 'n' of counters has no value") as err:
         load(Launch(counters, args=dict(desc=DESC, STAGES=2)))
+    # at the launch's line, with the kernel's arguments in the hint
+    assert os.path.abspath(err.value.loc.file) == HERE
+    assert "counters(desc, n, STAGES" in err.value.hint
+
+
+def test_a_malformed_launch_is_an_input_error_at_its_line():
+    """What a user gets wrong in a Launch is said at the Launch(...) line, before compiling."""
+    cases = {"has no argument K": dict(args=dict(desc=DESC, n=2, STAGES=2, K=3)),
+             "num_warps is given twice": dict(args=dict(desc=DESC, n=2, STAGES=2, num_warps=8)),
+             r"num_warps=3\) is not a power of two": dict(args=dict(desc=DESC, n=2, STAGES=2),
+                                                          num_warps=3),
+             "'n' = 2.0 cannot be given": dict(args=dict(desc=DESC, n=2.0, STAGES=2))}
+    for message, given in cases.items():
+        launch = Launch(counters, **given)
+        line = sys._getframe().f_lineno - 1
+        with pytest.raises(ModelError, match=message) as err:
+            load(launch)
+        where = err.value.loc
+        assert (os.path.abspath(where.file), where.line) == (HERE, line), message
+        assert err.value.hint, message
 
 
 # -- the examples ----------------------------------------------------------------------------

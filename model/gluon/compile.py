@@ -104,7 +104,13 @@ def _desc_type(desc: TensorDesc, gluon: bool) -> str:
 def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
     """Triton's signature (argument name -> type) and the constexpr values of the launch."""
     fn = launch.kernel
+    params = ", ".join(p.name for p in fn.params)
     sig, constexprs = {}, {}
+    given = launch.args.get("num_warps", launch.num_warps)
+    if given != launch.num_warps:
+        raise ModelError(f"num_warps is given twice: {given!r} in args and {launch.num_warps} "
+                         "as Launch(num_warps=...), which the compiler uses",
+                         hint=f"give it once: Launch(..., num_warps={given!r})")
     for p in fn.params:
         name = p.name
         if p.is_constexpr:
@@ -121,8 +127,9 @@ def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
             continue
         if name not in launch.args:
             raise ModelError(f"argument {name!r} of {fn.__name__} has no value",
-                             hint="give every runtime argument in Launch(args=...): "
-                                  "tensor_desc(...) for descriptors, ints for scalars")
+                             hint=f"give every runtime argument of {fn.__name__}({params}) in "
+                                  "Launch(args=...): tensor_desc(...) for descriptors, ints for "
+                                  "scalars")
         value = launch.args[name]
         if isinstance(value, TensorDesc):
             sig[name] = _desc_type(value, gluon)
@@ -137,7 +144,8 @@ def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
                              hint="use tensor_desc(dtype, block_shape), an int or a type string")
     unknown = set(launch.args) - {p.name for p in fn.params}
     if unknown:
-        raise ModelError(f"{fn.__name__} has no argument {', '.join(sorted(unknown))}")
+        raise ModelError(f"{fn.__name__} has no argument {', '.join(sorted(unknown))}",
+                         hint=f"its arguments: {fn.__name__}({params})")
     return sig, constexprs
 
 
@@ -151,8 +159,13 @@ def to_ttgir(launch: Launch) -> str:
     from triton.runtime.jit import JITFunction
     gluon = isinstance(launch.kernel, GluonJITFunction)
     if not isinstance(launch.kernel, JITFunction):
-        raise ModelError(f"{launch.kernel!r} is not a @gluon.jit kernel",
+        what = getattr(launch.kernel, "__name__", None) or repr(launch.kernel)
+        raise ModelError(f"{what} is not a @gluon.jit kernel",
                          hint="decorate it with triton.experimental.gluon.jit (or triton.jit)")
+    for what, n, top in (("num_warps", launch.num_warps, 32), ("num_ctas", launch.num_ctas, 16)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n & (n - 1) or n > top:
+            raise ModelError(f"Launch({what}={n!r}) is not a power of two from 1 to {top}",
+                             hint=f"e.g. Launch(..., {what}={4 if what == 'num_warps' else 1})")
     target = _target(launch.target)
     backend = make_backend(target)
     with warnings.catch_warnings():
