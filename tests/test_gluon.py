@@ -569,6 +569,28 @@ def test_a_launch_the_verifier_rejects_is_an_input_error_at_the_kernels_line(cap
     assert "error:" not in capfd.readouterr().err          # said once, by the report
 
 
+@gluon.jit
+def split_tile(a_desc):
+    a_s = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout.multicta(2))
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, a_desc.block_type.nbytes)
+    tma.async_load(a_desc, [0, 0], bar, a_s)
+    mbarrier.wait(bar, 0)
+
+
+def test_a_launch_that_ends_tritons_compiler_is_an_input_error():
+    """A CGA layout whose CTA basis lies outside the tile stops Triton's C++ passes with an
+    LLVM fatal error (abort): the compilation runs in a fork, so that is an input error saying
+    what LLVM printed, and the checking process goes on."""
+    layout = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16, cga_layout=[[32, 0]])
+    with pytest.raises(ModelError, match="killed by SIGABRT.*surjective") as err:
+        load(Launch(split_tile, args=dict(a_desc=tensor_desc("fp16", [64, 64], layout)),
+                    num_ctas=2))
+    assert "cga_layout" in err.value.hint
+    assert load(Launch(counters, args=dict(desc=DESC, n=2, STAGES=2))).name == "counters"
+
+
 def test_the_persistent_matmuls_barrier_rules_are_proved_for_every_shape_and_program_count():
     """Its K ring flattens (nested.py: Triton's phase as the xor of two bits) and its tile count,
     a static schedule's share of the tile grid, is a parameter of its own (opaque_counts.py);
