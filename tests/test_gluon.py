@@ -570,6 +570,48 @@ def test_a_launch_the_verifier_rejects_is_an_input_error_at_the_kernels_line(cap
 
 
 @gluon.jit
+def counted_while(desc, n, STEP: gl.constexpr, SKIP_ODD: gl.constexpr):
+    """A ring walked by a Python `while` over a counter (`t += STEP`, or a step that depends on
+    the tile)."""
+    bufs = gl.allocate_shared_memory(desc.dtype, [2] + desc.block_type.shape, desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(bars.index(i), count=1)
+    t = 0
+    while t < n:
+        k = t // STEP
+        mbarrier.expect(bars.index(k % 2), desc.block_type.nbytes)
+        tma.async_load(desc, [0, t * 64], bars.index(k % 2), bufs.index(k % 2))
+        mbarrier.wait(bars.index(k % 2), (k // 2) & 1)
+        if SKIP_ODD and t % 2 == 1:
+            t += 2 * STEP
+        else:
+            t += STEP
+
+
+def test_a_while_over_a_counter_is_the_loop_it_counts():
+    """`while t < n: ...; t += c` is a loop of ceil(n / c) trips over `t = c * j`; a counter
+    advanced by a step that depends on the tile has no trip count: BP190 at the `while`."""
+    kernel = load(Launch(counted_while, args=dict(desc=DESC, n=7, STEP=2, SKIP_ODD=False)))
+    loops = [s for s in walk(kernel.body) if isinstance(s, Loop)]
+    assert len(loops) == 1 and not [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert verdict_of(kernel).verdict == "verified"
+    trips = {n: replay_trip(loops[0].trip, n) for n in (0, 1, 6, 7)}
+    assert trips == {0: 0, 1: 1, 6: 3, 7: 4}, trips
+    kernel = load(Launch(counted_while, args=dict(desc=DESC, n=7, STEP=1, SKIP_ODD=True)))
+    unmodeled = [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert [op.name.split(":")[0] for op in unmodeled] == ["scf.while"]
+    assert unmodeled[0].loc.line == line_of(counted_while, "while t < n")
+    assert "not advanced by a constant" in unmodeled[0].name
+
+
+def replay_trip(trip, n: int) -> int:
+    from barrierproof.model.expr import substitute
+    from barrierproof.model.ir import Const, free_vars
+    return substitute(trip, {v: Const(n) for v in free_vars(trip)}).value
+
+
+@gluon.jit
 def split_tile(a_desc):
     a_s = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
     bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout.multicta(2))

@@ -175,7 +175,6 @@ class _Reader:
     def __init__(self, lines: list[str]):
         self.lines = lines
         self.pos = 0
-        self.label_args: list[str] = []     # the arguments of the last block label read
 
     def peek(self) -> str:
         return self.lines[self.pos].strip() if self.pos < len(self.lines) else ""
@@ -196,7 +195,6 @@ class _Reader:
             if line.startswith("}"):
                 return ops
             if line.startswith("^"):                # a block label: `^bb0(%a: f32, ...):`
-                self.label_args = re.findall(r"(%[\w.$-]+)\s*:", line)
                 self.pos += 1
                 continue
             ops.append(self.operation())
@@ -225,12 +223,11 @@ class _Reader:
                 if tail.endswith("{"):              # `} else {`, `} do {`
                     lab = tail[:-1].strip() or "region"
                     args = VALUE.findall(lab.split("(", 1)[1]) if "(" in lab else []
-                    self.label_args = []
-                    ops = self.block()
                     # a `do` region names its arguments in its block label (`^bb0(%t: i32)`)
+                    if not args and self.peek().startswith("^"):
+                        args = re.findall(r"(%[\w.$-]+)\s*:", self.peek())
                     op.regions.append(Region(lab.split("(")[0].split()[0] if lab else "region",
-                                             [a for a in args if ":" not in a]
-                                             or self.label_args, ops))
+                                             [a for a in args if ":" not in a], self.block()))
                     continue
                 _, op.loc = _strip_loc(tail)
                 return op
