@@ -445,18 +445,7 @@ mma_barriers_expect_a_only = _mma_barriers(BOTH_BYTES=False)
 mma_barriers_done_at_first = _mma_barriers(DONE_AT_FIRST=True)
 
 
-# -- 7. one loader and two readers of every slot, each releasing it with its own arrival -------
-
-@gluon.jit
-def pair_loader(desc, bufs, ready, empty, n_tiles):
-    STAGES: gl.constexpr = bufs.shape[0]
-    BM: gl.constexpr = desc.block_type.shape[0]
-    for i in range(n_tiles):
-        s = i % STAGES
-        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
-        mbarrier.expect(ready.index(s), desc.block_type.nbytes)
-        tma.async_load(desc, [i * BM, 0], ready.index(s), bufs.index(s))
-
+# -- 7. two readers of every slot (the loader of section 2), each releasing it on its own ------
 
 @gluon.jit
 def pair_reader(bufs, ready, empty, partial, n_tiles, RELEASE: gl.constexpr,
@@ -486,7 +475,7 @@ def pair_sum(desc, n_tiles, STAGES: gl.constexpr, SECOND_RELEASES: gl.constexpr,
     gl.warp_specialize([
         (pair_reader, (bufs, ready, empty, partials.index(0), n_tiles, 1, num_warps)),
         (pair_reader, (bufs, ready, empty, partials.index(1), n_tiles, SECOND_RELEASES, 4)),
-        (pair_loader, (desc, bufs, ready, empty, n_tiles)),
+        (ring_loader, (desc, bufs, ready, empty, n_tiles)),
     ], [4, 1], [192, 24])
 
 
