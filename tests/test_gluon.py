@@ -365,6 +365,11 @@ def test_a_malformed_launch_is_an_input_error_at_its_line():
         where = err.value.loc
         assert (os.path.abspath(where.file), where.line) == (HERE, line), message
         assert err.value.hint, message
+    # a constexpr of the wrong type fails in Triton, at the kernel's line: the hint names it
+    with pytest.raises(ModelError, match="must be integers") as err:
+        load(Launch(counters, args=dict(desc=DESC, n=2, STAGES="2")))
+    assert "STAGES='2'" in err.value.hint
+    assert err.value.loc.line == line_of(counters, "bufs = ")
 
 
 # -- the examples ----------------------------------------------------------------------------

@@ -351,4 +351,15 @@ def _compile_error(err: BaseException, launch: Launch) -> ModelError:
     except (OSError, TypeError):
         pass
     return ModelError(f"the Gluon kernel does not compile: {text.strip().splitlines()[-1]}",
-                      loc=loc, hint="fix the kernel so that triton compiles it")
+                      loc=loc, hint="fix the kernel so that triton compiles it"
+                                    + _odd_constexprs(launch))
+
+
+def _odd_constexprs(launch: Launch) -> str:
+    """The constexpr values of the launch that are neither numbers nor layouts nor types (a
+    `"2"` for an int), a likely cause of a kernel that does not compile."""
+    constexprs = {p.name for p in launch.kernel.params if p.is_constexpr}
+    odd = [f"{name}={value!r}" for name, value in launch.args.items()
+           if name in constexprs and isinstance(value, (str, float))]
+    return f" (the launch gives {', '.join(odd)}: is that the type the kernel uses?)" \
+        if odd else ""
