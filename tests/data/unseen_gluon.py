@@ -1,7 +1,10 @@
 """Gluon kernels a new user wrote in the style of Triton's Gluon tutorials (TMA round trips,
 a register consumer of a TMA ring, a persistent matmul with a double-buffered TMEM accumulator,
-a Hopper wgmma ring), each correct and with the bugs people report, plus kernels with
-synchronization the frontend does not read (it must be BP190 at its line, never dropped).
+a Hopper wgmma ring, MMAs releasing their stages through `mbarriers=`, two readers of a ring,
+predicated expect/load/wait, a counted `while`), each correct and with the bugs people report,
+plus kernels with synchronization the frontend does not read (hand-written PTX, a TMA
+reduction, a `while` on cluster launch control, a multicast load across two CTAs): it must be
+BP190 at its line, never dropped.
 Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 from triton.experimental import gluon
