@@ -131,8 +131,8 @@ class ControlRules:
         return [after.get(ph.name, opaque("carry")) for ph, _ in placeholders.values()]
 
     def scf_while(self, op: Operation, out: list):
-        """`while i < n: ...; i += c` (a Python `while` over a counter) is the `scf.for` it
-        counts. Any other `while` (a condition from data, such as a cluster launch control
+        """`while i < n: ...; i += c` (a Python `while` over a counter, a signed `<`) is the
+        `scf.for` it counts. Any other `while` (a condition from data, such as a cluster launch control
         response) has no trip count the model can follow: BP190 at its line."""
         if len(op.regions) != 2 or not op.regions[0].ops:
             raise Unread("the regions of the `while` loop cannot be read")
@@ -148,9 +148,11 @@ class ControlRules:
         self.values.update(zip(before.args, marks))
         self.block(before.ops[:-1])
         test = self.value(condition.operands[0])
+        compare = next((o for o in before.ops if condition.operands[0] in o.results), None)
+        signed = compare is not None and re.match(r"^arith\.cmpi\s+slt\b", compare.text)
         k = next((k for k, m in enumerate(marks) if isinstance(test, BinOp) and test.op == "<"
                   and same(test.lhs, m)), None)
-        if k is None or opaque_vars(test.rhs) or \
+        if k is None or not signed or opaque_vars(test.rhs) or \
                 free_vars(test.rhs) & {m.name for m in marks}:
             raise Unread("the condition of the `while` loop is not `counter < bound` over "
                          "values the model tracks (a trip count from data)")
