@@ -132,8 +132,8 @@ class ControlRules:
 
     def scf_while(self, op: Operation, out: list):
         """`while i < n: ...; i += c` (a Python `while` over a counter, a signed `<`) is the
-        `scf.for` it counts. Any other `while` (a condition from data, such as a cluster launch control
-        response) has no trip count the model can follow: BP190 at its line."""
+        `scf.for` it counts. Any other `while` (a condition from data, such as a cluster launch
+        control response) has no trip count the model can follow: BP190 at its line."""
         if len(op.regions) != 2 or not op.regions[0].ops:
             raise Unread("the regions of the `while` loop cannot be read")
         before, after = op.regions
