@@ -3,6 +3,7 @@ examples' verdicts, and counterexamples on the kernel's own Python lines."""
 
 import inspect
 import os
+import sys
 
 import pytest
 
@@ -342,8 +343,33 @@ def test_a_kernel_that_does_not_compile_is_an_input_error_at_its_line():
 
 
 def test_a_missing_argument_is_an_input_error():
-    with pytest.raises(ModelError, match="argument 'n' of counters has no value"):
+    with pytest.raises(ModelError, match="argument 'n' of counters has no value") as err:
         load(Launch(counters, args=dict(desc=DESC, STAGES=2)))
+    # at the launch's line, with the kernel's arguments in the hint
+    assert os.path.abspath(err.value.loc.file) == HERE
+    assert "counters(desc, n, STAGES" in err.value.hint
+
+
+def test_a_malformed_launch_is_an_input_error_at_its_line():
+    """What a user gets wrong in a Launch is said at the Launch(...) line, before compiling."""
+    cases = {"has no argument K": dict(args=dict(desc=DESC, n=2, STAGES=2, K=3)),
+             "num_warps is given twice": dict(args=dict(desc=DESC, n=2, STAGES=2, num_warps=8)),
+             r"num_warps=3\) is not a power of two": dict(args=dict(desc=DESC, n=2, STAGES=2),
+                                                          num_warps=3),
+             "'n' = 2.0 cannot be given": dict(args=dict(desc=DESC, n=2.0, STAGES=2))}
+    for message, given in cases.items():
+        launch = Launch(counters, **given)
+        line = sys._getframe().f_lineno - 1
+        with pytest.raises(ModelError, match=message) as err:
+            load(launch)
+        where = err.value.loc
+        assert (os.path.abspath(where.file), where.line) == (HERE, line), message
+        assert err.value.hint, message
+    # a constexpr of the wrong type fails in Triton, at the kernel's line: the hint names it
+    with pytest.raises(ModelError, match="must be integers") as err:
+        load(Launch(counters, args=dict(desc=DESC, n=2, STAGES="2")))
+    assert "STAGES='2'" in err.value.hint
+    assert err.value.loc.line == line_of(counters, "bufs = ")
 
 
 # -- the examples ----------------------------------------------------------------------------
@@ -546,6 +572,70 @@ def test_a_launch_the_verifier_rejects_is_an_input_error_at_the_kernels_line(cap
     assert "CTAs per CGA" in str(err.value) and "num_ctas=2" in (err.value.hint or "")
     assert err.value.loc.line == line_of(one_cta_layout, "a_s = ")
     assert "error:" not in capfd.readouterr().err          # said once, by the report
+
+
+@gluon.jit
+def counted_while(desc, n, STEP: gl.constexpr, SKIP_ODD: gl.constexpr):
+    """A ring walked by a Python `while` over a counter (`t += STEP`, or a step that depends on
+    the tile)."""
+    bufs = gl.allocate_shared_memory(desc.dtype, [2] + desc.block_type.shape, desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(bars.index(i), count=1)
+    t = 0
+    while t < n:
+        k = t // STEP
+        mbarrier.expect(bars.index(k % 2), desc.block_type.nbytes)
+        tma.async_load(desc, [0, t * 64], bars.index(k % 2), bufs.index(k % 2))
+        mbarrier.wait(bars.index(k % 2), (k // 2) & 1)
+        if SKIP_ODD and t % 2 == 1:
+            t += 2 * STEP
+        else:
+            t += STEP
+
+
+def test_a_while_over_a_counter_is_the_loop_it_counts():
+    """`while t < n: ...; t += c` is a loop of ceil(n / c) trips over `t = c * j`; a counter
+    advanced by a step that depends on the tile has no trip count: BP190 at the `while`."""
+    kernel = load(Launch(counted_while, args=dict(desc=DESC, n=7, STEP=2, SKIP_ODD=False)))
+    loops = [s for s in walk(kernel.body) if isinstance(s, Loop)]
+    assert len(loops) == 1 and not [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert verdict_of(kernel).verdict == "verified"
+    trips = {n: replay_trip(loops[0].trip, n) for n in (0, 1, 6, 7)}
+    assert trips == {0: 0, 1: 1, 6: 3, 7: 4}, trips
+    kernel = load(Launch(counted_while, args=dict(desc=DESC, n=7, STEP=1, SKIP_ODD=True)))
+    unmodeled = [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert [op.name.split(":")[0] for op in unmodeled] == ["scf.while"]
+    assert unmodeled[0].loc.line == line_of(counted_while, "while t < n")
+    assert "not advanced by a constant" in unmodeled[0].name
+
+
+def replay_trip(trip, n: int) -> int:
+    from barrierproof.model.expr import substitute
+    from barrierproof.model.ir import Const, free_vars
+    return substitute(trip, {v: Const(n) for v in free_vars(trip)}).value
+
+
+@gluon.jit
+def split_tile(a_desc):
+    a_s = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout.multicta(2))
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, a_desc.block_type.nbytes)
+    tma.async_load(a_desc, [0, 0], bar, a_s)
+    mbarrier.wait(bar, 0)
+
+
+def test_a_launch_that_ends_tritons_compiler_is_an_input_error():
+    """A CGA layout whose CTA basis lies outside the tile stops Triton's C++ passes with an
+    LLVM fatal error (abort): the compilation runs in a fork, so that is an input error saying
+    what LLVM printed, and the checking process goes on."""
+    layout = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16, cga_layout=[[32, 0]])
+    with pytest.raises(ModelError, match="killed by SIGABRT.*surjective") as err:
+        load(Launch(split_tile, args=dict(a_desc=tensor_desc("fp16", [64, 64], layout)),
+                    num_ctas=2))
+    assert "cga_layout" in err.value.hint
+    assert load(Launch(counters, args=dict(desc=DESC, n=2, STAGES=2))).name == "counters"
 
 
 def test_the_persistent_matmuls_barrier_rules_are_proved_for_every_shape_and_program_count():

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 
-from ..ir import Kernel, Loc
+from ..ir import Kernel, Loc, ModelError
 from .launch import Launch, TensorDesc, is_launch, tensor_desc
 
 __all__ = ["Launch", "TensorDesc", "tensor_desc", "is_launch", "load", "ttgir_of"]
@@ -35,7 +35,12 @@ def load(launch: Launch, name: str | None = None, expect: str | None = None,
     """The IR of a declared launch (`text`: its TTGIR, when already compiled)."""
     from .translate import Translator
     from .ttgir import parse
-    text = text if text is not None else ttgir_of(launch)
+    try:
+        text = text if text is not None else ttgir_of(launch)
+    except ModelError as err:
+        if err.loc is None and launch.site is not None:    # an argument of the launch
+            err.loc = Loc(*launch.site)
+        raise
     fn = getattr(launch.kernel, "fn", launch.kernel)
     try:
         loc = Loc(inspect.getsourcefile(fn) or "<gluon>", inspect.getsourcelines(fn)[1])

@@ -14,10 +14,13 @@ import atexit
 import contextlib
 import inspect
 import os
+import pickle
 import re
+import signal
 import sys
 import tempfile
 import warnings
+from typing import Any, Callable
 
 from ..ir import ModelError
 from .launch import Launch, TensorDesc
@@ -104,7 +107,13 @@ def _desc_type(desc: TensorDesc, gluon: bool) -> str:
 def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
     """Triton's signature (argument name -> type) and the constexpr values of the launch."""
     fn = launch.kernel
+    params = ", ".join(p.name for p in fn.params)
     sig, constexprs = {}, {}
+    given = launch.args.get("num_warps", launch.num_warps)
+    if given != launch.num_warps:
+        raise ModelError(f"num_warps is given twice: {given!r} in args and {launch.num_warps} "
+                         "as Launch(num_warps=...), which the compiler uses",
+                         hint=f"give it once: Launch(..., num_warps={given!r})")
     for p in fn.params:
         name = p.name
         if p.is_constexpr:
@@ -121,8 +130,9 @@ def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
             continue
         if name not in launch.args:
             raise ModelError(f"argument {name!r} of {fn.__name__} has no value",
-                             hint="give every runtime argument in Launch(args=...): "
-                                  "tensor_desc(...) for descriptors, ints for scalars")
+                             hint=f"give every runtime argument of {fn.__name__}({params}) in "
+                                  "Launch(args=...): tensor_desc(...) for descriptors, ints for "
+                                  "scalars")
         value = launch.args[name]
         if isinstance(value, TensorDesc):
             sig[name] = _desc_type(value, gluon)
@@ -137,7 +147,8 @@ def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
                              hint="use tensor_desc(dtype, block_shape), an int or a type string")
     unknown = set(launch.args) - {p.name for p in fn.params}
     if unknown:
-        raise ModelError(f"{fn.__name__} has no argument {', '.join(sorted(unknown))}")
+        raise ModelError(f"{fn.__name__} has no argument {', '.join(sorted(unknown))}",
+                         hint=f"its arguments: {fn.__name__}({params})")
     return sig, constexprs
 
 
@@ -151,8 +162,13 @@ def to_ttgir(launch: Launch) -> str:
     from triton.runtime.jit import JITFunction
     gluon = isinstance(launch.kernel, GluonJITFunction)
     if not isinstance(launch.kernel, JITFunction):
-        raise ModelError(f"{launch.kernel!r} is not a @gluon.jit kernel",
+        what = getattr(launch.kernel, "__name__", None) or repr(launch.kernel)
+        raise ModelError(f"{what} is not a @gluon.jit kernel",
                          hint="decorate it with triton.experimental.gluon.jit (or triton.jit)")
+    for what, n, top in (("num_warps", launch.num_warps, 32), ("num_ctas", launch.num_ctas, 16)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n & (n - 1) or n > top:
+            raise ModelError(f"Launch({what}={n!r}) is not a power of two from 1 to {top}",
+                             hint=f"e.g. Launch(..., {what}={4 if what == 'num_warps' else 1})")
     target = _target(launch.target)
     backend = make_backend(target)
     with warnings.catch_warnings():
@@ -163,10 +179,17 @@ def to_ttgir(launch: Launch) -> str:
                                          "num_stages": launch.num_stages})
     sig, constexprs = signature(launch, gluon)
     src = (GluonASTSource if gluon else ASTSource)(launch.kernel, sig, constexprs)
-    context = ir.context()
-    ir.load_dialects(context)
-    backend.load_dialects(context)
-    with _diagnostics() as said:
+
+    def build(sink) -> str:
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        return _generate(src, target, options, backend, context, launch, gluon, sink)
+    return _contained(build, launch)
+
+
+def _generate(src, target, options, backend, context, launch: Launch, gluon: bool, sink) -> str:
+    with _diagnostics(sink) as said:
         try:
             module = src.make_ir(target, options, backend.get_codegen_implementation(options),
                                  backend.get_module_map(), context)
@@ -186,18 +209,81 @@ def to_ttgir(launch: Launch) -> str:
     return module.str()
 
 
+def _contained(build: Callable[[Any], str], launch: Launch) -> str:
+    """Some errors in Triton's C++ passes end the process (`LLVM ERROR: ...`, then abort): the
+    compilation runs in a fork of this process, whose end is then an input error saying what
+    it printed, not the end of the checker."""
+    if not hasattr(os, "fork"):
+        return build(None)
+    with tempfile.TemporaryFile(mode="w+b") as said, tempfile.TemporaryFile(mode="w+b") as reply:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:        # the copy: compile, send back the TTGIR or the error, end at once
+            try:
+                try:
+                    answer: tuple = ("ttgir", build(said))
+                except ModelError as err:
+                    answer = ("error", (err.message, err.loc, err.hint, err.code))
+                except BaseException as err:
+                    answer = ("raised", f"{type(err).__name__}: {err}")
+                pickle.dump(answer, reply)
+                reply.flush()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        reply.seek(0)
+        try:
+            kind, value = pickle.load(reply)
+        except Exception:     # it ended before answering
+            kind, value = None, None
+        if kind == "ttgir":
+            return value
+        if kind == "error":
+            message, loc, hint, code = value
+            raise ModelError(message, loc=loc, hint=hint, code=code)
+        name = getattr(launch.kernel, "__name__", "the kernel")
+        if kind == "raised":
+            raise ModelError(f"compiling {name}: {value}")
+        said.seek(0)
+        printed = said.read().decode("utf-8", "replace")
+        how = (f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+               if os.WIFSIGNALED(status) else f"exit status {os.WEXITSTATUS(status)}")
+        raise _diagnosed(printed, launch) or ModelError(
+            f"Triton's compiler stopped on {name} ({how}): {_fatal(printed)}",
+            hint=f"fix the kernel or its Launch (num_ctas={launch.num_ctas}, "
+                 f"target={launch.target}; for several CTAs, layouts with a cga_layout) so "
+                 "that triton compiles it")
+
+
+def _fatal(printed: str) -> str:
+    """LLVM's fatal error as it printed it, up to its stack dump."""
+    lines = printed.splitlines()
+    start = next((k for k, line in enumerate(lines) if "LLVM ERROR:" in line), None)
+    if start is None:
+        return "it printed no error"
+    said = [lines[start].split("LLVM ERROR:", 1)[1]]
+    for line in lines[start + 1:start + 8]:
+        if not line.strip() or re.match(r"^(Stack dump|PLEASE|\s*#\d|\d+\.\s)", line):
+            break
+        said.append(line)
+    return " ".join(part.strip() for part in said if part.strip())
+
+
 @contextlib.contextmanager
-def _diagnostics():
+def _diagnostics(sink=None):
     """MLIR prints a failed verification (`file:line:col: error: ...`) on the process's stderr
-    and raises a bare RuntimeError; what it printed is captured, for the error to say, and
-    passed on when nothing failed."""
+    and raises a bare RuntimeError; what it printed is captured (in `sink`, when given, for a
+    caller to read should the process end), for the error to say, and passed on when nothing
+    failed."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
     except (OSError, ValueError):
         yield lambda: ""
         return
-    with tempfile.TemporaryFile(mode="w+b") as sink:
+    own = sink is None
+    with (tempfile.TemporaryFile(mode="w+b") if own else contextlib.nullcontext(sink)) as sink:
         os.dup2(sink.fileno(), 2)
         text: list[str] = []
 
@@ -265,4 +351,15 @@ def _compile_error(err: BaseException, launch: Launch) -> ModelError:
     except (OSError, TypeError):
         pass
     return ModelError(f"the Gluon kernel does not compile: {text.strip().splitlines()[-1]}",
-                      loc=loc, hint="fix the kernel so that triton compiles it")
+                      loc=loc, hint="fix the kernel so that triton compiles it"
+                                    + _odd_constexprs(launch))
+
+
+def _odd_constexprs(launch: Launch) -> str:
+    """The constexpr values of the launch that are neither numbers nor layouts nor types (a
+    `"2"` for an int), a likely cause of a kernel that does not compile."""
+    constexprs = {p.name for p in launch.kernel.params if p.is_constexpr}
+    odd = [f"{name}={value!r}" for name, value in launch.args.items()
+           if name in constexprs and isinstance(value, (str, float))]
+    return f" (the launch gives {', '.join(odd)}: is that the type the kernel uses?)" \
+        if odd else ""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-from ..expr import mk, opaque, same, stmt_vars, substitute, substitute_stmts
-from ..ir import BarrierAlloc, BarrierRef, Const, Expr, Loop, Op, Var, When, free_vars
+from ..expr import mk, opaque, opaque_vars, same, stmt_vars, substitute, substitute_stmts
+from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Loop, Op, Var, When,
+                  free_vars)
 from .arith import implied_constant
 from .carries import discharged, solve
 from .ttgir import Operation, Region
@@ -128,6 +129,65 @@ class ControlRules:
         if body:
             out.append(Loop(j.name, trip, tuple(body), self.where(op)))
         return [after.get(ph.name, opaque("carry")) for ph, _ in placeholders.values()]
+
+    def scf_while(self, op: Operation, out: list):
+        """`while i < n: ...; i += c` (a Python `while` over a counter, a signed `<`) is the
+        `scf.for` it counts. Any other `while` (a condition from data, such as a cluster launch
+        control response) has no trip count the model can follow: BP190 at its line."""
+        if len(op.regions) != 2 or not op.regions[0].ops:
+            raise Unread("the regions of the `while` loop cannot be read")
+        before, after = op.regions
+        inits = re.findall(r"%[\w.$-]+\s*=\s*(%[\w.$#-]+)", op.text.split(") :", 1)[0])
+        condition = before.ops[-1]
+        if condition.name != "scf.condition" or \
+                any(not o.name.startswith("arith.") for o in before.ops[:-1]) or \
+                not len(inits) == len(before.args) == len(after.args) or \
+                condition.operands[1:] != before.args:
+            raise Unread("a `while` loop whose condition is not a comparison of its counter")
+        marks = [Var(CARRY_PREFIX + self.fresh(a)) for a in before.args]
+        self.values.update(zip(before.args, marks))
+        self.block(before.ops[:-1])
+        test = self.value(condition.operands[0])
+        compare = next((o for o in before.ops if condition.operands[0] in o.results), None)
+        signed = compare is not None and re.match(r"^arith\.cmpi\s+slt\b", compare.text)
+        k = next((k for k, m in enumerate(marks) if isinstance(test, BinOp) and test.op == "<"
+                  and same(test.lhs, m)), None)
+        if k is None or not signed or opaque_vars(test.rhs) or \
+                free_vars(test.rhs) & {m.name for m in marks}:
+            raise Unread("the condition of the `while` loop is not `counter < bound` over "
+                         "values the model tracks (a trip count from data)")
+        step = self._while_step(after, after.args[k])
+        n = next(self._ids)
+        bounds = [f"%while_lo{n}", f"%while_hi{n}", f"%while_step{n}"]
+        self.values.update(zip(bounds, (self.value(inits[k]), test.rhs, Const(step))))
+        rest = [i for i in range(len(inits)) if i != k]
+        text = f"scf.for {after.args[k]} = {bounds[0]} to {bounds[1]} step {bounds[2]}"
+        if rest:
+            text += " iter_args(" + ", ".join(f"{after.args[i]} = {inits[i]}" for i in rest) + ")"
+        yields = after.ops[-1].operands
+        tail = Operation("scf.yield", [], "scf.yield " + ", ".join(yields[i] for i in rest),
+                         after.ops[-1].loc)
+        body = Region("body", [after.args[k]] + [after.args[i] for i in rest],
+                      after.ops[:-1] + [tail])
+        results = iter(self.scf_for(Operation("scf.for", [], text, op.loc, [body], op.line),
+                                    out) or [])
+        # the counter's value after the loop is not tracked (an opaque value if used)
+        return [None if i == k else next(results, None) for i in range(len(inits))]
+
+    def _while_step(self, after: Region, counter: str) -> int:
+        """The constant a `while` loop's body adds to its counter (`counter + c`, c > 0)."""
+        last = after.ops[-1] if after.ops else None
+        k = after.args.index(counter)
+        if last is None or last.name != "scf.yield" or len(last.operands) != len(after.args):
+            raise Unread("the values the `while` loop carries cannot be read")
+        step = next((o for o in after.ops if last.operands[k] in o.results), None)
+        if step is None or step.name != "arith.addi" or counter not in step.operands[:2]:
+            raise Unread("the counter of the `while` loop is not advanced by a constant")
+        other = [self.value(a) for a in step.operands[:2] if a != counter]
+        if len(other) != 1 or not isinstance(other[0], Const) or other[0].value <= 0:
+            raise Unread("the counter of the `while` loop is not advanced by a positive "
+                         "constant")
+        return other[0].value
 
     def _constant_span(self, span: Expr) -> Expr:
         """`hi - lo` as the constant it is for every parameter value (`range(n - 2, n)`, a

@@ -11,6 +11,8 @@ kernel is compiled (compile.py) only when it is checked.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -68,9 +70,26 @@ class Launch:
     symbolic: tuple[str, ...] | None = None
     name: str | None = None
     assume: Callable[..., Any] | None = None
+    # (file, line) of the `Launch(...)` call, where an error in its arguments is reported
+    site: tuple[str, int] | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "site", _caller())
 
     def __hash__(self) -> int:
         return id(self)
+
+
+def _caller() -> tuple[str, int] | None:
+    """The first frame outside this module and `dataclasses` (`dataclasses.replace` builds a
+    launch too): the user's line."""
+    import dataclasses
+    skip = {os.path.abspath(__file__), os.path.abspath(dataclasses.__file__)}
+    frame = sys._getframe(1)
+    while frame is not None and (os.path.abspath(frame.f_code.co_filename) in skip
+                                 or frame.f_code.co_filename.startswith("<")):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
 
 
 def is_launch(obj: Any) -> bool:

@@ -433,8 +433,6 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         """A TMA load (and a gather of rows, `tile::gather4`): writes its destination and
         completes the destination's bytes on the barrier."""
         head = op.text.split(" : ")[0]
-        if "multicast" in op.text:
-            raise Unread("a multicast TMA load is not modelled yet")
         m = re.match(r"^\S+\s+%[\w.$#-]+\[[^\]]*\]\s+(%[\w.$#-]+)\s*,\s*(%[\w.$#-]+)"
                      r"(?:\s*,\s*(%[\w.$#-]+))?", head)
         desc = _memdesc(op.text)
@@ -445,6 +443,11 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         pred = self._pred(m.group(3))
         self.guarded(out, pred, Op(K.TMA_LOAD, bar, bytes=Const(nbytes), loc=self.where(op),
                                    writes=self.memref(m.group(1))), op)
+        if "multicast" in op.text:
+            # its bytes land on this CTA's barrier as above; the copies it also writes to the
+            # other CTAs of the cluster (and theirs to this one) are not modelled
+            out.append(self.unmodeled(op, "a multicast TMA load's copies to the other CTAs "
+                                          "of the cluster are not modelled yet"))
 
     def mma(self, op: Operation, out, scales: int = 0):
         # a, b, acc[token], (a_scale, b_scale,) use_acc, pred, then barrier[pred] pairs; a
@@ -545,6 +548,7 @@ HANDLERS: dict[str, Callable] = {
     "tt.get_num_programs": Translator.num_programs,
     "scf.for": Translator.scf_for,
     "scf.if": Translator.scf_if,
+    "scf.while": Translator.scf_while,
     "ttg.local_alloc": Translator.local_alloc,
     "ttng.tmem_alloc": Translator.local_alloc,
     "ttg.memdesc_index": Translator.memdesc_index,

@@ -223,6 +223,9 @@ class _Reader:
                 if tail.endswith("{"):              # `} else {`, `} do {`
                     lab = tail[:-1].strip() or "region"
                     args = VALUE.findall(lab.split("(", 1)[1]) if "(" in lab else []
+                    # a `do` region names its arguments in its block label (`^bb0(%t: i32)`)
+                    if not args and self.peek().startswith("^"):
+                        args = re.findall(r"(%[\w.$-]+)\s*:", self.peek())
                     op.regions.append(Region(lab.split("(")[0].split()[0] if lab else "region",
                                              [a for a in args if ":" not in a], self.block()))
                     continue

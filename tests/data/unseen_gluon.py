@@ -1,13 +1,16 @@
 """Gluon kernels a new user wrote in the style of Triton's Gluon tutorials (TMA round trips,
 a register consumer of a TMA ring, a persistent matmul with a double-buffered TMEM accumulator,
-a Hopper wgmma ring), each correct and with the bugs people report, plus kernels with
-synchronization the frontend does not read (it must be BP190 at its line, never dropped).
+a Hopper wgmma ring, MMAs releasing their stages through `mbarriers=`, two readers of a ring,
+predicated expect/load/wait, a counted `while`), each correct and with the bugs people report,
+plus kernels with synchronization the frontend does not read (hand-written PTX, a TMA
+reduction, a `while` on cluster launch control, a multicast load across two CTAs): it must be
+BP190 at its line, never dropped.
 Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout,
-                                                                 allocate_tensor_memory,
+                                                                 allocate_tensor_memory, clc,
                                                                  tcgen05_commit, tcgen05_mma)
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
                                                              warpgroup_mma, warpgroup_mma_wait)
@@ -360,6 +363,295 @@ tma_atomic_add = Launch(tma_reduce, args=dict(in_desc=tensor_desc("fp32", [64, 6
                         num_warps=4, target="cuda:100")
 
 
+
+# -- 6. MMA completion barriers: each MMA frees its stage, the last one also the accumulator ---
+
+@gluon.jit
+def mb_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, k_tiles, BOTH_BYTES: gl.constexpr):
+    STAGES: gl.constexpr = a_bufs.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    for k in range(k_tiles):
+        s = k % STAGES
+        mbarrier.wait(empty.index(s), ((k // STAGES) & 1) ^ 1)
+        if BOTH_BYTES:
+            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        else:
+            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes)
+        tma.async_load(a_desc, [0, k * BK], ready.index(s), a_bufs.index(s))
+        tma.async_load(b_desc, [0, k * BK], ready.index(s), b_bufs.index(s))
+
+
+@gluon.jit
+def mb_mma(a_bufs, b_bufs, ready, empty, acc, acc_bar, k_tiles, DONE_AT_FIRST: gl.constexpr):
+    STAGES: gl.constexpr = a_bufs.shape[0]
+    for k in range(k_tiles):
+        s = k % STAGES
+        mbarrier.wait(ready.index(s), (k // STAGES) & 1)
+        if DONE_AT_FIRST:
+            last = k == 0
+        else:
+            last = k == k_tiles - 1
+        tcgen05_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), acc, use_acc=k > 0,
+                    mbarriers=[empty.index(s), acc_bar], mbarrier_preds=[True, last])
+
+
+@gluon.jit
+def mb_epilogue(c_desc, acc, acc_bar, c_smem, num_warps: gl.constexpr):
+    mbarrier.wait(acc_bar, 0)
+    c = acc.load(acc.get_reg_layout(num_warps=num_warps))
+    c_smem.store(c.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [0, 0], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def mma_barriers(a_desc, b_desc, c_desc, k_tiles, STAGES: gl.constexpr, BOTH_BYTES: gl.constexpr,
+                 DONE_AT_FIRST: gl.constexpr, num_warps: gl.constexpr):
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    acc_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    mbarrier.init(acc_bar, count=1)
+    acc = allocate_tensor_memory(gl.float32, [BM, BN], TensorMemoryLayout([BM, BN], col_stride=1))
+    gl.warp_specialize([
+        (mb_epilogue, (c_desc, acc, acc_bar, c_smem, num_warps)),
+        (mb_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, k_tiles, BOTH_BYTES)),
+        (mb_mma, (a_bufs, b_bufs, ready, empty, acc, acc_bar, k_tiles, DONE_AT_FIRST)),
+    ], [1, 1], [40, 40])
+
+
+def _mma_barriers(**knobs):
+    args = dict(a_desc=tensor_desc("fp16", [128, 64]), b_desc=tensor_desc("fp16", [64, 64]),
+                c_desc=tensor_desc("fp16", [128, 64]), k_tiles=4, STAGES=2, BOTH_BYTES=True,
+                DONE_AT_FIRST=False)
+    args.update(knobs)
+    # no K tile: the accumulator barrier is never committed (a kernel that needs one)
+    return Launch(mma_barriers, args=args, num_warps=4, target="cuda:100",
+                  assume=lambda k_tiles: k_tiles >= 1)
+
+
+mma_barriers_ok = _mma_barriers()
+# the stage's expect counts A's bytes only: it completes while B is still landing
+mma_barriers_expect_a_only = _mma_barriers(BOTH_BYTES=False)
+# the accumulator barrier is predicated on the first MMA: the epilogue reads TMEM the later
+# MMAs still write
+mma_barriers_done_at_first = _mma_barriers(DONE_AT_FIRST=True)
+
+
+# -- 7. two readers of every slot (the loader of section 2), each releasing it on its own ------
+
+@gluon.jit
+def pair_reader(bufs, ready, empty, partial, n_tiles, RELEASE: gl.constexpr,
+                WARPS: gl.constexpr):
+    STAGES: gl.constexpr = bufs.shape[0]
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [WARPS, 1], [1, 0])
+    acc = gl.zeros([bufs.shape[1], bufs.shape[2]], gl.float32, regs)
+    for i in range(n_tiles):
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        acc += bufs.index(s).load(regs).to(gl.float32)
+        mbarrier.arrive(empty.index(s), count=RELEASE)
+    partial.store(acc)
+
+
+@gluon.jit
+def pair_sum(desc, n_tiles, STAGES: gl.constexpr, SECOND_RELEASES: gl.constexpr,
+             num_warps: gl.constexpr):
+    bufs = gl.allocate_shared_memory(desc.dtype, [STAGES] + desc.block_type.shape, desc.layout)
+    partials = gl.allocate_shared_memory(gl.float32, [2] + desc.block_type.shape,
+                                         gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2)      # both readers hand the slot back
+    gl.warp_specialize([
+        (pair_reader, (bufs, ready, empty, partials.index(0), n_tiles, 1, num_warps)),
+        (pair_reader, (bufs, ready, empty, partials.index(1), n_tiles, SECOND_RELEASES, 4)),
+        (ring_loader, (desc, bufs, ready, empty, n_tiles)),
+    ], [4, 1], [192, 24])
+
+
+def _pair_sum(**knobs):
+    args = dict(desc=tensor_desc("fp16", [64, 64]), n_tiles=4, STAGES=2, SECOND_RELEASES=1)
+    args.update(knobs)
+    return Launch(pair_sum, args=args, num_warps=4, target="cuda:100")
+
+
+pair_sum_ok = _pair_sum()
+# the second reader arrives for both. Expected a race (the slot freed while the first reader
+# still reads it); the checker finds the shorter bug first: after the first reader's arrival,
+# two more exceed the count while the phase is open (undefined behaviour in PTX, BP121)
+pair_sum_second_releases_twice = _pair_sum(SECOND_RELEASES=2)
+
+
+# -- 8. a two-slot prefetch with predicated expect, load and wait ------------------------------
+
+@gluon.jit
+def predicated_prefetch(desc, k_tiles, PRED_EXPECT: gl.constexpr, SKIP_FIRST_WAIT: gl.constexpr,
+                        num_warps: gl.constexpr):
+    BM: gl.constexpr = desc.block_type.shape[0]
+    bufs = gl.allocate_shared_memory(desc.dtype, [2] + desc.block_type.shape, desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(bars.index(i), count=1)
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    acc = gl.zeros(desc.block_type.shape, gl.float32, regs)
+    mbarrier.expect(bars.index(0), desc.block_type.nbytes)
+    tma.async_load(desc, [0, 0], bars.index(0), bufs.index(0))
+    for k in range(k_tiles):
+        s = k % 2
+        ns = (k + 1) % 2
+        more = k + 1 < k_tiles
+        # the slot refilled here was read (synchronously) in the previous iteration
+        if PRED_EXPECT:
+            mbarrier.expect(bars.index(ns), desc.block_type.nbytes, pred=more)
+        else:
+            mbarrier.expect(bars.index(ns), desc.block_type.nbytes)
+        tma.async_load(desc, [(k + 1) * BM, 0], bars.index(ns), bufs.index(ns), pred=more)
+        if SKIP_FIRST_WAIT:
+            mbarrier.wait(bars.index(s), (k // 2) & 1, pred=k > 0)
+        else:
+            mbarrier.wait(bars.index(s), (k // 2) & 1)
+        acc += bufs.index(s).load(regs).to(gl.float32)
+    for i in gl.static_range(2):
+        mbarrier.invalidate(bars.index(i))
+    # the sum leaves through slot 0 (its last read is above): without a use Triton drops the
+    # loads, and the races with them
+    bufs.index(0).store(acc.to(desc.dtype))
+    fence_async_shared()
+    tma.async_store(desc, [0, 0], bufs.index(0))
+    tma.store_wait(0)
+
+
+def _predicated(**knobs):
+    args = dict(desc=tensor_desc("fp16", [64, 64]), k_tiles=5, PRED_EXPECT=True,
+                SKIP_FIRST_WAIT=False)
+    args.update(knobs)
+    return Launch(predicated_prefetch, args=args, num_warps=4, target="cuda:100")
+
+
+predicated_ok = _predicated()
+# the expect is not predicated with its load: after the last tile a phase expects bytes that
+# never land
+predicated_expect_without_load = _predicated(PRED_EXPECT=False)
+# the wait skips the first tile (a predicate meant for the refill): it reads it while it lands
+predicated_first_wait_skipped = _predicated(SKIP_FIRST_WAIT=True)
+
+
+# -- 9. a counted `while` loop: a tile at a time until the count runs out ----------------------
+
+@gluon.jit
+def while_tiles(in_desc, out_desc, n_tiles, FLIP: gl.constexpr, num_warps: gl.constexpr):
+    BM: gl.constexpr = in_desc.block_type.shape[0]
+    tile = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_type.shape, in_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    t = 0
+    phase = 0
+    while t < n_tiles:
+        tma.store_wait(0)
+        mbarrier.expect(bar, in_desc.block_type.nbytes)
+        tma.async_load(in_desc, [t * BM, 0], bar, tile)
+        mbarrier.wait(bar, phase)
+        phase ^= FLIP
+        tile.store(tile.load(regs) + 1)
+        fence_async_shared()
+        tma.async_store(out_desc, [t * BM, 0], tile)
+        t += 1
+    tma.store_wait(0)
+
+
+def _while(**knobs):
+    args = dict(in_desc=tensor_desc("fp16", [64, 64]), out_desc=tensor_desc("fp16", [64, 64]),
+                n_tiles=3, FLIP=1)
+    args.update(knobs)
+    return Launch(while_tiles, args=args, num_warps=4, target="cuda:100")
+
+
+while_ok = _while()
+# the phase is never flipped: from the second tile on the wait returns at once
+while_phase_never_flips = _while(FLIP=0)
+
+
+# -- 10. a persistent loop driven by cluster launch control: `while` over cancelled tiles ------
+
+@gluon.jit
+def clc_persistent(desc, out_desc, num_warps: gl.constexpr):
+    BM: gl.constexpr = desc.block_type.shape[0]
+    tile = gl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
+    response = gl.allocate_shared_memory(gl.int64, [2], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    load_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    clc_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(load_bar, count=1)
+    mbarrier.init(clc_bar, count=1)
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    pid = gl.program_id(0)
+    phase = 0
+    running = True
+    while running:
+        mbarrier.expect(clc_bar, 16)
+        clc.try_cancel(response, clc_bar)
+        mbarrier.expect(load_bar, desc.block_type.nbytes)
+        tma.async_load(desc, [pid * BM, 0], load_bar, tile)
+        mbarrier.wait(load_bar, phase)
+        tile.store(tile.load(regs) * 2)
+        fence_async_shared()
+        tma.async_store(out_desc, [pid * BM, 0], tile)
+        tma.store_wait(0)
+        mbarrier.wait(clc_bar, phase)
+        result = clc.load_result(response)
+        running = result.is_canceled()
+        pid = result.program_id(0)
+        phase ^= 1
+
+
+# how many tiles the hardware hands over is data: the loop is BP190 at its `while`
+clc_while_canceled = Launch(clc_persistent, args=dict(desc=tensor_desc("fp16", [64, 64]),
+                                                      out_desc=tensor_desc("fp16", [64, 64])),
+                            num_warps=4, target="cuda:100")
+
+
+# -- 11. two CTAs of a cluster share B: a multicast TMA load (num_ctas=2) ----------------------
+
+@gluon.jit
+def multicast_b(a_desc, b_desc, out_desc):
+    a = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout.multicta(2))
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    tma.async_load(a_desc, [0, 0], bar, a)
+    tma.async_load(b_desc, [0, 0], bar, b, multicast=True)
+    mbarrier.wait(bar, 0)
+    tma.async_store(out_desc, [0, 0], b)
+    tma.store_wait(0)
+
+
+def _per_cta(dtype: str, shape: list, bases: list):
+    """A descriptor whose tile both CTAs of the pair hold whole (CGA bases [[0, 0]])."""
+    layout = gl.NVMMASharedLayout.get_default_for(shape, gl.float16, cga_layout=bases)
+    return tensor_desc(dtype, shape, layout)
+
+
+# the peer CTA's copy of B lands on this CTA's barrier: multi-CTA is BP190, named at the load
+multicast_two_ctas = Launch(multicast_b, args=dict(a_desc=_per_cta("fp16", [64, 64], [[0, 0]]),
+                                                   b_desc=_per_cta("fp16", [64, 64], [[0, 0]]),
+                                                   out_desc=_per_cta("fp16", [64, 64], [[0, 0]])),
+                            num_warps=4, num_ctas=2, target="cuda:100")
+
+
 EXPECT = {
     "roundtrip_ok": "verified",
     "roundtrip_no_store_wait": "violation:BP200",
@@ -378,4 +670,16 @@ EXPECT = {
     "wgmma_two_outstanding": "violation:BP200",
     "asm_mbarrier_arrive": "violation:BP100",
     "tma_atomic_add": "unknown",
+    "mma_barriers_ok": "verified",
+    "mma_barriers_expect_a_only": "violation:BP200",
+    "mma_barriers_done_at_first": "violation:BP201",
+    "pair_sum_ok": "verified",
+    "pair_sum_second_releases_twice": "violation:BP121",
+    "predicated_ok": "verified",
+    "predicated_expect_without_load": "violation:BP130",
+    "predicated_first_wait_skipped": "violation:BP200",
+    "while_ok": "verified",
+    "while_phase_never_flips": "violation:BP200",
+    "clc_while_canceled": "unknown",
+    "multicast_two_ctas": "unknown",
 }
