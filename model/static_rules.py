@@ -46,8 +46,11 @@ def static_findings(kernel: Kernel) -> list[StaticFinding]:
     for op in kernel.ops():
         prim = kinds.lookup(op.kind)
         if prim is not None and prim.unmodelled:
+            # a primitive's name, or a frontend's sentence saying what is not modelled
+            what = op.name if " " in op.name else \
+                f"`{op.name}` is synchronization the model does not cover"
             findings.append(StaticFinding(
-                "BP190", f"`{op.name}` is synchronization the model does not cover", op.loc,
+                "BP190", what, op.loc,
                 "the verdict cannot be verified while it is ignored; pass --ignore BP190 to "
                 "accept the risk"))
             continue
