@@ -46,8 +46,9 @@ def static_findings(kernel: Kernel) -> list[StaticFinding]:
     for op in kernel.ops():
         prim = kinds.lookup(op.kind)
         if prim is not None and prim.unmodelled:
-            # a primitive's name, or a frontend's sentence saying what is not modelled
-            what = op.name if " " in op.name else \
+            # a construct's name, or a frontend's whole sentence (ending with a period) saying
+            # what is not modelled and how to avoid it
+            what = op.name.rstrip(".") if op.name.endswith(".") else \
                 f"`{op.name}` is synchronization the model does not cover"
             findings.append(StaticFinding(
                 "BP190", what, op.loc,

@@ -81,7 +81,7 @@ def _rewrite(body, flagged) -> tuple:
                 out.append(Op(K.UNMODELED, None, loc=stmt.loc, name=(
                     f"{stmt.kind} reads `{name}`, stored to at line {store.line} with no "
                     "commit_smem since: whether the async proxy sees those stores is not "
-                    "modelled (call plgpu.commit_smem() after the stores)")))
+                    "modelled (call plgpu.commit_smem() after the stores).")))
             out.append(stmt)
         elif isinstance(stmt, Loop):
             out.append(Loop(stmt.var, stmt.trip, _rewrite(stmt.body, flagged), stmt.loc))
