@@ -176,8 +176,12 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     # after an interrupt the protocols not built yet may be the ones that have it.
     interrupted = interrupts is not None and interrupts.seen
     if unused and targets and not build_failed and not interrupted:
-        raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}",
-                         hint=unknown_param_hint(unused, known))
+        hint = unknown_param_hint(unused, known)
+        if any(t.kind == "pallas" for t in targets):
+            # a Pallas function's own keyword arguments are Python, fixed when it is traced
+            hint += ("; a Pallas kernel function's keyword arguments are not parameters: "
+                     "change their defaults, or declare sizes with @sizes (docs/prove.md)")
+        raise ModelError(f"no protocol has parameter(s) {', '.join(unused)}", hint=hint)
     return verdicts
 
 

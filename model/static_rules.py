@@ -46,8 +46,12 @@ def static_findings(kernel: Kernel) -> list[StaticFinding]:
     for op in kernel.ops():
         prim = kinds.lookup(op.kind)
         if prim is not None and prim.unmodelled:
+            # a construct's name, or a frontend's whole sentence (ending with a period) saying
+            # what is not modelled and how to avoid it
+            what = op.name.rstrip(".") if op.name.endswith(".") else \
+                f"`{op.name}` is synchronization the model does not cover"
             findings.append(StaticFinding(
-                "BP190", f"`{op.name}` is synchronization the model does not cover", op.loc,
+                "BP190", what, op.loc,
                 "the verdict cannot be verified while it is ignored; pass --ignore BP190 to "
                 "accept the risk"))
             continue

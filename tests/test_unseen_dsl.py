@@ -49,6 +49,17 @@ VERDICTS = {
     "remote_arrive_awaited": "verified",
     "dsmem_push_into_exited_peer": "violation:BP146",
     "dsmem_push_awaited": "verified",
+    "leader_warp_releases_before_siblings_wait": "violation:BP101",
+    "leader_warp_releases_after_partition_sync": "verified",
+    "sparse_block_skipped_without_arrival": "violation:BP100",
+    "sparse_block_skipped_with_arrival": "verified",
+    # the warpgroup with fewer K blocks exits while the other's __syncthreads counts it
+    "causal_trip_counts_with_block_barrier": "violation:BP144",
+    "causal_trip_counts_with_warpgroup_barrier": "verified",
+    "concurrent_reductions_share_a_barrier_id": "violation:BP200",
+    "concurrent_reductions_own_barrier_ids": "verified",
+    "epilogue_barrier_counts_producer_warp": "verified",
+    "epilogue_barrier_misses_producer_warp": "violation:BP142",
 }
 
 

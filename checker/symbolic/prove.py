@@ -913,7 +913,10 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
     if unknown_names:
         return error_verdict(kernel.name, ModelError(
             f"{kernel.name} has no parameter {', '.join(unknown_names)}", loc=kernel.loc,
-            hint=f"its parameters: {', '.join(kernel.params) or 'none'}"), source)
+            hint=f"its parameters: {', '.join(kernel.params) or 'none'}"
+            + ("; a Pallas kernel function's keyword arguments are not parameters: declare "
+               "sizes with @sizes (docs/prove.md)" if kernel.source == "pallas" else "")),
+            source)
     clash = [n for n in symbolic if n in params]
     if clash:
         return error_verdict(kernel.name, ModelError(

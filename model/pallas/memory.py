@@ -22,6 +22,7 @@ from ..ir import Const, Expr, MemAlloc, ModelError, Op, Slice
 from ..ir import MemRef as IRMemRef
 from ..expr import mk, opaque_vars
 from ..regions import divisor, granules
+from .proxy_fence import commit_marker
 from .values import MemRef
 from .. import kinds, primitives as K
 
@@ -193,6 +194,10 @@ class MemoryHandlers:
         t = self._transforms(env, p["src_transforms_treedef"], eqn.invars[2:2 + ns])
         self._mem_op(K.COPY_SMEM_TO_GMEM, frame, out,
                      reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        return []
+
+    def _op_commit_smem(self, eqn, env, frame, out):
+        out.append(commit_marker(self.where(frame)))      # read by proxy_fence.check_commits
         return []
 
     def _op_wait_smem_to_gmem(self, eqn, env, frame, out):

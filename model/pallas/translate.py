@@ -25,6 +25,7 @@ from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param,
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
 from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
+from .proxy_fence import check_commits
 from .locations import _loc_from_tracebacks
 from .loops import LoopRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
@@ -108,7 +109,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         RANGES.update({a: (0, n - 1) for a, n in self.axis_sizes.items()})
         try:
             body, self.buffers = slots_by_use(whole_where_data_dependent(
-                self.jaxpr(jaxpr, env, _Frame(tracebacks))), self.buffers)
+                check_commits(self.jaxpr(jaxpr, env, _Frame(tracebacks)))), self.buffers)
             body = self._data_axes(self._lift_stmts(body))
         finally:
             RANGES.clear()
@@ -520,6 +521,7 @@ _RULES: dict[str, Callable] = {
     "async_store_smem": Translator._op_async_store_smem,
     # memory effects (memory.py)
     "copy_smem_to_gmem": Translator._op_copy_smem_to_gmem,
+    "commit_smem": Translator._op_commit_smem,
     "wait_smem_to_gmem": Translator._op_wait_smem_to_gmem,
     "wait_gmem_to_smem": Translator._op_wait_gmem_to_smem,
     "wgmma_ref": Translator._op_wgmma_ref,

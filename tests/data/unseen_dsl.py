@@ -313,3 +313,170 @@ def dsmem_push_into_exited_peer(k):
 @protocol(expect="verified")
 def dsmem_push_awaited(k):
     _push(k, peer_waits=True)
+
+
+# -- 6. triton-lang/triton#10035: an mbarrier arrive is issued by one leader warp of a partition.
+#       If the leader releases the slot before its sibling warps have left their wait, the
+#       producer refills it and completes `ready` again: a sibling still polling its parity sees
+#       the barrier two phases on. The fix syncs the partition's warps before the arrive.
+
+def _leader_arrive(k, steps, sync_before_arrive):
+    k.threads(2, name="wg")                      # wg0: producer; wg1: 4 consumer warps
+    k.warps(4)
+    k.assume(steps >= 0)
+    ready = k.Barrier(num_arrivals=1, num_barriers=2)
+    empty = k.Barrier(num_arrivals=1, num_barriers=2)
+    partition = k.named_barrier(1, 128)          # the consumer warpgroup's own bar.sync
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            k.wait_parity(empty.at[i % 2], ((i // 2) % 2) ^ 1)
+            k.arrive(ready.at[i % 2])
+        tail = minimum(steps, 2)
+        with k.loop(tail) as j:
+            v = steps - tail + j
+            k.wait_parity(empty.at[v % 2], (v // 2) % 2)
+    with k.otherwise():
+        with k.warp_region():
+            with k.loop(steps) as i:
+                k.wait_parity(ready.at[i % 2], (i // 2) % 2)
+                if sync_before_arrive:
+                    partition.sync()
+                with k.when(k.warp == 0):
+                    k.arrive(empty.at[i % 2])
+
+
+@protocol(expect="violation:BP101")
+def leader_warp_releases_before_siblings_wait(k, steps=3):
+    """Warp 0 arrives on `empty` as soon as its own wait returns; the producer then completes
+    the slot's `ready` a second time while warp 3 has not observed the first: its parity wait
+    no longer names one phase."""
+    _leader_arrive(k, steps, sync_before_arrive=False)
+
+
+@protocol(expect="verified")
+def leader_warp_releases_after_partition_sync(k, steps=3):
+    """The fix: a bar.sync of the consumer warpgroup before the leader's arrive."""
+    _leader_arrive(k, steps, sync_before_arrive=True)
+
+
+# -- 7. tile-ai/tilelang#374: a block-sparse matmul skips the TMA copy of a masked-out K block,
+#       but the consumer still waits on that stage's `full` barrier. The fix arrives on the
+#       barrier without a copy (JAX's predicated copy does the same), so every stage completes.
+
+def _sparse_ring(k, steps, arrive_when_skipped):
+    k.threads(2, name="wg")                      # wg0: TMA producer; wg1: consumer
+    k.assume(steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    empty = k.Barrier(num_arrivals=1, num_barriers=2)
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            with k.when(i >= 2):
+                k.barrier_wait(empty.at[i % 2])
+            with k.when(i % 3 != 1):             # K block i is kept by the mask
+                k.copy_gmem_to_smem(full.at[i % 2], bytes=8192)
+            with k.otherwise():
+                if arrive_when_skipped:
+                    k.barrier_arrive(full.at[i % 2])
+        tail = minimum(steps, 2)
+        with k.loop(tail) as j:
+            k.barrier_wait(empty.at[(steps - tail + j) % 2])
+    with k.otherwise():
+        with k.loop(steps) as i:
+            k.barrier_wait(full.at[i % 2])
+            k.barrier_arrive(empty.at[i % 2])
+
+
+@protocol(expect="violation:BP100")
+def sparse_block_skipped_without_arrival(k, steps=4):
+    """K block 1 is masked out: no copy lands on full[1], and the consumer waits on it forever."""
+    _sparse_ring(k, steps, arrive_when_skipped=False)
+
+
+@protocol(expect="verified")
+def sparse_block_skipped_with_arrival(k, steps=4):
+    _sparse_ring(k, steps, arrive_when_skipped=True)
+
+
+# -- 8. intel/sycl-tla#830: in a causal FMHA forward, each warpgroup's K-loop trip count depends
+#       on its rows, but the loop holds a block-wide barrier: the warpgroup with fewer blocks
+#       leaves the loop (and the kernel) while the other waits for it. The fix syncs only the
+#       warpgroup's own threads.
+
+def _causal(k, blocks, per_warpgroup):
+    k.threads(2, name="wg")
+    k.assume(blocks >= 1)
+    own = k.named_barrier(1 + k.thread, 128)     # one id per warpgroup
+    # one loop, one barrier instruction, run by both warpgroups: the lower rows (wg1) see one
+    # K block more
+    with k.loop(blocks + k.thread):
+        if per_warpgroup:
+            own.sync()
+        else:
+            k.syncthreads()
+
+
+@protocol(expect="violation:BP144")
+def causal_trip_counts_with_block_barrier(k, blocks=2):
+    """wg0 runs `blocks` iterations, wg1 one more: wg1's last __syncthreads counts wg0, which
+    has exited."""
+    _causal(k, blocks, per_warpgroup=False)
+
+
+@protocol(expect="verified")
+def causal_trip_counts_with_warpgroup_barrier(k, blocks=2):
+    _causal(k, blocks, per_warpgroup=True)
+
+
+# -- 9. tile-ai/tilelang#2360: two warpgroups reduce concurrently through shared memory, each
+#       with its own scratch row, but both use named barrier 1 with a count of 128. Warps of
+#       either warpgroup complete a phase together, so a warp reads its partner warps' partial
+#       sums before they are written. The fix gives each warpgroup its own barrier id.
+
+def _reduce(k, per_warpgroup_id):
+    k.threads(2, name="wg")
+    k.warps(4)
+    partial = k.SMEM(slots=8)                    # one partial sum per warp of the block
+    # both warpgroups run this one code path: the barrier id is 1, or 1 + 2 * wg
+    done = k.named_barrier(1 + 2 * k.thread if per_warpgroup_id else 1, 128)
+    with k.warp_region():
+        k.write(partial.at[4 * k.thread + k.warp])
+        done.sync()
+        k.read(partial.at[4 * k.thread + (k.warp + 1) % 4])
+
+
+@protocol(expect="violation:BP200")
+def concurrent_reductions_share_a_barrier_id(k):
+    _reduce(k, per_warpgroup_id=False)
+
+
+@protocol(expect="verified")
+def concurrent_reductions_own_barrier_ids(k):
+    _reduce(k, per_warpgroup_id=True)
+
+
+# -- 10. Dao-AILab/flash-attention#1389: the epilogue's "smem free" named barrier counts the two
+#        MMA warpgroups and one producer warp (256 + 32): the MMA warpgroups arrive after their
+#        TMA store has read the buffer, the producer warp syncs before it reuses it. Counting
+#        256 only lets the MMA warpgroups complete the phase alone, and the warp's sync then
+#        opens a phase of its own that nobody completes.
+
+def _epilogue_free(k, count):
+    k.threads(3, name="wg")                      # wg0, wg1: MMA; wg2: producer
+    k.warps(4)
+    free = k.named_barrier(5, count)
+    with k.when(k.thread < 2):
+        free.arrive()
+    with k.otherwise():
+        with k.warp_region():
+            with k.when(k.warp == 0):
+                free.sync()
+
+
+@protocol(expect="verified")
+def epilogue_barrier_counts_producer_warp(k):
+    _epilogue_free(k, 256 + 32)
+
+
+@protocol(expect="violation:BP142")
+def epilogue_barrier_misses_producer_warp(k):
+    _epilogue_free(k, 256)

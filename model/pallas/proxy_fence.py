@@ -1,0 +1,95 @@
+"""`commit_smem` before the async proxy reads what the threads stored.
+
+Threads store to shared memory through the generic proxy; a TMA store (`copy_smem_to_gmem`), a
+WGMMA or a tcgen05 MMA reads it through the async proxy, which sees those stores only after a
+proxy fence (`plgpu.commit_smem()`, `fence.proxy.async.shared::cta`). The model has no proxies,
+so an async read of a buffer that a store may have written since the last `commit_smem` (on
+some path, earlier in the loop or in the previous iteration) is not dropped but becomes
+unmodelled synchronization at the reading line (BP190): the verdict is at best `unknown`.
+
+The translator leaves a marker op where `commit_smem` was; `check_commits` reads them with the
+kernel's control flow (a branch: the union of both sides; a loop: its body twice, for the
+stores of one iteration reaching the next) and removes them.
+"""
+
+from __future__ import annotations
+
+from ..ir import Loc, Loop, Op, When, WarpRegion
+from .. import primitives as K
+
+COMMIT_SMEM = "commit_smem"
+# async-proxy readers of shared memory
+_ASYNC_READERS = frozenset({K.COPY_SMEM_TO_GMEM, K.WGMMA, K.TCGEN05_MMA})
+
+
+def commit_marker(loc: Loc) -> Op:
+    """Where `commit_smem` stands: a memory op touching nothing, removed by `check_commits`."""
+    return Op(K.READ, None, name=COMMIT_SMEM, loc=loc)
+
+
+def _is_marker(op: Op) -> bool:
+    return op.kind == K.READ and op.name == COMMIT_SMEM and not op.reads
+
+
+def _smem(refs) -> set[str]:
+    return {r.alloc.name for r in refs if r.alloc.space == "smem"}
+
+
+def _flow(body, unfenced: dict[str, Loc], flagged: dict[int, tuple[Op, str, Loc]]) -> dict:
+    """The buffers stored to since the last commit after `body` (name -> a store's line), given
+    those before it; async reads of such a buffer go into `flagged` (by op id)."""
+    state = dict(unfenced)
+    for stmt in body:
+        if isinstance(stmt, Op):
+            if _is_marker(stmt):
+                state.clear()
+            elif stmt.kind in _ASYNC_READERS:
+                for name in sorted(_smem(stmt.reads) & set(state)):
+                    flagged.setdefault(id(stmt), (stmt, name, state[name]))
+            elif stmt.kind == K.WRITE:
+                for name in _smem(stmt.writes):
+                    state.setdefault(name, stmt.loc)
+        elif isinstance(stmt, When):
+            then = _flow(stmt.then, state, flagged)
+            orelse = _flow(stmt.orelse, state, flagged)
+            state = {**orelse, **then}
+        elif isinstance(stmt, WarpRegion):
+            state = _flow(stmt.body, state, flagged)
+        elif isinstance(stmt, Loop):
+            once = _flow(stmt.body, state, flagged)
+            twice = _flow(stmt.body, {**state, **once}, flagged)
+            state = {**state, **twice}        # a trip count of 0 keeps what came before
+    return state
+
+
+def check_commits(body) -> tuple:
+    """The body without commit markers, with an unmodelled op before each async read of
+    shared memory that stores not yet committed may have written."""
+    flagged: dict[int, tuple[Op, str, Loc]] = {}
+    _flow(body, {}, flagged)
+    return _rewrite(body, flagged)
+
+
+def _rewrite(body, flagged) -> tuple:
+    out: list = []
+    for stmt in body:
+        if isinstance(stmt, Op):
+            if _is_marker(stmt):
+                continue
+            if id(stmt) in flagged:
+                _, name, store = flagged[id(stmt)]
+                out.append(Op(K.UNMODELED, None, loc=stmt.loc, name=(
+                    f"{stmt.kind} reads `{name}`, stored to at line {store.line} with no "
+                    "commit_smem since: whether the async proxy sees those stores is not "
+                    "modelled (call plgpu.commit_smem() after the stores).")))
+            out.append(stmt)
+        elif isinstance(stmt, Loop):
+            out.append(Loop(stmt.var, stmt.trip, _rewrite(stmt.body, flagged), stmt.loc))
+        elif isinstance(stmt, When):
+            out.append(When(stmt.cond, _rewrite(stmt.then, flagged),
+                            _rewrite(stmt.orelse, flagged), stmt.loc))
+        elif isinstance(stmt, WarpRegion):
+            out.append(WarpRegion(stmt.axis, _rewrite(stmt.body, flagged), stmt.loc))
+        else:
+            out.append(stmt)
+    return tuple(out)

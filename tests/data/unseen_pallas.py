@@ -1,0 +1,260 @@
+"""Mosaic GPU Pallas kernels a new user wrote in the style of JAX's shipped kernels
+(jax.experimental.pallas.ops.gpu) and of its Mosaic GPU tests: a TMA-store epilogue, a cluster
+exchange through a ClusterBarrier, a warp-level handoff inside `core_map` over a `WarpMesh`, a
+Blackwell tcgen05 MMA handed to an epilogue warpgroup, and `emit_pipeline_warp_specialized`
+with manual consumed barriers; each correct and with the bug people report. Checked by
+tests/test_unseen_frontends.py against EXPECT (decided from the hardware rules before running;
+where the code is not the obvious one, the kernel's docstring says why)."""
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import mosaic_gpu as plgpu
+
+from barrierproof import sizes
+
+EXPECT = {
+    "store_epilogue": "verified",
+    "store_epilogue_reuses_buffer_early": "violation:BP200",
+    "store_epilogue_exits_before_store": "violation:BP105",
+    # the missing proxy fence is outside the model: BP190 at the TMA store, never `verified`
+    "store_epilogue_without_commit_smem": "unknown",
+    "cluster_exchange": "verified",
+    "cluster_exchange_counts_one_thread": "violation:BP101",
+    "warp_handoff": "verified",
+    "warp_handoff_counts_every_warp": "violation:BP100",
+    "mma_to_epilogue": "verified",
+    "mma_barrier_without_tensor_core_order": "violation:BP110",
+    "ws_pipeline_both_release": "verified",
+    "ws_pipeline_one_forgets_release": "violation:BP100",
+}
+
+F32 = jnp.float32
+ROWS, COLS = 64, 128
+
+
+# -- 1. one warpgroup: load a tile per step, scale it, store it back through one staging buffer
+
+def _store_epilogue(tiles, wait_before_reuse=True, final_wait=True, commit=True):
+    def body(x_gmem, o_gmem, in_smem, out_smem, loaded):
+        @pl.loop(0, tiles)
+        def _(t):
+            rows = pl.ds(t * ROWS, ROWS)
+            plgpu.copy_gmem_to_smem(x_gmem.at[rows], in_smem, loaded)
+            plgpu.barrier_wait(loaded)
+            if wait_before_reuse:
+                plgpu.wait_smem_to_gmem(0, wait_read_only=True)   # last tile's store read it
+            out_smem[...] = in_smem[...] * 2
+            if commit:
+                plgpu.commit_smem()                           # the TMA must see the stores
+            plgpu.copy_smem_to_gmem(out_smem, o_gmem.at[rows])
+
+        if final_wait:
+            plgpu.wait_smem_to_gmem(0)
+
+    kernel = plgpu.kernel(
+        body, out_type=jax.ShapeDtypeStruct((tiles * ROWS, COLS), F32),
+        scratch_types=[plgpu.SMEM((ROWS, COLS), F32), plgpu.SMEM((ROWS, COLS), F32),
+                       plgpu.Barrier(num_arrivals=1)])
+    return kernel(jnp.zeros((tiles * ROWS, COLS), F32))
+
+
+@sizes(tiles=("tiles", 1))
+def store_epilogue(tiles=3):
+    return _store_epilogue(tiles)
+
+
+@sizes(tiles=("tiles", 1))
+def store_epilogue_reuses_buffer_early(tiles=3):
+    """No wait_smem_to_gmem before the next tile's result is written into `out_smem`: the
+    previous tile's TMA store may still be reading it."""
+    return _store_epilogue(tiles, wait_before_reuse=False)
+
+
+def store_epilogue_without_commit_smem(tiles=3):
+    """No commit_smem between the threads' stores to `out_smem` and the TMA store that reads
+    it: the async proxy may read the buffer before the stores are visible to it."""
+    return _store_epilogue(tiles, commit=False)
+
+
+def store_epilogue_exits_before_store(tiles=3):
+    """The final wait_smem_to_gmem(0) is missing: the last store still reads `out_smem` when
+    the block exits (Mosaic GPU adds no wait at the end of a kernel)."""
+    return _store_epilogue(tiles, final_wait=False)
+
+
+# -- 2. a cluster of two blocks exchange a "ready" signal through a ClusterBarrier --------------
+
+def _cluster_exchange(num_arrivals):
+    def body(x_gmem, o_gmem, ready):
+        # every thread of both blocks arrives once; the barrier's phase in each block
+        # completes when num_arrivals arrivals *per block of the cluster* are in
+        plgpu.barrier_arrive(ready)
+        plgpu.barrier_wait(ready)
+        o_gmem[...] = x_gmem[...]
+
+    kernel = plgpu.kernel(
+        body, out_type=jax.ShapeDtypeStruct((COLS,), F32), num_threads=2, thread_name="wg",
+        cluster=(2,), cluster_names=("x",),
+        scratch_types=[plgpu.ClusterBarrier(collective_axes=("x",), num_arrivals=num_arrivals)])
+    return kernel(jnp.zeros((COLS,), F32))
+
+
+def cluster_exchange():
+    """Two warpgroups in each of two blocks: num_arrivals=2 counts both warpgroups."""
+    return _cluster_exchange(2)
+
+
+def cluster_exchange_counts_one_thread():
+    """num_arrivals=1 with two arriving warpgroups per block: each instance receives 4
+    arrivals for a count of 2, so it completes twice while a slow warpgroup has not observed
+    the first completion (BP101, not a hang)."""
+    return _cluster_exchange(1)
+
+
+# -- 3. inside one warpgroup, warp 0 fills a buffer and hands it to warps 1..3 ----------------
+
+def _warp_handoff(num_arrivals):
+    def body(x_gmem, o_gmem, buf, ready):
+        @pl.core_map(plgpu.WarpMesh(axis_name="warp"))
+        def _per_warp():
+            warp = jax.lax.axis_index("warp")
+
+            @pl.when(warp == 0)
+            def _():
+                plgpu.barrier_arrive(ready)
+
+            @pl.when(warp > 0)
+            def _():
+                plgpu.barrier_wait(ready)
+
+    kernel = plgpu.kernel(
+        body, out_type=jax.ShapeDtypeStruct((COLS,), F32),
+        compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Warpgroup),
+        scratch_types=[plgpu.SMEM((COLS,), F32), plgpu.Barrier(num_arrivals=num_arrivals)])
+    return kernel(jnp.zeros((COLS,), F32))
+
+
+def warp_handoff():
+    return _warp_handoff(1)
+
+
+def warp_handoff_counts_every_warp():
+    """num_arrivals=4 (the warps of the warpgroup) while only warp 0 arrives: the waiters hang."""
+    return _warp_handoff(4)
+
+
+# -- 4. Blackwell: a TMA warp loads A and B, the MMA warp issues tcgen05_mma, the epilogue
+#       warpgroup waits for the MMA and reads the accumulator from tensor memory -------------
+
+def _mma_to_epilogue(orders_tensor_core):
+    tm, tn, tk = 128, 128, 64
+
+    def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, acc_tmem, out_smem,
+             loaded, mma_done):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            @pl.core_map(plgpu.WarpMesh(axis_name="warp"))
+            def _per_warp():
+                warp = jax.lax.axis_index("warp")
+
+                @pl.when(warp == 0)
+                def _tma():
+                    plgpu.copy_gmem_to_smem(a_gmem, a_smem, loaded)
+                    plgpu.copy_gmem_to_smem(b_gmem, b_smem, loaded)
+
+                @pl.when(warp == 1)
+                def _mma():
+                    plgpu.barrier_wait(loaded)
+                    plgpu.tcgen05_mma(acc_tmem, a_smem, b_smem, mma_done, accumulate=False)
+
+        @pl.when(wg == 1)
+        def _():
+            plgpu.barrier_wait(mma_done)
+            out_smem[...] = plgpu.async_load_tmem(acc_tmem).astype(jnp.float16)
+            plgpu.wait_load_tmem()
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(out_smem, o_gmem)
+            plgpu.wait_smem_to_gmem(0)
+
+    f16 = jnp.float16
+    kernel = plgpu.kernel(
+        body, out_type=jax.ShapeDtypeStruct((tm, tn), f16), num_threads=2, thread_name="wg",
+        compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Warpgroup),
+        scratch_types=[
+            plgpu.SMEM((tm, tk), f16, transforms=_transforms(tk)),
+            plgpu.SMEM((tk, tn), f16, transforms=_transforms(tn)),
+            plgpu.TMEM((tm, tn), F32),
+            plgpu.SMEM((tm, tn), f16),
+            plgpu.Barrier(num_arrivals=2),
+            plgpu.Barrier(num_arrivals=1, orders_tensor_core=orders_tensor_core),
+        ])
+    return kernel(jnp.zeros((tm, tk), f16), jnp.zeros((tk, tn), f16))
+
+
+def _transforms(minor):
+    swizzle = plgpu.find_swizzle(minor * 16)
+    return (plgpu.TilingTransform((8, swizzle // 2)), plgpu.SwizzleTransform(swizzle))
+
+
+def mma_to_epilogue():
+    return _mma_to_epilogue(True)
+
+
+def mma_barrier_without_tensor_core_order():
+    """The MMA's completion barrier lacks orders_tensor_core=True: a wait on it does not order
+    the epilogue's tcgen05.ld after the MMA."""
+    return _mma_to_epilogue(False)
+
+
+# -- 5. emit_pipeline_warp_specialized, two compute warpgroups, manual consumed barriers -------
+
+def _ws_pipeline(steps, forgetful_wg=None):
+    half = ROWS // 2
+
+    def body(x_gmem, o_gmem, acc):
+        wg = jax.lax.axis_index("wg")
+        mine = pl.ds(wg * half, half)
+
+        def compute_context(eval_pipeline):
+            acc[mine] = jnp.zeros((half, COLS), F32)
+            eval_pipeline(())
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(acc.at[mine], o_gmem.at[mine])
+            plgpu.wait_smem_to_gmem(0)
+
+        def step(_, x_smem, consumed, carry):
+            acc[mine] += x_smem[mine]
+            if forgetful_wg is None:
+                plgpu.barrier_arrive(consumed)
+            else:
+                @pl.when(wg != forgetful_wg)
+                def _():
+                    plgpu.barrier_arrive(consumed)
+            return carry
+
+        pipeline = plgpu.emit_pipeline_warp_specialized(
+            step, grid=(steps,), memory_registers=40, max_concurrent_steps=2,
+            num_compute_wgs=2, wg_axis="wg", manual_consumed_barriers=True,
+            compute_context=compute_context,
+            in_specs=[plgpu.BlockSpec((ROWS, COLS), lambda i: (i, 0))])
+        pipeline(x_gmem)
+
+    kernel = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((ROWS, COLS), F32),
+                          num_threads=3, thread_name="wg",
+                          scratch_types=[plgpu.SMEM((ROWS, COLS), F32)])
+    return kernel(jnp.ones((steps * ROWS, COLS), F32))
+
+
+@sizes(steps=("steps", 1))
+def ws_pipeline_both_release(steps=4):
+    return _ws_pipeline(steps)
+
+
+@sizes(steps=("steps", 1))
+def ws_pipeline_one_forgets_release(steps=4):
+    """Warpgroup 1 never arrives on the consumed barrier: once the two slots are used, the
+    memory thread waits forever for a slot to come back."""
+    return _ws_pipeline(steps, forgetful_wg=1)

@@ -1,0 +1,60 @@
+"""`commit_smem` before an async-proxy read of what threads stored (model/pallas/proxy_fence.py):
+a read the stores may reach with no commit between is BP190 at the read, on every path the
+control flow allows (branches joined, a loop's stores reaching its next iteration)."""
+
+from barrierproof.model import primitives as K
+from barrierproof.model.ir import Const, Loc, Loop, MemAlloc, MemRef, Op, Var, When, iter_ops
+from barrierproof.model.pallas.proxy_fence import check_commits, commit_marker
+
+OUT = MemRef(MemAlloc("out", "smem"))
+TILE = MemRef(MemAlloc("acc", "tmem"))
+
+
+def _at(line):
+    return Loc("kernel.py", line)
+
+
+def store(line=1, ref=OUT):
+    return Op(K.WRITE, None, writes=(ref,), loc=_at(line))
+
+
+def tma_store(line=3, ref=OUT):
+    return Op(K.COPY_SMEM_TO_GMEM, None, reads=(ref,), loc=_at(line))
+
+
+def _flagged(body) -> list[int]:
+    out = check_commits(body)
+    assert not [op for op in iter_ops(out) if op.name == "commit_smem"]   # markers removed
+    return [op.loc.line for op in iter_ops(out) if op.kind == K.UNMODELED]
+
+
+def test_a_commit_between_the_stores_and_the_tma_store_is_enough():
+    assert _flagged((store(), commit_marker(_at(2)), tma_store())) == []
+
+
+def test_a_tma_store_of_uncommitted_stores_is_flagged_with_the_store_line():
+    out = check_commits((store(7), tma_store(9)))
+    (op,) = [op for op in iter_ops(out) if op.kind == K.UNMODELED]
+    assert op.loc.line == 9 and "line 7" in op.name and "commit_smem" in op.name
+
+
+def test_a_commit_on_one_branch_only_does_not_cover_the_other():
+    branch = When(Var("wg") == Const(0), (commit_marker(_at(2)),), ())
+    assert _flagged((store(), branch, tma_store())) == [3]
+    both = When(Var("wg") == Const(0), (commit_marker(_at(2)),), (commit_marker(_at(2)),))
+    assert _flagged((store(), both, tma_store())) == []
+
+
+def test_stores_at_the_end_of_an_iteration_reach_the_next_iterations_tma_store():
+    body = (tma_store(3), store(4))
+    assert _flagged((Loop("i", Const(3), body),)) == [3]
+    fenced = (tma_store(3), store(4), commit_marker(_at(5)))
+    assert _flagged((Loop("i", Const(3), fenced),)) == []
+
+
+def test_only_shared_memory_stores_and_async_readers_count():
+    assert _flagged((store(ref=TILE), tma_store(ref=TILE))) == []
+    read = Op(K.READ, None, reads=(OUT,), loc=_at(3))          # a thread's own load: no proxy
+    assert _flagged((store(), read)) == []
+    mma = Op(K.WGMMA, None, reads=(OUT,), loc=_at(3))
+    assert _flagged((store(), mma)) == [3]
