@@ -2,8 +2,8 @@
 (tests/data/unseen_gluon.py, tests/data/unseen_cute.py, tests/data/unseen_pallas.py), correct
 ones and the bugs the field reports. Each verdict in those files' EXPECT tables (the one place
 it is stated) follows from the hardware semantics; where a verdict may surprise (a code other
-than the obvious one), the kernel's docstring or comment says why. Synchronization the frontends do not read (hand-written PTX, a TMA reduction, a
-cluster launch) must be BP190 at its line.
+than the obvious one), the kernel's docstring or comment says why. Synchronization the frontends
+do not read (hand-written PTX, a TMA reduction, a cluster launch) must be BP190 at its line.
 Cost: about 30 s (each kernel compiled once on the CPU, then explored)."""
 
 from __future__ import annotations
