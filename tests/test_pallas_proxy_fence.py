@@ -58,3 +58,14 @@ def test_only_shared_memory_stores_and_async_readers_count():
     assert _flagged((store(), read)) == []
     mma = Op(K.WGMMA, None, reads=(OUT,), loc=_at(3))
     assert _flagged((store(), mma)) == [3]
+
+
+def test_a_loop_or_branch_of_commits_only_leaves_nothing_behind():
+    """As before commits were read: the translator emits no loop or branch without ops."""
+    only = (Loop("i", Const(2), (commit_marker(_at(2)),)),
+            When(Var("wg") == Const(0), (commit_marker(_at(2)),), ()))
+    assert check_commits(only) == ()
+    (kept,) = check_commits((When(Var("wg") == Const(0), (commit_marker(_at(2)),),
+                                  (store(),)),))
+    assert isinstance(kept, When) and kept.orelse == ()
+    assert [op.kind for op in kept.then] == [K.WRITE]        # the other side, under `not cond`

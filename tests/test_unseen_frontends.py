@@ -135,3 +135,15 @@ def test_a_launch_for_hardware_that_lacks_its_operations_is_an_input_error(gluon
             load(dataclasses.replace(launch, target=target))
         if target in ("cuda:80", "cuda:100"):
             assert err.value.loc is not None and err.value.loc.file.endswith("unseen_gluon.py")
+
+
+def test_a_param_named_like_a_pallas_keyword_says_how_to_declare_a_size(capsys):
+    """A Pallas function's Python keywords are fixed when it is traced: `--param` naming one
+    (here on a kernel with none) is refused with the way to declare a size (@sizes)."""
+    pytest.importorskip("jax")
+    from barrierproof.cli import main
+    path = os.path.join(DATA, "unseen_pallas.py")
+    assert main(["check", "--no-cache", "--param", "tiles=2", path + "::cluster_exchange"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "no protocol has parameter(s) tiles" in err
+    assert "@sizes" in err

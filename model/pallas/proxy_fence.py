@@ -14,6 +14,7 @@ stores of one iteration reaching the next) and removes them.
 
 from __future__ import annotations
 
+from ..expr import mk_not
 from ..ir import Loc, Loop, Op, When, WarpRegion
 from .. import primitives as K
 
@@ -83,11 +84,17 @@ def _rewrite(body, flagged) -> tuple:
                     "commit_smem since: whether the async proxy sees those stores is not "
                     "modelled (call plgpu.commit_smem() after the stores).")))
             out.append(stmt)
+        # a loop or branch that held nothing but commits goes, as it would have without them
         elif isinstance(stmt, Loop):
-            out.append(Loop(stmt.var, stmt.trip, _rewrite(stmt.body, flagged), stmt.loc))
+            body = _rewrite(stmt.body, flagged)
+            if body:
+                out.append(Loop(stmt.var, stmt.trip, body, stmt.loc))
         elif isinstance(stmt, When):
-            out.append(When(stmt.cond, _rewrite(stmt.then, flagged),
-                            _rewrite(stmt.orelse, flagged), stmt.loc))
+            then, orelse = _rewrite(stmt.then, flagged), _rewrite(stmt.orelse, flagged)
+            if then:
+                out.append(When(stmt.cond, then, orelse, stmt.loc))
+            elif orelse:
+                out.append(When(mk_not(stmt.cond), orelse, (), stmt.loc))
         elif isinstance(stmt, WarpRegion):
             out.append(WarpRegion(stmt.axis, _rewrite(stmt.body, flagged), stmt.loc))
         else:

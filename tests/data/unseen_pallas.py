@@ -25,8 +25,8 @@ EXPECT = {
     "warp_handoff_counts_every_warp": "violation:BP100",
     "mma_to_epilogue": "verified",
     "mma_barrier_without_tensor_core_order": "violation:BP110",
-    "ws_pipeline_both_release": "verified",
-    "ws_pipeline_one_forgets_release": "violation:BP100",
+    "ws_dot_both_release": "verified",
+    "ws_dot_one_forgets_y": "violation:BP100",
 }
 
 F32 = jnp.float32
@@ -209,52 +209,52 @@ def mma_barrier_without_tensor_core_order():
     return _mma_to_epilogue(False)
 
 
-# -- 5. emit_pipeline_warp_specialized, two compute warpgroups, manual consumed barriers -------
+# -- 5. emit_pipeline_warp_specialized: two inputs, each with its own consumed barrier
+#       (manual_consumed_barriers), three stages, a dot-product row sum carried in registers
+#       by two compute warpgroups; each must release both inputs' slots every step --------------
 
-def _ws_pipeline(steps, forgetful_wg=None):
-    half = ROWS // 2
-
-    def body(x_gmem, o_gmem, acc):
+def _ws_dot(steps, forgets_y=False):
+    def body(x_gmem, y_gmem, o_gmem, out_smem):
         wg = jax.lax.axis_index("wg")
-        mine = pl.ds(wg * half, half)
+        rows = pl.ds(wg * (ROWS // 2), ROWS // 2)
 
-        def compute_context(eval_pipeline):
-            acc[mine] = jnp.zeros((half, COLS), F32)
-            eval_pipeline(())
+        def compute_context(run):
+            total = run(jnp.zeros((ROWS // 2, COLS), F32))
+            out_smem[rows] = total
             plgpu.commit_smem()
-            plgpu.copy_smem_to_gmem(acc.at[mine], o_gmem.at[mine])
+            plgpu.copy_smem_to_gmem(out_smem.at[rows], o_gmem.at[rows])
             plgpu.wait_smem_to_gmem(0)
 
-        def step(_, x_smem, consumed, carry):
-            acc[mine] += x_smem[mine]
-            if forgetful_wg is None:
-                plgpu.barrier_arrive(consumed)
-            else:
-                @pl.when(wg != forgetful_wg)
+        def step(_, x_smem, y_smem, x_done, y_done, total):
+            total = total + x_smem[rows] * y_smem[rows]
+            plgpu.barrier_arrive(x_done)
+            if forgets_y:
+                @pl.when(wg == 0)               # only warpgroup 0 gives y's slot back
                 def _():
-                    plgpu.barrier_arrive(consumed)
-            return carry
+                    plgpu.barrier_arrive(y_done)
+            else:
+                plgpu.barrier_arrive(y_done)
+            return total
 
-        pipeline = plgpu.emit_pipeline_warp_specialized(
-            step, grid=(steps,), memory_registers=40, max_concurrent_steps=2,
+        spec = plgpu.BlockSpec((ROWS, COLS), lambda i: (i, 0))
+        plgpu.emit_pipeline_warp_specialized(
+            step, grid=(steps,), memory_registers=40, max_concurrent_steps=3,
             num_compute_wgs=2, wg_axis="wg", manual_consumed_barriers=True,
-            compute_context=compute_context,
-            in_specs=[plgpu.BlockSpec((ROWS, COLS), lambda i: (i, 0))])
-        pipeline(x_gmem)
+            compute_context=compute_context, in_specs=[spec, spec])(x_gmem, y_gmem)
 
-    kernel = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((ROWS, COLS), F32),
-                          num_threads=3, thread_name="wg",
-                          scratch_types=[plgpu.SMEM((ROWS, COLS), F32)])
-    return kernel(jnp.ones((steps * ROWS, COLS), F32))
+    dot = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((ROWS, COLS), F32), num_threads=3,
+                       thread_name="wg", scratch_types=[plgpu.SMEM((ROWS, COLS), F32)])
+    data = jnp.ones((steps * ROWS, COLS), F32)
+    return dot(data, data)
 
 
 @sizes(steps=("steps", 1))
-def ws_pipeline_both_release(steps=4):
-    return _ws_pipeline(steps)
+def ws_dot_both_release(steps=4):
+    return _ws_dot(steps)
 
 
 @sizes(steps=("steps", 1))
-def ws_pipeline_one_forgets_release(steps=4):
-    """Warpgroup 1 never arrives on the consumed barrier: once the two slots are used, the
-    memory thread waits forever for a slot to come back."""
-    return _ws_pipeline(steps, forgetful_wg=1)
+def ws_dot_one_forgets_y(steps=4):
+    """Warpgroup 1 releases x's slot but not y's: y's consumed barrier counts both compute
+    warpgroups, so once its three slots are used the memory thread waits forever."""
+    return _ws_dot(steps, forgets_y=True)
