@@ -26,6 +26,7 @@ import os
 import time
 from array import array
 
+from ...model.memory import SPACE_CODE
 from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.violations import Violation, primary
@@ -151,7 +152,6 @@ def outcome(system: System, out: dict, parents, actions, limits, ignore: frozens
     and recomputed by semantics.py. With thread symmetry the tree's states are
     representatives (`canon`) and its actions those of the representatives."""
     from .symmetry import schedule_toward
-    from .explore import RACES
     from .search_result import ExploreResult, _concretize, _states
     depth, status = out["depth"], out["status"]
     canon = canon or (lambda s: s)
@@ -249,7 +249,7 @@ def outcome(system: System, out: dict, parents, actions, limits, ignore: frozens
         # judged on the representative, as the Python search judges what it stores
         end = canon(system.step(pred, out["action"])[0])
         violation = primary([v for v in system.state_violations(end) if v.code not in ignore])
-        if symmetry is not None and violation.code in RACES:
+        if symmetry is not None and violation.code in SPACE_CODE.values():
             # a race is not invariant under the symmetry: end where it was judged
             moves = schedule_toward(system, symmetry.classes, moves, end)
     return result("violation", actions=moves, violation=agree(violation), depth=len(moves))

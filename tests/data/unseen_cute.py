@@ -1,7 +1,9 @@
 """CuTe DSL kernels a new user wrote in the style of CUTLASS's CuTe DSL examples: a Hopper
 mainloop streaming A and B through one `PipelineTmaAsync` ring to a consumer warpgroup that reads
 the stages, and a persistent kernel on raw `cute.arch.mbarrier_*` calls and one TMA barrier,
-each correct and with the bugs people report, plus constructs outside the model (BP190).
+each correct and with the bugs people report, plus constructs outside the model (BP190); then
+the participant API (`make_participants` handles, `try_acquire`, `defer_sync`), warps taking
+turns through `PipelineOrder`, and a wait written as a spin on `mbarrier_try_wait`.
 Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 import cutlass
@@ -152,7 +154,7 @@ def ab_ring_without_producer_tail():
 @cute.kernel
 def tiles_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayout,
                  num_tiles: cutlass.Constexpr, reset_phase: cutlass.Constexpr,
-                 expect_twice: cutlass.Constexpr):
+                 expect_twice: cutlass.Constexpr, spin: cutlass.Constexpr):
     warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     bar = smem.allocate_array(cutlass.Int64, 1)
@@ -177,7 +179,11 @@ def tiles_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayo
                 if cutlass.const_expr(expect_twice):
                     cute.arch.mbarrier_expect_tx(bar, nbytes)
             cute.copy(atom, tAgA[(None, t)], tAsA[(None, 0)], tma_bar_ptr=bar)
-        cute.arch.mbarrier_wait(bar, phase)
+        if cutlass.const_expr(spin):        # the wait written out as a spin on try_wait
+            while not cute.arch.mbarrier_try_wait(bar, phase):
+                pass
+        else:
+            cute.arch.mbarrier_wait(bar, phase)
         phase = phase ^ 1
         tid, _, _ = cute.arch.thread_idx()
         sA[(tid, 0, 0)] = sA[(tid, 0, 0)] * cutlass.Float16(2.0)
@@ -186,16 +192,16 @@ def tiles_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayo
 
 @cute.jit
 def tiles_host(mA: cute.Tensor, num_tiles: cutlass.Constexpr, reset_phase: cutlass.Constexpr,
-               expect_twice: cutlass.Constexpr):
+               expect_twice: cutlass.Constexpr, spin: cutlass.Constexpr):
     layout = _swizzled(BM, BK, 1)
     atom, tA = _tma_load(mA, layout, BM, BK)
-    tiles_kernel(atom, tA, layout, num_tiles, reset_phase, expect_twice).launch(
+    tiles_kernel(atom, tA, layout, num_tiles, reset_phase, expect_twice, spin).launch(
         grid=[1, 1, 1], block=[64, 1, 1])
 
 
-def _tiles(num_tiles=3, reset_phase=False, expect_twice=False):
+def _tiles(num_tiles=3, reset_phase=False, expect_twice=False, spin=False):
     mA = make_fake_compact_tensor(cutlass.Float16, (BM * num_tiles, BK), stride_order=(1, 0))
-    return cute.compile(tiles_host, mA, num_tiles, reset_phase, expect_twice,
+    return cute.compile(tiles_host, mA, num_tiles, reset_phase, expect_twice, spin,
                         options="--generate-line-info")
 
 
@@ -493,61 +499,17 @@ EXPECT.update({
 })
 
 
-# -- 6. a wait written as a spin on try_wait ----------------------------------------------
-
-@cute.kernel
-def spin_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayout,
-                num_tiles: cutlass.Constexpr, flip: cutlass.Constexpr):
-    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-    smem = cutlass.memory.SmemAllocator()
-    bar = smem.allocate_array(cutlass.Int64, 1)
-    sA = smem.allocate_tensor(cutlass.Float16, layout.outer, byte_alignment=128,
-                              swizzle=layout.inner)
-    nbytes = cute.size_in_bytes(cutlass.Float16, cute.slice_(layout, (None, None, 0)))
-    if warp == 0:
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_init(bar, 1)
-    cute.arch.mbarrier_init_fence()
-    cute.arch.barrier()
-    gA = cute.local_tile(mA, (BM, BK), (None, 0))
-    tAsA, tAgA = cpasync.tma_partition(atom, 0, cute.make_layout(1),
-                                       cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
-    phase = cutlass.Int32(0)
-    tid, _, _ = cute.arch.thread_idx()
-    for t in cutlass.range(num_tiles):
-        if warp == 0:
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
-            cute.copy(atom, tAgA[(None, t)], tAsA[(None, 0)], tma_bar_ptr=bar)
-        while not cute.arch.mbarrier_try_wait(bar, phase):
-            pass
-        if cutlass.const_expr(flip):
-            phase = phase ^ 1
-        sA[(tid, 0, 0)] = sA[(tid, 0, 0)] + cutlass.Float16(1.0)
-        cute.arch.barrier()
-
-
-@cute.jit
-def spin_host(mA: cute.Tensor, num_tiles: cutlass.Constexpr, flip: cutlass.Constexpr):
-    layout = _swizzled(BM, BK, 1)
-    atom, tA = _tma_load(mA, layout, BM, BK)
-    spin_kernel(atom, tA, layout, num_tiles, flip).launch(grid=[1, 1, 1], block=[64, 1, 1])
-
-
-def _spin(num_tiles=3, flip=True):
-    mA = make_fake_compact_tensor(cutlass.Float16, (BM * num_tiles, BK), stride_order=(1, 0))
-    return cute.compile(spin_host, mA, num_tiles, flip, options="--generate-line-info")
-
+# -- 6. a wait written as a spin on try_wait (the tiles kernel of section 2) ---------------
 
 def spin_wait():
     """`while not mbarrier_try_wait(bar, phase): pass`, the wait written out: three tiles."""
-    return _spin()
+    return _tiles(spin=True)
 
 
 def spin_wait_phase_stuck():
-    """The spin never flips its parity: from the second tile on it passes on the first
-    tile's completion and reads a tile still landing."""
-    return _spin(flip=False)
+    """The spin restarts its parity at 0 on every tile: from the second tile on it passes on
+    the first tile's completion and reads a tile still landing."""
+    return _tiles(spin=True, reset_phase=True)
 
 
 EXPECT.update({
