@@ -281,7 +281,8 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
     expect = expect_table(path, module)
     if only is not None:
         if not hasattr(module, only):
-            names = available(module)
+            # what can be checked: a name EXPECT lists but the file does not define is not
+            names = [n for n in available(module) if hasattr(module, n)]
             close = difflib.get_close_matches(only, names, n=1)
             raise ModelError(f"{path} has no protocol or kernel function named {only!r}",
                              hint=(f"did you mean {close[0]!r}? " if close else "")

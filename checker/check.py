@@ -10,6 +10,7 @@ from ..model import reference
 from ..model.grid import GRID_LIMIT, grid_size
 from ..model.interpreter import ReplayError, replay
 from ..model.ir import Kernel, ModelError, evaluate
+from ..model.instructions import UNMODELED
 from ..model.semantics import CODES, System, compile_systems
 from ..model.static_rules import static_findings
 from ..model.violations import Place, Violation, place, tolerance
@@ -210,6 +211,16 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
                 continue
             trace = run.trace(source)
             _agree_with_reference(kernel, trace, ignored | _set_aside(run, tolerated), engine)
+            if unmodeled and _passes_unread(system, run):
+                # fail closed: the unread operation may order what the trace shows unordered
+                found = verdict("unknown", unmodeled, states=states, transitions=transitions,
+                                depth=depth, coverage=f"{label}{states} distinct states; "
+                                f"stopped at a counterexample through unread synchronization")
+                found.notes.append(
+                    f"a counterexample ({run.violation.code}) steps past synchronization the "
+                    "model does not read (BP190): it may not be feasible, so it is not a "
+                    "finding; a counterexample that passes none is reported as a violation")
+                return found
             where = "" if len(systems) == 1 else f" (grid position {system.grid_position})"
             # a reason on a violation: a limit kept the search from confirming it is shortest
             which = "counterexample" if result.reason else "shortest counterexample"
@@ -242,6 +253,12 @@ def run_engine(kernel: Kernel, params: Mapping[str, int] | None, options: Option
                        coverage=f"{coverage}; exhaustive for the modelled synchronization only")
     return verdict("verified", [], states=states, transitions=transitions, depth=depth,
                    coverage=f"{coverage}; exhaustive")
+
+
+def _passes_unread(system: System, run) -> bool:
+    """Whether an agent of the run steps past an operation the frontend did not read."""
+    return any(a < system.n_agents and (i := system.current(st, a)) is not None
+               and i.op == UNMODELED for st, a in zip(run.states, run.actions))
 
 
 def _set_aside(run, tolerated) -> frozenset[str]:

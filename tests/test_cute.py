@@ -734,6 +734,70 @@ def test_a_kernel_that_does_not_compile_is_a_one_line_error_at_its_line(tmp_path
     assert err.value.loc.file.endswith("broken_kernels.py") and err.value.loc.line == 11
 
 
+MALFORMED = """
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.runtime import make_fake_compact_tensor
+
+EXPECT = {"needs_k": "verified", "raises": "verified", "int_for_tensor": "verified",
+          "returns_the_host": "verified"}
+
+
+@cute.kernel
+def sync_kernel():
+    cute.arch.barrier()
+
+
+@cute.jit
+def host(a: cute.Tensor):
+    sync_kernel().launch(grid=[1, 1, 1], block=[32, 1, 1])
+
+
+def needs_k(k_tiles):
+    return cute.compile(host, make_fake_compact_tensor(cutlass.Float32, (32,)))
+
+
+def raises():
+    raise RuntimeError("no GPU here")
+
+
+def int_for_tensor():
+    return cute.compile(host, 3)
+
+
+def returns_the_host():
+    return host
+"""
+
+
+def test_malformed_targets_are_one_line_input_errors_at_their_line(tmp_path):
+    """A target that takes arguments, raises before compiling, passes a Python int for a
+    cute.Tensor, or compiles nothing: each an input error saying what and where (exit 3 from
+    the CLI), never a traceback."""
+    from barrierproof.model.ir import ModelError
+    path = tmp_path / "malformed_kernels.py"
+    path.write_text(MALFORMED)
+    targets = {t.name: t for t in resolve(str(path))}
+    lines = MALFORMED.splitlines()
+
+    def line_of(text: str) -> int:
+        return next(i for i, t in enumerate(lines, 1) if text in t)
+    for name, line, what, hint in (
+            ("needs_k", line_of("def needs_k"), "takes arguments (k_tiles)", "zero-argument"),
+            ("raises", line_of("raise RuntimeError"),
+             "the target raised: RuntimeError: no GPU here", "make_fake"),
+            ("int_for_tensor", line_of("cute.compile(host, 3)"),
+             "compiling the CuTe DSL kernel failed: DSLUserCodeError", "make_fake_compact_tensor"),
+            ("returns_the_host", line_of("def returns_the_host"), "compiled no CuTe DSL kernel",
+             "cute.compile")):
+        with pytest.raises(ModelError) as err:
+            targets[name].build()
+        assert what in err.value.message and "\n" not in str(err.value), (name, err.value)
+        assert hint in err.value.hint, (name, err.value.hint)
+        assert err.value.loc.file.endswith("malformed_kernels.py"), name
+        assert err.value.loc.line == line, (name, err.value.loc)
+
+
 def test_a_kernel_too_long_to_unroll_is_an_input_error(monkeypatch):
     from barrierproof.model.cute import interpreter
     from barrierproof.model.cute.translate import kernel_ir

@@ -4,7 +4,7 @@ ones and the bugs the field reports. Each verdict in those files' EXPECT tables 
 it is stated) follows from the hardware semantics; where a verdict may surprise (a code other
 than the obvious one), the kernel's docstring or comment says why. Synchronization the frontends
 do not read (hand-written PTX, a TMA reduction, a cluster launch) must be BP190 at its line.
-Cost: about 30 s (each kernel compiled once on the CPU, then explored)."""
+Cost: about 40 s (each kernel compiled once on the CPU, then explored)."""
 
 from __future__ import annotations
 

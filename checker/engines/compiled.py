@@ -26,6 +26,7 @@ import os
 import time
 from array import array
 
+from ...model.memory import SPACE_CODE
 from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.violations import Violation, primary
@@ -248,6 +249,9 @@ def outcome(system: System, out: dict, parents, actions, limits, ignore: frozens
         # judged on the representative, as the Python search judges what it stores
         end = canon(system.step(pred, out["action"])[0])
         violation = primary([v for v in system.state_violations(end) if v.code not in ignore])
+        if symmetry is not None and violation.code in SPACE_CODE.values():
+            # a race is not invariant under the symmetry: end where it was judged
+            moves = schedule_toward(system, symmetry.classes, moves, end)
     return result("violation", actions=moves, violation=agree(violation), depth=len(moves))
 
 

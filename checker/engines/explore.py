@@ -348,9 +348,13 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                                     tolerated=tolerated)
         if last is not None:
             violation = last
-        if perm:
-            reached = init if action is None else canon(system.step(pred, action)[0])
-            actions = schedule_toward(system, classes, actions, permute_state(system, reached, perm))
+        if (perm or violation.code in RACES) and classes and not by_step:
+            # a race is judged on the stored representative (or its image under `perm`) and is
+            # not invariant under the symmetry: the concrete schedule is renamed to end there
+            reached = (pred if pred is not None else init) if action is None else \
+                canon(system.step(pred, action)[0])
+            target = permute_state(system, reached, perm) if perm else reached
+            actions = schedule_toward(system, classes, actions, target)
         depth = len(actions)
         return confirmed(actions, violation, shortest)
 

@@ -113,6 +113,7 @@ def _intercept(sink: list):
 def capture(fn: Callable, where: Loc | None = None) -> Capture:
     """Call `fn` (which compiles a CuTe DSL host function) and return the kernels it builds."""
     check_dsl_version()
+    _takes_nothing(fn, where)
     kernels: list[KernelTree] = []
     start = time.perf_counter()
     try:
@@ -123,12 +124,45 @@ def capture(fn: Callable, where: Loc | None = None) -> Capture:
     except ModelError:
         raise
     except Exception as exc:  # the user's kernel failed to trace: an input error at its line
-        raise ModelError(f"compiling the CuTe DSL kernel failed: {_one_line(exc)}",
-                         loc=_innermost_loc(exc) or where,
-                         hint="the target must compile with cute.compile on a CPU") from None
+        what = "compiling the CuTe DSL kernel failed" if _in_dsl(exc) else "the target raised"
+        raise ModelError(f"{what}: {_one_line(exc)}", loc=_innermost_loc(exc) or where,
+                         hint="the target must compile with cute.compile on a CPU: "
+                              "make_fake_compact_tensor(...) for each cute.Tensor argument, "
+                              "Python values for Constexpr ones") from None
     seconds = time.perf_counter() - start
     if not kernels:
         raise ModelError("the target compiled no CuTe DSL kernel", loc=where,
                          hint="call cute.compile on a @cute.jit function that launches a "
                               "@cute.kernel, and return its result")
     return Capture(kernels, seconds)
+
+
+def _takes_nothing(fn: Callable, where: Loc | None) -> None:
+    """A target is called with no arguments: one that needs some is refused by name."""
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return
+    needed = [p.name for p in params if p.default is p.empty
+              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if needed:
+        raise ModelError(f"the CuTe DSL target takes arguments ({', '.join(needed)}); a target "
+                         "is called with none", loc=where,
+                         hint="give each a default, or wrap the call in a zero-argument "
+                              "function that returns cute.compile(...)")
+
+
+def _in_dsl(exc: BaseException) -> bool:
+    """Whether the error was raised inside the DSL (a kernel that does not compile) rather than
+    by the target's own code before it compiled anything."""
+    import os
+    import traceback
+
+    import cutlass
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cutlass.__file__))) + os.sep
+    chain = [exc]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    return any(os.path.abspath(frame.filename).startswith(root)
+               for e in chain for frame in traceback.extract_tb(e.__traceback__))

@@ -276,7 +276,10 @@ class Warp:
         if marked:
             self.emit("loop", node, name="begin")
         for _ in range(MAX_TRIPS):
+            mark = len(self.events)
             cond, *passed = self.block(before, active, carried) or [Unknown("scf.while")]
+            if isinstance(cond, Tested) and not marked:
+                return self.spin(node, cond, carried, passed, active, mark)
             cond = uniform(cond, active)
             if not isinstance(cond, int):
                 if marked:
@@ -297,6 +300,24 @@ class Warp:
         if self.region_synchronizes(node):      # after the marks: outside the loop
             self.unmodeled(node, f"scf.while of more than {MAX_TRIPS} iterations")
         return None
+
+    def spin(self, node: Node, test: Tested, carried, passed: list, active, mark: int) -> list | None:
+        """`while not try_wait(bar, parity): <nothing that synchronizes>`: the loop leaves
+        once that phase has completed, as one blocking wait does. Any other loop on the
+        answer is BP190."""
+        after = node.regions[1][0]
+        before_events = self.events[mark:]
+        del self.events[mark:]
+        body_mark = len(self.events)
+        out = self.block(after, active, passed) or []
+        body_events = self.events[body_mark:]
+        del self.events[body_mark:]
+        if test.failed_when != 1 or before_events or body_events:
+            self.unmodeled(node, f"scf.while on {test.why}")
+            return None
+        self.emit(K.WAIT_PARITY, node, barrier=test.barrier, parity=test.parity)
+        # the values the loop leaves with: those of its one test, unless the body changes them
+        return passed if list(out) == list(carried) else None
 
 
 def _merge(a, b, taken: set):

@@ -300,8 +300,13 @@ def memref_load(warp, node, active):
 
 
 def memref_store(warp, node, active):
-    """`tensor[coord] = value` into shared memory (value, tensor, coord)."""
-    _element(warp, node, active, tensor_at=1, write=True)
+    """`tensor[coord] = value` into shared memory: (tensor, coord, value) in the DSL 4.8
+    releases this frontend reads; the memref operand is found by its type, so an operand
+    order of another release is read too rather than dropped."""
+    at = next((i for i, t in enumerate(node.operand_types[:2]) if t.startswith("!cute.memref")),
+              None)
+    if at is not None:
+        _element(warp, node, active, tensor_at=at, write=True)
     return None
 
 

@@ -1,7 +1,9 @@
 """CuTe DSL kernels a new user wrote in the style of CUTLASS's CuTe DSL examples: a Hopper
 mainloop streaming A and B through one `PipelineTmaAsync` ring to a consumer warpgroup that reads
 the stages, and a persistent kernel on raw `cute.arch.mbarrier_*` calls and one TMA barrier,
-each correct and with the bugs people report, plus constructs outside the model (BP190).
+each correct and with the bugs people report, plus constructs outside the model (BP190); then
+the participant API (`make_participants` handles, `try_acquire`, `defer_sync`), warps taking
+turns through `PipelineOrder`, and a wait written as a spin on `mbarrier_try_wait`.
 Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 import cutlass
@@ -152,7 +154,7 @@ def ab_ring_without_producer_tail():
 @cute.kernel
 def tiles_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayout,
                  num_tiles: cutlass.Constexpr, reset_phase: cutlass.Constexpr,
-                 expect_twice: cutlass.Constexpr):
+                 expect_twice: cutlass.Constexpr, spin: cutlass.Constexpr):
     warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     smem = cutlass.memory.SmemAllocator()
     bar = smem.allocate_array(cutlass.Int64, 1)
@@ -177,7 +179,11 @@ def tiles_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayo
                 if cutlass.const_expr(expect_twice):
                     cute.arch.mbarrier_expect_tx(bar, nbytes)
             cute.copy(atom, tAgA[(None, t)], tAsA[(None, 0)], tma_bar_ptr=bar)
-        cute.arch.mbarrier_wait(bar, phase)
+        if cutlass.const_expr(spin):        # the wait written out as a spin on try_wait
+            while not cute.arch.mbarrier_try_wait(bar, phase):
+                pass
+        else:
+            cute.arch.mbarrier_wait(bar, phase)
         phase = phase ^ 1
         tid, _, _ = cute.arch.thread_idx()
         sA[(tid, 0, 0)] = sA[(tid, 0, 0)] * cutlass.Float16(2.0)
@@ -186,16 +192,16 @@ def tiles_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayo
 
 @cute.jit
 def tiles_host(mA: cute.Tensor, num_tiles: cutlass.Constexpr, reset_phase: cutlass.Constexpr,
-               expect_twice: cutlass.Constexpr):
+               expect_twice: cutlass.Constexpr, spin: cutlass.Constexpr):
     layout = _swizzled(BM, BK, 1)
     atom, tA = _tma_load(mA, layout, BM, BK)
-    tiles_kernel(atom, tA, layout, num_tiles, reset_phase, expect_twice).launch(
+    tiles_kernel(atom, tA, layout, num_tiles, reset_phase, expect_twice, spin).launch(
         grid=[1, 1, 1], block=[64, 1, 1])
 
 
-def _tiles(num_tiles=3, reset_phase=False, expect_twice=False):
+def _tiles(num_tiles=3, reset_phase=False, expect_twice=False, spin=False):
     mA = make_fake_compact_tensor(cutlass.Float16, (BM * num_tiles, BK), stride_order=(1, 0))
-    return cute.compile(tiles_host, mA, num_tiles, reset_phase, expect_twice,
+    return cute.compile(tiles_host, mA, num_tiles, reset_phase, expect_twice, spin,
                         options="--generate-line-info")
 
 
@@ -303,3 +309,210 @@ def ptx_named_barrier():
 
 
 EXPECT["ptx_named_barrier"] = "unknown"
+
+
+# -- 4. the participant API: PipelineProducer / PipelineConsumer handles --------------------
+# (`make_participants`, a producer that peeks with `try_acquire` before it blocks, barriers
+# set up with `defer_sync=True` and synchronized by the user, as CUTLASS's newer GEMMs do)
+
+@cute.struct
+class HandleStorage:
+    bars: cute.struct.MemRange[cutlass.Int64, 2 * STAGES]
+
+
+@cute.kernel
+def handles_kernel(atom: cute.CopyAtom, mA: cute.Tensor, layout: cute.ComposedLayout,
+                   k_tiles: cutlass.Constexpr, release_every: cutlass.Constexpr,
+                   init_sync: cutlass.Constexpr, producer_phase: cutlass.Constexpr):
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    smem = cutlass.memory.SmemAllocator()
+    storage = smem.allocate(HandleStorage)
+    sA = smem.allocate_tensor(cutlass.Float16, layout.outer, byte_alignment=128,
+                              swizzle=layout.inner)
+    ring = pipeline.PipelineTmaAsync.create(
+        barrier_storage=storage.bars.data_ptr(), num_stages=STAGES,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_WARPS),
+        tx_count=cute.size_in_bytes(cutlass.Float16, cute.slice_(layout, (None, None, 0))),
+        defer_sync=True)
+    if cutlass.const_expr(init_sync):
+        pipeline.pipeline_init_arrive()
+        pipeline.pipeline_init_wait()
+    producer, consumer = ring.make_participants()
+    gA = cute.local_tile(mA, (BM, BK), (0, None))
+    tAsA, tAgA = cpasync.tma_partition(atom, 0, cute.make_layout(1),
+                                       cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+
+    if warp == PRODUCER_WARP:
+        if cutlass.const_expr(producer_phase is None):
+            for k in cutlass.range(k_tiles):
+                ready = producer.try_acquire()
+                handle = producer.acquire_and_advance(ready)
+                cute.copy(atom, tAgA[(None, k)], tAsA[(None, handle.index)],
+                          tma_bar_ptr=handle.barrier)
+                handle.commit()
+            producer.tail()
+        else:
+            # the state written out by hand, its phase given by the caller
+            state = pipeline.PipelineState(STAGES, cutlass.Int32(0), cutlass.Int32(0),
+                                           cutlass.Int32(producer_phase))
+            for k in cutlass.range(k_tiles):
+                ring.producer_acquire(state)
+                cute.copy(atom, tAgA[(None, k)], tAsA[(None, state.index)],
+                          tma_bar_ptr=ring.producer_get_barrier(state))
+                ring.producer_commit(state)
+                state.advance()
+            ring.producer_tail(state)
+
+    if warp < CONSUMER_WARPS:
+        lane = cute.arch.lane_idx()
+        total = cutlass.Float32(0.0)
+        for k in cutlass.range(k_tiles):
+            handle = consumer.wait_and_advance()
+            for i in cutlass.range_constexpr(4):
+                total += sA[(lane, warp * 4 + i, handle.index)].to(cutlass.Float32)
+            if k % release_every == 0:
+                handle.release()
+
+
+@cute.jit
+def handles_host(mA: cute.Tensor, k_tiles: cutlass.Constexpr, release_every: cutlass.Constexpr,
+                 init_sync: cutlass.Constexpr, producer_phase: cutlass.Constexpr):
+    layout = _swizzled(BM, BK, STAGES)
+    atom, tA = _tma_load(mA, layout, BM, BK)
+    handles_kernel(atom, tA, layout, k_tiles, release_every, init_sync, producer_phase).launch(
+        grid=[1, 1, 1], block=[32 * (CONSUMER_WARPS + 1), 1, 1])
+
+
+def _handles(k_tiles=4, release_every=1, init_sync=True, producer_phase=None):
+    mA = make_fake_compact_tensor(cutlass.Float16, (BM, BK * k_tiles), stride_order=(1, 0))
+    return cute.compile(handles_host, mA, k_tiles, release_every, init_sync, producer_phase,
+                        options="--generate-line-info")
+
+
+def handles():
+    """Four K tiles through two stages with the participant API: the producer peeks with
+    try_acquire, then acquires and advances; each consumer warp releases its handle."""
+    return _handles()
+
+
+def handles_release_on_even_steps():
+    """The consumers release a handle only on even K steps: stage 1 is never given back and
+    the producer's second lap on it never returns."""
+    return _handles(release_every=2)
+
+
+def handles_without_init_sync():
+    """`defer_sync=True` and no `pipeline_init_arrive`/`pipeline_init_wait`: the warps use
+    barriers whose initialisation other threads may not see yet."""
+    return _handles(init_sync=False)
+
+
+def handles_producer_state_in_phase_0():
+    """A producer state written by hand with the consumer's starting phase 0: its first acquire
+    waits for a release of a stage never filled."""
+    return _handles(producer_phase=0)
+
+
+def handles_producer_state_in_phase_1():
+    """The same state with phase 1, what `make_pipeline_state(Producer, ...)` builds."""
+    return _handles(producer_phase=1)
+
+
+EXPECT.update({
+    "handles": "verified",
+    "handles_release_on_even_steps": "violation:BP100",
+    "handles_without_init_sync": "violation:BP147",
+    "handles_producer_state_in_phase_0": "violation:BP100",
+    "handles_producer_state_in_phase_1": "verified",
+})
+
+
+# -- 5. PipelineOrder: two warps take turns on one shared buffer -----------------------------
+
+@cute.struct
+class OrderStorage:
+    bars: cute.struct.MemRange[cutlass.Int64, 2]
+
+
+@cute.kernel
+def order_kernel(turns: cutlass.Constexpr, same_group: cutlass.Constexpr,
+                 unrolled: cutlass.Constexpr):
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    smem = cutlass.memory.SmemAllocator()
+    storage = smem.allocate(OrderStorage)
+    acc = smem.allocate_tensor(cutlass.Float32, cute.make_layout(32), byte_alignment=16)
+    group = warp
+    if cutlass.const_expr(same_group):
+        group = cutlass.Int32(0)
+    order = pipeline.PipelineOrder.create(
+        barrier_storage=storage.bars.data_ptr(), depth=1, length=2, group_id=group,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32))
+    lane = cute.arch.lane_idx()
+    # PipelineOrder keeps its PipelineState inside the object: a Python-unrolled loop sees it
+    # advance, a `cutlass.range` loop does not carry it (no loop variable is assigned)
+    if cutlass.const_expr(unrolled):
+        for t in cutlass.range_constexpr(turns):
+            order.wait()
+            acc[lane] = acc[lane] + cutlass.Float32(1.0)
+            order.arrive()
+    else:
+        for t in cutlass.range(turns):
+            order.wait()
+            acc[lane] = acc[lane] + cutlass.Float32(1.0)
+            order.arrive()
+
+
+@cute.jit
+def order_host(a: cute.Tensor, turns: cutlass.Constexpr, same_group: cutlass.Constexpr,
+               unrolled: cutlass.Constexpr):
+    order_kernel(turns, same_group, unrolled).launch(grid=[1, 1, 1], block=[64, 1, 1])
+
+
+def _order(turns=3, same_group=False, unrolled=True):
+    return cute.compile(order_host, make_fake_compact_tensor(cutlass.Float32, (64,)), turns,
+                        same_group, unrolled, options="--generate-line-info")
+
+
+def ordered_turns():
+    """Warp 0 then warp 1, three turns each, on one barrier per group: each warp's 32 lanes
+    arrive on the other's barrier, whose count is 32."""
+    return _order()
+
+
+def ordered_turns_both_lead():
+    """Both warps built as group 0: both start with the turn and update the buffer at once."""
+    return _order(same_group=True)
+
+
+def ordered_turns_in_a_dynamic_loop():
+    """The same turns in a `cutlass.range` loop: the order's state is not loop-carried, so
+    every turn waits with the first turn's parity, and warp 1's second wait passes on the
+    completion of its first. First guess `verified` (the IR shows the state is not carried)."""
+    return _order(unrolled=False)
+
+
+EXPECT.update({
+    "ordered_turns": "verified",
+    "ordered_turns_both_lead": "violation:BP200",
+    "ordered_turns_in_a_dynamic_loop": "violation:BP200",
+})
+
+
+# -- 6. a wait written as a spin on try_wait (the tiles kernel of section 2) ---------------
+
+def spin_wait():
+    """`while not mbarrier_try_wait(bar, phase): pass`, the wait written out: three tiles."""
+    return _tiles(spin=True)
+
+
+def spin_wait_phase_stuck():
+    """The spin restarts its parity at 0 on every tile: from the second tile on it passes on
+    the first tile's completion and reads a tile still landing."""
+    return _tiles(spin=True, reset_phase=True)
+
+
+EXPECT.update({
+    "spin_wait": "verified",
+    "spin_wait_phase_stuck": "violation:BP200",
+})
