@@ -22,7 +22,7 @@ import dataclasses
 import re
 
 from ..expr import mk, same, substitute
-from ..ir import Const, Loc, Loop, Op, Var, iter_ops
+from ..ir import Const, Loc, Loop, Op, Var, iter_ops, walk
 from .ttgir import Operation, Region
 from .values import Mem, Unread
 from .. import primitives as K
@@ -166,7 +166,8 @@ class ClcRules:
         slots = []
         for lp in loops:
             stmts = threads[lp.thread][2] if lp.thread < len(threads) else []
-            body = next((s for s in _loops(stmts) if s.var == lp.var), None)
+            body = next((s for s in walk(stmts) if isinstance(s, Loop) and s.var == lp.var),
+                        None)
             if body is None:
                 return "the loop cannot be found in its partition"
             if lp is issuers[0] and not any(
@@ -186,12 +187,3 @@ class ClcRules:
             return "the partitions read the response at different slots in one iteration"
         return None
 
-
-def _loops(stmts):
-    for s in stmts:
-        if isinstance(s, Loop):
-            yield s
-            yield from _loops(s.body)
-        for attr in ("then", "orelse", "body"):
-            if not isinstance(s, Loop) and hasattr(s, attr):
-                yield from _loops(getattr(s, attr))
