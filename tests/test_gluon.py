@@ -19,7 +19,8 @@ from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.loader import resolve  # noqa: E402
 from barrierproof.model.gluon import Launch, load, tensor_desc  # noqa: E402
 from barrierproof.model.interpreter import replay  # noqa: E402
-from barrierproof.model.ir import Loop, ModelError, When, iter_ops, walk  # noqa: E402
+from barrierproof.model.expr import same  # noqa: E402
+from barrierproof.model.ir import Loop, ModelError, Op, Var, When, iter_ops, walk  # noqa: E402
 from barrierproof.model.semantics import System  # noqa: E402
 
 from conftest import EXAMPLES  # noqa: E402
@@ -31,6 +32,7 @@ AUTO_WS = os.path.join(EXAMPLES, "gluon", "tl_warp_specialized.py")
 PIPELINED = os.path.join(EXAMPLES, "gluon", "tcgen05_pipeline.py")
 ATTENTION = os.path.join(EXAMPLES, "gluon", "attention_forward.py")
 STORE = os.path.join(EXAMPLES, "gluon", "store_epilogue.py")
+CLC = os.path.join(EXAMPLES, "gluon", "clc_persistent.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -400,7 +402,7 @@ def test_the_loader_finds_every_launch_of_the_example():
                                          "ready_counts_two_arrivals"}
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
     assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS,
-                                                                 PIPELINED, ATTENTION, STORE}
+                                                                 PIPELINED, ATTENTION, STORE, CLC}
     assert all(t.expect for t in ALL_TARGETS)
 
 
@@ -447,11 +449,12 @@ def test_example_verdict_and_counterexample_on_the_kernels_lines(target):
         if v.codes[0] in ("BP100", "BP101"):        # a stuck or stale wait: the wait's line
             assert "mbarrier.wait" in source[int(line) - 1]
         else:                                       # a race: the line of one of the accesses
-            assert any(w in source[int(line) - 1] for w in ("tma.", "tcgen05", ".load("))
+            assert any(w in source[int(line) - 1]
+                       for w in ("tma.", "tcgen05", ".load(", "clc."))
         lines = {int(step.location.rsplit(":", 1)[1]) for step in trace.steps
                  if step.location and step.agent_kind == "thread"}
         assert all("mbarrier." in source[n - 1] or "tma." in source[n - 1]
-                             or "tcgen05" in source[n - 1] for n in lines), lines
+                   or "tcgen05" in source[n - 1] or "clc." in source[n - 1] for n in lines), lines
 
 
 # -- the command line and the docstrings ---------------------------------------------------
@@ -525,33 +528,56 @@ def test_attention_rings_keep_their_loops_and_rows_of_a_buffer_are_slots():
 
 
 @gluon.jit
-def clc_scheduled(desc, out):
-    """The tutorials' CLC scheduler: work while the last request cancelled a launch."""
+def clc_scheduled(desc, out, n, SHAPE: gl.constexpr):
+    """The tutorials' CLC scheduler: work while the last request cancelled a launch. SHAPE
+    gives loops the frontend must not read as one: an exit refined by a bound (0 is the
+    tutorial's), the loop inside a counted loop (1), a request issued every other tile (2)."""
     response = gl.allocate_shared_memory(gl.int64, [2], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(bar, count=1)
-    has_work = gl.to_tensor(True)
     phase = 0
-    tile = gl.program_id(0)
-    while has_work:
-        clc.try_cancel(response, bar)
-        mbarrier.expect(bar, 16)
-        gl.store(out + tile, tile)
-        mbarrier.wait(bar, phase)
-        result = clc.load_result(response)
-        has_work = result.is_canceled()
-        tile = result.program_id(0)
-        phase ^= 1
+    for _ in range(n if SHAPE == 1 else 1):
+        has_work = gl.to_tensor(True)
+        tile = gl.program_id(0)
+        while has_work:
+            if SHAPE == 2:
+                if phase == 0:
+                    clc.try_cancel(response, bar)
+            else:
+                clc.try_cancel(response, bar)
+            mbarrier.expect(bar, 16)
+            gl.store(out + tile, tile)
+            mbarrier.wait(bar, phase)
+            result = clc.load_result(response)
+            has_work = result.is_canceled()
+            if SHAPE == 3:
+                has_work = has_work & (tile < n)
+            tile = result.program_id(0)
+            phase ^= 1
 
 
-def test_a_loop_on_a_cluster_launch_control_answer_is_unmodelled_at_its_line():
+def test_a_loop_on_cluster_launch_control_runs_clc_tiles_in_every_partition():
     """The request and its response are read (16 bytes on the barrier, the response buffer
-    written asynchronously); a loop whose exit is the response is data: BP190 at the loop."""
-    kernel = load(Launch(clc_scheduled, args=dict(desc=DESC, out="*i32")))
-    unmodeled = [op for op in kernel.ops() if op.kind == "unmodeled"]
-    assert [op.name.split(":")[0] for op in unmodeled] == ["scf.while"]
-    assert unmodeled[0].loc.line == line_of(clc_scheduled, "while has_work")
-    assert verdict_of(kernel).verdict == "unknown"
+    written asynchronously); the loop whose exit is the response runs `clc_tiles` (>= 1)
+    iterations, the request and the read inside it."""
+    kernel = load(Launch(clc_scheduled, args=dict(desc=DESC, out="*i32", n=4, SHAPE=0)))
+    assert not [op for op in kernel.ops() if op.kind == "unmodeled"]
+    [loop] = [s for s in walk(kernel.body) if isinstance(s, Loop)]
+    assert same(loop.trip, Var("clc_tiles")) and kernel.params["clc_tiles"].default == 3
+    assert any(same(a, Var("clc_tiles") >= 1) for a in kernel.assumptions)
+    assert {op.kind for op in loop.body if isinstance(op, Op)} >= {"tma_load", "read"}
+    assert verdict_of(kernel).verdict == "verified"
+
+
+@pytest.mark.parametrize("shape", [1, 2, 3])
+def test_a_loop_on_cluster_launch_control_the_partitions_may_leave_apart_is_bp190(shape):
+    """Inside a counted loop (a run per outer iteration), a request not issued in every
+    iteration, an exit that is not exactly the response's: BP190 at the `while`, never
+    verified (the request skipped every other tile also leaves an expect without its bytes)."""
+    kernel = load(Launch(clc_scheduled, args=dict(desc=DESC, out="*i32", n=4, SHAPE=shape)))
+    lines = {op.loc.line for op in kernel.ops() if op.kind == "unmodeled"}
+    assert line_of(clc_scheduled, "while has_work") in lines
+    assert verdict_of(kernel).verdict == ("violation" if shape == 2 else "unknown")
 
 
 @gluon.jit

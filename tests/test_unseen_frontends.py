@@ -23,8 +23,6 @@ DATA = os.path.join(ROOT, "tests", "data")
 UNREAD = {
     "asm_mbarrier_arrive": "gl.inline_asm_elementwise(",
     "tma_atomic_add": "tma.async_atomic_add(",
-    # a `while` over a cluster launch control response: its trip count is data
-    "clc_while_canceled": "while running:",
     # the copies a multicast load makes in the other CTA
     "multicast_two_ctas": "multicast=True)",
     "ptx_named_barrier": "_bar_sync_ptx(1, 64)",

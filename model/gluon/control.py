@@ -10,6 +10,7 @@ from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Loop, Op, Var, W
                   free_vars)
 from .arith import implied_constant
 from .carries import discharged, solve
+from .clc_loops import ClcRules
 from .ttgir import Operation, Region
 from .values import CARRY_PREFIX, Alloc, Unread
 from .. import primitives as K
@@ -17,7 +18,7 @@ from .. import primitives as K
 UNROLL_LIMIT = 64        # a loop whose carries have no closed form is unrolled up to this trip
 
 
-class ControlRules:
+class ControlRules(ClcRules):
     def warp_specialize(self, op: Operation, out: list):
         if self.threads:
             raise Unread("a second warp_specialize in one kernel is not modelled")
@@ -132,10 +133,14 @@ class ControlRules:
 
     def scf_while(self, op: Operation, out: list):
         """`while i < n: ...; i += c` (a Python `while` over a counter, a signed `<`) is the
-        `scf.for` it counts. Any other `while` (a condition from data, such as a cluster launch
-        control response) has no trip count the model can follow: BP190 at its line."""
+        `scf.for` it counts; `while` over a cluster launch control response's `is_canceled` runs
+        `clc_tiles` iterations (clc_loops.py). Any other `while` (a condition from data) has no
+        trip count the model can follow: BP190 at its line."""
         if len(op.regions) != 2 or not op.regions[0].ops:
             raise Unread("the regions of the `while` loop cannot be read")
+        clc = self.clc_while(op, out)
+        if clc is not None:
+            return clc
         before, after = op.regions
         inits = re.findall(r"%[\w.$-]+\s*=\s*(%[\w.$#-]+)", op.text.split(") :", 1)[0])
         condition = before.ops[-1]

@@ -82,16 +82,26 @@ class MemoryRules:
         if "multicast" in op.text and (self.module.int_attr("ttg.num-ctas") or 1) > 1:
             raise Unread("a request multicast to the CTAs of a cluster is not modelled yet")
         response, barrier = op.operands
-        mem = self.value(response)
+        mem = self._response(response)
+        self.clc_cancel_issued(mem)
+        out.append(Op(K.TMA_LOAD, self.barrier(barrier), bytes=Const(16),
+                      writes=self.memref(response), loc=self.where(op)))
+
+    def _response(self, name: str):
+        """A CLC response buffer: an int64x2 (or a ring of them) is data, not an mbarrier array,
+        whichever partition touches it first (a request or a `clc.load_result`)."""
+        mem = self.value(name)
         if isinstance(mem, Mem) and mem.alloc not in self.buffers \
                 and mem.alloc not in self.barriers:
-            # an int64x2 response (or a ring of them) is data, not an mbarrier array
             slotted = len(mem.alloc.dims) >= 2
             self.buffers[mem.alloc] = MemAlloc(
                 mem.alloc.name, "smem", (Const(mem.alloc.dims[0]) if slotted else Const(1),),
                 mem.alloc.loc, scalar=not slotted)
-        out.append(Op(K.TMA_LOAD, self.barrier(barrier), bytes=Const(16),
-                      writes=self.memref(response), loc=self.where(op)))
+        return mem
+
+    def clc_load_result(self, op: Operation, out):
+        self._response(op.operands[0])
+        self.local_load(op, out)
 
     def local_load(self, op: Operation, out):
         out.append(Op(K.READ, reads=self.memref(op.operands[0]), loc=self.where(op)))

@@ -50,7 +50,7 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"ttg\.(convert_layout|local_dealloc|memdesc_trans|"
                    r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
                    r"warp_return|fp4_to_fp|upcast_mxfp)$|"
-                   r"ttng\.(tmem_subslice|fence_async_shared|clc_get_program_id|clc_is_canceled|"
+                   r"ttng\.(tmem_subslice|fence_async_shared|clc_get_program_id|"
                    r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire)$|"
                    r"scf\.yield$)")
 
@@ -179,6 +179,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             threads = [("kernel", self.launch.num_warps, body)]
         else:
             threads = self._fork_join(self.threads, body)
+        threads = self.clc_agreement(threads)
         if len(threads) == 1:
             program = tuple(threads[0][2])
         else:
@@ -566,7 +567,8 @@ HANDLERS: dict[str, Callable] = {
     "ttng.async_tma_scatter": Translator.tma_store,
     "ttng.tmem_copy": Translator.tmem_copy,
     "ttng.clc_try_cancel": Translator.clc_try_cancel,
-    "ttng.clc_load_result": Translator.local_load,
+    "ttng.clc_load_result": Translator.clc_load_result,
+    "ttng.clc_is_canceled": Translator.clc_is_canceled,
     "ttng.tc_gen5_mma": Translator.mma,
     "ttng.tc_gen5_mma_scaled": Translator.mma_scaled,
     "ttng.tc_gen5_commit": Translator.commit,
