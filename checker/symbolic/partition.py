@@ -80,7 +80,8 @@ def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int], dims: int = 
 def role_components(roles, names: list[str]) -> dict[str, int] | None:
     """Component number per barrier name: hand-off components (`handoff_components`) joined
     by the roles that use them, the roles touching fewest components first, each one unless
-    it would join everything (a role serving every half); None when all are one component."""
+    it would join everything (a role serving every half); None when all are one component or
+    no role joined two."""
     comp = handoff_components(roles, names)
     if comp is None:
         return None
@@ -101,8 +102,8 @@ def role_components(roles, names: list[str]) -> dict[str, int] | None:
             for c in used[1:]:
                 parent[find(c)] = find(used[0])
     roots = sorted({find(c) for c in parent})
-    if len(roots) <= 1:
-        return None
+    if len(roots) <= 1 or len(roots) == len(parent):
+        return None     # one class, or the hand-off pairs themselves (their own partition)
     return {n: roots.index(find(comp[n])) for n in names}
 
 
