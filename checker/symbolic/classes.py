@@ -17,7 +17,7 @@ import z3
 
 from ...model.ir import MAX_ARRIVALS, BarrierAlloc, BinOp, Expr
 from .hw import is_named_barrier
-from .partition import handoff_components
+from .partition import handoff_components, role_components
 from .strides import ring_step_reason
 from .terms import Unsupported, linear_in, nonlinear, z_int
 
@@ -116,6 +116,18 @@ def _ring_groups(self: "Fragment", allocs: list[BarrierAlloc], S) -> list[list[B
                 else:           # one ring at two offsets: program.py's op_offsets
                     conflicts.append((a, b, item.loop.loc,
                                       z3.simplify(offsets[a][0] - offsets[b][0])))
+    # with the halves (partition.py `role_components`), arrays no loop uses (a Q ring taken
+    # once per tile, slots as numbers) are joined as their hand-offs join them: the `empty`
+    # waited before the `ready` is filled is one ring
+    looped = {n for role in self.roles for item in role.items if item.kind == "loop"
+              for bop in item.body if bop.op.barrier is not None
+              for n in [bop.op.barrier.alloc.name]}
+    unlooped = [a.name for a in allocs if a.name not in looped] \
+        if getattr(self, "role_classes", False) else []
+    comp = handoff_components(self.roles, unlooped) if len(unlooped) > 1 else None
+    for a, b in itertools.combinations(unlooped, 2):
+        if comp is None or comp[a] == comp[b]:
+            parent[find(a)] = find(b)
     for a, b, loc, lag in conflicts:
         if find(a) == find(b) and not z3.is_int_value(lag):
             raise Unsupported(f"`{a}` and `{b}` are used together with offsets that differ by "
@@ -211,7 +223,8 @@ def build_classes(self: "Fragment") -> list[BarrierClass]:
     concretes = [concrete]
     self.handoff_split = False
     if getattr(self, "handoff_classes", False):     # hand-off pairs apart (partition.py)
-        comp = handoff_components(self.roles, [a.name for a in concrete.allocs])
+        by = role_components if getattr(self, "role_classes", False) else handoff_components
+        comp = by(self.roles, [a.name for a in concrete.allocs])
         if comp is not None:
             groups: dict[int, list] = {}
             for a in concrete.allocs:

@@ -14,6 +14,12 @@ slot's pair alone closes at once. So `prove` first tries classes of hand-off pai
   `wait(empty[c]); copy(full[c])`); each component is a class.
 
 When that proof fails, `prove` falls back to one class for all of them.
+
+Before the one class of concrete barriers beside rings analysed at one slot, `prove` tries its
+halves (`role_components`): a ping-pong attention gives each half of its query tile a softmax
+partition and nine barriers, which the MMA and correction partitions serve in turn. The
+hand-off pairs joined by the roles that use them, fewest first, each role unless it would join
+everything (the partitions serving both halves), are one class per half. Again any partition is sound; this one keeps what a half needs together.
 """
 
 from __future__ import annotations
@@ -69,6 +75,36 @@ def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int], dims: int = 
     for alloc in kernel.barriers:
         barriers += list(parts[alloc.name].values()) if alloc.name in parts else [alloc]
     return kernel.replace(body=_rewrite(kernel.body, ref), barriers=tuple(barriers))
+
+
+def role_components(roles, names: list[str]) -> dict[str, int] | None:
+    """Component number per barrier name: hand-off components (`handoff_components`) joined
+    by the roles that use them, the roles touching fewest components first, each one unless
+    it would join everything (a role serving every half); None when all are one component or
+    no role joined two."""
+    comp = handoff_components(roles, names)
+    if comp is None:
+        return None
+    parent = {c: c for c in set(comp.values())}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    uses = [sorted({comp[bop.op.barrier.alloc.name] for item in role.items
+                    for bop in item.ops if bop.op.barrier is not None
+                    and bop.op.barrier.alloc.name in comp}) for role in roles]
+    for used in sorted(uses, key=len):
+        joined = {find(c) for c in used}
+        if len(joined) < len({find(c) for c in parent}):
+            for c in used[1:]:
+                parent[find(c)] = find(used[0])
+    roots = sorted({find(c) for c in parent})
+    if len(roots) <= 1 or len(roots) == len(parent):
+        return None     # one class, or the hand-off pairs themselves (their own partition)
+    return {n: roots.index(find(comp[n])) for n in names}
 
 
 def handoff_components(roles, names: list[str]) -> dict[str, int] | None:

@@ -282,12 +282,17 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
     kernel, parity_notes = infer_phases(kernel, _sample_points(kernel, symbolic, fixed))
     work = ClassWork()          # a class built alike by two partitions is proved once
     # Concrete arrays used as rings first, at one representative slot (a smaller system whose
-    # invariants close far faster), with two thirds of the budget; then hand-off pairs of
+    # invariants close far faster): with the other concrete barriers in halves (partition.py
+    # `role_components`; skipped where they are one) with half of the budget, then in one
+    # class with two thirds of what is left; then hand-off pairs of
     # concrete barriers as classes of their own (partition.py) with a third; then every
     # concrete barrier as it is, with what is left. Any partition is sound; the order only decides
     # which proof is found first. Every share is drawn from the one budget of the run, and
     # what a partition leaves of its share (skipped, refused) is added to the next one's.
-    tries = [("concrete rings at one slot", 2 / 3, lambda part: _prove_fragment(
+    tries = [("halves, concrete rings at one slot", 1 / 2, lambda part: _prove_fragment(
+                 kernel, symbolic, fixed, part, start, concrete_rings=True, handoffs=True,
+                 halves=True, work=work)),
+             ("concrete rings at one slot", 2 / 3, lambda part: _prove_fragment(
                  kernel, symbolic, fixed, part, start, concrete_rings=True,
                  work=work)),
              ("hand-off pairs", 1 / 3, lambda part: _prove_fragment(
@@ -351,7 +356,7 @@ def _sample_points(kernel: Kernel, symbolic, fixed) -> list[dict[str, int]]:
 def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
                     concrete_rings: bool, handoffs: bool = False,
                     work: ClassWork | None = None, join_named: bool = False,
-                    cover: bool = False) -> Proof | None:
+                    cover: bool = False, halves: bool = False) -> Proof | None:
     """The proof on one partition into classes; None when `concrete_rings`, `handoffs` or
     `join_named` changes nothing."""
 
@@ -360,7 +365,7 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
 
     try:
         frag = _partition(kernel, symbolic, fixed, concrete_rings, handoffs, join_named,
-                          cover)
+                          cover, halves)
         if frag is None:
             return None
         roles = frag.roles
@@ -423,13 +428,15 @@ def _prove_fragment(kernel: Kernel, symbolic, fixed, budget: Budget, start: floa
 
 
 def _partition(kernel: Kernel, symbolic, fixed, concrete_rings: bool,
-               handoffs: bool, join_named: bool = False, cover: bool = False
-               ) -> Fragment | None:
+               handoffs: bool, join_named: bool = False, cover: bool = False,
+               halves: bool = False) -> Fragment | None:
     """The fragment with its roles and classes on one partition (with `cover`, hand-off pairs
-    joined with their order barriers: classes.py); None when `concrete_rings`, `handoffs`,
-    `join_named` or `cover` changes nothing."""
+    joined with their order barriers: classes.py; with `halves`, hand-off pairs joined by the
+    roles that use only some of them: partition.py); None when `concrete_rings`, `handoffs`,
+    `join_named`, `cover` or `halves` changes nothing."""
     frag = Fragment(kernel, symbolic, fixed, concrete_rings=concrete_rings)
     frag.handoff_classes = handoffs
+    frag.role_classes = halves
     frag.handoff_cover = cover
     frag.join_named = join_named
     frag.build_roles()
