@@ -25,9 +25,10 @@ from barrierproof.checker.symbolic.stride_split import stride_cases  # noqa: E40
 from barrierproof.loader import resolve  # noqa: E402
 
 
-def case_units(target: str, symbolic: list[str], timeout: float, least: float = 0.2):
-    """[(label, status, units, [(phase, units)])] per case; phases of fewer than `least`
-    million units left out."""
+def case_units(target: str, symbolic: list[str], timeout: float, least: float = 0.2,
+               only: list[int] | None = None):
+    """[(label, status, units, [(phase, units)])] per case (the cases numbered `only`, when
+    given: one residue at a time); phases of fewer than `least` million units left out."""
     (t,) = resolve(target)
     kernel = t.build()
     fixed = {n: p.default for n, p in kernel.params.items() if n not in symbolic}
@@ -35,7 +36,9 @@ def case_units(target: str, symbolic: list[str], timeout: float, least: float = 
     if not cases:
         raise SystemExit(f"{target}: no stride cases ({why or 'no strided ring'})")
     out = []
-    for case in cases:
+    for n, case in enumerate(cases):
+        if only is not None and n not in only:
+            continue
         marks: list[tuple[str, float]] = []
         budget = Budget(timeout, progress=lambda e: marks.append((e["phase"], e["spent"])))
         proof = prove(case.kernel, case.symbolic, fixed, timeout=timeout, budget=budget)
@@ -56,15 +59,18 @@ def main() -> None:
     ap.add_argument("--symbolic", action="append", default=None)
     ap.add_argument("--timeout", type=float, default=400.0,
                     help="budget of each case, in --timeout seconds (default 400)")
+    ap.add_argument("--case", type=int, action="append", default=None,
+                    help="only the case of this number (0 = the first residue); repeatable")
     args = ap.parse_args()
     symbolic = args.symbolic or ["tiles_per_wg"]
-    rows = case_units(args.target, symbolic, args.timeout)
+    rows = case_units(args.target, symbolic, args.timeout, only=args.case)
     print(f"{args.target}, each case with the budget of --timeout {args.timeout:g}:")
     for label, status, total, phases in rows:
         print(f"- {label}: {status}, {total / 1e6:.1f}M units")
         for phase, units in phases:
             print(f"    {units / 1e6:6.1f}M  {phase}")
-    print(f"all cases: {sum(r[2] for r in rows) / 1e6:.1f}M units")
+    print(f"{'all cases' if args.case is None else 'these cases'}: "
+          f"{sum(r[2] for r in rows) / 1e6:.1f}M units")
 
 
 if __name__ == "__main__":

@@ -335,6 +335,19 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     guards = [_fixed_values(pre, variables) for _, pre, _ in encoder.steps]
     assumed = [{id(c) for c in alive if not _excluded(where[id(c)], g)} for g in guards]
     solvers: OrderedDict[int, z3.Solver] = OrderedDict()
+    # The hypotheses with a guard's values put in, one term per distinct guard (transitions
+    # from one place share it), and each transition's successor terms, built once: a solver
+    # made again (LIVE_SOLVERS) is given the same terms without simplifying them anew.
+    by_guard: dict[tuple, z3.BoolRef] = {}
+    posts: dict[int, z3.BoolRef] = {}       # per transition: its candidates' successor values
+
+    def placed(values: dict[int, int], fixed: list) -> z3.BoolRef:
+        if not fixed:
+            return hypotheses
+        key = tuple(sorted(values.items()))
+        if key not in by_guard:
+            by_guard[key] = z3.simplify(z3.substitute(hypotheses, *fixed))
+        return by_guard[key]
 
     def solver_of(t: int) -> z3.Solver:
         if t in solvers:
@@ -346,11 +359,12 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             s = z3.Solver()
             fixed = [(variables[i], z3.IntVal(v)) for i, v in guards[t].items()]
             # the guard's values put into the hypotheses: where a thread is, read off once
-            s.add(encoder.init_body, *encoder.sane, pre,
-                  z3.simplify(z3.substitute(hypotheses, *fixed)) if fixed else hypotheses)
-            sub = Substitution(variables, nxt)
-            post = sub(_fast_and([defines[id(c)] for c in relevant]))
-            s.add(z3.simplify(z3.substitute(post, *fixed)) if fixed else post)
+            s.add(encoder.init_body, *encoder.sane, pre, placed(guards[t], fixed))
+            if t not in posts:
+                sub = Substitution(variables, nxt)
+                post = sub(_fast_and([defines[id(c)] for c in relevant]))
+                posts[t] = z3.simplify(z3.substitute(post, *fixed)) if fixed else post
+            s.add(posts[t])
             solvers[t] = s
         return solvers[t]
 
