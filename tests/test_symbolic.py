@@ -455,6 +455,33 @@ def test_many_rows_give_the_null_space_of_eliminating_them_all(monkeypatch):
         assert all(sum(c * x for c, x in zip(vec, row)) == 0 for vec in many for row in rows)
 
 
+def test_span_check_tests_each_row_about_once(monkeypatch):
+    """Samples come in search order: the first rows are alike and new directions show up
+    further down. The span check picks rows spread over the table and re-tests only the rows
+    found outside the span, so its counted work is about two passes over the rows (not one
+    pass per direction found), with the null space of eliminating every row."""
+    import random
+    from barrierproof.checker.symbolic import invariants, work
+    from barrierproof.checker.symbolic.budget import FACT_CELLS_PER_UNIT
+
+    rng = random.Random(5)
+    ncols, rank, n = 30, 20, 20000
+    base = [[rng.randint(-3, 3) for _ in range(ncols)] for _ in range(rank)]
+    rows = []
+    for i in range(n):
+        known = 1 + i * rank // n           # the directions reached this far into the search
+        cs = [rng.randint(-2, 2) for _ in range(known)]
+        rows.append(tuple(sum(c * b[j] for c, b in zip(cs, base)) for j in range(ncols)))
+    before = work.ticks()
+    many = nullspace_primitive(rows, ncols)
+    passes = (work.ticks() - before) / (n * ncols // FACT_CELLS_PER_UNIT)
+    assert passes <= 3, passes      # the table read once, the rows tested about once
+    with monkeypatch.context() as m:
+        m.setattr(invariants, "_SPAN_CHECK_ROWS", 10 ** 9)
+        assert nullspace_primitive(rows, ncols) == many
+    assert len(many) == ncols - rank
+
+
 def test_compiled_terms_agree_with_z3():
     x, y = z3.Ints("x y")
     terms = [x % 2, (x + 3) / 2, z3.If(x < y, x - y, 7 * y), (-x) % 3]

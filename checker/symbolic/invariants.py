@@ -348,9 +348,10 @@ def _independent_rows(rows) -> list[Sequence[int]]:
     these few rows only). Many rows (a class's samples run to hundreds of thousands, of rank a
     few dozen): the elimination runs on a few rows, then every row is tested against their span
     at once (two random combinations of a basis of its orthogonal complement modulo the prime,
-    fixed seed: a row outside the span passes both with probability 2^-62), and the rows that
-    fail join the next round. The rows kept span the same space as before, so the exact null
-    space found from them is too; the work is counted (budget.py)."""
+    fixed seed: a row outside the span passes both with probability 2^-62), and rows spread
+    over those that fail join the next round, which tests only them. The rows kept span the
+    same space as all rows, so the exact null space found from them is theirs; the work is
+    counted (budget.py)."""
     import numpy as np
     if len(rows) == 0:
         return []
@@ -363,7 +364,11 @@ def _independent_rows(rows) -> list[Sequence[int]]:
         chosen = _eliminate(m % _PRIME)
         return [tuple(int(x) for x in m[r]) for r in chosen]
     rng = np.random.default_rng(0)
-    picked = np.arange(min(n, 2 * ncols + 8))
+    picked = _spread(np.arange(n), 2 * ncols + 8)
+    # the rows not yet found in the span of the picked rows: one found there stays there as
+    # more rows are picked (the span only grows), so each round tests only the rows the
+    # round before found outside
+    tested = np.arange(n)
     while True:
         keep = _eliminate(m[picked] % _PRIME)
         picked = picked[keep]
@@ -378,16 +383,27 @@ def _independent_rows(rows) -> list[Sequence[int]]:
         # halves < 2^16, ncols < 2^10, so every partial sum stays below 2^53
         halves = np.hstack([probe & 0xFFFF, probe >> 16]).astype(np.float64)
         outside = []
-        for first in range(0, n, _CHUNK_ROWS):       # a chunk at a time: bounded memory
-            part = (m[first:first + _CHUNK_ROWS].astype(np.float64) @ halves).astype(np.int64)
+        for first in range(0, len(tested), _CHUNK_ROWS):   # a chunk at a time: bounded memory
+            chunk = tested[first:first + _CHUNK_ROWS]
+            part = (m[chunk].astype(np.float64) @ halves).astype(np.int64)
             test = (part[:, 2:] % _PRIME * (1 << 16) + part[:, :2] % _PRIME) % _PRIME
-            outside.append(first + np.nonzero(test.any(axis=1))[0])
+            outside.append(chunk[np.nonzero(test.any(axis=1))[0]])
         outside = np.concatenate(outside)
-        tick(n * ncols // FACT_CELLS_PER_UNIT)
+        tick(len(tested) * ncols // FACT_CELLS_PER_UNIT)
         if len(outside) == 0:
             break
-        picked = np.concatenate([picked, outside[:2 * ncols + 8]])
+        tested = outside
+        picked = np.concatenate([picked, _spread(outside, 2 * ncols + 8)])
     return [tuple(int(x) for x in m[r]) for r in picked]
+
+
+def _spread(rows, most: int):
+    """At most `most` of `rows`, evenly spread: samples come in search order, so the first
+    rows are alike (few independent ones) and the rounds above would be many."""
+    import numpy as np
+    if len(rows) <= most:
+        return rows
+    return rows[np.unique(np.linspace(0, len(rows) - 1, most).astype(np.int64))]
 
 
 def nullspace_primitive(rows: Sequence[Sequence[int]], ncols: int) -> list[list[int]]:
