@@ -25,8 +25,9 @@ UNREAD = {
     "tma_atomic_add": "tma.async_atomic_add(",
     # a `while` over a cluster launch control response: its trip count is data
     "clc_while_canceled": "while running:",
-    # the copies a multicast load makes in the other CTA
-    "multicast_two_ctas": "multicast=True)",
+    # a one-element barrier with a per-CTA layout (where each CTA's barrier lives is not read):
+    # BP190 at its init and every use
+    "multicast_two_ctas": "mbarrier.init(bar, count=1)",
     "ptx_named_barrier": "_bar_sync_ptx(1, 64)",
     # the launch's cluster shape is a fact of the kernel (the host's launch line is not in
     # its IR): named at the kernel's decorator, with the cluster size in the message
