@@ -10,70 +10,70 @@ EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready[0]@0 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:27
-    1,  \* 2: ready[1]@0 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:27
-    1,  \* 3: ready[0]@1 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:27
-    1,  \* 4: ready[1]@1 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:27
-    2,  \* 5: empty[0]@0 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:28
-    2,  \* 6: empty[1]@0 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:28
-    2,  \* 7: empty[0]@1 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:28
-    2   \* 8: empty[1]@1 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:28
+    1,  \* 1: ready[0]@0 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:30
+    1,  \* 2: ready[1]@0 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:30
+    1,  \* 3: ready[0]@1 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:30
+    1,  \* 4: ready[1]@1 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:30
+    2,  \* 5: empty[0]@0 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:31
+    2,  \* 6: empty[1]@0 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:31
+    2,  \* 7: empty[0]@1 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:31
+    2   \* 8: empty[1]@1 (Barrier, orders_tensor_core)  examples/gluon/multicta_ring.py:31
 >>
 
 \* Agent 1: b0.partition0 (thread), 24 instruction(s).
 Prog_1_b0_partition0 == <<
-    arrive_expect_tx(<<1>>, 4096),      \* pc 0: arrive_expect_tx(ready[0]@0, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 1: tma_load(ready[0]@0, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(1, 0, 1),               \* pc 2: wait_parity(ready[0]@0, 0)  examples/gluon/multicta_ring.py:40
-    arrive(<<5>>, 1),                   \* pc 3: arrive(empty[0]@0)  examples/gluon/multicta_ring.py:45
-    arrive(<<7>>, 1),                   \* pc 4: arrive(empty[0]@1)  examples/gluon/multicta_ring.py:45
-    arrive_expect_tx(<<2>>, 4096),      \* pc 5: arrive_expect_tx(ready[1]@0, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 6: tma_load(ready[1]@0, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(2, 0, 2),               \* pc 7: wait_parity(ready[1]@0, 0)  examples/gluon/multicta_ring.py:40
-    arrive(<<6>>, 1),                   \* pc 8: arrive(empty[1]@0)  examples/gluon/multicta_ring.py:45
-    arrive(<<8>>, 1),                   \* pc 9: arrive(empty[1]@1)  examples/gluon/multicta_ring.py:45
-    wait_parity(5, 0, 3),               \* pc 10: wait_parity(empty[0]@0, 0)  examples/gluon/multicta_ring.py:36
-    arrive_expect_tx(<<1>>, 4096),      \* pc 11: arrive_expect_tx(ready[0]@0, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 12: tma_load(ready[0]@0, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(1, 1, 1),               \* pc 13: wait_parity(ready[0]@0, 1)  examples/gluon/multicta_ring.py:40
-    arrive(<<5>>, 1),                   \* pc 14: arrive(empty[0]@0)  examples/gluon/multicta_ring.py:45
-    arrive(<<7>>, 1),                   \* pc 15: arrive(empty[0]@1)  examples/gluon/multicta_ring.py:45
-    wait_parity(6, 0, 4),               \* pc 16: wait_parity(empty[1]@0, 0)  examples/gluon/multicta_ring.py:36
-    arrive_expect_tx(<<2>>, 4096),      \* pc 17: arrive_expect_tx(ready[1]@0, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 18: tma_load(ready[1]@0, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(2, 1, 2),               \* pc 19: wait_parity(ready[1]@0, 1)  examples/gluon/multicta_ring.py:40
-    wait_parity(5, 1, 3),               \* pc 20: wait_parity(empty[0]@0, 1)  examples/gluon/multicta_ring.py:36
-    arrive_expect_tx(<<1>>, 4096),      \* pc 21: arrive_expect_tx(ready[0]@0, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 22: tma_load(ready[0]@0, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(1, 0, 1)                \* pc 23: wait_parity(ready[0]@0, 0)  examples/gluon/multicta_ring.py:40
+    arrive_expect_tx(<<1>>, 4096),      \* pc 0: arrive_expect_tx(ready[0]@0, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 1: tma_load(ready[0]@0, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(1, 0, 1),               \* pc 2: wait_parity(ready[0]@0, 0)  examples/gluon/multicta_ring.py:51
+    arrive(<<5>>, 1),                   \* pc 3: arrive(empty[0]@0)  examples/gluon/multicta_ring.py:56
+    arrive(<<7>>, 1),                   \* pc 4: arrive(empty[0]@1)  examples/gluon/multicta_ring.py:56
+    arrive_expect_tx(<<2>>, 4096),      \* pc 5: arrive_expect_tx(ready[1]@0, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 6: tma_load(ready[1]@0, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(2, 0, 2),               \* pc 7: wait_parity(ready[1]@0, 0)  examples/gluon/multicta_ring.py:51
+    arrive(<<6>>, 1),                   \* pc 8: arrive(empty[1]@0)  examples/gluon/multicta_ring.py:56
+    arrive(<<8>>, 1),                   \* pc 9: arrive(empty[1]@1)  examples/gluon/multicta_ring.py:56
+    wait_parity(5, 0, 3),               \* pc 10: wait_parity(empty[0]@0, 0)  examples/gluon/multicta_ring.py:47
+    arrive_expect_tx(<<1>>, 4096),      \* pc 11: arrive_expect_tx(ready[0]@0, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 12: tma_load(ready[0]@0, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(1, 1, 1),               \* pc 13: wait_parity(ready[0]@0, 1)  examples/gluon/multicta_ring.py:51
+    arrive(<<5>>, 1),                   \* pc 14: arrive(empty[0]@0)  examples/gluon/multicta_ring.py:56
+    arrive(<<7>>, 1),                   \* pc 15: arrive(empty[0]@1)  examples/gluon/multicta_ring.py:56
+    wait_parity(6, 0, 4),               \* pc 16: wait_parity(empty[1]@0, 0)  examples/gluon/multicta_ring.py:47
+    arrive_expect_tx(<<2>>, 4096),      \* pc 17: arrive_expect_tx(ready[1]@0, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 18: tma_load(ready[1]@0, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(2, 1, 2),               \* pc 19: wait_parity(ready[1]@0, 1)  examples/gluon/multicta_ring.py:51
+    wait_parity(5, 1, 3),               \* pc 20: wait_parity(empty[0]@0, 1)  examples/gluon/multicta_ring.py:47
+    arrive_expect_tx(<<1>>, 4096),      \* pc 21: arrive_expect_tx(ready[0]@0, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 22: tma_load(ready[0]@0, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(1, 0, 1)                \* pc 23: wait_parity(ready[0]@0, 0)  examples/gluon/multicta_ring.py:51
 >>
 
 \* Agent 2: b1.partition0 (thread), 24 instruction(s).
 Prog_2_b1_partition0 == <<
-    arrive_expect_tx(<<3>>, 4096),      \* pc 0: arrive_expect_tx(ready[0]@1, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 1: tma_load(ready[0]@1, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(3, 0, 5),               \* pc 2: wait_parity(ready[0]@1, 0)  examples/gluon/multicta_ring.py:40
-    arrive(<<5>>, 1),                   \* pc 3: arrive(empty[0]@0)  examples/gluon/multicta_ring.py:45
-    arrive(<<7>>, 1),                   \* pc 4: arrive(empty[0]@1)  examples/gluon/multicta_ring.py:45
-    arrive_expect_tx(<<4>>, 4096),      \* pc 5: arrive_expect_tx(ready[1]@1, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 6: tma_load(ready[1]@1, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(4, 0, 6),               \* pc 7: wait_parity(ready[1]@1, 0)  examples/gluon/multicta_ring.py:40
-    arrive(<<6>>, 1),                   \* pc 8: arrive(empty[1]@0)  examples/gluon/multicta_ring.py:45
-    arrive(<<8>>, 1),                   \* pc 9: arrive(empty[1]@1)  examples/gluon/multicta_ring.py:45
-    wait_parity(7, 0, 7),               \* pc 10: wait_parity(empty[0]@1, 0)  examples/gluon/multicta_ring.py:36
-    arrive_expect_tx(<<3>>, 4096),      \* pc 11: arrive_expect_tx(ready[0]@1, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 12: tma_load(ready[0]@1, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(3, 1, 5),               \* pc 13: wait_parity(ready[0]@1, 1)  examples/gluon/multicta_ring.py:40
-    arrive(<<5>>, 1),                   \* pc 14: arrive(empty[0]@0)  examples/gluon/multicta_ring.py:45
-    arrive(<<7>>, 1),                   \* pc 15: arrive(empty[0]@1)  examples/gluon/multicta_ring.py:45
-    wait_parity(8, 0, 8),               \* pc 16: wait_parity(empty[1]@1, 0)  examples/gluon/multicta_ring.py:36
-    arrive_expect_tx(<<4>>, 4096),      \* pc 17: arrive_expect_tx(ready[1]@1, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 18: tma_load(ready[1]@1, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(4, 1, 6),               \* pc 19: wait_parity(ready[1]@1, 1)  examples/gluon/multicta_ring.py:40
-    wait_parity(7, 1, 7),               \* pc 20: wait_parity(empty[0]@1, 1)  examples/gluon/multicta_ring.py:36
-    arrive_expect_tx(<<3>>, 4096),      \* pc 21: arrive_expect_tx(ready[0]@1, 4096B)  examples/gluon/multicta_ring.py:37
-    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 22: tma_load(ready[0]@1, 8192B)  examples/gluon/multicta_ring.py:38
-    wait_parity(3, 0, 5)                \* pc 23: wait_parity(ready[0]@1, 0)  examples/gluon/multicta_ring.py:40
+    arrive_expect_tx(<<3>>, 4096),      \* pc 0: arrive_expect_tx(ready[0]@1, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 1: tma_load(ready[0]@1, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(3, 0, 5),               \* pc 2: wait_parity(ready[0]@1, 0)  examples/gluon/multicta_ring.py:51
+    arrive(<<5>>, 1),                   \* pc 3: arrive(empty[0]@0)  examples/gluon/multicta_ring.py:56
+    arrive(<<7>>, 1),                   \* pc 4: arrive(empty[0]@1)  examples/gluon/multicta_ring.py:56
+    arrive_expect_tx(<<4>>, 4096),      \* pc 5: arrive_expect_tx(ready[1]@1, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 6: tma_load(ready[1]@1, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(4, 0, 6),               \* pc 7: wait_parity(ready[1]@1, 0)  examples/gluon/multicta_ring.py:51
+    arrive(<<6>>, 1),                   \* pc 8: arrive(empty[1]@0)  examples/gluon/multicta_ring.py:56
+    arrive(<<8>>, 1),                   \* pc 9: arrive(empty[1]@1)  examples/gluon/multicta_ring.py:56
+    wait_parity(7, 0, 7),               \* pc 10: wait_parity(empty[0]@1, 0)  examples/gluon/multicta_ring.py:47
+    arrive_expect_tx(<<3>>, 4096),      \* pc 11: arrive_expect_tx(ready[0]@1, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 12: tma_load(ready[0]@1, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(3, 1, 5),               \* pc 13: wait_parity(ready[0]@1, 1)  examples/gluon/multicta_ring.py:51
+    arrive(<<5>>, 1),                   \* pc 14: arrive(empty[0]@0)  examples/gluon/multicta_ring.py:56
+    arrive(<<7>>, 1),                   \* pc 15: arrive(empty[0]@1)  examples/gluon/multicta_ring.py:56
+    wait_parity(8, 0, 8),               \* pc 16: wait_parity(empty[1]@1, 0)  examples/gluon/multicta_ring.py:47
+    arrive_expect_tx(<<4>>, 4096),      \* pc 17: arrive_expect_tx(ready[1]@1, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<3, 4>>),  \* pc 18: tma_load(ready[1]@1, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(4, 1, 6),               \* pc 19: wait_parity(ready[1]@1, 1)  examples/gluon/multicta_ring.py:51
+    wait_parity(7, 1, 7),               \* pc 20: wait_parity(empty[0]@1, 1)  examples/gluon/multicta_ring.py:47
+    arrive_expect_tx(<<3>>, 4096),      \* pc 21: arrive_expect_tx(ready[0]@1, 4096B)  examples/gluon/multicta_ring.py:48
+    issue_async(<<>>, 8192, <<1, 2>>),  \* pc 22: tma_load(ready[0]@1, 8192B)  examples/gluon/multicta_ring.py:49
+    wait_parity(3, 0, 5)                \* pc 23: wait_parity(ready[0]@1, 0)  examples/gluon/multicta_ring.py:51
 >>
 
 KernelProg == <<
@@ -123,10 +123,10 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {3, 14, 24}>>, <<"slots", 1, {1}>>>>,  \* b0.partition0 reads bufs[0]@0 (examples/gluon/multicta_ring.py:41) / TMA copy writes bufs[0]@0 (examples/gluon/multicta_ring.py:38)
-    <<"BP200", <<"pc", 1, {8, 20}>>, <<"slots", 2, {3}>>>>,      \* b0.partition0 reads bufs[1]@0 (examples/gluon/multicta_ring.py:41) / TMA copy writes bufs[1]@0 (examples/gluon/multicta_ring.py:38)
-    <<"BP200", <<"pc", 2, {3, 14, 24}>>, <<"slots", 3, {2}>>>>,  \* b1.partition0 reads bufs[0]@1 (examples/gluon/multicta_ring.py:41) / TMA copy writes bufs[0]@1 (examples/gluon/multicta_ring.py:38)
-    <<"BP200", <<"pc", 2, {8, 20}>>, <<"slots", 4, {4}>>>>       \* b1.partition0 reads bufs[1]@1 (examples/gluon/multicta_ring.py:41) / TMA copy writes bufs[1]@1 (examples/gluon/multicta_ring.py:38)
+    <<"BP200", <<"pc", 1, {3, 14, 24}>>, <<"slots", 1, {1}>>>>,  \* b0.partition0 reads bufs[0]@0 (examples/gluon/multicta_ring.py:52) / TMA copy writes bufs[0]@0 (examples/gluon/multicta_ring.py:49)
+    <<"BP200", <<"pc", 1, {8, 20}>>, <<"slots", 2, {3}>>>>,      \* b0.partition0 reads bufs[1]@0 (examples/gluon/multicta_ring.py:52) / TMA copy writes bufs[1]@0 (examples/gluon/multicta_ring.py:49)
+    <<"BP200", <<"pc", 2, {3, 14, 24}>>, <<"slots", 3, {2}>>>>,  \* b1.partition0 reads bufs[0]@1 (examples/gluon/multicta_ring.py:52) / TMA copy writes bufs[0]@1 (examples/gluon/multicta_ring.py:49)
+    <<"BP200", <<"pc", 2, {8, 20}>>, <<"slots", 4, {4}>>>>       \* b1.partition0 reads bufs[1]@1 (examples/gluon/multicta_ring.py:52) / TMA copy writes bufs[1]@1 (examples/gluon/multicta_ring.py:49)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
