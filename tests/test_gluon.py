@@ -33,6 +33,7 @@ PIPELINED = os.path.join(EXAMPLES, "gluon", "tcgen05_pipeline.py")
 ATTENTION = os.path.join(EXAMPLES, "gluon", "attention_forward.py")
 STORE = os.path.join(EXAMPLES, "gluon", "store_epilogue.py")
 CLC = os.path.join(EXAMPLES, "gluon", "clc_persistent.py")
+MULTICTA = os.path.join(EXAMPLES, "gluon", "multicta_ring.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -402,7 +403,8 @@ def test_the_loader_finds_every_launch_of_the_example():
                                          "ready_counts_two_arrivals"}
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
     assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS,
-                                                                 PIPELINED, ATTENTION, STORE, CLC}
+                                                                 PIPELINED, ATTENTION, STORE, CLC,
+                                                                 MULTICTA}
     assert all(t.expect for t in ALL_TARGETS)
 
 
@@ -448,6 +450,8 @@ def test_example_verdict_and_counterexample_on_the_kernels_lines(target):
         assert os.path.abspath(where) == example
         if v.codes[0] in ("BP100", "BP101"):        # a stuck or stale wait: the wait's line
             assert "mbarrier.wait" in source[int(line) - 1]
+        elif v.codes[0] == "BP146":                 # a remote arrival into an exited CTA
+            assert "mbarrier.arrive" in source[int(line) - 1]
         else:                                       # a race: the line of one of the accesses
             assert any(w in source[int(line) - 1]
                        for w in ("tma.", "tcgen05", ".load(", "clc."))

@@ -30,6 +30,7 @@ from ..inline_ptx import synchronizing_instruction
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, MemAlloc, MemRef,
                   ModelError, Op, Param, Var, When, free_vars, iter_ops, unique_name)
 from .arith import ArithRules
+from .cluster import ClusterRules
 from .compile import arch_error
 from .control import ControlRules
 from .memory import MemoryRules
@@ -55,7 +56,7 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"scf\.yield$)")
 
 
-class Translator(ArithRules, MemoryRules, ControlRules):
+class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules):
     def __init__(self, module: Module, name: str, loc: Loc, expect: str | None, launch):
         self.module = module
         self.name = name
@@ -79,6 +80,8 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         self.loop_vars: list[str] = []
         self.loop_ranges: list[Expr] = []    # `0 <= j < trip` of the loops being read
         self.threads: list[tuple[str, int, list]] = []
+        self.cluster_syncs: list[Loc] = []   # ttng.cluster_barrier sites
+        self.refused: dict[Alloc, str] = {}   # barriers whose layout is not modelled, why
         self._names: set[str] = set()
         self._ids = itertools.count()
         import triton
@@ -127,6 +130,8 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         if alloc in self.invalidated:
             raise Unread(f"barrier `{alloc.name}` is used after ttng.inval_barrier "
                          "(re-use of its memory is not modelled)")
+        if alloc in self.refused:
+            raise Unread(self.refused[alloc])
         bar = self.barriers.get(alloc)
         self.used.add(alloc)
         if bar is None:
@@ -171,10 +176,7 @@ class Translator(ArithRules, MemoryRules, ControlRules):
                 self.values[arg] = opaque(plain)
         self._assume(named)
         body = self.block(fn.body, top=True)
-        ctas = self.module.int_attr("ttg.num-ctas") or 1
-        if ctas > 1:     # multi-CTA: remote arrivals and multicast go to other blocks' barriers
-            body = [Op(K.UNMODELED, name=f"num_ctas={ctas}: multi-CTA kernels are not modelled "
-                       "by the Gluon frontend yet", loc=self.loc)] + body
+        body, cluster = self.cluster_shape(body, len(self.threads) + 1 if self.threads else 1)
         if not self.threads:
             threads = [("kernel", self.launch.num_warps, body)]
         else:
@@ -209,7 +211,8 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             name=self.name, body=program, barriers=tuple(self.barriers.values()),
             buffers=tuple(self.buffers.values()),
             params=params, num_threads=Const(len(threads)), thread_axis="partition",
-            num_warps=self.launch.num_warps, assumptions=assumptions, loc=self.loc,
+            num_warps=self.launch.num_warps, cluster=cluster, assumptions=assumptions,
+            loc=self.loc,
             source="gluon", expect=self.expect, notes=tuple(self.notes))
 
     def _assume(self, named: dict[str, Var]) -> None:
@@ -381,6 +384,11 @@ class Translator(ArithRules, MemoryRules, ControlRules):
             return None
         if alloc.elem != "i64" or alloc.space != "smem":
             raise Unread(f"`{alloc.name}` is not an array of mbarriers")
+        try:
+            self.per_cta_barrier(op, (_memdesc(op.text) or ((), ""))[0])
+        except Unread as err:       # every use of it is BP190 too, for the same reason
+            self.refused[alloc] = str(err)
+            raise
         shape = alloc.dims[:-1]
         self.barriers[alloc] = BarrierAlloc(
             alloc.name, Const(count), tuple(Const(d) for d in shape) or (Const(1),),
@@ -400,23 +408,27 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         return Const(1) if name is None else self.int_value(name, "the predicate")
 
     def _barrier_number_pred(self, op: Operation, what: str):
-        """`%bar, N[, %pred]`: the barrier, the constant N and the predicate."""
-        args = [a.strip() for a in split_operands(op.text[len(op.name):])]
+        """`%bar, N[ {fromCTA = m}][, %pred]`: the barrier, the constant N and the predicate."""
+        text = re.sub(r"\s*\{[^{}]*\}", "", op.text[len(op.name):].split(" : ")[0])
+        args = [a.strip() for a in split_operands(text)]
         if len(args) < 2 or not re.fullmatch(r"\d+", args[1]):
             raise Unread(f"the {what} cannot be read")
-        if re.search(r"\bfrom_cta\b|\bremote\b|multicast", op.text):
+        if re.search(r"\bremote\b", op.text):
             raise Unread("a remote (cluster) arrival is not modelled yet")
         pred = self._pred(args[2] if len(args) > 2 else None)
         return self.barrier(op.operands[0]), Const(int(args[1])), pred
 
     def barrier_expect(self, op: Operation, out):
         bar, nbytes, pred = self._barrier_number_pred(op, "expected byte count")
-        self.guarded(out, pred, Op(K.ARRIVE_EXPECT_TX, bar, bytes=nbytes, loc=self.where(op)),
-                     op)
+        for step in self.routed(op, lambda block: Op(
+                K.ARRIVE_EXPECT_TX, self.on_block(bar, block), bytes=nbytes, loc=self.where(op))):
+            self.guarded(out, pred, step, op)
 
     def arrive_barrier(self, op: Operation, out):
         bar, count, pred = self._barrier_number_pred(op, "arrival count")
-        self.guarded(out, pred, Op(K.ARRIVE, bar, count=count, loc=self.where(op)), op)
+        for step in self.routed(op, lambda block: Op(
+                K.ARRIVE, self.on_block(bar, block), count=count, loc=self.where(op))):
+            self.guarded(out, pred, step, op)
 
     def wait_barrier(self, op: Operation, out):
         # `%bar, %phase[, %pred][ deps %buffers...]`: the deps only order buffer lifetimes
@@ -442,17 +454,19 @@ class Translator(ArithRules, MemoryRules, ControlRules):
         bar = self.barrier(m.group(2))
         nbytes = math.prod(desc[0]) * _ELEM_BYTES[desc[1]]
         pred = self._pred(m.group(3))
+        multicast = re.search(r"\{[^{}]*\bmulticast\b", op.text) is not None
+        if multicast and self.ctas() == 1:
+            multicast = False          # a cluster of one: the copy is the CTA's own
         self.guarded(out, pred, Op(K.TMA_LOAD, bar, bytes=Const(nbytes), loc=self.where(op),
+                                   collective_axes=self.copy_axes(op, multicast),
                                    writes=self.memref(m.group(1))), op)
-        if "multicast" in op.text:
-            # its bytes land on this CTA's barrier as above; the copies it also writes to the
-            # other CTAs of the cluster (and theirs to this one) are not modelled
-            out.append(self.unmodeled(op, "a multicast TMA load's copies to the other CTAs "
-                                          "of the cluster are not modelled yet"))
 
     def mma(self, op: Operation, out, scales: int = 0):
         # a, b, acc[token], (a_scale, b_scale,) use_acc, pred, then barrier[pred] pairs; a
         # block-scaled MMA names its operands' element types after the predicate
+        if self.ctas() > 1 and re.search(r"\{[^{}]*\b(multicast|two_ctas)\b", op.text):
+            raise Unread("an MMA whose commit is multicast to the cluster (or a 2-CTA MMA) is "
+                         "not modelled yet")
         text = re.sub(r"\s+lhs\s*=\s*\w+\s+rhs\s*=\s*\w+", "", op.text[len(op.name):])
         args = [a.strip() for a in split_operands(text)]
         at = 3 + scales
@@ -572,6 +586,7 @@ HANDLERS: dict[str, Callable] = {
     "ttng.tc_gen5_mma": Translator.mma,
     "ttng.tc_gen5_mma_scaled": Translator.mma_scaled,
     "ttng.tc_gen5_commit": Translator.commit,
+    "ttng.cluster_barrier": Translator.cluster_barrier,
     "ttg.local_load": Translator.local_load,
     "ttng.tmem_load": Translator.local_load,
     "ttg.local_store": Translator.local_store,

@@ -40,6 +40,9 @@ _RESULTS = re.compile(r"^((?:%[\w.$-]+(?::\d+)?)(?:\s*,\s*%[\w.$-]+(?::\d+)?)*)\
 _NAME = re.compile(r'^"?([A-Za-z_][\w]*\.[\w.]+|[A-Za-z_]\w*)"?')
 _TRAILING_LOC = re.compile(r"\s*loc\((.*)\)\s*$")
 _ALIAS = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
+# `#shared1 = #ttg.swizzled_shared<{...}>`: a layout alias (its CTA layout says where a
+# multi-CTA kernel's shared memory lives)
+_LAYOUT = re.compile(r"^(#(?!loc)[\w]+)\s*=\s*(#ttg\..*)$")
 
 
 @dataclass
@@ -81,10 +84,12 @@ class Function:
 
 
 class Module:
-    def __init__(self, functions: list[Function], aliases: dict[str, str], attrs: str):
+    def __init__(self, functions: list[Function], aliases: dict[str, str], attrs: str,
+                 layouts: dict[str, str] | None = None):
         self.functions = functions
         self.aliases = aliases
         self.attrs = attrs
+        self.layouts = layouts or {}
 
     def entry(self) -> Function:
         if len(self.functions) != 1:
@@ -271,10 +276,14 @@ def _region_args(op: Operation) -> list[str]:
 def parse(text: str) -> Module:
     lines = text.splitlines()
     aliases: dict[str, str] = {}
+    layouts: dict[str, str] = {}
     for line in lines:
         m = _ALIAS.match(line.strip())
         if m:
             aliases[m.group(1)] = m.group(2)
+        m = _LAYOUT.match(line.strip())
+        if m:
+            layouts[m.group(1)] = m.group(2)
     reader = _Reader(lines)
     functions: list[Function] = []
     attrs = ""
@@ -293,4 +302,4 @@ def parse(text: str) -> Module:
             body = reader.block()
             reader.next()
             functions.append(Function(m.group(1).strip('"'), args, types, body))
-    return Module(functions, aliases, attrs)
+    return Module(functions, aliases, attrs, layouts)

@@ -646,7 +646,8 @@ def _per_cta(dtype: str, shape: list, bases: list):
     return tensor_desc(dtype, shape, layout)
 
 
-# the peer CTA's copy of B lands on this CTA's barrier: multi-CTA is BP190, named at the load
+# a one-element barrier with a per-CTA layout (which CTA holds it is not read): BP190 at its init
+# and every use
 multicast_two_ctas = Launch(multicast_b, args=dict(a_desc=_per_cta("fp16", [64, 64], [[0, 0]]),
                                                    b_desc=_per_cta("fp16", [64, 64], [[0, 0]]),
                                                    out_desc=_per_cta("fp16", [64, 64], [[0, 0]])),
