@@ -14,24 +14,28 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import z3
+
 
 def count_products(encoder, variables: Sequence, names: Sequence[str], varying: Sequence[int],
                    size_of: Callable) -> list[tuple]:
     """(term, name, column index pair or size function) for each `exp * ph` of a barrier
-    instance and each `size * k` of a counter role's loop, over the varying variables."""
+    instance and each `size * k` of a counter role's loop, over the varying variables; only
+    where the count or the size varies with the parameters (else the product is linear in the
+    counter and adds nothing to the linear templates)."""
     index = {name: i for i, name in enumerate(names)}
     moving = set(varying)
     out = []
     for inst in encoder.system.instances:
         ph, exp = index.get(f"ph[{inst.name}]"), index.get(f"exp[{inst.name}]")
-        if ph in moving:
+        if ph in moving and exp in moving:     # a count fixed for the run: exp*ph is linear
             out.append((variables[exp] * variables[ph], f"exp*ph[{inst.name}]", ("vars", exp, ph)))
     for code in encoder.layout.codes:
         if code.role.single:
             continue
         size = size_of(code.role.name)
-        if size is None:
-            continue
+        if size is None or z3.is_int_value(z3.simplify(size[0])):
+            continue        # a role of fixed size: size*k is linear in k
         for j in code.loop_segments:
             k = index[f"k[{code.role.name},{j}]"]
             if k in moving:
