@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Sequence
 import z3
 from z3.z3 import _to_expr_ref
 
+from .conservation import column as product_column, count_products
 from .encode import Encoder
 from .symmetry import mirror
 from .budget import FACT_CELLS_PER_UNIT, UNITS_PER_FACT_ROW, UNITS_PER_SAMPLED_STATE
@@ -640,12 +641,26 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 feat_terms.append(z3.If(variables[b] - variables[a] == 1, variables[i], 0))
                 feat_names.append(f"{hit}*{names[i]}")
                 feat_cols.append((i, (a, b)))
+    # arrivals absorbed and made (conservation.py): exp*ph of a barrier, size*k of a role
+    size_comp = Compiler(variables)
+
+    def size_of(role_name):
+        code = next(c for c in layout.codes if c.role.name == role_name)
+        term = z3.substitute(code.role.size, *zip(encoder.system.frozen, variables[:nf]))
+        return term, size_comp.function([term])
+    for term, name, how in count_products(encoder, variables, names, varying, size_of):
+        feat_terms.append(term)
+        feat_names.append(name)
+        feat_cols.append((None, how))
     # the variable of an indicator feature ([pos[wg0]==3]), None for the other features
     indicator_of = [i if v is not None and not isinstance(v, tuple) else None
                     for i, v in feat_cols]
     # the features of every state, one row each, with a first column of ones (the constant)
     columns = [np.ones(len(states), dtype=np.int64)]
     for i, v in feat_cols:
+        if i is None:
+            columns.append(product_column(at_state, v))
+            continue
         x = at_state[:, i]
         columns.append(x if v is None else (x == v).astype(np.int64) if not isinstance(v, tuple)
                        else x * (at_state[:, v[1]] - at_state[:, v[0]] == 1))
