@@ -577,11 +577,12 @@ def test_a_loop_on_cluster_launch_control_runs_clc_tiles_in_every_partition():
 def test_a_loop_on_cluster_launch_control_the_partitions_may_leave_apart_is_bp190(shape):
     """Inside a counted loop (a run per outer iteration), a request not issued in every
     iteration, an exit that is not exactly the response's: BP190 at the `while`, never
-    verified (the request skipped every other tile also leaves an expect without its bytes)."""
+    verified (the request skipped every other tile also leaves an expect without its bytes, but
+    its counterexample steps past the `while` left unread, so it is no finding: `unknown`)."""
     kernel = load(Launch(clc_scheduled, args=dict(desc=DESC, out="*i32", n=4, SHAPE=shape)))
     lines = {op.loc.line for op in kernel.ops() if op.kind == "unmodeled"}
     assert line_of(clc_scheduled, "while has_work") in lines
-    assert verdict_of(kernel).verdict == ("violation" if shape == 2 else "unknown")
+    assert verdict_of(kernel).verdict == "unknown"
 
 
 @gluon.jit
