@@ -297,15 +297,49 @@ class _QuietStart(multiprocessing.context.SpawnProcess):
     importing stays pending (not a KeyboardInterrupt traceback in its bootstrap) until
     `_worker_signals` has its handler in place. Only the starting thread blocks it, only while
     the child is forked: a blocked signal is deferred, not lost, so this process still takes
-    its own Ctrl-C at once. (Module level: the spawned child unpickles it.)"""
+    its own Ctrl-C at once. (Module level: the spawned child unpickles it.)
+
+    This process's own handlers are held off too until the child has its whole task: another
+    thread may take the signal while the starting one blocks it, and an interrupt raised
+    between the child's exec and the write of its task leaves it reading an empty pipe (an
+    EOFError traceback)."""
 
     def start(self):
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            super().start()     # the child keeps the mask across its exec
-            _STARTED.add(self)  # a Ctrl-C due now may beat the pool's own record of it
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        with _SignalsHeld() as held:
+            try:
+                super().start()     # the child keeps the mask across its exec
+                _STARTED.add(self)  # a Ctrl-C due now may beat the pool's own record of it
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        held.deliver()
+
+
+class _SignalsHeld:
+    """The run's signals only remembered inside the block; `deliver` then hands the first one
+    to the handler that was in place, as if it came now. Outside the main thread (which alone
+    may set handlers) nothing is held."""
+
+    def __enter__(self) -> "_SignalsHeld":
+        self.previous: dict = {}
+        self.pending: list[int] = []
+        if threading.current_thread() is threading.main_thread():
+            for sig in Interrupts.SIGNALS:
+                self.previous[sig] = signal.signal(sig, lambda s, f: self.pending.append(s))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def deliver(self) -> None:
+        if not self.pending:
+            return
+        handler = self.previous[self.pending[0]]
+        if callable(handler):
+            handler(self.pending[0], sys._getframe(1))
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(self.pending[0])
 
 
 _STARTED: "weakref.WeakSet[_QuietStart]" = weakref.WeakSet()

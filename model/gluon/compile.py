@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import faulthandler
 import inspect
 import os
 import pickle
@@ -220,6 +221,9 @@ def _contained(build: Callable[[Any], str], launch: Launch) -> str:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:        # the copy: compile, send back the TTGIR or the error, end at once
+            # Its abort is reported by the parent, from what it printed: no second report of
+            # it from a fault handler the parent enabled (pytest's, a user's).
+            faulthandler.disable()
             try:
                 try:
                     answer: tuple = ("ttgir", build(said))
