@@ -167,6 +167,18 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         return ABSENT_NOTE.format(rules=", ".join(sorted(absent))) if absent else \
             DEPTH_KEPT_NOTE
 
+    # Steps below which the search that counts arrivals met no violation before it stopped
+    # (docs/POR.md, "What a search stopped by a limit still shows"); 0: none ran.
+    covered = [0]
+
+    def unsettled(bound: int, why: str) -> str:
+        """Why the violation in hand may not be shortest: the confirming search to `bound`
+        stopped (`why`); what the search that counts arrivals covered still bounds it below."""
+        return (f"found with partial-order reduction; the search without it to depth {bound} "
+                f"stopped ({why}), so a shorter one may exist" +
+                (f", though none of fewer than {covered[0]} steps (the search that keeps every "
+                 f"rule at its depth covered them)" if covered[0] else ""))
+
     def settle_unkept() -> tuple[str | None, ExploreResult | None]:
         """Before a confirming search (docs/POR.md, "Rules with no violation anywhere"): the
         rules whose depth the persistent sets may put off, BP101 and BP102 aside, searched
@@ -194,6 +206,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                         reduction, ignore, progress, block_symmetry, store_mode, order=order,
                         tolerate=tolerate, core=core, absent=gone)
         settled = again.status == "violation" and not again.reason
+        if again.status == "bounded" and order == "bfs":
+            covered[0] = again.depth    # every level above it was finished
         return None, (again if settled else None)
 
     def time_left() -> float | None:
@@ -240,9 +254,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             if again.status == "violation":
                 again.seconds = time.perf_counter() - start
                 return again
-            found.reason = (f"found with partial-order reduction; the search without it to "
-                            f"depth {found.depth + 1} stopped ({again.reason}), so a shorter "
-                            "one may exist")
+            found.reason = unsettled(found.depth + 1, again.reason)
             return found
         except Refused as why:
             refused = str(why)
@@ -439,9 +451,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # stopped by a limit first: the counterexample found stands, maybe not shortest
             violation, witness = explained(violation, witness)
             return result("violation", actions=actions, violation=violation, witness=witness,
-                          reason=f"found with partial-order reduction; the search without it "
-                                 f"to depth {depth + 1} stopped ({again.reason}), so a shorter one "
-                                 "may exist")
+                          reason=unsettled(depth + 1, again.reason))
         violation, witness = explained(violation, witness)
         return result("violation", actions=actions, violation=violation, witness=witness)
 
