@@ -167,17 +167,18 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         return ABSENT_NOTE.format(rules=", ".join(sorted(absent))) if absent else \
             DEPTH_KEPT_NOTE
 
-    # Steps below which the search that counts arrivals met no violation before it stopped
-    # (docs/POR.md, "What a search stopped by a limit still shows"); 0: none ran.
-    covered = [0]
+    # The search that counts arrivals, breadth first, stopped by a limit before a violation:
+    # (the depth it stood at, why it stopped); no counterexample is shorter than that depth
+    # (docs/POR.md, "What a search stopped by a limit still shows").
+    stopped: list = [None]
 
-    def unsettled(bound: int, why: str) -> str:
-        """Why the violation in hand may not be shortest: the confirming search to `bound`
-        stopped (`why`); what the search that counts arrivals covered still bounds it below."""
-        return (f"found with partial-order reduction; the search without it to depth {bound} "
-                f"stopped ({why}), so a shorter one may exist" +
-                (f", though none of fewer than {covered[0]} steps (the search that keeps every "
-                 f"rule at its depth covered them)" if covered[0] else ""))
+    def unsettled() -> str:
+        """Why the violation in hand may not be shortest where the search that counts arrivals
+        stopped, and how short a counterexample can still be."""
+        at, why = stopped[0]
+        return (f"found with partial-order reduction; the search that keeps every rule at its "
+                f"depth stopped ({why}), so a shorter one may exist, though none of fewer than "
+                f"{at} steps")
 
     def settle_unkept() -> tuple[str | None, ExploreResult | None]:
         """Before a confirming search (docs/POR.md, "Rules with no violation anywhere"): the
@@ -201,18 +202,22 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             return ABSENT_NOTE.format(rules=", ".join(sorted(gone))), None
         if overruns or not keeps_overruns(system, ignore | gone):
             return None, None
-        again = explore(system, Limits(limits.max_states, None, time_left(),
+        # Breadth first it gets most of the confirming search's time: that search meets, at
+        # each depth, every state this one meets there and more, so where this one stops at a
+        # limit the confirmation is not run (docs/POR.md).
+        again = explore(system, Limits(limits.max_states, None,
+                                       time_left(0.75 if order == "bfs" else 0.5),
                                        limits.max_memory_mb),
                         reduction, ignore, progress, block_symmetry, store_mode, order=order,
                         tolerate=tolerate, core=core, absent=gone)
         settled = again.status == "violation" and not again.reason
         if again.status == "bounded" and order == "bfs":
-            covered[0] = again.depth    # every level above it was finished
+            stopped[0] = again.depth, again.reason    # every level above it was finished
         return None, (again if settled else None)
 
-    def time_left() -> float | None:
+    def time_left(share: float = 0.5) -> float | None:
         return None if limits.timeout is None else \
-            max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
+            max(limits.timeout - (time.perf_counter() - start), 0.0) * share
 
     if local is not None:
         # A reduction whose sets leave nothing out costs time and saves no state: off. Decided
@@ -245,6 +250,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             if again is not None:
                 again.seconds = time.perf_counter() - start
                 return again
+            if stopped[0] is not None:
+                found.reason = unsettled()
+                return found
             # as `confirmed` below: the shortest is the search's without the persistent sets
             left = None if limits.timeout is None else \
                 max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
@@ -254,7 +262,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             if again.status == "violation":
                 again.seconds = time.perf_counter() - start
                 return again
-            found.reason = unsettled(found.depth + 1, again.reason)
+            found.reason = (f"found with partial-order reduction; the search without it to "
+                            f"depth {found.depth + 1} stopped ({again.reason}), so a shorter "
+                            "one may exist")
             return found
         except Refused as why:
             refused = str(why)
@@ -434,6 +444,10 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             notes.append(kept_note())
         elif local is not None and shortest and settled[0] is not None:
             notes.append(settled[0])    # the rules left have no violation anywhere
+        elif local is not None and shortest and stopped[0] is not None:
+            violation, witness = explained(violation, witness)
+            return result("violation", actions=actions, violation=violation, witness=witness,
+                          reason=unsettled())
         elif local is not None and shortest and confirm:
             # The reduced graph may reach a violation later than the full one: the shortest
             # is found by the search without partial-order reduction, bounded by this depth.
@@ -451,7 +465,9 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             # stopped by a limit first: the counterexample found stands, maybe not shortest
             violation, witness = explained(violation, witness)
             return result("violation", actions=actions, violation=violation, witness=witness,
-                          reason=unsettled(depth + 1, again.reason))
+                          reason=f"found with partial-order reduction; the search without it "
+                                 f"to depth {depth + 1} stopped ({again.reason}), so a shorter one "
+                                 "may exist")
         violation, witness = explained(violation, witness)
         return result("violation", actions=actions, violation=violation, witness=witness)
 
