@@ -250,3 +250,50 @@ def number_slots(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, in
                                    phase=_fold_laps(op.phase, lin, fixed))
 
     return k.replace(body=map_ops(k.body, rewrite))
+
+
+def _fold_parity(e: Expr | None, lin: _Linear) -> Expr | None:
+    """`e` written `(sum(c_n * n) + beta) % 2` (c_n, beta in {0, 1}) when Z3 proves it that for
+    every value: a cursor's phase bit, `(2*t % 2) ^ (((6*t % 3) + 1) == 3)` once the loop takes
+    whole laps, is a lap count's parity (or a number) that the ring classes read."""
+    if e is None or isinstance(e, Const):
+        return e
+    try:        # a wait reads only the parity (xor as a sum)
+        t = z_int(e, lin.env, parity=True) % 2
+    except Unsupported:
+        return e
+    moving = [n for n in lin.names if n in free_vars(e)]
+    beta = z3.simplify(z3.substitute(t, *[(lin.env[n], z3.IntVal(0)) for n in moving]))
+    if not z3.is_int_value(beta):
+        return e
+    folded: Expr = Const(beta.as_long() % 2)
+    for n in moving:
+        one = z3.simplify(z3.substitute(t, *[(lin.env[m], z3.IntVal(int(m == n)))
+                                             for m in moving]) - beta)
+        if not z3.is_int_value(one):
+            return e
+        if one.as_long() % 2:
+            folded = mk("+", Var(n), folded)
+    if not isinstance(folded, Const):
+        folded = mk("%", folded, Const(2))
+    return folded if lin.solver.valid(t == z_int(folded, lin.env)) else e
+
+
+def fold_parities(kernel: Kernel, arrays, symbolic: Sequence[str], fixed: Mapping[str, int]
+                  ) -> Kernel:
+    """The parities of the operations on `arrays` folded (`_fold_parity`), each checked by Z3."""
+    env = {n: z3.IntVal(v) for n, v in fixed.items()}
+    names = sorted({s.var for s in walk(kernel.body) if isinstance(s, Loop)} | set(symbolic))
+    env.update({n: z3.Int(n) for n in names})
+    try:
+        solver = Solver([z_bool(a, env) for a in kernel.assumptions])
+    except Unsupported:
+        return kernel
+    lin = _Linear(env, names, solver)
+
+    def rewrite(op: Op) -> Op:
+        if op.barrier is None or op.barrier.alloc.name not in arrays or op.parity is None:
+            return op
+        return dataclasses.replace(op, parity=_fold_parity(op.parity, lin))
+
+    return kernel.replace(body=map_ops(kernel.body, rewrite))
