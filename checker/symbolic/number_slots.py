@@ -82,6 +82,14 @@ class _Linear:
             t = z_int(e, self.env)
         except Unsupported:
             return None
+        got = self.coefficients(t, e)
+        if got is None or not self.solver.valid(t == got[0] + sum(
+                c * self.env[n] for n, c in got[1].items())):
+            return None
+        return got
+
+    def coefficients(self, t, e: Expr) -> tuple[int, dict[str, int]] | None:
+        """(beta, c_n) read off the term t of `e` at 0 and at each name 1 (unchecked)."""
         moving = [n for n in self.names if n in free_vars(e)]
         beta = z3.simplify(z3.substitute(t, *[(self.env[n], z3.IntVal(0)) for n in moving]))
         if not z3.is_int_value(beta):
@@ -93,9 +101,6 @@ class _Linear:
             if not z3.is_int_value(c):
                 return None
             coef[n] = c.as_long()
-        if not self.solver.valid(t == beta.as_long() + sum(c * self.env[n]
-                                                          for n, c in coef.items())):
-            return None
         return beta.as_long(), coef
 
 
@@ -262,17 +267,12 @@ def _fold_parity(e: Expr | None, lin: _Linear) -> Expr | None:
         t = z_int(e, lin.env, parity=True) % 2
     except Unsupported:
         return e
-    moving = [n for n in lin.names if n in free_vars(e)]
-    beta = z3.simplify(z3.substitute(t, *[(lin.env[n], z3.IntVal(0)) for n in moving]))
-    if not z3.is_int_value(beta):
+    got = lin.coefficients(t, e)
+    if got is None:
         return e
-    folded: Expr = Const(beta.as_long() % 2)
-    for n in moving:
-        one = z3.simplify(z3.substitute(t, *[(lin.env[m], z3.IntVal(int(m == n)))
-                                             for m in moving]) - beta)
-        if not z3.is_int_value(one):
-            return e
-        if one.as_long() % 2:
+    folded: Expr = Const(got[0] % 2)
+    for n, c in got[1].items():
+        if c % 2:
             folded = mk("+", Var(n), folded)
     if not isinstance(folded, Const):
         folded = mk("%", folded, Const(2))
