@@ -8,6 +8,7 @@ a reason."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -34,6 +35,21 @@ def _residue(case):
     _, rhs = case.label.split(" = ")
     m, b = rhs.split(" + ")
     return int(m.split("*")[0]), int(b)
+
+
+def _agrees(case, k, fixed, K: str, xs) -> set:
+    """The explorer's verdicts of `k` at K = M*x + b for x in xs, each the case's verdict (and
+    first rule) at its parameter x."""
+    m, b = _residue(case)
+    (q,) = case.symbolic
+    verdicts = set()
+    for x in xs:
+        got = check_kernel(case.kernel, {**fixed, q: x})
+        want = check_kernel(k, {**fixed, K: m * x + b})
+        assert (got.verdict, got.codes[:1]) == (want.verdict, want.codes[:1]), \
+            (case.label, x, got.label, want.label)
+        verdicts.add(want.verdict)
+    return verdicts
 
 
 # (example, its stage count for the rewrite: an even one, which the rewrite takes; the
@@ -90,16 +106,9 @@ def test_every_residue_case_keeps_the_explorers_verdict_on_a_grid(name, stages, 
     assert [c.label for c in cases] == ["k_blocks = 2*k_blocks_q + 0",
                                         "k_blocks = 2*k_blocks_q + 1"]
     for case in cases:
-        m, b = _residue(case)
-        (q,) = case.symbolic
         # every loop on the rewritten rings steps one slot per iteration
         assert stride_mismatch(case.kernel, fixed) is None
-        for x in range(4):
-            got = check_kernel(case.kernel, {**fixed, q: x})
-            want = check_kernel(k, {**fixed, "k_blocks": m * x + b})
-            assert (got.verdict, got.codes[:1]) == (want.verdict, want.codes[:1]), \
-                (case.label, x, got.label, want.label)
-            verdicts.add(want.verdict)
+        verdicts |= _agrees(case, k, fixed, "k_blocks", range(4))
     assert verdicts == ({"verified", "violation"} if breaks else {"verified"}), verdicts
 
 
@@ -310,3 +319,113 @@ def test_broken_deep_rings_are_refuted_at_their_smallest_tile_count(stages, k_ti
     assert v.params["tiles"] == 1 and v.trace is not None, v.params
     again = check_kernel(k, {"stages": stages, "k_tiles": k_tiles, "tiles": 1})
     assert again.verdict == "violation" and again.codes == v.codes
+
+
+# -- one stride in every loop: K then V of one ring ------------------------------------------
+
+def _kv_ring(k, stages, blocks, flip):
+    """A loader filling K then V of one ring of `stages` per block (two positions per
+    iteration, as the Gluon attention's), an MMA thread reading both with the cursor's closed
+    form for V's slot (`((2*i % S) + 1) % S`), and a softmax thread in a hand-off with it on
+    the same trip count (a loop beside the ring's). `flip`: the loader waits `empty` with the
+    consumer's phase (the field's wrong phase on `empty`)."""
+    k.threads(3, name="wg")
+    k.assume(blocks >= 0)
+    ready = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    s_ready = k.Barrier(num_arrivals=1)
+    s_free = k.Barrier(num_arrivals=1)
+    with k.when(k.thread == 0):
+        with k.loop(blocks) as i:
+            for j in range(2):
+                n = 2 * i + j
+                k.wait_parity(empty.at[n % stages], (n // stages + 1 + flip) % 2)
+                k.arrive_expect_tx(ready.at[n % stages], 4096)
+                k.tma_load(ready.at[n % stages], 4096)
+    with k.when(k.thread == 1):
+        with k.loop(blocks) as i:
+            k.wait_parity(ready.at[(2 * i) % stages], ((2 * i) // stages) % 2)
+            k.wait_parity(s_free, (i + 1) % 2)
+            k.arrive(s_ready)
+            k.arrive(empty.at[(2 * i) % stages])
+            v = ((2 * i) % stages + 1) % stages
+            k.wait_parity(ready.at[v], ((2 * i + 1) // stages) % 2)
+            k.arrive(empty.at[v])
+    with k.when(k.thread == 2):
+        with k.loop(blocks) as i:
+            k.wait_parity(s_ready, i % 2)
+            k.arrive(s_free)
+
+
+@protocol(expect="verified", symbolic=("blocks",))
+def kv_ring(k, stages=3, blocks=4):
+    _kv_ring(k, stages, blocks, 0)
+
+
+@protocol(expect="violation:BP100", symbolic=("blocks",))
+def kv_ring_empty_phase_flipped(k, stages=3, blocks=4):
+    _kv_ring(k, stages, blocks, 1)
+
+
+def test_one_ring_stride_that_does_not_divide_the_ring_is_strip_mined_to_whole_laps():
+    """~2-4 s: K then V on 3 slots is 2 positions per iteration in every loop (no second
+    stride, so strides.py's `strided_arrays` finds nothing): a case per residue of blocks
+    modulo 3, every loop on the ring and the one beside it on the same trip count taking 3
+    blocks per iteration, every slot a number and every phase bit a number or a loop's
+    parity; each case keeps the explorer's verdict (and first rule) at q = 0, 1 (the broken
+    twin breaks from blocks = 1 on)."""
+    from barrierproof.checker.symbolic.strides import lap_arrays, strided_arrays
+    for proto, breaks in ((kv_ring, False), (kv_ring_empty_phase_flipped, True)):
+        k = proto.build()
+        fixed = {"stages": 3}
+        names = {a.name for a in k.barriers[:2]}       # `ready` and `empty`
+        assert not strided_arrays(k, fixed) and lap_arrays(k, fixed) == names
+        cases, why = stride_cases(k, ["blocks"], fixed)
+        assert why is None and [c.label for c in cases] == [
+            f"blocks = 3*blocks_q + {b}" for b in range(3)], why
+        verdicts = set()
+        for case in cases:
+            loops = [s for s in walk(case.kernel.body) if isinstance(s, Loop)]
+            assert [repr(lp.trip) for lp in loops] == ["blocks_q"] * 3, loops
+            ring = [op for op in walk(case.kernel.body) if isinstance(op, Op)
+                    and op.barrier is not None and op.barrier.alloc.name in names]
+            assert all(isinstance(i, Const) for op in ring for i in op.barrier.index), ring
+            bits = {repr(op.parity) for op in ring if op.parity is not None}
+            assert all(re.fullmatch(r"[01]|\(\(?\w+( \+ 1\))? % 2\)", b) for b in bits), bits
+            verdicts |= _agrees(case, k, fixed, "blocks", range(2))
+        assert verdicts == ({"verified", "violation"} if breaks else {"verified"}), verdicts
+
+
+def test_a_ring_stepped_slot_by_slot_or_by_a_divisor_is_no_lap_array():
+    """The rewrite is for strides that neither divide the ring nor are a multiple of it: a
+    ring of 4 taken 2 positions at a time, or 1, is left to the ring classes."""
+    from barrierproof.checker.symbolic.strides import lap_arrays
+    k = kv_ring.build()
+    assert lap_arrays(k, {"stages": 4}) == set() and lap_arrays(k, {"stages": 6}) == set()
+    assert lap_arrays(k, {"stages": 5}) == {a.name for a in k.barriers[:2]}
+
+
+def test_a_broken_kv_ring_is_refuted_at_its_smallest_block_count():
+    """~5-10 s: no proof (the residue cases fail), and the explorer's smallest breaking count,
+    blocks = 1, which `check` confirms; below it the explorer verifies."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    k = kv_ring_empty_phase_flipped.build()
+    v = prove_kernel(k)
+    assert v.verdict == "violation" and v.matches(kv_ring_empty_phase_flipped.expect), v.label
+    assert v.params["blocks"] == 1, v.params
+    again = check_kernel(k, {"stages": 3, "blocks": 1})
+    assert again.verdict == "violation" and again.codes == v.codes
+    assert check_kernel(k, {"stages": 3, "blocks": 0}).verdict == "verified"
+
+
+@pytest.mark.slow
+def test_the_kv_ring_is_proved_for_every_block_count_and_agrees_with_the_explorer():
+    """~60-150 s (three residue cases of 4 classes each): `prove` claims no more than the
+    explorer finds, which verifies every count 0..5."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    k = kv_ring.build()
+    for n in range(6):
+        assert check_kernel(k, {"stages": 3, "blocks": n}).verdict == "verified", n
+    v = prove_kernel(k)
+    assert v.verdict == "proved", v.coverage
+    assert any("blocks = 3*blocks_q + 2" in n for n in v.notes), v.notes

@@ -107,8 +107,8 @@ def _prove_strided(cases: list[StrideCase], fixed: Mapping[str, int], timeout: f
             return got
         done.append(got)
     last = done[-1]
-    text = ("rings stepped through at a stride relabelled to one slot per iteration "
-            f"(stride_split.py), proved in {len(cases)} case(s): "
+    text = ("rings stepped through at a stride relabelled to one slot per iteration or "
+            f"strip-mined to whole laps (stride_split.py), proved in {len(cases)} case(s): "
             + "; ".join(c.label for c in cases))
     return Proof("proved", time.perf_counter() - start, "", classes,
                  list(dict.fromkeys(s for p in done for s in p.side_conditions)),

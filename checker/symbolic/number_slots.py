@@ -82,6 +82,14 @@ class _Linear:
             t = z_int(e, self.env)
         except Unsupported:
             return None
+        got = self.coefficients(t, e)
+        if got is None or not self.solver.valid(t == got[0] + sum(
+                c * self.env[n] for n, c in got[1].items())):
+            return None
+        return got
+
+    def coefficients(self, t, e: Expr) -> tuple[int, dict[str, int]] | None:
+        """(beta, c_n) read off the term t of `e` at 0 and at each name 1 (unchecked)."""
         moving = [n for n in self.names if n in free_vars(e)]
         beta = z3.simplify(z3.substitute(t, *[(self.env[n], z3.IntVal(0)) for n in moving]))
         if not z3.is_int_value(beta):
@@ -93,9 +101,6 @@ class _Linear:
             if not z3.is_int_value(c):
                 return None
             coef[n] = c.as_long()
-        if not self.solver.valid(t == beta.as_long() + sum(c * self.env[n]
-                                                          for n, c in coef.items())):
-            return None
         return beta.as_long(), coef
 
 
@@ -250,3 +255,45 @@ def number_slots(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, in
                                    phase=_fold_laps(op.phase, lin, fixed))
 
     return k.replace(body=map_ops(k.body, rewrite))
+
+
+def _fold_parity(e: Expr | None, lin: _Linear) -> Expr | None:
+    """`e` written `(sum(c_n * n) + beta) % 2` (c_n, beta in {0, 1}) when Z3 proves it that for
+    every value: a cursor's phase bit, `(2*t % 2) ^ (((6*t % 3) + 1) == 3)` once the loop takes
+    whole laps, is a lap count's parity (or a number) that the ring classes read."""
+    if e is None or isinstance(e, Const):
+        return e
+    try:        # a wait reads only the parity (xor as a sum)
+        t = z_int(e, lin.env, parity=True) % 2
+    except Unsupported:
+        return e
+    got = lin.coefficients(t, e)
+    if got is None:
+        return e
+    folded: Expr = Const(got[0] % 2)
+    for n, c in got[1].items():
+        if c % 2:
+            folded = mk("+", Var(n), folded)
+    if not isinstance(folded, Const):
+        folded = mk("%", folded, Const(2))
+    return folded if lin.solver.valid(t == z_int(folded, lin.env)) else e
+
+
+def fold_parities(kernel: Kernel, arrays, symbolic: Sequence[str], fixed: Mapping[str, int]
+                  ) -> Kernel:
+    """The parities of the operations on `arrays` folded (`_fold_parity`), each checked by Z3."""
+    env = {n: z3.IntVal(v) for n, v in fixed.items()}
+    names = sorted({s.var for s in walk(kernel.body) if isinstance(s, Loop)} | set(symbolic))
+    env.update({n: z3.Int(n) for n in names})
+    try:
+        solver = Solver([z_bool(a, env) for a in kernel.assumptions])
+    except Unsupported:
+        return kernel
+    lin = _Linear(env, names, solver)
+
+    def rewrite(op: Op) -> Op:
+        if op.barrier is None or op.barrier.alloc.name not in arrays or op.parity is None:
+            return op
+        return dataclasses.replace(op, parity=_fold_parity(op.parity, lin))
+
+    return kernel.replace(body=map_ops(kernel.body, rewrite))

@@ -82,7 +82,7 @@ def role_components(roles, names: list[str]) -> dict[str, int] | None:
     by the roles that use them, the roles touching fewest components first, each one unless
     it would join everything (a role serving every half); None when all are one component or
     no role joined two."""
-    comp = handoff_components(roles, names)
+    comp = handoff_components(roles, names, alike=True)
     if comp is None:
         return None
     parent = {c: c for c in set(comp.values())}
@@ -93,12 +93,17 @@ def role_components(roles, names: list[str]) -> dict[str, int] | None:
             x = parent[x]
         return x
 
+    # a ring's slots (an array, its slots numbered by stride_split.py) stay a class of their
+    # own: every role that fills or reads a tile touches it, so joined it joins the halves
+    allocs = {bop.op.barrier.alloc.name: bop.op.barrier.alloc for role in roles
+              for item in role.items for bop in item.ops if bop.op.barrier is not None}
+    rings = {comp[n] for n in names if n in allocs and not _one(allocs[n])}
     uses = [sorted({comp[bop.op.barrier.alloc.name] for item in role.items
                     for bop in item.ops if bop.op.barrier is not None
-                    and bop.op.barrier.alloc.name in comp}) for role in roles]
+                    and bop.op.barrier.alloc.name in comp} - rings) for role in roles]
     for used in sorted(uses, key=len):
         joined = {find(c) for c in used}
-        if len(joined) < len({find(c) for c in parent}):
+        if len(joined) < len({find(c) for c in parent if c not in rings}):
             for c in used[1:]:
                 parent[find(c)] = find(used[0])
     roots = sorted({find(c) for c in parent})
@@ -107,9 +112,16 @@ def role_components(roles, names: list[str]) -> dict[str, int] | None:
     return {n: roots.index(find(comp[n])) for n in names}
 
 
-def handoff_components(roles, names: list[str]) -> dict[str, int] | None:
+def _one(alloc) -> bool:
+    """Is the allocation one barrier (not an array of several)?"""
+    return alloc.scalar or all(isinstance(d, Const) and d.value == 1 for d in alloc.shape)
+
+
+def handoff_components(roles, names: list[str], alike: bool = False) -> dict[str, int] | None:
     """Component number per barrier name (`names`: the concrete class's allocations), joining a
-    waited barrier with the next barrier its thread signals; None when all are one component."""
+    waited barrier with the next barrier its thread signals; None when all are one component.
+    `alike`: only barriers of one shape (a ring's `ready[j]` and `empty[j]`; a K/V ring's slot,
+    numbered by stride_split.py, not the `o_fixed` waited last before its MMA releases it)."""
     parent = {n: n for n in names}
 
     def find(x):
@@ -126,9 +138,10 @@ def handoff_components(roles, names: list[str]) -> dict[str, int] | None:
                 if ref is None or ref.alloc.name not in parent:
                     continue
                 if bop.op.kind in WAIT_KINDS:
-                    waited = ref.alloc.name
-                elif waited is not None:
-                    parent[find(waited)] = find(ref.alloc.name)
+                    waited = ref.alloc
+                elif waited is not None and (not alike or
+                                             repr(waited.shape) == repr(ref.alloc.shape)):
+                    parent[find(waited.name)] = find(ref.alloc.name)
                     waited = None
     roots = sorted({find(n) for n in names})
     if len(roots) <= 1:

@@ -45,7 +45,7 @@ from ...model.expr import mk, substitute, substitute_stmts
 from ...model.ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Kernel, Loop, ModelError,
                          Op, Param, Var, WarpRegion, When, evaluate, free_vars, unique_name, walk)
 from .per_thread import Refused, outer_loops, map_loops, specialise_threads, touches
-from .strides import ring_strides, strided_arrays
+from .strides import lap_arrays, ring_strides, strided_arrays
 from .terms import Solver, Unsupported, z_bool, z_int
 from .unroll import MAX_UNROLL, unroll_fixed_loops
 
@@ -66,10 +66,14 @@ def stride_cases(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, in
     is), (None, why) when a strided ring is outside the rewrite, (None, None) when there is
     none."""
     arrays = strided_arrays(kernel, fixed)
+    # rings every loop steps alike but not slot by slot: whole laps, the other loops on the
+    # same trip count strip-mined alike (the static order aligns iterations by a shift only)
+    laps = not arrays
+    arrays = arrays or lap_arrays(kernel, fixed)
     if not arrays:
         return None, None
     try:
-        return _cases(kernel, list(symbolic), fixed, arrays), None
+        return _cases(kernel, list(symbolic), fixed, arrays, laps), None
     except (Refused, Unsupported, ModelError, KeyError, ZeroDivisionError) as err:
         # an expression the values cannot evaluate is outside the rewrite, too
         return None, f"the stride rewrite (stride_split.py) does not apply: {err}"
@@ -105,7 +109,8 @@ def _slot_lhs(ref: BarrierRef, size: int, fixed) -> Expr:
     return e
 
 
-def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCase]:
+def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays, align: bool = False
+           ) -> list[StrideCase]:
     sizes = {}
     for alloc in kernel.barriers:
         if alloc.name in arrays:
@@ -118,6 +123,10 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
     loops = [lp for lp in outer_loops(k.body) if touches(lp.body, arrays)]
     if any(isinstance(s, Loop) for lp in loops for s in walk(lp.body)):
         raise Refused("a loop on the strided ring holds another loop")
+    # the loops beside the ring's on its trip count (strip-mined alike when `align`)
+    beside = [lp for lp in outer_loops(k.body) if align and lp not in loops
+              and free_vars(lp.trip) & set(symbolic)
+              and not any(isinstance(s, Loop) for s in walk(lp.body))]
     params = sorted({n for lp in loops for n in free_vars(lp.trip) if n in symbolic})
     if any(free_vars(lp.trip) - set(fixed) - set(symbolic) for lp in loops):
         raise Refused("a trip count of a loop on the strided ring names the thread index or "
@@ -133,7 +142,7 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
     X = unique_name(f"{K}_q", set(k.params) | {lp.var for lp in outer_loops(k.body)})
     x = z3.Int(X)
     for M in range(1, MAX_MODULUS + 1):
-        plans = _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes)
+        plans = _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes, beside=beside)
         if plans is not None:
             break
     else:
@@ -156,7 +165,7 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
         name, S = next((n, S) for n, S in sizes.items() if A % S and S % A)
         lap = math.lcm(*(S // math.gcd(A, S) for S in sizes.values()))
         further = _plan(k, loops, symbolic, fixed, K, M * lap, x, arrays, sizes,
-                        MAX_LAP_UNROLL) \
+                        MAX_LAP_UNROLL, beside) \
             if M * lap <= MAX_MODULUS else None
         if further is None or any(A2 % S2 for A2, _ in further for S2 in sizes.values()):
             raise Refused(
@@ -180,14 +189,16 @@ def _cases(kernel: Kernel, symbolic: list[str], fixed, arrays) -> list[StrideCas
     cases = []
     for b, (A, plan) in enumerate(plans):
         cases.append(_rewrite(k, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
-                              relabel))
+                              relabel, align))
     return cases
 
 
-def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes, most=MAX_UNROLL):
+def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes, most=MAX_UNROLL, beside=()):
     """Per residue b < M: (A, {id(loop): (p, trip, r)}), or None when M does not fit. A loop of
     p*X + r iterations does p old ones per new one (r peeled first, then X new ones); a loop of
-    a concrete trip T (a producer tail over the stages) A / s (T % p peeled, then T // p)."""
+    a concrete trip T (a producer tail over the stages) A / s (T % p peeled, then T // p).
+    A loop `beside` (on no strided ring) whose trip is p*X + r too is strip-mined alike; one
+    whose trip is not is left as it is."""
     out = []
     for b in range(M):
         env = _env(k, fixed, {n: z3.Int(n) for n in symbolic})
@@ -195,24 +206,16 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes, most=MAX_UNROLL):
         solver = Solver([x >= 0] + [z_bool(a, env) for a in k.assumptions])
         plan, common, concrete = {}, None, []
         for lp in loops:
-            s = _stride(lp, env, arrays)
+            s = _stride(lp, env, arrays, sizes)
             if s is None:
                 return None
             if not free_vars(lp.trip) - set(fixed):
                 concrete.append((lp, s))
                 continue
-            try:
-                t = z_int(lp.trip, env)
-            except Unsupported:
+            got = _split_trip(lp.trip, env, x, solver, most)
+            if got is None:
                 return None
-            r = z3.simplify(z3.substitute(t, (x, z3.IntVal(0))))
-            p = z3.simplify(z3.substitute(t, (x, z3.IntVal(1))) - r)
-            if not (z3.is_int_value(p) and z3.is_int_value(r)) or p.as_long() < 1 or \
-                    not 0 <= r.as_long() <= most or p.as_long() > most:
-                return None
-            p, r = p.as_long(), r.as_long()
-            if not solver.valid(t == p * x + r):
-                return None
+            p, r = got
             if common is None:
                 common = p * s
             elif common != p * s:
@@ -220,6 +223,10 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes, most=MAX_UNROLL):
             plan[id(lp)] = (p, None, r)         # None: X new iterations
         if common is None:
             return None
+        for lp in beside:
+            got = _split_trip(lp.trip, env, x, solver, most)
+            if got is not None:
+                plan[id(lp)] = (got[0], None, got[1])
         for lp, s in concrete:
             T = max(0, evaluate(lp.trip, fixed))
             if s < 1 or common % s or common // s > most:
@@ -230,11 +237,29 @@ def _plan(k, loops, symbolic, fixed, K, M, x, arrays, sizes, most=MAX_UNROLL):
     return out
 
 
-def _stride(lp: Loop, env, arrays) -> int | None:
+def _split_trip(trip, env, x, solver: Solver, most: int) -> tuple[int, int] | None:
+    """(p, r) with trip == p*X + r for every X >= 0 (Z3), 1 <= p and 0 <= r at most `most`."""
+    try:
+        t = z_int(trip, env)
+    except Unsupported:
+        return None
+    r = z3.simplify(z3.substitute(t, (x, z3.IntVal(0))))
+    p = z3.simplify(z3.substitute(t, (x, z3.IntVal(1))) - r)
+    if not (z3.is_int_value(p) and z3.is_int_value(r)) or p.as_long() < 1 or \
+            not 0 <= r.as_long() <= most or p.as_long() > most:
+        return None
+    p, r = p.as_long(), r.as_long()
+    return (p, r) if solver.valid(t == p * x + r) else None
+
+
+def _stride(lp: Loop, env, arrays, sizes: Mapping[str, int] | None = None) -> int | None:
     """The one number of ring positions every access of the loop to a strided ring moves per
-    iteration, or None."""
+    iteration, or None. An index whose position is not linear (a cursor's closed form: the
+    slot after K, `((2*i % 3) + 1) % 3`) agrees when its slot moves by that number modulo the
+    ring's size at every iteration (Z3); the strip-mining it chooses is exact either way."""
     i = z3.Int(f"{lp.var}!stride")
     found = None
+    wrapped = []
     for op in walk(lp.body):
         if not isinstance(op, Op) or op.barrier is None or op.barrier.alloc.name not in arrays:
             continue
@@ -246,16 +271,24 @@ def _stride(lp: Loop, env, arrays) -> int | None:
             return None
         step = z3.simplify(z3.substitute(t, (i, i + 1)) - t)
         if not z3.is_int_value(step):
-            return None
+            if sizes is None or op.barrier.alloc.name not in sizes:
+                return None
+            wrapped.append((z_int(e, {**env, lp.var: i}), sizes[op.barrier.alloc.name]))
+            continue
         if found is None:
             found = step.as_long()
         elif found != step.as_long():
             return None
-    return found
+    if found is not None and wrapped:
+        check = Solver([i >= 0])
+        if not all(check.valid((z3.substitute(t, (i, i + 1)) - t - found) % S == 0)
+                   for t, S in wrapped):
+            return None
+    return found if found is not None or not wrapped else None
 
 
 def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
-             relabel: bool = True) -> StrideCase:
+             relabel: bool = True, fold: bool = False) -> StrideCase:
     value = mk("+", mk("*", Var(X), Const(M)), Const(b))
     sub = {K: value}
     taken = set(k.params) | {X} | {s.var for s in walk(k.body) if isinstance(s, Loop)}
@@ -311,8 +344,10 @@ def _rewrite(k: Kernel, K, X, M, b, A, plan, symbolic, fixed, arrays, sizes,
         # every slot is a number: written so now (number_slots.py, each step checked by Z3),
         # so every partition of the proof sees scalar slots, not only the cover of hand-off
         # pairs that writes them itself
-        from .number_slots import number_slots
+        from .number_slots import fold_parities, number_slots
         kernel = number_slots(kernel, new_symbolic, fixed)
+        if fold:
+            kernel = fold_parities(kernel, arrays, new_symbolic, fixed)
     label = f"{K} = {M}*{X} + {b}" if M > 1 else f"{K} = {X}"
     return StrideCase(label, kernel, new_symbolic)
 

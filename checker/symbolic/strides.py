@@ -49,6 +49,26 @@ def strided_arrays(kernel, fixed: Mapping[str, int]) -> set[str]:
     return {name for name, by_step in ring_strides(kernel, fixed).items() if len(by_step) > 1}
 
 
+def lap_arrays(kernel, fixed: Mapping[str, int]) -> set[str]:
+    """The barrier arrays of a concrete size S that every loop steps through at one stride d
+    that neither divides S nor is a multiple of it (K then V of one ring: 2 positions per
+    iteration on 3 slots). A slot is passed (d*i + c) // S times, no lap count of one loop
+    counter; strip-mined to whole laps (stride_split.py) every slot is a number."""
+    sizes = {}
+    for alloc in kernel.barriers:
+        if len(alloc.shape) == 1 and not free_vars(alloc.shape[0]) - set(fixed):
+            sizes[alloc.name] = evaluate(alloc.shape[0], fixed)
+    out = set()
+    for name, by_step in ring_strides(kernel, fixed).items():
+        S = sizes.get(name)
+        if S is None or len(by_step) != 1:
+            continue
+        (d,) = by_step
+        if S > 1 and d % S and S % d:
+            out.add(name)
+    return out
+
+
 def ring_step_reason(ref, var: str, lin, S) -> str:
     """Why a ring index is outside the ring classes' `(i + c) % S`: not linear in the loop
     index, or linear at a step a != 1. A ring class reads a slot's phase as the lap count
