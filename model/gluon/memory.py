@@ -11,6 +11,7 @@ import re
 
 from ..expr import opaque, opaque_vars
 from ..ir import Const, Expr, MemAlloc, MemRef, Op, Slice
+from ..proxy_fence import commit_marker
 from .ttgir import Operation, split_operands
 from .values import _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
 from .. import primitives as K
@@ -130,6 +131,10 @@ class MemoryRules:
         if not m:
             raise Unread("the number of MMAs left in flight cannot be read")
         out.append(Op(K.WGMMA_WAIT, count=Const(int(m.group(1))), loc=self.where(op)))
+
+    def proxy_fence(self, op: Operation, out):
+        """`fence_async_shared()`: the marker `proxy_fence.check_commits` reads."""
+        out.append(commit_marker(self.where(op)))
 
     def store_wait(self, op: Operation, out):
         m = re.search(r"pendings\s*=\s*(\d+)", op.text)
