@@ -36,6 +36,7 @@ UNREAD = {
     # default partition reading what a worker partition stored
     "store_ring_no_fence": "tma.async_store(",
     "scaled_a_no_fence": "tcgen05_mma(",
+    "alloc_store_no_fence": "tma.async_store(",
 }
 
 

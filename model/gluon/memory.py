@@ -42,6 +42,9 @@ class MemoryRules:
             self.buffers[alloc] = MemAlloc(alloc.name, space,
                                            (Const(alloc.dims[0]),) if slotted else (Const(1),),
                                            alloc.loc, scalar=not slotted)
+            if op.operands:     # allocated with a value: the threads store it there
+                out.append(Op(K.WRITE, writes=(MemRef(self.buffers[alloc], ()),),
+                              loc=self.where(op)))
         return [Mem(alloc)]
 
     def _assigned_name(self, op: Operation) -> str | None:

@@ -883,6 +883,39 @@ scaled_a_ok = _scaled_a()
 scaled_a_no_fence = _scaled_a(FENCE=False)
 
 
+# -- 16. a buffer allocated with a value (the threads store it) and stored by TMA ------------
+
+@gluon.jit
+def alloc_store(in_desc, out_desc, FENCE: gl.constexpr, num_warps: gl.constexpr):
+    tile = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_type.shape, in_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    mbarrier.expect(bar, in_desc.block_type.nbytes)
+    tma.async_load(in_desc, [0, 0], bar, tile)
+    mbarrier.wait(bar, 0)
+    x = tile.load(regs)
+    out = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, out_desc.layout,
+                                    x * 2)
+    if FENCE:
+        fence_async_shared()
+    tma.async_store(out_desc, [0, 0], out)
+    tma.store_wait(0)
+    mbarrier.invalidate(bar)
+
+
+def _alloc_store(**k):
+    args = dict(in_desc=tensor_desc("fp16", [64, 64]), out_desc=tensor_desc("fp16", [64, 64]),
+                FENCE=True)
+    args.update(k)
+    return Launch(alloc_store, args=args, num_warps=4, target="cuda:100")
+
+
+alloc_store_ok = _alloc_store()
+# the buffer allocated with the threads' values is read by the TMA store with no fence: BP190
+alloc_store_no_fence = _alloc_store(FENCE=False)
+
+
 EXPECT = {
     "roundtrip_ok": "verified",
     "roundtrip_no_store_wait": "violation:BP200",
@@ -922,4 +955,6 @@ EXPECT = {
     "two_readers_one_arrives_for_both": "violation:BP200",
     "scaled_a_ok": "verified",
     "scaled_a_no_fence": "unknown",
+    "alloc_store_ok": "verified",
+    "alloc_store_no_fence": "unknown",
 }
