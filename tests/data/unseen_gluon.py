@@ -753,18 +753,8 @@ store_ring_one_buffer = _store_ring(BUFS=3)
 store_ring_no_fence = _store_ring(FENCE=False)
 
 
-# -- 14. one loader, two reader partitions; the `free` barrier of a stage counts both readers
-@gluon.jit
-def tr_loader(desc, bufs, ready, free, n_tiles):
-    STAGES: gl.constexpr = bufs.shape[0]
-    BM: gl.constexpr = desc.block_type.shape[0]
-    for i in range(n_tiles):
-        s = i % STAGES
-        mbarrier.wait(free.index(s), ((i // STAGES) & 1) ^ 1)
-        mbarrier.expect(ready.index(s), desc.block_type.nbytes)
-        tma.async_load(desc, [i * BM, 0], ready.index(s), bufs.index(s))
-
-
+# -- 14. one loader (section 2's), two reader partitions; the `free` barrier of a stage counts
+#        both readers
 @gluon.jit
 def tr_reader(out_desc, bufs, ready, free, out_tile, n_tiles, WHO: gl.constexpr,
               FOR_BOTH: gl.constexpr):
@@ -799,7 +789,7 @@ def two_readers(in_desc, out_desc, n_tiles, STAGES: gl.constexpr, FOR_BOTH: gl.c
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(free.index(s), count=2)
     gl.warp_specialize([
-        (tr_loader, (in_desc, bufs, ready, free, n_tiles)),
+        (ring_loader, (in_desc, bufs, ready, free, n_tiles)),
         (tr_reader, (out_desc, bufs, ready, free, out0, n_tiles, 0, FOR_BOTH)),
         (tr_reader, (out_desc, bufs, ready, free, out1, n_tiles, 1, FOR_BOTH)),
     ], [4, 4], [24, 24])
