@@ -404,6 +404,27 @@ def test_a_k_from_a_tensor_extent_set_at_run_time_is_a_parameter():
     assert "for all k_tiles" in every_k.coverage
 
 
+def test_a_consumer_taking_two_stages_an_iteration_rolls_with_a_strided_slot():
+    """tests/cute_unseen/relay_pairs.py::pairs: the consumer waits on stages `(2*p) % 4` and
+    `(2*p + 1) % 4` each iteration; its loop rolls into one IR loop of `pairs` iterations (the
+    slot `b + (a*t + c) % m` with stride a = 2, the parity at that stride), so the runs at every
+    `pairs` join and the trip count is a parameter, not BP190."""
+    from barrierproof.model.cute.roll import _fit_parity, _fit_slot
+    from barrierproof.model.ir import Var, evaluate
+    t = Var("t")
+    slot, c, m, a = _fit_slot([0, 1, 2, 3], [5, 7, 5, 7], t, 8)    # the empty half of 2*4
+    assert (c, m, a) == (1, 4, 2) and repr(slot) == "((((t * 2) + 1) % 4) + 4)"
+    parity = _fit_parity([0, 1, 2, 3], [0, 0, 1, 1], t, m, c, a)
+    assert [evaluate(parity, {"t": x}) for x in range(6)] == [0, 0, 1, 1, 0, 0]
+    target = next(t for t in UNSEEN if t.name == "pairs")
+    kernel = _kernel(target)
+    assert list(kernel.params) == ["pairs"]
+    assert not any(op.kind == "unmodeled" for op in kernel.ops())
+    waits = [repr(op.barrier.index[0]) for lp in _loops(kernel.body)
+             if repr(lp.trip) == "pairs" for op in lp.body if op.kind == "wait_parity"]
+    assert waits == ["((i0 * 2) % 4)", "(((i0 * 2) + 1) % 4)"], waits
+
+
 def test_a_tile_schedulers_tile_count_is_a_parameter():
     """StaticPersistentTileScheduler's `while work.is_valid_tile` over C's runtime M: each
     role's tile loop runs `tiles` times, the K loop inside walks the ring from 2*t (two K steps

@@ -98,15 +98,6 @@ def test_barriers_made_inside_tritons_library_take_the_users_names():
     assert {"full", "free"} <= names and not any(n.startswith("bar") for n in names), names
 
 
-def test_the_proxy_fence_note_is_about_shared_memory_only():
-    """Threads loading shared memory a TMA copy wrote need fence_async_shared, which is not
-    checked (a note); tensor memory accessed beside tcgen05 ops has no proxy to fence."""
-    def noted(name):
-        kernel = next(t for t in TARGETS if t.name == name).build()
-        return any(n.startswith("fence_async_shared") for n in kernel.notes)
-    assert noted("add") and not noted("borrowed") and not noted("block_scaled")
-
-
 def test_an_mma_without_barriers_is_waited_at_once_with_its_operands_read():
     """Triton lowers `tcgen05_mma` without `mbarriers=` to the MMA, a commit on a barrier of its
     own and a wait: its operands are accesses (a slot still being loaded races with it), and

@@ -60,6 +60,12 @@ VERDICTS = {
     "concurrent_reductions_own_barrier_ids": "verified",
     "epilogue_barrier_counts_producer_warp": "verified",
     "epilogue_barrier_misses_producer_warp": "violation:BP142",
+    "expect_tx_of_the_clamped_box": "violation:BP130",
+    "expect_tx_of_the_box_the_descriptor_loads": "verified",
+    "syncthreads_in_the_compute_branch": "violation:BP144",
+    "syncthreads_reached_by_every_warp": "verified",
+    "shared_operand_without_loop_back_barrier": "violation:BP200",
+    "shared_operand_with_loop_back_barrier": "verified",
 }
 
 

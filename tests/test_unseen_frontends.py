@@ -32,6 +32,11 @@ UNREAD = {
     "cluster_of_two": "@cute.kernel",
     # Pallas: the proxy fence a TMA store needs after the threads' stores (commit_smem)
     "store_epilogue_without_commit_smem": "plgpu.copy_smem_to_gmem(",
+    # Gluon: the same fence (fence_async_shared) before a TMA store, and before an MMA of the
+    # default partition reading what a worker partition stored
+    "store_ring_no_fence": "tma.async_store(",
+    "scaled_a_no_fence": "tcgen05_mma(",
+    "alloc_store_no_fence": "tma.async_store(",
 }
 
 

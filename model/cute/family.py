@@ -307,8 +307,9 @@ def runtime_family(tree: KernelTree, expect, kernel_at: Callable,
     try:
         base, body = _read_and_join(tree, expect, kernel_at, [{key: v} for v in SAMPLES],
                                     pinned, joined, {name: key})
-    except NoJoin:
-        return None
+    except NoJoin as why:         # the loops stay BP190: say why, as for several values
+        return first.replace(notes=first.notes + (
+            f"the trip count from {what} `{name}` stays BP190: {why}",))
     assumptions = (mk(">=", Var(name), Const(1)),)
     why = guards.unproved(body, [name], assumptions)
     if why is not None:

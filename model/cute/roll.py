@@ -65,29 +65,38 @@ def nest(events: Sequence) -> list:
     return out
 
 
-def _fit_slot(ts, ys, t: Expr, ring: int) -> tuple[Expr, int, int] | None:
-    """`b + (t + c) % m` for m dividing the array's size (the shortest period first: a
-    pipeline's full and empty barriers may share one array of 2*S), with c and m."""
+def _fit_slot(ts, ys, t: Expr, ring: int) -> tuple[Expr, int, int, int] | None:
+    """`b + (a*t + c) % m` for m dividing the array's size (the shortest period first: a
+    pipeline's full and empty barriers may share one array of 2*S), with c, m and the stride
+    a: 1 first, then the others below m (a consumer taking two stages an iteration waits on
+    `(2*t) % S` and `(2*t + 1) % S`)."""
     for m in (m for m in range(1, ring + 1) if ring % m == 0):
-        for b in range(0, ring - m + 1):
-            for c in range(m):
-                if all(b + (x + c) % m == y for x, y in zip(ts, ys)):
-                    walk = mk("%", mk("+", t, Const(c)), Const(m)) if m > 1 else Const(0)
-                    return mk("+", walk, Const(b)), c, m
+        for a in range(1, max(m, 2)):
+            # with a stride, the base before the offset: a stage pair's second slot of the
+            # empty half is `(2*t + 1) % m + S`, not `(2*t + 2) % m + (S - 1)`
+            pairs = [(b, c) for b in range(ring - m + 1) for c in range(m)]
+            for b, c in pairs if a == 1 else sorted(pairs, key=lambda p: (p[0] % m, p)):
+                if all(b + (a * x + c) % m == y for x, y in zip(ts, ys)):
+                    step = mk("*", Const(a), t) if a > 1 else t
+                    walk = mk("%", mk("+", step, Const(c)), Const(m)) if m > 1 else Const(0)
+                    return mk("+", walk, Const(b)), c, m, a
     return None
 
 
-def _fit_parity(ts, ys, t: Expr, ring: int, offset: int | None) -> Expr | None:
-    """The lap form first, with the slot's offset and period when the op has them: the same
-    kernel run for fewer iterations than a lap (a constant parity) then gets the form a
-    longer run has."""
+def _fit_parity(ts, ys, t: Expr, ring: int, offset: int | None,
+                stride: int = 1) -> Expr | None:
+    """The lap form first, with the slot's offset, period and stride when the op has them:
+    the same kernel run for fewer iterations than a lap (a constant parity) then gets the form
+    a longer run has."""
     for size in dict.fromkeys((ring, 1)):
+        a = stride if size == ring else 1
         offsets = [offset] if offset is not None and size == ring else []
         for c in offsets + [c for c in range(size) if c != offset]:
             for d in (0, 1):
-                if all(((x + c) // size + d) % 2 == y for x, y in zip(ts, ys)):
-                    lap = mk("//", mk("+", t, Const(c)), Const(size)) if size > 1 else \
-                        mk("+", t, Const(c))
+                if all(((a * x + c) // size + d) % 2 == y for x, y in zip(ts, ys)):
+                    step = mk("*", Const(a), t) if a > 1 else t
+                    lap = mk("//", mk("+", step, Const(c)), Const(size)) if size > 1 else \
+                        mk("+", step, Const(c))
                     return mk("%", mk("+", lap, Const(d)), Const(2))
     return None
 
@@ -169,6 +178,7 @@ def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: E
     slot_values = _values(slots) if slots else None
     offset = None
     period = ring
+    stride = 1
     slot = None
     if slots and slot_values is None and ranges is not None and ring > 1:
         moved = _moving_ring(slots, parities, ts, t, ring, ranges)
@@ -183,11 +193,12 @@ def _ring_exprs(slots: Sequence[Expr], parities: Sequence[Expr] | None, ts, t: E
     if slots:
         fitted = _fit_slot(ts, slot_values, t, ring) if slot_values is not None and ring > 1 \
             else None
-        slot, offset, period = fitted if fitted else (_expr(slots, ts, t, ranges), None, ring)
+        slot, offset, period, stride = fitted if fitted else \
+            (_expr(slots, ts, t, ranges), None, ring, 1)
     parity = None
     if parities is not None:
         ys = _values(parities)
-        parity = _fit_parity(ts, ys, t, period, offset) if ys is not None else None
+        parity = _fit_parity(ts, ys, t, period, offset, stride) if ys is not None else None
         if parity is None:
             parity = _expr(parities, ts, t, ranges)
     return slot, parity

@@ -11,6 +11,7 @@ import re
 
 from ..expr import opaque, opaque_vars
 from ..ir import Const, Expr, MemAlloc, MemRef, Op, Slice
+from ..proxy_fence import commit_marker
 from .ttgir import Operation, split_operands
 from .values import _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
 from .. import primitives as K
@@ -41,6 +42,9 @@ class MemoryRules:
             self.buffers[alloc] = MemAlloc(alloc.name, space,
                                            (Const(alloc.dims[0]),) if slotted else (Const(1),),
                                            alloc.loc, scalar=not slotted)
+            if op.operands:     # allocated with a value: the threads store it there
+                out.append(Op(K.WRITE, writes=(MemRef(self.buffers[alloc], ()),),
+                              loc=self.where(op)))
         return [Mem(alloc)]
 
     def _assigned_name(self, op: Operation) -> str | None:
@@ -130,6 +134,10 @@ class MemoryRules:
         if not m:
             raise Unread("the number of MMAs left in flight cannot be read")
         out.append(Op(K.WGMMA_WAIT, count=Const(int(m.group(1))), loc=self.where(op)))
+
+    def proxy_fence(self, op: Operation, out):
+        """`fence_async_shared()`: the marker `proxy_fence.check_commits` reads."""
+        out.append(commit_marker(self.where(op)))
 
     def store_wait(self, op: Operation, out):
         m = re.search(r"pendings\s*=\s*(\d+)", op.text)

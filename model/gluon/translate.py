@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from ..expr import mk, opaque, opaque_vars, same, stmt_vars
 from ..inline_ptx import synchronizing_instruction
+from ..proxy_fence import check_commits
 from ..ir import (BarrierAlloc, BarrierRef, Const, Expr, Kernel, Loc, MemAlloc, MemRef,
                   ModelError, Op, Param, Var, When, free_vars, iter_ops, unique_name)
 from .arith import ArithRules
@@ -51,7 +52,7 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"ttg\.(convert_layout|local_dealloc|memdesc_trans|"
                    r"memdesc_reinterpret|memdesc_subslice|memdesc_reshape|warp_yield|"
                    r"warp_return|fp4_to_fp|upcast_mxfp)$|"
-                   r"ttng\.(tmem_subslice|fence_async_shared|clc_get_program_id|"
+                   r"ttng\.(tmem_subslice|clc_get_program_id|"
                    r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire)$|"
                    r"scf\.yield$)")
 
@@ -195,18 +196,12 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules):
                 return f"partition{k} = {what} ({warps} warp{'s' if warps != 1 else ''}{where})"
             self.notes.append("threads: " + "; ".join(
                 role(k, *t) for k, t in enumerate(threads)))
+        # the proxy fence: threads' stores an async read may see unfenced are BP190 there
+        program = check_commits(program, "fence_async_shared()", concurrent=len(threads) > 1)
         program = self._granules(self._unsolved(self._pin(self.restore_slots(program))))
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
-        # the threads' own shared-memory accesses beside the async proxy's (tensor memory has
-        # no proxy to fence)
-        kinds = {op.kind for op in iter_ops(program)
-                 if any(r.alloc.space == "smem" for r in op.reads + op.writes)}
-        if kinds & {K.READ, K.WRITE} and kinds & {K.TMA_LOAD, K.TCGEN05_MMA, K.WGMMA,
-                                                  K.COPY_SMEM_TO_GMEM}:
-            self.notes.append("fence_async_shared (the order between the threads' and the "
-                              "async proxy's accesses to shared memory) is not checked")
         return Kernel(
             name=self.name, body=program, barriers=tuple(self.barriers.values()),
             buffers=tuple(self.buffers.values()),
@@ -595,4 +590,5 @@ HANDLERS: dict[str, Callable] = {
     "ttng.async_tma_store_wait": Translator.store_wait,
     "ttng.warp_group_dot": Translator.wgmma,
     "ttng.warp_group_dot_wait": Translator.wgmma_wait,
+    "ttng.fence_async_shared": Translator.proxy_fence,
 }

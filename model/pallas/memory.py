@@ -22,7 +22,7 @@ from ..ir import Const, Expr, MemAlloc, ModelError, Op, Slice
 from ..ir import MemRef as IRMemRef
 from ..expr import mk, opaque_vars
 from ..regions import divisor, granules
-from .proxy_fence import commit_marker
+from ..proxy_fence import commit_marker
 from .values import MemRef
 from .. import kinds, primitives as K
 

@@ -25,7 +25,7 @@ from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param,
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
 from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
-from .proxy_fence import check_commits
+from ..proxy_fence import check_commits
 from .locations import _loc_from_tracebacks
 from .loops import LoopRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,

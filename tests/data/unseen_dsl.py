@@ -8,6 +8,7 @@ test file says why.
 from barrierproof import minimum, protocol
 
 TILE_A, TILE_B = 8192, 4096
+CLAMPED, BOX = 1024, 2048
 
 
 # -- 1. A 3-stage ring feeding two consumer warpgroups, CUTLASS style: one arrive.expect_tx for
@@ -480,3 +481,98 @@ def epilogue_barrier_counts_producer_warp(k):
 @protocol(expect="violation:BP142")
 def epilogue_barrier_misses_producer_warp(k):
     _epilogue_free(k, 256)
+
+
+# -- 11. mirage-project/mirage#705: the kernel's expect_tx counts a box clamped to the batch
+#        (8 rows: 1024 bytes) while the TMA descriptor of one task kind still loads the full
+#        box (16 rows: 2048 bytes). The phase's tx-count goes to -1024 and never back to zero:
+#        the MMA warp waits forever on `full`. The fix clamps the descriptor's box too.
+
+def _box(k, steps, stages, expect):
+    k.threads(2, name="wg")                      # wg0: TMA producer, wg1: MMA consumer
+    k.assume(steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    x = k.SMEM(slots=stages)
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            s = i % stages
+            k.wait_parity(empty.at[s], (i // stages) % 2 ^ 1)
+            k.arrive_expect_tx(full.at[s], expect)
+            k.tma_load(full.at[s], BOX, dst=x.at[s])
+    with k.otherwise():
+        with k.loop(steps) as i:
+            s = i % stages
+            k.wait_parity(full.at[s], (i // stages) % 2)
+            k.read(x.at[s])
+            k.arrive(empty.at[s])
+
+
+@protocol(expect="violation:BP130")
+def expect_tx_of_the_clamped_box(k, steps=3, stages=2):
+    _box(k, steps, stages, CLAMPED)
+
+
+@protocol(expect="verified", symbolic=("steps",))
+def expect_tx_of_the_box_the_descriptor_loads(k, steps=3, stages=2):
+    _box(k, steps, stages, BOX)
+
+
+# -- 12. flashinfer-ai/flashinfer#2996: the compute warps call __syncthreads() inside their own
+#        branch while the TMA warps (one elected lane each) never reach it: the compute warps
+#        wait for threads that exit. The fix moves the barrier where every warp reaches it.
+
+def _tiny(k, sync_outside):
+    k.threads(3, name="wg")                      # wg0 computes; wg1, wg2 issue TMA
+    k.warps(4)
+    red = k.SMEM(slots=4)
+    with k.warp_region():
+        with k.when(k.thread == 0):
+            k.write(red.at[k.warp])
+            if not sync_outside:
+                k.syncthreads()                  # only the compute warps get here
+                k.read(red.at[(k.warp + 1) % 4])
+        with k.otherwise():
+            with k.when(k.lane == 0):            # elect_one_sync: one lane issues the copies
+                pass
+        if sync_outside:
+            k.syncthreads()                      # every warp of the block, one instruction
+            with k.when(k.thread == 0):
+                k.read(red.at[(k.warp + 1) % 4])
+
+
+@protocol(expect="violation:BP144")
+def syncthreads_in_the_compute_branch(k):
+    _tiny(k, sync_outside=False)
+
+
+@protocol(expect="verified")
+def syncthreads_reached_by_every_warp(k):
+    _tiny(k, sync_outside=True)
+
+
+# -- 13. tile-ai/tilelang#2613: two warpgroups copy their halves of one shared operand, sync,
+#        and issue an asynchronous WGMMA reading both halves; each waits for its own WGMMA
+#        only, so without a barrier at the top of the next iteration one warpgroup's copy
+#        overwrites a half the other's WGMMA may still read.
+
+def _shared_a(k, steps, loop_back_sync):
+    k.threads(2, name="wg")
+    a = k.SMEM(slots=2)                          # each warpgroup copies its half of A
+    with k.loop(steps):
+        if loop_back_sync:
+            k.syncthreads()                      # the other warpgroup's WGMMA has retired
+        k.write(a.at[k.thread])
+        k.syncthreads()
+        k.wgmma(a)                               # both halves, asynchronously
+        k.wgmma_wait(0)
+
+
+@protocol(expect="violation:BP200")
+def shared_operand_without_loop_back_barrier(k, steps=2):
+    _shared_a(k, steps, loop_back_sync=False)
+
+
+@protocol(expect="verified")
+def shared_operand_with_loop_back_barrier(k, steps=2):
+    _shared_a(k, steps, loop_back_sync=True)

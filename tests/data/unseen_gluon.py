@@ -1,7 +1,9 @@
 """Gluon kernels a new user wrote in the style of Triton's Gluon tutorials (TMA round trips,
 a register consumer of a TMA ring, a persistent matmul with a double-buffered TMEM accumulator,
 a Hopper wgmma ring, MMAs releasing their stages through `mbarriers=`, two readers of a ring,
-predicated expect/load/wait, a counted `while`), each correct and with the bugs people report,
+predicated expect/load/wait, a counted `while`, a one-partition pipeline whose MMAs free their
+stages, a double-buffered store epilogue, two reader partitions of one ring, an MMA operand
+written by another partition's registers), each correct and with the bugs people report,
 a persistent `while` over cluster launch control responses, plus kernels with synchronization
 the frontend does not read (hand-written PTX, a TMA reduction, a multicast load across two CTAs):
 it must be BP190 at its line, never dropped.
@@ -654,6 +656,256 @@ multicast_two_ctas = Launch(multicast_b, args=dict(a_desc=_per_cta("fp16", [64, 
                             num_warps=4, num_ctas=2, target="cuda:100")
 
 
+# -- 12. one partition, no warp_specialize: loads run STAGES - 1 ahead, each MMA frees its stage
+@gluon.jit
+def inline_pipe(a_desc, b_desc, c_desc, k_tiles, STAGES: gl.constexpr, REUSE_XOR: gl.constexpr,
+                num_warps: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape,
+                                       a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape,
+                                       b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    loaded = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    freed = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(loaded.index(s), count=1)
+        mbarrier.init(freed.index(s), count=1)
+    mbarrier.init(done, count=1)
+    acc = allocate_tensor_memory(gl.float32, [BM, BN], TensorMemoryLayout([BM, BN], col_stride=1))
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    for k in range(k_tiles + STAGES - 1):
+        if k < k_tiles:                       # issue the load of step k
+            ls = k % STAGES
+            if k >= STAGES:                   # the MMA of step k - STAGES read this stage
+                mbarrier.wait(freed.index(ls), ((k // STAGES) & 1) ^ REUSE_XOR)
+            mbarrier.expect(loaded.index(ls), nbytes)
+            tma.async_load(a_desc, [0, k * BK], loaded.index(ls), a_bufs.index(ls))
+            tma.async_load(b_desc, [0, k * BK], loaded.index(ls), b_bufs.index(ls))
+        c = k - (STAGES - 1)
+        if c >= 0:                            # the MMA of step c
+            cs = c % STAGES
+            mbarrier.wait(loaded.index(cs), (c // STAGES) & 1)
+            tcgen05_mma(a_bufs.index(cs), b_bufs.index(cs).permute((1, 0)), acc, use_acc=c > 0,
+                        mbarriers=[freed.index(cs)])
+    tcgen05_commit(done)
+    mbarrier.wait(done, 0)
+    out = acc.load(acc.get_reg_layout(num_warps=num_warps))
+    c_smem.store(out.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [0, 0], c_smem)
+    tma.store_wait(0)
+
+
+def _inline(**knobs):
+    args = dict(a_desc=tensor_desc("fp16", [128, 64]), b_desc=tensor_desc("fp16", [64, 64]),
+                c_desc=tensor_desc("fp16", [128, 64]), k_tiles=4, STAGES=2, REUSE_XOR=1)
+    args.update(knobs)
+    return Launch(inline_pipe, args=args, num_warps=4, target="cuda:100")
+
+
+inline_pipe_ok = _inline()
+# the wait for the MMA of step k - STAGES uses the parity of step k: on a barrier one phase
+# behind it returns at once, and the load overwrites a stage the MMA still reads
+inline_pipe_reuse_parity_off = _inline(REUSE_XOR=0)
+
+
+# -- 13. a store epilogue cycling two staging buffers, store_wait(BUFS - 1) before each reuse
+@gluon.jit
+def store_ring(in_desc, out_desc, n_tiles, BUFS: gl.constexpr, FENCE: gl.constexpr, num_warps: gl.constexpr):
+    BM: gl.constexpr = in_desc.block_type.shape[0]
+    tile = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_type.shape, in_desc.layout)
+    outs = gl.allocate_shared_memory(out_desc.dtype, [BUFS] + out_desc.block_type.shape,
+                                     out_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    for i in range(n_tiles):
+        mbarrier.expect(bar, in_desc.block_type.nbytes)
+        tma.async_load(in_desc, [i * BM, 0], bar, tile)
+        mbarrier.wait(bar, i & 1)
+        x = tile.load(regs)
+        o = outs.index(i % 2)                 # two staging slots, always
+        tma.store_wait(BUFS - 1)              # the store that last read `o` is done
+        o.store(x * 3)
+        if FENCE:
+            fence_async_shared()
+        tma.async_store(out_desc, [i * BM, 0], o)
+    tma.store_wait(0)
+    mbarrier.invalidate(bar)
+
+
+def _store_ring(**knobs):
+    args = dict(in_desc=tensor_desc("fp16", [64, 64]), out_desc=tensor_desc("fp16", [64, 64]),
+                n_tiles=4, BUFS=2, FENCE=True)
+    args.update(knobs)
+    return Launch(store_ring, args=args, num_warps=4, target="cuda:100")
+
+
+store_ring_ok = _store_ring()
+# store_wait(2) with two slots: the store that read slot i % 2 two tiles ago may be in flight
+store_ring_one_buffer = _store_ring(BUFS=3)
+# no fence_async_shared between the stores and the TMA store that reads them: the proxy fence
+# is outside the barrier model, so BP190 at the TMA store, never `verified`
+store_ring_no_fence = _store_ring(FENCE=False)
+
+
+# -- 14. one loader (section 2's), two reader partitions; the `free` barrier of a stage counts
+#        both readers
+@gluon.jit
+def tr_reader(out_desc, bufs, ready, free, out_tile, n_tiles, WHO: gl.constexpr,
+              FOR_BOTH: gl.constexpr):
+    STAGES: gl.constexpr = bufs.shape[0]
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+    acc = gl.zeros(out_desc.block_type.shape, gl.float32, regs)
+    for i in range(n_tiles):
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        acc += bufs.index(s).load(regs).to(gl.float32)
+        if FOR_BOTH:
+            if WHO == 0:                     # "releases for both readers"
+                mbarrier.arrive(free.index(s), count=2)
+        else:
+            mbarrier.arrive(free.index(s), count=1)
+    out_tile.store(acc.to(out_desc.dtype))
+    fence_async_shared()
+    tma.async_store(out_desc, [WHO * 64, 0], out_tile)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def two_readers(in_desc, out_desc, n_tiles, STAGES: gl.constexpr, FOR_BOTH: gl.constexpr,
+                num_warps: gl.constexpr):
+    bufs = gl.allocate_shared_memory(in_desc.dtype, [STAGES] + in_desc.block_type.shape,
+                                     in_desc.layout)
+    out0 = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, out_desc.layout)
+    out1 = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, out_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(free.index(s), count=2)
+    gl.warp_specialize([
+        (ring_loader, (in_desc, bufs, ready, free, n_tiles)),
+        (tr_reader, (out_desc, bufs, ready, free, out0, n_tiles, 0, FOR_BOTH)),
+        (tr_reader, (out_desc, bufs, ready, free, out1, n_tiles, 1, FOR_BOTH)),
+    ], [4, 4], [24, 24])
+
+
+def _two_readers(**knobs):
+    args = dict(in_desc=tensor_desc("fp16", [64, 64]), out_desc=tensor_desc("fp16", [64, 64]),
+                n_tiles=4, STAGES=2, FOR_BOTH=False)
+    args.update(knobs)
+    return Launch(two_readers, args=args, num_warps=4, target="cuda:100")
+
+
+two_readers_ok = _two_readers()
+# reader 0 arrives with count=2 "for both": the stage is handed back while reader 1 reads it
+two_readers_one_arrives_for_both = _two_readers(FOR_BOTH=True)
+
+
+# -- 15. a worker partition scales A in registers into shared memory; the default partition
+#        feeds it to tcgen05_mma and reads the accumulator back
+@gluon.jit
+def sc_convert(a_desc, raw, a_smem, loaded, a_ready, FENCE: gl.constexpr):
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+    mbarrier.expect(loaded, a_desc.block_type.nbytes)
+    tma.async_load(a_desc, [0, 0], loaded, raw)
+    mbarrier.wait(loaded, 0)
+    a_smem.store(raw.load(regs) * 2)
+    if FENCE:
+        fence_async_shared()              # the MMA reads a_smem through the async proxy
+    mbarrier.arrive(a_ready, count=1)
+
+
+@gluon.jit
+def sc_mma(b_desc, a_smem, b_smem, acc, a_ready, b_loaded, done, c_desc, c_smem,
+           num_warps: gl.constexpr):
+    mbarrier.expect(b_loaded, b_desc.block_type.nbytes)
+    tma.async_load(b_desc, [0, 0], b_loaded, b_smem)
+    mbarrier.wait(b_loaded, 0)
+    mbarrier.wait(a_ready, 0)
+    tcgen05_mma(a_smem, b_smem.permute((1, 0)), acc, use_acc=False, mbarriers=[done])
+    mbarrier.wait(done, 0)
+    out = acc.load(acc.get_reg_layout(num_warps=num_warps))
+    c_smem.store(out.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [0, 0], c_smem)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def scaled_a(a_desc, b_desc, c_desc, FENCE: gl.constexpr, num_warps: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    raw = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    loaded = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    b_loaded = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    a_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(loaded, count=1)
+    mbarrier.init(b_loaded, count=1)
+    mbarrier.init(a_ready, count=1)
+    mbarrier.init(done, count=1)
+    acc = allocate_tensor_memory(gl.float32, [BM, BN], TensorMemoryLayout([BM, BN], col_stride=1))
+    gl.warp_specialize([
+        (sc_mma, (b_desc, a_smem, b_smem, acc, a_ready, b_loaded, done, c_desc, c_smem,
+                  num_warps)),
+        (sc_convert, (a_desc, raw, a_smem, loaded, a_ready, FENCE)),
+    ], [4], [64])
+
+
+def _scaled_a(**knobs):
+    args = dict(a_desc=tensor_desc("fp16", [128, 64]), b_desc=tensor_desc("fp16", [64, 64]),
+                c_desc=tensor_desc("fp16", [128, 64]), FENCE=True)
+    args.update(knobs)
+    return Launch(scaled_a, args=args, num_warps=4, target="cuda:100")
+
+
+scaled_a_ok = _scaled_a()
+# no fence between the worker's stores and the MMA of the default partition (listed first)
+scaled_a_no_fence = _scaled_a(FENCE=False)
+
+
+# -- 16. a buffer allocated with a value (the threads store it) and stored by TMA ------------
+
+@gluon.jit
+def alloc_store(in_desc, out_desc, FENCE: gl.constexpr, num_warps: gl.constexpr):
+    tile = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_type.shape, in_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    mbarrier.expect(bar, in_desc.block_type.nbytes)
+    tma.async_load(in_desc, [0, 0], bar, tile)
+    mbarrier.wait(bar, 0)
+    x = tile.load(regs)
+    out = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, out_desc.layout,
+                                    x * 2)
+    if FENCE:
+        fence_async_shared()
+    tma.async_store(out_desc, [0, 0], out)
+    tma.store_wait(0)
+    mbarrier.invalidate(bar)
+
+
+def _alloc_store(**k):
+    args = dict(in_desc=tensor_desc("fp16", [64, 64]), out_desc=tensor_desc("fp16", [64, 64]),
+                FENCE=True)
+    args.update(k)
+    return Launch(alloc_store, args=args, num_warps=4, target="cuda:100")
+
+
+alloc_store_ok = _alloc_store()
+# the buffer allocated with the threads' values is read by the TMA store with no fence: BP190
+alloc_store_no_fence = _alloc_store(FENCE=False)
+
+
 EXPECT = {
     "roundtrip_ok": "verified",
     "roundtrip_no_store_wait": "violation:BP200",
@@ -684,4 +936,15 @@ EXPECT = {
     "while_phase_never_flips": "violation:BP200",
     "clc_while_canceled": "verified",
     "multicast_two_ctas": "unknown",
+    "inline_pipe_ok": "verified",
+    "inline_pipe_reuse_parity_off": "violation:BP200",
+    "store_ring_ok": "verified",
+    "store_ring_one_buffer": "violation:BP200",
+    "store_ring_no_fence": "unknown",
+    "two_readers_ok": "verified",
+    "two_readers_one_arrives_for_both": "violation:BP200",
+    "scaled_a_ok": "verified",
+    "scaled_a_no_fence": "unknown",
+    "alloc_store_ok": "verified",
+    "alloc_store_no_fence": "unknown",
 }

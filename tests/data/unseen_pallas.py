@@ -2,7 +2,9 @@
 (jax.experimental.pallas.ops.gpu) and of its Mosaic GPU tests: a TMA-store epilogue, a cluster
 exchange through a ClusterBarrier, a warp-level handoff inside `core_map` over a `WarpMesh`, a
 Blackwell tcgen05 MMA handed to an epilogue warpgroup, and `emit_pipeline_warp_specialized`
-with manual consumed barriers; each correct and with the bug people report. Checked by
+with manual consumed barriers, `emit_pipeline` with a carry, a 2x2 cluster barrier, a hand-written
+ring drained at the end, `emit_pipeline_warp_specialized` with an output, a tcgen05 ring whose
+MMAs release their slots; each correct and with the bug people report. Checked by
 tests/test_unseen_frontends.py against EXPECT (decided from the hardware rules before running;
 where the code is not the obvious one, the kernel's docstring says why)."""
 
@@ -27,9 +29,20 @@ EXPECT = {
     "mma_barrier_without_tensor_core_order": "violation:BP110",
     "ws_dot_both_release": "verified",
     "ws_dot_one_forgets_y": "violation:BP100",
+    "rowsum_pipeline": "verified",
+    "rowsum_pipeline_exits_before_store": "violation:BP105",
+    "grid_cluster": "verified",
+    "grid_cluster_second_row_silent": "violation:BP100",
+    "handrolled_ring_drained": "verified",
+    "handrolled_ring_without_drain": "violation:BP103",
+    "ws_scale": "verified",
+    "umma_ring": "verified",
+    "umma_ring_thread_releases": "violation:BP200",
+    "umma_ring_no_drain": "violation:BP103",
 }
 
 F32 = jnp.float32
+F16 = jnp.float16
 ROWS, COLS = 64, 128
 
 
@@ -258,3 +271,232 @@ def ws_dot_one_forgets_y(steps=4):
     """Warpgroup 1 releases x's slot but not y's: y's consumed barrier counts both compute
     warpgroups, so once its three slots are used the memory thread waits forever."""
     return _ws_dot(steps, forgets_y=True)
+
+
+# -- 6. emit_pipeline with a carry: a row sum over K steps, stored through a TMA epilogue -----
+
+def _rowsum(steps, final_wait=True):
+    def body(x_gmem, o_gmem, out_smem):
+        def step(_, x_smem, acc):
+            return acc + x_smem[...]
+
+        acc = plgpu.emit_pipeline(
+            step, grid=(steps,), max_concurrent_steps=2,
+            in_specs=[plgpu.BlockSpec((ROWS, COLS), lambda k: (0, k))],
+            init_carry=jnp.zeros((ROWS, COLS), F32))(x_gmem)
+        out_smem[...] = acc
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(out_smem, o_gmem)
+        if final_wait:
+            plgpu.wait_smem_to_gmem(0)
+
+    k = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((ROWS, COLS), F32),
+                     scratch_types=[plgpu.SMEM((ROWS, COLS), F32)])
+    return k(jnp.zeros((ROWS, steps * COLS), F32))
+
+
+def rowsum_pipeline(steps=3):
+    return _rowsum(steps)
+
+
+def rowsum_pipeline_exits_before_store(steps=3):
+    """The carry's TMA store is still reading `out_smem` when the block exits."""
+    return _rowsum(steps, final_wait=False)
+
+
+# -- 7. a 2x2 cluster meeting on one ClusterBarrier over both axes, two rounds: each instance
+#       counts its own block and its neighbour along each axis (3 arrivals) -----------------
+
+def _grid_cluster(rounds, second_row_arrives=True):
+    def body(x_gmem, o_gmem, met):
+        y = jax.lax.axis_index("y")
+
+        @pl.loop(0, rounds)
+        def _(r):
+            if second_row_arrives:
+                plgpu.barrier_arrive(met)
+            else:
+                @pl.when(y == 0)
+                def _():
+                    plgpu.barrier_arrive(met)
+            plgpu.barrier_wait(met)
+
+    k = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((COLS,), F32),
+                     cluster=(2, 2), cluster_names=("x", "y"),
+                     scratch_types=[plgpu.ClusterBarrier(collective_axes=("x", "y"))])
+    return k(jnp.zeros((COLS,), F32))
+
+
+def grid_cluster(rounds=2):
+    return _grid_cluster(rounds)
+
+
+def grid_cluster_second_row_silent(rounds=2):
+    """Only the blocks with y == 0 arrive, yet all wait: every instance misses the arrivals
+    of the second row, so every block hangs (BP100)."""
+    return _grid_cluster(rounds, second_row_arrives=False)
+
+
+# -- 8. a two-slot TMA ring written by hand between two warpgroups; under Pallas's rule that
+#       completions equal waits, the producer drains the last releases ------------------------
+
+def _handrolled(steps, slots, drain=True, slot_of=None):
+    def body(x_gmem, o_gmem, bufs, out_smem, filled, consumed):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _producer():
+            @pl.loop(0, steps)
+            def _(i):
+                s = i % slots
+
+                @pl.when(i >= slots)
+                def _():
+                    plgpu.barrier_wait(consumed.at[s])
+                plgpu.copy_gmem_to_smem(x_gmem.at[pl.ds(i * ROWS, ROWS)], bufs.at[s],
+                                        filled.at[s])
+            if drain:
+                # the last `slots` releases must be observed too (completions == waits)
+                for j in range(slots):
+                    plgpu.barrier_wait(consumed.at[(steps + j) % slots])
+
+        @pl.when(wg == 1)
+        def _consumer():
+            def step(i, acc):
+                s = i % slots
+                plgpu.barrier_wait(filled.at[s])
+                acc = acc + bufs[s]
+                plgpu.barrier_arrive(consumed.at[s])
+                return acc
+
+            acc = jax.lax.fori_loop(0, steps, step, jnp.zeros((ROWS, COLS), F32))
+            out_smem[...] = acc
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(out_smem, o_gmem)
+            plgpu.wait_smem_to_gmem(0)
+
+    k = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((ROWS, COLS), F32),
+                     num_threads=2, thread_name="wg",
+                     scratch_types=[plgpu.SMEM((slots, ROWS, COLS), F32),
+                                    plgpu.SMEM((ROWS, COLS), F32),
+                                    plgpu.Barrier(num_barriers=slots),
+                                    plgpu.Barrier(num_barriers=slots)])
+    return k(jnp.zeros((steps * ROWS, COLS), F32))
+
+
+def handrolled_ring_drained(steps=4):
+    return _handrolled(steps, 2)
+
+
+def handrolled_ring_without_drain(steps=4):
+    """No drain: the consumer's last two releases are never awaited by the producer, which
+    exits with completions it has not observed (BP103; the hardware would not hang)."""
+    return _handrolled(steps, 2, drain=False)
+
+
+# -- 9. emit_pipeline_warp_specialized with an output spec: the pipeline stores each step ------
+
+def _ws_scale(steps):
+    def body(x_gmem, o_gmem):
+        def step(_, x_smem, o_smem):
+            o_smem[...] = x_smem[...] * 2
+
+        spec = plgpu.BlockSpec((ROWS, COLS), lambda i: (i, 0))
+        plgpu.emit_pipeline_warp_specialized(
+            step, grid=(steps,), memory_registers=40, max_concurrent_steps=2,
+            num_compute_wgs=1, wg_axis="wg", in_specs=[spec], out_specs=[spec])(x_gmem, o_gmem)
+
+    k = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((steps * ROWS, COLS), F32),
+                     num_threads=2, thread_name="wg")
+    return k(jnp.zeros((steps * ROWS, COLS), F32))
+
+
+def ws_scale(steps=3):
+    return _ws_scale(steps)
+
+
+# -- 10. Blackwell: a TMA warp fills a two-slot ring, each tcgen05_mma releases its slot through
+#        its completion barrier, the epilogue warpgroup waits for the final commit ----------
+
+def _umma_ring(ksteps, slots=2, mma_releases=True, drain=True):
+    tm, tn, tk = 128, 128, 64
+
+    def body(a_gmem, b_gmem, o_gmem, a_smem, b_smem, acc_tmem, out_smem,
+             loaded, consumed, mma_done):
+        wg = jax.lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            @pl.core_map(plgpu.WarpMesh(axis_name="warp"))
+            def _per_warp():
+                warp = jax.lax.axis_index("warp")
+
+                @pl.when(warp == 0)
+                def _tma():
+                    @pl.loop(0, ksteps)
+                    def _(k):
+                        s = k % slots
+
+                        @pl.when(k >= slots)
+                        def _():
+                            plgpu.barrier_wait(consumed.at[s])
+                        plgpu.copy_gmem_to_smem(a_gmem.at[:, pl.ds(k * tk, tk)], a_smem.at[s],
+                                                loaded.at[s])
+                        plgpu.copy_gmem_to_smem(b_gmem.at[pl.ds(k * tk, tk)], b_smem.at[s],
+                                                loaded.at[s])
+                    if drain:
+                        for j in range(slots):
+                            plgpu.barrier_wait(consumed.at[(ksteps + j) % slots])
+
+                @pl.when(warp == 1)
+                def _mma():
+                    @pl.loop(0, ksteps)
+                    def _(k):
+                        s = k % slots
+                        plgpu.barrier_wait(loaded.at[s])
+                        if mma_releases:
+                            plgpu.tcgen05_mma(acc_tmem, a_smem.at[s], b_smem.at[s],
+                                              consumed.at[s], accumulate=k > 0)
+                        else:
+                            plgpu.tcgen05_mma(acc_tmem, a_smem.at[s], b_smem.at[s],
+                                              accumulate=k > 0)
+                            plgpu.barrier_arrive(consumed.at[s])
+                    plgpu.tcgen05_commit_arrive(mma_done)
+
+        @pl.when(wg == 1)
+        def _():
+            plgpu.barrier_wait(mma_done)
+            out_smem[...] = plgpu.async_load_tmem(acc_tmem).astype(F16)
+            plgpu.wait_load_tmem()
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(out_smem, o_gmem)
+            plgpu.wait_smem_to_gmem(0)
+
+    k = plgpu.kernel(
+        body, out_type=jax.ShapeDtypeStruct((tm, tn), F16), num_threads=2, thread_name="wg",
+        compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Warpgroup),
+        scratch_types=[
+            plgpu.SMEM((slots, tm, tk), F16, transforms=_transforms(tk)),
+            plgpu.SMEM((slots, tk, tn), F16, transforms=_transforms(tn)),
+            plgpu.TMEM((tm, tn), F32),
+            plgpu.SMEM((tm, tn), F16),
+            plgpu.Barrier(num_arrivals=2, num_barriers=slots),
+            plgpu.Barrier(num_arrivals=1, num_barriers=slots, orders_tensor_core=True),
+            plgpu.Barrier(num_arrivals=1, orders_tensor_core=True),
+        ])
+    return k(jnp.zeros((tm, ksteps * tk), F16), jnp.zeros((ksteps * tk, tn), F16))
+
+
+def umma_ring(ksteps=4):
+    return _umma_ring(ksteps)
+
+
+def umma_ring_thread_releases(ksteps=4):
+    """The MMA warp arrives on `consumed` itself right after issuing the MMA: the TMA refills
+    the slot the MMA may still read (BP200)."""
+    return _umma_ring(ksteps, mma_releases=False)
+
+
+def umma_ring_no_drain(ksteps=4):
+    """The TMA warp does not wait for the last MMAs' releases (BP103)."""
+    return _umma_ring(ksteps, drain=False)

@@ -1,10 +1,11 @@
-"""`commit_smem` before an async-proxy read of what threads stored (model/pallas/proxy_fence.py):
-a read the stores may reach with no commit between is BP190 at the read, on every path the
-control flow allows (branches joined, a loop's stores reaching its next iteration)."""
+"""A proxy fence (Pallas's `commit_smem`, Gluon's `fence_async_shared`) before an async-proxy
+read of what threads stored (model/proxy_fence.py): a read the stores may reach with no fence
+between is BP190 at the read, on every path the control flow allows (branches joined, a loop's
+stores reaching its next iteration, Gluon's partitions side by side)."""
 
 from barrierproof.model import primitives as K
 from barrierproof.model.ir import Const, Loc, Loop, MemAlloc, MemRef, Op, Var, When, iter_ops
-from barrierproof.model.pallas.proxy_fence import check_commits, commit_marker
+from barrierproof.model.proxy_fence import check_commits, commit_marker
 
 OUT = MemRef(MemAlloc("out", "smem"))
 TILE = MemRef(MemAlloc("acc", "tmem"))
@@ -69,3 +70,29 @@ def test_a_loop_or_branch_of_commits_only_leaves_nothing_behind():
                                   (store(),)),))
     assert isinstance(kept, When) and kept.orelse == ()
     assert [op.kind for op in kept.then] == [K.WRITE]        # the other side, under `not cond`
+
+
+def _partition(k, *stmts):
+    return When(Var("partition") == Const(k), tuple(stmts), ())
+
+
+def _flagged_concurrent(body) -> list[int]:
+    out = check_commits(body, "fence_async_shared()", concurrent=True)
+    return [op.loc.line for op in iter_ops(out) if op.kind == K.UNMODELED]
+
+
+def test_partitions_see_each_others_unfenced_stores_whatever_their_order():
+    """Gluon's partitions run side by side: the MMA partition written first in the program
+    reads what a later partition stored; without that partition's fence it is flagged."""
+    mma = Op(K.TCGEN05_MMA, None, reads=(OUT,), loc=_at(3))
+    assert _flagged_concurrent((_partition(0, mma), _partition(1, store(7)))) == [3]
+    fenced = _partition(1, store(7), commit_marker(_at(8)))
+    assert _flagged_concurrent((_partition(0, mma), fenced)) == []
+    # the sequential reading (Pallas's) takes the program order at its word
+    assert _flagged((_partition(0, mma), _partition(1, store(7)))) == []
+
+
+def test_the_message_names_the_languages_fence():
+    out = check_commits((store(7), tma_store(9)), "fence_async_shared()")
+    (op,) = [op for op in iter_ops(out) if op.kind == K.UNMODELED]
+    assert "fence_async_shared()" in op.name and "commit_smem" not in op.name

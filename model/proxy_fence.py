@@ -1,22 +1,23 @@
-"""`commit_smem` before the async proxy reads what the threads stored.
+"""A proxy fence before the async proxy reads what the threads stored.
 
 Threads store to shared memory through the generic proxy; a TMA store (`copy_smem_to_gmem`), a
 WGMMA or a tcgen05 MMA reads it through the async proxy, which sees those stores only after a
-proxy fence (`plgpu.commit_smem()`, `fence.proxy.async.shared::cta`). The model has no proxies,
-so an async read of a buffer that a store may have written since the last `commit_smem` (on
-some path, earlier in the loop or in the previous iteration) is not dropped but becomes
-unmodelled synchronization at the reading line (BP190): the verdict is at best `unknown`.
+proxy fence (`fence.proxy.async.shared::cta`: Pallas's `plgpu.commit_smem()`, Gluon's
+`fence_async_shared()`). The model has no proxies, so an async read of a buffer that a store may
+have written since the last fence (on some path, earlier in the loop or in the previous
+iteration, or in a partition that ran before) is not dropped but becomes unmodelled
+synchronization at the reading line (BP190): the verdict is at best `unknown`.
 
-The translator leaves a marker op where `commit_smem` was; `check_commits` reads them with the
+A frontend leaves a marker op where the fence was; `check_commits` reads them with the
 kernel's control flow (a branch: the union of both sides; a loop: its body twice, for the
 stores of one iteration reaching the next) and removes them.
 """
 
 from __future__ import annotations
 
-from ..expr import mk_not
-from ..ir import Loc, Loop, Op, When, WarpRegion
-from .. import primitives as K
+from .expr import mk_not
+from .ir import Loc, Loop, Op, When, WarpRegion
+from . import primitives as K
 
 COMMIT_SMEM = "commit_smem"
 # async-proxy readers of shared memory
@@ -24,7 +25,7 @@ _ASYNC_READERS = frozenset({K.COPY_SMEM_TO_GMEM, K.WGMMA, K.TCGEN05_MMA})
 
 
 def commit_marker(loc: Loc) -> Op:
-    """Where `commit_smem` stands: a memory op touching nothing, removed by `check_commits`."""
+    """Where the proxy fence stands: a memory op touching nothing, removed by `check_commits`."""
     return Op(K.READ, None, name=COMMIT_SMEM, loc=loc)
 
 
@@ -63,15 +64,27 @@ def _flow(body, unfenced: dict[str, Loc], flagged: dict[int, tuple[Op, str, Loc]
     return state
 
 
-def check_commits(body) -> tuple:
-    """The body without commit markers, with an unmodelled op before each async read of
-    shared memory that stores not yet committed may have written."""
+def check_commits(body, fence: str = "plgpu.commit_smem()", concurrent: bool = False) -> tuple:
+    """The body without fence markers, with an unmodelled op before each async read of
+    shared memory that stores not yet fenced may have written; `fence` is the call the
+    kernel's language spells the fence with, for the message. With `concurrent`, the body's
+    statements are threads running side by side (Gluon's partitions): each starts from what
+    every other one leaves unfenced at its end, whichever comes first in the body."""
     flagged: dict[int, tuple[Op, str, Loc]] = {}
-    _flow(body, {}, flagged)
-    return _rewrite(body, flagged)
+    if not concurrent:
+        _flow(body, {}, flagged)
+    else:
+        ends = [_flow((stmt,), {}, {}) for stmt in body]
+        for k, stmt in enumerate(body):
+            others: dict[str, Loc] = {}
+            for j, end in enumerate(ends):
+                if j != k:
+                    others = {**end, **others}
+            _flow((stmt,), others, flagged)
+    return _rewrite(body, flagged, fence)
 
 
-def _rewrite(body, flagged) -> tuple:
+def _rewrite(body, flagged, fence) -> tuple:
     out: list = []
     for stmt in body:
         if isinstance(stmt, Op):
@@ -81,22 +94,22 @@ def _rewrite(body, flagged) -> tuple:
                 _, name, store = flagged[id(stmt)]
                 out.append(Op(K.UNMODELED, None, loc=stmt.loc, name=(
                     f"{stmt.kind} reads `{name}`, stored to at line {store.line} with no "
-                    "commit_smem since: whether the async proxy sees those stores is not "
-                    "modelled (call plgpu.commit_smem() after the stores).")))
+                    f"proxy fence since: whether the async proxy sees those stores is not "
+                    f"modelled (call {fence} after the stores).")))
             out.append(stmt)
         # a loop or branch that held nothing but commits goes, as it would have without them
         elif isinstance(stmt, Loop):
-            body = _rewrite(stmt.body, flagged)
+            body = _rewrite(stmt.body, flagged, fence)
             if body:
                 out.append(Loop(stmt.var, stmt.trip, body, stmt.loc))
         elif isinstance(stmt, When):
-            then, orelse = _rewrite(stmt.then, flagged), _rewrite(stmt.orelse, flagged)
+            then, orelse = _rewrite(stmt.then, flagged, fence), _rewrite(stmt.orelse, flagged, fence)
             if then:
                 out.append(When(stmt.cond, then, orelse, stmt.loc))
             elif orelse:
                 out.append(When(mk_not(stmt.cond), orelse, (), stmt.loc))
         elif isinstance(stmt, WarpRegion):
-            out.append(WarpRegion(stmt.axis, _rewrite(stmt.body, flagged), stmt.loc))
+            out.append(WarpRegion(stmt.axis, _rewrite(stmt.body, flagged, fence), stmt.loc))
         else:
             out.append(stmt)
     return tuple(out)
