@@ -70,6 +70,10 @@ ABSENT_NOTE = ("shortest without a confirming search: {rules}, the rules whose d
 # States of the graph the persistent sets are tried on before a search (por.py,
 # `leaves_nothing_out`): if none of them leaves out an enabled step, the search runs without.
 POR_SAMPLE = 1000
+# The budgets of states on which a violation found with the persistent sets is shown shortest
+# (`settle_or_confirm`): the first, and the factor from one round to the next.
+SETTLE_BUDGET = 20_000
+SETTLE_GROWTH = 4
 
 
 def symmetry_classes(system: System) -> list[list[int]]:
@@ -167,34 +171,75 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         return ABSENT_NOTE.format(rules=", ".join(sorted(absent))) if absent else \
             DEPTH_KEPT_NOTE
 
-    def settle_unkept() -> tuple[str | None, ExploreResult | None]:
+    # settle_unkept's search of the rules alone, once run to the end (it does not depend on the
+    # budget it was given then)
+    settled_alone: list[ExploreResult] = []
+
+    def settle_unkept(cap: int | None) -> tuple[str | None, ExploreResult | None, bool]:
         """Before a confirming search (docs/POR.md, "Rules with no violation anywhere"): the
         rules whose depth the persistent sets may put off, BP101 and BP102 aside, searched
-        alone over the reduced graph to the end, in half the time left. None of them met: a note
-        that the violation in hand is a shortest one, or, where BP101 and BP102 are left and the
-        sets can keep them by counting arrivals, that search's result. Else (None, None)."""
+        alone over the reduced graph to the end, in half the time left and at most `cap`
+        states. None of them met: a note that the violation in hand is a shortest one, or,
+        where BP101 and BP102 are left and the sets can keep them by counting arrivals, that
+        search's result. Else (None, None, open): `open` when only `cap` stopped a search."""
         unkept = [r for r in depth_unkept(system, ignore | absent, overruns)
                   if r not in OVERRUNS]
         if not unkept:
-            return None, None
-        alone = explore(system, Limits(limits.max_states, None, time_left(),
-                                       limits.max_memory_mb),
-                        reduction, frozenset(CODES) - frozenset(unkept), progress,
-                        block_symmetry, store_mode, order=order, tolerate=tolerate, core=core,
-                        confirm=False)
-        if alone.status != "verified":
-            return None, None
+            return None, None, False
+        if not settled_alone:
+            alone = explore(system, Limits(cap, None, time_left(), limits.max_memory_mb),
+                            reduction, frozenset(CODES) - frozenset(unkept), progress,
+                            block_symmetry, store_mode, order=order, tolerate=tolerate,
+                            core=core, confirm=False)
+            if alone.status != "verified":
+                return None, None, capped(alone, cap)
+            settled_alone.append(alone)
         gone = absent | frozenset(unkept)
         if not depth_unkept(system, ignore | gone, overruns):
-            return ABSENT_NOTE.format(rules=", ".join(sorted(gone))), None
+            return ABSENT_NOTE.format(rules=", ".join(sorted(gone))), None, False
         if overruns or not keeps_overruns(system, ignore | gone):
-            return None, None
-        again = explore(system, Limits(limits.max_states, None, time_left(),
-                                       limits.max_memory_mb),
+            return None, None, False
+        again = explore(system, Limits(cap, None, time_left(), limits.max_memory_mb),
                         reduction, ignore, progress, block_symmetry, store_mode, order=order,
                         tolerate=tolerate, core=core, absent=gone)
         settled = again.status == "violation" and not again.reason
-        return None, (again if settled else None)
+        return None, (again if settled else None), not settled and capped(again, cap)
+
+    def capped(search: ExploreResult, cap: int | None) -> bool:
+        """Whether only the budget `cap`, below the caller's state limit, stopped `search`."""
+        return search.status == "bounded" and cap != limits.max_states and \
+            (search.reason or "").startswith(f"state limit {cap} ")
+
+    def settle_or_confirm(length: int) -> tuple[str | None, ExploreResult | None,
+                                                ExploreResult | None]:
+        """A violation of `length` steps found with the persistent sets, shown shortest:
+        (note, None, None) by `settle_unkept`, (None, result, None) by a search that finds a
+        shortest one, or (None, None, stopped) with the confirming search a limit stopped.
+        The two are run on budgets of states that grow by SETTLE_GROWTH from SETTLE_BUDGET,
+        settle_unkept first in each round: each costs at most a few times the cheaper one's
+        states (a rule met nowhere may take the whole reduced graph to show; a confirming
+        search to a shallow depth, a few states). Which one shows it never makes the verdict
+        or the length differ: both are exact (docs/POR.md)."""
+        budget = SETTLE_BUDGET
+        settling = True
+        while True:
+            cap = budget if limits.max_states is None else min(budget, limits.max_states)
+            if settling:
+                note, again, settling = settle_unkept(cap)
+                if note is not None or again is not None:
+                    return note, again, None
+            # A deadlock at this depth shows only when its state is expanded: one level more.
+            # Half the time left: the violation in hand is reported within the limit whatever
+            # the confirmation does (replays and reports come after it).
+            bound = Limits(cap if settling else limits.max_states, length + 1, time_left(),
+                           limits.max_memory_mb)
+            again = explore(system, bound, reduction, ignore, progress, block_symmetry,
+                            store_mode, partial_order=False, tolerate=tolerate, core=core)
+            if again.status == "violation":
+                return None, again, None
+            if not (settling and capped(again, cap)):
+                return None, None, again
+            budget *= SETTLE_GROWTH
 
     def time_left() -> float | None:
         return None if limits.timeout is None else \
@@ -224,24 +269,15 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             if not depth_unkept(system, ignore | absent, overruns):
                 found.notes.append(kept_note())
                 return found
-            note, again = settle_unkept()
+            note, again, stopped = settle_or_confirm(found.depth)
             if note is not None:
                 found.notes.append(note)
                 return found
             if again is not None:
                 again.seconds = time.perf_counter() - start
                 return again
-            # as `confirmed` below: the shortest is the search's without the persistent sets
-            left = None if limits.timeout is None else \
-                max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
-            bound = Limits(limits.max_states, found.depth + 1, left, limits.max_memory_mb)
-            again = explore(system, bound, reduction, ignore, progress, block_symmetry,
-                            store_mode, partial_order=False, tolerate=tolerate, core=core)
-            if again.status == "violation":
-                again.seconds = time.perf_counter() - start
-                return again
             found.reason = (f"found with partial-order reduction; the search without it to "
-                            f"depth {found.depth + 1} stopped ({again.reason}), so a shorter "
+                            f"depth {found.depth + 1} stopped ({stopped.reason}), so a shorter "
                             "one may exist")
             return found
         except Refused as why:
@@ -410,38 +446,27 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     return alias
             return violation, witness
 
-        settled = None, None
-        if local is not None and shortest and confirm and \
-                depth_unkept(system, ignore | absent, overruns):
-            settled = settle_unkept()
-        if settled[1] is not None:
-            settled[1].seconds = time.perf_counter() - start
-            return settled[1]
         if local is not None and shortest and not depth_unkept(system, ignore | absent, overruns):
             # every rule left is one the persistent sets meet at its full-graph depth
             notes.append(kept_note())
-        elif local is not None and shortest and settled[0] is not None:
-            notes.append(settled[0])    # the rules left have no violation anywhere
         elif local is not None and shortest and confirm:
-            # The reduced graph may reach a violation later than the full one: the shortest
-            # is found by the search without partial-order reduction, bounded by this depth.
-            # It gets half the time left: the violation in hand is reported within the limit
-            # whatever the confirmation does (replays and reports come after it).
-            left = None if limits.timeout is None else \
-                max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
-            # A deadlock at this depth shows only when its state is expanded: one level more.
-            bound = Limits(limits.max_states, depth + 1, left, limits.max_memory_mb)
-            again = explore(system, bound, reduction, ignore, progress, block_symmetry,
-                            store_mode, partial_order=False, tolerate=tolerate, core=core)
-            if again.status == "violation":   # its counts: the search that found it
+            # The reduced graph may reach a violation later than the full one: the rules left
+            # have no violation anywhere, or the shortest is found by the search without
+            # partial-order reduction, bounded by this depth (its counts are reported).
+            note, again, stopped = settle_or_confirm(depth)
+            if note is not None:
+                notes.append(note)
+            elif again is not None:
                 again.seconds = time.perf_counter() - start
                 return again
-            # stopped by a limit first: the counterexample found stands, maybe not shortest
-            violation, witness = explained(violation, witness)
-            return result("violation", actions=actions, violation=violation, witness=witness,
-                          reason=f"found with partial-order reduction; the search without it "
-                                 f"to depth {depth + 1} stopped ({again.reason}), so a shorter one "
-                                 "may exist")
+            else:
+                # stopped by a limit first: the counterexample found stands, maybe not shortest
+                violation, witness = explained(violation, witness)
+                return result("violation", actions=actions, violation=violation,
+                              witness=witness,
+                              reason=f"found with partial-order reduction; the search without "
+                                     f"it to depth {depth + 1} stopped ({stopped.reason}), so a "
+                                     "shorter one may exist")
         violation, witness = explained(violation, witness)
         return result("violation", actions=actions, violation=violation, witness=witness)
 
