@@ -71,9 +71,11 @@ ABSENT_NOTE = ("shortest without a confirming search: {rules}, the rules whose d
 # `leaves_nothing_out`): if none of them leaves out an enabled step, the search runs without.
 POR_SAMPLE = 1000
 # The budgets of states on which a violation found with the persistent sets is shown shortest
-# (`settle_or_confirm`): the first, and the factor from one round to the next.
+# (`settle_or_confirm`): the first, the factor from one round to the next, how many rounds
+# before both run to the caller's limits.
 SETTLE_BUDGET = 20_000
 SETTLE_GROWTH = 4
+SETTLE_ROUNDS = 3
 
 
 def symmetry_classes(system: System) -> list[list[int]]:
@@ -215,15 +217,18 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         """A violation of `length` steps found with the persistent sets, shown shortest:
         (note, None, None) by `settle_unkept`, (None, result, None) by a search that finds a
         shortest one, or (None, None, stopped) with the confirming search a limit stopped.
-        The two are run on budgets of states that grow by SETTLE_GROWTH from SETTLE_BUDGET,
-        settle_unkept first in each round: each costs at most a few times the cheaper one's
-        states (a rule met nowhere may take the whole reduced graph to show; a confirming
-        search to a shallow depth, a few states). Which one shows it never makes the verdict
-        or the length differ: both are exact (docs/POR.md)."""
-        budget = SETTLE_BUDGET
+        The two take turns on SETTLE_ROUNDS budgets of states, SETTLE_BUDGET first and
+        SETTLE_GROWTH times more each round, settle_unkept first in each round, then run as
+        before to the caller's limits: a rule met nowhere may take the whole reduced graph to
+        show where the confirming search takes a few states, at a cost of at most the budgets
+        of both (docs/POR.md). Which one shows it never makes the verdict or the length
+        differ: both are exact."""
+        budgets = [SETTLE_BUDGET * SETTLE_GROWTH ** n for n in range(SETTLE_ROUNDS)]
         settling = True
         while True:
-            cap = budget if limits.max_states is None else min(budget, limits.max_states)
+            cap = limits.max_states
+            if budgets and (cap is None or budgets[0] < cap):
+                cap = budgets.pop(0)
             if settling:
                 note, again, settling = settle_unkept(cap)
                 if note is not None or again is not None:
@@ -239,7 +244,6 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 return None, again, None
             if not (settling and capped(again, cap)):
                 return None, None, again
-            budget *= SETTLE_GROWTH
 
     def time_left() -> float | None:
         return None if limits.timeout is None else \
