@@ -70,6 +70,12 @@ ABSENT_NOTE = ("shortest without a confirming search: {rules}, the rules whose d
 # States of the graph the persistent sets are tried on before a search (por.py,
 # `leaves_nothing_out`): if none of them leaves out an enabled step, the search runs without.
 POR_SAMPLE = 1000
+# The budgets of states on which a violation found with the persistent sets is shown shortest
+# (`settle_or_confirm`): the first, the factor from one round to the next, how many rounds
+# before both run to the caller's limits.
+SETTLE_BUDGET = 20_000
+SETTLE_GROWTH = 4
+SETTLE_ROUNDS = 3
 
 
 def symmetry_classes(system: System) -> list[list[int]]:
@@ -167,53 +173,97 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         return ABSENT_NOTE.format(rules=", ".join(sorted(absent))) if absent else \
             DEPTH_KEPT_NOTE
 
-    # The search that counts arrivals, breadth first, stopped by a limit before a violation:
-    # (the depth it stood at, why it stopped); no counterexample is shorter than that depth
-    # (docs/POR.md, "What a search stopped by a limit still shows").
-    stopped: list = [None]
+    # settle_unkept's search of the rules alone, once run to the end (it does not depend on the
+    # budget it was given then)
+    settled_alone: list[ExploreResult] = []
+    # The search that counts arrivals, breadth first, stopped by a limit of the caller's (not a
+    # budget of settle_or_confirm's) before a violation: (the depth it stood at, why it
+    # stopped); no counterexample is shorter than that depth (docs/POR.md, "What a search
+    # stopped by a limit still shows").
+    counted: list = [None]
 
     def unsettled() -> str:
         """Why the violation in hand may not be shortest where the search that counts arrivals
         stopped, and how short a counterexample can still be."""
-        at, why = stopped[0]
+        at, why = counted[0]
         return (f"found with partial-order reduction; the search that keeps every rule at its "
                 f"depth stopped ({why}), so a shorter one may exist, though none of fewer than "
                 f"{at} steps")
 
-    def settle_unkept() -> tuple[str | None, ExploreResult | None]:
+    def settle_unkept(cap: int | None) -> tuple[str | None, ExploreResult | None, bool]:
         """Before a confirming search (docs/POR.md, "Rules with no violation anywhere"): the
         rules whose depth the persistent sets may put off, BP101 and BP102 aside, searched
-        alone over the reduced graph to the end, in half the time left. None of them met: a note
-        that the violation in hand is a shortest one, or, where BP101 and BP102 are left and the
-        sets can keep them by counting arrivals, that search's result. Else (None, None)."""
+        alone over the reduced graph to the end, in half the time left and at most `cap`
+        states. None of them met: a note that the violation in hand is a shortest one, or,
+        where BP101 and BP102 are left and the sets can keep them by counting arrivals, that
+        search's result. Else (None, None, open): `open` when only `cap` stopped a search."""
         unkept = [r for r in depth_unkept(system, ignore | absent, overruns)
                   if r not in OVERRUNS]
         if not unkept:
-            return None, None
-        alone = explore(system, Limits(limits.max_states, None, time_left(),
-                                       limits.max_memory_mb),
-                        reduction, frozenset(CODES) - frozenset(unkept), progress,
-                        block_symmetry, store_mode, order=order, tolerate=tolerate, core=core,
-                        confirm=False)
-        if alone.status != "verified":
-            return None, None
+            return None, None, False
+        if not settled_alone:
+            alone = explore(system, Limits(cap, None, time_left(), limits.max_memory_mb),
+                            reduction, frozenset(CODES) - frozenset(unkept), progress,
+                            block_symmetry, store_mode, order=order, tolerate=tolerate,
+                            core=core, confirm=False)
+            if alone.status != "verified":
+                return None, None, capped(alone, cap)
+            settled_alone.append(alone)
         gone = absent | frozenset(unkept)
         if not depth_unkept(system, ignore | gone, overruns):
-            return ABSENT_NOTE.format(rules=", ".join(sorted(gone))), None
+            return ABSENT_NOTE.format(rules=", ".join(sorted(gone))), None, False
         if overruns or not keeps_overruns(system, ignore | gone):
-            return None, None
+            return None, None, False
         # Breadth first it gets most of the confirming search's time: that search meets, at
         # each depth, every state this one meets there and more, so where this one stops at a
-        # limit the confirmation is not run (docs/POR.md).
-        again = explore(system, Limits(limits.max_states, None,
-                                       time_left(0.75 if order == "bfs" else 0.5),
+        # limit of the caller's the confirmation is not run (docs/POR.md).
+        again = explore(system, Limits(cap, None, time_left(0.75 if order == "bfs" else 0.5),
                                        limits.max_memory_mb),
                         reduction, ignore, progress, block_symmetry, store_mode, order=order,
                         tolerate=tolerate, core=core, absent=gone)
         settled = again.status == "violation" and not again.reason
-        if again.status == "bounded" and order == "bfs":
-            stopped[0] = again.depth, again.reason    # every level above it was finished
-        return None, (again if settled else None)
+        budgeted = not settled and capped(again, cap)
+        if again.status == "bounded" and order == "bfs" and not budgeted:
+            counted[0] = again.depth, again.reason    # every level above it was finished
+        return None, (again if settled else None), budgeted
+
+    def capped(search: ExploreResult, cap: int | None) -> bool:
+        """Whether only the budget `cap`, below the caller's state limit, stopped `search`."""
+        return search.status == "bounded" and cap != limits.max_states and \
+            (search.reason or "").startswith(f"state limit {cap} ")
+
+    def settle_or_confirm(length: int) -> tuple[str | None, ExploreResult | None,
+                                                ExploreResult | None]:
+        """A violation of `length` steps found with the persistent sets, shown shortest:
+        (note, None, None) by `settle_unkept`, (None, result, None) by a search that finds a
+        shortest one, or (None, None, stopped) with the confirming search a limit stopped.
+        The two take turns on SETTLE_ROUNDS budgets of states, SETTLE_BUDGET first and
+        SETTLE_GROWTH times more each round, settle_unkept first in each round, then run as
+        before to the caller's limits: a rule met nowhere may take the whole reduced graph to
+        show where the confirming search takes a few states, at a cost of at most the budgets
+        of both (docs/POR.md). Which one shows it never makes the verdict or the length
+        differ: both are exact."""
+        budgets = [SETTLE_BUDGET * SETTLE_GROWTH ** n for n in range(SETTLE_ROUNDS)]
+        settling = True
+        while True:
+            cap = limits.max_states
+            if budgets and (cap is None or budgets[0] < cap):
+                cap = budgets.pop(0)
+            if settling:
+                note, again, settling = settle_unkept(cap)
+                if note is not None or again is not None or counted[0] is not None:
+                    return note, again, None
+            # A deadlock at this depth shows only when its state is expanded: one level more.
+            # Half the time left: the violation in hand is reported within the limit whatever
+            # the confirmation does (replays and reports come after it).
+            bound = Limits(cap if settling else limits.max_states, length + 1, time_left(),
+                           limits.max_memory_mb)
+            again = explore(system, bound, reduction, ignore, progress, block_symmetry,
+                            store_mode, partial_order=False, tolerate=tolerate, core=core)
+            if again.status == "violation":
+                return None, again, None
+            if not (settling and capped(again, cap)):
+                return None, None, again
 
     def time_left(share: float = 0.5) -> float | None:
         return None if limits.timeout is None else \
@@ -243,27 +293,18 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             if not depth_unkept(system, ignore | absent, overruns):
                 found.notes.append(kept_note())
                 return found
-            note, again = settle_unkept()
+            note, again, stopped = settle_or_confirm(found.depth)
             if note is not None:
                 found.notes.append(note)
                 return found
             if again is not None:
                 again.seconds = time.perf_counter() - start
                 return again
-            if stopped[0] is not None:
+            if counted[0] is not None:
                 found.reason = unsettled()
                 return found
-            # as `confirmed` below: the shortest is the search's without the persistent sets
-            left = None if limits.timeout is None else \
-                max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
-            bound = Limits(limits.max_states, found.depth + 1, left, limits.max_memory_mb)
-            again = explore(system, bound, reduction, ignore, progress, block_symmetry,
-                            store_mode, partial_order=False, tolerate=tolerate, core=core)
-            if again.status == "violation":
-                again.seconds = time.perf_counter() - start
-                return again
             found.reason = (f"found with partial-order reduction; the search without it to "
-                            f"depth {found.depth + 1} stopped ({again.reason}), so a shorter "
+                            f"depth {found.depth + 1} stopped ({stopped.reason}), so a shorter "
                             "one may exist")
             return found
         except Refused as why:
@@ -432,42 +473,27 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     return alias
             return violation, witness
 
-        settled = None, None
-        if local is not None and shortest and confirm and \
-                depth_unkept(system, ignore | absent, overruns):
-            settled = settle_unkept()
-        if settled[1] is not None:
-            settled[1].seconds = time.perf_counter() - start
-            return settled[1]
         if local is not None and shortest and not depth_unkept(system, ignore | absent, overruns):
             # every rule left is one the persistent sets meet at its full-graph depth
             notes.append(kept_note())
-        elif local is not None and shortest and settled[0] is not None:
-            notes.append(settled[0])    # the rules left have no violation anywhere
-        elif local is not None and shortest and stopped[0] is not None:
-            violation, witness = explained(violation, witness)
-            return result("violation", actions=actions, violation=violation, witness=witness,
-                          reason=unsettled())
         elif local is not None and shortest and confirm:
-            # The reduced graph may reach a violation later than the full one: the shortest
-            # is found by the search without partial-order reduction, bounded by this depth.
-            # It gets half the time left: the violation in hand is reported within the limit
-            # whatever the confirmation does (replays and reports come after it).
-            left = None if limits.timeout is None else \
-                max(limits.timeout - (time.perf_counter() - start), 0.0) / 2
-            # A deadlock at this depth shows only when its state is expanded: one level more.
-            bound = Limits(limits.max_states, depth + 1, left, limits.max_memory_mb)
-            again = explore(system, bound, reduction, ignore, progress, block_symmetry,
-                            store_mode, partial_order=False, tolerate=tolerate, core=core)
-            if again.status == "violation":   # its counts: the search that found it
+            # The reduced graph may reach a violation later than the full one: the rules left
+            # have no violation anywhere, or the shortest is found by the search without
+            # partial-order reduction, bounded by this depth (its counts are reported).
+            note, again, stopped = settle_or_confirm(depth)
+            if note is not None:
+                notes.append(note)
+            elif again is not None:
                 again.seconds = time.perf_counter() - start
                 return again
-            # stopped by a limit first: the counterexample found stands, maybe not shortest
-            violation, witness = explained(violation, witness)
-            return result("violation", actions=actions, violation=violation, witness=witness,
-                          reason=f"found with partial-order reduction; the search without it "
-                                 f"to depth {depth + 1} stopped ({again.reason}), so a shorter one "
-                                 "may exist")
+            else:
+                # stopped by a limit first: the counterexample found stands, maybe not shortest
+                violation, witness = explained(violation, witness)
+                return result("violation", actions=actions, violation=violation,
+                              witness=witness,
+                              reason=unsettled() if counted[0] is not None else f"found with partial-order reduction; the search without "
+                                     f"it to depth {depth + 1} stopped ({stopped.reason}), so a "
+                                     "shorter one may exist")
         violation, witness = explained(violation, witness)
         return result("violation", actions=actions, violation=violation, witness=witness)
 
