@@ -60,8 +60,7 @@ ACCOUNTED = {
     "examples/prove_field.py::umma_2cta_synchronized_exit": T_FIELD,
     "examples/prove_field.py::elected_lane_handoff_per_warp": T_FIELD,
     "examples/prove_field.py::pingpong_predicated_wait": T_FIELD,
-    "examples/prove_field.py::multicast_ring_cluster_consumers":
-        "not proved: work budget (the class system of a 2-block cluster ring; bench/SYMBOLIC.md)",
+    "examples/prove_field.py::multicast_ring_cluster_consumers": T_FIELD,
     "examples/prove_field.py::single_stage_async_dot": T_FIELD,
     "examples/prove_field.py::umma_pipeline_without_producer_tail": T_FIELD,
     "examples/prove_field.py::fa3_round_robin_tokens": T_FIELD,

@@ -43,7 +43,8 @@ BENCH_PROVED = ["elected_lane_handoff_per_warp", "pingpong_predicated_wait",
                 "single_stage_async_dot", "umma_pipeline_without_producer_tail",
                 "fa3_round_robin_tokens", "arrive_drop_early_exit", "persistent_ceil_tiles",
                 "split_k_cluster_synchronized", "mbarrier_handoff_then_syncthreads",
-                "named_barriers_nested_tile_k", "umma_2cta_synchronized_exit"]
+                "named_barriers_nested_tile_k", "umma_2cta_synchronized_exit",
+                "multicast_ring_cluster_consumers"]
 PROVED = ["arrive_drop_early_exit", "split_k_cluster_synchronized",
           "named_barriers_nested_tile_k", "umma_2cta_synchronized_exit"]
 # (every correct protocol here is proved: none is left outside the method)

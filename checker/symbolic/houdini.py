@@ -4,12 +4,13 @@ Keep the largest subset of the candidates (invariants.py proposes them from samp
 proves inductive for ALL parameter values: it holds in every initial state and is preserved by
 every transition. Z3 is the judge; the samples only propose. Consecution is asked transition
 by transition, each on its own incremental solver with the candidates as assumption literals,
-only about the candidates over what the transition writes; a transition is asked again only
-when its last unsat core loses a candidate, and each counterexample state Z3 finds is also
-tried, in Python, on every other transition (and a few successors), dropping what breaks there
-too. On a 2-block cluster whose class system Z3 checks symmetric under the swap of the blocks
-(symmetry.py) one transition of each mirror pair is asked. The proof holds when Z3 shows that
-no error state satisfies the invariant.
+only about the candidates over what the transition writes, under the hypotheses over what
+its guard reads or it writes (more are assumed when Z3's counterexample state breaks one); a
+transition is asked again only when its last unsat core loses a candidate, and each
+counterexample state Z3 finds is also tried, in Python, on every other transition (and a few
+successors), dropping what breaks there too. On a 2-block cluster whose class system Z3
+checks symmetric under the swap of the blocks (symmetry.py) one transition of each mirror pair
+is asked. The proof holds when Z3 shows that no error state satisfies the invariant.
 """
 
 from __future__ import annotations
@@ -308,13 +309,12 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
              for c in alive}
     lits = {id(c): z3.Bool(f"a!{i}") for i, c in enumerate(alive)}
     by_lit = {lits[id(c)].get_id(): id(c) for c in alive}
-    # Terms shared by every transition's solver, built once: the hypotheses as one
-    # conjunction, and `f_i == candidate_i` (substituted per transition in one call).
+    # Terms shared by every transition's solver, built once: the hypotheses `a_i =>
+    # candidate_i`, and `f_i == candidate_i` (substituted per transition in one call).
     ctx = variables[0].ctx
     ref = ctx.ref()
-    hypotheses = _fast_and([z3.BoolRef(z3.Z3_mk_implies(ref, lits[id(c)].as_ast(),
-                                                         c.formula.as_ast()), ctx)
-                            for c in alive])
+    implies = {id(c): z3.BoolRef(z3.Z3_mk_implies(ref, lits[id(c)].as_ast(),
+                                                  c.formula.as_ast()), ctx) for c in alive}
     flags = {id(c): z3.Bool(f"f!{i}") for i, c in enumerate(alive)}
     broken = {id(c): z3.Not(flags[id(c)]) for c in alive}
     defines = {id(c): z3.BoolRef(z3.Z3_mk_eq(ref, flags[id(c)].as_ast(), c.formula.as_ast()),
@@ -335,19 +335,25 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     guards = [_fixed_values(pre, variables) for _, pre, _ in encoder.steps]
     assumed = [{id(c) for c in alive if not _excluded(where[id(c)], g)} for g in guards]
     solvers: OrderedDict[int, z3.Solver] = OrderedDict()
-    # The hypotheses with a guard's values put in, one term per distinct guard (transitions
-    # from one place share it), and each transition's successor terms, built once: a solver
-    # made again (LIVE_SOLVERS) is given the same terms without simplifying them anew.
-    by_guard: dict[tuple, z3.BoolRef] = {}
+    # Hypotheses are given lazily: a transition's solver first assumes the candidates over the
+    # variables its guard reads or it writes; when Z3's model has a pre-state that breaks
+    # another alive candidate, that candidate is added and the transition asked again. An
+    # unsat answer under fewer hypotheses holds under all of them, and a candidate is dropped
+    # only by a pre-state that satisfies every alive candidate, so the largest inductive
+    # subset is the same; the queries are smaller (most hypotheses bear on no transition).
+    # The terms given (with the guard's values put in) and each transition's successor terms
+    # are built once: a solver made again (LIVE_SOLVERS) is given the same terms.
+    given: dict[int, set[int]] = {}         # per transition: the candidates it assumes
+    terms: dict[int, list] = {}             # ... as the terms its solver was given
     posts: dict[int, z3.BoolRef] = {}       # per transition: its candidates' successor values
 
-    def placed(values: dict[int, int], fixed: list) -> z3.BoolRef:
-        if not fixed:
-            return hypotheses
-        key = tuple(sorted(values.items()))
-        if key not in by_guard:
-            by_guard[key] = z3.simplify(z3.substitute(hypotheses, *fixed))
-        return by_guard[key]
+    def give(t: int, keys: list[int]) -> z3.BoolRef:
+        """The hypotheses `keys` (a_i => candidate_i), the guard of transition t put in."""
+        given[t].update(keys)
+        part = _fast_and([implies[k] for k in keys])
+        fixed = [(variables[i], z3.IntVal(v)) for i, v in guards[t].items()]
+        terms[t].append(z3.simplify(z3.substitute(part, *fixed)) if fixed else part)
+        return terms[t][-1]
 
     def solver_of(t: int) -> z3.Solver:
         if t in solvers:
@@ -356,11 +362,17 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             if len(solvers) >= LIVE_SOLVERS:
                 solvers.popitem(last=False)
             label, pre, nxt, relevant = steps[t]
+            if t not in given:
+                given[t], terms[t] = set(), []
+                cone = {int(x) for x in _STATE_INDEX.findall(comp.expr(pre))}
+                cone |= {i for i in range(nf, len(variables)) if not nxt[i].eq(variables[i])}
+                goals = {id(c) for c in relevant}
+                give(t, [id(c) for c in alive if id(c) in assumed[t]
+                         and (reads[id(c)] & cone or id(c) in goals)])
             s = z3.Solver()
-            fixed = [(variables[i], z3.IntVal(v)) for i, v in guards[t].items()]
-            # the guard's values put into the hypotheses: where a thread is, read off once
-            s.add(encoder.init_body, *encoder.sane, pre, placed(guards[t], fixed))
+            s.add(encoder.init_body, *encoder.sane, pre, *terms[t])
             if t not in posts:
+                fixed = [(variables[i], z3.IntVal(v)) for i, v in guards[t].items()]
                 sub = Substitution(variables, nxt)
                 post = sub(_fast_and([defines[id(c)] for c in relevant]))
                 posts[t] = z3.simplify(z3.substitute(post, *fixed)) if fixed else post
@@ -393,7 +405,17 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
             checks += 1
             r = _fast_check(s, [goal] + [lits[id(c)] for c in alive
-                                         if id(c) not in dead and id(c) in assumed[t]])
+                                         if id(c) in given[t] and id(c) not in dead])
+            if r == z3.sat:
+                m = s.model()
+                pre_state = tuple(m.eval(x, model_completion=True).as_long()
+                                  for x in variables)
+                missing = [id(c) for c in alive if id(c) not in dead and id(c) in assumed[t]
+                           and id(c) not in given[t] and not holds[id(c)](pre_state)]
+                if missing:
+                    # a pre-state outside the invariant: assume what it breaks, ask again
+                    s.add(give(t, missing))
+                    continue
             if r == z3.unsat:
                 cores[t] = {by_lit[x.get_id()] for x in s.unsat_core()
                             if x.get_id() in by_lit}
