@@ -479,7 +479,10 @@ class CompiledKernel:
         self.wait_pcs = [(a, frozenset(pc for pc, i in enumerate(p) if i.op == WAIT))
                          for a, p in enumerate(self.programs) if any(i.op == WAIT for i in p)]
         if self.memory is not None:
-            self.memory.finish(list(self.lengths), [slot.inst for slot in self.slots])
+            joins = {(w, end): (a, pc) for a, prog in enumerate(self.programs)
+                     for pc, instr in enumerate(prog) if instr.op == JOIN
+                     for w, end in instr.aux}
+            self.memory.finish(list(self.lengths), [slot.inst for slot in self.slots], joins)
         self.exit_live = exit_async.finish(self)
 
     def _unwaited_pallas_barriers(self) -> tuple[int, ...]:

@@ -30,6 +30,10 @@ happens-before (program order, barrier completion -> wait, issue -> async agent 
 does not order: if nothing orders them, some schedule brings both to the same state; if something
 does, the ordering one has ended before the other can start. The breadth-first search therefore
 finds the shortest schedule to a racing state with no extra state component at all.
+
+A warp's loads and stores after its last instruction in a warp region (its *tail*) end when its
+warpgroup joins: from the JOIN on, the warp's gap holds only its asynchronous accesses still in
+flight (`retired`, read off the parent's pc: the JOIN changes the warp's live memory).
 """
 
 from __future__ import annotations
@@ -124,19 +128,24 @@ class MemoryLayout:
         """What a copy writes, by its slots alone (`ring[1]`), its block left to its barrier."""
         return ", ".join(dest_text(name, box, self._shape[name]) for name, _, box in access.boxes)
 
-    def finish(self, lengths: list[int], slot_insts: list[int]) -> None:
+    def finish(self, lengths: list[int], slot_insts: list[int],
+               joins: Mapping[tuple[int, int], tuple[int, int]] = {}) -> None:
         """From the recorded events, per agent and gap (program position): the mask of what the
         agent may be touching there (its loads and stores, and its own asynchronous accesses
         still live), and whether its own program races there (a store to a buffer its TMA store
         is still reading, say: decided by program order alone). Plus the per-slot and
-        per-tcgen05-entry masks of the asynchronous agents."""
+        per-tcgen05-entry masks of the asynchronous agents. `joins`: per warp's tail gap
+        (agent, pc), its warpgroup's JOIN (parent, pc of the JOIN)."""
         self._slot_inst = slot_insts
+        # per agent: gap -> (parent, JOIN pc, live accesses once joined, their masks)
+        self.retired: list[dict[int, tuple[int, int, tuple[Access, ...], tuple]]] = []
         self.items_at: list[tuple[tuple[tuple[int, int], ...], ...]] = []
         self.lists: list[list[list[Access]]] = []
         self.self_races: list[dict[int, tuple[Access, Access]]] = []
         for a, length in enumerate(lengths):
             live: list[list[Access]] = [[] for _ in range(length + 1)]
             own: dict[int, tuple[Access, Access]] = {}
+            plain: dict[int, list[Access]] = {}
             outstanding: dict[str, list[tuple[int, tuple[Access, ...]]]] = {}
 
             def clash(pc: int, accesses) -> None:
@@ -154,6 +163,7 @@ class MemoryLayout:
                 kind, pc = event[0], event[1]
                 if kind == "access":
                     live[pc].extend(event[3])
+                    plain.setdefault(pc, []).extend(event[3])
                     clash(pc, event[3])
                 elif kind == "issue":
                     clash(pc, event[3])
@@ -174,6 +184,13 @@ class MemoryLayout:
             self.items_at.append(tuple(
                 (m,) if m[0] | m[1] else () for m in (_masks(x) for x in live)))
             self.self_races.append(own)
+            retired = {}
+            for (w, gap), (parent, at) in joins.items():
+                if w == a and plain.get(gap):
+                    left = [x for x in live[gap] if not any(x is y for y in plain[gap])]
+                    m = _masks(left)
+                    retired[gap] = (parent, at, tuple(left), (m,) if m[0] | m[1] else ())
+            self.retired.append(retired)
         self.active_agents = tuple(a for a in range(len(lengths))
                                    if any(self.items_at[a]) or self.self_races[a])
         # Copies that land on the same barrier instance are parts of one transaction (multicast
@@ -186,15 +203,29 @@ class MemoryLayout:
 
     # -- the rule ----------------------------------------------------------------------------
 
+    def joined(self, a: int, state: tuple):
+        """The retirement of agent a's tail in `state` (its warpgroup has joined), or None."""
+        done = self.retired[a].get(state[a])
+        return done if done is not None and state[done[0]] > done[1] else None
+
+    def items(self, a: int, state: tuple) -> tuple:
+        """Agent a's live (reads, writes) masks in `state`."""
+        done = self.joined(a, state)
+        return self.items_at[a][state[a]] if done is None else done[3]
+
+    def live(self, a: int, state: tuple) -> "list[Access] | tuple[Access, ...]":
+        """Agent a's live accesses in `state`."""
+        done = self.joined(a, state)
+        return self.lists[a][state[a]] if done is None else done[2]
+
     def racing(self, system: "System", state: tuple) -> bool:
         """Fast test: do two live accesses of different agents conflict in `state`?"""
         acc_r = acc_w = 0
-        items = self.items_at
         for a in self.active_agents:
             pc = state[a]
             if pc in self.self_races[a]:
                 return True
-            for r, w in items[a][pc]:
+            for r, w in self.items(a, state):
                 if w & (acc_r | acc_w) or r & acc_w:
                     return True
                 acc_r |= r
@@ -229,8 +260,9 @@ class MemoryLayout:
         accesses)."""
         out: list[tuple[str, int | None, list[Access]]] = []
         for a in self.active_agents:
-            if self.lists[a][state[a]]:
-                out.append((system.agents[a].name, a, self.lists[a][state[a]]))
+            live = self.live(a, state)
+            if live:
+                out.append((system.agents[a].name, a, live))
         for group in self.slot_groups:
             accs = [x for k, _ in group if state[system.slot_base + k]
                     for x in self.slot_access[k]]

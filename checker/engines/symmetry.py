@@ -120,7 +120,8 @@ MAX_RACE_PERMUTATIONS = 24
 
 def _memory_image(system: System, a: int) -> tuple:
     return (tuple(map(tuple, system.memory.lists[a])),
-            tuple(sorted(system.memory.self_races[a].items())))
+            tuple(sorted(system.memory.self_races[a].items())),
+            tuple(sorted(system.memory.retired[a].items())))
 
 
 def race_permutations(system: System, classes: list[list[int]]) -> list[dict[int, int]]:
@@ -312,6 +313,10 @@ def _memory_maps(system: System, blocks: dict, agents: list[int], slots: list[in
         if [pairs(x) for x in mem.items_at[a]] != [tuple(x) for x in mem.items_at[b]]:
             return False
         if sorted(mem.self_races[a]) != sorted(mem.self_races[b]):
+            return False
+        # a warp's tail that its warpgroup's JOIN retires: the image's, by the image's JOIN
+        if {gap: (agents[p], at, pairs(left)) for gap, (p, at, _, left) in mem.retired[a].items()} \
+                != {gap: (p, at, tuple(left)) for gap, (p, at, _, left) in mem.retired[b].items()}:
             return False
     for k, accs in mem.slot_access.items():
         mine = sum_masks(acc.mask for acc in accs if acc.write)

@@ -501,6 +501,8 @@ def _holder(system: System, x: Holder) -> str:
     """A holder of live accesses in MBarrier's syntax (agents, slots, queues from 1)."""
     members = ", ".join(str(m + 1 if x.kind == "slots" else m) for m in x.members)
     index = system.queue_agents.index(x.index) if x.kind == "queue" else x.index
+    if x.kind == "tail":        # live until the warpgroup passes its JOIN
+        return f'<<"tail", {index + 1}, {{{members}}}, {x.until[0] + 1}, {x.until[1]}>>'
     return f'<<"{x.kind}", {index + 1}, {{{members}}}>>'
 
 
@@ -508,7 +510,7 @@ def _race_table(system: System, root: str | None) -> list[str]:
     """KernelRaces: the pairs of holders whose accesses conflict (model/race_pairs.py), each
     with one pair of accesses that makes it as its comment."""
     def who(x: Holder) -> str:
-        if x.kind == "pc":
+        if x.kind in ("pc", "tail"):
             return _ascii(system.agents[x.index].name)
         if x.kind == "slots":
             return "TMA copy"

@@ -4,6 +4,10 @@
 A warpgroup forks its warps (FORK); each warp waits until its warpgroup has forked
 (AWAIT_FORK); the warpgroup goes on once every warp has finished its body (JOIN). Program
 counters only grow: once enabled, a fork's or join's guard stays true.
+
+The JOIN also ends each warp's loads and stores after its last instruction in the body (its
+tail, live until then): model/memory.py reads them off the warpgroup's pc (`retired`), and the
+partial-order reduction counts them as what the JOIN stops touching (por.py `release_r/w`).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ STEPS = (
          resources="guard reads F(parent)", waits=True, symmetry="parent agent",
          tla=Tla("await_fork(parent, at)", "AwaitFork", _await_fork_text)),
     Step(ins.JOIN, guard=guard_join, effect=None, touches=touches_join,
-         resources="guard reads J(warps)", waits=True, symmetry="warp agents",
+         resources="guard reads J(warps); ends their tails' loads and stores", waits=True, symmetry="warp agents",
          tla=Tla("join(joins)", "Join", lambda system, instr: "join(" + tla_seq(
              f"<<{w + 1}, {end}>>" for w, end in instr.aux) + ")")),
 )

@@ -571,11 +571,16 @@ BP130_TxBalanced ==
 (*   <<"pc", a, P>>     agent a stands at a gap (its pc) in P: its loads   *)
 (*                      and stores there, its own asynchronous accesses    *)
 (*                      still live, or its own program racing there;       *)
+(*   <<"tail", a, P, w, j>>  warp a at a gap in P: its loads and           *)
+(*                      stores after its last instruction in a warp        *)
+(*                      region, until its warpgroup w passes the           *)
+(*                      region's JOIN at j;                                *)
 (*   <<"slots", g, K>>  a TMA copy of some slot in K is in flight;         *)
 (*   <<"queue", q, E>>  queue q holds a tcgen05 op of an entry in E.       *)
 (***************************************************************************)
 Live(x) ==
     CASE x[1] = "pc"    -> pc[x[2]] \in x[3]
+      [] x[1] = "tail"  -> pc[x[2]] \in x[3] /\ pc[x[4]] <= x[5]
       [] x[1] = "slots" -> \E k \in x[3] : inflight[k] > 0
       [] x[1] = "queue" -> \E k \in DOMAIN queue[x[2]] : queue[x[2]][k] \in x[3]
 \* The pairs by code, as sets: definitions of no argument over constants, which TLC evaluates

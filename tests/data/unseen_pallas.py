@@ -39,6 +39,8 @@ EXPECT = {
     "umma_ring": "verified",
     "umma_ring_thread_releases": "violation:BP200",
     "umma_ring_no_drain": "violation:BP103",
+    "warps_fill_then_group_reads": "verified",
+    "warps_fill_reading_a_neighbour": "violation:BP200",
 }
 
 F32 = jnp.float32
@@ -500,3 +502,35 @@ def umma_ring_thread_releases(ksteps=4):
 def umma_ring_no_drain(ksteps=4):
     """The TMA warp does not wait for the last MMAs' releases (BP103)."""
     return _umma_ring(ksteps, drain=False)
+
+
+# -- each warp fills its row of a buffer inside core_map; the warpgroup reads all of it after
+#    the region (the join orders every warp's stores before it) -------------------------------
+
+def _warps_fill(neighbour):
+    def body(x_gmem, o_gmem, buf):
+        @pl.core_map(plgpu.WarpMesh(axis_name="warp"))
+        def _per_warp():
+            warp = jax.lax.axis_index("warp")
+            if neighbour:
+                buf[warp] = buf[(warp + 1) % 4] + 1.0
+            else:
+                buf[warp] = jnp.full((32,), 1.0, F32)
+
+        o_gmem[...] = buf[...]
+
+    kernel = plgpu.kernel(
+        body, out_type=jax.ShapeDtypeStruct((4, 32), F32),
+        compiler_params=plgpu.CompilerParams(lowering_semantics=plgpu.LoweringSemantics.Warpgroup),
+        scratch_types=[plgpu.SMEM((4, 32), F32)])
+    return kernel(jnp.zeros((4, 32), F32))
+
+
+def warps_fill_then_group_reads():
+    return _warps_fill(False)
+
+
+def warps_fill_reading_a_neighbour():
+    """Each warp reads the next warp's row inside the region, with no barrier between that
+    warp's store and the read."""
+    return _warps_fill(True)
