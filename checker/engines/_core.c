@@ -1121,4 +1121,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core",
                                     "The compiled exploration core (checker/engines/compiled.py).",
                                     -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }
+#ifndef BP_SOURCE_DIGEST
+#define BP_SOURCE_DIGEST ""
+#endif
+
+/* The digest of the sources it was built from (setup.py, core_sources.py). */
+PyMODINIT_FUNC PyInit__core(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_DIGEST", BP_SOURCE_DIGEST) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -465,4 +465,12 @@ static struct PyModuleDef mproc_module = {PyModuleDef_HEAD_INIT, "_mproc",
                                           "A worker of the multi-process explorer (mproc.py).",
                                           -1, mproc_methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__mproc(void) { return PyModule_Create(&mproc_module); }
+/* The digest of the sources it was built from (setup.py, core_sources.py). */
+PyMODINIT_FUNC PyInit__mproc(void) {
+    PyObject *m = PyModule_Create(&mproc_module);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_DIGEST", BP_SOURCE_DIGEST) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -23,6 +23,7 @@ install time the extension is absent and every search is the Python one: only sp
 from __future__ import annotations
 
 import os
+import sys
 import time
 from array import array
 
@@ -31,6 +32,7 @@ from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.violations import Violation, primary
 from ...model import instructions as ins
+from .core_sources import stale
 from .flatten import Refused, flatten
 from .flatten_por import persistent_tables
 from .parity_returns import Conflict, ParityReturns, Shown, search_return
@@ -40,6 +42,12 @@ try:
     from . import _core
 except ImportError:     # built without a C compiler: the Python explorer runs every search
     _core = None
+# A core built from other sources than the checkout's (an editable install not rebuilt) reads
+# another layout: not used, and said once.
+STALE = stale(_core) if _core is not None else None
+if STALE is not None:
+    _core = None
+    sys.stderr.write(f"barrierproof: {STALE}; the Python explorer searches instead\n")
 
 CORES = ("auto", "python", "compiled")
 VERIFIED, VIOLATION, STATE_LIMIT, TIME_LIMIT, MEMORY_LIMIT, DEPTH_LIMIT, INTERRUPTED = range(7)
@@ -66,7 +74,8 @@ def chosen(core: str | None) -> str:
     if core not in CORES:
         raise ValueError(f"unknown exploration core {core!r}; choose one of {', '.join(CORES)}")
     if core == "compiled" and _core is None:
-        raise RuntimeError("the compiled exploration core is not built (no C compiler when "
+        raise RuntimeError(f"{STALE}: use --core python or auto" if STALE else
+                           "the compiled exploration core is not built (no C compiler when "
                            "barrierproof was installed): use --core python or auto")
     return core
 

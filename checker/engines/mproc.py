@@ -47,12 +47,15 @@ from ...model.semantics import System
 from .compiled import (ALIASING, AT_INITIAL, BY_STEP, DEADLOCK, DEPTH_LIMIT, IN_STATE,
                        INTERRUPTED, MEMORY_LIMIT, STATE_LIMIT, TIME_LIMIT, VERIFIED, VIOLATION,
                        outcome)
+from .core_sources import stale
 from .flatten import Refused, flatten
 from .search_result import ExploreResult, Limits, _rss_bytes
 
 try:
     from . import _mproc
 except ImportError:     # built without a C compiler: one process searches
+    _mproc = None
+if _mproc is not None and stale(_mproc) is not None:    # as compiled.py's core
     _mproc = None
 
 NOTE = ("searched breadth first by {n} worker processes on the compiled core's rules (a visited "
@@ -79,7 +82,8 @@ def workers_count(value: str | int | None) -> int:
 def refusal(reduced: bool, tolerate, order: str, core: str | None) -> str | None:
     """Why the parallel search cannot run this search, or None when it can."""
     if _mproc is None:
-        return "its compiled extension is not built (no C compiler at install)"
+        return ("its compiled extension is not built (no C compiler at install), or was built "
+                "from older sources (reinstall: pip install -e .)")
     if reduced:
         return "it searches without reductions (give --no-reduction)"
     if tolerate:
