@@ -21,23 +21,32 @@ _BUILT: "weakref.WeakKeyDictionary[Callable, dict[tuple, tuple[Kernel, ...]]]" =
     weakref.WeakKeyDictionary()
 
 
-def _file_digest(fn: Callable) -> str | None:
+def source_file(fn) -> str | None:
     code = getattr(fn, "__code__", None)
-    try:
-        with open(code.co_filename, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except (AttributeError, OSError):     # no source file: nothing to say it is unchanged
-        return None
+    return code.co_filename if code is not None else None
+
+
+def _digest(files) -> str | None:
+    digest = hashlib.sha256()
+    for file in sorted(set(files)):
+        try:
+            with open(file, "rb") as f:
+                digest.update(f.read())
+        except (TypeError, OSError):      # no source file: nothing to say it is unchanged
+            return None
+    return digest.hexdigest()
 
 
 def _own(kernels: tuple[Kernel, ...]) -> list[Kernel]:
     return [k.replace(params=dict(k.params)) for k in kernels]
 
 
-def built_once(fn: Callable, arguments: tuple, build: Callable[[], list[Kernel]]) -> list[Kernel]:
-    """`build()`, or what it returned the last time for `fn`, its file as it is now and the same
-    `arguments` (hashable: whatever else the build's result depends on)."""
-    digest = _file_digest(fn)
+def built_once(fn, arguments: tuple, build: Callable[[], list[Kernel]],
+               files: tuple | None = None) -> list[Kernel]:
+    """`build()`, or what it returned the last time for `fn`, its source `files` (by default
+    the file that defines `fn`) as they are now and the same `arguments` (hashable: whatever
+    else the build's result depends on)."""
+    digest = _digest(files if files is not None else (source_file(fn),))
     try:
         entries = _BUILT.setdefault(fn, {}) if digest is not None else None
     except TypeError:                     # not weakly referenceable: built every time
