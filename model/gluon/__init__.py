@@ -38,8 +38,9 @@ def load(launch: Launch, name: str | None = None, expect: str | None = None,
     if text is None:
         fn = getattr(launch.kernel, "fn", launch.kernel)
         files = (source_file(fn), launch.site[0] if launch.site else None)
-        [kernel] = built_once(launch, (name, expect), lambda: [_loaded(launch, name, expect)],
-                              files)
+        # the launch is frozen but its `args` dict is not: what it holds now is in the key
+        arguments = (name, expect, repr(sorted(launch.args.items(), key=lambda kv: str(kv[0]))))
+        [kernel] = built_once(launch, arguments, lambda: [_loaded(launch, name, expect)], files)
         return kernel
     return _loaded(launch, name, expect, text)
 
