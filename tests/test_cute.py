@@ -4,7 +4,6 @@ declared verdict; counterexamples replay on the interpreter and point at the CuT
 
 import os
 import re
-import time
 
 import pytest
 
@@ -33,17 +32,11 @@ UNSEEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cute_unse
 UNSEEN_FILES = sorted(os.path.join(UNSEEN_DIR, f) for f in os.listdir(UNSEEN_DIR)
                       if f.endswith(".py"))
 UNSEEN = [t for f in UNSEEN_FILES for t in targets_in_module(f, import_file(f))]
-_BUILT: dict = {}
-SECONDS: dict = {}
 
 
 def _kernel(target):
-    """Each target compiled once per session (about a second each)."""
-    if target.ref not in _BUILT:
-        start = time.perf_counter()
-        _BUILT[target.ref] = target.build()
-        SECONDS[target.ref] = time.perf_counter() - start
-    return _BUILT[target.ref]
+    """The target's kernel: compiled once per process (about a second each), model/built.py."""
+    return target.build()
 
 
 def _target(name):
@@ -750,6 +743,9 @@ def test_a_kernel_that_does_not_compile_is_a_one_line_error_at_its_line(tmp_path
     [target] = resolve(str(path))
     with pytest.raises(ModelError) as err:
         target.build()
+    with pytest.raises(ModelError) as again:    # an error is not kept: compiled again, alike
+        target.build()
+    assert str(again.value) == str(err.value)
     assert "compiling the CuTe DSL kernel failed" in err.value.message
     assert "undefined_name" in err.value.message and "\n" not in str(err.value)
     assert err.value.loc.file.endswith("broken_kernels.py") and err.value.loc.line == 11
@@ -835,8 +831,9 @@ def test_compile_time_per_kernel_is_measured_and_small():
         kernel = _kernel(target)
         note = next(n for n in kernel.notes if n.startswith("CuTe DSL: traced"))
         seconds = float(re.search(r"in ([\d.]+) s", note).group(1))
-        assert 0 < seconds <= SECONDS[target.ref] + 0.01
-        assert SECONDS[target.ref] < 20, (target.ref, SECONDS[target.ref])
+        # the first build's time: a later build of the same kernel in this process is the
+        # first one's result (model/built.py), so the note, not this call, says what it cost
+        assert 0 < seconds < 20, (target.ref, seconds)
 
 
 def _grid_tree(grid, *ops, cluster=(1, 1, 1)):

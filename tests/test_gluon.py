@@ -252,6 +252,18 @@ def test_warp_specialize_partitions_and_commit():
     assert wrong.verdict == "violation" and wrong.codes[0] == "BP100"
 
 
+def test_a_launch_is_compiled_once_while_its_arguments_and_files_are_unchanged():
+    """model/built.py: the second load of one launch is the first's IR in a kernel of its own;
+    its `args` changed in place compile it again."""
+    launch = Launch(commit_ws, args=dict(bar_count=1))
+    first, again = load(launch), load(launch)
+    assert again is not first and again.body is first.body
+    launch.args["bar_count"] = 2
+    changed = load(launch)
+    assert changed.body is not first.body
+    assert verdict_of(changed).codes[0] == "BP100"
+
+
 def test_a_tl_kernel_is_checked_after_triton_warp_specializes_it():
     kernel = next(t for t in ALL_TARGETS if t.name == "three_stages").build()
     assert kernel.num_threads.value == 3                 # default, load and MMA partitions

@@ -13,6 +13,7 @@ import contextlib
 import time
 from typing import Callable
 
+from ..built import built_once
 from ..ir import Kernel, Loc, ModelError
 from .tree import _display
 
@@ -48,10 +49,15 @@ def compile_options():
 
 
 def load(fn: Callable, name: str | None = None, expect: str | None = None) -> list[Kernel]:
-    """The IR of every kernel `fn` compiles, in compile order."""
+    """The IR of every kernel `fn` compiles, in compile order; compiled once per process for an
+    unchanged file (a DSL compile takes about a second)."""
+    name = name or getattr(fn, "__name__", "kernel")
+    return built_once(fn, (name, expect), lambda: _compiled(fn, name, expect))
+
+
+def _compiled(fn: Callable, name: str, expect: str | None) -> list[Kernel]:
     from .capture import capture
     from .translate import kernel_ir
-    name = name or getattr(fn, "__name__", "kernel")
     where = _loc_of(fn, name)
     with compile_options():
         captured = capture(fn, where)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 
+from ..built import built_once, source_file
 from ..ir import Kernel, Loc, ModelError
 from .launch import Launch, TensorDesc, is_launch, tensor_desc
 
@@ -32,7 +33,20 @@ def ttgir_of(launch: Launch) -> str:
 
 def load(launch: Launch, name: str | None = None, expect: str | None = None,
          text: str | None = None) -> Kernel:
-    """The IR of a declared launch (`text`: its TTGIR, when already compiled)."""
+    """The IR of a declared launch (`text`: its TTGIR, when already compiled); compiled once
+    per process while the files of its kernel and of its declaration are unchanged."""
+    if text is None:
+        fn = getattr(launch.kernel, "fn", launch.kernel)
+        files = (source_file(fn), launch.site[0] if launch.site else None)
+        # the launch is frozen but its `args` dict is not: what it holds now is in the key
+        arguments = (name, expect, repr(sorted(launch.args.items(), key=lambda kv: str(kv[0]))))
+        [kernel] = built_once(launch, arguments, lambda: [_loaded(launch, name, expect)], files)
+        return kernel
+    return _loaded(launch, name, expect, text)
+
+
+def _loaded(launch: Launch, name: str | None, expect: str | None,
+            text: str | None = None) -> Kernel:
     from .translate import Translator
     from .ttgir import parse
     try:
