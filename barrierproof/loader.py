@@ -290,8 +290,8 @@ def targets_in_module(path: str, module, only: str | None = None) -> list[Target
         obj = getattr(module, only)
         frontend = claimant(obj)
         if frontend is None:
-            raise ModelError(f"{path}::{only} is a {type(obj).__name__}, not a protocol or "
-                             "function", hint="use @protocol or a zero-argument kernel function")
+            raise ModelError(f"{path}::{only} is a value of type {type(obj).__name__}, not a "
+                             "protocol or function", hint="use @protocol or a zero-argument kernel function")
         return [build_target(frontend, path, only, obj, expect.get(only))]
     discovered: set[str] = set()
     for frontend in FRONTENDS:

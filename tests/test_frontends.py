@@ -53,7 +53,7 @@ def test_an_object_no_frontend_claims_says_what_it_is_and_what_would_do(tmp_path
     path = _write(tmp_path, "stages = 3\n\ndef kernel():\n    pass\n")
     with pytest.raises(ModelError) as err:
         resolve(f"{path}::stages")
-    assert "kernels.py::stages is a int, not a protocol or function" in str(err.value)
+    assert "kernels.py::stages is a value of type int, not a protocol or function" in str(err.value)
     assert "use @protocol or a zero-argument kernel function" in str(err.value)
     with pytest.raises(ModelError) as err:
         resolve(f"{path}::kernal")
