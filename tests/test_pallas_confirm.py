@@ -18,8 +18,9 @@ from barrierproof.model import pallas
 
 from conftest import EXAMPLES, ROOT
 
-# The interpreter runs of the module fixtures below take a minute or two: one worker runs them.
-pytestmark = pytest.mark.xdist_group("pallas_confirm")
+# The interpreter runs of the module fixtures below take a minute or two: one worker runs the
+# tests that read them (the tests that run the interpreter themselves go to any worker).
+SHARED = pytest.mark.xdist_group("pallas_confirm")
 
 PALLAS = os.path.join(EXAMPLES, "pallas")
 FILES = ["handoff.py", "ring.py", "roles.py", "hardware.py", "audit_kernels.py"]
@@ -58,6 +59,7 @@ def test_most_of_the_corpus_runs_on_the_interpreter():
     assert len(RUNNABLE) >= 20
 
 
+@SHARED
 @pytest.mark.parametrize("file,name", RUNNABLE, ids=[f"{f[:-3]}.{n}" for f, n in RUNNABLE])
 def test_interpreter_agrees_with_barrierproof(outcomes, file, name):
     mod = MODULES[file]
@@ -69,6 +71,7 @@ def test_interpreter_agrees_with_barrierproof(outcomes, file, name):
         f"barrierproof says {mod.EXPECT[name]}, the interpreter {result.one_line()}"
 
 
+@SHARED
 @pytest.mark.parametrize("file,name", UNSUPPORTED_SAMPLE)
 def test_unsupported_kernels_are_reported_as_such(outcomes, file, name):
     result = outcomes[_ref(file, name)]
@@ -76,6 +79,7 @@ def test_unsupported_kernels_are_reported_as_such(outcomes, file, name):
     assert not oracle.agrees(MODULES[file].EXPECT[name], result.outcome)
 
 
+@SHARED
 @pytest.mark.parametrize("name", SHIPPED_RUNNABLE)
 def test_interpreter_agrees_on_jax_shipped_kernels(outcomes, name):
     result = outcomes[_ref("jax_kernels.py", name)]
@@ -83,6 +87,7 @@ def test_interpreter_agrees_on_jax_shipped_kernels(outcomes, name):
     assert oracle.agrees(SHIPPED.EXPECT[name], result.outcome)
 
 
+@SHARED
 def test_raised_outcomes_carry_the_interpreters_message(outcomes):
     lap = outcomes[_ref("ring.py", "producer_laps_consumer")]
     assert "completed again before previous completion was observed" in lap.message
@@ -167,6 +172,7 @@ def test_there_are_forced_schedules_to_check():
     assert set(SCHEDULE_DEPENDENT) <= set(FORCED)
 
 
+@SHARED
 @pytest.mark.parametrize("file,name", FORCED, ids=[f"{f[:-3]}.{n}" for f, n in FORCED])
 def test_counterexample_is_reproduced_under_its_schedule(forced, file, name):
     verdict, result = forced[(file, name)]
