@@ -37,6 +37,8 @@ UNREAD = {
     "store_ring_no_fence": "tma.async_store(",
     "scaled_a_no_fence": "tcgen05_mma(",
     "alloc_store_no_fence": "tma.async_store(",
+    # Gluon: cp.async copies no commit_group puts in a group no wait_group counts
+    "cp_ring_never_commits": "async_copy.async_load(",
 }
 
 
