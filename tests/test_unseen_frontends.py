@@ -39,6 +39,7 @@ UNREAD = {
     "alloc_store_no_fence": "tma.async_store(",
     # Gluon: cp.async copies no commit_group puts in a group no wait_group counts
     "cp_ring_never_commits": "async_copy.async_load(",
+    "cp_ring_reads_before_commit": "# before the commit",
 }
 
 

@@ -914,7 +914,7 @@ alloc_store_no_fence = _alloc_store(FENCE=False)
 
 @gluon.jit
 def cp_ring(a_ptr, b_ptr, n_tiles, STAGES: gl.constexpr, WAIT: gl.constexpr,
-            COMMIT: gl.constexpr, num_warps: gl.constexpr):
+            COMMIT: gl.constexpr, PEEK: gl.constexpr, num_warps: gl.constexpr):
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
     shared: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
     a_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 64], shared)
@@ -936,6 +936,8 @@ def cp_ring(a_ptr, b_ptr, n_tiles, STAGES: gl.constexpr, WAIT: gl.constexpr,
         if nxt < n_tiles:
             async_copy.async_load(a_bufs.index(nxt % STAGES), a_ptr + offs + nxt * 2048)
             async_copy.async_load(b_bufs.index(nxt % STAGES), b_ptr + offs + nxt * 2048)
+        if PEEK:
+            acc += a_bufs.index(slot).load(layout).to(gl.float32)   # before the commit
         if COMMIT:
             async_copy.commit_group()
     async_copy.wait_group(0)
@@ -943,7 +945,8 @@ def cp_ring(a_ptr, b_ptr, n_tiles, STAGES: gl.constexpr, WAIT: gl.constexpr,
 
 
 def _cp_ring(**k):
-    args = dict(a_ptr="*fp16", b_ptr="*fp16", n_tiles=6, STAGES=3, WAIT=1, COMMIT=True)
+    args = dict(a_ptr="*fp16", b_ptr="*fp16", n_tiles=6, STAGES=3, WAIT=1, COMMIT=True,
+                PEEK=False)
     args.update(k)
     return Launch(cp_ring, args=args, num_warps=4, target="cuda:80")
 
@@ -953,6 +956,8 @@ cp_ring_ok = _cp_ring()
 cp_ring_waits_one_group_short = _cp_ring(WAIT=2)
 # the loop's copies are never committed: no wait_group covers them (BP190 at the copy)
 cp_ring_never_commits = _cp_ring(COMMIT=False)
+# a read between the copies and their commit: the group's writes cannot move to the commit
+cp_ring_reads_before_commit = _cp_ring(PEEK=True)
 
 EXPECT = {
     "roundtrip_ok": "verified",
@@ -998,4 +1003,5 @@ EXPECT = {
     "cp_ring_ok": "verified",
     "cp_ring_waits_one_group_short": "violation:BP200",
     "cp_ring_never_commits": "unknown",
+    "cp_ring_reads_before_commit": "unknown",
 }
