@@ -177,7 +177,12 @@ def run_targets(targets: list[Target], params: dict[str, int], options: Options,
     interrupted = interrupts is not None and interrupts.seen
     if unused and targets and not build_failed and not interrupted:
         hint = unknown_param_hint(unused, known)
-        if any(t.kind == "pallas" for t in targets):
+        if any(t.build_family is not None for t in targets):
+            # @sizes are read by `prove`; `check` traces the function once, at its defaults
+            hint += ("; sizes declared with @sizes are covered by `prove` (every size), while "
+                     "`check` traces the function at its keyword defaults: change a default to "
+                     "check another size (docs/prove.md)")
+        elif any(t.kind == "pallas" for t in targets):
             # a Pallas function's own keyword arguments are Python, fixed when it is traced
             hint += ("; a Pallas kernel function's keyword arguments are not parameters: "
                      "change their defaults, or declare sizes with @sizes (docs/prove.md)")

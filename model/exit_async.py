@@ -59,8 +59,9 @@ def record_issue(system: "System", op: Op, group: str, src: int, texts: list[str
     refs = [(r, False) for r in op.reads] + [(w, True) for w in op.writes]
     smem = tuple((write, text) for (ref, write), text in zip(refs, texts)
                  if ref.alloc.space == "smem")
-    if smem:
-        system.async_ledger[agent].append(("issue", pc, group, src, smem))
+    # an issue touching no shared memory (an empty cp.async group) still takes its place in
+    # the count a later wait keeps in flight
+    system.async_ledger[agent].append(("issue", pc, group, src, smem))
 
 
 def record_wait(system: "System", group: str, keep: int, agent: int, pc: int) -> None:

@@ -212,6 +212,17 @@ def test_unknown_parameter_and_bad_param_syntax(capsys):
     assert "Traceback" not in err and "available:" in err
 
 
+def test_param_on_a_sized_pallas_kernel_says_prove_covers_its_sizes(capsys):
+    """A --param naming a size of a @sizes kernel: `check` traces it at its defaults, `prove`
+    covers every size; the hint says so instead of asking for the @sizes it already has."""
+    pytest.importorskip("jax")
+    assert main(["check", os.path.join(EXAMPLES, "pallas", "sizes.py::ring_any_steps"),
+                 "--param", "steps=3"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "covered by `prove`" in err, err
+    assert "declare sizes with @sizes" not in err, err
+
+
 def test_usage_errors_exit_3():
     assert run_cli("check")[0] == 3
     assert run_cli("frobnicate")[0] == 3

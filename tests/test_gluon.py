@@ -367,7 +367,10 @@ def test_a_missing_argument_is_an_input_error():
 
 def test_a_malformed_launch_is_an_input_error_at_its_line():
     """What a user gets wrong in a Launch is said at the Launch(...) line, before compiling."""
-    cases = {"has no argument K": dict(args=dict(desc=DESC, n=2, STAGES=2, K=3)),
+    cases = {"has no argument 'K'": dict(args=dict(desc=DESC, n=2, STAGES=2, K=3)),
+             # a misspelt argument is named (with the closest), not the one left without value
+             r"has no argument 'nn' \(did you mean 'n'\?\)": dict(args=dict(desc=DESC, nn=2,
+                                                                               STAGES=2)),
              "num_warps is given twice": dict(args=dict(desc=DESC, n=2, STAGES=2, num_warps=8)),
              r"num_warps=3\) is not a power of two": dict(args=dict(desc=DESC, n=2, STAGES=2),
                                                           num_warps=3),

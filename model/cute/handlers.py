@@ -12,7 +12,7 @@ import re
 
 from .. import kinds, primitives as K
 from ..inline_ptx import synchronizing_instruction
-from . import smem
+from . import cp_async, smem
 from .layouts import cosize, layout_of
 from .values import (WARP, Atom, Data, Lanes, Layout, Ptr, Tested, Unknown, elem_bytes, lift,
                      uniform)
@@ -397,10 +397,7 @@ def _copy(warp, node, active):
         return None
     if "tma_load" not in atom_type:
         if "async" in atom_type and smem.touches_memory(node):
-            # cp.async: written until a cp.async.wait_group or the mbarrier its arrive.noinc
-            # completes, which the frontend does not tie to the copy
-            warp.memory_note(node, "", "cp.async copies into shared memory are not read: "
-                                       "races on their destinations are not checked")
+            cp_async.copy(warp, node, active)     # written until its group is waited for
         elif smem.touches_memory(node):
             smem.simt_copy(warp, node, active)
         elif any(smem.data_of(v) is not None for v in warp.args(node)[1:]):
@@ -507,6 +504,7 @@ def _cp_async_arrive(warp, node, active):
         warp.unmodeled(node, "cp.async.mbarrier.arrive without .noinc (its pending-count "
                              "increment at issue)")
         return None
+    cp_async.arrive(warp, node)
     bar = _barrier(warp, node, active)
     if bar is not None:
         for _ in active:
@@ -705,6 +703,7 @@ RULES = {
 }
 
 RULES.update(smem.RULES)
+RULES.update(cp_async.RULES)
 
 # Rows that only compute values (no event): an op among them never counts as synchronizing.
 _VALUES = frozenset(name for name in RULES if name.startswith(

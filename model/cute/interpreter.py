@@ -71,6 +71,11 @@ class Warp:
         # TMA stores issued since the last bulk commit, and the size of each group committed
         self.memory_notes: dict[tuple[str, str], Loc | None] = {}
         self.bulk_pending = 0
+        # cp.async (cp_async.py): copies of the group being built, the event count at its first
+        # copy, and whether the warp committed a group yet
+        self.cp_pending: list = []
+        self.cp_since = 0
+        self.cp_used = False
         self.bulk_groups: list[int] = []
         # WGMMAs of the commit group being built, each group's count, and the event count
         # after the last MMA (the next one joins it when nothing came between)
@@ -128,6 +133,10 @@ class Warp:
         for i, (key, text) in enumerate(zip(body.args, self.kernel.arg_types)):
             self.env[key] = self.bindings[i] if i in self.bindings else kernel_argument(i, text)
         self.block(body, tuple(range(WARP)), ())
+        if self.cp_pending:
+            from .cp_async import leftover
+            leftover(self, "a cp.async copy never committed to a group (commit_group) nor "
+                           "completed on an mbarrier")
         return self.events
 
     def block(self, block: Block, active: tuple[int, ...], args) -> list | None:

@@ -458,6 +458,7 @@ SAME_ITERATOR = ("cute.group_modes", "cute.logical_divide", "cute.zipped_divide"
 # never count as synchronizing (a wait skipped under a branch on data keeps accesses live
 # longer: more races, never fewer).
 MEMORY_ONLY = frozenset({"nvvm.cp.async.bulk.commit.group", "nvvm.cp.async.bulk.wait_group",
+                         "nvvm.cp.async.commit.group", "nvvm.cp.async.wait.group",
                          "nvvm.wgmma.commit.group.sync.aligned",
                          "nvvm.wgmma.wait.group.sync.aligned"})
 

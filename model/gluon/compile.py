@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import difflib
 import faulthandler
 import inspect
 import os
@@ -115,6 +116,15 @@ def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
         raise ModelError(f"num_warps is given twice: {given!r} in args and {launch.num_warps} "
                          "as Launch(num_warps=...), which the compiler uses",
                          hint=f"give it once: Launch(..., num_warps={given!r})")
+    # a misspelt name first: it is why a parameter then has no value
+    names = [p.name for p in fn.params]
+    unknown = sorted(set(launch.args) - set(names) - {"num_warps"})
+    if unknown:
+        close = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
+        said = ", ".join(f"{u!r}" + (f" (did you mean {c[0]!r}?)" if c else "")
+                         for u, c in close.items())
+        raise ModelError(f"{fn.__name__} has no argument {said}",
+                         hint=f"its arguments: {fn.__name__}({params})")
     for p in fn.params:
         name = p.name
         if p.is_constexpr:
@@ -146,10 +156,6 @@ def signature(launch: Launch, gluon: bool = True) -> tuple[dict, dict]:
         else:
             raise ModelError(f"argument {name!r} = {value!r} cannot be given to the compiler",
                              hint="use tensor_desc(dtype, block_shape), an int or a type string")
-    unknown = set(launch.args) - {p.name for p in fn.params}
-    if unknown:
-        raise ModelError(f"{fn.__name__} has no argument {', '.join(sorted(unknown))}",
-                         hint=f"its arguments: {fn.__name__}({params})")
     return sig, constexprs
 
 

@@ -238,11 +238,11 @@ class ControlRules(ClcRules):
 
     def scf_if(self, op: Operation, out: list):
         cond = self.int_value(op.operands[0], "the condition")
-        then = self.block(op.regions[0].ops)
+        then = self.cp_branch(cond, True, op.regions[0].ops)
         then_y = self._yields(op.regions[0])
         orelse, else_y = [], []
         if len(op.regions) > 1:
-            orelse = self.block(op.regions[1].ops)
+            orelse = self.cp_branch(cond, False, op.regions[1].ops)
             else_y = self._yields(op.regions[1])
         if isinstance(cond, Const):
             out.extend(then if cond.value else orelse)

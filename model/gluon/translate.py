@@ -34,6 +34,7 @@ from .arith import ArithRules
 from .cluster import ClusterRules
 from .compile import arch_error
 from .control import ControlRules
+from .cp_async import COMMIT, COPY, WAIT, CpAsyncRules
 from .memory import MemoryRules
 from .ttgir import Module, Operation, split_operands
 from .values import CARRY_PREFIX, _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
@@ -57,7 +58,7 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"scf\.yield$)")
 
 
-class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules):
+class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRules):
     def __init__(self, module: Module, name: str, loc: Loc, expect: str | None, launch):
         self.module = module
         self.name = name
@@ -77,6 +78,8 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules):
         self.pinned: list[tuple[set[str], str]] = []
         self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
         self.sync_barriers: dict = {}        # synchronous MMA (its line) -> its own barrier
+        self.cp_group: list = []             # cp.async copies not yet committed (cp_async.py)
+        self.cp_conds: list[Expr] = []
         self.inited: set = set()
         self.loop_vars: list[str] = []
         self.loop_ranges: list[Expr] = []    # `0 <= j < trip` of the loops being read
@@ -300,9 +303,11 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules):
 
     # -- blocks ------------------------------------------------------------------------------
 
-    def block(self, ops: list[Operation], top: bool = False) -> list:
+    def block(self, ops: list[Operation], top: bool = False, branch: bool = False) -> list:
         out: list = []
+        pending = len(self.cp_group)
         for op in ops:
+            before = len(out)
             handler = HANDLERS.get(op.name)
             wrong_arch = arch_error(op.name, self.launch.target) if self.launch else None
             if wrong_arch:
@@ -322,9 +327,12 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules):
             except Unread as why:
                 out.append(self.unmodeled(op, str(why)))
                 results = None
+            self.cp_between(op, before, out)
             for k, r in enumerate(op.results):
                 v = results[k] if results is not None and k < len(results) else None
                 self.values[r] = v if v is not None else opaque(r.lstrip("%"))
+        if not branch:
+            self.cp_leftover(pending, out)
         return out
 
     def _syncs(self, ops: list[Operation]) -> bool:
@@ -591,4 +599,7 @@ HANDLERS: dict[str, Callable] = {
     "ttng.warp_group_dot": Translator.wgmma,
     "ttng.warp_group_dot_wait": Translator.wgmma_wait,
     "ttng.fence_async_shared": Translator.proxy_fence,
+    COPY: Translator.async_copy,
+    COMMIT: Translator.async_commit,
+    WAIT: Translator.async_wait,
 }

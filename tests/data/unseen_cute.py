@@ -3,7 +3,9 @@ mainloop streaming A and B through one `PipelineTmaAsync` ring to a consumer war
 the stages, and a persistent kernel on raw `cute.arch.mbarrier_*` calls and one TMA barrier,
 each correct and with the bugs people report, plus constructs outside the model (BP190); then
 the participant API (`make_participants` handles, `try_acquire`, `defer_sync`), warps taking
-turns through `PipelineOrder`, and a wait written as a spin on `mbarrier_try_wait`.
+turns through `PipelineOrder`, a wait written as a spin on `mbarrier_try_wait`, and an Ampere
+cp.async ring waited by commit group (its last group empty: it counts, and is no copy left
+running at exit).
 Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 import cutlass
@@ -515,4 +517,75 @@ def spin_wait_phase_stuck():
 EXPECT.update({
     "spin_wait": "verified",
     "spin_wait_phase_stuck": "violation:BP200",
+})
+
+
+# -- 7. Ampere cp.async, as CUTLASS's Ampere GEMM stages its tiles: each thread copies its row
+# of the next stage, commit_group, wait_group(1) for the stage about to be read, a CTA barrier,
+# then each thread reads its neighbour's row (a row-major tile: each warp's rows are one range)
+
+CP_ROWS, CP_COLS = 64, 4
+
+
+@cute.kernel
+def cp_ring_kernel(gA: cute.Tensor, gO: cute.Tensor, steps: cutlass.Constexpr,
+                   wait: cutlass.Constexpr, row_major: cutlass.Constexpr):
+    tidx, _, _ = cute.arch.thread_idx()
+    smem = cutlass.memory.SmemAllocator()
+    order = (1, 0, 2) if cutlass.const_expr(row_major) else (0, 1, 2)
+    sA = smem.allocate_tensor(cutlass.Float32,
+                              cute.make_ordered_layout((CP_ROWS, CP_COLS, 2), order=order),
+                              byte_alignment=16)
+    atom = cute.make_copy_atom(cpasync.CopyG2SOp(), cutlass.Float32, num_bits_per_copy=32)
+    acc = cute.make_fragment_like(sA[(tidx, None, 0)])
+    acc.fill(0.0)
+    cute.copy(atom, gA[(tidx, None, 0)], sA[(tidx, None, 0)])
+    cute.arch.cp_async_commit_group()
+    for k in cutlass.range(steps, unroll_full=True):
+        if k + 1 < steps:
+            cute.copy(atom, gA[(tidx, None, k + 1)], sA[(tidx, None, (k + 1) % 2)])
+        cute.arch.cp_async_commit_group()
+        cute.arch.cp_async_wait_group(wait)
+        cute.arch.sync_threads()
+        row = cute.make_fragment_like(sA[(tidx, None, 0)])
+        cute.autovec_copy(sA[((tidx + 1) % CP_ROWS, None, k % 2)], row)
+        acc.store(acc.load() + row.load())
+        cute.arch.sync_threads()              # the stage is read before the next copy into it
+    cute.autovec_copy(acc, gO[(tidx, None)])
+
+
+@cute.jit
+def cp_ring_host(a: cute.Tensor, o: cute.Tensor, steps: cutlass.Constexpr,
+                 wait: cutlass.Constexpr, row_major: cutlass.Constexpr):
+    cp_ring_kernel(a, o, steps, wait, row_major).launch(grid=[1, 1, 1], block=[CP_ROWS, 1, 1])
+
+
+def _cp_ring(steps=4, wait=1, row_major=True):
+    a = make_fake_compact_tensor(cutlass.Float32, (CP_ROWS, CP_COLS, steps),
+                                 stride_order=(1, 0, 2))
+    o = make_fake_compact_tensor(cutlass.Float32, (CP_ROWS, CP_COLS), stride_order=(1, 0))
+    return cute.compile(cp_ring_host, a, o, steps, wait, row_major,
+                        options="--generate-line-info")
+
+
+def cp_async_ring():
+    return _cp_ring()
+
+
+def cp_async_ring_waits_one_group_short():
+    """wait_group(2) with two groups in flight: the stage about to be read may still land."""
+    return _cp_ring(wait=2)
+
+
+def cp_async_ring_interleaved():
+    """A column-major tile: each warp's rows are 64-element strided, so its range would cover
+    the other warp's elements (a write-write race the hardware does not have): the copy is
+    BP190 at its line, neither a false alarm nor dropped."""
+    return _cp_ring(row_major=False)
+
+
+EXPECT.update({
+    "cp_async_ring": "verified",
+    "cp_async_ring_waits_one_group_short": "violation:BP200",
+    "cp_async_ring_interleaved": "unknown",
 })

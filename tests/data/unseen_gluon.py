@@ -4,13 +4,15 @@ a Hopper wgmma ring, MMAs releasing their stages through `mbarriers=`, two reade
 predicated expect/load/wait, a counted `while`, a one-partition pipeline whose MMAs free their
 stages, a double-buffered store epilogue, two reader partitions of one ring, an MMA operand
 written by another partition's registers), each correct and with the bugs people report,
-a persistent `while` over cluster launch control responses, plus kernels with synchronization
+a persistent `while` over cluster launch control responses, an Ampere cp.async ring waited by
+commit group, plus kernels with synchronization
 the frontend does not read (hand-written PTX, a TMA reduction, a multicast load across two CTAs):
 it must be BP190 at its line, never dropped.
 Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.blackwell import (TensorMemoryLayout,
                                                                  allocate_tensor_memory, clc,
                                                                  tcgen05_commit, tcgen05_mma)
@@ -906,6 +908,57 @@ alloc_store_ok = _alloc_store()
 alloc_store_no_fence = _alloc_store(FENCE=False)
 
 
+
+# -- 17. an Ampere cp.async ring: each step's copies are one commit group, wait_group(STAGES - 2)
+# before the read (the last steps commit empty groups: wait_group counts groups, not copies)
+
+@gluon.jit
+def cp_ring(a_ptr, b_ptr, n_tiles, STAGES: gl.constexpr, WAIT: gl.constexpr,
+            COMMIT: gl.constexpr, PEEK: gl.constexpr, num_warps: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    shared: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    a_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 64], shared)
+    b_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, 32, 64], shared)
+    rows = gl.arange(0, 32, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+    offs = rows[:, None] * 64 + cols[None, :]
+    acc = gl.zeros([32, 64], gl.float32, layout)
+    for s in gl.static_range(STAGES - 1):
+        async_copy.async_load(a_bufs.index(s), a_ptr + offs + s * 2048)
+        async_copy.async_load(b_bufs.index(s), b_ptr + offs + s * 2048)
+        async_copy.commit_group()
+    for i in range(n_tiles):
+        async_copy.wait_group(WAIT)
+        slot = i % STAGES
+        acc += a_bufs.index(slot).load(layout).to(gl.float32) * \
+            b_bufs.index(slot).load(layout).to(gl.float32)
+        nxt = i + STAGES - 1
+        if nxt < n_tiles:
+            async_copy.async_load(a_bufs.index(nxt % STAGES), a_ptr + offs + nxt * 2048)
+            async_copy.async_load(b_bufs.index(nxt % STAGES), b_ptr + offs + nxt * 2048)
+        if PEEK:
+            acc += a_bufs.index(slot).load(layout).to(gl.float32)   # before the commit
+        if COMMIT:
+            async_copy.commit_group()
+    async_copy.wait_group(0)
+    gl.store(a_ptr + offs, acc.to(gl.float16))
+
+
+def _cp_ring(**k):
+    args = dict(a_ptr="*fp16", b_ptr="*fp16", n_tiles=6, STAGES=3, WAIT=1, COMMIT=True,
+                PEEK=False)
+    args.update(k)
+    return Launch(cp_ring, args=args, num_warps=4, target="cuda:80")
+
+
+cp_ring_ok = _cp_ring()
+# wait_group(STAGES - 1) leaves the group of the slot about to be read in flight
+cp_ring_waits_one_group_short = _cp_ring(WAIT=2)
+# the loop's copies are never committed: no wait_group covers them (BP190 at the copy)
+cp_ring_never_commits = _cp_ring(COMMIT=False)
+# a read between the copies and their commit: the group's writes cannot move to the commit
+cp_ring_reads_before_commit = _cp_ring(PEEK=True)
+
 EXPECT = {
     "roundtrip_ok": "verified",
     "roundtrip_no_store_wait": "violation:BP200",
@@ -947,4 +1000,8 @@ EXPECT = {
     "scaled_a_no_fence": "unknown",
     "alloc_store_ok": "verified",
     "alloc_store_no_fence": "unknown",
+    "cp_ring_ok": "verified",
+    "cp_ring_waits_one_group_short": "violation:BP200",
+    "cp_ring_never_commits": "unknown",
+    "cp_ring_reads_before_commit": "unknown",
 }
