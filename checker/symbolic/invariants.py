@@ -159,6 +159,8 @@ class Samples:
     # later sample of the same system with a larger limit takes them as they are)
     complete: dict[tuple, set] = field(default_factory=dict)
     units: int = 0                     # the counted work it took
+    # every state's mirror is among the states (a 2-block cluster's checked swap, symmetry.py)
+    mirrored: bool = False
 
 
 def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4000,
@@ -237,7 +239,8 @@ def sample(encoder: Encoder, valuations: Iterable[Sequence[int]], limit: int = 4
         if not frontier:
             complete[frozen] = seen
         states.extend(seen)
-    return Samples(states, errors, truncated, complete, ticks() - first)
+    return Samples(states, errors, truncated, complete, ticks() - first,
+                   mirrored=perm is not None)
 
 
 def _steps_by_position(encoder: Encoder, comp: Compiler):
@@ -412,7 +415,13 @@ def nullspace_primitive(rows: Sequence[Sequence[int]], ncols: int) -> list[list[
     reduced echelon form's (one vector per free column, 1 there before scaling), found by
     fraction-free elimination on Python integers (rows divided by their gcd as they go), which
     is exact and far faster than rational arithmetic."""
-    matrix = [list(row) for row in _independent_rows(rows)]
+    return _nullspace_of_span(_independent_rows(rows), ncols)
+
+
+def _nullspace_of_span(independent: Sequence[Sequence[int]], ncols: int) -> list[list[int]]:
+    """nullspace_primitive of rows spanning the space `independent` spans: the basis is the
+    reduced echelon form's, a function of that space alone."""
+    matrix = [list(row) for row in independent]
     pivots: list[int] = []
     r = 0
     for c in range(ncols):
@@ -595,12 +604,15 @@ def _global_facets(variables, names, numeric: Sequence[int], proj: Sequence[tupl
 
 def guess(encoder: Encoder, states: Sequence[tuple],
           check: Sequence[tuple] = (), conditional_pairs: bool = True,
-          hulls: bool = False) -> list[Candidate]:
+          hulls: bool = False, mirrored: bool = False) -> list[Candidate]:
     """Facts that every sampled state satisfies: linear equalities over the state variables and
     indicators of where one-thread roles are and what they observed, constant bounds, bounds on
     differences; globally and conditioned on where a thread is. With `hulls`, also the facets
     of the convex hull of every pair of numeric variables where a thread is (`fly + 2*pend <= 2`
-    for two copies in flight on a barrier that counts one arrival: differences miss it)."""
+    for two copies in flight on a barrier that counts one arrival: differences miss it).
+    `mirrored`: every state's mirror under the class system's checked block swap is among
+    `states` (Samples.mirrored); then the equalities where a thread of one block is are read off
+    those where its twin is, columns swapped, not off the states again (the same ones)."""
     layout = encoder.layout
     variables = encoder.vars
     names = layout.names
@@ -681,14 +693,17 @@ def guess(encoder: Encoder, states: Sequence[tuple],
         return " + ".join(f"{c}*{feat_names[j]}" for j, c in enumerate(coeffs) if c) + \
             f" + {const} == 0"
 
-    def equalities(rows_idx, exclude_span=None, fixed=frozenset()):
+    def equalities(rows_idx, exclude_span=None, fixed=frozenset(), spanning=None):
         """The equalities every row of `rows_idx` satisfies, less those in `exclude_span`;
         `fixed`: the variables the rows' condition fixes (a place, what it observed), whose
-        indicators are constants there, so an equality over them alone says nothing."""
-        rows = table[rows_idx]
+        indicators are constants there, so an equality over them alone says nothing;
+        `spanning`: independent rows spanning what those rows span, when known. Returns the
+        equalities and independent rows spanning the rows."""
+        if spanning is None:
+            spanning = _independent_rows(table[rows_idx])
         found = []
         span = copy.deepcopy(exclude_span) if exclude_span is not None else None
-        for ints in nullspace_primitive(rows, len(feat_terms) + 1):
+        for ints in _nullspace_of_span(spanning, len(feat_terms) + 1):
             if not any(ints[1:]):
                 continue
             if span is not None and not span.add(ints):
@@ -698,12 +713,12 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                              for j, c in enumerate(ints[1:])):
                 continue        # `pos == 5 => [pos == 1] == 0`: true under its condition
             found.append(ints)
-        return found
+        return found, spanning
 
     def eq_formula(ints):
         return _linear(ints[1:], feat_terms, ints[0]) == 0
 
-    glob = equalities(slice(None))
+    glob, _ = equalities(slice(None))
     glob_span = _Span(glob) if glob else None
     for ints in glob:
         out.append(Candidate(eq_formula(ints), text_of(ints[1:], ints[0])))
@@ -748,7 +763,8 @@ def guess(encoder: Encoder, states: Sequence[tuple],
             obs = [o for o in range(n) if names[o].startswith(f"obs[{role},")]
             for value in values_of[i]:
                 here = at_state[:, i] == value
-                atoms.append((variables[i] == value, f"{name} == {value}", here, {i}))
+                atoms.append((variables[i] == value, f"{name} == {value}", here, {i},
+                              ((i, "==", value),)))
                 combos = [tuple(c) for c in np.unique(at_state[here][:, obs], axis=0).tolist()] \
                     if obs else [()]
                 if len(combos) > 1:
@@ -757,16 +773,19 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                                       [variables[o] == c for o, c in zip(obs, combo)])
                         atoms.append((cond, f"{name} == {value} & obs == {combo}",
                                       here & (at_state[:, obs] == combo).all(axis=1),
-                                      {i, *obs}))
+                                      {i, *obs}, ((i, "==", value),
+                                                  *((o, "==", c) for o, c in zip(obs, combo)))))
         elif name.startswith("n["):
-            atoms.append((variables[i] >= 1, f"{name} >= 1", at_state[:, i] >= 1, set()))
+            atoms.append((variables[i] >= 1, f"{name} >= 1", at_state[:, i] >= 1, set(),
+                          ((i, ">=", 1),)))
             role = name[2:].split(",")[0]
             size = sizes.get(role)
             if size is not None:
                 fn = comp.function([size])
                 tick(len(states) * UNITS_PER_FACT_ROW)
                 atoms.append((variables[i] == size, f"{name} == size", np.fromiter(
-                    (s[i] == fn(s)[0] for s in states), dtype=bool, count=len(states)), set()))
+                    (s[i] == fn(s)[0] for s in states), dtype=bool, count=len(states)), set(),
+                    None))
     pair_list = list(state_pairs()) if (conditional_pairs or hulls) else []
     glob_diff = {(i, j): (int((glob_table[:, at[i]] - glob_table[:, at[j]]).min()),
                           int((glob_table[:, at[i]] - glob_table[:, at[j]]).max()))
@@ -774,11 +793,25 @@ def guess(encoder: Encoder, states: Sequence[tuple],
     glob_points = {(i, j): {(p[at[i]], p[at[j]]) for p in glob_proj} for i, j in pair_list} \
         if hulls else {}
     out += _global_facets(variables, names, numeric, glob_proj, list(state_pairs()))
-    for cond, ctext, holds, fixed in atoms:
+    swap = _swapped_columns(encoder, feat_terms) if mirrored else None
+    spans: dict[tuple, list] = {}       # a place -> independent rows of its states' features
+    for cond, ctext, holds, fixed, place in atoms:
         subset = np.nonzero(holds)[0]
         if not len(subset) or len(subset) == len(states):
             continue
-        for ints in equalities(subset, exclude_span=glob_span, fixed=fixed):
+        spanning = None
+        if swap is not None and place is not None:
+            perm, cols = swap
+            # the states where the twin is are the mirrors of these, whose features are
+            # these states' with the columns swapped (_swapped_columns)
+            twin = spans.get(tuple(sorted((perm[i], op, v) for i, op, v in place)))
+            if twin is not None:
+                spanning = [tuple(row[j] for j in cols) for row in twin]
+        found, spanning = equalities(subset, exclude_span=glob_span, fixed=fixed,
+                                     spanning=spanning)
+        if place is not None:
+            spans[tuple(sorted(place))] = spanning
+        for ints in found:
             out.append(Candidate(z3.Implies(cond, eq_formula(ints)),
                                  f"{ctext} => " + text_of(ints[1:], ints[0])))
         sub_proj = project(subset)
@@ -824,6 +857,28 @@ def guess(encoder: Encoder, states: Sequence[tuple],
                 kept.append(c)
         out = kept
     return out
+
+
+def _swapped_columns(encoder: Encoder, feat_terms: list):
+    """(perm, cols) for the class system's checked block swap (symmetry.py): perm the swap of
+    the state variables, cols[j] the feature column (0 the constant) whose value at a state is
+    column j's value at the state's mirror -- the feature's term with every variable swapped
+    is that column's term (Z3 shares equal terms); None when some feature's swapped term is
+    none of the features or the system has no checked swap."""
+    variables = encoder.vars
+    sym = mirror_of(encoder, Compiler(variables))
+    if sym is None or not sym.closed:
+        return None
+    perm = sym.perm
+    swapped = Substitution(variables, [variables[perm[i]] for i in range(len(variables))])
+    column = {t.get_id(): j + 1 for j, t in enumerate(feat_terms)}
+    cols = [0]
+    for t in feat_terms:
+        j = column.get(swapped(t).get_id())
+        if j is None:
+            return None
+        cols.append(j)
+    return perm, cols
 
 
 def _ring_hits(names, nf) -> list:

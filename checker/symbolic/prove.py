@@ -542,7 +542,7 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
     result = None
     for tier in range(len(TEMPLATES)):
         result = _invariant(enc, small.states + large.states, budget, done, tier, cls.name,
-                            refute=done["far"])
+                            refute=done["far"], mirrored=small.mirrored and large.mirrored)
         if result is None or result.status != "failed":
             break
         # the candidates sampled at parameters >= 0 may fail at negative ones only
@@ -747,7 +747,7 @@ def _past(far: list, near: list, frozen: int, most: int = FAR_ROWS) -> list:
 
 
 def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int,
-               name: str = "", refute: list = ()):
+               name: str = "", refute: list = (), mirrored: bool = False):
     """Houdini on a class system from the candidates its samples `states` propose, with the
     templates up to TEMPLATES[tier] in turn until one proves; None when the budget is spent
     first. `done` keeps Z3's verdicts (ClassWork), so a template already tried is not again."""
@@ -763,7 +763,8 @@ def _invariant(enc: Encoder, states: list, budget: Budget, done: dict, tier: int
         budget.enter(f"candidate facts of class {name}" + (" (pairs, hulls)" if pairs else ""))
         cands = done.get(("alive", pairs, hulls))
         if not cands:
-            cands = guess(enc, states, refute, conditional_pairs=pairs, hulls=hulls)
+            cands = guess(enc, states, refute, conditional_pairs=pairs, hulls=hulls,
+                          mirrored=mirrored)
             tick(len(cands) * len(refute) * UNITS_PER_FACT_ROW)    # (at most) evaluated
         if budget.z3_left() <= 0:
             break
