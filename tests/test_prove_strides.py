@@ -397,7 +397,7 @@ def test_one_ring_stride_that_does_not_divide_the_ring_is_strip_mined_to_whole_l
 
 
 def test_a_ring_at_numbered_slots_splits_into_hand_off_pairs_of_one_slot():
-    """~20-40 s: in each residue case the K/V ring's slots are numbers, so the halves' partition
+    """~4-40 s: in each residue case the K/V ring's slots are numbers, so the halves' partition
     (prove.py) splits the arrays a loop uses into one barrier per slot (partition.py
     `split_constant_arrays(looped=True)`, the same program: the explorer's verdict and first
     rule at q = 0, 1 are those of the case, on the correct ring and on its broken twin), and
