@@ -48,10 +48,11 @@ def test_the_attention_is_proved_half_by_half_first(monkeypatch):
     barriers (joined by the roles serving both, they would be one class of eighteen); the Q
     ring, taken once per tile at numbered slots, is one ring of `ready` and `empty`. The K/V
     ring of 3, two positions per block, is strip-mined to whole laps first (stride_split.py,
-    a case per N_CTX // 128 modulo 3): its slots are numbers, a class of their own that no
-    role joins to a half."""
+    a case per N_CTX // 128 modulo 3): its slots are numbers, each slot's `ready` and `empty`
+    split into barriers of their own (partition.py `split_constant_arrays(looped=True)`) and
+    a class that no role joins to a half."""
     classes = _first_partition(monkeypatch, "attention")
     concrete = sorted(v for k, v in classes.items() if k.startswith("barriers"))
-    assert concrete == sorted([sorted(HALF), sorted(n + "2" for n in HALF),
-                               ["empty2", "ready2"]])
+    assert concrete == sorted([sorted(HALF), sorted(n + "2" for n in HALF)]
+                              + [[f"empty2[{j}]", f"ready2[{j}]"] for j in range(3)])
     assert classes["ring of 2"] == ["empty", "ready"]

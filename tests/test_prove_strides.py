@@ -396,6 +396,46 @@ def test_one_ring_stride_that_does_not_divide_the_ring_is_strip_mined_to_whole_l
         assert verdicts == ({"verified", "violation"} if breaks else {"verified"}), verdicts
 
 
+def test_a_ring_at_numbered_slots_splits_into_hand_off_pairs_of_one_slot():
+    """~4-40 s: in each residue case the K/V ring's slots are numbers, so the halves' partition
+    (prove.py) splits the arrays a loop uses into one barrier per slot (partition.py
+    `split_constant_arrays(looped=True)`, the same program: the explorer's verdict and first
+    rule at q = 0, 1 are those of the case, on the correct ring and on its broken twin), and
+    `role_components` keeps each slot's `ready` and `empty` a class of its own: a role that
+    waits on the slot joins no half through it."""
+    from barrierproof.checker.symbolic.partition import (handoff_components, role_components,
+                                                         slot_of, split_constant_arrays)
+    from barrierproof.checker.symbolic.fragment import Fragment
+    for proto, breaks in ((kv_ring, False), (kv_ring_empty_phase_flipped, True)):
+        k = proto.build()
+        fixed = {"stages": 3}
+        ring = [a.name for a in k.barriers[:2]]
+        cases, _ = stride_cases(k, ["blocks"], fixed)
+        verdicts = set()
+        for case in cases:
+            split = split_constant_arrays(case.kernel, fixed, looped=True)
+            slots = {a.name: slot_of(a) for a in split.barriers if slot_of(a) is not None}
+            assert sorted(slots) == sorted(f"{n}[{j}]" for n in ring for j in range(3))
+            assert set(slots.values()) == set(ring)
+            (q,) = case.symbolic
+            for x in range(2):
+                got = check_kernel(split, {**fixed, q: x})
+                want = check_kernel(case.kernel, {**fixed, q: x})
+                assert (got.verdict, got.codes[:1]) == (want.verdict, want.codes[:1]), \
+                    (case.label, x, got.label, want.label)
+                verdicts.add(want.verdict)
+            frag = Fragment(split, case.symbolic, fixed)
+            roles = frag.build_roles()
+            names = [a.name for a in split.barriers]
+            comp = handoff_components(roles, names, alike=True)
+            for j in range(3):
+                assert comp[f"{ring[0]}[{j}]"] == comp[f"{ring[1]}[{j}]"], comp
+            assert len({comp[n] for n in slots}) == 3, comp
+            joined = role_components(roles, names)
+            assert joined is None or len({joined[n] for n in slots}) == 3, joined
+        assert verdicts == ({"verified", "violation"} if breaks else {"verified"}), verdicts
+
+
 def test_a_ring_stepped_slot_by_slot_or_by_a_divisor_is_no_lap_array():
     """The rewrite is for strides that neither divide the ring nor are a multiple of it: a
     ring of 4 taken 2 positions at a time, or 1, is left to the ring classes."""

@@ -28,8 +28,8 @@ import dataclasses
 from typing import Mapping
 
 from ...model import kinds
-from ...model.ir import (BarrierRef, Const, Kernel, ModelError, evaluate, free_vars, iter_ops,
-                         map_ops)
+from ...model.ir import (BarrierRef, Const, Kernel, Loop, ModelError, evaluate, free_vars,
+                         iter_ops, map_ops, walk)
 
 WAIT_KINDS = kinds.blocking_waits("phase")
 
@@ -38,13 +38,20 @@ def _rewrite(body, ref) -> tuple:
     return map_ops(body, lambda op: dataclasses.replace(op, barrier=ref(op.barrier)))
 
 
-def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int], dims: int = 1) -> Kernel:
+def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int], dims: int = 1,
+                          looped: bool = False) -> Kernel:
     """The kernel with each concrete barrier array of at most `dims` dimensions (not a cluster
     barrier, not a semaphore) whose every use names constant indices split into scalar
-    barriers, one per index."""
+    barriers, one per index (`slot_of` names the array of each). `looped`: only the arrays a
+    loop uses (a ring strip-mined to whole laps, its slots numbers: stride_split.py); an array
+    used in no loop (a Q ring taken once per tile) stays whole, a ring at one slot."""
     parts: dict[str, dict[tuple, object]] = {}
     ops = list(iter_ops(kernel.body))
+    in_loops = {op.barrier.alloc.name for loop in walk(kernel.body) if isinstance(loop, Loop)
+                for op in iter_ops(loop.body) if op.barrier is not None}
     for alloc in kernel.barriers:
+        if looped and alloc.name not in in_loops:
+            continue
         if alloc.cluster or alloc.semaphore or alloc.scalar or not 1 <= len(alloc.shape) <= dims \
                 or any(free_vars(d) - set(fixed) for d in alloc.shape):
             continue
@@ -77,6 +84,13 @@ def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int], dims: int = 
     return kernel.replace(body=_rewrite(kernel.body, ref), barriers=tuple(barriers))
 
 
+def slot_of(alloc) -> str | None:
+    """The array a barrier was split from (`split_constant_arrays`: `empty2[1]` is slot 1 of
+    `empty2`), or None for a barrier declared as it is (a source name has no bracket)."""
+    name = alloc.name
+    return name[:name.index("[")] if name.endswith("]") and "[" in name else None
+
+
 def role_components(roles, names: list[str]) -> dict[str, int] | None:
     """Component number per barrier name: hand-off components (`handoff_components`) joined
     by the roles that use them, the roles touching fewest components first, each one unless
@@ -93,11 +107,13 @@ def role_components(roles, names: list[str]) -> dict[str, int] | None:
             x = parent[x]
         return x
 
-    # a ring's slots (an array, its slots numbered by stride_split.py) stay a class of their
-    # own: every role that fills or reads a tile touches it, so joined it joins the halves
+    # a ring's slots (an array, its slots numbered by stride_split.py, or each such slot split
+    # into a barrier of its own) stay classes of their own: every role that fills or reads a
+    # tile touches them, so joined they join the halves
     allocs = {bop.op.barrier.alloc.name: bop.op.barrier.alloc for role in roles
               for item in role.items for bop in item.ops if bop.op.barrier is not None}
-    rings = {comp[n] for n in names if n in allocs and not _one(allocs[n])}
+    rings = {comp[n] for n in names if n in allocs
+             and (not _one(allocs[n]) or slot_of(allocs[n]) is not None)}
     uses = [sorted({comp[bop.op.barrier.alloc.name] for item in role.items
                     for bop in item.ops if bop.op.barrier is not None
                     and bop.op.barrier.alloc.name in comp} - rings) for role in roles]
@@ -117,11 +133,18 @@ def _one(alloc) -> bool:
     return alloc.scalar or all(isinstance(d, Const) and d.value == 1 for d in alloc.shape)
 
 
+def _shape(alloc) -> tuple:
+    """What `alike` compares: the declared shape, and whether the barrier is a split slot (a
+    K/V slot's `empty2[1]` is not like the scalar `o_fixed` waited before its release)."""
+    return slot_of(alloc) is not None, repr(alloc.shape)
+
+
 def handoff_components(roles, names: list[str], alike: bool = False) -> dict[str, int] | None:
     """Component number per barrier name (`names`: the concrete class's allocations), joining a
     waited barrier with the next barrier its thread signals; None when all are one component.
     `alike`: only barriers of one shape (a ring's `ready[j]` and `empty[j]`; a K/V ring's slot,
-    numbered by stride_split.py, not the `o_fixed` waited last before its MMA releases it)."""
+    numbered by stride_split.py, whole or split, not the `o_fixed` waited last before its MMA
+    releases it)."""
     parent = {n: n for n in names}
 
     def find(x):
@@ -139,8 +162,7 @@ def handoff_components(roles, names: list[str], alike: bool = False) -> dict[str
                     continue
                 if bop.op.kind in WAIT_KINDS:
                     waited = ref.alloc
-                elif waited is not None and (not alike or
-                                             repr(waited.shape) == repr(ref.alloc.shape)):
+                elif waited is not None and (not alike or _shape(waited) == _shape(ref.alloc)):
                     parent[find(waited.name)] = find(ref.alloc.name)
                     waited = None
     roots = sorted({find(n) for n in names})
