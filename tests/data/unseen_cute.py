@@ -5,7 +5,8 @@ each correct and with the bugs people report, plus constructs outside the model 
 the participant API (`make_participants` handles, `try_acquire`, `defer_sync`), warps taking
 turns through `PipelineOrder`, a wait written as a spin on `mbarrier_try_wait`, and an Ampere
 cp.async ring waited by commit group (its last group empty: it counts, and is no copy left
-running at exit).
+running at exit), and threads storing strided rows of a column-major tile (the warps' elements
+interleave without overlapping), by cp.async and by plain stores.
 Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 import cutlass
