@@ -1107,9 +1107,10 @@ def _ring_ops(*tail):
     return (alloca, recast, view) + tail
 
 
-def test_a_slice_by_thread_and_stage_is_the_hull_of_the_lanes_rows():
+def test_a_slice_by_thread_and_stage_is_the_union_of_the_lanes_rows():
     """`sA[(tidx, None, 1)]` read by warp 1 of a (64, 64, 2) fp16 ring: rows 32..63 of stage 1,
-    bytes 8192 + 4096 .. 16384; an element load is one element per lane."""
+    bytes 8192 + 4096 .. 16384; an element load is one element per lane: the first element of
+    each of rows 32..63, 32 separate 2-byte ranges (not the range between them)."""
     from barrierproof.model.cute.interpreter import Warp as W
     tid = _typed("nvvm.read.ptx.sreg.tid.x", results=(4,), types=("i32",))
     coord = _typed("cute.make_coord", (4,), (5,), ('!cute.coord<"(?,_,1)">',))
@@ -1125,7 +1126,7 @@ def test_a_slice_by_thread_and_stage_is_the_hull_of_the_lanes_rows():
                {}).run()
     reads = [(e.loc.line, e.reads) for e in events if e.kind == "read"]
     assert reads == [(7, (("smem0", 8192 + 32 * 128, 16384),)),
-                     (8, (("smem0", 32 * 128, 64 * 128 - 126),))]
+                     (8, tuple(("smem0", r * 128, r * 128 + 2) for r in range(32, 64)))]
 
 
 def test_a_view_not_followed_is_the_whole_buffer_and_said():

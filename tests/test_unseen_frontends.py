@@ -40,8 +40,6 @@ UNREAD = {
     # Gluon: cp.async copies no commit_group puts in a group no wait_group counts
     "cp_ring_never_commits": "async_copy.async_load(",
     "cp_ring_reads_before_commit": "# before the commit",
-    # CuTe: a cp.async whose lanes write a warp's part of the tile in separate ranges
-    "cp_async_ring_interleaved": "cute.copy(atom, gA[(tidx, None, 0)]",
 }
 
 

@@ -4,22 +4,18 @@ destination from its issue until a wait_group leaves at most n commit groups in 
 
 wait_group counts groups, not copies (an empty group too): each commit becomes one cp_async
 of the warp, at the commit, writing the destinations of the copies issued since the previous
-one. That move is exact only when the warp does nothing the model sees in between; otherwise,
-and for copies no commit groups before a wait_group or the warp's end, BP190 at the line.
-Copies a `cp.async.mbarrier.arrive.noinc` completes (PipelineCpAsync's producer_commit) are
-tied to no arrival the model has: they stay unread, said in the notes (handlers.py)."""
+one (the byte ranges their lanes' elements cover, an interleaved partition range by range:
+smem.footprint). That move is exact only when the warp does nothing the model sees in between;
+otherwise, and for copies no commit groups before a wait_group or the warp's end, BP190 at
+the line. Copies a `cp.async.mbarrier.arrive.noinc` completes (PipelineCpAsync's
+producer_commit) are tied to no arrival the model has: they stay unread, said in the notes
+(handlers.py)."""
 
 from __future__ import annotations
 
-import itertools
-
 from .. import primitives as K
-from .layouts import _leaves, layout_of, swizzle_block
 from .smem import _smem_type, data_of, footprint, not_followed
-from .values import elem_bytes, lane_values
 
-# elements per lane the exactness check enumerates (a tiled copy's partition is far smaller)
-MAX_ELEMENTS = 1 << 12
 COMMIT = "nvvm.cp.async.commit.group"
 WAIT = "nvvm.cp.async.wait.group"
 UNREAD = ("cp.async copies into shared memory are not read: races on their destinations are "
@@ -34,41 +30,10 @@ def copy(warp, node, active) -> None:
     if data is None:
         not_followed(warp, node, "a cp.async copy")
         return
-    fp = footprint(warp, node, data, node.operand_types[2], active)
-    if fp[1] is not None and not _contiguous(data, node.operand_types[2], active, fp):
-        # the warp's range would cover the other warps' interleaved elements: a write-write
-        # race the hardware does not have. Not read, and said (BP190), never a false alarm
-        warp.unmodeled(node, f"a cp.async copy whose lanes write `{data.buffer}` in several "
-                             "separate ranges (an interleaved partition)")
-        return
+    fps = footprint(warp, node, data, node.operand_types[2], active)
     if not warp.cp_pending:
         warp.cp_since = len(warp.events)
-    warp.cp_pending.append((fp, node))
-
-
-def _contiguous(data, type_text: str, active, fp) -> bool:
-    """Do the active lanes' elements fill the footprint's byte range without a gap (in
-    swizzle blocks, which a swizzle permutes within)?"""
-    if data.desc is not None:
-        layout, block, size = data.desc[:2], data.desc[2], data.elem_bytes
-    else:
-        layout = layout_of(type_text)
-        block, size = swizzle_block(type_text), elem_bytes(type_text) or data.elem_bytes
-    if layout is None:
-        return False
-    shape, stride = _leaves(layout[0]), _leaves(layout[1])
-    count = 1
-    for n in shape:
-        count *= n
-    if count > MAX_ELEMENTS:
-        return False
-    offsets = {sum(i * d for i, d in zip(index, stride))
-               for index in itertools.product(*(range(n) for n in shape))}
-    unit = max(block, size)
-    covered = {(lane_values(data.offset, lane) + e * size) // unit
-               for lane in active for e in offsets}
-    _, lo, hi = fp
-    return covered == set(range(lo // unit, -(-hi // unit)))
+    warp.cp_pending.append((fps, node))
 
 
 def commit(warp, node, active):
@@ -80,7 +45,7 @@ def commit(warp, node, active):
         return None
     if pending or warp.cp_used:
         warp.cp_used = True
-        warp.emit(K.CP_ASYNC, node, writes=tuple(fp for fp, _ in pending))
+        warp.emit(K.CP_ASYNC, node, writes=tuple(fp for fps, _ in pending for fp in fps))
     return None
 
 

@@ -415,7 +415,7 @@ def _copy(warp, node, active):
         warp.unmodeled(node, "a TMA load whose byte count is not static")
         return None
     dst = smem.data_of(warp.get(node.operands[2]))
-    writes = (smem.footprint(warp, node, dst, node.operand_types[2], [min(active)]),) \
+    writes = smem.footprint(warp, node, dst, node.operand_types[2], [min(active)]) \
         if dst is not None else ()
     if dst is None:
         smem.not_followed(warp, node, "a TMA load")

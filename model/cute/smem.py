@@ -7,8 +7,11 @@ element, per lane when it depends on the thread (`sA[(tidx, None, stage)]`). Vie
 the iterator (group_modes, logical_divide, a TMA partition, ...) keep the offset; `cute.slice`
 moves it by the coordinate's element index in the operand's layout; any other op that makes a
 shared-memory tensor from one is the whole buffer (said in the verdict's notes). An access
-covers, in each active lane, the offset plus the operand layout's cosize, and the warp's
-access is the hull over its lanes: coarser than the elements, never missing one. A swizzled
+covers, in each active lane, the offset plus each element offset of the operand's layout, and
+the warp's access is the union over its lanes, as disjoint byte ranges (spans.py): a thread's
+strided row of a column-major tile is its elements, not the range over the other warps' rows
+between them. Past the ranges or elements listed it is the range covering the lanes, coarser
+(said in the notes), never missing an element. A swizzled
 layout (`S<B,M,S>`) permutes bytes within aligned 2^(B+M+S)-byte blocks, so an access that
 covers part of a block covers the whole block (blocks counted from the allocation's start,
 which the DSL aligns for a swizzled TMA tile).
@@ -26,11 +29,12 @@ from __future__ import annotations
 import re
 
 from .. import primitives as K
-from .layouts import crd2idx, cosize, layout_of, parse_tuple, swizzle_block
+from .layouts import _size as size_of, crd2idx, cosize, layout_of, parse_tuple, swizzle_block
+from .spans import byte_ranges, element_offsets
 from .values import WARP, Coord, Data, Lanes, Ptr, Unknown, elem_bytes, lane_values
 
-# (buffer, first byte, one past the last byte) of an access; (buffer, None, None): the whole
-# buffer
+# (buffer, first byte, one past the last byte) of one range of an access; (buffer, None, None):
+# the whole buffer
 Footprint = tuple
 
 
@@ -219,10 +223,11 @@ def unread_access(warp, node, active) -> None:
 
 
 # -- footprints --------------------------------------------------------------------------------
-def footprint(warp, node, data: Data, type_text: str, active, index=None) -> Footprint:
+def footprint(warp, node, data: Data, type_text: str, active, index=None) -> tuple:
     """The bytes an access through `data` (of this type, or of its descriptors' layout) covers
-    in the active lanes: the tensor's cosize, or one element at `index`; the whole buffer when
-    not known."""
+    in the active lanes, as footprints of disjoint byte ranges (spans.py): each lane's elements
+    of the tensor, or its one element at `index`; the range covering the lanes when the
+    elements are too many to enumerate (said in the notes); the whole buffer when not known."""
     if data.desc is not None:
         layout, block = data.desc[:2], data.desc[2]
         size = data.elem_bytes
@@ -233,22 +238,32 @@ def footprint(warp, node, data: Data, type_text: str, active, index=None) -> Foo
     if offset is None or layout is None:
         warp.memory_note(node, data.buffer, f"an access to `{data.buffer}` whose place in it "
                                             "is not known counts as the whole buffer")
-        return (data.buffer, None, None)
-    span = size if index is not None else cosize(*layout) * size
+        return ((data.buffer, None, None),)
     starts = [lane_values(offset, lane) for lane in active]
-    lo, hi = min(starts), max(starts) + span
-    if block > 1:
-        lo, hi = lo - lo % block, -(-hi // block) * block
+    if index is not None:
+        offsets, run = [0], size
+    elif size_of(layout[0]) == cosize(*layout):      # a compact layout: one run per lane
+        offsets, run = [0], cosize(*layout) * size
+    else:
+        offsets, run = element_offsets(*layout), size
+    ranges = byte_ranges(starts, offsets, run, block) if offsets is not None else None
+    if ranges is None:
+        warp.memory_note(node, data.buffer, f"an access to `{data.buffer}` with too many "
+                                            "elements or separate ranges to list counts as the "
+                                            "range covering its lanes")
+        span = size if index is not None else cosize(*layout) * size
+        lo, hi = min(starts), max(starts) + span
+        ranges = [(lo - lo % block, -(-hi // block) * block)]
     total = warp.allocations.get(("bytes", data.buffer))
     if total is None:
         warp.memory_note(node, data.buffer, f"the size of `{data.buffer}` is not known: its "
                                             "accesses count as the whole buffer")
-        return (data.buffer, None, None)
-    if lo < 0 or hi > total:
+        return ((data.buffer, None, None),)
+    if ranges[0][0] < 0 or ranges[-1][1] > total:
         warp.memory_note(node, data.buffer, f"an access to `{data.buffer}` outside the bytes "
                                             "it allocates counts as the whole buffer")
-        return (data.buffer, None, None)
-    return (data.buffer, lo, hi)
+        return ((data.buffer, None, None),)
+    return tuple((data.buffer, lo, hi) for lo, hi in ranges)
 
 
 def _access(warp, node, active, reads=(), writes=()) -> None:
@@ -268,7 +283,7 @@ def simt_copy(warp, node, active) -> None:
             if data is None:
                 not_followed(warp, node, "a copy")
                 continue
-            out.append(footprint(warp, node, data, node.operand_types[k], active))
+            out.extend(footprint(warp, node, data, node.operand_types[k], active))
     _access(warp, node, active, reads, writes)
 
 
@@ -287,8 +302,8 @@ def memref_vec(tensor_at: int, write: bool):
         if data is None:
             not_followed(warp, node, "a tensor load or store")
             return None
-        fp = footprint(warp, node, data, node.operand_types[tensor_at], active)
-        _access(warp, node, active, writes=[fp]) if write else _access(warp, node, active, [fp])
+        fps = footprint(warp, node, data, node.operand_types[tensor_at], active)
+        _access(warp, node, active, writes=fps) if write else _access(warp, node, active, fps)
         return None
     return rule
 
@@ -321,11 +336,11 @@ def _element(warp, node, active, tensor_at: int, write: bool) -> None:
         else None
     index = element_index(node.operand_types[tensor_at], coord) if coord is not None else None
     if coord is not None and index is None:
-        fp = footprint(warp, node, Data("", data.buffer, None, data.elem_bytes),
-                       node.operand_types[tensor_at], active)
+        fps = footprint(warp, node, Data("", data.buffer, None, data.elem_bytes),
+                        node.operand_types[tensor_at], active)
     else:
-        fp = footprint(warp, node, data, node.operand_types[tensor_at], active, index)
-    _access(warp, node, active, writes=[fp]) if write else _access(warp, node, active, [fp])
+        fps = footprint(warp, node, data, node.operand_types[tensor_at], active, index)
+    _access(warp, node, active, writes=fps) if write else _access(warp, node, active, fps)
 
 
 def tma_store(warp, node, active) -> None:
@@ -335,9 +350,9 @@ def tma_store(warp, node, active) -> None:
     if data is None:
         not_followed(warp, node, "a TMA store")
         return
-    fp = footprint(warp, node, data, node.operand_types[1], [min(active)])
+    fps = footprint(warp, node, data, node.operand_types[1], [min(active)])
     warp.bulk_pending += 1
-    warp.emit(K.COPY_SMEM_TO_GMEM, node, reads=(fp,))
+    warp.emit(K.COPY_SMEM_TO_GMEM, node, reads=fps)
 
 
 def gemm(warp, node, active):
@@ -358,7 +373,7 @@ def gemm(warp, node, active):
         return None
     if not sources:
         return None
-    reads = [footprint(warp, node, d, t, [min(active)]) for d, t in sources]
+    reads = [fp for d, t in sources for fp in footprint(warp, node, d, t, [min(active)])]
     last = warp.events[-1] if warp.events else None
     if last is not None and last.kind == kind and last.barrier is None and \
             warp.mma_joinable == len(warp.events):

@@ -5,7 +5,8 @@ each correct and with the bugs people report, plus constructs outside the model 
 the participant API (`make_participants` handles, `try_acquire`, `defer_sync`), warps taking
 turns through `PipelineOrder`, a wait written as a spin on `mbarrier_try_wait`, and an Ampere
 cp.async ring waited by commit group (its last group empty: it counts, and is no copy left
-running at exit).
+running at exit), and threads storing strided rows of a column-major tile (the warps' elements
+interleave without overlapping), by cp.async and by plain stores.
 Checked by tests/test_unseen_frontends.py against EXPECT (decided before running)."""
 
 import cutlass
@@ -578,14 +579,67 @@ def cp_async_ring_waits_one_group_short():
 
 
 def cp_async_ring_interleaved():
-    """A column-major tile: each warp's rows are 64-element strided, so its range would cover
-    the other warp's elements (a write-write race the hardware does not have): the copy is
-    BP190 at its line, neither a false alarm nor dropped."""
+    """A column-major tile: each thread's row is 64-element strided, so the two warps' rows
+    interleave; each warp writes its own elements only, never the other's (no write-write
+    race)."""
     return _cp_ring(row_major=False)
+
+
+def cp_async_ring_interleaved_one_group_short():
+    """The interleaved tile with wait_group(2): the neighbour's row may still land (the
+    neighbour of thread 31 is thread 32, in the other warp)."""
+    return _cp_ring(wait=2, row_major=False)
 
 
 EXPECT.update({
     "cp_async_ring": "verified",
     "cp_async_ring_waits_one_group_short": "violation:BP200",
-    "cp_async_ring_interleaved": "unknown",
+    "cp_async_ring_interleaved": "verified",
+    "cp_async_ring_interleaved_one_group_short": "violation:BP200",
+})
+
+
+# -- 8. Plain SIMT stores to interleaved rows: a column-major (64, 4) tile, each thread stores
+# its row (elements tidx + 64 * j) from registers, a CTA barrier, then reads its neighbour's row
+
+@cute.kernel
+def rows_kernel(gO: cute.Tensor, sync: cutlass.Constexpr):
+    tidx, _, _ = cute.arch.thread_idx()
+    smem = cutlass.memory.SmemAllocator()
+    sA = smem.allocate_tensor(cutlass.Float32, cute.make_layout((CP_ROWS, CP_COLS)),
+                              byte_alignment=16)
+    mine = cute.make_fragment_like(sA[(tidx, None)])
+    mine.fill(1.0)
+    cute.autovec_copy(mine, sA[(tidx, None)])
+    if cutlass.const_expr(sync):
+        cute.arch.sync_threads()
+    row = cute.make_fragment_like(sA[(tidx, None)])
+    cute.autovec_copy(sA[((tidx + 1) % CP_ROWS, None)], row)
+    cute.autovec_copy(row, gO[(tidx, None)])
+
+
+@cute.jit
+def rows_host(o: cute.Tensor, sync: cutlass.Constexpr):
+    rows_kernel(o, sync).launch(grid=[1, 1, 1], block=[CP_ROWS, 1, 1])
+
+
+def _rows(sync):
+    o = make_fake_compact_tensor(cutlass.Float32, (CP_ROWS, CP_COLS), stride_order=(1, 0))
+    return cute.compile(rows_host, o, sync, options="--generate-line-info")
+
+
+def rows_interleaved():
+    """The two warps store disjoint, interleaved elements; the barrier orders the stores
+    before the neighbours' reads."""
+    return _rows(sync=True)
+
+
+def rows_interleaved_no_sync():
+    """No barrier: thread 31 reads row 32, which warp 1 may not have stored yet."""
+    return _rows(sync=False)
+
+
+EXPECT.update({
+    "rows_interleaved": "verified",
+    "rows_interleaved_no_sync": "violation:BP200",
 })
