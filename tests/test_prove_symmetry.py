@@ -3,7 +3,6 @@ checked by Z3, and used by Houdini and the sampling without changing what they r
 
 from __future__ import annotations
 
-import z3
 
 from barrierproof.model.dsl import protocol
 

@@ -28,7 +28,7 @@ from typing import Sequence
 
 from .. import primitives as K
 from ..expr import mk
-from ..ir import BarrierRef, Const, Expr, Loop, MemRef, Op, Slice, Var, When, evaluate
+from ..ir import BarrierRef, Const, Expr, Loop, Op, Var, When, evaluate
 from ..pallas.antiunify import fit_1d
 from .counts import NoJoin, Scope, join_grid, join_memory, ring_size as _ring, \
     same_instruction
