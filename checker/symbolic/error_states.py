@@ -4,21 +4,13 @@ too late (BP102), a stated-phase wait whose phase has passed (BP101), an exit wi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import z3
 
 from .budget import UNITS_PER_ORDER_TERM
 from .counters import BLOCKING, J1, UNJOINED, WAIT, WAIT_PARITY, WAIT_PHASE
 from .semaphores import SEM_WAITS
+from .state import FALSE, Pos, SymState
 from .work import tick
-
-if TYPE_CHECKING:       # the encoder's own types; encode.py imports this module
-    from .encode import Pos, SymState
-
-
-def FALSE() -> z3.BoolRef:      # the context in force (own_context)
-    return z3.BoolVal(False)
 
 
 def late_join(enc, st: SymState):
