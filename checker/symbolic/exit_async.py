@@ -10,7 +10,7 @@ every group that touches shared memory, proves the rule for every parameter valu
 each such issue is followed along its thread's program with Z3 (own_copies.py, with no regard
 to what the thread touches meanwhile): on every way the thread can go after it, a wait of its
 group must retire it before the thread ends. Where neither proves it, the prover says why and
-proves nothing (fail closed); prove.py then searches small parameter values for the violation.
+proves nothing (fail closed); engine.py then searches small parameter values for the violation.
 """
 
 from __future__ import annotations

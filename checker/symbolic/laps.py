@@ -16,7 +16,7 @@ the trip count n:
   laps run unguarded, and every slot is a number (number_slots.py, each rewrite checked by
   Z3 there): a loop of hand-off pairs `load[j]`/`mma[j]` with linear phases.
 
-Races are proved on the same cases (prove.py), each slot's buffers split per slot and judged
+Races are proved on the same cases (engine.py), each slot's buffers split per slot and judged
 with its hand-off pair; buffers only the thread's tcgen05 MMAs touch are left out (one agent).
 
 A count read only through `(K + c) // d` (d >= 1: onto the integers) is that count: the

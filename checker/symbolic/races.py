@@ -43,7 +43,7 @@ write, is a race. The prover checks it on the class systems of prove.py:
   buffer for every value). So accesses to disjoint regions never share a cell, for every
   parameter value. A region of a ring's representative slot or of a
   thread-private buffer is judged as that whole slot (`coarse_regions`, named in the reason of
-  a failed proof); prove.py retries a kernel whose regions are outside the fragment on whole
+  a failed proof); races_proof.py retries a kernel whose regions are outside the fragment on whole
   buffers (coarser, so a proof there holds too).
 
 - The same accesses in a ring loop retired later (`wgmma_wait(1)` keeping one WGMMA in
