@@ -210,6 +210,7 @@ from .queue_tail import drain_cases
 from .quotients import quotient_rewrite, translate
 from .stride_split import stride_cases, stride_mismatch
 from .init_prefix import publish_inits
+from .renamed import Proved, carried_over, renamed_note
 from .lifetimes import bp146_note, peer_lifetime_gap
 from .peer_exit import ENCODED as PEER_EXIT_ENCODED
 from .tiles import promotable, prove_tiles
@@ -335,6 +336,9 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
         shown = ring_notes[:2] + ([f"{len(ring_notes) - 2} more ring indices alike"]
                                   if len(ring_notes) > 2 else [])
         last.reason = "; ".join([last.reason] + parity_notes + shown)
+    if last is not None and last.status == "proved":
+        last.cases = last.cases + [renamed_note(c.name, c.renamed)
+                                   for c in last.classes if c.renamed]
     if last is not None and flat is not None:
         if last.status == "proved":
             last.cases = last.cases + [flat.note]
@@ -486,12 +490,13 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
     mine = points(kernel, symbolic, fixed, 3)
     check = points(kernel, symbolic, fixed, 7, limit=60)
     far = beyond(kernel, symbolic, fixed, 7)
+    proved: list[Proved] = []      # a class that is one of these renamed is not asked again
     for cls, system, builder in systems:
         if not system.roles:
             continue
         try:
             failed = _prove_class(frag, cls, system, kernel, symbolic, fixed, budget, proofs,
-                                  work, mine, check, far)
+                                  work, mine, check, far, proved)
         except BudgetSpent as spent:
             return "unknown", f"{cls.name}: {spent}"
         if failed is not None:
@@ -500,9 +505,10 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
 
 
 def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
-                 proofs: list[ClassProof], work: ClassWork | None, mine, check, far=()
-                 ) -> tuple[str, str] | None:
-    """Houdini on one class system (with sign cases, then Spacer); None when proved."""
+                 proofs: list[ClassProof], work: ClassWork | None, mine, check, far=(),
+                 proved: list[Proved] | None = None) -> tuple[str, str] | None:
+    """Houdini on one class system (with sign cases, then Spacer), or the invariant of a
+    class in `proved` that it is renamed (renamed.py); None when proved."""
     t0 = time.perf_counter()
     budget.enter(f"encoding class {cls.name}")
     enc = Encoder(system).build()
@@ -512,6 +518,16 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
         if budget.exhausted():
             return "unknown", f"{cls.name}: {budget.spent_text()}"
         return "unknown", f"internal: construction facts of {cls.name} fail at `{bad}`"
+    if proved:
+        budget.enter(f"renaming a proved class onto class {cls.name}")
+        carried = carried_over(enc, proved)
+        if carried is not None:
+            facts, source = carried
+            proofs.append(ClassProof(cls.name, "proved", time.perf_counter() - t0,
+                                     invariant_size=len(facts), renamed=source,
+                                     peer_exit=tuple(sorted(
+                                         {i.alloc for i in system.instances if i.peer_exit}))))
+            return None
     vals = [v for p in mine for v in frag.valuations(cls, system, p)]
     more = [v for p in check for v in frag.valuations(cls, system, p)]
     done = (work or ClassWork()).entry(enc, vals, more)
@@ -574,6 +590,8 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
     if result.status != "proved":
         status = "unknown" if result.status == "unknown" else "failed"
         return status, f"{cls.name}: {result.reason}"
+    if proved is not None:
+        proved.append(Proved(cls.name, enc, result.invariant))
     return None
 
 
@@ -1117,7 +1135,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None = None,
                                                            else [])))
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
-        notes += [c if c.startswith(("per tile", "per-tile operations", "nested loops")) else f"proved by cases: {c}"
+        notes += [c if c.startswith(("per tile", "per-tile operations", "nested loops", "renamed"))
+                  else f"proved by cases: {c}"
                   for c in proof.cases]
         if races is not None:       # rewrites the race proof rests on (races_nested.py)
             notes += [f"races: {c}" for c in races.cases]
