@@ -18,6 +18,7 @@ half's wait on the wrong phase) leaves the class to be proved on its own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import z3
@@ -89,14 +90,28 @@ def renaming(src: Encoder, dst: Encoder, timeout_ms: int = 60_000) -> Substituti
     return rho
 
 
+def _names(src: Encoder, dst: Encoder):
+    """A fact's text with src's variable names replaced by dst's (Z3's printer is slow on
+    thousands of facts)."""
+    pairs = {}
+    for a, b in zip(src.vars, dst.vars):
+        a, b = str(a).split("!", 1)[-1], str(b).split("!", 1)[-1]
+        if a != b:
+            pairs[a] = b
+    if not pairs:
+        return lambda text: text
+    pattern = re.compile("|".join(map(re.escape, sorted(pairs, key=len, reverse=True))))
+    return lambda text: pattern.sub(lambda m: pairs[m.group(0)], text)
+
+
 def carried_over(dst: Encoder, proved: list[Proved]) -> tuple[list[Candidate], str] | None:
     """The invariant of a proved class renamed onto `dst` (with the proved class's name), or
     None when no proved class is `dst` renamed."""
     for src in reversed(proved):
         rho = renaming(src.enc, dst)
         if rho is not None:
-            facts = [rho(c.formula) for c in src.invariant]
-            return [Candidate(f, str(f)) for f in facts], src.name
+            names = _names(src.enc, dst)
+            return [Candidate(rho(c.formula), names(c.text)) for c in src.invariant], src.name
     return None
 
 
