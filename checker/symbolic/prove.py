@@ -285,13 +285,14 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
     # Concrete arrays used as rings first, at one representative slot (a smaller system whose
     # invariants close far faster): with the other concrete barriers in halves (partition.py
     # `role_components`; skipped where they are one), a ring at numbered slots (strip-mined to
-    # whole laps: stride_split.py) split into its slots' hand-off pairs, with half of the
-    # budget, then in one class with two thirds of what is left; then hand-off pairs of
+    # whole laps: stride_split.py) split into its slots' hand-off pairs, with three quarters of
+    # the budget (a half renamed is not asked again: renamed.py), then in one class with two
+    # thirds of what is left; then hand-off pairs of
     # concrete barriers as classes of their own (partition.py) with a third; then every
     # concrete barrier as it is, with what is left. Any partition is sound; the order only decides
     # which proof is found first. Every share is drawn from the one budget of the run, and
     # what a partition leaves of its share (skipped, refused) is added to the next one's.
-    tries = [("halves, concrete rings at one slot", 1 / 2, lambda part: _prove_fragment(
+    tries = [("halves, concrete rings at one slot", 3 / 4, lambda part: _prove_fragment(
                  split_constant_arrays(kernel, fixed, looped=True), symbolic, fixed, part,
                  start, concrete_rings=True, handoffs=True, halves=True, work=work)),
              ("concrete rings at one slot", 2 / 3, lambda part: _prove_fragment(
