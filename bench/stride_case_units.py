@@ -2,10 +2,14 @@
 
     python bench/stride_case_units.py \
         examples/patterns/parity_skipping.py::pingpong_bare_parity_deep_ring --timeout 400
+    python bench/stride_case_units.py examples/gluon/attention_forward.py::attention \
+        --symbolic N_CTX --timeout 300 --case 0
 
 `prove --timeout T` draws every case of a strided ring from one budget of T * 10^6 units
 (budget.py); a row that stays `unknown` at --timeout 60 says only where that budget ran out.
-This script proves each case on its own with a budget large enough to finish, and prints what
+This script applies what `prove_kernel` applies before the cases (a parameter read only as
+`P // D` proved as its quotient: quotients.py; barriers the kernel initialises itself published:
+init_prefix.py; memory effects left to the race proof), then proves each case on its own with a budget large enough to finish, and prints what
 it spent, in total and per phase (Houdini on each class, sampling, ...): the figure a faster
 method has to beat, case by case. Units are counted, not timed (the same on every machine).
 """
@@ -20,9 +24,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from barrierproof.checker.symbolic.budget import Budget  # noqa: E402
+from barrierproof.checker.symbolic.init_prefix import publish_inits  # noqa: E402
+from barrierproof.checker.symbolic.quotients import quotient_rewrite  # noqa: E402
 from barrierproof.checker.symbolic.prove import prove  # noqa: E402
 from barrierproof.checker.symbolic.stride_split import stride_cases  # noqa: E402
 from barrierproof.loader import resolve  # noqa: E402
+from barrierproof.model.ir import without_memory  # noqa: E402
 
 
 def case_units(target: str, symbolic: list[str], timeout: float, least: float = 0.2,
@@ -32,6 +39,10 @@ def case_units(target: str, symbolic: list[str], timeout: float, least: float = 
     (t,) = resolve(target)
     kernel = t.build()
     fixed = {n: p.default for n, p in kernel.params.items() if n not in symbolic}
+    kernel, quotients = quotient_rewrite(kernel, symbolic, fixed)
+    names = {q.param: q.name for q in quotients}
+    symbolic = [names.get(n, n) for n in symbolic]
+    kernel = without_memory(publish_inits(kernel, symbolic, fixed)[0])
     cases, why = stride_cases(kernel, symbolic, fixed)
     if not cases:
         raise SystemExit(f"{target}: no stride cases ({why or 'no strided ring'})")

@@ -112,7 +112,8 @@ def _prove_strided(cases: list[StrideCase], fixed: Mapping[str, int], timeout: f
             + "; ".join(c.label for c in cases))
     return Proof("proved", time.perf_counter() - start, "", classes,
                  list(dict.fromkeys(s for p in done for s in p.side_conditions)),
-                 last.roles, last.tau, [text] + [c for p in done for c in p.cases])
+                 last.roles, last.tau,
+                 [text] + list(dict.fromkeys(c for p in done for c in p.cases)))
 
 
 def prove_laps(cases: list[LapCase], note: str, fixed: Mapping[str, int], timeout: float,

@@ -274,7 +274,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None,
                                                            else [])))
         if side:
             notes.append("also assumed (the model is undefined otherwise): " + "; ".join(side))
-        notes += [c if c.startswith(("per tile", "per-tile operations", "nested loops")) else f"proved by cases: {c}"
+        notes += [c if c.startswith(("per tile", "per-tile operations", "nested loops", "renamed")) else f"proved by cases: {c}"
                   for c in proof.cases]
         if races is not None:       # rewrites the race proof rests on (races_nested.py)
             notes += [f"races: {c}" for c in races.cases]

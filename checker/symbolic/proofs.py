@@ -17,6 +17,7 @@ class ClassProof:
     invariant_size: int = 0
     samples: int = 0
     peer_exit: tuple[str, ...] = ()     # barriers whose BP146 condition it proves (peer_exit.py)
+    renamed: str = ""           # the proved class this one is renamed from (renamed.py)
 
 
 @dataclass

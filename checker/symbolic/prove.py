@@ -203,6 +203,7 @@ from .signs import sign_cases
 from .queue_tail import drain_cases
 from .stride_split import stride_cases, stride_mismatch
 from .engine import interrupt_solver  # noqa: F401  (checker/engine_registry.py reads it here)
+from .renamed import Proved, carried_over, renamed_note
 from .work import charge as charge_work, tick
 from .points import beyond, points, smallest_points, tau_points  # noqa: F401
 from .chc import prove_class
@@ -269,13 +270,14 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
     # Concrete arrays used as rings first, at one representative slot (a smaller system whose
     # invariants close far faster): with the other concrete barriers in halves (partition.py
     # `role_components`; skipped where they are one), a ring at numbered slots (strip-mined to
-    # whole laps: stride_split.py) split into its slots' hand-off pairs, with half of the
-    # budget, then in one class with two thirds of what is left; then hand-off pairs of
+    # whole laps: stride_split.py) split into its slots' hand-off pairs, with three quarters of
+    # the budget (a half renamed is not asked again: renamed.py), then in one class with two
+    # thirds of what is left; then hand-off pairs of
     # concrete barriers as classes of their own (partition.py) with a third; then every
     # concrete barrier as it is, with what is left. Any partition is sound; the order only decides
     # which proof is found first. Every share is drawn from the one budget of the run, and
     # what a partition leaves of its share (skipped, refused) is added to the next one's.
-    tries = [("halves, concrete rings at one slot", 1 / 2, lambda part: _prove_fragment(
+    tries = [("halves, concrete rings at one slot", 3 / 4, lambda part: _prove_fragment(
                  split_constant_arrays(kernel, fixed, looped=True), symbolic, fixed, part,
                  start, concrete_rings=True, handoffs=True, halves=True, work=work)),
              ("concrete rings at one slot", 2 / 3, lambda part: _prove_fragment(
@@ -320,6 +322,9 @@ def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Pro
         shown = ring_notes[:2] + ([f"{len(ring_notes) - 2} more ring indices alike"]
                                   if len(ring_notes) > 2 else [])
         last.reason = "; ".join([last.reason] + parity_notes + shown)
+    if last is not None and last.status == "proved":
+        last.cases = last.cases + [renamed_note(c.name, c.renamed)
+                                   for c in last.classes if c.renamed]
     if last is not None and flat is not None:
         if last.status == "proved":
             last.cases = last.cases + [flat.note]
@@ -471,12 +476,13 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
     mine = points(kernel, symbolic, fixed, 3)
     check = points(kernel, symbolic, fixed, 7, limit=60)
     far = beyond(kernel, symbolic, fixed, 7)
+    proved: list[Proved] = []      # a class that is one of these renamed is not asked again
     for cls, system, builder in systems:
         if not system.roles:
             continue
         try:
             failed = _prove_class(frag, cls, system, kernel, symbolic, fixed, budget, proofs,
-                                  work, mine, check, far)
+                                  work, mine, check, far, proved)
         except BudgetSpent as spent:
             return "unknown", f"{cls.name}: {spent}"
         if failed is not None:
@@ -485,9 +491,10 @@ def _prove_systems(frag, systems, kernel, symbolic, fixed, budget: Budget,
 
 
 def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
-                 proofs: list[ClassProof], work: ClassWork | None, mine, check, far=()
-                 ) -> tuple[str, str] | None:
-    """Houdini on one class system (with sign cases, then Spacer); None when proved."""
+                 proofs: list[ClassProof], work: ClassWork | None, mine, check, far=(),
+                 proved: list[Proved] | None = None) -> tuple[str, str] | None:
+    """Houdini on one class system (with sign cases, then Spacer), or the invariant of a
+    class in `proved` that it is renamed (renamed.py); None when proved."""
     t0 = time.perf_counter()
     budget.enter(f"encoding class {cls.name}")
     enc = Encoder(system).build()
@@ -497,6 +504,16 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
         if budget.exhausted():
             return "unknown", f"{cls.name}: {budget.spent_text()}"
         return "unknown", f"internal: construction facts of {cls.name} fail at `{bad}`"
+    if proved:
+        budget.enter(f"renaming a proved class onto class {cls.name}")
+        carried = carried_over(enc, proved)
+        if carried is not None:
+            facts, source = carried
+            proofs.append(ClassProof(cls.name, "proved", time.perf_counter() - t0,
+                                     invariant_size=len(facts), renamed=source,
+                                     peer_exit=tuple(sorted(
+                                         {i.alloc for i in system.instances if i.peer_exit}))))
+            return None
     vals = [v for p in mine for v in frag.valuations(cls, system, p)]
     more = [v for p in check for v in frag.valuations(cls, system, p)]
     done = (work or ClassWork()).entry(enc, vals, more)
@@ -559,6 +576,8 @@ def _prove_class(frag, cls, system, kernel, symbolic, fixed, budget: Budget,
     if result.status != "proved":
         status = "unknown" if result.status == "unknown" else "failed"
         return status, f"{cls.name}: {result.reason}"
+    if proved is not None:
+        proved.append(Proved(cls.name, enc, result.invariant))
     return None
 
 
