@@ -171,7 +171,6 @@ def confirm_in_jax(verdicts: list[Verdict], kinds: dict[str, str]) -> None:
     """Each Pallas violation with a counterexample is run in JAX's interpreter with the trace's
     order of barrier events forced on its threads; the verdict's notes say what JAX did, and
     "reproduced in JAX's interpreter" only when its outcome and message class agree."""
-    import json
     import tempfile
     from . import confirm as jax_confirm
     for v in verdicts:

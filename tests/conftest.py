@@ -20,3 +20,12 @@ if os.environ.get("CI"):
 # CPU than it saves on them, so the suite runs the JVM with the quick compiler only. Same TLC,
 # same results; a user's long run keeps the JVM's defaults.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the tests marked `slow` are handed out first (stable order
+    otherwise): a minute-long test started last keeps one worker busy while the other idles.
+    (loadgroup hands out the xdist groups first, largest first, then single tests in this
+    order.) A run on one process keeps the files' order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)

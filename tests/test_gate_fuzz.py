@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -211,6 +212,7 @@ def test_any_expect_table_is_read_or_refused(tmp_path_factory, expect):
 BATCH = int(os.environ.get("BARRIERPROOF_FUZZ_BATCH", "3000"))
 
 
+@pytest.mark.slow
 def test_thousands_of_refuted_protocols_in_one_run_never_pass(tmp_path):
     texts = batch(BATCH, seed=2026)
     for n, text in enumerate(texts):

@@ -185,6 +185,7 @@ def test_junit_shows_a_target_nobody_proved_as_an_error_unless_declared():
     assert root.get("errors") == "1"
 
 
+@pytest.mark.slow
 def test_one_run_of_the_examples_meets_expectations_in_text_junit_and_json(tmp_path):
     """`check examples/ --expect` once (the whole folder takes a minute), writing every report a
     CI reads: the console text exits 0 without a traceback, the JUnit report has no failure, the
