@@ -576,3 +576,28 @@ def shared_operand_without_loop_back_barrier(k, steps=2):
 @protocol(expect="verified")
 def shared_operand_with_loop_back_barrier(k, steps=2):
     _shared_a(k, steps, loop_back_sync=True)
+
+
+# -- 14. An epilogue bias tile: loaded by TMA in the prologue, read in the epilogue. Without the
+#        wait, the read races with the copy still writing the tile, and the kernel then exits
+#        with the copy in flight and its bytes undelivered: the race is the cause reported.
+
+def _bias_epilogue(k, waited):
+    k.threads(1, name="wg")
+    loaded = k.Barrier(num_arrivals=1)
+    bias = k.SMEM()
+    k.arrive_expect_tx(loaded, 512)
+    k.tma_load(loaded, 512, dst=bias)
+    if waited:
+        k.wait_parity(loaded, 0)
+    k.read(bias)
+
+
+@protocol(expect="violation:BP200")
+def bias_read_without_waiting_for_its_load(k):
+    _bias_epilogue(k, waited=False)
+
+
+@protocol(expect="verified")
+def bias_read_after_its_load_landed(k):
+    _bias_epilogue(k, waited=True)
