@@ -1,5 +1,6 @@
 """Gluon, CuTe DSL and Pallas kernels a new user wrote in the tutorials' style
-(tests/data/unseen_gluon.py, tests/data/unseen_cute.py, tests/data/unseen_pallas.py), correct
+(tests/data/unseen_gluon.py and unseen_gluon2.py, tests/data/unseen_cute.py,
+tests/data/unseen_pallas.py), correct
 ones and the bugs the field reports. Each verdict in those files' EXPECT tables (the one place
 it is stated) follows from the hardware semantics; where a verdict may surprise (a code other
 than the obvious one), the kernel's docstring or comment says why. Synchronization the frontends
@@ -40,6 +41,10 @@ UNREAD = {
     # Gluon: cp.async copies no commit_group puts in a group no wait_group counts
     "cp_ring_never_commits": "async_copy.async_load(",
     "cp_ring_reads_before_commit": "# before the commit",
+    # Gluon: cp.async copies completed through an mbarrier (the model ends their writes only at
+    # a wait_group), with and without the pending-count increment
+    "cp_arrive_noinc": "async_copy.mbarrier_arrive(",
+    "cp_arrive_inc": "async_copy.mbarrier_arrive(",
 }
 
 
@@ -60,6 +65,11 @@ def _kernels(name: str, frontend: str) -> tuple[dict, dict]:
 @pytest.fixture(scope="module")
 def gluon():
     return _kernels("unseen_gluon.py", "triton")
+
+
+@pytest.fixture(scope="module")
+def gluon2():
+    return _kernels("unseen_gluon2.py", "triton")
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +112,12 @@ def test_pallas_kernels(pallas):
 
 def test_gluon_kernels(gluon):
     expect, targets = gluon
+    for name, expected in expect.items():
+        _check(targets[name], expected, name)
+
+
+def test_more_gluon_kernels(gluon2):
+    expect, targets = gluon2
     for name, expected in expect.items():
         _check(targets[name], expected, name)
 

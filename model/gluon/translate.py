@@ -111,6 +111,23 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
     def unmodeled(self, op: Operation, reason: str) -> Op:
         return Op(K.UNMODELED, name=f"{op.name}: {reason}", loc=self.where(op))
 
+    def partition_barrier(self, op: Operation, out):
+        """`gl.barrier()` (ttg.barrier: a bar.sync over the warps of its partition, of the whole
+        CTA outside gl.warp_specialize): a partition is one agent of the model, its accesses
+        already in program order, so the barrier orders nothing the model does not."""
+        return None
+
+    def cp_async_arrive(self, op: Operation, out):
+        """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): each thread's arrival
+        lands once its earlier cp.async copies are done. The model retires a cp.async copy's
+        writes only at its thread's wait_group, not at that arrival, so a partition waiting on
+        the barrier would read under writes the hardware has finished: refused, not guessed."""
+        inc = "" if "noIncrement" in op.text else (", after raising the pending count at "
+                                                     "issue (increment_count=True)")
+        raise Unread("the arrivals are made when the thread's cp.async copies complete"
+                     + inc + ", but the model ends those copies' writes only at a wait_group, "
+                     "not at the arrival on the barrier")
+
     # -- values ------------------------------------------------------------------------------
 
     def value(self, name: str) -> Any:
@@ -599,6 +616,8 @@ HANDLERS: dict[str, Callable] = {
     "ttng.warp_group_dot": Translator.wgmma,
     "ttng.warp_group_dot_wait": Translator.wgmma_wait,
     "ttng.fence_async_shared": Translator.proxy_fence,
+    "ttg.barrier": Translator.partition_barrier,
+    "ttng.async_copy_mbarrier_arrive": Translator.cp_async_arrive,
     COPY: Translator.async_copy,
     COMMIT: Translator.async_commit,
     WAIT: Translator.async_wait,
