@@ -1,6 +1,6 @@
 """Gluon, CuTe DSL and Pallas kernels a new user wrote in the tutorials' style
 (tests/data/unseen_gluon.py and unseen_gluon2.py, tests/data/unseen_cute.py,
-tests/data/unseen_pallas.py), correct
+tests/data/unseen_pallas.py and unseen_pallas2.py), correct
 ones and the bugs the field reports. Each verdict in those files' EXPECT tables (the one place
 it is stated) follows from the hardware semantics; where a verdict may surprise (a code other
 than the obvious one), the kernel's docstring or comment says why. Synchronization the frontends
@@ -98,16 +98,22 @@ def pallas():
     return _kernels("unseen_pallas.py", "jax")
 
 
-def test_pallas_kernels(pallas):
+@pytest.fixture(scope="module")
+def pallas2():
+    return _kernels("unseen_pallas2.py", "jax")
+
+
+@pytest.mark.parametrize("data", ["pallas", "pallas2"])
+def test_pallas_kernels(data, request):
     from barrierproof.model.ir import ModelError
-    expect, targets = pallas
+    expect, targets = request.getfixturevalue(data)
     for name, expected in expect.items():
         try:
             _check(targets[name], expected, name)
         except ModelError as err:
             # JAX refuses a few rules itself while tracing: the rule's code, at the kernel
             assert f"violation:{err.code}" == expected, (name, err)
-            assert err.loc.file.endswith("unseen_pallas.py"), err.loc
+            assert err.loc.file.endswith(f"unseen_{data}.py"), err.loc
 
 
 def test_gluon_kernels(gluon):
