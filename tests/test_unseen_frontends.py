@@ -1,6 +1,6 @@
 """Gluon, CuTe DSL and Pallas kernels a new user wrote in the tutorials' style
-(tests/data/unseen_gluon.py and unseen_gluon2.py, tests/data/unseen_cute.py,
-tests/data/unseen_pallas.py and unseen_pallas2.py), correct
+(tests/data/unseen_gluon.py, unseen_cute.py, unseen_pallas.py and their sequels
+unseen_gluon2.py, unseen_cute2.py, unseen_pallas2.py), correct
 ones and the bugs the field reports. Each verdict in those files' EXPECT tables (the one place
 it is stated) follows from the hardware semantics; where a verdict may surprise (a code other
 than the obvious one), the kernel's docstring or comment says why. Synchronization the frontends
@@ -128,8 +128,14 @@ def test_more_gluon_kernels(gluon2):
         _check(targets[name], expected, name)
 
 
-def test_cute_kernels(cute):
-    expect, targets = cute
+@pytest.fixture(scope="module")
+def cute2():
+    return _kernels("unseen_cute2.py", "cutlass")
+
+
+@pytest.mark.parametrize("data", ["cute", "cute2"])
+def test_cute_kernels(data, request):
+    expect, targets = request.getfixturevalue(data)
     for name, expected in expect.items():
         _check(targets[name], expected, name)
 
