@@ -70,6 +70,8 @@ VERDICTS = {
     # same state: the read racing with the copy is the earlier cause, ranked first
     "bias_read_without_waiting_for_its_load": "violation:BP200",
     "bias_read_after_its_load_landed": "verified",
+    "cp_async_stage_completes_through_its_barrier": "verified",
+    "cp_async_arrive_before_the_copy": "violation:BP200",
 }
 
 

@@ -328,8 +328,13 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
         elif kind in ("try_cluster_cancel", "cp_async_arrive"):
             if alloc.cluster:
                 return
-            add(Action("copy", f"{kind}({name})", loc, (), 0,
-                       landings=(("async", name, 0),)))
+            landing = ("async", name, 0)
+            # cp.async's arrival lands once the thread's earlier copies are done: their writes
+            # are its own until then
+            memory = (self.hand_over_copies(thread, landing, env),) if kind == "cp_async_arrive" \
+                else ()
+            add(Action("copy", f"{kind}({name})", loc, (), 0, landings=(landing,),
+                       memory=memory))
         elif kind in ("tcgen05_mma", "tcgen05_commit_arrive"):
             if alloc.cluster or not alloc.orders_tensor_core:
                 return   # BP110 / BP111

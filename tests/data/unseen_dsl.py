@@ -601,3 +601,46 @@ def bias_read_without_waiting_for_its_load(k):
 @protocol(expect="verified")
 def bias_read_after_its_load_landed(k):
     _bias_epilogue(k, waited=True)
+
+
+# -- 15. CUTLASS's PipelineCpAsync: the producer's cp.async copies complete through
+#        cp.async.mbarrier.arrive.noinc on the stage's `full` barrier; the consumer waits on it
+#        and reads the stage. An arrive issued before the copy tracks none of it.
+
+def _cp_async_ring(k, steps, stages, arrive_first):
+    k.threads(2, name="wg")
+    k.assume(stages >= 1, steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    bufs = k.SMEM(slots=stages)
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            s, phase = i % stages, (i // stages) % 2
+            k.wait_parity(empty.at[s], phase ^ 1)
+            if arrive_first:
+                k.cp_async_arrive(full.at[s])
+                k.cp_async(bufs.at[s])
+            else:
+                k.cp_async(bufs.at[s])
+                k.cp_async_arrive(full.at[s])
+        k.wait_gmem_to_smem(0)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            s, phase = i % stages, (i // stages) % 2
+            k.wait_parity(full.at[s], phase)
+            k.read(bufs.at[s])
+            k.arrive(empty.at[s])
+
+
+@protocol(expect="verified")
+def cp_async_stage_completes_through_its_barrier(k, steps=4, stages=2):
+    """The arrival lands only once the copy has written the stage: the consumer's read after
+    its wait is ordered after the copy, without a wait_group in the producer."""
+    _cp_async_ring(k, steps, stages, arrive_first=False)
+
+
+@protocol(expect="violation:BP200")
+def cp_async_arrive_before_the_copy(k, steps=4, stages=2):
+    """The arrival is issued before the copy: it tracks no copy, lands at once, and the consumer
+    reads the stage while the copy still writes it."""
+    _cp_async_ring(k, steps, stages, arrive_first=True)
