@@ -72,6 +72,11 @@ VERDICTS = {
     "bias_read_after_its_load_landed": "verified",
     "cp_async_stage_completes_through_its_barrier": "verified",
     "cp_async_arrive_before_the_copy": "violation:BP200",
+    "three_stages_by_modulo": "verified",
+    "three_stages_by_mask": "violation:BP200",
+    # the consumer's early release of a fresh stage breaks the producer's first acquire
+    # sooner than its read meets the load (BP200)
+    "three_stages_phase_of_the_step": "violation:BP101",
 }
 
 
@@ -146,6 +151,19 @@ def test_a_race_at_the_exit_is_named_before_the_exit_rules_by_every_engine():
     found = check_kernel(kernel)
     assert reference.replay_trace(kernel, found.trace).code == "BP200"
     assert check_kernel(kernel, options=Options(ignore=RACES)).codes[0] == "BP105"
+
+
+def test_a_bit_mask_in_a_protocol_expression_is_refused_at_its_line(tmp_path, capsys):
+    """`&` and `|` are logical in the DSL: `i & (stages - 1)` would be read as true or false,
+    not as bits. It is an input error at the user's line, with the arithmetic to write."""
+    path = tmp_path / "mask.py"
+    path.write_text("from barrierproof import protocol\n\n\n@protocol\ndef p(k, stages=4):\n"
+                    "    k.threads(1)\n    bar = k.Barrier(num_barriers=stages)\n"
+                    "    with k.loop(8) as i:\n        k.arrive(bar.at[i & (stages - 1)])\n")
+    assert main(["check", "--no-cache", str(path)]) == 3
+    out, err = capsys.readouterr()
+    assert "mask.py:9" in out + err and "is a number, not a truth value" in out + err
+    assert "i % stages" in out + err
 
 
 def test_a_typo_in_the_target_name_suggests_the_closest(capsys):

@@ -41,8 +41,8 @@ UNREAD = {
     # Gluon: cp.async copies no commit_group puts in a group no wait_group counts
     "cp_ring_never_commits": "async_copy.async_load(",
     "cp_ring_reads_before_commit": "# before the commit",
-    # Gluon: cp.async copies completed through an mbarrier (the model ends their writes only at
-    # a wait_group), with and without the pending-count increment
+    # Gluon: cp.async copies completed through an mbarrier (one arrival per thread of the
+    # partition, not expanded), with and without the pending-count increment
     "cp_arrive_noinc": "async_copy.mbarrier_arrive(",
     "cp_arrive_inc": "async_copy.mbarrier_arrive(",
 }
@@ -62,19 +62,15 @@ def _kernels(name: str, frontend: str) -> tuple[dict, dict]:
     return expect, targets
 
 
+# each data file and the package it needs
+FILES = {"gluon": ("unseen_gluon.py", "triton"), "gluon2": ("unseen_gluon2.py", "triton"),
+         "cute": ("unseen_cute.py", "cutlass"), "cute2": ("unseen_cute2.py", "cutlass"),
+         "pallas": ("unseen_pallas.py", "jax"), "pallas2": ("unseen_pallas2.py", "jax")}
+
+
 @pytest.fixture(scope="module")
 def gluon():
-    return _kernels("unseen_gluon.py", "triton")
-
-
-@pytest.fixture(scope="module")
-def gluon2():
-    return _kernels("unseen_gluon2.py", "triton")
-
-
-@pytest.fixture(scope="module")
-def cute():
-    return _kernels("unseen_cute.py", "cutlass")
+    return _kernels(*FILES["gluon"])
 
 
 def _check(target, expected: str, name: str) -> None:
@@ -93,49 +89,22 @@ def _check(target, expected: str, name: str) -> None:
         assert not unread and not [op for op in kernel.ops() if op.kind == "unmodeled"], name
 
 
-@pytest.fixture(scope="module")
-def pallas():
-    return _kernels("unseen_pallas.py", "jax")
-
-
-@pytest.fixture(scope="module")
-def pallas2():
-    return _kernels("unseen_pallas2.py", "jax")
-
-
 @pytest.mark.parametrize("data", ["pallas", "pallas2"])
-def test_pallas_kernels(data, request):
+def test_pallas_kernels(data):
     from barrierproof.model.ir import ModelError
-    expect, targets = request.getfixturevalue(data)
+    expect, targets = _kernels(*FILES[data])
     for name, expected in expect.items():
         try:
             _check(targets[name], expected, name)
         except ModelError as err:
             # JAX refuses a few rules itself while tracing: the rule's code, at the kernel
             assert f"violation:{err.code}" == expected, (name, err)
-            assert err.loc.file.endswith(f"unseen_{data}.py"), err.loc
+            assert err.loc.file.endswith(FILES[data][0]), err.loc
 
 
-def test_gluon_kernels(gluon):
-    expect, targets = gluon
-    for name, expected in expect.items():
-        _check(targets[name], expected, name)
-
-
-def test_more_gluon_kernels(gluon2):
-    expect, targets = gluon2
-    for name, expected in expect.items():
-        _check(targets[name], expected, name)
-
-
-@pytest.fixture(scope="module")
-def cute2():
-    return _kernels("unseen_cute2.py", "cutlass")
-
-
-@pytest.mark.parametrize("data", ["cute", "cute2"])
-def test_cute_kernels(data, request):
-    expect, targets = request.getfixturevalue(data)
+@pytest.mark.parametrize("data", ["gluon", "gluon2", "cute", "cute2"])
+def test_gluon_and_cute_kernels(data):
+    expect, targets = _kernels(*FILES[data])
     for name, expected in expect.items():
         _check(targets[name], expected, name)
 

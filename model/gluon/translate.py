@@ -76,7 +76,9 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         self.c_divisions: dict[str, tuple[Expr, Expr]] = {}   # see ArithRules._c_division
         # parameters fixed at their launch values by loops unrolled there (control.py), why
         self.pinned: list[tuple[set[str], str]] = []
-        self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
+        # barriers used, (array, constant index) or (array, None) for a computed index: an init
+        # after that is not modelled (another barrier of the array may be initialised later)
+        self.used: set[tuple[Alloc, str | None]] = set()
         self.sync_barriers: dict = {}        # synchronous MMA (its line) -> its own barrier
         self.cp_group: list = []             # cp.async copies not yet committed (cp_async.py)
         self.cp_conds: list[Expr] = []
@@ -118,15 +120,18 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         return None
 
     def cp_async_arrive(self, op: Operation, out):
-        """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): each thread's arrival
-        lands once its earlier cp.async copies are done. The model retires a cp.async copy's
-        writes only at its thread's wait_group, not at that arrival, so a partition waiting on
-        the barrier would read under writes the hardware has finished: refused, not guessed."""
-        inc = "" if "noIncrement" in op.text else (", after raising the pending count at "
-                                                     "issue (increment_count=True)")
-        raise Unread("the arrivals are made when the thread's cp.async copies complete"
-                     + inc + ", but the model ends those copies' writes only at a wait_group, "
-                     "not at the arrival on the barrier")
+        """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): every thread of the
+        partition arrives, each once its own earlier cp.async copies are done. The model has
+        one asynchronous arrival per thread (the DSL's `cp_async_arrive`, CuTe's per lane); a
+        partition is one agent here, and its num_warps x 32 arrivals are not expanded (each
+        landing on its own would multiply the states by the thread count). Refused, not
+        guessed; so is the pending-count increment of the form without .noinc."""
+        inc = "" if "noIncrement" in op.text else ("; with increment_count=True each thread "
+                                                    "also raises the pending count at issue, "
+                                                    "which the model has no operation for")
+        raise Unread("each thread of the partition arrives once its own cp.async copies are "
+                     "done (num_warps x 32 asynchronous arrivals), which this frontend does "
+                     "not expand" + inc)
 
     # -- values ------------------------------------------------------------------------------
 
@@ -154,7 +159,9 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         if alloc in self.refused:
             raise Unread(self.refused[alloc])
         bar = self.barriers.get(alloc)
-        self.used.add(alloc)
+        # one barrier of an array by its constant index; any other index stands for them all
+        whole = any(not isinstance(i, Const) for i in mem.index)
+        self.used.add((alloc, None if whole else repr(mem.index)))
         if bar is None:
             raise ModelError(f"barrier `{alloc.name}` is used before ttng.init_barrier",
                              loc=alloc.loc, hint="mbarrier.init every barrier before its use")
@@ -392,7 +399,8 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         key = (alloc, repr(mem.index))
         in_loop_once = not self.loop_vars or self.loop_vars[-1] in set().union(
             *(free_vars(i) for i in mem.index))
-        if alloc in self.used or self.threads or key in self.inited or not in_loop_once:
+        used = (alloc, None) in self.used or (alloc, repr(mem.index)) in self.used
+        if used or self.threads or key in self.inited or not in_loop_once:
             raise Unread(f"barrier `{alloc.name}` initialised again or after its first use "
                          "(re-initialisation is not modelled)")
         self.inited.add(key)

@@ -1,8 +1,9 @@
 """More Gluon kernels in the style of Triton's Gluon tutorials, each correct and with a bug of
 the kind the field reports: a one-partition prefetch chain (the last prefetch left unguarded
 runs past the kernel's end), two TMA loads on one barrier with the expected bytes of the wrong
-tile, and an Ampere cp.async copy completed through `async_copy.mbarrier_arrive` (outside the
-model: BP190 at its line). Checked by tests/test_unseen_frontends.py against EXPECT (decided
+tile, an Ampere cp.async copy completed through `async_copy.mbarrier_arrive` (outside the
+model: BP190 at its line), and a warp-specialized ring whose `empty` barriers are pre-arrived
+right after their inits (each init and arrival in turn, per slot). Checked by tests/test_unseen_frontends.py against EXPECT (decided
 before running)."""
 
 from triton.experimental import gluon
@@ -101,7 +102,8 @@ ab_tiles_ok = _ab()
 ab_tiles_expects_a_twice = _ab(B_BYTES_OF_A=True)
 
 
-# -- 3. cp.async copies completed through an mbarrier (`async_copy.mbarrier_arrive`) -----------
+# -- 3. cp.async copies completed through an mbarrier (`async_copy.mbarrier_arrive`): one
+#       asynchronous arrival per thread of the partition, not expanded by the frontend (BP190)
 
 @gluon.jit
 def cp_arrive(a_ptr, NOINC: gl.constexpr, num_warps: gl.constexpr):
@@ -130,6 +132,68 @@ cp_arrive_noinc = Launch(cp_arrive, args=dict(a_ptr="*fp16", NOINC=True), num_wa
 cp_arrive_inc = Launch(cp_arrive, args=dict(a_ptr="*fp16", NOINC=False), num_warps=4,
                        target="cuda:80")
 
+# -- 4. a loader partition and a register consumer: the `empty` barriers are pre-arrived once
+#       after init, so the loader waits on them from phase 0 like the consumer on `ready` ------
+
+@gluon.jit
+def pre_loader(desc, bufs, ready, empty, n_tiles):
+    STAGES: gl.constexpr = bufs.shape[0]
+    BM: gl.constexpr = desc.block_type.shape[0]
+    for i in range(n_tiles):
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), (i // STAGES) & 1)
+        mbarrier.expect(ready.index(s), desc.block_type.nbytes)
+        tma.async_load(desc, [i * BM, 0], ready.index(s), bufs.index(s))
+
+
+@gluon.jit
+def pre_consumer(out_desc, bufs, ready, empty, out_tile, n_tiles, num_warps: gl.constexpr):
+    STAGES: gl.constexpr = bufs.shape[0]
+    regs: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    acc = gl.zeros(out_desc.block_type.shape, gl.float32, regs)
+    for i in range(n_tiles):
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        acc += bufs.index(s).load(regs).to(gl.float32)
+        mbarrier.arrive(empty.index(s), count=1)
+    out_tile.store(acc.to(out_desc.dtype))
+    fence_async_shared()
+    tma.async_store(out_desc, [0, 0], out_tile)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def pre_arrived(in_desc, out_desc, n_tiles, STAGES: gl.constexpr, PRE_ARRIVE: gl.constexpr,
+                num_warps: gl.constexpr):
+    bufs = gl.allocate_shared_memory(in_desc.dtype, [STAGES] + in_desc.block_type.shape,
+                                     in_desc.layout)
+    out_tile = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape,
+                                         out_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+        if PRE_ARRIVE:
+            mbarrier.arrive(empty.index(s), count=1)     # every slot starts free
+    gl.warp_specialize([
+        (pre_consumer, (out_desc, bufs, ready, empty, out_tile, n_tiles, num_warps)),
+        (pre_loader, (in_desc, bufs, ready, empty, n_tiles)),
+    ], [1], [24])
+
+
+def _pre(**k):
+    args = dict(in_desc=tensor_desc("fp16", [64, 64]), out_desc=tensor_desc("fp16", [64, 64]),
+                n_tiles=5, STAGES=2, PRE_ARRIVE=True)
+    args.update(k)
+    return Launch(pre_arrived, args=args, num_warps=4, target="cuda:100")
+
+
+pre_arrived_ok = _pre()
+# without the pre-arrival the loader's first wait (phase 0 of a fresh `empty`) never returns:
+# no consumer releases a slot it was never given
+pre_arrived_missing = _pre(PRE_ARRIVE=False)
+
 EXPECT = {
     "prefetch_chain_ok": "verified",
     "prefetch_chain_unguarded": "violation:BP105",
@@ -137,4 +201,6 @@ EXPECT = {
     "ab_tiles_expects_a_twice": "violation:BP130",
     "cp_arrive_noinc": "unknown",
     "cp_arrive_inc": "unknown",
+    "pre_arrived_ok": "verified",
+    "pre_arrived_missing": "violation:BP100",
 }
