@@ -97,7 +97,8 @@ class Expr:
     """An integer expression over parameters, loop variables and thread/block indices.
 
     Python operators build expressions (`i % stages`, `k.thread == 2`); `&`, `|`, `~` are logical
-    and/or/not (Python's `and`/`if` cannot be overloaded, so truth-testing raises a clear error).
+    and/or/not of truth values, refused on numbers (Python's `and`/`if` cannot be overloaded, so
+    truth-testing raises a clear error).
     """
 
     __slots__ = ()
@@ -118,10 +119,26 @@ class Expr:
     def __rmod__(self, o): return self._bin("%", o, True)
     def __xor__(self, o): return self._bin("xor", o)
     def __rxor__(self, o): return self._bin("xor", o, True)
-    def __and__(self, o): return self._bin("and", o)
-    def __rand__(self, o): return self._bin("and", o, True)
-    def __or__(self, o): return self._bin("or", o)
-    def __ror__(self, o): return self._bin("or", o, True)
+    def __and__(self, o): return self._logical("and", o)
+    def __rand__(self, o): return self._logical("and", o, True)
+    def __or__(self, o): return self._logical("or", o)
+    def __ror__(self, o): return self._logical("or", o, True)
+
+    def _logical(self, op: str, other: ExprLike, flip: bool = False) -> "Expr":
+        """`&` / `|` of truth values. An operand that is a number (`i & (stages - 1)`, `i & 1`)
+        would be read as true or false, not as bits: refused, with the arithmetic to write."""
+        for x in (self, as_expr(other)):
+            if isinstance(x, Const) and x.value not in (0, 1) or \
+                    isinstance(x, BinOp) and x.op not in _TRUTH_OPS or \
+                    isinstance(x, UnOp) and x.op == "neg":
+                sym = "&" if op == "and" else "|"
+                raise ModelError(
+                    f"`{sym}` in a protocol expression is logical {op} (for conditions), but "
+                    f"`{x!r}` is a number, not a truth value",
+                    hint="for a stage of a power-of-two ring write `i % stages`, for a parity "
+                         "`(i // stages) % 2`; compare numbers to get truth values "
+                         "(`(i % 2 == 0) & (k > 0)`)")
+        return self._bin(op, other, flip)
     def __lt__(self, o): return self._bin("<", o)
     def __le__(self, o): return self._bin("<=", o)
     def __gt__(self, o): return self._bin(">", o)
@@ -146,6 +163,10 @@ class Expr:
             "index over a parameter?)",
             hint="loop with `with k.loop(n) as i:` and index barriers with `bar.at[expr]`",
         )
+
+
+# the operators whose value is a truth value (0 or 1): what `&` and `|` may combine
+_TRUTH_OPS = frozenset({"==", "!=", "<", "<=", ">", ">=", "and", "or"})
 
 
 @dataclass(frozen=True, eq=False)

@@ -48,10 +48,22 @@ class Violation:
         return CODES[self.code]
 
 
+# The rules judged when every thread has exited: what the kernel left undone at its end.
+EXIT_RULES = frozenset({"BP103", "BP104", "BP105", "BP130"})
+
+
+def rank(code: str) -> tuple[bool, str]:
+    """The order of codes for every choice among findings (the compiled core's RANK): by
+    number, the exit rules after every other. A race in the kernel's last gaps (a read of a tile
+    a TMA load still writes) is the earlier, more specific cause: it is named at the access, not
+    as the copy left in flight at the exit."""
+    return code in EXIT_RULES, code
+
+
 def primary(violations: list[Violation]) -> Violation:
-    """The violation to report when several hold at once: the lowest code, so every engine and
-    the interpreter name the same one whatever order they found them in."""
-    return min(violations, key=lambda v: v.code)
+    """The violation to report when several hold at once: the first in `rank`, so every engine
+    and the interpreter name the same one whatever order they found them in."""
+    return min(violations, key=lambda v: rank(v.code))
 
 
 # A finding accepted at one place (barrierproof/suppress.py): its code, the real path of the

@@ -11,6 +11,7 @@ pytest.importorskip("triton")
 
 from triton.experimental import gluon  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.ampere import async_copy  # noqa: E402
 from triton.experimental.gluon.language.nvidia.blackwell import clc, tcgen05_commit  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma,  # noqa: E402
                                                              warpgroup_mma, warpgroup_mma_wait)
@@ -114,7 +115,7 @@ def committer(bar):
 def unknown_sync(n):
     bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(bar, count=1)
-    gl.barrier()
+    async_copy.mbarrier_arrive(bar, increment_count=True)
     mbarrier.arrive(bar, count=1)
     mbarrier.wait(bar, 0)
 
@@ -342,9 +343,10 @@ def test_a_carry_without_closed_form_is_unrolled_or_bp190():
 def test_an_unknown_op_is_bp190_at_its_line():
     kernel = load(Launch(unknown_sync, args=dict(n=1)))
     unmodeled = [op for op in iter_ops(kernel.body) if op.kind == "unmodeled"]
-    assert len(unmodeled) == 1 and unmodeled[0].name.startswith("ttg.barrier")
+    assert len(unmodeled) == 1 and \
+        unmodeled[0].name.startswith("ttng.async_copy_mbarrier_arrive")
     assert unmodeled[0].loc.file == HERE
-    assert unmodeled[0].loc.line == line_of(unknown_sync, "gl.barrier()")
+    assert unmodeled[0].loc.line == line_of(unknown_sync, "async_copy.mbarrier_arrive(bar")
     v = verdict_of(kernel)
     assert v.verdict == "unknown" and v.codes == ["BP190"]
     assert unmodeled[0].name.split(":")[0] in v.diagnostics[0].message

@@ -66,6 +66,17 @@ VERDICTS = {
     "syncthreads_reached_by_every_warp": "verified",
     "shared_operand_without_loop_back_barrier": "violation:BP200",
     "shared_operand_with_loop_back_barrier": "verified",
+    # not BP105/BP130 (the copy in flight, its bytes missing at the exit), which hold in the
+    # same state: the read racing with the copy is the earlier cause, ranked first
+    "bias_read_without_waiting_for_its_load": "violation:BP200",
+    "bias_read_after_its_load_landed": "verified",
+    "cp_async_stage_completes_through_its_barrier": "verified",
+    "cp_async_arrive_before_the_copy": "violation:BP200",
+    "three_stages_by_modulo": "verified",
+    "three_stages_by_mask": "violation:BP200",
+    # the consumer's early release of a fresh stage breaks the producer's first acquire
+    # sooner than its read meets the load (BP200)
+    "three_stages_phase_of_the_step": "violation:BP101",
 }
 
 
@@ -118,6 +129,41 @@ def test_prove_covers_the_producer_start_phase_for_every_stage_and_trip_count():
     got = prove_kernel(kernel, {}, Options(Limits(timeout=60)), "producer_starts_at_phase_one",
                        SimpleNamespace(symbolic=[]))
     assert got.verdict == "proved", got.reason
+
+
+def test_a_race_at_the_exit_is_named_before_the_exit_rules_by_every_engine():
+    """The state after the copy is issued breaks BP200, BP105 and BP130 at once: the Python
+    explorer, the compiled core (when built) and the independent reference all name the race;
+    with races ignored the exit rules are what is left."""
+    from barrierproof.checker.engines import compiled
+    from barrierproof.checker.engines.explore import explore
+    from barrierproof.model import reference
+    from barrierproof.model.semantics import System
+    kernel = TARGETS["bias_read_without_waiting_for_its_load"].build()
+    system = System(kernel)
+    end = system.initial_state()
+    for action in (0, 0):
+        end = system.step(end, action)[0]
+    assert {v.code for v in system.state_violations(end)} == {"BP105", "BP130", "BP200"}
+    for core in ["python"] + (["compiled"] if compiled.available() else []):
+        got = explore(system, Limits(max_states=1000), reduction=False, order="bfs", core=core)
+        assert got.violation.code == "BP200", (core, got.violation)
+    found = check_kernel(kernel)
+    assert reference.replay_trace(kernel, found.trace).code == "BP200"
+    assert check_kernel(kernel, options=Options(ignore=RACES)).codes[0] == "BP105"
+
+
+def test_a_bit_mask_in_a_protocol_expression_is_refused_at_its_line(tmp_path, capsys):
+    """`&` and `|` are logical in the DSL: `i & (stages - 1)` would be read as true or false,
+    not as bits. It is an input error at the user's line, with the arithmetic to write."""
+    path = tmp_path / "mask.py"
+    path.write_text("from barrierproof import protocol\n\n\n@protocol\ndef p(k, stages=4):\n"
+                    "    k.threads(1)\n    bar = k.Barrier(num_barriers=stages)\n"
+                    "    with k.loop(8) as i:\n        k.arrive(bar.at[i & (stages - 1)])\n")
+    assert main(["check", "--no-cache", str(path)]) == 3
+    out, err = capsys.readouterr()
+    assert "mask.py:9" in out + err and "is a number, not a truth value" in out + err
+    assert "i % stages" in out + err
 
 
 def test_a_typo_in_the_target_name_suggests_the_closest(capsys):

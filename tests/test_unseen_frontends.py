@@ -1,5 +1,6 @@
 """Gluon, CuTe DSL and Pallas kernels a new user wrote in the tutorials' style
-(tests/data/unseen_gluon.py, tests/data/unseen_cute.py, tests/data/unseen_pallas.py), correct
+(tests/data/unseen_gluon.py, unseen_cute.py, unseen_pallas.py and their sequels
+unseen_gluon2.py, unseen_cute2.py, unseen_pallas2.py), correct
 ones and the bugs the field reports. Each verdict in those files' EXPECT tables (the one place
 it is stated) follows from the hardware semantics; where a verdict may surprise (a code other
 than the obvious one), the kernel's docstring or comment says why. Synchronization the frontends
@@ -40,6 +41,10 @@ UNREAD = {
     # Gluon: cp.async copies no commit_group puts in a group no wait_group counts
     "cp_ring_never_commits": "async_copy.async_load(",
     "cp_ring_reads_before_commit": "# before the commit",
+    # Gluon: cp.async copies completed through an mbarrier (one arrival per thread of the
+    # partition, not expanded), with and without the pending-count increment
+    "cp_arrive_noinc": "async_copy.mbarrier_arrive(",
+    "cp_arrive_inc": "async_copy.mbarrier_arrive(",
 }
 
 
@@ -57,14 +62,15 @@ def _kernels(name: str, frontend: str) -> tuple[dict, dict]:
     return expect, targets
 
 
+# each data file and the package it needs
+FILES = {"gluon": ("unseen_gluon.py", "triton"), "gluon2": ("unseen_gluon2.py", "triton"),
+         "cute": ("unseen_cute.py", "cutlass"), "cute2": ("unseen_cute2.py", "cutlass"),
+         "pallas": ("unseen_pallas.py", "jax"), "pallas2": ("unseen_pallas2.py", "jax")}
+
+
 @pytest.fixture(scope="module")
 def gluon():
-    return _kernels("unseen_gluon.py", "triton")
-
-
-@pytest.fixture(scope="module")
-def cute():
-    return _kernels("unseen_cute.py", "cutlass")
+    return _kernels(*FILES["gluon"])
 
 
 def _check(target, expected: str, name: str) -> None:
@@ -83,31 +89,22 @@ def _check(target, expected: str, name: str) -> None:
         assert not unread and not [op for op in kernel.ops() if op.kind == "unmodeled"], name
 
 
-@pytest.fixture(scope="module")
-def pallas():
-    return _kernels("unseen_pallas.py", "jax")
-
-
-def test_pallas_kernels(pallas):
+@pytest.mark.parametrize("data", ["pallas", "pallas2"])
+def test_pallas_kernels(data):
     from barrierproof.model.ir import ModelError
-    expect, targets = pallas
+    expect, targets = _kernels(*FILES[data])
     for name, expected in expect.items():
         try:
             _check(targets[name], expected, name)
         except ModelError as err:
             # JAX refuses a few rules itself while tracing: the rule's code, at the kernel
             assert f"violation:{err.code}" == expected, (name, err)
-            assert err.loc.file.endswith("unseen_pallas.py"), err.loc
+            assert err.loc.file.endswith(FILES[data][0]), err.loc
 
 
-def test_gluon_kernels(gluon):
-    expect, targets = gluon
-    for name, expected in expect.items():
-        _check(targets[name], expected, name)
-
-
-def test_cute_kernels(cute):
-    expect, targets = cute
+@pytest.mark.parametrize("data", ["gluon", "gluon2", "cute", "cute2"])
+def test_gluon_and_cute_kernels(data):
+    expect, targets = _kernels(*FILES[data])
     for name, expected in expect.items():
         _check(targets[name], expected, name)
 

@@ -251,7 +251,7 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
         for (int j = 0; j < moves && !wide; j++) {
             int v = codes[j];
             if (v && !m->ignored[v]) {              /* the step itself breaks a rule */
-                if (!best || v < best) {
+                if (BEFORE(v, best)) {
                     best = v; best_rank = rank; best_j = j; best_gid = gid; best_action = acts[j];
                 }
                 continue;
@@ -279,7 +279,7 @@ static PyObject *mp_expand(PyObject *self, PyObject *args) {
         transitions += moves;
         if (!moves && !is_done(m, cur)) {
             int c = deadlock_code(m, cur);
-            if (!m->ignored[c] && (!dead || c < dead)) {
+            if (!m->ignored[c] && BEFORE(c, dead)) {
                 dead = c; dead_rank = rank; dead_gid = gid;
             }
         }
@@ -400,7 +400,7 @@ static PyObject *mp_insert(PyObject *self, PyObject *args) {
         int c = state_code(&w->m, s);
         if (c) {                                    /* the state reached breaks a rule */
             w->violations++;
-            if (!best || c < best) { best = c; bm = meta; }
+            if (BEFORE(c, best)) { best = c; bm = meta; }
             continue;
         }
         if (push_next(w, (int32_t)id, pre[meta.rank] + meta.j) < 0) { oom = 1; break; }

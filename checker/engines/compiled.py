@@ -4,7 +4,7 @@ persistent sets (_por.c; docs/POR.md "In the compiled core"), which reach the sa
 
 `_core` (checker/engines/_core.c, built by pip when a C compiler is there) runs the
 breadth-first search of explore.py over the same flat states, with the same order of actions,
-the same visited set semantics, the same tie-breaks at a level (lowest code, then the first
+the same visited set semantics, the same tie-breaks at a level (first code in `rank` order, then the first
 met) and the same limits, and returns its counts and the breadth-first tree. What it finds is
 rebuilt here into the schedule the Python explorer would report: the path of states from the
 tree, matched step by step with `_concretize` (the lowest action reaching each state, as the

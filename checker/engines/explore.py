@@ -45,7 +45,7 @@ from typing import Callable
 from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.steps import UNREDUCED, opcodes_in
-from ...model.violations import CODES, Place, Violation, primary, tolerance
+from ...model.violations import CODES, Place, Violation, primary, rank, tolerance
 from .parity_returns import Conflict, ParityReturns, search_return
 from .compiled import Refused, available, explore_compiled
 from .compiled import chosen as chosen_core
@@ -521,7 +521,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
         best: list = []
 
         def better(length: int, code: str, deadlock: bool = False) -> bool:
-            return not best or (length, deadlock, code) < best[0]
+            return not best or (length, deadlock, rank(code)) < best[0]
 
         def finish(shortest: bool = True) -> ExploreResult:
             if best[1] is ALIASING:
@@ -530,7 +530,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
 
         def alias(conflict: Conflict | None) -> None:
             if conflict is not None and better(conflict.length, "BP101"):
-                best[:] = [(conflict.length, False, "BP101"), ALIASING, conflict]
+                best[:] = [(conflict.length, False, rank("BP101")), ALIASING, conflict]
 
         def stopped(why: str) -> ExploreResult:
             if not best:
@@ -574,7 +574,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     if accept(violation):
                         continue             # a dead end, as a violation's state is
                     if better(length, violation.code):
-                        best[:] = [(length, False, violation.code), list(path), state, action,
+                        best[:] = [(length, False, rank(violation.code)), list(path), state, action,
                                    violation, True, None]
                     continue
                 if after_step is not None:
@@ -590,7 +590,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 bad, perm = violations(nxt)
                 if bad:
                     if bad[0] is not DEAD_END and better(length, primary(bad).code):
-                        best[:] = [(length, False, primary(bad).code), list(path), state, action,
+                        best[:] = [(length, False, rank(primary(bad).code)), list(path), state, action,
                                    primary(bad), False, perm]
                     continue
                 if length > depth:               # as breadth first: the deepest state kept
@@ -608,7 +608,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     stuck = system.deadlock(nxt)
                     if stuck.code not in ignore and not accept(stuck, nxt) and \
                             better(length, stuck.code, True):
-                        best[:] = [(length, True, stuck.code), path + [k], nxt, None, stuck, False,
+                        best[:] = [(length, True, rank(stuck.code)), path + [k], nxt, None, stuck, False,
                                    None]
                     continue
                 if best and length == best[0][0]:
@@ -701,7 +701,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                 if not succ and not system.is_done(state):
                     stuck = system.deadlock(state)
                     if stuck.code not in ignore and not accept(stuck, state) and \
-                            (dead is None or stuck.code < dead[2].code):
+                            (dead is None or rank(stuck.code) < rank(dead[2].code)):
                         dead = (n, None, stuck, False, None)
                 for action, nxt, violation in succ:
                     transitions += 1
@@ -709,7 +709,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     if violation is not None and violation.code not in ignore:
                         if accept(violation):
                             continue
-                        if best is None or violation.code < best[2].code:
+                        if best is None or rank(violation.code) < rank(best[2].code):
                             best = (n, action, violation, True, None)
                         continue
                     if after_step is not None:
@@ -727,7 +727,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     bad, perm = violations(nxt)
                     if bad:
                         if bad[0] is not DEAD_END and \
-                                (best is None or primary(bad).code < best[2].code):
+                                (best is None or rank(primary(bad).code) < rank(best[2].code)):
                             best = (n, action, primary(bad), False, perm)
                         continue
                     next_frontier.append(p)

@@ -44,6 +44,7 @@ import time
 from array import array
 
 from ...model.semantics import System
+from ...model.violations import rank as code_rank
 from .compiled import (ALIASING, AT_INITIAL, BY_STEP, DEADLOCK, DEPTH_LIMIT, IN_STATE,
                        INTERRUPTED, MEMORY_LIMIT, STATE_LIMIT, TIME_LIMIT, VERIFIED, VIOLATION,
                        outcome)
@@ -349,9 +350,9 @@ def _levels(pool, ranks, out, n, limits, budget, progress, start) -> bool | None
         out["states"] += sum(i[0] for i in inserted)
         out["bytes"] = sum(i[3] for i in inserted)
         frontier = sum(i[1] for i in inserted)
-        dead = min((e[1] for e in expanded if e[1] is not None), default=None)
-        best = min([(e[2][:3], BY_STEP, e[2]) for e in expanded if e[2] is not None] +
-                   [(i[2][:3], IN_STATE, i[2]) for i in inserted if i[2] is not None],
+        dead = min((e[1] for e in expanded if e[1] is not None), default=None, key=_ranked)
+        best = min([(_ranked(e[2][:3]), BY_STEP, e[2]) for e in expanded if e[2] is not None] +
+                   [(_ranked(i[2][:3]), IN_STATE, i[2]) for i in inserted if i[2] is not None],
                    default=None)
         # a conflict needs a row new at this level: the table is merged again only then
         changed = any(e[3] is not None for e in expanded)
@@ -417,6 +418,12 @@ def _firsts(rows: list, depth: int, last_rank: int | None) -> dict:
                 break
         table[i] = firsts
     return table
+
+
+def _ranked(found: tuple) -> tuple:
+    """A worker's (code, rank, ...) finding in the order of codes every engine uses
+    (violations.py `rank`), then the rest of it."""
+    return (code_rank(f"BP{found[0]}"),) + tuple(found[1:])
 
 
 def _conflict(rows: list, depth: int) -> tuple[int, int] | None:

@@ -34,6 +34,7 @@ from typing import Callable
 
 from ...model.semantics import BARRIER_FIELDS, OPCODE_NAMES, System
 from ...model.steps import STEPS, UNREDUCED
+from ...model.violations import rank
 from .opcode_classes import UnclassifiedOpcode, require_classified
 
 # How block symmetry carries an opcode's operands onto its image (`_automorphism`); each
@@ -476,7 +477,7 @@ class Symmetry:
         for g, apply in self._block_pairs:
             image = apply(state)
             _, v = self.system.step(image, g.action(self.system, action))
-            if v is not None and not skip(v) and (code is None or v.code < code):
+            if v is not None and not skip(v) and (code is None or rank(v.code) < rank(code)):
                 code = v.code
         return code
 

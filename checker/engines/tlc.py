@@ -34,6 +34,7 @@ from typing import Mapping
 from ...model.ir import Kernel, ModelError
 from ...model.semantics import WAITS, System
 from ...model.steps import NOT_IN_TLA, opcodes_in
+from ...model.violations import rank
 from .tla import (DEADLOCKS, EXACT, HW_DEADLOCKS, HW_RULES, INIT_DEADLOCKS, INIT_RULES,
                   RACE_EXACT, RACE_RULES, RULES, Checks, deadlocks_of, exact_codes,
                   TlaModule, bounded_wrapper, deadlock_checks,
@@ -411,7 +412,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
     may name a rule the state breaks while the step that reached it broke another
     (a phase overrun that also leaves a late joiner), so a rule violation is re-asked of the
     `Exact_*` properties, which fail exactly on the steps of their code. The choice among
-    equally short violations (a deadlock one step shorter; then the lowest code) is settled by
+    equally short violations (a deadlock one step shorter; then the first code in `rank` order) is settled by
     more TLC runs bounded to that depth, the first with every Exact_* property and each later
     one with only those of the lower codes, each with the deadlock check while a deadlock one
     step shorter is still open; their properties judge only the steps of that length.
@@ -501,7 +502,7 @@ def tlc_search(workers: int = 1, java_options: tuple[str, ...] = ("-XX:+UseParal
                                    f"{length} long that it judges: MBarrier.tla disagrees "
                                    "with itself")
                 best = found
-                wanted = [c for c in wanted if c < found[1]]
+                wanted = [c for c in wanted if rank(c) < rank(found[1])]
             if best is None:
                 raise TlcError(f"TLC names {first.violated} violated, but no Exact_* property "
                                f"fails within {length} steps: MBarrier.tla disagrees with itself")

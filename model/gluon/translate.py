@@ -76,7 +76,9 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         self.c_divisions: dict[str, tuple[Expr, Expr]] = {}   # see ArithRules._c_division
         # parameters fixed at their launch values by loops unrolled there (control.py), why
         self.pinned: list[tuple[set[str], str]] = []
-        self.used: set[Alloc] = set()        # barriers used (an init after that is not modelled)
+        # barriers used, (array, constant index) or (array, None) for a computed index: an init
+        # after that is not modelled (another barrier of the array may be initialised later)
+        self.used: set[tuple[Alloc, str | None]] = set()
         self.sync_barriers: dict = {}        # synchronous MMA (its line) -> its own barrier
         self.cp_group: list = []             # cp.async copies not yet committed (cp_async.py)
         self.cp_conds: list[Expr] = []
@@ -111,6 +113,26 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
     def unmodeled(self, op: Operation, reason: str) -> Op:
         return Op(K.UNMODELED, name=f"{op.name}: {reason}", loc=self.where(op))
 
+    def partition_barrier(self, op: Operation, out):
+        """`gl.barrier()` (ttg.barrier: a bar.sync over the warps of its partition, of the whole
+        CTA outside gl.warp_specialize): a partition is one agent of the model, its accesses
+        already in program order, so the barrier orders nothing the model does not."""
+        return None
+
+    def cp_async_arrive(self, op: Operation, out):
+        """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): every thread of the
+        partition arrives, each once its own earlier cp.async copies are done. The model has
+        one asynchronous arrival per thread (the DSL's `cp_async_arrive`, CuTe's per lane); a
+        partition is one agent here, and its num_warps x 32 arrivals are not expanded (each
+        landing on its own would multiply the states by the thread count). Refused, not
+        guessed; so is the pending-count increment of the form without .noinc."""
+        inc = "" if "noIncrement" in op.text else ("; with increment_count=True each thread "
+                                                    "also raises the pending count at issue, "
+                                                    "which the model has no operation for")
+        raise Unread("each thread of the partition arrives once its own cp.async copies are "
+                     "done (num_warps x 32 asynchronous arrivals), which this frontend does "
+                     "not expand" + inc)
+
     # -- values ------------------------------------------------------------------------------
 
     def value(self, name: str) -> Any:
@@ -137,7 +159,9 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         if alloc in self.refused:
             raise Unread(self.refused[alloc])
         bar = self.barriers.get(alloc)
-        self.used.add(alloc)
+        # one barrier of an array by its constant index; any other index stands for them all
+        whole = any(not isinstance(i, Const) for i in mem.index)
+        self.used.add((alloc, None if whole else repr(mem.index)))
         if bar is None:
             raise ModelError(f"barrier `{alloc.name}` is used before ttng.init_barrier",
                              loc=alloc.loc, hint="mbarrier.init every barrier before its use")
@@ -375,7 +399,8 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         key = (alloc, repr(mem.index))
         in_loop_once = not self.loop_vars or self.loop_vars[-1] in set().union(
             *(free_vars(i) for i in mem.index))
-        if alloc in self.used or self.threads or key in self.inited or not in_loop_once:
+        used = (alloc, None) in self.used or (alloc, repr(mem.index)) in self.used
+        if used or self.threads or key in self.inited or not in_loop_once:
             raise Unread(f"barrier `{alloc.name}` initialised again or after its first use "
                          "(re-initialisation is not modelled)")
         self.inited.add(key)
@@ -599,6 +624,8 @@ HANDLERS: dict[str, Callable] = {
     "ttng.warp_group_dot": Translator.wgmma,
     "ttng.warp_group_dot_wait": Translator.wgmma_wait,
     "ttng.fence_async_shared": Translator.proxy_fence,
+    "ttg.barrier": Translator.partition_barrier,
+    "ttng.async_copy_mbarrier_arrive": Translator.cp_async_arrive,
     COPY: Translator.async_copy,
     COMMIT: Translator.async_commit,
     WAIT: Translator.async_wait,

@@ -328,8 +328,13 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
         elif kind in ("try_cluster_cancel", "cp_async_arrive"):
             if alloc.cluster:
                 return
-            add(Action("copy", f"{kind}({name})", loc, (), 0,
-                       landings=(("async", name, 0),)))
+            landing = ("async", name, 0)
+            # cp.async's arrival lands once the thread's earlier copies are done: their writes
+            # are its own until then
+            memory = (self.hand_over_copies(thread, landing, env),) if kind == "cp_async_arrive" \
+                else ()
+            add(Action("copy", f"{kind}({name})", loc, (), 0, landings=(landing,),
+                       memory=memory))
         elif kind in ("tcgen05_mma", "tcgen05_commit_arrive"):
             if alloc.cluster or not alloc.orders_tensor_core:
                 return   # BP110 / BP111
@@ -392,6 +397,8 @@ def uncovered(kernel: Kernel) -> list[str]:
 
 # The lockstep copies' cluster axis: not an identifier, so no name of a protocol can clash.
 LOCKSTEP = "(lockstep)"
+# the rules judged when every thread has exited (ranked after every other rule of a state)
+AT_EXIT = frozenset({"BP103", "BP104", "BP105", "BP130"})
 
 
 def _decrementing_lockstep(kernel: Kernel) -> bool:
@@ -896,7 +903,9 @@ class Rules(RulesHardware, RulesInits, RulesMemory):
                 return "terminated", None
         found += races
         if found:
-            return "violation", min(found, key=lambda f: f.code)
+            # by code, but what the exit leaves undone after any other rule: a race in the
+            # final gaps is the earlier cause than the copy it races with left in flight
+            return "violation", min(found, key=lambda f: (f.code in AT_EXIT, f.code))
         if not self.moves(m):
             finding = self.stuck(m)
             return "deadlock", None if finding.code in ignore else finding

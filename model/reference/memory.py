@@ -155,6 +155,21 @@ class ClusterMemory:
             for group in done:
                 self._retire(thread, group, where)
 
+    def hand_over_copies(self, thread: Thread, landing, env) -> tuple:
+        """cp.async.mbarrier.arrive: every cp.async copy of the thread not yet waited for is
+        retired from its program here and written until the arrival `landing` lands."""
+        pending = self._pending.pop((thread.name, "cp_async"), [])
+        if not pending:
+            return ()
+        where = self._where(thread)
+        for group in pending:
+            self._retire(thread, group, where)
+        return tuple(dataclasses.replace(a, agent=f"a cp.async copy of {thread.name}",
+                                         start=(0, 0), end=None, landing=landing,
+                                         dest=self._dest_text(self.buffers[a.alloc], a.slots,
+                                                              env))
+                     for group in pending for a in group)
+
     def _retire(self, thread: Thread, group: list[Access], where) -> None:
         self.program_async.setdefault(thread.name, []).extend(
             dataclasses.replace(a, end=where) for a in group)
@@ -180,7 +195,9 @@ class ClusterMemory:
     def _dest(self, ref: MemRef, env) -> str:
         """`ring[1]`, `acc[0:64]`: the slots a copy writes per dimension, whole trailing
         dimensions left out (how a trace names the destination of a landing)."""
-        alloc, dims = self._slots(ref, env)
+        return self._dest_text(*self._slots(ref, env), env)
+
+    def _dest_text(self, alloc, dims, env) -> str:
         parts = []
         for slots, n in zip(dims, (evaluate(x, env) for x in alloc.shape)):
             xs = sorted(slots)

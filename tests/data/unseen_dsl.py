@@ -576,3 +576,125 @@ def shared_operand_without_loop_back_barrier(k, steps=2):
 @protocol(expect="verified")
 def shared_operand_with_loop_back_barrier(k, steps=2):
     _shared_a(k, steps, loop_back_sync=True)
+
+
+# -- 14. An epilogue bias tile: loaded by TMA in the prologue, read in the epilogue. Without the
+#        wait, the read races with the copy still writing the tile, and the kernel then exits
+#        with the copy in flight and its bytes undelivered: the race is the cause reported.
+
+def _bias_epilogue(k, waited):
+    k.threads(1, name="wg")
+    loaded = k.Barrier(num_arrivals=1)
+    bias = k.SMEM()
+    k.arrive_expect_tx(loaded, 512)
+    k.tma_load(loaded, 512, dst=bias)
+    if waited:
+        k.wait_parity(loaded, 0)
+    k.read(bias)
+
+
+@protocol(expect="violation:BP200")
+def bias_read_without_waiting_for_its_load(k):
+    _bias_epilogue(k, waited=False)
+
+
+@protocol(expect="verified")
+def bias_read_after_its_load_landed(k):
+    _bias_epilogue(k, waited=True)
+
+
+# -- 15. CUTLASS's PipelineCpAsync: the producer's cp.async copies complete through
+#        cp.async.mbarrier.arrive.noinc on the stage's `full` barrier; the consumer waits on it
+#        and reads the stage. An arrive issued before the copy tracks none of it.
+
+def _cp_async_ring(k, steps, stages, arrive_first):
+    k.threads(2, name="wg")
+    k.assume(stages >= 1, steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    bufs = k.SMEM(slots=stages)
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            s, phase = i % stages, (i // stages) % 2
+            k.wait_parity(empty.at[s], phase ^ 1)
+            if arrive_first:
+                k.cp_async_arrive(full.at[s])
+                k.cp_async(bufs.at[s])
+            else:
+                k.cp_async(bufs.at[s])
+                k.cp_async_arrive(full.at[s])
+        k.wait_gmem_to_smem(0)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            s, phase = i % stages, (i // stages) % 2
+            k.wait_parity(full.at[s], phase)
+            k.read(bufs.at[s])
+            k.arrive(empty.at[s])
+
+
+@protocol(expect="verified")
+def cp_async_stage_completes_through_its_barrier(k, steps=4, stages=2):
+    """The arrival lands only once the copy has written the stage: the consumer's read after
+    its wait is ordered after the copy, without a wait_group in the producer."""
+    _cp_async_ring(k, steps, stages, arrive_first=False)
+
+
+@protocol(expect="violation:BP200")
+def cp_async_arrive_before_the_copy(k, steps=4, stages=2):
+    """The arrival is issued before the copy: it tracks no copy, lands at once, and the consumer
+    reads the stage while the copy still writes it."""
+    _cp_async_ring(k, steps, stages, arrive_first=True)
+
+
+# -- 16. Stage and phase of a three-stage ring: `i % stages` and `(i // stages) % 2`. Two
+#        slips seen in hand-written pipelines: the stage as `i & (stages - 1)`, right only for
+#        a power of two, and the phase as `i % 2` (the parity of the step, not of the lap).
+
+def _three_stage_ring(k, steps, stages, stage_of, phase_of):
+    k.threads(2, name="wg")
+    k.assume(stages >= 1, steps >= 0)
+    full = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    bufs = k.SMEM(slots=stages)
+    with k.when(k.thread == 0):
+        with k.loop(steps) as i:
+            s, phase = i % stages, (i // stages) % 2
+            k.wait_parity(empty.at[s], phase ^ 1)
+            k.arrive_expect_tx(full.at[s], 4096)
+            k.tma_load(full.at[s], 4096, dst=bufs.at[s])
+        with k.loop(minimum(steps, stages)) as j:      # drain: the last releases are seen
+            v = steps - minimum(steps, stages) + j
+            k.wait_parity(empty.at[v % stages], (v // stages) % 2)
+    with k.otherwise():
+        with k.loop(steps) as i:
+            s = stage_of(i, stages)
+            k.wait_parity(full.at[s], phase_of(i, stages))
+            k.read(bufs.at[s])
+            k.arrive(empty.at[s])
+
+
+@protocol(expect="verified")
+def three_stages_by_modulo(k, steps=7, stages=3):
+    _three_stage_ring(k, steps, stages, lambda i, n: i % n, lambda i, n: (i // n) % 2)
+
+
+@protocol(expect="violation:BP200")
+def three_stages_by_mask(k, steps=7, stages=3):
+    """The consumer's stage is what `i & (stages - 1)` computes for stages = 3: 0, 0, 2, 2, 0,
+    ... (the DSL's `&` is logical, so the bits are spelled out). At step 1 the consumer's wait
+    on stage 0 for parity 0 returns at once (stage 0 completed its first phase at step 0) and
+    it reads stage 0 again, while the producer, told by the consumer's step-0 release that
+    stage 0 is free, loads step 3's tile into it."""
+    _three_stage_ring(k, steps, stages, lambda i, n: ((i // 2) % 2) * 2,
+                      lambda i, n: (i // n) % 2)
+
+
+@protocol(expect="violation:BP101")
+def three_stages_phase_of_the_step(k, steps=7, stages=3):
+    """Phase `i % 2`: at step 1 the consumer waits on the fresh stage 1 for parity 1, which a
+    barrier in its first phase reports complete, and releases stage 1 at once. Its read before
+    the load lands (BP200) takes longer to reach than what the early release does to the
+    producer: its first acquire of stage 1 (parity 1, meant to pass on the fresh barrier) now
+    meets a barrier one completion on, and returns or hangs by schedule (BP101, parity
+    aliasing)."""
+    _three_stage_ring(k, steps, stages, lambda i, n: i % n, lambda i, n: i % 2)
