@@ -589,6 +589,16 @@ class KernelBuilder:
         """tcgen05.wait::st: every earlier tcgen05.st of this thread has written TMEM."""
         self._op(K.TCGEN05_WAIT_STORE)
 
+    def tcgen05_load(self, src) -> None:
+        """tcgen05.ld left running (`plgpu.async_load_tmem`): reads `src` (TMEM) until
+        `tcgen05_wait_load`."""
+        self._op(K.TCGEN05_LOAD, reads=src)
+
+    def tcgen05_wait_load(self) -> None:
+        """tcgen05.wait::ld (`plgpu.wait_load_tmem`): every earlier tcgen05.ld of this thread
+        has read TMEM."""
+        self._op(K.TCGEN05_WAIT_LOAD)
+
     def wgmma(self, a=None, b=None) -> None:
         """Hopper WGMMA (`plgpu.wgmma`): reads its SMEM operands until a `wgmma_wait` covers
         it (the accumulator lives in registers)."""

@@ -658,6 +658,41 @@ def test_a_while_over_a_counter_is_the_loop_it_counts():
     assert "not advanced by a constant" in unmodeled[0].name
 
 
+@gluon.jit
+def grid_strided_while(desc, n, STEP_FROM_DATA: gl.constexpr):
+    """A persistent `while` over tiles: each program takes every num_programs-th tile."""
+    buf = gl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    tile = gl.program_id(0)
+    phase = 0
+    while tile < n:
+        mbarrier.expect(bar, desc.block_type.nbytes)
+        tma.async_load(desc, [0, tile * 64], bar, buf)
+        mbarrier.wait(bar, phase)
+        phase ^= 1
+        if STEP_FROM_DATA:
+            tile += tile % 3 + 1
+        else:
+            tile += gl.num_programs(0)
+
+
+def test_a_while_over_the_grid_is_the_loop_it_counts():
+    """`tile = program_id; while tile < n: ...; tile += num_programs` (the compiler leaves the
+    grid query inside the loop): the step is the launch's program count, positive by the
+    launch's assumptions, so the loop is counted as its `range` twin is; a step the loop
+    computes from its own counter still has no trip count (BP190 at the `while`)."""
+    kernel = load(Launch(grid_strided_while, args=dict(desc=DESC, n=5, STEP_FROM_DATA=False),
+                         grid=(2,)))
+    assert not [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert verdict_of(kernel).verdict == "verified"
+    kernel = load(Launch(grid_strided_while, args=dict(desc=DESC, n=5, STEP_FROM_DATA=True),
+                         grid=(2,)))
+    unmodeled = [op for op in kernel.ops() if op.kind == "unmodeled"]
+    assert [op.name.split(":")[0] for op in unmodeled] == ["scf.while"]
+    assert unmodeled[0].loc.line == line_of(grid_strided_while, "while tile < n")
+
+
 def replay_trip(trip, n: int) -> int:
     from barrierproof.model.expr import substitute
     from barrierproof.model.ir import Const, free_vars

@@ -41,7 +41,7 @@ INDEPENDENT = {
     "model/reference/__init__.py": 84,    # +1: cp.async's arrival takes over the copies
     "model/reference/hardware.py": 11,
     "model/reference/inits.py": 4,
-    "model/reference/memory.py": 11,
+    "model/reference/memory.py": 13,      # +2: a tcgen05.ld left running and its wait
     "model/reference/semaphores.py": 3,
 }
 

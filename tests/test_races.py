@@ -418,3 +418,37 @@ def test_a_threads_own_asynchronous_accesses_in_flight_together_race(first, seco
     assert reference.explore(racy).finding.code == code
     assert check_kernel(fixed).verdict == "verified"
     assert reference.explore(fixed).status == "verified"
+
+
+def _tmem_load_handed_back(wait_first: bool):
+    """Thread 0 reads the accumulator with a tcgen05.ld it leaves running (Pallas's
+    `async_load_tmem`) and hands the slot back; thread 1 then overwrites it with a tcgen05.st."""
+    @protocol
+    def handback(k):
+        k.threads(2)
+        acc = k.TMEM()
+        free = k.Barrier(name="free")
+        with k.when(k.thread == 0):
+            k.tcgen05_load(acc)
+            if wait_first:
+                k.tcgen05_wait_load()
+            k.barrier_arrive(free)
+            if not wait_first:
+                k.tcgen05_wait_load()
+        with k.otherwise():
+            k.barrier_wait(free)
+            k.tcgen05_store(acc)
+            k.tcgen05_wait_store()
+    return handback.build()
+
+
+def test_a_tensor_memory_load_left_running_reads_until_its_wait():
+    """A tcgen05.ld not yet waited for (tcgen05.wait::ld) still reads TMEM: handing the slot
+    back before the wait lets the next write overtake it (BP201), in the explorer and the
+    reference; the wait before the arrival fixes it."""
+    from barrierproof.model import reference
+    racy, fixed = _tmem_load_handed_back(False), _tmem_load_handed_back(True)
+    assert check_kernel(racy).codes == ["BP201"]
+    assert reference.explore(racy).finding.code == "BP201"
+    assert check_kernel(fixed).verdict == "verified"
+    assert reference.explore(fixed).status == "verified"

@@ -24,7 +24,7 @@ EXPECT = {
     "ws_matmul_one_release_per_stage": "violation:BP101",
     "pingpong_attention_skips_last_schedule": "violation:BP100",
     "persistent_tcgen05_matmul": "verified",
-    "persistent_tcgen05_matmul_acc_slot_zero": "violation:BP101",
+    "persistent_tcgen05_matmul_acc_slot_zero": "violation:BP201",
     "empty_group_deadlock": "violation:BP100",
 }
 
@@ -305,8 +305,10 @@ def persistent_tcgen05_matmul():
 
 def persistent_tcgen05_matmul_acc_slot_zero():
     """The accumulator slot is computed as `t % 1`, always 0, while the MMA warp still waits
-    for the epilogue only from tile 2 on: it commits tile 1 to `mma_done[0]` (overwriting the
-    accumulator) before the epilogue observed tile 0's completion (BP101: phase overrun)."""
+    for the epilogue only from tile 2 on: tile 1's MMAs overwrite the accumulator while the
+    epilogue's tensor-memory load of tile 0 may still read it (BP201, the first found), and
+    it commits tile 1 to `mma_done[0]` before the epilogue observed tile 0's completion
+    (BP101: phase overrun, a longer trace)."""
     return _persistent_tcgen05(lambda t: t % 1)
 
 

@@ -16,6 +16,11 @@ def _implied_nonneg(facts: list[Expr], x: Expr) -> bool:
     return _implied(facts, x, lambda z: z >= 0)
 
 
+def implied_positive(facts: list[Expr], x: Expr) -> bool:
+    """Do the facts imply `x >= 1` for every integer value of their variables (Z3)?"""
+    return _implied(facts, x, lambda z: z >= 1)
+
+
 def implied_constant(facts: list[Expr], x: Expr, value: int) -> bool:
     """Do the facts imply `x == value` for every integer value of their variables (Z3)?"""
     return _implied(facts, x, lambda z: z == value)

@@ -8,13 +8,14 @@ import re
 from ..expr import mk, opaque, opaque_vars, same, stmt_vars, substitute, substitute_stmts
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Expr, Loop, Op, Var, When,
                   free_vars)
-from .arith import implied_constant
+from .arith import implied_constant, implied_positive
 from .carries import discharged, solve
 from .clc_loops import ClcRules
 from .ttgir import Operation, Region
 from .values import CARRY_PREFIX, Alloc, Unread
 from .. import primitives as K
 
+_GRID_QUERIES = ("tt.get_num_programs", "tt.get_program_id")
 UNROLL_LIMIT = 64        # a loop whose carries have no closed form is unrolled up to this trip
 
 
@@ -164,7 +165,7 @@ class ControlRules(ClcRules):
         step = self._while_step(after, after.args[k])
         n = next(self._ids)
         bounds = [f"%while_lo{n}", f"%while_hi{n}", f"%while_step{n}"]
-        self.values.update(zip(bounds, (self.value(inits[k]), test.rhs, Const(step))))
+        self.values.update(zip(bounds, (self.value(inits[k]), test.rhs, step)))
         rest = [i for i in range(len(inits)) if i != k]
         text = f"scf.for {after.args[k]} = {bounds[0]} to {bounds[1]} step {bounds[2]}"
         if rest:
@@ -179,8 +180,10 @@ class ControlRules(ClcRules):
         # the counter's value after the loop is not tracked (an opaque value if used)
         return [None if i == k else next(results, None) for i in range(len(inits))]
 
-    def _while_step(self, after: Region, counter: str) -> int:
-        """The constant a `while` loop's body adds to its counter (`counter + c`, c > 0)."""
+    def _while_step(self, after: Region, counter: str) -> Expr:
+        """What a `while` loop's body adds to its counter (`counter + c`): a positive constant,
+        or a value the model tracks that the launch's assumptions make positive (a persistent
+        loop's `tile += gl.num_programs(0)`)."""
         last = after.ops[-1] if after.ops else None
         k = after.args.index(counter)
         if last is None or last.name != "scf.yield" or len(last.operands) != len(after.args):
@@ -188,11 +191,29 @@ class ControlRules(ClcRules):
         step = next((o for o in after.ops if last.operands[k] in o.results), None)
         if step is None or step.name != "arith.addi" or counter not in step.operands[:2]:
             raise Unread("the counter of the `while` loop is not advanced by a constant")
-        other = [self.value(a) for a in step.operands[:2] if a != counter]
-        if len(other) != 1 or not isinstance(other[0], Const) or other[0].value <= 0:
-            raise Unread("the counter of the `while` loop is not advanced by a positive "
-                         "constant")
-        return other[0].value
+        other = [self._invariant(after, a) for a in step.operands[:2] if a != counter]
+        if len(other) != 1 or not isinstance(other[0], Expr) or opaque_vars(other[0]) or \
+                any(n.startswith(CARRY_PREFIX) for n in free_vars(other[0])) or \
+                not (isinstance(other[0], Const) and other[0].value > 0 or
+                     implied_positive([*self.loop_ranges, *self.assumptions], other[0])):
+            raise Unread("the counter of the `while` loop is not advanced by a value the "
+                         "model tracks and knows to be positive")
+        return other[0]
+
+    def _invariant(self, body: Region, name: str):
+        """The value of `name` where the loop body defines it from nothing the loop changes
+        (the compiler leaves `gl.num_programs(0)` inside the loop): arithmetic and grid
+        queries are pure, so reading them before the body is reading them in it. None where
+        the definition depends on the iteration."""
+        op = next((o for o in body.ops if name in o.results), None)
+        if op is None:
+            return self.value(name)
+        if op.regions or any(a in body.args for a in op.operands) or \
+                not (op.name.startswith("arith.") or op.name in _GRID_QUERIES) or \
+                any(self._invariant(body, a) is None for a in op.operands):
+            return None
+        self.block([op], branch=True)
+        return self.value(name)
 
     def _constant_span(self, span: Expr) -> Expr:
         """`hi - lo` as the constant it is for every parameter value (`range(n - 2, n)`, a

@@ -11,7 +11,8 @@ judged by model/memory.py.
 
 Handled: ref loads and stores (`get` / `swap`), TMA copies (their destination, model/pallas
 handlers), TMA stores and `wait_smem_to_gmem`, WGMMA operands and `wgmma_wait`, tcgen05 MMA
-operands and accumulator, `async_load_tmem` / `async_store_tmem` / `commit_tmem`.
+operands and accumulator, `async_load_tmem` / `wait_load_tmem`, `async_store_tmem` /
+`commit_tmem`.
 """
 
 from __future__ import annotations
@@ -235,10 +236,22 @@ class MemoryHandlers:
             self._mem_op(K.WGMMA_WAIT, frame, out, count=Const(int(n)))
         return None
 
-    def _op_async_load_tmem(self, eqn, env, frame, out):
-        t = self._transforms(env, eqn.params.get("tree"), eqn.invars[1:])
-        self._mem_op(K.READ, frame, out, reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+    def _op_load(self, eqn, env, frame, out):
+        """`plgpu.load(ref, idx, layout=...)`: a thread load, as `ref[idx]`."""
+        self._mem_get(eqn, env, frame, out)
         return None
+
+    def _op_async_load_tmem(self, eqn, env, frame, out):
+        """The registers are usable at once, but the TMEM read is done only at the thread's
+        `wait_load_tmem` (its docstring: overwriting the region before it is a race)."""
+        t = self._transforms(env, eqn.params.get("tree"), eqn.invars[1:])
+        self._mem_op(K.TCGEN05_LOAD, frame, out,
+                     reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        return None
+
+    def _op_wait_load_tmem(self, eqn, env, frame, out):
+        self._mem_op(K.TCGEN05_WAIT_LOAD, frame, out)
+        return []
 
     def _op_async_store_tmem(self, eqn, env, frame, out):
         t = self._transforms(env, eqn.params.get("tree"), eqn.invars[2:])

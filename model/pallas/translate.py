@@ -527,7 +527,10 @@ _RULES: dict[str, Callable] = {
     "wgmma_ref": Translator._op_wgmma_ref,
     "wgmma_wait": Translator._op_wgmma_wait,
     "wgmma_accumulator_deref_p": Translator._op_wgmma_accumulator_deref,
-    "async_load_tmem": Translator._op_async_load_tmem,
+    # JAX names these two primitives after what they do, not after their plgpu functions
+    "async_load": Translator._op_async_load_tmem,
+    "load": Translator._op_load,
+    "wait_load_tmem": Translator._op_wait_load_tmem,
     "async_store_tmem": Translator._op_async_store_tmem,
     "commit_tmem": Translator._op_commit_tmem,
     "get_global": Translator._op_get_global,

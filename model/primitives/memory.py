@@ -17,6 +17,8 @@ COPY_SMEM_TO_GMEM = "copy_smem_to_gmem"
 WAIT_SMEM_TO_GMEM = "wait_smem_to_gmem"
 TCGEN05_STORE = "tcgen05_store"
 TCGEN05_WAIT_STORE = "tcgen05_wait_store"
+TCGEN05_LOAD = "tcgen05_load"
+TCGEN05_WAIT_LOAD = "tcgen05_wait_load"
 WGMMA = "wgmma"
 WGMMA_WAIT = "wgmma_wait"
 CP_ASYNC = "cp_async"
@@ -72,6 +74,12 @@ EXTENSION = Extension("memory effects", primitives=(
             "tcgen05_store", "issue", "tcgen05.st"),
     _access(TCGEN05_WAIT_STORE, "tcgen05.wait::st: every earlier tcgen05.st of the thread is "
             "done", "tcgen05_wait_store", "retire", "tcgen05.st"),
+    # Pallas's `async_load_tmem`: the registers may be used at once, but the read of TMEM is
+    # done only at the thread's `wait_load_tmem` (tcgen05.wait::ld)
+    _access(TCGEN05_LOAD, "tcgen05.ld left running: reads TMEM until tcgen05_wait_load",
+            "tcgen05_load", "issue", "tcgen05.ld"),
+    _access(TCGEN05_WAIT_LOAD, "tcgen05.wait::ld: every earlier tcgen05.ld of the thread is "
+            "done", "tcgen05_wait_load", "retire", "tcgen05.ld"),
     _access(WGMMA, "Hopper WGMMA: reads its SMEM operands until a covering wgmma_wait",
             "wgmma", "issue", "WGMMA"),
     _access(WGMMA_WAIT, "wgmma.wait_group(count): at most `count` WGMMAs still in flight",

@@ -13,7 +13,8 @@ An access is in progress ("live") while it may still be happening:
   `wgmma_wait(n)` leaves at most n later WGMMAs in flight (`wgmma.wait_group`), a TMA store's
   source until `wait_smem_to_gmem(n)` (`cp.async.bulk.wait_group.read`), a cp.async
   destination until `wait_gmem_to_smem(n)` (`cp.async.wait_group`), a tcgen05.st's destination
-  until `tcgen05_wait_store` (`tcgen05.wait::st`); one never waited for stays live, and if it
+  until `tcgen05_wait_store` (`tcgen05.wait::st`), a tcgen05.ld left running (Pallas's
+  `async_load_tmem`) reading TMEM until `tcgen05_wait_load` (`tcgen05.wait::ld`); one never waited for stays live, and if it
   touches shared memory the kernel's exit breaks BP105 (the block's shared memory is released
   while the access may still be running).
 
@@ -45,7 +46,10 @@ NEVER = float("inf")
 PROGRAM_ASYNC = {"wgmma": ("a WGMMA", "wgmma_wait"),
                  "copy_smem_to_gmem": ("a TMA store", "wait_smem_to_gmem"),
                  "cp_async": ("a cp.async copy", "wait_gmem_to_smem"),
-                 "tcgen05_store": ("a tcgen05.st", "tcgen05_wait_store")}
+                 "tcgen05_store": ("a tcgen05.st", "tcgen05_wait_store"),
+                 "tcgen05_load": ("a tcgen05.ld", "tcgen05_wait_load")}
+# Waits that retire every earlier issue of their group (no count).
+WAIT_ALL = ("tcgen05_wait_store", "tcgen05_wait_load")
 WAITS = {wait: kind for kind, (_, wait) in PROGRAM_ASYNC.items()}
 PLAIN = ("read", "write")
 # Operations whose memory effects are retired by an asynchronous step of the machine.
@@ -149,7 +153,7 @@ class ClusterMemory:
             self._pending.setdefault((thread.name, op.kind), []).append(issued)
         elif op.kind in WAITS:
             pending = self._pending.get((thread.name, WAITS[op.kind]), [])
-            keep = 0 if op.kind == "tcgen05_wait_store" else evaluate(op.count, env)
+            keep = 0 if op.kind in WAIT_ALL else evaluate(op.count, env)
             done, pending[:] = pending[:max(0, len(pending) - keep)], \
                 pending[max(0, len(pending) - keep):]
             for group in done:

@@ -157,6 +157,10 @@ KernelQueueAgents == <<
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
+    <<"BP201", <<"pc", 5, {1, 5}>>, <<"queue", 1, {1}>>>>,  \* wg1 reads acc_tmem[:,0:128] (examples/pallas/audit_kernels.py:282) / tcgen05(wg0.warp1) writes acc_tmem[:,0:128] (examples/pallas/audit_kernels.py:267)
+    <<"BP201", <<"pc", 5, {1, 5}>>, <<"queue", 1, {2}>>>>,  \* wg1 reads acc_tmem[:,0:128] (examples/pallas/audit_kernels.py:282) / tcgen05(wg0.warp1) writes acc_tmem[:,0:128] (examples/pallas/audit_kernels.py:267)
+    <<"BP201", <<"pc", 5, {3}>>, <<"queue", 1, {4}>>>>,     \* wg1 reads acc_tmem[:,128:256] (examples/pallas/audit_kernels.py:282) / tcgen05(wg0.warp1) writes acc_tmem[:,128:256] (examples/pallas/audit_kernels.py:267)
+    <<"BP201", <<"pc", 5, {3}>>, <<"queue", 1, {5}>>>>,     \* wg1 reads acc_tmem[:,128:256] (examples/pallas/audit_kernels.py:282) / tcgen05(wg0.warp1) writes acc_tmem[:,128:256] (examples/pallas/audit_kernels.py:267)
     <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[0] (examples/pallas/audit_kernels.py:267)
     <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {4}>>>>,  \* TMA copy writes a_smem[0] (examples/pallas/audit_kernels.py:244) / tcgen05(wg0.warp1) reads a_smem[0] (examples/pallas/audit_kernels.py:267)
     <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes b_smem[0] (examples/pallas/audit_kernels.py:246) / tcgen05(wg0.warp1) reads b_smem[0] (examples/pallas/audit_kernels.py:267)

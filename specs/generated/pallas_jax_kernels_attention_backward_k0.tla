@@ -122,6 +122,8 @@ KernelQueueAgents == <<>>
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
+    <<"BP200", <<"pc", 1, {8}>>, <<"slots", 3, {4}>>>>,       \* wg0 reads smem_buffers_2[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:423) / TMA copy writes smem_buffers_2[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:414)
+    <<"BP200", <<"pc", 1, {8}>>, <<"slots", 4, {3}>>>>,       \* wg0 reads smem_buffers_3[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:422) / TMA copy writes smem_buffers_3[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:409)
     <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 1, {1}>>>>,   \* wg0 reads smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes smem_buffers_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:407)
     <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 2, {2}>>>>,   \* wg0 reads smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:447) / TMA copy writes smem_buffers_1[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:408)
     <<"BP200", <<"pc", 1, {9, 15}>>, <<"slots", 5, {5}>>>>,   \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:438) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/attention_mgpu.py:486)

@@ -235,14 +235,18 @@ KernelQueueAgents == <<
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {4}>>>>,  \* TMA copy writes a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 1, {3}>>, <<"queue", 1, {1}>>>>,  \* TMA copy writes b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 1, {3}>>, <<"queue", 1, {4}>>>>,  \* TMA copy writes b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {2}>>>>,  \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {5}>>>>,  \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 2, {5}>>, <<"queue", 1, {2}>>>>,  \* TMA copy writes b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
-    <<"BP200", <<"slots", 2, {5}>>, <<"queue", 1, {5}>>>>   \* TMA copy writes b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP201", <<"pc", 5, {2, 13}>>, <<"queue", 1, {1}>>>>,  \* wg1 reads acc_tmem[:,0:64] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:195) / tcgen05(wg0.warp1) writes acc_tmem[:,0:128] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP201", <<"pc", 5, {2, 13}>>, <<"queue", 1, {2}>>>>,  \* wg1 reads acc_tmem[:,0:64] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:195) / tcgen05(wg0.warp1) writes acc_tmem[:,0:128] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP201", <<"pc", 5, {7}>>, <<"queue", 1, {4}>>>>,      \* wg1 reads acc_tmem[:,128:192] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:195) / tcgen05(wg0.warp1) writes acc_tmem[:,128:256] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP201", <<"pc", 5, {7}>>, <<"queue", 1, {5}>>>>,      \* wg1 reads acc_tmem[:,128:192] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:195) / tcgen05(wg0.warp1) writes acc_tmem[:,128:256] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {1}>>>>,   \* TMA copy writes a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 1, {2}>>, <<"queue", 1, {4}>>>>,   \* TMA copy writes a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 1, {3}>>, <<"queue", 1, {1}>>>>,   \* TMA copy writes b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 1, {3}>>, <<"queue", 1, {4}>>>>,   \* TMA copy writes b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[0] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {2}>>>>,   \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {4}>>, <<"queue", 1, {5}>>>>,   \* TMA copy writes a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:138) / tcgen05(wg0.warp1) reads a_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {5}>>, <<"queue", 1, {2}>>>>,   \* TMA copy writes b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
+    <<"BP200", <<"slots", 2, {5}>>, <<"queue", 1, {5}>>>>    \* TMA copy writes b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:147) / tcgen05(wg0.warp1) reads b_smem[1] (jax/experimental/pallas/ops/gpu/blackwell_matmul_mgpu.py:169)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
