@@ -304,11 +304,9 @@ def persistent_tcgen05_matmul():
 
 
 def persistent_tcgen05_matmul_acc_slot_zero():
-    """The accumulator slot is computed as `t % 1`, always 0, while the MMA warp still waits
-    for the epilogue only from tile 2 on: tile 1's MMAs overwrite the accumulator while the
-    epilogue's tensor-memory load of tile 0 may still read it (BP201, the first found), and
-    it commits tile 1 to `mma_done[0]` before the epilogue observed tile 0's completion
-    (BP101: phase overrun, a longer trace)."""
+    """The accumulator slot is `t % 1`, always 0, while the MMA warp waits for the epilogue only
+    from tile 2 on: tile 1's MMAs overwrite the accumulator the epilogue's TMEM load of tile 0
+    may still read (BP201); a longer trace commits tile 1 before tile 0 is observed (BP101)."""
     return _persistent_tcgen05(lambda t: t % 1)
 
 

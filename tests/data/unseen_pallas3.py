@@ -4,7 +4,8 @@ input slot one step longer (`BlockSpec(delay_release=1)`), as the collective mat
 Blackwell matmul over a persistent loop with a double-buffered TMEM accumulator that the
 epilogue warpgroup reads asynchronously (`async_load_tmem` / `wait_load_tmem`) before handing
 the slot back to the MMA warp; a persistent `nd_loop` over the grid with a TMA-store
-epilogue; and a tile read with `plgpu.load` (the explicit-layout load) after its TMA copy. Each correct and with a bug of the kind the field reports. Checked by
+epilogue; a tile read with `plgpu.load` (the explicit-layout load) after its TMA copy; and
+one warpgroup's `emit_pipeline` of WGMMAs, each slot held one step longer. Each correct and with a bug of the kind the field reports. Checked by
 tests/test_unseen_frontends.py against EXPECT (decided from the hardware rules before running;
 where the code is not the obvious one, the kernel's docstring says why)."""
 
@@ -22,6 +23,8 @@ EXPECT = {
     "nd_loop_store_epilogue_no_wait": "violation:BP200",
     "explicit_load_after_wait": "verified",
     "explicit_load_before_wait": "violation:BP200",
+    "pipeline_wgmma_delayed_release": "verified",
+    "pipeline_wgmma_released_in_flight": "violation:BP200",
 }
 
 F16, F32 = jnp.float16, jnp.float32
@@ -224,3 +227,41 @@ def explicit_load_after_wait():
 def explicit_load_before_wait():
     """The tile is loaded into registers before the copy's barrier is waited on."""
     return _explicit_load(False)
+
+
+# -- 5. one warpgroup, `emit_pipeline`: the WGMMA of step k may still run during step k + 1, so
+#       its slot is refilled one step later (`delay_release=1`) --------------------------------
+
+def _pipeline_wgmma(k_steps, delay):
+    def body(a_gmem, b_gmem, o_gmem, out_smem):
+        def scope(acc_ref):
+            def step(_, a_smem, b_smem):
+                plgpu.wgmma(acc_ref, a_smem, b_smem)
+                plgpu.wgmma_wait(1)
+
+            plgpu.emit_pipeline(
+                step, grid=(k_steps,), max_concurrent_steps=2,
+                in_specs=[plgpu.BlockSpec((TM, TK), lambda k: (0, k), transforms=_transforms(TK),
+                                          delay_release=delay),
+                          plgpu.BlockSpec((TK, TN), lambda k: (k, 0), transforms=_transforms(TN),
+                                          delay_release=delay)])(a_gmem, b_gmem)
+            out_smem[...] = acc_ref[...].astype(F16)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(out_smem, o_gmem)
+            plgpu.wait_smem_to_gmem(0)
+
+        pl.run_scoped(scope, plgpu.ACC((TM, TN), F32))
+
+    mm = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((TM, TN), F16),
+                      scratch_types=[plgpu.SMEM((TM, TN), F16, transforms=_transforms(TN))])
+    return mm(jnp.zeros((TM, k_steps * TK), F16), jnp.zeros((k_steps * TK, TN), F16))
+
+
+def pipeline_wgmma_delayed_release(k_steps=4):
+    return _pipeline_wgmma(k_steps, 1)
+
+
+def pipeline_wgmma_released_in_flight(k_steps=4):
+    """delay_release=0 with wgmma_wait(1): the pipeline refills the slot of step k right after
+    the step, while its WGMMA may still read it."""
+    return _pipeline_wgmma(k_steps, 0)
