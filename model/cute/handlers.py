@@ -9,6 +9,7 @@ barrier phase: those are BP190 at their line, never dropped.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from .. import kinds, primitives as K
 from ..inline_ptx import synchronizing_instruction
@@ -245,9 +246,11 @@ def _make_int_tuple(warp, node, active):
 _STATIC = re.compile(r'^!cute\.(?:int_tuple|shape|stride|coord)<"([-\d(),\s]+)">$')
 
 
+@lru_cache(maxsize=4096)       # the interpreter asks it of every op's types, every run
 def static_value(type_text: str):
     """The value of a fully static CuTe int tuple type (`!cute.int_tuple<"(2,1,1)">`: the DSL
-    folds what it knows at trace time into the type), else None."""
+    folds what it knows at trace time into the type), else None (an int or a tuple: shared
+    by every caller, never changed)."""
     m = _STATIC.match(type_text)
     if not m:
         return None

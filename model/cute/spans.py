@@ -6,7 +6,7 @@ where other warps' elements lie."""
 
 from __future__ import annotations
 
-import itertools
+from functools import lru_cache
 
 from .layouts import _leaves
 
@@ -14,9 +14,14 @@ from .layouts import _leaves
 # covering the lanes (coarser, and said in the notes)
 MAX_ELEMENTS = 1 << 14
 MAX_RANGES = 32
+# A kernel's MMAs and copies go through a few layouts, each thousands of times (one per unrolled
+# K step of every run the frontend reads): both functions are pure, so each question is
+# answered once per process.
+CACHED = 1024
 
 
-def element_offsets(shape, stride) -> list[int] | None:
+@lru_cache(maxsize=CACHED)
+def element_offsets(shape, stride) -> tuple[int, ...] | None:
     """The element offsets of a layout (every coordinate's index), or None past
     MAX_ELEMENTS."""
     sizes, steps = _leaves(shape), _leaves(stride)
@@ -25,15 +30,24 @@ def element_offsets(shape, stride) -> list[int] | None:
         count *= n
     if count > MAX_ELEMENTS or len(sizes) != len(steps):
         return None
-    return sorted({sum(i * d for i, d in zip(index, steps))
-                   for index in itertools.product(*(range(n) for n in sizes))})
+    # the indices sum i * d over the modes: the set of sums, one mode at a time (equal
+    # indices merge early instead of enumerating every coordinate)
+    reach = {0}
+    for n, d in zip(sizes, steps):
+        reach = {o + i * d for o in reach for i in range(n)}
+    return tuple(sorted(reach))
 
 
-def byte_ranges(starts, offsets, size: int, block: int) -> list[tuple[int, int]] | None:
+def byte_ranges(starts, offsets, size: int, block: int) -> tuple[tuple[int, int], ...] | None:
     """The disjoint byte ranges [lo, hi) that elements of `size` bytes at `start + offset *
     size` (every start, every offset) cover, in whole blocks; None past MAX_RANGES."""
+    return _byte_ranges(tuple(sorted(set(starts))), tuple(offsets), size, block)
+
+
+@lru_cache(maxsize=CACHED)
+def _byte_ranges(starts: tuple, offsets: tuple, size: int, block: int):
     pieces = sorted({(b - b % block, -(-(b + size) // block) * block)
-                     for b in (s + e * size for s in set(starts) for e in offsets)})
+                     for b in (s + e * size for s in starts for e in offsets)})
     out: list[list[int]] = []
     for lo, hi in pieces:
         if out and lo <= out[-1][1]:
@@ -42,4 +56,4 @@ def byte_ranges(starts, offsets, size: int, block: int) -> list[tuple[int, int]]
             if len(out) == MAX_RANGES:
                 return None
             out.append([lo, hi])
-    return [(lo, hi) for lo, hi in out]
+    return tuple((lo, hi) for lo, hi in out)
