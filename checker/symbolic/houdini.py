@@ -5,8 +5,9 @@ proves inductive for ALL parameter values: it holds in every initial state and i
 every transition. Z3 is the judge; the samples only propose. Consecution is asked transition
 by transition, each on its own incremental solver with the candidates as assumption literals,
 only about the candidates over what the transition writes, under the hypotheses over what
-its guard reads or it writes (more are assumed when Z3's counterexample state breaks one); a
-transition is asked again only when its last unsat core loses a candidate, and each
+its guard reads or it writes (more are assumed when Z3's counterexample state breaks one, and
+then by every transition asked after); a transition is asked again only when its last unsat
+core loses a candidate, the cheapest such first (Z3's units on its last round), and each
 counterexample state Z3 finds is also tried, in Python, on every other transition (and a few
 successors), dropping what breaks there too. On a 2-block cluster whose class system Z3
 checks symmetric under the swap of the blocks (symmetry.py) one transition of each mirror pair
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 import z3
 
+from .budget import z3_work
 from .encode import Encoder
 from .invariants import Candidate, Compiler, Substitution, mirror_of
 from .symmetry import close
@@ -344,6 +346,9 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     # The terms given (with the guard's values put in) and each transition's successor terms
     # are built once: a solver made again (LIVE_SOLVERS) is given the same terms.
     given: dict[int, set[int]] = {}         # per transition: the candidates it assumes
+    # hypotheses some transition's query needed beyond its own variables: given to every
+    # transition asked after (most are about the same few places; one round each saved)
+    hot: set[int] = set()
     terms: dict[int, list] = {}             # ... as the terms its solver was given
     posts: dict[int, z3.BoolRef] = {}       # per transition: its candidates' successor values
 
@@ -368,7 +373,7 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
                 cone |= {i for i in range(nf, len(variables)) if not nxt[i].eq(variables[i])}
                 goals = {id(c) for c in relevant}
                 give(t, [id(c) for c in alive if id(c) in assumed[t]
-                         and (reads[id(c)] & cone or id(c) in goals)])
+                         and (reads[id(c)] & cone or id(c) in goals or id(c) in hot)])
             s = z3.Solver()
             s.add(encoder.init_body, *encoder.sane, pre, *terms[t])
             if t not in posts:
@@ -387,10 +392,17 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
     cores: dict[int, set[int]] = {}          # transition -> candidates its last unsat rests on
     todo = list(range(len(steps))) if asked is None else list(asked)
     queued = set(todo)
+    # Z3's units each transition's last round of queries took: a transition asked again (its
+    # core lost a candidate) waits until the cheaper ones asked again have settled, so drops
+    # found by cheap queries accumulate before an expensive one is re-asked once, not once
+    # per drop. The order changes only which queries are asked, never what is kept.
+    cost: dict[int, int] = {}
     while todo:
-        t = todo.pop(0)
+        t = min(todo, key=lambda u: (u in cost, cost.get(u, 0)))
+        todo.remove(t)
         queued.discard(t)
         label, pre, nxt, relevant = steps[t]
+        cost[t] = 0
         while True:
             goals = [c for c in relevant if id(c) not in dead]
             if not goals:
@@ -404,8 +416,10 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
             s.add(z3.Implies(goal, _fast_or([broken[id(c)] for c in goals])))
             s.set("timeout", int(max(1.0, min(query_timeout, remaining())) * 1000))
             checks += 1
+            ahead = z3_work()
             r = _fast_check(s, [goal] + [lits[id(c)] for c in alive
                                          if id(c) in given[t] and id(c) not in dead])
+            cost[t] += z3_work() - ahead
             if r == z3.sat:
                 m = s.model()
                 pre_state = tuple(m.eval(x, model_completion=True).as_long()
@@ -413,7 +427,13 @@ def _consecution_by_transition(encoder: Encoder, alive: list, comp: Compiler, ho
                 missing = [id(c) for c in alive if id(c) not in dead and id(c) in assumed[t]
                            and id(c) not in given[t] and not holds[id(c)](pre_state)]
                 if missing:
-                    # a pre-state outside the invariant: assume what it breaks, ask again
+                    # a pre-state outside the invariant: assume what it breaks, and what
+                    # other transitions' pre-states broke (`hot`), ask again
+                    hot.update(missing)
+                    new = set(missing)
+                    missing += [id(c) for c in alive if id(c) in hot and id(c) not in new
+                                and id(c) not in dead and id(c) in assumed[t]
+                                and id(c) not in given[t]]
                     s.add(give(t, missing))
                     continue
             if r == z3.unsat:
