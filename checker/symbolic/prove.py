@@ -187,18 +187,16 @@ from ..verdict import Verdict
 from . import engine, races_proof
 from .encode import Encoder
 from .fragment import Fragment
-from .cluster_sync import lower_cluster_sync
 from .fuse import fuse_peeled_loops
+from .lowering import lowered
 from .nested import PerTileOps, flatten_nested
 from .opaque_counts import opaque_trip_counts
 from .number_slots import number_slots
 from .pertile import prove_per_tile
 from .positions import by_position, split_positions
 from .guided import guided_candidates
-from .hw import lower_named_barriers
 from .partition import split_constant_arrays
 from .phases import infer_phases
-from .semaphores import lower_lockstep
 from .signs import sign_cases
 from .queue_tail import drain_cases
 from .stride_split import stride_cases, stride_mismatch
@@ -216,9 +214,7 @@ from .budget import (Budget, BudgetSpent, STATES_PER_SECOND, UNITS_PER_EXPLORED_
                      UNITS_PER_REPLAYED_EVENT,
                      Z3_UNITS_PER_SECOND, cpu_seconds, own_context, units_spent, z3_limits,
                      z3_work)
-from .ring_index import normalise_ring_indices
 from .terms import Unsupported
-from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
 
 
 # ----------------------------------------------------------------------------------------------
@@ -243,14 +239,11 @@ def prove(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
 
 def _prove(kernel: Kernel, symbolic, fixed, budget: Budget, start: float) -> Proof:
     given = (kernel, list(symbolic))       # as written: what the stride rewrite would read
-    try:
-        kernel = lower_cluster_sync(lower_lockstep(lower_named_barriers(kernel, fixed), fixed))
+    try:    # ring slots and phases the long way (Triton's `((i + 2) % 3 + 1) % 3`) canonical
+        kernel, ring_notes = lowered(kernel, symbolic, fixed)
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment: {err}")
-    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
-    # ring slots and phases the long way (Triton's `((i + 2) % 3 + 1) % 3`), proved canonical
-    kernel, ring_notes = normalise_ring_indices(kernel, symbolic, fixed)
     try:    # tiles x K-steps nests read through the running position: one loop (nested.py)
         flat = flatten_nested(kernel, symbolic, fixed)
     except PerTileOps as err:   # per-tile operations: two projections (pertile.py)

@@ -11,19 +11,15 @@ from typing import Mapping, Sequence
 
 from ...model.ir import Kernel, has_regions, whole_buffers
 from .budget import Budget, own_context, z3_limits
-from .cluster_sync import lower_cluster_sync
-from .hw import lower_named_barriers
 from .laps import queue_only_buffers_dropped
+from .lowering import lowered
 from .partition import split_constant_arrays
 from .positions import by_position, split_positions
 from .proofs import BarrierProver, ClassProof, Proof
 from .races import assign_buffers
 from .races_nested import joined_race_proofs, race_kernels
 from .races_tiles import prove_races_by_tile
-from .ring_index import normalise_ring_indices
-from .semaphores import lower_lockstep
 from .terms import Unsupported
-from .unroll import split_ring_arrays, strip_mine_loops, unroll_fixed_loops
 
 
 @own_context()     # the same course and units after any other proof (budget.py)
@@ -70,12 +66,10 @@ def races_by_tile(kernel: Kernel, symbolic, fixed, budget: Budget,
 def _prove_races_of(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
                     budget: Budget, start: float, barriers: BarrierProver) -> Proof:
     try:
-        kernel = lower_cluster_sync(lower_lockstep(lower_named_barriers(kernel, fixed), fixed))
+        kernel, _ = lowered(kernel, symbolic, fixed)
     except Unsupported as err:
         return Proof("unknown", time.perf_counter() - start,
                      f"outside the supported fragment for races: {err}")
-    kernel = split_ring_arrays(unroll_fixed_loops(strip_mine_loops(kernel, fixed), fixed), fixed)
-    kernel, _ = normalise_ring_indices(kernel, symbolic, fixed)
     try:    # nested loops: the barrier proof's rewrites, with the accesses (races_nested.py)
         parts = race_kernels(kernel, symbolic, fixed)
     except Unsupported as err:
