@@ -50,6 +50,19 @@ class AsyncSlot:
 
 
 @dataclass
+class QueueHold:
+    """The cells of a thread's queued tcgen05 MMAs, held until the arrivals it issues right
+    after them (queue_holds.py): live while every one of those arrivals is in flight, each on
+    one of its slots. `arrivals`: the arrival's position in the role -> its slots."""
+
+    issuer: tuple                                  # (role name, single)
+    guard: z3.BoolRef | None = None                # the cell's, over the arrival's coordinate
+    arrivals: dict = field(default_factory=dict)
+    reads: set = field(default_factory=set)
+    writes: set = field(default_factory=set)
+
+
+@dataclass
 class COp:
     kind: str
     targets: tuple[int, ...]              # instances (one for waits)
@@ -130,3 +143,5 @@ class CounterSystem:
     # rules (queue_tail.py): the exit conditions are checked once they are empty, each slot
     # under its condition on the frozen values (True: always)
     drained: dict = field(default_factory=dict)
+    # cells of queued tcgen05 MMAs held until their arrivals land (queue_holds.py)
+    holds: list[QueueHold] = field(default_factory=list)

@@ -53,6 +53,7 @@ class ClassBuilder:
         self.cls = cls
         self.slots: list[AsyncSlot] = []
         self._slot_keys: dict = {}
+        self.holds: list = []           # queued MMAs' cells held to arrivals (queue_holds.py)
 
     # -- thresholds U(x) ----------------------------------------------------------------------
 
@@ -589,7 +590,8 @@ def build_systems(self: "Fragment") -> list[tuple[BarrierClass, CounterSystem, C
         system = CounterSystem(f"{self.kernel.name}:{cls.name}", frozen, constraints, insts,
                                builder.slots, croles,
                                cells=[(n, c[0].space) for n, c in zip(cls.cell_names, cls.cells)],
-                               drained=drained_slots(self, builder, croles))
+                               drained=drained_slots(self, builder, croles),
+                               holds=builder.holds)
         out.append((cls, system, builder))
     return out
 

@@ -59,8 +59,9 @@ write, is a race. The prover checks it on the class systems of prove.py:
   another): its thread's tensor-core queue completes in order, so it is done once a later
   tcgen05 arrival of its thread lands. When the thread's next operations of the class, on every
   way, are such MMAs up to a tcgen05 arrival on the class that runs whenever the MMA does, its
-  cells are live at its ACCESS and those MMAs', then on that arrival's deliveries, as accesses
-  of the queue (queued_plan); otherwise Unsupported.
+  cells are live at its ACCESS and those MMAs', then until that arrival and the ones issued
+  right after it have all landed, as accesses of the queue (queued_plan, queue_holds.py);
+  otherwise Unsupported.
 - Cells ride only on the deliveries whose guard can hold with theirs (`_carry`).
 
 Outside this fragment (`Unsupported`, so `unknown` with the reason): other accesses that stay
@@ -92,6 +93,8 @@ from .own_regions import own_region_keys, ref_key
 from .region_cells import region_cells, within_buffer
 from .retired import retired_before_next_slot_event
 from .plain import Plain
+from . import queue_holds
+from .queue_holds import arrival as _arrival, compatible
 from .terms import Unsupported, linear_in, z_int
 
 if TYPE_CHECKING:
@@ -503,20 +506,12 @@ def _waited_next(builder: "ClassBuilder", role: "Role", item: "Item", bop: "Body
 # tcgen05 MMAs whose completion this class observes through a later tcgen05 arrival
 # ----------------------------------------------------------------------------------------------
 
-TCGEN05_ARRIVALS = kinds.kinds_where(lambda p: p.tensor_core)
-
-
 def _queued(builder: "ClassBuilder", op) -> bool:
     """A tcgen05 MMA touching this class's buffers that arrives on no barrier of the class (no
     barrier at all, or one of another class): its accesses here end, at the latest, when a
     later tcgen05 arrival of its thread on this class lands (queued_plan)."""
     return op.kind == primitives.TCGEN05_MMA and bool(_refs(builder, op)) and (
         op.barrier is None or op.barrier.alloc not in builder.cls.allocs)
-
-
-def _arrival(builder: "ClassBuilder", op) -> bool:
-    return op.kind in TCGEN05_ARRIVALS and op.barrier is not None and \
-        op.barrier.alloc in builder.cls.allocs
 
 
 def queue_access(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp", ctx,
@@ -541,20 +536,16 @@ def queue_access(builder: "ClassBuilder", role: "Role", item: "Item", bop: "Body
 
 def attach_queued(builder: "ClassBuilder", role: "Role", item: "Item", bop: "BodyOp",
                   cops: list[COp]) -> None:
-    """Put, on the deliveries of a tcgen05 arrival, the cells of the queued MMAs of its thread
-    it proves completed (queued_plan); a cell only on the deliveries whose guard can hold
-    together with the MMA's guard for that cell."""
+    """Hold, until a tcgen05 arrival and the ones right after it land, the cells of the queued
+    MMAs of its thread it proves completed (queued_plan, queue_holds.py); a cell only with the
+    deliveries whose guard can hold together with the MMA's guard for that cell."""
     if not builder.cls.buffers or not _arrival(builder, bop.op):
         return
-    cells = queued_plan(builder, role)[1].get(_position(role, item, bop))
-    if not cells:
-        return
-    for cop in cops:
-        for q in cop.slots:
-            slot = builder.slots[q]
-            slot.issuers.add((role.name, role.single))
-            _one_queue(slot, role, bop.op)
-            _carry(builder, slot, cop, cells)
+    pos = _position(role, item, bop)
+    cells = queued_plan(builder, role)[1].get(pos)
+    if cells:
+        queue_holds.hold(builder, role, pos, cells, cops)
+    queue_holds.extend(builder, role, pos, cops)
 
 
 def _position(role: "Role", item: "Item", bop: "BodyOp") -> tuple[int, int]:
@@ -579,8 +570,8 @@ def queued_plan(builder: "ClassBuilder", role: "Role") -> tuple[dict, dict]:
     between. In the class system the thread may stay at the MMA's ACCESS until it issues the
     next of those operations (the moves off an ACCESS have no effect, so delaying them is one of
     its interleavings), then at each member's ACCESS, which carries the cells of the MMAs before
-    it, until it issues the arrival; from there the arrival's in-flight deliveries carry them
-    until it lands (attach_queued). So every instant the MMA may be live, the class state has
+    it, until it issues the arrival; from there they are held until the arrival lands, and
+    the arrivals issued right after it (attach_queued, queue_holds.py). So every instant the MMA may be live, the class state has
     its cells live, as the tensor core's: the queue is one agent (race_conditions does not
     check the thread's queued accesses against each other or against its own tcgen05
     deliveries, and checks them against everything else)."""
@@ -731,9 +722,8 @@ def _carry(builder: "ClassBuilder", slot, cop: COp, cells) -> None:
     this instance -- otherwise no delivery to the instance ever carries it (a ring of concrete
     slots indexed `i % 2`: slot 1's cells never ride on the delivery to `full[0]`)."""
     for cell, write, g in cells:
-        if builder.frag.solver.valid(z3.Not(z3.And(cop.guard, g))):
-            continue
-        (slot.writes if write else slot.reads).add(cell)
+        if compatible(builder, cop, g):
+            (slot.writes if write else slot.reads).add(cell)
 
 
 def _one_queue(slot, role: "Role", op) -> None:
@@ -817,6 +807,7 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
                 out.append((f"race ({code(e[2])}): {enc.codes[e[0]].role.name}: {e[5]} / "
                             f"{slot.kind} in flight to {sysm.instances[slot.inst].name} on "
                             f"{names[e[2]][0]}", z3.And(live(e) >= 1, st.fly[q] >= 1)))
+    out += _hold_conditions(enc, st, entries, live, code)
     for (q1, a), (q2, b) in itertools.combinations_with_replacement(enumerate(slots), 2):
         if a.kind == b.kind == "tma" and a.inst == b.inst:
             continue                                      # one transaction
@@ -830,4 +821,36 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
                         f"{sysm.instances[a.inst].name} / {b.kind} in flight to "
                         f"{sysm.instances[b.inst].name} on {names[cell][0]}",
                         z3.And(st.fly[q1] >= 1, st.fly[q2] >= 1)))
+    return out
+
+
+def _hold_conditions(enc: "Encoder", st: "SymState", entries, live, code) -> list:
+    """The races of queued MMAs' cells held until their arrivals land (queue_holds.py) with the
+    threads' accesses, the deliveries and each other; never within one thread's queue."""
+    sysm = enc.system
+    names = sysm.cells
+    out = []
+    for h in sysm.holds:
+        held = queue_holds.held(st, h)
+        what = queue_holds.describe(sysm, h)
+        for e in entries:
+            if e[7] and h.issuer == (enc.codes[e[0]].role.name, enc.codes[e[0]].role.single):
+                continue                                  # one thread's tensor-core queue
+            if e[2] in h.writes or (e[3] and e[2] in h.reads):
+                out.append((f"race ({code(e[2])}): {enc.codes[e[0]].role.name}: {e[5]} / "
+                            f"{what} on {names[e[2]][0]}", z3.And(live(e) >= 1, held)))
+        for q, slot in enumerate(sysm.slots):
+            if slot.kind == "tcgen05" and slot.issuers == {h.issuer}:
+                continue
+            for cell in sorted((slot.writes & (h.writes | h.reads)) | (h.writes & slot.reads)):
+                out.append((f"race ({code(cell)}): {slot.kind} in flight to "
+                            f"{sysm.instances[slot.inst].name} / {what} on {names[cell][0]}",
+                            z3.And(st.fly[q] >= 1, held)))
+    for a, b in itertools.combinations(sysm.holds, 2):
+        if a.issuer == b.issuer:
+            continue                                      # one thread's tensor-core queue
+        for cell in sorted((a.writes & (b.writes | b.reads)) | (b.writes & a.reads)):
+            out.append((f"race ({code(cell)}): {queue_holds.describe(sysm, a)} / "
+                        f"{queue_holds.describe(sysm, b)} on {names[cell][0]}",
+                        z3.And(queue_holds.held(st, a), queue_holds.held(st, b))))
     return out
