@@ -20,7 +20,7 @@ from conftest import EXAMPLES
 
 
 def test_every_kind_has_a_family_and_every_declaration():
-    assert len(kinds.PRIMITIVES) == 37
+    assert len(kinds.PRIMITIVES) == 39
     for prim in kinds.PRIMITIVES.values():
         assert prim.family and prim.compile is not None and prim.doc
         assert prim.memory != "none" or prim.opcodes, f"{prim.kind} compiles to nothing"
