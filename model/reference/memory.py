@@ -14,9 +14,9 @@ An access is in progress ("live") while it may still be happening:
   source until `wait_smem_to_gmem(n)` (`cp.async.bulk.wait_group.read`), a cp.async
   destination until `wait_gmem_to_smem(n)` (`cp.async.wait_group`), a tcgen05.st's destination
   until `tcgen05_wait_store` (`tcgen05.wait::st`), a tcgen05.ld left running (Pallas's
-  `async_load_tmem`) reading TMEM until `tcgen05_wait_load` (`tcgen05.wait::ld`); one never waited for stays live, and if it
-  touches shared memory the kernel's exit breaks BP105 (the block's shared memory is released
-  while the access may still be running).
+  `async_load_tmem`) reading TMEM until `tcgen05_wait_load` (`tcgen05.wait::ld`); one never
+  waited for stays live, and if it touches shared memory the kernel's exit breaks BP105 (the
+  block's shared memory is released while the access may still be running).
 
 A state in which two live accesses of different agents touch a common slot of one buffer in one
 block, one of them a write, is a race. Two accesses in one thread's program are ordered by their
@@ -236,7 +236,8 @@ def copy_dest(accesses: tuple) -> str:
 
 
 def overlap(a: Access, b: Access) -> bool:
-    return a.block == b.block and a.alloc == b.alloc and len(a.slots) == len(b.slots) and all(x & y for x, y in zip(a.slots, b.slots))
+    return (a.block == b.block and a.alloc == b.alloc and len(a.slots) == len(b.slots)
+            and all(x & y for x, y in zip(a.slots, b.slots)))
 
 
 def ordered(a: Access, b: Access) -> bool:
