@@ -107,6 +107,10 @@ def check_threads(threads, fence: str, copies) -> list[tuple]:
     return out
 
 
+def _same(new: tuple, old: tuple) -> bool:
+    return len(new) == len(old) and all(a is b for a, b in zip(new, old))
+
+
 def _rewrite(body, flagged, fence) -> tuple:
     out: list = []
     for stmt in body:
@@ -120,19 +124,26 @@ def _rewrite(body, flagged, fence) -> tuple:
                     f"proxy fence since: whether the async proxy sees those stores is not "
                     f"modelled (call {fence} after the stores).")))
             out.append(stmt)
-        # a loop or branch that held nothing but commits goes, as it would have without them
+        # a loop or branch that held nothing but commits goes, as it would have without them;
+        # one the rewrite left alone stays the same object (statements compare by identity:
+        # the CuTe frontend joins runs whose warps share them)
         elif isinstance(stmt, Loop):
             body = _rewrite(stmt.body, flagged, fence)
-            if body:
+            if _same(body, stmt.body):
+                out.append(stmt)
+            elif body:
                 out.append(Loop(stmt.var, stmt.trip, body, stmt.loc))
         elif isinstance(stmt, When):
             then, orelse = _rewrite(stmt.then, flagged, fence), _rewrite(stmt.orelse, flagged, fence)
-            if then:
+            if _same(then, stmt.then) and _same(orelse, stmt.orelse):
+                out.append(stmt)
+            elif then:
                 out.append(When(stmt.cond, then, orelse, stmt.loc))
             elif orelse:
                 out.append(When(mk_not(stmt.cond), orelse, (), stmt.loc))
         elif isinstance(stmt, WarpRegion):
-            out.append(WarpRegion(stmt.axis, _rewrite(stmt.body, flagged, fence), stmt.loc))
+            body = _rewrite(stmt.body, flagged, fence)
+            out.append(stmt if _same(body, stmt.body) else WarpRegion(stmt.axis, body, stmt.loc))
         else:
             out.append(stmt)
     return tuple(out)
