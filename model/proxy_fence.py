@@ -33,6 +33,12 @@ def _is_marker(op: Op) -> bool:
     return op.kind == K.READ and op.name == COMMIT_SMEM and not op.reads
 
 
+def _fences(op: Op) -> bool:
+    """A marker, or the fence itself where a frontend keeps it as an op (the CuTe DSL's
+    `fence_proxy("async.shared")`, which also orders barrier inits: init_visibility.py)."""
+    return _is_marker(op) or op.kind == K.FENCE_PROXY_ASYNC
+
+
 def _smem(refs) -> set[str]:
     return {r.alloc.name for r in refs if r.alloc.space == "smem"}
 
@@ -43,7 +49,7 @@ def _flow(body, unfenced: dict[str, Loc], flagged: dict[int, tuple[Op, str, Loc]
     state = dict(unfenced)
     for stmt in body:
         if isinstance(stmt, Op):
-            if _is_marker(stmt):
+            if _fences(stmt):
                 state.clear()
             elif stmt.kind in _ASYNC_READERS:
                 for name in sorted(_smem(stmt.reads) & set(state)):
@@ -84,6 +90,27 @@ def check_commits(body, fence: str = "plgpu.commit_smem()", concurrent: bool = F
     return _rewrite(body, flagged, fence)
 
 
+def check_threads(threads, fence: str, copies) -> list[tuple]:
+    """`check_commits` for threads side by side, each body rewritten on its own: thread k
+    starts from what every other leaves unfenced at its end, and from its own end too where
+    `copies[k]` (one body run by several threads: a CuTe role of several warps)."""
+    ends = [_flow(tuple(body), {}, {}) for body in threads]
+    out = []
+    for k, body in enumerate(threads):
+        start: dict[str, Loc] = {}
+        for j, end in enumerate(ends):
+            if j != k or copies[k]:
+                start = {**end, **start}
+        flagged: dict[int, tuple[Op, str, Loc]] = {}
+        _flow(tuple(body), start, flagged)
+        out.append(_rewrite(tuple(body), flagged, fence))
+    return out
+
+
+def _same(new: tuple, old: tuple) -> bool:
+    return len(new) == len(old) and all(a is b for a, b in zip(new, old))
+
+
 def _rewrite(body, flagged, fence) -> tuple:
     out: list = []
     for stmt in body:
@@ -97,19 +124,26 @@ def _rewrite(body, flagged, fence) -> tuple:
                     f"proxy fence since: whether the async proxy sees those stores is not "
                     f"modelled (call {fence} after the stores).")))
             out.append(stmt)
-        # a loop or branch that held nothing but commits goes, as it would have without them
+        # a loop or branch that held nothing but commits goes, as it would have without them;
+        # one the rewrite left alone stays the same object (statements compare by identity:
+        # the CuTe frontend joins runs whose warps share them)
         elif isinstance(stmt, Loop):
             body = _rewrite(stmt.body, flagged, fence)
-            if body:
+            if _same(body, stmt.body):
+                out.append(stmt)
+            elif body:
                 out.append(Loop(stmt.var, stmt.trip, body, stmt.loc))
         elif isinstance(stmt, When):
             then, orelse = _rewrite(stmt.then, flagged, fence), _rewrite(stmt.orelse, flagged, fence)
-            if then:
+            if _same(then, stmt.then) and _same(orelse, stmt.orelse):
+                out.append(stmt)
+            elif then:
                 out.append(When(stmt.cond, then, orelse, stmt.loc))
             elif orelse:
                 out.append(When(mk_not(stmt.cond), orelse, (), stmt.loc))
         elif isinstance(stmt, WarpRegion):
-            out.append(WarpRegion(stmt.axis, _rewrite(stmt.body, flagged, fence), stmt.loc))
+            body = _rewrite(stmt.body, flagged, fence)
+            out.append(stmt if _same(body, stmt.body) else WarpRegion(stmt.axis, body, stmt.loc))
         else:
             out.append(stmt)
     return tuple(out)

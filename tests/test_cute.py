@@ -418,6 +418,40 @@ def test_a_consumer_taking_two_stages_an_iteration_rolls_with_a_strided_slot():
     assert waits == ["((i0 * 2) % 4)", "(((i0 * 2) + 1) % 4)"], waits
 
 
+def _searched_slot(ts, ys, ring):
+    """The ring-slot fit by enumeration, every (m, a, b, c) in the fit's order of preference:
+    the reference model/cute/roll.py's solved fit must agree with."""
+    for m in (m for m in range(1, ring + 1) if ring % m == 0):
+        for a in range(1, max(m, 2)):
+            pairs = [(b, c) for b in range(ring - m + 1) for c in range(m)]
+            for b, c in pairs if a == 1 else sorted(pairs, key=lambda p: (p[0] % m, p)):
+                if all(b + (a * x + c) % m == y for x, y in zip(ts, ys)):
+                    return b, c, m, a
+    return None
+
+
+def test_the_solved_ring_slot_fit_is_the_enumerations_first_fit():
+    """Exhaustive over rings of 1..8 slots, three or four iterations (consecutive or every
+    other one) and every slot sequence: the same (b, c, m, a) or the same None. (The fit is
+    solved because a buffer's element ring, thousands of slots, made the search cubic.)"""
+    from itertools import product
+
+    from barrierproof.model.cute.roll import _fit_slot
+    from barrierproof.model.ir import Var, evaluate
+    t = Var("t")
+    for ring in range(1, 9):
+        for ts in ([0, 1, 2], [0, 2, 4], [1, 2, 3, 4]):
+            for ys in product(range(ring), repeat=len(ts)):
+                want = _searched_slot(ts, ys, ring)
+                got = _fit_slot(ts, list(ys), t, ring)
+                if want is None:
+                    assert got is None, (ring, ts, ys, got)
+                    continue
+                expr, c, m, a = got
+                b = evaluate(expr, {"t": 0}) - (c % m if m > 1 else 0)
+                assert (b, c, m, a) == want, (ring, ts, ys, got, want)
+
+
 def test_a_tile_schedulers_tile_count_is_a_parameter():
     """StaticPersistentTileScheduler's `while work.is_valid_tile` over C's runtime M: each
     role's tile loop runs `tiles` times, the K loop inside walks the ring from 2*t (two K steps

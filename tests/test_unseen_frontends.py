@@ -1,7 +1,7 @@
 """Gluon, CuTe DSL and Pallas kernels a new user wrote in the tutorials' style
 (tests/data/unseen_gluon.py, unseen_cute.py, unseen_pallas.py and their sequels
 unseen_gluon2.py, unseen_cute2.py, unseen_pallas2.py, unseen_gluon3.py, unseen_cute3.py,
-unseen_pallas3.py), correct
+unseen_pallas3.py, unseen_cute4.py), correct
 ones and the bugs the field reports. Each verdict in those files' EXPECT tables (the one place
 it is stated) follows from the hardware semantics; where a verdict may surprise (a code other
 than the obvious one), the kernel's docstring or comment says why. Synchronization the frontends
@@ -46,6 +46,10 @@ UNREAD = {
     # partition, not expanded), with and without the pending-count increment
     "cp_arrive_noinc": "async_copy.mbarrier_arrive(",
     "cp_arrive_inc": "async_copy.mbarrier_arrive(",
+    # CuTe: the proxy fence (fence_proxy async.shared) before a TMA store and a tcgen05 MMA
+    # read what the threads stored
+    "c_store_ring_no_proxy_fence": "cute.copy(tma_c,",
+    "fused_operands_no_proxy_fence": "cute.gemm(",
 }
 
 
@@ -68,7 +72,7 @@ FILES = {"gluon": ("unseen_gluon.py", "triton"), "gluon2": ("unseen_gluon2.py", 
          "cute": ("unseen_cute.py", "cutlass"), "cute2": ("unseen_cute2.py", "cutlass"),
          "pallas": ("unseen_pallas.py", "jax"), "pallas2": ("unseen_pallas2.py", "jax"),
          "gluon3": ("unseen_gluon3.py", "triton"), "cute3": ("unseen_cute3.py", "cutlass"),
-         "pallas3": ("unseen_pallas3.py", "jax")}
+         "pallas3": ("unseen_pallas3.py", "jax"), "cute4": ("unseen_cute4.py", "cutlass")}
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +109,8 @@ def test_pallas_kernels(data):
             assert err.loc.file.endswith(FILES[data][0]), err.loc
 
 
-@pytest.mark.parametrize("data", ["gluon", "gluon2", "gluon3", "cute", "cute2", "cute3"])
+@pytest.mark.parametrize("data", ["gluon", "gluon2", "gluon3", "cute", "cute2", "cute3",
+                                  "cute4"])
 def test_gluon_and_cute_kernels(data):
     expect, targets = _kernels(*FILES[data])
     for name, expected in expect.items():

@@ -69,18 +69,33 @@ def _fit_slot(ts, ys, t: Expr, ring: int) -> tuple[Expr, int, int, int] | None:
     """`b + (a*t + c) % m` for m dividing the array's size (the shortest period first: a
     pipeline's full and empty barriers may share one array of 2*S), with c, m and the stride
     a: 1 first, then the others below m (a consumer taking two stages an iteration waits on
-    `(2*t) % S` and `(2*t + 1) % S`)."""
+    `(2*t) % S` and `(2*t + 1) % S`). Solved, not searched (a buffer's element ring has
+    thousands of slots): the first point fixes c for each base b, and the first two fix the
+    strides a may take; the answer is the first of the enumeration in `_slot_order`."""
+    ts, ys = list(ts), list(ys)
     for m in (m for m in range(1, ring + 1) if ring % m == 0):
+        if ys and max(ys) - min(ys) >= m:
+            continue                    # (a*t + c) % m spans less than m
         for a in range(1, max(m, 2)):
-            # with a stride, the base before the offset: a stage pair's second slot of the
-            # empty half is `(2*t + 1) % m + S`, not `(2*t + 2) % m + (S - 1)`
-            pairs = [(b, c) for b in range(ring - m + 1) for c in range(m)]
-            for b, c in pairs if a == 1 else sorted(pairs, key=lambda p: (p[0] % m, p)):
+            if len(ts) > 1 and (a * (ts[1] - ts[0]) - (ys[1] - ys[0])) % m:
+                continue
+            for b in _slot_bases(ys, ring, m, a):
+                c = (ys[0] - b - a * ts[0]) % m if ys else 0
                 if all(b + (a * x + c) % m == y for x, y in zip(ts, ys)):
                     step = mk("*", Const(a), t) if a > 1 else t
                     walk = mk("%", mk("+", step, Const(c)), Const(m)) if m > 1 else Const(0)
                     return mk("+", walk, Const(b)), c, m, a
     return None
+
+
+def _slot_bases(ys, ring: int, m: int, a: int):
+    """The bases b a fit may have, in the order the fit prefers them: b in 0..ring-m with every
+    y - b in 0..m-1; ascending for stride 1, by b % m first with a stride (a stage pair's second
+    slot of the empty half is `(2*t + 1) % m + S`, not `(2*t + 2) % m + (S - 1)`)."""
+    lo = max(0, max(ys) - m + 1) if ys else 0
+    hi = min(ring - m, min(ys)) if ys else ring - m
+    bases = range(lo, hi + 1)
+    return bases if a == 1 else sorted(bases, key=lambda b: (b % m, b))
 
 
 def _fit_parity(ts, ys, t: Expr, ring: int, offset: int | None,

@@ -18,10 +18,13 @@ grid axis `block`, each checked (model/grid.py).
 
 from __future__ import annotations
 
+import dataclasses
+
 
 from .. import kinds, primitives as K
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Loop, Op,
                   Var, When)
+from ..proxy_fence import COMMIT_SMEM, check_threads
 from . import guards, walks
 from .buffers import data_buffers, memory_notes
 from .interpreter import Event, Warp
@@ -105,9 +108,10 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
         trimmed: dict[tuple, list[int]] = {}
         for (tag, programs), members in by_block.items():
             cuts = _init_prefix(programs)
-            # later init fences order nothing once the barriers start initialised (a
-            # fence.proxy.async before a TMA store orders data, which is not checked)
-            key = tuple(tuple(e for e in p[cut:] if e.kind not in _INIT_FENCES)
+            # later init fences order no barrier once the barriers start initialised; a
+            # fence.proxy.async still orders data (threads' stores before an async read):
+            # it stays as the proxy-fence marker _roles reads and removes
+            key = tuple(tuple(_data_fence(e) for e in p[cut:] if e.kind != K.FENCE_MBARRIER_INIT)
                         for p, cut in zip(programs, cuts))
             trimmed.setdefault((tag, key), []).extend(members)
         by_block = {key: sorted(members) for key, members in trimmed.items()}
@@ -146,6 +150,12 @@ def _allocates_tmem(tree: KernelTree) -> bool:
 
 
 _INIT_FENCES = (K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC)
+
+
+def _data_fence(e: Event) -> Event:
+    """A fence.proxy.async after the barriers' set-up: only the proxy-fence marker."""
+    return dataclasses.replace(e, kind=K.READ, name=COMMIT_SMEM) \
+        if e.kind == K.FENCE_PROXY_ASYNC else e
 _PREFIX_KINDS = (K.MBARRIER_INIT, K.BAR_SYNC) + _INIT_FENCES
 
 
@@ -201,13 +211,19 @@ def _roles(tree: KernelTree, programs, refs, made) -> tuple:
     for w, events in enumerate(programs):
         roles.setdefault(tuple(events), []).append(w)
     groups = sorted(roles.items(), key=lambda kv: kv[1][0])
+    # the proxy fence: threads' stores an async read (TMA store, MMA) of any warp may see
+    # unfenced are BP190 at the read
+    bodies = check_threads([_ops(events, refs, made) for events, _ in groups], _FENCE,
+                           [len(warps) > 1 for _, warps in groups])
     if len(groups) == 1:
-        return _ops(groups[0][0], refs, made)
+        return bodies[0]
     body = ()       # a chain of roles: `when warp in A: ... else: when warp in B: ...`
-    for events, warps in reversed(groups):
-        ops = _ops(events, refs, made)
+    for ops, (_, warps) in reversed(list(zip(bodies, groups))):
         body = (When(_member(warps), ops, body, ops[0].loc if ops else tree.loc),)
     return body
+
+
+_FENCE = 'cute.arch.fence_proxy("async.shared", space="cta")'
 
 
 def _member(warps: list[int], axis: str = AXIS):
