@@ -30,8 +30,10 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     a barrier proof of the same kernel: the barrier rules are not re-proved here.
 
     Concrete arrays used as rings at one representative slot (with the buffers indexed like
-    them) first, with a third of the budget; when that is not proved, one class for all
-    concrete barriers, then the hand-off classes (partition.py), each judging the buffers its
+    them) first, with a third of the budget; when that is not proved, the halves of a
+    ping-pong (partition.py `role_components`, barrier arrays and buffers at constant slots
+    split per slot) with half of what is left, then one class for all concrete barriers, then
+    the hand-off classes (partition.py), each judging the buffers its
     barriers guard (races.py: a tcgen05 MMA whose operands are released through one commit and
     whose accumulator through another is proved where the two are apart). Any partition is
     sound for races: every access to a cell is an operation of the cell's class system
