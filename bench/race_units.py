@@ -1,13 +1,14 @@
 """The work units the race proof of a kernel spends, partition by partition and phase by phase.
 
     python bench/race_units.py examples/gluon/attention_forward.py::attention \
-        --symbolic N_CTX --timeout 300
+        --symbolic N_CTX --timeout 300 --case 0
 
 Applies what `prove_kernel` applies before its race proof (a parameter read only as `P // D`
 proved as its quotient: quotients.py; barriers the kernel initialises itself published:
 init_prefix.py), then runs the race proof alone (prove.py `prove_races`; the barrier rules are
 not proved here) with the budget of --timeout, and prints each partition's answer and the
-units at which each phase began. Units are counted, not timed (the same on every machine).
+units at which each phase began. `--case n`: the n-th residue case of a strided ring alone
+(stride_split.py, as `prove` cuts the races), n = 0 the first residue. Units are counted, not timed (the same on every machine).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from barrierproof.checker.symbolic.budget import Budget  # noqa: E402
 from barrierproof.checker.symbolic.init_prefix import publish_inits  # noqa: E402
 from barrierproof.checker.symbolic.prove import prove_races  # noqa: E402
 from barrierproof.checker.symbolic.quotients import quotient_rewrite  # noqa: E402
+from barrierproof.checker.symbolic.stride_split import stride_cases  # noqa: E402
 from barrierproof.loader import resolve  # noqa: E402
 
 
@@ -32,6 +34,7 @@ def main() -> None:
     ap.add_argument("target")
     ap.add_argument("--symbolic", action="append", required=True)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--case", type=int, default=None)
     args = ap.parse_args()
     (t,) = resolve(args.target)
     kernel = t.build()
@@ -40,6 +43,13 @@ def main() -> None:
     names = {q.param: q.name for q in quotients}
     symbolic = [names.get(n, n) for n in args.symbolic]
     kernel = publish_inits(kernel, symbolic, fixed)[0]
+    if args.case is not None:
+        cases, why = stride_cases(kernel, symbolic, fixed)
+        if not cases:
+            raise SystemExit(f"{args.target}: no stride cases ({why or 'no strided ring'})")
+        case = cases[args.case]
+        print(case.label, flush=True)
+        kernel, symbolic = case.kernel, case.symbolic
     budget = Budget(args.timeout, progress=lambda e: print(
         f"{e['spent'] * budget.units / 1e6:8.1f}M  {e['phase']}", flush=True))
     attempt = races_proof._prove_races_on

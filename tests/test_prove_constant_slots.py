@@ -128,3 +128,74 @@ def test_prove_agrees_with_the_explorer_on_both_twins():
     v = prove_kernel(bad)
     assert v.verdict == "violation" and v.params["blocks"] == 1, v.label
     assert check_kernel(bad, {"blocks": 1}).codes[:1] == ["BP200"]
+
+
+# -- a ring at numbered slots and its buffer: the K/V ring of the Gluon attention -------------
+
+def _kv_ring_buffer(k, stages, blocks, release_first):
+    """K then V of one ring of `stages` per block into the slots of `kv` (two positions per
+    iteration, as the Gluon attention's), an MMA thread reading both slots. `release_first`:
+    it arrives on V's `empty` before reading V, so the loader may refill the slot meanwhile."""
+    k.threads(2, name="wg")
+    k.assume(blocks >= 0)
+    ready = k.Barrier(num_arrivals=1, num_barriers=stages)
+    empty = k.Barrier(num_arrivals=1, num_barriers=stages)
+    kv = k.SMEM(slots=stages, name="kv")
+    with k.when(k.thread == 0):
+        with k.loop(blocks) as i:
+            for j in range(2):
+                n = 2 * i + j
+                k.wait_parity(empty.at[n % stages], (n // stages + 1) % 2)
+                k.arrive_expect_tx(ready.at[n % stages], 4096)
+                k.tma_load(ready.at[n % stages], 4096, dst=kv.at[n % stages])
+    with k.when(k.thread == 1):
+        with k.loop(blocks) as i:
+            k.wait_parity(ready.at[(2 * i) % stages], ((2 * i) // stages) % 2)
+            k.read(kv.at[(2 * i) % stages])
+            k.arrive(empty.at[(2 * i) % stages])
+            v = ((2 * i) % stages + 1) % stages
+            k.wait_parity(ready.at[v], ((2 * i + 1) // stages) % 2)
+            if release_first:
+                k.arrive(empty.at[v])
+            k.read(kv.at[v])
+            if not release_first:
+                k.arrive(empty.at[v])
+
+
+@protocol(expect="verified", symbolic=("blocks",))
+def kv_ring_buffer(k, stages=3, blocks=4):
+    _kv_ring_buffer(k, stages, blocks, False)
+
+
+@protocol(expect="violation:BP200", symbolic=("blocks",))
+def kv_ring_buffer_released_first(k, stages=3, blocks=4):
+    _kv_ring_buffer(k, stages, blocks, True)
+
+
+def test_a_ring_buffer_at_numbered_slots_is_numbered_as_its_barriers():
+    """~2-10 s: strip-mined to whole laps (stride_split.py), every case indexes `kv` by
+    numbers, as `ready` and `empty` (number_slots.py, each slot checked by Z3), and keeps the
+    explorer's verdict and first rule at q = 0..2, on the correct ring and on its racy twin
+    (BP200 once a V slot is refilled)."""
+    from barrierproof.checker.symbolic.stride_split import stride_cases
+    from barrierproof.model.ir import Const
+    for proto, want in ((kv_ring_buffer, {"verified"}),
+                        (kv_ring_buffer_released_first, {"verified", "violation"})):
+        k = proto.build()
+        fixed = {"stages": 3}
+        cases, why = stride_cases(k, ["blocks"], fixed)
+        assert why is None and len(cases) == 3, why
+        seen = set()
+        for case in cases:
+            refs = [r for op in case.kernel.ops() for r in op.reads + op.writes]
+            assert refs and all(isinstance(r.index[0], Const) for r in refs), refs
+            (q,) = case.symbolic
+            m, b = 3, int(case.label.rsplit("+ ", 1)[1])
+            for x in range(3):
+                got = check_kernel(case.kernel, {**fixed, q: x})
+                ref = check_kernel(k, {**fixed, "blocks": m * x + b})
+                assert (got.verdict, got.codes[:1]) == (ref.verdict, ref.codes[:1]), \
+                    (case.label, x, got.label, ref.label)
+                seen.add(ref.verdict)
+                assert ref.verdict == "verified" or ref.codes[:1] == ["BP200"], ref.label
+        assert seen == want, seen
