@@ -188,7 +188,9 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None,
         budget.enter("race proof")
         # a drained pipeline cut into laps (laps.py) is cut alike for its races; otherwise split
         # on a top-level branch over a parameter as the barrier proof is (cases.py: `k_steps ==
-        # 1` by the explorer, races and all; the rest with `k_steps >= 2` assumed)
+        # 1` by the explorer, races and all; the rest with `k_steps >= 2` assumed), and on the
+        # residues of a strided ring (stride_split.py: its buffer's slots numbered as its
+        # barriers', number_slots.py, so each slot is judged by its own slot's class)
         cut = lap_cases(published, symbolic, fixed)
         if cut is not None:
             races = prove_laps(*cut, fixed, timeout, lambda k, s, f, t: races_of_lap_case(
@@ -196,8 +198,7 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None,
         else:
             races = prove_by_cases(published, symbolic, fixed, timeout,
                                    lambda k, s, f, _: races_by_tile(k, s, f, budget, barriers),
-                                   check_case,
-                                   strides=False)
+                                   check_case)
     open_exit = None
     if proof.status == "proved" and "BP105" not in options.ignored() and \
             (races is None or races.status == "proved"):

@@ -192,7 +192,9 @@ def _unroll_concrete(kernel: Kernel, arrays, fixed) -> Kernel:
 
 def number_slots(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int]) -> Kernel:
     """The kernel with the slots of every concrete ring that only loops stepping a multiple of
-    its size use written as numbers (module docstring); the kernel itself otherwise."""
+    its size use written as numbers (module docstring), and a buffer's leading slot where Z3
+    shows it is a number too (the ring's tiles, for the race proof); the kernel itself
+    otherwise."""
     sizes = _concrete_arrays(kernel, fixed)
     if not sizes:
         return kernel
@@ -244,7 +246,19 @@ def number_slots(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, in
     if not done:
         return original
 
+    def slot_of(ref):
+        """A buffer's leading slot as a number where Z3 shows it is one (`kv[(6*t) % 3]`
+        is `kv[0]`): the ring's buffer numbered as its barriers are."""
+        S = _size_of(ref.alloc.shape[0], fixed) if ref.index else None
+        if S is None or _size_of(ref.index[0], fixed) is not None:
+            return ref
+        n = _slot(ref.index[0], S, lin, fixed)
+        return ref if n is None else dataclasses.replace(ref, index=(Const(n),) + ref.index[1:])
+
     def rewrite(op: Op) -> Op:
+        if op.reads or op.writes:
+            op = dataclasses.replace(op, reads=tuple(slot_of(r) for r in op.reads),
+                                     writes=tuple(slot_of(r) for r in op.writes))
         if op.barrier is None or op.barrier.alloc.name not in done:
             return op
         index = tuple(Const(evaluate(e, fixed)) if _size_of(e, fixed) is not None

@@ -28,8 +28,8 @@ import dataclasses
 from typing import Mapping
 
 from ...model import kinds
-from ...model.ir import (BarrierRef, Const, Kernel, Loop, ModelError, evaluate, free_vars,
-                         iter_ops, map_ops, walk)
+from ...model.ir import (BarrierRef, Const, Kernel, Loop, MemAlloc, MemRef, ModelError, evaluate,
+                         free_vars, iter_ops, map_ops, walk)
 
 WAIT_KINDS = kinds.blocking_waits("phase")
 
@@ -82,6 +82,48 @@ def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int], dims: int = 
     for alloc in kernel.barriers:
         barriers += list(parts[alloc.name].values()) if alloc.name in parts else [alloc]
     return kernel.replace(body=_rewrite(kernel.body, ref), barriers=tuple(barriers))
+
+
+def split_constant_buffers(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
+    """The kernel with each buffer whose every access names a constant leading slot (`q[0]`,
+    `q[1]`: a ping-pong's two halves) split into one buffer per slot, of the remaining
+    dimensions. The cells are the same (a slot's cells are its own; no access spans two
+    slots), so every race is one of the split kernel; what changes is that each slot is
+    judged by the class of the barriers guarding it, beside barrier arrays split by
+    `split_constant_arrays` (the Q ring's `ready[0]` guarding `q[0]`)."""
+    ops = list(iter_ops(kernel.body))
+    parts: dict[str, dict[int, MemAlloc]] = {}
+    for alloc in kernel.buffers:
+        refs = [r for op in ops for r in op.reads + op.writes if r.alloc is alloc]
+        try:
+            n = evaluate(alloc.shape[0], fixed)
+            slots = [evaluate(r.index[0], fixed) for r in refs
+                     if r.index and not free_vars(r.index[0]) - set(fixed)]
+        except ModelError:
+            continue
+        if alloc.scalar or not refs or len(slots) != len(refs) or \
+                not all(0 <= c < n for c in slots):
+            continue
+        rest = alloc.shape[1:]
+        parts[alloc.name] = {c: dataclasses.replace(
+            alloc, name=f"{alloc.name}[{c}]", shape=rest or (Const(1),), scalar=not rest,
+            granule=tuple(alloc.granule[1:])) for c in sorted(set(slots))}
+    if not parts:
+        return kernel
+
+    def mem(r):
+        if r.alloc.name not in parts:
+            return r
+        return MemRef(parts[r.alloc.name][evaluate(r.index[0], fixed)], r.index[1:], r.region)
+
+    def rewrite(op):
+        return dataclasses.replace(op, reads=tuple(mem(r) for r in op.reads),
+                                   writes=tuple(mem(r) for r in op.writes))
+
+    buffers = []
+    for alloc in kernel.buffers:
+        buffers += list(parts[alloc.name].values()) if alloc.name in parts else [alloc]
+    return kernel.replace(body=map_ops(kernel.body, rewrite), buffers=tuple(buffers))
 
 
 def slot_of(alloc) -> str | None:

@@ -71,9 +71,11 @@ not a tcgen05 arrival there (or another such MMA), a copy and its delivery's bar
 different classes, a ring buffer used unindexed or at another offset than its ring's barriers.
 
 prove_races tries concrete arrays as rings at one representative slot first (a buffer of as
-many slots indexed like them judged there), then one class for all concrete barriers, then the
-hand-off classes of partition.py (each buffer judged by the class of the barriers its accesses
-go through): any partition is sound, as above.
+many slots indexed like them judged there), then the halves of a ping-pong (a buffer at
+constant slots split per slot beside its barriers: partition.py `split_constant_buffers`), then
+one class for all concrete barriers, then the hand-off classes of partition.py (each buffer
+judged by the class of the barriers its accesses go through): any partition is sound, as
+above.
 """
 
 from __future__ import annotations

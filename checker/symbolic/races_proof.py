@@ -13,7 +13,7 @@ from ...model.ir import Kernel, has_regions, whole_buffers
 from .budget import Budget, own_context, z3_limits
 from .laps import queue_only_buffers_dropped
 from .lowering import lowered
-from .partition import split_constant_arrays
+from .partition import split_constant_arrays, split_constant_buffers
 from .positions import by_position, split_positions
 from .proofs import BarrierProver, ClassProof, Proof
 from .races import assign_buffers
@@ -30,8 +30,10 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     a barrier proof of the same kernel: the barrier rules are not re-proved here.
 
     Concrete arrays used as rings at one representative slot (with the buffers indexed like
-    them) first, with a third of the budget; when that is not proved, one class for all
-    concrete barriers, then the hand-off classes (partition.py), each judging the buffers its
+    them) first, with a third of the budget; when that is not proved, the halves of a
+    ping-pong (partition.py `role_components`, barrier arrays and buffers at constant slots
+    split per slot) with half of what is left, then one class for all concrete barriers, then
+    the hand-off classes (partition.py), each judging the buffers its
     barriers guard (races.py: a tcgen05 MMA whose operands are released through one commit and
     whose accumulator through another is proved where the two are apart). Any partition is
     sound for races: every access to a cell is an operation of the cell's class system
@@ -88,6 +90,15 @@ def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[st
                             concrete_rings=True)
     if rings is not None and rings.status == "proved":
         return rings
+    # the halves of a ping-pong (partition.py `role_components`), each constant slot of a
+    # barrier array and of a buffer a class of its own (the Q ring's `ready[0]` guarding
+    # `q[0]`), with half of what is left: each half's class is far smaller than the one of
+    # every concrete barrier
+    halves = _prove_races_on(split_constant_buffers(split_constant_arrays(kernel, fixed), fixed),
+                             symbolic, fixed, budget.share_of_left(1 / 2), start, barriers,
+                             handoffs=True, halves=True)
+    if halves is not None and halves.status == "proved":
+        return halves
     first = _prove_races_on(kernel, symbolic, fixed, budget, start, barriers)
     if rings is not None and rings.status != "proved" and first.status != "proved" and \
             first.reason.startswith("outside the supported fragment") and \
@@ -129,11 +140,12 @@ def races_of_lap_case(kernel: Kernel, symbolic, fixed, budget: Budget,
 def _prove_races_on(kernel: Kernel, symbolic, fixed, budget: Budget, start: float,
                     barriers: BarrierProver,
                     concrete_rings: bool = False, handoffs: bool = False,
-                    join_named: bool = False) -> Proof | None:
+                    join_named: bool = False, halves: bool = False) -> Proof | None:
     """prove_races on one partition; None when `concrete_rings` or `handoffs` changes
     nothing."""
     try:
-        frag = barriers.partition(kernel, symbolic, fixed, concrete_rings, handoffs, join_named)
+        frag = barriers.partition(kernel, symbolic, fixed, concrete_rings, handoffs, join_named,
+                                  halves=halves)
         if frag is None:
             return None
         assign_buffers(frag)
