@@ -536,3 +536,54 @@ def test_a_cp_async_copy_is_awaited_by_its_own_thread():
     # reading the buffer before the copy is awaited: a race with the copy
     (kernel,) = pallas.load(lambda: _cp_async(False), name="c")
     assert check_kernel(kernel).label == "violation:BP200"
+
+
+def _unread_construct(stores: bool):
+    """A primitive the frontend does not know, holding a sub-jaxpr (a stand-in for a newer
+    JAX's region or a user's custom primitive): warpgroup 0 hands it the buffer, which it
+    stores to when `stores`, else it only computes; warpgroup 1 reads the buffer unordered."""
+    from jax._src import api_util, linear_util as lu
+    from jax._src import core as jax_core
+    from jax._src.interpreters import partial_eval as pe
+    from jax._src.pallas import primitives as pallas_primitives
+
+    prim = jax_core.Primitive("scoped_region")
+    prim.multiple_results = True
+    prim.def_effectful_abstract_eval(lambda *avals, **kw: ([], set()))
+
+    def region(ref):
+        if stores:
+            ref[...] = jnp.ones((128,), jnp.float32)
+        else:
+            jnp.ones((128,), jnp.float32) * 2
+        return []
+
+    @plgpu.kernel(out_type=jax.ShapeDtypeStruct((128,), jnp.float32), num_threads=2,
+                  thread_name="wg", scratch_types=[plgpu.SMEM((128,), jnp.float32)])
+    def kernel(x_ref, o_ref, buf):
+        @pl.when(jax.lax.axis_index("wg") == 0)
+        def _():
+            ref, _ = pallas_primitives._get_ref_and_transforms(buf)
+            wrapped = lu.wrap_init(region, debug_info=api_util.debug_info("r", region, (ref,), {}))
+            jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(wrapped, [ref.aval])
+            prim.bind(ref, body=jax_core.ClosedJaxpr(jaxpr, consts))
+
+        @pl.when(jax.lax.axis_index("wg") == 1)
+        def _():
+            o_ref[...] = buf[...]
+
+    return kernel(jnp.zeros(128, jnp.float32))
+
+
+def test_an_unread_construct_that_touches_memory_is_unmodelled_never_dropped():
+    # its store would race with the other warpgroup's read: dropping it made the kernel verified
+    (kernel,) = pallas.load(lambda: _unread_construct(True), name="u")
+    (unread,) = [op for op in iter_ops(kernel.body) if op.kind == "unmodeled"]
+    assert unread.name == "scoped_region"
+    assert "prim.bind" in open(unread.loc.file).read().splitlines()[unread.loc.line - 1]
+    verdict = check_kernel(kernel)
+    assert verdict.verdict == "unknown" and set(verdict.codes) == {"BP190"}
+    # one that only computes is data, as before
+    (kernel,) = pallas.load(lambda: _unread_construct(False), name="u")
+    assert [op.kind for op in iter_ops(kernel.body)] == ["read"]
+    assert check_kernel(kernel).verdict == "verified"

@@ -265,9 +265,35 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
             j, c = subs[0]
             if len(j.invars) == len(args):
                 return self._inline(j, c, args, frame, out)
-        if any(_has_sync(j) for j, _ in subs):
+        if any(_has_sync(j) for j, _ in subs) or self._models_anything(subs, args, frame):
             return self._unmodeled(eqn, env, frame, out)
         return opaques(eqn.primitive.name, len(eqn.outvars))
+
+    def _models_anything(self, subs, args, frame) -> bool:
+        """Would the sub-jaxprs of a construct the frontend cannot read give the model an op
+        (a store, a TMA copy, a WGMMA)? Then the construct is unmodelled (BP190), as a
+        data-dependent `cond` with ops is kept (`_cond`): what it does is never dropped. A
+        buffer or barrier handed to sub-jaxprs whose operands are not the equation's counts as
+        used. The trial translation leaves no allocation, parameter or note behind."""
+        def takes_args(j) -> bool:        # the operands, maybe after the constants (`_inline`)
+            return len(args) in (len(j.invars), len(j.invars) + len(j.constvars))
+        tracked = any(isinstance(a, BarrierVal) or isinstance(a, MemRef) and a.alloc is not None
+                      for a in args)
+        if tracked and not all(takes_args(j) for j, _ in subs):
+            return True
+        saved = list(self.barriers), list(self.buffers), dict(self.params), list(self.notes)
+        inner = dataclasses.replace(frame, control=frame.control + 1)
+        body: list = []
+        try:
+            for j, c in subs:
+                self._inline(j, c, args if takes_args(j) else [], inner, body)
+        except ModelError:          # something inside was read, and it cannot be modelled
+            return True
+        finally:
+            self.barriers[:], self.buffers[:], self.notes[:] = saved[0], saved[1], saved[3]
+            self.params.clear()
+            self.params.update(saved[2])
+        return bool(body)
 
     def _unmodeled(self, eqn, env, frame, out) -> Any:
         name = eqn.primitive.name
