@@ -19,6 +19,7 @@ from ..ir import (BinOp, Const, Expr, Loc, Loop, ModelError, Op, Param, UNKNOWN_
 from .locations import _stem
 from .memory import has_barrier_ops, unguard_memory
 from .primitives import _has_sync
+from .. import primitives as K
 
 if TYPE_CHECKING:
     from .translate import Translator
@@ -76,25 +77,25 @@ class LoopRules:
             jaxpr, consts_vals, carry_init, extra_args, frame)
         new_carry = results[carry_slice[0]:carry_slice[1]]
         trip = trip_of(placeholders, carry_init, new_carry)
-        if trip is None:
+        made = trip is None
+        if made:
             trip = self._trip_param(loc, what)
         forms, finals = self._closed_forms(placeholders, carry_init, new_carry, loopvar, trip)
         unknown = {p.name for p in placeholders if isinstance(p, Var)} - set(forms)
-        if body and not has_barrier_ops(body) and (unknown & stmt_vars(body)
-                                                   or opaque_vars(trip)):
-            # Only memory effects, under control the frontend cannot follow: leave them out
-            # (as a loop without synchronization always was) and say so.
-            self._note(f"{loc}: the loads, stores and copies inside this {what} are not checked "
-                       "for races: its trip count or branches depend on data")
-            body = ()
+        if body and not has_barrier_ops(body) and (made or opaque_vars(trip)):
+            return self._memory_loop(loc, loopvar, body, forms, unknown, trip if made else None,
+                                     what, out, len(finals), ys)
         if unknown & stmt_vars(body):
-            relaxed = unguard_memory(body, unknown)
+            start = len(self.notes)
+            relaxed = unguard_memory(body, unknown, self._as_if_always)
             if not unknown & stmt_vars(relaxed):
                 # Only memory effects sat under those branches: keep them unconditionally
                 # (every access that may happen; a race found is still replayed) and say so.
                 self._note(f"{loc}: loads and stores under data-dependent branches of this "
                            f"{what} are checked as if they always happen")
                 body = relaxed
+            else:
+                del self.notes[start:]
         if unknown & stmt_vars(body):
             return self._unroll(loc, jaxpr, consts_vals, carry_init, extra_args, trip, frame,
                                 out, carry_slice, ys)
@@ -117,6 +118,41 @@ class LoopRules:
                         (carry_init[k] if isinstance(trip, Const) and trip.value == 0
                          else opaque("carry")))
         return outs + opaques("ys", ys)
+
+    def _memory_loop(self, loc, loopvar, body, forms, unknown, param, what, out, ncarry, ys):
+        """A loop of only memory effects whose trip count depends on data: two iterations, every
+        slot that depends on the iteration or on data the whole buffer, every branch on them
+        taken as always happening (data_control.py), or BP190 where that is unsound.
+
+        Two iterations stand for every trip count t >= 0, given data_control's conditions
+        (nothing inside retires an asynchronous operation; no counted wait of the kernel keeps
+        what the body issues in flight): the body holds no barrier operation and no wait, so an
+        iteration orders nothing and retires nothing, and with its slots independent of the
+        iteration every iteration makes the same accesses. A race in a run of t iterations
+        pairs an access of iteration a with one of an iteration b > a or one outside the loop;
+        the iterations between them order nothing, so iterations 0 and 1 of the model pair the
+        same accesses unordered. For t < 2 the model's run is the GPU's with accesses added,
+        which order and retire nothing, so no race of the GPU's run is lost. Tested against the
+        loop unrolled at trip counts 0..4 (tests/test_pallas_data_control.py)."""
+        if param is not None:       # the trip count is no parameter: no value of it is chosen
+            del self.params[param.name]
+            self.notes[:] = [n for n in self.notes if f"`{param.name}`" not in n]
+        names = unknown | {loopvar}
+        stmts = unguard_memory(substitute_stmts(body, forms), names, self._as_if_always)
+        if names & stmt_vars(stmts):
+            out.append(Op(K.UNMODELED, None, loc=loc, name=(
+                f"this {what} depends on data loaded from memory and has only memory effects, "
+                "but a trip count or count inside it depends on the iteration or on a carried "
+                "value: its memory effects are not modelled.")))
+            return opaques("carry", ncarry) + opaques("ys", ys)
+        stmts = substitute_stmts(stmts, {**{n: opaque("carry") for n in unknown},
+                                         loopvar: opaque("iteration")})
+        self._note(f"{loc}: this {what} depends on data; it is checked as two iterations whose "
+                   "slots are the whole buffer where they depend on the iteration or on data, "
+                   "which stands for every trip count")
+        RANGES[loopvar] = (0, 1)
+        out.extend(self._as_if_always((Loop(loopvar, Const(2), stmts, loc),), loc, what))
+        return opaques("carry", ncarry) + opaques("ys", ys)
 
     def _unroll(self, loc, jaxpr, consts_vals, carry_init, extra_args, trip, frame, out,
                 carry_slice, ys):

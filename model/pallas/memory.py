@@ -349,9 +349,11 @@ def _map_refs(body, fix) -> tuple:
 
 
 def has_barrier_ops(body) -> bool:
-    """Does a translated body synchronize (anything but memory effects)?"""
+    """Does a translated body synchronize (anything but memory effects and the markers of
+    data_control.py)?"""
     from ..ir import MEMORY_KINDS, iter_ops, walk, WarpRegion
-    return any(op.kind not in MEMORY_KINDS for op in iter_ops(body)) or \
+    from .data_control import is_site
+    return any(op.kind not in MEMORY_KINDS and not is_site(op) for op in iter_ops(body)) or \
         any(isinstance(s, WarpRegion) for s in walk(body))
 
 
@@ -386,21 +388,23 @@ def whole_where_data_dependent(body) -> tuple:
     return tuple(out)
 
 
-def unguard_memory(body, names: set[str]) -> tuple:
-    """Branches on `names` that hold only memory effects, flattened: their accesses taken as
-    always happening (an over-approximation the race check may only over-report)."""
+def unguard_memory(body, names: set[str], always) -> tuple:
+    """Branches on `names` that hold only memory effects, flattened by `always(arms, loc,
+    what)`: their accesses taken as always happening (data_control.py says when that is
+    sound and marks the rest unmodelled)."""
     from ..ir import Loop, When, WarpRegion, free_vars
     out = []
     for s in body:
         if isinstance(s, When):
-            then, orelse = unguard_memory(s.then, names), unguard_memory(s.orelse, names)
+            then = unguard_memory(s.then, names, always)
+            orelse = unguard_memory(s.orelse, names, always)
             if free_vars(s.cond) & names and not has_barrier_ops(then + orelse):
-                out.extend(then + orelse)
+                out.extend(always(then + orelse, s.loc, "branch"))
                 continue
             s = When(s.cond, then, orelse, s.loc)
         elif isinstance(s, Loop):
-            s = Loop(s.var, s.trip, unguard_memory(s.body, names), s.loc)
+            s = Loop(s.var, s.trip, unguard_memory(s.body, names, always), s.loc)
         elif isinstance(s, WarpRegion):
-            s = WarpRegion(s.axis, unguard_memory(s.body, names), s.loc)
+            s = WarpRegion(s.axis, unguard_memory(s.body, names, always), s.loc)
         out.append(s)
     return tuple(out)

@@ -24,6 +24,7 @@ from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param,
                   Var, WarpRegion, When, as_expr, unique_name)
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
+from .data_control import counted_site, issued_groups, retired_groups, retiring_site, settle
 from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
 from ..proxy_fence import check_commits
 from .locations import _loc_from_tracebacks
@@ -74,6 +75,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         self._at: _Frame | None = None             # the equation being translated
         self._lifted: dict[str, str] = {}          # repr of a data term -> its parameter
         self._data_terms: dict[str, tuple] = {}    # parameter -> (loc, what, its sources)
+        self._always: dict[str, frozenset] = {}    # as-if-always marker -> groups (data_control)
 
     def _at_primitive(self) -> str:
         return getattr(self, "_at_name", None) or "an equation"
@@ -96,6 +98,21 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         if text not in self.notes:
             self.notes.append(text)
 
+    def _as_if_always(self, body: tuple, loc: Loc, what: str) -> tuple:
+        """Memory effects under data-dependent control, taken as always happening, after the
+        BP190 marker of whatever makes that unsound (data_control.py)."""
+        if retired_groups(body):
+            return (retiring_site(loc, what, body),) + body
+        self._note(f"{loc}: the memory effects of this {what}, which depends on data, are "
+                   "checked as if it always happens (no wait inside; no counted wait keeps "
+                   "what it issues in flight)")
+        groups = issued_groups(body)
+        if not groups:
+            return body
+        marker = counted_site(loc, what, groups)
+        self._always[marker.name] = groups
+        return (marker,) + body
+
     # -- the kernel --------------------------------------------------------------------------
 
     def kernel(self, jaxpr, consts: Sequence = (), tracebacks: tuple = ()) -> Kernel:
@@ -108,8 +125,9 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         RANGES.clear()
         RANGES.update({a: (0, n - 1) for a, n in self.axis_sizes.items()})
         try:
+            body = settle(self.jaxpr(jaxpr, env, _Frame(tracebacks)), self._always)
             body, self.buffers = slots_by_use(whole_where_data_dependent(
-                check_commits(self.jaxpr(jaxpr, env, _Frame(tracebacks)))), self.buffers)
+                check_commits(body)), self.buffers)
             body = self._data_axes(self._lift_stmts(body))
         finally:
             RANGES.clear()
@@ -413,12 +431,17 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         if isinstance(idx, Const):
             k = max(0, min(idx.value, len(branches) - 1))
             return self._inline(branches[k].jaxpr, branches[k].consts, args, frame, out)
+        inner = dataclasses.replace(frame, control=frame.control + 1)
         if opaque_vars(idx) and not any(_has_sync(b.jaxpr) for b in branches):
-            for b in branches:    # still compute what the branches return
-                self._inline(b.jaxpr, b.consts, args, frame, [])
+            # No barrier in any arm: every arm's memory effects, one after the other, rather
+            # than an axis of data values to explore (data_control.py says when that is sound)
+            body: list = []
+            for b in branches:
+                self._inline(b.jaxpr, b.consts, args, inner, body)
+            if body:
+                out.extend(self._as_if_always(tuple(body), loc, "branch"))
             return opaques("cond", len(eqn.outvars))
         bodies, results = [], []
-        inner = dataclasses.replace(frame, control=frame.control + 1)
         for b in branches:
             body: list = []
             results.append(self._inline(b.jaxpr, b.consts, args, inner, body))

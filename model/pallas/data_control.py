@@ -1,0 +1,102 @@
+"""Memory effects under control that depends on data: one policy for the frontend.
+
+A branch on a value loaded from memory (a ragged group size), or a loop whose trip count or
+carried branches depend on one, whose body holds no barrier operation, is checked *as if it
+always happens*: every arm of the branch in turn, the loop as two iterations whose slots are the
+whole buffer wherever they depend on the iteration or on data (loops.py argues the two). Its
+presence or absence changes no barrier, so for races it can only add accesses, never orders,
+except through the thread's count of asynchronous operations in flight. Two cases break that,
+and each makes the site unmodelled (BP190 at its line, the verdict at best `unknown`):
+
+- the body retires asynchronous operations (a `wgmma_wait`, a `wait_smem_to_gmem`): taken as
+  always happening, the wait would retire earlier operations the GPU may still be running;
+- the kernel waits with a count above 0 (`wgmma_wait(1)`: keep at most one in flight) on a group
+  the body issues: the model issuing more than the GPU did would retire older operations early.
+
+The second is known only once the whole kernel is translated: each site first leaves a BP190
+marker naming what it issues, and `settle` removes the markers no counted wait concerns.
+"""
+
+from __future__ import annotations
+
+from ..ir import Const, Loop, Op, WarpRegion, When, iter_ops
+from .. import kinds, primitives as K
+
+
+_SITE = "depends on data loaded from memory and "
+
+
+def is_site(op) -> bool:
+    """A marker of this module (it stands for no synchronization of the kernel)."""
+    return op.kind == K.UNMODELED and _SITE in op.name
+
+
+def issued_groups(body) -> frozenset[str]:
+    """The asynchronous groups (`TMA store`, `WGMMA`, ...) whose operations a body issues."""
+    return frozenset(kinds.ASYNC_GROUPS[op.kind] for op in iter_ops(body)
+                     if op.kind in kinds.ASYNC_GROUPS)
+
+
+def retired_groups(body) -> frozenset[str]:
+    """The asynchronous groups a body waits for."""
+    return frozenset(kinds.ASYNC_WAITS[op.kind][0] for op in iter_ops(body)
+                     if op.kind in kinds.ASYNC_WAITS)
+
+
+def counted_groups(body) -> frozenset[str]:
+    """Groups some wait keeps operations of in flight (a count that is not the constant 0)."""
+    out = set()
+    for op in iter_ops(body):
+        if op.kind in kinds.ASYNC_WAITS:
+            group, counted = kinds.ASYNC_WAITS[op.kind]
+            if counted and not (isinstance(op.count, Const) and op.count.value == 0):
+                out.add(group)
+    return frozenset(out)
+
+
+def _names(groups) -> str:
+    return ", ".join(sorted(groups))
+
+
+def retiring_site(loc, what: str, body) -> Op:
+    """BP190: a data-dependent body that waits cannot be taken as always happening."""
+    return Op(K.UNMODELED, None, loc=loc, name=(
+        f"this {what} depends on data loaded from memory and waits for asynchronous operations "
+        f"({_names(retired_groups(body))}) with no barrier inside: taken as always happening, "
+        "the wait would retire earlier operations the GPU may still run, so its memory effects "
+        "are not modelled (move the wait out of the data-dependent code)."))
+
+
+def counted_site(loc, what: str, groups) -> Op:
+    """BP190 marker of a site taken as always happening; `settle` keeps it only when the kernel
+    waits with a count above 0 on a group the site issues."""
+    return Op(K.UNMODELED, None, loc=loc, name=(
+        f"this {what} depends on data loaded from memory and issues asynchronous operations "
+        f"({_names(groups)}) that the kernel also waits for with a count above 0: taken as "
+        "always happening, its extra operations would let that wait retire earlier ones too "
+        "soon, so its memory effects are not modelled (wait with count 0, or issue them "
+        "unconditionally)."))
+
+
+def settle(body, sites: dict[str, frozenset[str]]) -> tuple:
+    """Remove the markers of `sites` (marker text -> groups it issues) whose groups no counted
+    wait of the kernel keeps in flight."""
+    counted = counted_groups(body)
+    drop = {name for name, groups in sites.items() if not groups & counted}
+    return _without(body, drop) if drop else tuple(body)
+
+
+def _without(body, drop: set[str]) -> tuple:
+    out = []
+    for s in body:
+        if isinstance(s, Op):
+            if s.kind == K.UNMODELED and s.name in drop:
+                continue
+        elif isinstance(s, Loop):
+            s = Loop(s.var, s.trip, _without(s.body, drop), s.loc)
+        elif isinstance(s, When):
+            s = When(s.cond, _without(s.then, drop), _without(s.orelse, drop), s.loc)
+        elif isinstance(s, WarpRegion):
+            s = WarpRegion(s.axis, _without(s.body, drop), s.loc)
+        out.append(s)
+    return tuple(out)
