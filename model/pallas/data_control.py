@@ -19,7 +19,7 @@ marker naming what it issues, and `settle` removes the markers no counted wait c
 
 from __future__ import annotations
 
-from ..ir import Const, Loop, Op, WarpRegion, When, iter_ops
+from ..ir import Const, Op, iter_ops, map_ops
 from .. import kinds, primitives as K
 
 
@@ -83,20 +83,6 @@ def settle(body, sites: dict[str, frozenset[str]]) -> tuple:
     wait of the kernel keeps in flight."""
     counted = counted_groups(body)
     drop = {name for name, groups in sites.items() if not groups & counted}
-    return _without(body, drop) if drop else tuple(body)
-
-
-def _without(body, drop: set[str]) -> tuple:
-    out = []
-    for s in body:
-        if isinstance(s, Op):
-            if s.kind == K.UNMODELED and s.name in drop:
-                continue
-        elif isinstance(s, Loop):
-            s = Loop(s.var, s.trip, _without(s.body, drop), s.loc)
-        elif isinstance(s, When):
-            s = When(s.cond, _without(s.then, drop), _without(s.orelse, drop), s.loc)
-        elif isinstance(s, WarpRegion):
-            s = WarpRegion(s.axis, _without(s.body, drop), s.loc)
-        out.append(s)
-    return tuple(out)
+    if not drop:
+        return tuple(body)
+    return map_ops(body, lambda op: () if op.kind == K.UNMODELED and op.name in drop else op)
