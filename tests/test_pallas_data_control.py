@@ -141,3 +141,34 @@ def test_a_wait_inside_a_data_trip_loop_is_unmodelled():
     v = _one(functools.partial(_store_loop, None, False, True))
     assert any(d.code == "BP190" for d in v.diagnostics), [d.one_line() for d in v.diagnostics]
     assert v.label != "verified"
+
+
+# -- branches on a carry without a closed form inside a loop -----------------------------------
+
+def _carried_branch(wait):
+    """Each step stores o_smem under a branch on a carried value with no closed form (c * 3 + 1),
+    waits with `wait` (None: no wait), and the next step writes o_smem again."""
+    def body(sizes_gmem, x_gmem, o_gmem, x_smem, o_smem, loaded):
+        def step(i, c):
+            o_smem[...] = jnp.zeros((ROWS, COLS), F32) + i
+            plgpu.commit_smem()
+
+            @pl.when(c % 2 == 0)
+            def _():
+                plgpu.copy_smem_to_gmem(o_smem, o_gmem.at[pl.ds(0, ROWS)])
+            if wait is not None:
+                plgpu.wait_smem_to_gmem(wait, wait_read_only=True)
+            return c * 3 + 1
+        lax.fori_loop(0, 3, step, sizes_gmem[0] * 0)
+        plgpu.wait_smem_to_gmem(0)
+    return _launch(body)
+
+
+def test_carried_branches_follow_the_same_policy():
+    assert _one(functools.partial(_carried_branch, None)).label == "violation:BP200"
+    waited = _one(functools.partial(_carried_branch, 0))
+    assert waited.label == "verified", [d.one_line() for d in waited.diagnostics]
+    counted = _one(functools.partial(_carried_branch, 1))
+    assert counted.label != "verified"
+    assert any(d.code == "BP190" and "count above 0" in d.message
+               for d in counted.diagnostics), [d.one_line() for d in counted.diagnostics]

@@ -78,11 +78,13 @@ def counted_site(loc, what: str, groups) -> Op:
         "unconditionally)."))
 
 
-def settle(body, sites: dict[str, frozenset[str]]) -> tuple:
-    """Remove the markers of `sites` (marker text -> groups it issues) whose groups no counted
-    wait of the kernel keeps in flight."""
+def settle(body, sites: dict[str, frozenset[str]]) -> tuple[tuple, set[str]]:
+    """The body without the markers of `sites` (marker text -> groups it issues) whose groups no
+    counted wait of the kernel keeps in flight, and the texts of those removed."""
     counted = counted_groups(body)
-    drop = {name for name, groups in sites.items() if not groups & counted}
+    present = {op.name for op in iter_ops(body) if op.kind == K.UNMODELED}
+    drop = {name for name, groups in sites.items() if name in present and not groups & counted}
     if not drop:
-        return tuple(body)
-    return map_ops(body, lambda op: () if op.kind == K.UNMODELED and op.name in drop else op)
+        return tuple(body), drop
+    return map_ops(body, lambda op: () if op.kind == K.UNMODELED and op.name in drop
+                   else op), drop

@@ -89,14 +89,17 @@ class LoopRules:
             start = len(self.notes)
             relaxed = unguard_memory(body, unknown, self._as_if_always)
             if not unknown & stmt_vars(relaxed):
-                # Only memory effects sat under those branches: keep them unconditionally
-                # (every access that may happen; a race found is still replayed) and say so.
-                self._note(f"{loc}: loads and stores under data-dependent branches of this "
-                           f"{what} are checked as if they always happen")
+                # Only memory effects sat under those branches: each is kept unconditionally or
+                # BP190 (data_control.py), and says so
                 body = relaxed
             else:
                 del self.notes[start:]
         if unknown & stmt_vars(body):
+            if not has_barrier_ops(body) and not (isinstance(trip, Const)
+                                                  and trip.value <= UNROLL_LIMIT):
+                # too long to unroll: what stands for every trip count stands for this one
+                return self._memory_loop(loc, loopvar, body, forms, unknown, None, what, out,
+                                         len(finals), ys)
             return self._unroll(loc, jaxpr, consts_vals, carry_init, extra_args, trip, frame,
                                 out, carry_slice, ys)
         for name in unknown:

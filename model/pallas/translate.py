@@ -75,7 +75,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         self._at: _Frame | None = None             # the equation being translated
         self._lifted: dict[str, str] = {}          # repr of a data term -> its parameter
         self._data_terms: dict[str, tuple] = {}    # parameter -> (loc, what, its sources)
-        self._always: dict[str, frozenset] = {}    # as-if-always marker -> groups (data_control)
+        self._always: dict[str, tuple] = {}    # as-if-always marker -> (groups, note)
 
     def _at_primitive(self) -> str:
         return getattr(self, "_at_name", None) or "an equation"
@@ -103,14 +103,15 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         BP190 marker of whatever makes that unsound (data_control.py)."""
         if retired_groups(body):
             return (retiring_site(loc, what, body),) + body
-        self._note(f"{loc}: the memory effects of this {what}, which depends on data, are "
-                   "checked as if it always happens (no wait inside; no counted wait keeps "
-                   "what it issues in flight)")
+        note = (f"{loc}: the memory effects of this {what}, which depends on data, are "
+                "checked as if it always happens (no wait inside; no counted wait keeps what "
+                "it issues in flight)")
         groups = issued_groups(body)
         if not groups:
+            self._note(note)
             return body
         marker = counted_site(loc, what, groups)
-        self._always[marker.name] = groups
+        self._always[marker.name] = (groups, note)      # noted if `settle` removes the marker
         return (marker,) + body
 
     # -- the kernel --------------------------------------------------------------------------
@@ -125,7 +126,10 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         RANGES.clear()
         RANGES.update({a: (0, n - 1) for a, n in self.axis_sizes.items()})
         try:
-            body = settle(self.jaxpr(jaxpr, env, _Frame(tracebacks)), self._always)
+            body, kept = settle(self.jaxpr(jaxpr, env, _Frame(tracebacks)),
+                                {name: g for name, (g, _) in self._always.items()})
+            for name in kept:
+                self._note(self._always[name][1])
             body, self.buffers = slots_by_use(whole_where_data_dependent(
                 check_commits(body)), self.buffers)
             body = self._data_axes(self._lift_stmts(body))
