@@ -16,10 +16,11 @@ from barrierproof.testing import check
 ROWS, COLS, F32 = 4, 128, jnp.float32
 
 
-def _launch(body, tiles=2):
+def _launch(body, tiles=2, out_slots=()):
     k = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((tiles * ROWS, COLS), F32),
                      grid=(1,), grid_names=("sm",),
-                     scratch_types=[plgpu.SMEM((ROWS, COLS), F32), plgpu.SMEM((ROWS, COLS), F32),
+                     scratch_types=[plgpu.SMEM((ROWS, COLS), F32),
+                                    plgpu.SMEM((*out_slots, ROWS, COLS), F32),
                                     plgpu.Barrier(num_arrivals=1)])
     return k(jnp.zeros((1,), jnp.int32), jnp.zeros((tiles * ROWS, COLS), F32))
 
@@ -134,6 +135,30 @@ def test_a_data_trip_count_is_checked_for_every_trip_count(wait_after):
         assert {c for c in concrete if c != "verified"} == {data.label}, (concrete, data.label)
     assert any("stands for every trip count" in n for n in data.notes), data.notes
     assert not any("parameter `trips" in n for n in data.notes), data.notes
+
+
+def _slot_loop(trips):
+    """Step i stores slot i % 2 of a 2-slot buffer; then slot 1 is written with no wait: a race
+    from 2 steps on."""
+    def body(sizes_gmem, x_gmem, o_gmem, x_smem, o_smem, loaded):
+        o_smem[...] = jnp.zeros((2, ROWS, COLS), F32)
+        plgpu.commit_smem()
+        n = sizes_gmem[0] if trips is None else trips
+
+        def step(i, carry):
+            plgpu.copy_smem_to_gmem(o_smem.at[i % 2], o_gmem.at[pl.ds(0, ROWS)])
+            return carry
+        lax.fori_loop(0, n, step, 0)
+        o_smem[1] = jnp.ones((ROWS, COLS), F32)
+        plgpu.commit_smem()
+        plgpu.wait_smem_to_gmem(0)
+    return _launch(body, out_slots=(2,))
+
+
+def test_slots_of_the_iteration_are_whole_in_a_data_trip_loop():
+    concrete = [_one(functools.partial(_slot_loop, t)).label for t in range(5)]
+    assert concrete == ["verified"] * 2 + ["violation:BP200"] * 3, concrete
+    assert _one(functools.partial(_slot_loop, None)).label == "violation:BP200"
 
 
 def test_a_wait_inside_a_data_trip_loop_is_unmodelled():
