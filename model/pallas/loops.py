@@ -4,7 +4,9 @@ A `scan` or `while` becomes one IR `Loop` when every carry that synchronization 
 induction (`c + s`, `(c + s) % m`, a parity toggle): its value at iteration `i` is a closed form
 in `i`. A carry without one is unrolled (up to UNROLL_LIMIT iterations). A trip count or branch
 that depends on data loaded from memory becomes a parameter with a stated default, or, when it
-only decides branches, an axis of the grid checked value by value.
+only decides branches, an axis of the grid checked value by value. A loop or branch on data with
+nothing but memory effects inside is taken as always happening (`_memory_loop`,
+data_control.py), or BP190.
 """
 
 from __future__ import annotations

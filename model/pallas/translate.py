@@ -8,7 +8,8 @@ synchronize.
 
 Values that come from memory (a ragged group size, a cluster-cancel response) are *data*: they are
 tracked as opaque variables (`?name`), so a branch or trip count that depends on them becomes a
-stated parameter with a default, and a barrier index that depends on them is an error.
+stated parameter with a default, and a barrier index that depends on them is an error. What such
+control guards with no barrier inside is taken as always happening, or BP190 (data_control.py).
 """
 
 from __future__ import annotations
