@@ -8,6 +8,7 @@ import pytest
 
 from barrierproof import Limits, Options, protocol
 from barrierproof.checker.check import check_kernel
+from barrierproof.checker.engine_settings import ProveSettings
 from barrierproof.checker.symbolic.prove import prove_kernel
 from barrierproof.checker.symbolic.budget import Budget
 from barrierproof.checker.symbolic.prove import prove_races
@@ -82,4 +83,35 @@ def test_racy_twins_refuted(bug):
     found = check_kernel(kernel, {"tiles": 2, "steps": 2})
     assert found.verdict == "violation" and found.codes == ["BP200"], found.label
     proof = prove_kernel(kernel, options=FAST)
+    assert proof.verdict == "violation" and proof.codes == ["BP200"], proof.coverage
+
+
+def _explorer(kernel, values):
+    found = check_kernel(kernel, values, FAST)
+    return found.verdict == "verified", found.label
+
+
+def test_tile_count_alone_symbolic_tile_explored():
+    """The tile count the only symbolic parameter (steps fixed): one tile has nothing symbolic
+    left, so the explorer judges its races, and the kernel is proved for every tile count."""
+    kernel = _persistent()
+    assert _cut(kernel, ["tiles"], {"steps": 3}) is None       # no explorer: not cut
+    proof = prove_kernel(kernel, {"steps": 3}, FAST, settings=ProveSettings(symbolic=("tiles",)))
+    assert proof.verdict == "proved", proof.coverage
+    assert any("one tile by the explorer at {'steps': 3}" in n
+               for n in proof.notes + [proof.coverage]), proof.notes
+    for tiles in (0, 1, 2, 3):
+        assert check_kernel(kernel, {"tiles": tiles, "steps": 3}).verdict == "verified"
+
+
+def test_tile_count_alone_symbolic_racy_tile_not_proved():
+    """The racy twin whose reduction applies: the explorer's race in the one tile proves
+    nothing (the kernel is left to be judged whole), and `prove` finds the race on the
+    kernel."""
+    kernel = _persistent("wrong_slot")
+    assert _explorer(kernel, {"tiles": 1, "steps": 3})[0] is False
+    tile = prove_races_by_tile(kernel, ["tiles"], {"steps": 3},
+                               lambda k, s, f: prove_races(k, s, f, Budget(30)), _explorer)
+    assert tile is None
+    proof = prove_kernel(kernel, {"steps": 3}, FAST, settings=ProveSettings(symbolic=("tiles",)))
     assert proof.verdict == "violation" and proof.codes == ["BP200"], proof.coverage

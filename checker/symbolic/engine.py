@@ -197,7 +197,8 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None,
                 k, s, f, budget, barriers), check_case)
         else:
             races = prove_by_cases(published, symbolic, fixed, timeout,
-                                   lambda k, s, f, _: races_by_tile(k, s, f, budget, barriers),
+                                   lambda k, s, f, _: races_by_tile(k, s, f, budget, barriers,
+                                                                     check_case),
                                    check_case)
     open_exit = None
     if proof.status == "proved" and "BP105" not in options.ignored() and \

@@ -57,11 +57,13 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
 
 
 def races_by_tile(kernel: Kernel, symbolic, fixed, budget: Budget,
-                  barriers: BarrierProver) -> Proof:
+                  barriers: BarrierProver, check_at=None) -> Proof:
     """One tile of a persistent kernel where its accesses end within their tiles
-    (races_tiles.py), else the kernel whole."""
+    (races_tiles.py), else the kernel whole. `check_at(kernel, values)` -> (ok, text): the
+    explorer, for a tile with nothing symbolic left."""
     proof = prove_races_by_tile(kernel, symbolic, fixed,
-                                lambda k, s, f: prove_races(k, s, f, budget, barriers))
+                                lambda k, s, f: prove_races(k, s, f, budget, barriers),
+                                check_at)
     return proof if proof is not None else prove_races(kernel, symbolic, fixed, budget, barriers)
 
 

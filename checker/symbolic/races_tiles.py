@@ -31,6 +31,7 @@ Anything else returns None (the caller judges the kernel whole).
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable, Mapping, Sequence
 
 from ...model import kinds, primitives as K
@@ -50,14 +51,20 @@ HOW = ("per tile ({name}): the kernel's waits separate its tiles and every acces
 
 
 def prove_races_by_tile(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int],
-                        prove: Callable) -> Proof | None:
+                        prove: Callable, check_at: Callable | None = None) -> Proof | None:
     """`prove(kernel, symbolic, fixed)` on the kernels of the module doc, joined; None when the
-    reduction does not apply."""
-    cut = _cut(kernel, symbolic, fixed)
+    reduction does not apply. A tile with nothing symbolic left (the tile count was the only
+    symbolic parameter) goes to `check_at(kernel, values)` -> (ok, text), the explorer, races
+    and all: one exhaustive search of B at its values decides B's races there; a tile it does
+    not verify says nothing of the kernel (a race of the kernel is one of B, not conversely),
+    so the kernel is then judged whole (None)."""
+    cut = _cut(kernel, symbolic, fixed, concrete_tile=check_at is not None)
     if cut is None:
         return None
     name, tile, tsym, tfixed, own, bounded, others = cut
-    first = prove(tile, tsym, tfixed)
+    first = prove(tile, tsym, tfixed) if tsym else _explored(tile, tfixed, check_at)
+    if first is None:
+        return None
     proofs = [first]
     if first.status == "proved" and own is not None:
         proofs.append(prove(own, list(symbolic), dict(fixed)))
@@ -76,7 +83,17 @@ def prove_races_by_tile(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[
         cases=list(dict.fromkeys([c for p in proofs for c in p.cases] + [how])))
 
 
-def _cut(kernel: Kernel, symbolic, fixed):
+def _explored(tile: Kernel, values: Mapping[str, int], check_at: Callable) -> Proof | None:
+    """The tile verified by the explorer at `values`, else None."""
+    start = time.perf_counter()
+    ok, _ = check_at(tile, dict(values))
+    if not ok:
+        return None
+    return Proof("proved", time.perf_counter() - start, "",
+                 cases=[f"one tile by the explorer at {dict(values)}"])
+
+
+def _cut(kernel: Kernel, symbolic, fixed, concrete_tile: bool = False):
     body = kernel.body
     if not body or not isinstance(body[0], Loop) or not isinstance(body[0].trip, Var):
         return None
@@ -92,7 +109,7 @@ def _cut(kernel: Kernel, symbolic, fixed):
         return None
     tsym = [n for n in symbolic if n != name]
     tfixed = {n: v for n, v in fixed.items() if n != name}
-    if not tsym:
+    if not tsym and not concrete_tile:
         return None
     bare = without_memory(kernel.replace(body=(loop,)))
     if why_not(bare, bare.body[0], tfixed, tsym) is not None:
