@@ -35,6 +35,7 @@ ATTENTION = os.path.join(EXAMPLES, "gluon", "attention_forward.py")
 STORE = os.path.join(EXAMPLES, "gluon", "store_epilogue.py")
 CLC = os.path.join(EXAMPLES, "gluon", "clc_persistent.py")
 MULTICTA = os.path.join(EXAMPLES, "gluon", "multicta_ring.py")
+TWO_CTA = os.path.join(EXAMPLES, "gluon", "two_cta_matmul.py")
 
 
 def line_of(fn, text: str) -> int:
@@ -421,7 +422,7 @@ def test_the_loader_finds_every_launch_of_the_example():
     assert [t.name for t in resolve(EXAMPLE + "::ring")] == ["ring"]
     assert {os.path.abspath(t.path) for t in ALL_TARGETS} == {EXAMPLE, PERSISTENT, AUTO_WS,
                                                                  PIPELINED, ATTENTION, STORE, CLC,
-                                                                 MULTICTA}
+                                                                 MULTICTA, TWO_CTA}
     assert all(t.expect for t in ALL_TARGETS)
 
 
@@ -465,7 +466,7 @@ def test_example_verdict_and_counterexample_on_the_kernels_lines(target):
         where, line = v.diagnostics[0].location.rsplit(":", 1)
         source = open(example).read().splitlines()
         assert os.path.abspath(where) == example
-        if v.codes[0] in ("BP100", "BP101"):        # a stuck or stale wait: the wait's line
+        if v.codes[0] in ("BP100", "BP101", "BP130"):     # a stuck or stale wait: its line
             assert "mbarrier.wait" in source[int(line) - 1]
         elif v.codes[0] == "BP146":                 # a remote arrival into an exited CTA
             assert "mbarrier.arrive" in source[int(line) - 1]

@@ -9,7 +9,8 @@ CTA layout (`CGALayout`) of its memdesc type.
   (m = num_ctas - 1, the default, is the CTA's own barrier).
 - A multicast TMA load into a tile every CTA holds whole (all bases zero) is a copy along `cta`:
   the IR splits its bytes evenly among the CTAs it reaches, so each CTA's barrier receives the
-  whole tile once every CTA has issued its share. A tile split among the CTAs is BP190.
+  whole tile once every CTA has issued its share. A load into a tile split among the CTAs
+  (distinct non-zero bases) loads each CTA's piece; split and multicast at once is BP190.
 - `ttng.cluster_barrier` is barrier.cluster arrive + wait in a kernel without partitions.
 """
 
@@ -37,17 +38,21 @@ class ClusterRules:
         m = re.search(r"CGALayout\s*=\s*(\[[\[\]\d,\s]*\])", layout)
         return ast.literal_eval(m.group(1)) if m else None
 
-    def per_cta_barrier(self, op: Operation, dims: tuple[int, ...]) -> None:
-        """A multi-CTA kernel's barrier array must hold one barrier per CTA in its last dim."""
+    def per_cta_barrier(self, op: Operation, dims: tuple[int, ...]) -> bool:
+        """A multi-CTA kernel's barrier array must hold one barrier per CTA in its last dim, or
+        (a 2-CTA kernel) one per pair: True for a pair barrier (two_cta.py)."""
         ctas = self.ctas()
         if ctas == 1:
-            return
+            return False
         bases = self.cga_bases(op.text)
+        if self.is_pair_barrier(dims, bases):
+            return True
         wanted = [1 << i for i in range(ctas.bit_length() - 1)]
         if not dims or dims[-1] != ctas or bases is None or len(bases) != len(wanted) or \
                 any(b[-1] != w or any(b[:-1]) for b, w in zip(bases, wanted)):
             raise Unread(f"a barrier whose CTA layout ({bases}) is not one barrier per CTA of "
                          f"the {ctas} is not modelled")
+        return False
 
     def routed(self, op: Operation, make) -> list:
         """`make(block)` for each barrier the op signals (block None: the CTA's own)."""
@@ -70,17 +75,24 @@ class ClusterRules:
     def on_block(bar: BarrierRef, block) -> BarrierRef:
         return bar if block is None else BarrierRef(bar.alloc, bar.index, block)
 
-    def copy_axes(self, op: Operation, multicast: bool) -> tuple[str, ...]:
-        """The cluster axes a TMA load reaches: none (its own CTA) or `cta` (multicast)."""
+    def copy_axes(self, op: Operation, multicast: bool) -> tuple[tuple[str, ...], int]:
+        """The cluster axes a TMA load reaches, none (its own CTA) or `cta` (multicast), and
+        the number of pieces the CTAs split its tile into (each loads its own piece)."""
         ctas = self.ctas()
         if ctas == 1:
-            return ()
+            return (), 1
         bases = self.cga_bases(op.text)
-        if bases is None or len(bases) != ctas.bit_length() - 1 or \
-                any(any(b) for b in bases):
-            raise Unread(f"a TMA load into a tile split among the CTAs (CTA layout {bases}) is "
-                         "not modelled")
-        return (CTA_AXIS,) if multicast else ()
+        if bases is None or len(bases) != ctas.bit_length() - 1:
+            raise Unread(f"a TMA load whose CTA layout ({bases}) is not one basis per CTA bit "
+                         "is not modelled")
+        split = sum(1 for b in bases if any(b))
+        if multicast and split:
+            raise Unread(f"a multicast TMA load into a tile split among the CTAs (CTA layout "
+                         f"{bases}) is not modelled")
+        if len({tuple(b) for b in bases if any(b)}) != split:
+            raise Unread(f"a TMA load whose CTA layout ({bases}) repeats a basis is not "
+                         "modelled")
+        return ((CTA_AXIS,) if multicast else ()), 1 << split
 
     def cluster_barrier(self, op: Operation, out):
         name = "relaxed" if re.search(r"relaxed\s*=\s*true", op.text) else ""
@@ -92,8 +104,8 @@ class ClusterRules:
         """The kernel's cluster, and BP190 for what a multi-CTA kernel does not model."""
         ctas = self.ctas()
         why = []
-        if re.search(r'"ttng\.two-ctas"\s*=\s*true', self.module.attrs):
-            why.append("2-CTA tcgen05 (two_ctas) kernels are not modelled yet")
+        if self.pair_unmodelled():
+            why.append(self.pair_unmodelled())
         if self.cluster_syncs and threads > 1:
             why.append("a cluster barrier in a warp-specialized kernel (which of its warps "
                        "arrive) is not modelled")

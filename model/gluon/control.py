@@ -37,7 +37,12 @@ class ControlRules(ClcRules):
             m = re.search(r"num_warps\((\d+)\)", region.header)
             warps = int(m.group(1)) if m else 0
             self.threads.append((region.label, warps, self.block(region.ops)))
-        return None
+        # its results are what the default partition yields: the code after the join runs in
+        # that partition, so a phase carried out of its loop is read there (else: opaque)
+        last = default.ops[-1] if default and default.ops else None
+        if last is None or last.name != "ttg.warp_yield":
+            return None
+        return [self.value(v) for v in last.operands]
 
     def _fork_join(self, threads: list, post: list) -> list:
         """Workers start at warp_specialize, after the default partition's code before it; the

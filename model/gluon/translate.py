@@ -36,6 +36,7 @@ from .compile import arch_error
 from .control import ControlRules
 from .cp_async import COMMIT, COPY, WAIT, CpAsyncRules
 from .memory import MemoryRules
+from .two_cta import PairRules
 from .ttgir import Module, Operation, split_operands
 from .values import CARRY_PREFIX, _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
 from .. import primitives as K
@@ -58,7 +59,7 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"scf\.yield$)")
 
 
-class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRules):
+class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules, CpAsyncRules):
     def __init__(self, module: Module, name: str, loc: Loc, expect: str | None, launch):
         self.module = module
         self.name = name
@@ -88,6 +89,7 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         self.threads: list[tuple[str, int, list]] = []
         self.cluster_syncs: list[Loc] = []   # ttng.cluster_barrier sites
         self.refused: dict[Alloc, str] = {}   # barriers whose layout is not modelled, why
+        self.pair_barriers: set[str] = set()   # 2-CTA pair barriers, in the leader (two_cta.py)
         self._names: set[str] = set()
         self._ids = itertools.count()
         import triton
@@ -406,6 +408,8 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         self.inited.add(key)
         old = self.barriers.get(alloc)
         if old is not None:
+            if alloc.name in self.pair_barriers:
+                count *= 2
             if not same(old.num_arrivals, Const(count)):
                 raise Unread(f"the barriers of `{alloc.name}` are initialised with different "
                              f"counts ({old.num_arrivals} and {count})")
@@ -413,10 +417,13 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         if alloc.elem != "i64" or alloc.space != "smem":
             raise Unread(f"`{alloc.name}` is not an array of mbarriers")
         try:
-            self.per_cta_barrier(op, (_memdesc(op.text) or ((), ""))[0])
+            pair = self.per_cta_barrier(op, (_memdesc(op.text) or ((), ""))[0])
         except Unread as err:       # every use of it is BP190 too, for the same reason
             self.refused[alloc] = str(err)
             raise
+        if pair:        # initialised in the leader for the arrivals of both CTAs
+            self.pair_barriers.add(alloc.name)
+            count *= 2
         shape = alloc.dims[:-1]
         self.barriers[alloc] = BarrierAlloc(
             alloc.name, Const(count), tuple(Const(d) for d in shape) or (Const(1),),
@@ -448,12 +455,23 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
 
     def barrier_expect(self, op: Operation, out):
         bar, nbytes, pred = self._barrier_number_pred(op, "expected byte count")
+        if self.is_pair(bar):
+            if re.search(r"fromCTA\s*=", op.text):
+                raise Unread("an expect routed with fromCTA on a 2-CTA pair barrier is not "
+                             "modelled")
+            return self.pair_expect(out, pred, bar, nbytes, op)
         for step in self.routed(op, lambda block: Op(
                 K.ARRIVE_EXPECT_TX, self.on_block(bar, block), bytes=nbytes, loc=self.where(op))):
             self.guarded(out, pred, step, op)
 
     def arrive_barrier(self, op: Operation, out):
         bar, count, pred = self._barrier_number_pred(op, "arrival count")
+        if self.is_pair(bar):
+            if re.search(r"fromCTA\s*=", op.text):
+                raise Unread("an arrival routed with fromCTA on a 2-CTA pair barrier is not "
+                             "modelled")
+            return self.guarded(out, pred, Op(K.ARRIVE, self.on_leader(bar), count=count,
+                                              loc=self.where(op)), op)
         for step in self.routed(op, lambda block: Op(
                 K.ARRIVE, self.on_block(bar, block), count=count, loc=self.where(op))):
             self.guarded(out, pred, step, op)
@@ -467,8 +485,11 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         bar = self.barrier(op.operands[0])
         phase = self.int_value(args[1], "the phase")
         pred = self._pred(args[2] if len(args) > 2 and args[2].startswith("%") else None)
-        self.guarded(out, pred, Op(K.WAIT_PARITY, bar, parity=mk("%", phase, Const(2)),
-                                   loc=self.where(op)), op)
+        wait = Op(K.WAIT_PARITY, bar, parity=mk("%", phase, Const(2)), loc=self.where(op))
+        # a pair barrier is the leader's: only the leader waits on it
+        if self.is_pair(bar):
+            return self.on_leader_only(out, pred, (wait,), (), op)
+        self.guarded(out, pred, wait, op)
 
     def tma_load(self, op: Operation, out):
         """A TMA load (and a gather of rows, `tile::gather4`): writes its destination and
@@ -480,21 +501,23 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         if not m or desc is None or desc[1] not in _ELEM_BYTES:
             raise Unread("the destination or barrier of the copy cannot be read")
         bar = self.barrier(m.group(2))
-        nbytes = math.prod(desc[0]) * _ELEM_BYTES[desc[1]]
         pred = self._pred(m.group(3))
         multicast = re.search(r"\{[^{}]*\bmulticast\b", op.text) is not None
         if multicast and self.ctas() == 1:
             multicast = False          # a cluster of one: the copy is the CTA's own
+        axes, pieces = self.copy_axes(op, multicast)
+        nbytes = math.prod(desc[0]) * _ELEM_BYTES[desc[1]] // pieces    # this CTA's piece
+        if self.is_pair(bar):
+            if axes:
+                raise Unread("a multicast TMA load on a 2-CTA pair barrier is not modelled")
+            bar = self.on_leader(bar)
         self.guarded(out, pred, Op(K.TMA_LOAD, bar, bytes=Const(nbytes), loc=self.where(op),
-                                   collective_axes=self.copy_axes(op, multicast),
-                                   writes=self.memref(m.group(1))), op)
+                                   collective_axes=axes, writes=self.memref(m.group(1))), op)
 
     def mma(self, op: Operation, out, scales: int = 0):
         # a, b, acc[token], (a_scale, b_scale,) use_acc, pred, then barrier[pred] pairs; a
         # block-scaled MMA names its operands' element types after the predicate
-        if self.ctas() > 1 and re.search(r"\{[^{}]*\b(multicast|two_ctas)\b", op.text):
-            raise Unread("an MMA whose commit is multicast to the cluster (or a 2-CTA MMA) is "
-                         "not modelled yet")
+        pair = self.pair_mma(op)
         text = re.sub(r"\s+lhs\s*=\s*\w+\s+rhs\s*=\s*\w+", "", op.text[len(op.name):])
         args = [a.strip() for a in split_operands(text)]
         at = 3 + scales
@@ -507,25 +530,36 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         reads = self.memref(operand[0]) + self.memref(operand[1])
         for scale in operand[3:]:        # the scale factors, in tensor memory
             reads += self.memref(scale)
-        issue = Op(K.TCGEN05_MMA, None, loc=loc, reads=reads, writes=self.memref(operand[2]))
+        issue = Op(K.TCGEN05_MMA, None, loc=loc, reads=reads, writes=self.memref(operand[2]),
+                   collective_axes=pair)
         if not asynchronous:
             # Triton lowers an MMA without barriers to the MMA, a commit on a barrier of its
             # own and a wait for it: the thread goes on once it and every earlier tcgen05 op
             # of the thread (a tcgen05_copy into its accumulator) are done
             done = self._sync_barrier(op)
-            for step in (issue, Op(K.TCGEN05_COMMIT_ARRIVE, done, loc=loc),
-                         Op(K.BARRIER_WAIT, done, loc=loc)):
-                self.guarded(out, pred, step, op)
+            self.tensor_core(out, pred, issue, op)
+            self.tensor_core(out, pred, Op(K.TCGEN05_COMMIT_ARRIVE, done, loc=loc,
+                                           collective_axes=pair), op)
+            self.guarded(out, pred, Op(K.BARRIER_WAIT, done, loc=loc), op)
             return None
-        self.guarded(out, pred, issue, op)
+        self.tensor_core(out, pred, issue, op)
         for spec in barriers:
             m = re.match(r"^(%[\w.$#-]+)\[(%[\w.$#-]+)?\]$", spec)
             if not m:
                 raise Unread(f"the completion barrier {spec!r} cannot be read")
             bar = self.barrier(m.group(1))
             when = mk("and", pred, self._pred(m.group(2))) if m.group(2) else pred
-            self.guarded(out, when, Op(K.TCGEN05_COMMIT_ARRIVE, bar, loc=loc), op)
+            self.tensor_core(out, when, Op(K.TCGEN05_COMMIT_ARRIVE, bar, loc=loc,
+                                           collective_axes=pair), op)
         return None
+
+    def tensor_core(self, out: list, pred: Expr, step: Op, op: Operation) -> None:
+        """A tcgen05 op: in a 2-CTA kernel the leader issues it for the pair (two_cta.py)."""
+        if not step.collective_axes:
+            return self.guarded(out, pred, step, op)
+        if step.barrier is not None and self.is_pair(step.barrier):
+            raise Unread("a tcgen05 completion on a 2-CTA pair barrier is not modelled")
+        self.on_leader_only(out, pred, (step,), (), op)
 
     def _sync_barrier(self, op: Operation) -> BarrierRef:
         """The barrier Triton gives a synchronous MMA, one per op (each partition translates
@@ -543,6 +577,8 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         args = [a.strip() for a in split_operands(op.text[len(op.name):].split(" : ")[0])]
         if len(args) != 2:
             raise Unread("a tcgen05 copy with a completion barrier is not modelled yet")
+        if self.two_ctas():
+            raise Unread("a tcgen05 copy in a 2-CTA kernel is not modelled yet")
         out.append(Op(K.TCGEN05_MMA, None, loc=self.where(op),
                       reads=self.memref(args[0]), writes=self.memref(args[1])))
         return None
@@ -564,14 +600,16 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, CpAsyncRul
         # commit is multicast (their shared layouts); in a one-CTA kernel, only to its own
         head, _, descs = op.text[len(op.name):].partition(" descs ")
         args = [a.strip() for a in split_operands(head)]
-        if descs and (self.module.int_attr("ttg.num-ctas") or 1) > 1:
+        pair = self.pair_mma(op)
+        if descs and (self.module.int_attr("ttg.num-ctas") or 1) > 1 and not pair:
             raise Unread("a commit multicast to the CTAs of a cluster (descs=...) is not "
                          "modelled yet")
         bar = self.barrier(op.operands[0])
         if len(args) > 2:
             raise Unread("the operands of the commit cannot be read")
         pred = self._pred(args[1]) if len(args) > 1 and args[1].startswith("%") else Const(1)
-        self.guarded(out, pred, Op(K.TCGEN05_COMMIT_ARRIVE, bar, loc=self.where(op)), op)
+        self.tensor_core(out, pred, Op(K.TCGEN05_COMMIT_ARRIVE, bar, loc=self.where(op),
+                                       collective_axes=pair), op)
 
 
 _BINARY = ("addi", "subi", "muli", "divsi", "divui", "remsi", "remui", "andi", "ori", "xori",

@@ -17,7 +17,10 @@ TCGEN05_COMMIT_ARRIVE = "tcgen05_commit_arrive"
 
 
 def _entry(system, op, env, block, src, targets) -> int:
-    accesses = system._accesses(op, "tcgen05", env, block, src) \
+    # a collective (2-CTA) op reads its operands and writes its accumulator in every block of
+    # the pair, not only in the issuer's
+    blocks = system._peers(block, op.collective_axes, op.loc) if op.collective_axes else [block]
+    accesses = tuple(a for b in blocks for a in system._accesses(op, "tcgen05", env, b, src)) \
         if system.memory is not None else ()
     return system._tcgen05_entry(targets, accesses)
 

@@ -3,6 +3,7 @@ land (copy_gmem_to_smem: arrive.expect_tx at issue; tma_load: complete_tx only;
 async_store_smem: into a peer block's SMEM, both on the destination block's barrier).
 
 A multicast copy splits its bytes evenly among the blocks it reaches, one in-flight slot each.
+A tma_load on another block's barrier (leader-tracked, 2-CTA) lands in the issuer's SMEM.
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ def _compile_copy(arrives: bool):
                              f"among {len(peers)} blocks", loc=op.loc)
         share = nbytes // len(peers)
         index = system.instances[inst].index
+        # a load completing on another block's barrier (a leader-tracked / 2-CTA copy) still
+        # lands in the issuer's shared memory; a multicast lands in every block it reaches
+        own = not arrives and not op.collective_axes
         slots = tuple(system._slot(ins.EFFECT_COMPLETE_TX,
                                    system._inst_index[(op.barrier.alloc.name, index, p)],
-                                   share, "tma", system._copy_write(op, env, p, src))
+                                   share, "tma",
+                                   system._copy_write(op, env, block if own else p, src))
                       for p in peers)
         system._emit(agent, ins.Instr(ins.ISSUE_ASYNC, (inst,) if arrives else (), nbytes,
                                       slots, src))

@@ -322,7 +322,8 @@ class Cluster(ClusterHardware, ClusterSemaphores, ClusterMemory):
             expects = (name,) if kind != "tma_load" else ()
             add(Action("copy", f"{kind}({name}, {nbytes}B)", loc, expects, nbytes,
                        landings=landings,
-                       memory=self.copy_accesses(op, env, thread, landings)))
+                       memory=self.copy_accesses(op, env, thread, landings,
+                                                 own=not expects and not op.collective_axes)))
         elif kind == "mbarrier_init":
             add(Action(kind, f"mbarrier_init({name})", loc, (name,)))
         elif kind in ("try_cluster_cancel", "cp_async_arrive"):

@@ -185,12 +185,13 @@ class ClusterMemory:
                 self.program_async.setdefault(name, []).extend(group)
         self._pending = {}
 
-    def copy_accesses(self, op: Op, env, thread: Thread, landings) -> tuple:
+    def copy_accesses(self, op: Op, env, thread: Thread, landings, own: bool = False) -> tuple:
         """A TMA copy's destination, per landing, in the block the landing's barrier is in
-        (every block a multicast reaches, the peer an st.async writes to)."""
+        (every block a multicast reaches, the peer an st.async writes to); a tma_load on a
+        peer's barrier (leader-tracked, 2-CTA; `own`) lands in the issuer's own block."""
         out = []
         for landing in landings:
-            block = self.block_of_instance[landing[1]]
+            block = thread.block if own else self.block_of_instance[landing[1]]
             out.append(tuple(self._access(w, env, True, "a TMA copy", thread, block, op.loc,
                                           landing=landing, dest=self._dest(w, env))
                              for w in op.writes))
@@ -217,8 +218,13 @@ class ClusterMemory:
         return alloc.name + ("[" + ",".join(parts) + "]" if parts else "")
 
     def mma_accesses(self, op: Op, env, thread: Thread) -> tuple:
-        return tuple(self._accesses(op, env, f"a tcgen05 MMA of {thread.name}", thread,
-                                    thread.block))
+        """A collective (2-CTA) MMA touches its operands and accumulator in every block of
+        the pair."""
+        blocks = self._peers(thread.block, op.collective_axes, op.loc) if op.collective_axes \
+            else [thread.block]
+        return tuple(a for b in blocks
+                     for a in self._accesses(op, env, f"a tcgen05 MMA of {thread.name}",
+                                             thread, b))
 
     def live_in_gap(self, name: str, gap: int) -> list[Access]:
         """The accesses of `name`'s program that may be in progress while it stands at `gap`."""
