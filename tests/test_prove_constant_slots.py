@@ -199,3 +199,38 @@ def test_a_ring_buffer_at_numbered_slots_is_numbered_as_its_barriers():
                 seen.add(ref.verdict)
                 assert ref.verdict == "verified" or ref.codes[:1] == ["BP200"], ref.label
         assert seen == want, seen
+
+
+# -- an access whose region may reach past its slot -------------------------------------------
+
+@protocol(expect="verified", symbolic=("n",))
+def region_at_n(k, n=0):
+    """`q[0]` filled at columns n, n + 1 of its 4 (past the slot from n = 3 on), `q[1]` whole;
+    the reader waits for both copies."""
+    k.threads(2, name="wg")
+    full = k.Barrier(num_arrivals=1, num_barriers=2)
+    q = k.SMEM(slots=(2, 4), name="q")
+    with k.when(k.thread == 0):
+        k.copy_gmem_to_smem(full.at[0], bytes=64, dst=q.at[0, k.ds(n, 2)])
+        k.copy_gmem_to_smem(full.at[1], bytes=64, dst=q.at[1])
+    with k.when(k.thread == 1):
+        for h in range(2):
+            k.wait_parity(full.at[h], 0)
+            k.read(q.at[h])
+
+
+def test_a_region_that_may_reach_past_its_slot_is_not_split():
+    """Split per slot only where every region lies inside its slot at the values fixed: with
+    n symbolic, or at n = 3 (columns 3..4 of 4, which the explorer rejects as out of range),
+    `q` stays whole; at n = 0..2 it is split, and the split is the explorer's program."""
+    from barrierproof.checker.symbolic.partition import split_constant_buffers
+    k = region_at_n.build()
+    assert split_constant_buffers(k, {}) is k
+    assert split_constant_buffers(k, {"n": 3}) is k
+    assert check_kernel(k, {"n": 3}).verdict == "error"
+    for n in (0, 1, 2):
+        split = split_constant_buffers(k, {"n": n})
+        assert sorted(b.name for b in split.buffers) == ["q[0]", "q[1]"]
+        got, ref = check_kernel(split, {"n": n}), check_kernel(k, {"n": n})
+        assert (got.verdict, got.codes[:1]) == (ref.verdict, ref.codes[:1]) == ("verified", []), \
+            (n, got.label, ref.label)

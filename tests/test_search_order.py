@@ -164,3 +164,15 @@ def test_every_rule_ignored_both_orders_enumerate_the_same_space(kernel):
     system = System(kernel)
     for kw in SETTINGS:
         _agree(system, ignore=frozenset(CODES), **kw)
+
+
+def test_a_trail_is_its_path_and_shares_its_prefix():
+    """Depth first, the path to a state where a dynamic wait returns is recorded as a trail
+    (parity_returns.py `Trail`): its keys in order from the first step, the prefix shared with
+    the trails it extends, not copied (a copy per state grew with the square of the depth)."""
+    from barrierproof.checker.engines.parity_returns import Trail
+    a = Trail("a", None)
+    ab = Trail("b", a)
+    abc, abd = Trail("c", ab), Trail("d", ab)
+    assert list(abc) == ["a", "b", "c"] and list(abd) == ["a", "b", "d"] and list(a) == ["a"]
+    assert abc.before is abd.before is ab

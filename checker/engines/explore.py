@@ -46,7 +46,7 @@ from ...model.parity import aliasing
 from ...model.semantics import System
 from ...model.steps import UNREDUCED, opcodes_in
 from ...model.violations import CODES, Place, Violation, primary, rank, tolerance
-from .parity_returns import Conflict, ParityReturns, search_return
+from .parity_returns import Conflict, ParityReturns, Trail, search_return
 from .compiled import Refused, available, explore_compiled
 from .compiled import chosen as chosen_core
 from .por import OVERRUNS, depth_unkept, keeps_overruns, leaves_nothing_out, persistent_sets
@@ -542,6 +542,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
             return found
 
         path: list = []                  # keys of the states on the stack after the initial one
+        trail: list = []                 # the same as shared trails, one per stack state
         stack = [init]
         if returns is not None:
             alias(returns.record(init, 0, list))
@@ -564,6 +565,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     stack.pop()
                     if path:
                         path.pop()
+                        trail.pop()
                     continue
                 action, nxt, violation = succ.pop()
                 state = stack[-1]
@@ -602,7 +604,8 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     cut = True
                     continue
                 if returns is not None:
-                    alias(returns.record(nxt, length, lambda: path + [k]))
+                    alias(returns.record(nxt, length,
+                                         lambda: Trail(k, trail[-1] if trail else None)))
                 after = expand(nxt)
                 if not after and not system.is_done(nxt):
                     stuck = system.deadlock(nxt)
@@ -615,6 +618,7 @@ def explore(system: System, limits: Limits | None = None, reduction: bool = True
                     continue                 # its successors are longer than the best
                 stack.append(nxt)
                 path.append(k)
+                trail.append(Trail(k, trail[-1] if trail else None))
                 pending.append(after)
                 expanded += 1
                 if (expanded & 255) == 0:

@@ -26,13 +26,33 @@ from ...model.violations import Violation
 from .symmetry import Symmetry, permute_action
 
 
+class Trail:
+    """The keys of a path, sharing its prefix with the paths it extends: the last key and the
+    trail before it. The depth-first search hands one to `record` instead of a copy of its
+    stack, which, made for every state a dynamic wait is first shown in (each wait of an
+    unrolled program at its own pc), grew memory and time with the square of the depth."""
+
+    __slots__ = ("key", "before")
+
+    def __init__(self, key, before: "Trail | None"):
+        self.key = key
+        self.before = before
+
+    def __iter__(self):
+        keys, node = [], self
+        while node is not None:
+            keys.append(node.key)
+            node = node.before
+        return reversed(keys)
+
+
 @dataclass(frozen=True)
 class Shown:
     """The shallowest state met in which a dynamic wait returns after `completion`."""
 
     completion: int
     depth: int
-    keys: list            # of the states on the path to it, after the initial one
+    keys: "list | Trail"  # of the states on the path to it, after the initial one
 
 
 @dataclass(frozen=True)

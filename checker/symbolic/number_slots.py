@@ -1,5 +1,8 @@
 """Ring slots that are numbers: a loop that takes a multiple of the ring's size per iteration.
 
+For both proofs: the barrier proof reads the numbered barrier arrays (hand-off pairs per slot),
+the race proof the numbered buffers too (a ring's tile buffer at the slots of its barriers).
+
 The sm90 ping-pong with its sizes fixed (2 stages, 3 k-tiles) has two math warpgroups each
 reading 3 slots of a tile and skipping the other's 3: warpgroup w's iteration m reads ring
 positions 6m + 3w + j, the producer's (strip-mined, unroll.py) 6m + u, and a tail after it
@@ -24,6 +27,11 @@ The rewrite, for a concrete barrier array (each dimension S of it alike):
    every `v // S` (in a parity or stated phase of an operation on the array) becomes
    `sum(c_n / S * n) + beta // S`; Z3 proves each new expression equal to the old one under
    the assumptions (an exact identity of floor division for integers, so no case is lost).
+
+3. for the race proof, every buffer's leading slot `v % S` (S the buffer's concrete leading
+   size) of the same form becomes `beta % S` by the same Z3 check (`kv[(6*t) % 3]` is
+   `kv[0]`), so partition.py `split_constant_buffers` judges each tile by the barriers of its
+   slot; a leading slot of another form is left as it is (the buffer stays one, coarser).
 
 An array with a use of another shape is left as it is; nothing is rewritten when no array is
 rewritten completely (every use a number), so the kernel the proof sees is either this same

@@ -87,10 +87,13 @@ def split_constant_arrays(kernel: Kernel, fixed: Mapping[str, int], dims: int = 
 def split_constant_buffers(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
     """The kernel with each buffer whose every access names a constant leading slot (`q[0]`,
     `q[1]`: a ping-pong's two halves) split into one buffer per slot, of the remaining
-    dimensions. The cells are the same (a slot's cells are its own; no access spans two
-    slots), so every race is one of the split kernel; what changes is that each slot is
-    judged by the class of the barriers guarding it, beside barrier arrays split by
-    `split_constant_arrays` (the Q ring's `ready[0]` guarding `q[0]`)."""
+    dimensions. The cells are the same (a slot's cells are its own), so every race is one of
+    the split kernel; what changes is that each slot is judged by the class of the barriers
+    guarding it, beside barrier arrays split by `split_constant_arrays` (the Q ring's
+    `ready[0]` guarding `q[0]`). That holds only while no access reaches past its slot: every
+    further index and region of every access must lie inside its dimension at the values in
+    `fixed`; one that reads anything else (a loop position, a parameter left symbolic) may
+    reach past it, and the buffer stays whole."""
     ops = list(iter_ops(kernel.body))
     parts: dict[str, dict[int, MemAlloc]] = {}
     for alloc in kernel.buffers:
@@ -102,7 +105,8 @@ def split_constant_buffers(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
         except ModelError:
             continue
         if alloc.scalar or not refs or len(slots) != len(refs) or \
-                not all(0 <= c < n for c in slots):
+                not all(0 <= c < n for c in slots) or \
+                not all(_inside_slot(r, alloc, fixed) for r in refs):
             continue
         rest = alloc.shape[1:]
         parts[alloc.name] = {c: dataclasses.replace(
@@ -124,6 +128,27 @@ def split_constant_buffers(kernel: Kernel, fixed: Mapping[str, int]) -> Kernel:
     for alloc in kernel.buffers:
         buffers += list(parts[alloc.name].values()) if alloc.name in parts else [alloc]
     return kernel.replace(body=map_ops(kernel.body, rewrite), buffers=tuple(buffers))
+
+
+def _inside_slot(ref: MemRef, alloc: MemAlloc, fixed: Mapping[str, int]) -> bool:
+    """Whether every index after the leading one and every region of `ref` stays inside its
+    dimension of `alloc` at the values in `fixed` (False when any of them reads anything else:
+    it may reach past the slot)."""
+    runs = [(i, Const(1), Const(1)) for i in ref.index[1:]] + [s.exprs() for s in ref.region]
+    dims = alloc.shape[len(ref.index[:1]):]
+    if len(runs) > len(dims):
+        return False
+    for (start, size, stride), extent in zip(runs, dims):
+        exprs = (start, size, stride, extent)
+        if any(free_vars(e) - set(fixed) for e in exprs):
+            return False
+        try:
+            a, k, d, n = (evaluate(e, fixed) for e in exprs)
+        except ModelError:
+            return False
+        if k < 1 or d < 1 or a < 0 or a + (k - 1) * d >= n:
+            return False
+    return True
 
 
 def slot_of(alloc) -> str | None:

@@ -36,6 +36,10 @@ QK MMA, which waits for the previous PV MMA), so dropping that wait alone is sti
 
 `prove` answers `proved` for every N_CTX there (633.8M work units, 35 min on 2 shared cores:
 bench/SYMBOLIC.md); at the default --timeout 300 it is `unknown`, its races not yet proved.
+`check` takes `attention_persistent` to the tutorial's launch (heads = Z*H = 128, 148 programs:
+`--param heads=128 --param num_programs_x=148`; 28 tiles of 64 K/V blocks for program 0 at
+N_CTX=8192, 495,832 states); `prove` is `unknown` there: every partition runs operations per
+tile beside its K/V loop, outside what the prover flattens (bench/SYMBOLIC.md).
 """
 
 from triton.experimental import gluon

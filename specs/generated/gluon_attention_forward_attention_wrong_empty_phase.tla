@@ -10,426 +10,426 @@ EXTENDS MBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
-    1,  \* 1: ready[0] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:90
-    1,  \* 2: ready[1] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:90
-    1,  \* 3: empty[0] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:91
-    1,  \* 4: empty[1] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:91
-    1,  \* 5: ready2[0] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:90
-    1,  \* 6: ready2[1] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:90
-    1,  \* 7: ready2[2] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:90
-    2,  \* 8: empty2[0] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:91
-    2,  \* 9: empty2[1] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:91
-    2,  \* 10: empty2[2] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:91
-    1,  \* 11: s_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:128
-    1,  \* 12: s_free (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:129
-    1,  \* 13: p_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:130
-    1,  \* 14: alpha_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:131
-    1,  \* 15: alpha_free (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:132
-    1,  \* 16: o_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:133
-    1,  \* 17: o_fixed (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:134
-    1,  \* 18: epi_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:135
-    1,  \* 19: epi_done (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:136
-    1,  \* 20: s_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:128
-    1,  \* 21: s_free2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:129
-    1,  \* 22: p_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:130
-    1,  \* 23: alpha_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:131
-    1,  \* 24: alpha_free2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:132
-    1,  \* 25: o_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:133
-    1,  \* 26: o_fixed2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:134
-    1,  \* 27: epi_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:135
-    1   \* 28: epi_done2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:136
+    1,  \* 1: ready[0] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:94
+    1,  \* 2: ready[1] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:94
+    1,  \* 3: empty[0] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:95
+    1,  \* 4: empty[1] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:95
+    1,  \* 5: ready2[0] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:94
+    1,  \* 6: ready2[1] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:94
+    1,  \* 7: ready2[2] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:94
+    2,  \* 8: empty2[0] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:95
+    2,  \* 9: empty2[1] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:95
+    2,  \* 10: empty2[2] (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:95
+    1,  \* 11: s_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:132
+    1,  \* 12: s_free (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:133
+    1,  \* 13: p_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:134
+    1,  \* 14: alpha_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:135
+    1,  \* 15: alpha_free (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:136
+    1,  \* 16: o_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:137
+    1,  \* 17: o_fixed (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:138
+    1,  \* 18: epi_ready (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:139
+    1,  \* 19: epi_done (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:140
+    1,  \* 20: s_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:132
+    1,  \* 21: s_free2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:133
+    1,  \* 22: p_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:134
+    1,  \* 23: alpha_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:135
+    1,  \* 24: alpha_free2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:136
+    1,  \* 25: o_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:137
+    1,  \* 26: o_fixed2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:138
+    1,  \* 27: epi_ready2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:139
+    1   \* 28: epi_done2 (Barrier, orders_tensor_core)  examples/gluon/attention_forward.py:140
 >>
 
 \* Agent 1: partition0 (thread), 68 instruction(s).
 Prog_1_partition0 == <<
-    wait_parity(19, 1, 1),  \* pc 0: wait_parity(epi_done, 1)  examples/gluon/attention_forward.py:348
-    wait_parity(28, 1, 2),  \* pc 1: wait_parity(epi_done2, 1)  examples/gluon/attention_forward.py:349
-    wait_parity(14, 0, 3),  \* pc 2: wait_parity(alpha_ready, 0)  examples/gluon/attention_forward.py:330
-    arrive(<<15>>, 1),      \* pc 3: arrive(alpha_free)  examples/gluon/attention_forward.py:332
-    arrive(<<17>>, 1),      \* pc 4: arrive(o_fixed)  examples/gluon/attention_forward.py:341
-    wait_parity(23, 0, 4),  \* pc 5: wait_parity(alpha_ready2, 0)  examples/gluon/attention_forward.py:330
-    arrive(<<24>>, 1),      \* pc 6: arrive(alpha_free2)  examples/gluon/attention_forward.py:332
-    arrive(<<26>>, 1),      \* pc 7: arrive(o_fixed2)  examples/gluon/attention_forward.py:341
-    wait_parity(14, 1, 3),  \* pc 8: wait_parity(alpha_ready, 1)  examples/gluon/attention_forward.py:330
-    arrive(<<15>>, 1),      \* pc 9: arrive(alpha_free)  examples/gluon/attention_forward.py:332
-    wait_parity(16, 0, 5),  \* pc 10: wait_parity(o_ready, 0)  examples/gluon/attention_forward.py:337
-    arrive(<<17>>, 1),      \* pc 11: arrive(o_fixed)  examples/gluon/attention_forward.py:341
-    wait_parity(23, 1, 4),  \* pc 12: wait_parity(alpha_ready2, 1)  examples/gluon/attention_forward.py:330
-    arrive(<<24>>, 1),      \* pc 13: arrive(alpha_free2)  examples/gluon/attention_forward.py:332
-    wait_parity(25, 0, 6),  \* pc 14: wait_parity(o_ready2, 0)  examples/gluon/attention_forward.py:337
-    arrive(<<26>>, 1),      \* pc 15: arrive(o_fixed2)  examples/gluon/attention_forward.py:341
-    wait_parity(14, 0, 3),  \* pc 16: wait_parity(alpha_ready, 0)  examples/gluon/attention_forward.py:330
-    arrive(<<15>>, 1),      \* pc 17: arrive(alpha_free)  examples/gluon/attention_forward.py:332
-    wait_parity(16, 1, 5),  \* pc 18: wait_parity(o_ready, 1)  examples/gluon/attention_forward.py:337
-    arrive(<<17>>, 1),      \* pc 19: arrive(o_fixed)  examples/gluon/attention_forward.py:341
-    wait_parity(23, 0, 4),  \* pc 20: wait_parity(alpha_ready2, 0)  examples/gluon/attention_forward.py:330
-    arrive(<<24>>, 1),      \* pc 21: arrive(alpha_free2)  examples/gluon/attention_forward.py:332
-    wait_parity(25, 1, 6),  \* pc 22: wait_parity(o_ready2, 1)  examples/gluon/attention_forward.py:337
-    arrive(<<26>>, 1),      \* pc 23: arrive(o_fixed2)  examples/gluon/attention_forward.py:341
-    wait_parity(14, 1, 3),  \* pc 24: wait_parity(alpha_ready, 1)  examples/gluon/attention_forward.py:330
-    arrive(<<15>>, 1),      \* pc 25: arrive(alpha_free)  examples/gluon/attention_forward.py:332
-    wait_parity(16, 0, 5),  \* pc 26: wait_parity(o_ready, 0)  examples/gluon/attention_forward.py:337
-    arrive(<<17>>, 1),      \* pc 27: arrive(o_fixed)  examples/gluon/attention_forward.py:341
-    wait_parity(23, 1, 4),  \* pc 28: wait_parity(alpha_ready2, 1)  examples/gluon/attention_forward.py:330
-    arrive(<<24>>, 1),      \* pc 29: arrive(alpha_free2)  examples/gluon/attention_forward.py:332
-    wait_parity(25, 0, 6),  \* pc 30: wait_parity(o_ready2, 0)  examples/gluon/attention_forward.py:337
-    arrive(<<26>>, 1),      \* pc 31: arrive(o_fixed2)  examples/gluon/attention_forward.py:341
-    wait_parity(14, 0, 3),  \* pc 32: wait_parity(alpha_ready, 0)  examples/gluon/attention_forward.py:330
-    arrive(<<15>>, 1),      \* pc 33: arrive(alpha_free)  examples/gluon/attention_forward.py:332
-    wait_parity(16, 1, 5),  \* pc 34: wait_parity(o_ready, 1)  examples/gluon/attention_forward.py:337
-    arrive(<<17>>, 1),      \* pc 35: arrive(o_fixed)  examples/gluon/attention_forward.py:341
-    wait_parity(23, 0, 4),  \* pc 36: wait_parity(alpha_ready2, 0)  examples/gluon/attention_forward.py:330
-    arrive(<<24>>, 1),      \* pc 37: arrive(alpha_free2)  examples/gluon/attention_forward.py:332
-    wait_parity(25, 1, 6),  \* pc 38: wait_parity(o_ready2, 1)  examples/gluon/attention_forward.py:337
-    arrive(<<26>>, 1),      \* pc 39: arrive(o_fixed2)  examples/gluon/attention_forward.py:341
-    wait_parity(14, 1, 3),  \* pc 40: wait_parity(alpha_ready, 1)  examples/gluon/attention_forward.py:330
-    arrive(<<15>>, 1),      \* pc 41: arrive(alpha_free)  examples/gluon/attention_forward.py:332
-    wait_parity(16, 0, 5),  \* pc 42: wait_parity(o_ready, 0)  examples/gluon/attention_forward.py:337
-    arrive(<<17>>, 1),      \* pc 43: arrive(o_fixed)  examples/gluon/attention_forward.py:341
-    wait_parity(23, 1, 4),  \* pc 44: wait_parity(alpha_ready2, 1)  examples/gluon/attention_forward.py:330
-    arrive(<<24>>, 1),      \* pc 45: arrive(alpha_free2)  examples/gluon/attention_forward.py:332
-    wait_parity(25, 0, 6),  \* pc 46: wait_parity(o_ready2, 0)  examples/gluon/attention_forward.py:337
-    arrive(<<26>>, 1),      \* pc 47: arrive(o_fixed2)  examples/gluon/attention_forward.py:341
-    wait_parity(14, 0, 3),  \* pc 48: wait_parity(alpha_ready, 0)  examples/gluon/attention_forward.py:330
-    arrive(<<15>>, 1),      \* pc 49: arrive(alpha_free)  examples/gluon/attention_forward.py:332
-    wait_parity(16, 1, 5),  \* pc 50: wait_parity(o_ready, 1)  examples/gluon/attention_forward.py:337
-    arrive(<<17>>, 1),      \* pc 51: arrive(o_fixed)  examples/gluon/attention_forward.py:341
-    wait_parity(23, 0, 4),  \* pc 52: wait_parity(alpha_ready2, 0)  examples/gluon/attention_forward.py:330
-    arrive(<<24>>, 1),      \* pc 53: arrive(alpha_free2)  examples/gluon/attention_forward.py:332
-    wait_parity(25, 1, 6),  \* pc 54: wait_parity(o_ready2, 1)  examples/gluon/attention_forward.py:337
-    arrive(<<26>>, 1),      \* pc 55: arrive(o_fixed2)  examples/gluon/attention_forward.py:341
-    wait_parity(14, 1, 3),  \* pc 56: wait_parity(alpha_ready, 1)  examples/gluon/attention_forward.py:330
-    arrive(<<15>>, 1),      \* pc 57: arrive(alpha_free)  examples/gluon/attention_forward.py:332
-    wait_parity(16, 0, 5),  \* pc 58: wait_parity(o_ready, 0)  examples/gluon/attention_forward.py:337
-    arrive(<<17>>, 1),      \* pc 59: arrive(o_fixed)  examples/gluon/attention_forward.py:341
-    wait_parity(23, 1, 4),  \* pc 60: wait_parity(alpha_ready2, 1)  examples/gluon/attention_forward.py:330
-    arrive(<<24>>, 1),      \* pc 61: arrive(alpha_free2)  examples/gluon/attention_forward.py:332
-    wait_parity(25, 0, 6),  \* pc 62: wait_parity(o_ready2, 0)  examples/gluon/attention_forward.py:337
-    arrive(<<26>>, 1),      \* pc 63: arrive(o_fixed2)  examples/gluon/attention_forward.py:341
-    wait_parity(16, 1, 5),  \* pc 64: wait_parity(o_ready, 1)  examples/gluon/attention_forward.py:357
-    arrive(<<18>>, 1),      \* pc 65: arrive(epi_ready)  examples/gluon/attention_forward.py:358
-    wait_parity(25, 1, 6),  \* pc 66: wait_parity(o_ready2, 1)  examples/gluon/attention_forward.py:359
-    arrive(<<27>>, 1)       \* pc 67: arrive(epi_ready2)  examples/gluon/attention_forward.py:360
+    wait_parity(19, 1, 1),  \* pc 0: wait_parity(epi_done, 1)  examples/gluon/attention_forward.py:352
+    wait_parity(28, 1, 2),  \* pc 1: wait_parity(epi_done2, 1)  examples/gluon/attention_forward.py:353
+    wait_parity(14, 0, 3),  \* pc 2: wait_parity(alpha_ready, 0)  examples/gluon/attention_forward.py:334
+    arrive(<<15>>, 1),      \* pc 3: arrive(alpha_free)  examples/gluon/attention_forward.py:336
+    arrive(<<17>>, 1),      \* pc 4: arrive(o_fixed)  examples/gluon/attention_forward.py:345
+    wait_parity(23, 0, 4),  \* pc 5: wait_parity(alpha_ready2, 0)  examples/gluon/attention_forward.py:334
+    arrive(<<24>>, 1),      \* pc 6: arrive(alpha_free2)  examples/gluon/attention_forward.py:336
+    arrive(<<26>>, 1),      \* pc 7: arrive(o_fixed2)  examples/gluon/attention_forward.py:345
+    wait_parity(14, 1, 3),  \* pc 8: wait_parity(alpha_ready, 1)  examples/gluon/attention_forward.py:334
+    arrive(<<15>>, 1),      \* pc 9: arrive(alpha_free)  examples/gluon/attention_forward.py:336
+    wait_parity(16, 0, 5),  \* pc 10: wait_parity(o_ready, 0)  examples/gluon/attention_forward.py:341
+    arrive(<<17>>, 1),      \* pc 11: arrive(o_fixed)  examples/gluon/attention_forward.py:345
+    wait_parity(23, 1, 4),  \* pc 12: wait_parity(alpha_ready2, 1)  examples/gluon/attention_forward.py:334
+    arrive(<<24>>, 1),      \* pc 13: arrive(alpha_free2)  examples/gluon/attention_forward.py:336
+    wait_parity(25, 0, 6),  \* pc 14: wait_parity(o_ready2, 0)  examples/gluon/attention_forward.py:341
+    arrive(<<26>>, 1),      \* pc 15: arrive(o_fixed2)  examples/gluon/attention_forward.py:345
+    wait_parity(14, 0, 3),  \* pc 16: wait_parity(alpha_ready, 0)  examples/gluon/attention_forward.py:334
+    arrive(<<15>>, 1),      \* pc 17: arrive(alpha_free)  examples/gluon/attention_forward.py:336
+    wait_parity(16, 1, 5),  \* pc 18: wait_parity(o_ready, 1)  examples/gluon/attention_forward.py:341
+    arrive(<<17>>, 1),      \* pc 19: arrive(o_fixed)  examples/gluon/attention_forward.py:345
+    wait_parity(23, 0, 4),  \* pc 20: wait_parity(alpha_ready2, 0)  examples/gluon/attention_forward.py:334
+    arrive(<<24>>, 1),      \* pc 21: arrive(alpha_free2)  examples/gluon/attention_forward.py:336
+    wait_parity(25, 1, 6),  \* pc 22: wait_parity(o_ready2, 1)  examples/gluon/attention_forward.py:341
+    arrive(<<26>>, 1),      \* pc 23: arrive(o_fixed2)  examples/gluon/attention_forward.py:345
+    wait_parity(14, 1, 3),  \* pc 24: wait_parity(alpha_ready, 1)  examples/gluon/attention_forward.py:334
+    arrive(<<15>>, 1),      \* pc 25: arrive(alpha_free)  examples/gluon/attention_forward.py:336
+    wait_parity(16, 0, 5),  \* pc 26: wait_parity(o_ready, 0)  examples/gluon/attention_forward.py:341
+    arrive(<<17>>, 1),      \* pc 27: arrive(o_fixed)  examples/gluon/attention_forward.py:345
+    wait_parity(23, 1, 4),  \* pc 28: wait_parity(alpha_ready2, 1)  examples/gluon/attention_forward.py:334
+    arrive(<<24>>, 1),      \* pc 29: arrive(alpha_free2)  examples/gluon/attention_forward.py:336
+    wait_parity(25, 0, 6),  \* pc 30: wait_parity(o_ready2, 0)  examples/gluon/attention_forward.py:341
+    arrive(<<26>>, 1),      \* pc 31: arrive(o_fixed2)  examples/gluon/attention_forward.py:345
+    wait_parity(14, 0, 3),  \* pc 32: wait_parity(alpha_ready, 0)  examples/gluon/attention_forward.py:334
+    arrive(<<15>>, 1),      \* pc 33: arrive(alpha_free)  examples/gluon/attention_forward.py:336
+    wait_parity(16, 1, 5),  \* pc 34: wait_parity(o_ready, 1)  examples/gluon/attention_forward.py:341
+    arrive(<<17>>, 1),      \* pc 35: arrive(o_fixed)  examples/gluon/attention_forward.py:345
+    wait_parity(23, 0, 4),  \* pc 36: wait_parity(alpha_ready2, 0)  examples/gluon/attention_forward.py:334
+    arrive(<<24>>, 1),      \* pc 37: arrive(alpha_free2)  examples/gluon/attention_forward.py:336
+    wait_parity(25, 1, 6),  \* pc 38: wait_parity(o_ready2, 1)  examples/gluon/attention_forward.py:341
+    arrive(<<26>>, 1),      \* pc 39: arrive(o_fixed2)  examples/gluon/attention_forward.py:345
+    wait_parity(14, 1, 3),  \* pc 40: wait_parity(alpha_ready, 1)  examples/gluon/attention_forward.py:334
+    arrive(<<15>>, 1),      \* pc 41: arrive(alpha_free)  examples/gluon/attention_forward.py:336
+    wait_parity(16, 0, 5),  \* pc 42: wait_parity(o_ready, 0)  examples/gluon/attention_forward.py:341
+    arrive(<<17>>, 1),      \* pc 43: arrive(o_fixed)  examples/gluon/attention_forward.py:345
+    wait_parity(23, 1, 4),  \* pc 44: wait_parity(alpha_ready2, 1)  examples/gluon/attention_forward.py:334
+    arrive(<<24>>, 1),      \* pc 45: arrive(alpha_free2)  examples/gluon/attention_forward.py:336
+    wait_parity(25, 0, 6),  \* pc 46: wait_parity(o_ready2, 0)  examples/gluon/attention_forward.py:341
+    arrive(<<26>>, 1),      \* pc 47: arrive(o_fixed2)  examples/gluon/attention_forward.py:345
+    wait_parity(14, 0, 3),  \* pc 48: wait_parity(alpha_ready, 0)  examples/gluon/attention_forward.py:334
+    arrive(<<15>>, 1),      \* pc 49: arrive(alpha_free)  examples/gluon/attention_forward.py:336
+    wait_parity(16, 1, 5),  \* pc 50: wait_parity(o_ready, 1)  examples/gluon/attention_forward.py:341
+    arrive(<<17>>, 1),      \* pc 51: arrive(o_fixed)  examples/gluon/attention_forward.py:345
+    wait_parity(23, 0, 4),  \* pc 52: wait_parity(alpha_ready2, 0)  examples/gluon/attention_forward.py:334
+    arrive(<<24>>, 1),      \* pc 53: arrive(alpha_free2)  examples/gluon/attention_forward.py:336
+    wait_parity(25, 1, 6),  \* pc 54: wait_parity(o_ready2, 1)  examples/gluon/attention_forward.py:341
+    arrive(<<26>>, 1),      \* pc 55: arrive(o_fixed2)  examples/gluon/attention_forward.py:345
+    wait_parity(14, 1, 3),  \* pc 56: wait_parity(alpha_ready, 1)  examples/gluon/attention_forward.py:334
+    arrive(<<15>>, 1),      \* pc 57: arrive(alpha_free)  examples/gluon/attention_forward.py:336
+    wait_parity(16, 0, 5),  \* pc 58: wait_parity(o_ready, 0)  examples/gluon/attention_forward.py:341
+    arrive(<<17>>, 1),      \* pc 59: arrive(o_fixed)  examples/gluon/attention_forward.py:345
+    wait_parity(23, 1, 4),  \* pc 60: wait_parity(alpha_ready2, 1)  examples/gluon/attention_forward.py:334
+    arrive(<<24>>, 1),      \* pc 61: arrive(alpha_free2)  examples/gluon/attention_forward.py:336
+    wait_parity(25, 0, 6),  \* pc 62: wait_parity(o_ready2, 0)  examples/gluon/attention_forward.py:341
+    arrive(<<26>>, 1),      \* pc 63: arrive(o_fixed2)  examples/gluon/attention_forward.py:345
+    wait_parity(16, 1, 5),  \* pc 64: wait_parity(o_ready, 1)  examples/gluon/attention_forward.py:361
+    arrive(<<18>>, 1),      \* pc 65: arrive(epi_ready)  examples/gluon/attention_forward.py:362
+    wait_parity(25, 1, 6),  \* pc 66: wait_parity(o_ready2, 1)  examples/gluon/attention_forward.py:363
+    arrive(<<27>>, 1)       \* pc 67: arrive(epi_ready2)  examples/gluon/attention_forward.py:364
 >>
 
 \* Agent 2: partition1 (thread), 34 instruction(s).
 Prog_2_partition1 == <<
-    wait_parity(11, 0, 7),  \* pc 0: wait_parity(s_ready, 0)  examples/gluon/attention_forward.py:282
-    wait_parity(15, 1, 8),  \* pc 1: wait_parity(alpha_free, 1)  examples/gluon/attention_forward.py:285
-    arrive(<<14>>, 1),      \* pc 2: arrive(alpha_ready)  examples/gluon/attention_forward.py:287
-    arrive(<<13>>, 1),      \* pc 3: arrive(p_ready)  examples/gluon/attention_forward.py:290
-    wait_parity(11, 1, 7),  \* pc 4: wait_parity(s_ready, 1)  examples/gluon/attention_forward.py:282
-    wait_parity(15, 0, 8),  \* pc 5: wait_parity(alpha_free, 0)  examples/gluon/attention_forward.py:285
-    arrive(<<14>>, 1),      \* pc 6: arrive(alpha_ready)  examples/gluon/attention_forward.py:287
-    arrive(<<13>>, 1),      \* pc 7: arrive(p_ready)  examples/gluon/attention_forward.py:290
-    wait_parity(11, 0, 7),  \* pc 8: wait_parity(s_ready, 0)  examples/gluon/attention_forward.py:282
-    wait_parity(15, 1, 8),  \* pc 9: wait_parity(alpha_free, 1)  examples/gluon/attention_forward.py:285
-    arrive(<<14>>, 1),      \* pc 10: arrive(alpha_ready)  examples/gluon/attention_forward.py:287
-    arrive(<<13>>, 1),      \* pc 11: arrive(p_ready)  examples/gluon/attention_forward.py:290
-    wait_parity(11, 1, 7),  \* pc 12: wait_parity(s_ready, 1)  examples/gluon/attention_forward.py:282
-    wait_parity(15, 0, 8),  \* pc 13: wait_parity(alpha_free, 0)  examples/gluon/attention_forward.py:285
-    arrive(<<14>>, 1),      \* pc 14: arrive(alpha_ready)  examples/gluon/attention_forward.py:287
-    arrive(<<13>>, 1),      \* pc 15: arrive(p_ready)  examples/gluon/attention_forward.py:290
-    wait_parity(11, 0, 7),  \* pc 16: wait_parity(s_ready, 0)  examples/gluon/attention_forward.py:282
-    wait_parity(15, 1, 8),  \* pc 17: wait_parity(alpha_free, 1)  examples/gluon/attention_forward.py:285
-    arrive(<<14>>, 1),      \* pc 18: arrive(alpha_ready)  examples/gluon/attention_forward.py:287
-    arrive(<<13>>, 1),      \* pc 19: arrive(p_ready)  examples/gluon/attention_forward.py:290
-    wait_parity(11, 1, 7),  \* pc 20: wait_parity(s_ready, 1)  examples/gluon/attention_forward.py:282
-    wait_parity(15, 0, 8),  \* pc 21: wait_parity(alpha_free, 0)  examples/gluon/attention_forward.py:285
-    arrive(<<14>>, 1),      \* pc 22: arrive(alpha_ready)  examples/gluon/attention_forward.py:287
-    arrive(<<13>>, 1),      \* pc 23: arrive(p_ready)  examples/gluon/attention_forward.py:290
-    wait_parity(11, 0, 7),  \* pc 24: wait_parity(s_ready, 0)  examples/gluon/attention_forward.py:282
-    wait_parity(15, 1, 8),  \* pc 25: wait_parity(alpha_free, 1)  examples/gluon/attention_forward.py:285
-    arrive(<<14>>, 1),      \* pc 26: arrive(alpha_ready)  examples/gluon/attention_forward.py:287
-    arrive(<<13>>, 1),      \* pc 27: arrive(p_ready)  examples/gluon/attention_forward.py:290
-    wait_parity(11, 1, 7),  \* pc 28: wait_parity(s_ready, 1)  examples/gluon/attention_forward.py:282
-    wait_parity(15, 0, 8),  \* pc 29: wait_parity(alpha_free, 0)  examples/gluon/attention_forward.py:285
-    arrive(<<14>>, 1),      \* pc 30: arrive(alpha_ready)  examples/gluon/attention_forward.py:287
-    arrive(<<13>>, 1),      \* pc 31: arrive(p_ready)  examples/gluon/attention_forward.py:290
-    wait_parity(18, 0, 9),  \* pc 32: wait_parity(epi_ready, 0)  examples/gluon/attention_forward.py:294
-    arrive(<<19>>, 1)       \* pc 33: arrive(epi_done)  examples/gluon/attention_forward.py:296
+    wait_parity(11, 0, 7),  \* pc 0: wait_parity(s_ready, 0)  examples/gluon/attention_forward.py:286
+    wait_parity(15, 1, 8),  \* pc 1: wait_parity(alpha_free, 1)  examples/gluon/attention_forward.py:289
+    arrive(<<14>>, 1),      \* pc 2: arrive(alpha_ready)  examples/gluon/attention_forward.py:291
+    arrive(<<13>>, 1),      \* pc 3: arrive(p_ready)  examples/gluon/attention_forward.py:294
+    wait_parity(11, 1, 7),  \* pc 4: wait_parity(s_ready, 1)  examples/gluon/attention_forward.py:286
+    wait_parity(15, 0, 8),  \* pc 5: wait_parity(alpha_free, 0)  examples/gluon/attention_forward.py:289
+    arrive(<<14>>, 1),      \* pc 6: arrive(alpha_ready)  examples/gluon/attention_forward.py:291
+    arrive(<<13>>, 1),      \* pc 7: arrive(p_ready)  examples/gluon/attention_forward.py:294
+    wait_parity(11, 0, 7),  \* pc 8: wait_parity(s_ready, 0)  examples/gluon/attention_forward.py:286
+    wait_parity(15, 1, 8),  \* pc 9: wait_parity(alpha_free, 1)  examples/gluon/attention_forward.py:289
+    arrive(<<14>>, 1),      \* pc 10: arrive(alpha_ready)  examples/gluon/attention_forward.py:291
+    arrive(<<13>>, 1),      \* pc 11: arrive(p_ready)  examples/gluon/attention_forward.py:294
+    wait_parity(11, 1, 7),  \* pc 12: wait_parity(s_ready, 1)  examples/gluon/attention_forward.py:286
+    wait_parity(15, 0, 8),  \* pc 13: wait_parity(alpha_free, 0)  examples/gluon/attention_forward.py:289
+    arrive(<<14>>, 1),      \* pc 14: arrive(alpha_ready)  examples/gluon/attention_forward.py:291
+    arrive(<<13>>, 1),      \* pc 15: arrive(p_ready)  examples/gluon/attention_forward.py:294
+    wait_parity(11, 0, 7),  \* pc 16: wait_parity(s_ready, 0)  examples/gluon/attention_forward.py:286
+    wait_parity(15, 1, 8),  \* pc 17: wait_parity(alpha_free, 1)  examples/gluon/attention_forward.py:289
+    arrive(<<14>>, 1),      \* pc 18: arrive(alpha_ready)  examples/gluon/attention_forward.py:291
+    arrive(<<13>>, 1),      \* pc 19: arrive(p_ready)  examples/gluon/attention_forward.py:294
+    wait_parity(11, 1, 7),  \* pc 20: wait_parity(s_ready, 1)  examples/gluon/attention_forward.py:286
+    wait_parity(15, 0, 8),  \* pc 21: wait_parity(alpha_free, 0)  examples/gluon/attention_forward.py:289
+    arrive(<<14>>, 1),      \* pc 22: arrive(alpha_ready)  examples/gluon/attention_forward.py:291
+    arrive(<<13>>, 1),      \* pc 23: arrive(p_ready)  examples/gluon/attention_forward.py:294
+    wait_parity(11, 0, 7),  \* pc 24: wait_parity(s_ready, 0)  examples/gluon/attention_forward.py:286
+    wait_parity(15, 1, 8),  \* pc 25: wait_parity(alpha_free, 1)  examples/gluon/attention_forward.py:289
+    arrive(<<14>>, 1),      \* pc 26: arrive(alpha_ready)  examples/gluon/attention_forward.py:291
+    arrive(<<13>>, 1),      \* pc 27: arrive(p_ready)  examples/gluon/attention_forward.py:294
+    wait_parity(11, 1, 7),  \* pc 28: wait_parity(s_ready, 1)  examples/gluon/attention_forward.py:286
+    wait_parity(15, 0, 8),  \* pc 29: wait_parity(alpha_free, 0)  examples/gluon/attention_forward.py:289
+    arrive(<<14>>, 1),      \* pc 30: arrive(alpha_ready)  examples/gluon/attention_forward.py:291
+    arrive(<<13>>, 1),      \* pc 31: arrive(p_ready)  examples/gluon/attention_forward.py:294
+    wait_parity(18, 0, 9),  \* pc 32: wait_parity(epi_ready, 0)  examples/gluon/attention_forward.py:298
+    arrive(<<19>>, 1)       \* pc 33: arrive(epi_done)  examples/gluon/attention_forward.py:300
 >>
 
 \* Agent 3: partition2 (thread), 34 instruction(s).
 Prog_3_partition2 == <<
-    wait_parity(20, 0, 10),  \* pc 0: wait_parity(s_ready2, 0)  examples/gluon/attention_forward.py:282
-    wait_parity(24, 1, 11),  \* pc 1: wait_parity(alpha_free2, 1)  examples/gluon/attention_forward.py:285
-    arrive(<<23>>, 1),       \* pc 2: arrive(alpha_ready2)  examples/gluon/attention_forward.py:287
-    arrive(<<22>>, 1),       \* pc 3: arrive(p_ready2)  examples/gluon/attention_forward.py:290
-    wait_parity(20, 1, 10),  \* pc 4: wait_parity(s_ready2, 1)  examples/gluon/attention_forward.py:282
-    wait_parity(24, 0, 11),  \* pc 5: wait_parity(alpha_free2, 0)  examples/gluon/attention_forward.py:285
-    arrive(<<23>>, 1),       \* pc 6: arrive(alpha_ready2)  examples/gluon/attention_forward.py:287
-    arrive(<<22>>, 1),       \* pc 7: arrive(p_ready2)  examples/gluon/attention_forward.py:290
-    wait_parity(20, 0, 10),  \* pc 8: wait_parity(s_ready2, 0)  examples/gluon/attention_forward.py:282
-    wait_parity(24, 1, 11),  \* pc 9: wait_parity(alpha_free2, 1)  examples/gluon/attention_forward.py:285
-    arrive(<<23>>, 1),       \* pc 10: arrive(alpha_ready2)  examples/gluon/attention_forward.py:287
-    arrive(<<22>>, 1),       \* pc 11: arrive(p_ready2)  examples/gluon/attention_forward.py:290
-    wait_parity(20, 1, 10),  \* pc 12: wait_parity(s_ready2, 1)  examples/gluon/attention_forward.py:282
-    wait_parity(24, 0, 11),  \* pc 13: wait_parity(alpha_free2, 0)  examples/gluon/attention_forward.py:285
-    arrive(<<23>>, 1),       \* pc 14: arrive(alpha_ready2)  examples/gluon/attention_forward.py:287
-    arrive(<<22>>, 1),       \* pc 15: arrive(p_ready2)  examples/gluon/attention_forward.py:290
-    wait_parity(20, 0, 10),  \* pc 16: wait_parity(s_ready2, 0)  examples/gluon/attention_forward.py:282
-    wait_parity(24, 1, 11),  \* pc 17: wait_parity(alpha_free2, 1)  examples/gluon/attention_forward.py:285
-    arrive(<<23>>, 1),       \* pc 18: arrive(alpha_ready2)  examples/gluon/attention_forward.py:287
-    arrive(<<22>>, 1),       \* pc 19: arrive(p_ready2)  examples/gluon/attention_forward.py:290
-    wait_parity(20, 1, 10),  \* pc 20: wait_parity(s_ready2, 1)  examples/gluon/attention_forward.py:282
-    wait_parity(24, 0, 11),  \* pc 21: wait_parity(alpha_free2, 0)  examples/gluon/attention_forward.py:285
-    arrive(<<23>>, 1),       \* pc 22: arrive(alpha_ready2)  examples/gluon/attention_forward.py:287
-    arrive(<<22>>, 1),       \* pc 23: arrive(p_ready2)  examples/gluon/attention_forward.py:290
-    wait_parity(20, 0, 10),  \* pc 24: wait_parity(s_ready2, 0)  examples/gluon/attention_forward.py:282
-    wait_parity(24, 1, 11),  \* pc 25: wait_parity(alpha_free2, 1)  examples/gluon/attention_forward.py:285
-    arrive(<<23>>, 1),       \* pc 26: arrive(alpha_ready2)  examples/gluon/attention_forward.py:287
-    arrive(<<22>>, 1),       \* pc 27: arrive(p_ready2)  examples/gluon/attention_forward.py:290
-    wait_parity(20, 1, 10),  \* pc 28: wait_parity(s_ready2, 1)  examples/gluon/attention_forward.py:282
-    wait_parity(24, 0, 11),  \* pc 29: wait_parity(alpha_free2, 0)  examples/gluon/attention_forward.py:285
-    arrive(<<23>>, 1),       \* pc 30: arrive(alpha_ready2)  examples/gluon/attention_forward.py:287
-    arrive(<<22>>, 1),       \* pc 31: arrive(p_ready2)  examples/gluon/attention_forward.py:290
-    wait_parity(27, 0, 12),  \* pc 32: wait_parity(epi_ready2, 0)  examples/gluon/attention_forward.py:294
-    arrive(<<28>>, 1)        \* pc 33: arrive(epi_done2)  examples/gluon/attention_forward.py:296
+    wait_parity(20, 0, 10),  \* pc 0: wait_parity(s_ready2, 0)  examples/gluon/attention_forward.py:286
+    wait_parity(24, 1, 11),  \* pc 1: wait_parity(alpha_free2, 1)  examples/gluon/attention_forward.py:289
+    arrive(<<23>>, 1),       \* pc 2: arrive(alpha_ready2)  examples/gluon/attention_forward.py:291
+    arrive(<<22>>, 1),       \* pc 3: arrive(p_ready2)  examples/gluon/attention_forward.py:294
+    wait_parity(20, 1, 10),  \* pc 4: wait_parity(s_ready2, 1)  examples/gluon/attention_forward.py:286
+    wait_parity(24, 0, 11),  \* pc 5: wait_parity(alpha_free2, 0)  examples/gluon/attention_forward.py:289
+    arrive(<<23>>, 1),       \* pc 6: arrive(alpha_ready2)  examples/gluon/attention_forward.py:291
+    arrive(<<22>>, 1),       \* pc 7: arrive(p_ready2)  examples/gluon/attention_forward.py:294
+    wait_parity(20, 0, 10),  \* pc 8: wait_parity(s_ready2, 0)  examples/gluon/attention_forward.py:286
+    wait_parity(24, 1, 11),  \* pc 9: wait_parity(alpha_free2, 1)  examples/gluon/attention_forward.py:289
+    arrive(<<23>>, 1),       \* pc 10: arrive(alpha_ready2)  examples/gluon/attention_forward.py:291
+    arrive(<<22>>, 1),       \* pc 11: arrive(p_ready2)  examples/gluon/attention_forward.py:294
+    wait_parity(20, 1, 10),  \* pc 12: wait_parity(s_ready2, 1)  examples/gluon/attention_forward.py:286
+    wait_parity(24, 0, 11),  \* pc 13: wait_parity(alpha_free2, 0)  examples/gluon/attention_forward.py:289
+    arrive(<<23>>, 1),       \* pc 14: arrive(alpha_ready2)  examples/gluon/attention_forward.py:291
+    arrive(<<22>>, 1),       \* pc 15: arrive(p_ready2)  examples/gluon/attention_forward.py:294
+    wait_parity(20, 0, 10),  \* pc 16: wait_parity(s_ready2, 0)  examples/gluon/attention_forward.py:286
+    wait_parity(24, 1, 11),  \* pc 17: wait_parity(alpha_free2, 1)  examples/gluon/attention_forward.py:289
+    arrive(<<23>>, 1),       \* pc 18: arrive(alpha_ready2)  examples/gluon/attention_forward.py:291
+    arrive(<<22>>, 1),       \* pc 19: arrive(p_ready2)  examples/gluon/attention_forward.py:294
+    wait_parity(20, 1, 10),  \* pc 20: wait_parity(s_ready2, 1)  examples/gluon/attention_forward.py:286
+    wait_parity(24, 0, 11),  \* pc 21: wait_parity(alpha_free2, 0)  examples/gluon/attention_forward.py:289
+    arrive(<<23>>, 1),       \* pc 22: arrive(alpha_ready2)  examples/gluon/attention_forward.py:291
+    arrive(<<22>>, 1),       \* pc 23: arrive(p_ready2)  examples/gluon/attention_forward.py:294
+    wait_parity(20, 0, 10),  \* pc 24: wait_parity(s_ready2, 0)  examples/gluon/attention_forward.py:286
+    wait_parity(24, 1, 11),  \* pc 25: wait_parity(alpha_free2, 1)  examples/gluon/attention_forward.py:289
+    arrive(<<23>>, 1),       \* pc 26: arrive(alpha_ready2)  examples/gluon/attention_forward.py:291
+    arrive(<<22>>, 1),       \* pc 27: arrive(p_ready2)  examples/gluon/attention_forward.py:294
+    wait_parity(20, 1, 10),  \* pc 28: wait_parity(s_ready2, 1)  examples/gluon/attention_forward.py:286
+    wait_parity(24, 0, 11),  \* pc 29: wait_parity(alpha_free2, 0)  examples/gluon/attention_forward.py:289
+    arrive(<<23>>, 1),       \* pc 30: arrive(alpha_ready2)  examples/gluon/attention_forward.py:291
+    arrive(<<22>>, 1),       \* pc 31: arrive(p_ready2)  examples/gluon/attention_forward.py:294
+    wait_parity(27, 0, 12),  \* pc 32: wait_parity(epi_ready2, 0)  examples/gluon/attention_forward.py:298
+    arrive(<<28>>, 1)        \* pc 33: arrive(epi_done2)  examples/gluon/attention_forward.py:300
 >>
 
 \* Agent 4: partition3 (thread), 180 instruction(s).
 Prog_4_partition3 == <<
-    wait_parity(1, 0, 13),   \* pc 0: wait_parity(ready[0], 0)  examples/gluon/attention_forward.py:213
-    wait_parity(2, 0, 14),   \* pc 1: wait_parity(ready[1], 0)  examples/gluon/attention_forward.py:213
-    wait_parity(5, 0, 15),   \* pc 2: wait_parity(ready2[0], 0)  examples/gluon/attention_forward.py:217
-    wait_parity(12, 1, 16),  \* pc 3: wait_parity(s_free, 1)  examples/gluon/attention_forward.py:220
-    issue_tcgen05(1),        \* pc 4: tcgen05_mma()  examples/gluon/attention_forward.py:221
-    issue_tcgen05(2),        \* pc 5: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:221
-    issue_tcgen05(3),        \* pc 6: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:221
-    wait_parity(21, 1, 17),  \* pc 7: wait_parity(s_free2, 1)  examples/gluon/attention_forward.py:223
-    issue_tcgen05(4),        \* pc 8: tcgen05_mma()  examples/gluon/attention_forward.py:224
-    issue_tcgen05(5),        \* pc 9: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:224
-    issue_tcgen05(3),        \* pc 10: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:224
-    wait_parity(6, 0, 18),   \* pc 11: wait_parity(ready2[1], 0)  examples/gluon/attention_forward.py:227
-    wait_parity(13, 0, 19),  \* pc 12: wait_parity(p_ready, 0)  examples/gluon/attention_forward.py:230
-    wait_parity(17, 0, 20),  \* pc 13: wait_parity(o_fixed, 0)  examples/gluon/attention_forward.py:231
-    issue_tcgen05(6),        \* pc 14: tcgen05_mma()  examples/gluon/attention_forward.py:233
-    issue_tcgen05(7),        \* pc 15: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:233
-    issue_tcgen05(8),        \* pc 16: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:233
-    issue_tcgen05(9),        \* pc 17: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:233
-    wait_parity(22, 0, 21),  \* pc 18: wait_parity(p_ready2, 0)  examples/gluon/attention_forward.py:235
-    wait_parity(26, 0, 22),  \* pc 19: wait_parity(o_fixed2, 0)  examples/gluon/attention_forward.py:236
-    issue_tcgen05(10),       \* pc 20: tcgen05_mma()  examples/gluon/attention_forward.py:238
-    issue_tcgen05(7),        \* pc 21: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:238
-    issue_tcgen05(11),       \* pc 22: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(12),       \* pc 23: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:238
-    wait_parity(7, 0, 23),   \* pc 24: wait_parity(ready2[2], 0)  examples/gluon/attention_forward.py:217
-    wait_parity(12, 0, 16),  \* pc 25: wait_parity(s_free, 0)  examples/gluon/attention_forward.py:220
-    issue_tcgen05(13),       \* pc 26: tcgen05_mma()  examples/gluon/attention_forward.py:221
-    issue_tcgen05(2),        \* pc 27: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:221
-    issue_tcgen05(14),       \* pc 28: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:221
-    wait_parity(21, 0, 17),  \* pc 29: wait_parity(s_free2, 0)  examples/gluon/attention_forward.py:223
-    issue_tcgen05(15),       \* pc 30: tcgen05_mma()  examples/gluon/attention_forward.py:224
-    issue_tcgen05(5),        \* pc 31: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:224
-    issue_tcgen05(14),       \* pc 32: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:224
-    wait_parity(5, 1, 15),   \* pc 33: wait_parity(ready2[0], 1)  examples/gluon/attention_forward.py:227
-    wait_parity(13, 1, 19),  \* pc 34: wait_parity(p_ready, 1)  examples/gluon/attention_forward.py:230
-    wait_parity(17, 1, 20),  \* pc 35: wait_parity(o_fixed, 1)  examples/gluon/attention_forward.py:231
-    issue_tcgen05(16),       \* pc 36: tcgen05_mma()  examples/gluon/attention_forward.py:233
-    issue_tcgen05(3),        \* pc 37: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:233
-    issue_tcgen05(8),        \* pc 38: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:233
-    issue_tcgen05(9),        \* pc 39: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:233
-    wait_parity(22, 1, 21),  \* pc 40: wait_parity(p_ready2, 1)  examples/gluon/attention_forward.py:235
-    wait_parity(26, 1, 22),  \* pc 41: wait_parity(o_fixed2, 1)  examples/gluon/attention_forward.py:236
-    issue_tcgen05(17),       \* pc 42: tcgen05_mma()  examples/gluon/attention_forward.py:238
-    issue_tcgen05(3),        \* pc 43: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:238
-    issue_tcgen05(11),       \* pc 44: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(12),       \* pc 45: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:238
-    wait_parity(6, 1, 18),   \* pc 46: wait_parity(ready2[1], 1)  examples/gluon/attention_forward.py:217
-    wait_parity(12, 1, 16),  \* pc 47: wait_parity(s_free, 1)  examples/gluon/attention_forward.py:220
-    issue_tcgen05(18),       \* pc 48: tcgen05_mma()  examples/gluon/attention_forward.py:221
-    issue_tcgen05(2),        \* pc 49: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:221
-    issue_tcgen05(7),        \* pc 50: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:221
-    wait_parity(21, 1, 17),  \* pc 51: wait_parity(s_free2, 1)  examples/gluon/attention_forward.py:223
-    issue_tcgen05(19),       \* pc 52: tcgen05_mma()  examples/gluon/attention_forward.py:224
-    issue_tcgen05(5),        \* pc 53: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:224
-    issue_tcgen05(7),        \* pc 54: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:224
-    wait_parity(7, 1, 23),   \* pc 55: wait_parity(ready2[2], 1)  examples/gluon/attention_forward.py:227
-    wait_parity(13, 0, 19),  \* pc 56: wait_parity(p_ready, 0)  examples/gluon/attention_forward.py:230
-    wait_parity(17, 0, 20),  \* pc 57: wait_parity(o_fixed, 0)  examples/gluon/attention_forward.py:231
-    issue_tcgen05(20),       \* pc 58: tcgen05_mma()  examples/gluon/attention_forward.py:233
-    issue_tcgen05(14),       \* pc 59: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:233
-    issue_tcgen05(8),        \* pc 60: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:233
-    issue_tcgen05(9),        \* pc 61: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:233
-    wait_parity(22, 0, 21),  \* pc 62: wait_parity(p_ready2, 0)  examples/gluon/attention_forward.py:235
-    wait_parity(26, 0, 22),  \* pc 63: wait_parity(o_fixed2, 0)  examples/gluon/attention_forward.py:236
-    issue_tcgen05(21),       \* pc 64: tcgen05_mma()  examples/gluon/attention_forward.py:238
-    issue_tcgen05(14),       \* pc 65: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:238
-    issue_tcgen05(11),       \* pc 66: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(12),       \* pc 67: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:238
-    wait_parity(5, 0, 15),   \* pc 68: wait_parity(ready2[0], 0)  examples/gluon/attention_forward.py:217
-    wait_parity(12, 0, 16),  \* pc 69: wait_parity(s_free, 0)  examples/gluon/attention_forward.py:220
-    issue_tcgen05(1),        \* pc 70: tcgen05_mma()  examples/gluon/attention_forward.py:221
-    issue_tcgen05(2),        \* pc 71: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:221
-    issue_tcgen05(3),        \* pc 72: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:221
-    wait_parity(21, 0, 17),  \* pc 73: wait_parity(s_free2, 0)  examples/gluon/attention_forward.py:223
-    issue_tcgen05(4),        \* pc 74: tcgen05_mma()  examples/gluon/attention_forward.py:224
-    issue_tcgen05(5),        \* pc 75: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:224
-    issue_tcgen05(3),        \* pc 76: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:224
-    wait_parity(6, 0, 18),   \* pc 77: wait_parity(ready2[1], 0)  examples/gluon/attention_forward.py:227
-    wait_parity(13, 1, 19),  \* pc 78: wait_parity(p_ready, 1)  examples/gluon/attention_forward.py:230
-    wait_parity(17, 1, 20),  \* pc 79: wait_parity(o_fixed, 1)  examples/gluon/attention_forward.py:231
-    issue_tcgen05(6),        \* pc 80: tcgen05_mma()  examples/gluon/attention_forward.py:233
-    issue_tcgen05(7),        \* pc 81: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:233
-    issue_tcgen05(8),        \* pc 82: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:233
-    issue_tcgen05(9),        \* pc 83: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:233
-    wait_parity(22, 1, 21),  \* pc 84: wait_parity(p_ready2, 1)  examples/gluon/attention_forward.py:235
-    wait_parity(26, 1, 22),  \* pc 85: wait_parity(o_fixed2, 1)  examples/gluon/attention_forward.py:236
-    issue_tcgen05(10),       \* pc 86: tcgen05_mma()  examples/gluon/attention_forward.py:238
-    issue_tcgen05(7),        \* pc 87: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:238
-    issue_tcgen05(11),       \* pc 88: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(12),       \* pc 89: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:238
-    wait_parity(7, 0, 23),   \* pc 90: wait_parity(ready2[2], 0)  examples/gluon/attention_forward.py:217
-    wait_parity(12, 1, 16),  \* pc 91: wait_parity(s_free, 1)  examples/gluon/attention_forward.py:220
-    issue_tcgen05(13),       \* pc 92: tcgen05_mma()  examples/gluon/attention_forward.py:221
-    issue_tcgen05(2),        \* pc 93: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:221
-    issue_tcgen05(14),       \* pc 94: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:221
-    wait_parity(21, 1, 17),  \* pc 95: wait_parity(s_free2, 1)  examples/gluon/attention_forward.py:223
-    issue_tcgen05(15),       \* pc 96: tcgen05_mma()  examples/gluon/attention_forward.py:224
-    issue_tcgen05(5),        \* pc 97: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:224
-    issue_tcgen05(14),       \* pc 98: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:224
-    wait_parity(5, 1, 15),   \* pc 99: wait_parity(ready2[0], 1)  examples/gluon/attention_forward.py:227
-    wait_parity(13, 0, 19),  \* pc 100: wait_parity(p_ready, 0)  examples/gluon/attention_forward.py:230
-    wait_parity(17, 0, 20),  \* pc 101: wait_parity(o_fixed, 0)  examples/gluon/attention_forward.py:231
-    issue_tcgen05(16),       \* pc 102: tcgen05_mma()  examples/gluon/attention_forward.py:233
-    issue_tcgen05(3),        \* pc 103: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:233
-    issue_tcgen05(8),        \* pc 104: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:233
-    issue_tcgen05(9),        \* pc 105: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:233
-    wait_parity(22, 0, 21),  \* pc 106: wait_parity(p_ready2, 0)  examples/gluon/attention_forward.py:235
-    wait_parity(26, 0, 22),  \* pc 107: wait_parity(o_fixed2, 0)  examples/gluon/attention_forward.py:236
-    issue_tcgen05(17),       \* pc 108: tcgen05_mma()  examples/gluon/attention_forward.py:238
-    issue_tcgen05(3),        \* pc 109: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:238
-    issue_tcgen05(11),       \* pc 110: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(12),       \* pc 111: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:238
-    wait_parity(6, 1, 18),   \* pc 112: wait_parity(ready2[1], 1)  examples/gluon/attention_forward.py:217
-    wait_parity(12, 0, 16),  \* pc 113: wait_parity(s_free, 0)  examples/gluon/attention_forward.py:220
-    issue_tcgen05(18),       \* pc 114: tcgen05_mma()  examples/gluon/attention_forward.py:221
-    issue_tcgen05(2),        \* pc 115: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:221
-    issue_tcgen05(7),        \* pc 116: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:221
-    wait_parity(21, 0, 17),  \* pc 117: wait_parity(s_free2, 0)  examples/gluon/attention_forward.py:223
-    issue_tcgen05(19),       \* pc 118: tcgen05_mma()  examples/gluon/attention_forward.py:224
-    issue_tcgen05(5),        \* pc 119: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:224
-    issue_tcgen05(7),        \* pc 120: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:224
-    wait_parity(7, 1, 23),   \* pc 121: wait_parity(ready2[2], 1)  examples/gluon/attention_forward.py:227
-    wait_parity(13, 1, 19),  \* pc 122: wait_parity(p_ready, 1)  examples/gluon/attention_forward.py:230
-    wait_parity(17, 1, 20),  \* pc 123: wait_parity(o_fixed, 1)  examples/gluon/attention_forward.py:231
-    issue_tcgen05(20),       \* pc 124: tcgen05_mma()  examples/gluon/attention_forward.py:233
-    issue_tcgen05(14),       \* pc 125: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:233
-    issue_tcgen05(8),        \* pc 126: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:233
-    issue_tcgen05(9),        \* pc 127: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:233
-    wait_parity(22, 1, 21),  \* pc 128: wait_parity(p_ready2, 1)  examples/gluon/attention_forward.py:235
-    wait_parity(26, 1, 22),  \* pc 129: wait_parity(o_fixed2, 1)  examples/gluon/attention_forward.py:236
-    issue_tcgen05(21),       \* pc 130: tcgen05_mma()  examples/gluon/attention_forward.py:238
-    issue_tcgen05(14),       \* pc 131: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:238
-    issue_tcgen05(11),       \* pc 132: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(12),       \* pc 133: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:238
-    wait_parity(5, 0, 15),   \* pc 134: wait_parity(ready2[0], 0)  examples/gluon/attention_forward.py:217
-    wait_parity(12, 1, 16),  \* pc 135: wait_parity(s_free, 1)  examples/gluon/attention_forward.py:220
-    issue_tcgen05(1),        \* pc 136: tcgen05_mma()  examples/gluon/attention_forward.py:221
-    issue_tcgen05(2),        \* pc 137: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:221
-    issue_tcgen05(3),        \* pc 138: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:221
-    wait_parity(21, 1, 17),  \* pc 139: wait_parity(s_free2, 1)  examples/gluon/attention_forward.py:223
-    issue_tcgen05(4),        \* pc 140: tcgen05_mma()  examples/gluon/attention_forward.py:224
-    issue_tcgen05(5),        \* pc 141: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:224
-    issue_tcgen05(3),        \* pc 142: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:224
-    wait_parity(6, 0, 18),   \* pc 143: wait_parity(ready2[1], 0)  examples/gluon/attention_forward.py:227
-    wait_parity(13, 0, 19),  \* pc 144: wait_parity(p_ready, 0)  examples/gluon/attention_forward.py:230
-    wait_parity(17, 0, 20),  \* pc 145: wait_parity(o_fixed, 0)  examples/gluon/attention_forward.py:231
-    issue_tcgen05(6),        \* pc 146: tcgen05_mma()  examples/gluon/attention_forward.py:233
-    issue_tcgen05(7),        \* pc 147: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:233
-    issue_tcgen05(8),        \* pc 148: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:233
-    issue_tcgen05(9),        \* pc 149: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:233
-    wait_parity(22, 0, 21),  \* pc 150: wait_parity(p_ready2, 0)  examples/gluon/attention_forward.py:235
-    wait_parity(26, 0, 22),  \* pc 151: wait_parity(o_fixed2, 0)  examples/gluon/attention_forward.py:236
-    issue_tcgen05(10),       \* pc 152: tcgen05_mma()  examples/gluon/attention_forward.py:238
-    issue_tcgen05(7),        \* pc 153: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:238
-    issue_tcgen05(11),       \* pc 154: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(12),       \* pc 155: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:238
-    wait_parity(7, 0, 23),   \* pc 156: wait_parity(ready2[2], 0)  examples/gluon/attention_forward.py:217
-    wait_parity(12, 0, 16),  \* pc 157: wait_parity(s_free, 0)  examples/gluon/attention_forward.py:220
-    issue_tcgen05(13),       \* pc 158: tcgen05_mma()  examples/gluon/attention_forward.py:221
-    issue_tcgen05(2),        \* pc 159: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:221
-    issue_tcgen05(14),       \* pc 160: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:221
-    wait_parity(21, 0, 17),  \* pc 161: wait_parity(s_free2, 0)  examples/gluon/attention_forward.py:223
-    issue_tcgen05(15),       \* pc 162: tcgen05_mma()  examples/gluon/attention_forward.py:224
-    issue_tcgen05(5),        \* pc 163: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:224
-    issue_tcgen05(14),       \* pc 164: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:224
-    wait_parity(5, 1, 15),   \* pc 165: wait_parity(ready2[0], 1)  examples/gluon/attention_forward.py:227
-    wait_parity(13, 1, 19),  \* pc 166: wait_parity(p_ready, 1)  examples/gluon/attention_forward.py:230
-    wait_parity(17, 1, 20),  \* pc 167: wait_parity(o_fixed, 1)  examples/gluon/attention_forward.py:231
-    issue_tcgen05(16),       \* pc 168: tcgen05_mma()  examples/gluon/attention_forward.py:233
-    issue_tcgen05(3),        \* pc 169: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:233
-    issue_tcgen05(8),        \* pc 170: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:233
-    issue_tcgen05(9),        \* pc 171: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:233
-    wait_parity(22, 1, 21),  \* pc 172: wait_parity(p_ready2, 1)  examples/gluon/attention_forward.py:235
-    wait_parity(26, 1, 22),  \* pc 173: wait_parity(o_fixed2, 1)  examples/gluon/attention_forward.py:236
-    issue_tcgen05(17),       \* pc 174: tcgen05_mma()  examples/gluon/attention_forward.py:238
-    issue_tcgen05(3),        \* pc 175: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:238
-    issue_tcgen05(11),       \* pc 176: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(12),       \* pc 177: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:238
-    issue_tcgen05(22),       \* pc 178: tcgen05_commit_arrive(empty[0])  examples/gluon/attention_forward.py:243
-    issue_tcgen05(23)        \* pc 179: tcgen05_commit_arrive(empty[1])  examples/gluon/attention_forward.py:243
+    wait_parity(1, 0, 13),   \* pc 0: wait_parity(ready[0], 0)  examples/gluon/attention_forward.py:217
+    wait_parity(2, 0, 14),   \* pc 1: wait_parity(ready[1], 0)  examples/gluon/attention_forward.py:217
+    wait_parity(5, 0, 15),   \* pc 2: wait_parity(ready2[0], 0)  examples/gluon/attention_forward.py:221
+    wait_parity(12, 1, 16),  \* pc 3: wait_parity(s_free, 1)  examples/gluon/attention_forward.py:224
+    issue_tcgen05(1),        \* pc 4: tcgen05_mma()  examples/gluon/attention_forward.py:225
+    issue_tcgen05(2),        \* pc 5: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:225
+    issue_tcgen05(3),        \* pc 6: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:225
+    wait_parity(21, 1, 17),  \* pc 7: wait_parity(s_free2, 1)  examples/gluon/attention_forward.py:227
+    issue_tcgen05(4),        \* pc 8: tcgen05_mma()  examples/gluon/attention_forward.py:228
+    issue_tcgen05(5),        \* pc 9: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:228
+    issue_tcgen05(3),        \* pc 10: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:228
+    wait_parity(6, 0, 18),   \* pc 11: wait_parity(ready2[1], 0)  examples/gluon/attention_forward.py:231
+    wait_parity(13, 0, 19),  \* pc 12: wait_parity(p_ready, 0)  examples/gluon/attention_forward.py:234
+    wait_parity(17, 0, 20),  \* pc 13: wait_parity(o_fixed, 0)  examples/gluon/attention_forward.py:235
+    issue_tcgen05(6),        \* pc 14: tcgen05_mma()  examples/gluon/attention_forward.py:237
+    issue_tcgen05(7),        \* pc 15: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:237
+    issue_tcgen05(8),        \* pc 16: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:237
+    issue_tcgen05(9),        \* pc 17: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:237
+    wait_parity(22, 0, 21),  \* pc 18: wait_parity(p_ready2, 0)  examples/gluon/attention_forward.py:239
+    wait_parity(26, 0, 22),  \* pc 19: wait_parity(o_fixed2, 0)  examples/gluon/attention_forward.py:240
+    issue_tcgen05(10),       \* pc 20: tcgen05_mma()  examples/gluon/attention_forward.py:242
+    issue_tcgen05(7),        \* pc 21: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:242
+    issue_tcgen05(11),       \* pc 22: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(12),       \* pc 23: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:242
+    wait_parity(7, 0, 23),   \* pc 24: wait_parity(ready2[2], 0)  examples/gluon/attention_forward.py:221
+    wait_parity(12, 0, 16),  \* pc 25: wait_parity(s_free, 0)  examples/gluon/attention_forward.py:224
+    issue_tcgen05(13),       \* pc 26: tcgen05_mma()  examples/gluon/attention_forward.py:225
+    issue_tcgen05(2),        \* pc 27: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:225
+    issue_tcgen05(14),       \* pc 28: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:225
+    wait_parity(21, 0, 17),  \* pc 29: wait_parity(s_free2, 0)  examples/gluon/attention_forward.py:227
+    issue_tcgen05(15),       \* pc 30: tcgen05_mma()  examples/gluon/attention_forward.py:228
+    issue_tcgen05(5),        \* pc 31: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:228
+    issue_tcgen05(14),       \* pc 32: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:228
+    wait_parity(5, 1, 15),   \* pc 33: wait_parity(ready2[0], 1)  examples/gluon/attention_forward.py:231
+    wait_parity(13, 1, 19),  \* pc 34: wait_parity(p_ready, 1)  examples/gluon/attention_forward.py:234
+    wait_parity(17, 1, 20),  \* pc 35: wait_parity(o_fixed, 1)  examples/gluon/attention_forward.py:235
+    issue_tcgen05(16),       \* pc 36: tcgen05_mma()  examples/gluon/attention_forward.py:237
+    issue_tcgen05(3),        \* pc 37: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:237
+    issue_tcgen05(8),        \* pc 38: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:237
+    issue_tcgen05(9),        \* pc 39: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:237
+    wait_parity(22, 1, 21),  \* pc 40: wait_parity(p_ready2, 1)  examples/gluon/attention_forward.py:239
+    wait_parity(26, 1, 22),  \* pc 41: wait_parity(o_fixed2, 1)  examples/gluon/attention_forward.py:240
+    issue_tcgen05(17),       \* pc 42: tcgen05_mma()  examples/gluon/attention_forward.py:242
+    issue_tcgen05(3),        \* pc 43: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:242
+    issue_tcgen05(11),       \* pc 44: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(12),       \* pc 45: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:242
+    wait_parity(6, 1, 18),   \* pc 46: wait_parity(ready2[1], 1)  examples/gluon/attention_forward.py:221
+    wait_parity(12, 1, 16),  \* pc 47: wait_parity(s_free, 1)  examples/gluon/attention_forward.py:224
+    issue_tcgen05(18),       \* pc 48: tcgen05_mma()  examples/gluon/attention_forward.py:225
+    issue_tcgen05(2),        \* pc 49: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:225
+    issue_tcgen05(7),        \* pc 50: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:225
+    wait_parity(21, 1, 17),  \* pc 51: wait_parity(s_free2, 1)  examples/gluon/attention_forward.py:227
+    issue_tcgen05(19),       \* pc 52: tcgen05_mma()  examples/gluon/attention_forward.py:228
+    issue_tcgen05(5),        \* pc 53: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:228
+    issue_tcgen05(7),        \* pc 54: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:228
+    wait_parity(7, 1, 23),   \* pc 55: wait_parity(ready2[2], 1)  examples/gluon/attention_forward.py:231
+    wait_parity(13, 0, 19),  \* pc 56: wait_parity(p_ready, 0)  examples/gluon/attention_forward.py:234
+    wait_parity(17, 0, 20),  \* pc 57: wait_parity(o_fixed, 0)  examples/gluon/attention_forward.py:235
+    issue_tcgen05(20),       \* pc 58: tcgen05_mma()  examples/gluon/attention_forward.py:237
+    issue_tcgen05(14),       \* pc 59: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:237
+    issue_tcgen05(8),        \* pc 60: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:237
+    issue_tcgen05(9),        \* pc 61: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:237
+    wait_parity(22, 0, 21),  \* pc 62: wait_parity(p_ready2, 0)  examples/gluon/attention_forward.py:239
+    wait_parity(26, 0, 22),  \* pc 63: wait_parity(o_fixed2, 0)  examples/gluon/attention_forward.py:240
+    issue_tcgen05(21),       \* pc 64: tcgen05_mma()  examples/gluon/attention_forward.py:242
+    issue_tcgen05(14),       \* pc 65: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:242
+    issue_tcgen05(11),       \* pc 66: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(12),       \* pc 67: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:242
+    wait_parity(5, 0, 15),   \* pc 68: wait_parity(ready2[0], 0)  examples/gluon/attention_forward.py:221
+    wait_parity(12, 0, 16),  \* pc 69: wait_parity(s_free, 0)  examples/gluon/attention_forward.py:224
+    issue_tcgen05(1),        \* pc 70: tcgen05_mma()  examples/gluon/attention_forward.py:225
+    issue_tcgen05(2),        \* pc 71: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:225
+    issue_tcgen05(3),        \* pc 72: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:225
+    wait_parity(21, 0, 17),  \* pc 73: wait_parity(s_free2, 0)  examples/gluon/attention_forward.py:227
+    issue_tcgen05(4),        \* pc 74: tcgen05_mma()  examples/gluon/attention_forward.py:228
+    issue_tcgen05(5),        \* pc 75: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:228
+    issue_tcgen05(3),        \* pc 76: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:228
+    wait_parity(6, 0, 18),   \* pc 77: wait_parity(ready2[1], 0)  examples/gluon/attention_forward.py:231
+    wait_parity(13, 1, 19),  \* pc 78: wait_parity(p_ready, 1)  examples/gluon/attention_forward.py:234
+    wait_parity(17, 1, 20),  \* pc 79: wait_parity(o_fixed, 1)  examples/gluon/attention_forward.py:235
+    issue_tcgen05(6),        \* pc 80: tcgen05_mma()  examples/gluon/attention_forward.py:237
+    issue_tcgen05(7),        \* pc 81: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:237
+    issue_tcgen05(8),        \* pc 82: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:237
+    issue_tcgen05(9),        \* pc 83: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:237
+    wait_parity(22, 1, 21),  \* pc 84: wait_parity(p_ready2, 1)  examples/gluon/attention_forward.py:239
+    wait_parity(26, 1, 22),  \* pc 85: wait_parity(o_fixed2, 1)  examples/gluon/attention_forward.py:240
+    issue_tcgen05(10),       \* pc 86: tcgen05_mma()  examples/gluon/attention_forward.py:242
+    issue_tcgen05(7),        \* pc 87: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:242
+    issue_tcgen05(11),       \* pc 88: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(12),       \* pc 89: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:242
+    wait_parity(7, 0, 23),   \* pc 90: wait_parity(ready2[2], 0)  examples/gluon/attention_forward.py:221
+    wait_parity(12, 1, 16),  \* pc 91: wait_parity(s_free, 1)  examples/gluon/attention_forward.py:224
+    issue_tcgen05(13),       \* pc 92: tcgen05_mma()  examples/gluon/attention_forward.py:225
+    issue_tcgen05(2),        \* pc 93: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:225
+    issue_tcgen05(14),       \* pc 94: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:225
+    wait_parity(21, 1, 17),  \* pc 95: wait_parity(s_free2, 1)  examples/gluon/attention_forward.py:227
+    issue_tcgen05(15),       \* pc 96: tcgen05_mma()  examples/gluon/attention_forward.py:228
+    issue_tcgen05(5),        \* pc 97: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:228
+    issue_tcgen05(14),       \* pc 98: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:228
+    wait_parity(5, 1, 15),   \* pc 99: wait_parity(ready2[0], 1)  examples/gluon/attention_forward.py:231
+    wait_parity(13, 0, 19),  \* pc 100: wait_parity(p_ready, 0)  examples/gluon/attention_forward.py:234
+    wait_parity(17, 0, 20),  \* pc 101: wait_parity(o_fixed, 0)  examples/gluon/attention_forward.py:235
+    issue_tcgen05(16),       \* pc 102: tcgen05_mma()  examples/gluon/attention_forward.py:237
+    issue_tcgen05(3),        \* pc 103: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:237
+    issue_tcgen05(8),        \* pc 104: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:237
+    issue_tcgen05(9),        \* pc 105: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:237
+    wait_parity(22, 0, 21),  \* pc 106: wait_parity(p_ready2, 0)  examples/gluon/attention_forward.py:239
+    wait_parity(26, 0, 22),  \* pc 107: wait_parity(o_fixed2, 0)  examples/gluon/attention_forward.py:240
+    issue_tcgen05(17),       \* pc 108: tcgen05_mma()  examples/gluon/attention_forward.py:242
+    issue_tcgen05(3),        \* pc 109: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:242
+    issue_tcgen05(11),       \* pc 110: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(12),       \* pc 111: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:242
+    wait_parity(6, 1, 18),   \* pc 112: wait_parity(ready2[1], 1)  examples/gluon/attention_forward.py:221
+    wait_parity(12, 0, 16),  \* pc 113: wait_parity(s_free, 0)  examples/gluon/attention_forward.py:224
+    issue_tcgen05(18),       \* pc 114: tcgen05_mma()  examples/gluon/attention_forward.py:225
+    issue_tcgen05(2),        \* pc 115: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:225
+    issue_tcgen05(7),        \* pc 116: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:225
+    wait_parity(21, 0, 17),  \* pc 117: wait_parity(s_free2, 0)  examples/gluon/attention_forward.py:227
+    issue_tcgen05(19),       \* pc 118: tcgen05_mma()  examples/gluon/attention_forward.py:228
+    issue_tcgen05(5),        \* pc 119: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:228
+    issue_tcgen05(7),        \* pc 120: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:228
+    wait_parity(7, 1, 23),   \* pc 121: wait_parity(ready2[2], 1)  examples/gluon/attention_forward.py:231
+    wait_parity(13, 1, 19),  \* pc 122: wait_parity(p_ready, 1)  examples/gluon/attention_forward.py:234
+    wait_parity(17, 1, 20),  \* pc 123: wait_parity(o_fixed, 1)  examples/gluon/attention_forward.py:235
+    issue_tcgen05(20),       \* pc 124: tcgen05_mma()  examples/gluon/attention_forward.py:237
+    issue_tcgen05(14),       \* pc 125: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:237
+    issue_tcgen05(8),        \* pc 126: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:237
+    issue_tcgen05(9),        \* pc 127: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:237
+    wait_parity(22, 1, 21),  \* pc 128: wait_parity(p_ready2, 1)  examples/gluon/attention_forward.py:239
+    wait_parity(26, 1, 22),  \* pc 129: wait_parity(o_fixed2, 1)  examples/gluon/attention_forward.py:240
+    issue_tcgen05(21),       \* pc 130: tcgen05_mma()  examples/gluon/attention_forward.py:242
+    issue_tcgen05(14),       \* pc 131: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:242
+    issue_tcgen05(11),       \* pc 132: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(12),       \* pc 133: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:242
+    wait_parity(5, 0, 15),   \* pc 134: wait_parity(ready2[0], 0)  examples/gluon/attention_forward.py:221
+    wait_parity(12, 1, 16),  \* pc 135: wait_parity(s_free, 1)  examples/gluon/attention_forward.py:224
+    issue_tcgen05(1),        \* pc 136: tcgen05_mma()  examples/gluon/attention_forward.py:225
+    issue_tcgen05(2),        \* pc 137: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:225
+    issue_tcgen05(3),        \* pc 138: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:225
+    wait_parity(21, 1, 17),  \* pc 139: wait_parity(s_free2, 1)  examples/gluon/attention_forward.py:227
+    issue_tcgen05(4),        \* pc 140: tcgen05_mma()  examples/gluon/attention_forward.py:228
+    issue_tcgen05(5),        \* pc 141: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:228
+    issue_tcgen05(3),        \* pc 142: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:228
+    wait_parity(6, 0, 18),   \* pc 143: wait_parity(ready2[1], 0)  examples/gluon/attention_forward.py:231
+    wait_parity(13, 0, 19),  \* pc 144: wait_parity(p_ready, 0)  examples/gluon/attention_forward.py:234
+    wait_parity(17, 0, 20),  \* pc 145: wait_parity(o_fixed, 0)  examples/gluon/attention_forward.py:235
+    issue_tcgen05(6),        \* pc 146: tcgen05_mma()  examples/gluon/attention_forward.py:237
+    issue_tcgen05(7),        \* pc 147: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:237
+    issue_tcgen05(8),        \* pc 148: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:237
+    issue_tcgen05(9),        \* pc 149: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:237
+    wait_parity(22, 0, 21),  \* pc 150: wait_parity(p_ready2, 0)  examples/gluon/attention_forward.py:239
+    wait_parity(26, 0, 22),  \* pc 151: wait_parity(o_fixed2, 0)  examples/gluon/attention_forward.py:240
+    issue_tcgen05(10),       \* pc 152: tcgen05_mma()  examples/gluon/attention_forward.py:242
+    issue_tcgen05(7),        \* pc 153: tcgen05_commit_arrive(empty2[1])  examples/gluon/attention_forward.py:242
+    issue_tcgen05(11),       \* pc 154: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(12),       \* pc 155: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:242
+    wait_parity(7, 0, 23),   \* pc 156: wait_parity(ready2[2], 0)  examples/gluon/attention_forward.py:221
+    wait_parity(12, 0, 16),  \* pc 157: wait_parity(s_free, 0)  examples/gluon/attention_forward.py:224
+    issue_tcgen05(13),       \* pc 158: tcgen05_mma()  examples/gluon/attention_forward.py:225
+    issue_tcgen05(2),        \* pc 159: tcgen05_commit_arrive(s_ready)  examples/gluon/attention_forward.py:225
+    issue_tcgen05(14),       \* pc 160: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:225
+    wait_parity(21, 0, 17),  \* pc 161: wait_parity(s_free2, 0)  examples/gluon/attention_forward.py:227
+    issue_tcgen05(15),       \* pc 162: tcgen05_mma()  examples/gluon/attention_forward.py:228
+    issue_tcgen05(5),        \* pc 163: tcgen05_commit_arrive(s_ready2)  examples/gluon/attention_forward.py:228
+    issue_tcgen05(14),       \* pc 164: tcgen05_commit_arrive(empty2[2])  examples/gluon/attention_forward.py:228
+    wait_parity(5, 1, 15),   \* pc 165: wait_parity(ready2[0], 1)  examples/gluon/attention_forward.py:231
+    wait_parity(13, 1, 19),  \* pc 166: wait_parity(p_ready, 1)  examples/gluon/attention_forward.py:234
+    wait_parity(17, 1, 20),  \* pc 167: wait_parity(o_fixed, 1)  examples/gluon/attention_forward.py:235
+    issue_tcgen05(16),       \* pc 168: tcgen05_mma()  examples/gluon/attention_forward.py:237
+    issue_tcgen05(3),        \* pc 169: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:237
+    issue_tcgen05(8),        \* pc 170: tcgen05_commit_arrive(s_free)  examples/gluon/attention_forward.py:237
+    issue_tcgen05(9),        \* pc 171: tcgen05_commit_arrive(o_ready)  examples/gluon/attention_forward.py:237
+    wait_parity(22, 1, 21),  \* pc 172: wait_parity(p_ready2, 1)  examples/gluon/attention_forward.py:239
+    wait_parity(26, 1, 22),  \* pc 173: wait_parity(o_fixed2, 1)  examples/gluon/attention_forward.py:240
+    issue_tcgen05(17),       \* pc 174: tcgen05_mma()  examples/gluon/attention_forward.py:242
+    issue_tcgen05(3),        \* pc 175: tcgen05_commit_arrive(empty2[0])  examples/gluon/attention_forward.py:242
+    issue_tcgen05(11),       \* pc 176: tcgen05_commit_arrive(s_free2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(12),       \* pc 177: tcgen05_commit_arrive(o_ready2)  examples/gluon/attention_forward.py:242
+    issue_tcgen05(22),       \* pc 178: tcgen05_commit_arrive(empty[0])  examples/gluon/attention_forward.py:247
+    issue_tcgen05(23)        \* pc 179: tcgen05_commit_arrive(empty[1])  examples/gluon/attention_forward.py:247
 >>
 
 \* Agent 5: partition4 (thread), 56 instruction(s).
 Prog_5_partition4 == <<
-    wait_parity(3, 1, 24),            \* pc 0: wait_parity(empty[0], 1)  examples/gluon/attention_forward.py:164
-    arrive_expect_tx(<<1>>, 32768),   \* pc 1: arrive_expect_tx(ready[0], 32768B)  examples/gluon/attention_forward.py:165
-    issue_async(<<>>, 32768, <<1>>),  \* pc 2: tma_load(ready[0], 32768B)  examples/gluon/attention_forward.py:166
-    wait_parity(4, 1, 25),            \* pc 3: wait_parity(empty[1], 1)  examples/gluon/attention_forward.py:164
-    arrive_expect_tx(<<2>>, 32768),   \* pc 4: arrive_expect_tx(ready[1], 32768B)  examples/gluon/attention_forward.py:165
-    issue_async(<<>>, 32768, <<2>>),  \* pc 5: tma_load(ready[1], 32768B)  examples/gluon/attention_forward.py:166
-    wait_parity(8, 0, 26),            \* pc 6: wait_parity(empty2[0], 0)  examples/gluon/attention_forward.py:168
-    arrive_expect_tx(<<5>>, 32768),   \* pc 7: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:169
-    issue_async(<<>>, 32768, <<3>>),  \* pc 8: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:170
-    wait_parity(9, 0, 27),            \* pc 9: wait_parity(empty2[1], 0)  examples/gluon/attention_forward.py:173
-    arrive_expect_tx(<<6>>, 32768),   \* pc 10: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:174
-    issue_async(<<>>, 32768, <<4>>),  \* pc 11: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:175
-    wait_parity(10, 0, 28),           \* pc 12: wait_parity(empty2[2], 0)  examples/gluon/attention_forward.py:168
-    arrive_expect_tx(<<7>>, 32768),   \* pc 13: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:169
-    issue_async(<<>>, 32768, <<5>>),  \* pc 14: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:170
-    wait_parity(8, 1, 26),            \* pc 15: wait_parity(empty2[0], 1)  examples/gluon/attention_forward.py:173
-    arrive_expect_tx(<<5>>, 32768),   \* pc 16: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:174
-    issue_async(<<>>, 32768, <<3>>),  \* pc 17: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:175
-    wait_parity(9, 1, 27),            \* pc 18: wait_parity(empty2[1], 1)  examples/gluon/attention_forward.py:168
-    arrive_expect_tx(<<6>>, 32768),   \* pc 19: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:169
-    issue_async(<<>>, 32768, <<4>>),  \* pc 20: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:170
-    wait_parity(10, 1, 28),           \* pc 21: wait_parity(empty2[2], 1)  examples/gluon/attention_forward.py:173
-    arrive_expect_tx(<<7>>, 32768),   \* pc 22: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:174
-    issue_async(<<>>, 32768, <<5>>),  \* pc 23: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:175
-    wait_parity(8, 0, 26),            \* pc 24: wait_parity(empty2[0], 0)  examples/gluon/attention_forward.py:168
-    arrive_expect_tx(<<5>>, 32768),   \* pc 25: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:169
-    issue_async(<<>>, 32768, <<3>>),  \* pc 26: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:170
-    wait_parity(9, 0, 27),            \* pc 27: wait_parity(empty2[1], 0)  examples/gluon/attention_forward.py:173
-    arrive_expect_tx(<<6>>, 32768),   \* pc 28: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:174
-    issue_async(<<>>, 32768, <<4>>),  \* pc 29: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:175
-    wait_parity(10, 0, 28),           \* pc 30: wait_parity(empty2[2], 0)  examples/gluon/attention_forward.py:168
-    arrive_expect_tx(<<7>>, 32768),   \* pc 31: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:169
-    issue_async(<<>>, 32768, <<5>>),  \* pc 32: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:170
-    wait_parity(8, 1, 26),            \* pc 33: wait_parity(empty2[0], 1)  examples/gluon/attention_forward.py:173
-    arrive_expect_tx(<<5>>, 32768),   \* pc 34: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:174
-    issue_async(<<>>, 32768, <<3>>),  \* pc 35: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:175
-    wait_parity(9, 1, 27),            \* pc 36: wait_parity(empty2[1], 1)  examples/gluon/attention_forward.py:168
-    arrive_expect_tx(<<6>>, 32768),   \* pc 37: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:169
-    issue_async(<<>>, 32768, <<4>>),  \* pc 38: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:170
-    wait_parity(10, 1, 28),           \* pc 39: wait_parity(empty2[2], 1)  examples/gluon/attention_forward.py:173
-    arrive_expect_tx(<<7>>, 32768),   \* pc 40: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:174
-    issue_async(<<>>, 32768, <<5>>),  \* pc 41: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:175
-    wait_parity(8, 0, 26),            \* pc 42: wait_parity(empty2[0], 0)  examples/gluon/attention_forward.py:168
-    arrive_expect_tx(<<5>>, 32768),   \* pc 43: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:169
-    issue_async(<<>>, 32768, <<3>>),  \* pc 44: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:170
-    wait_parity(9, 0, 27),            \* pc 45: wait_parity(empty2[1], 0)  examples/gluon/attention_forward.py:173
-    arrive_expect_tx(<<6>>, 32768),   \* pc 46: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:174
-    issue_async(<<>>, 32768, <<4>>),  \* pc 47: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:175
-    wait_parity(10, 0, 28),           \* pc 48: wait_parity(empty2[2], 0)  examples/gluon/attention_forward.py:168
-    arrive_expect_tx(<<7>>, 32768),   \* pc 49: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:169
-    issue_async(<<>>, 32768, <<5>>),  \* pc 50: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:170
-    wait_parity(8, 1, 26),            \* pc 51: wait_parity(empty2[0], 1)  examples/gluon/attention_forward.py:173
-    arrive_expect_tx(<<5>>, 32768),   \* pc 52: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:174
-    issue_async(<<>>, 32768, <<3>>),  \* pc 53: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:175
-    wait_parity(3, 0, 24),            \* pc 54: wait_parity(empty[0], 0)  examples/gluon/attention_forward.py:201
-    wait_parity(4, 0, 25)             \* pc 55: wait_parity(empty[1], 0)  examples/gluon/attention_forward.py:201
+    wait_parity(3, 1, 24),            \* pc 0: wait_parity(empty[0], 1)  examples/gluon/attention_forward.py:168
+    arrive_expect_tx(<<1>>, 32768),   \* pc 1: arrive_expect_tx(ready[0], 32768B)  examples/gluon/attention_forward.py:169
+    issue_async(<<>>, 32768, <<1>>),  \* pc 2: tma_load(ready[0], 32768B)  examples/gluon/attention_forward.py:170
+    wait_parity(4, 1, 25),            \* pc 3: wait_parity(empty[1], 1)  examples/gluon/attention_forward.py:168
+    arrive_expect_tx(<<2>>, 32768),   \* pc 4: arrive_expect_tx(ready[1], 32768B)  examples/gluon/attention_forward.py:169
+    issue_async(<<>>, 32768, <<2>>),  \* pc 5: tma_load(ready[1], 32768B)  examples/gluon/attention_forward.py:170
+    wait_parity(8, 0, 26),            \* pc 6: wait_parity(empty2[0], 0)  examples/gluon/attention_forward.py:172
+    arrive_expect_tx(<<5>>, 32768),   \* pc 7: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:173
+    issue_async(<<>>, 32768, <<3>>),  \* pc 8: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:174
+    wait_parity(9, 0, 27),            \* pc 9: wait_parity(empty2[1], 0)  examples/gluon/attention_forward.py:177
+    arrive_expect_tx(<<6>>, 32768),   \* pc 10: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:178
+    issue_async(<<>>, 32768, <<4>>),  \* pc 11: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:179
+    wait_parity(10, 0, 28),           \* pc 12: wait_parity(empty2[2], 0)  examples/gluon/attention_forward.py:172
+    arrive_expect_tx(<<7>>, 32768),   \* pc 13: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:173
+    issue_async(<<>>, 32768, <<5>>),  \* pc 14: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:174
+    wait_parity(8, 1, 26),            \* pc 15: wait_parity(empty2[0], 1)  examples/gluon/attention_forward.py:177
+    arrive_expect_tx(<<5>>, 32768),   \* pc 16: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:178
+    issue_async(<<>>, 32768, <<3>>),  \* pc 17: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:179
+    wait_parity(9, 1, 27),            \* pc 18: wait_parity(empty2[1], 1)  examples/gluon/attention_forward.py:172
+    arrive_expect_tx(<<6>>, 32768),   \* pc 19: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:173
+    issue_async(<<>>, 32768, <<4>>),  \* pc 20: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:174
+    wait_parity(10, 1, 28),           \* pc 21: wait_parity(empty2[2], 1)  examples/gluon/attention_forward.py:177
+    arrive_expect_tx(<<7>>, 32768),   \* pc 22: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:178
+    issue_async(<<>>, 32768, <<5>>),  \* pc 23: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:179
+    wait_parity(8, 0, 26),            \* pc 24: wait_parity(empty2[0], 0)  examples/gluon/attention_forward.py:172
+    arrive_expect_tx(<<5>>, 32768),   \* pc 25: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:173
+    issue_async(<<>>, 32768, <<3>>),  \* pc 26: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:174
+    wait_parity(9, 0, 27),            \* pc 27: wait_parity(empty2[1], 0)  examples/gluon/attention_forward.py:177
+    arrive_expect_tx(<<6>>, 32768),   \* pc 28: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:178
+    issue_async(<<>>, 32768, <<4>>),  \* pc 29: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:179
+    wait_parity(10, 0, 28),           \* pc 30: wait_parity(empty2[2], 0)  examples/gluon/attention_forward.py:172
+    arrive_expect_tx(<<7>>, 32768),   \* pc 31: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:173
+    issue_async(<<>>, 32768, <<5>>),  \* pc 32: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:174
+    wait_parity(8, 1, 26),            \* pc 33: wait_parity(empty2[0], 1)  examples/gluon/attention_forward.py:177
+    arrive_expect_tx(<<5>>, 32768),   \* pc 34: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:178
+    issue_async(<<>>, 32768, <<3>>),  \* pc 35: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:179
+    wait_parity(9, 1, 27),            \* pc 36: wait_parity(empty2[1], 1)  examples/gluon/attention_forward.py:172
+    arrive_expect_tx(<<6>>, 32768),   \* pc 37: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:173
+    issue_async(<<>>, 32768, <<4>>),  \* pc 38: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:174
+    wait_parity(10, 1, 28),           \* pc 39: wait_parity(empty2[2], 1)  examples/gluon/attention_forward.py:177
+    arrive_expect_tx(<<7>>, 32768),   \* pc 40: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:178
+    issue_async(<<>>, 32768, <<5>>),  \* pc 41: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:179
+    wait_parity(8, 0, 26),            \* pc 42: wait_parity(empty2[0], 0)  examples/gluon/attention_forward.py:172
+    arrive_expect_tx(<<5>>, 32768),   \* pc 43: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:173
+    issue_async(<<>>, 32768, <<3>>),  \* pc 44: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:174
+    wait_parity(9, 0, 27),            \* pc 45: wait_parity(empty2[1], 0)  examples/gluon/attention_forward.py:177
+    arrive_expect_tx(<<6>>, 32768),   \* pc 46: arrive_expect_tx(ready2[1], 32768B)  examples/gluon/attention_forward.py:178
+    issue_async(<<>>, 32768, <<4>>),  \* pc 47: tma_load(ready2[1], 32768B)  examples/gluon/attention_forward.py:179
+    wait_parity(10, 0, 28),           \* pc 48: wait_parity(empty2[2], 0)  examples/gluon/attention_forward.py:172
+    arrive_expect_tx(<<7>>, 32768),   \* pc 49: arrive_expect_tx(ready2[2], 32768B)  examples/gluon/attention_forward.py:173
+    issue_async(<<>>, 32768, <<5>>),  \* pc 50: tma_load(ready2[2], 32768B)  examples/gluon/attention_forward.py:174
+    wait_parity(8, 1, 26),            \* pc 51: wait_parity(empty2[0], 1)  examples/gluon/attention_forward.py:177
+    arrive_expect_tx(<<5>>, 32768),   \* pc 52: arrive_expect_tx(ready2[0], 32768B)  examples/gluon/attention_forward.py:178
+    issue_async(<<>>, 32768, <<3>>),  \* pc 53: tma_load(ready2[0], 32768B)  examples/gluon/attention_forward.py:179
+    wait_parity(3, 0, 24),            \* pc 54: wait_parity(empty[0], 0)  examples/gluon/attention_forward.py:205
+    wait_parity(4, 0, 25)             \* pc 55: wait_parity(empty[1], 0)  examples/gluon/attention_forward.py:205
 >>
 
 KernelProg == <<
@@ -548,58 +548,58 @@ KernelQueueAgents == <<
 
 \* Races: <<code, x, y>> when holders x and y are both live (MBarrier's Live).
 KernelRaces == <<
-    <<"BP200", <<"pc", 1, {3, 9, 17, 25, 33, 41, 49, 57}>>, <<"pc", 2, {2, 6, 10, 14, 18, 22, 26, 30}>>>>,   \* partition0 reads alpha_smem[0] (examples/gluon/attention_forward.py:331) / partition1 writes alpha_smem[0] (examples/gluon/attention_forward.py:286)
-    <<"BP200", <<"pc", 1, {6, 13, 21, 29, 37, 45, 53, 61}>>, <<"pc", 3, {2, 6, 10, 14, 18, 22, 26, 30}>>>>,  \* partition0 reads alpha_smem[1] (examples/gluon/attention_forward.py:331) / partition2 writes alpha_smem[1] (examples/gluon/attention_forward.py:286)
-    <<"BP201", <<"pc", 1, {11, 19, 27, 35, 43, 51, 59}>>, <<"pc", 2, {33}>>>>,                               \* partition0 writes o_tmem[0,:] (examples/gluon/attention_forward.py:339) / partition1 reads o_tmem[0,:] (examples/gluon/attention_forward.py:295)
-    <<"BP201", <<"pc", 1, {11, 19, 27, 35, 43, 51, 59}>>, <<"queue", 1, {6}>>>>,                             \* partition0 reads o_tmem[0,:] (examples/gluon/attention_forward.py:338) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 1, {11, 19, 27, 35, 43, 51, 59}>>, <<"queue", 1, {16}>>>>,                            \* partition0 reads o_tmem[0,:] (examples/gluon/attention_forward.py:338) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 1, {11, 19, 27, 35, 43, 51, 59}>>, <<"queue", 1, {20}>>>>,                            \* partition0 reads o_tmem[0,:] (examples/gluon/attention_forward.py:338) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 1, {15, 23, 31, 39, 47, 55, 63}>>, <<"pc", 3, {33}>>>>,                               \* partition0 writes o_tmem[1,:] (examples/gluon/attention_forward.py:339) / partition2 reads o_tmem[1,:] (examples/gluon/attention_forward.py:295)
-    <<"BP201", <<"pc", 1, {15, 23, 31, 39, 47, 55, 63}>>, <<"queue", 1, {10}>>>>,                            \* partition0 reads o_tmem[1,:] (examples/gluon/attention_forward.py:338) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:238)
-    <<"BP201", <<"pc", 1, {15, 23, 31, 39, 47, 55, 63}>>, <<"queue", 1, {17}>>>>,                            \* partition0 reads o_tmem[1,:] (examples/gluon/attention_forward.py:338) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:238)
-    <<"BP201", <<"pc", 1, {15, 23, 31, 39, 47, 55, 63}>>, <<"queue", 1, {21}>>>>,                            \* partition0 reads o_tmem[1,:] (examples/gluon/attention_forward.py:338) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:238)
-    <<"BP201", <<"pc", 2, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {1}>>>>,                            \* partition1 reads s_tmem[0,:] (examples/gluon/attention_forward.py:283) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:221)
-    <<"BP201", <<"pc", 2, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {13}>>>>,                           \* partition1 reads s_tmem[0,:] (examples/gluon/attention_forward.py:283) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:221)
-    <<"BP201", <<"pc", 2, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {18}>>>>,                           \* partition1 reads s_tmem[0,:] (examples/gluon/attention_forward.py:283) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:221)
-    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {1}>>>>,                           \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:221)
-    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {6}>>>>,                           \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) reads s_tmem[0,0:64] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {13}>>>>,                          \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:221)
-    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {16}>>>>,                          \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) reads s_tmem[0,0:64] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {18}>>>>,                          \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:221)
-    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {20}>>>>,                          \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) reads s_tmem[0,0:64] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 2, {33}>>, <<"queue", 1, {6}>>>>,                                                     \* partition1 reads o_tmem[0,:] (examples/gluon/attention_forward.py:295) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 2, {33}>>, <<"queue", 1, {16}>>>>,                                                    \* partition1 reads o_tmem[0,:] (examples/gluon/attention_forward.py:295) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 2, {33}>>, <<"queue", 1, {20}>>>>,                                                    \* partition1 reads o_tmem[0,:] (examples/gluon/attention_forward.py:295) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:233)
-    <<"BP201", <<"pc", 3, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {4}>>>>,                            \* partition2 reads s_tmem[1,:] (examples/gluon/attention_forward.py:283) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:224)
-    <<"BP201", <<"pc", 3, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {15}>>>>,                           \* partition2 reads s_tmem[1,:] (examples/gluon/attention_forward.py:283) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:224)
-    <<"BP201", <<"pc", 3, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {19}>>>>,                           \* partition2 reads s_tmem[1,:] (examples/gluon/attention_forward.py:283) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:224)
-    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {4}>>>>,                           \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:224)
-    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {10}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) reads s_tmem[1,0:64] (examples/gluon/attention_forward.py:238)
-    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {15}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:224)
-    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {17}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) reads s_tmem[1,0:64] (examples/gluon/attention_forward.py:238)
-    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {19}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:224)
-    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {21}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:289) / tcgen05(partition3) reads s_tmem[1,0:64] (examples/gluon/attention_forward.py:238)
-    <<"BP201", <<"pc", 3, {33}>>, <<"queue", 1, {10}>>>>,                                                    \* partition2 reads o_tmem[1,:] (examples/gluon/attention_forward.py:295) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:238)
-    <<"BP201", <<"pc", 3, {33}>>, <<"queue", 1, {17}>>>>,                                                    \* partition2 reads o_tmem[1,:] (examples/gluon/attention_forward.py:295) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:238)
-    <<"BP201", <<"pc", 3, {33}>>, <<"queue", 1, {21}>>>>,                                                    \* partition2 reads o_tmem[1,:] (examples/gluon/attention_forward.py:295) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:238)
-    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,                                                   \* TMA copy writes q_bufs[0] (examples/gluon/attention_forward.py:166) / tcgen05(partition3) reads q_bufs[0] (examples/gluon/attention_forward.py:221)
-    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {13}>>>>,                                                  \* TMA copy writes q_bufs[0] (examples/gluon/attention_forward.py:166) / tcgen05(partition3) reads q_bufs[0] (examples/gluon/attention_forward.py:221)
-    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {18}>>>>,                                                  \* TMA copy writes q_bufs[0] (examples/gluon/attention_forward.py:166) / tcgen05(partition3) reads q_bufs[0] (examples/gluon/attention_forward.py:221)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {4}>>>>,                                                   \* TMA copy writes q_bufs[1] (examples/gluon/attention_forward.py:166) / tcgen05(partition3) reads q_bufs[1] (examples/gluon/attention_forward.py:224)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {15}>>>>,                                                  \* TMA copy writes q_bufs[1] (examples/gluon/attention_forward.py:166) / tcgen05(partition3) reads q_bufs[1] (examples/gluon/attention_forward.py:224)
-    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {19}>>>>,                                                  \* TMA copy writes q_bufs[1] (examples/gluon/attention_forward.py:166) / tcgen05(partition3) reads q_bufs[1] (examples/gluon/attention_forward.py:224)
-    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {1}>>>>,                                                   \* TMA copy writes kv_bufs[0] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads kv_bufs[0] (examples/gluon/attention_forward.py:221)
-    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {4}>>>>,                                                   \* TMA copy writes kv_bufs[0] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads kv_bufs[0] (examples/gluon/attention_forward.py:224)
-    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {16}>>>>,                                                  \* TMA copy writes kv_bufs[0] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads kv_bufs[0] (examples/gluon/attention_forward.py:233)
-    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {17}>>>>,                                                  \* TMA copy writes kv_bufs[0] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads kv_bufs[0] (examples/gluon/attention_forward.py:238)
-    <<"BP200", <<"slots", 4, {4}>>, <<"queue", 1, {6}>>>>,                                                   \* TMA copy writes kv_bufs[1] (examples/gluon/attention_forward.py:175) / tcgen05(partition3) reads kv_bufs[1] (examples/gluon/attention_forward.py:233)
-    <<"BP200", <<"slots", 4, {4}>>, <<"queue", 1, {10}>>>>,                                                  \* TMA copy writes kv_bufs[1] (examples/gluon/attention_forward.py:175) / tcgen05(partition3) reads kv_bufs[1] (examples/gluon/attention_forward.py:238)
-    <<"BP200", <<"slots", 4, {4}>>, <<"queue", 1, {18}>>>>,                                                  \* TMA copy writes kv_bufs[1] (examples/gluon/attention_forward.py:175) / tcgen05(partition3) reads kv_bufs[1] (examples/gluon/attention_forward.py:221)
-    <<"BP200", <<"slots", 4, {4}>>, <<"queue", 1, {19}>>>>,                                                  \* TMA copy writes kv_bufs[1] (examples/gluon/attention_forward.py:175) / tcgen05(partition3) reads kv_bufs[1] (examples/gluon/attention_forward.py:224)
-    <<"BP200", <<"slots", 5, {5}>>, <<"queue", 1, {13}>>>>,                                                  \* TMA copy writes kv_bufs[2] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads kv_bufs[2] (examples/gluon/attention_forward.py:221)
-    <<"BP200", <<"slots", 5, {5}>>, <<"queue", 1, {15}>>>>,                                                  \* TMA copy writes kv_bufs[2] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads kv_bufs[2] (examples/gluon/attention_forward.py:224)
-    <<"BP200", <<"slots", 5, {5}>>, <<"queue", 1, {20}>>>>,                                                  \* TMA copy writes kv_bufs[2] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads kv_bufs[2] (examples/gluon/attention_forward.py:233)
-    <<"BP200", <<"slots", 5, {5}>>, <<"queue", 1, {21}>>>>                                                   \* TMA copy writes kv_bufs[2] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads kv_bufs[2] (examples/gluon/attention_forward.py:238)
+    <<"BP200", <<"pc", 1, {3, 9, 17, 25, 33, 41, 49, 57}>>, <<"pc", 2, {2, 6, 10, 14, 18, 22, 26, 30}>>>>,   \* partition0 reads alpha_smem[0] (examples/gluon/attention_forward.py:335) / partition1 writes alpha_smem[0] (examples/gluon/attention_forward.py:290)
+    <<"BP200", <<"pc", 1, {6, 13, 21, 29, 37, 45, 53, 61}>>, <<"pc", 3, {2, 6, 10, 14, 18, 22, 26, 30}>>>>,  \* partition0 reads alpha_smem[1] (examples/gluon/attention_forward.py:335) / partition2 writes alpha_smem[1] (examples/gluon/attention_forward.py:290)
+    <<"BP201", <<"pc", 1, {11, 19, 27, 35, 43, 51, 59}>>, <<"pc", 2, {33}>>>>,                               \* partition0 writes o_tmem[0,:] (examples/gluon/attention_forward.py:343) / partition1 reads o_tmem[0,:] (examples/gluon/attention_forward.py:299)
+    <<"BP201", <<"pc", 1, {11, 19, 27, 35, 43, 51, 59}>>, <<"queue", 1, {6}>>>>,                             \* partition0 reads o_tmem[0,:] (examples/gluon/attention_forward.py:342) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 1, {11, 19, 27, 35, 43, 51, 59}>>, <<"queue", 1, {16}>>>>,                            \* partition0 reads o_tmem[0,:] (examples/gluon/attention_forward.py:342) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 1, {11, 19, 27, 35, 43, 51, 59}>>, <<"queue", 1, {20}>>>>,                            \* partition0 reads o_tmem[0,:] (examples/gluon/attention_forward.py:342) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 1, {15, 23, 31, 39, 47, 55, 63}>>, <<"pc", 3, {33}>>>>,                               \* partition0 writes o_tmem[1,:] (examples/gluon/attention_forward.py:343) / partition2 reads o_tmem[1,:] (examples/gluon/attention_forward.py:299)
+    <<"BP201", <<"pc", 1, {15, 23, 31, 39, 47, 55, 63}>>, <<"queue", 1, {10}>>>>,                            \* partition0 reads o_tmem[1,:] (examples/gluon/attention_forward.py:342) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:242)
+    <<"BP201", <<"pc", 1, {15, 23, 31, 39, 47, 55, 63}>>, <<"queue", 1, {17}>>>>,                            \* partition0 reads o_tmem[1,:] (examples/gluon/attention_forward.py:342) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:242)
+    <<"BP201", <<"pc", 1, {15, 23, 31, 39, 47, 55, 63}>>, <<"queue", 1, {21}>>>>,                            \* partition0 reads o_tmem[1,:] (examples/gluon/attention_forward.py:342) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:242)
+    <<"BP201", <<"pc", 2, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {1}>>>>,                            \* partition1 reads s_tmem[0,:] (examples/gluon/attention_forward.py:287) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:225)
+    <<"BP201", <<"pc", 2, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {13}>>>>,                           \* partition1 reads s_tmem[0,:] (examples/gluon/attention_forward.py:287) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:225)
+    <<"BP201", <<"pc", 2, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {18}>>>>,                           \* partition1 reads s_tmem[0,:] (examples/gluon/attention_forward.py:287) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:225)
+    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {1}>>>>,                           \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:225)
+    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {6}>>>>,                           \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) reads s_tmem[0,0:64] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {13}>>>>,                          \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:225)
+    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {16}>>>>,                          \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) reads s_tmem[0,0:64] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {18}>>>>,                          \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) writes s_tmem[0,:] (examples/gluon/attention_forward.py:225)
+    <<"BP201", <<"pc", 2, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {20}>>>>,                          \* partition1 writes s_tmem[0,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) reads s_tmem[0,0:64] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 2, {33}>>, <<"queue", 1, {6}>>>>,                                                     \* partition1 reads o_tmem[0,:] (examples/gluon/attention_forward.py:299) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 2, {33}>>, <<"queue", 1, {16}>>>>,                                                    \* partition1 reads o_tmem[0,:] (examples/gluon/attention_forward.py:299) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 2, {33}>>, <<"queue", 1, {20}>>>>,                                                    \* partition1 reads o_tmem[0,:] (examples/gluon/attention_forward.py:299) / tcgen05(partition3) writes o_tmem[0,:] (examples/gluon/attention_forward.py:237)
+    <<"BP201", <<"pc", 3, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {4}>>>>,                            \* partition2 reads s_tmem[1,:] (examples/gluon/attention_forward.py:287) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:228)
+    <<"BP201", <<"pc", 3, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {15}>>>>,                           \* partition2 reads s_tmem[1,:] (examples/gluon/attention_forward.py:287) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:228)
+    <<"BP201", <<"pc", 3, {1, 5, 9, 13, 17, 21, 25, 29}>>, <<"queue", 1, {19}>>>>,                           \* partition2 reads s_tmem[1,:] (examples/gluon/attention_forward.py:287) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:228)
+    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {4}>>>>,                           \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:228)
+    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {10}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) reads s_tmem[1,0:64] (examples/gluon/attention_forward.py:242)
+    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {15}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:228)
+    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {17}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) reads s_tmem[1,0:64] (examples/gluon/attention_forward.py:242)
+    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {19}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) writes s_tmem[1,:] (examples/gluon/attention_forward.py:228)
+    <<"BP201", <<"pc", 3, {3, 7, 11, 15, 19, 23, 27, 31}>>, <<"queue", 1, {21}>>>>,                          \* partition2 writes s_tmem[1,0:64] (examples/gluon/attention_forward.py:293) / tcgen05(partition3) reads s_tmem[1,0:64] (examples/gluon/attention_forward.py:242)
+    <<"BP201", <<"pc", 3, {33}>>, <<"queue", 1, {10}>>>>,                                                    \* partition2 reads o_tmem[1,:] (examples/gluon/attention_forward.py:299) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:242)
+    <<"BP201", <<"pc", 3, {33}>>, <<"queue", 1, {17}>>>>,                                                    \* partition2 reads o_tmem[1,:] (examples/gluon/attention_forward.py:299) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:242)
+    <<"BP201", <<"pc", 3, {33}>>, <<"queue", 1, {21}>>>>,                                                    \* partition2 reads o_tmem[1,:] (examples/gluon/attention_forward.py:299) / tcgen05(partition3) writes o_tmem[1,:] (examples/gluon/attention_forward.py:242)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {1}>>>>,                                                   \* TMA copy writes q_bufs[0] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads q_bufs[0] (examples/gluon/attention_forward.py:225)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {13}>>>>,                                                  \* TMA copy writes q_bufs[0] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads q_bufs[0] (examples/gluon/attention_forward.py:225)
+    <<"BP200", <<"slots", 1, {1}>>, <<"queue", 1, {18}>>>>,                                                  \* TMA copy writes q_bufs[0] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads q_bufs[0] (examples/gluon/attention_forward.py:225)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {4}>>>>,                                                   \* TMA copy writes q_bufs[1] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads q_bufs[1] (examples/gluon/attention_forward.py:228)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {15}>>>>,                                                  \* TMA copy writes q_bufs[1] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads q_bufs[1] (examples/gluon/attention_forward.py:228)
+    <<"BP200", <<"slots", 2, {2}>>, <<"queue", 1, {19}>>>>,                                                  \* TMA copy writes q_bufs[1] (examples/gluon/attention_forward.py:170) / tcgen05(partition3) reads q_bufs[1] (examples/gluon/attention_forward.py:228)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {1}>>>>,                                                   \* TMA copy writes kv_bufs[0] (examples/gluon/attention_forward.py:174) / tcgen05(partition3) reads kv_bufs[0] (examples/gluon/attention_forward.py:225)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {4}>>>>,                                                   \* TMA copy writes kv_bufs[0] (examples/gluon/attention_forward.py:174) / tcgen05(partition3) reads kv_bufs[0] (examples/gluon/attention_forward.py:228)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {16}>>>>,                                                  \* TMA copy writes kv_bufs[0] (examples/gluon/attention_forward.py:174) / tcgen05(partition3) reads kv_bufs[0] (examples/gluon/attention_forward.py:237)
+    <<"BP200", <<"slots", 3, {3}>>, <<"queue", 1, {17}>>>>,                                                  \* TMA copy writes kv_bufs[0] (examples/gluon/attention_forward.py:174) / tcgen05(partition3) reads kv_bufs[0] (examples/gluon/attention_forward.py:242)
+    <<"BP200", <<"slots", 4, {4}>>, <<"queue", 1, {6}>>>>,                                                   \* TMA copy writes kv_bufs[1] (examples/gluon/attention_forward.py:179) / tcgen05(partition3) reads kv_bufs[1] (examples/gluon/attention_forward.py:237)
+    <<"BP200", <<"slots", 4, {4}>>, <<"queue", 1, {10}>>>>,                                                  \* TMA copy writes kv_bufs[1] (examples/gluon/attention_forward.py:179) / tcgen05(partition3) reads kv_bufs[1] (examples/gluon/attention_forward.py:242)
+    <<"BP200", <<"slots", 4, {4}>>, <<"queue", 1, {18}>>>>,                                                  \* TMA copy writes kv_bufs[1] (examples/gluon/attention_forward.py:179) / tcgen05(partition3) reads kv_bufs[1] (examples/gluon/attention_forward.py:225)
+    <<"BP200", <<"slots", 4, {4}>>, <<"queue", 1, {19}>>>>,                                                  \* TMA copy writes kv_bufs[1] (examples/gluon/attention_forward.py:179) / tcgen05(partition3) reads kv_bufs[1] (examples/gluon/attention_forward.py:228)
+    <<"BP200", <<"slots", 5, {5}>>, <<"queue", 1, {13}>>>>,                                                  \* TMA copy writes kv_bufs[2] (examples/gluon/attention_forward.py:174) / tcgen05(partition3) reads kv_bufs[2] (examples/gluon/attention_forward.py:225)
+    <<"BP200", <<"slots", 5, {5}>>, <<"queue", 1, {15}>>>>,                                                  \* TMA copy writes kv_bufs[2] (examples/gluon/attention_forward.py:174) / tcgen05(partition3) reads kv_bufs[2] (examples/gluon/attention_forward.py:228)
+    <<"BP200", <<"slots", 5, {5}>>, <<"queue", 1, {20}>>>>,                                                  \* TMA copy writes kv_bufs[2] (examples/gluon/attention_forward.py:174) / tcgen05(partition3) reads kv_bufs[2] (examples/gluon/attention_forward.py:237)
+    <<"BP200", <<"slots", 5, {5}>>, <<"queue", 1, {21}>>>>                                                   \* TMA copy writes kv_bufs[2] (examples/gluon/attention_forward.py:174) / tcgen05(partition3) reads kv_bufs[2] (examples/gluon/attention_forward.py:242)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
