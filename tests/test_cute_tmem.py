@@ -96,3 +96,16 @@ def test_mixed_lane_and_column_strides_are_not_guessed():
     assert tmem._reach('!cute.memref<f32, tmem, "(4,2):(65537,1)">') is None
     assert tmem.footprint(Data("", tmem.TENSOR_MEMORY, 0, tmem.WORD),
                           '!cute.memref<f16, tmem, "(128,64):(65536,1)">') is None
+
+
+def test_prove_covers_the_accumulator_ring_for_every_tile_count(targets):
+    """The tile count is a kernel argument: `prove` answers for every count, races on TMEM
+    included, and refutes the early release at the smallest count that shows it. About 25 s."""
+    from barrierproof.checker.symbolic.prove import prove_kernel
+    target = targets["tmem_gemm"]
+    proved = prove_kernel(target.build(), source=target.ref)
+    assert proved.verdict == "proved", (proved.label, proved.notes)
+    assert "for all num_tiles" in proved.coverage and "race-free" in proved.coverage
+    twin = targets["tmem_gemm_released_before_load"]
+    refuted = prove_kernel(twin.build(), source=twin.ref)
+    assert refuted.verdict == "violation" and refuted.codes[0] == "BP201", refuted.label
