@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..ir import Const, Loc, MemAlloc, MemRef, Slice
+from .tmem import TENSOR_MEMORY
 
 MAX_CELLS = 256          # cells per buffer the explorer tracks; wider footprints join cells
 
@@ -28,11 +29,14 @@ def data_buffers(programs, allocations: dict, barrier_names: set[str], loc: Loc)
     for buffer, fps in seen.items():
         total = allocations.get(("bytes", buffer))
         bounds = [b for fp in fps for b in fp[1:] if b is not None]
+        if buffer == TENSOR_MEMORY and total and bounds:
+            total = max(total, *bounds)     # columns past the allocation are TMEM's still
         unit = math.gcd(total or 0, *bounds) if bounds and total else (total or 1)
         slots = (total or unit) // unit
         granule = -(-slots // MAX_CELLS)
         name = buffer if buffer not in barrier_names else f"{buffer}_data"
-        alloc = MemAlloc(name, "smem", (Const(slots),), where[buffer], scalar=False,
+        space = "tmem" if buffer == TENSOR_MEMORY else "smem"
+        alloc = MemAlloc(name, space, (Const(slots),), where[buffer], scalar=False,
                          granule=(granule,) if granule > 1 else ())
         buffers.append(alloc)
         for fp in set(fps):

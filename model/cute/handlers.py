@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from .. import kinds, primitives as K
 from ..inline_ptx import synchronizing_instruction
-from . import cp_async, smem
+from . import cp_async, smem, tmem
 from .layouts import cosize, layout_of
 from .values import (WARP, Atom, Data, Lanes, Layout, Ptr, Tested, Unknown, elem_bytes, lift,
                      uniform)
@@ -398,6 +398,8 @@ def _copy(warp, node, active):
     if "tma_store" in atom_type:
         smem.tma_store(warp, node, active)
         return None
+    if tmem.copy(warp, node, active):
+        return None
     if "tma_load" not in atom_type:
         if "async" in atom_type and smem.touches_memory(node):
             cp_async.copy(warp, node, active)     # written until its group is waited for
@@ -694,6 +696,9 @@ RULES = {
     "nvvm.mbarrier.try_wait.parity": _mbarrier_wait_parity,
     "nvvm.mbarrier.wait.parity": _mbarrier_wait_or_test,
     "nvvm.tcgen05.commit": _tcgen05_commit,
+    "nvvm.tcgen05.wait": tmem.wait,
+    "cute_nvgpu.arch.sm100.retrieve_tmem_ptr": tmem.retrieve_ptr,
+    "cute_nvgpu.arch.sm100.alloc_tmem": tmem.allocate,
     "nvvm.barrier": _named_barrier(K.BAR_SYNC), "nvvm.barrier0": _named_barrier(K.BAR_SYNC),
     "nvvm.barrier.arrive": _named_barrier(K.BAR_ARRIVE),
     "nvvm.barrier.cta.sync": _cta_barrier(K.BAR_SYNC),

@@ -176,7 +176,10 @@ class Warp:
         Unknown (layout algebra, math, memory access: nothing a barrier depends on)."""
         if synchronizes(node) or (node.regions and self.region_synchronizes(node)):
             self.unmodeled(node, node.name)
-        from . import smem
+        from . import smem, tmem
+        views = tmem.view(self, node)                  # a view of a tensor in TMEM
+        if views is not None:
+            return [v if v is not None else Unknown(node.name) for v in views]
         views = smem.smem_result(self, node, active)     # a view of shared-memory data
         if views is not None:
             return views

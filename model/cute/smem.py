@@ -31,6 +31,7 @@ import re
 from .. import primitives as K
 from .layouts import _size as size_of, crd2idx, cosize, layout_of, parse_tuple, swizzle_block
 from .spans import byte_ranges, element_offsets
+from . import tmem
 from .values import WARP, Coord, Data, Lanes, Ptr, Unknown, elem_bytes, lane_values
 
 # (buffer, first byte, one past the last byte) of one range of an access; (buffer, None, None):
@@ -76,7 +77,8 @@ def same_iterator(warp, node, active):
     out = []
     for text in node.types:
         out.append(Data(node.name, data.buffer, data.offset, elem_bytes(text) or data.elem_bytes)
-                   if data is not None and _smem_type(text) else Unknown(node.name))
+                   if data is not None and (_smem_type(text) or tmem.is_tmem(text))
+                   else Unknown(node.name))
     return out
 
 
@@ -101,7 +103,8 @@ def slice_(warp, node, active):
         rest = _remaining(shape, stride, coord.tree) if isinstance(coord, Coord) else None
         return [Data(node.name, data.buffer, moved(data.offset, index, data.elem_bytes),
                      data.elem_bytes, rest + (block,) if rest and index is not None else None)]
-    if data is None or not _smem_type(node.operand_types[0]):
+    if data is None or not (_smem_type(node.operand_types[0]) or
+                            tmem.is_tmem(node.operand_types[0])):
         return warp.other(node, active)
     coord = warp.get(node.operands[1])
     index = element_index(node.operand_types[0], coord)
@@ -128,6 +131,9 @@ def make_fragment(warp, node, active):
     """`tiled_mma.make_fragment_A(smem tensor)`: descriptors of the tensor, one per MMA
     block; slicing them slices the tensor (same modes after the first, which the descriptor
     covers whole)."""
+    accumulator = tmem.fragment(warp, node)
+    if accumulator is not None:
+        return accumulator
     data = data_of(warp.get(node.operands[1])) if len(node.operands) > 1 else None
     layout = layout_of(node.operand_types[1]) if data is not None else None
     if data is None or not _smem_type(node.operand_types[1]):
@@ -366,22 +372,30 @@ def gemm(warp, node, active):
         if ".sm100." in kind_text or "tcgen05" in kind_text else None
     operands = [(warp.get(node.operands[k]), node.operand_types[k]) for k in (2, 3)
                 if k < len(node.operands)]
-    sources = [(data_of(v), t) for v, t in operands if data_of(v) is not None]
+    sources = [(data_of(v), t) for v, t in operands
+               if data_of(v) is not None and not tmem.is_tmem(t)]
     if kind is None:
         if sources:
             unread_access(warp, node, active)
         return None
-    if not sources:
+    # a tcgen05 MMA's accumulator (d) and an operand in TMEM (a of a TS MMA): tmem.py
+    in_tmem = {k: tmem.access(warp, node, k, "a tcgen05 MMA")
+               for k in (1, 2, 3) if kind == K.TCGEN05_MMA and k < len(node.operands) and
+               tmem.is_tmem(node.operand_types[k])}
+    writes = tuple(fp for k, fp in in_tmem.items() if k == 1 and fp is not None)
+    reads = [fp for k, fp in in_tmem.items() if k != 1 and fp is not None]
+    if not sources and not in_tmem:
         return None
-    reads = [fp for d, t in sources for fp in footprint(warp, node, d, t, [min(active)])]
+    reads += [fp for d, t in sources for fp in footprint(warp, node, d, t, [min(active)])]
     last = warp.events[-1] if warp.events else None
     if last is not None and last.kind == kind and last.barrier is None and \
             warp.mma_joinable == len(warp.events):
         reads = _hulls(last.reads + tuple(reads))
+        writes = _hulls(last.writes + writes)
         warp.events.pop()
     elif kind == K.WGMMA:
         warp.wgmma_open += 1            # WGMMAs of the commit group being built
-    warp.emit(kind, node, reads=tuple(reads))
+    warp.emit(kind, node, reads=tuple(reads), writes=tuple(writes))
     warp.mma_joinable = len(warp.events)
     return None
 
@@ -459,7 +473,8 @@ def touches_memory(node) -> bool:
                      "cute.memref.store_vec", "cute.gemm") or \
             node.name in MEMORY_ONLY:
         return True
-    return node.name == "cute.copy" and any(_smem_type(t) for t in node.operand_types[1:])
+    return node.name == "cute.copy" and any(_smem_type(t) or tmem.is_tmem(t)
+                                            for t in node.operand_types[1:])
 
 
 # The ops whose results are views of a tensor with the same first element.

@@ -25,7 +25,7 @@ from .. import kinds, primitives as K
 from ..ir import (BarrierAlloc, BarrierRef, BinOp, Const, Kernel, Loc, ModelError, Loop, Op,
                   Var, When)
 from ..proxy_fence import COMMIT_SMEM, check_threads
-from . import guards, walks
+from . import guards, tmem, walks
 from .buffers import data_buffers, memory_notes
 from .interpreter import Event, Warp
 from .roll import Iterations, nest, roll, roll_runs
@@ -80,9 +80,11 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
     # whose warps run the same programs are one grid position
     by_block: dict[tuple, list[int]] = {}
     runs: list[Warp] = []
+    private_tmem = False
     for b, block in enumerate(blocks):
         ran = [Warp(tree, w, allocations, block, why, bindings) for w in range(warps)]
-        programs = [warp.run() for warp in ran]
+        programs, dropped = tmem.unshared([warp.run() for warp in ran])
+        private_tmem = private_tmem or dropped
         runs.extend(ran)
         tag = b if walks.EVERY_BLOCK.get() else None    # (tag, programs): blocks alike share one
         by_block.setdefault((tag, tuple(map(tuple, programs))), []).append(b)
@@ -129,9 +131,9 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
                   "by a block-wide barrier before any warp uses one: checked from there on "
                   "with initialised barriers",)
     notes += memory_notes(runs, buffers, holders)
-    if _allocates_tmem(tree):
-        notes += ("tensor memory is not read (tcgen05 MMA accumulators, tcgen05.ld/st): "
-                  "races on it (BP201) are not checked",)
+    if private_tmem:
+        notes += ("tensor memory is touched only by one warp's tcgen05 MMAs (in order in its "
+                  "queue, read by no other access): no race on it to check",)
     if len(variants) > 1:
         notes += (f"{len(blocks)} blocks, {len(variants)} distinct block programs "
                   f"(grid axis `{BLOCK_AXIS}`: the block's linear index)",)
@@ -140,13 +142,6 @@ def kernel_at(tree: KernelTree, expect: str | None = None,
                   num_threads=Const(warps),
                   thread_axis=AXIS, num_warps=1, warp_axis="warp_of_agent", grid=grid,
                   loc=tree.loc or Loc(tree.name, 0), source="cute", expect=expect, notes=notes)
-
-
-def _allocates_tmem(tree: KernelTree) -> bool:
-    """Does the kernel allocate tensor memory or issue tcgen05 MMAs (their accumulators)?"""
-    return any(op.name == "cute_nvgpu.arch.sm100.alloc_tmem" or (
-        op.name == "cute.gemm" and ".sm100." in "".join(op.operand_types[:1]))
-        for top in tree.body.ops for op in top.walk())
 
 
 _INIT_FENCES = (K.FENCE_MBARRIER_INIT, K.FENCE_PROXY_ASYNC)

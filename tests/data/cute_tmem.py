@@ -1,0 +1,180 @@
+"""A persistent Blackwell GEMM whose accumulator lives in tensor memory, in the style of the CuTe
+DSL's persistent dense GEMM: the epilogue warp 0, the MMA warp 1, the TMA warp 2. A/B stream
+through a two-stage `PipelineTmaUmma` ring; the accumulator has two stages in TMEM (a tensor of
+shape (..., ACC_STAGES) made on the address `TmemAllocator.retrieve_ptr` reads back) behind a
+`PipelineUmmaAsync`: the MMA warp acquires a stage (waits acc_empty), writes it with tcgen05
+MMAs and commits it (acc_full); the epilogue waits acc_full, copies the stage out of TMEM with a
+tcgen05.ld tiled copy and releases it (acc_empty). Three tiles on one block, so stage 0 is
+written again for the third tile.
+
+The bugs: the epilogue releasing the stage before its tcgen05.ld, and the MMA warp writing a
+stage without waiting acc_empty: both let the MMAs of tile 2 overwrite stage 0 while the
+epilogue still reads tile 0 from it (a tensor-memory race, BP201)."""
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils.blackwell_helpers as sm100_utils
+from cutlass.cute.nvgpu import cpasync, tcgen05
+from cutlass.cute.runtime import make_fake_compact_tensor
+
+TILE_M, TILE_N, TILE_K = 128, 128, 64
+AB_STAGES, ACC_STAGES = 2, 2
+EPILOGUE_WARP, MMA_WARP, TMA_WARP = 0, 1, 2
+TMEM_COLUMNS = TILE_N * ACC_STAGES
+
+EXPECT = {
+    "tmem_gemm": "verified",
+    "tmem_gemm_released_before_load": "violation:BP201",
+    "tmem_gemm_mma_skips_acc_empty": "violation:BP201",
+}
+
+
+@cute.struct
+class SharedStorage:
+    ab_bars: cute.struct.MemRange[cutlass.Int64, 2 * AB_STAGES]
+    acc_bars: cute.struct.MemRange[cutlass.Int64, 2 * ACC_STAGES]
+    tmem_address: cutlass.Int32
+
+
+@cute.kernel
+def gemm_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor,
+                tma_b: cute.CopyAtom, mB: cute.Tensor, a_layout: cute.ComposedLayout,
+                b_layout: cute.ComposedLayout, num_tiles: cutlass.Int32,
+                release_first: cutlass.Constexpr, acquire_acc: cutlass.Constexpr):
+    warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    tidx, _, _ = cute.arch.thread_idx()
+    smem = cutlass.memory.SmemAllocator()
+    storage = smem.allocate(SharedStorage)
+    sA = smem.allocate_tensor(cutlass.Float16, a_layout.outer, byte_alignment=1024,
+                              swizzle=a_layout.inner)
+    sB = smem.allocate_tensor(cutlass.Float16, b_layout.outer, byte_alignment=1024,
+                              swizzle=b_layout.inner)
+    stage_tx = cute.size_in_bytes(cutlass.Float16, cute.slice_(a_layout, (None, None, None, 0))) \
+        + cute.size_in_bytes(cutlass.Float16, cute.slice_(b_layout, (None, None, None, 0)))
+    ab = pipeline.PipelineTmaUmma.create(
+        barrier_storage=storage.ab_bars.data_ptr(), num_stages=AB_STAGES,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
+        tx_count=stage_tx)
+    acc_ring = pipeline.PipelineUmmaAsync.create(
+        barrier_storage=storage.acc_bars.data_ptr(), num_stages=ACC_STAGES,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32))
+    tmem_ready = pipeline.NamedBarrier(barrier_id=2, num_threads=64)
+    tmem = cutlass.memory.TmemAllocator(storage.tmem_address.ptr, barrier_for_retrieve=tmem_ready,
+                               allocator_warp_id=EPILOGUE_WARP)
+
+    thr_mma = tiled_mma.get_slice(0)
+    gA = cute.local_tile(mA, (TILE_M, TILE_N, TILE_K), (0, 0, None), proj=(1, None, 1))
+    k_tiles = cute.size(gA, mode=[2])
+    gB = cute.local_tile(mB, (TILE_M, TILE_N, TILE_K), (0, 0, None), proj=(None, 1, 1))
+    tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1),
+                                       cute.group_modes(sA, 0, 3),
+                                       cute.group_modes(thr_mma.partition_A(gA), 0, 3))
+    tBsB, tBgB = cpasync.tma_partition(tma_b, 0, cute.make_layout(1),
+                                       cute.group_modes(sB, 0, 3),
+                                       cute.group_modes(thr_mma.partition_B(gB), 0, 3))
+    # the accumulator's layout with a trailing stage mode; its address comes from TMEM's allocation
+    acc_shape = tiled_mma.partition_shape_C((TILE_M, TILE_N))
+    acc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, ACC_STAGES))
+
+    if warp_idx == EPILOGUE_WARP:
+        tmem.allocate(TMEM_COLUMNS)
+    if warp_idx <= MMA_WARP:
+        tmem.wait_for_alloc()
+
+    if warp_idx == TMA_WARP:
+        write = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, AB_STAGES)
+        for _tile in cutlass.range(num_tiles):
+            for k in cutlass.range(k_tiles):
+                ab.producer_acquire(write)
+                full = ab.producer_get_barrier(write)
+                cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, write.index)], tma_bar_ptr=full)
+                cute.copy(tma_b, tBgB[(None, k)], tBsB[(None, write.index)], tma_bar_ptr=full)
+                write.advance()
+        ab.producer_tail(write)
+
+    if warp_idx == MMA_WARP:
+        acc = cute.make_tensor(tmem.retrieve_ptr(cutlass.Float32), acc_fake.layout)
+        tCrA = tiled_mma.make_fragment_A(sA)
+        tCrB = tiled_mma.make_fragment_B(sB)
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, AB_STAGES)
+        acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, ACC_STAGES)
+        for _tile in cutlass.range(num_tiles):
+            if cutlass.const_expr(acquire_acc):
+                acc_ring.producer_acquire(acc_state)
+            stage_acc = acc[(None, None, None, acc_state.index)]
+            for k in cutlass.range(k_tiles):
+                ab.consumer_wait(read)
+                for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+                    cute.gemm(tiled_mma, stage_acc, tCrA[(None, None, kb, read.index)],
+                              tCrB[(None, None, kb, read.index)], stage_acc)
+                ab.consumer_release(read)
+                read.advance()
+            acc_ring.producer_commit(acc_state)
+            acc_state.advance()
+        acc_ring.producer_tail(acc_state)
+
+    if warp_idx == EPILOGUE_WARP:
+        acc = cute.make_tensor(tmem.retrieve_ptr(cutlass.Float32), acc_fake.layout)
+        acc_tiles = cute.flat_divide(acc[((None, None), 0, 0, None)], (TILE_M, TILE_N))
+        load = cute.make_copy_atom(tcgen05.Ld32x32bOp(tcgen05.Repetition.x128), cutlass.Float32)
+        tmem_copy = tcgen05.make_tmem_copy(load, acc_tiles[(None, None, 0, 0, 0)])
+        tTR_tAcc = tmem_copy.get_slice(tidx).partition_S(acc_tiles)
+        tTR_rAcc = cute.make_rmem_tensor(tTR_tAcc[(None, None, None, 0, 0, 0)].shape,
+                                         cutlass.Float32)
+        acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, ACC_STAGES)
+        for _tile in cutlass.range(num_tiles):
+            acc_ring.consumer_wait(acc_state)
+            if cutlass.const_expr(release_first):
+                acc_ring.consumer_release(acc_state)
+            cute.copy(tmem_copy, tTR_tAcc[(None, None, None, 0, 0, acc_state.index)], tTR_rAcc)
+            if cutlass.const_expr(not release_first):
+                acc_ring.consumer_release(acc_state)
+            acc_state.advance()
+        tmem.relinquish_alloc_permit()
+
+
+@cute.jit
+def gemm_host(mA: cute.Tensor, mB: cute.Tensor, num_tiles: cutlass.Int32,
+              release_first: cutlass.Constexpr, acquire_acc: cutlass.Constexpr):
+    tiled_mma = sm100_utils.make_trivial_tiled_mma(
+        cutlass.Float16, cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K,
+        cutlass.Float32, tcgen05.CtaGroup.ONE, (TILE_M, TILE_N))
+    tile = (TILE_M, TILE_N, TILE_K)
+    a_layout = sm100_utils.make_smem_layout_a(tiled_mma, tile, cutlass.Float16, AB_STAGES)
+    b_layout = sm100_utils.make_smem_layout_b(tiled_mma, tile, cutlass.Float16, AB_STAGES)
+    op = cpasync.CopyBulkTensorTileG2SOp(tcgen05.CtaGroup.ONE)
+    tma_a, ta = cute.nvgpu.make_tiled_tma_atom_A(
+        op, mA, cute.slice_(a_layout, (None, None, None, 0)), tile, tiled_mma)
+    tma_b, tb = cute.nvgpu.make_tiled_tma_atom_B(
+        op, mB, cute.slice_(b_layout, (None, None, None, 0)), tile, tiled_mma)
+    gemm_kernel(tiled_mma, tma_a, ta, tma_b, tb, a_layout, b_layout, num_tiles, release_first,
+                acquire_acc).launch(grid=[1, 1, 1], block=[32 * (TMA_WARP + 1), 1, 1])
+
+
+def _compile(release_first=False, acquire_acc=True):
+    k = 2 * TILE_K                          # two K steps per tile
+    mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
+    mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, k), stride_order=(1, 0))
+    return cute.compile(gemm_host, mA, mB, cutlass.Int32(3), release_first, acquire_acc,
+                        options="--generate-line-info")
+
+
+def tmem_gemm():
+    """Each accumulator stage is acquired before the MMAs write it and released after the
+    epilogue's tcgen05.ld of it."""
+    return _compile()
+
+
+def tmem_gemm_released_before_load():
+    """consumer_release (the acc_empty arrival) before the tcgen05.ld of the stage: the MMA
+    warp may acquire it and overwrite it while the epilogue still reads it."""
+    return _compile(release_first=True)
+
+
+def tmem_gemm_mma_skips_acc_empty():
+    """The MMA warp writes the next accumulator stage without producer_acquire (no wait on
+    acc_empty): tile 2's MMAs overwrite stage 0 while the epilogue may still read tile 0."""
+    return _compile(acquire_acc=False)
