@@ -122,18 +122,37 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
         return None
 
     def cp_async_arrive(self, op: Operation, out):
-        """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): every thread of the
-        partition arrives, each once its own earlier cp.async copies are done. The model has
-        one asynchronous arrival per thread (the DSL's `cp_async_arrive`, CuTe's per lane); a
-        partition is one agent here, and its num_warps x 32 arrivals are not expanded (each
-        landing on its own would multiply the states by the thread count). Refused, not
-        guessed; so is the pending-count increment of the form without .noinc."""
-        inc = "" if "noIncrement" in op.text else ("; with increment_count=True each thread "
-                                                    "also raises the pending count at issue, "
-                                                    "which the model has no operation for")
+        """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): each of the
+        partition's num_warps x 32 threads arranges an arrive-on that fires once its own earlier
+        cp.async copies are done. The IR's `cp_async_arrive` is one such arrival of count 1 and
+        a partition is one agent, so neither form has a sound translation yet:
+        - `.noinc` (increment_count=False): the threads' arrivals land independently. One
+          landing of count num_warps x 32 is exact only if no phase of the barrier receives
+          more arrivals than its count before all of them land (otherwise the hardware spills
+          the rest into the next phase), which nothing checks; and `cp_async_arrive` carries
+          no count. One op per thread would multiply the states by the thread count.
+        - increment_count=True: each thread raises the pending count at issue and lowers it
+          when its copies are done. The warps of a partition issue at different times, so one
+          warp's arrivals may land, and the phase complete, before another warp has issued its
+          copies: the agent's program order does not order the warps, and the IR has no
+          operation that holds a phase open from issue to landing per warp.
+        Refused at the line (BP190), never guessed."""
+        if "noIncrement" in op.text:
+            why = ("the num_warps x 32 arrivals land independently, each once its thread's "
+                   "cp.async copies are done; the model's cp_async_arrive is one arrival of "
+                   "count 1, and one landing of the whole count is exact only when no phase "
+                   "takes more arrivals than its count before all land, which is not checked")
+        else:
+            why = ("with increment_count=True each thread raises the pending count at issue "
+                   "and lowers it once its cp.async copies are done; the warps of the "
+                   "partition issue at different times (one warp's arrivals may complete the "
+                   "phase before another warp issues its copies), which a partition modelled "
+                   "as one agent cannot order")
+        # the arrival covers every earlier copy of the thread, committed or not: copies not
+        # yet in a group are its, not a commit's (no second BP190 for them)
+        self.cp_group.clear()
         raise Unread("each thread of the partition arrives once its own cp.async copies are "
-                     "done (num_warps x 32 asynchronous arrivals), which this frontend does "
-                     "not expand" + inc)
+                     "done: " + why)
 
     # -- values ------------------------------------------------------------------------------
 
