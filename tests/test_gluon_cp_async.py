@@ -1,10 +1,11 @@
 """`async_copy.mbarrier_arrive` between Gluon partitions: a loader partition fills a shared
 memory slot by cp.async and signals the consumer partition through the copies' arrivals.
 
-Each of the loader's num_warps x 32 threads arrives once its own copies are done, which the
-model's one-agent partition and count-1 `cp_async_arrive` cannot state soundly (translate.py,
-`cp_async_arrive`): every form is BP190 at the kernel's own line, with the obstacle of its
-form, and `unknown`, whether the rest of the protocol is right or wrong."""
+With `increment_count=False` (.noinc) each of the loader's num_warps x 32 threads arrives once
+its own copies are done, and the barrier's count counts them: the correct hand-off is
+verified, and a consumer reading early or a count off by one is its violation on the kernel's
+lines. With the default increment each thread also raises the pending count at issue, which
+the model does not order across the partition's warps: BP190 at the line, with that reason."""
 
 import inspect
 import os
@@ -21,6 +22,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier  # noqa: E
 from barrierproof.checker.check import Options, check_kernel  # noqa: E402
 from barrierproof.model.gluon import Launch, load  # noqa: E402
 from barrierproof.model.ir import iter_ops  # noqa: E402
+from barrierproof.model import primitives as K  # noqa: E402
 
 HERE = os.path.abspath(__file__)
 LOADER_WARPS = 1
@@ -68,18 +70,7 @@ def handoff(noinc: bool, count: int, read_early: bool = False) -> Launch:
 
 
 THREADS = LOADER_WARPS * 32
-CASES = {
-    # correct: .noinc, the init count counts the loader's threads
-    "noinc": (handoff(True, THREADS), "no phase takes more arrivals than its count"),
-    # correct: the default increment, the count is the loader's one mbarrier.arrive
-    "inc": (handoff(False, 1), "increment_count=True"),
-    # wrong: the increment form with a count that also counts the threads (the phase never
-    # completes: a deadlock on hardware)
-    "inc_counts_threads": (handoff(False, 1 + THREADS), "increment_count=True"),
-    # wrong: the consumer reads the slot before its wait (a race on hardware)
-    "read_early": (handoff(True, THREADS, read_early=True),
-                   "no phase takes more arrivals than its count"),
-}
+ARRIVAL = "# the loader's arrival"
 
 
 def line_of(fn, text: str) -> int:
@@ -87,16 +78,51 @@ def line_of(fn, text: str) -> int:
     return start + next(k for k, line in enumerate(lines) if text in line)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_the_copies_arrival_is_bp190_at_its_line_with_its_forms_reason(case):
-    launch, reason = CASES[case]
-    kernel = load(launch)
-    unmodeled = [op for op in iter_ops(kernel.body) if op.kind == "unmodeled"]
+def verdict(launch: Launch):
+    return check_kernel(load(launch), options=Options())
+
+
+def test_noinc_hand_off_counting_the_threads_is_verified_one_arrival_per_thread():
+    kernel = load(handoff(True, THREADS))
+    arrivals = [op for op in iter_ops(kernel.body) if op.kind == K.CP_ASYNC_ARRIVE]
+    assert len(arrivals) == THREADS
+    assert {(op.loc.file, op.loc.line) for op in arrivals} == {(HERE, line_of(cp_loader, ARRIVAL))}
+    assert check_kernel(kernel, options=Options()).verdict == "verified"
+
+
+def test_reading_the_slot_before_the_wait_races_with_the_copy():
+    v = verdict(handoff(True, THREADS, read_early=True))
+    assert (v.verdict, v.codes) == ("violation", ["BP200"])
+    where = f"{os.path.basename(HERE)}:{line_of(cp_loader, 'async_copy.async_load(')}"
+    assert where in v.diagnostics[0].message
+    assert f"{os.path.basename(HERE)}:{line_of(cp_consumer, 'early = buf.load')}" in \
+        v.diagnostics[0].message
+
+
+def test_a_count_of_one_lets_the_first_thread_complete_the_phase_while_copies_write():
+    # the other threads' arrivals spill into later phases; the consumer's wait passes on the
+    # first, some thread's copy still in flight
+    v = verdict(handoff(True, 1))
+    assert (v.verdict, v.codes) == ("violation", ["BP200"])
+    assert f"{os.path.basename(HERE)}:{line_of(cp_consumer, 'x = buf.load')}" in \
+        v.diagnostics[0].message
+
+
+def test_a_count_above_the_threads_never_completes_the_phase():
+    v = verdict(handoff(True, THREADS + 1))
+    assert (v.verdict, v.codes) == ("violation", ["BP100"])
+    assert v.diagnostics[0].location.endswith(
+        f"{os.path.basename(HERE)}:{line_of(cp_consumer, 'mbarrier.wait(bar, 0)')}")
+
+
+# the increment form: the right count (the loader's one mbarrier.arrive) and one that also
+# counts the threads (a deadlock on hardware) are alike refused
+@pytest.mark.parametrize("count", [1, 1 + THREADS])
+def test_the_increment_form_is_bp190_at_its_line_with_its_reason(count):
+    kernel = load(handoff(False, count))
+    unmodeled = [op for op in iter_ops(kernel.body) if op.kind == K.UNMODELED]
     assert [op.name.split(":")[0] for op in unmodeled] == ["ttng.async_copy_mbarrier_arrive"]
-    assert (unmodeled[0].loc.file, unmodeled[0].loc.line) == \
-        (HERE, line_of(cp_loader, "# the loader's arrival"))
-    assert reason in unmodeled[0].name
-    verdict = check_kernel(kernel, options=Options())
-    # the correct hand-offs and the wrong ones alike: unknown, for this arrival alone
-    assert (verdict.verdict, verdict.codes) == ("unknown", ["BP190"])
-    assert "ttng.async_copy_mbarrier_arrive" in verdict.diagnostics[0].message
+    assert (unmodeled[0].loc.file, unmodeled[0].loc.line) == (HERE, line_of(cp_loader, ARRIVAL))
+    assert "increment_count=True" in unmodeled[0].name
+    v = check_kernel(kernel, options=Options())
+    assert (v.verdict, v.codes) == ("unknown", ["BP190"])

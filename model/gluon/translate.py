@@ -83,6 +83,7 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
         self.sync_barriers: dict = {}        # synchronous MMA (its line) -> its own barrier
         self.cp_group: list = []             # cp.async copies not yet committed (cp_async.py)
         self.cp_conds: list[Expr] = []
+        self.warps = launch.num_warps         # warps of the code being read (its partition)
         self.inited: set = set()
         self.loop_vars: list[str] = []
         self.loop_ranges: list[Expr] = []    # `0 <= j < trip` of the loops being read
@@ -124,35 +125,38 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
     def cp_async_arrive(self, op: Operation, out):
         """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): each of the
         partition's num_warps x 32 threads arranges an arrive-on that fires once its own earlier
-        cp.async copies are done. The IR's `cp_async_arrive` is one such arrival of count 1 and
-        a partition is one agent, so neither form has a sound translation yet:
-        - `.noinc` (increment_count=False): the threads' arrivals land independently. One
-          landing of count num_warps x 32 is exact only if no phase of the barrier receives
-          more arrivals than its count before all of them land (otherwise the hardware spills
-          the rest into the next phase), which nothing checks; and `cp_async_arrive` carries
-          no count. One op per thread would multiply the states by the thread count.
-        - increment_count=True: each thread raises the pending count at issue and lowers it
-          when its copies are done. The warps of a partition issue at different times, so one
-          warp's arrivals may land, and the phase complete, before another warp has issued its
-          copies: the agent's program order does not order the warps, and the IR has no
-          operation that holds a phase open from issue to landing per warp.
-        Refused at the line (BP190), never guessed."""
-        if "noIncrement" in op.text:
-            why = ("the num_warps x 32 arrivals land independently, each once its thread's "
-                   "cp.async copies are done; the model's cp_async_arrive is one arrival of "
-                   "count 1, and one landing of the whole count is exact only when no phase "
-                   "takes more arrivals than its count before all land, which is not checked")
-        else:
-            why = ("with increment_count=True each thread raises the pending count at issue "
-                   "and lowers it once its cp.async copies are done; the warps of the "
-                   "partition issue at different times (one warp's arrivals may complete the "
-                   "phase before another warp issues its copies), which a partition modelled "
-                   "as one agent cannot order")
-        # the arrival covers every earlier copy of the thread, committed or not: copies not
-        # yet in a group are its, not a commit's (no second BP190 for them)
-        self.cp_group.clear()
-        raise Unread("each thread of the partition arrives once its own cp.async copies are "
-                     "done: " + why)
+        cp.async copies, committed or not, are done.
+
+        `.noinc` (increment_count=False): one `cp_async_arrive` per thread, each landing on its
+        own (more arrivals than a phase's count spill into the next phase, as on hardware).
+        The partition is one agent, so the first arrival takes all its copies in flight (those
+        not yet committed become a group here: the arrival, not a commit, ends them); the
+        landings are in any order, so some schedule keeps them written until the last lands.
+        Alike landings share one counter (compile.py `_slot`): the states grow by the thread
+        count, not exponentially.
+
+        increment_count=True: each thread also raises the pending count at issue, lowered when
+        its copies are done. The warps of a partition issue at different times, so one warp's
+        arrivals may land, and the phase complete, before another warp has issued its copies;
+        the agent's program order does not order the warps and the IR has no operation holding
+        a phase open from issue to landing. BP190 at the line, never guessed."""
+        if "noIncrement" not in op.text:
+            self.cp_group.clear()   # its copies are the arrival's, not a commit's: one BP190
+            raise Unread("each thread of the partition arrives once its own cp.async copies "
+                         "are done: with increment_count=True each thread raises the pending "
+                         "count at issue and lowers it once its copies are done; the warps of "
+                         "the partition issue at different times (one warp's arrivals may "
+                         "complete the phase before another warp issues its copies), which a "
+                         "partition modelled as one agent cannot order")
+        if not self.warps:
+            self.cp_group.clear()
+            raise Unread("the warp count of the partition cannot be read (one arrival per "
+                         "thread)")
+        bar = self.barrier(op.operands[0] if op.operands else "")
+        if self.cp_group:
+            self.async_commit(op, out)
+        loc = self.where(op)
+        out.extend(Op(K.CP_ASYNC_ARRIVE, bar, loc=loc) for _ in range(self.warps * 32))
 
     # -- values ------------------------------------------------------------------------------
 
