@@ -29,11 +29,16 @@ LOADER_WARPS = 1
 
 
 @gluon.jit
-def cp_consumer(buf, bar, ptr, READ_EARLY: gl.constexpr):
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+def tile_offsets(layout: gl.constexpr):
     rows = gl.arange(0, 32, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    offs = rows[:, None] * 64 + cols[None, :]
+    return rows[:, None] * 64 + cols[None, :]
+
+
+@gluon.jit
+def cp_consumer(buf, bar, ptr, READ_EARLY: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    offs = tile_offsets(layout)
     if READ_EARLY:
         early = buf.load(layout)               # before the wait: the copies may still write
         gl.store(ptr + offs, early)
@@ -45,9 +50,7 @@ def cp_consumer(buf, bar, ptr, READ_EARLY: gl.constexpr):
 @gluon.jit
 def cp_loader(buf, bar, ptr, NOINC: gl.constexpr):
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [1, 1], [1, 0])
-    rows = gl.arange(0, 32, layout=gl.SliceLayout(1, layout))
-    cols = gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
-    offs = rows[:, None] * 64 + cols[None, :]
+    offs = tile_offsets(layout)
     async_copy.async_load(buf, ptr + offs)
     async_copy.mbarrier_arrive(bar, increment_count=not NOINC)   # the loader's arrival
     if not NOINC:
