@@ -42,9 +42,8 @@ UNREAD = {
     # Gluon: cp.async copies no commit_group puts in a group no wait_group counts
     "cp_ring_never_commits": "async_copy.async_load(",
     "cp_ring_reads_before_commit": "# before the commit",
-    # Gluon: cp.async copies completed through an mbarrier (one arrival per thread of the
-    # partition, not expanded), with and without the pending-count increment
-    "cp_arrive_noinc": "async_copy.mbarrier_arrive(",
+    # Gluon: cp.async copies completed through an mbarrier with the pending-count increment
+    # (not ordered across the partition's warps)
     "cp_arrive_inc": "async_copy.mbarrier_arrive(",
     # CuTe: the proxy fence (fence_proxy async.shared) before a TMA store and a tcgen05 MMA
     # read what the threads stored

@@ -36,7 +36,11 @@ class ControlRules(ClcRules):
                 self.values[arg] = self.value(cap)
             m = re.search(r"num_warps\((\d+)\)", region.header)
             warps = int(m.group(1)) if m else 0
-            self.threads.append((region.label, warps, self.block(region.ops)))
+            self.warps = warps        # the partition's warps, for per-thread ops (0: unread)
+            try:
+                self.threads.append((region.label, warps, self.block(region.ops)))
+            finally:
+                self.warps = self.launch.num_warps
         # its results are what the default partition yields: the code after the join runs in
         # that partition, so a phase carried out of its loop is read there (else: opaque)
         last = default.ops[-1] if default and default.ops else None

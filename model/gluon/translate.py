@@ -83,6 +83,7 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
         self.sync_barriers: dict = {}        # synchronous MMA (its line) -> its own barrier
         self.cp_group: list = []             # cp.async copies not yet committed (cp_async.py)
         self.cp_conds: list[Expr] = []
+        self.warps = launch.num_warps         # warps of the code being read (its partition)
         self.inited: set = set()
         self.loop_vars: list[str] = []
         self.loop_ranges: list[Expr] = []    # `0 <= j < trip` of the loops being read
@@ -122,18 +123,40 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
         return None
 
     def cp_async_arrive(self, op: Operation, out):
-        """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): every thread of the
-        partition arrives, each once its own earlier cp.async copies are done. The model has
-        one asynchronous arrival per thread (the DSL's `cp_async_arrive`, CuTe's per lane); a
-        partition is one agent here, and its num_warps x 32 arrivals are not expanded (each
-        landing on its own would multiply the states by the thread count). Refused, not
-        guessed; so is the pending-count increment of the form without .noinc."""
-        inc = "" if "noIncrement" in op.text else ("; with increment_count=True each thread "
-                                                    "also raises the pending count at issue, "
-                                                    "which the model has no operation for")
-        raise Unread("each thread of the partition arrives once its own cp.async copies are "
-                     "done (num_warps x 32 asynchronous arrivals), which this frontend does "
-                     "not expand" + inc)
+        """`async_copy.mbarrier_arrive` (cp.async.mbarrier.arrive[.noinc]): each of the
+        partition's num_warps x 32 threads arranges an arrive-on that fires once its own earlier
+        cp.async copies, committed or not, are done.
+
+        `.noinc` (increment_count=False): one `cp_async_arrive` per thread, each landing on its
+        own (more arrivals than a phase's count spill into the next phase, as on hardware).
+        The partition is one agent, so the first arrival takes all its copies in flight (those
+        not yet committed become a group here: the arrival, not a commit, ends them); the
+        landings are in any order, so some schedule keeps them written until the last lands.
+        Alike landings share one counter (compile.py `_slot`): the states grow by the thread
+        count, not exponentially.
+
+        increment_count=True: each thread also raises the pending count at issue, lowered when
+        its copies are done. The warps of a partition issue at different times, so one warp's
+        arrivals may land, and the phase complete, before another warp has issued its copies;
+        the agent's program order does not order the warps and the IR has no operation holding
+        a phase open from issue to landing. BP190 at the line, never guessed."""
+        if "noIncrement" not in op.text:
+            self.cp_group.clear()   # its copies are the arrival's, not a commit's: one BP190
+            raise Unread("each thread of the partition arrives once its own cp.async copies "
+                         "are done: with increment_count=True each thread raises the pending "
+                         "count at issue and lowers it once its copies are done; the warps of "
+                         "the partition issue at different times (one warp's arrivals may "
+                         "complete the phase before another warp issues its copies), which a "
+                         "partition modelled as one agent cannot order")
+        if not self.warps:
+            self.cp_group.clear()
+            raise Unread("the warp count of the partition cannot be read (one arrival per "
+                         "thread)")
+        bar = self.barrier(op.operands[0] if op.operands else "")
+        if self.cp_group:
+            self.async_commit(op, out)
+        loc = self.where(op)
+        out.extend(Op(K.CP_ASYNC_ARRIVE, bar, loc=loc) for _ in range(self.warps * 32))
 
     # -- values ------------------------------------------------------------------------------
 

@@ -654,9 +654,13 @@ class Rules(RulesHardware, RulesInits, RulesMemory):
                 if landing[0] != agent or not (text == base or text.startswith(base + " into ")):
                     continue
                 dest = text[len(base) + len(" into "):] if text != base else None
-                # the first copy issued of those alike (into `dest`, when the step names it)
-                entry = next((e for e in m.copy_memory if e[0] == landing and
-                              (dest is None or copy_dest(e[1]) == dest)), None)
+                # the first copy issued of those alike (into `dest`, when the step names it); a
+                # step naming none is one of the landings that write nothing, while any is in
+                # flight (as `moves` offers it): it does not end another's writes
+                tracked = [e for e in m.copy_memory if e[0] == landing]
+                untracked = dest is None and m.landings.count(landing) > len(tracked)
+                entry = None if untracked else next(
+                    (e for e in tracked if dest is None or copy_dest(e[1]) == dest), None)
                 if dest is not None and entry is None:
                     continue
                 m.landings.remove(landing)
