@@ -33,7 +33,7 @@ def _is_marker(op: Op) -> bool:
     return op.kind == K.READ and op.name == COMMIT_SMEM and not op.reads
 
 
-def _fences(op: Op) -> bool:
+def fences(op: Op) -> bool:
     """A marker, or the fence itself where a frontend keeps it as an op (the CuTe DSL's
     `fence_proxy("async.shared")`, which also orders barrier inits: init_visibility.py)."""
     return _is_marker(op) or op.kind == K.FENCE_PROXY_ASYNC
@@ -49,7 +49,7 @@ def _flow(body, unfenced: dict[str, Loc], flagged: dict[int, tuple[Op, str, Loc]
     state = dict(unfenced)
     for stmt in body:
         if isinstance(stmt, Op):
-            if _fences(stmt):
+            if fences(stmt):
                 state.clear()
             elif stmt.kind in _ASYNC_READERS:
                 for name in sorted(_smem(stmt.reads) & set(state)):

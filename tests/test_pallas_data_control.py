@@ -99,6 +99,31 @@ def test_a_wait_under_a_data_branch_is_unmodelled_at_its_line():
                for d in v.diagnostics), [d.one_line() for d in v.diagnostics]
 
 
+
+def _fence_in_branch(always):
+    """o_smem written, then fenced only when a size read from memory is positive (or always),
+    then read by a TMA store: unfenced on the GPU whenever the size is 0."""
+    def body(sizes_gmem, x_gmem, o_gmem, x_smem, o_smem, loaded):
+        o_smem[...] = jnp.ones((ROWS, COLS), F32)
+        if always:
+            plgpu.commit_smem()
+        else:
+            @pl.when(sizes_gmem[0] > 0)
+            def _():
+                plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(o_smem, o_gmem.at[pl.ds(0, ROWS)])
+        plgpu.wait_smem_to_gmem(0)
+    return _launch(body)
+
+
+def test_a_fence_under_a_data_branch_is_unmodelled_not_taken_as_always():
+    # taken as always happening, the fence would cover the store before the branch
+    v = _one(functools.partial(_fence_in_branch, False))
+    assert v.label == "unknown", v.label
+    assert any(d.code == "BP190" and "fences the proxies" in d.message
+               for d in v.diagnostics), [d.one_line() for d in v.diagnostics]
+    assert _one(functools.partial(_fence_in_branch, True)).label == "verified"
+
 # -- loops whose trip count is data: two iterations stand for every trip count ----------------
 
 def _store_loop(trips, wait_after, wait_inside=False):

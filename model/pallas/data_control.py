@@ -8,8 +8,10 @@ presence or absence changes no barrier, so for races it can only add accesses, n
 except through the thread's count of asynchronous operations in flight. Two cases break that,
 and each makes the site unmodelled (BP190 at its line, the verdict at best `unknown`):
 
-- the body retires asynchronous operations (a `wgmma_wait`, a `wait_smem_to_gmem`): taken as
-  always happening, the wait would retire earlier operations the GPU may still be running;
+- the body retires asynchronous operations (a `wgmma_wait`, a `wait_smem_to_gmem`) or fences
+  the proxies (`commit_smem`): taken as always happening, the wait would retire earlier
+  operations the GPU may still be running, the fence would cover earlier stores the GPU may
+  leave unfenced;
 - the kernel waits with a count above 0 (`wgmma_wait(1)`: keep at most one in flight) on a group
   the body issues: the model issuing more than the GPU did would retire older operations early.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from ..ir import Const, Op, iter_ops, map_ops
 from .. import kinds, primitives as K
+from ..proxy_fence import fences
 
 
 _SITE = "depends on data loaded from memory and "
@@ -58,13 +61,23 @@ def _names(groups) -> str:
     return ", ".join(sorted(groups))
 
 
+def orders(body) -> bool:
+    """Does a body wait for asynchronous operations or fence the proxies?"""
+    return bool(retired_groups(body)) or any(map(fences, iter_ops(body)))
+
+
 def retiring_site(loc, what: str, body) -> Op:
-    """BP190: a data-dependent body that waits cannot be taken as always happening."""
+    """BP190: a data-dependent body that waits or fences cannot be taken as always happening."""
+    if retired_groups(body):
+        does = (f"waits for asynchronous operations ({_names(retired_groups(body))})",
+                "the wait would retire earlier operations the GPU may still run", "wait")
+    else:
+        does = ("fences the proxies (commit_smem)",
+                "the fence would cover earlier stores the GPU may leave unfenced", "fence")
     return Op(K.UNMODELED, None, loc=loc, name=(
-        f"this {what} depends on data loaded from memory and waits for asynchronous operations "
-        f"({_names(retired_groups(body))}) with no barrier inside: taken as always happening, "
-        "the wait would retire earlier operations the GPU may still run, so its memory effects "
-        "are not modelled (move the wait out of the data-dependent code)."))
+        f"this {what} depends on data loaded from memory and {does[0]} with no barrier inside: "
+        f"taken as always happening, {does[1]}, so its memory effects are not modelled (move "
+        f"the {does[2]} out of the data-dependent code)."))
 
 
 def counted_site(loc, what: str, groups) -> Op:

@@ -25,7 +25,7 @@ from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param,
                   Var, WarpRegion, When, as_expr, unique_name)
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
-from .data_control import counted_site, issued_groups, retired_groups, retiring_site, settle
+from .data_control import counted_site, issued_groups, orders, retiring_site, settle
 from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
 from ..proxy_fence import check_commits
 from .locations import _loc_from_tracebacks
@@ -102,7 +102,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
     def _as_if_always(self, body: tuple, loc: Loc, what: str) -> tuple:
         """Memory effects under data-dependent control, taken as always happening, after the
         BP190 marker of whatever makes that unsound (data_control.py)."""
-        if retired_groups(body):
+        if orders(body):
             return (retiring_site(loc, what, body),) + body
         note = (f"{loc}: the memory effects of this {what}, which depends on data, are "
                 "checked as if it always happens (no wait inside; no counted wait keeps what "
