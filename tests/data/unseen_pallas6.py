@@ -16,7 +16,11 @@ checked one after the other, as if both ran, in the order of `lax.cond`'s branch
 first): the rewrite then follows the store with no wait between, a BP200 the GPU cannot show.
 With the arms swapped the same kernel is verified. Making the arms alternatives needs a choice
 per execution (the grid axis used for branches with barriers is one value for every
-iteration of a loop), which the frontend does not have."""
+iteration of a loop), which the frontend does not have.
+
+`ragged_k_pipeline` runs its K pipeline for a trip count read from memory; a pipeline has
+barriers, so that count is a parameter checked at its default (stated in the verdict's notes),
+not for every count as a loop of memory effects only is."""
 
 import jax
 import jax.numpy as jnp
@@ -30,9 +34,11 @@ EXPECT = {
     "group_epilogue_cond": "verified",
     "ladder_two_slots_wait_one": "unknown",
     "group_epilogue_exclusive_arms": "violation:BP200",      # false alarm: see the docstring
+    "ragged_k_pipeline": "verified",
+    "ragged_k_pipeline_no_wgmma_wait": "violation:BP200",
 }
 
-F32 = jnp.float32
+F16, F32 = jnp.float16, jnp.float32
 GROUPS, ROWS, COLS = 3, 8, 128
 
 
@@ -133,3 +139,47 @@ def ladder_two_slots_wait_one():
 
         plgpu.wait_smem_to_gmem(0)
     return _launch(body, slots=(2,))
+
+
+# -- 3. a group's K loop whose length is the group's size: a WGMMA pipeline ---------------------
+
+BM, BN, BK = 64, 64, 64
+
+
+def _ragged_k(waits):
+    def body(sizes_gmem, a_gmem, b_gmem, o_gmem):
+        def scope(acc_ref, o_smem):
+            def step(_, a_smem, b_smem):
+                plgpu.wgmma(acc_ref, a_smem, b_smem)
+                if waits:
+                    plgpu.wgmma_wait(1)    # the step before is done reading its slot
+
+            plgpu.emit_pipeline(
+                step, grid=(lax.div(sizes_gmem[0], BK),), max_concurrent_steps=2,
+                in_specs=[plgpu.BlockSpec((BM, BK), lambda k: (0, k), delay_release=1),
+                          plgpu.BlockSpec((BK, BN), lambda k: (k, 0), delay_release=1)],
+            )(a_gmem, b_gmem)
+            o_smem[...] = acc_ref[...].astype(F16)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(o_smem, o_gmem)
+            plgpu.wait_smem_to_gmem(0)
+        pl.run_scoped(scope, plgpu.ACC((BM, BN)), plgpu.SMEM((BM, BN), F16))
+
+    k = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((BM, BN), F16), grid=(1,),
+                     grid_names=("sm",), compiler_params=plgpu.CompilerParams(
+                         lowering_semantics=plgpu.LoweringSemantics.Warpgroup))
+    return k(jnp.zeros((1,), jnp.int32), jnp.zeros((BM, 4 * BK), F16),
+             jnp.zeros((4 * BK, BN), F16))
+
+
+def ragged_k_pipeline():
+    """Each slot is held one step longer (delay_release=1) and each step waits until at most
+    its own WGMMA is in flight, so the slot refilled after step k was last read by WGMMA k-1,
+    which is complete."""
+    return _ragged_k(True)
+
+
+def ragged_k_pipeline_no_wgmma_wait():
+    """delay_release=1 without the wgmma_wait(1): nothing retires WGMMA k-1 before the pipeline
+    refills its slot after step k (WGMMAs read shared memory until a wgmma wait retires them)."""
+    return _ragged_k(False)
