@@ -10,16 +10,20 @@ synchronization at the reading line (BP190): the verdict is at best `unknown`.
 
 A frontend leaves a marker op where the fence was; `check_commits` reads them with the
 kernel's control flow (a branch: the union of both sides; a loop: its body twice, for the
-stores of one iteration reaching the next) and removes them.
+stores of one iteration reaching the next) and removes them. Code the model runs as if it always
+happened though the GPU may skip it (a branch on loaded data, Pallas's data_control.py) is
+bracketed by `maybe` markers: what is unfenced after it is the union of what it leaves and what
+came before, so a fence inside covers no store outside.
 """
 
 from __future__ import annotations
 
 from .expr import mk_not
-from .ir import Loc, Loop, Op, When, WarpRegion
+from .ir import Loc, Loop, Op, When, WarpRegion, iter_ops
 from . import primitives as K
 
 COMMIT_SMEM = "commit_smem"
+_MAYBE, _END_MAYBE = "maybe skipped: from here", "maybe skipped: to here"
 # async-proxy readers of shared memory
 _ASYNC_READERS = frozenset({K.COPY_SMEM_TO_GMEM, K.WGMMA, K.TCGEN05_MMA})
 
@@ -29,14 +33,26 @@ def commit_marker(loc: Loc) -> Op:
     return Op(K.READ, None, name=COMMIT_SMEM, loc=loc)
 
 
+def maybe(body: tuple, loc: Loc) -> tuple:
+    """`body`, which the model runs though the GPU may skip it, bracketed for the fence flow."""
+    if not any(fences(op) for op in iter_ops(body)):
+        return body
+    return (Op(K.READ, None, name=_MAYBE, loc=loc),) + tuple(body) + \
+        (Op(K.READ, None, name=_END_MAYBE, loc=loc),)
+
+
 def _is_marker(op: Op) -> bool:
-    return op.kind == K.READ and op.name == COMMIT_SMEM and not op.reads
+    return op.kind == K.READ and op.name in (COMMIT_SMEM, _MAYBE, _END_MAYBE) and not op.reads
+
+
+def _is_bracket(op: Op) -> bool:
+    return op.kind == K.READ and op.name in (_MAYBE, _END_MAYBE) and not op.reads
 
 
 def fences(op: Op) -> bool:
     """A marker, or the fence itself where a frontend keeps it as an op (the CuTe DSL's
     `fence_proxy("async.shared")`, which also orders barrier inits: init_visibility.py)."""
-    return _is_marker(op) or op.kind == K.FENCE_PROXY_ASYNC
+    return (_is_marker(op) and not _is_bracket(op)) or op.kind == K.FENCE_PROXY_ASYNC
 
 
 def _smem(refs) -> set[str]:
@@ -47,9 +63,15 @@ def _flow(body, unfenced: dict[str, Loc], flagged: dict[int, tuple[Op, str, Loc]
     """The buffers stored to since the last commit after `body` (name -> a store's line), given
     those before it; async reads of such a buffer go into `flagged` (by op id)."""
     state = dict(unfenced)
+    before: list[dict] = []           # the state where each open `maybe` bracket began
     for stmt in body:
         if isinstance(stmt, Op):
-            if fences(stmt):
+            if _is_bracket(stmt):
+                if stmt.name == _MAYBE:
+                    before.append(dict(state))
+                else:
+                    state = {**state, **before.pop()}
+            elif fences(stmt):
                 state.clear()
             elif stmt.kind in _ASYNC_READERS:
                 for name in sorted(_smem(stmt.reads) & set(state)):

@@ -116,13 +116,37 @@ def _fence_in_branch(always):
     return _launch(body)
 
 
-def test_a_fence_under_a_data_branch_is_unmodelled_not_taken_as_always():
-    # taken as always happening, the fence would cover the store before the branch
+def test_a_fence_under_a_data_branch_covers_no_store_before_it():
+    # taken as always happening, the branch's fence must not cover the store before it
     v = _one(functools.partial(_fence_in_branch, False))
     assert v.label == "unknown", v.label
-    assert any(d.code == "BP190" and "fences the proxies" in d.message
+    assert any(d.code == "BP190" and "no proxy fence since" in d.message
                for d in v.diagnostics), [d.one_line() for d in v.diagnostics]
     assert _one(functools.partial(_fence_in_branch, True)).label == "verified"
+
+
+def _fenced_arm(fence_in_arm):
+    """An arm on loaded data that stores o_smem and fences (or not) before the TMA store that
+    follows the branch: the fence covers the arm's own store."""
+    def body(sizes_gmem, x_gmem, o_gmem, x_smem, o_smem, loaded):
+        o_smem[...] = jnp.ones((ROWS, COLS), F32)
+        plgpu.commit_smem()
+
+        @pl.when(sizes_gmem[0] > 0)
+        def _():
+            o_smem[...] = jnp.zeros((ROWS, COLS), F32)
+            if fence_in_arm:
+                plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(o_smem, o_gmem.at[pl.ds(0, ROWS)])
+        plgpu.wait_smem_to_gmem(0)
+    return _launch(body)
+
+
+def test_a_fence_in_a_data_branch_covers_the_branch_own_stores():
+    assert _one(functools.partial(_fenced_arm, True)).label == "verified"
+    v = _one(functools.partial(_fenced_arm, False))
+    assert any(d.code == "BP190" and "no proxy fence since" in d.message
+               for d in v.diagnostics), [d.one_line() for d in v.diagnostics]
 
 # -- loops whose trip count is data: two iterations stand for every trip count ----------------
 

@@ -53,6 +53,9 @@ UNREAD = {
     # Pallas: a data branch issuing TMA stores a wait with a count above 0 keeps in flight
     # (a real race when a group is empty; the model cannot count what stays in flight)
     "ladder_two_slots_wait_one": "@pl.when(size & n != 0)",
+    # Pallas: arms of a data branch that exclude each other but touch one buffer (checked one
+    # after the other they would be ordered as no execution is)
+    "group_epilogue_exclusive_arms": "lax.cond(sizes_gmem[g] == 0",
 }
 
 

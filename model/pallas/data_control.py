@@ -8,12 +8,17 @@ presence or absence changes no barrier, so for races it can only add accesses, n
 except through the thread's count of asynchronous operations in flight. Two cases break that,
 and each makes the site unmodelled (BP190 at its line, the verdict at best `unknown`):
 
-- the body retires asynchronous operations (a `wgmma_wait`, a `wait_smem_to_gmem`) or fences
-  the proxies (`commit_smem`): taken as always happening, the wait would retire earlier
-  operations the GPU may still be running, the fence would cover earlier stores the GPU may
-  leave unfenced;
+- the body retires asynchronous operations (a `wgmma_wait`, a `wait_smem_to_gmem`): taken as
+  always happening, the wait would retire earlier operations the GPU may still be running;
 - the kernel waits with a count above 0 (`wgmma_wait(1)`: keep at most one in flight) on a group
   the body issues: the model issuing more than the GPU did would retire older operations early.
+
+Arms of one branch exclude each other, but are checked one after the other: where two arms touch
+the same buffer and one of them writes it or reads it asynchronously, that order could show a
+race no execution has, so the branch is unmodelled too (BP190) rather than a false alarm.
+
+A proxy fence (`commit_smem`) inside is kept: each arm is bracketed for the fence check
+(proxy_fence.py `maybe`), so its fence covers the arm's own stores and none made before it.
 
 The second is known only once the whole kernel is translated: each site first leaves a BP190
 marker naming what it issues, and `settle` removes the markers no counted wait concerns.
@@ -23,7 +28,6 @@ from __future__ import annotations
 
 from ..ir import Const, Op, iter_ops, map_ops
 from .. import kinds, primitives as K
-from ..proxy_fence import fences
 
 
 _SITE = "depends on data loaded from memory and "
@@ -46,6 +50,38 @@ def retired_groups(body) -> frozenset[str]:
                      if op.kind in kinds.ASYNC_WAITS)
 
 
+def _touched(arm) -> tuple[set, set]:
+    """The buffers an arm accesses, and those it writes or reads asynchronously."""
+    every, strong = set(), set()
+    for op in iter_ops(arm):
+        names = {r.alloc.name for r in op.reads + op.writes if r.alloc is not None}
+        every |= names
+        if op.kind in kinds.ASYNC_GROUPS:
+            strong |= names
+        strong |= {r.alloc.name for r in op.writes if r.alloc is not None}
+    return every, strong
+
+
+def overlapping_arms(arms) -> str | None:
+    """A buffer two arms touch, one of them writing it or reading it asynchronously."""
+    touched = [_touched(arm) for arm in arms]
+    for i, (every_i, strong_i) in enumerate(touched):
+        for every_j, strong_j in touched[i + 1:]:
+            common = (strong_i & every_j) | (every_i & strong_j)
+            if common:
+                return sorted(common)[0]
+    return None
+
+
+def exclusive_site(loc, buffer: str) -> Op:
+    """BP190: arms that exclude each other, checked in sequence, would order their accesses."""
+    return Op(K.UNMODELED, None, loc=loc, name=(
+        f"this branch depends on data loaded from memory and more than one of its arms accesses "
+        f"`{buffer}` (one writing it or reading it asynchronously): the arms exclude each "
+        "other, but checked one after the other they would be ordered as no execution is, so "
+        "their memory effects are not modelled (hoist the shared access out of the branch)."))
+
+
 def counted_groups(body) -> frozenset[str]:
     """Groups some wait keeps operations of in flight (a count that is not the constant 0)."""
     out = set()
@@ -61,23 +97,13 @@ def _names(groups) -> str:
     return ", ".join(sorted(groups))
 
 
-def orders(body) -> bool:
-    """Does a body wait for asynchronous operations or fence the proxies?"""
-    return bool(retired_groups(body)) or any(map(fences, iter_ops(body)))
-
-
 def retiring_site(loc, what: str, body) -> Op:
-    """BP190: a data-dependent body that waits or fences cannot be taken as always happening."""
-    if retired_groups(body):
-        does = (f"waits for asynchronous operations ({_names(retired_groups(body))})",
-                "the wait would retire earlier operations the GPU may still run", "wait")
-    else:
-        does = ("fences the proxies (commit_smem)",
-                "the fence would cover earlier stores the GPU may leave unfenced", "fence")
+    """BP190: a data-dependent body that waits cannot be taken as always happening."""
     return Op(K.UNMODELED, None, loc=loc, name=(
-        f"this {what} depends on data loaded from memory and {does[0]} with no barrier inside: "
-        f"taken as always happening, {does[1]}, so its memory effects are not modelled (move "
-        f"the {does[2]} out of the data-dependent code)."))
+        f"this {what} depends on data loaded from memory and waits for asynchronous operations "
+        f"({_names(retired_groups(body))}) with no barrier inside: taken as always happening, "
+        "the wait would retire earlier operations the GPU may still run, so its memory effects "
+        "are not modelled (move the wait out of the data-dependent code)."))
 
 
 def counted_site(loc, what: str, groups) -> Op:

@@ -156,7 +156,7 @@ class LoopRules:
                    "slots are the whole buffer where they depend on the iteration or on data, "
                    "which stands for every trip count")
         RANGES[loopvar] = (0, 1)
-        out.extend(self._as_if_always((Loop(loopvar, Const(2), stmts, loc),), loc, what))
+        out.extend(self._as_if_always(((Loop(loopvar, Const(2), stmts, loc),),), loc, what))
         return opaques("carry", ncarry) + opaques("ys", ys)
 
     def _unroll(self, loc, jaxpr, consts_vals, carry_init, extra_args, trip, frame, out,

@@ -399,7 +399,7 @@ def unguard_memory(body, names: set[str], always) -> tuple:
             then = unguard_memory(s.then, names, always)
             orelse = unguard_memory(s.orelse, names, always)
             if free_vars(s.cond) & names and not has_barrier_ops(then + orelse):
-                out.extend(always(then + orelse, s.loc, "branch"))
+                out.extend(always((then, orelse), s.loc, "branch"))
                 continue
             s = When(s.cond, then, orelse, s.loc)
         elif isinstance(s, Loop):

@@ -25,9 +25,10 @@ from ..ir import (BarrierAlloc, Const, Expr, Kernel, Loc, ModelError, Op, Param,
                   Var, WarpRegion, When, as_expr, unique_name)
 from .arith import _ARITH, _integral
 from .handlers import SyncHandlers
-from .data_control import counted_site, issued_groups, orders, retiring_site, settle
+from .data_control import (counted_site, exclusive_site, issued_groups, overlapping_arms,
+                           retired_groups, retiring_site, settle)
 from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
-from ..proxy_fence import check_commits
+from ..proxy_fence import check_commits, maybe
 from .locations import _loc_from_tracebacks
 from .loops import LoopRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
@@ -99,11 +100,16 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         if text not in self.notes:
             self.notes.append(text)
 
-    def _as_if_always(self, body: tuple, loc: Loc, what: str) -> tuple:
-        """Memory effects under data-dependent control, taken as always happening, after the
-        BP190 marker of whatever makes that unsound (data_control.py)."""
-        if orders(body):
+    def _as_if_always(self, arms: Sequence[tuple], loc: Loc, what: str) -> tuple:
+        """Memory effects under data-dependent control (each arm of a branch, or a loop), taken
+        as always happening one after the other, after the BP190 marker of whatever makes that
+        unsound (data_control.py); each arm bracketed for the fence check (proxy_fence.py)."""
+        body = tuple(op for arm in arms for op in maybe(tuple(arm), loc))
+        if retired_groups(body):
             return (retiring_site(loc, what, body),) + body
+        shared = overlapping_arms([arm for arm in arms if arm])
+        if shared is not None:
+            return (exclusive_site(loc, shared),) + body
         note = (f"{loc}: the memory effects of this {what}, which depends on data, are "
                 "checked as if it always happens (no wait inside; no counted wait keeps what "
                 "it issues in flight)")
@@ -440,11 +446,13 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         if opaque_vars(idx) and not any(_has_sync(b.jaxpr) for b in branches):
             # No barrier in any arm: every arm's memory effects, one after the other, rather
             # than an axis of data values to explore (data_control.py says when that is sound)
-            body: list = []
+            arms = []
             for b in branches:
-                self._inline(b.jaxpr, b.consts, args, inner, body)
-            if body:
-                out.extend(self._as_if_always(tuple(body), loc, "branch"))
+                arm: list = []
+                self._inline(b.jaxpr, b.consts, args, inner, arm)
+                arms.append(tuple(arm))
+            if any(arms):
+                out.extend(self._as_if_always(arms, loc, "branch"))
             return opaques("cond", len(eqn.outvars))
         bodies, results = [], []
         for b in branches:
