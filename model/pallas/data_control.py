@@ -33,9 +33,15 @@ from .. import kinds, primitives as K
 _SITE = "depends on data loaded from memory and "
 
 
+def site(loc, what: str, rest: str) -> Op:
+    """A BP190 marker of data-dependent code ("this {what} depends on data loaded from memory
+    and {rest}"): every marker is made here, so `is_site` knows them all by their opening."""
+    return Op(K.UNMODELED, None, loc=loc, name=f"this {what} {_SITE}{rest}")
+
+
 def is_site(op) -> bool:
     """A marker of this module (it stands for no synchronization of the kernel)."""
-    return op.kind == K.UNMODELED and _SITE in op.name
+    return op.kind == K.UNMODELED and op.name.startswith("this ") and _SITE in op.name
 
 
 def issued_groups(body) -> frozenset[str]:
@@ -75,11 +81,11 @@ def overlapping_arms(arms) -> str | None:
 
 def exclusive_site(loc, buffer: str) -> Op:
     """BP190: arms that exclude each other, checked in sequence, would order their accesses."""
-    return Op(K.UNMODELED, None, loc=loc, name=(
-        f"this branch depends on data loaded from memory and more than one of its arms accesses "
-        f"`{buffer}` (one writing it or reading it asynchronously): the arms exclude each "
-        "other, but checked one after the other they would be ordered as no execution is, so "
-        "their memory effects are not modelled (hoist the shared access out of the branch)."))
+    return site(loc, "branch", (
+        f"more than one of its arms accesses `{buffer}` (one writing it or reading it "
+        "asynchronously): the arms exclude each other, but checked one after the other they "
+        "would be ordered as no execution is, so their memory effects are not modelled (hoist "
+        "the shared access out of the branch)."))
 
 
 def counted_groups(body) -> frozenset[str]:
@@ -99,22 +105,21 @@ def _names(groups) -> str:
 
 def retiring_site(loc, what: str, body) -> Op:
     """BP190: a data-dependent body that waits cannot be taken as always happening."""
-    return Op(K.UNMODELED, None, loc=loc, name=(
-        f"this {what} depends on data loaded from memory and waits for asynchronous operations "
-        f"({_names(retired_groups(body))}) with no barrier inside: taken as always happening, "
-        "the wait would retire earlier operations the GPU may still run, so its memory effects "
-        "are not modelled (move the wait out of the data-dependent code)."))
+    return site(loc, what, (
+        f"waits for asynchronous operations ({_names(retired_groups(body))}) with no barrier "
+        "inside: taken as always happening, the wait would retire earlier operations the GPU "
+        "may still run, so its memory effects are not modelled (move the wait out of the "
+        "data-dependent code)."))
 
 
 def counted_site(loc, what: str, groups) -> Op:
     """BP190 marker of a site taken as always happening; `settle` keeps it only when the kernel
     waits with a count above 0 on a group the site issues."""
-    return Op(K.UNMODELED, None, loc=loc, name=(
-        f"this {what} depends on data loaded from memory and issues asynchronous operations "
-        f"({_names(groups)}) that the kernel also waits for with a count above 0: taken as "
-        "always happening, its extra operations would let that wait retire earlier ones too "
-        "soon, so its memory effects are not modelled (wait with count 0, or issue them "
-        "unconditionally)."))
+    return site(loc, what, (
+        f"issues asynchronous operations ({_names(groups)}) that the kernel also waits for "
+        "with a count above 0: taken as always happening, its extra operations would let that "
+        "wait retire earlier ones too soon, so its memory effects are not modelled (wait with "
+        "count 0, or issue them unconditionally)."))
 
 
 def settle(body, sites: dict[str, frozenset[str]]) -> tuple[tuple, set[str]]:

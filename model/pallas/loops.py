@@ -18,10 +18,10 @@ from ..expr import (RANGES, mk, mk_neg, mk_not, mk_select, opaque, opaques, opaq
                     stmt_vars, substitute, substitute_stmts)
 from ..ir import (BinOp, Const, Expr, Loc, Loop, ModelError, Op, Param, UNKNOWN_LOC, UnOp, Var,
                   WarpRegion, When, free_vars, walk)
+from . import data_control
 from .locations import _stem
 from .memory import has_barrier_ops, unguard_memory
 from .primitives import _has_sync
-from .. import primitives as K
 
 if TYPE_CHECKING:
     from .translate import Translator
@@ -145,10 +145,9 @@ class LoopRules:
         names = unknown | {loopvar}
         stmts = unguard_memory(substitute_stmts(body, forms), names, self._as_if_always)
         if names & stmt_vars(stmts):
-            out.append(Op(K.UNMODELED, None, loc=loc, name=(
-                f"this {what} depends on data loaded from memory and has only memory effects, "
-                "but a trip count or count inside it depends on the iteration or on a carried "
-                "value: its memory effects are not modelled.")))
+            out.append(data_control.site(loc, what, (
+                "has only memory effects, but a trip count or count inside it depends on the "
+                "iteration or on a carried value: its memory effects are not modelled.")))
             return opaques("carry", ncarry) + opaques("ys", ys)
         stmts = substitute_stmts(stmts, {**{n: opaque("carry") for n in unknown},
                                          loopvar: opaque("iteration")})
