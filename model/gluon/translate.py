@@ -60,6 +60,22 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"scf\.yield$)")
 
 
+def _rename_buffers(program: tuple, wider: dict[str, MemAlloc]) -> tuple:
+    """Every access to a buffer named in `wider` names its new allocation (new shape or cells)."""
+    from ..ir import map_ops
+    if not wider:
+        return program
+
+    def rename(op: Op) -> Op:
+        def refs(rs):
+            return tuple(dataclasses.replace(r, alloc=wider[r.alloc.name])
+                         if r.alloc.name in wider else r for r in rs)
+        if not op.reads and not op.writes:
+            return op
+        return dataclasses.replace(op, reads=refs(op.reads), writes=refs(op.writes))
+    return map_ops(program, rename)
+
+
 class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules, CpAsyncRules):
     def __init__(self, module: Module, name: str, loc: Loc, expect: str | None, launch):
         self.module = module
@@ -304,25 +320,13 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
 
     def _smem_bytes(self, program: tuple) -> tuple:
         """Shared-memory buffers accessed by windows of bytes get their bytes as a dimension."""
-        from ..ir import map_ops
         wider = smem_views.widen(self.buffers, (r for op in iter_ops(program)
                                                 for r in op.reads + op.writes))
-        if not wider:
-            return program
-
-        def rename(op: Op) -> Op:
-            def refs(rs):
-                return tuple(dataclasses.replace(r, alloc=wider[r.alloc.name])
-                             if r.alloc.name in wider else r for r in rs)
-            if not op.reads and not op.writes:
-                return op
-            return dataclasses.replace(op, reads=refs(op.reads), writes=refs(op.writes))
-        return map_ops(program, rename)
+        return _rename_buffers(program, wider)
 
     def _granules(self, program: tuple) -> tuple:
         """Tensor memory in cells as wide as the column slices the kernel names allow (one cell
         per slot for a tile only ever touched whole), so the columns cost no states or terms."""
-        from ..ir import map_ops
         bounds = {b.name: [int(b.shape[1].value)] for b in self.buffers.values()
                   if b.space == "tmem"}
         for op in iter_ops(program):
@@ -335,17 +339,7 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
             if buf.space == "tmem" and buf.name in bounds:
                 g = math.gcd(*bounds[buf.name]) or 1
                 wider[buf.name] = self.buffers[key] = dataclasses.replace(buf, granule=(1, g))
-        if not wider:
-            return program
-
-        def regranule(op: Op) -> Op:
-            def refs(rs):
-                return tuple(dataclasses.replace(r, alloc=wider[r.alloc.name])
-                             if r.alloc.name in wider else r for r in rs)
-            if not op.reads and not op.writes:
-                return op
-            return dataclasses.replace(op, reads=refs(op.reads), writes=refs(op.writes))
-        return map_ops(program, regranule)
+        return _rename_buffers(program, wider)
 
     def _unsolved(self, program: tuple) -> tuple:
         """An op still naming an opaque value (a carry with no closed form) is not modelled."""

@@ -15,12 +15,13 @@ EXPECT (decided from the hardware rules before running; two codes corrected afte
 explained at its entry, and reuse_ring_fills_early rewritten: its MMAs, given no barrier, were
 synchronous, so the first version had no bug).
 
-Before the frontend's fixes, of the 22: 4 wrong (halves_ok and split_load_ok a BP200 between
+Before the frontend's fixes (`barrierproof check --expect`, on the set without clc_loop_ok,
+added after): 16 of 22 as expected; 4 wrong (halves_ok and split_load_ok a BP200 between
 disjoint row halves, a `.slice` being read as the whole tile; both reuse_ring kernels an input
 error, the index of the reinterpreted view applied to the ring's own slots, which would name the
 wrong stage for an index in range), 2 BP190 (two_regions_*: a second warp_specialize was not
-read), and split_load_reads_all_early right by accident (the two half loads "overlapping").
-After: 22 of 22."""
+read); split_load_reads_all_early was right by accident (the two half loads "overlapping").
+After: 23 of 23."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -49,6 +50,7 @@ EXPECT = {
     # the phase flips every iteration: with two slots the wait for slot 1 at k = 1 asks for
     # parity 1 on a barrier whose phase 0 is open, which the hardware reports as done at once
     "wrap_phase_every_iteration": "violation:BP200",
+    "clc_loop_ok": "verified",
     "clc_reads_before_wait": "violation:BP200",
     # the phase stays 0: the second wait returns at once (phase 0 completed) and the response
     # is read while the second request may still write it
@@ -268,46 +270,45 @@ wrap_phase_every_iteration = _wrap(True)
 # -- 5. cluster launch control: the response read before its wait, a phase that never flips ----
 
 @gluon.jit
-def clc_loop(desc, out_desc, WAIT: gl.constexpr, FLIP: gl.constexpr, num_warps: gl.constexpr):
+def clc_loop(desc, out_ptr, WAIT: gl.constexpr, FLIP: gl.constexpr, num_warps: gl.constexpr):
     BM: gl.constexpr = desc.block_type.shape[0]
-    tile = gl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
-    response = gl.allocate_shared_memory(gl.int64, [2], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    load_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    clc_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(load_bar, count=1)
-    mbarrier.init(clc_bar, count=1)
+    x_smem = gl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
+    answer = gl.allocate_shared_memory(gl.int64, [2], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):                # bars[0]: the tile, bars[1]: the answer
+        mbarrier.init(bars.index(i), count=1)
     layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
-    pid = gl.program_id(0)
-    load_phase = 0
+    rows = gl.arange(0, BM, gl.SliceLayout(1, layout))
+    tile_id = gl.program_id(0)
+    n = 0
     clc_phase = 0
-    running = True
-    while running:
-        mbarrier.expect(clc_bar, 16)
-        clc.try_cancel(response, clc_bar)
-        mbarrier.expect(load_bar, desc.block_type.nbytes)
-        tma.async_load(desc, [pid * BM, 0], load_bar, tile)
-        mbarrier.wait(load_bar, load_phase)
-        load_phase ^= 1
-        tile.store(tile.load(layout) + 1)
-        fence_async_shared()
-        tma.async_store(out_desc, [pid * BM, 0], tile)
-        tma.store_wait(0)
+    more = True
+    while more:
+        # ask for the next tile first, so the request overlaps this tile's work
+        mbarrier.expect(bars.index(1), 16)
+        clc.try_cancel(answer, bars.index(1))
+        mbarrier.expect(bars.index(0), desc.block_type.nbytes)
+        tma.async_load(desc, [tile_id * BM, 0], bars.index(0), x_smem)
+        mbarrier.wait(bars.index(0), n & 1)
+        n += 1
+        gl.store(out_ptr + tile_id * BM + rows, gl.sum(x_smem.load(layout), 1))
+        gl.barrier()                            # every warp has read x_smem before its refill
         if WAIT:
-            mbarrier.wait(clc_bar, clc_phase)
-        result = clc.load_result(response)
-        running = result.is_canceled()
-        pid = result.program_id(0)
+            mbarrier.wait(bars.index(1), clc_phase)
+        got = clc.load_result(answer)
+        more = got.is_canceled()
+        tile_id = got.program_id(0)
         if FLIP:
             clc_phase ^= 1
 
 
 def _clc(wait: bool, flip: bool) -> Launch:
-    return Launch(clc_loop, args=dict(desc=tensor_desc("fp16", [64, 64]),
-                                      out_desc=tensor_desc("fp16", [64, 64]), WAIT=wait,
-                                      FLIP=flip),
+    return Launch(clc_loop, args=dict(desc=tensor_desc("fp16", [64, 64]), out_ptr="*fp16",
+                                      WAIT=wait, FLIP=flip),
                   num_warps=4, target="cuda:100")
 
 
+clc_loop_ok = _clc(True, True)
 clc_reads_before_wait = _clc(False, True)
 clc_phase_stuck = _clc(True, False)
 
