@@ -53,9 +53,18 @@ def test_a_slot_the_translator_cannot_place_is_the_whole_view():
     view = index_view(Mem(RING), RING_BUF, Var("k"), AS_FOUR)
     assert view.window == (0, 32768)
     assert not ref(view, RING_BUF).index
-    # rows of a slot whose index is symbolic: the slot, whole
+    # a slice of a slice of a slot whose index is symbolic: the outer slice, whole
     slot = Mem(RING, index=(Var("s"),))
-    assert row_slice(slot, RING_BUF, _slice("64, 0", "128x64", "64x64")) is slot
+    half = row_slice(slot, RING_BUF, _slice("64, 0", "128x64", "64x64"))
+    assert row_slice(half, RING_BUF, _slice("32, 0", "64x64", "32x64")) is half
+
+
+def test_rows_of_a_slot_with_a_symbolic_index_stay_in_that_slot():
+    slot = Mem(RING, index=(Var("s"),))
+    half = row_slice(slot, RING_BUF, _slice("64, 0", "128x64", "64x64"))
+    r = ref(half, RING_BUF)
+    assert r.index == slot.index
+    assert [(s.start.value, s.size.value) for s in r.region] == [(8192, 8192)]
 
 
 def test_a_row_slice_is_a_window_and_a_column_slice_the_whole_tile():

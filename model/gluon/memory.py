@@ -66,7 +66,7 @@ class MemoryRules:
         if not isinstance(mem, Mem) or mem.alloc not in self.buffers:
             raise Unread(f"`{name}` is not a buffer the translator can follow")
         buf = self.buffers[mem.alloc]
-        if mem.window is not None and buf.space == "smem":
+        if (mem.window is not None or mem.span is not None) and buf.space == "smem":
             return (smem_views.ref(mem, buf),)
         if buf.space == "tmem":
             index = mem.index[:1] if len(mem.alloc.dims) >= 3 else (Const(0),)

@@ -35,7 +35,7 @@ def slot_bytes(mem: Mem, buf: MemAlloc) -> int | None:
 
 def window(mem: Mem, buf: MemAlloc) -> tuple[int, int] | None:
     """The bytes of the allocation `mem` views, when the translator can place them."""
-    if mem.window is not None:
+    if mem.window is not None or mem.span is not None:
         return mem.window
     sb = slot_bytes(mem, buf)
     if sb is None:
@@ -50,7 +50,7 @@ def window(mem: Mem, buf: MemAlloc) -> tuple[int, int] | None:
 
 def _natural(mem: Mem, dims: tuple[int, ...]) -> bool:
     """Is `dims` the shape the allocation has at `mem`'s depth of indexing (no reshaped view)?"""
-    return mem.window is None and dims == mem.alloc.dims[len(mem.index):]
+    return mem.window is None and mem.span is None and dims == mem.alloc.dims[len(mem.index):]
 
 
 def index_view(mem: Mem, buf: MemAlloc, index: Expr, text: str) -> Mem | None:
@@ -84,17 +84,24 @@ def row_slice(mem: Mem, buf: MemAlloc, text: str) -> Mem:
     (src, elem), (dst, _) = types[0], types[-1]
     first, *rest = (int(o) for o in offsets.group(1).split(","))
     row = _bytes(src[1:], elem)
-    where = window(mem, buf)
-    if any(rest) or dst[1:] != src[1:] or row is None or where is None \
-            or where[1] - where[0] != row * src[0]:
+    if any(rest) or dst[1:] != src[1:] or row is None:
         return mem
-    start = where[0] + first * row
-    return Mem(mem.alloc, window=(start, start + dst[0] * row))
+    rows = (first * row, (first + dst[0]) * row)
+    if len(mem.index) == 1 and mem.window is None and mem.span is None and not buf.scalar \
+            and src == mem.alloc.dims[1:] and not isinstance(mem.index[0], Const):
+        return dataclasses.replace(mem, span=rows)      # rows of the slot `index` names
+    where = window(mem, buf)
+    if where is None or where[1] - where[0] != row * src[0]:
+        return mem
+    return Mem(mem.alloc, window=(where[0] + rows[0], where[0] + rows[1]))
 
 
 def ref(mem: Mem, buf: MemAlloc) -> MemRef:
     """The slot, or the bytes of one slot, a windowed view touches; a window across slots is
     the whole buffer."""
+    if mem.span is not None:
+        lo, hi = mem.span
+        return MemRef(buf, mem.index, (Slice(Const(lo), Const(hi - lo)),))
     lo, hi = mem.window
     sb = slot_bytes(mem, buf)
     slot = lo // sb

@@ -73,6 +73,10 @@ EXPECT = {
     # then frees the slot, the loader refills it, and that load is never waited: the kernel
     # exits with it in flight
     "two_regions_restart": "violation:BP105",
+    "half_loaders_ok": "verified",
+    # `ready` counts one loader: both loaders' expects arrive while the first phase still waits
+    # for its bytes, an arrival past the count (undefined) before any read
+    "half_loaders_count_one": "violation:BP121",
 }
 
 
@@ -659,3 +663,55 @@ def _two_regions(base: int) -> Launch:
 two_regions_ok = _two_regions(3)
 # the second region counts from 0 again: slot 0 has completed two phases, slot 1 one (EXPECT)
 two_regions_restart = _two_regions(0)
+
+
+# -- 12. two loader partitions each fill one row half of every ring slot (symbolic slot index) -
+
+@gluon.jit
+def hl_loader(desc, bufs, ready, empty, n_tiles, HALF_AT: gl.constexpr):
+    HALF: gl.constexpr = desc.block_type.shape[0]
+    for k in range(n_tiles):
+        s = k % 2
+        mbarrier.wait(empty.index(s), ((k // 2) & 1) ^ 1)
+        mbarrier.expect(ready.index(s), desc.block_type.nbytes)
+        tma.async_load(desc, [k * 2 * HALF + HALF_AT, 0], ready.index(s),
+                       bufs.index(s).slice(HALF_AT, HALF))
+
+
+@gluon.jit
+def hl_consumer(out_ptr, bufs, ready, empty, n_tiles, num_warps: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    rows = gl.arange(0, bufs.shape[1], gl.SliceLayout(1, layout))
+    for k in range(n_tiles):
+        s = k % 2
+        mbarrier.wait(ready.index(s), (k // 2) & 1)
+        gl.store(out_ptr + k * bufs.shape[1] + rows, gl.max(bufs.index(s).load(layout), 1))
+        mbarrier.arrive(empty.index(s), count=1)
+
+
+@gluon.jit
+def half_loaders(desc, out_ptr, n_tiles, READY_COUNT: gl.constexpr, num_warps: gl.constexpr):
+    HALF: gl.constexpr = desc.block_type.shape[0]
+    BN: gl.constexpr = desc.block_type.shape[1]
+    bufs = gl.allocate_shared_memory(desc.dtype, [2, 2 * HALF, BN], desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(ready.index(i), count=READY_COUNT)     # one expect from each loader
+        mbarrier.init(empty.index(i), count=1)
+    gl.warp_specialize([
+        (hl_consumer, (out_ptr, bufs, ready, empty, n_tiles, num_warps)),
+        (hl_loader, (desc, bufs, ready, empty, n_tiles, 0)),
+        (hl_loader, (desc, bufs, ready, empty, n_tiles, HALF)),
+    ], [1, 1], [48, 48])
+
+
+def _half_loaders(count: int) -> Launch:
+    return Launch(half_loaders, args=dict(desc=tensor_desc("fp16", [32, 64]), out_ptr="*fp16",
+                                          n_tiles=4, READY_COUNT=count),
+                  num_warps=4, target="cuda:100")
+
+
+half_loaders_ok = _half_loaders(2)
+# `ready` counts one loader where two arrive with their expects (EXPECT)
+half_loaders_count_one = _half_loaders(1)
