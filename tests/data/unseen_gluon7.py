@@ -15,13 +15,13 @@ EXPECT (decided from the hardware rules before running; two codes corrected afte
 explained at its entry, and reuse_ring_fills_early rewritten: its MMAs, given no barrier, were
 synchronous, so the first version had no bug).
 
-Before the frontend's fixes (`barrierproof check --expect`, on the set without clc_loop_ok,
-added after): 16 of 22 as expected; 4 wrong (halves_ok and split_load_ok a BP200 between
+Before the frontend's fixes (`barrierproof check --expect`, on the 24 kernels other than
+clc_loop_ok, added after): 18 of 24 as expected; 4 wrong (halves_ok and split_load_ok a BP200 between
 disjoint row halves, a `.slice` being read as the whole tile; both reuse_ring kernels an input
 error, the index of the reinterpreted view applied to the ring's own slots, which would name the
 wrong stage for an index in range), 2 BP190 (two_regions_*: a second warp_specialize was not
 read); split_load_reads_all_early was right by accident (the two half loads "overlapping").
-After: 23 of 23."""
+After: 25 of 25."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
