@@ -87,7 +87,7 @@ class ClcRules:
         if not isinstance(response, Mem):
             raise Unread("the response buffer of the loop's condition cannot be followed")
         state = self._clc()
-        loop = ClcLoop(len(self.threads), response.alloc, self.where(op),
+        loop = ClcLoop(self.current_thread, response.alloc, self.where(op),
                        nested=bool(self.loop_vars) or state["current"] is not None)
         state["loops"].append(loop)
         trip = self.clc_trip()

@@ -21,26 +21,35 @@ UNROLL_LIMIT = 64        # a loop whose carries have no closed form is unrolled 
 
 class ControlRules(ClcRules):
     def warp_specialize(self, op: Operation, out: list):
-        if self.threads:
-            raise Unread("a second warp_specialize in one kernel is not modelled")
+        """One warp-specialized region: the default partition's code continues the kernel's
+        (the code before it, and after an earlier region's join); its workers are threads of
+        their own. A later region's workers start after the earlier region has joined."""
         captures = op.operands
         default = next((r for r in op.regions if r.label == "default"), None)
         workers = [r for r in op.regions if r.label.startswith("partition")]
         pre = list(out)
         out.clear()
-        self._pre_len = len(pre)
+        region = len(self.regions)
+        self.current_thread = 0
         stmts = self.block(default.ops) if default else []
-        self.threads.append(("default", self.launch.num_warps, pre + stmts))
-        for region in workers:
-            for arg, cap in zip(region.args, captures):
+        if not self.threads:
+            self.threads.append(("default", self.launch.num_warps, []))
+        mine = []
+        for wr in workers:
+            for arg, cap in zip(wr.args, captures):
                 self.values[arg] = self.value(cap)
-            m = re.search(r"num_warps\((\d+)\)", region.header)
+            m = re.search(r"num_warps\((\d+)\)", wr.header)
             warps = int(m.group(1)) if m else 0
             self.warps = warps        # the partition's warps, for per-thread ops (0: unread)
+            self.current_thread = len(self.threads)
+            label = wr.label if not region else f"{wr.label} of region {region + 1}"
             try:
-                self.threads.append((region.label, warps, self.block(region.ops)))
+                self.threads.append((label, warps, self.block(wr.ops)))
             finally:
                 self.warps = self.launch.num_warps
+                self.current_thread = 0
+            mine.append(self.threads[-1])
+        self.regions.append((pre, stmts, mine))
         # its results are what the default partition yields: the code after the join runs in
         # that partition, so a phase carried out of its loop is read there (else: opaque)
         last = default.ops[-1] if default and default.ops else None
@@ -48,26 +57,36 @@ class ControlRules(ClcRules):
             return None
         return [self.value(v) for v in last.operands]
 
-    def _fork_join(self, threads: list, post: list) -> list:
-        """Workers start at warp_specialize, after the default partition's code before it; the
-        code after it runs once every partition has returned. Both orders are real: they become
-        a barrier each (arrived by the side that goes first) when there is code to order."""
-        (label, warps, default), workers = threads[0], threads[1:]
-        pre, inner = default[:self._pre_len], default[self._pre_len:]
+    def _fork_join(self, post: list) -> list:
+        """Workers start at their warp_specialize, after the default partition's code before
+        it (and after the join of an earlier region); the code after it runs once every
+        partition of the region has returned. Each order becomes a barrier (arrived by the side
+        that goes first) when there is code or a region to order."""
         loc = self.loc
-        if pre:
-            start = BarrierAlloc("warp_specialize_start", Const(1), loc=loc)
-            self.barriers[Alloc("warp_specialize_start", (1,), "i64", "smem", loc)] = start
-            pre = pre + [Op(K.ARRIVE, BarrierRef(start), loc=loc)]
-            workers = [(lb, w, [Op(K.WAIT_PARITY, BarrierRef(start), parity=Const(0), loc=loc)]
-                        + list(stmts)) for lb, w, stmts in workers]
-        if post:
-            end = BarrierAlloc("warp_specialize_end", Const(len(workers)), loc=loc)
-            self.barriers[Alloc("warp_specialize_end", (1,), "i64", "smem", loc)] = end
-            workers = [(lb, w, list(stmts) + [Op(K.ARRIVE, BarrierRef(end), loc=loc)])
-                       for lb, w, stmts in workers]
-            post = [Op(K.WAIT_PARITY, BarrierRef(end), parity=Const(0), loc=loc)] + post
-        return [(label, warps, pre + inner + post)] + workers
+        default, threads = [], []
+        for r, (pre, inner, workers) in enumerate(self.regions):
+            after = post if r == len(self.regions) - 1 else [None]
+            suffix = str(r + 1) if r else ""
+            if pre or r:
+                start = self._order_barrier("warp_specialize_start" + suffix, 1)
+                pre = pre + [Op(K.ARRIVE, BarrierRef(start), loc=loc)]
+                workers = [(lb, w, [Op(K.WAIT_PARITY, BarrierRef(start), parity=Const(0),
+                                       loc=loc)] + list(stmts)) for lb, w, stmts in workers]
+            join = []
+            if after:
+                end = self._order_barrier("warp_specialize_end" + suffix, len(workers))
+                workers = [(lb, w, list(stmts) + [Op(K.ARRIVE, BarrierRef(end), loc=loc)])
+                           for lb, w, stmts in workers]
+                join = [Op(K.WAIT_PARITY, BarrierRef(end), parity=Const(0), loc=loc)]
+            default += pre + inner + join
+            threads += workers
+        label, warps, _ = self.threads[0]
+        return [(label, warps, default + post)] + threads
+
+    def _order_barrier(self, name: str, count: int) -> BarrierAlloc:
+        bar = BarrierAlloc(name, Const(count), loc=self.loc)
+        self.barriers[Alloc(name, (1,), "i64", "smem", self.loc)] = bar
+        return bar
 
     def scf_for(self, op: Operation, out: list):
         m = re.match(r"^scf\.for\s+(%[\w.$-]+)\s*=\s*(%[\w.$#-]+)\s+to\s+(%[\w.$#-]+)\s+step\s+"

@@ -12,6 +12,7 @@ import re
 from ..expr import opaque, opaque_vars
 from ..ir import Const, Expr, MemAlloc, MemRef, Op, Slice
 from ..proxy_fence import commit_marker
+from . import smem_views
 from .ttgir import Operation, split_operands
 from .values import _ELEM_BYTES, Alloc, Mem, Unread, _memdesc
 from .. import primitives as K
@@ -65,6 +66,8 @@ class MemoryRules:
         if not isinstance(mem, Mem) or mem.alloc not in self.buffers:
             raise Unread(f"`{name}` is not a buffer the translator can follow")
         buf = self.buffers[mem.alloc]
+        if (mem.window is not None or mem.span is not None) and buf.space == "smem":
+            return (smem_views.ref(mem, buf),)
         if buf.space == "tmem":
             index = mem.index[:1] if len(mem.alloc.dims) >= 3 else (Const(0),)
             if len(index) != 1 or any(opaque_vars(i) for i in index):
@@ -154,6 +157,10 @@ class MemoryRules:
         if not all(isinstance(i, Expr) for i in index):
             index = [opaque("index") for _ in index]
         buf = self.buffers.get(mem.alloc)
+        if buf is not None and buf.space == "smem" and len(index) == 1:
+            view = smem_views.index_view(mem, buf, index[0], op.text)
+            if view is not None:        # the view's slots are not the allocation's
+                return [view]
         if buf is not None and buf.space == "smem" and buf.scalar and not mem.index \
                 and len(mem.alloc.dims) >= 2:
             # a 2-D allocation indexed along its leading dimension (`alpha.index(h)` of a
@@ -187,6 +194,9 @@ class MemoryRules:
         desc = _memdesc(op.text)
         if mem.cols is not None and desc is not None and desc[1] in _ELEM_BYTES:
             return [dataclasses.replace(mem, elem_bytes=_ELEM_BYTES[desc[1]])]
+        buf = self.buffers.get(mem.alloc)
+        if op.name == "ttg.memdesc_subslice" and buf is not None and buf.space == "smem":
+            return [smem_views.row_slice(mem, buf, op.text)]
         return [mem]
 
     def tmem_subslice(self, op: Operation, out):

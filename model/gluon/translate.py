@@ -35,6 +35,7 @@ from .cluster import ClusterRules
 from .compile import arch_error
 from .control import ControlRules
 from .cp_async import COMMIT, COPY, WAIT, CpAsyncRules
+from . import smem_views
 from .memory import MemoryRules
 from .two_cta import PairRules
 from .ttgir import Module, Operation, split_operands
@@ -57,6 +58,22 @@ LOCAL = re.compile(r"^(math\.|arith\.(?!constant|addi|subi|muli|divsi|divui|rems
                    r"ttng\.(tmem_subslice|clc_get_program_id|"
                    r"reinterpret_tensor_descriptor|tensormap_create|tensormap_fenceproxy_acquire)$|"
                    r"scf\.yield$)")
+
+
+def _rename_buffers(program: tuple, wider: dict[str, MemAlloc]) -> tuple:
+    """Every access to a buffer named in `wider` names its new allocation (new shape or cells)."""
+    from ..ir import map_ops
+    if not wider:
+        return program
+
+    def rename(op: Op) -> Op:
+        def refs(rs):
+            return tuple(dataclasses.replace(r, alloc=wider[r.alloc.name])
+                         if r.alloc.name in wider else r for r in rs)
+        if not op.reads and not op.writes:
+            return op
+        return dataclasses.replace(op, reads=refs(op.reads), writes=refs(op.writes))
+    return map_ops(program, rename)
 
 
 class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules, CpAsyncRules):
@@ -87,7 +104,9 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
         self.inited: set = set()
         self.loop_vars: list[str] = []
         self.loop_ranges: list[Expr] = []    # `0 <= j < trip` of the loops being read
-        self.threads: list[tuple[str, int, list]] = []
+        self.threads: list[tuple[str, int, list]] = []   # every partition of every region
+        self.regions: list[tuple[list, list, list]] = []  # (code before, default, workers)
+        self.current_thread = 0               # the partition being read, as a thread index
         self.cluster_syncs: list[Loc] = []   # ttng.cluster_barrier sites
         self.refused: dict[Alloc, str] = {}   # barriers whose layout is not modelled, why
         self.pair_barriers: set[str] = set()   # 2-CTA pair barriers, in the leader (two_cta.py)
@@ -233,7 +252,7 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
         if not self.threads:
             threads = [("kernel", self.launch.num_warps, body)]
         else:
-            threads = self._fork_join(self.threads, body)
+            threads = self._fork_join(body)
         threads = self.clc_agreement(threads)
         if len(threads) == 1:
             program = tuple(threads[0][2])
@@ -250,7 +269,8 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
                 role(k, *t) for k, t in enumerate(threads)))
         # the proxy fence: threads' stores an async read may see unfenced are BP190 there
         program = check_commits(program, "fence_async_shared()", concurrent=len(threads) > 1)
-        program = self._granules(self._unsolved(self._pin(self.restore_slots(program))))
+        program = self._granules(self._unsolved(self._pin(self._smem_bytes(
+            self.restore_slots(program)))))
         used = stmt_vars(program)
         params = {n: p for n, p in self.params.items() if n in used}
         assumptions = tuple(a for a in self.assumptions if free_vars(a) <= set(params))
@@ -298,10 +318,15 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
                           + "; ".join(why for _, why in self.pinned))
         return substitute_stmts(program, env)
 
+    def _smem_bytes(self, program: tuple) -> tuple:
+        """Shared-memory buffers accessed by windows of bytes get their bytes as a dimension."""
+        wider = smem_views.widen(self.buffers, (r for op in iter_ops(program)
+                                                for r in op.reads + op.writes))
+        return _rename_buffers(program, wider)
+
     def _granules(self, program: tuple) -> tuple:
         """Tensor memory in cells as wide as the column slices the kernel names allow (one cell
         per slot for a tile only ever touched whole), so the columns cost no states or terms."""
-        from ..ir import map_ops
         bounds = {b.name: [int(b.shape[1].value)] for b in self.buffers.values()
                   if b.space == "tmem"}
         for op in iter_ops(program):
@@ -314,17 +339,7 @@ class Translator(ArithRules, MemoryRules, ControlRules, ClusterRules, PairRules,
             if buf.space == "tmem" and buf.name in bounds:
                 g = math.gcd(*bounds[buf.name]) or 1
                 wider[buf.name] = self.buffers[key] = dataclasses.replace(buf, granule=(1, g))
-        if not wider:
-            return program
-
-        def regranule(op: Op) -> Op:
-            def refs(rs):
-                return tuple(dataclasses.replace(r, alloc=wider[r.alloc.name])
-                             if r.alloc.name in wider else r for r in rs)
-            if not op.reads and not op.writes:
-                return op
-            return dataclasses.replace(op, reads=refs(op.reads), writes=refs(op.writes))
-        return map_ops(program, regranule)
+        return _rename_buffers(program, wider)
 
     def _unsolved(self, program: tuple) -> tuple:
         """An op still naming an opaque value (a carry with no closed form) is not modelled."""

@@ -30,12 +30,16 @@ class Alloc:
 class Mem:
     """A memory descriptor: an allocation with its leading dimensions indexed; in tensor
     memory also the 32-bit columns of a row it spans (`[lo, hi)`: a `.slice` of a tile, or a
-    `.reinterpret` of one as another element type) and the bytes of its view's elements."""
+    `.reinterpret` of one as another element type) and the bytes of its view's elements; in
+    shared memory, for a view that is not a slot (smem_views), the bytes `[lo, hi)` of the
+    allocation it spans (`window`), or of the slot its symbolic index names (`span`)."""
 
     alloc: Alloc
     index: tuple[Expr, ...] = ()
     cols: tuple[int, int] | None = None
     elem_bytes: int = 4
+    window: tuple[int, int] | None = None
+    span: tuple[int, int] | None = None
 
 
 class Unread(Exception):
