@@ -20,11 +20,13 @@ def data_buffers(programs, allocations: dict, barrier_names: set[str], loc: Loc)
     ("mem", buffer, lo, hi))."""
     seen: dict[str, list] = {}
     where: dict[str, Loc] = {}
-    for events in programs:
+    owners: dict[str, dict[tuple, set[int]]] = {}   # buffer -> footprint -> programs using it
+    for n, events in enumerate(programs):
         for e in events:
             for fp in e.reads + e.writes:
                 seen.setdefault(fp[0], []).append(fp)
                 where.setdefault(fp[0], e.loc or loc)
+                owners.setdefault(fp[0], {}).setdefault(fp, set()).add(n)
     buffers, refs = [], {}
     for buffer, fps in seen.items():
         total = allocations.get(("bytes", buffer))
@@ -33,7 +35,7 @@ def data_buffers(programs, allocations: dict, barrier_names: set[str], loc: Loc)
             total = max(total, *bounds)     # columns past the allocation are TMEM's still
         unit = math.gcd(total or 0, *bounds) if bounds and total else (total or 1)
         slots = (total or unit) // unit
-        granule = -(-slots // MAX_CELLS)
+        granule = _granule(slots, unit, owners[buffer])
         name = buffer if buffer not in barrier_names else f"{buffer}_data"
         space = "tmem" if buffer == TENSOR_MEMORY else "smem"
         alloc = MemAlloc(name, space, (Const(slots),), where[buffer], scalar=False,
@@ -49,6 +51,28 @@ def data_buffers(programs, allocations: dict, barrier_names: set[str], loc: Loc)
                 ref = MemRef(alloc, (), (Slice(Const(lo // unit), Const((hi - lo) // unit)),))
             refs[("mem",) + fp] = ref
     return tuple(buffers), refs
+
+
+def _granule(slots: int, unit: int, owners: dict[tuple, set[int]]) -> int:
+    """Slots per cell: the least count that keeps the buffer within MAX_CELLS cells and puts
+    no two slots that different programs (warps) touch in one cell, so that a shared cell is a
+    shared slot; where none does within a few times the least count, the least count (a race
+    found on a cell that joins slots is replayed on the slot-exact reference, which refuses it
+    if no slot is shared)."""
+    least = -(-slots // MAX_CELLS)
+    if least <= 1:
+        return 1
+    touched: dict[int, frozenset[int]] = {}
+    for fp, progs in owners.items():
+        if fp[1] is None:
+            continue                        # the whole buffer: every cell, whatever the size
+        for slot in range(fp[1] // unit, fp[2] // unit):
+            touched[slot] = touched.get(slot, frozenset()) | progs
+    for g in range(least, min(slots, 8 * least) + 1):
+        cells: dict[int, frozenset[int]] = {}
+        if all(cells.setdefault(slot // g, who) == who for slot, who in touched.items()):
+            return g
+    return least
 
 
 def memory_notes(warps, buffers, barrier_names: set[str]) -> tuple[str, ...]:

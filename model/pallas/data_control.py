@@ -27,6 +27,7 @@ marker naming what it issues, and `settle` removes the markers no counted wait c
 from __future__ import annotations
 
 from ..ir import Const, Op, iter_ops, map_ops
+from .readback import READBACK
 from .. import kinds, primitives as K
 
 
@@ -40,8 +41,10 @@ def site(loc, what: str, rest: str) -> Op:
 
 
 def is_site(op) -> bool:
-    """A marker of this module (it stands for no synchronization of the kernel)."""
-    return op.kind == K.UNMODELED and op.name.startswith("this ") and _SITE in op.name
+    """A marker of this module or of readback.py (it stands for no synchronization of the
+    kernel)."""
+    return op.kind == K.UNMODELED and (op.name.startswith("this ") and _SITE in op.name
+                                       or op.name.startswith(READBACK))
 
 
 def issued_groups(body) -> frozenset[str]:

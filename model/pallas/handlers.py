@@ -135,6 +135,7 @@ class SyncHandlers:
             dst_t = self._transforms(env, p["dst_transforms_treedef"], leaves[ns:ns + nd])
             target = self._mem_ref(self.read(env, dst), dst_t)
             out.append(Op(K.CP_ASYNC, writes=(target,) if target is not None else (), loc=loc))
+            self._readback_read(self.read(env, src), loc, out)
             if p.get("has_user_predicate"):
                 self._note(f"{loc}: a predicated cp.async copy is taken as always issued")
             return []
@@ -175,6 +176,7 @@ class SyncHandlers:
         nbytes = self._bytes(self.read(env, dst), dst_t, loc)
         target = self._mem_ref(self.read(env, dst), dst_t)
         writes = (target,) if target is not None else ()
+        self._readback_read(self.read(env, src), loc, out)
         axes = tuple(self._axis(a) for a in (p.get("collective_axes") or ()))
         leader = p.get("leader_tracked")
         if leader is None or not axes:

@@ -179,7 +179,9 @@ class MemoryHandlers:
     def _mem_get(self, eqn, env, frame, out) -> None:
         tree = eqn.params.get("tree")
         t = self._transforms(env, tree, eqn.invars[1:])
-        self._mem_op(K.READ, frame, out, reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        ref = self.read(env, eqn.invars[0])
+        self._mem_op(K.READ, frame, out, reads=(self._mem_ref(ref, t),))
+        self._readback_read(ref, self.where(frame), out)
 
     def _mem_swap(self, eqn, env, frame, out) -> None:
         tree = eqn.params.get("tree")
@@ -195,6 +197,9 @@ class MemoryHandlers:
         t = self._transforms(env, p["src_transforms_treedef"], eqn.invars[2:2 + ns])
         self._mem_op(K.COPY_SMEM_TO_GMEM, frame, out,
                      reads=(self._mem_ref(self.read(env, eqn.invars[0]), t),))
+        nd = p["dst_transforms_treedef"].num_leaves
+        dst_t = self._transforms(env, p["dst_transforms_treedef"], eqn.invars[2 + ns:2 + ns + nd])
+        self._readback_store(self.read(env, eqn.invars[1]), dst_t, self.where(frame), out)
         return []
 
     def _op_commit_smem(self, eqn, env, frame, out):
@@ -207,6 +212,7 @@ class MemoryHandlers:
             raise ModelError("wait_smem_to_gmem with a data-dependent count",
                              loc=self.where(frame), hint="pass a Python int")
         self._mem_op(K.WAIT_SMEM_TO_GMEM, frame, out, count=n)
+        self._readback_wait(n, bool(eqn.params.get("wait_read_only")), self.where(frame), out)
         return []
 
     def _op_wgmma_ref(self, eqn, env, frame, out):

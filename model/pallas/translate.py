@@ -31,13 +31,14 @@ from .memory import MemoryHandlers, slots_by_use, whole_where_data_dependent
 from ..proxy_fence import check_commits, maybe
 from .locations import _loc_from_tracebacks
 from .loops import LoopRules
+from .readback import ReadbackRules
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
                          _is_fence, _pallas_primitives, bar_operation)
 from .values import BarrierVal, Cell, MemRef, _clean_name, _Frame
 from .. import primitives as K
 
 
-class Translator(LoopRules, SyncHandlers, MemoryHandlers):
+class Translator(LoopRules, SyncHandlers, MemoryHandlers, ReadbackRules):
     """Translates one `mpmd_map` body (one Pallas kernel) into an IR `Kernel`."""
 
     def __init__(self, mesh, name: str, loc: Loc, expect: str | None = None,
@@ -78,6 +79,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         self._lifted: dict[str, str] = {}          # repr of a data term -> its parameter
         self._data_terms: dict[str, tuple] = {}    # parameter -> (loc, what, its sources)
         self._always: dict[str, tuple] = {}    # as-if-always marker -> (groups, note)
+        self._readback_init()
 
     def _at_primitive(self) -> str:
         return getattr(self, "_at_name", None) or "an equation"
@@ -133,7 +135,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers):
         RANGES.clear()
         RANGES.update({a: (0, n - 1) for a, n in self.axis_sizes.items()})
         try:
-            body, kept = settle(self.jaxpr(jaxpr, env, _Frame(tracebacks)),
+            body, kept = settle(self.settle_readbacks(self.jaxpr(jaxpr, env, _Frame(tracebacks))),
                                 {name: g for name, (g, _) in self._always.items()})
             for name in kept:
                 self._note(self._always[name][1])
