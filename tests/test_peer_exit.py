@@ -157,10 +157,9 @@ def test_a_remote_arrival_after_the_peers_exit_is_refuted_at_its_smallest_value(
     assert report["diagnostics"][0]["code"] == "BP146"
 
 
-def test_the_encoded_condition_is_checked_and_not_vacuous(source, capsys, monkeypatch):
-    """The proof of peer_releases_into_leader discharges one peer-exit condition per remote
-    arrival site, each satisfiable by some valuation of the class system's variables (so it is
-    the invariant, not the condition, that excludes it)."""
+def _capture_conditions(monkeypatch) -> list:
+    """The labels of the peer-exit conditions the class systems get, each asserted
+    satisfiable with the initial condition's hypotheses (not vacuous)."""
     import z3
     from barrierproof.checker.symbolic import encode
     labels = []
@@ -176,6 +175,14 @@ def test_the_encoded_condition_is_checked_and_not_vacuous(source, capsys, monkey
         return found
 
     monkeypatch.setattr(encode, "peer_exit_conditions", capture)
+    return labels
+
+
+def test_the_encoded_condition_is_checked_and_not_vacuous(source, capsys, monkeypatch):
+    """The proof of peer_releases_into_leader discharges one peer-exit condition per remote
+    arrival site, each satisfiable by some valuation of the class system's variables (so it is
+    the invariant, not the condition, that excludes it)."""
+    labels = _capture_conditions(monkeypatch)
     code, report = _prove(capsys, f"{source}::peer_releases_into_leader")
     assert report["verdict"] == "proved"
     labels = sorted(set(labels))
@@ -197,21 +204,7 @@ def test_copies_into_a_peer_are_error_conditions_of_the_class_system(source, cap
     """A copy into a peer's barrier is carried by the class system: a thread at the copy
     (peer-issue) and its delivery in flight (peer-land) while the receiving block's roles are
     done, each condition satisfiable by some valuation (the invariant excludes it)."""
-    import z3
-    from barrierproof.checker.symbolic import encode
-    labels = []
-    original = encode.peer_exit_conditions
-
-    def capture(enc, st):
-        found = original(enc, st)
-        for label, cond in found:
-            solver = z3.Solver(ctx=cond.ctx)
-            solver.add(enc.init_body, cond)
-            assert solver.check() == z3.sat, label
-            labels.append(label)
-        return found
-
-    monkeypatch.setattr(encode, "peer_exit_conditions", capture)
+    labels = _capture_conditions(monkeypatch)
     code, report = _prove(capsys, f"{source}::{name}")
     assert report["verdict"] == "proved", report
     for needle in needles:

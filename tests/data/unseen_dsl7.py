@@ -8,6 +8,14 @@ from barrierproof import minimum, protocol
 TILE = 8192
 
 
+def _producer_tail(k, empty, stages, steps):
+    """CUTLASS's producer_tail: wait for the consumers' releases of the last `stages` slots."""
+    last = minimum(steps, stages)
+    with k.loop(last) as j:
+        v = steps - last + j
+        k.wait_parity(empty.at[v % stages], (v // stages) % 2)
+
+
 # -- 1. A TMA ring feeding a parameterised number of consumer warpgroups: the `empty` barrier of
 #       each slot must count every consumer's release (CUTLASS: num_consumers arrivals).
 
@@ -22,10 +30,7 @@ def _consumer_ring(k, stages, consumers, steps, release_count):
             k.wait_parity(empty.at[s], phase ^ 1)          # producer_acquire
             k.arrive_expect_tx(full.at[s], TILE)
             k.tma_load(full.at[s], TILE, dst=tiles.at[s])
-        tail = minimum(steps, stages)                    # producer_tail
-        with k.loop(tail) as j:
-            v = steps - tail + j
-            k.wait_parity(empty.at[v % stages], (v // stages) % 2)
+        _producer_tail(k, empty, stages, steps)
     with k.otherwise():
         with k.loop(steps) as i:
             s = i % stages
@@ -63,10 +68,7 @@ def _acc_ring(k, tiles, release_before_load_done):
             k.wait_parity(acc_empty.at[s], phase ^ 1)
             k.tcgen05_mma(acc=acc.at[s])
             k.tcgen05_commit_arrive(acc_full.at[s])
-        tail = minimum(tiles, 2)                         # wait for the epilogue's last releases
-        with k.loop(tail) as j:
-            v = tiles - tail + j
-            k.wait_parity(acc_empty.at[v % 2], (v // 2) % 2)
+        _producer_tail(k, acc_empty, 2, tiles)           # the epilogue's last releases
     with k.otherwise():
         with k.loop(tiles) as t:
             s = t % 2
@@ -137,11 +139,8 @@ def _cluster_ring(k, steps, empty_count, tail=True):
             k.wait_parity(empty.at[s], phase ^ 1)
             k.arrive_expect_tx(full.at[s], TILE)
             k.tma_load(full.at[s], TILE, collective_axes="x")
-        if tail:                                         # producer_tail
-            last = minimum(steps, 2)
-            with k.loop(last) as j:
-                v = steps - last + j
-                k.wait_parity(empty.at[v % 2], (v // 2) % 2)
+        if tail:
+            _producer_tail(k, empty, 2, steps)
     with k.otherwise():
         with k.loop(steps) as i:
             s = i % 2
@@ -187,10 +186,7 @@ def _phase_ring(k, stages, steps, lap_parity):
             s, phase = i % stages, (i // stages) % 2
             k.wait_parity(empty.at[s], phase ^ 1)
             k.copy_gmem_to_smem(full.at[s], bytes=TILE, dst=tiles.at[s])
-        tail = minimum(steps, stages)
-        with k.loop(tail) as j:
-            v = steps - tail + j
-            k.wait_parity(empty.at[v % stages], (v // stages) % 2)
+        _producer_tail(k, empty, stages, steps)
     with k.otherwise():
         with k.loop(steps) as i:
             s = i % stages
