@@ -50,6 +50,9 @@ BYTE_LANDINGS = kinds.kinds_where(lambda p: p.async_arrival and "bytes" in p.nee
 # the mbarrier arrivals lemma 2 was argued for; any other kind is left to lemma 1.
 THREAD_KINDS = frozenset({K.BARRIER_ARRIVE, K.ARRIVE, K.ARRIVE_DROP, K.EXPECT_TX,
                           K.ARRIVE_EXPECT_TX, K.COMPLETE_TX})
+# Operations whose effect on a peer's barrier the class systems carry as BP146 conditions
+# (peer_exit.py): a thread's own arrivals and the copies that land there.
+ENCODED_KINDS = THREAD_KINDS | BYTE_LANDINGS
 
 
 def reaches_peer(op: Op) -> bool:
@@ -72,7 +75,7 @@ def peer_lifetime_gap(kernel: Kernel, encoded: frozenset = frozenset()) -> str |
         if synced is not None and op.kind in THREAD_KINDS and name != synced:
             continue                                                  # lemma 2
         why = _untraced(kernel, name)                                 # lemma 1
-        if why and op.kind in THREAD_KINDS and name in encoded:
+        if why and op.kind in ENCODED_KINDS and name in encoded:
             continue                                                  # peer_exit.py
         if why:
             sync = ("" if op.kind not in THREAD_KINDS else
@@ -84,15 +87,15 @@ def peer_lifetime_gap(kernel: Kernel, encoded: frozenset = frozenset()) -> str |
 
 def peer_exit_obligations(kernel: Kernel) -> frozenset[str]:
     """The barriers whose arrivals from peer blocks neither lemma covers: their class systems
-    carry BP146 as an error condition (peer_exit.py). Only a thread's own arrivals are
-    encoded there; a barrier also reached by a landing keeps its gap."""
+    carry BP146 as an error condition (peer_exit.py): a thread's own arrivals and copies into
+    a peer; a barrier also reached by a tcgen05 commit keeps its gap."""
     synced = _final_cluster_sync(kernel)
     out = set()
     for op in kernel.ops():
-        if not reaches_peer(op) or op.kind not in THREAD_KINDS:
+        if not reaches_peer(op) or op.kind not in ENCODED_KINDS:
             continue
         name = op.barrier.alloc.name
-        if synced is not None and name != synced:
+        if synced is not None and name != synced and op.kind in THREAD_KINDS:
             continue
         if _untraced(kernel, name):
             out.add(name)
@@ -107,8 +110,9 @@ def bp146_note(kernel: Kernel, encoded: frozenset) -> str:
                 "block reaches is driven by Pallas operations only, or released by a final "
                 "cluster sync (checker/symbolic/lifetimes.py)")
     return ("BP146 (peer-exited) proved by Z3 as an error condition of the class systems for "
-            f"the peer arrivals on {', '.join(f'`{n}`' for n in mine)} (no thread arrives on a "
-            "peer block's barrier once the peer's threads have finished: "
+            f"the peer arrivals on {', '.join(f'`{n}`' for n in mine)} (no thread arrives on, "
+            "and no copy lands in, a peer block's barrier once the peer's threads have "
+            "finished: "
             "checker/symbolic/peer_exit.py), and from the proved exit rules for the rest "
             "(checker/symbolic/lifetimes.py)")
 

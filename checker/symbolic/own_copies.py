@@ -230,6 +230,16 @@ def own_copies_retired(frag: "Fragment", role: "Role", item: "Item", bop: "BodyO
                     return True
         return False
 
+    if _along_paths(items, first, cond, env, group, overlaps, feasible):
+        return True
+    # a symbolic count or a long window: the copy's own loop retires it periodically
+    from .periodic_retire import retired_periodically
+    return item.kind == "loop" and retired_periodically(frag, role, item, bop, i, facts, cond,
+                                                        overlaps, _conds, _inert)
+
+
+def _along_paths(items, first, cond, env, group, overlaps, feasible) -> bool:
+    """Whether every way from `first` retires the copy before `overlaps` may meet it."""
     # (item index, body index or None, iteration term, iterations stepped), later, path
     work = [(first, 0, [cond])]
     while work:
