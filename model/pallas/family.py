@@ -30,8 +30,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from ..ir import (BarrierAlloc, Kernel, Loop, MemAlloc, ModelError, Op, Param, Var, WarpRegion,
-                  When, free_vars)
+from ..ir import (BarrierAlloc, Expr, Kernel, Loop, MemAlloc, ModelError, Op, Param, Var,
+                  WarpRegion, When, free_vars)
 from .antiunify import (AntiUnifier, Disagree, _rebind, fit, fit_1d, instantiate,  # noqa: F401
                         instantiate_exprs, same_kernel)
 from .locations import _loc_of_function
