@@ -282,6 +282,7 @@ def test_a_loop_whose_first_iteration_differs_rolls_after_a_prologue():
     assert repr(short[1].trip) == "0" and repr(long[1].trip) == "5"
 
 
+@pytest.mark.slow
 def test_a_consumer_releasing_the_previous_stage_is_read_for_every_k():
     """hopper_wgmma: K from A's shape at run time and a consumer warpgroup that releases the
     stage before the one it waited for (one WGMMA group in flight): its first wait is a

@@ -132,6 +132,7 @@ def test_prove_answers_for_every_k_on_the_tma_mainloop():
         assert refuted.codes[0] == check_kernel(twin, {"k_tiles": 1}).codes[0], name
 
 
+@pytest.mark.slow
 def test_prove_answers_for_every_k_on_the_peeking_mainloop():
     """The peeking consumer is proved for every K (its drain peel makes the classes larger than
     the plain mainloop's). About 30 s of CPU: with the one above, the slowest of these tests."""

@@ -502,6 +502,7 @@ def test_the_hook_manifest_and_example_config_are_valid():
                    check=True, capture_output=True)
 
 
+@pytest.mark.slow
 def test_pre_commit_try_repo(tmp_path):
     """The hook as a user gets it: pre-commit installs barrierproof from this repository into
     its own environment and runs it on a repository with a [tool.barrierproof] table."""

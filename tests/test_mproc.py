@@ -66,6 +66,7 @@ def examples():
     return accepted
 
 
+@pytest.mark.slow
 @built
 def test_the_examples_search_the_same_graph_in_parallel(examples):
     """Every other accepted example on 2 workers, the rest on 3: violations of every kind

@@ -7,6 +7,8 @@ explorer on a correct twin and on one that releases a slot before its MMAs read 
 
 from __future__ import annotations
 
+import pytest
+
 from barrierproof.checker.check import check_kernel
 from barrierproof.model.dsl import protocol
 
@@ -109,6 +111,7 @@ def test_a_buffer_indexed_by_a_loop_is_not_split():
     assert split_constant_buffers(k, {}) is k
 
 
+@pytest.mark.slow
 def test_prove_agrees_with_the_explorer_on_both_twins():
     """~1-3 min: the correct twin is proved for every block count (the explorer verifies
     blocks = 1..4), its races by the halves' classes with `q[0]` judged by `ready[0]` and

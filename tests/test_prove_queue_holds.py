@@ -102,6 +102,7 @@ def test_sp_handoff_is_proved_race_free_and_the_explorer_agrees():
         assert got.verdict == "verified", (steps, got.label)
 
 
+@pytest.mark.slow
 def test_p_written_before_the_qk_mma_is_waited_is_refuted():
     k = sp_handoff_p_early.build()
     v = _prove(k)

@@ -73,8 +73,9 @@ def test_the_tail_is_the_queue_s_last_unconditional_arrival():
         assert all(tail(r) is None for r in frag.roles)
 
 
-@pytest.mark.parametrize("variant", [dict(epilogue_waits=False), dict(tail_guarded=True)],
-                         ids=["nobody_waits_for_the_last_commit", "last_commit_guarded"])
+@pytest.mark.parametrize("variant", [
+    pytest.param(dict(epilogue_waits=False), id="nobody_waits_for_the_last_commit"),
+    pytest.param(dict(tail_guarded=True), id="last_commit_guarded", marks=pytest.mark.slow)])
 def test_without_a_waited_tail_the_releases_stay_under_the_exit_rules(variant):
     kernel = ring(**variant).build()
     found = prove_kernel(kernel, {}, PROVE)

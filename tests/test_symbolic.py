@@ -624,7 +624,8 @@ def test_hull_candidates_hold_the_invariant_of_two_loads_per_phase():
 
 
 @pytest.mark.parametrize("ref", ["attention.py::pingpong_schedule", "cluster.py::cluster_exchange",
-                                 "blackwell.py::tma_mma_epilogue"])
+                                 pytest.param("blackwell.py::tma_mma_epilogue",
+                                              marks=pytest.mark.slow)])
 def test_houdini_transition_by_transition_keeps_the_same_invariant(ref):
     """Houdini's answer is the largest inductive subset of the candidates: asking transition by
     transition (the default: per-transition solvers, re-asked only when their unsat core

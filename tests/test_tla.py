@@ -223,6 +223,7 @@ def test_sany_accepts_the_library_and_catches_semantic_errors(tmp_path):
     assert errors and "Unknown operator" in errors[0]
 
 
+@pytest.mark.slow
 @needs_tlc
 def test_sany_accepts_every_generated_module(tmp_path):
     for name in sorted(os.listdir(GENERATED)):
