@@ -19,6 +19,7 @@ from .proofs import BarrierProver, ClassProof, Proof
 from .races import assign_buffers
 from .races_nested import joined_race_proofs, race_kernels
 from .races_tiles import prove_races_by_tile
+from .read_hulls import widen_thread_reads
 from .terms import Unsupported
 
 
@@ -30,7 +31,9 @@ def prove_races(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[str, int
     a barrier proof of the same kernel: the barrier rules are not re-proved here.
 
     Concrete arrays used as rings at one representative slot (with the buffers indexed like
-    them) first, with a third of the budget; when that is not proved, the halves of a
+    them; reads whose region mentions the thread widened to their slots, so that consumers
+    reading their own rows are one counted role: read_hulls.py) first, with a third of the
+    budget; when that is not proved, the halves of a
     ping-pong (partition.py `role_components`, barrier arrays and buffers at constant slots
     split per slot) with half of what is left, then one class for all concrete barriers, then
     the hand-off classes (partition.py), each judging the buffers its
@@ -88,8 +91,8 @@ def _prove_races_flat(kernel: Kernel, symbolic: Sequence[str], fixed: Mapping[st
     # Concrete rings at one representative slot first, with a third of the budget: where
     # they apply, their class is far smaller than the one holding every instance (a multicast
     # ring's all-instance class is sampled in hundreds of thousands of states).
-    rings = _prove_races_on(kernel, symbolic, fixed, budget.share(1 / 3), start, barriers,
-                            concrete_rings=True)
+    rings = _prove_races_on(widen_thread_reads(kernel), symbolic, fixed, budget.share(1 / 3),
+                            start, barriers, concrete_rings=True)
     if rings is not None and rings.status == "proved":
         return rings
     # the halves of a ping-pong (partition.py `role_components`), each constant slot of a
