@@ -286,15 +286,13 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None,
             notes.append(f"static order tau: {proof.tau}")
         classes = proof.classes + (races.classes if races else [])
         facts = sum(c.invariant_size for c in classes)
-        per = ", ".join(f"{c.name} {c.seconds:.1f}s" for c in proof.classes)
-        what = f"{len(proof.classes)} barrier class(es) ({per})"
+        what = _classes(proof.classes, "barrier")
         if races is not None:
-            per = ", ".join(f"{c.name} {c.seconds:.1f}s" for c in races.classes)
-            what += (f", race-free (BP200/BP201): {len(races.classes)} memory class(es) "
-                     f"({per})")
+            what += f", race-free (BP200/BP201): {_classes(races.classes, 'memory')}"
+        how = (f"inductive invariants of {facts} facts checked by Z3" if facts else
+               "every obligation checked by Z3, no invariant needed")
         return verdict("proved", params=fixed, notes=notes,
-                       coverage=f"proved for {conditions}: {what}, inductive invariants of "
-                       f"{facts} facts checked by Z3")
+                       coverage=f"proved for {conditions}: {what}, {how}")
     budget.enter("search for breaking values")
     found, searched = smallest_violation(kernel, symbolic, fixed, options, source,
                                          states=search_states)
@@ -315,3 +313,12 @@ def prove_kernel(kernel: Kernel, params: Mapping[str, int] | None,
     return verdict("unknown", params=fixed, notes=notes,
                    coverage=f"not proved for {conditions}: {proof.reason}; no violation in "
                    f"{searched}")
+
+
+def _classes(classes, what: str) -> str:
+    """`2 barrier class(es) (ring of stages 1.2s, ...)`, or `no barrier class` where the proof
+    needed none (no barrier, or every case judged without an invariant)."""
+    if not classes:
+        return f"no {what} class"
+    per = ", ".join(f"{c.name} {c.seconds:.1f}s" for c in classes)
+    return f"{len(classes)} {what} class(es) ({per})"
