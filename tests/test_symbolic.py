@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -107,6 +108,17 @@ def test_symbolic_example_is_proved(ref):
     assert v.verdict == "proved", (v.verdict, v.coverage, v.notes)
     assert v.engine == "symbolic"
     assert "proved for all" in v.coverage
+
+
+def test_the_proof_docs_prove_md_shows_is_what_prove_finds():
+    """docs/prove.md's transcript of `prove examples/hopper_ring.py::tma_ring`: the same classes
+    and facts (the seconds are the machine's)."""
+    shown = "examples/hopper_ring.py::tma_ring: proved ("
+    with open(os.path.join(EXAMPLES, "..", "docs", "prove.md")) as f:
+        line = next(x for x in f if x.startswith(shown))
+    seconds = re.compile(r"\d+\.\ds")
+    got = verdict("hopper_ring.py::tma_ring").coverage
+    assert seconds.sub("Ns", line.strip()[len(shown):-1]) == seconds.sub("Ns", got), got
 
 
 @pytest.mark.parametrize("ref", sorted(PROVED))
