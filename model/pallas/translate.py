@@ -32,13 +32,14 @@ from ..proxy_fence import check_commits, maybe
 from .locations import _loc_from_tracebacks
 from .loops import LoopRules
 from .readback import ReadbackRules
+from .scopes import ScopeRules, ScopeStack
 from .primitives import (INLINE_PARAMS, LOCAL, MODELED, UNMODELED, _FLOOR_OPS, _has_sync,
                          _is_fence, _pallas_primitives, bar_operation)
 from .values import BarrierVal, Cell, MemRef, _clean_name, _Frame
 from .. import primitives as K
 
 
-class Translator(LoopRules, SyncHandlers, MemoryHandlers, ReadbackRules):
+class Translator(LoopRules, SyncHandlers, MemoryHandlers, ReadbackRules, ScopeRules):
     """Translates one `mpmd_map` body (one Pallas kernel) into an IR `Kernel`."""
 
     def __init__(self, mesh, name: str, loc: Loc, expect: str | None = None,
@@ -72,6 +73,8 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers, ReadbackRules):
         self.params: dict[str, Param] = {}
         self.notes: list[str] = []
         self.collective_tmem = False    # Mosaic GPU then ends the kernel with a cluster sync
+        self.scopes = ScopeStack()      # scoped SMEM as Mosaic GPU stacks it (scopes.py)
+        self._emitted = False           # an op was translated (a scope barrier then orders it)
         self._names: set[str] = set(self.axis_sizes) | {self.warp_axis}
         self._counter = itertools.count()
         self.origins: dict[str, tuple] = {}        # opaque var -> (primitive, frame)
@@ -212,6 +215,7 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers, ReadbackRules):
                 results = self._unmodeled(eqn, env, sub, out)
             else:
                 results = self._compute(eqn, env)
+            self._emitted = self._emitted or bool(out)
             if not eqn.primitive.multiple_results:
                 results = [results]
             for v, r in zip(eqn.outvars, results or [None] * len(eqn.outvars)):
@@ -371,11 +375,18 @@ class Translator(LoopRules, SyncHandlers, MemoryHandlers, ReadbackRules):
                 sub_env[v] = a
             allocs = jaxpr.invars[len(args):]
         alloc_names = names[len(names) - len(allocs):] if len(names) >= len(allocs) else []
+        transforms = eqn.params.get("ref_transforms") or ((),) * len(allocs)
+        self._scope_barrier(collective, frame, out)
+        mark, placed = self.scopes.top, []
         for i, v in enumerate(allocs):
             pname = alloc_names[i] if i < len(alloc_names) else None
-            sub_env[v] = self._allocate(v, pname, collective, frame)
+            smem = self._scoped_smem(v, pname, transforms[i] if i < len(transforms) else (),
+                                     frame, out, placed)
+            sub_env[v] = (smem if smem is not None
+                          else self._allocate(v, pname, collective, frame))
         body = self.jaxpr(jaxpr, sub_env, frame)
         out.extend(body)
+        self.scopes.leave(mark, placed)
         return [self.read(sub_env, v) for v in jaxpr.outvars]
 
     def _collective_tmem_teardown(self) -> tuple:

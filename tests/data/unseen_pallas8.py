@@ -3,16 +3,20 @@ Blackwell matmul whose MMA completion reaches both blocks through `tcgen05_commi
 collective_axis=)`, the same pair freeing its collective accumulator through a ClusterBarrier
 both epilogues arrive on, two warpgroups handing a buffer back and forth through a pair of
 barriers, two `emit_pipeline`s one after the other in one kernel (their buffers are scoped
-allocations on the same shared memory) with a scratch tile stored by TMA between them.
+allocations on the same shared memory) with a scratch tile stored by TMA between them, two
+`pl.run_scoped` one after the other, and a scope all warpgroups enter together.
 Correct and with the bugs the field reports. Checked by tests/test_unseen_frontends.py against
 EXPECT (decided from the hardware rules before running; where the code is not the obvious one,
 the kernel's docstring says why).
 
-All 10 verdicts were as expected before any change to the frontend. Not modelled yet: the
-frontend gives each `pl.run_scoped` fresh buffers, while Mosaic GPU stacks scoped shared memory
-(a later scope's buffer lies on the bytes of the scopes that exited before it), so a TMA copy a
-scope leaves in flight is not related to the next scope's writes; nor is the block barrier a
-scope all warpgroups enter together starts with. The kernels here do not depend on either.
+Before any fix, 10 of the 13 verdicts were as expected. Scoped shared memory was a fresh buffer
+per `pl.run_scoped`, while Mosaic GPU stacks it: a scope's buffer lies on the bytes of the
+scopes that exited before it, so a TMA store the first scope leaves in flight races with the
+second scope's writes (`scopes_store_in_flight` was `verified`, and so was its reshaped
+variant). And a scope all warpgroups enter together starts with a block barrier, which was not
+modelled (`scoped_meeting` was a false BP200). Both are model/pallas/scopes.py now: a later
+buffer of the same layout on the same bytes is the same IR buffer, any other overlap a write
+of the buffers it lies on where it is allocated (BP190 with several threads).
 """
 
 import jax
@@ -31,6 +35,10 @@ EXPECT = {
     "two_pipelines_store_waited": "verified",
     "two_pipelines_store_in_flight": "violation:BP200",
     "two_pipelines_output_then_input": "verified",
+    "scopes_store_waited": "verified",
+    "scopes_store_in_flight": "violation:BP200",
+    "scopes_reshaped_store_in_flight": "violation:BP200",
+    "scoped_meeting": "verified",
 }
 
 F16, F32 = jnp.float16, jnp.float32
@@ -302,3 +310,71 @@ def two_pipelines_output_then_input(steps=3):
                      scratch_types=[plgpu.SMEM((ROWS, COLS), F32)])
     return k(jnp.zeros((ROWS, steps * COLS), F32), jnp.zeros((ROWS, COLS * steps), F32))
 
+
+# -- 6. two `pl.run_scoped` one after the other: Mosaic GPU allocates scoped shared memory as a
+#       stack, so the second scope's buffer is the first scope's memory ----------------------
+
+def _scopes(waited, second_shape=(ROWS, COLS)):
+    def body(o1_gmem, o2_gmem):
+        def first(buf):
+            buf[...] = jnp.full((ROWS, COLS), 1.0, F32)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(buf, o1_gmem)
+            if waited:
+                plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+
+        def second(buf):
+            buf[...] = jnp.full(second_shape, 2.0, F32)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(buf, o2_gmem)
+            plgpu.wait_smem_to_gmem(0)
+
+        pl.run_scoped(first, plgpu.SMEM((ROWS, COLS), F32))
+        pl.run_scoped(second, plgpu.SMEM(second_shape, F32))
+
+    k = plgpu.kernel(body, out_type=(jax.ShapeDtypeStruct((ROWS, COLS), F32),
+                                     jax.ShapeDtypeStruct(second_shape, F32)))
+    return k()
+
+
+def scopes_store_waited():
+    return _scopes(True)
+
+
+def scopes_store_in_flight():
+    """The first scope leaves with its TMA store still reading `buf`; the second scope's
+    buffer lies on the same bytes and is written at once (BP200)."""
+    return _scopes(False)
+
+
+def scopes_reshaped_store_in_flight():
+    """The same race with the second buffer shaped differently: which of its elements lie on
+    which of the first buffer's is a layout question the model does not answer element by
+    element, so taking the bytes over is a write of the whole first buffer (BP200)."""
+    return _scopes(False, (2 * ROWS, COLS // 2))
+
+
+# -- 7. a scope all warpgroups enter together (collective_axes="wg"): Mosaic GPU starts it
+#       with a block barrier, which here orders warpgroup 0's write before warpgroup 1's read --
+
+def scoped_meeting():
+    def body(o_gmem, shared):
+        wg = lax.axis_index("wg")
+
+        @pl.when(wg == 0)
+        def _():
+            shared[...] = jnp.full((ROWS, COLS), 3.0, F32)
+
+        def scope(out_smem):
+            @pl.when(wg == 1)
+            def _():
+                out_smem[...] = shared[...]
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(out_smem, o_gmem)
+                plgpu.wait_smem_to_gmem(0)
+
+        pl.run_scoped(scope, plgpu.SMEM((ROWS, COLS), F32), collective_axes="wg")
+
+    k = plgpu.kernel(body, out_type=jax.ShapeDtypeStruct((ROWS, COLS), F32), num_threads=2,
+                     thread_name="wg", scratch_types=[plgpu.SMEM((ROWS, COLS), F32)])
+    return k()
