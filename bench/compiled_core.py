@@ -123,12 +123,13 @@ JAX_TIMEOUT = 60.0
 SETTLED = "shortest without a confirming search"
 
 
-def jax_kernels() -> list[str]:
+def jax_kernels(only: frozenset[str] = frozenset()) -> list[str]:
     """Every kernel of examples/pallas/jax_kernels.py at K = 4096 (the 2-CTA Blackwell matmul at
     4096^3) and JAX's 2-CTA Blackwell matmul at 1024^3 with 3 tiles per block, as `check`
     compiles them (memory effects included): the compiled core's breadth-first search without
     reductions, every System of a kernel within one limit of 60 s. A violation it finds is the
-    shortest (every level is finished first), recomputed and replayed in Python."""
+    shortest (every level is finished first), recomputed and replayed in Python. `only`: these
+    kernels' rows alone (by function name)."""
     from barrierproof.model import pallas
     from jax_sizes import with_contraction
     kernels = os.path.join(ROOT, "examples", "pallas", "jax_kernels.py")
@@ -139,6 +140,8 @@ def jax_kernels() -> list[str]:
     runs = []
     module = with_contraction(pallas.import_file(kernels), JAX_K, square=True)
     for name in list(module.EXPECT) + list(module.SLOW):
+        if only and name not in only:
+            continue
         built = pallas.load(getattr(module, name), name=name)
         for n, kernel in enumerate(built):
             label = name if len(built) == 1 else f"{name} (kernel {n + 1} of {len(built)})"
@@ -146,10 +149,11 @@ def jax_kernels() -> list[str]:
                 label += f" at {JAX_K}^3"
             runs.append((label, {**module.EXPECT, **module.SLOW}[name], kernel))
     module = with_contraction(pallas.import_file(kernels), 1024, square=True)
-    runs.append(("blackwell_matmul_collective at 1024^3, 3 tiles per block",
-                 module.SLOW["blackwell_matmul_collective"],
-                 pallas.load(module.blackwell_matmul_collective,
-                             name="blackwell_matmul_collective")[0]))
+    if not only or "blackwell_matmul_collective" in only:
+        runs.append(("blackwell_matmul_collective at 1024^3, 3 tiles per block",
+                     module.SLOW["blackwell_matmul_collective"],
+                     pallas.load(module.blackwell_matmul_collective,
+                                 name="blackwell_matmul_collective")[0]))
     for label, expect, kernel in runs:
         wall, cpu = time.perf_counter(), _cpu()
         systems = compile_systems(kernel)
@@ -355,6 +359,8 @@ def main() -> None:
                          "(its section of the file; the rest is kept)")
     ap.add_argument("--jax-only", action="store_true",
                     help="JAX's kernels alone: rewrite only their section of the output")
+    ap.add_argument("--only", help="with --jax-only: comma-separated kernel names; print their "
+                    "rows, write nothing")
     ap.add_argument("-o", "--output", default=os.path.join(HERE, "COMPILED.md"))
     args = ap.parse_args()
     if not compiled.available():
@@ -371,6 +377,9 @@ def main() -> None:
         with open(args.output, "w") as f:
             f.write(text)
         print(f"wrote {args.output}")
+        return
+    if args.jax_only and args.only:
+        jax_kernels(frozenset(args.only.split(",")))
         return
     if args.jax_only:
         return jax_only(args.output)

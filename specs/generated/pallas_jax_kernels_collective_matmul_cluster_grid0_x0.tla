@@ -7,7 +7,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS MBarrier
+EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -22,46 +22,50 @@ KernelExpected == <<
     2   \* 9: in_smem_barrier_ref2[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
 >>
 
-\* Agent 1: wg0 (thread), 16 instruction(s).
+\* Agent 1: wg0 (thread), 18 instruction(s).
 Prog_1_wg0 == <<
-    wait(4, 1),           \* pc 0: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(5, 2),           \* pc 1: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<2>>, 1),     \* pc 2: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(4, 1),           \* pc 3: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<3>>, 1),     \* pc 4: barrier_arrive(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(5, 2),           \* pc 5: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<2>>, 1),     \* pc 6: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    sem_signal(1, 132),   \* pc 7: semaphore_signal(sem, +1 x132 clusters)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:147
-    sem_wait(1, 132, 0),  \* pc 8: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
-    wait(8, 3),           \* pc 9: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(9, 4),           \* pc 10: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<6>>, 1),     \* pc 11: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(8, 3),           \* pc 12: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<7>>, 1),     \* pc 13: barrier_arrive(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(9, 4),           \* pc 14: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<6>>, 1)      \* pc 15: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(4, 1),                        \* pc 0: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(5, 2),                        \* pc 1: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<2>>, 1),                  \* pc 2: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(4, 1),                        \* pc 3: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<3>>, 1),                  \* pc 4: barrier_arrive(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(5, 2),                        \* pc 5: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<2>>, 1),                  \* pc 6: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    sem_signal(1, 132),                \* pc 7: semaphore_signal(sem, +1 x132 clusters)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:147
+    sem_wait(1, 132, 0),               \* pc 8: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    hw_arrive(1, 128, 384, 19, 0, 1),  \* pc 9: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    hw_wait(1, 1),                     \* pc 10: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    wait(8, 3),                        \* pc 11: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(9, 4),                        \* pc 12: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<6>>, 1),                  \* pc 13: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(8, 3),                        \* pc 14: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<7>>, 1),                  \* pc 15: barrier_arrive(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(9, 4),                        \* pc 16: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<6>>, 1)                   \* pc 17: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
 >>
 
-\* Agent 2: wg1 (thread), 15 instruction(s).
+\* Agent 2: wg1 (thread), 17 instruction(s).
 Prog_2_wg1 == <<
-    wait(4, 5),           \* pc 0: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(5, 6),           \* pc 1: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<2>>, 1),     \* pc 2: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(4, 5),           \* pc 3: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<3>>, 1),     \* pc 4: barrier_arrive(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(5, 6),           \* pc 5: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<2>>, 1),     \* pc 6: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    sem_wait(1, 132, 0),  \* pc 7: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
-    wait(8, 7),           \* pc 8: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(9, 8),           \* pc 9: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<6>>, 1),     \* pc 10: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(8, 7),           \* pc 11: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<7>>, 1),     \* pc 12: barrier_arrive(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    wait(9, 8),           \* pc 13: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
-    arrive(<<6>>, 1)      \* pc 14: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(4, 5),                        \* pc 0: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(5, 6),                        \* pc 1: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<2>>, 1),                  \* pc 2: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(4, 5),                        \* pc 3: barrier_wait(in_smem_barrier_ref[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<3>>, 1),                  \* pc 4: barrier_arrive(consumed_barrier_refs_0[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(5, 6),                        \* pc 5: barrier_wait(in_smem_barrier_ref[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<2>>, 1),                  \* pc 6: barrier_arrive(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    sem_wait(1, 132, 0),               \* pc 7: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    hw_arrive(1, 128, 384, 19, 0, 2),  \* pc 8: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    hw_wait(1, 2),                     \* pc 9: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    wait(8, 7),                        \* pc 10: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(9, 8),                        \* pc 11: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<6>>, 1),                  \* pc 12: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(8, 7),                        \* pc 13: barrier_wait(in_smem_barrier_ref2[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<7>>, 1),                  \* pc 14: barrier_arrive(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    wait(9, 8),                        \* pc 15: barrier_wait(in_smem_barrier_ref2[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
+    arrive(<<6>>, 1)                   \* pc 16: barrier_arrive(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:184
 >>
 
-\* Agent 3: wg2 (thread), 23 instruction(s).
+\* Agent 3: wg2 (thread), 25 instruction(s).
 Prog_3_wg2 == <<
     issue_async(<<4>>, 16384, <<1>>),  \* pc 0: copy_gmem_to_smem(in_smem_barrier_ref[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     issue_async(<<4>>, 32768, <<2>>),  \* pc 1: copy_gmem_to_smem(in_smem_barrier_ref[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
@@ -75,17 +79,19 @@ Prog_3_wg2 == <<
     issue_async(<<5>>, 32768, <<4>>),  \* pc 9: copy_gmem_to_smem(in_smem_barrier_ref[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     wait(2, 9),                        \* pc 10: barrier_wait(consumed_barrier_refs_0[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
     sem_wait(1, 132, 0),               \* pc 11: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
-    issue_async(<<8>>, 16384, <<5>>),  \* pc 12: copy_gmem_to_smem(in_smem_barrier_ref2[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 32768, <<6>>),  \* pc 13: copy_gmem_to_smem(in_smem_barrier_ref2[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<9>>, 16384, <<7>>),  \* pc 14: copy_gmem_to_smem(in_smem_barrier_ref2[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<9>>, 32768, <<8>>),  \* pc 15: copy_gmem_to_smem(in_smem_barrier_ref2[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(6, 11),                       \* pc 16: barrier_wait(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 16384, <<5>>),  \* pc 17: copy_gmem_to_smem(in_smem_barrier_ref2[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<8>>, 32768, <<6>>),  \* pc 18: copy_gmem_to_smem(in_smem_barrier_ref2[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(7, 12),                       \* pc 19: barrier_wait(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<9>>, 16384, <<7>>),  \* pc 20: copy_gmem_to_smem(in_smem_barrier_ref2[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    issue_async(<<9>>, 32768, <<8>>),  \* pc 21: copy_gmem_to_smem(in_smem_barrier_ref2[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
-    wait(6, 11)                        \* pc 22: barrier_wait(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    hw_arrive(1, 128, 384, 19, 0, 3),  \* pc 12: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    hw_wait(1, 3),                     \* pc 13: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    issue_async(<<8>>, 16384, <<5>>),  \* pc 14: copy_gmem_to_smem(in_smem_barrier_ref2[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 32768, <<6>>),  \* pc 15: copy_gmem_to_smem(in_smem_barrier_ref2[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<9>>, 16384, <<7>>),  \* pc 16: copy_gmem_to_smem(in_smem_barrier_ref2[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<9>>, 32768, <<8>>),  \* pc 17: copy_gmem_to_smem(in_smem_barrier_ref2[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(6, 11),                       \* pc 18: barrier_wait(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 16384, <<5>>),  \* pc 19: copy_gmem_to_smem(in_smem_barrier_ref2[0], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<8>>, 32768, <<6>>),  \* pc 20: copy_gmem_to_smem(in_smem_barrier_ref2[0], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(7, 12),                       \* pc 21: barrier_wait(consumed_barrier_refs_02[1])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<9>>, 16384, <<7>>),  \* pc 22: copy_gmem_to_smem(in_smem_barrier_ref2[1], 16384B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    issue_async(<<9>>, 32768, <<8>>),  \* pc 23: copy_gmem_to_smem(in_smem_barrier_ref2[1], 32768B)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
+    wait(6, 11)                        \* pc 24: barrier_wait(consumed_barrier_refs_02[0])  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223
 >>
 
 KernelProg == <<
@@ -98,16 +104,16 @@ KernelProg == <<
 KernelSeenOf == <<
     <<1, 4, 3>>,   \* 1: wg0 waits on in_smem_barrier_ref[0], last at pc 3
     <<1, 5, 5>>,   \* 2: wg0 waits on in_smem_barrier_ref[1], last at pc 5
-    <<1, 8, 12>>,  \* 3: wg0 waits on in_smem_barrier_ref2[0], last at pc 12
-    <<1, 9, 14>>,  \* 4: wg0 waits on in_smem_barrier_ref2[1], last at pc 14
+    <<1, 8, 14>>,  \* 3: wg0 waits on in_smem_barrier_ref2[0], last at pc 14
+    <<1, 9, 16>>,  \* 4: wg0 waits on in_smem_barrier_ref2[1], last at pc 16
     <<2, 4, 3>>,   \* 5: wg1 waits on in_smem_barrier_ref[0], last at pc 3
     <<2, 5, 5>>,   \* 6: wg1 waits on in_smem_barrier_ref[1], last at pc 5
-    <<2, 8, 11>>,  \* 7: wg1 waits on in_smem_barrier_ref2[0], last at pc 11
-    <<2, 9, 13>>,  \* 8: wg1 waits on in_smem_barrier_ref2[1], last at pc 13
+    <<2, 8, 13>>,  \* 7: wg1 waits on in_smem_barrier_ref2[0], last at pc 13
+    <<2, 9, 15>>,  \* 8: wg1 waits on in_smem_barrier_ref2[1], last at pc 15
     <<3, 2, 10>>,  \* 9: wg2 waits on consumed_barrier_refs_0[0], last at pc 10
     <<3, 3, 7>>,   \* 10: wg2 waits on consumed_barrier_refs_0[1], last at pc 7
-    <<3, 6, 22>>,  \* 11: wg2 waits on consumed_barrier_refs_02[0], last at pc 22
-    <<3, 7, 19>>   \* 12: wg2 waits on consumed_barrier_refs_02[1], last at pc 19
+    <<3, 6, 24>>,  \* 11: wg2 waits on consumed_barrier_refs_02[0], last at pc 24
+    <<3, 7, 21>>   \* 12: wg2 waits on consumed_barrier_refs_02[1], last at pc 21
 >>
 
 \* Participants: the seen entries of each instance.
@@ -147,44 +153,88 @@ KernelQueueAgents == <<>>
 KernelRaces == <<
     <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {1}>>>>,        \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:104) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 1, {2}>>>>,        \* wg0 reads in_smem_refs_1[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 3, {5}>>>>,        \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:104) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {1, 5}>>, <<"slots", 3, {6}>>>>,        \* wg0 reads in_smem_refs_1[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {2, 4, 6}>>, <<"slots", 1, {1}>>>>,     \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:104) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {2, 4, 6}>>, <<"slots", 1, {2}>>>>,     \* wg0 reads in_smem_refs_1[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {2, 4, 6}>>, <<"slots", 2, {3}>>>>,     \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:104) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {2, 4, 6}>>, <<"slots", 2, {4}>>>>,     \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {2, 4, 6}>>, <<"slots", 3, {5}>>>>,     \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:104) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {2, 4, 6}>>, <<"slots", 3, {6}>>>>,     \* wg0 reads in_smem_refs_1[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {2, 4, 6}>>, <<"slots", 4, {7}>>>>,     \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:104) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {2, 4, 6}>>, <<"slots", 4, {8}>>>>,     \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {3}>>>>,           \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:104) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {3}>>, <<"slots", 2, {4}>>>>,           \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 4, {7}>>>>,           \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:104) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {3}>>, <<"slots", 4, {8}>>>>,           \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {7}>>, <<"slots", 2, {3}>>>>,           \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 1, {7}>>, <<"slots", 2, {4}>>>>,           \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {10, 14}>>, <<"slots", 3, {5}>>>>,      \* wg0 reads in_smem_refs_02[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {10, 14}>>, <<"slots", 3, {6}>>>>,      \* wg0 reads in_smem_refs_12[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {11, 13, 15}>>, <<"slots", 3, {5}>>>>,  \* wg0 reads in_smem_refs_02[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {11, 13, 15}>>, <<"slots", 3, {6}>>>>,  \* wg0 reads in_smem_refs_12[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {11, 13, 15}>>, <<"slots", 4, {7}>>>>,  \* wg0 reads in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {11, 13, 15}>>, <<"slots", 4, {8}>>>>,  \* wg0 reads in_smem_refs_12[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {12}>>, <<"slots", 4, {7}>>>>,          \* wg0 reads in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {12}>>, <<"slots", 4, {8}>>>>,          \* wg0 reads in_smem_refs_12[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {16}>>, <<"slots", 4, {7}>>>>,          \* wg0 reads in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 1, {16}>>, <<"slots", 4, {8}>>>>,          \* wg0 reads in_smem_refs_12[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {7}>>, <<"slots", 4, {7}>>>>,           \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {7}>>, <<"slots", 4, {8}>>>>,           \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {12, 16}>>, <<"slots", 1, {1}>>>>,      \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {12, 16}>>, <<"slots", 1, {2}>>>>,      \* wg0 reads in_smem_refs_1[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {12, 16}>>, <<"slots", 3, {5}>>>>,      \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {12, 16}>>, <<"slots", 3, {6}>>>>,      \* wg0 reads in_smem_refs_1[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {13, 15, 17}>>, <<"slots", 1, {1}>>>>,  \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {13, 15, 17}>>, <<"slots", 1, {2}>>>>,  \* wg0 reads in_smem_refs_1[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {13, 15, 17}>>, <<"slots", 2, {3}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {13, 15, 17}>>, <<"slots", 2, {4}>>>>,  \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {13, 15, 17}>>, <<"slots", 3, {5}>>>>,  \* wg0 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {13, 15, 17}>>, <<"slots", 3, {6}>>>>,  \* wg0 reads in_smem_refs_1[0,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {13, 15, 17}>>, <<"slots", 4, {7}>>>>,  \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {13, 15, 17}>>, <<"slots", 4, {8}>>>>,  \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {14}>>, <<"slots", 2, {3}>>>>,          \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {14}>>, <<"slots", 2, {4}>>>>,          \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {14}>>, <<"slots", 4, {7}>>>>,          \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {14}>>, <<"slots", 4, {8}>>>>,          \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {18}>>, <<"slots", 2, {3}>>>>,          \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {18}>>, <<"slots", 2, {4}>>>>,          \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {18}>>, <<"slots", 4, {7}>>>>,          \* wg0 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 1, {18}>>, <<"slots", 4, {8}>>>>,          \* wg0 reads in_smem_refs_1[1,:,0:2] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 1, {1}>>>>,        \* wg1 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 1, {2}>>>>,        \* wg1 reads in_smem_refs_1[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 3, {5}>>>>,        \* wg1 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {1, 5}>>, <<"slots", 3, {6}>>>>,        \* wg1 reads in_smem_refs_1[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {2, 4, 6}>>, <<"slots", 1, {1}>>>>,     \* wg1 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {2, 4, 6}>>, <<"slots", 1, {2}>>>>,     \* wg1 reads in_smem_refs_1[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {2, 4, 6}>>, <<"slots", 2, {3}>>>>,     \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {2, 4, 6}>>, <<"slots", 2, {4}>>>>,     \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {2, 4, 6}>>, <<"slots", 3, {5}>>>>,     \* wg1 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {2, 4, 6}>>, <<"slots", 3, {6}>>>>,     \* wg1 reads in_smem_refs_1[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {2, 4, 6}>>, <<"slots", 4, {7}>>>>,     \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {2, 4, 6}>>, <<"slots", 4, {8}>>>>,     \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {3}>>, <<"slots", 2, {3}>>>>,           \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {3}>>, <<"slots", 2, {4}>>>>,           \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {3}>>, <<"slots", 4, {7}>>>>,           \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {3}>>, <<"slots", 4, {8}>>>>,           \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {7}>>, <<"slots", 2, {3}>>>>,           \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
     <<"BP200", <<"pc", 2, {7}>>, <<"slots", 2, {4}>>>>,           \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {9, 13}>>, <<"slots", 3, {5}>>>>,       \* wg1 reads in_smem_refs_02[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {9, 13}>>, <<"slots", 3, {6}>>>>,       \* wg1 reads in_smem_refs_12[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {10, 12, 14}>>, <<"slots", 3, {5}>>>>,  \* wg1 reads in_smem_refs_02[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {10, 12, 14}>>, <<"slots", 3, {6}>>>>,  \* wg1 reads in_smem_refs_12[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {10, 12, 14}>>, <<"slots", 4, {7}>>>>,  \* wg1 reads in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {10, 12, 14}>>, <<"slots", 4, {8}>>>>,  \* wg1 reads in_smem_refs_12[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {11}>>, <<"slots", 4, {7}>>>>,          \* wg1 reads in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {11}>>, <<"slots", 4, {8}>>>>,          \* wg1 reads in_smem_refs_12[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {15}>>, <<"slots", 4, {7}>>>>,          \* wg1 reads in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_02[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
-    <<"BP200", <<"pc", 2, {15}>>, <<"slots", 4, {8}>>>>           \* wg1 reads in_smem_refs_12[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_12[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {7}>>, <<"slots", 4, {7}>>>>,           \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {7}>>, <<"slots", 4, {8}>>>>,           \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {11, 15}>>, <<"slots", 1, {1}>>>>,      \* wg1 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {11, 15}>>, <<"slots", 1, {2}>>>>,      \* wg1 reads in_smem_refs_1[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {11, 15}>>, <<"slots", 3, {5}>>>>,      \* wg1 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {11, 15}>>, <<"slots", 3, {6}>>>>,      \* wg1 reads in_smem_refs_1[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {12, 14, 16}>>, <<"slots", 1, {1}>>>>,  \* wg1 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {12, 14, 16}>>, <<"slots", 1, {2}>>>>,  \* wg1 reads in_smem_refs_1[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {12, 14, 16}>>, <<"slots", 2, {3}>>>>,  \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {12, 14, 16}>>, <<"slots", 2, {4}>>>>,  \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {12, 14, 16}>>, <<"slots", 3, {5}>>>>,  \* wg1 reads in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {12, 14, 16}>>, <<"slots", 3, {6}>>>>,  \* wg1 reads in_smem_refs_1[0,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {12, 14, 16}>>, <<"slots", 4, {7}>>>>,  \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {12, 14, 16}>>, <<"slots", 4, {8}>>>>,  \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {13}>>, <<"slots", 2, {3}>>>>,          \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {13}>>, <<"slots", 2, {4}>>>>,          \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {13}>>, <<"slots", 4, {7}>>>>,          \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {13}>>, <<"slots", 4, {8}>>>>,          \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {17}>>, <<"slots", 2, {3}>>>>,          \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {17}>>, <<"slots", 2, {4}>>>>,          \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {17}>>, <<"slots", 4, {7}>>>>,          \* wg1 reads in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"pc", 2, {17}>>, <<"slots", 4, {8}>>>>,          \* wg1 reads in_smem_refs_1[1,:,2:4] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:216) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"slots", 1, {1}>>, <<"slots", 3, {5}>>>>,        \* TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223) / TMA copy writes in_smem_refs_0[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"slots", 1, {2}>>, <<"slots", 3, {6}>>>>,        \* TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223) / TMA copy writes in_smem_refs_1[0] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"slots", 2, {3}>>, <<"slots", 4, {7}>>>>,        \* TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223) / TMA copy writes in_smem_refs_0[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
+    <<"BP200", <<"slots", 2, {4}>>, <<"slots", 4, {8}>>>>         \* TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223) / TMA copy writes in_smem_refs_1[1] (jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:223)
 >>
 
 \* Instances of Pallas-only barriers no thread waits on (BP103 if they complete).
@@ -192,5 +242,50 @@ KernelUnwaited == {}
 
 \* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
 KernelExitLive == {}
+
+\* Hardware barriers: named barriers of one block, or the cluster barrier.
+KernelHwKind == <<
+    "named"   \* 1: named_bar[0]
+>>
+
+\* The block of each named barrier (0: the cluster barrier).
+KernelHwBlock == <<
+    1   \* named_bar[0]
+>>
+
+\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
+KernelHwSeenOf == <<
+    <<1, 1>>,  \* wg0 waits at named_bar[0]
+    <<2, 1>>,  \* wg1 waits at named_bar[0]
+    <<3, 1>>   \* wg2 waits at named_bar[0]
+>>
+
+\* The block of each agent.
+KernelBlockOf == <<
+    1,  \* wg0
+    1,  \* wg1
+    1   \* wg2
+>>
+
+\* The agents that are warpgroups (a warp that ends has joined, not exited).
+KernelTopAgents == {1, 2, 3}
+
+\* The block of each mbarrier instance.
+KernelInstBlock == <<
+    1,  \* sem
+    1,  \* consumed_barrier_refs_0[0]
+    1,  \* consumed_barrier_refs_0[1]
+    1,  \* in_smem_barrier_ref[0]
+    1,  \* in_smem_barrier_ref[1]
+    1,  \* consumed_barrier_refs_02[0]
+    1,  \* consumed_barrier_refs_02[1]
+    1,  \* in_smem_barrier_ref2[0]
+    1   \* in_smem_barrier_ref2[1]
+>>
+
+KernelBlockThreads == 384
+
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {}
 
 ======================================================================================================

@@ -7,7 +7,7 @@
 \* kernel's agents, programs and barriers. Variables and their values are those of
 \* model/semantics.py; agents, instances, seen entries, slots and queues are
 \* numbered from 1 here (from 0 in semantics.py).
-EXTENDS MBarrier
+EXTENDS HwBarrier
 
 \* Barrier instances: the arrival count of each (index: name).
 KernelExpected == <<
@@ -22,20 +22,26 @@ KernelExpected == <<
     2   \* 9: in_smem_barrier_ref2[1] (Barrier)  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
 >>
 
-\* Agent 1: wg0 (thread), 2 instruction(s).
+\* Agent 1: wg0 (thread), 4 instruction(s).
 Prog_1_wg0 == <<
-    sem_signal(1, 132),   \* pc 0: semaphore_signal(sem, +1 x132 clusters)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:147
-    sem_wait(1, 132, 0)   \* pc 1: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    sem_signal(1, 132),               \* pc 0: semaphore_signal(sem, +1 x132 clusters)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:147
+    sem_wait(1, 132, 0),              \* pc 1: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    hw_arrive(1, 128, 384, 3, 0, 1),  \* pc 2: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    hw_wait(1, 1)                     \* pc 3: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
 >>
 
-\* Agent 2: wg1 (thread), 1 instruction(s).
+\* Agent 2: wg1 (thread), 3 instruction(s).
 Prog_2_wg1 == <<
-    sem_wait(1, 132, 0)   \* pc 0: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    sem_wait(1, 132, 0),              \* pc 0: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    hw_arrive(1, 128, 384, 3, 0, 2),  \* pc 1: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    hw_wait(1, 2)                     \* pc 2: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
 >>
 
-\* Agent 3: wg2 (thread), 1 instruction(s).
+\* Agent 3: wg2 (thread), 3 instruction(s).
 Prog_3_wg2 == <<
-    sem_wait(1, 132, 0)   \* pc 0: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    sem_wait(1, 132, 0),              \* pc 0: semaphore_wait(sem, >=132)  jax/experimental/pallas/ops/gpu/collective_matmul_mgpu.py:150
+    hw_arrive(1, 128, 384, 3, 0, 3),  \* pc 1: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
+    hw_wait(1, 3)                     \* pc 2: syncthreads()  jax/experimental/pallas/ops/gpu/hopper_matmul_mgpu.py:141
 >>
 
 KernelProg == <<
@@ -79,5 +85,50 @@ KernelUnwaited == {2, 3, 4, 5, 6, 7, 8, 9}
 
 \* Agents that end with their own asynchronous shared-memory access still running (BP105 at exit).
 KernelExitLive == {}
+
+\* Hardware barriers: named barriers of one block, or the cluster barrier.
+KernelHwKind == <<
+    "named"   \* 1: named_bar[0]
+>>
+
+\* The block of each named barrier (0: the cluster barrier).
+KernelHwBlock == <<
+    1   \* named_bar[0]
+>>
+
+\* hwseen entries: <<agent, hardware barrier>> for every agent that waits on one.
+KernelHwSeenOf == <<
+    <<1, 1>>,  \* wg0 waits at named_bar[0]
+    <<2, 1>>,  \* wg1 waits at named_bar[0]
+    <<3, 1>>   \* wg2 waits at named_bar[0]
+>>
+
+\* The block of each agent.
+KernelBlockOf == <<
+    1,  \* wg0
+    1,  \* wg1
+    1   \* wg2
+>>
+
+\* The agents that are warpgroups (a warp that ends has joined, not exited).
+KernelTopAgents == {1, 2, 3}
+
+\* The block of each mbarrier instance.
+KernelInstBlock == <<
+    1,  \* sem
+    1,  \* consumed_barrier_refs_0[0]
+    1,  \* consumed_barrier_refs_0[1]
+    1,  \* in_smem_barrier_ref[0]
+    1,  \* in_smem_barrier_ref[1]
+    1,  \* consumed_barrier_refs_02[0]
+    1,  \* consumed_barrier_refs_02[1]
+    1,  \* in_smem_barrier_ref2[0]
+    1   \* in_smem_barrier_ref2[1]
+>>
+
+KernelBlockThreads == 384
+
+\* The slots some block issues into another block's barrier.
+KernelRemoteSlots == {}
 
 ======================================================================================================
