@@ -9,10 +9,12 @@ barrier whose wait phase is carried across tiles. Each correct and with a bug of
 field reports. Checked by tests/test_unseen_frontends.py against EXPECT (decided from the
 hardware rules before running).
 
-Also a ring walked by a descending loop, a loader skipping its first lap's `empty` waits by
-predicate (`mbarrier.wait(..., pred=...)`) with one arrival of count 2, two MMAs filling the
-column halves of one TMEM accumulator (`.slice`), a staging buffer handed between partitions
-each storing it out by TMA, and P aliased onto S (`.reinterpret` of tensor memory).
+Also a `tcgen05_commit` issued by the epilogue partition for the MMA partition's MMA (it tracks
+only its issuer's tcgen05 ops), a loader skipping its first lap's `empty` waits by predicate
+(`mbarrier.wait(..., pred=...)`) with one arrival of count 2, two MMAs filling the column halves
+of one TMEM accumulator (`.slice`), a staging buffer handed between partitions each storing it
+out by TMA, and P aliased onto S (`.reinterpret` of tensor memory; the tensor pipe running the
+MMA partition's ops in order is what keeps S of the next block off P).
 
 First run (`barrierproof check --expect`, 28 launches of 14 kernels): 21 as expected; 4 input
 errors of the kernels themselves (static_ring reassigned a constexpr inside `gl.static_range`,
@@ -80,10 +82,10 @@ EXPECT = {
     # can arrive on ready[0] before the first tile has landed, a second arrival in a phase
     # counted 1 (undefined), which comes first
     "pred_wait_skips_three": "violation:BP121",
-    "countdown_ok": "verified",
-    # slot and parity from the descending k: with four tiles the first wait, on slot 1 for
-    # parity 1, returns at once on a barrier whose phase 0 is open
-    "countdown_by_k": "violation:BP200",
+    "commit_by_issuer_ok": "verified",
+    # tcgen05_commit tracks the tcgen05 ops of the thread that issues it: the epilogue has
+    # issued none, so acc_bar may complete while the MMA partition's MMA still writes acc
+    "commit_by_epilogue": "violation:BP201",
     "static_ring_ok": "verified",
     # parity k & 1 on a two-slot ring: the wait for slot 1 at k = 1 asks for parity 1 on a
     # barrier whose phase 0 is open, which returns at once, before the load lands
@@ -632,40 +634,64 @@ pred_wait_ok = _pred_wait(2)
 pred_wait_skips_three = _pred_wait(3)
 
 
-# -- 5g. a ring walked with a descending loop: slot and phase count the steps taken ----------
+# -- 5g. the commit signalling the epilogue issued by the partition that issued the MMA ------
 
 @gluon.jit
-def countdown(desc, out_ptr, n_tiles, BY_K: gl.constexpr, num_warps: gl.constexpr):
-    BM: gl.constexpr = desc.block_type.shape[0]
-    bufs = gl.allocate_shared_memory(desc.dtype, [2] + desc.block_type.shape, desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(2):
-        mbarrier.init(bars.index(i), count=1)
-    layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
-    rows = gl.arange(0, BM, gl.SliceLayout(1, layout))
-    for k in range(n_tiles - 1, -1, -1):
-        j = n_tiles - 1 - k                   # steps taken
-        if BY_K:
-            s = k % 2
-            phase = (k // 2) & 1
-        else:
-            s = j % 2
-            phase = (j // 2) & 1
-        mbarrier.expect(bars.index(s), desc.block_type.nbytes)
-        tma.async_load(desc, [k * BM, 0], bars.index(s), bufs.index(s))
-        mbarrier.wait(bars.index(s), phase)
-        gl.store(out_ptr + k * BM + rows, gl.max(bufs.index(s).load(layout), 1))
-        gl.barrier()                          # every warp has read the slot before its refill
+def fc_mma(a_smem, b_smem, acc, issued, acc_bar, MINE: gl.constexpr):
+    # asynchronous (a barrier given), its own arrival predicated off
+    tcgen05_mma(a_smem, b_smem.permute((1, 0)), acc, use_acc=False, mbarriers=[issued],
+                mbarrier_preds=[False])
+    if MINE:
+        tcgen05_commit(acc_bar)
+    mbarrier.arrive(issued, count=1)
 
 
-def _countdown(by_k: bool) -> Launch:
-    return Launch(countdown, args=dict(desc=tensor_desc("fp16", [32, 64]), out_ptr="*fp16",
-                                       n_tiles=4, BY_K=by_k),
+@gluon.jit
+def fc_epilogue(out_ptr, acc, issued, acc_bar, MINE: gl.constexpr, num_warps: gl.constexpr):
+    mbarrier.wait(issued, 0)
+    if not MINE:
+        tcgen05_commit(acc_bar)
+    mbarrier.wait(acc_bar, 0)
+    regs: gl.constexpr = acc.get_reg_layout(num_warps=num_warps)
+    BM: gl.constexpr = acc.shape[0]
+    BN: gl.constexpr = acc.shape[1]
+    rows = gl.arange(0, BM, gl.SliceLayout(1, regs))
+    cols = gl.arange(0, BN, gl.SliceLayout(0, regs))
+    gl.store(out_ptr + rows[:, None] * BN + cols[None, :], acc.load(regs))
+
+
+@gluon.jit
+def foreign_commit(a_desc, b_desc, out_ptr, MINE: gl.constexpr, num_warps: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    tma_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    issued = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    acc_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(tma_bar, count=1)
+    mbarrier.init(issued, count=1)
+    mbarrier.init(acc_bar, count=1)
+    acc = allocate_tensor_memory(gl.float32, [BM, BN], TensorMemoryLayout([BM, BN], col_stride=1))
+    mbarrier.expect(tma_bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    tma.async_load(a_desc, [0, 0], tma_bar, a_smem)
+    tma.async_load(b_desc, [0, 0], tma_bar, b_smem)
+    mbarrier.wait(tma_bar, 0)
+    gl.warp_specialize([
+        (fc_epilogue, (out_ptr, acc, issued, acc_bar, MINE, num_warps)),
+        (fc_mma, (a_smem, b_smem, acc, issued, acc_bar, MINE)),
+    ], [1], [48])
+
+
+def _foreign_commit(mine: bool) -> Launch:
+    return Launch(foreign_commit, args=dict(a_desc=tensor_desc("fp16", [128, 64]),
+                                            b_desc=tensor_desc("fp16", [64, 64]),
+                                            out_ptr="*fp32", MINE=mine),
                   num_warps=4, target="cuda:100")
 
 
-countdown_ok = _countdown(False)
-countdown_by_k = _countdown(True)
+commit_by_issuer_ok = _foreign_commit(True)
+commit_by_epilogue = _foreign_commit(False)
 
 
 # -- 6. a two-slot ring unrolled by gl.static_range: slot and phase are compile-time -----------
