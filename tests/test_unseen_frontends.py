@@ -60,6 +60,11 @@ UNREAD = {
     # Pallas: global rows loaded back while the TMA store that writes them may still be
     # writing (only a read-only wait between): global memory is outside the model
     "store_then_load_read_only_wait": "plgpu.copy_gmem_to_smem(o_gmem,",
+    # Gluon: a barrier initialised again after its invalidation (a fresh phase 0 on the same
+    # memory), and a warp_specialize region inside a loop (Triton gives the region the loop's
+    # line)
+    "reinit_rounds": "mbarrier.init(bar, count=1)",
+    "region_per_tile": "# one region per tile",
 }
 
 

@@ -21,7 +21,8 @@ errors of the kernels themselves (static_ring reassigned a constexpr inside `gl.
 attn_alias gave P a column stride of 2, which tcgen05_mma refuses), fixed in the kernels; 3 a
 violation with another code than decided (two_shapes_bytes_short, commit_pair_count_one,
 pred_wait_skips_three: EXPECT corrected, each explained at its entry). No false verdict of the
-frontend: no fix was needed. After: 28 of 28."""
+frontend: no fix was needed. After: 28 of 28, and the two kernels outside the model (added
+after, section 8) BP190 at their lines."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -90,6 +91,11 @@ EXPECT = {
     # parity k & 1 on a two-slot ring: the wait for slot 1 at k = 1 asks for parity 1 on a
     # barrier whose phase 0 is open, which returns at once, before the load lands
     "static_ring_parity": "violation:BP200",
+    # outside the model (BP190 at the line, tests/test_unseen_frontends.py UNREAD): a barrier
+    # invalidated and initialised again for a second round, and a warp_specialize region
+    # entered once per tile of a loop
+    "reinit_rounds": "unknown",
+    "region_per_tile": "unknown",
     "nest_phase_ok": "verified",
     # the phase restarts at 0 for every tile: with three k steps per tile the barrier has
     # completed three phases when tile 1 begins, its wait for parity 0 returns at once
@@ -766,3 +772,45 @@ def _nest(reset: bool) -> Launch:
 
 nest_phase_ok = _nest(False)
 nest_phase_reset = _nest(True)
+
+
+# -- 8. outside the model: a barrier re-initialised per round, a region per loop iteration ----
+
+@gluon.jit
+def reinit(desc, out_ptr, num_warps: gl.constexpr):
+    BM: gl.constexpr = desc.block_type.shape[0]
+    x_smem = gl.allocate_shared_memory(desc.dtype, desc.block_type.shape, desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [num_warps, 1], [1, 0])
+    rows = gl.arange(0, BM, gl.SliceLayout(1, layout))
+    for r in gl.static_range(2):
+        mbarrier.init(bar, count=1)             # phase 0 again every round
+        mbarrier.expect(bar, desc.block_type.nbytes)
+        tma.async_load(desc, [r * BM, 0], bar, x_smem)
+        mbarrier.wait(bar, 0)
+        gl.store(out_ptr + r * BM + rows, gl.max(x_smem.load(layout), 1))
+        mbarrier.invalidate(bar)
+
+
+reinit_rounds = Launch(reinit, args=dict(desc=tensor_desc("fp16", [32, 64]), out_ptr="*fp16"),
+                       num_warps=4, target="cuda:100")
+
+
+@gluon.jit
+def region_loop(desc, out_ptr, n_tiles, num_warps: gl.constexpr):
+    bufs = gl.allocate_shared_memory(desc.dtype, [2] + desc.block_type.shape, desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)
+    for t in range(n_tiles):                  # one region per tile
+        gl.warp_specialize([
+            (pw_use, (out_ptr, bufs, ready, empty, 2, num_warps)),
+            (pw_load, (desc, bufs, ready, empty, 2, 2)),
+        ], [1], [48])
+
+
+region_per_tile = Launch(region_loop, args=dict(desc=tensor_desc("fp16", [32, 64]),
+                                                out_ptr="*fp16", n_tiles=2),
+                         num_warps=4, target="cuda:100")
