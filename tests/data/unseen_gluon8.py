@@ -16,13 +16,13 @@ of one TMEM accumulator (`.slice`), a staging buffer handed between partitions e
 out by TMA, and P aliased onto S (`.reinterpret` of tensor memory; the tensor pipe running the
 MMA partition's ops in order is what keeps S of the next block off P).
 
-First run (`barrierproof check --expect`, 28 launches of 14 kernels): 21 as expected; 4 input
-errors of the kernels themselves (static_ring reassigned a constexpr inside `gl.static_range`,
-attn_alias gave P a column stride of 2, which tcgen05_mma refuses), fixed in the kernels; 3 a
-violation with another code than decided (two_shapes_bytes_short, commit_pair_count_one,
-pred_wait_skips_three: EXPECT corrected, each explained at its entry). No false verdict of the
-frontend: no fix was needed. After: 28 of 28, and the two kernels outside the model (added
-after, section 8) BP190 at their lines."""
+First run (`barrierproof check --expect`, 28 launches of 14 kernels, since merged to 13): 21 as
+expected; 4 input errors of the kernels themselves (static_ring reassigned a constexpr inside
+`gl.static_range`, attn_alias gave P a column stride of 2, which tcgen05_mma refuses), fixed in
+the kernels; 3 a violation with another code than decided (two_shapes_bytes_short,
+commit_pair_count_one, pred_wait_skips_three: EXPECT corrected, each explained at its entry).
+No false verdict of the frontend: no fix was needed. After: 28 of 28, and the two kernels
+outside the model (added after, section 8) BP190 at their lines."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -59,7 +59,8 @@ EXPECT = {
     # counted 1 with two commits per tile: each tile completes two phases. Decided BP201 (the
     # second accumulator read while its MMA runs); corrected after: an MMA given no barrier is
     # synchronous (Triton waits for it), so both commits can land before the wait, whose
-    # parity then names a phase two behind: parity aliasing (mma_pair below has the race)
+    # parity then names a phase two behind: parity aliasing (mma_pair, its MMAs asynchronous,
+    # has the race)
     "commit_pair_count_one": "violation:BP101",
     "mma_pair_ok": "verified",
     # counted 1: the first MMA's completion completes the phase, and the epilogue reads the
@@ -353,51 +354,8 @@ inval_in_flight = _inval(False)
 # -- 5. two accumulators, a commit after each MMA, one barrier counted by both commits ---------
 
 @gluon.jit
-def commit_pair(a_desc, b_desc, out_ptr, n_tiles, COUNT: gl.constexpr, num_warps: gl.constexpr):
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = b_desc.block_type.shape[0]
-    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
-    b_smem = gl.allocate_shared_memory(b_desc.dtype, [2] + b_desc.block_type.shape, b_desc.layout)
-    tma_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    both = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(tma_bar, count=1)
-    mbarrier.init(both, count=COUNT)
-    accs = allocate_tensor_memory(gl.float32, [2, BM, BN],
-                                  TensorMemoryLayout([BM, BN], col_stride=1))
-    mbarrier.expect(tma_bar, a_desc.block_type.nbytes + 2 * b_desc.block_type.nbytes)
-    tma.async_load(a_desc, [0, 0], tma_bar, a_smem)
-    tma.async_load(b_desc, [0, 0], tma_bar, b_smem.index(0))
-    tma.async_load(b_desc, [BN, 0], tma_bar, b_smem.index(1))
-    mbarrier.wait(tma_bar, 0)
-    regs: gl.constexpr = accs.index(0).get_reg_layout(num_warps=num_warps)
-    rows = gl.arange(0, BM, gl.SliceLayout(1, regs))
-    cols = gl.arange(0, BN, gl.SliceLayout(0, regs))
-    total = gl.zeros([BM, BN], gl.float32, regs)
-    for t in range(n_tiles):
-        tcgen05_mma(a_smem, b_smem.index(0).permute((1, 0)), accs.index(0), use_acc=False)
-        tcgen05_commit(both)
-        tcgen05_mma(a_smem, b_smem.index(1).permute((1, 0)), accs.index(1), use_acc=False)
-        tcgen05_commit(both)
-        mbarrier.wait(both, t & 1)
-        total += accs.index(0).load(regs) + accs.index(1).load(regs)
-    gl.store(out_ptr + rows[:, None] * BN + cols[None, :], total)
-
-
-def _commit_pair(count: int) -> Launch:
-    return Launch(commit_pair, args=dict(a_desc=tensor_desc("fp16", [128, 64]),
-                                         b_desc=tensor_desc("fp16", [64, 64]), out_ptr="*fp32",
-                                         n_tiles=2, COUNT=count),
-                  num_warps=4, target="cuda:100")
-
-
-commit_pair_ok = _commit_pair(2)
-commit_pair_count_one = _commit_pair(1)
-
-
-# -- 5b. the same with asynchronous MMAs, each signalling the barrier itself ------------------
-
-@gluon.jit
-def mma_pair(a_desc, b_desc, out_ptr, n_tiles, COUNT: gl.constexpr, num_warps: gl.constexpr):
+def commit_pair(a_desc, b_desc, out_ptr, n_tiles, COUNT: gl.constexpr, ASYNC: gl.constexpr,
+                num_warps: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = b_desc.block_type.shape[0]
     a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
@@ -419,22 +377,29 @@ def mma_pair(a_desc, b_desc, out_ptr, n_tiles, COUNT: gl.constexpr, num_warps: g
     total = gl.zeros([BM, BN], gl.float32, regs)
     for t in range(n_tiles):
         for j in gl.static_range(2):
-            tcgen05_mma(a_smem, b_smem.index(j).permute((1, 0)), accs.index(j), use_acc=False,
-                        mbarriers=[both])
+            if ASYNC:       # each MMA signals `both` itself on completion
+                tcgen05_mma(a_smem, b_smem.index(j).permute((1, 0)), accs.index(j),
+                            use_acc=False, mbarriers=[both])
+            else:           # synchronous (no barrier given), then committed
+                tcgen05_mma(a_smem, b_smem.index(j).permute((1, 0)), accs.index(j),
+                            use_acc=False)
+                tcgen05_commit(both)
         mbarrier.wait(both, t & 1)
         total += accs.index(0).load(regs) + accs.index(1).load(regs)
     gl.store(out_ptr + rows[:, None] * BN + cols[None, :], total)
 
 
-def _mma_pair(count: int) -> Launch:
-    return Launch(mma_pair, args=dict(a_desc=tensor_desc("fp16", [128, 64]),
-                                      b_desc=tensor_desc("fp16", [64, 64]), out_ptr="*fp32",
-                                      n_tiles=2, COUNT=count),
+def _commit_pair(count: int, asynchronous: bool = False) -> Launch:
+    return Launch(commit_pair, args=dict(a_desc=tensor_desc("fp16", [128, 64]),
+                                         b_desc=tensor_desc("fp16", [64, 64]), out_ptr="*fp32",
+                                         n_tiles=2, COUNT=count, ASYNC=asynchronous),
                   num_warps=4, target="cuda:100")
 
 
-mma_pair_ok = _mma_pair(2)
-mma_pair_count_one = _mma_pair(1)
+commit_pair_ok = _commit_pair(2)
+commit_pair_count_one = _commit_pair(1)
+mma_pair_ok = _commit_pair(2, asynchronous=True)
+mma_pair_count_one = _commit_pair(1, asynchronous=True)
 
 
 # -- 5c. MMAs release their stages; one predicated tcgen05_commit signals the epilogue --------
