@@ -195,14 +195,20 @@ class CompiledKernel:
         return self._arrival_set_index[targets]
 
     def _slot(self, effect: int, inst: int, amount: int, kind: str,
-              access: Access | None = None, owner: object = None) -> int:
+              access: Access | None = None, owner: object = None,
+              issuer: int | None = None, multicast: bool = False) -> int:
         # One counter per destination: copies that complete the same bytes on the same
         # instance but write different memory land in either order, and each destination is
         # written until its own copy lands (one `full` barrier may serve two buffers). Copies
         # of one destination share it (their landings are alike); without memory effects all
-        # alike copies do, as the barrier protocol cannot tell them apart.
+        # alike copies do, as the barrier protocol cannot tell them apart. A TMA copy of
+        # `issuer` writing bytes another thread's copy of that counter writes gets a counter
+        # of its own: the two race (memory.py `slot_groups`), unless both are multicast.
         dest = self.memory.destination(access) if access is not None else ""
         key = (effect, inst, amount, kind, dest) + ((owner,) if owner is not None else ())
+        if access is not None and issuer is not None and key in self._slot_index and \
+                self.memory.clashes(self._slot_index[key], issuer, access.mask, multicast):
+            key += (("issuer", issuer),)
         if key not in self._slot_index:
             self._slot_index[key] = len(self.slots)
             self.slots.append(Slot(effect, inst, amount, kind, dest))
@@ -211,6 +217,8 @@ class CompiledKernel:
             known = self.memory.slot_access.setdefault(k, [])
             if all(x.mask != access.mask or x.text != access.text for x in known):
                 known.append(access)
+            if issuer is not None:
+                self.memory.issued(k, issuer, access.mask, multicast)
         return k
 
     def _tcgen05_entry(self, targets: tuple[int, ...], accesses: tuple[Access, ...]) -> int:

@@ -21,8 +21,10 @@ An access is *live* in a state while it may still be happening:
 Each destination has its own in-flight counter (compile.py `_slot`): copies that complete the
 same bytes on the same barrier instance but write different memory land in either order, and a
 destination counts as written until its own copy lands (one `full` barrier may serve two
-buffers). Copies that land on one instance never race each other (multicast slices, split
-tiles: disjoint parts of one transaction).
+buffers). Copies that land on one instance are parts of one transaction and never race each
+other where they write disjoint cells (split tiles, multicast slices) or are all multicast (each
+block's share written coarsely as the whole destination); TMA copies of different threads
+writing a common cell race (`clashes`).
 
 The rule: a state in which two live accesses of different agents overlap and one of them writes
 is a race. Under interleaving semantics this is exactly a pair of conflicting accesses that
@@ -95,6 +97,8 @@ class MemoryLayout:
         self.events: list[list[tuple]] = []
         self.slot_access: dict[int, list[Access]] = {}    # TMA slot -> writes of its copies
         self.entry_accesses: dict[int, tuple[Access, ...]] = {}  # tcgen05 entry -> accesses
+        # TMA slot -> issuing thread -> (the cells its copies write, all of them multicast)
+        self.slot_issues: dict[int, dict[int, tuple[int, bool]]] = {}
 
     # -- compilation -------------------------------------------------------------------------
 
@@ -127,6 +131,41 @@ class MemoryLayout:
     def destination(self, access: Access) -> str:
         """What a copy writes, by its slots alone (`ring[1]`), its block left to its barrier."""
         return ", ".join(dest_text(name, box, self._shape[name]) for name, _, box in access.boxes)
+
+    def issued(self, k: int, issuer: int, mask: int, multicast: bool) -> None:
+        """Record a TMA copy of `issuer` on slot k."""
+        was = self.slot_issues.setdefault(k, {}).get(issuer, (0, True))
+        self.slot_issues[k][issuer] = (was[0] | mask, was[1] and multicast)
+
+    def clashes(self, k: int, issuer: int, mask: int, multicast: bool) -> bool:
+        """Does a copy of `issuer` writing `mask` race a copy of another thread on slot k?
+        Both land on one barrier instance; they race iff they write a common cell, unless both
+        are multicast: each block's share of a multicast is written coarsely as the whole
+        destination in every block it reaches, so those copies are one transaction (the rule
+        before overlaps were checked, kept)."""
+        for a, (m, mc) in self.slot_issues.get(k, {}).items():
+            if a != issuer and m & mask and not (mc and multicast):
+                return True
+        return False
+
+    def _transactions(self, group: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+        """Split the slots landing on one barrier instance into sets that never race each
+        other: slots whose copies race (`clashes`) go to different sets, so the rule sees them
+        as different agents. Without such a pair the instance stays one set, as before."""
+        def race(k1: int, k2: int) -> bool:
+            return any(self.clashes(k2, a, m, mc) for a, (m, mc) in
+                       self.slot_issues.get(k1, {}).items())
+        if not any(race(k1, k2) for (k1, _), (k2, _) in itertools.combinations(group, 2)):
+            return [group]
+        parts: list[list[tuple[int, int]]] = []
+        for item in group:
+            for part in parts:
+                if not any(race(item[0], k) for k, _ in part):
+                    part.append(item)
+                    break
+            else:
+                parts.append([item])
+        return parts
 
     def finish(self, lengths: list[int], slot_insts: list[int],
                joins: Mapping[tuple[int, int], tuple[int, int]] = {}) -> None:
@@ -194,11 +233,14 @@ class MemoryLayout:
         self.active_agents = tuple(a for a in range(len(lengths))
                                    if any(self.items_at[a]) or self.self_races[a])
         # Copies that land on the same barrier instance are parts of one transaction (multicast
-        # slices from each block, tiles split among copies): one agent, never racing itself.
+        # slices from each block, tiles split among copies into disjoint cells): one agent,
+        # never racing itself. Copies of different threads writing a common cell are not,
+        # unless both are multicast (`clashes`): their slots go to different groups.
         groups: dict[int, list[tuple[int, int]]] = {}
         for k, accs in sorted(self.slot_access.items()):
             groups.setdefault(self._slot_inst[k], []).append((k, _masks(accs)[1]))
-        self.slot_groups = tuple(tuple(g) for _, g in sorted(groups.items()))
+        self.slot_groups = tuple(tuple(part) for _, g in sorted(groups.items())
+                                 for part in self._transactions(g))
         self.entry_masks = {e: _masks(accs) for e, accs in self.entry_accesses.items()}
 
     # -- the rule ----------------------------------------------------------------------------

@@ -4,8 +4,8 @@ judge a state by its program counters, in-flight slots and tcgen05 queues alone 
 A *holder* is what makes accesses live in a state:
 - ("pc", a, P): agent a stands at a gap in P (its loads, stores and own asynchronous accesses
   still live there; a gap of P may also be one where its own program races, see below);
-- ("slots", g, K): some TMA slot of K is in flight (g: the slot group, the copies that complete
-  one transaction on one barrier instance and never race each other);
+- ("slots", g, K): some TMA slot of K is in flight (g: the slot group, copies that complete
+  one transaction on one barrier instance and never race each other: memory.py `slot_groups`);
 - ("queue", a, E): agent a's tcgen05 queue holds an entry of E;
 - ("tail", a, {gap}, until=(parent, at)): warp a stands at the gap after its last instruction in
   a warp region and its warpgroup (`parent`) has not passed the region's JOIN (at `at`): the

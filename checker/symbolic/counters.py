@@ -47,6 +47,8 @@ class AsyncSlot:
     reads: set = field(default_factory=set)
     writes: set = field(default_factory=set)
     issuers: set = field(default_factory=set)     # roles that issue them
+    # TMA copies: per issuing role, the cells its copies write and whether all are multicast
+    copies: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -712,9 +712,13 @@ def attach_async(builder: "ClassBuilder", role: "Role", op, ctx, cops: list[COp]
                 block = cls.instances[slot.inst][2]       # the block this part lands in
             else:
                 block = role.block
-            _carry(builder, slot, cop, [(cell, write, g) for ref, write in refs
-                                        for g, cell in cells_of(builder, role, op, ref, ctx,
-                                                                block)])
+            carried = _carry(builder, slot, cop, [(cell, write, g) for ref, write in refs
+                                                  for g, cell in cells_of(builder, role, op,
+                                                                          ref, ctx, block)])
+            if op.kind in COPY_KINDS:
+                cells, multicast = slot.copies.get((role.name, role.single), (set(), True))
+                slot.copies[(role.name, role.single)] = (
+                    cells | carried, multicast and bool(op.collective_axes))
             _one_queue(slot, role, op)
 
 
@@ -723,9 +727,26 @@ def _carry(builder: "ClassBuilder", slot, cop: COp, cells) -> None:
     its guard (over the issue's loop coordinate) can hold together with the issue's guard for
     this instance -- otherwise no delivery to the instance ever carries it (a ring of concrete
     slots indexed `i % 2`: slot 1's cells never ride on the delivery to `full[0]`)."""
+    written = set()
     for cell, write, g in cells:
         if compatible(builder, cop, g):
             (slot.writes if write else slot.reads).add(cell)
+            if write:
+                written.add(cell)
+    return written
+
+
+def two_writers(a, b) -> set:
+    """The cells TMA copies of two different threads write, one on slot `a`, one on `b` (both
+    landing on one instance; `a is b` for one slot): those copies race (model/memory.py
+    `clashes`), unless both are multicast, whose shares are written coarsely as the whole
+    destination (one transaction, as before). A role of several threads is two writers of its
+    own cells (its members' copies are not told apart: fail closed)."""
+    out = set()
+    for (r1, (c1, m1)), (r2, (c2, m2)) in itertools.product(a.copies.items(), b.copies.items()):
+        if (r1 != r2 or not r1[1]) and not (m1 and m2):
+            out |= c1 & c2
+    return out
 
 
 def _one_queue(slot, role: "Role", op) -> None:
@@ -812,7 +833,13 @@ def race_conditions(enc: "Encoder", st: "SymState") -> list[tuple[str, z3.BoolRe
     out += _hold_conditions(enc, st, entries, live, code)
     for (q1, a), (q2, b) in itertools.combinations_with_replacement(enumerate(slots), 2):
         if a.kind == b.kind == "tma" and a.inst == b.inst:
-            continue                                      # one transaction
+            # one transaction, but for the copies of two threads writing common cells
+            for cell in sorted(two_writers(a, b)):
+                out.append((f"race ({code(cell)}): TMA copies of two threads in flight to "
+                            f"{sysm.instances[a.inst].name} on {names[cell][0]}",
+                            st.fly[q1] >= 2 if q1 == q2 else
+                            z3.And(st.fly[q1] >= 1, st.fly[q2] >= 1)))
+            continue
         if a.kind == b.kind == "tcgen05" and a.issuers == b.issuers:
             continue                                      # one thread's tensor-core queue
         if q1 == q2:

@@ -43,7 +43,8 @@ def _compile_copy(arrives: bool):
         slots = tuple(system._slot(ins.EFFECT_COMPLETE_TX,
                                    system._inst_index[(op.barrier.alloc.name, index, p)],
                                    share, "tma",
-                                   system._copy_write(op, env, block if own else p, src))
+                                   system._copy_write(op, env, block if own else p, src),
+                                   issuer=agent, multicast=bool(op.collective_axes))
                       for p in peers)
         system._emit(agent, ins.Instr(ins.ISSUE_ASYNC, (inst,) if arrives else (), nbytes,
                                       slots, src))

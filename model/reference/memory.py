@@ -24,7 +24,8 @@ positions in it: its own load or store conflicts with its own asynchronous acces
 that access's issue and its retiring wait. Regions are exact: each dimension of a reference is a
 set of slot indices (a leading index, a `ds(start, size, stride)` progression, or the whole
 dimension) and two references meet iff every dimension's sets meet. Copies that land on one
-barrier instance are parts of one transaction and do not conflict with each other.
+barrier instance are parts of one transaction and do not conflict with each other, except TMA
+copies issued by two threads, not both multicast, that write a common slot.
 
 What it does not state, `unmatched` names (fail closed): memory effects of an operation kind
 not listed here, regions whose indices depend on the lane, and accesses in a branch on the lane
@@ -73,6 +74,7 @@ class Access:
     end: tuple | None = None    # (gap, position) of the retiring wait; None: a plain access
     landing: tuple | None = None    # TMA: the landing it ends with
     dest: str = ""              # TMA: the slots it writes, as its landing step names them
+    multicast: bool = False     # TMA: a share of a multicast copy (collective axes)
 
     def describe(self) -> str:
         return f"{self.agent} {'writes' if self.write else 'reads'} {self.buffer} ({self.loc})"
@@ -193,7 +195,8 @@ class ClusterMemory:
         for landing in landings:
             block = thread.block if own else self.block_of_instance[landing[1]]
             out.append(tuple(self._access(w, env, True, "a TMA copy", thread, block, op.loc,
-                                          landing=landing, dest=self._dest(w, env))
+                                          landing=landing, dest=self._dest(w, env),
+                                          multicast=bool(op.collective_axes))
                              for w in op.writes))
         return tuple(out)
 
@@ -249,7 +252,11 @@ def overlap(a: Access, b: Access) -> bool:
 def ordered(a: Access, b: Access) -> bool:
     """Do the rules keep `a` and `b` from being in progress together, whatever the schedule?"""
     if a.landing is not None and b.landing is not None and a.landing[1] == b.landing[1]:
-        return True             # parts of one transaction on one barrier instance
+        # Parts of one transaction on one barrier instance: one thread's copies, cp.async
+        # arrivals, the shares of multicasts (each written as the whole destination). TMA
+        # copies of two threads that write a common slot are two writers, not one.
+        two_writers = a.landing[0] == b.landing[0] == "tma" and a.thread != b.thread
+        return not two_writers or (a.multicast and b.multicast)
     if a.thread != b.thread:
         return False
     if a.agent == b.agent == a.thread:
